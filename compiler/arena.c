@@ -1,0 +1,88 @@
+/* arena.c: bump allocation in large chunks; see arena.h. */
+#include "arena.h"
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct ArenaChunk {
+  ArenaChunk *next;
+  size_t size, used;
+  _Alignas(16) unsigned char data[];
+};
+
+static void *arena_oom(size_t n) {
+  fprintf(stderr, "ppsc: out of memory (asked for %zu bytes)\n", n);
+  abort();
+}
+
+void *arena_alloc(Arena *a, size_t size) {
+  size = (size + 15) & ~(size_t)15;
+  ArenaChunk *c = a->head;
+  if (!c || c->size - c->used < size) {
+    size_t want = size > (1u << 20) ? size : (1u << 20);
+    c = malloc(sizeof *c + want);
+    if (!c) arena_oom(size);
+    c->next = a->head;
+    c->size = want;
+    c->used = 0;
+    a->head = c;
+  }
+  void *p = c->data + c->used;
+  c->used += size;
+  a->total += size;
+  memset(p, 0, size);
+  return p;
+}
+
+void *arena_grow(Arena *a, void *old, size_t old_size, size_t new_size) {
+  if (new_size <= old_size) return old;
+  /* Extend in place when old is the last allocation of the newest chunk. */
+  ArenaChunk *c = a->head;
+  size_t old_r = (old_size + 15) & ~(size_t)15, new_r = (new_size + 15) & ~(size_t)15;
+  if (old && c && (unsigned char *)old + old_r == c->data + c->used && c->size - c->used >= new_r - old_r) {
+    memset(c->data + c->used, 0, new_r - old_r);
+    c->used += new_r - old_r;
+    a->total += new_r - old_r;
+    return old;
+  }
+  void *p = arena_alloc(a, new_size);
+  if (old) memcpy(p, old, old_size);
+  return p;
+}
+
+void *arena_vec_grow(Arena *a, void *v, int *cap, size_t elem) {
+  size_t old = (size_t)*cap * elem;
+  *cap = *cap ? 2 * *cap : 16;
+  return arena_grow(a, v, old, (size_t)*cap * elem);
+}
+
+char *arena_strndup(Arena *a, const char *s, size_t n) {
+  char *p = arena_alloc(a, n + 1);
+  memcpy(p, s, n);
+  p[n] = 0;
+  return p;
+}
+
+char *arena_strdup(Arena *a, const char *s) { return arena_strndup(a, s, strlen(s)); }
+
+char *arena_printf(Arena *a, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  char *p = arena_alloc(a, (size_t)n + 1);
+  va_start(ap, fmt);
+  vsnprintf(p, (size_t)n + 1, fmt, ap);
+  va_end(ap);
+  return p;
+}
+
+void arena_free(Arena *a) {
+  for (ArenaChunk *c = a->head, *n; c; c = n) {
+    n = c->next;
+    free(c);
+  }
+  a->head = NULL;
+  a->total = 0;
+}

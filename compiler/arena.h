@@ -1,0 +1,26 @@
+/* arena.h: the compiler's allocator. One arena per compilation; everything the
+ * phases allocate lives until arena_free at exit. Allocation failure aborts with a
+ * message (the compiler has no useful way to go on without memory). */
+#ifndef PPS_ARENA_H
+#define PPS_ARENA_H
+#include <stddef.h>
+
+typedef struct ArenaChunk ArenaChunk;
+typedef struct Arena {
+  ArenaChunk *head;   /* newest chunk first */
+  size_t total;       /* bytes handed out, for statistics */
+} Arena;
+
+void *arena_alloc(Arena *a, size_t size);            /* zeroed, 16-byte aligned */
+void *arena_grow(Arena *a, void *old, size_t old_size, size_t new_size); /* realloc-like */
+char *arena_strndup(Arena *a, const char *s, size_t n);
+char *arena_strdup(Arena *a, const char *s);
+char *arena_printf(Arena *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void arena_free(Arena *a);
+
+/* Growable array of fixed-size elements in an arena:
+ *   T *p = VEC_PUSH(arena, v, n, cap);   (v: T*, n and cap: int; p is zeroed) */
+void *arena_vec_grow(Arena *a, void *v, int *cap, size_t elem);
+#define VEC_PUSH(A, V, N, CAP) \
+  ((N) >= (CAP) ? (void)((V) = arena_vec_grow((A), (V), &(CAP), sizeof *(V))) : (void)0, &(V)[(N)++])
+#endif

@@ -1,0 +1,70 @@
+/* driver.h: what the `ppsc` commands share: parsed options, the compilation (arena +
+ * diagnostics), the front end's entry point, and one function per command.
+ *
+ * Ownership of the commands (one file each):
+ *   front.c / elab.c   front_compile, cmd_expand
+ *   analysis.c         cmd_check, cmd_sim, cmd_import_csv, cmd_export_csv
+ *   cmd_build.c        cmd_emit_c, cmd_build
+ * Exit codes every command honours: 0 valid/success, 1 invalid input, 2 usage or I/O. */
+#ifndef PPS_DRIVER_H
+#define PPS_DRIVER_H
+#include "arena.h"
+#include "diag.h"
+#include "ir.h"
+
+enum { PPSC_OK = 0, PPSC_INVALID = 1, PPSC_USAGE = 2 };
+
+typedef struct Define {
+  const char *name;
+  const char *value;  /* text as given; parsed as a PPS literal (int, real, true/false) */
+} Define;
+
+typedef struct Options {
+  const char *cmd;          /* check, sim, expand, emit-c, build, import-csv, export-csv */
+  const char *file;         /* input file ("-" = stdin) */
+  Define *defs; int ndefs;  /* -D NAME=VALUE, in order (a later one wins) */
+  const char *schedule;     /* --schedule NAME: which schedule of the file (default: last) */
+  const char *out;          /* -o FILE */
+  const char *trace;        /* --trace FILE (Chrome trace JSON) */
+  const char *svg;          /* --svg FILE */
+  const char *stdlib_dir;   /* --stdlib DIR, else $PPS_STDLIB, else the installed path */
+  int json;                 /* --json */
+  int quiet;                /* -q: no text summary */
+  int max_errors;           /* --max-errors N (default 50; 0 = all) */
+  int color;                /* --color=always|never|auto resolved */
+  long max_ops;             /* --max-ops N: elaboration limit on generated ops (default 50M) */
+  int argc; char **argv;    /* unparsed extra arguments (after --), for build */
+} Options;
+
+typedef struct Compilation {
+  Arena arena;
+  Diag diag;
+  const Options *opt;
+} Compilation;
+
+/* Reads, parses and elaborates opt->file into the IR (no lowering). Reports every
+ * error through c->diag; returns NULL when the input could not be elaborated, or an
+ * IR (possibly with errors counted) that later phases may still look at. Sets
+ * *io_error to 1 when the failure was reading a file (exit 2, not 1). */
+IrSchedule *front_compile(Compilation *c, int *io_error);
+
+int cmd_check(Compilation *c);
+int cmd_sim(Compilation *c);
+int cmd_expand(Compilation *c);
+int cmd_emit_c(Compilation *c);
+int cmd_build(Compilation *c);
+int cmd_import_csv(Compilation *c);
+int cmd_export_csv(Compilation *c);
+
+/* Writes `size` bytes to `path` atomically (temporary file + rename), so an error
+ * never leaves a partial output. "-" writes stdout. Returns 0, or -1 with a message
+ * printed. */
+int write_file_atomic(const char *path, const char *data, size_t size);
+
+/* An in-memory output buffer for the writers above. */
+typedef struct StrBuf { char *data; size_t len, cap; } StrBuf;
+void sb_printf(StrBuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void sb_puts(StrBuf *b, const char *s);
+void sb_json_string(StrBuf *b, const char *s);
+void sb_free(StrBuf *b);
+#endif

@@ -1,0 +1,166 @@
+/* ir.h: the schedule IR, the one data structure every phase after parsing shares.
+ *
+ * Plain data: arrays of small structs indexed by integers, allocated in the
+ * compilation's arena. Elaboration (elab.c) fills it from the AST: placement, costs,
+ * memory model, policies, expectations and, per device, the ordered ops the file
+ * wrote (compute passes, plus any send/recv/offload/reload/collective it wrote
+ * itself). Lowering (lower.c) inserts the communication and copy ops the file left
+ * out; verification (verify.c) proves the result executable; simulation (sim.c)
+ * times it; emit_c.c turns it into C tables for libppsrt.
+ *
+ * Conventions shared by all phases:
+ *  - devices 0..ndev, stages 0..nstage, microbatches 0..nmb (half-open);
+ *  - every op keeps the Span of the source text that produced it; ops a phase
+ *    inserts carry the span of the op that caused them and IR_FLAG_INSERTED;
+ *  - times are in the file's cost unit; memory in "activations of one device share
+ *    for one microbatch" unless the model/hardware blocks turn them into bytes. */
+#ifndef PPS_IR_H
+#define PPS_IR_H
+#include <stdint.h>
+#include "arena.h"
+#include "diag.h"
+
+typedef enum IrKind {
+  /* compute passes on (mb, stage) */
+  IR_F,       /* forward */
+  IR_B,       /* backward, input gradient only */
+  IR_W,       /* backward, weight gradient only */
+  IR_BW,      /* full backward (B and W fused) */
+  /* vocabulary-parallel passes on (mb), run by every device; stage = -1 */
+  IR_IF,      /* input embedding forward (this device's vocabulary rows) */
+  IR_IB,      /* input embedding backward */
+  IR_S,       /* output layer forward + local softmax statistics (Vocab-2: + input gradient) */
+  IR_T,       /* output layer weight gradient (Vocab-1: + input gradient) */
+  /* activation copies on a copy engine */
+  IR_OFFLOAD, /* start copying the activation kept by F(mb, stage) to host */
+  IR_RELOAD,  /* start copying it back before B(mb, stage) */
+  /* communication */
+  IR_SEND,    /* send what the pass `xfer` of (mb, stage) produced to device `peer` */
+  IR_RECV,    /* receive it from device `peer` */
+  IR_COLL,    /* vocabulary collective `coll` for mb, issued by every device in the same order */
+  IR_NKINDS
+} IrKind;
+
+/* What a SEND/RECV carries (IrOp.xfer): the output of F(mb, stage), which goes to
+ * the device of stage+1, or the input gradient of B/BW(mb, stage), which goes to the
+ * device of stage-1. */
+typedef enum IrXfer {
+  IR_XFER_NONE = 0,
+  IR_XFER_ACT,  /* activation produced by F(mb, stage) -> device of stage+1 */
+  IR_XFER_GRAD  /* input gradient produced by B or BW(mb, stage) -> device of stage-1 */
+} IrXfer;
+
+/* Which vocabulary collective an IR_COLL is (IrOp.coll). */
+typedef enum IrColl {
+  IR_COLL_NONE = 0,
+  IR_COLL_INPUT_FWD,  /* all-reduce of the IF outputs; F(mb, 0) needs it */
+  IR_COLL_OUTPUT_FWD, /* all-reduce (max, sum) of S's softmax statistics; last stage's B needs it */
+  IR_COLL_OUTPUT_BWD, /* Vocab-1 only: all-reduce of T's input gradient; last stage's B needs it */
+  IR_COLL_INPUT_BWD   /* broadcast of B(mb, 0)'s input gradient to every device; IB needs it */
+} IrColl;
+
+enum { IR_FLAG_INSERTED = 1 /* added by a compiler phase, not written in the file */ };
+
+typedef struct IrOp {
+  uint8_t kind;   /* IrKind */
+  uint8_t xfer;   /* IrXfer for SEND/RECV, else 0 */
+  uint8_t coll;   /* IrColl for IR_COLL, else 0 */
+  uint8_t flags;  /* IR_FLAG_* */
+  int32_t mb;     /* microbatch */
+  int32_t stage;  /* stage, or -1 for vocabulary passes and collectives */
+  int32_t peer;   /* SEND/RECV: the other device; else -1 */
+  Span span;      /* where the file wrote it, or what caused it */
+} IrOp;
+
+typedef struct IrDevice {
+  IrOp *ops;      /* program order */
+  int nops, capops;
+} IrDevice;
+
+/* Metrics an `expect` statement can name. */
+typedef enum IrMetric {
+  IR_METRIC_MAKESPAN,
+  IR_METRIC_BUBBLE_RATE,       /* 1 - m(TF+TB+TW)/makespan */
+  IR_METRIC_BUBBLE_RATE_SPAN,  /* same over the longest device's first-start..last-end span */
+  IR_METRIC_PEAK_MEMORY,       /* max over devices (or one device: IrExpect.device) */
+  IR_METRIC_HOST_MEMORY,       /* peak host (offload) memory, max over devices */
+  IR_METRIC_OPS,               /* total ops after lowering */
+  IR_NMETRICS
+} IrMetric;
+
+typedef enum IrCmp { IR_CMP_LT, IR_CMP_LE, IR_CMP_EQ, IR_CMP_NE, IR_CMP_GE, IR_CMP_GT } IrCmp;
+
+typedef struct IrExpect {
+  uint8_t metric;   /* IrMetric */
+  uint8_t cmp;      /* IrCmp */
+  int32_t device;   /* -1: the metric over all devices */
+  double value;     /* right-hand side, evaluated at elaboration */
+  Span span;        /* the whole statement */
+} IrExpect;
+
+/* Per-stage costs (time units) and memory, after defaults and overrides. Defaults:
+ * a stage that holds 1/v of its device's share (v = stages on that device) costs
+ * TF/v, TB/v, TW/v, BW = (TB+TW)/v and keeps act = 1/v. */
+typedef struct IrStage {
+  int32_t device;     /* placement */
+  double tf, tb, tw, tbw;
+  double act;         /* activation units added by F */
+  double b_free;      /* fraction of act that B frees (W frees the rest); default 0 */
+  double offload;     /* fraction of act the offload policy moves to host; 0 = none */
+  double offload_time;/* time to copy this stage's whole activation one way */
+  Span span;          /* placement statement (or override) */
+} IrStage;
+
+/* Vocabulary parallelism settings (vocab parallel 1|2). */
+typedef struct IrVocab {
+  int mode;           /* 0 = off, 1 = Vocab-1, 2 = Vocab-2 */
+  double t_if, t_ib, t_s, t_t, t_coll;  /* costs of IF, IB, S, T and of one collective */
+  double act_s;       /* activation units S keeps until T frees them (per device) */
+  Span span;
+} IrVocab;
+
+/* The offload policy as written (lowering turns it into ops). */
+typedef struct IrOffload {
+  int enabled;
+  double ratio;       /* fraction of each chosen activation */
+  int32_t stage_lo, stage_hi;  /* chosen stages [lo, hi); default all */
+  int32_t mb_lo, mb_hi;        /* chosen microbatches [lo, hi); default all */
+  double host_limit;  /* host memory bound in units; < 0 = none */
+  Span span;
+} IrOffload;
+
+/* model { ... } and hardware { ... }: named numbers, kept for byte/FLOP derivation
+ * and passed to the runtime as defaults. Unknown keys are an elaboration error. */
+typedef struct IrKeyVal { const char *key; double value; Span span; } IrKeyVal;
+
+typedef struct IrSchedule {
+  const char *name;         /* schedule name */
+  const char *file;         /* main source path */
+  Span span;                /* the schedule's header */
+  int32_t ndev, nstage, nmb;
+  IrStage *stages;          /* [nstage] */
+  const char *placement;    /* "linear", "interleaved", "vshape", "explicit" */
+  int32_t v;                /* stages per device where uniform, else 0 */
+  double tf, tb, tw, tc;    /* the schedule-wide costs as stated (one device share) */
+  double mem_limit;         /* activation units per device; < 0 = none */
+  IrVocab vocab;
+  IrOffload offload;
+  IrKeyVal *model;   int nmodel;
+  IrKeyVal *hardware; int nhardware;
+  IrExpect *expects; int nexpects, capexpects;
+  IrDevice *devs;           /* [ndev] */
+  int64_t total_ops;        /* sum of devs[d].nops */
+  /* parameters after -D, in declaration order, for reports */
+  struct IrParam { const char *name; double value; int is_int; } *params;
+  int nparams;
+} IrSchedule;
+
+/* Appends an op to device d's order (grows the array in the arena). */
+IrOp *ir_push(Arena *a, IrSchedule *s, int d);
+/* Short names: "F", "B", ..., "send", "recv", "coll". */
+const char *ir_kind_name(IrKind k);
+const char *ir_coll_name(IrColl c);
+const char *ir_metric_name(IrMetric m);
+/* Writes an op the way `ppsc expand` prints it: F(3) or F(3,1), send F(3,1)->2 ... */
+int ir_format_op(const IrSchedule *s, const IrOp *op, char *buf, int size);
+#endif

@@ -1,0 +1,175 @@
+/* main.c: the `ppsc` command line. Parses options common to every command and
+ * dispatches to the command's function (see driver.h for who implements which). */
+#include "config.h"
+#include "driver.h"
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char usage_text[] =
+  "usage: ppsc COMMAND FILE [options]\n"
+  "\n"
+  "Pipeline-parallel schedules: check them, simulate them, compile them.\n"
+  "\n"
+  "commands:\n"
+  "  check FILE        parse, elaborate, lower and verify; evaluate `expect` (exit 0 valid, 1 invalid)\n"
+  "  sim FILE          check, then simulate: makespan, bubble, memory per device\n"
+  "  expand FILE       print the per-device orders, one literal line per device\n"
+  "  emit-c FILE -o OUT.c   write C host code for libppsrt\n"
+  "  build FILE -o PROG     emit C, compile and link it with libppsrt (honours CC, CFLAGS)\n"
+  "  import-csv CSV -o OUT.pps   read a torch.distributed.pipelining schedule CSV\n"
+  "  export-csv FILE -o OUT.csv  write one\n"
+  "\n"
+  "options:\n"
+  "  -D NAME=VALUE     override a schedule parameter (repeatable)\n"
+  "  --schedule NAME   which schedule of FILE to use (default: the last one)\n"
+  "  --json            one JSON object on stdout (check, sim)\n"
+  "  --trace OUT.json  Chrome trace of the simulation (sim)\n"
+  "  --svg OUT.svg     timeline and memory plot (sim)\n"
+  "  -o FILE           output file (emit-c, build, import-csv, export-csv)\n"
+  "  --stdlib DIR      where `import` finds the standard schedules\n"
+  "  --max-errors N    print at most N errors (default 50, 0 = all)\n"
+  "  --max-ops N       limit on ops a file may generate (default 50000000)\n"
+  "  --color[=WHEN]    colour diagnostics: always, never, auto (default)\n"
+  "  -q, --quiet       no text summary\n"
+  "  -h, --help        this text;  --version  the version\n"
+  "\n"
+  "exit status: 0 valid, 1 invalid input (errors printed), 2 usage or I/O error.\n"
+  "See ppsc(1) and docs/language.md.\n";
+
+static int usage_error(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("ppsc: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputs("\nTry 'ppsc --help'.\n", stderr);
+  return PPSC_USAGE;
+}
+
+typedef struct Command { const char *name; int (*fn)(Compilation *); int needs_file; } Command;
+static const Command commands[] = {
+  {"check", cmd_check, 1},       {"sim", cmd_sim, 1},
+  {"expand", cmd_expand, 1},     {"emit-c", cmd_emit_c, 1},
+  {"build", cmd_build, 1},       {"import-csv", cmd_import_csv, 1},
+  {"export-csv", cmd_export_csv, 1},
+};
+
+/* Takes the value of an option written "--opt VALUE" or "--opt=VALUE". */
+static const char *opt_value(int argc, char **argv, int *i, const char *name) {
+  size_t n = strlen(name);
+  if (argv[*i][n] == '=') return argv[*i] + n + 1;
+  if (*i + 1 >= argc) return NULL;
+  return argv[++*i];
+}
+
+static int parse_long(const char *s, long *out) {
+  char *end;
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  if (errno || end == s || *end || v < 0) return -1;
+  *out = v;
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  Options opt = {0};
+  opt.max_errors = 50;
+  opt.max_ops = 50000000;
+  int color = -1;
+  if (argc < 2) return usage_error("no command given");
+  if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+    fputs(usage_text, stdout);
+    return PPSC_OK;
+  }
+  if (!strcmp(argv[1], "--version")) {
+    printf("ppsc (PPS) %s\n", PACKAGE_VERSION);
+    return PPSC_OK;
+  }
+  const Command *cmd = NULL;
+  for (size_t k = 0; k < sizeof commands / sizeof *commands; k++)
+    if (!strcmp(argv[1], commands[k].name)) cmd = &commands[k];
+  if (!cmd) return usage_error("unknown command '%s'", argv[1]);
+  opt.cmd = cmd->name;
+
+  Define *defs = calloc((size_t)argc, sizeof *defs);
+  if (!defs) return usage_error("out of memory");
+  opt.defs = defs;
+  for (int i = 2; i < argc; i++) {
+    char *a = argv[i];
+    const char *v;
+    if (!strcmp(a, "--")) { opt.argc = argc - i - 1; opt.argv = argv + i + 1; break; }
+    if (!strncmp(a, "-D", 2)) {
+      v = a[2] ? a + 2 : (i + 1 < argc ? argv[++i] : NULL);
+      if (!v) return usage_error("-D needs NAME=VALUE");
+      const char *eq = strchr(v, '=');
+      if (!eq || eq == v) return usage_error("-D needs NAME=VALUE, got '%s'", v);
+      defs[opt.ndefs].name = strndup(v, (size_t)(eq - v));
+      defs[opt.ndefs].value = eq + 1;
+      opt.ndefs++;
+    } else if (!strcmp(a, "-o")) {
+      if (i + 1 >= argc) return usage_error("-o needs a file name");
+      opt.out = argv[++i];
+    } else if (!strcmp(a, "--json")) {
+      opt.json = 1;
+    } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
+      opt.quiet = 1;
+    } else if (!strncmp(a, "--trace", 7) && (a[7] == 0 || a[7] == '=')) {
+      if (!(opt.trace = opt_value(argc, argv, &i, "--trace"))) return usage_error("--trace needs a file name");
+    } else if (!strncmp(a, "--svg", 5) && (a[5] == 0 || a[5] == '=')) {
+      if (!(opt.svg = opt_value(argc, argv, &i, "--svg"))) return usage_error("--svg needs a file name");
+    } else if (!strncmp(a, "--schedule", 10) && (a[10] == 0 || a[10] == '=')) {
+      if (!(opt.schedule = opt_value(argc, argv, &i, "--schedule"))) return usage_error("--schedule needs a name");
+    } else if (!strncmp(a, "--stdlib", 8) && (a[8] == 0 || a[8] == '=')) {
+      if (!(opt.stdlib_dir = opt_value(argc, argv, &i, "--stdlib"))) return usage_error("--stdlib needs a directory");
+    } else if (!strncmp(a, "--max-errors", 12) && (a[12] == 0 || a[12] == '=')) {
+      long n;
+      if (!(v = opt_value(argc, argv, &i, "--max-errors")) || parse_long(v, &n) || n > 1000000)
+        return usage_error("--max-errors needs a count");
+      opt.max_errors = (int)n;
+    } else if (!strncmp(a, "--max-ops", 9) && (a[9] == 0 || a[9] == '=')) {
+      long n;
+      if (!(v = opt_value(argc, argv, &i, "--max-ops")) || parse_long(v, &n) || n == 0)
+        return usage_error("--max-ops needs a positive count");
+      opt.max_ops = n;
+    } else if (!strcmp(a, "--color") || !strcmp(a, "--color=always")) {
+      color = 1;
+    } else if (!strcmp(a, "--color=never")) {
+      color = 0;
+    } else if (!strcmp(a, "--color=auto")) {
+      color = -1;
+    } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      fputs(usage_text, stdout);
+      return PPSC_OK;
+    } else if (a[0] == '-' && a[1]) {
+      return usage_error("unknown option '%s'", a);
+    } else if (!opt.file) {
+      opt.file = a;
+    } else {
+      return usage_error("more than one input file ('%s' and '%s')", opt.file, a);
+    }
+  }
+  if (cmd->needs_file && !opt.file) return usage_error("%s needs an input file", cmd->name);
+  opt.color = color >= 0 ? color : isatty(2) && getenv("TERM") && strcmp(getenv("TERM"), "dumb") != 0;
+  if (!opt.stdlib_dir) opt.stdlib_dir = getenv("PPS_STDLIB");
+  if (!opt.stdlib_dir) opt.stdlib_dir = PPS_STDLIB_DIR;
+
+  Compilation c;
+  memset(&c, 0, sizeof c);
+  c.opt = &opt;
+  diag_init(&c.diag, &c.arena);
+  c.diag.max_errors = opt.max_errors;
+  c.diag.color = opt.color;
+  int rc = cmd->fn(&c);
+  if (fflush(stdout) != 0 && rc == PPSC_OK) {
+    fprintf(stderr, "ppsc: error writing output: %s\n", strerror(errno));
+    rc = PPSC_USAGE;
+  }
+  arena_free(&c.arena);
+  for (int k = 0; k < opt.ndefs; k++) free((char *)defs[k].name);
+  free(defs);
+  return rc;
+}

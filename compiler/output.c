@@ -1,0 +1,99 @@
+/* output.c: in-memory output buffers and atomic file writes, used by every command
+ * that writes a file (-o, --trace, --svg) so that an error never leaves a partial one. */
+#include "driver.h"
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void sb_reserve(StrBuf *b, size_t extra) {
+  if (b->len + extra + 1 <= b->cap) return;
+  size_t cap = b->cap ? b->cap : 4096;
+  while (cap < b->len + extra + 1) cap *= 2;
+  char *p = realloc(b->data, cap);
+  if (!p) {
+    fputs("ppsc: out of memory\n", stderr);
+    abort();
+  }
+  b->data = p;
+  b->cap = cap;
+}
+
+void sb_printf(StrBuf *b, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char small[256];
+  int n = vsnprintf(small, sizeof small, fmt, ap);
+  va_end(ap);
+  if (n < 0) return;
+  sb_reserve(b, (size_t)n);
+  if ((size_t)n < sizeof small) {
+    memcpy(b->data + b->len, small, (size_t)n + 1);
+  } else {
+    va_start(ap, fmt);
+    vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+  }
+  b->len += (size_t)n;
+}
+
+void sb_puts(StrBuf *b, const char *s) {
+  size_t n = strlen(s);
+  sb_reserve(b, n);
+  memcpy(b->data + b->len, s, n + 1);
+  b->len += n;
+}
+
+void sb_json_string(StrBuf *b, const char *s) {
+  sb_puts(b, "\"");
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    switch (*p) {
+    case '"': sb_puts(b, "\\\""); break;
+    case '\\': sb_puts(b, "\\\\"); break;
+    case '\n': sb_puts(b, "\\n"); break;
+    case '\t': sb_puts(b, "\\t"); break;
+    case '\r': sb_puts(b, "\\r"); break;
+    default:
+      if (*p < 0x20 || *p == 0x7f) sb_printf(b, "\\u%04x", *p);
+      else { char c[2] = {(char)*p, 0}; sb_puts(b, c); }
+    }
+  }
+  sb_puts(b, "\"");
+}
+
+void sb_free(StrBuf *b) {
+  free(b->data);
+  memset(b, 0, sizeof *b);
+}
+
+int write_file_atomic(const char *path, const char *data, size_t size) {
+  if (!strcmp(path, "-")) {
+    if (fwrite(data, 1, size, stdout) != size || fflush(stdout)) {
+      fprintf(stderr, "ppsc: error writing standard output: %s\n", strerror(errno));
+      return -1;
+    }
+    return 0;
+  }
+  size_t n = strlen(path);
+  char *tmp = malloc(n + 32);
+  if (!tmp) return -1;
+  snprintf(tmp, n + 32, "%s.tmp.%ld", path, (long)getpid());
+  FILE *f = fopen(tmp, "wb");
+  if (!f) {
+    fprintf(stderr, "ppsc: cannot write '%s': %s\n", path, strerror(errno));
+    free(tmp);
+    return -1;
+  }
+  int ok = fwrite(data, 1, size, f) == size;
+  ok = (fclose(f) == 0) && ok;
+  if (!ok || rename(tmp, path) != 0) {
+    fprintf(stderr, "ppsc: cannot write '%s': %s\n", path, strerror(errno));
+    unlink(tmp);
+    free(tmp);
+    return -1;
+  }
+  free(tmp);
+  return 0;
+}

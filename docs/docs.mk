@@ -1,0 +1,1 @@
+# docs/docs.mk: the man page and documents installed with PPS.

@@ -1,0 +1,2 @@
+# runtime/core.mk: libppsrt: public header, interpreter, transports, CPU backend, mlp model.
+pkgconfig_DATA += runtime/ppsrt.pc

@@ -1,0 +1,1 @@
+# runtime/models.mk: models (gpt) and the kernels every backend implements.
