@@ -1,0 +1,169 @@
+/* backend.h: the interface every compute backend of libppsrt implements (CPU in
+ * cpu_backend.c, CUDA in cuda/), internal to the library.
+ *
+ * The models (model_mlp.c, model_gpt.c) are written ONCE against this table: they
+ * never touch tensor data themselves, so the same model code runs on the CPU and on
+ * the GPU. A backend owns the memory of its device (host RAM for CPU, one GPU for
+ * CUDA), its streams, and the numerical kernels.
+ *
+ * Data types: activations and weights are stored in the backend's `act_dtype`
+ * (CPU: F32; CUDA: BF16); weight gradients, optimizer state, layer-norm statistics,
+ * softmax statistics and losses are always F32. gemm takes each operand's dtype and
+ * accumulates in F32.
+ *
+ * Streams: every call takes a stream. Stream 0 (PPSRT_STREAM_COMPUTE) is compute;
+ * the others order copies and communication. Ordering across streams goes through
+ * events only (event_record on one, stream_wait_event on another); nothing in the
+ * steady state synchronises the whole device. On the CPU backend every stream is
+ * synchronous on the calling thread except the copy streams, which run on a copy
+ * thread so offload overlaps compute; events are then real completion flags.
+ *
+ * Errors: functions return 0 or a negative PPSRT_E* code after recording a message
+ * (rank, file, line, library message, hint) retrievable with ppsrt_last_error(). */
+#ifndef PPSRT_BACKEND_H
+#define PPSRT_BACKEND_H
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum ppsrt_dtype { PPSRT_F32, PPSRT_BF16 } ppsrt_dtype;
+
+static inline size_t ppsrt_dtype_size(ppsrt_dtype t) { return t == PPSRT_F32 ? 4 : 2; }
+
+enum {
+  PPSRT_STREAM_COMPUTE = 0,
+  PPSRT_STREAM_SEND = 1,
+  PPSRT_STREAM_RECV = 2,
+  PPSRT_STREAM_D2H = 3,   /* offload */
+  PPSRT_STREAM_H2D = 4,   /* reload */
+  PPSRT_NSTREAMS = 5
+};
+
+enum {
+  PPSRT_OK = 0,
+  PPSRT_E_NOMEM = -1,     /* device or host allocation failed */
+  PPSRT_E_BACKEND = -2,   /* library error (cuBLAS, CUDA, BLAS) */
+  PPSRT_E_COMM = -3,      /* transport error (MPI, NCCL, a peer died) */
+  PPSRT_E_TIMEOUT = -4,   /* waited longer than --timeout */
+  PPSRT_E_USAGE = -5,     /* bad flags or sizes */
+  PPSRT_E_CHECK = -6      /* --check found a mismatch */
+};
+
+typedef struct ppsrt_event ppsrt_event;       /* opaque, backend specific */
+typedef struct ppsrt_backend ppsrt_backend;
+
+/* A tensor is a pointer into backend memory plus what the model knows of it. */
+typedef struct ppsrt_tensor {
+  void *data;
+  size_t numel;
+  ppsrt_dtype dtype;
+} ppsrt_tensor;
+
+struct ppsrt_backend {
+  const char *name;          /* "cpu", "cuda" */
+  ppsrt_dtype act_dtype;     /* dtype of activations and weights */
+  int device_index;          /* GPU ordinal, or the device rank on CPU */
+  void *impl;                /* backend private state */
+
+  /* ---- memory: device memory (counted by the activation store) and pinned host ---- */
+  int (*alloc)(ppsrt_backend *b, size_t bytes, void **out);
+  void (*free)(ppsrt_backend *b, void *p);
+  int (*host_alloc)(ppsrt_backend *b, size_t bytes, void **out);   /* pinned on CUDA */
+  void (*host_free)(ppsrt_backend *b, void *p);
+  int (*memset0)(ppsrt_backend *b, int stream, void *p, size_t bytes);
+  /* Copies: kind 0 = device->device, 1 = host->device, 2 = device->host; async on `stream`. */
+  int (*memcpy_async)(ppsrt_backend *b, int stream, void *dst, const void *src, size_t bytes, int kind);
+  /* Converts between F32 host arrays and tensors of any dtype (init, --check). Synchronous. */
+  int (*upload_f32)(ppsrt_backend *b, ppsrt_tensor dst, const float *src);
+  int (*download_f32)(ppsrt_backend *b, float *dst, ppsrt_tensor src);
+
+  /* ---- streams and events ---- */
+  int (*event_create)(ppsrt_backend *b, ppsrt_event **out);
+  void (*event_destroy)(ppsrt_backend *b, ppsrt_event *e);
+  int (*event_record)(ppsrt_backend *b, ppsrt_event *e, int stream);
+  int (*stream_wait_event)(ppsrt_backend *b, int stream, ppsrt_event *e);
+  int (*event_sync)(ppsrt_backend *b, ppsrt_event *e);        /* host waits */
+  int (*event_query)(ppsrt_backend *b, ppsrt_event *e);       /* 1 done, 0 not yet, <0 error */
+  int (*stream_sync)(ppsrt_backend *b, int stream);
+  /* Seconds between two recorded events (for measured timelines), or < 0 if unknown. */
+  double (*event_elapsed)(ppsrt_backend *b, ppsrt_event *start, ppsrt_event *end);
+
+  /* ---- kernels, all on `stream`; row-major; sizes in elements ---- */
+  /* C[M,N] = alpha * op(A) op(B) + beta * C, op(X) = X or X^T (ta/tb), F32 accumulate.
+   * A is M x K after op, B is K x N after op; lda/ldb/ldc are row strides as stored. */
+  int (*gemm)(ppsrt_backend *b, int stream, int ta, int tb, int M, int N, int K, float alpha,
+              const void *A, ppsrt_dtype at, int lda, const void *B, ppsrt_dtype bt, int ldb,
+              float beta, void *C, ppsrt_dtype ct, int ldc);
+  /* Batched: count independent gemms, operands strided by sA/sB/sC elements. */
+  int (*gemm_strided)(ppsrt_backend *b, int stream, int ta, int tb, int M, int N, int K, float alpha,
+                      const void *A, ppsrt_dtype at, int lda, long sA, const void *B, ppsrt_dtype bt,
+                      int ldb, long sB, float beta, void *C, ppsrt_dtype ct, int ldc, long sC, int count);
+  /* y = x + bias (bias over the last dim C, rows N); y may alias x. */
+  int (*add_bias)(ppsrt_backend *b, int stream, void *y, const void *x, const void *bias, int N, int C);
+  /* dbias (F32) += column sums of dy[N, C]. */
+  int (*bias_grad)(ppsrt_backend *b, int stream, float *dbias, const void *dy, int N, int C);
+  /* y = a + b elementwise (residual); y may alias a. */
+  int (*add)(ppsrt_backend *b, int stream, void *y, const void *a, const void *c, size_t n);
+  /* y = gelu(x) (tanh form); dx = dy * gelu'(x) (dx may alias dy). */
+  int (*gelu_fwd)(ppsrt_backend *b, int stream, void *y, const void *x, size_t n);
+  int (*gelu_bwd)(ppsrt_backend *b, int stream, void *dx, const void *dy, const void *x, size_t n);
+  /* Layer norm over the last dim C of x[N, C]: y, and F32 mean[N], rstd[N]. */
+  int (*layernorm_fwd)(ppsrt_backend *b, int stream, void *y, float *mean, float *rstd,
+                       const void *x, const void *gamma, const void *beta, int N, int C);
+  /* Input gradient only (B): dx (+)= ... ; accumulate = 1 adds into dx (residual paths). */
+  int (*layernorm_bwd_input)(ppsrt_backend *b, int stream, void *dx, const void *dy, const void *x,
+                             const float *mean, const float *rstd, const void *gamma, int N, int C,
+                             int accumulate);
+  /* Weight gradient only (W): dgamma, dbeta (F32) += ... */
+  int (*layernorm_bwd_weight)(ppsrt_backend *b, int stream, float *dgamma, float *dbeta,
+                              const void *dy, const void *x, const float *mean, const float *rstd,
+                              int N, int C);
+  /* Causal self-attention with grouped query heads on one microbatch.
+   * q [T, Hq*D], k and v [T, Hkv*D] (rows of the fused projections may be strided:
+   * ldq/ldk/ldv), out [T, Hq*D]; lse [Hq, T] F32 log-sum-exp kept for backward.
+   * batch > 1 repeats over independent sequences laid out one after another. */
+  int (*attention_fwd)(ppsrt_backend *b, int stream, void *out, float *lse, const void *q, int ldq,
+                       const void *k, int ldk, const void *v, int ldv, int batch, int T, int Hq,
+                       int Hkv, int D);
+  int (*attention_bwd)(ppsrt_backend *b, int stream, void *dq, void *dk, void *dv, int ldd,
+                       const void *dout, const void *out, const float *lse, const void *q, int ldq,
+                       const void *k, int ldk, const void *v, int ldv, int batch, int T, int Hq,
+                       int Hkv, int D);
+  /* Embedding rows [lo, hi) of a table [hi-lo, C]: out[n] (+)= table[ids[n]-lo] for ids in
+   * range, 0 (or unchanged when accumulate) otherwise. ids are int32 in device memory. */
+  int (*embedding_fwd)(ppsrt_backend *b, int stream, void *out, const int32_t *ids, const void *table,
+                       int N, int C, int lo, int hi, int accumulate);
+  /* dtable (F32) += scatter of dout rows whose ids fall in [lo, hi). */
+  int (*embedding_bwd)(ppsrt_backend *b, int stream, float *dtable, const void *dout, const int32_t *ids,
+                       int N, int C, int lo, int hi);
+  /* Softmax statistics of logits [N, V] (a vocabulary shard covering ids [lo, lo+V)):
+   * F32 max[N], sumexp[N] (relative to max) and target logit tgt[N] (0 when the target
+   * is outside the shard). Merging shards: see model_gpt.c (online softmax). */
+  int (*softmax_stats)(ppsrt_backend *b, int stream, float *max, float *sumexp, float *tgt,
+                       const void *logits, const int32_t *targets, int N, int V, int lo);
+  /* dlogits = (softmax(logits) - onehot(target)) * scale, given the GLOBAL max and sumexp. */
+  int (*softmax_xent_bwd)(ppsrt_backend *b, int stream, void *dlogits, const void *logits,
+                          const float *gmax, const float *gsum, const int32_t *targets, int N, int V,
+                          int lo, float scale);
+  /* Optimizer on F32 master weights, then writes the act_dtype copy (may alias master on CPU).
+   * kind 0 = SGD (m, v unused), 1 = Adam (step is 1-based). grad is zeroed afterwards. */
+  int (*optimizer_step)(ppsrt_backend *b, int stream, int kind, float *master, void *param,
+                        float *grad, float *m, float *v, size_t n, float lr, float beta1,
+                        float beta2, float eps, float weight_decay, int step);
+  /* Elementwise F32 helpers on device memory: y = a*x + y, and x *= a. */
+  int (*axpy_f32)(ppsrt_backend *b, int stream, float *y, const float *x, float a, size_t n);
+  int (*scale_f32)(ppsrt_backend *b, int stream, float *x, float a, size_t n);
+
+  void (*destroy)(ppsrt_backend *b);
+};
+
+/* Backends the library was built with. Each returns 0 and fills *out, or an error
+ * (e.g. no GPU visible: PPSRT_E_BACKEND with a message). */
+int ppsrt_cpu_backend_create(int device_index, ppsrt_backend **out);
+int ppsrt_cuda_backend_create(int device_index, ppsrt_backend **out);   /* cuda/ */
+
+/* Error reporting shared by backends and transports (runtime/error.c). */
+int ppsrt_set_error(int code, const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+const char *ppsrt_last_error(void);
+#define PPSRT_FAIL(code, ...) ppsrt_set_error((code), __FILE__, __LINE__, __VA_ARGS__)
+#endif

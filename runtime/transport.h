@@ -1,0 +1,51 @@
+/* transport.h: how the devices of one pipeline exchange data, internal to libppsrt.
+ *
+ * Implementations: threads (transport_threads.c: every device a thread of one
+ * process, the default), MPI (transport_mpi.c: one process per device, host
+ * buffers), NCCL (cuda/transport_nccl.c: one GPU per rank, bootstrapped over MPI or,
+ * on one GPU, ranks as threads sharing an ncclUniqueId).
+ *
+ * Point-to-point channels are FIFO per ordered pair of devices, as the verifier
+ * assumes. Every call is made by the device's own thread with that device's rank.
+ * Buffers live in the memory of the backend the transport was created for (host for
+ * threads/MPI with the CPU backend; GPU for NCCL and for threads with CUDA, where
+ * the threads transport copies device to device). Operations are enqueued on the
+ * backend stream given and complete in stream order; `timeout_s` bounds every wait:
+ * past it the call fails with PPSRT_E_TIMEOUT and a message naming the peer. A failed
+ * peer (crash, abort) makes the others' waits fail with PPSRT_E_COMM, never hang. */
+#ifndef PPSRT_TRANSPORT_H
+#define PPSRT_TRANSPORT_H
+#include <stddef.h>
+#include "backend.h"
+
+typedef enum ppsrt_redop { PPSRT_SUM, PPSRT_MAX } ppsrt_redop;
+
+typedef struct ppsrt_transport ppsrt_transport;
+struct ppsrt_transport {
+  const char *name;       /* "threads", "mpi", "nccl" */
+  int nranks;
+  void *impl;
+  /* Per-rank operations (rank = the caller's device). tag distinguishes messages of
+   * the same pair for checking (kind, mb, stage folded), not for matching: order does. */
+  int (*send)(ppsrt_transport *t, int rank, ppsrt_backend *b, int stream, const void *buf,
+              size_t bytes, int peer, int64_t tag);
+  int (*recv)(ppsrt_transport *t, int rank, ppsrt_backend *b, int stream, void *buf,
+              size_t bytes, int peer, int64_t tag);
+  /* Collective over all ranks, in place, F32; every rank calls in the same order. */
+  int (*allreduce_f32)(ppsrt_transport *t, int rank, ppsrt_backend *b, int stream, float *buf,
+                       size_t n, ppsrt_redop op);
+  /* Collective: buf of `bytes` from root to every rank, in place. */
+  int (*broadcast)(ppsrt_transport *t, int rank, ppsrt_backend *b, int stream, void *buf,
+                   size_t bytes, int root);
+  int (*barrier)(ppsrt_transport *t, int rank);
+  /* Makes every rank's pending and future calls fail (a rank hit an error). */
+  void (*abort)(ppsrt_transport *t, int rank, const char *why);
+  void (*destroy)(ppsrt_transport *t);
+  double timeout_s;
+};
+
+int ppsrt_threads_transport_create(int nranks, double timeout_s, ppsrt_transport **out);
+int ppsrt_mpi_transport_create(double timeout_s, ppsrt_transport **out, int *my_rank); /* MPI_Init inside */
+int ppsrt_nccl_transport_create(int nranks, double timeout_s, int use_mpi, ppsrt_transport **out,
+                                int *my_rank);                                       /* cuda/ */
+#endif
