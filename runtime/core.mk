@@ -1,2 +1,39 @@
-# runtime/core.mk: libppsrt: public header, interpreter, transports, CPU backend, mlp model.
+# runtime/core.mk: libppsrt: public header, interpreter, activation store, offload,
+# transports (threads, MPI), metrics, the executable's CLI, --check, the mlp model.
+# models.mk (gpt, CPU backend kernels) and cuda.mk append to libppsrt_la_SOURCES;
+# they are included after this file.
+lib_LTLIBRARIES += libppsrt.la
+include_HEADERS += runtime/ppsrt.h
+libppsrt_la_SOURCES = runtime/ppsrt.h runtime/backend.h runtime/transport.h runtime/model.h \
+  runtime/rt.h runtime/error.c runtime/interp.c runtime/actstore.c runtime/offload.c \
+  runtime/transport_threads.c runtime/metrics.c runtime/cli.c runtime/check.c \
+  runtime/model_mlp.c
+libppsrt_la_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS)
+libppsrt_la_CFLAGS = $(AM_CFLAGS) -pthread
+libppsrt_la_LDFLAGS = -version-info 0:0:0 -export-symbols-regex '^ppsrt_' -pthread
+libppsrt_la_LIBADD = $(OPENBLAS_LIBS) -lm
+if HAVE_MPI
+libppsrt_la_SOURCES += runtime/transport_mpi.c
+libppsrt_la_CPPFLAGS += $(MPI_CFLAGS)
+libppsrt_la_LIBADD += $(MPI_LIBS)
+endif
 pkgconfig_DATA += runtime/ppsrt.pc
+EXTRA_DIST += runtime/transport_mpi.c
+
+# ---- tests of the runtime (tests/runtime/) ----
+# C programs with hand-written op tables (timeouts, dying ranks, bad flags, memory).
+check_PROGRAMS += tests/runtime/rt_tables
+tests_runtime_rt_tables_SOURCES = tests/runtime/rt_tables.c
+tests_runtime_rt_tables_LDADD = libppsrt.la
+TESTS += tests/runtime/tables.sh tests/runtime/flags.sh tests/runtime/e2e.sh tests/runtime/mpi.sh
+EXTRA_DIST += tests/runtime/tables.sh tests/runtime/flags.sh tests/runtime/e2e.sh tests/runtime/mpi.sh \
+  tests/runtime/lib.sh
+
+# ---- runtime overhead benchmark (make bench-runtime; never part of make check) ----
+noinst_PROGRAMS += bench/runtime_overhead
+bench_runtime_overhead_SOURCES = bench/runtime_overhead.c
+bench_runtime_overhead_LDADD = libppsrt.la
+EXTRA_DIST += bench/runtime_bench.sh
+bench-runtime: bench/runtime_overhead$(EXEEXT) ppsc$(EXEEXT)
+	$(SHELL) $(srcdir)/bench/runtime_bench.sh
+.PHONY: bench-runtime

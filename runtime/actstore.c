@@ -1,0 +1,2 @@
+/* actstore.c: (being written; see runtime/core.mk) */
+#include "rt.h"

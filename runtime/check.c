@@ -1,0 +1,2 @@
+/* check.c: (being written; see runtime/core.mk) */
+#include "rt.h"

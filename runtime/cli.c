@@ -1,0 +1,2 @@
+/* cli.c: (being written; see runtime/core.mk) */
+#include "rt.h"

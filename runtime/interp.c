@@ -1,0 +1,2 @@
+/* interp.c: (being written; see runtime/core.mk) */
+#include "rt.h"

@@ -1,0 +1,2 @@
+/* metrics.c: (being written; see runtime/core.mk) */
+#include "rt.h"

@@ -1,0 +1,181 @@
+/* model.h: the interface a model of libppsrt implements (mlp in model_mlp.c, gpt in
+ * model_gpt.c), internal to the library, and the services the runtime offers it.
+ *
+ * What it does: says how the interpreter (interp.c) drives one device's share of a
+ * model: create it for the stages that device holds, run F / B / W / BW on one
+ * (microbatch, stage), the vocabulary passes IF / IB / S / T and the collectives
+ * between them, enumerate parameters and gradients (optimizer step, --check), report
+ * the loss. What it does not: no scheduling (the op table decides the order), no
+ * communication of its own (the interpreter moves boundary tensors; collectives go
+ * through the ppsrt_comm handed to `collective`), no timing, no exit().
+ *
+ * Ownership rules a model follows:
+ *
+ *  1. Boundary tensors go through the IO box of the device (ppsrt_io_put/take/peek),
+ *     keyed by (xfer, mb, stage) exactly like the SEND/RECV ops:
+ *       (PPSRT_XFER_ACT,  mb, s)   the output of F(mb, s) (the input of F(mb, s+1));
+ *       (PPSRT_XFER_GRAD, mb, s)   the input gradient made by B/BW(mb, s) (the output
+ *                                  gradient B(mb, s-1) needs).
+ *     The last stage's F (no vocabulary parallelism) computes the loss and puts the
+ *     loss gradient under (GRAD, mb, nstage), which its own B then takes.
+ *     A RECV allocates `xfer_bytes` bytes with be->alloc and puts them in the box; a
+ *     SEND reads the box entry (and frees it when no later op of the device needs it).
+ *     Tensors in the IO box are NOT counted as activation memory.
+ *
+ *  2. What F(mb, s) keeps for its backward goes into the ACTIVATION STORE
+ *     (ppsrt_act_save / ppsrt_act_adopt), which counts its bytes per device (peak and
+ *     units), offloads and reloads it when the schedule says so, and hands back the
+ *     current device pointer with ppsrt_act_get (pointers change across an offload:
+ *     never cache them between passes). B frees what W does not need
+ *     (ppsrt_act_free), W (or BW) releases the rest (ppsrt_act_release). Entries are
+ *     indexed 0, 1, 2, ... in the order F saved them. Vocabulary passes that keep
+ *     memory (S until T) use stage = -1.
+ *     For the measured peak to equal `ppsc sim`'s prediction, a stage's saved bytes
+ *     must equal act_bytes(stage) (checked by the runtime at the first release), and
+ *     B must free exactly b_free of it.
+ *
+ *  3. Weights, gradients and optimizer state are the model's; it lists them in
+ *     `params` so the runtime can run the optimizer and --check can compare them.
+ *     Initial values depend only on (seed, parameter name, element index), never on
+ *     the device or on which stages a device holds, so a one-device reference model
+ *     starts from the very same weights; synthetic data depends only on
+ *     (seed, microbatch) (the same data every iteration, so the loss falls).
+ *
+ *  4. Gradients ACCUMULATE over the microbatches of an iteration and are scaled so
+ *     that the iteration's loss is the MEAN over microbatches; the runtime zeroes them
+ *     (the optimizer does) after the step.
+ *
+ * With cfg->no_compute the model skips every kernel (buffers still move, the store
+ * still counts): the runtime-overhead benchmark uses it. */
+#ifndef PPSRT_MODEL_H
+#define PPSRT_MODEL_H
+#include <stddef.h>
+#include <stdint.h>
+#include "backend.h"
+#include "ppsrt.h"
+#include "transport.h"
+
+/* Sizes and settings, from the executable's flags over the program's model { } block. */
+typedef struct ppsrt_model_config {
+  const char *name;       /* "mlp", "gpt" */
+  int hidden;             /* --hidden */
+  int heads;              /* --heads (gpt) */
+  int query_groups;       /* --query-groups (gpt: KV heads) */
+  int seq;                /* --seq: tokens per sequence */
+  int vocab;              /* --vocab (gpt) */
+  int micro_batch;        /* --micro-batch: sequences per microbatch */
+  int layers_per_stage;   /* --layers-per-stage */
+  int nstage;             /* stages of the whole pipeline */
+  int nmb;                /* microbatches per iteration (loss/gradient scale 1/nmb) */
+  int ndev;               /* devices = vocabulary shards when vocab_mode != 0 */
+  int vocab_mode;         /* 0 none, 1 Vocab-1, 2 Vocab-2 (the program's) */
+  uint64_t seed;          /* --seed */
+  int no_compute;         /* --no-compute: skip kernels */
+} ppsrt_model_config;
+
+/* One device's runtime context (interp.c): the store, the IO box, the backend. */
+typedef struct ppsrt_ctx ppsrt_ctx;
+
+/* The collectives a model may issue inside `collective` (bound to the caller's rank
+ * and the compute stream); every rank issues the same calls in the same order. */
+typedef struct ppsrt_comm {
+  int rank, nranks;
+  int (*allreduce_f32)(struct ppsrt_comm *c, float *buf, size_t n, ppsrt_redop op);
+  int (*broadcast)(struct ppsrt_comm *c, void *buf, size_t bytes, int root);
+  void *impl;
+} ppsrt_comm;
+
+/* A parameter tensor, for the optimizer and --check. Vocabulary shards name the FULL
+ * tensor (same name on every device) and give the slice they hold: elements
+ * [offset, offset + numel) of a full tensor of full_numel elements. */
+typedef struct ppsrt_param {
+  const char *name;       /* unique in the whole model, e.g. "s3.l1.w", "vocab.out.w" */
+  int stage;              /* stage it belongs to, -1 for vocabulary layers */
+  size_t numel, offset, full_numel;
+  ppsrt_tensor param;     /* act_dtype copy used by the kernels */
+  float *master;          /* F32 master weights (may equal param.data on CPU) */
+  float *grad;            /* F32 gradient, accumulated */
+  float *m, *v;           /* Adam state (allocated by the model, zeroed) */
+} ppsrt_param;
+
+typedef struct ppsrt_model ppsrt_model;
+struct ppsrt_model {
+  const char *name;
+  ppsrt_backend *be;
+  ppsrt_model_config cfg;
+  void *impl;
+
+  /* Bytes of the boundary tensor (xfer, mb, stage) as defined in rule 1. */
+  size_t (*xfer_bytes)(ppsrt_model *m, int xfer, int mb, int stage);
+  /* Bytes F(mb, stage) keeps in the store (the same for every mb); 0 for stage -1
+   * (vocabulary) when nothing is kept. */
+  size_t (*act_bytes)(ppsrt_model *m, int stage);
+
+  /* Compute passes (rule 1 and 2). bw may be NULL: the runtime then runs b then w. */
+  int (*f)(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage);
+  int (*b)(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage);
+  int (*w)(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage);
+  int (*bw)(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage);
+
+  /* Vocabulary passes: kind is PPSRT_OP_IF, _IB, _S or _T. NULL when the model has no
+   * vocabulary parallelism (the runtime then refuses programs with vocab_mode != 0). */
+  int (*vocab_pass)(ppsrt_model *m, ppsrt_ctx *c, int kind, int mb);
+  /* A vocabulary collective (ppsrt_coll) for mb: the model reduces its own buffers
+   * through `comm` (e.g. max then sum for OUTPUT_FWD). */
+  int (*collective)(ppsrt_model *m, ppsrt_ctx *c, int coll, int mb, ppsrt_comm *comm);
+
+  /* Called before the first op of an iteration (it = 0, 1, ...) and after the last;
+   * end_iteration returns through *loss this device's share of the iteration's loss
+   * (the runtime sums the shares over devices: the mean loss over microbatches). */
+  int (*begin_iteration)(ppsrt_model *m, ppsrt_ctx *c, int it);
+  int (*end_iteration)(ppsrt_model *m, ppsrt_ctx *c, double *loss);
+
+  /* The parameters this device holds (valid until destroy). */
+  ppsrt_param *params;
+  int nparams;
+
+  /* FLOPs of one F / B / W of one stage for one microbatch (for MFU); may be 0. */
+  double flops_f, flops_b, flops_w;
+
+  void (*destroy)(ppsrt_model *m);
+};
+
+/* Creates the model `cfg->name` for one device holding `stages` (ascending, nstages
+ * of them; vocabulary shard = `device` of cfg->ndev when vocab_mode != 0). The --check
+ * reference calls it with every stage, device 0, ndev = 1, vocab_mode = 0. */
+typedef int (*ppsrt_model_create_fn)(const ppsrt_model_config *cfg, ppsrt_backend *be, int device,
+                                     const int *stages, int nstages, ppsrt_model **out);
+int ppsrt_mlp_create(const ppsrt_model_config *cfg, ppsrt_backend *be, int device,
+                     const int *stages, int nstages, ppsrt_model **out);
+int ppsrt_gpt_create(const ppsrt_model_config *cfg, ppsrt_backend *be, int device,
+                     const int *stages, int nstages, ppsrt_model **out);   /* model_gpt.c */
+
+/* ---- services of the runtime to the model (interp.c, actstore.c) ---- */
+ppsrt_backend *ppsrt_ctx_backend(ppsrt_ctx *c);
+int ppsrt_ctx_rank(ppsrt_ctx *c);
+int ppsrt_ctx_iteration(ppsrt_ctx *c);
+
+/* IO box (rule 1). put takes ownership of a be->alloc'ed buffer; take gives it back to
+ * the model (which must be->free it); peek leaves it in the box. take/peek of a
+ * missing key fail with a message naming the key (a missing RECV). */
+int ppsrt_io_put(ppsrt_ctx *c, int xfer, int mb, int stage, void *buf, size_t bytes);
+int ppsrt_io_take(ppsrt_ctx *c, int xfer, int mb, int stage, void **buf, size_t *bytes);
+int ppsrt_io_peek(ppsrt_ctx *c, int xfer, int mb, int stage, void **buf, size_t *bytes);
+
+/* Activation store (rule 2). save allocates `bytes` of counted device memory for
+ * (mb, stage) and returns its index through *index (may be NULL); adopt counts a
+ * be->alloc'ed buffer the model already has (e.g. a received input it keeps). get
+ * returns the entry's device pointer, waiting for a reload when there was one (and
+ * failing, with a hint, when the entry is still on the host). free releases one
+ * entry; release every remaining entry of (mb, stage). */
+int ppsrt_act_save(ppsrt_ctx *c, int mb, int stage, size_t bytes, void **out, int *index);
+int ppsrt_act_adopt(ppsrt_ctx *c, int mb, int stage, void *buf, size_t bytes, int *index);
+int ppsrt_act_get(ppsrt_ctx *c, int mb, int stage, int index, void **out);
+int ppsrt_act_free(ppsrt_ctx *c, int mb, int stage, int index);
+int ppsrt_act_release(ppsrt_ctx *c, int mb, int stage);
+
+/* Deterministic synthetic numbers shared by the models: uniform in [-1, 1) from
+ * (seed, stream id, index); and a 64-bit hash to make stream ids from names. */
+float ppsrt_rand_uniform(uint64_t seed, uint64_t stream, uint64_t index);
+uint64_t ppsrt_hash_str(const char *s);
+#endif

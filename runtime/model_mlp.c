@@ -1,0 +1,2 @@
+/* model_mlp.c: (being written; see runtime/core.mk) */
+#include "rt.h"

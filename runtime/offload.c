@@ -1,0 +1,2 @@
+/* offload.c: (being written; see runtime/core.mk) */
+#include "rt.h"

@@ -1,0 +1,2 @@
+/* transport_mpi.c: (being written; see runtime/core.mk) */
+#include "rt.h"

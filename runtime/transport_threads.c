@@ -1,0 +1,2 @@
+/* transport_threads.c: (being written; see runtime/core.mk) */
+#include "rt.h"

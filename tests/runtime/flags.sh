@@ -1,0 +1,3 @@
+#!/bin/sh
+# flags.sh: runtime test (being written)
+exit 77

@@ -1,0 +1,1 @@
+# lib.sh: helpers for the runtime tests
