@@ -154,6 +154,18 @@ struct ppsrt_backend {
   int (*scale_f32)(ppsrt_backend *b, int stream, float *x, float a, size_t n);
 
   void (*destroy)(ppsrt_backend *b);
+
+  /* ---- added for the activation store and the GPT model (every backend implements) ---- */
+  /* Bytes allocated through alloc now and at the peak since creation or the last reset
+   * (reset_peak = 1 sets the peak to the current value after reading). */
+  int (*mem_stats)(ppsrt_backend *b, size_t *current, size_t *peak, int reset_peak);
+  /* Online-softmax merge of vocabulary shards, in place on F32 x[N, C]:
+   *   x[n, c] *= exp(lmax[n] - gmax[n]) * (lsum ? lsum[n] : 1) / (gsum ? gsum[n] : 1).
+   * With C = 1, x = a shard's sumexp, lsum = gsum = NULL it rescales the shard's sum to
+   * the global max before the sum all-reduce; Vocab-2 uses it on the partial input
+   * gradient (see model_gpt.c). */
+  int (*softmax_rescale_f32)(ppsrt_backend *b, int stream, float *x, const float *lmax,
+                             const float *lsum, const float *gmax, const float *gsum, int N, int C);
 };
 
 /* Backends the library was built with. Each returns 0 and fills *out, or an error

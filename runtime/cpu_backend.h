@@ -1,0 +1,12 @@
+/* cpu_backend.h: internal glue between cpu_backend.c (memory, streams, gemm) and
+ * cpu_kernels.c (the numerical kernels). Not part of any public interface. */
+#ifndef PPSRT_CPU_BACKEND_H
+#define PPSRT_CPU_BACKEND_H
+#include "backend.h"
+
+/* Fills the kernel entries of b's table (cpu_kernels.c). */
+void ppsrt_cpu_install_kernels(ppsrt_backend *b);
+/* Validates the stream and, on a copy stream, waits until its queue is empty, so a
+ * kernel can then run on the caller's thread in stream order (cpu_backend.c). */
+int ppsrt_cpu_enter_stream(ppsrt_backend *b, int stream);
+#endif

@@ -1,0 +1,434 @@
+/* cpu_kernels.c: the numerical kernels of the CPU backend (F32, plain C).
+ *
+ * Each kernel's comment states its exact math; the CUDA backend (runtime/cuda/)
+ * implements the same formulas (in BF16 storage with F32 accumulation), and
+ * tests/kernels/ checks every backward here against central finite differences.
+ * All tensors are row-major; "row n" of a [N, C] tensor starts at n*C unless a
+ * leading dimension (ld*) is given. Every kernel runs on the caller's thread (see
+ * ppsrt_cpu_enter_stream). No kernel allocates per element; attention allocates one
+ * scratch row per call.
+ *
+ * What it does not: no BF16, no vectorisation beyond what the compiler does with
+ * contiguous inner loops, no threading. */
+#include "config.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "cpu_backend.h"
+
+#define LN_EPS 1e-5f   /* layer norm: rstd = 1 / sqrt(var + LN_EPS), var biased (divide by C) */
+
+#define ENTER(b, s)                                  \
+  do {                                               \
+    int rc_ = ppsrt_cpu_enter_stream((b), (s));      \
+    if (rc_) return rc_;                             \
+  } while (0)
+
+/* add_bias: y[n, c] = x[n, c] + bias[c]; y may alias x. */
+static int k_add_bias(ppsrt_backend *b, int stream, void *y_, const void *x_, const void *bias_, int N, int C) {
+  ENTER(b, stream);
+  float *y = y_;
+  const float *x = x_, *bias = bias_;
+  for (int n = 0; n < N; n++) {
+    const float *xr = x + (size_t)n * C;
+    float *yr = y + (size_t)n * C;
+    for (int c = 0; c < C; c++) yr[c] = xr[c] + bias[c];
+  }
+  return PPSRT_OK;
+}
+
+/* bias_grad: dbias[c] += sum_n dy[n, c]. */
+static int k_bias_grad(ppsrt_backend *b, int stream, float *dbias, const void *dy_, int N, int C) {
+  ENTER(b, stream);
+  const float *dy = dy_;
+  for (int n = 0; n < N; n++) {
+    const float *r = dy + (size_t)n * C;
+    for (int c = 0; c < C; c++) dbias[c] += r[c];
+  }
+  return PPSRT_OK;
+}
+
+/* add: y[i] = a[i] + c[i]; y may alias a or c. */
+static int k_add(ppsrt_backend *b, int stream, void *y_, const void *a_, const void *c_, size_t n) {
+  ENTER(b, stream);
+  float *y = y_;
+  const float *a = a_, *c = c_;
+  for (size_t i = 0; i < n; i++) y[i] = a[i] + c[i];
+  return PPSRT_OK;
+}
+
+/* gelu (tanh form): u = sqrt(2/pi) (x + 0.044715 x^3),
+ *   gelu(x) = 0.5 x (1 + tanh u),
+ *   gelu'(x) = 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) sqrt(2/pi) (1 + 3 * 0.044715 x^2). */
+#define GELU_K 0.7978845608028654f   /* sqrt(2/pi) */
+#define GELU_A 0.044715f
+
+static int k_gelu_fwd(ppsrt_backend *b, int stream, void *y_, const void *x_, size_t n) {
+  ENTER(b, stream);
+  float *y = y_;
+  const float *x = x_;
+  for (size_t i = 0; i < n; i++) {
+    float v = x[i];
+    float u = GELU_K * (v + GELU_A * v * v * v);
+    y[i] = 0.5f * v * (1.0f + tanhf(u));
+  }
+  return PPSRT_OK;
+}
+
+/* gelu_bwd: dx[i] = dy[i] * gelu'(x[i]); dx may alias dy. */
+static int k_gelu_bwd(ppsrt_backend *b, int stream, void *dx_, const void *dy_, const void *x_, size_t n) {
+  ENTER(b, stream);
+  float *dx = dx_;
+  const float *dy = dy_, *x = x_;
+  for (size_t i = 0; i < n; i++) {
+    float v = x[i];
+    float u = GELU_K * (v + GELU_A * v * v * v);
+    float t = tanhf(u);
+    float d = 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * GELU_K * (1.0f + 3.0f * GELU_A * v * v);
+    dx[i] = dy[i] * d;
+  }
+  return PPSRT_OK;
+}
+
+/* layernorm_fwd, per row n of x[N, C]:
+ *   mean[n] = sum_c x / C,  var = sum_c (x - mean)^2 / C,  rstd[n] = 1 / sqrt(var + 1e-5),
+ *   y[n, c] = (x[n, c] - mean[n]) * rstd[n] * gamma[c] + beta[c].
+ * mean and rstd are kept (F32) for both backward halves. Sums in double. */
+static int k_layernorm_fwd(ppsrt_backend *b, int stream, void *y_, float *mean, float *rstd, const void *x_,
+                           const void *gamma_, const void *beta_, int N, int C) {
+  ENTER(b, stream);
+  float *y = y_;
+  const float *x = x_, *gamma = gamma_, *beta = beta_;
+  for (int n = 0; n < N; n++) {
+    const float *xr = x + (size_t)n * C;
+    float *yr = y + (size_t)n * C;
+    double s = 0.0;
+    for (int c = 0; c < C; c++) s += xr[c];
+    float m = (float)(s / C);
+    double v = 0.0;
+    for (int c = 0; c < C; c++) {
+      double d = xr[c] - m;
+      v += d * d;
+    }
+    float r = 1.0f / sqrtf((float)(v / C) + LN_EPS);
+    for (int c = 0; c < C; c++) yr[c] = (xr[c] - m) * r * gamma[c] + beta[c];
+    if (mean) mean[n] = m;
+    if (rstd) rstd[n] = r;
+  }
+  return PPSRT_OK;
+}
+
+/* layernorm_bwd_input (B), per row with xhat = (x - mean) rstd and g = dy * gamma:
+ *   dx[n, c] (+)= rstd * (g[c] - mean_c(g) - xhat[c] * mean_c(g * xhat)).
+ * accumulate = 1 adds into dx (the residual branch's gradient is already there). */
+static int k_layernorm_bwd_input(ppsrt_backend *b, int stream, void *dx_, const void *dy_, const void *x_,
+                                 const float *mean, const float *rstd, const void *gamma_, int N, int C,
+                                 int accumulate) {
+  ENTER(b, stream);
+  float *dx = dx_;
+  const float *dy = dy_, *x = x_, *gamma = gamma_;
+  for (int n = 0; n < N; n++) {
+    const float *xr = x + (size_t)n * C, *dyr = dy + (size_t)n * C;
+    float *dxr = dx + (size_t)n * C;
+    float m = mean[n], r = rstd[n];
+    double sg = 0.0, sgx = 0.0;
+    for (int c = 0; c < C; c++) {
+      float g = dyr[c] * gamma[c];
+      sg += g;
+      sgx += g * ((xr[c] - m) * r);
+    }
+    float mg = (float)(sg / C), mgx = (float)(sgx / C);
+    if (accumulate) {
+      for (int c = 0; c < C; c++) dxr[c] += r * (dyr[c] * gamma[c] - mg - (xr[c] - m) * r * mgx);
+    } else {
+      for (int c = 0; c < C; c++) dxr[c] = r * (dyr[c] * gamma[c] - mg - (xr[c] - m) * r * mgx);
+    }
+  }
+  return PPSRT_OK;
+}
+
+/* layernorm_bwd_weight (W): dgamma[c] += sum_n dy[n, c] * xhat[n, c]; dbeta[c] += sum_n dy[n, c]. */
+static int k_layernorm_bwd_weight(ppsrt_backend *b, int stream, float *dgamma, float *dbeta, const void *dy_,
+                                  const void *x_, const float *mean, const float *rstd, int N, int C) {
+  ENTER(b, stream);
+  const float *dy = dy_, *x = x_;
+  for (int n = 0; n < N; n++) {
+    const float *xr = x + (size_t)n * C, *dyr = dy + (size_t)n * C;
+    float m = mean[n], r = rstd[n];
+    for (int c = 0; c < C; c++) {
+      dgamma[c] += dyr[c] * (xr[c] - m) * r;
+      dbeta[c] += dyr[c];
+    }
+  }
+  return PPSRT_OK;
+}
+
+/* attention_fwd: causal self-attention with grouped query heads.
+ * For sequence b in [0, batch), query head h in [0, Hq), kv head g = h / (Hq / Hkv),
+ * positions i, j in [0, T), rows r(b, t) = b*T + t:
+ *   q_i = q[r(b,i)*ldq + h*D .. +D],  k_j = k[r(b,j)*ldk + g*D ..],  v_j = v[r(b,j)*ldv + g*D ..]
+ *   s_ij = (q_i . k_j) / sqrt(D)  for j <= i (causal; j > i is masked out)
+ *   lse[(b*Hq + h)*T + i] = log sum_{j<=i} exp(s_ij)       (F32, kept for backward)
+ *   out[r(b,i)*(Hq*D) + h*D + d] = sum_{j<=i} exp(s_ij - lse_i) v_j[d]
+ * out is dense with row stride Hq*D. Hq must be a multiple of Hkv. */
+static int k_attention_fwd(ppsrt_backend *b, int stream, void *out_, float *lse, const void *q_, int ldq,
+                           const void *k_, int ldk, const void *v_, int ldv, int batch, int T, int Hq, int Hkv,
+                           int D) {
+  ENTER(b, stream);
+  if (Hkv <= 0 || Hq % Hkv != 0) return PPSRT_FAIL(PPSRT_E_USAGE, "attention: Hq %d not a multiple of Hkv %d", Hq, Hkv);
+  float *out = out_;
+  const float *q = q_, *k = k_, *v = v_;
+  float *s = malloc((size_t)(T > 0 ? T : 1) * sizeof *s);
+  if (!s) return PPSRT_FAIL(PPSRT_E_NOMEM, "attention: no scratch memory");
+  const float scale = 1.0f / sqrtf((float)D);
+  const int grp = Hq / Hkv, ldo = Hq * D;
+  for (int bb = 0; bb < batch; bb++)
+    for (int h = 0; h < Hq; h++) {
+      int g = h / grp;
+      for (int i = 0; i < T; i++) {
+        const float *qi = q + (size_t)(bb * T + i) * ldq + (size_t)h * D;
+        float mx = -INFINITY;
+        for (int j = 0; j <= i; j++) {
+          const float *kj = k + (size_t)(bb * T + j) * ldk + (size_t)g * D;
+          float acc = 0.0f;
+          for (int d = 0; d < D; d++) acc += qi[d] * kj[d];
+          s[j] = acc * scale;
+          if (s[j] > mx) mx = s[j];
+        }
+        float l = 0.0f;
+        for (int j = 0; j <= i; j++) {
+          s[j] = expf(s[j] - mx);
+          l += s[j];
+        }
+        float inv = 1.0f / l;
+        float *oi = out + (size_t)(bb * T + i) * ldo + (size_t)h * D;
+        for (int d = 0; d < D; d++) oi[d] = 0.0f;
+        for (int j = 0; j <= i; j++) {
+          const float *vj = v + (size_t)(bb * T + j) * ldv + (size_t)g * D;
+          float p = s[j] * inv;
+          for (int d = 0; d < D; d++) oi[d] += p * vj[d];
+        }
+        lse[((size_t)bb * Hq + h) * T + i] = mx + logf(l);
+      }
+    }
+  free(s);
+  return PPSRT_OK;
+}
+
+/* attention_bwd, same indexing as attention_fwd, with P_ij = exp(s_ij - lse_i) (j <= i),
+ * dout/out dense [batch*T, Hq*D]:
+ *   Delta_i = dout_i . out_i,   dP_ij = dout_i . v_j,   dS_ij = P_ij (dP_ij - Delta_i)
+ *   dq_i  = (1/sqrt(D)) sum_{j<=i} dS_ij k_j                     (written)
+ *   dk_j  = (1/sqrt(D)) sum_{h in group g} sum_{i>=j} dS_ij q_i   (written; summed over
+ *   dv_j  = sum_{h in group g} sum_{i>=j} P_ij dout_i               the group's query heads)
+ * dq at column h*D, dk/dv at column g*D, all three with row stride ldd (they may be the
+ * three parts of one fused [batch*T, (Hq+2Hkv)*D] gradient). dq, dk, dv are overwritten. */
+static int k_attention_bwd(ppsrt_backend *b, int stream, void *dq_, void *dk_, void *dv_, int ldd,
+                           const void *dout_, const void *out_, const float *lse, const void *q_, int ldq,
+                           const void *k_, int ldk, const void *v_, int ldv, int batch, int T, int Hq,
+                           int Hkv, int D) {
+  ENTER(b, stream);
+  if (Hkv <= 0 || Hq % Hkv != 0) return PPSRT_FAIL(PPSRT_E_USAGE, "attention: Hq %d not a multiple of Hkv %d", Hq, Hkv);
+  float *dq = dq_, *dk = dk_, *dv = dv_;
+  const float *dout = dout_, *out = out_, *q = q_, *k = k_, *v = v_;
+  const float scale = 1.0f / sqrtf((float)D);
+  const int grp = Hq / Hkv, ldo = Hq * D;
+  for (int r = 0; r < batch * T; r++) {
+    memset(dk + (size_t)r * ldd, 0, (size_t)Hkv * D * sizeof(float));
+    memset(dv + (size_t)r * ldd, 0, (size_t)Hkv * D * sizeof(float));
+  }
+  for (int bb = 0; bb < batch; bb++)
+    for (int h = 0; h < Hq; h++) {
+      int g = h / grp;
+      for (int i = 0; i < T; i++) {
+        size_t ri = (size_t)(bb * T + i);
+        const float *qi = q + ri * ldq + (size_t)h * D;
+        const float *doi = dout + ri * ldo + (size_t)h * D;
+        const float *oi = out + ri * ldo + (size_t)h * D;
+        float li = lse[((size_t)bb * Hq + h) * T + i];
+        float delta = 0.0f;
+        for (int d = 0; d < D; d++) delta += doi[d] * oi[d];
+        float *dqi = dq + ri * ldd + (size_t)h * D;
+        for (int d = 0; d < D; d++) dqi[d] = 0.0f;
+        for (int j = 0; j <= i; j++) {
+          size_t rj = (size_t)(bb * T + j);
+          const float *kj = k + rj * ldk + (size_t)g * D, *vj = v + rj * ldv + (size_t)g * D;
+          float sc = 0.0f, dp = 0.0f;
+          for (int d = 0; d < D; d++) {
+            sc += qi[d] * kj[d];
+            dp += doi[d] * vj[d];
+          }
+          float pij = expf(sc * scale - li);
+          float ds = pij * (dp - delta) * scale;
+          float *dkj = dk + rj * ldd + (size_t)g * D, *dvj = dv + rj * ldd + (size_t)g * D;
+          for (int d = 0; d < D; d++) {
+            dqi[d] += ds * kj[d];
+            dkj[d] += ds * qi[d];
+            dvj[d] += pij * doi[d];
+          }
+        }
+      }
+    }
+  return PPSRT_OK;
+}
+
+/* embedding_fwd over a vocabulary shard: table holds rows for ids [lo, hi), [hi-lo, C]:
+ *   out[n, :] = table[ids[n] - lo, :]     if lo <= ids[n] < hi
+ *             = 0                          otherwise
+ * With accumulate = 1: out[n, :] += table row when in range, unchanged otherwise. */
+static int k_embedding_fwd(ppsrt_backend *b, int stream, void *out_, const int32_t *ids, const void *table_,
+                           int N, int C, int lo, int hi, int accumulate) {
+  ENTER(b, stream);
+  float *out = out_;
+  const float *table = table_;
+  for (int n = 0; n < N; n++) {
+    float *o = out + (size_t)n * C;
+    int id = ids[n];
+    if (id >= lo && id < hi) {
+      const float *t = table + (size_t)(id - lo) * C;
+      if (accumulate) for (int c = 0; c < C; c++) o[c] += t[c];
+      else memcpy(o, t, (size_t)C * sizeof(float));
+    } else if (!accumulate) {
+      memset(o, 0, (size_t)C * sizeof(float));
+    }
+  }
+  return PPSRT_OK;
+}
+
+/* embedding_bwd: dtable[ids[n] - lo, :] += dout[n, :] for every n with lo <= ids[n] < hi. */
+static int k_embedding_bwd(ppsrt_backend *b, int stream, float *dtable, const void *dout_, const int32_t *ids,
+                           int N, int C, int lo, int hi) {
+  ENTER(b, stream);
+  const float *dout = dout_;
+  for (int n = 0; n < N; n++) {
+    int id = ids[n];
+    if (id < lo || id >= hi) continue;
+    float *t = dtable + (size_t)(id - lo) * C;
+    const float *d = dout + (size_t)n * C;
+    for (int c = 0; c < C; c++) t[c] += d[c];
+  }
+  return PPSRT_OK;
+}
+
+/* softmax_stats of a shard logits[N, V] covering ids [lo, lo+V), per row n:
+ *   max[n] = max_v logits[n, v],   sumexp[n] = sum_v exp(logits[n, v] - max[n]),
+ *   tgt[n] = logits[n, targets[n] - lo] if lo <= targets[n] < lo+V, else 0.
+ * Shards merge (online softmax): gmax = max_k max_k, gsum = sum_k sumexp_k exp(max_k - gmax),
+ * target logit = sum_k tgt_k; loss[n] = gmax + log(gsum) - tgt. */
+static int k_softmax_stats(ppsrt_backend *b, int stream, float *max, float *sumexp, float *tgt,
+                           const void *logits_, const int32_t *targets, int N, int V, int lo) {
+  ENTER(b, stream);
+  const float *logits = logits_;
+  for (int n = 0; n < N; n++) {
+    const float *l = logits + (size_t)n * V;
+    float mx = -INFINITY;
+    for (int v = 0; v < V; v++) if (l[v] > mx) mx = l[v];
+    double s = 0.0;
+    for (int v = 0; v < V; v++) s += expf(l[v] - mx);
+    max[n] = mx;
+    sumexp[n] = (float)s;
+    int t = targets[n] - lo;
+    if (tgt) tgt[n] = (t >= 0 && t < V) ? l[t] : 0.0f;
+  }
+  return PPSRT_OK;
+}
+
+/* softmax_xent_bwd over a shard, given the GLOBAL gmax[n] and gsum[n]:
+ *   dlogits[n, v] = (exp(logits[n, v] - gmax[n]) / gsum[n] - [v == targets[n] - lo]) * scale.
+ * dlogits may alias logits. A target outside [lo, lo+V) subtracts nothing here. */
+static int k_softmax_xent_bwd(ppsrt_backend *b, int stream, void *dlogits_, const void *logits_,
+                              const float *gmax, const float *gsum, const int32_t *targets, int N, int V,
+                              int lo, float scale) {
+  ENTER(b, stream);
+  float *dl = dlogits_;
+  const float *logits = logits_;
+  for (int n = 0; n < N; n++) {
+    const float *l = logits + (size_t)n * V;
+    float *o = dl + (size_t)n * V;
+    float m = gmax[n], inv = scale / gsum[n];
+    for (int v = 0; v < V; v++) o[v] = expf(l[v] - m) * inv;
+    int t = targets[n] - lo;
+    if (t >= 0 && t < V) o[t] -= scale;
+  }
+  return PPSRT_OK;
+}
+
+/* optimizer_step on F32 master weights w, gradient g (then zeroed), decoupled decay:
+ *   SGD  (kind 0): w = w - lr*wd*w - lr*g
+ *   Adam (kind 1): m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;
+ *                  mhat = m / (1 - b1^step);  vhat = v / (1 - b2^step);
+ *                  w = w - lr*wd*w - lr * mhat / (sqrt(vhat) + eps)
+ * then param (act_dtype copy) = w when param != master. */
+static int k_optimizer_step(ppsrt_backend *b, int stream, int kind, float *w, void *param_, float *g, float *m,
+                            float *v, size_t n, float lr, float beta1, float beta2, float eps,
+                            float weight_decay, int step) {
+  ENTER(b, stream);
+  if (kind == 0) {
+    for (size_t i = 0; i < n; i++) w[i] = w[i] - lr * weight_decay * w[i] - lr * g[i];
+  } else if (kind == 1) {
+    if (step < 1) return PPSRT_FAIL(PPSRT_E_USAGE, "adam: step is 1-based (got %d)", step);
+    float c1 = 1.0f / (1.0f - powf(beta1, (float)step)), c2 = 1.0f / (1.0f - powf(beta2, (float)step));
+    for (size_t i = 0; i < n; i++) {
+      m[i] = beta1 * m[i] + (1.0f - beta1) * g[i];
+      v[i] = beta2 * v[i] + (1.0f - beta2) * g[i] * g[i];
+      float mh = m[i] * c1, vh = v[i] * c2;
+      w[i] = w[i] - lr * weight_decay * w[i] - lr * mh / (sqrtf(vh) + eps);
+    }
+  } else {
+    return PPSRT_FAIL(PPSRT_E_USAGE, "optimizer: unknown kind %d", kind);
+  }
+  float *param = param_;
+  if (param && param != w) memcpy(param, w, n * sizeof(float));
+  memset(g, 0, n * sizeof(float));
+  return PPSRT_OK;
+}
+
+/* axpy_f32: y[i] += a * x[i].   scale_f32: x[i] *= a. */
+static int k_axpy_f32(ppsrt_backend *b, int stream, float *y, const float *x, float a, size_t n) {
+  ENTER(b, stream);
+  for (size_t i = 0; i < n; i++) y[i] += a * x[i];
+  return PPSRT_OK;
+}
+
+static int k_scale_f32(ppsrt_backend *b, int stream, float *x, float a, size_t n) {
+  ENTER(b, stream);
+  for (size_t i = 0; i < n; i++) x[i] *= a;
+  return PPSRT_OK;
+}
+
+/* softmax_rescale_f32: x[n, c] *= exp(lmax[n] - gmax[n]) * (lsum ? lsum[n] : 1) / (gsum ? gsum[n] : 1). */
+static int k_softmax_rescale_f32(ppsrt_backend *b, int stream, float *x, const float *lmax, const float *lsum,
+                                 const float *gmax, const float *gsum, int N, int C) {
+  ENTER(b, stream);
+  for (int n = 0; n < N; n++) {
+    float f = expf(lmax[n] - gmax[n]);
+    if (lsum) f *= lsum[n];
+    if (gsum) f /= gsum[n];
+    float *r = x + (size_t)n * C;
+    for (int c = 0; c < C; c++) r[c] *= f;
+  }
+  return PPSRT_OK;
+}
+
+void ppsrt_cpu_install_kernels(ppsrt_backend *b) {
+  b->add_bias = k_add_bias;
+  b->bias_grad = k_bias_grad;
+  b->add = k_add;
+  b->gelu_fwd = k_gelu_fwd;
+  b->gelu_bwd = k_gelu_bwd;
+  b->layernorm_fwd = k_layernorm_fwd;
+  b->layernorm_bwd_input = k_layernorm_bwd_input;
+  b->layernorm_bwd_weight = k_layernorm_bwd_weight;
+  b->attention_fwd = k_attention_fwd;
+  b->attention_bwd = k_attention_bwd;
+  b->embedding_fwd = k_embedding_fwd;
+  b->embedding_bwd = k_embedding_bwd;
+  b->softmax_stats = k_softmax_stats;
+  b->softmax_xent_bwd = k_softmax_xent_bwd;
+  b->optimizer_step = k_optimizer_step;
+  b->axpy_f32 = k_axpy_f32;
+  b->scale_f32 = k_scale_f32;
+  b->softmax_rescale_f32 = k_softmax_rescale_f32;
+}
