@@ -3,3 +3,9 @@
 # $(OPENBLAS_CFLAGS) and LIBADD with $(OPENBLAS_LIBS)); the kernel tests (tests/kernels/).
 libppsrt_la_SOURCES += runtime/cpu_backend.h runtime/cpu_backend.c runtime/cpu_kernels.c \
   runtime/model_gpt.c
+
+# ---- kernel tests: every backward vs finite differences, attention, sharded softmax ----
+check_PROGRAMS += tests/kernels/test_kernels
+tests_kernels_test_kernels_SOURCES = tests/kernels/test_kernels.c
+tests_kernels_test_kernels_LDADD = libppsrt.la
+TESTS += tests/kernels/test_kernels

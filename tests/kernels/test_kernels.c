@@ -1,0 +1,491 @@
+/* test_kernels.c: checks every kernel of the CPU backend (runtime/cpu_backend.c,
+ * runtime/cpu_kernels.c) on tiny tensors.
+ *
+ * - forward kernels against naive references computed in double;
+ * - every backward against central finite differences of a scalar probe
+ *   L = sum_i r_i * y_i (r fixed random weights, L summed in double), eps = 1e-2
+ *   (the kernels are F32, so the probe's rounding noise is ~1e-4 on these sizes);
+ * - attention with grouped query heads and strided (fused QKV) inputs vs a naive
+ *   double reference; sharded embedding and softmax (2 and 3 shards, online-softmax
+ *   merge) vs unsharded; SGD and Adam vs a double reference; copy streams and events.
+ * Every comparison prints its tolerance `atol + rtol*|ref|` and max difference; a
+ * failure prints the first differing index and exits 1. Does not test BF16 (the CPU
+ * backend has none) nor the CUDA backend. Runs in well under a second. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend.h"
+
+static ppsrt_backend *be;
+static int failures;
+static uint64_t rng_state = 88172645463325252ull;
+
+static float frand(void) {   /* uniform [-1, 1) */
+  rng_state ^= rng_state << 13;
+  rng_state ^= rng_state >> 7;
+  rng_state ^= rng_state << 17;
+  return (float)((rng_state >> 40) / 8388608.0 - 1.0);
+}
+static float *vec(size_t n) {
+  void *p = NULL;
+  if (be->alloc(be, n * sizeof(float) + 4, &p)) {
+    fprintf(stderr, "alloc: %s\n", ppsrt_last_error());
+    exit(1);
+  }
+  return p;
+}
+static float *rvec(size_t n, float s) {
+  float *p = vec(n);
+  for (size_t i = 0; i < n; i++) p[i] = s * frand();
+  return p;
+}
+static void OK(int rc, const char *what) {
+  if (rc) {
+    fprintf(stderr, "FAIL %s: rc %d: %s\n", what, rc, ppsrt_last_error());
+    exit(1);
+  }
+}
+
+/* |got - ref| <= atol + rtol*|ref| elementwise. */
+static void check(const char *name, const float *got, const double *ref, size_t n, double atol, double rtol) {
+  double maxd = 0.0;
+  long first = -1;
+  for (size_t i = 0; i < n; i++) {
+    double d = fabs((double)got[i] - ref[i]);
+    if (!(d <= atol + rtol * fabs(ref[i])) && first < 0) first = (long)i;
+    if (d > maxd || d != d) maxd = d;
+  }
+  if (first >= 0) {
+    printf("FAIL %-34s n=%-5zu max|diff| %.3e > tol %.0e + %.0e*|ref|; first at [%ld]: got %.7g ref %.7g\n",
+           name, n, maxd, atol, rtol, first, (double)got[first], ref[first]);
+    failures++;
+  } else {
+    printf("ok   %-34s n=%-5zu max|diff| %.3e  (tol %.0e + %.0e*|ref|)\n", name, n, maxd, atol, rtol);
+  }
+}
+/* Central finite differences of probe() with respect to x[0..n): out[i] = dL/dx_i. */
+typedef double (*probe_fn)(void *ctx);
+static void fd_grad(probe_fn probe, void *ctx, float *x, size_t n, double *out) {
+  const float eps = 1e-2f;
+  for (size_t i = 0; i < n; i++) {
+    float x0 = x[i];
+    x[i] = x0 + eps;
+    double lp = probe(ctx);
+    x[i] = x0 - eps;
+    double lm = probe(ctx);
+    x[i] = x0;
+    out[i] = (lp - lm) / (2.0 * (double)eps);
+  }
+}
+static double dot(const float *r, const float *y, size_t n) {
+  double s = 0.0;
+  for (size_t i = 0; i < n; i++) s += (double)r[i] * y[i];
+  return s;
+}
+
+/* ---------------------------------------------------------------- gemm */
+static void test_gemm(void) {
+  const int M = 7, N = 5, K = 6;
+  for (int ta = 0; ta < 2; ta++)
+    for (int tb = 0; tb < 2; tb++) {
+      int lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 2, ldc = N + 1;
+      int arows = ta ? K : M, brows = tb ? N : K;
+      float *A = rvec((size_t)arows * lda, 1), *B = rvec((size_t)brows * ldb, 1), *C = rvec((size_t)M * ldc, 1);
+      double *ref = malloc(sizeof(double) * M * ldc);
+      for (int i = 0; i < M; i++)
+        for (int j = 0; j < ldc; j++) {
+          if (j >= N) { ref[i * ldc + j] = C[i * ldc + j]; continue; }
+          double s = 0;
+          for (int k = 0; k < K; k++)
+            s += (double)(ta ? A[k * lda + i] : A[i * lda + k]) * (tb ? B[j * ldb + k] : B[k * ldb + j]);
+          ref[i * ldc + j] = 0.5 * s + 0.25 * C[i * ldc + j];
+        }
+      OK(be->gemm(be, 0, ta, tb, M, N, K, 0.5f, A, PPSRT_F32, lda, B, PPSRT_F32, ldb, 0.25f, C, PPSRT_F32, ldc), "gemm");
+      char name[64];
+      snprintf(name, sizeof name, "gemm ta=%d tb=%d (strided, beta)", ta, tb);
+      check(name, C, ref, (size_t)M * ldc, 1e-5, 1e-5);
+      be->free(be, A); be->free(be, B); be->free(be, C);
+      free(ref);
+    }
+  /* batched: 3 products, operands packed one after another */
+  const int cnt = 3;
+  float *A = rvec((size_t)cnt * M * K, 1), *B = rvec((size_t)cnt * K * N, 1), *C = vec((size_t)cnt * M * N);
+  double *ref = malloc(sizeof(double) * cnt * M * N);
+  for (int c = 0; c < cnt; c++)
+    for (int i = 0; i < M; i++)
+      for (int j = 0; j < N; j++) {
+        double s = 0;
+        for (int k = 0; k < K; k++) s += (double)A[c * M * K + i * K + k] * B[c * K * N + k * N + j];
+        ref[c * M * N + i * N + j] = s;
+      }
+  OK(be->gemm_strided(be, 0, 0, 0, M, N, K, 1.0f, A, PPSRT_F32, K, (long)M * K, B, PPSRT_F32, N, (long)K * N, 0.0f, C,
+                      PPSRT_F32, N, (long)M * N, cnt), "gemm_strided");
+  check("gemm_strided count=3", C, ref, (size_t)cnt * M * N, 1e-5, 1e-5);
+  be->free(be, A); be->free(be, B); be->free(be, C);
+  free(ref);
+}
+
+/* ---------------------------------------------------------------- elementwise */
+typedef struct { float *x, *y, *r; size_t n; } ew_ctx;
+static double probe_gelu(void *p) {
+  ew_ctx *c = p;
+  be->gelu_fwd(be, 0, c->y, c->x, c->n);
+  return dot(c->r, c->y, c->n);
+}
+static void test_elementwise(void) {
+  const int N = 4, C = 9;
+  size_t n = (size_t)N * C;
+  float *x = rvec(n, 3), *bias = rvec(C, 1), *y = vec(n), *r = rvec(n, 1), *dx = vec(n), *db = vec(C);
+  double *ref = malloc(n * sizeof *ref);
+  /* add_bias (in place too) */
+  for (size_t i = 0; i < n; i++) ref[i] = (double)x[i] + bias[i % C];
+  OK(be->add_bias(be, 0, y, x, bias, N, C), "add_bias");
+  check("add_bias", y, ref, n, 0, 1e-7);
+  memcpy(y, x, n * sizeof *y);
+  OK(be->add_bias(be, 0, y, y, bias, N, C), "add_bias");
+  check("add_bias in place", y, ref, n, 0, 1e-7);
+  /* add */
+  for (size_t i = 0; i < n; i++) ref[i] = (double)x[i] + r[i];
+  OK(be->add(be, 0, y, x, r, n), "add");
+  check("add", y, ref, n, 0, 1e-7);
+  /* bias_grad accumulates column sums */
+  for (int c = 0; c < C; c++) {
+    db[c] = 1.0f;
+    double s = 1.0;
+    for (int k = 0; k < N; k++) s += r[k * C + c];
+    ref[c] = s;
+  }
+  OK(be->bias_grad(be, 0, db, r, N, C), "bias_grad");
+  check("bias_grad (+=)", db, ref, C, 1e-6, 1e-6);
+  /* gelu forward against the formula in double, backward against FD */
+  for (size_t i = 0; i < n; i++) {
+    double v = x[i];
+    ref[i] = 0.5 * v * (1 + tanh(sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+  }
+  OK(be->gelu_fwd(be, 0, y, x, n), "gelu_fwd");
+  check("gelu_fwd", y, ref, n, 1e-6, 1e-5);
+  ew_ctx ctx = {x, y, r, n};
+  fd_grad(probe_gelu, &ctx, x, n, ref);
+  memcpy(dx, r, n * sizeof *dx);
+  OK(be->gelu_bwd(be, 0, dx, dx, x, n), "gelu_bwd");   /* dx aliases dy */
+  check("gelu_bwd vs FD (dx aliases dy)", dx, ref, n, 1e-3, 5e-3);
+  /* axpy, scale */
+  for (size_t i = 0; i < n; i++) { ref[i] = (double)y[i] + 0.5 * x[i]; }
+  OK(be->axpy_f32(be, 0, y, x, 0.5f, n), "axpy");
+  check("axpy_f32", y, ref, n, 1e-6, 1e-6);
+  for (size_t i = 0; i < n; i++) ref[i] = (double)y[i] * -3.0;
+  OK(be->scale_f32(be, 0, y, -3.0f, n), "scale");
+  check("scale_f32", y, ref, n, 1e-6, 1e-6);
+  be->free(be, x); be->free(be, bias); be->free(be, y); be->free(be, r); be->free(be, dx); be->free(be, db);
+  free(ref);
+}
+
+/* ---------------------------------------------------------------- layer norm */
+typedef struct { float *x, *g, *bt, *y, *mean, *rstd, *r; int N, C; } ln_ctx;
+static double probe_ln(void *p) {
+  ln_ctx *c = p;
+  be->layernorm_fwd(be, 0, c->y, c->mean, c->rstd, c->x, c->g, c->bt, c->N, c->C);
+  return dot(c->r, c->y, (size_t)c->N * c->C);
+}
+static void test_layernorm(void) {
+  const int N = 5, C = 12;
+  size_t n = (size_t)N * C;
+  ln_ctx c = {rvec(n, 2), rvec(C, 1), rvec(C, 1), vec(n), vec(N), vec(N), rvec(n, 1), N, C};
+  for (int i = 0; i < C; i++) c.g[i] += 1.5f;
+  double *ref = malloc(n * sizeof *ref);
+  for (int i = 0; i < N; i++) {
+    double m = 0, v = 0;
+    for (int k = 0; k < C; k++) m += c.x[i * C + k];
+    m /= C;
+    for (int k = 0; k < C; k++) v += (c.x[i * C + k] - m) * (c.x[i * C + k] - m);
+    v /= C;
+    for (int k = 0; k < C; k++) ref[i * C + k] = (c.x[i * C + k] - m) / sqrt(v + 1e-5) * c.g[k] + c.bt[k];
+  }
+  probe_ln(&c);
+  check("layernorm_fwd", c.y, ref, n, 1e-5, 1e-5);
+  float *dx = vec(n), *dg = vec(C), *dbt = vec(C);
+  fd_grad(probe_ln, &c, c.x, n, ref);
+  probe_ln(&c);
+  OK(be->layernorm_bwd_input(be, 0, dx, c.r, c.x, c.mean, c.rstd, c.g, N, C, 0), "ln bwd input");
+  check("layernorm_bwd_input vs FD", dx, ref, n, 1e-3, 5e-3);
+  for (size_t i = 0; i < n; i++) ref[i] += 1.0;   /* accumulate = 1 adds */
+  for (size_t i = 0; i < n; i++) dx[i] = 1.0f;
+  OK(be->layernorm_bwd_input(be, 0, dx, c.r, c.x, c.mean, c.rstd, c.g, N, C, 1), "ln bwd input acc");
+  check("layernorm_bwd_input accumulate", dx, ref, n, 1e-3, 5e-3);
+  memset(dg, 0, C * sizeof *dg);
+  memset(dbt, 0, C * sizeof *dbt);
+  OK(be->layernorm_bwd_weight(be, 0, dg, dbt, c.r, c.x, c.mean, c.rstd, N, C), "ln bwd weight");
+  fd_grad(probe_ln, &c, c.g, C, ref);
+  check("layernorm_bwd_weight dgamma vs FD", dg, ref, C, 1e-3, 5e-3);
+  fd_grad(probe_ln, &c, c.bt, C, ref);
+  check("layernorm_bwd_weight dbeta vs FD", dbt, ref, C, 1e-3, 5e-3);
+  be->free(be, c.x); be->free(be, c.g); be->free(be, c.bt); be->free(be, c.y); be->free(be, c.mean);
+  be->free(be, c.rstd); be->free(be, c.r); be->free(be, dx); be->free(be, dg); be->free(be, dbt);
+  free(ref);
+}
+
+/* ---------------------------------------------------------------- attention */
+/* q, k, v are column blocks of one fused [batch*T, (Hq + 2 Hkv) D] buffer. */
+typedef struct { float *qkv, *out, *lse, *r; int batch, T, Hq, Hkv, D, ld; } at_ctx;
+static double probe_att(void *p) {
+  at_ctx *c = p;
+  int qd = c->Hq * c->D, kd = c->Hkv * c->D;
+  be->attention_fwd(be, 0, c->out, c->lse, c->qkv, c->ld, c->qkv + qd, c->ld, c->qkv + qd + kd, c->ld, c->batch,
+                    c->T, c->Hq, c->Hkv, c->D);
+  return dot(c->r, c->out, (size_t)c->batch * c->T * qd);
+}
+static void test_attention(int batch, int T, int Hq, int Hkv, int D) {
+  int qd = Hq * D, kd = Hkv * D, ld = qd + 2 * kd;
+  size_t rows = (size_t)batch * T, nqkv = rows * ld, nout = rows * qd;
+  at_ctx c = {rvec(nqkv, 1.5), vec(nout), vec((size_t)batch * Hq * T), rvec(nout, 1), batch, T, Hq, Hkv, D, ld};
+  double *ref = malloc(nqkv * sizeof *ref), *lref = malloc(sizeof(double) * batch * Hq * T), *s = malloc(sizeof(double) * T);
+  /* naive reference in double */
+  for (int b = 0; b < batch; b++)
+    for (int h = 0; h < Hq; h++) {
+      int g = h / (Hq / Hkv);
+      for (int i = 0; i < T; i++) {
+        double mx = -1e300, l = 0;
+        for (int j = 0; j <= i; j++) {
+          double a = 0;
+          for (int d = 0; d < D; d++)
+            a += (double)c.qkv[(b * T + i) * ld + h * D + d] * c.qkv[(b * T + j) * ld + qd + g * D + d];
+          s[j] = a / sqrt((double)D);
+          if (s[j] > mx) mx = s[j];
+        }
+        for (int j = 0; j <= i; j++) l += exp(s[j] - mx);
+        for (int d = 0; d < D; d++) {
+          double o = 0;
+          for (int j = 0; j <= i; j++) o += exp(s[j] - mx) / l * c.qkv[(b * T + j) * ld + qd + kd + g * D + d];
+          ref[(b * T + i) * qd + h * D + d] = o;
+        }
+        lref[(b * Hq + h) * T + i] = mx + log(l);
+      }
+    }
+  char name[96];
+  probe_att(&c);
+  snprintf(name, sizeof name, "attention_fwd b%d T%d Hq%d Hkv%d D%d", batch, T, Hq, Hkv, D);
+  check(name, c.out, ref, nout, 1e-5, 1e-4);
+  check("attention_fwd lse", c.lse, lref, (size_t)batch * Hq * T, 1e-5, 1e-5);
+  float *dqkv = vec(nqkv);
+  for (size_t i = 0; i < nqkv; i++) dqkv[i] = 777.0f;   /* must be overwritten */
+  OK(be->attention_bwd(be, 0, dqkv, dqkv + qd, dqkv + qd + kd, ld, c.r, c.out, c.lse, c.qkv, ld, c.qkv + qd, ld,
+                       c.qkv + qd + kd, ld, batch, T, Hq, Hkv, D), "attention_bwd");
+  fd_grad(probe_att, &c, c.qkv, nqkv, ref);
+  snprintf(name, sizeof name, "attention_bwd dq|dk|dv vs FD (Hq%d Hkv%d)", Hq, Hkv);
+  check(name, dqkv, ref, nqkv, 1e-3, 5e-3);
+  be->free(be, c.qkv); be->free(be, c.out); be->free(be, c.lse); be->free(be, c.r); be->free(be, dqkv);
+  free(ref); free(lref); free(s);
+}
+
+/* ---------------------------------------------------------------- embedding */
+static void test_embedding(void) {
+  const int V = 11, C = 6, N = 9;
+  int32_t ids[9] = {0, 3, 10, 5, 5, 7, 2, 9, 4};
+  float *table = rvec((size_t)V * C, 1), *out = vec((size_t)N * C), *acc = vec((size_t)N * C);
+  double *ref = malloc(sizeof(double) * V * C);
+  for (int n = 0; n < N; n++)
+    for (int c = 0; c < C; c++) ref[n * C + c] = table[ids[n] * C + c];
+  /* three shards [0,4) [4,8) [8,11): the sum of the shards' outputs is the full lookup */
+  int cut[4] = {0, 4, 8, 11};
+  memset(acc, 0, sizeof(float) * N * C);
+  for (int k = 0; k < 3; k++) {
+    OK(be->embedding_fwd(be, 0, out, ids, table + cut[k] * C, N, C, cut[k], cut[k + 1], 0), "emb fwd");
+    OK(be->add(be, 0, acc, acc, out, (size_t)N * C), "add");
+  }
+  check("embedding_fwd 3 shards summed", acc, ref, (size_t)N * C, 0, 1e-7);
+  for (int k = 0; k < 3; k++) OK(be->embedding_fwd(be, 0, acc, ids, table + cut[k] * C, N, C, cut[k], cut[k + 1], 1), "emb");
+  for (int i = 0; i < N * C; i++) ref[i] *= 2;
+  check("embedding_fwd accumulate", acc, ref, (size_t)N * C, 0, 1e-6);
+  /* backward: dL/dtable of L = sum r*out is the scatter-add of r (exact) */
+  float *r = rvec((size_t)N * C, 1), *dt = vec((size_t)V * C);
+  memset(dt, 0, sizeof(float) * V * C);
+  for (int i = 0; i < V * C; i++) ref[i] = 0;
+  for (int n = 0; n < N; n++)
+    for (int c = 0; c < C; c++) ref[ids[n] * C + c] += r[n * C + c];
+  for (int k = 0; k < 3; k++) OK(be->embedding_bwd(be, 0, dt + cut[k] * C, r, ids, N, C, cut[k], cut[k + 1]), "emb bwd");
+  check("embedding_bwd 3 shards (dup ids)", dt, ref, (size_t)V * C, 1e-6, 1e-6);
+  be->free(be, table); be->free(be, out); be->free(be, acc); be->free(be, r); be->free(be, dt);
+  free(ref);
+}
+
+/* ---------------------------------------------------------------- softmax */
+typedef struct { float *logits, *mx, *se, *tg; int32_t *t; int N, V; } sm_ctx;
+static double probe_xent(void *p) {   /* sum_n loss_n, unsharded, in double */
+  sm_ctx *c = p;
+  be->softmax_stats(be, 0, c->mx, c->se, c->tg, c->logits, c->t, c->N, c->V, 0);
+  double L = 0;
+  for (int n = 0; n < c->N; n++) L += c->mx[n] + log((double)c->se[n]) - c->tg[n];
+  return L;
+}
+static void test_softmax(void) {
+  const int N = 6, V = 13;
+  int32_t t[6] = {0, 12, 5, 4, 7, 8};
+  sm_ctx c = {rvec((size_t)N * V, 4), vec(N), vec(N), vec(N), t, N, V};
+  /* reference loss in double */
+  double *ref = malloc(sizeof(double) * N * V);
+  double Lref = 0;
+  for (int n = 0; n < N; n++) {
+    double m = -1e300, s = 0;
+    for (int v = 0; v < V; v++) if (c.logits[n * V + v] > m) m = c.logits[n * V + v];
+    for (int v = 0; v < V; v++) s += exp(c.logits[n * V + v] - m);
+    Lref += m + log(s) - c.logits[n * V + t[n]];
+  }
+  /* sharded: 3 shards [0,5) [5,9) [9,13), merged by online softmax, with
+   * softmax_rescale_f32 bringing each shard's sum to the global max */
+  int cut[4] = {0, 5, 9, 13};
+  float gmax[6], gsum[6], gtgt[6], lm[3][6], ls[3][6], lt[3][6];
+  float *shard = vec((size_t)N * V);
+  for (int k = 0; k < 3; k++) {
+    int w = cut[k + 1] - cut[k];
+    for (int n = 0; n < N; n++) memcpy(shard + n * w, c.logits + n * V + cut[k], sizeof(float) * w);
+    OK(be->softmax_stats(be, 0, lm[k], ls[k], lt[k], shard, t, N, w, cut[k]), "stats");
+  }
+  for (int n = 0; n < N; n++) {
+    gmax[n] = fmaxf(fmaxf(lm[0][n], lm[1][n]), lm[2][n]);
+    gsum[n] = 0;
+    gtgt[n] = lt[0][n] + lt[1][n] + lt[2][n];
+  }
+  for (int k = 0; k < 3; k++) {
+    float tmp[6];
+    memcpy(tmp, ls[k], sizeof tmp);
+    OK(be->softmax_rescale_f32(be, 0, tmp, lm[k], NULL, gmax, NULL, N, 1), "rescale");
+    for (int n = 0; n < N; n++) gsum[n] += tmp[n];
+  }
+  double Ls = 0;
+  for (int n = 0; n < N; n++) Ls += gmax[n] + log((double)gsum[n]) - gtgt[n];
+  float Lsf = (float)Ls;
+  check("softmax_stats 3 shards: loss", &Lsf, &Lref, 1, 1e-5, 1e-5);
+  float Luf = (float)probe_xent(&c);
+  check("softmax_stats unsharded: loss", &Luf, &Lref, 1, 1e-5, 1e-5);
+  /* unsharded backward vs FD, then each shard's backward vs the unsharded slice */
+  float *dl = vec((size_t)N * V), *dls = vec((size_t)N * V);
+  OK(be->softmax_xent_bwd(be, 0, dl, c.logits, c.mx, c.se, t, N, V, 0, 1.0f), "xent bwd");
+  fd_grad(probe_xent, &c, c.logits, (size_t)N * V, ref);
+  check("softmax_xent_bwd vs FD", dl, ref, (size_t)N * V, 1e-3, 5e-3);
+  for (int k = 0; k < 3; k++) {
+    int w = cut[k + 1] - cut[k];
+    for (int n = 0; n < N; n++) memcpy(shard + n * w, c.logits + n * V + cut[k], sizeof(float) * w);
+    OK(be->softmax_xent_bwd(be, 0, shard, shard, gmax, gsum, t, N, w, cut[k], 0.5f), "xent bwd shard");
+    for (int n = 0; n < N; n++) memcpy(dls + n * V + cut[k], shard + n * w, sizeof(float) * w);
+  }
+  for (int i = 0; i < N * V; i++) ref[i] = 0.5 * dl[i];
+  check("softmax_xent_bwd 3 shards (scale .5)", dls, ref, (size_t)N * V, 1e-6, 1e-5);
+  /* rescale with lsum and gsum over rows of C columns */
+  float x[6 * 3];
+  for (int i = 0; i < 18; i++) x[i] = frand();
+  for (int i = 0; i < 18; i++) ref[i] = x[i] * exp((double)lm[1][i / 3] - gmax[i / 3]) * ls[1][i / 3] / gsum[i / 3];
+  OK(be->softmax_rescale_f32(be, 0, x, lm[1], ls[1], gmax, gsum, N, 3), "rescale");
+  check("softmax_rescale_f32 (lsum, gsum)", x, ref, 18, 1e-6, 1e-5);
+  be->free(be, c.logits); be->free(be, c.mx); be->free(be, c.se); be->free(be, c.tg);
+  be->free(be, shard); be->free(be, dl); be->free(be, dls);
+  free(ref);
+}
+
+/* ---------------------------------------------------------------- optimizer */
+static void test_optimizer(void) {
+  const size_t n = 10;
+  for (int kind = 0; kind < 2; kind++) {
+    float *w = rvec(n, 1), *g = vec(n), *m = vec(n), *v = vec(n), *p = vec(n);
+    double rw[10], rm[10] = {0}, rv[10] = {0};
+    memset(m, 0, n * 4);
+    memset(v, 0, n * 4);
+    for (size_t i = 0; i < n; i++) rw[i] = w[i];
+    const double lr = 0.1, b1 = 0.9, b2 = 0.99, eps = 1e-8, wd = 0.01;
+    for (int step = 1; step <= 3; step++) {
+      for (size_t i = 0; i < n; i++) g[i] = frand();
+      for (size_t i = 0; i < n; i++) {
+        double gi = g[i];
+        if (kind == 0) {
+          rw[i] = rw[i] - lr * wd * rw[i] - lr * gi;
+        } else {
+          rm[i] = b1 * rm[i] + (1 - b1) * gi;
+          rv[i] = b2 * rv[i] + (1 - b2) * gi * gi;
+          double mh = rm[i] / (1 - pow(b1, step)), vh = rv[i] / (1 - pow(b2, step));
+          rw[i] = rw[i] - lr * wd * rw[i] - lr * mh / (sqrt(vh) + eps);
+        }
+      }
+      OK(be->optimizer_step(be, 0, kind, w, p, g, m, v, n, (float)lr, (float)b1, (float)b2, (float)eps, (float)wd, step),
+         "optimizer");
+    }
+    check(kind ? "optimizer Adam 3 steps" : "optimizer SGD 3 steps", w, rw, n, 1e-5, 1e-5);
+    check("optimizer writes param copy", p, rw, n, 1e-5, 1e-5);
+    double z[10] = {0};
+    check("optimizer zeroes grad", g, z, n, 0, 0);
+    be->free(be, w); be->free(be, g); be->free(be, m); be->free(be, v); be->free(be, p);
+  }
+}
+
+/* ---------------------------------------------------------------- streams */
+static void test_streams(void) {
+  size_t cur0, peak0, cur, peak;
+  OK(be->mem_stats(be, &cur0, &peak0, 0), "mem_stats");
+  const size_t n = 1 << 20;
+  float *d = vec(n), *d2 = vec(n), *h = NULL;
+  OK(be->mem_stats(be, &cur, &peak, 0), "mem_stats");
+  int memok = cur == cur0 + 2 * (n * 4 + 4) && peak >= cur;
+  OK(be->host_alloc(be, n * 4, (void **)&h), "host_alloc");
+  for (size_t i = 0; i < n; i++) d[i] = (float)i;
+  ppsrt_event *e0, *e1, *e2;
+  OK(be->event_create(be, &e0), "ev");
+  OK(be->event_create(be, &e1), "ev");
+  OK(be->event_create(be, &e2), "ev");
+  int q0 = be->event_query(be, e2);   /* never recorded: complete */
+  /* offload on D2H after the compute stream's event; reload on H2D after the offload */
+  OK(be->event_record(be, e0, PPSRT_STREAM_COMPUTE), "record");
+  OK(be->stream_wait_event(be, PPSRT_STREAM_D2H, e0), "wait");
+  OK(be->memcpy_async(be, PPSRT_STREAM_D2H, h, d, n * 4, 2), "d2h");
+  OK(be->event_record(be, e1, PPSRT_STREAM_D2H), "record");
+  OK(be->stream_wait_event(be, PPSRT_STREAM_H2D, e1), "wait");
+  OK(be->memcpy_async(be, PPSRT_STREAM_H2D, d2, h, n * 4, 1), "h2d");
+  OK(be->event_record(be, e2, PPSRT_STREAM_H2D), "record");
+  OK(be->stream_wait_event(be, PPSRT_STREAM_COMPUTE, e2), "wait");   /* compute blocks until reloaded */
+  int same = memcmp(d, d2, n * 4) == 0;
+  int q1 = be->event_query(be, e2);
+  double el = be->event_elapsed(be, e0, e2);
+  OK(be->memset0(be, PPSRT_STREAM_D2H, h, n * 4), "memset0");
+  OK(be->stream_sync(be, PPSRT_STREAM_D2H), "sync");
+  int zero = h[n - 1] == 0.0f && h[0] == 0.0f;
+  be->free(be, d);
+  be->free(be, d2);
+  OK(be->mem_stats(be, &cur, &peak, 1), "mem_stats");
+  int memok2 = cur == cur0 && peak >= cur0 + 2 * n * 4;
+  OK(be->mem_stats(be, &cur, &peak, 0), "mem_stats");
+  memok2 = memok2 && peak == cur;
+  printf("%s streams: d2h->h2d ordered by events %s, query %d/%d, elapsed %.2e s, memset0 %s, mem_stats %s\n",
+         same && q0 == 1 && q1 == 1 && el >= 0 && zero && memok && memok2 ? "ok  " : "FAIL", same ? "yes" : "NO", q0, q1,
+         el, zero ? "yes" : "NO", memok && memok2 ? "yes" : "NO");
+  if (!(same && q0 == 1 && q1 == 1 && el >= 0 && zero && memok && memok2)) failures++;
+  be->event_destroy(be, e0);
+  be->event_destroy(be, e1);
+  be->event_destroy(be, e2);
+  be->host_free(be, h);
+}
+
+int main(void) {
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  if (ppsrt_cpu_backend_create(0, &be)) {
+    fprintf(stderr, "FAIL cpu backend: %s\n", ppsrt_last_error());
+    return 1;
+  }
+  test_gemm();
+  test_elementwise();
+  test_layernorm();
+  test_attention(2, 5, 4, 2, 3);   /* GQA: two query heads per kv head */
+  test_attention(1, 4, 2, 2, 4);   /* plain multi-head */
+  test_attention(1, 3, 3, 1, 2);   /* multi-query */
+  test_embedding();
+  test_softmax();
+  test_optimizer();
+  test_streams();
+  be->destroy(be);
+  if (failures) {
+    printf("FAIL: %d kernel check(s) failed\n", failures);
+    return 1;
+  }
+  printf("all kernel checks passed\n");
+  return 0;
+}
