@@ -1,8 +1,359 @@
-/* front.c: placeholder until the front end lands (lexer, parser, elaboration). */
+/* front.c: the front end's entry points: front_compile (read, import, parse,
+ * elaborate) and `ppsc expand` (print the elaborated per-device orders as a complete,
+ * valid PPS file).
+ *
+ * Imports: `import "x.pps";` is resolved relative to the importing file, then in the
+ * stdlib directory. A file is loaded once however often it is imported (identity is
+ * its real path); an import cycle is an error that shows the chain. When any file has
+ * a syntax error, elaboration does not run (its errors would mostly be echoes). */
+#include "config.h"
 #include "driver.h"
+#include "elab.h"
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { MAX_IMPORT_DEPTH = 64, MAX_FILE_SIZE = 1 << 30 };
+
+typedef struct Loaded { char *real; const char *shown; } Loaded;
+
+typedef struct Front {
+  Compilation *c;
+  Symtab syms;
+  Loaded *loaded; int nloaded, caploaded;
+  Loaded *stack; int nstack, capstack;
+  ScheduleDef *all; /* every schedule of every file, chained through ->next copies */
+  ScheduleDef **defs; int ndefs, capdefs;
+  ScheduleDef *main_last;
+  int fatal;
+} Front;
+
+/* Reads a whole file (or stdin for "-"). Returns NULL with errno set on failure. */
+static char *read_all(const char *path, size_t *size) {
+  FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
+  if (!f) return NULL;
+  size_t cap = 1 << 16, n = 0;
+  char *buf = malloc(cap);
+  if (!buf) { if (f != stdin) fclose(f); return NULL; }
+  for (;;) {
+    if (n == cap) {
+      if (cap >= MAX_FILE_SIZE) { free(buf); if (f != stdin) fclose(f); errno = EFBIG; return NULL; }
+      cap *= 2;
+      char *nb = realloc(buf, cap);
+      if (!nb) { free(buf); if (f != stdin) fclose(f); errno = ENOMEM; return NULL; }
+      buf = nb;
+    }
+    size_t r = fread(buf + n, 1, cap - n, f);
+    n += r;
+    if (r == 0) break;
+  }
+  int bad = ferror(f);
+  if (f != stdin) fclose(f);
+  if (bad) { free(buf); errno = EIO; return NULL; }
+  *size = n;
+  return buf;
+}
+
+static char *dir_of(Arena *a, const char *path) {
+  const char *slash = strrchr(path, '/');
+  if (!slash) return arena_strdup(a, ".");
+  return arena_strndup(a, path, (size_t)(slash - path));
+}
+
+static void load(Front *fr, const char *path, char *real, Span from);
+
+/* Parses one file's text and follows its imports. */
+static void load_text(Front *fr, const char *path, char *real, const char *text, size_t size, int is_main) {
+  Compilation *c = fr->c;
+  uint32_t file = diag_add_file(&c->diag, path, text, size);
+  Loaded *l = VEC_PUSH(&c->arena, fr->loaded, fr->nloaded, fr->caploaded);
+  l->real = real;
+  l->shown = diag_file_path(&c->diag, file);
+  ParseResult r = {0};
+  parse_file(&c->arena, &c->diag, &fr->syms, file, c->diag.files[file].text, size, &r);
+  if (r.fatal) fr->fatal = 1;
+  for (ScheduleDef *d = r.schedules; d; d = d->next) {
+    ScheduleDef **slot = VEC_PUSH(&c->arena, fr->defs, fr->ndefs, fr->capdefs);
+    *slot = d;
+    if (is_main) fr->main_last = d;
+  }
+  if (fr->fatal) return;
+  Loaded *st = VEC_PUSH(&c->arena, fr->stack, fr->nstack, fr->capstack);
+  st->real = real;
+  st->shown = l->shown;
+  char *dir = dir_of(&c->arena, path);
+  for (ImportDecl *im = r.imports; im && !fr->fatal; im = im->next) {
+    char *cand = im->path[0] == '/' ? arena_strdup(&c->arena, im->path) : arena_printf(&c->arena, "%s/%s", dir, im->path);
+    char *rp = realpath(cand, NULL);
+    if (!rp && im->path[0] != '/' && c->opt->stdlib_dir) {
+      cand = arena_printf(&c->arena, "%s/%s", c->opt->stdlib_dir, im->path);
+      rp = realpath(cand, NULL);
+    }
+    if (!rp) {
+      diag_error(&c->diag, im->span, "cannot find import \"%s\" (looked next to this file%s)", im->path,
+                 c->opt->stdlib_dir ? " and in the stdlib directory" : "");
+      continue;
+    }
+    char *real2 = arena_strdup(&c->arena, rp);
+    free(rp);
+    int on_stack = -1;
+    for (int k = 0; k < fr->nstack; k++)
+      if (!strcmp(fr->stack[k].real, real2)) on_stack = k;
+    if (on_stack >= 0) {
+      char chain[1024];
+      size_t n = 0;
+      for (int k = on_stack; k < fr->nstack && n < sizeof chain; k++)
+        n += (size_t)snprintf(chain + n, sizeof chain - n, "%s -> ", fr->stack[k].shown);
+      if (n < sizeof chain) snprintf(chain + n, sizeof chain - n, "%s", fr->stack[on_stack].shown);
+      diag_error(&c->diag, im->span, "import cycle: %s", chain);
+      continue;
+    }
+    int done = 0;
+    for (int k = 0; k < fr->nloaded; k++)
+      if (!strcmp(fr->loaded[k].real, real2)) done = 1;
+    if (done) continue;
+    if (fr->nstack >= MAX_IMPORT_DEPTH) {
+      diag_error(&c->diag, im->span, "imports nested more than %d deep", MAX_IMPORT_DEPTH);
+      continue;
+    }
+    load(fr, cand, real2, im->span);
+  }
+  fr->nstack--;
+}
+
+static void load(Front *fr, const char *path, char *real, Span from) {
+  size_t size = 0;
+  char *text = read_all(path, &size);
+  if (!text) {
+    diag_error(&fr->c->diag, from, "cannot read \"%s\": %s", path, strerror(errno));
+    return;
+  }
+  load_text(fr, path, real, text, size, 0);
+  free(text);
+}
+
 IrSchedule *front_compile(Compilation *c, int *io_error) {
   *io_error = 0;
-  diag_error(&c->diag, (Span){0}, "the front end is not built yet");
-  return NULL;
+  const Options *opt = c->opt;
+  Front fr;
+  memset(&fr, 0, sizeof fr);
+  fr.c = c;
+  fr.syms.arena = &c->arena;
+  size_t size = 0;
+  char *text = read_all(opt->file, &size);
+  if (!text) {
+    fprintf(c->diag.out ? c->diag.out : stderr, "ppsc: cannot read '%s': %s\n", opt->file, strerror(errno));
+    *io_error = 1;
+    return NULL;
+  }
+  char *rp = strcmp(opt->file, "-") ? realpath(opt->file, NULL) : NULL;
+  char *real = arena_strdup(&c->arena, rp ? rp : opt->file);
+  free(rp);
+  load_text(&fr, strcmp(opt->file, "-") ? opt->file : "<stdin>", real, text, size, 1);
+  free(text);
+  if (fr.fatal || c->diag.errors) return NULL;
+
+  /* schedule names: unique across files */
+  ScheduleDef **by_sym = arena_alloc(&c->arena, (size_t)(fr.syms.n + 64) * sizeof *by_sym);
+  for (int k = 0; k < fr.ndefs; k++) {
+    ScheduleDef *d = fr.defs[k];
+    if (by_sym[d->name]) {
+      diag_error(&c->diag, d->span, "schedule '%s' is already defined", sym_name(&fr.syms, d->name));
+      diag_note(&c->diag, by_sym[d->name]->span, "first defined here");
+      continue;
+    }
+    by_sym[d->name] = d;
+  }
+  if (c->diag.errors) return NULL;
+  ScheduleDef *main = fr.main_last;
+  if (opt->schedule) {
+    main = NULL;
+    for (int k = 0; k < fr.ndefs; k++)
+      if (!strcmp(sym_name(&fr.syms, fr.defs[k]->name), opt->schedule)) main = fr.defs[k];
+    if (!main) {
+      diag_error(&c->diag, (Span){0}, "--schedule %s: no schedule of that name in '%s' or its imports", opt->schedule, opt->file);
+      *io_error = 1;
+      return NULL;
+    }
+  }
+  if (!main) {
+    diag_error(&c->diag, (Span){1, 1, 1, 1}, "no schedule in this file (expected 'schedule NAME { ... }')");
+    return NULL;
+  }
+  ElabInput in = {&c->arena, &c->diag, &fr.syms, by_sym, main, opt->file, opt->defs, opt->ndefs, opt->max_ops};
+  int usage = 0;
+  /* by_sym must cover symbols interned during elaboration */
+  IrSchedule *s = elab_run(&in, &usage);
+  if (usage) *io_error = 1;
+  return s;
 }
-int cmd_expand(Compilation *c) { (void)front_compile; diag_error(&c->diag, (Span){0}, "expand: not built yet"); return PPSC_USAGE; }
+
+/* ---- ppsc expand ---- */
+
+/* A double the way PPS reads it back exactly: shortest of %.15g / %.17g. */
+static void put_real(StrBuf *b, double v) {
+  char buf[64];
+  snprintf(buf, sizeof buf, "%.15g", v);
+  if (strtod(buf, NULL) != v) snprintf(buf, sizeof buf, "%.17g", v);
+  if (!strpbrk(buf, ".eEn")) strcat(buf, ".0"); /* keep it a real */
+  sb_puts(b, buf);
+}
+
+static char *put_int(char *p, int64_t v) {
+  char tmp[24];
+  int n = 0;
+  uint64_t u = v < 0 ? -(uint64_t)v : (uint64_t)v;
+  do { tmp[n++] = (char)('0' + u % 10); u /= 10; } while (u);
+  if (v < 0) *p++ = '-';
+  while (n) *p++ = tmp[--n];
+  return p;
+}
+
+static const char *cmp_text(int c) {
+  static const char *const t[] = {"<", "<=", "==", "!=", ">=", ">"};
+  return c >= 0 && c < 6 ? t[c] : "?";
+}
+
+/* Writes the schedule as PPS: header, costs and policies, one device line each. */
+static void expand_write(const IrSchedule *s, StrBuf *b) {
+  sb_printf(b, "// expanded by ppsc from %s\nschedule %s {\n", s->file, s->name);
+  sb_printf(b, "  devices %d;\n  microbatches %d;\n", s->ndev, s->nmb);
+  int v = s->v;
+  if (!strcmp(s->placement, "linear")) sb_puts(b, "  placement linear;\n");
+  else if (!strcmp(s->placement, "interleaved")) sb_printf(b, "  placement interleaved(%d);\n", v);
+  else if (!strcmp(s->placement, "vshape")) sb_puts(b, "  placement vshape;\n");
+  else {
+    sb_puts(b, "  placement [");
+    for (int k = 0; k < s->nstage; k++) sb_printf(b, "%s%d", k ? ", " : "", s->stages[k].device);
+    sb_puts(b, "];\n");
+  }
+  sb_puts(b, "  cost TF = "); put_real(b, s->tf);
+  sb_puts(b, ", TB = "); put_real(b, s->tb);
+  sb_puts(b, ", TW = "); put_real(b, s->tw);
+  sb_puts(b, ", TC = "); put_real(b, s->tc);
+  sb_puts(b, ";\n");
+  /* per-stage values that differ from the defaults, written absolute */
+  int *cnt = calloc((size_t)s->ndev + 1, sizeof *cnt);
+  for (int k = 0; k < s->nstage && cnt; k++) cnt[s->stages[k].device]++;
+  double act0 = -1, toff0 = -1, bfree0 = s->nstage ? s->stages[0].b_free : 0;
+  for (int k = 0; k < s->nstage && cnt; k++) {
+    const IrStage *g = &s->stages[k];
+    double vd = cnt[g->device] ? cnt[g->device] : 1;
+    if (act0 < 0) { act0 = g->act * vd; toff0 = g->offload_time * vd; }
+    int tf = g->tf != s->tf / vd, tb = g->tb != s->tb / vd, tw = g->tw != s->tw / vd;
+    int tbw = g->tbw != g->tb + g->tw;
+    int toff = g->offload_time != toff0 / vd;
+    if (tf || tb || tw || tbw || toff) {
+      sb_printf(b, "  cost stage %d:", k);
+      const char *sep = " ";
+      if (tf) { sb_printf(b, "%sTF = ", sep); put_real(b, g->tf); sep = ", "; }
+      if (tb) { sb_printf(b, "%sTB = ", sep); put_real(b, g->tb); sep = ", "; }
+      if (tw) { sb_printf(b, "%sTW = ", sep); put_real(b, g->tw); sep = ", "; }
+      if (tbw) { sb_printf(b, "%sTBW = ", sep); put_real(b, g->tbw); sep = ", "; }
+      if (toff) { sb_printf(b, "%sTOFF = ", sep); put_real(b, g->offload_time); }
+      sb_puts(b, ";\n");
+    }
+    if (g->act != act0 / vd || g->b_free != bfree0) {
+      sb_printf(b, "  memory stage %d: act = ", k);
+      put_real(b, g->act);
+      sb_puts(b, ", b_free = ");
+      put_real(b, g->b_free);
+      sb_puts(b, ";\n");
+    }
+  }
+  free(cnt);
+  if (act0 >= 0 && (act0 != 1 || bfree0 != 0 || toff0 > 0)) {
+    sb_puts(b, "  memory act = "); put_real(b, act0);
+    sb_puts(b, ", b_free = "); put_real(b, bfree0);
+    sb_puts(b, ";\n");
+    if (toff0 > 0) { sb_puts(b, "  cost TOFF = "); put_real(b, toff0); sb_puts(b, ";\n"); }
+  }
+  if (s->mem_limit >= 0) { sb_puts(b, "  memory limit = "); put_real(b, s->mem_limit); sb_puts(b, ";\n"); }
+  if (s->offload.host_limit >= 0) { sb_puts(b, "  memory host_limit = "); put_real(b, s->offload.host_limit); sb_puts(b, ";\n"); }
+  if (s->vocab.mode) {
+    sb_printf(b, "  vocab parallel %d;\n  cost TIF = ", s->vocab.mode);
+    put_real(b, s->vocab.t_if); sb_puts(b, ", TIB = "); put_real(b, s->vocab.t_ib);
+    sb_puts(b, ", TS = "); put_real(b, s->vocab.t_s); sb_puts(b, ", TT = "); put_real(b, s->vocab.t_t);
+    sb_puts(b, ", TCOLL = "); put_real(b, s->vocab.t_coll); sb_puts(b, ";\n");
+  }
+  if (s->offload.enabled) {
+    sb_puts(b, "  offload ratio ");
+    put_real(b, s->offload.ratio);
+    sb_printf(b, " stages %d..%d microbatches %d..%d;\n", s->offload.stage_lo, s->offload.stage_hi, s->offload.mb_lo,
+              s->offload.mb_hi);
+  }
+  if (s->nmodel) {
+    sb_puts(b, "  model {");
+    for (int k = 0; k < s->nmodel; k++) { sb_printf(b, " %s = ", s->model[k].key); put_real(b, s->model[k].value); sb_puts(b, ";"); }
+    sb_puts(b, " }\n");
+  }
+  if (s->nhardware) {
+    sb_puts(b, "  hardware {");
+    for (int k = 0; k < s->nhardware; k++) { sb_printf(b, " %s = ", s->hardware[k].key); put_real(b, s->hardware[k].value); sb_puts(b, ";"); }
+    sb_puts(b, " }\n");
+  }
+  for (int k = 0; k < s->nexpects; k++) {
+    const IrExpect *x = &s->expects[k];
+    sb_printf(b, "  expect %s", ir_metric_name((IrMetric)x->metric));
+    if (x->device >= 0) sb_printf(b, "[%d]", x->device);
+    sb_printf(b, " %s ", cmp_text(x->cmp));
+    put_real(b, x->value);
+    sb_puts(b, ";\n");
+  }
+  int one_stage = s->nstage == s->ndev && s->placement[0] == 'l';
+  for (int d = 0; d < s->ndev; d++) {
+    const IrDevice *dv = &s->devs[d];
+    /* worst case per op: "BW(2147483647,2147483647) " plus send/recv words */
+    size_t need = (size_t)dv->nops * 48 + 64;
+    if (b->len + need + 1 > b->cap) {
+      size_t cap = b->cap ? b->cap : 4096;
+      while (cap < b->len + need + 1) cap *= 2;
+      char *nd = realloc(b->data, cap);
+      if (!nd) { fputs("ppsc: out of memory\n", stderr); abort(); }
+      b->data = nd;
+      b->cap = cap;
+    }
+    char *p = b->data + b->len;
+    p += sprintf(p, "  device %d {", d);
+    for (int i = 0; i < dv->nops; i++) {
+      const IrOp *op = &dv->ops[i];
+      *p++ = ' ';
+      if (op->kind <= IR_BW) { /* the common case, without snprintf */
+        const char *k = ir_kind_name(op->kind);
+        while (*k) *p++ = *k++;
+        *p++ = '(';
+        p = put_int(p, op->mb);
+        if (!one_stage) { *p++ = ','; p = put_int(p, op->stage); }
+        *p++ = ')';
+      } else {
+        p += ir_format_op(s, op, p, 48);
+      }
+    }
+    memcpy(p, " }\n", 4);
+    p += 3;
+    b->len = (size_t)(p - b->data);
+  }
+  sb_puts(b, "}\n");
+}
+
+int cmd_expand(Compilation *c) {
+  int io = 0;
+  IrSchedule *s = front_compile(c, &io);
+  if (!s || c->diag.errors) {
+    diag_summary(&c->diag);
+    return io ? PPSC_USAGE : PPSC_INVALID;
+  }
+  StrBuf b = {0};
+  expand_write(s, &b);
+  int rc = PPSC_OK;
+  if (c->opt->out) {
+    if (write_file_atomic(c->opt->out, b.data, b.len)) rc = PPSC_USAGE;
+  } else if (fwrite(b.data, 1, b.len, stdout) != b.len) {
+    rc = PPSC_USAGE;
+  }
+  sb_free(&b);
+  diag_summary(&c->diag);
+  return rc;
+}

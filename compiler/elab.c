@@ -1,0 +1,1248 @@
+/* elab.c: elaboration: evaluates a schedule's AST into the IR (see elab.h).
+ *
+ * Evaluation is a direct walk of the AST. Names are interned symbols; a binding is
+ * one slot per symbol (saved and restored on scope exit), so a lookup is an array
+ * index and loops never touch strings. Everything is bounded: loop iterations and
+ * statements by a step budget derived from --max-ops, ops by --max-ops, `use` by a
+ * depth limit, expression depth and nesting by the parser.
+ *
+ * What this file checks: names, types, ranges (device, microbatch, stage), passes
+ * on a device that does not hold their stage, duplicates, arithmetic errors, keys of
+ * cost/memory/model/hardware, `require`. What it does not: completeness, dependencies,
+ * deadlock, memory bounds (analysis.c). */
+#include "elab.h"
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum { T_ERR, T_INT, T_REAL, T_BOOL } VType;
+typedef struct Value {
+  uint8_t t;
+  union { int64_t i; double r; } u;
+} Value;
+
+typedef struct Bind { Value v; int32_t frame; uint8_t set; } Bind;
+typedef struct Saved { Sym sym; Bind old; } Saved;
+
+/* A per-stage cost or memory override, applied after the defaults. */
+typedef struct Override { int64_t stage; Span span; Sym key; double value; } Override;
+
+typedef struct BlockState {
+  BlockEntry *e;
+  int n, cap;
+  int64_t interval;
+  int has_interval;
+  int w_rule;
+  Span span, wspan;
+} BlockState;
+
+enum { PL_NONE, PL_LINEAR, PL_INTERLEAVED, PL_VSHAPE, PL_EXPLICIT };
+enum { B_P, B_M, B_S, B_V, B_N };   /* builtin names */
+enum { USE_MAX_DEPTH = 64, MAX_DEVICES = 65536, MAX_STAGES = 1 << 20, MAX_MBS = 1 << 30 };
+
+typedef struct Ctx {
+  const ElabInput *in;
+  Arena *a;
+  Diag *d;
+  Symtab *syms;
+  IrSchedule *s;
+  Bind *binds;
+  Saved *saved;
+  int nsaved, capsaved;
+  int32_t frame, next_frame;
+  Value builtin[B_N];
+  Sym bsym[B_N];
+  /* layout */
+  int64_t ndev, nmb, nstage_stated;
+  int has_dev, has_mb, has_stages;
+  Span stagesspan;
+  int placement;
+  int64_t nstage, pv;
+  int32_t *stage_dev;
+  int32_t *dev_nst, *dev_first;
+  Span placespan;
+  int layout_done, layout_failed;
+  /* costs and memory (one device share) */
+  double cost[16];
+  uint8_t cost_set[16];
+  Override *ovr;
+  int novr, capovr;
+  /* policies */
+  IrOffload off;
+  int off_stages_set, off_mbs_set;
+  /* where we are */
+  int cur_dev;
+  BlockState *blk;
+  int use_depth;
+  long steps, step_limit;
+  int stop, ops_reported;
+  /* interned names */
+  Sym f_min, f_max, f_abs, f_ceil, f_floor, f_round, f_int, f_real;
+  Sym t_int, t_real, t_bool, w_stage, w_parallel;
+  Sym p_linear, p_interleaved, p_vshape;
+  Sym w_slot, w_eager, w_fill;
+  Sym o_all, o_ratio, o_stages, o_mbs;
+} Ctx;
+
+/* cost/memory keys: index into Ctx.cost */
+enum { K_TF, K_TB, K_TW, K_TC, K_TBW, K_TIF, K_TIB, K_TS, K_TT, K_TCOLL, K_TOFF,
+       K_ACT, K_BFREE, K_LIMIT, K_HOSTLIMIT, K_ACTS, K_N };
+static const char *const key_names[K_N] = {"TF", "TB", "TW", "TC", "TBW", "TIF", "TIB", "TS", "TT",
+                                           "TCOLL", "TOFF", "act", "b_free", "limit", "host_limit", "act_s"};
+static const char *const model_keys[] = {"layers", "hidden", "ffn_hidden", "heads", "query_groups", "seq",
+                                         "micro_batch", "vocab", "dtype_bytes", NULL};
+static const char *const hardware_keys[] = {"memory", "flops", "host_bandwidth", "peer_bandwidth", NULL};
+
+/* ---- diagnostics ---- */
+
+static void errv(Ctx *c, uint8_t *once, Span at, const char *fmt, va_list ap) {
+  if (once) {
+    if (*once) return;
+    *once = 1;
+  }
+  char buf[512];
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  diag_emit(c->d, DIAG_ERROR, at, buf);
+  if (c->d->errors > 10000) c->stop = 1; /* enough; do not drown */
+}
+static void __attribute__((format(printf, 4, 5))) err(Ctx *c, uint8_t *once, Span at, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  errv(c, once, at, fmt, ap);
+  va_end(ap);
+}
+#define EERR(c, e, ...) err((c), &(e)->errored, (e)->span, __VA_ARGS__)
+#define SERR(c, st, ...) err((c), &(st)->errored, (st)->span, __VA_ARGS__)
+
+static const char *tname(int t) {
+  return t == T_INT ? "int" : t == T_REAL ? "real" : t == T_BOOL ? "bool" : "error";
+}
+static const char *sname(Ctx *c, Sym s) { return sym_name(c->syms, s); }
+
+/* ---- values ---- */
+
+static Value vint(int64_t i) { Value v; v.t = T_INT; v.u.i = i; return v; }
+static Value vreal(double r) { Value v; v.t = T_REAL; v.u.r = r; return v; }
+static Value vbool(int b) { Value v; v.t = T_BOOL; v.u.i = b != 0; return v; }
+static const Value verr = {T_ERR, {0}};
+static double num(Value v) { return v.t == T_INT ? (double)v.u.i : v.u.r; }
+
+static Value eval(Ctx *c, Expr *e);
+
+static Value real_result(Ctx *c, Expr *e, double r) {
+  if (!isfinite(r)) { EERR(c, e, "real overflow"); return verr; }
+  return vreal(r);
+}
+
+/* a real that must become an int (ceil, floor, round, int) */
+static Value to_int(Ctx *c, Expr *e, double r) {
+  if (!(r > -9.2e18 && r < 9.2e18)) { EERR(c, e, "integer overflow converting %g to int", r); return verr; }
+  return vint((int64_t)r);
+}
+
+static const char *op_text(int op) {
+  switch (op) {
+  case '+': return "+"; case '-': return "-"; case '*': return "*"; case '/': return "/";
+  case 'd': return "div"; case 'm': return "mod"; case '<': return "<"; case '>': return ">";
+  case 'l': return "<="; case 'g': return ">="; case 'e': return "=="; case 'n': return "!=";
+  case '&': return "and"; case '|': return "or";
+  default: return "?";
+  }
+}
+
+static Value eval_binary(Ctx *c, Expr *e) {
+  int op = e->op;
+  if (op == '&' || op == '|') {
+    Value a = eval(c, e->u.bin.a);
+    if (a.t == T_ERR) return verr;
+    if (a.t != T_BOOL) { EERR(c, e, "'%s' needs bool operands, got %s", op_text(op), tname(a.t)); return verr; }
+    if (op == '&' && !a.u.i) return vbool(0);
+    if (op == '|' && a.u.i) return vbool(1);
+    Value b = eval(c, e->u.bin.b);
+    if (b.t == T_ERR) return verr;
+    if (b.t != T_BOOL) { EERR(c, e, "'%s' needs bool operands, got %s", op_text(op), tname(b.t)); return verr; }
+    return vbool((int)b.u.i);
+  }
+  Value a = eval(c, e->u.bin.a);
+  Value b = eval(c, e->u.bin.b);
+  if (a.t == T_ERR || b.t == T_ERR) return verr;
+  int cmp = op == '<' || op == '>' || op == 'l' || op == 'g' || op == 'e' || op == 'n';
+  if (a.t == T_BOOL || b.t == T_BOOL) {
+    if ((op == 'e' || op == 'n') && a.t == T_BOOL && b.t == T_BOOL)
+      return vbool(op == 'e' ? a.u.i == b.u.i : a.u.i != b.u.i);
+    EERR(c, e, "'%s' needs %s operands, got %s and %s", op_text(op), cmp ? "comparable" : "number",
+         tname(a.t), tname(b.t));
+    return verr;
+  }
+  if (cmp) {
+    int r;
+    if (a.t == T_INT && b.t == T_INT) {
+      int64_t x = a.u.i, y = b.u.i;
+      r = op == '<' ? x < y : op == '>' ? x > y : op == 'l' ? x <= y : op == 'g' ? x >= y : op == 'e' ? x == y : x != y;
+    } else {
+      double x = num(a), y = num(b);
+      r = op == '<' ? x < y : op == '>' ? x > y : op == 'l' ? x <= y : op == 'g' ? x >= y : op == 'e' ? x == y : x != y;
+    }
+    return vbool(r);
+  }
+  if (op == 'd' || op == 'm') {
+    if (a.t != T_INT || b.t != T_INT) {
+      EERR(c, e, "'%s' needs int operands, got %s and %s", op_text(op), tname(a.t), tname(b.t));
+      return verr;
+    }
+    int64_t x = a.u.i, y = b.u.i;
+    if (y == 0) { EERR(c, e, "division by zero"); return verr; }
+    if (x == INT64_MIN && y == -1) { EERR(c, e, "integer overflow"); return verr; }
+    int64_t q = x / y, r = x % y;
+    if (r != 0 && ((r < 0) != (y < 0))) { q--; r += y; }
+    return vint(op == 'd' ? q : r);
+  }
+  if (op == '/') {
+    double y = num(b);
+    if (y == 0) { EERR(c, e, "division by zero"); return verr; }
+    return real_result(c, e, num(a) / y);
+  }
+  if (a.t == T_INT && b.t == T_INT) {
+    int64_t r;
+    int ovf = op == '+' ? __builtin_add_overflow(a.u.i, b.u.i, &r)
+            : op == '-' ? __builtin_sub_overflow(a.u.i, b.u.i, &r)
+                        : __builtin_mul_overflow(a.u.i, b.u.i, &r);
+    if (ovf) { EERR(c, e, "integer overflow"); return verr; }
+    return vint(r);
+  }
+  double x = num(a), y = num(b);
+  return real_result(c, e, op == '+' ? x + y : op == '-' ? x - y : x * y);
+}
+
+static Value eval_call(Ctx *c, Expr *e) {
+  Sym f = e->sym;
+  int n = e->nargs;
+  int minmax = f == c->f_min || f == c->f_max;
+  if (!minmax && f != c->f_abs && f != c->f_ceil && f != c->f_floor && f != c->f_round && f != c->f_int &&
+      f != c->f_real) {
+    EERR(c, e, "unknown function '%s' (expected min, max, abs, ceil, floor, round, int or real)", sname(c, f));
+    return verr;
+  }
+  if (minmax ? n < 1 : n != 1) {
+    EERR(c, e, "'%s' takes %s", sname(c, f), minmax ? "one or more arguments" : "one argument");
+    return verr;
+  }
+  if (minmax) {
+    Value best = verr;
+    for (int k = 0; k < n; k++) {
+      Value v = eval(c, e->u.args[k]);
+      if (v.t == T_ERR) return verr;
+      if (v.t == T_BOOL) { EERR(c, e->u.args[k], "'%s' needs numbers, got bool", sname(c, f)); return verr; }
+      if (k == 0) { best = v; continue; }
+      int both_int = best.t == T_INT && v.t == T_INT;
+      int take = f == c->f_min ? (both_int ? v.u.i < best.u.i : num(v) < num(best))
+                               : (both_int ? v.u.i > best.u.i : num(v) > num(best));
+      if (!both_int) { best = vreal(num(best)); v = vreal(num(v)); }
+      if (take) best = v;
+    }
+    return best;
+  }
+  Value v = eval(c, e->u.args[0]);
+  if (v.t == T_ERR) return verr;
+  if (v.t == T_BOOL) { EERR(c, e, "'%s' needs a number, got bool", sname(c, f)); return verr; }
+  if (f == c->f_abs) {
+    if (v.t == T_INT) {
+      if (v.u.i == INT64_MIN) { EERR(c, e, "integer overflow"); return verr; }
+      return vint(v.u.i < 0 ? -v.u.i : v.u.i);
+    }
+    return vreal(fabs(v.u.r));
+  }
+  if (f == c->f_real) return vreal(num(v));
+  if (v.t == T_INT) return v;
+  if (f == c->f_ceil) return to_int(c, e, ceil(v.u.r));
+  if (f == c->f_floor) return to_int(c, e, floor(v.u.r));
+  if (f == c->f_round) return to_int(c, e, round(v.u.r));
+  return to_int(c, e, trunc(v.u.r)); /* int(x): toward zero */
+}
+
+static Value eval(Ctx *c, Expr *e) {
+  switch ((ExprKind)e->kind) {
+  case EX_INT: return vint(e->u.i);
+  case EX_REAL: return vreal(e->u.r);
+  case EX_BOOL: return vbool((int)e->u.i);
+  case EX_NAME: {
+    Bind *b = &c->binds[e->sym];
+    if (b->set && b->frame == c->frame) return b->v;
+    for (int k = 0; k < B_N; k++)
+      if (e->sym == c->bsym[k] && c->builtin[k].t != T_ERR) return c->builtin[k];
+    for (int k = 0; k < B_N; k++)
+      if (e->sym == c->bsym[k]) {
+        static const char *const what[B_N] = {"devices", "microbatches", "placement", "placement"};
+        EERR(c, e, "'%s' is not known yet (state '%s' first)", sname(c, e->sym), what[k]);
+        return verr;
+      }
+    EERR(c, e, "unknown name '%s'", sname(c, e->sym));
+    return verr;
+  }
+  case EX_UNARY: {
+    Value a = eval(c, e->u.bin.a);
+    if (a.t == T_ERR) return verr;
+    if (e->op == 'n') {
+      if (a.t != T_BOOL) { EERR(c, e, "'not' needs a bool, got %s", tname(a.t)); return verr; }
+      return vbool(!a.u.i);
+    }
+    if (a.t == T_BOOL) { EERR(c, e, "'-' needs a number, got bool"); return verr; }
+    if (a.t == T_INT) {
+      if (a.u.i == INT64_MIN) { EERR(c, e, "integer overflow"); return verr; }
+      return vint(-a.u.i);
+    }
+    return vreal(-a.u.r);
+  }
+  case EX_BINARY: return eval_binary(c, e);
+  case EX_CALL: return eval_call(c, e);
+  }
+  return verr;
+}
+
+/* An int where one is required (counts, indices, bounds). Returns 0 on success. */
+static int eval_int(Ctx *c, Expr *e, int64_t *out) {
+  Value v = eval(c, e);
+  if (v.t == T_ERR) return -1;
+  if (v.t != T_INT) {
+    EERR(c, e, "expected an int, got %s%s", tname(v.t), v.t == T_REAL ? " (use int(), floor(), ceil() or round())" : "");
+    return -1;
+  }
+  *out = v.u.i;
+  return 0;
+}
+
+static int eval_num(Ctx *c, Expr *e, double *out) {
+  Value v = eval(c, e);
+  if (v.t == T_ERR) return -1;
+  if (v.t == T_BOOL) { EERR(c, e, "expected a number, got bool"); return -1; }
+  *out = num(v);
+  return 0;
+}
+
+static int eval_bool(Ctx *c, Expr *e, int *out) {
+  Value v = eval(c, e);
+  if (v.t == T_ERR) return -1;
+  if (v.t != T_BOOL) { EERR(c, e, "expected a bool condition, got %s", tname(v.t)); return -1; }
+  *out = (int)v.u.i;
+  return 0;
+}
+
+/* ---- scopes ---- */
+
+static void bind(Ctx *c, Sym sym, Value v) {
+  Saved *sv = VEC_PUSH(c->a, c->saved, c->nsaved, c->capsaved);
+  sv->sym = sym;
+  sv->old = c->binds[sym];
+  c->binds[sym].v = v;
+  c->binds[sym].frame = c->frame;
+  c->binds[sym].set = 1;
+}
+
+static void unbind_to(Ctx *c, int mark) {
+  while (c->nsaved > mark) {
+    Saved *sv = &c->saved[--c->nsaved];
+    c->binds[sv->sym] = sv->old;
+  }
+}
+
+/* ---- layout: devices, microbatches, stages, placement ---- */
+
+static void set_builtin(Ctx *c, int k, int64_t v) { c->builtin[k] = vint(v); }
+
+/* Computes the stage -> device map for the placement stated (or linear). */
+static int place(Ctx *c, int kind, int64_t v, ExprList *list, Stmt *st) {
+  int64_t P = c->ndev, S;
+  switch (kind) {
+  case PL_LINEAR: S = P; break;
+  case PL_INTERLEAVED:
+    if (v < 1 || v > MAX_STAGES / P) { SERR(c, st, "interleaved(%lld): stages per device must be 1..%lld", (long long)v, (long long)(MAX_STAGES / P)); return -1; }
+    S = v * P;
+    break;
+  case PL_VSHAPE: S = 2 * P; break;
+  default: S = list->n; break;
+  }
+  int32_t *map = arena_alloc(c->a, (size_t)S * sizeof *map);
+  for (int64_t s = 0; s < S; s++) {
+    switch (kind) {
+    case PL_LINEAR: map[s] = (int32_t)s; break;
+    case PL_INTERLEAVED: map[s] = (int32_t)(s % P); break;
+    case PL_VSHAPE: map[s] = (int32_t)(s < P ? s : 2 * P - 1 - s); break;
+    default: {
+      int64_t d;
+      if (eval_int(c, list->v[s], &d)) return -1;
+      if (d < 0 || d >= P) { EERR(c, list->v[s], "device %lld out of range 0..%lld", (long long)d, (long long)P); return -1; }
+      map[s] = (int32_t)d;
+    }
+    }
+  }
+  c->stage_dev = map;
+  c->nstage = S;
+  c->placement = kind;
+  c->dev_nst = arena_alloc(c->a, (size_t)P * sizeof *c->dev_nst);
+  c->dev_first = arena_alloc(c->a, (size_t)P * sizeof *c->dev_first);
+  for (int64_t d = 0; d < P; d++) c->dev_first[d] = -1;
+  for (int64_t s = 0; s < S; s++) {
+    if (c->dev_first[map[s]] < 0) c->dev_first[map[s]] = (int32_t)s;
+    c->dev_nst[map[s]]++;
+  }
+  int64_t uni = c->dev_nst[0];
+  for (int64_t d = 1; d < P; d++)
+    if (c->dev_nst[d] != uni) uni = 0;
+  c->pv = uni;
+  set_builtin(c, B_S, S);
+  set_builtin(c, B_V, uni);
+  if (st) c->placespan = st->span;
+  return 0;
+}
+
+/* Makes sure devices, microbatches and the placement are known before the first op.
+ * Returns 0 when the layout is usable. */
+static int ensure_layout(Ctx *c, Span at) {
+  if (c->layout_done) return 0;
+  if (c->layout_failed) return -1;
+  if (!c->has_dev || !c->has_mb) {
+    err(c, NULL, at, "passes need the '%s' statement first", !c->has_dev ? "devices" : "microbatches");
+    c->layout_failed = 1;
+    return -1;
+  }
+  if (c->placement == PL_NONE && place(c, PL_LINEAR, 0, NULL, NULL)) { c->layout_failed = 1; return -1; }
+  if (c->has_stages && c->nstage_stated != c->nstage) {
+    err(c, NULL, c->stagesspan, "'stages %lld' does not match the placement (%lld stages)",
+        (long long)c->nstage_stated, (long long)c->nstage);
+  }
+  IrSchedule *s = c->s;
+  s->ndev = (int32_t)c->ndev;
+  s->nmb = (int32_t)c->nmb;
+  s->nstage = (int32_t)c->nstage;
+  s->devs = arena_alloc(c->a, (size_t)c->ndev * sizeof *s->devs);
+  c->layout_done = 1;
+  return 0;
+}
+
+static int layout_frozen(Ctx *c, Stmt *st) {
+  if (c->layout_done) {
+    SERR(c, st, "'%s' must come before the first pass",
+         st->kind == ST_DEVICES ? "devices" : st->kind == ST_MICROBATCHES ? "microbatches" :
+         st->kind == ST_STAGES ? "stages" : "placement");
+    return 1;
+  }
+  return 0;
+}
+
+/* ---- passes ---- */
+
+static void pass_text(Stmt *st, const int64_t *a, int n, char *buf, size_t size) {
+  const char *k = ir_kind_name(st->op);
+  if (st->op == IR_SEND || st->op == IR_RECV) {
+    if (n == 1) snprintf(buf, size, "%s %s(%lld)", k, st->xfer == IR_XFER_ACT ? "F" : "B", (long long)a[0]);
+    else snprintf(buf, size, "%s %s(%lld,%lld)", k, st->xfer == IR_XFER_ACT ? "F" : "B", (long long)a[0], (long long)a[1]);
+  } else if (n == 1) {
+    snprintf(buf, size, "%s(%lld)", k, (long long)a[0]);
+  } else {
+    snprintf(buf, size, "%s(%lld,%lld)", k, (long long)a[0], (long long)a[1]);
+  }
+}
+
+static int count_op(Ctx *c, Span at) {
+  if (c->s->total_ops >= c->in->max_ops) {
+    if (!c->ops_reported)
+      err(c, NULL, at, "the schedule generates more than %ld ops (limit: --max-ops)", c->in->max_ops);
+    c->ops_reported = 1;
+    c->stop = 1;
+    return -1;
+  }
+  return 0;
+}
+
+static int check_range(Ctx *c, Stmt *st, const char *what, int64_t x, int64_t n) {
+  if (x < 0 || x >= n) {
+    SERR(c, st, "%s %lld out of range 0..%lld", what, (long long)x, (long long)n);
+    return -1;
+  }
+  return 0;
+}
+
+/* A pass inside a building block: kind(stage) at slot. */
+static void block_pass(Ctx *c, Stmt *st) {
+  BlockState *b = c->blk;
+  if (st->op > IR_BW) { SERR(c, st, "a building block holds only F, B, W and BW passes"); return; }
+  if (st->list.n != 1) { SERR(c, st, "a pass in a building block takes its stage only: %s(s) at SLOT", ir_kind_name(st->op)); return; }
+  if (!st->e3) { SERR(c, st, "a pass in a building block needs 'at SLOT'"); return; }
+  int64_t stage, slot;
+  if (eval_int(c, st->list.v[0], &stage) || eval_int(c, st->e3, &slot)) return;
+  if (check_range(c, st, "stage", stage, c->nstage)) return;
+  if (slot < -(INT64_C(1) << 40) || slot > (INT64_C(1) << 40)) { SERR(c, st, "slot %lld out of range", (long long)slot); return; }
+  for (int k = 0; k < b->n; k++)
+    if (b->e[k].kind == st->op && b->e[k].stage == stage) {
+      SERR(c, st, "duplicate %s(%lld) in building block", ir_kind_name(st->op), (long long)stage);
+      diag_note(c->d, b->e[k].span, "first written here");
+      return;
+    }
+  BlockEntry *e = VEC_PUSH(c->a, b->e, b->n, b->cap);
+  e->kind = st->op;
+  e->stage = (int32_t)stage;
+  e->slot = slot;
+  e->span = st->span;
+}
+
+static void exec_pass(Ctx *c, Stmt *st) {
+  if (c->blk) {
+    if (ensure_layout(c, st->span)) return;
+    block_pass(c, st);
+    return;
+  }
+  if (c->cur_dev < 0) { SERR(c, st, "a pass must be inside a 'device' block"); return; }
+  if (st->e3) { SERR(c, st, "'at' is only allowed in a building block"); return; }
+  int d = c->cur_dev;
+  int kind = st->op;
+  int vocab = kind == IR_IF || kind == IR_IB || kind == IR_S || kind == IR_T || kind == IR_COLL;
+  int n = st->list.n;
+  if (vocab ? n != 1 : (n < 1 || n > 2)) {
+    SERR(c, st, "%s takes %s", kind == IR_COLL ? "coll" : ir_kind_name(kind),
+         vocab ? "one argument (the microbatch)" : "(microbatch) or (microbatch, stage)");
+    return;
+  }
+  int64_t a[2] = {0, -1};
+  for (int k = 0; k < n; k++)
+    if (eval_int(c, st->list.v[k], &a[k])) return;
+  if (check_range(c, st, "microbatch", a[0], c->nmb)) return;
+  int coll = IR_COLL_NONE;
+  if (kind == IR_COLL) {
+    const char *nm = sname(c, st->sym);
+    for (int k = IR_COLL_INPUT_FWD; k <= IR_COLL_INPUT_BWD; k++)
+      if (!strcmp(nm, ir_coll_name((IrColl)k))) coll = k;
+    if (!coll) {
+      err(c, &st->errored, st->span2, "unknown collective '%s' (expected input_fwd, output_fwd, output_bwd or input_bwd)", nm);
+      return;
+    }
+  }
+  int64_t stage = -1;
+  int peer = -1;
+  if (!vocab) {
+    if (n == 2) {
+      stage = a[1];
+      if (check_range(c, st, "stage", stage, c->nstage)) return;
+    } else {
+      if (c->dev_nst[d] != 1) {
+        SERR(c, st, "device %d holds %d stages; write the stage: %s(i, s)", d, c->dev_nst[d],
+             kind == IR_SEND || kind == IR_RECV ? (st->xfer == IR_XFER_ACT ? "F" : "B") : ir_kind_name(kind));
+        return;
+      }
+      stage = c->dev_first[d];
+      /* recv names the sender's stage: F from the stage before, B from the one after */
+      if (kind == IR_RECV) stage += st->xfer == IR_XFER_ACT ? -1 : 1;
+      if (stage < 0 || stage >= c->nstage) {
+        SERR(c, st, "nothing to receive: device %d holds the %s stage", d, st->xfer == IR_XFER_ACT ? "first" : "last");
+        return;
+      }
+    }
+    int holder = c->stage_dev[stage];
+    if (kind == IR_SEND || kind == IR_RECV) {
+      int64_t to = st->xfer == IR_XFER_ACT ? stage + 1 : stage - 1;
+      if (to < 0 || to >= c->nstage) {
+        SERR(c, st, "stage %lld has no %s stage to %s", (long long)stage, st->xfer == IR_XFER_ACT ? "next" : "previous",
+             kind == IR_SEND ? "send to" : "receive from");
+        return;
+      }
+      int recvr = c->stage_dev[to];
+      int me = kind == IR_SEND ? holder : recvr;
+      peer = kind == IR_SEND ? recvr : holder;
+      if (me != d) {
+        char t[96];
+        pass_text(st, a, n, t, sizeof t);
+        SERR(c, st, "%s belongs on device %d, not device %d", t, me, d);
+        return;
+      }
+      if (peer == d) {
+        SERR(c, st, "stages %lld and %lld are both on device %d: nothing to %s", (long long)stage, (long long)to, d,
+             kind == IR_SEND ? "send" : "receive");
+        return;
+      }
+    } else if (holder != d) {
+      SERR(c, st, "stage %lld is not on device %d (the placement puts it on device %d)", (long long)stage, d, holder);
+      return;
+    }
+  }
+  if (count_op(c, st->span)) return;
+  IrOp *op = ir_push(c->a, c->s, d);
+  op->kind = (uint8_t)kind;
+  op->xfer = st->xfer;
+  op->coll = (uint8_t)coll;
+  op->mb = (int32_t)a[0];
+  op->stage = (int32_t)stage;
+  op->peer = peer;
+  op->span = st->span;
+}
+
+/* ---- statements ---- */
+
+static void exec_list(Ctx *c, Stmt *st);
+static void exec_use(Ctx *c, Stmt *st);
+
+static int find_key(Sym k, Ctx *c, int lo, int hi) {
+  const char *nm = sname(c, k);
+  for (int i = lo; i < hi; i++)
+    if (!strcmp(nm, key_names[i])) return i;
+  return -1;
+}
+
+/* cost ...; memory ...; with `stage E:` overrides. */
+static void exec_costmem(Ctx *c, Stmt *st) {
+  int cost = st->kind == ST_COST;
+  int lo = cost ? K_TF : K_ACT, hi = cost ? K_TOFF + 1 : K_N;
+  int64_t stage = -1;
+  if (st->e1) {
+    if (st->sym != c->w_stage) {
+      err(c, &st->errored, st->span2, "expected 'stage' or a key = value list after '%s'", cost ? "cost" : "memory");
+      return;
+    }
+    if (eval_int(c, st->e1, &stage)) return;
+  }
+  for (KeyVal *kv = st->kv; kv; kv = kv->next) {
+    int k = find_key(kv->key, c, lo, hi);
+    int ok_stage = k == K_TF || k == K_TB || k == K_TW || k == K_TBW || k == K_TOFF || k == K_ACT || k == K_BFREE;
+    if (k < 0 || (stage >= 0 && !ok_stage)) {
+      err(c, NULL, kv->span, "unknown %s%s key '%s' (expected %s)", stage >= 0 ? "per-stage " : "",
+          cost ? "cost" : "memory", sname(c, kv->key),
+          stage >= 0 ? (cost ? "TF, TB, TW, TBW or TOFF" : "act or b_free")
+                     : (cost ? "TF, TB, TW, TC, TBW, TIF, TIB, TS, TT, TCOLL or TOFF" : "act, b_free, limit, host_limit or act_s"));
+      continue;
+    }
+    double v;
+    if (eval_num(c, kv->value, &v)) continue;
+    if (v < 0 && k != K_LIMIT && k != K_HOSTLIMIT) {
+      EERR(c, kv->value, "'%s' must not be negative", key_names[k]);
+      continue;
+    }
+    if (k == K_BFREE && v > 1) { EERR(c, kv->value, "'b_free' is a fraction of the activation: 0..1"); continue; }
+    if (stage >= 0) {
+      Override *o = VEC_PUSH(c->a, c->ovr, c->novr, c->capovr);
+      o->stage = stage;
+      o->span = st->span;
+      o->key = (Sym)k;
+      o->value = v;
+    } else {
+      c->cost[k] = v;
+      c->cost_set[k] = 1;
+    }
+  }
+}
+
+static void exec_keyvals(Ctx *c, Stmt *st, const char *const *keys, IrKeyVal **out, int *nout, const char *what) {
+  int cap = 0;
+  for (KeyVal *kv = st->kv; kv; kv++) {
+    (void)cap;
+    break;
+  }
+  for (KeyVal *kv = st->kv; kv; kv = kv->next) cap++;
+  IrKeyVal *arr = arena_alloc(c->a, (size_t)(cap + *nout + 1) * sizeof *arr);
+  if (*nout) memcpy(arr, *out, (size_t)*nout * sizeof *arr);
+  int n = *nout;
+  for (KeyVal *kv = st->kv; kv; kv = kv->next) {
+    const char *nm = sname(c, kv->key);
+    int known = 0;
+    for (int i = 0; keys[i]; i++)
+      if (!strcmp(nm, keys[i])) known = 1;
+    if (!known) {
+      char list[256] = "";
+      size_t len = 0;
+      for (int i = 0; keys[i] && len < sizeof list; i++)
+        len += (size_t)snprintf(list + len, sizeof list - len, "%s%s", i ? ", " : "", keys[i]);
+      err(c, NULL, kv->span, "unknown %s key '%s' (expected %s)", what, nm, list);
+      continue;
+    }
+    int dup = -1;
+    for (int i = 0; i < n; i++)
+      if (!strcmp(arr[i].key, nm)) dup = i;
+    if (dup >= 0) {
+      err(c, NULL, kv->span, "%s key '%s' given twice", what, nm);
+      diag_note(c->d, arr[dup].span, "first given here");
+      continue;
+    }
+    double v;
+    if (eval_num(c, kv->value, &v)) continue;
+    arr[n].key = nm;
+    arr[n].value = v;
+    arr[n].span = kv->span;
+    n++;
+  }
+  *out = arr;
+  *nout = n;
+}
+
+static void exec_offload(Ctx *c, Stmt *st) {
+  IrOffload *o = &c->off;
+  o->enabled = 1;
+  o->span = st->span;
+  if (o->ratio <= 0) o->ratio = 1;
+  for (OffloadClause *cl = st->clauses; cl; cl = cl->next) {
+    if (cl->word == c->o_all) continue;
+    if (cl->word == c->o_ratio) {
+      double r;
+      if (eval_num(c, cl->lo, &r)) continue;
+      if (!(r > 0 && r <= 1)) { EERR(c, cl->lo, "offload ratio must be in (0, 1], got %g", r); continue; }
+      o->ratio = r;
+      continue;
+    }
+    int64_t lo, hi;
+    if (eval_int(c, cl->lo, &lo) || eval_int(c, cl->hi, &hi)) continue;
+    if (lo < 0 || hi <= lo || hi > INT32_MAX) {
+      err(c, NULL, cl->span, "empty or negative range %lld..%lld", (long long)lo, (long long)hi);
+      continue;
+    }
+    if (cl->word == c->o_stages) { o->stage_lo = (int32_t)lo; o->stage_hi = (int32_t)hi; c->off_stages_set = 1; }
+    else { o->mb_lo = (int32_t)lo; o->mb_hi = (int32_t)hi; c->off_mbs_set = 1; }
+  }
+}
+
+static void exec_expect(Ctx *c, Stmt *st) {
+  const char *nm = sname(c, st->sym);
+  int metric = -1;
+  for (int k = 0; k < IR_NMETRICS; k++)
+    if (!strcmp(nm, ir_metric_name((IrMetric)k))) metric = k;
+  if (metric < 0) {
+    err(c, &st->errored, st->span2,
+        "unknown metric '%s' (expected makespan, bubble_rate, bubble_rate_span, peak_memory, host_memory or ops)", nm);
+    return;
+  }
+  int64_t dev = -1;
+  if (st->e1) {
+    if (metric != IR_METRIC_PEAK_MEMORY && metric != IR_METRIC_HOST_MEMORY) {
+      EERR(c, st->e1, "only peak_memory and host_memory take a device index");
+      return;
+    }
+    if (eval_int(c, st->e1, &dev)) return;
+    if (!c->has_dev) { EERR(c, st->e1, "a device index needs the 'devices' statement first"); return; }
+    if (dev < 0 || dev >= c->ndev) {
+      EERR(c, st->e1, "device %lld out of range 0..%lld", (long long)dev, (long long)c->ndev);
+      return;
+    }
+  }
+  double v;
+  if (eval_num(c, st->e2, &v)) return;
+  IrExpect *x = VEC_PUSH(c->a, c->s->expects, c->s->nexpects, c->s->capexpects);
+  x->metric = (uint8_t)metric;
+  x->cmp = st->op;
+  x->device = (int32_t)dev;
+  x->value = v;
+  x->span = st->span;
+}
+
+static void exec_block(Ctx *c, Stmt *st) {
+  if (c->blk || c->cur_dev >= 0) { SERR(c, st, "a building block must be at schedule level"); return; }
+  if (ensure_layout(c, st->span)) return;
+  BlockState b = {0};
+  b.span = st->span;
+  b.w_rule = BLOCK_W_SLOT;
+  c->blk = &b;
+  int mark = c->nsaved;
+  exec_list(c, st->body);
+  unbind_to(c, mark);
+  c->blk = NULL;
+  if (c->stop) return;
+  if (!b.has_interval) { SERR(c, st, "building block needs 'interval N;'"); return; }
+  if (b.n == 0) { SERR(c, st, "building block has no passes"); return; }
+  if (b.w_rule != BLOCK_W_SLOT)
+    for (int k = 0; k < b.n; k++)
+      if (b.e[k].kind == IR_W) {
+        err(c, NULL, b.e[k].span, "w_rule %s places W itself; remove this W", b.w_rule == BLOCK_W_EAGER ? "eager" : "fill");
+        return;
+      }
+  for (int k = 0; k < b.n; k++) {
+    int64_t per = (int64_t)c->nmb * (b.w_rule != BLOCK_W_SLOT && b.e[k].kind == IR_B ? 2 : 1);
+    (void)per;
+  }
+  int64_t total = 0;
+  for (int k = 0; k < b.n; k++) total += (b.w_rule != BLOCK_W_SLOT && b.e[k].kind == IR_B ? 2 : 1);
+  if (total * c->nmb > c->in->max_ops - c->s->total_ops) {
+    if (!c->ops_reported)
+      SERR(c, st, "the schedule generates more than %ld ops (limit: --max-ops)", c->in->max_ops);
+    c->ops_reported = 1;
+    c->stop = 1;
+    return;
+  }
+  if (block_expand(c->a, c->d, c->s, b.e, b.n, b.interval, b.w_rule, st->span, c->in->max_ops)) c->stop = 1;
+}
+
+/* Binds the parameters of `def` in the current frame: given[k] when has[k], else
+ * the default (evaluated after the earlier parameters are bound). */
+static void bind_params(Ctx *c, ScheduleDef *def, Value *given, const uint8_t *has, Span at, int is_main) {
+  int k = 0;
+  for (Param *p = def->params; p; p = p->next, k++) {
+    int want = p->type == c->t_int ? T_INT : p->type == c->t_real ? T_REAL : p->type == c->t_bool ? T_BOOL : 0;
+    if (p->type && !want) {
+      err(c, NULL, p->span, "unknown type '%s' for parameter '%s' (expected int, real or bool)", sname(c, p->type), sname(c, p->name));
+    }
+    Value v = verr;
+    if (has[k]) {
+      v = given[k];
+    } else if (p->def) {
+      v = eval(c, p->def);
+    } else {
+      if (is_main) err(c, NULL, p->span, "parameter '%s' has no default; give it with -D %s=VALUE", sname(c, p->name), sname(c, p->name));
+      else err(c, NULL, at, "missing argument for parameter '%s' of '%s'", sname(c, p->name), sname(c, def->name));
+    }
+    if (v.t != T_ERR && want && v.t != want) {
+      if (want == T_REAL && v.t == T_INT) {
+        v = vreal((double)v.u.i);
+      } else {
+        err(c, NULL, has[k] ? at : p->def ? p->def->span : p->span, "parameter '%s' is %s, got %s", sname(c, p->name),
+            tname(want), tname(v.t));
+        v = verr;
+      }
+    }
+    bind(c, p->name, v);
+  }
+}
+
+static void exec(Ctx *c, Stmt *st) {
+  if (++c->steps > c->step_limit) {
+    SERR(c, st, "elaboration takes more than %ld steps (limit from --max-ops)", c->step_limit);
+    c->stop = 1;
+    return;
+  }
+  switch ((StmtKind)st->kind) {
+  case ST_DEVICES:
+  case ST_MICROBATCHES:
+  case ST_STAGES: {
+    if (c->cur_dev >= 0 || c->blk) { SERR(c, st, "this statement must be at schedule level"); return; }
+    int64_t v;
+    if (eval_int(c, st->e1, &v)) return;
+    int64_t max = st->kind == ST_DEVICES ? MAX_DEVICES : st->kind == ST_STAGES ? MAX_STAGES : MAX_MBS;
+    const char *what = st->kind == ST_DEVICES ? "devices" : st->kind == ST_STAGES ? "stages" : "microbatches";
+    if (v < 1 || v > max) { EERR(c, st->e1, "%s must be 1..%lld, got %lld", what, (long long)max, (long long)v); return; }
+    int64_t *slot = st->kind == ST_DEVICES ? &c->ndev : st->kind == ST_STAGES ? &c->nstage_stated : &c->nmb;
+    int *has = st->kind == ST_DEVICES ? &c->has_dev : st->kind == ST_STAGES ? &c->has_stages : &c->has_mb;
+    if (*has && *slot == v) return; /* the same again (composition): fine */
+    if (*has) { SERR(c, st, "%s already stated as %lld", what, (long long)*slot); return; }
+    if (layout_frozen(c, st)) return;
+    if (st->kind == ST_DEVICES && c->placement != PL_NONE) { SERR(c, st, "'devices' must come before 'placement'"); return; }
+    *slot = v;
+    *has = 1;
+    if (st->kind == ST_DEVICES) set_builtin(c, B_P, v);
+    if (st->kind == ST_MICROBATCHES) set_builtin(c, B_M, v);
+    if (st->kind == ST_STAGES) c->stagesspan = st->span;
+    return;
+  }
+  case ST_PLACEMENT: {
+    if (c->cur_dev >= 0 || c->blk) { SERR(c, st, "'placement' must be at schedule level"); return; }
+    if (!c->has_dev) { SERR(c, st, "'placement' needs the 'devices' statement first"); return; }
+    if (c->placement != PL_NONE) { SERR(c, st, "placement already stated"); return; }
+    if (layout_frozen(c, st)) return;
+    int kind = PL_EXPLICIT;
+    int64_t v = 0;
+    if (st->sym) {
+      kind = st->sym == c->p_linear ? PL_LINEAR : st->sym == c->p_interleaved ? PL_INTERLEAVED
+           : st->sym == c->p_vshape ? PL_VSHAPE : PL_NONE;
+      if (kind == PL_NONE) {
+        err(c, &st->errored, st->span2, "unknown placement '%s' (expected linear, interleaved(v), vshape or [d, ...])", sname(c, st->sym));
+        return;
+      }
+      if ((kind == PL_INTERLEAVED) != (st->e1 != NULL)) {
+        err(c, &st->errored, st->span2, kind == PL_INTERLEAVED ? "interleaved needs the stages per device: interleaved(v)"
+                                                                : "'%s' takes no argument", sname(c, st->sym));
+        return;
+      }
+      if (st->e1 && eval_int(c, st->e1, &v)) return;
+    } else if (st->list.n > MAX_STAGES) {
+      SERR(c, st, "too many stages");
+      return;
+    }
+    place(c, kind, v, &st->list, st);
+    return;
+  }
+  case ST_COST:
+  case ST_MEMORY:
+    if (c->cur_dev >= 0 || c->blk) { SERR(c, st, "'%s' must be at schedule level", st->kind == ST_COST ? "cost" : "memory"); return; }
+    exec_costmem(c, st);
+    return;
+  case ST_MODEL:
+    exec_keyvals(c, st, model_keys, &c->s->model, &c->s->nmodel, "model");
+    return;
+  case ST_HARDWARE:
+    exec_keyvals(c, st, hardware_keys, &c->s->hardware, &c->s->nhardware, "hardware");
+    return;
+  case ST_OFFLOAD:
+    exec_offload(c, st);
+    return;
+  case ST_VOCAB: {
+    if (st->sym != c->w_parallel) { err(c, &st->errored, st->span2, "expected 'parallel' after 'vocab'"); return; }
+    int64_t m;
+    if (eval_int(c, st->e1, &m)) return;
+    if (m != 1 && m != 2) { EERR(c, st->e1, "vocab parallel must be 1 or 2, got %lld", (long long)m); return; }
+    c->s->vocab.mode = (int)m;
+    c->s->vocab.span = st->span;
+    return;
+  }
+  case ST_LET: {
+    Value v = eval(c, st->e1);
+    bind(c, st->sym, v);
+    return;
+  }
+  case ST_REQUIRE: {
+    int ok;
+    if (eval_bool(c, st->e1, &ok)) return;
+    if (!ok) SERR(c, st, "%s", st->str);
+    return;
+  }
+  case ST_EXPECT:
+    if (c->cur_dev >= 0 || c->blk) { SERR(c, st, "'expect' must be at schedule level"); return; }
+    exec_expect(c, st);
+    return;
+  case ST_USE:
+    if (c->cur_dev >= 0 || c->blk) { SERR(c, st, "'use' must be at schedule level"); return; }
+    exec_use(c, st);
+    return;
+  case ST_FOR: {
+    int64_t lo, hi, step = 1;
+    if (eval_int(c, st->e1, &lo) || eval_int(c, st->e2, &hi)) return;
+    if (st->e3) {
+      if (eval_int(c, st->e3, &step)) return;
+      if (step <= 0) { EERR(c, st->e3, "step must be positive, got %lld", (long long)step); return; }
+    }
+    uint64_t trip = hi > lo ? (uint64_t)(((__int128)hi - lo + step - 1) / step) : 0;
+    if (trip > (uint64_t)(c->step_limit - c->steps)) {
+      SERR(c, st, "loop of %llu iterations exceeds the elaboration limit (%ld steps, from --max-ops)",
+           (unsigned long long)trip, c->step_limit);
+      c->stop = 1;
+      return;
+    }
+    c->steps += (long)trip;
+    int mark = c->nsaved;
+    bind(c, st->sym, vint(lo));
+    Bind *b = &c->binds[st->sym];
+    for (uint64_t k = 0; k < trip && !c->stop; k++) {
+      b->v.u.i = lo + (int64_t)k * step;
+      exec_list(c, st->body);
+      unbind_to(c, mark + 1);
+    }
+    unbind_to(c, mark);
+    return;
+  }
+  case ST_IF: {
+    int ok;
+    if (eval_bool(c, st->e1, &ok)) return;
+    int mark = c->nsaved;
+    exec_list(c, ok ? st->body : st->els);
+    unbind_to(c, mark);
+    return;
+  }
+  case ST_DEVICE: {
+    if (c->cur_dev >= 0) { SERR(c, st, "device blocks do not nest"); return; }
+    if (c->blk) { SERR(c, st, "a device block is not allowed in a building block"); return; }
+    int64_t d;
+    if (eval_int(c, st->e1, &d)) return;
+    if (ensure_layout(c, st->span)) return;
+    if (d < 0 || d >= c->ndev) { EERR(c, st->e1, "device %lld out of range 0..%lld", (long long)d, (long long)c->ndev); return; }
+    int mark = c->nsaved;
+    c->cur_dev = (int)d;
+    exec_list(c, st->body);
+    c->cur_dev = -1;
+    unbind_to(c, mark);
+    return;
+  }
+  case ST_BLOCK:
+    exec_block(c, st);
+    return;
+  case ST_INTERVAL: {
+    if (!c->blk) { SERR(c, st, "'interval' is only allowed in a building block"); return; }
+    int64_t v;
+    if (eval_int(c, st->e1, &v)) return;
+    if (v < 0 || v > (INT64_C(1) << 30)) { EERR(c, st->e1, "interval must be 0..%lld, got %lld", (long long)(INT64_C(1) << 30), (long long)v); return; }
+    c->blk->interval = v;
+    c->blk->has_interval = 1;
+    return;
+  }
+  case ST_WRULE: {
+    if (!c->blk) { SERR(c, st, "'w_rule' is only allowed in a building block"); return; }
+    Sym r = st->sym;
+    if (r == c->w_slot) c->blk->w_rule = BLOCK_W_SLOT;
+    else if (r == c->w_eager) c->blk->w_rule = BLOCK_W_EAGER;
+    else if (r == c->w_fill) c->blk->w_rule = BLOCK_W_FILL;
+    else err(c, &st->errored, st->span2, "unknown w_rule '%s' (expected slot, eager or fill)", sname(c, r));
+    c->blk->wspan = st->span;
+    return;
+  }
+  case ST_PASS:
+    exec_pass(c, st);
+    return;
+  case ST_EMPTY:
+    return;
+  }
+}
+
+static void exec_list(Ctx *c, Stmt *st) {
+  for (; st && !c->stop; st = st->next) exec(c, st);
+}
+
+/* use NAME(args): the named schedule's body, elaborated here with its own parameters. */
+static void exec_use(Ctx *c, Stmt *st) {
+  ScheduleDef *def = st->sym < c->syms->n ? c->in->by_sym[st->sym] : NULL;
+  if (!def) { SERR(c, st, "unknown schedule '%s'", sname(c, st->sym)); return; }
+  if (def->using) { SERR(c, st, "recursive use of schedule '%s'", sname(c, st->sym)); return; }
+  if (c->use_depth >= USE_MAX_DEPTH) { SERR(c, st, "'use' nested more than %d deep", USE_MAX_DEPTH); return; }
+  int np = def->nparams;
+  Value *given = arena_alloc(c->a, (size_t)(np + 1) * sizeof *given);
+  uint8_t *has = arena_alloc(c->a, (size_t)np + 1);
+  int pos = 0, bad = 0;
+  for (KeyVal *kv = st->kv; kv; kv = kv->next) {
+    int k = -1;
+    if (kv->key) {
+      int i = 0;
+      for (Param *p = def->params; p; p = p->next, i++)
+        if (p->name == kv->key) k = i;
+      if (k < 0) { err(c, NULL, kv->span, "schedule '%s' has no parameter '%s'", sname(c, def->name), sname(c, kv->key)); bad = 1; continue; }
+    } else {
+      k = pos++;
+      if (k >= np) { err(c, NULL, kv->span, "too many arguments for '%s' (it takes %d)", sname(c, def->name), np); bad = 1; continue; }
+    }
+    if (has[k]) { err(c, NULL, kv->span, "parameter given twice"); bad = 1; continue; }
+    given[k] = eval(c, kv->value);
+    if (given[k].t == T_ERR) bad = 1;
+    has[k] = 1;
+  }
+  if (bad) return;
+  int32_t saved_frame = c->frame;
+  int mark = c->nsaved;
+  c->frame = ++c->next_frame;
+  def->using = 1;
+  c->use_depth++;
+  bind_params(c, def, given, has, st->span, 0);
+  exec_list(c, def->body);
+  c->use_depth--;
+  def->using = 0;
+  unbind_to(c, mark);
+  c->frame = saved_frame;
+}
+
+/* ---- -D values ---- */
+
+static int parse_define(const char *s, Value *out) {
+  if (!strcmp(s, "true")) { *out = vbool(1); return 0; }
+  if (!strcmp(s, "false")) { *out = vbool(0); return 0; }
+  if (!*s) return -1;
+  char *end;
+  errno = 0;
+  long long i = strtoll(s, &end, 10);
+  if (!*end && !errno) { *out = vint(i); return 0; }
+  errno = 0;
+  double r = strtod(s, &end);
+  if (!*end && !errno && isfinite(r) && strspn(s, "0123456789.eE+-") == strlen(s)) { *out = vreal(r); return 0; }
+  return -1;
+}
+
+/* ---- the IR's stage table and the duplicate check ---- */
+
+static void build_stages(Ctx *c) {
+  IrSchedule *s = c->s;
+  double *k = c->cost;
+  s->tf = k[K_TF];
+  s->tb = k[K_TB];
+  s->tw = k[K_TW];
+  s->tc = k[K_TC];
+  s->mem_limit = c->cost_set[K_LIMIT] ? k[K_LIMIT] : -1;
+  s->vocab.t_if = k[K_TIF];
+  s->vocab.t_ib = k[K_TIB];
+  s->vocab.t_s = k[K_TS];
+  s->vocab.t_t = k[K_TT];
+  s->vocab.t_coll = k[K_TCOLL];
+  s->vocab.act_s = k[K_ACTS];
+  s->stages = arena_alloc(c->a, (size_t)(s->nstage + 1) * sizeof *s->stages);
+  IrOffload *o = &c->off;
+  if (!c->off_stages_set) { o->stage_lo = 0; o->stage_hi = s->nstage; }
+  if (!c->off_mbs_set) { o->mb_lo = 0; o->mb_hi = s->nmb; }
+  o->host_limit = c->cost_set[K_HOSTLIMIT] ? k[K_HOSTLIMIT] : -1;
+  if (o->enabled && c->off_stages_set && o->stage_hi > s->nstage)
+    err(c, NULL, o->span, "offload stages %d..%d out of range 0..%d", o->stage_lo, o->stage_hi, s->nstage);
+  if (o->enabled && c->off_mbs_set && o->mb_hi > s->nmb)
+    err(c, NULL, o->span, "offload microbatches %d..%d out of range 0..%d", o->mb_lo, o->mb_hi, s->nmb);
+  s->offload = *o;
+  for (int st = 0; st < s->nstage; st++) {
+    IrStage *g = &s->stages[st];
+    int d = c->stage_dev[st];
+    double v = c->dev_nst[d] ? c->dev_nst[d] : 1;
+    g->device = d;
+    g->tf = k[K_TF] / v;
+    g->tb = k[K_TB] / v;
+    g->tw = k[K_TW] / v;
+    g->tbw = c->cost_set[K_TBW] ? k[K_TBW] / v : (k[K_TB] + k[K_TW]) / v;
+    g->act = k[K_ACT] / v;
+    g->b_free = k[K_BFREE];
+    g->offload = o->enabled && st >= o->stage_lo && st < o->stage_hi ? o->ratio : 0;
+    g->offload_time = k[K_TOFF] / v;
+    g->span = c->placespan;
+  }
+  uint8_t *tbw_set = arena_alloc(c->a, (size_t)s->nstage + 1);
+  for (int i = 0; i < c->novr; i++) {
+    Override *ov = &c->ovr[i];
+    if (ov->stage < 0 || ov->stage >= s->nstage) {
+      err(c, NULL, ov->span, "stage %lld out of range 0..%d", (long long)ov->stage, s->nstage);
+      continue;
+    }
+    IrStage *g = &s->stages[ov->stage];
+    switch (ov->key) {
+    case K_TF: g->tf = ov->value; break;
+    case K_TB: g->tb = ov->value; break;
+    case K_TW: g->tw = ov->value; break;
+    case K_TBW: g->tbw = ov->value; tbw_set[ov->stage] = 1; break;
+    case K_TOFF: g->offload_time = ov->value; break;
+    case K_ACT: g->act = ov->value; break;
+    case K_BFREE: g->b_free = ov->value; break;
+    }
+    if ((ov->key == K_TB || ov->key == K_TW) && !tbw_set[ov->stage]) g->tbw = g->tb + g->tw;
+  }
+}
+
+typedef struct DupSlot { uint64_t key; int32_t dev, idx; } DupSlot;
+
+/* The same pass (kind, microbatch, stage; for vocabulary passes kind, microbatch,
+ * device) written twice anywhere is an error at the second, with a note at the first.
+ * Each source location reports at most once (a loop repeats the same mistake). */
+static void check_duplicates(Ctx *c) {
+  IrSchedule *s = c->s;
+  if (s->total_ops == 0) return;
+  size_t cap = 1024;
+  while (cap < (size_t)s->total_ops * 2) cap *= 2;
+  DupSlot *t = calloc(cap, sizeof *t);
+  uint64_t *rep = calloc(256, sizeof *rep); /* spans already reported (small ring) */
+  if (!t || !rep) { free(t); free(rep); return; }
+  int nrep = 0;
+  for (int d = 0; d < s->ndev && !c->stop; d++) {
+    IrDevice *dv = &s->devs[d];
+    for (int i = 0; i < dv->nops; i++) {
+      IrOp *op = &dv->ops[i];
+      uint64_t third;
+      if (op->kind <= IR_BW || op->kind == IR_OFFLOAD || op->kind == IR_RELOAD) third = (uint64_t)op->stage;
+      else if (op->kind <= IR_T) third = (uint64_t)d;
+      else continue;
+      uint64_t key = ((uint64_t)(op->kind + 1) << 56) | ((uint64_t)(uint32_t)op->mb << 24) | (third & 0xffffff);
+      size_t h = (size_t)((key * 0x9E3779B97F4A7C15ull) >> 20) & (cap - 1);
+      while (t[h].key && t[h].key != key) h = (h + 1) & (cap - 1);
+      if (!t[h].key) {
+        t[h].key = key;
+        t[h].dev = d;
+        t[h].idx = i;
+        continue;
+      }
+      uint64_t sk = ((uint64_t)op->span.file << 48) ^ ((uint64_t)op->span.line << 16) ^ op->span.col;
+      int seen = 0;
+      for (int k = 0; k < nrep && k < 256; k++)
+        if (rep[k] == sk) seen = 1;
+      if (seen) continue;
+      rep[nrep++ % 256] = sk;
+      char buf[64];
+      ir_format_op(s, op, buf, sizeof buf);
+      const IrOp *first = &s->devs[t[h].dev].ops[t[h].idx];
+      diag_error(c->d, op->span, "duplicate %s (already on device %d)", buf, t[h].dev);
+      diag_note(c->d, first->span, "first written here");
+      if (c->d->errors > 10000) c->stop = 1;
+    }
+  }
+  free(t);
+  free(rep);
+}
+
+IrSchedule *elab_run(const ElabInput *in, int *usage) {
+  Ctx ctx;
+  Ctx *c = &ctx;
+  memset(c, 0, sizeof *c);
+  c->in = in;
+  c->a = in->arena;
+  c->d = in->diag;
+  c->syms = in->syms;
+  *usage = 0;
+  Symtab *y = in->syms;
+#define I(s) sym_intern(y, s, strlen(s))
+  c->bsym[B_P] = I("P"); c->bsym[B_M] = I("m"); c->bsym[B_S] = I("S"); c->bsym[B_V] = I("v");
+  c->f_min = I("min"); c->f_max = I("max"); c->f_abs = I("abs"); c->f_ceil = I("ceil");
+  c->f_floor = I("floor"); c->f_round = I("round"); c->f_int = I("int"); c->f_real = I("real");
+  c->t_int = c->f_int; c->t_real = c->f_real; c->t_bool = I("bool");
+  c->w_stage = I("stage"); c->w_parallel = I("parallel");
+  c->p_linear = I("linear"); c->p_interleaved = I("interleaved"); c->p_vshape = I("vshape");
+  c->w_slot = I("slot"); c->w_eager = I("eager"); c->w_fill = I("fill");
+  c->o_all = I("all"); c->o_ratio = I("ratio"); c->o_stages = I("stages"); c->o_mbs = I("microbatches");
+#undef I
+  c->binds = arena_alloc(c->a, (size_t)(y->n + 1) * sizeof *c->binds);
+  c->cur_dev = -1;
+  c->frame = c->next_frame = 1;
+  long mo = in->max_ops > 0 ? in->max_ops : 1;
+  c->step_limit = mo > (LONG_MAX - 1000000) / 2 ? LONG_MAX / 2 : 2 * mo + 1000000;
+  c->cost[K_TF] = c->cost[K_TB] = c->cost[K_TW] = 1;
+  c->cost[K_ACT] = 1;
+
+  ScheduleDef *def = in->main;
+  IrSchedule *s = arena_alloc(c->a, sizeof *s);
+  c->s = s;
+  s->name = sname(c, def->name);
+  s->file = in->file;
+  s->span = def->span;
+  s->placement = "linear";
+
+  /* parameters: -D values first, checked against the declarations */
+  int np = def->nparams;
+  Value *given = arena_alloc(c->a, (size_t)(np + 1) * sizeof *given);
+  uint8_t *has = arena_alloc(c->a, (size_t)np + 1);
+  for (int k = 0; k < in->ndefs; k++) {
+    const Define *df = &in->defs[k];
+    int i = 0, found = -1;
+    for (Param *p = def->params; p; p = p->next, i++)
+      if (!strcmp(sname(c, p->name), df->name)) found = i;
+    if (found < 0) {
+      diag_error(c->d, (Span){0}, "-D %s: schedule '%s' has no parameter '%s'", df->name, s->name, df->name);
+      *usage = 1;
+      continue;
+    }
+    Value v;
+    if (parse_define(df->value, &v)) {
+      diag_error(c->d, (Span){0}, "-D %s=%s: expected an int, a real, true or false", df->name, df->value);
+      *usage = 1;
+      continue;
+    }
+    Param *p = def->params;
+    for (int j = 0; j < found; j++) p = p->next;
+    int want = p->type == c->t_int ? T_INT : p->type == c->t_real ? T_REAL : p->type == c->t_bool ? T_BOOL : 0;
+    if (!want && p->def) { /* inferred from the default's literal kind */
+      Expr *e = p->def;
+      want = e->kind == EX_REAL ? T_REAL : e->kind == EX_BOOL ? T_BOOL : e->kind == EX_INT ? T_INT : 0;
+      if (e->kind == EX_UNARY && e->u.bin.a->kind == EX_REAL) want = T_REAL;
+      if (e->kind == EX_UNARY && e->u.bin.a->kind == EX_INT) want = T_INT;
+    }
+    if (want == T_REAL && v.t == T_INT) v = vreal((double)v.u.i);
+    if (want && v.t != want) {
+      diag_error(c->d, (Span){0}, "-D %s=%s: parameter '%s' is %s, got %s", df->name, df->value, df->name, tname(want), tname(v.t));
+      *usage = 1;
+      continue;
+    }
+    given[found] = v;
+    has[found] = 1;
+  }
+  if (*usage) return NULL;
+  def->using = 1;
+  bind_params(c, def, given, has, def->span, 1);
+  /* parameters for reports, after -D */
+  s->params = arena_alloc(c->a, (size_t)(np + 1) * sizeof *s->params);
+  for (Param *p = def->params; p; p = p->next) {
+    Value v = c->binds[p->name].v;
+    struct IrParam *ip = &s->params[s->nparams++];
+    ip->name = sname(c, p->name);
+    ip->is_int = v.t == T_INT || v.t == T_BOOL;
+    ip->value = v.t == T_REAL ? v.u.r : (double)v.u.i;
+  }
+
+  exec_list(c, def->body);
+  def->using = 0;
+  if (c->stop && !c->layout_done) return s->devs ? s : NULL;
+  if (!c->has_dev) { err(c, NULL, def->span, "schedule '%s' does not state 'devices'", s->name); return NULL; }
+  if (!c->has_mb) { err(c, NULL, def->span, "schedule '%s' does not state 'microbatches'", s->name); return NULL; }
+  if (ensure_layout(c, def->span)) return NULL;
+  static const char *const pl[] = {"linear", "linear", "interleaved", "vshape", "explicit"};
+  s->placement = pl[c->placement];
+  s->v = (int32_t)c->pv;
+  build_stages(c);
+  if (!c->stop) check_duplicates(c);
+  return s;
+}

@@ -1,0 +1,551 @@
+/* pps.y: the PPS grammar (bison, pure, with locations). Builds the AST of ast.h in
+ * the arena (so no %destructor is needed: nothing is owned by a semantic value).
+ * Syntax errors are reported by yyreport_syntax_error below in the project's style
+ * ("expected ';' after 'devices' statement"); `error` rules resynchronise at ';' and
+ * '}' so that one file reports all its mistakes. Nesting is bounded by the token
+ * wrapper (pps_yylex), so hostile input cannot exhaust the C stack later. */
+%require "3.5"
+%define api.pure full
+%define api.prefix {pps_yy}
+%define api.location.type {Loc}
+%define parse.error custom
+%locations
+%expect 0
+%parse-param {ParseState *ps}
+%lex-param {ParseState *ps}
+
+%code requires {
+#include "parse.h"
+}
+
+%code {
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "ir.h"
+
+#define YYLLOC_DEFAULT(Cur, Rhs, N)                                         \
+  do {                                                                      \
+    if (N) {                                                                \
+      (Cur).line = YYRHSLOC(Rhs, 1).line; (Cur).col = YYRHSLOC(Rhs, 1).col; \
+      (Cur).off = YYRHSLOC(Rhs, 1).off;                                     \
+      (Cur).eline = YYRHSLOC(Rhs, N).eline; (Cur).ecol = YYRHSLOC(Rhs, N).ecol; \
+    } else {                                                                \
+      (Cur).line = (Cur).eline = YYRHSLOC(Rhs, 0).eline;                    \
+      (Cur).col = (Cur).ecol = YYRHSLOC(Rhs, 0).ecol;                       \
+      (Cur).off = YYRHSLOC(Rhs, 0).off;                                     \
+    }                                                                       \
+  } while (0)
+
+static int pps_yylex(PPS_YYSTYPE *lval, Loc *lloc, ParseState *ps);
+static void pps_yyerror(Loc *lloc, ParseState *ps, const char *msg);
+#define SP(l) loc_span(ps, (l))
+
+static Stmt *pass_stmt(ParseState *ps, Loc l, int kind, ExprList args) {
+  Stmt *s = ast_stmt(ps, ST_PASS, l);
+  s->op = (uint8_t)kind;
+  s->list = args;
+  return s;
+}
+static KeyVal *kv_new(ParseState *ps, Loc l, Sym key, Expr *v) {
+  KeyVal *k = arena_alloc(ps->arena, sizeof *k);
+  k->key = key;
+  k->span = SP(l);
+  k->value = v;
+  return k;
+}
+static void kv_add(KvList *l, KeyVal *k) {
+  if (l->tail) l->tail->next = k; else l->head = k;
+  l->tail = k;
+}
+}
+
+%union {
+  int64_t i;
+  double r;
+  Sym sym;
+  const char *str;
+  Expr *e;
+  ExprList el;
+  Stmt *st;
+  StmtList sl;
+  KeyVal *kv;
+  KvList kvl;
+  OffloadClause *cl;
+  ClauseList cll;
+  Param *pa;
+  ParamList pal;
+}
+
+%token <sym> IDENT "identifier"
+%token <i> INT "integer"
+%token <r> REAL "real number"
+%token <str> STRING "string"
+%token <i> INVALID "invalid character"
+%token SCHEDULE "'schedule'" IMPORT "'import'" DEVICES "'devices'" MICROBATCHES "'microbatches'"
+%token STAGES "'stages'" PLACEMENT "'placement'" COST "'cost'" MEMORY "'memory'"
+%token MODEL "'model'" HARDWARE "'hardware'" OFFLOAD "'offload'" RELOAD "'reload'"
+%token VOCAB "'vocab'" LET "'let'" REQUIRE "'require'" ELSE "'else'" EXPECT "'expect'"
+%token USE "'use'" FOR "'for'" IN "'in'" STEP "'step'" IF "'if'" DEVICE "'device'"
+%token BLOCK "'block'" AT "'at'" INTERVAL "'interval'" W_RULE "'w_rule'"
+%token TRUE "'true'" FALSE "'false'" AND "'and'" OR "'or'" NOT "'not'" DIV "'div'" MOD "'mod'"
+%token ALL "'all'" RATIO "'ratio'" SEND "'send'" RECV "'recv'" COLL "'coll'"
+%token P_F "'F'" P_B "'B'" P_W "'W'" P_BW "'BW'" P_IF "'IF'" P_IB "'IB'" P_S "'S'" P_T "'T'"
+%token DOTDOT "'..'" EQ "'=='" NE "'!='" LE "'<='" GE "'>='"
+%token '<' "'<'" '>' "'>'" '=' "'='" '+' "'+'" '-' "'-'" '*' "'*'" '/' "'/'"
+%token '(' "'('" ')' "')'" '{' "'{'" '}' "'}'" '[' "'['" ']' "']'" ',' "','" ';' "';'" ':' "':'"
+
+%left OR
+%left AND
+%precedence NOT
+%nonassoc '<' '>' LE GE EQ NE
+%left '+' '-'
+%left '*' '/' DIV MOD
+%precedence UMINUS
+
+%type <e> expr primary opt_step opt_index
+%type <el> args opt_args
+%type <st> stmt pass if_stmt
+%type <sl> stmts body
+%type <kv> kv uarg
+%type <kvl> kvs mkvs uargs opt_uargs
+%type <cl> clause
+%type <cll> clauses
+%type <pa> param
+%type <pal> params opt_params
+%type <i> pkind xkind cmp
+%type <sym> mkey
+
+%%
+
+file: %empty
+    | file item
+    ;
+
+item: IMPORT STRING ';' {
+        ImportDecl *d = arena_alloc(ps->arena, sizeof *d);
+        d->path = $2;
+        d->span = SP(@2);
+        ImportDecl **p = &ps->result->imports;
+        while (*p) p = &(*p)->next;
+        *p = d;
+      }
+    | SCHEDULE IDENT opt_params body {
+        ScheduleDef *d = arena_alloc(ps->arena, sizeof *d);
+        d->name = $2;
+        d->span = SP(@2);
+        d->params = $3.head;
+        d->nparams = $3.n;
+        d->body = $4.head;
+        d->file = ps->file;
+        ScheduleDef **p = &ps->result->schedules;
+        while (*p) p = &(*p)->next;
+        *p = d;
+      }
+    | error ';'
+    | error '}'
+    ;
+
+opt_params: %empty { $$ = (ParamList){0}; }
+    | '(' ')' { $$ = (ParamList){0}; }
+    | '(' params ')' { $$ = $2; }
+    ;
+
+params: param { $$ = (ParamList){$1, $1, 1}; }
+    | params ',' param { $$ = $1; $$.tail->next = $3; $$.tail = $3; $$.n++; }
+    ;
+
+param: IDENT { $$ = arena_alloc(ps->arena, sizeof *$$); $$->name = $1; $$->span = SP(@1); }
+    | IDENT '=' expr { $$ = arena_alloc(ps->arena, sizeof *$$); $$->name = $1; $$->span = SP(@1); $$->def = $3; }
+    | IDENT ':' IDENT { $$ = arena_alloc(ps->arena, sizeof *$$); $$->name = $1; $$->span = SP(@1); $$->type = $3; }
+    | IDENT ':' IDENT '=' expr {
+        $$ = arena_alloc(ps->arena, sizeof *$$); $$->name = $1; $$->span = SP(@1); $$->type = $3; $$->def = $5;
+      }
+    ;
+
+body: '{' stmts '}' { $$ = $2; }
+    | '{' stmts error '}' { $$ = $2; }
+    ;
+
+stmts: %empty { $$ = (StmtList){0}; }
+    | stmts stmt { $$ = $1; if ($2) ast_append(&$$, $2); }
+    ;
+
+stmt: DEVICES expr ';' { $$ = ast_stmt(ps, ST_DEVICES, @1); $$->e1 = $2; }
+    | MICROBATCHES expr ';' { $$ = ast_stmt(ps, ST_MICROBATCHES, @1); $$->e1 = $2; }
+    | STAGES expr ';' { $$ = ast_stmt(ps, ST_STAGES, @1); $$->e1 = $2; }
+    | PLACEMENT IDENT ';' { $$ = ast_stmt(ps, ST_PLACEMENT, @1); $$->sym = $2; $$->span2 = SP(@2); }
+    | PLACEMENT IDENT '(' expr ')' ';' {
+        $$ = ast_stmt(ps, ST_PLACEMENT, @1); $$->sym = $2; $$->span2 = SP(@2); $$->e1 = $4;
+      }
+    | PLACEMENT '[' args ']' ';' { $$ = ast_stmt(ps, ST_PLACEMENT, @1); $$->list = $3; $$->span2 = SP(@2); }
+    | COST kvs ';' { $$ = ast_stmt(ps, ST_COST, @1); $$->kv = $2.head; }
+    | COST IDENT expr ':' kvs ';' {
+        $$ = ast_stmt(ps, ST_COST, @1); $$->sym = $2; $$->span2 = SP(@2); $$->e1 = $3; $$->kv = $5.head;
+      }
+    | MEMORY kvs ';' { $$ = ast_stmt(ps, ST_MEMORY, @1); $$->kv = $2.head; }
+    | MEMORY IDENT expr ':' kvs ';' {
+        $$ = ast_stmt(ps, ST_MEMORY, @1); $$->sym = $2; $$->span2 = SP(@2); $$->e1 = $3; $$->kv = $5.head;
+      }
+    | MODEL '{' mkvs '}' { $$ = ast_stmt(ps, ST_MODEL, @1); $$->kv = $3.head; }
+    | HARDWARE '{' mkvs '}' { $$ = ast_stmt(ps, ST_HARDWARE, @1); $$->kv = $3.head; }
+    | OFFLOAD clauses ';' { $$ = ast_stmt(ps, ST_OFFLOAD, @1); $$->clauses = $2.head; }
+    | VOCAB IDENT expr ';' { $$ = ast_stmt(ps, ST_VOCAB, @1); $$->sym = $2; $$->span2 = SP(@2); $$->e1 = $3; }
+    | LET IDENT '=' expr ';' { $$ = ast_stmt(ps, ST_LET, @1); $$->sym = $2; $$->span2 = SP(@2); $$->e1 = $4; }
+    | REQUIRE expr ELSE STRING ';' { $$ = ast_stmt(ps, ST_REQUIRE, @1); $$->e1 = $2; $$->str = $4; }
+    | EXPECT IDENT opt_index cmp expr ';' {
+        $$ = ast_stmt(ps, ST_EXPECT, @1); $$->sym = $2; $$->span2 = SP(@2); $$->e1 = $3; $$->op = (uint8_t)$4; $$->e2 = $5;
+        $$->span = SP(@$);
+      }
+    | USE IDENT '(' opt_uargs ')' ';' { $$ = ast_stmt(ps, ST_USE, @2); $$->sym = $2; $$->kv = $4.head; }
+    | FOR IDENT IN expr DOTDOT expr opt_step body {
+        $$ = ast_stmt(ps, ST_FOR, @1); $$->sym = $2; $$->span2 = SP(@2); $$->e1 = $4; $$->e2 = $6; $$->e3 = $7;
+        $$->body = $8.head;
+      }
+    | if_stmt { $$ = $1; }
+    | DEVICE expr body { $$ = ast_stmt(ps, ST_DEVICE, @1); $$->e1 = $2; $$->body = $3.head; }
+    | BLOCK body { $$ = ast_stmt(ps, ST_BLOCK, @1); $$->body = $2.head; }
+    | INTERVAL expr ';' { $$ = ast_stmt(ps, ST_INTERVAL, @1); $$->e1 = $2; }
+    | W_RULE IDENT ';' { $$ = ast_stmt(ps, ST_WRULE, @1); $$->sym = $2; $$->span2 = SP(@2); }
+    | pass { $$ = $1; }
+    | pass AT expr ';' { $$ = $1; $$->e3 = $3; $$->span2 = SP(@3); }
+    | ';' { $$ = NULL; }
+    | error ';' { $$ = NULL; }
+    ;
+
+if_stmt: IF expr body { $$ = ast_stmt(ps, ST_IF, @1); $$->e1 = $2; $$->body = $3.head; }
+    | IF expr body ELSE body { $$ = ast_stmt(ps, ST_IF, @1); $$->e1 = $2; $$->body = $3.head; $$->els = $5.head; }
+    | IF expr body ELSE if_stmt { $$ = ast_stmt(ps, ST_IF, @1); $$->e1 = $2; $$->body = $3.head; $$->els = $5; }
+    ;
+
+opt_step: %empty { $$ = NULL; }
+    | STEP expr { $$ = $2; }
+    ;
+
+pass: pkind '(' args ')' { $$ = pass_stmt(ps, @$, (int)$1, $3); }
+    | SEND xkind '(' args ')' { $$ = pass_stmt(ps, @$, IR_SEND, $4); $$->xfer = (uint8_t)$2; }
+    | RECV xkind '(' args ')' { $$ = pass_stmt(ps, @$, IR_RECV, $4); $$->xfer = (uint8_t)$2; }
+    | COLL IDENT '(' args ')' { $$ = pass_stmt(ps, @$, IR_COLL, $4); $$->sym = $2; $$->span2 = SP(@2); }
+    ;
+
+pkind: P_F { $$ = IR_F; } | P_B { $$ = IR_B; } | P_W { $$ = IR_W; } | P_BW { $$ = IR_BW; }
+    | P_IF { $$ = IR_IF; } | P_IB { $$ = IR_IB; } | P_S { $$ = IR_S; } | P_T { $$ = IR_T; }
+    | OFFLOAD { $$ = IR_OFFLOAD; } | RELOAD { $$ = IR_RELOAD; }
+    ;
+
+xkind: P_F { $$ = IR_XFER_ACT; } | P_B { $$ = IR_XFER_GRAD; } | P_BW { $$ = IR_XFER_GRAD; } ;
+
+cmp: '<' { $$ = IR_CMP_LT; } | LE { $$ = IR_CMP_LE; } | EQ { $$ = IR_CMP_EQ; }
+    | NE { $$ = IR_CMP_NE; } | GE { $$ = IR_CMP_GE; } | '>' { $$ = IR_CMP_GT; }
+    ;
+
+opt_index: %empty { $$ = NULL; }
+    | '[' expr ']' { $$ = $2; }
+    ;
+
+kvs: kv { $$ = (KvList){0}; kv_add(&$$, $1); }
+    | kvs ',' kv { $$ = $1; kv_add(&$$, $3); }
+    ;
+
+kv: IDENT '=' expr { $$ = kv_new(ps, @1, $1, $3); }
+    ;
+
+mkvs: %empty { $$ = (KvList){0}; }
+    | mkvs mkey '=' expr ';' { $$ = $1; kv_add(&$$, kv_new(ps, @2, $2, $4)); }
+    | mkvs error ';' { $$ = $1; }
+    ;
+
+mkey: IDENT { $$ = $1; }
+    | VOCAB { $$ = sym_intern(ps->syms, "vocab", 5); }
+    | MEMORY { $$ = sym_intern(ps->syms, "memory", 6); }
+    ;
+
+clauses: clause { $$ = (ClauseList){$1, $1}; }
+    | clauses clause { $$ = $1; $$.tail->next = $2; $$.tail = $2; }
+    ;
+
+clause: ALL {
+        $$ = arena_alloc(ps->arena, sizeof *$$); $$->word = sym_intern(ps->syms, "all", 3); $$->span = SP(@1);
+      }
+    | RATIO expr {
+        $$ = arena_alloc(ps->arena, sizeof *$$); $$->word = sym_intern(ps->syms, "ratio", 5); $$->span = SP(@1);
+        $$->lo = $2;
+      }
+    | STAGES expr DOTDOT expr {
+        $$ = arena_alloc(ps->arena, sizeof *$$); $$->word = sym_intern(ps->syms, "stages", 6); $$->span = SP(@1);
+        $$->lo = $2; $$->hi = $4;
+      }
+    | MICROBATCHES expr DOTDOT expr {
+        $$ = arena_alloc(ps->arena, sizeof *$$); $$->word = sym_intern(ps->syms, "microbatches", 12); $$->span = SP(@1);
+        $$->lo = $2; $$->hi = $4;
+      }
+    ;
+
+opt_uargs: %empty { $$ = (KvList){0}; }
+    | uargs { $$ = $1; }
+    ;
+
+uargs: uarg { $$ = (KvList){0}; kv_add(&$$, $1); }
+    | uargs ',' uarg { $$ = $1; kv_add(&$$, $3); }
+    ;
+
+uarg: expr { $$ = kv_new(ps, @1, 0, $1); }
+    | IDENT '=' expr { $$ = kv_new(ps, @1, $1, $3); }
+    ;
+
+opt_args: %empty { $$ = (ExprList){0}; }
+    | args { $$ = $1; }
+    ;
+
+args: expr { $$ = (ExprList){0}; ast_list_push(ps, &$$, $1); }
+    | args ',' expr { $$ = $1; ast_list_push(ps, &$$, $3); }
+    ;
+
+expr: expr OR expr { $$ = ast_binary(ps, @$, '|', $1, $3); }
+    | expr AND expr { $$ = ast_binary(ps, @$, '&', $1, $3); }
+    | NOT expr { $$ = ast_unary(ps, @$, 'n', $2); }
+    | expr '<' expr { $$ = ast_binary(ps, @$, '<', $1, $3); }
+    | expr '>' expr { $$ = ast_binary(ps, @$, '>', $1, $3); }
+    | expr LE expr { $$ = ast_binary(ps, @$, 'l', $1, $3); }
+    | expr GE expr { $$ = ast_binary(ps, @$, 'g', $1, $3); }
+    | expr EQ expr { $$ = ast_binary(ps, @$, 'e', $1, $3); }
+    | expr NE expr { $$ = ast_binary(ps, @$, 'n', $1, $3); }
+    | expr '+' expr { $$ = ast_binary(ps, @$, '+', $1, $3); }
+    | expr '-' expr { $$ = ast_binary(ps, @$, '-', $1, $3); }
+    | expr '*' expr { $$ = ast_binary(ps, @$, '*', $1, $3); }
+    | expr '/' expr { $$ = ast_binary(ps, @$, '/', $1, $3); }
+    | expr DIV expr { $$ = ast_binary(ps, @$, 'd', $1, $3); }
+    | expr MOD expr { $$ = ast_binary(ps, @$, 'm', $1, $3); }
+    | '-' expr %prec UMINUS { $$ = ast_unary(ps, @$, '-', $2); }
+    | primary { $$ = $1; }
+    ;
+
+primary: INT { $$ = ast_int(ps, @1, $1); }
+    | REAL { $$ = ast_real(ps, @1, $1); }
+    | TRUE { $$ = ast_bool(ps, @1, 1); }
+    | FALSE { $$ = ast_bool(ps, @1, 0); }
+    | IDENT { $$ = ast_name(ps, @1, $1); }
+    | P_S { $$ = ast_name(ps, @1, sym_intern(ps->syms, "S", 1)); }
+    | IDENT '(' opt_args ')' { $$ = ast_call(ps, @$, $1, $3); }
+    | '(' expr ')' { $$ = $2; }
+    ;
+
+%%
+
+/* The token wrapper: runs the scanner, then keeps what messages need (statement
+ * head, previous token end, open braces) and enforces the nesting limit. */
+void *lex_open(ParseState *ps);
+void lex_close(void *sc);
+int ppsl_lex(PPS_YYSTYPE *lval, Loc *lloc, void *scanner);
+
+static int is_opener(int t) {
+  return t == SCHEDULE || t == DEVICE || t == FOR || t == IF || t == ELSE || t == BLOCK || t == MODEL ||
+         t == HARDWARE;
+}
+
+static int pps_yylex(PPS_YYSTYPE *lval, Loc *lloc, ParseState *ps) {
+  if (ps->fatal) return PPS_YYEOF;
+  int t = ppsl_lex(lval, lloc, ps->scanner);
+  if (t == INVALID) ps->invalid_byte = (int)lval->i;
+  if (ps->last_tok == 0 || ps->last_tok == ';' || ps->last_tok == '{' || ps->last_tok == '}') {
+    ps->head_tok = t;
+    ps->head_loc = *lloc;
+  }
+  ps->prev_tok = ps->last_tok;
+  ps->last_tok = t;
+  ps->prev_end = ps->last_end;
+  ps->last_end = *lloc;
+  if (is_opener(t)) ps->last_opener = t;
+  if (t == '{' || t == '(' || t == '[') {
+    if (ps->nbraces + ps->nparens >= AST_MAX_NEST) {
+      diag_error(ps->diag, loc_span(ps, *lloc), "nesting too deep (more than %d levels)", AST_MAX_NEST);
+      ps->fatal = 1;
+      ps->result->fatal = 1;
+      return PPS_YYEOF;
+    }
+    if (t == '{') {
+      ps->braces[ps->nbraces].loc = *lloc;
+      ps->braces[ps->nbraces].opener = ps->last_opener;
+      ps->nbraces++;
+      ps->last_opener = 0;
+    } else {
+      ps->nparens++;
+    }
+  } else if (t == '}') {
+    if (ps->nbraces > 0) ps->nbraces--;
+  } else if (t == ')' || t == ']') {
+    if (ps->nparens > 0) ps->nparens--;
+  }
+  return t;
+}
+
+static void pps_yyerror(Loc *lloc, ParseState *ps, const char *msg) {
+  if (ps->fatal) return;
+  if (!strcmp(msg, "memory exhausted"))
+    diag_error(ps->diag, loc_span(ps, *lloc), "too deeply nested (parser stack exhausted)");
+  else
+    diag_error(ps->diag, loc_span(ps, *lloc), "%s", msg);
+  ps->fatal = 1;
+  ps->result->fatal = 1;
+}
+
+/* Token names without the quotes bison keeps around string aliases. */
+static const char *tok_name(yysymbol_kind_t k) {
+  const char *n = yysymbol_name(k);
+  return n;
+}
+
+static const char *opener_name(int t) {
+  switch (t) {
+  case SCHEDULE: return "schedule body";
+  case DEVICE: return "device block";
+  case FOR: return "for loop";
+  case IF: return "if block";
+  case ELSE: return "else block";
+  case BLOCK: return "building block";
+  case MODEL: return "model block";
+  case HARDWARE: return "hardware block";
+  default: return "block";
+  }
+}
+
+static int needs_semicolon(int t) {
+  switch (t) {
+  case DEVICES: case MICROBATCHES: case STAGES: case PLACEMENT: case COST: case MEMORY:
+  case VOCAB: case LET: case REQUIRE: case EXPECT: case USE: case INTERVAL: case W_RULE:
+  case IMPORT:
+    return 1;
+  default:
+    return 0;
+  }
+}
+
+static const char *head_name(int t) {
+  switch (t) {
+  case DEVICES: return "devices"; case MICROBATCHES: return "microbatches"; case STAGES: return "stages";
+  case PLACEMENT: return "placement"; case COST: return "cost"; case MEMORY: return "memory";
+  case VOCAB: return "vocab"; case LET: return "let"; case REQUIRE: return "require";
+  case EXPECT: return "expect"; case USE: return "use"; case INTERVAL: return "interval";
+  case W_RULE: return "w_rule"; case IMPORT: return "import"; case OFFLOAD: return "offload";
+  default: return "?";
+  }
+}
+
+/* The text of the offending token, for "found '...'". */
+static void found_text(ParseState *ps, yysymbol_kind_t tok, const Loc *l, char *buf, size_t size) {
+  if (tok == YYSYMBOL_YYEOF) { snprintf(buf, size, "end of file"); return; }
+  if (tok == YYSYMBOL_INVALID) {
+    int c = ps->invalid_byte;
+    if (c == 0) snprintf(buf, size, "a NUL byte");
+    else if (c >= 0x20 && c < 0x7f) snprintf(buf, size, "'%c'", c);
+    else snprintf(buf, size, "byte 0x%02x", c);
+    return;
+  }
+  size_t n = 0;
+  if (l->off < ps->size) {
+    const char *p = ps->text + l->off;
+    while (n < 24 && l->off + n < ps->size && p[n] != '\n' && p[n] != '\r' && p[n] &&
+           (l->eline > l->line || l->off + n < l->off + (l->ecol - l->col)))
+      n++;
+    if (n) {
+      snprintf(buf, size, "'%.*s%s'", (int)n, p, n == 24 ? "..." : "");
+      return;
+    }
+  }
+  snprintf(buf, size, "%s", tok_name(tok));
+}
+
+static int yyreport_syntax_error(const yypcontext_t *ctx, ParseState *ps) {
+  if (ps->fatal) return 0;
+  yysymbol_kind_t tok = yypcontext_token(ctx);
+  const Loc *l = yypcontext_location(ctx);
+  Span at = loc_span(ps, *l);
+  char found[64];
+  found_text(ps, tok, l, found, sizeof found);
+  if (tok == YYSYMBOL_INVALID) {
+    int c = ps->invalid_byte;
+    if (c >= 0x20 && c < 0x7f) diag_error(ps->diag, at, "unexpected character '%c'", c);
+    else if (c == 0) diag_error(ps->diag, at, "unexpected NUL byte");
+    else diag_error(ps->diag, at, "invalid byte 0x%02x in program text", c);
+    return 0;
+  }
+  if (tok == YYSYMBOL_YYEOF && ps->nbraces > 0) {
+    OpenBrace *o = &ps->braces[ps->nbraces - 1];
+    diag_error(ps->diag, at, "unterminated %s opened at line %u", opener_name(o->opener), o->loc.line);
+    diag_note(ps->diag, loc_span(ps, o->loc), "'{' opened here; expected '}'");
+    return 0;
+  }
+  yysymbol_kind_t exp[64];
+  int n = yypcontext_expected_tokens(ctx, exp, 64);
+  if (n < 0) n = 0;
+  int semi = 0, expr = 0, stmt = 0, sched = 0;
+  for (int k = 0; k < n; k++) {
+    if (!strcmp(yysymbol_name(exp[k]), "';'")) semi = 1;
+    if (exp[k] == YYSYMBOL_INT) expr = 1;
+    if (exp[k] == YYSYMBOL_DEVICE) stmt = 1;
+    if (exp[k] == YYSYMBOL_SCHEDULE) sched = 1;
+  }
+  if (semi && needs_semicolon(ps->head_tok) && !expr) {
+    Loc e = ps->prev_end;
+    Loc p = {e.eline, e.ecol, e.eline, e.ecol + 1, 0};
+    diag_error(ps->diag, loc_span(ps, p), "expected ';' after '%s' statement", head_name(ps->head_tok));
+    return 0;
+  }
+  if (semi && needs_semicolon(ps->head_tok) && tok != YYSYMBOL_YYEOF && ps->prev_end.eline < l->line) {
+    /* the statement ended at the end of the previous line */
+    Loc e = ps->prev_end;
+    Loc p = {e.eline, e.ecol, e.eline, e.ecol + 1, 0};
+    diag_error(ps->diag, loc_span(ps, p), "expected ';' after '%s' statement", head_name(ps->head_tok));
+    return 0;
+  }
+  if (expr && !stmt) {
+    diag_error(ps->diag, at, "expected an expression, found %s", found);
+    return 0;
+  }
+  if (stmt) {
+    diag_error(ps->diag, at, "expected a statement or '}', found %s", found);
+    return 0;
+  }
+  if (sched) {
+    diag_error(ps->diag, at, "expected 'schedule' or 'import', found %s", found);
+    return 0;
+  }
+  if (n > 0 && n <= 4) {
+    char list[256] = "";
+    size_t len = 0;
+    for (int k = 0; k < n; k++) {
+      const char *sep = k == 0 ? "" : k == n - 1 ? " or " : ", ";
+      len += (size_t)snprintf(list + len, sizeof list - len, "%s%s", sep, tok_name(exp[k]));
+      if (len >= sizeof list) break;
+    }
+    diag_error(ps->diag, at, "expected %s, found %s", list, found);
+    return 0;
+  }
+  diag_error(ps->diag, at, "unexpected %s", found);
+  return 0;
+}
+
+void parse_file(Arena *a, Diag *d, Symtab *syms, uint32_t file, const char *text, size_t size,
+                ParseResult *r) {
+  ParseState *ps = calloc(1, sizeof *ps);
+  if (!ps) { r->fatal = 1; return; }
+  ps->arena = a;
+  ps->diag = d;
+  ps->syms = syms;
+  ps->file = file;
+  ps->text = text;
+  ps->size = size;
+  ps->line = 1;
+  ps->col = 1;
+  ps->result = r;
+  ps->scanner = lex_open(ps);
+  if (!ps->scanner) {
+    diag_error(d, (Span){file, 1, 1, 1}, "cannot start the scanner");
+    r->fatal = 1;
+    free(ps);
+    return;
+  }
+  pps_yyparse(ps);
+  lex_close(ps->scanner);
+  free(ps);
+}
