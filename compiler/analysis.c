@@ -1,12 +1,151 @@
-/* analysis.c: placeholder until lowering, verification and simulation land. */
-#include "driver.h"
-int cmd_check(Compilation *c) {
+/* analysis.c: the `check` and `sim` commands and the pipeline behind them:
+ * front end -> lower -> verify -> simulate -> expectations -> reports.
+ * `import-csv` and `export-csv` live in csv.c. This file does no analysis itself:
+ * it sequences the phases, turns their results into exit codes and writes outputs
+ * (atomically: a file is written whole or not at all). */
+#include "analysis.h"
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+int analysis_metric(const IrSchedule *s, const SimResult *r, int metric, int device, double *out) {
+  switch ((IrMetric)metric) {
+  case IR_METRIC_MAKESPAN: *out = r->makespan; return 1;
+  case IR_METRIC_BUBBLE_RATE: *out = r->bubble_rate; return 1;
+  case IR_METRIC_BUBBLE_RATE_SPAN: *out = r->bubble_rate_span; return 1;
+  case IR_METRIC_PEAK_MEMORY:
+    if (device < 0) { *out = r->peak_memory; return 1; }
+    if (device >= s->ndev) return 0;
+    *out = r->dev[device].peak;
+    return 1;
+  case IR_METRIC_HOST_MEMORY:
+    if (device < 0) { *out = r->host_memory; return 1; }
+    if (device >= s->ndev) return 0;
+    *out = r->dev[device].host_peak;
+    return 1;
+  case IR_METRIC_OPS: *out = (double)s->total_ops; return 1;
+  default: return 0;
+  }
+}
+
+static const char *cmp_text(int c) {
+  static const char *t[] = {"<", "<=", "==", "!=", ">=", ">"};
+  return c >= 0 && c <= IR_CMP_GT ? t[c] : "?";
+}
+
+/* Comparisons allow a relative tolerance of 1e-9 (|x| >= 1) or absolute 1e-9:
+ * simulated times are sums of the file's costs and carry rounding. */
+static int cmp_holds(double x, int cmp, double y) {
+  double tol = 1e-9 * fmax(1.0, fmax(fabs(x), fabs(y)));
+  switch ((IrCmp)cmp) {
+  case IR_CMP_LT: return x < y - tol;
+  case IR_CMP_LE: return x <= y + tol;
+  case IR_CMP_EQ: return fabs(x - y) <= tol;
+  case IR_CMP_NE: return fabs(x - y) > tol;
+  case IR_CMP_GE: return x >= y - tol;
+  case IR_CMP_GT: return x > y + tol;
+  }
+  return 0;
+}
+
+int analysis_run(Arena *a, Diag *dg, IrSchedule *s, Analysis *out, int want_timeline) {
+  memset(out, 0, sizeof *out);
+  int e0 = dg->errors;
+  out->expects = arena_alloc(a, sizeof(ExpectResult) * (size_t)(s->nexpects + 1));
+  if (s->ndev > 0 && s->nstage > 0 && s->nmb > 0 && s->devs && s->stages) {
+    int placed = 1;
+    for (int st = 0; st < s->nstage; st++)
+      if (s->stages[st].device < 0 || s->stages[st].device >= s->ndev) placed = 0;
+    if (placed) out->inserted_ops = lower_schedule(a, dg, s);
+  }
+  verify_schedule(a, dg, s, &out->vr);
+  out->verified = 1;
+  if (dg->errors == e0) {
+    if (sim_run(a, s, &out->vr.ix, &out->vr.links, &out->sim, want_timeline)) {
+      out->simulated = 1;
+      /* the memory bound over simulated time (offload copies overlap compute) */
+      for (int d = 0; d < s->ndev; d++) {
+        const SimDev *sd = &out->sim.dev[d];
+        if (s->mem_limit >= 0 && sd->peak_time > s->mem_limit + 1e-9 && sd->peak_order <= s->mem_limit + 1e-9 &&
+            sd->peak_time_op >= 0) {
+          const IrOp *op = ana_op(s, &out->vr.ix, sd->peak_time_op);
+          char b[96];
+          ir_format_op(s, op, b, sizeof b);
+          diag_error(dg, op->span, "device %d holds %g activations at time %g (%s; copies still in flight), over the limit of %g",
+                     d, sd->peak_time, op->kind == IR_RELOAD ? out->sim.start[sd->peak_time_op] : out->sim.start[sd->peak_time_op],
+                     b, s->mem_limit);
+        }
+      }
+    }
+  }
+  for (int k = 0; k < s->nexpects; k++) {
+    const IrExpect *e = &s->expects[k];
+    ExpectResult *r = &out->expects[k];
+    if (!out->simulated) continue;
+    if (!analysis_metric(s, &out->sim, e->metric, e->device, &r->actual)) {
+      diag_error(dg, e->span, "expect: no device %d (there are %d)", e->device, s->ndev);
+      continue;
+    }
+    r->evaluated = 1;
+    r->ok = cmp_holds(r->actual, e->cmp, e->value);
+    if (!r->ok) {
+      char name[64];
+      if (e->device >= 0) snprintf(name, sizeof name, "%s[%d]", ir_metric_name(e->metric), e->device);
+      else snprintf(name, sizeof name, "%s", ir_metric_name(e->metric));
+      diag_error(dg, e->span, "expectation failed: %s is %.6g, expected %s %.6g", name, r->actual, cmp_text(e->cmp), e->value);
+    }
+  }
+  out->valid = dg->errors == 0;
+  return out->valid;
+}
+
+static int write_buf(const char *path, StrBuf *b) {
+  int rc = write_file_atomic(path, b->data ? b->data : "", b->len);
+  sb_free(b);
+  return rc;
+}
+
+/* check and sim share everything but what they print. */
+static int run_cmd(Compilation *c, int is_sim) {
+  const Options *o = c->opt;
   int io = 0;
   IrSchedule *s = front_compile(c, &io);
+  Analysis an;
+  memset(&an, 0, sizeof an);
+  int want_tl = is_sim && (o->trace || o->svg);
+  if (s && !io && c->diag.errors == 0) analysis_run(&c->arena, &c->diag, s, &an, want_tl);
+  int valid = s && !io && c->diag.errors == 0;
+  Report rep = {is_sim ? "sim" : "check", s, &c->diag, an.verified ? &an.vr.ix : NULL,
+                an.simulated ? &an.sim : NULL, an.verified ? an.expects : NULL, an.inserted_ops, valid};
+  int rc = io ? PPSC_USAGE : valid ? PPSC_OK : PPSC_INVALID;
+  StrBuf b = {0};
+  if (o->json) {
+    report_json(&b, &rep);
+    if (write_buf("-", &b)) rc = PPSC_USAGE;
+  } else if (!o->quiet && s && !io) {
+    if (is_sim || valid) {
+      report_text(&b, &rep);
+      if (write_buf("-", &b)) rc = PPSC_USAGE;
+    }
+  }
+  if (is_sim && (o->trace || o->svg)) {
+    if (!an.simulated) {
+      fprintf(stderr, "ppsc: no %s written: the schedule was not simulated\n", o->trace && o->svg ? "trace or svg" : o->trace ? "trace" : "svg");
+    } else {
+      if (o->trace) {
+        report_trace(&b, &rep);
+        if (write_buf(o->trace, &b)) rc = PPSC_USAGE;
+      }
+      if (o->svg) {
+        report_svg(&b, &rep);
+        if (write_buf(o->svg, &b)) rc = PPSC_USAGE;
+      }
+    }
+  }
+  sb_free(&b);
   diag_summary(&c->diag);
-  if (io) return PPSC_USAGE;
-  return s && !c->diag.errors ? PPSC_OK : PPSC_INVALID;
+  return rc;
 }
-int cmd_sim(Compilation *c) { diag_error(&c->diag, (Span){0}, "sim: not built yet"); return PPSC_USAGE; }
-int cmd_import_csv(Compilation *c) { diag_error(&c->diag, (Span){0}, "import-csv: not built yet"); return PPSC_USAGE; }
-int cmd_export_csv(Compilation *c) { diag_error(&c->diag, (Span){0}, "export-csv: not built yet"); return PPSC_USAGE; }
+
+int cmd_check(Compilation *c) { return run_cmd(c, 0); }
+int cmd_sim(Compilation *c) { return run_cmd(c, 1); }

@@ -75,6 +75,8 @@ typedef struct IrOp {
 typedef struct IrDevice {
   IrOp *ops;      /* program order */
   int nops, capops;
+  Span span;      /* the first `device d { ... }` block for d (file == 0: none); verify
+                     reports passes missing from d here, else at the schedule header */
 } IrDevice;
 
 /* Metrics an `expect` statement can name. */

@@ -1,0 +1,429 @@
+/* lower.c: lowering of the schedule IR. Inserts, where the file did not write them:
+ *   - send/recv for every cross-device dependency;
+ *   - the vocabulary passes and collectives of `vocab parallel 1|2`;
+ *   - offload/reload ops of the offload policy.
+ * It also builds the op index (AnaIndex) the later phases share.
+ *
+ * It does not check anything (verify.c does), and never reorders what the file
+ * wrote: inserted ops go between the written ones.
+ *
+ * Placement rules (docs/json.md and bench/README.md refer here):
+ *  - send: right after the pass that produced the data, so sends on a channel are in
+ *    producer order.
+ *  - recv: right before the consuming pass, except that the recvs of one channel
+ *    (ordered device pair, FIFO) must come in the order of its sends; a recv that
+ *    would come after a later message's recv is moved up to just before that one
+ *    (q_k = min(p_k, q_k+1) over the channel, backwards). Receiving a message early
+ *    never adds waiting: the later message it precedes cannot arrive before it.
+ *  - vocabulary (every device, per microbatch i), placed by a simulation of the
+ *    schedule without them, at target times, on every device in the same order:
+ *      IF(i) coll input_fwd(i)             at the start of F(i, 0)
+ *      S(i) coll output_fwd(i) [T(i) coll output_bwd(i) in Vocab-1]   at the end of
+ *                                          F(i, S-1); Vocab-2: T(i) right after the barrier
+ *      coll input_bwd(i) IB(i)             at the end of B(i, 0)
+ *    "At time t" = before the first op of the device whose key is >= t (key: start of
+ *    a compute pass, end of a send/recv/collective). Every op before a barrier then
+ *    ran before t in the base simulation, on every device, so barriers in one global
+ *    order cannot deadlock. This approximates the Vocabulary Parallelism paper's
+ *    placement on 1F1B (which shifts the passes to keep memory at P+2 / P+1 without
+ *    changing the compute order we are given): we keep the file's compute order.
+ *  - offload(i, s): right after F(i, s). reload(i, s): as late as the copy engine
+ *    allows: the device's reloads are planned backwards from their B (each copy must
+ *    end by its B's simulated start and by the start of the next planned reload),
+ *    and the reload is put before the last op whose simulated start is <= the planned
+ *    copy start (never before its offload). The simulation then times the real copies. */
+#include "lower.h"
+#include "sim.h"
+#include <stdlib.h>
+#include <string.h>
+
+int ana_valid_pass(const IrSchedule *s, const IrOp *op) {
+  return op->mb >= 0 && op->mb < s->nmb && op->stage >= 0 && op->stage < s->nstage;
+}
+
+double ana_offload_fraction(const IrSchedule *s, int stage) {
+  double f = (stage >= 0 && stage < s->nstage) ? s->stages[stage].offload : 0;
+  if (f > 0) return f > 1 ? 1 : f;
+  if (s->offload.enabled && s->offload.ratio > 0) return s->offload.ratio > 1 ? 1 : s->offload.ratio;
+  return 1; /* an offload the file wrote without a policy moves the whole activation */
+}
+
+int ana_index(Arena *a, const IrSchedule *s, AnaIndex *ix) {
+  memset(ix, 0, sizeof *ix);
+  ix->ndev = s->ndev > 0 ? s->ndev : 0;
+  ix->nstage = s->nstage > 0 ? s->nstage : 0;
+  ix->nmb = s->nmb > 0 ? s->nmb : 0;
+  int64_t total = 0;
+  for (int d = 0; d < ix->ndev; d++) total += s->devs[d].nops;
+  if (total >= INT32_MAX) return -1;
+  int64_t slots = (int64_t)ix->nmb * ix->nstage;
+  if (slots > ANA_MAX_SLOTS && slots > 4 * total) return -1;
+  ix->total = total;
+  ix->off = arena_alloc(a, sizeof(int32_t) * (size_t)(ix->ndev + 1));
+  ix->devof = arena_alloc(a, sizeof(int32_t) * (size_t)(total + 1));
+  int32_t **tabs[5] = {&ix->posF, &ix->posB, &ix->posW, &ix->posOff, &ix->posRel};
+  for (int k = 0; k < 5; k++) {
+    *tabs[k] = arena_alloc(a, sizeof(int32_t) * (size_t)(slots + 1));
+    memset(*tabs[k], 0xff, sizeof(int32_t) * (size_t)(slots + 1));
+  }
+  int32_t g = 0;
+  for (int d = 0; d < ix->ndev; d++) {
+    ix->off[d] = g;
+    const IrDevice *dev = &s->devs[d];
+    for (int k = 0; k < dev->nops; k++, g++) {
+      const IrOp *op = &dev->ops[k];
+      ix->devof[g] = d;
+      int32_t *t = NULL;
+      switch ((IrKind)op->kind) {
+      case IR_F: t = ix->posF; break;
+      case IR_B: case IR_BW: t = ix->posB; break;
+      case IR_W: t = ix->posW; break;
+      case IR_OFFLOAD: t = ix->posOff; ix->noffload++; break;
+      case IR_RELOAD: t = ix->posRel; ix->noffload++; break;
+      case IR_SEND: case IR_RECV: ix->ncomm++; break;
+      case IR_IF: case IR_IB: case IR_S: case IR_T: case IR_COLL: ix->nvocab++; break;
+      default: break;
+      }
+      if (t && ana_valid_pass(s, op)) {
+        int64_t sl = ANA_SLOT(ix, op->mb, op->stage);
+        if (t[sl] < 0) t[sl] = g;
+      }
+    }
+  }
+  ix->off[ix->ndev] = g;
+  return 0;
+}
+
+/* ---- insertion batches: ops to put before position `slot` of a device's order ----
+ * Within one slot, inserted ops keep the order they were added in. */
+typedef struct Ins { int32_t slot; IrOp op; } Ins;
+typedef struct InsDev { Ins *v; int n, cap; } InsDev;
+typedef struct Batch { InsDev *dev; int ndev; int64_t n; } Batch;
+
+static void batch_init(Arena *a, Batch *b, int ndev) {
+  b->dev = arena_alloc(a, sizeof(InsDev) * (size_t)(ndev + 1));
+  b->ndev = ndev;
+  b->n = 0;
+}
+
+static IrOp *batch_add(Arena *a, Batch *b, int d, int slot, IrKind kind, int mb, int stage,
+                       Span span) {
+  Ins *in = VEC_PUSH(a, b->dev[d].v, b->dev[d].n, b->dev[d].cap);
+  in->slot = slot;
+  in->op.kind = (uint8_t)kind;
+  in->op.flags = IR_FLAG_INSERTED;
+  in->op.mb = mb;
+  in->op.stage = stage;
+  in->op.peer = -1;
+  in->op.span = span;
+  b->n++;
+  return &in->op;
+}
+
+/* Merges a batch into the orders: a counting sort of each device's inserts by slot
+ * (stable), then one pass. O(ops + inserts). */
+static void batch_apply(Arena *a, Batch *b, IrSchedule *s) {
+  for (int d = 0; d < s->ndev; d++) {
+    InsDev *id = &b->dev[d];
+    if (!id->n) continue;
+    IrDevice *dev = &s->devs[d];
+    int n = dev->nops;
+    int32_t *cnt = arena_alloc(a, sizeof(int32_t) * (size_t)(n + 2));
+    for (int k = 0; k < id->n; k++) {
+      if (id->v[k].slot < 0) id->v[k].slot = 0;
+      if (id->v[k].slot > n) id->v[k].slot = n;
+      cnt[id->v[k].slot + 1]++;
+    }
+    for (int k = 0; k < n + 1; k++) cnt[k + 1] += cnt[k];
+    int32_t *order = arena_alloc(a, sizeof(int32_t) * (size_t)id->n);
+    for (int k = 0; k < id->n; k++) order[cnt[id->v[k].slot]++] = k;
+    /* cnt[slot] is now the end of that slot's run; rebuild starts on the fly */
+    IrOp *out = arena_alloc(a, sizeof(IrOp) * (size_t)(n + id->n));
+    int o = 0, j = 0;
+    for (int k = 0; k <= n; k++) {
+      while (j < id->n && id->v[order[j]].slot == k) out[o++] = id->v[order[j++]].op;
+      if (k < n) out[o++] = dev->ops[k];
+    }
+    dev->ops = out;
+    dev->nops = dev->capops = o;
+    s->total_ops += id->n;
+  }
+}
+
+/* ---- send / recv ---- */
+typedef struct PendRecv { int32_t chan, dst, slot; IrOp op; } PendRecv;
+
+static int32_t chan_id(int32_t *hkeys, int32_t *hvals, int hcap, int64_t key, int *nchan) {
+  uint64_t h = (uint64_t)key * 0x9E3779B97F4A7C15ull;
+  int i = (int)(h >> 40) & (hcap - 1);
+  for (;;) {
+    if (hkeys[i] < 0) { hkeys[i] = (int32_t)key; hvals[i] = (*nchan)++; return hvals[i]; }
+    if (hkeys[i] == key) return hvals[i];
+    i = (i + 1) & (hcap - 1);
+  }
+}
+
+static int64_t lower_comm(Arena *a, IrSchedule *s, const AnaIndex *ix) {
+  int P = s->ndev, S = s->nstage;
+  if ((int64_t)P * P >= INT32_MAX) return 0;
+  Batch b;
+  batch_init(a, &b, P);
+  PendRecv *pr = NULL;
+  int npr = 0, cappr = 0;
+  int64_t maxch = (int64_t)P * P < ix->total ? (int64_t)P * P : ix->total;
+  int hcap = 64;
+  while (hcap < 2 * maxch + 64) hcap *= 2;
+  int32_t *hk = arena_alloc(a, sizeof(int32_t) * (size_t)hcap), *hv = arena_alloc(a, sizeof(int32_t) * (size_t)hcap);
+  memset(hk, 0xff, sizeof(int32_t) * (size_t)hcap);
+  int nchan = 0;
+  for (int d = 0; d < P; d++) {
+    const IrDevice *dev = &s->devs[d];
+    for (int k = 0; k < dev->nops; k++) {
+      const IrOp *op = &dev->ops[k];
+      if (!ana_valid_pass(s, op) || s->stages[op->stage].device != d) continue;
+      int to, xfer, cst;
+      int32_t cons;
+      if (op->kind == IR_F && op->stage + 1 < S) {
+        to = s->stages[op->stage + 1].device, xfer = IR_XFER_ACT, cst = op->stage + 1;
+        cons = ix->posF[ANA_SLOT(ix, op->mb, cst)];
+      } else if ((op->kind == IR_B || op->kind == IR_BW) && op->stage > 0) {
+        to = s->stages[op->stage - 1].device, xfer = IR_XFER_GRAD, cst = op->stage - 1;
+        cons = ix->posB[ANA_SLOT(ix, op->mb, cst)];
+      } else continue;
+      if (to == d || to < 0 || to >= P) continue;
+      if (ix->posF[ANA_SLOT(ix, op->mb, op->stage)] != ix->off[d] + k &&
+          ix->posB[ANA_SLOT(ix, op->mb, op->stage)] != ix->off[d] + k) continue; /* duplicate */
+      IrOp *sd = batch_add(a, &b, d, k + 1, IR_SEND, op->mb, op->stage, op->span);
+      sd->xfer = (uint8_t)xfer;
+      sd->peer = to;
+      PendRecv *r = VEC_PUSH(a, pr, npr, cappr);
+      r->chan = chan_id(hk, hv, hcap, (int64_t)d * P + to, &nchan);
+      r->dst = to;
+      /* the consumer's position on `to`, or the end when it is missing/misplaced */
+      int32_t slot = s->devs[to].nops;
+      Span sp = op->span;
+      if (cons >= 0 && ix->devof[cons] == to) {
+        slot = cons - ix->off[to];
+        sp = s->devs[to].ops[slot].span;
+      }
+      r->slot = slot;
+      memset(&r->op, 0, sizeof r->op);
+      r->op.kind = IR_RECV;
+      r->op.xfer = (uint8_t)xfer;
+      r->op.flags = IR_FLAG_INSERTED;
+      r->op.mb = op->mb;
+      r->op.stage = op->stage;
+      r->op.peer = d;
+      r->op.span = sp;
+    }
+  }
+  /* group the recvs by channel, keeping send order (counting sort) */
+  int32_t *cc = arena_alloc(a, sizeof(int32_t) * (size_t)(nchan + 1));
+  for (int k = 0; k < npr; k++) cc[pr[k].chan + 1]++;
+  for (int c = 0; c < nchan; c++) cc[c + 1] += cc[c];
+  int32_t *byc = arena_alloc(a, sizeof(int32_t) * (size_t)(npr + 1));
+  int32_t *fill = arena_alloc(a, sizeof(int32_t) * (size_t)(nchan + 1));
+  memcpy(fill, cc, sizeof(int32_t) * (size_t)(nchan + 1));
+  for (int k = 0; k < npr; k++) byc[fill[pr[k].chan]++] = k;
+  for (int c = 0; c < nchan; c++) {
+    int32_t q = INT32_MAX;
+    for (int j = cc[c + 1] - 1; j >= cc[c]; j--) {
+      PendRecv *r = &pr[byc[j]];
+      if (r->slot > q) r->slot = q;
+      q = r->slot;
+    }
+  }
+  for (int c = 0; c < nchan; c++)
+    for (int j = cc[c]; j < cc[c + 1]; j++) {
+      PendRecv *r = &pr[byc[j]];
+      IrOp *o = batch_add(a, &b, r->dst, r->slot, IR_RECV, 0, 0, r->op.span);
+      *o = r->op;
+    }
+  batch_apply(a, &b, s);
+  return b.n;
+}
+
+/* Key of an op for "at time t" placement: start of compute, end of waits. */
+static double op_key(const IrOp *op, const SimResult *r, int32_t g) {
+  switch ((IrKind)op->kind) {
+  case IR_SEND: case IR_RECV: case IR_COLL: return r->end[g];
+  default: return r->start[g];
+  }
+}
+
+/* First position k in [lo, n] of device d with key >= t (keys are nondecreasing
+ * along a device's order for everything but copies, which are skipped by the scan
+ * being a binary search over monotone keys; copies never appear before lowering
+ * them). */
+static int lower_bound_key(const IrSchedule *s, const AnaIndex *ix, const SimResult *r, int d,
+                           int lo, double t) {
+  int hi = s->devs[d].nops;
+  while (lo < hi) {
+    int mid = lo + (hi - lo) / 2;
+    int32_t g = ix->off[d] + mid;
+    if (op_key(&s->devs[d].ops[mid], r, g) >= t) hi = mid; else lo = mid + 1;
+  }
+  return lo;
+}
+
+typedef struct VGroup { double t; int kind; int mb; } VGroup;
+static int vgroup_cmp(const void *x, const void *y) {
+  const VGroup *a = x, *b = y;
+  if (a->t != b->t) return a->t < b->t ? -1 : 1;
+  if (a->kind != b->kind) return a->kind - b->kind;
+  return a->mb - b->mb;
+}
+
+static int base_sim(Arena *a, IrSchedule *s, AnaIndex *ix, SimResult *r) {
+  if (ana_index(a, s, ix)) return -1;
+  SimLinks L;
+  sim_links(a, s, ix, &L);
+  memset(r, 0, sizeof *r);
+  return sim_run(a, s, ix, &L, r, 0) ? 0 : -1;
+}
+
+static int64_t lower_vocab(Arena *a, Diag *dg, IrSchedule *s) {
+  AnaIndex ix;
+  SimResult r;
+  int P = s->ndev, S = s->nstage, m = s->nmb, mode = s->vocab.mode;
+  if (base_sim(a, s, &ix, &r)) {
+    diag_warning(dg, s->vocab.span, "vocabulary passes not inserted: the schedule does not run to the end (see the errors below)");
+    return 0;
+  }
+  VGroup *g = arena_alloc(a, sizeof(VGroup) * (size_t)(3 * (int64_t)m + 1));
+  int ng = 0;
+  for (int i = 0; i < m; i++) {
+    int32_t f0 = ix.posF[ANA_SLOT(&ix, i, 0)], fl = ix.posF[ANA_SLOT(&ix, i, S - 1)];
+    int32_t b0 = ix.posB[ANA_SLOT(&ix, i, 0)];
+    if (f0 < 0 || fl < 0 || b0 < 0) continue; /* incomplete: verify reports it */
+    g[ng++] = (VGroup){r.start[f0], 0, i};
+    g[ng++] = (VGroup){r.end[fl], 1, i};
+    g[ng++] = (VGroup){r.end[b0], 2, i};
+  }
+  qsort(g, (size_t)ng, sizeof *g, vgroup_cmp);
+  Batch b;
+  batch_init(a, &b, P);
+  int *last = arena_alloc(a, sizeof(int) * (size_t)P);
+  for (int k = 0; k < ng; k++) {
+    int i = g[k].mb;
+    int32_t cause = g[k].kind == 0 ? ix.posF[ANA_SLOT(&ix, i, 0)]
+                  : g[k].kind == 1 ? ix.posF[ANA_SLOT(&ix, i, S - 1)] : ix.posB[ANA_SLOT(&ix, i, 0)];
+    int cd = ix.devof[cause];
+    Span sp = s->devs[cd].ops[cause - ix.off[cd]].span;
+    for (int d = 0; d < P; d++) {
+      int slot = lower_bound_key(s, &ix, &r, d, last[d], g[k].t);
+      /* never before the pass the group needs, on its own device */
+      if (g[k].kind != 0 && d == cd && slot <= cause - ix.off[d]) slot = cause - ix.off[d] + 1;
+      if (g[k].kind == 0 && d == cd && slot > cause - ix.off[d]) slot = cause - ix.off[d];
+      if (slot < last[d]) slot = last[d];
+      last[d] = slot;
+      IrOp *o;
+      if (g[k].kind == 0) {
+        batch_add(a, &b, d, slot, IR_IF, i, -1, sp);
+        o = batch_add(a, &b, d, slot, IR_COLL, i, -1, sp); o->coll = IR_COLL_INPUT_FWD;
+      } else if (g[k].kind == 1) {
+        batch_add(a, &b, d, slot, IR_S, i, -1, sp);
+        o = batch_add(a, &b, d, slot, IR_COLL, i, -1, sp); o->coll = IR_COLL_OUTPUT_FWD;
+        batch_add(a, &b, d, slot, IR_T, i, -1, sp);
+        if (mode == 1) { o = batch_add(a, &b, d, slot, IR_COLL, i, -1, sp); o->coll = IR_COLL_OUTPUT_BWD; }
+      } else {
+        o = batch_add(a, &b, d, slot, IR_COLL, i, -1, sp); o->coll = IR_COLL_INPUT_BWD;
+        batch_add(a, &b, d, slot, IR_IB, i, -1, sp);
+      }
+    }
+  }
+  batch_apply(a, &b, s);
+  return b.n;
+}
+
+typedef struct RPlan { double bstart; int32_t b, f; int mb, stage; } RPlan;
+static int rplan_cmp(const void *x, const void *y) {
+  const RPlan *a = x, *b = y;
+  if (a->bstart != b->bstart) return a->bstart < b->bstart ? -1 : 1;
+  return a->b < b->b ? -1 : a->b > b->b;
+}
+
+static int offload_chosen(const IrSchedule *s, int mb, int st) {
+  const IrOffload *o = &s->offload;
+  if (!o->enabled) return 0;
+  if (!(s->stages[st].offload > 0) && !(o->ratio > 0)) return 0;
+  if (o->stage_hi > o->stage_lo && (st < o->stage_lo || st >= o->stage_hi)) return 0;
+  if (o->mb_hi > o->mb_lo && (mb < o->mb_lo || mb >= o->mb_hi)) return 0;
+  if (s->stages[st].offload <= 0 && o->ratio <= 0) return 0;
+  return 1;
+}
+
+static int64_t lower_offload(Arena *a, Diag *dg, IrSchedule *s) {
+  AnaIndex ix;
+  SimResult r;
+  int P = s->ndev, S = s->nstage, m = s->nmb;
+  if (base_sim(a, s, &ix, &r)) {
+    diag_warning(dg, s->offload.span, "offload not inserted: the schedule does not run to the end (see the errors below)");
+    return 0;
+  }
+  Batch b;
+  batch_init(a, &b, P);
+  /* offloads right after their F */
+  RPlan **plan = arena_alloc(a, sizeof(RPlan *) * (size_t)P);
+  int *np = arena_alloc(a, sizeof(int) * (size_t)P), *cp = arena_alloc(a, sizeof(int) * (size_t)P);
+  for (int i = 0; i < m; i++)
+    for (int st = 0; st < S; st++) {
+      if (!offload_chosen(s, i, st)) continue;
+      int32_t f = ix.posF[ANA_SLOT(&ix, i, st)], bb = ix.posB[ANA_SLOT(&ix, i, st)];
+      if (f < 0 || bb < 0 || ix.devof[f] != ix.devof[bb] || bb < f) continue;
+      int d = ix.devof[f];
+      RPlan *p = VEC_PUSH(a, plan[d], np[d], cp[d]);
+      *p = (RPlan){r.start[bb], bb, f, i, st};
+    }
+  for (int d = 0; d < P; d++) {
+    if (!np[d]) continue;
+    /* offloads in F order */
+    RPlan *byf = arena_alloc(a, sizeof(RPlan) * (size_t)np[d]);
+    memcpy(byf, plan[d], sizeof(RPlan) * (size_t)np[d]);
+    for (int k = 0; k < np[d]; k++) byf[k].bstart = byf[k].f;
+    qsort(byf, (size_t)np[d], sizeof *byf, rplan_cmp);
+    for (int k = 0; k < np[d]; k++) {
+      int fk = byf[k].f - ix.off[d];
+      batch_add(a, &b, d, fk + 1, IR_OFFLOAD, byf[k].mb, byf[k].stage, s->devs[d].ops[fk].span);
+    }
+    /* reloads planned backwards from their B on the host->device engine */
+    qsort(plan[d], (size_t)np[d], sizeof(RPlan), rplan_cmp);
+    double *pstart = arena_alloc(a, sizeof(double) * (size_t)np[d]);
+    double nextstart = 1e300;
+    for (int k = np[d] - 1; k >= 0; k--) {
+      RPlan *p = &plan[d][k];
+      double c = s->stages[p->stage].offload_time * ana_offload_fraction(s, p->stage);
+      double fin = p->bstart < nextstart ? p->bstart : nextstart;
+      pstart[k] = fin - c;
+      nextstart = pstart[k];
+    }
+    for (int k = 0; k < np[d]; k++) {
+      RPlan *p = &plan[d][k];
+      int lo = p->f - ix.off[d] + 1, hi = p->b - ix.off[d];
+      /* last position in [lo, hi] whose start <= planned copy start */
+      int l = lo, h = hi + 1;
+      while (l < h) {
+        int mid = l + (h - l) / 2;
+        if (r.start[ix.off[d] + mid] <= pstart[k]) l = mid + 1; else h = mid;
+      }
+      int slot = l - 1;
+      if (slot < lo) slot = lo;
+      if (slot > hi) slot = hi;
+      batch_add(a, &b, d, slot, IR_RELOAD, p->mb, p->stage, s->devs[d].ops[hi].span);
+    }
+  }
+  batch_apply(a, &b, s);
+  return b.n;
+}
+
+int64_t lower_schedule(Arena *a, Diag *dg, IrSchedule *s) {
+  AnaIndex ix;
+  if (s->ndev <= 0 || s->nstage <= 0 || s->nmb <= 0 || !s->devs || !s->stages) return 0;
+  if (ana_index(a, s, &ix)) return 0;
+  int64_t n = 0;
+  int had_vocab = ix.nvocab > 0, had_off = ix.noffload > 0;
+  if (!ix.ncomm) n += lower_comm(a, s, &ix);
+  if (s->vocab.mode && !had_vocab) n += lower_vocab(a, dg, s);
+  if (s->offload.enabled && !had_off) n += lower_offload(a, dg, s);
+  return n;
+}

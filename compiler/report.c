@@ -1,0 +1,386 @@
+/* report.c: the outputs of `check` and `sim`, each built in a StrBuf:
+ *   - report_text: a readable summary (schedule, P, S, m, makespan, bubble, memory,
+ *     a per-device table, expectations);
+ *   - report_json: the --json object, keys in the fixed order docs/json.md lists;
+ *   - report_trace: Chrome trace format (Perfetto, chrome://tracing): one process per
+ *     device with a compute track, a track per copy engine and a wait track, plus a
+ *     memory counter; one cost unit is shown as 1 ms;
+ *   - report_svg: a timeline like the papers' figures (a row per device, a colour per
+ *     pass kind, microbatch numbers in the boxes, offload lanes) and a memory-over-time
+ *     plot per device.
+ * It computes nothing: every figure comes from the simulator or the index. */
+#include "report.h"
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+void report_num(StrBuf *b, double x) {
+  if (!isfinite(x)) { sb_puts(b, "null"); return; }
+  if (x == 0) { sb_puts(b, "0"); return; }
+  if (fabs(x) < 1e15 && x == floor(x)) { sb_printf(b, "%.0f", x); return; }
+  char buf[64];
+  for (int p = 6; p <= 17; p++) {
+    snprintf(buf, sizeof buf, "%.*g", p, x);
+    double y;
+    if (sscanf(buf, "%lf", &y) == 1 && fabs(y - x) <= 1e-12 * fabs(x)) break;
+  }
+  sb_puts(b, buf);
+}
+
+static const char *metric_cmp(int c) {
+  static const char *t[] = {"<", "<=", "==", "!=", ">=", ">"};
+  return c >= 0 && c <= 5 ? t[c] : "?";
+}
+
+/* ---- text ---- */
+void report_text(StrBuf *b, const Report *r) {
+  const IrSchedule *s = r->s;
+  if (!s) return;
+  const SimResult *sim = r->sim;
+  if (!strcmp(r->cmd, "check")) {
+    sb_printf(b, "%s: valid (%d devices, %d stages, %d microbatches, %lld ops", s->name ? s->name : "schedule",
+              s->ndev, s->nstage, s->nmb, (long long)s->total_ops);
+    if (sim) {
+      sb_puts(b, "; makespan ");
+      report_num(b, sim->makespan);
+      sb_printf(b, ", bubble %.4f, peak memory ", sim->bubble_rate);
+      report_num(b, sim->peak_memory);
+    }
+    sb_puts(b, ")\n");
+    return;
+  }
+  sb_printf(b, "schedule    %s (%s)\n", s->name ? s->name : "?", s->file ? s->file : "?");
+  sb_printf(b, "shape       P=%d devices, S=%d stages, m=%d microbatches, placement %s\n", s->ndev, s->nstage, s->nmb,
+            s->placement ? s->placement : "?");
+  sb_printf(b, "ops         %lld (%lld inserted by lowering)\n", (long long)s->total_ops, (long long)r->inserted_ops);
+  sb_printf(b, "valid       %s\n", r->valid ? "yes" : "no");
+  if (!sim) return;
+  sb_puts(b, "makespan    ");
+  report_num(b, sim->makespan);
+  sb_puts(b, "   (ideal ");
+  report_num(b, sim->ideal);
+  sb_puts(b, " = m(TF+TB+TW))\n");
+  sb_printf(b, "bubble      %.4f   (over the longest device span: %.4f)\n", sim->bubble_rate, sim->bubble_rate_span);
+  sb_puts(b, "peak memory ");
+  report_num(b, sim->peak_memory);
+  sb_printf(b, " activations on device %d", sim->peak_device);
+  if (sim->host_memory > 0) {
+    sb_puts(b, ", host ");
+    report_num(b, sim->host_memory);
+  }
+  sb_puts(b, "\n\n");
+  int copies = 0;
+  for (int d = 0; d < s->ndev; d++) if (sim->dev[d].copy_busy[0] + sim->dev[d].copy_busy[1] > 0) copies = 1;
+  sb_printf(b, "%6s %10s %10s %10s %10s %10s %9s %9s%s\n", "device", "busy", "idle", "first", "last", "comm_wait", "peak_mem",
+            "time_mem", copies ? "  host_mem  copy_d2h  copy_h2d" : "");
+  for (int d = 0; d < s->ndev; d++) {
+    const SimDev *v = &sim->dev[d];
+    sb_printf(b, "%6d %10.6g %10.6g %10.6g %10.6g %10.6g %9.6g %9.6g", d, v->busy, v->idle, v->first, v->last, v->comm_wait,
+              v->peak_order, v->peak_time);
+    if (copies) sb_printf(b, " %9.6g %9.6g %9.6g", v->host_peak, v->copy_busy[0], v->copy_busy[1]);
+    sb_puts(b, "\n");
+  }
+  if (s->nexpects && r->expects) {
+    sb_puts(b, "\n");
+    for (int k = 0; k < s->nexpects; k++) {
+      const IrExpect *e = &s->expects[k];
+      const ExpectResult *x = &r->expects[k];
+      char name[64];
+      if (e->device >= 0) snprintf(name, sizeof name, "%s[%d]", ir_metric_name(e->metric), e->device);
+      else snprintf(name, sizeof name, "%s", ir_metric_name(e->metric));
+      sb_printf(b, "expect %s %s %.6g: %s (%.6g)\n", name, metric_cmp(e->cmp), e->value,
+                !x->evaluated ? "not evaluated" : x->ok ? "ok" : "FAILED", x->actual);
+    }
+  }
+}
+
+/* ---- JSON ---- */
+static void json_loc(StrBuf *b, const Diag *dg, Span sp) {
+  if (sp.file && (int)sp.file < dg->nfiles) {
+    sb_puts(b, "\"file\":");
+    sb_json_string(b, dg->files[sp.file].path);
+    sb_printf(b, ",\"line\":%u,\"col\":%u", sp.line, sp.col);
+  } else {
+    sb_puts(b, "\"file\":null,\"line\":null,\"col\":null");
+  }
+}
+
+static void json_key_num(StrBuf *b, const char *key, double x, int have) {
+  sb_printf(b, ",\"%s\":", key);
+  if (have) report_num(b, x); else sb_puts(b, "null");
+}
+
+void report_json(StrBuf *b, const Report *r) {
+  const IrSchedule *s = r->s;
+  const Diag *dg = r->diag;
+  const SimResult *sim = r->sim;
+  sb_puts(b, "{\"command\":");
+  sb_json_string(b, r->cmd);
+  sb_puts(b, ",\"schedule\":");
+  if (s && s->name) sb_json_string(b, s->name); else sb_puts(b, "null");
+  sb_puts(b, ",\"file\":");
+  if (s && s->file) sb_json_string(b, s->file); else sb_puts(b, "null");
+  json_key_num(b, "devices", s ? s->ndev : 0, s != NULL);
+  json_key_num(b, "stages", s ? s->nstage : 0, s != NULL);
+  json_key_num(b, "microbatches", s ? s->nmb : 0, s != NULL);
+  sb_puts(b, ",\"placement\":");
+  if (s && s->placement) sb_json_string(b, s->placement); else sb_puts(b, "null");
+  sb_printf(b, ",\"valid\":%s", r->valid ? "true" : "false");
+  /* errors (with their notes) and warnings, in the order reported */
+  for (int pass = 0; pass < 2; pass++) {
+    sb_puts(b, pass == 0 ? ",\"errors\":[" : ",\"warnings\":[");
+    int first = 1;
+    DiagLevel want = pass == 0 ? DIAG_ERROR : DIAG_WARNING;
+    for (int k = 0; k < dg->nrecs; k++) {
+      const DiagRecord *d = &dg->recs[k];
+      if (d->level != want) continue;
+      sb_puts(b, first ? "{" : ",{");
+      first = 0;
+      json_loc(b, dg, d->span);
+      sb_puts(b, ",\"message\":");
+      sb_json_string(b, d->message);
+      sb_puts(b, ",\"notes\":[");
+      int nf = 1;
+      for (int j = k + 1; j < dg->nrecs && dg->recs[j].level == DIAG_NOTE; j++) {
+        sb_puts(b, nf ? "{" : ",{");
+        nf = 0;
+        json_loc(b, dg, dg->recs[j].span);
+        sb_puts(b, ",\"message\":");
+        sb_json_string(b, dg->recs[j].message);
+        sb_puts(b, "}");
+      }
+      sb_puts(b, "]}");
+    }
+    sb_puts(b, "]");
+  }
+  json_key_num(b, "ops", s ? (double)s->total_ops : 0, s && r->ix);
+  json_key_num(b, "inserted_ops", (double)r->inserted_ops, s && r->ix);
+  json_key_num(b, "makespan", sim ? sim->makespan : 0, sim != NULL);
+  json_key_num(b, "ideal_time", sim ? sim->ideal : 0, sim != NULL);
+  json_key_num(b, "bubble_rate", sim ? sim->bubble_rate : 0, sim != NULL);
+  json_key_num(b, "bubble_rate_span", sim ? sim->bubble_rate_span : 0, sim != NULL);
+  json_key_num(b, "span", sim ? sim->span : 0, sim != NULL);
+  json_key_num(b, "peak_memory", sim ? sim->peak_memory : 0, sim != NULL);
+  json_key_num(b, "peak_memory_device", sim ? sim->peak_device : 0, sim != NULL);
+  json_key_num(b, "host_memory", sim ? sim->host_memory : 0, sim != NULL);
+  sb_puts(b, ",\"per_device\":[");
+  if (sim && s) {
+    for (int d = 0; d < s->ndev; d++) {
+      const SimDev *v = &sim->dev[d];
+      sb_printf(b, "%s{\"device\":%d", d ? "," : "", d);
+      json_key_num(b, "peak_memory", v->peak, 1);
+      json_key_num(b, "busy", v->busy, 1);
+      json_key_num(b, "idle", v->idle, 1);
+      json_key_num(b, "ops", (double)v->nops, 1);
+      json_key_num(b, "first_start", v->first, 1);
+      json_key_num(b, "last_end", v->last, 1);
+      json_key_num(b, "comm_wait", v->comm_wait, 1);
+      json_key_num(b, "peak_memory_order", v->peak_order, 1);
+      json_key_num(b, "peak_memory_time", v->peak_time, 1);
+      json_key_num(b, "host_memory", v->host_peak, 1);
+      json_key_num(b, "copy_busy_d2h", v->copy_busy[0], 1);
+      json_key_num(b, "copy_busy_h2d", v->copy_busy[1], 1);
+      sb_puts(b, "}");
+    }
+  }
+  sb_puts(b, "],\"expects\":[");
+  if (s) {
+    for (int k = 0; k < s->nexpects; k++) {
+      const IrExpect *e = &s->expects[k];
+      const ExpectResult *x = r->expects ? &r->expects[k] : NULL;
+      sb_puts(b, k ? ",{" : "{");
+      json_loc(b, dg, e->span);
+      sb_puts(b, ",\"metric\":");
+      sb_json_string(b, ir_metric_name(e->metric));
+      json_key_num(b, "device", e->device, e->device >= 0);
+      sb_puts(b, ",\"cmp\":");
+      sb_json_string(b, metric_cmp(e->cmp));
+      json_key_num(b, "value", e->value, 1);
+      int ev = x && x->evaluated;
+      json_key_num(b, "actual", ev ? x->actual : 0, ev);
+      sb_printf(b, ",\"ok\":%s}", ev ? (x->ok ? "true" : "false") : "null");
+    }
+  }
+  sb_puts(b, "],\"params\":[");
+  if (s) {
+    for (int k = 0; k < s->nparams; k++) {
+      sb_puts(b, k ? ",{\"name\":" : "{\"name\":");
+      sb_json_string(b, s->params[k].name ? s->params[k].name : "");
+      json_key_num(b, "value", s->params[k].value, 1);
+      sb_puts(b, "}");
+    }
+  }
+  sb_puts(b, "]}\n");
+}
+
+/* ---- Chrome trace ---- */
+static void trace_ts(StrBuf *b, double t) { report_num(b, t * 1000.0); }
+
+static void op_label(const IrSchedule *s, const IrOp *op, char *buf, int n) {
+  switch ((IrKind)op->kind) {
+  case IR_F: case IR_B: case IR_W: case IR_BW: case IR_OFFLOAD: case IR_RELOAD:
+    snprintf(buf, (size_t)n, "%s %d s%d", ir_kind_name(op->kind), op->mb, op->stage);
+    break;
+  case IR_COLL:
+    snprintf(buf, (size_t)n, "%s %d", ir_coll_name(op->coll), op->mb);
+    break;
+  case IR_RECV:
+    snprintf(buf, (size_t)n, "recv %s %d s%d", op->xfer == IR_XFER_ACT ? "F" : "B", op->mb, op->stage);
+    break;
+  default:
+    snprintf(buf, (size_t)n, "%s %d", ir_kind_name(op->kind), op->mb);
+  }
+  (void)s;
+}
+
+void report_trace(StrBuf *b, const Report *r) {
+  const IrSchedule *s = r->s;
+  const SimResult *sim = r->sim;
+  const AnaIndex *ix = r->ix;
+  sb_puts(b, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"schedule\":");
+  sb_json_string(b, s->name ? s->name : "");
+  sb_puts(b, ",\"time_unit\":\"one cost unit = 1 ms\"},\"traceEvents\":[\n");
+  static const char *tracks[] = {"compute", "copy device->host", "copy host->device", "wait (recv, collective)"};
+  int first = 1;
+  for (int d = 0; d < s->ndev; d++) {
+    sb_printf(b, "%s{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":\"device %d\"}}", first ? "" : ",\n", d, d);
+    first = 0;
+    sb_printf(b, ",\n{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"sort_index\":%d}}", d, d);
+    for (int t = 0; t < 4; t++)
+      sb_printf(b, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"%s\"}}", d, t, tracks[t]);
+  }
+  char lab[96];
+  for (int d = 0; d < s->ndev; d++) {
+    for (int32_t g = ix->off[d]; g < ix->off[d + 1]; g++) {
+      const IrOp *op = ana_op(s, ix, g);
+      int tid;
+      double st = sim->start[g], en = sim->end[g];
+      switch ((IrKind)op->kind) {
+      case IR_SEND: continue;
+      case IR_RECV: if (en <= st) continue; tid = 3; break;
+      case IR_OFFLOAD: tid = 1; break;
+      case IR_RELOAD: tid = 2; break;
+      case IR_COLL: tid = 0; break;
+      default: tid = 0;
+      }
+      op_label(s, op, lab, sizeof lab);
+      sb_puts(b, ",\n{\"name\":");
+      sb_json_string(b, lab);
+      sb_printf(b, ",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":", ir_kind_name(op->kind), d, tid);
+      trace_ts(b, st);
+      sb_puts(b, ",\"dur\":");
+      trace_ts(b, en - st);
+      sb_printf(b, ",\"args\":{\"mb\":%d,\"stage\":%d", op->mb, op->stage);
+      if (op->span.line) sb_printf(b, ",\"line\":%u", op->span.line);
+      if (op->flags & IR_FLAG_INSERTED) sb_puts(b, ",\"inserted\":true");
+      sb_puts(b, "}}");
+    }
+    const SimDev *v = &sim->dev[d];
+    for (int k = 0; k < v->nmem; k++) {
+      sb_printf(b, ",\n{\"name\":\"activation memory\",\"ph\":\"C\",\"pid\":%d,\"ts\":", d);
+      trace_ts(b, v->mt[k]);
+      sb_puts(b, ",\"args\":{\"activations\":");
+      report_num(b, v->mv[k]);
+      sb_puts(b, "}}");
+    }
+  }
+  sb_puts(b, "\n]}\n");
+}
+
+/* ---- SVG ---- */
+static const char *kind_color(int k) {
+  switch ((IrKind)k) {
+  case IR_F: return "#4e79a7";
+  case IR_B: return "#59a14f";
+  case IR_W: return "#edc948";
+  case IR_BW: return "#76b7b2";
+  case IR_IF: case IR_IB: return "#b07aa1";
+  case IR_S: case IR_T: return "#ff9da7";
+  case IR_OFFLOAD: return "#f28e2b";
+  case IR_RELOAD: return "#e15759";
+  case IR_COLL: return "#9c755f";
+  default: return "#bab0ac";
+  }
+}
+
+void report_svg(StrBuf *b, const Report *r) {
+  const IrSchedule *s = r->s;
+  const SimResult *sim = r->sim;
+  const AnaIndex *ix = r->ix;
+  int P = s->ndev;
+  int copies = 0;
+  for (int d = 0; d < P; d++) if (sim->dev[d].copy_busy[0] + sim->dev[d].copy_busy[1] > 0) copies = 1;
+  double mk = sim->makespan > 0 ? sim->makespan : 1;
+  double W = 1200, left = 80, top = 50, rowh = 22, lane = copies ? 12 : 0, gap = 4;
+  double rowstep = rowh + lane + gap;
+  double tl_h = P * rowstep;
+  double memh = 50, memgap = 14;
+  double mem_top = top + tl_h + 40;
+  double H = mem_top + P * (memh + memgap) + 20;
+  double xs = W / mk;
+  sb_printf(b, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" font-family=\"sans-serif\" font-size=\"10\">\n",
+            left + W + 20, H);
+  sb_puts(b, "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n<text x=\"10\" y=\"16\" font-size=\"13\">");
+  /* title: name and figures (names are identifiers, but escape anyway) */
+  for (const char *p = s->name ? s->name : "schedule"; *p; p++) {
+    if (*p == '<') sb_puts(b, "&lt;"); else if (*p == '&') sb_puts(b, "&amp;"); else if (*p == '>') sb_puts(b, "&gt;");
+    else { char c[2] = {*p, 0}; sb_puts(b, c); }
+  }
+  sb_printf(b, ": P=%d S=%d m=%d, makespan %.6g, bubble %.4f, peak memory %.6g</text>\n", P, s->nstage, s->nmb,
+            sim->makespan, sim->bubble_rate, sim->peak_memory);
+  /* legend */
+  static const int legend[] = {IR_F, IR_B, IR_W, IR_BW, IR_IF, IR_S, IR_COLL, IR_OFFLOAD, IR_RELOAD};
+  static const char *legname[] = {"F", "B", "W", "BW", "IF/IB", "S/T", "collective", "offload", "reload"};
+  for (int k = 0; k < 9; k++)
+    sb_printf(b, "<rect x=\"%.0f\" y=\"24\" width=\"10\" height=\"10\" fill=\"%s\"/><text x=\"%.0f\" y=\"33\">%s</text>\n",
+              left + k * 80.0, kind_color(legend[k]), left + k * 80.0 + 14, legname[k]);
+  for (int d = 0; d < P; d++) {
+    double y = top + d * rowstep;
+    sb_printf(b, "<text x=\"4\" y=\"%.1f\">device %d</text>\n", y + rowh * 0.7, d);
+    sb_printf(b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#f4f4f4\"/>\n", left, y, W, rowh);
+    for (int32_t g = ix->off[d]; g < ix->off[d + 1]; g++) {
+      const IrOp *op = ana_op(s, ix, g);
+      if (op->kind == IR_SEND || op->kind == IR_RECV) continue;
+      double x0 = left + sim->start[g] * xs, w = (sim->end[g] - sim->start[g]) * xs;
+      double yy = y, hh = rowh;
+      if (op->kind == IR_OFFLOAD || op->kind == IR_RELOAD) {
+        yy = y + rowh + 1;
+        hh = lane - 2;
+      }
+      if (w <= 0) continue;
+      sb_printf(b, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"%s\" stroke=\"white\" stroke-width=\"0.5\"/>",
+                x0, yy, w, hh, kind_color(op->kind));
+      if (w >= 9 && op->kind != IR_OFFLOAD && op->kind != IR_RELOAD)
+        sb_printf(b, "<text x=\"%.2f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"white\">%d</text>", x0 + w / 2, yy + hh * 0.7, op->mb);
+      sb_puts(b, "\n");
+    }
+  }
+  /* time axis */
+  double yax = top + tl_h + 4;
+  sb_printf(b, "<line x1=\"%.0f\" y1=\"%.1f\" x2=\"%.0f\" y2=\"%.1f\" stroke=\"black\"/>\n", left, yax, left + W, yax);
+  for (int k = 0; k <= 10; k++)
+    sb_printf(b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%.4g</text>\n", left + W * k / 10, yax + 12, mk * k / 10);
+  /* memory over time */
+  double pk = sim->peak_memory > 0 ? sim->peak_memory : 1;
+  sb_printf(b, "<text x=\"4\" y=\"%.1f\" font-size=\"12\">activation memory over time (max %.6g)</text>\n", mem_top - 8, pk);
+  for (int d = 0; d < P; d++) {
+    const SimDev *v = &sim->dev[d];
+    double y = mem_top + d * (memh + memgap);
+    sb_printf(b, "<text x=\"4\" y=\"%.1f\">device %d</text>\n", y + memh * 0.6, d);
+    sb_printf(b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" stroke=\"#ccc\"/>\n", left, y, W, memh);
+    if (s->mem_limit >= 0 && s->mem_limit <= pk)
+      sb_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"red\" stroke-dasharray=\"4 2\"/>\n", left,
+                y + memh - s->mem_limit / pk * memh, left + W, y + memh - s->mem_limit / pk * memh);
+    if (v->nmem <= 0) continue;
+    sb_puts(b, "<polyline fill=\"none\" stroke=\"#4e79a7\" points=\"");
+    double prev = 0;
+    for (int k = 0; k < v->nmem; k++) {
+      double x = left + v->mt[k] * xs;
+      sb_printf(b, "%.2f,%.2f %.2f,%.2f ", x, y + memh - prev / pk * memh, x, y + memh - v->mv[k] / pk * memh);
+      prev = v->mv[k];
+    }
+    sb_printf(b, "%.2f,%.2f\"/>\n", left + W, y + memh - prev / pk * memh);
+    sb_printf(b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">peak %.6g</text>\n", left + W - 2, y + 10, v->peak);
+  }
+  sb_puts(b, "</svg>\n");
+}

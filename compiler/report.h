@@ -1,0 +1,33 @@
+/* report.h: what `check` and `sim` print and write: the text summary, the --json
+ * object (docs/json.md), the Chrome trace and the SVG timeline. */
+#ifndef PPS_REPORT_H
+#define PPS_REPORT_H
+#include "driver.h"
+#include "sim.h"
+
+/* Outcome of one `expect` statement. */
+typedef struct ExpectResult {
+  int evaluated;     /* 0 when the schedule could not be simulated */
+  int ok;
+  double actual;
+} ExpectResult;
+
+/* Everything a report needs; pointers may be NULL where a phase did not run. */
+typedef struct Report {
+  const char *cmd;           /* "check" or "sim" */
+  const IrSchedule *s;       /* NULL when nothing parsed */
+  const Diag *diag;
+  const AnaIndex *ix;        /* of the lowered IR */
+  const SimResult *sim;      /* NULL when not simulated */
+  const ExpectResult *expects; /* [s->nexpects] or NULL */
+  int64_t inserted_ops;
+  int valid;
+} Report;
+
+void report_text(StrBuf *b, const Report *r);
+void report_json(StrBuf *b, const Report *r);
+void report_trace(StrBuf *b, const Report *r);
+void report_svg(StrBuf *b, const Report *r);
+/* A number the way reports print it: shortest of %.6g that reads back close. */
+void report_num(StrBuf *b, double x);
+#endif

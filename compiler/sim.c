@@ -1,0 +1,426 @@
+/* sim.c: the as-soon-as-possible simulator of a lowered schedule, and the memory
+ * accounting over program order. verify.c uses the same executor to find deadlocks.
+ *
+ * Timing model (every time in the file's cost unit):
+ *  - each device runs its ops in program order; an op starts when the previous one
+ *    ended and its inputs are there;
+ *  - F, B, W, BW cost the stage's tf, tb, tw, tbw (already scaled by the front end);
+ *    IF, IB, S, T cost the vocabulary t_if, t_ib, t_s, t_t;
+ *  - send costs nothing on the sender; the k-th recv of a channel (ordered device
+ *    pair, FIFO) completes at max(now, end of the k-th send + TC);
+ *  - coll is a barrier over all devices: it starts when the last device reaches its
+ *    k-th collective and lasts t_coll on every device;
+ *  - S(i) needs F(i, S-1) (+TC when on another device: the broadcast of its output);
+ *  - offload/reload are issued at no cost and run on the device's copy engine of
+ *    their direction, one copy at a time in issue order, taking offload_time times the
+ *    offloaded fraction; a reload also waits for its offload's copy; B/BW wait for
+ *    their reload's copy to end.
+ * The executor is a worklist over devices: a device runs until it blocks (a recv
+ * whose send has not run, a barrier others have not reached, an S whose F has not
+ * run), and is woken when the device it waits on moves. O(ops + wakeups).
+ *
+ * Memory: F adds the stage's act (at its start), B frees b_free * act, W the rest,
+ * BW all of it (at their ends); S adds act_s, T frees it; a finished offload frees
+ * its fraction, a reload takes it back at its copy's start. Over program order the
+ * same deltas are applied op by op (offload frees at the op). Host memory is the
+ * offloaded amount, held from the offload until its reload.
+ * Does not: check anything (verify.c), or print (report.c). */
+#include "sim.h"
+#include <stdlib.h>
+#include <string.h>
+
+double sim_cost(const IrSchedule *s, const IrOp *op) {
+  const IrStage *st = (op->stage >= 0 && op->stage < s->nstage) ? &s->stages[op->stage] : NULL;
+  switch ((IrKind)op->kind) {
+  case IR_F: return st ? st->tf : 0;
+  case IR_B: return st ? st->tb : 0;
+  case IR_W: return st ? st->tw : 0;
+  case IR_BW: return st ? st->tbw : 0;
+  case IR_IF: return s->vocab.t_if;
+  case IR_IB: return s->vocab.t_ib;
+  case IR_S: return s->vocab.t_s;
+  case IR_T: return s->vocab.t_t;
+  default: return 0;
+  }
+}
+
+static int is_compute(int k) { return k <= IR_T; }
+
+void sim_links(Arena *a, const IrSchedule *s, const AnaIndex *ix, SimLinks *L) {
+  memset(L, 0, sizeof *L);
+  int64_t n = ix->total;
+  int P = ix->ndev;
+  L->link = arena_alloc(a, sizeof(int32_t) * (size_t)(n + 1));
+  L->chan = arena_alloc(a, sizeof(int32_t) * (size_t)(n + 1));
+  L->seq = arena_alloc(a, sizeof(int32_t) * (size_t)(n + 1));
+  L->ncoll = arena_alloc(a, sizeof(int32_t) * (size_t)(P + 1));
+  memset(L->link, 0xff, sizeof(int32_t) * (size_t)(n + 1));
+  memset(L->chan, 0xff, sizeof(int32_t) * (size_t)(n + 1));
+  int64_t maxch = (int64_t)P * P < ix->ncomm ? (int64_t)P * P : ix->ncomm;
+  int hcap = 64;
+  while (hcap < 2 * maxch + 64) hcap *= 2;
+  int64_t *hk = arena_alloc(a, sizeof(int64_t) * (size_t)hcap);
+  int32_t *hv = arena_alloc(a, sizeof(int32_t) * (size_t)hcap);
+  memset(hk, 0xff, sizeof(int64_t) * (size_t)hcap);
+  size_t chcap = sizeof(int32_t) * (size_t)(hcap / 2 + 1);
+  int32_t *nsend = arena_alloc(a, chcap), *nrecv = arena_alloc(a, chcap);
+  int32_t *src = arena_alloc(a, chcap), *dst = arena_alloc(a, chcap);
+  int nc = 0;
+  int S = s->nstage;
+  for (int d = 0; d < P; d++) {
+    const IrDevice *dev = &s->devs[d];
+    for (int k = 0; k < dev->nops; k++) {
+      const IrOp *op = &dev->ops[k];
+      int32_t g = ix->off[d] + k;
+      switch ((IrKind)op->kind) {
+      case IR_SEND: case IR_RECV: {
+        if (op->peer < 0 || op->peer >= P) break;
+        int sd = op->kind == IR_SEND ? d : op->peer, rd = op->kind == IR_SEND ? op->peer : d;
+        int64_t key = (int64_t)sd * P + rd;
+        uint64_t h = (uint64_t)key * 0x9E3779B97F4A7C15ull;
+        int i = (int)(h >> 40) & (hcap - 1);
+        while (hk[i] >= 0 && hk[i] != key) i = (i + 1) & (hcap - 1);
+        if (hk[i] < 0) {
+          if (nc >= (hcap >> 1)) break; /* absurd number of channels: leave unlinked */
+          hk[i] = key;
+          hv[i] = nc;
+          src[nc] = sd;
+          dst[nc] = rd;
+          nc++;
+        }
+        int c = hv[i];
+        L->chan[g] = c;
+        L->seq[g] = op->kind == IR_SEND ? nsend[c]++ : nrecv[c]++;
+        break;
+      }
+      case IR_COLL: L->link[g] = L->ncoll[d]++; break;
+      case IR_S:
+        if (op->mb >= 0 && op->mb < s->nmb && S > 0) L->link[g] = ix->posF[ANA_SLOT(ix, op->mb, S - 1)];
+        break;
+      case IR_B: case IR_BW:
+        if (ana_valid_pass(s, op)) {
+          int32_t r = ix->posRel[ANA_SLOT(ix, op->mb, op->stage)];
+          if (r >= 0 && ix->devof[r] == d) L->link[g] = r;
+        }
+        break;
+      case IR_RELOAD:
+        if (ana_valid_pass(s, op)) {
+          int32_t o = ix->posOff[ANA_SLOT(ix, op->mb, op->stage)];
+          if (o >= 0 && ix->devof[o] == d) L->link[g] = o;
+        }
+        break;
+      default: break;
+      }
+    }
+  }
+  L->nchan = nc;
+  L->chan_nsend = nsend;
+  L->chan_nrecv = nrecv;
+  L->chan_src = src;
+  L->chan_dst = dst;
+  L->chan_sends = arena_alloc(a, sizeof(int32_t *) * (size_t)(nc + 1));
+  for (int c = 0; c < nc; c++) L->chan_sends[c] = arena_alloc(a, sizeof(int32_t) * (size_t)(nsend[c] + 1));
+  for (int64_t g = 0; g < n; g++) {
+    if (L->chan[g] < 0) continue;
+    const IrOp *op = ana_op(s, ix, (int32_t)g);
+    if (op->kind == IR_SEND) L->chan_sends[L->chan[g]][L->seq[g]] = (int32_t)g;
+  }
+  for (int64_t g = 0; g < n; g++) {
+    if (L->chan[g] < 0) continue;
+    const IrOp *op = ana_op(s, ix, (int32_t)g);
+    if (op->kind == IR_RECV) {
+      int c = L->chan[g];
+      L->link[g] = L->seq[g] < nsend[c] ? L->chan_sends[c][L->seq[g]] : -1;
+    }
+  }
+}
+
+/* ---- memory deltas ---- */
+static double act_of(const IrSchedule *s, int st) {
+  return (st >= 0 && st < s->nstage) ? s->stages[st].act : 0;
+}
+
+/* Device-memory delta of an op, and host delta through *host. */
+static double mem_delta(const IrSchedule *s, const IrOp *op, double *host) {
+  double act = act_of(s, op->stage), bf = 0;
+  if (op->stage >= 0 && op->stage < s->nstage) {
+    bf = s->stages[op->stage].b_free;
+    if (bf < 0) bf = 0;
+    if (bf > 1) bf = 1;
+  }
+  *host = 0;
+  switch ((IrKind)op->kind) {
+  case IR_F: return act;
+  case IR_B: return -bf * act;
+  case IR_W: return -(1 - bf) * act;
+  case IR_BW: return -act;
+  case IR_S: return s->vocab.act_s;
+  case IR_T: return -s->vocab.act_s;
+  case IR_OFFLOAD: {
+    double x = ana_offload_fraction(s, op->stage) * act;
+    *host = x;
+    return -x;
+  }
+  case IR_RELOAD: {
+    double x = ana_offload_fraction(s, op->stage) * act;
+    *host = -x;
+    return x;
+  }
+  default: return 0;
+  }
+}
+
+void sim_memory_order(const IrSchedule *s, const AnaIndex *ix, SimDev *dev) {
+  for (int d = 0; d < ix->ndev; d++) {
+    double m = 0, h = 0, pk = 0, hp = 0;
+    int32_t pko = -1, hpo = -1;
+    const IrDevice *dv = &s->devs[d];
+    for (int k = 0; k < dv->nops; k++) {
+      double dh;
+      m += mem_delta(s, &dv->ops[k], &dh);
+      h += dh;
+      if (m > pk + 1e-9) { pk = m; pko = ix->off[d] + k; }
+      if (h > hp + 1e-9) { hp = h; hpo = ix->off[d] + k; }
+    }
+    dev[d].peak_order = pk;
+    dev[d].peak_order_op = pko;
+    dev[d].host_peak = hp;
+    dev[d].host_peak_op = hpo;
+    dev[d].end_memory = m;
+    dev[d].nops = dv->nops;
+  }
+}
+
+/* ---- the executor ---- */
+typedef struct MemEv { double t; double dv; int32_t op; } MemEv;
+static int memev_cmp(const void *x, const void *y) {
+  const MemEv *a = x, *b = y;
+  if (a->t != b->t) return a->t < b->t ? -1 : 1;
+  if ((a->dv < 0) != (b->dv < 0)) return a->dv < 0 ? -1 : 1; /* frees first */
+  return a->op < b->op ? -1 : a->op > b->op;
+}
+
+int sim_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L,
+            SimResult *r, int want_timeline) {
+  int P = ix->ndev;
+  int64_t n = ix->total;
+  memset(r, 0, sizeof *r);
+  r->start = arena_alloc(a, sizeof(double) * (size_t)(n + 1));
+  r->end = arena_alloc(a, sizeof(double) * (size_t)(n + 1));
+  r->dev = arena_alloc(a, sizeof(SimDev) * (size_t)(P + 1));
+  r->stuck_at = arena_alloc(a, sizeof(int32_t) * (size_t)(P + 1));
+  r->wait_op = arena_alloc(a, sizeof(int32_t) * (size_t)(P + 1));
+  r->peak_device = -1;
+  int32_t *pc = arena_alloc(a, sizeof(int32_t) * (size_t)(P + 1));
+  double *t = arena_alloc(a, sizeof(double) * (size_t)(P + 1));
+  double *eng = arena_alloc(a, sizeof(double) * (size_t)(2 * P + 2));
+  int32_t *wait_dev = arena_alloc(a, sizeof(int32_t) * (size_t)(P + 1));
+  int32_t *wait_idx = arena_alloc(a, sizeof(int32_t) * (size_t)(P + 1));
+  int32_t *whead = arena_alloc(a, sizeof(int32_t) * (size_t)(P + 1));
+  int32_t *wnext = arena_alloc(a, sizeof(int32_t) * (size_t)(P + 1));
+  int32_t *stack = arena_alloc(a, sizeof(int32_t) * (size_t)(P + 1));
+  char *inq = arena_alloc(a, (size_t)P + 1), *arrived = arena_alloc(a, (size_t)P + 1);
+  int ncmax = 0;
+  for (int d = 0; d < P; d++) if (L->ncoll[d] > ncmax) ncmax = L->ncoll[d];
+  int32_t *carr = arena_alloc(a, sizeof(int32_t) * (size_t)(ncmax + 1));
+  double *ct = arena_alloc(a, sizeof(double) * (size_t)(ncmax + 1));
+  int32_t *cwait = arena_alloc(a, sizeof(int32_t) * (size_t)(P + 1));
+  int ncwait = 0;
+  double tc = s->tc, tcoll = s->vocab.t_coll;
+  int sp = 0;
+  for (int d = 0; d < P; d++) {
+    whead[d] = -1;
+    wait_dev[d] = -1;
+    r->dev[d].first = -1;
+    stack[sp++] = P - 1 - d;
+    inq[P - 1 - d] = 1;
+  }
+  while (sp) {
+    int d = stack[--sp];
+    inq[d] = 0;
+    const IrDevice *dv = &s->devs[d];
+    wait_dev[d] = -1;
+    while (pc[d] < dv->nops) {
+      const IrOp *op = &dv->ops[pc[d]];
+      int32_t g = ix->off[d] + pc[d];
+      double st = t[d], en;
+      int32_t ln = L->link[g];
+      int block = 0;
+      switch ((IrKind)op->kind) {
+      case IR_RECV: {
+        if (ln < 0) { block = 2; break; }
+        int sd = ix->devof[ln];
+        if (pc[sd] <= ln - ix->off[sd]) { block = 1; wait_dev[d] = sd; wait_idx[d] = ln - ix->off[sd]; break; }
+        double arr = r->end[ln] + tc;
+        en = arr > st ? arr : st;
+        r->dev[d].comm_wait += en - st;
+        r->start[g] = st;
+        r->end[g] = en;
+        t[d] = en;
+        break;
+      }
+      case IR_COLL: {
+        int k = ln;
+        if (k < 0 || k >= ncmax) { block = 2; break; }
+        if (!arrived[d]) {
+          arrived[d] = 1;
+          if (t[d] > ct[k]) ct[k] = t[d];
+          if (++carr[k] == P) {
+            for (int w = 0; w < ncwait; w++)
+              if (!inq[cwait[w]]) { inq[cwait[w]] = 1; stack[sp++] = cwait[w]; }
+            ncwait = 0;
+          }
+        }
+        if (carr[k] < P) { block = 3; cwait[ncwait++] = d; break; }
+        arrived[d] = 0;
+        r->start[g] = ct[k];
+        r->end[g] = ct[k] + tcoll;
+        r->dev[d].comm_wait += ct[k] - st;
+        t[d] = r->end[g];
+        break;
+      }
+      case IR_OFFLOAD: case IR_RELOAD: {
+        int dir = op->kind == IR_RELOAD;
+        double c0 = st > eng[2 * d + dir] ? st : eng[2 * d + dir];
+        if (dir && ln >= 0 && ln < g && r->end[ln] > c0) c0 = r->end[ln];
+        double c = (op->stage >= 0 && op->stage < s->nstage ? s->stages[op->stage].offload_time : 0) *
+                   ana_offload_fraction(s, op->stage);
+        r->start[g] = c0;
+        r->end[g] = c0 + c;
+        eng[2 * d + dir] = c0 + c;
+        r->dev[d].copy_busy[dir] += c;
+        break;
+      }
+      case IR_SEND:
+        r->start[g] = r->end[g] = st;
+        break;
+      default: {
+        double ready = st;
+        if (op->kind == IR_S && ln >= 0) {
+          int fd = ix->devof[ln];
+          if (pc[fd] <= ln - ix->off[fd]) { block = 1; wait_dev[d] = fd; wait_idx[d] = ln - ix->off[fd]; break; }
+          double x = r->end[ln] + (fd != d ? tc : 0);
+          if (x > ready) ready = x;
+        } else if ((op->kind == IR_B || op->kind == IR_BW) && ln >= 0 && ln < g) {
+          if (r->end[ln] > ready) ready = r->end[ln];
+        }
+        double c = sim_cost(s, op);
+        r->start[g] = ready;
+        r->end[g] = ready + c;
+        t[d] = ready + c;
+        if (is_compute(op->kind)) {
+          r->dev[d].busy += c;
+          if (r->dev[d].first < 0) r->dev[d].first = ready;
+        }
+        break;
+      }
+      }
+      if (block) {
+        if (block == 1) { wnext[d] = whead[wait_dev[d]]; whead[wait_dev[d]] = d; }
+        break;
+      }
+      pc[d]++;
+    }
+    /* wake the devices waiting on d that can now go on */
+    int32_t *pp = &whead[d];
+    while (*pp >= 0) {
+      int w = *pp;
+      if (pc[d] > wait_idx[w]) {
+        *pp = wnext[w];
+        if (!inq[w]) { inq[w] = 1; stack[sp++] = w; }
+      } else {
+        pp = &wnext[w];
+      }
+    }
+  }
+  r->ok = 1;
+  for (int d = 0; d < P; d++) {
+    const IrDevice *dv = &s->devs[d];
+    if (pc[d] < dv->nops) {
+      r->ok = 0;
+      r->stuck_at[d] = ix->off[d] + pc[d];
+      int32_t g = r->stuck_at[d];
+      const IrOp *op = &dv->ops[pc[d]];
+      r->wait_op[d] = (op->kind == IR_RECV || op->kind == IR_S) ? L->link[g] : -1;
+    } else {
+      r->stuck_at[d] = -1;
+      r->wait_op[d] = -1;
+    }
+  }
+  if (!r->ok) return 0;
+
+  /* figures */
+  double mk = 0, span = 0;
+  for (int d = 0; d < P; d++) {
+    SimDev *sd = &r->dev[d];
+    double last = 0, first = -1;
+    for (int32_t g = ix->off[d]; g < ix->off[d + 1]; g++) {
+      if (r->end[g] > last) last = r->end[g];
+      const IrOp *op = ana_op(s, ix, g);
+      if ((is_compute(op->kind) || op->kind == IR_OFFLOAD || op->kind == IR_RELOAD) &&
+          (first < 0 || r->start[g] < first)) first = r->start[g];
+    }
+    sd->last = last;
+    sd->first = first < 0 ? 0 : first;
+    if (last > mk) mk = last;
+    if (last - sd->first > span) span = last - sd->first;
+  }
+  for (int d = 0; d < P; d++) r->dev[d].idle = mk - r->dev[d].busy;
+  r->makespan = mk;
+  r->span = span;
+  r->ideal = (double)s->nmb * (s->tf + s->tb + s->tw);
+  r->bubble_rate = mk > 0 ? 1 - r->ideal / mk : 0;
+  r->bubble_rate_span = span > 0 ? 1 - r->ideal / span : 0;
+
+  /* memory over program order, then over time */
+  sim_memory_order(s, ix, r->dev);
+  MemEv *ev = NULL;
+  int nev = 0, capev = 0;
+  for (int d = 0; d < P; d++) {
+    SimDev *sd = &r->dev[d];
+    nev = 0;
+    int sorted = 1;
+    double lastt = -1e300;
+    for (int32_t g = ix->off[d]; g < ix->off[d + 1]; g++) {
+      const IrOp *op = ana_op(s, ix, g);
+      double dh, dvm = mem_delta(s, op, &dh);
+      if (dvm == 0) continue;
+      double at;
+      switch ((IrKind)op->kind) {
+      case IR_F: case IR_S: case IR_RELOAD: at = r->start[g]; break;
+      default: at = r->end[g]; break;
+      }
+      if (at < lastt) sorted = 0;
+      lastt = at;
+      MemEv *e = VEC_PUSH(a, ev, nev, capev);
+      *e = (MemEv){at, dvm, g};
+    }
+    if (!sorted) qsort(ev, (size_t)nev, sizeof *ev, memev_cmp);
+    double m = 0, pk = 0;
+    int32_t pko = -1;
+    if (want_timeline) {
+      sd->mt = arena_alloc(a, sizeof(double) * (size_t)(nev + 2));
+      sd->mv = arena_alloc(a, sizeof(double) * (size_t)(nev + 2));
+      sd->mt[0] = 0;
+      sd->mv[0] = 0;
+      sd->nmem = 1;
+    }
+    for (int k = 0; k < nev; k++) {
+      m += ev[k].dv;
+      if (m > pk + 1e-9) { pk = m; pko = ev[k].op; }
+      if (want_timeline) {
+        if (sd->mt[sd->nmem - 1] == ev[k].t) sd->mv[sd->nmem - 1] = m;
+        else { sd->mt[sd->nmem] = ev[k].t; sd->mv[sd->nmem] = m; sd->nmem++; }
+      }
+    }
+    sd->peak_time = pk;
+    sd->peak_time_op = pko;
+    sd->peak = sd->peak_order > pk ? sd->peak_order : pk;
+    if (r->peak_device < 0 || sd->peak > r->peak_memory + 1e-9) {
+      r->peak_memory = sd->peak;
+      r->peak_device = d;
+    }
+    if (sd->host_peak > r->host_memory) r->host_memory = sd->host_peak;
+  }
+  return 1;
+}

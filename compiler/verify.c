@@ -1,0 +1,501 @@
+/* verify.c: proves a lowered schedule executable, or says why not, each error at the
+ * span of the op concerned:
+ *   - structure: every op on the right device, in range, not written twice; sends
+ *     and receives name a real cross-device dependency;
+ *   - completeness: every (mb, stage) has one F and one BW or one B and one W
+ *     (a missing pass is reported at the device block, else the schedule header);
+ *   - dependencies: F chain, B chain, W after B, send after its producer and recv
+ *     before its consumer, offload after F, reload after offload and before B,
+ *     vocabulary passes around their collectives;
+ *   - channels: the k-th recv of a channel (ordered device pair) is the k-th send's
+ *     message (FIFO); collectives are issued in the same order on every device;
+ *   - deadlock: runs the simulator's executor; when it gets stuck, the cycle of
+ *     devices waiting on each other is reported op by op;
+ *   - memory: each device's peak over program order against `limit`, host memory
+ *     against `host_limit`, at the op where the peak is reached.
+ * All checks are O(ops) (plus O(m * S) tables). It does not time the schedule (the
+ * simulator does, and analysis.c checks the memory peak over time). */
+#include "verify.h"
+#include <stdio.h>
+#include <string.h>
+
+enum { MAX_MISSING = 20 }; /* individual "missing pass" errors before a summary */
+
+typedef struct V {
+  Arena *a;
+  Diag *dg;
+  const IrSchedule *s;
+  AnaIndex *ix;
+  int errors0;
+} V;
+
+static const char *opname(const V *v, const IrOp *op, char *buf, int n) {
+  ir_format_op(v->s, op, buf, n);
+  return buf;
+}
+
+static const IrOp *OP(const V *v, int32_t g) { return ana_op(v->s, v->ix, g); }
+
+static Span dev_span(const V *v, int d) {
+  if (d >= 0 && d < v->s->ndev && v->s->devs[d].span.file) return v->s->devs[d].span;
+  return v->s->span;
+}
+
+static void pass_name(const V *v, const char *k, int mb, int st, char *buf, int n) {
+  IrOp op = {0};
+  op.kind = (uint8_t)(!strcmp(k, "F") ? IR_F : !strcmp(k, "W") ? IR_W : !strcmp(k, "BW") ? IR_BW : IR_B);
+  op.mb = mb;
+  op.stage = st;
+  ir_format_op(v->s, &op, buf, n);
+}
+
+/* ---- structure ---- */
+static void check_structure(V *v, int32_t *sendtab[2], int32_t *recvtab[2]) {
+  const IrSchedule *s = v->s;
+  AnaIndex *ix = v->ix;
+  char b1[96];
+  int S = s->nstage;
+  for (int d = 0; d < s->ndev; d++) {
+    const IrDevice *dv = &s->devs[d];
+    for (int k = 0; k < dv->nops; k++) {
+      const IrOp *op = &dv->ops[k];
+      int32_t g = ix->off[d] + k;
+      switch ((IrKind)op->kind) {
+      case IR_F: case IR_B: case IR_W: case IR_BW: case IR_OFFLOAD: case IR_RELOAD: {
+        if (!ana_valid_pass(s, op)) {
+          diag_error(v->dg, op->span, "%s is out of range (%d microbatches, %d stages)", opname(v, op, b1, sizeof b1), s->nmb, S);
+          break;
+        }
+        int home = s->stages[op->stage].device;
+        if (home != d) {
+          diag_error(v->dg, op->span, "%s runs on device %d, but stage %d is on device %d", opname(v, op, b1, sizeof b1), d, op->stage, home);
+          break;
+        }
+        int64_t sl = ANA_SLOT(ix, op->mb, op->stage);
+        int32_t first = op->kind == IR_F ? ix->posF[sl] : op->kind == IR_W ? ix->posW[sl]
+                      : op->kind == IR_OFFLOAD ? ix->posOff[sl] : op->kind == IR_RELOAD ? ix->posRel[sl] : ix->posB[sl];
+        if (first != g) {
+          const IrOp *f = OP(v, first);
+          if (f->kind != op->kind && (op->kind == IR_B || op->kind == IR_BW))
+            diag_error(v->dg, op->span, "%s: this (microbatch, stage) already has a %s", opname(v, op, b1, sizeof b1), ir_kind_name(f->kind));
+          else
+            diag_error(v->dg, op->span, "%s is written twice", opname(v, op, b1, sizeof b1));
+          diag_note(v->dg, f->span, "first written here");
+        }
+        break;
+      }
+      case IR_IF: case IR_IB: case IR_S: case IR_T: case IR_COLL:
+        if (op->mb < 0 || op->mb >= s->nmb)
+          diag_error(v->dg, op->span, "%s: microbatch out of range (%d microbatches)", opname(v, op, b1, sizeof b1), s->nmb);
+        else if (!s->vocab.mode)
+          diag_error(v->dg, op->span, "%s needs `vocab parallel 1` or `vocab parallel 2`", opname(v, op, b1, sizeof b1));
+        else if (op->kind == IR_COLL && op->coll == IR_COLL_OUTPUT_BWD && s->vocab.mode == 2)
+          diag_error(v->dg, op->span, "coll output_bwd is Vocab-1 only (this schedule is `vocab parallel 2`)");
+        break;
+      case IR_SEND: case IR_RECV: {
+        int snd = op->kind == IR_SEND;
+        if (!ana_valid_pass(s, op) || (op->xfer != IR_XFER_ACT && op->xfer != IR_XFER_GRAD)) {
+          diag_error(v->dg, op->span, "%s is out of range (%d microbatches, %d stages)", opname(v, op, b1, sizeof b1), s->nmb, S);
+          break;
+        }
+        int act = op->xfer == IR_XFER_ACT;
+        int other = act ? op->stage + 1 : op->stage - 1;
+        if (other < 0 || other >= S) {
+          diag_error(v->dg, op->span, "%s: stage %d has no %s stage to %s", opname(v, op, b1, sizeof b1), op->stage,
+                     act ? "next" : "previous", snd ? "send to" : "receive from");
+          break;
+        }
+        int from = s->stages[op->stage].device, to = s->stages[other].device;
+        int me = snd ? from : to, peer = snd ? to : from;
+        if (from == to) {
+          diag_error(v->dg, op->span, "%s: stages %d and %d are both on device %d, nothing to %s", opname(v, op, b1, sizeof b1),
+                     op->stage, other, from, snd ? "send" : "receive");
+          break;
+        }
+        if (d != me || op->peer != peer) {
+          diag_error(v->dg, op->span, "%s belongs on device %d %s device %d (it is on device %d, peer %d)", opname(v, op, b1, sizeof b1),
+                     me, snd ? "to" : "from", peer, d, op->peer);
+          break;
+        }
+        int32_t *tab = snd ? sendtab[!act] : recvtab[!act];
+        int64_t sl = ANA_SLOT(ix, op->mb, op->stage);
+        if (tab[sl] >= 0) {
+          diag_error(v->dg, op->span, "%s is written twice", opname(v, op, b1, sizeof b1));
+          diag_note(v->dg, OP(v, tab[sl])->span, "first written here");
+        } else {
+          tab[sl] = g;
+        }
+        break;
+      }
+      default:
+        diag_error(v->dg, op->span, "unknown op kind %d", op->kind);
+      }
+    }
+  }
+}
+
+/* ---- completeness and dependencies ---- */
+typedef struct Missing { int n; } Missing;
+
+static void missing(V *v, Missing *ms, int d, const char *what, int mb, int st) {
+  char b[64];
+  if (ms->n++ >= MAX_MISSING) return;
+  pass_name(v, what, mb, st, b, sizeof b);
+  diag_error(v->dg, dev_span(v, d), "device %d never runs %s", d, b);
+}
+
+/* producer must precede consumer: same device -> order; else through send/recv. */
+static void need(V *v, int32_t prod, int32_t cons, int xfer, int32_t *sendtab[2], int32_t *recvtab[2], int comm_written) {
+  char b1[96], b2[96];
+  if (prod < 0 || cons < 0) return;
+  const IrOp *p = OP(v, prod), *c = OP(v, cons);
+  int pd = v->ix->devof[prod], cd = v->ix->devof[cons];
+  if (pd == cd) {
+    if (prod > cons) {
+      diag_error(v->dg, c->span, "%s runs before %s, which it needs", opname(v, c, b1, sizeof b1), opname(v, p, b2, sizeof b2));
+      diag_note(v->dg, p->span, "%s is here", b2);
+    }
+    return;
+  }
+  if (xfer == IR_XFER_NONE) return;
+  int64_t sl = ANA_SLOT(v->ix, p->mb, p->stage);
+  int32_t sd = sendtab[xfer == IR_XFER_GRAD][sl], rv = recvtab[xfer == IR_XFER_GRAD][sl];
+  IrOp tmp = *p;
+  tmp.kind = IR_SEND;
+  tmp.xfer = (uint8_t)xfer;
+  if (sd < 0) {
+    if (comm_written) {
+      diag_error(v->dg, p->span, "%s: its output is never sent to device %d (no %s)", opname(v, p, b1, sizeof b1), cd, opname(v, &tmp, b2, sizeof b2));
+    }
+  } else if (sd < prod) {
+    diag_error(v->dg, OP(v, sd)->span, "%s comes before %s, which produces what it sends", opname(v, OP(v, sd), b1, sizeof b1), opname(v, p, b2, sizeof b2));
+    diag_note(v->dg, p->span, "%s is here", b2);
+  }
+  tmp.kind = IR_RECV;
+  if (rv < 0) {
+    if (comm_written) diag_error(v->dg, c->span, "%s needs %s from device %d first", opname(v, c, b1, sizeof b1), opname(v, &tmp, b2, sizeof b2), pd);
+  } else if (rv > cons) {
+    diag_error(v->dg, c->span, "%s runs before %s, which brings its input", opname(v, c, b1, sizeof b1), opname(v, OP(v, rv), b2, sizeof b2));
+    diag_note(v->dg, OP(v, rv)->span, "%s is here", b2);
+  }
+}
+
+static void check_passes(V *v, int32_t *sendtab[2], int32_t *recvtab[2]) {
+  const IrSchedule *s = v->s;
+  AnaIndex *ix = v->ix;
+  int S = s->nstage, m = s->nmb;
+  Missing ms = {0};
+  char b1[96], b2[96];
+  int comm_written = 0;
+  for (int64_t g = 0; g < ix->total && !comm_written; g++) {
+    const IrOp *op = OP(v, (int32_t)g);
+    if ((op->kind == IR_SEND || op->kind == IR_RECV) && !(op->flags & IR_FLAG_INSERTED)) comm_written = 1;
+  }
+  for (int i = 0; i < m; i++)
+    for (int st = 0; st < S; st++) {
+      int64_t sl = ANA_SLOT(ix, i, st);
+      int d = s->stages[st].device;
+      int32_t f = ix->posF[sl], b = ix->posB[sl], w = ix->posW[sl];
+      if (f < 0) missing(v, &ms, d, "F", i, st);
+      if (b < 0) missing(v, &ms, d, w >= 0 ? "B" : "BW", i, st);
+      else if (OP(v, b)->kind == IR_B && w < 0) missing(v, &ms, d, "W", i, st);
+      else if (OP(v, b)->kind == IR_BW && w >= 0) {
+        diag_error(v->dg, OP(v, w)->span, "%s: this (microbatch, stage) has a fused BW already", opname(v, OP(v, w), b1, sizeof b1));
+        diag_note(v->dg, OP(v, b)->span, "%s is here", opname(v, OP(v, b), b2, sizeof b2));
+      }
+      if (b < 0 && w >= 0) {} /* reported as missing B */
+      /* dependencies */
+      if (st > 0) need(v, ix->posF[ANA_SLOT(ix, i, st - 1)], f, IR_XFER_ACT, sendtab, recvtab, comm_written);
+      need(v, f, b, IR_XFER_NONE, sendtab, recvtab, comm_written);
+      if (st + 1 < S) need(v, ix->posB[ANA_SLOT(ix, i, st + 1)], b, IR_XFER_GRAD, sendtab, recvtab, comm_written);
+      if (b >= 0 && OP(v, b)->kind == IR_B) need(v, b, w, IR_XFER_NONE, sendtab, recvtab, comm_written);
+      /* offload / reload */
+      int32_t of = ix->posOff[sl], rl = ix->posRel[sl];
+      if (of >= 0) {
+        need(v, f, of, IR_XFER_NONE, sendtab, recvtab, comm_written);
+        if (rl < 0) {
+          diag_error(v->dg, OP(v, of)->span, "%s is never reloaded (no reload(%d,%d) before its backward)", opname(v, OP(v, of), b1, sizeof b1), i, st);
+        } else {
+          need(v, of, rl, IR_XFER_NONE, sendtab, recvtab, comm_written);
+          need(v, rl, b, IR_XFER_NONE, sendtab, recvtab, comm_written);
+        }
+      } else if (rl >= 0) {
+        diag_error(v->dg, OP(v, rl)->span, "%s reloads an activation that was never offloaded", opname(v, OP(v, rl), b1, sizeof b1));
+      }
+    }
+  if (ms.n > MAX_MISSING)
+    diag_error(v->dg, s->span, "%d more passes are missing", ms.n - MAX_MISSING);
+  /* sends/recvs that no dependency uses: both ends exist, but the other side is absent */
+  for (int x = 0; x < 2; x++)
+    for (int64_t sl = 0; sl < (int64_t)m * S; sl++) {
+      int32_t sd = sendtab[x][sl], rv = recvtab[x][sl];
+      if ((sd >= 0) == (rv >= 0)) continue;
+      const IrOp *op = OP(v, sd >= 0 ? sd : rv);
+      if (sd >= 0) diag_error(v->dg, op->span, "%s is never received (no matching recv on device %d)", opname(v, op, b1, sizeof b1), op->peer);
+      else diag_error(v->dg, op->span, "%s has no matching send on device %d", opname(v, op, b1, sizeof b1), op->peer);
+    }
+}
+
+/* ---- channels (FIFO) ---- */
+static void check_channels(V *v, const SimLinks *L) {
+  char b1[96], b2[96];
+  int64_t n = v->ix->total;
+  int reported = 0;
+  for (int64_t g = 0; g < n && reported < MAX_MISSING; g++) {
+    const IrOp *op = OP(v, (int32_t)g);
+    if (op->kind != IR_RECV || L->chan[g] < 0 || L->link[g] < 0) continue;
+    const IrOp *sd = OP(v, L->link[g]);
+    if (sd->xfer != op->xfer || sd->mb != op->mb || sd->stage != op->stage) {
+      diag_error(v->dg, op->span, "%s would receive the message of %s: messages between two devices arrive in the order they were sent",
+                 opname(v, op, b1, sizeof b1), opname(v, sd, b2, sizeof b2));
+      diag_note(v->dg, sd->span, "%s is sent here", b2);
+      reported++;
+    }
+  }
+}
+
+/* ---- collectives: same order everywhere ---- */
+static void check_colls(V *v, const SimLinks *L) {
+  const IrSchedule *s = v->s;
+  int P = s->ndev;
+  if (P <= 1) return;
+  int ref = 0;
+  for (int d = 1; d < P; d++) if (L->ncoll[d] > L->ncoll[ref]) ref = d;
+  if (!L->ncoll[ref]) return;
+  int32_t *seq = arena_alloc(v->a, sizeof(int32_t) * (size_t)L->ncoll[ref]);
+  int n = 0;
+  for (int32_t g = v->ix->off[ref]; g < v->ix->off[ref + 1]; g++)
+    if (OP(v, g)->kind == IR_COLL) seq[n++] = g;
+  char b1[96], b2[96];
+  for (int d = 0; d < P; d++) {
+    if (d == ref) continue;
+    int k = 0;
+    int32_t last = -1;
+    for (int32_t g = v->ix->off[d]; g < v->ix->off[d + 1]; g++) {
+      const IrOp *op = OP(v, g);
+      if (op->kind != IR_COLL) continue;
+      last = g;
+      const IrOp *r = OP(v, seq[k]);
+      if (r->coll != op->coll || r->mb != op->mb) {
+        diag_error(v->dg, op->span, "collective order differs: device %d issues %s where device %d issues %s",
+                   d, opname(v, op, b1, sizeof b1), ref, opname(v, r, b2, sizeof b2));
+        diag_note(v->dg, r->span, "device %d's %s is here", ref, b2);
+        goto next;
+      }
+      k++;
+    }
+    if (k < n) {
+      const IrOp *r = OP(v, seq[k]);
+      diag_error(v->dg, last >= 0 ? OP(v, last)->span : dev_span(v, d), "device %d issues %d collectives, device %d issues %d (the first it lacks is %s)",
+                 d, k, ref, n, opname(v, r, b2, sizeof b2));
+    }
+  next:;
+  }
+}
+
+/* ---- vocabulary passes around their collectives ---- */
+static void check_vocab(V *v) {
+  const IrSchedule *s = v->s;
+  int P = s->ndev, m = s->nmb, S = s->nstage, mode = s->vocab.mode;
+  if (!mode || !v->ix->nvocab) {
+    if (mode && !v->ix->nvocab) diag_error(v->dg, s->vocab.span, "vocabulary parallelism: no vocabulary passes in the schedule");
+    return;
+  }
+  /* per device, per microbatch, the position of IF IB S T and the 4 collectives */
+  enum { K_IF, K_IB, K_S, K_T, K_CIF, K_COF, K_COB, K_CIB, NK };
+  int32_t *pos = arena_alloc(v->a, sizeof(int32_t) * (size_t)m * NK);
+  char b1[96], b2[96];
+  int reported = 0;
+  for (int d = 0; d < P && reported < MAX_MISSING; d++) {
+    memset(pos, 0xff, sizeof(int32_t) * (size_t)m * NK);
+    for (int32_t g = v->ix->off[d]; g < v->ix->off[d + 1]; g++) {
+      const IrOp *op = OP(v, g);
+      int k = -1;
+      switch ((IrKind)op->kind) {
+      case IR_IF: k = K_IF; break;
+      case IR_IB: k = K_IB; break;
+      case IR_S: k = K_S; break;
+      case IR_T: k = K_T; break;
+      case IR_COLL: k = op->coll == IR_COLL_INPUT_FWD ? K_CIF : op->coll == IR_COLL_OUTPUT_FWD ? K_COF
+                      : op->coll == IR_COLL_OUTPUT_BWD ? K_COB : op->coll == IR_COLL_INPUT_BWD ? K_CIB : -1; break;
+      default: break;
+      }
+      if (k < 0 || op->mb < 0 || op->mb >= m) continue;
+      if (pos[op->mb * NK + k] >= 0) { diag_error(v->dg, op->span, "%s is written twice on device %d", opname(v, op, b1, sizeof b1), d); reported++; }
+      else pos[op->mb * NK + k] = g;
+    }
+    static const char *kn[NK] = {"IF", "IB", "S", "T", "coll input_fwd", "coll output_fwd", "coll output_bwd", "coll input_bwd"};
+    for (int i = 0; i < m && reported < MAX_MISSING; i++) {
+      int32_t *p = &pos[i * NK];
+      for (int k = 0; k < NK; k++)
+        if (p[k] < 0 && (k != K_COB || mode == 1)) {
+          diag_error(v->dg, dev_span(v, d), "device %d never runs %s(%d) (vocab parallel %d)", d, kn[k], i, mode);
+          reported++;
+        }
+      /* order on this device: X must come before Y */
+      static const int before[][2] = {{K_IF, K_CIF}, {K_S, K_COF}, {K_COF, K_T}, {K_CIB, K_IB}};
+      for (size_t e = 0; e < sizeof before / sizeof *before; e++) {
+        int32_t x = p[before[e][0]], y = p[before[e][1]];
+        if (x >= 0 && y >= 0 && x > y) {
+          diag_error(v->dg, OP(v, y)->span, "%s runs before %s, which it needs", opname(v, OP(v, y), b1, sizeof b1), opname(v, OP(v, x), b2, sizeof b2));
+          reported++;
+        }
+      }
+      if (mode == 1 && p[K_T] >= 0 && p[K_COB] >= 0 && p[K_T] > p[K_COB]) {
+        diag_error(v->dg, OP(v, p[K_COB])->span, "coll output_bwd(%d) runs before T(%d), which produces the input gradient it reduces", i, i);
+        reported++;
+      }
+      /* the pipeline's own passes */
+      if (d == s->stages[0].device) {
+        int32_t f0 = v->ix->posF[ANA_SLOT(v->ix, i, 0)], b0 = v->ix->posB[ANA_SLOT(v->ix, i, 0)];
+        if (f0 >= 0 && p[K_CIF] >= 0 && p[K_CIF] > f0) {
+          diag_error(v->dg, OP(v, f0)->span, "%s runs before coll input_fwd(%d), which gives it its input", opname(v, OP(v, f0), b1, sizeof b1), i);
+          reported++;
+        }
+        if (b0 >= 0 && p[K_CIB] >= 0 && p[K_CIB] < b0) {
+          diag_error(v->dg, OP(v, p[K_CIB])->span, "coll input_bwd(%d) runs before %s, whose input gradient it broadcasts", i, opname(v, OP(v, b0), b1, sizeof b1));
+          reported++;
+        }
+      }
+      if (d == s->stages[S - 1].device) {
+        int32_t bl = v->ix->posB[ANA_SLOT(v->ix, i, S - 1)];
+        int32_t need = mode == 1 ? p[K_COB] : p[K_COF];
+        if (bl >= 0 && need >= 0 && need > bl) {
+          diag_error(v->dg, OP(v, bl)->span, "%s runs before %s, which gives it the loss gradient", opname(v, OP(v, bl), b1, sizeof b1), opname(v, OP(v, need), b2, sizeof b2));
+          reported++;
+        }
+      }
+    }
+  }
+}
+
+/* ---- deadlock: follow who waits on whom from a stuck device ---- */
+static int waits_on(const V *v, const SimLinks *L, const SimResult *r, int d) {
+  int32_t h = r->stuck_at[d];
+  if (h < 0) return -1;
+  const IrOp *op = OP(v, h);
+  if (op->kind == IR_COLL) {
+    int k = L->link[h];
+    for (int e = 0; e < v->s->ndev; e++) {
+      if (e == d) continue;
+      int32_t he = r->stuck_at[e];
+      if (he < 0) return e; /* finished without reaching it */
+      if (OP(v, he)->kind != IR_COLL || L->link[he] != k) return e;
+    }
+    return -1;
+  }
+  if (r->wait_op[d] < 0) return -1;
+  return v->ix->devof[r->wait_op[d]];
+}
+
+static void report_deadlock(V *v, const SimLinks *L, const SimResult *r) {
+  const IrSchedule *s = v->s;
+  int P = s->ndev;
+  int *mark = arena_alloc(v->a, sizeof(int) * (size_t)P);
+  int *path = arena_alloc(v->a, sizeof(int) * (size_t)(P + 1));
+  char b1[96], b2[96], b3[96];
+  int first_stuck = -1;
+  for (int d0 = 0; d0 < P; d0++) {
+    if (r->stuck_at[d0] < 0 || mark[d0]) continue;
+    if (first_stuck < 0) first_stuck = d0;
+    int np = 0, d = d0;
+    while (d >= 0 && !mark[d] && r->stuck_at[d] >= 0) {
+      mark[d] = d0 + 1;
+      path[np++] = d;
+      d = waits_on(v, L, r, d);
+    }
+    if (d < 0 || r->stuck_at[d] < 0 || mark[d] != d0 + 1) continue;
+    /* the cycle is path[j..np) where path[j] == d */
+    int j = 0;
+    while (path[j] != d) j++;
+    int len = np - j;
+    const IrOp *h0 = OP(v, r->stuck_at[path[j]]);
+    diag_error(v->dg, h0->span, "deadlock: %d device%s wait on each other in a cycle, starting at %s on device %d",
+               len, len == 1 ? "" : "s", opname(v, h0, b1, sizeof b1), path[j]);
+    for (int k = 0; k < len; k++) {
+      int e = path[j + k], f = path[j + (k + 1) % len];
+      const IrOp *he = OP(v, r->stuck_at[e]), *hf = OP(v, r->stuck_at[f]);
+      opname(v, he, b1, sizeof b1);
+      opname(v, hf, b3, sizeof b3);
+      if (he->kind == IR_COLL) {
+        diag_note(v->dg, he->span, "device %d waits at %s for device %d, which has not reached it", e, b1, f);
+      } else {
+        const IrOp *w = OP(v, r->wait_op[e]);
+        opname(v, w, b2, sizeof b2);
+        diag_note(v->dg, he->span, "device %d waits at %s for %s on device %d", e, b1, b2, f);
+        diag_note(v->dg, w->span, "%s on device %d comes after %s, where device %d waits", b2, f, b3, f);
+      }
+    }
+    return;
+  }
+  /* no cycle: some wait can never be satisfied (reported already, or say it) */
+  if (v->dg->errors == v->errors0 && first_stuck >= 0) {
+    const IrOp *h = OP(v, r->stuck_at[first_stuck]);
+    diag_error(v->dg, h->span, "device %d stops at %s: what it waits for never happens", first_stuck, opname(v, h, b1, sizeof b1));
+  }
+}
+
+/* ---- memory ---- */
+static void check_memory(V *v, SimDev *mem) {
+  const IrSchedule *s = v->s;
+  char b1[96];
+  sim_memory_order(s, v->ix, mem);
+  for (int d = 0; d < s->ndev; d++) {
+    if (s->mem_limit >= 0 && mem[d].peak_order > s->mem_limit + 1e-9 && mem[d].peak_order_op >= 0) {
+      const IrOp *op = OP(v, mem[d].peak_order_op);
+      diag_error(v->dg, op->span, "device %d holds %g activations after %s, over the limit of %g",
+                 d, mem[d].peak_order, opname(v, op, b1, sizeof b1), s->mem_limit);
+    }
+    if (s->offload.host_limit >= 0 && s->offload.enabled && mem[d].host_peak > s->offload.host_limit + 1e-9 &&
+        mem[d].host_peak_op >= 0) {
+      const IrOp *op = OP(v, mem[d].host_peak_op);
+      diag_error(v->dg, op->span, "device %d keeps %g activations in host memory after %s, over the host limit of %g",
+                 d, mem[d].host_peak, opname(v, op, b1, sizeof b1), s->offload.host_limit);
+    }
+  }
+}
+
+int verify_schedule(Arena *a, Diag *dg, const IrSchedule *s, VerifyResult *out) {
+  memset(out, 0, sizeof *out);
+  int e0 = dg->errors;
+  if (s->ndev <= 0 || s->nstage <= 0 || s->nmb <= 0 || !s->devs || !s->stages) {
+    diag_error(dg, s->span, "schedule needs devices, stages and microbatches (got %d, %d, %d)", s->ndev, s->nstage, s->nmb);
+    return dg->errors - e0;
+  }
+  for (int st = 0; st < s->nstage; st++)
+    if (s->stages[st].device < 0 || s->stages[st].device >= s->ndev) {
+      diag_error(dg, s->stages[st].span.file ? s->stages[st].span : s->span, "stage %d is placed on device %d (there are %d)", st, s->stages[st].device, s->ndev);
+      return dg->errors - e0;
+    }
+  if (ana_index(a, s, &out->ix)) {
+    diag_error(dg, s->span, "schedule too large to verify: %d microbatches x %d stages with %lld ops",
+               s->nmb, s->nstage, (long long)s->total_ops);
+    return dg->errors - e0;
+  }
+  V v = {a, dg, s, &out->ix, e0};
+  int64_t slots = (int64_t)s->nmb * s->nstage;
+  int32_t *sendtab[2], *recvtab[2];
+  for (int x = 0; x < 2; x++) {
+    sendtab[x] = arena_alloc(a, sizeof(int32_t) * (size_t)(slots + 1));
+    recvtab[x] = arena_alloc(a, sizeof(int32_t) * (size_t)(slots + 1));
+    memset(sendtab[x], 0xff, sizeof(int32_t) * (size_t)(slots + 1));
+    memset(recvtab[x], 0xff, sizeof(int32_t) * (size_t)(slots + 1));
+  }
+  check_structure(&v, sendtab, recvtab);
+  check_passes(&v, sendtab, recvtab);
+  sim_links(a, s, &out->ix, &out->links);
+  check_channels(&v, &out->links);
+  check_colls(&v, &out->links);
+  check_vocab(&v);
+  out->mem = arena_alloc(a, sizeof(SimDev) * (size_t)s->ndev);
+  check_memory(&v, out->mem);
+  /* deadlock: the executor either runs every op or stops where devices wait */
+  v.errors0 = dg->errors;
+  SimResult r;
+  if (!sim_run(a, s, &out->ix, &out->links, &r, 0)) {
+    v.errors0 = dg->errors == e0 ? dg->errors : -1;
+    report_deadlock(&v, &out->links, &r);
+  }
+  out->ok = dg->errors == e0;
+  return dg->errors - e0;
+}

@@ -1,0 +1,15 @@
+/* verify.h: verification of a lowered schedule (see verify.c for what is checked). */
+#ifndef PPS_VERIFY_H
+#define PPS_VERIFY_H
+#include "sim.h"
+
+typedef struct VerifyResult {
+  int ok;            /* no error found */
+  AnaIndex ix;       /* the index of the verified IR (valid when ix.off != NULL) */
+  SimLinks links;    /* channel / collective links, reused by the simulator */
+  SimDev *mem;       /* [ndev] order-based memory figures */
+} VerifyResult;
+
+/* Reports every problem through dg; returns the number of errors it added. */
+int verify_schedule(Arena *a, Diag *dg, const IrSchedule *s, VerifyResult *out);
+#endif

@@ -1,0 +1,337 @@
+/* test_analysis.c: lowering, verification, simulation and reports on IR built in
+ * memory (irbuild.h): closed forms (1F1B makespan (m+P-1)(TF+TB+TW), peak P on
+ * device 0), the reference figure 33/4, deadlock cycles, memory limits at the right
+ * op, expectation failures, missing passes, offload and vocabulary lowering, and
+ * well-formed reports. Exact comparisons use a tolerance of 1e-9 (stated below).
+ * Prints every failure with expected and actual values; exit 1 on any. */
+#include "analysis.h"
+#include "irbuild.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int failures, checks;
+#define TOL 1e-9 /* |actual - expected| <= TOL * max(1, |expected|) */
+
+static void check_num(const char *what, double got, double want) {
+  checks++;
+  if (!(fabs(got - want) <= TOL * fmax(1, fabs(want)))) {
+    failures++;
+    printf("FAIL %s: got %.12g, expected %.12g (diff %.3g)\n", what, got, want, got - want);
+  }
+}
+static void check_true(const char *what, int ok) {
+  checks++;
+  if (!ok) { failures++; printf("FAIL %s\n", what); }
+}
+
+typedef struct T { Arena a; Diag dg; IB b; IrSchedule *s; Analysis an; } T;
+
+static void t_begin(T *t, int P, int v, int m, double TF, double TB, double TW, double TC) {
+  memset(t, 0, sizeof *t);
+  diag_init(&t->dg, &t->a);
+  t->dg.out = getenv("TEST_VERBOSE") ? stderr : NULL;
+  t->s = ib_new(&t->b, &t->a, &t->dg, P, v, m, TF, TB, TW, TC);
+}
+static int t_run(T *t) {
+  ib_done(&t->b);
+  return analysis_run(&t->a, &t->dg, t->s, &t->an, 1);
+}
+static void t_end(T *t) { arena_free(&t->a); }
+
+/* The first error record whose message contains `needle`, or NULL. */
+static const DiagRecord *find_err(T *t, const char *needle) {
+  for (int k = 0; k < t->dg.nrecs; k++)
+    if (t->dg.recs[k].level == DIAG_ERROR && strstr(t->dg.recs[k].message, needle)) return &t->dg.recs[k];
+  return NULL;
+}
+static void dump_errs(T *t) {
+  for (int k = 0; k < t->dg.nrecs; k++)
+    printf("  [%d] %u:%u %s\n", t->dg.recs[k].level, t->dg.recs[k].span.line, t->dg.recs[k].span.col, t->dg.recs[k].message);
+}
+/* The line of the op (kind, mb, stage) on device d in the lowered IR. */
+static uint32_t line_of(T *t, int d, IrKind k, int mb, int st) {
+  IrDevice *dv = &t->s->devs[d];
+  for (int j = 0; j < dv->nops; j++)
+    if (dv->ops[j].kind == k && dv->ops[j].mb == mb && dv->ops[j].stage == st && !(dv->ops[j].flags & IR_FLAG_INSERTED))
+      return dv->ops[j].span.line;
+  return 0;
+}
+
+static void test_1f1b_closed_form(void) {
+  static const int Ps[] = {1, 2, 3, 4, 8, 16};
+  static const int ms[] = {1, 2, 4, 8, 13, 32};
+  char name[128];
+  for (size_t a = 0; a < sizeof Ps / sizeof *Ps; a++)
+    for (size_t b = 0; b < sizeof ms / sizeof *ms; b++)
+      for (int split = 0; split < 2; split++) {
+        int P = Ps[a], m = ms[b];
+        double TF = 1, TB = 1, TW = 1;
+        if (split) TF = 1.5, TB = 2, TW = 0.5; /* equal costs per stage, any values */
+        T t;
+        t_begin(&t, P, 1, m, TF, TB, TW, 0);
+        ib_1f1b(&t.b, split);
+        int ok = t_run(&t);
+        snprintf(name, sizeof name, "1F1B P=%d m=%d split=%d valid", P, m, split);
+        check_true(name, ok);
+        if (!ok) { dump_errs(&t); t_end(&t); continue; }
+        snprintf(name, sizeof name, "1F1B P=%d m=%d split=%d makespan", P, m, split);
+        /* fused: (m+P-1)(TF+TB+TW); split with W right after B, the input gradient
+         * leaves after B, so the drain saves TW per hop: minus (P-1) TW */
+        check_num(name, t.an.sim.makespan, (m + P - 1) * (TF + TB + TW) - (split ? (P - 1) * TW : 0));
+        snprintf(name, sizeof name, "1F1B P=%d m=%d split=%d peak on device 0", P, m, split);
+        check_num(name, t.an.sim.dev[0].peak, m < P ? m : P);
+        if (!split) check_num("1F1B bubble", t.an.sim.bubble_rate, (P - 1.0) / (m + P - 1));
+        /* sends/recvs inserted: 2 (P-1) m of each */
+        snprintf(name, sizeof name, "1F1B P=%d m=%d inserted ops", P, m);
+        check_num(name, (double)t.an.inserted_ops, 4.0 * (P - 1) * m);
+        t_end(&t);
+      }
+}
+
+static void test_reference_figures(void) {
+  T t;
+  t_begin(&t, 4, 1, 8, 1, 1, 1, 0);
+  ib_1f1b(&t.b, 0);
+  check_true("ref 1F1B valid", t_run(&t));
+  check_num("ref 1F1B makespan 33", t.an.sim.makespan, 33);
+  check_num("ref 1F1B peak 4", t.an.sim.peak_memory, 4);
+  t_end(&t);
+  /* interleaved v=2 (Megatron order, fused BW): 28.5 / 5.5 */
+  t_begin(&t, 4, 2, 8, 1, 1, 1, 0);
+  ib_interleaved(&t.b, 0);
+  int ok = t_run(&t);
+  check_true("ref interleaved valid", ok);
+  if (!ok) dump_errs(&t);
+  else {
+    check_num("ref interleaved makespan 28.5", t.an.sim.makespan, 28.5);
+    check_num("ref interleaved peak 5.5", t.an.sim.peak_memory, 5.5);
+  }
+  t_end(&t);
+}
+
+/* TC per hop: P = 2, m = 1: F, TC, F, BW, TC, BW. */
+static void test_tc(void) {
+  T t;
+  t_begin(&t, 2, 1, 1, 1, 1, 1, 0.25);
+  ib_1f1b(&t.b, 0);
+  check_true("tc valid", t_run(&t));
+  check_num("TC on both hops", t.an.sim.makespan, 6 + 2 * 0.25);
+  t_end(&t);
+  t_begin(&t, 4, 1, 8, 1, 1, 1, 0.25);
+  ib_1f1b(&t.b, 0);
+  check_true("tc valid", t_run(&t));
+  check_true("TC at least on the fill and drain", t.an.sim.makespan >= 33 + 2 * 3 * 0.25 - 1e-9);
+  t_end(&t);
+}
+
+/* Explicit sends and recvs, with device 0's send F(1) written after its recv B(0):
+ * the classic FIFO deadlock, reported as a cycle. */
+static void test_deadlock_explicit(void) {
+  T t;
+  t_begin(&t, 2, 1, 2, 1, 1, 1, 0);
+  IB *b = &t.b;
+  ib_op(b, 0, IR_F, 0, 0);
+  ib_comm(b, 0, IR_SEND, IR_XFER_ACT, 0, 0, 1);
+  ib_op(b, 0, IR_F, 1, 0);
+  ib_comm(b, 0, IR_RECV, IR_XFER_GRAD, 0, 1, 1);
+  ib_comm(b, 0, IR_SEND, IR_XFER_ACT, 1, 0, 1); /* misordered: should precede the recv */
+  ib_op(b, 0, IR_BW, 0, 0);
+  ib_comm(b, 0, IR_RECV, IR_XFER_GRAD, 1, 1, 1);
+  ib_op(b, 0, IR_BW, 1, 0);
+  ib_comm(b, 1, IR_RECV, IR_XFER_ACT, 0, 0, 0);
+  ib_op(b, 1, IR_F, 0, 1);
+  ib_comm(b, 1, IR_RECV, IR_XFER_ACT, 1, 0, 0);
+  ib_op(b, 1, IR_F, 1, 1);
+  ib_op(b, 1, IR_BW, 0, 1);
+  ib_comm(b, 1, IR_SEND, IR_XFER_GRAD, 0, 1, 0);
+  ib_op(b, 1, IR_BW, 1, 1);
+  ib_comm(b, 1, IR_SEND, IR_XFER_GRAD, 1, 1, 0);
+  check_true("deadlock: invalid", !t_run(&t));
+  const DiagRecord *e = find_err(&t, "deadlock");
+  check_true("deadlock reported", e != NULL);
+  if (!e) { dump_errs(&t); t_end(&t); return; }
+  /* the notes name both stuck ops and the misordered send (line 6) */
+  int saw_send = 0, notes = 0;
+  for (const DiagRecord *n = e + 1; n < t.dg.recs + t.dg.nrecs && n->level == DIAG_NOTE; n++) {
+    notes++;
+    if (n->span.line == 6 && strstr(n->message, "send F(1)")) saw_send = 1;
+  }
+  check_true("deadlock cycle has notes for each op", notes >= 3);
+  check_true("deadlock cycle names the misordered send at its line", saw_send);
+  if (!saw_send) dump_errs(&t);
+  t_end(&t);
+}
+
+/* Compute orders that wait on each other: device 1 runs microbatch 1 first. */
+static void test_deadlock_compute(void) {
+  T t;
+  t_begin(&t, 2, 1, 2, 1, 1, 1, 0);
+  IB *b = &t.b;
+  ib_op(b, 0, IR_F, 0, 0); ib_op(b, 0, IR_BW, 0, 0); ib_op(b, 0, IR_F, 1, 0); ib_op(b, 0, IR_BW, 1, 0);
+  ib_op(b, 1, IR_F, 1, 1); ib_op(b, 1, IR_BW, 1, 1); ib_op(b, 1, IR_F, 0, 1); ib_op(b, 1, IR_BW, 0, 1);
+  check_true("compute deadlock: invalid", !t_run(&t));
+  check_true("compute deadlock reported as a cycle", find_err(&t, "deadlock") != NULL);
+  t_end(&t);
+}
+
+static void test_memory_limit(void) {
+  for (int limit = 3; limit <= 4; limit++) {
+    T t;
+    t_begin(&t, 4, 1, 8, 1, 1, 1, 0);
+    t.s->mem_limit = limit;
+    ib_1f1b(&t.b, 1);
+    int ok = t_run(&t);
+    if (limit == 4) { check_true("memory at the limit is valid", ok); t_end(&t); continue; }
+    check_true("memory one over the limit: invalid", !ok);
+    const DiagRecord *e = find_err(&t, "over the limit");
+    check_true("memory error reported", e != NULL);
+    if (e) {
+      checks++;
+      uint32_t want = line_of(&t, 0, IR_F, 3, 0);
+      if (e->span.line != want || !strstr(e->message, "device 0") || !strstr(e->message, "F(3)")) {
+        failures++;
+        printf("FAIL memory error at line %u (%s), expected F(3) on device 0 at line %u\n", e->span.line, e->message, want);
+      }
+    }
+    int nmem = 0;
+    for (int k = 0; k < t.dg.nrecs; k++) if (strstr(t.dg.recs[k].message, "over the limit")) nmem++;
+    check_num("only device 0 is over the limit", nmem, 1);
+    t_end(&t);
+  }
+}
+
+static void test_expect(void) {
+  T t;
+  t_begin(&t, 4, 1, 8, 1, 1, 1, 0);
+  ib_1f1b(&t.b, 0);
+  ib_expect(&t.b, IR_METRIC_MAKESPAN, IR_CMP_EQ, 33, -1);
+  ib_expect(&t.b, IR_METRIC_PEAK_MEMORY, IR_CMP_LE, 4, 0);
+  IrExpect *bad = ib_expect(&t.b, IR_METRIC_BUBBLE_RATE, IR_CMP_LE, 0.05, -1);
+  check_true("expect: invalid", !t_run(&t));
+  const DiagRecord *e = find_err(&t, "expectation failed");
+  check_true("expect failure reported", e != NULL);
+  if (e) {
+    check_num("expect failure at its line", e->span.line, bad->span.line);
+    check_true("expect message", strstr(e->message, "bubble_rate is 0.272727, expected <= 0.05") != NULL);
+    if (!strstr(e->message, "bubble_rate is 0.272727, expected <= 0.05")) printf("  got: %s\n", e->message);
+  }
+  check_num("one expectation failed", t.dg.errors, 1);
+  check_true("others ok", t.an.expects[0].ok && t.an.expects[1].ok && !t.an.expects[2].ok);
+  t_end(&t);
+}
+
+static void test_missing(void) {
+  T t;
+  t_begin(&t, 2, 1, 2, 1, 1, 1, 0);
+  IB *b = &t.b;
+  ib_op(b, 0, IR_F, 0, 0); ib_op(b, 0, IR_F, 1, 0); ib_op(b, 0, IR_B, 0, 0); ib_op(b, 0, IR_W, 0, 0);
+  ib_op(b, 0, IR_B, 1, 0); /* W(1) missing */
+  ib_op(b, 1, IR_F, 0, 1); ib_op(b, 1, IR_BW, 0, 1); ib_op(b, 1, IR_F, 1, 1); ib_op(b, 1, IR_BW, 1, 1);
+  check_true("missing: invalid", !t_run(&t));
+  const DiagRecord *e = find_err(&t, "never runs W(1)");
+  check_true("missing W(1) named", e && strstr(e->message, "device 0"));
+  if (!e) dump_errs(&t);
+  t_end(&t);
+  /* W before its B; F(1,1) before F(1,0) on the same device (v = 2, P = 1) */
+  t_begin(&t, 1, 2, 1, 1, 1, 1, 0);
+  b = &t.b;
+  ib_op(b, 0, IR_F, 0, 1); ib_op(b, 0, IR_F, 0, 0); ib_op(b, 0, IR_B, 0, 1); ib_op(b, 0, IR_W, 0, 0);
+  ib_op(b, 0, IR_B, 0, 0); ib_op(b, 0, IR_W, 0, 1);
+  check_true("order errors: invalid", !t_run(&t));
+  check_true("F chain error", find_err(&t, "F(0,1) runs before F(0,0)") != NULL);
+  check_true("W after B error", find_err(&t, "W(0,0) runs before B(0,0)") != NULL);
+  if (!find_err(&t, "W(0,0) runs before B(0,0)")) dump_errs(&t);
+  t_end(&t);
+}
+
+static void test_offload(void) {
+  /* cheap copies: free, lower time-based peak; expensive copies: slower */
+  double times[] = {0.5, 20};
+  for (int k = 0; k < 2; k++) {
+    T t;
+    t_begin(&t, 4, 1, 8, 1, 1, 1, 0);
+    t.s->offload.enabled = 1;
+    t.s->offload.ratio = 1;
+    t.s->offload.host_limit = -1;
+    t.s->offload.stage_lo = 0;
+    t.s->offload.stage_hi = 3; /* the last stage runs B right after F: nothing to hide behind */
+    for (int st = 0; st < 4; st++) { t.s->stages[st].offload = 1; t.s->stages[st].offload_time = times[k]; }
+    ib_1f1b(&t.b, 1);
+    int ok = t_run(&t);
+    check_true("offload valid", ok);
+    if (!ok) { dump_errs(&t); t_end(&t); continue; }
+    if (k == 0) {
+      check_num("cheap offload costs nothing", t.an.sim.makespan, 30); /* 1F1B, B and W split */
+      check_true("offload lowers device 0's peak over time", t.an.sim.dev[0].peak_time < 4);
+      check_true("host memory used", t.an.sim.host_memory > 0);
+    } else {
+      check_true("slow offload slows the schedule", t.an.sim.makespan > 33);
+    }
+    t_end(&t);
+  }
+}
+
+static void test_vocab(void) {
+  for (int mode = 1; mode <= 2; mode++) {
+    T t;
+    t_begin(&t, 4, 1, 8, 1, 1, 1, 0);
+    t.s->vocab.mode = mode;
+    t.s->vocab.t_if = t.s->vocab.t_ib = 0.1;
+    t.s->vocab.t_s = t.s->vocab.t_t = 0.2;
+    t.s->vocab.t_coll = 0.05;
+    t.s->vocab.act_s = 0.1;
+    ib_1f1b(&t.b, 1);
+    int ok = t_run(&t);
+    check_true("vocab valid", ok);
+    if (!ok) { dump_errs(&t); t_end(&t); continue; }
+    int colls = 0;
+    for (int j = 0; j < t.s->devs[2].nops; j++) colls += t.s->devs[2].ops[j].kind == IR_COLL;
+    check_num("vocab collectives per device", colls, 8 * (mode == 1 ? 4 : 3));
+    check_true("vocab adds time", t.an.sim.makespan > 33);
+    t_end(&t);
+  }
+}
+
+static void test_reports(void) {
+  T t;
+  t_begin(&t, 3, 1, 4, 1, 1, 1, 0);
+  ib_1f1b(&t.b, 0);
+  ib_expect(&t.b, IR_METRIC_MAKESPAN, IR_CMP_LE, 100, -1);
+  check_true("reports valid", t_run(&t));
+  Report r = {"sim", t.s, &t.dg, &t.an.vr.ix, &t.an.sim, t.an.expects, t.an.inserted_ops, 1};
+  StrBuf b = {0};
+  report_json(&b, &r);
+  check_true("json has makespan", strstr(b.data, "\"makespan\":18") != NULL);
+  check_true("json valid true", strstr(b.data, "\"valid\":true") != NULL);
+  check_true("json per_device", strstr(b.data, "\"per_device\":[{\"device\":0,\"peak_memory\":3,") != NULL);
+  if (!strstr(b.data, "\"makespan\":18")) printf("%s\n", b.data);
+  sb_free(&b);
+  report_text(&b, &r);
+  check_true("text has makespan", strstr(b.data, "makespan    18") != NULL);
+  sb_free(&b);
+  report_trace(&b, &r);
+  check_true("trace has an F event", strstr(b.data, "\"name\":\"F 0 s0\"") != NULL);
+  sb_free(&b);
+  report_svg(&b, &r);
+  check_true("svg closes", b.len > 100 && strstr(b.data, "</svg>") != NULL);
+  sb_free(&b);
+  t_end(&t);
+}
+
+int main(void) {
+  test_1f1b_closed_form();
+  test_reference_figures();
+  test_tc();
+  test_deadlock_explicit();
+  test_deadlock_compute();
+  test_memory_limit();
+  test_expect();
+  test_missing();
+  test_offload();
+  test_vocab();
+  test_reports();
+  printf("%d checks, %d failures\n", checks, failures);
+  return failures ? 1 : 0;
+}
