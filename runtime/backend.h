@@ -166,6 +166,10 @@ struct ppsrt_backend {
    * gradient (see model_gpt.c). */
   int (*softmax_rescale_f32)(ppsrt_backend *b, int stream, float *x, const float *lmax,
                              const float *lsum, const float *gmax, const float *gsum, int N, int C);
+  /* dst[i] = src[i] converted from dtype st to dt (n elements; F32 <-> BF16, or a copy
+   * when st == dt). The vocabulary all-reduces run in F32 on act_dtype tensors. */
+  int (*convert)(ppsrt_backend *b, int stream, void *dst, ppsrt_dtype dt, const void *src, ppsrt_dtype st,
+                 size_t n);
 };
 
 /* Backends the library was built with. Each returns 0 and fills *out, or an error

@@ -412,6 +412,15 @@ static int k_softmax_rescale_f32(ppsrt_backend *b, int stream, float *x, const f
   return PPSRT_OK;
 }
 
+/* convert: the CPU backend has only F32, so this is a copy (dst may equal src). */
+static int k_convert(ppsrt_backend *b, int stream, void *dst, ppsrt_dtype dt, const void *src, ppsrt_dtype st,
+                     size_t n) {
+  ENTER(b, stream);
+  if (dt != PPSRT_F32 || st != PPSRT_F32) return PPSRT_FAIL(PPSRT_E_USAGE, "cpu convert: only F32 (got %d -> %d)", st, dt);
+  if (n && dst != src) memmove(dst, src, n * sizeof(float));
+  return PPSRT_OK;
+}
+
 void ppsrt_cpu_install_kernels(ppsrt_backend *b) {
   b->add_bias = k_add_bias;
   b->bias_grad = k_bias_grad;
@@ -431,4 +440,5 @@ void ppsrt_cpu_install_kernels(ppsrt_backend *b) {
   b->axpy_f32 = k_axpy_f32;
   b->scale_f32 = k_scale_f32;
   b->softmax_rescale_f32 = k_softmax_rescale_f32;
+  b->convert = k_convert;
 }
