@@ -634,10 +634,6 @@ static void exec_costmem(Ctx *c, Stmt *st) {
 
 static void exec_keyvals(Ctx *c, Stmt *st, const char *const *keys, IrKeyVal **out, int *nout, const char *what) {
   int cap = 0;
-  for (KeyVal *kv = st->kv; kv; kv++) {
-    (void)cap;
-    break;
-  }
   for (KeyVal *kv = st->kv; kv; kv = kv->next) cap++;
   IrKeyVal *arr = arena_alloc(c->a, (size_t)(cap + *nout + 1) * sizeof *arr);
   if (*nout) memcpy(arr, *out, (size_t)*nout * sizeof *arr);
@@ -752,10 +748,6 @@ static void exec_block(Ctx *c, Stmt *st) {
         err(c, NULL, b.e[k].span, "w_rule %s places W itself; remove this W", b.w_rule == BLOCK_W_EAGER ? "eager" : "fill");
         return;
       }
-  for (int k = 0; k < b.n; k++) {
-    int64_t per = (int64_t)c->nmb * (b.w_rule != BLOCK_W_SLOT && b.e[k].kind == IR_B ? 2 : 1);
-    (void)per;
-  }
   int64_t total = 0;
   for (int k = 0; k < b.n; k++) total += (b.w_rule != BLOCK_W_SLOT && b.e[k].kind == IR_B ? 2 : 1);
   if (total * c->nmb > c->in->max_ops - c->s->total_ops) {
@@ -765,7 +757,9 @@ static void exec_block(Ctx *c, Stmt *st) {
     c->stop = 1;
     return;
   }
-  if (block_expand(c->a, c->d, c->s, b.e, b.n, b.interval, b.w_rule, st->span, c->in->max_ops)) c->stop = 1;
+  for (int d = 0; d < c->s->ndev; d++)
+    if (!c->s->devs[d].span.file) c->s->devs[d].span = st->span;
+  if (block_expand(c->a, c->d, c->s, c->stage_dev, b.e, b.n, b.interval, b.w_rule, st->span, c->in->max_ops)) c->stop = 1;
 }
 
 /* Binds the parameters of `def` in the current frame: given[k] when has[k], else
@@ -939,6 +933,7 @@ static void exec(Ctx *c, Stmt *st) {
     if (ensure_layout(c, st->span)) return;
     if (d < 0 || d >= c->ndev) { EERR(c, st->e1, "device %lld out of range 0..%lld", (long long)d, (long long)c->ndev); return; }
     int mark = c->nsaved;
+    if (!c->s->devs[d].span.file) c->s->devs[d].span = st->span;
     c->cur_dev = (int)d;
     exec_list(c, st->body);
     c->cur_dev = -1;

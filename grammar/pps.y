@@ -346,6 +346,11 @@ static int is_opener(int t) {
 static int pps_yylex(PPS_YYSTYPE *lval, Loc *lloc, ParseState *ps) {
   if (ps->fatal) return PPS_YYEOF;
   int t = ppsl_lex(lval, lloc, ps->scanner);
+  if (t == PPS_YYEOF) { /* end of file: point just after the last token */
+    Loc e = ps->last_end;
+    if (e.eline == 0) e = (Loc){1, 1, 1, 1, 0};
+    *lloc = (Loc){e.eline, e.ecol, e.eline, e.ecol + 1, (uint32_t)ps->size};
+  }
   if (t == INVALID) ps->invalid_byte = (int)lval->i;
   if (ps->last_tok == 0 || ps->last_tok == ';' || ps->last_tok == '{' || ps->last_tok == '}') {
     ps->head_tok = t;
