@@ -1,2 +1,171 @@
-/* actstore.c: (being written; see runtime/core.mk) */
+/* actstore.c: the activation store: what F(mb, stage) keeps for its backward, with
+ * exact byte accounting per device. Counted bytes follow program order (save adds,
+ * free/release subtract, an offload subtracts when issued, a reload adds when issued),
+ * which is the memory model `ppsc sim` predicts from; `resident` counts what really
+ * occupies device memory (an offloaded buffer is freed when its copy completes). The
+ * model asks for the current pointer of an entry with ppsrt_act_get, which waits for
+ * a reload in flight. What it does not: the copies themselves (offload.c), and no
+ * pooling: each entry is one backend allocation, freed for real. */
+#include "config.h"
 #include "rt.h"
+#include <stdlib.h>
+#include <string.h>
+
+int rt_store_init(rt_store *s, int nmb, int nstage) {
+  memset(s, 0, sizeof *s);
+  s->nmb = nmb; s->nstage = nstage;
+  s->slots = calloc((size_t)nmb * (nstage + 1), sizeof *s->slots);
+  if (!s->slots) return PPSRT_FAIL(PPSRT_E_NOMEM, "activation store: out of host memory");
+  return 0;
+}
+
+void rt_store_fini(rt_store *s, ppsrt_backend *be) {
+  if (!s->slots) return;
+  for (size_t i = 0; i < (size_t)s->nmb * (s->nstage + 1); i++) {
+    rt_slot *sl = &s->slots[i];
+    for (int k = 0; k < sl->n; k++) {
+      rt_act *e = &sl->e[k];
+      if (be && e->ev) be->event_destroy(be, e->ev);
+      if (be && e->dev) be->free(be, e->dev);
+      if (be && e->host) be->host_free(be, e->host);
+    }
+    free(sl->e);
+  }
+  free(s->slots);
+  free(s->pend);
+  memset(s, 0, sizeof *s);
+}
+
+void rt_store_reset_peak(rt_store *s) {
+  s->peak = s->cur;
+  s->host_peak = s->host_cur;
+  s->resident_peak = s->resident;
+}
+
+static rt_slot *slot_of(ppsrt_ctx *c, int mb, int stage) {
+  rt_store *s = &c->store;
+  if (mb < 0 || mb >= s->nmb || stage < -1 || stage >= s->nstage) return NULL;
+  return &s->slots[(size_t)mb * (s->nstage + 1) + (stage + 1)];
+}
+
+static void count_add(rt_store *s, size_t bytes) {
+  s->cur += bytes;
+  if (s->cur > s->peak) s->peak = s->cur;
+  s->resident += bytes;
+  if (s->resident > s->resident_peak) s->resident_peak = s->resident;
+}
+
+int ppsrt_act_adopt(ppsrt_ctx *c, int mb, int stage, void *buf, size_t bytes, int *index) {
+  rt_slot *sl = slot_of(c, mb, stage);
+  if (!sl) return PPSRT_FAIL(PPSRT_E_USAGE, "activation store: (mb %d, stage %d) out of range", mb, stage);
+  if (sl->n == sl->cap) {
+    int cap = sl->cap ? 2 * sl->cap : 8;
+    rt_act *e = realloc(sl->e, (size_t)cap * sizeof *e);
+    if (!e) return PPSRT_FAIL(PPSRT_E_NOMEM, "activation store: out of host memory");
+    sl->e = e; sl->cap = cap;
+  }
+  rt_act *e = &sl->e[sl->n];
+  memset(e, 0, sizeof *e);
+  e->dev = buf; e->bytes = bytes; e->state = RT_ACT_DEV;
+  if (index) *index = sl->n;
+  sl->n++;
+  count_add(&c->store, bytes);
+  return 0;
+}
+
+int ppsrt_act_save(ppsrt_ctx *c, int mb, int stage, size_t bytes, void **out, int *index) {
+  void *p = NULL;
+  int rc = c->be->alloc(c->be, bytes ? bytes : 1, &p);
+  if (rc) return rc;
+  if ((rc = ppsrt_act_adopt(c, mb, stage, p, bytes, index))) { c->be->free(c->be, p); return rc; }
+  *out = p;
+  return 0;
+}
+
+int ppsrt_act_get(ppsrt_ctx *c, int mb, int stage, int index, void **out) {
+  rt_slot *sl = slot_of(c, mb, stage);
+  if (!sl || index < 0 || index >= sl->n || sl->e[index].state == RT_ACT_NONE)
+    return PPSRT_FAIL(PPSRT_E_USAGE,
+                      "activation %d of (mb %d, stage %d) is not in the store (freed, or F did not run)\n"
+                      "hint: B/W need F(%d, %d) first, and W must not run before B", index, mb, stage, mb, stage);
+  rt_act *e = &sl->e[index];
+  if (e->state == RT_ACT_HOST || e->state == RT_ACT_OFFLOADING)
+    return PPSRT_FAIL(PPSRT_E_USAGE,
+                      "activation of (mb %d, stage %d) is on the host\n"
+                      "hint: the schedule offloads it but has no reload(%d, %d) before this pass", mb, stage, mb, stage);
+  if (e->state == RT_ACT_RELOADING) {
+    int rc = rt_act_wait(c, mb, stage, index);
+    if (rc) return rc;
+  }
+  *out = e->dev;
+  return 0;
+}
+
+static void drop(ppsrt_ctx *c, rt_act *e) {
+  rt_store *s = &c->store;
+  ppsrt_backend *be = c->be;
+  if (e->state == RT_ACT_OFFLOADING || e->state == RT_ACT_RELOADING) be->event_sync(be, e->ev);
+  if (e->dev) {
+    be->free(be, e->dev);
+    s->resident -= e->bytes;
+    if (e->state == RT_ACT_DEV || e->state == RT_ACT_RELOADING) s->cur -= e->bytes;
+  }
+  if (e->host) {
+    be->host_free(be, e->host);
+    if (e->state == RT_ACT_HOST || e->state == RT_ACT_OFFLOADING) s->host_cur -= e->bytes;
+  }
+  if (e->ev) be->event_destroy(be, e->ev);
+  e->dev = e->host = NULL; e->ev = NULL;
+  e->state = RT_ACT_NONE;
+}
+
+/* Forgets copies in flight of entries about to go (their events were synced). */
+static void purge_pend(ppsrt_ctx *c, int mb, int stage, int idx) {
+  rt_store *s = &c->store;
+  for (int i = 0; i < s->npend;) {
+    struct rt_pending *p = &s->pend[i];
+    if (p->mb == mb && p->stage == stage && (idx < 0 || p->idx == idx)) *p = s->pend[--s->npend];
+    else i++;
+  }
+}
+
+int ppsrt_act_free(ppsrt_ctx *c, int mb, int stage, int index) {
+  rt_slot *sl = slot_of(c, mb, stage);
+  if (!sl || index < 0 || index >= sl->n || sl->e[index].state == RT_ACT_NONE)
+    return PPSRT_FAIL(PPSRT_E_USAGE, "free of activation %d of (mb %d, stage %d): not in the store", index, mb, stage);
+  rt_poll_copies(c, 0);
+  purge_pend(c, mb, stage, index);
+  drop(c, &sl->e[index]);
+  return 0;
+}
+
+int ppsrt_act_release(ppsrt_ctx *c, int mb, int stage) {
+  rt_slot *sl = slot_of(c, mb, stage);
+  if (!sl) return PPSRT_FAIL(PPSRT_E_USAGE, "release of (mb %d, stage %d): out of range", mb, stage);
+  rt_poll_copies(c, 0);
+  purge_pend(c, mb, stage, -1);
+  for (int k = 0; k < sl->n; k++)
+    if (sl->e[k].state != RT_ACT_NONE) drop(c, &sl->e[k]);
+  sl->n = 0;
+  return 0;
+}
+
+/* Entries still held at the end of an iteration (a schedule that never frees them, or a
+ * model bug): reports the first and releases everything. */
+int rt_store_leftover(ppsrt_ctx *c, int *mb, int *stage) {
+  rt_store *s = &c->store;
+  int found = 0;
+  for (int i = 0; i < s->nmb; i++)
+    for (int st = -1; st < s->nstage; st++) {
+      rt_slot *sl = slot_of(c, i, st);
+      for (int k = 0; k < sl->n; k++)
+        if (sl->e[k].state != RT_ACT_NONE) {
+          if (!found) { *mb = i; *stage = st; }
+          found++;
+          drop(c, &sl->e[k]);
+        }
+      sl->n = 0;
+    }
+  s->npend = 0;
+  return found;
+}

@@ -1,2 +1,418 @@
-/* cli.c: (being written; see runtime/core.mk) */
+/* cli.c: ppsrt_main, the executable's command line: parses the flags (model sizes over
+ * the program's model { } defaults, iterations, optimizer, --check, --trace, --json,
+ * backend, transport, timeout), checks the program table, creates the transport and,
+ * per device, the backend, the model and the interpreter context, runs every device
+ * (threads: one thread each; MPI/NCCL under mpirun: this process's rank), and reports:
+ * per-iteration lines, the --check verdict, measured vs predicted memory, the trace and
+ * the JSON object. Exit status: 0 ok, 1 runtime error or failed check, 2 bad flags.
+ * What it does not: no exit() (it returns the status), no computation of its own.
+ * Optional parts (gpt model, CUDA backend, NCCL and MPI transports) are weak references:
+ * when a part is not built in, asking for it is a usage error naming what is missing. */
+#include "config.h"
 #include "rt.h"
+#include <errno.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#pragma weak ppsrt_gpt_create
+#pragma weak ppsrt_cpu_backend_create
+#pragma weak ppsrt_cuda_backend_create
+#pragma weak ppsrt_nccl_transport_create
+#pragma weak ppsrt_mpi_transport_create
+
+static const char usage_text[] =
+  "usage: %s [options]\n"
+  "\n"
+  "Runs the pipeline schedule '%s' (%s): %d devices, %d stages, %d microbatches.\n"
+  "\n"
+  "model:\n"
+  "  --model mlp|gpt          the model (default mlp)\n"
+  "  --hidden N --heads N --query-groups N --seq N --vocab N --micro-batch N\n"
+  "  --layers-per-stage N     sizes (defaults: the schedule's model { } block, else tiny)\n"
+  "training:\n"
+  "  --iterations N           iterations (default 1); --seed N (default 1234)\n"
+  "  --lr X                   learning rate (default 0.01); --optimizer sgd|adam (default sgd)\n"
+  "checks and reports:\n"
+  "  --check                  compare loss and gradients with a one-device run, and\n"
+  "                           measured with predicted peak memory (exit 1 on a difference)\n"
+  "  --check-memory           only the memory comparison\n"
+  "  --trace OUT.json         Chrome trace of what ran (with MPI: OUT.json.RANK for rank > 0)\n"
+  "  --json                   one JSON object on stdout (see docs/runtime.md)\n"
+  "  -q, --quiet              no per-iteration lines\n"
+  "execution:\n"
+  "  --backend cpu|cuda       compute backend (default cpu)\n"
+  "  --transport threads|mpi|nccl   default threads, or mpi when started by mpirun\n"
+  "  --timeout SECONDS        a rank waiting longer stops every rank (default 300)\n"
+  "  --no-compute             skip the model's kernels (runtime overhead benchmark)\n"
+  "  -h, --help               this text; --version the library version\n"
+  "\n"
+  "exit status: 0 success (and a match with --check), 1 runtime error or failed check, 2 bad flags.\n";
+
+static int usage_error(const char *prog, const char *fmt, ...) {
+  va_list ap;
+  fprintf(stderr, "%s: ", prog);
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "\nTry '%s --help'.\n", prog);
+  return 2;
+}
+
+static int parse_int(const char *s, int lo, int *out) {
+  char *end;
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  if (errno || end == s || *end || v < lo || v > 1000000000L) return -1;
+  *out = (int)v;
+  return 0;
+}
+
+static int parse_double(const char *s, double lo, double *out) {
+  char *end;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (errno || end == s || *end || !(v >= lo) || isinf(v)) return -1;
+  *out = v;
+  return 0;
+}
+
+static int under_mpirun(void) {
+  return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMI_RANK") || getenv("PMIX_RANK");
+}
+
+static double model_kv(const ppsrt_program *p, const char *key, double dflt) {
+  for (int i = 0; i < p->nmodel; i++)
+    if (p->model[i].key && !strcmp(p->model[i].key, key)) return p->model[i].value;
+  return dflt;
+}
+
+/* Checks what the generated tables promise; returns 0 or prints why and returns 1. */
+static int check_program(const ppsrt_program *p, const char *argv0) {
+  if (!p) { fprintf(stderr, "%s: error: no program\n", argv0); return 1; }
+  if (p->abi != PPSRT_ABI_VERSION) {
+    fprintf(stderr, "%s: error: program built for runtime ABI %d, this libppsrt is ABI %d\n"
+            "hint: rebuild it with the ppsc that matches this libppsrt\n", argv0, p->abi, PPSRT_ABI_VERSION);
+    return 1;
+  }
+  if (p->ndev <= 0 || p->nstage <= 0 || p->nmb <= 0 || !p->stages || !p->ops || !p->nops) {
+    fprintf(stderr, "%s: error: empty program (%d devices, %d stages, %d microbatches)\n", argv0, p->ndev,
+            p->nstage, p->nmb);
+    return 1;
+  }
+  for (int s = 0; s < p->nstage; s++)
+    if (p->stages[s].device < 0 || p->stages[s].device >= p->ndev) {
+      fprintf(stderr, "%s: error: stage %d placed on device %d of %d\n", argv0, s, p->stages[s].device, p->ndev);
+      return 1;
+    }
+  for (int d = 0; d < p->ndev; d++)
+    for (int i = 0; i < p->nops[d]; i++) {
+      const ppsrt_op *op = &p->ops[d][i];
+      int bad = op->kind >= PPSRT_OP_NKINDS || op->mb < 0 || op->mb >= p->nmb || op->stage < -1 ||
+                op->stage >= p->nstage ||
+                ((op->kind == PPSRT_OP_SEND || op->kind == PPSRT_OP_RECV) &&
+                 (op->peer < 0 || op->peer >= p->ndev || op->peer == d || op->stage < 0));
+      if (op->kind <= PPSRT_OP_BW || op->kind == PPSRT_OP_OFFLOAD || op->kind == PPSRT_OP_RELOAD)
+        bad |= op->stage < 0 || p->stages[op->stage].device != d;
+      if (bad) {
+        char buf[96];
+        rt_format_op(p, op, buf, sizeof buf);
+        fprintf(stderr, "%s: error: device %d, op #%d %s at %s:%d is out of range for this program\n", argv0, d, i,
+                buf, p->source ? p->source : "?", op->line);
+        return 1;
+      }
+    }
+  return 0;
+}
+
+/* Per device: backend, model, unit of memory. */
+static int setup_device(ppsrt_ctx *c) {
+  ppsrt_run *run = c->run;
+  const ppsrt_program *p = run->prog;
+  int rc;
+  ppsrt_error_set_rank(c->rank);
+  if (!strcmp(run->o.backend, "cuda")) rc = ppsrt_cuda_backend_create(c->rank, &c->be);
+  else rc = ppsrt_cpu_backend_create(c->rank, &c->be);
+  if (rc) return rc;
+  int *held = malloc((size_t)p->nstage * sizeof *held), nheld = 0;
+  if (!held) return PPSRT_FAIL(PPSRT_E_NOMEM, "out of host memory");
+  for (int s = 0; s < p->nstage; s++) if (p->stages[s].device == c->rank) held[nheld++] = s;
+  ppsrt_model_config cfg = run->o.cfg;
+  rc = run->create(&cfg, c->be, c->rank, held, nheld, &c->model);
+  if (!rc) {
+    int s0 = -1;
+    for (int k = 0; k < nheld && s0 < 0; k++) if (p->stages[held[k]].act > 0) s0 = held[k];
+    if (s0 < 0 && p->stages[0].act > 0 && nheld) s0 = held[0];
+    double act = s0 >= 0 ? p->stages[s0].act : 0;
+    c->act_unit = act > 0 ? (size_t)llround((double)c->model->act_bytes(c->model, s0) / act) : 0;
+  }
+  free(held);
+  return rc;
+}
+
+static void *device_main(void *arg) {
+  ppsrt_ctx *c = arg;
+  int rc = setup_device(c);
+  if (rc) {
+    snprintf(c->errmsg, sizeof c->errmsg, "device %d: setup: %s", c->rank, ppsrt_last_error());
+    c->status = rc;
+    c->tr->abort(c->tr, c->rank, c->errmsg);
+    return NULL;
+  }
+  c->status = rt_run_device(c);
+  return NULL;
+}
+
+static int flag_is(const char *a, const char *name, const char **val, int argc, char **argv, int *i) {
+  size_t n = strlen(name);
+  if (strncmp(a, name, n)) return 0;
+  if (a[n] == '=') { *val = a + n + 1; return 1; }
+  if (a[n]) return 0;
+  *val = *i + 1 < argc ? argv[++*i] : NULL;
+  return 1;
+}
+
+int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
+  const char *argv0 = argc > 0 && argv[0] ? argv[0] : "ppsrt";
+  const char *slash = strrchr(argv0, '/');
+  const char *me = slash ? slash + 1 : argv0;
+  if (check_program(program, me)) return 1;
+  const ppsrt_program *p = program;
+
+  ppsrt_run run;
+  memset(&run, 0, sizeof run);
+  run.prog = p;
+  run.out = stdout;
+  rt_opts *o = &run.o;
+  o->model = "mlp";
+  o->iterations = 1;
+  o->lr = 0.01;
+  o->backend = "cpu";
+  o->transport = under_mpirun() ? "mpi" : "threads";
+  o->timeout_s = 300;
+  o->die_rank = -1;
+  ppsrt_model_config *cfg = &o->cfg;
+  cfg->hidden = (int)model_kv(p, "hidden", 16);
+  cfg->heads = (int)model_kv(p, "heads", 2);
+  cfg->query_groups = (int)model_kv(p, "query_groups", model_kv(p, "heads", 2) > 1 ? 1 : 1);
+  cfg->seq = (int)model_kv(p, "seq", 4);
+  cfg->vocab = (int)model_kv(p, "vocab", 32);
+  cfg->micro_batch = (int)model_kv(p, "micro_batch", 1);
+  double layers = model_kv(p, "layers", 0);
+  cfg->layers_per_stage = (int)model_kv(p, "layers_per_stage", layers >= p->nstage ? floor(layers / p->nstage) : 1);
+  cfg->seed = 1234;
+
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = NULL;
+    int n;
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      printf(usage_text, me, p->name ? p->name : "?", p->source ? p->source : "?", p->ndev, p->nstage, p->nmb);
+      return 0;
+    } else if (!strcmp(a, "--version")) {
+      printf("libppsrt %s\n", ppsrt_version());
+      return 0;
+    } else if (!strcmp(a, "--check")) { o->check = 1;
+    } else if (!strcmp(a, "--check-memory")) { o->check_memory = 1;
+    } else if (!strcmp(a, "--json")) { o->json = 1;
+    } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) { o->quiet = 1;
+    } else if (!strcmp(a, "--no-compute")) { o->no_compute = 1;
+    } else if (!strcmp(a, "--die-hard")) { o->die_hard = 1;
+    } else if (flag_is(a, "--model", &v, argc, argv, &i)) {
+      if (!v || (strcmp(v, "mlp") && strcmp(v, "gpt"))) return usage_error(me, "--model needs mlp or gpt");
+      o->model = v;
+    } else if (flag_is(a, "--backend", &v, argc, argv, &i)) {
+      if (!v || (strcmp(v, "cpu") && strcmp(v, "cuda"))) return usage_error(me, "--backend needs cpu or cuda");
+      o->backend = v;
+    } else if (flag_is(a, "--transport", &v, argc, argv, &i)) {
+      if (!v || (strcmp(v, "threads") && strcmp(v, "mpi") && strcmp(v, "nccl")))
+        return usage_error(me, "--transport needs threads, mpi or nccl");
+      o->transport = v;
+    } else if (flag_is(a, "--optimizer", &v, argc, argv, &i)) {
+      if (!v || (strcmp(v, "sgd") && strcmp(v, "adam"))) return usage_error(me, "--optimizer needs sgd or adam");
+      o->optimizer = !strcmp(v, "adam");
+    } else if (flag_is(a, "--trace", &v, argc, argv, &i)) {
+      if (!v || !*v) return usage_error(me, "--trace needs a file name");
+      o->trace = v;
+    } else if (flag_is(a, "--lr", &v, argc, argv, &i)) {
+      if (!v || parse_double(v, 0, &o->lr)) return usage_error(me, "--lr needs a number >= 0");
+    } else if (flag_is(a, "--timeout", &v, argc, argv, &i)) {
+      if (!v || parse_double(v, 0, &o->timeout_s) || o->timeout_s <= 0)
+        return usage_error(me, "--timeout needs a number of seconds > 0");
+    } else if (flag_is(a, "--seed", &v, argc, argv, &i)) {
+      if (!v || parse_int(v, 0, &n)) return usage_error(me, "--seed needs an integer >= 0");
+      cfg->seed = (uint64_t)n;
+    } else if (flag_is(a, "--die-at", &v, argc, argv, &i)) {
+      if (!v || sscanf(v, "%d:%d", &o->die_rank, &o->die_op) != 2) return usage_error(me, "--die-at needs RANK:OP");
+    } else {
+      static const struct { const char *name; size_t off; int lo; } ints[] = {
+        {"--hidden", offsetof(ppsrt_model_config, hidden), 1},
+        {"--heads", offsetof(ppsrt_model_config, heads), 1},
+        {"--query-groups", offsetof(ppsrt_model_config, query_groups), 1},
+        {"--seq", offsetof(ppsrt_model_config, seq), 1},
+        {"--vocab", offsetof(ppsrt_model_config, vocab), 1},
+        {"--micro-batch", offsetof(ppsrt_model_config, micro_batch), 1},
+        {"--layers-per-stage", offsetof(ppsrt_model_config, layers_per_stage), 1},
+      };
+      int matched = 0;
+      for (size_t k = 0; k < sizeof ints / sizeof *ints && !matched; k++)
+        if (flag_is(a, ints[k].name, &v, argc, argv, &i)) {
+          matched = 1;
+          if (!v || parse_int(v, ints[k].lo, &n)) return usage_error(me, "%s needs an integer >= %d", ints[k].name, ints[k].lo);
+          *(int *)((char *)cfg + ints[k].off) = n;
+        }
+      if (!matched && flag_is(a, "--iterations", &v, argc, argv, &i)) {
+        matched = 1;
+        if (!v || parse_int(v, 1, &o->iterations)) return usage_error(me, "--iterations needs an integer >= 1");
+      }
+      if (!matched) return usage_error(me, "unknown option '%s'", a);
+    }
+  }
+  cfg->name = o->model;
+  cfg->nstage = p->nstage;
+  cfg->nmb = p->nmb;
+  cfg->ndev = p->ndev;
+  cfg->vocab_mode = p->vocab_mode;
+  cfg->no_compute = o->no_compute;
+  if (!strcmp(o->model, "gpt")) {
+    if (!ppsrt_gpt_create) return usage_error(me, "the gpt model is not built into this libppsrt");
+    run.create = ppsrt_gpt_create;
+  } else {
+    if (p->vocab_mode)
+      return usage_error(me, "schedule '%s' uses vocabulary parallelism (Vocab-%d); the mlp model has no vocabulary "
+                         "layers\nhint: run it with --model gpt", p->name, p->vocab_mode);
+    run.create = ppsrt_mlp_create;
+  }
+  if (!strcmp(o->backend, "cuda") && !ppsrt_cuda_backend_create)
+    return usage_error(me, "--backend cuda: this libppsrt was built without CUDA");
+  if (!strcmp(o->backend, "cpu") && !ppsrt_cpu_backend_create)
+    return usage_error(me, "--backend cpu: the CPU backend is not built into this libppsrt");
+  if (!strcmp(o->transport, "mpi") && !ppsrt_mpi_transport_create)
+    return usage_error(me, "--transport mpi: this libppsrt was built without MPI\nhint: configure --with-mpi");
+  if (!strcmp(o->transport, "nccl") && !ppsrt_nccl_transport_create)
+    return usage_error(me, "--transport nccl: this libppsrt was built without NCCL");
+  if (!strcmp(o->transport, "nccl") && strcmp(o->backend, "cuda"))
+    return usage_error(me, "--transport nccl needs --backend cuda");
+  if (o->check && o->no_compute) return usage_error(me, "--check and --no-compute exclude each other");
+
+  /* ---- transport ---- */
+  int rc = 0, my_rank = 0;
+  ppsrt_transport *tr = NULL;
+  run.nlocal = p->ndev;
+  if (!strcmp(o->transport, "threads")) {
+    rc = ppsrt_threads_transport_create(p->ndev, o->timeout_s, &tr);
+  } else if (!strcmp(o->transport, "mpi")) {
+    rc = ppsrt_mpi_transport_create(o->timeout_s, &tr, &my_rank);
+    run.nlocal = 1;
+  } else {
+    int use_mpi = under_mpirun();
+    rc = ppsrt_nccl_transport_create(p->ndev, o->timeout_s, use_mpi, &tr, &my_rank);
+    if (use_mpi) run.nlocal = 1;
+  }
+  if (rc) {
+    fprintf(stderr, "%s: error: transport %s: %s\n", me, o->transport, ppsrt_last_error());
+    return 1;
+  }
+  if (tr->nranks != p->ndev) {
+    int status = usage_error(me, "the schedule has %d devices but the %s transport has %d ranks\nhint: mpirun -np %d %s",
+                             p->ndev, o->transport, tr->nranks, p->ndev, argv0);
+    tr->destroy(tr);
+    return status;
+  }
+  run.tr = tr;
+  run.first_rank = run.nlocal == 1 ? my_rank : 0;
+  if (run.nlocal == 1 && my_rank != 0) run.out = stdout;
+  int it = o->iterations, nd = p->ndev;
+  run.ctx = calloc((size_t)run.nlocal, sizeof *run.ctx);
+  run.dev_busy = calloc((size_t)it * nd, sizeof *run.dev_busy);
+  run.dev_span = calloc((size_t)it * nd, sizeof *run.dev_span);
+  run.dev_peak = calloc((size_t)it * nd, sizeof *run.dev_peak);
+  run.dev_resident = calloc((size_t)nd, sizeof(size_t));
+  run.dev_host = calloc((size_t)nd, sizeof(size_t));
+  run.dev_unit = calloc((size_t)nd, sizeof(size_t));
+  run.loss = calloc((size_t)it, sizeof *run.loss);
+  pthread_mutex_init(&run.print_lock, NULL);
+  run.epoch = rt_now();
+  int status = 0;
+  if (!run.ctx || !run.dev_busy || !run.dev_span || !run.dev_peak || !run.dev_resident || !run.dev_host ||
+      !run.dev_unit || !run.loss) {
+    fprintf(stderr, "%s: error: out of host memory\n", me);
+    status = 1;
+    goto done;
+  }
+  for (int l = 0; l < run.nlocal; l++)
+    if ((rc = rt_ctx_init(&run, &run.ctx[l], run.first_rank + l))) {
+      fprintf(stderr, "%s: error: %s\n", me, ppsrt_last_error());
+      status = 1;
+      goto done;
+    }
+
+  /* ---- run ---- */
+  if (run.nlocal == 1) {
+    device_main(&run.ctx[0]);
+  } else {
+    pthread_t *th = calloc((size_t)run.nlocal, sizeof *th);
+    if (!th) { fprintf(stderr, "%s: error: out of host memory\n", me); status = 1; goto done; }
+    int started = 0;
+    for (; started < run.nlocal; started++)
+      if (pthread_create(&th[started], NULL, device_main, &run.ctx[started])) {
+        run.ctx[started].status = PPSRT_E_NOMEM;
+        snprintf(run.ctx[started].errmsg, sizeof run.ctx[started].errmsg, "device %d: cannot start its thread",
+                 run.ctx[started].rank);
+        tr->abort(tr, run.ctx[started].rank, run.ctx[started].errmsg);
+        break;
+      }
+    for (int l = 0; l < started; l++) pthread_join(th[l], NULL);
+    free(th);
+  }
+
+  /* ---- report: the root cause first (a rank stopped by another's abort says so) ---- */
+  {
+    int root = -1, nfail = 0;
+    for (int l = 0; l < run.nlocal; l++)
+      if (run.ctx[l].status) {
+        nfail++;
+        if (root < 0 || (run.ctx[root].status == PPSRT_E_COMM && run.ctx[l].status != PPSRT_E_COMM)) root = l;
+      }
+    if (root >= 0) {
+      snprintf(run.first_error, sizeof run.first_error, "%s", run.ctx[root].errmsg);
+      fprintf(stderr, "%s: error: %s\n", me, run.ctx[root].errmsg);
+      if (nfail > 1) fprintf(stderr, "%s: note: %d other device(s) stopped because of it\n", me, nfail - 1);
+      status = 1;
+    }
+  }
+  int printer = run.first_rank == 0;
+  if (!status) {
+    int print = printer && !o->json;
+    if (run.nlocal > 1 || printer) {
+      int memory_bad = p->predicted_peak ? rt_compare_memory(&run, print && (o->check || o->check_memory || !o->quiet)) : 0;
+      if ((o->check || o->check_memory) && memory_bad) status = 1;
+    }
+    if (o->check && (run.check_mismatches || run.check_loss_bad)) status = 1;
+    if (print && o->check)
+      fprintf(run.out, "check: %s\n", status ? "FAILED" : "passed (loss, gradients and peak memory match)");
+  }
+  if (o->trace) {
+    char path[4096];
+    if (run.nlocal == 1 && my_rank > 0) snprintf(path, sizeof path, "%s.%d", o->trace, my_rank);
+    else snprintf(path, sizeof path, "%s", o->trace);
+    if (rt_write_trace(&run, path)) {
+      fprintf(stderr, "%s: error: %s\n", me, ppsrt_last_error());
+      status = 1;
+    }
+  }
+  if (o->json && printer) rt_print_json(&run, status);
+done:
+  for (int l = 0; l < run.nlocal && run.ctx; l++) rt_ctx_fini(&run.ctx[l]);
+  free(run.ctx);
+  free(run.dev_busy); free(run.dev_span); free(run.dev_peak);
+  free(run.dev_resident); free(run.dev_host); free(run.dev_unit); free(run.loss);
+  pthread_mutex_destroy(&run.print_lock);
+  fflush(stdout);
+  if (tr) {
+    tr->destroy(tr);
+  }
+  return status;
+}

@@ -1,2 +1,386 @@
-/* interp.c: (being written; see runtime/core.mk) */
+/* interp.c: the op interpreter: one loop per device rank walking that device's op
+ * table, once per iteration. Compute passes call the model; SEND/RECV move boundary
+ * tensors between the device's IO box and the transport; OFFLOAD/RELOAD go to the
+ * activation store's copy engines; vocabulary passes and collectives call the model's
+ * vocabulary hooks with a ppsrt_comm bound to the transport. Each op is timed (the
+ * compute track of the trace, busy time for the measured bubble). An error stops the
+ * device with a message naming the device, the op, its microbatch and stage and its
+ * source line, and aborts the transport so that every other rank stops too.
+ * What it does not: no scheduling decisions (the table is the schedule, already
+ * verified by ppsc), no printing (cli.c / metrics.c), no exit(). */
+#include "config.h"
 #include "rt.h"
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+double rt_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static const char *const kind_names[PPSRT_OP_NKINDS] = {
+  "F", "B", "W", "BW", "IF", "IB", "S", "T", "offload", "reload", "send", "recv", "coll"};
+static const char *const coll_names[] = {"none", "input_fwd", "output_fwd", "output_bwd", "input_bwd"};
+
+const char *rt_kind_name(int kind) {
+  return kind >= 0 && kind < PPSRT_OP_NKINDS ? kind_names[kind] : "?";
+}
+
+/* Writes an op the way `ppsc expand` prints it: F(3,1), send F(3,1)->2, coll output_fwd(3). */
+int rt_format_op(const ppsrt_program *p, const ppsrt_op *op, char *buf, int size) {
+  switch (op->kind) {
+  case PPSRT_OP_F: case PPSRT_OP_B: case PPSRT_OP_W: case PPSRT_OP_BW:
+  case PPSRT_OP_OFFLOAD: case PPSRT_OP_RELOAD:
+    return snprintf(buf, (size_t)size, "%s(%d,%d)", kind_names[op->kind], op->mb, op->stage);
+  case PPSRT_OP_IF: case PPSRT_OP_IB: case PPSRT_OP_S: case PPSRT_OP_T:
+    return snprintf(buf, (size_t)size, "%s(%d)", kind_names[op->kind], op->mb);
+  case PPSRT_OP_SEND: case PPSRT_OP_RECV:
+    return snprintf(buf, (size_t)size, "%s %s(%d,%d)%s%d", kind_names[op->kind],
+                    op->xfer == PPSRT_XFER_GRAD ? "B" : "F", op->mb, op->stage,
+                    op->kind == PPSRT_OP_SEND ? "->" : "<-", op->peer);
+  case PPSRT_OP_COLL:
+    return snprintf(buf, (size_t)size, "coll %s(%d)", op->coll < 5 ? coll_names[op->coll] : "?", op->mb);
+  default:
+    return snprintf(buf, (size_t)size, "op kind %d", op->kind);
+  }
+  (void)p;
+}
+
+/* ---- services for the model ---- */
+ppsrt_backend *ppsrt_ctx_backend(ppsrt_ctx *c) { return c->be; }
+int ppsrt_ctx_rank(ppsrt_ctx *c) { return c->rank; }
+int ppsrt_ctx_iteration(ppsrt_ctx *c) { return c->iteration; }
+
+static rt_box *box_at(ppsrt_ctx *c, int xfer, int mb, int stage) {
+  if ((xfer != PPSRT_XFER_ACT && xfer != PPSRT_XFER_GRAD) || mb < 0 || mb >= c->nmb || stage < -1 ||
+      stage > c->nstage)
+    return NULL;
+  return &c->box[((size_t)(xfer - 1) * c->nmb + mb) * (c->nstage + 2) + (stage + 1)];
+}
+
+static const char *xfer_name(int xfer) { return xfer == PPSRT_XFER_GRAD ? "input gradient of B" : "output of F"; }
+
+int ppsrt_io_put(ppsrt_ctx *c, int xfer, int mb, int stage, void *buf, size_t bytes) {
+  rt_box *b = box_at(c, xfer, mb, stage);
+  if (!b) return PPSRT_FAIL(PPSRT_E_USAGE, "io box: key (xfer %d, mb %d, stage %d) out of range", xfer, mb, stage);
+  if (b->buf)
+    return PPSRT_FAIL(PPSRT_E_USAGE, "io box: the %s(%d,%d) is already here (produced or received twice)",
+                      xfer_name(xfer), mb, stage);
+  b->buf = buf; b->bytes = bytes;
+  return 0;
+}
+
+int ppsrt_io_peek(ppsrt_ctx *c, int xfer, int mb, int stage, void **buf, size_t *bytes) {
+  rt_box *b = box_at(c, xfer, mb, stage);
+  if (!b || !b->buf)
+    return PPSRT_FAIL(PPSRT_E_USAGE, "the %s(%d,%d) is not on this device\n"
+                      "hint: a recv of it (or the pass producing it) must come first", xfer_name(xfer), mb, stage);
+  *buf = b->buf;
+  if (bytes) *bytes = b->bytes;
+  return 0;
+}
+
+int ppsrt_io_take(ppsrt_ctx *c, int xfer, int mb, int stage, void **buf, size_t *bytes) {
+  int rc = ppsrt_io_peek(c, xfer, mb, stage, buf, bytes);
+  if (rc) return rc;
+  rt_box *b = box_at(c, xfer, mb, stage);
+  b->buf = NULL; b->bytes = 0;
+  return 0;
+}
+
+int rt_box_clear(ppsrt_ctx *c) {
+  size_t n = (size_t)2 * c->nmb * (c->nstage + 2);
+  for (size_t i = 0; i < n; i++)
+    if (c->box[i].buf) { c->be->free(c->be, c->box[i].buf); c->box[i].buf = NULL; }
+  return 0;
+}
+
+/* ---- the ppsrt_comm handed to the model's collectives ---- */
+static int comm_allreduce(ppsrt_comm *cm, float *buf, size_t n, ppsrt_redop op) {
+  ppsrt_ctx *c = cm->impl;
+  return c->tr->allreduce_f32(c->tr, c->rank, c->be, PPSRT_STREAM_COMPUTE, buf, n, op);
+}
+static int comm_broadcast(ppsrt_comm *cm, void *buf, size_t bytes, int root) {
+  ppsrt_ctx *c = cm->impl;
+  return c->tr->broadcast(c->tr, c->rank, c->be, PPSRT_STREAM_COMPUTE, buf, bytes, root);
+}
+
+/* ---- setup ---- */
+
+/* free_after[i] = 1 for a SEND whose box entry no later op of the device reads. */
+static int mark_free_after(ppsrt_ctx *c) {
+  size_t nkeys = (size_t)2 * c->nmb * (c->nstage + 2);
+  uint8_t *ref = calloc(nkeys ? nkeys : 1, 1);
+  c->free_after = calloc((size_t)c->nops + 1, 1);
+  if (!ref || !c->free_after) { free(ref); return PPSRT_FAIL(PPSRT_E_NOMEM, "out of host memory"); }
+#define KEY(x, mb, st) (((size_t)((x) - 1) * c->nmb + (mb)) * (c->nstage + 2) + ((st) + 1))
+  for (int j = c->nops - 1; j >= 0; j--) {
+    const ppsrt_op *op = &c->ops[j];
+    if (op->mb < 0 || op->mb >= c->nmb) continue;
+    switch (op->kind) {
+    case PPSRT_OP_SEND:
+      if ((op->xfer == PPSRT_XFER_ACT || op->xfer == PPSRT_XFER_GRAD) && op->stage >= -1 && op->stage <= c->nstage) {
+        c->free_after[j] = !ref[KEY(op->xfer, op->mb, op->stage)];
+        ref[KEY(op->xfer, op->mb, op->stage)] = 1;
+      }
+      break;
+    case PPSRT_OP_F:
+      if (op->stage >= 0 && op->stage <= c->nstage) ref[KEY(PPSRT_XFER_ACT, op->mb, op->stage - 1)] = 1;
+      break;
+    case PPSRT_OP_B: case PPSRT_OP_BW:
+      if (op->stage >= -1 && op->stage < c->nstage) ref[KEY(PPSRT_XFER_GRAD, op->mb, op->stage + 1)] = 1;
+      break;
+    case PPSRT_OP_IF: case PPSRT_OP_IB: case PPSRT_OP_S: case PPSRT_OP_T: case PPSRT_OP_COLL:
+      ref[KEY(PPSRT_XFER_ACT, op->mb, c->nstage - 1)] = 1;
+      ref[KEY(PPSRT_XFER_GRAD, op->mb, 0)] = 1;
+      break;
+    default: break;
+    }
+  }
+#undef KEY
+  free(ref);
+  return 0;
+}
+
+int rt_ctx_init(ppsrt_run *run, ppsrt_ctx *c, int rank) {
+  const ppsrt_program *p = run->prog;
+  memset(c, 0, sizeof *c);
+  c->run = run;
+  c->rank = rank;
+  c->tr = run->tr;
+  c->nmb = p->nmb;
+  c->nstage = p->nstage;
+  c->ops = rank >= 0 && rank < p->ndev ? p->ops[rank] : NULL;
+  c->nops = rank >= 0 && rank < p->ndev ? p->nops[rank] : 0;
+  int it = run->o.iterations > 0 ? run->o.iterations : 1;
+  c->box = calloc((size_t)2 * c->nmb * (c->nstage + 2), sizeof *c->box);
+  c->busy = calloc((size_t)it, sizeof *c->busy);
+  c->span = calloc((size_t)it, sizeof *c->span);
+  c->loss = calloc((size_t)it, sizeof *c->loss);
+  c->peak_bytes = calloc((size_t)it, sizeof *c->peak_bytes);
+  if (!c->box || !c->busy || !c->span || !c->loss || !c->peak_bytes)
+    return PPSRT_FAIL(PPSRT_E_NOMEM, "out of host memory");
+  int rc = rt_store_init(&c->store, c->nmb, c->nstage);
+  if (!rc) rc = mark_free_after(c);
+  return rc;
+}
+
+void rt_ctx_fini(ppsrt_ctx *c) {
+  if (c->be) {
+    if (c->box) rt_box_clear(c);
+    rt_poll_copies(c, 1);
+    rt_store_fini(&c->store, c->be);
+  }
+  if (c->model) c->model->destroy(c->model);
+  if (c->be) c->be->destroy(c->be);
+  free(c->box); free(c->free_after); free(c->ev);
+  free(c->busy); free(c->span); free(c->loss); free(c->peak_bytes);
+  memset(c, 0, sizeof *c);
+}
+
+/* ---- executing one op ---- */
+
+static int64_t xfer_tag(const ppsrt_op *op) {
+  return ((int64_t)op->xfer << 48) | ((int64_t)(op->mb & 0xffffff) << 20) | (int64_t)((op->stage + 1) & 0xfffff);
+}
+
+static int exec_op(ppsrt_ctx *c, int i) {
+  const ppsrt_op *op = &c->ops[i];
+  ppsrt_model *m = c->model;
+  ppsrt_backend *be = c->be;
+  int rc = 0;
+  switch (op->kind) {
+  case PPSRT_OP_F: return m->f(m, c, op->mb, op->stage);
+  case PPSRT_OP_B: return m->b(m, c, op->mb, op->stage);
+  case PPSRT_OP_W: return m->w(m, c, op->mb, op->stage);
+  case PPSRT_OP_BW:
+    if (m->bw) return m->bw(m, c, op->mb, op->stage);
+    if ((rc = m->b(m, c, op->mb, op->stage))) return rc;
+    return m->w(m, c, op->mb, op->stage);
+  case PPSRT_OP_IF: case PPSRT_OP_IB: case PPSRT_OP_S: case PPSRT_OP_T:
+    if (!m->vocab_pass)
+      return PPSRT_FAIL(PPSRT_E_USAGE, "model '%s' has no vocabulary passes\nhint: use --model gpt", m->name);
+    return m->vocab_pass(m, c, op->kind, op->mb);
+  case PPSRT_OP_COLL: {
+    if (!m->collective)
+      return PPSRT_FAIL(PPSRT_E_USAGE, "model '%s' has no vocabulary collectives\nhint: use --model gpt", m->name);
+    ppsrt_comm cm = {c->rank, c->tr->nranks, comm_allreduce, comm_broadcast, c};
+    return m->collective(m, c, op->coll, op->mb, &cm);
+  }
+  case PPSRT_OP_OFFLOAD: {
+    double f = op->stage >= 0 && op->stage < c->nstage ? c->run->prog->stages[op->stage].offload : 1;
+    return rt_offload(c, op->mb, op->stage, f > 0 ? f : 1);
+  }
+  case PPSRT_OP_RELOAD: return rt_reload(c, op->mb, op->stage);
+  case PPSRT_OP_SEND: {
+    void *buf; size_t bytes;
+    if ((rc = ppsrt_io_peek(c, op->xfer, op->mb, op->stage, &buf, &bytes))) return rc;
+    if ((rc = c->tr->send(c->tr, c->rank, be, PPSRT_STREAM_SEND, buf, bytes, op->peer, xfer_tag(op)))) return rc;
+    if (c->free_after[i]) {
+      ppsrt_io_take(c, op->xfer, op->mb, op->stage, &buf, &bytes);
+      be->free(be, buf);
+    }
+    return 0;
+  }
+  case PPSRT_OP_RECV: {
+    size_t bytes = m->xfer_bytes(m, op->xfer, op->mb, op->stage);
+    void *buf;
+    if ((rc = be->alloc(be, bytes ? bytes : 1, &buf))) return rc;
+    if ((rc = c->tr->recv(c->tr, c->rank, be, PPSRT_STREAM_RECV, buf, bytes, op->peer, xfer_tag(op))) ||
+        (rc = ppsrt_io_put(c, op->xfer, op->mb, op->stage, buf, bytes))) {
+      be->free(be, buf);
+      return rc;
+    }
+    return 0;
+  }
+  default:
+    return PPSRT_FAIL(PPSRT_E_USAGE, "unknown op kind %d\nhint: regenerate the program with this ppsc", op->kind);
+  }
+}
+
+static int is_compute(int kind) { return kind <= PPSRT_OP_T; }
+
+/* Records the failure of op i (or of a phase, i < 0) and aborts the transport. */
+static int fail_at(ppsrt_ctx *c, int i, int rc, const char *what) {
+  const ppsrt_program *p = c->run->prog;
+  char opbuf[96];
+  if (i >= 0) {
+    const ppsrt_op *op = &c->ops[i];
+    rt_format_op(p, op, opbuf, sizeof opbuf);
+    snprintf(c->errmsg, sizeof c->errmsg,
+             "device %d: op #%d %s (microbatch %d, stage %d) at %s:%d, iteration %d: %s", c->rank, i, opbuf,
+             op->mb, op->stage, p->source ? p->source : "?", op->line, c->iteration, ppsrt_last_error());
+  } else {
+    snprintf(c->errmsg, sizeof c->errmsg, "device %d: %s, iteration %d: %s", c->rank, what, c->iteration,
+             ppsrt_last_error());
+  }
+  c->status = rc;
+  if (c->tr && !c->reference) c->tr->abort(c->tr, c->rank, c->errmsg);
+  return rc;
+}
+
+/* Sums a few F32 values over ranks (staged through backend memory). */
+static int allreduce_host(ppsrt_ctx *c, float *v, size_t n, ppsrt_redop op) {
+  ppsrt_backend *be = c->be;
+  if (!strcmp(be->name, "cpu")) return c->tr->allreduce_f32(c->tr, c->rank, be, PPSRT_STREAM_COMPUTE, v, n, op);
+  void *d;
+  ppsrt_tensor t;
+  int rc = be->alloc(be, n * sizeof(float), &d);
+  if (rc) return rc;
+  t.data = d; t.numel = n; t.dtype = PPSRT_F32;
+  if (!(rc = be->upload_f32(be, t, v)) &&
+      !(rc = c->tr->allreduce_f32(c->tr, c->rank, be, PPSRT_STREAM_COMPUTE, d, n, op)))
+    rc = be->download_f32(be, v, t);
+  be->free(be, d);
+  return rc;
+}
+
+int rt_optimizer_step(ppsrt_ctx *c, int step) {
+  ppsrt_model *m = c->model;
+  const rt_opts *o = &c->run->o;
+  for (int k = 0; k < m->nparams; k++) {
+    ppsrt_param *p = &m->params[k];
+    int rc = c->be->optimizer_step(c->be, PPSRT_STREAM_COMPUTE, o->optimizer, p->master, p->param.data, p->grad,
+                                   p->m, p->v, p->numel, (float)o->lr, 0.9f, 0.999f, 1e-8f, 0.0f, step);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+/* The stats every rank contributes after an iteration (summed over ranks). */
+enum { ST_BUSY, ST_SPAN, ST_PEAK_HI, ST_PEAK_LO, ST_RES_HI, ST_RES_LO, ST_HOST_HI, ST_HOST_LO, ST_UNIT_HI,
+       ST_UNIT_LO, ST_N };
+
+int rt_run_device(ppsrt_ctx *c) {
+  ppsrt_run *run = c->run;
+  const rt_opts *o = &run->o;
+  ppsrt_model *m = c->model;
+  int ndev = run->prog->ndev;
+  int rc = 0;
+  ppsrt_error_set_rank(c->rank);
+  float *st = calloc((size_t)ndev * ST_N + 2, sizeof *st);
+  if (!st) return fail_at(c, -1, PPSRT_FAIL(PPSRT_E_NOMEM, "out of host memory"), "setup");
+  for (int it = 0; it < o->iterations; it++) {
+    c->iteration = it;
+    if ((rc = c->tr->barrier(c->tr, c->rank))) { fail_at(c, -1, rc, "barrier before the iteration"); break; }
+    rt_store_reset_peak(&c->store);
+    double t0 = rt_now(), busy = 0;
+    if (m->begin_iteration && (rc = m->begin_iteration(m, c, it))) { fail_at(c, -1, rc, "begin_iteration"); break; }
+    int trace = o->trace != NULL;
+    for (int i = 0; i < c->nops; i++) {
+      c->cur_op = i;
+      if (c->store.npend && (rc = rt_poll_copies(c, 0))) { fail_at(c, i, rc, NULL); break; }
+      if (o->die_rank == c->rank && o->die_op == i && it == 0) {
+        if (o->die_hard && strcmp(run->tr->name, "threads")) raise(SIGKILL);   /* test hook: a process dies */
+        rc = fail_at(c, i, PPSRT_FAIL(PPSRT_E_BACKEND, "injected failure (--die-at %d:%d)", c->rank, i), NULL);
+        break;
+      }
+      double a = rt_now();
+      if ((rc = exec_op(c, i))) { fail_at(c, i, rc, NULL); break; }
+      double b = rt_now();
+      if (is_compute(c->ops[i].kind)) busy += b - a;
+      if (trace && (rc = rt_event_add(c, a - run->epoch, b - run->epoch, i, 0))) { fail_at(c, i, rc, NULL); break; }
+    }
+    if (rc) break;
+    if ((rc = rt_poll_copies(c, 1))) { fail_at(c, -1, rc, "waiting for copies at the end of the iteration"); break; }
+    int lmb = 0, lst = 0, left = rt_store_leftover(c, &lmb, &lst);
+    if (left) {
+      rc = fail_at(c, -1, PPSRT_FAIL(PPSRT_E_USAGE, "%d activation(s) still stored at the end of the iteration, "
+                                     "first of (mb %d, stage %d)\nhint: every F needs its B and W (or BW) on the "
+                                     "same device", left, lmb, lst), "end of iteration");
+      break;
+    }
+    rt_box_clear(c);
+    double loss = 0;
+    if (m->end_iteration && (rc = m->end_iteration(m, c, &loss))) { fail_at(c, -1, rc, "end_iteration"); break; }
+    double t1 = rt_now();
+    /* stats of every device, summed over ranks: each rank fills its own row */
+    memset(st, 0, ((size_t)ndev * ST_N + 2) * sizeof *st);
+    float *row = st + (size_t)c->rank * ST_N;
+    size_t pk = c->store.peak, rs = c->store.resident_peak, hs = c->store.host_peak, un = c->act_unit;
+    row[ST_BUSY] = (float)busy;
+    row[ST_SPAN] = (float)(t1 - t0);
+    row[ST_PEAK_HI] = (float)(pk >> 20); row[ST_PEAK_LO] = (float)(pk & 0xfffff);
+    row[ST_RES_HI] = (float)(rs >> 20); row[ST_RES_LO] = (float)(rs & 0xfffff);
+    row[ST_HOST_HI] = (float)(hs >> 20); row[ST_HOST_LO] = (float)(hs & 0xfffff);
+    row[ST_UNIT_HI] = (float)(un >> 20); row[ST_UNIT_LO] = (float)(un & 0xfffff);
+    st[(size_t)ndev * ST_N] = (float)loss;
+    if ((rc = allreduce_host(c, st, (size_t)ndev * ST_N + 2, PPSRT_SUM))) { fail_at(c, -1, rc, "loss all-reduce"); break; }
+    c->loss[it] = st[(size_t)ndev * ST_N];
+    c->busy[it] = busy;
+    c->span[it] = t1 - t0;
+    c->peak_bytes[it] = pk;
+    if (c->rank == 0 || run->nlocal == 1) {
+      /* after the sum every rank holds every device's row; one context keeps them */
+      for (int d = 0; d < ndev; d++) {
+        float *r = st + (size_t)d * ST_N;
+        run->dev_busy[(size_t)it * ndev + d] = r[ST_BUSY];
+        run->dev_span[(size_t)it * ndev + d] = r[ST_SPAN];
+        run->dev_peak[(size_t)it * ndev + d] = ((size_t)r[ST_PEAK_HI] << 20) + (size_t)r[ST_PEAK_LO];
+        run->dev_resident[d] = ((size_t)r[ST_RES_HI] << 20) + (size_t)r[ST_RES_LO];
+        run->dev_host[d] = ((size_t)r[ST_HOST_HI] << 20) + (size_t)r[ST_HOST_LO];
+        run->dev_unit[d] = ((size_t)r[ST_UNIT_HI] << 20) + (size_t)r[ST_UNIT_LO];
+      }
+      run->loss[it] = c->loss[it];
+    }
+    if (o->check && it == 0) {
+      int bad = 0;
+      if ((rc = rt_check_gradients(c, c->loss[0], &bad))) { fail_at(c, -1, rc, "--check"); break; }
+      float fb[2] = {(float)bad, 0};
+      if ((rc = allreduce_host(c, fb, 2, PPSRT_SUM))) { fail_at(c, -1, rc, "--check all-reduce"); break; }
+      if (c->rank == 0 || run->nlocal == 1) run->check_mismatches = (long)fb[0];
+    }
+    if ((rc = rt_optimizer_step(c, it + 1))) { fail_at(c, -1, rc, "optimizer step"); break; }
+    if (c->rank == 0) run->iterations_done = it + 1;
+    if ((c->rank == 0) && !o->json && !o->quiet) {
+      pthread_mutex_lock(&run->print_lock);
+      rt_print_iteration(run, it);
+      pthread_mutex_unlock(&run->print_lock);
+    }
+  }
+  free(st);
+  return rc;
+}

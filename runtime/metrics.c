@@ -1,2 +1,168 @@
-/* metrics.c: (being written; see runtime/core.mk) */
+/* metrics.c: what the runtime measures and how it reports it: the timing records of
+ * each device (compute track, copy-engine tracks), the Chrome trace of what really ran
+ * (one process per device with a compute thread and a thread per copy engine, the
+ * layout of `ppsc sim --trace`), the per-iteration line (loss, time, measured bubble,
+ * peak activation bytes and units per device), the memory comparison with the
+ * simulator's prediction, and the --json object (documented in docs/runtime.md).
+ * What it does not: no measuring itself (interp.c and actstore.c count), no exit(). */
+#include "config.h"
 #include "rt.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+int rt_event_add(ppsrt_ctx *c, double t0, double t1, int32_t op, int track) {
+  if (c->nev == c->capev) {
+    int cap = c->capev ? 2 * c->capev : 1024;
+    rt_event *e = realloc(c->ev, (size_t)cap * sizeof *e);
+    if (!e) return PPSRT_FAIL(PPSRT_E_NOMEM, "trace: out of host memory");
+    c->ev = e; c->capev = cap;
+  }
+  c->ev[c->nev++] = (rt_event){t0, t1, op, (int16_t)track, (int16_t)c->iteration};
+  return 0;
+}
+
+static void json_str(FILE *f, const char *s) {
+  fputc('"', f);
+  for (; s && *s; s++) {
+    unsigned char ch = (unsigned char)*s;
+    if (ch == '"' || ch == '\\') fprintf(f, "\\%c", ch);
+    else if (ch < 0x20) fprintf(f, "\\u%04x", ch);
+    else fputc(ch, f);
+  }
+  fputc('"', f);
+}
+
+static const char *const track_names[3] = {"compute", "copy d2h", "copy h2d"};
+
+/* Chrome trace (catapult JSON): pid = device, tid 0 compute (sends, receives and
+ * collectives included), 1 the device->host copy engine, 2 host->device; ts in us. */
+int rt_write_trace(ppsrt_run *run, const char *path) {
+  FILE *f = fopen(path, "w");
+  if (!f) return PPSRT_FAIL(PPSRT_E_USAGE, "--trace: cannot write %s", path);
+  const ppsrt_program *p = run->prog;
+  fprintf(f, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"schedule\":");
+  json_str(f, p->name);
+  fprintf(f, ",\"source\":\"runtime\"},\"traceEvents\":[\n");
+  int first = 1;
+  for (int l = 0; l < run->nlocal; l++) {
+    ppsrt_ctx *c = &run->ctx[l];
+    fprintf(f, "%s{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":\"device %d\"}}",
+            first ? "" : ",\n", c->rank, c->rank);
+    first = 0;
+    for (int t = 0; t < 3; t++)
+      fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"%s\"}}",
+              c->rank, t, track_names[t]);
+    for (int k = 0; k < c->nev; k++) {
+      rt_event *e = &c->ev[k];
+      char name[96];
+      const ppsrt_op *op = e->op >= 0 && e->op < c->nops ? &c->ops[e->op] : NULL;
+      if (op) rt_format_op(p, op, name, sizeof name); else snprintf(name, sizeof name, "op");
+      fprintf(f, ",\n{\"name\":");
+      json_str(f, name);
+      fprintf(f, ",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,"
+              "\"args\":{\"op\":%d,\"mb\":%d,\"stage\":%d,\"line\":%d,\"iteration\":%d}}",
+              op ? rt_kind_name(op->kind) : "op", c->rank, e->track, e->t0 * 1e6, (e->t1 - e->t0) * 1e6, e->op,
+              op ? op->mb : -1, op ? op->stage : -1, op ? op->line : 0, e->it);
+    }
+  }
+  fprintf(f, "\n]}\n");
+  if (fclose(f)) return PPSRT_FAIL(PPSRT_E_USAGE, "--trace: error writing %s", path);
+  return 0;
+}
+
+static double units_of(ppsrt_run *run, int it, int d) {
+  size_t u = run->dev_unit[d];
+  return u ? (double)run->dev_peak[(size_t)it * run->prog->ndev + d] / (double)u : 0;
+}
+
+void rt_print_iteration(ppsrt_run *run, int it) {
+  FILE *f = run->out;
+  int ndev = run->prog->ndev;
+  double span = 0;
+  for (int d = 0; d < ndev; d++) span = fmax(span, run->dev_span[(size_t)it * ndev + d]);
+  fprintf(f, "iter %d/%d  loss %.7f  time %.3f ms  bubble", it + 1, run->o.iterations, run->loss[it], span * 1e3);
+  for (int d = 0; d < ndev; d++) {
+    double s = run->dev_span[(size_t)it * ndev + d], b = run->dev_busy[(size_t)it * ndev + d];
+    fprintf(f, " d%d %.1f%%", d, s > 0 ? 100.0 * (1.0 - b / s) : 0.0);
+  }
+  fprintf(f, "  peak act");
+  for (int d = 0; d < ndev; d++)
+    fprintf(f, " d%d %zu B %.4g u", d, run->dev_peak[(size_t)it * ndev + d], units_of(run, it, d));
+  fputc('\n', f);
+  fflush(f);
+}
+
+/* Compares the measured peak (max over iterations, in units) with ppsc sim's prediction;
+ * returns the number of devices that differ (0 when nothing was predicted). */
+int rt_compare_memory(ppsrt_run *run, int print) {
+  const ppsrt_program *p = run->prog;
+  int bad = 0;
+  if (!p->predicted_peak) return 0;
+  for (int d = 0; d < p->ndev; d++) {
+    double meas = 0;
+    for (int it = 0; it < run->o.iterations; it++) meas = fmax(meas, units_of(run, it, d));
+    double pred = p->predicted_peak[d];
+    int same = fabs(meas - pred) <= 1e-9 * fmax(1.0, fabs(pred));
+    bad += !same;
+    if (print)
+      fprintf(run->out, "memory: device %d: measured peak %.6g units (%zu B, unit %zu B; resident %zu B, host %zu B), "
+              "predicted %.6g units: %s\n", d, meas, run->o.iterations ? run->dev_peak[(size_t)(run->o.iterations - 1) * p->ndev + d] : 0,
+              run->dev_unit[d], run->dev_resident[d], run->dev_host[d], pred, same ? "match" : "DIFFERS");
+  }
+  run->memory_mismatch = bad;
+  return bad;
+}
+
+void rt_print_json(ppsrt_run *run, int status) {
+  FILE *f = run->out;
+  const ppsrt_program *p = run->prog;
+  int ndev = p->ndev;
+  fprintf(f, "{\"schedule\":");
+  json_str(f, p->name);
+  fprintf(f, ",\"source\":");
+  json_str(f, p->source);
+  fprintf(f, ",\"devices\":%d,\"stages\":%d,\"microbatches\":%d,\"model\":", ndev, p->nstage, p->nmb);
+  json_str(f, run->o.model);
+  fprintf(f, ",\"backend\":");
+  json_str(f, run->o.backend);
+  fprintf(f, ",\"transport\":");
+  json_str(f, run->o.transport);
+  fprintf(f, ",\"iterations\":[");
+  int done = run->iterations_done;
+  for (int it = 0; it < done; it++) {
+    double span = 0;
+    for (int d = 0; d < ndev; d++) span = fmax(span, run->dev_span[(size_t)it * ndev + d]);
+    fprintf(f, "%s{\"iteration\":%d,\"loss\":%.9g,\"time_s\":%.9g,\"bubble\":[", it ? "," : "", it + 1,
+            run->loss[it], span);
+    for (int d = 0; d < ndev; d++) {
+      double s = run->dev_span[(size_t)it * ndev + d], b = run->dev_busy[(size_t)it * ndev + d];
+      fprintf(f, "%s%.6f", d ? "," : "", s > 0 ? 1.0 - b / s : 0.0);
+    }
+    fprintf(f, "],\"peak_bytes\":[");
+    for (int d = 0; d < ndev; d++) fprintf(f, "%s%zu", d ? "," : "", run->dev_peak[(size_t)it * ndev + d]);
+    fprintf(f, "],\"peak_units\":[");
+    for (int d = 0; d < ndev; d++) fprintf(f, "%s%.9g", d ? "," : "", units_of(run, it, d));
+    fprintf(f, "]}");
+  }
+  fprintf(f, "],\"per_device\":[");
+  for (int d = 0; d < ndev; d++) {
+    double meas = 0;
+    for (int it = 0; it < done; it++) meas = fmax(meas, units_of(run, it, d));
+    fprintf(f, "%s{\"device\":%d,\"peak_units\":%.9g,\"predicted_peak_units\":", d ? "," : "", d, meas);
+    if (p->predicted_peak) fprintf(f, "%.9g", p->predicted_peak[d]); else fprintf(f, "null");
+    fprintf(f, ",\"unit_bytes\":%zu,\"resident_peak_bytes\":%zu,\"host_peak_bytes\":%zu}", run->dev_unit[d],
+            run->dev_resident[d], run->dev_host[d]);
+  }
+  fprintf(f, "],\"predicted_makespan\":%.9g,\"memory_match\":%s", p->predicted_makespan,
+          p->predicted_peak ? (run->memory_mismatch ? "false" : "true") : "null");
+  if (run->o.check)
+    fprintf(f, ",\"check\":{\"match\":%s,\"loss_match\":%s,\"mismatches\":%ld,\"max_diff\":%.9g,\"atol\":%g,\"rtol\":%g}",
+            !run->check_mismatches && !run->check_loss_bad && done ? "true" : "false",
+            run->check_loss_bad ? "false" : "true", run->check_mismatches, run->check_maxdiff, run->check_atol,
+            run->check_rtol);
+  fprintf(f, ",\"error\":");
+  if (run->first_error[0]) json_str(f, run->first_error); else fprintf(f, "null");
+  fprintf(f, ",\"exit\":%d}\n", status);
+  fflush(f);
+}

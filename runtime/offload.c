@@ -1,2 +1,148 @@
-/* offload.c: (being written; see runtime/core.mk) */
+/* offload.c: offload and reload of stored activations on the copy streams.
+ * offload(mb, stage) copies the chosen entries (a fraction of the stage's bytes,
+ * whole entries in save order) to host buffers on the D2H stream after the compute
+ * stream's work so far, and frees the device buffers once the copy's completion event
+ * fires; reload(mb, stage) allocates device buffers again and copies back on the H2D
+ * stream; the compute stream waits for that event when the model asks for the entry.
+ * Completions are polled at op boundaries (and waited for at the end of an iteration)
+ * and recorded on the copy-engine tracks of the trace. What it does not: no pooling of
+ * pinned buffers, no partial entries (a fraction is met by whole entries). */
+#include "config.h"
 #include "rt.h"
+#include <stdlib.h>
+#include <string.h>
+
+static rt_slot *slot(ppsrt_ctx *c, int mb, int stage) {
+  rt_store *s = &c->store;
+  if (mb < 0 || mb >= s->nmb || stage < 0 || stage >= s->nstage) return NULL;
+  return &s->slots[(size_t)mb * (s->nstage + 1) + (stage + 1)];
+}
+
+static int pend_add(ppsrt_ctx *c, int mb, int stage, int idx, int dir) {
+  rt_store *s = &c->store;
+  if (s->npend == s->cappend) {
+    int cap = s->cappend ? 2 * s->cappend : 16;
+    struct rt_pending *p = realloc(s->pend, (size_t)cap * sizeof *p);
+    if (!p) return PPSRT_FAIL(PPSRT_E_NOMEM, "offload: out of host memory");
+    s->pend = p; s->cappend = cap;
+  }
+  s->pend[s->npend++] = (struct rt_pending){mb, stage, idx, (uint8_t)dir, rt_now() - c->run->epoch, c->cur_op};
+  return 0;
+}
+
+static int ensure_event(ppsrt_ctx *c, rt_act *e) {
+  return e->ev ? 0 : c->be->event_create(c->be, &e->ev);
+}
+
+int rt_offload(ppsrt_ctx *c, int mb, int stage, double fraction) {
+  ppsrt_backend *be = c->be;
+  rt_slot *sl = slot(c, mb, stage);
+  if (!sl) return PPSRT_FAIL(PPSRT_E_USAGE, "offload(%d, %d): out of range", mb, stage);
+  size_t total = 0;
+  for (int k = 0; k < sl->n; k++) if (sl->e[k].state == RT_ACT_DEV) total += sl->e[k].bytes;
+  if (!total)
+    return PPSRT_FAIL(PPSRT_E_USAGE, "offload(%d, %d): nothing of F(%d, %d) is on the device\n"
+                      "hint: offload must follow F and precede B/W of the same (mb, stage)", mb, stage, mb, stage);
+  if (fraction <= 0 || fraction > 1) fraction = 1;
+  double target = fraction * (double)total;
+  size_t moved = 0;
+  int rc;
+  /* the copy starts after everything the compute stream has done so far (F) */
+  ppsrt_event *mark = NULL;
+  if ((rc = be->event_create(be, &mark))) return rc;
+  if ((rc = be->event_record(be, mark, PPSRT_STREAM_COMPUTE)) ||
+      (rc = be->stream_wait_event(be, PPSRT_STREAM_D2H, mark))) { be->event_destroy(be, mark); return rc; }
+  for (int k = 0; k < sl->n && (double)moved + 0.5 < target; k++) {
+    rt_act *e = &sl->e[k];
+    if (e->state != RT_ACT_DEV) continue;
+    if ((rc = ensure_event(c, e))) break;
+    if ((rc = be->host_alloc(be, e->bytes ? e->bytes : 1, &e->host))) break;
+    if ((rc = be->memcpy_async(be, PPSRT_STREAM_D2H, e->host, e->dev, e->bytes, 2))) break;
+    if ((rc = be->event_record(be, e->ev, PPSRT_STREAM_D2H))) break;
+    e->state = RT_ACT_OFFLOADING;
+    c->store.cur -= e->bytes;
+    c->store.host_cur += e->bytes;
+    if (c->store.host_cur > c->store.host_peak) c->store.host_peak = c->store.host_cur;
+    moved += e->bytes;
+    if ((rc = pend_add(c, mb, stage, k, 0))) break;
+  }
+  be->event_destroy(be, mark);   /* destroying a recorded event is fine: the stream keeps its own wait */
+  return rc;
+}
+
+int rt_reload(ppsrt_ctx *c, int mb, int stage) {
+  ppsrt_backend *be = c->be;
+  rt_slot *sl = slot(c, mb, stage);
+  if (!sl) return PPSRT_FAIL(PPSRT_E_USAGE, "reload(%d, %d): out of range", mb, stage);
+  int any = 0, rc = 0;
+  for (int k = 0; k < sl->n; k++) {
+    rt_act *e = &sl->e[k];
+    if (e->state != RT_ACT_HOST && e->state != RT_ACT_OFFLOADING) continue;
+    any = 1;
+    if (e->state == RT_ACT_OFFLOADING) {
+      /* the copy back waits for the copy out (device buffer not yet freed: reuse it) */
+      if ((rc = be->stream_wait_event(be, PPSRT_STREAM_H2D, e->ev))) return rc;
+      /* drop the pending offload completion: the buffer stays */
+      for (int i = 0; i < c->store.npend; i++)
+        if (c->store.pend[i].mb == mb && c->store.pend[i].stage == stage && c->store.pend[i].idx == k &&
+            c->store.pend[i].dir == 0) {
+          c->store.pend[i] = c->store.pend[--c->store.npend];
+          break;
+        }
+    } else {
+      if ((rc = be->alloc(be, e->bytes ? e->bytes : 1, &e->dev))) return rc;
+      c->store.resident += e->bytes;
+      if (c->store.resident > c->store.resident_peak) c->store.resident_peak = c->store.resident;
+      if ((rc = be->memcpy_async(be, PPSRT_STREAM_H2D, e->dev, e->host, e->bytes, 1))) return rc;
+    }
+    if ((rc = be->event_record(be, e->ev, PPSRT_STREAM_H2D))) return rc;
+    e->state = RT_ACT_RELOADING;
+    c->store.cur += e->bytes;
+    if (c->store.cur > c->store.peak) c->store.peak = c->store.cur;
+    c->store.host_cur -= e->bytes;
+    if ((rc = pend_add(c, mb, stage, k, 1))) return rc;
+  }
+  if (!any)
+    return PPSRT_FAIL(PPSRT_E_USAGE, "reload(%d, %d): nothing of (mb %d, stage %d) is on the host\n"
+                      "hint: reload must follow offload(%d, %d)", mb, stage, mb, stage, mb, stage);
+  return 0;
+}
+
+/* Completes the copies whose events fired (all of them, waiting, with wait_all). */
+int rt_poll_copies(ppsrt_ctx *c, int wait_all) {
+  rt_store *s = &c->store;
+  ppsrt_backend *be = c->be;
+  for (int i = 0; i < s->npend;) {
+    struct rt_pending *p = &s->pend[i];
+    rt_slot *sl = slot(c, p->mb, p->stage);
+    rt_act *e = sl && p->idx < sl->n ? &sl->e[p->idx] : NULL;
+    int done = 1;
+    if (e && e->ev && (e->state == RT_ACT_OFFLOADING || e->state == RT_ACT_RELOADING)) {
+      if (wait_all) { int rc = be->event_sync(be, e->ev); if (rc) return rc; }
+      else { done = be->event_query(be, e->ev); if (done < 0) return done; }
+    }
+    if (!done) { i++; continue; }
+    if (e && e->state == RT_ACT_OFFLOADING && p->dir == 0) {
+      be->free(be, e->dev);
+      e->dev = NULL;
+      s->resident -= e->bytes;
+      e->state = RT_ACT_HOST;
+    } else if (e && e->state == RT_ACT_RELOADING && p->dir == 1) {
+      be->host_free(be, e->host);
+      e->host = NULL;
+      e->state = RT_ACT_DEV;
+    }
+    rt_event_add(c, p->t0, rt_now() - c->run->epoch, p->op, p->dir == 0 ? 1 : 2);
+    *p = s->pend[--s->npend];
+  }
+  return 0;
+}
+
+/* The model needs entry idx now: the compute stream waits for its reload. */
+int rt_act_wait(ppsrt_ctx *c, int mb, int stage, int idx) {
+  rt_slot *sl = slot(c, mb, stage);
+  rt_act *e = &sl->e[idx];
+  int rc = c->be->stream_wait_event(c->be, PPSRT_STREAM_COMPUTE, e->ev);
+  if (rc) return rc;
+  return rt_poll_copies(c, 0);
+}

@@ -1,8 +1,158 @@
-/* rt.h: internal declarations shared by the runtime core's files (not installed). */
+/* rt.h: internal declarations shared by the runtime core's files (not installed):
+ * parsed flags, the per-run and per-device state, the activation store, the IO box,
+ * timing records. What it does not: nothing here is visible to generated code (that
+ * is ppsrt.h) or to models (model.h). */
 #ifndef PPSRT_RT_H
 #define PPSRT_RT_H
+#include <pthread.h>
+#include <stdio.h>
 #include "ppsrt.h"
 #include "backend.h"
 #include "transport.h"
 #include "model.h"
+
+/* ---- flags of the executable (cli.c) ---- */
+typedef struct rt_opts {
+  const char *model;             /* "mlp" (default) or "gpt" */
+  ppsrt_model_config cfg;        /* sizes */
+  int iterations;
+  double lr;
+  int optimizer;                 /* 0 sgd, 1 adam */
+  int check;                     /* --check: numerics and memory */
+  int check_memory;              /* --check-memory: memory only */
+  const char *trace;             /* --trace OUT.json */
+  int json;
+  const char *backend;           /* "cpu", "cuda" */
+  const char *transport;         /* "threads", "mpi", "nccl" */
+  double timeout_s;
+  int no_compute;
+  int quiet;
+  /* test hooks (documented in docs/runtime.md): make rank die_rank fail at its
+   * die_op-th op (die_hard: the process/thread aborts without cleanup under MPI) */
+  int die_rank, die_op, die_hard;
+} rt_opts;
+
+/* ---- timing records (metrics.c) ---- */
+typedef struct rt_event {
+  double t0, t1;          /* seconds since the run's epoch */
+  int32_t op;             /* index in the device's op table */
+  int16_t track;          /* 0 compute/comm, 1 copy engine d2h, 2 copy engine h2d */
+  int16_t it;             /* iteration */
+} rt_event;
+
+/* ---- activation store (actstore.c, offload.c) ---- */
+enum { RT_ACT_NONE, RT_ACT_DEV, RT_ACT_OFFLOADING, RT_ACT_HOST, RT_ACT_RELOADING };
+typedef struct rt_act {
+  void *dev, *host;
+  size_t bytes;
+  uint8_t state;          /* RT_ACT_* */
+  uint8_t moved;          /* part of the last offload */
+  ppsrt_event *ev;        /* completion of the copy in flight */
+} rt_act;
+typedef struct rt_slot { rt_act *e; int n, cap; } rt_slot;
+
+typedef struct rt_store {
+  rt_slot *slots;         /* [nmb * (nstage + 1)], stage -1 at column 0 */
+  int nmb, nstage;
+  size_t cur, peak;       /* counted bytes (program order), now and peak */
+  size_t host_cur, host_peak;
+  size_t resident, resident_peak; /* bytes really on the device (offload freed at completion) */
+  /* copies in flight, polled at op boundaries */
+  struct rt_pending { int mb, stage, idx; uint8_t dir; double t0; int32_t op; } *pend;
+  int npend, cappend;
+} rt_store;
+
+/* ---- IO box (interp.c) ---- */
+typedef struct rt_box { void *buf; size_t bytes; } rt_box;
+
+typedef struct ppsrt_run ppsrt_run;
+
+struct ppsrt_ctx {
+  ppsrt_run *run;
+  int rank;               /* device */
+  ppsrt_backend *be;
+  ppsrt_model *model;
+  ppsrt_transport *tr;
+  int iteration;
+  int reference;          /* the --check reference context (no transport) */
+  rt_store store;
+  rt_box *box;            /* [2 * nmb * (nstage + 2)] */
+  int nmb, nstage;
+  int32_t cur_op;         /* op being executed, for messages */
+  const ppsrt_op *ops; int nops;
+  uint8_t *free_after;    /* [nops]: SEND whose box entry no later op needs */
+  rt_event *ev; int nev, capev;
+  double *busy;           /* [iterations] compute seconds */
+  double *span;           /* [iterations] wall seconds of the iteration */
+  double *loss;           /* [iterations] (rank-summed) */
+  size_t *peak_bytes;     /* [iterations] store peak per iteration */
+  size_t act_unit;        /* bytes of one device share for one microbatch */
+  int check_failed;
+  int status;             /* 0 or the PPSRT_E* that stopped it */
+  char errmsg[2048];
+};
+
+/* The whole run, shared by the device threads of one process. */
+struct ppsrt_run {
+  const ppsrt_program *prog;
+  rt_opts o;
+  ppsrt_transport *tr;
+  int nlocal;             /* device contexts in this process */
+  int first_rank;         /* rank of ctx[0] */
+  ppsrt_ctx *ctx;         /* [nlocal] */
+  double epoch;           /* rt_now() at start */
+  FILE *out;              /* stdout */
+  pthread_mutex_t print_lock;
+  int *stages_of;         /* [nstage] device of stage */
+  ppsrt_model_create_fn create;
+  /* figures of every device, kept by the context that prints (rank 0, or the MPI rank) */
+  double *dev_busy, *dev_span;      /* [iterations * ndev] seconds */
+  size_t *dev_peak;                 /* [iterations * ndev] counted peak bytes */
+  size_t *dev_resident, *dev_host, *dev_unit;   /* [ndev], of the last iteration */
+  double *loss;                     /* [iterations] */
+  long check_mismatches;            /* --check: values outside the tolerance, all ranks */
+  int check_loss_bad;               /* --check: the loss differs */
+  double check_atol, check_rtol;
+  int memory_mismatch;              /* measured units != predicted on some device */
+  double check_maxdiff;
+  int iterations_done;
+  char first_error[2048];
+};
+
+double rt_now(void);
+
+/* interp.c */
+int rt_ctx_init(ppsrt_run *run, ppsrt_ctx *c, int rank);
+void rt_ctx_fini(ppsrt_ctx *c);
+int rt_run_device(ppsrt_ctx *c);                 /* all iterations of one device */
+int rt_format_op(const ppsrt_program *p, const ppsrt_op *op, char *buf, int size);
+const char *rt_kind_name(int kind);
+int rt_box_clear(ppsrt_ctx *c);
+
+/* actstore.c / offload.c */
+int rt_store_init(rt_store *s, int nmb, int nstage);
+void rt_store_fini(rt_store *s, ppsrt_backend *be);
+void rt_store_reset_peak(rt_store *s);
+int rt_store_leftover(ppsrt_ctx *c, int *mb, int *stage);   /* entries still held */
+int rt_offload(ppsrt_ctx *c, int mb, int stage, double fraction);
+int rt_reload(ppsrt_ctx *c, int mb, int stage);
+int rt_poll_copies(ppsrt_ctx *c, int wait_all);
+int rt_act_wait(ppsrt_ctx *c, int mb, int stage, int idx);
+
+/* metrics.c */
+int rt_event_add(ppsrt_ctx *c, double t0, double t1, int32_t op, int track);
+int rt_write_trace(ppsrt_run *run, const char *path);
+void rt_print_iteration(ppsrt_run *run, int it);
+void rt_print_json(ppsrt_run *run, int status);
+int rt_compare_memory(ppsrt_run *run, int print);
+
+/* check.c */
+int rt_check_gradients(ppsrt_ctx *c, double pipeline_loss, int *mismatch);
+
+/* error.c */
+void ppsrt_error_set_rank(int rank);
+void ppsrt_clear_error(void);
+
+/* model_mlp.c helpers used by check */
+int rt_optimizer_step(ppsrt_ctx *c, int step);
 #endif

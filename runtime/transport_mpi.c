@@ -1,2 +1,238 @@
-/* transport_mpi.c: (being written; see runtime/core.mk) */
+/* transport_mpi.c: the MPI transport: one process per device (mpirun -np P ./prog),
+ * host buffers. A send copies its payload (with an 8-byte check tag in front) into a
+ * staging buffer and posts MPI_Isend; completed sends are reaped later, so a send never
+ * blocks (FIFO order per pair is MPI's non-overtaking rule on one communicator and one
+ * tag). A receive posts MPI_Irecv and polls MPI_Test until the message arrives or
+ * --timeout passes; collectives use MPI_Iallreduce / MPI_Ibcast / MPI_Ibarrier polled
+ * the same way, so no wait is unbounded. abort() prints the reason and calls MPI_Abort,
+ * which stops every rank (mpirun exits non-zero). GPU buffers are staged through host
+ * memory (the NCCL transport is the fast path there).
+ * What it does not: no MPI_Init when MPI is already initialised by the caller (it then
+ * also leaves MPI_Finalize to the caller), no multi-threaded MPI (one device per rank). */
+#include "config.h"
 #include "rt.h"
+#include <mpi.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct mpi_pend { MPI_Request req; void *buf; } mpi_pend;
+
+typedef struct mpi_impl {
+  int rank, size, we_init;
+  mpi_pend *pend; int npend, cappend;
+  char host[256];
+} mpi_impl;
+
+static int mpi_fail(mpi_impl *t, int code, const char *file, int line, int err, const char *what) {
+  char msg[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(err, msg, &len);
+  return ppsrt_set_error(code, file, line, "%s on %s: MPI error: %s", what, t->host, msg);
+}
+#define MPI_CHECK(t, call, what)                                                     \
+  do {                                                                               \
+    int e_ = (call);                                                                 \
+    if (e_ != MPI_SUCCESS) return mpi_fail((t), PPSRT_E_COMM, __FILE__, __LINE__, e_, (what)); \
+  } while (0)
+
+static void pause_us(int us) {
+  struct timespec ts = {0, (long)us * 1000L};
+  nanosleep(&ts, NULL);
+}
+
+/* Polls req until done; PPSRT_E_TIMEOUT after timeout_s. */
+static int poll_wait(mpi_impl *t, MPI_Request *req, MPI_Status *st, double timeout_s, const char *what, int peer) {
+  double t0 = rt_now();
+  for (long k = 0;; k++) {
+    int done = 0;
+    MPI_CHECK(t, MPI_Test(req, &done, st), what);
+    if (done) return 0;
+    if (k > 2000) pause_us(k > 20000 ? 200 : 20);
+    if ((k & 63) == 0 && rt_now() - t0 > timeout_s) {
+      MPI_Cancel(req);
+      if (peer >= 0)
+        return PPSRT_FAIL(PPSRT_E_TIMEOUT, "waited %.3g s for %s from rank %d", timeout_s, what, peer);
+      return PPSRT_FAIL(PPSRT_E_TIMEOUT, "waited %.3g s at %s for the other ranks", timeout_s, what);
+    }
+  }
+}
+
+static int reap(mpi_impl *t, int wait_all, double timeout_s) {
+  for (int i = 0; i < t->npend;) {
+    int done = 0;
+    if (wait_all) {
+      int rc = poll_wait(t, &t->pend[i].req, MPI_STATUS_IGNORE, timeout_s, "a send to complete", -1);
+      if (rc) return rc;
+      done = 1;
+    } else {
+      MPI_CHECK(t, MPI_Test(&t->pend[i].req, &done, MPI_STATUS_IGNORE), "send completion");
+    }
+    if (done) { free(t->pend[i].buf); t->pend[i] = t->pend[--t->npend]; }
+    else i++;
+  }
+  return 0;
+}
+
+static int is_host(ppsrt_backend *b) { return !b || !strcmp(b->name, "cpu"); }
+
+static int to_host(ppsrt_backend *b, int stream, void *dst, const void *src, size_t bytes) {
+  if (is_host(b)) { memcpy(dst, src, bytes); return 0; }
+  int rc = b->memcpy_async(b, stream, dst, src, bytes, 2);
+  return rc ? rc : b->stream_sync(b, stream);
+}
+
+static int from_host(ppsrt_backend *b, int stream, void *dst, const void *src, size_t bytes) {
+  if (is_host(b)) { memcpy(dst, src, bytes); return 0; }
+  int rc = b->memcpy_async(b, stream, dst, src, bytes, 1);
+  return rc ? rc : b->stream_sync(b, stream);
+}
+
+static int m_send(ppsrt_transport *tr, int rank, ppsrt_backend *b, int stream, const void *buf, size_t bytes,
+                  int peer, int64_t tag) {
+  mpi_impl *t = tr->impl;
+  int rc = reap(t, 0, tr->timeout_s);
+  if (rc) return rc;
+  if (bytes > (size_t)0x7fffffff - 8) return PPSRT_FAIL(PPSRT_E_COMM, "send of %zu bytes: too large for one MPI message", bytes);
+  char *s = malloc(bytes + 8);
+  if (!s) return PPSRT_FAIL(PPSRT_E_NOMEM, "send: out of host memory");
+  memcpy(s, &tag, 8);
+  if ((rc = to_host(b, stream, s + 8, buf, bytes))) { free(s); return rc; }
+  if (t->npend == t->cappend) {
+    int cap = t->cappend ? 2 * t->cappend : 16;
+    mpi_pend *p = realloc(t->pend, (size_t)cap * sizeof *p);
+    if (!p) { free(s); return PPSRT_FAIL(PPSRT_E_NOMEM, "send: out of host memory"); }
+    t->pend = p; t->cappend = cap;
+  }
+  mpi_pend *p = &t->pend[t->npend];
+  int e = MPI_Isend(s, (int)(bytes + 8), MPI_BYTE, peer, 0, MPI_COMM_WORLD, &p->req);
+  if (e != MPI_SUCCESS) { free(s); return mpi_fail(t, PPSRT_E_COMM, __FILE__, __LINE__, e, "MPI_Isend"); }
+  p->buf = s;
+  t->npend++;
+  return 0;
+}
+
+static int m_recv(ppsrt_transport *tr, int rank, ppsrt_backend *b, int stream, void *buf, size_t bytes, int peer,
+                  int64_t tag) {
+  mpi_impl *t = tr->impl;
+  char *s = malloc(bytes + 8);
+  if (!s) return PPSRT_FAIL(PPSRT_E_NOMEM, "recv: out of host memory");
+  MPI_Request req;
+  MPI_Status st;
+  int e = MPI_Irecv(s, (int)(bytes + 8), MPI_BYTE, peer, 0, MPI_COMM_WORLD, &req);
+  if (e != MPI_SUCCESS) { free(s); return mpi_fail(t, PPSRT_E_COMM, __FILE__, __LINE__, e, "MPI_Irecv"); }
+  int rc = poll_wait(t, &req, &st, tr->timeout_s, "a message", peer);
+  if (rc) { free(s); return rc; }
+  int count = 0;
+  MPI_Get_count(&st, MPI_BYTE, &count);
+  int64_t got;
+  memcpy(&got, s, 8);
+  if ((size_t)count != bytes + 8 || got != tag)
+    rc = PPSRT_FAIL(PPSRT_E_COMM, "message from rank %d does not match: got %d bytes (tag %lld), expected %zu bytes (tag %lld)",
+                    peer, count - 8, (long long)got, bytes, (long long)tag);
+  else rc = from_host(b, stream, buf, s + 8, bytes);
+  free(s);
+  if (!rc) rc = reap(t, 0, tr->timeout_s);
+  return rc;
+}
+
+static int m_allreduce(ppsrt_transport *tr, int rank, ppsrt_backend *b, int stream, float *buf, size_t n,
+                       ppsrt_redop op) {
+  mpi_impl *t = tr->impl;
+  size_t bytes = n * sizeof(float);
+  float *h = is_host(b) ? buf : malloc(bytes ? bytes : 1);
+  if (!h) return PPSRT_FAIL(PPSRT_E_NOMEM, "allreduce: out of host memory");
+  int rc = 0;
+  if (h != buf) rc = to_host(b, stream, h, buf, bytes);
+  MPI_Request req;
+  if (!rc) {
+    int e = MPI_Iallreduce(MPI_IN_PLACE, h, (int)n, MPI_FLOAT, op == PPSRT_MAX ? MPI_MAX : MPI_SUM, MPI_COMM_WORLD, &req);
+    if (e != MPI_SUCCESS) rc = mpi_fail(t, PPSRT_E_COMM, __FILE__, __LINE__, e, "MPI_Iallreduce");
+    else rc = poll_wait(t, &req, MPI_STATUS_IGNORE, tr->timeout_s, "an all-reduce", -1);
+  }
+  if (!rc && h != buf) rc = from_host(b, stream, buf, h, bytes);
+  if (h != buf) free(h);
+  return rc;
+}
+
+static int m_broadcast(ppsrt_transport *tr, int rank, ppsrt_backend *b, int stream, void *buf, size_t bytes, int root) {
+  mpi_impl *t = tr->impl;
+  void *h = is_host(b) ? buf : malloc(bytes ? bytes : 1);
+  if (!h) return PPSRT_FAIL(PPSRT_E_NOMEM, "broadcast: out of host memory");
+  int rc = 0;
+  if (h != buf && rank == root) rc = to_host(b, stream, h, buf, bytes);
+  MPI_Request req;
+  if (!rc) {
+    int e = MPI_Ibcast(h, (int)bytes, MPI_BYTE, root, MPI_COMM_WORLD, &req);
+    if (e != MPI_SUCCESS) rc = mpi_fail(t, PPSRT_E_COMM, __FILE__, __LINE__, e, "MPI_Ibcast");
+    else rc = poll_wait(t, &req, MPI_STATUS_IGNORE, tr->timeout_s, "a broadcast", -1);
+  }
+  if (!rc && h != buf) rc = from_host(b, stream, buf, h, bytes);
+  if (h != buf) free(h);
+  return rc;
+}
+
+static int m_barrier(ppsrt_transport *tr, int rank) {
+  mpi_impl *t = tr->impl;
+  MPI_Request req;
+  MPI_CHECK(t, MPI_Ibarrier(MPI_COMM_WORLD, &req), "MPI_Ibarrier");
+  return poll_wait(t, &req, MPI_STATUS_IGNORE, tr->timeout_s, "a barrier", -1);
+}
+
+static void m_abort(ppsrt_transport *tr, int rank, const char *why) {
+  mpi_impl *t = tr->impl;
+  fprintf(stderr, "ppsrt: rank %d (%s): error: %s\nppsrt: rank %d: aborting every rank (MPI_Abort)\n", rank, t->host,
+          why ? why : "(no message)", rank);
+  fflush(stderr);
+  fflush(stdout);
+  MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+static void m_destroy(ppsrt_transport *tr) {
+  if (!tr) return;
+  mpi_impl *t = tr->impl;
+  reap(t, 1, tr->timeout_s);
+  for (int i = 0; i < t->npend; i++) free(t->pend[i].buf);
+  free(t->pend);
+  if (t->we_init) {
+    int fin = 0;
+    MPI_Finalized(&fin);
+    if (!fin) MPI_Finalize();
+  }
+  free(t);
+  free(tr);
+}
+
+int ppsrt_mpi_transport_create(double timeout_s, ppsrt_transport **out, int *my_rank) {
+  ppsrt_transport *tr = calloc(1, sizeof *tr);
+  mpi_impl *t = calloc(1, sizeof *t);
+  if (!tr || !t) { free(tr); free(t); return PPSRT_FAIL(PPSRT_E_NOMEM, "mpi transport: out of memory"); }
+  int inited = 0, provided = 0;
+  MPI_Initialized(&inited);
+  if (!inited) {
+    if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+      free(tr); free(t);
+      return PPSRT_FAIL(PPSRT_E_COMM, "MPI_Init_thread failed\nhint: start the program with mpirun -np P");
+    }
+    t->we_init = 1;
+  }
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(MPI_COMM_WORLD, &t->rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &t->size);
+  if (gethostname(t->host, sizeof t->host - 1)) strcpy(t->host, "?");
+  tr->name = "mpi";
+  tr->nranks = t->size;
+  tr->impl = t;
+  tr->send = m_send;
+  tr->recv = m_recv;
+  tr->allreduce_f32 = m_allreduce;
+  tr->broadcast = m_broadcast;
+  tr->barrier = m_barrier;
+  tr->abort = m_abort;
+  tr->destroy = m_destroy;
+  tr->timeout_s = timeout_s;
+  *out = tr;
+  *my_rank = t->rank;
+  return 0;
+}
