@@ -50,7 +50,6 @@ static int cmp_holds(double x, int cmp, double y) {
 
 int analysis_run(Arena *a, Diag *dg, IrSchedule *s, Analysis *out, int want_timeline) {
   memset(out, 0, sizeof *out);
-  int e0 = dg->errors;
   out->expects = arena_alloc(a, sizeof(ExpectResult) * (size_t)(s->nexpects + 1));
   if (s->ndev > 0 && s->nstage > 0 && s->nmb > 0 && s->devs && s->stages) {
     int placed = 1;
@@ -60,8 +59,9 @@ int analysis_run(Arena *a, Diag *dg, IrSchedule *s, Analysis *out, int want_time
   }
   verify_schedule(a, dg, s, &out->vr);
   out->verified = 1;
-  if (dg->errors == e0) {
-    if (sim_run(a, s, &out->vr.ix, &out->vr.links, &out->sim, want_timeline)) {
+  if (out->vr.runnable && out->vr.sim.ok) {
+    if (!want_timeline) out->sim = out->vr.sim;
+    if (!want_timeline || sim_run(a, s, &out->vr.ix, &out->vr.links, &out->sim, want_timeline)) {
       out->simulated = 1;
       /* the memory bound over simulated time (offload copies overlap compute) */
       for (int d = 0; d < s->ndev; d++) {

@@ -11,3 +11,13 @@ tests_analysis_test_analysis_SOURCES = tests/analysis/test_analysis.c tests/anal
 tests_analysis_test_analysis_CPPFLAGS = $(libppsc_la_CPPFLAGS)
 tests_analysis_test_analysis_LDADD = libppsc.la -lm
 TESTS += tests/analysis/test_analysis
+
+# Simulator benchmark (make bench-sim; never part of make check)
+noinst_PROGRAMS += bench/sim_bench
+bench_sim_bench_SOURCES = bench/sim_bench.c
+bench_sim_bench_CPPFLAGS = $(libppsc_la_CPPFLAGS)
+bench_sim_bench_LDADD = libppsc.la -lm
+EXTRA_DIST += bench/sim_bench.sh bench/sim_interleaved.pps
+bench-sim: bench/sim_bench$(EXEEXT) ppsc$(EXEEXT)
+	srcdir=$(srcdir) top_builddir=$(top_builddir) $(SHELL) $(srcdir)/bench/sim_bench.sh
+.PHONY: bench-sim

@@ -487,15 +487,14 @@ int verify_schedule(Arena *a, Diag *dg, const IrSchedule *s, VerifyResult *out) 
   check_channels(&v, &out->links);
   check_colls(&v, &out->links);
   check_vocab(&v);
+  /* deadlock: the executor either runs every op or stops where devices wait */
+  if (!sim_run(a, s, &out->ix, &out->links, &out->sim, 0)) {
+    v.errors0 = dg->errors == e0 ? dg->errors : -1;
+    report_deadlock(&v, &out->links, &out->sim);
+  }
+  out->runnable = dg->errors == e0;
   out->mem = arena_alloc(a, sizeof(SimDev) * (size_t)s->ndev);
   check_memory(&v, out->mem);
-  /* deadlock: the executor either runs every op or stops where devices wait */
-  v.errors0 = dg->errors;
-  SimResult r;
-  if (!sim_run(a, s, &out->ix, &out->links, &r, 0)) {
-    v.errors0 = dg->errors == e0 ? dg->errors : -1;
-    report_deadlock(&v, &out->links, &r);
-  }
   out->ok = dg->errors == e0;
   return dg->errors - e0;
 }

@@ -5,9 +5,11 @@
 
 typedef struct VerifyResult {
   int ok;            /* no error found */
+  int runnable;      /* no error but memory bounds: the simulator can time it */
   AnaIndex ix;       /* the index of the verified IR (valid when ix.off != NULL) */
   SimLinks links;    /* channel / collective links, reused by the simulator */
   SimDev *mem;       /* [ndev] order-based memory figures */
+  SimResult sim;     /* the executor's run (timed; no memory timeline) */
 } VerifyResult;
 
 /* Reports every problem through dg; returns the number of errors it added. */

@@ -21,7 +21,7 @@ typedef struct IB {
 
 /* A schedule of P devices, v stages per device (interleaved when v > 1), m
  * microbatches, costs for one device share. */
-static IrSchedule *ib_new(IB *b, Arena *a, Diag *dg, int P, int v, int m, double TF, double TB, double TW, double TC) {
+static inline IrSchedule *ib_new(IB *b, Arena *a, Diag *dg, int P, int v, int m, double TF, double TB, double TW, double TC) {
   memset(b, 0, sizeof *b);
   b->a = a;
   b->dg = dg;
@@ -54,7 +54,7 @@ static IrSchedule *ib_new(IB *b, Arena *a, Diag *dg, int P, int v, int m, double
   return s;
 }
 
-static IrOp *ib_op(IB *b, int d, IrKind k, int mb, int stage) {
+static inline IrOp *ib_op(IB *b, int d, IrKind k, int mb, int stage) {
   IrOp *op = ir_push(b->a, b->s, d);
   op->kind = (uint8_t)k;
   op->mb = mb;
@@ -71,7 +71,7 @@ static IrOp *ib_op(IB *b, int d, IrKind k, int mb, int stage) {
   return op;
 }
 
-static IrOp *ib_comm(IB *b, int d, IrKind k, IrXfer x, int mb, int stage, int peer) {
+static inline IrOp *ib_comm(IB *b, int d, IrKind k, IrXfer x, int mb, int stage, int peer) {
   IrOp *op = ir_push(b->a, b->s, d);
   op->kind = (uint8_t)k;
   op->xfer = (uint8_t)x;
@@ -85,7 +85,7 @@ static IrOp *ib_comm(IB *b, int d, IrKind k, IrXfer x, int mb, int stage, int pe
   return op;
 }
 
-static IrExpect *ib_expect(IB *b, IrMetric mt, IrCmp c, double v, int device) {
+static inline IrExpect *ib_expect(IB *b, IrMetric mt, IrCmp c, double v, int device) {
   IrSchedule *s = b->s;
   IrExpect *e = VEC_PUSH(b->a, s->expects, s->nexpects, s->capexpects);
   e->metric = (uint8_t)mt;
@@ -98,19 +98,19 @@ static IrExpect *ib_expect(IB *b, IrMetric mt, IrCmp c, double v, int device) {
 }
 
 /* Registers the synthetic source (call once, after the last op). */
-static void ib_done(IB *b) {
+static inline void ib_done(IB *b) {
   diag_add_file(b->dg, "ir.pps", b->src.data ? b->src.data : "", b->src.len);
   sb_free(&b->src);
 }
 
 /* The backward of (i, s): BW, or B then W (split). */
-static void ib_bwd(IB *b, int d, int i, int st, int split) {
+static inline void ib_bwd(IB *b, int d, int i, int st, int split) {
   if (split) { ib_op(b, d, IR_B, i, st); ib_op(b, d, IR_W, i, st); }
   else ib_op(b, d, IR_BW, i, st);
 }
 
 /* 1F1B on a linear placement (v = 1). */
-static void ib_1f1b(IB *b, int split) {
+static inline void ib_1f1b(IB *b, int split) {
   IrSchedule *s = b->s;
   int P = s->ndev, m = s->nmb;
   for (int d = 0; d < P; d++) {
@@ -124,7 +124,7 @@ static void ib_1f1b(IB *b, int split) {
 /* Megatron's interleaved 1F1B (v chunks per device, m a multiple of P). Forward k
  * of a device runs chunk (k / P) % v of microbatch (k / (P v)) P + k % P; backward
  * k the chunks in reverse. */
-static void ib_interleaved(IB *b, int split) {
+static inline void ib_interleaved(IB *b, int split) {
   IrSchedule *s = b->s;
   int P = s->ndev, m = s->nmb, v = s->v;
   int total = m * v;
