@@ -1217,6 +1217,7 @@ IrSchedule *elab_run(const ElabInput *in, int *usage) {
   }
   if (*usage) return NULL;
   def->using = 1;
+  int errors_before = c->d->errors;
   bind_params(c, def, given, has, def->span, 1);
   /* parameters for reports, after -D */
   s->params = arena_alloc(c->a, (size_t)(np + 1) * sizeof *s->params);
@@ -1231,6 +1232,8 @@ IrSchedule *elab_run(const ElabInput *in, int *usage) {
   exec_list(c, def->body);
   def->using = 0;
   if (c->stop && !c->layout_done) return s->devs ? s : NULL;
+  /* a missing statement after other errors is usually their echo: stay quiet */
+  if ((!c->has_dev || !c->has_mb) && c->d->errors > errors_before) return NULL;
   if (!c->has_dev) { err(c, NULL, def->span, "schedule '%s' does not state 'devices'", s->name); return NULL; }
   if (!c->has_mb) { err(c, NULL, def->span, "schedule '%s' does not state 'microbatches'", s->name); return NULL; }
   if (ensure_layout(c, def->span)) return NULL;

@@ -72,6 +72,7 @@ static void load_text(Front *fr, const char *path, char *real, const char *text,
   l->real = real;
   l->shown = diag_file_path(&c->diag, file);
   ParseResult r = {0};
+  int errors_before = c->diag.errors;
   parse_file(&c->arena, &c->diag, &fr->syms, file, c->diag.files[file].text, size, &r);
   if (r.fatal) fr->fatal = 1;
   for (ScheduleDef *d = r.schedules; d; d = d->next) {
@@ -79,13 +80,14 @@ static void load_text(Front *fr, const char *path, char *real, const char *text,
     *slot = d;
     if (is_main) fr->main_last = d;
   }
-  if (fr->fatal) return;
+  if (fr->fatal || c->diag.errors > errors_before) return; /* imports of a broken file: skip */
   Loaded *st = VEC_PUSH(&c->arena, fr->stack, fr->nstack, fr->capstack);
   st->real = real;
   st->shown = l->shown;
   char *dir = dir_of(&c->arena, path);
   for (ImportDecl *im = r.imports; im && !fr->fatal; im = im->next) {
-    char *cand = im->path[0] == '/' ? arena_strdup(&c->arena, im->path) : arena_printf(&c->arena, "%s/%s", dir, im->path);
+    char *cand = im->path[0] == '/' || !strcmp(dir, ".") ? arena_strdup(&c->arena, im->path)
+                                                         : arena_printf(&c->arena, "%s/%s", dir, im->path);
     char *rp = realpath(cand, NULL);
     if (!rp && im->path[0] != '/' && c->opt->stdlib_dir) {
       cand = arena_printf(&c->arena, "%s/%s", c->opt->stdlib_dir, im->path);

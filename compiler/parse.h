@@ -11,6 +11,7 @@ typedef struct Loc { uint32_t line, col, eline, ecol, off; } Loc; /* off: byte o
 typedef struct OpenBrace {
   Loc loc;        /* where '{' was */
   int opener;     /* token that opened the construct (DEVICE, FOR, ...), or 0 */
+  uint32_t indent;/* column of the first non-blank byte of its line */
 } OpenBrace;
 
 typedef struct ParseState {
@@ -34,6 +35,8 @@ typedef struct ParseState {
   int last_opener;        /* latest DEVICE/FOR/IF/... keyword seen */
   OpenBrace braces[AST_MAX_NEST + 2];
   int nbraces;            /* open '{' */
+  OpenBrace suspect;      /* first block closed by a '}' left of its indentation */
+  int has_suspect;
   int nparens;            /* open '(' and '[' */
   int fatal;              /* stop: nesting limit, scanner trouble */
   int depth_reported;

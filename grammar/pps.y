@@ -122,7 +122,7 @@ file: %empty
     | file item
     ;
 
-item: IMPORT STRING ';' {
+item: IMPORT STRING semi {
         ImportDecl *d = arena_alloc(ps->arena, sizeof *d);
         d->path = $2;
         d->span = SP(@2);
@@ -171,33 +171,33 @@ stmts: %empty { $$ = (StmtList){0}; }
     | stmts stmt { $$ = $1; if ($2) ast_append(&$$, $2); }
     ;
 
-stmt: DEVICES expr ';' { $$ = ast_stmt(ps, ST_DEVICES, @1); $$->e1 = $2; }
-    | MICROBATCHES expr ';' { $$ = ast_stmt(ps, ST_MICROBATCHES, @1); $$->e1 = $2; }
-    | STAGES expr ';' { $$ = ast_stmt(ps, ST_STAGES, @1); $$->e1 = $2; }
-    | PLACEMENT IDENT ';' { $$ = ast_stmt(ps, ST_PLACEMENT, @1); $$->sym = $2; $$->span2 = SP(@2); }
-    | PLACEMENT IDENT '(' expr ')' ';' {
+stmt: DEVICES expr semi { $$ = ast_stmt(ps, ST_DEVICES, @1); $$->e1 = $2; }
+    | MICROBATCHES expr semi { $$ = ast_stmt(ps, ST_MICROBATCHES, @1); $$->e1 = $2; }
+    | STAGES expr semi { $$ = ast_stmt(ps, ST_STAGES, @1); $$->e1 = $2; }
+    | PLACEMENT IDENT semi { $$ = ast_stmt(ps, ST_PLACEMENT, @1); $$->sym = $2; $$->span2 = SP(@2); }
+    | PLACEMENT IDENT '(' expr ')' semi {
         $$ = ast_stmt(ps, ST_PLACEMENT, @1); $$->sym = $2; $$->span2 = SP(@2); $$->e1 = $4;
       }
-    | PLACEMENT '[' args ']' ';' { $$ = ast_stmt(ps, ST_PLACEMENT, @1); $$->list = $3; $$->span2 = SP(@2); }
-    | COST kvs ';' { $$ = ast_stmt(ps, ST_COST, @1); $$->kv = $2.head; }
-    | COST IDENT expr ':' kvs ';' {
+    | PLACEMENT '[' args ']' semi { $$ = ast_stmt(ps, ST_PLACEMENT, @1); $$->list = $3; $$->span2 = SP(@2); }
+    | COST kvs semi { $$ = ast_stmt(ps, ST_COST, @1); $$->kv = $2.head; }
+    | COST IDENT expr ':' kvs semi {
         $$ = ast_stmt(ps, ST_COST, @1); $$->sym = $2; $$->span2 = SP(@2); $$->e1 = $3; $$->kv = $5.head;
       }
-    | MEMORY kvs ';' { $$ = ast_stmt(ps, ST_MEMORY, @1); $$->kv = $2.head; }
-    | MEMORY IDENT expr ':' kvs ';' {
+    | MEMORY kvs semi { $$ = ast_stmt(ps, ST_MEMORY, @1); $$->kv = $2.head; }
+    | MEMORY IDENT expr ':' kvs semi {
         $$ = ast_stmt(ps, ST_MEMORY, @1); $$->sym = $2; $$->span2 = SP(@2); $$->e1 = $3; $$->kv = $5.head;
       }
     | MODEL '{' mkvs '}' { $$ = ast_stmt(ps, ST_MODEL, @1); $$->kv = $3.head; }
     | HARDWARE '{' mkvs '}' { $$ = ast_stmt(ps, ST_HARDWARE, @1); $$->kv = $3.head; }
-    | OFFLOAD clauses ';' { $$ = ast_stmt(ps, ST_OFFLOAD, @1); $$->clauses = $2.head; }
-    | VOCAB IDENT expr ';' { $$ = ast_stmt(ps, ST_VOCAB, @1); $$->sym = $2; $$->span2 = SP(@2); $$->e1 = $3; }
-    | LET IDENT '=' expr ';' { $$ = ast_stmt(ps, ST_LET, @1); $$->sym = $2; $$->span2 = SP(@2); $$->e1 = $4; }
-    | REQUIRE expr ELSE STRING ';' { $$ = ast_stmt(ps, ST_REQUIRE, @1); $$->e1 = $2; $$->str = $4; }
-    | EXPECT IDENT opt_index cmp expr ';' {
+    | OFFLOAD clauses semi { $$ = ast_stmt(ps, ST_OFFLOAD, @1); $$->clauses = $2.head; }
+    | VOCAB IDENT expr semi { $$ = ast_stmt(ps, ST_VOCAB, @1); $$->sym = $2; $$->span2 = SP(@2); $$->e1 = $3; }
+    | LET IDENT '=' expr semi { $$ = ast_stmt(ps, ST_LET, @1); $$->sym = $2; $$->span2 = SP(@2); $$->e1 = $4; }
+    | REQUIRE expr ELSE STRING semi { $$ = ast_stmt(ps, ST_REQUIRE, @1); $$->e1 = $2; $$->str = $4; }
+    | EXPECT IDENT opt_index cmp expr semi {
         $$ = ast_stmt(ps, ST_EXPECT, @1); $$->sym = $2; $$->span2 = SP(@2); $$->e1 = $3; $$->op = (uint8_t)$4; $$->e2 = $5;
         $$->span = SP(@$);
       }
-    | USE IDENT '(' opt_uargs ')' ';' { $$ = ast_stmt(ps, ST_USE, @2); $$->sym = $2; $$->kv = $4.head; }
+    | USE IDENT '(' opt_uargs ')' semi { $$ = ast_stmt(ps, ST_USE, @2); $$->sym = $2; $$->kv = $4.head; }
     | FOR IDENT IN expr DOTDOT expr opt_step body {
         $$ = ast_stmt(ps, ST_FOR, @1); $$->sym = $2; $$->span2 = SP(@2); $$->e1 = $4; $$->e2 = $6; $$->e3 = $7;
         $$->body = $8.head;
@@ -205,12 +205,18 @@ stmt: DEVICES expr ';' { $$ = ast_stmt(ps, ST_DEVICES, @1); $$->e1 = $2; }
     | if_stmt { $$ = $1; }
     | DEVICE expr body { $$ = ast_stmt(ps, ST_DEVICE, @1); $$->e1 = $2; $$->body = $3.head; }
     | BLOCK body { $$ = ast_stmt(ps, ST_BLOCK, @1); $$->body = $2.head; }
-    | INTERVAL expr ';' { $$ = ast_stmt(ps, ST_INTERVAL, @1); $$->e1 = $2; }
-    | W_RULE IDENT ';' { $$ = ast_stmt(ps, ST_WRULE, @1); $$->sym = $2; $$->span2 = SP(@2); }
+    | INTERVAL expr semi { $$ = ast_stmt(ps, ST_INTERVAL, @1); $$->e1 = $2; }
+    | W_RULE IDENT semi { $$ = ast_stmt(ps, ST_WRULE, @1); $$->sym = $2; $$->span2 = SP(@2); }
     | pass { $$ = $1; }
-    | pass AT expr ';' { $$ = $1; $$->e3 = $3; $$->span2 = SP(@3); }
+    | pass AT expr semi { $$ = $1; $$->e3 = $3; $$->span2 = SP(@3); }
     | ';' { $$ = NULL; }
     | error ';' { $$ = NULL; }
+    ;
+
+/* A missing ';' is reported once and then taken as written, so that parsing goes
+ * on at the next statement instead of skipping to the next ';'. */
+semi: ';'
+    | error
     ;
 
 if_stmt: IF expr body { $$ = ast_stmt(ps, ST_IF, @1); $$->e1 = $2; $$->body = $3.head; }
@@ -371,13 +377,27 @@ static int pps_yylex(PPS_YYSTYPE *lval, Loc *lloc, ParseState *ps) {
     if (t == '{') {
       ps->braces[ps->nbraces].loc = *lloc;
       ps->braces[ps->nbraces].opener = ps->last_opener;
+      uint32_t ls = lloc->off;
+      while (ls > 0 && ps->text[ls - 1] != '\n') ls--;
+      uint32_t ind = 1;
+      while (ls + ind - 1 < ps->size && (ps->text[ls + ind - 1] == ' ' || ps->text[ls + ind - 1] == '\t')) ind++;
+      ps->braces[ps->nbraces].indent = ind;
       ps->nbraces++;
       ps->last_opener = 0;
     } else {
       ps->nparens++;
     }
   } else if (t == '}') {
-    if (ps->nbraces > 0) ps->nbraces--;
+    if (ps->nbraces > 0) {
+      ps->nbraces--;
+      /* a '}' left of its block's indentation probably closes an outer block:
+       * remember the inner one as the likely unterminated block */
+      OpenBrace *o = &ps->braces[ps->nbraces];
+      if (!ps->has_suspect && lloc->col < o->indent && o->loc.line != lloc->line) {
+        ps->suspect = *o;
+        ps->has_suspect = 1;
+      }
+    }
   } else if (t == ')' || t == ']') {
     if (ps->nparens > 0) ps->nparens--;
   }
@@ -475,7 +495,7 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, ParseState *ps) {
     return 0;
   }
   if (tok == YYSYMBOL_YYEOF && ps->nbraces > 0) {
-    OpenBrace *o = &ps->braces[ps->nbraces - 1];
+    OpenBrace *o = ps->has_suspect ? &ps->suspect : &ps->braces[ps->nbraces - 1];
     diag_error(ps->diag, at, "unterminated %s opened at line %u", opener_name(o->opener), o->loc.line);
     diag_note(ps->diag, loc_span(ps, o->loc), "'{' opened here; expected '}'");
     return 0;
