@@ -1,10 +1,975 @@
-/* model_gpt.c: the GPT model (placeholder until the real model lands: creation fails
- * with a clear message, so the library links and the mlp model works meanwhile). */
+/* model_gpt.c: the `gpt` model: a GPT-style decoder split into pipeline stages, with
+ * the input embedding and the output layer either on the first/last stage or split by
+ * vocabulary rows over all devices (Vocab-1 / Vocab-2 of "Balancing Pipeline
+ * Parallelism with Vocabulary Parallelism", MLSys 2025). docs/models.md is the full
+ * description; in short, with h = --hidden, N = micro_batch * seq tokens:
+ *
+ *   input   x0 = tok[ids] + pos[t]                         (tok [V, h], pos [seq, h])
+ *   layer   x1 = x + proj(attn(LN1(x)))                    (pre-LN, causal, GQA:
+ *           y  = x1 + fc2(gelu(fc(LN2(x1))))                --heads query heads,
+ *                                                           --query-groups kv heads, 4h MLP)
+ *   output  logits = LN_f(y) out^T (out [V, h], untied); loss = mean softmax cross-entropy
+ *   data    ids seeded per (seed, microbatch); target[t] = (ids[t] + ids[t-1]) mod V
+ *
+ * Passes: F forward (saves what the backward needs); B the input gradient only,
+ * saving the output gradients of every matrix product and layer norm for W (and freeing
+ * the tensors only B needed: qkv, lse, the MLP pre-activation); W every weight gradient
+ * (dW = X^T dY, biases, LN gamma/beta, embeddings) from what F and B saved; BW = B + W.
+ * Vocabulary passes (vocab_mode 1|2, shard of device d = rows [d V/P, (d+1) V/P)):
+ *   IF  e_d = tok_d[ids] (+ pos on device 0);       coll input_fwd: e = sum_d e_d -> F(mb,0)
+ *   S   X = LN_f(y) broadcast from the last stage's device; logits_d = X out_d^T;
+ *       local max m_d, sumexp s_d, target logit; Vocab-2 also A_d = softmax_d(logits_d) out_d
+ *       and G_d = out_d[target] (zero outside the shard);
+ *   coll output_fwd: M = allreduce max(m_d); S = allreduce sum(s_d exp(m_d - M)), target
+ *       logit summed; Vocab-2: dX = allreduce sum(((s_d exp(m_d - M) / S) A_d - G_d) / (N nmb))
+ *   T   dlogits_d = (softmax - onehot) / (N nmb); d out_d += dlogits_d^T X;
+ *       Vocab-1 also dX_d = dlogits_d out_d;   coll output_bwd (Vocab-1): dX = sum_d dX_d
+ *   B(mb, S-1) takes dX as the gradient of LN_f's output;
+ *   B(mb, 0) leaves dx0 in the IO box; coll input_bwd broadcasts it from stage 0's device;
+ *   IB  d tok_d += scatter of dx0 over ids in the shard (device 0 also d pos).
+ *
+ * What it does not: no dropout, no tied embeddings, no rotary embeddings, no tensor
+ * parallelism; the broadcast of LN_f(y) to every device before S is issued by S itself
+ * through the run's transport (see vocab_s), since no collective precedes S. */
 #include "config.h"
-#include "model.h"
+#include "rt.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
-int ppsrt_gpt_create(const ppsrt_model_config *cfg, ppsrt_backend *be, int device, const int *stages,
-                     int nstages, ppsrt_model **out) {
+#include "gpt.h"
+
+#define CS PPSRT_STREAM_COMPUTE
+
+/* layer parameters */
+enum { LN1G, LN1B, QKVW, QKVB, PROJW, PROJB, LN2G, LN2B, FCW, FCB, FC2W, FC2B, NLP };
+static const char *const lp_names[NLP] = {"ln1.g", "ln1.b", "qkv.w", "qkv.b", "proj.w", "proj.b",
+                                          "ln2.g", "ln2.b", "fc.w", "fc.b", "fc2.w", "fc2.b"};
+/* what F saves per layer (activation store entries) */
+enum { FE_LN1, FE_ST, FE_QKV, FE_LSE, FE_ATT, FE_X1, FE_LN2, FE_HPRE, FE_HACT, FE_Y, NFE };
+/* what B saves per layer for W */
+enum { BE_DHPRE, BE_DLN2, BE_DX1, BE_DQKV, BE_DLN1, BE_DX, NBE };
+
+/* Store indices of one (mb, stage), recorded as F and B save them. */
+typedef struct sidx {
+  int in, fst, flnf, dlogits, dlnf, dytop, dx0;
+  int *lf;   /* [L * NFE] */
+  int *lb;   /* [L * NBE] */
+} sidx;
+
+/* Vocabulary-parallel buffers of one microbatch, outside the store (like the IO box). */
+typedef struct vstate {
+  float *emb;     /* IF output, F32 [N, h]: reduced by input_fwd, consumed by F(mb, 0) */
+  float *st;      /* [5N]: lmax | lsum | gmax | gsum | gtgt, from S until T */
+  float *A, *G;   /* Vocab-2: F32 [N, h] */
+  float *dx;      /* F32 [N, h]: gradient of LN_f's output, for B(mb, S-1) */
+} vstate;
+
+typedef struct gpt {
+  int h, Hq, Hkv, D, T, Bm, N, V, L, S, P, mode, rank, nc, q;
+  size_t es;
+  int nlocal, *local, first, last;
+  int lo, hi;              /* vocabulary rows held */
+  int lpbase;              /* index of the first layer parameter in m->params */
+  ppsrt_param *tok, *pos, *out, *lnfg, *lnfb;
+  int32_t *ids, *tgt, *posid;   /* device: [nmb*N], [nmb*N], [N] */
+  sidx *ix;                /* [nmb * nlocal] */
+  int *ixpool;
+  vstate *vs;              /* [nmb] */
+  float *hst;              /* host scratch [3N] */
+  double loss;
+} gpt;
+
+static ppsrt_param *LP(ppsrt_model *m, int loc, int l, int k) {
+  gpt *g = m->impl;
+  return &m->params[g->lpbase + ((size_t)loc * g->L + l) * NLP + k];
+}
+static sidx *IX(gpt *g, int mb, int loc) { return &g->ix[(size_t)mb * g->nlocal + loc]; }
+
+#define TRY(e)                   \
+  do {                           \
+    int rc_ = (e);               \
+    if (rc_) return rc_;         \
+  } while (0)
+/* a kernel: skipped with --no-compute */
+#define K(e)                     \
+  do {                           \
+    if (!g->nc) TRY(e);          \
+  } while (0)
+#define AT be->act_dtype
+
+static int get(ppsrt_ctx *c, int mb, int stage, int idx, void **p) { return ppsrt_act_get(c, mb, stage, idx, p); }
+static int save(ppsrt_ctx *c, int mb, int stage, size_t bytes, void **p, int *idx) {
+  return ppsrt_act_save(c, mb, stage, bytes, p, idx);
+}
+
+/* ---- sizes ---- */
+
+static size_t gpt_xfer_bytes(ppsrt_model *m, int xfer, int mb, int stage) {
+  gpt *g = m->impl;
+  if (xfer == PPSRT_XFER_GRAD && stage == g->S) return (size_t)g->N * g->V * g->es;   /* loss gradient */
+  return (size_t)g->N * g->h * g->es;
+}
+
+/* Bytes F saves per layer, and per stage (mirrors gpt_f exactly). */
+static size_t layer_bytes(const gpt *g, int with_y) {
+  size_t Nh = (size_t)g->N * g->h * g->es;
+  return Nh                                  /* ln1 */
+         + 4 * (size_t)g->N * sizeof(float)   /* mean1, rstd1, mean2, rstd2 */
+         + (size_t)g->N * g->q * g->es       /* qkv */
+         + (size_t)g->Bm * g->Hq * g->T * sizeof(float)   /* lse */
+         + 3 * Nh                            /* att, x1, ln2 */
+         + 8 * Nh                            /* hpre, hact */
+         + (with_y ? Nh : 0);                /* y, the next layer's input */
+}
+
+static size_t gpt_act_bytes(ppsrt_model *m, int stage) {
+  gpt *g = m->impl;
+  size_t Nh = (size_t)g->N * g->h * g->es;
+  if (stage < 0) return g->mode ? Nh + (size_t)g->N * (g->hi - g->lo) * g->es : 0;
+  int last = stage == g->S - 1;
+  size_t b = Nh; /* stage input */
+  for (int l = 0; l < g->L; l++) b += layer_bytes(g, l + 1 < g->L || last);
+  if (last) b += 2 * (size_t)g->N * 4 + (g->mode ? 0 : Nh);   /* LN_f stats (+ LN_f output) */
+  return b;
+}
+
+/* ---- F32 <-> act_dtype around the vocabulary all-reduces ---- */
+
+/* Returns an act_dtype buffer with the contents of F32 src; frees src when it converts. */
+static int f32_to_act(ppsrt_backend *be, float *src, size_t n, void **out) {
+  if (AT == PPSRT_F32) { *out = src; return 0; }
+  void *d;
+  TRY(be->alloc(be, n * ppsrt_dtype_size(AT), &d));
+  int rc = be->convert(be, CS, d, AT, src, PPSRT_F32, n);
+  be->free(be, src);
+  if (rc) { be->free(be, d); return rc; }
+  *out = d;
+  return 0;
+}
+static int act_to_f32(ppsrt_backend *be, void *src, size_t n, float **out) {
+  if (AT == PPSRT_F32) { *out = src; return 0; }
+  void *d;
+  TRY(be->alloc(be, n * sizeof(float), &d));
+  int rc = be->convert(be, CS, d, PPSRT_F32, src, AT, n);
+  be->free(be, src);
+  if (rc) { be->free(be, d); return rc; }
+  *out = d;
+  return 0;
+}
+
+/* ---- loss on the host from F32 (max, sumexp, target logit) of N rows ---- */
+static int add_loss(ppsrt_model *m, const float *mx, const float *se, const float *tg) {
+  gpt *g = m->impl;
+  ppsrt_backend *be = m->be;
+  int N = g->N;
+  TRY(be->download_f32(be, g->hst, (ppsrt_tensor){(void *)mx, (size_t)N, PPSRT_F32}));
+  TRY(be->download_f32(be, g->hst + N, (ppsrt_tensor){(void *)se, (size_t)N, PPSRT_F32}));
+  TRY(be->download_f32(be, g->hst + 2 * N, (ppsrt_tensor){(void *)tg, (size_t)N, PPSRT_F32}));
+  double s = 0;
+  for (int n = 0; n < N; n++) s += (double)g->hst[n] + log((double)g->hst[N + n]) - g->hst[2 * N + n];
+  g->loss += s / ((double)N * m->cfg.nmb);
+  return 0;
+}
+
+/* ---- one transformer layer ---- */
+
+/* F of layer l of local stage loc: reads x, writes *yout (a store entry when keep_y,
+ * else a plain buffer for the IO box). */
+static int layer_f(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int l, void *x, int keep_y,
+                   void **yout) {
+  gpt *g = m->impl;
+  ppsrt_backend *be = m->be;
+  int N = g->N, h = g->h, q = g->q, D = g->D;
+  size_t es = g->es, Nh = (size_t)N * h;
+  int *fi = IX(g, mb, loc)->lf + (size_t)l * NFE;
+  void *ln1, *qkv, *att, *x1, *ln2, *hpre, *hact, *y;
+  float *st, *lse;
+  TRY(save(c, mb, stage, Nh * es, &ln1, &fi[FE_LN1]));
+  TRY(save(c, mb, stage, 4 * (size_t)N * 4, (void **)&st, &fi[FE_ST]));
+  TRY(save(c, mb, stage, (size_t)N * q * es, &qkv, &fi[FE_QKV]));
+  TRY(save(c, mb, stage, (size_t)g->Bm * g->Hq * g->T * 4, (void **)&lse, &fi[FE_LSE]));
+  TRY(save(c, mb, stage, Nh * es, &att, &fi[FE_ATT]));
+  TRY(save(c, mb, stage, Nh * es, &x1, &fi[FE_X1]));
+  TRY(save(c, mb, stage, Nh * es, &ln2, &fi[FE_LN2]));
+  TRY(save(c, mb, stage, 4 * Nh * es, &hpre, &fi[FE_HPRE]));
+  TRY(save(c, mb, stage, 4 * Nh * es, &hact, &fi[FE_HACT]));
+  if (keep_y) TRY(save(c, mb, stage, Nh * es, &y, &fi[FE_Y]));
+  else {
+    fi[FE_Y] = -1;
+    TRY(be->alloc(be, Nh * es, &y));
+  }
+  *yout = y;
+  ppsrt_param *p[NLP];
+  for (int k = 0; k < NLP; k++) p[k] = LP(m, loc, l, k);
+  char *qb = qkv;
+  /* ln1 = LN(x); qkv = ln1 Wqkv + b; att = attention(q, k, v) */
+  K(be->layernorm_fwd(be, CS, ln1, st, st + N, x, p[LN1G]->param.data, p[LN1B]->param.data, N, h));
+  K(be->gemm(be, CS, 0, 0, N, q, h, 1.0f, ln1, AT, h, p[QKVW]->param.data, AT, q, 0.0f, qkv, AT, q));
+  K(be->add_bias(be, CS, qkv, qkv, p[QKVB]->param.data, N, q));
+  K(be->attention_fwd(be, CS, att, lse, qb, q, qb + (size_t)g->Hq * D * es, q, qb + (size_t)(g->Hq + g->Hkv) * D * es,
+                      q, g->Bm, g->T, g->Hq, g->Hkv, D));
+  /* x1 = x + att Wproj + b */
+  K(be->memcpy_async(be, CS, x1, x, Nh * es, 0));
+  K(be->gemm(be, CS, 0, 0, N, h, h, 1.0f, att, AT, h, p[PROJW]->param.data, AT, h, 1.0f, x1, AT, h));
+  K(be->add_bias(be, CS, x1, x1, p[PROJB]->param.data, N, h));
+  /* ln2 = LN(x1); hpre = ln2 Wfc + b; hact = gelu(hpre); y = x1 + hact Wfc2 + b */
+  K(be->layernorm_fwd(be, CS, ln2, st + 2 * N, st + 3 * N, x1, p[LN2G]->param.data, p[LN2B]->param.data, N, h));
+  K(be->gemm(be, CS, 0, 0, N, 4 * h, h, 1.0f, ln2, AT, h, p[FCW]->param.data, AT, 4 * h, 0.0f, hpre, AT, 4 * h));
+  K(be->add_bias(be, CS, hpre, hpre, p[FCB]->param.data, N, 4 * h));
+  K(be->gelu_fwd(be, CS, hact, hpre, 4 * Nh));
+  K(be->memcpy_async(be, CS, y, x1, Nh * es, 0));
+  K(be->gemm(be, CS, 0, 0, N, h, 4 * h, 1.0f, hact, AT, 4 * h, p[FC2W]->param.data, AT, h, 1.0f, y, AT, h));
+  K(be->add_bias(be, CS, y, y, p[FC2B]->param.data, N, h));
+  return 0;
+}
+
+/* Pointers to layer l's saved input x (stage input or the layer below's output). */
+static int layer_input(ppsrt_ctx *c, gpt *g, int mb, int stage, int loc, int l, void **x) {
+  sidx *e = IX(g, mb, loc);
+  return get(c, mb, stage, l == 0 ? e->in : e->lf[(size_t)(l - 1) * NFE + FE_Y], x);
+}
+
+/* B of layer l: from dy (the gradient of the layer's output) to dx (the gradient of its
+ * input), which is a store entry (BE_DX, W needs it as the layer below's dy) when
+ * keep_dx, else a plain buffer. Saves dhpre, dln2, dx1, dqkv, dln1 for W; frees qkv, lse
+ * and hpre (B only). */
+static int layer_b(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int l, void *dy, int keep_dx,
+                   void **dxout) {
+  gpt *g = m->impl;
+  ppsrt_backend *be = m->be;
+  int N = g->N, h = g->h, q = g->q, D = g->D;
+  size_t es = g->es, Nh = (size_t)N * h;
+  int *fi = IX(g, mb, loc)->lf + (size_t)l * NFE, *bi = IX(g, mb, loc)->lb + (size_t)l * NBE;
+  void *x, *qkv, *att, *x1, *hpre, *tmp, *dhpre, *dln2, *dx1, *dqkv, *dln1, *dx;
+  float *st, *lse;
+  TRY(layer_input(c, g, mb, stage, loc, l, &x));
+  TRY(get(c, mb, stage, fi[FE_ST], (void **)&st));
+  TRY(get(c, mb, stage, fi[FE_QKV], &qkv));
+  TRY(get(c, mb, stage, fi[FE_LSE], (void **)&lse));
+  TRY(get(c, mb, stage, fi[FE_ATT], &att));
+  TRY(get(c, mb, stage, fi[FE_X1], &x1));
+  TRY(get(c, mb, stage, fi[FE_HPRE], &hpre));
+  ppsrt_param *p[NLP];
+  for (int k = 0; k < NLP; k++) p[k] = LP(m, loc, l, k);
+  TRY(be->alloc(be, 4 * Nh * es, &tmp));
+  int rc = 0;
+#define KB(e)                                  \
+  do {                                         \
+    if (!g->nc && (rc = (e))) goto out;        \
+  } while (0)
+#define SB(bytes, ptr, slot)                                              \
+  do {                                                                    \
+    if ((rc = save(c, mb, stage, (bytes), (void **)&(ptr), &(slot)))) goto out; \
+  } while (0)
+  /* MLP: dhact = dy Wfc2^T; dhpre = dhact * gelu'(hpre); dln2 = dhpre Wfc^T;
+   * dx1 = dy + LN2_bwd(dln2) */
+  KB(be->gemm(be, CS, 0, 1, N, 4 * h, h, 1.0f, dy, AT, h, p[FC2W]->param.data, AT, h, 0.0f, tmp, AT, 4 * h));
+  SB(4 * Nh * es, dhpre, bi[BE_DHPRE]);
+  KB(be->gelu_bwd(be, CS, dhpre, tmp, hpre, 4 * Nh));
+  if ((rc = ppsrt_act_free(c, mb, stage, fi[FE_HPRE]))) goto out;
+  SB(Nh * es, dln2, bi[BE_DLN2]);
+  KB(be->gemm(be, CS, 0, 1, N, h, 4 * h, 1.0f, dhpre, AT, 4 * h, p[FCW]->param.data, AT, 4 * h, 0.0f, dln2, AT, h));
+  SB(Nh * es, dx1, bi[BE_DX1]);
+  KB(be->memcpy_async(be, CS, dx1, dy, Nh * es, 0));
+  KB(be->layernorm_bwd_input(be, CS, dx1, dln2, x1, st + 2 * N, st + 3 * N, p[LN2G]->param.data, N, h, 1));
+  /* attention: datt = dx1 Wproj^T; dqkv = attention_bwd; dln1 = dqkv Wqkv^T; dx = dx1 + LN1_bwd(dln1) */
+  KB(be->gemm(be, CS, 0, 1, N, h, h, 1.0f, dx1, AT, h, p[PROJW]->param.data, AT, h, 0.0f, tmp, AT, h));
+  SB((size_t)N * q * es, dqkv, bi[BE_DQKV]);
+  {
+    char *qb = qkv, *db = dqkv;
+    size_t ko = (size_t)g->Hq * D * es, vo = (size_t)(g->Hq + g->Hkv) * D * es;
+    KB(be->attention_bwd(be, CS, db, db + ko, db + vo, q, tmp, att, lse, qb, q, qb + ko, q, qb + vo, q, g->Bm, g->T,
+                         g->Hq, g->Hkv, D));
+  }
+  if ((rc = ppsrt_act_free(c, mb, stage, fi[FE_QKV])) || (rc = ppsrt_act_free(c, mb, stage, fi[FE_LSE]))) goto out;
+  SB(Nh * es, dln1, bi[BE_DLN1]);
+  KB(be->gemm(be, CS, 0, 1, N, h, q, 1.0f, dqkv, AT, q, p[QKVW]->param.data, AT, q, 0.0f, dln1, AT, h));
+  if (keep_dx) {
+    SB(Nh * es, dx, bi[BE_DX]);
+  } else {
+    bi[BE_DX] = -1;
+    if ((rc = be->alloc(be, Nh * es, &dx))) goto out;
+  }
+  *dxout = dx;
+  KB(be->memcpy_async(be, CS, dx, dx1, Nh * es, 0));
+  KB(be->layernorm_bwd_input(be, CS, dx, dln1, x, st, st + N, p[LN1G]->param.data, N, h, 1));
+#undef KB
+#undef SB
+out:
+  be->free(be, tmp);
+  return rc;
+}
+
+/* W of layer l: every weight gradient of the layer from F's and B's entries. */
+static int layer_w(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int l) {
+  gpt *g = m->impl;
+  ppsrt_backend *be = m->be;
+  int N = g->N, h = g->h, q = g->q;
+  sidx *e = IX(g, mb, loc);
+  int *fi = e->lf + (size_t)l * NFE, *bi = e->lb + (size_t)l * NBE;
+  void *x, *ln1, *att, *x1, *ln2, *hact, *dy, *dhpre, *dln2, *dx1, *dqkv, *dln1;
+  float *st;
+  TRY(layer_input(c, g, mb, stage, loc, l, &x));
+  TRY(get(c, mb, stage, fi[FE_LN1], &ln1));
+  TRY(get(c, mb, stage, fi[FE_ST], (void **)&st));
+  TRY(get(c, mb, stage, fi[FE_ATT], &att));
+  TRY(get(c, mb, stage, fi[FE_X1], &x1));
+  TRY(get(c, mb, stage, fi[FE_LN2], &ln2));
+  TRY(get(c, mb, stage, fi[FE_HACT], &hact));
+  TRY(get(c, mb, stage, l + 1 < g->L ? e->lb[(size_t)(l + 1) * NBE + BE_DX] : e->dytop, &dy));
+  TRY(get(c, mb, stage, bi[BE_DHPRE], &dhpre));
+  TRY(get(c, mb, stage, bi[BE_DLN2], &dln2));
+  TRY(get(c, mb, stage, bi[BE_DX1], &dx1));
+  TRY(get(c, mb, stage, bi[BE_DQKV], &dqkv));
+  TRY(get(c, mb, stage, bi[BE_DLN1], &dln1));
+  ppsrt_param *p[NLP];
+  for (int k = 0; k < NLP; k++) p[k] = LP(m, loc, l, k);
+  /* dW = X^T dY (accumulated into the F32 gradients), db = colsum(dY) */
+  K(be->gemm(be, CS, 1, 0, 4 * h, h, N, 1.0f, hact, AT, 4 * h, dy, AT, h, 1.0f, p[FC2W]->grad, PPSRT_F32, h));
+  K(be->bias_grad(be, CS, p[FC2B]->grad, dy, N, h));
+  K(be->gemm(be, CS, 1, 0, h, 4 * h, N, 1.0f, ln2, AT, h, dhpre, AT, 4 * h, 1.0f, p[FCW]->grad, PPSRT_F32, 4 * h));
+  K(be->bias_grad(be, CS, p[FCB]->grad, dhpre, N, 4 * h));
+  K(be->layernorm_bwd_weight(be, CS, p[LN2G]->grad, p[LN2B]->grad, dln2, x1, st + 2 * N, st + 3 * N, N, h));
+  K(be->gemm(be, CS, 1, 0, h, h, N, 1.0f, att, AT, h, dx1, AT, h, 1.0f, p[PROJW]->grad, PPSRT_F32, h));
+  K(be->bias_grad(be, CS, p[PROJB]->grad, dx1, N, h));
+  K(be->gemm(be, CS, 1, 0, h, q, N, 1.0f, ln1, AT, h, dqkv, AT, q, 1.0f, p[QKVW]->grad, PPSRT_F32, q));
+  K(be->bias_grad(be, CS, p[QKVB]->grad, dqkv, N, q));
+  K(be->layernorm_bwd_weight(be, CS, p[LN1G]->grad, p[LN1B]->grad, dln1, x, st, st + N, N, h));
+  return 0;
+}
+
+/* ---- compute passes ---- */
+
+static int check_stage(ppsrt_model *m, const char *pass, int mb, int stage) {
+  gpt *g = m->impl;
+  if (stage < 0 || stage >= g->S || g->local[stage] < 0 || mb < 0 || mb >= m->cfg.nmb)
+    return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: %s(%d, %d): this device does not hold stage %d (or mb out of range)", pass,
+                      mb, stage, stage);
+  return 0;
+}
+
+static int gpt_f(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage) {
+  gpt *g = m->impl;
+  ppsrt_backend *be = m->be;
+  TRY(check_stage(m, "F", mb, stage));
+  int loc = g->local[stage], N = g->N, h = g->h, last = stage == g->S - 1, rc;
+  size_t Nh = (size_t)N * h, es = g->es;
+  sidx *e = IX(g, mb, loc);
+  void *x;
+  /* the stage input, kept for LN1's backward */
+  if (stage == 0 && g->mode) {
+    vstate *v = &g->vs[mb];
+    if (!v->emb)
+      return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: F(%d, 0) before the input embedding's all-reduce\n"
+                        "hint: IF(%d) and coll input_fwd(%d) must come first", mb, mb, mb);
+    rc = f32_to_act(be, v->emb, Nh, &x);
+    v->emb = NULL;
+    TRY(rc);
+    if ((rc = ppsrt_act_adopt(c, mb, stage, x, Nh * es, &e->in))) { be->free(be, x); return rc; }
+  } else if (stage == 0) {
+    TRY(save(c, mb, stage, Nh * es, &x, &e->in));
+    K(be->embedding_fwd(be, CS, x, g->ids + (size_t)mb * N, g->tok->param.data, N, h, 0, g->V, 0));
+    K(be->embedding_fwd(be, CS, x, g->posid, g->pos->param.data, N, h, 0, g->T, 1));
+  } else {
+    size_t got = 0;
+    TRY(ppsrt_io_take(c, PPSRT_XFER_ACT, mb, stage - 1, &x, &got));
+    if (got != Nh * es) {
+      be->free(be, x);
+      return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: input of F(%d, %d) has %zu bytes, expected %zu", mb, stage, got, Nh * es);
+    }
+    if ((rc = ppsrt_act_adopt(c, mb, stage, x, Nh * es, &e->in))) { be->free(be, x); return rc; }
+  }
+  for (int l = 0; l < g->L; l++) {
+    void *y = NULL;
+    int keep = l + 1 < g->L || last;
+    if ((rc = layer_f(m, c, mb, stage, loc, l, x, keep, &y))) {
+      if (!keep && y) be->free(be, y);
+      return rc;
+    }
+    x = y;
+  }
+  if (!last) {
+    if ((rc = ppsrt_io_put(c, PPSRT_XFER_ACT, mb, stage, x, Nh * es))) be->free(be, x);
+    return rc;
+  }
+  /* last stage: LN_f, then the output layer here (no vocabulary parallelism) or in S */
+  float *fst;
+  void *lnf;
+  TRY(save(c, mb, stage, 2 * (size_t)N * 4, (void **)&fst, &e->fst));
+  if (g->mode) {
+    TRY(be->alloc(be, Nh * es, &lnf));
+    if (!g->nc && (rc = be->layernorm_fwd(be, CS, lnf, fst, fst + N, x, g->lnfg->param.data, g->lnfb->param.data, N, h))) {
+      be->free(be, lnf);
+      return rc;
+    }
+    if ((rc = ppsrt_io_put(c, PPSRT_XFER_ACT, mb, stage, lnf, Nh * es))) be->free(be, lnf);
+    return rc;
+  }
+  TRY(save(c, mb, stage, Nh * es, &lnf, &e->flnf));
+  K(be->layernorm_fwd(be, CS, lnf, fst, fst + N, x, g->lnfg->param.data, g->lnfb->param.data, N, h));
+  void *logits;
+  float *sm;
+  size_t NV = (size_t)N * g->V;
+  TRY(be->alloc(be, NV * es, &logits));
+  if ((rc = be->alloc(be, 3 * (size_t)N * 4, (void **)&sm))) { be->free(be, logits); return rc; }
+  const int32_t *tg = g->tgt + (size_t)mb * N;
+  if (!g->nc) {
+    if ((rc = be->gemm(be, CS, 0, 1, N, g->V, h, 1.0f, lnf, AT, h, g->out->param.data, AT, h, 0.0f, logits, AT, g->V)) ||
+        (rc = be->softmax_stats(be, CS, sm, sm + N, sm + 2 * N, logits, tg, N, g->V, 0)) ||
+        (rc = add_loss(m, sm, sm + N, sm + 2 * N)) ||
+        (rc = be->softmax_xent_bwd(be, CS, logits, logits, sm, sm + N, tg, N, g->V, 0,
+                                   (float)(1.0 / ((double)N * m->cfg.nmb))))) {
+      be->free(be, sm);
+      be->free(be, logits);
+      return rc;
+    }
+  }
+  be->free(be, sm);
+  if ((rc = ppsrt_io_put(c, PPSRT_XFER_GRAD, mb, g->S, logits, NV * es))) be->free(be, logits);
+  return rc;
+}
+
+static int gpt_b(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage) {
+  gpt *g = m->impl;
+  ppsrt_backend *be = m->be;
+  TRY(check_stage(m, "B", mb, stage));
+  int loc = g->local[stage], N = g->N, h = g->h, last = stage == g->S - 1, rc;
+  size_t Nh = (size_t)N * h, es = g->es;
+  sidx *e = IX(g, mb, loc);
+  void *dy;
+  e->dlogits = e->dlnf = e->dx0 = -1;
+  if (last) {
+    void *dlnf, *y;
+    float *fst;
+    if (g->mode) {
+      vstate *v = &g->vs[mb];
+      if (!v->dx)
+        return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: B(%d, %d) before the output layer's input gradient\n"
+                          "hint: S(%d), T(%d) and their collectives must come first", mb, stage, mb, mb);
+      rc = f32_to_act(be, v->dx, Nh, &dlnf);
+      v->dx = NULL;
+      TRY(rc);
+      if ((rc = ppsrt_act_adopt(c, mb, stage, dlnf, Nh * es, &e->dlnf))) { be->free(be, dlnf); return rc; }
+    } else {
+      void *dl;
+      size_t got = 0, NV = (size_t)N * g->V * es;
+      TRY(ppsrt_io_take(c, PPSRT_XFER_GRAD, mb, g->S, &dl, &got));
+      if (got != NV) { be->free(be, dl); return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: loss gradient of mb %d has %zu bytes", mb, got); }
+      if ((rc = ppsrt_act_adopt(c, mb, stage, dl, NV, &e->dlogits))) { be->free(be, dl); return rc; }
+      TRY(save(c, mb, stage, Nh * es, &dlnf, &e->dlnf));
+      K(be->gemm(be, CS, 0, 0, N, h, g->V, 1.0f, dl, AT, g->V, g->out->param.data, AT, h, 0.0f, dlnf, AT, h));
+    }
+    TRY(get(c, mb, stage, IX(g, mb, loc)->lf[(size_t)(g->L - 1) * NFE + FE_Y], &y));
+    TRY(get(c, mb, stage, e->fst, (void **)&fst));
+    TRY(save(c, mb, stage, Nh * es, &dy, &e->dytop));
+    K(be->layernorm_bwd_input(be, CS, dy, dlnf, y, fst, fst + N, g->lnfg->param.data, N, h, 0));
+  } else {
+    size_t got = 0;
+    TRY(ppsrt_io_take(c, PPSRT_XFER_GRAD, mb, stage + 1, &dy, &got));
+    if (got != Nh * es) {
+      be->free(be, dy);
+      return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: output gradient of B(%d, %d) has %zu bytes, expected %zu", mb, stage, got,
+                        Nh * es);
+    }
+    if ((rc = ppsrt_act_adopt(c, mb, stage, dy, Nh * es, &e->dytop))) { be->free(be, dy); return rc; }
+  }
+  for (int l = g->L - 1; l >= 0; l--) {
+    void *dx = NULL;
+    int keep = l > 0 || (stage == 0 && !g->mode);
+    TRY(layer_b(m, c, mb, stage, loc, l, dy, keep, &dx));
+    dy = dx;
+  }
+  if (stage == 0 && !g->mode) {
+    e->dx0 = e->lb[BE_DX];   /* layer 0's dx: the embeddings' gradient, for W */
+    return 0;
+  }
+  /* the stage input's gradient: to the previous stage, or (vocabulary parallelism, stage
+   * 0) to coll input_bwd and IB */
+  if ((rc = ppsrt_io_put(c, PPSRT_XFER_GRAD, mb, stage, dy, Nh * es))) be->free(be, dy);
+  return rc;
+}
+
+static int gpt_w(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage) {
+  gpt *g = m->impl;
+  ppsrt_backend *be = m->be;
+  TRY(check_stage(m, "W", mb, stage));
+  int loc = g->local[stage], N = g->N, h = g->h;
+  sidx *e = IX(g, mb, loc);
+  for (int l = g->L - 1; l >= 0; l--) TRY(layer_w(m, c, mb, stage, loc, l));
+  if (stage == g->S - 1) {
+    void *y, *dlnf;
+    float *fst;
+    TRY(get(c, mb, stage, e->lf[(size_t)(g->L - 1) * NFE + FE_Y], &y));
+    TRY(get(c, mb, stage, e->fst, (void **)&fst));
+    TRY(get(c, mb, stage, e->dlnf, &dlnf));
+    K(be->layernorm_bwd_weight(be, CS, g->lnfg->grad, g->lnfb->grad, dlnf, y, fst, fst + N, N, h));
+    if (!g->mode) {   /* d out += dlogits^T LN_f(y) */
+      void *dl, *lnf;
+      TRY(get(c, mb, stage, e->dlogits, &dl));
+      TRY(get(c, mb, stage, e->flnf, &lnf));
+      K(be->gemm(be, CS, 1, 0, g->V, h, N, 1.0f, dl, AT, g->V, lnf, AT, h, 1.0f, g->out->grad, PPSRT_F32, h));
+    }
+  }
+  if (stage == 0 && !g->mode) {
+    void *dx0;
+    TRY(get(c, mb, stage, e->dx0, &dx0));
+    K(be->embedding_bwd(be, CS, g->tok->grad, dx0, g->ids + (size_t)mb * N, N, h, 0, g->V));
+    K(be->embedding_bwd(be, CS, g->pos->grad, dx0, g->posid, N, h, 0, g->T));
+  }
+  return ppsrt_act_release(c, mb, stage);
+}
+
+/* ---- vocabulary passes and collectives ---- */
+
+/* Device holding stage s (the run's placement). */
+static int stage_device(ppsrt_ctx *c, int s) {
+  return c->run && c->run->stages_of ? c->run->stages_of[s] : 0;
+}
+
+static int vocab_if(ppsrt_model *m, ppsrt_ctx *c, int mb) {
+  gpt *g = m->impl;
+  ppsrt_backend *be = m->be;
+  vstate *v = &g->vs[mb];
+  size_t Nh = (size_t)g->N * g->h;
+  void *e;
+  if (v->emb) return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: IF(%d) ran twice", mb);
+  TRY(be->alloc(be, Nh * g->es, &e));
+  int rc = 0;
+  if (!g->nc) {
+    rc = be->embedding_fwd(be, CS, e, g->ids + (size_t)mb * g->N, g->tok->param.data, g->N, g->h, g->lo, g->hi, 0);
+    if (!rc && g->pos) rc = be->embedding_fwd(be, CS, e, g->posid, g->pos->param.data, g->N, g->h, 0, g->T, 1);
+  }
+  if (rc) { be->free(be, e); return rc; }
+  return act_to_f32(be, e, Nh, &v->emb);
+}
+
+/* S: the last stage's LN_f output reaches every device, then the shard's logits and
+ * local statistics (and, Vocab-2, the local input-gradient terms A_d and G_d). */
+static int vocab_s(ppsrt_model *m, ppsrt_ctx *c, int mb) {
+  gpt *g = m->impl;
+  ppsrt_backend *be = m->be;
+  vstate *v = &g->vs[mb];
+  int N = g->N, h = g->h, Vs = g->hi - g->lo, rc;
+  size_t Nh = (size_t)N * h, es = g->es;
+  void *X, *logits;
+  int ix, il;
+  if (g->last) {
+    size_t got = 0;
+    TRY(ppsrt_io_take(c, PPSRT_XFER_ACT, mb, g->S - 1, &X, &got));
+  } else {
+    TRY(be->alloc(be, Nh * es, &X));
+  }
+  /* No collective precedes S, and every device runs the S passes in the same order, so
+   * S broadcasts X itself on the run's transport (model.h's comm is only handed to
+   * collectives). */
+  if (g->P > 1) {
+    if (!c->tr) { be->free(be, X); return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: S(%d) needs a transport", mb); }
+    if ((rc = c->tr->broadcast(c->tr, c->rank, be, CS, X, Nh * es, stage_device(c, g->S - 1)))) {
+      be->free(be, X);
+      return rc;
+    }
+  }
+  if ((rc = ppsrt_act_adopt(c, mb, -1, X, Nh * es, &ix))) { be->free(be, X); return rc; }
+  TRY(save(c, mb, -1, (size_t)N * Vs * es, &logits, &il));
+  if (ix != 0 || il != 1) return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: S(%d) ran twice before T", mb);
+  TRY(be->alloc(be, 5 * (size_t)N * sizeof(float), (void **)&v->st));
+  float *lmax = v->st, *lsum = v->st + N, *gtgt = v->st + 4 * N;
+  const int32_t *tg = g->tgt + (size_t)mb * N;
+  K(be->gemm(be, CS, 0, 1, N, Vs, h, 1.0f, X, AT, h, g->out->param.data, AT, h, 0.0f, logits, AT, Vs));
+  K(be->softmax_stats(be, CS, lmax, lsum, gtgt, logits, tg, N, Vs, g->lo));
+  if (g->mode == 2) {
+    /* A_d = softmax_d(logits_d) out_d with the shard's own max and sum (the shifted lo
+     * puts every target outside, so nothing is subtracted); G_d = out_d[target] */
+    void *pr, *Gd;
+    TRY(be->alloc(be, (size_t)N * Vs * es, &pr));
+    if ((rc = be->alloc(be, Nh * sizeof(float), (void **)&v->A))) { be->free(be, pr); return rc; }
+    if (!g->nc &&
+        ((rc = be->softmax_xent_bwd(be, CS, pr, logits, lmax, lsum, tg, N, Vs, -(Vs + 1), 1.0f)) ||
+         (rc = be->gemm(be, CS, 0, 0, N, h, Vs, 1.0f, pr, AT, Vs, g->out->param.data, AT, h, 0.0f, v->A, PPSRT_F32, h)))) {
+      be->free(be, pr);
+      return rc;
+    }
+    be->free(be, pr);
+    TRY(be->alloc(be, Nh * es, &Gd));
+    if (!g->nc && (rc = be->embedding_fwd(be, CS, Gd, tg, g->out->param.data, N, h, g->lo, g->hi, 0))) {
+      be->free(be, Gd);
+      return rc;
+    }
+    TRY(act_to_f32(be, Gd, Nh, &v->G));
+  }
+  return 0;
+}
+
+/* T: the shard's weight gradient (and, Vocab-1, its partial input gradient). */
+static int vocab_t(ppsrt_model *m, ppsrt_ctx *c, int mb) {
+  gpt *g = m->impl;
+  ppsrt_backend *be = m->be;
+  vstate *v = &g->vs[mb];
+  int N = g->N, h = g->h, Vs = g->hi - g->lo;
+  void *X, *dl;
+  if (!v->st) return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: T(%d) before S(%d)", mb, mb);
+  TRY(get(c, mb, -1, 0, &X));
+  TRY(get(c, mb, -1, 1, &dl));
+  K(be->softmax_xent_bwd(be, CS, dl, dl, v->st + 2 * N, v->st + 3 * N, g->tgt + (size_t)mb * N, N, Vs, g->lo,
+                         (float)(1.0 / ((double)N * m->cfg.nmb))));
+  K(be->gemm(be, CS, 1, 0, Vs, h, N, 1.0f, dl, AT, Vs, X, AT, h, 1.0f, g->out->grad, PPSRT_F32, h));
+  if (g->mode == 1) {
+    TRY(be->alloc(be, (size_t)N * h * sizeof(float), (void **)&v->dx));
+    K(be->gemm(be, CS, 0, 0, N, h, Vs, 1.0f, dl, AT, Vs, g->out->param.data, AT, h, 0.0f, v->dx, PPSRT_F32, h));
+  }
+  be->free(be, v->st);
+  v->st = NULL;
+  return ppsrt_act_release(c, mb, -1);
+}
+
+static int vocab_ib(ppsrt_model *m, ppsrt_ctx *c, int mb) {
+  gpt *g = m->impl;
+  ppsrt_backend *be = m->be;
+  void *dx0;
+  size_t got = 0;
+  TRY(ppsrt_io_take(c, PPSRT_XFER_GRAD, mb, 0, &dx0, &got));
+  int rc = 0;
+  if (!g->nc) {
+    rc = be->embedding_bwd(be, CS, g->tok->grad, dx0, g->ids + (size_t)mb * g->N, g->N, g->h, g->lo, g->hi);
+    if (!rc && g->pos) rc = be->embedding_bwd(be, CS, g->pos->grad, dx0, g->posid, g->N, g->h, 0, g->T);
+  }
+  be->free(be, dx0);
+  return rc;
+}
+
+static int gpt_vocab_pass(ppsrt_model *m, ppsrt_ctx *c, int kind, int mb) {
+  gpt *g = m->impl;
+  if (!g->mode) return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: vocabulary pass without vocabulary parallelism");
+  if (mb < 0 || mb >= m->cfg.nmb) return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: microbatch %d out of range", mb);
+  switch (kind) {
+  case PPSRT_OP_IF: return vocab_if(m, c, mb);
+  case PPSRT_OP_S: return vocab_s(m, c, mb);
+  case PPSRT_OP_T: return vocab_t(m, c, mb);
+  case PPSRT_OP_IB: return vocab_ib(m, c, mb);
+  default: return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: unknown vocabulary pass %d", kind);
+  }
+}
+
+static int gpt_collective(ppsrt_model *m, ppsrt_ctx *c, int coll, int mb, ppsrt_comm *cm) {
+  gpt *g = m->impl;
+  ppsrt_backend *be = m->be;
+  vstate *v = &g->vs[mb];
+  int N = g->N, h = g->h;
+  size_t Nh = (size_t)N * h;
+  if (!g->mode) return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: vocabulary collective without vocabulary parallelism");
+  if (mb < 0 || mb >= m->cfg.nmb) return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: microbatch %d out of range", mb);
+  switch (coll) {
+  case PPSRT_COLL_INPUT_FWD:   /* e = sum_d e_d, kept by stage 0's device for F(mb, 0) */
+    if (!v->emb) return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: coll input_fwd(%d) before IF(%d)", mb, mb);
+    TRY(cm->allreduce_f32(cm, v->emb, Nh, PPSRT_SUM));
+    if (!g->first) { be->free(be, v->emb); v->emb = NULL; }
+    return 0;
+  case PPSRT_COLL_OUTPUT_FWD: {
+    if (!v->st) return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: coll output_fwd(%d) before S(%d)", mb, mb);
+    float *lmax = v->st, *lsum = v->st + N, *gmax = v->st + 2 * N, *gsum = v->st + 3 * N, *gtgt = v->st + 4 * N;
+    /* online softmax: M = max_d m_d; S = sum_d s_d exp(m_d - M); target logit summed */
+    TRY(be->memcpy_async(be, CS, gmax, lmax, (size_t)N * 4, 0));
+    TRY(cm->allreduce_f32(cm, gmax, (size_t)N, PPSRT_MAX));
+    TRY(be->memcpy_async(be, CS, gsum, lsum, (size_t)N * 4, 0));
+    K(be->softmax_rescale_f32(be, CS, gsum, lmax, NULL, gmax, NULL, N, 1));
+    TRY(cm->allreduce_f32(cm, gsum, 2 * (size_t)N, PPSRT_SUM));   /* gsum and gtgt together */
+    if (cm->rank == 0 && !g->nc) TRY(add_loss(m, gmax, gsum, gtgt));
+    if (g->mode == 2) {
+      /* dX = sum_d ((s_d exp(m_d - M) / S) A_d - G_d) / (N nmb) */
+      K(be->softmax_rescale_f32(be, CS, v->A, lmax, lsum, gmax, gsum, N, h));
+      K(be->axpy_f32(be, CS, v->A, v->G, -1.0f, Nh));
+      K(be->scale_f32(be, CS, v->A, (float)(1.0 / ((double)N * m->cfg.nmb)), Nh));
+      be->free(be, v->G);
+      v->G = NULL;
+      TRY(cm->allreduce_f32(cm, v->A, Nh, PPSRT_SUM));
+      if (g->last) v->dx = v->A;
+      else be->free(be, v->A);
+      v->A = NULL;
+    }
+    return 0;
+  }
+  case PPSRT_COLL_OUTPUT_BWD:   /* Vocab-1: dX = sum_d dX_d, for B(mb, S-1) */
+    if (g->mode != 1 || !v->dx) return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: coll output_bwd(%d) without T(%d) in Vocab-1", mb, mb);
+    TRY(cm->allreduce_f32(cm, v->dx, Nh, PPSRT_SUM));
+    if (!g->last) { be->free(be, v->dx); v->dx = NULL; }
+    return 0;
+  case PPSRT_COLL_INPUT_BWD: {  /* B(mb, 0)'s input gradient from stage 0's device to all */
+    void *buf;
+    size_t bytes = Nh * g->es;
+    if (g->first) {
+      TRY(ppsrt_io_peek(c, PPSRT_XFER_GRAD, mb, 0, &buf, NULL));
+      return cm->broadcast(cm, buf, bytes, stage_device(c, 0));
+    }
+    TRY(be->alloc(be, bytes, &buf));
+    int rc = cm->broadcast(cm, buf, bytes, stage_device(c, 0));
+    if (!rc) rc = ppsrt_io_put(c, PPSRT_XFER_GRAD, mb, 0, buf, bytes);
+    if (rc) be->free(be, buf);
+    return rc;
+  }
+  default: return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: unknown collective %d", coll);
+  }
+}
+
+/* ---- iterations ---- */
+
+static void free_vstate(ppsrt_model *m) {
+  gpt *g = m->impl;
+  ppsrt_backend *be = m->be;
+  if (!g->vs) return;
+  for (int i = 0; i < m->cfg.nmb; i++) {
+    vstate *v = &g->vs[i];
+    be->free(be, v->emb); be->free(be, v->st); be->free(be, v->A); be->free(be, v->G); be->free(be, v->dx);
+    memset(v, 0, sizeof *v);
+  }
+}
+
+static int gpt_begin(ppsrt_model *m, ppsrt_ctx *c, int it) {
+  gpt *g = m->impl;
+  g->loss = 0;
+  free_vstate(m);   /* leftovers of a failed iteration */
+  return 0;
+}
+
+static int gpt_end(ppsrt_model *m, ppsrt_ctx *c, double *loss) {
+  gpt *g = m->impl;
+  /* the loss is reported once: by the last stage's device, or rank 0 with vocabulary
+   * parallelism (every device has the merged statistics there) */
+  *loss = (g->mode ? g->rank == 0 : g->last) ? g->loss : 0.0;
+  free_vstate(m);
+  return 0;
+}
+
+/* ---- FLOPs (Vocabulary Parallelism paper's counts, b = micro_batch, s = seq) ---- */
+
+double ppsrt_gpt_pass_flops(const ppsrt_model_config *cfg, int kind, int stage) {
+  double b = cfg->micro_batch, s = cfg->seq, h = cfg->hidden, V = cfg->vocab, L = cfg->layers_per_stage;
+  double P = cfg->vocab_mode ? (cfg->ndev > 0 ? cfg->ndev : 1) : 1;
+  double bsh = b * s * h;
+  int first = stage == 0, last = stage == cfg->nstage - 1, vm = cfg->vocab_mode;
+  switch (kind) {
+  /* transformer layer bsh(72h + 12s): F bsh(24h + 4s), B bsh(24h + 8s), W 24bsh h;
+   * input layer 3bsh (F bsh, W 2bsh); output layer 6bshV (F, B, W 2bshV each) */
+  case PPSRT_OP_F:
+    return L * bsh * (24 * h + 4 * s) + (!vm && first ? bsh : 0) + (!vm && last ? 2 * bsh * V : 0);
+  case PPSRT_OP_B: return L * bsh * (24 * h + 8 * s) + (!vm && last ? 2 * bsh * V : 0);
+  case PPSRT_OP_W: return L * bsh * 24 * h + (!vm && first ? 2 * bsh : 0) + (!vm && last ? 2 * bsh * V : 0);
+  case PPSRT_OP_BW:
+    return ppsrt_gpt_pass_flops(cfg, PPSRT_OP_B, stage) + ppsrt_gpt_pass_flops(cfg, PPSRT_OP_W, stage);
+  /* vocabulary passes, one device's shard (V/P rows) */
+  case PPSRT_OP_IF: return bsh / P;
+  case PPSRT_OP_IB: return 2 * bsh / P;
+  case PPSRT_OP_S: return (vm == 2 ? 4 : 2) * bsh * V / P;
+  case PPSRT_OP_T: return (vm == 1 ? 4 : 2) * bsh * V / P;
+  default: return 0;
+  }
+}
+
+/* ---- creation ---- */
+
+static void gpt_destroy(ppsrt_model *m) {
+  if (!m) return;
+  gpt *g = m->impl;
+  ppsrt_backend *be = m->be;
+  for (int k = 0; k < m->nparams; k++) {
+    ppsrt_param *q = &m->params[k];
+    if (q->master && q->master != q->param.data) be->free(be, q->master);
+    be->free(be, q->param.data);
+    be->free(be, q->grad);
+    be->free(be, q->m);
+    be->free(be, q->v);
+    free((char *)q->name);
+  }
+  free(m->params);
+  if (g) {
+    free_vstate(m);
+    be->free(be, g->ids);
+    be->free(be, g->tgt);
+    be->free(be, g->posid);
+    free(g->vs);
+    free(g->local);
+    free(g->ix);
+    free(g->ixpool);
+    free(g->hst);
+    free(g);
+  }
+  free(m);
+}
+
+enum { INIT_ZERO, INIT_ONE, INIT_UNIFORM };
+
+/* A parameter: elements [offset, offset + n) of the full tensor `name` of full_n
+ * elements; values depend only on (seed, name, element index in the full tensor). */
+static ppsrt_param *add_param(ppsrt_model *m, int *rc, const char *name, int stage, size_t n, size_t offset,
+                              size_t full_n, int init, float scale) {
+  ppsrt_backend *be = m->be;
+  gpt *g = m->impl;
+  ppsrt_param *q = &m->params[m->nparams++];
+  if (*rc) return q;
+  q->name = strdup(name);
+  q->stage = stage; q->numel = n; q->offset = offset; q->full_numel = full_n;
+  if (!q->name) { *rc = PPSRT_FAIL(PPSRT_E_NOMEM, "gpt: out of host memory"); return q; }
+  size_t nn = n ? n : 1;
+  if ((*rc = be->alloc(be, nn * g->es, &q->param.data))) return q;
+  q->param.numel = n; q->param.dtype = be->act_dtype;
+  if (be->act_dtype == PPSRT_F32) q->master = q->param.data;
+  else if ((*rc = be->alloc(be, nn * sizeof(float), (void **)&q->master))) return q;
+  if ((*rc = be->alloc(be, nn * sizeof(float), (void **)&q->grad)) ||
+      (*rc = be->alloc(be, nn * sizeof(float), (void **)&q->m)) ||
+      (*rc = be->alloc(be, nn * sizeof(float), (void **)&q->v)) ||
+      (*rc = be->memset0(be, CS, q->grad, nn * sizeof(float))) ||
+      (*rc = be->memset0(be, CS, q->m, nn * sizeof(float))) ||
+      (*rc = be->memset0(be, CS, q->v, nn * sizeof(float))))
+    return q;
+  float *hb = malloc(nn * sizeof *hb);
+  if (!hb) { *rc = PPSRT_FAIL(PPSRT_E_NOMEM, "gpt: out of host memory"); return q; }
+  uint64_t stream = ppsrt_hash_str(name);
+  for (size_t i = 0; i < n; i++)
+    hb[i] = init == INIT_ZERO ? 0.0f : init == INIT_ONE ? 1.0f
+                                                        : scale * ppsrt_rand_uniform(m->cfg.seed, stream, offset + i);
+  *rc = be->upload_f32(be, q->param, hb);
+  if (!*rc && q->master != q->param.data) *rc = be->upload_f32(be, (ppsrt_tensor){q->master, n, PPSRT_F32}, hb);
+  free(hb);
+  return q;
+}
+
+/* Uploads int32 host data to a new device buffer. */
+static int upload_i32(ppsrt_backend *be, const int32_t *h, size_t n, int32_t **out) {
+  TRY(be->alloc(be, n * sizeof(int32_t), (void **)out));
+  TRY(be->memcpy_async(be, CS, *out, h, n * sizeof(int32_t), 1));
+  return be->stream_sync(be, CS);
+}
+
+/* Synthetic data of every microbatch: ids uniform in [0, V) from (seed, mb, token);
+ * target[t] = (ids[t] + ids[t-1]) mod V within each sequence (ids[-1] = 0). */
+static int make_data(ppsrt_model *m) {
+  gpt *g = m->impl;
+  size_t n = (size_t)m->cfg.nmb * g->N;
+  int32_t *ids = malloc(n * sizeof *ids), *tg = malloc(n * sizeof *tg), *pos = malloc((size_t)g->N * sizeof *pos);
+  int rc = 0;
+  if (!ids || !tg || !pos) rc = PPSRT_FAIL(PPSRT_E_NOMEM, "gpt: out of host memory");
+  uint64_t stream = ppsrt_hash_str("gpt.data.tokens");
+  for (size_t i = 0; !rc && i < n; i++) {
+    float u = ppsrt_rand_uniform(m->cfg.seed, stream, i);
+    int id = (int)((u + 1.0f) * 0.5f * (float)g->V);
+    ids[i] = id < 0 ? 0 : id >= g->V ? g->V - 1 : id;
+  }
+  for (size_t i = 0; !rc && i < n; i++) {
+    int t = (int)(i % (size_t)g->T);
+    tg[i] = (int32_t)(((int64_t)ids[i] + (t > 0 ? ids[i - 1] : 0)) % g->V);
+  }
+  for (int i = 0; !rc && i < g->N; i++) pos[i] = i % g->T;
+  if (!rc) rc = upload_i32(m->be, ids, n, &g->ids);
+  if (!rc) rc = upload_i32(m->be, tg, n, &g->tgt);
+  if (!rc) rc = upload_i32(m->be, pos, (size_t)g->N, &g->posid);
+  free(ids); free(tg); free(pos);
+  return rc;
+}
+
+int ppsrt_gpt_create(const ppsrt_model_config *cfg, ppsrt_backend *be, int device, const int *stages, int nstages,
+                     ppsrt_model **out) {
   *out = NULL;
-  return PPSRT_FAIL(PPSRT_E_USAGE, "gpt model: not implemented yet");
+  int Hkv = cfg->query_groups > 0 ? cfg->query_groups : cfg->heads;
+  if (cfg->hidden <= 0 || cfg->heads <= 0 || cfg->seq <= 0 || cfg->micro_batch <= 0 || cfg->layers_per_stage <= 0 ||
+      cfg->nstage <= 0 || cfg->vocab <= 0 || cfg->nmb <= 0)
+    return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: sizes must be positive (hidden %d, heads %d, seq %d, vocab %d, micro-batch %d, "
+                      "layers-per-stage %d)", cfg->hidden, cfg->heads, cfg->seq, cfg->vocab, cfg->micro_batch,
+                      cfg->layers_per_stage);
+  if (cfg->hidden % cfg->heads || cfg->heads % Hkv)
+    return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --hidden %d must be a multiple of --heads %d, and --heads of --query-groups %d",
+                      cfg->hidden, cfg->heads, Hkv);
+  int P = cfg->vocab_mode ? (cfg->ndev > 0 ? cfg->ndev : 1) : 1;
+  if (cfg->vocab_mode && (cfg->vocab_mode > 2 || cfg->vocab < P || device < 0 || device >= P))
+    return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: vocabulary parallelism needs mode 1 or 2 and --vocab %d >= devices %d",
+                      cfg->vocab, P);
+  ppsrt_model *m = calloc(1, sizeof *m);
+  gpt *g = calloc(1, sizeof *g);
+  if (!m || !g) { free(m); free(g); return PPSRT_FAIL(PPSRT_E_NOMEM, "gpt: out of host memory"); }
+  m->name = "gpt"; m->be = be; m->cfg = *cfg; m->impl = g;
+  m->xfer_bytes = gpt_xfer_bytes; m->act_bytes = gpt_act_bytes;
+  m->f = gpt_f; m->b = gpt_b; m->w = gpt_w; m->bw = NULL;
+  m->vocab_pass = cfg->vocab_mode ? gpt_vocab_pass : NULL;
+  m->collective = cfg->vocab_mode ? gpt_collective : NULL;
+  m->begin_iteration = gpt_begin; m->end_iteration = gpt_end; m->destroy = gpt_destroy;
+  g->h = cfg->hidden; g->Hq = cfg->heads; g->Hkv = Hkv; g->D = g->h / g->Hq; g->T = cfg->seq;
+  g->Bm = cfg->micro_batch; g->N = g->Bm * g->T; g->V = cfg->vocab; g->L = cfg->layers_per_stage;
+  g->S = cfg->nstage; g->P = P; g->mode = cfg->vocab_mode; g->rank = device; g->nc = cfg->no_compute;
+  g->q = (g->Hq + 2 * g->Hkv) * g->D;
+  g->es = ppsrt_dtype_size(be->act_dtype);
+  g->nlocal = nstages;
+  g->lo = g->mode ? (int)((int64_t)device * g->V / P) : 0;
+  g->hi = g->mode ? (int)((int64_t)(device + 1) * g->V / P) : g->V;
+  /* per-stage FLOPs of the transformer layers (vocabulary layers: ppsrt_gpt_pass_flops) */
+  {
+    ppsrt_model_config c1 = *cfg;
+    c1.nstage = 3;   /* a middle stage: layers only */
+    m->flops_f = ppsrt_gpt_pass_flops(&c1, PPSRT_OP_F, 1);
+    m->flops_b = ppsrt_gpt_pass_flops(&c1, PPSRT_OP_B, 1);
+    m->flops_w = ppsrt_gpt_pass_flops(&c1, PPSRT_OP_W, 1);
+  }
+  int rc = 0;
+  g->local = malloc((size_t)g->S * sizeof *g->local);
+  g->ix = calloc((size_t)cfg->nmb * (nstages ? nstages : 1), sizeof *g->ix);
+  g->ixpool = malloc((size_t)cfg->nmb * (nstages ? nstages : 1) * g->L * (NFE + NBE) * sizeof *g->ixpool);
+  g->vs = calloc((size_t)cfg->nmb, sizeof *g->vs);
+  g->hst = malloc(3 * (size_t)g->N * sizeof *g->hst);
+  /* parameters: layers, LN_f, embeddings, output layer */
+  int nparams = nstages * g->L * NLP + 2 + 3;
+  m->params = calloc((size_t)nparams, sizeof *m->params);
+  if (!g->local || !g->ix || !g->ixpool || !g->vs || !g->hst || !m->params) {
+    rc = PPSRT_FAIL(PPSRT_E_NOMEM, "gpt: out of host memory");
+    goto fail;
+  }
+  for (int s = 0; s < g->S; s++) g->local[s] = -1;
+  for (int k = 0; k < nstages; k++) {
+    if (stages[k] < 0 || stages[k] >= g->S) { rc = PPSRT_FAIL(PPSRT_E_USAGE, "gpt: stage %d out of range", stages[k]); goto fail; }
+    g->local[stages[k]] = k;
+  }
+  for (size_t i = 0; i < (size_t)cfg->nmb * nstages; i++) {
+    g->ix[i].lf = g->ixpool + i * g->L * (NFE + NBE);
+    g->ix[i].lb = g->ix[i].lf + (size_t)g->L * NFE;
+  }
+  g->first = g->local[0] >= 0;
+  g->last = g->local[g->S - 1] >= 0;
+  /* In vocabulary parallel mode, `first`/`last` still mean "holds stage 0 / S-1". */
+  g->lpbase = 0;
+  int h = g->h, q = g->q;
+  for (int k = 0; k < nstages && !rc; k++) {
+    int s = stages[k];
+    for (int l = 0; l < g->L && !rc; l++) {
+      size_t sizes[NLP] = {h, h, (size_t)h * q, q, (size_t)h * h, h, h, h, (size_t)h * 4 * h, 4 * (size_t)h,
+                           (size_t)4 * h * h, h};
+      for (int j = 0; j < NLP; j++) {
+        char name[64];
+        snprintf(name, sizeof name, "s%d.l%d.%s", s, l, lp_names[j]);
+        int init = j == LN1G || j == LN2G ? INIT_ONE : (j == LN1B || j == LN2B || j % 2 == 1) ? INIT_ZERO : INIT_UNIFORM;
+        /* uniform(-a, a) with a = sqrt(3 / fan_in): unit variance outputs */
+        float fan_in = j == FC2W ? 4.0f * h : (float)h;
+        add_param(m, &rc, name, s, sizes[j], 0, sizes[j], init, sqrtf(3.0f / fan_in));
+      }
+    }
+  }
+  if (!rc && g->last) {
+    char name[64];
+    snprintf(name, sizeof name, "s%d.lnf.g", g->S - 1);
+    g->lnfg = add_param(m, &rc, name, g->S - 1, h, 0, h, INIT_ONE, 0);
+    snprintf(name, sizeof name, "s%d.lnf.b", g->S - 1);
+    g->lnfb = add_param(m, &rc, name, g->S - 1, h, 0, h, INIT_ZERO, 0);
+  }
+  size_t Vs = (size_t)(g->hi - g->lo);
+  if (!rc && (g->mode || g->first))
+    g->tok = add_param(m, &rc, "vocab.tok", g->mode ? -1 : 0, Vs * h, (size_t)g->lo * h, (size_t)g->V * h, INIT_UNIFORM, 1.0f);
+  if (!rc && (g->mode ? device == 0 : g->first))
+    g->pos = add_param(m, &rc, "vocab.pos", g->mode ? -1 : 0, (size_t)g->T * h, 0, (size_t)g->T * h, INIT_UNIFORM, 0.1f);
+  if (!rc && (g->mode || g->last))
+    g->out = add_param(m, &rc, "vocab.out", g->mode ? -1 : g->S - 1, Vs * h, (size_t)g->lo * h, (size_t)g->V * h,
+                       INIT_UNIFORM, sqrtf(3.0f / (float)h));
+  if (!rc) rc = make_data(m);
+  if (rc) goto fail;
+  *out = m;
+  return 0;
+fail:
+  gpt_destroy(m);
+  return rc;
 }

@@ -1,7 +1,7 @@
 # runtime/models.mk: the CPU backend (memory, streams, gemm, kernels) and the gpt model,
 # appended to libppsrt (core.mk defines libppsrt_la_SOURCES, its CPPFLAGS with
 # $(OPENBLAS_CFLAGS) and LIBADD with $(OPENBLAS_LIBS)); the kernel tests (tests/kernels/).
-libppsrt_la_SOURCES += runtime/cpu_backend.h runtime/cpu_backend.c runtime/cpu_kernels.c \
+libppsrt_la_SOURCES += runtime/cpu_backend.h runtime/cpu_backend.c runtime/cpu_kernels.c runtime/gpt.h \
   runtime/model_gpt.c
 
 # ---- kernel tests: every backward vs finite differences, attention, sharded softmax ----

@@ -1,0 +1,14 @@
+/* gpt.h: what model_gpt.c offers besides ppsrt_gpt_create (model.h): the FLOPs of
+ * each pass, for MFU. Internal to libppsrt. */
+#ifndef PPSRT_GPT_H
+#define PPSRT_GPT_H
+#include "model.h"
+
+/* FLOPs of one pass `kind` (PPSRT_OP_F, _B, _W, _BW on `stage`; _IF, _IB, _S, _T on one
+ * device's vocabulary shard, stage ignored) for one microbatch, with the Vocabulary
+ * Parallelism paper's counts: transformer layer bsh(72h + 12s) split F bsh(24h + 4s),
+ * B bsh(24h + 8s), W 24bsh^2; input layer 3bsh (F bsh, W or IB 2bsh); output layer
+ * 6bshV (F/S, B, W/T 2bshV each; Vocab-1's T and Vocab-2's S carry the input
+ * gradient's 2bshV). Vocabulary shares are divided by the number of devices. */
+double ppsrt_gpt_pass_flops(const ppsrt_model_config *cfg, int kind, int stage);
+#endif
