@@ -387,7 +387,7 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   if (!status) {
     int print = printer && !o->json;
     if (run.nlocal > 1 || printer) {
-      int memory_bad = p->predicted_peak ? rt_compare_memory(&run, print && (o->check || o->check_memory || !o->quiet)) : 0;
+      int memory_bad = p->predicted_peak || p->predicted_peak_order ? rt_compare_memory(&run, print && (o->check || o->check_memory || !o->quiet)) : 0;
       if ((o->check || o->check_memory) && memory_bad) status = 1;
     }
     if (o->check && (run.check_mismatches || run.check_loss_bad)) status = 1;

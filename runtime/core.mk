@@ -18,6 +18,9 @@ libppsrt_la_CPPFLAGS += $(MPI_CFLAGS)
 libppsrt_la_LIBADD += $(MPI_LIBS)
 endif
 pkgconfig_DATA += runtime/ppsrt.pc
+
+# ---- code generation in the compiler (ppsc emit-c / build); cmd_build.c is in analysis.mk ----
+libppsc_la_SOURCES += compiler/emit_c.c compiler/emit_c.h
 EXTRA_DIST += runtime/transport_mpi.c
 
 # ---- tests of the runtime (tests/runtime/) ----

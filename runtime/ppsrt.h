@@ -74,6 +74,10 @@ typedef struct ppsrt_program {
   int32_t nmodel;
   const double *predicted_peak;   /* [ndev] ppsc sim's peak activation per device, in units */
   double predicted_makespan;      /* ppsc sim's makespan, in the schedule's time units */
+  /* Added: ppsc sim's peak over PROGRAM ORDER per device (offload frees when issued,
+   * reload takes back when issued), the figure the runtime's counted bytes follow
+   * exactly; equals predicted_peak without offload. NULL = unknown. */
+  const double *predicted_peak_order; /* [ndev] */
 } ppsrt_program;
 
 /* Runs the program as the executable's command line asks. Returns the process exit
