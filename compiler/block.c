@@ -39,14 +39,14 @@ static int item_cmp(const void *pa, const void *pb) {
   return a->sub - b->sub;
 }
 
-int block_expand(Arena *a, Diag *d, IrSchedule *s, const BlockEntry *e, int n, int64_t interval,
+int block_expand(Arena *a, Diag *d, IrSchedule *s, const int32_t *stage_dev, const BlockEntry *e, int n, int64_t interval,
                  int w_rule, Span at, long max_ops) {
   int64_t m = s->nmb;
   for (int dev = 0; dev < s->ndev; dev++) {
     /* the items of this device */
     int64_t cnt = 0;
     for (int k = 0; k < n; k++)
-      if (s->stages[e[k].stage].device == dev) cnt += (w_rule != BLOCK_W_SLOT && e[k].kind == IR_B) ? 2 : 1;
+      if (stage_dev[e[k].stage] == dev) cnt += (w_rule != BLOCK_W_SLOT && e[k].kind == IR_B) ? 2 : 1;
     if (cnt == 0) continue;
     if (cnt * m + s->total_ops > max_ops) {
       diag_error(d, at, "the schedule generates more than %ld ops (limit: --max-ops)", max_ops);
@@ -56,7 +56,7 @@ int block_expand(Arena *a, Diag *d, IrSchedule *s, const BlockEntry *e, int n, i
     if (!it) { diag_error(d, at, "out of memory expanding the building block"); return -1; }
     int64_t ni = 0, nw = 0;
     for (int k = 0; k < n; k++) {
-      if (s->stages[e[k].stage].device != dev) continue;
+      if (stage_dev[e[k].stage] != dev) continue;
       for (int64_t i = 0; i < m; i++) {
         Item *x = &it[ni++];
         x->slot = e[k].slot + i * interval; /* |slot| <= 2^40, i*interval <= 2^60: no overflow */

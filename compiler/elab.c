@@ -1040,6 +1040,9 @@ static void build_stages(Ctx *c) {
   s->tw = k[K_TW];
   s->tc = k[K_TC];
   s->mem_limit = c->cost_set[K_LIMIT] ? k[K_LIMIT] : -1;
+  s->act = k[K_ACT];
+  s->b_free = k[K_BFREE];
+  s->toff = k[K_TOFF];
   s->vocab.t_if = k[K_TIF];
   s->vocab.t_ib = k[K_TIB];
   s->vocab.t_s = k[K_TS];

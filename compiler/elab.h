@@ -34,9 +34,9 @@ typedef struct BlockEntry {
 
 enum { BLOCK_W_SLOT, BLOCK_W_EAGER, BLOCK_W_FILL };
 
-/* Repeats a block for every microbatch and appends the resulting per-device orders
+/* Repeats a block (stage_dev: the placement) for every microbatch and appends the resulting per-device orders
  * to s (see block.c for the ordering rule). Returns 0, or -1 after reporting an
  * error (too many ops, slot overflow). */
-int block_expand(Arena *a, Diag *d, IrSchedule *s, const BlockEntry *e, int n, int64_t interval,
+int block_expand(Arena *a, Diag *d, IrSchedule *s, const int32_t *stage_dev, const BlockEntry *e, int n, int64_t interval,
                  int w_rule, Span at, long max_ops);
 #endif

@@ -194,12 +194,16 @@ IrSchedule *front_compile(Compilation *c, int *io_error) {
 
 /* ---- ppsc expand ---- */
 
-/* A double the way PPS reads it back exactly: shortest of %.15g / %.17g. */
+/* A number the way PPS reads it back exactly: an integral value as an integer,
+ * else the shortest of %.15g / %.17g (every place expand writes one takes either). */
 static void put_real(StrBuf *b, double v) {
   char buf[64];
-  snprintf(buf, sizeof buf, "%.15g", v);
-  if (strtod(buf, NULL) != v) snprintf(buf, sizeof buf, "%.17g", v);
-  if (!strpbrk(buf, ".eEn")) strcat(buf, ".0"); /* keep it a real */
+  if (v == (double)(int64_t)v && v > -1e15 && v < 1e15) {
+    snprintf(buf, sizeof buf, "%lld", (long long)v);
+  } else {
+    snprintf(buf, sizeof buf, "%.15g", v);
+    if (strtod(buf, NULL) != v) snprintf(buf, sizeof buf, "%.17g", v);
+  }
   sb_puts(b, buf);
 }
 
@@ -236,17 +240,21 @@ static void expand_write(const IrSchedule *s, StrBuf *b) {
   sb_puts(b, ", TW = "); put_real(b, s->tw);
   sb_puts(b, ", TC = "); put_real(b, s->tc);
   sb_puts(b, ";\n");
+  if (s->act != 1 || s->b_free != 0) {
+    sb_puts(b, "  memory act = "); put_real(b, s->act);
+    sb_puts(b, ", b_free = "); put_real(b, s->b_free);
+    sb_puts(b, ";\n");
+  }
+  if (s->toff != 0) { sb_puts(b, "  cost TOFF = "); put_real(b, s->toff); sb_puts(b, ";\n"); }
   /* per-stage values that differ from the defaults, written absolute */
   int *cnt = calloc((size_t)s->ndev + 1, sizeof *cnt);
   for (int k = 0; k < s->nstage && cnt; k++) cnt[s->stages[k].device]++;
-  double act0 = -1, toff0 = -1, bfree0 = s->nstage ? s->stages[0].b_free : 0;
   for (int k = 0; k < s->nstage && cnt; k++) {
     const IrStage *g = &s->stages[k];
     double vd = cnt[g->device] ? cnt[g->device] : 1;
-    if (act0 < 0) { act0 = g->act * vd; toff0 = g->offload_time * vd; }
     int tf = g->tf != s->tf / vd, tb = g->tb != s->tb / vd, tw = g->tw != s->tw / vd;
     int tbw = g->tbw != g->tb + g->tw;
-    int toff = g->offload_time != toff0 / vd;
+    int toff = g->offload_time != s->toff / vd;
     if (tf || tb || tw || tbw || toff) {
       sb_printf(b, "  cost stage %d:", k);
       const char *sep = " ";
@@ -257,21 +265,15 @@ static void expand_write(const IrSchedule *s, StrBuf *b) {
       if (toff) { sb_printf(b, "%sTOFF = ", sep); put_real(b, g->offload_time); }
       sb_puts(b, ";\n");
     }
-    if (g->act != act0 / vd || g->b_free != bfree0) {
-      sb_printf(b, "  memory stage %d: act = ", k);
-      put_real(b, g->act);
-      sb_puts(b, ", b_free = ");
-      put_real(b, g->b_free);
+    int act = g->act != s->act / vd, bf = g->b_free != s->b_free;
+    if (act || bf) {
+      sb_printf(b, "  memory stage %d:", k);
+      if (act) { sb_puts(b, " act = "); put_real(b, g->act); }
+      if (bf) { sb_puts(b, act ? ", b_free = " : " b_free = "); put_real(b, g->b_free); }
       sb_puts(b, ";\n");
     }
   }
   free(cnt);
-  if (act0 >= 0 && (act0 != 1 || bfree0 != 0 || toff0 > 0)) {
-    sb_puts(b, "  memory act = "); put_real(b, act0);
-    sb_puts(b, ", b_free = "); put_real(b, bfree0);
-    sb_puts(b, ";\n");
-    if (toff0 > 0) { sb_puts(b, "  cost TOFF = "); put_real(b, toff0); sb_puts(b, ";\n"); }
-  }
   if (s->mem_limit >= 0) { sb_puts(b, "  memory limit = "); put_real(b, s->mem_limit); sb_puts(b, ";\n"); }
   if (s->offload.host_limit >= 0) { sb_puts(b, "  memory host_limit = "); put_real(b, s->offload.host_limit); sb_puts(b, ";\n"); }
   if (s->vocab.mode) {

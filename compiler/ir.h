@@ -155,6 +155,9 @@ typedef struct IrSchedule {
   /* parameters after -D, in declaration order, for reports */
   struct IrParam { const char *name; double value; int is_int; } *params;
   int nparams;
+  /* the schedule-wide memory statement and copy cost as stated (one device share),
+   * before the 1/v scaling into IrStage; added by the front end for `expand` */
+  double act, b_free, toff;
 } IrSchedule;
 
 /* Appends an op to device d's order (grows the array in the arena). */
