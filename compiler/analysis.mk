@@ -20,4 +20,22 @@ bench_sim_bench_LDADD = libppsc.la -lm
 EXTRA_DIST += bench/sim_bench.sh bench/sim_interleaved.pps
 bench-sim: bench/sim_bench$(EXEEXT) ppsc$(EXEEXT)
 	srcdir=$(srcdir) top_builddir=$(top_builddir) $(SHELL) $(srcdir)/bench/sim_bench.sh
-.PHONY: bench-sim
+
+# Script tests: golden diagnostics, outputs (JSON, trace, SVG, CSV), robustness
+TESTS += tests/analysis/golden.sh tests/analysis/outputs.sh tests/analysis/robust.sh
+EXTRA_DIST += tests/analysis/golden.sh tests/analysis/outputs.sh tests/analysis/robust.sh \
+  tests/analysis/cases/compute_deadlock.err \
+  tests/analysis/cases/compute_deadlock.pps \
+  tests/analysis/cases/deadlock.err \
+  tests/analysis/cases/deadlock.pps \
+  tests/analysis/cases/expect.err \
+  tests/analysis/cases/expect.pps \
+  tests/analysis/cases/memory.err \
+  tests/analysis/cases/memory.pps \
+  tests/analysis/cases/missing.err \
+  tests/analysis/cases/missing.pps \
+  tests/analysis/cases/offload.pps \
+  tests/analysis/cases/one_f_one_b.pps \
+  tests/analysis/cases/order.err \
+  tests/analysis/cases/order.pps \
+  tests/analysis/cases/vocab.pps

@@ -34,6 +34,13 @@ static const char *opname(const V *v, const IrOp *op, char *buf, int n) {
   return buf;
 }
 
+/* The op's name, marked when the compiler inserted it (its span is its cause's). */
+static const char *opname_ins(const V *v, const IrOp *op, char *buf, int n) {
+  int k = ir_format_op(v->s, op, buf, n);
+  if ((op->flags & IR_FLAG_INSERTED) && k > 0 && k + 12 < n) strcat(buf, " (inserted)");
+  return buf;
+}
+
 static const IrOp *OP(const V *v, int32_t g) { return ana_op(v->s, v->ix, g); }
 
 static Span dev_span(const V *v, int d) {
@@ -411,17 +418,17 @@ static void report_deadlock(V *v, const SimLinks *L, const SimResult *r) {
     int len = np - j;
     const IrOp *h0 = OP(v, r->stuck_at[path[j]]);
     diag_error(v->dg, h0->span, "deadlock: %d device%s wait on each other in a cycle, starting at %s on device %d",
-               len, len == 1 ? "" : "s", opname(v, h0, b1, sizeof b1), path[j]);
+               len, len == 1 ? "" : "s", opname_ins(v, h0, b1, sizeof b1), path[j]);
     for (int k = 0; k < len; k++) {
       int e = path[j + k], f = path[j + (k + 1) % len];
       const IrOp *he = OP(v, r->stuck_at[e]), *hf = OP(v, r->stuck_at[f]);
-      opname(v, he, b1, sizeof b1);
-      opname(v, hf, b3, sizeof b3);
+      opname_ins(v, he, b1, sizeof b1);
+      opname_ins(v, hf, b3, sizeof b3);
       if (he->kind == IR_COLL) {
         diag_note(v->dg, he->span, "device %d waits at %s for device %d, which has not reached it", e, b1, f);
       } else {
         const IrOp *w = OP(v, r->wait_op[e]);
-        opname(v, w, b2, sizeof b2);
+        opname_ins(v, w, b2, sizeof b2);
         diag_note(v->dg, he->span, "device %d waits at %s for %s on device %d", e, b1, b2, f);
         diag_note(v->dg, w->span, "%s on device %d comes after %s, where device %d waits", b2, f, b3, f);
       }
@@ -431,7 +438,7 @@ static void report_deadlock(V *v, const SimLinks *L, const SimResult *r) {
   /* no cycle: some wait can never be satisfied (reported already, or say it) */
   if (v->dg->errors == v->errors0 && first_stuck >= 0) {
     const IrOp *h = OP(v, r->stuck_at[first_stuck]);
-    diag_error(v->dg, h->span, "device %d stops at %s: what it waits for never happens", first_stuck, opname(v, h, b1, sizeof b1));
+    diag_error(v->dg, h->span, "device %d stops at %s: what it waits for never happens", first_stuck, opname_ins(v, h, b1, sizeof b1));
   }
 }
 

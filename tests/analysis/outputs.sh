@@ -1,0 +1,98 @@
+#!/bin/sh
+# tests/analysis/outputs.sh: what `check` and `sim` write: the --json object (always
+# printed, even for invalid input or an unreadable file), --trace and --svg (written
+# whole when the schedule simulates, not at all otherwise), and CSV interop
+# (import-csv -> check -> export-csv gives back the actions; malformed CSV is
+# located and writes nothing). JSON is validated with python3 when it is installed.
+set -u
+cases="$top_srcdir/tests/analysis/cases"
+tmp=$(mktemp -d) || exit 99
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+die() { echo "FAIL $*"; fail=1; }
+have_py=0
+command -v python3 >/dev/null 2>&1 && have_py=1
+json_ok() { [ $have_py = 0 ] || python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$1" || die "$1 is not valid JSON"; }
+has() { grep -q -- "$2" "$1" || { die "$1 lacks $2"; sed -n 1,5p "$1"; }; }
+
+cd "$cases" || exit 99
+# valid: JSON figures, closed form 1F1B P=8 m=16: makespan 69, peak 8 on device 0
+"$PPSC" sim one_f_one_b.pps -D P=8 -D m=16 --json >"$tmp/a.json" 2>"$tmp/err" || die "sim one_f_one_b exit $?"
+json_ok "$tmp/a.json"
+has "$tmp/a.json" '"schedule":"one_f_one_b"'
+has "$tmp/a.json" '"valid":true'
+has "$tmp/a.json" '"makespan":69,'
+has "$tmp/a.json" '"peak_memory":8,"peak_memory_device":0'
+has "$tmp/a.json" '"per_device":\[{"device":0,"peak_memory":8,"busy":48,"idle":21'
+# check --json prints the same object, sim figures included
+"$PPSC" check one_f_one_b.pps --json >"$tmp/c.json" 2>/dev/null || die "check exit $?"
+json_ok "$tmp/c.json"
+has "$tmp/c.json" '"command":"check"'
+has "$tmp/c.json" '"makespan":33,'
+# invalid: valid false, errors located, exit 1
+"$PPSC" check deadlock.pps --json >"$tmp/d.json" 2>/dev/null
+[ $? -eq 1 ] || die "deadlock: expected exit 1"
+json_ok "$tmp/d.json"
+has "$tmp/d.json" '"valid":false'
+has "$tmp/d.json" '"errors":\[{"file":"deadlock.pps","line":7,"col":5,"message":"deadlock: '
+has "$tmp/d.json" '"makespan":null'
+# a failed expectation: figures and the expectation's outcome
+"$PPSC" check expect.pps --json >"$tmp/e.json" 2>/dev/null
+[ $? -eq 1 ] || die "expect: expected exit 1"
+json_ok "$tmp/e.json"
+has "$tmp/e.json" '"metric":"bubble_rate","device":null,"cmp":"<=","value":0.05,"actual":0.272727272727,"ok":false'
+# a syntax error: still one JSON object
+printf 'schedule broken {\n  devices 2 microbatches 2;\n}\n' >"$tmp/broken.pps"
+"$PPSC" check "$tmp/broken.pps" --json >"$tmp/b.json" 2>/dev/null
+[ $? -eq 1 ] || die "broken: expected exit 1"
+json_ok "$tmp/b.json"
+has "$tmp/b.json" '"valid":false'
+# an unreadable file: exit 2, JSON with valid false
+"$PPSC" check "$tmp/nonexistent.pps" --json >"$tmp/n.json" 2>/dev/null
+[ $? -eq 2 ] || die "nonexistent: expected exit 2"
+json_ok "$tmp/n.json"
+has "$tmp/n.json" '"valid":false'
+
+# trace and svg: written for a valid schedule
+"$PPSC" sim offload.pps -q --trace "$tmp/t.json" --svg "$tmp/t.svg" 2>"$tmp/err" || die "sim offload exit $?"
+json_ok "$tmp/t.json"
+has "$tmp/t.json" '"name":"F 3 s1","cat":"F","ph":"X","pid":1,"tid":0'
+has "$tmp/t.json" '"name":"thread_name","ph":"M","pid":0,"tid":1,"args":{"name":"copy device->host"}'
+has "$tmp/t.json" '"ph":"C"'
+has "$tmp/t.svg" '<svg xmlns='
+has "$tmp/t.svg" '</svg>'
+# not written (no partial file) when the schedule does not simulate
+"$PPSC" sim deadlock.pps -q --trace "$tmp/dt.json" --svg "$tmp/dt.svg" 2>/dev/null
+[ $? -eq 1 ] || die "sim deadlock: expected exit 1"
+[ ! -e "$tmp/dt.json" ] && [ ! -e "$tmp/dt.svg" ] || die "trace/svg written for a deadlocked schedule"
+# an unwritable output: exit 2, nothing left behind
+"$PPSC" sim one_f_one_b.pps -q --trace "$tmp/no/such/dir/t.json" 2>/dev/null
+[ $? -eq 2 ] || die "unwritable trace: expected exit 2"
+ls "$tmp" | grep -q '\.tmp\.' && die "temporary file left behind"
+
+# CSV: import, check, export
+printf '0F0,0F1,,0I0,0W0,0I1,0W1\n,1F0,1I0,1W0,1F1,1I1,1W1\n' >"$tmp/s.csv"
+"$PPSC" import-csv "$tmp/s.csv" -o "$tmp/s.pps" 2>"$tmp/err" || { die "import-csv exit $?"; cat "$tmp/err"; }
+has "$tmp/s.pps" 'placement \[0, 1\];'
+has "$tmp/s.pps" 'device 1 { F(0,1) B(0,1) W(0,1) F(1,1) B(1,1) W(1,1) }'
+"$PPSC" check "$tmp/s.pps" >/dev/null 2>"$tmp/err" || { die "imported schedule does not check"; cat "$tmp/err"; }
+"$PPSC" export-csv "$tmp/s.pps" -o "$tmp/s2.csv" 2>"$tmp/err" || die "export-csv exit $?"
+printf '0F0,0F1,0I0,0W0,0I1,0W1\n1F0,1I0,1W0,1F1,1I1,1W1\n' >"$tmp/want.csv"
+cmp -s "$tmp/want.csv" "$tmp/s2.csv" || { die "export-csv differs"; diff "$tmp/want.csv" "$tmp/s2.csv"; }
+# fused backward round trip: B -> BW -> B
+printf '0F0,0B0\n,1F0,1B0\n' >"$tmp/f.csv"
+"$PPSC" import-csv "$tmp/f.csv" -o "$tmp/f.pps" 2>/dev/null || die "import fused"
+has "$tmp/f.pps" 'BW(0,1)'
+# malformed: located errors, exit 1, no output
+printf '0F0,0X1\n1F0,,1F\n' >"$tmp/bad.csv"
+"$PPSC" import-csv "$tmp/bad.csv" -o "$tmp/bad.pps" --color=never 2>"$tmp/err"
+[ $? -eq 1 ] || die "bad csv: expected exit 1"
+[ ! -e "$tmp/bad.pps" ] || die "output written for a malformed CSV"
+has "$tmp/err" 'bad.csv:1:5: error: unsupported action'
+has "$tmp/err" 'bad.csv:2:6: error: action .1F. needs a microbatch number'
+# a stage on two ranks
+printf '0F0,0B0\n0F1,0B1\n' >"$tmp/two.csv"
+"$PPSC" import-csv "$tmp/two.csv" -o "$tmp/two.pps" --color=never 2>"$tmp/err"
+[ $? -eq 1 ] || die "stage on two ranks: expected exit 1"
+has "$tmp/err" 'two.csv:2:1: error: stage 0 runs on rank 1 here, but on rank 0 before'
+exit $fail
