@@ -80,6 +80,7 @@ typedef struct Ctx {
   int use_depth;
   long steps, step_limit;
   int stop, ops_reported;
+  int *usage;             /* set when a -D value is wrong (exit 2) */
   /* interned names */
   Sym f_min, f_max, f_abs, f_ceil, f_floor, f_round, f_int, f_real;
   Sym t_int, t_real, t_bool, w_stage, w_parallel;
@@ -684,6 +685,10 @@ static void exec_offload(Ctx *c, Stmt *st) {
       o->ratio = r;
       continue;
     }
+    if (cl->word != c->o_stages && cl->word != c->o_mbs) {
+      err(c, NULL, cl->span, "unknown offload clause '%s' (expected all, ratio, stages or microbatches)", sname(c, cl->word));
+      continue;
+    }
     int64_t lo, hi;
     if (eval_int(c, cl->lo, &lo) || eval_int(c, cl->hi, &hi)) continue;
     if (lo < 0 || hi <= lo || hi > INT32_MAX) {
@@ -772,6 +777,18 @@ static void bind_params(Ctx *c, ScheduleDef *def, Value *given, const uint8_t *h
       err(c, NULL, p->span, "unknown type '%s' for parameter '%s' (expected int, real or bool)", sname(c, p->type), sname(c, p->name));
     }
     Value v = verr;
+    if (has[k] && is_main && !want && p->def) {
+      /* -D against an untyped parameter: the default's type decides */
+      Value dv = eval(c, p->def);
+      want = dv.t;
+      if (want == T_REAL && given[k].t == T_INT) given[k] = vreal((double)given[k].u.i);
+      if (want != T_ERR && given[k].t != want) {
+        diag_error(c->d, (Span){0}, "-D %s: parameter '%s' is %s (from its default), got %s", sname(c, p->name),
+                   sname(c, p->name), tname(want), tname(given[k].t));
+        *c->usage = 1;
+        given[k] = verr;
+      }
+    }
     if (has[k]) {
       v = given[k];
     } else if (p->def) {
@@ -1153,6 +1170,7 @@ IrSchedule *elab_run(const ElabInput *in, int *usage) {
   c->d = in->diag;
   c->syms = in->syms;
   *usage = 0;
+  c->usage = usage;
   Symtab *y = in->syms;
 #define I(s) sym_intern(y, s, strlen(s))
   c->bsym[B_P] = I("P"); c->bsym[B_M] = I("m"); c->bsym[B_S] = I("S"); c->bsym[B_V] = I("v");
@@ -1203,12 +1221,6 @@ IrSchedule *elab_run(const ElabInput *in, int *usage) {
     Param *p = def->params;
     for (int j = 0; j < found; j++) p = p->next;
     int want = p->type == c->t_int ? T_INT : p->type == c->t_real ? T_REAL : p->type == c->t_bool ? T_BOOL : 0;
-    if (!want && p->def) { /* inferred from the default's literal kind */
-      Expr *e = p->def;
-      want = e->kind == EX_REAL ? T_REAL : e->kind == EX_BOOL ? T_BOOL : e->kind == EX_INT ? T_INT : 0;
-      if (e->kind == EX_UNARY && e->u.bin.a->kind == EX_REAL) want = T_REAL;
-      if (e->kind == EX_UNARY && e->u.bin.a->kind == EX_INT) want = T_INT;
-    }
     if (want == T_REAL && v.t == T_INT) v = vreal((double)v.u.i);
     if (want && v.t != want) {
       diag_error(c->d, (Span){0}, "-D %s=%s: parameter '%s' is %s, got %s", df->name, df->value, df->name, tname(want), tname(v.t));
@@ -1222,6 +1234,7 @@ IrSchedule *elab_run(const ElabInput *in, int *usage) {
   def->using = 1;
   int errors_before = c->d->errors;
   bind_params(c, def, given, has, def->span, 1);
+  if (*usage) return NULL;
   /* parameters for reports, after -D */
   s->params = arena_alloc(c->a, (size_t)(np + 1) * sizeof *s->params);
   for (Param *p = def->params; p; p = p->next) {

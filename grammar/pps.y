@@ -89,7 +89,7 @@ static void kv_add(KvList *l, KeyVal *k) {
 %token USE "'use'" FOR "'for'" IN "'in'" STEP "'step'" IF "'if'" DEVICE "'device'"
 %token BLOCK "'block'" AT "'at'" INTERVAL "'interval'" W_RULE "'w_rule'"
 %token TRUE "'true'" FALSE "'false'" AND "'and'" OR "'or'" NOT "'not'" DIV "'div'" MOD "'mod'"
-%token ALL "'all'" RATIO "'ratio'" SEND "'send'" RECV "'recv'" COLL "'coll'"
+%token ALL "'all'" SEND "'send'" RECV "'recv'" COLL "'coll'"
 %token P_F "'F'" P_B "'B'" P_W "'W'" P_BW "'BW'" P_IF "'IF'" P_IB "'IB'" P_S "'S'" P_T "'T'"
 %token DOTDOT "'..'" EQ "'=='" NE "'!='" LE "'<='" GE "'>='"
 %token '<' "'<'" '>' "'>'" '=' "'='" '+' "'+'" '-' "'-'" '*' "'*'" '/' "'/'"
@@ -273,8 +273,8 @@ clauses: clause { $$ = (ClauseList){$1, $1}; }
 clause: ALL {
         $$ = arena_alloc(ps->arena, sizeof *$$); $$->word = sym_intern(ps->syms, "all", 3); $$->span = SP(@1);
       }
-    | RATIO expr {
-        $$ = arena_alloc(ps->arena, sizeof *$$); $$->word = sym_intern(ps->syms, "ratio", 5); $$->span = SP(@1);
+    | IDENT expr { /* ratio EXPR (elaboration checks the word) */
+        $$ = arena_alloc(ps->arena, sizeof *$$); $$->word = $1; $$->span = SP(@1);
         $$->lo = $2;
       }
     | STAGES expr DOTDOT expr {
