@@ -152,6 +152,7 @@ void emit_c(const IrSchedule *s, const Analysis *an, const Diag *dg, StrBuf *b) 
   sb_printf(b, "  %s, %d,\n", s->nmodel ? "model" : "0", s->nmodel);
   if (r) sb_printf(b, "  predicted_peak, %.17g,  /* makespan */\n  predicted_peak_order,\n", r->makespan);
   else sb_puts(b, "  0, 0, 0,\n");
+  sb_printf(b, "  %.17g,  /* activation units S keeps (vocabulary) */\n", s->vocab.mode ? s->vocab.act_s : 0.0);
   sb_puts(b, "};\n\nint main(int argc, char **argv) { return ppsrt_main(&program, argc, argv); }\n");
   (void)dg;
 }

@@ -37,6 +37,7 @@ void rt_store_fini(rt_store *s, ppsrt_backend *be) {
 }
 
 void rt_store_reset_peak(rt_store *s) {
+  s->upeak = s->ucur;
   s->peak = s->cur;
   s->host_peak = s->host_cur;
   s->resident_peak = s->resident;
@@ -48,9 +49,23 @@ static rt_slot *slot_of(ppsrt_ctx *c, int mb, int stage) {
   return &s->slots[(size_t)mb * (s->nstage + 1) + (stage + 1)];
 }
 
-static void count_add(rt_store *s, size_t bytes) {
-  s->cur += bytes;
+void rt_store_sample(rt_store *s) {
   if (s->cur > s->peak) s->peak = s->cur;
+  if (s->ucur > s->upeak) s->upeak = s->ucur;
+}
+
+size_t rt_store_slot_bytes(ppsrt_ctx *c, int mb, int stage) {
+  rt_slot *sl = slot_of(c, mb, stage);
+  size_t b = 0;
+  for (int k = 0; sl && k < sl->n; k++) if (sl->e[k].state != RT_ACT_NONE) b += sl->e[k].bytes;
+  return b;
+}
+
+/* Counted memory changes only move `cur`; the peak is sampled at op boundaries (the
+ * memory model's granularity); `resident` is real device memory, peaked at once. */
+static void count_add(rt_store *s, size_t bytes, double units) {
+  s->cur += bytes;
+  s->ucur += units;
   s->resident += bytes;
   if (s->resident > s->resident_peak) s->resident_peak = s->resident;
 }
@@ -67,9 +82,10 @@ int ppsrt_act_adopt(ppsrt_ctx *c, int mb, int stage, void *buf, size_t bytes, in
   rt_act *e = &sl->e[sl->n];
   memset(e, 0, sizeof *e);
   e->dev = buf; e->bytes = bytes; e->state = RT_ACT_DEV;
+  e->units = c->store.upb ? (double)bytes * c->store.upb[stage + 1] : 0;
   if (index) *index = sl->n;
   sl->n++;
-  count_add(&c->store, bytes);
+  count_add(&c->store, bytes, e->units);
   return 0;
 }
 
@@ -108,7 +124,7 @@ static void drop(ppsrt_ctx *c, rt_act *e) {
   if (e->dev) {
     be->free(be, e->dev);
     s->resident -= e->bytes;
-    if (e->state == RT_ACT_DEV || e->state == RT_ACT_RELOADING) s->cur -= e->bytes;
+    if (e->state == RT_ACT_DEV || e->state == RT_ACT_RELOADING) { s->cur -= e->bytes; s->ucur -= e->units; }
   }
   if (e->host) {
     be->host_free(be, e->host);

@@ -143,6 +143,12 @@ static int setup_device(ppsrt_ctx *c) {
   ppsrt_model_config cfg = run->o.cfg;
   rc = run->create(&cfg, c->be, c->rank, held, nheld, &c->model);
   if (!rc) {
+    /* units per byte of each stage: F(mb, s) keeping act_bytes(s) counts stages[s].act */
+    for (int s = -1; s < p->nstage; s++) {
+      size_t ab = c->model->act_bytes(c->model, s);
+      double act = s < 0 ? p->vocab_act_s : p->stages[s].act;
+      c->upb[s + 1] = ab ? act / (double)ab : 0;
+    }
     int s0 = -1;
     for (int k = 0; k < nheld && s0 < 0; k++) if (p->stages[held[k]].act > 0) s0 = held[k];
     if (s0 < 0 && p->stages[0].act > 0 && nheld) s0 = held[0];
@@ -333,11 +339,14 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   run.dev_host = calloc((size_t)nd, sizeof(size_t));
   run.dev_unit = calloc((size_t)nd, sizeof(size_t));
   run.loss = calloc((size_t)it, sizeof *run.loss);
+  run.dev_units = calloc((size_t)it * nd, sizeof *run.dev_units);
+  run.dev_membad = calloc((size_t)nd, sizeof *run.dev_membad);
+  run.dev_actbad = calloc((size_t)nd, sizeof *run.dev_actbad);
   pthread_mutex_init(&run.print_lock, NULL);
   run.epoch = rt_now();
   int status = 0;
   if (!run.ctx || !run.dev_busy || !run.dev_span || !run.dev_peak || !run.dev_resident || !run.dev_host ||
-      !run.dev_unit || !run.loss) {
+      !run.dev_unit || !run.loss || !run.dev_units || !run.dev_membad || !run.dev_actbad) {
     fprintf(stderr, "%s: error: out of host memory\n", me);
     status = 1;
     goto done;
@@ -370,16 +379,24 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
 
   /* ---- report: the root cause first (a rank stopped by another's abort says so) ---- */
   {
-    int root = -1, nfail = 0;
+    /* every device that failed on its own (a timeout, an error) is a root cause; the
+     * ones stopped by another's abort (PPSRT_E_COMM "stopped: ...") are counted */
+    int root = -1, nfail = 0, nroot = 0;
     for (int l = 0; l < run.nlocal; l++)
       if (run.ctx[l].status) {
         nfail++;
+        if (run.ctx[l].status != PPSRT_E_COMM || !strstr(run.ctx[l].errmsg, "stopped: ")) nroot++;
         if (root < 0 || (run.ctx[root].status == PPSRT_E_COMM && run.ctx[l].status != PPSRT_E_COMM)) root = l;
       }
     if (root >= 0) {
       snprintf(run.first_error, sizeof run.first_error, "%s", run.ctx[root].errmsg);
-      fprintf(stderr, "%s: error: %s\n", me, run.ctx[root].errmsg);
-      if (nfail > 1) fprintf(stderr, "%s: note: %d other device(s) stopped because of it\n", me, nfail - 1);
+      int shown = 0;
+      for (int l = 0; l < run.nlocal; l++)
+        if (run.ctx[l].status && (l == root || run.ctx[l].status != PPSRT_E_COMM || !strstr(run.ctx[l].errmsg, "stopped: "))) {
+          fprintf(stderr, "%s: error: %s\n", me, run.ctx[l].errmsg);
+          shown++;
+        }
+      if (nfail > shown) fprintf(stderr, "%s: note: %d other device(s) stopped because of it\n", me, nfail - shown);
       status = 1;
     }
   }
@@ -409,6 +426,7 @@ done:
   free(run.ctx);
   free(run.dev_busy); free(run.dev_span); free(run.dev_peak);
   free(run.dev_resident); free(run.dev_host); free(run.dev_unit); free(run.loss);
+  free(run.dev_units); free(run.dev_membad); free(run.dev_actbad);
   pthread_mutex_destroy(&run.print_lock);
   fflush(stdout);
   if (tr) {

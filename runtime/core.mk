@@ -39,4 +39,3 @@ bench_runtime_overhead_LDADD = libppsrt.la
 EXTRA_DIST += bench/runtime_bench.sh
 bench-runtime: bench/runtime_overhead$(EXEEXT) ppsc$(EXEEXT)
 	$(SHELL) $(srcdir)/bench/runtime_bench.sh
-.PHONY: bench-runtime

@@ -10,6 +10,7 @@
  * verified by ppsc), no printing (cli.c / metrics.c), no exit(). */
 #include "config.h"
 #include "rt.h"
+#include <math.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -161,9 +162,13 @@ int rt_ctx_init(ppsrt_run *run, ppsrt_ctx *c, int rank) {
   c->span = calloc((size_t)it, sizeof *c->span);
   c->loss = calloc((size_t)it, sizeof *c->loss);
   c->peak_bytes = calloc((size_t)it, sizeof *c->peak_bytes);
-  if (!c->box || !c->busy || !c->span || !c->loss || !c->peak_bytes)
+  c->peak_units = calloc((size_t)it, sizeof *c->peak_units);
+  c->upb = calloc((size_t)c->nstage + 1, sizeof *c->upb);
+  c->store.upb = NULL;
+  if (!c->box || !c->busy || !c->span || !c->loss || !c->peak_bytes || !c->peak_units || !c->upb)
     return PPSRT_FAIL(PPSRT_E_NOMEM, "out of host memory");
   int rc = rt_store_init(&c->store, c->nmb, c->nstage);
+  c->store.upb = c->upb;
   if (!rc) rc = mark_free_after(c);
   return rc;
 }
@@ -177,7 +182,7 @@ void rt_ctx_fini(ppsrt_ctx *c) {
   if (c->model) c->model->destroy(c->model);
   if (c->be) c->be->destroy(c->be);
   free(c->box); free(c->free_after); free(c->ev);
-  free(c->busy); free(c->span); free(c->loss); free(c->peak_bytes);
+  free(c->busy); free(c->span); free(c->loss); free(c->peak_bytes); free(c->peak_units); free(c->upb);
   memset(c, 0, sizeof *c);
 }
 
@@ -292,7 +297,17 @@ int rt_optimizer_step(ppsrt_ctx *c, int step) {
 
 /* The stats every rank contributes after an iteration (summed over ranks). */
 enum { ST_BUSY, ST_SPAN, ST_PEAK_HI, ST_PEAK_LO, ST_RES_HI, ST_RES_LO, ST_HOST_HI, ST_HOST_LO, ST_UNIT_HI,
-       ST_UNIT_LO, ST_N };
+       ST_UNIT_LO, ST_UNITS, ST_MEMBAD, ST_ACTBAD, ST_N };
+
+/* After F(mb, stage): what it kept must be act_bytes(stage) for units to be exact. */
+static void check_act_bytes(ppsrt_ctx *c, const ppsrt_op *op) {
+  if (c->act_mismatch || op->stage < 0) return;
+  size_t got = rt_store_slot_bytes(c, op->mb, op->stage), want = c->model->act_bytes(c->model, op->stage);
+  if (got != want) {
+    c->act_mismatch = 1;
+    c->am_mb = op->mb; c->am_stage = op->stage; c->am_got = got; c->am_want = want;
+  }
+}
 
 int rt_run_device(ppsrt_ctx *c) {
   ppsrt_run *run = c->run;
@@ -321,7 +336,9 @@ int rt_run_device(ppsrt_ctx *c) {
       double a = rt_now();
       if ((rc = exec_op(c, i))) { fail_at(c, i, rc, NULL); break; }
       double b = rt_now();
+      rt_store_sample(&c->store);
       if (is_compute(c->ops[i].kind)) busy += b - a;
+      if (c->ops[i].kind == PPSRT_OP_F) check_act_bytes(c, &c->ops[i]);
       if (trace && (rc = rt_event_add(c, a - run->epoch, b - run->epoch, i, 0))) { fail_at(c, i, rc, NULL); break; }
     }
     if (rc) break;
@@ -347,6 +364,14 @@ int rt_run_device(ppsrt_ctx *c) {
     row[ST_RES_HI] = (float)(rs >> 20); row[ST_RES_LO] = (float)(rs & 0xfffff);
     row[ST_HOST_HI] = (float)(hs >> 20); row[ST_HOST_LO] = (float)(hs & 0xfffff);
     row[ST_UNIT_HI] = (float)(un >> 20); row[ST_UNIT_LO] = (float)(un & 0xfffff);
+    /* measured vs predicted is decided here, in double; the sum only carries the verdict */
+    c->peak_units[it] = c->store.upeak;
+    if (c->store.upeak > c->max_units) c->max_units = c->store.upeak;
+    const ppsrt_program *pg = run->prog;
+    const double *pred = pg->predicted_peak_order ? pg->predicted_peak_order : pg->predicted_peak;
+    row[ST_UNITS] = (float)c->store.upeak;
+    row[ST_MEMBAD] = pred && fabs(c->max_units - pred[c->rank]) > 1e-9 * fmax(1.0, fabs(pred[c->rank]));
+    row[ST_ACTBAD] = (float)c->act_mismatch;
     st[(size_t)ndev * ST_N] = (float)loss;
     if ((rc = allreduce_host(c, st, (size_t)ndev * ST_N + 2, PPSRT_SUM))) { fail_at(c, -1, rc, "loss all-reduce"); break; }
     c->loss[it] = st[(size_t)ndev * ST_N];
@@ -363,6 +388,9 @@ int rt_run_device(ppsrt_ctx *c) {
         run->dev_resident[d] = ((size_t)r[ST_RES_HI] << 20) + (size_t)r[ST_RES_LO];
         run->dev_host[d] = ((size_t)r[ST_HOST_HI] << 20) + (size_t)r[ST_HOST_LO];
         run->dev_unit[d] = ((size_t)r[ST_UNIT_HI] << 20) + (size_t)r[ST_UNIT_LO];
+        run->dev_units[(size_t)it * ndev + d] = r[ST_UNITS];
+        run->dev_membad[d] = r[ST_MEMBAD] != 0;
+        run->dev_actbad[d] = r[ST_ACTBAD] != 0;
       }
       run->loss[it] = c->loss[it];
     }

@@ -61,6 +61,7 @@ int rt_offload(ppsrt_ctx *c, int mb, int stage, double fraction) {
     if ((rc = be->event_record(be, e->ev, PPSRT_STREAM_D2H))) break;
     e->state = RT_ACT_OFFLOADING;
     c->store.cur -= e->bytes;
+    c->store.ucur -= e->units;
     c->store.host_cur += e->bytes;
     if (c->store.host_cur > c->store.host_peak) c->store.host_peak = c->store.host_cur;
     moved += e->bytes;
@@ -98,7 +99,7 @@ int rt_reload(ppsrt_ctx *c, int mb, int stage) {
     if ((rc = be->event_record(be, e->ev, PPSRT_STREAM_H2D))) return rc;
     e->state = RT_ACT_RELOADING;
     c->store.cur += e->bytes;
-    if (c->store.cur > c->store.peak) c->store.peak = c->store.cur;
+    c->store.ucur += e->units;
     c->store.host_cur -= e->bytes;
     if ((rc = pend_add(c, mb, stage, k, 1))) return rc;
   }

@@ -78,6 +78,7 @@ typedef struct ppsrt_program {
    * reload takes back when issued), the figure the runtime's counted bytes follow
    * exactly; equals predicted_peak without offload. NULL = unknown. */
   const double *predicted_peak_order; /* [ndev] */
+  double vocab_act_s;             /* activation units S keeps until T frees them (vocab) */
 } ppsrt_program;
 
 /* Runs the program as the executable's command line asks. Returns the process exit

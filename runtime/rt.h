@@ -45,6 +45,7 @@ enum { RT_ACT_NONE, RT_ACT_DEV, RT_ACT_OFFLOADING, RT_ACT_HOST, RT_ACT_RELOADING
 typedef struct rt_act {
   void *dev, *host;
   size_t bytes;
+  double units;           /* bytes in activation units of its stage */
   uint8_t state;          /* RT_ACT_* */
   uint8_t moved;          /* part of the last offload */
   ppsrt_event *ev;        /* completion of the copy in flight */
@@ -54,7 +55,9 @@ typedef struct rt_slot { rt_act *e; int n, cap; } rt_slot;
 typedef struct rt_store {
   rt_slot *slots;         /* [nmb * (nstage + 1)], stage -1 at column 0 */
   int nmb, nstage;
-  size_t cur, peak;       /* counted bytes (program order), now and peak */
+  size_t cur, peak;       /* counted bytes (program order), now and peak at op boundaries */
+  double ucur, upeak;     /* the same in activation units (per-stage normalised) */
+  const double *upb;      /* [nstage + 1]: units per byte of stage s at [s + 1]; NULL = 0 */
   size_t host_cur, host_peak;
   size_t resident, resident_peak; /* bytes really on the device (offload freed at completion) */
   /* copies in flight, polled at op boundaries */
@@ -86,7 +89,12 @@ struct ppsrt_ctx {
   double *span;           /* [iterations] wall seconds of the iteration */
   double *loss;           /* [iterations] (rank-summed) */
   size_t *peak_bytes;     /* [iterations] store peak per iteration */
-  size_t act_unit;        /* bytes of one device share for one microbatch */
+  size_t act_unit;        /* bytes of one device share for one microbatch (first held stage) */
+  double *upb;            /* [nstage + 1] units per byte, per stage (stage -1 first) */
+  double *peak_units;     /* [iterations] */
+  double max_units;       /* over the iterations so far */
+  int act_mismatch;       /* F kept other than act_bytes(stage): first case below */
+  int am_mb, am_stage; size_t am_got, am_want;
   int check_failed;
   int status;             /* 0 or the PPSRT_E* that stopped it */
   char errmsg[2048];
@@ -109,6 +117,9 @@ struct ppsrt_run {
   double *dev_busy, *dev_span;      /* [iterations * ndev] seconds */
   size_t *dev_peak;                 /* [iterations * ndev] counted peak bytes */
   size_t *dev_resident, *dev_host, *dev_unit;   /* [ndev], of the last iteration */
+  double *dev_units;                /* [iterations * ndev] measured peak units */
+  int *dev_membad;                  /* [ndev] measured != predicted (decided by the rank, in double) */
+  int *dev_actbad;                  /* [ndev] F kept other than act_bytes */
   double *loss;                     /* [iterations] */
   long check_mismatches;            /* --check: values outside the tolerance, all ranks */
   int check_loss_bad;               /* --check: the loss differs */
@@ -133,6 +144,8 @@ int rt_box_clear(ppsrt_ctx *c);
 int rt_store_init(rt_store *s, int nmb, int nstage);
 void rt_store_fini(rt_store *s, ppsrt_backend *be);
 void rt_store_reset_peak(rt_store *s);
+void rt_store_sample(rt_store *s);   /* peak at an op boundary */
+size_t rt_store_slot_bytes(ppsrt_ctx *c, int mb, int stage);
 int rt_store_leftover(ppsrt_ctx *c, int *mb, int *stage);   /* entries still held */
 int rt_offload(ppsrt_ctx *c, int mb, int stage, double fraction);
 int rt_reload(ppsrt_ctx *c, int mb, int stage);

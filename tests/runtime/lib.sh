@@ -1,1 +1,54 @@
-# lib.sh: helpers for the runtime tests
+# lib.sh: helpers sourced by the runtime tests (tests/runtime/*.sh).
+# Environment from make check: top_srcdir, top_builddir, PPSC, MPIRUN, CC.
+: "${top_srcdir:=$(cd "$(dirname "$0")/../.." && pwd)}"
+: "${top_builddir:=$(pwd)}"
+: "${PPSC:=$top_builddir/ppsc}"
+PPS_BUILD_TREE=$top_builddir
+export PPS_BUILD_TREE
+RT_TABLES=$top_builddir/tests/runtime/rt_tables
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/pps-rt-test.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+FAILS=0
+
+fail() { echo "FAIL: $*" >&2; FAILS=$((FAILS + 1)); }
+pass() { echo "ok: $*"; }
+
+# build NAME FILE [-D ...]: ppsc build into $WORK/NAME; returns ppsc's status.
+build() {
+  name=$1; shift
+  "$PPSC" build "$@" -o "$WORK/$name" 2> "$WORK/$name.build.err"
+  st=$?
+  if [ $st -ne 0 ]; then cat "$WORK/$name.build.err" >&2; fi
+  return $st
+}
+
+# expect_exit CODE DESC CMD...: runs CMD, checks its exit status; output in $WORK/out.
+expect_exit() {
+  want=$1; desc=$2; shift 2
+  "$@" > "$WORK/out" 2>&1
+  got=$?
+  if [ "$got" -eq "$want" ]; then pass "$desc (exit $got)"
+  else fail "$desc: exit $got, expected $want"; sed 's/^/    /' "$WORK/out" | tail -20 >&2; fi
+}
+
+# expect_grep PATTERN DESC: the last command's output ($WORK/out) matches PATTERN.
+expect_grep() {
+  if grep -q -- "$1" "$WORK/out"; then pass "$2"
+  else fail "$2: no '$1' in the output"; sed 's/^/    /' "$WORK/out" | tail -20 >&2; fi
+}
+
+finish() {
+  if [ "$FAILS" -ne 0 ]; then echo "$FAILS failure(s)" >&2; exit 1; fi
+  exit 0
+}
+
+# Does libppsrt have MPI, and is there an mpirun?
+have_mpi() {
+  [ -n "$MPIRUN" ] || return 1
+  grep -q "HAVE_MPI 1" "$top_builddir/config.h" 2>/dev/null
+}
+mpirun_np() {
+  np=$1; shift
+  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 \
+    "$MPIRUN" --oversubscribe -np "$np" "$@"
+}

@@ -1,3 +1,28 @@
 #!/bin/sh
-# mpi.sh: runtime test (being written)
-exit 77
+# mpi.sh: the MPI transport: one process per device under mpirun. A built schedule
+# passes --check at P = 2 and 3; a hanging recv times out and stops every rank; a rank
+# that dies (SIGKILL) makes mpirun exit non-zero. Skipped (77) without MPI.
+. "$(dirname "$0")/lib.sh"
+have_mpi || { echo "skip: no MPI (libppsrt built without it, or no mpirun)"; exit 77; }
+SIZES="--hidden 8 --seq 4 --iterations 2 -q"
+for f in 1f1b gpipe; do
+  src=$top_srcdir/examples/$f.pps
+  [ -f "$src" ] || continue
+  if build $f "$src" -D P=2 -D m=4; then
+    expect_exit 0 "mpirun -np 2 $f --check" timeout 120 sh -c "$(printf '%s ' OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "$MPIRUN" --oversubscribe -np 2 "$WORK/$f" --check $SIZES)"
+    expect_grep "check: passed" "$f under MPI: check passed"
+  else fail "build $f"; fi
+done
+expect_exit 0 "mpirun -np 3 rt_tables offload --check" timeout 120 env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "$MPIRUN" --oversubscribe -np 3 "$RT_TABLES" offload 3 6 --check -q
+expect_grep "check: passed" "offload under MPI"
+# a hang: every rank stops within the timeout
+out=$(timeout 60 env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "$MPIRUN" --oversubscribe -np 3 "$RT_TABLES" hang 3 4 --timeout 1 2>&1)
+st=$?
+echo "$out" > "$WORK/out"
+[ $st -ne 0 ] && [ $st -ne 124 ] && pass "MPI hang ends non-zero ($st)" || fail "MPI hang: exit $st"
+expect_grep "waited 1 s" "MPI timeout message"
+# a rank that dies
+out=$(timeout 60 env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "$MPIRUN" --oversubscribe -np 3 "$RT_TABLES" 1f1b 3 4 --die-at 1:2 --die-hard 2>&1)
+st=$?
+[ $st -ne 0 ] && [ $st -ne 124 ] && pass "MPI dying rank: exit $st" || fail "MPI dying rank: exit $st"
+finish
