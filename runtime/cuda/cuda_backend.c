@@ -1,0 +1,1160 @@
+/* cuda_backend.c: the CUDA compute backend of libppsrt (backend.h on one GPU).
+ *
+ * What it does:
+ *  - memory: a caching device allocator and a pinned host pool (cudaHostAlloc). A freed
+ *    block is not handed out again until the work queued before its free has finished:
+ *    free records an ordering event on each of the backend's five streams; a block whose
+ *    events are all complete is reused at once; one still busy only on the compute
+ *    stream is reused after the four other streams are made to wait for that event
+ *    (cudaStreamWaitEvent: no host wait); otherwise cudaMalloc. Under memory pressure
+ *    the cache is drained (the only place the host waits on the allocator) and really
+ *    released with cudaFree, then cudaMalloc is retried. The bytes requested through
+ *    alloc are counted (mem_stats: current and peak) exactly as the CPU backend counts
+ *    them, so the measured peak activation compares with `ppsc sim`;
+ *  - streams: COMPUTE, SEND, RECV, D2H, H2D are non-blocking CUDA streams (SEND/RECV at
+ *    the highest priority so communication kernels are scheduled promptly); ordering
+ *    goes through cudaEvents created with cudaEventDisableTiming. Timing events are
+ *    added lazily: the first event_elapsed call switches the backend to recording a
+ *    second, timed event at each event_record (that call and calls on events recorded
+ *    before return -1, "unknown", as backend.h allows);
+ *  - host waits (event_sync, stream_sync, downloads) poll cudaEventQuery, calling the
+ *    transport's watchdog (NCCL asynchronous errors, aborts) and honouring its timeout:
+ *    nothing in the steady state blocks in cudaEventSynchronize or syncs the device;
+ *  - matrix products on tensor cores: cublasGemmEx / cublasGemmStridedBatchedEx with
+ *    CUBLAS_COMPUTE_32F, bf16 operands and a bf16 or F32 result, row-major through the
+ *    transpose identity C^T = op(B)^T op(A)^T. Mixed operand types go through an F32
+ *    copy (slow path, for completeness);
+ *  - attention (grouped query heads, causal): cuBLAS batched GEMMs for Q K^T, P V and
+ *    the backward products, with the softmax, probability and dS pieces as kernels
+ *    (kernels.cu). Chosen over a hand-written FlashAttention-2 kernel because it is
+ *    right the first time on tensor cores without a GPU at hand to validate a tiled
+ *    kernel, at the price of an O(T^2) F32 score workspace per head group (bounded by
+ *    PPSRT_CUDA_ATTN_WS_MB, default 2048; heads are processed in groups that fit) and
+ *    of computing the masked upper triangle. See docs/gpu.md;
+ *  - every other kernel of backend.h in kernels.cu, mirroring cpu_kernels.c.
+ *
+ * What it does not: no multi-GPU work (one backend = one GPU; transports move data),
+ * no CUDA graphs, no FP8, no device-wide synchronisation outside creation, destroy and
+ * out-of-memory recovery. Errors are returned as PPSRT_E* codes with a message (rank,
+ * host, GPU, file, line, the library's message, a hint); nothing here exits. */
+#include "config.h"
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "cuda_impl.h"
+
+/* ------------------------------------------------------------------------- */
+/* state                                                                       */
+
+struct ppsrt_event {
+  cudaEvent_t ev;    /* ordering (timing disabled) */
+  cudaEvent_t tev;   /* timed twin, created when the backend starts timing */
+  int timed;         /* the last record also recorded tev */
+};
+
+typedef struct block {
+  void *p;
+  size_t size;        /* bytes reserved */
+  size_t req;         /* bytes requested by the current owner (counted when counted) */
+  int in_use, counted;
+  unsigned pending;   /* bit s: ev[s] recorded at free time, not yet seen complete */
+  cudaEvent_t ev[PPSRT_NSTREAMS];
+} block;
+
+typedef struct pool {
+  block *v;
+  int n, cap;
+  int host;           /* 1: pinned host memory */
+  size_t reserved;
+} pool;
+
+typedef struct cuda_impl {
+  int dev, rank;
+  cudaStream_t st[PPSRT_NSTREAMS];
+  cudaEvent_t sync_ev[PPSRT_NSTREAMS];
+  cublasHandle_t blas;
+  pthread_mutex_t mu;          /* pools and counters (the transport may free from another thread) */
+  pool dpool, hpool;
+  size_t cur, peak;            /* counted device bytes */
+  /* scratch for attention and the gemm slow path, used by one stream at a time */
+  void *ws;
+  size_t ws_bytes;
+  int ws_stream;
+  cudaEvent_t ws_ev;
+  size_t attn_ws_cap;
+  int timing;
+  /* set by the transport (ppsrt_cuda_attach) */
+  double timeout_s;
+  ppsrt_cuda_watch_fn watch;
+  ppsrt_cuda_timeout_fn on_timeout;
+  void *watch_ctx;
+} cuda_impl;
+
+static cuda_impl *IM(ppsrt_backend *b) { return (cuda_impl *)b->impl; }
+
+/* ------------------------------------------------------------------------- */
+/* errors                                                                      */
+
+static char host_name[256];
+static void host_init(void) {
+  if (gethostname(host_name, sizeof host_name - 1) != 0) snprintf(host_name, sizeof host_name, "unknown-host");
+}
+
+const char *ppsrt_cuda_hostname(void) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, host_init);
+  return host_name;
+}
+
+static void where(ppsrt_backend *b, char *buf, size_t n) {
+  if (b && b->impl && IM(b)->rank >= 0)
+    snprintf(buf, n, "host %s, GPU %d, rank %d", ppsrt_cuda_hostname(), IM(b)->dev, IM(b)->rank);
+  else if (b && b->impl)
+    snprintf(buf, n, "host %s, GPU %d", ppsrt_cuda_hostname(), IM(b)->dev);
+  else
+    snprintf(buf, n, "host %s", ppsrt_cuda_hostname());
+}
+
+int ppsrt_cuda_fail_cuda(ppsrt_backend *b, int err, const char *call, const char *file, int line) {
+  cudaError_t e = (cudaError_t)err;
+  char w[320];
+  where(b, w, sizeof w);
+  const char *hint = "rerun with CUDA_LAUNCH_BLOCKING=1 to find the failing call";
+  int code = PPSRT_E_BACKEND;
+  switch (e) {
+  case cudaErrorMemoryAllocation:
+    hint = "the GPU is out of memory: lower --micro-batch or --seq, offload more activations, or put fewer ranks on this GPU";
+    code = PPSRT_E_NOMEM;
+    break;
+  case cudaErrorNoKernelImageForDevice:
+  case cudaErrorInvalidDeviceFunction:
+    hint = "this GPU's architecture is not in the build: reconfigure with NVCCFLAGS='-O3 -gencode arch=compute_XY,code=sm_XY' for your GPU (nvidia-smi --query-gpu=compute_cap --format=csv) and rebuild";
+    break;
+  case cudaErrorNoDevice:
+  case cudaErrorInsufficientDriver:
+  case cudaErrorInvalidDevice:
+    hint = "check nvidia-smi, the driver version and CUDA_VISIBLE_DEVICES; or run with --backend cpu";
+    break;
+  case cudaErrorIllegalAddress:
+  case cudaErrorLaunchFailure:
+  case cudaErrorMisalignedAddress:
+    hint = "a kernel faulted and the CUDA context is lost: rerun under compute-sanitizer to find it";
+    break;
+  default: break;
+  }
+  /* Clear a non-sticky error so the next call does not report it again. */
+  (void)cudaGetLastError();
+  return ppsrt_set_error(code, file, line, "cuda: %s failed (%s): %s: %s\nhint: %s", call, w,
+                         cudaGetErrorName(e), cudaGetErrorString(e), hint);
+}
+
+int ppsrt_cuda_fail_cublas(ppsrt_backend *b, int status, const char *call, const char *file, int line) {
+  cublasStatus_t s = (cublasStatus_t)status;
+  char w[320];
+  where(b, w, sizeof w);
+  const char *hint = "check the matrix sizes and leading dimensions passed to gemm";
+  int code = PPSRT_E_BACKEND;
+  switch (s) {
+  case CUBLAS_STATUS_ALLOC_FAILED:
+    hint = "cuBLAS could not allocate its workspace: the GPU is out of memory";
+    code = PPSRT_E_NOMEM;
+    break;
+  case CUBLAS_STATUS_ARCH_MISMATCH:
+  case CUBLAS_STATUS_NOT_SUPPORTED:
+    hint = "bf16 tensor-core GEMMs need compute capability 8.0 (A100) or newer";
+    break;
+  case CUBLAS_STATUS_EXECUTION_FAILED:
+    hint = "a GEMM kernel failed: an earlier kernel may have faulted; rerun under compute-sanitizer";
+    break;
+  case CUBLAS_STATUS_NOT_INITIALIZED:
+    hint = "cuBLAS could not initialise: check the driver and the GPU (nvidia-smi)";
+    break;
+  default: break;
+  }
+  return ppsrt_set_error(code, file, line, "cublas: %s failed (%s): %s: %s\nhint: %s", call, w,
+                         cublasGetStatusName(s), cublasGetStatusString(s), hint);
+}
+
+/* Makes the backend's GPU current on the calling thread (cheap: cached per thread). */
+static __thread int tl_dev = -1;
+static int use_dev(ppsrt_backend *b) {
+  int d = IM(b)->dev;
+  if (tl_dev == d) return PPSRT_OK;
+  CUDA_CHECK(b, cudaSetDevice(d));
+  tl_dev = d;
+  return PPSRT_OK;
+}
+
+#define USE(b)                      \
+  do {                              \
+    int rc_ = use_dev(b);           \
+    if (rc_) return rc_;            \
+  } while (0)
+
+static int bad_stream(int s) { return s < 0 || s >= PPSRT_NSTREAMS; }
+
+#define STREAM(b, s, var)                                                             \
+  cudaStream_t var;                                                                   \
+  do {                                                                                \
+    if (bad_stream(s)) return PPSRT_FAIL(PPSRT_E_USAGE, "cuda: bad stream id %d", (s)); \
+    var = IM(b)->st[s];                                                               \
+  } while (0)
+
+cudaStream_t ppsrt_cuda_stream(ppsrt_backend *b, int stream) {
+  if (bad_stream(stream)) {
+    PPSRT_FAIL(PPSRT_E_USAGE, "cuda: bad stream id %d", stream);
+    return NULL;
+  }
+  return IM(b)->st[stream];
+}
+
+cudaEvent_t ppsrt_cuda_event(ppsrt_event *e) { return e->ev; }
+int ppsrt_cuda_device(ppsrt_backend *b) { return IM(b)->dev; }
+
+void ppsrt_cuda_attach(ppsrt_backend *b, int rank, double timeout_s, ppsrt_cuda_watch_fn watch,
+                       ppsrt_cuda_timeout_fn on_timeout, void *ctx) {
+  cuda_impl *im = IM(b);
+  im->rank = rank;
+  im->timeout_s = timeout_s;
+  im->watch = watch;
+  im->on_timeout = on_timeout;
+  im->watch_ctx = ctx;
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Polls ev until complete: yields for the first ~50 us, then sleeps 20 us between
+ * queries; every millisecond asks the watchdog; past the timeout reports `what`. */
+int ppsrt_cuda_wait(ppsrt_backend *b, cudaEvent_t ev, const char *what) {
+  cudaError_t e = cudaEventQuery(ev);
+  if (e == cudaSuccess) return PPSRT_OK;
+  if (e != cudaErrorNotReady) CUDA_CHECK(b, e);
+  cuda_impl *im = IM(b);
+  double t0 = now_s(), last_watch = t0;
+  for (int spins = 0;; spins++) {
+    e = cudaEventQuery(ev);
+    if (e == cudaSuccess) return PPSRT_OK;
+    if (e != cudaErrorNotReady) CUDA_CHECK(b, e);
+    double t = now_s();
+    if (im->watch && t - last_watch > 1e-3) {
+      last_watch = t;
+      int rc = im->watch(im->watch_ctx, im->rank);
+      if (rc) return rc;
+    }
+    if (im->timeout_s > 0 && t - t0 > im->timeout_s) {
+      char w[320];
+      where(b, w, sizeof w);
+      if (im->on_timeout) im->on_timeout(im->watch_ctx, im->rank, what);
+      return PPSRT_FAIL(PPSRT_E_TIMEOUT,
+                        "cuda: waited %.1f s for %s (%s) without completion\n"
+                        "hint: a peer rank may have died or the schedule may deadlock under NCCL's rendezvous "
+                        "sends; raise --timeout if the step is just slow",
+                        t - t0, what, w);
+    }
+    if (spins < 200) {
+      sched_yield();
+    } else {
+      struct timespec ts = {0, 20000};
+      nanosleep(&ts, NULL);
+    }
+  }
+}
+
+/* ------------------------------------------------------------------------- */
+/* memory pools                                                                */
+
+static size_t round_size(size_t bytes) {
+  if (bytes < 512) return 512;
+  if (bytes < ((size_t)1 << 20)) return (bytes + 511) & ~(size_t)511;
+  return (bytes + ((size_t)1 << 20) - 1) & ~(((size_t)1 << 20) - 1);   /* 1 MiB granules */
+}
+
+/* Refreshes blk->pending by querying its events (no waiting). */
+static void refresh(block *blk) {
+  for (int s = 0; s < PPSRT_NSTREAMS; s++)
+    if ((blk->pending >> s) & 1u) {
+      cudaError_t e = cudaEventQuery(blk->ev[s]);
+      if (e == cudaSuccess) blk->pending &= ~(1u << s);
+      else if (e != cudaErrorNotReady) (void)cudaGetLastError();   /* reported by the next checked call */
+    }
+}
+
+static int raw_alloc(pool *pl, size_t size, void **p) {
+  cudaError_t e = pl->host ? cudaHostAlloc(p, size, cudaHostAllocPortable) : cudaMalloc(p, size);
+  return (int)e;
+}
+
+static void raw_free(pool *pl, void *p) {
+  if (pl->host) (void)cudaFreeHost(p);
+  else (void)cudaFree(p);
+}
+
+/* Releases every free block to the driver; with wait = 1 first waits for the busy ones. */
+static int pool_trim(ppsrt_backend *b, pool *pl, int wait) {
+  int j = 0;
+  for (int i = 0; i < pl->n; i++) {
+    block *blk = &pl->v[i];
+    if (!blk->in_use) {
+      refresh(blk);
+      if (blk->pending && wait) {
+        for (int s = 0; s < PPSRT_NSTREAMS; s++)
+          if ((blk->pending >> s) & 1u) {
+            int rc = ppsrt_cuda_wait(b, blk->ev[s], "a freed block's last use");
+            if (rc) {
+              pl->v[j++] = *blk;
+              for (int k = i + 1; k < pl->n; k++) pl->v[j++] = pl->v[k];
+              pl->n = j;
+              return rc;
+            }
+          }
+        blk->pending = 0;
+      }
+      if (!blk->pending) {
+        raw_free(pl, blk->p);
+        pl->reserved -= blk->size;
+        for (int s = 0; s < PPSRT_NSTREAMS; s++)
+          if (blk->ev[s]) cudaEventDestroy(blk->ev[s]);
+        continue;
+      }
+    }
+    pl->v[j++] = *blk;
+  }
+  pl->n = j;
+  return PPSRT_OK;
+}
+
+/* Hands out a block of at least `bytes`. stream >= 0: the caller uses it only on that
+ * stream, which is made to wait for the block's pending events; stream < 0: any stream
+ * of the backend may use it (see the file comment). Called with im->mu held. */
+static int pool_get(ppsrt_backend *b, pool *pl, size_t bytes, int counted, int stream, void **out) {
+  cuda_impl *im = IM(b);
+  size_t want = round_size(bytes);
+  int best = -1, best_busy = -1;
+  for (int i = 0; i < pl->n; i++) {
+    block *blk = &pl->v[i];
+    if (blk->in_use || blk->size < want || blk->size > 2 * want) continue;
+    refresh(blk);
+    if (stream >= 0 || blk->pending == 0) {
+      if (best < 0 || blk->size < pl->v[best].size) best = i;
+    } else if (blk->pending == (1u << PPSRT_STREAM_COMPUTE) && !pl->host) {
+      if (best_busy < 0 || blk->size < pl->v[best_busy].size) best_busy = i;
+    }
+  }
+  if (best < 0 && best_busy >= 0) best = best_busy;
+  if (best >= 0) {
+    block *blk = &pl->v[best];
+    for (int s = 0; s < PPSRT_NSTREAMS; s++) {
+      if (!((blk->pending >> s) & 1u)) continue;
+      if (stream >= 0) {
+        CUDA_CHECK(b, cudaStreamWaitEvent(im->st[stream], blk->ev[s], 0));
+      } else {
+        for (int t = 0; t < PPSRT_NSTREAMS; t++)
+          if (t != s) CUDA_CHECK(b, cudaStreamWaitEvent(im->st[t], blk->ev[s], 0));
+      }
+    }
+    blk->pending = 0;
+    blk->in_use = 1;
+    blk->req = bytes;
+    blk->counted = counted;
+    *out = blk->p;
+    return PPSRT_OK;
+  }
+  if (pl->n == pl->cap) {
+    int cap = pl->cap ? 2 * pl->cap : 64;
+    block *v = realloc(pl->v, (size_t)cap * sizeof *v);
+    if (!v) return PPSRT_FAIL(PPSRT_E_NOMEM, "cuda: out of host memory for the allocator's table");
+    pl->v = v;
+    pl->cap = cap;
+  }
+  void *p = NULL;
+  int e = raw_alloc(pl, want, &p);
+  if (e == cudaErrorMemoryAllocation) {
+    (void)cudaGetLastError();
+    int rc = pool_trim(b, pl, 1);   /* out of memory: drain the cache and retry once */
+    if (rc) return rc;
+    e = raw_alloc(pl, want, &p);
+  }
+  if (e != cudaSuccess) {
+    char w[320];
+    where(b, w, sizeof w);
+    (void)cudaGetLastError();
+    return ppsrt_set_error(e == cudaErrorMemoryAllocation ? PPSRT_E_NOMEM : PPSRT_E_BACKEND, __FILE__, __LINE__,
+                           "cuda: cannot allocate %zu bytes of %s memory (%s): %s; %zu bytes counted in use, "
+                           "%zu reserved\nhint: lower --micro-batch or --seq, or offload more activations",
+                           bytes, pl->host ? "pinned host" : "device", w, cudaGetErrorString((cudaError_t)e),
+                           im->cur, pl->reserved);
+  }
+  block *blk = &pl->v[pl->n++];
+  memset(blk, 0, sizeof *blk);
+  blk->p = p;
+  blk->size = want;
+  blk->req = bytes;
+  blk->in_use = 1;
+  blk->counted = counted;
+  pl->reserved += want;
+  *out = p;
+  return PPSRT_OK;
+}
+
+/* Returns a block; its reuse waits for the work queued so far on the streams named in
+ * `mask` (all five for user memory, the one scratch stream for the workspace). */
+static int pool_put(ppsrt_backend *b, pool *pl, void *p, unsigned mask) {
+  cuda_impl *im = IM(b);
+  for (int i = 0; i < pl->n; i++) {
+    block *blk = &pl->v[i];
+    if (blk->p != p) continue;
+    if (!blk->in_use) return PPSRT_FAIL(PPSRT_E_USAGE, "cuda: double free of %p", p);
+    for (int s = 0; s < PPSRT_NSTREAMS; s++) {
+      if (!((mask >> s) & 1u)) continue;
+      if (!blk->ev[s]) CUDA_CHECK(b, cudaEventCreateWithFlags(&blk->ev[s], cudaEventDisableTiming));
+      CUDA_CHECK(b, cudaEventRecord(blk->ev[s], im->st[s]));
+      blk->pending |= 1u << s;
+    }
+    if (blk->counted) im->cur -= blk->req;
+    blk->in_use = 0;
+    return PPSRT_OK;
+  }
+  return PPSRT_FAIL(PPSRT_E_USAGE, "cuda: free of %p, which this backend did not allocate", p);
+}
+
+#define ALL_STREAMS ((1u << PPSRT_NSTREAMS) - 1u)
+
+static int cu_alloc(ppsrt_backend *b, size_t bytes, void **out) {
+  USE(b);
+  cuda_impl *im = IM(b);
+  *out = NULL;
+  pthread_mutex_lock(&im->mu);
+  int rc = pool_get(b, &im->dpool, bytes, 1, -1, out);
+  if (!rc) {
+    im->cur += bytes;
+    if (im->cur > im->peak) im->peak = im->cur;
+  }
+  pthread_mutex_unlock(&im->mu);
+  return rc;
+}
+
+static void cu_free(ppsrt_backend *b, void *p) {
+  if (!p || use_dev(b)) return;
+  cuda_impl *im = IM(b);
+  pthread_mutex_lock(&im->mu);
+  (void)pool_put(b, &im->dpool, p, ALL_STREAMS);   /* an error is recorded; free returns void */
+  pthread_mutex_unlock(&im->mu);
+}
+
+static int cu_host_alloc(ppsrt_backend *b, size_t bytes, void **out) {
+  USE(b);
+  cuda_impl *im = IM(b);
+  *out = NULL;
+  pthread_mutex_lock(&im->mu);
+  int rc = pool_get(b, &im->hpool, bytes, 0, -1, out);
+  pthread_mutex_unlock(&im->mu);
+  return rc;
+}
+
+static void cu_host_free(ppsrt_backend *b, void *p) {
+  if (!p || use_dev(b)) return;
+  cuda_impl *im = IM(b);
+  pthread_mutex_lock(&im->mu);
+  (void)pool_put(b, &im->hpool, p, ALL_STREAMS);
+  pthread_mutex_unlock(&im->mu);
+}
+
+static int cu_mem_stats(ppsrt_backend *b, size_t *current, size_t *peak, int reset_peak) {
+  cuda_impl *im = IM(b);
+  pthread_mutex_lock(&im->mu);
+  if (current) *current = im->cur;
+  if (peak) *peak = im->peak;
+  if (reset_peak) im->peak = im->cur;
+  pthread_mutex_unlock(&im->mu);
+  return PPSRT_OK;
+}
+
+/* Scratch of at least `bytes` for use on `stream` only; ordered after its previous
+ * user (another stream waits on ws_ev). ws_done records the end of this use. */
+static int ws_get(ppsrt_backend *b, int stream, size_t bytes, void **out) {
+  cuda_impl *im = IM(b);
+  if (im->ws && stream != im->ws_stream) CUDA_CHECK(b, cudaStreamWaitEvent(im->st[stream], im->ws_ev, 0));
+  im->ws_stream = stream;
+  if (bytes > im->ws_bytes) {
+    pthread_mutex_lock(&im->mu);
+    int rc = PPSRT_OK;
+    if (im->ws) rc = pool_put(b, &im->dpool, im->ws, 1u << stream);
+    im->ws = NULL;
+    im->ws_bytes = 0;
+    if (!rc) rc = pool_get(b, &im->dpool, bytes, 0, stream, &im->ws);
+    pthread_mutex_unlock(&im->mu);
+    if (rc) return rc;
+    im->ws_bytes = bytes;
+  }
+  *out = im->ws;
+  return PPSRT_OK;
+}
+
+static int ws_done(ppsrt_backend *b, int stream) {
+  CUDA_CHECK(b, cudaEventRecord(IM(b)->ws_ev, IM(b)->st[stream]));
+  return PPSRT_OK;
+}
+
+/* ------------------------------------------------------------------------- */
+/* copies                                                                      */
+
+static int cu_memset0(ppsrt_backend *b, int stream, void *p, size_t bytes) {
+  USE(b);
+  STREAM(b, stream, s);
+  if (bytes) CUDA_CHECK(b, cudaMemsetAsync(p, 0, bytes, s));
+  return PPSRT_OK;
+}
+
+static int cu_memcpy_async(ppsrt_backend *b, int stream, void *dst, const void *src, size_t bytes, int kind) {
+  USE(b);
+  STREAM(b, stream, s);
+  if (kind < 0 || kind > 2) return PPSRT_FAIL(PPSRT_E_USAGE, "cuda: bad memcpy kind %d", kind);
+  static const enum cudaMemcpyKind k[3] = {cudaMemcpyDeviceToDevice, cudaMemcpyHostToDevice,
+                                           cudaMemcpyDeviceToHost};
+  if (bytes && dst != src) CUDA_CHECK(b, cudaMemcpyAsync(dst, src, bytes, k[kind], s));
+  return PPSRT_OK;
+}
+
+/* Waits (polling) until every stream of the backend has drained. */
+static int sync_all(ppsrt_backend *b, const char *what) {
+  cuda_impl *im = IM(b);
+  for (int s = 0; s < PPSRT_NSTREAMS; s++) {
+    CUDA_CHECK(b, cudaEventRecord(im->sync_ev[s], im->st[s]));
+    int rc = ppsrt_cuda_wait(b, im->sync_ev[s], what);
+    if (rc) return rc;
+  }
+  return PPSRT_OK;
+}
+
+static uint16_t f32_to_bf16(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);   /* quiet NaN */
+  u += 0x7fffu + ((u >> 16) & 1u);                                                 /* round to nearest even */
+  return (uint16_t)(u >> 16);
+}
+
+static float bf16_to_f32(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+/* Synchronous: waits for the backend's streams, then copies (converting on the host). */
+static int cu_upload_f32(ppsrt_backend *b, ppsrt_tensor dst, const float *src) {
+  USE(b);
+  if (!dst.numel) return PPSRT_OK;
+  int rc = sync_all(b, "streams before an upload");
+  if (rc) return rc;
+  if (dst.dtype == PPSRT_F32) {
+    CUDA_CHECK(b, cudaMemcpy(dst.data, src, dst.numel * sizeof(float), cudaMemcpyHostToDevice));
+    return PPSRT_OK;
+  }
+  uint16_t *tmp = malloc(dst.numel * sizeof *tmp);
+  if (!tmp) return PPSRT_FAIL(PPSRT_E_NOMEM, "cuda: no host memory to convert %zu values", dst.numel);
+  for (size_t i = 0; i < dst.numel; i++) tmp[i] = f32_to_bf16(src[i]);
+  cudaError_t e = cudaMemcpy(dst.data, tmp, dst.numel * sizeof *tmp, cudaMemcpyHostToDevice);
+  free(tmp);
+  CUDA_CHECK(b, e);
+  return PPSRT_OK;
+}
+
+static int cu_download_f32(ppsrt_backend *b, float *dst, ppsrt_tensor src) {
+  USE(b);
+  if (!src.numel) return PPSRT_OK;
+  int rc = sync_all(b, "streams before a download");
+  if (rc) return rc;
+  if (src.dtype == PPSRT_F32) {
+    CUDA_CHECK(b, cudaMemcpy(dst, src.data, src.numel * sizeof(float), cudaMemcpyDeviceToHost));
+    return PPSRT_OK;
+  }
+  uint16_t *tmp = malloc(src.numel * sizeof *tmp);
+  if (!tmp) return PPSRT_FAIL(PPSRT_E_NOMEM, "cuda: no host memory to convert %zu values", src.numel);
+  cudaError_t e = cudaMemcpy(tmp, src.data, src.numel * sizeof *tmp, cudaMemcpyDeviceToHost);
+  if (e == cudaSuccess)
+    for (size_t i = 0; i < src.numel; i++) dst[i] = bf16_to_f32(tmp[i]);
+  free(tmp);
+  CUDA_CHECK(b, e);
+  return PPSRT_OK;
+}
+
+/* ------------------------------------------------------------------------- */
+/* events                                                                      */
+
+static int cu_event_create(ppsrt_backend *b, ppsrt_event **out) {
+  USE(b);
+  *out = NULL;
+  ppsrt_event *e = calloc(1, sizeof *e);
+  if (!e) return PPSRT_FAIL(PPSRT_E_NOMEM, "cuda: cannot allocate an event");
+  cudaError_t err = cudaEventCreateWithFlags(&e->ev, cudaEventDisableTiming);
+  if (err != cudaSuccess) {
+    free(e);
+    CUDA_CHECK(b, err);
+  }
+  *out = e;
+  return PPSRT_OK;
+}
+
+static void cu_event_destroy(ppsrt_backend *b, ppsrt_event *e) {
+  if (!e) return;
+  if (!use_dev(b)) {
+    cudaEventDestroy(e->ev);
+    if (e->tev) cudaEventDestroy(e->tev);
+  }
+  free(e);
+}
+
+static int cu_event_record(ppsrt_backend *b, ppsrt_event *e, int stream) {
+  USE(b);
+  STREAM(b, stream, s);
+  CUDA_CHECK(b, cudaEventRecord(e->ev, s));
+  e->timed = 0;
+  if (IM(b)->timing) {
+    if (!e->tev) CUDA_CHECK(b, cudaEventCreate(&e->tev));
+    CUDA_CHECK(b, cudaEventRecord(e->tev, s));
+    e->timed = 1;
+  }
+  return PPSRT_OK;
+}
+
+static int cu_stream_wait_event(ppsrt_backend *b, int stream, ppsrt_event *e) {
+  USE(b);
+  STREAM(b, stream, s);
+  CUDA_CHECK(b, cudaStreamWaitEvent(s, e->ev, 0));
+  return PPSRT_OK;
+}
+
+static int cu_event_sync(ppsrt_backend *b, ppsrt_event *e) {
+  USE(b);
+  return ppsrt_cuda_wait(b, e->ev, "an event");
+}
+
+static int cu_event_query(ppsrt_backend *b, ppsrt_event *e) {
+  USE(b);
+  cudaError_t err = cudaEventQuery(e->ev);
+  if (err == cudaSuccess) return 1;
+  if (err == cudaErrorNotReady) return 0;
+  CUDA_CHECK(b, err);
+  return 0;
+}
+
+static int cu_stream_sync(ppsrt_backend *b, int stream) {
+  USE(b);
+  STREAM(b, stream, s);
+  CUDA_CHECK(b, cudaEventRecord(IM(b)->sync_ev[stream], s));
+  return ppsrt_cuda_wait(b, IM(b)->sync_ev[stream], "a stream to drain");
+}
+
+static double cu_event_elapsed(ppsrt_backend *b, ppsrt_event *start, ppsrt_event *end) {
+  if (use_dev(b)) return -1.0;
+  if (!start->timed || !end->timed) {
+    IM(b)->timing = 1;   /* records from now on carry a timed event */
+    return -1.0;
+  }
+  float ms = 0.0f;
+  cudaError_t e = cudaEventElapsedTime(&ms, start->tev, end->tev);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return -1.0;
+  }
+  return ms * 1e-3;
+}
+
+/* ------------------------------------------------------------------------- */
+/* matrix products                                                             */
+
+static cudaDataType_t cdt(ppsrt_dtype t) { return t == PPSRT_BF16 ? CUDA_R_16BF : CUDA_R_32F; }
+
+/* Elements spanned by `count` row-major matrices rows x cols (row stride ld, batch stride s). */
+static size_t span(int rows, int cols, int ld, long s, int count) {
+  if (rows <= 0 || cols <= 0 || count <= 0) return 0;
+  return (size_t)(count - 1) * (size_t)(s > 0 ? s : 0) + (size_t)(rows - 1) * (size_t)ld + (size_t)cols;
+}
+
+static int gemm_any(ppsrt_backend *b, int stream, int ta, int tb, int M, int N, int K, float alpha, const void *A,
+                    ppsrt_dtype at, int lda, long sA, const void *B, ppsrt_dtype bt, int ldb, long sB, float beta,
+                    void *C, ppsrt_dtype ct, int ldc, long sC, int count);
+
+/* The cuBLAS call for supported type triples: (bf16, bf16, bf16|F32) and (F32, F32, F32). */
+static int gemm_fast(ppsrt_backend *b, cudaStream_t s, int ta, int tb, int M, int N, int K, float alpha,
+                     const void *A, ppsrt_dtype at, int lda, long sA, const void *B, ppsrt_dtype bt, int ldb,
+                     long sB, float beta, void *C, ppsrt_dtype ct, int ldc, long sC, int count, int batched) {
+  cublasHandle_t h = IM(b)->blas;
+  CUBLAS_CHECK(b, cublasSetStream(h, s));
+  cublasOperation_t opA = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opB = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+  /* Row-major C[M,N] = op(A) op(B)  <=>  column-major C^T[N,M] = op(B)^T op(A)^T. */
+  if (!batched) {
+    CUBLAS_CHECK(b, cublasGemmEx(h, opB, opA, N, M, K, &alpha, B, cdt(bt), ldb, A, cdt(at), lda, &beta, C,
+                                 cdt(ct), ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  } else {
+    CUBLAS_CHECK(b, cublasGemmStridedBatchedEx(h, opB, opA, N, M, K, &alpha, B, cdt(bt), ldb, (long long)sB, A,
+                                               cdt(at), lda, (long long)sA, &beta, C, cdt(ct), ldc, (long long)sC,
+                                               count, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  }
+  return PPSRT_OK;
+}
+
+static int gemm_any(ppsrt_backend *b, int stream, int ta, int tb, int M, int N, int K, float alpha, const void *A,
+                    ppsrt_dtype at, int lda, long sA, const void *B, ppsrt_dtype bt, int ldb, long sB, float beta,
+                    void *C, ppsrt_dtype ct, int ldc, long sC, int count) {
+  USE(b);
+  STREAM(b, stream, s);
+  if (M < 0 || N < 0 || K < 0 || count < 0) return PPSRT_FAIL(PPSRT_E_USAGE, "cuda gemm: negative size");
+  int acols = ta ? M : K, bcols = tb ? K : N;
+  if (lda < (acols > 1 ? acols : 1) || ldb < (bcols > 1 ? bcols : 1) || ldc < (N > 1 ? N : 1))
+    return PPSRT_FAIL(PPSRT_E_USAGE,
+                      "cuda gemm: leading dimension too small (lda %d ldb %d ldc %d for M %d N %d K %d ta %d tb %d)",
+                      lda, ldb, ldc, M, N, K, ta, tb);
+  if (M == 0 || N == 0 || count == 0) return PPSRT_OK;
+  if (K == 0) {   /* C = beta C, as the CPU backend */
+    for (int i = 0; i < count; i++) {
+      char *c = (char *)C + (size_t)i * (size_t)sC * ppsrt_dtype_size(ct);
+      CUDA_CHECK(b, ppsrt_cu_scale_matrix(s, c, ct == PPSRT_BF16, M, N, ldc, beta));
+    }
+    return PPSRT_OK;
+  }
+  int batched = count > 1;
+  if (at == bt && (at == PPSRT_BF16 || ct == PPSRT_F32))
+    return gemm_fast(b, s, ta, tb, M, N, K, alpha, A, at, lda, sA, B, bt, ldb, sB, beta, C, ct, ldc, sC, count,
+                     batched);
+  /* Slow path: every bf16 operand into an F32 copy, F32 GEMM, the result back. */
+  size_t na = at == PPSRT_BF16 ? span(ta ? K : M, acols, lda, sA, count) : 0;
+  size_t nb = bt == PPSRT_BF16 ? span(tb ? N : K, bcols, ldb, sB, count) : 0;
+  size_t nc = ct == PPSRT_BF16 ? span(M, N, ldc, sC, count) : 0;
+  size_t a_off = 0, b_off = (na + 63) & ~(size_t)63, c_off = b_off + ((nb + 63) & ~(size_t)63);
+  void *ws;
+  int rc = ws_get(b, stream, (c_off + nc) * sizeof(float) + 256, &ws);
+  if (rc) return rc;
+  float *fa = (float *)ws + a_off, *fb = (float *)ws + b_off, *fc = (float *)ws + c_off;
+  if (na) CUDA_CHECK(b, ppsrt_cu_bf16_to_f32(s, fa, A, na));
+  if (nb) CUDA_CHECK(b, ppsrt_cu_bf16_to_f32(s, fb, B, nb));
+  if (nc) CUDA_CHECK(b, ppsrt_cu_bf16_to_f32(s, fc, C, nc));
+  rc = gemm_fast(b, s, ta, tb, M, N, K, alpha, na ? fa : A, PPSRT_F32, lda, sA, nb ? fb : B, PPSRT_F32, ldb, sB,
+                 beta, nc ? (void *)fc : C, PPSRT_F32, ldc, sC, count, batched);
+  if (rc) return rc;
+  if (nc) CUDA_CHECK(b, ppsrt_cu_f32_to_bf16(s, C, fc, nc));
+  return ws_done(b, stream);
+}
+
+static int cu_gemm(ppsrt_backend *b, int stream, int ta, int tb, int M, int N, int K, float alpha, const void *A,
+                   ppsrt_dtype at, int lda, const void *B, ppsrt_dtype bt, int ldb, float beta, void *C,
+                   ppsrt_dtype ct, int ldc) {
+  return gemm_any(b, stream, ta, tb, M, N, K, alpha, A, at, lda, 0, B, bt, ldb, 0, beta, C, ct, ldc, 0, 1);
+}
+
+static int cu_gemm_strided(ppsrt_backend *b, int stream, int ta, int tb, int M, int N, int K, float alpha,
+                           const void *A, ppsrt_dtype at, int lda, long sA, const void *B, ppsrt_dtype bt, int ldb,
+                           long sB, float beta, void *C, ppsrt_dtype ct, int ldc, long sC, int count) {
+  return gemm_any(b, stream, ta, tb, M, N, K, alpha, A, at, lda, sA, B, bt, ldb, sB, beta, C, ct, ldc, sC, count);
+}
+
+/* ------------------------------------------------------------------------- */
+/* attention: cuBLAS GEMMs + kernels (math: cpu_kernels.c k_attention_fwd/bwd)    */
+
+#define BF(p, off) ((const void *)((const uint16_t *)(p) + (off)))
+#define BFW(p, off) ((void *)((uint16_t *)(p) + (off)))
+
+static size_t al256(size_t x) { return (x + 255) & ~(size_t)255; }
+
+/* Query heads processed together (within one kv group) so their scratch fits the cap. */
+static int heads_per_unit(cuda_impl *im, int grp, int T, size_t bytes_per_elem) {
+  size_t per_head = (size_t)T * T * bytes_per_elem;
+  size_t nh = per_head ? im->attn_ws_cap / per_head : (size_t)grp;
+  if (nh < 1) nh = 1;
+  if (nh > (size_t)grp) nh = (size_t)grp;
+  return (int)nh;
+}
+
+static int attn_check(int batch, int T, int Hq, int Hkv, int D) {
+  if (Hkv <= 0 || Hq % Hkv != 0) return PPSRT_FAIL(PPSRT_E_USAGE, "attention: Hq %d not a multiple of Hkv %d", Hq, Hkv);
+  if (batch < 0 || T < 0 || D <= 0) return PPSRT_FAIL(PPSRT_E_USAGE, "attention: bad sizes batch %d T %d D %d", batch, T, D);
+  return PPSRT_OK;
+}
+
+static int cu_attention_fwd(ppsrt_backend *b, int stream, void *out, float *lse, const void *q, int ldq,
+                            const void *k, int ldk, const void *v, int ldv, int batch, int T, int Hq, int Hkv,
+                            int D) {
+  USE(b);
+  STREAM(b, stream, s);
+  int rc = attn_check(batch, T, Hq, Hkv, D);
+  if (rc || batch == 0 || T == 0) return rc;
+  cuda_impl *im = IM(b);
+  const int grp = Hq / Hkv, ldo = Hq * D;
+  const float scale = 1.0f / sqrtf((float)D);
+  const int nh = heads_per_unit(im, grp, T, 6);
+  const size_t TT = (size_t)T * T;
+  void *ws;
+  if ((rc = ws_get(b, stream, al256((size_t)nh * TT * 4) + al256((size_t)nh * TT * 2), &ws))) return rc;
+  float *S = ws;
+  void *P = (char *)ws + al256((size_t)nh * TT * 4);
+  for (int bb = 0; bb < batch; bb++)
+    for (int g = 0; g < Hkv; g++)
+      for (int h0 = g * grp; h0 < (g + 1) * grp; h0 += nh) {
+        int n = (g + 1) * grp - h0 < nh ? (g + 1) * grp - h0 : nh;
+        size_t row0 = (size_t)bb * T;
+        const void *qh = BF(q, row0 * ldq + (size_t)h0 * D);
+        const void *kg = BF(k, row0 * ldk + (size_t)g * D), *vg = BF(v, row0 * ldv + (size_t)g * D);
+        /* S_hh = Q_hh K_g^T (raw, F32) */
+        rc = gemm_fast(b, s, 0, 1, T, T, D, 1.0f, qh, PPSRT_BF16, ldq, D, kg, PPSRT_BF16, ldk, 0, 0.0f, S,
+                       PPSRT_F32, T, (long)TT, n, 1);
+        if (rc) return rc;
+        CUDA_CHECK(b, ppsrt_cu_attn_softmax_fwd(s, P, lse + ((size_t)bb * Hq + h0) * T, S, n, T, scale));
+        /* out_hh = P_hh V_g (bf16, row stride Hq*D) */
+        rc = gemm_fast(b, s, 0, 0, T, D, T, 1.0f, P, PPSRT_BF16, T, (long)TT, vg, PPSRT_BF16, ldv, 0, 0.0f,
+                       BFW(out, row0 * ldo + (size_t)h0 * D), PPSRT_BF16, ldo, D, n, 1);
+        if (rc) return rc;
+      }
+  return ws_done(b, stream);
+}
+
+static int cu_attention_bwd(ppsrt_backend *b, int stream, void *dq, void *dk, void *dv, int ldd, const void *dout,
+                            const void *out, const float *lse, const void *q, int ldq, const void *k, int ldk,
+                            const void *v, int ldv, int batch, int T, int Hq, int Hkv, int D) {
+  USE(b);
+  STREAM(b, stream, s);
+  int rc = attn_check(batch, T, Hq, Hkv, D);
+  if (rc || batch == 0 || T == 0) return rc;
+  cuda_impl *im = IM(b);
+  const int grp = Hq / Hkv, ldo = Hq * D;
+  const float scale = 1.0f / sqrtf((float)D);
+  const int nh = heads_per_unit(im, grp, T, 10);
+  const size_t TT = (size_t)T * T, TD = (size_t)T * D;
+  size_t oS = 0, oP = oS + al256((size_t)nh * TT * 4), odP = oP + al256((size_t)nh * TT * 2);
+  size_t odel = odP + al256((size_t)nh * TT * 4), odk = odel + al256((size_t)nh * T * 4);
+  size_t odv = odk + al256(TD * 4), total = odv + al256(TD * 4);
+  void *ws;
+  if ((rc = ws_get(b, stream, total, &ws))) return rc;
+  float *S = (float *)((char *)ws + oS), *dP = (float *)((char *)ws + odP), *delta = (float *)((char *)ws + odel);
+  float *dk32 = (float *)((char *)ws + odk), *dv32 = (float *)((char *)ws + odv);
+  void *P = (char *)ws + oP;   /* P, then dS in place */
+  for (int bb = 0; bb < batch; bb++)
+    for (int g = 0; g < Hkv; g++) {
+      size_t row0 = (size_t)bb * T;
+      const void *kg = BF(k, row0 * ldk + (size_t)g * D), *vg = BF(v, row0 * ldv + (size_t)g * D);
+      CUDA_CHECK(b, cudaMemsetAsync(dk32, 0, TD * 4, s));
+      CUDA_CHECK(b, cudaMemsetAsync(dv32, 0, TD * 4, s));
+      for (int h0 = g * grp; h0 < (g + 1) * grp; h0 += nh) {
+        int n = (g + 1) * grp - h0 < nh ? (g + 1) * grp - h0 : nh;
+        const void *qh = BF(q, row0 * ldq + (size_t)h0 * D);
+        const void *doh = BF(dout, row0 * ldo + (size_t)h0 * D), *oh = BF(out, row0 * ldo + (size_t)h0 * D);
+        const float *lh = lse + ((size_t)bb * Hq + h0) * T;
+        /* recompute S and P from the saved log-sum-exp */
+        rc = gemm_fast(b, s, 0, 1, T, T, D, 1.0f, qh, PPSRT_BF16, ldq, D, kg, PPSRT_BF16, ldk, 0, 0.0f, S, PPSRT_F32,
+                       T, (long)TT, n, 1);
+        if (rc) return rc;
+        CUDA_CHECK(b, ppsrt_cu_attn_prob(s, P, S, lh, n, T, scale));
+        CUDA_CHECK(b, ppsrt_cu_attn_delta(s, delta, doh, oh, ldo, n, T, D));
+        /* dV_g += P_hh^T dout_hh, summed over the group's heads (F32) */
+        for (int hh = 0; hh < n; hh++) {
+          rc = gemm_fast(b, s, 1, 0, T, D, T, 1.0f, BF(P, hh * TT), PPSRT_BF16, T, 0, BF(doh, (size_t)hh * D),
+                         PPSRT_BF16, ldo, 0, 1.0f, dv32, PPSRT_F32, D, 0, 1, 0);
+          if (rc) return rc;
+        }
+        /* dP_hh = dout_hh V_g^T (F32) */
+        rc = gemm_fast(b, s, 0, 1, T, T, D, 1.0f, doh, PPSRT_BF16, ldo, D, vg, PPSRT_BF16, ldv, 0, 0.0f, dP,
+                       PPSRT_F32, T, (long)TT, n, 1);
+        if (rc) return rc;
+        /* dS = P (dP - delta) / sqrt(D), bf16, over P */
+        CUDA_CHECK(b, ppsrt_cu_attn_dscores(s, P, S, dP, lh, delta, n, T, scale));
+        /* dq_hh = dS_hh K_g (written, bf16, row stride ldd) */
+        rc = gemm_fast(b, s, 0, 0, T, D, T, 1.0f, P, PPSRT_BF16, T, (long)TT, kg, PPSRT_BF16, ldk, 0, 0.0f,
+                       BFW(dq, row0 * ldd + (size_t)h0 * D), PPSRT_BF16, ldd, D, n, 1);
+        if (rc) return rc;
+        /* dK_g += dS_hh^T q_hh */
+        for (int hh = 0; hh < n; hh++) {
+          rc = gemm_fast(b, s, 1, 0, T, D, T, 1.0f, BF(P, hh * TT), PPSRT_BF16, T, 0, BF(qh, (size_t)hh * D),
+                         PPSRT_BF16, ldq, 0, 1.0f, dk32, PPSRT_F32, D, 0, 1, 0);
+          if (rc) return rc;
+        }
+      }
+      CUDA_CHECK(b, ppsrt_cu_store_rows_bf16(s, BFW(dk, row0 * ldd + (size_t)g * D), ldd, dk32, T, D));
+      CUDA_CHECK(b, ppsrt_cu_store_rows_bf16(s, BFW(dv, row0 * ldd + (size_t)g * D), ldd, dv32, T, D));
+    }
+  return ws_done(b, stream);
+}
+
+/* ------------------------------------------------------------------------- */
+/* the other kernels: thin wrappers over kernels.cu                            */
+
+#define KERNEL(b, stream, call)       \
+  do {                                \
+    USE(b);                           \
+    STREAM(b, stream, s);             \
+    CUDA_CHECK(b, call);              \
+    return PPSRT_OK;                  \
+  } while (0)
+
+static int cu_add_bias(ppsrt_backend *b, int stream, void *y, const void *x, const void *bias, int N, int C) {
+  KERNEL(b, stream, ppsrt_cu_add_bias(s, y, x, bias, N, C));
+}
+static int cu_bias_grad(ppsrt_backend *b, int stream, float *dbias, const void *dy, int N, int C) {
+  KERNEL(b, stream, ppsrt_cu_bias_grad(s, dbias, dy, N, C));
+}
+static int cu_add(ppsrt_backend *b, int stream, void *y, const void *a, const void *c, size_t n) {
+  KERNEL(b, stream, ppsrt_cu_add(s, y, a, c, n));
+}
+static int cu_gelu_fwd(ppsrt_backend *b, int stream, void *y, const void *x, size_t n) {
+  KERNEL(b, stream, ppsrt_cu_gelu_fwd(s, y, x, n));
+}
+static int cu_gelu_bwd(ppsrt_backend *b, int stream, void *dx, const void *dy, const void *x, size_t n) {
+  KERNEL(b, stream, ppsrt_cu_gelu_bwd(s, dx, dy, x, n));
+}
+static int cu_layernorm_fwd(ppsrt_backend *b, int stream, void *y, float *mean, float *rstd, const void *x,
+                            const void *gamma, const void *beta, int N, int C) {
+  KERNEL(b, stream, ppsrt_cu_layernorm_fwd(s, y, mean, rstd, x, gamma, beta, N, C));
+}
+static int cu_layernorm_bwd_input(ppsrt_backend *b, int stream, void *dx, const void *dy, const void *x,
+                                  const float *mean, const float *rstd, const void *gamma, int N, int C,
+                                  int accumulate) {
+  KERNEL(b, stream, ppsrt_cu_layernorm_bwd_input(s, dx, dy, x, mean, rstd, gamma, N, C, accumulate));
+}
+static int cu_layernorm_bwd_weight(ppsrt_backend *b, int stream, float *dgamma, float *dbeta, const void *dy,
+                                   const void *x, const float *mean, const float *rstd, int N, int C) {
+  KERNEL(b, stream, ppsrt_cu_layernorm_bwd_weight(s, dgamma, dbeta, dy, x, mean, rstd, N, C));
+}
+static int cu_embedding_fwd(ppsrt_backend *b, int stream, void *out, const int32_t *ids, const void *table, int N,
+                            int C, int lo, int hi, int accumulate) {
+  KERNEL(b, stream, ppsrt_cu_embedding_fwd(s, out, ids, table, N, C, lo, hi, accumulate));
+}
+static int cu_embedding_bwd(ppsrt_backend *b, int stream, float *dtable, const void *dout, const int32_t *ids,
+                            int N, int C, int lo, int hi) {
+  KERNEL(b, stream, ppsrt_cu_embedding_bwd(s, dtable, dout, ids, N, C, lo, hi));
+}
+static int cu_softmax_stats(ppsrt_backend *b, int stream, float *max, float *sumexp, float *tgt,
+                            const void *logits, const int32_t *targets, int N, int V, int lo) {
+  KERNEL(b, stream, ppsrt_cu_softmax_stats(s, max, sumexp, tgt, logits, targets, N, V, lo));
+}
+static int cu_softmax_xent_bwd(ppsrt_backend *b, int stream, void *dlogits, const void *logits, const float *gmax,
+                               const float *gsum, const int32_t *targets, int N, int V, int lo, float scale) {
+  KERNEL(b, stream, ppsrt_cu_softmax_xent_bwd(s, dlogits, logits, gmax, gsum, targets, N, V, lo, scale));
+}
+static int cu_softmax_rescale_f32(ppsrt_backend *b, int stream, float *x, const float *lmax, const float *lsum,
+                                  const float *gmax, const float *gsum, int N, int C) {
+  KERNEL(b, stream, ppsrt_cu_softmax_rescale_f32(s, x, lmax, lsum, gmax, gsum, N, C));
+}
+static int cu_axpy_f32(ppsrt_backend *b, int stream, float *y, const float *x, float a, size_t n) {
+  KERNEL(b, stream, ppsrt_cu_axpy_f32(s, y, x, a, n));
+}
+static int cu_scale_f32(ppsrt_backend *b, int stream, float *x, float a, size_t n) {
+  KERNEL(b, stream, ppsrt_cu_scale_f32(s, x, a, n));
+}
+
+/* convert: F32 <-> BF16 elementwise, or a copy when the dtypes match (dst may equal src
+ * only then; a converting call in place would race). */
+static int cu_convert(ppsrt_backend *b, int stream, void *dst, ppsrt_dtype dt, const void *src, ppsrt_dtype st,
+                      size_t n) {
+  USE(b);
+  STREAM(b, stream, s);
+  if (!n) return PPSRT_OK;
+  if (dt == st) {
+    if (dst != src) CUDA_CHECK(b, cudaMemcpyAsync(dst, src, n * ppsrt_dtype_size(dt), cudaMemcpyDeviceToDevice, s));
+    return PPSRT_OK;
+  }
+  if (dst == src) return PPSRT_FAIL(PPSRT_E_USAGE, "cuda convert: in place between dtypes %d -> %d", st, dt);
+  if (st == PPSRT_BF16) CUDA_CHECK(b, ppsrt_cu_bf16_to_f32(s, dst, src, n));
+  else CUDA_CHECK(b, ppsrt_cu_f32_to_bf16(s, dst, src, n));
+  return PPSRT_OK;
+}
+
+/* Bias corrections computed on the host in float with powf, exactly as the CPU. */
+static int cu_optimizer_step(ppsrt_backend *b, int stream, int kind, float *master, void *param, float *grad,
+                             float *m, float *v, size_t n, float lr, float beta1, float beta2, float eps,
+                             float weight_decay, int step) {
+  if (kind != 0 && kind != 1) return PPSRT_FAIL(PPSRT_E_USAGE, "optimizer: unknown kind %d", kind);
+  if (kind == 1 && step < 1) return PPSRT_FAIL(PPSRT_E_USAGE, "adam: step is 1-based (got %d)", step);
+  float c1 = 1.0f, c2 = 1.0f;
+  if (kind == 1) {
+    c1 = 1.0f / (1.0f - powf(beta1, (float)step));
+    c2 = 1.0f / (1.0f - powf(beta2, (float)step));
+  }
+  void *p = param == (void *)master ? NULL : param;
+  KERNEL(b, stream, ppsrt_cu_optimizer_step(s, kind, master, p, grad, m, v, n, lr, beta1, beta2, eps, weight_decay,
+                                            c1, c2));
+}
+
+/* ------------------------------------------------------------------------- */
+/* creation                                                                    */
+
+static void cu_destroy(ppsrt_backend *b) {
+  if (!b) return;
+  cuda_impl *im = IM(b);
+  if (im) {
+    if (!use_dev(b)) {
+      /* Drain the streams with a bounded wait (a dead peer must not hang teardown). */
+      double keep = im->timeout_s;
+      if (im->timeout_s <= 0 || im->timeout_s > 10) im->timeout_s = 10;
+      im->watch = NULL;
+      for (int s = 0; s < PPSRT_NSTREAMS; s++)
+        if (im->st[s] && im->sync_ev[s] && cudaEventRecord(im->sync_ev[s], im->st[s]) == cudaSuccess)
+          (void)ppsrt_cuda_wait(b, im->sync_ev[s], "teardown");
+      im->timeout_s = keep;
+      if (im->blas) cublasDestroy(im->blas);
+      pool *pools[2] = {&im->dpool, &im->hpool};
+      for (int k = 0; k < 2; k++) {
+        for (int i = 0; i < pools[k]->n; i++) {
+          block *blk = &pools[k]->v[i];
+          raw_free(pools[k], blk->p);
+          for (int s = 0; s < PPSRT_NSTREAMS; s++)
+            if (blk->ev[s]) cudaEventDestroy(blk->ev[s]);
+        }
+        free(pools[k]->v);
+      }
+      if (im->ws_ev) cudaEventDestroy(im->ws_ev);
+      for (int s = 0; s < PPSRT_NSTREAMS; s++) {
+        if (im->sync_ev[s]) cudaEventDestroy(im->sync_ev[s]);
+        if (im->st[s]) cudaStreamDestroy(im->st[s]);
+      }
+    }
+    pthread_mutex_destroy(&im->mu);
+    free(im);
+  }
+  free(b);
+}
+
+static size_t env_mb(const char *name, size_t dflt) {
+  const char *v = getenv(name);
+  if (!v || !*v) return dflt;
+  char *end;
+  unsigned long long x = strtoull(v, &end, 10);
+  return (*end || x == 0) ? dflt : (size_t)x;
+}
+
+static int setup(ppsrt_backend *b) {
+  cuda_impl *im = IM(b);
+  USE(b);
+  /* The kernels must exist for this GPU: fail here, with the hint, rather than at the
+   * first kernel of the first pass. */
+  struct cudaFuncAttributes fa;
+  CUDA_CHECK(b, ppsrt_cu_probe(&fa));
+  int lo = 0, hi = 0;
+  CUDA_CHECK(b, cudaDeviceGetStreamPriorityRange(&lo, &hi));   /* lo: least, hi: greatest priority */
+  for (int s = 0; s < PPSRT_NSTREAMS; s++) {
+    int prio = (s == PPSRT_STREAM_SEND || s == PPSRT_STREAM_RECV) ? hi : lo;
+    CUDA_CHECK(b, cudaStreamCreateWithPriority(&im->st[s], cudaStreamNonBlocking, prio));
+    CUDA_CHECK(b, cudaEventCreateWithFlags(&im->sync_ev[s], cudaEventDisableTiming));
+  }
+  CUDA_CHECK(b, cudaEventCreateWithFlags(&im->ws_ev, cudaEventDisableTiming));
+  CUBLAS_CHECK(b, cublasCreate(&im->blas));
+  CUBLAS_CHECK(b, cublasSetPointerMode(im->blas, CUBLAS_POINTER_MODE_HOST));
+  return PPSRT_OK;
+}
+
+/* The GPU a rank runs on. The runtime passes the device rank; ranks map onto the GPUs
+ * visible as the NCCL transport places them:
+ *  - device_index < 0: the current device;
+ *  - one MPI rank per process (the NCCL transport called ppsrt_cuda_set_process_device,
+ *    or the launcher exported a node-local rank): that process's GPU, local rank % ngpu;
+ *  - otherwise (ranks as threads of one process): device_index % ngpu, so P ranks share
+ *    one GPU on a single-GPU machine. */
+static int process_device = -1;
+void ppsrt_cuda_set_process_device(int dev) { process_device = dev; }
+
+static int pick_device(int device_index, int ngpu) {
+  if (device_index < 0) return -1;
+  if (process_device >= 0) return process_device % ngpu;
+  static const char *vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "MV2_COMM_WORLD_LOCAL_RANK",
+                               "PMI_LOCAL_RANK", "PMIX_LOCAL_RANK"};
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+    const char *v = getenv(vars[i]);
+    if (v && *v) {
+      char *end;
+      long r = strtol(v, &end, 10);
+      if (!*end && r >= 0) return (int)(r % ngpu);
+    }
+  }
+  return device_index % ngpu;
+}
+
+int ppsrt_cuda_backend_create(int device_index, ppsrt_backend **out) {
+  *out = NULL;
+  int n = 0;
+  cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess || n == 0) {
+    (void)cudaGetLastError();
+    return PPSRT_FAIL(PPSRT_E_BACKEND,
+                      "cuda: no CUDA device visible on host %s (cudaGetDeviceCount: %s)\n"
+                      "hint: check nvidia-smi, the driver and CUDA_VISIBLE_DEVICES, or run with --backend cpu",
+                      ppsrt_cuda_hostname(), e == cudaSuccess ? "0 devices" : cudaGetErrorString(e));
+  }
+  device_index = pick_device(device_index, n);
+  if (device_index < 0) {
+    e = cudaGetDevice(&device_index);
+    if (e != cudaSuccess) return ppsrt_cuda_fail_cuda(NULL, (int)e, "cudaGetDevice", __FILE__, __LINE__);
+  }
+  ppsrt_backend *b = calloc(1, sizeof *b);
+  cuda_impl *im = calloc(1, sizeof *im);
+  if (!b || !im) {
+    free(b);
+    free(im);
+    return PPSRT_FAIL(PPSRT_E_NOMEM, "cuda: cannot allocate the backend");
+  }
+  b->name = "cuda";
+  b->act_dtype = PPSRT_BF16;
+  b->device_index = device_index;
+  b->impl = im;
+  im->dev = device_index;
+  im->rank = -1;
+  im->hpool.host = 1;
+  im->attn_ws_cap = env_mb("PPSRT_CUDA_ATTN_WS_MB", 2048) << 20;
+  pthread_mutex_init(&im->mu, NULL);
+  b->destroy = cu_destroy;
+  int rc = setup(b);
+  if (rc) {
+    cu_destroy(b);
+    return rc;
+  }
+  b->alloc = cu_alloc;
+  b->free = cu_free;
+  b->host_alloc = cu_host_alloc;
+  b->host_free = cu_host_free;
+  b->memset0 = cu_memset0;
+  b->memcpy_async = cu_memcpy_async;
+  b->upload_f32 = cu_upload_f32;
+  b->download_f32 = cu_download_f32;
+  b->event_create = cu_event_create;
+  b->event_destroy = cu_event_destroy;
+  b->event_record = cu_event_record;
+  b->stream_wait_event = cu_stream_wait_event;
+  b->event_sync = cu_event_sync;
+  b->event_query = cu_event_query;
+  b->stream_sync = cu_stream_sync;
+  b->event_elapsed = cu_event_elapsed;
+  b->gemm = cu_gemm;
+  b->gemm_strided = cu_gemm_strided;
+  b->add_bias = cu_add_bias;
+  b->bias_grad = cu_bias_grad;
+  b->add = cu_add;
+  b->gelu_fwd = cu_gelu_fwd;
+  b->gelu_bwd = cu_gelu_bwd;
+  b->layernorm_fwd = cu_layernorm_fwd;
+  b->layernorm_bwd_input = cu_layernorm_bwd_input;
+  b->layernorm_bwd_weight = cu_layernorm_bwd_weight;
+  b->attention_fwd = cu_attention_fwd;
+  b->attention_bwd = cu_attention_bwd;
+  b->embedding_fwd = cu_embedding_fwd;
+  b->embedding_bwd = cu_embedding_bwd;
+  b->softmax_stats = cu_softmax_stats;
+  b->softmax_xent_bwd = cu_softmax_xent_bwd;
+  b->optimizer_step = cu_optimizer_step;
+  b->axpy_f32 = cu_axpy_f32;
+  b->scale_f32 = cu_scale_f32;
+  b->mem_stats = cu_mem_stats;
+  b->softmax_rescale_f32 = cu_softmax_rescale_f32;
+  b->convert = cu_convert;
+  *out = b;
+  return PPSRT_OK;
+}

@@ -1,0 +1,545 @@
+/* kernels.cu: the CUDA kernels of the CUDA backend and their C launchers.
+ *
+ * What it does: every non-GEMM kernel of backend.h on bf16 activations with F32
+ * arithmetic and F32 accumulation, mirroring the exact formulas documented in
+ * runtime/cpu_kernels.c (the numerical reference; read each CPU kernel's comment
+ * for the math); the softmax/probability pieces of attention (the attention GEMMs are
+ * cuBLAS calls made by cuda_backend.c); bf16 <-> F32 conversions; the F32 reduction
+ * the in-process NCCL-less channel uses for its collectives.
+ *
+ * What it does not: no GEMMs (cuBLAS), no allocation, no synchronisation, no error
+ * formatting: each launcher enqueues on the stream it is given and returns
+ * cudaGetLastError(); the caller (cuda_backend.c) turns a failure into a PPSRT_E* code
+ * with CUDA_CHECK. Reductions use F32 tree sums (the CPU sums some rows in double);
+ * the difference is far below the bf16 tolerance the GPU tests state. */
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+
+#include "cuda_impl.h"
+
+typedef __nv_bfloat16 bf16;
+
+#define LN_EPS 1e-5f   /* as cpu_kernels.c */
+#define GELU_K 0.7978845608028654f
+#define GELU_A 0.044715f
+
+static __device__ __forceinline__ float ld(const bf16 *p, size_t i) { return __bfloat162float(p[i]); }
+static __device__ __forceinline__ void st(bf16 *p, size_t i, float v) { p[i] = __float2bfloat16_rn(v); }
+
+/* Grid for an elementwise kernel over n items: 256 threads, at most 65535*4 blocks,
+ * grid-stride loops cover the rest. */
+static unsigned grid_for(size_t n, int threads) {
+  size_t b = (n + threads - 1) / threads;
+  if (b < 1) b = 1;
+  if (b > 262140) b = 262140;
+  return (unsigned)b;
+}
+
+#define GRID_STRIDE(i, n) for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
+                               i += (size_t)gridDim.x * blockDim.x)
+
+/* ---- block reductions (blockDim.x a multiple of 32, at most 1024) ---- */
+static __device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+static __device__ __forceinline__ float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+/* Sum over the block; every thread gets the result. sh: 32 floats of shared memory. */
+static __device__ float block_sum(float v, float *sh) {
+  int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  v = warp_sum(v);
+  __syncthreads();   /* sh may still be read by a previous reduction */
+  if (lane == 0) sh[w] = v;
+  __syncthreads();
+  v = lane < nw ? sh[lane] : 0.0f;
+  return warp_sum(v);
+}
+static __device__ float block_max(float v, float *sh) {
+  int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  v = warp_max(v);
+  __syncthreads();
+  if (lane == 0) sh[w] = v;
+  __syncthreads();
+  v = lane < nw ? sh[lane] : -INFINITY;
+  return warp_max(v);
+}
+
+/* Threads per row for row-wise kernels: a multiple of 32 up to 1024, about C/4. */
+static int row_threads(int C) {
+  int t = 32;
+  while (t < 1024 && t * 4 < C) t <<= 1;
+  return t;
+}
+
+/* ------------------------------------------------------------------------- */
+/* elementwise                                                                  */
+
+/* add_bias: y[n, c] = x[n, c] + bias[c]; y may alias x. */
+static __global__ void k_add_bias(bf16 *y, const bf16 *x, const bf16 *bias, size_t total, int C) {
+  GRID_STRIDE(i, total) st(y, i, ld(x, i) + ld(bias, i % (size_t)C));
+}
+
+/* add: y[i] = a[i] + c[i]. */
+static __global__ void k_add(bf16 *y, const bf16 *a, const bf16 *c, size_t n) {
+  GRID_STRIDE(i, n) st(y, i, ld(a, i) + ld(c, i));
+}
+
+static __global__ void k_gelu_fwd(bf16 *y, const bf16 *x, size_t n) {
+  GRID_STRIDE(i, n) {
+    float v = ld(x, i);
+    float u = GELU_K * (v + GELU_A * v * v * v);
+    st(y, i, 0.5f * v * (1.0f + tanhf(u)));
+  }
+}
+
+static __global__ void k_gelu_bwd(bf16 *dx, const bf16 *dy, const bf16 *x, size_t n) {
+  GRID_STRIDE(i, n) {
+    float v = ld(x, i);
+    float u = GELU_K * (v + GELU_A * v * v * v);
+    float t = tanhf(u);
+    float d = 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * GELU_K * (1.0f + 3.0f * GELU_A * v * v);
+    st(dx, i, ld(dy, i) * d);
+  }
+}
+
+/* ------------------------------------------------------------------------- */
+/* column reductions: bias_grad and layernorm_bwd_weight                        */
+
+/* Block (32, 8) covers 32 columns; blockIdx.y takes a slice of rows; partial sums
+ * are added with atomicAdd (order of the F32 additions is not fixed). */
+#define COL_ROWS_PER_BLOCK 256
+static __global__ void k_colsum(float *dsum, float *dxhat, const bf16 *dy, const bf16 *x, const float *mean,
+                                const float *rstd, int N, int C) {
+  __shared__ float s1[8][33], s2[8][33];
+  int c = blockIdx.x * 32 + threadIdx.x;
+  int r0 = blockIdx.y * COL_ROWS_PER_BLOCK, r1 = min(N, r0 + COL_ROWS_PER_BLOCK);
+  float a = 0.0f, g = 0.0f;
+  if (c < C)
+    for (int n = r0 + threadIdx.y; n < r1; n += 8) {
+      float d = ld(dy, (size_t)n * C + c);
+      a += d;
+      if (dxhat) g += d * (ld(x, (size_t)n * C + c) - mean[n]) * rstd[n];
+    }
+  s1[threadIdx.y][threadIdx.x] = a;
+  s2[threadIdx.y][threadIdx.x] = g;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < C) {
+    for (int k = 1; k < 8; k++) {
+      a += s1[k][threadIdx.x];
+      g += s2[k][threadIdx.x];
+    }
+    atomicAdd(&dsum[c], a);
+    if (dxhat) atomicAdd(&dxhat[c], g);
+  }
+}
+
+static cudaError_t launch_colsum(cudaStream_t s, float *dsum, float *dxhat, const bf16 *dy, const bf16 *x,
+                                 const float *mean, const float *rstd, int N, int C) {
+  if (N <= 0 || C <= 0) return cudaSuccess;
+  dim3 block(32, 8), grid((C + 31) / 32, (N + COL_ROWS_PER_BLOCK - 1) / COL_ROWS_PER_BLOCK);
+  k_colsum<<<grid, block, 0, s>>>(dsum, dxhat, dy, x, mean, rstd, N, C);
+  return cudaGetLastError();
+}
+
+/* ------------------------------------------------------------------------- */
+/* layer norm: one block per row                                               */
+
+static __global__ void k_layernorm_fwd(bf16 *y, float *mean, float *rstd, const bf16 *x, const bf16 *gamma,
+                                       const bf16 *beta, int C) {
+  __shared__ float sh[32];
+  size_t row = blockIdx.x;
+  const bf16 *xr = x + row * C;
+  float s = 0.0f;
+  for (int c = threadIdx.x; c < C; c += blockDim.x) s += ld(xr, c);
+  float m = block_sum(s, sh) / C;
+  float v = 0.0f;
+  for (int c = threadIdx.x; c < C; c += blockDim.x) {
+    float d = ld(xr, c) - m;
+    v += d * d;
+  }
+  float r = rsqrtf(block_sum(v, sh) / C + LN_EPS);
+  bf16 *yr = y + row * C;
+  for (int c = threadIdx.x; c < C; c += blockDim.x) st(yr, c, (ld(xr, c) - m) * r * ld(gamma, c) + ld(beta, c));
+  if (threadIdx.x == 0) {
+    if (mean) mean[row] = m;
+    if (rstd) rstd[row] = r;
+  }
+}
+
+static __global__ void k_layernorm_bwd_input(bf16 *dx, const bf16 *dy, const bf16 *x, const float *mean,
+                                             const float *rstd, const bf16 *gamma, int C, int accumulate) {
+  __shared__ float sh[32];
+  size_t row = blockIdx.x;
+  const bf16 *xr = x + row * C, *dyr = dy + row * C;
+  bf16 *dxr = dx + row * C;
+  float m = mean[row], r = rstd[row];
+  float sg = 0.0f, sgx = 0.0f;
+  for (int c = threadIdx.x; c < C; c += blockDim.x) {
+    float g = ld(dyr, c) * ld(gamma, c);
+    sg += g;
+    sgx += g * ((ld(xr, c) - m) * r);
+  }
+  float mg = block_sum(sg, sh) / C;
+  float mgx = block_sum(sgx, sh) / C;
+  for (int c = threadIdx.x; c < C; c += blockDim.x) {
+    float d = r * (ld(dyr, c) * ld(gamma, c) - mg - (ld(xr, c) - m) * r * mgx);
+    st(dxr, c, accumulate ? ld(dxr, c) + d : d);
+  }
+}
+
+/* ------------------------------------------------------------------------- */
+/* embedding over a vocabulary shard                                           */
+
+static __global__ void k_embedding_fwd(bf16 *out, const int32_t *ids, const bf16 *table, int N, int C, int lo,
+                                       int hi, int accumulate) {
+  size_t total = (size_t)N * C;
+  GRID_STRIDE(i, total) {
+    int n = (int)(i / C), c = (int)(i % C);
+    int id = ids[n];
+    if (id >= lo && id < hi) {
+      float t = ld(table, (size_t)(id - lo) * C + c);
+      st(out, i, accumulate ? ld(out, i) + t : t);
+    } else if (!accumulate) {
+      st(out, i, 0.0f);
+    }
+  }
+}
+
+static __global__ void k_embedding_bwd(float *dtable, const bf16 *dout, const int32_t *ids, int N, int C,
+                                       int lo, int hi) {
+  size_t total = (size_t)N * C;
+  GRID_STRIDE(i, total) {
+    int n = (int)(i / C), c = (int)(i % C);
+    int id = ids[n];
+    if (id >= lo && id < hi) atomicAdd(&dtable[(size_t)(id - lo) * C + c], ld(dout, i));
+  }
+}
+
+/* ------------------------------------------------------------------------- */
+/* softmax over a vocabulary shard                                             */
+
+/* One block per row: max, then sum exp(l - max) (two passes over the row, as the CPU). */
+static __global__ void k_softmax_stats(float *max, float *sumexp, float *tgt, const bf16 *logits,
+                                       const int32_t *targets, int V, int lo) {
+  __shared__ float sh[32];
+  size_t row = blockIdx.x;
+  const bf16 *l = logits + row * V;
+  float mx = -INFINITY;
+  for (int v = threadIdx.x; v < V; v += blockDim.x) mx = fmaxf(mx, ld(l, v));
+  mx = block_max(mx, sh);
+  float s = 0.0f;
+  for (int v = threadIdx.x; v < V; v += blockDim.x) s += expf(ld(l, v) - mx);
+  s = block_sum(s, sh);
+  if (threadIdx.x == 0) {
+    max[row] = mx;
+    sumexp[row] = s;
+    int t = targets[row] - lo;
+    if (tgt) tgt[row] = (t >= 0 && t < V) ? ld(l, t) : 0.0f;
+  }
+}
+
+/* dlogits may alias logits: each element is read then written by one thread. */
+static __global__ void k_softmax_xent_bwd(bf16 *dl, const bf16 *logits, const float *gmax, const float *gsum,
+                                          const int32_t *targets, int N, int V, int lo, float scale) {
+  size_t total = (size_t)N * V;
+  GRID_STRIDE(i, total) {
+    int n = (int)(i / V), v = (int)(i % V);
+    float o = expf(ld(logits, i) - gmax[n]) * (scale / gsum[n]);
+    if (v == targets[n] - lo) o -= scale;
+    st(dl, i, o);
+  }
+}
+
+static __global__ void k_softmax_rescale_f32(float *x, const float *lmax, const float *lsum, const float *gmax,
+                                             const float *gsum, int N, int C) {
+  size_t total = (size_t)N * C;
+  GRID_STRIDE(i, total) {
+    int n = (int)(i / C);
+    float f = expf(lmax[n] - gmax[n]);
+    if (lsum) f *= lsum[n];
+    if (gsum) f /= gsum[n];
+    x[i] *= f;
+  }
+}
+
+/* ------------------------------------------------------------------------- */
+/* optimizer and F32 helpers                                                   */
+
+static __global__ void k_optimizer(int kind, float *w, bf16 *param, float *g, float *m, float *v, size_t n,
+                                   float lr, float beta1, float beta2, float eps, float wd, float c1, float c2) {
+  GRID_STRIDE(i, n) {
+    float wi = w[i], gi = g[i];
+    if (kind == 0) {
+      wi = wi - lr * wd * wi - lr * gi;
+    } else {
+      float mi = beta1 * m[i] + (1.0f - beta1) * gi;
+      float vi = beta2 * v[i] + (1.0f - beta2) * gi * gi;
+      m[i] = mi;
+      v[i] = vi;
+      float mh = mi * c1, vh = vi * c2;
+      wi = wi - lr * wd * wi - lr * mh / (sqrtf(vh) + eps);
+    }
+    w[i] = wi;
+    if (param) st(param, i, wi);
+    g[i] = 0.0f;
+  }
+}
+
+static __global__ void k_axpy(float *y, const float *x, float a, size_t n) { GRID_STRIDE(i, n) y[i] += a * x[i]; }
+static __global__ void k_scale(float *x, float a, size_t n) { GRID_STRIDE(i, n) x[i] *= a; }
+static __global__ void k_bf16_to_f32(float *d, const bf16 *s, size_t n) { GRID_STRIDE(i, n) d[i] = ld(s, i); }
+static __global__ void k_f32_to_bf16(bf16 *d, const float *s, size_t n) { GRID_STRIDE(i, n) st(d, i, s[i]); }
+
+static __global__ void k_scale_matrix(void *C, int is_bf16, int M, int N, int ldc, float beta) {
+  size_t total = (size_t)M * N;
+  GRID_STRIDE(i, total) {
+    size_t r = i / N, c = i % N, o = r * ldc + c;
+    if (is_bf16) {
+      bf16 *p = (bf16 *)C;
+      st(p, o, beta == 0.0f ? 0.0f : beta * ld(p, o));
+    } else {
+      float *p = (float *)C;
+      p[o] = beta == 0.0f ? 0.0f : beta * p[o];
+    }
+  }
+}
+
+/* ------------------------------------------------------------------------- */
+/* attention pieces (cpu_kernels.c k_attention_fwd/bwd give the math)          */
+
+/* One block per (head hh, query row i): s_j = scale * S[j] for j <= i,
+ * lse_i = max + log sum exp(s_j - max), P_ij = exp(s_j - max) / sum (as the CPU, which
+ * normalises by the sum), 0 for j > i. */
+static __global__ void k_attn_softmax_fwd(bf16 *P, float *lse, const float *S, int T, float scale) {
+  __shared__ float sh[32];
+  int i = blockIdx.x, hh = blockIdx.y;
+  size_t off = ((size_t)hh * T + i) * T;
+  const float *s = S + off;
+  bf16 *p = P + off;
+  float mx = -INFINITY;
+  for (int j = threadIdx.x; j <= i; j += blockDim.x) mx = fmaxf(mx, s[j] * scale);
+  mx = block_max(mx, sh);
+  float l = 0.0f;
+  for (int j = threadIdx.x; j <= i; j += blockDim.x) l += expf(s[j] * scale - mx);
+  l = block_sum(l, sh);
+  float inv = 1.0f / l;
+  for (int j = threadIdx.x; j < T; j += blockDim.x) st(p, j, j <= i ? expf(s[j] * scale - mx) * inv : 0.0f);
+  if (threadIdx.x == 0) lse[(size_t)hh * T + i] = mx + logf(l);
+}
+
+static __global__ void k_attn_prob(bf16 *P, const float *S, const float *lse, int T, float scale) {
+  int i = blockIdx.x, hh = blockIdx.y;
+  size_t off = ((size_t)hh * T + i) * T;
+  float li = lse[(size_t)hh * T + i];
+  for (int j = threadIdx.x; j < T; j += blockDim.x) st(P + off, j, j <= i ? expf(S[off + j] * scale - li) : 0.0f);
+}
+
+/* One warp per (hh, i). */
+static __global__ void k_attn_delta(float *delta, const bf16 *dout, const bf16 *out, int ldo, int nh, int T,
+                                    int D) {
+  int wid = (int)((blockIdx.x * (size_t)blockDim.x + threadIdx.x) >> 5), lane = threadIdx.x & 31;
+  if (wid >= nh * T) return;
+  int hh = wid / T, i = wid % T;
+  const bf16 *a = dout + (size_t)i * ldo + (size_t)hh * D, *b = out + (size_t)i * ldo + (size_t)hh * D;
+  float s = 0.0f;
+  for (int d = lane; d < D; d += 32) s += ld(a, d) * ld(b, d);
+  s = warp_sum(s);
+  if (lane == 0) delta[(size_t)hh * T + i] = s;
+}
+
+static __global__ void k_attn_dscores(bf16 *dS, const float *S, const float *dP, const float *lse,
+                                      const float *delta, int T, float scale) {
+  int i = blockIdx.x, hh = blockIdx.y;
+  size_t off = ((size_t)hh * T + i) * T;
+  float li = lse[(size_t)hh * T + i], de = delta[(size_t)hh * T + i];
+  for (int j = threadIdx.x; j < T; j += blockDim.x) {
+    float v = 0.0f;
+    if (j <= i) v = expf(S[off + j] * scale - li) * (dP[off + j] - de) * scale;
+    st(dS + off, j, v);
+  }
+}
+
+static __global__ void k_store_rows(bf16 *dst, int ldd, const float *src, int T, int D) {
+  size_t total = (size_t)T * D;
+  GRID_STRIDE(i, total) {
+    size_t t = i / D, d = i % D;
+    st(dst, t * ldd + d, src[i]);
+  }
+}
+
+/* ------------------------------------------------------------------------- */
+/* in-process collective reduction                                             */
+
+struct srcs_arg { const float *p[PPSRT_CU_MAX_SRCS]; };
+
+static __global__ void k_reduce(float *dst, srcs_arg a, int nsrc, size_t n, int op_max) {
+  GRID_STRIDE(i, n) {
+    float r = a.p[0][i];
+    for (int k = 1; k < nsrc; k++) r = op_max ? fmaxf(r, a.p[k][i]) : r + a.p[k][i];
+    dst[i] = r;
+  }
+}
+
+/* ------------------------------------------------------------------------- */
+/* launchers                                                                    */
+
+#define EW(kernel, n, ...)                                                  \
+  do {                                                                      \
+    if ((n) == 0) return cudaSuccess;                                       \
+    kernel<<<grid_for((n), 256), 256, 0, s>>>(__VA_ARGS__);                 \
+    return cudaGetLastError();                                              \
+  } while (0)
+
+extern "C" {
+
+cudaError_t ppsrt_cu_add_bias(cudaStream_t s, void *y, const void *x, const void *bias, int N, int C) {
+  size_t n = (size_t)N * C;
+  EW(k_add_bias, n, (bf16 *)y, (const bf16 *)x, (const bf16 *)bias, n, C);
+}
+
+cudaError_t ppsrt_cu_bias_grad(cudaStream_t s, float *dbias, const void *dy, int N, int C) {
+  return launch_colsum(s, dbias, NULL, (const bf16 *)dy, NULL, NULL, NULL, N, C);
+}
+
+cudaError_t ppsrt_cu_add(cudaStream_t s, void *y, const void *a, const void *c, size_t n) {
+  EW(k_add, n, (bf16 *)y, (const bf16 *)a, (const bf16 *)c, n);
+}
+
+cudaError_t ppsrt_cu_gelu_fwd(cudaStream_t s, void *y, const void *x, size_t n) {
+  EW(k_gelu_fwd, n, (bf16 *)y, (const bf16 *)x, n);
+}
+
+cudaError_t ppsrt_cu_gelu_bwd(cudaStream_t s, void *dx, const void *dy, const void *x, size_t n) {
+  EW(k_gelu_bwd, n, (bf16 *)dx, (const bf16 *)dy, (const bf16 *)x, n);
+}
+
+cudaError_t ppsrt_cu_layernorm_fwd(cudaStream_t s, void *y, float *mean, float *rstd, const void *x,
+                                   const void *gamma, const void *beta, int N, int C) {
+  if (N <= 0 || C <= 0) return cudaSuccess;
+  k_layernorm_fwd<<<N, row_threads(C), 0, s>>>((bf16 *)y, mean, rstd, (const bf16 *)x, (const bf16 *)gamma,
+                                               (const bf16 *)beta, C);
+  return cudaGetLastError();
+}
+
+cudaError_t ppsrt_cu_layernorm_bwd_input(cudaStream_t s, void *dx, const void *dy, const void *x,
+                                         const float *mean, const float *rstd, const void *gamma, int N, int C,
+                                         int accumulate) {
+  if (N <= 0 || C <= 0) return cudaSuccess;
+  k_layernorm_bwd_input<<<N, row_threads(C), 0, s>>>((bf16 *)dx, (const bf16 *)dy, (const bf16 *)x, mean, rstd,
+                                                     (const bf16 *)gamma, C, accumulate);
+  return cudaGetLastError();
+}
+
+cudaError_t ppsrt_cu_layernorm_bwd_weight(cudaStream_t s, float *dgamma, float *dbeta, const void *dy,
+                                          const void *x, const float *mean, const float *rstd, int N, int C) {
+  return launch_colsum(s, dbeta, dgamma, (const bf16 *)dy, (const bf16 *)x, mean, rstd, N, C);
+}
+
+cudaError_t ppsrt_cu_embedding_fwd(cudaStream_t s, void *out, const int32_t *ids, const void *table, int N,
+                                   int C, int lo, int hi, int accumulate) {
+  size_t n = (size_t)N * C;
+  EW(k_embedding_fwd, n, (bf16 *)out, ids, (const bf16 *)table, N, C, lo, hi, accumulate);
+}
+
+cudaError_t ppsrt_cu_embedding_bwd(cudaStream_t s, float *dtable, const void *dout, const int32_t *ids, int N,
+                                   int C, int lo, int hi) {
+  size_t n = (size_t)N * C;
+  EW(k_embedding_bwd, n, dtable, (const bf16 *)dout, ids, N, C, lo, hi);
+}
+
+cudaError_t ppsrt_cu_softmax_stats(cudaStream_t s, float *max, float *sumexp, float *tgt, const void *logits,
+                                   const int32_t *targets, int N, int V, int lo) {
+  if (N <= 0) return cudaSuccess;
+  k_softmax_stats<<<N, row_threads(V), 0, s>>>(max, sumexp, tgt, (const bf16 *)logits, targets, V, lo);
+  return cudaGetLastError();
+}
+
+cudaError_t ppsrt_cu_softmax_xent_bwd(cudaStream_t s, void *dlogits, const void *logits, const float *gmax,
+                                      const float *gsum, const int32_t *targets, int N, int V, int lo,
+                                      float scale) {
+  size_t n = (size_t)N * V;
+  EW(k_softmax_xent_bwd, n, (bf16 *)dlogits, (const bf16 *)logits, gmax, gsum, targets, N, V, lo, scale);
+}
+
+cudaError_t ppsrt_cu_softmax_rescale_f32(cudaStream_t s, float *x, const float *lmax, const float *lsum,
+                                         const float *gmax, const float *gsum, int N, int C) {
+  size_t n = (size_t)N * C;
+  EW(k_softmax_rescale_f32, n, x, lmax, lsum, gmax, gsum, N, C);
+}
+
+cudaError_t ppsrt_cu_optimizer_step(cudaStream_t s, int kind, float *w, void *param, float *g, float *m,
+                                    float *v, size_t n, float lr, float beta1, float beta2, float eps,
+                                    float weight_decay, float c1, float c2) {
+  EW(k_optimizer, n, kind, w, (bf16 *)param, g, m, v, n, lr, beta1, beta2, eps, weight_decay, c1, c2);
+}
+
+cudaError_t ppsrt_cu_axpy_f32(cudaStream_t s, float *y, const float *x, float a, size_t n) {
+  EW(k_axpy, n, y, x, a, n);
+}
+
+cudaError_t ppsrt_cu_scale_f32(cudaStream_t s, float *x, float a, size_t n) { EW(k_scale, n, x, a, n); }
+
+cudaError_t ppsrt_cu_bf16_to_f32(cudaStream_t s, float *dst, const void *src, size_t n) {
+  EW(k_bf16_to_f32, n, dst, (const bf16 *)src, n);
+}
+
+cudaError_t ppsrt_cu_f32_to_bf16(cudaStream_t s, void *dst, const float *src, size_t n) {
+  EW(k_f32_to_bf16, n, (bf16 *)dst, src, n);
+}
+
+cudaError_t ppsrt_cu_scale_matrix(cudaStream_t s, void *C, int is_bf16, int M, int N, int ldc, float beta) {
+  size_t n = (size_t)M * N;
+  EW(k_scale_matrix, n, C, is_bf16, M, N, ldc, beta);
+}
+
+cudaError_t ppsrt_cu_attn_softmax_fwd(cudaStream_t s, void *P, float *lse, const float *S, int nh, int T,
+                                      float scale) {
+  if (nh <= 0 || T <= 0) return cudaSuccess;
+  k_attn_softmax_fwd<<<dim3(T, nh), row_threads(T), 0, s>>>((bf16 *)P, lse, S, T, scale);
+  return cudaGetLastError();
+}
+
+cudaError_t ppsrt_cu_attn_prob(cudaStream_t s, void *P, const float *S, const float *lse, int nh, int T,
+                               float scale) {
+  if (nh <= 0 || T <= 0) return cudaSuccess;
+  k_attn_prob<<<dim3(T, nh), row_threads(T), 0, s>>>((bf16 *)P, S, lse, T, scale);
+  return cudaGetLastError();
+}
+
+cudaError_t ppsrt_cu_attn_delta(cudaStream_t s, float *delta, const void *dout, const void *out, int ldo, int nh,
+                                int T, int D) {
+  size_t warps = (size_t)nh * T;
+  if (warps == 0) return cudaSuccess;
+  k_attn_delta<<<(unsigned)((warps * 32 + 255) / 256), 256, 0, s>>>(delta, (const bf16 *)dout,
+                                                                    (const bf16 *)out, ldo, nh, T, D);
+  return cudaGetLastError();
+}
+
+cudaError_t ppsrt_cu_attn_dscores(cudaStream_t s, void *dS, const float *S, const float *dP, const float *lse,
+                                  const float *delta, int nh, int T, float scale) {
+  if (nh <= 0 || T <= 0) return cudaSuccess;
+  k_attn_dscores<<<dim3(T, nh), row_threads(T), 0, s>>>((bf16 *)dS, S, dP, lse, delta, T, scale);
+  return cudaGetLastError();
+}
+
+cudaError_t ppsrt_cu_store_rows_bf16(cudaStream_t s, void *dst, int ldd, const float *src, int T, int D) {
+  size_t n = (size_t)T * D;
+  EW(k_store_rows, n, (bf16 *)dst, ldd, src, T, D);
+}
+
+cudaError_t ppsrt_cu_probe(struct cudaFuncAttributes *attr) { return cudaFuncGetAttributes(attr, k_layernorm_fwd); }
+
+cudaError_t ppsrt_cu_reduce_f32(cudaStream_t s, float *dst, const float *const *srcs, int nsrc, size_t n,
+                                int op_max) {
+  if (nsrc < 1 || nsrc > PPSRT_CU_MAX_SRCS) return cudaErrorInvalidValue;
+  srcs_arg a;
+  for (int k = 0; k < PPSRT_CU_MAX_SRCS; k++) a.p[k] = k < nsrc ? srcs[k] : NULL;
+  EW(k_reduce, n, dst, a, nsrc, n, op_max);
+}
+
+}  /* extern "C" */

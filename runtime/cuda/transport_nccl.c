@@ -1,0 +1,826 @@
+/* transport_nccl.c: the GPU transport of libppsrt (transport.h) on NCCL, with an
+ * NCCL-free device-copy channel for several ranks sharing one GPU.
+ *
+ * Modes, chosen by ppsrt_nccl_transport_create:
+ *  - MPI (use_mpi = 1, built only with HAVE_MPI): one process per GPU on one or several
+ *    nodes. Rank = MPI rank; the GPU is the node-local rank modulo the GPUs visible
+ *    (the transport makes it current and tells the backend: see pick_device in
+ *    cuda_backend.c). Rank 0
+ *    makes three ncclUniqueIds, MPI_Bcast sends them, every rank calls
+ *    ncclCommInitRank three times.
+ *  - in process, NCCL (use_mpi = 0, at least nranks GPUs visible): every rank is a
+ *    thread of this process on GPU `rank`; ncclCommInitAll makes each rank its
+ *    communicators at once.
+ *  - in process, copy channel (use_mpi = 0, fewer GPUs than ranks, or
+ *    PPSRT_NCCL_INPROC=copy): NCCL refuses two ranks of one communicator on one GPU
+ *    ("Duplicate GPU detected"), so rank r runs on GPU r % ngpus and messages go through
+ *    device staging buffers: a send copies into a staging buffer on its SEND stream
+ *    (buffered, like the threads transport and the verifier's model), the receiver
+ *    waits for the staging copy's event and copies out on its RECV stream. Collectives
+ *    stage each rank's buffer, meet at a host barrier, and reduce (or copy) on each
+ *    rank's own stream. This is what makes any schedule runnable and checkable on a
+ *    single-GPU machine.
+ *
+ * Three communicators per rank: point-to-point traffic toward higher ranks ("up"),
+ * toward lower ranks ("down"), and the vocabulary collectives ("coll"). NCCL serialises
+ * the operations of one communicator in issue order and its sends are rendezvous, so a
+ * rank that sends to its neighbour and then receives from it (while the neighbour does
+ * the same) would deadlock on one communicator unless each pair were grouped
+ * (ncclGroupStart/End). The interpreter issues SEND and RECV as separate ops, so instead
+ * the two directions travel on separate communicators: a send and a receive between the
+ * same pair never queue behind each other, each direction stays FIFO as the verifier
+ * assumes, and no grouping is needed.
+ *
+ * Faults: every host wait (the backend's event waits, barriers, the copy channel's
+ * queue waits) polls; the backend calls our watchdog while it polls, which reads
+ * ncclCommGetAsyncError of the rank's communicators and the transport's abort flag. On
+ * an asynchronous error, a timeout or an abort, the rank marks the transport aborted
+ * (with the reason), aborts its communicators with ncclCommAbort, and every rank's next
+ * wait or call fails with PPSRT_E_COMM naming the rank, the operation and the library's
+ * message. In the MPI mode the other processes learn of it through NCCL (their
+ * operations fail or time out), never by hanging past --timeout.
+ *
+ * What it does not: no host-memory buffers (NCCL needs device memory), no reduction
+ * other than F32 sum and max, no overlap between the staging copy and the transfer in
+ * the copy channel, no topology tuning (NCCL's defaults and NCCL_* variables apply). */
+#include "config.h"
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cuda_runtime_api.h>
+/* nccl.h declares a few functions with () instead of (void). */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wstrict-prototypes"
+#include <nccl.h>
+#pragma GCC diagnostic pop
+#ifdef HAVE_MPI
+#include <mpi.h>
+#endif
+
+#include "backend.h"
+#include "transport.h"
+#include "cuda_impl.h"
+
+enum { MODE_NCCL, MODE_COPY };
+enum { C_UP, C_DOWN, C_COLL, NCOMM };
+
+/* A staging buffer of the copy channel: carries one message at a time. */
+typedef struct sbuf {
+  void *p;
+  size_t cap;
+  int dev;                 /* device p lives on */
+  cudaEvent_t ready;       /* on dev: the sender's copy into p is done */
+  cudaEvent_t done;        /* on done_dev: the receiver's copy out of p is done */
+  int done_dev;
+  int in_use, done_recorded;
+} sbuf;
+
+typedef struct msg {
+  sbuf *buf;
+  size_t bytes;
+  int64_t tag;
+  struct msg *next;
+} msg;
+
+typedef struct queue { msg *head, *tail; } queue;
+
+/* Per-rank collective slot of the copy channel (two, alternating by round parity). */
+typedef struct slot {
+  void *p;
+  size_t cap;
+  cudaEvent_t ready, done;   /* on the owner's device */
+  int done_recorded;
+} slot;
+
+typedef struct rank_state {
+  ppsrt_backend *be;       /* attached backend (first call) */
+  int dev;                 /* GPU this rank must use */
+  ncclComm_t comm[NCOMM];
+  int aborted_comms;
+  /* copy channel */
+  uint64_t round;
+  slot sl[2];
+  void *gather;            /* local copies of peers' slots on other devices */
+  size_t gather_cap;
+  /* MPI barrier through NCCL */
+  float *bar_buf;
+  cudaEvent_t bar_ev;
+} rank_state;
+
+typedef struct nccl_tp {
+  int mode, nranks, mpi, my_rank, mpi_inited_here;
+  rank_state *rs;          /* [nranks] (MPI: only rs[my_rank] is used) */
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  volatile int aborted;
+  char why[768];
+  /* copy channel */
+  queue *q;                /* [src * nranks + dst] */
+  sbuf **bufs;
+  int nbufs, capbufs;
+  /* host barrier */
+  int bar_count;
+  uint64_t bar_gen;
+} nccl_tp;
+
+static nccl_tp *TP(ppsrt_transport *t) { return (nccl_tp *)t->impl; }
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ------------------------------------------------------------------------- */
+/* errors and aborts                                                           */
+
+/* Marks the transport aborted (first reason wins) and wakes every host wait. */
+static void set_aborted(nccl_tp *tp, const char *why) {
+  pthread_mutex_lock(&tp->mu);
+  if (!tp->aborted) {
+    snprintf(tp->why, sizeof tp->why, "%s", why);
+    tp->aborted = 1;
+  }
+  pthread_cond_broadcast(&tp->cv);
+  pthread_mutex_unlock(&tp->mu);
+}
+
+/* Aborts the communicators of `rank` (once); safe to call from the rank's own thread. */
+static void abort_comms(nccl_tp *tp, int rank) {
+  if (rank < 0 || rank >= tp->nranks) return;
+  rank_state *r = &tp->rs[rank];
+  if (r->aborted_comms) return;
+  r->aborted_comms = 1;
+  for (int c = 0; c < NCOMM; c++)
+    if (r->comm[c]) {
+      (void)ncclCommAbort(r->comm[c]);
+      r->comm[c] = NULL;
+    }
+}
+
+static const char *nccl_hint(ncclResult_t r) {
+  switch (r) {
+  case ncclUnhandledCudaError: return "a CUDA call inside NCCL failed: check the GPU (nvidia-smi) and rerun with NCCL_DEBUG=WARN";
+  case ncclSystemError: return "a system call or the network failed: check NCCL_SOCKET_IFNAME / NCCL_IB_HCA and rerun with NCCL_DEBUG=WARN";
+  case ncclInternalError: return "rerun with NCCL_DEBUG=INFO and report the log";
+  case ncclInvalidArgument: return "a bad size, peer or pointer (device memory is required); rerun with NCCL_DEBUG=WARN";
+  case ncclInvalidUsage: return "NCCL was used wrongly (e.g. two ranks of one communicator on one GPU): rerun with NCCL_DEBUG=WARN";
+  case ncclRemoteError: return "a peer rank failed or exited: its own error message says why";
+  default: return "rerun with NCCL_DEBUG=WARN";
+  }
+}
+
+static int nccl_fail(nccl_tp *tp, int rank, ncclComm_t comm, ncclResult_t r, const char *call, const char *op,
+                     const char *file, int line) {
+  const char *last = "";
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 13, 0)
+  last = ncclGetLastError(comm);
+  if (!last) last = "";
+#endif
+  char why[600];
+  snprintf(why, sizeof why, "rank %d: nccl %s failed: %s%s%s", rank, op, ncclGetErrorString(r), *last ? ": " : "",
+           last);
+  set_aborted(tp, why);
+  abort_comms(tp, rank);
+  return ppsrt_set_error(PPSRT_E_COMM, file, line, "nccl: %s failed (host %s, GPU %d, rank %d, %s): %s%s%s\nhint: %s",
+                         call, ppsrt_cuda_hostname(), rank >= 0 && rank < tp->nranks ? tp->rs[rank].dev : -1, rank,
+                         op, ncclGetErrorString(r), *last ? ": " : "", last, nccl_hint(r));
+}
+
+#define NCCL_CHECK(tp, rank, comm, call, op)                                                    \
+  do {                                                                                          \
+    ncclResult_t r_ = (call);                                                                   \
+    if (r_ != ncclSuccess && r_ != ncclInProgress)                                              \
+      return nccl_fail((tp), (rank), (comm), r_, #call, (op), __FILE__, __LINE__);             \
+  } while (0)
+
+static int aborted_error(nccl_tp *tp, int rank, const char *op) {
+  abort_comms(tp, rank);
+  return PPSRT_FAIL(PPSRT_E_COMM, "nccl: rank %d: %s abandoned, the run was aborted: %s", rank, op, tp->why);
+}
+
+/* Watchdog the backend calls while it polls an event (cuda_impl.h). */
+static int watch(void *ctx, int rank) {
+  nccl_tp *tp = ctx;
+  if (tp->aborted) return aborted_error(tp, rank, "a wait");
+  if (tp->mode != MODE_NCCL || rank < 0) return PPSRT_OK;
+  rank_state *r = &tp->rs[rank];
+  for (int c = 0; c < NCOMM; c++) {
+    if (!r->comm[c]) continue;
+    ncclResult_t res = ncclSuccess;
+    ncclResult_t q = ncclCommGetAsyncError(r->comm[c], &res);
+    if (q != ncclSuccess) res = q;
+    if (res != ncclSuccess && res != ncclInProgress) {
+      static const char *names[NCOMM] = {"up", "down", "coll"};
+      char op[64];
+      snprintf(op, sizeof op, "asynchronous error on the %s communicator", names[c]);
+      return nccl_fail(tp, rank, r->comm[c], res, "ncclCommGetAsyncError", op, __FILE__, __LINE__);
+    }
+  }
+  return PPSRT_OK;
+}
+
+static void on_timeout(void *ctx, int rank, const char *what) {
+  nccl_tp *tp = ctx;
+  char why[400];
+  snprintf(why, sizeof why, "rank %d timed out waiting for %s", rank, what);
+  set_aborted(tp, why);
+  abort_comms(tp, rank);
+}
+
+/* ------------------------------------------------------------------------- */
+/* per-call checks                                                             */
+
+static int set_dev(ppsrt_backend *b, int dev) {
+  CUDA_CHECK(b, cudaSetDevice(dev));
+  return PPSRT_OK;
+}
+
+/* Validates rank and backend, attaches the transport to the backend on first use. */
+static int enter(ppsrt_transport *t, int rank, ppsrt_backend *b, const char *op) {
+  nccl_tp *tp = TP(t);
+  if (rank < 0 || rank >= tp->nranks || (tp->mpi && rank != tp->my_rank))
+    return PPSRT_FAIL(PPSRT_E_USAGE, "nccl: %s by rank %d, which is not a rank of this process", op, rank);
+  if (tp->aborted) return aborted_error(tp, rank, op);
+  rank_state *r = &tp->rs[rank];
+  if (!b || !b->name || strcmp(b->name, "cuda") != 0)
+    return PPSRT_FAIL(PPSRT_E_USAGE, "nccl: %s by rank %d on the %s backend\nhint: the nccl transport needs --backend cuda",
+                      op, rank, b && b->name ? b->name : "(no)");
+  if (r->be != b) {
+    if (ppsrt_cuda_device(b) != r->dev)
+      return PPSRT_FAIL(PPSRT_E_USAGE,
+                        "nccl: rank %d runs on GPU %d but the transport placed it on GPU %d\n"
+                        "hint: create rank r's backend with ppsrt_cuda_backend_create(r) (it maps ranks onto GPUs as this transport does)",
+                        rank, ppsrt_cuda_device(b), r->dev);
+    r->be = b;
+    ppsrt_cuda_attach(b, rank, t->timeout_s, watch, on_timeout, tp);
+  }
+  return set_dev(b, r->dev);
+}
+
+static int check_peer(nccl_tp *tp, int rank, int peer, const char *op) {
+  if (peer < 0 || peer >= tp->nranks || peer == rank)
+    return PPSRT_FAIL(PPSRT_E_USAGE, "nccl: %s by rank %d names peer %d (ranks 0..%d)", op, rank, peer, tp->nranks - 1);
+  return PPSRT_OK;
+}
+
+/* Host wait on tp->cv until pred(arg) holds, the run aborts, or the timeout passes. */
+static int host_wait(ppsrt_transport *t, int rank, int (*pred)(nccl_tp *, void *), void *arg, const char *what) {
+  nccl_tp *tp = TP(t);
+  double t0 = now_s();
+  while (!pred(tp, arg)) {
+    if (tp->aborted) return 1;
+    if (t->timeout_s > 0 && now_s() - t0 > t->timeout_s) {
+      pthread_mutex_unlock(&tp->mu);
+      on_timeout(tp, rank, what);
+      pthread_mutex_lock(&tp->mu);
+      return 2;
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 100 * 1000 * 1000;
+    if (ts.tv_nsec >= 1000000000L) {
+      ts.tv_sec++;
+      ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&tp->cv, &tp->mu, &ts);
+  }
+  return 0;
+}
+
+/* ------------------------------------------------------------------------- */
+/* point to point                                                              */
+
+static int q_nonempty(nccl_tp *tp, void *arg) { return ((queue *)arg)->head != NULL; }
+
+static int copy_send(ppsrt_transport *t, int rank, ppsrt_backend *b, cudaStream_t s, const void *buf, size_t bytes,
+                     int peer, int64_t tag) {
+  nccl_tp *tp = TP(t);
+  int dev = tp->rs[rank].dev;
+  sbuf *sb = NULL;
+  pthread_mutex_lock(&tp->mu);
+  for (int i = 0; i < tp->nbufs && !sb; i++) {
+    sbuf *c = tp->bufs[i];
+    if (c->in_use || c->dev != dev || c->cap < bytes || c->cap > 4 * bytes + 4096) continue;
+    if (c->done_recorded && cudaEventQuery(c->done) != cudaSuccess) {
+      (void)cudaGetLastError();
+      continue;
+    }
+    sb = c;
+    sb->in_use = 1;
+  }
+  pthread_mutex_unlock(&tp->mu);
+  if (!sb) {
+    sb = calloc(1, sizeof *sb);
+    if (!sb) return PPSRT_FAIL(PPSRT_E_NOMEM, "nccl copy channel: out of host memory");
+    sb->dev = dev;
+    sb->done_dev = -1;
+    sb->cap = bytes ? bytes : 1;
+    cudaError_t e = cudaMalloc(&sb->p, sb->cap);
+    if (e == cudaSuccess) e = cudaEventCreateWithFlags(&sb->ready, cudaEventDisableTiming);
+    if (e != cudaSuccess) {
+      if (sb->p) cudaFree(sb->p);
+      free(sb);
+      CUDA_CHECK(b, e);
+    }
+    sb->in_use = 1;
+    pthread_mutex_lock(&tp->mu);
+    if (tp->nbufs == tp->capbufs) {
+      int cap = tp->capbufs ? 2 * tp->capbufs : 32;
+      sbuf **v = realloc(tp->bufs, (size_t)cap * sizeof *v);
+      if (!v) {
+        pthread_mutex_unlock(&tp->mu);
+        return PPSRT_FAIL(PPSRT_E_NOMEM, "nccl copy channel: out of host memory");
+      }
+      tp->bufs = v;
+      tp->capbufs = cap;
+    }
+    tp->bufs[tp->nbufs++] = sb;
+    pthread_mutex_unlock(&tp->mu);
+  }
+  if (bytes) CUDA_CHECK(b, cudaMemcpyAsync(sb->p, buf, bytes, cudaMemcpyDeviceToDevice, s));
+  CUDA_CHECK(b, cudaEventRecord(sb->ready, s));
+  msg *m = calloc(1, sizeof *m);
+  if (!m) return PPSRT_FAIL(PPSRT_E_NOMEM, "nccl copy channel: out of host memory");
+  m->buf = sb;
+  m->bytes = bytes;
+  m->tag = tag;
+  pthread_mutex_lock(&tp->mu);
+  queue *q = &tp->q[(size_t)rank * tp->nranks + peer];
+  if (q->tail) q->tail->next = m; else q->head = m;
+  q->tail = m;
+  pthread_cond_broadcast(&tp->cv);
+  pthread_mutex_unlock(&tp->mu);
+  return PPSRT_OK;
+}
+
+static int copy_recv(ppsrt_transport *t, int rank, ppsrt_backend *b, cudaStream_t s, void *buf, size_t bytes,
+                     int peer, int64_t tag) {
+  nccl_tp *tp = TP(t);
+  queue *q = &tp->q[(size_t)peer * tp->nranks + rank];
+  char what[96];
+  snprintf(what, sizeof what, "a message from rank %d (tag %lld)", peer, (long long)tag);
+  pthread_mutex_lock(&tp->mu);
+  int w = host_wait(t, rank, q_nonempty, q, what);
+  if (w) {
+    pthread_mutex_unlock(&tp->mu);
+    if (w == 2)
+      return PPSRT_FAIL(PPSRT_E_TIMEOUT, "nccl copy channel: rank %d waited %.1f s for %s\nhint: the peer may have died; "
+                        "raise --timeout if it is just slow", rank, t->timeout_s, what);
+    return aborted_error(tp, rank, "recv");
+  }
+  msg *m = q->head;
+  q->head = m->next;
+  if (!q->head) q->tail = NULL;
+  pthread_mutex_unlock(&tp->mu);
+  sbuf *sb = m->buf;
+  size_t got = m->bytes;
+  int64_t gtag = m->tag;
+  free(m);
+  if (got != bytes || gtag != tag) {
+    pthread_mutex_lock(&tp->mu);
+    sb->in_use = 0;
+    pthread_mutex_unlock(&tp->mu);
+    char why[300];
+    snprintf(why, sizeof why, "rank %d expected %zu bytes (tag %lld) from rank %d and got %zu (tag %lld)", rank,
+             bytes, (long long)tag, peer, got, (long long)gtag);
+    set_aborted(tp, why);
+    return PPSRT_FAIL(PPSRT_E_COMM, "nccl copy channel: %s\nhint: the two ranks' op tables disagree (a compiler bug)",
+                      why);
+  }
+  int dev = tp->rs[rank].dev;
+  CUDA_CHECK(b, cudaStreamWaitEvent(s, sb->ready, 0));
+  if (bytes) CUDA_CHECK(b, cudaMemcpyAsync(buf, sb->p, bytes, cudaMemcpyDefault, s));
+  if (sb->done_dev != dev) {
+    if (sb->done) cudaEventDestroy(sb->done);
+    sb->done = NULL;
+    CUDA_CHECK(b, cudaEventCreateWithFlags(&sb->done, cudaEventDisableTiming));
+    sb->done_dev = dev;
+  }
+  CUDA_CHECK(b, cudaEventRecord(sb->done, s));
+  pthread_mutex_lock(&tp->mu);
+  sb->done_recorded = 1;
+  sb->in_use = 0;
+  pthread_mutex_unlock(&tp->mu);
+  return PPSRT_OK;
+}
+
+static int tp_send(ppsrt_transport *t, int rank, ppsrt_backend *b, int stream, const void *buf, size_t bytes,
+                   int peer, int64_t tag) {
+  nccl_tp *tp = TP(t);
+  int rc = enter(t, rank, b, "send");
+  if (rc || (rc = check_peer(tp, rank, peer, "send"))) return rc;
+  cudaStream_t s = ppsrt_cuda_stream(b, stream);
+  if (!s) return PPSRT_E_USAGE;
+  if (tp->mode == MODE_COPY) return copy_send(t, rank, b, s, buf, bytes, peer, tag);
+  if (!bytes) return PPSRT_OK;
+  ncclComm_t c = tp->rs[rank].comm[peer > rank ? C_UP : C_DOWN];
+  char op[96];
+  snprintf(op, sizeof op, "send of %zu bytes to rank %d (tag %lld)", bytes, peer, (long long)tag);
+  NCCL_CHECK(tp, rank, c, ncclSend(buf, bytes, ncclUint8, peer, c, s), op);
+  return PPSRT_OK;
+}
+
+static int tp_recv(ppsrt_transport *t, int rank, ppsrt_backend *b, int stream, void *buf, size_t bytes, int peer,
+                   int64_t tag) {
+  nccl_tp *tp = TP(t);
+  int rc = enter(t, rank, b, "recv");
+  if (rc || (rc = check_peer(tp, rank, peer, "recv"))) return rc;
+  cudaStream_t s = ppsrt_cuda_stream(b, stream);
+  if (!s) return PPSRT_E_USAGE;
+  if (tp->mode == MODE_COPY) return copy_recv(t, rank, b, s, buf, bytes, peer, tag);
+  if (!bytes) return PPSRT_OK;
+  ncclComm_t c = tp->rs[rank].comm[peer < rank ? C_UP : C_DOWN];
+  char op[96];
+  snprintf(op, sizeof op, "recv of %zu bytes from rank %d (tag %lld)", bytes, peer, (long long)tag);
+  NCCL_CHECK(tp, rank, c, ncclRecv(buf, bytes, ncclUint8, peer, c, s), op);
+  return PPSRT_OK;
+}
+
+/* ------------------------------------------------------------------------- */
+/* barrier                                                                     */
+
+typedef struct bar_arg { uint64_t gen; } bar_arg;
+static int bar_passed(nccl_tp *tp, void *arg) { return tp->bar_gen != ((bar_arg *)arg)->gen; }
+
+/* Host barrier of the in-process modes (polls the abort flag and the timeout). */
+static int host_barrier(ppsrt_transport *t, int rank) {
+  nccl_tp *tp = TP(t);
+  pthread_mutex_lock(&tp->mu);
+  if (tp->aborted) {
+    pthread_mutex_unlock(&tp->mu);
+    return aborted_error(tp, rank, "barrier");
+  }
+  bar_arg a = {tp->bar_gen};
+  if (++tp->bar_count == tp->nranks) {
+    tp->bar_count = 0;
+    tp->bar_gen++;
+    pthread_cond_broadcast(&tp->cv);
+    pthread_mutex_unlock(&tp->mu);
+    return PPSRT_OK;
+  }
+  int w = host_wait(t, rank, bar_passed, &a, "the other ranks at a barrier");
+  pthread_mutex_unlock(&tp->mu);
+  if (w == 2)
+    return PPSRT_FAIL(PPSRT_E_TIMEOUT, "nccl: rank %d waited %.1f s at a barrier\nhint: a rank died or is stuck; "
+                      "raise --timeout if it is just slow", rank, t->timeout_s);
+  if (w) return aborted_error(tp, rank, "barrier");
+  return PPSRT_OK;
+}
+
+static int tp_barrier(ppsrt_transport *t, int rank) {
+  nccl_tp *tp = TP(t);
+  if (!tp->mpi) return host_barrier(t, rank);
+#ifdef HAVE_MPI
+  rank_state *r = &tp->rs[rank];
+  if (tp->aborted) return aborted_error(tp, rank, "barrier");
+  if (!r->be) {   /* before any GPU call: MPI's own barrier */
+    if (MPI_Barrier(MPI_COMM_WORLD) != MPI_SUCCESS)
+      return PPSRT_FAIL(PPSRT_E_COMM, "nccl: rank %d: MPI_Barrier failed", rank);
+    return PPSRT_OK;
+  }
+  /* Once on the GPU: a one-float all-reduce on the coll communicator, waited for by
+   * polling, so a dead peer turns into an error or a timeout rather than a hang. */
+  ppsrt_backend *b = r->be;
+  int rc = set_dev(b, r->dev);
+  if (rc) return rc;
+  if (!r->bar_buf) {
+    CUDA_CHECK(b, cudaMalloc((void **)&r->bar_buf, sizeof(float)));
+    CUDA_CHECK(b, cudaEventCreateWithFlags(&r->bar_ev, cudaEventDisableTiming));
+  }
+  cudaStream_t s = ppsrt_cuda_stream(b, PPSRT_STREAM_SEND);
+  ncclComm_t c = r->comm[C_COLL];
+  NCCL_CHECK(tp, rank, c, ncclAllReduce(r->bar_buf, r->bar_buf, 1, ncclFloat32, ncclSum, c, s), "barrier");
+  CUDA_CHECK(b, cudaEventRecord(r->bar_ev, s));
+  return ppsrt_cuda_wait(b, r->bar_ev, "the other ranks at a barrier");
+#else
+  return PPSRT_FAIL(PPSRT_E_USAGE, "nccl: built without MPI");
+#endif
+}
+
+/* ------------------------------------------------------------------------- */
+/* collectives                                                                 */
+
+/* Copy-channel collective: stage my buffer, meet, then combine on my stream.
+ * op: 0 sum, 1 max (F32, n floats), 2 broadcast of `bytes` from root. */
+static int copy_coll(ppsrt_transport *t, int rank, ppsrt_backend *b, cudaStream_t s, void *buf, size_t bytes, int op,
+                     int root) {
+  nccl_tp *tp = TP(t);
+  rank_state *me = &tp->rs[rank];
+  int P = tp->nranks, par = (int)(me->round++ & 1);
+  slot *my = &me->sl[par];
+  /* The slot of this parity was last read two rounds ago: wait for every reader. */
+  for (int j = 0; j < P; j++) {
+    slot *o = &tp->rs[j].sl[par];
+    if (o->done_recorded) CUDA_CHECK(b, cudaStreamWaitEvent(s, o->done, 0));
+  }
+  int stage = op != 2 || rank == root;
+  if (stage && my->cap < bytes) {
+    for (int j = 0; j < P; j++) {   /* growing: host-wait for the readers, then replace */
+      slot *o = &tp->rs[j].sl[par];
+      if (o->done_recorded) {
+        int rc = ppsrt_cuda_wait(b, o->done, "the previous collective's readers");
+        if (rc) return rc;
+      }
+    }
+    if (my->p) CUDA_CHECK(b, cudaFree(my->p));
+    my->p = NULL;
+    my->cap = 0;
+    CUDA_CHECK(b, cudaMalloc(&my->p, bytes));
+    my->cap = bytes;
+  }
+  if (!my->ready) {
+    CUDA_CHECK(b, cudaEventCreateWithFlags(&my->ready, cudaEventDisableTiming));
+    CUDA_CHECK(b, cudaEventCreateWithFlags(&my->done, cudaEventDisableTiming));
+  }
+  if (stage && bytes) CUDA_CHECK(b, cudaMemcpyAsync(my->p, buf, bytes, cudaMemcpyDeviceToDevice, s));
+  CUDA_CHECK(b, cudaEventRecord(my->ready, s));
+  int rc = host_barrier(t, rank);
+  if (rc) return rc;
+  if (op == 2) {
+    if (rank != root && bytes) {
+      slot *o = &tp->rs[root].sl[par];
+      CUDA_CHECK(b, cudaStreamWaitEvent(s, o->ready, 0));
+      CUDA_CHECK(b, cudaMemcpyAsync(buf, o->p, bytes, cudaMemcpyDefault, s));
+    }
+  } else if (bytes) {
+    const float *srcs[PPSRT_CU_MAX_SRCS];
+    /* Peers' slots on another GPU are copied next to us first (kernels read local memory). */
+    size_t need = 0;
+    for (int j = 0; j < P; j++)
+      if (tp->rs[j].dev != me->dev) need += bytes;
+    if (need > me->gather_cap) {
+      if (me->gather) CUDA_CHECK(b, cudaFreeAsync(me->gather, s));
+      me->gather = NULL;
+      me->gather_cap = 0;
+      CUDA_CHECK(b, cudaMallocAsync(&me->gather, need, s));
+      me->gather_cap = need;
+    }
+    size_t off = 0;
+    for (int j = 0; j < P; j++) {
+      slot *o = &tp->rs[j].sl[par];
+      CUDA_CHECK(b, cudaStreamWaitEvent(s, o->ready, 0));
+      if (tp->rs[j].dev == me->dev) {
+        srcs[j] = o->p;
+      } else {
+        void *dst = (char *)me->gather + off;
+        CUDA_CHECK(b, cudaMemcpyAsync(dst, o->p, bytes, cudaMemcpyDefault, s));
+        srcs[j] = dst;
+        off += bytes;
+      }
+    }
+    CUDA_CHECK(b, ppsrt_cu_reduce_f32(s, buf, srcs, P, bytes / sizeof(float), op == 1));
+  }
+  CUDA_CHECK(b, cudaEventRecord(my->done, s));
+  my->done_recorded = 1;
+  return PPSRT_OK;
+}
+
+static int tp_allreduce(ppsrt_transport *t, int rank, ppsrt_backend *b, int stream, float *buf, size_t n,
+                        ppsrt_redop op) {
+  nccl_tp *tp = TP(t);
+  int rc = enter(t, rank, b, "all-reduce");
+  if (rc) return rc;
+  cudaStream_t s = ppsrt_cuda_stream(b, stream);
+  if (!s) return PPSRT_E_USAGE;
+  if (tp->mode == MODE_COPY) return copy_coll(t, rank, b, s, buf, n * sizeof(float), op == PPSRT_MAX ? 1 : 0, 0);
+  ncclComm_t c = tp->rs[rank].comm[C_COLL];
+  char what[80];
+  snprintf(what, sizeof what, "all-reduce (%s) of %zu floats", op == PPSRT_MAX ? "max" : "sum", n);
+  NCCL_CHECK(tp, rank, c, ncclAllReduce(buf, buf, n, ncclFloat32, op == PPSRT_MAX ? ncclMax : ncclSum, c, s), what);
+  return PPSRT_OK;
+}
+
+static int tp_broadcast(ppsrt_transport *t, int rank, ppsrt_backend *b, int stream, void *buf, size_t bytes,
+                        int root) {
+  nccl_tp *tp = TP(t);
+  int rc = enter(t, rank, b, "broadcast");
+  if (rc) return rc;
+  if (root < 0 || root >= tp->nranks)
+    return PPSRT_FAIL(PPSRT_E_USAGE, "nccl: broadcast from root %d (ranks 0..%d)", root, tp->nranks - 1);
+  cudaStream_t s = ppsrt_cuda_stream(b, stream);
+  if (!s) return PPSRT_E_USAGE;
+  if (tp->mode == MODE_COPY) return copy_coll(t, rank, b, s, buf, bytes, 2, root);
+  ncclComm_t c = tp->rs[rank].comm[C_COLL];
+  char what[80];
+  snprintf(what, sizeof what, "broadcast of %zu bytes from rank %d", bytes, root);
+  NCCL_CHECK(tp, rank, c, ncclBroadcast(buf, buf, bytes, ncclUint8, root, c, s), what);
+  return PPSRT_OK;
+}
+
+/* ------------------------------------------------------------------------- */
+/* abort, destroy, create                                                      */
+
+static void tp_abort(ppsrt_transport *t, int rank, const char *why) {
+  nccl_tp *tp = TP(t);
+  char w[600];
+  snprintf(w, sizeof w, "rank %d aborted: %s", rank, why ? why : "(no reason given)");
+  set_aborted(tp, w);
+  if (rank >= 0 && rank < tp->nranks && (!tp->mpi || rank == tp->my_rank)) abort_comms(tp, rank);
+}
+
+static void tp_destroy(ppsrt_transport *t) {
+  if (!t) return;
+  nccl_tp *tp = TP(t);
+  if (tp) {
+    for (int i = 0; i < tp->nranks && tp->rs; i++) {
+      rank_state *r = &tp->rs[i];
+      if (tp->mpi && i != tp->my_rank) continue;
+      cudaSetDevice(r->dev);
+      for (int c = 0; c < NCOMM; c++)
+        if (r->comm[c]) {
+          if (tp->aborted) (void)ncclCommAbort(r->comm[c]);
+          else (void)ncclCommDestroy(r->comm[c]);
+        }
+      for (int k = 0; k < 2; k++) {
+        if (r->sl[k].p) cudaFree(r->sl[k].p);
+        if (r->sl[k].ready) cudaEventDestroy(r->sl[k].ready);
+        if (r->sl[k].done) cudaEventDestroy(r->sl[k].done);
+      }
+      if (r->gather) cudaFree(r->gather);
+      if (r->bar_buf) cudaFree(r->bar_buf);
+      if (r->bar_ev) cudaEventDestroy(r->bar_ev);
+    }
+    for (int i = 0; i < tp->nbufs; i++) {
+      sbuf *sb = tp->bufs[i];
+      cudaSetDevice(sb->dev);
+      cudaFree(sb->p);
+      if (sb->ready) cudaEventDestroy(sb->ready);
+      if (sb->done) cudaEventDestroy(sb->done);
+      free(sb);
+    }
+    free(tp->bufs);
+    if (tp->q)
+      for (int i = 0; i < tp->nranks * tp->nranks; i++)
+        for (msg *m = tp->q[i].head, *nx; m; m = nx) {
+          nx = m->next;
+          free(m);
+        }
+    free(tp->q);
+    free(tp->rs);
+#ifdef HAVE_MPI
+    int fin = 0;
+    if (tp->mpi_inited_here && MPI_Finalized(&fin) == MPI_SUCCESS && !fin) MPI_Finalize();
+#endif
+    pthread_mutex_destroy(&tp->mu);
+    pthread_cond_destroy(&tp->cv);
+    free(tp);
+  }
+  free(t);
+}
+
+static int fail_init(nccl_tp *tp, ncclResult_t r, const char *call) {
+  return ppsrt_set_error(PPSRT_E_COMM, __FILE__, __LINE__, "nccl: %s failed (host %s, %d ranks): %s\nhint: %s", call,
+                         ppsrt_cuda_hostname(), tp->nranks, ncclGetErrorString(r), nccl_hint(r));
+}
+
+#ifdef HAVE_MPI
+static int init_mpi(ppsrt_transport *t, nccl_tp *tp, int nranks) {
+  int inited = 0, size = 0, rank = 0;
+  MPI_Initialized(&inited);
+  if (!inited) {
+    int provided = 0;
+    if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
+      return PPSRT_FAIL(PPSRT_E_COMM, "nccl: MPI_Init_thread failed\nhint: start the program with mpirun");
+    tp->mpi_inited_here = 1;
+  }
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (nranks > 0 && nranks != size)
+    return PPSRT_FAIL(PPSRT_E_USAGE, "nccl: the schedule has %d devices but mpirun started %d ranks\nhint: mpirun -np %d",
+                      nranks, size, nranks);
+  tp->nranks = size;
+  tp->my_rank = rank;
+  MPI_Comm local;
+  int lrank = 0, lsize = 1;
+  if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local) == MPI_SUCCESS) {
+    MPI_Comm_rank(local, &lrank);
+    MPI_Comm_size(local, &lsize);
+    MPI_Comm_free(&local);
+  }
+  int ngpu = 0;
+  cudaError_t e = cudaGetDeviceCount(&ngpu);
+  if (e != cudaSuccess || ngpu == 0) {
+    (void)cudaGetLastError();
+    return PPSRT_FAIL(PPSRT_E_BACKEND, "nccl: rank %d: no CUDA device visible on host %s\nhint: check nvidia-smi and "
+                      "CUDA_VISIBLE_DEVICES, or use --backend cpu --transport mpi", rank, ppsrt_cuda_hostname());
+  }
+  if (lsize > ngpu)
+    return PPSRT_FAIL(PPSRT_E_USAGE, "nccl: %d ranks on host %s share %d GPUs\nhint: one process per GPU: start at most "
+                      "%d ranks per node (or run in one process: it shares a GPU through the copy channel)",
+                      lsize, ppsrt_cuda_hostname(), ngpu, ngpu);
+  tp->rs = calloc((size_t)size, sizeof *tp->rs);
+  if (!tp->rs) return PPSRT_FAIL(PPSRT_E_NOMEM, "nccl: out of host memory");
+  rank_state *me = &tp->rs[rank];
+  me->dev = lrank % ngpu;
+  e = cudaSetDevice(me->dev);
+  if (e != cudaSuccess) return ppsrt_cuda_fail_cuda(NULL, (int)e, "cudaSetDevice", __FILE__, __LINE__);
+  ppsrt_cuda_set_process_device(me->dev);
+  ncclUniqueId id[NCOMM];
+  memset(id, 0, sizeof id);
+  if (rank == 0)
+    for (int c = 0; c < NCOMM; c++) {
+      ncclResult_t r = ncclGetUniqueId(&id[c]);
+      if (r != ncclSuccess) return fail_init(tp, r, "ncclGetUniqueId");   /* the others then fail in MPI_Bcast's wake */
+    }
+  if (MPI_Bcast(id, (int)sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
+    return PPSRT_FAIL(PPSRT_E_COMM, "nccl: rank %d: MPI_Bcast of the NCCL ids failed", rank);
+  for (int c = 0; c < NCOMM; c++) {
+    ncclResult_t r = ncclCommInitRank(&me->comm[c], size, id[c], rank);
+    if (r != ncclSuccess) return fail_init(tp, r, "ncclCommInitRank");
+  }
+  (void)t;
+  return PPSRT_OK;
+}
+#endif
+
+static int init_inproc(nccl_tp *tp, int nranks) {
+  if (nranks < 1) return PPSRT_FAIL(PPSRT_E_USAGE, "nccl: %d ranks", nranks);
+  int ngpu = 0;
+  cudaError_t e = cudaGetDeviceCount(&ngpu);
+  if (e != cudaSuccess || ngpu == 0) {
+    (void)cudaGetLastError();
+    return PPSRT_FAIL(PPSRT_E_BACKEND, "nccl: no CUDA device visible on host %s (cudaGetDeviceCount: %s)\n"
+                      "hint: check nvidia-smi and CUDA_VISIBLE_DEVICES, or use --backend cpu",
+                      ppsrt_cuda_hostname(), e == cudaSuccess ? "0 devices" : cudaGetErrorString(e));
+  }
+  tp->nranks = nranks;
+  tp->my_rank = 0;   /* every rank lives in this process */
+  tp->rs = calloc((size_t)nranks, sizeof *tp->rs);
+  tp->q = calloc((size_t)nranks * nranks, sizeof *tp->q);
+  if (!tp->rs || !tp->q) return PPSRT_FAIL(PPSRT_E_NOMEM, "nccl: out of host memory");
+  for (int r = 0; r < nranks; r++) tp->rs[r].dev = r % ngpu;
+  const char *force = getenv("PPSRT_NCCL_INPROC");
+  int copy = ngpu < nranks || (force && strcmp(force, "copy") == 0);
+  if (copy && nranks > PPSRT_CU_MAX_SRCS)
+    return PPSRT_FAIL(PPSRT_E_USAGE, "nccl copy channel: at most %d ranks in one process (got %d)", PPSRT_CU_MAX_SRCS,
+                      nranks);
+  tp->mode = copy ? MODE_COPY : MODE_NCCL;
+  if (copy) return PPSRT_OK;
+  int *devs = malloc((size_t)nranks * sizeof *devs);
+  ncclComm_t *tmp = calloc((size_t)nranks, sizeof *tmp);
+  if (!devs || !tmp) {
+    free(devs);
+    free(tmp);
+    return PPSRT_FAIL(PPSRT_E_NOMEM, "nccl: out of host memory");
+  }
+  for (int r = 0; r < nranks; r++) devs[r] = tp->rs[r].dev;
+  int rc = PPSRT_OK;
+  for (int c = 0; c < NCOMM && !rc; c++) {
+    ncclResult_t res = ncclCommInitAll(tmp, nranks, devs);
+    if (res != ncclSuccess) rc = fail_init(tp, res, "ncclCommInitAll");
+    else
+      for (int r = 0; r < nranks; r++) tp->rs[r].comm[c] = tmp[r];
+  }
+  free(devs);
+  free(tmp);
+  return rc;
+}
+
+int ppsrt_nccl_transport_create(int nranks, double timeout_s, int use_mpi, ppsrt_transport **out, int *my_rank) {
+  *out = NULL;
+  if (my_rank) *my_rank = -1;
+  ppsrt_transport *t = calloc(1, sizeof *t);
+  nccl_tp *tp = calloc(1, sizeof *tp);
+  if (!t || !tp) {
+    free(t);
+    free(tp);
+    return PPSRT_FAIL(PPSRT_E_NOMEM, "nccl: out of host memory");
+  }
+  pthread_mutex_init(&tp->mu, NULL);
+  pthread_cond_init(&tp->cv, NULL);
+  t->name = "nccl";
+  t->impl = tp;
+  t->timeout_s = timeout_s;
+  t->send = tp_send;
+  t->recv = tp_recv;
+  t->allreduce_f32 = tp_allreduce;
+  t->broadcast = tp_broadcast;
+  t->barrier = tp_barrier;
+  t->abort = tp_abort;
+  t->destroy = tp_destroy;
+  int rc;
+  tp->mpi = use_mpi != 0;
+  if (use_mpi) {
+#ifdef HAVE_MPI
+    rc = init_mpi(t, tp, nranks);
+#else
+    rc = PPSRT_FAIL(PPSRT_E_USAGE, "nccl: this libppsrt was built without MPI\nhint: install MPI (libopenmpi-dev) and "
+                    "reconfigure, or run all ranks in one process (--transport nccl without mpirun)");
+#endif
+  } else {
+    rc = init_inproc(tp, nranks);
+  }
+  if (rc) {
+    tp_destroy(t);
+    return rc;
+  }
+  t->nranks = tp->nranks;
+  if (my_rank) *my_rank = tp->my_rank;
+  *out = t;
+  return PPSRT_OK;
+}

@@ -1,0 +1,617 @@
+/* tests/gpu/cuda_kernels.c: checks every kernel of the CUDA backend against the CPU
+ * backend (the numerical reference, runtime/cpu_kernels.c) on random inputs, then the
+ * CUDA backend's memory, streams and events, then the NCCL transport's point-to-point
+ * and collective calls with ranks as threads of this process.
+ *
+ * Inputs are drawn in F32, rounded to bf16 (so both backends see the very same
+ * numbers), uploaded to both; outputs are compared element by element with
+ *     |gpu - cpu| <= abs * rms(cpu) + rel * |cpu|
+ * where (abs, rel) is stated per check:
+ *   TOL_BF16 = (1/64, 1/64): bf16 outputs (about 4 bf16 ulps, F32 math inside);
+ *   TOL_MM   = (2e-2, 2e-2): products with bf16 intermediates (GEMMs with bf16 C,
+ *              attention: P and dS enter the tensor-core GEMMs in bf16);
+ *   TOL_F32  = (1e-4, 1e-4): F32 outputs of F32 arithmetic on identical inputs (only
+ *              the order of the additions differs).
+ * A failure prints the check, the first differing element and the largest error.
+ *
+ * Usage: cuda_kernels            run the checks (exit 77 when no GPU is visible)
+ *        cuda_kernels --count    print the number of visible GPUs (0 when none)
+ *        cuda_kernels --no-device  on a machine WITHOUT a GPU, check that creating the
+ *                                CUDA backend fails cleanly with "no CUDA device visible"
+ *                                and a hint (exit 77 when a GPU is visible). */
+#include "config.h"
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "transport.h"
+
+typedef struct tol { double abs, rel; } tol;
+static const tol TOL_BF16 = {1.0 / 64, 1.0 / 64}, TOL_MM = {2e-2, 2e-2}, TOL_F32 = {1e-4, 1e-4};
+
+static ppsrt_backend *cpu, *gpu;
+static int failures, checks;
+
+static void die(const char *what, int rc) {
+  fprintf(stderr, "FAIL: %s returned %d: %s\n", what, rc, ppsrt_last_error());
+  exit(1);
+}
+#define OK(call)                    \
+  do {                              \
+    int rc_ = (call);               \
+    if (rc_) die(#call, rc_);       \
+  } while (0)
+
+/* ---- random numbers (xorshift, fixed seed) ---- */
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static double urand(void) {
+  rng ^= rng << 13;
+  rng ^= rng >> 7;
+  rng ^= rng << 17;
+  return (double)(rng >> 11) / 9007199254740992.0;
+}
+static float nrand(void) {
+  double u = urand() + 1e-12, v = urand();
+  return (float)(sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v));
+}
+
+static float round_bf16(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  u &= 0xffff0000u;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+/* A tensor living on both backends with the same values. */
+typedef struct pair {
+  size_t n;
+  ppsrt_dtype gdt;
+  float *h;        /* the values (bf16-rounded when gdt is BF16) */
+  void *c, *g;     /* CPU (F32) and GPU (gdt) copies */
+} pair;
+
+static pair mk(size_t n, ppsrt_dtype gdt, float scale, float shift) {
+  pair p = {n, gdt, malloc((n ? n : 1) * sizeof(float)), NULL, NULL};
+  for (size_t i = 0; i < n; i++) {
+    float v = scale == 0.0f ? shift : nrand() * scale + shift;
+    p.h[i] = gdt == PPSRT_BF16 ? round_bf16(v) : v;
+  }
+  OK(cpu->alloc(cpu, (n ? n : 1) * 4, &p.c));
+  OK(gpu->alloc(gpu, (n ? n : 1) * ppsrt_dtype_size(gdt), &p.g));
+  OK(cpu->upload_f32(cpu, (ppsrt_tensor){p.c, n, PPSRT_F32}, p.h));
+  OK(gpu->upload_f32(gpu, (ppsrt_tensor){p.g, n, gdt}, p.h));
+  return p;
+}
+
+static void drop(pair *p) {
+  cpu->free(cpu, p->c);
+  gpu->free(gpu, p->g);
+  free(p->h);
+}
+
+/* int32 ids on both backends */
+typedef struct ipair { int32_t *c, *g; } ipair;
+static ipair mk_ids(int n, int lo, int hi) {
+  ipair p;
+  OK(cpu->alloc(cpu, (size_t)n * 4, (void **)&p.c));
+  OK(gpu->alloc(gpu, (size_t)n * 4, (void **)&p.g));
+  for (int i = 0; i < n; i++) p.c[i] = lo + (int)(urand() * (hi - lo));
+  if (cudaMemcpy(p.g, p.c, (size_t)n * 4, cudaMemcpyHostToDevice) != cudaSuccess) die("cudaMemcpy ids", -1);
+  return p;
+}
+
+static void compare(const char *what, pair *p, tol t) {
+  size_t n = p->n;
+  float *a = malloc((n ? n : 1) * 4), *b = malloc((n ? n : 1) * 4);
+  OK(cpu->download_f32(cpu, a, (ppsrt_tensor){p->c, n, PPSRT_F32}));
+  OK(gpu->download_f32(gpu, b, (ppsrt_tensor){p->g, n, p->gdt}));
+  double ss = 0;
+  for (size_t i = 0; i < n; i++) ss += (double)a[i] * a[i];
+  double rms = n ? sqrt(ss / n) : 0, worst = 0;
+  size_t first = n, wi = 0;
+  for (size_t i = 0; i < n; i++) {
+    double d = fabs((double)b[i] - a[i]), lim = t.abs * rms + t.rel * fabs(a[i]);
+    if (!(d <= lim) && first == n) first = i;
+    double r = lim > 0 ? d / lim : (d > 0 ? INFINITY : 0);
+    if (!(r <= worst)) { worst = r; wi = i; }
+  }
+  checks++;
+  if (first < n) {
+    failures++;
+    fprintf(stderr, "FAIL: %s: element %zu: gpu %.6g cpu %.6g; worst at %zu: gpu %.6g cpu %.6g (%.3g x the tolerance "
+            "%g*rms(%.3g) + %g*|cpu|)\n", what, first, b[first], a[first], wi, b[wi], a[wi], worst, t.abs, rms, t.rel);
+  } else {
+    printf("ok   %-44s n=%-8zu worst %.3f of the tolerance\n", what, n, worst);
+  }
+  free(a);
+  free(b);
+}
+
+/* ---- the checks ---- */
+
+static void t_gemm(void) {
+  const int M = 37, N = 29, K = 45, pad = 3;
+  for (int ta = 0; ta < 2; ta++)
+    for (int tb = 0; tb < 2; tb++)
+      for (int cf = 0; cf < 2; cf++) {
+        int lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
+        pair A = mk((size_t)(ta ? K : M) * lda, PPSRT_BF16, 1, 0), B = mk((size_t)(tb ? N : K) * ldb, PPSRT_BF16, 1, 0);
+        pair C = mk((size_t)M * ldc, cf ? PPSRT_F32 : PPSRT_BF16, 1, 0);
+        float beta = cf ? 1.0f : 0.0f;
+        OK(cpu->gemm(cpu, 0, ta, tb, M, N, K, 0.5f, A.c, PPSRT_F32, lda, B.c, PPSRT_F32, ldb, beta, C.c, PPSRT_F32, ldc));
+        OK(gpu->gemm(gpu, 0, ta, tb, M, N, K, 0.5f, A.g, PPSRT_BF16, lda, B.g, PPSRT_BF16, ldb, beta, C.g, C.gdt, ldc));
+        char w[64];
+        snprintf(w, sizeof w, "gemm ta=%d tb=%d C=%s beta=%g", ta, tb, cf ? "f32" : "bf16", beta);
+        compare(w, &C, cf ? TOL_F32 : TOL_MM);
+        drop(&A); drop(&B); drop(&C);
+      }
+  /* F32 x F32 -> F32, and the mixed slow path (bf16 x F32 -> bf16) */
+  pair A = mk((size_t)M * K, PPSRT_F32, 1, 0), B = mk((size_t)K * N, PPSRT_F32, 1, 0), C = mk((size_t)M * N, PPSRT_F32, 1, 0);
+  OK(cpu->gemm(cpu, 0, 0, 0, M, N, K, 1.0f, A.c, PPSRT_F32, K, B.c, PPSRT_F32, N, 0.25f, C.c, PPSRT_F32, N));
+  OK(gpu->gemm(gpu, 0, 0, 0, M, N, K, 1.0f, A.g, PPSRT_F32, K, B.g, PPSRT_F32, N, 0.25f, C.g, PPSRT_F32, N));
+  compare("gemm f32 x f32 -> f32", &C, TOL_F32);
+  pair A2 = mk((size_t)M * K, PPSRT_BF16, 1, 0), C2 = mk((size_t)M * N, PPSRT_BF16, 1, 0);
+  OK(cpu->gemm(cpu, 0, 0, 0, M, N, K, 1.0f, A2.c, PPSRT_F32, K, B.c, PPSRT_F32, N, 1.0f, C2.c, PPSRT_F32, N));
+  OK(gpu->gemm(gpu, 0, 0, 0, M, N, K, 1.0f, A2.g, PPSRT_BF16, K, B.g, PPSRT_F32, N, 1.0f, C2.g, PPSRT_BF16, N));
+  compare("gemm bf16 x f32 -> bf16 (slow path)", &C2, TOL_MM);
+  /* K = 0: C = beta C */
+  OK(cpu->gemm(cpu, 0, 0, 0, M, N, 0, 1.0f, A.c, PPSRT_F32, 1, B.c, PPSRT_F32, N, 0.5f, C.c, PPSRT_F32, N));
+  OK(gpu->gemm(gpu, 0, 0, 0, M, N, 0, 1.0f, A.g, PPSRT_F32, 1, B.g, PPSRT_F32, N, 0.5f, C.g, PPSRT_F32, N));
+  compare("gemm K=0 (C = beta C)", &C, TOL_F32);
+  drop(&A); drop(&B); drop(&C); drop(&A2); drop(&C2);
+  /* strided batched */
+  const int cnt = 3;
+  long sA = (long)M * K + 7, sB = (long)K * N + 5, sC = (long)M * N + 11;
+  pair Ab = mk((size_t)sA * cnt, PPSRT_BF16, 1, 0), Bb = mk((size_t)sB * cnt, PPSRT_BF16, 1, 0);
+  pair Cb = mk((size_t)sC * cnt, PPSRT_F32, 1, 0);
+  OK(cpu->gemm_strided(cpu, 0, 0, 1, M, N, K, 1.0f, Ab.c, PPSRT_F32, K, sA, Bb.c, PPSRT_F32, K, sB, 1.0f, Cb.c,
+                       PPSRT_F32, N, sC, cnt));
+  OK(gpu->gemm_strided(gpu, 0, 0, 1, M, N, K, 1.0f, Ab.g, PPSRT_BF16, K, sA, Bb.g, PPSRT_BF16, K, sB, 1.0f, Cb.g,
+                       PPSRT_F32, N, sC, cnt));
+  compare("gemm_strided x3 tb=1 C=f32", &Cb, TOL_F32);
+  drop(&Ab); drop(&Bb); drop(&Cb);
+}
+
+static void t_elementwise(void) {
+  const int N = 67, C = 301;
+  size_t n = (size_t)N * C;
+  pair x = mk(n, PPSRT_BF16, 1, 0), bias = mk(C, PPSRT_BF16, 1, 0), y = mk(n, PPSRT_BF16, 0, 0);
+  OK(cpu->add_bias(cpu, 0, y.c, x.c, bias.c, N, C));
+  OK(gpu->add_bias(gpu, 0, y.g, x.g, bias.g, N, C));
+  compare("add_bias", &y, TOL_BF16);
+  OK(cpu->add_bias(cpu, 0, x.c, x.c, bias.c, N, C));   /* in place */
+  OK(gpu->add_bias(gpu, 0, x.g, x.g, bias.g, N, C));
+  compare("add_bias in place", &x, TOL_BF16);
+  pair db = mk(C, PPSRT_F32, 1, 0);
+  OK(cpu->bias_grad(cpu, 0, db.c, y.c, N, C));
+  OK(gpu->bias_grad(gpu, 0, db.g, y.g, N, C));
+  /* inputs differ by the bf16 rounding of y above; compare at the bf16 tolerance */
+  compare("bias_grad (+=)", &db, TOL_BF16);
+  pair a = mk(n, PPSRT_BF16, 1, 0), c = mk(n, PPSRT_BF16, 1, 0), z = mk(n, PPSRT_BF16, 0, 0);
+  OK(cpu->add(cpu, 0, z.c, a.c, c.c, n));
+  OK(gpu->add(gpu, 0, z.g, a.g, c.g, n));
+  compare("add", &z, TOL_BF16);
+  pair g = mk(n, PPSRT_BF16, 0, 0);
+  OK(cpu->gelu_fwd(cpu, 0, g.c, a.c, n));
+  OK(gpu->gelu_fwd(gpu, 0, g.g, a.g, n));
+  compare("gelu_fwd", &g, TOL_BF16);
+  pair dx = mk(n, PPSRT_BF16, 0, 0);
+  OK(cpu->gelu_bwd(cpu, 0, dx.c, c.c, a.c, n));
+  OK(gpu->gelu_bwd(gpu, 0, dx.g, c.g, a.g, n));
+  compare("gelu_bwd", &dx, TOL_BF16);
+  pair fy = mk(n, PPSRT_F32, 1, 0), fx = mk(n, PPSRT_F32, 1, 0);
+  OK(cpu->axpy_f32(cpu, 0, fy.c, fx.c, -0.75f, n));
+  OK(gpu->axpy_f32(gpu, 0, fy.g, fx.g, -0.75f, n));
+  compare("axpy_f32", &fy, TOL_F32);
+  OK(cpu->scale_f32(cpu, 0, fy.c, 3.5f, n));
+  OK(gpu->scale_f32(gpu, 0, fy.g, 3.5f, n));
+  compare("scale_f32", &fy, TOL_F32);
+  /* convert: bf16 -> F32 on the GPU equals the F32 copy on the CPU */
+  OK(cpu->convert(cpu, 0, fx.c, PPSRT_F32, a.c, PPSRT_F32, n));
+  OK(gpu->convert(gpu, 0, fx.g, PPSRT_F32, a.g, PPSRT_BF16, n));
+  compare("convert bf16 -> f32", &fx, TOL_F32);
+  OK(cpu->convert(cpu, 0, z.c, PPSRT_F32, fy.c, PPSRT_F32, n));
+  OK(gpu->convert(gpu, 0, z.g, PPSRT_BF16, fy.g, PPSRT_F32, n));
+  compare("convert f32 -> bf16", &z, TOL_BF16);
+  drop(&x); drop(&bias); drop(&y); drop(&db); drop(&a); drop(&c); drop(&z); drop(&g); drop(&dx); drop(&fy); drop(&fx);
+}
+
+static void t_layernorm(void) {
+  const int N = 45, C = 1000;
+  size_t n = (size_t)N * C;
+  pair x = mk(n, PPSRT_BF16, 2, 0.5f), gm = mk(C, PPSRT_BF16, 0.5f, 1), bt = mk(C, PPSRT_BF16, 0.5f, 0);
+  pair y = mk(n, PPSRT_BF16, 0, 0), mean = mk(N, PPSRT_F32, 0, 0), rstd = mk(N, PPSRT_F32, 0, 0);
+  OK(cpu->layernorm_fwd(cpu, 0, y.c, mean.c, rstd.c, x.c, gm.c, bt.c, N, C));
+  OK(gpu->layernorm_fwd(gpu, 0, y.g, mean.g, rstd.g, x.g, gm.g, bt.g, N, C));
+  compare("layernorm_fwd y", &y, TOL_BF16);
+  compare("layernorm_fwd mean", &mean, TOL_F32);
+  compare("layernorm_fwd rstd", &rstd, TOL_F32);
+  /* backward from the CPU's statistics on both sides */
+  pair st_m = mk(N, PPSRT_F32, 0, 0), st_r = mk(N, PPSRT_F32, 0, 0);
+  float *hm = malloc(N * 4), *hr = malloc(N * 4);
+  OK(cpu->download_f32(cpu, hm, (ppsrt_tensor){mean.c, N, PPSRT_F32}));
+  OK(cpu->download_f32(cpu, hr, (ppsrt_tensor){rstd.c, N, PPSRT_F32}));
+  OK(cpu->upload_f32(cpu, (ppsrt_tensor){st_m.c, N, PPSRT_F32}, hm));
+  OK(gpu->upload_f32(gpu, (ppsrt_tensor){st_m.g, N, PPSRT_F32}, hm));
+  OK(cpu->upload_f32(cpu, (ppsrt_tensor){st_r.c, N, PPSRT_F32}, hr));
+  OK(gpu->upload_f32(gpu, (ppsrt_tensor){st_r.g, N, PPSRT_F32}, hr));
+  free(hm);
+  free(hr);
+  pair dy = mk(n, PPSRT_BF16, 1, 0), dx = mk(n, PPSRT_BF16, 0, 0);
+  OK(cpu->layernorm_bwd_input(cpu, 0, dx.c, dy.c, x.c, st_m.c, st_r.c, gm.c, N, C, 0));
+  OK(gpu->layernorm_bwd_input(gpu, 0, dx.g, dy.g, x.g, st_m.g, st_r.g, gm.g, N, C, 0));
+  compare("layernorm_bwd_input", &dx, TOL_BF16);
+  pair dx2 = mk(n, PPSRT_BF16, 1, 0);
+  OK(cpu->layernorm_bwd_input(cpu, 0, dx2.c, dy.c, x.c, st_m.c, st_r.c, gm.c, N, C, 1));
+  OK(gpu->layernorm_bwd_input(gpu, 0, dx2.g, dy.g, x.g, st_m.g, st_r.g, gm.g, N, C, 1));
+  compare("layernorm_bwd_input accumulate", &dx2, TOL_BF16);
+  pair dg = mk(C, PPSRT_F32, 1, 0), dbt = mk(C, PPSRT_F32, 1, 0);
+  OK(cpu->layernorm_bwd_weight(cpu, 0, dg.c, dbt.c, dy.c, x.c, st_m.c, st_r.c, N, C));
+  OK(gpu->layernorm_bwd_weight(gpu, 0, dg.g, dbt.g, dy.g, x.g, st_m.g, st_r.g, N, C));
+  compare("layernorm_bwd_weight dgamma (+=)", &dg, TOL_F32);
+  compare("layernorm_bwd_weight dbeta (+=)", &dbt, TOL_F32);
+  drop(&x); drop(&gm); drop(&bt); drop(&y); drop(&mean); drop(&rstd); drop(&st_m); drop(&st_r);
+  drop(&dy); drop(&dx); drop(&dx2); drop(&dg); drop(&dbt);
+}
+
+/* Fused q|k|v rows [batch*T, (Hq + 2 Hkv) D] and fused gradients, as the gpt model. */
+static void t_attention_on(ppsrt_backend *g_be, const char *label, int batch, int T, int Hq, int Hkv, int D) {
+  ppsrt_backend *keep = gpu;
+  gpu = g_be;
+  int W = (Hq + 2 * Hkv) * D, rows = batch * T, ldo = Hq * D;
+  pair qkv = mk((size_t)rows * W, PPSRT_BF16, 1, 0);
+  pair out = mk((size_t)rows * ldo, PPSRT_BF16, 0, 0), lse = mk((size_t)batch * Hq * T, PPSRT_F32, 0, 0);
+  size_t ko = (size_t)Hq * D, vo = (size_t)(Hq + Hkv) * D;
+  OK(cpu->attention_fwd(cpu, 0, out.c, lse.c, qkv.c, W, (float *)qkv.c + ko, W, (float *)qkv.c + vo, W, batch, T, Hq,
+                        Hkv, D));
+  OK(gpu->attention_fwd(gpu, 0, out.g, lse.g, qkv.g, W, (uint16_t *)qkv.g + ko, W, (uint16_t *)qkv.g + vo, W, batch,
+                        T, Hq, Hkv, D));
+  char w[96];
+  snprintf(w, sizeof w, "attention_fwd out %s", label);
+  compare(w, &out, TOL_MM);
+  snprintf(w, sizeof w, "attention_fwd lse %s", label);
+  compare(w, &lse, (tol){1e-3, 1e-3});
+  /* backward from the CPU's forward results on both sides */
+  float *ho = malloc((size_t)rows * ldo * 4), *hl = malloc((size_t)batch * Hq * T * 4);
+  OK(cpu->download_f32(cpu, ho, (ppsrt_tensor){out.c, (size_t)rows * ldo, PPSRT_F32}));
+  OK(cpu->download_f32(cpu, hl, (ppsrt_tensor){lse.c, (size_t)batch * Hq * T, PPSRT_F32}));
+  for (size_t i = 0; i < (size_t)rows * ldo; i++) ho[i] = round_bf16(ho[i]);
+  OK(cpu->upload_f32(cpu, (ppsrt_tensor){out.c, (size_t)rows * ldo, PPSRT_F32}, ho));
+  OK(gpu->upload_f32(gpu, (ppsrt_tensor){out.g, (size_t)rows * ldo, PPSRT_BF16}, ho));
+  OK(gpu->upload_f32(gpu, (ppsrt_tensor){lse.g, (size_t)batch * Hq * T, PPSRT_F32}, hl));
+  free(ho);
+  free(hl);
+  pair dout = mk((size_t)rows * ldo, PPSRT_BF16, 1, 0), dqkv = mk((size_t)rows * W, PPSRT_BF16, 3, 0);
+  OK(cpu->attention_bwd(cpu, 0, dqkv.c, (float *)dqkv.c + ko, (float *)dqkv.c + vo, W, dout.c, out.c, lse.c, qkv.c, W,
+                        (float *)qkv.c + ko, W, (float *)qkv.c + vo, W, batch, T, Hq, Hkv, D));
+  OK(gpu->attention_bwd(gpu, 0, dqkv.g, (uint16_t *)dqkv.g + ko, (uint16_t *)dqkv.g + vo, W, dout.g, out.g, lse.g,
+                        qkv.g, W, (uint16_t *)qkv.g + ko, W, (uint16_t *)qkv.g + vo, W, batch, T, Hq, Hkv, D));
+  snprintf(w, sizeof w, "attention_bwd dq|dk|dv %s", label);
+  compare(w, &dqkv, TOL_MM);
+  drop(&qkv); drop(&out); drop(&lse); drop(&dout); drop(&dqkv);
+  gpu = keep;
+}
+
+static void t_attention(void) {
+  t_attention_on(gpu, "b2 T33 Hq4 Hkv2 D16", 2, 33, 4, 2, 16);
+  t_attention_on(gpu, "b1 T70 Hq6 Hkv6 D32", 1, 70, 6, 6, 32);
+  /* a 1 MiB workspace cap forces one head per unit (the chunked path) */
+  setenv("PPSRT_CUDA_ATTN_WS_MB", "1", 1);
+  ppsrt_backend *small = NULL;
+  OK(ppsrt_cuda_backend_create(0, &small));
+  unsetenv("PPSRT_CUDA_ATTN_WS_MB");
+  t_attention_on(small, "b1 T400 Hq4 Hkv1 D16 chunked", 1, 400, 4, 1, 16);
+  small->destroy(small);
+}
+
+static void t_embedding(void) {
+  const int N = 50, C = 96, lo = 100, hi = 164, V = hi - lo;
+  pair table = mk((size_t)V * C, PPSRT_BF16, 1, 0);
+  ipair ids = mk_ids(N, 80, 180);   /* some outside [lo, hi) */
+  pair out = mk((size_t)N * C, PPSRT_BF16, 1, 0);
+  OK(cpu->embedding_fwd(cpu, 0, out.c, ids.c, table.c, N, C, lo, hi, 0));
+  OK(gpu->embedding_fwd(gpu, 0, out.g, ids.g, table.g, N, C, lo, hi, 0));
+  compare("embedding_fwd", &out, TOL_BF16);
+  OK(cpu->embedding_fwd(cpu, 0, out.c, ids.c, table.c, N, C, lo, hi, 1));
+  OK(gpu->embedding_fwd(gpu, 0, out.g, ids.g, table.g, N, C, lo, hi, 1));
+  compare("embedding_fwd accumulate", &out, TOL_BF16);
+  pair dout = mk((size_t)N * C, PPSRT_BF16, 1, 0), dt = mk((size_t)V * C, PPSRT_F32, 1, 0);
+  OK(cpu->embedding_bwd(cpu, 0, dt.c, dout.c, ids.c, N, C, lo, hi));
+  OK(gpu->embedding_bwd(gpu, 0, dt.g, dout.g, ids.g, N, C, lo, hi));
+  compare("embedding_bwd (+=)", &dt, TOL_F32);
+  drop(&table); drop(&out); drop(&dout); drop(&dt);
+  cpu->free(cpu, ids.c);
+  gpu->free(gpu, ids.g);
+}
+
+static void t_softmax(void) {
+  const int N = 40, V = 3001, lo = 5000;
+  pair lg = mk((size_t)N * V, PPSRT_BF16, 3, 0);
+  ipair tg = mk_ids(N, lo - 500, lo + V + 500);
+  pair mx = mk(N, PPSRT_F32, 0, 0), se = mk(N, PPSRT_F32, 0, 0), tt = mk(N, PPSRT_F32, 0, 0);
+  OK(cpu->softmax_stats(cpu, 0, mx.c, se.c, tt.c, lg.c, tg.c, N, V, lo));
+  OK(gpu->softmax_stats(gpu, 0, mx.g, se.g, tt.g, lg.g, tg.g, N, V, lo));
+  compare("softmax_stats max", &mx, TOL_F32);
+  compare("softmax_stats sumexp", &se, TOL_F32);
+  compare("softmax_stats target logit", &tt, TOL_F32);
+  /* global statistics a little above the shard's, as after the merge */
+  pair gm = mk(N, PPSRT_F32, 0.5f, 12), gs = mk(N, PPSRT_F32, 10, 2000);
+  pair dl = mk((size_t)N * V, PPSRT_BF16, 0, 0);
+  OK(cpu->softmax_xent_bwd(cpu, 0, dl.c, lg.c, gm.c, gs.c, tg.c, N, V, lo, 0.125f));
+  OK(gpu->softmax_xent_bwd(gpu, 0, dl.g, lg.g, gm.g, gs.g, tg.g, N, V, lo, 0.125f));
+  compare("softmax_xent_bwd", &dl, TOL_BF16);
+  OK(cpu->softmax_xent_bwd(cpu, 0, lg.c, lg.c, gm.c, gs.c, tg.c, N, V, lo, 1.0f));
+  OK(gpu->softmax_xent_bwd(gpu, 0, lg.g, lg.g, gm.g, gs.g, tg.g, N, V, lo, 1.0f));
+  compare("softmax_xent_bwd in place", &lg, TOL_BF16);
+  const int Cr = 33;
+  pair x = mk((size_t)N * Cr, PPSRT_F32, 1, 0), lm = mk(N, PPSRT_F32, 1, 10), ls = mk(N, PPSRT_F32, 5, 50);
+  OK(cpu->softmax_rescale_f32(cpu, 0, x.c, lm.c, ls.c, gm.c, gs.c, N, Cr));
+  OK(gpu->softmax_rescale_f32(gpu, 0, x.g, lm.g, ls.g, gm.g, gs.g, N, Cr));
+  compare("softmax_rescale_f32 (lsum, gsum)", &x, TOL_F32);
+  OK(cpu->softmax_rescale_f32(cpu, 0, x.c, lm.c, NULL, gm.c, NULL, N, Cr));
+  OK(gpu->softmax_rescale_f32(gpu, 0, x.g, lm.g, NULL, gm.g, NULL, N, Cr));
+  compare("softmax_rescale_f32 (no sums)", &x, TOL_F32);
+  drop(&lg); drop(&mx); drop(&se); drop(&tt); drop(&gm); drop(&gs); drop(&dl); drop(&x); drop(&lm); drop(&ls);
+  cpu->free(cpu, tg.c);
+  gpu->free(gpu, tg.g);
+}
+
+static void t_optimizer(void) {
+  const size_t n = 5000;
+  for (int kind = 0; kind < 2; kind++) {
+    pair w = mk(n, PPSRT_F32, 1, 0), grad = mk(n, PPSRT_F32, 0.1f, 0), m = mk(n, PPSRT_F32, 0.01f, 0);
+    pair v = mk(n, PPSRT_F32, 0, 1e-4f), param = mk(n, PPSRT_BF16, 0, 0);
+    OK(cpu->optimizer_step(cpu, 0, kind, w.c, param.c, grad.c, m.c, v.c, n, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 3));
+    OK(gpu->optimizer_step(gpu, 0, kind, w.g, param.g, grad.g, m.g, v.g, n, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 3));
+    compare(kind ? "adam master" : "sgd master", &w, TOL_F32);
+    compare(kind ? "adam param (bf16 copy)" : "sgd param (bf16 copy)", &param, TOL_BF16);
+    compare(kind ? "adam grad zeroed" : "sgd grad zeroed", &grad, TOL_F32);
+    if (kind) {
+      compare("adam m", &m, TOL_F32);
+      compare("adam v", &v, TOL_F32);
+    }
+    drop(&w); drop(&grad); drop(&m); drop(&v); drop(&param);
+  }
+}
+
+/* Offload round trip through pinned memory on the copy streams, ordered by events;
+ * memory accounting; timing events. */
+static void t_streams_memory(void) {
+  const size_t n = 1 << 20;
+  size_t cur0, peak0, cur1, peak1;
+  OK(gpu->mem_stats(gpu, &cur0, &peak0, 1));
+  pair a = mk(n, PPSRT_F32, 1, 0);
+  void *host = NULL, *back = NULL;
+  OK(gpu->host_alloc(gpu, n * 4, &host));
+  OK(gpu->alloc(gpu, n * 4, &back));
+  OK(gpu->mem_stats(gpu, &cur1, &peak1, 0));
+  checks++;
+  if (cur1 != cur0 + 2 * n * 4 || peak1 < cur1) {
+    failures++;
+    fprintf(stderr, "FAIL: mem_stats: current %zu (expected %zu), peak %zu\n", cur1, cur0 + 2 * n * 4, peak1);
+  } else {
+    printf("ok   %-44s %zu bytes counted\n", "mem_stats after alloc", cur1 - cur0);
+  }
+  ppsrt_event *e0, *e1, *e2, *t0, *t1;
+  OK(gpu->event_create(gpu, &e0));
+  OK(gpu->event_create(gpu, &e1));
+  OK(gpu->event_create(gpu, &e2));
+  OK(gpu->event_create(gpu, &t0));
+  OK(gpu->event_create(gpu, &t1));
+  (void)gpu->event_elapsed(gpu, t0, t1);   /* switches timing on for later records */
+  OK(gpu->event_record(gpu, t0, PPSRT_STREAM_COMPUTE));
+  OK(gpu->scale_f32(gpu, PPSRT_STREAM_COMPUTE, a.g, 2.0f, n));
+  OK(gpu->event_record(gpu, e0, PPSRT_STREAM_COMPUTE));
+  OK(gpu->stream_wait_event(gpu, PPSRT_STREAM_D2H, e0));
+  OK(gpu->memcpy_async(gpu, PPSRT_STREAM_D2H, host, a.g, n * 4, 2));
+  OK(gpu->event_record(gpu, e1, PPSRT_STREAM_D2H));
+  OK(gpu->stream_wait_event(gpu, PPSRT_STREAM_H2D, e1));
+  OK(gpu->memcpy_async(gpu, PPSRT_STREAM_H2D, back, host, n * 4, 1));
+  OK(gpu->event_record(gpu, e2, PPSRT_STREAM_H2D));
+  OK(gpu->stream_wait_event(gpu, PPSRT_STREAM_COMPUTE, e2));
+  OK(gpu->scale_f32(gpu, PPSRT_STREAM_COMPUTE, back, 0.5f, n));
+  OK(gpu->event_record(gpu, t1, PPSRT_STREAM_COMPUTE));
+  OK(gpu->event_sync(gpu, t1));
+  checks++;
+  int q = gpu->event_query(gpu, e2);
+  double el = gpu->event_elapsed(gpu, t0, t1);
+  if (q != 1 || !(el >= 0)) {
+    failures++;
+    fprintf(stderr, "FAIL: events: query %d (expected 1), elapsed %g (expected >= 0)\n", q, el);
+  } else {
+    printf("ok   %-44s elapsed %.3f ms\n", "events: query, elapsed", el * 1e3);
+  }
+  OK(cpu->scale_f32(cpu, 0, a.c, 2.0f, n));
+  OK(cpu->scale_f32(cpu, 0, a.c, 0.5f, n));
+  void *keep = a.g;
+  a.g = back;
+  compare("offload round trip D2H -> pinned -> H2D", &a, TOL_F32);
+  a.g = keep;
+  gpu->free(gpu, back);
+  gpu->host_free(gpu, host);
+  drop(&a);
+  /* a freed block comes back for the same size without new device memory */
+  void *p1, *p2;
+  OK(gpu->alloc(gpu, (7 << 20) + 12345, &p1));   /* a size no other block fits */
+  OK(gpu->stream_sync(gpu, PPSRT_STREAM_COMPUTE));
+  gpu->free(gpu, p1);
+  for (int s = 0; s < PPSRT_NSTREAMS; s++) OK(gpu->stream_sync(gpu, s));
+  OK(gpu->alloc(gpu, (7 << 20) + 12345, &p2));
+  checks++;
+  if (p2 != p1) {
+    failures++;
+    fprintf(stderr, "FAIL: allocator: a freed, idle block was not reused (%p then %p)\n", p1, p2);
+  } else {
+    printf("ok   %-44s\n", "allocator reuses an idle block");
+  }
+  gpu->free(gpu, p2);
+  OK(gpu->mem_stats(gpu, &cur1, &peak1, 0));
+  checks++;
+  if (cur1 != cur0) {
+    failures++;
+    fprintf(stderr, "FAIL: mem_stats: %zu bytes counted after freeing everything (expected %zu)\n", cur1, cur0);
+  }
+  gpu->event_destroy(gpu, e0);
+  gpu->event_destroy(gpu, e1);
+  gpu->event_destroy(gpu, e2);
+  gpu->event_destroy(gpu, t0);
+  gpu->event_destroy(gpu, t1);
+}
+
+#ifdef HAVE_NCCL
+/* ---- transport: P ranks as threads, each with its own backend ---- */
+#define TP_RANKS 3
+typedef struct tp_arg { ppsrt_transport *t; int rank, rc; char err[512]; } tp_arg;
+
+static void *tp_rank(void *v) {
+  tp_arg *a = v;
+  ppsrt_transport *t = a->t;
+  int r = a->rank, P = t->nranks, rc;
+  ppsrt_backend *b = NULL;
+  const size_t n = 4099;
+  float *h = malloc(n * 4), *buf = NULL, *in = NULL;
+#define TRY(call)                                                        \
+  do {                                                                   \
+    if ((rc = (call))) {                                                 \
+      snprintf(a->err, sizeof a->err, "%s: %s", #call, ppsrt_last_error()); \
+      goto out;                                                          \
+    }                                                                    \
+  } while (0)
+#define EXPECT(cond, ...)                                                \
+  do {                                                                   \
+    if (!(cond)) {                                                       \
+      snprintf(a->err, sizeof a->err, __VA_ARGS__);                      \
+      rc = 1;                                                            \
+      goto out;                                                          \
+    }                                                                    \
+  } while (0)
+  TRY(ppsrt_cuda_backend_create(r, &b));
+  TRY(b->alloc(b, n * 4, (void **)&buf));
+  TRY(b->alloc(b, n * 4, (void **)&in));
+  /* ring: send to r+1 and receive from r-1, twice (FIFO order), then the reverse */
+  for (int k = 0; k < 2; k++) {
+    for (size_t i = 0; i < n; i++) h[i] = (float)(r * 1000 + k) + (float)i * 1e-3f;
+    TRY(b->upload_f32(b, (ppsrt_tensor){buf, n, PPSRT_F32}, h));
+    TRY(t->send(t, r, b, PPSRT_STREAM_SEND, buf, n * 4, (r + 1) % P, k));
+    TRY(t->recv(t, r, b, PPSRT_STREAM_RECV, in, n * 4, (r + P - 1) % P, k));
+    TRY(b->stream_sync(b, PPSRT_STREAM_RECV));
+    TRY(b->stream_sync(b, PPSRT_STREAM_SEND));
+    TRY(b->download_f32(b, h, (ppsrt_tensor){in, n, PPSRT_F32}));
+    int from = (r + P - 1) % P;
+    EXPECT(h[7] == (float)(from * 1000 + k) + 7e-3f, "rank %d: message %d from %d: got %g", r, k, from, h[7]);
+  }
+  /* all-reduce sum and max, broadcast */
+  for (size_t i = 0; i < n; i++) h[i] = (float)(r + 1) * (float)(i % 7);
+  TRY(b->upload_f32(b, (ppsrt_tensor){buf, n, PPSRT_F32}, h));
+  TRY(t->allreduce_f32(t, r, b, PPSRT_STREAM_COMPUTE, buf, n, PPSRT_SUM));
+  TRY(b->download_f32(b, h, (ppsrt_tensor){buf, n, PPSRT_F32}));
+  EXPECT(h[5] == 5.0f * (float)(P * (P + 1) / 2), "rank %d: all-reduce sum gave %g", r, h[5]);
+  for (size_t i = 0; i < n; i++) h[i] = (float)r - (float)(i % 3);
+  TRY(b->upload_f32(b, (ppsrt_tensor){buf, n, PPSRT_F32}, h));
+  TRY(t->allreduce_f32(t, r, b, PPSRT_STREAM_COMPUTE, buf, n, PPSRT_MAX));
+  TRY(b->download_f32(b, h, (ppsrt_tensor){buf, n, PPSRT_F32}));
+  EXPECT(h[4] == (float)(P - 1) - 1.0f, "rank %d: all-reduce max gave %g", r, h[4]);
+  for (size_t i = 0; i < n; i++) h[i] = (float)(r * 10);
+  TRY(b->upload_f32(b, (ppsrt_tensor){buf, n, PPSRT_F32}, h));
+  TRY(t->broadcast(t, r, b, PPSRT_STREAM_COMPUTE, buf, n * 4, 1));
+  TRY(b->download_f32(b, h, (ppsrt_tensor){buf, n, PPSRT_F32}));
+  EXPECT(h[n - 1] == 10.0f, "rank %d: broadcast from 1 gave %g", r, h[n - 1]);
+  TRY(t->barrier(t, r));
+  rc = 0;
+out:
+  if (rc) t->abort(t, r, a->err);
+  if (b) {
+    b->free(b, buf);
+    b->free(b, in);
+    b->destroy(b);
+  }
+  free(h);
+  a->rc = rc;
+  return NULL;
+}
+
+static void t_transport(const char *mode) {
+  if (mode) setenv("PPSRT_NCCL_INPROC", mode, 1);
+  ppsrt_transport *t = NULL;
+  int my = -1;
+  OK(ppsrt_nccl_transport_create(TP_RANKS, 60.0, 0, &t, &my));
+  if (mode) unsetenv("PPSRT_NCCL_INPROC");
+  pthread_t th[TP_RANKS];
+  tp_arg args[TP_RANKS];
+  for (int r = 0; r < TP_RANKS; r++) {
+    args[r] = (tp_arg){t, r, 0, ""};
+    pthread_create(&th[r], NULL, tp_rank, &args[r]);
+  }
+  int bad = 0;
+  for (int r = 0; r < TP_RANKS; r++) {
+    pthread_join(th[r], NULL);
+    if (args[r].rc) {
+      bad = 1;
+      fprintf(stderr, "FAIL: transport (%s) rank %d: %s\n", mode ? mode : "default", r, args[r].err);
+    }
+  }
+  t->destroy(t);
+  checks++;
+  if (bad) failures++;
+  else printf("ok   transport %-34s %d ranks: ring send/recv, all-reduce sum/max, broadcast, barrier\n",
+              mode ? mode : "(default mode)", TP_RANKS);
+}
+#endif
+
+int main(int argc, char **argv) {
+  int ndev = 0;
+  cudaError_t e = cudaGetDeviceCount(&ndev);
+  if (e != cudaSuccess) ndev = 0;
+  if (argc > 1 && !strcmp(argv[1], "--count")) {
+    printf("%d\n", ndev);
+    return 0;
+  }
+  if (argc > 1 && !strcmp(argv[1], "--no-device")) {
+    if (ndev > 0) {
+      printf("SKIP: a GPU is visible; this checks the error without one\n");
+      return 77;
+    }
+    ppsrt_backend *b = (ppsrt_backend *)1;
+    int rc = ppsrt_cuda_backend_create(0, &b);
+    const char *msg = ppsrt_last_error();
+    if (rc != PPSRT_E_BACKEND || b != NULL || !strstr(msg, "no CUDA device visible") || !strstr(msg, "hint:")) {
+      fprintf(stderr, "FAIL: ppsrt_cuda_backend_create without a GPU: rc %d (expected %d), out %p, message: %s\n", rc,
+              PPSRT_E_BACKEND, (void *)b, msg);
+      return 1;
+    }
+    printf("ok   no GPU: rc %d, message: %s\n", rc, msg);
+    return 0;
+  }
+  if (ndev == 0) {
+    printf("SKIP: no CUDA device visible (%s)\n", e == cudaSuccess ? "0 devices" : cudaGetErrorString(e));
+    return 77;
+  }
+  OK(ppsrt_cpu_backend_create(0, &cpu));
+  OK(ppsrt_cuda_backend_create(0, &gpu));
+  struct cudaDeviceProp prop;
+  if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess)
+    printf("# GPU 0: %s, compute capability %d.%d\n", prop.name, prop.major, prop.minor);
+  t_gemm();
+  t_elementwise();
+  t_layernorm();
+  t_attention();
+  t_embedding();
+  t_softmax();
+  t_optimizer();
+  t_streams_memory();
+#ifdef HAVE_NCCL
+  t_transport("copy");
+  if (ndev >= TP_RANKS) t_transport(NULL);
+  else printf("skip transport NCCL mode: %d GPU(s), %d ranks need one each\n", ndev, TP_RANKS);
+#endif
+  gpu->destroy(gpu);
+  cpu->destroy(cpu);
+  printf("%d checks, %d failed\n", checks, failures);
+  return failures ? 1 : 0;
+}

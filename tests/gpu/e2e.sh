@@ -1,0 +1,47 @@
+#!/bin/sh
+# tests/gpu/e2e.sh: schedules built with `ppsc build` and run on the GPU with --check
+# (loss and every weight gradient against a single-device run; measured peak memory
+# against ppsc's prediction): the stdlib and example schedules at P = 2, 3, 4 ranks on
+# the NCCL transport (ranks as threads; on fewer GPUs than ranks, the device-copy
+# channel), the threads transport with the CUDA backend, a full-offload policy, and the
+# gpt model. Skipped (77) when no GPU is visible.
+. "$(dirname "$0")/../runtime/lib.sh"
+ngpu=$("$top_builddir/tests/gpu/cuda_kernels" --count 2>/dev/null) || ngpu=0
+if [ "${ngpu:-0}" -eq 0 ]; then echo "skip: no CUDA device visible"; exit 77; fi
+SIZES="--hidden 64 --seq 16 --micro-batch 2 --iterations 2 -q"
+transports=threads
+grep -q "HAVE_NCCL 1" "$top_builddir/config.h" && transports="nccl threads"
+n=0
+for f in $(ls "$top_srcdir"/stdlib/*.pps "$top_srcdir"/examples/*.pps 2>/dev/null); do
+  base=$(basename "$f" .pps)
+  for P in 2 3 4; do
+    m=$((2 * P))
+    name=${base}_P${P}
+    if ! "$PPSC" check "$f" -D P=$P -D m=$m -q > /dev/null 2>&1; then
+      echo "skip: $name (not valid at these parameters)"; continue
+    fi
+    if ! build "$name" "$f" -D P=$P -D m=$m; then fail "build $name"; continue; fi
+    for tr in $transports; do
+      expect_exit 0 "$name cuda/$tr --check" "$WORK/$name" --backend cuda --transport $tr --check $SIZES
+      n=$((n + 1))
+    done
+  done
+done
+[ $n -ge 4 ] && pass "$n schedule runs on the GPU" || fail "only $n schedule runs on the GPU"
+
+# full offload: every activation to pinned host memory after F, back before B
+sed 's/cost TF = 1, TB = 1, TW = 1, TC = 0;/cost TF = 1, TB = 1, TW = 1, TC = 0; offload ratio 1;/' \
+  "$top_srcdir/examples/1f1b.pps" > "$WORK/off.pps"
+if build off "$WORK/off.pps" -D P=3 -D m=6; then
+  expect_exit 0 "1f1b full offload cuda --check" "$WORK/off" --backend cuda --check $SIZES
+else fail "build offload"; fi
+
+# the gpt model (grouped query attention, vocabulary layers) where it is implemented
+if build g "$top_srcdir/examples/1f1b.pps" -D P=2 -D m=4 &&
+   "$WORK/g" --model gpt --iterations 1 -q > /dev/null 2>&1; then
+  expect_exit 0 "gpt 1f1b cuda --check" "$WORK/g" --backend cuda --model gpt --check --hidden 128 --heads 4 \
+    --query-groups 2 --seq 32 --vocab 512 -q
+else
+  echo "skip: gpt model not available yet"
+fi
+finish
