@@ -48,14 +48,17 @@ static const char *const lp_names[NLP] = {"ln1.g", "ln1.b", "qkv.w", "qkv.b", "p
                                           "ln2.g", "ln2.b", "fc.w", "fc.b", "fc2.w", "fc2.b"};
 /* what F saves per layer (activation store entries) */
 enum { FE_LN1, FE_ST, FE_QKV, FE_LSE, FE_ATT, FE_X1, FE_LN2, FE_HPRE, FE_HACT, FE_Y, NFE };
-/* what B saves per layer for W */
-enum { BE_DHPRE, BE_DLN2, BE_DX1, BE_DQKV, BE_DLN1, BE_DX, NBE };
 
-/* Store indices of one (mb, stage), recorded as F and B save them. */
+/* Store indices of one (mb, stage), recorded as F saves them. B saves nothing and frees
+ * nothing (b_free = 0): it writes the gradients W needs into buffers whose forward
+ * values are dead after B (hpre <- dhpre, qkv <- dqkv, ln2 <- dln2, ln1 <- dln1, lnf <-
+ * dlnf) and into the stage's gradient area `grad`, which F reserves: Nh-sized slots
+ * for the stage's output gradient, each layer's dx1 and the input gradient of every
+ * layer but the first (and the first's too on stage 0 without vocabulary parallelism,
+ * for the embeddings' W). W recomputes LN1/LN2/LN_f outputs (cheap) and releases all. */
 typedef struct sidx {
-  int in, fst, flnf, dlogits, dlnf, dytop, dx0;
+  int in, fst, flnf, fdl, grad;
   int *lf;   /* [L * NFE] */
-  int *lb;   /* [L * NBE] */
 } sidx;
 
 /* Vocabulary-parallel buffers of one microbatch, outside the store (like the IO box). */
@@ -112,6 +115,13 @@ static size_t gpt_xfer_bytes(ppsrt_model *m, int xfer, int mb, int stage) {
   return (size_t)g->N * g->h * g->es;
 }
 
+/* Slots of the gradient area of a stage (see sidx), in units of N*h elements. */
+static int need_dx0(const gpt *g, int stage) { return stage == 0 && !g->mode; }
+static int grad_slots(const gpt *g, int stage) { return 2 * g->L + need_dx0(g, stage); }
+static int slot_dytop(void) { return 0; }
+static int slot_dx1(const gpt *g, int l) { return 1 + l; }
+static int slot_dx(const gpt *g, int l) { return l > 0 ? 1 + g->L + (l - 1) : 2 * g->L; }   /* l = 0: dx0 */
+
 /* Bytes F saves per layer, and per stage (mirrors gpt_f exactly). */
 static size_t layer_bytes(const gpt *g, int with_y) {
   size_t Nh = (size_t)g->N * g->h * g->es;
@@ -127,12 +137,12 @@ static size_t layer_bytes(const gpt *g, int with_y) {
 static size_t gpt_act_bytes(ppsrt_model *m, int stage) {
   gpt *g = m->impl;
   size_t Nh = (size_t)g->N * g->h * g->es;
-  if (stage < 0) return g->mode ? Nh + (size_t)g->N * (g->hi - g->lo) * g->es : 0;
+  if (stage < 0) return g->mode ? Nh + (size_t)g->N * (g->hi - g->lo) * g->es : 0;   /* S: X, logits */
   int last = stage == g->S - 1;
   size_t b = Nh; /* stage input */
   for (int l = 0; l < g->L; l++) b += layer_bytes(g, l + 1 < g->L || last);
-  if (last) b += 2 * (size_t)g->N * 4 + (g->mode ? 0 : Nh);   /* LN_f stats (+ LN_f output) */
-  return b;
+  if (last) b += 2 * (size_t)g->N * sizeof(float) + Nh + (g->mode ? 0 : (size_t)g->N * g->V * g->es);
+  return b + (size_t)grad_slots(g, stage) * Nh;   /* LN_f stats, LN_f out, dlogits; gradient area */
 }
 
 /* ---- F32 <-> act_dtype around the vocabulary all-reduces ---- */
@@ -231,110 +241,95 @@ static int layer_input(ppsrt_ctx *c, gpt *g, int mb, int stage, int loc, int l, 
   return get(c, mb, stage, l == 0 ? e->in : e->lf[(size_t)(l - 1) * NFE + FE_Y], x);
 }
 
+static char *slot(gpt *g, void *area, int k) { return (char *)area + (size_t)k * g->N * g->h * g->es; }
+
 /* B of layer l: from dy (the gradient of the layer's output) to dx (the gradient of its
- * input), which is a store entry (BE_DX, W needs it as the layer below's dy) when
- * keep_dx, else a plain buffer. Saves dhpre, dln2, dx1, dqkv, dln1 for W; frees qkv, lse
- * and hpre (B only). */
-static int layer_b(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int l, void *dy, int keep_dx,
-                   void **dxout) {
+ * input). Leaves for W: dhpre in hpre's buffer, dln2 in ln2's, dx1 in its slot, dqkv in
+ * qkv's, dln1 in ln1's. Allocates only a transient scratch (not counted). */
+static int layer_b(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int l, const void *dy, void *dx) {
   gpt *g = m->impl;
   ppsrt_backend *be = m->be;
   int N = g->N, h = g->h, q = g->q, D = g->D;
   size_t es = g->es, Nh = (size_t)N * h;
-  int *fi = IX(g, mb, loc)->lf + (size_t)l * NFE, *bi = IX(g, mb, loc)->lb + (size_t)l * NBE;
-  void *x, *qkv, *att, *x1, *hpre, *tmp, *dhpre, *dln2, *dx1, *dqkv, *dln1, *dx;
+  sidx *e = IX(g, mb, loc);
+  int *fi = e->lf + (size_t)l * NFE;
+  void *x, *ln1, *qkv, *att, *x1, *ln2, *hpre, *area, *tmp;
   float *st, *lse;
   TRY(layer_input(c, g, mb, stage, loc, l, &x));
+  TRY(get(c, mb, stage, fi[FE_LN1], &ln1));
   TRY(get(c, mb, stage, fi[FE_ST], (void **)&st));
   TRY(get(c, mb, stage, fi[FE_QKV], &qkv));
   TRY(get(c, mb, stage, fi[FE_LSE], (void **)&lse));
   TRY(get(c, mb, stage, fi[FE_ATT], &att));
   TRY(get(c, mb, stage, fi[FE_X1], &x1));
+  TRY(get(c, mb, stage, fi[FE_LN2], &ln2));
   TRY(get(c, mb, stage, fi[FE_HPRE], &hpre));
+  TRY(get(c, mb, stage, e->grad, &area));
+  void *dx1 = slot(g, area, slot_dx1(g, l));
   ppsrt_param *p[NLP];
   for (int k = 0; k < NLP; k++) p[k] = LP(m, loc, l, k);
-  TRY(be->alloc(be, 4 * Nh * es, &tmp));
-  int rc = 0;
-#define KB(e)                                  \
-  do {                                         \
-    if (!g->nc && (rc = (e))) goto out;        \
-  } while (0)
-#define SB(bytes, ptr, slot)                                              \
-  do {                                                                    \
-    if ((rc = save(c, mb, stage, (bytes), (void **)&(ptr), &(slot)))) goto out; \
-  } while (0)
-  /* MLP: dhact = dy Wfc2^T; dhpre = dhact * gelu'(hpre); dln2 = dhpre Wfc^T;
-   * dx1 = dy + LN2_bwd(dln2) */
-  KB(be->gemm(be, CS, 0, 1, N, 4 * h, h, 1.0f, dy, AT, h, p[FC2W]->param.data, AT, h, 0.0f, tmp, AT, 4 * h));
-  SB(4 * Nh * es, dhpre, bi[BE_DHPRE]);
-  KB(be->gelu_bwd(be, CS, dhpre, tmp, hpre, 4 * Nh));
-  if ((rc = ppsrt_act_free(c, mb, stage, fi[FE_HPRE]))) goto out;
-  SB(Nh * es, dln2, bi[BE_DLN2]);
-  KB(be->gemm(be, CS, 0, 1, N, h, 4 * h, 1.0f, dhpre, AT, 4 * h, p[FCW]->param.data, AT, 4 * h, 0.0f, dln2, AT, h));
-  SB(Nh * es, dx1, bi[BE_DX1]);
-  KB(be->memcpy_async(be, CS, dx1, dy, Nh * es, 0));
-  KB(be->layernorm_bwd_input(be, CS, dx1, dln2, x1, st + 2 * N, st + 3 * N, p[LN2G]->param.data, N, h, 1));
-  /* attention: datt = dx1 Wproj^T; dqkv = attention_bwd; dln1 = dqkv Wqkv^T; dx = dx1 + LN1_bwd(dln1) */
-  KB(be->gemm(be, CS, 0, 1, N, h, h, 1.0f, dx1, AT, h, p[PROJW]->param.data, AT, h, 0.0f, tmp, AT, h));
-  SB((size_t)N * q * es, dqkv, bi[BE_DQKV]);
-  {
-    char *qb = qkv, *db = dqkv;
-    size_t ko = (size_t)g->Hq * D * es, vo = (size_t)(g->Hq + g->Hkv) * D * es;
-    KB(be->attention_bwd(be, CS, db, db + ko, db + vo, q, tmp, att, lse, qb, q, qb + ko, q, qb + vo, q, g->Bm, g->T,
-                         g->Hq, g->Hkv, D));
+  if (g->nc) return 0;
+  TRY(be->alloc(be, (4 * Nh + (size_t)N * q) * es, &tmp));
+  char *t2 = (char *)tmp + 4 * Nh * es, *qb = qkv;
+  size_t ko = (size_t)g->Hq * D * es, vo = (size_t)(g->Hq + g->Hkv) * D * es;
+  int rc;
+  /* MLP: dhact = dy Wfc2^T; dhpre = dhact * gelu'(hpre) -> hpre's buffer;
+   *      dln2 = dhpre Wfc^T -> ln2's buffer; dx1 = dy + LN2_bwd(dln2) */
+  if ((rc = be->gemm(be, CS, 0, 1, N, 4 * h, h, 1.0f, dy, AT, h, p[FC2W]->param.data, AT, h, 0.0f, tmp, AT, 4 * h)) ||
+      (rc = be->gelu_bwd(be, CS, tmp, tmp, hpre, 4 * Nh)) ||
+      (rc = be->memcpy_async(be, CS, hpre, tmp, 4 * Nh * es, 0)) ||
+      (rc = be->gemm(be, CS, 0, 1, N, h, 4 * h, 1.0f, hpre, AT, 4 * h, p[FCW]->param.data, AT, 4 * h, 0.0f, ln2, AT, h)) ||
+      (rc = be->memcpy_async(be, CS, dx1, dy, Nh * es, 0)) ||
+      (rc = be->layernorm_bwd_input(be, CS, dx1, ln2, x1, st + 2 * N, st + 3 * N, p[LN2G]->param.data, N, h, 1)) ||
+      /* attention: datt = dx1 Wproj^T; dqkv = attention_bwd -> qkv's buffer;
+       *            dln1 = dqkv Wqkv^T -> ln1's buffer; dx = dx1 + LN1_bwd(dln1) */
+      (rc = be->gemm(be, CS, 0, 1, N, h, h, 1.0f, dx1, AT, h, p[PROJW]->param.data, AT, h, 0.0f, tmp, AT, h)) ||
+      (rc = be->attention_bwd(be, CS, t2, t2 + ko, t2 + vo, q, tmp, att, lse, qb, q, qb + ko, q, qb + vo, q, g->Bm,
+                              g->T, g->Hq, g->Hkv, D)) ||
+      (rc = be->memcpy_async(be, CS, qkv, t2, (size_t)N * q * es, 0)) ||
+      (rc = be->gemm(be, CS, 0, 1, N, h, q, 1.0f, qkv, AT, q, p[QKVW]->param.data, AT, q, 0.0f, ln1, AT, h)) ||
+      (rc = be->memcpy_async(be, CS, dx, dx1, Nh * es, 0)) ||
+      (rc = be->layernorm_bwd_input(be, CS, dx, ln1, x, st, st + N, p[LN1G]->param.data, N, h, 1))) {
+    be->free(be, tmp);
+    return rc;
   }
-  if ((rc = ppsrt_act_free(c, mb, stage, fi[FE_QKV])) || (rc = ppsrt_act_free(c, mb, stage, fi[FE_LSE]))) goto out;
-  SB(Nh * es, dln1, bi[BE_DLN1]);
-  KB(be->gemm(be, CS, 0, 1, N, h, q, 1.0f, dqkv, AT, q, p[QKVW]->param.data, AT, q, 0.0f, dln1, AT, h));
-  if (keep_dx) {
-    SB(Nh * es, dx, bi[BE_DX]);
-  } else {
-    bi[BE_DX] = -1;
-    if ((rc = be->alloc(be, Nh * es, &dx))) goto out;
-  }
-  *dxout = dx;
-  KB(be->memcpy_async(be, CS, dx, dx1, Nh * es, 0));
-  KB(be->layernorm_bwd_input(be, CS, dx, dln1, x, st, st + N, p[LN1G]->param.data, N, h, 1));
-#undef KB
-#undef SB
-out:
   be->free(be, tmp);
-  return rc;
+  return 0;
 }
 
-/* W of layer l: every weight gradient of the layer from F's and B's entries. */
-static int layer_w(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int l) {
+/* W of layer l: every weight gradient of the layer (dW = X^T dY into the F32 gradients,
+ * db = colsum dY, LN gamma/beta); LN1 and LN2 outputs are recomputed from x, x1. */
+static int layer_w(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int l, void *scratch, float *sst) {
   gpt *g = m->impl;
   ppsrt_backend *be = m->be;
   int N = g->N, h = g->h, q = g->q;
   sidx *e = IX(g, mb, loc);
-  int *fi = e->lf + (size_t)l * NFE, *bi = e->lb + (size_t)l * NBE;
-  void *x, *ln1, *att, *x1, *ln2, *hact, *dy, *dhpre, *dln2, *dx1, *dqkv, *dln1;
+  int *fi = e->lf + (size_t)l * NFE;
+  void *x, *dln1, *dqkv, *att, *x1, *dln2, *dhpre, *hact, *area;
   float *st;
   TRY(layer_input(c, g, mb, stage, loc, l, &x));
-  TRY(get(c, mb, stage, fi[FE_LN1], &ln1));
+  TRY(get(c, mb, stage, fi[FE_LN1], &dln1));
   TRY(get(c, mb, stage, fi[FE_ST], (void **)&st));
+  TRY(get(c, mb, stage, fi[FE_QKV], &dqkv));
   TRY(get(c, mb, stage, fi[FE_ATT], &att));
   TRY(get(c, mb, stage, fi[FE_X1], &x1));
-  TRY(get(c, mb, stage, fi[FE_LN2], &ln2));
+  TRY(get(c, mb, stage, fi[FE_LN2], &dln2));
+  TRY(get(c, mb, stage, fi[FE_HPRE], &dhpre));
   TRY(get(c, mb, stage, fi[FE_HACT], &hact));
-  TRY(get(c, mb, stage, l + 1 < g->L ? e->lb[(size_t)(l + 1) * NBE + BE_DX] : e->dytop, &dy));
-  TRY(get(c, mb, stage, bi[BE_DHPRE], &dhpre));
-  TRY(get(c, mb, stage, bi[BE_DLN2], &dln2));
-  TRY(get(c, mb, stage, bi[BE_DX1], &dx1));
-  TRY(get(c, mb, stage, bi[BE_DQKV], &dqkv));
-  TRY(get(c, mb, stage, bi[BE_DLN1], &dln1));
+  TRY(get(c, mb, stage, e->grad, &area));
+  void *dy = slot(g, area, l + 1 < g->L ? slot_dx(g, l + 1) : slot_dytop()), *dx1 = slot(g, area, slot_dx1(g, l));
   ppsrt_param *p[NLP];
   for (int k = 0; k < NLP; k++) p[k] = LP(m, loc, l, k);
-  /* dW = X^T dY (accumulated into the F32 gradients), db = colsum(dY) */
   K(be->gemm(be, CS, 1, 0, 4 * h, h, N, 1.0f, hact, AT, 4 * h, dy, AT, h, 1.0f, p[FC2W]->grad, PPSRT_F32, h));
   K(be->bias_grad(be, CS, p[FC2B]->grad, dy, N, h));
-  K(be->gemm(be, CS, 1, 0, h, 4 * h, N, 1.0f, ln2, AT, h, dhpre, AT, 4 * h, 1.0f, p[FCW]->grad, PPSRT_F32, 4 * h));
+  K(be->layernorm_fwd(be, CS, scratch, sst, sst + N, x1, p[LN2G]->param.data, p[LN2B]->param.data, N, h));
+  K(be->gemm(be, CS, 1, 0, h, 4 * h, N, 1.0f, scratch, AT, h, dhpre, AT, 4 * h, 1.0f, p[FCW]->grad, PPSRT_F32, 4 * h));
   K(be->bias_grad(be, CS, p[FCB]->grad, dhpre, N, 4 * h));
   K(be->layernorm_bwd_weight(be, CS, p[LN2G]->grad, p[LN2B]->grad, dln2, x1, st + 2 * N, st + 3 * N, N, h));
   K(be->gemm(be, CS, 1, 0, h, h, N, 1.0f, att, AT, h, dx1, AT, h, 1.0f, p[PROJW]->grad, PPSRT_F32, h));
   K(be->bias_grad(be, CS, p[PROJB]->grad, dx1, N, h));
-  K(be->gemm(be, CS, 1, 0, h, q, N, 1.0f, ln1, AT, h, dqkv, AT, q, 1.0f, p[QKVW]->grad, PPSRT_F32, q));
+  K(be->layernorm_fwd(be, CS, scratch, sst, sst + N, x, p[LN1G]->param.data, p[LN1B]->param.data, N, h));
+  K(be->gemm(be, CS, 1, 0, h, q, N, 1.0f, scratch, AT, h, dqkv, AT, q, 1.0f, p[QKVW]->grad, PPSRT_F32, q));
   K(be->bias_grad(be, CS, p[QKVB]->grad, dqkv, N, q));
   K(be->layernorm_bwd_weight(be, CS, p[LN1G]->grad, p[LN1B]->grad, dln1, x, st, st + N, N, h));
   return 0;
@@ -350,6 +345,8 @@ static int check_stage(ppsrt_model *m, const char *pass, int mb, int stage) {
   return 0;
 }
 
+/* F: stage input (embedding on stage 0), L layers, and on the last stage LN_f and
+ * (without vocabulary parallelism) the output layer, loss and loss gradient. */
 static int gpt_f(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage) {
   gpt *g = m->impl;
   ppsrt_backend *be = m->be;
@@ -358,6 +355,7 @@ static int gpt_f(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage) {
   size_t Nh = (size_t)N * h, es = g->es;
   sidx *e = IX(g, mb, loc);
   void *x;
+  e->fst = e->flnf = e->fdl = e->grad = -1;
   /* the stage input, kept for LN1's backward */
   if (stage == 0 && g->mode) {
     vstate *v = &g->vs[mb];
@@ -391,46 +389,46 @@ static int gpt_f(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage) {
     x = y;
   }
   if (!last) {
-    if ((rc = ppsrt_io_put(c, PPSRT_XFER_ACT, mb, stage, x, Nh * es))) be->free(be, x);
-    return rc;
-  }
-  /* last stage: LN_f, then the output layer here (no vocabulary parallelism) or in S */
-  float *fst;
-  void *lnf;
-  TRY(save(c, mb, stage, 2 * (size_t)N * 4, (void **)&fst, &e->fst));
-  if (g->mode) {
-    TRY(be->alloc(be, Nh * es, &lnf));
-    if (!g->nc && (rc = be->layernorm_fwd(be, CS, lnf, fst, fst + N, x, g->lnfg->param.data, g->lnfb->param.data, N, h))) {
-      be->free(be, lnf);
-      return rc;
-    }
-    if ((rc = ppsrt_io_put(c, PPSRT_XFER_ACT, mb, stage, lnf, Nh * es))) be->free(be, lnf);
-    return rc;
-  }
-  TRY(save(c, mb, stage, Nh * es, &lnf, &e->flnf));
-  K(be->layernorm_fwd(be, CS, lnf, fst, fst + N, x, g->lnfg->param.data, g->lnfb->param.data, N, h));
-  void *logits;
-  float *sm;
-  size_t NV = (size_t)N * g->V;
-  TRY(be->alloc(be, NV * es, &logits));
-  if ((rc = be->alloc(be, 3 * (size_t)N * 4, (void **)&sm))) { be->free(be, logits); return rc; }
-  const int32_t *tg = g->tgt + (size_t)mb * N;
-  if (!g->nc) {
-    if ((rc = be->gemm(be, CS, 0, 1, N, g->V, h, 1.0f, lnf, AT, h, g->out->param.data, AT, h, 0.0f, logits, AT, g->V)) ||
-        (rc = be->softmax_stats(be, CS, sm, sm + N, sm + 2 * N, logits, tg, N, g->V, 0)) ||
-        (rc = add_loss(m, sm, sm + N, sm + 2 * N)) ||
-        (rc = be->softmax_xent_bwd(be, CS, logits, logits, sm, sm + N, tg, N, g->V, 0,
-                                   (float)(1.0 / ((double)N * m->cfg.nmb))))) {
+    if ((rc = ppsrt_io_put(c, PPSRT_XFER_ACT, mb, stage, x, Nh * es))) { be->free(be, x); return rc; }
+  } else {
+    /* LN_f; then the output layer here, or (vocabulary parallelism) its input to S */
+    float *fst;
+    void *lnf;
+    TRY(save(c, mb, stage, 2 * (size_t)N * sizeof(float), (void **)&fst, &e->fst));
+    TRY(save(c, mb, stage, Nh * es, &lnf, &e->flnf));
+    if (g->mode) {
+      void *o;
+      TRY(be->alloc(be, Nh * es, &o));
+      if (!g->nc && (rc = be->layernorm_fwd(be, CS, o, fst, fst + N, x, g->lnfg->param.data, g->lnfb->param.data, N, h))) {
+        be->free(be, o);
+        return rc;
+      }
+      if ((rc = ppsrt_io_put(c, PPSRT_XFER_ACT, mb, stage, o, Nh * es))) { be->free(be, o); return rc; }
+    } else {
+      void *dl;
+      float *sm;
+      const int32_t *tg = g->tgt + (size_t)mb * N;
+      TRY(save(c, mb, stage, (size_t)N * g->V * es, &dl, &e->fdl));
+      K(be->layernorm_fwd(be, CS, lnf, fst, fst + N, x, g->lnfg->param.data, g->lnfb->param.data, N, h));
+      TRY(be->alloc(be, 3 * (size_t)N * sizeof(float), (void **)&sm));
+      /* logits = LN_f(y) out^T; statistics and loss; dlogits in place, scaled 1/(N nmb) */
+      if (!g->nc &&
+          ((rc = be->gemm(be, CS, 0, 1, N, g->V, h, 1.0f, lnf, AT, h, g->out->param.data, AT, h, 0.0f, dl, AT, g->V)) ||
+           (rc = be->softmax_stats(be, CS, sm, sm + N, sm + 2 * N, dl, tg, N, g->V, 0)) ||
+           (rc = add_loss(m, sm, sm + N, sm + 2 * N)) ||
+           (rc = be->softmax_xent_bwd(be, CS, dl, dl, sm, sm + N, tg, N, g->V, 0, (float)(1.0 / ((double)N * m->cfg.nmb)))))) {
+        be->free(be, sm);
+        return rc;
+      }
       be->free(be, sm);
-      be->free(be, logits);
-      return rc;
     }
   }
-  be->free(be, sm);
-  if ((rc = ppsrt_io_put(c, PPSRT_XFER_GRAD, mb, g->S, logits, NV * es))) be->free(be, logits);
-  return rc;
+  /* the gradient area B fills for W */
+  void *area;
+  return save(c, mb, stage, (size_t)grad_slots(g, stage) * Nh * es, &area, &e->grad);
 }
 
+/* B: input gradient only; see sidx for where it leaves what W needs. */
 static int gpt_b(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage) {
   gpt *g = m->impl;
   ppsrt_backend *be = m->be;
@@ -438,86 +436,96 @@ static int gpt_b(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage) {
   int loc = g->local[stage], N = g->N, h = g->h, last = stage == g->S - 1, rc;
   size_t Nh = (size_t)N * h, es = g->es;
   sidx *e = IX(g, mb, loc);
-  void *dy;
-  e->dlogits = e->dlnf = e->dx0 = -1;
+  void *area, *dytop;
+  TRY(get(c, mb, stage, e->grad, &area));
+  dytop = slot(g, area, slot_dytop());
   if (last) {
     void *dlnf, *y;
     float *fst;
-    if (g->mode) {
+    TRY(get(c, mb, stage, e->flnf, &dlnf));
+    TRY(get(c, mb, stage, e->lf[(size_t)(g->L - 1) * NFE + FE_Y], &y));
+    TRY(get(c, mb, stage, e->fst, (void **)&fst));
+    if (g->mode) {   /* dlnf = the all-reduced input gradient of the output layer */
       vstate *v = &g->vs[mb];
       if (!v->dx)
         return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: B(%d, %d) before the output layer's input gradient\n"
                           "hint: S(%d), T(%d) and their collectives must come first", mb, stage, mb, mb);
-      rc = f32_to_act(be, v->dx, Nh, &dlnf);
+      rc = g->nc ? 0 : be->convert(be, CS, dlnf, AT, v->dx, PPSRT_F32, Nh);
+      be->free(be, v->dx);
       v->dx = NULL;
       TRY(rc);
-      if ((rc = ppsrt_act_adopt(c, mb, stage, dlnf, Nh * es, &e->dlnf))) { be->free(be, dlnf); return rc; }
-    } else {
+    } else {         /* dlnf = dlogits out */
       void *dl;
-      size_t got = 0, NV = (size_t)N * g->V * es;
-      TRY(ppsrt_io_take(c, PPSRT_XFER_GRAD, mb, g->S, &dl, &got));
-      if (got != NV) { be->free(be, dl); return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: loss gradient of mb %d has %zu bytes", mb, got); }
-      if ((rc = ppsrt_act_adopt(c, mb, stage, dl, NV, &e->dlogits))) { be->free(be, dl); return rc; }
-      TRY(save(c, mb, stage, Nh * es, &dlnf, &e->dlnf));
+      TRY(get(c, mb, stage, e->fdl, &dl));
       K(be->gemm(be, CS, 0, 0, N, h, g->V, 1.0f, dl, AT, g->V, g->out->param.data, AT, h, 0.0f, dlnf, AT, h));
     }
-    TRY(get(c, mb, stage, IX(g, mb, loc)->lf[(size_t)(g->L - 1) * NFE + FE_Y], &y));
-    TRY(get(c, mb, stage, e->fst, (void **)&fst));
-    TRY(save(c, mb, stage, Nh * es, &dy, &e->dytop));
-    K(be->layernorm_bwd_input(be, CS, dy, dlnf, y, fst, fst + N, g->lnfg->param.data, N, h, 0));
+    K(be->layernorm_bwd_input(be, CS, dytop, dlnf, y, fst, fst + N, g->lnfg->param.data, N, h, 0));
   } else {
+    void *dy;
     size_t got = 0;
     TRY(ppsrt_io_take(c, PPSRT_XFER_GRAD, mb, stage + 1, &dy, &got));
-    if (got != Nh * es) {
-      be->free(be, dy);
-      return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: output gradient of B(%d, %d) has %zu bytes, expected %zu", mb, stage, got,
-                        Nh * es);
-    }
-    if ((rc = ppsrt_act_adopt(c, mb, stage, dy, Nh * es, &e->dytop))) { be->free(be, dy); return rc; }
+    rc = got != Nh * es ? PPSRT_FAIL(PPSRT_E_USAGE, "gpt: output gradient of B(%d, %d) has %zu bytes, expected %zu", mb,
+                                     stage, got, Nh * es)
+                        : g->nc ? 0 : be->memcpy_async(be, CS, dytop, dy, Nh * es, 0);
+    be->free(be, dy);
+    TRY(rc);
   }
+  const void *dy = dytop;
+  void *dx = NULL;
   for (int l = g->L - 1; l >= 0; l--) {
-    void *dx = NULL;
-    int keep = l > 0 || (stage == 0 && !g->mode);
-    TRY(layer_b(m, c, mb, stage, loc, l, dy, keep, &dx));
+    if (l > 0 || need_dx0(g, stage)) dx = slot(g, area, slot_dx(g, l));
+    else TRY(be->alloc(be, Nh * es, &dx));
+    if ((rc = layer_b(m, c, mb, stage, loc, l, dy, dx))) {
+      if (l == 0 && !need_dx0(g, stage)) be->free(be, dx);
+      return rc;
+    }
     dy = dx;
   }
-  if (stage == 0 && !g->mode) {
-    e->dx0 = e->lb[BE_DX];   /* layer 0's dx: the embeddings' gradient, for W */
-    return 0;
-  }
+  if (need_dx0(g, stage)) return 0;   /* layer 0's dx stays for the embeddings' W */
   /* the stage input's gradient: to the previous stage, or (vocabulary parallelism, stage
    * 0) to coll input_bwd and IB */
-  if ((rc = ppsrt_io_put(c, PPSRT_XFER_GRAD, mb, stage, dy, Nh * es))) be->free(be, dy);
+  if ((rc = ppsrt_io_put(c, PPSRT_XFER_GRAD, mb, stage, dx, Nh * es))) be->free(be, dx);
   return rc;
 }
 
+/* W: every weight gradient of the stage, then the stage's entries are released. */
 static int gpt_w(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage) {
   gpt *g = m->impl;
   ppsrt_backend *be = m->be;
   TRY(check_stage(m, "W", mb, stage));
-  int loc = g->local[stage], N = g->N, h = g->h;
+  int loc = g->local[stage], N = g->N, h = g->h, rc = 0;
+  size_t Nh = (size_t)N * h;
   sidx *e = IX(g, mb, loc);
-  for (int l = g->L - 1; l >= 0; l--) TRY(layer_w(m, c, mb, stage, loc, l));
-  if (stage == g->S - 1) {
-    void *y, *dlnf;
+  void *scratch;
+  float *sst;
+  TRY(be->alloc(be, Nh * g->es, &scratch));
+  if ((rc = be->alloc(be, 2 * (size_t)N * sizeof(float), (void **)&sst))) { be->free(be, scratch); return rc; }
+  for (int l = g->L - 1; l >= 0 && !rc; l--) rc = layer_w(m, c, mb, stage, loc, l, scratch, sst);
+  if (!rc && stage == g->S - 1) {
+    void *y, *dlnf, *area;
     float *fst;
-    TRY(get(c, mb, stage, e->lf[(size_t)(g->L - 1) * NFE + FE_Y], &y));
-    TRY(get(c, mb, stage, e->fst, (void **)&fst));
-    TRY(get(c, mb, stage, e->dlnf, &dlnf));
-    K(be->layernorm_bwd_weight(be, CS, g->lnfg->grad, g->lnfb->grad, dlnf, y, fst, fst + N, N, h));
-    if (!g->mode) {   /* d out += dlogits^T LN_f(y) */
-      void *dl, *lnf;
-      TRY(get(c, mb, stage, e->dlogits, &dl));
-      TRY(get(c, mb, stage, e->flnf, &lnf));
-      K(be->gemm(be, CS, 1, 0, g->V, h, N, 1.0f, dl, AT, g->V, lnf, AT, h, 1.0f, g->out->grad, PPSRT_F32, h));
+    if (!(rc = get(c, mb, stage, e->lf[(size_t)(g->L - 1) * NFE + FE_Y], &y)) && !(rc = get(c, mb, stage, e->fst, (void **)&fst)) &&
+        !(rc = get(c, mb, stage, e->flnf, &dlnf)) && !(rc = get(c, mb, stage, e->grad, &area)) && !g->nc) {
+      rc = be->layernorm_bwd_weight(be, CS, g->lnfg->grad, g->lnfb->grad, dlnf, y, fst, fst + N, N, h);
+      if (!rc && !g->mode) {   /* d out += dlogits^T LN_f(y), LN_f(y) recomputed */
+        void *dl;
+        if (!(rc = get(c, mb, stage, e->fdl, &dl)) &&
+            !(rc = be->layernorm_fwd(be, CS, scratch, sst, sst + N, y, g->lnfg->param.data, g->lnfb->param.data, N, h)))
+          rc = be->gemm(be, CS, 1, 0, g->V, h, N, 1.0f, dl, AT, g->V, scratch, AT, h, 1.0f, g->out->grad, PPSRT_F32, h);
+      }
     }
   }
-  if (stage == 0 && !g->mode) {
-    void *dx0;
-    TRY(get(c, mb, stage, e->dx0, &dx0));
-    K(be->embedding_bwd(be, CS, g->tok->grad, dx0, g->ids + (size_t)mb * N, N, h, 0, g->V));
-    K(be->embedding_bwd(be, CS, g->pos->grad, dx0, g->posid, N, h, 0, g->T));
+  if (!rc && need_dx0(g, stage)) {
+    void *area;
+    if (!(rc = get(c, mb, stage, e->grad, &area)) && !g->nc) {
+      void *dx0 = slot(g, area, slot_dx(g, 0));
+      rc = be->embedding_bwd(be, CS, g->tok->grad, dx0, g->ids + (size_t)mb * N, N, h, 0, g->V);
+      if (!rc) rc = be->embedding_bwd(be, CS, g->pos->grad, dx0, g->posid, N, h, 0, g->T);
+    }
   }
+  be->free(be, scratch);
+  be->free(be, sst);
+  if (rc) return rc;
   return ppsrt_act_release(c, mb, stage);
 }
 
@@ -911,7 +919,7 @@ int ppsrt_gpt_create(const ppsrt_model_config *cfg, ppsrt_backend *be, int devic
   int rc = 0;
   g->local = malloc((size_t)g->S * sizeof *g->local);
   g->ix = calloc((size_t)cfg->nmb * (nstages ? nstages : 1), sizeof *g->ix);
-  g->ixpool = malloc((size_t)cfg->nmb * (nstages ? nstages : 1) * g->L * (NFE + NBE) * sizeof *g->ixpool);
+  g->ixpool = malloc((size_t)cfg->nmb * (nstages ? nstages : 1) * g->L * NFE * sizeof *g->ixpool);
   g->vs = calloc((size_t)cfg->nmb, sizeof *g->vs);
   g->hst = malloc(3 * (size_t)g->N * sizeof *g->hst);
   /* parameters: layers, LN_f, embeddings, output layer */
@@ -927,8 +935,7 @@ int ppsrt_gpt_create(const ppsrt_model_config *cfg, ppsrt_backend *be, int devic
     g->local[stages[k]] = k;
   }
   for (size_t i = 0; i < (size_t)cfg->nmb * nstages; i++) {
-    g->ix[i].lf = g->ixpool + i * g->L * (NFE + NBE);
-    g->ix[i].lb = g->ix[i].lf + (size_t)g->L * NFE;
+    g->ix[i].lf = g->ixpool + i * g->L * NFE;
   }
   g->first = g->local[0] >= 0;
   g->last = g->local[g->S - 1] >= 0;
