@@ -71,10 +71,20 @@ int analysis_run(Arena *a, Diag *dg, IrSchedule *s, Analysis *out, int want_time
           const IrOp *op = ana_op(s, &out->vr.ix, sd->peak_time_op);
           char b[96];
           ir_format_op(s, op, b, sizeof b);
-          diag_error(dg, op->span, "device %d holds %g activations at time %g (%s; copies still in flight), over the limit of %g",
-                     d, sd->peak_time, op->kind == IR_RELOAD ? out->sim.start[sd->peak_time_op] : out->sim.start[sd->peak_time_op],
-                     b, s->mem_limit);
+          diag_error(dg, op->span, "device %d holds %g activations at time %g, when %s %s, over the limit of %g (offload copies still in flight)",
+                     d, sd->peak_time, out->sim.start[sd->peak_time_op], b,
+                     op->kind == IR_RELOAD ? "starts copying back" : "starts", s->mem_limit);
         }
+      }
+      /* copies the compute had to wait for: one warning, at the worst device */
+      int worst = -1;
+      for (int d = 0; d < s->ndev; d++)
+        if (out->sim.dev[d].copy_stall > 1e-9 && (worst < 0 || out->sim.dev[d].copy_stall > out->sim.dev[worst].copy_stall)) worst = d;
+      if (worst >= 0) {
+        const SimDev *sd = &out->sim.dev[worst];
+        diag_warning(dg, s->offload.span.file ? s->offload.span : s->span,
+                     "offload is not free: device %d's backward passes wait %g for reloads (copy engines busy %g to host, %g back, of %g)",
+                     worst, sd->copy_stall, sd->copy_busy[0], sd->copy_busy[1], out->sim.makespan);
       }
     }
   }

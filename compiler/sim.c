@@ -10,7 +10,9 @@
  *    pair, FIFO) completes at max(now, end of the k-th send + TC);
  *  - coll is a barrier over all devices: it starts when the last device reaches its
  *    k-th collective and lasts t_coll on every device;
- *  - S(i) needs F(i, S-1) (+TC when on another device: the broadcast of its output);
+ *  - S(i) broadcasts the last stage's output from that stage's device (the root, where
+ *    it follows F(i, S-1) in program order): another device's S(i) starts no earlier
+ *    than the root's + TC;
  *  - offload/reload are issued at no cost and run on the device's copy engine of
  *    their direction, one copy at a time in issue order, taking offload_time times the
  *    offloaded fraction; a reload also waits for its offload's copy; B/BW wait for
@@ -67,6 +69,16 @@ void sim_links(Arena *a, const IrSchedule *s, const AnaIndex *ix, SimLinks *L) {
   int32_t *src = arena_alloc(a, chcap), *dst = arena_alloc(a, chcap);
   int nc = 0;
   int S = s->nstage;
+  /* S(i) broadcasts the last stage's output from its device (the root): every other
+   * device's S(i) waits for the root's */
+  int root = S > 0 ? s->stages[S - 1].device : -1;
+  int32_t *rootS = arena_alloc(a, sizeof(int32_t) * (size_t)(s->nmb + 1));
+  memset(rootS, 0xff, sizeof(int32_t) * (size_t)(s->nmb + 1));
+  if (root >= 0 && root < P)
+    for (int k = 0; k < s->devs[root].nops; k++) {
+      const IrOp *op = &s->devs[root].ops[k];
+      if (op->kind == IR_S && op->mb >= 0 && op->mb < s->nmb && rootS[op->mb] < 0) rootS[op->mb] = ix->off[root] + k;
+    }
   for (int d = 0; d < P; d++) {
     const IrDevice *dev = &s->devs[d];
     for (int k = 0; k < dev->nops; k++) {
@@ -95,7 +107,7 @@ void sim_links(Arena *a, const IrSchedule *s, const AnaIndex *ix, SimLinks *L) {
       }
       case IR_COLL: L->link[g] = L->ncoll[d]++; break;
       case IR_S:
-        if (op->mb >= 0 && op->mb < s->nmb && S > 0) L->link[g] = ix->posF[ANA_SLOT(ix, op->mb, S - 1)];
+        if (op->mb >= 0 && op->mb < s->nmb && d != root) L->link[g] = rootS[op->mb];
         break;
       case IR_B: case IR_BW:
         if (ana_valid_pass(s, op)) {
@@ -299,10 +311,13 @@ int sim_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L
         if (op->kind == IR_S && ln >= 0) {
           int fd = ix->devof[ln];
           if (pc[fd] <= ln - ix->off[fd]) { block = 1; wait_dev[d] = fd; wait_idx[d] = ln - ix->off[fd]; break; }
-          double x = r->end[ln] + (fd != d ? tc : 0);
+          double x = r->start[ln] + tc;
           if (x > ready) ready = x;
         } else if ((op->kind == IR_B || op->kind == IR_BW) && ln >= 0 && ln < g) {
-          if (r->end[ln] > ready) ready = r->end[ln];
+          if (r->end[ln] > ready) {
+            r->dev[d].copy_stall += r->end[ln] - ready;
+            ready = r->end[ln];
+          }
         }
         double c = sim_cost(s, op);
         r->start[g] = ready;

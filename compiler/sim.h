@@ -6,7 +6,8 @@
 
 /* Links between ops that the executor and verify follow (by global id, -1 = none):
  * recv -> its send (the k-th send of the channel for the k-th recv); coll -> its
- * sequence number among the device's collectives; S -> F(mb, last stage);
+ * sequence number among the device's collectives; S -> S(mb) on the device of the
+ * last stage (its broadcast root; -1 on the root itself);
  * B/BW -> reload of (mb, stage); reload -> offload of (mb, stage). */
 typedef struct SimLinks {
   int32_t *link;       /* [total] */
@@ -26,6 +27,7 @@ typedef struct SimDev {
   double first, last;   /* first compute start, last op end */
   double comm_wait;     /* time blocked in recv/coll */
   double copy_busy[2];  /* copy engine time: 0 = device->host, 1 = host->device */
+  double copy_stall;    /* time B/BW waited for their reload's copy */
   double peak_order;    /* max running activation over program order */
   int32_t peak_order_op;
   double peak_time;     /* max over simulated time */

@@ -266,13 +266,19 @@ static void check_colls(V *v, const SimLinks *L) {
   const IrSchedule *s = v->s;
   int P = s->ndev;
   if (P <= 1) return;
-  int ref = 0;
-  for (int d = 1; d < P; d++) if (L->ncoll[d] > L->ncoll[ref]) ref = d;
-  if (!L->ncoll[ref]) return;
-  int32_t *seq = arena_alloc(v->a, sizeof(int32_t) * (size_t)L->ncoll[ref]);
+  /* collectives and S passes (a broadcast) per device; the device with most is the reference */
+  (void)L;
+  int ref = 0, best = -1;
+  for (int d = 0; d < P; d++) {
+    int c = 0;
+    for (int32_t g = v->ix->off[d]; g < v->ix->off[d + 1]; g++) c += OP(v, g)->kind == IR_COLL || OP(v, g)->kind == IR_S;
+    if (c > best) { best = c; ref = d; }
+  }
+  if (best <= 0) return;
+  int32_t *seq = arena_alloc(v->a, sizeof(int32_t) * (size_t)best);
   int n = 0;
   for (int32_t g = v->ix->off[ref]; g < v->ix->off[ref + 1]; g++)
-    if (OP(v, g)->kind == IR_COLL) seq[n++] = g;
+    if (OP(v, g)->kind == IR_COLL || OP(v, g)->kind == IR_S) seq[n++] = g;
   char b1[96], b2[96];
   for (int d = 0; d < P; d++) {
     if (d == ref) continue;
@@ -280,10 +286,14 @@ static void check_colls(V *v, const SimLinks *L) {
     int32_t last = -1;
     for (int32_t g = v->ix->off[d]; g < v->ix->off[d + 1]; g++) {
       const IrOp *op = OP(v, g);
-      if (op->kind != IR_COLL) continue;
+      if (op->kind != IR_COLL && op->kind != IR_S) continue;
       last = g;
+      if (k >= n) {
+        diag_error(v->dg, op->span, "device %d issues %s, but device %d has no more collectives", d, opname(v, op, b1, sizeof b1), ref);
+        goto next;
+      }
       const IrOp *r = OP(v, seq[k]);
-      if (r->coll != op->coll || r->mb != op->mb) {
+      if (r->kind != op->kind || r->coll != op->coll || r->mb != op->mb) {
         diag_error(v->dg, op->span, "collective order differs: device %d issues %s where device %d issues %s",
                    d, opname(v, op, b1, sizeof b1), ref, opname(v, r, b2, sizeof b2));
         diag_note(v->dg, r->span, "device %d's %s is here", ref, b2);
@@ -365,6 +375,11 @@ static void check_vocab(V *v) {
         }
       }
       if (d == s->stages[S - 1].device) {
+        int32_t fl = v->ix->posF[ANA_SLOT(v->ix, i, S - 1)];
+        if (fl >= 0 && p[K_S] >= 0 && p[K_S] < fl) {
+          diag_error(v->dg, OP(v, p[K_S])->span, "S(%d) runs before %s, whose output it broadcasts", i, opname(v, OP(v, fl), b1, sizeof b1));
+          reported++;
+        }
         int32_t bl = v->ix->posB[ANA_SLOT(v->ix, i, S - 1)];
         int32_t need = mode == 1 ? p[K_COB] : p[K_COF];
         if (bl >= 0 && need >= 0 && need > bl) {
