@@ -29,3 +29,27 @@ grammar/lex.h: grammar/lex.c
 libppsc_la_SOURCES += compiler/ast.h compiler/parse.h compiler/parse.c compiler/elab.h \
   compiler/elab.c compiler/block.c compiler/front.c
 libppsc_la_LIBADD += libppsgram.la
+
+# ---- tests: golden diagnostics, expand outputs, documentation examples, limits ----
+TESTS += tests/front/run-bad.sh tests/front/run-expand.sh tests/front/doc-examples.sh tests/front/limits.sh
+EXTRA_DIST += tests/front/run-bad.sh tests/front/run-expand.sh tests/front/doc-examples.sh \
+  tests/front/limits.sh tests/front/bad tests/front/good examples
+
+# ---- fuzzing: `make fuzz` builds the libFuzzer target with clang (not part of check) ----
+EXTRA_DIST += tests/fuzz/fuzz_front.c tests/fuzz/run-fuzz.sh tests/fuzz/pps.dict tests/fuzz/corpus
+FUZZ_SRCS = $(srcdir)/tests/fuzz/fuzz_front.c $(srcdir)/compiler/parse.c $(srcdir)/compiler/elab.c \
+  $(srcdir)/compiler/block.c $(srcdir)/compiler/front.c $(srcdir)/compiler/arena.c $(srcdir)/compiler/diag.c \
+  $(srcdir)/compiler/ir.c $(srcdir)/compiler/output.c grammar/pps.c grammar/lex.c
+FUZZ_CFLAGS = -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+  -I$(top_srcdir)/compiler -I$(top_builddir) -I$(top_builddir)/grammar -DPPS_STDLIB_DIR='"/nonexistent"'
+if HAVE_CLANG
+fuzz: tests/fuzz/fuzz_front$(EXEEXT)
+tests/fuzz/fuzz_front$(EXEEXT): $(FUZZ_SRCS) $(BUILT_SOURCES)
+	@$(MKDIR_P) tests/fuzz
+	$(AM_V_CCLD)$(CLANG) $(FUZZ_CFLAGS) -o $@ $(FUZZ_SRCS) -lm
+else
+fuzz:
+	@echo "make fuzz needs clang (configure did not find it)"; exit 1
+endif
+CLEANFILES += tests/fuzz/fuzz_front$(EXEEXT)
+.PHONY: fuzz
