@@ -48,9 +48,10 @@ tests_gpu_cuda_kernels_SOURCES = tests/gpu/cuda_kernels.c
 tests_gpu_cuda_kernels_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS)
 tests_gpu_cuda_kernels_LDADD = libppsrt.la $(CUDA_LIBS) -lm
 TESTS += tests/gpu/cuda_kernels tests/gpu/nodevice.sh tests/gpu/link.sh tests/gpu/e2e.sh
-
-# ---- GPU benchmarks (make bench-gpu; never part of make check) ----
-bench-gpu: ppsc$(EXEEXT) libppsrt.la
-	$(SHELL) $(srcdir)/bench/gpu/run_all.sh
-.PHONY: bench-gpu
 endif
+
+# ---- GPU benchmarks (make bench-gpu; never part of make check; see docs/gpu.md) ----
+bench-gpu: ppsc$(EXEEXT) libppsrt.la
+	top_srcdir='$(abs_top_srcdir)' top_builddir='$(abs_top_builddir)' PPSC='$(abs_top_builddir)/ppsc' \
+	  $(SHELL) $(srcdir)/bench/gpu/run_all.sh
+.PHONY: bench-gpu

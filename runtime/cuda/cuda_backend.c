@@ -184,13 +184,13 @@ int ppsrt_cuda_fail_cublas(ppsrt_backend *b, int status, const char *call, const
                          cublasGetStatusName(s), cublasGetStatusString(s), hint);
 }
 
-/* Makes the backend's GPU current on the calling thread (cheap: cached per thread). */
-static __thread int tl_dev = -1;
+/* Makes the backend's GPU current on the calling thread. cudaGetDevice reads the
+ * runtime's thread state (no driver call); the transport and NCCL may switch devices
+ * behind our back, so nothing is cached here. */
 static int use_dev(ppsrt_backend *b) {
-  int d = IM(b)->dev;
-  if (tl_dev == d) return PPSRT_OK;
+  int d = IM(b)->dev, cur = -1;
+  if (cudaGetDevice(&cur) == cudaSuccess && cur == d) return PPSRT_OK;
   CUDA_CHECK(b, cudaSetDevice(d));
-  tl_dev = d;
   return PPSRT_OK;
 }
 
