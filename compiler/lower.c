@@ -57,7 +57,7 @@ int ana_index(Arena *a, const IrSchedule *s, AnaIndex *ix) {
   for (int d = 0; d < ix->ndev; d++) total += s->devs[d].nops;
   if (total >= INT32_MAX) return -1;
   int64_t slots = (int64_t)ix->nmb * ix->nstage;
-  if (slots > ANA_MAX_SLOTS && slots > 4 * total) return -1;
+  if (slots > ANA_MAX_SLOTS(total)) return -1;
   ix->total = total;
   ix->off = arena_alloc(a, sizeof(int32_t) * (size_t)(ix->ndev + 1));
   ix->devof = arena_alloc(a, sizeof(int32_t) * (size_t)(total + 1));

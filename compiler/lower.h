@@ -20,12 +20,13 @@ typedef struct AnaIndex {
 } AnaIndex;
 
 #define ANA_SLOT(ix, mb, st) ((int64_t)(mb) * (ix)->nstage + (st))
-/* Largest (mb x stage) table the index builds; beyond that a schedule cannot be
- * complete with the ops it has, and verify says so without building one. */
-#define ANA_MAX_SLOTS ((int64_t)1 << 28)
+/* A complete schedule has at least two ops per (mb, stage) (F and BW); the index is
+ * not built for more (mb, stage) pairs than ANA_MAX_SLOTS(ops), and verify then says
+ * passes are missing without building one. */
+#define ANA_MAX_SLOTS(total) (2 * (int64_t)(total) + 4096)
 
 /* Builds the index. Returns 0, or -1 when the schedule is too large to index
- * (total ops >= 2^31, or nmb * nstage > ANA_MAX_SLOTS and larger than 4 * ops). */
+ * (total ops >= 2^31, or nmb * nstage > ANA_MAX_SLOTS(total ops)). */
 int ana_index(Arena *a, const IrSchedule *s, AnaIndex *ix);
 static inline const IrOp *ana_op(const IrSchedule *s, const AnaIndex *ix, int32_t g) {
   int d = ix->devof[g];

@@ -16,6 +16,7 @@
  * All checks are O(ops) (plus O(m * S) tables). It does not time the schedule (the
  * simulator does, and analysis.c checks the memory peak over time). */
 #include "verify.h"
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -490,8 +491,13 @@ int verify_schedule(Arena *a, Diag *dg, const IrSchedule *s, VerifyResult *out) 
       return dg->errors - e0;
     }
   if (ana_index(a, s, &out->ix)) {
-    diag_error(dg, s->span, "schedule too large to verify: %d microbatches x %d stages with %lld ops",
-               s->nmb, s->nstage, (long long)s->total_ops);
+    int64_t ops = 0;
+    for (int d = 0; d < s->ndev; d++) ops += s->devs[d].nops;
+    if (ops >= INT32_MAX)
+      diag_error(dg, s->span, "schedule too large to verify: %lld ops (at most %d)", (long long)ops, INT32_MAX - 1);
+    else
+      diag_error(dg, s->span, "passes are missing: %d microbatches x %d stages need at least %lld passes, the schedule has %lld ops",
+                 s->nmb, s->nstage, 2 * (long long)s->nmb * s->nstage, (long long)ops);
     return dg->errors - e0;
   }
   V v = {a, dg, s, &out->ix, e0};
