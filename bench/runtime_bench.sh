@@ -1,2 +1,12 @@
 #!/bin/sh
-# runtime_bench.sh: runs the runtime overhead benchmark (being written)
+# runtime_bench.sh: the runtime-overhead benchmark (make bench-runtime): the runtime's
+# own cost per op with --no-compute against a bare table walk, on 1F1B tables of a few
+# sizes, threads transport. Prints the benchmark's own header, columns and footer.
+# What it does not: no MPI or GPU runs (see bench/README.md for those commands).
+set -e
+B=${top_builddir:-.}/bench/runtime_overhead
+for pm in "2 512" "2 2048" "4 512" "4 2048"; do
+  set -- $pm
+  "$B" "$1" "$2" 30 threads
+  echo
+done
