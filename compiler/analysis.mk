@@ -24,6 +24,10 @@ bench-sim: bench/sim_bench$(EXEEXT) ppsc$(EXEEXT)
 # Script tests: golden diagnostics, outputs (JSON, trace, SVG, CSV), robustness
 TESTS += tests/analysis/golden.sh tests/analysis/outputs.sh tests/analysis/robust.sh
 EXTRA_DIST += tests/analysis/golden.sh tests/analysis/outputs.sh tests/analysis/robust.sh \
+  tests/analysis/cases/coll_order.err \
+  tests/analysis/cases/coll_order.pps \
+  tests/analysis/cases/comm_written.err \
+  tests/analysis/cases/comm_written.pps \
   tests/analysis/cases/compute_deadlock.err \
   tests/analysis/cases/compute_deadlock.pps \
   tests/analysis/cases/deadlock.err \
@@ -35,6 +39,8 @@ EXTRA_DIST += tests/analysis/golden.sh tests/analysis/outputs.sh tests/analysis/
   tests/analysis/cases/missing.err \
   tests/analysis/cases/missing.pps \
   tests/analysis/cases/offload.pps \
+  tests/analysis/cases/offload_order.err \
+  tests/analysis/cases/offload_order.pps \
   tests/analysis/cases/one_f_one_b.pps \
   tests/analysis/cases/order.err \
   tests/analysis/cases/order.pps \
