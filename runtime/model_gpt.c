@@ -533,7 +533,7 @@ static int gpt_w(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage) {
 
 /* Device holding stage s (the run's placement). */
 static int stage_device(ppsrt_ctx *c, int s) {
-  return c->run && c->run->stages_of ? c->run->stages_of[s] : 0;
+  return c->run && c->run->prog ? c->run->prog->stages[s].device : 0;
 }
 
 static int vocab_if(ppsrt_model *m, ppsrt_ctx *c, int mb) {

@@ -9,3 +9,10 @@ check_PROGRAMS += tests/kernels/test_kernels
 tests_kernels_test_kernels_SOURCES = tests/kernels/test_kernels.c
 tests_kernels_test_kernels_LDADD = libppsrt.la
 TESTS += tests/kernels/test_kernels
+
+# ---- gpt end to end through ppsrt_main (hand-written tables, vocabulary parallelism) ----
+check_PROGRAMS += tests/kernels/gpt_tables
+tests_kernels_gpt_tables_SOURCES = tests/kernels/gpt_tables.c
+tests_kernels_gpt_tables_LDADD = libppsrt.la
+TESTS += tests/kernels/gpt_e2e.sh
+EXTRA_DIST += tests/kernels/gpt_e2e.sh
