@@ -91,9 +91,11 @@ typedef struct Stmt {
   Span span2;      /* a second location (placement name, the `at` clause, the string) */
   Expr *e1, *e2, *e3;
   ExprList list;   /* placement list, pass arguments */
-  KeyVal *kv;
-  OffloadClause *clauses;
-  const char *str; /* require message */
+  union {
+    KeyVal *kv;              /* cost, memory, model, hardware, use */
+    OffloadClause *clauses;  /* offload */
+    const char *str;         /* require message */
+  };
   struct Stmt *body, *els;
   struct Stmt *next;
 } Stmt;

@@ -109,9 +109,14 @@ Expr *ast_call(ParseState *ps, Loc l, Sym s, ExprList args) {
   return e;
 }
 
+/* Lists start small: most are pass arguments (one or two). */
 void ast_list_push(ParseState *ps, ExprList *l, Expr *e) {
-  Expr **slot = VEC_PUSH(ps->arena, l->v, l->n, l->cap);
-  *slot = e;
+  if (l->n == l->cap) {
+    int cap = l->cap ? 2 * l->cap : 2;
+    l->v = arena_grow(ps->arena, l->v, (size_t)l->cap * sizeof *l->v, (size_t)cap * sizeof *l->v);
+    l->cap = cap;
+  }
+  l->v[l->n++] = e;
 }
 
 Stmt *ast_stmt(ParseState *ps, int kind, Loc l) {
