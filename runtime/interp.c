@@ -177,6 +177,9 @@ void rt_ctx_fini(ppsrt_ctx *c) {
   if (c->be) {
     if (c->box) rt_box_clear(c);
     rt_poll_copies(c, 1);
+    c->be->stream_sync(c->be, PPSRT_STREAM_D2H);
+    c->be->stream_sync(c->be, PPSRT_STREAM_H2D);
+    if (c->mark) c->be->event_destroy(c->be, c->mark);
     rt_store_fini(&c->store, c->be);
   }
   if (c->model) c->model->destroy(c->model);

@@ -48,10 +48,12 @@ int rt_offload(ppsrt_ctx *c, int mb, int stage, double fraction) {
   size_t moved = 0;
   int rc;
   /* the copy starts after everything the compute stream has done so far (F) */
-  ppsrt_event *mark = NULL;
-  if ((rc = be->event_create(be, &mark))) return rc;
-  if ((rc = be->event_record(be, mark, PPSRT_STREAM_COMPUTE)) ||
-      (rc = be->stream_wait_event(be, PPSRT_STREAM_D2H, mark))) { be->event_destroy(be, mark); return rc; }
+  /* (one marker per device, re-recorded: the copy stream's wait keeps the generation it
+   * was enqueued with; destroyed only after the copy streams drained, in rt_ctx_fini) */
+  if (!c->mark && (rc = be->event_create(be, &c->mark))) return rc;
+  if ((rc = be->event_record(be, c->mark, PPSRT_STREAM_COMPUTE)) ||
+      (rc = be->stream_wait_event(be, PPSRT_STREAM_D2H, c->mark)))
+    return rc;
   for (int k = 0; k < sl->n && (double)moved + 0.5 < target; k++) {
     rt_act *e = &sl->e[k];
     if (e->state != RT_ACT_DEV) continue;
@@ -67,7 +69,6 @@ int rt_offload(ppsrt_ctx *c, int mb, int stage, double fraction) {
     moved += e->bytes;
     if ((rc = pend_add(c, mb, stage, k, 0))) break;
   }
-  be->event_destroy(be, mark);   /* destroying a recorded event is fine: the stream keeps its own wait */
   return rc;
 }
 

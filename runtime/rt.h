@@ -80,6 +80,7 @@ struct ppsrt_ctx {
   int reference;          /* the --check reference context (no transport) */
   rt_store store;
   rt_box *box;            /* [2 * nmb * (nstage + 2)] */
+  ppsrt_event *mark;      /* compute-stream marker the offload copies wait for (reused) */
   int nmb, nstage;
   int32_t cur_op;         /* op being executed, for messages */
   const ppsrt_op *ops; int nops;

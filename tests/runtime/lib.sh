@@ -6,6 +6,11 @@
 PPS_BUILD_TREE=$top_builddir
 export PPS_BUILD_TREE
 RT_TABLES=$top_builddir/tests/runtime/rt_tables
+# programs built by ppsc link the library of this build: give them its sanitizers
+SAN_CFLAGS=$(sed -n 's/^SAN_CFLAGS = //p' "$top_builddir/Makefile" 2>/dev/null)
+if [ -n "$SAN_CFLAGS" ]; then
+  CFLAGS="-O1 -g $SAN_CFLAGS"; LDFLAGS="$SAN_CFLAGS"; export CFLAGS LDFLAGS
+fi
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/pps-rt-test.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 FAILS=0
