@@ -20,7 +20,8 @@
 #include <stdio.h>
 #include <string.h>
 
-enum { MAX_MISSING = 20 }; /* individual "missing pass" errors before a summary */
+enum { MAX_MISSING = 20 };   /* individual "missing pass" errors before a summary */
+enum { MAX_ERRORS = 1000 };  /* verify stops looking after this many errors */
 
 typedef struct V {
   Arena *a;
@@ -28,7 +29,11 @@ typedef struct V {
   const IrSchedule *s;
   AnaIndex *ix;
   int errors0;
+  int first;      /* errors before verify started */
 } V;
+
+/* A schedule wrong everywhere would report millions of errors: stop at MAX_ERRORS. */
+static int enough(const V *v) { return v->dg->errors - v->first >= MAX_ERRORS; }
 
 static const char *opname(const V *v, const IrOp *op, char *buf, int n) {
   ir_format_op(v->s, op, buf, n);
@@ -63,9 +68,9 @@ static void check_structure(V *v, int32_t *sendtab[2], int32_t *recvtab[2]) {
   AnaIndex *ix = v->ix;
   char b1[96];
   int S = s->nstage;
-  for (int d = 0; d < s->ndev; d++) {
+  for (int d = 0; d < s->ndev && !enough(v); d++) {
     const IrDevice *dv = &s->devs[d];
-    for (int k = 0; k < dv->nops; k++) {
+    for (int k = 0; k < dv->nops && !enough(v); k++) {
       const IrOp *op = &dv->ops[k];
       int32_t g = ix->off[d] + k;
       switch ((IrKind)op->kind) {
@@ -199,7 +204,7 @@ static void check_passes(V *v, int32_t *sendtab[2], int32_t *recvtab[2]) {
     const IrOp *op = OP(v, (int32_t)g);
     if ((op->kind == IR_SEND || op->kind == IR_RECV) && !(op->flags & IR_FLAG_INSERTED)) comm_written = 1;
   }
-  for (int i = 0; i < m; i++)
+  for (int i = 0; i < m && !enough(v); i++)
     for (int st = 0; st < S; st++) {
       int64_t sl = ANA_SLOT(ix, i, st);
       int d = s->stages[st].device;
@@ -235,7 +240,7 @@ static void check_passes(V *v, int32_t *sendtab[2], int32_t *recvtab[2]) {
     diag_error(v->dg, s->span, "%d more passes are missing", ms.n - MAX_MISSING);
   /* sends/recvs that no dependency uses: both ends exist, but the other side is absent */
   for (int x = 0; x < 2; x++)
-    for (int64_t sl = 0; sl < (int64_t)m * S; sl++) {
+    for (int64_t sl = 0; sl < (int64_t)m * S && !enough(v); sl++) {
       int32_t sd = sendtab[x][sl], rv = recvtab[x][sl];
       if ((sd >= 0) == (rv >= 0)) continue;
       const IrOp *op = OP(v, sd >= 0 ? sd : rv);
@@ -500,7 +505,7 @@ int verify_schedule(Arena *a, Diag *dg, const IrSchedule *s, VerifyResult *out) 
                  s->nmb, s->nstage, 2 * (long long)s->nmb * s->nstage, (long long)ops);
     return dg->errors - e0;
   }
-  V v = {a, dg, s, &out->ix, e0};
+  V v = {a, dg, s, &out->ix, e0, e0};
   int64_t slots = (int64_t)s->nmb * s->nstage;
   int32_t *sendtab[2], *recvtab[2];
   for (int x = 0; x < 2; x++) {
@@ -510,11 +515,16 @@ int verify_schedule(Arena *a, Diag *dg, const IrSchedule *s, VerifyResult *out) 
     memset(recvtab[x], 0xff, sizeof(int32_t) * (size_t)(slots + 1));
   }
   check_structure(&v, sendtab, recvtab);
-  check_passes(&v, sendtab, recvtab);
+  if (!enough(&v)) check_passes(&v, sendtab, recvtab);
   sim_links(a, s, &out->ix, &out->links);
-  check_channels(&v, &out->links);
-  check_colls(&v, &out->links);
-  check_vocab(&v);
+  if (!enough(&v)) check_channels(&v, &out->links);
+  if (!enough(&v)) check_colls(&v, &out->links);
+  if (!enough(&v)) check_vocab(&v);
+  if (enough(&v)) {
+    diag_warning(dg, s->span, "verification stopped after %d errors", MAX_ERRORS);
+    out->mem = arena_alloc(a, sizeof(SimDev) * (size_t)s->ndev);
+    return dg->errors - e0;
+  }
   /* deadlock: the executor either runs every op or stops where devices wait */
   if (!sim_run(a, s, &out->ix, &out->links, &out->sim, 0)) {
     v.errors0 = dg->errors == e0 ? dg->errors : -1;
