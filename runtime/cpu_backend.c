@@ -8,7 +8,8 @@
  *    record, event wait), so an offload overlaps the compute that follows it. Events are
  *    completion flags with a generation count (mutex + condvar); re-recording an event
  *    makes later waits wait for the newest record, as on CUDA. A never-recorded event
- *    counts as complete. event_elapsed uses CLOCK_MONOTONIC taken when the event
+ *    counts as complete; destroying an event that copy-stream jobs still refer to is
+ *    allowed (freed after the last of them, as cudaEventDestroy). event_elapsed uses CLOCK_MONOTONIC taken when the event
  *    completed;
  *  - matrix products through OpenBLAS cblas_sgemm (row-major), or a plain blocked C
  *    loop when configure found no OpenBLAS;
@@ -42,7 +43,23 @@ struct ppsrt_event {
   uint64_t recorded;   /* generation of the newest record */
   uint64_t completed;  /* newest generation that has completed */
   double t;            /* monotonic seconds at the completion of `completed` */
+  int refs;            /* copy-stream jobs (record, wait) still referring to it */
+  int destroyed;       /* event_destroy was called: the last job frees it (as on CUDA) */
 };
+
+static void event_free(ppsrt_event *e) {
+  pthread_mutex_destroy(&e->mu);
+  pthread_cond_destroy(&e->cv);
+  free(e);
+}
+
+/* A copy-stream job is done with e; frees it when it was destroyed meanwhile. */
+static void event_unref(ppsrt_event *e) {
+  pthread_mutex_lock(&e->mu);
+  int last = --e->refs == 0 && e->destroyed;
+  pthread_mutex_unlock(&e->mu);
+  if (last) event_free(e);
+}
 
 static double now_s(void) {
   struct timespec ts;
@@ -109,8 +126,8 @@ static void *copy_thread(void *arg) {
     switch (j->kind) {
     case JOB_COPY: memmove(j->dst, j->src, j->bytes); break;
     case JOB_SET0: memset(j->dst, 0, j->bytes); break;
-    case JOB_RECORD: event_complete(j->ev, j->gen); break;
-    case JOB_WAIT: event_wait_gen(j->ev, j->gen); break;
+    case JOB_RECORD: event_complete(j->ev, j->gen); event_unref(j->ev); break;
+    case JOB_WAIT: event_wait_gen(j->ev, j->gen); event_unref(j->ev); break;
     case JOB_QUIT: quit = 1; break;
     }
     pthread_mutex_lock(&q->mu);
@@ -263,11 +280,15 @@ static int cpu_event_create(ppsrt_backend *b, ppsrt_event **out) {
   return PPSRT_OK;
 }
 
+/* As cudaEventDestroy: returns at once; jobs of the copy streams that still refer to
+ * the event (a pending record or wait) keep it alive until they are done. */
 static void cpu_event_destroy(ppsrt_backend *b, ppsrt_event *e) {
   if (!e) return;
-  pthread_mutex_destroy(&e->mu);
-  pthread_cond_destroy(&e->cv);
-  free(e);
+  pthread_mutex_lock(&e->mu);
+  e->destroyed = 1;
+  int now = e->refs == 0;
+  pthread_mutex_unlock(&e->mu);
+  if (now) event_free(e);
 }
 
 /* Synchronous streams: everything issued before has completed, so the event completes
@@ -275,32 +296,45 @@ static void cpu_event_destroy(ppsrt_backend *b, ppsrt_event *e) {
 static int cpu_event_record(ppsrt_backend *b, ppsrt_event *e, int stream) {
   int rc = check_stream(stream);
   if (rc) return rc;
+  int copy = is_copy_stream(stream);
   pthread_mutex_lock(&e->mu);
   uint64_t gen = ++e->recorded;
+  if (copy) e->refs++;
   pthread_mutex_unlock(&e->mu);
-  if (is_copy_stream(stream)) return enqueue(b, stream, (job){.kind = JOB_RECORD, .ev = e, .gen = gen});
+  if (copy) {
+    rc = enqueue(b, stream, (job){.kind = JOB_RECORD, .ev = e, .gen = gen});
+    if (rc) { event_complete(e, gen); event_unref(e); }
+    return rc;
+  }
   event_complete(e, gen);
   return PPSRT_OK;
 }
 
-static uint64_t event_target(ppsrt_event *e) {
+static uint64_t event_target(ppsrt_event *e, int ref) {
   pthread_mutex_lock(&e->mu);
   uint64_t g = e->recorded;
+  if (ref) e->refs++;
   pthread_mutex_unlock(&e->mu);
   return g;
 }
 
+/* The wait keeps the generation recorded at the time of the call. */
 static int cpu_stream_wait_event(ppsrt_backend *b, int stream, ppsrt_event *e) {
   int rc = check_stream(stream);
   if (rc) return rc;
-  uint64_t gen = event_target(e);
-  if (is_copy_stream(stream)) return enqueue(b, stream, (job){.kind = JOB_WAIT, .ev = e, .gen = gen});
+  int copy = is_copy_stream(stream);
+  uint64_t gen = event_target(e, copy);
+  if (copy) {
+    rc = enqueue(b, stream, (job){.kind = JOB_WAIT, .ev = e, .gen = gen});
+    if (rc) event_unref(e);
+    return rc;
+  }
   event_wait_gen(e, gen);
   return PPSRT_OK;
 }
 
 static int cpu_event_sync(ppsrt_backend *b, ppsrt_event *e) {
-  event_wait_gen(e, event_target(e));
+  event_wait_gen(e, event_target(e, 0));
   return PPSRT_OK;
 }
 

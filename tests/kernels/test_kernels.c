@@ -462,6 +462,23 @@ static void test_streams(void) {
   be->event_destroy(be, e0);
   be->event_destroy(be, e1);
   be->event_destroy(be, e2);
+  /* destroying events that pending copy-stream jobs still use (as cudaEventDestroy
+   * allows): the jobs keep them alive; ASan would catch a use after free */
+  for (int k = 0; k < 50; k++) {
+    ppsrt_event *a, *c2;
+    OK(be->event_create(be, &a), "ev");
+    OK(be->event_create(be, &c2), "ev");
+    OK(be->event_record(be, a, PPSRT_STREAM_COMPUTE), "record");
+    OK(be->stream_wait_event(be, PPSRT_STREAM_D2H, a), "wait");
+    be->event_destroy(be, a);
+    OK(be->memcpy_async(be, PPSRT_STREAM_D2H, h, h + n / 2, n * 2, 2), "d2h");
+    OK(be->event_record(be, c2, PPSRT_STREAM_D2H), "record");
+    OK(be->stream_wait_event(be, PPSRT_STREAM_H2D, c2), "wait");
+    be->event_destroy(be, c2);
+  }
+  OK(be->stream_sync(be, PPSRT_STREAM_D2H), "sync");
+  OK(be->stream_sync(be, PPSRT_STREAM_H2D), "sync");
+  printf("ok   streams: 50 events destroyed while copy-stream jobs still used them\n");
   be->host_free(be, h);
 }
 
