@@ -53,3 +53,9 @@ fuzz:
 endif
 CLEANFILES += tests/fuzz/fuzz_front$(EXEEXT)
 .PHONY: fuzz
+
+# ---- benchmark: front-end speed on 1,000,000 ops (bench/README.md, "Elaboration") ----
+EXTRA_DIST += bench/elab_1m.sh
+bench-elab: ppsc$(EXEEXT)
+	$(SHELL) $(srcdir)/bench/elab_1m.sh ./ppsc$(EXEEXT)
+.PHONY: bench-elab
