@@ -15,6 +15,12 @@ for f in 1f1b gpipe; do
 done
 expect_exit 0 "mpirun -np 3 rt_tables offload --check" timeout 120 env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "$MPIRUN" --oversubscribe -np 3 "$RT_TABLES" offload 3 6 --check -q
 expect_grep "check: passed" "offload under MPI"
+# the gpt model with Vocab-2 collectives over MPI
+sed "s/cost TF = 1, TB = 1, TW = 1, TC = 0;/cost TF = 1, TB = 1, TW = 1, TC = 0; vocab parallel 2;/" \
+  "$top_srcdir/examples/1f1b.pps" > "$WORK/v2.pps"
+if build v2 "$WORK/v2.pps" -D P=2 -D m=4; then
+  expect_exit 0 "mpirun -np 2 gpt Vocab-2 --check" timeout 120 env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "$MPIRUN" --oversubscribe -np 2 "$WORK/v2" --model gpt --check --hidden 16 --heads 2 --query-groups 1 --seq 4 --vocab 32 -q
+else fail "build v2"; fi
 # a hang: every rank stops within the timeout
 out=$(timeout 60 env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "$MPIRUN" --oversubscribe -np 3 "$RT_TABLES" hang 3 4 --timeout 1 2>&1)
 st=$?
