@@ -320,6 +320,71 @@ static void test_reports(void) {
   t_end(&t);
 }
 
+/* Random orders (a fixed-seed LCG): shuffled 1F1B orders, some with dropped or
+ * duplicated passes, B/W split or not, a memory limit sometimes. Whatever the order,
+ * the analysis must not crash, must call a schedule valid only when it simulated, and
+ * a valid schedule's makespan is at least the busiest device's work. */
+static uint64_t rng = 88172645463325252ull;
+static unsigned rnd(unsigned n) {
+  rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+  return (unsigned)(rng % n);
+}
+static void test_random_orders(void) {
+  int nvalid = 0, ninvalid = 0;
+  for (int it = 0; it < 400; it++) {
+    int P = 1 + (int)rnd(4), v = 1 + (int)rnd(2), m = 1 + (int)rnd(5), split = (int)rnd(2);
+    T t;
+    t_begin(&t, P, v, m, 1, 1 + rnd(2), 1, rnd(2) * 0.5);
+    if (rnd(4) == 0) t.s->mem_limit = 1 + rnd(4);
+    if (rnd(5) == 0) {
+      t.s->offload.enabled = 1;
+      for (int st = 0; st < P * v; st++) { t.s->stages[st].offload = 0.5; t.s->stages[st].offload_time = rnd(3); }
+    }
+    if (rnd(6) == 0) { t.s->vocab.mode = 1 + (int)rnd(2); t.s->vocab.t_s = 0.5; t.s->vocab.t_coll = 0.1; }
+    /* per device: its passes in a shuffled but mostly sensible order */
+    for (int d = 0; d < P; d++) {
+      int kinds = split ? 3 : 2, n = 0;
+      int cap = m * v * kinds + 2;
+      int (*ops)[3] = malloc(sizeof(int[3]) * (size_t)cap);
+      for (int i = 0; i < m; i++)
+        for (int c = 0; c < v; c++) {
+          int st = c * P + d;
+          ops[n][0] = IR_F, ops[n][1] = i, ops[n][2] = st, n++;
+          if (split) { ops[n][0] = IR_B, ops[n][1] = i, ops[n][2] = st, n++; ops[n][0] = IR_W, ops[n][1] = i, ops[n][2] = st, n++; }
+          else { ops[n][0] = IR_BW, ops[n][1] = i, ops[n][2] = st, n++; }
+        }
+      /* sort by a noisy key: forward early, backward late */
+      int swaps = (int)rnd(4) * n;
+      for (int k = 0; k < swaps; k++) {
+        int a = (int)rnd((unsigned)n), b = (int)rnd((unsigned)n);
+        int tmp[3] = {ops[a][0], ops[a][1], ops[a][2]};
+        memcpy(ops[a], ops[b], sizeof tmp);
+        memcpy(ops[b], tmp, sizeof tmp);
+      }
+      if (rnd(8) == 0 && n > 1) n--;                                    /* a pass missing */
+      if (rnd(8) == 0 && n > 0) { memcpy(ops[n], ops[0], sizeof ops[0]); n++; } /* written twice */
+      for (int k = 0; k < n; k++) ib_op(&t.b, d, (IrKind)ops[k][0], ops[k][1], ops[k][2]);
+      free(ops);
+    }
+    int ok = t_run(&t);
+    checks++;
+    if (ok && !t.an.simulated) { failures++; printf("FAIL random %d: valid but not simulated\n", it); }
+    if (!ok && t.dg.errors == 0) { failures++; printf("FAIL random %d: invalid without an error\n", it); }
+    if (ok) {
+      double work = 0;
+      for (int d = 0; d < P; d++) if (t.an.sim.dev[d].busy > work) work = t.an.sim.dev[d].busy;
+      checks++;
+      if (t.an.sim.makespan < work - 1e-9) { failures++; printf("FAIL random %d: makespan %g < work %g\n", it, t.an.sim.makespan, work); }
+      nvalid++;
+    } else {
+      ninvalid++;
+    }
+    t_end(&t);
+  }
+  check_true("random orders: some valid", nvalid > 0);
+  check_true("random orders: some invalid", ninvalid > 0);
+}
+
 int main(void) {
   test_1f1b_closed_form();
   test_reference_figures();
@@ -332,6 +397,7 @@ int main(void) {
   test_offload();
   test_vocab();
   test_reports();
+  test_random_orders();
   printf("%d checks, %d failures\n", checks, failures);
   return failures ? 1 : 0;
 }
