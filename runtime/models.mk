@@ -16,3 +16,4 @@ tests_kernels_gpt_tables_SOURCES = tests/kernels/gpt_tables.c
 tests_kernels_gpt_tables_LDADD = libppsrt.la
 TESTS += tests/kernels/gpt_e2e.sh
 EXTRA_DIST += tests/kernels/gpt_e2e.sh
+EXTRA_DIST += docs/models.md
