@@ -24,6 +24,26 @@ has "$tmp/a.json" '"valid":true'
 has "$tmp/a.json" '"makespan":69,'
 has "$tmp/a.json" '"peak_memory":8,"peak_memory_device":0'
 has "$tmp/a.json" '"per_device":\[{"device":0,"peak_memory":8,"busy":48,"idle":21'
+# the documented keys, in the documented order (docs/json.md)
+if [ $have_py = 1 ]; then
+  python3 - "$tmp/a.json" <<'PY' || die "JSON keys differ from docs/json.md"
+import json, sys
+top = ["command", "schedule", "file", "devices", "stages", "microbatches", "placement", "valid",
+       "errors", "warnings", "ops", "inserted_ops", "makespan", "ideal_time", "bubble_rate",
+       "bubble_rate_span", "span", "peak_memory", "peak_memory_device", "host_memory",
+       "per_device", "expects", "params"]
+dev = ["device", "peak_memory", "busy", "idle", "ops", "first_start", "last_end", "comm_wait",
+       "peak_memory_order", "peak_memory_time", "host_memory", "copy_busy_d2h", "copy_busy_h2d"]
+exp = ["file", "line", "col", "metric", "device", "cmp", "value", "actual", "ok"]
+o = json.load(open(sys.argv[1]), object_pairs_hook=lambda kv: kv)
+keys = [k for k, _ in o]
+d = dict(o)
+ok = keys[:len(top)] == top and [k for k, _ in d["per_device"][0]] == dev and [k for k, _ in d["expects"][0]] == exp
+if not ok:
+    print("keys:", keys)
+sys.exit(0 if ok else 1)
+PY
+fi
 # check --json prints the same object, sim figures included
 "$PPSC" check one_f_one_b.pps --json >"$tmp/c.json" 2>/dev/null || die "check exit $?"
 json_ok "$tmp/c.json"
