@@ -927,7 +927,7 @@ static void exec(Ctx *c, Stmt *st) {
     bind(c, st->sym, vint(lo));
     Bind *b = &c->binds[st->sym];
     for (uint64_t k = 0; k < trip && !c->stop; k++) {
-      b->v.u.i = lo + (int64_t)k * step;
+      b->v.u.i = (int64_t)((uint64_t)lo + k * (uint64_t)step); /* in [lo, hi): no overflow */
       exec_list(c, st->body);
       unbind_to(c, mark + 1);
     }
@@ -1023,8 +1023,11 @@ static void exec_use(Ctx *c, Stmt *st) {
   c->frame = ++c->next_frame;
   def->using = 1;
   c->use_depth++;
+  int errors_before = c->d->errors;
   bind_params(c, def, given, has, st->span, 0);
   exec_list(c, def->body);
+  if (c->d->errors > errors_before && c->d->errors <= 10000)
+    diag_note(c->d, st->span, "in schedule '%s', used here", sname(c, def->name));
   c->use_depth--;
   def->using = 0;
   unbind_to(c, mark);
@@ -1197,6 +1200,7 @@ IrSchedule *elab_run(const ElabInput *in, int *usage) {
   s->file = in->file;
   s->span = def->span;
   s->placement = "linear";
+  c->placespan = def->span; /* until a placement statement says otherwise */
 
   /* parameters: -D values first, checked against the declarations */
   int np = def->nparams;
