@@ -1,6 +1,6 @@
 /* metrics.c: what the runtime measures and how it reports it: the timing records of
  * each device (compute track, copy-engine tracks), the Chrome trace of what really ran
- * (one process per device with a compute thread and a thread per copy engine, the
+ * (one process per device with compute, copy-engine and point-to-point threads, the
  * layout of `ppsc sim --trace`), the per-iteration line (loss, time, measured bubble,
  * peak activation bytes and units per device), the memory comparison with the
  * simulator's prediction, and the --json object (documented in docs/runtime.md).
@@ -33,37 +33,60 @@ static void json_str(FILE *f, const char *s) {
   fputc('"', f);
 }
 
-static const char *const track_names[3] = {"compute", "copy d2h", "copy h2d"};
+static const char *const track_names[4] = {"compute", "copy device->host", "copy host->device",
+                                           "wait (recv, collective)"};
+static const char *const coll_label[] = {"none", "input_fwd", "output_fwd", "output_bwd", "input_bwd"};
 
-/* Chrome trace (catapult JSON): pid = device, tid 0 compute (sends, receives and
- * collectives included), 1 the device->host copy engine, 2 host->device; ts in us. */
+/* The op's name as `ppsc sim --trace` writes it: "F 3 s1", "recv B 3 s2", "S 3". */
+static void trace_label(const ppsrt_op *op, char *buf, size_t n) {
+  switch (op->kind) {
+  case PPSRT_OP_F: case PPSRT_OP_B: case PPSRT_OP_W: case PPSRT_OP_BW: case PPSRT_OP_OFFLOAD: case PPSRT_OP_RELOAD:
+    snprintf(buf, n, "%s %d s%d", rt_kind_name(op->kind), op->mb, op->stage);
+    break;
+  case PPSRT_OP_COLL: snprintf(buf, n, "%s %d", op->coll < 5 ? coll_label[op->coll] : "coll", op->mb); break;
+  case PPSRT_OP_SEND: case PPSRT_OP_RECV:
+    snprintf(buf, n, "%s %s %d s%d", rt_kind_name(op->kind), op->xfer == PPSRT_XFER_ACT ? "F" : "B", op->mb, op->stage);
+    break;
+  default: snprintf(buf, n, "%s %d", rt_kind_name(op->kind), op->mb);
+  }
+}
+
+/* Chrome trace (catapult JSON), the layout of `ppsc sim --trace`: pid = device; tid 0
+ * compute (passes and collectives), 1 the device->host copy engine (offload: issue to
+ * observed completion), 2 host->device (reload), 3 point-to-point (sends and the time
+ * a recv waited); ts and dur in microseconds since the run started. */
 int rt_write_trace(ppsrt_run *run, const char *path) {
   FILE *f = fopen(path, "w");
   if (!f) return PPSRT_FAIL(PPSRT_E_USAGE, "--trace: cannot write %s", path);
   const ppsrt_program *p = run->prog;
   fprintf(f, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"schedule\":");
   json_str(f, p->name);
-  fprintf(f, ",\"source\":\"runtime\"},\"traceEvents\":[\n");
+  fprintf(f, ",\"time_unit\":\"measured, 1 us\",\"source\":\"runtime\"},\"traceEvents\":[\n");
   int first = 1;
   for (int l = 0; l < run->nlocal; l++) {
     ppsrt_ctx *c = &run->ctx[l];
-    fprintf(f, "%s{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":\"device %d\"}}",
+    fprintf(f, "%s{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":\"device %d\"}}",
             first ? "" : ",\n", c->rank, c->rank);
+    fprintf(f, ",\n{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"sort_index\":%d}}",
+            c->rank, c->rank);
     first = 0;
-    for (int t = 0; t < 3; t++)
+    for (int t = 0; t < 4; t++)
       fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"%s\"}}",
               c->rank, t, track_names[t]);
     for (int k = 0; k < c->nev; k++) {
       rt_event *e = &c->ev[k];
       char name[96];
       const ppsrt_op *op = e->op >= 0 && e->op < c->nops ? &c->ops[e->op] : NULL;
-      if (op) rt_format_op(p, op, name, sizeof name); else snprintf(name, sizeof name, "op");
+      if (op) trace_label(op, name, sizeof name); else snprintf(name, sizeof name, "op");
+      int tid = e->track;
+      if (op && tid == 0 && (op->kind == PPSRT_OP_SEND || op->kind == PPSRT_OP_RECV)) tid = 3;
       fprintf(f, ",\n{\"name\":");
       json_str(f, name);
       fprintf(f, ",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,"
-              "\"args\":{\"op\":%d,\"mb\":%d,\"stage\":%d,\"line\":%d,\"iteration\":%d}}",
-              op ? rt_kind_name(op->kind) : "op", c->rank, e->track, e->t0 * 1e6, (e->t1 - e->t0) * 1e6, e->op,
-              op ? op->mb : -1, op ? op->stage : -1, op ? op->line : 0, e->it);
+              "\"args\":{\"op\":%d,\"mb\":%d,\"stage\":%d,\"line\":%d,\"iteration\":%d%s}}",
+              op ? rt_kind_name(op->kind) : "op", c->rank, tid, e->t0 * 1e6, (e->t1 - e->t0) * 1e6, e->op,
+              op ? op->mb : -1, op ? op->stage : -1, op ? op->line : 0, e->it,
+              op && (op->flags & 1) ? ",\"inserted\":true" : "");
     }
   }
   fprintf(f, "\n]}\n");

@@ -27,7 +27,8 @@ ev=o['traceEvents']
 x=[e for e in ev if e['ph']=='X']
 assert {e['pid'] for e in x}=={0,1}
 assert any(e['tid']==1 for e in x) and any(e['tid']==2 for e in x)
-assert any(e['name'].startswith('send') for e in x)
+assert any(e['name'].startswith('send') and e['tid']==3 for e in x)
+assert {m['args']['name'] for m in ev if m['name']=='thread_name'}=={'compute','copy device->host','copy host->device','wait (recv, collective)'}
 " "$WORK/trace.json"; then pass "trace: tracks per device and per copy engine"; else fail "trace content"; fi
 fi
 # the compiler side: no -o, an invalid schedule, a failing C compiler
