@@ -358,8 +358,12 @@ void report_svg(StrBuf *b, const Report *r) {
   /* time axis */
   double yax = top + tl_h + 4;
   sb_printf(b, "<line x1=\"%.0f\" y1=\"%.1f\" x2=\"%.0f\" y2=\"%.1f\" stroke=\"black\"/>\n", left, yax, left + W, yax);
-  for (int k = 0; k <= 10; k++)
-    sb_printf(b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%.4g</text>\n", left + W * k / 10, yax + 12, mk * k / 10);
+  /* ticks at round steps: 1, 2 or 5 times a power of ten, about ten of them */
+  double step = pow(10, floor(log10(mk / 10)));
+  if (mk / step > 50) step *= 5; else if (mk / step > 20) step *= 2;
+  for (double x = 0; x <= mk * (1 + 1e-9) && step > 0; x += step)
+    sb_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"black\"/><text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%.6g</text>\n",
+              left + x * xs, yax, left + x * xs, yax + 3, left + x * xs, yax + 13, x);
   /* memory over time */
   double pk = sim->peak_memory > 0 ? sim->peak_memory : 1;
   sb_printf(b, "<text x=\"4\" y=\"%.1f\" font-size=\"12\">activation memory over time (max %.6g)</text>\n", mem_top - 8, pk);
