@@ -10,7 +10,9 @@
 # compiled and linked in every build that finds CUDA.
 
 EXTRA_DIST += runtime/cuda/kernels.cu runtime/cuda/cuda_impl.h runtime/cuda/cuda_backend.c \
-  runtime/cuda/transport_nccl.c tests/gpu/nodevice.sh tests/gpu/link.sh tests/gpu/e2e.sh
+  runtime/cuda/transport_nccl.c tests/gpu/nodevice.sh tests/gpu/link.sh tests/gpu/e2e.sh \
+  bench/gpu/README.md bench/gpu/common.sh bench/gpu/run_all.sh bench/gpu/check_schedules.sh \
+  bench/gpu/memory.sh bench/gpu/offload.sh bench/gpu/layer_mfu.sh bench/gpu/torch_layer.py docs/gpu.md
 
 if HAVE_CUDA
 noinst_LTLIBRARIES += libppsrt_cuda.la
@@ -48,10 +50,21 @@ tests_gpu_cuda_kernels_SOURCES = tests/gpu/cuda_kernels.c
 tests_gpu_cuda_kernels_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS)
 tests_gpu_cuda_kernels_LDADD = libppsrt.la $(CUDA_LIBS) -lm
 TESTS += tests/gpu/cuda_kernels tests/gpu/nodevice.sh tests/gpu/link.sh tests/gpu/e2e.sh
+
+# one transformer layer timed on the backend (bench/gpu/layer_mfu.sh); built with the
+# library so that it always compiles, run only by make bench-gpu
+noinst_PROGRAMS += bench/gpu/layer_bench
+bench_gpu_layer_bench_SOURCES = bench/gpu/layer_bench.c
+bench_gpu_layer_bench_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS)
+bench_gpu_layer_bench_LDADD = libppsrt.la $(CUDA_LIBS) -lm
 endif
 
 # ---- GPU benchmarks (make bench-gpu; never part of make check; see docs/gpu.md) ----
-bench-gpu: ppsc$(EXEEXT) libppsrt.la
+PPS_GPU_BENCH_DEPS =
+if HAVE_CUDA
+PPS_GPU_BENCH_DEPS += tests/gpu/cuda_kernels$(EXEEXT) bench/gpu/layer_bench$(EXEEXT)
+endif
+bench-gpu: ppsc$(EXEEXT) libppsrt.la $(PPS_GPU_BENCH_DEPS)
 	top_srcdir='$(abs_top_srcdir)' top_builddir='$(abs_top_builddir)' PPSC='$(abs_top_builddir)/ppsc' \
 	  $(SHELL) $(srcdir)/bench/gpu/run_all.sh
 .PHONY: bench-gpu

@@ -1,0 +1,203 @@
+/* bench/gpu/layer_bench.c: times one GPT transformer layer (pre-norm, grouped query
+ * attention, GeLU MLP) built directly from the CUDA backend's operations, forward (F),
+ * input backward (B) and weight backward (W), and reports model FLOP utilisation.
+ *
+ * It isolates the backend from the runtime: no schedule, no transport, no activation
+ * store; the same passes as runtime/model_gpt.c's layer (LN1, QKV GEMM, attention,
+ * projection + residual, LN2, FC GEMM, GeLU, FC2 GEMM + residual, and their backward
+ * halves), on bf16 activations and weights with F32 weight gradients.
+ *
+ * FLOPs counted (Megatron convention, attention counted without the causal half):
+ *   per token, forward: 2h(h + 2h G/H) (QKV) + 2h^2 (proj) + 16h^2 (MLP) + 4 s h (attention)
+ *   and F + B + W = 3 x forward.
+ * Prints '#' header lines (GPU, sizes, settings), one row per measured part, a footer,
+ * and with --json one JSON object. Warm-up iterations are not timed; the median and
+ * the min/max over --iters are reported.
+ *
+ * Usage: layer_bench [--hidden 4096] [--seq 4096] [--heads 32] [--groups 8]
+ *                    [--batch 1] [--iters 20] [--warmup 3] [--peak-tflops X] [--json]
+ * Exit: 0 done, 77 no GPU visible, 1 an error. Not part of make check. */
+#include "config.h"
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+
+static ppsrt_backend *be;
+#define CS PPSRT_STREAM_COMPUTE
+#define BF PPSRT_BF16
+#define F32 PPSRT_F32
+#define K(call)                                                                  \
+  do {                                                                           \
+    int rc_ = (call);                                                            \
+    if (rc_) {                                                                   \
+      fprintf(stderr, "layer_bench: %s: %s\n", #call, ppsrt_last_error());       \
+      exit(1);                                                                   \
+    }                                                                            \
+  } while (0)
+
+static void *dalloc(size_t bytes) {
+  void *p;
+  K(be->alloc(be, bytes, &p));
+  K(be->memset0(be, CS, p, bytes));
+  return p;
+}
+
+static void *drand_bf16(size_t n, float scale) {
+  float *h = malloc(n * sizeof *h);
+  uint64_t s = 88172645463325252ull ^ n;
+  for (size_t i = 0; i < n; i++) {
+    s ^= s << 13; s ^= s >> 7; s ^= s << 17;
+    h[i] = scale * ((float)(s >> 40) / 16777216.0f - 0.5f);
+  }
+  void *p = dalloc(n * 2);
+  K(be->upload_f32(be, (ppsrt_tensor){p, n, BF}, h));
+  free(h);
+  return p;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv) {
+  int h = 4096, s = 4096, H = 32, G = 8, B = 1, iters = 20, warm = 3, json = 0;
+  double peak = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "--json")) { json = 1; continue; }
+    if (!v) { fprintf(stderr, "layer_bench: %s needs a value\n", a); return 2; }
+    if (!strcmp(a, "--hidden")) h = atoi(v);
+    else if (!strcmp(a, "--seq")) s = atoi(v);
+    else if (!strcmp(a, "--heads")) H = atoi(v);
+    else if (!strcmp(a, "--groups")) G = atoi(v);
+    else if (!strcmp(a, "--batch")) B = atoi(v);
+    else if (!strcmp(a, "--iters")) iters = atoi(v);
+    else if (!strcmp(a, "--warmup")) warm = atoi(v);
+    else if (!strcmp(a, "--peak-tflops")) peak = atof(v);
+    else { fprintf(stderr, "layer_bench: unknown flag %s\n", a); return 2; }
+    i++;
+  }
+  if (h <= 0 || s <= 0 || H <= 0 || G <= 0 || H % G || h % H || B <= 0 || iters <= 0) {
+    fprintf(stderr, "layer_bench: bad sizes\n");
+    return 2;
+  }
+  int ndev = 0;
+  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+    printf("SKIP: no CUDA device visible\n");
+    return 77;
+  }
+  K(ppsrt_cuda_backend_create(0, &be));
+  struct cudaDeviceProp prop;
+  cudaGetDeviceProperties(&prop, 0);
+  const int D = h / H, q = (H + 2 * G) * D, N = B * s;
+  const size_t Nh = (size_t)N * h;
+  /* weights (bf16) and their F32 gradients */
+  void *g1 = drand_bf16(h, 0.1f), *b1 = drand_bf16(h, 0.1f), *g2 = drand_bf16(h, 0.1f), *b2 = drand_bf16(h, 0.1f);
+  void *wqkv = drand_bf16((size_t)h * q, 0.02f), *wproj = drand_bf16((size_t)h * h, 0.02f);
+  void *wfc = drand_bf16((size_t)h * 4 * h, 0.02f), *wfc2 = drand_bf16((size_t)4 * h * h, 0.02f);
+  float *dwqkv = dalloc((size_t)h * q * 4), *dwproj = dalloc((size_t)h * h * 4);
+  float *dwfc = dalloc((size_t)h * 4 * h * 4), *dwfc2 = dalloc((size_t)4 * h * h * 4);
+  float *dg1 = dalloc((size_t)h * 4), *db1 = dalloc((size_t)h * 4), *dg2 = dalloc((size_t)h * 4), *db2 = dalloc((size_t)h * 4);
+  /* activations kept by F */
+  void *x = drand_bf16(Nh, 1.0f), *ln1 = dalloc(Nh * 2), *qkv = dalloc((size_t)N * q * 2), *att = dalloc(Nh * 2);
+  void *x1 = dalloc(Nh * 2), *ln2 = dalloc(Nh * 2), *hpre = dalloc(Nh * 4 * 2), *hact = dalloc(Nh * 4 * 2);
+  void *y = dalloc(Nh * 2);
+  float *m1 = dalloc((size_t)N * 4), *r1 = dalloc((size_t)N * 4), *m2 = dalloc((size_t)N * 4), *r2 = dalloc((size_t)N * 4);
+  float *lse = dalloc((size_t)B * H * s * 4);
+  /* backward buffers */
+  void *dy = drand_bf16(Nh, 1.0f), *dh = dalloc(Nh * 4 * 2), *dln2 = dalloc(Nh * 2), *dx1 = dalloc(Nh * 2);
+  void *datt = dalloc(Nh * 2), *dqkv = dalloc((size_t)N * q * 2), *dln1 = dalloc(Nh * 2), *dx = dalloc(Nh * 2);
+  const size_t qo = 0, ko = (size_t)H * D, vo = (size_t)(H + G) * D;
+#define AT(p, off) ((void *)((uint16_t *)(p) + (off)))
+
+  ppsrt_event *ev[4];
+  for (int i = 0; i < 4; i++) K(be->event_create(be, &ev[i]));
+  (void)be->event_elapsed(be, ev[0], ev[1]);   /* switch on timed events */
+  double *tf = malloc(sizeof(double) * iters), *tb = malloc(sizeof(double) * iters), *tw = malloc(sizeof(double) * iters);
+  for (int it = -warm; it < iters; it++) {
+    K(be->event_record(be, ev[0], CS));
+    /* ---- F ---- */
+    K(be->layernorm_fwd(be, CS, ln1, m1, r1, x, g1, b1, N, h));
+    K(be->gemm(be, CS, 0, 0, N, q, h, 1.0f, ln1, BF, h, wqkv, BF, q, 0.0f, qkv, BF, q));
+    K(be->attention_fwd(be, CS, att, lse, AT(qkv, qo), q, AT(qkv, ko), q, AT(qkv, vo), q, B, s, H, G, D));
+    K(be->memcpy_async(be, CS, x1, x, Nh * 2, 0));
+    K(be->gemm(be, CS, 0, 0, N, h, h, 1.0f, att, BF, h, wproj, BF, h, 1.0f, x1, BF, h));
+    K(be->layernorm_fwd(be, CS, ln2, m2, r2, x1, g2, b2, N, h));
+    K(be->gemm(be, CS, 0, 0, N, 4 * h, h, 1.0f, ln2, BF, h, wfc, BF, 4 * h, 0.0f, hpre, BF, 4 * h));
+    K(be->gelu_fwd(be, CS, hact, hpre, Nh * 4));
+    K(be->memcpy_async(be, CS, y, x1, Nh * 2, 0));
+    K(be->gemm(be, CS, 0, 0, N, h, 4 * h, 1.0f, hact, BF, 4 * h, wfc2, BF, h, 1.0f, y, BF, h));
+    K(be->event_record(be, ev[1], CS));
+    /* ---- B: input gradients only ---- */
+    K(be->gemm(be, CS, 0, 1, N, 4 * h, h, 1.0f, dy, BF, h, wfc2, BF, h, 0.0f, dh, BF, 4 * h));
+    K(be->gelu_bwd(be, CS, dh, dh, hpre, Nh * 4));
+    K(be->gemm(be, CS, 0, 1, N, h, 4 * h, 1.0f, dh, BF, 4 * h, wfc, BF, 4 * h, 0.0f, dln2, BF, h));
+    K(be->memcpy_async(be, CS, dx1, dy, Nh * 2, 0));
+    K(be->layernorm_bwd_input(be, CS, dx1, dln2, x1, m2, r2, g2, N, h, 1));
+    K(be->gemm(be, CS, 0, 1, N, h, h, 1.0f, dx1, BF, h, wproj, BF, h, 0.0f, datt, BF, h));
+    K(be->attention_bwd(be, CS, AT(dqkv, qo), AT(dqkv, ko), AT(dqkv, vo), q, datt, att, lse, AT(qkv, qo), q,
+                        AT(qkv, ko), q, AT(qkv, vo), q, B, s, H, G, D));
+    K(be->gemm(be, CS, 0, 1, N, h, q, 1.0f, dqkv, BF, q, wqkv, BF, q, 0.0f, dln1, BF, h));
+    K(be->memcpy_async(be, CS, dx, dx1, Nh * 2, 0));
+    K(be->layernorm_bwd_input(be, CS, dx, dln1, x, m1, r1, g1, N, h, 1));
+    K(be->event_record(be, ev[2], CS));
+    /* ---- W: weight gradients ---- */
+    K(be->gemm(be, CS, 1, 0, 4 * h, h, N, 1.0f, hact, BF, 4 * h, dy, BF, h, 1.0f, dwfc2, F32, h));
+    K(be->gemm(be, CS, 1, 0, h, 4 * h, N, 1.0f, ln2, BF, h, dh, BF, 4 * h, 1.0f, dwfc, F32, 4 * h));
+    K(be->layernorm_bwd_weight(be, CS, dg2, db2, dln2, x1, m2, r2, N, h));
+    K(be->gemm(be, CS, 1, 0, h, h, N, 1.0f, att, BF, h, dx1, BF, h, 1.0f, dwproj, F32, h));
+    K(be->gemm(be, CS, 1, 0, h, q, N, 1.0f, ln1, BF, h, dqkv, BF, q, 1.0f, dwqkv, F32, q));
+    K(be->layernorm_bwd_weight(be, CS, dg1, db1, dln1, x, m1, r1, N, h));
+    K(be->event_record(be, ev[3], CS));
+    K(be->event_sync(be, ev[3]));
+    if (it >= 0) {
+      tf[it] = be->event_elapsed(be, ev[0], ev[1]);
+      tb[it] = be->event_elapsed(be, ev[1], ev[2]);
+      tw[it] = be->event_elapsed(be, ev[2], ev[3]);
+    }
+  }
+  double fwd_tok = 2.0 * h * (h + 2.0 * h * G / H) + 2.0 * h * h + 16.0 * h * h + 4.0 * s * h;
+  double flops_f = fwd_tok * N, flops_total = 3 * flops_f;
+  double t[3][3];   /* part x (median, min, max) */
+  double *arr[3] = {tf, tb, tw};
+  for (int k = 0; k < 3; k++) {
+    qsort(arr[k], iters, sizeof(double), cmp_double);
+    t[k][0] = arr[k][iters / 2];
+    t[k][1] = arr[k][0];
+    t[k][2] = arr[k][iters - 1];
+  }
+  double total = t[0][0] + t[1][0] + t[2][0];
+  double tflops = flops_total / total / 1e12;
+  size_t cur, pk;
+  be->mem_stats(be, &cur, &pk, 0);
+  printf("# layer_bench: one GPT layer on the PPS CUDA backend (F, B, W passes)\n");
+  printf("# GPU: %s (compute capability %d.%d), %d SMs\n", prop.name, prop.major, prop.minor, prop.multiProcessorCount);
+  printf("# hidden %d, seq %d, heads %d, query groups %d, head dim %d, batch %d; bf16, F32 accumulate\n", h, s, H, G, D, B);
+  printf("# iterations %d after %d warm-up; times: median (min..max) in ms; device memory counted %.2f GiB\n", iters, warm,
+         pk / 1073741824.0);
+  printf("%-6s %12s %22s\n", "pass", "median_ms", "min..max_ms");
+  const char *names[3] = {"F", "B", "W"};
+  for (int k = 0; k < 3; k++)
+    printf("%-6s %12.3f %10.3f..%-10.3f\n", names[k], t[k][0] * 1e3, t[k][1] * 1e3, t[k][2] * 1e3);
+  printf("%-6s %12.3f\n", "F+B+W", total * 1e3);
+  printf("# model FLOPs per iteration %.4g (attention counted without the causal half); %.1f TFLOP/s", flops_total,
+         tflops);
+  if (peak > 0) printf("; MFU %.1f%% of %.0f TFLOP/s", 100.0 * tflops / peak, peak);
+  printf("\n");
+  if (json)
+    printf("{\"bench\":\"layer_bench\",\"gpu\":\"%s\",\"hidden\":%d,\"seq\":%d,\"heads\":%d,\"groups\":%d,\"batch\":%d,"
+           "\"iters\":%d,\"f_ms\":%.6g,\"b_ms\":%.6g,\"w_ms\":%.6g,\"total_ms\":%.6g,\"flops\":%.6g,\"tflops\":%.6g,"
+           "\"peak_tflops\":%.6g,\"mfu\":%.6g}\n",
+           prop.name, h, s, H, G, B, iters, t[0][0] * 1e3, t[1][0] * 1e3, t[2][0] * 1e3, total * 1e3, flops_total, tflops,
+           peak, peak > 0 ? tflops / peak : 0.0);
+  be->destroy(be);   /* releases every pool block */
+  free(tf);
+  free(tb);
+  free(tw);
+  return 0;
+}

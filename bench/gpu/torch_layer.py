@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""bench/gpu/torch_layer.py: the PyTorch eager baseline for bench/gpu/layer_bench.
+
+The same GPT layer as runtime/model_gpt.c and layer_bench.c (pre-norm, grouped query
+causal attention, tanh-GeLU MLP, bf16 weights and activations), timed forward and
+forward+backward with CUDA events after warm-up; median and min/max over --iters.
+Attention uses F.scaled_dot_product_attention (what an eager user calls: FlashAttention
+or memory-efficient kernels when available); --attn math forces the unfused path.
+FLOPs are counted exactly as layer_bench counts them, so the two MFU figures compare.
+
+Not part of any test; needs a GPU and torch. Exit 77 when no GPU is visible.
+"""
+import argparse
+import json
+import statistics
+import sys
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--hidden", type=int, default=4096)
+    ap.add_argument("--seq", type=int, default=4096)
+    ap.add_argument("--heads", type=int, default=32)
+    ap.add_argument("--groups", type=int, default=8)
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--peak-tflops", type=float, default=0.0)
+    ap.add_argument("--attn", choices=["sdpa", "math"], default="sdpa")
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args()
+
+    import torch
+    import torch.nn.functional as F
+
+    if not torch.cuda.is_available():
+        print("SKIP: no CUDA device visible")
+        return 77
+    dev, dt = "cuda", torch.bfloat16
+    h, s, H, G, B = a.hidden, a.seq, a.heads, a.groups, a.batch
+    D = h // H
+    q_out = (H + 2 * G) * D
+    torch.manual_seed(0)
+
+    def w(*shape, scale=0.02):
+        return (torch.randn(*shape, device=dev, dtype=torch.float32) * scale).to(dt).requires_grad_()
+
+    g1, b1, g2, b2 = (w(h, scale=0.1) for _ in range(4))
+    wqkv, wproj, wfc, wfc2 = w(h, q_out), w(h, h), w(h, 4 * h), w(4 * h, h)
+    x = torch.randn(B * s, h, device=dev, dtype=dt, requires_grad=True)
+    dy = torch.randn(B * s, h, device=dev, dtype=dt)
+
+    def attention(qkv):
+        q = qkv[:, : H * D].view(B, s, H, D).transpose(1, 2)
+        k = qkv[:, H * D: (H + G) * D].view(B, s, G, D).transpose(1, 2)
+        v = qkv[:, (H + G) * D:].view(B, s, G, D).transpose(1, 2)
+        if a.attn == "math" or not hasattr(F, "scaled_dot_product_attention"):
+            k = k.repeat_interleave(H // G, dim=1)
+            v = v.repeat_interleave(H // G, dim=1)
+            sc = (q.float() @ k.float().transpose(-1, -2)) / D ** 0.5
+            mask = torch.ones(s, s, device=dev, dtype=torch.bool).triu(1)
+            p = sc.masked_fill(mask, float("-inf")).softmax(-1).to(dt)
+            o = p @ v
+        else:
+            try:
+                o = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+            except TypeError:   # torch < 2.5: no enable_gqa
+                o = F.scaled_dot_product_attention(q, k.repeat_interleave(H // G, 1),
+                                                   v.repeat_interleave(H // G, 1), is_causal=True)
+        return o.transpose(1, 2).reshape(B * s, h)
+
+    def layer(inp):
+        ln1 = F.layer_norm(inp, (h,), g1, b1, 1e-5)
+        att = attention(ln1 @ wqkv)
+        x1 = inp + att @ wproj
+        ln2 = F.layer_norm(x1, (h,), g2, b2, 1e-5)
+        return x1 + F.gelu(ln2 @ wfc, approximate="tanh") @ wfc2
+
+    ev = [torch.cuda.Event(enable_timing=True) for _ in range(3)]
+    tf, tbw = [], []
+    for it in range(-a.warmup, a.iters):
+        for p in (x, g1, b1, g2, b2, wqkv, wproj, wfc, wfc2):
+            p.grad = None
+        ev[0].record()
+        y = layer(x)
+        ev[1].record()
+        y.backward(dy)
+        ev[2].record()
+        torch.cuda.synchronize()
+        if it >= 0:
+            tf.append(ev[0].elapsed_time(ev[1]))
+            tbw.append(ev[1].elapsed_time(ev[2]))
+
+    fwd_tok = 2.0 * h * (h + 2.0 * h * G / H) + 2.0 * h * h + 16.0 * h * h + 4.0 * s * h
+    flops = 3 * fwd_tok * B * s
+    f_ms, bw_ms = statistics.median(tf), statistics.median(tbw)
+    total = f_ms + bw_ms
+    tflops = flops / (total * 1e-3) / 1e12
+    name = torch.cuda.get_device_name(0)
+    print("# torch_layer: one GPT layer, PyTorch %s eager (attention: %s)" % (torch.__version__, a.attn))
+    print("# GPU: %s; hidden %d, seq %d, heads %d, query groups %d, batch %d; bf16" % (name, h, s, H, G, B))
+    print("# iterations %d after %d warm-up; median (min..max) ms" % (a.iters, a.warmup))
+    print("%-6s %12s %22s" % ("pass", "median_ms", "min..max_ms"))
+    print("%-6s %12.3f %10.3f..%-10.3f" % ("F", f_ms, min(tf), max(tf)))
+    print("%-6s %12.3f %10.3f..%-10.3f" % ("B+W", bw_ms, min(tbw), max(tbw)))
+    print("%-6s %12.3f" % ("total", total))
+    line = "# model FLOPs per iteration %.4g; %.1f TFLOP/s" % (flops, tflops)
+    if a.peak_tflops > 0:
+        line += "; MFU %.1f%% of %.0f TFLOP/s" % (100 * tflops / a.peak_tflops, a.peak_tflops)
+    print(line)
+    if a.json:
+        print(json.dumps({"bench": "torch_layer", "gpu": name, "torch": torch.__version__, "attn": a.attn,
+                          "hidden": h, "seq": s, "heads": H, "groups": G, "batch": B, "iters": a.iters,
+                          "f_ms": f_ms, "bw_ms": bw_ms, "total_ms": total, "flops": flops, "tflops": tflops,
+                          "peak_tflops": a.peak_tflops,
+                          "mfu": tflops / a.peak_tflops if a.peak_tflops > 0 else 0.0}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
