@@ -82,7 +82,7 @@ int rt_check_gradients(ppsrt_ctx *c, double pipeline_loss, int *mismatch) {
   }
   long nbad = loss_bad, ncmp = 0;
   double maxdiff = 0;
-  const char *maxname = "";
+  const char *maxname = "all equal";
   for (int k = 0; k < pm->nparams; k++) {
     ppsrt_param *p = &pm->params[k];
     ppsrt_param *r = NULL;

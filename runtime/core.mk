@@ -36,6 +36,9 @@ EXTRA_DIST += tests/runtime/tables.sh tests/runtime/flags.sh tests/runtime/e2e.s
 noinst_PROGRAMS += bench/runtime_overhead
 bench_runtime_overhead_SOURCES = bench/runtime_overhead.c
 bench_runtime_overhead_LDADD = libppsrt.la
-EXTRA_DIST += bench/runtime_bench.sh
+EXTRA_DIST += bench/runtime_bench.sh bench/runtime_emit.sh
 bench-runtime: bench/runtime_overhead$(EXEEXT) ppsc$(EXEEXT)
 	$(SHELL) $(srcdir)/bench/runtime_bench.sh
+# how long emit-c and the C compiler take on 25k..200k-op tables
+bench-emit: ppsc$(EXEEXT)
+	top_srcdir=$(abs_top_srcdir) PPSC=./ppsc$(EXEEXT) CC='$(CC)' $(SHELL) $(srcdir)/bench/runtime_emit.sh
