@@ -1,5 +1,6 @@
 /* analysis.h: the analysis pipeline behind `check` and `sim` (lower, verify,
- * simulate, evaluate expectations), callable on an IR built in memory (tests). */
+ * simulate, evaluate expectations), callable on an IR built in memory (tests, emit-c).
+ * It prints nothing but diagnostics; the commands print the reports. */
 #ifndef PPS_ANALYSIS_H
 #define PPS_ANALYSIS_H
 #include "report.h"

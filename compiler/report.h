@@ -1,5 +1,6 @@
 /* report.h: what `check` and `sim` print and write: the text summary, the --json
- * object (docs/json.md), the Chrome trace and the SVG timeline. */
+ * object (docs/json.md), the Chrome trace and the SVG timeline. Each writer fills a
+ * StrBuf; the caller writes it (atomically). Nothing here computes a figure. */
 #ifndef PPS_REPORT_H
 #define PPS_REPORT_H
 #include "driver.h"

@@ -1,5 +1,6 @@
 /* sim.h: the as-soon-as-possible simulator of a lowered schedule, and the order-based
- * memory accounting. See sim.c for the timing model. */
+ * memory accounting. See sim.c for the timing model. It reports nothing itself:
+ * verify.c turns a stuck run into a deadlock error, report.c prints the figures. */
 #ifndef PPS_SIM_H
 #define PPS_SIM_H
 #include "lower.h"

@@ -1,4 +1,6 @@
-/* verify.h: verification of a lowered schedule (see verify.c for what is checked). */
+/* verify.h: verification of a lowered schedule (see verify.c for what is checked).
+ * It does not lower (lower.h) and does not time anything beyond the one executor run
+ * that finds deadlocks. */
 #ifndef PPS_VERIFY_H
 #define PPS_VERIFY_H
 #include "sim.h"
