@@ -220,6 +220,9 @@ int cmd_build(Compilation *c) {
     rc = PPSC_USAGE;
   } else if (!ok) {
     fprintf(stderr, "ppsc: build: the C compiler failed (libppsrt from %s); command:\n  %s\n", where, cmd.data);
+    if (!strcmp(where, "the install prefix"))
+      fprintf(stderr, "hint: install PPS (make install), make `pkg-config ppsrt` work (PKG_CONFIG_PATH), "
+              "or set PPS_BUILD_TREE to a build directory\n");
     rc = PPSC_INVALID;
   }
   if (!ok) unlink(tmpout);
