@@ -480,6 +480,32 @@ static void found_text(ParseState *ps, yysymbol_kind_t tok, const Loc *l, char *
   snprintf(buf, size, "%s", tok_name(tok));
 }
 
+/* Token groups for messages, by the names bison gives them (its numbering of
+ * character tokens shifts whenever a token is added). */
+static int in_list(yysymbol_kind_t x, const char *const *names) {
+  const char *n = yysymbol_name(x);
+  for (; *names; names++)
+    if (!strcmp(n, *names)) return 1;
+  return 0;
+}
+static int is_operator(yysymbol_kind_t x) {
+  static const char *const ops[] = {"'or'", "'and'", "'=='", "'!='", "'<='", "'>='", "'<'", "'>'", "'+'",
+                                    "'-'", "'*'", "'/'", "'div'", "'mod'", NULL};
+  return in_list(x, ops);
+}
+static int is_expr_start(yysymbol_kind_t x) {
+  static const char *const st[] = {"integer", "real number", "'true'", "'false'", "identifier", "'('",
+                                   "'-'", "'not'", "'S'", NULL};
+  return in_list(x, st);
+}
+static int is_stmt_start(yysymbol_kind_t x) {
+  static const char *const st[] = {"'devices'", "'microbatches'", "'stages'", "'placement'", "'cost'",
+    "'memory'", "'model'", "'hardware'", "'offload'", "'reload'", "'vocab'", "'let'", "'require'",
+    "'expect'", "'use'", "'for'", "'if'", "'device'", "'block'", "'interval'", "'w_rule'", "'send'",
+    "'recv'", "'coll'", "'F'", "'B'", "'W'", "'BW'", "'IF'", "'IB'", "'S'", "'T'", "';'", NULL};
+  return in_list(x, st);
+}
+
 static int yyreport_syntax_error(const yypcontext_t *ctx, ParseState *ps) {
   if (ps->fatal) return 0;
   yysymbol_kind_t tok = yypcontext_token(ctx);
@@ -523,25 +549,38 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, ParseState *ps) {
     diag_error(ps->diag, loc_span(ps, p), "expected ';' after '%s' statement", head_name(ps->head_tok));
     return 0;
   }
-  if (expr && !stmt) {
-    diag_error(ps->diag, at, "expected an expression, found %s", found);
-    return 0;
+  /* Describe what was expected in groups: "an expression", "a statement", "a
+   * comparison", then single tokens; operators that could continue a complete
+   * expression are left out (they are never what the user forgot). */
+  const char *items[8];
+  int ni = 0, arith = 0, cmp = 0;
+  for (int k = 0; k < n; k++) {
+    yysymbol_kind_t x = exp[k];
+    const char *nm = yysymbol_name(x);
+    if (!strcmp(nm, "'+'") || x == YYSYMBOL_OR) arith = 1;
+    if (!strcmp(nm, "'<'") || x == YYSYMBOL_EQ) cmp = 1;
   }
-  if (stmt) {
-    diag_error(ps->diag, at, "expected a statement or '}', found %s", found);
-    return 0;
+  if (stmt) items[ni++] = "a statement";
+  if (expr) items[ni++] = "an expression";
+  if (cmp && !arith) items[ni++] = "a comparison";
+  for (int k = 0; k < n && ni < 8; k++) {
+    yysymbol_kind_t x = exp[k];
+    int skip = 0;
+    if (stmt && is_stmt_start(x)) skip = 1;
+    if (expr && is_expr_start(x)) skip = 1;
+    if ((arith || cmp) && is_operator(x)) skip = 1;
+    if (!skip) items[ni++] = tok_name(x);
   }
-  if (sched) {
+  if (sched && !stmt) {
     diag_error(ps->diag, at, "expected 'schedule' or 'import', found %s", found);
     return 0;
   }
-  if (n > 0 && n <= 4) {
+  if (ni > 0 && ni <= 4) {
     char list[256] = "";
     size_t len = 0;
-    for (int k = 0; k < n; k++) {
-      const char *sep = k == 0 ? "" : k == n - 1 ? " or " : ", ";
-      len += (size_t)snprintf(list + len, sizeof list - len, "%s%s", sep, tok_name(exp[k]));
-      if (len >= sizeof list) break;
+    for (int k = 0; k < ni && len < sizeof list; k++) {
+      const char *sep = k == 0 ? "" : k == ni - 1 ? " or " : ", ";
+      len += (size_t)snprintf(list + len, sizeof list - len, "%s%s", sep, items[k]);
     }
     diag_error(ps->diag, at, "expected %s, found %s", list, found);
     return 0;
