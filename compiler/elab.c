@@ -528,6 +528,10 @@ static void exec_pass(Ctx *c, Stmt *st) {
       stage = a[1];
       if (check_range(c, st, "stage", stage, c->nstage)) return;
     } else {
+      if (c->dev_nst[d] == 0) {
+        SERR(c, st, "device %d holds no stage (see the placement)", d);
+        return;
+      }
       if (c->dev_nst[d] != 1) {
         SERR(c, st, "device %d holds %d stages; write the stage: %s(i, s)", d, c->dev_nst[d],
              kind == IR_SEND || kind == IR_RECV ? (st->xfer == IR_XFER_ACT ? "F" : "B") : ir_kind_name(kind));
