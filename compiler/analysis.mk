@@ -22,8 +22,8 @@ bench-sim: bench/sim_bench$(EXEEXT) ppsc$(EXEEXT)
 	srcdir=$(srcdir) top_builddir=$(top_builddir) $(SHELL) $(srcdir)/bench/sim_bench.sh
 
 # Script tests: golden diagnostics, outputs (JSON, trace, SVG, CSV), robustness
-TESTS += tests/analysis/golden.sh tests/analysis/outputs.sh tests/analysis/robust.sh
-EXTRA_DIST += tests/analysis/golden.sh tests/analysis/outputs.sh tests/analysis/robust.sh \
+TESTS += tests/analysis/golden.sh tests/analysis/outputs.sh tests/analysis/robust.sh tests/analysis/closed_form.sh
+EXTRA_DIST += tests/analysis/golden.sh tests/analysis/outputs.sh tests/analysis/robust.sh tests/analysis/closed_form.sh \
   tests/analysis/cases/coll_order.err \
   tests/analysis/cases/coll_order.pps \
   tests/analysis/cases/comm_written.err \
