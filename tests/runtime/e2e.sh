@@ -34,6 +34,22 @@ if build off "$WORK/off.pps" -D P=3 -D m=6; then
   expect_grep "check: passed" "offload: loss, gradients, memory match"
 else fail "build offload"; fi
 
+# the memory comparison can fail: the schedule says B frees half of each activation,
+# the mlp's B frees nothing (W needs x and dh), so device 1 peaks at 2 units, not 1.5
+cat > "$WORK/bfree.pps" <<'PPS'
+schedule bfree(P = 2, m = 2) {
+  devices P; microbatches m; placement linear;
+  memory b_free = 0.5;
+  device 0 { F(0) F(1) B(0) B(1) W(0) W(1) }
+  device 1 { F(0) B(0) F(1) B(1) W(0) W(1) }
+}
+PPS
+if build bfree "$WORK/bfree.pps"; then
+  expect_exit 1 "--check-memory fails when the model frees other than b_free" "$WORK/bfree" --check-memory
+  expect_grep "device 1: measured peak 2 units ([0-9]* B), predicted 1.5 units: DIFFERS" "memory mismatch named"
+  expect_grep "device 0: measured peak 2 units ([0-9]* B), predicted 2 units: match" "other device matches"
+else fail "build bfree"; fi
+
 # the gpt model: stdlib schedules and both vocabulary-parallel variants
 GPT="--model gpt --check --hidden 16 --heads 2 --query-groups 1 --seq 4 --vocab 32 -q"
 if build g "$top_srcdir/examples/1f1b.pps" -D P=2 -D m=4 && "$WORK/g" --model gpt --iterations 1 -q > /dev/null 2>&1; then
