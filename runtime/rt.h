@@ -112,7 +112,6 @@ struct ppsrt_run {
   double epoch;           /* rt_now() at start */
   FILE *out;              /* stdout */
   pthread_mutex_t print_lock;
-  int *stages_of;         /* [nstage] device of stage */
   ppsrt_model_create_fn create;
   /* figures of every device, kept by the context that prints (rank 0, or the MPI rank) */
   double *dev_busy, *dev_span;      /* [iterations * ndev] seconds */

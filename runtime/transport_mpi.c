@@ -53,7 +53,9 @@ static int poll_wait(mpi_impl *t, MPI_Request *req, MPI_Status *st, double timeo
     if ((k & 63) == 0 && rt_now() - t0 > timeout_s) {
       MPI_Cancel(req);
       if (peer >= 0)
-        return PPSRT_FAIL(PPSRT_E_TIMEOUT, "waited %.3g s for %s from rank %d", timeout_s, what, peer);
+        return PPSRT_FAIL(PPSRT_E_TIMEOUT, "waited %.3g s for %s from rank %d\n"
+                          "hint: rank %d is stuck or slow; a schedule checked by `ppsc check` does not deadlock, "
+                          "so raise --timeout if its passes are slow", timeout_s, what, peer, peer);
       return PPSRT_FAIL(PPSRT_E_TIMEOUT, "waited %.3g s at %s for the other ranks", timeout_s, what);
     }
   }

@@ -115,7 +115,9 @@ static int th_recv(ppsrt_transport *tr, int rank, ppsrt_backend *b, int stream, 
   while (!c->head && !t->aborted) {
     if (timed_wait(t, &dl)) {
       pthread_mutex_unlock(&t->mu);
-      return PPSRT_FAIL(PPSRT_E_TIMEOUT, "waited %.3g s for a message from rank %d", tr->timeout_s, peer);
+      return PPSRT_FAIL(PPSRT_E_TIMEOUT, "waited %.3g s for a message from rank %d\n"
+                        "hint: rank %d is stuck or slow; a schedule checked by `ppsc check` does not deadlock, "
+                        "so raise --timeout if its passes are slow", tr->timeout_s, peer, peer);
     }
   }
   if (t->aborted) { pthread_mutex_unlock(&t->mu); return aborted_error(t, rank); }
