@@ -20,7 +20,7 @@
 #include <string.h>
 
 typedef struct CsvAct { int stage, mb; char type; Span span; } CsvAct;
-typedef struct CsvRow { CsvAct *acts; int n, cap; } CsvRow;
+typedef struct CsvRow { CsvAct *acts; int n, cap; int blank; } CsvRow;
 
 static char *read_all(const char *path, size_t *size) {
   FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
@@ -119,6 +119,7 @@ int cmd_import_csv(Compilation *c) {
     const char *le = p;
     if (le > ls && le[-1] == '\r') le--;
     CsvRow *row = VEC_PUSH(&c->arena, rows, nrows, caprows);
+    row->blank = le == ls;
     const char *q = ls;
     for (;;) {
       const char *cs = q;
@@ -142,8 +143,8 @@ int cmd_import_csv(Compilation *c) {
     if (p < end) p++;
     line++;
   }
-  /* a trailing empty line is not a rank */
-  while (nrows > 0 && rows[nrows - 1].n == 0) {
+  /* trailing blank lines are not ranks (a line of empty cells is an idle rank) */
+  while (nrows > 0 && rows[nrows - 1].blank) {
     nrows--;
   }
   if (nrows == 0 && !c->diag.errors) diag_error(&c->diag, (Span){fid, 1, 1, 1}, "no ranks: the CSV has no actions");

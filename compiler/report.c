@@ -38,8 +38,9 @@ void report_text(StrBuf *b, const Report *r) {
   if (!s) return;
   const SimResult *sim = r->sim;
   if (!strcmp(r->cmd, "check")) {
-    sb_printf(b, "%s: valid (%d devices, %d stages, %d microbatches, %lld ops", s->name ? s->name : "schedule",
-              s->ndev, s->nstage, s->nmb, (long long)s->total_ops);
+    sb_printf(b, "%s: valid (%d device%s, %d stage%s, %d microbatch%s, %lld op%s", s->name ? s->name : "schedule",
+              s->ndev, s->ndev == 1 ? "" : "s", s->nstage, s->nstage == 1 ? "" : "s", s->nmb, s->nmb == 1 ? "" : "es",
+              (long long)s->total_ops, s->total_ops == 1 ? "" : "s");
     if (sim) {
       sb_puts(b, "; makespan ");
       report_num(b, sim->makespan);
