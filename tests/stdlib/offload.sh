@@ -1,0 +1,32 @@
+#!/bin/sh
+# tests/stdlib/offload.sh: PipeOffload. When the host link satisfies the paper's
+# condition (a stage's copy, TOFF/v, fits inside the compute between its F and B;
+# here TOFF <= TF), full offload keeps the makespan within 2% of no offload and the
+# activation per device about constant as P grows; selective offload of the first
+# chunk lowers the peak more than spreading the same copy volume over every stage.
+. "${top_srcdir:?}/tests/stdlib/lib.sh"
+for P in 2 3 4 6 8 12 16 32; do
+  for m in $P $((4 * P)); do
+    set -- $(figures "$STD/interleaved_1f1b.pps" -D P=$P -D m=$m); base_mk=$2 base_pk=$3
+    for t in 0.25 0.5 1; do
+      set -- $(figures "$STD/pipeoffload.pps" -D P=$P -D m=$m -D TOFF=$t)
+      [ "$1" = true ] && [ "$5" = true ] || { bad "pipeoffload P=$P m=$m TOFF=$t: valid=$1 expects_ok=$5"; continue; }
+      awk -v a="$2" -v b="$base_mk" -v pk="$3" 'BEGIN { exit !(a <= 1.02 * b && pk <= 1.5 + 1e-9) }' \
+        || bad "pipeoffload P=$P m=$m TOFF=$t: makespan $2 (no offload $base_mk), peak $3"
+      set -- $(figures "$STD/pipeoffload_selective.pps" -D P=$P -D m=$m -D TOFF=$t); sel=$3
+      [ "$1" = true ] && [ "$5" = true ] || bad "pipeoffload_selective P=$P m=$m TOFF=$t: valid=$1 expects_ok=$5"
+      set -- $(figures "$STD/pipeoffload.pps" -D P=$P -D m=$m -D TOFF=$t -D ratio=0.5 -D checks=false); half=$3
+      awk -v s="$sel" -v h="$half" -v b="$base_pk" -v P=$P 'BEGIN { exit !(s <= h + 1e-9 && (P < 4 || s < h) && s < b) }' \
+        || bad "selective offload P=$P m=$m TOFF=$t: peak $sel, half of every stage $half, none $base_pk"
+    done
+  done
+  # the V-shaped base (ZB-V) stays valid with every offload choice
+  for a in "-D ratio=1" "-D ratio=0.5" "-D k=$P"; do
+    set -- $(figures "$STD/pipeoffload.pps" -D P=$P -D m=$((2 * P)) -D vee=true $a)
+    [ "$1" = true ] && [ "$5" = true ] || bad "pipeoffload vee P=$P $a: valid=$1"
+  done
+done
+# a slow host link costs time (the model is not free of charge)
+set -- $(figures "$STD/pipeoffload.pps" -D P=4 -D m=8 -D TOFF=8 -D checks=false)
+awk -v a="$2" 'BEGIN { exit !(a > 28.5) }' || bad "pipeoffload with TOFF=8 should be slower than 28.5, got $2"
+exit $fail
