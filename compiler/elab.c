@@ -42,7 +42,7 @@ typedef struct BlockState {
 
 enum { PL_NONE, PL_LINEAR, PL_INTERLEAVED, PL_VSHAPE, PL_EXPLICIT };
 enum { B_P, B_M, B_S, B_V, B_N };   /* builtin names */
-enum { USE_MAX_DEPTH = 64, MAX_DEVICES = 65536, MAX_STAGES = 1 << 20, MAX_MBS = 1 << 30 };
+enum { USE_MAX_DEPTH = 16, MAX_DEVICES = 65536, MAX_STAGES = 1 << 20, MAX_MBS = 1 << 30 };
 
 typedef struct Ctx {
   const ElabInput *in;

@@ -69,6 +69,11 @@ expect_error self-import "$tmp/self.pps"
 # recursive use through three schedules
 printf 'schedule a { use b(); }\nschedule b { use c(); }\nschedule c { use a(); }\n' >"$tmp/use.pps"
 expect_error recursive-use "$tmp/use.pps" --schedule a
+# 20 schedules, each using the next from inside 250 nested ifs (C stack depth)
+awk 'BEGIN { for (k = 0; k < 20; k++) { printf "schedule s%d { ", k; for (i = 0; i < 250; i++) printf "if true { ";
+  if (k < 19) printf "use s%d();", k + 1; else printf "devices 1; microbatches 1;";
+  for (i = 0; i < 250; i++) printf " }"; print " }" } print "schedule main { use s0(); }" }' >"$tmp/deepuse.pps"
+expect_error deep-use "$tmp/deepuse.pps"
 # a missing file is an I/O error: exit 2, no location
 n=$((n + 1))
 "$PPSC" expand "$tmp/no-such-file.pps" >/dev/null 2>"$tmp/err"; rc=$?
