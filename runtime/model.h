@@ -30,9 +30,12 @@
  *     (ppsrt_act_free), W (or BW) releases the rest (ppsrt_act_release). Entries are
  *     indexed 0, 1, 2, ... in the order F saved them. Vocabulary passes that keep
  *     memory (S until T) use stage = -1.
- *     For the measured peak to equal `ppsc sim`'s prediction, a stage's saved bytes
- *     must equal act_bytes(stage) (checked by the runtime at the first release), and
- *     B must free exactly b_free of it.
+ *     Memory is counted in activation units per stage: a byte of stage s counts
+ *     stages[s].act / act_bytes(s) units (stage -1: vocab_act_s / act_bytes(-1)), and
+ *     the peak is sampled after each op. For the measured peak to equal `ppsc sim`'s
+ *     prediction, what F(mb, s) keeps must total act_bytes(s) when F returns (the
+ *     runtime checks after every F and notes the first difference in the memory
+ *     report), B must leave (1 - b_free) of it, and W/BW nothing.
  *
  *  3. Weights, gradients and optimizer state are the model's; it lists them in
  *     `params` so the runtime can run the optimizer and --check can compare them.
