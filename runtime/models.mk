@@ -10,6 +10,12 @@ tests_kernels_test_kernels_SOURCES = tests/kernels/test_kernels.c
 tests_kernels_test_kernels_LDADD = libppsrt.la
 TESTS += tests/kernels/test_kernels
 
+# ---- the gpt model's gradients vs finite differences of its loss (one device) ----
+check_PROGRAMS += tests/kernels/gpt_grad
+tests_kernels_gpt_grad_SOURCES = tests/kernels/gpt_grad.c
+tests_kernels_gpt_grad_LDADD = libppsrt.la
+TESTS += tests/kernels/gpt_grad
+
 # ---- gpt end to end through ppsrt_main (hand-written tables, vocabulary parallelism) ----
 check_PROGRAMS += tests/kernels/gpt_tables
 tests_kernels_gpt_tables_SOURCES = tests/kernels/gpt_tables.c
