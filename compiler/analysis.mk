@@ -34,6 +34,8 @@ EXTRA_DIST += tests/analysis/golden.sh tests/analysis/outputs.sh tests/analysis/
   tests/analysis/cases/deadlock.pps \
   tests/analysis/cases/expect.err \
   tests/analysis/cases/expect.pps \
+  tests/analysis/cases/host_limit.err \
+  tests/analysis/cases/host_limit.pps \
   tests/analysis/cases/memory.err \
   tests/analysis/cases/memory.pps \
   tests/analysis/cases/missing.err \
