@@ -846,8 +846,7 @@ static void exec(Ctx *c, Stmt *st) {
   case ST_PLACEMENT: {
     if (c->cur_dev >= 0 || c->blk) { SERR(c, st, "'placement' must be at schedule level"); return; }
     if (!c->has_dev) { SERR(c, st, "'placement' needs the 'devices' statement first"); return; }
-    if (c->placement != PL_NONE) { SERR(c, st, "placement already stated"); return; }
-    if (layout_frozen(c, st)) return;
+    int had = c->placement != PL_NONE;
     int kind = PL_EXPLICIT;
     int64_t v = 0;
     if (st->sym) {
@@ -865,6 +864,20 @@ static void exec(Ctx *c, Stmt *st) {
       if (st->e1 && eval_int(c, st->e1, &v)) return;
     } else if (st->list.n > MAX_STAGES) {
       SERR(c, st, "too many stages");
+      return;
+    }
+    if (had) { /* the same placement again is fine (composition); another is not */
+      int32_t *map = c->stage_dev, *nst = c->dev_nst, *first = c->dev_first;
+      int64_t S = c->nstage, pv = c->pv;
+      int pk = c->placement;
+      Value bs = c->builtin[B_S], bv = c->builtin[B_V];
+      Span sp = c->placespan;
+      int same = place(c, kind, v, &st->list, NULL) == 0 && c->nstage == S &&
+                 !memcmp(c->stage_dev, map, (size_t)S * sizeof *map);
+      c->stage_dev = map; c->dev_nst = nst; c->dev_first = first;
+      c->nstage = S; c->pv = pv; c->placement = pk;
+      c->builtin[B_S] = bs; c->builtin[B_V] = bv; c->placespan = sp;
+      if (!same) SERR(c, st, "a different placement is already in effect");
       return;
     }
     place(c, kind, v, &st->list, st);

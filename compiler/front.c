@@ -45,13 +45,14 @@ static char *read_all(const char *path, size_t *size) {
       if (!nb) { free(buf); if (f != stdin) fclose(f); errno = ENOMEM; return NULL; }
       buf = nb;
     }
+    errno = 0;
     size_t r = fread(buf + n, 1, cap - n, f);
     n += r;
     if (r == 0) break;
   }
-  int bad = ferror(f);
+  int bad = ferror(f), err = errno ? errno : EIO;
   if (f != stdin) fclose(f);
-  if (bad) { free(buf); errno = EIO; return NULL; }
+  if (bad) { free(buf); errno = err; return NULL; }
   *size = n;
   return buf;
 }
