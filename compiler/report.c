@@ -12,6 +12,7 @@
 #include "report.h"
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 void report_num(StrBuf *b, double x) {
@@ -304,6 +305,50 @@ static const char *kind_color(int k) {
   }
 }
 
+enum { SVG_MAX_BOXES = 50000 };
+
+/* One device's row for schedules too dense for a box per op: each pixel column
+ * takes the colour of the pass kind that is busiest in it, and is drawn only when
+ * the device is busy for at least a tenth of it (copies in the lane below). */
+static void svg_binned(StrBuf *b, const Report *r, int d, double left, double y, double rowh, double lane,
+                       double W, double xs) {
+  const IrSchedule *s = r->s;
+  const SimResult *sim = r->sim;
+  const AnaIndex *ix = r->ix;
+  int ncol = (int)W;
+  double *busy = calloc((size_t)ncol * IR_NKINDS, sizeof(double));
+  if (!busy) return;
+  for (int32_t g = ix->off[d]; g < ix->off[d + 1]; g++) {
+    const IrOp *op = ana_op(s, ix, g);
+    if (op->kind == IR_SEND || op->kind == IR_RECV) continue;
+    double a = sim->start[g] * xs, e = sim->end[g] * xs;
+    if (!(e > a)) continue;
+    for (int c = (int)a; c < ncol && c <= (int)e; c++) {
+      double lo = a > c ? a : c, hi = e < c + 1 ? e : c + 1;
+      if (hi > lo) busy[(size_t)c * IR_NKINDS + op->kind] += hi - lo;
+    }
+  }
+  for (int c = 0; c < ncol; c++) {
+    for (int lane_copy = 0; lane_copy < 2; lane_copy++) {
+      int best = -1;
+      double tot = 0, bv = 0;
+      for (int k = 0; k < IR_NKINDS; k++) {
+        int is_copy = k == IR_OFFLOAD || k == IR_RELOAD;
+        if (is_copy != lane_copy) continue;
+        double x = busy[(size_t)c * IR_NKINDS + k];
+        tot += x;
+        if (x > bv) { bv = x; best = k; }
+      }
+      if (best < 0 || tot < 0.1) continue;
+      double yy = lane_copy ? y + rowh + 1 : y, hh = lane_copy ? lane - 2 : rowh;
+      if (hh <= 0) continue;
+      sb_printf(b, "<rect x=\"%.0f\" y=\"%.1f\" width=\"1\" height=\"%.1f\" fill=\"%s\"/>", left + c, yy, hh, kind_color(best));
+    }
+  }
+  sb_puts(b, "\n");
+  free(busy);
+}
+
 void report_svg(StrBuf *b, const Report *r) {
   const IrSchedule *s = r->s;
   const SimResult *sim = r->sim;
@@ -319,6 +364,8 @@ void report_svg(StrBuf *b, const Report *r) {
   double mem_top = top + tl_h + 40;
   double H = mem_top + P * (memh + memgap) + 20;
   double xs = W / mk;
+  /* a box per op up to SVG_MAX_BOXES; beyond, one column per pixel per device */
+  int dense = ix->total > SVG_MAX_BOXES;
   sb_printf(b, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" font-family=\"sans-serif\" font-size=\"10\">\n",
             left + W + 20, H);
   sb_puts(b, "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n<text x=\"10\" y=\"16\" font-size=\"13\">");
@@ -339,6 +386,10 @@ void report_svg(StrBuf *b, const Report *r) {
     double y = top + d * rowstep;
     sb_printf(b, "<text x=\"4\" y=\"%.1f\">device %d</text>\n", y + rowh * 0.7, d);
     sb_printf(b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#f4f4f4\"/>\n", left, y, W, rowh);
+    if (dense) {
+      svg_binned(b, r, d, left, y, rowh, lane, W, xs);
+      continue;
+    }
     for (int32_t g = ix->off[d]; g < ix->off[d + 1]; g++) {
       const IrOp *op = ana_op(s, ix, g);
       if (op->kind == IR_SEND || op->kind == IR_RECV) continue;
@@ -377,6 +428,28 @@ void report_svg(StrBuf *b, const Report *r) {
       sb_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"red\" stroke-dasharray=\"4 2\"/>\n", left,
                 y + memh - s->mem_limit / pk * memh, left + W, y + memh - s->mem_limit / pk * memh);
     if (v->nmem <= 0) continue;
+    if (v->nmem > 2 * (int)W) {
+      /* too many steps to draw: the maximum in each pixel column (peaks stay visible) */
+      int ncol = (int)W;
+      double *cm = malloc(sizeof(double) * (size_t)(ncol + 1));
+      if (!cm) continue;
+      double cur = 0;
+      int k = 0;
+      for (int c = 0; c <= ncol; c++) {
+        double mx = cur;
+        while (k < v->nmem && v->mt[k] * xs < c + 1) {
+          cur = v->mv[k++];
+          if (cur > mx) mx = cur;
+        }
+        cm[c] = mx;
+      }
+      sb_puts(b, "<polyline fill=\"none\" stroke=\"#4e79a7\" points=\"");
+      for (int c = 0; c <= ncol; c++) sb_printf(b, "%.0f,%.2f ", left + c, y + memh - cm[c] / pk * memh);
+      sb_puts(b, "\"/>\n");
+      free(cm);
+      sb_printf(b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">peak %.6g</text>\n", left + W - 2, y + 10, v->peak);
+      continue;
+    }
     sb_puts(b, "<polyline fill=\"none\" stroke=\"#4e79a7\" points=\"");
     double prev = 0;
     for (int k = 0; k < v->nmem; k++) {
