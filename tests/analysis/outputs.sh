@@ -81,6 +81,10 @@ has "$tmp/t.json" '"name":"thread_name","ph":"M","pid":0,"tid":1,"args":{"name":
 has "$tmp/t.json" '"ph":"C"'
 has "$tmp/t.svg" '<svg xmlns='
 has "$tmp/t.svg" '</svg>'
+# a dense schedule (about 100k ops): the SVG bins per pixel column and stays small
+"$PPSC" sim "$top_srcdir/bench/sim_interleaved.pps" -D P=16 -D m=256 -q --svg "$tmp/dense.svg" 2>"$tmp/err" || die "dense sim exit $?"
+has "$tmp/dense.svg" '</svg>'
+[ "$(wc -c <"$tmp/dense.svg")" -lt 5000000 ] || die "dense SVG over 5 MB"
 # not written (no partial file) when the schedule does not simulate
 "$PPSC" sim deadlock.pps -q --trace "$tmp/dt.json" --svg "$tmp/dt.svg" 2>/dev/null
 [ $? -eq 1 ] || die "sim deadlock: expected exit 1"
