@@ -34,6 +34,7 @@ typedef struct Override { int64_t stage; Span span; Sym key; double value; } Ove
 typedef struct BlockState {
   BlockEntry *e;
   int n, cap;
+  int32_t *seen;    /* [4 * nstage]: entry of (kind, stage) + 1, for duplicates */
   int64_t interval;
   int has_interval;
   int w_rule;
@@ -51,6 +52,7 @@ typedef struct Ctx {
   Symtab *syms;
   IrSchedule *s;
   Bind *binds;
+  int32_t *pidx;   /* scratch for `use`: parameter index + 1 by symbol, else 0 */
   Saved *saved;
   int nsaved, capsaved;
   int32_t frame, next_frame;
@@ -477,12 +479,14 @@ static void block_pass(Ctx *c, Stmt *st) {
   if (eval_int(c, st->list.v[0], &stage) || eval_int(c, st->e3, &slot)) return;
   if (check_range(c, st, "stage", stage, c->nstage)) return;
   if (slot < -(INT64_C(1) << 40) || slot > (INT64_C(1) << 40)) { SERR(c, st, "slot %lld out of range", (long long)slot); return; }
-  for (int k = 0; k < b->n; k++)
-    if (b->e[k].kind == st->op && b->e[k].stage == stage) {
-      SERR(c, st, "duplicate %s(%lld) in building block", ir_kind_name(st->op), (long long)stage);
-      diag_note(c->d, b->e[k].span, "first written here");
-      return;
-    }
+  if (!b->seen) b->seen = arena_alloc(c->a, (size_t)(4 * c->nstage) * sizeof *b->seen);
+  int32_t *seen = &b->seen[st->op * c->nstage + stage]; /* index + 1 of the entry, 0 = none */
+  if (*seen) {
+    SERR(c, st, "duplicate %s(%lld) in building block", ir_kind_name(st->op), (long long)stage);
+    diag_note(c->d, b->e[*seen - 1].span, "first written here");
+    return;
+  }
+  *seen = b->n + 1;
   BlockEntry *e = VEC_PUSH(c->a, b->e, b->n, b->cap);
   e->kind = st->op;
   e->stage = (int32_t)stage;
@@ -775,6 +779,11 @@ static void exec_block(Ctx *c, Stmt *st) {
  * the default (evaluated after the earlier parameters are bound). */
 static void bind_params(Ctx *c, ScheduleDef *def, Value *given, const uint8_t *has, Span at, int is_main) {
   int k = 0;
+  for (Param *p = def->params; p; p = p->next) {
+    if (c->pidx[p->name]) err(c, NULL, p->span, "parameter '%s' declared twice", sname(c, p->name));
+    c->pidx[p->name] = 1;
+  }
+  for (Param *p = def->params; p; p = p->next) c->pidx[p->name] = 0;
   for (Param *p = def->params; p; p = p->next, k++) {
     int want = p->type == c->t_int ? T_INT : p->type == c->t_real ? T_REAL : p->type == c->t_bool ? T_BOOL : 0;
     if (p->type && !want) {
@@ -1017,13 +1026,12 @@ static void exec_use(Ctx *c, Stmt *st) {
   int np = def->nparams;
   Value *given = arena_alloc(c->a, (size_t)(np + 1) * sizeof *given);
   uint8_t *has = arena_alloc(c->a, (size_t)np + 1);
-  int pos = 0, bad = 0;
+  int pos = 0, bad = 0, i = 0;
+  for (Param *p = def->params; p; p = p->next, i++) c->pidx[p->name] = i + 1;
   for (KeyVal *kv = st->kv; kv; kv = kv->next) {
     int k = -1;
     if (kv->key) {
-      int i = 0;
-      for (Param *p = def->params; p; p = p->next, i++)
-        if (p->name == kv->key) k = i;
+      k = c->pidx[kv->key] - 1;
       if (k < 0) { err(c, NULL, kv->span, "schedule '%s' has no parameter '%s'", sname(c, def->name), sname(c, kv->key)); bad = 1; continue; }
     } else {
       k = pos++;
@@ -1034,6 +1042,7 @@ static void exec_use(Ctx *c, Stmt *st) {
     if (given[k].t == T_ERR) bad = 1;
     has[k] = 1;
   }
+  for (Param *p = def->params; p; p = p->next) c->pidx[p->name] = 0;
   if (bad) return;
   int32_t saved_frame = c->frame;
   int mark = c->nsaved;
@@ -1203,6 +1212,7 @@ IrSchedule *elab_run(const ElabInput *in, int *usage) {
   c->o_all = I("all"); c->o_ratio = I("ratio"); c->o_stages = I("stages"); c->o_mbs = I("microbatches");
 #undef I
   c->binds = arena_alloc(c->a, (size_t)(y->n + 1) * sizeof *c->binds);
+  c->pidx = arena_alloc(c->a, (size_t)(y->n + 1) * sizeof *c->pidx);
   c->cur_dev = -1;
   c->frame = c->next_frame = 1;
   long mo = in->max_ops > 0 ? in->max_ops : 1;
