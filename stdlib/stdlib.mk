@@ -8,6 +8,10 @@ STDLIB_SCHEDULES = \
 nobase_dist_pkgdata_DATA += $(STDLIB_SCHEDULES)
 
 STDLIB_TESTS = tests/stdlib/sweep.sh tests/stdlib/reference.sh tests/stdlib/costs.sh \
-  tests/stdlib/offload.sh tests/stdlib/vocab.sh tests/stdlib/requires.sh
+  tests/stdlib/offload.sh tests/stdlib/vocab.sh tests/stdlib/requires.sh \
+  tests/stdlib/reference-blocks.sh
 TESTS += $(STDLIB_TESTS)
+# V-Half and 1F1B-V reach the reference makespan only with the paper's warm-up and
+# cool-down reordering of the repeated block (not in the block expansion yet).
+XFAIL_TESTS += tests/stdlib/reference-blocks.sh
 EXTRA_DIST += $(STDLIB_TESTS) tests/stdlib/lib.sh tools/stdlib-table.sh
