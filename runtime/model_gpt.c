@@ -11,10 +11,12 @@
  *   output  logits = LN_f(y) out^T (out [V, h], untied); loss = mean softmax cross-entropy
  *   data    ids seeded per (seed, microbatch); target[t] = (ids[t] + ids[t-1]) mod V
  *
- * Passes: F forward (saves what the backward needs); B the input gradient only,
- * saving the output gradients of every matrix product and layer norm for W (and freeing
- * the tensors only B needed: qkv, lse, the MLP pre-activation); W every weight gradient
- * (dW = X^T dY, biases, LN gamma/beta, embeddings) from what F and B saved; BW = B + W.
+ * Passes: F forward (saves what the backward needs, plus a gradient area for B); B the
+ * input gradient only, leaving the output gradients of every matrix product and layer
+ * norm for W in forward buffers it no longer needs and in that area, so B neither frees
+ * nor adds counted memory (b_free = 0); W every weight gradient (dW = X^T dY, biases, LN
+ * gamma/beta, embeddings), recomputing the LN outputs, then releases the stage; BW = B
+ * then W. act_bytes(stage) is exactly what F saves.
  * Vocabulary passes (vocab_mode 1|2, shard of device d = rows [d V/P, (d+1) V/P)):
  *   IF  e_d = tok_d[ids] (+ pos on device 0);       coll input_fwd: e = sum_d e_d -> F(mb,0)
  *   S   X = LN_f(y) broadcast from the last stage's device; logits_d = X out_d^T;
