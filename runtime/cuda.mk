@@ -51,6 +51,26 @@ tests_gpu_cuda_kernels_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS)
 tests_gpu_cuda_kernels_LDADD = libppsrt.la $(CUDA_LIBS) -lm
 TESTS += tests/gpu/cuda_kernels tests/gpu/nodevice.sh tests/gpu/link.sh tests/gpu/e2e.sh
 
+# The same kernel test with no GPU at all: kernels.cu compiled as host C++ against
+# tests/gpu/emu/cuda_emu.h (CUDA threads as host threads), and a host-memory stand-in
+# for cudart and cuBLAS (fake_cuda.c) that the executable interposes over libppsrt's
+# calls. It runs the backend's real code paths (GEMM transposes, attention, pools,
+# the transport's copy channel) against the CPU reference in every CUDA build.
+check_PROGRAMS += tests/gpu/cuda_kernels_emu
+tests_gpu_cuda_kernels_emu_SOURCES = tests/gpu/cuda_kernels.c tests/gpu/emu/fake_cuda.c tests/gpu/emu/cuda_emu.h
+tests_gpu_cuda_kernels_emu_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS) -DPPSRT_CUDA_EMULATE
+tests_gpu_cuda_kernels_emu_LDFLAGS = -pthread -Wl,--export-dynamic
+tests_gpu_cuda_kernels_emu_LDADD = tests/gpu/emu/kernels_emu.o libppsrt.la $(CUDA_LIBS) -lstdc++ -lm
+EXTRA_tests_gpu_cuda_kernels_emu_DEPENDENCIES = tests/gpu/emu/kernels_emu.o
+tests/gpu/emu/kernels_emu.o: $(srcdir)/runtime/cuda/kernels.cu $(srcdir)/runtime/cuda/cuda_impl.h \
+  $(srcdir)/tests/gpu/emu/cuda_emu.h
+	$(AM_V_GEN)$(MKDIR_P) tests/gpu/emu && \
+	$(NVCC) -x c++ -std=c++20 -O1 -DPPSRT_CUDA_EMULATE -Xcompiler -pthread -Xcompiler -Wall \
+	  -I$(srcdir)/tests/gpu/emu -I$(srcdir)/runtime/cuda -I$(top_srcdir)/runtime -I$(top_builddir) $(CUDA_CFLAGS) \
+	  -c $(srcdir)/runtime/cuda/kernels.cu -o $@
+MOSTLYCLEANFILES += tests/gpu/emu/kernels_emu.o
+TESTS += tests/gpu/cuda_kernels_emu
+
 # one transformer layer timed on the backend (bench/gpu/layer_mfu.sh); built with the
 # library so that it always compiles, run only by make bench-gpu
 noinst_PROGRAMS += bench/gpu/layer_bench

@@ -10,12 +10,20 @@
  * What it does not: no GEMMs (cuBLAS), no allocation, no synchronisation, no error
  * formatting: each launcher enqueues on the stream it is given and returns
  * cudaGetLastError(); the caller (cuda_backend.c) turns a failure into a PPSRT_E* code
- * with CUDA_CHECK. Reductions use F32 tree sums (the CPU sums some rows in double);
+ * with CUDA_CHECK. Launches go through LAUNCH so that tests/gpu/emu can compile this
+ * very file for the host and run it there. Reductions use F32 tree sums (the CPU sums some rows in double);
  * the difference is far below the bf16 tolerance the GPU tests state. */
-#include <cuda_bf16.h>
-#include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
+#ifdef PPSRT_CUDA_EMULATE
+/* tests/gpu/emu: the same kernels compiled as host C++ and run on host threads */
+#include "cuda_emu.h"
+#else
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+/* LAUNCH(kernel, stream, grid, block)(args): kernel<<<grid, block, 0, stream>>>(args) */
+#define LAUNCH(k, s, ...) k<<<__VA_ARGS__, 0, s>>>
+#endif
 
 #include "cuda_impl.h"
 
@@ -142,7 +150,7 @@ static cudaError_t launch_colsum(cudaStream_t s, float *dsum, float *dxhat, cons
                                  const float *mean, const float *rstd, int N, int C) {
   if (N <= 0 || C <= 0) return cudaSuccess;
   dim3 block(32, 8), grid((C + 31) / 32, (N + COL_ROWS_PER_BLOCK - 1) / COL_ROWS_PER_BLOCK);
-  k_colsum<<<grid, block, 0, s>>>(dsum, dxhat, dy, x, mean, rstd, N, C);
+  LAUNCH(k_colsum, s, grid, block)(dsum, dxhat, dy, x, mean, rstd, N, C);
   return cudaGetLastError();
 }
 
@@ -391,7 +399,7 @@ static __global__ void k_reduce(float *dst, srcs_arg a, int nsrc, size_t n, int 
 #define EW(kernel, n, ...)                                                  \
   do {                                                                      \
     if ((n) == 0) return cudaSuccess;                                       \
-    kernel<<<grid_for((n), 256), 256, 0, s>>>(__VA_ARGS__);                 \
+    LAUNCH(kernel, s, grid_for((n), 256), 256)(__VA_ARGS__);                 \
     return cudaGetLastError();                                              \
   } while (0)
 
@@ -421,7 +429,7 @@ cudaError_t ppsrt_cu_gelu_bwd(cudaStream_t s, void *dx, const void *dy, const vo
 cudaError_t ppsrt_cu_layernorm_fwd(cudaStream_t s, void *y, float *mean, float *rstd, const void *x,
                                    const void *gamma, const void *beta, int N, int C) {
   if (N <= 0 || C <= 0) return cudaSuccess;
-  k_layernorm_fwd<<<N, row_threads(C), 0, s>>>((bf16 *)y, mean, rstd, (const bf16 *)x, (const bf16 *)gamma,
+  LAUNCH(k_layernorm_fwd, s, N, row_threads(C))((bf16 *)y, mean, rstd, (const bf16 *)x, (const bf16 *)gamma,
                                                (const bf16 *)beta, C);
   return cudaGetLastError();
 }
@@ -430,7 +438,7 @@ cudaError_t ppsrt_cu_layernorm_bwd_input(cudaStream_t s, void *dx, const void *d
                                          const float *mean, const float *rstd, const void *gamma, int N, int C,
                                          int accumulate) {
   if (N <= 0 || C <= 0) return cudaSuccess;
-  k_layernorm_bwd_input<<<N, row_threads(C), 0, s>>>((bf16 *)dx, (const bf16 *)dy, (const bf16 *)x, mean, rstd,
+  LAUNCH(k_layernorm_bwd_input, s, N, row_threads(C))((bf16 *)dx, (const bf16 *)dy, (const bf16 *)x, mean, rstd,
                                                      (const bf16 *)gamma, C, accumulate);
   return cudaGetLastError();
 }
@@ -455,7 +463,7 @@ cudaError_t ppsrt_cu_embedding_bwd(cudaStream_t s, float *dtable, const void *do
 cudaError_t ppsrt_cu_softmax_stats(cudaStream_t s, float *max, float *sumexp, float *tgt, const void *logits,
                                    const int32_t *targets, int N, int V, int lo) {
   if (N <= 0) return cudaSuccess;
-  k_softmax_stats<<<N, row_threads(V), 0, s>>>(max, sumexp, tgt, (const bf16 *)logits, targets, V, lo);
+  LAUNCH(k_softmax_stats, s, N, row_threads(V))(max, sumexp, tgt, (const bf16 *)logits, targets, V, lo);
   return cudaGetLastError();
 }
 
@@ -500,14 +508,14 @@ cudaError_t ppsrt_cu_scale_matrix(cudaStream_t s, void *C, int is_bf16, int M, i
 cudaError_t ppsrt_cu_attn_softmax_fwd(cudaStream_t s, void *P, float *lse, const float *S, int nh, int T,
                                       float scale) {
   if (nh <= 0 || T <= 0) return cudaSuccess;
-  k_attn_softmax_fwd<<<dim3(T, nh), row_threads(T), 0, s>>>((bf16 *)P, lse, S, T, scale);
+  LAUNCH(k_attn_softmax_fwd, s, dim3(T, nh), row_threads(T))((bf16 *)P, lse, S, T, scale);
   return cudaGetLastError();
 }
 
 cudaError_t ppsrt_cu_attn_prob(cudaStream_t s, void *P, const float *S, const float *lse, int nh, int T,
                                float scale) {
   if (nh <= 0 || T <= 0) return cudaSuccess;
-  k_attn_prob<<<dim3(T, nh), row_threads(T), 0, s>>>((bf16 *)P, S, lse, T, scale);
+  LAUNCH(k_attn_prob, s, dim3(T, nh), row_threads(T))((bf16 *)P, S, lse, T, scale);
   return cudaGetLastError();
 }
 
@@ -515,7 +523,7 @@ cudaError_t ppsrt_cu_attn_delta(cudaStream_t s, float *delta, const void *dout, 
                                 int T, int D) {
   size_t warps = (size_t)nh * T;
   if (warps == 0) return cudaSuccess;
-  k_attn_delta<<<(unsigned)((warps * 32 + 255) / 256), 256, 0, s>>>(delta, (const bf16 *)dout,
+  LAUNCH(k_attn_delta, s, (unsigned)((warps * 32 + 255) / 256), 256)(delta, (const bf16 *)dout,
                                                                     (const bf16 *)out, ldo, nh, T, D);
   return cudaGetLastError();
 }
@@ -523,7 +531,7 @@ cudaError_t ppsrt_cu_attn_delta(cudaStream_t s, float *delta, const void *dout, 
 cudaError_t ppsrt_cu_attn_dscores(cudaStream_t s, void *dS, const float *S, const float *dP, const float *lse,
                                   const float *delta, int nh, int T, float scale) {
   if (nh <= 0 || T <= 0) return cudaSuccess;
-  k_attn_dscores<<<dim3(T, nh), row_threads(T), 0, s>>>((bf16 *)dS, S, dP, lse, delta, T, scale);
+  LAUNCH(k_attn_dscores, s, dim3(T, nh), row_threads(T))((bf16 *)dS, S, dP, lse, delta, T, scale);
   return cudaGetLastError();
 }
 

@@ -9,7 +9,9 @@
  * where (abs, rel) is stated per check:
  *   TOL_BF16 = (1/64, 1/64): bf16 outputs (about 4 bf16 ulps, F32 math inside);
  *   TOL_MM   = (2e-2, 2e-2): products with bf16 intermediates (GEMMs with bf16 C,
- *              attention: P and dS enter the tensor-core GEMMs in bf16);
+ *              attention forward: P enters the tensor-core GEMM in bf16);
+ *   TOL_ATTN_BWD = (5e-2, 2e-2): attention backward: dS enters the GEMMs in bf16 and its
+ *              rows sum to zero, so dQ and dK are sums with cancellation;
  *   TOL_F32  = (1e-4, 1e-4): F32 outputs of F32 arithmetic on identical inputs (only
  *              the order of the additions differs).
  * A failure prints the check, the first differing element and the largest error.
@@ -31,7 +33,8 @@
 #include "transport.h"
 
 typedef struct tol { double abs, rel; } tol;
-static const tol TOL_BF16 = {1.0 / 64, 1.0 / 64}, TOL_MM = {2e-2, 2e-2}, TOL_F32 = {1e-4, 1e-4};
+static const tol TOL_BF16 = {1.0 / 64, 1.0 / 64}, TOL_MM = {2e-2, 2e-2}, TOL_ATTN_BWD = {5e-2, 2e-2},
+                 TOL_F32 = {1e-4, 1e-4};
 
 static ppsrt_backend *cpu, *gpu;
 static int failures, checks;
@@ -225,7 +228,8 @@ static void t_elementwise(void) {
 static void t_layernorm(void) {
   const int N = 45, C = 1000;
   size_t n = (size_t)N * C;
-  pair x = mk(n, PPSRT_BF16, 2, 0.5f), gm = mk(C, PPSRT_BF16, 0.5f, 1), bt = mk(C, PPSRT_BF16, 0.5f, 0);
+  /* small variance (about 4e-3), so that the 1e-5 epsilon matters to the result */
+  pair x = mk(n, PPSRT_BF16, 0.06f, 0.5f), gm = mk(C, PPSRT_BF16, 0.5f, 1), bt = mk(C, PPSRT_BF16, 0.5f, 0);
   pair y = mk(n, PPSRT_BF16, 0, 0), mean = mk(N, PPSRT_F32, 0, 0), rstd = mk(N, PPSRT_F32, 0, 0);
   OK(cpu->layernorm_fwd(cpu, 0, y.c, mean.c, rstd.c, x.c, gm.c, bt.c, N, C));
   OK(gpu->layernorm_fwd(gpu, 0, y.g, mean.g, rstd.g, x.g, gm.g, bt.g, N, C));
@@ -293,7 +297,7 @@ static void t_attention_on(ppsrt_backend *g_be, const char *label, int batch, in
   OK(gpu->attention_bwd(gpu, 0, dqkv.g, (uint16_t *)dqkv.g + ko, (uint16_t *)dqkv.g + vo, W, dout.g, out.g, lse.g,
                         qkv.g, W, (uint16_t *)qkv.g + ko, W, (uint16_t *)qkv.g + vo, W, batch, T, Hq, Hkv, D));
   snprintf(w, sizeof w, "attention_bwd dq|dk|dv %s", label);
-  compare(w, &dqkv, TOL_MM);
+  compare(w, &dqkv, TOL_ATTN_BWD);
   drop(&qkv); drop(&out); drop(&lse); drop(&dout); drop(&dqkv);
   gpu = keep;
 }
@@ -301,12 +305,14 @@ static void t_attention_on(ppsrt_backend *g_be, const char *label, int batch, in
 static void t_attention(void) {
   t_attention_on(gpu, "b2 T33 Hq4 Hkv2 D16", 2, 33, 4, 2, 16);
   t_attention_on(gpu, "b1 T70 Hq6 Hkv6 D32", 1, 70, 6, 6, 32);
-  /* a 1 MiB workspace cap forces one head per unit (the chunked path) */
+  /* a 1 MiB workspace cap splits a group of 4 query heads into units of 2 (T = 200:
+   * 400 KB of backward scratch per head) or of 1 (T = 400) */
   setenv("PPSRT_CUDA_ATTN_WS_MB", "1", 1);
   ppsrt_backend *small = NULL;
   OK(ppsrt_cuda_backend_create(0, &small));
   unsetenv("PPSRT_CUDA_ATTN_WS_MB");
-  t_attention_on(small, "b1 T400 Hq4 Hkv1 D16 chunked", 1, 400, 4, 1, 16);
+  t_attention_on(small, "b1 T200 Hq4 Hkv1 D16, 2 heads/unit", 1, 200, 4, 1, 16);
+  t_attention_on(small, "b1 T400 Hq4 Hkv1 D16, 1 head/unit", 1, 400, 4, 1, 16);
   small->destroy(small);
 }
 
@@ -383,7 +389,11 @@ static void t_optimizer(void) {
 /* Offload round trip through pinned memory on the copy streams, ordered by events;
  * memory accounting; timing events. */
 static void t_streams_memory(void) {
+#ifdef PPSRT_CUDA_EMULATE
+  const size_t n = 1 << 16;   /* emulated kernels are slow */
+#else
   const size_t n = 1 << 20;
+#endif
   size_t cur0, peak0, cur1, peak1;
   OK(gpu->mem_stats(gpu, &cur0, &peak0, 1));
   pair a = mk(n, PPSRT_F32, 1, 0);
@@ -595,6 +605,9 @@ int main(int argc, char **argv) {
   OK(ppsrt_cpu_backend_create(0, &cpu));
   OK(ppsrt_cuda_backend_create(0, &gpu));
   struct cudaDeviceProp prop;
+#ifdef PPSRT_CUDA_EMULATE
+  printf("# EMULATED: kernels.cu on host threads, fake cudart/cuBLAS (tests/gpu/emu); no GPU involved\n");
+#endif
   if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess)
     printf("# GPU 0: %s, compute capability %d.%d\n", prop.name, prop.major, prop.minor);
   t_gemm();
