@@ -9,7 +9,7 @@ nobase_dist_pkgdata_DATA += $(STDLIB_SCHEDULES)
 
 STDLIB_TESTS = tests/stdlib/sweep.sh tests/stdlib/reference.sh tests/stdlib/costs.sh \
   tests/stdlib/offload.sh tests/stdlib/vocab.sh tests/stdlib/requires.sh \
-  tests/stdlib/reference-blocks.sh
+  tests/stdlib/reference-blocks.sh tests/stdlib/docs.sh
 TESTS += $(STDLIB_TESTS)
 # V-Half and 1F1B-V reach the reference makespan only with the paper's warm-up and
 # cool-down reordering of the repeated block (not in the block expansion yet).

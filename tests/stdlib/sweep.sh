@@ -36,5 +36,16 @@ for P in 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 2
     done
   done
 done
+# other chunk counts of the interleaved schedule
+for P in 2 3 4 7 8 16; do
+  for v in 1 3 4; do
+    m=$((2 * P)); n=$((n + 1))
+    set -- $(figures "$STD/interleaved_1f1b.pps" -D P=$P -D m=$m -D v=$v)
+    [ "$1" = true ] && [ "$5" = true ] && awk -v P=$P -v m=$m -v v=$v -v mk="$2" -v pk="$3" 'BEGIN {
+        w = 2 * (P - 1) + (v - 1) * P + 1; if (w > m * v) w = m * v
+        exit !(mk <= 3 * m + 3 * (P - 1) / v + 1e-6 && pk <= w / v + 1e-9) }' \
+      || bad "interleaved_1f1b P=$P m=$m v=$v: $*"
+  done
+done
 echo "stdlib sweep: $n runs"
 exit $fail
