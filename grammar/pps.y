@@ -149,6 +149,7 @@ item: IMPORT STRING semi {
 opt_params: %empty { $$ = (ParamList){0}; }
     | '(' ')' { $$ = (ParamList){0}; }
     | '(' params ')' { $$ = $2; }
+    | '(' params error { $$ = $2; }  /* a missing ')': go on with the body */
     ;
 
 params: param { $$ = (ParamList){$1, $1, 1}; }
@@ -529,9 +530,10 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, ParseState *ps) {
   yysymbol_kind_t exp[64];
   int n = yypcontext_expected_tokens(ctx, exp, 64);
   if (n < 0) n = 0;
-  int semi = 0, expr = 0, stmt = 0, sched = 0;
+  int semi = 0, comma = 0, expr = 0, stmt = 0, sched = 0;
   for (int k = 0; k < n; k++) {
     if (!strcmp(yysymbol_name(exp[k]), "';'")) semi = 1;
+    if (!strcmp(yysymbol_name(exp[k]), "','")) comma = 1;
     if (exp[k] == YYSYMBOL_INT) expr = 1;
     if (exp[k] == YYSYMBOL_DEVICE) stmt = 1;
     if (exp[k] == YYSYMBOL_SCHEDULE) sched = 1;
@@ -539,7 +541,10 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, ParseState *ps) {
   if (semi && needs_semicolon(ps->head_tok) && !expr) {
     Loc e = ps->prev_end;
     Loc p = {e.eline, e.ecol, e.eline, e.ecol + 1, 0};
-    diag_error(ps->diag, loc_span(ps, p), "expected ';' after '%s' statement", head_name(ps->head_tok));
+    if (comma)
+      diag_error(ps->diag, loc_span(ps, p), "expected ',' or ';' in '%s' statement", head_name(ps->head_tok));
+    else
+      diag_error(ps->diag, loc_span(ps, p), "expected ';' after '%s' statement", head_name(ps->head_tok));
     return 0;
   }
   if (semi && needs_semicolon(ps->head_tok) && tok != YYSYMBOL_YYEOF && ps->prev_end.eline < l->line) {
