@@ -203,7 +203,7 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   ppsrt_model_config *cfg = &o->cfg;
   cfg->hidden = (int)model_kv(p, "hidden", 16);
   cfg->heads = (int)model_kv(p, "heads", 2);
-  cfg->query_groups = (int)model_kv(p, "query_groups", model_kv(p, "heads", 2) > 1 ? 1 : 1);
+  cfg->query_groups = (int)model_kv(p, "query_groups", 1);
   cfg->seq = (int)model_kv(p, "seq", 4);
   cfg->vocab = (int)model_kv(p, "vocab", 32);
   cfg->micro_batch = (int)model_kv(p, "micro_batch", 1);

@@ -182,6 +182,11 @@ void rt_ctx_fini(ppsrt_ctx *c) {
     if (c->mark) c->be->event_destroy(c->be, c->mark);
     rt_store_fini(&c->store, c->be);
   }
+  if (c->tev && c->be) {
+    c->be->stream_sync(c->be, PPSRT_STREAM_COMPUTE);
+    for (int i = 0; i < 2 * c->nops + 1; i++) if (c->tev[i]) c->be->event_destroy(c->be, c->tev[i]);
+  }
+  free(c->tev);
   if (c->model) c->model->destroy(c->model);
   if (c->be) c->be->destroy(c->be);
   free(c->box); free(c->free_after); free(c->ev);
@@ -250,6 +255,37 @@ static int exec_op(ppsrt_ctx *c, int i) {
 }
 
 static int is_compute(int kind) { return kind <= PPSRT_OP_T; }
+
+/* Asynchronous backends (CUDA) return from a pass before it ran: compute ops are then
+ * timed with events on the compute stream (start/end per op, one base per iteration),
+ * read after the iteration; CPU passes are synchronous and timed on the host (set
+ * PPSRT_DEVICE_TIMING=1 to use events there too). Events are created once. */
+static int devtime_init(ppsrt_ctx *c) {
+  c->tev = calloc((size_t)2 * c->nops + 1, sizeof *c->tev);
+  if (!c->tev) return PPSRT_FAIL(PPSRT_E_NOMEM, "out of host memory");
+  int rc = c->be->event_create(c->be, &c->tev[2 * c->nops]);
+  for (int i = 0; i < c->nops && !rc; i++)
+    if (is_compute(c->ops[i].kind) && !(rc = c->be->event_create(c->be, &c->tev[2 * i])))
+      rc = c->be->event_create(c->be, &c->tev[2 * i + 1]);
+  return rc;
+}
+
+/* After the iteration: busy time and trace records from the events. */
+static int devtime_collect(ppsrt_ctx *c, double hbase, double *busy) {
+  ppsrt_backend *be = c->be;
+  int rc = be->stream_sync(be, PPSRT_STREAM_COMPUTE);
+  if (rc) return rc;
+  int trace = c->run->o.trace != NULL;
+  for (int i = 0; i < c->nops; i++) {
+    if (!c->tev[2 * i]) continue;
+    double d = be->event_elapsed(be, c->tev[2 * i], c->tev[2 * i + 1]);
+    double s = be->event_elapsed(be, c->tev[2 * c->nops], c->tev[2 * i]);
+    if (d < 0 || s < 0) continue;   /* the backend cannot say: leave it out */
+    *busy += d;
+    if (trace && (rc = rt_event_add(c, hbase + s, hbase + s + d, i, 0))) return rc;
+  }
+  return 0;
+}
 
 /* Records the failure of op i (or of a phase, i < 0) and aborts the transport. */
 static int fail_at(ppsrt_ctx *c, int i, int rc, const char *what) {
@@ -321,6 +357,8 @@ int rt_run_device(ppsrt_ctx *c) {
   ppsrt_error_set_rank(c->rank);
   float *st = calloc((size_t)ndev * ST_N + 2, sizeof *st);
   if (!st) return fail_at(c, -1, PPSRT_FAIL(PPSRT_E_NOMEM, "out of host memory"), "setup");
+  c->devtime = strcmp(c->be->name, "cpu") || (getenv("PPSRT_DEVICE_TIMING") && atoi(getenv("PPSRT_DEVICE_TIMING")));
+  if (c->devtime && (rc = devtime_init(c))) { free(st); return fail_at(c, -1, rc, "creating timing events"); }
   for (int it = 0; it < o->iterations; it++) {
     c->iteration = it;
     if ((rc = c->tr->barrier(c->tr, c->rank))) { fail_at(c, -1, rc, "barrier before the iteration"); break; }
@@ -328,6 +366,11 @@ int rt_run_device(ppsrt_ctx *c) {
     double t0 = rt_now(), busy = 0;
     if (m->begin_iteration && (rc = m->begin_iteration(m, c, it))) { fail_at(c, -1, rc, "begin_iteration"); break; }
     int trace = o->trace != NULL;
+    double hbase = rt_now() - run->epoch;
+    if (c->devtime && (rc = c->be->event_record(c->be, c->tev[2 * c->nops], PPSRT_STREAM_COMPUTE))) {
+      fail_at(c, -1, rc, "timing event");
+      break;
+    }
     for (int i = 0; i < c->nops; i++) {
       c->cur_op = i;
       if (c->store.npend && (rc = rt_poll_copies(c, 0))) { fail_at(c, i, rc, NULL); break; }
@@ -336,15 +379,21 @@ int rt_run_device(ppsrt_ctx *c) {
         rc = fail_at(c, i, PPSRT_FAIL(PPSRT_E_BACKEND, "injected failure (--die-at %d:%d)", c->rank, i), NULL);
         break;
       }
+      int comp = is_compute(c->ops[i].kind), ev = c->devtime && comp;
+      if (ev && (rc = c->be->event_record(c->be, c->tev[2 * i], PPSRT_STREAM_COMPUTE))) { fail_at(c, i, rc, NULL); break; }
       double a = rt_now();
       if ((rc = exec_op(c, i))) { fail_at(c, i, rc, NULL); break; }
       double b = rt_now();
+      if (ev && (rc = c->be->event_record(c->be, c->tev[2 * i + 1], PPSRT_STREAM_COMPUTE))) { fail_at(c, i, rc, NULL); break; }
       rt_store_sample(&c->store);
-      if (is_compute(c->ops[i].kind)) busy += b - a;
+      if (comp && !ev) busy += b - a;
       if (c->ops[i].kind == PPSRT_OP_F) check_act_bytes(c, &c->ops[i]);
-      if (trace && (rc = rt_event_add(c, a - run->epoch, b - run->epoch, i, 0))) { fail_at(c, i, rc, NULL); break; }
+      /* (offload/reload show on the copy-engine tracks, from issue to completion) */
+      if (trace && !ev && c->ops[i].kind != PPSRT_OP_OFFLOAD && c->ops[i].kind != PPSRT_OP_RELOAD &&
+          (rc = rt_event_add(c, a - run->epoch, b - run->epoch, i, 0))) { fail_at(c, i, rc, NULL); break; }
     }
     if (rc) break;
+    if (c->devtime && (rc = devtime_collect(c, hbase, &busy))) { fail_at(c, -1, rc, "reading timing events"); break; }
     if ((rc = rt_poll_copies(c, 1))) { fail_at(c, -1, rc, "waiting for copies at the end of the iteration"); break; }
     int lmb = 0, lst = 0, left = rt_store_leftover(c, &lmb, &lst);
     if (left) {

@@ -81,6 +81,8 @@ struct ppsrt_ctx {
   rt_store store;
   rt_box *box;            /* [2 * nmb * (nstage + 2)] */
   ppsrt_event *mark;      /* compute-stream marker the offload copies wait for (reused) */
+  int devtime;            /* time compute ops with backend events (asynchronous backends) */
+  ppsrt_event **tev;      /* [2 * nops + 1]: start/end of compute op i, base at 2 * nops */
   int nmb, nstage;
   int32_t cur_op;         /* op being executed, for messages */
   const ppsrt_op *ops; int nops;
