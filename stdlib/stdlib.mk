@@ -4,7 +4,7 @@ STDLIB_SCHEDULES = \
   stdlib/zb_h1.pps stdlib/zb_h2.pps stdlib/zb_v.pps \
   stdlib/v_min.pps stdlib/v_half.pps stdlib/1f1b_v.pps \
   stdlib/pipeoffload.pps stdlib/pipeoffload_selective.pps \
-  stdlib/vocab_1f1b.pps stdlib/vocab_v_half.pps
+  stdlib/vocab_1f1b.pps stdlib/vocab_v_half.pps stdlib/dualpipe_v.pps
 nobase_dist_pkgdata_DATA += $(STDLIB_SCHEDULES)
 
 STDLIB_TESTS = tests/stdlib/sweep.sh tests/stdlib/reference.sh tests/stdlib/costs.sh \

@@ -38,7 +38,8 @@ PipeOffload on ZB-V, full|pipeoffload|-D,vee=true
 Vocab-1 on 1F1B|vocab_1f1b|-D,mode=1
 Vocab-2 on 1F1B|vocab_1f1b|-D,mode=2
 Vocab-1 on V-Half|vocab_v_half|-D,mode=1
-Vocab-2 on V-Half|vocab_v_half|-D,mode=2'
+Vocab-2 on V-Half|vocab_v_half|-D,mode=2
+DualPipeV (F and B not overlapped)|dualpipe_v|'
 points="4:8 8:16 8:32 16:64"
 
 {

@@ -13,6 +13,9 @@ for P in 2 3 5 8 13; do
         [ "$1" = true ] && [ "$5" = true ] || bad "$s P=$P m=$m TF=$TF TB=$TB TW=$TW TC=$TC: valid=$1 expects_ok=$5"
       done
       mm=$((P * 2)); n=$((n + 1))
+      set -- $(figures "$STD/dualpipe_v.pps" -D P=$P -D m=$((mm + 1)) -D TF=$TF -D TB=$TB -D TW=$TW -D TC=$TC)
+      [ "$1" = true ] && [ "$5" = true ] || bad "dualpipe_v P=$P m=$((mm + 1)) costs $c: valid=$1 expects_ok=$5"
+      n=$((n + 1))
       set -- $(figures "$STD/interleaved_1f1b.pps" -D P=$P -D m=$mm -D TF=$TF -D TB=$TB -D TW=$TW -D TC=$TC)
       [ "$1" = true ] && [ "$5" = true ] || bad "interleaved_1f1b P=$P m=$mm costs $c: valid=$1 expects_ok=$5"
     done

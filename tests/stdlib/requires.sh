@@ -16,8 +16,9 @@ expect_err 1f1b "needs P >= 2" -D P=1
 expect_err zb_v "needs P >= 2" -D P=1
 expect_err vocab_1f1b "mode = 1" -D mode=3
 expect_err pipeoffload "ratio" -D ratio=0
+expect_err dualpipe_v "m >= 2P" -D P=4 -D m=7
 expect_err pipeoffload_selective "chunks" -D chunks=3
-for s in gpipe 1f1b interleaved_1f1b zb_h1 zb_h2 zb_v v_min v_half 1f1b_v pipeoffload pipeoffload_selective vocab_1f1b vocab_v_half; do
+for s in gpipe 1f1b interleaved_1f1b zb_h1 zb_h2 zb_v v_min v_half 1f1b_v pipeoffload pipeoffload_selective vocab_1f1b vocab_v_half dualpipe_v; do
   "$PPSC" check "$STD/$s.pps" >/dev/null 2>&1 || bad "$s: defaults do not check"
 done
 exit $fail
