@@ -282,6 +282,8 @@ static size_t round_size(size_t bytes) {
   return (bytes + ((size_t)1 << 20) - 1) & ~(((size_t)1 << 20) - 1);   /* 1 MiB granules */
 }
 
+#define ALL_STREAMS ((1u << PPSRT_NSTREAMS) - 1u)
+
 /* Refreshes blk->pending by querying its events (no waiting). */
 static void refresh(block *blk) {
   for (int s = 0; s < PPSRT_NSTREAMS; s++)
@@ -410,7 +412,8 @@ static int pool_get(ppsrt_backend *b, pool *pl, size_t bytes, int counted, int s
 }
 
 /* Returns a block; its reuse waits for the work queued so far on the streams named in
- * `mask` (all five for user memory, the one scratch stream for the workspace). */
+ * `mask` (all five for user memory, the one scratch stream for the workspace).
+ * Returns 1, recording nothing, when p is not a block of this pool. */
 static int pool_put(ppsrt_backend *b, pool *pl, void *p, unsigned mask) {
   cuda_impl *im = IM(b);
   for (int i = 0; i < pl->n; i++) {
@@ -427,10 +430,67 @@ static int pool_put(ppsrt_backend *b, pool *pl, void *p, unsigned mask) {
     blk->in_use = 0;
     return PPSRT_OK;
   }
-  return PPSRT_FAIL(PPSRT_E_USAGE, "cuda: free of %p, which this backend did not allocate", p);
+  return 1;
 }
 
-#define ALL_STREAMS ((1u << PPSRT_NSTREAMS) - 1u)
+/* Live CUDA backends of the process. A buffer may be freed through another rank's
+ * backend than the one that allocated it (a transport passing a message buffer from
+ * sender to receiver); free then returns it to its owner, whose count it was in. */
+static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
+static ppsrt_backend **reg;
+static int nreg, capreg;
+
+static void reg_add(ppsrt_backend *b) {
+  pthread_mutex_lock(&reg_mu);
+  if (nreg == capreg) {
+    int cap = capreg ? 2 * capreg : 16;
+    ppsrt_backend **v = realloc(reg, (size_t)cap * sizeof *v);
+    if (v) {
+      reg = v;
+      capreg = cap;
+    }
+  }
+  if (nreg < capreg) reg[nreg++] = b;
+  pthread_mutex_unlock(&reg_mu);
+}
+
+static void reg_remove(ppsrt_backend *b) {
+  pthread_mutex_lock(&reg_mu);
+  for (int i = 0; i < nreg; i++)
+    if (reg[i] == b) {
+      reg[i] = reg[--nreg];
+      break;
+    }
+  if (!nreg) {
+    free(reg);
+    reg = NULL;
+    capreg = 0;
+  }
+  pthread_mutex_unlock(&reg_mu);
+}
+
+/* Frees p into b's pool of the given kind (0 device, 1 host), or into the pool of the
+ * backend that allocated it. */
+static void free_any(ppsrt_backend *b, void *p, int host) {
+  cuda_impl *im = IM(b);
+  pthread_mutex_lock(&im->mu);
+  int rc = pool_put(b, host ? &im->hpool : &im->dpool, p, ALL_STREAMS);
+  pthread_mutex_unlock(&im->mu);
+  if (rc <= 0) return;   /* freed, or an error already recorded */
+  int found = 0;
+  pthread_mutex_lock(&reg_mu);
+  for (int i = 0; i < nreg && !found; i++) {
+    ppsrt_backend *o = reg[i];
+    if (o == b || use_dev(o)) continue;
+    cuda_impl *oi = IM(o);
+    pthread_mutex_lock(&oi->mu);
+    found = pool_put(o, host ? &oi->hpool : &oi->dpool, p, ALL_STREAMS) <= 0;
+    pthread_mutex_unlock(&oi->mu);
+  }
+  pthread_mutex_unlock(&reg_mu);
+  (void)use_dev(b);
+  if (!found) PPSRT_FAIL(PPSRT_E_USAGE, "cuda: free of %p, which no CUDA backend of this process allocated", p);
+}
 
 static int cu_alloc(ppsrt_backend *b, size_t bytes, void **out) {
   USE(b);
@@ -447,11 +507,7 @@ static int cu_alloc(ppsrt_backend *b, size_t bytes, void **out) {
 }
 
 static void cu_free(ppsrt_backend *b, void *p) {
-  if (!p || use_dev(b)) return;
-  cuda_impl *im = IM(b);
-  pthread_mutex_lock(&im->mu);
-  (void)pool_put(b, &im->dpool, p, ALL_STREAMS);   /* an error is recorded; free returns void */
-  pthread_mutex_unlock(&im->mu);
+  if (p && !use_dev(b)) free_any(b, p, 0);   /* an error is recorded; free returns void */
 }
 
 static int cu_host_alloc(ppsrt_backend *b, size_t bytes, void **out) {
@@ -465,11 +521,7 @@ static int cu_host_alloc(ppsrt_backend *b, size_t bytes, void **out) {
 }
 
 static void cu_host_free(ppsrt_backend *b, void *p) {
-  if (!p || use_dev(b)) return;
-  cuda_impl *im = IM(b);
-  pthread_mutex_lock(&im->mu);
-  (void)pool_put(b, &im->hpool, p, ALL_STREAMS);
-  pthread_mutex_unlock(&im->mu);
+  if (p && !use_dev(b)) free_any(b, p, 1);
 }
 
 static int cu_mem_stats(ppsrt_backend *b, size_t *current, size_t *peak, int reset_peak) {
@@ -491,7 +543,10 @@ static int ws_get(ppsrt_backend *b, int stream, size_t bytes, void **out) {
   if (bytes > im->ws_bytes) {
     pthread_mutex_lock(&im->mu);
     int rc = PPSRT_OK;
-    if (im->ws) rc = pool_put(b, &im->dpool, im->ws, 1u << stream);
+    if (im->ws) {
+      rc = pool_put(b, &im->dpool, im->ws, 1u << stream);
+      if (rc > 0) rc = PPSRT_FAIL(PPSRT_E_BACKEND, "cuda: the scratch workspace is not in the pool");
+    }
     im->ws = NULL;
     im->ws_bytes = 0;
     if (!rc) rc = pool_get(b, &im->dpool, bytes, 0, stream, &im->ws);
@@ -992,6 +1047,7 @@ static int cu_optimizer_step(ppsrt_backend *b, int stream, int kind, float *mast
 static void cu_destroy(ppsrt_backend *b) {
   if (!b) return;
   cuda_impl *im = IM(b);
+  reg_remove(b);
   if (im) {
     if (!use_dev(b)) {
       /* Drain the streams with a bounded wait (a dead peer must not hang teardown). */
@@ -1155,6 +1211,7 @@ int ppsrt_cuda_backend_create(int device_index, ppsrt_backend **out) {
   b->mem_stats = cu_mem_stats;
   b->softmax_rescale_f32 = cu_softmax_rescale_f32;
   b->convert = cu_convert;
+  reg_add(b);
   *out = b;
   return PPSRT_OK;
 }

@@ -467,6 +467,25 @@ static void t_streams_memory(void) {
     failures++;
     fprintf(stderr, "FAIL: mem_stats: %zu bytes counted after freeing everything (expected %zu)\n", cur1, cur0);
   }
+  /* a buffer allocated by one rank's backend and freed through another's (a transport
+   * handing a message buffer from sender to receiver) returns to its owner */
+  ppsrt_backend *other = NULL;
+  void *msg = NULL;
+  size_t oc0, oc1, opk;
+  OK(ppsrt_cuda_backend_create(0, &other));
+  OK(other->mem_stats(other, &oc0, &opk, 0));
+  OK(other->alloc(other, 4096, &msg));
+  gpu->free(gpu, msg);
+  OK(other->mem_stats(other, &oc1, &opk, 0));
+  checks++;
+  if (oc1 != oc0 || opk < 4096) {
+    failures++;
+    fprintf(stderr, "FAIL: free through another backend: owner counts %zu bytes (expected %zu), peak %zu\n", oc1, oc0,
+            opk);
+  } else {
+    printf("ok   %-44s\n", "free through another rank's backend");
+  }
+  other->destroy(other);
   gpu->event_destroy(gpu, e0);
   gpu->event_destroy(gpu, e1);
   gpu->event_destroy(gpu, e2);
