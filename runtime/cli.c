@@ -381,12 +381,13 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   {
     /* every device that failed on its own (a timeout, an error) is a root cause; the
      * ones stopped by another's abort (PPSRT_E_COMM "stopped: ...") are counted */
-    int root = -1, nfail = 0, nroot = 0;
+    int root = -1, nfail = 0;
     for (int l = 0; l < run.nlocal; l++)
       if (run.ctx[l].status) {
         nfail++;
-        if (run.ctx[l].status != PPSRT_E_COMM || !strstr(run.ctx[l].errmsg, "stopped: ")) nroot++;
-        if (root < 0 || (run.ctx[root].status == PPSRT_E_COMM && run.ctx[l].status != PPSRT_E_COMM)) root = l;
+        int stopped = run.ctx[l].status == PPSRT_E_COMM && strstr(run.ctx[l].errmsg, "stopped: ");
+        int root_stopped = root >= 0 && run.ctx[root].status == PPSRT_E_COMM && strstr(run.ctx[root].errmsg, "stopped: ");
+        if (root < 0 || (root_stopped && !stopped)) root = l;
       }
     if (root >= 0) {
       snprintf(run.first_error, sizeof run.first_error, "%s", run.ctx[root].errmsg);

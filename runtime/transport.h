@@ -44,6 +44,16 @@ struct ppsrt_transport {
   double timeout_s;
 };
 
+/* The tag the interpreter gives a SEND/RECV: xfer << 48 | mb << 20 | (stage + 1), and
+ * how messages name it ("F(3,1)": the output of F(3,1); "B(3,2)": B(3,2)'s input
+ * gradient). Added for mismatch messages; transports compare tags, never match on them. */
+#include <stdio.h>
+static inline const char *ppsrt_tag_format(int64_t tag, char *buf, size_t n) {
+  int xfer = (int)(tag >> 48), mb = (int)((tag >> 20) & 0xffffff), stage = (int)(tag & 0xfffff) - 1;
+  snprintf(buf, n, "%s(%d,%d)", xfer == 2 ? "B" : xfer == 1 ? "F" : "?", mb, stage);
+  return buf;
+}
+
 int ppsrt_threads_transport_create(int nranks, double timeout_s, ppsrt_transport **out);
 int ppsrt_mpi_transport_create(double timeout_s, ppsrt_transport **out, int *my_rank); /* MPI_Init inside */
 int ppsrt_nccl_transport_create(int nranks, double timeout_s, int use_mpi, ppsrt_transport **out,

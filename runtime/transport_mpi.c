@@ -130,9 +130,13 @@ static int m_recv(ppsrt_transport *tr, int rank, ppsrt_backend *b, int stream, v
   MPI_Get_count(&st, MPI_BYTE, &count);
   int64_t got;
   memcpy(&got, s, 8);
+  char gs[48], ws[48];
   if ((size_t)count != bytes + 8 || got != tag)
-    rc = PPSRT_FAIL(PPSRT_E_COMM, "message from rank %d does not match: got %d bytes (tag %lld), expected %zu bytes (tag %lld)",
-                    peer, count - 8, (long long)got, bytes, (long long)tag);
+    rc = PPSRT_FAIL(PPSRT_E_COMM,
+                    "message from rank %d does not match: got %s (%d bytes), expected %s (%zu bytes)\n"
+                    "hint: sends and receives of a pair of devices must be in the same order (FIFO); "
+                    "run `ppsc check` on the schedule", peer, ppsrt_tag_format(got, gs, sizeof gs), count - 8,
+                    ppsrt_tag_format(tag, ws, sizeof ws), bytes);
   else rc = from_host(b, stream, buf, s + 8, bytes);
   free(s);
   if (!rc) rc = reap(t, 0, tr->timeout_s);

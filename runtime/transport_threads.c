@@ -126,10 +126,13 @@ static int th_recv(ppsrt_transport *tr, int rank, ppsrt_backend *b, int stream, 
   if (!c->head) c->tail = NULL;
   pthread_mutex_unlock(&t->mu);
   int rc = 0;
+  char want[48], got[48];
   if (m->bytes != bytes || m->tag != tag)
     rc = PPSRT_FAIL(PPSRT_E_COMM,
-                    "message from rank %d does not match: got %zu bytes (tag %lld), expected %zu bytes (tag %lld)",
-                    peer, m->bytes, (long long)m->tag, bytes, (long long)tag);
+                    "message from rank %d does not match: got %s (%zu bytes), expected %s (%zu bytes)\n"
+                    "hint: sends and receives of a pair of devices must be in the same order (FIFO); "
+                    "run `ppsc check` on the schedule", peer, ppsrt_tag_format(m->tag, got, sizeof got), m->bytes,
+                    ppsrt_tag_format(tag, want, sizeof want), bytes);
   else if (m->host && is_host_backend(b)) memcpy(buf, m->data, bytes);
   else if (!m->host) {
     if (!(rc = b->memcpy_async(b, stream, buf, m->data, bytes, 0))) rc = b->stream_sync(b, stream);

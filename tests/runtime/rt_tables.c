@@ -4,6 +4,8 @@
  *   zb       the same order with split B and W (W right after B);
  *   offload  1F1B where every F is followed by offload and every BW preceded by reload;
  *   hang     device 1's first recv has no matching send (must time out, not hang);
+ *   swap     device 1 receives microbatches 0 and 1 in the wrong order (the channel is
+ *            FIFO: the runtime must report the mismatch, not compute on wrong data);
  * with the predicted peak per device (1F1B: min(P - d, m) units; offload: 1) and runs
  * it through ppsrt_main. What it does not: no verification (these tables are right
  * by construction, except `hang`). */
@@ -41,7 +43,7 @@ static void bwd(int d, int P, int i, int mode) {
 }
 
 int main(int argc, char **argv) {
-  if (argc < 4) { fprintf(stderr, "usage: rt_tables 1f1b|zb|offload|hang P M [flags]\n"); return 2; }
+  if (argc < 4) { fprintf(stderr, "usage: rt_tables 1f1b|zb|offload|hang|swap P M [flags]\n"); return 2; }
   const char *kind = argv[1];
   int P = atoi(argv[2]), m = atoi(argv[3]);
   if (P < 1 || P > 64 || m < 1) { fprintf(stderr, "rt_tables: bad P or M\n"); return 2; }
@@ -56,6 +58,13 @@ int main(int argc, char **argv) {
     for (int i = m - warm; i < m; i++) bwd(d, P, i, mode);
     /* offload frees at issue in program order: at most 1 unit */
     peak[d] = mode == 2 ? 1 : (P - d < m ? P - d : m);
+  }
+  if (!strcmp(kind, "swap") && P > 1 && m > 1) {
+    /* swap device 1's first two activation receives */
+    int a = -1, b = -1;
+    for (int i = 0; i < nops[1]; i++)
+      if (ops[1][i].kind == PPSRT_OP_RECV && ops[1][i].xfer == PPSRT_XFER_ACT) { if (a < 0) a = i; else { b = i; break; } }
+    if (a >= 0 && b >= 0) { int t = ops[1][a].mb; ops[1][a].mb = ops[1][b].mb; ops[1][b].mb = t; }
   }
   if (!strcmp(kind, "hang") && P > 1) {
     /* device 1 first waits for a gradient nobody sends */

@@ -29,6 +29,11 @@ else fail "timeout message lacks the op"; cat "$WORK/out" >&2; fi
 end=$(date +%s)
 [ $((end - start)) -le 20 ] && pass "timeout took $((end - start)) s" || fail "timeout took $((end - start)) s"
 
+# sends and receives out of order: the receiver sees the wrong message and says so
+expect_exit 1 "receives out of order are detected" "$RT_TABLES" swap 2 4 --timeout 10
+expect_grep "does not match: got F(0,0) (256 bytes), expected F(1,0)" "mismatched message reported"
+expect_grep "device 1: op #0 recv F(1,0)<-0" "the receiving op is named"
+
 # a dying rank: every other rank stops with an error, the process exits 1
 expect_exit 1 "dying rank stops the others" "$RT_TABLES" 1f1b 4 8 --die-at 2:3 --timeout 60
 expect_grep "injected failure" "dying rank's message"
