@@ -41,4 +41,11 @@ expect_exit 1 "build with a failing C compiler" env CC=false "$PPSC" build "$ex"
 [ ! -e "$WORK/nope" ] && pass "no partial program" || fail "build left $WORK/nope"
 expect_exit 0 "emit-c compiles with -Wall -Wextra -Werror" "$PPSC" emit-c "$ex" -D P=3 -D m=6 -o "$WORK/ok.c"
 expect_exit 0 "cc -Wall -Wextra -Werror" ${CC:-cc} -Wall -Wextra -Werror -I"$top_srcdir/runtime" -c "$WORK/ok.c" -o "$WORK/ok.o"
+# ppsc build honours CC, CFLAGS and LDFLAGS
+expect_exit 0 "build with CFLAGS=-O0 -Wall -Wextra -Werror" env CFLAGS="-O0 -Wall -Wextra -Werror $SAN_CFLAGS" "$PPSC" build "$ex" -o "$WORK/w"
+expect_exit 0 "that program runs" "$WORK/w" -q --check
+expect_exit 1 "LDFLAGS reach the link" env LDFLAGS="-Wl,--no-such-linker-flag" "$PPSC" build "$ex" -o "$WORK/l"
+[ ! -e "$WORK/l" ] && pass "no program after a failed link" || fail "build left $WORK/l"
+expect_exit 1 "CC is honoured" env CC="${CC:-cc} -DPPS_NO_SUCH_HEADER -include pps_no_such_header.h" "$PPSC" build "$ex" -o "$WORK/c"
+expect_grep "pps_no_such_header.h" "the C compiler's error is shown"
 finish
