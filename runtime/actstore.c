@@ -11,17 +11,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-int rt_store_init(rt_store *s, int nmb, int nstage) {
+int rt_store_init(rt_store *s, int nmb, int nstage, const uint8_t *used) {
   memset(s, 0, sizeof *s);
   s->nmb = nmb; s->nstage = nstage;
-  s->slots = calloc((size_t)nmb * (nstage + 1), sizeof *s->slots);
-  if (!s->slots) return PPSRT_FAIL(PPSRT_E_NOMEM, "activation store: out of host memory");
+  s->col = malloc(((size_t)nstage + 1) * sizeof *s->col);
+  if (!s->col) return PPSRT_FAIL(PPSRT_E_NOMEM, "activation store: out of host memory");
+  for (int st = -1; st < nstage; st++) s->col[st + 1] = !used || used[st + 1] ? s->ncol++ : -1;
+  s->slots = calloc((size_t)nmb * (s->ncol ? s->ncol : 1), sizeof *s->slots);
+  if (!s->slots) { free(s->col); s->col = NULL; return PPSRT_FAIL(PPSRT_E_NOMEM, "activation store: out of host memory"); }
   return 0;
 }
 
 void rt_store_fini(rt_store *s, ppsrt_backend *be) {
   if (!s->slots) return;
-  for (size_t i = 0; i < (size_t)s->nmb * (s->nstage + 1); i++) {
+  for (size_t i = 0; i < (size_t)s->nmb * s->ncol; i++) {
     rt_slot *sl = &s->slots[i];
     for (int k = 0; k < sl->n; k++) {
       rt_act *e = &sl->e[k];
@@ -32,6 +35,7 @@ void rt_store_fini(rt_store *s, ppsrt_backend *be) {
     free(sl->e);
   }
   free(s->slots);
+  free(s->col);
   free(s->pend);
   memset(s, 0, sizeof *s);
 }
@@ -45,8 +49,8 @@ void rt_store_reset_peak(rt_store *s) {
 
 static rt_slot *slot_of(ppsrt_ctx *c, int mb, int stage) {
   rt_store *s = &c->store;
-  if (mb < 0 || mb >= s->nmb || stage < -1 || stage >= s->nstage) return NULL;
-  return &s->slots[(size_t)mb * (s->nstage + 1) + (stage + 1)];
+  if (mb < 0 || mb >= s->nmb || stage < -1 || stage >= s->nstage || s->col[stage + 1] < 0) return NULL;
+  return &s->slots[(size_t)mb * s->ncol + s->col[stage + 1]];
 }
 
 void rt_store_sample(rt_store *s) {
@@ -174,6 +178,7 @@ int rt_store_leftover(ppsrt_ctx *c, int *mb, int *stage) {
   for (int i = 0; i < s->nmb; i++)
     for (int st = -1; st < s->nstage; st++) {
       rt_slot *sl = slot_of(c, i, st);
+      if (!sl) continue;
       for (int k = 0; k < sl->n; k++)
         if (sl->e[k].state != RT_ACT_NONE) {
           if (!found) { *mb = i; *stage = st; }

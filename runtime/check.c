@@ -55,9 +55,7 @@ int rt_check_gradients(ppsrt_ctx *c, double pipeline_loss, int *mismatch) {
   rx.run = run; rx.rank = c->rank; rx.be = be; rx.reference = 1;
   rx.nmb = c->nmb; rx.nstage = c->nstage;
   int rc;
-  rx.box = calloc((size_t)2 * rx.nmb * (rx.nstage + 2), sizeof *rx.box);
-  if (!rx.box) return PPSRT_FAIL(PPSRT_E_NOMEM, "--check: out of host memory");
-  if ((rc = rt_store_init(&rx.store, rx.nmb, rx.nstage))) { free(rx.box); return rc; }
+  if ((rc = rt_box_init(&rx, 1))) { free(rx.box); free(rx.bcol); rt_store_fini(&rx.store, be); return rc; }
   ppsrt_model_config cfg = pm->cfg;
   cfg.ndev = 1; cfg.vocab_mode = 0;
   int *all = malloc((size_t)cfg.nstage * sizeof *all);
@@ -133,5 +131,6 @@ out:
   rt_store_fini(&rx.store, be);
   if (rx.model) rx.model->destroy(rx.model);
   free(rx.box);
+  free(rx.bcol);
   return rc;
 }

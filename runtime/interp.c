@@ -57,9 +57,40 @@ int ppsrt_ctx_iteration(ppsrt_ctx *c) { return c->iteration; }
 
 static rt_box *box_at(ppsrt_ctx *c, int xfer, int mb, int stage) {
   if ((xfer != PPSRT_XFER_ACT && xfer != PPSRT_XFER_GRAD) || mb < 0 || mb >= c->nmb || stage < -1 ||
-      stage > c->nstage)
+      stage > c->nstage || c->bcol[stage + 1] < 0)
     return NULL;
-  return &c->box[((size_t)(xfer - 1) * c->nmb + mb) * (c->nstage + 2) + (stage + 1)];
+  return &c->box[((size_t)(xfer - 1) * c->nmb + mb) * c->nbcol + c->bcol[stage + 1]];
+}
+
+/* The box and the store get columns only for the stages the device's ops can touch,
+ * so their size is O(m x stages per device), not O(m x all stages), per device:
+ * F(i,s): s, s-1; B/W/BW(i,s): s, s+1; send/recv/offload/reload(i,s): s; vocabulary
+ * passes and collectives: -1, 0, S-1, S; always -1 and S (the loss gradient key). */
+int rt_box_init(ppsrt_ctx *c, int all) {
+  int S = c->nstage;
+  uint8_t *used = calloc((size_t)S + 2, 1);
+  c->bcol = malloc(((size_t)S + 2) * sizeof *c->bcol);
+  if (!used || !c->bcol) { free(used); return PPSRT_FAIL(PPSRT_E_NOMEM, "out of host memory"); }
+#define USE(st) do { int s_ = (st); if (s_ >= -1 && s_ <= S) used[s_ + 1] = 1; } while (0)
+  USE(-1); USE(S);
+  for (int i = 0; i < c->nops || (all && i <= S); i++) {
+    if (all) { USE(i - 1); continue; }
+    const ppsrt_op *op = &c->ops[i];
+    switch (op->kind) {
+    case PPSRT_OP_F: USE(op->stage); USE(op->stage - 1); break;
+    case PPSRT_OP_B: case PPSRT_OP_W: case PPSRT_OP_BW: USE(op->stage); USE(op->stage + 1); break;
+    case PPSRT_OP_IF: case PPSRT_OP_IB: case PPSRT_OP_S: case PPSRT_OP_T: case PPSRT_OP_COLL:
+      USE(0); USE(S - 1); break;
+    default: USE(op->stage); break;
+    }
+  }
+#undef USE
+  c->nbcol = 0;
+  for (int st = -1; st <= S; st++) c->bcol[st + 1] = used[st + 1] ? c->nbcol++ : -1;
+  c->box = calloc((size_t)2 * c->nmb * c->nbcol, sizeof *c->box);
+  int rc = c->box ? rt_store_init(&c->store, c->nmb, S, used) : PPSRT_FAIL(PPSRT_E_NOMEM, "out of host memory");
+  free(used);
+  return rc;
 }
 
 static const char *xfer_name(int xfer) { return xfer == PPSRT_XFER_GRAD ? "input gradient of B" : "output of F"; }
@@ -93,7 +124,7 @@ int ppsrt_io_take(ppsrt_ctx *c, int xfer, int mb, int stage, void **buf, size_t 
 }
 
 int rt_box_clear(ppsrt_ctx *c) {
-  size_t n = (size_t)2 * c->nmb * (c->nstage + 2);
+  size_t n = (size_t)2 * c->nmb * c->nbcol;
   for (size_t i = 0; i < n; i++)
     if (c->box[i].buf) { c->be->free(c->be, c->box[i].buf); c->box[i].buf = NULL; }
   return 0;
@@ -157,7 +188,6 @@ int rt_ctx_init(ppsrt_run *run, ppsrt_ctx *c, int rank) {
   c->ops = rank >= 0 && rank < p->ndev ? p->ops[rank] : NULL;
   c->nops = rank >= 0 && rank < p->ndev ? p->nops[rank] : 0;
   int it = run->o.iterations > 0 ? run->o.iterations : 1;
-  c->box = calloc((size_t)2 * c->nmb * (c->nstage + 2), sizeof *c->box);
   c->busy = calloc((size_t)it, sizeof *c->busy);
   c->span = calloc((size_t)it, sizeof *c->span);
   c->loss = calloc((size_t)it, sizeof *c->loss);
@@ -165,9 +195,9 @@ int rt_ctx_init(ppsrt_run *run, ppsrt_ctx *c, int rank) {
   c->peak_units = calloc((size_t)it, sizeof *c->peak_units);
   c->upb = calloc((size_t)c->nstage + 1, sizeof *c->upb);
   c->store.upb = NULL;
-  if (!c->box || !c->busy || !c->span || !c->loss || !c->peak_bytes || !c->peak_units || !c->upb)
+  if (!c->busy || !c->span || !c->loss || !c->peak_bytes || !c->peak_units || !c->upb)
     return PPSRT_FAIL(PPSRT_E_NOMEM, "out of host memory");
-  int rc = rt_store_init(&c->store, c->nmb, c->nstage);
+  int rc = rt_box_init(c, 0);
   c->store.upb = c->upb;
   if (!rc) rc = mark_free_after(c);
   return rc;
@@ -189,7 +219,7 @@ void rt_ctx_fini(ppsrt_ctx *c) {
   free(c->tev);
   if (c->model) c->model->destroy(c->model);
   if (c->be) c->be->destroy(c->be);
-  free(c->box); free(c->free_after); free(c->ev);
+  free(c->box); free(c->bcol); free(c->free_after); free(c->ev);
   free(c->busy); free(c->span); free(c->loss); free(c->peak_bytes); free(c->peak_units); free(c->upb);
   memset(c, 0, sizeof *c);
 }

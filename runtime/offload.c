@@ -14,8 +14,8 @@
 
 static rt_slot *slot(ppsrt_ctx *c, int mb, int stage) {
   rt_store *s = &c->store;
-  if (mb < 0 || mb >= s->nmb || stage < 0 || stage >= s->nstage) return NULL;
-  return &s->slots[(size_t)mb * (s->nstage + 1) + (stage + 1)];
+  if (mb < 0 || mb >= s->nmb || stage < 0 || stage >= s->nstage || s->col[stage + 1] < 0) return NULL;
+  return &s->slots[(size_t)mb * s->ncol + s->col[stage + 1]];
 }
 
 static int pend_add(ppsrt_ctx *c, int mb, int stage, int idx, int dir) {

@@ -53,8 +53,9 @@ typedef struct rt_act {
 typedef struct rt_slot { rt_act *e; int n, cap; } rt_slot;
 
 typedef struct rt_store {
-  rt_slot *slots;         /* [nmb * (nstage + 1)], stage -1 at column 0 */
+  rt_slot *slots;         /* [nmb * ncol]: only the stages this device keeps memory for */
   int nmb, nstage;
+  int *col, ncol;         /* [nstage + 1]: column of stage s at [s + 1], -1 = none (owned) */
   size_t cur, peak;       /* counted bytes (program order), now and peak at op boundaries */
   double ucur, upeak;     /* the same in activation units (per-stage normalised) */
   const double *upb;      /* [nstage + 1]: units per byte of stage s at [s + 1]; NULL = 0 */
@@ -79,7 +80,8 @@ struct ppsrt_ctx {
   int iteration;
   int reference;          /* the --check reference context (no transport) */
   rt_store store;
-  rt_box *box;            /* [2 * nmb * (nstage + 2)] */
+  rt_box *box;            /* [2 * nmb * nbcol] */
+  int *bcol, nbcol;       /* [nstage + 2]: box column of key stage s at [s + 1], -1 = none */
   ppsrt_event *mark;      /* compute-stream marker the offload copies wait for (reused) */
   int devtime;            /* time compute ops with backend events (asynchronous backends) */
   ppsrt_event **tev;      /* [2 * nops + 1]: start/end of compute op i, base at 2 * nops */
@@ -143,7 +145,10 @@ const char *rt_kind_name(int kind);
 int rt_box_clear(ppsrt_ctx *c);
 
 /* actstore.c / offload.c */
-int rt_store_init(rt_store *s, int nmb, int nstage);
+/* used[s + 1] != 0 for the stages (-1 .. nstage-1) that get slots; NULL = all. */
+int rt_store_init(rt_store *s, int nmb, int nstage, const uint8_t *used);
+/* Box columns for the keys the device's ops can touch (all = 1: every stage). */
+int rt_box_init(ppsrt_ctx *c, int all);
 void rt_store_fini(rt_store *s, ppsrt_backend *be);
 void rt_store_reset_peak(rt_store *s);
 void rt_store_sample(rt_store *s);   /* peak at an op boundary */
