@@ -583,10 +583,17 @@ static int cu_memcpy_async(ppsrt_backend *b, int stream, void *dst, const void *
   return PPSRT_OK;
 }
 
-/* Waits (polling) until every stream of the backend has drained. */
+/* Waits (polling) until the compute and copy streams have drained. The send and receive
+ * streams are left alone: under NCCL a send completes only when the peer receives, and a
+ * host blocked on its own send while the peer blocks on its own would deadlock where the
+ * schedule's buffered-send model says it cannot. Data a transport received is ordered
+ * onto the compute stream (stream_wait_event) before anyone reads it, so waiting for
+ * compute covers it. */
 static int sync_all(ppsrt_backend *b, const char *what) {
+  static const int streams[] = {PPSRT_STREAM_COMPUTE, PPSRT_STREAM_D2H, PPSRT_STREAM_H2D};
   cuda_impl *im = IM(b);
-  for (int s = 0; s < PPSRT_NSTREAMS; s++) {
+  for (size_t i = 0; i < sizeof streams / sizeof streams[0]; i++) {
+    int s = streams[i];
     CUDA_CHECK(b, cudaEventRecord(im->sync_ev[s], im->st[s]));
     int rc = ppsrt_cuda_wait(b, im->sync_ev[s], what);
     if (rc) return rc;
@@ -609,7 +616,8 @@ static float bf16_to_f32(uint16_t h) {
   return f;
 }
 
-/* Synchronous: waits for the backend's streams, then copies (converting on the host). */
+/* Synchronous: waits for the compute and copy streams (sync_all), then copies
+ * (converting on the host). */
 static int cu_upload_f32(ppsrt_backend *b, ppsrt_tensor dst, const float *src) {
   USE(b);
   if (!dst.numel) return PPSRT_OK;

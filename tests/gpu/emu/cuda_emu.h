@@ -1,28 +1,29 @@
 /* tests/gpu/emu/cuda_emu.h: just enough of CUDA's device side to compile
  * runtime/cuda/kernels.cu as host C++20 and run its kernels on host threads.
  *
- * What it does: every CUDA thread of a block is a host thread (one std::thread per
- * thread index, reused for every block of a launch); blocks run one after another, so
- * `__shared__` becomes `static` storage shared by the block's threads. __syncthreads is
- * a block-wide std::barrier, __shfl_xor_sync a warp-wide exchange through a buffer and
- * a warp barrier; a thread that returns early drops out of both (as exited CUDA threads
- * do). atomicAdd on floats is a compare-exchange loop. Launches are serialised by one
- * mutex (several host threads may launch at once in the transport test).
- *
+ * What it does: every CUDA thread of a block is a fiber (ucontext) on the host thread
+ * that launches; blocks run one after another, so `__shared__` becomes `static`
+ * storage shared by the block's threads. __syncthreads waits until every live thread
+ * of the block waits there, __shfl_xor_sync exchanges through a buffer at a warp-wide
+ * wait; a thread that returns early no longer counts (as exited CUDA threads). The
+ * schedule is deterministic. Launches are serialised by one mutex (several host
+ * threads launch at once in the transport test).
  * What it does not: no concurrency between blocks or launches (races between blocks go
  * unseen), no memory model beyond that, no timing, no streams (the fake runtime in
  * fake_cuda.c runs everything synchronously). It checks indexing, reductions, masks and
  * the formulas, not performance or stream ordering. */
 #ifndef PPSRT_CUDA_EMU_H
 #define PPSRT_CUDA_EMU_H
-#include <atomic>
-#include <barrier>
+#include <ucontext.h>
+
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstdint>
 #include <cstring>
 #include <functional>
 #include <mutex>
-#include <thread>
 #include <vector>
 
 #include <cuda_runtime_api.h>   /* types only: cudaError_t, cudaStream_t, dim3, uint3 */
@@ -65,36 +66,80 @@ inline int min(int a, int b) { return a < b ? a : b; }
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 
 namespace emu {
+/* Each CUDA thread of the running block is a fiber (ucontext) on the launching host
+ * thread; a scheduler runs every runnable fiber until it waits at a barrier or ends,
+ * then releases the block barrier (every live fiber waits there) or a warp barrier
+ * (every live fiber of that warp waits there). Nothing runs concurrently. */
+enum { F_RUN, F_BLOCK, F_WARP, F_DONE };
+struct fiber {
+  ucontext_t ctx;
+  int state;
+};
 inline std::mutex launch_mu;
-inline std::barrier<> *block_bar;
-inline std::vector<std::barrier<> *> warp_bar;
+inline ucontext_t sched;
+inline std::vector<fiber> fib;
+inline std::vector<char> stacks;
+inline constexpr size_t STACK = 64 * 1024;
+inline unsigned cur;
+inline std::function<void()> body;
 inline std::vector<float> shfl;
 
 inline unsigned tid() { return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z); }
-
-inline void make_barriers(unsigned nt) {
-  block_bar = new std::barrier<>(nt);
-  unsigned nw = (nt + 31) / 32;
-  warp_bar.assign(nw, nullptr);
-  for (unsigned w = 0; w < nw; w++) warp_bar[w] = new std::barrier<>(std::min(32u, nt - 32 * w));
+inline void wait_at(int st) {
+  unsigned me = cur;
+  fib[me].state = st;
+  swapcontext(&fib[me].ctx, &sched);
+}
+inline void entry() {
+  body();
+  fib[cur].state = F_DONE;   /* returning resumes uc_link, the scheduler */
 }
 
-inline void free_barriers() {
-  delete block_bar;
-  block_bar = nullptr;
-  for (auto *b : warp_bar) delete b;
-  warp_bar.clear();
-}
-
-struct end_of_block {
-  size_t *cur;
-  unsigned nt;
-  void operator()() noexcept {
-    free_barriers();
-    make_barriers(nt);
-    ++*cur;
+inline void run_block(unsigned nt, const dim3 &b, const ucontext_t &tmpl) {
+  for (unsigned t = 0; t < nt; t++) {
+    fib[t].ctx = tmpl;
+    fib[t].ctx.uc_stack.ss_sp = &stacks[(size_t)t * STACK];
+    fib[t].ctx.uc_stack.ss_size = STACK;
+    fib[t].ctx.uc_link = &sched;
+    makecontext(&fib[t].ctx, entry, 0);
+    fib[t].state = F_RUN;
   }
-};
+  for (;;) {
+    for (unsigned t = 0; t < nt; t++)
+      if (fib[t].state == F_RUN) {
+        cur = t;
+        threadIdx = uint3{t % b.x, (t / b.x) % b.y, t / (b.x * b.y)};
+        swapcontext(&sched, &fib[t].ctx);
+      }
+    unsigned live = 0, at_block = 0;
+    for (unsigned t = 0; t < nt; t++) {
+      live += fib[t].state != F_DONE;
+      at_block += fib[t].state == F_BLOCK;
+    }
+    if (!live) return;
+    bool released = false;
+    if (at_block == live) {
+      for (unsigned t = 0; t < nt; t++)
+        if (fib[t].state == F_BLOCK) fib[t].state = F_RUN;
+      released = true;
+    }
+    for (unsigned w = 0; w * 32 < nt; w++) {
+      unsigned lo = w * 32, hi = std::min(nt, lo + 32), wl = 0, ww = 0;
+      for (unsigned t = lo; t < hi; t++) {
+        wl += fib[t].state != F_DONE;
+        ww += fib[t].state == F_WARP;
+      }
+      if (wl && ww == wl) {
+        for (unsigned t = lo; t < hi; t++) fib[t].state = F_RUN;
+        released = true;
+      }
+    }
+    if (!released) {
+      std::fprintf(stderr, "cuda_emu: deadlock: threads wait at different barriers in one block\n");
+      std::abort();
+    }
+  }
+}
 
 template <class... P> struct launcher {
   void (*k)(P...);
@@ -104,29 +149,19 @@ template <class... P> struct launcher {
     const unsigned nt = b.x * b.y * b.z;
     const size_t nb = (size_t)g.x * g.y * g.z;
     if (nt == 0 || nb == 0) return;
-    size_t cur = 0;
+    fib.assign(nt, fiber{});
+    if (stacks.size() < (size_t)nt * STACK) stacks.resize((size_t)nt * STACK);
     shfl.assign(nt, 0.0f);
-    make_barriers(nt);
-    std::barrier<end_of_block> end(nt, end_of_block{&cur, nt});
-    std::vector<std::thread> th;
-    th.reserve(nt);
-    for (unsigned t = 0; t < nt; t++)
-      th.emplace_back([&, t] {
-        for (;;) {
-          size_t blk = cur;
-          if (blk >= nb) return;
-          blockDim = b;
-          gridDim = g;
-          threadIdx = uint3{t % b.x, (t / b.x) % b.y, t / (b.x * b.y)};
-          blockIdx = uint3{(unsigned)(blk % g.x), (unsigned)((blk / g.x) % g.y), (unsigned)(blk / ((size_t)g.x * g.y))};
-          k(a...);
-          block_bar->arrive_and_drop();
-          warp_bar[t / 32]->arrive_and_drop();
-          end.arrive_and_wait();
-        }
-      });
-    for (auto &x : th) x.join();
-    free_barriers();
+    body = [&] { k(a...); };
+    ucontext_t tmpl;
+    getcontext(&tmpl);
+    blockDim = b;
+    gridDim = g;
+    for (size_t blk = 0; blk < nb; blk++) {
+      blockIdx = uint3{(unsigned)(blk % g.x), (unsigned)((blk / g.x) % g.y), (unsigned)(blk / ((size_t)g.x * g.y))};
+      run_block(nt, b, tmpl);
+    }
+    body = nullptr;
   }
 };
 
@@ -135,18 +170,22 @@ template <class... P> launcher<P...> launch(void (*k)(P...), dim3 g, dim3 b) { r
 
 #define LAUNCH(k, s, ...) ((void)(s), emu::launch(k, __VA_ARGS__))
 
-inline void __syncthreads() { emu::block_bar->arrive_and_wait(); }
+inline void __syncthreads() { emu::wait_at(emu::F_BLOCK); }
 
 inline float __shfl_xor_sync(unsigned, float v, int o) {
   unsigned t = emu::tid(), w = t / 32, lane = t & 31;
   emu::shfl[t] = v;
-  emu::warp_bar[w]->arrive_and_wait();
+  emu::wait_at(emu::F_WARP);
   float r = emu::shfl[w * 32 + (lane ^ (unsigned)o)];
-  emu::warp_bar[w]->arrive_and_wait();
+  emu::wait_at(emu::F_WARP);
   return r;
 }
 
-inline float atomicAdd(float *p, float v) { return std::atomic_ref<float>(*p).fetch_add(v); }
+inline float atomicAdd(float *p, float v) {
+  float old = *p;   /* fibers never run concurrently */
+  *p = old + v;
+  return old;
+}
 
 /* Kernels exist for every "GPU" here. */
 template <class F> cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *attr, F *) {
