@@ -5,7 +5,7 @@
 # What it does not: no MPI or GPU runs (see bench/README.md for those commands).
 set -e
 B=${top_builddir:-.}/bench/runtime_overhead
-for pm in "2 512" "2 2048" "4 512" "4 2048"; do
+for pm in "2 512" "4 512" "8 1024" "4 2048"; do
   set -- $pm
   "$B" "$1" "$2" 30 threads
   echo

@@ -136,6 +136,12 @@ int main(int argc, char **argv) {
   printf("%-28s %12.4f %12.4f %12.4f\n", "runtime per op", med / maxops * 1e6, lo / maxops * 1e6, hi / maxops * 1e6);
   printf("%-28s %12.4f %12.4f %12.4f\n", "bare loop per op", bare[4] / total * 1e6, bare[0] / total * 1e6,
          bare[8] / total * 1e6);
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  int used = P < cores ? P : (int)cores;
+  printf("%-28s %12.4f %12.4f %12.4f\n", "runtime, cores x time / ops", med * used / total * 1e6, lo * used / total * 1e6,
+         hi * used / total * 1e6);
+  printf("# (the last line: iteration time x min(P, %ld cores) / all ops: the CPU the runtime spends per op when\n"
+         "#  there are more devices than cores and the per-device figure includes time-slicing)\n", cores);
   printf("# ratio runtime/bare (median): %.1f\n", (med / maxops) / (bare[4] / total));
   printf("# target: runtime per op < 2 us: %s\n", med / maxops * 1e6 < 2.0 ? "met" : "NOT met");
   for (int d = 0; d < P; d++) free(ops[d]);
