@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "backend.h"
 #include "transport.h"
@@ -593,6 +594,98 @@ static void t_transport(const char *mode) {
 }
 #endif
 
+#ifdef HAVE_NCCL
+/* Faults in the copy channel: a rank that aborts wakes the others' waits (recv, barrier)
+ * with PPSRT_E_COMM well before the timeout; a recv whose peer never sends fails with
+ * PPSRT_E_TIMEOUT naming both ranks, and the timeout aborts the run for the others. */
+typedef struct fault_arg {
+  ppsrt_transport *t;
+  int rank, role, rc;
+  double secs;
+  char msg[600];
+} fault_arg;
+
+static double mono_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+static void *fault_rank(void *v) {
+  fault_arg *a = v;
+  ppsrt_backend *b = NULL;
+  void *buf = NULL;
+  a->rc = ppsrt_cuda_backend_create(a->rank, &b);
+  if (!a->rc) a->rc = b->alloc(b, 256, &buf);
+  double t0 = mono_s();
+  if (!a->rc) switch (a->role) {
+    case 0: a->rc = a->t->recv(a->t, a->rank, b, PPSRT_STREAM_RECV, buf, 256, (a->rank + 1) % a->t->nranks, 7); break;
+    case 1: {
+      struct timespec ts = {0, 200 * 1000 * 1000};
+      nanosleep(&ts, NULL);
+      a->t->abort(a->t, a->rank, "injected fault");
+      a->rc = PPSRT_E_COMM;
+      break;
+    }
+    case 2: a->rc = a->t->barrier(a->t, a->rank); break;
+    case 3: {   /* stays silent past the peer's timeout, then meets a barrier */
+      struct timespec ts = {0, 700 * 1000 * 1000};
+      nanosleep(&ts, NULL);
+      a->rc = a->t->barrier(a->t, a->rank);
+      break;
+    }
+    }
+  a->secs = mono_s() - t0;
+  snprintf(a->msg, sizeof a->msg, "%s", a->rc ? ppsrt_last_error() : "");
+  if (b) {
+    b->free(b, buf);
+    b->destroy(b);
+  }
+  return NULL;
+}
+
+static void run_faults(int n, double timeout, const int *roles, fault_arg *args) {
+  setenv("PPSRT_NCCL_INPROC", "copy", 1);
+  ppsrt_transport *t = NULL;
+  int my;
+  OK(ppsrt_nccl_transport_create(n, timeout, 0, &t, &my));
+  unsetenv("PPSRT_NCCL_INPROC");
+  pthread_t th[4];
+  for (int r = 0; r < n; r++) {
+    args[r] = (fault_arg){t, r, roles[r], 0, 0, ""};
+    pthread_create(&th[r], NULL, fault_rank, &args[r]);
+  }
+  for (int r = 0; r < n; r++) pthread_join(th[r], NULL);
+  t->destroy(t);
+}
+
+static void t_transport_faults(void) {
+  fault_arg a[3];
+  /* rank 0 waits for rank 1, rank 1 aborts, rank 2 waits at a barrier; timeout 20 s */
+  run_faults(3, 20.0, (const int[]){0, 1, 2}, a);
+  checks++;
+  if (a[0].rc != PPSRT_E_COMM || a[2].rc != PPSRT_E_COMM || a[0].secs > 5 || a[2].secs > 5 ||
+      !strstr(a[0].msg, "injected fault") || !strstr(a[2].msg, "injected fault")) {
+    failures++;
+    fprintf(stderr, "FAIL: abort: rank 0 rc %d after %.2f s (%s); rank 2 rc %d after %.2f s (%s)\n", a[0].rc, a[0].secs,
+            a[0].msg, a[2].rc, a[2].secs, a[2].msg);
+  } else {
+    printf("ok   %-44s recv and barrier fail with the reason in %.2f / %.2f s\n", "transport abort reaches every rank",
+           a[0].secs, a[2].secs);
+  }
+  /* rank 0 waits for a message rank 1 never sends; timeout 0.3 s */
+  run_faults(2, 0.3, (const int[]){0, 3}, a);
+  checks++;
+  if (a[0].rc != PPSRT_E_TIMEOUT || !strstr(a[0].msg, "rank 0") || !strstr(a[0].msg, "rank 1") || a[1].rc != PPSRT_E_COMM ||
+      !strstr(a[1].msg, "timed out")) {
+    failures++;
+    fprintf(stderr, "FAIL: timeout: rank 0 rc %d (%s); rank 1 rc %d (%s)\n", a[0].rc, a[0].msg, a[1].rc, a[1].msg);
+  } else {
+    printf("ok   %-44s after %.2f s; the silent rank then fails at its barrier\n", "transport recv timeout", a[0].secs);
+  }
+}
+#endif
+
 int main(int argc, char **argv) {
   int ndev = 0;
   cudaError_t e = cudaGetDeviceCount(&ndev);
@@ -639,6 +732,7 @@ int main(int argc, char **argv) {
   t_streams_memory();
 #ifdef HAVE_NCCL
   t_transport("copy");
+  t_transport_faults();
   if (ndev >= TP_RANKS) t_transport(NULL);
   else printf("skip transport NCCL mode: %d GPU(s), %d ranks need one each\n", ndev, TP_RANKS);
 #endif
