@@ -1273,6 +1273,7 @@ IrSchedule *elab_run(const ElabInput *in, int *usage) {
     struct IrParam *ip = &s->params[s->nparams++];
     ip->name = sname(c, p->name);
     ip->is_int = v.t == T_INT || v.t == T_BOOL;
+    ip->is_bool = v.t == T_BOOL;
     ip->value = v.t == T_REAL ? v.u.r : (double)v.u.i;
   }
 

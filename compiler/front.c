@@ -225,7 +225,14 @@ static const char *cmp_text(int c) {
 
 /* Writes the schedule as PPS: header, costs and policies, one device line each. */
 static void expand_write(const IrSchedule *s, StrBuf *b) {
-  sb_printf(b, "// expanded by ppsc from %s\nschedule %s {\n", s->file, s->name);
+  sb_printf(b, "// expanded by ppsc from %s", s->file);
+  for (int k = 0; k < s->nparams; k++) {
+    sb_printf(b, "%s%s = ", k ? ", " : " (", s->params[k].name);
+    if (s->params[k].is_bool) sb_puts(b, s->params[k].value != 0 ? "true" : "false");
+    else put_real(b, s->params[k].value);
+    if (k == s->nparams - 1) sb_puts(b, ")");
+  }
+  sb_printf(b, "\nschedule %s {\n", s->name);
   sb_printf(b, "  devices %d;\n  microbatches %d;\n", s->ndev, s->nmb);
   int v = s->v;
   if (!strcmp(s->placement, "linear")) sb_puts(b, "  placement linear;\n");

@@ -153,7 +153,7 @@ typedef struct IrSchedule {
   IrDevice *devs;           /* [ndev] */
   int64_t total_ops;        /* sum of devs[d].nops */
   /* parameters after -D, in declaration order, for reports */
-  struct IrParam { const char *name; double value; int is_int; } *params;
+  struct IrParam { const char *name; double value; int is_int; int is_bool; /* value 0/1 */ } *params;
   int nparams;
   /* the schedule-wide memory statement and copy cost as stated (one device share),
    * before the 1/v scaling into IrStage; added by the front end for `expand` */
