@@ -1,7 +1,7 @@
 #!/bin/sh
 # e2e.sh: compile schedules with `ppsc build` and run them on the CPU backend with the
 # threads transport and --check (loss, every weight gradient, measured == predicted
-# peak memory): every stdlib/*.pps (once present) and examples/*.pps at a few (P, m),
+# peak memory): every stdlib/*.pps and examples/*.pps at (P, m) = (2, 4), (3, 6), (4, 8),
 # an offload policy, and the gpt model when it is built in.
 . "$(dirname "$0")/lib.sh"
 SIZES="--hidden 8 --seq 4 --micro-batch 1 --iterations 2 -q"
@@ -9,7 +9,7 @@ files=$(ls "$top_srcdir"/stdlib/*.pps "$top_srcdir"/examples/*.pps 2>/dev/null)
 n=0
 for f in $files; do
   base=$(basename "$f" .pps)
-  for pm in "2 4" "4 8"; do
+  for pm in "2 4" "3 6" "4 8"; do
     set -- $pm
     name=${base}_P$1_m$2
     defs="-D P=$1 -D m=$2"
