@@ -733,8 +733,14 @@ int main(int argc, char **argv) {
 #ifdef HAVE_NCCL
   t_transport("copy");
   t_transport_faults();
+#ifdef PPSRT_CUDA_EMULATE
+  setenv("PPSRT_EMU_GPUS", "3", 1);   /* the NCCL mode against the fake in-process NCCL */
+  t_transport(NULL);
+  unsetenv("PPSRT_EMU_GPUS");
+#else
   if (ndev >= TP_RANKS) t_transport(NULL);
   else printf("skip transport NCCL mode: %d GPU(s), %d ranks need one each\n", ndev, TP_RANKS);
+#endif
 #endif
   gpu->destroy(gpu);
   cpu->destroy(cpu);

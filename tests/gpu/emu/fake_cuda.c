@@ -8,12 +8,18 @@
  * executable is linked with --export-dynamic). Should that ever fail, the backend would
  * reach the real runtime, find no GPU, and the test would fail loudly, never pass.
  *
- * What it does: one "device"; memory is host memory; every stream is synchronous
+ * What it does: PPSRT_EMU_GPUS "devices" (default 1) sharing host memory; every stream is synchronous
  * (work runs when enqueued), so every event is complete once recorded and waits are
  * no-ops; cublasGemmEx / cublasGemmStridedBatchedEx are column-major reference loops on
  * bf16 and F32 operands with F32 accumulation and a bf16 or F32 result.
- * What it does not: no asynchrony (stream-ordering mistakes go unseen here), no error
- * injection, nothing the backend does not call. */
+ * With HAVE_NCCL it also stands in for NCCL's in-process path (ncclCommInitAll, send,
+ * recv, all-reduce, broadcast): sends are buffered queues per communicator and ordered
+ * pair, collectives meet on a condition variable; a message sent on one communicator is
+ * only received on the same one, so a send and its recv on different communicators
+ * time out here as they would hang under NCCL.
+ * What it does not: no asynchrony (stream-ordering mistakes go unseen here), no
+ * rendezvous (real NCCL sends wait for their receiver), no error injection, no MPI
+ * bootstrap (ncclGetUniqueId, ncclCommInitRank), nothing the backend does not call. */
 #include "config.h"
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -23,10 +29,20 @@
 #include <string.h>
 #include <time.h>
 
-/* ---- devices, errors ---- */
-cudaError_t cudaGetDeviceCount(int *n) { *n = 1; return cudaSuccess; }
-cudaError_t cudaSetDevice(int d) { return d == 0 ? cudaSuccess : cudaErrorInvalidDevice; }
-cudaError_t cudaGetDevice(int *d) { *d = 0; return cudaSuccess; }
+/* ---- devices, errors: PPSRT_EMU_GPUS "GPUs" (default 1), all the same host memory ---- */
+static int ngpus(void) {
+  const char *v = getenv("PPSRT_EMU_GPUS");
+  int n = v ? atoi(v) : 1;
+  return n > 0 ? n : 1;
+}
+static __thread int cur_dev;
+cudaError_t cudaGetDeviceCount(int *n) { *n = ngpus(); return cudaSuccess; }
+cudaError_t cudaSetDevice(int d) {
+  if (d < 0 || d >= ngpus()) return cudaErrorInvalidDevice;
+  cur_dev = d;
+  return cudaSuccess;
+}
+cudaError_t cudaGetDevice(int *d) { *d = cur_dev; return cudaSuccess; }
 cudaError_t cudaGetLastError(void) { return cudaSuccess; }
 const char *cudaGetErrorName(cudaError_t e) { return e == cudaSuccess ? "cudaSuccess" : "cudaErrorEmulated"; }
 const char *cudaGetErrorString(cudaError_t e) { return e == cudaSuccess ? "no error" : "emulated error"; }
@@ -163,3 +179,150 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperation_t ta
                                           int count, cublasComputeType_t ctype, cublasGemmAlgo_t algo) {
   return gemm_ref(ta, tb, m, n, k, alpha, A, at, lda, sA, B, bt, ldb, sB, beta, C, ct, ldc, sC, count, ctype);
 }
+
+#ifdef HAVE_NCCL
+/* ---- NCCL, in process ---- */
+#include <pthread.h>
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wstrict-prototypes"
+#include <nccl.h>
+#pragma GCC diagnostic pop
+
+typedef struct fmsg { void *data; size_t bytes; struct fmsg *next; } fmsg;
+typedef struct fgroup {
+  int n, live;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  fmsg **head;       /* [src * n + dst] */
+  int arrived;
+  unsigned long gen;
+  void **bufs;
+} fgroup;
+struct ncclComm { fgroup *g; int rank; };
+
+static size_t dt_size(ncclDataType_t t) { return t == ncclFloat32 ? 4 : 1; }
+
+ncclResult_t ncclCommInitAll(ncclComm_t *comms, int n, const int *devlist) {
+  fgroup *g = calloc(1, sizeof *g);
+  g->n = g->live = n;
+  pthread_mutex_init(&g->mu, NULL);
+  pthread_cond_init(&g->cv, NULL);
+  g->head = calloc((size_t)n * n, sizeof *g->head);
+  g->bufs = calloc((size_t)n, sizeof *g->bufs);
+  for (int r = 0; r < n; r++) {
+    comms[r] = calloc(1, sizeof *comms[r]);
+    comms[r]->g = g;
+    comms[r]->rank = r;
+  }
+  return ncclSuccess;
+}
+
+static void release(ncclComm_t c) {
+  fgroup *g = c->g;
+  pthread_mutex_lock(&g->mu);
+  int last = --g->live == 0;
+  pthread_mutex_unlock(&g->mu);
+  free(c);
+  if (!last) return;
+  for (int i = 0; i < g->n * g->n; i++)
+    for (fmsg *m = g->head[i], *nx; m; m = nx) {
+      nx = m->next;
+      free(m->data);
+      free(m);
+    }
+  free(g->head);
+  free(g->bufs);
+  free(g);
+}
+ncclResult_t ncclCommDestroy(ncclComm_t c) { release(c); return ncclSuccess; }
+ncclResult_t ncclCommAbort(ncclComm_t c) { release(c); return ncclSuccess; }
+ncclResult_t ncclCommGetAsyncError(ncclComm_t c, ncclResult_t *r) { *r = ncclSuccess; return ncclSuccess; }
+const char *ncclGetErrorString(ncclResult_t r) { return r == ncclSuccess ? "no error" : "emulated NCCL error"; }
+const char *ncclGetLastError(ncclComm_t c) { return "emulated"; }
+ncclResult_t ncclGetUniqueId(ncclUniqueId *id) { return ncclInvalidUsage; }
+ncclResult_t ncclCommInitRank(ncclComm_t *c, int n, ncclUniqueId id, int r) { return ncclInvalidUsage; }
+
+ncclResult_t ncclSend(const void *buf, size_t count, ncclDataType_t t, int peer, ncclComm_t c, cudaStream_t s) {
+  fgroup *g = c->g;
+  fmsg *m = calloc(1, sizeof *m);
+  m->bytes = count * dt_size(t);
+  m->data = malloc(m->bytes ? m->bytes : 1);
+  memcpy(m->data, buf, m->bytes);
+  pthread_mutex_lock(&g->mu);
+  fmsg **q = &g->head[c->rank * g->n + peer];
+  while (*q) q = &(*q)->next;
+  *q = m;
+  pthread_cond_broadcast(&g->cv);
+  pthread_mutex_unlock(&g->mu);
+  return ncclSuccess;
+}
+
+ncclResult_t ncclRecv(void *buf, size_t count, ncclDataType_t t, int peer, ncclComm_t c, cudaStream_t s) {
+  fgroup *g = c->g;
+  struct timespec dl;
+  clock_gettime(CLOCK_REALTIME, &dl);
+  dl.tv_sec += 10;
+  pthread_mutex_lock(&g->mu);
+  fmsg **q = &g->head[peer * g->n + c->rank];
+  while (!*q)
+    if (pthread_cond_timedwait(&g->cv, &g->mu, &dl)) {
+      pthread_mutex_unlock(&g->mu);
+      fprintf(stderr, "fake nccl: rank %d waited 10 s for a message from %d on this communicator\n", c->rank, peer);
+      return ncclSystemError;
+    }
+  fmsg *m = *q;
+  *q = m->next;
+  pthread_mutex_unlock(&g->mu);
+  ncclResult_t r = ncclSuccess;
+  if (m->bytes != count * dt_size(t)) r = ncclInvalidArgument;
+  else memcpy(buf, m->data, m->bytes);
+  free(m->data);
+  free(m);
+  return r;
+}
+
+/* Every rank deposits its buffer; the last to arrive combines them for all. */
+static ncclResult_t meet(ncclComm_t c, void *buf, size_t count, ncclDataType_t t, int op, int root) {
+  fgroup *g = c->g;
+  pthread_mutex_lock(&g->mu);
+  unsigned long gen = g->gen;
+  g->bufs[c->rank] = buf;
+  if (++g->arrived == g->n) {
+    size_t bytes = count * dt_size(t);
+    if (op < 0) {
+      for (int r = 0; r < g->n; r++)
+        if (r != root) memcpy(g->bufs[r], g->bufs[root], bytes);
+    } else {
+      float *acc = malloc(bytes ? bytes : 1);
+      memcpy(acc, g->bufs[0], bytes);
+      for (int r = 1; r < g->n; r++)
+        for (size_t i = 0; i < count; i++) {
+          float v = ((float *)g->bufs[r])[i];
+          acc[i] = op == ncclMax ? (v > acc[i] ? v : acc[i]) : acc[i] + v;
+        }
+      for (int r = 0; r < g->n; r++) memcpy(g->bufs[r], acc, bytes);
+      free(acc);
+    }
+    g->arrived = 0;
+    g->gen++;
+    pthread_cond_broadcast(&g->cv);
+  } else {
+    while (g->gen == gen) pthread_cond_wait(&g->cv, &g->mu);
+  }
+  pthread_mutex_unlock(&g->mu);
+  return ncclSuccess;
+}
+
+ncclResult_t ncclAllReduce(const void *sb, void *rb, size_t count, ncclDataType_t t, ncclRedOp_t op, ncclComm_t c,
+                           cudaStream_t s) {
+  if (t != ncclFloat32 || (op != ncclSum && op != ncclMax)) return ncclInvalidArgument;
+  if (sb != rb) memcpy(rb, sb, count * 4);
+  return meet(c, rb, count, t, (int)op, 0);
+}
+
+ncclResult_t ncclBroadcast(const void *sb, void *rb, size_t count, ncclDataType_t t, int root, ncclComm_t c,
+                           cudaStream_t s) {
+  if (sb != rb) memcpy(rb, sb, count * dt_size(t));
+  return meet(c, rb, count, t, -1, root);
+}
+#endif
