@@ -68,6 +68,9 @@ if build g "$top_srcdir/examples/1f1b.pps" -D P=2 -D m=4 && "$WORK/g" --model gp
     if build v$v "$WORK/v$v.pps" -D P=3 -D m=6; then
       expect_exit 0 "gpt Vocab-$v 1f1b P=3 --check" "$WORK/v$v" $GPT
       expect_exit 2 "Vocab-$v with the mlp model is a usage error" "$WORK/v$v"
+      # a rank failing at a collective (op #3 of device 1 is coll input_fwd(1)) stops the others
+      expect_exit 1 "Vocab-$v: a rank dying at a collective stops every rank" timeout 60 "$WORK/v$v" $GPT --die-at 1:3
+      expect_grep "2 other device(s) stopped" "Vocab-$v: the others stopped"
     else fail "build vocab $v"; fi
   done
 else
