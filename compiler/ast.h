@@ -50,14 +50,14 @@ typedef struct KeyVal {
   struct KeyVal *next;
 } KeyVal;
 
-/* Pass kinds written in a file (PASS_* map 1:1 onto IrKind). */
+/* Statement kinds; the comment says which Stmt fields each one uses. */
 typedef enum StmtKind {
   ST_DEVICES, ST_MICROBATCHES, ST_STAGES,
   ST_PLACEMENT,   /* sym = linear|interleaved|vshape (e1 = v), or list (sym 0) */
   ST_COST,        /* kv; e1 = stage for `cost stage E:` */
   ST_MEMORY,      /* kv; e1 = stage */
   ST_MODEL, ST_HARDWARE, /* kv */
-  ST_OFFLOAD,     /* kv: clauses all/ratio/stages/microbatches (value e1..e2 in KeyVal via list) */
+  ST_OFFLOAD,     /* clauses: all, ratio E, stages E..E, microbatches E..E */
   ST_VOCAB,       /* sym = the word after vocab (parallel), e1 = mode */
   ST_LET,         /* sym = e1 */
   ST_REQUIRE,     /* e1, str */
@@ -69,8 +69,8 @@ typedef enum StmtKind {
   ST_BLOCK,       /* block { body } */
   ST_INTERVAL,    /* e1 */
   ST_WRULE,       /* sym */
-  ST_PASS,        /* op = IrKind, args; xfer/coll; e3 = `at` slot (blocks) */
-  ST_EMPTY
+  ST_PASS,        /* op = IrKind, list = arguments, xfer (send/recv), sym = collective; e3 = `at` slot */
+  ST_EMPTY        /* unused: `;` alone produces no node */
 } StmtKind;
 
 typedef struct OffloadClause {

@@ -54,7 +54,7 @@ int block_expand(Arena *a, Diag *d, IrSchedule *s, const int32_t *stage_dev, con
     }
     Item *it = malloc((size_t)(cnt * m) * sizeof *it);
     if (!it) { diag_error(d, at, "out of memory expanding the building block"); return -1; }
-    int64_t ni = 0, nw = 0;
+    int64_t ni = 0;
     for (int k = 0; k < n; k++) {
       if (stage_dev[e[k].stage] != dev) continue;
       for (int64_t i = 0; i < m; i++) {
@@ -97,11 +97,9 @@ int block_expand(Arena *a, Diag *d, IrSchedule *s, const int32_t *stage_dev, con
         w->rank = kind_rank(IR_W);
         w->slot = cand;
         last = cand;
-        nw++;
       }
       qsort(it, (size_t)ni, sizeof *it, item_cmp);
     }
-    (void)nw;
     for (int64_t j = 0; j < ni; j++) {
       IrOp *op = ir_push(a, s, dev);
       op->kind = it[j].kind;
