@@ -577,9 +577,9 @@ static int cu_memcpy_async(ppsrt_backend *b, int stream, void *dst, const void *
   USE(b);
   STREAM(b, stream, s);
   if (kind < 0 || kind > 2) return PPSRT_FAIL(PPSRT_E_USAGE, "cuda: bad memcpy kind %d", kind);
-  static const enum cudaMemcpyKind k[3] = {cudaMemcpyDeviceToDevice, cudaMemcpyHostToDevice,
-                                           cudaMemcpyDeviceToHost};
-  if (bytes && dst != src) CUDA_CHECK(b, cudaMemcpyAsync(dst, src, bytes, k[kind], s));
+  /* cudaMemcpyDefault: unified addressing tells host from device (and one GPU from
+   * another), so the copy is right whatever `kind` says; asynchronous with pinned memory. */
+  if (bytes && dst != src) CUDA_CHECK(b, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s));
   return PPSRT_OK;
 }
 

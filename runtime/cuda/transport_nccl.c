@@ -106,8 +106,9 @@ typedef struct rank_state {
   slot sl[2];
   void *gather;            /* local copies of peers' slots on other devices */
   size_t gather_cap;
-  /* MPI barrier through NCCL */
+  /* MPI barrier through NCCL, on its own stream (not queued behind pending sends) */
   float *bar_buf;
+  cudaStream_t bar_st;
   cudaEvent_t bar_ev;
 } rank_state;
 
@@ -342,7 +343,7 @@ static int copy_send(ppsrt_transport *t, int rank, ppsrt_backend *b, cudaStream_
     tp->bufs[tp->nbufs++] = sb;
     pthread_mutex_unlock(&tp->mu);
   }
-  if (bytes) CUDA_CHECK(b, cudaMemcpyAsync(sb->p, buf, bytes, cudaMemcpyDeviceToDevice, s));
+  if (bytes) CUDA_CHECK(b, cudaMemcpyAsync(sb->p, buf, bytes, cudaMemcpyDefault, s));
   CUDA_CHECK(b, cudaEventRecord(sb->ready, s));
   msg *m = calloc(1, sizeof *m);
   if (!m) return PPSRT_FAIL(PPSRT_E_NOMEM, "nccl copy channel: out of host memory");
@@ -490,9 +491,10 @@ static int tp_barrier(ppsrt_transport *t, int rank) {
   if (rc) return rc;
   if (!r->bar_buf) {
     CUDA_CHECK(b, cudaMalloc((void **)&r->bar_buf, sizeof(float)));
+    CUDA_CHECK(b, cudaStreamCreateWithFlags(&r->bar_st, cudaStreamNonBlocking));
     CUDA_CHECK(b, cudaEventCreateWithFlags(&r->bar_ev, cudaEventDisableTiming));
   }
-  cudaStream_t s = ppsrt_cuda_stream(b, PPSRT_STREAM_SEND);
+  cudaStream_t s = r->bar_st;
   ncclComm_t c = r->comm[C_COLL];
   NCCL_CHECK(tp, rank, c, ncclAllReduce(r->bar_buf, r->bar_buf, 1, ncclFloat32, ncclSum, c, s), "barrier");
   CUDA_CHECK(b, cudaEventRecord(r->bar_ev, s));
@@ -537,7 +539,7 @@ static int copy_coll(ppsrt_transport *t, int rank, ppsrt_backend *b, cudaStream_
     CUDA_CHECK(b, cudaEventCreateWithFlags(&my->ready, cudaEventDisableTiming));
     CUDA_CHECK(b, cudaEventCreateWithFlags(&my->done, cudaEventDisableTiming));
   }
-  if (stage && bytes) CUDA_CHECK(b, cudaMemcpyAsync(my->p, buf, bytes, cudaMemcpyDeviceToDevice, s));
+  if (stage && bytes) CUDA_CHECK(b, cudaMemcpyAsync(my->p, buf, bytes, cudaMemcpyDefault, s));
   CUDA_CHECK(b, cudaEventRecord(my->ready, s));
   int rc = host_barrier(t, rank);
   if (rc) return rc;
@@ -644,6 +646,7 @@ static void tp_destroy(ppsrt_transport *t) {
       if (r->gather) cudaFree(r->gather);
       if (r->bar_buf) cudaFree(r->bar_buf);
       if (r->bar_ev) cudaEventDestroy(r->bar_ev);
+      if (r->bar_st) cudaStreamDestroy(r->bar_st);
     }
     for (int i = 0; i < tp->nbufs; i++) {
       sbuf *sb = tp->bufs[i];

@@ -86,6 +86,7 @@ cudaError_t cudaStreamCreateWithPriority(cudaStream_t *s, unsigned int flags, in
   *s = (cudaStream_t)malloc(16);
   return *s ? cudaSuccess : cudaErrorMemoryAllocation;
 }
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int flags) { return cudaStreamCreateWithPriority(s, flags, 0); }
 cudaError_t cudaStreamDestroy(cudaStream_t s) { free(s); return cudaSuccess; }
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int flags) { return cudaSuccess; }
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int flags) {
