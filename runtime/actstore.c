@@ -24,7 +24,7 @@ int rt_store_init(rt_store *s, int nmb, int nstage, const uint8_t *used) {
 
 void rt_store_fini(rt_store *s, ppsrt_backend *be) {
   if (!s->slots) return;
-  for (size_t i = 0; i < (size_t)s->nmb * s->ncol; i++) {
+  for (size_t i = 0; i < (size_t)s->nmb * (s->col ? s->ncol : s->nstage + 1); i++) {
     rt_slot *sl = &s->slots[i];
     for (int k = 0; k < sl->n; k++) {
       rt_act *e = &sl->e[k];
@@ -49,7 +49,9 @@ void rt_store_reset_peak(rt_store *s) {
 
 static rt_slot *slot_of(ppsrt_ctx *c, int mb, int stage) {
   rt_store *s = &c->store;
-  if (mb < 0 || mb >= s->nmb || stage < -1 || stage >= s->nstage || s->col[stage + 1] < 0) return NULL;
+  if (mb < 0 || mb >= s->nmb || stage < -1 || stage >= s->nstage) return NULL;
+  if (!s->col) return &s->slots[(size_t)mb * (s->nstage + 1) + (stage + 1)];   /* built by hand: every stage */
+  if (s->col[stage + 1] < 0) return NULL;
   return &s->slots[(size_t)mb * s->ncol + s->col[stage + 1]];
 }
 

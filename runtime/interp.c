@@ -55,11 +55,16 @@ ppsrt_backend *ppsrt_ctx_backend(ppsrt_ctx *c) { return c->be; }
 int ppsrt_ctx_rank(ppsrt_ctx *c) { return c->rank; }
 int ppsrt_ctx_iteration(ppsrt_ctx *c) { return c->iteration; }
 
+/* Without columns (bcol NULL: a context built by hand, as tests do) every key stage
+ * -1..nstage has a column. */
+static int box_ncol(const ppsrt_ctx *c) { return c->bcol ? c->nbcol : c->nstage + 2; }
+
 static rt_box *box_at(ppsrt_ctx *c, int xfer, int mb, int stage) {
   if ((xfer != PPSRT_XFER_ACT && xfer != PPSRT_XFER_GRAD) || mb < 0 || mb >= c->nmb || stage < -1 ||
-      stage > c->nstage || c->bcol[stage + 1] < 0)
+      stage > c->nstage || (c->bcol && c->bcol[stage + 1] < 0))
     return NULL;
-  return &c->box[((size_t)(xfer - 1) * c->nmb + mb) * c->nbcol + c->bcol[stage + 1]];
+  int col = c->bcol ? c->bcol[stage + 1] : stage + 1;
+  return &c->box[((size_t)(xfer - 1) * c->nmb + mb) * box_ncol(c) + col];
 }
 
 /* The box and the store get columns only for the stages the device's ops can touch,
@@ -124,7 +129,7 @@ int ppsrt_io_take(ppsrt_ctx *c, int xfer, int mb, int stage, void **buf, size_t 
 }
 
 int rt_box_clear(ppsrt_ctx *c) {
-  size_t n = (size_t)2 * c->nmb * c->nbcol;
+  size_t n = (size_t)2 * c->nmb * box_ncol(c);
   for (size_t i = 0; i < n; i++)
     if (c->box[i].buf) { c->be->free(c->be, c->box[i].buf); c->box[i].buf = NULL; }
   return 0;

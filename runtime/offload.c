@@ -14,7 +14,9 @@
 
 static rt_slot *slot(ppsrt_ctx *c, int mb, int stage) {
   rt_store *s = &c->store;
-  if (mb < 0 || mb >= s->nmb || stage < 0 || stage >= s->nstage || s->col[stage + 1] < 0) return NULL;
+  if (mb < 0 || mb >= s->nmb || stage < 0 || stage >= s->nstage) return NULL;
+  if (!s->col) return &s->slots[(size_t)mb * (s->nstage + 1) + (stage + 1)];   /* built by hand: every stage */
+  if (s->col[stage + 1] < 0) return NULL;
   return &s->slots[(size_t)mb * s->ncol + s->col[stage + 1]];
 }
 

@@ -55,7 +55,8 @@ typedef struct rt_slot { rt_act *e; int n, cap; } rt_slot;
 typedef struct rt_store {
   rt_slot *slots;         /* [nmb * ncol]: only the stages this device keeps memory for */
   int nmb, nstage;
-  int *col, ncol;         /* [nstage + 1]: column of stage s at [s + 1], -1 = none (owned) */
+  int *col, ncol;         /* [nstage + 1]: column of stage s at [s + 1], -1 = none (owned);
+                           * col NULL: slots [nmb * (nstage + 1)], every stage (hand-built) */
   size_t cur, peak;       /* counted bytes (program order), now and peak at op boundaries */
   double ucur, upeak;     /* the same in activation units (per-stage normalised) */
   const double *upb;      /* [nstage + 1]: units per byte of stage s at [s + 1]; NULL = 0 */
@@ -81,7 +82,8 @@ struct ppsrt_ctx {
   int reference;          /* the --check reference context (no transport) */
   rt_store store;
   rt_box *box;            /* [2 * nmb * nbcol] */
-  int *bcol, nbcol;       /* [nstage + 2]: box column of key stage s at [s + 1], -1 = none */
+  int *bcol, nbcol;       /* [nstage + 2]: box column of key stage s at [s + 1], -1 = none;
+                           * bcol NULL: box [2 * nmb * (nstage + 2)], every key (hand-built) */
   ppsrt_event *mark;      /* compute-stream marker the offload copies wait for (reused) */
   int devtime;            /* time compute ops with backend events (asynchronous backends) */
   ppsrt_event **tev;      /* [2 * nops + 1]: start/end of compute op i, base at 2 * nops */
