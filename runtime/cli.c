@@ -40,7 +40,7 @@ static const char usage_text[] =
   "  --check                  compare loss and gradients with a one-device run, and\n"
   "                           measured with predicted peak memory (exit 1 on a difference)\n"
   "  --check-memory           only the memory comparison\n"
-  "  --trace OUT.json         Chrome trace of what ran (with MPI: OUT.json.RANK for rank > 0)\n"
+  "  --trace OUT.json         Chrome trace of what ran (every device; under MPI rank 0 writes it)\n"
   "  --json                   one JSON object on stdout (see docs/runtime.md)\n"
   "  -q, --quiet              no per-iteration lines\n"
   "execution:\n"
@@ -412,11 +412,27 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
     if (print && o->check)
       fprintf(run.out, "check: %s\n", status ? "FAILED" : "passed (loss, gradients and peak memory match)");
   }
-  if (o->trace) {
-    char path[4096];
-    if (run.nlocal == 1 && my_rank > 0) snprintf(path, sizeof path, "%s.%d", o->trace, my_rank);
-    else snprintf(path, sizeof path, "%s", o->trace);
-    if (rt_write_trace(&run, path)) {
+  if (o->trace && run.nlocal == 1 && p->ndev > 1 && !run.first_error[0]) {
+    /* one process per device: rank 0 gathers every device's records and writes one file */
+    rt_event **evs = calloc((size_t)p->ndev, sizeof *evs);
+    int *nev = calloc((size_t)p->ndev, sizeof *nev);
+    ppsrt_ctx *all = calloc((size_t)p->ndev, sizeof *all);
+    if (!evs || !nev || !all || rt_gather_events(&run.ctx[0], evs, nev)) {
+      fprintf(stderr, "%s: error: --trace: %s\n", me, evs && nev && all ? ppsrt_last_error() : "out of host memory");
+      status = 1;
+    } else if (my_rank == 0) {
+      for (int d = 0; d < p->ndev; d++) {
+        all[d].rank = d; all[d].ops = p->ops[d]; all[d].nops = p->nops[d];
+        all[d].ev = evs[d]; all[d].nev = nev[d];
+      }
+      ppsrt_run tmp = run;
+      tmp.ctx = all; tmp.nlocal = p->ndev;
+      if (rt_write_trace(&tmp, o->trace)) { fprintf(stderr, "%s: error: %s\n", me, ppsrt_last_error()); status = 1; }
+    }
+    for (int d = 0; evs && d < p->ndev; d++) free(evs[d]);
+    free(evs); free(nev); free(all);
+  } else if (o->trace && (run.nlocal > 1 || my_rank == 0)) {
+    if (rt_write_trace(&run, o->trace)) {
       fprintf(stderr, "%s: error: %s\n", me, ppsrt_last_error());
       status = 1;
     }

@@ -360,6 +360,49 @@ static int allreduce_host(ppsrt_ctx *c, float *v, size_t n, ppsrt_redop op) {
   return rc;
 }
 
+/* One process per device (MPI): every rank's timing records reach rank 0 through two
+ * sums (counts, then each rank's records in its own segment of a zeroed buffer; a time
+ * travels as two floats, hi + lo, exact to ~1e-9 s), so rank 0 writes one trace with
+ * every device. Times are CLOCK_MONOTONIC based: comparable across the processes of one
+ * node. On rank 0, fills out[ndev] with the records of each device (free with free()). */
+int rt_gather_events(ppsrt_ctx *c, rt_event **out, int *nout) {
+  int ndev = c->run->prog->ndev, rc;
+  enum { K = 8 };
+  float *cnt = calloc((size_t)ndev, sizeof *cnt);
+  if (!cnt) return PPSRT_FAIL(PPSRT_E_NOMEM, "trace: out of host memory");
+  cnt[c->rank] = (float)c->nev;
+  if ((rc = allreduce_host(c, cnt, (size_t)ndev, PPSRT_SUM))) { free(cnt); return rc; }
+  size_t total = 0, off = 0;
+  for (int d = 0; d < ndev; d++) { if (d == c->rank) off = total; total += (size_t)cnt[d]; }
+  float *buf = calloc(total * K + 1, sizeof *buf);
+  if (!buf) { free(cnt); return PPSRT_FAIL(PPSRT_E_NOMEM, "trace: out of host memory"); }
+  double ep = c->run->epoch;
+  for (int k = 0; k < c->nev; k++) {
+    float *r = buf + (off + (size_t)k) * K;
+    double a = c->ev[k].t0 + ep, b = c->ev[k].t1 + ep;
+    r[0] = (float)c->ev[k].op; r[1] = (float)c->ev[k].track; r[2] = (float)c->ev[k].it;
+    r[3] = (float)a; r[4] = (float)(a - (double)r[3]);
+    r[5] = (float)b; r[6] = (float)(b - (double)r[5]);
+  }
+  if ((rc = allreduce_host(c, buf, total * K, PPSRT_SUM))) { free(cnt); free(buf); return rc; }
+  if (c->rank == 0) {
+    size_t at = 0;
+    for (int d = 0; d < ndev; d++) {
+      int n = (int)cnt[d];
+      out[d] = malloc(((size_t)n + 1) * sizeof **out);
+      nout[d] = out[d] ? n : 0;
+      for (int k = 0; k < nout[d]; k++) {
+        float *r = buf + (at + (size_t)k) * K;
+        out[d][k] = (rt_event){(double)r[3] + (double)r[4] - ep, (double)r[5] + (double)r[6] - ep, (int32_t)r[0],
+                               (int16_t)r[1], (int16_t)r[2]};
+      }
+      at += (size_t)n;
+    }
+  }
+  free(cnt); free(buf);
+  return 0;
+}
+
 int rt_optimizer_step(ppsrt_ctx *c, int step) {
   ppsrt_model *m = c->model;
   const rt_opts *o = &c->run->o;

@@ -145,6 +145,7 @@ int rt_run_device(ppsrt_ctx *c);                 /* all iterations of one device
 int rt_format_op(const ppsrt_program *p, const ppsrt_op *op, char *buf, int size);
 const char *rt_kind_name(int kind);
 int rt_box_clear(ppsrt_ctx *c);
+int rt_gather_events(ppsrt_ctx *c, rt_event **out, int *nout);   /* MPI trace */
 
 /* actstore.c / offload.c */
 /* used[s + 1] != 0 for the stages (-1 .. nstage-1) that get slots; NULL = all. */

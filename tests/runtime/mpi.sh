@@ -15,6 +15,16 @@ for f in 1f1b gpipe; do
 done
 expect_exit 0 "mpirun -np 3 rt_tables offload --check" timeout 120 env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "$MPIRUN" --oversubscribe -np 3 "$RT_TABLES" offload 3 6 --check -q
 expect_grep "check: passed" "offload under MPI"
+# --trace under MPI: rank 0 writes one file with every device's tracks
+expect_exit 0 "mpirun -np 3 --trace" timeout 120 env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "$MPIRUN" --oversubscribe -np 3 "$RT_TABLES" offload 3 6 -q --trace "$WORK/mpi-trace.json"
+if command -v python3 >/dev/null; then
+  if python3 -c "
+import json,sys
+x=[e for e in json.load(open(sys.argv[1]))['traceEvents'] if e['ph']=='X']
+assert {e['pid'] for e in x}=={0,1,2}, {e['pid'] for e in x}
+assert {e['tid'] for e in x}=={0,1,2,3}
+" "$WORK/mpi-trace.json"; then pass "MPI trace has every device and track"; else fail "MPI trace content"; fi
+fi
 # the gpt model with Vocab-2 collectives over MPI
 sed "s/cost TF = 1, TB = 1, TW = 1, TC = 0;/cost TF = 1, TB = 1, TW = 1, TC = 0; vocab parallel 2;/" \
   "$top_srcdir/examples/1f1b.pps" > "$WORK/v2.pps"
