@@ -13,6 +13,7 @@
  *   3. `pkg-config --cflags --libs ppsrt`;
  *   4. the install prefix (PPS_INCLUDEDIR, PPS_LIBDIR).
  * An rpath to the library directory is added so PROG runs without LD_LIBRARY_PATH.
+ * Arguments after `--` go to the C compiler at the end of its command line.
  * What it does not: no caching, no cross compiling, no CUDA compilation (the generated
  * file is plain C; the CUDA code lives in libppsrt). */
 #include "config.h"
@@ -210,6 +211,10 @@ int cmd_build(Compilation *c) {
   const char *where = "";
   ppsrt_flags(&cmd, &where);
   if (ldflags && *ldflags) { sb_puts(&cmd, " "); sb_puts(&cmd, ldflags); }
+  for (int i = 0; i < c->opt->argc; i++) {   /* ppsc build FILE -o PROG -- ARGS: to the C compiler */
+    sb_puts(&cmd, " ");
+    sh_quote(&cmd, c->opt->argv[i]);
+  }
   if (getenv("PPSC_VERBOSE")) fprintf(stderr, "ppsc: build (libppsrt from %s): %s\n", where, cmd.data);
   fflush(NULL);
   int st = system(cmd.data);
