@@ -10,7 +10,7 @@
 # compiled and linked in every build that finds CUDA.
 
 EXTRA_DIST += runtime/cuda/kernels.cu runtime/cuda/cuda_impl.h runtime/cuda/cuda_backend.c \
-  runtime/cuda/transport_nccl.c tests/gpu/nodevice.sh tests/gpu/link.sh tests/gpu/e2e.sh \
+  runtime/cuda/transport_nccl.c tests/gpu/nodevice.sh tests/gpu/link.sh tests/gpu/e2e.sh tests/gpu/e2e_emu.sh \
   bench/gpu/README.md bench/gpu/common.sh bench/gpu/run_all.sh bench/gpu/check_schedules.sh \
   bench/gpu/memory.sh bench/gpu/offload.sh bench/gpu/layer_mfu.sh bench/gpu/torch_layer.py docs/gpu.md
 
@@ -65,11 +65,20 @@ EXTRA_tests_gpu_cuda_kernels_emu_DEPENDENCIES = tests/gpu/emu/kernels_emu.o
 tests/gpu/emu/kernels_emu.o: $(srcdir)/runtime/cuda/kernels.cu $(srcdir)/runtime/cuda/cuda_impl.h \
   $(srcdir)/tests/gpu/emu/cuda_emu.h
 	$(AM_V_GEN)$(MKDIR_P) tests/gpu/emu && \
-	$(NVCC) -x c++ -std=c++20 -O1 -DPPSRT_CUDA_EMULATE -Xcompiler -pthread -Xcompiler -Wall \
+	$(NVCC) -x c++ -std=c++20 -O1 -DPPSRT_CUDA_EMULATE -Xcompiler -fPIC -Xcompiler -pthread -Xcompiler -Wall \
 	  -I$(srcdir)/tests/gpu/emu -I$(srcdir)/runtime/cuda -I$(top_srcdir)/runtime -I$(top_builddir) $(CUDA_CFLAGS) \
 	  -c $(srcdir)/runtime/cuda/kernels.cu -o $@
 MOSTLYCLEANFILES += tests/gpu/emu/kernels_emu.o
 TESTS += tests/gpu/cuda_kernels_emu
+
+# The same emulation as a preload library, so that whole programs built by ppsc run on
+# the CUDA backend without a GPU (tests/gpu/e2e_emu.sh). Not instrumented by sanitizers.
+tests/gpu/emu/libppsrt_emu.so: tests/gpu/emu/kernels_emu.o $(srcdir)/tests/gpu/emu/fake_cuda.c
+	$(AM_V_GEN)$(CC) -shared -fPIC -O1 -I$(top_builddir) $(CUDA_CFLAGS) $(NCCL_CFLAGS) \
+	  $(srcdir)/tests/gpu/emu/fake_cuda.c tests/gpu/emu/kernels_emu.o -o $@ -lstdc++ -pthread
+check_SCRIPTS += tests/gpu/emu/libppsrt_emu.so
+MOSTLYCLEANFILES += tests/gpu/emu/libppsrt_emu.so
+TESTS += tests/gpu/e2e_emu.sh
 
 # one transformer layer timed on the backend (bench/gpu/layer_mfu.sh); built with the
 # library so that it always compiles, run only by make bench-gpu
