@@ -7,7 +7,8 @@
 # built: the runtime reaches ppsrt_cuda_backend_create / ppsrt_nccl_transport_create
 # through weak references and says the library was built without them.
 # GPU tests (tests/gpu/) skip with status 77 when no GPU is visible; the code is still
-# compiled and linked in every build that finds CUDA.
+# compiled and linked in every build that finds CUDA, and the emulated tests
+# (tests/gpu/emu/: the kernels on host fibers, fake cudart/cuBLAS/NCCL) run it there.
 
 EXTRA_DIST += runtime/cuda/kernels.cu runtime/cuda/cuda_impl.h runtime/cuda/cuda_backend.c \
   runtime/cuda/transport_nccl.c tests/gpu/nodevice.sh tests/gpu/link.sh tests/gpu/e2e.sh tests/gpu/e2e_emu.sh \
@@ -52,7 +53,7 @@ tests_gpu_cuda_kernels_LDADD = libppsrt.la $(CUDA_LIBS) -lm
 TESTS += tests/gpu/cuda_kernels tests/gpu/nodevice.sh tests/gpu/link.sh tests/gpu/e2e.sh
 
 # The same kernel test with no GPU at all: kernels.cu compiled as host C++ against
-# tests/gpu/emu/cuda_emu.h (CUDA threads as host threads), and a host-memory stand-in
+# tests/gpu/emu/cuda_emu.h (CUDA threads as fibers on the host), and a host-memory stand-in
 # for cudart and cuBLAS (fake_cuda.c) that the executable interposes over libppsrt's
 # calls. It runs the backend's real code paths (GEMM transposes, attention, pools,
 # the transport's copy channel) against the CPU reference in every CUDA build.
