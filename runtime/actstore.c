@@ -30,6 +30,7 @@ void rt_store_fini(rt_store *s, ppsrt_backend *be) {
       rt_act *e = &sl->e[k];
       if (be && e->ev) be->event_destroy(be, e->ev);
       if (be && e->dev) be->free(be, e->dev);
+      if (be && e->rest) be->free(be, e->rest);
       if (be && e->host) be->host_free(be, e->host);
     }
     free(sl->e);
@@ -127,17 +128,19 @@ static void drop(ppsrt_ctx *c, rt_act *e) {
   rt_store *s = &c->store;
   ppsrt_backend *be = c->be;
   if (e->state == RT_ACT_OFFLOADING || e->state == RT_ACT_RELOADING) be->event_sync(be, e->ev);
-  if (e->dev) {
-    be->free(be, e->dev);
-    s->resident -= e->bytes;
-    if (e->state == RT_ACT_DEV || e->state == RT_ACT_RELOADING) { s->cur -= e->bytes; s->ucur -= e->units; }
+  if (e->state == RT_ACT_DEV || e->state == RT_ACT_RELOADING) {
+    s->cur -= e->bytes;
+    s->ucur -= e->units;
+  } else {   /* on the host (or going there): what stayed is counted on the device */
+    s->cur -= e->bytes - e->hbytes;
+    s->ucur -= e->units - rt_part_units(e, e->hbytes);
+    s->host_cur -= e->hbytes;
   }
-  if (e->host) {
-    be->host_free(be, e->host);
-    if (e->state == RT_ACT_HOST || e->state == RT_ACT_OFFLOADING) s->host_cur -= e->bytes;
-  }
+  if (e->dev) { be->free(be, e->dev); s->resident -= e->bytes; }
+  if (e->rest) { be->free(be, e->rest); s->resident -= e->bytes - e->hbytes; }
+  if (e->host) be->host_free(be, e->host);
   if (e->ev) be->event_destroy(be, e->ev);
-  e->dev = e->host = NULL; e->ev = NULL;
+  e->dev = e->host = e->rest = NULL; e->ev = NULL; e->hbytes = 0;
   e->state = RT_ACT_NONE;
 }
 

@@ -1,14 +1,16 @@
 /* offload.c: offload and reload of stored activations on the copy streams.
- * offload(mb, stage) copies the chosen entries (a fraction of the stage's bytes,
- * whole entries in save order) to host buffers on the D2H stream after the compute
+ * offload(mb, stage) copies the chosen entries (a fraction of the stage's bytes, in
+ * save order) to host buffers on the D2H stream after the compute
  * stream's work so far, and frees the device buffers once the copy's completion event
  * fires; reload(mb, stage) allocates device buffers again and copies back on the H2D
  * stream; the compute stream waits for that event when the model asks for the entry.
  * Completions are polled at op boundaries (and waited for at the end of an iteration)
  * and recorded on the copy-engine tracks of the trace. What it does not: no pooling of
- * pinned buffers, no partial entries (a fraction is met by whole entries). */
+ * pinned buffers (the CUDA backend pools them itself). A fraction is met exactly in
+ * bytes: whole entries, and the entry where it falls split in two. */
 #include "config.h"
 #include "rt.h"
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,6 +38,10 @@ static int ensure_event(ppsrt_ctx *c, rt_act *e) {
   return e->ev ? 0 : c->be->event_create(c->be, &e->ev);
 }
 
+/* Moves `fraction` of what F(mb, stage) keeps: whole entries in save order, and the
+ * entry where the fraction falls is split: its first bytes go to the host, the rest to
+ * a smaller device buffer, so the bytes moved are exactly round(fraction x total) and
+ * the counted memory matches the schedule's memory model. */
 int rt_offload(ppsrt_ctx *c, int mb, int stage, double fraction) {
   ppsrt_backend *be = c->be;
   rt_slot *sl = slot(c, mb, stage);
@@ -46,8 +52,7 @@ int rt_offload(ppsrt_ctx *c, int mb, int stage, double fraction) {
     return PPSRT_FAIL(PPSRT_E_USAGE, "offload(%d, %d): nothing of F(%d, %d) is on the device\n"
                       "hint: offload must follow F and precede B/W of the same (mb, stage)", mb, stage, mb, stage);
   if (fraction <= 0 || fraction > 1) fraction = 1;
-  double target = fraction * (double)total;
-  size_t moved = 0;
+  size_t want = (size_t)llround(fraction * (double)total), moved = 0;
   int rc;
   /* the copy starts after everything the compute stream has done so far (F) */
   /* (one marker per device, re-recorded: the copy stream's wait keeps the generation it
@@ -56,19 +61,27 @@ int rt_offload(ppsrt_ctx *c, int mb, int stage, double fraction) {
   if ((rc = be->event_record(be, c->mark, PPSRT_STREAM_COMPUTE)) ||
       (rc = be->stream_wait_event(be, PPSRT_STREAM_D2H, c->mark)))
     return rc;
-  for (int k = 0; k < sl->n && (double)moved + 0.5 < target; k++) {
+  for (int k = 0; k < sl->n && moved < want; k++) {
     rt_act *e = &sl->e[k];
-    if (e->state != RT_ACT_DEV) continue;
+    if (e->state != RT_ACT_DEV || !e->bytes) continue;
+    size_t part = want - moved < e->bytes ? want - moved : e->bytes;
     if ((rc = ensure_event(c, e))) break;
-    if ((rc = be->host_alloc(be, e->bytes ? e->bytes : 1, &e->host))) break;
-    if ((rc = be->memcpy_async(be, PPSRT_STREAM_D2H, e->host, e->dev, e->bytes, 2))) break;
+    if ((rc = be->host_alloc(be, part, &e->host))) break;
+    if (part < e->bytes) {
+      if ((rc = be->alloc(be, e->bytes - part, &e->rest))) { be->host_free(be, e->host); e->host = NULL; break; }
+      c->store.resident += e->bytes - part;
+      if (c->store.resident > c->store.resident_peak) c->store.resident_peak = c->store.resident;
+      if ((rc = be->memcpy_async(be, PPSRT_STREAM_D2H, e->rest, (char *)e->dev + part, e->bytes - part, 0))) break;
+    }
+    if ((rc = be->memcpy_async(be, PPSRT_STREAM_D2H, e->host, e->dev, part, 2))) break;
     if ((rc = be->event_record(be, e->ev, PPSRT_STREAM_D2H))) break;
     e->state = RT_ACT_OFFLOADING;
-    c->store.cur -= e->bytes;
-    c->store.ucur -= e->units;
-    c->store.host_cur += e->bytes;
+    e->hbytes = part;
+    c->store.cur -= part;
+    c->store.ucur -= rt_part_units(e, part);
+    c->store.host_cur += part;
     if (c->store.host_cur > c->store.host_peak) c->store.host_peak = c->store.host_cur;
-    moved += e->bytes;
+    moved += part;
     if ((rc = pend_add(c, mb, stage, k, 0))) break;
   }
   return rc;
@@ -84,9 +97,9 @@ int rt_reload(ppsrt_ctx *c, int mb, int stage) {
     if (e->state != RT_ACT_HOST && e->state != RT_ACT_OFFLOADING) continue;
     any = 1;
     if (e->state == RT_ACT_OFFLOADING) {
-      /* the copy back waits for the copy out (device buffer not yet freed: reuse it) */
+      /* the copy back waits for the copy out; the full device buffer is still there:
+       * keep it (the pending offload completion, which would free it, is dropped) */
       if ((rc = be->stream_wait_event(be, PPSRT_STREAM_H2D, e->ev))) return rc;
-      /* drop the pending offload completion: the buffer stays */
       for (int i = 0; i < c->store.npend; i++)
         if (c->store.pend[i].mb == mb && c->store.pend[i].stage == stage && c->store.pend[i].idx == k &&
             c->store.pend[i].dir == 0) {
@@ -94,16 +107,19 @@ int rt_reload(ppsrt_ctx *c, int mb, int stage) {
           break;
         }
     } else {
-      if ((rc = be->alloc(be, e->bytes ? e->bytes : 1, &e->dev))) return rc;
+      if ((rc = be->alloc(be, e->bytes, &e->dev))) return rc;
       c->store.resident += e->bytes;
       if (c->store.resident > c->store.resident_peak) c->store.resident_peak = c->store.resident;
-      if ((rc = be->memcpy_async(be, PPSRT_STREAM_H2D, e->dev, e->host, e->bytes, 1))) return rc;
+      if ((rc = be->memcpy_async(be, PPSRT_STREAM_H2D, e->dev, e->host, e->hbytes, 1))) return rc;
+      if (e->rest && (rc = be->memcpy_async(be, PPSRT_STREAM_H2D, (char *)e->dev + e->hbytes, e->rest,
+                                            e->bytes - e->hbytes, 0)))
+        return rc;
     }
     if ((rc = be->event_record(be, e->ev, PPSRT_STREAM_H2D))) return rc;
     e->state = RT_ACT_RELOADING;
-    c->store.cur += e->bytes;
-    c->store.ucur += e->units;
-    c->store.host_cur -= e->bytes;
+    c->store.cur += e->hbytes;
+    c->store.ucur += rt_part_units(e, e->hbytes);
+    c->store.host_cur -= e->hbytes;
     if ((rc = pend_add(c, mb, stage, k, 1))) return rc;
   }
   if (!any)
@@ -127,13 +143,15 @@ int rt_poll_copies(ppsrt_ctx *c, int wait_all) {
     }
     if (!done) { i++; continue; }
     if (e && e->state == RT_ACT_OFFLOADING && p->dir == 0) {
-      be->free(be, e->dev);
+      be->free(be, e->dev);   /* the device memory is really released */
       e->dev = NULL;
       s->resident -= e->bytes;
       e->state = RT_ACT_HOST;
     } else if (e && e->state == RT_ACT_RELOADING && p->dir == 1) {
       be->host_free(be, e->host);
       e->host = NULL;
+      if (e->rest) { be->free(be, e->rest); e->rest = NULL; s->resident -= e->bytes - e->hbytes; }
+      e->hbytes = 0;
       e->state = RT_ACT_DEV;
     }
     rt_event_add(c, p->t0, rt_now() - c->run->epoch, p->op, p->dir == 0 ? 1 : 2);

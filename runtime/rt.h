@@ -44,7 +44,9 @@ typedef struct rt_event {
 enum { RT_ACT_NONE, RT_ACT_DEV, RT_ACT_OFFLOADING, RT_ACT_HOST, RT_ACT_RELOADING };
 typedef struct rt_act {
   void *dev, *host;
+  void *rest;             /* split offload: device copy of bytes [hbytes, bytes) */
   size_t bytes;
+  size_t hbytes;          /* bytes [0, hbytes) went to the host (offloaded or offloading) */
   double units;           /* bytes in activation units of its stage */
   uint8_t state;          /* RT_ACT_* */
   uint8_t moved;          /* part of the last offload */
@@ -161,6 +163,9 @@ int rt_offload(ppsrt_ctx *c, int mb, int stage, double fraction);
 int rt_reload(ppsrt_ctx *c, int mb, int stage);
 int rt_poll_copies(ppsrt_ctx *c, int wait_all);
 int rt_act_wait(ppsrt_ctx *c, int mb, int stage, int idx);
+static inline double rt_part_units(const rt_act *e, size_t part) {
+  return e->bytes ? e->units * ((double)part / (double)e->bytes) : 0;
+}
 
 /* metrics.c */
 int rt_event_add(ppsrt_ctx *c, double t0, double t1, int32_t op, int track);
