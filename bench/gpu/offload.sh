@@ -11,8 +11,12 @@ SIZES=${SIZES:-"--model gpt --hidden 2048 --heads 16 --query-groups 4 --seq 2048
 header "offload: 1f1b P=$P m=$m, ratio 0 vs 1, $SIZES"
 printf "%-10s %14s %14s %16s\n" offload median_iter_s min_iter_s peak_units_dev0
 for r in 0 1; do
-  sed "s/cost TF = 1, TB = 1, TW = 1, TC = 0;/cost TF = 1, TB = 1, TW = 1, TC = 0; offload ratio $r;/" \
-    "$top_srcdir/examples/1f1b.pps" > "$OUT/off$r.pps"
+  if [ $r = 0 ]; then   # no offload clause at all (a ratio must be positive)
+    cp "$top_srcdir/examples/1f1b.pps" "$OUT/off$r.pps"
+  else
+    sed "s/cost TF = 1, TB = 1, TW = 1, TC = 0;/cost TF = 1, TB = 1, TW = 1, TC = 0; offload ratio $r;/" \
+      "$top_srcdir/examples/1f1b.pps" > "$OUT/off$r.pps"
+  fi
   build off$r "$OUT/off$r.pps" -D P=$P -D m=$m || continue
   "$OUT/bin/off$r" --backend cuda --transport nccl --json $SIZES > "$OUT/off$r.json" 2> "$OUT/off$r.err" || true
   [ -s "$OUT/off$r.json" ] || { echo "ratio $r: no JSON (see $OUT/off$r.err)"; continue; }
