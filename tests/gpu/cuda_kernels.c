@@ -710,6 +710,15 @@ int main(int argc, char **argv) {
     printf("ok   no GPU: rc %d, message: %s\n", rc, msg);
     return 0;
   }
+#ifdef PPSRT_CUDA_EMULATE
+  {   /* fibers under valgrind take many minutes; the plain build runs this test */
+    const char *pre = getenv("LD_PRELOAD");
+    if (pre && strstr(pre, "vgpreload")) {
+      printf("SKIP: the emulated kernel test does not run under valgrind\n");
+      return 77;
+    }
+  }
+#endif
   if (ndev == 0) {
     printf("SKIP: no CUDA device visible (%s)\n", e == cudaSuccess ? "0 devices" : cudaGetErrorString(e));
     return 77;
