@@ -28,9 +28,9 @@
  *    the backward products, with the softmax, probability and dS pieces as kernels
  *    (kernels.cu). Chosen over a hand-written FlashAttention-2 kernel because it is
  *    right the first time on tensor cores without a GPU at hand to validate a tiled
- *    kernel, at the price of an O(T^2) F32 score workspace per head group (bounded by
- *    PPSRT_CUDA_ATTN_WS_MB, default 2048; heads are processed in groups that fit) and
- *    of computing the masked upper triangle. See docs/gpu.md;
+ *    kernel. Query rows go in chunks that skip most of the masked triangle; the F32
+ *    score workspace is O(T x chunk) per head, heads grouped to fit
+ *    PPSRT_CUDA_ATTN_WS_MB (default 2048). See docs/gpu.md;
  *  - every other kernel of backend.h in kernels.cu, mirroring cpu_kernels.c.
  *
  * What it does not: no multi-GPU work (one backend = one GPU; transports move data),
@@ -833,9 +833,19 @@ static int cu_gemm_strided(ppsrt_backend *b, int stream, int ta, int tb, int M, 
 
 static size_t al256(size_t x) { return (x + 255) & ~(size_t)255; }
 
+/* Query rows are processed in chunks [r0, r0 + R): a chunk needs keys [0, r0 + R) only
+ * (later keys are masked for all its rows), so the masked upper triangle is mostly
+ * never computed: with 8 chunks the GEMMs, the softmax traffic and the scratch shrink to
+ * about 56% of the full T x T. Short sequences are one chunk. */
+static int attn_chunk(int T) {
+  if (T <= 128) return T;
+  int r = (T + 7) / 8;
+  return (r + 63) / 64 * 64;
+}
+
 /* Query heads processed together (within one kv group) so their scratch fits the cap. */
-static int heads_per_unit(cuda_impl *im, int grp, int T, size_t bytes_per_elem) {
-  size_t per_head = (size_t)T * T * bytes_per_elem;
+static int heads_per_unit(cuda_impl *im, int grp, size_t rows, int T, size_t bytes_per_elem) {
+  size_t per_head = rows * (size_t)T * bytes_per_elem;
   size_t nh = per_head ? im->attn_ws_cap / per_head : (size_t)grp;
   if (nh < 1) nh = 1;
   if (nh > (size_t)grp) nh = (size_t)grp;
@@ -856,30 +866,35 @@ static int cu_attention_fwd(ppsrt_backend *b, int stream, void *out, float *lse,
   int rc = attn_check(batch, T, Hq, Hkv, D);
   if (rc || batch == 0 || T == 0) return rc;
   cuda_impl *im = IM(b);
-  const int grp = Hq / Hkv, ldo = Hq * D;
+  const int grp = Hq / Hkv, ldo = Hq * D, Tr = attn_chunk(T);
   const float scale = 1.0f / sqrtf((float)D);
-  const int nh = heads_per_unit(im, grp, T, 6);
-  const size_t TT = (size_t)T * T;
+  const int nh = heads_per_unit(im, grp, (size_t)Tr, T, 6);
+  const size_t cap = (size_t)Tr * T;   /* scratch elements per head */
   void *ws;
-  if ((rc = ws_get(b, stream, al256((size_t)nh * TT * 4) + al256((size_t)nh * TT * 2), &ws))) return rc;
+  if ((rc = ws_get(b, stream, al256((size_t)nh * cap * 4) + al256((size_t)nh * cap * 2), &ws))) return rc;
   float *S = ws;
-  void *P = (char *)ws + al256((size_t)nh * TT * 4);
+  void *P = (char *)ws + al256((size_t)nh * cap * 4);
   for (int bb = 0; bb < batch; bb++)
     for (int g = 0; g < Hkv; g++)
       for (int h0 = g * grp; h0 < (g + 1) * grp; h0 += nh) {
         int n = (g + 1) * grp - h0 < nh ? (g + 1) * grp - h0 : nh;
         size_t row0 = (size_t)bb * T;
-        const void *qh = BF(q, row0 * ldq + (size_t)h0 * D);
         const void *kg = BF(k, row0 * ldk + (size_t)g * D), *vg = BF(v, row0 * ldv + (size_t)g * D);
-        /* S_hh = Q_hh K_g^T (raw, F32) */
-        rc = gemm_fast(b, s, 0, 1, T, T, D, 1.0f, qh, PPSRT_BF16, ldq, D, kg, PPSRT_BF16, ldk, 0, 0.0f, S,
-                       PPSRT_F32, T, (long)TT, n, 1);
-        if (rc) return rc;
-        CUDA_CHECK(b, ppsrt_cu_attn_softmax_fwd(s, P, lse + ((size_t)bb * Hq + h0) * T, S, n, T, scale));
-        /* out_hh = P_hh V_g (bf16, row stride Hq*D) */
-        rc = gemm_fast(b, s, 0, 0, T, D, T, 1.0f, P, PPSRT_BF16, T, (long)TT, vg, PPSRT_BF16, ldv, 0, 0.0f,
-                       BFW(out, row0 * ldo + (size_t)h0 * D), PPSRT_BF16, ldo, D, n, 1);
-        if (rc) return rc;
+        float *lh = lse + ((size_t)bb * Hq + h0) * T;
+        for (int r0 = 0; r0 < T; r0 += Tr) {
+          const int R = T - r0 < Tr ? T - r0 : Tr, C = r0 + R;
+          const long RC = (long)R * C;
+          const void *qc = BF(q, (row0 + r0) * ldq + (size_t)h0 * D);
+          /* S_hh = Q_hh[r0 : r0+R] K_g[0 : C]^T (raw, F32) */
+          rc = gemm_fast(b, s, 0, 1, R, C, D, 1.0f, qc, PPSRT_BF16, ldq, D, kg, PPSRT_BF16, ldk, 0, 0.0f, S,
+                         PPSRT_F32, C, RC, n, 1);
+          if (rc) return rc;
+          CUDA_CHECK(b, ppsrt_cu_attn_softmax_fwd(s, P, lh, S, n, R, C, r0, T, scale));
+          /* out_hh[r0 : r0+R] = P_hh V_g[0 : C] (bf16, row stride Hq*D) */
+          rc = gemm_fast(b, s, 0, 0, R, D, C, 1.0f, P, PPSRT_BF16, C, RC, vg, PPSRT_BF16, ldv, 0, 0.0f,
+                         BFW(out, (row0 + r0) * ldo + (size_t)h0 * D), PPSRT_BF16, ldo, D, n, 1);
+          if (rc) return rc;
+        }
       }
   return ws_done(b, stream);
 }
@@ -892,12 +907,12 @@ static int cu_attention_bwd(ppsrt_backend *b, int stream, void *dq, void *dk, vo
   int rc = attn_check(batch, T, Hq, Hkv, D);
   if (rc || batch == 0 || T == 0) return rc;
   cuda_impl *im = IM(b);
-  const int grp = Hq / Hkv, ldo = Hq * D;
+  const int grp = Hq / Hkv, ldo = Hq * D, Tr = attn_chunk(T);
   const float scale = 1.0f / sqrtf((float)D);
-  const int nh = heads_per_unit(im, grp, T, 10);
-  const size_t TT = (size_t)T * T, TD = (size_t)T * D;
-  size_t oS = 0, oP = oS + al256((size_t)nh * TT * 4), odP = oP + al256((size_t)nh * TT * 2);
-  size_t odel = odP + al256((size_t)nh * TT * 4), odk = odel + al256((size_t)nh * T * 4);
+  const int nh = heads_per_unit(im, grp, (size_t)Tr, T, 10);
+  const size_t cap = (size_t)Tr * T, TD = (size_t)T * D;
+  size_t oS = 0, oP = oS + al256((size_t)nh * cap * 4), odP = oP + al256((size_t)nh * cap * 2);
+  size_t odel = odP + al256((size_t)nh * cap * 4), odk = odel + al256((size_t)nh * T * 4);
   size_t odv = odk + al256(TD * 4), total = odv + al256(TD * 4);
   void *ws;
   if ((rc = ws_get(b, stream, total, &ws))) return rc;
@@ -912,36 +927,41 @@ static int cu_attention_bwd(ppsrt_backend *b, int stream, void *dq, void *dk, vo
       CUDA_CHECK(b, cudaMemsetAsync(dv32, 0, TD * 4, s));
       for (int h0 = g * grp; h0 < (g + 1) * grp; h0 += nh) {
         int n = (g + 1) * grp - h0 < nh ? (g + 1) * grp - h0 : nh;
-        const void *qh = BF(q, row0 * ldq + (size_t)h0 * D);
-        const void *doh = BF(dout, row0 * ldo + (size_t)h0 * D), *oh = BF(out, row0 * ldo + (size_t)h0 * D);
         const float *lh = lse + ((size_t)bb * Hq + h0) * T;
-        /* recompute S and P from the saved log-sum-exp */
-        rc = gemm_fast(b, s, 0, 1, T, T, D, 1.0f, qh, PPSRT_BF16, ldq, D, kg, PPSRT_BF16, ldk, 0, 0.0f, S, PPSRT_F32,
-                       T, (long)TT, n, 1);
-        if (rc) return rc;
-        CUDA_CHECK(b, ppsrt_cu_attn_prob(s, P, S, lh, n, T, scale));
-        CUDA_CHECK(b, ppsrt_cu_attn_delta(s, delta, doh, oh, ldo, n, T, D));
-        /* dV_g += P_hh^T dout_hh, summed over the group's heads (F32) */
-        for (int hh = 0; hh < n; hh++) {
-          rc = gemm_fast(b, s, 1, 0, T, D, T, 1.0f, BF(P, hh * TT), PPSRT_BF16, T, 0, BF(doh, (size_t)hh * D),
-                         PPSRT_BF16, ldo, 0, 1.0f, dv32, PPSRT_F32, D, 0, 1, 0);
+        CUDA_CHECK(b, ppsrt_cu_attn_delta(s, delta, BF(dout, row0 * ldo + (size_t)h0 * D),
+                                          BF(out, row0 * ldo + (size_t)h0 * D), ldo, n, T, D));
+        for (int r0 = 0; r0 < T; r0 += Tr) {
+          const int R = T - r0 < Tr ? T - r0 : Tr, C = r0 + R;
+          const long RC = (long)R * C;
+          const void *qc = BF(q, (row0 + r0) * ldq + (size_t)h0 * D);
+          const void *doc = BF(dout, (row0 + r0) * ldo + (size_t)h0 * D);
+          /* recompute S and P from the saved log-sum-exp */
+          rc = gemm_fast(b, s, 0, 1, R, C, D, 1.0f, qc, PPSRT_BF16, ldq, D, kg, PPSRT_BF16, ldk, 0, 0.0f, S,
+                         PPSRT_F32, C, RC, n, 1);
           if (rc) return rc;
-        }
-        /* dP_hh = dout_hh V_g^T (F32) */
-        rc = gemm_fast(b, s, 0, 1, T, T, D, 1.0f, doh, PPSRT_BF16, ldo, D, vg, PPSRT_BF16, ldv, 0, 0.0f, dP,
-                       PPSRT_F32, T, (long)TT, n, 1);
-        if (rc) return rc;
-        /* dS = P (dP - delta) / sqrt(D), bf16, over P */
-        CUDA_CHECK(b, ppsrt_cu_attn_dscores(s, P, S, dP, lh, delta, n, T, scale));
-        /* dq_hh = dS_hh K_g (written, bf16, row stride ldd) */
-        rc = gemm_fast(b, s, 0, 0, T, D, T, 1.0f, P, PPSRT_BF16, T, (long)TT, kg, PPSRT_BF16, ldk, 0, 0.0f,
-                       BFW(dq, row0 * ldd + (size_t)h0 * D), PPSRT_BF16, ldd, D, n, 1);
-        if (rc) return rc;
-        /* dK_g += dS_hh^T q_hh */
-        for (int hh = 0; hh < n; hh++) {
-          rc = gemm_fast(b, s, 1, 0, T, D, T, 1.0f, BF(P, hh * TT), PPSRT_BF16, T, 0, BF(qh, (size_t)hh * D),
-                         PPSRT_BF16, ldq, 0, 1.0f, dk32, PPSRT_F32, D, 0, 1, 0);
+          CUDA_CHECK(b, ppsrt_cu_attn_prob(s, P, S, lh, n, R, C, r0, T, scale));
+          /* dV_g[0 : C] += P_hh^T dout_hh[r0 : r0+R], summed over the group's heads (F32) */
+          for (int hh = 0; hh < n; hh++) {
+            rc = gemm_fast(b, s, 1, 0, C, D, R, 1.0f, BF(P, hh * RC), PPSRT_BF16, C, 0, BF(doc, (size_t)hh * D),
+                           PPSRT_BF16, ldo, 0, 1.0f, dv32, PPSRT_F32, D, 0, 1, 0);
+            if (rc) return rc;
+          }
+          /* dP_hh = dout_hh[r0 : r0+R] V_g[0 : C]^T (F32) */
+          rc = gemm_fast(b, s, 0, 1, R, C, D, 1.0f, doc, PPSRT_BF16, ldo, D, vg, PPSRT_BF16, ldv, 0, 0.0f, dP,
+                         PPSRT_F32, C, RC, n, 1);
           if (rc) return rc;
+          /* dS = P (dP - delta) / sqrt(D), bf16, over P */
+          CUDA_CHECK(b, ppsrt_cu_attn_dscores(s, P, S, dP, lh, delta, n, R, C, r0, T, scale));
+          /* dq_hh[r0 : r0+R] = dS_hh K_g[0 : C] (written, bf16, row stride ldd) */
+          rc = gemm_fast(b, s, 0, 0, R, D, C, 1.0f, P, PPSRT_BF16, C, RC, kg, PPSRT_BF16, ldk, 0, 0.0f,
+                         BFW(dq, (row0 + r0) * ldd + (size_t)h0 * D), PPSRT_BF16, ldd, D, n, 1);
+          if (rc) return rc;
+          /* dK_g[0 : C] += dS_hh^T q_hh[r0 : r0+R] */
+          for (int hh = 0; hh < n; hh++) {
+            rc = gemm_fast(b, s, 1, 0, C, D, R, 1.0f, BF(P, hh * RC), PPSRT_BF16, C, 0, BF(qc, (size_t)hh * D),
+                           PPSRT_BF16, ldq, 0, 1.0f, dk32, PPSRT_F32, D, 0, 1, 0);
+            if (rc) return rc;
+          }
         }
       }
       CUDA_CHECK(b, ppsrt_cu_store_rows_bf16(s, BFW(dk, row0 * ldd + (size_t)g * D), ldd, dk32, T, D));

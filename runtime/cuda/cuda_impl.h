@@ -65,20 +65,23 @@ cudaError_t ppsrt_cu_f32_to_bf16(cudaStream_t s, void *dst, const float *src, si
 /* C[M, N] (row stride ldc) *= beta, C bf16 (is_bf16) or F32; beta 0 writes zeros. */
 cudaError_t ppsrt_cu_scale_matrix(cudaStream_t s, void *C, int is_bf16, int M, int N, int ldc, float beta);
 
-/* Attention helpers (the GEMMs themselves are cuBLAS calls in cuda_backend.c).
- * S is F32 [nh][T][T] (raw q.k, unscaled), P bf16 [nh][T][T]; row i of head hh.
- * lse points at the first head's [T] row; heads are T apart. */
-cudaError_t ppsrt_cu_attn_softmax_fwd(cudaStream_t s, void *P, float *lse, const float *S, int nh, int T,
-                                      float scale);
+/* Attention helpers (the GEMMs themselves are cuBLAS calls in cuda_backend.c). They work
+ * on a chunk of query rows [r0, r0 + R) against keys [0, C), C = r0 + R: S is F32
+ * [nh][R][C] (raw q.k, unscaled), P bf16 [nh][R][C]; lse and delta hold heads T apart
+ * and are indexed by the global row r0 + il. */
+cudaError_t ppsrt_cu_attn_softmax_fwd(cudaStream_t s, void *P, float *lse, const float *S, int nh, int R, int C,
+                                      int r0, int T, float scale);
 /* P = exp(scale*S - lse) for j <= i, 0 above the diagonal (bf16). */
-cudaError_t ppsrt_cu_attn_prob(cudaStream_t s, void *P, const float *S, const float *lse, int nh, int T,
-                               float scale);
-/* delta[hh][i] = dout[i*ldo + hh*D ..] . out[i*ldo + hh*D ..] over D (dout/out point at head h0). */
+cudaError_t ppsrt_cu_attn_prob(cudaStream_t s, void *P, const float *S, const float *lse, int nh, int R, int C,
+                               int r0, int T, float scale);
+/* delta[hh][i] = dout[i*ldo + hh*D ..] . out[i*ldo + hh*D ..] over D, all T rows (dout/out
+ * point at head h0). */
 cudaError_t ppsrt_cu_attn_delta(cudaStream_t s, float *delta, const void *dout, const void *out, int ldo,
                                 int nh, int T, int D);
 /* dS (bf16, into P's buffer) = exp(scale*S - lse) * (dP - delta) * scale for j <= i, else 0. */
 cudaError_t ppsrt_cu_attn_dscores(cudaStream_t s, void *dS, const float *S, const float *dP,
-                                  const float *lse, const float *delta, int nh, int T, float scale);
+                                  const float *lse, const float *delta, int nh, int R, int C, int r0, int T,
+                                  float scale);
 /* dst[t*ldd + d] = bf16(src[t*D + d]) for t < T, d < D. */
 cudaError_t ppsrt_cu_store_rows_bf16(cudaStream_t s, void *dst, int ldd, const float *src, int T, int D);
 

@@ -320,13 +320,18 @@ static __global__ void k_scale_matrix(void *C, int is_bf16, int M, int N, int ld
 /* ------------------------------------------------------------------------- */
 /* attention pieces (cpu_kernels.c k_attention_fwd/bwd give the math)          */
 
-/* One block per (head hh, query row i): s_j = scale * S[j] for j <= i,
+/* Attention works on a chunk of query rows [r0, r0 + R) against keys [0, C), C = r0 + R
+ * (keys past the chunk's last row are masked for all its rows, so they are never
+ * computed). S, P, dP: [nh][R][C]; lse and delta: heads T apart, row r0 + il.
+ *
+ * One block per (chunk row il, head hh), query i = r0 + il: s_j = scale * S[j] for j <= i,
  * lse_i = max + log sum exp(s_j - max), P_ij = exp(s_j - max) / sum (as the CPU, which
  * normalises by the sum), 0 for j > i. */
-static __global__ void k_attn_softmax_fwd(bf16 *P, float *lse, const float *S, int T, float scale) {
+static __global__ void k_attn_softmax_fwd(bf16 *P, float *lse, const float *S, int R, int C, int r0, int T,
+                                          float scale) {
   __shared__ float sh[32];
-  int i = blockIdx.x, hh = blockIdx.y;
-  size_t off = ((size_t)hh * T + i) * T;
+  int il = blockIdx.x, hh = blockIdx.y, i = r0 + il;
+  size_t off = ((size_t)hh * R + il) * C;
   const float *s = S + off;
   bf16 *p = P + off;
   float mx = -INFINITY;
@@ -336,15 +341,16 @@ static __global__ void k_attn_softmax_fwd(bf16 *P, float *lse, const float *S, i
   for (int j = threadIdx.x; j <= i; j += blockDim.x) l += expf(s[j] * scale - mx);
   l = block_sum(l, sh);
   float inv = 1.0f / l;
-  for (int j = threadIdx.x; j < T; j += blockDim.x) st(p, j, j <= i ? expf(s[j] * scale - mx) * inv : 0.0f);
+  for (int j = threadIdx.x; j < C; j += blockDim.x) st(p, j, j <= i ? expf(s[j] * scale - mx) * inv : 0.0f);
   if (threadIdx.x == 0) lse[(size_t)hh * T + i] = mx + logf(l);
 }
 
-static __global__ void k_attn_prob(bf16 *P, const float *S, const float *lse, int T, float scale) {
-  int i = blockIdx.x, hh = blockIdx.y;
-  size_t off = ((size_t)hh * T + i) * T;
+static __global__ void k_attn_prob(bf16 *P, const float *S, const float *lse, int R, int C, int r0, int T,
+                                   float scale) {
+  int il = blockIdx.x, hh = blockIdx.y, i = r0 + il;
+  size_t off = ((size_t)hh * R + il) * C;
   float li = lse[(size_t)hh * T + i];
-  for (int j = threadIdx.x; j < T; j += blockDim.x) st(P + off, j, j <= i ? expf(S[off + j] * scale - li) : 0.0f);
+  for (int j = threadIdx.x; j < C; j += blockDim.x) st(P + off, j, j <= i ? expf(S[off + j] * scale - li) : 0.0f);
 }
 
 /* One warp per (hh, i). */
@@ -361,11 +367,11 @@ static __global__ void k_attn_delta(float *delta, const bf16 *dout, const bf16 *
 }
 
 static __global__ void k_attn_dscores(bf16 *dS, const float *S, const float *dP, const float *lse,
-                                      const float *delta, int T, float scale) {
-  int i = blockIdx.x, hh = blockIdx.y;
-  size_t off = ((size_t)hh * T + i) * T;
+                                      const float *delta, int R, int C, int r0, int T, float scale) {
+  int il = blockIdx.x, hh = blockIdx.y, i = r0 + il;
+  size_t off = ((size_t)hh * R + il) * C;
   float li = lse[(size_t)hh * T + i], de = delta[(size_t)hh * T + i];
-  for (int j = threadIdx.x; j < T; j += blockDim.x) {
+  for (int j = threadIdx.x; j < C; j += blockDim.x) {
     float v = 0.0f;
     if (j <= i) v = expf(S[off + j] * scale - li) * (dP[off + j] - de) * scale;
     st(dS + off, j, v);
@@ -505,17 +511,17 @@ cudaError_t ppsrt_cu_scale_matrix(cudaStream_t s, void *C, int is_bf16, int M, i
   EW(k_scale_matrix, n, C, is_bf16, M, N, ldc, beta);
 }
 
-cudaError_t ppsrt_cu_attn_softmax_fwd(cudaStream_t s, void *P, float *lse, const float *S, int nh, int T,
-                                      float scale) {
-  if (nh <= 0 || T <= 0) return cudaSuccess;
-  LAUNCH(k_attn_softmax_fwd, s, dim3(T, nh), row_threads(T))((bf16 *)P, lse, S, T, scale);
+cudaError_t ppsrt_cu_attn_softmax_fwd(cudaStream_t s, void *P, float *lse, const float *S, int nh, int R, int C,
+                                      int r0, int T, float scale) {
+  if (nh <= 0 || R <= 0) return cudaSuccess;
+  LAUNCH(k_attn_softmax_fwd, s, dim3(R, nh), row_threads(C))((bf16 *)P, lse, S, R, C, r0, T, scale);
   return cudaGetLastError();
 }
 
-cudaError_t ppsrt_cu_attn_prob(cudaStream_t s, void *P, const float *S, const float *lse, int nh, int T,
-                               float scale) {
-  if (nh <= 0 || T <= 0) return cudaSuccess;
-  LAUNCH(k_attn_prob, s, dim3(T, nh), row_threads(T))((bf16 *)P, S, lse, T, scale);
+cudaError_t ppsrt_cu_attn_prob(cudaStream_t s, void *P, const float *S, const float *lse, int nh, int R, int C,
+                               int r0, int T, float scale) {
+  if (nh <= 0 || R <= 0) return cudaSuccess;
+  LAUNCH(k_attn_prob, s, dim3(R, nh), row_threads(C))((bf16 *)P, S, lse, R, C, r0, T, scale);
   return cudaGetLastError();
 }
 
@@ -529,9 +535,9 @@ cudaError_t ppsrt_cu_attn_delta(cudaStream_t s, float *delta, const void *dout, 
 }
 
 cudaError_t ppsrt_cu_attn_dscores(cudaStream_t s, void *dS, const float *S, const float *dP, const float *lse,
-                                  const float *delta, int nh, int T, float scale) {
-  if (nh <= 0 || T <= 0) return cudaSuccess;
-  LAUNCH(k_attn_dscores, s, dim3(T, nh), row_threads(T))((bf16 *)dS, S, dP, lse, delta, T, scale);
+                                  const float *delta, int nh, int R, int C, int r0, int T, float scale) {
+  if (nh <= 0 || R <= 0) return cudaSuccess;
+  LAUNCH(k_attn_dscores, s, dim3(R, nh), row_threads(C))((bf16 *)dS, S, dP, lse, delta, R, C, r0, T, scale);
   return cudaGetLastError();
 }
 

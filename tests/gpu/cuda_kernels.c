@@ -306,14 +306,16 @@ static void t_attention_on(ppsrt_backend *g_be, const char *label, int batch, in
 static void t_attention(void) {
   t_attention_on(gpu, "b2 T33 Hq4 Hkv2 D16", 2, 33, 4, 2, 16);
   t_attention_on(gpu, "b1 T70 Hq6 Hkv6 D32", 1, 70, 6, 6, 32);
-  /* a 1 MiB workspace cap splits a group of 4 query heads into units of 2 (T = 200:
-   * 400 KB of backward scratch per head) or of 1 (T = 400) */
+  /* Longer sequences run in chunks of query rows (T = 200: 4 chunks of 64 rows). With a
+   * 1 MiB workspace cap, T = 600 (5 chunks of 128 rows, the last partial) also splits
+   * the group of 4 query heads: 2 heads per unit forward (460 KB of scratch per head),
+   * 1 backward (768 KB). */
   setenv("PPSRT_CUDA_ATTN_WS_MB", "1", 1);
   ppsrt_backend *small = NULL;
   OK(ppsrt_cuda_backend_create(0, &small));
   unsetenv("PPSRT_CUDA_ATTN_WS_MB");
-  t_attention_on(small, "b1 T200 Hq4 Hkv1 D16, 2 heads/unit", 1, 200, 4, 1, 16);
-  t_attention_on(small, "b1 T400 Hq4 Hkv1 D16, 1 head/unit", 1, 400, 4, 1, 16);
+  t_attention_on(small, "b2 T200 Hq4 Hkv2 D16 row chunks", 2, 200, 4, 2, 16);
+  t_attention_on(small, "b1 T600 Hq4 Hkv1 D16 chunks, split group", 1, 600, 4, 1, 16);
   small->destroy(small);
 }
 
