@@ -16,17 +16,27 @@
  *    (q_k = min(p_k, q_k+1) over the channel, backwards). Receiving a message early
  *    never adds waiting: the later message it precedes cannot arrive before it.
  *  - vocabulary (every device, per microbatch i), placed by a simulation of the
- *    schedule without them, at target times, on every device in the same order:
- *      IF(i) coll input_fwd(i)             at the start of F(i, 0)
- *      S(i) coll output_fwd(i) [T(i) coll output_bwd(i) in Vocab-1]   at the end of
- *                                          F(i, S-1); Vocab-2: T(i) right after the barrier
- *      coll input_bwd(i) IB(i)             at the end of B(i, 0)
- *    "At time t" = before the first op of the device whose key is >= t (key: start of
- *    a compute pass, end of a send/recv/collective). Every op before a barrier then
- *    ran before t in the base simulation, on every device, so barriers in one global
- *    order cannot deadlock. This approximates the Vocabulary Parallelism paper's
- *    placement on 1F1B (which shifts the passes to keep memory at P+2 / P+1 without
- *    changing the compute order we are given): we keep the file's compute order.
+ *    schedule without them, as groups at instants t, on every device in the same order:
+ *      IF(i) coll input_fwd(i)             in [start of F(i-1, 0), start of F(i, 0)]
+ *      S(i) coll output_fwd(i) T(i) [coll output_bwd(i) in Vocab-1]
+ *                                          in [end of F(i, S-1), start of B(i, S-1)]
+ *      coll input_bwd(i) IB(i)             in [end of B(i, 0), start of B(i+1, 0)]
+ *    Collectives block the device that issues them (the runtime's do), so a group
+ *    costs only its own passes where no device is inside a compute pass at t (a clean
+ *    instant): every device reaches each barrier at the same time, and what follows is
+ *    the simulation without the group shifted by its cost on every device. Each group
+ *    takes the instant of its window that keeps the devices still inside a pass least
+ *    (their remaining time, max over devices; candidates: the window's ends and the
+ *    pass starts and ends inside it); the S groups first, then IF and IB, for which
+ *    an instant an S group already took costs nothing (its wait is paid once).
+ *    Among equals: the earliest, the latest for IF. With 1F1B and B, W apart at equal
+ *    costs every unit is clean: no device waits, makespan = base + m (vocabulary share).
+ *    "At t" = before the first op of the device whose key is >= t (key: start of a
+ *    compute pass, end of a send/recv/collective), after the sends that follow it.
+ *    Every op before a barrier then ran before t in the base simulation, on every
+ *    device, so barriers in one global order cannot deadlock. The file's compute order
+ *    is kept: the paper's memory (P + 2 / P + 1 on 1F1B) is that of a file with its
+ *    longer warm-up (stdlib/vocab_1f1b.pps).
  *  - offload(i, s): right after F(i, s). reload(i, s): as late as the copy engine
  *    allows: the device's reloads are planned backwards from their B (each copy must
  *    end by its B's simulated start and by the start of the next planned reload),
@@ -266,6 +276,91 @@ static int lower_bound_key(const IrSchedule *s, const AnaIndex *ix, const SimRes
   return lo;
 }
 
+/* ---- vocabulary passes: clean instants ----
+ * A vocabulary group (its passes and its barrier) runs on every device. Put at an
+ * instant t of the base simulation where no device is inside a compute pass, every
+ * device reaches the barrier at t + the group's passes, so nobody waits: the rest of
+ * the schedule is the base one shifted by the group's own cost on every device. The
+ * disruption of t is how long the devices still inside a pass at t keep the others
+ * waiting; each group takes the instant of least disruption in its window (the
+ * earliest, or for IF the latest, among equals). */
+typedef struct VWin {
+  const IrSchedule *s; const AnaIndex *ix; const SimResult *r;
+  const double *used; int nused;   /* sorted instants already taken: their wait is paid */
+} VWin;
+
+static int is_used(const VWin *w, double t) {
+  int lo = 0, hi = w->nused;
+  while (lo < hi) {
+    int mid = lo + (hi - lo) / 2;
+    if (w->used[mid] < t) lo = mid + 1; else hi = mid;
+  }
+  return lo < w->nused && w->used[lo] == t;
+}
+
+/* Last position of device d whose op starts before t (-1: none). Starts are
+ * nondecreasing along a device's order before offload is lowered. */
+static int last_start_before(const VWin *w, int d, double t) {
+  int lo = 0, hi = w->s->devs[d].nops;
+  while (lo < hi) {
+    int mid = lo + (hi - lo) / 2;
+    if (w->r->start[w->ix->off[d] + mid] < t) lo = mid + 1; else hi = mid;
+  }
+  return lo - 1;
+}
+
+static double disruption(const VWin *w, double t) {
+  double worst = 0;
+  for (int d = 0; d < w->s->ndev; d++) {
+    int k = last_start_before(w, d, t);
+    if (k < 0) continue;
+    int32_t g = w->ix->off[d] + k;
+    const IrOp *op = &w->s->devs[d].ops[k];
+    if (op->kind <= IR_T && w->r->end[g] - t > worst) worst = w->r->end[g] - t;
+  }
+  return worst;
+}
+
+static int dbl_cmp(const void *x, const void *y) {
+  double a = *(const double *)x, b = *(const double *)y;
+  return a < b ? -1 : a > b;
+}
+
+#define VCAND_MAX 4096
+
+/* The instant of least disruption in [lo, hi]: candidates are lo, hi, the pass
+ * starts and ends inside and the instants already taken (which cost nothing more).
+ * latest: prefer the latest among equals. */
+static double clean_instant(Arena *a, const VWin *w, double lo, double hi, int latest) {
+  if (hi < lo) hi = lo;
+  int cap = VCAND_MAX, n = 0;
+  double *c = arena_alloc(a, sizeof(double) * (size_t)(cap + 2));
+  c[n++] = lo;
+  c[n++] = hi;
+  int j0 = 0, j1 = w->nused;
+  while (j0 < j1) { int mid = j0 + (j1 - j0) / 2; if (w->used[mid] < lo) j0 = mid + 1; else j1 = mid; }
+  for (int j = j0; j < w->nused && w->used[j] <= hi && n < cap; j++) c[n++] = w->used[j];
+  for (int d = 0; d < w->s->ndev && n < cap; d++) {
+    int k = last_start_before(w, d, lo) + 1;
+    for (; k < w->s->devs[d].nops && n < cap; k++) {
+      int32_t g = w->ix->off[d] + k;
+      if (w->r->start[g] > hi) break;
+      if (w->s->devs[d].ops[k].kind > IR_T) continue;
+      c[n++] = w->r->start[g];
+      if (w->r->end[g] <= hi && n < cap) c[n++] = w->r->end[g];
+    }
+  }
+  qsort(c, (size_t)n, sizeof *c, dbl_cmp);
+  double best = latest ? hi : lo, bd = 1e300;
+  for (int j = 0; j < n; j++) {
+    double t = c[latest ? n - 1 - j : j];
+    if (j && t == c[latest ? n - j : j - 1]) continue;
+    double x = is_used(w, t) ? 0 : disruption(w, t);
+    if (x < bd - 1e-12) { bd = x; best = t; if (x <= 1e-12) break; }
+  }
+  return best;
+}
+
 typedef struct VGroup { double t; int kind; int mb; } VGroup;
 static int vgroup_cmp(const void *x, const void *y) {
   const VGroup *a = x, *b = y;
@@ -291,14 +386,33 @@ static int64_t lower_vocab(Arena *a, Diag *dg, IrSchedule *s) {
     return 0;
   }
   VGroup *g = arena_alloc(a, sizeof(VGroup) * (size_t)(3 * (int64_t)m + 1));
+  VWin w = {s, &ix, &r, NULL, 0};
+  double *ts = arena_alloc(a, sizeof(double) * (size_t)(m + 1));
+  int nts = 0;
   int ng = 0;
+  /* S(i) and its barrier(s) first, the most constrained: between F(i, S-1) and
+   * B(i, S-1), as early as clean */
   for (int i = 0; i < m; i++) {
     int32_t f0 = ix.posF[ANA_SLOT(&ix, i, 0)], fl = ix.posF[ANA_SLOT(&ix, i, S - 1)];
-    int32_t b0 = ix.posB[ANA_SLOT(&ix, i, 0)];
-    if (f0 < 0 || fl < 0 || b0 < 0) continue; /* incomplete: verify reports it */
-    g[ng++] = (VGroup){r.start[f0], 0, i};
-    g[ng++] = (VGroup){r.end[fl], 1, i};
-    g[ng++] = (VGroup){r.end[b0], 2, i};
+    int32_t b0 = ix.posB[ANA_SLOT(&ix, i, 0)], bl = ix.posB[ANA_SLOT(&ix, i, S - 1)];
+    if (f0 < 0 || fl < 0 || b0 < 0 || bl < 0) continue; /* incomplete: verify reports it */
+    double t = clean_instant(a, &w, r.end[fl], r.start[bl], 0);
+    g[ng++] = (VGroup){t, 1, i};
+    ts[nts++] = t;
+  }
+  qsort(ts, (size_t)nts, sizeof *ts, dbl_cmp);
+  w.used = ts;
+  w.nused = nts;
+  for (int i = 0; i < m; i++) {
+    int32_t f0 = ix.posF[ANA_SLOT(&ix, i, 0)], fl = ix.posF[ANA_SLOT(&ix, i, S - 1)];
+    int32_t b0 = ix.posB[ANA_SLOT(&ix, i, 0)], bl = ix.posB[ANA_SLOT(&ix, i, S - 1)];
+    if (f0 < 0 || fl < 0 || b0 < 0 || bl < 0) continue;
+    int32_t fp = i > 0 ? ix.posF[ANA_SLOT(&ix, i - 1, 0)] : -1;
+    int32_t bn = i + 1 < m ? ix.posB[ANA_SLOT(&ix, i + 1, 0)] : -1;
+    /* IF(i): between F(i-1, 0) and F(i, 0), as late as clean */
+    g[ng++] = (VGroup){clean_instant(a, &w, fp >= 0 ? r.start[fp] : 0, r.start[f0], 1), 0, i};
+    /* IB(i): after B(i, 0), before B(i+1, 0) (or the end), as early as clean */
+    g[ng++] = (VGroup){clean_instant(a, &w, r.end[b0], bn >= 0 ? r.start[bn] : r.makespan, 0), 2, i};
   }
   qsort(g, (size_t)ng, sizeof *g, vgroup_cmp);
   Batch b;
@@ -312,6 +426,8 @@ static int64_t lower_vocab(Arena *a, Diag *dg, IrSchedule *s) {
     Span sp = s->devs[cd].ops[cause - ix.off[cd]].span;
     for (int d = 0; d < P; d++) {
       int slot = lower_bound_key(s, &ix, &r, d, last[d], g[k].t);
+      /* a pass's sends stay with it: the group goes after them (they cost nothing) */
+      while (slot < s->devs[d].nops && s->devs[d].ops[slot].kind == IR_SEND) slot++;
       /* never before the pass the group needs, on its own device */
       if (g[k].kind != 0 && d == cd && slot <= cause - ix.off[d]) slot = cause - ix.off[d] + 1;
       if (g[k].kind == 0 && d == cd && slot > cause - ix.off[d]) slot = cause - ix.off[d];

@@ -1,15 +1,42 @@
 #!/bin/sh
 # tests/stdlib/vocab.sh: Vocabulary Parallelism. On 1F1B, Vocab-1 keeps P + 2 and
-# Vocab-2 P + 1 microbatches of activations; on V-Half every device holds the same
-# activation and does the same work (balanced memory and compute).
+# Vocab-2 P + 1 microbatches of activations and, the barriers lined up where no device
+# is inside a pass, the makespan is 1F1B's (B/W split) plus the vocabulary passes once:
+#   (m + P - 1)(TF + TB + TW) - (P - 1) TW + m (TIF + TIB + TS + TT + (5 - mode) TCOLL)
+# (33 - 3 = 30 at P = 4, m = 8 with no vocabulary cost). On V-Half every device holds
+# the same activation and does the same work (balanced memory and compute), and the
+# makespan is V-Half's plus the same vocabulary share.
 . "${top_srcdir:?}/tests/stdlib/lib.sh"
-costs="-D TS=0.3 -D TT=0.3 -D TIF=0.05 -D TIB=0.05 -D TCOLL=0.05"
+TS=0.25 TT=0.5 TIF=0.125 TIB=0.125 TCOLL=0.0625
+costs="-D TS=$TS -D TT=$TT -D TIF=$TIF -D TIB=$TIB -D TCOLL=$TCOLL"
+# near A B: |A - B| <= 1e-6
+near() { awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; exit !(d <= 1e-6 && d >= -1e-6) }'; }
+vshare() { awk -v m="$1" -v mode="$2" -v s=$TS -v t=$TT -v f=$TIF -v b=$TIB -v c=$TCOLL \
+             'BEGIN { printf "%.9g", m * (s + t + f + b + (5 - mode) * c) }'; }
+
+# the reference point: P = 4, m = 8, no vocabulary cost
+for mode in 1 2; do
+  set -- $(figures "$STD/vocab_1f1b.pps" -D mode=$mode)
+  [ "$1" = true ] && [ "$5" = true ] && near "$2" 30 && [ "$3" = $((7 - mode)) ] \
+    || bad "vocab_1f1b P=4 m=8 mode=$mode: valid=$1 expects=$5 makespan=$2 peak=$3, want 30 / $((7 - mode))"
+done
+
+for P in 2 3 4 5 8 16; do
+  for m in 1 $P $((2 * P + 1)) $((3 * P)); do
+    for mode in 1 2; do
+      set -- $(figures "$STD/vocab_1f1b.pps" -D P=$P -D m=$m -D mode=$mode $costs)
+      want=$(awk -v P=$P -v m=$m -v x="$(vshare $m $mode)" 'BEGIN { printf "%.9g", (m + P - 1) * 3 - (P - 1) + x }')
+      pk=$((P + 3 - mode)); [ $m -lt $pk ] && pk=$m
+      [ "$1" = true ] && [ "$5" = true ] && [ "$3" = $pk ] && near "$2" "$want" \
+        || bad "vocab_1f1b P=$P m=$m mode=$mode: valid=$1 expects=$5 peak=$3 makespan=$2, want $pk / $want"
+    done
+  done
+done
+
 for P in 2 3 4 8 16; do
   m=$((3 * P))
+  base=$(figures "$STD/v_half.pps" -D P=$P -D m=$m | cut -d' ' -f2)
   for mode in 1 2; do
-    set -- $(figures "$STD/vocab_1f1b.pps" -D P=$P -D m=$m -D mode=$mode $costs)
-    [ "$1" = true ] && [ "$5" = true ] && [ "$3" = $((P + 3 - mode)) ] \
-      || bad "vocab_1f1b P=$P mode=$mode: valid=$1 expects=$5 peak=$3, want $((P + 3 - mode))"
     json=$("$PPSC" sim --json "$STD/vocab_v_half.pps" -D P=$P -D m=$m -D mode=$mode $costs 2>/dev/null)
     echo "$json" | awk -v P=$P -v mode=$mode '
       { s = $0; n = 0
@@ -21,6 +48,9 @@ for P in 2 3 4 8 16; do
         }
         if (n != P || bad || $0 !~ /"valid":true/) { print "FAIL: vocab_v_half P=" P " mode=" mode " not balanced or not valid"; exit 1 } }' \
       || fail=1
+    mk=$(figures "$STD/vocab_v_half.pps" -D P=$P -D m=$m -D mode=$mode $costs | cut -d' ' -f2)
+    want=$(awk -v b="$base" -v x="$(vshare $m $mode)" 'BEGIN { printf "%.9g", b + x }')
+    near "$mk" "$want" || bad "vocab_v_half P=$P m=$m mode=$mode: makespan $mk, want V-Half's $base + $(vshare $m $mode) = $want"
   done
 done
 exit $fail
