@@ -2,8 +2,8 @@
  * schedule into one readable C file for libppsrt: a static op table per device (one
  * initialiser per op, through a few local macros, with the source line of the op),
  * the stage table (placement, costs, memory model, offload fraction), the model
- * block, the simulator's predicted peak per device (over time and over program
- * order) and makespan, and a main() that calls ppsrt_main. The output compiles
+ * and hardware blocks, the simulator's predicted peak per device (over time and over
+ * program order) and makespan, and a main() that calls ppsrt_main. The output compiles
  * warning-free with -Wall -Wextra -Werror, in about a second for 100,000 ops.
  * What it does not: no checking (the caller refuses invalid schedules before calling
  * it), no compiling (cmd_build.c), no straight-line code. */
@@ -135,6 +135,16 @@ void emit_c(const IrSchedule *s, const Analysis *an, const Diag *dg, StrBuf *b) 
     }
     sb_puts(b, "};\n");
   }
+  if (s->nhardware) {
+    sb_puts(b, "\n/* hardware { } block: the target device (flops = peak FLOP/s per device, for MFU) */\n"
+               "static const ppsrt_kv hardware[] = {\n");
+    for (int i = 0; i < s->nhardware; i++) {
+      sb_puts(b, "  {");
+      c_string(b, s->hardware[i].key);
+      sb_printf(b, ", %.17g},\n", s->hardware[i].value);
+    }
+    sb_puts(b, "};\n");
+  }
   sb_puts(b, "\n/* ppsc sim's prediction, in activation units (one device share, one microbatch) */\n");
   if (r) {
     sb_puts(b, "static const double predicted_peak[] = {");
@@ -153,6 +163,7 @@ void emit_c(const IrSchedule *s, const Analysis *an, const Diag *dg, StrBuf *b) 
   if (r) sb_printf(b, "  predicted_peak, %.17g,  /* makespan */\n  predicted_peak_order,\n", r->makespan);
   else sb_puts(b, "  0, 0, 0,\n");
   sb_printf(b, "  %.17g,  /* activation units S keeps (vocabulary) */\n", s->vocab.mode ? s->vocab.act_s : 0.0);
+  sb_printf(b, "  %s, %d,  /* hardware { } block */\n", s->nhardware ? "hardware" : "0", s->nhardware);
   sb_puts(b, "};\n\nint main(int argc, char **argv) { return ppsrt_main(&program, argc, argv); }\n");
   (void)dg;
 }

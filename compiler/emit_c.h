@@ -5,6 +5,7 @@
 #include "driver.h"
 
 /* Appends to out the C translation unit of schedule s: static op tables per device,
- * the stage table, the model block, the predicted peaks and makespan, and main(). */
+ * the stage table, the model and hardware blocks, the predicted peaks and makespan,
+ * and main(). */
 void emit_c(const IrSchedule *s, const Analysis *an, const Diag *dg, StrBuf *out);
 #endif

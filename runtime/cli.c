@@ -3,13 +3,16 @@
  * backend, transport, timeout), checks the program table, creates the transport and,
  * per device, the backend, the model and the interpreter context, runs every device
  * (threads: one thread each; MPI/NCCL under mpirun: this process's rank), and reports:
- * per-iteration lines, the --check verdict, measured vs predicted memory, the trace and
- * the JSON object. Exit status: 0 ok, 1 runtime error or failed check, 2 bad flags.
+ * per-iteration lines (with achieved FLOP/s and MFU: FLOPs counted from the op tables,
+ * peak from --peak-flops or, on the GPU, the hardware block), the --check verdict,
+ * measured vs predicted memory, the trace and the JSON object. Exit status: 0 ok, 1
+ * runtime error or failed check, 2 bad flags.
  * What it does not: no exit() (it returns the status), no computation of its own.
  * Optional parts (gpt model, CUDA backend, NCCL and MPI transports) are weak references:
  * when a part is not built in, asking for it is a usage error naming what is missing. */
 #include "config.h"
 #include "rt.h"
+#include "gpt.h"
 #include <errno.h>
 #include <math.h>
 #include <stddef.h>
@@ -19,6 +22,7 @@
 #include <string.h>
 
 #pragma weak ppsrt_gpt_create
+#pragma weak ppsrt_gpt_pass_flops
 #pragma weak ppsrt_cpu_backend_create
 #pragma weak ppsrt_cuda_backend_create
 #pragma weak ppsrt_nccl_transport_create
@@ -43,6 +47,8 @@ static const char usage_text[] =
   "  --trace OUT.json         Chrome trace of what ran (every device; under MPI rank 0 writes it)\n"
   "  --json                   one JSON object on stdout (see docs/runtime.md)\n"
   "  -q, --quiet              no per-iteration lines\n"
+  "  --peak-flops X           peak FLOP/s of one device, for MFU (default: on --backend cuda\n"
+  "                           the schedule's hardware { flops }; else MFU is n/a)\n"
   "execution:\n"
   "  --backend cpu|cuda       compute backend (default cpu)\n"
   "  --transport threads|mpi|nccl   default threads, or mpi when started by mpirun\n"
@@ -84,18 +90,23 @@ static int under_mpirun(void) {
   return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMI_RANK") || getenv("PMIX_RANK");
 }
 
-static double model_kv(const ppsrt_program *p, const char *key, double dflt) {
-  for (int i = 0; i < p->nmodel; i++)
-    if (p->model[i].key && !strcmp(p->model[i].key, key)) return p->model[i].value;
+static double kv_get(const ppsrt_kv *kv, int n, const char *key, double dflt) {
+  for (int i = 0; kv && i < n; i++)
+    if (kv[i].key && !strcmp(kv[i].key, key)) return kv[i].value;
   return dflt;
+}
+
+static double model_kv(const ppsrt_program *p, const char *key, double dflt) {
+  return kv_get(p->model, p->nmodel, key, dflt);
 }
 
 /* Checks what the generated tables promise; returns 0 or prints why and returns 1. */
 static int check_program(const ppsrt_program *p, const char *argv0) {
   if (!p) { fprintf(stderr, "%s: error: no program\n", argv0); return 1; }
   if (p->abi != PPSRT_ABI_VERSION) {
-    fprintf(stderr, "%s: error: program built for runtime ABI %d, this libppsrt is ABI %d\n"
-            "hint: rebuild it with the ppsc that matches this libppsrt\n", argv0, p->abi, PPSRT_ABI_VERSION);
+    fprintf(stderr, "%s: error: program built for runtime ABI %d, this libppsrt is ABI %d (the program table's "
+            "layout differs)\nhint: rebuild it with the ppsc that matches this libppsrt\n", argv0, p->abi,
+            PPSRT_ABI_VERSION);
     return 1;
   }
   if (p->ndev <= 0 || p->nstage <= 0 || p->nmb <= 0 || !p->stages || !p->ops || !p->nops) {
@@ -244,6 +255,9 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
       o->trace = v;
     } else if (flag_is(a, "--lr", &v, argc, argv, &i)) {
       if (!v || parse_double(v, 0, &o->lr)) return usage_error(me, "--lr needs a number >= 0");
+    } else if (flag_is(a, "--peak-flops", &v, argc, argv, &i)) {
+      if (!v || parse_double(v, 0, &o->peak_flops) || !(o->peak_flops > 0))
+        return usage_error(me, "--peak-flops needs a number of FLOP/s per device > 0");
     } else if (flag_is(a, "--timeout", &v, argc, argv, &i)) {
       if (!v || parse_double(v, 0, &o->timeout_s) || o->timeout_s <= 0)
         return usage_error(me, "--timeout needs a number of seconds > 0");
@@ -283,7 +297,7 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   cfg->vocab_mode = p->vocab_mode;
   cfg->no_compute = o->no_compute;
   if (!strcmp(o->model, "gpt")) {
-    if (!ppsrt_gpt_create) return usage_error(me, "the gpt model is not built into this libppsrt");
+    if (!ppsrt_gpt_create || !ppsrt_gpt_pass_flops) return usage_error(me, "the gpt model is not built into this libppsrt");
     run.create = ppsrt_gpt_create;
   } else {
     if (p->vocab_mode)
@@ -302,6 +316,15 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   if (!strcmp(o->transport, "nccl") && strcmp(o->backend, "cuda"))
     return usage_error(me, "--transport nccl needs --backend cuda");
   if (o->check && o->no_compute) return usage_error(me, "--check and --no-compute exclude each other");
+  /* peak FLOP/s per device for MFU: the flag, else (on the GPU: the hardware block
+   * describes the target device, not a CPU) the hardware block's flops */
+  if (o->peak_flops > 0) {
+    run.peak_flops = o->peak_flops;
+    run.peak_source = "--peak-flops";
+  } else if (!strcmp(o->backend, "cuda") && kv_get(p->hardware, p->nhardware, "flops", 0) > 0) {
+    run.peak_flops = kv_get(p->hardware, p->nhardware, "flops", 0);
+    run.peak_source = "hardware";
+  }
 
   /* ---- transport ---- */
   int rc = 0, my_rank = 0;
@@ -342,15 +365,18 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   run.dev_units = calloc((size_t)it * nd, sizeof *run.dev_units);
   run.dev_membad = calloc((size_t)nd, sizeof *run.dev_membad);
   run.dev_actbad = calloc((size_t)nd, sizeof *run.dev_actbad);
+  run.dev_flops = calloc((size_t)nd, sizeof *run.dev_flops);
   pthread_mutex_init(&run.print_lock, NULL);
   run.epoch = rt_now();
   int status = 0;
   if (!run.ctx || !run.dev_busy || !run.dev_span || !run.dev_peak || !run.dev_resident || !run.dev_host ||
-      !run.dev_unit || !run.loss || !run.dev_units || !run.dev_membad || !run.dev_actbad) {
+      !run.dev_unit || !run.loss || !run.dev_units || !run.dev_membad || !run.dev_actbad || !run.dev_flops) {
     fprintf(stderr, "%s: error: out of host memory\n", me);
     status = 1;
     goto done;
   }
+  run.flops_known = !o->no_compute;
+  rt_count_flops(&run, !strcmp(o->model, "gpt") ? ppsrt_gpt_pass_flops : ppsrt_mlp_pass_flops);
   for (int l = 0; l < run.nlocal; l++)
     if ((rc = rt_ctx_init(&run, &run.ctx[l], run.first_rank + l))) {
       fprintf(stderr, "%s: error: %s\n", me, ppsrt_last_error());
@@ -408,6 +434,7 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
       int memory_bad = p->predicted_peak || p->predicted_peak_order ? rt_compare_memory(&run, print && (o->check || o->check_memory || !o->quiet)) : 0;
       if ((o->check || o->check_memory) && memory_bad) status = 1;
     }
+    if (print && !o->quiet) rt_print_flops(&run);
     if (o->check && (run.check_mismatches || run.check_loss_bad)) status = 1;
     if (print && o->check)
       fprintf(run.out, "check: %s\n", status ? "FAILED" : "passed (loss, gradients and peak memory match)");
@@ -443,7 +470,7 @@ done:
   free(run.ctx);
   free(run.dev_busy); free(run.dev_span); free(run.dev_peak);
   free(run.dev_resident); free(run.dev_host); free(run.dev_unit); free(run.loss);
-  free(run.dev_units); free(run.dev_membad); free(run.dev_actbad);
+  free(run.dev_units); free(run.dev_membad); free(run.dev_actbad); free(run.dev_flops);
   pthread_mutex_destroy(&run.print_lock);
   fflush(stdout);
   if (tr) {

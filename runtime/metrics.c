@@ -2,8 +2,10 @@
  * each device (compute track, copy-engine tracks), the Chrome trace of what really ran
  * (one process per device with compute, copy-engine and point-to-point threads, the
  * layout of `ppsc sim --trace`), the per-iteration line (loss, time, measured bubble,
- * peak activation bytes and units per device), the memory comparison with the
- * simulator's prediction, and the --json object (documented in docs/runtime.md).
+ * peak activation bytes and units per device, achieved FLOP/s and MFU), the FLOPs
+ * count per device (from the op tables and the model's pass FLOPs), the memory
+ * comparison with the simulator's prediction, and the --json object (documented in
+ * docs/runtime.md).
  * What it does not: no measuring itself (interp.c and actstore.c count), no exit(). */
 #include "config.h"
 #include "rt.h"
@@ -100,11 +102,65 @@ static double units_of(ppsrt_run *run, int it, int d) {
   return run->dev_units[(size_t)it * run->prog->ndev + d];
 }
 
-void rt_print_iteration(ppsrt_run *run, int it) {
-  FILE *f = run->out;
+/* ---- FLOPs, achieved FLOP/s, MFU ---- */
+
+/* FLOPs of one iteration per device: the model's FLOPs of every compute and vocabulary
+ * pass in the device's op table (so vocabulary passes count where they run). */
+void rt_count_flops(ppsrt_run *run, rt_pass_flops_fn fn) {
+  const ppsrt_program *p = run->prog;
+  run->flops_total = 0;
+  for (int d = 0; d < p->ndev; d++) {
+    double fl = 0;
+    for (int i = 0; fn && i < p->nops[d]; i++) {
+      const ppsrt_op *op = &p->ops[d][i];
+      if (op->kind <= PPSRT_OP_T) fl += fn(&run->o.cfg, op->kind, op->stage);
+    }
+    run->dev_flops[d] = fl;
+    run->flops_total += fl;
+  }
+}
+
+/* The iteration's time: the longest device span. */
+static double iter_span(ppsrt_run *run, int it) {
   int ndev = run->prog->ndev;
   double span = 0;
   for (int d = 0; d < ndev; d++) span = fmax(span, run->dev_span[(size_t)it * ndev + d]);
+  return span;
+}
+
+/* Achieved FLOP/s of device d (d < 0: all devices) in iteration it, and its MFU
+ * (achieved / (devices x peak); < 0 when the peak is unknown or the time is 0). */
+static double achieved(ppsrt_run *run, int it, int d) {
+  double span = iter_span(run, it);
+  return span > 0 ? (d < 0 ? run->flops_total : run->dev_flops[d]) / span : 0;
+}
+static double mfu(ppsrt_run *run, int it, int d) {
+  double span = iter_span(run, it), n = d < 0 ? run->prog->ndev : 1;
+  if (!(run->peak_flops > 0) || !(span > 0)) return -1;
+  return (d < 0 ? run->flops_total : run->dev_flops[d]) / (span * n * run->peak_flops);
+}
+
+void rt_print_flops(ppsrt_run *run) {
+  FILE *f = run->out;
+  int ndev = run->prog->ndev;
+  if (!run->flops_known) {
+    fprintf(f, "flops: n/a (--no-compute: no kernels ran)\n");
+    return;
+  }
+  fprintf(f, "flops: %.17g per iteration (", run->flops_total);
+  for (int d = 0; d < ndev; d++) fprintf(f, "%sd%d %.17g", d ? " " : "", d, run->dev_flops[d]);
+  if (run->peak_flops > 0)
+    fprintf(f, "); MFU against a peak of %.6g FLOP/s per device (%s)\n", run->peak_flops,
+            run->peak_source ? run->peak_source : "?");
+  else
+    fprintf(f, "); MFU n/a: no peak FLOP/s (give --peak-flops X, FLOP/s per device%s)\n",
+            strcmp(run->o.backend, "cuda") ? "" : ", or a hardware { flops } block");
+}
+
+void rt_print_iteration(ppsrt_run *run, int it) {
+  FILE *f = run->out;
+  int ndev = run->prog->ndev;
+  double span = iter_span(run, it);
   fprintf(f, "iter %d/%d  loss %.7f  time %.3f ms  bubble", it + 1, run->o.iterations, run->loss[it], span * 1e3);
   for (int d = 0; d < ndev; d++) {
     double s = run->dev_span[(size_t)it * ndev + d], b = run->dev_busy[(size_t)it * ndev + d];
@@ -113,6 +169,13 @@ void rt_print_iteration(ppsrt_run *run, int it) {
   fprintf(f, "  peak act");
   for (int d = 0; d < ndev; d++)
     fprintf(f, " d%d %zu B %.4g u", d, run->dev_peak[(size_t)it * ndev + d], units_of(run, it, d));
+  if (run->flops_known) {
+    fprintf(f, "  FLOP/s %.4g (", achieved(run, it, -1));
+    for (int d = 0; d < ndev; d++) fprintf(f, "%sd%d %.4g", d ? " " : "", d, achieved(run, it, d));
+    double u = mfu(run, it, -1);
+    if (u >= 0) fprintf(f, ")  MFU %.4g%%", 100 * u);
+    else fprintf(f, ")  MFU n/a");
+  }
   fputc('\n', f);
   fflush(f);
 }
@@ -176,7 +239,22 @@ void rt_print_json(ppsrt_run *run, int status) {
     for (int d = 0; d < ndev; d++) fprintf(f, "%s%zu", d ? "," : "", run->dev_peak[(size_t)it * ndev + d]);
     fprintf(f, "],\"peak_units\":[");
     for (int d = 0; d < ndev; d++) fprintf(f, "%s%.9g", d ? "," : "", units_of(run, it, d));
-    fprintf(f, "]}");
+    fprintf(f, "]");
+    if (run->flops_known) {
+      fprintf(f, ",\"achieved_flops_per_s\":%.9g,\"achieved_flops_per_s_per_device\":[", achieved(run, it, -1));
+      for (int d = 0; d < ndev; d++) fprintf(f, "%s%.9g", d ? "," : "", achieved(run, it, d));
+      fprintf(f, "]");
+    } else {
+      fprintf(f, ",\"achieved_flops_per_s\":null,\"achieved_flops_per_s_per_device\":null");
+    }
+    if (run->flops_known && mfu(run, it, -1) >= 0) {
+      fprintf(f, ",\"mfu\":%.9g,\"mfu_per_device\":[", mfu(run, it, -1));
+      for (int d = 0; d < ndev; d++) fprintf(f, "%s%.9g", d ? "," : "", mfu(run, it, d));
+      fprintf(f, "]");
+    } else {
+      fprintf(f, ",\"mfu\":null,\"mfu_per_device\":null");
+    }
+    fprintf(f, "}");
   }
   fprintf(f, "],\"per_device\":[");
   for (int d = 0; d < ndev; d++) {
@@ -188,11 +266,31 @@ void rt_print_json(ppsrt_run *run, int status) {
     else fprintf(f, "null");
     fprintf(f, ",\"predicted_peak_time_units\":");
     if (p->predicted_peak) fprintf(f, "%.9g", p->predicted_peak[d]); else fprintf(f, "null");
-    fprintf(f, ",\"unit_bytes_first_stage\":%zu,\"resident_peak_bytes\":%zu,\"host_peak_bytes\":%zu}", run->dev_unit[d],
+    fprintf(f, ",\"unit_bytes_first_stage\":%zu,\"resident_peak_bytes\":%zu,\"host_peak_bytes\":%zu", run->dev_unit[d],
             run->dev_resident[d], run->dev_host[d]);
+    if (run->flops_known) fprintf(f, ",\"flops_per_iteration\":%.17g}", run->dev_flops[d]);
+    else fprintf(f, ",\"flops_per_iteration\":null}");
   }
   fprintf(f, "],\"predicted_makespan\":%.9g,\"memory_match\":%s", p->predicted_makespan,
           p->predicted_peak ? (run->memory_mismatch ? "false" : "true") : "null");
+  if (run->flops_known) fprintf(f, ",\"flops_per_iteration\":%.17g", run->flops_total);
+  else fprintf(f, ",\"flops_per_iteration\":null");
+  fprintf(f, ",\"peak_flops\":");
+  if (run->peak_flops > 0) fprintf(f, "%.17g", run->peak_flops); else fprintf(f, "null");
+  fprintf(f, ",\"peak_flops_source\":");
+  if (run->peak_flops > 0 && run->peak_source) json_str(f, run->peak_source); else fprintf(f, "null");
+  fprintf(f, ",\"hardware\":");
+  if (p->nhardware > 0 && p->hardware) {
+    fputc('{', f);
+    for (int i = 0; i < p->nhardware; i++) {
+      if (i) fputc(',', f);
+      json_str(f, p->hardware[i].key);
+      fprintf(f, ":%.17g", p->hardware[i].value);
+    }
+    fputc('}', f);
+  } else {
+    fprintf(f, "null");
+  }
   if (run->o.check)
     fprintf(f, ",\"check\":{\"match\":%s,\"loss_match\":%s,\"mismatches\":%ld,\"max_diff\":%.9g,\"atol\":%g,\"rtol\":%g}",
             !run->check_mismatches && !run->check_loss_bad && done ? "true" : "false",

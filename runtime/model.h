@@ -181,4 +181,11 @@ int ppsrt_act_release(ppsrt_ctx *c, int mb, int stage);
  * (seed, stream id, index); and a 64-bit hash to make stream ids from names. */
 float ppsrt_rand_uniform(uint64_t seed, uint64_t stream, uint64_t index);
 uint64_t ppsrt_hash_str(const char *s);
+
+/* FLOPs of one pass of the mlp model (model_mlp.c) for one microbatch, for MFU: every
+ * linear of a stage costs 2 N h^2 per pass (N = seq x micro_batch), F, B and W alike
+ * (BW both: 4 N h^2 per linear); the vocabulary passes (none in mlp) 0. Depends only
+ * on cfg, so the device that reports can count every device's passes. The gpt model's
+ * counterpart is ppsrt_gpt_pass_flops (gpt.h). */
+double ppsrt_mlp_pass_flops(const ppsrt_model_config *cfg, int kind, int stage);
 #endif

@@ -243,6 +243,16 @@ static int param_init(ppsrt_model *m, ppsrt_param *q, const char *name, int stag
   return rc;
 }
 
+double ppsrt_mlp_pass_flops(const ppsrt_model_config *cfg, int kind, int stage) {
+  (void)stage;   /* every stage has the same layers */
+  double f1 = 2.0 * cfg->seq * cfg->micro_batch * cfg->hidden * cfg->hidden * cfg->layers_per_stage;
+  switch (kind) {
+  case PPSRT_OP_F: case PPSRT_OP_B: case PPSRT_OP_W: return f1;
+  case PPSRT_OP_BW: return 2 * f1;
+  default: return 0;
+  }
+}
+
 int ppsrt_mlp_create(const ppsrt_model_config *cfg, ppsrt_backend *be, int device, const int *stages,
                      int nstages, ppsrt_model **out) {
   *out = NULL;
@@ -258,8 +268,9 @@ int ppsrt_mlp_create(const ppsrt_model_config *cfg, ppsrt_backend *be, int devic
   m->begin_iteration = mlp_begin; m->end_iteration = mlp_end; m->destroy = mlp_destroy;
   p->H = cfg->hidden; p->N = cfg->seq * cfg->micro_batch; p->L = cfg->layers_per_stage;
   p->es = ppsrt_dtype_size(be->act_dtype);
-  double f1 = 2.0 * p->N * p->H * p->H * p->L;
-  m->flops_f = f1; m->flops_b = f1; m->flops_w = f1;
+  m->flops_f = ppsrt_mlp_pass_flops(cfg, PPSRT_OP_F, 0);
+  m->flops_b = ppsrt_mlp_pass_flops(cfg, PPSRT_OP_B, 0);
+  m->flops_w = ppsrt_mlp_pass_flops(cfg, PPSRT_OP_W, 0);
   size_t n = (size_t)p->N * p->H;
   p->local = malloc((size_t)cfg->nstage * sizeof *p->local);
   p->layers = calloc((size_t)(nstages ? nstages : 1) * p->L, sizeof *p->layers);

@@ -21,7 +21,9 @@
 extern "C" {
 #endif
 
-#define PPSRT_ABI_VERSION 1
+/* 2: ppsrt_program gained hardware/nhardware (appended). The runtime refuses a program
+ * built for another ABI (rebuild it with the matching ppsc). */
+#define PPSRT_ABI_VERSION 2
 
 typedef enum ppsrt_op_kind {
   PPSRT_OP_F, PPSRT_OP_B, PPSRT_OP_W, PPSRT_OP_BW,       /* compute on (mb, stage) */
@@ -79,6 +81,11 @@ typedef struct ppsrt_program {
    * exactly; equals predicted_peak without offload. NULL = unknown. */
   const double *predicted_peak_order; /* [ndev] */
   double vocab_act_s;             /* activation units S keeps until T frees them (vocab) */
+  /* Added in ABI 2: the hardware { } block (memory, flops, host_bandwidth,
+   * peer_bandwidth) of the target device; `flops` (peak FLOP/s per device) is the MFU
+   * denominator on the GPU when --peak-flops is not given. NULL/0 = none. */
+  const ppsrt_kv *hardware;
+  int32_t nhardware;
 } ppsrt_program;
 
 /* Runs the program as the executable's command line asks. Returns the process exit

@@ -27,6 +27,7 @@ typedef struct rt_opts {
   double timeout_s;
   int no_compute;
   int quiet;
+  double peak_flops;             /* --peak-flops: peak FLOP/s per device, 0 = not given */
   /* test hooks (documented in docs/runtime.md): make rank die_rank fail at its
    * die_op-th op (die_hard: the process/thread aborts without cleanup under MPI) */
   int die_rank, die_op, die_hard;
@@ -136,6 +137,13 @@ struct ppsrt_run {
   double check_maxdiff;
   int iterations_done;
   char first_error[2048];
+  /* FLOPs (cli.c counts them from the op tables and the model's pass FLOPs; metrics.c
+   * reports achieved FLOP/s = FLOPs / iteration time and MFU = achieved / (ndev x peak)) */
+  int flops_known;                  /* 0 with --no-compute (no kernels ran) */
+  double *dev_flops;                /* [ndev] FLOPs of one iteration per device */
+  double flops_total;               /* sum over devices */
+  double peak_flops;                /* peak FLOP/s per device, 0 = unknown (MFU n/a) */
+  const char *peak_source;          /* "--peak-flops", "hardware", NULL */
 };
 
 double rt_now(void);
@@ -172,6 +180,10 @@ int rt_event_add(ppsrt_ctx *c, double t0, double t1, int32_t op, int track);
 int rt_write_trace(ppsrt_run *run, const char *path);
 void rt_print_iteration(ppsrt_run *run, int it);
 void rt_print_json(ppsrt_run *run, int status);
+void rt_print_flops(ppsrt_run *run);   /* the FLOPs summary line */
+/* FLOPs of one pass (kind, stage) of one microbatch, from the model's sizes */
+typedef double (*rt_pass_flops_fn)(const ppsrt_model_config *cfg, int kind, int stage);
+void rt_count_flops(ppsrt_run *run, rt_pass_flops_fn fn);
 int rt_compare_memory(ppsrt_run *run, int print);
 
 /* check.c */
