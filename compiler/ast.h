@@ -69,6 +69,7 @@ typedef enum StmtKind {
   ST_BLOCK,       /* block { body } */
   ST_INTERVAL,    /* e1 */
   ST_WRULE,       /* sym */
+  ST_SQUEEZE,     /* building block: reorder warm-up and cool-down (block.c) */
   ST_PASS,        /* op = IrKind, list = arguments, xfer (send/recv), sym = collective; e3 = `at` slot */
   ST_EMPTY        /* unused: `;` alone produces no node */
 } StmtKind;

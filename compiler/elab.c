@@ -38,7 +38,8 @@ typedef struct BlockState {
   int64_t interval;
   int has_interval;
   int w_rule;
-  Span span, wspan;
+  int squeeze;      /* `squeeze;` was written (at sqspan) */
+  Span span, wspan, sqspan;
 } BlockState;
 
 enum { PL_NONE, PL_LINEAR, PL_INTERLEAVED, PL_VSHAPE, PL_EXPLICIT };
@@ -79,6 +80,7 @@ typedef struct Ctx {
   /* where we are */
   int cur_dev;
   BlockState *blk;
+  BlockSqueeze *sq;       /* the block that squeezes, run after the stage costs are built */
   int use_depth;
   long steps, step_limit;
   int stop, ops_reported;
@@ -770,9 +772,36 @@ static void exec_block(Ctx *c, Stmt *st) {
     c->stop = 1;
     return;
   }
+  BlockSqueeze *sq = NULL;
+  if (b.squeeze) {
+    if (c->sq) { SERR(c, st, "only one building block of a schedule may squeeze"); return; }
+    /* squeezing schedules every pass of every microbatch: F and B (or BW) of each stage */
+    for (int64_t g = 0; g < c->nstage; g++)
+      if (!b.seen[IR_F * c->nstage + g] || (!b.seen[IR_B * c->nstage + g] && !b.seen[IR_BW * c->nstage + g])) {
+        err(c, NULL, b.sqspan, "a building block that squeezes needs F and B (or BW) of every stage; stage %lld has %s",
+             (long long)g, b.seen[IR_F * c->nstage + g] ? "no B or BW" : "no F");
+        return;
+      }
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    for (int k = 0; k < b.n; k++) {
+      if (b.e[k].slot < lo) lo = b.e[k].slot;
+      if (b.e[k].slot > hi) hi = b.e[k].slot;
+    }
+    sq = arena_alloc(c->a, sizeof *sq);
+    sq->start = arena_alloc(c->a, (size_t)(c->s->ndev + 1) * sizeof *sq->start);
+    sq->count = arena_alloc(c->a, (size_t)(c->s->ndev + 1) * sizeof *sq->count);
+    sq->slot = arena_alloc(c->a, (size_t)(c->s->ndev + 1) * sizeof *sq->slot);
+    sq->cut1 = hi;                              /* microbatch 0's last pass */
+    sq->cut2 = lo + (c->nmb - 1) * b.interval;  /* the last microbatch's first pass */
+    sq->span = b.sqspan;
+  }
   for (int d = 0; d < c->s->ndev; d++)
     if (!c->s->devs[d].span.file) c->s->devs[d].span = st->span;
-  if (block_expand(c->a, c->d, c->s, c->stage_dev, b.e, b.n, b.interval, b.w_rule, st->span, c->in->max_ops)) c->stop = 1;
+  if (block_expand(c->a, c->d, c->s, c->stage_dev, b.e, b.n, b.interval, b.w_rule, st->span, c->in->max_ops, sq)) {
+    c->stop = 1;
+    return;
+  }
+  c->sq = sq;
 }
 
 /* Binds the parameters of `def` in the current frame: given[k] when has[k], else
@@ -1005,6 +1034,11 @@ static void exec(Ctx *c, Stmt *st) {
     c->blk->wspan = st->span;
     return;
   }
+  case ST_SQUEEZE:
+    if (!c->blk) { SERR(c, st, "'squeeze' is only allowed in a building block"); return; }
+    c->blk->squeeze = 1;
+    c->blk->sqspan = st->span;
+    return;
   case ST_PASS:
     exec_pass(c, st);
     return;
@@ -1290,5 +1324,6 @@ IrSchedule *elab_run(const ElabInput *in, int *usage) {
   s->v = (int32_t)c->pv;
   build_stages(c);
   if (!c->stop) check_duplicates(c);
+  if (c->sq && !c->stop && c->d->errors == errors_before) block_squeeze(c->d, s, c->sq);
   return s;
 }

@@ -34,9 +34,26 @@ typedef struct BlockEntry {
 
 enum { BLOCK_W_SLOT, BLOCK_W_EAGER, BLOCK_W_FILL };
 
+/* What `squeeze;` needs after expansion: where the block's ops are on each device and
+ * their slots (block_expand fills it when given one), and the slot bounds of the
+ * steady state: a pass at slot t is warm-up when t < cut1 and t <= cut2, cool-down
+ * when t > cut2, steady otherwise. */
+typedef struct BlockSqueeze {
+  int32_t *start, *count;   /* [ndev]: first op of the block on each device, how many */
+  int64_t **slot;           /* [ndev][count]: the slot of each (arena) */
+  int64_t cut1, cut2;
+  Span span;
+} BlockSqueeze;
+
 /* Repeats a block (stage_dev: the placement) for every microbatch and appends the resulting per-device orders
- * to s (see block.c for the ordering rule). Returns 0, or -1 after reporting an
- * error (too many ops, slot overflow). */
+ * to s (see block.c for the ordering rule). sq (may be NULL) records the ops for
+ * block_squeeze. Returns 0, or -1 after reporting an error (too many ops, slot
+ * overflow). */
 int block_expand(Arena *a, Diag *d, IrSchedule *s, const int32_t *stage_dev, const BlockEntry *e, int n, int64_t interval,
-                 int w_rule, Span at, long max_ops);
+                 int w_rule, Span at, long max_ops, BlockSqueeze *sq);
+
+/* `squeeze;`: reorders the warm-up and cool-down passes of an expanded block (see
+ * block.c) once the stage costs are known (s->stages built). Returns 0, or -1 when
+ * out of memory (reported). */
+int block_squeeze(Diag *d, IrSchedule *s, const BlockSqueeze *sq);
 #endif

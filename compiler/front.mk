@@ -34,6 +34,9 @@ libppsc_la_LIBADD += libppsgram.la
 TESTS += tests/front/run-bad.sh tests/front/run-expand.sh tests/front/doc-examples.sh tests/front/limits.sh
 EXTRA_DIST += tests/front/run-bad.sh tests/front/run-expand.sh tests/front/doc-examples.sh \
   tests/front/limits.sh tests/front/bad tests/front/good examples
+# `squeeze;` reaches the reference figures of V-Half and 1F1B-V (inline blocks)
+TESTS += tests/front/block-squeeze.sh
+EXTRA_DIST += tests/front/block-squeeze.sh
 
 # ---- fuzzing: `make fuzz` builds the libFuzzer target with clang (not part of check) ----
 EXTRA_DIST += tests/fuzz/fuzz_front.c tests/fuzz/run-fuzz.sh tests/fuzz/pps.dict tests/fuzz/corpus

@@ -87,7 +87,7 @@ static void kv_add(KvList *l, KeyVal *k) {
 %token MODEL "'model'" HARDWARE "'hardware'" OFFLOAD "'offload'" RELOAD "'reload'"
 %token VOCAB "'vocab'" LET "'let'" REQUIRE "'require'" ELSE "'else'" EXPECT "'expect'"
 %token USE "'use'" FOR "'for'" IN "'in'" STEP "'step'" IF "'if'" DEVICE "'device'"
-%token BLOCK "'block'" AT "'at'" INTERVAL "'interval'" W_RULE "'w_rule'"
+%token BLOCK "'block'" AT "'at'" INTERVAL "'interval'" W_RULE "'w_rule'" SQUEEZE "'squeeze'"
 %token TRUE "'true'" FALSE "'false'" AND "'and'" OR "'or'" NOT "'not'" DIV "'div'" MOD "'mod'"
 %token ALL "'all'" SEND "'send'" RECV "'recv'" COLL "'coll'"
 %token P_F "'F'" P_B "'B'" P_W "'W'" P_BW "'BW'" P_IF "'IF'" P_IB "'IB'" P_S "'S'" P_T "'T'"
@@ -208,6 +208,7 @@ stmt: DEVICES expr semi { $$ = ast_stmt(ps, ST_DEVICES, @1); $$->e1 = $2; }
     | BLOCK body { $$ = ast_stmt(ps, ST_BLOCK, @1); $$->body = $2.head; }
     | INTERVAL expr semi { $$ = ast_stmt(ps, ST_INTERVAL, @1); $$->e1 = $2; }
     | W_RULE IDENT semi { $$ = ast_stmt(ps, ST_WRULE, @1); $$->sym = $2; $$->span2 = SP(@2); }
+    | SQUEEZE semi { $$ = ast_stmt(ps, ST_SQUEEZE, @1); }
     | pass { $$ = $1; }
     | pass AT expr semi { $$ = $1; $$->e3 = $3; $$->span2 = SP(@3); }
     | ';' { $$ = NULL; }
@@ -439,7 +440,7 @@ static int needs_semicolon(int t) {
   switch (t) {
   case DEVICES: case MICROBATCHES: case STAGES: case PLACEMENT: case COST: case MEMORY:
   case VOCAB: case LET: case REQUIRE: case EXPECT: case USE: case INTERVAL: case W_RULE:
-  case IMPORT:
+  case SQUEEZE: case IMPORT:
     return 1;
   default:
     return 0;
@@ -452,7 +453,7 @@ static const char *head_name(int t) {
   case PLACEMENT: return "placement"; case COST: return "cost"; case MEMORY: return "memory";
   case VOCAB: return "vocab"; case LET: return "let"; case REQUIRE: return "require";
   case EXPECT: return "expect"; case USE: return "use"; case INTERVAL: return "interval";
-  case W_RULE: return "w_rule"; case IMPORT: return "import"; case OFFLOAD: return "offload";
+  case W_RULE: return "w_rule"; case SQUEEZE: return "squeeze"; case IMPORT: return "import"; case OFFLOAD: return "offload";
   default: return "?";
   }
 }
@@ -502,7 +503,7 @@ static int is_expr_start(yysymbol_kind_t x) {
 static int is_stmt_start(yysymbol_kind_t x) {
   static const char *const st[] = {"'devices'", "'microbatches'", "'stages'", "'placement'", "'cost'",
     "'memory'", "'model'", "'hardware'", "'offload'", "'reload'", "'vocab'", "'let'", "'require'",
-    "'expect'", "'use'", "'for'", "'if'", "'device'", "'block'", "'interval'", "'w_rule'", "'send'",
+    "'expect'", "'use'", "'for'", "'if'", "'device'", "'block'", "'interval'", "'w_rule'", "'squeeze'", "'send'",
     "'recv'", "'coll'", "'F'", "'B'", "'W'", "'BW'", "'IF'", "'IB'", "'S'", "'T'", "';'", NULL};
   return in_list(x, st);
 }
