@@ -127,23 +127,29 @@ int block_expand(Arena *a, Diag *d, IrSchedule *s, const int32_t *stage_dev, con
  * warm-up (before the first microbatch's last pass), the steady state, and the
  * cool-down (after the last microbatch's first pass).
  *
- * The new order comes from a list scheduling of the block's passes with the real
- * stage costs (and TC across devices): whenever a device is free it takes, among
- * the passes of its current run whose inputs are there, the best one by
- *   warm-up:   F, then B/BW, then W, each in block order;
- *   cool-down: B/BW, then F, then W, each in block order;
- *   steady:    only the next pass in block order.
- * W therefore fills the time no F or B can use. An F is taken only if memory stays
- * within the block's own peak (the largest program-order activation of the plain
- * expansion over all devices) not just now but for the rest of the device's block
- * order run as written: a segment tree over block positions holds the activation
- * before each position if the not-yet-run passes ran in block order, so the check
- * and its update are one range max and one range add. That invariant also keeps
- * the block order itself available at every step, so the list scheduling cannot
- * deadlock when the plain expansion does not (the order of the passes still to run
- * stays a suborder of a valid one). The same scheduler run with every pass in block
- * order gives the plain expansion's makespan; the squeezed order is kept only when
- * it is no longer (deterministic: every choice is ordered by time, then position).
+ * Two candidate reorderings, each keeping the runs apart:
+ *  - grid (sq_grid, the paper's squeeze): in slot order, every warm-up (cool-down)
+ *    pass moves to the first empty cells of its run's slot grid after its inputs
+ *    and the same pass of the previous microbatch; a pass takes cost / smallest
+ *    cost cells (a BW two when TB = TW = TF), an F moves only if the activation
+ *    over the cells it jumps stays within the cap (segment trees: range add / max
+ *    for the activation, min for the occupancy);
+ *  - list (sq_run, list = 1): a list scheduling with the real stage costs (and TC
+ *    across devices): a free device takes, among the passes of its current run
+ *    whose inputs are there, an F, else a B/BW, else a W (W fills the time nothing
+ *    else can use), each in block order; in the steady run only the next pass in
+ *    block order. An F is taken only if memory stays within the cap not just now
+ *    but for the rest of the device's block order run as written: a segment tree
+ *    over block positions holds the activation before each position if the
+ *    not-yet-run passes ran in block order (one range max, one range add). That
+ *    invariant keeps the block order itself available at every step, so the list
+ *    scheduling cannot deadlock when the plain expansion does not.
+ * The cap is the block's own peak: the largest program-order activation of the
+ * plain expansion over all devices. Every combination of a warm-up (block order,
+ * list, grid) and a cool-down is run by the same simulator in fixed order (the
+ * ASAP timing the verifier's simulator gives it); the fastest that completes and
+ * stays within the cap is kept, the block order on a tie. Deterministic (every
+ * choice is ordered by time, then position).
  * O(ops log ops) time, O(ops) memory. */
 
 typedef struct HEnt { double t; int64_t k; int32_t id; } HEnt;
