@@ -69,7 +69,7 @@ for v in "" _v1 _v2; do
   same "$u" "$want_u" 1e-6 && pass "$name: MFU $u = achieved / (P x peak)" || fail "$name: MFU $u, expected $want_u"
   grep -q '"peak_flops":2500000000,"peak_flops_source":"--peak-flops","hardware":{"flops":1000000000,"memory":80000000000}' \
     "$WORK/$name.json" && pass "$name: peak from the flag, hardware block in the JSON" ||
-    fail "$name: peak/hardware fields"; 
+    fail "$name: peak/hardware fields"
 done
 if [ -n "$(command -v python3)" ] && [ -f "$WORK/mfu_v2.json" ]; then
   python3 -c "import json,sys; o=json.load(open(sys.argv[1])); assert len(o['iterations'][0]['mfu_per_device'])==2" \
@@ -104,6 +104,14 @@ if [ -x "$WORK/mfu" ]; then
     expect_exit 2 "bad flag: $bad" "$WORK/mfu" $bad
   done
 fi
+
+# one process per device (MPI): rank 0 counts every device's passes from the tables
+if have_mpi && [ -x "$WORK/mfu_v1" ]; then
+  expect_exit 0 "mpirun -np 2 Vocab-1 --json" mpirun_np 2 "$WORK/mfu_v1" $GPT --json --peak-flops 1e9
+  got=$(json_num flops_per_iteration "$WORK/out")
+  [ "$got" = "$gpt_expect" ] && pass "MPI: FLOPs per iteration $got = closed form" ||
+    fail "MPI: FLOPs per iteration $got, closed form $gpt_expect"
+else echo "skip: MPI (not built or no mpirun)"; fi
 
 # a program built for another ABI is refused, clearly (ppsrt.h included first, its
 # version replaced, then the generated file's own include is a no-op)
