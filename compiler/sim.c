@@ -10,16 +10,18 @@
  *    pair, FIFO) completes at max(now, end of the k-th send + TC);
  *  - coll is a barrier over all devices: it starts when the last device reaches its
  *    k-th collective and lasts t_coll on every device;
- *  - S(i) broadcasts the last stage's output from that stage's device (the root, where
- *    it follows F(i, S-1) in program order): another device's S(i) starts no earlier
- *    than the root's + TC;
+ *  - S(i) begins with a broadcast of the last stage's output from that stage's device
+ *    (the root, where it follows F(i, S-1) in program order), a collective like coll
+ *    (the runtime's broadcast blocks every device, root included, until all have
+ *    reached it; S and coll share one sequence): S(i) starts TC after the last device
+ *    reaches it and lasts t_s on every device;
  *  - offload/reload are issued at no cost and run on the device's copy engine of
  *    their direction, one copy at a time in issue order, taking offload_time times the
  *    offloaded fraction; a reload also waits for its offload's copy; B/BW wait for
  *    their reload's copy to end.
  * The executor is a worklist over devices: a device runs until it blocks (a recv
- * whose send has not run, a barrier others have not reached, an S whose F has not
- * run), and is woken when the device it waits on moves. O(ops + wakeups).
+ * whose send has not run, a barrier or an S others have not reached), and is woken
+ * when the device it waits on moves. O(ops + wakeups).
  *
  * Memory: F adds the stage's act (at its start), B frees b_free * act, W the rest,
  * BW all of it (at their ends); S adds act_s, T frees it; a finished offload frees
@@ -68,17 +70,6 @@ void sim_links(Arena *a, const IrSchedule *s, const AnaIndex *ix, SimLinks *L) {
   int32_t *nsend = arena_alloc(a, chcap), *nrecv = arena_alloc(a, chcap);
   int32_t *src = arena_alloc(a, chcap), *dst = arena_alloc(a, chcap);
   int nc = 0;
-  int S = s->nstage;
-  /* S(i) broadcasts the last stage's output from its device (the root): every other
-   * device's S(i) waits for the root's */
-  int root = S > 0 ? s->stages[S - 1].device : -1;
-  int32_t *rootS = arena_alloc(a, sizeof(int32_t) * (size_t)(s->nmb + 1));
-  memset(rootS, 0xff, sizeof(int32_t) * (size_t)(s->nmb + 1));
-  if (root >= 0 && root < P)
-    for (int k = 0; k < s->devs[root].nops; k++) {
-      const IrOp *op = &s->devs[root].ops[k];
-      if (op->kind == IR_S && op->mb >= 0 && op->mb < s->nmb && rootS[op->mb] < 0) rootS[op->mb] = ix->off[root] + k;
-    }
   for (int d = 0; d < P; d++) {
     const IrDevice *dev = &s->devs[d];
     for (int k = 0; k < dev->nops; k++) {
@@ -105,10 +96,7 @@ void sim_links(Arena *a, const IrSchedule *s, const AnaIndex *ix, SimLinks *L) {
         L->seq[g] = op->kind == IR_SEND ? nsend[c]++ : nrecv[c]++;
         break;
       }
-      case IR_COLL: L->link[g] = L->ncoll[d]++; break;
-      case IR_S:
-        if (op->mb >= 0 && op->mb < s->nmb && d != root) L->link[g] = rootS[op->mb];
-        break;
+      case IR_COLL: case IR_S: L->link[g] = L->ncoll[d]++; break;
       case IR_B: case IR_BW:
         if (ana_valid_pass(s, op)) {
           int32_t r = ix->posRel[ANA_SLOT(ix, op->mb, op->stage)];
@@ -271,7 +259,7 @@ int sim_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L
         t[d] = en;
         break;
       }
-      case IR_COLL: {
+      case IR_COLL: case IR_S: {
         int k = ln;
         if (k < 0 || k >= ncmax) { block = 2; break; }
         if (!arrived[d]) {
@@ -285,9 +273,18 @@ int sim_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L
         }
         if (carr[k] < P) { block = 3; cwait[ncwait++] = d; break; }
         arrived[d] = 0;
-        r->start[g] = ct[k];
-        r->end[g] = ct[k] + tcoll;
-        r->dev[d].comm_wait += ct[k] - st;
+        if (op->kind == IR_S) {   /* the broadcast, then the pass */
+          double c = s->vocab.t_s;
+          r->start[g] = ct[k] + tc;
+          r->end[g] = ct[k] + tc + c;
+          r->dev[d].comm_wait += ct[k] + tc - st;
+          r->dev[d].busy += c;
+          if (r->dev[d].first < 0) r->dev[d].first = r->start[g];
+        } else {
+          r->start[g] = ct[k];
+          r->end[g] = ct[k] + tcoll;
+          r->dev[d].comm_wait += ct[k] - st;
+        }
         t[d] = r->end[g];
         break;
       }
@@ -308,12 +305,7 @@ int sim_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L
         break;
       default: {
         double ready = st;
-        if (op->kind == IR_S && ln >= 0) {
-          int fd = ix->devof[ln];
-          if (pc[fd] <= ln - ix->off[fd]) { block = 1; wait_dev[d] = fd; wait_idx[d] = ln - ix->off[fd]; break; }
-          double x = r->start[ln] + tc;
-          if (x > ready) ready = x;
-        } else if ((op->kind == IR_B || op->kind == IR_BW) && ln >= 0 && ln < g) {
+        if ((op->kind == IR_B || op->kind == IR_BW) && ln >= 0 && ln < g) {
           if (r->end[ln] > ready) {
             r->dev[d].copy_stall += r->end[ln] - ready;
             ready = r->end[ln];
@@ -356,7 +348,7 @@ int sim_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L
       r->stuck_at[d] = ix->off[d] + pc[d];
       int32_t g = r->stuck_at[d];
       const IrOp *op = &dv->ops[pc[d]];
-      r->wait_op[d] = (op->kind == IR_RECV || op->kind == IR_S) ? L->link[g] : -1;
+      r->wait_op[d] = op->kind == IR_RECV ? L->link[g] : -1;
     } else {
       r->stuck_at[d] = -1;
       r->wait_op[d] = -1;

@@ -6,9 +6,8 @@
 #include "lower.h"
 
 /* Links between ops that the executor and verify follow (by global id, -1 = none):
- * recv -> its send (the k-th send of the channel for the k-th recv); coll -> its
- * sequence number among the device's collectives; S -> S(mb) on the device of the
- * last stage (its broadcast root; -1 on the root itself);
+ * recv -> its send (the k-th send of the channel for the k-th recv); coll and S (a
+ * broadcast) -> its sequence number among the device's collectives and S passes;
  * B/BW -> reload of (mb, stage); reload -> offload of (mb, stage). */
 typedef struct SimLinks {
   int32_t *link;       /* [total] */
@@ -18,7 +17,7 @@ typedef struct SimLinks {
   int32_t *chan_src, *chan_dst;   /* [nchan] */
   int32_t *chan_nsend, *chan_nrecv; /* [nchan] */
   int32_t **chan_sends;           /* [nchan][nsend]: send ids in channel order */
-  int32_t *ncoll;      /* [ndev] collectives on each device */
+  int32_t *ncoll;      /* [ndev] collectives and S passes on each device */
 } SimLinks;
 void sim_links(Arena *a, const IrSchedule *s, const AnaIndex *ix, SimLinks *L);
 
@@ -51,7 +50,7 @@ typedef struct SimResult {
   double host_memory;
   /* when stuck: each device's stuck position (global id) and what blocks it */
   int32_t *stuck_at;    /* [ndev]: global id of the op it waits at, -1 = finished */
-  int32_t *wait_op;     /* [ndev]: op it waits for (send, F), -1 = collective or never */
+  int32_t *wait_op;     /* [ndev]: send a stuck recv waits for, -1 = collective/S or never */
 } SimResult;
 
 /* Order-based memory per device (fills dev[].peak_order, host_peak, end_memory);

@@ -402,13 +402,13 @@ static int waits_on(const V *v, const SimLinks *L, const SimResult *r, int d) {
   int32_t h = r->stuck_at[d];
   if (h < 0) return -1;
   const IrOp *op = OP(v, h);
-  if (op->kind == IR_COLL) {
+  if (op->kind == IR_COLL || op->kind == IR_S) {   /* S: a broadcast, a collective too */
     int k = L->link[h];
     for (int e = 0; e < v->s->ndev; e++) {
       if (e == d) continue;
       int32_t he = r->stuck_at[e];
       if (he < 0) return e; /* finished without reaching it */
-      if (OP(v, he)->kind != IR_COLL || L->link[he] != k) return e;
+      if ((OP(v, he)->kind != IR_COLL && OP(v, he)->kind != IR_S) || L->link[he] != k) return e;
     }
     return -1;
   }
@@ -445,7 +445,7 @@ static void report_deadlock(V *v, const SimLinks *L, const SimResult *r) {
       const IrOp *he = OP(v, r->stuck_at[e]), *hf = OP(v, r->stuck_at[f]);
       opname_ins(v, he, b1, sizeof b1);
       opname_ins(v, hf, b3, sizeof b3);
-      if (he->kind == IR_COLL) {
+      if (he->kind == IR_COLL || he->kind == IR_S) {
         diag_note(v->dg, he->span, "device %d waits at %s for device %d, which has not reached it", e, b1, f);
       } else {
         const IrOp *w = OP(v, r->wait_op[e]);

@@ -363,6 +363,40 @@ static void test_vocab_fused(void) {
   }
 }
 
+/* S(i) is a broadcast (the runtime blocks every device, the root included, until all
+ * have reached it), so the simulator treats it as a collective: here the root (device
+ * 1) runs S(1) before B(0, 1), whose gradient device 0 needs before its own S(1).
+ * Collective order is the same on both devices, and a root that went on alone would
+ * not deadlock; a blocking broadcast does, and verify says so. */
+static IrOp *vop(T *t, int d, IrKind k, int mb, int st, int coll) {
+  IrOp *op = ib_op(&t->b, d, k, mb, st);
+  op->coll = (uint8_t)coll;
+  return op;
+}
+static void test_vocab_broadcast_blocks(void) {
+  T t;
+  t_begin(&t, 2, 1, 2, 1, 1, 1, 0);
+  t.s->vocab.mode = 2;
+  for (int d = 0; d < 2; d++) {
+    vop(&t, d, IR_IF, 0, -1, 0); vop(&t, d, IR_COLL, 0, -1, IR_COLL_INPUT_FWD);
+    vop(&t, d, IR_IF, 1, -1, 0); vop(&t, d, IR_COLL, 1, -1, IR_COLL_INPUT_FWD);
+    vop(&t, d, IR_F, 0, d, 0); vop(&t, d, IR_F, 1, d, 0);
+    vop(&t, d, IR_S, 0, -1, 0); vop(&t, d, IR_COLL, 0, -1, IR_COLL_OUTPUT_FWD); vop(&t, d, IR_T, 0, -1, 0);
+    if (d == 0) { vop(&t, d, IR_BW, 0, 0, 0); vop(&t, d, IR_S, 1, -1, 0); }
+    else { vop(&t, d, IR_S, 1, -1, 0); vop(&t, d, IR_BW, 0, 1, 0); }
+    vop(&t, d, IR_COLL, 0, -1, IR_COLL_INPUT_BWD); vop(&t, d, IR_IB, 0, -1, 0);
+    vop(&t, d, IR_COLL, 1, -1, IR_COLL_OUTPUT_FWD); vop(&t, d, IR_T, 1, -1, 0);
+    vop(&t, d, IR_BW, 1, d, 0);
+    vop(&t, d, IR_COLL, 1, -1, IR_COLL_INPUT_BWD); vop(&t, d, IR_IB, 1, -1, 0);
+  }
+  int ok = t_run(&t);
+  check_true("S broadcast blocks: invalid", !ok);
+  check_true("S broadcast blocks: a deadlock", find_err(&t, "deadlock") != NULL);
+  check_true("S broadcast blocks: collective order is not the reason", find_err(&t, "collective order") == NULL);
+  if (ok || !find_err(&t, "deadlock")) dump_errs(&t);
+  t_end(&t);
+}
+
 static void test_reports(void) {
   T t;
   t_begin(&t, 3, 1, 4, 1, 1, 1, 0);
@@ -467,6 +501,7 @@ int main(void) {
   test_vocab();
   test_vocab_clean();
   test_vocab_fused();
+  test_vocab_broadcast_blocks();
   test_reports();
   test_random_orders();
   printf("%d checks, %d failures\n", checks, failures);
