@@ -297,7 +297,8 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   cfg->vocab_mode = p->vocab_mode;
   cfg->no_compute = o->no_compute;
   if (!strcmp(o->model, "gpt")) {
-    if (!ppsrt_gpt_create || !ppsrt_gpt_pass_flops) return usage_error(me, "the gpt model is not built into this libppsrt");
+    if (!ppsrt_gpt_create || !ppsrt_gpt_pass_flops)
+      return usage_error(me, "the gpt model is not built into this libppsrt");
     run.create = ppsrt_gpt_create;
   } else {
     if (p->vocab_mode)
