@@ -333,7 +333,10 @@ static int dbl_cmp(const void *x, const void *y) {
  * latest: prefer the latest among equals. */
 static double clean_instant(Arena *a, const VWin *w, double lo, double hi, int latest) {
   if (hi < lo) hi = lo;
+  /* at most VCAND_MAX candidates, fewer on many devices (each costs a scan of them) */
   int cap = VCAND_MAX, n = 0;
+  if ((int64_t)cap * w->s->ndev > ((int64_t)1 << 22)) cap = (int)(((int64_t)1 << 22) / w->s->ndev);
+  if (cap < 64) cap = 64;
   double *c = arena_alloc(a, sizeof(double) * (size_t)(cap + 2));
   c[n++] = lo;
   c[n++] = hi;
