@@ -4,21 +4,9 @@
 # (docs: /work/shared/design/reference-figures.md):
 #   1F1B 33/4, interleaved v=2 28.5/5.5, ZB-H1 27/4, ZB-H2 27/8, ZB-V 25.5/4,
 #   V-Half 26.5/3, V-Min 29.5/2, 1F1B-V 31.5/3.
-# V-Half's reference figure needs the paper's warm-up/cool-down reordering of the
-# repeated block, which the compiler's block expansion does not do yet (see
-# docs/stdlib.md): it is checked strictly by reference-blocks.sh, an expected failure
-# until it does. Here it only needs to stay within its memory figure.
+# V-Half, V-Min and 1F1B-V are building blocks compacted by `squeeze` (docs/language.md).
 . "${top_srcdir:?}/tests/stdlib/lib.sh"
-only=${1:-}
 while read -r s mk pk; do
-  case "$only:$s" in
-  blocks:v_half|:1f1b|:interleaved_1f1b|:zb_h1|:zb_h2|:zb_v|:v_min|:1f1b_v) ;;
-  :v_half) set -- $(figures "$STD/$s.pps" -D P=4 -D m=8)
-     echo "$s: $2 / $3 (reference $mk / $pk; makespan checked by reference-blocks.sh)"
-     awk -v b="$3" -v pk="$pk" 'BEGIN { exit !(b <= pk + 1e-9) }' || bad "$s: peak $3 > $pk"
-     continue ;;
-  *) continue ;;
-  esac
   set -- $(figures "$STD/$s.pps" -D P=4 -D m=8)
   if [ "$1" != true ] || [ "$5" != true ]; then bad "$s: not valid ($*)"; continue; fi
   awk -v a="$2" -v b="$3" -v mk="$mk" -v pk="$pk" 'BEGIN { exit !(a <= mk + 1e-9 && b <= pk + 1e-9) }' \

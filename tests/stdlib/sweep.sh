@@ -7,7 +7,7 @@
 #   ZB-V: peak exactly P (m >= 2P - 1, at most P always), bubble (P - 1)/2 of a pass;
 #   V-Half: peak (P + 2) div 2, bubble rate <= P / (2m) + 1/m;
 #   V-Min: peak (P + 4) div 3, bubble rate <= 2P / (3m) + 1/m;
-#   1F1B-V: peak (2P + 3) div 3, bubble rate <= P / m;
+#   1F1B-V: peak at most (2P + 3) div 3 (squeeze may do better), bubble rate <= P / m;
 #   interleaved (v = 2): makespan 3m + 1.5 (P - 1); GPipe: peak m.
 . "${top_srcdir:?}/tests/stdlib/lib.sh"
 n=0
@@ -26,7 +26,7 @@ for P in 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 2
         if (s == "zb_v")   ok = (pk == P && (m < 2 * P - 1 || mk <= 3 * m + (P - 1) / 2 + e))
         if (s == "v_half") ok = (pk == int((P + 2) / 2) && br <= P / (2 * m) + 1 / m + e)
         if (s == "v_min")  ok = (pk == int((P + 4) / 3) && br <= 2 * P / (3 * m) + 1 / m + e)
-        if (s == "1f1b_v") ok = (pk == int((2 * P + 3) / 3) && br <= P / m + e)
+        if (s == "1f1b_v") ok = (pk <= int((2 * P + 3) / 3) && br <= P / m + e)   # squeeze may do better
         exit !ok }' || bad "$s P=$P m=$m: makespan $2 peak $3 bubble_rate $4"
     done
     for mm in $P $((2 * P)); do
