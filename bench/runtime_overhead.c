@@ -88,8 +88,8 @@ int main(int argc, char **argv) {
   }
   const ppsrt_op *tabs[64];
   for (int d = 0; d < P; d++) tabs[d] = ops[d];
-  ppsrt_program prog = {PPSRT_ABI_VERSION, "bench_1f1b", "bench/runtime_overhead.c", P, P, m, st, tabs, nops, 0,
-                        NULL, 0, NULL, 0, NULL, 0};
+  ppsrt_program prog = {.abi = PPSRT_ABI_VERSION, .name = "bench_1f1b", .source = "bench/runtime_overhead.c",
+                        .ndev = P, .nstage = P, .nmb = m, .stages = st, .ops = tabs, .nops = nops};
 
   /* the runtime: --json into a temporary file, then read the iteration times */
   char path[] = "/tmp/ppsrt-bench-XXXXXX";

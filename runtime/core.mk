@@ -30,6 +30,7 @@ tests_runtime_rt_tables_SOURCES = tests/runtime/rt_tables.c
 tests_runtime_rt_tables_LDADD = libppsrt.la
 TESTS += tests/runtime/tables.sh tests/runtime/flags.sh tests/runtime/e2e.sh tests/runtime/mpi.sh
 TESTS += tests/runtime/mfu.sh
+EXTRA_DIST += tests/runtime/mfu.sh
 EXTRA_DIST += tests/runtime/tables.sh tests/runtime/flags.sh tests/runtime/e2e.sh tests/runtime/mpi.sh \
   tests/runtime/lib.sh
 

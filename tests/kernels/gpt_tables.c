@@ -113,8 +113,9 @@ int main(int argc, char **argv) {
   for (int d = 0; d < P; d++) tabs[d] = ops[d];
   static const ppsrt_kv model[] = {{"hidden", 16}, {"heads", 4}, {"query_groups", 2}, {"seq", 8},
                                    {"vocab", 29}, {"micro_batch", 2}};
-  ppsrt_program prog = {PPSRT_ABI_VERSION, order, "tests/kernels/gpt_tables.c", P, S, M, st, tabs, nops, VM,
-                        model, 6, NULL, 0, NULL, 0};
+  ppsrt_program prog = {.abi = PPSRT_ABI_VERSION, .name = order, .source = "tests/kernels/gpt_tables.c",
+                        .ndev = P, .nstage = S, .nmb = M, .stages = st, .ops = tabs, .nops = nops,
+                        .vocab_mode = VM, .model = model, .nmodel = 6};
   argv[5] = argv[0];
   int rc = ppsrt_main(&prog, argc - 5, argv + 5);
   for (int d = 0; d < P; d++) free(ops[d]);

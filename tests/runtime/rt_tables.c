@@ -74,8 +74,9 @@ int main(int argc, char **argv) {
   }
   const ppsrt_op *tabs[64];
   for (int d = 0; d < P; d++) tabs[d] = ops[d];
-  ppsrt_program prog = {PPSRT_ABI_VERSION, kind, "tests/runtime/rt_tables.c", P, P, m, st, tabs, nops, 0,
-                        NULL, 0, peak, 0, peak, 0, NULL, 0};
+  ppsrt_program prog = {.abi = PPSRT_ABI_VERSION, .name = kind, .source = "tests/runtime/rt_tables.c",
+                        .ndev = P, .nstage = P, .nmb = m, .stages = st, .ops = tabs, .nops = nops,
+                        .predicted_peak = peak, .predicted_peak_order = peak};
   argv[3] = argv[0];
   int rc = ppsrt_main(&prog, argc - 3, argv + 3);
   for (int d = 0; d < P; d++) free(ops[d]);
