@@ -60,13 +60,19 @@ int rt_check_gradients(ppsrt_ctx *c, double pipeline_loss, int *mismatch) {
   cfg.ndev = 1; cfg.vocab_mode = 0;
   int *all = malloc((size_t)cfg.nstage * sizeof *all);
   float *a = NULL, *b = NULL;
+  FILE *f = NULL;
   double ref_loss = 0;
   if (!all) { rc = PPSRT_FAIL(PPSRT_E_NOMEM, "--check: out of host memory"); goto out; }
   for (int s = 0; s < cfg.nstage; s++) all[s] = s;
   if ((rc = run->create(&cfg, be, 0, all, cfg.nstage, &rx.model))) goto out;
   if ((rc = run_reference(&rx, &ref_loss))) goto out;
 
-  FILE *f = run->out;
+  /* this rank's lines go to its own buffer; interp.c prints every rank's in order */
+  size_t textlen = 0;
+  free(c->check_text);
+  c->check_text = NULL;
+  f = open_memstream(&c->check_text, &textlen);
+  if (!f) { rc = PPSRT_FAIL(PPSRT_E_NOMEM, "--check: out of host memory"); goto out; }
   pthread_mutex_lock(&run->print_lock);
   int loss_bad = 0;
   if (c->rank == 0) {
@@ -122,6 +128,7 @@ int rt_check_gradients(ppsrt_ctx *c, double pipeline_loss, int *mismatch) {
   pthread_mutex_unlock(&run->print_lock);
   *mismatch = nbad > 0x7fffffff ? 0x7fffffff : (int)nbad;
 out:
+  if (f) fclose(f);
   free(a); free(b); free(all);
   if (rx.model) {
     /* the reference's gradients must not leak into anything: it is destroyed here */

@@ -468,6 +468,7 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   if (o->json && printer) rt_print_json(&run, status);
 done:
   for (int l = 0; l < run.nlocal && run.ctx; l++) rt_ctx_fini(&run.ctx[l]);
+  for (int l = 0; run.ctx && l < run.nlocal; l++) free(run.ctx[l].check_text);
   free(run.ctx);
   free(run.dev_busy); free(run.dev_span); free(run.dev_peak);
   free(run.dev_resident); free(run.dev_host); free(run.dev_unit); free(run.loss);

@@ -533,6 +533,18 @@ int rt_run_device(ppsrt_ctx *c) {
       float fb[2] = {(float)bad, 0};
       if ((rc = allreduce_host(c, fb, 2, PPSRT_SUM))) { fail_at(c, -1, rc, "--check all-reduce"); break; }
       if (c->rank == 0 || run->nlocal == 1) run->check_mismatches = (long)fb[0];
+      /* every local rank has compared by now (the all-reduce needs them all): the first
+       * context prints their lines in rank order */
+      if (c == &run->ctx[0]) {
+        pthread_mutex_lock(&run->print_lock);
+        for (int l = 0; l < run->nlocal; l++)
+          if (run->ctx[l].check_text) {
+            fputs(run->ctx[l].check_text, run->out);
+            free(run->ctx[l].check_text);
+            run->ctx[l].check_text = NULL;
+          }
+        pthread_mutex_unlock(&run->print_lock);
+      }
     }
     if ((rc = rt_optimizer_step(c, it + 1))) { fail_at(c, -1, rc, "optimizer step"); break; }
     if (c->rank == 0) run->iterations_done = it + 1;

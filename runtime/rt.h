@@ -108,6 +108,7 @@ struct ppsrt_ctx {
   int check_failed;
   int status;             /* 0 or the PPSRT_E* that stopped it */
   char errmsg[2048];
+  char *check_text;       /* --check lines of this rank, printed in rank order (malloc) */
 };
 
 /* The whole run, shared by the device threads of one process. */

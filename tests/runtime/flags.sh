@@ -12,6 +12,12 @@ for bad in "--bogus" "--iterations 0" "--iterations" "--model resnet" "--hidden 
   expect_exit 2 "bad flags: $bad" "$T" 1f1b 2 4 $bad
   expect_grep "Try '" "usage hint for: $bad"
 done
+# --check prints each device's comparison in device order, whatever order the
+# device threads finish in
+expect_exit 0 "--check output" "$T" 1f1b 4 8 --check -q
+if grep '^check: device [0-9]*:' "$WORK/out" | sed 's/^check: device \([0-9]*\):.*/\1/' | tr '\n' ' ' | grep -qx '0 1 2 3 '; then
+  pass "--check lines in device order"
+else fail "--check lines not in device order:"; grep '^check: device' "$WORK/out" >&2; fi
 expect_exit 0 "--json" "$T" 1f1b 2 4 --json --iterations 2 --check
 if command -v python3 >/dev/null; then
   if python3 -c "import json,sys; o=json.load(open(sys.argv[1])); assert o['devices']==2 and len(o['iterations'])==2 and o['check']['match'] and o['memory_match']" "$WORK/out"; then
