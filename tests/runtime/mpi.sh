@@ -4,11 +4,8 @@
 # that dies (SIGKILL) makes mpirun exit non-zero. Skipped (77) without MPI.
 . "$(dirname "$0")/lib.sh"
 have_mpi || { echo "skip: no MPI (libppsrt built without it, or no mpirun)"; exit 77; }
-# Open MPI leaks small allocations inside components it dlopens and unloads
-# (LeakSanitizer reports them as "<unknown module>"). They are not ours: under
-# --enable-asan keep every memory-error check on but leak detection off for the MPI
-# processes; the threads-transport tests keep leak detection on for the runtime.
-export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+# every mpirun below runs without leak detection under ASan (see MPI_ASAN in lib.sh)
+export ASAN_OPTIONS="$MPI_ASAN"
 SIZES="--hidden 8 --seq 4 --iterations 2 -q"
 for f in 1f1b gpipe; do
   src=$top_srcdir/examples/$f.pps
