@@ -148,10 +148,10 @@ static copyq *qof(ppsrt_backend *b, int s) {
   return &im->q[s == PPSRT_STREAM_D2H ? 0 : 1];
 }
 
-static int enqueue(ppsrt_backend *b, int stream, job tmpl) {
-  copyq *q = qof(b, stream);
+/* Appends a copy of tmpl to queue q and wakes its thread; -1 when out of memory. */
+static int queue_push(copyq *q, job tmpl) {
   job *j = malloc(sizeof *j);
-  if (!j) return PPSRT_FAIL(PPSRT_E_NOMEM, "cpu: out of host memory for a copy job");
+  if (!j) return -1;
   *j = tmpl;
   j->next = NULL;
   pthread_mutex_lock(&q->mu);
@@ -160,6 +160,11 @@ static int enqueue(ppsrt_backend *b, int stream, job tmpl) {
   q->enq++;
   pthread_cond_broadcast(&q->cv);
   pthread_mutex_unlock(&q->mu);
+  return 0;
+}
+
+static int enqueue(ppsrt_backend *b, int stream, job tmpl) {
+  if (queue_push(qof(b, stream), tmpl)) return PPSRT_FAIL(PPSRT_E_NOMEM, "cpu: out of host memory for a copy job");
   return PPSRT_OK;
 }
 
@@ -465,15 +470,7 @@ static void cpu_destroy(ppsrt_backend *b) {
     for (int i = 0; i < 2; i++) {
       copyq *q = &im->q[i];
       if (!q->started) continue;
-      job *j = malloc(sizeof *j);
-      if (j) {
-        *j = (job){.kind = JOB_QUIT};
-        pthread_mutex_lock(&q->mu);
-        if (q->tail) q->tail->next = j; else q->head = j;
-        q->tail = j;
-        q->enq++;
-        pthread_cond_broadcast(&q->cv);
-        pthread_mutex_unlock(&q->mu);
+      if (queue_push(q, (job){.kind = JOB_QUIT}) == 0) {
         pthread_join(q->th, NULL);
       } else {
         pthread_cancel(q->th);
