@@ -382,6 +382,19 @@ void report_svg(StrBuf *b, const Report *r) {
   for (int k = 0; k < 9; k++)
     sb_printf(b, "<rect x=\"%.0f\" y=\"24\" width=\"10\" height=\"10\" fill=\"%s\"/><text x=\"%.0f\" y=\"33\">%s</text>\n",
               left + k * 80.0, kind_color(legend[k]), left + k * 80.0 + 14, legname[k]);
+  /* chunk of each stage: its rank among the stages its device holds (as the papers
+   * draw interleaved and V-shaped schedules, later chunks are lighter) */
+  int32_t *chunk = calloc((size_t)(s->nstage > 0 ? s->nstage : 1), sizeof *chunk);
+  int32_t *held = calloc((size_t)(P > 0 ? P : 1), sizeof *held);
+  int multi = 0;
+  for (int32_t st = 0; chunk && held && st < s->nstage; st++) {
+    int32_t dv = s->stages[st].device;
+    if (dv >= 0 && dv < P) chunk[st] = held[dv]++;
+    multi |= chunk[st] > 0;
+  }
+  free(held);
+  if (multi)
+    sb_printf(b, "<text x=\"%.0f\" y=\"33\">lighter: a device's later chunk</text>\n", left + 9 * 80.0);
   for (int d = 0; d < P; d++) {
     double y = top + d * rowstep;
     sb_printf(b, "<text x=\"4\" y=\"%.1f\">device %d</text>\n", y + rowh * 0.7, d);
@@ -400,13 +413,16 @@ void report_svg(StrBuf *b, const Report *r) {
         hh = lane - 2;
       }
       if (w <= 0) continue;
-      sb_printf(b, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"%s\" stroke=\"white\" stroke-width=\"0.5\"/>",
-                x0, yy, w, hh, kind_color(op->kind));
+      int light = chunk && op->kind <= IR_BW && op->stage >= 0 && op->stage < s->nstage && chunk[op->stage] > 0;
+      sb_printf(b, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"%s\"%s stroke=\"white\" stroke-width=\"0.5\"/>",
+                x0, yy, w, hh, kind_color(op->kind), light ? " fill-opacity=\"0.5\"" : "");
       if (w >= 9 && op->kind != IR_OFFLOAD && op->kind != IR_RELOAD)
-        sb_printf(b, "<text x=\"%.2f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"white\">%d</text>", x0 + w / 2, yy + hh * 0.7, op->mb);
+        sb_printf(b, "<text x=\"%.2f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"%s\">%d</text>", x0 + w / 2, yy + hh * 0.7,
+                  light ? "#222" : "white", op->mb);
       sb_puts(b, "\n");
     }
   }
+  free(chunk);
   /* time axis */
   double yax = top + tl_h + 4;
   sb_printf(b, "<line x1=\"%.0f\" y1=\"%.1f\" x2=\"%.0f\" y2=\"%.1f\" stroke=\"black\"/>\n", left, yax, left + W, yax);
