@@ -1,17 +1,22 @@
 #!/bin/sh
-# mpi.sh: the MPI transport: one process per device under mpirun. A built schedule
-# passes --check at P = 2 and 3; a hanging recv times out and stops every rank; a rank
+# mpi.sh: the MPI transport: one process per device under mpirun. Every standard
+# schedule passes --check at P = 3; a hanging recv times out and stops every rank; a rank
 # that dies (SIGKILL) makes mpirun exit non-zero. Skipped (77) without MPI.
 . "$(dirname "$0")/lib.sh"
 have_mpi || { echo "skip: no MPI (libppsrt built without it, or no mpirun)"; exit 77; }
 # every mpirun below runs without leak detection under ASan (see MPI_ASAN in lib.sh)
 export ASAN_OPTIONS="$MPI_ASAN"
 SIZES="--hidden 8 --seq 4 --iterations 2 -q"
-for f in 1f1b gpipe; do
-  src=$top_srcdir/examples/$f.pps
-  [ -f "$src" ] || continue
-  if build $f "$src" -D P=2 -D m=4; then
-    expect_exit 0 "mpirun -np 2 $f --check" timeout 120 sh -c "$(printf '%s ' OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "$MPIRUN" --oversubscribe -np 2 "$WORK/$f" --check $SIZES)"
+GPT="--model gpt --heads 2 --query-groups 1 --vocab 32 --hidden 16 --seq 4 --iterations 2 -q"
+# every standard schedule, one process per device (P = 3, m = 6): the mlp, and the gpt
+# for the vocabulary-parallel ones (the mlp has no vocabulary layers)
+for src in "$top_srcdir"/stdlib/*.pps; do
+  f=$(basename "$src" .pps)
+  flags=$SIZES
+  grep -q "vocab parallel" "$src" && flags=$GPT
+  if build "mpi_$f" "$src" -D P=3 -D m=6; then
+    expect_exit 0 "mpirun -np 3 $f --check" timeout 120 env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+      ASAN_OPTIONS="$MPI_ASAN" "$MPIRUN" --oversubscribe -np 3 "$WORK/mpi_$f" --check $flags
     expect_grep "check: passed" "$f under MPI: check passed"
   else fail "build $f"; fi
 done
