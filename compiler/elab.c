@@ -358,13 +358,17 @@ static void unbind_to(Ctx *c, int mark) {
 
 static void set_builtin(Ctx *c, int k, int64_t v) { c->builtin[k] = vint(v); }
 
-/* Computes the stage -> device map for the placement stated (or linear). */
+/* Computes the stage -> device map for the placement stated (or linear). With st
+ * NULL it is a silent trial (comparing a repeated placement): errors only return -1. */
 static int place(Ctx *c, int kind, int64_t v, ExprList *list, Stmt *st) {
   int64_t P = c->ndev, S;
   switch (kind) {
   case PL_LINEAR: S = P; break;
   case PL_INTERLEAVED:
-    if (v < 1 || v > MAX_STAGES / P) { SERR(c, st, "interleaved(%lld): stages per device must be 1..%lld", (long long)v, (long long)(MAX_STAGES / P)); return -1; }
+    if (v < 1 || v > MAX_STAGES / P) {
+      if (st) SERR(c, st, "interleaved(%lld): stages per device must be 1..%lld", (long long)v, (long long)(MAX_STAGES / P));
+      return -1;
+    }
     S = v * P;
     break;
   case PL_VSHAPE: S = 2 * P; break;
