@@ -149,26 +149,26 @@ static size_t gpt_act_bytes(ppsrt_model *m, int stage) {
 
 /* ---- F32 <-> act_dtype around the vocabulary all-reduces ---- */
 
-/* Returns an act_dtype buffer with the contents of F32 src; frees src when it converts. */
-static int f32_to_act(ppsrt_backend *be, float *src, size_t n, void **out) {
-  if (AT == PPSRT_F32) { *out = src; return 0; }
+/* Returns a buffer of dtype `to` holding src's n values (dtype `from`); when the two
+ * differ it converts into a new buffer and frees src, else it hands src back. */
+static int convert_owned(ppsrt_backend *be, void *src, ppsrt_dtype from, ppsrt_dtype to, size_t n, void **out) {
+  if (from == to) { *out = src; return 0; }
   void *d;
-  TRY(be->alloc(be, n * ppsrt_dtype_size(AT), &d));
-  int rc = be->convert(be, CS, d, AT, src, PPSRT_F32, n);
+  TRY(be->alloc(be, n * ppsrt_dtype_size(to), &d));
+  int rc = be->convert(be, CS, d, to, src, from, n);
   be->free(be, src);
   if (rc) { be->free(be, d); return rc; }
   *out = d;
   return 0;
 }
+static int f32_to_act(ppsrt_backend *be, float *src, size_t n, void **out) {
+  return convert_owned(be, src, PPSRT_F32, AT, n, out);
+}
 static int act_to_f32(ppsrt_backend *be, void *src, size_t n, float **out) {
-  if (AT == PPSRT_F32) { *out = src; return 0; }
-  void *d;
-  TRY(be->alloc(be, n * sizeof(float), &d));
-  int rc = be->convert(be, CS, d, PPSRT_F32, src, AT, n);
-  be->free(be, src);
-  if (rc) { be->free(be, d); return rc; }
-  *out = d;
-  return 0;
+  void *p;
+  int rc = convert_owned(be, src, AT, PPSRT_F32, n, &p);
+  if (!rc) *out = p;
+  return rc;
 }
 
 /* ---- loss on the host from F32 (max, sumexp, target logit) of N rows ---- */
