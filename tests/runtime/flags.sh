@@ -23,6 +23,7 @@ if command -v python3 >/dev/null; then
   if python3 -c "import json,sys; o=json.load(open(sys.argv[1])); assert o['devices']==2 and len(o['iterations'])==2 and o['check']['match'] and o['memory_match']" "$WORK/out"; then
     pass "--json is one valid object with the documented fields"
   else fail "--json output"; cat "$WORK/out" >&2; fi
+else skip "--json fields (no python3)"
 fi
 expect_exit 0 "--trace" "$T" offload 2 4 --trace "$WORK/trace.json" -q
 if command -v python3 >/dev/null; then
@@ -36,6 +37,7 @@ assert any(e['tid']==1 for e in x) and any(e['tid']==2 for e in x)
 assert any(e['name'].startswith('send') and e['tid']==3 for e in x)
 assert {m['args']['name'] for m in ev if m['name']=='thread_name'}=={'compute','copy device->host','copy host->device','wait (recv, collective)'}
 " "$WORK/trace.json"; then pass "trace: tracks per device and per copy engine"; else fail "trace content"; fi
+else skip "trace content (no python3)"
 fi
 # the compiler side: no -o, an invalid schedule, a failing C compiler
 ex=$top_srcdir/examples/1f1b.pps

@@ -17,6 +17,8 @@ FAILS=0
 
 fail() { echo "FAIL: $*" >&2; FAILS=$((FAILS + 1)); }
 pass() { echo "ok: $*"; }
+# skip DESC: a check that could not run here, said so in the log (never counted as passed)
+skip() { echo "skip: $*"; }
 
 # build NAME FILE [-D ...]: ppsc build into $WORK/NAME; returns ppsc's status.
 build() {
