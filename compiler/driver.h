@@ -1,10 +1,11 @@
 /* driver.h: what the `ppsc` commands share: parsed options, the compilation (arena +
  * diagnostics), the front end's entry point, and one function per command.
  *
- * Ownership of the commands (one file each):
- *   front.c / elab.c   front_compile, cmd_expand
- *   analysis.c         cmd_check, cmd_sim, cmd_import_csv, cmd_export_csv
- *   cmd_build.c        cmd_emit_c, cmd_build
+ * Where each is implemented:
+ *   front.c            front_compile (parse.c, elab.c, block.c behind it), cmd_expand
+ *   analysis.c         cmd_check, cmd_sim (lower.c, verify.c, sim.c, report.c behind them)
+ *   csv.c              cmd_import_csv, cmd_export_csv
+ *   cmd_build.c        cmd_emit_c, cmd_build (emit_c.c behind them)
  * Exit codes every command honours: 0 valid/success, 1 invalid input, 2 usage or I/O. */
 #ifndef PPS_DRIVER_H
 #define PPS_DRIVER_H
