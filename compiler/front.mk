@@ -37,6 +37,8 @@ EXTRA_DIST += tests/front/run-bad.sh tests/front/run-expand.sh tests/front/doc-e
 # `squeeze;` reaches the reference figures of V-Half and 1F1B-V (inline blocks)
 TESTS += tests/front/block-squeeze.sh
 EXTRA_DIST += tests/front/block-squeeze.sh
+TESTS += tests/front/cli.sh
+EXTRA_DIST += tests/front/cli.sh
 
 # ---- fuzzing: `make fuzz` builds the libFuzzer target with clang (not part of check) ----
 EXTRA_DIST += tests/fuzz/fuzz_front.c tests/fuzz/run-fuzz.sh tests/fuzz/pps.dict tests/fuzz/corpus
