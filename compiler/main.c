@@ -75,6 +75,88 @@ static int parse_long(const char *s, long *out) {
   return 0;
 }
 
+/* Reads the options after the command into *o; returns -1 to go on, or the
+   exit code when the command line ends here (--help, a usage error). */
+static int parse_options(int argc, char **argv, Options *o, Define *defs, int *color) {
+  for (int i = 2; i < argc; i++) {
+    char *a = argv[i];
+    const char *v;
+    if (!strcmp(a, "--")) { o->argc = argc - i - 1; o->argv = argv + i + 1; break; }
+    if (!strncmp(a, "-D", 2)) {
+      v = a[2] ? a + 2 : (i + 1 < argc ? argv[++i] : NULL);
+      if (!v) return usage_error("-D needs NAME=VALUE");
+      const char *eq = strchr(v, '=');
+      if (!eq || eq == v) return usage_error("-D needs NAME=VALUE, got '%s'", v);
+      defs[o->ndefs].name = strndup(v, (size_t)(eq - v));
+      defs[o->ndefs].value = eq + 1;
+      o->ndefs++;
+    } else if (!strcmp(a, "-o")) {
+      if (i + 1 >= argc) return usage_error("-o needs a file name");
+      o->out = argv[++i];
+    } else if (!strcmp(a, "--json")) {
+      o->json = 1;
+    } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
+      o->quiet = 1;
+    } else if (!strncmp(a, "--trace", 7) && (a[7] == 0 || a[7] == '=')) {
+      if (!(o->trace = opt_value(argc, argv, &i, "--trace"))) return usage_error("--trace needs a file name");
+    } else if (!strncmp(a, "--svg", 5) && (a[5] == 0 || a[5] == '=')) {
+      if (!(o->svg = opt_value(argc, argv, &i, "--svg"))) return usage_error("--svg needs a file name");
+    } else if (!strncmp(a, "--schedule", 10) && (a[10] == 0 || a[10] == '=')) {
+      if (!(o->schedule = opt_value(argc, argv, &i, "--schedule"))) return usage_error("--schedule needs a name");
+    } else if (!strncmp(a, "--stdlib", 8) && (a[8] == 0 || a[8] == '=')) {
+      if (!(o->stdlib_dir = opt_value(argc, argv, &i, "--stdlib"))) return usage_error("--stdlib needs a directory");
+    } else if (!strncmp(a, "--max-errors", 12) && (a[12] == 0 || a[12] == '=')) {
+      long n;
+      if (!(v = opt_value(argc, argv, &i, "--max-errors")) || parse_long(v, &n) || n > 1000000)
+        return usage_error("--max-errors needs a count");
+      o->max_errors = (int)n;
+    } else if (!strncmp(a, "--max-ops", 9) && (a[9] == 0 || a[9] == '=')) {
+      long n;
+      if (!(v = opt_value(argc, argv, &i, "--max-ops")) || parse_long(v, &n) || n == 0)
+        return usage_error("--max-ops needs a positive count");
+      o->max_ops = n;
+    } else if (!strcmp(a, "--color") || !strcmp(a, "--color=always")) {
+      *color = 1;
+    } else if (!strcmp(a, "--color=never")) {
+      *color = 0;
+    } else if (!strcmp(a, "--color=auto")) {
+      *color = -1;
+    } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      fputs(usage_text, stdout);
+      return PPSC_OK;
+    } else if (a[0] == '-' && a[1]) {
+      return usage_error("unknown option '%s'", a);
+    } else if (!o->file) {
+      o->file = a;
+    } else {
+      return usage_error("more than one input file ('%s' and '%s')", o->file, a);
+    }
+  }
+  return -1;
+}
+
+/* Runs the command once the command line is read. */
+static int run(Options *o, const Command *cmd, int color) {
+  if (cmd->needs_file && !o->file) return usage_error("%s needs an input file", cmd->name);
+  o->color = color >= 0 ? color : isatty(2) && getenv("TERM") && strcmp(getenv("TERM"), "dumb") != 0;
+  if (!o->stdlib_dir) o->stdlib_dir = getenv("PPS_STDLIB");
+  if (!o->stdlib_dir) o->stdlib_dir = PPS_STDLIB_DIR;
+
+  Compilation c;
+  memset(&c, 0, sizeof c);
+  c.opt = o;
+  diag_init(&c.diag, &c.arena);
+  c.diag.max_errors = o->max_errors;
+  c.diag.color = o->color;
+  int rc = cmd->fn(&c);
+  if (fflush(stdout) != 0 && rc == PPSC_OK) {
+    fprintf(stderr, "ppsc: error writing output: %s\n", strerror(errno));
+    rc = PPSC_USAGE;
+  }
+  arena_free(&c.arena);
+  return rc;
+}
+
 int main(int argc, char **argv) {
   Options opt = {0};
   opt.max_errors = 50;
@@ -98,77 +180,8 @@ int main(int argc, char **argv) {
   Define *defs = calloc((size_t)argc, sizeof *defs);
   if (!defs) return usage_error("out of memory");
   opt.defs = defs;
-  for (int i = 2; i < argc; i++) {
-    char *a = argv[i];
-    const char *v;
-    if (!strcmp(a, "--")) { opt.argc = argc - i - 1; opt.argv = argv + i + 1; break; }
-    if (!strncmp(a, "-D", 2)) {
-      v = a[2] ? a + 2 : (i + 1 < argc ? argv[++i] : NULL);
-      if (!v) return usage_error("-D needs NAME=VALUE");
-      const char *eq = strchr(v, '=');
-      if (!eq || eq == v) return usage_error("-D needs NAME=VALUE, got '%s'", v);
-      defs[opt.ndefs].name = strndup(v, (size_t)(eq - v));
-      defs[opt.ndefs].value = eq + 1;
-      opt.ndefs++;
-    } else if (!strcmp(a, "-o")) {
-      if (i + 1 >= argc) return usage_error("-o needs a file name");
-      opt.out = argv[++i];
-    } else if (!strcmp(a, "--json")) {
-      opt.json = 1;
-    } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
-      opt.quiet = 1;
-    } else if (!strncmp(a, "--trace", 7) && (a[7] == 0 || a[7] == '=')) {
-      if (!(opt.trace = opt_value(argc, argv, &i, "--trace"))) return usage_error("--trace needs a file name");
-    } else if (!strncmp(a, "--svg", 5) && (a[5] == 0 || a[5] == '=')) {
-      if (!(opt.svg = opt_value(argc, argv, &i, "--svg"))) return usage_error("--svg needs a file name");
-    } else if (!strncmp(a, "--schedule", 10) && (a[10] == 0 || a[10] == '=')) {
-      if (!(opt.schedule = opt_value(argc, argv, &i, "--schedule"))) return usage_error("--schedule needs a name");
-    } else if (!strncmp(a, "--stdlib", 8) && (a[8] == 0 || a[8] == '=')) {
-      if (!(opt.stdlib_dir = opt_value(argc, argv, &i, "--stdlib"))) return usage_error("--stdlib needs a directory");
-    } else if (!strncmp(a, "--max-errors", 12) && (a[12] == 0 || a[12] == '=')) {
-      long n;
-      if (!(v = opt_value(argc, argv, &i, "--max-errors")) || parse_long(v, &n) || n > 1000000)
-        return usage_error("--max-errors needs a count");
-      opt.max_errors = (int)n;
-    } else if (!strncmp(a, "--max-ops", 9) && (a[9] == 0 || a[9] == '=')) {
-      long n;
-      if (!(v = opt_value(argc, argv, &i, "--max-ops")) || parse_long(v, &n) || n == 0)
-        return usage_error("--max-ops needs a positive count");
-      opt.max_ops = n;
-    } else if (!strcmp(a, "--color") || !strcmp(a, "--color=always")) {
-      color = 1;
-    } else if (!strcmp(a, "--color=never")) {
-      color = 0;
-    } else if (!strcmp(a, "--color=auto")) {
-      color = -1;
-    } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      fputs(usage_text, stdout);
-      return PPSC_OK;
-    } else if (a[0] == '-' && a[1]) {
-      return usage_error("unknown option '%s'", a);
-    } else if (!opt.file) {
-      opt.file = a;
-    } else {
-      return usage_error("more than one input file ('%s' and '%s')", opt.file, a);
-    }
-  }
-  if (cmd->needs_file && !opt.file) return usage_error("%s needs an input file", cmd->name);
-  opt.color = color >= 0 ? color : isatty(2) && getenv("TERM") && strcmp(getenv("TERM"), "dumb") != 0;
-  if (!opt.stdlib_dir) opt.stdlib_dir = getenv("PPS_STDLIB");
-  if (!opt.stdlib_dir) opt.stdlib_dir = PPS_STDLIB_DIR;
-
-  Compilation c;
-  memset(&c, 0, sizeof c);
-  c.opt = &opt;
-  diag_init(&c.diag, &c.arena);
-  c.diag.max_errors = opt.max_errors;
-  c.diag.color = opt.color;
-  int rc = cmd->fn(&c);
-  if (fflush(stdout) != 0 && rc == PPSC_OK) {
-    fprintf(stderr, "ppsc: error writing output: %s\n", strerror(errno));
-    rc = PPSC_USAGE;
-  }
-  arena_free(&c.arena);
+  int rc = parse_options(argc, argv, &opt, defs, &color);
+  if (rc < 0) rc = run(&opt, cmd, color);
   for (int k = 0; k < opt.ndefs; k++) free((char *)defs[k].name);
   free(defs);
   return rc;
