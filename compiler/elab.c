@@ -956,7 +956,10 @@ static void exec(Ctx *c, Stmt *st) {
   case ST_REQUIRE: {
     int ok;
     if (eval_bool(c, st->e1, &ok)) return;
-    if (!ok) SERR(c, st, "%s", st->str);
+    if (!ok) {
+      SERR(c, st, "%s", st->str);
+      c->stop = 1;  /* what follows assumes the requirement: its errors would be noise */
+    }
     return;
   }
   case ST_EXPECT:
