@@ -18,6 +18,7 @@
 #include "verify.h"
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 enum { MAX_MISSING = 20 };   /* individual "missing pass" errors before a summary */
@@ -52,14 +53,6 @@ static const IrOp *OP(const V *v, int32_t g) { return ana_op(v->s, v->ix, g); }
 static Span dev_span(const V *v, int d) {
   if (d >= 0 && d < v->s->ndev && v->s->devs[d].span.file) return v->s->devs[d].span;
   return v->s->span;
-}
-
-static void pass_name(const V *v, const char *k, int mb, int st, char *buf, int n) {
-  IrOp op = {0};
-  op.kind = (uint8_t)(!strcmp(k, "F") ? IR_F : !strcmp(k, "W") ? IR_W : !strcmp(k, "BW") ? IR_BW : IR_B);
-  op.mb = mb;
-  op.stage = st;
-  ir_format_op(v->s, &op, buf, n);
 }
 
 /* ---- structure ---- */
@@ -148,13 +141,89 @@ static void check_structure(V *v, int32_t *sendtab[2], int32_t *recvtab[2]) {
 }
 
 /* ---- completeness and dependencies ---- */
-typedef struct Missing { int n; } Missing;
+/* Missing passes are collected, then reported one error per (device, pass kind,
+ * stage) with the microbatches as half-open ranges, "device 0 never runs W(i) for i
+ * in 0..8": a schedule that forgets the W of every B reads as one line per device. */
+typedef struct Miss { int d, kind, st, mb; } Miss;
+typedef struct Missing { Miss *v; int64_t n, cap; } Missing;
 
-static void missing(V *v, Missing *ms, int d, const char *what, int mb, int st) {
-  char b[64];
-  if (ms->n++ >= MAX_MISSING) return;
-  pass_name(v, what, mb, st, b, sizeof b);
-  diag_error(v->dg, dev_span(v, d), "device %d never runs %s", d, b);
+static void missing(V *v, Missing *ms, int d, int kind, int mb, int st) {
+  if (ms->n == ms->cap) {
+    int64_t cap = ms->cap ? 2 * ms->cap : 64;
+    Miss *nv = arena_alloc(v->a, sizeof(Miss) * (size_t)cap);
+    if (ms->n) memcpy(nv, ms->v, sizeof(Miss) * (size_t)ms->n);
+    ms->v = nv;
+    ms->cap = cap;
+  }
+  ms->v[ms->n++] = (Miss){d, kind, st, mb};
+}
+
+static int miss_cmp(const void *x, const void *y) {
+  const Miss *a = x, *b = y;
+  if (a->d != b->d) return a->d - b->d;
+  if (a->st != b->st) return a->st - b->st;
+  if (a->kind != b->kind) return a->kind - b->kind;
+  return a->mb - b->mb;
+}
+
+static void report_missing(V *v, Missing *ms) {
+  const IrSchedule *s = v->s;
+  qsort(ms->v, (size_t)ms->n, sizeof *ms->v, miss_cmp);
+  int groups = 0;
+  for (int64_t k = 0; k < ms->n;) {
+    int64_t e = k;
+    while (e < ms->n && ms->v[e].d == ms->v[k].d && ms->v[e].st == ms->v[k].st && ms->v[e].kind == ms->v[k].kind) e++;
+    if (groups++ == MAX_MISSING) {
+      int64_t rest = ms->n - k;
+      diag_error(v->dg, s->span, "%lld more passes are missing", (long long)rest);
+      return;
+    }
+    const Miss *m0 = &ms->v[k];
+    IrOp op = {0};
+    op.kind = (uint8_t)m0->kind;
+    op.mb = m0->mb;
+    op.stage = m0->st;
+    char name[96];
+    ir_format_op(s, &op, name, sizeof name);
+    if (e - k == 1) {
+      diag_error(v->dg, dev_span(v, m0->d), "device %d never runs %s", m0->d, name);
+    } else {
+      /* the pass with i for its microbatch, then the runs of consecutive microbatches */
+      char *paren = strchr(name, '(');
+      char *rest = paren ? strpbrk(paren, ",)") : NULL;
+      char pat[96];
+      snprintf(pat, sizeof pat, "%.*s(i%s", paren ? (int)(paren - name) : 0, name, rest ? rest : ")");
+      /* the microbatches as runs in the language's notation: 0..8, 1..8 step 2, 5 */
+      char list[160];
+      int len = 0, runs = 0;
+      list[0] = 0;
+      for (int64_t j = k; j < e;) {
+        int64_t r = j;
+        int step = j + 1 < e ? ms->v[j + 1].mb - ms->v[j].mb : 1;
+        while (r + 1 < e && ms->v[r + 1].mb - ms->v[r].mb == step) r++;
+        if (r - j < (step == 1 ? 1 : 2)) r = j; /* too short to be a run: one value */
+        char one[64];
+        if (r == j) snprintf(one, sizeof one, "%d", ms->v[j].mb);
+        else if (step == 1) snprintf(one, sizeof one, "%d..%d", ms->v[j].mb, ms->v[r].mb + 1);
+        else snprintf(one, sizeof one, "%d..%d step %d", ms->v[j].mb, ms->v[r].mb + 1, step);
+        if (len + strlen(one) + 8 < sizeof list)
+          len += snprintf(list + len, sizeof list - (size_t)len, "%s%s", runs ? ", " : "", one);
+        else if (len + 6 < (int)sizeof list && list[len - 1] != '.')
+          len += snprintf(list + len, sizeof list - (size_t)len, ", ...");
+        runs++;
+        j = r + 1;
+      }
+      diag_error(v->dg, dev_span(v, m0->d), "device %d never runs %s for i in %s (%lld passes)", m0->d, pat, list,
+                 (long long)(e - k));
+    }
+    if (m0->kind == IR_W) {
+      int32_t b = v->ix->posB[ANA_SLOT(v->ix, m0->mb, m0->st)];
+      if (b >= 0)
+        diag_note(v->dg, OP(v, b)->span,
+                  "B is the input-gradient half of the backward: each B needs its W later on the same device; write BW for the fused backward");
+    }
+    k = e;
+  }
 }
 
 /* producer must precede consumer: same device -> order; else through send/recv. */
@@ -209,9 +278,9 @@ static void check_passes(V *v, int32_t *sendtab[2], int32_t *recvtab[2]) {
       int64_t sl = ANA_SLOT(ix, i, st);
       int d = s->stages[st].device;
       int32_t f = ix->posF[sl], b = ix->posB[sl], w = ix->posW[sl];
-      if (f < 0) missing(v, &ms, d, "F", i, st);
-      if (b < 0) missing(v, &ms, d, w >= 0 ? "B" : "BW", i, st);
-      else if (OP(v, b)->kind == IR_B && w < 0) missing(v, &ms, d, "W", i, st);
+      if (f < 0) missing(v, &ms, d, IR_F, i, st);
+      if (b < 0) missing(v, &ms, d, w >= 0 ? IR_B : IR_BW, i, st);
+      else if (OP(v, b)->kind == IR_B && w < 0) missing(v, &ms, d, IR_W, i, st);
       else if (OP(v, b)->kind == IR_BW && w >= 0) {
         diag_error(v->dg, OP(v, w)->span, "%s: this (microbatch, stage) has a fused BW already", opname(v, OP(v, w), b1, sizeof b1));
         diag_note(v->dg, OP(v, b)->span, "%s is here", opname(v, OP(v, b), b2, sizeof b2));
@@ -236,8 +305,7 @@ static void check_passes(V *v, int32_t *sendtab[2], int32_t *recvtab[2]) {
         diag_error(v->dg, OP(v, rl)->span, "%s reloads an activation that was never offloaded", opname(v, OP(v, rl), b1, sizeof b1));
       }
     }
-  if (ms.n > MAX_MISSING)
-    diag_error(v->dg, s->span, "%d more passes are missing", ms.n - MAX_MISSING);
+  report_missing(v, &ms);
   /* sends/recvs that no dependency uses: both ends exist, but the other side is absent */
   for (int x = 0; x < 2; x++)
     for (int64_t sl = 0; sl < (int64_t)m * S && !enough(v); sl++) {
