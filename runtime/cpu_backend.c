@@ -2,7 +2,11 @@
  *
  * What it does:
  *  - memory: aligned host allocations, with the bytes in use and the peak counted per
- *    backend (mem_stats); "pinned" host memory is ordinary host memory here;
+ *    backend (mem_stats, in the bytes asked for); freed blocks are kept for reuse in a
+ *    small per-backend cache of exact block sizes (a few sizes, bounded in bytes; under
+ *    AddressSanitizer cached blocks are poisoned), so the steady state of a pipeline,
+ *    which frees and allocates the same sizes over and over, does not go to malloc;
+ *    "pinned" host memory is ordinary host memory here;
  *  - streams: COMPUTE, SEND and RECV run synchronously on the calling thread; D2H and
  *    H2D each have their own copy thread with a FIFO job queue (memcpy, memset, event
  *    record, event wait), so an offload overlaps the compute that follows it. Events are
@@ -32,6 +36,15 @@
 
 #ifdef HAVE_OPENBLAS
 #include <cblas.h>
+#endif
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define POISON(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
+#define UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
+#else
+#define POISON(p, n) ((void)(p), (void)(n))
+#define UNPOISON(p, n) ((void)(p), (void)(n))
 #endif
 
 /* ------------------------------------------------------------------------- */
@@ -107,13 +120,25 @@ typedef struct copyq {
   uint64_t enq, done;      /* jobs enqueued and finished */
 } copyq;
 
+/* A block: this header, then the caller's bytes rounded up to 64. */
+typedef struct alloc_hdr {
+  size_t bytes;              /* asked for (what mem_stats counts) */
+  size_t total;              /* header included: the block's size, its cache class */
+  struct alloc_hdr *next;    /* in the cache */
+  size_t pad[5];
+} alloc_hdr;  /* 64 bytes */
+
+/* The cache of freed blocks: up to CACHE_CLASSES exact block sizes, CACHE_BYTES in all
+ * per backend; a block of another size, or past the bound, goes back to free(). */
+enum { CACHE_CLASSES = 8 };
+#define CACHE_BYTES ((size_t)64 << 20)
+
 typedef struct cpu_impl {
   copyq q[2];                /* [0] = D2H, [1] = H2D */
   size_t cur_bytes, peak_bytes;
-  pthread_mutex_t mem_mu;
+  struct { size_t total; alloc_hdr *head; } cache[CACHE_CLASSES];
+  size_t cached;             /* bytes in the cache */
 } cpu_impl;
-
-typedef struct alloc_hdr { size_t bytes; size_t pad[7]; } alloc_hdr;  /* 64 bytes */
 
 static void *copy_thread(void *arg) {
   copyq *q = arg;
@@ -192,19 +217,31 @@ int ppsrt_cpu_enter_stream(ppsrt_backend *b, int stream) {
 /* ------------------------------------------------------------------------- */
 /* memory                                                                      */
 
+/* A backend is used by one thread at a time (its device's: created and destroyed by
+ * the main thread, used in between by the device thread; the copy threads never
+ * allocate), so the counts and the cache take no lock: a lock pair per allocation
+ * was half of the runtime's own cost per op (bench/README.md, Runtime). */
 static int cpu_alloc(ppsrt_backend *b, size_t bytes, void **out) {
   cpu_impl *im = b->impl;
   size_t total = sizeof(alloc_hdr) + ((bytes + 63) & ~(size_t)63);
   alloc_hdr *h = NULL;
-  if (posix_memalign((void **)&h, 64, total) != 0 || !h) {
+  for (int k = 0; k < CACHE_CLASSES && im->cache[k].total; k++)
+    if (im->cache[k].total == total) {
+      if ((h = im->cache[k].head)) {
+        UNPOISON(h + 1, total - sizeof *h);
+        im->cache[k].head = h->next;
+        im->cached -= total;
+      }
+      break;
+    }
+  if (!h && (posix_memalign((void **)&h, 64, total) != 0 || !h)) {
     *out = NULL;
     return PPSRT_FAIL(PPSRT_E_NOMEM, "cpu device %d: cannot allocate %zu bytes", b->device_index, bytes);
   }
   h->bytes = bytes;
-  pthread_mutex_lock(&im->mem_mu);
+  h->total = total;
   im->cur_bytes += bytes;
   if (im->cur_bytes > im->peak_bytes) im->peak_bytes = im->cur_bytes;
-  pthread_mutex_unlock(&im->mem_mu);
   *out = h + 1;
   return PPSRT_OK;
 }
@@ -213,9 +250,17 @@ static void cpu_free(ppsrt_backend *b, void *p) {
   if (!p) return;
   cpu_impl *im = b->impl;
   alloc_hdr *h = (alloc_hdr *)p - 1;
-  pthread_mutex_lock(&im->mem_mu);
   im->cur_bytes -= h->bytes;
-  pthread_mutex_unlock(&im->mem_mu);
+  if (im->cached + h->total <= CACHE_BYTES)
+    for (int k = 0; k < CACHE_CLASSES; k++)
+      if (im->cache[k].total == h->total || !im->cache[k].total) {
+        im->cache[k].total = h->total;
+        h->next = im->cache[k].head;
+        im->cache[k].head = h;
+        im->cached += h->total;
+        POISON(p, h->total - sizeof *h);
+        return;
+      }
   free(h);
 }
 
@@ -234,11 +279,9 @@ static void cpu_host_free(ppsrt_backend *b, void *p) { free(p); }
 
 static int cpu_mem_stats(ppsrt_backend *b, size_t *current, size_t *peak, int reset_peak) {
   cpu_impl *im = b->impl;
-  pthread_mutex_lock(&im->mem_mu);
   if (current) *current = im->cur_bytes;
   if (peak) *peak = im->peak_bytes;
   if (reset_peak) im->peak_bytes = im->cur_bytes;
-  pthread_mutex_unlock(&im->mem_mu);
   return PPSRT_OK;
 }
 
@@ -479,7 +522,11 @@ static void cpu_destroy(ppsrt_backend *b) {
       pthread_mutex_destroy(&q->mu);
       pthread_cond_destroy(&q->cv);
     }
-    pthread_mutex_destroy(&im->mem_mu);
+    for (int k = 0; k < CACHE_CLASSES; k++)
+      for (alloc_hdr *h = im->cache[k].head, *nx; h; h = nx) {
+        nx = h->next;
+        free(h);
+      }
     free(im);
   }
   free(b);
@@ -498,7 +545,6 @@ int ppsrt_cpu_backend_create(int device_index, ppsrt_backend **out) {
   b->act_dtype = PPSRT_F32;
   b->device_index = device_index;
   b->impl = im;
-  pthread_mutex_init(&im->mem_mu, NULL);
   b->destroy = cpu_destroy;
   for (int i = 0; i < 2; i++) {
     copyq *q = &im->q[i];
