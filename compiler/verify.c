@@ -168,6 +168,7 @@ static int miss_cmp(const void *x, const void *y) {
 
 static void report_missing(V *v, Missing *ms) {
   const IrSchedule *s = v->s;
+  if (ms->n == 0) return;
   qsort(ms->v, (size_t)ms->n, sizeof *ms->v, miss_cmp);
   int groups = 0;
   for (int64_t k = 0; k < ms->n;) {

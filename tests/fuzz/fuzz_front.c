@@ -1,14 +1,19 @@
-/* fuzz_front.c: libFuzzer target for the front end (scan, parse, elaborate). Each
- * input is compiled as a file named "fuzz.pps" with no diagnostics printed, a small
- * op limit and a fresh arena, so any crash, hang, leak or undefined behaviour the
- * sanitizers see is a front-end bug. Built by `make fuzz` (clang), run by
- * tests/fuzz/run-fuzz.sh. Imports resolve against a directory that does not exist. */
+/* fuzz_front.c: libFuzzer target for the whole compiler: scan, parse, elaborate, and
+ * for what elaborates, lower, verify, simulate, evaluate the expectations and write
+ * every report (text, JSON, trace, SVG) and the generated C into memory. Each input is
+ * compiled from a temporary file with no diagnostics printed, a small op limit and a
+ * fresh arena, so any crash, hang, leak or undefined behaviour the sanitizers see is a
+ * compiler bug. Built by `make fuzz` (clang), run by tests/fuzz/run-fuzz.sh. Imports
+ * resolve against a directory that does not exist. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include "driver.h"
+#include "analysis.h"
+#include "emit_c.h"
+#include "report.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char path[] = "/tmp/pps-fuzz-XXXXXX";
@@ -35,6 +40,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int64_t n = 0;
     for (int d = 0; d < s->ndev; d++) n += s->devs[d].nops;
     if (n != s->total_ops) abort();
+    Analysis an;
+    memset(&an, 0, sizeof an);
+    analysis_run(&c.arena, &c.diag, s, &an, 1);
+    int valid = c.diag.errors == 0;
+    Report rep = {"sim", s, &c.diag, an.verified ? &an.vr.ix : NULL, an.simulated ? &an.sim : NULL,
+                  an.verified ? an.expects : NULL, an.inserted_ops, valid};
+    StrBuf b = {0};
+    report_json(&b, &rep);
+    report_text(&b, &rep);
+    if (an.simulated) {
+      report_trace(&b, &rep);
+      report_svg(&b, &rep);
+    }
+    if (valid) emit_c(s, &an, &c.diag, &b);
+    sb_free(&b);
   }
   arena_free(&c.arena);
   unlink(path);
