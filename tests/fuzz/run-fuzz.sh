@@ -1,6 +1,6 @@
 #!/bin/sh
-# tests/fuzz/run-fuzz.sh SECONDS [BUILDDIR]: builds the libFuzzer target for the front
-# end (`make fuzz` in BUILDDIR, default .) and runs it for SECONDS (default 60) on a
+# tests/fuzz/run-fuzz.sh SECONDS [BUILDDIR]: builds the libFuzzer target for the compiler
+# (`make fuzz` in BUILDDIR, default .) and runs it for SECONDS (default 60) on a
 # copy of the seed corpus (tests/fuzz/corpus plus examples/ and tests/front/good/).
 # Exit 0 when no crash was found; a crash leaves crash-* files in the work directory.
 secs=${1:-60}
