@@ -1,10 +1,14 @@
 /* transport_threads.c: the in-process transport: every device is a thread of one
- * process. Point-to-point channels are FIFO queues per ordered pair of ranks; a send
- * copies its buffer into a message and returns (buffered, never blocks), a receive
- * waits for the next message of its channel. Collectives meet in a shared
- * accumulator between two barriers. Every wait is a timed wait on a condition
- * variable that also watches the abort flag, so a rank that fails (or times out)
- * makes every other rank's call fail with PPSRT_E_COMM instead of hanging.
+ * process. Point-to-point channels are FIFO queues per ordered pair of ranks, each a
+ * lock-free single-producer single-consumer list whose nodes (and their host
+ * buffers) are reused, so a steady stream of messages takes no lock and allocates
+ * nothing; a send copies its buffer into a message and returns (buffered, never
+ * blocks), a receive takes the next message of its channel, or waits for it: a short
+ * spin of sched_yield (on a machine with more device threads than cores that hands
+ * the core to the sender), then a timed wait on the channel's condition variable that
+ * also watches the abort flag, so a rank that fails (or times out) makes every other
+ * rank's call fail with PPSRT_E_COMM instead of hanging. Collectives meet in a shared
+ * accumulator between two barriers (one lock and condition variable for the run).
  * What it does not: no device-to-device copies for CUDA beyond memcpy_async through
  * the backend (kind 0), no ordering across processes (that is MPI). */
 #include "config.h"
@@ -14,25 +18,46 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <time.h>
 
+/* A message. The node and its host buffer are reused: the sender takes nodes the
+ * receiver is done with (below), so a steady stream of messages allocates nothing. */
 typedef struct th_msg {
-  struct th_msg *next;
+  _Atomic(struct th_msg *) next;
   size_t bytes;
   int64_t tag;
-  int host;               /* data is host memory (malloc) */
-  char *data;
+  int host;               /* data is host memory (hbuf) */
+  char *data;             /* hbuf, or a device buffer of the sender's backend (freed by the receiver) */
+  char *hbuf;             /* the node's host buffer, kept across reuse */
+  size_t hcap;
 } th_msg;
 
-typedef struct th_chan { th_msg *head, *tail; } th_chan;
+/* One channel (src -> dst): a single-producer single-consumer FIFO without locks,
+ * a linked list with a dummy head (the message taken last). The receiver owns
+ * `tail` and moves it forward; the sender owns `head` and recycles the nodes before
+ * `tail` ([first, tail_copy) are free). The lock and condition variable are only for
+ * a receiver that has to sleep: it sets `waiting` under the lock, re-checks, and
+ * sleeps; a sender that sees `waiting` after publishing takes the lock and signals. */
+typedef struct th_chan {
+  /* receiver's side */
+  _Alignas(64) _Atomic(th_msg *) tail;
+  atomic_int waiting;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  /* sender's side */
+  _Alignas(64) th_msg *head;   /* the last message put */
+  th_msg *first, *tail_copy;
+  th_msg *spare;               /* a node taken for a send that then failed */
+} th_chan;
 
 typedef struct th_impl {
   int n;
-  pthread_mutex_t mu;
+  pthread_mutex_t mu;     /* barrier and collectives */
   pthread_cond_t cv;
   th_chan *chan;          /* [n * n], src * n + dst */
-  int aborted;
-  char why[512];
+  atomic_int aborted;
+  char why[512];          /* written once, before `aborted` is set (under mu) */
   /* barrier */
   int bar_count;
   unsigned long bar_gen;
@@ -50,10 +75,12 @@ static void deadline_after(struct timespec *ts, double s) {
 }
 
 /* Waits on the condition with the lock held; 0 woken, PPSRT_E_TIMEOUT past the deadline. */
-static int timed_wait(th_impl *t, const struct timespec *dl) {
-  int r = pthread_cond_timedwait(&t->cv, &t->mu, dl);
+static int timed_wait(pthread_cond_t *cv, pthread_mutex_t *mu, const struct timespec *dl) {
+  int r = pthread_cond_timedwait(cv, mu, dl);
   return r == ETIMEDOUT ? PPSRT_E_TIMEOUT : 0;
 }
+
+static int is_aborted(th_impl *t) { return atomic_load_explicit(&t->aborted, memory_order_acquire); }
 
 static int aborted_error(th_impl *t, int rank) {
   return PPSRT_FAIL(PPSRT_E_COMM, "stopped: %s", t->why[0] ? t->why : "another rank aborted");
@@ -61,40 +88,63 @@ static int aborted_error(th_impl *t, int rank) {
 
 static int is_host_backend(ppsrt_backend *b) { return !b || !strcmp(b->name, "cpu"); }
 
+/* The sender's next node: a spare, a node the receiver is done with, or a new one. */
+static th_msg *node_get(th_chan *c) {
+  th_msg *m = c->spare;
+  if (m) { c->spare = NULL; return m; }
+  if (c->first == c->tail_copy) c->tail_copy = atomic_load_explicit(&c->tail, memory_order_acquire);
+  if (c->first != c->tail_copy) {
+    m = c->first;
+    c->first = atomic_load_explicit(&m->next, memory_order_relaxed);
+    return m;
+  }
+  return calloc(1, sizeof *m);
+}
+
 static int th_send(ppsrt_transport *tr, int rank, ppsrt_backend *b, int stream, const void *buf,
                    size_t bytes, int peer, int64_t tag) {
   th_impl *t = tr->impl;
   if (peer < 0 || peer >= t->n)
     return PPSRT_FAIL(PPSRT_E_COMM, "send to rank %d: no such rank (ranks 0..%d)", peer, t->n - 1);
-  th_msg *m = malloc(sizeof *m);
+  if (is_aborted(t)) return aborted_error(t, rank);
+  th_chan *c = &t->chan[rank * t->n + peer];
+  th_msg *m = node_get(c);
   if (!m) return PPSRT_FAIL(PPSRT_E_NOMEM, "send: out of host memory");
-  m->next = NULL; m->bytes = bytes; m->tag = tag;
+  atomic_store_explicit(&m->next, NULL, memory_order_relaxed);
+  m->bytes = bytes; m->tag = tag;
   m->host = is_host_backend(b);
   if (m->host) {
-    m->data = malloc(bytes ? bytes : 1);
-    if (!m->data) { free(m); return PPSRT_FAIL(PPSRT_E_NOMEM, "send: out of host memory (%zu bytes)", bytes); }
-    if (bytes) memcpy(m->data, buf, bytes);
+    if (m->hcap < bytes || !m->hbuf) {
+      free(m->hbuf);
+      m->hcap = 0;
+      if (!(m->hbuf = malloc(bytes ? bytes : 1))) {
+        c->spare = m;
+        return PPSRT_FAIL(PPSRT_E_NOMEM, "send: out of host memory (%zu bytes)", bytes);
+      }
+      m->hcap = bytes;
+    }
+    if (bytes) memcpy(m->hbuf, buf, bytes);
+    m->data = m->hbuf;
   } else {
     void *p;
     int rc = b->alloc(b, bytes ? bytes : 1, &p);
-    if (rc) { free(m); return rc; }
+    if (rc) { c->spare = m; return rc; }
     if ((rc = b->memcpy_async(b, stream, p, buf, bytes, 0)) || (rc = b->stream_sync(b, stream))) {
-      b->free(b, p); free(m); return rc;
+      b->free(b, p); c->spare = m; return rc;
     }
     m->data = p;
   }
-  pthread_mutex_lock(&t->mu);
-  if (t->aborted) {
-    pthread_mutex_unlock(&t->mu);
-    if (m->host) free(m->data); else b->free(b, m->data);
-    free(m);
-    return aborted_error(t, rank);
+  /* publish, then wake the receiver if it sleeps (the fence orders the publication
+   * before the read of `waiting`, as the receiver's orders its `waiting` before its
+   * re-check: one of the two sees the other) */
+  atomic_store_explicit(&c->head->next, m, memory_order_release);
+  c->head = m;
+  atomic_thread_fence(memory_order_seq_cst);
+  if (atomic_load_explicit(&c->waiting, memory_order_relaxed)) {
+    pthread_mutex_lock(&c->mu);
+    pthread_cond_signal(&c->cv);
+    pthread_mutex_unlock(&c->mu);
   }
-  th_chan *c = &t->chan[rank * t->n + peer];
-  if (c->tail) c->tail->next = m; else c->head = m;
-  c->tail = m;
-  pthread_cond_broadcast(&t->cv);
-  pthread_mutex_unlock(&t->mu);
   return 0;
 }
 
@@ -104,30 +154,39 @@ static int th_recv(ppsrt_transport *tr, int rank, ppsrt_backend *b, int stream, 
   if (peer < 0 || peer >= t->n)
     return PPSRT_FAIL(PPSRT_E_COMM, "recv from rank %d: no such rank (ranks 0..%d)", peer, t->n - 1);
   th_chan *c = &t->chan[peer * t->n + rank];
-  struct timespec dl;
-  deadline_after(&dl, tr->timeout_s);
-  pthread_mutex_lock(&t->mu);
-  /* a short spin of yields first: the sender is usually just behind, and a yield hands
-   * it the core (measured: without it a wake-up costs 2-15x more per op, even with 4
-   * ranks per core; bench/runtime_overhead) */
-  for (int spin = 0; !c->head && !t->aborted && spin < t->spin; spin++) {
-    pthread_mutex_unlock(&t->mu);
-    sched_yield();
-    pthread_mutex_lock(&t->mu);
-  }
-  while (!c->head && !t->aborted) {
-    if (timed_wait(t, &dl)) {
-      pthread_mutex_unlock(&t->mu);
-      return PPSRT_FAIL(PPSRT_E_TIMEOUT, "waited %.3g s for a message from rank %d\n"
-                        "hint: rank %d is stuck or slow; a schedule checked by `ppsc check` does not deadlock, "
-                        "so raise --timeout if its passes are slow", tr->timeout_s, peer, peer);
+  th_msg *tl = atomic_load_explicit(&c->tail, memory_order_relaxed);
+  th_msg *m = atomic_load_explicit(&tl->next, memory_order_acquire);
+  if (!m && !is_aborted(t)) {
+    /* the deadline counts from the first look that found nothing (no clock read when
+     * the message is already there) */
+    struct timespec dl;
+    deadline_after(&dl, tr->timeout_s);
+    /* a short spin of yields first: the sender is usually just behind, and a yield hands
+     * it the core (bench/runtime_overhead; bench/README.md) */
+    for (int spin = 0; !m && spin < t->spin; spin++) {
+      sched_yield();
+      if ((m = atomic_load_explicit(&tl->next, memory_order_acquire)) || is_aborted(t)) break;
+    }
+    if (!m && !is_aborted(t)) {
+      pthread_mutex_lock(&c->mu);
+      atomic_store(&c->waiting, 1);
+      while (!(m = atomic_load(&tl->next)) && !is_aborted(t)) {
+        if (timed_wait(&c->cv, &c->mu, &dl)) {
+          atomic_store(&c->waiting, 0);
+          pthread_mutex_unlock(&c->mu);
+          return PPSRT_FAIL(PPSRT_E_TIMEOUT, "waited %.3g s for a message from rank %d\n"
+                            "hint: rank %d is stuck or slow; a schedule checked by `ppsc check` does not deadlock, "
+                            "so raise --timeout if its passes are slow", tr->timeout_s, peer, peer);
+        }
+      }
+      atomic_store(&c->waiting, 0);
+      pthread_mutex_unlock(&c->mu);
     }
   }
-  if (t->aborted) { pthread_mutex_unlock(&t->mu); return aborted_error(t, rank); }
-  th_msg *m = c->head;
-  c->head = m->next;
-  if (!c->head) c->tail = NULL;
-  pthread_mutex_unlock(&t->mu);
+  if (is_aborted(t)) return aborted_error(t, rank);
+  /* m becomes the dummy: the sender recycles nodes only before it, so its data stays
+   * valid until the next receive on this channel */
+  atomic_store_explicit(&c->tail, m, memory_order_release);
   int rc = 0;
   char want[48], got[48];
   if (m->bytes != bytes || m->tag != tag)
@@ -140,8 +199,7 @@ static int th_recv(ppsrt_transport *tr, int rank, ppsrt_backend *b, int stream, 
   else if (!m->host) {
     if (!(rc = b->memcpy_async(b, stream, buf, m->data, bytes, 0))) rc = b->stream_sync(b, stream);
   }
-  if (m->host) free(m->data); else b->free(b, m->data);
-  free(m);
+  if (!m->host) { b->free(b, m->data); m->data = NULL; }
   return rc;
 }
 
@@ -155,18 +213,18 @@ static int th_barrier_locked(th_impl *t, int rank, double timeout_s) {
     pthread_cond_broadcast(&t->cv);
     return 0;
   }
-  while (gen == t->bar_gen && !t->aborted) {
-    if (timed_wait(t, &dl))
+  while (gen == t->bar_gen && !is_aborted(t)) {
+    if (timed_wait(&t->cv, &t->mu, &dl))
       return PPSRT_FAIL(PPSRT_E_TIMEOUT, "waited %.3g s at a collective for the other ranks", timeout_s);
   }
-  if (t->aborted) return aborted_error(t, rank);
+  if (is_aborted(t)) return aborted_error(t, rank);
   return 0;
 }
 
 static int th_barrier(ppsrt_transport *tr, int rank) {
   th_impl *t = tr->impl;
   pthread_mutex_lock(&t->mu);
-  int rc = t->aborted ? aborted_error(t, rank) : th_barrier_locked(t, rank, tr->timeout_s);
+  int rc = is_aborted(t) ? aborted_error(t, rank) : th_barrier_locked(t, rank, tr->timeout_s);
   pthread_mutex_unlock(&t->mu);
   return rc;
 }
@@ -183,7 +241,7 @@ static int th_collective(ppsrt_transport *tr, int rank, ppsrt_backend *b, int st
     if ((rc = b->memcpy_async(b, stream, hbuf, buf, bytes, 2)) || (rc = b->stream_sync(b, stream))) { free(hbuf); return rc; }
   }
   pthread_mutex_lock(&t->mu);
-  if (t->aborted) { rc = aborted_error(t, rank); goto out; }
+  if (is_aborted(t)) { rc = aborted_error(t, rank); goto out; }
   if (t->cc == 0 && t->acc_cap < bytes) {
     void *p = realloc(t->acc, bytes);
     if (!p) { rc = PPSRT_FAIL(PPSRT_E_NOMEM, "collective: out of host memory"); goto out; }
@@ -225,23 +283,35 @@ static int th_broadcast(ppsrt_transport *tr, int rank, ppsrt_backend *b, int str
 static void th_abort(ppsrt_transport *tr, int rank, const char *why) {
   th_impl *t = tr->impl;
   pthread_mutex_lock(&t->mu);
-  if (!t->aborted) {
-    t->aborted = 1;
+  if (!is_aborted(t)) {
     snprintf(t->why, sizeof t->why, "rank %d failed: %s", rank, why ? why : "(no message)");
+    atomic_store(&t->aborted, 1);
   }
   pthread_cond_broadcast(&t->cv);
   pthread_mutex_unlock(&t->mu);
+  /* receivers asleep on a channel check the flag under the channel's lock */
+  for (int i = 0; i < t->n * t->n; i++) {
+    pthread_mutex_lock(&t->chan[i].mu);
+    pthread_cond_broadcast(&t->chan[i].cv);
+    pthread_mutex_unlock(&t->chan[i].mu);
+  }
 }
 
 static void th_destroy(ppsrt_transport *tr) {
   if (!tr) return;
   th_impl *t = tr->impl;
-  for (int i = 0; i < t->n * t->n; i++)
-    for (th_msg *m = t->chan[i].head, *nx; m; m = nx) {
-      nx = m->next;
-      if (m->host) free(m->data);   /* device messages left behind: backend already gone */
+  for (int i = 0; i < t->n * t->n; i++) {
+    th_chan *c = &t->chan[i];
+    /* every node is on the list from `first` (free ones, the dummy, messages not taken) */
+    for (th_msg *m = c->first, *nx; m; m = nx) {
+      nx = atomic_load(&m->next);
+      free(m->hbuf);   /* device messages left behind: backend already gone */
       free(m);
     }
+    if (c->spare) { free(c->spare->hbuf); free(c->spare); }
+    pthread_mutex_destroy(&c->mu);
+    pthread_cond_destroy(&c->cv);
+  }
   free(t->chan);
   free(t->acc);
   pthread_mutex_destroy(&t->mu);
@@ -253,12 +323,33 @@ static void th_destroy(ppsrt_transport *tr) {
 int ppsrt_threads_transport_create(int nranks, double timeout_s, ppsrt_transport **out) {
   ppsrt_transport *tr = calloc(1, sizeof *tr);
   th_impl *t = calloc(1, sizeof *t);
-  if (!tr || !t || !(t->chan = calloc((size_t)nranks * nranks, sizeof *t->chan))) {
+  int ok = tr && t && (t->chan = aligned_alloc(64, (size_t)nranks * nranks * sizeof *t->chan));
+  for (int i = 0; ok && i < nranks * nranks; i++) {
+    th_chan *c = &t->chan[i];
+    memset(c, 0, sizeof *c);
+    th_msg *dummy = calloc(1, sizeof *dummy);
+    if (!dummy) {
+      for (int k = 0; k < i; k++) {
+        free(t->chan[k].first);
+        pthread_mutex_destroy(&t->chan[k].mu);
+        pthread_cond_destroy(&t->chan[k].cv);
+      }
+      ok = 0;
+      break;
+    }
+    atomic_init(&c->tail, dummy);
+    atomic_init(&c->waiting, 0);
+    c->head = c->first = c->tail_copy = dummy;
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->cv, NULL);
+  }
+  if (!ok) {
     free(tr); if (t) free(t->chan); free(t);
     return PPSRT_FAIL(PPSRT_E_NOMEM, "threads transport: out of memory");
   }
   t->n = nranks;
   t->spin = 200;
+  atomic_init(&t->aborted, 0);
   pthread_mutex_init(&t->mu, NULL);
   pthread_cond_init(&t->cv, NULL);
   tr->name = "threads";
