@@ -452,6 +452,11 @@ int rt_run_device(ppsrt_ctx *c) {
       fail_at(c, -1, rc, "timing event");
       break;
     }
+    /* the clock is read only where a time is needed (compute ops for the busy time,
+     * every op with --trace), once per op: an op's end is the next op's start when that
+     * one needs a start too (what lies between is bookkeeping, a few ns) */
+    double last = 0;
+    int have_last = 0;
     for (int i = 0; i < c->nops; i++) {
       c->cur_op = i;
       if (c->store.npend && (rc = rt_poll_copies(c, 0))) { fail_at(c, i, rc, NULL); break; }
@@ -461,10 +466,13 @@ int rt_run_device(ppsrt_ctx *c) {
         break;
       }
       int comp = is_compute(c->ops[i].kind), ev = c->devtime && comp;
+      int timed = (comp && !ev) || (trace && !ev);
       if (ev && (rc = c->be->event_record(c->be, c->tev[2 * i], PPSRT_STREAM_COMPUTE))) { fail_at(c, i, rc, NULL); break; }
-      double a = rt_now();
+      double a = timed ? (have_last ? last : rt_now()) : 0;
       if ((rc = exec_op(c, i))) { fail_at(c, i, rc, NULL); break; }
-      double b = rt_now();
+      double b = timed ? rt_now() : 0;
+      last = b;
+      have_last = timed;
       if (ev && (rc = c->be->event_record(c->be, c->tev[2 * i + 1], PPSRT_STREAM_COMPUTE))) { fail_at(c, i, rc, NULL); break; }
       rt_store_sample(&c->store);
       if (comp && !ev) busy += b - a;
