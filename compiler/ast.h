@@ -18,7 +18,8 @@ typedef enum ExprKind {
   EX_NAME,   /* identifier: sym */
   EX_UNARY,  /* op a: '-' or 'n' (not) */
   EX_BINARY, /* a op b: + - * / d(div) m(mod) < > l(<=) g(>=) e(==) n(!=) & (and) | (or) */
-  EX_CALL    /* sym(args[0..nargs)) */
+  EX_CALL,   /* sym(args[0..nargs)) */
+  EX_COND    /* if args[0] then args[1] else args[2] (nargs = 3) */
 } ExprKind;
 
 /* Expression node depth limit: deeper trees are a syntax error (no deep recursion). */

@@ -269,6 +269,83 @@ static Value eval_call(Ctx *c, Expr *e) {
   return to_int(c, e, trunc(v.u.r)); /* int(x): toward zero */
 }
 
+/* The type e would have if it were evaluated now without error, found without
+ * evaluating it (no diagnostics, no division): T_ERR when that is not known (an
+ * unknown name or function, or operands no operator accepts). It follows eval's
+ * rules exactly; the conditional expression uses it for the branch it does not take. */
+static int static_type(Ctx *c, Expr *e) {
+  switch ((ExprKind)e->kind) {
+  case EX_INT: return T_INT;
+  case EX_REAL: return T_REAL;
+  case EX_BOOL: return T_BOOL;
+  case EX_NAME: {
+    Bind *b = &c->binds[e->sym];
+    if (b->set && b->frame == c->frame) return b->v.t;
+    for (int k = 0; k < B_N; k++)
+      if (e->sym == c->bsym[k]) return c->builtin[k].t;
+    return T_ERR;
+  }
+  case EX_UNARY: {
+    if (e->op == 'n') return T_BOOL;
+    int t = static_type(c, e->u.bin.a);
+    return t == T_INT || t == T_REAL ? t : T_ERR;
+  }
+  case EX_BINARY: {
+    int op = e->op;
+    if (op == '&' || op == '|' || op == '<' || op == '>' || op == 'l' || op == 'g' || op == 'e' || op == 'n')
+      return T_BOOL;
+    if (op == '/') return T_REAL;
+    if (op == 'd' || op == 'm') return T_INT;
+    int a = static_type(c, e->u.bin.a), b = static_type(c, e->u.bin.b);
+    if (a == T_INT && b == T_INT) return T_INT;
+    return (a == T_INT || a == T_REAL) && (b == T_INT || b == T_REAL) ? T_REAL : T_ERR;
+  }
+  case EX_CALL: {
+    Sym f = e->sym;
+    int minmax = f == c->f_min || f == c->f_max;
+    if (minmax ? e->nargs < 1 : e->nargs != 1) return T_ERR;
+    int t = T_ERR;
+    for (int k = 0; k < e->nargs; k++) {
+      int u = static_type(c, e->u.args[k]);
+      if (u != T_INT && u != T_REAL) return T_ERR;
+      t = k == 0 || (t == T_INT && u == T_INT) ? u : T_REAL;
+    }
+    if (minmax || f == c->f_abs) return t;
+    if (f == c->f_real) return T_REAL;
+    if (f == c->f_ceil || f == c->f_floor || f == c->f_round || f == c->f_int) return T_INT;
+    return T_ERR;
+  }
+  case EX_COND: {
+    int a = static_type(c, e->u.args[1]), b = static_type(c, e->u.args[2]);
+    if (a == T_ERR || b == T_ERR) return T_ERR;
+    if (a == b) return a;
+    return a != T_BOOL && b != T_BOOL ? T_REAL : T_ERR;
+  }
+  }
+  return T_ERR;
+}
+
+/* if COND then A else B: only the branch taken is evaluated; the other one's type
+ * (found without evaluating it) must agree, and an int meets a real as a real. */
+static Value eval_cond(Ctx *c, Expr *e) {
+  Expr *cond = e->u.args[0];
+  Value v = eval(c, cond);
+  if (v.t == T_ERR) return verr;
+  if (v.t != T_BOOL) { EERR(c, cond, "expected a bool condition, got %s", tname(v.t)); return verr; }
+  int taken = v.u.i ? 1 : 2;
+  v = eval(c, e->u.args[taken]);
+  if (v.t == T_ERR) return verr;
+  int other = static_type(c, e->u.args[3 - taken]);
+  if (other == T_ERR || other == v.t) return v;
+  if (v.t == T_BOOL || other == T_BOOL) {
+    int tt = taken == 1 ? v.t : other, te = taken == 1 ? other : v.t;
+    EERR(c, e, "the branches of a conditional expression must both be numbers or both bool, got %s (then) and %s (else)",
+         tname(tt), tname(te));
+    return verr;
+  }
+  return vreal(num(v)); /* an int branch where the other is real */
+}
+
 static Value eval(Ctx *c, Expr *e) {
   switch ((ExprKind)e->kind) {
   case EX_INT: return vint(e->u.i);
@@ -304,6 +381,7 @@ static Value eval(Ctx *c, Expr *e) {
   }
   case EX_BINARY: return eval_binary(c, e);
   case EX_CALL: return eval_call(c, e);
+  case EX_COND: return eval_cond(c, e);
   }
   return verr;
 }

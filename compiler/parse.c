@@ -109,6 +109,22 @@ Expr *ast_call(ParseState *ps, Loc l, Sym s, ExprList args) {
   return e;
 }
 
+/* if c then a else b: the three operands in args[0..3) */
+Expr *ast_cond(ParseState *ps, Loc l, Expr *c, Expr *a, Expr *b) {
+  Expr *e = node(ps, EX_COND, l);
+  Expr **v = arena_alloc(ps->arena, 3 * sizeof *v);
+  v[0] = c;
+  v[1] = a;
+  v[2] = b;
+  e->nargs = 3;
+  e->u.args = v;
+  int d = c->depth;
+  if (a->depth > d) d = a->depth;
+  if (b->depth > d) d = b->depth;
+  check_depth(ps, e, d + 1);
+  return e;
+}
+
 /* Lists start small: most are pass arguments (one or two). */
 void ast_list_push(ParseState *ps, ExprList *l, Expr *e) {
   if (l->n == l->cap) {

@@ -38,6 +38,11 @@ typedef struct ParseState {
   OpenBrace suspect;      /* first block closed by a '}' left of its indentation */
   int has_suspect;
   int nparens;            /* open '(' and '[' */
+  /* the `if`s of the current statement not yet closed by their `else`, for
+   * "expected 'else'" (the outermost 16 are remembered; deeper ones only counted) */
+  Loc conds[16];
+  uint8_t cond_then[16];  /* its `then` was read */
+  int nconds;
   int fatal;              /* stop: nesting limit, scanner trouble */
   int depth_reported;
 } ParseState;
@@ -54,6 +59,7 @@ Expr *ast_name(ParseState *ps, Loc l, Sym s);
 Expr *ast_unary(ParseState *ps, Loc l, int op, Expr *a);
 Expr *ast_binary(ParseState *ps, Loc l, int op, Expr *a, Expr *b);
 Expr *ast_call(ParseState *ps, Loc l, Sym s, ExprList args);
+Expr *ast_cond(ParseState *ps, Loc l, Expr *c, Expr *a, Expr *b);
 void ast_list_push(ParseState *ps, ExprList *l, Expr *e);
 Stmt *ast_stmt(ParseState *ps, int kind, Loc l);
 void ast_append(StmtList *l, Stmt *s);

@@ -86,7 +86,7 @@ static void kv_add(KvList *l, KeyVal *k) {
 %token STAGES "'stages'" PLACEMENT "'placement'" COST "'cost'" MEMORY "'memory'"
 %token MODEL "'model'" HARDWARE "'hardware'" OFFLOAD "'offload'" RELOAD "'reload'"
 %token VOCAB "'vocab'" LET "'let'" REQUIRE "'require'" ELSE "'else'" EXPECT "'expect'"
-%token USE "'use'" FOR "'for'" IN "'in'" STEP "'step'" IF "'if'" DEVICE "'device'"
+%token USE "'use'" FOR "'for'" IN "'in'" STEP "'step'" IF "'if'" THEN "'then'" DEVICE "'device'"
 %token BLOCK "'block'" AT "'at'" INTERVAL "'interval'" W_RULE "'w_rule'" SQUEEZE "'squeeze'"
 %token TRUE "'true'" FALSE "'false'" AND "'and'" OR "'or'" NOT "'not'" DIV "'div'" MOD "'mod'"
 %token ALL "'all'" SEND "'send'" RECV "'recv'" COLL "'coll'"
@@ -103,7 +103,7 @@ static void kv_add(KvList *l, KeyVal *k) {
 %left '*' '/' DIV MOD
 %precedence UMINUS
 
-%type <e> expr primary opt_step opt_index
+%type <e> expr opexpr primary opt_step opt_index
 %type <el> args opt_args
 %type <st> stmt pass if_stmt
 %type <sl> stmts body
@@ -309,22 +309,30 @@ args: expr { $$ = (ExprList){0}; ast_list_push(ps, &$$, $1); }
     | args ',' expr { $$ = $1; ast_list_push(ps, &$$, $3); }
     ;
 
-expr: expr OR expr { $$ = ast_binary(ps, @$, '|', $1, $3); }
-    | expr AND expr { $$ = ast_binary(ps, @$, '&', $1, $3); }
-    | NOT expr { $$ = ast_unary(ps, @$, 'n', $2); }
-    | expr '<' expr { $$ = ast_binary(ps, @$, '<', $1, $3); }
-    | expr '>' expr { $$ = ast_binary(ps, @$, '>', $1, $3); }
-    | expr LE expr { $$ = ast_binary(ps, @$, 'l', $1, $3); }
-    | expr GE expr { $$ = ast_binary(ps, @$, 'g', $1, $3); }
-    | expr EQ expr { $$ = ast_binary(ps, @$, 'e', $1, $3); }
-    | expr NE expr { $$ = ast_binary(ps, @$, 'n', $1, $3); }
-    | expr '+' expr { $$ = ast_binary(ps, @$, '+', $1, $3); }
-    | expr '-' expr { $$ = ast_binary(ps, @$, '-', $1, $3); }
-    | expr '*' expr { $$ = ast_binary(ps, @$, '*', $1, $3); }
-    | expr '/' expr { $$ = ast_binary(ps, @$, '/', $1, $3); }
-    | expr DIV expr { $$ = ast_binary(ps, @$, 'd', $1, $3); }
-    | expr MOD expr { $$ = ast_binary(ps, @$, 'm', $1, $3); }
-    | '-' expr %prec UMINUS { $$ = ast_unary(ps, @$, '-', $2); }
+/* A conditional expression is a whole expression, never an operand: the else branch
+ * extends as far as possible, and `1 + if ...` is a syntax error (parenthesize it).
+ * So expr (anything that takes a value) is opexpr or a conditional, and the
+ * operators combine opexprs only. */
+expr: opexpr { $$ = $1; }
+    | IF expr THEN expr ELSE expr { $$ = ast_cond(ps, @$, $2, $4, $6); }
+    ;
+
+opexpr: opexpr OR opexpr { $$ = ast_binary(ps, @$, '|', $1, $3); }
+    | opexpr AND opexpr { $$ = ast_binary(ps, @$, '&', $1, $3); }
+    | NOT opexpr { $$ = ast_unary(ps, @$, 'n', $2); }
+    | opexpr '<' opexpr { $$ = ast_binary(ps, @$, '<', $1, $3); }
+    | opexpr '>' opexpr { $$ = ast_binary(ps, @$, '>', $1, $3); }
+    | opexpr LE opexpr { $$ = ast_binary(ps, @$, 'l', $1, $3); }
+    | opexpr GE opexpr { $$ = ast_binary(ps, @$, 'g', $1, $3); }
+    | opexpr EQ opexpr { $$ = ast_binary(ps, @$, 'e', $1, $3); }
+    | opexpr NE opexpr { $$ = ast_binary(ps, @$, 'n', $1, $3); }
+    | opexpr '+' opexpr { $$ = ast_binary(ps, @$, '+', $1, $3); }
+    | opexpr '-' opexpr { $$ = ast_binary(ps, @$, '-', $1, $3); }
+    | opexpr '*' opexpr { $$ = ast_binary(ps, @$, '*', $1, $3); }
+    | opexpr '/' opexpr { $$ = ast_binary(ps, @$, '/', $1, $3); }
+    | opexpr DIV opexpr { $$ = ast_binary(ps, @$, 'd', $1, $3); }
+    | opexpr MOD opexpr { $$ = ast_binary(ps, @$, 'm', $1, $3); }
+    | '-' opexpr %prec UMINUS { $$ = ast_unary(ps, @$, '-', $2); }
     | primary { $$ = $1; }
     ;
 
@@ -351,8 +359,27 @@ static int is_opener(int t) {
          t == HARDWARE;
 }
 
+/* Keeps ps->conds, the `if`s of the current statement still waiting for their
+ * `else`, up to date with token t (at l). pps_yylex applies a token only when the
+ * next one is read, so that when a syntax error is reported the state describes the
+ * tokens before the offending one. Statement `if`s are dropped at their '{'. */
+enum { MAX_CONDS = (int)(sizeof ((ParseState *)0)->conds / sizeof (Loc)) };
+static void track_cond(ParseState *ps, int t, Loc l) {
+  int n = ps->nconds;
+  if (t == ';' || t == '{' || t == '}') ps->nconds = 0;
+  else if (t == IF) {
+    if (n < MAX_CONDS) { ps->conds[n] = l; ps->cond_then[n] = 0; }
+    ps->nconds = n + 1;
+  } else if (t == THEN) {
+    if (n > 0 && n <= MAX_CONDS) ps->cond_then[n - 1] = 1;
+  } else if (t == ELSE) {
+    if (n > MAX_CONDS || (n > 0 && ps->cond_then[n - 1])) ps->nconds = n - 1;
+  }
+}
+
 static int pps_yylex(PPS_YYSTYPE *lval, Loc *lloc, ParseState *ps) {
   if (ps->fatal) return PPS_YYEOF;
+  track_cond(ps, ps->last_tok, ps->last_end);
   int t = ppsl_lex(lval, lloc, ps->scanner);
   if (t == PPS_YYEOF) { /* end of file: point just after the last token */
     Loc e = ps->last_end;
@@ -368,7 +395,13 @@ static int pps_yylex(PPS_YYSTYPE *lval, Loc *lloc, ParseState *ps) {
   ps->last_tok = t;
   ps->prev_end = ps->last_end;
   ps->last_end = *lloc;
-  if (is_opener(t)) ps->last_opener = t;
+  /* `if` and `else` open blocks only as statements: a statement `if` starts a
+   * statement (or follows a statement `else`), a statement `else` follows '}' */
+  if (is_opener(t)) {
+    int p = ps->prev_tok, stmt_if = p == 0 || p == ';' || p == '{' || p == '}' ||
+                                    (p == ELSE && ps->last_opener == ELSE);
+    if ((t != IF || stmt_if) && (t != ELSE || p == '}')) ps->last_opener = t;
+  }
   if (t == '{' || t == '(' || t == '[') {
     if (ps->nbraces + ps->nparens >= AST_MAX_NEST) {
       diag_error(ps->diag, loc_span(ps, *lloc), "nesting too deep (more than %d levels)", AST_MAX_NEST);
@@ -497,7 +530,7 @@ static int is_operator(yysymbol_kind_t x) {
 }
 static int is_expr_start(yysymbol_kind_t x) {
   static const char *const st[] = {"integer", "real number", "'true'", "'false'", "identifier", "'('",
-                                   "'-'", "'not'", "'S'", NULL};
+                                   "'-'", "'not'", "'S'", "'if'", NULL};
   return in_list(x, st);
 }
 static int is_stmt_start(yysymbol_kind_t x) {
@@ -531,13 +564,40 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, ParseState *ps) {
   yysymbol_kind_t exp[64];
   int n = yypcontext_expected_tokens(ctx, exp, 64);
   if (n < 0) n = 0;
-  int semi = 0, comma = 0, expr = 0, stmt = 0, sched = 0;
+  int semi = 0, comma = 0, expr = 0, stmt = 0, sched = 0, els = 0, then = 0, brace = 0;
   for (int k = 0; k < n; k++) {
     if (!strcmp(yysymbol_name(exp[k]), "';'")) semi = 1;
+    if (!strcmp(yysymbol_name(exp[k]), "'{'")) brace = 1;
+    if (exp[k] == YYSYMBOL_ELSE) els = 1;
+    if (exp[k] == YYSYMBOL_THEN) then = 1;
     if (!strcmp(yysymbol_name(exp[k]), "','")) comma = 1;
     if (exp[k] == YYSYMBOL_INT) expr = 1;
     if (exp[k] == YYSYMBOL_DEVICE) stmt = 1;
     if (exp[k] == YYSYMBOL_SCHEDULE) sched = 1;
+  }
+  /* conditional expressions: a missing else, an unparenthesized operand, and
+   * `then` and braces mixed up between the expression and the if statement */
+  int nc = ps->nconds;
+  if (els && nc > 0 && nc <= MAX_CONDS && ps->cond_then[nc - 1]) {
+    diag_error(ps->diag, at, "expected 'else' in conditional expression, found %s", found);
+    diag_note(ps->diag, loc_span(ps, ps->conds[nc - 1]),
+              "conditional expression starts here; it needs both branches: 'if COND then A else B'");
+    return 0;
+  }
+  if (tok == YYSYMBOL_IF && expr) {
+    diag_error(ps->diag, at, "a conditional expression that is an operand must be in parentheses: "
+               "'(if COND then A else B)'");
+    return 0;
+  }
+  if (then && !strcmp(yysymbol_name(tok), "'{'")) {
+    diag_error(ps->diag, at, "expected 'then', found '{' (an 'if' inside an expression is "
+               "'if COND then A else B'; braces belong to the if statement)");
+    return 0;
+  }
+  if (brace && tok == YYSYMBOL_THEN) {
+    diag_error(ps->diag, at, "expected '{', found 'then' (an if statement is 'if COND { ... }'; "
+               "'then' belongs to the conditional expression 'if COND then A else B')");
+    return 0;
   }
   if (semi && needs_semicolon(ps->head_tok) && !expr) {
     Loc e = ps->prev_end;

@@ -48,6 +48,11 @@ expect_error unary "$tmp/unary.pps"
 expect_error sum "$tmp/sum.pps"
 { printf 'schedule x { devices 1; microbatches 1; if false { }'; gen 'for (i = 0; i < n; i++) printf " else if false { }"; print " }"' 100000; } >"$tmp/elseif.pps"
 expect_error else-if-chain "$tmp/elseif.pps"
+# conditional expressions: a 200,000-long else-if chain, 200,000 nested conditions
+{ printf 'schedule x { let a = '; gen 'for (i = 0; i < n; i++) printf "if false then 1 else "; print "0; }"' 200000; } >"$tmp/condchain.pps"
+expect_error cond-chain "$tmp/condchain.pps"
+{ printf 'schedule x { let a = '; gen 'for (i = 0; i < n; i++) printf "if "; print "true then 1 else 0; }"' 200000; } >"$tmp/condnest.pps"
+expect_error cond-nest "$tmp/condnest.pps"
 # loops: 10^12 empty iterations, 10^6 x 10^6, and a huge step count through lets
 printf 'schedule x {\n  devices 1;\n  microbatches 1;\n  for i in 0..1000000000000 { }\n}\n' >"$tmp/loop.pps"
 expect_error loop "$tmp/loop.pps"
