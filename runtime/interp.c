@@ -2,10 +2,12 @@
  * table, once per iteration. Compute passes call the model; SEND/RECV move boundary
  * tensors between the device's IO box and the transport; OFFLOAD/RELOAD go to the
  * activation store's copy engines; vocabulary passes and collectives call the model's
- * vocabulary hooks with a ppsrt_comm bound to the transport. Each op is timed (the
- * compute track of the trace, busy time for the measured bubble). An error stops the
- * device with a message naming the device, the op, its microbatch and stage and its
- * source line, and aborts the transport so that every other rank stops too.
+ * vocabulary hooks with a ppsrt_comm bound to the transport. Compute ops are timed
+ * (busy time for the measured bubble), every op with --trace (the trace's tracks); a
+ * timed op that follows a timed op starts at its end (one clock read instead of two).
+ * An error stops the device with a message naming the device, the op, its microbatch
+ * and stage and its source line, and aborts the transport so that every other rank
+ * stops too.
  * What it does not: no scheduling decisions (the table is the schedule, already
  * verified by ppsc), no printing (cli.c / metrics.c), no exit(). */
 #include "config.h"
