@@ -1,12 +1,14 @@
 /* transport_mpi.c: the MPI transport: one process per device (mpirun -np P ./prog),
  * host buffers. A send copies its payload (with an 8-byte check tag in front) into a
- * staging buffer and posts MPI_Isend; completed sends are reaped later, so a send never
- * blocks (FIFO order per pair is MPI's non-overtaking rule on one communicator and one
- * tag). A receive posts MPI_Irecv and polls MPI_Test until the message arrives or
- * --timeout passes; collectives use MPI_Iallreduce / MPI_Ibcast / MPI_Ibarrier polled
- * the same way, so no wait is unbounded. abort() prints the reason and calls MPI_Abort,
- * which stops every rank (mpirun exits non-zero). GPU buffers are staged through host
- * memory (the NCCL transport is the fast path there).
+ * staging buffer (reused from a small pool) and posts MPI_Isend; completed sends are
+ * reaped later, so a send never blocks (FIFO order per pair is MPI's non-overtaking
+ * rule on one communicator and one tag). A receive posts MPI_Irecv into one staging
+ * buffer (reused) and polls MPI_Test until the message arrives or --timeout passes
+ * (counted from the first test that found nothing); collectives use MPI_Iallreduce /
+ * MPI_Ibcast / MPI_Ibarrier polled the same way, so no wait is unbounded. abort()
+ * prints the reason and calls MPI_Abort, which stops every rank (mpirun exits
+ * non-zero). GPU buffers are staged through host memory (the NCCL transport is the
+ * fast path there).
  * What it does not: no MPI_Init when MPI is already initialised by the caller (it then
  * also leaves MPI_Finalize to the caller), no multi-threaded MPI (one device per rank). */
 #include "config.h"
@@ -17,13 +19,39 @@
 #include <time.h>
 #include <unistd.h>
 
-typedef struct mpi_pend { MPI_Request req; void *buf; } mpi_pend;
+typedef struct mpi_pend { MPI_Request req; char *buf; size_t cap; } mpi_pend;
+
+/* Staging buffers are reused: completed sends give theirs back to a small pool (a
+ * buffer and its capacity), receives stage through one buffer grown as needed, so a
+ * steady stream of messages does not go to malloc. */
+enum { POOL_MAX = 64 };
+typedef struct mpi_buf { char *p; size_t cap; } mpi_buf;
 
 typedef struct mpi_impl {
   int rank, size, we_init;
   mpi_pend *pend; int npend, cappend;
+  mpi_buf pool[POOL_MAX]; int npool;
+  char *rbuf; size_t rcap;   /* the receive staging buffer */
   char host[256];
 } mpi_impl;
+
+/* A send staging buffer of at least n bytes (*cap: its capacity), or NULL. */
+static char *buf_get(mpi_impl *t, size_t n, size_t *cap) {
+  for (int i = t->npool - 1; i >= 0; i--)
+    if (t->pool[i].cap >= n) {
+      char *p = t->pool[i].p;
+      *cap = t->pool[i].cap;
+      t->pool[i] = t->pool[--t->npool];
+      return p;
+    }
+  *cap = n;
+  return malloc(n);
+}
+
+static void buf_put(mpi_impl *t, char *p, size_t cap) {
+  if (t->npool < POOL_MAX) t->pool[t->npool++] = (mpi_buf){p, cap};
+  else free(p);
+}
 
 static int mpi_fail(mpi_impl *t, int code, const char *file, int line, int err, const char *what) {
   char msg[MPI_MAX_ERROR_STRING];
@@ -44,11 +72,12 @@ static void pause_us(int us) {
 
 /* Polls req until done; PPSRT_E_TIMEOUT after timeout_s. */
 static int poll_wait(mpi_impl *t, MPI_Request *req, MPI_Status *st, double timeout_s, const char *what, int peer) {
-  double t0 = rt_now();
+  double t0 = -1;   /* the deadline counts from the first test that found nothing */
   for (long k = 0;; k++) {
     int done = 0;
     MPI_CHECK(t, MPI_Test(req, &done, st), what);
     if (done) return 0;
+    if (t0 < 0) t0 = rt_now();
     if (k > 2000) pause_us(k > 20000 ? 200 : 20);
     if ((k & 63) == 0 && rt_now() - t0 > timeout_s) {
       MPI_Cancel(req);
@@ -71,7 +100,7 @@ static int reap(mpi_impl *t, int wait_all, double timeout_s) {
     } else {
       MPI_CHECK(t, MPI_Test(&t->pend[i].req, &done, MPI_STATUS_IGNORE), "send completion");
     }
-    if (done) { free(t->pend[i].buf); t->pend[i] = t->pend[--t->npend]; }
+    if (done) { buf_put(t, t->pend[i].buf, t->pend[i].cap); t->pend[i] = t->pend[--t->npend]; }
     else i++;
   }
   return 0;
@@ -97,20 +126,22 @@ static int m_send(ppsrt_transport *tr, int rank, ppsrt_backend *b, int stream, c
   int rc = reap(t, 0, tr->timeout_s);
   if (rc) return rc;
   if (bytes > (size_t)0x7fffffff - 8) return PPSRT_FAIL(PPSRT_E_COMM, "send of %zu bytes: too large for one MPI message", bytes);
-  char *s = malloc(bytes + 8);
+  size_t scap;
+  char *s = buf_get(t, bytes + 8, &scap);
   if (!s) return PPSRT_FAIL(PPSRT_E_NOMEM, "send: out of host memory");
   memcpy(s, &tag, 8);
-  if ((rc = to_host(b, stream, s + 8, buf, bytes))) { free(s); return rc; }
+  if ((rc = to_host(b, stream, s + 8, buf, bytes))) { buf_put(t, s, scap); return rc; }
   if (t->npend == t->cappend) {
     int cap = t->cappend ? 2 * t->cappend : 16;
     mpi_pend *p = realloc(t->pend, (size_t)cap * sizeof *p);
-    if (!p) { free(s); return PPSRT_FAIL(PPSRT_E_NOMEM, "send: out of host memory"); }
+    if (!p) { buf_put(t, s, scap); return PPSRT_FAIL(PPSRT_E_NOMEM, "send: out of host memory"); }
     t->pend = p; t->cappend = cap;
   }
   mpi_pend *p = &t->pend[t->npend];
   int e = MPI_Isend(s, (int)(bytes + 8), MPI_BYTE, peer, 0, MPI_COMM_WORLD, &p->req);
-  if (e != MPI_SUCCESS) { free(s); return mpi_fail(t, PPSRT_E_COMM, __FILE__, __LINE__, e, "MPI_Isend"); }
+  if (e != MPI_SUCCESS) { buf_put(t, s, scap); return mpi_fail(t, PPSRT_E_COMM, __FILE__, __LINE__, e, "MPI_Isend"); }
   p->buf = s;
+  p->cap = scap;
   t->npend++;
   return 0;
 }
@@ -118,14 +149,19 @@ static int m_send(ppsrt_transport *tr, int rank, ppsrt_backend *b, int stream, c
 static int m_recv(ppsrt_transport *tr, int rank, ppsrt_backend *b, int stream, void *buf, size_t bytes, int peer,
                   int64_t tag) {
   mpi_impl *t = tr->impl;
-  char *s = malloc(bytes + 8);
-  if (!s) return PPSRT_FAIL(PPSRT_E_NOMEM, "recv: out of host memory");
+  if (t->rcap < bytes + 8) {
+    free(t->rbuf);
+    t->rcap = 0;
+    if (!(t->rbuf = malloc(bytes + 8))) return PPSRT_FAIL(PPSRT_E_NOMEM, "recv: out of host memory");
+    t->rcap = bytes + 8;
+  }
+  char *s = t->rbuf;
   MPI_Request req;
   MPI_Status st;
   int e = MPI_Irecv(s, (int)(bytes + 8), MPI_BYTE, peer, 0, MPI_COMM_WORLD, &req);
-  if (e != MPI_SUCCESS) { free(s); return mpi_fail(t, PPSRT_E_COMM, __FILE__, __LINE__, e, "MPI_Irecv"); }
+  if (e != MPI_SUCCESS) return mpi_fail(t, PPSRT_E_COMM, __FILE__, __LINE__, e, "MPI_Irecv");
   int rc = poll_wait(t, &req, &st, tr->timeout_s, "a message", peer);
-  if (rc) { free(s); return rc; }
+  if (rc) return rc;
   int count = 0;
   MPI_Get_count(&st, MPI_BYTE, &count);
   int64_t got;
@@ -138,7 +174,6 @@ static int m_recv(ppsrt_transport *tr, int rank, ppsrt_backend *b, int stream, v
                     "run `ppsc check` on the schedule", peer, ppsrt_tag_format(got, gs, sizeof gs), count - 8,
                     ppsrt_tag_format(tag, ws, sizeof ws), bytes);
   else rc = from_host(b, stream, buf, s + 8, bytes);
-  free(s);
   if (!rc) rc = reap(t, 0, tr->timeout_s);
   return rc;
 }
@@ -201,6 +236,8 @@ static void m_destroy(ppsrt_transport *tr) {
   reap(t, 1, tr->timeout_s);
   for (int i = 0; i < t->npend; i++) free(t->pend[i].buf);
   free(t->pend);
+  for (int i = 0; i < t->npool; i++) free(t->pool[i].p);
+  free(t->rbuf);
   if (t->we_init) {
     int fin = 0;
     MPI_Finalized(&fin);
