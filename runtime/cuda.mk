@@ -11,7 +11,8 @@
 # (tests/gpu/emu/: the kernels on host fibers, fake cudart/cuBLAS/NCCL) run it there.
 
 EXTRA_DIST += runtime/cuda/kernels.cu runtime/cuda/cuda_impl.h runtime/cuda/cuda_backend.c \
-  runtime/cuda/transport_nccl.c tests/gpu/nodevice.sh tests/gpu/link.sh tests/gpu/e2e.sh tests/gpu/e2e_emu.sh \
+  runtime/cuda/transport_nccl.c tests/gpu/nodevice.sh tests/gpu/link.sh tests/gpu/e2e.sh tests/gpu/e2e_emu.sh tests/gpu/emu_api.sh \
+  tests/gpu/emu/emu_api.h tests/gpu/emu/fake_nccl.inc \
   bench/gpu/README.md bench/gpu/common.sh bench/gpu/run_all.sh bench/gpu/check_schedules.sh \
   bench/gpu/memory.sh bench/gpu/offload.sh bench/gpu/layer_mfu.sh bench/gpu/torch_layer.py docs/gpu.md
 
@@ -58,13 +59,14 @@ TESTS += tests/gpu/cuda_kernels tests/gpu/nodevice.sh tests/gpu/link.sh tests/gp
 # calls. It runs the backend's real code paths (GEMM transposes, attention, pools,
 # the transport's copy channel) against the CPU reference in every CUDA build.
 check_PROGRAMS += tests/gpu/cuda_kernels_emu
-tests_gpu_cuda_kernels_emu_SOURCES = tests/gpu/cuda_kernels.c tests/gpu/emu/fake_cuda.c tests/gpu/emu/cuda_emu.h
+tests_gpu_cuda_kernels_emu_SOURCES = tests/gpu/cuda_kernels.c tests/gpu/emu/fake_cuda.c tests/gpu/emu/cuda_emu.h \
+  tests/gpu/emu/emu_api.h tests/gpu/emu/fake_nccl.inc
 tests_gpu_cuda_kernels_emu_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS) -DPPSRT_CUDA_EMULATE
 tests_gpu_cuda_kernels_emu_LDFLAGS = -pthread -Wl,--export-dynamic
 tests_gpu_cuda_kernels_emu_LDADD = tests/gpu/emu/kernels_emu.o libppsrt.la $(CUDA_LIBS) -lstdc++ -lm
 EXTRA_tests_gpu_cuda_kernels_emu_DEPENDENCIES = tests/gpu/emu/kernels_emu.o
 tests/gpu/emu/kernels_emu.o: $(srcdir)/runtime/cuda/kernels.cu $(srcdir)/runtime/cuda/cuda_impl.h \
-  $(srcdir)/tests/gpu/emu/cuda_emu.h
+  $(srcdir)/tests/gpu/emu/cuda_emu.h $(srcdir)/tests/gpu/emu/emu_api.h
 	$(AM_V_GEN)$(MKDIR_P) tests/gpu/emu && \
 	$(NVCC) -x c++ -std=c++20 -O1 -DPPSRT_CUDA_EMULATE -Xcompiler -fPIC -Xcompiler -pthread -Xcompiler -Wall \
 	  -I$(srcdir)/tests/gpu/emu -I$(srcdir)/runtime/cuda -I$(top_srcdir)/runtime -I$(top_builddir) $(CUDA_CFLAGS) \
@@ -74,12 +76,22 @@ TESTS += tests/gpu/cuda_kernels_emu
 
 # The same emulation as a preload library, so that whole programs built by ppsc run on
 # the CUDA backend without a GPU (tests/gpu/e2e_emu.sh). Not instrumented by sanitizers.
-tests/gpu/emu/libppsrt_emu.so: tests/gpu/emu/kernels_emu.o $(srcdir)/tests/gpu/emu/fake_cuda.c
-	$(AM_V_GEN)$(CC) -shared -fPIC -O1 -I$(top_builddir) $(CUDA_CFLAGS) $(NCCL_CFLAGS) \
+tests/gpu/emu/libppsrt_emu.so: tests/gpu/emu/kernels_emu.o $(srcdir)/tests/gpu/emu/fake_cuda.c \
+  $(srcdir)/tests/gpu/emu/fake_nccl.inc $(srcdir)/tests/gpu/emu/emu_api.h
+	$(AM_V_GEN)$(CC) -shared -fPIC -O1 -I$(top_builddir) -I$(srcdir)/tests/gpu/emu $(CUDA_CFLAGS) $(NCCL_CFLAGS) \
 	  $(srcdir)/tests/gpu/emu/fake_cuda.c tests/gpu/emu/kernels_emu.o -o $@ -lstdc++ -pthread
 check_SCRIPTS += tests/gpu/emu/libppsrt_emu.so
 MOSTLYCLEANFILES += tests/gpu/emu/libppsrt_emu.so
 TESTS += tests/gpu/e2e_emu.sh
+
+# A CUDA/NCCL program that knows nothing of PPS, linked against the real cudart (and
+# NCCL), run on the emulator by preloading it: deliberate ordering bugs must fail.
+check_PROGRAMS += tests/gpu/emu/api_demo
+tests_gpu_emu_api_demo_SOURCES = tests/gpu/emu/api_demo.c
+tests_gpu_emu_api_demo_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS) $(NCCL_CFLAGS)
+tests_gpu_emu_api_demo_LDFLAGS = -pthread
+tests_gpu_emu_api_demo_LDADD = $(CUDA_LIBS) $(NCCL_LIBS)
+TESTS += tests/gpu/emu_api.sh
 
 # one transformer layer timed on the backend (bench/gpu/layer_mfu.sh); built with the
 # library so that it always compiles, run only by make bench-gpu

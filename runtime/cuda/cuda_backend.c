@@ -220,6 +220,21 @@ cudaStream_t ppsrt_cuda_stream(ppsrt_backend *b, int stream) {
 cudaEvent_t ppsrt_cuda_event(ppsrt_event *e) { return e->ev; }
 int ppsrt_cuda_device(ppsrt_backend *b) { return IM(b)->dev; }
 
+/* Defined only by the emulator (tests/gpu/emu): names a stream in its race reports. */
+extern void pps_emu_name_stream(cudaStream_t s, const char *name) __attribute__((weak));
+
+static void name_streams(ppsrt_backend *b) {
+  static const char *names[PPSRT_NSTREAMS] = {"COMPUTE", "SEND", "RECV", "D2H", "H2D"};
+  cuda_impl *im = IM(b);
+  if (!pps_emu_name_stream) return;
+  for (int s = 0; s < PPSRT_NSTREAMS; s++) {
+    char nm[64];
+    if (im->rank >= 0) snprintf(nm, sizeof nm, "%s stream of rank %d (GPU %d)", names[s], im->rank, im->dev);
+    else snprintf(nm, sizeof nm, "%s stream (GPU %d)", names[s], im->dev);
+    if (im->st[s]) pps_emu_name_stream(im->st[s], nm);
+  }
+}
+
 void ppsrt_cuda_attach(ppsrt_backend *b, int rank, double timeout_s, ppsrt_cuda_watch_fn watch,
                        ppsrt_cuda_timeout_fn on_timeout, void *ctx) {
   cuda_impl *im = IM(b);
@@ -228,6 +243,7 @@ void ppsrt_cuda_attach(ppsrt_backend *b, int rank, double timeout_s, ppsrt_cuda_
   im->watch = watch;
   im->on_timeout = on_timeout;
   im->watch_ctx = ctx;
+  name_streams(b);
 }
 
 static double now_s(void) {
@@ -1117,6 +1133,7 @@ static size_t env_mb(const char *name, size_t dflt) {
   return (*end || x == 0) ? dflt : (size_t)x;
 }
 
+
 static int setup(ppsrt_backend *b) {
   cuda_impl *im = IM(b);
   USE(b);
@@ -1131,6 +1148,7 @@ static int setup(ppsrt_backend *b) {
     CUDA_CHECK(b, cudaStreamCreateWithPriority(&im->st[s], cudaStreamNonBlocking, prio));
     CUDA_CHECK(b, cudaEventCreateWithFlags(&im->sync_ev[s], cudaEventDisableTiming));
   }
+  name_streams(b);
   CUDA_CHECK(b, cudaEventCreateWithFlags(&im->ws_ev, cudaEventDisableTiming));
   CUBLAS_CHECK(b, cublasCreate(&im->blas));
   CUBLAS_CHECK(b, cublasSetPointerMode(im->blas, CUBLAS_POINTER_MODE_HOST));

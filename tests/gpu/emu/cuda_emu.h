@@ -2,16 +2,17 @@
  * runtime/cuda/kernels.cu as host C++20 and run its kernels on host threads.
  *
  * What it does: every CUDA thread of a block is a fiber (ucontext) on the host thread
- * that launches; blocks run one after another, so `__shared__` becomes `static`
- * storage shared by the block's threads. __syncthreads waits until every live thread
- * of the block waits there, __shfl_xor_sync exchanges through a buffer at a warp-wide
- * wait; a thread that returns early no longer counts (as exited CUDA threads). The
- * schedule is deterministic. Launches are serialised by one mutex (several host
- * threads launch at once in the transport test).
- * What it does not: no concurrency between blocks or launches (races between blocks go
- * unseen), no memory model beyond that, no timing, no streams (the fake runtime in
- * fake_cuda.c runs everything synchronously). It checks indexing, reductions, masks and
- * the formulas, not performance or stream ordering. */
+ * that runs the launch (the stream's worker thread in fake_cuda.c); blocks run one
+ * after another, so `__shared__` becomes `static` storage shared by the block's
+ * threads. __syncthreads waits until every live thread of the block waits there,
+ * __shfl_xor_sync exchanges through a buffer at a warp-wide wait; a thread that returns
+ * early no longer counts (as exited CUDA threads). The schedule inside a launch is
+ * deterministic; launches are serialised by one mutex (several streams run at once).
+ * A launch is queued on its stream with the buffers its pointer parameters name (see
+ * launcher below); ordering and races between streams are fake_cuda.c's business.
+ * What it does not: no concurrency between blocks of one launch (races between blocks go
+ * unseen), no memory model beyond that, no timing. It checks indexing, reductions, masks
+ * and the formulas, not performance. */
 #ifndef PPSRT_CUDA_EMU_H
 #define PPSRT_CUDA_EMU_H
 #include <ucontext.h>
@@ -24,7 +25,10 @@
 #include <cstring>
 #include <functional>
 #include <mutex>
+#include <type_traits>
 #include <vector>
+
+#include "emu_api.h"
 
 #include <cuda_runtime_api.h>   /* types only: cudaError_t, cudaStream_t, dim3, uint3 */
 
@@ -66,7 +70,7 @@ inline int min(int a, int b) { return a < b ? a : b; }
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 
 namespace emu {
-/* Each CUDA thread of the running block is a fiber (ucontext) on the launching host
+/* Each CUDA thread of the running block is a fiber (ucontext) on the running host
  * thread; a scheduler runs every runnable fiber until it waits at a barrier or ends,
  * then releases the block barrier (every live fiber waits there) or a warp barrier
  * (every live fiber of that warp waits there). Nothing runs concurrently. */
@@ -141,34 +145,57 @@ inline void run_block(unsigned nt, const dim3 &b, const ucontext_t &tmpl) {
   }
 }
 
+/* Runs a grid (every block in turn) on the calling thread; launches are serialised. */
+template <class F> void run_grid(dim3 g, dim3 b, F call) {
+  std::lock_guard<std::mutex> lock(launch_mu);
+  const unsigned nt = b.x * b.y * b.z;
+  const size_t nb = (size_t)g.x * g.y * g.z;
+  if (nt == 0 || nb == 0) return;
+  fib.assign(nt, fiber{});
+  if (stacks.size() < (size_t)nt * STACK) stacks.resize((size_t)nt * STACK);
+  shfl.assign(nt, 0.0f);
+  body = call;
+  ucontext_t tmpl;
+  getcontext(&tmpl);
+  blockDim = b;
+  gridDim = g;
+  for (size_t blk = 0; blk < nb; blk++) {
+    blockIdx = uint3{(unsigned)(blk % g.x), (unsigned)((blk / g.x) % g.y), (unsigned)(blk / ((size_t)g.x * g.y))};
+    run_block(nt, b, tmpl);
+  }
+  body = nullptr;
+}
+
+/* A launch becomes a closure queued on its stream (fake_cuda.c's emu_launch): the
+ * arguments are copied, and each pointer parameter is declared to the race detector,
+ * read for `const T *`, written for `T *`, from the pointer to the end of its
+ * allocation. The stream's worker thread runs the blocks one after another. */
+template <class T> void declare(std::vector<emu_access> &v, T x) {
+  if constexpr (std::is_pointer_v<T>)
+    v.push_back(emu_access{(const void *)x, EMU_TO_END, !std::is_const_v<std::remove_pointer_t<T>>});
+}
+
 template <class... P> struct launcher {
   void (*k)(P...);
+  const char *name;
+  cudaStream_t s;
   dim3 g, b;
   template <class... A> void operator()(A... a) const {
-    std::lock_guard<std::mutex> lock(launch_mu);
-    const unsigned nt = b.x * b.y * b.z;
-    const size_t nb = (size_t)g.x * g.y * g.z;
-    if (nt == 0 || nb == 0) return;
-    fib.assign(nt, fiber{});
-    if (stacks.size() < (size_t)nt * STACK) stacks.resize((size_t)nt * STACK);
-    shfl.assign(nt, 0.0f);
-    body = [&] { k(a...); };
-    ucontext_t tmpl;
-    getcontext(&tmpl);
-    blockDim = b;
-    gridDim = g;
-    for (size_t blk = 0; blk < nb; blk++) {
-      blockIdx = uint3{(unsigned)(blk % g.x), (unsigned)((blk / g.x) % g.y), (unsigned)(blk / ((size_t)g.x * g.y))};
-      run_block(nt, b, tmpl);
-    }
-    body = nullptr;
+    std::vector<emu_access> acc;
+    (declare<P>(acc, (P)a), ...);
+    auto *fn = new std::function<void()>([k = k, g = g, b = b, a...]() { run_grid(g, b, [&] { k(a...); }); });
+    emu_launch(s, name, g, b, acc.data(), (int)acc.size(),
+               [](void *c) { (*(std::function<void()> *)c)(); },
+               fn, [](void *c) { delete (std::function<void()> *)c; });
   }
 };
 
-template <class... P> launcher<P...> launch(void (*k)(P...), dim3 g, dim3 b) { return launcher<P...>{k, g, b}; }
+template <class... P> launcher<P...> launch(void (*k)(P...), const char *name, cudaStream_t s, dim3 g, dim3 b) {
+  return launcher<P...>{k, name, s, g, b};
+}
 }  // namespace emu
 
-#define LAUNCH(k, s, ...) ((void)(s), emu::launch(k, __VA_ARGS__))
+#define LAUNCH(k, s, ...) emu::launch(k, #k, s, __VA_ARGS__)
 
 inline void __syncthreads() { emu::wait_at(emu::F_BLOCK); }
 
@@ -193,5 +220,5 @@ template <class F> cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *
   return cudaSuccess;
 }
 
-/* Launch errors would be reported by the fake runtime's cudaGetLastError (always success). */
+/* Launch configuration errors are reported by the emulated runtime's cudaGetLastError. */
 #endif

@@ -1,120 +1,1050 @@
-/* tests/gpu/emu/fake_cuda.c: a host-memory stand-in for the parts of the CUDA runtime
- * and cuBLAS that the CUDA backend calls, so that tests/gpu/cuda_kernels_emu runs the
- * backend (cuda_backend.c, transport_nccl.c's copy channel) and the kernels (kernels.cu
- * compiled with cuda_emu.h) on a machine without a GPU.
+/* tests/gpu/emu/fake_cuda.c: an asynchronous host-memory emulator of the parts of the
+ * CUDA runtime, cuBLAS and NCCL that the CUDA backend (and ordinary small host
+ * programs) call, with a stream race detector. It makes a machine without a GPU run the
+ * backend's real code paths, and makes stream- and NCCL-ordering mistakes fail
+ * deterministically.
  *
- * The test executable defines these functions; the dynamic linker then binds
- * libppsrt's calls to them instead of libcudart's and libcublas's (interposition: the
- * executable is linked with --export-dynamic). Should that ever fail, the backend would
- * reach the real runtime, find no GPU, and the test would fail loudly, never pass.
+ * Two ways in: tests/gpu/cuda_kernels_emu links it into the executable (interposition
+ * through --export-dynamic); tests/gpu/emu/libppsrt_emu.so is the same code as a
+ * preload library (LD_PRELOAD) for whole programs.
  *
- * What it does: PPSRT_EMU_GPUS "devices" (default 1) sharing host memory; every stream is synchronous
- * (work runs when enqueued), so every event is complete once recorded and waits are
- * no-ops; cublasGemmEx / cublasGemmStridedBatchedEx are column-major reference loops on
- * bf16 and F32 operands with F32 accumulation and a bf16 or F32 result.
- * With HAVE_NCCL it also stands in for NCCL's in-process path (ncclCommInitAll, send,
- * recv, all-reduce, broadcast): sends are buffered queues per communicator and ordered
- * pair, collectives meet on a condition variable; a message sent on one communicator is
- * only received on the same one, so a send and its recv on different communicators
- * time out here as they would hang under NCCL.
- * What it does not: no asynchrony (stream-ordering mistakes go unseen here), no
- * rendezvous (real NCCL sends wait for their receiver), no error injection, no MPI
- * bootstrap (ncclGetUniqueId, ncclCommInitRank), nothing the backend does not call. */
+ * What it models:
+ *  - devices: PPSRT_EMU_GPUS "GPUs" (default 1) sharing host memory;
+ *  - streams: every stream has a worker thread that runs its queued work in issue order,
+ *    after a random delay drawn from PPS_EMU_SEED (default 1; PPS_EMU_DELAY_US, default
+ *    40, bounds it). The legacy default stream (0, cudaStreamLegacy, and here also
+ *    cudaStreamPerThread) is one per device; streams created without
+ *    cudaStreamNonBlocking synchronise with it both ways, non-blocking ones do not;
+ *  - events: cudaEventRecord enqueues a marker; the event completes when the stream
+ *    reaches it; cudaStreamWaitEvent makes the stream's later work wait for it;
+ *    cudaEventQuery/Synchronize, cudaStreamSynchronize/Query, cudaDeviceSynchronize are
+ *    real host waits; elapsed times are host clock times of the markers;
+ *  - copies: cudaMemcpyAsync/cudaMemsetAsync run on their stream; cudaMemcpy runs on
+ *    the legacy stream: device-to-host and pinned host-to-device wait for it, a
+ *    host-to-device copy from pageable memory snapshots the source and may return before
+ *    the copy lands (as CUDA allows), device-to-device never waits. cudaFree and
+ *    cudaFreeHost synchronise the device first, cudaFreeAsync is stream-ordered;
+ *  - kernels (kernels.cu through cuda_emu.h) and cuBLAS GEMMs run on their stream's
+ *    worker; a launch with a bad configuration (empty grid, more than 1024 threads per
+ *    block, grid or block dimensions past CUDA's limits) enqueues nothing and is
+ *    reported by cudaGetLastError / cudaPeekAtLastError (per host thread, cleared on
+ *    read);
+ *  - NCCL (with HAVE_NCCL): communicators from ncclCommInitAll or from
+ *    ncclGetUniqueId + ncclCommInitRank (all ranks in this process: the call blocks until
+ *    every rank joined, as NCCL's does); operations run on their stream's worker;
+ *    ncclSend completes only when the matching ncclRecv runs (rendezvous), the
+ *    operations of one ncclGroupStart/End progress together (their streams are joined
+ *    first), a communicator runs its groups one at a time in issue order, collectives
+ *    (all-reduce F32 sum/max/min/prod, broadcast) need every rank. No progress for
+ *    PPS_EMU_TIMEOUT seconds (default 60) prints every pending operation and exits 67;
+ *  - the race detector: every kernel, copy, memset, GEMM and NCCL operation declares the
+ *    byte ranges it reads and writes in emulated allocations (kernels: pointer
+ *    parameters, `const T *` read and `T *` written, from the pointer to the end of its
+ *    allocation; copies, GEMMs and NCCL: exact ranges). Happens-before is a vector clock
+ *    per stream, carried by events, stream waits, the legacy stream's implicit
+ *    synchronisation, NCCL groups, and host synchronisation (each host thread has its own
+ *    clock: a host wait joins the clock of what it waited for, an enqueue passes the
+ *    host's clock to the work). An access that conflicts (one of the two writes) with an
+ *    earlier one on another stream not ordered before it prints the buffer, both
+ *    streams and both operations and exits 66 (PPS_EMU_RACE=warn: print and go on).
+ *
+ * What it does not model: host code reading or writing pinned memory (only device-side
+ * accesses are tracked, so a host read of a pinned buffer before its copy finished goes
+ * unseen); pointers that a kernel reads through memory (the copy channel's source
+ * arrays); several processes (no shared-memory NCCL: ranks in separate processes never
+ * meet; ncclCommInitRank times out with a message); NCCL's internal streams and
+ * proxy threads; device-wide effects of cudaMalloc; graphs; timing, bandwidth and
+ * memory capacity; error injection beyond launch configurations; a write-read pair on
+ * one stream is always ordered (streams are in order), so races inside a kernel or
+ * between blocks are the business of cuda_emu.h, not this file. */
 #include "config.h"
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
-/* ---- devices, errors: PPSRT_EMU_GPUS "GPUs" (default 1), all the same host memory ---- */
+#include "emu_api.h"
+
+#define MAXS 512      /* stream slots (vector clock width) */
+#define EXIT_RACE 66
+#define EXIT_STUCK 67
+
+/* ------------------------------------------------------------------------- */
+/* configuration                                                               */
+
+static unsigned long long seed_v;
+static int delay_us = 40, race_warn;
+static double stuck_s = 60;
+static pthread_once_t cfg_once = PTHREAD_ONCE_INIT;
+static void cfg_init(void) {
+  const char *v = getenv("PPS_EMU_SEED");
+  seed_v = v ? strtoull(v, NULL, 10) : 1;
+  if ((v = getenv("PPS_EMU_DELAY_US"))) delay_us = atoi(v) < 0 ? 0 : atoi(v);
+  if ((v = getenv("PPS_EMU_TIMEOUT")) && atof(v) > 0) stuck_s = atof(v);
+  v = getenv("PPS_EMU_RACE");
+  race_warn = v && strcmp(v, "warn") == 0;
+}
+static void cfg(void) { pthread_once(&cfg_once, cfg_init); }
+
 static int ngpus(void) {
   const char *v = getenv("PPSRT_EMU_GPUS");
   int n = v ? atoi(v) : 1;
   return n > 0 ? n : 1;
 }
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void deadline_in(struct timespec *dl, double s) {
+  clock_gettime(CLOCK_REALTIME, dl);
+  long long ns = dl->tv_nsec + (long long)(s * 1e9);
+  dl->tv_sec += (time_t)(ns / 1000000000LL);
+  dl->tv_nsec = (long)(ns % 1000000000LL);
+}
+
+static void emu_die(int code, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("pps-emu: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+  fflush(stderr);
+  _exit(code);
+}
+
+static void *xmalloc(size_t n) {
+  void *p = malloc(n ? n : 1);
+  if (!p) emu_die(70, "out of host memory (%zu bytes)", n);
+  return p;
+}
+static void *xcalloc(size_t a, size_t b) {
+  void *p = calloc(a ? a : 1, b ? b : 1);
+  if (!p) emu_die(70, "out of host memory");
+  return p;
+}
+
+/* ------------------------------------------------------------------------- */
+/* global state: one mutex for queues and completions                          */
+
+static pthread_mutex_t G = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t G_done = PTHREAD_COND_INITIALIZER;   /* something completed */
+
+/* vector clocks: MAXS counters (one per stream slot) */
+typedef struct vclock { uint32_t c[MAXS]; } vclock;
+static int vc_hi;   /* slots in use are < vc_hi (under G) */
+static void vc_join(uint32_t *a, const uint32_t *b, int n) {
+  for (int i = 0; i < n; i++)
+    if (b[i] > a[i]) a[i] = b[i];
+}
+
+static __thread uint32_t host_vc[MAXS];
 static __thread int cur_dev;
-cudaError_t cudaGetDeviceCount(int *n) { *n = ngpus(); return cudaSuccess; }
+static __thread cudaError_t last_err;
+
+/* ------------------------------------------------------------------------- */
+/* streams                                                                     */
+
+typedef struct record {   /* one cudaEventRecord: completes when its stream reaches it */
+  int refs, done, slot;
+  double t;
+  uint32_t *vc;           /* [vc_n] the stream's clock at the marker */
+  int vc_n;
+} record;
+
+enum { K_OP, K_WAIT, K_RECORD, K_GROUP, K_QUIT };
+
+struct nccl_group;
+typedef struct item {
+  struct item *next;
+  int kind;
+  uint32_t *pre;          /* the enqueuing host thread's clock */
+  int pre_n;
+  record *rec;            /* K_WAIT, K_RECORD */
+  struct nccl_group *grp; /* K_GROUP */
+  void (*fn)(void *);     /* K_OP */
+  void *ctx;
+  void (*del)(void *);
+  emu_access acc[EMU_MAX_ACCESS];
+  int nacc;
+  char what[112];
+} item;
+
+typedef struct strm {
+  int slot, dev, legacy, nonblocking, prio;
+  char name[96];
+  pthread_t th;
+  pthread_cond_t cv;      /* work arrived */
+  item *head, *tail;
+  unsigned long long nenq, ndone;
+  unsigned long long legacy_seen;   /* blocking stream: legacy nenq already waited for */
+  unsigned long long seen_by_legacy;
+  uint32_t vc[MAXS];      /* worker-owned */
+  unsigned long long rng;
+  int quit;
+  int busy_wait;          /* 1 while the worker waits on something (diagnostics) */
+  char waiting_on[160];
+} strm;
+
+static strm *slots[MAXS];
+static strm *legacy_of[64];
+static int nstreams_made;
+
+static unsigned long long rng_next(unsigned long long *s) {
+  unsigned long long x = *s;
+  x ^= x << 13;
+  x ^= x >> 7;
+  x ^= x << 17;
+  return *s = x ? x : 0x9E3779B97F4A7C15ULL;
+}
+
+static void rand_delay(strm *s) {
+  if (!delay_us) return;
+  unsigned long long r = rng_next(&s->rng);
+  if (r % 4 == 0) {
+    struct timespec ts = {0, (long)(r % (unsigned)delay_us) * 1000L};
+    nanosleep(&ts, NULL);
+  } else if (r % 4 == 1) {
+    sched_yield();
+  }
+}
+
+static record *rec_new(int slot) {
+  record *r = xcalloc(1, sizeof *r);
+  r->refs = 1;
+  r->slot = slot;
+  return r;
+}
+static void rec_unref(record *r) {   /* under G */
+  if (r && --r->refs == 0) {
+    free(r->vc);
+    free(r);
+  }
+}
+
+static void item_free(item *it) {
+  if (it->del) it->del(it->ctx);
+  free(it->pre);
+  free(it);
+}
+
+struct nccl_group;
+static void group_exec(strm *s, struct nccl_group *g);
+static void group_unref(struct nccl_group *g);
+static void check_accesses(strm *s, const item *it);
+
+/* Waits on G_done until *flag != 0 (under G); past the stuck timeout reports `what`. */
+static void wait_flag(volatile int *flag, const char *what, strm *s);
+
+static void *worker(void *arg) {
+  strm *s = arg;
+  pthread_mutex_lock(&G);
+  for (;;) {
+    while (!s->head) pthread_cond_wait(&s->cv, &G);
+    item *it = s->head;
+    pthread_mutex_unlock(&G);
+    if (it->kind == K_QUIT) break;
+    rand_delay(s);
+    if (it->pre) vc_join(s->vc, it->pre, it->pre_n);
+    switch (it->kind) {
+    case K_WAIT:
+      pthread_mutex_lock(&G);
+      snprintf(s->waiting_on, sizeof s->waiting_on, "an event recorded on %s",
+               it->rec->slot >= 0 && slots[it->rec->slot] ? slots[it->rec->slot]->name : "another stream");
+      wait_flag(&it->rec->done, s->waiting_on, s);
+      vc_join(s->vc, it->rec->vc, it->rec->vc_n);
+      s->waiting_on[0] = 0;
+      pthread_mutex_unlock(&G);
+      break;
+    case K_OP:
+      s->vc[s->slot]++;
+      check_accesses(s, it);
+      if (it->fn) it->fn(it->ctx);
+      break;
+    case K_RECORD:
+      pthread_mutex_lock(&G);
+      {
+        int n = vc_hi;
+        it->rec->vc = xmalloc((size_t)n * sizeof(uint32_t));
+        memcpy(it->rec->vc, s->vc, (size_t)n * sizeof(uint32_t));
+        it->rec->vc_n = n;
+        it->rec->t = now_s();
+        it->rec->done = 1;
+        pthread_cond_broadcast(&G_done);
+      }
+      pthread_mutex_unlock(&G);
+      break;
+    case K_GROUP: group_exec(s, it->grp); break;
+    default: break;
+    }
+    pthread_mutex_lock(&G);
+    s->head = it->next;
+    if (!s->head) s->tail = NULL;
+    s->ndone++;
+    if (it->rec) rec_unref(it->rec);
+    if (it->grp) group_unref(it->grp);
+    pthread_cond_broadcast(&G_done);
+    pthread_mutex_unlock(&G);
+    item_free(it);
+    pthread_mutex_lock(&G);
+  }
+  /* K_QUIT: the stream is destroyed; its slot becomes free */
+  pthread_mutex_lock(&G);
+  item *it = s->head;
+  s->head = NULL;
+  slots[s->slot] = NULL;
+  pthread_mutex_unlock(&G);
+  item_free(it);
+  pthread_cond_destroy(&s->cv);
+  free(s);
+  return NULL;
+}
+
+#ifdef HAVE_NCCL
+static void nccl_dump(void);
+#endif
+static void wait_flag(volatile int *flag, const char *what, strm *s) {
+  double t0 = now_s();
+  while (!*flag) {
+    struct timespec dl;
+    deadline_in(&dl, 0.5);
+    pthread_cond_timedwait(&G_done, &G, &dl);
+#ifdef HAVE_NCCL
+    if (!*flag && now_s() - t0 > stuck_s) nccl_dump();
+#endif
+    if (!*flag && now_s() - t0 > stuck_s)
+      emu_die(EXIT_STUCK, "%s waited %.0f s for %s, which never completed (PPS_EMU_TIMEOUT)",
+              s ? s->name : "a host thread", now_s() - t0, what);
+  }
+}
+
+static strm *stream_new(int dev, int legacy, int nonblocking, int prio) {   /* under G */
+  cfg();
+  int slot = -1;
+  for (int i = 0; i < MAXS; i++)
+    if (!slots[i]) {
+      slot = i;
+      break;
+    }
+  if (slot < 0) return NULL;
+  strm *s = xcalloc(1, sizeof *s);
+  s->slot = slot;
+  s->dev = dev;
+  s->legacy = legacy;
+  s->nonblocking = nonblocking;
+  s->prio = prio;
+  s->rng = (seed_v + 1) * 0x9E3779B97F4A7C15ULL + (unsigned long long)(nstreams_made + 1) * 0xBF58476D1CE4E5B9ULL;
+  nstreams_made++;
+  if (legacy) snprintf(s->name, sizeof s->name, "the legacy default stream of GPU %d", dev);
+  else snprintf(s->name, sizeof s->name, "stream #%d (GPU %d%s)", nstreams_made, dev, nonblocking ? ", non-blocking" : "");
+  pthread_cond_init(&s->cv, NULL);
+  /* a reused slot keeps counting from the old stream's clock (never moves backwards) */
+  for (int i = 0; i < MAXS; i++) s->vc[i] = 0;
+  static uint32_t slot_clock[MAXS];
+  s->vc[slot] = slot_clock[slot] += 1u << 20;   /* clear of the previous owner's epochs */
+  slots[slot] = s;
+  if (slot + 1 > vc_hi) vc_hi = slot + 1;
+  pthread_attr_t a;
+  pthread_attr_init(&a);
+  pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+  pthread_attr_setstacksize(&a, 1 << 20);
+  if (pthread_create(&s->th, &a, worker, s)) emu_die(70, "cannot start a stream worker thread");
+  pthread_attr_destroy(&a);
+  return s;
+}
+
+static strm *legacy(int dev) {   /* under G */
+  if (dev < 0 || dev >= 64) dev = 0;
+  if (!legacy_of[dev]) legacy_of[dev] = stream_new(dev, 1, 0, 0);
+  return legacy_of[dev];
+}
+
+static strm *S(cudaStream_t st) {   /* under G */
+  if (st == NULL || st == cudaStreamLegacy || st == cudaStreamPerThread) return legacy(cur_dev);
+  return (strm *)st;
+}
+
+static item *item_new(int kind, const char *what) {
+  item *it = xcalloc(1, sizeof *it);
+  it->kind = kind;
+  if (what) snprintf(it->what, sizeof it->what, "%s", what);
+  return it;
+}
+
+static void push_raw(strm *s, item *it) {   /* under G */
+  if (!it->pre && it->kind != K_QUIT) {
+    int n = vc_hi;
+    it->pre = xmalloc((size_t)n * sizeof(uint32_t));
+    memcpy(it->pre, host_vc, (size_t)n * sizeof(uint32_t));
+    it->pre_n = n;
+  }
+  if (s->tail) s->tail->next = it;
+  else s->head = it;
+  s->tail = it;
+  s->nenq++;
+  pthread_cond_signal(&s->cv);
+}
+
+/* `b` waits for everything enqueued so far on `a` (an implicit event). Under G. */
+static void order_after(strm *b, strm *a) {
+  record *r = rec_new(a->slot);
+  r->refs = 2;
+  item *rit = item_new(K_RECORD, "implicit record");
+  rit->rec = r;
+  push_raw(a, rit);
+  item *wit = item_new(K_WAIT, "implicit wait");
+  wit->rec = r;
+  push_raw(b, wit);
+}
+
+/* Enqueues `it` on s with the legacy stream's implicit synchronisation. Under G. */
+static void push(strm *s, item *it) {
+  if (s->legacy) {
+    for (int i = 0; i < vc_hi; i++) {
+      strm *o = slots[i];
+      if (!o || o == s || o->legacy || o->nonblocking || o->quit || o->dev != s->dev) continue;
+      if (o->nenq > o->seen_by_legacy) {
+        order_after(s, o);
+        o->seen_by_legacy = o->nenq;
+      }
+    }
+  } else if (!s->nonblocking) {
+    strm *l = legacy(s->dev);
+    if (l->nenq > s->legacy_seen) {
+      order_after(s, l);
+      s->legacy_seen = l->nenq;
+    }
+  }
+  push_raw(s, it);
+}
+
+/* Host waits for everything enqueued so far on s and joins its clock. Under G. */
+static void host_sync_stream(strm *s) {
+  record *r = rec_new(s->slot);
+  r->refs = 2;
+  item *it = item_new(K_RECORD, "synchronize");
+  it->rec = r;
+  push_raw(s, it);
+  char what[160];
+  snprintf(what, sizeof what, "the work queued on %s", s->name);
+  wait_flag(&r->done, what, NULL);
+  vc_join(host_vc, r->vc, r->vc_n);
+  rec_unref(r);
+}
+
+static void host_sync_device(int dev) {   /* under G */
+  legacy(dev);
+  for (int i = 0; i < vc_hi; i++)
+    if (slots[i] && slots[i]->dev == dev && !slots[i]->quit) host_sync_stream(slots[i]);
+}
+
+/* ------------------------------------------------------------------------- */
+/* allocations and the race detector                                           */
+
+typedef struct entry {
+  size_t lo, hi;
+  int write, slot;
+  uint32_t epoch;
+  char what[256];
+} entry;
+
+typedef struct alloc {
+  char *base;
+  size_t size;
+  int host, dev, id;
+  entry *e;
+  int ne, cap;
+} alloc;
+
+static pthread_mutex_t D = PTHREAD_MUTEX_INITIALIZER;   /* allocations, entries */
+static alloc **allocs;   /* sorted by base */
+static int nallocs, capallocs, next_alloc_id;
+
+static int find_alloc_idx(const void *p) {   /* under D: index of the allocation holding p, or -1 */
+  int lo = 0, hi = nallocs - 1;
+  const char *c = p;
+  while (lo <= hi) {
+    int mid = (lo + hi) / 2;
+    alloc *a = allocs[mid];
+    if (c < a->base) hi = mid - 1;
+    else if (c >= a->base + (a->size ? a->size : 1)) lo = mid + 1;
+    else return mid;
+  }
+  return -1;
+}
+
+static int kind_of(const void *p) {   /* 0 pageable/unknown, 1 device, 2 pinned host */
+  pthread_mutex_lock(&D);
+  int i = find_alloc_idx(p), k = i < 0 ? 0 : allocs[i]->host ? 2 : 1;
+  pthread_mutex_unlock(&D);
+  return k;
+}
+
+static void alloc_add(void *p, size_t n, int host) {
+  alloc *a = xcalloc(1, sizeof *a);
+  a->base = p;
+  a->size = n;
+  a->host = host;
+  a->dev = cur_dev;
+  pthread_mutex_lock(&D);
+  a->id = ++next_alloc_id;
+  if (nallocs == capallocs) {
+    capallocs = capallocs ? 2 * capallocs : 256;
+    alloc **v = realloc(allocs, (size_t)capallocs * sizeof *v);
+    if (!v) emu_die(70, "out of host memory");
+    allocs = v;
+  }
+  int i = nallocs;
+  while (i > 0 && allocs[i - 1]->base > (char *)p) {
+    allocs[i] = allocs[i - 1];
+    i--;
+  }
+  allocs[i] = a;
+  nallocs++;
+  pthread_mutex_unlock(&D);
+}
+
+static int alloc_remove(void *p, int host) {   /* 0, or -1 when p is not the base of such an allocation */
+  pthread_mutex_lock(&D);
+  int i = find_alloc_idx(p);
+  if (i < 0 || allocs[i]->base != (char *)p || allocs[i]->host != host) {
+    pthread_mutex_unlock(&D);
+    return -1;
+  }
+  alloc *a = allocs[i];
+  memmove(&allocs[i], &allocs[i + 1], (size_t)(nallocs - i - 1) * sizeof *allocs);
+  nallocs--;
+  pthread_mutex_unlock(&D);
+  free(a->e);
+  free(a);
+  return 0;
+}
+
+static void describe(char *buf, size_t n, const strm *s, const item *it, int write) {
+  snprintf(buf, n, "%s (%s) on %s", it->what, write ? "write" : "read", s->name);
+}
+
+/* Checks one access of `it` on stream s against the allocation's earlier accesses and
+ * records it. Under D. */
+static void check_one(strm *s, const item *it, const emu_access *ac) {
+  if (!ac->p) return;
+  int i = find_alloc_idx(ac->p);
+  if (i < 0) return;   /* pageable host memory: not tracked */
+  alloc *a = allocs[i];
+  size_t lo = (size_t)((const char *)ac->p - a->base);
+  size_t hi = ac->bytes == EMU_TO_END || lo + ac->bytes > a->size ? a->size : lo + ac->bytes;
+  if (hi <= lo) return;
+  int j = 0;
+  for (int k = 0; k < a->ne; k++) {
+    entry *e = &a->e[k];
+    int overlap = e->lo < hi && lo < e->hi;
+    int ordered = e->slot == s->slot ? 1 : s->vc[e->slot] >= e->epoch;
+    if (overlap && (e->write || ac->write) && !ordered) {
+      char me[256];
+      describe(me, sizeof me, s, it, ac->write);
+      fprintf(stderr,
+              "pps-emu: RACE on %s buffer #%d (%zu bytes at %p, bytes %zu..%zu):\n"
+              "  %s\n  is not ordered after\n  %s\n"
+              "hint: record an event on the first stream after the earlier operation and make the second stream "
+              "wait for it (cudaEventRecord + cudaStreamWaitEvent), or synchronise the host between them\n",
+              a->host ? "pinned host" : "device", a->id, a->size, (void *)a->base, lo > e->lo ? lo : e->lo,
+              hi < e->hi ? hi : e->hi, me, e->what);
+      fflush(stderr);
+      if (!race_warn) _exit(EXIT_RACE);
+    }
+    /* an entry ordered before this access and covered by it adds nothing later */
+    if (ordered && e->lo >= lo && e->hi <= hi && (ac->write || !e->write)) continue;
+    a->e[j++] = *e;
+  }
+  a->ne = j;
+  if (a->ne == a->cap) {
+    if (a->cap >= 256) {   /* bounded: forget the oldest */
+      memmove(&a->e[0], &a->e[1], (size_t)(a->ne - 1) * sizeof *a->e);
+      a->ne--;
+    } else {
+      a->cap = a->cap ? 2 * a->cap : 4;
+      entry *v = realloc(a->e, (size_t)a->cap * sizeof *v);
+      if (!v) emu_die(70, "out of host memory");
+      a->e = v;
+    }
+  }
+  entry *e = &a->e[a->ne++];
+  e->lo = lo;
+  e->hi = hi;
+  e->write = ac->write;
+  e->slot = s->slot;
+  e->epoch = s->vc[s->slot];
+  describe(e->what, sizeof e->what, s, it, ac->write);
+}
+
+static void check_accesses(strm *s, const item *it) {
+  if (!it->nacc) return;
+  pthread_mutex_lock(&D);
+  for (int k = 0; k < it->nacc; k++) check_one(s, it, &it->acc[k]);
+  pthread_mutex_unlock(&D);
+}
+
+/* ------------------------------------------------------------------------- */
+/* devices, errors                                                             */
+
+cudaError_t cudaGetDeviceCount(int *n) {
+  *n = ngpus();
+  return cudaSuccess;
+}
 cudaError_t cudaSetDevice(int d) {
-  if (d < 0 || d >= ngpus()) return cudaErrorInvalidDevice;
+  if (d < 0 || d >= ngpus()) return last_err = cudaErrorInvalidDevice;
   cur_dev = d;
   return cudaSuccess;
 }
-cudaError_t cudaGetDevice(int *d) { *d = cur_dev; return cudaSuccess; }
-cudaError_t cudaGetLastError(void) { return cudaSuccess; }
-const char *cudaGetErrorName(cudaError_t e) { return e == cudaSuccess ? "cudaSuccess" : "cudaErrorEmulated"; }
-const char *cudaGetErrorString(cudaError_t e) { return e == cudaSuccess ? "no error" : "emulated error"; }
+cudaError_t cudaGetDevice(int *d) {
+  *d = cur_dev;
+  return cudaSuccess;
+}
+cudaError_t cudaGetLastError(void) {
+  cudaError_t e = last_err;
+  last_err = cudaSuccess;
+  return e;
+}
+cudaError_t cudaPeekAtLastError(void) { return last_err; }
+const char *cudaGetErrorName(cudaError_t e) {
+  switch (e) {
+  case cudaSuccess: return "cudaSuccess";
+  case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+  case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
+  case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+  case cudaErrorNotReady: return "cudaErrorNotReady";
+  case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+  case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
+  case cudaErrorInsufficientDriver: return "cudaErrorInsufficientDriver";
+  default: return "cudaErrorEmulated";
+  }
+}
+const char *cudaGetErrorString(cudaError_t e) {
+  switch (e) {
+  case cudaSuccess: return "no error";
+  case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+  case cudaErrorNotReady: return "device not ready";
+  case cudaErrorInsufficientDriver: return "CUDA driver version is insufficient for CUDA runtime version";
+  default: return "emulated error";
+  }
+}
 cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int d) {
+  if (d < 0 || d >= ngpus()) return last_err = cudaErrorInvalidDevice;
   memset(p, 0, sizeof *p);
   snprintf(p->name, sizeof p->name, "emulated on the host (tests/gpu/emu)");
   p->major = 9;
   p->multiProcessorCount = 1;
+  p->maxThreadsPerBlock = 1024;
   return cudaSuccess;
 }
-cudaError_t cudaDeviceGetStreamPriorityRange(int *least, int *greatest) { *least = 0; *greatest = -1; return cudaSuccess; }
+cudaError_t cudaDeviceGetStreamPriorityRange(int *least, int *greatest) {
+  *least = 0;
+  *greatest = -1;
+  return cudaSuccess;
+}
+/* PPS_EMU_DRIVER_VERSION (default: the toolkit's CUDART_VERSION) plays an older driver. */
+cudaError_t cudaDriverGetVersion(int *v) {
+  const char *e = getenv("PPS_EMU_DRIVER_VERSION");
+  *v = e ? atoi(e) : CUDART_VERSION;
+  return cudaSuccess;
+}
+cudaError_t cudaRuntimeGetVersion(int *v) {
+  *v = CUDART_VERSION;
+  return cudaSuccess;
+}
 
-/* ---- memory ---- */
+/* ------------------------------------------------------------------------- */
+/* memory                                                                      */
+
 static void *host_mem(size_t n) {
   void *p = NULL;
   if (posix_memalign(&p, 256, n ? n : 1)) return NULL;
   memset(p, 0xA5, n);   /* garbage, as fresh device memory holds */
   return p;
 }
-cudaError_t cudaMalloc(void **p, size_t n) { return (*p = host_mem(n)) ? cudaSuccess : cudaErrorMemoryAllocation; }
-cudaError_t cudaFree(void *p) { free(p); return cudaSuccess; }
-cudaError_t cudaHostAlloc(void **p, size_t n, unsigned int flags) { return cudaMalloc(p, n); }
-cudaError_t cudaFreeHost(void *p) { free(p); return cudaSuccess; }
-cudaError_t cudaMallocAsync(void **p, size_t n, cudaStream_t s) { return cudaMalloc(p, n); }
-cudaError_t cudaFreeAsync(void *p, cudaStream_t s) { free(p); return cudaSuccess; }
-cudaError_t cudaMemcpy(void *d, const void *s, size_t n, enum cudaMemcpyKind k) { memmove(d, s, n); return cudaSuccess; }
-cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, enum cudaMemcpyKind k, cudaStream_t st) {
-  memmove(d, s, n);
+cudaError_t cudaMalloc(void **p, size_t n) {
+  cfg();
+  if (!(*p = host_mem(n))) return last_err = cudaErrorMemoryAllocation;
+  alloc_add(*p, n, 0);
   return cudaSuccess;
 }
-cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s) { memset(p, v, n); return cudaSuccess; }
+cudaError_t cudaFree(void *p) {
+  if (!p) return cudaSuccess;
+  pthread_mutex_lock(&G);
+  host_sync_device(cur_dev);   /* cudaFree synchronises the device */
+  pthread_mutex_unlock(&G);
+  if (alloc_remove(p, 0)) return last_err = cudaErrorInvalidValue;
+  free(p);
+  return cudaSuccess;
+}
+cudaError_t cudaHostAlloc(void **p, size_t n, unsigned int flags) {
+  (void)flags;
+  cfg();
+  if (!(*p = host_mem(n))) return last_err = cudaErrorMemoryAllocation;
+  alloc_add(*p, n, 1);
+  return cudaSuccess;
+}
+cudaError_t cudaMallocHost(void **p, size_t n) { return cudaHostAlloc(p, n, 0); }
+cudaError_t cudaFreeHost(void *p) {
+  if (!p) return cudaSuccess;
+  pthread_mutex_lock(&G);
+  host_sync_device(cur_dev);
+  pthread_mutex_unlock(&G);
+  if (alloc_remove(p, 1)) return last_err = cudaErrorInvalidValue;
+  free(p);
+  return cudaSuccess;
+}
 
-/* ---- streams and events (synchronous) ---- */
-typedef struct fake_event { double t; int recorded; } fake_event;
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+typedef struct copy_ctx { void *dst; const void *src; size_t n; void *owned; int val; } copy_ctx;
+static void run_copy(void *c) {
+  copy_ctx *x = c;
+  if (x->n) memmove(x->dst, x->src, x->n);
 }
+static void run_set(void *c) {
+  copy_ctx *x = c;
+  if (x->n) memset(x->dst, x->val, x->n);
+}
+static void del_copy(void *c) {
+  copy_ctx *x = c;
+  free(x->owned);
+  free(x);
+}
+
+static const char *kind_name(int k) { return k == 1 ? "device" : k == 2 ? "pinned" : "pageable"; }
+
+/* Enqueues a copy; returns the record of its completion when want_rec (caller unrefs). */
+static record *enqueue_copy(strm *s, void *dst, const void *src, size_t n, int snapshot, const char *call,
+                            int want_rec) {
+  copy_ctx *x = xcalloc(1, sizeof *x);
+  x->dst = dst;
+  x->src = src;
+  x->n = n;
+  if (snapshot) {
+    x->owned = xmalloc(n);
+    memcpy(x->owned, src, n);
+    x->src = x->owned;
+  }
+  int kd = kind_of(dst), ks = kind_of(src);
+  item *it = item_new(K_OP, NULL);
+  snprintf(it->what, sizeof it->what, "%s of %zu bytes, %s to %s", call, n, kind_name(ks), kind_name(kd));
+  it->fn = run_copy;
+  it->ctx = x;
+  it->del = del_copy;
+  it->acc[0] = (emu_access){src, n, 0};
+  it->acc[1] = (emu_access){dst, n, 1};
+  it->nacc = snapshot ? 0 : 1;
+  if (snapshot) it->acc[0] = it->acc[1];
+  it->nacc = snapshot ? 1 : 2;
+  record *r = NULL;
+  push(s, it);
+  if (want_rec) {
+    r = rec_new(s->slot);
+    r->refs = 2;
+    item *ri = item_new(K_RECORD, "copy done");
+    ri->rec = r;
+    push_raw(s, ri);
+  }
+  return r;
+}
+
+static void host_wait_rec(record *r, const char *what, int join) {   /* under G; unrefs r */
+  wait_flag(&r->done, what, NULL);
+  if (join) vc_join(host_vc, r->vc, r->vc_n);
+  rec_unref(r);
+}
+
+cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, enum cudaMemcpyKind k, cudaStream_t st) {
+  (void)k;
+  cfg();
+  int kd = kind_of(d), ks = kind_of(s);
+  pthread_mutex_lock(&G);
+  strm *q = S(st);
+  if (kd == 0 && ks == 0) {   /* host to host: a plain synchronous copy */
+    pthread_mutex_unlock(&G);
+    if (n) memmove(d, s, n);
+    return cudaSuccess;
+  }
+  /* pageable source: staged at the call; pageable destination: the call waits */
+  record *r = enqueue_copy(q, d, s, n, ks == 0, "cudaMemcpyAsync", kd == 0);
+  if (r) host_wait_rec(r, "a cudaMemcpyAsync into pageable memory", 1);
+  pthread_mutex_unlock(&G);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void *d, const void *s, size_t n, enum cudaMemcpyKind k) {
+  (void)k;
+  cfg();
+  int kd = kind_of(d), ks = kind_of(s);
+  if (kd == 0 && ks == 0) {
+    if (n) memmove(d, s, n);
+    return cudaSuccess;
+  }
+  pthread_mutex_lock(&G);
+  strm *l = legacy(cur_dev);
+  if (kd == 1 && ks == 0) {
+    /* pageable to device: staged; may return before the copy lands, and the host learns
+     * nothing about its completion */
+    record *r = enqueue_copy(l, d, s, n, 1, "cudaMemcpy", 1);
+    static unsigned long long coin;
+    if (!coin) coin = seed_v * 0x2545F4914F6CDD1DULL + 7;
+    if (rng_next(&coin) & 1) host_wait_rec(r, "a cudaMemcpy", 0);
+    else rec_unref(r);
+  } else if (kd == 1 && ks == 1) {
+    enqueue_copy(l, d, s, n, 0, "cudaMemcpy", 0);   /* device to device: no host wait */
+  } else {
+    record *r = enqueue_copy(l, d, s, n, 0, "cudaMemcpy", 1);
+    host_wait_rec(r, "a cudaMemcpy", 1);
+  }
+  pthread_mutex_unlock(&G);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t st) {
+  copy_ctx *x = xcalloc(1, sizeof *x);
+  x->dst = p;
+  x->n = n;
+  x->val = v;
+  item *it = item_new(K_OP, NULL);
+  snprintf(it->what, sizeof it->what, "cudaMemsetAsync of %zu bytes", n);
+  it->fn = run_set;
+  it->ctx = x;
+  it->del = del_copy;
+  it->acc[0] = (emu_access){p, n, 1};
+  it->nacc = 1;
+  pthread_mutex_lock(&G);
+  push(S(st), it);
+  pthread_mutex_unlock(&G);
+  return cudaSuccess;
+}
+cudaError_t cudaMemset(void *p, int v, size_t n) { return cudaMemsetAsync(p, v, n, NULL); }
+
+typedef struct malloc_ctx { void *p; } malloc_ctx;
+static void run_free(void *c) {
+  malloc_ctx *m = c;
+  alloc_remove(m->p, 0);
+  free(m->p);
+}
+cudaError_t cudaMallocAsync(void **p, size_t n, cudaStream_t s) {
+  (void)s;
+  return cudaMalloc(p, n);
+}
+cudaError_t cudaFreeAsync(void *p, cudaStream_t st) {
+  if (!p) return cudaSuccess;
+  malloc_ctx *m = xcalloc(1, sizeof *m);
+  m->p = p;
+  item *it = item_new(K_OP, "cudaFreeAsync");
+  it->fn = run_free;
+  it->ctx = m;
+  it->del = free;
+  it->acc[0] = (emu_access){p, EMU_TO_END, 1};
+  it->nacc = 1;
+  pthread_mutex_lock(&G);
+  push(S(st), it);
+  pthread_mutex_unlock(&G);
+  return cudaSuccess;
+}
+
+/* ------------------------------------------------------------------------- */
+/* streams and events (API)                                                    */
+
+/* Not CUDA: a program may name its streams for the emulator's messages (the CUDA
+ * backend does through a weak reference; on a real GPU the symbol is absent). */
+void pps_emu_name_stream(cudaStream_t st, const char *name) {
+  pthread_mutex_lock(&G);
+  strm *s = S(st);
+  if (!s->legacy) snprintf(s->name, sizeof s->name, "%s", name);
+  pthread_mutex_unlock(&G);
+}
+
 cudaError_t cudaStreamCreateWithPriority(cudaStream_t *s, unsigned int flags, int prio) {
-  *s = (cudaStream_t)malloc(16);
-  return *s ? cudaSuccess : cudaErrorMemoryAllocation;
+  pthread_mutex_lock(&G);
+  strm *n = stream_new(cur_dev, 0, (flags & cudaStreamNonBlocking) != 0, prio);
+  pthread_mutex_unlock(&G);
+  if (!n) return last_err = cudaErrorMemoryAllocation;
+  *s = (cudaStream_t)n;
+  return cudaSuccess;
 }
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int flags) { return cudaStreamCreateWithPriority(s, flags, 0); }
-cudaError_t cudaStreamDestroy(cudaStream_t s) { free(s); return cudaSuccess; }
-cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int flags) { return cudaSuccess; }
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int flags) {
+  return cudaStreamCreateWithPriority(s, flags, 0);
+}
+cudaError_t cudaStreamCreate(cudaStream_t *s) { return cudaStreamCreateWithPriority(s, 0, 0); }
+cudaError_t cudaStreamDestroy(cudaStream_t st) {
+  if (st == NULL || st == cudaStreamLegacy || st == cudaStreamPerThread) return last_err = cudaErrorInvalidResourceHandle;
+  pthread_mutex_lock(&G);
+  ((strm *)st)->quit = 1;   /* no more work: host syncs skip it from now on */
+  push_raw((strm *)st, item_new(K_QUIT, "destroy"));   /* the worker finishes the queue, then frees */
+  pthread_mutex_unlock(&G);
+  return cudaSuccess;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t st) {
+  pthread_mutex_lock(&G);
+  host_sync_stream(S(st));
+  pthread_mutex_unlock(&G);
+  return cudaSuccess;
+}
+cudaError_t cudaStreamQuery(cudaStream_t st) {
+  pthread_mutex_lock(&G);
+  strm *s = S(st);
+  int idle = s->ndone == s->nenq;
+  pthread_mutex_unlock(&G);
+  if (!idle) return cudaErrorNotReady;
+  return cudaStreamSynchronize(st);   /* idle: joins the clock at once */
+}
+cudaError_t cudaDeviceSynchronize(void) {
+  pthread_mutex_lock(&G);
+  host_sync_device(cur_dev);
+  pthread_mutex_unlock(&G);
+  return cudaSuccess;
+}
+
+typedef struct fake_event { record *cur; unsigned flags; } fake_event;
+
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int flags) {
-  *e = (cudaEvent_t)calloc(1, sizeof(fake_event));
-  return *e ? cudaSuccess : cudaErrorMemoryAllocation;
+  fake_event *f = xcalloc(1, sizeof *f);
+  f->flags = flags;
+  *e = (cudaEvent_t)f;
+  return cudaSuccess;
 }
 cudaError_t cudaEventCreate(cudaEvent_t *e) { return cudaEventCreateWithFlags(e, 0); }
-cudaError_t cudaEventDestroy(cudaEvent_t e) { free(e); return cudaSuccess; }
-cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
+cudaError_t cudaEventDestroy(cudaEvent_t e) {
+  if (!e) return last_err = cudaErrorInvalidResourceHandle;
   fake_event *f = (fake_event *)e;
-  f->t = now_ms();
-  f->recorded = 1;
+  pthread_mutex_lock(&G);
+  rec_unref(f->cur);
+  pthread_mutex_unlock(&G);
+  free(f);
   return cudaSuccess;
 }
-cudaError_t cudaEventQuery(cudaEvent_t e) { return cudaSuccess; }
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t st) {
+  if (!e) return last_err = cudaErrorInvalidResourceHandle;
+  fake_event *f = (fake_event *)e;
+  pthread_mutex_lock(&G);
+  strm *s = S(st);
+  record *r = rec_new(s->slot);
+  r->refs = 2;
+  item *it = item_new(K_RECORD, "cudaEventRecord");
+  it->rec = r;
+  push(s, it);
+  rec_unref(f->cur);
+  f->cur = r;
+  pthread_mutex_unlock(&G);
+  return cudaSuccess;
+}
+cudaError_t cudaEventRecordWithFlags(cudaEvent_t e, cudaStream_t st, unsigned int flags) {
+  (void)flags;
+  return cudaEventRecord(e, st);
+}
+cudaError_t cudaStreamWaitEvent(cudaStream_t st, cudaEvent_t e, unsigned int flags) {
+  (void)flags;
+  if (!e) return last_err = cudaErrorInvalidResourceHandle;
+  fake_event *f = (fake_event *)e;
+  pthread_mutex_lock(&G);
+  if (f->cur) {   /* waiting for a never-recorded event is a no-op */
+    item *it = item_new(K_WAIT, "cudaStreamWaitEvent");
+    it->rec = f->cur;
+    f->cur->refs++;
+    push(S(st), it);
+  }
+  pthread_mutex_unlock(&G);
+  return cudaSuccess;
+}
+cudaError_t cudaEventQuery(cudaEvent_t e) {
+  if (!e) return last_err = cudaErrorInvalidResourceHandle;
+  fake_event *f = (fake_event *)e;
+  cudaError_t r = cudaSuccess;
+  pthread_mutex_lock(&G);
+  if (f->cur) {
+    if (f->cur->done) vc_join(host_vc, f->cur->vc, f->cur->vc_n);
+    else r = cudaErrorNotReady;
+  }
+  pthread_mutex_unlock(&G);
+  return r;   /* cudaErrorNotReady is not recorded as the last error, as in CUDA */
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+  if (!e) return last_err = cudaErrorInvalidResourceHandle;
+  fake_event *f = (fake_event *)e;
+  pthread_mutex_lock(&G);
+  if (f->cur) {
+    record *r = f->cur;
+    r->refs++;
+    host_wait_rec(r, "an event (cudaEventSynchronize)", 1);
+  }
+  pthread_mutex_unlock(&G);
+  return cudaSuccess;
+}
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
   fake_event *x = (fake_event *)a, *y = (fake_event *)b;
-  if (!x->recorded || !y->recorded) return cudaErrorInvalidResourceHandle;
-  *ms = (float)(y->t - x->t);
-  return cudaSuccess;
+  if (!x || !y || (x->flags & cudaEventDisableTiming) || (y->flags & cudaEventDisableTiming))
+    return last_err = cudaErrorInvalidResourceHandle;
+  cudaError_t r = cudaSuccess;
+  pthread_mutex_lock(&G);
+  if (!x->cur || !y->cur) r = cudaErrorInvalidResourceHandle;
+  else if (!x->cur->done || !y->cur->done) r = cudaErrorNotReady;
+  else *ms = (float)((y->cur->t - x->cur->t) * 1e3);
+  pthread_mutex_unlock(&G);
+  if (r != cudaSuccess && r != cudaErrorNotReady) last_err = r;
+  return r;
 }
 
-/* ---- cuBLAS ---- */
-cublasStatus_t cublasCreate_v2(cublasHandle_t *h) { *h = (cublasHandle_t)malloc(16); return CUBLAS_STATUS_SUCCESS; }
-cublasStatus_t cublasDestroy_v2(cublasHandle_t h) { free(h); return CUBLAS_STATUS_SUCCESS; }
-cublasStatus_t cublasSetStream_v2(cublasHandle_t h, cudaStream_t s) { return CUBLAS_STATUS_SUCCESS; }
-cublasStatus_t cublasSetPointerMode_v2(cublasHandle_t h, cublasPointerMode_t m) { return CUBLAS_STATUS_SUCCESS; }
-const char *cublasGetStatusName(cublasStatus_t s) { return s == CUBLAS_STATUS_SUCCESS ? "CUBLAS_STATUS_SUCCESS" : "CUBLAS_STATUS_EMULATED"; }
+/* ------------------------------------------------------------------------- */
+/* kernel launches (cuda_emu.h)                                                */
+
+int emu_launch(cudaStream_t st, const char *name, dim3 g, dim3 b, const emu_access *acc, int nacc,
+               void (*run)(void *), void *ctx, void (*del)(void *)) {
+  unsigned long long nt = (unsigned long long)b.x * b.y * b.z;
+  if (!g.x || !g.y || !g.z || !b.x || !b.y || !b.z || nt > 1024 || b.z > 64 || g.y > 65535 || g.z > 65535 ||
+      g.x > 2147483647u) {
+    last_err = cudaErrorInvalidConfiguration;
+    del(ctx);
+    return (int)cudaErrorInvalidConfiguration;
+  }
+  item *it = item_new(K_OP, NULL);
+  snprintf(it->what, sizeof it->what, "kernel %s<<<(%u,%u,%u), (%u,%u,%u)>>>", name, g.x, g.y, g.z, b.x, b.y, b.z);
+  it->fn = run;
+  it->ctx = ctx;
+  it->del = del;
+  for (int i = 0; i < nacc && it->nacc < EMU_MAX_ACCESS; i++) it->acc[it->nacc++] = acc[i];
+  pthread_mutex_lock(&G);
+  push(S(st), it);
+  pthread_mutex_unlock(&G);
+  return 0;
+}
+
+/* ------------------------------------------------------------------------- */
+/* cuBLAS                                                                      */
+
+typedef struct blas_h { cudaStream_t s; } blas_h;
+cublasStatus_t cublasCreate_v2(cublasHandle_t *h) {
+  *h = (cublasHandle_t)xcalloc(1, sizeof(blas_h));
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasDestroy_v2(cublasHandle_t h) {
+  free(h);
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasSetStream_v2(cublasHandle_t h, cudaStream_t s) {
+  ((blas_h *)h)->s = s;
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasSetPointerMode_v2(cublasHandle_t h, cublasPointerMode_t m) {
+  (void)h;
+  return m == CUBLAS_POINTER_MODE_HOST ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_NOT_SUPPORTED;
+}
+const char *cublasGetStatusName(cublasStatus_t s) {
+  return s == CUBLAS_STATUS_SUCCESS ? "CUBLAS_STATUS_SUCCESS" : "CUBLAS_STATUS_EMULATED";
+}
 const char *cublasGetStatusString(cublasStatus_t s) { return s == CUBLAS_STATUS_SUCCESS ? "success" : "emulated failure"; }
 
 static float ld_any(const void *p, cudaDataType t, size_t i) {
@@ -135,12 +1065,49 @@ static void st_any(void *p, cudaDataType t, size_t i, float v) {
   ((uint16_t *)p)[i] = (uint16_t)(u >> 16);
 }
 
-/* Column-major C[m, n] = alpha op(A)[m, k] op(B)[k, n] + beta C, batched; what cuBLAS
- * accepts here is what the backend uses: 16BF/32F operands, COMPUTE_32F. */
-static cublasStatus_t gemm_ref(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void *alpha,
-                               const void *A, cudaDataType at, int lda, long long sA, const void *B, cudaDataType bt,
-                               int ldb, long long sB, const void *beta, void *C, cudaDataType ct, int ldc, long long sC,
-                               int count, cublasComputeType_t ctype) {
+typedef struct gemm_args {
+  cublasOperation_t ta, tb;
+  int m, n, k, lda, ldb, ldc, count;
+  float al, be;
+  const void *A, *B;
+  void *C;
+  cudaDataType at, bt, ct;
+  long long sA, sB, sC;
+} gemm_args;
+
+/* Column-major C[m, n] = alpha op(A)[m, k] op(B)[k, n] + beta C, batched. */
+static void run_gemm(void *p) {
+  const gemm_args *g = p;
+  for (int b = 0; b < g->count; b++)
+    for (int j = 0; j < g->n; j++)
+      for (int i = 0; i < g->m; i++) {
+        float acc = 0.0f;
+        for (int l = 0; l < g->k; l++) {
+          size_t ia = (size_t)(b * g->sA) +
+                      (g->ta == CUBLAS_OP_N ? (size_t)i + (size_t)l * g->lda : (size_t)l + (size_t)i * g->lda);
+          size_t ib = (size_t)(b * g->sB) +
+                      (g->tb == CUBLAS_OP_N ? (size_t)l + (size_t)j * g->ldb : (size_t)j + (size_t)l * g->ldb);
+          acc += ld_any(g->A, g->at, ia) * ld_any(g->B, g->bt, ib);
+        }
+        size_t ic = (size_t)(b * g->sC) + (size_t)i + (size_t)j * g->ldc;
+        float v = g->al * acc + (g->be != 0.0f ? g->be * ld_any(g->C, g->ct, ic) : 0.0f);
+        st_any(g->C, g->ct, ic, v);
+      }
+}
+
+static size_t dsize(cudaDataType t) { return t == CUDA_R_32F ? 4 : 2; }
+/* bytes spanned by `count` column-major matrices rows x cols, leading dim ld, stride s */
+static size_t span(int rows, int cols, int ld, long long s, int count, cudaDataType t) {
+  if (rows <= 0 || cols <= 0 || count <= 0) return 0;
+  size_t el = (size_t)(count - 1) * (size_t)(s > 0 ? s : 0) + (size_t)(cols - 1) * (size_t)ld + (size_t)rows;
+  return el * dsize(t);
+}
+
+static cublasStatus_t gemm_enqueue(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                                   const void *alpha, const void *A, cudaDataType at, int lda, long long sA,
+                                   const void *B, cudaDataType bt, int ldb, long long sB, const void *beta, void *C,
+                                   cudaDataType ct, int ldc, long long sC, int count, cublasComputeType_t ctype,
+                                   const char *call) {
   if (ctype != CUBLAS_COMPUTE_32F) return CUBLAS_STATUS_NOT_SUPPORTED;
   if ((at != CUDA_R_16BF && at != CUDA_R_32F) || at != bt) return CUBLAS_STATUS_NOT_SUPPORTED;
   if (ct != CUDA_R_16BF && ct != CUDA_R_32F) return CUBLAS_STATUS_NOT_SUPPORTED;
@@ -149,20 +1116,21 @@ static cublasStatus_t gemm_ref(cublasOperation_t ta, cublasOperation_t tb, int m
   if (lda < (ta == CUBLAS_OP_N ? (m > 1 ? m : 1) : (k > 1 ? k : 1))) return CUBLAS_STATUS_INVALID_VALUE;
   if (ldb < (tb == CUBLAS_OP_N ? (k > 1 ? k : 1) : (n > 1 ? n : 1))) return CUBLAS_STATUS_INVALID_VALUE;
   if (ldc < (m > 1 ? m : 1)) return CUBLAS_STATUS_INVALID_VALUE;
-  float al = *(const float *)alpha, be = *(const float *)beta;
-  for (int b = 0; b < count; b++)
-    for (int j = 0; j < n; j++)
-      for (int i = 0; i < m; i++) {
-        float acc = 0.0f;
-        for (int l = 0; l < k; l++) {
-          size_t ia = (size_t)(b * sA) + (ta == CUBLAS_OP_N ? (size_t)i + (size_t)l * lda : (size_t)l + (size_t)i * lda);
-          size_t ib = (size_t)(b * sB) + (tb == CUBLAS_OP_N ? (size_t)l + (size_t)j * ldb : (size_t)j + (size_t)l * ldb);
-          acc += ld_any(A, at, ia) * ld_any(B, bt, ib);
-        }
-        size_t ic = (size_t)(b * sC) + (size_t)i + (size_t)j * ldc;
-        float v = al * acc + (be != 0.0f ? be * ld_any(C, ct, ic) : 0.0f);
-        st_any(C, ct, ic, v);
-      }
+  gemm_args *g = xcalloc(1, sizeof *g);
+  *g = (gemm_args){ta, tb, m, n, k, lda, ldb, ldc, count, *(const float *)alpha, *(const float *)beta,
+                   A, B, C, at, bt, ct, sA, sB, sC};
+  item *it = item_new(K_OP, NULL);
+  snprintf(it->what, sizeof it->what, "%s m=%d n=%d k=%d batch=%d", call, m, n, k, count);
+  it->fn = run_gemm;
+  it->ctx = g;
+  it->del = free;
+  it->acc[0] = (emu_access){A, ta == CUBLAS_OP_N ? span(m, k, lda, sA, count, at) : span(k, m, lda, sA, count, at), 0};
+  it->acc[1] = (emu_access){B, tb == CUBLAS_OP_N ? span(k, n, ldb, sB, count, bt) : span(n, k, ldb, sB, count, bt), 0};
+  it->acc[2] = (emu_access){C, span(m, n, ldc, sC, count, ct), 1};
+  it->nacc = 3;
+  pthread_mutex_lock(&G);
+  push(S(((blas_h *)h)->s), it);
+  pthread_mutex_unlock(&G);
   return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -170,7 +1138,9 @@ cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperat
                             const void *alpha, const void *A, cudaDataType at, int lda, const void *B, cudaDataType bt,
                             int ldb, const void *beta, void *C, cudaDataType ct, int ldc, cublasComputeType_t ctype,
                             cublasGemmAlgo_t algo) {
-  return gemm_ref(ta, tb, m, n, k, alpha, A, at, lda, 0, B, bt, ldb, 0, beta, C, ct, ldc, 0, 1, ctype);
+  (void)algo;
+  return gemm_enqueue(h, ta, tb, m, n, k, alpha, A, at, lda, 0, B, bt, ldb, 0, beta, C, ct, ldc, 0, 1, ctype,
+                      "cublasGemmEx");
 }
 
 cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
@@ -178,152 +1148,17 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperation_t ta
                                           long long int sA, const void *B, cudaDataType bt, int ldb, long long int sB,
                                           const void *beta, void *C, cudaDataType ct, int ldc, long long int sC,
                                           int count, cublasComputeType_t ctype, cublasGemmAlgo_t algo) {
-  return gemm_ref(ta, tb, m, n, k, alpha, A, at, lda, sA, B, bt, ldb, sB, beta, C, ct, ldc, sC, count, ctype);
+  (void)algo;
+  return gemm_enqueue(h, ta, tb, m, n, k, alpha, A, at, lda, sA, B, bt, ldb, sB, beta, C, ct, ldc, sC, count, ctype,
+                      "cublasGemmStridedBatchedEx");
 }
 
 #ifdef HAVE_NCCL
-/* ---- NCCL, in process ---- */
-#include <pthread.h>
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wstrict-prototypes"
-#include <nccl.h>
-#pragma GCC diagnostic pop
-
-typedef struct fmsg { void *data; size_t bytes; struct fmsg *next; } fmsg;
-typedef struct fgroup {
-  int n, live;
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  fmsg **head;       /* [src * n + dst] */
-  int arrived;
-  unsigned long gen;
-  void **bufs;
-} fgroup;
-struct ncclComm { fgroup *g; int rank; };
-
-static size_t dt_size(ncclDataType_t t) { return t == ncclFloat32 ? 4 : 1; }
-
-ncclResult_t ncclCommInitAll(ncclComm_t *comms, int n, const int *devlist) {
-  fgroup *g = calloc(1, sizeof *g);
-  g->n = g->live = n;
-  pthread_mutex_init(&g->mu, NULL);
-  pthread_cond_init(&g->cv, NULL);
-  g->head = calloc((size_t)n * n, sizeof *g->head);
-  g->bufs = calloc((size_t)n, sizeof *g->bufs);
-  for (int r = 0; r < n; r++) {
-    comms[r] = calloc(1, sizeof *comms[r]);
-    comms[r]->g = g;
-    comms[r]->rank = r;
-  }
-  return ncclSuccess;
+#include "fake_nccl.inc"
+#else
+static void group_exec(strm *s, struct nccl_group *g) {
+  (void)s;
+  (void)g;
 }
-
-static void release(ncclComm_t c) {
-  fgroup *g = c->g;
-  pthread_mutex_lock(&g->mu);
-  int last = --g->live == 0;
-  pthread_mutex_unlock(&g->mu);
-  free(c);
-  if (!last) return;
-  for (int i = 0; i < g->n * g->n; i++)
-    for (fmsg *m = g->head[i], *nx; m; m = nx) {
-      nx = m->next;
-      free(m->data);
-      free(m);
-    }
-  free(g->head);
-  free(g->bufs);
-  free(g);
-}
-ncclResult_t ncclCommDestroy(ncclComm_t c) { release(c); return ncclSuccess; }
-ncclResult_t ncclCommAbort(ncclComm_t c) { release(c); return ncclSuccess; }
-ncclResult_t ncclCommGetAsyncError(ncclComm_t c, ncclResult_t *r) { *r = ncclSuccess; return ncclSuccess; }
-const char *ncclGetErrorString(ncclResult_t r) { return r == ncclSuccess ? "no error" : "emulated NCCL error"; }
-const char *ncclGetLastError(ncclComm_t c) { return "emulated"; }
-ncclResult_t ncclGetUniqueId(ncclUniqueId *id) { return ncclInvalidUsage; }
-ncclResult_t ncclCommInitRank(ncclComm_t *c, int n, ncclUniqueId id, int r) { return ncclInvalidUsage; }
-
-ncclResult_t ncclSend(const void *buf, size_t count, ncclDataType_t t, int peer, ncclComm_t c, cudaStream_t s) {
-  fgroup *g = c->g;
-  fmsg *m = calloc(1, sizeof *m);
-  m->bytes = count * dt_size(t);
-  m->data = malloc(m->bytes ? m->bytes : 1);
-  memcpy(m->data, buf, m->bytes);
-  pthread_mutex_lock(&g->mu);
-  fmsg **q = &g->head[c->rank * g->n + peer];
-  while (*q) q = &(*q)->next;
-  *q = m;
-  pthread_cond_broadcast(&g->cv);
-  pthread_mutex_unlock(&g->mu);
-  return ncclSuccess;
-}
-
-ncclResult_t ncclRecv(void *buf, size_t count, ncclDataType_t t, int peer, ncclComm_t c, cudaStream_t s) {
-  fgroup *g = c->g;
-  struct timespec dl;
-  clock_gettime(CLOCK_REALTIME, &dl);
-  dl.tv_sec += 10;
-  pthread_mutex_lock(&g->mu);
-  fmsg **q = &g->head[peer * g->n + c->rank];
-  while (!*q)
-    if (pthread_cond_timedwait(&g->cv, &g->mu, &dl)) {
-      pthread_mutex_unlock(&g->mu);
-      fprintf(stderr, "fake nccl: rank %d waited 10 s for a message from %d on this communicator\n", c->rank, peer);
-      return ncclSystemError;
-    }
-  fmsg *m = *q;
-  *q = m->next;
-  pthread_mutex_unlock(&g->mu);
-  ncclResult_t r = ncclSuccess;
-  if (m->bytes != count * dt_size(t)) r = ncclInvalidArgument;
-  else memcpy(buf, m->data, m->bytes);
-  free(m->data);
-  free(m);
-  return r;
-}
-
-/* Every rank deposits its buffer; the last to arrive combines them for all. */
-static ncclResult_t meet(ncclComm_t c, void *buf, size_t count, ncclDataType_t t, int op, int root) {
-  fgroup *g = c->g;
-  pthread_mutex_lock(&g->mu);
-  unsigned long gen = g->gen;
-  g->bufs[c->rank] = buf;
-  if (++g->arrived == g->n) {
-    size_t bytes = count * dt_size(t);
-    if (op < 0) {
-      for (int r = 0; r < g->n; r++)
-        if (r != root) memcpy(g->bufs[r], g->bufs[root], bytes);
-    } else {
-      float *acc = malloc(bytes ? bytes : 1);
-      memcpy(acc, g->bufs[0], bytes);
-      for (int r = 1; r < g->n; r++)
-        for (size_t i = 0; i < count; i++) {
-          float v = ((float *)g->bufs[r])[i];
-          acc[i] = op == ncclMax ? (v > acc[i] ? v : acc[i]) : acc[i] + v;
-        }
-      for (int r = 0; r < g->n; r++) memcpy(g->bufs[r], acc, bytes);
-      free(acc);
-    }
-    g->arrived = 0;
-    g->gen++;
-    pthread_cond_broadcast(&g->cv);
-  } else {
-    while (g->gen == gen) pthread_cond_wait(&g->cv, &g->mu);
-  }
-  pthread_mutex_unlock(&g->mu);
-  return ncclSuccess;
-}
-
-ncclResult_t ncclAllReduce(const void *sb, void *rb, size_t count, ncclDataType_t t, ncclRedOp_t op, ncclComm_t c,
-                           cudaStream_t s) {
-  if (t != ncclFloat32 || (op != ncclSum && op != ncclMax)) return ncclInvalidArgument;
-  if (sb != rb) memcpy(rb, sb, count * 4);
-  return meet(c, rb, count, t, (int)op, 0);
-}
-
-ncclResult_t ncclBroadcast(const void *sb, void *rb, size_t count, ncclDataType_t t, int root, ncclComm_t c,
-                           cudaStream_t s) {
-  if (sb != rb) memcpy(rb, sb, count * dt_size(t));
-  return meet(c, rb, count, t, -1, root);
-}
+static void group_unref(struct nccl_group *g) { (void)g; }
 #endif

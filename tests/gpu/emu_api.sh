@@ -1,0 +1,32 @@
+#!/bin/sh
+# tests/gpu/emu_api.sh: the emulator (tests/gpu/emu/libppsrt_emu.so) on a small CUDA/NCCL
+# program that knows nothing of PPS (tests/gpu/emu/api_demo.c), under three seeds: each
+# deliberate ordering bug must fail the run (a stream race exits 66 naming the buffer,
+# both streams and both operations; an NCCL deadlock exits 67 listing the pending
+# operations), its fixed twin must pass with the right numbers.
+. "$(dirname "$0")/../runtime/lib.sh"
+EMU=$top_builddir/tests/gpu/emu/libppsrt_emu.so
+DEMO=$top_builddir/tests/gpu/emu/api_demo
+[ -f "$EMU" ] && [ -x "$DEMO" ] || { echo "skip: $EMU or $DEMO not built"; exit 77; }
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
+run() { env LD_PRELOAD="$EMU" PPS_EMU_SEED=$seed PPS_EMU_TIMEOUT=1 "$DEMO" "$@"; }
+
+for seed in 1 2 3; do
+  expect_exit 66 "seed $seed: write on one stream, read on another without an event: race" run streams-race
+  expect_grep "RACE on device buffer" "seed $seed: the race names the buffer"
+  expect_grep "cudaMemsetAsync of 4096 bytes (write) on stream" "seed $seed: ... the writer and its stream"
+  expect_grep "cudaMemcpyAsync of 4096 bytes, device to device (read) on stream" "seed $seed: ... the reader and its stream"
+  expect_exit 0 "seed $seed: the same with cudaEventRecord + cudaStreamWaitEvent" run streams-event
+  expect_exit 66 "seed $seed: pageable cudaMemcpy upload read on a non-blocking stream: race" run upload-race
+  expect_grep "cudaMemcpy of 4096 bytes, pageable to device (write) on the legacy default stream" \
+    "seed $seed: ... names the legacy stream's copy"
+  expect_exit 0 "seed $seed: pinned staging + cudaMemcpyAsync on the consuming stream" run upload-pinned
+  expect_exit 0 "seed $seed: a blocking stream after the legacy stream, events, host syncs" run legacy
+  if grep -q "HAVE_NCCL 1" "$top_builddir/config.h"; then
+    expect_exit 67 "seed $seed: NCCL ring of ungrouped send-then-recv deadlocks (rendezvous)" run nccl-ungrouped
+    expect_grep "ncclSend of 256 bytes to rank" "seed $seed: ... the pending sends are listed"
+    expect_exit 0 "seed $seed: the same ring in ncclGroupStart/End" run nccl-grouped
+    expect_exit 0 "seed $seed: all-reduce over 3 ranks from ncclGetUniqueId + ncclCommInitRank" run nccl-allreduce
+  fi
+done
+finish
