@@ -217,6 +217,7 @@ void rt_ctx_fini(ppsrt_ctx *c) {
     c->be->stream_sync(c->be, PPSRT_STREAM_D2H);
     c->be->stream_sync(c->be, PPSRT_STREAM_H2D);
     if (c->mark) c->be->event_destroy(c->be, c->mark);
+    if (c->xev) c->be->event_destroy(c->be, c->xev);
     rt_store_fini(&c->store, c->be);
   }
   if (c->tev && c->be) {
@@ -235,6 +236,16 @@ void rt_ctx_fini(ppsrt_ctx *c) {
 
 static int64_t xfer_tag(const ppsrt_op *op) {
   return ((int64_t)op->xfer << 48) | ((int64_t)(op->mb & 0xffffff) << 20) | (int64_t)((op->stage + 1) & 0xfffff);
+}
+
+/* Makes stream `to` wait for the work queued so far on `from` (an event, no host wait):
+ * a buffer crossing between the compute and the communication streams. */
+static int order_streams(ppsrt_ctx *c, int from, int to) {
+  ppsrt_backend *be = c->be;
+  int rc;
+  if (!c->xev && (rc = be->event_create(be, &c->xev))) return rc;
+  if ((rc = be->event_record(be, c->xev, from))) return rc;
+  return be->stream_wait_event(be, to, c->xev);
 }
 
 static int exec_op(ppsrt_ctx *c, int i) {
@@ -268,6 +279,8 @@ static int exec_op(ppsrt_ctx *c, int i) {
   case PPSRT_OP_SEND: {
     void *buf; size_t bytes;
     if ((rc = ppsrt_io_peek(c, op->xfer, op->mb, op->stage, &buf, &bytes))) return rc;
+    /* the buffer was written on COMPUTE (or received on RECV and ordered onto COMPUTE) */
+    if ((rc = order_streams(c, PPSRT_STREAM_COMPUTE, PPSRT_STREAM_SEND))) return rc;
     if ((rc = c->tr->send(c->tr, c->rank, be, PPSRT_STREAM_SEND, buf, bytes, op->peer, xfer_tag(op)))) return rc;
     if (c->free_after[i]) {
       ppsrt_io_take(c, op->xfer, op->mb, op->stage, &buf, &bytes);
@@ -279,7 +292,9 @@ static int exec_op(ppsrt_ctx *c, int i) {
     size_t bytes = m->xfer_bytes(m, op->xfer, op->mb, op->stage);
     void *buf;
     if ((rc = be->alloc(be, bytes ? bytes : 1, &buf))) return rc;
+    /* the fresh buffer's reuse is ordered by the allocator; its readers run on COMPUTE */
     if ((rc = c->tr->recv(c->tr, c->rank, be, PPSRT_STREAM_RECV, buf, bytes, op->peer, xfer_tag(op))) ||
+        (rc = order_streams(c, PPSRT_STREAM_RECV, PPSRT_STREAM_COMPUTE)) ||
         (rc = ppsrt_io_put(c, op->xfer, op->mb, op->stage, buf, bytes))) {
       be->free(be, buf);
       return rc;

@@ -88,6 +88,7 @@ struct ppsrt_ctx {
   int *bcol, nbcol;       /* [nstage + 2]: box column of key stage s at [s + 1], -1 = none;
                            * bcol NULL: box [2 * nmb * (nstage + 2)], every key (hand-built) */
   ppsrt_event *mark;      /* compute-stream marker the offload copies wait for (reused) */
+  ppsrt_event *xev;       /* orders SEND after COMPUTE and COMPUTE after RECV (reused) */
   int devtime;            /* time compute ops with backend events (asynchronous backends) */
   ppsrt_event **tev;      /* [2 * nops + 1]: start/end of compute op i, base at 2 * nops */
   int nmb, nstage;

@@ -31,6 +31,7 @@ typedef struct th_msg {
   char *data;             /* hbuf, or a device buffer of the sender's backend (freed by the receiver) */
   char *hbuf;             /* the node's host buffer, kept across reuse */
   size_t hcap;
+  ppsrt_event *ev;        /* device data: the sender's copy is done (destroyed by the receiver) */
 } th_msg;
 
 /* One channel (src -> dst): a single-producer single-consumer FIFO without locks,
@@ -129,10 +130,16 @@ static int th_send(ppsrt_transport *tr, int rank, ppsrt_backend *b, int stream, 
     void *p;
     int rc = b->alloc(b, bytes ? bytes : 1, &p);
     if (rc) { c->spare = m; return rc; }
-    if ((rc = b->memcpy_async(b, stream, p, buf, bytes, 0)) || (rc = b->stream_sync(b, stream))) {
+    /* the receiver's stream waits for this event (a host wait here would order the copy
+     * for this thread only: the receiver's device work must itself be ordered after it) */
+    ppsrt_event *ev = NULL;
+    if ((rc = b->memcpy_async(b, stream, p, buf, bytes, 0)) || (rc = b->event_create(b, &ev)) ||
+        (rc = b->event_record(b, ev, stream))) {
+      if (ev) b->event_destroy(b, ev);
       b->free(b, p); c->spare = m; return rc;
     }
     m->data = p;
+    m->ev = ev;
   }
   /* publish, then wake the receiver if it sleeps (the fence orders the publication
    * before the read of `waiting`, as the receiver's orders its `waiting` before its
@@ -197,9 +204,16 @@ static int th_recv(ppsrt_transport *tr, int rank, ppsrt_backend *b, int stream, 
                     ppsrt_tag_format(tag, want, sizeof want), bytes);
   else if (m->host && is_host_backend(b)) memcpy(buf, m->data, bytes);
   else if (!m->host) {
-    if (!(rc = b->memcpy_async(b, stream, buf, m->data, bytes, 0))) rc = b->stream_sync(b, stream);
+    if (!(rc = b->stream_wait_event(b, stream, m->ev)) && !(rc = b->memcpy_async(b, stream, buf, m->data, bytes, 0)))
+      rc = b->stream_sync(b, stream);
   }
-  if (!m->host) { b->free(b, m->data); m->data = NULL; }
+  if (!m->host) {
+    if (rc) (void)b->stream_sync(b, stream);   /* nothing may still read the staging buffer */
+    b->free(b, m->data);
+    m->data = NULL;
+    if (m->ev) b->event_destroy(b, m->ev);
+    m->ev = NULL;
+  }
   return rc;
 }
 

@@ -632,24 +632,40 @@ static float bf16_to_f32(uint16_t h) {
   return f;
 }
 
-/* Synchronous: waits for the compute and copy streams (sync_all), then copies
- * (converting on the host). */
+/* Asynchronous, on the COMPUTE stream, which every consumer of an uploaded tensor uses
+ * (or orders itself after): the values (converted on the host) go through a pinned
+ * staging block and cudaMemcpyAsync. A pageable cudaMemcpy would run on the legacy
+ * stream, which the backend's non-blocking streams do not wait for, and may return
+ * before the copy lands. The copy is ordered after the offload streams' queued work (an
+ * event, no host wait); the staging block goes back to the pool with an event on
+ * COMPUTE, so it is not rewritten before the copy has read it. */
 static int cu_upload_f32(ppsrt_backend *b, ppsrt_tensor dst, const float *src) {
   USE(b);
   if (!dst.numel) return PPSRT_OK;
-  int rc = sync_all(b, "streams before an upload");
+  cuda_impl *im = IM(b);
+  static const int others[] = {PPSRT_STREAM_D2H, PPSRT_STREAM_H2D};
+  for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
+    CUDA_CHECK(b, cudaEventRecord(im->sync_ev[others[i]], im->st[others[i]]));
+    CUDA_CHECK(b, cudaStreamWaitEvent(im->st[PPSRT_STREAM_COMPUTE], im->sync_ev[others[i]], 0));
+  }
+  size_t bytes = dst.numel * (dst.dtype == PPSRT_F32 ? sizeof(float) : sizeof(uint16_t));
+  void *stage = NULL;
+  pthread_mutex_lock(&im->mu);
+  int rc = pool_get(b, &im->hpool, bytes, 0, -1, &stage);
+  pthread_mutex_unlock(&im->mu);
   if (rc) return rc;
   if (dst.dtype == PPSRT_F32) {
-    CUDA_CHECK(b, cudaMemcpy(dst.data, src, dst.numel * sizeof(float), cudaMemcpyHostToDevice));
-    return PPSRT_OK;
+    memcpy(stage, src, bytes);
+  } else {
+    uint16_t *h = stage;
+    for (size_t i = 0; i < dst.numel; i++) h[i] = f32_to_bf16(src[i]);
   }
-  uint16_t *tmp = malloc(dst.numel * sizeof *tmp);
-  if (!tmp) return PPSRT_FAIL(PPSRT_E_NOMEM, "cuda: no host memory to convert %zu values", dst.numel);
-  for (size_t i = 0; i < dst.numel; i++) tmp[i] = f32_to_bf16(src[i]);
-  cudaError_t e = cudaMemcpy(dst.data, tmp, dst.numel * sizeof *tmp, cudaMemcpyHostToDevice);
-  free(tmp);
+  cudaError_t e = cudaMemcpyAsync(dst.data, stage, bytes, cudaMemcpyHostToDevice, im->st[PPSRT_STREAM_COMPUTE]);
+  pthread_mutex_lock(&im->mu);
+  rc = pool_put(b, &im->hpool, stage, 1u << PPSRT_STREAM_COMPUTE);
+  pthread_mutex_unlock(&im->mu);
   CUDA_CHECK(b, e);
-  return PPSRT_OK;
+  return rc > 0 ? PPSRT_FAIL(PPSRT_E_BACKEND, "cuda: an upload's staging block is not in the pool") : rc;
 }
 
 static int cu_download_f32(ppsrt_backend *b, float *dst, ppsrt_tensor src) {

@@ -106,7 +106,9 @@ static ipair mk_ids(int n, int lo, int hi) {
   OK(cpu->alloc(cpu, (size_t)n * 4, (void **)&p.c));
   OK(gpu->alloc(gpu, (size_t)n * 4, (void **)&p.g));
   for (int i = 0; i < n; i++) p.c[i] = lo + (int)(urand() * (hi - lo));
-  if (cudaMemcpy(p.g, p.c, (size_t)n * 4, cudaMemcpyHostToDevice) != cudaSuccess) die("cudaMemcpy ids", -1);
+  /* on the stream that reads them (a pageable cudaMemcpy would run on the legacy stream,
+   * unordered with the backend's non-blocking streams) */
+  OK(gpu->memcpy_async(gpu, PPSRT_STREAM_COMPUTE, p.g, p.c, (size_t)n * 4, 1));
   return p;
 }
 
@@ -506,6 +508,7 @@ static void *tp_rank(void *v) {
   ppsrt_transport *t = a->t;
   int r = a->rank, P = t->nranks, rc;
   ppsrt_backend *b = NULL;
+  ppsrt_event *xev = NULL;
   const size_t n = 4099;
   float *h = malloc(n * 4), *buf = NULL, *in = NULL;
 #define TRY(call)                                                        \
@@ -524,12 +527,16 @@ static void *tp_rank(void *v) {
     }                                                                    \
   } while (0)
   TRY(ppsrt_cuda_backend_create(r, &b));
+  TRY(b->event_create(b, &xev));
   TRY(b->alloc(b, n * 4, (void **)&buf));
   TRY(b->alloc(b, n * 4, (void **)&in));
   /* ring: send to r+1 and receive from r-1, twice (FIFO order), then the reverse */
   for (int k = 0; k < 2; k++) {
     for (size_t i = 0; i < n; i++) h[i] = (float)(r * 1000 + k) + (float)i * 1e-3f;
     TRY(b->upload_f32(b, (ppsrt_tensor){buf, n, PPSRT_F32}, h));
+    /* the upload runs on COMPUTE: the send stream waits for it, as the interpreter does */
+    TRY(b->event_record(b, xev, PPSRT_STREAM_COMPUTE));
+    TRY(b->stream_wait_event(b, PPSRT_STREAM_SEND, xev));
     TRY(t->send(t, r, b, PPSRT_STREAM_SEND, buf, n * 4, (r + 1) % P, k));
     TRY(t->recv(t, r, b, PPSRT_STREAM_RECV, in, n * 4, (r + P - 1) % P, k));
     TRY(b->stream_sync(b, PPSRT_STREAM_RECV));
@@ -559,6 +566,7 @@ static void *tp_rank(void *v) {
 out:
   if (rc) t->abort(t, r, a->err);
   if (b) {
+    if (xev) b->event_destroy(b, xev);
     b->free(b, buf);
     b->free(b, in);
     b->destroy(b);
