@@ -10,7 +10,11 @@
  * Buffers live in the memory of the backend the transport was created for (host for
  * threads/MPI with the CPU backend; GPU for NCCL and for threads with CUDA, where
  * the threads transport copies device to device). Operations are enqueued on the
- * backend stream given and complete in stream order; `timeout_s` bounds every wait:
+ * backend stream given, ordered after the work queued on it before the call; a
+ * receive's data is ready in stream order on that stream. A send may complete on a
+ * stream of the transport's own (NCCL: a stream per channel, so that one blocked
+ * rendezvous does not hold up the others): its buffer is written again only through
+ * the backend's allocator (free, then alloc), which waits for it. `timeout_s` bounds every wait:
  * past it the call fails with PPSRT_E_TIMEOUT and a message naming the peer. A failed
  * peer (crash, abort) makes the others' waits fail with PPSRT_E_COMM, never hang. */
 #ifndef PPSRT_TRANSPORT_H

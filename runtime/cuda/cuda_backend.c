@@ -68,6 +68,10 @@ typedef struct block {
   int in_use, counted;
   unsigned pending;   /* bit s: ev[s] recorded at free time, not yet seen complete */
   cudaEvent_t ev[PPSRT_NSTREAMS];
+  /* uses on streams other than the backend's five (the NCCL transport's per-peer
+   * streams), recorded when the use is queued, as PyTorch's record_stream */
+  unsigned xpending;
+  cudaEvent_t xev[PPSRT_CUDA_NXEV];
 } block;
 
 typedef struct pool {
@@ -300,8 +304,14 @@ static size_t round_size(size_t bytes) {
 
 #define ALL_STREAMS ((1u << PPSRT_NSTREAMS) - 1u)
 
-/* Refreshes blk->pending by querying its events (no waiting). */
+/* Refreshes blk->pending / xpending by querying its events (no waiting). */
 static void refresh(block *blk) {
+  for (int k = 0; k < PPSRT_CUDA_NXEV; k++)
+    if ((blk->xpending >> k) & 1u) {
+      cudaError_t e = cudaEventQuery(blk->xev[k]);
+      if (e == cudaSuccess) blk->xpending &= ~(1u << k);
+      else if (e != cudaErrorNotReady) (void)cudaGetLastError();
+    }
   for (int s = 0; s < PPSRT_NSTREAMS; s++)
     if ((blk->pending >> s) & 1u) {
       cudaError_t e = cudaEventQuery(blk->ev[s]);
@@ -327,7 +337,13 @@ static int pool_trim(ppsrt_backend *b, pool *pl, int wait) {
     block *blk = &pl->v[i];
     if (!blk->in_use) {
       refresh(blk);
-      if (blk->pending && wait) {
+      if ((blk->pending || blk->xpending) && wait) {
+        for (int k = 0; k < PPSRT_CUDA_NXEV; k++)
+          if ((blk->xpending >> k) & 1u) {
+            int rc = ppsrt_cuda_wait(b, blk->xev[k], "a freed block's last use");
+            if (rc) return rc;
+          }
+        blk->xpending = 0;
         for (int s = 0; s < PPSRT_NSTREAMS; s++)
           if ((blk->pending >> s) & 1u) {
             int rc = ppsrt_cuda_wait(b, blk->ev[s], "a freed block's last use");
@@ -340,11 +356,13 @@ static int pool_trim(ppsrt_backend *b, pool *pl, int wait) {
           }
         blk->pending = 0;
       }
-      if (!blk->pending) {
+      if (!blk->pending && !blk->xpending) {
         raw_free(pl, blk->p);
         pl->reserved -= blk->size;
         for (int s = 0; s < PPSRT_NSTREAMS; s++)
           if (blk->ev[s]) cudaEventDestroy(blk->ev[s]);
+        for (int k = 0; k < PPSRT_CUDA_NXEV; k++)
+          if (blk->xev[k]) cudaEventDestroy(blk->xev[k]);
         continue;
       }
     }
@@ -365,15 +383,18 @@ static int pool_get(ppsrt_backend *b, pool *pl, size_t bytes, int counted, int s
     block *blk = &pl->v[i];
     if (blk->in_use || blk->size < want || blk->size > 2 * want) continue;
     refresh(blk);
-    if (stream >= 0 || blk->pending == 0) {
+    if (stream >= 0 || (blk->pending == 0 && blk->xpending == 0)) {
       if (best < 0 || blk->size < pl->v[best].size) best = i;
-    } else if (blk->pending == (1u << PPSRT_STREAM_COMPUTE) && !pl->host) {
+    } else if (blk->pending == (1u << PPSRT_STREAM_COMPUTE) && !blk->xpending && !pl->host) {
       if (best_busy < 0 || blk->size < pl->v[best_busy].size) best_busy = i;
     }
   }
   if (best < 0 && best_busy >= 0) best = best_busy;
   if (best >= 0) {
     block *blk = &pl->v[best];
+    for (int k = 0; k < PPSRT_CUDA_NXEV; k++)   /* stream >= 0 only: others need xpending == 0 */
+      if ((blk->xpending >> k) & 1u) CUDA_CHECK(b, cudaStreamWaitEvent(im->st[stream], blk->xev[k], 0));
+    blk->xpending = 0;
     for (int s = 0; s < PPSRT_NSTREAMS; s++) {
       if (!((blk->pending >> s) & 1u)) continue;
       if (stream >= 0) {
@@ -506,6 +527,53 @@ static void free_any(ppsrt_backend *b, void *p, int host) {
   pthread_mutex_unlock(&reg_mu);
   (void)use_dev(b);
   if (!found) PPSRT_FAIL(PPSRT_E_USAGE, "cuda: free of %p, which no CUDA backend of this process allocated", p);
+}
+
+/* Records a use of block p (of b's device pool, or another live backend's) queued on
+ * stream s, which is not one of the backend's: its reuse waits for that work too. */
+static int record_use_in(ppsrt_backend *o, void *p, cudaStream_t s, int *found) {
+  cuda_impl *im = IM(o);
+  pool *pl = &im->dpool;
+  for (int i = 0; i < pl->n; i++) {
+    block *blk = &pl->v[i];
+    if (blk->p != p) continue;
+    *found = 1;
+    refresh(blk);
+    int k = 0;
+    while (k < PPSRT_CUDA_NXEV && ((blk->xpending >> k) & 1u)) k++;
+    if (k == PPSRT_CUDA_NXEV) {   /* every slot busy: wait for the oldest (rare) */
+      int rc = ppsrt_cuda_wait(o, blk->xev[0], "an earlier use of a buffer");
+      if (rc) return rc;
+      k = 0;
+    }
+    if (!blk->xev[k]) CUDA_CHECK(o, cudaEventCreateWithFlags(&blk->xev[k], cudaEventDisableTiming));
+    CUDA_CHECK(o, cudaEventRecord(blk->xev[k], s));
+    blk->xpending |= 1u << k;
+    return PPSRT_OK;
+  }
+  return PPSRT_OK;
+}
+
+int ppsrt_cuda_record_use(ppsrt_backend *b, void *p, cudaStream_t s) {
+  int found = 0;
+  cuda_impl *im = IM(b);
+  pthread_mutex_lock(&im->mu);
+  int rc = record_use_in(b, p, s, &found);
+  pthread_mutex_unlock(&im->mu);
+  if (rc || found) return rc;
+  pthread_mutex_lock(&reg_mu);
+  for (int i = 0; i < nreg && !found && !rc; i++) {
+    ppsrt_backend *o = reg[i];
+    if (o == b) continue;
+    cuda_impl *oi = IM(o);
+    pthread_mutex_lock(&oi->mu);
+    rc = record_use_in(o, p, s, &found);
+    pthread_mutex_unlock(&oi->mu);
+  }
+  pthread_mutex_unlock(&reg_mu);
+  if (!rc && !found)
+    return PPSRT_FAIL(PPSRT_E_USAGE, "cuda: %p is not a buffer of any CUDA backend of this process", p);
+  return rc;
 }
 
 static int cu_alloc(ppsrt_backend *b, size_t bytes, void **out) {
@@ -1126,6 +1194,8 @@ static void cu_destroy(ppsrt_backend *b) {
           raw_free(pools[k], blk->p);
           for (int s = 0; s < PPSRT_NSTREAMS; s++)
             if (blk->ev[s]) cudaEventDestroy(blk->ev[s]);
+          for (int x = 0; x < PPSRT_CUDA_NXEV; x++)
+            if (blk->xev[x]) cudaEventDestroy(blk->xev[x]);
         }
         free(pools[k]->v);
       }

@@ -142,5 +142,11 @@ int ppsrt_cuda_wait(ppsrt_backend *b, cudaEvent_t ev, const char *what);
 void ppsrt_cuda_set_process_device(int dev);
 /* The device ordinal this backend runs on. */
 int ppsrt_cuda_device(ppsrt_backend *b);
+/* Record-stream: device buffer p (from any CUDA backend of the process) is used by work
+ * queued on stream s, which is not one of the backend's five; the allocator does not
+ * hand p out again before that work is done (an event per use, at most
+ * PPSRT_CUDA_NXEV in flight per buffer; past that the host waits for the oldest). */
+#define PPSRT_CUDA_NXEV 4
+int ppsrt_cuda_record_use(ppsrt_backend *b, void *p, cudaStream_t s);
 #endif
 #endif

@@ -65,8 +65,21 @@
 #include "transport.h"
 #include "cuda_impl.h"
 
+/* Defined only by the emulator (tests/gpu/emu): names a stream in its race reports. */
+extern void pps_emu_name_stream(cudaStream_t s, const char *name) __attribute__((weak));
+
 enum { MODE_NCCL, MODE_COPY };
-enum { C_UP, C_DOWN, C_COLL, NCOMM };
+enum { C_COLL, NCOMM };
+
+/* A directed point-to-point channel of one rank toward one peer (NCCL mode): a two-rank
+ * communicator of its own (the sender is its rank 0, the receiver its rank 1) and a
+ * stream of its own, created at first use; `in`/`out` order it after the caller's
+ * stream and the caller's stream after it. */
+typedef struct pchan {
+  ncclComm_t comm;
+  cudaStream_t st;
+  cudaEvent_t in, out;
+} pchan;
 
 /* A staging buffer of the copy channel: carries one message at a time. */
 typedef struct sbuf {
@@ -100,6 +113,9 @@ typedef struct rank_state {
   ppsrt_backend *be;       /* attached backend (first call) */
   int dev;                 /* GPU this rank must use */
   ncclComm_t comm[NCOMM];
+  pchan *ch;               /* [2 * nranks]: toward peer p at [p], from peer p at [nranks + p] (NCCL mode) */
+  cudaStream_t coll_st;    /* collectives run here, ordered with the caller's stream by events */
+  cudaEvent_t coll_in, coll_out;
   int aborted_comms;
   /* copy channel */
   uint64_t round;
@@ -161,6 +177,11 @@ static void abort_comms(nccl_tp *tp, int rank) {
       (void)ncclCommAbort(r->comm[c]);
       r->comm[c] = NULL;
     }
+  for (int i = 0; r->ch && i < 2 * tp->nranks; i++)
+    if (r->ch[i].comm) {
+      (void)ncclCommAbort(r->ch[i].comm);
+      r->ch[i].comm = NULL;
+    }
 }
 
 static const char *nccl_hint(ncclResult_t r) {
@@ -210,16 +231,18 @@ static int watch(void *ctx, int rank) {
   if (tp->aborted) return aborted_error(tp, rank, "a wait");
   if (tp->mode != MODE_NCCL || rank < 0) return PPSRT_OK;
   rank_state *r = &tp->rs[rank];
-  for (int c = 0; c < NCOMM; c++) {
-    if (!r->comm[c]) continue;
+  for (int c = 0; c < NCOMM + 2 * tp->nranks; c++) {
+    ncclComm_t cm = c < NCOMM ? r->comm[c] : r->ch ? r->ch[c - NCOMM].comm : NULL;
+    if (!cm) continue;
     ncclResult_t res = ncclSuccess;
-    ncclResult_t q = ncclCommGetAsyncError(r->comm[c], &res);
+    ncclResult_t q = ncclCommGetAsyncError(cm, &res);
     if (q != ncclSuccess) res = q;
     if (res != ncclSuccess && res != ncclInProgress) {
-      static const char *names[NCOMM] = {"up", "down", "coll"};
-      char op[64];
-      snprintf(op, sizeof op, "asynchronous error on the %s communicator", names[c]);
-      return nccl_fail(tp, rank, r->comm[c], res, "ncclCommGetAsyncError", op, __FILE__, __LINE__);
+      char op[96];
+      if (c < NCOMM) snprintf(op, sizeof op, "asynchronous error on the collectives' communicator");
+      else if (c - NCOMM < tp->nranks) snprintf(op, sizeof op, "asynchronous error on the channel to rank %d", c - NCOMM);
+      else snprintf(op, sizeof op, "asynchronous error on the channel from rank %d", c - NCOMM - tp->nranks);
+      return nccl_fail(tp, rank, cm, res, "ncclCommGetAsyncError", op, __FILE__, __LINE__);
     }
   }
   return PPSRT_OK;
@@ -295,6 +318,48 @@ static int host_wait(ppsrt_transport *t, int rank, int (*pred)(nccl_tp *, void *
 
 /* ------------------------------------------------------------------------- */
 /* point to point                                                              */
+
+/* The channel of `rank` toward (send) or from (!send) `peer`, its stream and events
+ * created at first use on the rank's GPU (current: enter() made it so). */
+static int chan(nccl_tp *tp, int rank, ppsrt_backend *b, int peer, int send, pchan **out) {
+  rank_state *r = &tp->rs[rank];
+  pchan *ch = &r->ch[send ? peer : tp->nranks + peer];
+  if (!ch->comm)
+    return PPSRT_FAIL(PPSRT_E_COMM, "nccl: rank %d has no channel %s rank %d", rank, send ? "to" : "from", peer);
+  if (!ch->st) {
+    int lo = 0, hi = 0;
+    CUDA_CHECK(b, cudaDeviceGetStreamPriorityRange(&lo, &hi));
+    CUDA_CHECK(b, cudaStreamCreateWithPriority(&ch->st, cudaStreamNonBlocking, hi));
+    CUDA_CHECK(b, cudaEventCreateWithFlags(&ch->in, cudaEventDisableTiming));
+    CUDA_CHECK(b, cudaEventCreateWithFlags(&ch->out, cudaEventDisableTiming));
+    if (pps_emu_name_stream) {
+      char nm[64];
+      snprintf(nm, sizeof nm, "nccl channel stream of rank %d %s rank %d", rank, send ? "to" : "from", peer);
+      pps_emu_name_stream(ch->st, nm);
+    }
+  }
+  *out = ch;
+  return PPSRT_OK;
+}
+
+/* The stream the collectives of `rank` run on (NCCL mode), created at first use. */
+static int coll_stream(nccl_tp *tp, int rank, ppsrt_backend *b, cudaStream_t *out) {
+  rank_state *r = &tp->rs[rank];
+  if (!r->coll_st) {
+    int lo = 0, hi = 0;
+    CUDA_CHECK(b, cudaDeviceGetStreamPriorityRange(&lo, &hi));
+    CUDA_CHECK(b, cudaStreamCreateWithPriority(&r->coll_st, cudaStreamNonBlocking, hi));
+    CUDA_CHECK(b, cudaEventCreateWithFlags(&r->coll_in, cudaEventDisableTiming));
+    CUDA_CHECK(b, cudaEventCreateWithFlags(&r->coll_out, cudaEventDisableTiming));
+    if (pps_emu_name_stream) {
+      char nm[64];
+      snprintf(nm, sizeof nm, "nccl collectives stream of rank %d", rank);
+      pps_emu_name_stream(r->coll_st, nm);
+    }
+  }
+  *out = r->coll_st;
+  return PPSRT_OK;
+}
 
 static int q_nonempty(nccl_tp *tp, void *arg) { return ((queue *)arg)->head != NULL; }
 
@@ -419,11 +484,16 @@ static int tp_send(ppsrt_transport *t, int rank, ppsrt_backend *b, int stream, c
   if (!s) return PPSRT_E_USAGE;
   if (tp->mode == MODE_COPY) return copy_send(t, rank, b, s, buf, bytes, peer, tag);
   if (!bytes) return PPSRT_OK;
-  ncclComm_t c = tp->rs[rank].comm[peer > rank ? C_UP : C_DOWN];
+  pchan *ch;
+  if ((rc = chan(tp, rank, b, peer, 1, &ch))) return rc;
   char op[96];
   snprintf(op, sizeof op, "send of %zu bytes to rank %d (tag %lld)", bytes, peer, (long long)tag);
-  NCCL_CHECK(tp, rank, c, ncclSend(buf, bytes, ncclUint8, peer, c, s), op);
-  return PPSRT_OK;
+  /* on the channel's own stream after the caller's stream; the buffer's reuse waits for
+   * the send (record-stream); nothing else waits for it: a send blocks only its channel */
+  CUDA_CHECK(b, cudaEventRecord(ch->in, s));
+  CUDA_CHECK(b, cudaStreamWaitEvent(ch->st, ch->in, 0));
+  NCCL_CHECK(tp, rank, ch->comm, ncclSend(buf, bytes, ncclUint8, 1, ch->comm, ch->st), op);
+  return ppsrt_cuda_record_use(b, (void *)buf, ch->st);
 }
 
 static int tp_recv(ppsrt_transport *t, int rank, ppsrt_backend *b, int stream, void *buf, size_t bytes, int peer,
@@ -435,10 +505,17 @@ static int tp_recv(ppsrt_transport *t, int rank, ppsrt_backend *b, int stream, v
   if (!s) return PPSRT_E_USAGE;
   if (tp->mode == MODE_COPY) return copy_recv(t, rank, b, s, buf, bytes, peer, tag);
   if (!bytes) return PPSRT_OK;
-  ncclComm_t c = tp->rs[rank].comm[peer < rank ? C_UP : C_DOWN];
+  pchan *ch;
+  if ((rc = chan(tp, rank, b, peer, 0, &ch))) return rc;
   char op[96];
   snprintf(op, sizeof op, "recv of %zu bytes from rank %d (tag %lld)", bytes, peer, (long long)tag);
-  NCCL_CHECK(tp, rank, c, ncclRecv(buf, bytes, ncclUint8, peer, c, s), op);
+  /* on the channel's stream after the caller's (the buffer's allocation ordered it there);
+   * the caller's stream then waits for the data */
+  CUDA_CHECK(b, cudaEventRecord(ch->in, s));
+  CUDA_CHECK(b, cudaStreamWaitEvent(ch->st, ch->in, 0));
+  NCCL_CHECK(tp, rank, ch->comm, ncclRecv(buf, bytes, ncclUint8, 0, ch->comm, ch->st), op);
+  CUDA_CHECK(b, cudaEventRecord(ch->out, ch->st));
+  CUDA_CHECK(b, cudaStreamWaitEvent(s, ch->out, 0));
   return PPSRT_OK;
 }
 
@@ -479,26 +556,40 @@ static int tp_barrier(ppsrt_transport *t, int rank) {
 #ifdef HAVE_MPI
   rank_state *r = &tp->rs[rank];
   if (tp->aborted) return aborted_error(tp, rank, "barrier");
-  if (!r->be) {   /* before any GPU call: MPI's own barrier */
-    if (MPI_Barrier(MPI_COMM_WORLD) != MPI_SUCCESS)
-      return PPSRT_FAIL(PPSRT_E_COMM, "nccl: rank %d: MPI_Barrier failed", rank);
-    return PPSRT_OK;
-  }
-  /* Once on the GPU: a one-float all-reduce on the coll communicator, waited for by
-   * polling, so a dead peer turns into an error or a timeout rather than a hang. */
-  ppsrt_backend *b = r->be;
-  int rc = set_dev(b, r->dev);
-  if (rc) return rc;
-  if (!r->bar_buf) {
-    CUDA_CHECK(b, cudaMalloc((void **)&r->bar_buf, sizeof(float)));
-    CUDA_CHECK(b, cudaStreamCreateWithFlags(&r->bar_st, cudaStreamNonBlocking));
-    CUDA_CHECK(b, cudaEventCreateWithFlags(&r->bar_ev, cudaEventDisableTiming));
+  /* Always the same operation on every rank (a one-float all-reduce on the collectives'
+   * communicator, on the barrier's own stream, set up at bootstrap), waited for by
+   * polling with the transport's timeout: ranks cannot disagree on what a barrier is,
+   * and a dead peer turns into an error or a timeout rather than a hang. */
+  if (cudaSetDevice(r->dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return PPSRT_FAIL(PPSRT_E_BACKEND, "nccl: rank %d: cudaSetDevice(%d) failed at a barrier", rank, r->dev);
   }
   cudaStream_t s = r->bar_st;
   ncclComm_t c = r->comm[C_COLL];
   NCCL_CHECK(tp, rank, c, ncclAllReduce(r->bar_buf, r->bar_buf, 1, ncclFloat32, ncclSum, c, s), "barrier");
-  CUDA_CHECK(b, cudaEventRecord(r->bar_ev, s));
-  return ppsrt_cuda_wait(b, r->bar_ev, "the other ranks at a barrier");
+  if (cudaEventRecord(r->bar_ev, s) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return PPSRT_FAIL(PPSRT_E_BACKEND, "nccl: rank %d: cudaEventRecord failed at a barrier", rank);
+  }
+  if (r->be) return ppsrt_cuda_wait(r->be, r->bar_ev, "the other ranks at a barrier");
+  double t0 = now_s();
+  for (;;) {
+    cudaError_t e = cudaEventQuery(r->bar_ev);
+    if (e == cudaSuccess) return PPSRT_OK;
+    if (e != cudaErrorNotReady) {
+      (void)cudaGetLastError();
+      return PPSRT_FAIL(PPSRT_E_BACKEND, "nccl: rank %d: a barrier failed: %s", rank, cudaGetErrorString(e));
+    }
+    int rc = watch(tp, rank);
+    if (rc) return rc;
+    if (t->timeout_s > 0 && now_s() - t0 > t->timeout_s) {
+      on_timeout(tp, rank, "the other ranks at a barrier");
+      return PPSRT_FAIL(PPSRT_E_TIMEOUT, "nccl: rank %d waited %.1f s at a barrier\nhint: a rank died or is stuck; "
+                        "raise --timeout if it is just slow", rank, now_s() - t0);
+    }
+    struct timespec ts = {0, 100000};
+    nanosleep(&ts, NULL);
+  }
 #else
   return PPSRT_FAIL(PPSRT_E_USAGE, "nccl: built without MPI");
 #endif
@@ -593,7 +684,14 @@ static int tp_allreduce(ppsrt_transport *t, int rank, ppsrt_backend *b, int stre
   ncclComm_t c = tp->rs[rank].comm[C_COLL];
   char what[80];
   snprintf(what, sizeof what, "all-reduce (%s) of %zu floats", op == PPSRT_MAX ? "max" : "sum", n);
-  NCCL_CHECK(tp, rank, c, ncclAllReduce(buf, buf, n, ncclFloat32, op == PPSRT_MAX ? ncclMax : ncclSum, c, s), what);
+  cudaStream_t cs;
+  if ((rc = coll_stream(tp, rank, b, &cs))) return rc;
+  rank_state *r = &tp->rs[rank];
+  CUDA_CHECK(b, cudaEventRecord(r->coll_in, s));
+  CUDA_CHECK(b, cudaStreamWaitEvent(cs, r->coll_in, 0));
+  NCCL_CHECK(tp, rank, c, ncclAllReduce(buf, buf, n, ncclFloat32, op == PPSRT_MAX ? ncclMax : ncclSum, c, cs), what);
+  CUDA_CHECK(b, cudaEventRecord(r->coll_out, cs));
+  CUDA_CHECK(b, cudaStreamWaitEvent(s, r->coll_out, 0));
   return PPSRT_OK;
 }
 
@@ -610,7 +708,14 @@ static int tp_broadcast(ppsrt_transport *t, int rank, ppsrt_backend *b, int stre
   ncclComm_t c = tp->rs[rank].comm[C_COLL];
   char what[80];
   snprintf(what, sizeof what, "broadcast of %zu bytes from rank %d", bytes, root);
-  NCCL_CHECK(tp, rank, c, ncclBroadcast(buf, buf, bytes, ncclUint8, root, c, s), what);
+  cudaStream_t cs;
+  if ((rc = coll_stream(tp, rank, b, &cs))) return rc;
+  rank_state *r = &tp->rs[rank];
+  CUDA_CHECK(b, cudaEventRecord(r->coll_in, s));
+  CUDA_CHECK(b, cudaStreamWaitEvent(cs, r->coll_in, 0));
+  NCCL_CHECK(tp, rank, c, ncclBroadcast(buf, buf, bytes, ncclUint8, root, c, cs), what);
+  CUDA_CHECK(b, cudaEventRecord(r->coll_out, cs));
+  CUDA_CHECK(b, cudaStreamWaitEvent(s, r->coll_out, 0));
   return PPSRT_OK;
 }
 
@@ -638,6 +743,20 @@ static void tp_destroy(ppsrt_transport *t) {
           if (tp->aborted) (void)ncclCommAbort(r->comm[c]);
           else (void)ncclCommDestroy(r->comm[c]);
         }
+      for (int k = 0; r->ch && k < 2 * tp->nranks; k++) {
+        pchan *ch = &r->ch[k];
+        if (ch->comm) {
+          if (tp->aborted) (void)ncclCommAbort(ch->comm);
+          else (void)ncclCommDestroy(ch->comm);
+        }
+        if (ch->in) cudaEventDestroy(ch->in);
+        if (ch->out) cudaEventDestroy(ch->out);
+        if (ch->st) cudaStreamDestroy(ch->st);
+      }
+      free(r->ch);
+      if (r->coll_in) cudaEventDestroy(r->coll_in);
+      if (r->coll_out) cudaEventDestroy(r->coll_out);
+      if (r->coll_st) cudaStreamDestroy(r->coll_st);
       for (int k = 0; k < 2; k++) {
         if (r->sl[k].p) cudaFree(r->sl[k].p);
         if (r->sl[k].ready) cudaEventDestroy(r->sl[k].ready);
@@ -682,7 +801,20 @@ static int fail_init(nccl_tp *tp, ncclResult_t r, const char *call) {
 }
 
 #ifdef HAVE_MPI
+/* Every rank learns whether any rank failed `step` (its own message if it did, else the
+ * number of failed ranks). */
+static int agree(int rank, int *bad, const char *emsg, const char *step) {
+  int mine = *bad, nbad = 0;
+  if (MPI_Allreduce(&mine, &nbad, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD) != MPI_SUCCESS)
+    return PPSRT_FAIL(PPSRT_E_COMM, "nccl: rank %d: MPI_Allreduce failed during the NCCL bootstrap (%s)", rank, step);
+  if (!nbad) return PPSRT_OK;
+  if (mine) return PPSRT_FAIL(PPSRT_E_COMM, "%s", emsg);
+  return PPSRT_FAIL(PPSRT_E_COMM, "nccl: rank %d: the NCCL bootstrap failed on %d other rank%s at %s (their messages "
+                    "say why)", rank, nbad, nbad == 1 ? "" : "s", step);
+}
+
 static int init_mpi(ppsrt_transport *t, nccl_tp *tp, int nranks) {
+  int rc;
   int inited = 0, size = 0, rank = 0;
   MPI_Initialized(&inited);
   if (!inited) {
@@ -705,37 +837,96 @@ static int init_mpi(ppsrt_transport *t, nccl_tp *tp, int nranks) {
     MPI_Comm_size(local, &lsize);
     MPI_Comm_free(&local);
   }
+  /* Every bootstrap step ends with an agreement (MPI_Allreduce of a failure flag), so a
+   * rank that fails makes every rank fail with a message instead of leaving the others
+   * in a collective it never reaches. */
+  char emsg[512] = "";
+  int bad = 0;
   int ngpu = 0;
   cudaError_t e = cudaGetDeviceCount(&ngpu);
   if (e != cudaSuccess || ngpu == 0) {
     (void)cudaGetLastError();
-    return PPSRT_FAIL(PPSRT_E_BACKEND, "nccl: rank %d: no CUDA device visible on host %s\nhint: check nvidia-smi and "
-                      "CUDA_VISIBLE_DEVICES, or use --backend cpu --transport mpi", rank, ppsrt_cuda_hostname());
+    snprintf(emsg, sizeof emsg, "nccl: rank %d: no CUDA device visible on host %s\nhint: check nvidia-smi and "
+             "CUDA_VISIBLE_DEVICES, or use --backend cpu --transport mpi", rank, ppsrt_cuda_hostname());
+    bad = 1;
+  } else if (lsize > ngpu && ngpu > 1) {
+    /* one GPU per process is the usual launch (CUDA_VISIBLE_DEVICES or Slurm
+     * --gpus-per-task=1 show each process one GPU); several GPUs but fewer than the
+     * local ranks means two ranks would share one */
+    snprintf(emsg, sizeof emsg, "nccl: %d ranks on host %s share %d GPUs\nhint: one process per GPU: start at most %d "
+             "ranks per node, or show each process its own GPU (CUDA_VISIBLE_DEVICES, --gpus-per-task=1)",
+             lsize, ppsrt_cuda_hostname(), ngpu, ngpu);
+    bad = 1;
   }
-  if (lsize > ngpu)
-    return PPSRT_FAIL(PPSRT_E_USAGE, "nccl: %d ranks on host %s share %d GPUs\nhint: one process per GPU: start at most "
-                      "%d ranks per node (or run in one process: it shares a GPU through the copy channel)",
-                      lsize, ppsrt_cuda_hostname(), ngpu, ngpu);
   tp->rs = calloc((size_t)size, sizeof *tp->rs);
   if (!tp->rs) return PPSRT_FAIL(PPSRT_E_NOMEM, "nccl: out of host memory");
   rank_state *me = &tp->rs[rank];
-  me->dev = lrank % ngpu;
-  e = cudaSetDevice(me->dev);
-  if (e != cudaSuccess) return ppsrt_cuda_fail_cuda(NULL, (int)e, "cudaSetDevice", __FILE__, __LINE__);
-  ppsrt_cuda_set_process_device(me->dev);
-  ncclUniqueId id[NCOMM];
-  memset(id, 0, sizeof id);
-  if (rank == 0)
-    for (int c = 0; c < NCOMM; c++) {
-      ncclResult_t r = ncclGetUniqueId(&id[c]);
-      if (r != ncclSuccess) return fail_init(tp, r, "ncclGetUniqueId");   /* the others then fail in MPI_Bcast's wake */
+  if (!bad) {
+    me->dev = ngpu == 1 ? 0 : lrank % ngpu;
+    e = cudaSetDevice(me->dev);
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();
+      snprintf(emsg, sizeof emsg, "nccl: rank %d: cudaSetDevice(%d) failed on host %s: %s", rank, me->dev,
+               ppsrt_cuda_hostname(), cudaGetErrorString(e));
+      bad = 1;
+    } else {
+      ppsrt_cuda_set_process_device(me->dev);
     }
-  if (MPI_Bcast(id, (int)sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
-    return PPSRT_FAIL(PPSRT_E_COMM, "nccl: rank %d: MPI_Bcast of the NCCL ids failed", rank);
-  for (int c = 0; c < NCOMM; c++) {
-    ncclResult_t r = ncclCommInitRank(&me->comm[c], size, id[c], rank);
-    if (r != ncclSuccess) return fail_init(tp, r, "ncclCommInitRank");
   }
+  if ((rc = agree(rank, &bad, emsg, "device selection"))) return rc;
+  /* ids: the collectives' communicator, then one per directed pair (src, dst), src-major */
+  int nid = NCOMM + size * (size - 1);
+  ncclUniqueId *id = calloc((size_t)nid, sizeof *id);
+  if (!(me->ch = calloc((size_t)2 * size, sizeof(pchan))) || !id) {
+    free(id);
+    return PPSRT_FAIL(PPSRT_E_NOMEM, "nccl: out of host memory");
+  }
+  if (rank == 0)
+    for (int c = 0; c < nid && !bad; c++) {
+      ncclResult_t r = ncclGetUniqueId(&id[c]);
+      if (r != ncclSuccess) {
+        snprintf(emsg, sizeof emsg, "nccl: ncclGetUniqueId failed on rank 0 (host %s): %s\nhint: %s",
+                 ppsrt_cuda_hostname(), ncclGetErrorString(r), nccl_hint(r));
+        bad = 1;
+      }
+    }
+  if ((rc = agree(rank, &bad, emsg, "ncclGetUniqueId on rank 0"))) {
+    free(id);
+    return rc;
+  }
+  if (MPI_Bcast(id, (int)(nid * sizeof *id), MPI_BYTE, 0, MPI_COMM_WORLD) != MPI_SUCCESS) {
+    free(id);
+    return PPSRT_FAIL(PPSRT_E_COMM, "nccl: rank %d: MPI_Bcast of the NCCL ids failed", rank);
+  }
+  ncclResult_t r = ncclSuccess;
+  for (int c = 0; c < NCOMM && r == ncclSuccess; c++) r = ncclCommInitRank(&me->comm[c], size, id[c], rank);
+  /* the pairs in one global order: each init waits only for the pair's other rank,
+   * which reaches it in the same order */
+  for (int src = 0, k = NCOMM; src < size && r == ncclSuccess; src++)
+    for (int dst = 0; dst < size && r == ncclSuccess; dst++) {
+      if (src == dst) continue;
+      if (rank == src) r = ncclCommInitRank(&me->ch[dst].comm, 2, id[k], 0);
+      else if (rank == dst) r = ncclCommInitRank(&me->ch[size + src].comm, 2, id[k], 1);
+      k++;
+    }
+  free(id);
+  if (r != ncclSuccess) {
+    snprintf(emsg, sizeof emsg, "nccl: ncclCommInitRank failed on rank %d (host %s): %s\nhint: %s", rank,
+             ppsrt_cuda_hostname(), ncclGetErrorString(r), nccl_hint(r));
+    bad = 1;
+  }
+  if ((rc = agree(rank, &bad, emsg, "ncclCommInitRank"))) return rc;
+  /* the barrier's buffer and stream, so that every barrier is the same NCCL all-reduce */
+  e = cudaMalloc((void **)&me->bar_buf, sizeof(float));
+  if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&me->bar_st, cudaStreamNonBlocking);
+  if (e == cudaSuccess) e = cudaEventCreateWithFlags(&me->bar_ev, cudaEventDisableTiming);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    snprintf(emsg, sizeof emsg, "nccl: rank %d: cannot set up the barrier on host %s: %s", rank, ppsrt_cuda_hostname(),
+             cudaGetErrorString(e));
+    bad = 1;
+  }
+  if ((rc = agree(rank, &bad, emsg, "the barrier's setup"))) return rc;
   (void)t;
   return PPSRT_OK;
 }
@@ -779,6 +970,22 @@ static int init_inproc(nccl_tp *tp, int nranks) {
     else
       for (int r = 0; r < nranks; r++) tp->rs[r].comm[c] = tmp[r];
   }
+  /* a two-rank communicator per directed pair: src -> dst */
+  for (int r = 0; r < nranks && !rc; r++)
+    if (!(tp->rs[r].ch = calloc((size_t)2 * nranks, sizeof(pchan)))) rc = PPSRT_FAIL(PPSRT_E_NOMEM, "nccl: out of host memory");
+  for (int src = 0; src < nranks && !rc; src++)
+    for (int dst = 0; dst < nranks && !rc; dst++) {
+      if (src == dst) continue;
+      int pd[2] = {devs[src], devs[dst]};
+      ncclComm_t two[2];
+      ncclResult_t res = ncclCommInitAll(two, 2, pd);
+      if (res != ncclSuccess) {
+        rc = fail_init(tp, res, "ncclCommInitAll (a point-to-point channel)");
+        break;
+      }
+      tp->rs[src].ch[dst].comm = two[0];
+      tp->rs[dst].ch[nranks + src].comm = two[1];
+    }
   free(devs);
   free(tmp);
   return rc;

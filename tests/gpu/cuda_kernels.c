@@ -532,6 +532,11 @@ static void *tp_rank(void *v) {
   TRY(b->alloc(b, n * 4, (void **)&in));
   /* ring: send to r+1 and receive from r-1, twice (FIFO order), then the reverse */
   for (int k = 0; k < 2; k++) {
+    /* a sent buffer is written again only through the allocator, which waits for the
+     * send (the NCCL transport's sends complete on their channel's stream: transport.h) */
+    b->free(b, buf);
+    buf = NULL;
+    TRY(b->alloc(b, n * 4, (void **)&buf));
     for (size_t i = 0; i < n; i++) h[i] = (float)(r * 1000 + k) + (float)i * 1e-3f;
     TRY(b->upload_f32(b, (ppsrt_tensor){buf, n, PPSRT_F32}, h));
     /* the upload runs on COMPUTE: the send stream waits for it, as the interpreter does */
@@ -546,6 +551,9 @@ static void *tp_rank(void *v) {
     EXPECT(h[7] == (float)(from * 1000 + k) + 7e-3f, "rank %d: message %d from %d: got %g", r, k, from, h[7]);
   }
   /* all-reduce sum and max, broadcast */
+  b->free(b, buf);
+  buf = NULL;
+  TRY(b->alloc(b, n * 4, (void **)&buf));
   for (size_t i = 0; i < n; i++) h[i] = (float)(r + 1) * (float)(i % 7);
   TRY(b->upload_f32(b, (ppsrt_tensor){buf, n, PPSRT_F32}, h));
   TRY(t->allreduce_f32(t, r, b, PPSRT_STREAM_COMPUTE, buf, n, PPSRT_SUM));
@@ -567,7 +575,7 @@ out:
   if (rc) t->abort(t, r, a->err);
   if (b) {
     if (xev) b->event_destroy(b, xev);
-    b->free(b, buf);
+    if (buf) b->free(b, buf);
     b->free(b, in);
     b->destroy(b);
   }

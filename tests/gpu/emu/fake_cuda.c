@@ -213,8 +213,8 @@ static unsigned long long rng_next(unsigned long long *s) {
 static void rand_delay(strm *s) {
   if (!delay_us) return;
   unsigned long long r = rng_next(&s->rng);
-  if (r % 4 == 0) {
-    struct timespec ts = {0, (long)(r % (unsigned)delay_us) * 1000L};
+  if (r % 16 == 0) {
+    struct timespec ts = {0, (long)((r >> 8) % (unsigned)delay_us) * 1000L};
     nanosleep(&ts, NULL);
   } else if (r % 4 == 1) {
     sched_yield();
