@@ -75,12 +75,27 @@ namespace emu {
  * then releases the block barrier (every live fiber waits there) or a warp barrier
  * (every live fiber of that warp waits there). Nothing runs concurrently. */
 enum { F_RUN, F_BLOCK, F_WARP, F_DONE };
+#if defined(__x86_64__)
+/* x86-64: a fiber switch saves the callee-saved registers on the old stack and swaps
+ * stack pointers (swapcontext also saves the signal mask: two system calls per switch,
+ * most of the emulator's time). */
+#define EMU_FAST_SWITCH 1
+extern "C" void pps_emu_fswitch(void **save_sp, void *to_sp);
+asm(".text\n.globl pps_emu_fswitch\n.hidden pps_emu_fswitch\n.type pps_emu_fswitch,@function\n"
+    "pps_emu_fswitch:\n"
+    "  pushq %rbp\n  pushq %rbx\n  pushq %r12\n  pushq %r13\n  pushq %r14\n  pushq %r15\n"
+    "  movq %rsp, (%rdi)\n  movq %rsi, %rsp\n"
+    "  popq %r15\n  popq %r14\n  popq %r13\n  popq %r12\n  popq %rbx\n  popq %rbp\n  ret\n"
+    ".size pps_emu_fswitch, .-pps_emu_fswitch\n");
+#endif
 struct fiber {
   ucontext_t ctx;
+  void *sp;
   int state;
 };
 inline std::mutex launch_mu;
 inline ucontext_t sched;
+inline void *sched_sp;
 inline std::vector<fiber> fib;
 inline std::vector<char> stacks;
 inline constexpr size_t STACK = 64 * 1024;
@@ -92,20 +107,44 @@ inline unsigned tid() { return threadIdx.x + blockDim.x * (threadIdx.y + blockDi
 inline void wait_at(int st) {
   unsigned me = cur;
   fib[me].state = st;
+#ifdef EMU_FAST_SWITCH
+  pps_emu_fswitch(&fib[me].sp, sched_sp);
+#else
   swapcontext(&fib[me].ctx, &sched);
+#endif
 }
 inline void entry() {
   body();
   fib[cur].state = F_DONE;   /* returning resumes uc_link, the scheduler */
 }
+#ifdef EMU_FAST_SWITCH
+inline void fast_entry() {
+  entry();
+  void *dead;
+  pps_emu_fswitch(&dead, sched_sp);   /* never resumed */
+  std::abort();
+}
+#endif
 
 inline void run_block(unsigned nt, const dim3 &b, const ucontext_t &tmpl) {
   for (unsigned t = 0; t < nt; t++) {
+#ifdef EMU_FAST_SWITCH
+    (void)tmpl;
+    /* the first switch pops six zero registers and returns into fast_entry with the
+     * stack aligned as at a call */
+    uintptr_t top = ((uintptr_t)&stacks[(size_t)(t + 1) * STACK] & ~(uintptr_t)15) - 64;
+    void **sp = (void **)top;
+    for (int k = 0; k < 6; k++) sp[k] = nullptr;
+    sp[6] = (void *)&fast_entry;
+    sp[7] = nullptr;
+    fib[t].sp = sp;
+#else
     fib[t].ctx = tmpl;
     fib[t].ctx.uc_stack.ss_sp = &stacks[(size_t)t * STACK];
     fib[t].ctx.uc_stack.ss_size = STACK;
     fib[t].ctx.uc_link = &sched;
     makecontext(&fib[t].ctx, entry, 0);
+#endif
     fib[t].state = F_RUN;
   }
   for (;;) {
@@ -113,7 +152,11 @@ inline void run_block(unsigned nt, const dim3 &b, const ucontext_t &tmpl) {
       if (fib[t].state == F_RUN) {
         cur = t;
         threadIdx = uint3{t % b.x, (t / b.x) % b.y, t / (b.x * b.y)};
+#ifdef EMU_FAST_SWITCH
+        pps_emu_fswitch(&sched_sp, fib[t].sp);
+#else
         swapcontext(&sched, &fib[t].ctx);
+#endif
       }
     unsigned live = 0, at_block = 0;
     for (unsigned t = 0; t < nt; t++) {
