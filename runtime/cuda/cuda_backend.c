@@ -1267,8 +1267,30 @@ static int pick_device(int device_index, int ngpu) {
   return device_index % ngpu;
 }
 
+/* The CUDA runtime this library was built with needs a driver of at least its major
+ * version (minor-version compatibility covers the rest); an older one makes every call
+ * fail with cudaErrorInsufficientDriver, so say what it means here. No driver at all
+ * (version 0) is left to the device check below. */
+static int check_driver(void) {
+  int drv = 0;
+  if (cudaDriverGetVersion(&drv) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return PPSRT_OK;
+  }
+  if (drv <= 0 || drv / 1000 >= CUDART_VERSION / 1000) return PPSRT_OK;
+  return PPSRT_FAIL(PPSRT_E_BACKEND,
+                    "cuda: the NVIDIA driver on host %s supports CUDA %d.%d, but this libppsrt was built with the CUDA "
+                    "%d.%d toolkit, which needs a driver for CUDA %d.x or newer\n"
+                    "hint: update the NVIDIA driver, or rebuild PPS with a toolkit the driver supports "
+                    "(nvidia-smi shows its CUDA version): ../configure --with-cuda=/usr/local/cuda-%d.x",
+                    ppsrt_cuda_hostname(), drv / 1000, drv % 1000 / 10, CUDART_VERSION / 1000,
+                    CUDART_VERSION % 1000 / 10, CUDART_VERSION / 1000, drv / 1000);
+}
+
 int ppsrt_cuda_backend_create(int device_index, ppsrt_backend **out) {
   *out = NULL;
+  int rc0 = check_driver();
+  if (rc0) return rc0;
   int n = 0;
   cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess || n == 0) {

@@ -88,6 +88,11 @@ PY
   then pass "$(cat "$WORK/out")"; else fail "CPU and CUDA losses differ: $(cat "$WORK/out") $(cat "$WORK/cuda.err")"; fi
 else fail "build gpt 1f1b"; fi
 
+expect_exit 1 "a driver older than the toolkit fails at backend creation" \
+  env PPS_EMU_DRIVER_VERSION=11080 LD_PRELOAD="$EMU" "$WORK/one" --backend cuda --iterations 1 -q
+expect_grep "driver on host .* supports CUDA 11.8, but this libppsrt was built with the CUDA" "... and says which versions"
+expect_grep "with-cuda=" "... and how to build with another toolkit"
+
 if have_mpi; then
   expect_exit 0 "mpirun -np 4: 1f1b on the emulated CUDA backend, MPI transport, one process per GPU --check" \
     timeout 120 env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ASAN_OPTIONS="$MPI_ASAN" \
