@@ -194,6 +194,14 @@ static void t_elementwise(void) {
   OK(cpu->add_bias(cpu, 0, x.c, x.c, bias.c, N, C));   /* in place */
   OK(gpu->add_bias(gpu, 0, x.g, x.g, bias.g, N, C));
   compare("add_bias in place", &x, TOL_BF16);
+  {   /* C % 8 == 0: the vectorised kernel */
+    const int N2 = 33, C2 = 256;
+    pair x2 = mk((size_t)N2 * C2, PPSRT_BF16, 1, 0), b2 = mk(C2, PPSRT_BF16, 1, 0), y2 = mk((size_t)N2 * C2, PPSRT_BF16, 0, 0);
+    OK(cpu->add_bias(cpu, 0, y2.c, x2.c, b2.c, N2, C2));
+    OK(gpu->add_bias(gpu, 0, y2.g, x2.g, b2.g, N2, C2));
+    compare("add_bias C=256 (8 per load)", &y2, TOL_BF16);
+    drop(&x2); drop(&b2); drop(&y2);
+  }
   pair db = mk(C, PPSRT_F32, 1, 0);
   OK(cpu->bias_grad(cpu, 0, db.c, y.c, N, C));
   OK(gpu->bias_grad(gpu, 0, db.g, y.g, N, C));
