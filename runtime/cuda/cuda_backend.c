@@ -968,16 +968,21 @@ static int cu_attention_fwd(ppsrt_backend *b, int stream, void *out, float *lse,
   cuda_impl *im = IM(b);
   const int grp = Hq / Hkv, ldo = Hq * D, Tr = attn_chunk(T);
   const float scale = 1.0f / sqrtf((float)D);
-  const int nh = heads_per_unit(im, grp, (size_t)Tr, T, 6);
+  /* Heads go to the batched GEMMs together when their K/V rows are a constant stride
+   * apart: all Hq heads for standard multi-head attention (K/V stride D), the heads of
+   * one kv group otherwise (stride 0), as many as the scratch cap allows. */
+  const int span = grp == 1 ? Hq : grp;
+  const long kvs = grp == 1 ? D : 0;
+  const int nh = heads_per_unit(im, span, (size_t)Tr, T, 6);
   const size_t cap = (size_t)Tr * T;   /* scratch elements per head */
   void *ws;
   if ((rc = ws_get(b, stream, al256((size_t)nh * cap * 4) + al256((size_t)nh * cap * 2), &ws))) return rc;
   float *S = ws;
   void *P = (char *)ws + al256((size_t)nh * cap * 4);
   for (int bb = 0; bb < batch; bb++)
-    for (int g = 0; g < Hkv; g++)
-      for (int h0 = g * grp; h0 < (g + 1) * grp; h0 += nh) {
-        int n = (g + 1) * grp - h0 < nh ? (g + 1) * grp - h0 : nh;
+    for (int g0 = 0; g0 < Hq; g0 += span)
+      for (int h0 = g0; h0 < g0 + span; h0 += nh) {
+        int n = g0 + span - h0 < nh ? g0 + span - h0 : nh, g = h0 / grp;
         size_t row0 = (size_t)bb * T;
         const void *kg = BF(k, row0 * ldk + (size_t)g * D), *vg = BF(v, row0 * ldv + (size_t)g * D);
         float *lh = lse + ((size_t)bb * Hq + h0) * T;
@@ -986,12 +991,12 @@ static int cu_attention_fwd(ppsrt_backend *b, int stream, void *out, float *lse,
           const long RC = (long)R * C;
           const void *qc = BF(q, (row0 + r0) * ldq + (size_t)h0 * D);
           /* S_hh = Q_hh[r0 : r0+R] K_g[0 : C]^T (raw, F32) */
-          rc = gemm_fast(b, s, 0, 1, R, C, D, 1.0f, qc, PPSRT_BF16, ldq, D, kg, PPSRT_BF16, ldk, 0, 0.0f, S,
+          rc = gemm_fast(b, s, 0, 1, R, C, D, 1.0f, qc, PPSRT_BF16, ldq, D, kg, PPSRT_BF16, ldk, kvs, 0.0f, S,
                          PPSRT_F32, C, RC, n, 1);
           if (rc) return rc;
           CUDA_CHECK(b, ppsrt_cu_attn_softmax_fwd(s, P, lh, S, n, R, C, r0, T, scale));
           /* out_hh[r0 : r0+R] = P_hh V_g[0 : C] (bf16, row stride Hq*D) */
-          rc = gemm_fast(b, s, 0, 0, R, D, C, 1.0f, P, PPSRT_BF16, C, RC, vg, PPSRT_BF16, ldv, 0, 0.0f,
+          rc = gemm_fast(b, s, 0, 0, R, D, C, 1.0f, P, PPSRT_BF16, C, RC, vg, PPSRT_BF16, ldv, kvs, 0.0f,
                          BFW(out, (row0 + r0) * ldo + (size_t)h0 * D), PPSRT_BF16, ldo, D, n, 1);
           if (rc) return rc;
         }
