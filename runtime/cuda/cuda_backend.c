@@ -385,7 +385,7 @@ static int pool_get(ppsrt_backend *b, pool *pl, size_t bytes, int counted, int s
     refresh(blk);
     if (stream >= 0 || (blk->pending == 0 && blk->xpending == 0)) {
       if (best < 0 || blk->size < pl->v[best].size) best = i;
-    } else if (blk->pending == (1u << PPSRT_STREAM_COMPUTE) && !blk->xpending && !pl->host) {
+    } else if (!blk->xpending && !pl->host) {   /* busy on the backend's streams only: they wait */
       if (best_busy < 0 || blk->size < pl->v[best_busy].size) best_busy = i;
     }
   }

@@ -32,6 +32,7 @@
 
 #include "backend.h"
 #include "transport.h"
+#include "cuda/cuda_impl.h"
 
 typedef struct tol { double abs, rel; } tol;
 static const tol TOL_BF16 = {1.0 / 64, 1.0 / 64}, TOL_MM = {2e-2, 2e-2}, TOL_ATTN_BWD = {5e-2, 2e-2},
@@ -712,6 +713,32 @@ static void t_transport_faults(void) {
 }
 #endif
 
+/* A launch the GPU rejects (grid.y past 65535) is reported by the launcher's
+ * cudaGetLastError and cleared: the next call succeeds. */
+static void t_launch_config(void) {
+  void *P = NULL;
+  float *S = NULL, *lse = NULL;
+  OK(gpu->alloc(gpu, 1024, &P));
+  OK(gpu->alloc(gpu, 1024, (void **)&S));
+  OK(gpu->alloc(gpu, 1024, (void **)&lse));
+  cudaStream_t s = ppsrt_cuda_stream(gpu, PPSRT_STREAM_COMPUTE);
+  cudaError_t bad = ppsrt_cu_attn_softmax_fwd(s, P, lse, S, 70000, 1, 1, 0, 1, 1.0f);
+  cudaError_t after = cudaGetLastError();
+  cudaError_t good = ppsrt_cu_attn_softmax_fwd(s, P, lse, S, 1, 1, 1, 0, 1, 1.0f);
+  OK(gpu->stream_sync(gpu, PPSRT_STREAM_COMPUTE));
+  checks++;
+  if (bad != cudaErrorInvalidConfiguration || after != cudaSuccess || good != cudaSuccess) {
+    failures++;
+    fprintf(stderr, "FAIL: launch configuration: grid.y 70000 gave %s, then %s; a valid launch gave %s\n",
+            cudaGetErrorName(bad), cudaGetErrorName(after), cudaGetErrorName(good));
+  } else {
+    printf("ok   launch configuration                     grid.y 70000 -> cudaErrorInvalidConfiguration, cleared\n");
+  }
+  gpu->free(gpu, P);
+  gpu->free(gpu, S);
+  gpu->free(gpu, lse);
+}
+
 int main(int argc, char **argv) {
   int ndev = 0;
   cudaError_t e = cudaGetDeviceCount(&ndev);
@@ -765,6 +792,7 @@ int main(int argc, char **argv) {
   t_softmax();
   t_optimizer();
   t_streams_memory();
+  t_launch_config();
 #ifdef HAVE_NCCL
   t_transport("copy");
   t_transport_faults();

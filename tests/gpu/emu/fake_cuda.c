@@ -48,6 +48,8 @@
  *    earlier one on another stream not ordered before it prints the buffer, both
  *    streams and both operations and exits 66 (PPS_EMU_RACE=warn: print and go on).
  *
+ * PPS_EMU_STATS=1 prints the number of allocation calls at exit.
+ *
  * What it does not model: host code reading or writing pinned memory (only device-side
  * accesses are tracked, so a host read of a pinned buffer before its copy finished goes
  * unseen); pointers that a kernel reads through memory (the copy channel's source
@@ -668,6 +670,18 @@ cudaError_t cudaRuntimeGetVersion(int *v) {
 /* ------------------------------------------------------------------------- */
 /* memory                                                                      */
 
+/* PPS_EMU_STATS=1: the allocation calls, printed at exit (a steady state makes none) */
+static unsigned long long n_malloc, n_free, n_hostalloc, n_freehost;
+static void print_stats(void) {
+  fprintf(stderr, "pps-emu: stats: cudaMalloc %llu, cudaFree %llu, cudaHostAlloc %llu, cudaFreeHost %llu\n",
+          __atomic_load_n(&n_malloc, __ATOMIC_RELAXED), __atomic_load_n(&n_free, __ATOMIC_RELAXED),
+          __atomic_load_n(&n_hostalloc, __ATOMIC_RELAXED), __atomic_load_n(&n_freehost, __ATOMIC_RELAXED));
+}
+__attribute__((constructor)) static void stats_init(void) {
+  const char *v = getenv("PPS_EMU_STATS");
+  if (v && *v && strcmp(v, "0") != 0) atexit(print_stats);
+}
+
 static void *host_mem(size_t n) {
   void *p = NULL;
   if (posix_memalign(&p, 256, n ? n : 1)) return NULL;
@@ -676,12 +690,14 @@ static void *host_mem(size_t n) {
 }
 cudaError_t cudaMalloc(void **p, size_t n) {
   cfg();
+  __atomic_add_fetch(&n_malloc, 1, __ATOMIC_RELAXED);
   if (!(*p = host_mem(n))) return last_err = cudaErrorMemoryAllocation;
   alloc_add(*p, n, 0);
   return cudaSuccess;
 }
 cudaError_t cudaFree(void *p) {
   if (!p) return cudaSuccess;
+  __atomic_add_fetch(&n_free, 1, __ATOMIC_RELAXED);
   pthread_mutex_lock(&G);
   host_sync_device(cur_dev);   /* cudaFree synchronises the device */
   pthread_mutex_unlock(&G);
@@ -692,6 +708,7 @@ cudaError_t cudaFree(void *p) {
 cudaError_t cudaHostAlloc(void **p, size_t n, unsigned int flags) {
   (void)flags;
   cfg();
+  __atomic_add_fetch(&n_hostalloc, 1, __ATOMIC_RELAXED);
   if (!(*p = host_mem(n))) return last_err = cudaErrorMemoryAllocation;
   alloc_add(*p, n, 1);
   return cudaSuccess;
@@ -699,6 +716,7 @@ cudaError_t cudaHostAlloc(void **p, size_t n, unsigned int flags) {
 cudaError_t cudaMallocHost(void **p, size_t n) { return cudaHostAlloc(p, n, 0); }
 cudaError_t cudaFreeHost(void *p) {
   if (!p) return cudaSuccess;
+  __atomic_add_fetch(&n_freehost, 1, __ATOMIC_RELAXED);
   pthread_mutex_lock(&G);
   host_sync_device(cur_dev);
   pthread_mutex_unlock(&G);
