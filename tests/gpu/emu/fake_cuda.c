@@ -201,6 +201,7 @@ typedef struct strm {
 } strm;
 
 static strm *slots[MAXS];
+static uint32_t slot_last[MAXS];   /* the last epoch of a destroyed stream's slot */
 static strm *legacy_of[64];
 static int nstreams_made;
 
@@ -306,6 +307,7 @@ static void *worker(void *arg) {
   pthread_mutex_lock(&G);
   item *it = s->head;
   s->head = NULL;
+  slot_last[s->slot] = s->vc[s->slot];
   slots[s->slot] = NULL;
   pthread_mutex_unlock(&G);
   item_free(it);
@@ -354,8 +356,7 @@ static strm *stream_new(int dev, int legacy, int nonblocking, int prio) {   /* u
   pthread_cond_init(&s->cv, NULL);
   /* a reused slot keeps counting from the old stream's clock (never moves backwards) */
   for (int i = 0; i < MAXS; i++) s->vc[i] = 0;
-  static uint32_t slot_clock[MAXS];
-  s->vc[slot] = slot_clock[slot] += 1u << 20;   /* clear of the previous owner's epochs */
+  s->vc[slot] = slot_last[slot] + 1;   /* past the previous owner's epochs */
   slots[slot] = s;
   if (slot + 1 > vc_hi) vc_hi = slot + 1;
   pthread_attr_t a;
