@@ -176,9 +176,13 @@ static int add_loss(ppsrt_model *m, const float *mx, const float *se, const floa
   gpt *g = m->impl;
   ppsrt_backend *be = m->be;
   int N = g->N;
-  TRY(be->download_f32(be, g->hst, (ppsrt_tensor){(void *)mx, (size_t)N, PPSRT_F32}));
-  TRY(be->download_f32(be, g->hst + N, (ppsrt_tensor){(void *)se, (size_t)N, PPSRT_F32}));
-  TRY(be->download_f32(be, g->hst + 2 * N, (ppsrt_tensor){(void *)tg, (size_t)N, PPSRT_F32}));
+  if (se == mx + N && tg == mx + 2 * N) {   /* one buffer: one download (one host wait on a GPU) */
+    TRY(be->download_f32(be, g->hst, (ppsrt_tensor){(void *)mx, (size_t)3 * N, PPSRT_F32}));
+  } else {
+    TRY(be->download_f32(be, g->hst, (ppsrt_tensor){(void *)mx, (size_t)N, PPSRT_F32}));
+    TRY(be->download_f32(be, g->hst + N, (ppsrt_tensor){(void *)se, (size_t)N, PPSRT_F32}));
+    TRY(be->download_f32(be, g->hst + 2 * N, (ppsrt_tensor){(void *)tg, (size_t)N, PPSRT_F32}));
+  }
   double s = 0;
   for (int n = 0; n < N; n++) s += (double)g->hst[n] + log((double)g->hst[N + n]) - g->hst[2 * N + n];
   g->loss += s / ((double)N * m->cfg.nmb);
