@@ -170,6 +170,10 @@ struct ppsrt_backend {
    * when st == dt). The vocabulary all-reduces run in F32 on act_dtype tensors. */
   int (*convert)(ppsrt_backend *b, int stream, void *dst, ppsrt_dtype dt, const void *src, ppsrt_dtype st,
                  size_t n);
+  /* Optional (NULL: nothing to do). Called by the interpreter between iterations, once
+   * every rank finished the iteration's communication: a caching allocator releases
+   * blocks the last iterations did not use (CUDA: the only place it calls cudaFree). */
+  int (*trim)(ppsrt_backend *b);
 };
 
 /* Backends the library was built with. Each returns 0 and fills *out, or an error

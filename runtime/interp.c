@@ -533,6 +533,9 @@ int rt_run_device(ppsrt_ctx *c) {
     st[(size_t)ndev * ST_N] = (float)loss;
     if ((rc = allreduce_host(c, st, (size_t)ndev * ST_N + 2, PPSRT_SUM))) { fail_at(c, -1, rc, "loss all-reduce"); break; }
     c->loss[it] = st[(size_t)ndev * ST_N];
+    /* every rank is past the iteration's last communication: a caching backend may
+     * release memory now (a device-wide synchronisation cannot wait for a peer here) */
+    if (c->be->trim && (rc = c->be->trim(c->be))) { fail_at(c, -1, rc, "releasing cached memory"); break; }
     c->busy[it] = busy;
     c->span[it] = t1 - t0;
     c->peak_bytes[it] = pk;

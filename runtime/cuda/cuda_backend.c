@@ -72,6 +72,7 @@ typedef struct block {
    * streams), recorded when the use is queued, as PyTorch's record_stream */
   unsigned xpending;
   cudaEvent_t xev[PPSRT_CUDA_NXEV];
+  int idle_trims;     /* trims (iteration ends) since it was last handed out */
 } block;
 
 typedef struct pool {
@@ -330,48 +331,6 @@ static void raw_free(pool *pl, void *p) {
   else (void)cudaFree(p);
 }
 
-/* Releases every free block to the driver; with wait = 1 first waits for the busy ones. */
-static int pool_trim(ppsrt_backend *b, pool *pl, int wait) {
-  int j = 0;
-  for (int i = 0; i < pl->n; i++) {
-    block *blk = &pl->v[i];
-    if (!blk->in_use) {
-      refresh(blk);
-      if ((blk->pending || blk->xpending) && wait) {
-        for (int k = 0; k < PPSRT_CUDA_NXEV; k++)
-          if ((blk->xpending >> k) & 1u) {
-            int rc = ppsrt_cuda_wait(b, blk->xev[k], "a freed block's last use");
-            if (rc) return rc;
-          }
-        blk->xpending = 0;
-        for (int s = 0; s < PPSRT_NSTREAMS; s++)
-          if ((blk->pending >> s) & 1u) {
-            int rc = ppsrt_cuda_wait(b, blk->ev[s], "a freed block's last use");
-            if (rc) {
-              pl->v[j++] = *blk;
-              for (int k = i + 1; k < pl->n; k++) pl->v[j++] = pl->v[k];
-              pl->n = j;
-              return rc;
-            }
-          }
-        blk->pending = 0;
-      }
-      if (!blk->pending && !blk->xpending) {
-        raw_free(pl, blk->p);
-        pl->reserved -= blk->size;
-        for (int s = 0; s < PPSRT_NSTREAMS; s++)
-          if (blk->ev[s]) cudaEventDestroy(blk->ev[s]);
-        for (int k = 0; k < PPSRT_CUDA_NXEV; k++)
-          if (blk->xev[k]) cudaEventDestroy(blk->xev[k]);
-        continue;
-      }
-    }
-    pl->v[j++] = *blk;
-  }
-  pl->n = j;
-  return PPSRT_OK;
-}
-
 /* Hands out a block of at least `bytes`. stream >= 0: the caller uses it only on that
  * stream, which is made to wait for the block's pending events; stream < 0: any stream
  * of the backend may use it (see the file comment). Called with im->mu held. */
@@ -406,6 +365,7 @@ static int pool_get(ppsrt_backend *b, pool *pl, size_t bytes, int counted, int s
     }
     blk->pending = 0;
     blk->in_use = 1;
+    blk->idle_trims = 0;
     blk->req = bytes;
     blk->counted = counted;
     *out = blk->p;
@@ -419,22 +379,24 @@ static int pool_get(ppsrt_backend *b, pool *pl, size_t bytes, int counted, int s
     pl->cap = cap;
   }
   void *p = NULL;
+  /* Out of memory is not recovered here by draining the cache: cudaFree synchronises
+   * the device, which in the middle of an iteration can wait for an NCCL operation
+   * whose peer waits for this rank (a hang). The cache is trimmed between iterations
+   * (cu_trim), so what it holds is about one iteration's working set. */
   int e = raw_alloc(pl, want, &p);
-  if (e == cudaErrorMemoryAllocation) {
-    (void)cudaGetLastError();
-    int rc = pool_trim(b, pl, 1);   /* out of memory: drain the cache and retry once */
-    if (rc) return rc;
-    e = raw_alloc(pl, want, &p);
-  }
   if (e != cudaSuccess) {
     char w[320];
     where(b, w, sizeof w);
     (void)cudaGetLastError();
+    size_t cached = 0;
+    for (int i = 0; i < pl->n; i++)
+      if (!pl->v[i].in_use) cached += pl->v[i].size;
     return ppsrt_set_error(e == cudaErrorMemoryAllocation ? PPSRT_E_NOMEM : PPSRT_E_BACKEND, __FILE__, __LINE__,
                            "cuda: cannot allocate %zu bytes of %s memory (%s): %s; %zu bytes counted in use, "
-                           "%zu reserved\nhint: lower --micro-batch or --seq, or offload more activations",
+                           "%zu reserved, %zu of them cached in free blocks (released between iterations only)\n"
+                           "hint: lower --micro-batch or --seq, or offload more activations",
                            bytes, pl->host ? "pinned host" : "device", w, cudaGetErrorString((cudaError_t)e),
-                           im->cur, pl->reserved);
+                           im->cur, pl->reserved, cached);
   }
   block *blk = &pl->v[pl->n++];
   memset(blk, 0, sizeof *blk);
@@ -574,6 +536,39 @@ int ppsrt_cuda_record_use(ppsrt_backend *b, void *p, cudaStream_t s) {
   if (!rc && !found)
     return PPSRT_FAIL(PPSRT_E_USAGE, "cuda: %p is not a buffer of any CUDA backend of this process", p);
   return rc;
+}
+
+/* Between iterations (backend.h): releases free blocks that no allocation took in the
+ * last PPSRT_CUDA_TRIM_AFTER iterations and whose last uses are complete. */
+#define PPSRT_CUDA_TRIM_AFTER 3
+static int cu_trim(ppsrt_backend *b) {
+  USE(b);
+  cuda_impl *im = IM(b);
+  pthread_mutex_lock(&im->mu);
+  pool *pools[2] = {&im->dpool, &im->hpool};
+  for (int k = 0; k < 2; k++) {
+    pool *pl = pools[k];
+    int j = 0;
+    for (int i = 0; i < pl->n; i++) {
+      block *blk = &pl->v[i];
+      if (!blk->in_use) {
+        refresh(blk);
+        if (++blk->idle_trims >= PPSRT_CUDA_TRIM_AFTER && !blk->pending && !blk->xpending && im->ws != blk->p) {
+          raw_free(pl, blk->p);
+          pl->reserved -= blk->size;
+          for (int s = 0; s < PPSRT_NSTREAMS; s++)
+            if (blk->ev[s]) cudaEventDestroy(blk->ev[s]);
+          for (int x = 0; x < PPSRT_CUDA_NXEV; x++)
+            if (blk->xev[x]) cudaEventDestroy(blk->xev[x]);
+          continue;
+        }
+      }
+      pl->v[j++] = *blk;
+    }
+    pl->n = j;
+  }
+  pthread_mutex_unlock(&im->mu);
+  return PPSRT_OK;
 }
 
 static int cu_alloc(ppsrt_backend *b, size_t bytes, void **out) {
@@ -1333,6 +1328,7 @@ int ppsrt_cuda_backend_create(int device_index, ppsrt_backend **out) {
     return rc;
   }
   b->alloc = cu_alloc;
+  b->trim = cu_trim;
   b->free = cu_free;
   b->host_alloc = cu_host_alloc;
   b->host_free = cu_host_free;

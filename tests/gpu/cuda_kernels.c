@@ -713,6 +713,33 @@ static void t_transport_faults(void) {
 }
 #endif
 
+/* trim (between iterations) releases a free block only after three trims in which no
+ * allocation took it; counted with the emulator's cudaFree counter when it is there */
+extern void pps_emu_alloc_counts(unsigned long long *mallocs, unsigned long long *frees) __attribute__((weak));
+static void t_trim(void) {
+  if (!pps_emu_alloc_counts || !gpu->trim) return;
+  unsigned long long m0, f0, m1, f1, m2, f2;
+  void *p;
+  OK(gpu->alloc(gpu, (size_t)3 << 20, &p));   /* a size nothing else uses */
+  gpu->free(gpu, p);
+  OK(gpu->stream_sync(gpu, PPSRT_STREAM_COMPUTE));
+  pps_emu_alloc_counts(&m0, &f0);
+  OK(gpu->trim(gpu));
+  OK(gpu->trim(gpu));
+  pps_emu_alloc_counts(&m1, &f1);
+  OK(gpu->trim(gpu));
+  pps_emu_alloc_counts(&m2, &f2);
+  checks++;
+  if (f1 != f0 || f2 < f0 + 1) {
+    failures++;
+    fprintf(stderr, "FAIL: trim: cudaFree calls %llu -> %llu after two trims, %llu after three (expected +0, then +1 or more)\n",
+            f0, f1, f2);
+  } else {
+    printf("ok   trim between iterations                  a block idle for three trims released (%llu cudaFree)\n",
+           f2 - f0);
+  }
+}
+
 /* A launch the GPU rejects (grid.y past 65535) is reported by the launcher's
  * cudaGetLastError and cleared: the next call succeeds. */
 static void t_launch_config(void) {
@@ -793,6 +820,7 @@ int main(int argc, char **argv) {
   t_optimizer();
   t_streams_memory();
   t_launch_config();
+  t_trim();
 #ifdef HAVE_NCCL
   t_transport("copy");
   t_transport_faults();

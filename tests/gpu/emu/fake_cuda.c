@@ -678,6 +678,11 @@ static void print_stats(void) {
           __atomic_load_n(&n_malloc, __ATOMIC_RELAXED), __atomic_load_n(&n_free, __ATOMIC_RELAXED),
           __atomic_load_n(&n_hostalloc, __ATOMIC_RELAXED), __atomic_load_n(&n_freehost, __ATOMIC_RELAXED));
 }
+/* Not CUDA: the counts so far, for tests linked with the emulator. */
+void pps_emu_alloc_counts(unsigned long long *mallocs, unsigned long long *frees) {
+  *mallocs = __atomic_load_n(&n_malloc, __ATOMIC_RELAXED);
+  *frees = __atomic_load_n(&n_free, __ATOMIC_RELAXED);
+}
 __attribute__((constructor)) static void stats_init(void) {
   const char *v = getenv("PPS_EMU_STATS");
   if (v && *v && strcmp(v, "0") != 0) atexit(print_stats);
