@@ -224,7 +224,7 @@ static const char *cmp_text(int c) {
 }
 
 /* Writes the schedule as PPS: header, costs and policies, one device line each. */
-static void expand_write(const IrSchedule *s, StrBuf *b) {
+void expand_write(const IrSchedule *s, StrBuf *b) {
   sb_printf(b, "// expanded by ppsc from %s", s->file);
   for (int k = 0; k < s->nparams; k++) {
     sb_printf(b, "%s%s = ", k ? ", " : " (", s->params[k].name);

@@ -28,6 +28,7 @@ grammar/lex.h: grammar/lex.c
 # ---- the front end proper ----
 libppsc_la_SOURCES += compiler/ast.h compiler/parse.h compiler/parse.c compiler/elab.h \
   compiler/elab.c compiler/block.c compiler/front.c
+libppsc_la_SOURCES += compiler/synth.h compiler/synth.c compiler/profile.c compiler/cmd_synth.c
 libppsc_la_LIBADD += libppsgram.la
 
 # ---- tests: golden diagnostics, expand outputs, documentation examples, limits ----
@@ -47,7 +48,8 @@ FUZZ_SRCS = $(srcdir)/tests/fuzz/fuzz_front.c $(srcdir)/compiler/parse.c $(srcdi
   $(srcdir)/compiler/block.c $(srcdir)/compiler/front.c $(srcdir)/compiler/arena.c $(srcdir)/compiler/diag.c \
   $(srcdir)/compiler/ir.c $(srcdir)/compiler/output.c $(srcdir)/compiler/analysis.c \
   $(srcdir)/compiler/lower.c $(srcdir)/compiler/verify.c $(srcdir)/compiler/sim.c \
-  $(srcdir)/compiler/report.c $(srcdir)/compiler/emit_c.c grammar/pps.c grammar/lex.c
+  $(srcdir)/compiler/report.c $(srcdir)/compiler/emit_c.c grammar/pps.c grammar/lex.c \
+  $(srcdir)/compiler/synth.c $(srcdir)/compiler/profile.c
 FUZZ_CFLAGS = -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
   -I$(top_srcdir)/compiler -I$(top_builddir) -I$(top_builddir)/grammar -DPPS_STDLIB_DIR='"/nonexistent"'
 if HAVE_CLANG

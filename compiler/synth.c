@@ -1,0 +1,621 @@
+/* synth.c: schedule synthesis for `synthesize;` (see synth.h, docs/synth.md).
+ *
+ * The model is the simulator's (sim.c) for compute passes: each device runs its passes
+ * in order, one at a time; F(i, s) needs F(i, s-1), B(i, s) (or BW) needs F(i, s) and
+ * B(i, s+1), W(i, s) needs B(i, s); a dependency between two devices arrives TC after
+ * the pass that produced it ended; F adds the stage's activation, B frees b_free of it,
+ * W the rest, BW all. The peak is the running sum over each device's order, which is
+ * what `peak_memory` reports for these passes.
+ *
+ * A candidate order comes from a list scheduler run on that model in time order: when a
+ * device is free it takes a ready B (critical path first), else a ready F the memory
+ * allows, else a pending W (filling the bubble), else it waits for the next arrival.
+ * A candidate is a policy: a memory cap per device (at most the limit: this is the
+ * warm-up count in memory units), how W passes fill (lazily when nothing else is
+ * ready, eagerly after their B, or only when they fit before the next arrival), which
+ * stage goes first among ready F's and B's on a device that holds several, whether a
+ * device reserves the memory the later stages of a microbatch it admits will need
+ * (which can never deadlock), and B/W fused or apart. The search tries every policy
+ * with all caps at the limit, then improves the best ones by coordinate descent over
+ * the per-device caps, keeping the fastest valid order (then the lowest peak). The
+ * number of candidates depends only on `effort` and the size, so the result is
+ * deterministic; a time limit stops the search early with the best so far.
+ *
+ * The lower bound (lower_bound()) is derived in docs/synth.md. */
+#include "synth.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define INF 1e300
+
+typedef struct SOp { int32_t mb, stage; uint8_t kind; } SOp;
+
+typedef struct Model {
+  int P, S, m;
+  double L;                 /* memory limit (large when none) */
+  const IrStage *st;        /* [S] */
+  double *cf, *cb;          /* [S]: delay F(i,s) -> F(i,s+1), B(i,s) -> B(i,s-1) */
+  int *nst, *first;         /* [P]: stages on device d, index of its first in dst */
+  int *dst;                 /* [S]: stages grouped by device, ascending */
+  double *lmin;             /* [P]: least memory device d needs */
+  double *unit;             /* [P]: cap step (smallest activation of its stages) */
+  int split_ok;             /* B/W apart allowed */
+} Model;
+
+typedef struct Policy {
+  double *cap;              /* [P] */
+  int wmode;                /* 0 lazy fill, 1 eager, 2 fill when it fits before the next arrival */
+  int fsel, bsel;           /* 0 oldest microbatch, 1 latest stage, 2 earliest stage */
+  int reserve;              /* reserve the memory of an admitted microbatch's later stages */
+  int fused;
+} Policy;
+
+typedef struct Work {
+  double *endF, *endB;      /* [m*S], -1 = not run */
+  int *nF, *nB, *nW;        /* [S]: next microbatch of each kind per stage */
+  double *cur, *held, *resv, *peak;  /* [P] */
+  int64_t *left;            /* [P] passes still to run */
+  SOp *ord;                 /* [total]: per device at off[d] */
+  int64_t *off, *nord;      /* [P+1], [P] */
+  int64_t steps;
+} Work;
+
+typedef struct Result { double makespan, peak; int ok; } Result;
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int le(double a, double b) { return a <= b + 1e-9 * (1 + fabs(b)); }
+
+/* Ready time of F(i, s), INF when its input's producer has not run. */
+static double readyF(const Model *M, const Work *w, int i, int s) {
+  if (s == 0) return 0;
+  double e = w->endF[(int64_t)i * M->S + s - 1];
+  return e < 0 ? INF : e + M->cf[s - 1];
+}
+static double readyB(const Model *M, const Work *w, int i, int s) {
+  double f = w->endF[(int64_t)i * M->S + s];
+  if (f < 0) return INF;
+  if (s == M->S - 1) return f;
+  double b = w->endB[(int64_t)i * M->S + s + 1];
+  if (b < 0) return INF;
+  b += M->cb[s + 1];
+  return b > f ? b : f;
+}
+
+/* better(a, b) for the stage choice: key (mb, stage) by the selection rule */
+static int pick_better(int sel, int i1, int s1, int i2, int s2) {
+  switch (sel) {
+  case 1: return s1 > s2;
+  case 2: return s1 < s2;
+  default: return i1 < i2 || (i1 == i2 && s1 > s2);
+  }
+}
+
+/* Runs the list scheduler for one policy. Fills w->ord; returns the figures. */
+static Result run_policy(const Model *M, const Policy *p, Work *w) {
+  int P = M->P, S = M->S, m = M->m;
+  Result r = {INF, 0, 0};
+  int64_t ms = (int64_t)m * S;
+  for (int64_t k = 0; k < ms; k++) w->endF[k] = w->endB[k] = -1;
+  memset(w->nF, 0, sizeof(int) * (size_t)S);
+  memset(w->nB, 0, sizeof(int) * (size_t)S);
+  memset(w->nW, 0, sizeof(int) * (size_t)S);
+  int per = p->fused ? 2 : 3;
+  int active = 0;
+  for (int d = 0; d < P; d++) {
+    w->cur[d] = w->held[d] = w->resv[d] = w->peak[d] = 0;
+    w->left[d] = (int64_t)m * M->nst[d] * per;
+    w->nord[d] = 0;
+    if (w->left[d]) active++;
+  }
+  double mk = 0;
+  while (active) {
+    double T = INF;
+    for (int d = 0; d < P; d++)
+      if (w->left[d] && w->cur[d] < T) T = w->cur[d];
+    int progress = 0;
+    double next = INF;
+    for (int d = 0; d < P; d++) {
+      if (!w->left[d] || w->cur[d] > T) {
+        if (w->left[d] && w->cur[d] < next) next = w->cur[d];
+        continue;
+      }
+      w->steps += M->nst[d];
+      double t = w->cur[d], fut = INF;
+      int bi = -1, bs = -1, fi = -1, fs = -1, wi = -1, ws = -1, memblock = 0;
+      const int *ds = M->dst + M->first[d];
+      double held = w->held[d];
+      for (int k = 0; k < M->nst[d]; k++) {
+        int s = ds[k];
+        int i = w->nB[s];
+        if (i < m && i < w->nF[s]) {
+          double rb = readyB(M, w, i, s);
+          if (le(rb, t)) {
+            if (bi < 0 || pick_better(p->bsel, i, s, bi, bs)) { bi = i; bs = s; }
+          } else if (rb < fut) fut = rb;
+        }
+        i = w->nF[s];
+        if (i < m) {
+          double act = M->st[s].act;
+          int allowed;
+          if (p->reserve && k > 0) allowed = 1;    /* reserved at admission */
+          else if (p->reserve) allowed = le(held + w->resv[d] + (M->lmin[d]), p->cap[d]);
+          else allowed = le(held + act, p->cap[d]);
+          double rf = readyF(M, w, i, s);
+          if (le(rf, t)) {
+            if (!allowed) memblock = 1;
+            else if (fi < 0 || pick_better(p->fsel, i, s, fi, fs)) { fi = i; fs = s; }
+          } else if (allowed && rf < fut) fut = rf;
+        }
+        if (!p->fused && w->nW[s] < w->nB[s]) {
+          int j = w->nW[s];
+          if (wi < 0 || j < wi) { wi = j; ws = s; }
+        }
+      }
+      int kind = -1, mb = -1, stg = -1;
+      if (wi >= 0 && p->wmode == 1) { kind = IR_W; mb = wi; stg = ws; }
+      else if (bi >= 0) { kind = p->fused ? IR_BW : IR_B; mb = bi; stg = bs; }
+      else if (fi >= 0) { kind = IR_F; mb = fi; stg = fs; }
+      else if (wi >= 0) {
+        if (p->wmode == 0 || memblock || fut >= INF || le(t + M->st[ws].tw, fut)) { kind = IR_W; mb = wi; stg = ws; }
+      }
+      if (kind < 0) {
+        if (fut < next) next = fut;
+        continue;
+      }
+      /* run it */
+      const IrStage *g = &M->st[stg];
+      int64_t slot = (int64_t)mb * S + stg;
+      double c;
+      switch (kind) {
+      case IR_F:
+        c = g->tf;
+        if (p->reserve && M->nst[d] > 1) {
+          if (stg == ds[0]) w->resv[d] += M->lmin[d] - g->act;
+          else w->resv[d] -= g->act;
+        }
+        w->held[d] += g->act;
+        if (w->held[d] > w->peak[d]) w->peak[d] = w->held[d];
+        w->endF[slot] = t + c;
+        w->nF[stg]++;
+        break;
+      case IR_B:
+        c = g->tb;
+        w->held[d] -= g->b_free * g->act;
+        w->endB[slot] = t + c;
+        w->nB[stg]++;
+        break;
+      case IR_BW:
+        c = g->tbw;
+        w->held[d] -= g->act;
+        w->endB[slot] = t + c;
+        w->nB[stg]++;
+        break;
+      default:
+        c = g->tw;
+        w->held[d] -= (1 - g->b_free) * g->act;
+        w->nW[stg]++;
+        break;
+      }
+      SOp *o = &w->ord[w->off[d] + w->nord[d]++];
+      o->mb = mb;
+      o->stage = stg;
+      o->kind = (uint8_t)kind;
+      w->cur[d] = t + c;
+      if (t + c > mk) mk = t + c;
+      if (--w->left[d] == 0) active--;
+      progress = 1;
+    }
+    if (progress) continue;
+    if (next >= INF) return r; /* nobody can move: this policy deadlocks */
+    for (int d = 0; d < P; d++)
+      if (w->left[d] && w->cur[d] <= T) w->cur[d] = next;
+  }
+  r.ok = 1;
+  r.makespan = mk;
+  for (int d = 0; d < P; d++)
+    if (w->peak[d] > r.peak) r.peak = w->peak[d];
+  return r;
+}
+
+/* ---- the lower bound (docs/synth.md, "The lower bound") ---- */
+
+/* Fractional knapsack: most value that items (weight wt[k], value val[k], at most cnt
+ * of each) fit in capacity cap. Weight 0 items count in full. */
+static double knap(int n, const double *wt, const double *val, double cnt, double cap) {
+  double tot = 0;
+  char used[64] = {0};
+  if (n > 64) n = 64;
+  for (int k = 0; k < n; k++)
+    if (wt[k] <= 1e-15) { tot += cnt * val[k]; used[k] = 1; }
+  for (;;) {
+    int best = -1;
+    for (int k = 0; k < n; k++)
+      if (!used[k] && (best < 0 || val[k] * wt[best] > val[best] * wt[k])) best = k;
+    if (best < 0 || cap <= 0) break;
+    used[best] = 1;
+    double take = cap / wt[best];
+    if (take > cnt) take = cnt;
+    tot += take * val[best];
+    cap -= take * wt[best];
+  }
+  return tot;
+}
+
+static void lower_bound(const Model *M, SynthInfo *in) {
+  int P = M->P, S = M->S, m = M->m;
+  const IrStage *st = M->st;
+  double *head = calloc((size_t)S + 1, sizeof *head);   /* earliest start of F(0, s) */
+  double *back = calloc((size_t)S + 1, sizeof *back);   /* the backward chain's pass at s */
+  double *tailB = calloc((size_t)S + 1, sizeof *tailB); /* earliest end of B(0, s), from 0 */
+  if (!head || !back || !tailB) { free(head); free(back); free(tailB); return; }
+  for (int s = 0; s < S; s++) {
+    double bw = st[s].tbw;
+    if (M->split_ok) {
+      double b = s == 0 ? st[s].tb + st[s].tw : st[s].tb;
+      if (b < bw) bw = b;
+    }
+    back[s] = bw;
+    head[s] = s == 0 ? 0 : head[s - 1] + st[s - 1].tf + M->cf[s - 1];
+  }
+  double fwd = head[S - 1] + st[S - 1].tf;
+  /* earliest end of B(0, s): forward chain, then backward from S-1 down to s */
+  for (int s = S - 1; s >= 0; s--)
+    tailB[s] = (s == S - 1 ? fwd : tailB[s + 1] + M->cb[s + 1]) + back[s];
+  double path = tailB[0];
+  in->lb_path = path;
+  in->lb_work = in->lb_ramp = in->lb_cool = in->lb_memory = 0;
+  in->lb_which = "critical path of one microbatch";
+  in->lb_device = -1;
+  double lb = path;
+  double L = M->L;
+  for (int d = 0; d < P; d++) {
+    int n = M->nst[d];
+    const int *ds = M->dst + M->first[d];
+    if (n > 64) n = 64;
+    double wt[64], vf[64], wb[64], vb[64];
+    double work = 0, ftot = 0, hd = INF, R = INF, cool = INF, memint = 0;
+    for (int k = 0; k < n; k++) {
+      int s = ds[k];
+      double bk = st[s].tbw;
+      if (M->split_ok && st[s].tb + st[s].tw < bk) bk = st[s].tb + st[s].tw;
+      work += (double)m * (st[s].tf + bk);
+      ftot += (double)m * st[s].tf;
+      if (head[s] < hd) hd = head[s];
+      double rb = tailB[s] - back[s];          /* earliest start of B(0, s) */
+      if (rb < R) R = rb;
+      double c = path - head[s] - st[s].tf;     /* from F(i, s)'s end to the end */
+      if (c < cool) cool = c;
+      wt[k] = st[s].act;
+      vf[k] = st[s].tf;
+      double bf = st[s].b_free < 0 ? 0 : st[s].b_free > 1 ? 1 : st[s].b_free;
+      wb[k] = (1 - bf) * st[s].act;
+      double vmax = st[s].tbw;
+      if (M->split_ok && st[s].tb + st[s].tw > vmax) vmax = st[s].tb + st[s].tw;
+      vb[k] = vmax;
+      /* activation held from F(i, s)'s start to at least B(i, s)'s end (b_free of it)
+         or W's end (the rest): the round trip through the later stages */
+      double rt = tailB[s] - head[s];
+      double rtw = rt + (M->split_ok && st[s].tb + st[s].tw <= st[s].tbw ? st[s].tw : 0);
+      if (!M->split_ok || st[s].tbw < st[s].tb + st[s].tw) rtw = rt;
+      memint += (double)m * st[s].act * (bf * rt + (1 - bf) * rtw);
+    }
+    double v;
+    v = hd + work;
+    if (v > in->lb_work) in->lb_work = v;
+    if (v > lb + 1e-12) { lb = v; in->lb_which = "work of one device after its first pass can start"; in->lb_device = d; }
+    double fcap = knap(n, wt, vf, m, L);
+    if (fcap < ftot) {
+      v = R + work - fcap;
+      if (v > in->lb_ramp) in->lb_ramp = v;
+      if (v > lb + 1e-12) { lb = v; in->lb_which = "warm-up: forwards the memory holds before the first backward can start"; in->lb_device = d; }
+      double bcap = knap(n, wb, vb, m, L);
+      double mid = work - fcap - bcap;
+      if (mid > 0) {
+        v = R + mid + cool;
+        if (v > in->lb_cool) in->lb_cool = v;
+        if (v > lb + 1e-12) { lb = v; in->lb_which = "warm-up and cool-down: what the memory holds at both ends"; in->lb_device = d; }
+      }
+    }
+    if (L < INF / 2 && L > 0) {
+      v = memint / L;
+      if (v > in->lb_memory) in->lb_memory = v;
+      if (v > lb + 1e-12) { lb = v; in->lb_which = "memory limit: activations held for their round trip"; in->lb_device = d; }
+    }
+  }
+  in->lower_bound = lb;
+  free(head);
+  free(back);
+  free(tailB);
+}
+
+/* ---- search ---- */
+
+typedef struct Search {
+  const Model *M;
+  Work w;
+  SOp *best;                /* [total] the best order so far */
+  int64_t *bestn;           /* [P] */
+  Result br;
+  Policy bp;
+  double *bcap;             /* [P] */
+  long evals, max_evals;
+  double t0, tlimit;
+  int timed_out;
+} Search;
+
+static int better(Result a, Result b) {
+  if (!a.ok) return 0;
+  if (!b.ok) return 1;
+  if (a.makespan < b.makespan - 1e-9 * (1 + b.makespan)) return 1;
+  if (a.makespan > b.makespan + 1e-9 * (1 + b.makespan)) return 0;
+  return a.peak < b.peak - 1e-9;
+}
+
+static int out_of_budget(Search *z) {
+  if (z->evals >= z->max_evals) return 1;
+  if (z->tlimit > 0 && now_s() - z->t0 > z->tlimit) { z->timed_out = 1; return 1; }
+  return 0;
+}
+
+/* Evaluates p; keeps it when it is the best so far. Returns its figures. */
+static Result try_policy(Search *z, const Policy *p) {
+  const Model *M = z->M;
+  z->evals++;
+  Result r = run_policy(M, p, &z->w);
+  if (r.ok && le(r.peak, M->L) && better(r, z->br)) {
+    z->br = r;
+    z->bp = *p;
+    memcpy(z->bcap, p->cap, sizeof(double) * (size_t)M->P);
+    z->bp.cap = z->bcap;
+    memcpy(z->best, z->w.ord, sizeof(SOp) * (size_t)z->w.off[M->P]);
+    memcpy(z->bestn, z->w.nord, sizeof(int64_t) * (size_t)M->P);
+  }
+  if (r.ok && !le(r.peak, M->L)) r.ok = 0;
+  return r;
+}
+
+typedef struct Cand { Policy p; Result r; } Cand;
+
+static void describe(const Model *M, const Policy *p, char *buf, size_t n) {
+  static const char *const wm[] = {"W fills idle time", "W right after B", "W fills gaps it fits"};
+  static const char *const sel[] = {"oldest microbatch first", "latest stage first", "earliest stage first"};
+  double lo = INF, hi = 0;
+  for (int d = 0; d < M->P; d++) {
+    if (p->cap[d] < lo) lo = p->cap[d];
+    if (p->cap[d] > hi) hi = p->cap[d];
+  }
+  if (M->S > M->P)
+    snprintf(buf, n, "%s, %s; F: %s, B: %s%s; device caps %g..%g", p->fused ? "B and W fused" : "B and W apart",
+             p->fused ? "no W" : wm[p->wmode], sel[p->fsel], sel[p->bsel], p->reserve ? ", memory reserved per microbatch" : "",
+             lo, hi);
+  else
+    snprintf(buf, n, "%s, %s; device caps %g..%g", p->fused ? "B and W fused" : "B and W apart",
+             p->fused ? "no W" : wm[p->wmode], lo, hi);
+}
+
+int synth_run(Arena *a, Diag *dg, IrSchedule *s, const SynthOptions *o) {
+  double t0 = now_s();
+  int P = s->ndev, S = s->nstage, m = s->nmb;
+  SynthInfo *info = arena_alloc(a, sizeof *info);
+  memset(info, 0, sizeof *info);
+  s->synth = info;
+  info->limit = s->mem_limit;
+  if ((double)m * S * 3 > 5e7) {
+    diag_error(dg, o->span, "synthesize: %d microbatches on %d stages is too large to synthesise (%.3g passes; at most 5e7)",
+               m, S, (double)m * S * 3);
+    return -1;
+  }
+  Model M;
+  memset(&M, 0, sizeof M);
+  M.P = P; M.S = S; M.m = m;
+  M.st = s->stages;
+  M.split_ok = !o->fused;
+  M.cf = calloc((size_t)S + 1, sizeof(double));
+  M.cb = calloc((size_t)S + 1, sizeof(double));
+  M.nst = calloc((size_t)P + 1, sizeof(int));
+  M.first = calloc((size_t)P + 1, sizeof(int));
+  M.dst = calloc((size_t)S + 1, sizeof(int));
+  M.lmin = calloc((size_t)P + 1, sizeof(double));
+  M.unit = calloc((size_t)P + 1, sizeof(double));
+  int *fill = calloc((size_t)P + 1, sizeof(int));
+  Search z;
+  memset(&z, 0, sizeof z);
+  int rc = -1;
+  if (!M.cf || !M.cb || !M.nst || !M.first || !M.dst || !M.lmin || !M.unit || !fill) goto oom;
+  for (int st = 0; st < S; st++) {
+    if (st + 1 < S && s->stages[st].device != s->stages[st + 1].device) M.cf[st] = s->tc;
+    if (st > 0 && s->stages[st].device != s->stages[st - 1].device) M.cb[st] = s->tc;
+    M.nst[s->stages[st].device]++;
+  }
+  for (int d = 1; d < P; d++) M.first[d] = M.first[d - 1] + M.nst[d - 1];
+  for (int st = 0; st < S; st++) {
+    int d = s->stages[st].device;
+    M.dst[M.first[d] + fill[d]++] = st;
+    M.lmin[d] += s->stages[st].act;
+    if (M.unit[d] <= 0 || (s->stages[st].act > 0 && s->stages[st].act < M.unit[d])) M.unit[d] = s->stages[st].act;
+  }
+  double need = 0, allmem = 0;
+  int needd = 0;
+  for (int d = 0; d < P; d++) {
+    if (M.lmin[d] > need) { need = M.lmin[d]; needd = d; }
+    allmem += M.lmin[d] * m;
+    if (M.unit[d] <= 0) M.unit[d] = 1;
+  }
+  info->min_limit = need;
+  M.L = s->mem_limit >= 0 ? s->mem_limit : allmem + 1;
+  if (M.nst[needd] == 0) need = 0;
+  if (M.L < need - 1e-9) {
+    char stl[128];
+    size_t n = 0;
+    stl[0] = 0;
+    for (int k = 0; k < M.nst[needd] && n < sizeof stl - 16; k++)
+      n += (size_t)snprintf(stl + n, sizeof stl - n, "%s%d", k ? (k == M.nst[needd] - 1 ? " and " : ", ") : "", M.dst[M.first[needd] + k]);
+    diag_error(dg, o->span,
+               "synthesize: memory limit %g is below %g, the least any order can reach: device %d must hold the activations of stage%s %s of one microbatch at once",
+               M.L, need, needd, M.nst[needd] > 1 ? "s" : "", stl);
+    goto done;
+  }
+  lower_bound(&M, info);
+
+  /* the search */
+  int64_t total = 0;
+  z.M = &M;
+  z.w.off = calloc((size_t)P + 1, sizeof(int64_t));
+  z.w.nord = calloc((size_t)P + 1, sizeof(int64_t));
+  z.bestn = calloc((size_t)P + 1, sizeof(int64_t));
+  if (!z.w.off || !z.w.nord || !z.bestn) goto oom;
+  for (int d = 0; d < P; d++) {
+    z.w.off[d] = total;
+    total += (int64_t)m * M.nst[d] * 3;
+  }
+  z.w.off[P] = total;
+  int64_t ms = (int64_t)m * S;
+  z.w.endF = malloc(sizeof(double) * (size_t)(ms + 1));
+  z.w.endB = malloc(sizeof(double) * (size_t)(ms + 1));
+  z.w.nF = calloc((size_t)S + 1, sizeof(int));
+  z.w.nB = calloc((size_t)S + 1, sizeof(int));
+  z.w.nW = calloc((size_t)S + 1, sizeof(int));
+  z.w.cur = calloc((size_t)P + 1, sizeof(double));
+  z.w.held = calloc((size_t)P + 1, sizeof(double));
+  z.w.resv = calloc((size_t)P + 1, sizeof(double));
+  z.w.peak = calloc((size_t)P + 1, sizeof(double));
+  z.w.left = calloc((size_t)P + 1, sizeof(int64_t));
+  z.w.ord = malloc(sizeof(SOp) * (size_t)(total + 1));
+  z.best = malloc(sizeof(SOp) * (size_t)(total + 1));
+  z.bcap = calloc((size_t)P + 1, sizeof(double));
+  if (!z.w.endF || !z.w.endB || !z.w.nF || !z.w.nB || !z.w.nW || !z.w.cur || !z.w.held || !z.w.resv ||
+      !z.w.peak || !z.w.left || !z.w.ord || !z.best || !z.bcap) goto oom;
+  z.br.ok = 0;
+  z.br.makespan = INF;
+  z.t0 = t0;
+  z.tlimit = o->time_limit;
+  /* budget: candidates, from effort and size (deterministic) */
+  {
+    int effort = o->effort < 0 ? 0 : o->effort > 4 ? 4 : o->effort;
+    double per = (double)total * (S > P ? 2.0 : 1.0) * (double)P / 8 + 1;  /* cost of one candidate, roughly */
+    double budget = 4e8 * (effort + 1) / 3;                                   /* work units */
+    long n = (long)(budget / per);
+    long lo = 40 + 60L * effort, hi = 200 + 800L * effort;
+    z.max_evals = n < lo ? lo : n > hi ? hi : n;
+  }
+  {
+    int multi = S > P;
+    int nf = (M.split_ok && !o->fused) ? 2 : 1;
+    /* phase 1: every policy with all caps at the limit */
+    int ncand = 0, capc = 3 * 3 * 3 * 2 * 2;
+    Cand *cs = calloc((size_t)capc, sizeof *cs);
+    double *capbuf = calloc((size_t)(capc + 4) * (size_t)(P + 1), sizeof(double));
+    if (!cs || !capbuf) { free(cs); free(capbuf); goto oom; }
+    for (int fu = 0; fu < nf; fu++) {
+      int fused = o->fused || fu == 1;
+      for (int wm = 0; wm < (fused ? 1 : 3); wm++)
+        for (int rs = multi ? 1 : 0; rs >= 0; rs--)
+          for (int fsel = 0; fsel < (multi ? 3 : 1); fsel++)
+            for (int bsel = 0; bsel < (multi ? 3 : 1); bsel++) {
+              if (ncand >= capc) continue;
+              Cand *c = &cs[ncand];
+              c->p.cap = capbuf + (size_t)ncand * (size_t)(P + 1);
+              for (int d = 0; d < P; d++) c->p.cap[d] = M.L;
+              c->p.wmode = wm; c->p.fsel = fsel; c->p.bsel = bsel; c->p.reserve = rs; c->p.fused = fused;
+              ncand++;
+            }
+    }
+    for (int k = 0; k < ncand; k++) {
+      if (k > 0 && out_of_budget(&z) && z.br.ok) break;
+      cs[k].r = try_policy(&z, &cs[k].p);
+    }
+    /* phase 2: coordinate descent over the per-device caps from the best few policies
+       and from 1F1B-like cap profiles (cap falls with the device index) */
+    int keep = 3;
+    int order[3] = {-1, -1, -1};
+    for (int t = 0; t < keep; t++) {
+      for (int k = 0; k < ncand; k++) {
+        int taken = 0;
+        for (int u = 0; u < t; u++) if (order[u] == k) taken = 1;
+        if (taken || !cs[k].r.ok) continue;
+        if (order[t] < 0 || better(cs[k].r, cs[order[t]].r)) order[t] = k;
+      }
+    }
+    double *cap = calloc((size_t)P + 1, sizeof(double));
+    if (!cap) { free(cs); free(capbuf); goto oom; }
+    for (int t = 0; t < keep && !out_of_budget(&z); t++) {
+      if (order[t] < 0) continue;
+      for (int prof = 0; prof < 3 && !out_of_budget(&z); prof++) {
+        Policy p = cs[order[t]].p;
+        p.cap = cap;
+        for (int d = 0; d < P; d++) {
+          double c = M.L;
+          if (prof == 1) c = M.L - M.unit[d] * d;
+          if (prof == 2) c = M.L - M.unit[d] * (d / 2);
+          c = floor(c / M.unit[d] + 1e-9) * M.unit[d];
+          if (c < M.lmin[d]) c = M.lmin[d];
+          if (c > M.L) c = M.L;
+          cap[d] = c;
+        }
+        Result cur = try_policy(&z, &p);
+        if (prof > 0 && !cur.ok) continue;
+        if (prof == 0) cur = cs[order[t]].r;
+        int improved = 1;
+        while (improved && !out_of_budget(&z)) {
+          improved = 0;
+          for (int d = 0; d < P && !out_of_budget(&z); d++) {
+            for (int dir = -1; dir <= 1; dir += 2) {
+              double old = cap[d], nv = old + dir * M.unit[d];
+              if (nv < M.lmin[d] - 1e-9 || nv > M.L + 1e-9) continue;
+              cap[d] = nv;
+              Result r = try_policy(&z, &p);
+              if (better(r, cur)) { cur = r; improved = 1; break; }
+              cap[d] = old;
+              if (out_of_budget(&z)) break;
+            }
+          }
+        }
+      }
+    }
+    free(cap);
+    free(cs);
+    free(capbuf);
+  }
+  if (!z.br.ok) {
+    diag_error(dg, o->span, "synthesize: no order found under the memory limit %g (the least any order can reach is %g)", M.L, need);
+    goto done;
+  }
+  /* the chosen order into the IR */
+  for (int d = 0; d < P; d++) {
+    for (int64_t k = 0; k < z.bestn[d]; k++) {
+      const SOp *q = &z.best[z.w.off[d] + k];
+      IrOp *op = ir_push(a, s, d);
+      op->kind = q->kind;
+      op->mb = q->mb;
+      op->stage = q->stage;
+      op->span = o->span;
+    }
+  }
+  info->makespan = z.br.makespan;
+  info->peak = z.br.peak;
+  info->fused = z.bp.fused;
+  info->candidates = z.evals;
+  info->timed_out = z.timed_out;
+  describe(&M, &z.bp, info->policy, sizeof info->policy);
+  info->gap = info->lower_bound > 0 ? info->makespan / info->lower_bound - 1 : 0;
+  if (info->gap < 1e-12) info->gap = 0;
+  rc = 0;
+  goto done;
+oom:
+  diag_error(dg, o->span, "synthesize: out of memory");
+done:
+  info->seconds = now_s() - t0;
+  free(M.cf); free(M.cb); free(M.nst); free(M.first); free(M.dst); free(M.lmin); free(M.unit); free(fill);
+  free(z.w.off); free(z.w.nord); free(z.bestn); free(z.w.endF); free(z.w.endB); free(z.w.nF); free(z.w.nB);
+  free(z.w.nW); free(z.w.cur); free(z.w.held); free(z.w.resv); free(z.w.peak); free(z.w.left); free(z.w.ord);
+  free(z.best); free(z.bcap);
+  return rc;
+}
