@@ -1154,6 +1154,7 @@ static void exec_synth(Ctx *c, Stmt *st) {
   c->synth = st;
   c->sopt.span = st->span;
   c->sopt.effort = 2;
+  c->sopt.stdlib_dir = c->in->stdlib_dir;
   for (KeyVal *kv = st->kv; kv; kv = kv->next) {
     const char *k = sname(c, kv->key);
     if (!strcmp(k, "time_limit")) {

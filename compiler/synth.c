@@ -23,13 +23,19 @@
  *
  * The lower bound (lower_bound()) is derived in docs/synth.md. */
 #include "synth.h"
+#include "driver.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define INF 1e300
+
+/* model steps (one device looking at one of its stages) per unit of effort + 1: about
+   P = 32, m = 128 on a V-shape searches about 4 s at effort 2 (bench/README.md, "Synthesis") */
+#define SYNTH_STEPS_PER_EFFORT 4e7
 
 typedef struct SOp { int32_t mb, stage; uint8_t kind; } SOp;
 
@@ -225,6 +231,68 @@ static Result run_policy(const Model *M, const Policy *p, Work *w) {
   return r;
 }
 
+/* Times a given order (w->ord, w->nord) on the model, as soon as possible, the way
+ * sim.c does; ok = 0 when it is incomplete or deadlocks. */
+static Result eval_order(const Model *M, Work *w) {
+  int P = M->P, S = M->S, m = M->m;
+  Result r = {INF, 0, 0};
+  int64_t ms = (int64_t)m * S;
+  for (int64_t k = 0; k < ms; k++) w->endF[k] = w->endB[k] = -1;
+  int64_t nf = 0, nb = 0, nw = 0, nbsplit = 0;
+  int64_t *pc = w->left;
+  for (int d = 0; d < P; d++) { pc[d] = 0; w->cur[d] = w->held[d] = w->peak[d] = 0; }
+  double mk = 0;
+  for (int sweep = 0;; sweep++) {
+    int progress = 0, left = 0;
+    for (int q = 0; q < P; q++) {
+      int d = sweep & 1 ? P - 1 - q : q;
+      while (pc[d] < w->nord[d]) {
+        const SOp *o = &w->ord[w->off[d] + pc[d]];
+        int i = o->mb, s = o->stage;
+        int64_t slot = (int64_t)i * S + s;
+        const IrStage *g = &M->st[s];
+        double rd, c;
+        if (o->kind == IR_F) { rd = readyF(M, w, i, s); c = g->tf; }
+        else if (o->kind == IR_W) { rd = w->endB[slot] < 0 ? INF : w->endB[slot]; c = g->tw; }
+        else { rd = readyB(M, w, i, s); c = o->kind == IR_B ? g->tb : g->tbw; }
+        if (rd >= INF) break;
+        w->steps++;
+        double st = rd > w->cur[d] ? rd : w->cur[d];
+        switch (o->kind) {
+        case IR_F:
+          if (w->endF[slot] >= 0) return r;
+          w->endF[slot] = st + c; w->held[d] += g->act; nf++;
+          if (w->held[d] > w->peak[d]) w->peak[d] = w->held[d];
+          break;
+        case IR_B: case IR_BW:
+          if (w->endB[slot] >= 0) return r;
+          w->endB[slot] = st + c;
+          w->held[d] -= o->kind == IR_B ? g->b_free * g->act : g->act;
+          nb++;
+          if (o->kind == IR_B) nbsplit++;
+          break;
+        default:
+          w->held[d] -= (1 - g->b_free) * g->act; nw++;
+          break;
+        }
+        w->cur[d] = st + c;
+        if (st + c > mk) mk = st + c;
+        pc[d]++;
+        progress = 1;
+      }
+      if (pc[d] < w->nord[d]) left = 1;
+    }
+    if (!left) break;
+    if (!progress) return r;
+  }
+  if (nf != ms || nb != ms || nw != nbsplit) return r;
+  r.ok = 1;
+  r.makespan = mk;
+  for (int d = 0; d < P; d++)
+    if (w->peak[d] > r.peak) r.peak = w->peak[d];
+  return r;
+}
+
 /* ---- the lower bound (docs/synth.md, "The lower bound") ---- */
 
 /* Fractional knapsack: most value that items (weight wt[k], value val[k], at most cnt
@@ -347,8 +415,10 @@ typedef struct Search {
   Policy bp;
   double *bcap;             /* [P] */
   long evals, max_evals;
+  int64_t max_steps;        /* model steps the search may take (effort) */
   double t0, tlimit;
   int timed_out;
+  int seeded;               /* the best order is a seed's (not a policy's) */
 } Search;
 
 static int better(Result a, Result b) {
@@ -360,7 +430,7 @@ static int better(Result a, Result b) {
 }
 
 static int out_of_budget(Search *z) {
-  if (z->evals >= z->max_evals) return 1;
+  if (z->evals >= z->max_evals || z->w.steps >= z->max_steps) return 1;
   if (z->tlimit > 0 && now_s() - z->t0 > z->tlimit) { z->timed_out = 1; return 1; }
   return 0;
 }
@@ -375,6 +445,7 @@ static Result try_policy(Search *z, const Policy *p) {
     z->bp = *p;
     memcpy(z->bcap, p->cap, sizeof(double) * (size_t)M->P);
     z->bp.cap = z->bcap;
+    z->seeded = 0;
     memcpy(z->best, z->w.ord, sizeof(SOp) * (size_t)z->w.off[M->P]);
     memcpy(z->bestn, z->w.nord, sizeof(int64_t) * (size_t)M->P);
   }
@@ -399,6 +470,110 @@ static void describe(const Model *M, const Policy *p, char *buf, size_t n) {
   else
     snprintf(buf, n, "%s, %s; device caps %g..%g", p->fused ? "B and W fused" : "B and W apart",
              p->fused ? "no W" : wm[p->wmode], lo, hi);
+}
+
+/* Adopts w's order as the best when it is. */
+static void keep_if_better(Search *z, Result r, const char *label, char *policy, size_t n) {
+  const Model *M = z->M;
+  if (!(r.ok && le(r.peak, M->L) && better(r, z->br))) return;
+  z->br = r;
+  memcpy(z->best, z->w.ord, sizeof(SOp) * (size_t)z->w.off[M->P]);
+  memcpy(z->bestn, z->w.nord, sizeof(int64_t) * (size_t)M->P);
+  z->seeded = 1;
+  snprintf(policy, n, "%s", label);
+}
+
+/* A seed: the order of a standard schedule of the same placement (the hand-written
+ * building blocks), compiled from the stdlib directory with this schedule's P, m and
+ * costs, timed on this schedule's (possibly per-stage) costs. */
+static void try_seed(Search *z, const IrSchedule *s, const char *dir, const char *file, const char *name,
+                     const char *x1, const char *x2, const char *label, char *policy, size_t npol) {
+  const Model *M = z->M;
+  char path[4096];
+  if (snprintf(path, sizeof path, "%s/%s", dir, file) >= (int)sizeof path || access(path, R_OK)) return;
+  char d[8][64];
+  Define defs[8];
+  int nd = 0;
+  snprintf(d[nd++], 64, "%d", s->ndev);
+  snprintf(d[nd++], 64, "%d", s->nmb);
+  snprintf(d[nd++], 64, "%.17g", s->tf);
+  snprintf(d[nd++], 64, "%.17g", s->tb);
+  snprintf(d[nd++], 64, "%.17g", s->tw);
+  snprintf(d[nd++], 64, "%.17g", s->tc);
+  static const char *const names[] = {"P", "m", "TF", "TB", "TW", "TC"};
+  for (int k = 0; k < nd; k++) { defs[k].name = names[k]; defs[k].value = d[k]; }
+  const char *xs[2] = {x1, x2};
+  for (int k = 0; k < 2; k++) {
+    if (!xs[k]) continue;
+    const char *eq = strchr(xs[k], '=');
+    snprintf(d[nd], 64, "%.*s", (int)(eq - xs[k]), xs[k]);
+    defs[nd].name = d[nd];
+    defs[nd].value = eq + 1;
+    nd++;
+  }
+  Options opt;
+  memset(&opt, 0, sizeof opt);
+  opt.cmd = "expand";
+  opt.file = path;
+  opt.schedule = name;
+  opt.stdlib_dir = dir;
+  opt.defs = defs;
+  opt.ndefs = nd;
+  opt.max_errors = 1;
+  opt.max_ops = 50000000;
+  Compilation c2;
+  memset(&c2, 0, sizeof c2);
+  c2.opt = &opt;
+  diag_init(&c2.diag, &c2.arena);
+  c2.diag.out = NULL;
+  int io = 0;
+  IrSchedule *t = front_compile(&c2, &io);
+  int ok = t && !io && !c2.diag.errors && t->ndev == s->ndev && t->nstage == s->nstage && t->nmb == s->nmb && t->devs;
+  for (int k = 0; ok && k < s->nstage; k++)
+    if (t->stages[k].device != s->stages[k].device) ok = 0;
+  for (int dv = 0; ok && dv < M->P; dv++) {
+    int64_t n = 0, capd = z->w.off[dv + 1] - z->w.off[dv];
+    for (int k = 0; ok && k < t->devs[dv].nops; k++) {
+      const IrOp *op = &t->devs[dv].ops[k];
+      if (op->kind > IR_BW || op->mb < 0 || op->mb >= M->m || op->stage < 0 || op->stage >= M->S ||
+          M->st[op->stage].device != dv || n >= capd) { ok = 0; break; }
+      SOp *q = &z->w.ord[z->w.off[dv] + n++];
+      q->mb = op->mb; q->stage = op->stage; q->kind = op->kind;
+    }
+    z->w.nord[dv] = n;
+  }
+  if (ok) {
+    z->evals++;
+    keep_if_better(z, eval_order(M, &z->w), label, policy, npol);
+  }
+  arena_free(&c2.arena);
+}
+
+static void seeds(Search *z, const IrSchedule *s, const char *dir, char *policy, size_t n) {
+  const Model *M = z->M;
+  char x[64], lab[96];
+  if (!dir || !*dir) return;
+  if (!strcmp(s->placement, "linear")) {
+    try_seed(z, s, dir, "1f1b.pps", "one_f_one_b", "checks=false", NULL, "seed: 1F1B (stdlib)", policy, n);
+    try_seed(z, s, dir, "gpipe.pps", "gpipe", "checks=false", NULL, "seed: GPipe (stdlib)", policy, n);
+    for (int mem = M->P; mem <= 2 * M->P; mem++) {
+      snprintf(x, sizeof x, "MEM=%d", mem);
+      snprintf(lab, sizeof lab, "seed: ZB-H2 at MEM = %d (stdlib zb_h2; MEM = P is ZB-H1)", mem);
+      try_seed(z, s, dir, "zb_h2.pps", "zb_h2", x, "checks=false", lab, policy, n);
+    }
+  } else if (!strcmp(s->placement, "vshape")) {
+    try_seed(z, s, dir, "zb_v.pps", "zb_v", "checks=false", NULL, "seed: ZB-V (stdlib)", policy, n);
+    for (int sq = 0; sq < 2; sq++) {
+      const char *q = sq ? "squeezed=false" : "squeezed=true";
+      try_seed(z, s, dir, "v_half.pps", "v_half", "checks=false", q, sq ? "seed: V-Half unsqueezed (stdlib)" : "seed: V-Half (stdlib)", policy, n);
+      try_seed(z, s, dir, "v_min.pps", "v_min", "checks=false", q, sq ? "seed: V-Min unsqueezed (stdlib)" : "seed: V-Min (stdlib)", policy, n);
+      try_seed(z, s, dir, "1f1b_v.pps", "one_f_one_b_v", "checks=false", q, sq ? "seed: 1F1B-V unsqueezed (stdlib)" : "seed: 1F1B-V (stdlib)", policy, n);
+    }
+    try_seed(z, s, dir, "dualpipe_v.pps", "dualpipe_v", "checks=false", NULL, "seed: DualPipeV (stdlib)", policy, n);
+  } else if (!strcmp(s->placement, "interleaved")) {
+    snprintf(x, sizeof x, "v=%d", s->v);
+    try_seed(z, s, dir, "interleaved_1f1b.pps", "interleaved_1f1b", x, "checks=false", "seed: interleaved 1F1B (stdlib)", policy, n);
+  }
 }
 
 int synth_run(Arena *a, Diag *dg, IrSchedule *s, const SynthOptions *o) {
@@ -500,11 +675,8 @@ int synth_run(Arena *a, Diag *dg, IrSchedule *s, const SynthOptions *o) {
   /* budget: candidates, from effort and size (deterministic) */
   {
     int effort = o->effort < 0 ? 0 : o->effort > 4 ? 4 : o->effort;
-    double per = (double)total * (S > P ? 2.0 : 1.0) * (double)P / 8 + 1;  /* cost of one candidate, roughly */
-    double budget = 4e8 * (effort + 1) / 3;                                   /* work units */
-    long n = (long)(budget / per);
-    long lo = 40 + 60L * effort, hi = 200 + 800L * effort;
-    z.max_evals = n < lo ? lo : n > hi ? hi : n;
+    z.max_evals = 200 + 800L * effort;
+    z.max_steps = (int64_t)(SYNTH_STEPS_PER_EFFORT * (effort + 1));
   }
   {
     int multi = S > P;
@@ -584,6 +756,8 @@ int synth_run(Arena *a, Diag *dg, IrSchedule *s, const SynthOptions *o) {
     free(cs);
     free(capbuf);
   }
+  char seedpol[160] = "";
+  seeds(&z, s, o->stdlib_dir, seedpol, sizeof seedpol);
   if (!z.br.ok) {
     diag_error(dg, o->span, "synthesize: no order found under the memory limit %g (the least any order can reach is %g)", M.L, need);
     goto done;
@@ -603,8 +777,17 @@ int synth_run(Arena *a, Diag *dg, IrSchedule *s, const SynthOptions *o) {
   info->peak = z.br.peak;
   info->fused = z.bp.fused;
   info->candidates = z.evals;
+  if (getenv("PPS_SYNTH_DEBUG")) fprintf(stderr, "synth: %lld model steps\n", (long long)z.w.steps);
   info->timed_out = z.timed_out;
-  describe(&M, &z.bp, info->policy, sizeof info->policy);
+  if (z.seeded) {
+    snprintf(info->policy, sizeof info->policy, "%s", seedpol);
+    info->fused = 1;
+    for (int d = 0; d < P; d++)
+      for (int64_t k = 0; k < z.bestn[d]; k++)
+        if (z.best[z.w.off[d] + k].kind == IR_W) info->fused = 0;
+  } else {
+    describe(&M, &z.bp, info->policy, sizeof info->policy);
+  }
   info->gap = info->lower_bound > 0 ? info->makespan / info->lower_bound - 1 : 0;
   if (info->gap < 1e-12) info->gap = 0;
   rc = 0;

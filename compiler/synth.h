@@ -12,6 +12,7 @@ typedef struct SynthOptions {
   int effort;         /* 0..4 (default 2): how many candidate orders the search may try */
   int fused;          /* 1: full backward BW only; 0: the search also tries B and W apart */
   Span span;          /* the synthesize statement */
+  const char *stdlib_dir; /* where the standard schedules are (seeds); NULL: none */
 } SynthOptions;
 
 /* What the synthesiser found (IrSchedule.synth; `ppsc synth` prints it). Times are in
