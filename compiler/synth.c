@@ -34,8 +34,8 @@
 #define INF 1e300
 
 /* model steps (one device looking at one of its stages) per unit of effort + 1: about
-   P = 32, m = 128 on a V-shape searches about 4 s at effort 2 (bench/README.md, "Synthesis") */
-#define SYNTH_STEPS_PER_EFFORT 4e7
+   P = 32, m = 128 on a V-shape searches about 5 s at effort 2, half on policies, half on local moves (bench/README.md, "Synthesis") */
+#define SYNTH_STEPS_PER_EFFORT 2e7
 
 typedef struct SOp { int32_t mb, stage; uint8_t kind; } SOp;
 
@@ -66,6 +66,7 @@ typedef struct Work {
   int64_t *left;            /* [P] passes still to run */
   SOp *ord;                 /* [total]: per device at off[d] */
   int64_t *off, *nord;      /* [P+1], [P] */
+  double *ost, *ordy;       /* [total]: eval_order's start and ready time of each op */
   int64_t steps;
 } Work;
 
@@ -258,6 +259,8 @@ static Result eval_order(const Model *M, Work *w) {
         if (rd >= INF) break;
         w->steps++;
         double st = rd > w->cur[d] ? rd : w->cur[d];
+        w->ost[w->off[d] + pc[d]] = st;
+        w->ordy[w->off[d] + pc[d]] = rd;
         switch (o->kind) {
         case IR_F:
           if (w->endF[slot] >= 0) return r;
@@ -549,6 +552,63 @@ static void try_seed(Search *z, const IrSchedule *s, const char *dir, const char
   arena_free(&c2.arena);
 }
 
+/* Local improvement of the best order: where a device idles before a pass, pull one
+ * of the next few passes forward into the gap; where a pass was ready before its
+ * predecessor let it start, swap the two. Keeps a move when the order gets faster
+ * (or as fast with a lower peak) and stays valid under the limit. */
+static void improve(Search *z, char *policy, size_t npol) {
+  const Model *M = z->M;
+  Work *w = &z->w;
+  int P = M->P;
+  if (!z->br.ok) return;
+  memcpy(w->ord, z->best, sizeof(SOp) * (size_t)w->off[P]);
+  memcpy(w->nord, z->bestn, sizeof(int64_t) * (size_t)P);
+  Result cur = eval_order(M, w);
+  if (!cur.ok) return;
+  int moved = 0;
+  for (int pass = 0; pass < 50 && !out_of_budget(z); pass++) {
+    int improved = 0;
+    for (int d = 0; d < P && !out_of_budget(z); d++) {
+      for (int64_t k = 1; k < w->nord[d] && !out_of_budget(z); k++) {
+        int64_t b = w->off[d];
+        /* timing of the current order (eval_order of the last accepted one) */
+        double prev_end = w->ost[b + k - 1];
+        const SOp *pp = &w->ord[b + k - 1];
+        const IrStage *g = &M->st[pp->stage];
+        prev_end += pp->kind == IR_F ? g->tf : pp->kind == IR_B ? g->tb : pp->kind == IR_W ? g->tw : g->tbw;
+        double stk = w->ost[b + k], rdk = w->ordy[b + k];
+        int64_t lo = -1, hi = -1;
+        if (stk > prev_end + 1e-9) { lo = k; hi = k + 3 < w->nord[d] - 1 ? k + 3 : w->nord[d] - 1; }  /* a gap */
+        else if (rdk < stk - 1e-9) { lo = k - 1; hi = k; }                                             /* delayed */
+        if (lo < 0) continue;
+        for (int64_t j = lo + 1; j <= hi; j++) {
+          SOp mv = w->ord[b + j];
+          memmove(&w->ord[b + lo + 1], &w->ord[b + lo], sizeof(SOp) * (size_t)(j - lo));
+          w->ord[b + lo] = mv;
+          z->evals++;
+          Result r = eval_order(M, w);
+          if (r.ok && le(r.peak, M->L) && better(r, cur)) {
+            cur = r;
+            improved = moved = 1;
+            break;
+          }
+          memmove(&w->ord[b + lo], &w->ord[b + lo + 1], sizeof(SOp) * (size_t)(j - lo));
+          w->ord[b + j] = mv;
+          eval_order(M, w); /* restore the timing arrays */
+          if (out_of_budget(z)) break;
+        }
+      }
+    }
+    if (!improved) break;
+  }
+  if (moved && better(cur, z->br)) {
+    char lab[160];
+    snprintf(lab, sizeof lab, "%.120s, improved by local moves", policy[0] ? policy : "list scheduler");
+    z->br.ok = 0;
+    keep_if_better(z, cur, lab, policy, npol);
+  }
+}
+
 static void seeds(Search *z, const IrSchedule *s, const char *dir, char *policy, size_t n) {
   const Model *M = z->M;
   char x[64], lab[96];
@@ -664,10 +724,12 @@ int synth_run(Arena *a, Diag *dg, IrSchedule *s, const SynthOptions *o) {
   z.w.peak = calloc((size_t)P + 1, sizeof(double));
   z.w.left = calloc((size_t)P + 1, sizeof(int64_t));
   z.w.ord = malloc(sizeof(SOp) * (size_t)(total + 1));
+  z.w.ost = malloc(sizeof(double) * (size_t)(total + 1));
+  z.w.ordy = malloc(sizeof(double) * (size_t)(total + 1));
   z.best = malloc(sizeof(SOp) * (size_t)(total + 1));
   z.bcap = calloc((size_t)P + 1, sizeof(double));
   if (!z.w.endF || !z.w.endB || !z.w.nF || !z.w.nB || !z.w.nW || !z.w.cur || !z.w.held || !z.w.resv ||
-      !z.w.peak || !z.w.left || !z.w.ord || !z.best || !z.bcap) goto oom;
+      !z.w.peak || !z.w.left || !z.w.ord || !z.w.ost || !z.w.ordy || !z.best || !z.bcap) goto oom;
   z.br.ok = 0;
   z.br.makespan = INF;
   z.t0 = t0;
@@ -758,6 +820,10 @@ int synth_run(Arena *a, Diag *dg, IrSchedule *s, const SynthOptions *o) {
   }
   char seedpol[160] = "";
   seeds(&z, s, o->stdlib_dir, seedpol, sizeof seedpol);
+  if (!z.seeded && z.br.ok) describe(&M, &z.bp, seedpol, sizeof seedpol);
+  z.max_steps *= 2;   /* the policy search had half of the budget; local moves the rest */
+  z.max_evals *= 4;
+  improve(&z, seedpol, sizeof seedpol);
   if (!z.br.ok) {
     diag_error(dg, o->span, "synthesize: no order found under the memory limit %g (the least any order can reach is %g)", M.L, need);
     goto done;
@@ -798,7 +864,7 @@ done:
   info->seconds = now_s() - t0;
   free(M.cf); free(M.cb); free(M.nst); free(M.first); free(M.dst); free(M.lmin); free(M.unit); free(fill);
   free(z.w.off); free(z.w.nord); free(z.bestn); free(z.w.endF); free(z.w.endB); free(z.w.nF); free(z.w.nB);
-  free(z.w.nW); free(z.w.cur); free(z.w.held); free(z.w.resv); free(z.w.peak); free(z.w.left); free(z.w.ord);
+  free(z.w.nW); free(z.w.cur); free(z.w.held); free(z.w.resv); free(z.w.peak); free(z.w.left); free(z.w.ord); free(z.w.ost); free(z.w.ordy);
   free(z.best); free(z.bcap);
   return rc;
 }
