@@ -69,3 +69,7 @@ EXTRA_DIST += bench/elab_1m.sh
 bench-elab: ppsc$(EXEEXT)
 	$(SHELL) $(srcdir)/bench/elab_1m.sh ./ppsc$(EXEEXT)
 .PHONY: bench-elab
+
+# ---- synthesis (`synthesize;`, ppsc synth): end to end, and against the stdlib ----
+TESTS += tests/synth/cli.sh tests/synth/quality.sh
+EXTRA_DIST += tests/synth/cli.sh tests/synth/quality.sh tests/synth/issue.pps tests/synth/synth_any.pps

@@ -373,10 +373,13 @@ static void lower_bound(const Model *M, SynthInfo *in) {
       vb[k] = vmax;
       /* activation held from F(i, s)'s start to at least B(i, s)'s end (b_free of it)
          or W's end (the rest): the round trip through the later stages */
-      double rt = tailB[s] - head[s];
-      double rtw = rt + (M->split_ok && st[s].tb + st[s].tw <= st[s].tbw ? st[s].tw : 0);
-      if (!M->split_ok || st[s].tbw < st[s].tb + st[s].tw) rtw = rt;
-      memint += (double)m * st[s].act * (bf * rt + (1 - bf) * rtw);
+      double bstart = tailB[s] - back[s] - head[s];   /* F(i, s) start to B(i, s) start, at least */
+      double bmin = st[s].tbw, full = st[s].tbw;
+      if (M->split_ok) {
+        if (st[s].tb < bmin) bmin = st[s].tb;
+        if (st[s].tb + st[s].tw < full) full = st[s].tb + st[s].tw;
+      }
+      memint += (double)m * st[s].act * (bf * (bstart + bmin) + (1 - bf) * (bstart + full));
     }
     double v;
     v = hd + work;
