@@ -71,5 +71,5 @@ bench-elab: ppsc$(EXEEXT)
 .PHONY: bench-elab
 
 # ---- synthesis (`synthesize;`, ppsc synth): end to end, and against the stdlib ----
-TESTS += tests/synth/cli.sh tests/synth/quality.sh
-EXTRA_DIST += tests/synth/cli.sh tests/synth/quality.sh tests/synth/issue.pps tests/synth/synth_any.pps
+TESTS += tests/synth/cli.sh tests/synth/quality.sh tests/synth/profile.sh
+EXTRA_DIST += tests/synth/cli.sh tests/synth/quality.sh tests/synth/profile.sh tests/synth/issue.pps tests/synth/synth_any.pps
