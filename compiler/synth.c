@@ -425,6 +425,7 @@ typedef struct Search {
   double t0, tlimit;
   int timed_out;
   int seeded;               /* the best order is a seed's (not a policy's) */
+  double lb;                /* the lower bound: reaching it ends the search */
 } Search;
 
 static int better(Result a, Result b) {
@@ -437,6 +438,7 @@ static int better(Result a, Result b) {
 
 static int out_of_budget(Search *z) {
   if (z->evals >= z->max_evals || z->w.steps >= z->max_steps) return 1;
+  if (z->br.ok && z->br.makespan <= z->lb * (1 + 1e-12)) return 1;   /* at the bound: optimal */
   if (z->tlimit > 0 && now_s() - z->t0 > z->tlimit) { z->timed_out = 1; return 1; }
   return 0;
 }
@@ -737,6 +739,7 @@ int synth_run(Arena *a, Diag *dg, IrSchedule *s, const SynthOptions *o) {
   z.br.makespan = INF;
   z.t0 = t0;
   z.tlimit = o->time_limit;
+  z.lb = info->lower_bound;
   /* budget: candidates, from effort and size (deterministic) */
   {
     int effort = o->effort < 0 ? 0 : o->effort > 4 ? 4 : o->effort;
