@@ -641,6 +641,112 @@ static void seeds(Search *z, const IrSchedule *s, const char *dir, char *policy,
   }
 }
 
+/* The whole search for the model z->M (policies, seeds, local moves): the best order
+ * into z->best, its figures in z->br (br.ok = 0: none found). Returns -1 when out of
+ * memory. seedpol receives what produced the order when it was not a policy. */
+static int search_all(Search *z, const IrSchedule *s, const SynthOptions *o, char *seedpol, size_t npol) {
+  const Model *M = z->M;
+  int P = M->P, S = M->S;
+  double budget;
+  long evals;
+  z->br.ok = 0;
+  z->br.makespan = INF;
+  z->seeded = 0;
+  /* budget: candidates, from effort and size (deterministic) */
+  {
+    int effort = o->effort < 0 ? 0 : o->effort > 4 ? 4 : o->effort;
+    budget = SYNTH_STEPS_PER_EFFORT * (effort + 1);
+    evals = 200 + 800L * effort;
+    z->max_evals = z->evals + evals;
+    z->max_steps = z->w.steps + (int64_t)budget;
+  }
+  {
+    int multi = S > P;
+    int nf = (M->split_ok && !o->fused) ? 2 : 1;
+    /* phase 1: every policy with all caps at the limit */
+    int ncand = 0, capc = 3 * 3 * 3 * 2 * 2;
+    Cand *cs = calloc((size_t)capc, sizeof *cs);
+    double *capbuf = calloc((size_t)(capc + 4) * (size_t)(P + 1), sizeof(double));
+    if (!cs || !capbuf) { free(cs); free(capbuf); return -1; }
+    for (int fu = 0; fu < nf; fu++) {
+      int fused = o->fused || fu == 1;
+      for (int wm = 0; wm < (fused ? 1 : 3); wm++)
+        for (int rs = multi ? 1 : 0; rs >= 0; rs--)
+          for (int fsel = 0; fsel < (multi ? 3 : 1); fsel++)
+            for (int bsel = 0; bsel < (multi ? 3 : 1); bsel++) {
+              if (ncand >= capc) continue;
+              Cand *c = &cs[ncand];
+              c->p.cap = capbuf + (size_t)ncand * (size_t)(P + 1);
+              for (int d = 0; d < P; d++) c->p.cap[d] = M->L;
+              c->p.wmode = wm; c->p.fsel = fsel; c->p.bsel = bsel; c->p.reserve = rs; c->p.fused = fused;
+              ncand++;
+            }
+    }
+    for (int k = 0; k < ncand; k++) {
+      if (k > 0 && out_of_budget(z) && z->br.ok) break;
+      cs[k].r = try_policy(z, &cs[k].p);
+    }
+    /* phase 2: coordinate descent over the per-device caps from the best few policies
+       and from 1F1B-like cap profiles (cap falls with the device index) */
+    int keep = 3;
+    int order[3] = {-1, -1, -1};
+    for (int t = 0; t < keep; t++) {
+      for (int k = 0; k < ncand; k++) {
+        int taken = 0;
+        for (int u = 0; u < t; u++) if (order[u] == k) taken = 1;
+        if (taken || !cs[k].r.ok) continue;
+        if (order[t] < 0 || better(cs[k].r, cs[order[t]].r)) order[t] = k;
+      }
+    }
+    double *cap = calloc((size_t)P + 1, sizeof(double));
+    if (!cap) { free(cs); free(capbuf); return -1; }
+    for (int t = 0; t < keep && !out_of_budget(z); t++) {
+      if (order[t] < 0) continue;
+      for (int prof = 0; prof < 3 && !out_of_budget(z); prof++) {
+        Policy p = cs[order[t]].p;
+        p.cap = cap;
+        for (int d = 0; d < P; d++) {
+          double c = M->L;
+          if (prof == 1) c = M->L - M->unit[d] * d;
+          if (prof == 2) c = M->L - M->unit[d] * (d / 2);
+          c = floor(c / M->unit[d] + 1e-9) * M->unit[d];
+          if (c < M->lmin[d]) c = M->lmin[d];
+          if (c > M->L) c = M->L;
+          cap[d] = c;
+        }
+        Result cur = try_policy(z, &p);
+        if (prof > 0 && !cur.ok) continue;
+        if (prof == 0) cur = cs[order[t]].r;
+        int improved = 1;
+        while (improved && !out_of_budget(z)) {
+          improved = 0;
+          for (int d = 0; d < P && !out_of_budget(z); d++) {
+            for (int dir = -1; dir <= 1; dir += 2) {
+              double old = cap[d], nv = old + dir * M->unit[d];
+              if (nv < M->lmin[d] - 1e-9 || nv > M->L + 1e-9) continue;
+              cap[d] = nv;
+              Result r = try_policy(z, &p);
+              if (better(r, cur)) { cur = r; improved = 1; break; }
+              cap[d] = old;
+              if (out_of_budget(z)) break;
+            }
+          }
+        }
+      }
+    }
+    free(cap);
+    free(cs);
+    free(capbuf);
+  }
+    seeds(z, s, o->stdlib_dir, seedpol, npol);
+  if (!z->seeded && z->br.ok) describe(M, &z->bp, seedpol, npol);
+  /* the policy search had half of the budget; local moves the rest */
+  z->max_steps = z->w.steps + (int64_t)budget;
+  z->max_evals = z->evals + 4 * evals;
+  improve(z, seedpol, npol);
+  return 0;
+}
+
 int synth_run(Arena *a, Diag *dg, IrSchedule *s, const SynthOptions *o) {
   double t0 = now_s();
   int P = s->ndev, S = s->nstage, m = s->nmb;
@@ -740,96 +846,8 @@ int synth_run(Arena *a, Diag *dg, IrSchedule *s, const SynthOptions *o) {
   z.t0 = t0;
   z.tlimit = o->time_limit;
   z.lb = info->lower_bound;
-  /* budget: candidates, from effort and size (deterministic) */
-  {
-    int effort = o->effort < 0 ? 0 : o->effort > 4 ? 4 : o->effort;
-    z.max_evals = 200 + 800L * effort;
-    z.max_steps = (int64_t)(SYNTH_STEPS_PER_EFFORT * (effort + 1));
-  }
-  {
-    int multi = S > P;
-    int nf = (M.split_ok && !o->fused) ? 2 : 1;
-    /* phase 1: every policy with all caps at the limit */
-    int ncand = 0, capc = 3 * 3 * 3 * 2 * 2;
-    Cand *cs = calloc((size_t)capc, sizeof *cs);
-    double *capbuf = calloc((size_t)(capc + 4) * (size_t)(P + 1), sizeof(double));
-    if (!cs || !capbuf) { free(cs); free(capbuf); goto oom; }
-    for (int fu = 0; fu < nf; fu++) {
-      int fused = o->fused || fu == 1;
-      for (int wm = 0; wm < (fused ? 1 : 3); wm++)
-        for (int rs = multi ? 1 : 0; rs >= 0; rs--)
-          for (int fsel = 0; fsel < (multi ? 3 : 1); fsel++)
-            for (int bsel = 0; bsel < (multi ? 3 : 1); bsel++) {
-              if (ncand >= capc) continue;
-              Cand *c = &cs[ncand];
-              c->p.cap = capbuf + (size_t)ncand * (size_t)(P + 1);
-              for (int d = 0; d < P; d++) c->p.cap[d] = M.L;
-              c->p.wmode = wm; c->p.fsel = fsel; c->p.bsel = bsel; c->p.reserve = rs; c->p.fused = fused;
-              ncand++;
-            }
-    }
-    for (int k = 0; k < ncand; k++) {
-      if (k > 0 && out_of_budget(&z) && z.br.ok) break;
-      cs[k].r = try_policy(&z, &cs[k].p);
-    }
-    /* phase 2: coordinate descent over the per-device caps from the best few policies
-       and from 1F1B-like cap profiles (cap falls with the device index) */
-    int keep = 3;
-    int order[3] = {-1, -1, -1};
-    for (int t = 0; t < keep; t++) {
-      for (int k = 0; k < ncand; k++) {
-        int taken = 0;
-        for (int u = 0; u < t; u++) if (order[u] == k) taken = 1;
-        if (taken || !cs[k].r.ok) continue;
-        if (order[t] < 0 || better(cs[k].r, cs[order[t]].r)) order[t] = k;
-      }
-    }
-    double *cap = calloc((size_t)P + 1, sizeof(double));
-    if (!cap) { free(cs); free(capbuf); goto oom; }
-    for (int t = 0; t < keep && !out_of_budget(&z); t++) {
-      if (order[t] < 0) continue;
-      for (int prof = 0; prof < 3 && !out_of_budget(&z); prof++) {
-        Policy p = cs[order[t]].p;
-        p.cap = cap;
-        for (int d = 0; d < P; d++) {
-          double c = M.L;
-          if (prof == 1) c = M.L - M.unit[d] * d;
-          if (prof == 2) c = M.L - M.unit[d] * (d / 2);
-          c = floor(c / M.unit[d] + 1e-9) * M.unit[d];
-          if (c < M.lmin[d]) c = M.lmin[d];
-          if (c > M.L) c = M.L;
-          cap[d] = c;
-        }
-        Result cur = try_policy(&z, &p);
-        if (prof > 0 && !cur.ok) continue;
-        if (prof == 0) cur = cs[order[t]].r;
-        int improved = 1;
-        while (improved && !out_of_budget(&z)) {
-          improved = 0;
-          for (int d = 0; d < P && !out_of_budget(&z); d++) {
-            for (int dir = -1; dir <= 1; dir += 2) {
-              double old = cap[d], nv = old + dir * M.unit[d];
-              if (nv < M.lmin[d] - 1e-9 || nv > M.L + 1e-9) continue;
-              cap[d] = nv;
-              Result r = try_policy(&z, &p);
-              if (better(r, cur)) { cur = r; improved = 1; break; }
-              cap[d] = old;
-              if (out_of_budget(&z)) break;
-            }
-          }
-        }
-      }
-    }
-    free(cap);
-    free(cs);
-    free(capbuf);
-  }
   char seedpol[160] = "";
-  seeds(&z, s, o->stdlib_dir, seedpol, sizeof seedpol);
-  if (!z.seeded && z.br.ok) describe(&M, &z.bp, seedpol, sizeof seedpol);
-  z.max_steps *= 2;   /* the policy search had half of the budget; local moves the rest */
-  z.max_evals *= 4;
-  improve(&z, seedpol, sizeof seedpol);
+  if (search_all(&z, s, o, seedpol, sizeof seedpol)) goto oom;
   if (!z.br.ok) {
     diag_error(dg, o->span, "synthesize: no order found under the memory limit %g (the least any order can reach is %g)", M.L, need);
     goto done;

@@ -192,6 +192,9 @@ stmt: DEVICES expr semi { $$ = ast_stmt(ps, ST_DEVICES, @1); $$->e1 = $2; }
     | MODEL '{' mkvs '}' { $$ = ast_stmt(ps, ST_MODEL, @1); $$->kv = $3.head; }
     | HARDWARE '{' mkvs '}' { $$ = ast_stmt(ps, ST_HARDWARE, @1); $$->kv = $3.head; }
     | OFFLOAD clauses semi { $$ = ast_stmt(ps, ST_OFFLOAD, @1); $$->clauses = $2.head; }
+    | OFFLOAD IDENT semi { /* offload auto; (synth.c chooses) */
+        $$ = ast_stmt(ps, ST_OFFLOAD, @1); $$->sym = $2; $$->span2 = SP(@2);
+      }
     | VOCAB IDENT expr semi { $$ = ast_stmt(ps, ST_VOCAB, @1); $$->sym = $2; $$->span2 = SP(@2); $$->e1 = $3; }
     | LET IDENT '=' expr semi { $$ = ast_stmt(ps, ST_LET, @1); $$->sym = $2; $$->span2 = SP(@2); $$->e1 = $4; }
     | REQUIRE expr ELSE STRING semi { $$ = ast_stmt(ps, ST_REQUIRE, @1); $$->e1 = $2; $$->str = $4; }
