@@ -97,6 +97,7 @@ typedef struct Ctx {
   SynthOptions sopt;
   Stmt *profile;
   Sym w_profile;
+  Stmt *off_auto;   /* `offload auto;` */
 } Ctx;
 
 /* cost/memory keys: index into Ctx.cost */
@@ -772,6 +773,15 @@ static void exec_keyvals(Ctx *c, Stmt *st, const char *const *keys, IrKeyVal **o
 
 static void exec_offload(Ctx *c, Stmt *st) {
   IrOffload *o = &c->off;
+  if (st->sym) {   /* offload auto; (synthesize chooses) */
+    if (strcmp(sname(c, st->sym), "auto")) {
+      err(c, &st->errored, st->span2, "unknown offload clause '%s' (expected auto, all, ratio, stages or microbatches)", sname(c, st->sym));
+      return;
+    }
+    c->sopt.offload_auto = 1;
+    c->off_auto = st;
+    return;
+  }
   o->enabled = 1;
   o->span = st->span;
   if (o->ratio <= 0) o->ratio = 1;
@@ -1455,6 +1465,10 @@ IrSchedule *elab_run(const ElabInput *in, int *usage) {
   s->v = (int32_t)c->pv;
   build_stages(c);
   if (c->profile && !c->stop && c->d->errors == errors_before) elab_profile(c->a, c->d, s, c->profile->str, c->profile->span2);
+  if (c->off_auto && !c->synth)
+    err(c, NULL, c->off_auto->span, "'offload auto' needs 'synthesize' (it chooses what to offload for the synthesised order)");
+  if (c->off_auto && c->off.enabled)
+    err(c, NULL, c->off_auto->span, "'offload auto' and a stated offload policy: keep one");
   if (c->synth && !c->stop && c->d->errors == errors_before) {
     if (s->total_ops > 0)
       err(c, NULL, c->synth->span, "'synthesize' chooses every pass: this schedule also writes passes (device blocks or a building block)");

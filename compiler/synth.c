@@ -23,6 +23,7 @@
  *
  * The lower bound (lower_bound()) is derived in docs/synth.md. */
 #include "synth.h"
+#include "analysis.h"
 #include "driver.h"
 #include <math.h>
 #include <stdio.h>
@@ -67,6 +68,9 @@ typedef struct Work {
   SOp *ord;                 /* [total]: per device at off[d] */
   int64_t *off, *nord;      /* [P+1], [P] */
   double *ost, *ordy;       /* [total]: eval_order's start and ready time of each op */
+  double *qend, *qamt;      /* [total]: offload copies in flight per device (FIFO at off[d]) */
+  int64_t *qh, *qt;         /* [P]: their head and tail */
+  double *eng;              /* [P]: when the device->host copy engine is free */
   int64_t steps;
 } Work;
 
@@ -79,6 +83,23 @@ static double now_s(void) {
 }
 
 static int le(double a, double b) { return a <= b + 1e-9 * (1 + fabs(b)); }
+
+/* Offload copies: F's activation leaves (the offloaded fraction) when its copy ends,
+ * as in sim.c; the copies of a device run one at a time in order. */
+static void copies_reset(const Model *M, Work *w) {
+  for (int d = 0; d < M->P; d++) { w->qh[d] = w->qt[d] = w->off[d]; w->eng[d] = 0; }
+}
+static void copies_done(Work *w, int d, double t) {
+  while (w->qh[d] < w->qt[d] && le(w->qend[w->qh[d]], t)) { w->held[d] -= w->qamt[w->qh[d]]; w->qh[d]++; }
+}
+static void copy_start(Work *w, int d, const IrStage *g, double end_of_f) {
+  double cs = end_of_f > w->eng[d] ? end_of_f : w->eng[d];
+  double ce = cs + g->offload_time * g->offload;
+  w->eng[d] = ce;
+  w->qend[w->qt[d]] = ce;
+  w->qamt[w->qt[d]] = g->offload * g->act;
+  w->qt[d]++;
+}
 
 /* Ready time of F(i, s), INF when its input's producer has not run. */
 static double readyF(const Model *M, const Work *w, int i, int s) {
@@ -116,6 +137,7 @@ static Result run_policy(const Model *M, const Policy *p, Work *w) {
   memset(w->nW, 0, sizeof(int) * (size_t)S);
   int per = p->fused ? 2 : 3;
   int active = 0;
+  copies_reset(M, w);
   for (int d = 0; d < P; d++) {
     w->cur[d] = w->held[d] = w->resv[d] = w->peak[d] = 0;
     w->left[d] = (int64_t)m * M->nst[d] * per;
@@ -136,6 +158,7 @@ static Result run_policy(const Model *M, const Policy *p, Work *w) {
       }
       w->steps += M->nst[d];
       double t = w->cur[d], fut = INF;
+      copies_done(w, d, t);
       int bi = -1, bs = -1, fi = -1, fs = -1, wi = -1, ws = -1, memblock = 0;
       const int *ds = M->dst + M->first[d];
       double held = w->held[d];
@@ -144,9 +167,12 @@ static Result run_policy(const Model *M, const Policy *p, Work *w) {
         int i = w->nB[s];
         if (i < m && i < w->nF[s]) {
           double rb = readyB(M, w, i, s);
+          /* an offloaded activation comes back before its B: that memory must fit */
+          int fits = M->st[s].offload <= 0 || le(held + M->st[s].offload * M->st[s].act, p->cap[d]);
           if (le(rb, t)) {
-            if (bi < 0 || pick_better(p->bsel, i, s, bi, bs)) { bi = i; bs = s; }
-          } else if (rb < fut) fut = rb;
+            if (!fits) memblock = 1;
+            else if (bi < 0 || pick_better(p->bsel, i, s, bi, bs)) { bi = i; bs = s; }
+          } else if (fits && rb < fut) fut = rb;
         }
         i = w->nF[s];
         if (i < m) {
@@ -190,17 +216,22 @@ static Result run_policy(const Model *M, const Policy *p, Work *w) {
         }
         w->held[d] += g->act;
         if (w->held[d] > w->peak[d]) w->peak[d] = w->held[d];
+        if (g->offload > 0) copy_start(w, d, g, t + c);   /* leaves when its copy ends */
         w->endF[slot] = t + c;
         w->nF[stg]++;
         break;
       case IR_B:
         c = g->tb;
+        w->held[d] += g->offload * g->act;   /* reloaded before B */
+        if (w->held[d] > w->peak[d]) w->peak[d] = w->held[d];
         w->held[d] -= g->b_free * g->act;
         w->endB[slot] = t + c;
         w->nB[stg]++;
         break;
       case IR_BW:
         c = g->tbw;
+        w->held[d] += g->offload * g->act;
+        if (w->held[d] > w->peak[d]) w->peak[d] = w->held[d];
         w->held[d] -= g->act;
         w->endB[slot] = t + c;
         w->nB[stg]++;
@@ -242,6 +273,7 @@ static Result eval_order(const Model *M, Work *w) {
   int64_t nf = 0, nb = 0, nw = 0, nbsplit = 0;
   int64_t *pc = w->left;
   for (int d = 0; d < P; d++) { pc[d] = 0; w->cur[d] = w->held[d] = w->peak[d] = 0; }
+  copies_reset(M, w);
   double mk = 0;
   for (int sweep = 0;; sweep++) {
     int progress = 0, left = 0;
@@ -259,6 +291,7 @@ static Result eval_order(const Model *M, Work *w) {
         if (rd >= INF) break;
         w->steps++;
         double st = rd > w->cur[d] ? rd : w->cur[d];
+        copies_done(w, d, st);
         w->ost[w->off[d] + pc[d]] = st;
         w->ordy[w->off[d] + pc[d]] = rd;
         switch (o->kind) {
@@ -266,10 +299,13 @@ static Result eval_order(const Model *M, Work *w) {
           if (w->endF[slot] >= 0) return r;
           w->endF[slot] = st + c; w->held[d] += g->act; nf++;
           if (w->held[d] > w->peak[d]) w->peak[d] = w->held[d];
+          if (g->offload > 0) copy_start(w, d, g, st + c);
           break;
         case IR_B: case IR_BW:
           if (w->endB[slot] >= 0) return r;
           w->endB[slot] = st + c;
+          w->held[d] += g->offload * g->act;
+          if (w->held[d] > w->peak[d]) w->peak[d] = w->held[d];
           w->held[d] -= o->kind == IR_B ? g->b_free * g->act : g->act;
           nb++;
           if (o->kind == IR_B) nbsplit++;
@@ -747,6 +783,48 @@ static int search_all(Search *z, const IrSchedule *s, const SynthOptions *o, cha
   return 0;
 }
 
+/* `offload auto`: the best order of z under the stage array st (its offload fractions
+ * set), run through the real pipeline (lowering inserts the offload and reload ops,
+ * verify, sim) on a scratch copy of s. Returns 1 when it is valid with its peak within
+ * the limit and its host memory within the host limit; *mk = its makespan. */
+static int real_check(Arena *a, const IrSchedule *s, const Search *z, IrStage *st, double ratio, int k, double L,
+                      double *mk) {
+  const Model *M = z->M;
+  IrSchedule t = *s;
+  t.stages = st;
+  t.offload.enabled = ratio > 0;
+  t.offload.ratio = ratio > 0 ? ratio : 0;
+  t.offload.stage_lo = 0;
+  t.offload.stage_hi = k;
+  t.offload.mb_lo = 0;
+  t.offload.mb_hi = s->nmb;
+  t.nexpects = 0;
+  t.synth = NULL;
+  t.total_ops = 0;
+  t.devs = arena_alloc(a, sizeof(IrDevice) * (size_t)(M->P + 1));
+  memset(t.devs, 0, sizeof(IrDevice) * (size_t)(M->P + 1));
+  for (int d = 0; d < M->P; d++)
+    for (int64_t q = 0; q < z->bestn[d]; q++) {
+      const SOp *so = &z->best[z->w.off[d] + q];
+      IrOp *op = ir_push(a, &t, d);
+      op->kind = so->kind; op->mb = so->mb; op->stage = so->stage;
+    }
+  Diag dg;
+  diag_init(&dg, a);
+  dg.out = NULL;
+  Analysis an;
+  analysis_run(a, &dg, &t, &an, 0);
+  if (getenv("PPS_SYNTH_DEBUG"))
+    fprintf(stderr, "synth: offload ratio %g stages 0..%d: %d errors%s%s, peak %g, makespan %g\n", ratio, k, dg.errors,
+            dg.nrecs ? ": " : "", dg.nrecs ? dg.recs[0].message : "", an.simulated ? an.sim.peak_memory : -1,
+            an.simulated ? an.sim.makespan : -1);
+  if (dg.errors || !an.simulated) return 0;
+  if (an.sim.peak_memory > L + 1e-9) return 0;
+  if (s->offload.host_limit >= 0 && an.sim.host_memory > s->offload.host_limit + 1e-9) return 0;
+  *mk = an.sim.makespan;
+  return 1;
+}
+
 int synth_run(Arena *a, Diag *dg, IrSchedule *s, const SynthOptions *o) {
   double t0 = now_s();
   int P = s->ndev, S = s->nstage, m = s->nmb;
@@ -795,6 +873,11 @@ int synth_run(Arena *a, Diag *dg, IrSchedule *s, const SynthOptions *o) {
     allmem += M.lmin[d] * m;
     if (M.unit[d] <= 0) M.unit[d] = 1;
   }
+  if (o->offload_auto) {   /* everything offloaded: one activation in use at a time */
+    need = 0;
+    for (int st = 0; st < S; st++)
+      if (s->stages[st].act > need) { need = s->stages[st].act; needd = s->stages[st].device; }
+  }
   info->min_limit = need;
   M.L = s->mem_limit >= 0 ? s->mem_limit : allmem + 1;
   if (M.nst[needd] == 0) need = 0;
@@ -804,12 +887,22 @@ int synth_run(Arena *a, Diag *dg, IrSchedule *s, const SynthOptions *o) {
     stl[0] = 0;
     for (int k = 0; k < M.nst[needd] && n < sizeof stl - 16; k++)
       n += (size_t)snprintf(stl + n, sizeof stl - n, "%s%d", k ? (k == M.nst[needd] - 1 ? " and " : ", ") : "", M.dst[M.first[needd] + k]);
-    diag_error(dg, o->span,
-               "synthesize: memory limit %g is below %g, the least any order can reach: device %d must hold the activations of stage%s %s of one microbatch at once",
-               M.L, need, needd, M.nst[needd] > 1 ? "s" : "", stl);
+    if (o->offload_auto)
+      diag_error(dg, o->span,
+                 "synthesize: memory limit %g is below %g, the least any order can reach even offloading everything: device %d runs a pass of a stage that keeps %g",
+                 M.L, need, needd, need);
+    else
+      diag_error(dg, o->span,
+                 "synthesize: memory limit %g is below %g, the least any order can reach: device %d must hold the activations of stage%s %s of one microbatch at once",
+                 M.L, need, needd, M.nst[needd] > 1 ? "s" : "", stl);
     goto done;
   }
-  lower_bound(&M, info);
+  {
+    double keepL = M.L;
+    if (o->offload_auto) M.L = INF;   /* offload can take any memory pressure away: no memory terms */
+    lower_bound(&M, info);
+    M.L = keepL;
+  }
 
   /* the search */
   int64_t total = 0;
@@ -837,17 +930,119 @@ int synth_run(Arena *a, Diag *dg, IrSchedule *s, const SynthOptions *o) {
   z.w.ord = malloc(sizeof(SOp) * (size_t)(total + 1));
   z.w.ost = malloc(sizeof(double) * (size_t)(total + 1));
   z.w.ordy = malloc(sizeof(double) * (size_t)(total + 1));
+  z.w.qend = malloc(sizeof(double) * (size_t)(total + 1));
+  z.w.qamt = malloc(sizeof(double) * (size_t)(total + 1));
+  z.w.qh = calloc((size_t)P + 1, sizeof(int64_t));
+  z.w.qt = calloc((size_t)P + 1, sizeof(int64_t));
+  z.w.eng = calloc((size_t)P + 1, sizeof(double));
   z.best = malloc(sizeof(SOp) * (size_t)(total + 1));
   z.bcap = calloc((size_t)P + 1, sizeof(double));
   if (!z.w.endF || !z.w.endB || !z.w.nF || !z.w.nB || !z.w.nW || !z.w.cur || !z.w.held || !z.w.resv ||
-      !z.w.peak || !z.w.left || !z.w.ord || !z.w.ost || !z.w.ordy || !z.best || !z.bcap) goto oom;
+      !z.w.peak || !z.w.left || !z.w.ord || !z.w.ost || !z.w.ordy || !z.w.qend || !z.w.qamt || !z.w.qh || !z.w.qt || !z.w.eng || !z.best || !z.bcap) goto oom;
   z.br.ok = 0;
   z.br.makespan = INF;
   z.t0 = t0;
   z.tlimit = o->time_limit;
   z.lb = info->lower_bound;
   char seedpol[160] = "";
-  if (search_all(&z, s, o, seedpol, sizeof seedpol)) goto oom;
+  /* a stated offload policy over some microbatches only: the model keeps every
+     activation (conservative); over all of them, the model frees what it offloads */
+  IrStage *mst = arena_alloc(a, sizeof(IrStage) * (size_t)(S + 1));
+  memcpy(mst, s->stages, sizeof(IrStage) * (size_t)S);
+  if (o->offload_auto || (s->offload.enabled && (s->offload.mb_lo > 0 || s->offload.mb_hi < m)))
+    for (int st = 0; st < S; st++) mst[st].offload = 0;
+  M.st = mst;
+  if (!o->offload_auto) {
+    if (search_all(&z, s, o, seedpol, sizeof seedpol)) goto oom;
+  } else {
+    /* offload auto: no offload, then a ratio of the activations of the first k stages
+       (the ones held longest), each searched and run through the real pipeline; the
+       fastest valid one wins, the least offloading among equals */
+    SOp *keep = malloc(sizeof(SOp) * (size_t)(total + 1));
+    int64_t *keepn = calloc((size_t)P + 1, sizeof(int64_t));
+    double *lmin0 = calloc((size_t)P + 1, sizeof(double));
+    if (!keep || !keepn || !lmin0) { free(keep); free(keepn); free(lmin0); goto oom; }
+    memcpy(lmin0, M.lmin, sizeof(double) * (size_t)P);
+    double bestmk = INF, bestr = 0;
+    int bestk = 0, ks[6], nks = 0;
+    Result bestres = {INF, 0, 0};
+    char bestpol[160] = "";
+    int fracs[] = {1, 2, 3, 4};   /* k = S/4, S/2, 3S/4, S */
+    for (int q = 0; q < 4; q++) {
+      int k = (S * fracs[q] + 3) / 4;
+      if (k < 1) k = 1;
+      if (nks == 0 || ks[nks - 1] != k) ks[nks++] = k;
+    }
+    SynthOptions oc = *o;
+    for (int c = -1; c < 2 * nks; c++) {
+      double r = c < 0 ? 0 : (c % 2 == 0 ? 0.5 : 1);
+      int k = c < 0 ? 0 : ks[c / 2];
+      for (int st = 0; st < S; st++) mst[st].offload = st < k ? r : 0;
+      /* the least each device needs with this offload */
+      for (int d = 0; d < P; d++) {
+        double keepsum = 0, back = 0;
+        for (int q = 0; q < M.nst[d]; q++) {
+          const IrStage *g = &mst[M.dst[M.first[d] + q]];
+          keepsum += g->act * (1 - g->offload);
+          if (g->act * g->offload > back) back = g->act * g->offload;
+        }
+        M.lmin[d] = keepsum + back;
+      }
+      /* the copies in flight (lowering issues reloads ahead of their B, and an offload
+         leaves only when its copy ends) are not in the model: besides the limit itself,
+         search under the limit less one and two offloaded activations, and keep what
+         the real pipeline finds valid */
+      double rlmax = 0, Lreal = M.L;
+      for (int st = 0; st < S; st++)
+        if (mst[st].offload * mst[st].act > rlmax) rlmax = mst[st].offload * mst[st].act;
+      for (int mf = 0; mf < (r > 0 ? 3 : 1); mf++) {
+        M.L = Lreal - mf * rlmax;
+        int feasible = 1;
+        for (int d = 0; d < P; d++) if (M.lmin[d] > M.L + 1e-9) feasible = 0;
+        if (!feasible) continue;
+        oc.effort = c < 0 ? o->effort : 0;
+        char pol[160] = "";
+        if (search_all(&z, s, &oc, pol, sizeof pol)) { M.L = Lreal; free(keep); free(keepn); free(lmin0); goto oom; }
+        double mk;
+        int ok = z.br.ok && real_check(a, s, &z, mst, r, k, Lreal, &mk);
+        if (!ok) continue;
+        if (mk < bestmk - 1e-9 * (1 + bestmk)) {
+          bestmk = mk; bestr = r; bestk = k; bestres = z.br;
+          memcpy(keep, z.best, sizeof(SOp) * (size_t)total);
+          memcpy(keepn, z.bestn, sizeof(int64_t) * (size_t)P);
+          snprintf(bestpol, sizeof bestpol, "%.100s; offload auto: %s", pol[0] ? pol : (z.seeded ? "seed" : "policy"),
+                   r > 0 ? "" : "nothing offloaded");
+          if (r > 0) {
+            size_t n = strlen(bestpol);
+            snprintf(bestpol + n, sizeof bestpol - n, "ratio %g of stages 0..%d", r, k);
+          }
+        }
+      }
+      M.L = Lreal;
+    }
+    memcpy(M.lmin, lmin0, sizeof(double) * (size_t)P);
+    if (bestmk < INF) {
+      memcpy(z.best, keep, sizeof(SOp) * (size_t)total);
+      memcpy(z.bestn, keepn, sizeof(int64_t) * (size_t)P);
+      z.br = bestres;
+      z.br.makespan = bestmk;   /* the real pipeline's (copies included) */
+      z.seeded = 1;
+      snprintf(seedpol, sizeof seedpol, "%s", bestpol);
+      if (bestr > 0) {
+        s->offload.enabled = 1;
+        s->offload.ratio = bestr;
+        s->offload.stage_lo = 0;
+        s->offload.stage_hi = bestk;
+        s->offload.mb_lo = 0;
+        s->offload.mb_hi = m;
+        s->offload.span = o->span;
+        for (int st = 0; st < S; st++) s->stages[st].offload = st < bestk ? bestr : 0;
+      }
+    } else {
+      z.br.ok = 0;
+    }
+    free(keep); free(keepn); free(lmin0);
+  }
   if (!z.br.ok) {
     diag_error(dg, o->span, "synthesize: no order found under the memory limit %g (the least any order can reach is %g)", M.L, need);
     goto done;
@@ -888,7 +1083,7 @@ done:
   info->seconds = now_s() - t0;
   free(M.cf); free(M.cb); free(M.nst); free(M.first); free(M.dst); free(M.lmin); free(M.unit); free(fill);
   free(z.w.off); free(z.w.nord); free(z.bestn); free(z.w.endF); free(z.w.endB); free(z.w.nF); free(z.w.nB);
-  free(z.w.nW); free(z.w.cur); free(z.w.held); free(z.w.resv); free(z.w.peak); free(z.w.left); free(z.w.ord); free(z.w.ost); free(z.w.ordy);
+  free(z.w.nW); free(z.w.cur); free(z.w.held); free(z.w.resv); free(z.w.peak); free(z.w.left); free(z.w.ord); free(z.w.ost); free(z.w.ordy); free(z.w.qend); free(z.w.qamt); free(z.w.qh); free(z.w.qt); free(z.w.eng);
   free(z.best); free(z.bcap);
   return rc;
 }

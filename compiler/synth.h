@@ -13,6 +13,7 @@ typedef struct SynthOptions {
   int fused;          /* 1: full backward BW only; 0: the search also tries B and W apart */
   Span span;          /* the synthesize statement */
   const char *stdlib_dir; /* where the standard schedules are (seeds); NULL: none */
+  int offload_auto;   /* `offload auto;`: also choose which activations to offload */
 } SynthOptions;
 
 /* What the synthesiser found (IrSchedule.synth; `ppsc synth` prints it). Times are in

@@ -89,4 +89,34 @@ PPS
 "$PPSC" expand "$WORK/fused.pps" > "$WORK/fx" && grep -q "BW(" "$WORK/fx" && ! grep -q " W(" "$WORK/fx" \
   && pass "fused = true: BW only" || fail "fused = true"
 expect_exit 0 "fused schedule checks" "$PPSC" check "$WORK/fused.pps"
+# offload auto: the synthesiser also chooses what to offload; never slower than
+# without, the limit and the host limit hold in the simulation of the output
+cat > "$WORK/oa.pps" <<'PPS'
+schedule oa(P = 4, m = 8, L: real = 2, H: real = 100, auto: bool = true) {
+  devices P; microbatches m; placement linear;
+  cost TF = 1, TB = 1, TW = 1, TC = 0, TOFF = 0.5;
+  memory limit = L, host_limit = H;
+  if auto { offload auto; }
+  synthesize;
+}
+PPS
+for L in 1 2 3 4; do
+  a=$("$PPSC" synth --json "$WORK/oa.pps" -D L=$L -o "$WORK/oa_out.pps" | sed -n 's/.*"makespan": \([0-9.e+-]*\),.*/\1/p')
+  b=$("$PPSC" synth --json "$WORK/oa.pps" -D L=$L -D auto=false | sed -n 's/.*"makespan": \([0-9.e+-]*\),.*/\1/p')
+  set -- $("$PPSC" sim --json "$WORK/oa_out.pps" | awk '
+    function val(key,   i, s) { i = index($0, "\"" key "\":"); s = substr($0, i + length(key) + 3); sub(/[,}\]].*/, "", s); return s }
+    { print val("valid"), val("makespan"), val("peak_memory") }')
+  if [ "$1" = true ] && awk -v a="$a" -v b="$b" -v mk="$2" -v pk="$3" -v L=$L 'BEGIN { exit !(a != "" && b != "" && a <= b + 1e-9 && mk == a && pk <= L + 1e-9) }'; then
+    pass "offload auto L=$L: makespan $a (without offload $b), peak $3"
+  else fail "offload auto L=$L: $a vs $b; sim of the output: $*"; fi
+done
+"$PPSC" synth "$WORK/oa.pps" -D L=2 -o "$WORK/oa2.pps" && grep -q "^  offload ratio 1 stages 0\.\." "$WORK/oa2.pps" \
+  && pass "offload auto at L=2 offloads (the literal file states the policy it chose)" || fail "offload auto at L=2 chose no offload"
+"$PPSC" synth "$WORK/oa.pps" -D L=2 -D H=0 -o "$WORK/oa3.pps" && ! grep -q "^  offload ratio" "$WORK/oa3.pps" \
+  && pass "host_limit 0: nothing offloaded" || fail "host_limit 0 not respected"
+expect_exit 1 "limit below one activation even offloading" "$PPSC" check "$WORK/oa.pps" -D L=0.5
+grep -q "below 1, the least any order can reach even offloading everything" "$WORK/out" && pass "said so" || fail "offload auto limit message"
+sed 's/  synthesize;//' "$WORK/oa.pps" > "$WORK/oa_nos.pps"
+expect_exit 1 "offload auto without synthesize" "$PPSC" check "$WORK/oa_nos.pps"
+grep -q "oa_nos.pps:5:13: error: 'offload auto' needs 'synthesize'" "$WORK/out" && pass "located" || { fail "offload auto without synthesize: message"; cat "$WORK/out"; }
 [ $FAILS -eq 0 ]
