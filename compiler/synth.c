@@ -945,12 +945,11 @@ int synth_run(Arena *a, Diag *dg, IrSchedule *s, const SynthOptions *o) {
   z.tlimit = o->time_limit;
   z.lb = info->lower_bound;
   char seedpol[160] = "";
-  /* a stated offload policy over some microbatches only: the model keeps every
-     activation (conservative); over all of them, the model frees what it offloads */
+  /* a stated offload policy: the model keeps every activation on the device (an
+     upper bound on what the lowered order holds, wherever lowering puts the reloads) */
   IrStage *mst = arena_alloc(a, sizeof(IrStage) * (size_t)(S + 1));
   memcpy(mst, s->stages, sizeof(IrStage) * (size_t)S);
-  if (o->offload_auto || (s->offload.enabled && (s->offload.mb_lo > 0 || s->offload.mb_hi < m)))
-    for (int st = 0; st < S; st++) mst[st].offload = 0;
+  for (int st = 0; st < S; st++) mst[st].offload = 0;
   M.st = mst;
   if (!o->offload_auto) {
     if (search_all(&z, s, o, seedpol, sizeof seedpol)) goto oom;
