@@ -915,7 +915,7 @@ int synth_run(Arena *a, Diag *dg, IrSchedule *s, const SynthOptions *o) {
   }
   {
     double keepL = M.L;
-    if (o->offload_auto) M.L = INF;   /* offload can take any memory pressure away: no memory terms */
+    if (o->offload_auto || s->offload.enabled) M.L = INF;   /* offload can take memory pressure away: no memory terms */
     lower_bound(&M, info);
     M.L = keepL;
   }
