@@ -848,9 +848,11 @@ int synth_run(Arena *a, Diag *dg, IrSchedule *s, const SynthOptions *o) {
   memset(info, 0, sizeof *info);
   s->synth = info;
   info->limit = s->mem_limit;
-  if ((double)m * S * 3 > 5e7) {
-    diag_error(dg, o->span, "synthesize: %d microbatches on %d stages is too large to synthesise (%.3g passes; at most 5e7)",
-               m, S, (double)m * S * 3);
+  /* one candidate costs about passes x devices model steps (every event looks at
+     every device): bounded so that a search always ends */
+  if ((double)m * S * 3 > 5e7 || (double)m * S * 3 * P > 2e9) {
+    diag_error(dg, o->span, "synthesize: %d microbatches on %d stages and %d devices is too large to synthesise (%.3g passes, %.3g pass-devices; at most 5e7 and 2e9)",
+               m, S, P, (double)m * S * 3, (double)m * S * 3 * P);
     return -1;
   }
   Model M;
