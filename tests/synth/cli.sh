@@ -89,6 +89,11 @@ PPS
 "$PPSC" expand "$WORK/fused.pps" > "$WORK/fx" && grep -q "BW(" "$WORK/fx" && ! grep -q " W(" "$WORK/fx" \
   && pass "fused = true: BW only" || fail "fused = true"
 expect_exit 0 "fused schedule checks" "$PPSC" check "$WORK/fused.pps"
+# an instance too large to search is refused at once, located
+printf 'schedule h { devices 65536; microbatches 1;\n  synthesize; }\n' > "$WORK/huge.pps"
+expect_exit 1 "too large to synthesise" "$PPSC" check "$WORK/huge.pps"
+grep -q "huge.pps:2:3: error: synthesize: 1 microbatches on 65536 stages and 65536 devices is too large" "$WORK/out" \
+  && pass "located" || { fail "too-large message"; cat "$WORK/out"; }
 # offload auto: the synthesiser also chooses what to offload; never slower than
 # without, the limit and the host limit hold in the simulation of the output
 cat > "$WORK/oa.pps" <<'PPS'
