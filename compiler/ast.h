@@ -71,6 +71,8 @@ typedef enum StmtKind {
   ST_INTERVAL,    /* e1 */
   ST_WRULE,       /* sym */
   ST_SQUEEZE,     /* building block: reorder warm-up and cool-down (block.c) */
+  ST_SYNTH,       /* synthesize [KEY = EXPR, ...]: kv (synth.c chooses the order) */
+  ST_PROFILE,     /* cost profile "FILE": sym = the word, str = the path (span2) */
   ST_PASS,        /* op = IrKind, list = arguments, xfer (send/recv), sym = collective; e3 = `at` slot */
   ST_EMPTY        /* unused: `;` alone produces no node */
 } StmtKind;

@@ -56,6 +56,7 @@ int cmd_emit_c(Compilation *c);
 int cmd_build(Compilation *c);
 int cmd_import_csv(Compilation *c);
 int cmd_export_csv(Compilation *c);
+int cmd_synth(Compilation *c);   /* cmd_synth.c: `ppsc synth` (synth.c behind it) */
 
 /* Writes `size` bytes to `path` atomically (temporary file + rename), so an error
  * never leaves a partial output. "-" writes stdout. Returns 0, or -1 with a message
@@ -68,4 +69,6 @@ void sb_printf(StrBuf *b, const char *fmt, ...) __attribute__((format(printf, 2,
 void sb_puts(StrBuf *b, const char *s);
 void sb_json_string(StrBuf *b, const char *s);
 void sb_free(StrBuf *b);
+/* front.c: the elaborated schedule as a literal PPS file (what `ppsc expand` prints). */
+void expand_write(const IrSchedule *s, StrBuf *b);
 #endif

@@ -11,6 +11,7 @@
  * cost/memory/model/hardware, `require`. What it does not: completeness, dependencies,
  * deadlock, memory bounds (analysis.c). */
 #include "elab.h"
+#include "synth.h"
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -91,6 +92,12 @@ typedef struct Ctx {
   Sym p_linear, p_interleaved, p_vshape;
   Sym w_slot, w_eager, w_fill;
   Sym o_all, o_ratio, o_stages, o_mbs;
+  /* `synthesize;` (synth.c) and `cost profile "FILE";` */
+  Stmt *synth;
+  SynthOptions sopt;
+  Stmt *profile;
+  Sym w_profile;
+  Stmt *off_auto;   /* `offload auto;` */
 } Ctx;
 
 /* cost/memory keys: index into Ctx.cost */
@@ -675,6 +682,7 @@ static void exec_pass(Ctx *c, Stmt *st) {
 
 static void exec_list(Ctx *c, Stmt *st);
 static void exec_use(Ctx *c, Stmt *st);
+static void exec_synth(Ctx *c, Stmt *st);
 
 static int find_key(Sym k, Ctx *c, int lo, int hi) {
   const char *nm = sname(c, k);
@@ -765,6 +773,15 @@ static void exec_keyvals(Ctx *c, Stmt *st, const char *const *keys, IrKeyVal **o
 
 static void exec_offload(Ctx *c, Stmt *st) {
   IrOffload *o = &c->off;
+  if (st->sym) {   /* offload auto; (synthesize chooses) */
+    if (strcmp(sname(c, st->sym), "auto")) {
+      err(c, &st->errored, st->span2, "unknown offload clause '%s' (expected auto, all, ratio, stages or microbatches)", sname(c, st->sym));
+      return;
+    }
+    c->sopt.offload_auto = 1;
+    c->off_auto = st;
+    return;
+  }
   o->enabled = 1;
   o->span = st->span;
   if (o->ratio <= 0) o->ratio = 1;
@@ -1127,8 +1144,46 @@ static void exec(Ctx *c, Stmt *st) {
   case ST_PASS:
     exec_pass(c, st);
     return;
+  case ST_SYNTH:
+    exec_synth(c, st);
+    return;
+  case ST_PROFILE:
+    if (c->cur_dev >= 0 || c->blk) { SERR(c, st, "'cost profile' must be at schedule level"); return; }
+    if (st->sym != c->w_profile) { err(c, &st->errored, st->span, "expected 'cost profile \"FILE\"'"); return; }
+    c->profile = st;
+    return;
   case ST_EMPTY:
     return;
+  }
+}
+
+/* synthesize [time_limit = SECONDS, effort = 0..4, fused = BOOL]; */
+static void exec_synth(Ctx *c, Stmt *st) {
+  if (c->cur_dev >= 0 || c->blk) { SERR(c, st, "'synthesize' must be at schedule level"); return; }
+  if (c->synth) { SERR(c, st, "'synthesize' already stated"); return; }
+  c->synth = st;
+  c->sopt.span = st->span;
+  c->sopt.effort = 2;
+  c->sopt.stdlib_dir = c->in->stdlib_dir;
+  for (KeyVal *kv = st->kv; kv; kv = kv->next) {
+    const char *k = sname(c, kv->key);
+    if (!strcmp(k, "time_limit")) {
+      double v;
+      if (eval_num(c, kv->value, &v)) continue;
+      if (!(v > 0)) { EERR(c, kv->value, "'time_limit' is in seconds and must be positive"); continue; }
+      c->sopt.time_limit = v;
+    } else if (!strcmp(k, "effort")) {
+      int64_t v;
+      if (eval_int(c, kv->value, &v)) continue;
+      if (v < 0 || v > 4) { EERR(c, kv->value, "'effort' must be 0..4, got %lld", (long long)v); continue; }
+      c->sopt.effort = (int)v;
+    } else if (!strcmp(k, "fused")) {
+      int v;
+      if (eval_bool(c, kv->value, &v)) continue;
+      c->sopt.fused = v;
+    } else {
+      err(c, NULL, kv->span, "unknown synthesize option '%s' (expected time_limit, effort or fused)", k);
+    }
   }
 }
 
@@ -1329,6 +1384,7 @@ IrSchedule *elab_run(const ElabInput *in, int *usage) {
   c->p_linear = I("linear"); c->p_interleaved = I("interleaved"); c->p_vshape = I("vshape");
   c->w_slot = I("slot"); c->w_eager = I("eager"); c->w_fill = I("fill");
   c->o_all = I("all"); c->o_ratio = I("ratio"); c->o_stages = I("stages"); c->o_mbs = I("microbatches");
+  c->w_profile = I("profile");
 #undef I
   c->binds = arena_alloc(c->a, (size_t)(y->n + 1) * sizeof *c->binds);
   c->pidx = arena_alloc(c->a, (size_t)(y->n + 1) * sizeof *c->pidx);
@@ -1408,6 +1464,17 @@ IrSchedule *elab_run(const ElabInput *in, int *usage) {
   s->placement = pl[c->placement];
   s->v = (int32_t)c->pv;
   build_stages(c);
+  if (c->profile && !c->stop && c->d->errors == errors_before) elab_profile(c->a, c->d, s, c->profile->str, c->profile->span2);
+  if (c->off_auto && !c->synth)
+    err(c, NULL, c->off_auto->span, "'offload auto' needs 'synthesize' (it chooses what to offload for the synthesised order)");
+  if (c->off_auto && c->off.enabled)
+    err(c, NULL, c->off_auto->span, "'offload auto' and a stated offload policy: keep one");
+  if (c->synth && !c->stop && c->d->errors == errors_before) {
+    if (s->total_ops > 0)
+      err(c, NULL, c->synth->span, "'synthesize' chooses every pass: this schedule also writes passes (device blocks or a building block)");
+    else
+      synth_run(c->a, c->d, s, &c->sopt);
+  }
   if (!c->stop) check_duplicates(c);
   if (c->sq && !c->stop && c->d->errors == errors_before) block_squeeze(c->d, s, c->sq);
   return s;

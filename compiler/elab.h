@@ -18,6 +18,7 @@ typedef struct ElabInput {
   const Define *defs;       /* -D NAME=VALUE */
   int ndefs;
   long max_ops;
+  const char *stdlib_dir;   /* --stdlib: where `synthesize` finds its seeds */
 } ElabInput;
 
 /* Elaborates in->main. Returns the IR (possibly with errors reported) or NULL when

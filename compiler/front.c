@@ -185,7 +185,8 @@ IrSchedule *front_compile(Compilation *c, int *io_error) {
     diag_error(&c->diag, (Span){1, 1, 1, 1}, "no schedule in this file (expected 'schedule NAME { ... }')");
     return NULL;
   }
-  ElabInput in = {&c->arena, &c->diag, &fr.syms, by_sym, main, opt->file, opt->defs, opt->ndefs, opt->max_ops};
+  ElabInput in = {&c->arena, &c->diag, &fr.syms, by_sym, main, opt->file, opt->defs, opt->ndefs, opt->max_ops,
+                  opt->stdlib_dir};
   int usage = 0;
   /* by_sym must cover symbols interned during elaboration */
   IrSchedule *s = elab_run(&in, &usage);
@@ -224,7 +225,7 @@ static const char *cmp_text(int c) {
 }
 
 /* Writes the schedule as PPS: header, costs and policies, one device line each. */
-static void expand_write(const IrSchedule *s, StrBuf *b) {
+void expand_write(const IrSchedule *s, StrBuf *b) {
   sb_printf(b, "// expanded by ppsc from %s", s->file);
   for (int k = 0; k < s->nparams; k++) {
     sb_printf(b, "%s%s = ", k ? ", " : " (", s->params[k].name);

@@ -28,6 +28,7 @@ grammar/lex.h: grammar/lex.c
 # ---- the front end proper ----
 libppsc_la_SOURCES += compiler/ast.h compiler/parse.h compiler/parse.c compiler/elab.h \
   compiler/elab.c compiler/block.c compiler/front.c
+libppsc_la_SOURCES += compiler/synth.h compiler/synth.c compiler/profile.c compiler/cmd_synth.c
 libppsc_la_LIBADD += libppsgram.la
 
 # ---- tests: golden diagnostics, expand outputs, documentation examples, limits ----
@@ -47,7 +48,8 @@ FUZZ_SRCS = $(srcdir)/tests/fuzz/fuzz_front.c $(srcdir)/compiler/parse.c $(srcdi
   $(srcdir)/compiler/block.c $(srcdir)/compiler/front.c $(srcdir)/compiler/arena.c $(srcdir)/compiler/diag.c \
   $(srcdir)/compiler/ir.c $(srcdir)/compiler/output.c $(srcdir)/compiler/analysis.c \
   $(srcdir)/compiler/lower.c $(srcdir)/compiler/verify.c $(srcdir)/compiler/sim.c \
-  $(srcdir)/compiler/report.c $(srcdir)/compiler/emit_c.c grammar/pps.c grammar/lex.c
+  $(srcdir)/compiler/report.c $(srcdir)/compiler/emit_c.c grammar/pps.c grammar/lex.c \
+  $(srcdir)/compiler/synth.c $(srcdir)/compiler/profile.c
 FUZZ_CFLAGS = -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
   -I$(top_srcdir)/compiler -I$(top_builddir) -I$(top_builddir)/grammar -DPPS_STDLIB_DIR='"/nonexistent"'
 if HAVE_CLANG
@@ -67,3 +69,12 @@ EXTRA_DIST += bench/elab_1m.sh
 bench-elab: ppsc$(EXEEXT)
 	$(SHELL) $(srcdir)/bench/elab_1m.sh ./ppsc$(EXEEXT)
 .PHONY: bench-elab
+
+# ---- synthesis (`synthesize;`, ppsc synth): end to end, and against the stdlib ----
+TESTS += tests/synth/cli.sh tests/synth/quality.sh tests/synth/profile.sh
+EXTRA_DIST += tests/synth/cli.sh tests/synth/quality.sh tests/synth/profile.sh tests/synth/issue.pps tests/synth/synth_any.pps
+# `make bench-synth`: search time of `synthesize` (bench/README.md, "Synthesis")
+EXTRA_DIST += bench/synth_bench.sh bench/synth_loop.sh tools/synth-table.sh
+bench-synth: ppsc$(EXEEXT)
+	$(SHELL) $(srcdir)/bench/synth_bench.sh ./ppsc$(EXEEXT) $(abs_top_srcdir)/stdlib
+.PHONY: bench-synth

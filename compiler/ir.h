@@ -158,6 +158,7 @@ typedef struct IrSchedule {
   /* the schedule-wide memory statement and copy cost as stated (one device share),
    * before the 1/v scaling into IrStage; added by the front end for `expand` */
   double act, b_free, toff;
+  struct SynthInfo *synth;  /* `synthesize;`: what the synthesiser found (synth.h), else NULL */
 } IrSchedule;
 
 /* Appends an op to device d's order (grows the array in the arena). */

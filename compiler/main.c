@@ -22,6 +22,7 @@ static const char usage_text[] =
   "  build FILE -o PROG     emit C, compile and link it with libppsrt (honours CC, CFLAGS)\n"
   "  import-csv CSV -o OUT.pps   read a torch.distributed.pipelining schedule CSV\n"
   "  export-csv FILE -o OUT.csv  write one\n"
+  "  synth FILE -o OUT.pps  write the order `synthesize;` chose, with its bound (--json: the figures)\n"
   "\n"
   "options:\n"
   "  -D NAME=VALUE     override a schedule parameter (repeatable)\n"
@@ -56,6 +57,7 @@ static const Command commands[] = {
   {"expand", cmd_expand, 1},     {"emit-c", cmd_emit_c, 1},
   {"build", cmd_build, 1},       {"import-csv", cmd_import_csv, 1},
   {"export-csv", cmd_export_csv, 1},
+  {"synth", cmd_synth, 1},
 };
 
 /* Takes the value of an option written "--opt VALUE" or "--opt=VALUE". */

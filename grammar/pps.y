@@ -90,6 +90,7 @@ static void kv_add(KvList *l, KeyVal *k) {
 %token BLOCK "'block'" AT "'at'" INTERVAL "'interval'" W_RULE "'w_rule'" SQUEEZE "'squeeze'"
 %token TRUE "'true'" FALSE "'false'" AND "'and'" OR "'or'" NOT "'not'" DIV "'div'" MOD "'mod'"
 %token ALL "'all'" SEND "'send'" RECV "'recv'" COLL "'coll'"
+%token SYNTHESIZE "'synthesize'"
 %token P_F "'F'" P_B "'B'" P_W "'W'" P_BW "'BW'" P_IF "'IF'" P_IB "'IB'" P_S "'S'" P_T "'T'"
 %token DOTDOT "'..'" EQ "'=='" NE "'!='" LE "'<='" GE "'>='"
 %token '<' "'<'" '>' "'>'" '=' "'='" '+' "'+'" '-' "'-'" '*' "'*'" '/' "'/'"
@@ -191,6 +192,9 @@ stmt: DEVICES expr semi { $$ = ast_stmt(ps, ST_DEVICES, @1); $$->e1 = $2; }
     | MODEL '{' mkvs '}' { $$ = ast_stmt(ps, ST_MODEL, @1); $$->kv = $3.head; }
     | HARDWARE '{' mkvs '}' { $$ = ast_stmt(ps, ST_HARDWARE, @1); $$->kv = $3.head; }
     | OFFLOAD clauses semi { $$ = ast_stmt(ps, ST_OFFLOAD, @1); $$->clauses = $2.head; }
+    | OFFLOAD IDENT semi { /* offload auto; (synth.c chooses) */
+        $$ = ast_stmt(ps, ST_OFFLOAD, @1); $$->sym = $2; $$->span2 = SP(@2);
+      }
     | VOCAB IDENT expr semi { $$ = ast_stmt(ps, ST_VOCAB, @1); $$->sym = $2; $$->span2 = SP(@2); $$->e1 = $3; }
     | LET IDENT '=' expr semi { $$ = ast_stmt(ps, ST_LET, @1); $$->sym = $2; $$->span2 = SP(@2); $$->e1 = $4; }
     | REQUIRE expr ELSE STRING semi { $$ = ast_stmt(ps, ST_REQUIRE, @1); $$->e1 = $2; $$->str = $4; }
@@ -209,6 +213,9 @@ stmt: DEVICES expr semi { $$ = ast_stmt(ps, ST_DEVICES, @1); $$->e1 = $2; }
     | INTERVAL expr semi { $$ = ast_stmt(ps, ST_INTERVAL, @1); $$->e1 = $2; }
     | W_RULE IDENT semi { $$ = ast_stmt(ps, ST_WRULE, @1); $$->sym = $2; $$->span2 = SP(@2); }
     | SQUEEZE semi { $$ = ast_stmt(ps, ST_SQUEEZE, @1); }
+    | SYNTHESIZE semi { $$ = ast_stmt(ps, ST_SYNTH, @1); }
+    | SYNTHESIZE kvs semi { $$ = ast_stmt(ps, ST_SYNTH, @1); $$->kv = $2.head; }
+    | COST IDENT STRING semi { $$ = ast_stmt(ps, ST_PROFILE, @1); $$->sym = $2; $$->span2 = SP(@3); $$->str = $3; }
     | pass { $$ = $1; }
     | pass AT expr semi { $$ = $1; $$->e3 = $3; $$->span2 = SP(@3); }
     | ';' { $$ = NULL; }
@@ -474,6 +481,7 @@ static int needs_semicolon(int t) {
   case DEVICES: case MICROBATCHES: case STAGES: case PLACEMENT: case COST: case MEMORY:
   case VOCAB: case LET: case REQUIRE: case EXPECT: case USE: case INTERVAL: case W_RULE:
   case SQUEEZE: case IMPORT:
+  case SYNTHESIZE:
     return 1;
   default:
     return 0;
@@ -487,6 +495,7 @@ static const char *head_name(int t) {
   case VOCAB: return "vocab"; case LET: return "let"; case REQUIRE: return "require";
   case EXPECT: return "expect"; case USE: return "use"; case INTERVAL: return "interval";
   case W_RULE: return "w_rule"; case SQUEEZE: return "squeeze"; case IMPORT: return "import"; case OFFLOAD: return "offload";
+  case SYNTHESIZE: return "synthesize";
   default: return "?";
   }
 }
@@ -537,7 +546,7 @@ static int is_stmt_start(yysymbol_kind_t x) {
   static const char *const st[] = {"'devices'", "'microbatches'", "'stages'", "'placement'", "'cost'",
     "'memory'", "'model'", "'hardware'", "'offload'", "'reload'", "'vocab'", "'let'", "'require'",
     "'expect'", "'use'", "'for'", "'if'", "'device'", "'block'", "'interval'", "'w_rule'", "'squeeze'", "'send'",
-    "'recv'", "'coll'", "'F'", "'B'", "'W'", "'BW'", "'IF'", "'IB'", "'S'", "'T'", "';'", NULL};
+    "'recv'", "'coll'", "'synthesize'", "'F'", "'B'", "'W'", "'BW'", "'IF'", "'IB'", "'S'", "'T'", "';'", NULL};
   return in_list(x, st);
 }
 

@@ -45,6 +45,7 @@ static const char usage_text[] =
   "                           measured with predicted peak memory (exit 1 on a difference)\n"
   "  --check-memory           only the memory comparison\n"
   "  --trace OUT.json         Chrome trace of what ran (every device; under MPI rank 0 writes it)\n"
+  "  --profile FILE           measured per-stage pass, hop and copy times for `cost profile` (threads)\n"
   "  --json                   one JSON object on stdout (see docs/runtime.md)\n"
   "  -q, --quiet              no per-iteration lines\n"
   "  --peak-flops X           peak FLOP/s of one device, for MFU (default: on --backend cuda\n"
@@ -253,6 +254,9 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
     } else if (flag_is(a, "--trace", &v, argc, argv, &i)) {
       if (!v || !*v) return usage_error(me, "--trace needs a file name");
       o->trace = v;
+    } else if (flag_is(a, "--profile", &v, argc, argv, &i)) {
+      if (!v || !*v) return usage_error(me, "--profile needs a file name");
+      o->profile = v;
     } else if (flag_is(a, "--lr", &v, argc, argv, &i)) {
       if (!v || parse_double(v, 0, &o->lr)) return usage_error(me, "--lr needs a number >= 0");
     } else if (flag_is(a, "--peak-flops", &v, argc, argv, &i)) {
@@ -461,6 +465,15 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
     free(evs); free(nev); free(all);
   } else if (o->trace && (run.nlocal > 1 || my_rank == 0)) {
     if (rt_write_trace(&run, o->trace)) {
+      fprintf(stderr, "%s: error: %s\n", me, ppsrt_last_error());
+      status = 1;
+    }
+  }
+  if (o->profile && !run.first_error[0]) {
+    if (run.nlocal == 1 && p->ndev > 1) {
+      fprintf(stderr, "%s: error: --profile needs every device in this process (--transport threads)\n", me);
+      status = 1;
+    } else if (rt_write_profile(&run, o->profile)) {
       fprintf(stderr, "%s: error: %s\n", me, ppsrt_last_error());
       status = 1;
     }

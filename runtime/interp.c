@@ -330,7 +330,7 @@ static int devtime_collect(ppsrt_ctx *c, double hbase, double *busy) {
   ppsrt_backend *be = c->be;
   int rc = be->stream_sync(be, PPSRT_STREAM_COMPUTE);
   if (rc) return rc;
-  int trace = c->run->o.trace != NULL;
+  int trace = c->run->o.trace != NULL || c->run->o.profile != NULL;
   for (int i = 0; i < c->nops; i++) {
     if (!c->tev[2 * i]) continue;
     double d = be->event_elapsed(be, c->tev[2 * i], c->tev[2 * i + 1]);
@@ -463,7 +463,7 @@ int rt_run_device(ppsrt_ctx *c) {
     rt_store_reset_peak(&c->store);
     double t0 = rt_now(), busy = 0;
     if (m->begin_iteration && (rc = m->begin_iteration(m, c, it))) { fail_at(c, -1, rc, "begin_iteration"); break; }
-    int trace = o->trace != NULL;
+    int trace = o->trace != NULL || o->profile != NULL;
     double hbase = rt_now() - run->epoch;
     if (c->devtime && (rc = c->be->event_record(c->be, c->tev[2 * c->nops], PPSRT_STREAM_COMPUTE))) {
       fail_at(c, -1, rc, "timing event");

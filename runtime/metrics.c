@@ -12,6 +12,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 int rt_event_add(ppsrt_ctx *c, double t0, double t1, int32_t op, int track) {
   if (c->nev == c->capev) {
@@ -93,6 +94,68 @@ int rt_write_trace(ppsrt_run *run, const char *path) {
   }
   fprintf(f, "\n]}\n");
   if (fclose(f)) return PPSRT_FAIL(PPSRT_E_USAGE, "--trace: error writing %s", path);
+  return 0;
+}
+
+/* --profile FILE: for every (kind, stage) the mean, standard deviation and count of
+ * the measured durations, in seconds, over every device and every iteration but the
+ * first (when there are several: it warms caches and allocators). Kinds F B W BW per
+ * stage, SEND (one hop, by the sending stage), OFFLOAD RELOAD (copy engine time), IF
+ * IB S T (stage -1). Written to a temporary file, then renamed. */
+int rt_write_profile(ppsrt_run *run, const char *path) {
+  const ppsrt_program *p = run->prog;
+  int ns = p->nstage > 0 ? p->nstage : 1, nk = PPSRT_OP_NKINDS;
+  size_t n = (size_t)(ns + 1) * (size_t)nk;
+  double *s1 = calloc(n, sizeof *s1), *s2 = calloc(n, sizeof *s2);
+  long *cnt = calloc(n, sizeof *cnt);
+  if (!s1 || !s2 || !cnt) { free(s1); free(s2); free(cnt); return PPSRT_FAIL(PPSRT_E_NOMEM, "--profile: out of host memory"); }
+  int skip_first = run->o.iterations > 1;
+  for (int l = 0; l < run->nlocal; l++) {
+    ppsrt_ctx *c = &run->ctx[l];
+    for (int k = 0; k < c->nev; k++) {
+      rt_event *e = &c->ev[k];
+      if (e->op < 0 || e->op >= c->nops || (skip_first && e->it == 0)) continue;
+      const ppsrt_op *op = &c->ops[e->op];
+      int kind = op->kind;
+      if (kind == PPSRT_OP_RECV || kind == PPSRT_OP_COLL) continue;
+      if ((kind == PPSRT_OP_OFFLOAD || kind == PPSRT_OP_RELOAD) != (e->track != 0)) continue;
+      int st = op->stage >= 0 && op->stage < ns ? op->stage + 1 : 0;
+      size_t idx = (size_t)st * (size_t)nk + (size_t)kind;
+      double d = e->t1 - e->t0;
+      s1[idx] += d;
+      s2[idx] += d * d;
+      cnt[idx]++;
+    }
+  }
+  char *tmp = malloc(strlen(path) + 16);
+  if (!tmp) { free(s1); free(s2); free(cnt); return PPSRT_FAIL(PPSRT_E_NOMEM, "--profile: out of host memory"); }
+  sprintf(tmp, "%s.tmpXXXXXX", path);
+  int fd = mkstemp(tmp);
+  FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+  if (!f) {
+    if (fd >= 0) { close(fd); unlink(tmp); }
+    free(tmp); free(s1); free(s2); free(cnt);
+    return PPSRT_FAIL(PPSRT_E_USAGE, "--profile: cannot write %s", path);
+  }
+  static const char *const kn[PPSRT_OP_NKINDS] = {"F", "B", "W", "BW", "IF", "IB", "S", "T", "OFFLOAD", "RELOAD",
+                                                 "SEND", "RECV", "COLL"};
+  fprintf(f, "# ppsrt profile of %s: %d devices, %d stages, %d iterations%s\n", p->name, p->ndev, p->nstage,
+          run->o.iterations, skip_first ? " (the first left out)" : "");
+  fprintf(f, "# KIND STAGE MEAN SPREAD COUNT (seconds; read by `cost profile \"FILE\";`, docs/synth.md)\n");
+  for (int st = 0; st <= ns; st++)
+    for (int k = 0; k < nk; k++) {
+      size_t idx = (size_t)st * (size_t)nk + (size_t)k;
+      if (!cnt[idx]) continue;
+      double mean = s1[idx] / (double)cnt[idx], var = s2[idx] / (double)cnt[idx] - mean * mean;
+      fprintf(f, "%s %d %.9g %.9g %ld\n", kn[k], st - 1, mean, var > 0 ? sqrt(var) : 0, cnt[idx]);
+    }
+  int bad = ferror(f);
+  if (fclose(f) || bad || rename(tmp, path)) {
+    unlink(tmp);
+    free(tmp); free(s1); free(s2); free(cnt);
+    return PPSRT_FAIL(PPSRT_E_USAGE, "--profile: error writing %s", path);
+  }
+  free(tmp); free(s1); free(s2); free(cnt);
   return 0;
 }
 

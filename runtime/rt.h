@@ -31,6 +31,7 @@ typedef struct rt_opts {
   /* test hooks (documented in docs/runtime.md): make rank die_rank fail at its
    * die_op-th op (die_hard: the process/thread aborts without cleanup under MPI) */
   int die_rank, die_op, die_hard;
+  const char *profile;           /* --profile FILE: measured per-stage costs (metrics.c) */
 } rt_opts;
 
 /* ---- timing records (metrics.c) ---- */
@@ -180,6 +181,9 @@ static inline double rt_part_units(const rt_act *e, size_t part) {
 /* metrics.c */
 int rt_event_add(ppsrt_ctx *c, double t0, double t1, int32_t op, int track);
 int rt_write_trace(ppsrt_run *run, const char *path);
+/* --profile FILE: per-stage mean and spread of every pass kind, of one hop and of the
+ * offload copies, in seconds (the format compiler/profile.c reads). */
+int rt_write_profile(ppsrt_run *run, const char *path);
 void rt_print_iteration(ppsrt_run *run, int it);
 void rt_print_json(ppsrt_run *run, int status);
 void rt_print_flops(ppsrt_run *run);   /* the FLOPs summary line */

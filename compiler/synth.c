@@ -1,0 +1,1106 @@
+/* synth.c: schedule synthesis for `synthesize;` (see synth.h, docs/synth.md).
+ *
+ * The model is the simulator's (sim.c) for compute passes: each device runs its passes
+ * in order, one at a time; F(i, s) needs F(i, s-1), B(i, s) (or BW) needs F(i, s) and
+ * B(i, s+1), W(i, s) needs B(i, s); a dependency between two devices arrives TC after
+ * the pass that produced it ended; F adds the stage's activation, B frees b_free of it,
+ * W the rest, BW all. The peak is the running sum over each device's order, which is
+ * what `peak_memory` reports for these passes.
+ *
+ * A candidate order comes from a list scheduler run on that model in time order: when a
+ * device is free it takes a ready B (critical path first), else a ready F the memory
+ * allows, else a pending W (filling the bubble), else it waits for the next arrival.
+ * A candidate is a policy: a memory cap per device (at most the limit: this is the
+ * warm-up count in memory units), how W passes fill (lazily when nothing else is
+ * ready, eagerly after their B, or only when they fit before the next arrival), which
+ * stage goes first among ready F's and B's on a device that holds several, whether a
+ * device reserves the memory the later stages of a microbatch it admits will need
+ * (which can never deadlock), and B/W fused or apart. The search tries every policy
+ * with all caps at the limit, then improves the best ones by coordinate descent over
+ * the per-device caps, keeping the fastest valid order (then the lowest peak). The
+ * number of candidates depends only on `effort` and the size, so the result is
+ * deterministic; a time limit stops the search early with the best so far.
+ *
+ * The lower bound (lower_bound()) is derived in docs/synth.md. */
+#include "synth.h"
+#include "analysis.h"
+#include "driver.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define INF 1e300
+
+/* model steps (one device looking at one of its stages) per unit of effort + 1: about
+   P = 32, m = 128 on a V-shape searches about 5 s at effort 2, half on policies, half on local moves (bench/README.md, "Synthesis") */
+#define SYNTH_STEPS_PER_EFFORT 2e7
+
+typedef struct SOp { int32_t mb, stage; uint8_t kind; } SOp;
+
+typedef struct Model {
+  int P, S, m;
+  double L;                 /* memory limit (large when none) */
+  const IrStage *st;        /* [S] */
+  double *cf, *cb;          /* [S]: delay F(i,s) -> F(i,s+1), B(i,s) -> B(i,s-1) */
+  int *nst, *first;         /* [P]: stages on device d, index of its first in dst */
+  int *dst;                 /* [S]: stages grouped by device, ascending */
+  double *lmin;             /* [P]: least memory device d needs */
+  double *unit;             /* [P]: cap step (smallest activation of its stages) */
+  int split_ok;             /* B/W apart allowed */
+} Model;
+
+typedef struct Policy {
+  double *cap;              /* [P] */
+  int wmode;                /* 0 lazy fill, 1 eager, 2 fill when it fits before the next arrival */
+  int fsel, bsel;           /* 0 oldest microbatch, 1 latest stage, 2 earliest stage */
+  int reserve;              /* reserve the memory of an admitted microbatch's later stages */
+  int fused;
+} Policy;
+
+typedef struct Work {
+  double *endF, *endB;      /* [m*S], -1 = not run */
+  int *nF, *nB, *nW;        /* [S]: next microbatch of each kind per stage */
+  double *cur, *held, *resv, *peak;  /* [P] */
+  int64_t *left;            /* [P] passes still to run */
+  SOp *ord;                 /* [total]: per device at off[d] */
+  int64_t *off, *nord;      /* [P+1], [P] */
+  double *ost, *ordy;       /* [total]: eval_order's start and ready time of each op */
+  double *qend, *qamt;      /* [total]: offload copies in flight per device (FIFO at off[d]) */
+  int64_t *qh, *qt;         /* [P]: their head and tail */
+  double *eng;              /* [P]: when the device->host copy engine is free */
+  int64_t steps;
+} Work;
+
+typedef struct Result { double makespan, peak; int ok; double sumend; /* eval_order: sum of the devices' ends */ } Result;
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int le(double a, double b) { return a <= b + 1e-9 * (1 + fabs(b)); }
+
+/* Offload copies: F's activation leaves (the offloaded fraction) when its copy ends,
+ * as in sim.c; the copies of a device run one at a time in order. */
+static void copies_reset(const Model *M, Work *w) {
+  for (int d = 0; d < M->P; d++) { w->qh[d] = w->qt[d] = w->off[d]; w->eng[d] = 0; }
+}
+static void copies_done(Work *w, int d, double t) {
+  while (w->qh[d] < w->qt[d] && le(w->qend[w->qh[d]], t)) { w->held[d] -= w->qamt[w->qh[d]]; w->qh[d]++; }
+}
+static void copy_start(Work *w, int d, const IrStage *g, double end_of_f) {
+  double cs = end_of_f > w->eng[d] ? end_of_f : w->eng[d];
+  double ce = cs + g->offload_time * g->offload;
+  w->eng[d] = ce;
+  w->qend[w->qt[d]] = ce;
+  w->qamt[w->qt[d]] = g->offload * g->act;
+  w->qt[d]++;
+}
+
+/* Ready time of F(i, s), INF when its input's producer has not run. */
+static double readyF(const Model *M, const Work *w, int i, int s) {
+  if (s == 0) return 0;
+  double e = w->endF[(int64_t)i * M->S + s - 1];
+  return e < 0 ? INF : e + M->cf[s - 1];
+}
+static double readyB(const Model *M, const Work *w, int i, int s) {
+  double f = w->endF[(int64_t)i * M->S + s];
+  if (f < 0) return INF;
+  if (s == M->S - 1) return f;
+  double b = w->endB[(int64_t)i * M->S + s + 1];
+  if (b < 0) return INF;
+  b += M->cb[s + 1];
+  return b > f ? b : f;
+}
+
+/* better(a, b) for the stage choice: key (mb, stage) by the selection rule */
+static int pick_better(int sel, int i1, int s1, int i2, int s2) {
+  switch (sel) {
+  case 1: return s1 > s2;
+  case 2: return s1 < s2;
+  default: return i1 < i2 || (i1 == i2 && s1 > s2);
+  }
+}
+
+/* Runs the list scheduler for one policy. Fills w->ord; returns the figures. */
+static Result run_policy(const Model *M, const Policy *p, Work *w) {
+  int P = M->P, S = M->S, m = M->m;
+  Result r = {INF, 0, 0, 0};
+  int64_t ms = (int64_t)m * S;
+  for (int64_t k = 0; k < ms; k++) w->endF[k] = w->endB[k] = -1;
+  memset(w->nF, 0, sizeof(int) * (size_t)S);
+  memset(w->nB, 0, sizeof(int) * (size_t)S);
+  memset(w->nW, 0, sizeof(int) * (size_t)S);
+  int per = p->fused ? 2 : 3;
+  int active = 0;
+  copies_reset(M, w);
+  for (int d = 0; d < P; d++) {
+    w->cur[d] = w->held[d] = w->resv[d] = w->peak[d] = 0;
+    w->left[d] = (int64_t)m * M->nst[d] * per;
+    w->nord[d] = 0;
+    if (w->left[d]) active++;
+  }
+  double mk = 0;
+  while (active) {
+    double T = INF;
+    for (int d = 0; d < P; d++)
+      if (w->left[d] && w->cur[d] < T) T = w->cur[d];
+    int progress = 0;
+    double next = INF;
+    for (int d = 0; d < P; d++) {
+      if (!w->left[d] || w->cur[d] > T) {
+        if (w->left[d] && w->cur[d] < next) next = w->cur[d];
+        continue;
+      }
+      w->steps += M->nst[d];
+      double t = w->cur[d], fut = INF;
+      copies_done(w, d, t);
+      int bi = -1, bs = -1, fi = -1, fs = -1, wi = -1, ws = -1, memblock = 0;
+      const int *ds = M->dst + M->first[d];
+      double held = w->held[d];
+      for (int k = 0; k < M->nst[d]; k++) {
+        int s = ds[k];
+        int i = w->nB[s];
+        if (i < m && i < w->nF[s]) {
+          double rb = readyB(M, w, i, s);
+          /* an offloaded activation comes back before its B: that memory must fit */
+          int fits = M->st[s].offload <= 0 || le(held + M->st[s].offload * M->st[s].act, p->cap[d]);
+          if (le(rb, t)) {
+            if (!fits) memblock = 1;
+            else if (bi < 0 || pick_better(p->bsel, i, s, bi, bs)) { bi = i; bs = s; }
+          } else if (fits && rb < fut) fut = rb;
+        }
+        i = w->nF[s];
+        if (i < m) {
+          double act = M->st[s].act;
+          int allowed;
+          if (p->reserve && k > 0) allowed = 1;    /* reserved at admission */
+          else if (p->reserve) allowed = le(held + w->resv[d] + (M->lmin[d]), p->cap[d]);
+          else allowed = le(held + act, p->cap[d]);
+          double rf = readyF(M, w, i, s);
+          if (le(rf, t)) {
+            if (!allowed) memblock = 1;
+            else if (fi < 0 || pick_better(p->fsel, i, s, fi, fs)) { fi = i; fs = s; }
+          } else if (allowed && rf < fut) fut = rf;
+        }
+        if (!p->fused && w->nW[s] < w->nB[s]) {
+          int j = w->nW[s];
+          if (wi < 0 || j < wi) { wi = j; ws = s; }
+        }
+      }
+      int kind = -1, mb = -1, stg = -1;
+      if (wi >= 0 && p->wmode == 1) { kind = IR_W; mb = wi; stg = ws; }
+      else if (bi >= 0) { kind = p->fused ? IR_BW : IR_B; mb = bi; stg = bs; }
+      else if (fi >= 0) { kind = IR_F; mb = fi; stg = fs; }
+      else if (wi >= 0) {
+        if (p->wmode == 0 || memblock || fut >= INF || le(t + M->st[ws].tw, fut)) { kind = IR_W; mb = wi; stg = ws; }
+      }
+      if (kind < 0) {
+        if (fut < next) next = fut;
+        continue;
+      }
+      /* run it */
+      const IrStage *g = &M->st[stg];
+      int64_t slot = (int64_t)mb * S + stg;
+      double c;
+      switch (kind) {
+      case IR_F:
+        c = g->tf;
+        if (p->reserve && M->nst[d] > 1) {
+          if (stg == ds[0]) w->resv[d] += M->lmin[d] - g->act;
+          else w->resv[d] -= g->act;
+        }
+        w->held[d] += g->act;
+        if (w->held[d] > w->peak[d]) w->peak[d] = w->held[d];
+        if (g->offload > 0) copy_start(w, d, g, t + c);   /* leaves when its copy ends */
+        w->endF[slot] = t + c;
+        w->nF[stg]++;
+        break;
+      case IR_B:
+        c = g->tb;
+        w->held[d] += g->offload * g->act;   /* reloaded before B */
+        if (w->held[d] > w->peak[d]) w->peak[d] = w->held[d];
+        w->held[d] -= g->b_free * g->act;
+        w->endB[slot] = t + c;
+        w->nB[stg]++;
+        break;
+      case IR_BW:
+        c = g->tbw;
+        w->held[d] += g->offload * g->act;
+        if (w->held[d] > w->peak[d]) w->peak[d] = w->held[d];
+        w->held[d] -= g->act;
+        w->endB[slot] = t + c;
+        w->nB[stg]++;
+        break;
+      default:
+        c = g->tw;
+        w->held[d] -= (1 - g->b_free) * g->act;
+        w->nW[stg]++;
+        break;
+      }
+      SOp *o = &w->ord[w->off[d] + w->nord[d]++];
+      o->mb = mb;
+      o->stage = stg;
+      o->kind = (uint8_t)kind;
+      w->cur[d] = t + c;
+      if (t + c > mk) mk = t + c;
+      if (--w->left[d] == 0) active--;
+      progress = 1;
+    }
+    if (progress) continue;
+    if (next >= INF) return r; /* nobody can move: this policy deadlocks */
+    for (int d = 0; d < P; d++)
+      if (w->left[d] && w->cur[d] <= T) w->cur[d] = next;
+  }
+  r.ok = 1;
+  r.makespan = mk;
+  for (int d = 0; d < P; d++)
+    if (w->peak[d] > r.peak) r.peak = w->peak[d];
+  return r;
+}
+
+/* Times a given order (w->ord, w->nord) on the model, as soon as possible, the way
+ * sim.c does; ok = 0 when it is incomplete or deadlocks. */
+static Result eval_order(const Model *M, Work *w) {
+  int P = M->P, S = M->S, m = M->m;
+  Result r = {INF, 0, 0, 0};
+  int64_t ms = (int64_t)m * S;
+  for (int64_t k = 0; k < ms; k++) w->endF[k] = w->endB[k] = -1;
+  int64_t nf = 0, nb = 0, nw = 0, nbsplit = 0;
+  int64_t *pc = w->left;
+  for (int d = 0; d < P; d++) { pc[d] = 0; w->cur[d] = w->held[d] = w->peak[d] = 0; }
+  copies_reset(M, w);
+  double mk = 0;
+  for (int sweep = 0;; sweep++) {
+    int progress = 0, left = 0;
+    for (int q = 0; q < P; q++) {
+      int d = sweep & 1 ? P - 1 - q : q;
+      while (pc[d] < w->nord[d]) {
+        const SOp *o = &w->ord[w->off[d] + pc[d]];
+        int i = o->mb, s = o->stage;
+        int64_t slot = (int64_t)i * S + s;
+        const IrStage *g = &M->st[s];
+        double rd, c;
+        if (o->kind == IR_F) { rd = readyF(M, w, i, s); c = g->tf; }
+        else if (o->kind == IR_W) { rd = w->endB[slot] < 0 ? INF : w->endB[slot]; c = g->tw; }
+        else { rd = readyB(M, w, i, s); c = o->kind == IR_B ? g->tb : g->tbw; }
+        if (rd >= INF) break;
+        w->steps++;
+        double st = rd > w->cur[d] ? rd : w->cur[d];
+        copies_done(w, d, st);
+        w->ost[w->off[d] + pc[d]] = st;
+        w->ordy[w->off[d] + pc[d]] = rd;
+        switch (o->kind) {
+        case IR_F:
+          if (w->endF[slot] >= 0) return r;
+          w->endF[slot] = st + c; w->held[d] += g->act; nf++;
+          if (w->held[d] > w->peak[d]) w->peak[d] = w->held[d];
+          if (g->offload > 0) copy_start(w, d, g, st + c);
+          break;
+        case IR_B: case IR_BW:
+          if (w->endB[slot] >= 0) return r;
+          w->endB[slot] = st + c;
+          w->held[d] += g->offload * g->act;
+          if (w->held[d] > w->peak[d]) w->peak[d] = w->held[d];
+          w->held[d] -= o->kind == IR_B ? g->b_free * g->act : g->act;
+          nb++;
+          if (o->kind == IR_B) nbsplit++;
+          break;
+        default:
+          w->held[d] -= (1 - g->b_free) * g->act; nw++;
+          break;
+        }
+        w->cur[d] = st + c;
+        if (st + c > mk) mk = st + c;
+        pc[d]++;
+        progress = 1;
+      }
+      if (pc[d] < w->nord[d]) left = 1;
+    }
+    if (!left) break;
+    if (!progress) return r;
+  }
+  if (nf != ms || nb != ms || nw != nbsplit) return r;
+  r.ok = 1;
+  r.makespan = mk;
+  r.sumend = 0;
+  for (int d = 0; d < P; d++) r.sumend += w->cur[d];
+  for (int d = 0; d < P; d++)
+    if (w->peak[d] > r.peak) r.peak = w->peak[d];
+  return r;
+}
+
+/* ---- the lower bound (docs/synth.md, "The lower bound") ---- */
+
+/* Fractional knapsack: most value that items (weight wt[k], value val[k], at most cnt
+ * of each) fit in capacity cap. Weight 0 items count in full. */
+static double knap(int n, const double *wt, const double *val, double cnt, double cap) {
+  double tot = 0;
+  char used[64] = {0};
+  if (n > 64) n = 64;
+  for (int k = 0; k < n; k++)
+    if (wt[k] <= 1e-15) { tot += cnt * val[k]; used[k] = 1; }
+  for (;;) {
+    int best = -1;
+    for (int k = 0; k < n; k++)
+      if (!used[k] && (best < 0 || val[k] * wt[best] > val[best] * wt[k])) best = k;
+    if (best < 0 || cap <= 0) break;
+    used[best] = 1;
+    double take = cap / wt[best];
+    if (take > cnt) take = cnt;
+    tot += take * val[best];
+    cap -= take * wt[best];
+  }
+  return tot;
+}
+
+static void lower_bound(const Model *M, SynthInfo *in) {
+  int P = M->P, S = M->S, m = M->m;
+  const IrStage *st = M->st;
+  double *head = calloc((size_t)S + 1, sizeof *head);   /* earliest start of F(0, s) */
+  double *back = calloc((size_t)S + 1, sizeof *back);   /* the backward chain's pass at s */
+  double *tailB = calloc((size_t)S + 1, sizeof *tailB); /* earliest end of B(0, s), from 0 */
+  if (!head || !back || !tailB) { free(head); free(back); free(tailB); return; }
+  for (int s = 0; s < S; s++) {
+    double bw = st[s].tbw;
+    if (M->split_ok) {
+      double b = s == 0 ? st[s].tb + st[s].tw : st[s].tb;
+      if (b < bw) bw = b;
+    }
+    back[s] = bw;
+    head[s] = s == 0 ? 0 : head[s - 1] + st[s - 1].tf + M->cf[s - 1];
+  }
+  double fwd = head[S - 1] + st[S - 1].tf;
+  /* earliest end of B(0, s): forward chain, then backward from S-1 down to s */
+  for (int s = S - 1; s >= 0; s--)
+    tailB[s] = (s == S - 1 ? fwd : tailB[s + 1] + M->cb[s + 1]) + back[s];
+  double path = tailB[0];
+  in->lb_path = path;
+  in->lb_work = in->lb_ramp = in->lb_cool = in->lb_memory = 0;
+  in->lb_which = "critical path of one microbatch";
+  in->lb_device = -1;
+  double lb = path;
+  double L = M->L;
+  for (int d = 0; d < P; d++) {
+    int n = M->nst[d];
+    const int *ds = M->dst + M->first[d];
+    if (n > 64) n = 64;
+    double wt[64], vf[64], wb[64], vb[64];
+    double work = 0, ftot = 0, hd = INF, R = INF, cool = INF, memint = 0;
+    for (int k = 0; k < n; k++) {
+      int s = ds[k];
+      double bk = st[s].tbw;
+      if (M->split_ok && st[s].tb + st[s].tw < bk) bk = st[s].tb + st[s].tw;
+      work += (double)m * (st[s].tf + bk);
+      ftot += (double)m * st[s].tf;
+      if (head[s] < hd) hd = head[s];
+      double rb = tailB[s] - back[s];          /* earliest start of B(0, s) */
+      if (rb < R) R = rb;
+      double c = path - head[s] - st[s].tf;     /* from F(i, s)'s end to the end */
+      if (c < cool) cool = c;
+      wt[k] = st[s].act;
+      vf[k] = st[s].tf;
+      double bf = st[s].b_free < 0 ? 0 : st[s].b_free > 1 ? 1 : st[s].b_free;
+      wb[k] = (1 - bf) * st[s].act;
+      double vmax = st[s].tbw;
+      if (M->split_ok && st[s].tb + st[s].tw > vmax) vmax = st[s].tb + st[s].tw;
+      vb[k] = vmax;
+      /* activation held from F(i, s)'s start to at least B(i, s)'s end (b_free of it)
+         or W's end (the rest): the round trip through the later stages */
+      double bstart = tailB[s] - back[s] - head[s];   /* F(i, s) start to B(i, s) start, at least */
+      double bmin = st[s].tbw, full = st[s].tbw;
+      if (M->split_ok) {
+        if (st[s].tb < bmin) bmin = st[s].tb;
+        if (st[s].tb + st[s].tw < full) full = st[s].tb + st[s].tw;
+      }
+      memint += (double)m * st[s].act * (bf * (bstart + bmin) + (1 - bf) * (bstart + full));
+    }
+    double v;
+    v = hd + work;
+    if (v > in->lb_work) in->lb_work = v;
+    if (v > lb + 1e-12) { lb = v; in->lb_which = "work of one device after its first pass can start"; in->lb_device = d; }
+    double fcap = knap(n, wt, vf, m, L);
+    if (fcap < ftot) {
+      v = R + work - fcap;
+      if (v > in->lb_ramp) in->lb_ramp = v;
+      if (v > lb + 1e-12) { lb = v; in->lb_which = "warm-up: forwards the memory holds before the first backward can start"; in->lb_device = d; }
+      double bcap = knap(n, wb, vb, m, L);
+      double mid = work - fcap - bcap;
+      if (mid > 0) {
+        v = R + mid + cool;
+        if (v > in->lb_cool) in->lb_cool = v;
+        if (v > lb + 1e-12) { lb = v; in->lb_which = "warm-up and cool-down: what the memory holds at both ends"; in->lb_device = d; }
+      }
+    }
+    if (L < INF / 2 && L > 0) {
+      v = memint / L;
+      if (v > in->lb_memory) in->lb_memory = v;
+      if (v > lb + 1e-12) { lb = v; in->lb_which = "memory limit: activations held for their round trip"; in->lb_device = d; }
+    }
+  }
+  in->lower_bound = lb;
+  free(head);
+  free(back);
+  free(tailB);
+}
+
+/* ---- search ---- */
+
+typedef struct Search {
+  const Model *M;
+  Work w;
+  SOp *best;                /* [total] the best order so far */
+  int64_t *bestn;           /* [P] */
+  Result br;
+  Policy bp;
+  double *bcap;             /* [P] */
+  long evals, max_evals;
+  int64_t max_steps;        /* model steps the search may take (effort) */
+  double t0, tlimit;
+  int timed_out;
+  int seeded;               /* the best order is a seed's (not a policy's) */
+  double lb;                /* the lower bound: reaching it ends the search */
+} Search;
+
+static int better(Result a, Result b) {
+  if (!a.ok) return 0;
+  if (!b.ok) return 1;
+  if (a.makespan < b.makespan - 1e-9 * (1 + b.makespan)) return 1;
+  if (a.makespan > b.makespan + 1e-9 * (1 + b.makespan)) return 0;
+  return a.peak < b.peak - 1e-9;
+}
+
+static int out_of_budget(Search *z) {
+  if (z->evals >= z->max_evals || z->w.steps >= z->max_steps) return 1;
+  if (z->br.ok && z->br.makespan <= z->lb * (1 + 1e-12)) return 1;   /* at the bound: optimal */
+  if (z->tlimit > 0 && now_s() - z->t0 > z->tlimit) { z->timed_out = 1; return 1; }
+  return 0;
+}
+
+/* Evaluates p; keeps it when it is the best so far. Returns its figures. */
+static Result try_policy(Search *z, const Policy *p) {
+  const Model *M = z->M;
+  z->evals++;
+  Result r = run_policy(M, p, &z->w);
+  if (r.ok && le(r.peak, M->L) && better(r, z->br)) {
+    z->br = r;
+    z->bp = *p;
+    memcpy(z->bcap, p->cap, sizeof(double) * (size_t)M->P);
+    z->bp.cap = z->bcap;
+    z->seeded = 0;
+    memcpy(z->best, z->w.ord, sizeof(SOp) * (size_t)z->w.off[M->P]);
+    memcpy(z->bestn, z->w.nord, sizeof(int64_t) * (size_t)M->P);
+  }
+  if (r.ok && !le(r.peak, M->L)) r.ok = 0;
+  return r;
+}
+
+typedef struct Cand { Policy p; Result r; } Cand;
+
+static void describe(const Model *M, const Policy *p, char *buf, size_t n) {
+  static const char *const wm[] = {"W fills idle time", "W right after B", "W fills gaps it fits"};
+  static const char *const sel[] = {"oldest microbatch first", "latest stage first", "earliest stage first"};
+  double lo = INF, hi = 0;
+  for (int d = 0; d < M->P; d++) {
+    if (p->cap[d] < lo) lo = p->cap[d];
+    if (p->cap[d] > hi) hi = p->cap[d];
+  }
+  if (M->S > M->P)
+    snprintf(buf, n, "%s, %s; F: %s, B: %s%s; device caps %g..%g", p->fused ? "B and W fused" : "B and W apart",
+             p->fused ? "no W" : wm[p->wmode], sel[p->fsel], sel[p->bsel], p->reserve ? ", memory reserved per microbatch" : "",
+             lo, hi);
+  else
+    snprintf(buf, n, "%s, %s; device caps %g..%g", p->fused ? "B and W fused" : "B and W apart",
+             p->fused ? "no W" : wm[p->wmode], lo, hi);
+}
+
+/* Adopts w's order as the best when it is. */
+static void keep_if_better(Search *z, Result r, const char *label, char *policy, size_t n) {
+  const Model *M = z->M;
+  if (!(r.ok && le(r.peak, M->L) && better(r, z->br))) return;
+  z->br = r;
+  memcpy(z->best, z->w.ord, sizeof(SOp) * (size_t)z->w.off[M->P]);
+  memcpy(z->bestn, z->w.nord, sizeof(int64_t) * (size_t)M->P);
+  z->seeded = 1;
+  snprintf(policy, n, "%s", label);
+}
+
+/* A seed: the order of a standard schedule of the same placement (the hand-written
+ * building blocks), compiled from the stdlib directory with this schedule's P, m and
+ * costs, timed on this schedule's (possibly per-stage) costs. */
+static void try_seed(Search *z, const IrSchedule *s, const char *dir, const char *file, const char *name,
+                     const char *x1, const char *x2, const char *label, char *policy, size_t npol) {
+  const Model *M = z->M;
+  char path[4096];
+  if (snprintf(path, sizeof path, "%s/%s", dir, file) >= (int)sizeof path || access(path, R_OK)) return;
+  char d[8][64];
+  Define defs[8];
+  int nd = 0;
+  snprintf(d[nd++], 64, "%d", s->ndev);
+  snprintf(d[nd++], 64, "%d", s->nmb);
+  snprintf(d[nd++], 64, "%.17g", s->tf);
+  snprintf(d[nd++], 64, "%.17g", s->tb);
+  snprintf(d[nd++], 64, "%.17g", s->tw);
+  snprintf(d[nd++], 64, "%.17g", s->tc);
+  static const char *const names[] = {"P", "m", "TF", "TB", "TW", "TC"};
+  for (int k = 0; k < nd; k++) { defs[k].name = names[k]; defs[k].value = d[k]; }
+  const char *xs[2] = {x1, x2};
+  for (int k = 0; k < 2; k++) {
+    if (!xs[k]) continue;
+    const char *eq = strchr(xs[k], '=');
+    snprintf(d[nd], 64, "%.*s", (int)(eq - xs[k]), xs[k]);
+    defs[nd].name = d[nd];
+    defs[nd].value = eq + 1;
+    nd++;
+  }
+  Options opt;
+  memset(&opt, 0, sizeof opt);
+  opt.cmd = "expand";
+  opt.file = path;
+  opt.schedule = name;
+  opt.stdlib_dir = dir;
+  opt.defs = defs;
+  opt.ndefs = nd;
+  opt.max_errors = 1;
+  opt.max_ops = 50000000;
+  Compilation c2;
+  memset(&c2, 0, sizeof c2);
+  c2.opt = &opt;
+  diag_init(&c2.diag, &c2.arena);
+  c2.diag.out = NULL;
+  int io = 0;
+  IrSchedule *t = front_compile(&c2, &io);
+  int ok = t && !io && !c2.diag.errors && t->ndev == s->ndev && t->nstage == s->nstage && t->nmb == s->nmb && t->devs;
+  for (int k = 0; ok && k < s->nstage; k++)
+    if (t->stages[k].device != s->stages[k].device) ok = 0;
+  for (int dv = 0; ok && dv < M->P; dv++) {
+    int64_t n = 0, capd = z->w.off[dv + 1] - z->w.off[dv];
+    for (int k = 0; ok && k < t->devs[dv].nops; k++) {
+      const IrOp *op = &t->devs[dv].ops[k];
+      if (op->kind > IR_BW || op->mb < 0 || op->mb >= M->m || op->stage < 0 || op->stage >= M->S ||
+          M->st[op->stage].device != dv || n >= capd) { ok = 0; break; }
+      SOp *q = &z->w.ord[z->w.off[dv] + n++];
+      q->mb = op->mb; q->stage = op->stage; q->kind = op->kind;
+    }
+    z->w.nord[dv] = n;
+  }
+  if (ok) {
+    z->evals++;
+    keep_if_better(z, eval_order(M, &z->w), label, policy, npol);
+  }
+  arena_free(&c2.arena);
+}
+
+/* Local improvement of the best order: where a device idles before a pass, pull one
+ * of the next few passes forward into the gap; where a pass was ready before its
+ * predecessor let it start, swap the two. Keeps a move when the order gets faster
+ * (or as fast with a lower peak) and stays valid under the limit. */
+/* The local search's order: faster, else as fast with the devices ending earlier in
+ * sum (a move on a device off the critical path counts: it can make room for a later
+ * move that shortens the makespan), else a lower peak. Strict, so no move cycles. */
+static int imp_better(Result a, Result b) {
+  if (!a.ok) return 0;
+  double e = 1e-9 * (1 + b.makespan);
+  if (a.makespan < b.makespan - e) return 1;
+  if (a.makespan > b.makespan + e) return 0;
+  double es = 1e-9 * (1 + b.sumend);
+  if (a.sumend < b.sumend - es) return 1;
+  if (a.sumend > b.sumend + es) return 0;
+  return a.peak < b.peak - 1e-9;
+}
+
+static void improve(Search *z, char *policy, size_t npol) {
+  const Model *M = z->M;
+  Work *w = &z->w;
+  int P = M->P;
+  if (!z->br.ok) return;
+  memcpy(w->ord, z->best, sizeof(SOp) * (size_t)w->off[P]);
+  memcpy(w->nord, z->bestn, sizeof(int64_t) * (size_t)P);
+  Result cur = eval_order(M, w);
+  if (!cur.ok) return;
+  int moved = 0;
+  for (int pass = 0; pass < 50 && !out_of_budget(z); pass++) {
+    int improved = 0;
+    for (int d = 0; d < P && !out_of_budget(z); d++) {
+      for (int64_t k = 1; k < w->nord[d] && !out_of_budget(z); k++) {
+        int64_t b = w->off[d];
+        /* timing of the current order (eval_order of the last accepted one) */
+        double prev_end = w->ost[b + k - 1];
+        const SOp *pp = &w->ord[b + k - 1];
+        const IrStage *g = &M->st[pp->stage];
+        prev_end += pp->kind == IR_F ? g->tf : pp->kind == IR_B ? g->tb : pp->kind == IR_W ? g->tw : g->tbw;
+        double stk = w->ost[b + k], rdk = w->ordy[b + k];
+        int64_t lo = -1, hi = -1;
+        if (stk > prev_end + 1e-9) { lo = k; hi = k + 3 < w->nord[d] - 1 ? k + 3 : w->nord[d] - 1; }  /* a gap */
+        else if (rdk < stk - 1e-9) { lo = k - 1; hi = k; }                                             /* delayed */
+        if (lo < 0) continue;
+        for (int64_t j = lo + 1; j <= hi; j++) {
+          SOp mv = w->ord[b + j];
+          memmove(&w->ord[b + lo + 1], &w->ord[b + lo], sizeof(SOp) * (size_t)(j - lo));
+          w->ord[b + lo] = mv;
+          z->evals++;
+          Result r = eval_order(M, w);
+          if (r.ok && le(r.peak, M->L) && imp_better(r, cur)) {
+            cur = r;
+            improved = moved = 1;
+            break;
+          }
+          memmove(&w->ord[b + lo], &w->ord[b + lo + 1], sizeof(SOp) * (size_t)(j - lo));
+          w->ord[b + j] = mv;
+          eval_order(M, w); /* restore the timing arrays */
+          if (out_of_budget(z)) break;
+        }
+      }
+    }
+    if (!improved) break;
+  }
+  if (moved && better(cur, z->br)) {
+    char lab[160];
+    snprintf(lab, sizeof lab, "%.120s, improved by local moves", policy[0] ? policy : "list scheduler");
+    z->br.ok = 0;
+    keep_if_better(z, cur, lab, policy, npol);
+  }
+}
+
+static void seeds(Search *z, const IrSchedule *s, const char *dir, char *policy, size_t n) {
+  const Model *M = z->M;
+  char x[64], lab[96];
+  if (!dir || !*dir) return;
+  if (!strcmp(s->placement, "linear")) {
+    try_seed(z, s, dir, "1f1b.pps", "one_f_one_b", "checks=false", NULL, "seed: 1F1B (stdlib)", policy, n);
+    try_seed(z, s, dir, "gpipe.pps", "gpipe", "checks=false", NULL, "seed: GPipe (stdlib)", policy, n);
+    for (int mem = M->P; mem <= 2 * M->P; mem++) {
+      snprintf(x, sizeof x, "MEM=%d", mem);
+      snprintf(lab, sizeof lab, "seed: ZB-H2 at MEM = %d (stdlib zb_h2; MEM = P is ZB-H1)", mem);
+      try_seed(z, s, dir, "zb_h2.pps", "zb_h2", x, "checks=false", lab, policy, n);
+    }
+  } else if (!strcmp(s->placement, "vshape")) {
+    try_seed(z, s, dir, "zb_v.pps", "zb_v", "checks=false", NULL, "seed: ZB-V (stdlib)", policy, n);
+    for (int sq = 0; sq < 2; sq++) {
+      const char *q = sq ? "squeezed=false" : "squeezed=true";
+      try_seed(z, s, dir, "v_half.pps", "v_half", "checks=false", q, sq ? "seed: V-Half unsqueezed (stdlib)" : "seed: V-Half (stdlib)", policy, n);
+      try_seed(z, s, dir, "v_min.pps", "v_min", "checks=false", q, sq ? "seed: V-Min unsqueezed (stdlib)" : "seed: V-Min (stdlib)", policy, n);
+      try_seed(z, s, dir, "1f1b_v.pps", "one_f_one_b_v", "checks=false", q, sq ? "seed: 1F1B-V unsqueezed (stdlib)" : "seed: 1F1B-V (stdlib)", policy, n);
+    }
+    try_seed(z, s, dir, "dualpipe_v.pps", "dualpipe_v", "checks=false", NULL, "seed: DualPipeV (stdlib)", policy, n);
+  } else if (!strcmp(s->placement, "interleaved")) {
+    snprintf(x, sizeof x, "v=%d", s->v);
+    try_seed(z, s, dir, "interleaved_1f1b.pps", "interleaved_1f1b", x, "checks=false", "seed: interleaved 1F1B (stdlib)", policy, n);
+  }
+}
+
+/* The whole search for the model z->M (policies, seeds, local moves): the best order
+ * into z->best, its figures in z->br (br.ok = 0: none found). Returns -1 when out of
+ * memory. seedpol receives what produced the order when it was not a policy. */
+static int search_all(Search *z, const IrSchedule *s, const SynthOptions *o, char *seedpol, size_t npol) {
+  const Model *M = z->M;
+  int P = M->P, S = M->S;
+  double budget;
+  long evals;
+  z->br.ok = 0;
+  z->br.makespan = INF;
+  z->seeded = 0;
+  /* budget: candidates, from effort and size (deterministic) */
+  {
+    int effort = o->effort < 0 ? 0 : o->effort > 4 ? 4 : o->effort;
+    budget = SYNTH_STEPS_PER_EFFORT * (effort + 1);
+    evals = 200 + 800L * effort;
+    z->max_evals = z->evals + evals;
+    z->max_steps = z->w.steps + (int64_t)budget;
+  }
+  {
+    int multi = S > P;
+    int nf = (M->split_ok && !o->fused) ? 2 : 1;
+    /* phase 1: every policy with all caps at the limit */
+    int ncand = 0, capc = 3 * 3 * 3 * 2 * 2;
+    Cand *cs = calloc((size_t)capc, sizeof *cs);
+    double *capbuf = calloc((size_t)(capc + 4) * (size_t)(P + 1), sizeof(double));
+    if (!cs || !capbuf) { free(cs); free(capbuf); return -1; }
+    for (int fu = 0; fu < nf; fu++) {
+      int fused = o->fused || fu == 1;
+      for (int wm = 0; wm < (fused ? 1 : 3); wm++)
+        for (int rs = multi ? 1 : 0; rs >= 0; rs--)
+          for (int fsel = 0; fsel < (multi ? 3 : 1); fsel++)
+            for (int bsel = 0; bsel < (multi ? 3 : 1); bsel++) {
+              if (ncand >= capc) continue;
+              Cand *c = &cs[ncand];
+              c->p.cap = capbuf + (size_t)ncand * (size_t)(P + 1);
+              for (int d = 0; d < P; d++) c->p.cap[d] = M->L;
+              c->p.wmode = wm; c->p.fsel = fsel; c->p.bsel = bsel; c->p.reserve = rs; c->p.fused = fused;
+              ncand++;
+            }
+    }
+    for (int k = 0; k < ncand; k++) {
+      if (k > 0 && out_of_budget(z) && z->br.ok) break;
+      cs[k].r = try_policy(z, &cs[k].p);
+    }
+    /* phase 2: coordinate descent over the per-device caps from the best few policies
+       and from 1F1B-like cap profiles (cap falls with the device index) */
+    int keep = 3;
+    int order[3] = {-1, -1, -1};
+    for (int t = 0; t < keep; t++) {
+      for (int k = 0; k < ncand; k++) {
+        int taken = 0;
+        for (int u = 0; u < t; u++) if (order[u] == k) taken = 1;
+        if (taken || !cs[k].r.ok) continue;
+        if (order[t] < 0 || better(cs[k].r, cs[order[t]].r)) order[t] = k;
+      }
+    }
+    double *cap = calloc((size_t)P + 1, sizeof(double));
+    if (!cap) { free(cs); free(capbuf); return -1; }
+    for (int t = 0; t < keep && !out_of_budget(z); t++) {
+      if (order[t] < 0) continue;
+      for (int prof = 0; prof < 3 && !out_of_budget(z); prof++) {
+        Policy p = cs[order[t]].p;
+        p.cap = cap;
+        for (int d = 0; d < P; d++) {
+          double c = M->L;
+          if (prof == 1) c = M->L - M->unit[d] * d;
+          if (prof == 2) c = M->L - M->unit[d] * (d / 2);
+          c = floor(c / M->unit[d] + 1e-9) * M->unit[d];
+          if (c < M->lmin[d]) c = M->lmin[d];
+          if (c > M->L) c = M->L;
+          cap[d] = c;
+        }
+        Result cur = try_policy(z, &p);
+        if (prof > 0 && !cur.ok) continue;
+        if (prof == 0) cur = cs[order[t]].r;
+        int improved = 1;
+        while (improved && !out_of_budget(z)) {
+          improved = 0;
+          for (int d = 0; d < P && !out_of_budget(z); d++) {
+            for (int dir = -1; dir <= 1; dir += 2) {
+              double old = cap[d], nv = old + dir * M->unit[d];
+              if (nv < M->lmin[d] - 1e-9 || nv > M->L + 1e-9) continue;
+              cap[d] = nv;
+              Result r = try_policy(z, &p);
+              if (better(r, cur)) { cur = r; improved = 1; break; }
+              cap[d] = old;
+              if (out_of_budget(z)) break;
+            }
+          }
+        }
+      }
+    }
+    free(cap);
+    free(cs);
+    free(capbuf);
+  }
+    seeds(z, s, o->stdlib_dir, seedpol, npol);
+  if (!z->seeded && z->br.ok) describe(M, &z->bp, seedpol, npol);
+  /* the policy search had half of the budget; local moves the rest */
+  z->max_steps = z->w.steps + (int64_t)budget;
+  z->max_evals = z->evals + 4 * evals;
+  improve(z, seedpol, npol);
+  return 0;
+}
+
+/* `offload auto`: the best order of z under the stage array st (its offload fractions
+ * set), run through the real pipeline (lowering inserts the offload and reload ops,
+ * verify, sim) on a scratch copy of s. Returns 1 when it is valid with its peak within
+ * the limit and its host memory within the host limit; *mk = its makespan. */
+static int real_check(Arena *a, const IrSchedule *s, const Search *z, IrStage *st, double ratio, int k, double L,
+                      double *mk) {
+  const Model *M = z->M;
+  IrSchedule t = *s;
+  t.stages = st;
+  t.offload.enabled = ratio > 0;
+  t.offload.ratio = ratio > 0 ? ratio : 0;
+  t.offload.stage_lo = 0;
+  t.offload.stage_hi = k;
+  t.offload.mb_lo = 0;
+  t.offload.mb_hi = s->nmb;
+  t.nexpects = 0;
+  t.synth = NULL;
+  t.total_ops = 0;
+  t.devs = arena_alloc(a, sizeof(IrDevice) * (size_t)(M->P + 1));
+  memset(t.devs, 0, sizeof(IrDevice) * (size_t)(M->P + 1));
+  for (int d = 0; d < M->P; d++)
+    for (int64_t q = 0; q < z->bestn[d]; q++) {
+      const SOp *so = &z->best[z->w.off[d] + q];
+      IrOp *op = ir_push(a, &t, d);
+      op->kind = so->kind; op->mb = so->mb; op->stage = so->stage;
+    }
+  Diag dg;
+  diag_init(&dg, a);
+  dg.out = NULL;
+  Analysis an;
+  analysis_run(a, &dg, &t, &an, 0);
+  if (getenv("PPS_SYNTH_DEBUG"))
+    fprintf(stderr, "synth: offload ratio %g stages 0..%d: %d errors%s%s, peak %g, makespan %g\n", ratio, k, dg.errors,
+            dg.nrecs ? ": " : "", dg.nrecs ? dg.recs[0].message : "", an.simulated ? an.sim.peak_memory : -1,
+            an.simulated ? an.sim.makespan : -1);
+  if (dg.errors || !an.simulated) return 0;
+  if (an.sim.peak_memory > L + 1e-9) return 0;
+  if (s->offload.host_limit >= 0 && an.sim.host_memory > s->offload.host_limit + 1e-9) return 0;
+  *mk = an.sim.makespan;
+  return 1;
+}
+
+int synth_run(Arena *a, Diag *dg, IrSchedule *s, const SynthOptions *o) {
+  double t0 = now_s();
+  int P = s->ndev, S = s->nstage, m = s->nmb;
+  SynthInfo *info = arena_alloc(a, sizeof *info);
+  memset(info, 0, sizeof *info);
+  s->synth = info;
+  info->limit = s->mem_limit;
+  /* one candidate costs about passes x devices model steps (every event looks at
+     every device): bounded so that a search always ends */
+  if ((double)m * S * 3 > 5e7 || (double)m * S * 3 * P > 2e9) {
+    diag_error(dg, o->span, "synthesize: %d microbatches on %d stages and %d devices is too large to synthesise (%.3g passes, %.3g pass-devices; at most 5e7 and 2e9)",
+               m, S, P, (double)m * S * 3, (double)m * S * 3 * P);
+    return -1;
+  }
+  Model M;
+  memset(&M, 0, sizeof M);
+  M.P = P; M.S = S; M.m = m;
+  M.st = s->stages;
+  M.split_ok = !o->fused;
+  M.cf = calloc((size_t)S + 1, sizeof(double));
+  M.cb = calloc((size_t)S + 1, sizeof(double));
+  M.nst = calloc((size_t)P + 1, sizeof(int));
+  M.first = calloc((size_t)P + 1, sizeof(int));
+  M.dst = calloc((size_t)S + 1, sizeof(int));
+  M.lmin = calloc((size_t)P + 1, sizeof(double));
+  M.unit = calloc((size_t)P + 1, sizeof(double));
+  int *fill = calloc((size_t)P + 1, sizeof(int));
+  Search z;
+  memset(&z, 0, sizeof z);
+  int rc = -1;
+  if (!M.cf || !M.cb || !M.nst || !M.first || !M.dst || !M.lmin || !M.unit || !fill) goto oom;
+  for (int st = 0; st < S; st++) {
+    if (st + 1 < S && s->stages[st].device != s->stages[st + 1].device) M.cf[st] = s->tc;
+    if (st > 0 && s->stages[st].device != s->stages[st - 1].device) M.cb[st] = s->tc;
+    M.nst[s->stages[st].device]++;
+  }
+  for (int d = 1; d < P; d++) M.first[d] = M.first[d - 1] + M.nst[d - 1];
+  for (int st = 0; st < S; st++) {
+    int d = s->stages[st].device;
+    M.dst[M.first[d] + fill[d]++] = st;
+    M.lmin[d] += s->stages[st].act;
+    if (M.unit[d] <= 0 || (s->stages[st].act > 0 && s->stages[st].act < M.unit[d])) M.unit[d] = s->stages[st].act;
+  }
+  double need = 0, allmem = 0;
+  int needd = 0;
+  for (int d = 0; d < P; d++) {
+    if (M.lmin[d] > need) { need = M.lmin[d]; needd = d; }
+    allmem += M.lmin[d] * m;
+    if (M.unit[d] <= 0) M.unit[d] = 1;
+  }
+  if (o->offload_auto) {   /* everything offloaded: one activation in use at a time */
+    need = 0;
+    for (int st = 0; st < S; st++)
+      if (s->stages[st].act > need) { need = s->stages[st].act; needd = s->stages[st].device; }
+  }
+  info->min_limit = need;
+  M.L = s->mem_limit >= 0 ? s->mem_limit : allmem + 1;
+  if (M.nst[needd] == 0) need = 0;
+  if (M.L < need - 1e-9) {
+    char stl[128];
+    size_t n = 0;
+    stl[0] = 0;
+    for (int k = 0; k < M.nst[needd] && n < sizeof stl - 16; k++)
+      n += (size_t)snprintf(stl + n, sizeof stl - n, "%s%d", k ? (k == M.nst[needd] - 1 ? " and " : ", ") : "", M.dst[M.first[needd] + k]);
+    if (o->offload_auto)
+      diag_error(dg, o->span,
+                 "synthesize: memory limit %g is below %g, the least any order can reach even offloading everything: device %d runs a pass of a stage that keeps %g",
+                 M.L, need, needd, need);
+    else
+      diag_error(dg, o->span,
+                 "synthesize: memory limit %g is below %g, the least any order can reach: device %d must hold the activations of stage%s %s of one microbatch at once",
+                 M.L, need, needd, M.nst[needd] > 1 ? "s" : "", stl);
+    goto done;
+  }
+  {
+    double keepL = M.L;
+    if (o->offload_auto || s->offload.enabled) M.L = INF;   /* offload can take memory pressure away: no memory terms */
+    lower_bound(&M, info);
+    M.L = keepL;
+  }
+
+  /* the search */
+  int64_t total = 0;
+  z.M = &M;
+  z.w.off = calloc((size_t)P + 1, sizeof(int64_t));
+  z.w.nord = calloc((size_t)P + 1, sizeof(int64_t));
+  z.bestn = calloc((size_t)P + 1, sizeof(int64_t));
+  if (!z.w.off || !z.w.nord || !z.bestn) goto oom;
+  for (int d = 0; d < P; d++) {
+    z.w.off[d] = total;
+    total += (int64_t)m * M.nst[d] * 3;
+  }
+  z.w.off[P] = total;
+  int64_t ms = (int64_t)m * S;
+  z.w.endF = malloc(sizeof(double) * (size_t)(ms + 1));
+  z.w.endB = malloc(sizeof(double) * (size_t)(ms + 1));
+  z.w.nF = calloc((size_t)S + 1, sizeof(int));
+  z.w.nB = calloc((size_t)S + 1, sizeof(int));
+  z.w.nW = calloc((size_t)S + 1, sizeof(int));
+  z.w.cur = calloc((size_t)P + 1, sizeof(double));
+  z.w.held = calloc((size_t)P + 1, sizeof(double));
+  z.w.resv = calloc((size_t)P + 1, sizeof(double));
+  z.w.peak = calloc((size_t)P + 1, sizeof(double));
+  z.w.left = calloc((size_t)P + 1, sizeof(int64_t));
+  z.w.ord = malloc(sizeof(SOp) * (size_t)(total + 1));
+  z.w.ost = malloc(sizeof(double) * (size_t)(total + 1));
+  z.w.ordy = malloc(sizeof(double) * (size_t)(total + 1));
+  z.w.qend = malloc(sizeof(double) * (size_t)(total + 1));
+  z.w.qamt = malloc(sizeof(double) * (size_t)(total + 1));
+  z.w.qh = calloc((size_t)P + 1, sizeof(int64_t));
+  z.w.qt = calloc((size_t)P + 1, sizeof(int64_t));
+  z.w.eng = calloc((size_t)P + 1, sizeof(double));
+  z.best = malloc(sizeof(SOp) * (size_t)(total + 1));
+  z.bcap = calloc((size_t)P + 1, sizeof(double));
+  if (!z.w.endF || !z.w.endB || !z.w.nF || !z.w.nB || !z.w.nW || !z.w.cur || !z.w.held || !z.w.resv ||
+      !z.w.peak || !z.w.left || !z.w.ord || !z.w.ost || !z.w.ordy || !z.w.qend || !z.w.qamt || !z.w.qh || !z.w.qt || !z.w.eng || !z.best || !z.bcap) goto oom;
+  z.br.ok = 0;
+  z.br.makespan = INF;
+  z.t0 = t0;
+  z.tlimit = o->time_limit;
+  z.lb = info->lower_bound;
+  char seedpol[160] = "";
+  /* a stated offload policy: the model keeps every activation on the device (an
+     upper bound on what the lowered order holds, wherever lowering puts the reloads) */
+  IrStage *mst = arena_alloc(a, sizeof(IrStage) * (size_t)(S + 1));
+  memcpy(mst, s->stages, sizeof(IrStage) * (size_t)S);
+  for (int st = 0; st < S; st++) mst[st].offload = 0;
+  M.st = mst;
+  if (!o->offload_auto) {
+    if (search_all(&z, s, o, seedpol, sizeof seedpol)) goto oom;
+  } else {
+    /* offload auto: no offload, then a ratio of the activations of the first k stages
+       (the ones held longest), each searched and run through the real pipeline; the
+       fastest valid one wins, the least offloading among equals */
+    SOp *keep = malloc(sizeof(SOp) * (size_t)(total + 1));
+    int64_t *keepn = calloc((size_t)P + 1, sizeof(int64_t));
+    double *lmin0 = calloc((size_t)P + 1, sizeof(double));
+    if (!keep || !keepn || !lmin0) { free(keep); free(keepn); free(lmin0); goto oom; }
+    memcpy(lmin0, M.lmin, sizeof(double) * (size_t)P);
+    double bestmk = INF, bestr = 0;
+    int bestk = 0, ks[6], nks = 0;
+    Result bestres = {INF, 0, 0, 0};
+    char bestpol[160] = "";
+    int fracs[] = {1, 2, 3, 4};   /* k = S/4, S/2, 3S/4, S */
+    for (int q = 0; q < 4; q++) {
+      int k = (S * fracs[q] + 3) / 4;
+      if (k < 1) k = 1;
+      if (nks == 0 || ks[nks - 1] != k) ks[nks++] = k;
+    }
+    SynthOptions oc = *o;
+    for (int c = -1; c < 2 * nks; c++) {
+      double r = c < 0 ? 0 : (c % 2 == 0 ? 0.5 : 1);
+      int k = c < 0 ? 0 : ks[c / 2];
+      for (int st = 0; st < S; st++) mst[st].offload = st < k ? r : 0;
+      /* the least each device needs with this offload */
+      for (int d = 0; d < P; d++) {
+        double keepsum = 0, back = 0;
+        for (int q = 0; q < M.nst[d]; q++) {
+          const IrStage *g = &mst[M.dst[M.first[d] + q]];
+          keepsum += g->act * (1 - g->offload);
+          if (g->act * g->offload > back) back = g->act * g->offload;
+        }
+        M.lmin[d] = keepsum + back;
+      }
+      /* the copies in flight (lowering issues reloads ahead of their B, and an offload
+         leaves only when its copy ends) are not in the model: besides the limit itself,
+         search under the limit less one and two offloaded activations, and keep what
+         the real pipeline finds valid */
+      double rlmax = 0, Lreal = M.L;
+      for (int st = 0; st < S; st++)
+        if (mst[st].offload * mst[st].act > rlmax) rlmax = mst[st].offload * mst[st].act;
+      for (int mf = 0; mf < (r > 0 ? 3 : 1); mf++) {
+        M.L = Lreal - mf * rlmax;
+        int feasible = 1;
+        for (int d = 0; d < P; d++) if (M.lmin[d] > M.L + 1e-9) feasible = 0;
+        if (!feasible) continue;
+        oc.effort = c < 0 ? o->effort : 0;
+        char pol[160] = "";
+        if (search_all(&z, s, &oc, pol, sizeof pol)) { M.L = Lreal; free(keep); free(keepn); free(lmin0); goto oom; }
+        double mk;
+        int ok = z.br.ok && real_check(a, s, &z, mst, r, k, Lreal, &mk);
+        if (!ok) continue;
+        if (mk < bestmk - 1e-9 * (1 + bestmk)) {
+          bestmk = mk; bestr = r; bestk = k; bestres = z.br;
+          memcpy(keep, z.best, sizeof(SOp) * (size_t)total);
+          memcpy(keepn, z.bestn, sizeof(int64_t) * (size_t)P);
+          snprintf(bestpol, sizeof bestpol, "%.100s; offload auto: %s", pol[0] ? pol : (z.seeded ? "seed" : "policy"),
+                   r > 0 ? "" : "nothing offloaded");
+          if (r > 0) {
+            size_t n = strlen(bestpol);
+            snprintf(bestpol + n, sizeof bestpol - n, "ratio %g of stages 0..%d", r, k);
+          }
+        }
+      }
+      M.L = Lreal;
+    }
+    memcpy(M.lmin, lmin0, sizeof(double) * (size_t)P);
+    if (bestmk < INF) {
+      memcpy(z.best, keep, sizeof(SOp) * (size_t)total);
+      memcpy(z.bestn, keepn, sizeof(int64_t) * (size_t)P);
+      z.br = bestres;
+      z.br.makespan = bestmk;   /* the real pipeline's (copies included) */
+      z.seeded = 1;
+      snprintf(seedpol, sizeof seedpol, "%s", bestpol);
+      if (bestr > 0) {
+        s->offload.enabled = 1;
+        s->offload.ratio = bestr;
+        s->offload.stage_lo = 0;
+        s->offload.stage_hi = bestk;
+        s->offload.mb_lo = 0;
+        s->offload.mb_hi = m;
+        s->offload.span = o->span;
+        for (int st = 0; st < S; st++) s->stages[st].offload = st < bestk ? bestr : 0;
+      }
+    } else {
+      z.br.ok = 0;
+    }
+    free(keep); free(keepn); free(lmin0);
+  }
+  if (!z.br.ok) {
+    diag_error(dg, o->span, "synthesize: no order found under the memory limit %g (the least any order can reach is %g)", M.L, need);
+    goto done;
+  }
+  /* the chosen order into the IR */
+  for (int d = 0; d < P; d++) {
+    for (int64_t k = 0; k < z.bestn[d]; k++) {
+      const SOp *q = &z.best[z.w.off[d] + k];
+      IrOp *op = ir_push(a, s, d);
+      op->kind = q->kind;
+      op->mb = q->mb;
+      op->stage = q->stage;
+      op->span = o->span;
+    }
+  }
+  info->makespan = z.br.makespan;
+  info->peak = z.br.peak;
+  info->fused = z.bp.fused;
+  info->candidates = z.evals;
+  if (getenv("PPS_SYNTH_DEBUG")) fprintf(stderr, "synth: %lld model steps\n", (long long)z.w.steps);
+  info->timed_out = z.timed_out;
+  if (z.seeded) {
+    snprintf(info->policy, sizeof info->policy, "%s", seedpol);
+    info->fused = 1;
+    for (int d = 0; d < P; d++)
+      for (int64_t k = 0; k < z.bestn[d]; k++)
+        if (z.best[z.w.off[d] + k].kind == IR_W) info->fused = 0;
+  } else {
+    describe(&M, &z.bp, info->policy, sizeof info->policy);
+  }
+  info->gap = info->lower_bound > 0 ? info->makespan / info->lower_bound - 1 : 0;
+  if (info->gap < 1e-12) info->gap = 0;
+  rc = 0;
+  goto done;
+oom:
+  diag_error(dg, o->span, "synthesize: out of memory");
+done:
+  info->seconds = now_s() - t0;
+  free(M.cf); free(M.cb); free(M.nst); free(M.first); free(M.dst); free(M.lmin); free(M.unit); free(fill);
+  free(z.w.off); free(z.w.nord); free(z.bestn); free(z.w.endF); free(z.w.endB); free(z.w.nF); free(z.w.nB);
+  free(z.w.nW); free(z.w.cur); free(z.w.held); free(z.w.resv); free(z.w.peak); free(z.w.left); free(z.w.ord); free(z.w.ost); free(z.w.ordy); free(z.w.qend); free(z.w.qamt); free(z.w.qh); free(z.w.qt); free(z.w.eng);
+  free(z.best); free(z.bcap);
+  return rc;
+}
