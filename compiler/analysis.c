@@ -63,6 +63,12 @@ int analysis_run(Arena *a, Diag *dg, IrSchedule *s, Analysis *out, int want_time
     if (!want_timeline) out->sim = out->vr.sim;
     if (!want_timeline || sim_run(a, s, &out->vr.ix, &out->vr.links, &out->sim, want_timeline)) {
       out->simulated = 1;
+      /* elaboration bounds the costs; a non-finite time here must still not pass as valid */
+      if (!isfinite(out->sim.makespan) || !isfinite(out->sim.peak_memory)) {
+        diag_error(dg, s->span, "the simulated %s is not a finite number: lower the costs or activations",
+                   isfinite(out->sim.makespan) ? "peak memory" : "makespan");
+        out->simulated = 0;
+      }
       /* the memory bound over simulated time (offload copies overlap compute) */
       for (int d = 0; d < s->ndev; d++) {
         const SimDev *sd = &out->sim.dev[d];

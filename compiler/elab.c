@@ -72,6 +72,7 @@ typedef struct Ctx {
   /* costs and memory (one device share) */
   double cost[16];
   uint8_t cost_set[16];
+  Span cost_span[16];     /* where each schedule-wide key was last set */
   Override *ovr;
   int novr, capovr;
   /* policies */
@@ -694,6 +695,7 @@ static void exec_costmem(Ctx *c, Stmt *st) {
       return;
     }
     if (eval_int(c, st->e1, &stage)) return;
+    if (stage < 0) { EERR(c, st->e1, "stage %lld out of range: stages are numbered from 0", (long long)stage); return; }
   }
   for (KeyVal *kv = st->kv; kv; kv = kv->next) {
     int k = find_key(kv->key, c, lo, hi);
@@ -711,6 +713,7 @@ static void exec_costmem(Ctx *c, Stmt *st) {
       EERR(c, kv->value, "'%s' must not be negative", key_names[k]);
       continue;
     }
+    if (v < 0) { EERR(c, kv->value, "'%s' must not be negative (leave it out for no bound)", key_names[k]); continue; }
     if (k == K_BFREE && v > 1) { EERR(c, kv->value, "'b_free' is a fraction of the activation: 0..1"); continue; }
     if (stage >= 0) {
       Override *o = VEC_PUSH(c->a, c->ovr, c->novr, c->capovr);
@@ -721,6 +724,7 @@ static void exec_costmem(Ctx *c, Stmt *st) {
     } else {
       c->cost[k] = v;
       c->cost_set[k] = 1;
+      c->cost_span[k] = kv->span;
     }
   }
 }
@@ -1191,7 +1195,9 @@ static int parse_define(const char *s, Value *out) {
   if (!*end && !errno) { *out = vint(i); return 0; }
   errno = 0;
   double r = strtod(s, &end);
-  if (!*end && !errno && isfinite(r) && strspn(s, "0123456789.eE+-") == strlen(s)) { *out = vreal(r); return 0; }
+  /* an underflow (1e-320, 1e-400) reads as the nearest double, as it does in a file */
+  int ok = !errno || (errno == ERANGE && fabs(r) < 1);
+  if (!*end && ok && isfinite(r) && strspn(s, "0123456789.eE+-") == strlen(s)) { *out = vreal(r); return 0; }
   return -1;
 }
 
@@ -1257,6 +1263,56 @@ static void build_stages(Ctx *c) {
     case K_BFREE: g->b_free = ov->value; break;
     }
     if ((ov->key == K_TB || ov->key == K_TW) && !tbw_set[ov->stage]) g->tbw = g->tb + g->tw;
+  }
+}
+
+/* Times and memory the analysis adds up must stay finite: the sum of every pass's
+ * cost (an upper bound on the makespan) and of every activation must be a number.
+ * Blames the key (or stage override) that contributes most. */
+static void check_totals(Ctx *c) {
+  IrSchedule *s = c->s;
+  double m = (double)s->nmb, P = (double)s->ndev, S = (double)s->nstage;
+  double t_keys[K_N] = {0}, best = 0;
+  int worst = -1, worst_ovr = -1;
+  double time = 0, mem = 0;
+  for (int st = 0; st < s->nstage; st++) {
+    const IrStage *g = &s->stages[st];
+    time += m * (g->tf + g->tb + g->tw + g->tbw + 2 * g->offload_time);
+    mem += m * g->act;
+  }
+  time += 2 * m * S * s->tc + m * P * (s->vocab.t_if + s->vocab.t_ib + s->vocab.t_s + s->vocab.t_t + 4 * s->vocab.t_coll);
+  mem += m * s->vocab.act_s;
+  const double big = 1e300;
+  if (isfinite(time) && time < big && isfinite(mem) && mem < big) return;
+  int is_time = !(isfinite(time) && time < big);
+  /* the largest single contribution */
+  t_keys[K_TF] = t_keys[K_TB] = t_keys[K_TW] = m * S; t_keys[K_TBW] = m * S; t_keys[K_TOFF] = 2 * m * S;
+  t_keys[K_TC] = 2 * m * S;
+  t_keys[K_TIF] = t_keys[K_TIB] = t_keys[K_TS] = t_keys[K_TT] = m * P; t_keys[K_TCOLL] = 4 * m * P;
+  t_keys[K_ACT] = m * S; t_keys[K_ACTS] = m;
+  for (int k = 0; k < K_N; k++) {
+    int timekey = k <= K_TOFF;
+    if (!c->cost_set[k] || timekey != is_time || k == K_BFREE || k == K_LIMIT || k == K_HOSTLIMIT) continue;
+    double x = c->cost[k] * t_keys[k];
+    if (worst < 0 || x > best) { best = x; worst = k; }
+  }
+  for (int i = 0; i < c->novr; i++) {
+    const Override *ov = &c->ovr[i];
+    int timekey = ov->key <= K_TOFF;
+    if (timekey != is_time || ov->key == K_BFREE) continue;
+    double x = ov->value * m * (ov->key == K_TOFF ? 2 : 1);
+    if ((worst < 0 && worst_ovr < 0) || x > best) { best = x; worst_ovr = i; worst = -1; }
+  }
+  const char *what = is_time ? "the schedule's total time" : "the activations held";
+  if (worst_ovr >= 0) {
+    const Override *ov = &c->ovr[worst_ovr];
+    err(c, NULL, ov->span, "stage %lld's '%s' = %g is too large: %s would not be a finite number", (long long)ov->stage,
+        key_names[ov->key], ov->value, what);
+  } else if (worst >= 0) {
+    err(c, NULL, c->cost_span[worst], "'%s' = %g is too large: %s over %d microbatches would not be a finite number",
+        key_names[worst], c->cost[worst], what, s->nmb);
+  } else {
+    err(c, NULL, s->span, "costs too large: %s would not be a finite number", what);
   }
 }
 
@@ -1408,6 +1464,7 @@ IrSchedule *elab_run(const ElabInput *in, int *usage) {
   s->placement = pl[c->placement];
   s->v = (int32_t)c->pv;
   build_stages(c);
+  check_totals(c);
   if (!c->stop) check_duplicates(c);
   if (c->sq && !c->stop && c->d->errors == errors_before) block_squeeze(c->d, s, c->sq);
   return s;

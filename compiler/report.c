@@ -429,9 +429,12 @@ void report_svg(StrBuf *b, const Report *r) {
   /* ticks at round steps: 1, 2 or 5 times a power of ten, about ten of them */
   double step = pow(10, floor(log10(mk / 10)));
   if (mk / step > 50) step *= 5; else if (mk / step > 20) step *= 2;
-  for (double x = 0; x <= mk * (1 + 1e-9) && step > 0; x += step)
+  if (!(step > 0) || !isfinite(step) || mk / step > 100) step = mk / 10; /* at most ~100 ticks, whatever mk is */
+  for (int t = 0; t <= 100 && t * step <= mk * (1 + 1e-9); t++) {
+    double x = t * step;
     sb_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"black\"/><text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%.6g</text>\n",
               left + x * xs, yax, left + x * xs, yax + 3, left + x * xs, yax + 13, x);
+  }
   /* memory over time */
   double pk = sim->peak_memory > 0 ? sim->peak_memory : 1;
   sb_printf(b, "<text x=\"4\" y=\"%.1f\" font-size=\"12\">activation memory over time (max %.6g)</text>\n", mem_top - 8, pk);
