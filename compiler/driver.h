@@ -61,6 +61,18 @@ int cmd_export_csv(Compilation *c);
  * never leaves a partial output. "-" writes stdout. Returns 0, or -1 with a message
  * printed. */
 int write_file_atomic(const char *path, const char *data, size_t size);
+/* The same with the permission bits a new file gets (before the umask; 0666 for
+ * data, 0777 for programs). A path naming something other than a regular file (a
+ * device, a FIFO, /dev/stdout) is written in place, never replaced; an existing
+ * file keeps its mode. Implemented in fileio.c. */
+int write_output(const char *path, const char *data, size_t size, unsigned mode);
+/* Reads a whole input file, NUL-terminated, at most cap bytes ("-" = stdin). With
+ * regular_only, anything but a regular file is refused; else a pipe or FIFO is read
+ * too. Devices, directories and sockets are always refused. Returns NULL with errno
+ * set (EPERM: not a regular file, EFBIG: over the cap); read_input_error(errno) says
+ * it in words. */
+char *read_input(const char *path, int regular_only, size_t cap, size_t *size);
+const char *read_input_error(int err);
 
 /* An in-memory output buffer for the writers above. */
 typedef struct StrBuf { char *data; size_t len, cap; } StrBuf;

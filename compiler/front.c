@@ -30,31 +30,10 @@ typedef struct Front {
   int fatal;
 } Front;
 
-/* Reads a whole file (or stdin for "-"). Returns NULL with errno set on failure. */
-static char *read_all(const char *path, size_t *size) {
-  FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
-  if (!f) return NULL;
-  size_t cap = 1 << 16, n = 0;
-  char *buf = malloc(cap);
-  if (!buf) { if (f != stdin) fclose(f); return NULL; }
-  for (;;) {
-    if (n == cap) {
-      if (cap >= MAX_FILE_SIZE) { free(buf); if (f != stdin) fclose(f); errno = EFBIG; return NULL; }
-      cap *= 2;
-      char *nb = realloc(buf, cap);
-      if (!nb) { free(buf); if (f != stdin) fclose(f); errno = ENOMEM; return NULL; }
-      buf = nb;
-    }
-    errno = 0;
-    size_t r = fread(buf + n, 1, cap - n, f);
-    n += r;
-    if (r == 0) break;
-  }
-  int bad = ferror(f), err = errno ? errno : EIO;
-  if (f != stdin) fclose(f);
-  if (bad) { free(buf); errno = err; return NULL; }
-  *size = n;
-  return buf;
+/* Reads a whole file (or stdin for "-"), at most MAX_FILE_SIZE bytes; an import
+ * must be a regular file (see fileio.c). Returns NULL with errno set on failure. */
+static char *read_all(const char *path, size_t *size, int is_import) {
+  return read_input(path, is_import, MAX_FILE_SIZE, size);
 }
 
 static char *dir_of(Arena *a, const char *path) {
@@ -128,9 +107,9 @@ static void load_text(Front *fr, const char *path, char *real, const char *text,
 
 static void load(Front *fr, const char *path, char *real, Span from) {
   size_t size = 0;
-  char *text = read_all(path, &size);
+  char *text = read_all(path, &size, 1);
   if (!text) {
-    diag_error(&fr->c->diag, from, "cannot read \"%s\": %s", path, strerror(errno));
+    diag_error(&fr->c->diag, from, "cannot read \"%s\": %s", path, read_input_error(errno));
     return;
   }
   load_text(fr, path, real, text, size, 0);
@@ -145,9 +124,9 @@ IrSchedule *front_compile(Compilation *c, int *io_error) {
   fr.c = c;
   fr.syms.arena = &c->arena;
   size_t size = 0;
-  char *text = read_all(opt->file, &size);
+  char *text = read_all(opt->file, &size, 0);
   if (!text) {
-    fprintf(c->diag.out ? c->diag.out : stderr, "ppsc: cannot read '%s': %s\n", opt->file, strerror(errno));
+    fprintf(c->diag.out ? c->diag.out : stderr, "ppsc: cannot read '%s': %s\n", opt->file, read_input_error(errno));
     *io_error = 1;
     return NULL;
   }
