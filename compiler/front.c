@@ -303,7 +303,7 @@ static void expand_write(const IrSchedule *s, StrBuf *b) {
       size_t cap = b->cap ? b->cap : 4096;
       while (cap < b->len + need + 1) cap *= 2;
       char *nd = realloc(b->data, cap);
-      if (!nd) { fputs("ppsc: out of memory\n", stderr); abort(); }
+      if (!nd) arena_out_of_memory(cap);
       b->data = nd;
       b->cap = cap;
     }

@@ -32,7 +32,7 @@ static const char usage_text[] =
   "  -o FILE           output file (expand, emit-c, build, import-csv, export-csv)\n"
   "  --stdlib DIR      where `import` finds the standard schedules\n"
   "  --max-errors N    print at most N errors (default 50, 0 = all)\n"
-  "  --max-ops N       limit on ops a file may generate (default 50000000)\n"
+  "  --max-ops N       limit on ops a file may generate (default 50000000, less on a small machine)\n"
   "  --color[=WHEN]    colour diagnostics: always, never, auto (default)\n"
   "  -q, --quiet       no text summary\n"
   "  -h, --help        this text;  --version  the version\n"
@@ -160,7 +160,7 @@ static int run(Options *o, const Command *cmd, int color) {
 int main(int argc, char **argv) {
   Options opt = {0};
   opt.max_errors = 50;
-  opt.max_ops = 50000000;
+  opt.max_ops = arena_default_max_ops();
   int color = -1;
   if (argc < 2) return usage_error("no command given");
   if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
@@ -181,6 +181,7 @@ int main(int argc, char **argv) {
   if (!defs) return usage_error("out of memory");
   opt.defs = defs;
   int rc = parse_options(argc, argv, &opt, defs, &color);
+  arena_set_oom_hint(opt.max_ops);
   if (rc < 0) rc = run(&opt, cmd, color);
   for (int k = 0; k < opt.ndefs; k++) free((char *)defs[k].name);
   free(defs);

@@ -14,10 +14,7 @@ static void sb_reserve(StrBuf *b, size_t extra) {
   size_t cap = b->cap ? b->cap : 4096;
   while (cap < b->len + extra + 1) cap *= 2;
   char *p = realloc(b->data, cap);
-  if (!p) {
-    fputs("ppsc: out of memory\n", stderr);
-    abort();
-  }
+  if (!p) arena_out_of_memory(cap);
   b->data = p;
   b->cap = cap;
 }

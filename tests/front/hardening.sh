@@ -20,4 +20,21 @@ printf 'schedule s(t: real = 1) { devices 2; microbatches 2; cost TF = t;\n  for
 expect 0 "valid" check "$tmp/t.pps" -D t=1e-320
 expect 0 "valid" check "$tmp/t.pps" -D t=1e-400
 expect 2 "expected an int, a real" check "$tmp/t.pps" -D t=1e400
+# out of memory: exit 2 naming --max-ops, not an abort (skipped where a 400 MB
+# address-space limit cannot start ppsc at all, as under ASan or valgrind)
+printf 'schedule many(P = 8, m = 200000) {\n  devices P; microbatches m; placement linear;\n  for d in 0..P { device d { for i in 0..m { F(i) BW(i) } } }\n}\n' > "$tmp/many.pps"
+if (ulimit -v 400000 && "$PPSC" --version) >/dev/null 2>&1; then
+  (ulimit -v 400000; "$PPSC" check "$tmp/many.pps" --max-ops 100000000) >"$tmp/out" 2>&1; rc=$?
+  if [ $rc = 2 ] && grep -q "ppsc: out of memory (asked for .*lower --max-ops (now 100000000)" "$tmp/out"; then
+    echo "ok: out of memory is exit 2 naming --max-ops"
+  else echo "FAIL out of memory: exit $rc"; cat "$tmp/out"; fail=1; fi
+  # the default --max-ops follows the memory ppsc may use: an error, not out of memory
+  expect_limited() { (ulimit -v 400000; "$PPSC" check "$tmp/many.pps") >"$tmp/out" 2>&1; }
+  expect_limited; rc=$?
+  if [ $rc = 1 ] && grep -q "generates more than [0-9]* ops (limit: --max-ops)" "$tmp/out"; then
+    echo "ok: the default --max-ops is sized to the memory limit"
+  else echo "FAIL default --max-ops under 400 MB: exit $rc"; cat "$tmp/out"; fail=1; fi
+else
+  echo "skip: out-of-memory checks (ppsc does not start under ulimit -v)"
+fi
 exit $fail
