@@ -145,6 +145,8 @@ typedef struct ParseResult {
   ScheduleDef *schedules;  /* in file order */
   ImportDecl *imports;     /* in file order */
   int fatal;               /* nesting limit hit or similar: stop */
+  ScheduleDef *schedules_last; /* the lists' ends, so that appending is O(1) */
+  ImportDecl *imports_last;
 } ParseResult;
 
 /* Parses text (registered as Diag file `file`) into r; errors go to d. */

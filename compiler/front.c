@@ -23,6 +23,7 @@ typedef struct Front {
   Compilation *c;
   Symtab syms;
   Loaded *loaded; int nloaded, caploaded;
+  const char **lhash; size_t lcap;   /* real paths loaded: open addressing, for O(1) lookups */
   Loaded *stack; int nstack, capstack;
   ScheduleDef *all; /* every schedule of every file, chained through ->next copies */
   ScheduleDef **defs; int ndefs, capdefs;
@@ -44,10 +45,41 @@ static char *dir_of(Arena *a, const char *path) {
 
 static void load(Front *fr, const char *path, char *real, Span from);
 
+static size_t path_hash(const char *s) {
+  uint64_t h = 1469598103934665603ull;
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  return (size_t)h;
+}
+
+/* Whether a real path was loaded already; with add, records it. */
+static int loaded_seen(Front *fr, const char *real, int add) {
+  if (add && (fr->nloaded + 1) * 2 > (int)fr->lcap) {
+    size_t nc = fr->lcap ? fr->lcap * 2 : 64;
+    const char **nh = arena_alloc(&fr->c->arena, nc * sizeof *nh);
+    for (size_t k = 0; k < fr->lcap; k++)
+      if (fr->lhash[k]) {
+        size_t i = path_hash(fr->lhash[k]) & (nc - 1);
+        while (nh[i]) i = (i + 1) & (nc - 1);
+        nh[i] = fr->lhash[k];
+      }
+    fr->lhash = nh;
+    fr->lcap = nc;
+  }
+  if (!fr->lcap) return 0;
+  size_t i = path_hash(real) & (fr->lcap - 1);
+  while (fr->lhash[i]) {
+    if (!strcmp(fr->lhash[i], real)) return 1;
+    i = (i + 1) & (fr->lcap - 1);
+  }
+  if (add) fr->lhash[i] = real;
+  return 0;
+}
+
 /* Parses one file's text and follows its imports. */
 static void load_text(Front *fr, const char *path, char *real, const char *text, size_t size, int is_main) {
   Compilation *c = fr->c;
   uint32_t file = diag_add_file(&c->diag, path, text, size);
+  loaded_seen(fr, real, 1);
   Loaded *l = VEC_PUSH(&c->arena, fr->loaded, fr->nloaded, fr->caploaded);
   l->real = real;
   l->shown = diag_file_path(&c->diag, file);
@@ -92,10 +124,7 @@ static void load_text(Front *fr, const char *path, char *real, const char *text,
       diag_error(&c->diag, im->span, "import cycle: %s", chain);
       continue;
     }
-    int done = 0;
-    for (int k = 0; k < fr->nloaded; k++)
-      if (!strcmp(fr->loaded[k].real, real2)) done = 1;
-    if (done) continue;
+    if (loaded_seen(fr, real2, 0)) continue;
     if (fr->nstack >= MAX_IMPORT_DEPTH) {
       diag_error(&c->diag, im->span, "imports nested more than %d deep", MAX_IMPORT_DEPTH);
       continue;

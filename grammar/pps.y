@@ -126,9 +126,8 @@ item: IMPORT STRING semi {
         ImportDecl *d = arena_alloc(ps->arena, sizeof *d);
         d->path = $2;
         d->span = SP(@2);
-        ImportDecl **p = &ps->result->imports;
-        while (*p) p = &(*p)->next;
-        *p = d;
+        ImportDecl **p = ps->result->imports_last ? &ps->result->imports_last->next : &ps->result->imports;
+        *p = ps->result->imports_last = d;
       }
     | SCHEDULE IDENT opt_params body {
         ScheduleDef *d = arena_alloc(ps->arena, sizeof *d);
@@ -138,9 +137,8 @@ item: IMPORT STRING semi {
         d->nparams = $3.n;
         d->body = $4.head;
         d->file = ps->file;
-        ScheduleDef **p = &ps->result->schedules;
-        while (*p) p = &(*p)->next;
-        *p = d;
+        ScheduleDef **p = ps->result->schedules_last ? &ps->result->schedules_last->next : &ps->result->schedules;
+        *p = ps->result->schedules_last = d;
       }
     | error ';'
     | error '}'

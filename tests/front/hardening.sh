@@ -20,6 +20,15 @@ printf 'schedule s(t: real = 1) { devices 2; microbatches 2; cost TF = t;\n  for
 expect 0 "valid" check "$tmp/t.pps" -D t=1e-320
 expect 0 "valid" check "$tmp/t.pps" -D t=1e-400
 expect 2 "expected an int, a real" check "$tmp/t.pps" -D t=1e400
+# many schedules in one file: appending them is O(1), so 4x the schedules take about
+# 4x the time (quadratic appends made it 16x: 200,000 schedules took 30 s)
+gen() { awk -v n="$1" 'BEGIN { for (i = 0; i < n; i++) printf "schedule s%d { devices 1; microbatches 1; device 0 { F(0) BW(0) } }\n", i }'; }
+gen 25000 > "$tmp/s1.pps"; gen 100000 > "$tmp/s4.pps"
+ms() { a=$(date +%s%N); "$PPSC" check "$1" -q --max-ops 1000 || echo "FAIL check $1"; b=$(date +%s%N); echo $(( (b - a) / 1000000 )); }
+t1=$(ms "$tmp/s1.pps"); t4=$(ms "$tmp/s4.pps")
+if [ "$t4" -le $((10 * t1 + 200)) ]; then echo "ok: 25,000 schedules ${t1} ms, 100,000 ${t4} ms"
+else echo "FAIL: 25,000 schedules ${t1} ms, 100,000 ${t4} ms: not linear"; fail=1; fi
+
 # out of memory: exit 2 naming --max-ops, not an abort (skipped where a 400 MB
 # address-space limit cannot start ppsc at all, as under ASan or valgrind)
 printf 'schedule many(P = 8, m = 200000) {\n  devices P; microbatches m; placement linear;\n  for d in 0..P { device d { for i in 0..m { F(i) BW(i) } } }\n}\n' > "$tmp/many.pps"
