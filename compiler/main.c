@@ -135,9 +135,29 @@ static int parse_options(int argc, char **argv, Options *o, Define *defs, int *c
   return -1;
 }
 
+/* An option the command would ignore is a usage error (issue 12: nothing silently
+   does nothing). Commands a later branch adds are checked only for what they name. */
+static int option_misuse(const Options *o, const char *cmd) {
+  int is_sim = !strcmp(cmd, "sim"), is_check = !strcmp(cmd, "check");
+  const char *bad = NULL;
+  if ((o->trace) && !is_sim) bad = "--trace";
+  else if (o->svg && !is_sim) bad = "--svg";
+  else if (o->out && (is_sim || is_check)) bad = "-o";
+  else if (o->json && !is_sim && !is_check && (!strcmp(cmd, "expand") || !strcmp(cmd, "emit-c") || !strcmp(cmd, "build") ||
+                                                !strcmp(cmd, "import-csv") || !strcmp(cmd, "export-csv")))
+    bad = "--json";
+  if (!bad) return 0;
+  usage_error("%s does not apply to '%s' (%s)", bad, cmd,
+              !strcmp(bad, "-o") ? "check and sim print to standard output; --trace/--svg write files from sim"
+              : !strcmp(bad, "--json") ? "--json is for check and sim"
+              : "--trace and --svg are for sim");
+  return 1;
+}
+
 /* Runs the command once the command line is read. */
 static int run(Options *o, const Command *cmd, int color) {
   if (cmd->needs_file && !o->file) return usage_error("%s needs an input file", cmd->name);
+  if (option_misuse(o, cmd->name)) return PPSC_USAGE;
   o->color = color >= 0 ? color : isatty(2) && getenv("TERM") && strcmp(getenv("TERM"), "dumb") != 0;
   if (!o->stdlib_dir) o->stdlib_dir = getenv("PPS_STDLIB");
   if (!o->stdlib_dir) o->stdlib_dir = PPS_STDLIB_DIR;

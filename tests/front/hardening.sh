@@ -20,6 +20,14 @@ printf 'schedule s(t: real = 1) { devices 2; microbatches 2; cost TF = t;\n  for
 expect 0 "valid" check "$tmp/t.pps" -D t=1e-320
 expect 0 "valid" check "$tmp/t.pps" -D t=1e-400
 expect 2 "expected an int, a real" check "$tmp/t.pps" -D t=1e400
+# options a command would ignore are usage errors
+expect 2 "--trace does not apply to 'check'" check "$ex" --trace "$tmp/t.json"
+expect 2 "-o does not apply to 'check'" check "$ex" -o "$tmp/o"
+expect 2 "-o does not apply to 'sim'" sim "$ex" -o "$tmp/o"
+expect 2 "--svg does not apply to 'expand'" expand "$ex" --svg "$tmp/x.svg"
+expect 2 "--json does not apply to 'expand'" expand "$ex" --json
+[ -e "$tmp/t.json" ] || [ -e "$tmp/o" ] || [ -e "$tmp/x.svg" ] && { echo "FAIL: a rejected command wrote a file"; fail=1; }
+
 # many schedules in one file: appending them is O(1), so 4x the schedules take about
 # 4x the time (quadratic appends made it 16x: 200,000 schedules took 30 s)
 gen() { awk -v n="$1" 'BEGIN { for (i = 0; i < n; i++) printf "schedule s%d { devices 1; microbatches 1; device 0 { F(0) BW(0) } }\n", i }'; }
