@@ -758,6 +758,11 @@ static void exec_keyvals(Ctx *c, Stmt *st, const char *const *keys, IrKeyVal **o
     }
     double v;
     if (eval_num(c, kv->value, &v)) continue;
+    if (keys == model_keys && !(v >= 0 && v <= INT32_MAX && v == floor(v))) {
+      /* the runtime reads these as C ints: 1e10 would wrap, 2.5 would be cut */
+      EERR(c, kv->value, "model key '%s' must be a whole number in 0..%d, got %.17g", nm, INT32_MAX, v);
+      continue;
+    }
     arr[n].key = nm;
     arr[n].value = v;
     arr[n].span = kv->span;
