@@ -145,6 +145,37 @@ static void load(Front *fr, const char *path, char *real, Span from) {
   free(text);
 }
 
+static int has_param(const Front *fr, const ScheduleDef *d, const char *name) {
+  for (const Param *p = d->params; p; p = p->next)
+    if (!strcmp(sym_name(&fr->syms, p->name), name)) return 1;
+  return 0;
+}
+
+/* A -D that names no parameter of the compiled schedule is a usage error that says
+ * which schedule is compiled and which schedules of the file do have the parameter
+ * (a file with several schedules compiles the last one). */
+static int check_defines(Compilation *c, Front *fr, const ScheduleDef *main) {
+  int bad = 0;
+  for (int k = 0; k < c->opt->ndefs; k++) {
+    const char *nm = c->opt->defs[k].name;
+    if (has_param(fr, main, nm)) continue;
+    char list[512] = "";
+    size_t n = 0;
+    int cnt = 0;
+    for (int j = 0; j < fr->ndefs; j++)
+      if (fr->defs[j] != main && has_param(fr, fr->defs[j], nm) && n < sizeof list - 64) {
+        n += (size_t)snprintf(list + n, sizeof list - n, "%s'%s'", cnt++ ? ", " : "", sym_name(&fr->syms, fr->defs[j]->name));
+      }
+    if (cnt)
+      diag_error(&c->diag, (Span){0}, "-D %s: the compiled schedule '%s' has no parameter '%s' (%s %s it: use --schedule NAME)",
+                 nm, sym_name(&fr->syms, main->name), nm, list, cnt > 1 ? "have" : "has");
+    else
+      diag_error(&c->diag, (Span){0}, "-D %s: schedule '%s' has no parameter '%s'", nm, sym_name(&fr->syms, main->name), nm);
+    bad = 1;
+  }
+  return bad;
+}
+
 IrSchedule *front_compile(Compilation *c, int *io_error) {
   *io_error = 0;
   const Options *opt = c->opt;
@@ -193,6 +224,7 @@ IrSchedule *front_compile(Compilation *c, int *io_error) {
     diag_error(&c->diag, (Span){1, 1, 1, 1}, "no schedule in this file (expected 'schedule NAME { ... }')");
     return NULL;
   }
+  if (check_defines(c, &fr, main)) { *io_error = 1; return NULL; }
   ElabInput in = {&c->arena, &c->diag, &fr.syms, by_sym, main, opt->file, opt->defs, opt->ndefs, opt->max_ops};
   int usage = 0;
   /* by_sym must cover symbols interned during elaboration */

@@ -20,6 +20,12 @@ printf 'schedule s(t: real = 1) { devices 2; microbatches 2; cost TF = t;\n  for
 expect 0 "valid" check "$tmp/t.pps" -D t=1e-320
 expect 0 "valid" check "$tmp/t.pps" -D t=1e-400
 expect 2 "expected an int, a real" check "$tmp/t.pps" -D t=1e400
+# a -D for another schedule of the file: say which is compiled and which has it
+printf 'schedule a(x = 1) { devices 1; microbatches 1; device 0 { F(0) BW(0) } }\nschedule b { devices 1; microbatches 1; device 0 { F(0) BW(0) } }\n' > "$tmp/two.pps"
+expect 2 "-D x: the compiled schedule 'b' has no parameter 'x' ('a' has it: use --schedule NAME)" check "$tmp/two.pps" -D x=2
+expect 0 "^b: valid" check "$tmp/two.pps"
+expect 0 "^a: valid" check "$tmp/two.pps" -D x=2 --schedule a
+
 # options a command would ignore are usage errors
 expect 2 "--trace does not apply to 'check'" check "$ex" --trace "$tmp/t.json"
 expect 2 "-o does not apply to 'check'" check "$ex" -o "$tmp/o"
