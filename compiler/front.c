@@ -101,13 +101,25 @@ static void load_text(Front *fr, const char *path, char *real, const char *text,
     char *cand = im->path[0] == '/' || !strcmp(dir, ".") ? arena_strdup(&c->arena, im->path)
                                                          : arena_printf(&c->arena, "%s/%s", dir, im->path);
     char *rp = realpath(cand, NULL);
-    if (!rp && im->path[0] != '/' && c->opt->stdlib_dir) {
-      cand = arena_printf(&c->arena, "%s/%s", c->opt->stdlib_dir, im->path);
+    /* then the stdlib directory, then, when that is the default (installed) one, the
+       source tree's stdlib/ (a ppsc run from its build tree, nothing installed) */
+    const char *dirs[2] = {c->opt->stdlib_dir, NULL};
+#if defined(PPS_SRCDIR) && defined(PPS_STDLIB_DIR)
+    if (*PPS_SRCDIR && (!dirs[0] || !strcmp(dirs[0], PPS_STDLIB_DIR))) dirs[1] = PPS_SRCDIR "/stdlib";
+#endif
+    for (int k = 0; k < 2 && !rp && im->path[0] != '/'; k++) {
+      if (!dirs[k] || (k == 1 && dirs[0] && !strcmp(dirs[0], dirs[1]))) continue;
+      cand = arena_printf(&c->arena, "%s/%s", dirs[k], im->path);
       rp = realpath(cand, NULL);
     }
     if (!rp) {
-      diag_error(&c->diag, im->span, "cannot find import \"%s\" (looked next to this file%s)", im->path,
-                 c->opt->stdlib_dir ? " and in the stdlib directory" : "");
+      char where[1024];
+      int n = snprintf(where, sizeof where, "%s", dir);
+      for (int k = 0; k < 2 && im->path[0] != '/' && n > 0 && (size_t)n < sizeof where; k++)
+        if (dirs[k] && !(k == 1 && dirs[0] && !strcmp(dirs[0], dirs[1])))
+          n += snprintf(where + n, sizeof where - (size_t)n, ", %s", dirs[k]);
+      diag_error(&c->diag, im->span, "cannot find import \"%s\" (looked in %s; --stdlib DIR or $PPS_STDLIB name another)",
+                 im->path, where);
       continue;
     }
     char *real2 = arena_strdup(&c->arena, rp);

@@ -26,6 +26,11 @@ expect 2 "-D x: the compiled schedule 'b' has no parameter 'x' ('a' has it: use 
 expect 0 "^b: valid" check "$tmp/two.pps"
 expect 0 "^a: valid" check "$tmp/two.pps" -D x=2 --schedule a
 
+# the stdlib is found from the build tree without $PPS_STDLIB
+printf 'import "1f1b.pps";\nschedule x { use one_f_one_b(P = 2, m = 4); }\n' > "$tmp/usestd.pps"
+( unset PPS_STDLIB; "$PPSC" check "$tmp/usestd.pps" ) >"$tmp/out" 2>&1 && grep -q "^x: valid" "$tmp/out" &&
+  echo "ok: stdlib found without PPS_STDLIB" || { echo "FAIL: stdlib from the build tree"; cat "$tmp/out"; fail=1; }
+
 # options a command would ignore are usage errors
 expect 2 "--trace does not apply to 'check'" check "$ex" --trace "$tmp/t.json"
 expect 2 "-o does not apply to 'check'" check "$ex" -o "$tmp/o"
