@@ -86,6 +86,9 @@ typedef struct Ctx {
   long steps, step_limit;
   int stop, ops_reported;
   int *usage;             /* set when a -D value is wrong (exit 2) */
+  /* the loops we are in, innermost last, for the bindings note under an error */
+  struct LoopAt { Sym sym; int64_t v; Span span; } loops[16];
+  int nloops;
   /* interned names */
   Sym f_min, f_max, f_abs, f_ceil, f_floor, f_round, f_int, f_real;
   Sym t_int, t_real, t_bool, w_stage, w_parallel;
@@ -113,6 +116,18 @@ static void errv(Ctx *c, uint8_t *once, Span at, const char *fmt, va_list ap) {
   char buf[512];
   vsnprintf(buf, sizeof buf, fmt, ap);
   diag_emit(c->d, DIAG_ERROR, at, buf);
+  if (c->nloops > 0) {
+    /* which iteration failed: "in device 3, i = 7" at the innermost loop */
+    char nb[512];
+    size_t n = 0;
+    if (c->cur_dev >= 0) n += (size_t)snprintf(nb, sizeof nb, "in device %d, ", c->cur_dev);
+    else n += (size_t)snprintf(nb, sizeof nb, "with ");
+    int shown = c->nloops < (int)(sizeof c->loops / sizeof *c->loops) ? c->nloops : (int)(sizeof c->loops / sizeof *c->loops);
+    for (int k = 0; k < shown && n < sizeof nb - 64; k++)
+      n += (size_t)snprintf(nb + n, sizeof nb - n, "%s%s = %lld", k ? ", " : "", sym_name(c->syms, c->loops[k].sym),
+                            (long long)c->loops[k].v);
+    diag_emit(c->d, DIAG_NOTE, c->loops[shown - 1].span, nb);
+  }
   if (c->d->errors > 10000) c->stop = 1; /* enough; do not drown */
 }
 static void __attribute__((format(printf, 4, 5))) err(Ctx *c, uint8_t *once, Span at, const char *fmt, ...) {
@@ -1075,11 +1090,15 @@ static void exec(Ctx *c, Stmt *st) {
     int mark = c->nsaved;
     bind(c, st->sym, vint(lo));
     Bind *b = &c->binds[st->sym];
+    int li = c->nloops++;
+    if (li < (int)(sizeof c->loops / sizeof *c->loops)) { c->loops[li].sym = st->sym; c->loops[li].span = st->span; }
     for (uint64_t k = 0; k < trip && !c->stop; k++) {
       b->v.u.i = (int64_t)((uint64_t)lo + k * (uint64_t)step); /* in [lo, hi): no overflow */
+      if (li < (int)(sizeof c->loops / sizeof *c->loops)) c->loops[li].v = b->v.u.i;
       exec_list(c, st->body);
       unbind_to(c, mark + 1);
     }
+    c->nloops--;
     unbind_to(c, mark);
     return;
   }
