@@ -20,6 +20,14 @@ typedef struct Define {
   const char *value;  /* text as given; parsed as a PPS literal (int, real, true/false) */
 } Define;
 
+/* --cost KEY=VALUE / --memory KEY=VALUE: a schedule-wide cost or memory setting
+ * that replaces the file's, whatever the file declares as parameters. */
+typedef struct KeyOverride {
+  int memory;         /* 0: --cost, 1: --memory */
+  const char *key;    /* as written before '=' (owned by main.c) */
+  const char *value;  /* text after '=' */
+} KeyOverride;
+
 typedef struct Options {
   const char *cmd;          /* check, sim, expand, emit-c, build, import-csv, export-csv */
   const char *file;         /* input file ("-" = stdin) */
@@ -35,6 +43,7 @@ typedef struct Options {
   int color;                /* --color=always|never|auto resolved */
   long max_ops;             /* --max-ops N: elaboration limit on generated ops (default 50M) */
   int argc; char **argv;    /* unparsed extra arguments (after --), for build */
+  KeyOverride *keys; int nkeys; /* --cost / --memory, in order (a later one wins) */
 } Options;
 
 typedef struct Compilation {

@@ -1290,6 +1290,39 @@ static void build_stages(Ctx *c) {
   }
 }
 
+/* --cost KEY=V and --memory KEY=V: replace the schedule-wide value the file stated
+ * (or the default), after the file ran. A bad key or value is a usage error. */
+static void apply_key_overrides(Ctx *c) {
+  for (int i = 0; i < c->in->nkeys; i++) {
+    const KeyOverride *o = &c->in->keys[i];
+    const char *opt = o->memory ? "--memory" : "--cost";
+    int lo = o->memory ? K_ACT : K_TF, hi = o->memory ? K_N : K_TOFF + 1, k = -1;
+    for (int j = lo; j < hi; j++)
+      if (!strcmp(o->key, key_names[j])) k = j;
+    if (k < 0) {
+      diag_error(c->d, (Span){0}, "%s %s: unknown key (expected %s)", opt, o->key,
+                 o->memory ? "act, b_free, limit, host_limit or act_s" : "TF, TB, TW, TC, TBW, TIF, TIB, TS, TT, TCOLL or TOFF");
+      *c->usage = 1;
+      continue;
+    }
+    Value v;
+    if (parse_define(o->value, &v) || v.t == T_BOOL) {
+      diag_error(c->d, (Span){0}, "%s %s=%s: expected a number", opt, o->key, o->value);
+      *c->usage = 1;
+      continue;
+    }
+    double x = v.t == T_REAL ? v.u.r : (double)v.u.i;
+    if (x < 0 || (k == K_BFREE && x > 1)) {
+      diag_error(c->d, (Span){0}, "%s %s=%s: %s", opt, o->key, o->value, k == K_BFREE ? "'b_free' is a fraction: 0..1" : "must not be negative");
+      *c->usage = 1;
+      continue;
+    }
+    c->cost[k] = x;
+    c->cost_set[k] = 1;
+    c->cost_span[k] = c->s->span;
+  }
+}
+
 /* Times and memory the analysis adds up must stay finite: the sum of every pass's
  * cost (an upper bound on the makespan) and of every activation must be a number.
  * Blames the key (or stage override) that contributes most. */
@@ -1487,6 +1520,7 @@ IrSchedule *elab_run(const ElabInput *in, int *usage) {
   static const char *const pl[] = {"linear", "linear", "interleaved", "vshape", "explicit"};
   s->placement = pl[c->placement];
   s->v = (int32_t)c->pv;
+  apply_key_overrides(c);
   build_stages(c);
   check_totals(c);
   if (!c->stop) check_duplicates(c);

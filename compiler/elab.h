@@ -18,6 +18,8 @@ typedef struct ElabInput {
   const Define *defs;       /* -D NAME=VALUE */
   int ndefs;
   long max_ops;
+  const KeyOverride *keys;  /* --cost / --memory KEY=VALUE */
+  int nkeys;
 } ElabInput;
 
 /* Elaborates in->main. Returns the IR (possibly with errors reported) or NULL when

@@ -237,7 +237,8 @@ IrSchedule *front_compile(Compilation *c, int *io_error) {
     return NULL;
   }
   if (check_defines(c, &fr, main)) { *io_error = 1; return NULL; }
-  ElabInput in = {&c->arena, &c->diag, &fr.syms, by_sym, main, opt->file, opt->defs, opt->ndefs, opt->max_ops};
+  ElabInput in = {&c->arena, &c->diag, &fr.syms, by_sym, main, opt->file, opt->defs, opt->ndefs, opt->max_ops,
+                  opt->keys, opt->nkeys};
   int usage = 0;
   /* by_sym must cover symbols interned during elaboration */
   IrSchedule *s = elab_run(&in, &usage);

@@ -25,6 +25,8 @@ static const char usage_text[] =
   "\n"
   "options:\n"
   "  -D NAME=VALUE     override a schedule parameter (repeatable)\n"
+  "  --cost KEY=V      set a schedule-wide cost (TF, TB, TW, TC, TBW, TOFF, ...) of any file\n"
+  "  --memory KEY=V    set a memory setting (act, b_free, limit, host_limit, act_s) of any file\n"
   "  --schedule NAME   which schedule of FILE to use (default: the last one)\n"
   "  --json            one JSON object on stdout (check, sim)\n"
   "  --trace OUT.json  Chrome trace of the simulation (sim)\n"
@@ -90,6 +92,17 @@ static int parse_options(int argc, char **argv, Options *o, Define *defs, int *c
       defs[o->ndefs].name = strndup(v, (size_t)(eq - v));
       defs[o->ndefs].value = eq + 1;
       o->ndefs++;
+    } else if ((!strncmp(a, "--cost", 6) && (a[6] == 0 || a[6] == '=')) ||
+               (!strncmp(a, "--memory", 8) && (a[8] == 0 || a[8] == '='))) {
+      int mem = a[2] == 'm';
+      const char *opt = mem ? "--memory" : "--cost";
+      if (!(v = opt_value(argc, argv, &i, opt))) return usage_error("%s needs KEY=VALUE", opt);
+      const char *eq = strchr(v, '=');
+      if (!eq || eq == v) return usage_error("%s needs KEY=VALUE, got '%s'", opt, v);
+      KeyOverride *k = &o->keys[o->nkeys++];
+      k->memory = mem;
+      k->key = strndup(v, (size_t)(eq - v));
+      k->value = eq + 1;
     } else if (!strcmp(a, "-o")) {
       if (i + 1 >= argc) return usage_error("-o needs a file name");
       o->out = argv[++i];
@@ -200,10 +213,15 @@ int main(int argc, char **argv) {
   Define *defs = calloc((size_t)argc, sizeof *defs);
   if (!defs) return usage_error("out of memory");
   opt.defs = defs;
+  KeyOverride *keys = calloc((size_t)argc, sizeof *keys);
+  if (!keys) { free(defs); return usage_error("out of memory"); }
+  opt.keys = keys;
   int rc = parse_options(argc, argv, &opt, defs, &color);
   arena_set_oom_hint(opt.max_ops);
   if (rc < 0) rc = run(&opt, cmd, color);
   for (int k = 0; k < opt.ndefs; k++) free((char *)defs[k].name);
   free(defs);
+  for (int k = 0; k < opt.nkeys; k++) free((char *)keys[k].key);
+  free(keys);
   return rc;
 }

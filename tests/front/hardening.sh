@@ -31,6 +31,14 @@ printf 'import "1f1b.pps";\nschedule x { use one_f_one_b(P = 2, m = 4); }\n' > "
 ( unset PPS_STDLIB; "$PPSC" check "$tmp/usestd.pps" ) >"$tmp/out" 2>&1 && grep -q "^x: valid" "$tmp/out" &&
   echo "ok: stdlib found without PPS_STDLIB" || { echo "FAIL: stdlib from the build tree"; cat "$tmp/out"; fail=1; }
 
+# --cost / --memory set any file's costs and memory settings
+expect 0 "makespan 52" check "$ex" --cost TC=0.5 --cost TF=2
+expect 0 "TC = 0.1;" expand "$ex" --cost TC=0.1
+expect 1 "over the limit of 2" check "$ex" --memory limit=2
+expect 2 "--cost XX: unknown key" check "$ex" --cost XX=1
+expect 2 "--memory limit=-1: must not be negative" check "$ex" --memory limit=-1
+expect 2 "--cost needs KEY=VALUE" check "$ex" --cost TF
+
 # options a command would ignore are usage errors
 expect 2 "--trace does not apply to 'check'" check "$ex" --trace "$tmp/t.json"
 expect 2 "-o does not apply to 'check'" check "$ex" -o "$tmp/o"
