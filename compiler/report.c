@@ -33,6 +33,17 @@ static const char *metric_cmp(int c) {
   return c >= 0 && c <= 5 ? t[c] : "?";
 }
 
+/* The bottleneck device: the one with the most compute (busy) time; its bubble is
+ * 1 - busy / makespan. With per-stage costs the headline bubble (against the ideal
+ * m(TF+TB+TW)) can be large while this device never waits. */
+static int bottleneck(const IrSchedule *s, const SimResult *sim, double *rate) {
+  int best = 0;
+  for (int d = 1; d < s->ndev; d++)
+    if (sim->dev[d].busy > sim->dev[best].busy) best = d;
+  *rate = sim->makespan > 0 && s->ndev > 0 ? 1 - sim->dev[best].busy / sim->makespan : 0;
+  return best;
+}
+
 /* ---- text ---- */
 void report_text(StrBuf *b, const Report *r) {
   const IrSchedule *s = r->s;
@@ -63,6 +74,11 @@ void report_text(StrBuf *b, const Report *r) {
   report_num(b, sim->ideal);
   sb_puts(b, " = m(TF+TB+TW))\n");
   sb_printf(b, "bubble      %.4f   (over the longest device span: %.4f)\n", sim->bubble_rate, sim->bubble_rate_span);
+  if (s->ndev > 0) {
+    double br;
+    int bd = bottleneck(s, sim, &br);
+    sb_printf(b, "bottleneck  device %d: busy %.4f of the makespan, bubble %.4f\n", bd, 1 - br, br);
+  }
   sb_puts(b, "peak memory ");
   report_num(b, sim->peak_memory);
   sb_printf(b, " activations on device %d", sim->peak_device);
@@ -212,7 +228,15 @@ void report_json(StrBuf *b, const Report *r) {
       sb_puts(b, "}");
     }
   }
-  sb_puts(b, "]}\n");
+  sb_puts(b, "]");
+  /* added after the original keys (their order is kept): the bottleneck device's bubble */
+  {
+    double br = 0;
+    int bd = sim && s && s->ndev > 0 ? bottleneck(s, sim, &br) : 0;
+    json_key_num(b, "bottleneck_device", bd, sim && s && s->ndev > 0);
+    json_key_num(b, "bubble_rate_bottleneck", br, sim && s && s->ndev > 0);
+  }
+  sb_puts(b, "}\n");
 }
 
 /* ---- Chrome trace ---- */

@@ -39,6 +39,13 @@ expect 2 "--cost XX: unknown key" check "$ex" --cost XX=1
 expect 2 "--memory limit=-1: must not be negative" check "$ex" --memory limit=-1
 expect 2 "--cost needs KEY=VALUE" check "$ex" --cost TF
 
+# per-stage costs: the headline bubble is against m(TF+TB+TW); the bottleneck
+# device's bubble is reported beside it (device 0 is busy 24 of 24.6)
+printf 'schedule bn(P = 2, m = 4) {\n  devices P; microbatches m; placement linear;\n  cost stage 0: TF = 2, TB = 2, TW = 2;\n  cost stage 1: TF = 0.2, TB = 0.2, TW = 0.2;\n  for d in 0..P { device d { for i in 0..m { F(i) } for i in 0..m { BW(i) } } }\n}\n' > "$tmp/bn.pps"
+expect 0 "bottleneck  device 0: busy 0.9756 of the makespan, bubble 0.0244" sim "$tmp/bn.pps"
+expect 0 '"bubble_rate":0.512195121951,' sim "$tmp/bn.pps" --json
+expect 0 '"bottleneck_device":0,"bubble_rate_bottleneck":0.02439024390244}' sim "$tmp/bn.pps" --json
+
 # options a command would ignore are usage errors
 expect 2 "--trace does not apply to 'check'" check "$ex" --trace "$tmp/t.json"
 expect 2 "-o does not apply to 'check'" check "$ex" -o "$tmp/o"
