@@ -128,7 +128,7 @@ static int run_cmd(Compilation *c, int is_sim) {
   IrSchedule *s = front_compile(c, &io);
   Analysis an;
   memset(&an, 0, sizeof an);
-  int want_tl = is_sim && (o->trace || o->svg);
+  int want_tl = is_sim && (o->trace || o->svg || o->grid);
   if (s && !io && c->diag.errors == 0) analysis_run(&c->arena, &c->diag, s, &an, want_tl);
   int valid = s && !io && c->diag.errors == 0;
   Report rep = {is_sim ? "sim" : "check", s, &c->diag, an.verified ? &an.vr.ix : NULL,
@@ -141,6 +141,7 @@ static int run_cmd(Compilation *c, int is_sim) {
   } else if (!o->quiet && s && !io) {
     if (is_sim || valid) {
       report_text(&b, &rep);
+      if (is_sim && o->grid && an.simulated) { sb_puts(&b, "\n"); report_grid(&b, &rep); }
       if (write_buf("-", &b)) rc = PPSC_USAGE;
     }
   }

@@ -2,7 +2,8 @@
 # their tests (tests/analysis/) and the simulator benchmark (bench/sim*).
 libppsc_la_SOURCES += compiler/analysis.c compiler/analysis.h \
   compiler/lower.c compiler/lower.h compiler/verify.c compiler/verify.h \
-  compiler/sim.c compiler/sim.h compiler/report.c compiler/report.h compiler/csv.c
+  compiler/sim.c compiler/sim.h compiler/report.c compiler/report.h compiler/csv.c \
+  compiler/grid.c compiler/compare.c
 libppsc_la_SOURCES += compiler/cmd_build.c
 
 # C tests on IR built in memory (no parser needed)

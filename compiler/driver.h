@@ -44,6 +44,8 @@ typedef struct Options {
   long max_ops;             /* --max-ops N: elaboration limit on generated ops (default 50M) */
   int argc; char **argv;    /* unparsed extra arguments (after --), for build */
   KeyOverride *keys; int nkeys; /* --cost / --memory, in order (a later one wins) */
+  int grid;                 /* sim --grid: the text grid (grid.c) */
+  const char *file2;        /* compare: the second file (compare.c) */
 } Options;
 
 typedef struct Compilation {
@@ -65,6 +67,7 @@ int cmd_emit_c(Compilation *c);
 int cmd_build(Compilation *c);
 int cmd_import_csv(Compilation *c);
 int cmd_export_csv(Compilation *c);
+int cmd_compare(Compilation *c);
 
 /* Writes `size` bytes to `path` atomically (temporary file + rename), so an error
  * never leaves a partial output. "-" writes stdout. Returns 0, or -1 with a message

@@ -22,6 +22,7 @@ static const char usage_text[] =
   "  build FILE -o PROG     emit C, compile and link it with libppsrt (honours CC, CFLAGS)\n"
   "  import-csv CSV -o OUT.pps   read a torch.distributed.pipelining schedule CSV\n"
   "  export-csv FILE -o OUT.csv  write one\n"
+  "  compare A B       check and simulate two schedules: figures side by side, where orders differ\n"
   "\n"
   "options:\n"
   "  -D NAME=VALUE     override a schedule parameter (repeatable)\n"
@@ -31,6 +32,7 @@ static const char usage_text[] =
   "  --json            one JSON object on stdout (check, sim)\n"
   "  --trace OUT.json  Chrome trace of the simulation (sim)\n"
   "  --svg OUT.svg     timeline and memory plot (sim)\n"
+  "  --grid            a text grid: a column per device, a row per instant a pass starts (sim)\n"
   "  -o FILE           output file (expand, emit-c, build, import-csv, export-csv)\n"
   "  --stdlib DIR      where `import` finds the standard schedules\n"
   "  --max-errors N    print at most N errors (default 50, 0 = all)\n"
@@ -58,6 +60,7 @@ static const Command commands[] = {
   {"expand", cmd_expand, 1},     {"emit-c", cmd_emit_c, 1},
   {"build", cmd_build, 1},       {"import-csv", cmd_import_csv, 1},
   {"export-csv", cmd_export_csv, 1},
+  {"compare", cmd_compare, 1},
 };
 
 /* Takes the value of an option written "--opt VALUE" or "--opt=VALUE". */
@@ -106,6 +109,8 @@ static int parse_options(int argc, char **argv, Options *o, Define *defs, int *c
     } else if (!strcmp(a, "-o")) {
       if (i + 1 >= argc) return usage_error("-o needs a file name");
       o->out = argv[++i];
+    } else if (!strcmp(a, "--grid")) {
+      o->grid = 1;
     } else if (!strcmp(a, "--json")) {
       o->json = 1;
     } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
@@ -141,6 +146,8 @@ static int parse_options(int argc, char **argv, Options *o, Define *defs, int *c
       return usage_error("unknown option '%s'", a);
     } else if (!o->file) {
       o->file = a;
+    } else if (!o->file2 && !strcmp(o->cmd, "compare")) {
+      o->file2 = a;
     } else {
       return usage_error("more than one input file ('%s' and '%s')", o->file, a);
     }
@@ -154,16 +161,18 @@ static int option_misuse(const Options *o, const char *cmd) {
   int is_sim = !strcmp(cmd, "sim"), is_check = !strcmp(cmd, "check");
   const char *bad = NULL;
   if ((o->trace) && !is_sim) bad = "--trace";
+  else if (o->grid && !is_sim) bad = "--grid";
   else if (o->svg && !is_sim) bad = "--svg";
-  else if (o->out && (is_sim || is_check)) bad = "-o";
+  else if (o->out && (is_sim || is_check || !strcmp(cmd, "compare"))) bad = "-o";
   else if (o->json && !is_sim && !is_check && (!strcmp(cmd, "expand") || !strcmp(cmd, "emit-c") || !strcmp(cmd, "build") ||
-                                                !strcmp(cmd, "import-csv") || !strcmp(cmd, "export-csv")))
+                                                !strcmp(cmd, "import-csv") || !strcmp(cmd, "export-csv") ||
+                                                !strcmp(cmd, "compare")))
     bad = "--json";
   if (!bad) return 0;
   usage_error("%s does not apply to '%s' (%s)", bad, cmd,
-              !strcmp(bad, "-o") ? "check and sim print to standard output; --trace/--svg write files from sim"
+              !strcmp(bad, "-o") ? "check, sim and compare print to standard output; --trace/--svg write files from sim"
               : !strcmp(bad, "--json") ? "--json is for check and sim"
-              : "--trace and --svg are for sim");
+              : "--trace, --svg and --grid are for sim");
   return 1;
 }
 

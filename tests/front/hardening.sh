@@ -46,6 +46,20 @@ expect 0 "bottleneck  device 0: busy 0.9756 of the makespan, bubble 0.0244" sim 
 expect 0 '"bubble_rate":0.512195121951,' sim "$tmp/bn.pps" --json
 expect 0 '"bottleneck_device":0,"bubble_rate_bottleneck":0.02439024390244}' sim "$tmp/bn.pps" --json
 
+# sim --grid: a column per device, a row per instant a pass starts
+"$PPSC" sim "$ex" --grid -D P=3 -D m=4 > "$tmp/grid" 2>&1 || { echo "FAIL: sim --grid"; fail=1; }
+if grep -q '^time | dev 0 | dev 1 | dev 2$' "$tmp/grid" && grep -q '^2    | F(2)  | F(1)  | F(0) *$' "$tmp/grid" &&
+   grep -q '^16   | BW(3) |       | *$' "$tmp/grid"; then echo "ok: sim --grid"
+else echo "FAIL: sim --grid output"; cat "$tmp/grid"; fail=1; fi
+expect 2 "--grid does not apply to 'check'" check "$ex" --grid
+# compare: figures side by side and where the orders first differ
+expect 0 "makespan  *33  *27   -6 (-18.2%)" compare "$top_srcdir/stdlib/1f1b.pps" "$top_srcdir/stdlib/zb_h1.pps" -D P=4 -D m=8
+grep -q "device 3: first differ at pass 1: A BW(0) (line [0-9]*), B B(0) (line [0-9]*)" "$tmp/out" &&
+  echo "ok: compare names the first difference" || { echo "FAIL: compare orders"; cat "$tmp/out"; fail=1; }
+expect 0 "the same on every device" compare "$ex" "$ex"
+expect 1 "deadlock" compare "$ex" "$top_srcdir/tests/analysis/cases/deadlock.pps"
+expect 2 "compare needs two input files" compare "$ex"
+
 # options a command would ignore are usage errors
 expect 2 "--trace does not apply to 'check'" check "$ex" --trace "$tmp/t.json"
 expect 2 "-o does not apply to 'check'" check "$ex" -o "$tmp/o"
