@@ -132,7 +132,8 @@ static int run_cmd(Compilation *c, int is_sim) {
   if (s && !io && c->diag.errors == 0) analysis_run(&c->arena, &c->diag, s, &an, want_tl);
   int valid = s && !io && c->diag.errors == 0;
   Report rep = {is_sim ? "sim" : "check", s, &c->diag, an.verified ? &an.vr.ix : NULL,
-                an.simulated ? &an.sim : NULL, an.verified ? an.expects : NULL, an.inserted_ops, valid};
+                an.simulated ? &an.sim : NULL, an.verified ? an.expects : NULL, an.inserted_ops, valid,
+                o->svg_arrows};
   int rc = io ? PPSC_USAGE : valid ? PPSC_OK : PPSC_INVALID;
   StrBuf b = {0};
   if (o->json) {

@@ -45,6 +45,7 @@ typedef struct Options {
   int argc; char **argv;    /* unparsed extra arguments (after --), for build */
   KeyOverride *keys; int nkeys; /* --cost / --memory, in order (a later one wins) */
   int grid;                 /* sim --grid: the text grid (grid.c) */
+  int svg_arrows;           /* sim --svg-arrows: transfers in the SVG (svg.c) */
   const char *file2;        /* compare: the second file (compare.c) */
 } Options;
 

@@ -32,6 +32,7 @@ static const char usage_text[] =
   "  --json            one JSON object on stdout (check, sim)\n"
   "  --trace OUT.json  Chrome trace of the simulation (sim)\n"
   "  --svg OUT.svg     timeline and memory plot (sim)\n"
+  "  --svg-arrows      draw the transfers in the --svg picture\n"
   "  --grid            a text grid: a column per device, a row per instant a pass starts (sim)\n"
   "  -o FILE           output file (expand, emit-c, build, import-csv, export-csv)\n"
   "  --stdlib DIR      where `import` finds the standard schedules\n"
@@ -111,6 +112,8 @@ static int parse_options(int argc, char **argv, Options *o, Define *defs, int *c
       o->out = argv[++i];
     } else if (!strcmp(a, "--grid")) {
       o->grid = 1;
+    } else if (!strcmp(a, "--svg-arrows")) {
+      o->svg_arrows = 1;
     } else if (!strcmp(a, "--json")) {
       o->json = 1;
     } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
@@ -162,6 +165,7 @@ static int option_misuse(const Options *o, const char *cmd) {
   const char *bad = NULL;
   if ((o->trace) && !is_sim) bad = "--trace";
   else if (o->grid && !is_sim) bad = "--grid";
+  else if (o->svg_arrows && !o->svg) bad = "--svg-arrows";
   else if (o->svg && !is_sim) bad = "--svg";
   else if (o->out && (is_sim || is_check || !strcmp(cmd, "compare"))) bad = "-o";
   else if (o->json && !is_sim && !is_check && (!strcmp(cmd, "expand") || !strcmp(cmd, "emit-c") || !strcmp(cmd, "build") ||
@@ -172,6 +176,7 @@ static int option_misuse(const Options *o, const char *cmd) {
   usage_error("%s does not apply to '%s' (%s)", bad, cmd,
               !strcmp(bad, "-o") ? "check, sim and compare print to standard output; --trace/--svg write files from sim"
               : !strcmp(bad, "--json") ? "--json is for check and sim"
+              : !strcmp(bad, "--svg-arrows") ? "it adds to the picture of sim --svg"
               : "--trace, --svg and --grid are for sim");
   return 1;
 }

@@ -23,6 +23,7 @@ typedef struct Report {
   const ExpectResult *expects; /* [s->nexpects] or NULL */
   int64_t inserted_ops;
   int valid;
+  int arrows;                /* --svg-arrows: transfers drawn in the SVG */
 } Report;
 
 void report_text(StrBuf *b, const Report *r);
