@@ -93,6 +93,7 @@ typedef struct Stmt {
   Span span2;      /* a second location (placement name, the `at` clause, the string) */
   Expr *e1, *e2, *e3;
   ExprList list;   /* placement list, pass arguments */
+  Sym sym2;        /* placement [E for NAME in A..B]: NAME (e1 = E, e2 = A, e3 = B) */
   union {
     KeyVal *kv;              /* cost, memory, model, hardware, use */
     OffloadClause *clauses;  /* offload */

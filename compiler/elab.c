@@ -89,6 +89,9 @@ typedef struct Ctx {
   /* the loops we are in, innermost last, for the bindings note under an error */
   struct LoopAt { Sym sym; int64_t v; Span span; } loops[16];
   int nloops;
+  /* placement [E for NAME in A..B]: entry s of the list is E with NAME = A + s */
+  Sym place_var;
+  int64_t place_lo;
   /* interned names */
   Sym f_min, f_max, f_abs, f_ceil, f_floor, f_round, f_int, f_real;
   Sym t_int, t_real, t_bool, w_stage, w_parallel;
@@ -476,8 +479,19 @@ static int place(Ctx *c, int kind, int64_t v, ExprList *list, Stmt *st) {
     case PL_VSHAPE: map[s] = (int32_t)(s < P ? s : 2 * P - 1 - s); break;
     default: {
       int64_t d;
-      if (eval_int(c, list->v[s], &d)) return -1;
-      if (d < 0 || d >= P) { EERR(c, list->v[s], "device %lld out of range 0..%lld", (long long)d, (long long)P); return -1; }
+      int mark = c->nsaved;
+      if (c->place_var) bind(c, c->place_var, vint(c->place_lo + s));
+      int bad = eval_int(c, list->v[s], &d);
+      if (c->place_var) unbind_to(c, mark);
+      if (bad) return -1;
+      if (d < 0 || d >= P) {
+        int first = !list->v[s]->errored;
+        EERR(c, list->v[s], "device %lld out of range 0..%lld", (long long)d, (long long)P);
+        if (first && c->place_var)
+          diag_note(c->d, list->v[s]->span, "for stage %lld, with %s = %lld", (long long)s, sname(c, c->place_var),
+                    (long long)(c->place_lo + s));
+        return -1;
+      }
       map[s] = (int32_t)d;
     }
     }
@@ -1010,21 +1024,38 @@ static void exec(Ctx *c, Stmt *st) {
       SERR(c, st, "too many stages");
       return;
     }
+    ExprList list = st->list;
+    if (st->sym2) { /* [E for NAME in A..B]: B - A entries, each E */
+      int64_t lo, hi;
+      if (eval_int(c, st->e2, &lo) || eval_int(c, st->e3, &hi)) return;
+      if (hi - lo < 1 || hi - lo > MAX_STAGES) {
+        err(c, &st->errored, st->span2, "a placement of %lld stages (%lld..%lld): expected 1..%d", (long long)(hi - lo),
+            (long long)lo, (long long)hi, MAX_STAGES);
+        return;
+      }
+      list.n = list.cap = (int)(hi - lo);
+      list.v = arena_alloc(c->a, sizeof *list.v * (size_t)list.n);
+      for (int k = 0; k < list.n; k++) list.v[k] = st->e1;
+      c->place_var = st->sym2;
+      c->place_lo = lo;
+    }
     if (had) { /* the same placement again is fine (composition); another is not */
       int32_t *map = c->stage_dev, *nst = c->dev_nst, *first = c->dev_first;
       int64_t S = c->nstage, pv = c->pv;
       int pk = c->placement;
       Value bs = c->builtin[B_S], bv = c->builtin[B_V];
       Span sp = c->placespan;
-      int same = place(c, kind, v, &st->list, NULL) == 0 && c->nstage == S &&
+      int same = place(c, kind, v, &list, NULL) == 0 && c->nstage == S &&
                  !memcmp(c->stage_dev, map, (size_t)S * sizeof *map);
       c->stage_dev = map; c->dev_nst = nst; c->dev_first = first;
       c->nstage = S; c->pv = pv; c->placement = pk;
       c->builtin[B_S] = bs; c->builtin[B_V] = bv; c->placespan = sp;
+      c->place_var = 0;
       if (!same) SERR(c, st, "a different placement is already in effect");
       return;
     }
-    place(c, kind, v, &st->list, st);
+    place(c, kind, v, &list, st);
+    c->place_var = 0;
     return;
   }
   case ST_COST:

@@ -178,6 +178,9 @@ stmt: DEVICES expr semi { $$ = ast_stmt(ps, ST_DEVICES, @1); $$->e1 = $2; }
         $$ = ast_stmt(ps, ST_PLACEMENT, @1); $$->sym = $2; $$->span2 = SP(@2); $$->e1 = $4;
       }
     | PLACEMENT '[' args ']' semi { $$ = ast_stmt(ps, ST_PLACEMENT, @1); $$->list = $3; $$->span2 = SP(@2); }
+    | PLACEMENT '[' expr FOR IDENT IN expr DOTDOT expr ']' semi {
+        $$ = ast_stmt(ps, ST_PLACEMENT, @1); $$->e1 = $3; $$->sym2 = $5; $$->e2 = $7; $$->e3 = $9; $$->span2 = SP(@2);
+      }
     | COST kvs semi { $$ = ast_stmt(ps, ST_COST, @1); $$->kv = $2.head; }
     | COST IDENT expr ':' kvs semi {
         $$ = ast_stmt(ps, ST_COST, @1); $$->sym = $2; $$->span2 = SP(@2); $$->e1 = $3; $$->kv = $5.head;

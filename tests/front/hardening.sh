@@ -60,6 +60,11 @@ expect 0 "the same on every device" compare "$ex" "$ex"
 expect 1 "deadlock" compare "$ex" "$top_srcdir/tests/analysis/cases/deadlock.pps"
 expect 2 "compare needs two input files" compare "$ex"
 
+# a computed placement scales with P
+printf 'schedule v(P = 4, m = 2) {\n  devices P; microbatches m;\n  placement [if s < P then s else 2 * P - 1 - s for s in 0..2 * P];\n  for d in 0..P { device d { for i in 0..m { F(i, d) } for i in 0..m { F(i, 2 * P - 1 - d) } for i in 0..m { BW(i, 2 * P - 1 - d) } for i in 0..m { BW(i, d) } } }\n}\n' > "$tmp/v.pps"
+expect 0 "placement \[0, 1, 2, 2, 1, 0\];" expand "$tmp/v.pps" -D P=3
+expect 0 "v: valid (5 devices, 10 stages" check "$tmp/v.pps" -D P=5
+
 # options a command would ignore are usage errors
 expect 2 "--trace does not apply to 'check'" check "$ex" --trace "$tmp/t.json"
 expect 2 "-o does not apply to 'check'" check "$ex" -o "$tmp/o"
