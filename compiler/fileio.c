@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,7 +117,7 @@ int write_file_atomic(const char *path, const char *data, size_t size) {
 }
 
 char *read_input(const char *path, int regular_only, size_t cap, size_t *size) {
-  int fd;
+  int fd, fifo = 0;
   if (!strcmp(path, "-")) {
     fd = 0;
   } else {
@@ -133,10 +134,10 @@ char *read_input(const char *path, int regular_only, size_t cap, size_t *size) {
     }
     if (S_ISREG(st.st_mode) && (uint64_t)st.st_size > cap) { close(fd); errno = EFBIG; return NULL; }
     if (S_ISFIFO(st.st_mode)) {
-      /* a FIFO named on the command line: wait for its writer like any reader */
-      close(fd);
-      fd = open(path, O_RDONLY | O_NOCTTY | O_CLOEXEC);
-      if (fd < 0) return NULL;
+      /* a FIFO named on the command line: kept non-blocking (a writer may come and go
+         between two opens) and read after poll(), which waits for data or for a
+         writer that came and went (Linux reports POLLHUP only after one) */
+      fifo = 1;
     } else {
       int fl = fcntl(fd, F_GETFL);
       if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
@@ -154,9 +155,13 @@ char *read_input(const char *path, int regular_only, size_t cap, size_t *size) {
       buf = nb;
       bufcap = nc;
     }
+    if (fifo) {
+      struct pollfd pf = {fd, POLLIN, 0};
+      if (poll(&pf, 1, -1) < 0 && errno != EINTR) { int e = errno; free(buf); close(fd); errno = e; return NULL; }
+    }
     ssize_t r = read(fd, buf + n, bufcap - n);
     if (r < 0) {
-      if (errno == EINTR) continue;
+      if (errno == EINTR || (fifo && errno == EAGAIN)) continue;
       int e = errno;
       free(buf);
       if (fd) close(fd);

@@ -9,7 +9,7 @@
  *   - in each box its microbatch, and its stage where the box is wide enough;
  *   - a <title> tooltip per box: pass, microbatch, stage, device, start, end;
  *   - a width that grows with the ops of the busiest device (14 px per op, 1200 to
- *     20000 px);
+ *     20000 px; 1200 for a dense picture);
  *   - the critical path: the chain of passes and transfers that ends last, found
  *     backwards from the op that ends at the makespan (each step goes to the transfer
  *     a device waited for, or else to the device's previous pass), outlined in red;
@@ -169,6 +169,8 @@ void report_svg(StrBuf *b, const Report *r) {
   double W = most * 14.0;
   if (W < 1200) W = 1200;
   if (W > 20000) W = 20000;
+  int dense = ix->total > SVG_MAX_BOXES;
+  if (dense) W = 1200; /* drawn a pixel column at a time: the width is the cost */
   double left = 80, top = 66, rowh = 22, lane = copies ? 12 : 0, gap = 4;
   double rowstep = rowh + lane + gap;
   double tl_h = P * rowstep;
@@ -176,7 +178,6 @@ void report_svg(StrBuf *b, const Report *r) {
   double mem_top = top + tl_h + 40;
   double H = mem_top + P * (memh + memgap) + 20;
   double xs = W / mk;
-  int dense = ix->total > SVG_MAX_BOXES;
   sb_printf(b, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" font-family=\"sans-serif\" font-size=\"10\">\n",
             left + W + 20, H);
   sb_puts(b, "<defs><marker id=\"arrow\" viewBox=\"0 0 6 6\" refX=\"6\" refY=\"3\" markerWidth=\"5\" markerHeight=\"5\" orient=\"auto\">"

@@ -41,11 +41,16 @@ cmp -s from-fifo new.pps && ok "FIFO reader got the output" || bad "FIFO reader 
 
 # a character device is written in place. Reached through symlinks made here, so that
 # even a ppsc that wrongly renamed over its -o path would replace only the symlink,
-# never /dev/null or /dev/stdout themselves.
-ln -s /dev/null devnull
+# never /dev/null or /dev/stdout themselves. Skipped when /dev/null is not a device
+# (something else on this machine replaced it: writing there would only add to it).
+if [ -c /dev/null ]; then
+  ln -s /dev/null devnull
+  "$PPSC" expand "$ex" -o devnull || bad "expand -o devnull failed"
+  [ -L devnull ] && [ -c devnull ] && ok "/dev/null written in place" || bad "-o devnull replaced the link"
+else
+  echo "skip: /dev/null is not a character device on this machine"
+fi
 ln -s /proc/self/fd/1 stdout-link
-"$PPSC" expand "$ex" -o devnull || bad "expand -o devnull failed"
-[ -L devnull ] && [ -c devnull ] && ok "/dev/null written in place" || bad "-o devnull replaced the link"
 "$PPSC" expand "$ex" -o stdout-link > via-stdout || bad "expand -o stdout-link failed"
 cmp -s via-stdout new.pps && ok "-o /proc/self/fd/1 writes stdout" || bad "-o /proc/self/fd/1 differs"
 
@@ -62,8 +67,10 @@ if grep -q 'ppsc' list; then bad "temporary files left: $(cat list)"; else ok "n
 # inputs: FIFOs and devices are refused without blocking
 timeout 10 "$PPSC" import-csv fifo -o x.pps 2>err; rc=$?
 [ $rc = 2 ] && grep -q "not a regular file" err && ok "import-csv FIFO refused" || { bad "import-csv FIFO: exit $rc"; cat err; }
-timeout 10 "$PPSC" import-csv /dev/null -o x.pps 2>err; rc=$?
-[ $rc = 2 ] && grep -q "not a regular file" err && ok "import-csv device refused" || { bad "import-csv /dev/null: exit $rc"; cat err; }
+if [ -c /dev/null ]; then
+  timeout 10 "$PPSC" import-csv /dev/null -o x.pps 2>err; rc=$?
+  [ $rc = 2 ] && grep -q "not a regular file" err && ok "import-csv device refused" || { bad "import-csv /dev/null: exit $rc"; cat err; }
+fi
 [ -e x.pps ] && bad "import-csv wrote x.pps"
 printf 'import "fifo";\nschedule s { devices 1; microbatches 1; device 0 { F(0) BW(0) } }\n' > imp.pps
 timeout 10 "$PPSC" check imp.pps 2>err; rc=$?
