@@ -63,6 +63,12 @@ int analysis_run(Arena *a, Diag *dg, IrSchedule *s, Analysis *out, int want_time
     if (!want_timeline) out->sim = out->vr.sim;
     if (!want_timeline || sim_run(a, s, &out->vr.ix, &out->vr.links, &out->sim, want_timeline)) {
       out->simulated = 1;
+      /* elaboration bounds the costs; a non-finite time here must still not pass as valid */
+      if (!isfinite(out->sim.makespan) || !isfinite(out->sim.peak_memory)) {
+        diag_error(dg, s->span, "the simulated %s is not a finite number: lower the costs or activations",
+                   isfinite(out->sim.makespan) ? "peak memory" : "makespan");
+        out->simulated = 0;
+      }
       /* the memory bound over simulated time (offload copies overlap compute) */
       for (int d = 0; d < s->ndev; d++) {
         const SimDev *sd = &out->sim.dev[d];
@@ -122,11 +128,12 @@ static int run_cmd(Compilation *c, int is_sim) {
   IrSchedule *s = front_compile(c, &io);
   Analysis an;
   memset(&an, 0, sizeof an);
-  int want_tl = is_sim && (o->trace || o->svg);
+  int want_tl = is_sim && (o->trace || o->svg || o->grid);
   if (s && !io && c->diag.errors == 0) analysis_run(&c->arena, &c->diag, s, &an, want_tl);
   int valid = s && !io && c->diag.errors == 0;
   Report rep = {is_sim ? "sim" : "check", s, &c->diag, an.verified ? &an.vr.ix : NULL,
-                an.simulated ? &an.sim : NULL, an.verified ? an.expects : NULL, an.inserted_ops, valid};
+                an.simulated ? &an.sim : NULL, an.verified ? an.expects : NULL, an.inserted_ops, valid,
+                o->svg_arrows};
   int rc = io ? PPSC_USAGE : valid ? PPSC_OK : PPSC_INVALID;
   StrBuf b = {0};
   if (o->json) {
@@ -135,6 +142,7 @@ static int run_cmd(Compilation *c, int is_sim) {
   } else if (!o->quiet && s && !io) {
     if (is_sim || valid) {
       report_text(&b, &rep);
+      if (is_sim && o->grid && an.simulated) { sb_puts(&b, "\n"); report_grid(&b, &rep); }
       if (write_buf("-", &b)) rc = PPSC_USAGE;
     }
   }

@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 struct ArenaChunk {
   ArenaChunk *next;
@@ -11,9 +13,34 @@ struct ArenaChunk {
   _Alignas(16) unsigned char data[];
 };
 
+static char oom_hint[160];
+
+void arena_set_oom_hint(long max_ops) {
+  snprintf(oom_hint, sizeof oom_hint, ": lower --max-ops (now %ld) or give ppsc more memory", max_ops);
+}
+
+void arena_out_of_memory(size_t n) {
+  fprintf(stderr, "ppsc: out of memory (asked for %zu more bytes)%s\n", n, oom_hint);
+  fflush(stdout);
+  _exit(2);
+}
+
 static void *arena_oom(size_t n) {
-  fprintf(stderr, "ppsc: out of memory (asked for %zu bytes)\n", n);
-  abort();
+  arena_out_of_memory(n);
+  return NULL;
+}
+
+long arena_default_max_ops(void) {
+  const long cap = 50000000, bytes_per_op = 215;
+  long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+  double mem = pages > 0 && psz > 0 ? (double)pages * (double)psz : 0;
+  struct rlimit rl;
+  if (!getrlimit(RLIMIT_AS, &rl) && rl.rlim_cur != RLIM_INFINITY && (mem <= 0 || (double)rl.rlim_cur < mem))
+    mem = (double)rl.rlim_cur;
+  if (!(mem > 0)) return cap;
+  double n = mem / 2 / bytes_per_op;  /* half the memory for the IR and analysis */
+  if (n >= cap) return cap;
+  return n < 100000 ? 100000 : (long)n;
 }
 
 void *arena_alloc(Arena *a, size_t size) {

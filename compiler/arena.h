@@ -1,6 +1,7 @@
 /* arena.h: the compiler's allocator. One arena per compilation; everything the
- * phases allocate lives until arena_free at exit. Allocation failure aborts with a
- * message (the compiler has no useful way to go on without memory). */
+ * phases allocate lives until arena_free at exit. Allocation failure ends ppsc with
+ * a message naming the --max-ops limit to lower, exit status 2 (the compiler has no
+ * useful way to go on without memory). */
 #ifndef PPS_ARENA_H
 #define PPS_ARENA_H
 #include <stddef.h>
@@ -17,6 +18,12 @@ char *arena_strndup(Arena *a, const char *s, size_t n);
 char *arena_strdup(Arena *a, const char *s);
 char *arena_printf(Arena *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void arena_free(Arena *a);
+/* Out of memory: prints what was asked for and the --max-ops hint, exits 2. */
+void arena_out_of_memory(size_t n) __attribute__((noreturn));
+void arena_set_oom_hint(long max_ops);
+/* The default --max-ops: 50,000,000, or fewer ops where half the machine's memory
+ * (or RLIMIT_AS) holds fewer at about 215 bytes per op. */
+long arena_default_max_ops(void);
 
 /* Growable array of fixed-size elements in an arena:
  *   T *p = VEC_PUSH(arena, v, n, cap);   (v: T*, n and cap: int; p is zeroed) */

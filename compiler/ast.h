@@ -95,6 +95,7 @@ typedef struct Stmt {
   Span span2;      /* a second location (placement name, the `at` clause, the string) */
   Expr *e1, *e2, *e3;
   ExprList list;   /* placement list, pass arguments */
+  Sym sym2;        /* placement [E for NAME in A..B]: NAME (e1 = E, e2 = A, e3 = B) */
   union {
     KeyVal *kv;              /* cost, memory, model, hardware, use */
     OffloadClause *clauses;  /* offload */
@@ -147,6 +148,8 @@ typedef struct ParseResult {
   ScheduleDef *schedules;  /* in file order */
   ImportDecl *imports;     /* in file order */
   int fatal;               /* nesting limit hit or similar: stop */
+  ScheduleDef *schedules_last; /* the lists' ends, so that appending is O(1) */
+  ImportDecl *imports_last;
 } ParseResult;
 
 /* Parses text (registered as Diag file `file`) into r; errors go to d. */

@@ -5,9 +5,10 @@
  * written); a valid one becomes C (emit_c.c) written atomically.
  *
  * build FILE -o PROG: the same C in a temporary file, compiled and linked with
- * libppsrt by $CC (default cc) with $CFLAGS and $LDFLAGS, into a temporary output that
- * is renamed to PROG only on success (no partial output; the C compiler's errors are
- * shown). Where libppsrt is found, first match wins:
+ * libppsrt by $CC (default cc) with $CFLAGS and $LDFLAGS, in a private temporary
+ * directory; on success the program is written to PROG like every output (fileio.c:
+ * whole or not at all, mode 0777 less the umask; the C compiler's errors are shown).
+ * A PROG whose directory does not exist is a usage error (exit 2) before compiling. Where libppsrt is found, first match wins:
  *   1. $PPS_BUILD_TREE (a build directory): its .libs/ and the source tree's runtime/;
  *   2. this ppsc runs from the build tree it was configured in (PPS_BUILDDIR): same;
  *   3. `pkg-config --cflags --libs ppsrt`;
@@ -165,38 +166,62 @@ static void ppsrt_flags(StrBuf *flags, const char **where) {
   (void)is_dir;
 }
 
+/* Whether the directory OUT would go in exists (checked before compiling anything). */
+static int out_dir_ok(const char *out) {
+  const char *slash = strrchr(out, '/');
+  if (!slash) return 1;
+  char dir[PATH_MAX];
+  size_t n = slash == out ? 1 : (size_t)(slash - out);
+  if (n >= sizeof dir) return 0;
+  memcpy(dir, out, n);
+  dir[n] = 0;
+  struct stat st;
+  if (stat(dir, &st)) return 0;
+  if (!S_ISDIR(st.st_mode)) { errno = ENOTDIR; return 0; }
+  return 1;
+}
+
 int cmd_build(Compilation *c) {
   const char *out = c->opt->out;
   if (!out) {
     fprintf(stderr, "ppsc: build needs -o PROG\nTry 'ppsc --help'.\n");
     return PPSC_USAGE;
   }
+  if (!strcmp(out, "-")) {
+    fprintf(stderr, "ppsc: build: -o - is not a program file name\n");
+    return PPSC_USAGE;
+  }
+  if (!out_dir_ok(out)) {
+    fprintf(stderr, "ppsc: cannot write '%s': %s\n", out, strerror(errno ? errno : ENOENT));
+    return PPSC_USAGE;
+  }
   StrBuf code = {0};
   int rc = generate(c, &code);
   if (rc) { sb_free(&code); return rc; }
 
+  /* the C file and the program go to a private temporary directory; the program is
+     then written to OUT like every other output (fileio.c: whole or not at all) */
   const char *tmpdir = getenv("TMPDIR");
   if (!tmpdir || !*tmpdir) tmpdir = "/tmp";
-  char csrc[PATH_MAX];
-  snprintf(csrc, sizeof csrc, "%s/ppsc-build-XXXXXX.c", tmpdir);
-  int fd = mkstemps(csrc, 2);
-  if (fd < 0) {
-    fprintf(stderr, "ppsc: build: cannot create a temporary file in %s: %s\n", tmpdir, strerror(errno));
+  char dir[PATH_MAX - 16], csrc[PATH_MAX], tmpout[PATH_MAX];
+  snprintf(dir, sizeof dir, "%s/ppsc-build-XXXXXX", tmpdir);
+  if (!mkdtemp(dir)) {
+    fprintf(stderr, "ppsc: build: cannot create a temporary directory in %s: %s\n", tmpdir, strerror(errno));
     sb_free(&code);
     return PPSC_USAGE;
   }
-  FILE *f = fdopen(fd, "w");
+  snprintf(csrc, sizeof csrc, "%s/prog.c", dir);
+  snprintf(tmpout, sizeof tmpout, "%s/prog", dir);
+  FILE *f = fopen(csrc, "wx");
   int werr = !f || fwrite(code.data, 1, code.len, f) != code.len;
   if (f && fclose(f)) werr = 1;
   sb_free(&code);
   if (werr) {
     fprintf(stderr, "ppsc: build: cannot write %s: %s\n", csrc, strerror(errno));
     unlink(csrc);
+    rmdir(dir);
     return PPSC_USAGE;
   }
-  /* the program goes to a temporary name beside OUT, renamed on success */
-  char tmpout[PATH_MAX];
-  snprintf(tmpout, sizeof tmpout, "%s.tmp.%ld", out, (long)getpid());
 
   const char *cc = getenv("CC"), *cflags = getenv("CFLAGS"), *ldflags = getenv("LDFLAGS");
   StrBuf cmd = {0};
@@ -219,19 +244,26 @@ int cmd_build(Compilation *c) {
   fflush(NULL);
   int st = system(cmd.data);
   int ok = st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0;
-  if (ok && rename(tmpout, out)) {
-    fprintf(stderr, "ppsc: build: cannot write %s: %s\n", out, strerror(errno));
-    ok = 0;
-    rc = PPSC_USAGE;
-  } else if (!ok) {
+  if (ok) {
+    size_t n = 0;
+    char *prog = read_input(tmpout, 1, (size_t)1 << 30, &n);
+    if (!prog) {
+      fprintf(stderr, "ppsc: build: cannot read the linked program %s: %s\n", tmpout, read_input_error(errno));
+      rc = PPSC_USAGE;
+    } else if (write_output(out, prog, n, 0777)) {
+      rc = PPSC_USAGE;
+    }
+    free(prog);
+  } else {
     fprintf(stderr, "ppsc: build: the C compiler failed (libppsrt from %s); command:\n  %s\n", where, cmd.data);
     if (!strcmp(where, "the install prefix"))
       fprintf(stderr, "hint: install PPS (make install), make `pkg-config ppsrt` work (PKG_CONFIG_PATH), "
               "or set PPS_BUILD_TREE to a build directory\n");
     rc = PPSC_INVALID;
   }
-  if (!ok) unlink(tmpout);
+  unlink(tmpout);
   unlink(csrc);
+  rmdir(dir);
   sb_free(&cmd);
   return rc;
 }

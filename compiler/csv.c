@@ -22,30 +22,8 @@
 typedef struct CsvAct { int stage, mb; char type; Span span; } CsvAct;
 typedef struct CsvRow { CsvAct *acts; int n, cap; int blank; } CsvRow;
 
-static char *read_all(const char *path, size_t *size) {
-  FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
-  if (!f) return NULL;
-  size_t cap = 65536, n = 0;
-  char *buf = malloc(cap);
-  if (!buf) { if (f != stdin) fclose(f); return NULL; }
-  for (;;) {
-    if (n + 1 >= cap) {
-      char *nb = realloc(buf, cap * 2);
-      if (!nb) { free(buf); if (f != stdin) fclose(f); return NULL; }
-      buf = nb;
-      cap *= 2;
-    }
-    size_t k = fread(buf + n, 1, cap - n - 1, f);
-    n += k;
-    if (k == 0) break;
-  }
-  int err = ferror(f);
-  if (f != stdin) fclose(f);
-  if (err) { free(buf); return NULL; }
-  buf[n] = 0;
-  *size = n;
-  return buf;
-}
+/* A CSV is read like a .pps: a regular file or stdin ("-"), at most 1 GiB (fileio.c). */
+static char *read_all(const char *path, size_t *size) { return read_input(path, 1, (size_t)1 << 30, size); }
 
 /* Parses one cell [p, e) (already trimmed, quotes removed). Returns 0 = empty,
  * 1 = action, -1 = error (reported). */
@@ -104,7 +82,7 @@ int cmd_import_csv(Compilation *c) {
   size_t size = 0;
   char *text = read_all(o->file, &size);
   if (!text) {
-    fprintf(stderr, "ppsc: cannot read '%s': %s\n", o->file, strerror(errno ? errno : EIO));
+    fprintf(stderr, "ppsc: cannot read '%s': %s\n", o->file, read_input_error(errno ? errno : EIO));
     return PPSC_USAGE;
   }
   uint32_t fid = diag_add_file(&c->diag, o->file, text, size);

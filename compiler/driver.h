@@ -20,6 +20,14 @@ typedef struct Define {
   const char *value;  /* text as given; parsed as a PPS literal (int, real, true/false) */
 } Define;
 
+/* --cost KEY=VALUE / --memory KEY=VALUE: a schedule-wide cost or memory setting
+ * that replaces the file's, whatever the file declares as parameters. */
+typedef struct KeyOverride {
+  int memory;         /* 0: --cost, 1: --memory */
+  const char *key;    /* as written before '=' (owned by main.c) */
+  const char *value;  /* text after '=' */
+} KeyOverride;
+
 typedef struct Options {
   const char *cmd;          /* check, sim, expand, emit-c, build, import-csv, export-csv */
   const char *file;         /* input file ("-" = stdin) */
@@ -35,6 +43,10 @@ typedef struct Options {
   int color;                /* --color=always|never|auto resolved */
   long max_ops;             /* --max-ops N: elaboration limit on generated ops (default 50M) */
   int argc; char **argv;    /* unparsed extra arguments (after --), for build */
+  KeyOverride *keys; int nkeys; /* --cost / --memory, in order (a later one wins) */
+  int grid;                 /* sim --grid: the text grid (grid.c) */
+  int svg_arrows;           /* sim --svg-arrows: transfers in the SVG (svg.c) */
+  const char *file2;        /* compare: the second file (compare.c) */
 } Options;
 
 typedef struct Compilation {
@@ -57,11 +69,24 @@ int cmd_build(Compilation *c);
 int cmd_import_csv(Compilation *c);
 int cmd_export_csv(Compilation *c);
 int cmd_synth(Compilation *c);   /* cmd_synth.c: `ppsc synth` (synth.c behind it) */
+int cmd_compare(Compilation *c);
 
 /* Writes `size` bytes to `path` atomically (temporary file + rename), so an error
  * never leaves a partial output. "-" writes stdout. Returns 0, or -1 with a message
  * printed. */
 int write_file_atomic(const char *path, const char *data, size_t size);
+/* The same with the permission bits a new file gets (before the umask; 0666 for
+ * data, 0777 for programs). A path naming something other than a regular file (a
+ * device, a FIFO, /dev/stdout) is written in place, never replaced; an existing
+ * file keeps its mode. Implemented in fileio.c. */
+int write_output(const char *path, const char *data, size_t size, unsigned mode);
+/* Reads a whole input file, NUL-terminated, at most cap bytes ("-" = stdin). With
+ * regular_only, anything but a regular file is refused; else a pipe or FIFO is read
+ * too. Devices, directories and sockets are always refused. Returns NULL with errno
+ * set (EPERM: not a regular file, EFBIG: over the cap); read_input_error(errno) says
+ * it in words. */
+char *read_input(const char *path, int regular_only, size_t cap, size_t *size);
+const char *read_input_error(int err);
 
 /* An in-memory output buffer for the writers above. */
 typedef struct StrBuf { char *data; size_t len, cap; } StrBuf;

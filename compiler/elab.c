@@ -73,6 +73,7 @@ typedef struct Ctx {
   /* costs and memory (one device share) */
   double cost[16];
   uint8_t cost_set[16];
+  Span cost_span[16];     /* where each schedule-wide key was last set */
   Override *ovr;
   int novr, capovr;
   /* policies */
@@ -86,6 +87,12 @@ typedef struct Ctx {
   long steps, step_limit;
   int stop, ops_reported;
   int *usage;             /* set when a -D value is wrong (exit 2) */
+  /* the loops we are in, innermost last, for the bindings note under an error */
+  struct LoopAt { Sym sym; int64_t v; Span span; } loops[16];
+  int nloops;
+  /* placement [E for NAME in A..B]: entry s of the list is E with NAME = A + s */
+  Sym place_var;
+  int64_t place_lo;
   /* interned names */
   Sym f_min, f_max, f_abs, f_ceil, f_floor, f_round, f_int, f_real;
   Sym t_int, t_real, t_bool, w_stage, w_parallel;
@@ -119,6 +126,18 @@ static void errv(Ctx *c, uint8_t *once, Span at, const char *fmt, va_list ap) {
   char buf[512];
   vsnprintf(buf, sizeof buf, fmt, ap);
   diag_emit(c->d, DIAG_ERROR, at, buf);
+  if (c->nloops > 0) {
+    /* which iteration failed: "in device 3, i = 7" at the innermost loop */
+    char nb[512];
+    size_t n = 0;
+    if (c->cur_dev >= 0) n += (size_t)snprintf(nb, sizeof nb, "in device %d, ", c->cur_dev);
+    else n += (size_t)snprintf(nb, sizeof nb, "with ");
+    int shown = c->nloops < (int)(sizeof c->loops / sizeof *c->loops) ? c->nloops : (int)(sizeof c->loops / sizeof *c->loops);
+    for (int k = 0; k < shown && n < sizeof nb - 64; k++)
+      n += (size_t)snprintf(nb + n, sizeof nb - n, "%s%s = %lld", k ? ", " : "", sym_name(c->syms, c->loops[k].sym),
+                            (long long)c->loops[k].v);
+    diag_emit(c->d, DIAG_NOTE, c->loops[shown - 1].span, nb);
+  }
   if (c->d->errors > 10000) c->stop = 1; /* enough; do not drown */
 }
 static void __attribute__((format(printf, 4, 5))) err(Ctx *c, uint8_t *once, Span at, const char *fmt, ...) {
@@ -467,8 +486,19 @@ static int place(Ctx *c, int kind, int64_t v, ExprList *list, Stmt *st) {
     case PL_VSHAPE: map[s] = (int32_t)(s < P ? s : 2 * P - 1 - s); break;
     default: {
       int64_t d;
-      if (eval_int(c, list->v[s], &d)) return -1;
-      if (d < 0 || d >= P) { EERR(c, list->v[s], "device %lld out of range 0..%lld", (long long)d, (long long)P); return -1; }
+      int mark = c->nsaved;
+      if (c->place_var) bind(c, c->place_var, vint(c->place_lo + s));
+      int bad = eval_int(c, list->v[s], &d);
+      if (c->place_var) unbind_to(c, mark);
+      if (bad) return -1;
+      if (d < 0 || d >= P) {
+        int first = !list->v[s]->errored;
+        EERR(c, list->v[s], "device %lld out of range 0..%lld", (long long)d, (long long)P);
+        if (first && c->place_var)
+          diag_note(c->d, list->v[s]->span, "for stage %lld, with %s = %lld", (long long)s, sname(c, c->place_var),
+                    (long long)(c->place_lo + s));
+        return -1;
+      }
       map[s] = (int32_t)d;
     }
     }
@@ -702,6 +732,7 @@ static void exec_costmem(Ctx *c, Stmt *st) {
       return;
     }
     if (eval_int(c, st->e1, &stage)) return;
+    if (stage < 0) { EERR(c, st->e1, "stage %lld out of range: stages are numbered from 0", (long long)stage); return; }
   }
   for (KeyVal *kv = st->kv; kv; kv = kv->next) {
     int k = find_key(kv->key, c, lo, hi);
@@ -719,6 +750,7 @@ static void exec_costmem(Ctx *c, Stmt *st) {
       EERR(c, kv->value, "'%s' must not be negative", key_names[k]);
       continue;
     }
+    if (v < 0) { EERR(c, kv->value, "'%s' must not be negative (leave it out for no bound)", key_names[k]); continue; }
     if (k == K_BFREE && v > 1) { EERR(c, kv->value, "'b_free' is a fraction of the activation: 0..1"); continue; }
     if (stage >= 0) {
       Override *o = VEC_PUSH(c->a, c->ovr, c->novr, c->capovr);
@@ -729,6 +761,7 @@ static void exec_costmem(Ctx *c, Stmt *st) {
     } else {
       c->cost[k] = v;
       c->cost_set[k] = 1;
+      c->cost_span[k] = kv->span;
     }
   }
 }
@@ -762,6 +795,11 @@ static void exec_keyvals(Ctx *c, Stmt *st, const char *const *keys, IrKeyVal **o
     }
     double v;
     if (eval_num(c, kv->value, &v)) continue;
+    if (keys == model_keys && !(v >= 0 && v <= INT32_MAX && v == floor(v))) {
+      /* the runtime reads these as C ints: 1e10 would wrap, 2.5 would be cut */
+      EERR(c, kv->value, "model key '%s' must be a whole number in 0..%d, got %.17g", nm, INT32_MAX, v);
+      continue;
+    }
     arr[n].key = nm;
     arr[n].value = v;
     arr[n].span = kv->span;
@@ -1003,21 +1041,38 @@ static void exec(Ctx *c, Stmt *st) {
       SERR(c, st, "too many stages");
       return;
     }
+    ExprList list = st->list;
+    if (st->sym2) { /* [E for NAME in A..B]: B - A entries, each E */
+      int64_t lo, hi;
+      if (eval_int(c, st->e2, &lo) || eval_int(c, st->e3, &hi)) return;
+      if (hi - lo < 1 || hi - lo > MAX_STAGES) {
+        err(c, &st->errored, st->span2, "a placement of %lld stages (%lld..%lld): expected 1..%d", (long long)(hi - lo),
+            (long long)lo, (long long)hi, MAX_STAGES);
+        return;
+      }
+      list.n = list.cap = (int)(hi - lo);
+      list.v = arena_alloc(c->a, sizeof *list.v * (size_t)list.n);
+      for (int k = 0; k < list.n; k++) list.v[k] = st->e1;
+      c->place_var = st->sym2;
+      c->place_lo = lo;
+    }
     if (had) { /* the same placement again is fine (composition); another is not */
       int32_t *map = c->stage_dev, *nst = c->dev_nst, *first = c->dev_first;
       int64_t S = c->nstage, pv = c->pv;
       int pk = c->placement;
       Value bs = c->builtin[B_S], bv = c->builtin[B_V];
       Span sp = c->placespan;
-      int same = place(c, kind, v, &st->list, NULL) == 0 && c->nstage == S &&
+      int same = place(c, kind, v, &list, NULL) == 0 && c->nstage == S &&
                  !memcmp(c->stage_dev, map, (size_t)S * sizeof *map);
       c->stage_dev = map; c->dev_nst = nst; c->dev_first = first;
       c->nstage = S; c->pv = pv; c->placement = pk;
       c->builtin[B_S] = bs; c->builtin[B_V] = bv; c->placespan = sp;
+      c->place_var = 0;
       if (!same) SERR(c, st, "a different placement is already in effect");
       return;
     }
-    place(c, kind, v, &st->list, st);
+    place(c, kind, v, &list, st);
+    c->place_var = 0;
     return;
   }
   case ST_COST:
@@ -1083,11 +1138,15 @@ static void exec(Ctx *c, Stmt *st) {
     int mark = c->nsaved;
     bind(c, st->sym, vint(lo));
     Bind *b = &c->binds[st->sym];
+    int li = c->nloops++;
+    if (li < (int)(sizeof c->loops / sizeof *c->loops)) { c->loops[li].sym = st->sym; c->loops[li].span = st->span; }
     for (uint64_t k = 0; k < trip && !c->stop; k++) {
       b->v.u.i = (int64_t)((uint64_t)lo + k * (uint64_t)step); /* in [lo, hi): no overflow */
+      if (li < (int)(sizeof c->loops / sizeof *c->loops)) c->loops[li].v = b->v.u.i;
       exec_list(c, st->body);
       unbind_to(c, mark + 1);
     }
+    c->nloops--;
     unbind_to(c, mark);
     return;
   }
@@ -1246,7 +1305,9 @@ static int parse_define(const char *s, Value *out) {
   if (!*end && !errno) { *out = vint(i); return 0; }
   errno = 0;
   double r = strtod(s, &end);
-  if (!*end && !errno && isfinite(r) && strspn(s, "0123456789.eE+-") == strlen(s)) { *out = vreal(r); return 0; }
+  /* an underflow (1e-320, 1e-400) reads as the nearest double, as it does in a file */
+  int ok = !errno || (errno == ERANGE && fabs(r) < 1);
+  if (!*end && ok && isfinite(r) && strspn(s, "0123456789.eE+-") == strlen(s)) { *out = vreal(r); return 0; }
   return -1;
 }
 
@@ -1312,6 +1373,89 @@ static void build_stages(Ctx *c) {
     case K_BFREE: g->b_free = ov->value; break;
     }
     if ((ov->key == K_TB || ov->key == K_TW) && !tbw_set[ov->stage]) g->tbw = g->tb + g->tw;
+  }
+}
+
+/* --cost KEY=V and --memory KEY=V: replace the schedule-wide value the file stated
+ * (or the default), after the file ran. A bad key or value is a usage error. */
+static void apply_key_overrides(Ctx *c) {
+  for (int i = 0; i < c->in->nkeys; i++) {
+    const KeyOverride *o = &c->in->keys[i];
+    const char *opt = o->memory ? "--memory" : "--cost";
+    int lo = o->memory ? K_ACT : K_TF, hi = o->memory ? K_N : K_TOFF + 1, k = -1;
+    for (int j = lo; j < hi; j++)
+      if (!strcmp(o->key, key_names[j])) k = j;
+    if (k < 0) {
+      diag_error(c->d, (Span){0}, "%s %s: unknown key (expected %s)", opt, o->key,
+                 o->memory ? "act, b_free, limit, host_limit or act_s" : "TF, TB, TW, TC, TBW, TIF, TIB, TS, TT, TCOLL or TOFF");
+      *c->usage = 1;
+      continue;
+    }
+    Value v;
+    if (parse_define(o->value, &v) || v.t == T_BOOL) {
+      diag_error(c->d, (Span){0}, "%s %s=%s: expected a number", opt, o->key, o->value);
+      *c->usage = 1;
+      continue;
+    }
+    double x = v.t == T_REAL ? v.u.r : (double)v.u.i;
+    if (x < 0 || (k == K_BFREE && x > 1)) {
+      diag_error(c->d, (Span){0}, "%s %s=%s: %s", opt, o->key, o->value, k == K_BFREE ? "'b_free' is a fraction: 0..1" : "must not be negative");
+      *c->usage = 1;
+      continue;
+    }
+    c->cost[k] = x;
+    c->cost_set[k] = 1;
+    c->cost_span[k] = c->s->span;
+  }
+}
+
+/* Times and memory the analysis adds up must stay finite: the sum of every pass's
+ * cost (an upper bound on the makespan) and of every activation must be a number.
+ * Blames the key (or stage override) that contributes most. */
+static void check_totals(Ctx *c) {
+  IrSchedule *s = c->s;
+  double m = (double)s->nmb, P = (double)s->ndev, S = (double)s->nstage;
+  double t_keys[K_N] = {0}, best = 0;
+  int worst = -1, worst_ovr = -1;
+  double time = 0, mem = 0;
+  for (int st = 0; st < s->nstage; st++) {
+    const IrStage *g = &s->stages[st];
+    time += m * (g->tf + g->tb + g->tw + g->tbw + 2 * g->offload_time);
+    mem += m * g->act;
+  }
+  time += 2 * m * S * s->tc + m * P * (s->vocab.t_if + s->vocab.t_ib + s->vocab.t_s + s->vocab.t_t + 4 * s->vocab.t_coll);
+  mem += m * s->vocab.act_s;
+  const double big = 1e300;
+  if (isfinite(time) && time < big && isfinite(mem) && mem < big) return;
+  int is_time = !(isfinite(time) && time < big);
+  /* the largest single contribution */
+  t_keys[K_TF] = t_keys[K_TB] = t_keys[K_TW] = m * S; t_keys[K_TBW] = m * S; t_keys[K_TOFF] = 2 * m * S;
+  t_keys[K_TC] = 2 * m * S;
+  t_keys[K_TIF] = t_keys[K_TIB] = t_keys[K_TS] = t_keys[K_TT] = m * P; t_keys[K_TCOLL] = 4 * m * P;
+  t_keys[K_ACT] = m * S; t_keys[K_ACTS] = m;
+  for (int k = 0; k < K_N; k++) {
+    int timekey = k <= K_TOFF;
+    if (!c->cost_set[k] || timekey != is_time || k == K_BFREE || k == K_LIMIT || k == K_HOSTLIMIT) continue;
+    double x = c->cost[k] * t_keys[k];
+    if (worst < 0 || x > best) { best = x; worst = k; }
+  }
+  for (int i = 0; i < c->novr; i++) {
+    const Override *ov = &c->ovr[i];
+    int timekey = ov->key <= K_TOFF;
+    if (timekey != is_time || ov->key == K_BFREE) continue;
+    double x = ov->value * m * (ov->key == K_TOFF ? 2 : 1);
+    if ((worst < 0 && worst_ovr < 0) || x > best) { best = x; worst_ovr = i; worst = -1; }
+  }
+  const char *what = is_time ? "the schedule's total time" : "the activations held";
+  if (worst_ovr >= 0) {
+    const Override *ov = &c->ovr[worst_ovr];
+    err(c, NULL, ov->span, "stage %lld's '%s' = %g is too large: %s would not be a finite number", (long long)ov->stage,
+        key_names[ov->key], ov->value, what);
+  } else if (worst >= 0) {
+    err(c, NULL, c->cost_span[worst], "'%s' = %g is too large: %s over %d microbatches would not be a finite number",
+        key_names[worst], c->cost[worst], what, s->nmb);
+  } else {
+    err(c, NULL, s->span, "costs too large: %s would not be a finite number", what);
   }
 }
 
@@ -1463,8 +1607,10 @@ IrSchedule *elab_run(const ElabInput *in, int *usage) {
   static const char *const pl[] = {"linear", "linear", "interleaved", "vshape", "explicit"};
   s->placement = pl[c->placement];
   s->v = (int32_t)c->pv;
+  apply_key_overrides(c);
   build_stages(c);
   if (c->profile && !c->stop && c->d->errors == errors_before) elab_profile(c->a, c->d, s, c->profile->str, c->profile->span2);
+  check_totals(c);
   if (c->off_auto && !c->synth)
     err(c, NULL, c->off_auto->span, "'offload auto' needs 'synthesize' (it chooses what to offload for the synthesised order)");
   if (c->off_auto && c->off.enabled)

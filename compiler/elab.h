@@ -18,6 +18,8 @@ typedef struct ElabInput {
   const Define *defs;       /* -D NAME=VALUE */
   int ndefs;
   long max_ops;
+  const KeyOverride *keys;  /* --cost / --memory KEY=VALUE */
+  int nkeys;
   const char *stdlib_dir;   /* --stdlib: where `synthesize` finds its seeds */
 } ElabInput;
 

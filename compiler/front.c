@@ -23,6 +23,7 @@ typedef struct Front {
   Compilation *c;
   Symtab syms;
   Loaded *loaded; int nloaded, caploaded;
+  const char **lhash; size_t lcap;   /* real paths loaded: open addressing, for O(1) lookups */
   Loaded *stack; int nstack, capstack;
   ScheduleDef *all; /* every schedule of every file, chained through ->next copies */
   ScheduleDef **defs; int ndefs, capdefs;
@@ -30,31 +31,10 @@ typedef struct Front {
   int fatal;
 } Front;
 
-/* Reads a whole file (or stdin for "-"). Returns NULL with errno set on failure. */
-static char *read_all(const char *path, size_t *size) {
-  FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
-  if (!f) return NULL;
-  size_t cap = 1 << 16, n = 0;
-  char *buf = malloc(cap);
-  if (!buf) { if (f != stdin) fclose(f); return NULL; }
-  for (;;) {
-    if (n == cap) {
-      if (cap >= MAX_FILE_SIZE) { free(buf); if (f != stdin) fclose(f); errno = EFBIG; return NULL; }
-      cap *= 2;
-      char *nb = realloc(buf, cap);
-      if (!nb) { free(buf); if (f != stdin) fclose(f); errno = ENOMEM; return NULL; }
-      buf = nb;
-    }
-    errno = 0;
-    size_t r = fread(buf + n, 1, cap - n, f);
-    n += r;
-    if (r == 0) break;
-  }
-  int bad = ferror(f), err = errno ? errno : EIO;
-  if (f != stdin) fclose(f);
-  if (bad) { free(buf); errno = err; return NULL; }
-  *size = n;
-  return buf;
+/* Reads a whole file (or stdin for "-"), at most MAX_FILE_SIZE bytes; an import
+ * must be a regular file (see fileio.c). Returns NULL with errno set on failure. */
+static char *read_all(const char *path, size_t *size, int is_import) {
+  return read_input(path, is_import, MAX_FILE_SIZE, size);
 }
 
 static char *dir_of(Arena *a, const char *path) {
@@ -65,10 +45,41 @@ static char *dir_of(Arena *a, const char *path) {
 
 static void load(Front *fr, const char *path, char *real, Span from);
 
+static size_t path_hash(const char *s) {
+  uint64_t h = 1469598103934665603ull;
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  return (size_t)h;
+}
+
+/* Whether a real path was loaded already; with add, records it. */
+static int loaded_seen(Front *fr, const char *real, int add) {
+  if (add && (fr->nloaded + 1) * 2 > (int)fr->lcap) {
+    size_t nc = fr->lcap ? fr->lcap * 2 : 64;
+    const char **nh = arena_alloc(&fr->c->arena, nc * sizeof *nh);
+    for (size_t k = 0; k < fr->lcap; k++)
+      if (fr->lhash[k]) {
+        size_t i = path_hash(fr->lhash[k]) & (nc - 1);
+        while (nh[i]) i = (i + 1) & (nc - 1);
+        nh[i] = fr->lhash[k];
+      }
+    fr->lhash = nh;
+    fr->lcap = nc;
+  }
+  if (!fr->lcap) return 0;
+  size_t i = path_hash(real) & (fr->lcap - 1);
+  while (fr->lhash[i]) {
+    if (!strcmp(fr->lhash[i], real)) return 1;
+    i = (i + 1) & (fr->lcap - 1);
+  }
+  if (add) fr->lhash[i] = real;
+  return 0;
+}
+
 /* Parses one file's text and follows its imports. */
 static void load_text(Front *fr, const char *path, char *real, const char *text, size_t size, int is_main) {
   Compilation *c = fr->c;
   uint32_t file = diag_add_file(&c->diag, path, text, size);
+  loaded_seen(fr, real, 1);
   Loaded *l = VEC_PUSH(&c->arena, fr->loaded, fr->nloaded, fr->caploaded);
   l->real = real;
   l->shown = diag_file_path(&c->diag, file);
@@ -90,13 +101,25 @@ static void load_text(Front *fr, const char *path, char *real, const char *text,
     char *cand = im->path[0] == '/' || !strcmp(dir, ".") ? arena_strdup(&c->arena, im->path)
                                                          : arena_printf(&c->arena, "%s/%s", dir, im->path);
     char *rp = realpath(cand, NULL);
-    if (!rp && im->path[0] != '/' && c->opt->stdlib_dir) {
-      cand = arena_printf(&c->arena, "%s/%s", c->opt->stdlib_dir, im->path);
+    /* then the stdlib directory, then, when that is the default (installed) one, the
+       source tree's stdlib/ (a ppsc run from its build tree, nothing installed) */
+    const char *dirs[2] = {c->opt->stdlib_dir, NULL};
+#if defined(PPS_SRCDIR) && defined(PPS_STDLIB_DIR)
+    if (*PPS_SRCDIR && (!dirs[0] || !strcmp(dirs[0], PPS_STDLIB_DIR))) dirs[1] = PPS_SRCDIR "/stdlib";
+#endif
+    for (int k = 0; k < 2 && !rp && im->path[0] != '/'; k++) {
+      if (!dirs[k] || (k == 1 && dirs[0] && !strcmp(dirs[0], dirs[1]))) continue;
+      cand = arena_printf(&c->arena, "%s/%s", dirs[k], im->path);
       rp = realpath(cand, NULL);
     }
     if (!rp) {
-      diag_error(&c->diag, im->span, "cannot find import \"%s\" (looked next to this file%s)", im->path,
-                 c->opt->stdlib_dir ? " and in the stdlib directory" : "");
+      char where[1024];
+      int n = snprintf(where, sizeof where, "%s", dir);
+      for (int k = 0; k < 2 && im->path[0] != '/' && n > 0 && (size_t)n < sizeof where; k++)
+        if (dirs[k] && !(k == 1 && dirs[0] && !strcmp(dirs[0], dirs[1])))
+          n += snprintf(where + n, sizeof where - (size_t)n, ", %s", dirs[k]);
+      diag_error(&c->diag, im->span, "cannot find import \"%s\" (looked in %s; --stdlib DIR or $PPS_STDLIB name another)",
+                 im->path, where);
       continue;
     }
     char *real2 = arena_strdup(&c->arena, rp);
@@ -113,10 +136,7 @@ static void load_text(Front *fr, const char *path, char *real, const char *text,
       diag_error(&c->diag, im->span, "import cycle: %s", chain);
       continue;
     }
-    int done = 0;
-    for (int k = 0; k < fr->nloaded; k++)
-      if (!strcmp(fr->loaded[k].real, real2)) done = 1;
-    if (done) continue;
+    if (loaded_seen(fr, real2, 0)) continue;
     if (fr->nstack >= MAX_IMPORT_DEPTH) {
       diag_error(&c->diag, im->span, "imports nested more than %d deep", MAX_IMPORT_DEPTH);
       continue;
@@ -128,13 +148,44 @@ static void load_text(Front *fr, const char *path, char *real, const char *text,
 
 static void load(Front *fr, const char *path, char *real, Span from) {
   size_t size = 0;
-  char *text = read_all(path, &size);
+  char *text = read_all(path, &size, 1);
   if (!text) {
-    diag_error(&fr->c->diag, from, "cannot read \"%s\": %s", path, strerror(errno));
+    diag_error(&fr->c->diag, from, "cannot read \"%s\": %s", path, read_input_error(errno));
     return;
   }
   load_text(fr, path, real, text, size, 0);
   free(text);
+}
+
+static int has_param(const Front *fr, const ScheduleDef *d, const char *name) {
+  for (const Param *p = d->params; p; p = p->next)
+    if (!strcmp(sym_name(&fr->syms, p->name), name)) return 1;
+  return 0;
+}
+
+/* A -D that names no parameter of the compiled schedule is a usage error that says
+ * which schedule is compiled and which schedules of the file do have the parameter
+ * (a file with several schedules compiles the last one). */
+static int check_defines(Compilation *c, Front *fr, const ScheduleDef *main) {
+  int bad = 0;
+  for (int k = 0; k < c->opt->ndefs; k++) {
+    const char *nm = c->opt->defs[k].name;
+    if (has_param(fr, main, nm)) continue;
+    char list[512] = "";
+    size_t n = 0;
+    int cnt = 0;
+    for (int j = 0; j < fr->ndefs; j++)
+      if (fr->defs[j] != main && has_param(fr, fr->defs[j], nm) && n < sizeof list - 64) {
+        n += (size_t)snprintf(list + n, sizeof list - n, "%s'%s'", cnt++ ? ", " : "", sym_name(&fr->syms, fr->defs[j]->name));
+      }
+    if (cnt)
+      diag_error(&c->diag, (Span){0}, "-D %s: the compiled schedule '%s' has no parameter '%s' (%s %s it: use --schedule NAME)",
+                 nm, sym_name(&fr->syms, main->name), nm, list, cnt > 1 ? "have" : "has");
+    else
+      diag_error(&c->diag, (Span){0}, "-D %s: schedule '%s' has no parameter '%s'", nm, sym_name(&fr->syms, main->name), nm);
+    bad = 1;
+  }
+  return bad;
 }
 
 IrSchedule *front_compile(Compilation *c, int *io_error) {
@@ -145,9 +196,9 @@ IrSchedule *front_compile(Compilation *c, int *io_error) {
   fr.c = c;
   fr.syms.arena = &c->arena;
   size_t size = 0;
-  char *text = read_all(opt->file, &size);
+  char *text = read_all(opt->file, &size, 0);
   if (!text) {
-    fprintf(c->diag.out ? c->diag.out : stderr, "ppsc: cannot read '%s': %s\n", opt->file, strerror(errno));
+    fprintf(c->diag.out ? c->diag.out : stderr, "ppsc: cannot read '%s': %s\n", opt->file, read_input_error(errno));
     *io_error = 1;
     return NULL;
   }
@@ -185,8 +236,9 @@ IrSchedule *front_compile(Compilation *c, int *io_error) {
     diag_error(&c->diag, (Span){1, 1, 1, 1}, "no schedule in this file (expected 'schedule NAME { ... }')");
     return NULL;
   }
+  if (check_defines(c, &fr, main)) { *io_error = 1; return NULL; }
   ElabInput in = {&c->arena, &c->diag, &fr.syms, by_sym, main, opt->file, opt->defs, opt->ndefs, opt->max_ops,
-                  opt->stdlib_dir};
+                  opt->keys, opt->nkeys, opt->stdlib_dir};
   int usage = 0;
   /* by_sym must cover symbols interned during elaboration */
   IrSchedule *s = elab_run(&in, &usage);
@@ -325,7 +377,7 @@ void expand_write(const IrSchedule *s, StrBuf *b) {
       size_t cap = b->cap ? b->cap : 4096;
       while (cap < b->len + need + 1) cap *= 2;
       char *nd = realloc(b->data, cap);
-      if (!nd) { fputs("ppsc: out of memory\n", stderr); abort(); }
+      if (!nd) arena_out_of_memory(cap);
       b->data = nd;
       b->cap = cap;
     }

@@ -40,15 +40,17 @@ TESTS += tests/front/block-squeeze.sh
 EXTRA_DIST += tests/front/block-squeeze.sh
 TESTS += tests/front/cli.sh
 EXTRA_DIST += tests/front/cli.sh
+TESTS += tests/front/outfiles.sh tests/front/hardening.sh
+EXTRA_DIST += tests/front/outfiles.sh tests/front/hardening.sh
 
 # ---- fuzzing: `make fuzz` builds the libFuzzer target (front end through reports and
 # emit-c) with clang (not part of check) ----
 EXTRA_DIST += tests/fuzz/fuzz_front.c tests/fuzz/run-fuzz.sh tests/fuzz/pps.dict tests/fuzz/corpus
 FUZZ_SRCS = $(srcdir)/tests/fuzz/fuzz_front.c $(srcdir)/compiler/parse.c $(srcdir)/compiler/elab.c \
   $(srcdir)/compiler/block.c $(srcdir)/compiler/front.c $(srcdir)/compiler/arena.c $(srcdir)/compiler/diag.c \
-  $(srcdir)/compiler/ir.c $(srcdir)/compiler/output.c $(srcdir)/compiler/analysis.c \
+  $(srcdir)/compiler/ir.c $(srcdir)/compiler/output.c $(srcdir)/compiler/fileio.c $(srcdir)/compiler/analysis.c \
   $(srcdir)/compiler/lower.c $(srcdir)/compiler/verify.c $(srcdir)/compiler/sim.c \
-  $(srcdir)/compiler/report.c $(srcdir)/compiler/emit_c.c grammar/pps.c grammar/lex.c \
+  $(srcdir)/compiler/report.c $(srcdir)/compiler/svg.c $(srcdir)/compiler/emit_c.c grammar/pps.c grammar/lex.c \
   $(srcdir)/compiler/synth.c $(srcdir)/compiler/profile.c
 FUZZ_CFLAGS = -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
   -I$(top_srcdir)/compiler -I$(top_builddir) -I$(top_builddir)/grammar -DPPS_STDLIB_DIR='"/nonexistent"'

@@ -163,11 +163,11 @@ static void batch_apply(Arena *a, Batch *b, IrSchedule *s) {
 /* ---- send / recv ---- */
 typedef struct PendRecv { int32_t chan, dst, slot; IrOp op; } PendRecv;
 
-static int32_t chan_id(int32_t *hkeys, int32_t *hvals, int hcap, int64_t key, int *nchan) {
+static int32_t chan_id(int64_t *hkeys, int32_t *hvals, size_t hcap, int64_t key, int *nchan) {
   uint64_t h = (uint64_t)key * 0x9E3779B97F4A7C15ull;
-  int i = (int)(h >> 40) & (hcap - 1);
+  size_t i = (size_t)(h >> 20) & (hcap - 1);
   for (;;) {
-    if (hkeys[i] < 0) { hkeys[i] = (int32_t)key; hvals[i] = (*nchan)++; return hvals[i]; }
+    if (hkeys[i] < 0) { hkeys[i] = key; hvals[i] = (*nchan)++; return hvals[i]; }
     if (hkeys[i] == key) return hvals[i];
     i = (i + 1) & (hcap - 1);
   }
@@ -175,16 +175,17 @@ static int32_t chan_id(int32_t *hkeys, int32_t *hvals, int hcap, int64_t key, in
 
 static int64_t lower_comm(Arena *a, IrSchedule *s, const AnaIndex *ix) {
   int P = s->ndev, S = s->nstage;
-  if ((int64_t)P * P >= INT32_MAX) return 0;
   Batch b;
   batch_init(a, &b, P);
   PendRecv *pr = NULL;
   int npr = 0, cappr = 0;
   int64_t maxch = (int64_t)P * P < ix->total ? (int64_t)P * P : ix->total;
-  int hcap = 64;
-  while (hcap < 2 * maxch + 64) hcap *= 2;
-  int32_t *hk = arena_alloc(a, sizeof(int32_t) * (size_t)hcap), *hv = arena_alloc(a, sizeof(int32_t) * (size_t)hcap);
-  memset(hk, 0xff, sizeof(int32_t) * (size_t)hcap);
+  /* channel keys d * P + to are 64-bit: P * P passes INT32_MAX above 46340 devices */
+  size_t hcap = 64;
+  while ((int64_t)hcap < 2 * maxch + 64) hcap *= 2;
+  int64_t *hk = arena_alloc(a, sizeof(int64_t) * hcap);
+  int32_t *hv = arena_alloc(a, sizeof(int32_t) * hcap);
+  memset(hk, 0xff, sizeof(int64_t) * hcap);
   int nchan = 0;
   for (int d = 0; d < P; d++) {
     const IrDevice *dev = &s->devs[d];

@@ -23,17 +23,22 @@ static const char usage_text[] =
   "  import-csv CSV -o OUT.pps   read a torch.distributed.pipelining schedule CSV\n"
   "  export-csv FILE -o OUT.csv  write one\n"
   "  synth FILE -o OUT.pps  write the order `synthesize;` chose, with its bound (--json: the figures)\n"
+  "  compare A B       check and simulate two schedules: figures side by side, where orders differ\n"
   "\n"
   "options:\n"
   "  -D NAME=VALUE     override a schedule parameter (repeatable)\n"
+  "  --cost KEY=V      set a schedule-wide cost (TF, TB, TW, TC, TBW, TOFF, ...) of any file\n"
+  "  --memory KEY=V    set a memory setting (act, b_free, limit, host_limit, act_s) of any file\n"
   "  --schedule NAME   which schedule of FILE to use (default: the last one)\n"
   "  --json            one JSON object on stdout (check, sim)\n"
   "  --trace OUT.json  Chrome trace of the simulation (sim)\n"
   "  --svg OUT.svg     timeline and memory plot (sim)\n"
+  "  --svg-arrows      draw the transfers in the --svg picture\n"
+  "  --grid            a text grid: a column per device, a row per instant a pass starts (sim)\n"
   "  -o FILE           output file (expand, emit-c, build, import-csv, export-csv)\n"
   "  --stdlib DIR      where `import` finds the standard schedules\n"
   "  --max-errors N    print at most N errors (default 50, 0 = all)\n"
-  "  --max-ops N       limit on ops a file may generate (default 50000000)\n"
+  "  --max-ops N       limit on ops a file may generate (default 50000000, less on a small machine)\n"
   "  --color[=WHEN]    colour diagnostics: always, never, auto (default)\n"
   "  -q, --quiet       no text summary\n"
   "  -h, --help        this text;  --version  the version\n"
@@ -58,6 +63,7 @@ static const Command commands[] = {
   {"build", cmd_build, 1},       {"import-csv", cmd_import_csv, 1},
   {"export-csv", cmd_export_csv, 1},
   {"synth", cmd_synth, 1},
+  {"compare", cmd_compare, 1},
 };
 
 /* Takes the value of an option written "--opt VALUE" or "--opt=VALUE". */
@@ -92,9 +98,24 @@ static int parse_options(int argc, char **argv, Options *o, Define *defs, int *c
       defs[o->ndefs].name = strndup(v, (size_t)(eq - v));
       defs[o->ndefs].value = eq + 1;
       o->ndefs++;
+    } else if ((!strncmp(a, "--cost", 6) && (a[6] == 0 || a[6] == '=')) ||
+               (!strncmp(a, "--memory", 8) && (a[8] == 0 || a[8] == '='))) {
+      int mem = a[2] == 'm';
+      const char *opt = mem ? "--memory" : "--cost";
+      if (!(v = opt_value(argc, argv, &i, opt))) return usage_error("%s needs KEY=VALUE", opt);
+      const char *eq = strchr(v, '=');
+      if (!eq || eq == v) return usage_error("%s needs KEY=VALUE, got '%s'", opt, v);
+      KeyOverride *k = &o->keys[o->nkeys++];
+      k->memory = mem;
+      k->key = strndup(v, (size_t)(eq - v));
+      k->value = eq + 1;
     } else if (!strcmp(a, "-o")) {
       if (i + 1 >= argc) return usage_error("-o needs a file name");
       o->out = argv[++i];
+    } else if (!strcmp(a, "--grid")) {
+      o->grid = 1;
+    } else if (!strcmp(a, "--svg-arrows")) {
+      o->svg_arrows = 1;
     } else if (!strcmp(a, "--json")) {
       o->json = 1;
     } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
@@ -130,6 +151,8 @@ static int parse_options(int argc, char **argv, Options *o, Define *defs, int *c
       return usage_error("unknown option '%s'", a);
     } else if (!o->file) {
       o->file = a;
+    } else if (!o->file2 && !strcmp(o->cmd, "compare")) {
+      o->file2 = a;
     } else {
       return usage_error("more than one input file ('%s' and '%s')", o->file, a);
     }
@@ -137,9 +160,33 @@ static int parse_options(int argc, char **argv, Options *o, Define *defs, int *c
   return -1;
 }
 
+/* An option the command would ignore is a usage error (issue 12: nothing silently
+   does nothing). Commands a later branch adds are checked only for what they name. */
+static int option_misuse(const Options *o, const char *cmd) {
+  int is_sim = !strcmp(cmd, "sim"), is_check = !strcmp(cmd, "check");
+  const char *bad = NULL;
+  if ((o->trace) && !is_sim) bad = "--trace";
+  else if (o->grid && !is_sim) bad = "--grid";
+  else if (o->svg_arrows && !o->svg) bad = "--svg-arrows";
+  else if (o->svg && !is_sim) bad = "--svg";
+  else if (o->out && (is_sim || is_check || !strcmp(cmd, "compare"))) bad = "-o";
+  else if (o->json && !is_sim && !is_check && (!strcmp(cmd, "expand") || !strcmp(cmd, "emit-c") || !strcmp(cmd, "build") ||
+                                                !strcmp(cmd, "import-csv") || !strcmp(cmd, "export-csv") ||
+                                                !strcmp(cmd, "compare")))
+    bad = "--json";
+  if (!bad) return 0;
+  usage_error("%s does not apply to '%s' (%s)", bad, cmd,
+              !strcmp(bad, "-o") ? "check, sim and compare print to standard output; --trace/--svg write files from sim"
+              : !strcmp(bad, "--json") ? "--json is for check, sim and synth"
+              : !strcmp(bad, "--svg-arrows") ? "it adds to the picture of sim --svg"
+              : "--trace, --svg and --grid are for sim");
+  return 1;
+}
+
 /* Runs the command once the command line is read. */
 static int run(Options *o, const Command *cmd, int color) {
   if (cmd->needs_file && !o->file) return usage_error("%s needs an input file", cmd->name);
+  if (option_misuse(o, cmd->name)) return PPSC_USAGE;
   o->color = color >= 0 ? color : isatty(2) && getenv("TERM") && strcmp(getenv("TERM"), "dumb") != 0;
   if (!o->stdlib_dir) o->stdlib_dir = getenv("PPS_STDLIB");
   if (!o->stdlib_dir) o->stdlib_dir = PPS_STDLIB_DIR;
@@ -162,7 +209,7 @@ static int run(Options *o, const Command *cmd, int color) {
 int main(int argc, char **argv) {
   Options opt = {0};
   opt.max_errors = 50;
-  opt.max_ops = 50000000;
+  opt.max_ops = arena_default_max_ops();
   int color = -1;
   if (argc < 2) return usage_error("no command given");
   if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
@@ -182,9 +229,15 @@ int main(int argc, char **argv) {
   Define *defs = calloc((size_t)argc, sizeof *defs);
   if (!defs) return usage_error("out of memory");
   opt.defs = defs;
+  KeyOverride *keys = calloc((size_t)argc, sizeof *keys);
+  if (!keys) { free(defs); return usage_error("out of memory"); }
+  opt.keys = keys;
   int rc = parse_options(argc, argv, &opt, defs, &color);
+  arena_set_oom_hint(opt.max_ops);
   if (rc < 0) rc = run(&opt, cmd, color);
   for (int k = 0; k < opt.ndefs; k++) free((char *)defs[k].name);
   free(defs);
+  for (int k = 0; k < opt.nkeys; k++) free((char *)keys[k].key);
+  free(keys);
   return rc;
 }

@@ -1,5 +1,6 @@
-/* output.c: in-memory output buffers and atomic file writes, used by every command
- * that writes a file (-o, --trace, --svg) so that an error never leaves a partial one. */
+/* output.c: in-memory output buffers, used by every command that writes a file (-o,
+ * --trace, --svg) so that an error never leaves a partial one (the file writes
+ * themselves are in fileio.c). */
 #include "driver.h"
 #include <errno.h>
 #include <stdarg.h>
@@ -13,10 +14,7 @@ static void sb_reserve(StrBuf *b, size_t extra) {
   size_t cap = b->cap ? b->cap : 4096;
   while (cap < b->len + extra + 1) cap *= 2;
   char *p = realloc(b->data, cap);
-  if (!p) {
-    fputs("ppsc: out of memory\n", stderr);
-    abort();
-  }
+  if (!p) arena_out_of_memory(cap);
   b->data = p;
   b->cap = cap;
 }
@@ -66,34 +64,4 @@ void sb_json_string(StrBuf *b, const char *s) {
 void sb_free(StrBuf *b) {
   free(b->data);
   memset(b, 0, sizeof *b);
-}
-
-int write_file_atomic(const char *path, const char *data, size_t size) {
-  if (!strcmp(path, "-")) {
-    if (fwrite(data, 1, size, stdout) != size || fflush(stdout)) {
-      fprintf(stderr, "ppsc: error writing standard output: %s\n", strerror(errno));
-      return -1;
-    }
-    return 0;
-  }
-  size_t n = strlen(path);
-  char *tmp = malloc(n + 32);
-  if (!tmp) return -1;
-  snprintf(tmp, n + 32, "%s.tmp.%ld", path, (long)getpid());
-  FILE *f = fopen(tmp, "wb");
-  if (!f) {
-    fprintf(stderr, "ppsc: cannot write '%s': %s\n", path, strerror(errno));
-    free(tmp);
-    return -1;
-  }
-  int ok = fwrite(data, 1, size, f) == size;
-  ok = (fclose(f) == 0) && ok;
-  if (!ok || rename(tmp, path) != 0) {
-    fprintf(stderr, "ppsc: cannot write '%s': %s\n", path, strerror(errno));
-    unlink(tmp);
-    free(tmp);
-    return -1;
-  }
-  free(tmp);
-  return 0;
 }

@@ -5,8 +5,7 @@
  *   - report_trace: Chrome trace format (Perfetto, chrome://tracing): one process per
  *     device with a compute track, a track per copy engine and a wait track, plus a
  *     memory counter; one cost unit is shown as 1 ms;
- *   - report_svg: a timeline like the papers' figures (a row per device, a colour per
- *     pass kind, microbatch numbers in the boxes, offload lanes) and a memory-over-time
+ *   - report_svg (in svg.c): a timeline like the papers' figures and a memory-over-time
  *     plot per device.
  * It computes nothing: every figure comes from the simulator or the index. */
 #include "report.h"
@@ -31,6 +30,17 @@ void report_num(StrBuf *b, double x) {
 static const char *metric_cmp(int c) {
   static const char *t[] = {"<", "<=", "==", "!=", ">=", ">"};
   return c >= 0 && c <= 5 ? t[c] : "?";
+}
+
+/* The bottleneck device: the one with the most compute (busy) time; its bubble is
+ * 1 - busy / makespan. With per-stage costs the headline bubble (against the ideal
+ * m(TF+TB+TW)) can be large while this device never waits. */
+static int bottleneck(const IrSchedule *s, const SimResult *sim, double *rate) {
+  int best = 0;
+  for (int d = 1; d < s->ndev; d++)
+    if (sim->dev[d].busy > sim->dev[best].busy) best = d;
+  *rate = sim->makespan > 0 && s->ndev > 0 ? 1 - sim->dev[best].busy / sim->makespan : 0;
+  return best;
 }
 
 /* ---- text ---- */
@@ -63,6 +73,11 @@ void report_text(StrBuf *b, const Report *r) {
   report_num(b, sim->ideal);
   sb_puts(b, " = m(TF+TB+TW))\n");
   sb_printf(b, "bubble      %.4f   (over the longest device span: %.4f)\n", sim->bubble_rate, sim->bubble_rate_span);
+  if (s->ndev > 0) {
+    double br;
+    int bd = bottleneck(s, sim, &br);
+    sb_printf(b, "bottleneck  device %d: busy %.4f of the makespan, bubble %.4f\n", bd, 1 - br, br);
+  }
   sb_puts(b, "peak memory ");
   report_num(b, sim->peak_memory);
   sb_printf(b, " activations on device %d", sim->peak_device);
@@ -212,7 +227,15 @@ void report_json(StrBuf *b, const Report *r) {
       sb_puts(b, "}");
     }
   }
-  sb_puts(b, "]}\n");
+  sb_puts(b, "]");
+  /* added after the original keys (their order is kept): the bottleneck device's bubble */
+  {
+    double br = 0;
+    int bd = sim && s && s->ndev > 0 ? bottleneck(s, sim, &br) : 0;
+    json_key_num(b, "bottleneck_device", bd, sim && s && s->ndev > 0);
+    json_key_num(b, "bubble_rate_bottleneck", br, sim && s && s->ndev > 0);
+  }
+  sb_puts(b, "}\n");
 }
 
 /* ---- Chrome trace ---- */
@@ -289,192 +312,3 @@ void report_trace(StrBuf *b, const Report *r) {
   sb_puts(b, "\n]}\n");
 }
 
-/* ---- SVG ---- */
-static const char *kind_color(int k) {
-  switch ((IrKind)k) {
-  case IR_F: return "#4e79a7";
-  case IR_B: return "#59a14f";
-  case IR_W: return "#edc948";
-  case IR_BW: return "#76b7b2";
-  case IR_IF: case IR_IB: return "#b07aa1";
-  case IR_S: case IR_T: return "#ff9da7";
-  case IR_OFFLOAD: return "#f28e2b";
-  case IR_RELOAD: return "#e15759";
-  case IR_COLL: return "#9c755f";
-  default: return "#bab0ac";
-  }
-}
-
-enum { SVG_MAX_BOXES = 50000 };
-
-/* One device's row for schedules too dense for a box per op: each pixel column
- * takes the colour of the pass kind that is busiest in it, and is drawn only when
- * the device is busy for at least a tenth of it (copies in the lane below). */
-static void svg_binned(StrBuf *b, const Report *r, int d, double left, double y, double rowh, double lane,
-                       double W, double xs) {
-  const IrSchedule *s = r->s;
-  const SimResult *sim = r->sim;
-  const AnaIndex *ix = r->ix;
-  int ncol = (int)W;
-  double *busy = calloc((size_t)ncol * IR_NKINDS, sizeof(double));
-  if (!busy) return;
-  for (int32_t g = ix->off[d]; g < ix->off[d + 1]; g++) {
-    const IrOp *op = ana_op(s, ix, g);
-    if (op->kind == IR_SEND || op->kind == IR_RECV) continue;
-    double a = sim->start[g] * xs, e = sim->end[g] * xs;
-    if (!(e > a)) continue;
-    for (int c = (int)a; c < ncol && c <= (int)e; c++) {
-      double lo = a > c ? a : c, hi = e < c + 1 ? e : c + 1;
-      if (hi > lo) busy[(size_t)c * IR_NKINDS + op->kind] += hi - lo;
-    }
-  }
-  for (int c = 0; c < ncol; c++) {
-    for (int lane_copy = 0; lane_copy < 2; lane_copy++) {
-      int best = -1;
-      double tot = 0, bv = 0;
-      for (int k = 0; k < IR_NKINDS; k++) {
-        int is_copy = k == IR_OFFLOAD || k == IR_RELOAD;
-        if (is_copy != lane_copy) continue;
-        double x = busy[(size_t)c * IR_NKINDS + k];
-        tot += x;
-        if (x > bv) { bv = x; best = k; }
-      }
-      if (best < 0 || tot < 0.1) continue;
-      double yy = lane_copy ? y + rowh + 1 : y, hh = lane_copy ? lane - 2 : rowh;
-      if (hh <= 0) continue;
-      sb_printf(b, "<rect x=\"%.0f\" y=\"%.1f\" width=\"1\" height=\"%.1f\" fill=\"%s\"/>", left + c, yy, hh, kind_color(best));
-    }
-  }
-  sb_puts(b, "\n");
-  free(busy);
-}
-
-void report_svg(StrBuf *b, const Report *r) {
-  const IrSchedule *s = r->s;
-  const SimResult *sim = r->sim;
-  const AnaIndex *ix = r->ix;
-  int P = s->ndev;
-  int copies = 0;
-  for (int d = 0; d < P; d++) if (sim->dev[d].copy_busy[0] + sim->dev[d].copy_busy[1] > 0) copies = 1;
-  double mk = sim->makespan > 0 ? sim->makespan : 1;
-  double W = 1200, left = 80, top = 50, rowh = 22, lane = copies ? 12 : 0, gap = 4;
-  double rowstep = rowh + lane + gap;
-  double tl_h = P * rowstep;
-  double memh = 50, memgap = 14;
-  double mem_top = top + tl_h + 40;
-  double H = mem_top + P * (memh + memgap) + 20;
-  double xs = W / mk;
-  /* a box per op up to SVG_MAX_BOXES; beyond, one column per pixel per device */
-  int dense = ix->total > SVG_MAX_BOXES;
-  sb_printf(b, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" font-family=\"sans-serif\" font-size=\"10\">\n",
-            left + W + 20, H);
-  sb_puts(b, "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n<text x=\"10\" y=\"16\" font-size=\"13\">");
-  /* title: name and figures (names are identifiers, but escape anyway) */
-  for (const char *p = s->name ? s->name : "schedule"; *p; p++) {
-    if (*p == '<') sb_puts(b, "&lt;"); else if (*p == '&') sb_puts(b, "&amp;"); else if (*p == '>') sb_puts(b, "&gt;");
-    else { char c[2] = {*p, 0}; sb_puts(b, c); }
-  }
-  sb_printf(b, ": P=%d S=%d m=%d, makespan %.6g, bubble %.4f, peak memory %.6g</text>\n", P, s->nstage, s->nmb,
-            sim->makespan, sim->bubble_rate, sim->peak_memory);
-  /* legend */
-  static const int legend[] = {IR_F, IR_B, IR_W, IR_BW, IR_IF, IR_S, IR_COLL, IR_OFFLOAD, IR_RELOAD};
-  static const char *legname[] = {"F", "B", "W", "BW", "IF/IB", "S/T", "collective", "offload", "reload"};
-  for (int k = 0; k < 9; k++)
-    sb_printf(b, "<rect x=\"%.0f\" y=\"24\" width=\"10\" height=\"10\" fill=\"%s\"/><text x=\"%.0f\" y=\"33\">%s</text>\n",
-              left + k * 80.0, kind_color(legend[k]), left + k * 80.0 + 14, legname[k]);
-  /* chunk of each stage: its rank among the stages its device holds (as the papers
-   * draw interleaved and V-shaped schedules, later chunks are lighter) */
-  int32_t *chunk = calloc((size_t)(s->nstage > 0 ? s->nstage : 1), sizeof *chunk);
-  int32_t *held = calloc((size_t)(P > 0 ? P : 1), sizeof *held);
-  int multi = 0;
-  for (int32_t st = 0; chunk && held && st < s->nstage; st++) {
-    int32_t dv = s->stages[st].device;
-    if (dv >= 0 && dv < P) chunk[st] = held[dv]++;
-    multi |= chunk[st] > 0;
-  }
-  free(held);
-  if (multi)
-    sb_printf(b, "<text x=\"%.0f\" y=\"33\">lighter: a device's later chunk</text>\n", left + 9 * 80.0);
-  for (int d = 0; d < P; d++) {
-    double y = top + d * rowstep;
-    sb_printf(b, "<text x=\"4\" y=\"%.1f\">device %d</text>\n", y + rowh * 0.7, d);
-    sb_printf(b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#f4f4f4\"/>\n", left, y, W, rowh);
-    if (dense) {
-      svg_binned(b, r, d, left, y, rowh, lane, W, xs);
-      continue;
-    }
-    for (int32_t g = ix->off[d]; g < ix->off[d + 1]; g++) {
-      const IrOp *op = ana_op(s, ix, g);
-      if (op->kind == IR_SEND || op->kind == IR_RECV) continue;
-      double x0 = left + sim->start[g] * xs, w = (sim->end[g] - sim->start[g]) * xs;
-      double yy = y, hh = rowh;
-      if (op->kind == IR_OFFLOAD || op->kind == IR_RELOAD) {
-        yy = y + rowh + 1;
-        hh = lane - 2;
-      }
-      if (w <= 0) continue;
-      int light = chunk && op->kind <= IR_BW && op->stage >= 0 && op->stage < s->nstage && chunk[op->stage] > 0;
-      sb_printf(b, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"%s\"%s stroke=\"white\" stroke-width=\"0.5\"/>",
-                x0, yy, w, hh, kind_color(op->kind), light ? " fill-opacity=\"0.5\"" : "");
-      if (w >= 9 && op->kind != IR_OFFLOAD && op->kind != IR_RELOAD)
-        sb_printf(b, "<text x=\"%.2f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"%s\">%d</text>", x0 + w / 2, yy + hh * 0.7,
-                  light ? "#222" : "white", op->mb);
-      sb_puts(b, "\n");
-    }
-  }
-  free(chunk);
-  /* time axis */
-  double yax = top + tl_h + 4;
-  sb_printf(b, "<line x1=\"%.0f\" y1=\"%.1f\" x2=\"%.0f\" y2=\"%.1f\" stroke=\"black\"/>\n", left, yax, left + W, yax);
-  /* ticks at round steps: 1, 2 or 5 times a power of ten, about ten of them */
-  double step = pow(10, floor(log10(mk / 10)));
-  if (mk / step > 50) step *= 5; else if (mk / step > 20) step *= 2;
-  for (double x = 0; x <= mk * (1 + 1e-9) && step > 0; x += step)
-    sb_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"black\"/><text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%.6g</text>\n",
-              left + x * xs, yax, left + x * xs, yax + 3, left + x * xs, yax + 13, x);
-  /* memory over time */
-  double pk = sim->peak_memory > 0 ? sim->peak_memory : 1;
-  sb_printf(b, "<text x=\"4\" y=\"%.1f\" font-size=\"12\">activation memory over time (max %.6g)</text>\n", mem_top - 8, pk);
-  for (int d = 0; d < P; d++) {
-    const SimDev *v = &sim->dev[d];
-    double y = mem_top + d * (memh + memgap);
-    sb_printf(b, "<text x=\"4\" y=\"%.1f\">device %d</text>\n", y + memh * 0.6, d);
-    sb_printf(b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" stroke=\"#ccc\"/>\n", left, y, W, memh);
-    if (s->mem_limit >= 0 && s->mem_limit <= pk)
-      sb_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"red\" stroke-dasharray=\"4 2\"/>\n", left,
-                y + memh - s->mem_limit / pk * memh, left + W, y + memh - s->mem_limit / pk * memh);
-    if (v->nmem <= 0) continue;
-    if (v->nmem > 2 * (int)W) {
-      /* too many steps to draw: the maximum in each pixel column (peaks stay visible) */
-      int ncol = (int)W;
-      double *cm = malloc(sizeof(double) * (size_t)(ncol + 1));
-      if (!cm) continue;
-      double cur = 0;
-      int k = 0;
-      for (int c = 0; c <= ncol; c++) {
-        double mx = cur;
-        while (k < v->nmem && v->mt[k] * xs < c + 1) {
-          cur = v->mv[k++];
-          if (cur > mx) mx = cur;
-        }
-        cm[c] = mx;
-      }
-      sb_puts(b, "<polyline fill=\"none\" stroke=\"#4e79a7\" points=\"");
-      for (int c = 0; c <= ncol; c++) sb_printf(b, "%.0f,%.2f ", left + c, y + memh - cm[c] / pk * memh);
-      sb_puts(b, "\"/>\n");
-      free(cm);
-      sb_printf(b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">peak %.6g</text>\n", left + W - 2, y + 10, v->peak);
-      continue;
-    }
-    sb_puts(b, "<polyline fill=\"none\" stroke=\"#4e79a7\" points=\"");
-    double prev = 0;
-    for (int k = 0; k < v->nmem; k++) {
-      double x = left + v->mt[k] * xs;
-      sb_printf(b, "%.2f,%.2f %.2f,%.2f ", x, y + memh - prev / pk * memh, x, y + memh - v->mv[k] / pk * memh);
-      prev = v->mv[k];
-    }
-    sb_printf(b, "%.2f,%.2f\"/>\n", left + W, y + memh - prev / pk * memh);
-    sb_printf(b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">peak %.6g</text>\n", left + W - 2, y + 10, v->peak);
-  }
-  sb_puts(b, "</svg>\n");
-}

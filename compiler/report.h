@@ -23,12 +23,15 @@ typedef struct Report {
   const ExpectResult *expects; /* [s->nexpects] or NULL */
   int64_t inserted_ops;
   int valid;
+  int arrows;                /* --svg-arrows: transfers drawn in the SVG */
 } Report;
 
 void report_text(StrBuf *b, const Report *r);
 void report_json(StrBuf *b, const Report *r);
 void report_trace(StrBuf *b, const Report *r);
 void report_svg(StrBuf *b, const Report *r);
+/* sim --grid: one column per device, one row per instant a pass starts (grid.c). */
+void report_grid(StrBuf *b, const Report *r);
 /* A number the way reports print it: shortest of %.6g that reads back close. */
 void report_num(StrBuf *b, double x);
 #endif

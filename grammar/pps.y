@@ -127,9 +127,8 @@ item: IMPORT STRING semi {
         ImportDecl *d = arena_alloc(ps->arena, sizeof *d);
         d->path = $2;
         d->span = SP(@2);
-        ImportDecl **p = &ps->result->imports;
-        while (*p) p = &(*p)->next;
-        *p = d;
+        ImportDecl **p = ps->result->imports_last ? &ps->result->imports_last->next : &ps->result->imports;
+        *p = ps->result->imports_last = d;
       }
     | SCHEDULE IDENT opt_params body {
         ScheduleDef *d = arena_alloc(ps->arena, sizeof *d);
@@ -139,9 +138,8 @@ item: IMPORT STRING semi {
         d->nparams = $3.n;
         d->body = $4.head;
         d->file = ps->file;
-        ScheduleDef **p = &ps->result->schedules;
-        while (*p) p = &(*p)->next;
-        *p = d;
+        ScheduleDef **p = ps->result->schedules_last ? &ps->result->schedules_last->next : &ps->result->schedules;
+        *p = ps->result->schedules_last = d;
       }
     | error ';'
     | error '}'
@@ -181,6 +179,9 @@ stmt: DEVICES expr semi { $$ = ast_stmt(ps, ST_DEVICES, @1); $$->e1 = $2; }
         $$ = ast_stmt(ps, ST_PLACEMENT, @1); $$->sym = $2; $$->span2 = SP(@2); $$->e1 = $4;
       }
     | PLACEMENT '[' args ']' semi { $$ = ast_stmt(ps, ST_PLACEMENT, @1); $$->list = $3; $$->span2 = SP(@2); }
+    | PLACEMENT '[' expr FOR IDENT IN expr DOTDOT expr ']' semi {
+        $$ = ast_stmt(ps, ST_PLACEMENT, @1); $$->e1 = $3; $$->sym2 = $5; $$->e2 = $7; $$->e3 = $9; $$->span2 = SP(@2);
+      }
     | COST kvs semi { $$ = ast_stmt(ps, ST_COST, @1); $$->kv = $2.head; }
     | COST IDENT expr ':' kvs semi {
         $$ = ast_stmt(ps, ST_COST, @1); $$->sym = $2; $$->span2 = SP(@2); $$->e1 = $3; $$->kv = $5.head;

@@ -53,7 +53,8 @@ static const char usage_text[] =
   "execution:\n"
   "  --backend cpu|cuda       compute backend (default cpu)\n"
   "  --transport threads|mpi|nccl   default threads, or mpi when started by mpirun\n"
-  "  --timeout SECONDS        a rank waiting longer stops every rank (default 300)\n"
+  "  --timeout SECONDS        a rank waiting longer stops every rank (default 300; over 1e9 means 1e9)\n"
+  "  --allow-nonfinite-loss   a loss that is NaN or infinite is not an error (exit 0)\n"
   "  --no-compute             skip the model's kernels (runtime overhead benchmark)\n"
   "  -h, --help               this text; --version the library version\n"
   "\n"
@@ -265,6 +266,8 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
     } else if (flag_is(a, "--timeout", &v, argc, argv, &i)) {
       if (!v || parse_double(v, 0, &o->timeout_s) || o->timeout_s <= 0)
         return usage_error(me, "--timeout needs a number of seconds > 0");
+      if (o->timeout_s > 1e9) o->timeout_s = 1e9; /* ~31 years: a deadline that still fits a time_t */
+    } else if (!strcmp(a, "--allow-nonfinite-loss")) { o->allow_nonfinite = 1;
     } else if (flag_is(a, "--seed", &v, argc, argv, &i)) {
       if (!v || parse_int(v, 0, &n)) return usage_error(me, "--seed needs an integer >= 0");
       cfg->seed = (uint64_t)n;
@@ -440,6 +443,14 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
       if ((o->check || o->check_memory) && memory_bad) status = 1;
     }
     if (print && !o->quiet) rt_print_flops(&run);
+    for (int k = 0; k < run.iterations_done && !o->allow_nonfinite; k++)
+      if (!isfinite(run.loss[k])) {
+        if (printer)
+          fprintf(stderr, "%s: error: the loss of iteration %d is %g, not a finite number (--allow-nonfinite-loss to go on)\n",
+                  me, k + 1, run.loss[k]);
+        status = 1;
+        break;
+      }
     if (o->check && (run.check_mismatches || run.check_loss_bad)) status = 1;
     if (print && o->check)
       fprintf(run.out, "check: %s\n", status ? "FAILED" : "passed (loss, gradients and peak memory match)");

@@ -31,6 +31,8 @@ tests_runtime_rt_tables_LDADD = libppsrt.la
 TESTS += tests/runtime/tables.sh tests/runtime/flags.sh tests/runtime/e2e.sh tests/runtime/mpi.sh
 TESTS += tests/runtime/mfu.sh
 EXTRA_DIST += tests/runtime/mfu.sh
+TESTS += tests/runtime/hardening.sh
+EXTRA_DIST += tests/runtime/hardening.sh
 EXTRA_DIST += tests/runtime/tables.sh tests/runtime/flags.sh tests/runtime/e2e.sh tests/runtime/mpi.sh \
   tests/runtime/lib.sh
 

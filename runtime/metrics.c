@@ -292,8 +292,10 @@ void rt_print_json(ppsrt_run *run, int status) {
   for (int it = 0; it < done; it++) {
     double span = 0;
     for (int d = 0; d < ndev; d++) span = fmax(span, run->dev_span[(size_t)it * ndev + d]);
-    fprintf(f, "%s{\"iteration\":%d,\"loss\":%.9g,\"time_s\":%.9g,\"bubble\":[", it ? "," : "", it + 1,
-            run->loss[it], span);
+    fprintf(f, "%s{\"iteration\":%d,\"loss\":", it ? "," : "", it + 1);
+    if (isfinite(run->loss[it])) fprintf(f, "%.9g", run->loss[it]);
+    else fputs("null", f); /* NaN and inf are not JSON */
+    fprintf(f, ",\"time_s\":%.9g,\"bubble\":[", span);
     for (int d = 0; d < ndev; d++) {
       double s = run->dev_span[(size_t)it * ndev + d], b = run->dev_busy[(size_t)it * ndev + d];
       fprintf(f, "%s%.6f", d ? "," : "", s > 0 ? 1.0 - b / s : 0.0);

@@ -897,6 +897,12 @@ int ppsrt_gpt_create(const ppsrt_model_config *cfg, ppsrt_backend *be, int devic
   if (cfg->vocab_mode && (cfg->vocab_mode > 2 || cfg->vocab < P || device < 0 || device >= P))
     return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: vocabulary parallelism needs mode 1 or 2 and --vocab %d >= devices %d",
                       cfg->vocab, P);
+  {
+    int64_t w = 4 * (int64_t)cfg->hidden > cfg->vocab ? 4 * (int64_t)cfg->hidden : cfg->vocab; /* MLP 4h, logits */
+    if ((int64_t)cfg->seq * cfg->micro_batch * w > INT32_MAX)
+      return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --seq %d x --micro-batch %d tokens x width %lld is over %d elements per tensor",
+                        cfg->seq, cfg->micro_batch, (long long)w, INT32_MAX);
+  }
   ppsrt_model *m = calloc(1, sizeof *m);
   gpt *g = calloc(1, sizeof *g);
   if (!m || !g) { free(m); free(g); return PPSRT_FAIL(PPSRT_E_NOMEM, "gpt: out of host memory"); }

@@ -22,6 +22,7 @@ typedef struct rt_opts {
   int check_memory;              /* --check-memory: memory only */
   const char *trace;             /* --trace OUT.json */
   int json;
+  int allow_nonfinite;           /* --allow-nonfinite-loss: a NaN/inf loss is not an error */
   const char *backend;           /* "cpu", "cuda" */
   const char *transport;         /* "threads", "mpi", "nccl" */
   double timeout_s;

@@ -69,6 +69,7 @@ typedef struct th_impl {
 
 static void deadline_after(struct timespec *ts, double s) {
   clock_gettime(CLOCK_REALTIME, ts);
+  if (!(s < 1e9)) s = 1e9; /* the sum must fit a time_t (--timeout 1e19 was already past) */
   double whole = floor(s);
   ts->tv_sec += (time_t)whole;
   ts->tv_nsec += (long)((s - whole) * 1e9);

@@ -1,0 +1,353 @@
+/* svg.c: `ppsc sim --svg`, the timeline the papers draw (Zero Bubble, controllable
+ * memory, ...): a row per device, a box per pass, and a memory-over-time panel per
+ * device. What it shows:
+ *   - a colour per chunk (a stage's rank among the stages its device holds: chunk 0
+ *     of an interleaved or V-shaped schedule is blue, chunk 1 orange, 2 green, 3 purple,
+ *     later ones follow the golden angle, so any number of chunks get distinct hues) and a shade per
+ *     pass kind (F light, B dark, W pale, BW middle); vocabulary passes, collectives
+ *     and copies keep a colour of their own;
+ *   - in each box its microbatch, and its stage where the box is wide enough;
+ *   - a <title> tooltip per box: pass, microbatch, stage, device, start, end;
+ *   - a width that grows with the ops of the busiest device (14 px per op, 1200 to
+ *     20000 px; 1200 for a dense picture);
+ *   - the critical path: the chain of passes and transfers that ends last, found
+ *     backwards from the op that ends at the makespan (each step goes to the transfer
+ *     a device waited for, or else to the device's previous pass), outlined in red;
+ *   - with --svg-arrows, an arrow per transfer from the producing pass's end to its
+ *     arrival on the consumer's device;
+ *   - a labelled scale (0, half, max activations) on each memory panel, and a legend.
+ * Beyond SVG_MAX_BOXES ops the rows are drawn one pixel column at a time (the
+ * busiest pass kind of each column), without labels, tooltips, arrows or path. */
+#include "report.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { SVG_MAX_BOXES = 50000, SVG_MAX_ARROWS = 20000 };
+
+static const char *kind_color(int k) {
+  switch ((IrKind)k) {
+  case IR_F: return "#4e79a7";
+  case IR_B: return "#59a14f";
+  case IR_W: return "#edc948";
+  case IR_BW: return "#76b7b2";
+  case IR_IF: case IR_IB: return "#b07aa1";
+  case IR_S: case IR_T: return "#ff9da7";
+  case IR_OFFLOAD: return "#f28e2b";
+  case IR_RELOAD: return "#e15759";
+  case IR_COLL: return "#9c755f";
+  default: return "#bab0ac";
+  }
+}
+
+/* The fill of a compute pass: hue from the chunk, lightness from the kind. */
+static void pass_color(char *out, size_t n, int kind, int chunk) {
+  if (kind > IR_BW) { snprintf(out, n, "%s", kind_color(kind)); return; }
+  static const double first[4] = {210, 28, 130, 285}; /* blue, orange, green, purple */
+  double hue = chunk < 4 ? first[chunk] : fmod(210.0 + chunk * 137.508, 360.0);
+  static const int sat[4] = {60, 60, 45, 55}, light[4] = {62, 36, 80, 48};
+  snprintf(out, n, "hsl(%.0f,%d%%,%d%%)", hue, sat[kind], light[kind]);
+}
+
+static void xml_text(StrBuf *b, const char *t) {
+  for (const char *p = t; *p; p++) {
+    if (*p == '<') sb_puts(b, "&lt;");
+    else if (*p == '&') sb_puts(b, "&amp;");
+    else if (*p == '>') sb_puts(b, "&gt;");
+    else if (*p == '"') sb_puts(b, "&quot;");
+    else { char c[2] = {*p, 0}; sb_puts(b, c); }
+  }
+}
+
+/* One device's row for schedules too dense for a box per op: each pixel column
+ * takes the colour of the pass kind that is busiest in it, and is drawn only when
+ * the device is busy for at least a tenth of it (copies in the lane below). */
+static void svg_binned(StrBuf *b, const Report *r, int d, double left, double y, double rowh, double lane,
+                       double W, double xs) {
+  const IrSchedule *s = r->s;
+  const SimResult *sim = r->sim;
+  const AnaIndex *ix = r->ix;
+  int ncol = (int)W;
+  double *busy = calloc((size_t)ncol * IR_NKINDS, sizeof(double));
+  if (!busy) return;
+  for (int32_t g = ix->off[d]; g < ix->off[d + 1]; g++) {
+    const IrOp *op = ana_op(s, ix, g);
+    if (op->kind == IR_SEND || op->kind == IR_RECV) continue;
+    double a = sim->start[g] * xs, e = sim->end[g] * xs;
+    if (!(e > a)) continue;
+    for (int c = (int)a; c < ncol && c <= (int)e; c++) {
+      double lo = a > c ? a : c, hi = e < c + 1 ? e : c + 1;
+      if (hi > lo) busy[(size_t)c * IR_NKINDS + op->kind] += hi - lo;
+    }
+  }
+  for (int c = 0; c < ncol; c++) {
+    for (int lane_copy = 0; lane_copy < 2; lane_copy++) {
+      int best = -1;
+      double tot = 0, bv = 0;
+      for (int k = 0; k < IR_NKINDS; k++) {
+        int is_copy = k == IR_OFFLOAD || k == IR_RELOAD;
+        if (is_copy != lane_copy) continue;
+        double x = busy[(size_t)c * IR_NKINDS + k];
+        tot += x;
+        if (x > bv) { bv = x; best = k; }
+      }
+      if (best < 0 || tot < 0.1) continue;
+      double yy = lane_copy ? y + rowh + 1 : y, hh = lane_copy ? lane - 2 : rowh;
+      if (hh <= 0) continue;
+      sb_printf(b, "<rect x=\"%.0f\" y=\"%.1f\" width=\"1\" height=\"%.1f\" fill=\"%s\"/>", left + c, yy, hh, kind_color(best));
+    }
+  }
+  sb_puts(b, "\n");
+  free(busy);
+}
+
+/* The producing pass of a recv (global id), or -1. */
+static int32_t recv_producer(const IrSchedule *s, const AnaIndex *ix, const IrOp *op) {
+  if (op->kind != IR_RECV || !ana_valid_pass(s, op)) return -1;
+  int64_t sl = ANA_SLOT(ix, op->mb, op->stage);
+  return op->xfer == IR_XFER_ACT ? ix->posF[sl] : op->xfer == IR_XFER_GRAD ? ix->posB[sl] : -1;
+}
+
+/* Marks the critical path in crit[] (global ids of compute passes on it). */
+static void critical_path(const Report *r, uint8_t *crit) {
+  const IrSchedule *s = r->s;
+  const SimResult *sim = r->sim;
+  const AnaIndex *ix = r->ix;
+  int32_t cur = -1;
+  for (int32_t g = 0; g < ix->total; g++)
+    if (ana_op(s, ix, g)->kind <= IR_T && (cur < 0 || sim->end[g] > sim->end[cur])) cur = g;
+  const double eps = 1e-9 * (sim->makespan > 1 ? sim->makespan : 1);
+  for (int64_t steps = 0; cur >= 0 && steps <= ix->total; steps++) {
+    crit[cur] = 1;
+    int d = ix->devof[cur];
+    double t = sim->start[cur];
+    int32_t next = -1;
+    /* the ops before cur on its device, back to the previous pass: a transfer that
+       arrived exactly when cur started is what cur waited for */
+    for (int32_t g = cur - 1; g >= ix->off[d]; g--) {
+      const IrOp *op = ana_op(s, ix, g);
+      if (op->kind == IR_RECV && fabs(sim->end[g] - t) <= eps) {
+        int32_t p = recv_producer(s, ix, op);
+        if (p >= 0 && p != cur) { next = p; break; }
+      }
+      if (op->kind <= IR_T) {
+        if (fabs(sim->end[g] - t) <= eps) next = g;
+        break;
+      }
+    }
+    if (next < 0) {
+      /* a pass started late with no transfer: its producer on another device */
+      const IrOp *op = ana_op(s, ix, cur);
+      if (ana_valid_pass(s, op)) {
+        int32_t p = -1;
+        if (op->kind == IR_F && op->stage > 0) p = ix->posF[ANA_SLOT(ix, op->mb, op->stage - 1)];
+        else if ((op->kind == IR_B || op->kind == IR_BW) && op->stage + 1 < s->nstage) p = ix->posB[ANA_SLOT(ix, op->mb, op->stage + 1)];
+        if (p >= 0 && p != cur && sim->end[p] <= t + eps && sim->end[p] >= t - eps - s->tc) next = p;
+      }
+    }
+    if (next < 0 || crit[next]) break;
+    cur = next;
+  }
+}
+
+void report_svg(StrBuf *b, const Report *r) {
+  const IrSchedule *s = r->s;
+  const SimResult *sim = r->sim;
+  const AnaIndex *ix = r->ix;
+  int P = s->ndev;
+  int copies = 0;
+  for (int d = 0; d < P; d++) if (sim->dev[d].copy_busy[0] + sim->dev[d].copy_busy[1] > 0) copies = 1;
+  double mk = sim->makespan > 0 ? sim->makespan : 1;
+  /* width: 14 px per pass of the busiest device, within 1200..20000 */
+  int64_t most = 0;
+  for (int d = 0; d < P; d++) {
+    int64_t n = 0;
+    for (int32_t g = ix->off[d]; g < ix->off[d + 1]; g++) n += ana_op(s, ix, g)->kind <= IR_T;
+    if (n > most) most = n;
+  }
+  double W = most * 14.0;
+  if (W < 1200) W = 1200;
+  if (W > 20000) W = 20000;
+  int dense = ix->total > SVG_MAX_BOXES;
+  if (dense) W = 1200; /* drawn a pixel column at a time: the width is the cost */
+  double left = 80, top = 66, rowh = 22, lane = copies ? 12 : 0, gap = 4;
+  double rowstep = rowh + lane + gap;
+  double tl_h = P * rowstep;
+  double memh = 50, memgap = 14;
+  double mem_top = top + tl_h + 40;
+  double H = mem_top + P * (memh + memgap) + 20;
+  double xs = W / mk;
+  sb_printf(b, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" font-family=\"sans-serif\" font-size=\"10\">\n",
+            left + W + 20, H);
+  sb_puts(b, "<defs><marker id=\"arrow\" viewBox=\"0 0 6 6\" refX=\"6\" refY=\"3\" markerWidth=\"5\" markerHeight=\"5\" orient=\"auto\">"
+             "<path d=\"M0,0 L6,3 L0,6 z\" fill=\"#555\"/></marker></defs>\n");
+  sb_puts(b, "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n<text x=\"10\" y=\"16\" font-size=\"13\">");
+  xml_text(b, s->name ? s->name : "schedule");
+  sb_printf(b, ": P=%d S=%d m=%d, makespan %.6g, bubble %.4f, peak memory %.6g</text>\n", P, s->nstage, s->nmb,
+            sim->makespan, sim->bubble_rate, sim->peak_memory);
+  /* chunk of each stage: its rank among the stages its device holds */
+  int32_t *chunk = calloc((size_t)(s->nstage > 0 ? s->nstage : 1), sizeof *chunk);
+  int32_t *held = calloc((size_t)(P > 0 ? P : 1), sizeof *held);
+  int nchunk = 1;
+  for (int32_t st = 0; chunk && held && st < s->nstage; st++) {
+    int32_t dv = s->stages[st].device;
+    if (dv >= 0 && dv < P) chunk[st] = held[dv]++;
+    if (chunk[st] + 1 > nchunk) nchunk = chunk[st] + 1;
+  }
+  free(held);
+  /* legend: the pass kinds (shades of chunk 0), the chunks, the other colours */
+  double lx = left;
+  static const int kinds[] = {IR_F, IR_B, IR_W, IR_BW};
+  static const char *kname[] = {"F", "B", "W", "BW"};
+  char col[48];
+  for (int k = 0; k < 4; k++, lx += 44) {
+    pass_color(col, sizeof col, kinds[k], 0);
+    sb_printf(b, "<rect x=\"%.0f\" y=\"24\" width=\"10\" height=\"10\" fill=\"%s\"/><text x=\"%.0f\" y=\"33\">%s</text>\n",
+              lx, col, lx + 14, kname[k]);
+  }
+  static const int others[] = {IR_IF, IR_S, IR_COLL, IR_OFFLOAD, IR_RELOAD};
+  static const char *oname[] = {"IF/IB", "S/T", "collective", "offload", "reload"};
+  for (int k = 0; k < 5; k++, lx += 80)
+    sb_printf(b, "<rect x=\"%.0f\" y=\"24\" width=\"10\" height=\"10\" fill=\"%s\"/><text x=\"%.0f\" y=\"33\">%s</text>\n",
+              lx, kind_color(others[k]), lx + 14, oname[k]);
+  if (!dense)
+    sb_printf(b, "<rect x=\"%.0f\" y=\"24\" width=\"10\" height=\"10\" fill=\"none\" stroke=\"#d62728\" stroke-width=\"2\"/>"
+                 "<text x=\"%.0f\" y=\"33\">critical path</text>\n", lx, lx + 14);
+  lx = left;
+  sb_printf(b, "<text x=\"%.0f\" y=\"50\">chunks:</text>\n", lx);
+  lx += 44;
+  for (int k = 0; k < nchunk && k < 16; k++, lx += 64) {
+    pass_color(col, sizeof col, IR_F, k);
+    sb_printf(b, "<rect x=\"%.0f\" y=\"41\" width=\"10\" height=\"10\" fill=\"%s\"/><text x=\"%.0f\" y=\"50\">chunk %d</text>\n",
+              lx, col, lx + 14, k);
+  }
+  if (nchunk > 16) sb_printf(b, "<text x=\"%.0f\" y=\"50\">... %d chunks</text>\n", lx, nchunk);
+  uint8_t *crit = dense ? NULL : calloc((size_t)ix->total + 1, 1);
+  if (crit) critical_path(r, crit);
+  for (int d = 0; d < P; d++) {
+    double y = top + d * rowstep;
+    sb_printf(b, "<text x=\"4\" y=\"%.1f\">device %d</text>\n", y + rowh * 0.7, d);
+    sb_printf(b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#f4f4f4\"/>\n", left, y, W, rowh);
+    if (dense) {
+      svg_binned(b, r, d, left, y, rowh, lane, W, xs);
+      continue;
+    }
+    for (int32_t g = ix->off[d]; g < ix->off[d + 1]; g++) {
+      const IrOp *op = ana_op(s, ix, g);
+      if (op->kind == IR_SEND || op->kind == IR_RECV) continue;
+      double x0 = left + sim->start[g] * xs, w = (sim->end[g] - sim->start[g]) * xs;
+      double yy = y, hh = rowh;
+      if (op->kind == IR_OFFLOAD || op->kind == IR_RELOAD) {
+        yy = y + rowh + 1;
+        hh = lane - 2;
+      }
+      if (w <= 0) continue;
+      int has_stage = op->stage >= 0 && op->stage < s->nstage;
+      pass_color(col, sizeof col, op->kind, chunk && has_stage ? chunk[op->stage] : 0);
+      int on_path = crit && crit[g];
+      sb_printf(b, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"%s\" stroke=\"%s\" stroke-width=\"%s\">",
+                x0, yy, w, hh, col, on_path ? "#d62728" : "white", on_path ? "2" : "0.5");
+      char name[64];
+      ir_format_op(s, op, name, sizeof name);
+      sb_puts(b, "<title>");
+      xml_text(b, name);
+      sb_printf(b, ": microbatch %d", op->mb);
+      if (has_stage) sb_printf(b, ", stage %d", op->stage);
+      sb_printf(b, ", device %d, %.6g to %.6g%s</title></rect>", d, sim->start[g], sim->end[g], on_path ? " (critical path)" : "");
+      if (op->kind != IR_OFFLOAD && op->kind != IR_RELOAD) {
+        int dark = op->kind == IR_B || op->kind == IR_BW || op->kind > IR_BW;
+        if (w >= 30 && has_stage)
+          sb_printf(b, "<text x=\"%.2f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"%s\">%d<tspan font-size=\"7\">s%d</tspan></text>",
+                    x0 + w / 2, yy + hh * 0.7, dark ? "white" : "#222", op->mb, op->stage);
+        else if (w >= 9)
+          sb_printf(b, "<text x=\"%.2f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"%s\">%d</text>", x0 + w / 2, yy + hh * 0.7,
+                    dark ? "white" : "#222", op->mb);
+      }
+      sb_puts(b, "\n");
+    }
+  }
+  /* transfers: from the producing pass's end to the arrival on the consumer */
+  if (r->arrows && !dense) {
+    int n = 0;
+    sb_puts(b, "<g stroke=\"#555\" stroke-width=\"0.8\" fill=\"none\" opacity=\"0.6\">\n");
+    for (int32_t g = 0; g < ix->total && n < SVG_MAX_ARROWS; g++) {
+      const IrOp *op = ana_op(s, ix, g);
+      int32_t p = recv_producer(s, ix, op);
+      if (p < 0) continue;
+      int pd = ix->devof[p], d = ix->devof[g];
+      double y0 = top + pd * rowstep + (d > pd ? rowh : 0), y1 = top + d * rowstep + (d > pd ? 0 : rowh);
+      sb_printf(b, "<line x1=\"%.2f\" y1=\"%.1f\" x2=\"%.2f\" y2=\"%.1f\" marker-end=\"url(#arrow)\"/>\n", left + sim->end[p] * xs,
+                y0, left + sim->end[g] * xs, y1);
+      n++;
+    }
+    sb_puts(b, "</g>\n");
+  }
+  free(crit);
+  free(chunk);
+  /* time axis: ticks at 1, 2 or 5 times a power of ten, at most about 100 */
+  double yax = top + tl_h + 4;
+  sb_printf(b, "<line x1=\"%.0f\" y1=\"%.1f\" x2=\"%.0f\" y2=\"%.1f\" stroke=\"black\"/>\n", left, yax, left + W, yax);
+  double step = pow(10, floor(log10(mk / 10)));
+  if (mk / step > 50) step *= 5; else if (mk / step > 20) step *= 2;
+  if (W > 2400) step /= W > 6000 ? 5 : 2;
+  if (!(step > 0) || !isfinite(step) || mk / step > 100) step = mk / 10;
+  for (int t = 0; t <= 100 && t * step <= mk * (1 + 1e-9); t++) {
+    double x = t * step;
+    sb_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"black\"/><text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%.6g</text>\n",
+              left + x * xs, yax, left + x * xs, yax + 3, left + x * xs, yax + 13, x);
+  }
+  sb_printf(b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">time (cost units)</text>\n", left + W, yax + 26);
+  /* memory over time, with a scale: 0, half and the maximum over devices */
+  double pk = sim->peak_memory > 0 ? sim->peak_memory : 1;
+  sb_printf(b, "<text x=\"4\" y=\"%.1f\" font-size=\"12\">activation memory over time (activations; max %.6g)</text>\n",
+            mem_top - 8, pk);
+  for (int d = 0; d < P; d++) {
+    const SimDev *v = &sim->dev[d];
+    double y = mem_top + d * (memh + memgap);
+    sb_printf(b, "<text x=\"4\" y=\"%.1f\">device %d</text>\n", y + memh * 0.6, d);
+    sb_printf(b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" stroke=\"#ccc\"/>\n", left, y, W, memh);
+    for (int k = 0; k <= 2; k++) {
+      double yy = y + memh - k * memh / 2;
+      sb_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#888\"/><text x=\"%.1f\" y=\"%.1f\" "
+                   "text-anchor=\"end\" font-size=\"8\">%.4g</text>\n",
+                left - 4, yy, left, yy, left - 6, yy + 3, pk * k / 2);
+    }
+    if (s->mem_limit >= 0 && s->mem_limit <= pk)
+      sb_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"red\" stroke-dasharray=\"4 2\"/>\n", left,
+                y + memh - s->mem_limit / pk * memh, left + W, y + memh - s->mem_limit / pk * memh);
+    if (v->nmem <= 0) continue;
+    if (v->nmem > 2 * (int)W) {
+      /* too many steps to draw: the maximum in each pixel column (peaks stay visible) */
+      int ncol = (int)W;
+      double *cm = malloc(sizeof(double) * (size_t)(ncol + 1));
+      if (!cm) continue;
+      double cur = 0;
+      int k = 0;
+      for (int c = 0; c <= ncol; c++) {
+        double mx = cur;
+        while (k < v->nmem && v->mt[k] * xs < c + 1) {
+          cur = v->mv[k++];
+          if (cur > mx) mx = cur;
+        }
+        cm[c] = mx;
+      }
+      sb_puts(b, "<polyline fill=\"none\" stroke=\"#4e79a7\" points=\"");
+      for (int c = 0; c <= ncol; c++) sb_printf(b, "%.0f,%.2f ", left + c, y + memh - cm[c] / pk * memh);
+      sb_puts(b, "\"/>\n");
+      free(cm);
+      sb_printf(b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">peak %.6g</text>\n", left + W - 2, y + 10, v->peak);
+      continue;
+    }
+    sb_puts(b, "<polyline fill=\"none\" stroke=\"#4e79a7\" points=\"");
+    double prev = 0;
+    for (int k = 0; k < v->nmem; k++) {
+      double x = left + v->mt[k] * xs;
+      sb_printf(b, "%.2f,%.2f %.2f,%.2f ", x, y + memh - prev / pk * memh, x, y + memh - v->mv[k] / pk * memh);
+      prev = v->mv[k];
+    }
+    sb_printf(b, "%.2f,%.2f\"/>\n", left + W, y + memh - prev / pk * memh);
+    sb_printf(b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">peak %.6g</text>\n", left + W - 2, y + 10, v->peak);
+  }
+  sb_puts(b, "</svg>\n");
+}

@@ -1,0 +1,51 @@
+#!/bin/sh
+# tests/analysis/svg.sh: `ppsc sim --svg` pictures are valid SVG a real renderer
+# draws (rsvg-convert from librsvg2-bin; skipped, exit 77, without it), for schedules
+# with one chunk per device, two (interleaved, V), copies (offload), vocabulary
+# passes, a dense one (one pixel column per bin), extreme cost scales, and with
+# --svg-arrows. Also checks what the picture holds: a <title> tooltip per box, the
+# critical path, a legend entry per chunk, a labelled memory scale.
+: "${PPSC:?set PPSC to the ppsc binary}" "${top_srcdir:?set top_srcdir}"
+command -v rsvg-convert >/dev/null 2>&1 || { echo "skip: rsvg-convert not found (apt-get install librsvg2-bin)"; exit 77; }
+tmp=$(mktemp -d) || exit 99
+trap 'rm -rf "$tmp"' EXIT
+std=$top_srcdir/stdlib
+fail=0
+# render NAME FILE ARGS...: sim --svg, then rsvg-convert to PNG
+render() {
+  name=$1 file=$2; shift 2
+  if ! "$PPSC" sim --stdlib "$std" -q "$file" "$@" --svg "$tmp/$name.svg" 2>"$tmp/$name.err"; then
+    echo "FAIL $name: ppsc sim"; cat "$tmp/$name.err"; fail=1; return 1
+  fi
+  if rsvg-convert "$tmp/$name.svg" -o "$tmp/$name.png" 2>"$tmp/$name.rerr" && [ -s "$tmp/$name.png" ]; then
+    echo "ok: $name renders"
+  else echo "FAIL $name: rsvg-convert"; cat "$tmp/$name.rerr"; fail=1; return 1; fi
+}
+render 1f1b "$std/1f1b.pps" -D P=4 -D m=8
+render interleaved "$std/interleaved_1f1b.pps" -D P=4 -D m=8 --svg-arrows
+render zb_v "$std/zb_v.pps" -D P=4 -D m=8
+render offload "$std/pipeoffload.pps" -D P=4 -D m=8
+render vocab "$std/vocab_1f1b.pps" -D P=4 -D m=8
+render dense "$std/1f1b.pps" -D P=8 -D m=4000
+render wide "$std/1f1b.pps" -D P=4 -D m=400 --svg-arrows
+render tiny "$std/1f1b.pps" -D P=4 -D m=8 --cost TF=1e-300 --cost TB=1e-300 --cost TW=1e-300
+render huge "$std/1f1b.pps" -D P=4 -D m=8 --cost TF=1e290 --cost TB=1e290 --cost TW=1e290
+
+# content: a tooltip per compute box (1F1B, P=4, m=8: 64 passes), the critical path
+n=$(grep -o '<title>' "$tmp/1f1b.svg" | wc -l)
+[ "$n" = 64 ] && echo "ok: 64 tooltips" || { echo "FAIL: $n tooltips, expected 64"; fail=1; }
+grep -q '<title>BW(7): microbatch 7, stage 3, device 3, 25 to 27 (critical path)</title>' "$tmp/1f1b.svg" &&
+  echo "ok: tooltip text and critical path" || { echo "FAIL: tooltip of BW(7) on device 3"; fail=1; }
+grep -q '>chunk 1</text>' "$tmp/interleaved.svg" && ! grep -q '>chunk 1</text>' "$tmp/1f1b.svg" &&
+  echo "ok: one legend entry per chunk" || { echo "FAIL: chunk legend"; fail=1; }
+grep -q 'marker-end="url(#arrow)"' "$tmp/interleaved.svg" && ! grep -q 'marker-end' "$tmp/1f1b.svg" &&
+  echo "ok: arrows only with --svg-arrows" || { echo "FAIL: arrows"; fail=1; }
+# the width grows with the schedule (14 px a pass of the busiest device, 1200..20000)
+w=$(sed -n 's/^<svg [^>]*width="\([0-9]*\)".*/\1/p' "$tmp/wide.svg")
+[ "$w" = 11300 ] && echo "ok: width 11300 for 800 passes a device" || { echo "FAIL: width $w"; fail=1; }
+# at most ~100 axis ticks whatever the scale
+for f in tiny huge; do
+  t=$(grep -c 'text-anchor="middle">[-0-9.e+]*</text>$' "$tmp/$f.svg")
+  [ "$t" -le 102 ] && echo "ok: $f: $t ticks" || { echo "FAIL $f: $t ticks"; fail=1; }
+done
+exit $fail
