@@ -24,6 +24,12 @@ int analysis_metric(const IrSchedule *s, const SimResult *r, int metric, int dev
     *out = r->dev[device].host_peak;
     return 1;
   case IR_METRIC_OPS: *out = (double)s->total_ops; return 1;
+  case IR_METRIC_IDLE:
+    if (device >= s->ndev) return 0;
+    if (device >= 0) { *out = r->dev[device].idle; return 1; }
+    *out = 0;
+    for (int d = 0; d < s->ndev; d++) if (r->dev[d].idle > *out) *out = r->dev[d].idle;
+    return 1;
   default: return 0;
   }
 }

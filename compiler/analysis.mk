@@ -2,7 +2,8 @@
 # their tests (tests/analysis/) and the simulator benchmark (bench/sim*).
 libppsc_la_SOURCES += compiler/analysis.c compiler/analysis.h \
   compiler/lower.c compiler/lower.h compiler/verify.c compiler/verify.h \
-  compiler/sim.c compiler/sim.h compiler/report.c compiler/report.h compiler/csv.c
+  compiler/sim.c compiler/sim.h compiler/report.c compiler/report.h compiler/csv.c \
+  compiler/overlap.c compiler/overlap.h
 libppsc_la_SOURCES += compiler/cmd_build.c
 
 # C tests on IR built in memory (no parser needed)
@@ -44,6 +45,11 @@ EXTRA_DIST += tests/analysis/golden.sh tests/analysis/outputs.sh tests/analysis/
   tests/analysis/cases/offload_order.err \
   tests/analysis/cases/offload_order.pps \
   tests/analysis/cases/one_f_one_b.pps \
+  tests/analysis/cases/overlap.pps \
+  tests/analysis/cases/overlap_elab.err \
+  tests/analysis/cases/overlap_elab.pps \
+  tests/analysis/cases/overlap_mb.err \
+  tests/analysis/cases/overlap_mb.pps \
   tests/analysis/cases/order.err \
   tests/analysis/cases/order.pps \
   tests/analysis/cases/vocab.pps

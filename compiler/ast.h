@@ -72,7 +72,8 @@ typedef enum StmtKind {
   ST_WRULE,       /* sym */
   ST_SQUEEZE,     /* building block: reorder warm-up and cool-down (block.c) */
   ST_PASS,        /* op = IrKind, list = arguments, xfer (send/recv), sym = collective; e3 = `at` slot */
-  ST_EMPTY        /* unused: `;` alone produces no node */
+  ST_EMPTY,       /* unused: `;` alone produces no node */
+  ST_OVERLAP      /* overlap { pass pass }: body = the two passes (overlap.c) */
 } StmtKind;
 
 typedef struct OffloadClause {

@@ -11,6 +11,7 @@
  * cost/memory/model/hardware, `require`. What it does not: completeness, dependencies,
  * deadlock, memory bounds (analysis.c). */
 #include "elab.h"
+#include "overlap.h"
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -68,10 +69,11 @@ typedef struct Ctx {
   int32_t *stage_dev;
   int32_t *dev_nst, *dev_first;
   Span placespan;
+  Span tfb_span;      /* where `cost TFB = x` was given (overlap.c) */
   int layout_done, layout_failed;
   /* costs and memory (one device share) */
-  double cost[16];
-  uint8_t cost_set[16];
+  double cost[24];
+  uint8_t cost_set[24];
   Override *ovr;
   int novr, capovr;
   /* policies */
@@ -94,10 +96,10 @@ typedef struct Ctx {
 } Ctx;
 
 /* cost/memory keys: index into Ctx.cost */
-enum { K_TF, K_TB, K_TW, K_TC, K_TBW, K_TIF, K_TIB, K_TS, K_TT, K_TCOLL, K_TOFF,
+enum { K_TF, K_TB, K_TW, K_TC, K_TBW, K_TIF, K_TIB, K_TS, K_TT, K_TCOLL, K_TOFF, K_TFB,
        K_ACT, K_BFREE, K_LIMIT, K_HOSTLIMIT, K_ACTS, K_N };
 static const char *const key_names[K_N] = {"TF", "TB", "TW", "TC", "TBW", "TIF", "TIB", "TS", "TT",
-                                           "TCOLL", "TOFF", "act", "b_free", "limit", "host_limit", "act_s"};
+                                           "TCOLL", "TOFF", "TFB", "act", "b_free", "limit", "host_limit", "act_s"};
 static const char *const model_keys[] = {"layers", "hidden", "ffn_hidden", "heads", "query_groups", "seq",
                                          "micro_batch", "vocab", "dtype_bytes", NULL};
 static const char *const hardware_keys[] = {"memory", "flops", "host_bandwidth", "peer_bandwidth", NULL};
@@ -671,6 +673,28 @@ static void exec_pass(Ctx *c, Stmt *st) {
   op->span = st->span;
 }
 
+/* overlap { P1 P2 }: an F and a backward pass run at the same time (overlap.c); the
+ * first op of the pair is flagged. */
+static void exec_overlap(Ctx *c, Stmt *st) {
+  if (c->blk) { SERR(c, st, "'overlap' is not allowed in a building block"); return; }
+  Stmt *x = st->body, *y = x ? x->next : NULL;
+  if (!x || !y) return;
+  for (Stmt *p = x; p; p = p == x ? y : NULL)
+    if (p->op > IR_BW) { SERR(c, p, "overlap pairs compute passes: one F with one B, W or BW"); return; }
+  if ((x->op == IR_F) == (y->op == IR_F)) {
+    SERR(c, st, "overlap pairs one forward pass (F) with one backward pass (B, W or BW)");
+    return;
+  }
+  int d = c->cur_dev;
+  int64_t before = d >= 0 && d < c->s->ndev ? c->s->devs[d].nops : -1;
+  exec_pass(c, x);
+  exec_pass(c, y);
+  if (before >= 0 && c->s->devs[d].nops == before + 2) {
+    c->s->devs[d].ops[before].flags |= IR_FLAG_OVERLAP;
+    c->s->noverlap++;
+  }
+}
+
 /* ---- statements ---- */
 
 static void exec_list(Ctx *c, Stmt *st);
@@ -686,7 +710,7 @@ static int find_key(Sym k, Ctx *c, int lo, int hi) {
 /* cost ...; memory ...; with `stage E:` overrides. */
 static void exec_costmem(Ctx *c, Stmt *st) {
   int cost = st->kind == ST_COST;
-  int lo = cost ? K_TF : K_ACT, hi = cost ? K_TOFF + 1 : K_N;
+  int lo = cost ? K_TF : K_ACT, hi = cost ? K_TFB + 1 : K_N;
   int64_t stage = -1;
   if (st->e1) {
     if (st->sym != c->w_stage) {
@@ -702,7 +726,7 @@ static void exec_costmem(Ctx *c, Stmt *st) {
       err(c, NULL, kv->span, "unknown %s%s key '%s' (expected %s)", stage >= 0 ? "per-stage " : "",
           cost ? "cost" : "memory", sname(c, kv->key),
           stage >= 0 ? (cost ? "TF, TB, TW, TBW or TOFF" : "act or b_free")
-                     : (cost ? "TF, TB, TW, TC, TBW, TIF, TIB, TS, TT, TCOLL or TOFF" : "act, b_free, limit, host_limit or act_s"));
+                     : (cost ? "TF, TB, TW, TC, TBW, TIF, TIB, TS, TT, TCOLL, TOFF or TFB" : "act, b_free, limit, host_limit or act_s"));
       continue;
     }
     double v;
@@ -721,6 +745,7 @@ static void exec_costmem(Ctx *c, Stmt *st) {
     } else {
       c->cost[k] = v;
       c->cost_set[k] = 1;
+      if (k == K_TFB) c->tfb_span = kv->span;
     }
   }
 }
@@ -799,13 +824,13 @@ static void exec_expect(Ctx *c, Stmt *st) {
     if (!strcmp(nm, ir_metric_name((IrMetric)k))) metric = k;
   if (metric < 0) {
     err(c, &st->errored, st->span2,
-        "unknown metric '%s' (expected makespan, bubble_rate, bubble_rate_span, peak_memory, host_memory or ops)", nm);
+        "unknown metric '%s' (expected makespan, bubble_rate, bubble_rate_span, peak_memory, host_memory, ops or idle)", nm);
     return;
   }
   int64_t dev = -1;
   if (st->e1) {
-    if (metric != IR_METRIC_PEAK_MEMORY && metric != IR_METRIC_HOST_MEMORY) {
-      EERR(c, st->e1, "only peak_memory and host_memory take a device index");
+    if (metric != IR_METRIC_PEAK_MEMORY && metric != IR_METRIC_HOST_MEMORY && metric != IR_METRIC_IDLE) {
+      EERR(c, st->e1, "only peak_memory, host_memory and idle take a device index");
       return;
     }
     if (eval_int(c, st->e1, &dev)) return;
@@ -1127,6 +1152,9 @@ static void exec(Ctx *c, Stmt *st) {
   case ST_PASS:
     exec_pass(c, st);
     return;
+  case ST_OVERLAP:
+    exec_overlap(c, st);
+    return;
   case ST_EMPTY:
     return;
   }
@@ -1214,6 +1242,14 @@ static void build_stages(Ctx *c) {
   s->vocab.t_t = k[K_TT];
   s->vocab.t_coll = k[K_TCOLL];
   s->vocab.act_s = k[K_ACTS];
+  s->tfb = c->cost_set[K_TFB] ? k[K_TFB] : 0;
+  s->overlap_eff = 0;
+  if (c->cost_set[K_TFB]) {
+    double lo, hi;
+    if (overlap_efficiency(k[K_TF], k[K_TB], k[K_TW], k[K_TFB], &s->overlap_eff, &lo, &hi))
+      err(c, NULL, c->tfb_span, "TFB (an overlapped F and BW of one device share) must lie between max(TF, TB + TW) = %g and TF + TB + TW = %g, got %g",
+          lo, hi, k[K_TFB]);
+  }
   s->stages = arena_alloc(c->a, (size_t)(s->nstage + 1) * sizeof *s->stages);
   IrOffload *o = &c->off;
   if (!c->off_stages_set) { o->stage_lo = 0; o->stage_hi = s->nstage; }

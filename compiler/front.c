@@ -254,6 +254,7 @@ static void expand_write(const IrSchedule *s, StrBuf *b) {
     sb_puts(b, ";\n");
   }
   if (s->toff != 0) { sb_puts(b, "  cost TOFF = "); put_real(b, s->toff); sb_puts(b, ";\n"); }
+  if (s->tfb > 0) { sb_puts(b, "  cost TFB = "); put_real(b, s->tfb); sb_puts(b, ";\n"); }
   /* per-stage values that differ from the defaults, written absolute */
   int *cnt = calloc((size_t)s->ndev + 1, sizeof *cnt);
   for (int k = 0; k < s->nstage && cnt; k++) cnt[s->stages[k].device]++;
@@ -333,6 +334,7 @@ static void expand_write(const IrSchedule *s, StrBuf *b) {
     for (int i = 0; i < dv->nops; i++) {
       const IrOp *op = &dv->ops[i];
       *p++ = ' ';
+      if (op->flags & IR_FLAG_OVERLAP) { memcpy(p, "overlap { ", 10); p += 10; }
       if (op->kind <= IR_BW) { /* the common case, without snprintf */
         const char *k = ir_kind_name(op->kind);
         while (*k) *p++ = *k++;
@@ -343,6 +345,7 @@ static void expand_write(const IrSchedule *s, StrBuf *b) {
       } else {
         p += ir_format_op(s, op, p, 48);
       }
+      if (i > 0 && (dv->ops[i - 1].flags & IR_FLAG_OVERLAP)) { memcpy(p, " }", 2); p += 2; }
     }
     memcpy(p, " }\n", 4);
     p += 3;

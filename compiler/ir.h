@@ -60,6 +60,11 @@ typedef enum IrColl {
 } IrColl;
 
 enum { IR_FLAG_INSERTED = 1 /* added by a compiler phase, not written in the file */ };
+/* Overlapped forward and backward (`overlap { F(i, s) BW(j, t) }`, DualPipe's F&B):
+ * set on the first op of a pair; its partner is the next op of the device (lowering
+ * keeps the two adjacent: the pair's recvs go before it, its sends and offloads after
+ * it). The pair runs as one unit of time (overlap.c: overlap_cost). */
+enum { IR_FLAG_OVERLAP = 2 };
 
 typedef struct IrOp {
   uint8_t kind;   /* IrKind */
@@ -87,6 +92,7 @@ typedef enum IrMetric {
   IR_METRIC_PEAK_MEMORY,       /* max over devices (or one device: IrExpect.device) */
   IR_METRIC_HOST_MEMORY,       /* peak host (offload) memory, max over devices */
   IR_METRIC_OPS,               /* total ops after lowering */
+  IR_METRIC_IDLE,              /* makespan - busy time, max over devices (or one device) */
   IR_NMETRICS
 } IrMetric;
 
@@ -158,6 +164,11 @@ typedef struct IrSchedule {
   /* the schedule-wide memory statement and copy cost as stated (one device share),
    * before the 1/v scaling into IrStage; added by the front end for `expand` */
   double act, b_free, toff;
+  /* overlapped F&B (overlap.c): TFB as stated (0: not given), the overlap
+   * efficiency derived from it (0: a pair costs the sum of its passes), and the
+   * number of pairs the file wrote */
+  double tfb, overlap_eff;
+  int64_t noverlap;
 } IrSchedule;
 
 /* Appends an op to device d's order (grows the array in the arena). */

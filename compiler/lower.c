@@ -44,6 +44,7 @@
  *    copy start (never before its offload). The simulation then times the real copies. */
 #include "lower.h"
 #include "sim.h"
+#include "overlap.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -542,7 +543,10 @@ int64_t lower_schedule(Arena *a, Diag *dg, IrSchedule *s) {
   int64_t n = 0;
   int had_vocab = ix.nvocab > 0, had_off = ix.noffload > 0;
   if (!ix.ncomm) n += lower_comm(a, s, &ix);
+  overlap_normalize(a, s);  /* overlapped pairs stay adjacent (overlap.c) */
   if (s->vocab.mode && !had_vocab) n += lower_vocab(a, dg, s);
+  overlap_normalize(a, s);
   if (s->offload.enabled && !had_off) n += lower_offload(a, dg, s);
+  overlap_normalize(a, s);
   return n;
 }

@@ -275,6 +275,7 @@ void report_trace(StrBuf *b, const Report *r) {
       sb_printf(b, ",\"args\":{\"mb\":%d,\"stage\":%d", op->mb, op->stage);
       if (op->span.line) sb_printf(b, ",\"line\":%u", op->span.line);
       if (op->flags & IR_FLAG_INSERTED) sb_puts(b, ",\"inserted\":true");
+      if (op->flags & IR_FLAG_OVERLAP) sb_puts(b, ",\"overlap\":true");
       sb_puts(b, "}}");
     }
     const SimDev *v = &sim->dev[d];

@@ -5,6 +5,8 @@
  *  - each device runs its ops in program order; an op starts when the previous one
  *    ended and its inputs are there;
  *  - F, B, W, BW cost the stage's tf, tb, tw, tbw (already scaled by the front end);
+ *    an overlapped pair (IR_FLAG_OVERLAP, overlap.c) starts when both halves may and
+ *    both end together, after overlap_cost; the pair holds both halves' memory;
  *    IF, IB, S, T cost the vocabulary t_if, t_ib, t_s, t_t;
  *  - send costs nothing on the sender; the k-th recv of a channel (ordered device
  *    pair, FIFO) completes at max(now, end of the k-th send + TC);
@@ -30,6 +32,7 @@
  * offloaded amount, held from the offload until its reload.
  * Does not: check anything (verify.c), or print (report.c). */
 #include "sim.h"
+#include "overlap.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -177,6 +180,15 @@ void sim_memory_order(const IrSchedule *s, const AnaIndex *ix, SimDev *dev) {
     const IrDevice *dv = &s->devs[d];
     for (int k = 0; k < dv->nops; k++) {
       double dh;
+      if (overlap_pair_at(dv, k)) { /* a pair holds both: its allocation first */
+        double dh2, x = mem_delta(s, &dv->ops[k], &dh), y = mem_delta(s, &dv->ops[k + 1], &dh2);
+        m += (x > 0 ? x : 0) + (y > 0 ? y : 0);
+        if (m > pk + 1e-9) { pk = m; pko = ix->off[d] + k; }
+        m += (x < 0 ? x : 0) + (y < 0 ? y : 0);
+        h += dh + dh2;
+        k++;
+        continue;
+      }
       m += mem_delta(s, &dv->ops[k], &dh);
       h += dh;
       if (m > pk + 1e-9) { pk = m; pko = ix->off[d] + k; }
@@ -311,10 +323,24 @@ int sim_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L
             ready = r->end[ln];
           }
         }
-        double c = sim_cost(s, op);
+        int pair = overlap_pair_at(dv, pc[d]);
+        if (pair) { /* overlapped F&B (overlap.c): both halves start and end together */
+          const IrOp *y = &dv->ops[pc[d] + 1];
+          int32_t ly = L->link[g + 1];
+          if ((y->kind == IR_B || y->kind == IR_BW) && ly >= 0 && ly < g && r->end[ly] > ready) {
+            r->dev[d].copy_stall += r->end[ly] - ready;
+            ready = r->end[ly];
+          }
+        }
+        double c = pair ? overlap_cost(s, op, &dv->ops[pc[d] + 1]) : sim_cost(s, op);
         r->start[g] = ready;
         r->end[g] = ready + c;
         t[d] = ready + c;
+        if (pair) {
+          r->start[g + 1] = ready;
+          r->end[g + 1] = ready + c;
+          pc[d]++;
+        }
         if (is_compute(op->kind)) {
           r->dev[d].busy += c;
           if (r->dev[d].first < 0) r->dev[d].first = ready;

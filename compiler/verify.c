@@ -16,6 +16,7 @@
  * All checks are O(ops) (plus O(m * S) tables). It does not time the schedule (the
  * simulator does, and analysis.c checks the memory peak over time). */
 #include "verify.h"
+#include "overlap.h"
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -589,6 +590,7 @@ int verify_schedule(Arena *a, Diag *dg, const IrSchedule *s, VerifyResult *out) 
   if (!enough(&v)) check_channels(&v, &out->links);
   if (!enough(&v)) check_colls(&v, &out->links);
   if (!enough(&v)) check_vocab(&v);
+  if (!enough(&v)) overlap_verify(dg, s);
   if (enough(&v)) {
     diag_warning(dg, s->span, "verification stopped after %d errors", MAX_ERRORS);
     out->mem = arena_alloc(a, sizeof(SimDev) * (size_t)s->ndev);

@@ -90,6 +90,7 @@ static void kv_add(KvList *l, KeyVal *k) {
 %token BLOCK "'block'" AT "'at'" INTERVAL "'interval'" W_RULE "'w_rule'" SQUEEZE "'squeeze'"
 %token TRUE "'true'" FALSE "'false'" AND "'and'" OR "'or'" NOT "'not'" DIV "'div'" MOD "'mod'"
 %token ALL "'all'" SEND "'send'" RECV "'recv'" COLL "'coll'"
+%token OVERLAP "'overlap'"
 %token P_F "'F'" P_B "'B'" P_W "'W'" P_BW "'BW'" P_IF "'IF'" P_IB "'IB'" P_S "'S'" P_T "'T'"
 %token DOTDOT "'..'" EQ "'=='" NE "'!='" LE "'<='" GE "'>='"
 %token '<' "'<'" '>' "'>'" '=' "'='" '+' "'+'" '-' "'-'" '*' "'*'" '/' "'/'"
@@ -209,6 +210,7 @@ stmt: DEVICES expr semi { $$ = ast_stmt(ps, ST_DEVICES, @1); $$->e1 = $2; }
     | INTERVAL expr semi { $$ = ast_stmt(ps, ST_INTERVAL, @1); $$->e1 = $2; }
     | W_RULE IDENT semi { $$ = ast_stmt(ps, ST_WRULE, @1); $$->sym = $2; $$->span2 = SP(@2); }
     | SQUEEZE semi { $$ = ast_stmt(ps, ST_SQUEEZE, @1); }
+    | OVERLAP '{' pass pass '}' { $$ = ast_stmt(ps, ST_OVERLAP, @1); $$->body = $3; $3->next = $4; }
     | pass { $$ = $1; }
     | pass AT expr semi { $$ = $1; $$->e3 = $3; $$->span2 = SP(@3); }
     | ';' { $$ = NULL; }
@@ -356,7 +358,7 @@ int ppsl_lex(PPS_YYSTYPE *lval, Loc *lloc, void *scanner);
 
 static int is_opener(int t) {
   return t == SCHEDULE || t == DEVICE || t == FOR || t == IF || t == ELSE || t == BLOCK || t == MODEL ||
-         t == HARDWARE;
+         t == HARDWARE || t == OVERLAP;
 }
 
 /* Keeps ps->conds, the `if`s of the current statement still waiting for their
@@ -465,6 +467,7 @@ static const char *opener_name(int t) {
   case BLOCK: return "building block";
   case MODEL: return "model block";
   case HARDWARE: return "hardware block";
+  case OVERLAP: return "overlap block";
   default: return "block";
   }
 }
@@ -537,7 +540,7 @@ static int is_stmt_start(yysymbol_kind_t x) {
   static const char *const st[] = {"'devices'", "'microbatches'", "'stages'", "'placement'", "'cost'",
     "'memory'", "'model'", "'hardware'", "'offload'", "'reload'", "'vocab'", "'let'", "'require'",
     "'expect'", "'use'", "'for'", "'if'", "'device'", "'block'", "'interval'", "'w_rule'", "'squeeze'", "'send'",
-    "'recv'", "'coll'", "'F'", "'B'", "'W'", "'BW'", "'IF'", "'IB'", "'S'", "'T'", "';'", NULL};
+    "'overlap'", "'recv'", "'coll'", "'F'", "'B'", "'W'", "'BW'", "'IF'", "'IB'", "'S'", "'T'", "';'", NULL};
   return in_list(x, st);
 }
 

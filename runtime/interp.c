@@ -237,6 +237,9 @@ static int64_t xfer_tag(const ppsrt_op *op) {
   return ((int64_t)op->xfer << 48) | ((int64_t)(op->mb & 0xffffff) << 20) | (int64_t)((op->stage + 1) & 0xfffff);
 }
 
+/* An op with flags & 2 is overlapped with the next one (`overlap { }`, ppsrt.h): both
+ * run here in program order, one after the other, on every backend today (the
+ * simulator models the overlap; a GPU backend could issue the pair on two streams). */
 static int exec_op(ppsrt_ctx *c, int i) {
   const ppsrt_op *op = &c->ops[i];
   ppsrt_model *m = c->model;
