@@ -1043,7 +1043,14 @@ static void exec(Ctx *c, Stmt *st) {
     exec_offload(c, st);
     return;
   case ST_VOCAB: {
-    if (st->sym != c->w_parallel) { err(c, &st->errored, st->span2, "expected 'parallel' after 'vocab'"); return; }
+    if (st->sym != c->w_parallel && !strcmp(sname(c, st->sym), "async")) {
+      /* vocab async BOOL: collectives on their own lane (sim.c, lower.c) */
+      int on;
+      if (eval_bool(c, st->e1, &on)) return;
+      c->s->vocab.async = on;
+      return;
+    }
+    if (st->sym != c->w_parallel) { err(c, &st->errored, st->span2, "expected 'parallel' or 'async' after 'vocab'"); return; }
     int64_t m;
     if (eval_int(c, st->e1, &m)) return;
     if (m != 1 && m != 2) { EERR(c, st->e1, "vocab parallel must be 1 or 2, got %lld", (long long)m); return; }

@@ -291,6 +291,7 @@ static void expand_write(const IrSchedule *s, StrBuf *b) {
     sb_puts(b, ", TS = "); put_real(b, s->vocab.t_s); sb_puts(b, ", TT = "); put_real(b, s->vocab.t_t);
     sb_puts(b, ", TCOLL = "); put_real(b, s->vocab.t_coll); sb_puts(b, ";\n");
   }
+  if (s->vocab.async) sb_puts(b, "  vocab async true;\n");
   if (s->vocab.act_s != 0) { sb_puts(b, "  memory act_s = "); put_real(b, s->vocab.act_s); sb_puts(b, ";\n"); }
   if (s->offload.enabled) {
     sb_puts(b, "  offload ratio ");

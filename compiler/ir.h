@@ -125,6 +125,8 @@ typedef struct IrVocab {
   double t_if, t_ib, t_s, t_t, t_coll;  /* costs of IF, IB, S, T and of one collective */
   double act_s;       /* activation units S keeps until T frees them (per device) */
   Span span;
+  int async;          /* `vocab async true`: a collective runs on its own lane (does not
+                         block the device); only its consumers wait for it (sim.c) */
 } IrVocab;
 
 /* The offload policy as written (lowering turns it into ops). */

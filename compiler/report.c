@@ -250,6 +250,8 @@ void report_trace(StrBuf *b, const Report *r) {
     sb_printf(b, ",\n{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"sort_index\":%d}}", d, d);
     for (int t = 0; t < 4; t++)
       sb_printf(b, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"%s\"}}", d, t, tracks[t]);
+    if (s->vocab.async) /* `vocab async`: the collective lane */
+      sb_printf(b, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":4,\"args\":{\"name\":\"collectives\"}}", d);
   }
   char lab[96];
   for (int d = 0; d < s->ndev; d++) {
@@ -262,7 +264,7 @@ void report_trace(StrBuf *b, const Report *r) {
       case IR_RECV: if (en <= st) continue; tid = 3; break;
       case IR_OFFLOAD: tid = 1; break;
       case IR_RELOAD: tid = 2; break;
-      case IR_COLL: tid = 0; break;
+      case IR_COLL: tid = s->vocab.async ? 4 : 0; break;
       default: tid = 0;
       }
       op_label(s, op, lab, sizeof lab);

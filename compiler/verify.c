@@ -600,6 +600,14 @@ int verify_schedule(Arena *a, Diag *dg, const IrSchedule *s, VerifyResult *out) 
   if (!sim_run(a, s, &out->ix, &out->links, &out->sim, 0)) {
     v.errors0 = dg->errors == e0 ? dg->errors : -1;
     report_deadlock(&v, &out->links, &out->sim);
+  } else if (s->vocab.mode && s->vocab.async) {
+    /* the runtime may run the collectives as barriers: that must not deadlock either */
+    SimResult blk;
+    if (!sim_run_mode(a, s, &out->ix, &out->links, &blk, 0, 0)) {
+      v.errors0 = dg->errors == e0 ? dg->errors : -1;
+      report_deadlock(&v, &out->links, &blk);
+      diag_note(dg, s->vocab.span, "with `vocab async` the schedule must also run when its collectives block (a runtime may run them so)");
+    }
   }
   out->runnable = dg->errors == e0;
   out->mem = arena_alloc(a, sizeof(SimDev) * (size_t)s->ndev);

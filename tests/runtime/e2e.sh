@@ -85,6 +85,11 @@ if build g "$top_srcdir/examples/1f1b.pps" -D P=2 -D m=4 && "$WORK/g" --model gp
       expect_exit 1 "Vocab-$v: a rank dying at a collective stops every rank" timeout 60 "$WORK/v$v" $GPT --die-at 1:3
       expect_grep "2 other device(s) stopped" "Vocab-$v: the others stopped"
     else fail "build vocab $v"; fi
+    # `vocab async`: the order lowering gives the collective lane (T, IB after their
+    # collectives' time) runs on the runtime's blocking collectives with the same results
+    if build va$v "$top_srcdir/stdlib/vocab_1f1b.pps" -D P=3 -D m=6 -D mode=$v -D async=true -D TCOLL=0.3 -D TS=0.2 -D TT=0.2; then
+      expect_exit 0 "gpt Vocab-$v 1f1b async P=3 --check" "$WORK/va$v" $GPT
+    else fail "build vocab async $v"; fi
   done
 else
   echo "skip: gpt model not available"
