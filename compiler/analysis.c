@@ -4,6 +4,7 @@
  * it sequences the phases, turns their results into exit codes and writes outputs
  * (atomically: a file is written whole or not at all). */
 #include "analysis.h"
+#include "costmodel.h"
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -82,6 +83,8 @@ int analysis_run(Arena *a, Diag *dg, IrSchedule *s, Analysis *out, int want_time
                      op->kind == IR_RELOAD ? "starts copying back" : "starts", s->mem_limit);
         }
       }
+      /* hardware.memory against weights, gradients, optimizer state and activations */
+      costmodel_check_memory(dg, s, &out->sim);
       /* copies the compute had to wait for: one warning, at the worst device */
       int worst = -1;
       for (int d = 0; d < s->ndev; d++)

@@ -3,7 +3,7 @@
 libppsc_la_SOURCES += compiler/analysis.c compiler/analysis.h \
   compiler/lower.c compiler/lower.h compiler/verify.c compiler/verify.h \
   compiler/sim.c compiler/sim.h compiler/report.c compiler/report.h compiler/csv.c \
-  compiler/overlap.c compiler/overlap.h
+  compiler/overlap.c compiler/overlap.h compiler/costmodel.c compiler/costmodel.h
 libppsc_la_SOURCES += compiler/cmd_build.c
 
 # C tests on IR built in memory (no parser needed)
@@ -24,6 +24,8 @@ bench-sim: bench/sim_bench$(EXEEXT) ppsc$(EXEEXT)
 
 # Script tests: golden diagnostics, outputs (JSON, trace, SVG, CSV), robustness
 TESTS += tests/analysis/golden.sh tests/analysis/outputs.sh tests/analysis/robust.sh tests/analysis/closed_form.sh
+TESTS += tests/analysis/costmodel.sh
+EXTRA_DIST += tests/analysis/costmodel.sh
 EXTRA_DIST += tests/analysis/golden.sh tests/analysis/outputs.sh tests/analysis/robust.sh tests/analysis/closed_form.sh \
   tests/analysis/cases/coll_order.err \
   tests/analysis/cases/coll_order.pps \

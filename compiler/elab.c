@@ -12,6 +12,7 @@
  * deadlock, memory bounds (analysis.c). */
 #include "elab.h"
 #include "overlap.h"
+#include "costmodel.h"
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -102,7 +103,7 @@ static const char *const key_names[K_N] = {"TF", "TB", "TW", "TC", "TBW", "TIF",
                                            "TCOLL", "TOFF", "TFB", "act", "b_free", "limit", "host_limit", "act_s"};
 static const char *const model_keys[] = {"layers", "hidden", "ffn_hidden", "heads", "query_groups", "seq",
                                          "micro_batch", "vocab", "dtype_bytes", NULL};
-static const char *const hardware_keys[] = {"memory", "flops", "host_bandwidth", "peer_bandwidth", NULL};
+static const char *const hardware_keys[] = {"memory", "flops", "host_bandwidth", "peer_bandwidth", "efficiency", NULL};
 
 /* ---- diagnostics ---- */
 
@@ -1235,6 +1236,28 @@ static int parse_define(const char *s, Value *out) {
 static void build_stages(Ctx *c) {
   IrSchedule *s = c->s;
   double *k = c->cost;
+  /* seconds and bytes from model { } / hardware { }: explicit costs win */
+  CostModel cm;
+  costmodel_derive(c->a, c->d, s, c->stage_dev, &cm);
+  if (cm.times) {
+    if (!c->cost_set[K_TF]) k[K_TF] = cm.tf;
+    if (!c->cost_set[K_TB]) k[K_TB] = cm.tb;
+    if (!c->cost_set[K_TW]) k[K_TW] = cm.tw;
+    if (s->vocab.mode) {
+      if (!c->cost_set[K_TIF]) k[K_TIF] = cm.tif;
+      if (!c->cost_set[K_TIB]) k[K_TIB] = cm.tib;
+      if (!c->cost_set[K_TS]) k[K_TS] = cm.ts;
+      if (!c->cost_set[K_TT]) k[K_TT] = cm.tt;
+    }
+  }
+  if (cm.has_tc && !c->cost_set[K_TC]) k[K_TC] = cm.tc;
+  if (cm.has_toff && !c->cost_set[K_TOFF]) k[K_TOFF] = cm.toff;
+  s->derived.times = cm.times && !(c->cost_set[K_TF] && c->cost_set[K_TB] && c->cost_set[K_TW]);
+  s->derived.bytes = cm.bytes;
+  s->derived.unit_bytes = cm.unit_bytes;
+  s->derived.static_bytes = cm.static_bytes;
+  s->derived.memory = cm.memory;
+  s->derived.memory_span = cm.memory_span;
   s->tf = k[K_TF];
   s->tb = k[K_TB];
   s->tw = k[K_TW];
@@ -1281,6 +1304,13 @@ static void build_stages(Ctx *c) {
     g->offload = o->enabled && st >= o->stage_lo && st < o->stage_hi ? o->ratio : 0;
     g->offload_time = k[K_TOFF] / v;
     g->span = c->placespan;
+  }
+  if (cm.times && s->nstage > 0) { /* the input and output layers on the end stages */
+    IrStage *f = &s->stages[0], *l = &s->stages[s->nstage - 1];
+    if (!c->cost_set[K_TF]) { f->tf += cm.in_f; l->tf += cm.out_f; }
+    if (!c->cost_set[K_TB]) { f->tb += cm.in_b; l->tb += cm.out_b; }
+    if (!c->cost_set[K_TW]) { f->tw += cm.in_w; l->tw += cm.out_w; }
+    if (!c->cost_set[K_TBW]) { f->tbw = f->tb + f->tw; l->tbw = l->tb + l->tw; }
   }
   uint8_t *tbw_set = arena_alloc(c->a, (size_t)s->nstage + 1);
   for (int i = 0; i < c->novr; i++) {

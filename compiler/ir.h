@@ -143,6 +143,16 @@ typedef struct IrOffload {
  * and passed to the runtime as defaults. Unknown keys are an elaboration error. */
 typedef struct IrKeyVal { const char *key; double value; Span span; } IrKeyVal;
 
+/* What costmodel.c derived from model { } and hardware { } (seconds and bytes). */
+typedef struct IrDerived {
+  int times;            /* the costs are seconds derived from FLOPs (where not given) */
+  int bytes;            /* unit_bytes and static_bytes are known */
+  double unit_bytes;    /* bytes of one activation unit (one device share, one microbatch) */
+  double *static_bytes; /* [ndev]: weights + gradients + optimizer state */
+  double memory;        /* hardware.memory in bytes, 0 = none */
+  Span memory_span;
+} IrDerived;
+
 typedef struct IrSchedule {
   const char *name;         /* schedule name */
   const char *file;         /* main source path */
@@ -171,6 +181,7 @@ typedef struct IrSchedule {
    * number of pairs the file wrote */
   double tfb, overlap_eff;
   int64_t noverlap;
+  IrDerived derived;        /* seconds and bytes from model/hardware (costmodel.c) */
 } IrSchedule;
 
 /* Appends an op to device d's order (grows the array in the arena). */

@@ -70,7 +70,18 @@ void report_text(StrBuf *b, const Report *r) {
     sb_puts(b, ", host ");
     report_num(b, sim->host_memory);
   }
-  sb_puts(b, "\n\n");
+  sb_puts(b, "\n");
+  if (s->derived.times) sb_puts(b, "units       seconds (costs from model { } and hardware { } where the file gives none)\n");
+  if (s->derived.bytes && s->derived.static_bytes) {
+    sb_printf(b, "bytes       one activation unit = %.4g GB; weights + gradients + optimizer state + peak activations per device", s->derived.unit_bytes / 1e9);
+    if (s->derived.memory > 0) sb_printf(b, " (hardware.memory %.4g GB)", s->derived.memory / 1e9);
+    sb_puts(b, ":\n");
+    for (int d = 0; d < s->ndev; d++) {
+      double st = s->derived.static_bytes[d], ac = sim->dev[d].peak * s->derived.unit_bytes;
+      sb_printf(b, "%6d %9.4g GB + %9.4g GB = %9.4g GB\n", d, st / 1e9, ac / 1e9, (st + ac) / 1e9);
+    }
+  }
+  sb_puts(b, "\n");
   int copies = 0;
   for (int d = 0; d < s->ndev; d++) if (sim->dev[d].copy_busy[0] + sim->dev[d].copy_busy[1] > 0) copies = 1;
   sb_printf(b, "%6s %10s %10s %10s %10s %10s %9s %9s%s\n", "device", "busy", "idle", "first", "last", "comm_wait", "peak_mem",
@@ -182,6 +193,10 @@ void report_json(StrBuf *b, const Report *r) {
       json_key_num(b, "host_memory", v->host_peak, 1);
       json_key_num(b, "copy_busy_d2h", v->copy_busy[0], 1);
       json_key_num(b, "copy_busy_h2d", v->copy_busy[1], 1);
+      if (s->derived.bytes && s->derived.static_bytes) {
+        json_key_num(b, "static_bytes", s->derived.static_bytes[d], 1);
+        json_key_num(b, "peak_bytes", s->derived.static_bytes[d] + v->peak * s->derived.unit_bytes, 1);
+      }
       sb_puts(b, "}");
     }
   }
@@ -212,7 +227,13 @@ void report_json(StrBuf *b, const Report *r) {
       sb_puts(b, "}");
     }
   }
-  sb_puts(b, "]}\n");
+  sb_puts(b, "]");
+  if (s) { /* seconds and bytes (costmodel.c), added after the first keys */
+    sb_printf(b, ",\"time_unit\":\"%s\"", s->derived.times ? "s" : "unit");
+    json_key_num(b, "unit_bytes", s->derived.unit_bytes, s->derived.bytes);
+    json_key_num(b, "hardware_memory", s->derived.memory, s->derived.memory > 0);
+  }
+  sb_puts(b, "}\n");
 }
 
 /* ---- Chrome trace ---- */
