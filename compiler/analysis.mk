@@ -29,6 +29,7 @@ EXTRA_DIST += tests/analysis/costmodel.sh
 EXTRA_DIST += tests/analysis/golden.sh tests/analysis/outputs.sh tests/analysis/robust.sh tests/analysis/closed_form.sh \
   tests/analysis/cases/coll_order.err \
   tests/analysis/cases/coll_order.pps \
+  tests/analysis/cases/copy_engines.pps \
   tests/analysis/cases/comm_written.err \
   tests/analysis/cases/comm_written.pps \
   tests/analysis/cases/compute_deadlock.err \

@@ -16,7 +16,10 @@
  *   The formula assumes a 4h feed-forward and as many key/value heads as heads
  *   (ffn_hidden and query_groups change the bytes below, not the FLOPs).
  *   TC = bsh * dtype_bytes / peer_bandwidth (one boundary activation);
- *   TOFF = unit_bytes / host_bandwidth (one device share's activation, one way).
+ *   TOFF = unit_bytes / d2h_bandwidth, TRELOAD = unit_bytes / h2d_bandwidth (one
+ *   device share's activation, one way, on each copy engine; both default to
+ *   host_bandwidth; when both are given and their sum exceeds host_bandwidth, the
+ *   link they share is split between them in proportion to their bandwidths).
  * Bytes, when heads a is also given (dtype_bytes d, default 2):
  *   activation of one layer for one microbatch: sbh(34 + 5as/h) * d / 2 bytes
  *   (Korthikanti et al., "Reducing Activation Recomputation in Large Transformer
@@ -44,9 +47,10 @@ static const IrKeyVal *kv_find(const IrKeyVal *kv, int n, const char *key) {
 int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *stage_dev, CostModel *out) {
   memset(out, 0, sizeof *out);
   int errors = 0;
-  const IrKeyVal *mk[9], *hk[5];
+  const IrKeyVal *mk[9], *hk[7];
   static const char *const mn[9] = {"layers", "hidden", "ffn_hidden", "heads", "query_groups", "seq", "micro_batch", "vocab", "dtype_bytes"};
-  static const char *const hn[5] = {"memory", "flops", "host_bandwidth", "peer_bandwidth", "efficiency"};
+  static const char *const hn[7] = {"memory", "flops", "host_bandwidth", "peer_bandwidth", "efficiency",
+                                    "d2h_bandwidth", "h2d_bandwidth"};
   for (int i = 0; i < 9; i++) {
     mk[i] = kv_find(s->model, s->nmodel, mn[i]);
     if (mk[i] && !(mk[i]->value > 0) && !(i == 7 && mk[i]->value == 0)) {
@@ -55,7 +59,7 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
       mk[i] = NULL;
     }
   }
-  for (int i = 0; i < 5; i++) {
+  for (int i = 0; i < 7; i++) {
     hk[i] = kv_find(s->hardware, s->nhardware, hn[i]);
     if (hk[i] && (!(hk[i]->value > 0) || (i == 4 && hk[i]->value > 1))) {
       if (i == 4) diag_error(dg, hk[i]->span, "hardware efficiency must be in (0, 1], got %g", hk[i]->value);
@@ -100,7 +104,17 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
     out->bytes = 1;
     out->act_layer = sq * b * h * (34 + 5 * heads * sq / h) * d / 2;
     out->unit_bytes = L / P * out->act_layer;
-    if (hk[2]) { out->has_toff = 1; out->toff = out->unit_bytes / hk[2]->value; }
+    /* copy engines: D2H and H2D, each with its bandwidth (default host_bandwidth);
+     * when both are given and together exceed host_bandwidth, the host link they
+     * share is split between them in proportion (as if both always ran) */
+    double link = hk[2] ? hk[2]->value : 0;
+    double bd = hk[5] ? hk[5]->value : link, bh = hk[6] ? hk[6]->value : link;
+    if (link > 0 && hk[5] && hk[6] && bd + bh > link) { double k = link / (bd + bh); bd *= k; bh *= k; }
+    if (bd > 0) {
+      out->has_toff = 1;
+      out->toff = out->unit_bytes / bd;
+      out->treload = bh > 0 ? out->unit_bytes / bh : 0;
+    }
     double per_layer = 2 * h * h + 2 * h * h * g / heads + 2 * h * f;
     double per_param = 2 * d + 12;
     out->static_bytes = arena_alloc(a, sizeof(double) * (size_t)(P + 1));

@@ -13,7 +13,7 @@ typedef struct CostModel {
   double in_f, in_b, in_w, out_f, out_b, out_w; /* input layer (stage 0) and output layer (stage S-1) */
   double tif, tib, ts, tt;  /* vocabulary passes under `vocab parallel` (1/P of the layers) */
   int has_tc, has_toff;
-  double tc, toff;    /* from peer_bandwidth / host_bandwidth */
+  double tc, toff, treload; /* from peer_bandwidth; host link and copy engines */
   double flops_rate;  /* flops * efficiency */
   double act_layer;   /* bytes of one layer's activation for one microbatch */
   double unit_bytes;  /* one device share's activation for one microbatch */

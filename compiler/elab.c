@@ -97,13 +97,14 @@ typedef struct Ctx {
 } Ctx;
 
 /* cost/memory keys: index into Ctx.cost */
-enum { K_TF, K_TB, K_TW, K_TC, K_TBW, K_TIF, K_TIB, K_TS, K_TT, K_TCOLL, K_TOFF, K_TFB,
+enum { K_TF, K_TB, K_TW, K_TC, K_TBW, K_TIF, K_TIB, K_TS, K_TT, K_TCOLL, K_TOFF, K_TFB, K_TRELOAD,
        K_ACT, K_BFREE, K_LIMIT, K_HOSTLIMIT, K_ACTS, K_N };
 static const char *const key_names[K_N] = {"TF", "TB", "TW", "TC", "TBW", "TIF", "TIB", "TS", "TT",
-                                           "TCOLL", "TOFF", "TFB", "act", "b_free", "limit", "host_limit", "act_s"};
+                                           "TCOLL", "TOFF", "TFB", "TRELOAD", "act", "b_free", "limit", "host_limit", "act_s"};
 static const char *const model_keys[] = {"layers", "hidden", "ffn_hidden", "heads", "query_groups", "seq",
                                          "micro_batch", "vocab", "dtype_bytes", NULL};
-static const char *const hardware_keys[] = {"memory", "flops", "host_bandwidth", "peer_bandwidth", "efficiency", NULL};
+static const char *const hardware_keys[] = {"memory", "flops", "host_bandwidth", "peer_bandwidth", "efficiency",
+                                            "d2h_bandwidth", "h2d_bandwidth", NULL};
 
 /* ---- diagnostics ---- */
 
@@ -711,7 +712,7 @@ static int find_key(Sym k, Ctx *c, int lo, int hi) {
 /* cost ...; memory ...; with `stage E:` overrides. */
 static void exec_costmem(Ctx *c, Stmt *st) {
   int cost = st->kind == ST_COST;
-  int lo = cost ? K_TF : K_ACT, hi = cost ? K_TFB + 1 : K_N;
+  int lo = cost ? K_TF : K_ACT, hi = cost ? K_TRELOAD + 1 : K_N;
   int64_t stage = -1;
   if (st->e1) {
     if (st->sym != c->w_stage) {
@@ -722,12 +723,12 @@ static void exec_costmem(Ctx *c, Stmt *st) {
   }
   for (KeyVal *kv = st->kv; kv; kv = kv->next) {
     int k = find_key(kv->key, c, lo, hi);
-    int ok_stage = k == K_TF || k == K_TB || k == K_TW || k == K_TBW || k == K_TOFF || k == K_ACT || k == K_BFREE;
+    int ok_stage = k == K_TF || k == K_TB || k == K_TW || k == K_TBW || k == K_TOFF || k == K_TRELOAD || k == K_ACT || k == K_BFREE;
     if (k < 0 || (stage >= 0 && !ok_stage)) {
       err(c, NULL, kv->span, "unknown %s%s key '%s' (expected %s)", stage >= 0 ? "per-stage " : "",
           cost ? "cost" : "memory", sname(c, kv->key),
-          stage >= 0 ? (cost ? "TF, TB, TW, TBW or TOFF" : "act or b_free")
-                     : (cost ? "TF, TB, TW, TC, TBW, TIF, TIB, TS, TT, TCOLL, TOFF or TFB" : "act, b_free, limit, host_limit or act_s"));
+          stage >= 0 ? (cost ? "TF, TB, TW, TBW, TOFF or TRELOAD" : "act or b_free")
+                     : (cost ? "TF, TB, TW, TC, TBW, TIF, TIB, TS, TT, TCOLL, TOFF, TFB or TRELOAD" : "act, b_free, limit, host_limit or act_s"));
       continue;
     }
     double v;
@@ -737,6 +738,7 @@ static void exec_costmem(Ctx *c, Stmt *st) {
       continue;
     }
     if (k == K_BFREE && v > 1) { EERR(c, kv->value, "'b_free' is a fraction of the activation: 0..1"); continue; }
+    if (k == K_TRELOAD && !(v > 0)) { EERR(c, kv->value, "'TRELOAD' must be positive (leave it out to reload at TOFF)"); continue; }
     if (stage >= 0) {
       Override *o = VEC_PUSH(c->a, c->ovr, c->novr, c->capovr);
       o->stage = stage;
@@ -1252,6 +1254,7 @@ static void build_stages(Ctx *c) {
   }
   if (cm.has_tc && !c->cost_set[K_TC]) k[K_TC] = cm.tc;
   if (cm.has_toff && !c->cost_set[K_TOFF]) k[K_TOFF] = cm.toff;
+  if (cm.has_toff && !c->cost_set[K_TOFF] && !c->cost_set[K_TRELOAD] && cm.treload > 0 && cm.treload != k[K_TOFF]) { k[K_TRELOAD] = cm.treload; c->cost_set[K_TRELOAD] = 2; }
   s->derived.times = cm.times && !(c->cost_set[K_TF] && c->cost_set[K_TB] && c->cost_set[K_TW]);
   s->derived.bytes = cm.bytes;
   s->derived.unit_bytes = cm.unit_bytes;
@@ -1266,6 +1269,7 @@ static void build_stages(Ctx *c) {
   s->act = k[K_ACT];
   s->b_free = k[K_BFREE];
   s->toff = k[K_TOFF];
+  s->treload = c->cost_set[K_TRELOAD] ? k[K_TRELOAD] : 0;
   s->vocab.t_if = k[K_TIF];
   s->vocab.t_ib = k[K_TIB];
   s->vocab.t_s = k[K_TS];
@@ -1303,6 +1307,7 @@ static void build_stages(Ctx *c) {
     g->b_free = k[K_BFREE];
     g->offload = o->enabled && st >= o->stage_lo && st < o->stage_hi ? o->ratio : 0;
     g->offload_time = k[K_TOFF] / v;
+    g->reload_time = c->cost_set[K_TRELOAD] ? k[K_TRELOAD] / v : 0;
     g->span = c->placespan;
   }
   if (cm.times && s->nstage > 0) { /* the input and output layers on the end stages */
@@ -1326,6 +1331,7 @@ static void build_stages(Ctx *c) {
     case K_TW: g->tw = ov->value; break;
     case K_TBW: g->tbw = ov->value; tbw_set[ov->stage] = 1; break;
     case K_TOFF: g->offload_time = ov->value; break;
+    case K_TRELOAD: g->reload_time = ov->value; break;
     case K_ACT: g->act = ov->value; break;
     case K_BFREE: g->b_free = ov->value; break;
     }

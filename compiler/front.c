@@ -254,6 +254,7 @@ static void expand_write(const IrSchedule *s, StrBuf *b) {
     sb_puts(b, ";\n");
   }
   if (s->toff != 0) { sb_puts(b, "  cost TOFF = "); put_real(b, s->toff); sb_puts(b, ";\n"); }
+  if (s->treload > 0) { sb_puts(b, "  cost TRELOAD = "); put_real(b, s->treload); sb_puts(b, ";\n"); }
   if (s->tfb > 0) { sb_puts(b, "  cost TFB = "); put_real(b, s->tfb); sb_puts(b, ";\n"); }
   /* per-stage values that differ from the defaults, written absolute */
   int *cnt = calloc((size_t)s->ndev + 1, sizeof *cnt);
@@ -264,14 +265,16 @@ static void expand_write(const IrSchedule *s, StrBuf *b) {
     int tf = g->tf != s->tf / vd, tb = g->tb != s->tb / vd, tw = g->tw != s->tw / vd;
     int tbw = g->tbw != g->tb + g->tw;
     int toff = g->offload_time != s->toff / vd;
-    if (tf || tb || tw || tbw || toff) {
+    int trl = g->reload_time != s->treload / vd && g->reload_time > 0;
+    if (tf || tb || tw || tbw || toff || trl) {
       sb_printf(b, "  cost stage %d:", k);
       const char *sep = " ";
       if (tf) { sb_printf(b, "%sTF = ", sep); put_real(b, g->tf); sep = ", "; }
       if (tb) { sb_printf(b, "%sTB = ", sep); put_real(b, g->tb); sep = ", "; }
       if (tw) { sb_printf(b, "%sTW = ", sep); put_real(b, g->tw); sep = ", "; }
       if (tbw) { sb_printf(b, "%sTBW = ", sep); put_real(b, g->tbw); sep = ", "; }
-      if (toff) { sb_printf(b, "%sTOFF = ", sep); put_real(b, g->offload_time); }
+      if (toff) { sb_printf(b, "%sTOFF = ", sep); put_real(b, g->offload_time); sep = ", "; }
+      if (trl && g->reload_time > 0) { sb_printf(b, "%sTRELOAD = ", sep); put_real(b, g->reload_time); }
       sb_puts(b, ";\n");
     }
     int act = g->act != s->act / vd, bf = g->b_free != s->b_free;

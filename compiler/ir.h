@@ -117,6 +117,8 @@ typedef struct IrStage {
   double offload;     /* fraction of act the offload policy moves to host; 0 = none */
   double offload_time;/* time to copy this stage's whole activation one way */
   Span span;          /* placement statement (or override) */
+  double reload_time; /* host-to-device copy time of the whole activation (the H2D
+                         engine's own bandwidth, `TRELOAD`); 0 = offload_time */
 } IrStage;
 
 /* Vocabulary parallelism settings (vocab parallel 1|2). */
@@ -182,6 +184,7 @@ typedef struct IrSchedule {
   double tfb, overlap_eff;
   int64_t noverlap;
   IrDerived derived;        /* seconds and bytes from model/hardware (costmodel.c) */
+  double treload;           /* TRELOAD as stated or derived (one device share); 0 = TOFF */
 } IrSchedule;
 
 /* Appends an op to device d's order (grows the array in the arena). */

@@ -533,7 +533,8 @@ static int64_t lower_offload(Arena *a, Diag *dg, IrSchedule *s) {
     double nextstart = 1e300;
     for (int k = np[d] - 1; k >= 0; k--) {
       RPlan *p = &plan[d][k];
-      double c = s->stages[p->stage].offload_time * ana_offload_fraction(s, p->stage);
+      const IrStage *ps = &s->stages[p->stage];
+      double c = (ps->reload_time > 0 ? ps->reload_time : ps->offload_time) * ana_offload_fraction(s, p->stage);
       double fin = p->bstart < nextstart ? p->bstart : nextstart;
       pstart[k] = fin - c;
       nextstart = pstart[k];

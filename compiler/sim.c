@@ -22,8 +22,9 @@
  *    reached it; S and coll share one sequence): S(i) starts TC after the last device
  *    reaches it and lasts t_s on every device;
  *  - offload/reload are issued at no cost and run on the device's copy engine of
- *    their direction, one copy at a time in issue order, taking offload_time times the
- *    offloaded fraction; a reload also waits for its offload's copy; B/BW wait for
+ *    their direction (device-to-host, host-to-device: two engines, each with its own
+ *    time, offload_time and reload_time), one copy at a time in issue order, taking
+ *    that time times the offloaded fraction; a reload also waits for its offload's copy; B/BW wait for
  *    their reload's copy to end.
  * The executor is a worklist over devices: a device runs until it blocks (a recv
  * whose send has not run, a barrier or an S others have not reached), and is woken
@@ -355,7 +356,8 @@ int sim_run_mode(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLin
         int dir = op->kind == IR_RELOAD;
         double c0 = st > eng[2 * d + dir] ? st : eng[2 * d + dir];
         if (dir && ln >= 0 && ln < g && r->end[ln] > c0) c0 = r->end[ln];
-        double c = (op->stage >= 0 && op->stage < s->nstage ? s->stages[op->stage].offload_time : 0) *
+        const IrStage *cs_ = op->stage >= 0 && op->stage < s->nstage ? &s->stages[op->stage] : NULL;
+        double c = (cs_ ? (dir && cs_->reload_time > 0 ? cs_->reload_time : cs_->offload_time) : 0) *
                    ana_offload_fraction(s, op->stage);
         r->start[g] = c0;
         r->end[g] = c0 + c;

@@ -67,6 +67,12 @@ printf 'schedule e {\n  devices 1; microbatches 1;\n  hardware { efficiency = 1.
 "$PPSC" check "$tmp/e.pps" --color=never > /dev/null 2> "$tmp/err"; rc=$?
 [ $rc -eq 1 ] && grep -q 'e.pps:3:14: error: hardware efficiency must be in (0, 1], got 1.5' "$tmp/err" \
   && grep -q 'e.pps:4:11: error: model layers must be positive, got 0' "$tmp/err" || bad "bad values: exit $rc, $(cat "$tmp/err")"
+# copy engines: D2H and H2D bandwidths sharing a host link of 25e9 (in proportion)
+sed 's/host_bandwidth = 25e9;/host_bandwidth = 25e9; d2h_bandwidth = 20e9; h2d_bandwidth = 30e9;/' "$tmp/m.pps" > "$tmp/c.pps"
+"$PPSC" expand "$tmp/c.pps" > "$tmp/cx.pps" || bad "expand copy engines"
+toff=$(sed -n 's/^  cost TOFF = \(.*\);$/\1/p' "$tmp/cx.pps"); trl=$(sed -n 's/^  cost TRELOAD = \(.*\);$/\1/p' "$tmp/cx.pps")
+near "$toff" "$(awk -v u="$ub" 'BEGIN { printf "%.17g", u / (20e9 * 25 / 50) }')" || bad "TOFF $toff"
+near "$trl" "$(awk -v u="$ub" 'BEGIN { printf "%.17g", u / (30e9 * 25 / 50) }')" || bad "TRELOAD $trl"
 # no model: nothing changes (unit costs, no bytes)
 "$PPSC" sim --json "$top_srcdir/stdlib/1f1b.pps" | grep -q '"time_unit":"unit","unit_bytes":null,"hardware_memory":null}' || bad "1f1b without a model"
 exit $fail
