@@ -39,7 +39,8 @@
  *    longer warm-up (stdlib/vocab_1f1b.pps).
  *    Under `vocab async` (collectives on their own lane, sim.c) the consumers go in
  *    groups of their own, TCOLL after the collective's instant where the window
- *    allows: T(i) [coll output_bwd(i)] in [t_S + TCOLL, start of B(i, S-1)], IB(i) in
+ *    allows: T(i) [coll output_bwd(i)] in [t_S + TCOLL, start of B(i, S-1)] (Vocab-2:
+ *    of B(i+1, S-1), T(i) feeding nothing), IB(i) in
  *    [t_IB + TCOLL, start of B(i+1, 0)]; IF(i)'s window ends TCOLL before F(i, 0).
  *  - offload(i, s): right after F(i, s). reload(i, s): as late as the copy engine
  *    allows: the device's reloads are planned backwards from their B (each copy must
@@ -410,8 +411,16 @@ static int64_t lower_vocab(Arena *a, Diag *dg, IrSchedule *s) {
     g[ng++] = (VGroup){t, 1, i};
     ts[nts++] = t;
     if (async) { /* T(i) [coll output_bwd(i)]: TCOLL later, while output_fwd(i) runs */
-      double lo = t + tcoll < r.start[bl] ? t + tcoll : r.start[bl];
-      g[ng++] = (VGroup){clean_instant(a, &w, lo, r.start[bl], 0), 3, i};
+      /* Vocab-1: before B(i, S-1), which needs output_bwd(i); Vocab-2: T(i) feeds
+       * nothing, so before B(i+1, S-1) (or the end) */
+      double hi = r.start[bl];
+      if (mode == 2) {
+        int32_t bn = i + 1 < m ? ix.posB[ANA_SLOT(&ix, i + 1, S - 1)] : -1;
+        hi = bn >= 0 ? r.start[bn] : r.makespan;
+        if (hi < t) hi = t;
+      }
+      double lo = t + tcoll < hi ? t + tcoll : hi;
+      g[ng++] = (VGroup){clean_instant(a, &w, lo, hi, 0), 3, i};
     }
   }
   qsort(ts, (size_t)nts, sizeof *ts, dbl_cmp);
