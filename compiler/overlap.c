@@ -45,7 +45,8 @@ int overlap_pair_at(const IrDevice *dv, int k) {
 static int needs_first(const IrSchedule *s, const IrOp *o, const IrOp *x) {
   switch ((IrKind)o->kind) {
   case IR_RECV: return 0;
-  case IR_RELOAD: return 0;
+  case IR_RELOAD: /* after its offload, which follows its F */
+    return x->kind == IR_F && x->mb == o->mb && x->stage == o->stage;
   case IR_IF: return 0;
   case IR_S: case IR_T: return x->kind == IR_F && x->stage == s->nstage - 1 && x->mb == o->mb;
   case IR_IB: return (x->kind == IR_B || x->kind == IR_BW) && x->stage == 0 && x->mb == o->mb;
