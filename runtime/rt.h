@@ -31,6 +31,7 @@ typedef struct rt_opts {
   /* test hooks (documented in docs/runtime.md): make rank die_rank fail at its
    * die_op-th op (die_hard: the process/thread aborts without cleanup under MPI) */
   int die_rank, die_op, die_hard;
+  int blocking_coll;             /* --blocking-collectives: no collective lane */
 } rt_opts;
 
 /* ---- timing records (metrics.c) ---- */
@@ -109,6 +110,7 @@ struct ppsrt_ctx {
   int status;             /* 0 or the PPSRT_E* that stopped it */
   char errmsg[2048];
   char *check_text;       /* --check lines of this rank, printed in rank order (malloc) */
+  struct rt_lane *lane;   /* the collective lane (coll_lane.c), NULL: collectives block */
 };
 
 /* The whole run, shared by the device threads of one process. */
@@ -116,6 +118,7 @@ struct ppsrt_run {
   const ppsrt_program *prog;
   rt_opts o;
   ppsrt_transport *tr;
+  ppsrt_transport *lane_tr;  /* tr's dup for the collective lanes, NULL: collectives block */
   int nlocal;             /* device contexts in this process */
   int first_rank;         /* rank of ctx[0] */
   ppsrt_ctx *ctx;         /* [nlocal] */
@@ -186,6 +189,16 @@ void rt_print_flops(ppsrt_run *run);   /* the FLOPs summary line */
 typedef double (*rt_pass_flops_fn)(const ppsrt_model_config *cfg, int kind, int stage);
 void rt_count_flops(ppsrt_run *run, rt_pass_flops_fn fn);
 int rt_compare_memory(ppsrt_run *run, int print);
+
+/* coll_lane.c: asynchronous vocabulary collectives */
+typedef struct rt_lane rt_lane;
+int rt_lane_start(ppsrt_ctx *c);
+void rt_lane_stop(ppsrt_ctx *c);
+int rt_lane_issue(ppsrt_ctx *c, int i);
+int rt_lane_consume(ppsrt_ctx *c, int i, int *waited);
+int rt_lane_drain(ppsrt_ctx *c);
+/* S's LN_f(y) from the last stage's device (root) to every device (model_gpt.c) */
+int rt_vocab_share(ppsrt_ctx *c, void *buf, size_t bytes, int root, int mb);
 
 /* check.c */
 int rt_check_gradients(ppsrt_ctx *c, double pipeline_loss, int *mismatch);
