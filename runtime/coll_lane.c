@@ -8,9 +8,8 @@
  * output_fwd(i); the last stage's B/BW(i) for output_bwd(i) in Vocab-1, output_fwd(i)
  * in Vocab-2; IB(i) for input_bwd(i)). Issue is the event in (what the producing pass
  * wrote is complete: passes are synchronous on the CPU backend), completion the event
- * out. S's copy of LN_f(y) to every device goes point-to-point on the lane's
- * transport (the last stage's device sends, the others receive at their S), a
- * dependency on that device's F(i, S-1) only, as the simulator has it, not a barrier.
+ * out. S(i) stays where it is, on the device: its broadcast of LN_f(y) from the last
+ * stage's device is a barrier on the run's transport, as the simulator times it.
  * The lane is drained at the end of every iteration, before the statistics.
  * Used with the CPU backend on the threads and MPI transports (MPI_THREAD_MULTIPLE);
  * elsewhere (CUDA backend, NCCL transport, an MPI without MPI_THREAD_MULTIPLE, or
@@ -200,22 +199,5 @@ int rt_lane_drain(ppsrt_ctx *c) {
   for (int k = 0; k < n && c->run->o.trace; k++)
     if ((rc = rt_event_add(c, L->t0[k] - c->run->epoch, L->t1[k] - c->run->epoch, L->qop[k], 4))) return rc;
   memset(L->seq, 0, ((size_t)5 * c->nmb + 1) * sizeof *L->seq);
-  return 0;
-}
-
-/* S(mb): buf (bytes) of the last stage's device reaches every device. With a lane:
- * point-to-point on the lane's transport, sent by root, received by the others (every
- * device runs the S passes in the same order, so the channels' FIFO order matches);
- * without: a broadcast on the run's transport. */
-int rt_vocab_share(ppsrt_ctx *c, void *buf, size_t bytes, int root, int mb) {
-  ppsrt_transport *t = c->lane ? c->lane->tr : c->tr;
-  if (!t) return PPSRT_FAIL(PPSRT_E_USAGE, "S(%d) needs a transport", mb);
-  if (!c->lane) return t->broadcast(t, c->rank, c->be, PPSRT_STREAM_COMPUTE, buf, bytes, root);
-  int64_t tag = ((int64_t)PPSRT_XFER_ACT << 48) | ((int64_t)(mb & 0xffffff) << 20) | (int64_t)c->nstage;
-  if (c->rank != root) return t->recv(t, c->rank, c->be, PPSRT_STREAM_RECV, buf, bytes, root, tag);
-  for (int d = 0; d < t->nranks; d++) {
-    int rc = d == root ? 0 : t->send(t, c->rank, c->be, PPSRT_STREAM_SEND, buf, bytes, d, tag);
-    if (rc) return rc;
-  }
   return 0;
 }

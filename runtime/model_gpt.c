@@ -31,8 +31,8 @@
  *   IB  d tok_d += scatter of dx0 over ids in the shard (device 0 also d pos).
  *
  * What it does not: no dropout, no tied embeddings, no rotary embeddings, no tensor
- * parallelism; LN_f(y) reaches every device before S through S itself (see vocab_s),
- * since no collective precedes S. */
+ * parallelism; the broadcast of LN_f(y) to every device before S is issued by S itself
+ * through the run's transport (see vocab_s), since no collective precedes S. */
 #include "config.h"
 #include "rt.h"
 #include <math.h>
@@ -572,12 +572,11 @@ static int vocab_s(ppsrt_model *m, ppsrt_ctx *c, int mb) {
     TRY(be->alloc(be, Nh * es, &X));
   }
   /* No collective precedes S, and every device runs the S passes in the same order, so
-   * S shares X itself (rt_vocab_share: a broadcast on the run's transport, or with
-   * a collective lane point-to-point sends from the last stage's device on the lane's
-   * transport; model.h's comm is only handed to collectives). */
+   * S broadcasts X itself on the run's transport (model.h's comm is only handed to
+   * collectives). */
   if (g->P > 1) {
     if (!c->tr) { be->free(be, X); return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: S(%d) needs a transport", mb); }
-    if ((rc = rt_vocab_share(c, X, Nh * es, stage_device(c, g->S - 1), mb))) {
+    if ((rc = c->tr->broadcast(c->tr, c->rank, be, CS, X, Nh * es, stage_device(c, g->S - 1)))) {
       be->free(be, X);
       return rc;
     }

@@ -197,8 +197,6 @@ void rt_lane_stop(ppsrt_ctx *c);
 int rt_lane_issue(ppsrt_ctx *c, int i);
 int rt_lane_consume(ppsrt_ctx *c, int i, int *waited);
 int rt_lane_drain(ppsrt_ctx *c);
-/* S's LN_f(y) from the last stage's device (root) to every device (model_gpt.c) */
-int rt_vocab_share(ppsrt_ctx *c, void *buf, size_t bytes, int root, int mb);
 
 /* check.c */
 int rt_check_gradients(ppsrt_ctx *c, double pipeline_loss, int *mismatch);
