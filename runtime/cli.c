@@ -179,6 +179,7 @@ static void *device_main(void *arg) {
     snprintf(c->errmsg, sizeof c->errmsg, "device %d: setup: %s", c->rank, ppsrt_last_error());
     c->status = rc;
     c->tr->abort(c->tr, c->rank, c->errmsg);
+    if (c->run->lane_tr) c->run->lane_tr->abort(c->run->lane_tr, c->rank, c->errmsg);
     return NULL;
   }
   c->status = rt_run_device(c);
