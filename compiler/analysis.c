@@ -4,6 +4,7 @@
  * it sequences the phases, turns their results into exit codes and writes outputs
  * (atomically: a file is written whole or not at all). */
 #include "analysis.h"
+#include "costmodel.h"
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -24,6 +25,12 @@ int analysis_metric(const IrSchedule *s, const SimResult *r, int metric, int dev
     *out = r->dev[device].host_peak;
     return 1;
   case IR_METRIC_OPS: *out = (double)s->total_ops; return 1;
+  case IR_METRIC_IDLE:
+    if (device >= s->ndev) return 0;
+    if (device >= 0) { *out = r->dev[device].idle; return 1; }
+    *out = 0;
+    for (int d = 0; d < s->ndev; d++) if (r->dev[d].idle > *out) *out = r->dev[d].idle;
+    return 1;
   default: return 0;
   }
 }
@@ -82,6 +89,8 @@ int analysis_run(Arena *a, Diag *dg, IrSchedule *s, Analysis *out, int want_time
                      op->kind == IR_RELOAD ? "starts copying back" : "starts", s->mem_limit);
         }
       }
+      /* hardware.memory against weights, gradients, optimizer state and activations */
+      costmodel_check_memory(dg, s, &out->sim);
       /* copies the compute had to wait for: one warning, at the worst device */
       int worst = -1;
       for (int d = 0; d < s->ndev; d++)

@@ -3,7 +3,8 @@
 libppsc_la_SOURCES += compiler/analysis.c compiler/analysis.h \
   compiler/lower.c compiler/lower.h compiler/verify.c compiler/verify.h \
   compiler/sim.c compiler/sim.h compiler/report.c compiler/report.h compiler/csv.c \
-  compiler/grid.c compiler/compare.c compiler/svg.c
+  compiler/grid.c compiler/compare.c compiler/svg.c \
+  compiler/overlap.c compiler/overlap.h compiler/costmodel.c compiler/costmodel.h
 libppsc_la_SOURCES += compiler/cmd_build.c
 
 # C tests on IR built in memory (no parser needed)
@@ -26,9 +27,12 @@ bench-sim: bench/sim_bench$(EXEEXT) ppsc$(EXEEXT)
 TESTS += tests/analysis/golden.sh tests/analysis/outputs.sh tests/analysis/robust.sh tests/analysis/closed_form.sh
 TESTS += tests/analysis/svg.sh
 EXTRA_DIST += tests/analysis/svg.sh
+TESTS += tests/analysis/costmodel.sh
+EXTRA_DIST += tests/analysis/costmodel.sh
 EXTRA_DIST += tests/analysis/golden.sh tests/analysis/outputs.sh tests/analysis/robust.sh tests/analysis/closed_form.sh \
   tests/analysis/cases/coll_order.err \
   tests/analysis/cases/coll_order.pps \
+  tests/analysis/cases/copy_engines.pps \
   tests/analysis/cases/comm_written.err \
   tests/analysis/cases/comm_written.pps \
   tests/analysis/cases/compute_deadlock.err \
@@ -47,6 +51,16 @@ EXTRA_DIST += tests/analysis/golden.sh tests/analysis/outputs.sh tests/analysis/
   tests/analysis/cases/offload_order.err \
   tests/analysis/cases/offload_order.pps \
   tests/analysis/cases/one_f_one_b.pps \
+  tests/analysis/cases/overlap.pps \
+  tests/analysis/cases/overlap_elab.err \
+  tests/analysis/cases/overlap_elab.pps \
+  tests/analysis/cases/overlap_mb.err \
+  tests/analysis/cases/overlap_mb.pps \
+  tests/analysis/cases/overlap_offload.pps \
+  tests/analysis/cases/overlap_vocab.pps \
+  tests/analysis/cases/vocab_async.err \
+  tests/analysis/cases/vocab_async.pps \
+  tests/analysis/cases/vocab_async_ok.pps \
   tests/analysis/cases/order.err \
   tests/analysis/cases/order.pps \
   tests/analysis/cases/vocab.pps

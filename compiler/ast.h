@@ -74,7 +74,8 @@ typedef enum StmtKind {
   ST_SYNTH,       /* synthesize [KEY = EXPR, ...]: kv (synth.c chooses the order) */
   ST_PROFILE,     /* cost profile "FILE": sym = the word, str = the path (span2) */
   ST_PASS,        /* op = IrKind, list = arguments, xfer (send/recv), sym = collective; e3 = `at` slot */
-  ST_EMPTY        /* unused: `;` alone produces no node */
+  ST_EMPTY,       /* unused: `;` alone produces no node */
+  ST_OVERLAP      /* overlap { pass pass }: body = the two passes (overlap.c) */
 } StmtKind;
 
 typedef struct OffloadClause {

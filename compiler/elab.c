@@ -12,6 +12,8 @@
  * deadlock, memory bounds (analysis.c). */
 #include "elab.h"
 #include "synth.h"
+#include "overlap.h"
+#include "costmodel.h"
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -69,11 +71,12 @@ typedef struct Ctx {
   int32_t *stage_dev;
   int32_t *dev_nst, *dev_first;
   Span placespan;
+  Span tfb_span;      /* where `cost TFB = x` was given (overlap.c) */
   int layout_done, layout_failed;
   /* costs and memory (one device share) */
-  double cost[16];
-  uint8_t cost_set[16];
-  Span cost_span[16];     /* where each schedule-wide key was last set */
+  double cost[24];
+  uint8_t cost_set[24];
+  Span cost_span[24];     /* where each schedule-wide key was last set */
   Override *ovr;
   int novr, capovr;
   /* policies */
@@ -108,13 +111,14 @@ typedef struct Ctx {
 } Ctx;
 
 /* cost/memory keys: index into Ctx.cost */
-enum { K_TF, K_TB, K_TW, K_TC, K_TBW, K_TIF, K_TIB, K_TS, K_TT, K_TCOLL, K_TOFF,
+enum { K_TF, K_TB, K_TW, K_TC, K_TBW, K_TIF, K_TIB, K_TS, K_TT, K_TCOLL, K_TOFF, K_TFB, K_TRELOAD,
        K_ACT, K_BFREE, K_LIMIT, K_HOSTLIMIT, K_ACTS, K_N };
 static const char *const key_names[K_N] = {"TF", "TB", "TW", "TC", "TBW", "TIF", "TIB", "TS", "TT",
-                                           "TCOLL", "TOFF", "act", "b_free", "limit", "host_limit", "act_s"};
+                                           "TCOLL", "TOFF", "TFB", "TRELOAD", "act", "b_free", "limit", "host_limit", "act_s"};
 static const char *const model_keys[] = {"layers", "hidden", "ffn_hidden", "heads", "query_groups", "seq",
                                          "micro_batch", "vocab", "dtype_bytes", NULL};
-static const char *const hardware_keys[] = {"memory", "flops", "host_bandwidth", "peer_bandwidth", NULL};
+static const char *const hardware_keys[] = {"memory", "flops", "host_bandwidth", "peer_bandwidth", "efficiency",
+                                            "d2h_bandwidth", "h2d_bandwidth", NULL};
 
 /* ---- diagnostics ---- */
 
@@ -708,6 +712,28 @@ static void exec_pass(Ctx *c, Stmt *st) {
   op->span = st->span;
 }
 
+/* overlap { P1 P2 }: an F and a backward pass run at the same time (overlap.c); the
+ * first op of the pair is flagged. */
+static void exec_overlap(Ctx *c, Stmt *st) {
+  if (c->blk) { SERR(c, st, "'overlap' is not allowed in a building block"); return; }
+  Stmt *x = st->body, *y = x ? x->next : NULL;
+  if (!x || !y) return;
+  for (Stmt *p = x; p; p = p == x ? y : NULL)
+    if (p->op > IR_BW) { SERR(c, p, "overlap pairs compute passes: one F with one B, W or BW"); return; }
+  if ((x->op == IR_F) == (y->op == IR_F)) {
+    SERR(c, st, "overlap pairs one forward pass (F) with one backward pass (B, W or BW)");
+    return;
+  }
+  int d = c->cur_dev;
+  int64_t before = d >= 0 && d < c->s->ndev ? c->s->devs[d].nops : -1;
+  exec_pass(c, x);
+  exec_pass(c, y);
+  if (before >= 0 && c->s->devs[d].nops == before + 2) {
+    c->s->devs[d].ops[before].flags |= IR_FLAG_OVERLAP;
+    c->s->noverlap++;
+  }
+}
+
 /* ---- statements ---- */
 
 static void exec_list(Ctx *c, Stmt *st);
@@ -724,7 +750,7 @@ static int find_key(Sym k, Ctx *c, int lo, int hi) {
 /* cost ...; memory ...; with `stage E:` overrides. */
 static void exec_costmem(Ctx *c, Stmt *st) {
   int cost = st->kind == ST_COST;
-  int lo = cost ? K_TF : K_ACT, hi = cost ? K_TOFF + 1 : K_N;
+  int lo = cost ? K_TF : K_ACT, hi = cost ? K_TRELOAD + 1 : K_N;
   int64_t stage = -1;
   if (st->e1) {
     if (st->sym != c->w_stage) {
@@ -736,12 +762,12 @@ static void exec_costmem(Ctx *c, Stmt *st) {
   }
   for (KeyVal *kv = st->kv; kv; kv = kv->next) {
     int k = find_key(kv->key, c, lo, hi);
-    int ok_stage = k == K_TF || k == K_TB || k == K_TW || k == K_TBW || k == K_TOFF || k == K_ACT || k == K_BFREE;
+    int ok_stage = k == K_TF || k == K_TB || k == K_TW || k == K_TBW || k == K_TOFF || k == K_TRELOAD || k == K_ACT || k == K_BFREE;
     if (k < 0 || (stage >= 0 && !ok_stage)) {
       err(c, NULL, kv->span, "unknown %s%s key '%s' (expected %s)", stage >= 0 ? "per-stage " : "",
           cost ? "cost" : "memory", sname(c, kv->key),
-          stage >= 0 ? (cost ? "TF, TB, TW, TBW or TOFF" : "act or b_free")
-                     : (cost ? "TF, TB, TW, TC, TBW, TIF, TIB, TS, TT, TCOLL or TOFF" : "act, b_free, limit, host_limit or act_s"));
+          stage >= 0 ? (cost ? "TF, TB, TW, TBW, TOFF or TRELOAD" : "act or b_free")
+                     : (cost ? "TF, TB, TW, TC, TBW, TIF, TIB, TS, TT, TCOLL, TOFF, TFB or TRELOAD" : "act, b_free, limit, host_limit or act_s"));
       continue;
     }
     double v;
@@ -752,6 +778,7 @@ static void exec_costmem(Ctx *c, Stmt *st) {
     }
     if (v < 0) { EERR(c, kv->value, "'%s' must not be negative (leave it out for no bound)", key_names[k]); continue; }
     if (k == K_BFREE && v > 1) { EERR(c, kv->value, "'b_free' is a fraction of the activation: 0..1"); continue; }
+    if (k == K_TRELOAD && !(v > 0)) { EERR(c, kv->value, "'TRELOAD' must be positive (leave it out to reload at TOFF)"); continue; }
     if (stage >= 0) {
       Override *o = VEC_PUSH(c->a, c->ovr, c->novr, c->capovr);
       o->stage = stage;
@@ -762,6 +789,7 @@ static void exec_costmem(Ctx *c, Stmt *st) {
       c->cost[k] = v;
       c->cost_set[k] = 1;
       c->cost_span[k] = kv->span;
+      if (k == K_TFB) c->tfb_span = kv->span;
     }
   }
 }
@@ -854,13 +882,13 @@ static void exec_expect(Ctx *c, Stmt *st) {
     if (!strcmp(nm, ir_metric_name((IrMetric)k))) metric = k;
   if (metric < 0) {
     err(c, &st->errored, st->span2,
-        "unknown metric '%s' (expected makespan, bubble_rate, bubble_rate_span, peak_memory, host_memory or ops)", nm);
+        "unknown metric '%s' (expected makespan, bubble_rate, bubble_rate_span, peak_memory, host_memory, ops or idle)", nm);
     return;
   }
   int64_t dev = -1;
   if (st->e1) {
-    if (metric != IR_METRIC_PEAK_MEMORY && metric != IR_METRIC_HOST_MEMORY) {
-      EERR(c, st->e1, "only peak_memory and host_memory take a device index");
+    if (metric != IR_METRIC_PEAK_MEMORY && metric != IR_METRIC_HOST_MEMORY && metric != IR_METRIC_IDLE) {
+      EERR(c, st->e1, "only peak_memory, host_memory and idle take a device index");
       return;
     }
     if (eval_int(c, st->e1, &dev)) return;
@@ -1090,7 +1118,14 @@ static void exec(Ctx *c, Stmt *st) {
     exec_offload(c, st);
     return;
   case ST_VOCAB: {
-    if (st->sym != c->w_parallel) { err(c, &st->errored, st->span2, "expected 'parallel' after 'vocab'"); return; }
+    if (st->sym != c->w_parallel && !strcmp(sname(c, st->sym), "async")) {
+      /* vocab async BOOL: collectives on their own lane (sim.c, lower.c) */
+      int on;
+      if (eval_bool(c, st->e1, &on)) return;
+      c->s->vocab.async = on;
+      return;
+    }
+    if (st->sym != c->w_parallel) { err(c, &st->errored, st->span2, "expected 'parallel' or 'async' after 'vocab'"); return; }
     int64_t m;
     if (eval_int(c, st->e1, &m)) return;
     if (m != 1 && m != 2) { EERR(c, st->e1, "vocab parallel must be 1 or 2, got %lld", (long long)m); return; }
@@ -1211,6 +1246,9 @@ static void exec(Ctx *c, Stmt *st) {
     if (st->sym != c->w_profile) { err(c, &st->errored, st->span, "expected 'cost profile \"FILE\"'"); return; }
     c->profile = st;
     return;
+  case ST_OVERLAP:
+    exec_overlap(c, st);
+    return;
   case ST_EMPTY:
     return;
   }
@@ -1316,6 +1354,29 @@ static int parse_define(const char *s, Value *out) {
 static void build_stages(Ctx *c) {
   IrSchedule *s = c->s;
   double *k = c->cost;
+  /* seconds and bytes from model { } / hardware { }: explicit costs win */
+  CostModel cm;
+  costmodel_derive(c->a, c->d, s, c->stage_dev, &cm);
+  if (cm.times) {
+    if (!c->cost_set[K_TF]) k[K_TF] = cm.tf;
+    if (!c->cost_set[K_TB]) k[K_TB] = cm.tb;
+    if (!c->cost_set[K_TW]) k[K_TW] = cm.tw;
+    if (s->vocab.mode) {
+      if (!c->cost_set[K_TIF]) k[K_TIF] = cm.tif;
+      if (!c->cost_set[K_TIB]) k[K_TIB] = cm.tib;
+      if (!c->cost_set[K_TS]) k[K_TS] = cm.ts;
+      if (!c->cost_set[K_TT]) k[K_TT] = cm.tt;
+    }
+  }
+  if (cm.has_tc && !c->cost_set[K_TC]) k[K_TC] = cm.tc;
+  if (cm.has_toff && !c->cost_set[K_TOFF]) k[K_TOFF] = cm.toff;
+  if (cm.has_toff && !c->cost_set[K_TOFF] && !c->cost_set[K_TRELOAD] && cm.treload > 0 && cm.treload != k[K_TOFF]) { k[K_TRELOAD] = cm.treload; c->cost_set[K_TRELOAD] = 2; }
+  s->derived.times = cm.times && !(c->cost_set[K_TF] && c->cost_set[K_TB] && c->cost_set[K_TW]);
+  s->derived.bytes = cm.bytes;
+  s->derived.unit_bytes = cm.unit_bytes;
+  s->derived.static_bytes = cm.static_bytes;
+  s->derived.memory = cm.memory;
+  s->derived.memory_span = cm.memory_span;
   s->tf = k[K_TF];
   s->tb = k[K_TB];
   s->tw = k[K_TW];
@@ -1324,12 +1385,21 @@ static void build_stages(Ctx *c) {
   s->act = k[K_ACT];
   s->b_free = k[K_BFREE];
   s->toff = k[K_TOFF];
+  s->treload = c->cost_set[K_TRELOAD] ? k[K_TRELOAD] : 0;
   s->vocab.t_if = k[K_TIF];
   s->vocab.t_ib = k[K_TIB];
   s->vocab.t_s = k[K_TS];
   s->vocab.t_t = k[K_TT];
   s->vocab.t_coll = k[K_TCOLL];
   s->vocab.act_s = k[K_ACTS];
+  s->tfb = c->cost_set[K_TFB] ? k[K_TFB] : 0;
+  s->overlap_eff = 0;
+  if (c->cost_set[K_TFB]) {
+    double lo, hi;
+    if (overlap_efficiency(k[K_TF], k[K_TB], k[K_TW], k[K_TFB], &s->overlap_eff, &lo, &hi))
+      err(c, NULL, c->tfb_span, "TFB (an overlapped F and BW of one device share) must lie between max(TF, TB + TW) = %g and TF + TB + TW = %g, got %g",
+          lo, hi, k[K_TFB]);
+  }
   s->stages = arena_alloc(c->a, (size_t)(s->nstage + 1) * sizeof *s->stages);
   IrOffload *o = &c->off;
   if (!c->off_stages_set) { o->stage_lo = 0; o->stage_hi = s->nstage; }
@@ -1353,7 +1423,15 @@ static void build_stages(Ctx *c) {
     g->b_free = k[K_BFREE];
     g->offload = o->enabled && st >= o->stage_lo && st < o->stage_hi ? o->ratio : 0;
     g->offload_time = k[K_TOFF] / v;
+    g->reload_time = c->cost_set[K_TRELOAD] ? k[K_TRELOAD] / v : 0;
     g->span = c->placespan;
+  }
+  if (cm.times && s->nstage > 0) { /* the input and output layers on the end stages */
+    IrStage *f = &s->stages[0], *l = &s->stages[s->nstage - 1];
+    if (!c->cost_set[K_TF]) { f->tf += cm.in_f; l->tf += cm.out_f; }
+    if (!c->cost_set[K_TB]) { f->tb += cm.in_b; l->tb += cm.out_b; }
+    if (!c->cost_set[K_TW]) { f->tw += cm.in_w; l->tw += cm.out_w; }
+    if (!c->cost_set[K_TBW]) { f->tbw = f->tb + f->tw; l->tbw = l->tb + l->tw; }
   }
   uint8_t *tbw_set = arena_alloc(c->a, (size_t)s->nstage + 1);
   for (int i = 0; i < c->novr; i++) {
@@ -1369,6 +1447,7 @@ static void build_stages(Ctx *c) {
     case K_TW: g->tw = ov->value; break;
     case K_TBW: g->tbw = ov->value; tbw_set[ov->stage] = 1; break;
     case K_TOFF: g->offload_time = ov->value; break;
+    case K_TRELOAD: g->reload_time = ov->value; break;
     case K_ACT: g->act = ov->value; break;
     case K_BFREE: g->b_free = ov->value; break;
     }
@@ -1382,7 +1461,7 @@ static void apply_key_overrides(Ctx *c) {
   for (int i = 0; i < c->in->nkeys; i++) {
     const KeyOverride *o = &c->in->keys[i];
     const char *opt = o->memory ? "--memory" : "--cost";
-    int lo = o->memory ? K_ACT : K_TF, hi = o->memory ? K_N : K_TOFF + 1, k = -1;
+    int lo = o->memory ? K_ACT : K_TF, hi = o->memory ? K_N : K_TRELOAD + 1, k = -1;
     for (int j = lo; j < hi; j++)
       if (!strcmp(o->key, key_names[j])) k = j;
     if (k < 0) {
@@ -1420,7 +1499,7 @@ static void check_totals(Ctx *c) {
   double time = 0, mem = 0;
   for (int st = 0; st < s->nstage; st++) {
     const IrStage *g = &s->stages[st];
-    time += m * (g->tf + g->tb + g->tw + g->tbw + 2 * g->offload_time);
+    time += m * (g->tf + g->tb + g->tw + g->tbw + g->offload_time + (g->reload_time > 0 ? g->reload_time : g->offload_time));
     mem += m * g->act;
   }
   time += 2 * m * S * s->tc + m * P * (s->vocab.t_if + s->vocab.t_ib + s->vocab.t_s + s->vocab.t_t + 4 * s->vocab.t_coll);
@@ -1429,19 +1508,19 @@ static void check_totals(Ctx *c) {
   if (isfinite(time) && time < big && isfinite(mem) && mem < big) return;
   int is_time = !(isfinite(time) && time < big);
   /* the largest single contribution */
-  t_keys[K_TF] = t_keys[K_TB] = t_keys[K_TW] = m * S; t_keys[K_TBW] = m * S; t_keys[K_TOFF] = 2 * m * S;
+  t_keys[K_TF] = t_keys[K_TB] = t_keys[K_TW] = m * S; t_keys[K_TBW] = m * S; t_keys[K_TOFF] = 2 * m * S; t_keys[K_TRELOAD] = m * S; t_keys[K_TFB] = m * S;
   t_keys[K_TC] = 2 * m * S;
   t_keys[K_TIF] = t_keys[K_TIB] = t_keys[K_TS] = t_keys[K_TT] = m * P; t_keys[K_TCOLL] = 4 * m * P;
   t_keys[K_ACT] = m * S; t_keys[K_ACTS] = m;
   for (int k = 0; k < K_N; k++) {
-    int timekey = k <= K_TOFF;
+    int timekey = k <= K_TRELOAD;
     if (!c->cost_set[k] || timekey != is_time || k == K_BFREE || k == K_LIMIT || k == K_HOSTLIMIT) continue;
     double x = c->cost[k] * t_keys[k];
     if (worst < 0 || x > best) { best = x; worst = k; }
   }
   for (int i = 0; i < c->novr; i++) {
     const Override *ov = &c->ovr[i];
-    int timekey = ov->key <= K_TOFF;
+    int timekey = ov->key <= K_TRELOAD;
     if (timekey != is_time || ov->key == K_BFREE) continue;
     double x = ov->value * m * (ov->key == K_TOFF ? 2 : 1);
     if ((worst < 0 && worst_ovr < 0) || x > best) { best = x; worst_ovr = i; worst = -1; }

@@ -307,6 +307,8 @@ void expand_write(const IrSchedule *s, StrBuf *b) {
     sb_puts(b, ";\n");
   }
   if (s->toff != 0) { sb_puts(b, "  cost TOFF = "); put_real(b, s->toff); sb_puts(b, ";\n"); }
+  if (s->treload > 0) { sb_puts(b, "  cost TRELOAD = "); put_real(b, s->treload); sb_puts(b, ";\n"); }
+  if (s->tfb > 0) { sb_puts(b, "  cost TFB = "); put_real(b, s->tfb); sb_puts(b, ";\n"); }
   /* per-stage values that differ from the defaults, written absolute */
   int *cnt = calloc((size_t)s->ndev + 1, sizeof *cnt);
   for (int k = 0; k < s->nstage && cnt; k++) cnt[s->stages[k].device]++;
@@ -316,14 +318,16 @@ void expand_write(const IrSchedule *s, StrBuf *b) {
     int tf = g->tf != s->tf / vd, tb = g->tb != s->tb / vd, tw = g->tw != s->tw / vd;
     int tbw = g->tbw != g->tb + g->tw;
     int toff = g->offload_time != s->toff / vd;
-    if (tf || tb || tw || tbw || toff) {
+    int trl = g->reload_time != s->treload / vd && g->reload_time > 0;
+    if (tf || tb || tw || tbw || toff || trl) {
       sb_printf(b, "  cost stage %d:", k);
       const char *sep = " ";
       if (tf) { sb_printf(b, "%sTF = ", sep); put_real(b, g->tf); sep = ", "; }
       if (tb) { sb_printf(b, "%sTB = ", sep); put_real(b, g->tb); sep = ", "; }
       if (tw) { sb_printf(b, "%sTW = ", sep); put_real(b, g->tw); sep = ", "; }
       if (tbw) { sb_printf(b, "%sTBW = ", sep); put_real(b, g->tbw); sep = ", "; }
-      if (toff) { sb_printf(b, "%sTOFF = ", sep); put_real(b, g->offload_time); }
+      if (toff) { sb_printf(b, "%sTOFF = ", sep); put_real(b, g->offload_time); sep = ", "; }
+      if (trl && g->reload_time > 0) { sb_printf(b, "%sTRELOAD = ", sep); put_real(b, g->reload_time); }
       sb_puts(b, ";\n");
     }
     int act = g->act != s->act / vd, bf = g->b_free != s->b_free;
@@ -343,6 +347,7 @@ void expand_write(const IrSchedule *s, StrBuf *b) {
     sb_puts(b, ", TS = "); put_real(b, s->vocab.t_s); sb_puts(b, ", TT = "); put_real(b, s->vocab.t_t);
     sb_puts(b, ", TCOLL = "); put_real(b, s->vocab.t_coll); sb_puts(b, ";\n");
   }
+  if (s->vocab.async) sb_puts(b, "  vocab async true;\n");
   if (s->vocab.act_s != 0) { sb_puts(b, "  memory act_s = "); put_real(b, s->vocab.act_s); sb_puts(b, ";\n"); }
   if (s->offload.enabled) {
     sb_puts(b, "  offload ratio ");
@@ -386,6 +391,7 @@ void expand_write(const IrSchedule *s, StrBuf *b) {
     for (int i = 0; i < dv->nops; i++) {
       const IrOp *op = &dv->ops[i];
       *p++ = ' ';
+      if (op->flags & IR_FLAG_OVERLAP) { memcpy(p, "overlap { ", 10); p += 10; }
       if (op->kind <= IR_BW) { /* the common case, without snprintf */
         const char *k = ir_kind_name(op->kind);
         while (*k) *p++ = *k++;
@@ -396,6 +402,7 @@ void expand_write(const IrSchedule *s, StrBuf *b) {
       } else {
         p += ir_format_op(s, op, p, 48);
       }
+      if (i > 0 && (dv->ops[i - 1].flags & IR_FLAG_OVERLAP)) { memcpy(p, " }", 2); p += 2; }
     }
     memcpy(p, " }\n", 4);
     p += 3;

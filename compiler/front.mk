@@ -50,7 +50,7 @@ FUZZ_SRCS = $(srcdir)/tests/fuzz/fuzz_front.c $(srcdir)/compiler/parse.c $(srcdi
   $(srcdir)/compiler/block.c $(srcdir)/compiler/front.c $(srcdir)/compiler/arena.c $(srcdir)/compiler/diag.c \
   $(srcdir)/compiler/ir.c $(srcdir)/compiler/output.c $(srcdir)/compiler/fileio.c $(srcdir)/compiler/analysis.c \
   $(srcdir)/compiler/lower.c $(srcdir)/compiler/verify.c $(srcdir)/compiler/sim.c \
-  $(srcdir)/compiler/report.c $(srcdir)/compiler/svg.c $(srcdir)/compiler/emit_c.c grammar/pps.c grammar/lex.c \
+  $(srcdir)/compiler/report.c $(srcdir)/compiler/svg.c $(srcdir)/compiler/emit_c.c $(srcdir)/compiler/overlap.c $(srcdir)/compiler/costmodel.c grammar/pps.c grammar/lex.c \
   $(srcdir)/compiler/synth.c $(srcdir)/compiler/profile.c
 FUZZ_CFLAGS = -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
   -I$(top_srcdir)/compiler -I$(top_builddir) -I$(top_builddir)/grammar -DPPS_STDLIB_DIR='"/nonexistent"'

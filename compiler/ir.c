@@ -23,7 +23,7 @@ const char *ir_coll_name(IrColl c) {
 
 const char *ir_metric_name(IrMetric m) {
   static const char *n[IR_NMETRICS] = {"makespan", "bubble_rate", "bubble_rate_span",
-                                       "peak_memory", "host_memory", "ops"};
+                                       "peak_memory", "host_memory", "ops", "idle"};
   return (unsigned)m < IR_NMETRICS ? n[m] : "?";
 }
 

@@ -60,6 +60,11 @@ typedef enum IrColl {
 } IrColl;
 
 enum { IR_FLAG_INSERTED = 1 /* added by a compiler phase, not written in the file */ };
+/* Overlapped forward and backward (`overlap { F(i, s) BW(j, t) }`, DualPipe's F&B):
+ * set on the first op of a pair; its partner is the next op of the device (lowering
+ * keeps the two adjacent: the pair's recvs go before it, its sends and offloads after
+ * it). The pair runs as one unit of time (overlap.c: overlap_cost). */
+enum { IR_FLAG_OVERLAP = 2 };
 
 typedef struct IrOp {
   uint8_t kind;   /* IrKind */
@@ -87,6 +92,7 @@ typedef enum IrMetric {
   IR_METRIC_PEAK_MEMORY,       /* max over devices (or one device: IrExpect.device) */
   IR_METRIC_HOST_MEMORY,       /* peak host (offload) memory, max over devices */
   IR_METRIC_OPS,               /* total ops after lowering */
+  IR_METRIC_IDLE,              /* makespan - busy time, max over devices (or one device) */
   IR_NMETRICS
 } IrMetric;
 
@@ -111,6 +117,8 @@ typedef struct IrStage {
   double offload;     /* fraction of act the offload policy moves to host; 0 = none */
   double offload_time;/* time to copy this stage's whole activation one way */
   Span span;          /* placement statement (or override) */
+  double reload_time; /* host-to-device copy time of the whole activation (the H2D
+                         engine's own bandwidth, `TRELOAD`); 0 = offload_time */
 } IrStage;
 
 /* Vocabulary parallelism settings (vocab parallel 1|2). */
@@ -119,6 +127,8 @@ typedef struct IrVocab {
   double t_if, t_ib, t_s, t_t, t_coll;  /* costs of IF, IB, S, T and of one collective */
   double act_s;       /* activation units S keeps until T frees them (per device) */
   Span span;
+  int async;          /* `vocab async true`: a collective runs on its own lane (does not
+                         block the device); only its consumers wait for it (sim.c) */
 } IrVocab;
 
 /* The offload policy as written (lowering turns it into ops). */
@@ -134,6 +144,16 @@ typedef struct IrOffload {
 /* model { ... } and hardware { ... }: named numbers, kept for byte/FLOP derivation
  * and passed to the runtime as defaults. Unknown keys are an elaboration error. */
 typedef struct IrKeyVal { const char *key; double value; Span span; } IrKeyVal;
+
+/* What costmodel.c derived from model { } and hardware { } (seconds and bytes). */
+typedef struct IrDerived {
+  int times;            /* the costs are seconds derived from FLOPs (where not given) */
+  int bytes;            /* unit_bytes and static_bytes are known */
+  double unit_bytes;    /* bytes of one activation unit (one device share, one microbatch) */
+  double *static_bytes; /* [ndev]: weights + gradients + optimizer state */
+  double memory;        /* hardware.memory in bytes, 0 = none */
+  Span memory_span;
+} IrDerived;
 
 typedef struct IrSchedule {
   const char *name;         /* schedule name */
@@ -159,6 +179,13 @@ typedef struct IrSchedule {
    * before the 1/v scaling into IrStage; added by the front end for `expand` */
   double act, b_free, toff;
   struct SynthInfo *synth;  /* `synthesize;`: what the synthesiser found (synth.h), else NULL */
+  /* overlapped F&B (overlap.c): TFB as stated (0: not given), the overlap
+   * efficiency derived from it (0: a pair costs the sum of its passes), and the
+   * number of pairs the file wrote */
+  double tfb, overlap_eff;
+  int64_t noverlap;
+  IrDerived derived;        /* seconds and bytes from model/hardware (costmodel.c) */
+  double treload;           /* TRELOAD as stated or derived (one device share); 0 = TOFF */
 } IrSchedule;
 
 /* Appends an op to device d's order (grows the array in the arena). */

@@ -37,6 +37,11 @@
  *    device, so barriers in one global order cannot deadlock. The file's compute order
  *    is kept: the paper's memory (P + 2 / P + 1 on 1F1B) is that of a file with its
  *    longer warm-up (stdlib/vocab_1f1b.pps).
+ *    Under `vocab async` (collectives on their own lane, sim.c) the consumers go in
+ *    groups of their own, TCOLL after the collective's instant where the window
+ *    allows: T(i) [coll output_bwd(i)] in [t_S + TCOLL, start of B(i, S-1)] (Vocab-2:
+ *    of B(i+1, S-1), T(i) feeding nothing), IB(i) in
+ *    [t_IB + TCOLL, start of B(i+1, 0)]; IF(i)'s window ends TCOLL before F(i, 0).
  *  - offload(i, s): right after F(i, s). reload(i, s): as late as the copy engine
  *    allows: the device's reloads are planned backwards from their B (each copy must
  *    end by its B's simulated start and by the start of the next planned reload),
@@ -44,6 +49,7 @@
  *    copy start (never before its offload). The simulation then times the real copies. */
 #include "lower.h"
 #include "sim.h"
+#include "overlap.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -389,7 +395,9 @@ static int64_t lower_vocab(Arena *a, Diag *dg, IrSchedule *s) {
     diag_warning(dg, s->vocab.span, "vocabulary passes not inserted: the schedule does not run to the end (see the errors below)");
     return 0;
   }
-  VGroup *g = arena_alloc(a, sizeof(VGroup) * (size_t)(3 * (int64_t)m + 1));
+  VGroup *g = arena_alloc(a, sizeof(VGroup) * (size_t)(5 * (int64_t)m + 1));
+  int async = s->vocab.async;
+  double tcoll = s->vocab.t_coll;
   VWin w = {s, &ix, &r, NULL, 0};
   double *ts = arena_alloc(a, sizeof(double) * (size_t)(m + 1));
   int nts = 0;
@@ -403,6 +411,18 @@ static int64_t lower_vocab(Arena *a, Diag *dg, IrSchedule *s) {
     double t = clean_instant(a, &w, r.end[fl], r.start[bl], 0);
     g[ng++] = (VGroup){t, 1, i};
     ts[nts++] = t;
+    if (async) { /* T(i) [coll output_bwd(i)]: TCOLL later, while output_fwd(i) runs */
+      /* Vocab-1: before B(i, S-1), which needs output_bwd(i); Vocab-2: T(i) feeds
+       * nothing, so before B(i+1, S-1) (or the end) */
+      double hi = r.start[bl];
+      if (mode == 2) {
+        int32_t bn = i + 1 < m ? ix.posB[ANA_SLOT(&ix, i + 1, S - 1)] : -1;
+        hi = bn >= 0 ? r.start[bn] : r.makespan;
+        if (hi < t) hi = t;
+      }
+      double lo = t + tcoll < hi ? t + tcoll : hi;
+      g[ng++] = (VGroup){clean_instant(a, &w, lo, hi, 0), 3, i};
+    }
   }
   qsort(ts, (size_t)nts, sizeof *ts, dbl_cmp);
   w.used = ts;
@@ -413,10 +433,18 @@ static int64_t lower_vocab(Arena *a, Diag *dg, IrSchedule *s) {
     if (f0 < 0 || fl < 0 || b0 < 0 || bl < 0) continue;
     int32_t fp = i > 0 ? ix.posF[ANA_SLOT(&ix, i - 1, 0)] : -1;
     int32_t bn = i + 1 < m ? ix.posB[ANA_SLOT(&ix, i + 1, 0)] : -1;
-    /* IF(i): between F(i-1, 0) and F(i, 0), as late as clean */
-    g[ng++] = (VGroup){clean_instant(a, &w, fp >= 0 ? r.start[fp] : 0, r.start[f0], 1), 0, i};
+    /* IF(i): between F(i-1, 0) and F(i, 0), as late as clean (async: TCOLL before) */
+    double flo = fp >= 0 ? r.start[fp] : 0, fhi = r.start[f0];
+    if (async) fhi = fhi - tcoll > flo ? fhi - tcoll : flo;
+    g[ng++] = (VGroup){clean_instant(a, &w, flo, fhi, 1), 0, i};
     /* IB(i): after B(i, 0), before B(i+1, 0) (or the end), as early as clean */
-    g[ng++] = (VGroup){clean_instant(a, &w, r.end[b0], bn >= 0 ? r.start[bn] : r.makespan, 0), 2, i};
+    double bhi = bn >= 0 ? r.start[bn] : r.makespan;
+    double tib = clean_instant(a, &w, r.end[b0], bhi, 0);
+    g[ng++] = (VGroup){tib, 2, i};
+    if (async) { /* IB(i) once coll input_bwd(i) has run on the lane */
+      double lo = tib + tcoll < bhi ? tib + tcoll : bhi;
+      g[ng++] = (VGroup){clean_instant(a, &w, lo > tib ? lo : tib, bhi > tib ? bhi : tib, 0), 4, i};
+    }
   }
   qsort(g, (size_t)ng, sizeof *g, vgroup_cmp);
   Batch b;
@@ -424,8 +452,9 @@ static int64_t lower_vocab(Arena *a, Diag *dg, IrSchedule *s) {
   int *last = arena_alloc(a, sizeof(int) * (size_t)P);
   for (int k = 0; k < ng; k++) {
     int i = g[k].mb;
-    int32_t cause = g[k].kind == 0 ? ix.posF[ANA_SLOT(&ix, i, 0)]
-                  : g[k].kind == 1 ? ix.posF[ANA_SLOT(&ix, i, S - 1)] : ix.posB[ANA_SLOT(&ix, i, 0)];
+    int kind = g[k].kind;
+    int32_t cause = kind == 0 ? ix.posF[ANA_SLOT(&ix, i, 0)]
+                  : kind == 1 || kind == 3 ? ix.posF[ANA_SLOT(&ix, i, S - 1)] : ix.posB[ANA_SLOT(&ix, i, 0)];
     int cd = ix.devof[cause];
     Span sp = s->devs[cd].ops[cause - ix.off[cd]].span;
     for (int d = 0; d < P; d++) {
@@ -438,18 +467,20 @@ static int64_t lower_vocab(Arena *a, Diag *dg, IrSchedule *s) {
       if (slot < last[d]) slot = last[d];
       last[d] = slot;
       IrOp *o;
-      if (g[k].kind == 0) {
+      if (kind == 0) {
         batch_add(a, &b, d, slot, IR_IF, i, -1, sp);
         o = batch_add(a, &b, d, slot, IR_COLL, i, -1, sp); o->coll = IR_COLL_INPUT_FWD;
-      } else if (g[k].kind == 1) {
+      } else if (kind == 1) {
         batch_add(a, &b, d, slot, IR_S, i, -1, sp);
         o = batch_add(a, &b, d, slot, IR_COLL, i, -1, sp); o->coll = IR_COLL_OUTPUT_FWD;
+      }
+      if ((kind == 1 && !async) || kind == 3) {
         batch_add(a, &b, d, slot, IR_T, i, -1, sp);
         if (mode == 1) { o = batch_add(a, &b, d, slot, IR_COLL, i, -1, sp); o->coll = IR_COLL_OUTPUT_BWD; }
-      } else {
+      } else if (kind == 2) {
         o = batch_add(a, &b, d, slot, IR_COLL, i, -1, sp); o->coll = IR_COLL_INPUT_BWD;
-        batch_add(a, &b, d, slot, IR_IB, i, -1, sp);
       }
+      if ((kind == 2 && !async) || kind == 4) batch_add(a, &b, d, slot, IR_IB, i, -1, sp);
     }
   }
   batch_apply(a, &b, s);
@@ -512,7 +543,8 @@ static int64_t lower_offload(Arena *a, Diag *dg, IrSchedule *s) {
     double nextstart = 1e300;
     for (int k = np[d] - 1; k >= 0; k--) {
       RPlan *p = &plan[d][k];
-      double c = s->stages[p->stage].offload_time * ana_offload_fraction(s, p->stage);
+      const IrStage *ps = &s->stages[p->stage];
+      double c = (ps->reload_time > 0 ? ps->reload_time : ps->offload_time) * ana_offload_fraction(s, p->stage);
       double fin = p->bstart < nextstart ? p->bstart : nextstart;
       pstart[k] = fin - c;
       nextstart = pstart[k];
@@ -543,7 +575,10 @@ int64_t lower_schedule(Arena *a, Diag *dg, IrSchedule *s) {
   int64_t n = 0;
   int had_vocab = ix.nvocab > 0, had_off = ix.noffload > 0;
   if (!ix.ncomm) n += lower_comm(a, s, &ix);
+  overlap_normalize(a, s);  /* overlapped pairs stay adjacent (overlap.c) */
   if (s->vocab.mode && !had_vocab) n += lower_vocab(a, dg, s);
+  overlap_normalize(a, s);
   if (s->offload.enabled && !had_off) n += lower_offload(a, dg, s);
+  overlap_normalize(a, s);
   return n;
 }

@@ -85,7 +85,18 @@ void report_text(StrBuf *b, const Report *r) {
     sb_puts(b, ", host ");
     report_num(b, sim->host_memory);
   }
-  sb_puts(b, "\n\n");
+  sb_puts(b, "\n");
+  if (s->derived.times) sb_puts(b, "units       seconds (costs from model { } and hardware { } where the file gives none)\n");
+  if (s->derived.bytes && s->derived.static_bytes) {
+    sb_printf(b, "bytes       one activation unit = %.4g GB; weights + gradients + optimizer state + peak activations per device", s->derived.unit_bytes / 1e9);
+    if (s->derived.memory > 0) sb_printf(b, " (hardware.memory %.4g GB)", s->derived.memory / 1e9);
+    sb_puts(b, ":\n");
+    for (int d = 0; d < s->ndev; d++) {
+      double st = s->derived.static_bytes[d], ac = sim->dev[d].peak * s->derived.unit_bytes;
+      sb_printf(b, "%6d %9.4g GB + %9.4g GB = %9.4g GB\n", d, st / 1e9, ac / 1e9, (st + ac) / 1e9);
+    }
+  }
+  sb_puts(b, "\n");
   int copies = 0;
   for (int d = 0; d < s->ndev; d++) if (sim->dev[d].copy_busy[0] + sim->dev[d].copy_busy[1] > 0) copies = 1;
   sb_printf(b, "%6s %10s %10s %10s %10s %10s %9s %9s%s\n", "device", "busy", "idle", "first", "last", "comm_wait", "peak_mem",
@@ -197,6 +208,10 @@ void report_json(StrBuf *b, const Report *r) {
       json_key_num(b, "host_memory", v->host_peak, 1);
       json_key_num(b, "copy_busy_d2h", v->copy_busy[0], 1);
       json_key_num(b, "copy_busy_h2d", v->copy_busy[1], 1);
+      if (s->derived.bytes && s->derived.static_bytes) {
+        json_key_num(b, "static_bytes", s->derived.static_bytes[d], 1);
+        json_key_num(b, "peak_bytes", s->derived.static_bytes[d] + v->peak * s->derived.unit_bytes, 1);
+      }
       sb_puts(b, "}");
     }
   }
@@ -234,6 +249,11 @@ void report_json(StrBuf *b, const Report *r) {
     int bd = sim && s && s->ndev > 0 ? bottleneck(s, sim, &br) : 0;
     json_key_num(b, "bottleneck_device", bd, sim && s && s->ndev > 0);
     json_key_num(b, "bubble_rate_bottleneck", br, sim && s && s->ndev > 0);
+  }
+  if (s) { /* seconds and bytes (costmodel.c), added after the first keys */
+    sb_printf(b, ",\"time_unit\":\"%s\"", s->derived.times ? "s" : "unit");
+    json_key_num(b, "unit_bytes", s->derived.unit_bytes, s->derived.bytes);
+    json_key_num(b, "hardware_memory", s->derived.memory, s->derived.memory > 0);
   }
   sb_puts(b, "}\n");
 }
@@ -273,6 +293,8 @@ void report_trace(StrBuf *b, const Report *r) {
     sb_printf(b, ",\n{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"sort_index\":%d}}", d, d);
     for (int t = 0; t < 4; t++)
       sb_printf(b, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"%s\"}}", d, t, tracks[t]);
+    if (s->vocab.async) /* `vocab async`: the collective lane */
+      sb_printf(b, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":4,\"args\":{\"name\":\"collectives\"}}", d);
   }
   char lab[96];
   for (int d = 0; d < s->ndev; d++) {
@@ -285,7 +307,7 @@ void report_trace(StrBuf *b, const Report *r) {
       case IR_RECV: if (en <= st) continue; tid = 3; break;
       case IR_OFFLOAD: tid = 1; break;
       case IR_RELOAD: tid = 2; break;
-      case IR_COLL: tid = 0; break;
+      case IR_COLL: tid = s->vocab.async ? 4 : 0; break;
       default: tid = 0;
       }
       op_label(s, op, lab, sizeof lab);
@@ -298,6 +320,7 @@ void report_trace(StrBuf *b, const Report *r) {
       sb_printf(b, ",\"args\":{\"mb\":%d,\"stage\":%d", op->mb, op->stage);
       if (op->span.line) sb_printf(b, ",\"line\":%u", op->span.line);
       if (op->flags & IR_FLAG_INSERTED) sb_puts(b, ",\"inserted\":true");
+      if (op->flags & IR_FLAG_OVERLAP) sb_puts(b, ",\"overlap\":true");
       sb_puts(b, "}}");
     }
     const SimDev *v = &sim->dev[d];

@@ -5,19 +5,26 @@
  *  - each device runs its ops in program order; an op starts when the previous one
  *    ended and its inputs are there;
  *  - F, B, W, BW cost the stage's tf, tb, tw, tbw (already scaled by the front end);
+ *    an overlapped pair (IR_FLAG_OVERLAP, overlap.c) starts when both halves may and
+ *    both end together, after overlap_cost; the pair holds both halves' memory;
  *    IF, IB, S, T cost the vocabulary t_if, t_ib, t_s, t_t;
  *  - send costs nothing on the sender; the k-th recv of a channel (ordered device
  *    pair, FIFO) completes at max(now, end of the k-th send + TC);
  *  - coll is a barrier over all devices: it starts when the last device reaches its
- *    k-th collective and lasts t_coll on every device;
+ *    k-th collective and lasts t_coll on every device; under `vocab async` it is
+ *    issued at no cost instead, runs on the collective lane (one per schedule, the
+ *    collectives in sequence order) from the time the last device issued it and the
+ *    lane is free, for t_coll, and only its consumers wait for its end (F(i, 0),
+ *    T(i), the last stage's B(i), IB(i): coll_needs); S stays a barrier;
  *  - S(i) begins with a broadcast of the last stage's output from that stage's device
  *    (the root, where it follows F(i, S-1) in program order), a collective like coll
  *    (the runtime's broadcast blocks every device, root included, until all have
  *    reached it; S and coll share one sequence): S(i) starts TC after the last device
  *    reaches it and lasts t_s on every device;
  *  - offload/reload are issued at no cost and run on the device's copy engine of
- *    their direction, one copy at a time in issue order, taking offload_time times the
- *    offloaded fraction; a reload also waits for its offload's copy; B/BW wait for
+ *    their direction (device-to-host, host-to-device: two engines, each with its own
+ *    time, offload_time and reload_time), one copy at a time in issue order, taking
+ *    that time times the offloaded fraction; a reload also waits for its offload's copy; B/BW wait for
  *    their reload's copy to end.
  * The executor is a worklist over devices: a device runs until it blocks (a recv
  * whose send has not run, a barrier or an S others have not reached), and is woken
@@ -30,6 +37,7 @@
  * offloaded amount, held from the offload until its reload.
  * Does not: check anything (verify.c), or print (report.c). */
 #include "sim.h"
+#include "overlap.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -177,6 +185,15 @@ void sim_memory_order(const IrSchedule *s, const AnaIndex *ix, SimDev *dev) {
     const IrDevice *dv = &s->devs[d];
     for (int k = 0; k < dv->nops; k++) {
       double dh;
+      if (overlap_pair_at(dv, k)) { /* a pair holds both: its allocation first */
+        double dh2, x = mem_delta(s, &dv->ops[k], &dh), y = mem_delta(s, &dv->ops[k + 1], &dh2);
+        m += (x > 0 ? x : 0) + (y > 0 ? y : 0);
+        if (m > pk + 1e-9) { pk = m; pko = ix->off[d] + k; }
+        m += (x < 0 ? x : 0) + (y < 0 ? y : 0);
+        h += dh + dh2;
+        k++;
+        continue;
+      }
       m += mem_delta(s, &dv->ops[k], &dh);
       h += dh;
       if (m > pk + 1e-9) { pk = m; pko = ix->off[d] + k; }
@@ -200,8 +217,30 @@ static int memev_cmp(const void *x, const void *y) {
   return a->op < b->op ? -1 : a->op > b->op;
 }
 
+/* Under `vocab async`: how many collectives op waits for (their (mb, coll) in need[]):
+ * F(i, 0) input_fwd(i); T(i) output_fwd(i); the last stage's B/BW(i) output_bwd(i)
+ * (Vocab-1) or output_fwd(i) (Vocab-2); IB(i) input_bwd(i). */
+static int coll_needs(const IrSchedule *s, const IrOp *op, int *need) {
+  if (op->mb < 0 || op->mb >= s->nmb) return 0;
+  switch ((IrKind)op->kind) {
+  case IR_F: if (op->stage != 0) return 0; need[0] = IR_COLL_INPUT_FWD; return 1;
+  case IR_T: need[0] = IR_COLL_OUTPUT_FWD; return 1;
+  case IR_IB: need[0] = IR_COLL_INPUT_BWD; return 1;
+  case IR_B: case IR_BW:
+    if (op->stage != s->nstage - 1) return 0;
+    need[0] = s->vocab.mode == 1 ? IR_COLL_OUTPUT_BWD : IR_COLL_OUTPUT_FWD;
+    return 1;
+  default: return 0;
+  }
+}
+
 int sim_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L,
             SimResult *r, int want_timeline) {
+  return sim_run_mode(a, s, ix, L, r, want_timeline, s->vocab.mode && s->vocab.async);
+}
+
+int sim_run_mode(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L,
+                 SimResult *r, int want_timeline, int async) {
   int P = ix->ndev;
   int64_t n = ix->total;
   memset(r, 0, sizeof *r);
@@ -226,6 +265,16 @@ int sim_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L
   double *ct = arena_alloc(a, sizeof(double) * (size_t)(ncmax + 1));
   int32_t *cwait = arena_alloc(a, sizeof(int32_t) * (size_t)(P + 1));
   int ncwait = 0;
+  /* async collectives: the lane's start and end of each sequence number, and the
+   * sequence number of each (mb, collective) */
+  double *cs = NULL, *ce = NULL, lane = 0;
+  int32_t *ck = NULL;
+  if (async) {
+    cs = arena_alloc(a, sizeof(double) * (size_t)(ncmax + 1));
+    ce = arena_alloc(a, sizeof(double) * (size_t)(ncmax + 1));
+    ck = arena_alloc(a, sizeof(int32_t) * (size_t)(4 * (int64_t)s->nmb + 4));
+    memset(ck, 0xff, sizeof(int32_t) * (size_t)(4 * (int64_t)s->nmb + 4));
+  }
   double tc = s->tc, tcoll = s->vocab.t_coll;
   int sp = 0;
   for (int d = 0; d < P; d++) {
@@ -262,6 +311,21 @@ int sim_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L
       case IR_COLL: case IR_S: {
         int k = ln;
         if (k < 0 || k >= ncmax) { block = 2; break; }
+        if (async && op->kind == IR_COLL) { /* issue on the lane, go on */
+          if (t[d] > ct[k]) ct[k] = t[d];
+          int ty = (int)op->coll - 1;
+          if (op->mb >= 0 && op->mb < s->nmb && ty >= 0 && ty < 4 && ck[op->mb * 4 + ty] < 0) ck[op->mb * 4 + ty] = k;
+          if (++carr[k] == P) {
+            cs[k] = ct[k] > lane ? ct[k] : lane;
+            ce[k] = cs[k] + tcoll;
+            lane = ce[k];
+            for (int w = 0; w < ncwait; w++)
+              if (!inq[cwait[w]]) { inq[cwait[w]] = 1; stack[sp++] = cwait[w]; }
+            ncwait = 0;
+          }
+          r->start[g] = r->end[g] = st; /* the lane's interval is filled in at the end */
+          break;
+        }
         if (!arrived[d]) {
           arrived[d] = 1;
           if (t[d] > ct[k]) ct[k] = t[d];
@@ -292,7 +356,8 @@ int sim_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L
         int dir = op->kind == IR_RELOAD;
         double c0 = st > eng[2 * d + dir] ? st : eng[2 * d + dir];
         if (dir && ln >= 0 && ln < g && r->end[ln] > c0) c0 = r->end[ln];
-        double c = (op->stage >= 0 && op->stage < s->nstage ? s->stages[op->stage].offload_time : 0) *
+        const IrStage *cs_ = op->stage >= 0 && op->stage < s->nstage ? &s->stages[op->stage] : NULL;
+        double c = (cs_ ? (dir && cs_->reload_time > 0 ? cs_->reload_time : cs_->offload_time) : 0) *
                    ana_offload_fraction(s, op->stage);
         r->start[g] = c0;
         r->end[g] = c0 + c;
@@ -305,16 +370,40 @@ int sim_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L
         break;
       default: {
         double ready = st;
+        if (async) { /* wait for the collectives this op consumes */
+          int need[2], nn = coll_needs(s, op, need);
+          for (int q = 0; q < nn && !block; q++) {
+            int k = ck[op->mb * 4 + need[q] - 1];
+            if (k < 0) continue; /* never issued: verify reports the order */
+            if (carr[k] < P) { block = 3; cwait[ncwait++] = d; break; }
+            if (ce[k] > ready) { r->dev[d].comm_wait += ce[k] - ready; ready = ce[k]; }
+          }
+          if (block) break;
+        }
         if ((op->kind == IR_B || op->kind == IR_BW) && ln >= 0 && ln < g) {
           if (r->end[ln] > ready) {
             r->dev[d].copy_stall += r->end[ln] - ready;
             ready = r->end[ln];
           }
         }
-        double c = sim_cost(s, op);
+        int pair = overlap_pair_at(dv, pc[d]);
+        if (pair) { /* overlapped F&B (overlap.c): both halves start and end together */
+          const IrOp *y = &dv->ops[pc[d] + 1];
+          int32_t ly = L->link[g + 1];
+          if ((y->kind == IR_B || y->kind == IR_BW) && ly >= 0 && ly < g && r->end[ly] > ready) {
+            r->dev[d].copy_stall += r->end[ly] - ready;
+            ready = r->end[ly];
+          }
+        }
+        double c = pair ? overlap_cost(s, op, &dv->ops[pc[d] + 1]) : sim_cost(s, op);
         r->start[g] = ready;
         r->end[g] = ready + c;
         t[d] = ready + c;
+        if (pair) {
+          r->start[g + 1] = ready;
+          r->end[g + 1] = ready + c;
+          pc[d]++;
+        }
         if (is_compute(op->kind)) {
           r->dev[d].busy += c;
           if (r->dev[d].first < 0) r->dev[d].first = ready;
@@ -355,6 +444,12 @@ int sim_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L
     }
   }
   if (!r->ok) return 0;
+  if (async)
+    for (int64_t g = 0; g < n; g++) {
+      const IrOp *op = ana_op(s, ix, (int32_t)g);
+      int32_t k = L->link[g];
+      if (op->kind == IR_COLL && k >= 0 && k < ncmax) { r->start[g] = cs[k]; r->end[g] = ce[k]; }
+    }
 
   /* figures */
   double mk = 0, span = 0;

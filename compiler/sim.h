@@ -59,6 +59,11 @@ void sim_memory_order(const IrSchedule *s, const AnaIndex *ix, SimDev *dev);
 /* Runs the executor; want_timeline fills memory-over-time points. Returns r->ok. */
 int sim_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L,
             SimResult *r, int want_timeline);
+/* The same with the collectives' mode chosen: async = 1 runs them on their own lane
+ * (`vocab async`), 0 as barriers that block the device (sim_run uses the schedule's
+ * setting; verify also checks the blocking mode, the runtime's). */
+int sim_run_mode(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L,
+                 SimResult *r, int want_timeline, int async);
 /* Device time of one op (compute cost; 0 for send/recv/offload/reload issue). */
 double sim_cost(const IrSchedule *s, const IrOp *op);
 #endif

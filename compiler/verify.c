@@ -16,6 +16,7 @@
  * All checks are O(ops) (plus O(m * S) tables). It does not time the schedule (the
  * simulator does, and analysis.c checks the memory peak over time). */
 #include "verify.h"
+#include "overlap.h"
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -589,6 +590,7 @@ int verify_schedule(Arena *a, Diag *dg, const IrSchedule *s, VerifyResult *out) 
   if (!enough(&v)) check_channels(&v, &out->links);
   if (!enough(&v)) check_colls(&v, &out->links);
   if (!enough(&v)) check_vocab(&v);
+  if (!enough(&v)) overlap_verify(dg, s);
   if (enough(&v)) {
     diag_warning(dg, s->span, "verification stopped after %d errors", MAX_ERRORS);
     out->mem = arena_alloc(a, sizeof(SimDev) * (size_t)s->ndev);
@@ -598,6 +600,27 @@ int verify_schedule(Arena *a, Diag *dg, const IrSchedule *s, VerifyResult *out) 
   if (!sim_run(a, s, &out->ix, &out->links, &out->sim, 0)) {
     v.errors0 = dg->errors == e0 ? dg->errors : -1;
     report_deadlock(&v, &out->links, &out->sim);
+  } else if (s->vocab.mode && s->vocab.async) {
+    /* The CPU runtime runs the collectives on a lane per device (runtime/coll_lane.c),
+     * as simulated; where it cannot (--blocking-collectives, the cuda backend, the nccl
+     * transport, an MPI without MPI_THREAD_MULTIPLE) they block: warn when that would
+     * deadlock. */
+    SimResult blk;
+    if (!sim_run_mode(a, s, &out->ix, &out->links, &blk, 0, 0)) {
+      int d = 0;
+      while (d < s->ndev - 1 && blk.stuck_at[d] < 0) d++;
+      char nb[96];
+      if (blk.stuck_at[d] >= 0) {
+        const IrOp *h = OP(&v, blk.stuck_at[d]);
+        diag_warning(dg, h->span, "with blocking collectives this schedule deadlocks (device %d stops at %s)", d,
+                     opname_ins(&v, h, nb, sizeof nb));
+      } else {
+        diag_warning(dg, s->vocab.span, "with blocking collectives this schedule deadlocks");
+      }
+      diag_note(dg, s->vocab.span, "the runtime runs `vocab async` collectives on their own lane with the cpu backend "
+                "on the threads and mpi transports; --blocking-collectives, the cuda backend and the nccl transport "
+                "block, and there it stops at --timeout");
+    }
   }
   out->runnable = dg->errors == e0;
   out->mem = arena_alloc(a, sizeof(SimDev) * (size_t)s->ndev);

@@ -91,6 +91,7 @@ static void kv_add(KvList *l, KeyVal *k) {
 %token TRUE "'true'" FALSE "'false'" AND "'and'" OR "'or'" NOT "'not'" DIV "'div'" MOD "'mod'"
 %token ALL "'all'" SEND "'send'" RECV "'recv'" COLL "'coll'"
 %token SYNTHESIZE "'synthesize'"
+%token OVERLAP "'overlap'"
 %token P_F "'F'" P_B "'B'" P_W "'W'" P_BW "'BW'" P_IF "'IF'" P_IB "'IB'" P_S "'S'" P_T "'T'"
 %token DOTDOT "'..'" EQ "'=='" NE "'!='" LE "'<='" GE "'>='"
 %token '<' "'<'" '>' "'>'" '=' "'='" '+' "'+'" '-' "'-'" '*' "'*'" '/' "'/'"
@@ -217,6 +218,7 @@ stmt: DEVICES expr semi { $$ = ast_stmt(ps, ST_DEVICES, @1); $$->e1 = $2; }
     | SYNTHESIZE semi { $$ = ast_stmt(ps, ST_SYNTH, @1); }
     | SYNTHESIZE kvs semi { $$ = ast_stmt(ps, ST_SYNTH, @1); $$->kv = $2.head; }
     | COST IDENT STRING semi { $$ = ast_stmt(ps, ST_PROFILE, @1); $$->sym = $2; $$->span2 = SP(@3); $$->str = $3; }
+    | OVERLAP '{' pass pass '}' { $$ = ast_stmt(ps, ST_OVERLAP, @1); $$->body = $3; $3->next = $4; }
     | pass { $$ = $1; }
     | pass AT expr semi { $$ = $1; $$->e3 = $3; $$->span2 = SP(@3); }
     | ';' { $$ = NULL; }
@@ -364,7 +366,7 @@ int ppsl_lex(PPS_YYSTYPE *lval, Loc *lloc, void *scanner);
 
 static int is_opener(int t) {
   return t == SCHEDULE || t == DEVICE || t == FOR || t == IF || t == ELSE || t == BLOCK || t == MODEL ||
-         t == HARDWARE;
+         t == HARDWARE || t == OVERLAP;
 }
 
 /* Keeps ps->conds, the `if`s of the current statement still waiting for their
@@ -473,6 +475,7 @@ static const char *opener_name(int t) {
   case BLOCK: return "building block";
   case MODEL: return "model block";
   case HARDWARE: return "hardware block";
+  case OVERLAP: return "overlap block";
   default: return "block";
   }
 }
@@ -547,7 +550,7 @@ static int is_stmt_start(yysymbol_kind_t x) {
   static const char *const st[] = {"'devices'", "'microbatches'", "'stages'", "'placement'", "'cost'",
     "'memory'", "'model'", "'hardware'", "'offload'", "'reload'", "'vocab'", "'let'", "'require'",
     "'expect'", "'use'", "'for'", "'if'", "'device'", "'block'", "'interval'", "'w_rule'", "'squeeze'", "'send'",
-    "'recv'", "'coll'", "'synthesize'", "'F'", "'B'", "'W'", "'BW'", "'IF'", "'IB'", "'S'", "'T'", "';'", NULL};
+    "'recv'", "'coll'", "'synthesize'", "'overlap'", "'F'", "'B'", "'W'", "'BW'", "'IF'", "'IB'", "'S'", "'T'", "';'", NULL};
   return in_list(x, st);
 }
 

@@ -56,6 +56,8 @@ static const char usage_text[] =
   "  --timeout SECONDS        a rank waiting longer stops every rank (default 300; over 1e9 means 1e9)\n"
   "  --allow-nonfinite-loss   a loss that is NaN or infinite is not an error (exit 0)\n"
   "  --no-compute             skip the model's kernels (runtime overhead benchmark)\n"
+  "  --blocking-collectives   run vocabulary collectives where issued, blocking (default:\n"
+  "                           on their own lane per device with the cpu backend on threads/mpi)\n"
   "  -h, --help               this text; --version the library version\n"
   "\n"
   "exit status: 0 success (and a match with --check), 1 runtime error or failed check, 2 bad flags.\n";
@@ -179,6 +181,7 @@ static void *device_main(void *arg) {
     snprintf(c->errmsg, sizeof c->errmsg, "device %d: setup: %s", c->rank, ppsrt_last_error());
     c->status = rc;
     c->tr->abort(c->tr, c->rank, c->errmsg);
+    if (c->run->lane_tr) c->run->lane_tr->abort(c->run->lane_tr, c->rank, c->errmsg);
     return NULL;
   }
   c->status = rt_run_device(c);
@@ -237,6 +240,7 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
     } else if (!strcmp(a, "--check-memory")) { o->check_memory = 1;
     } else if (!strcmp(a, "--json")) { o->json = 1;
     } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) { o->quiet = 1;
+    } else if (!strcmp(a, "--blocking-collectives")) { o->blocking_coll = 1;
     } else if (!strcmp(a, "--no-compute")) { o->no_compute = 1;
     } else if (!strcmp(a, "--die-hard")) { o->die_hard = 1;
     } else if (flag_is(a, "--model", &v, argc, argv, &i)) {
@@ -359,6 +363,10 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
     return status;
   }
   run.tr = tr;
+  /* vocabulary collectives on a lane per device (coll_lane.c) where the transport can
+   * give it a second communicator and the backend is the CPU's; else they block */
+  if (p->vocab_mode && !o->blocking_coll && !strcmp(o->backend, "cpu") && tr->dup && tr->dup(tr, &run.lane_tr))
+    run.lane_tr = NULL;
   run.first_rank = run.nlocal == 1 ? my_rank : 0;
   if (run.nlocal == 1 && my_rank != 0) run.out = stdout;
   int it = o->iterations, nd = p->ndev;
@@ -499,6 +507,7 @@ done:
   free(run.dev_units); free(run.dev_membad); free(run.dev_actbad); free(run.dev_flops);
   pthread_mutex_destroy(&run.print_lock);
   fflush(stdout);
+  if (run.lane_tr) run.lane_tr->destroy(run.lane_tr);
   if (tr) {
     tr->destroy(tr);
   }

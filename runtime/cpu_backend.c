@@ -138,6 +138,8 @@ typedef struct cpu_impl {
   size_t cur_bytes, peak_bytes;
   struct { size_t total; alloc_hdr *head; } cache[CACHE_CLASSES];
   size_t cached;             /* bytes in the cache */
+  int shared;                /* a collective lane thread allocates too (coll_lane.c): lock */
+  pthread_mutex_t amu;
 } cpu_impl;
 
 static void *copy_thread(void *arg) {
@@ -222,7 +224,7 @@ int ppsrt_cpu_enter_stream(ppsrt_backend *b, int stream) {
  * allocate), so the counts and the cache take no lock: a lock pair per allocation
  * was half of the runtime's own cost per op (bench/runtime_overhead 1 8192 with
  * --no-compute: 0.16 us per op with the lock, 0.075 without). */
-static int cpu_alloc(ppsrt_backend *b, size_t bytes, void **out) {
+static int cpu_alloc_nolock(ppsrt_backend *b, size_t bytes, void **out) {
   cpu_impl *im = b->impl;
   size_t total = sizeof(alloc_hdr) + ((bytes + 63) & ~(size_t)63);
   alloc_hdr *h = NULL;
@@ -247,7 +249,7 @@ static int cpu_alloc(ppsrt_backend *b, size_t bytes, void **out) {
   return PPSRT_OK;
 }
 
-static void cpu_free(ppsrt_backend *b, void *p) {
+static void cpu_free_nolock(ppsrt_backend *b, void *p) {
   if (!p) return;
   cpu_impl *im = b->impl;
   alloc_hdr *h = (alloc_hdr *)p - 1;
@@ -265,6 +267,30 @@ static void cpu_free(ppsrt_backend *b, void *p) {
   free(h);
 }
 
+/* ...except with a collective lane (ppsrt_cpu_backend_share): then two threads of the
+ * device allocate and free, and the counts and the cache are taken under a lock. */
+static int cpu_alloc(ppsrt_backend *b, size_t bytes, void **out) {
+  cpu_impl *im = b->impl;
+  if (!im->shared) return cpu_alloc_nolock(b, bytes, out);
+  pthread_mutex_lock(&im->amu);
+  int rc = cpu_alloc_nolock(b, bytes, out);
+  pthread_mutex_unlock(&im->amu);
+  return rc;
+}
+
+static void cpu_free(ppsrt_backend *b, void *p) {
+  cpu_impl *im = b->impl;
+  if (!im->shared) { cpu_free_nolock(b, p); return; }
+  pthread_mutex_lock(&im->amu);
+  cpu_free_nolock(b, p);
+  pthread_mutex_unlock(&im->amu);
+}
+
+void ppsrt_cpu_backend_share(ppsrt_backend *b) {
+  cpu_impl *im = b->impl;
+  if (!im->shared) { pthread_mutex_init(&im->amu, NULL); im->shared = 1; }
+}
+
 static int cpu_host_alloc(ppsrt_backend *b, size_t bytes, void **out) {
   void *p = NULL;
   if (posix_memalign(&p, 64, bytes ? bytes : 1) != 0 || !p) {
@@ -280,6 +306,14 @@ static void cpu_host_free(ppsrt_backend *b, void *p) { free(p); }
 
 static int cpu_mem_stats(ppsrt_backend *b, size_t *current, size_t *peak, int reset_peak) {
   cpu_impl *im = b->impl;
+  if (im->shared) {
+    pthread_mutex_lock(&im->amu);
+    if (current) *current = im->cur_bytes;
+    if (peak) *peak = im->peak_bytes;
+    if (reset_peak) im->peak_bytes = im->cur_bytes;
+    pthread_mutex_unlock(&im->amu);
+    return PPSRT_OK;
+  }
   if (current) *current = im->cur_bytes;
   if (peak) *peak = im->peak_bytes;
   if (reset_peak) im->peak_bytes = im->cur_bytes;
@@ -528,6 +562,7 @@ static void cpu_destroy(ppsrt_backend *b) {
         nx = h->next;
         free(h);
       }
+    if (im->shared) pthread_mutex_destroy(&im->amu);
     free(im);
   }
   free(b);

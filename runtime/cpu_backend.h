@@ -9,4 +9,8 @@ void ppsrt_cpu_install_kernels(ppsrt_backend *b);
 /* Validates the stream and, on a copy stream, waits until its queue is empty, so a
  * kernel can then run on the caller's thread in stream order (cpu_backend.c). */
 int ppsrt_cpu_enter_stream(ppsrt_backend *b, int stream);
+/* Makes b's allocator safe for a second thread of the same device (the collective
+ * lane, coll_lane.c): allocations and frees then take a lock. Call before that thread
+ * starts. */
+void ppsrt_cpu_backend_share(ppsrt_backend *b);
 #endif

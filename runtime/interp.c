@@ -211,6 +211,7 @@ int rt_ctx_init(ppsrt_run *run, ppsrt_ctx *c, int rank) {
 }
 
 void rt_ctx_fini(ppsrt_ctx *c) {
+  rt_lane_stop(c);
   if (c->be) {
     if (c->box) rt_box_clear(c);
     rt_poll_copies(c, 1);
@@ -248,6 +249,9 @@ static int order_streams(ppsrt_ctx *c, int from, int to) {
   return be->stream_wait_event(be, to, c->xev);
 }
 
+/* An op with flags & 2 is overlapped with the next one (`overlap { }`, ppsrt.h): both
+ * run here in program order, one after the other, on every backend today (the
+ * simulator models the overlap; a GPU backend could issue the pair on two streams). */
 static int exec_op(ppsrt_ctx *c, int i) {
   const ppsrt_op *op = &c->ops[i];
   ppsrt_model *m = c->model;
@@ -268,6 +272,7 @@ static int exec_op(ppsrt_ctx *c, int i) {
   case PPSRT_OP_COLL: {
     if (!m->collective)
       return PPSRT_FAIL(PPSRT_E_USAGE, "model '%s' has no vocabulary collectives\nhint: use --model gpt", m->name);
+    if (c->lane) return rt_lane_issue(c, i);   /* on the collective lane (coll_lane.c) */
     ppsrt_comm cm = {c->rank, c->tr->nranks, comm_allreduce, comm_broadcast, c};
     return m->collective(m, c, op->coll, op->mb, &cm);
   }
@@ -358,6 +363,7 @@ static int fail_at(ppsrt_ctx *c, int i, int rc, const char *what) {
   }
   c->status = rc;
   if (c->tr && !c->reference) c->tr->abort(c->tr, c->rank, c->errmsg);
+  if (c->run->lane_tr && !c->reference) c->run->lane_tr->abort(c->run->lane_tr, c->rank, c->errmsg);
   return rc;
 }
 
@@ -457,6 +463,10 @@ int rt_run_device(ppsrt_ctx *c) {
   if (!st) return fail_at(c, -1, PPSRT_FAIL(PPSRT_E_NOMEM, "out of host memory"), "setup");
   c->devtime = strcmp(c->be->name, "cpu") || (getenv("PPSRT_DEVICE_TIMING") && atoi(getenv("PPSRT_DEVICE_TIMING")));
   if (c->devtime && (rc = devtime_init(c))) { free(st); return fail_at(c, -1, rc, "creating timing events"); }
+  if (run->lane_tr && m->collective && !c->lane && (rc = rt_lane_start(c))) {
+    free(st);
+    return fail_at(c, -1, rc, "starting the collective lane");
+  }
   for (int it = 0; it < o->iterations; it++) {
     c->iteration = it;
     if ((rc = c->tr->barrier(c->tr, c->rank))) { fail_at(c, -1, rc, "barrier before the iteration"); break; }
@@ -482,6 +492,13 @@ int rt_run_device(ppsrt_ctx *c) {
         rc = fail_at(c, i, PPSRT_FAIL(PPSRT_E_BACKEND, "injected failure (--die-at %d:%d)", c->rank, i), NULL);
         break;
       }
+      if (c->lane) {   /* a consumer of an asynchronous collective waits for it */
+        int waited = 0;
+        double wa = trace ? rt_now() : 0;
+        if ((rc = rt_lane_consume(c, i, &waited))) { fail_at(c, i, rc, NULL); break; }
+        if (waited) have_last = 0;
+        if (waited && trace && (rc = rt_event_add(c, wa - run->epoch, rt_now() - run->epoch, i, 3))) { fail_at(c, i, rc, NULL); break; }
+      }
       int comp = is_compute(c->ops[i].kind), ev = c->devtime && comp;
       int timed = (comp && !ev) || (trace && !ev);
       if (ev && (rc = c->be->event_record(c->be, c->tev[2 * i], PPSRT_STREAM_COMPUTE))) { fail_at(c, i, rc, NULL); break; }
@@ -499,6 +516,7 @@ int rt_run_device(ppsrt_ctx *c) {
           (rc = rt_event_add(c, a - run->epoch, b - run->epoch, i, 0))) { fail_at(c, i, rc, NULL); break; }
     }
     if (rc) break;
+    if (c->lane && (rc = rt_lane_drain(c))) { fail_at(c, -1, rc, "waiting for the collective lane"); break; }
     if (c->devtime && (rc = devtime_collect(c, hbase, &busy))) { fail_at(c, -1, rc, "reading timing events"); break; }
     if ((rc = rt_poll_copies(c, 1))) { fail_at(c, -1, rc, "waiting for copies at the end of the iteration"); break; }
     int lmb = 0, lst = 0, left = rt_store_leftover(c, &lmb, &lst);

@@ -36,8 +36,8 @@ static void json_str(FILE *f, const char *s) {
   fputc('"', f);
 }
 
-static const char *const track_names[4] = {"compute", "copy device->host", "copy host->device",
-                                           "wait (recv, collective)"};
+static const char *const track_names[5] = {"compute", "copy device->host", "copy host->device",
+                                           "wait (recv, collective)", "collective lane"};
 static const char *const coll_label[] = {"none", "input_fwd", "output_fwd", "output_bwd", "input_bwd"};
 
 /* The op's name as `ppsc sim --trace` writes it: "F 3 s1", "recv B 3 s2", "S 3". */
@@ -57,7 +57,9 @@ static void trace_label(const ppsrt_op *op, char *buf, size_t n) {
 /* Chrome trace (catapult JSON), the layout of `ppsc sim --trace`: pid = device; tid 0
  * compute (passes and collectives), 1 the device->host copy engine (offload: issue to
  * observed completion), 2 host->device (reload), 3 point-to-point (sends and the time
- * a recv waited); ts and dur in microseconds since the run started. */
+ * a recv waited, and a consumer waited for an asynchronous collective), 4 the
+ * collective lane (coll_lane.c, when there is one); ts and dur in microseconds since
+ * the run started. */
 int rt_write_trace(ppsrt_run *run, const char *path) {
   FILE *f = fopen(path, "w");
   if (!f) return PPSRT_FAIL(PPSRT_E_USAGE, "--trace: cannot write %s", path);
@@ -73,7 +75,7 @@ int rt_write_trace(ppsrt_run *run, const char *path) {
     fprintf(f, ",\n{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"sort_index\":%d}}",
             c->rank, c->rank);
     first = 0;
-    for (int t = 0; t < 4; t++)
+    for (int t = 0; t < (run->lane_tr ? 5 : 4); t++)
       fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"%s\"}}",
               c->rank, t, track_names[t]);
     for (int k = 0; k < c->nev; k++) {
@@ -363,6 +365,8 @@ void rt_print_json(ppsrt_run *run, int status) {
             run->check_rtol);
   fprintf(f, ",\"error\":");
   if (run->first_error[0]) json_str(f, run->first_error); else fprintf(f, "null");
+  /* vocabulary collectives: on their lanes (coll_lane.c) or blocking; null without */
+  fprintf(f, ",\"collectives\":%s", !p->vocab_mode ? "null" : run->lane_tr ? "\"async\"" : "\"blocking\"");
   fprintf(f, ",\"exit\":%d}\n", status);
   fflush(f);
 }

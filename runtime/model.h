@@ -124,7 +124,10 @@ struct ppsrt_model {
    * vocabulary parallelism (the runtime then refuses programs with vocab_mode != 0). */
   int (*vocab_pass)(ppsrt_model *m, ppsrt_ctx *c, int kind, int mb);
   /* A vocabulary collective (ppsrt_coll) for mb: the model reduces its own buffers
-   * through `comm` (e.g. max then sum for OUTPUT_FWD). */
+   * through `comm` (e.g. max then sum for OUTPUT_FWD). It may run on the device's
+   * collective lane (coll_lane.c), a second thread, while the device runs passes other
+   * than its consumers: it may touch only mb's vocabulary state, the IO box entry of
+   * B(mb, 0)'s input gradient and the backend's alloc/free (locked then). */
   int (*collective)(ppsrt_model *m, ppsrt_ctx *c, int coll, int mb, ppsrt_comm *comm);
 
   /* Called before the first op of an iteration (it = 0, 1, ...) and after the last;

@@ -46,7 +46,9 @@ typedef struct ppsrt_op {
   uint8_t kind;    /* ppsrt_op_kind */
   uint8_t xfer;    /* ppsrt_xfer for SEND/RECV */
   uint8_t coll;    /* ppsrt_coll for COLL */
-  uint8_t flags;   /* 1 = inserted by the compiler */
+  uint8_t flags;   /* 1 = inserted by the compiler; 2 = overlapped with the next op
+                      (`overlap { }`): the CPU backend runs the two one after the other,
+                      a GPU backend may run them on two streams */
   int32_t mb;
   int32_t stage;   /* -1 for vocabulary passes and collectives */
   int32_t peer;    /* SEND/RECV partner device, else -1 */

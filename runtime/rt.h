@@ -33,6 +33,7 @@ typedef struct rt_opts {
    * die_op-th op (die_hard: the process/thread aborts without cleanup under MPI) */
   int die_rank, die_op, die_hard;
   const char *profile;           /* --profile FILE: measured per-stage costs (metrics.c) */
+  int blocking_coll;             /* --blocking-collectives: no collective lane */
 } rt_opts;
 
 /* ---- timing records (metrics.c) ---- */
@@ -112,6 +113,7 @@ struct ppsrt_ctx {
   int status;             /* 0 or the PPSRT_E* that stopped it */
   char errmsg[2048];
   char *check_text;       /* --check lines of this rank, printed in rank order (malloc) */
+  struct rt_lane *lane;   /* the collective lane (coll_lane.c), NULL: collectives block */
 };
 
 /* The whole run, shared by the device threads of one process. */
@@ -119,6 +121,7 @@ struct ppsrt_run {
   const ppsrt_program *prog;
   rt_opts o;
   ppsrt_transport *tr;
+  ppsrt_transport *lane_tr;  /* tr's dup for the collective lanes, NULL: collectives block */
   int nlocal;             /* device contexts in this process */
   int first_rank;         /* rank of ctx[0] */
   ppsrt_ctx *ctx;         /* [nlocal] */
@@ -192,6 +195,14 @@ void rt_print_flops(ppsrt_run *run);   /* the FLOPs summary line */
 typedef double (*rt_pass_flops_fn)(const ppsrt_model_config *cfg, int kind, int stage);
 void rt_count_flops(ppsrt_run *run, rt_pass_flops_fn fn);
 int rt_compare_memory(ppsrt_run *run, int print);
+
+/* coll_lane.c: asynchronous vocabulary collectives */
+typedef struct rt_lane rt_lane;
+int rt_lane_start(ppsrt_ctx *c);
+void rt_lane_stop(ppsrt_ctx *c);
+int rt_lane_issue(ppsrt_ctx *c, int i);
+int rt_lane_consume(ppsrt_ctx *c, int i, int *waited);
+int rt_lane_drain(ppsrt_ctx *c);
 
 /* check.c */
 int rt_check_gradients(ppsrt_ctx *c, double pipeline_loss, int *mismatch);

@@ -46,6 +46,13 @@ struct ppsrt_transport {
   void (*abort)(ppsrt_transport *t, int rank, const char *why);
   void (*destroy)(ppsrt_transport *t);
   double timeout_s;
+  /* Optional (NULL: the transport has none): a second transport over the same ranks
+   * whose collectives and channels are independent of this one's (threads: its own
+   * accumulator and channels; MPI: MPI_Comm_dup), for the collective lane
+   * (coll_lane.c), whose thread calls it while the device thread calls this one.
+   * Called once per process; an error means the lane is not possible (MPI without
+   * MPI_THREAD_MULTIPLE) and collectives block. */
+  int (*dup)(ppsrt_transport *t, ppsrt_transport **out);
 };
 
 /* The tag the interpreter gives a SEND/RECV: xfer << 48 | mb << 20 | (stage + 1), and

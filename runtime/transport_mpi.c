@@ -9,8 +9,10 @@
  * prints the reason and calls MPI_Abort, which stops every rank (mpirun exits
  * non-zero). GPU buffers are staged through host memory (the NCCL transport is the
  * fast path there).
+ * MPI is initialised with MPI_THREAD_MULTIPLE: the collective lane (coll_lane.c) runs
+ * the vocabulary collectives from a second thread on a duplicate communicator (dup).
  * What it does not: no MPI_Init when MPI is already initialised by the caller (it then
- * also leaves MPI_Finalize to the caller), no multi-threaded MPI (one device per rank). */
+ * also leaves MPI_Finalize to the caller), one device per rank. */
 #include "config.h"
 #include "rt.h"
 #include <mpi.h>
@@ -29,6 +31,8 @@ typedef struct mpi_buf { char *p; size_t cap; } mpi_buf;
 
 typedef struct mpi_impl {
   int rank, size, we_init;
+  MPI_Comm comm;             /* MPI_COMM_WORLD, or its duplicate for the collective lane */
+  int provided;              /* thread level MPI gave */
   mpi_pend *pend; int npend, cappend;
   mpi_buf pool[POOL_MAX]; int npool;
   char *rbuf; size_t rcap;   /* the receive staging buffer */
@@ -138,7 +142,7 @@ static int m_send(ppsrt_transport *tr, int rank, ppsrt_backend *b, int stream, c
     t->pend = p; t->cappend = cap;
   }
   mpi_pend *p = &t->pend[t->npend];
-  int e = MPI_Isend(s, (int)(bytes + 8), MPI_BYTE, peer, 0, MPI_COMM_WORLD, &p->req);
+  int e = MPI_Isend(s, (int)(bytes + 8), MPI_BYTE, peer, 0, t->comm, &p->req);
   if (e != MPI_SUCCESS) { buf_put(t, s, scap); return mpi_fail(t, PPSRT_E_COMM, __FILE__, __LINE__, e, "MPI_Isend"); }
   p->buf = s;
   p->cap = scap;
@@ -158,7 +162,7 @@ static int m_recv(ppsrt_transport *tr, int rank, ppsrt_backend *b, int stream, v
   char *s = t->rbuf;
   MPI_Request req;
   MPI_Status st;
-  int e = MPI_Irecv(s, (int)(bytes + 8), MPI_BYTE, peer, 0, MPI_COMM_WORLD, &req);
+  int e = MPI_Irecv(s, (int)(bytes + 8), MPI_BYTE, peer, 0, t->comm, &req);
   if (e != MPI_SUCCESS) return mpi_fail(t, PPSRT_E_COMM, __FILE__, __LINE__, e, "MPI_Irecv");
   int rc = poll_wait(t, &req, &st, tr->timeout_s, "a message", peer);
   if (rc) return rc;
@@ -188,7 +192,7 @@ static int m_allreduce(ppsrt_transport *tr, int rank, ppsrt_backend *b, int stre
   if (h != buf) rc = to_host(b, stream, h, buf, bytes);
   MPI_Request req;
   if (!rc) {
-    int e = MPI_Iallreduce(MPI_IN_PLACE, h, (int)n, MPI_FLOAT, op == PPSRT_MAX ? MPI_MAX : MPI_SUM, MPI_COMM_WORLD, &req);
+    int e = MPI_Iallreduce(MPI_IN_PLACE, h, (int)n, MPI_FLOAT, op == PPSRT_MAX ? MPI_MAX : MPI_SUM, t->comm, &req);
     if (e != MPI_SUCCESS) rc = mpi_fail(t, PPSRT_E_COMM, __FILE__, __LINE__, e, "MPI_Iallreduce");
     else rc = poll_wait(t, &req, MPI_STATUS_IGNORE, tr->timeout_s, "an all-reduce", -1);
   }
@@ -205,7 +209,7 @@ static int m_broadcast(ppsrt_transport *tr, int rank, ppsrt_backend *b, int stre
   if (h != buf && rank == root) rc = to_host(b, stream, h, buf, bytes);
   MPI_Request req;
   if (!rc) {
-    int e = MPI_Ibcast(h, (int)bytes, MPI_BYTE, root, MPI_COMM_WORLD, &req);
+    int e = MPI_Ibcast(h, (int)bytes, MPI_BYTE, root, t->comm, &req);
     if (e != MPI_SUCCESS) rc = mpi_fail(t, PPSRT_E_COMM, __FILE__, __LINE__, e, "MPI_Ibcast");
     else rc = poll_wait(t, &req, MPI_STATUS_IGNORE, tr->timeout_s, "a broadcast", -1);
   }
@@ -217,7 +221,7 @@ static int m_broadcast(ppsrt_transport *tr, int rank, ppsrt_backend *b, int stre
 static int m_barrier(ppsrt_transport *tr, int rank) {
   mpi_impl *t = tr->impl;
   MPI_Request req;
-  MPI_CHECK(t, MPI_Ibarrier(MPI_COMM_WORLD, &req), "MPI_Ibarrier");
+  MPI_CHECK(t, MPI_Ibarrier(t->comm, &req), "MPI_Ibarrier");
   return poll_wait(t, &req, MPI_STATUS_IGNORE, tr->timeout_s, "a barrier", -1);
 }
 
@@ -238,6 +242,11 @@ static void m_destroy(ppsrt_transport *tr) {
   free(t->pend);
   for (int i = 0; i < t->npool; i++) free(t->pool[i].p);
   free(t->rbuf);
+  if (t->comm != MPI_COMM_WORLD) {
+    int fin = 0;
+    MPI_Finalized(&fin);
+    if (!fin) MPI_Comm_free(&t->comm);
+  }
   if (t->we_init) {
     int fin = 0;
     MPI_Finalized(&fin);
@@ -247,6 +256,27 @@ static void m_destroy(ppsrt_transport *tr) {
   free(tr);
 }
 
+/* The collective lane's transport: the same ranks on a duplicate of the communicator,
+ * used by a second thread of the process, so MPI must give MPI_THREAD_MULTIPLE. */
+static int m_dup(ppsrt_transport *tr, ppsrt_transport **out) {
+  mpi_impl *t = tr->impl;
+  if (t->provided < MPI_THREAD_MULTIPLE)
+    return PPSRT_FAIL(PPSRT_E_COMM, "this MPI gives thread level %d, not MPI_THREAD_MULTIPLE (%d)", t->provided,
+                      MPI_THREAD_MULTIPLE);
+  ppsrt_transport *d = calloc(1, sizeof *d);
+  mpi_impl *u = calloc(1, sizeof *u);
+  if (!d || !u) { free(d); free(u); return PPSRT_FAIL(PPSRT_E_NOMEM, "mpi transport: out of memory"); }
+  *d = *tr;
+  memcpy(u->host, t->host, sizeof u->host);
+  u->rank = t->rank; u->size = t->size; u->provided = t->provided;
+  int e = MPI_Comm_dup(t->comm, &u->comm);
+  if (e != MPI_SUCCESS) { free(d); free(u); return mpi_fail(t, PPSRT_E_COMM, __FILE__, __LINE__, e, "MPI_Comm_dup"); }
+  MPI_Comm_set_errhandler(u->comm, MPI_ERRORS_RETURN);
+  d->impl = u;
+  *out = d;
+  return 0;
+}
+
 int ppsrt_mpi_transport_create(double timeout_s, ppsrt_transport **out, int *my_rank) {
   ppsrt_transport *tr = calloc(1, sizeof *tr);
   mpi_impl *t = calloc(1, sizeof *t);
@@ -254,12 +284,16 @@ int ppsrt_mpi_transport_create(double timeout_s, ppsrt_transport **out, int *my_
   int inited = 0, provided = 0;
   MPI_Initialized(&inited);
   if (!inited) {
-    if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+    if (MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
       free(tr); free(t);
       return PPSRT_FAIL(PPSRT_E_COMM, "MPI_Init_thread failed\nhint: start the program with mpirun -np P");
     }
     t->we_init = 1;
+  } else {
+    MPI_Query_thread(&provided);
   }
+  t->provided = provided;
+  t->comm = MPI_COMM_WORLD;
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   MPI_Comm_rank(MPI_COMM_WORLD, &t->rank);
   MPI_Comm_size(MPI_COMM_WORLD, &t->size);
@@ -275,6 +309,7 @@ int ppsrt_mpi_transport_create(double timeout_s, ppsrt_transport **out, int *my_
   tr->abort = m_abort;
   tr->destroy = m_destroy;
   tr->timeout_s = timeout_s;
+  tr->dup = m_dup;
   *out = tr;
   *my_rank = t->rank;
   return 0;

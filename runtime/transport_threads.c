@@ -335,6 +335,12 @@ static void th_destroy(ppsrt_transport *tr) {
   free(tr);
 }
 
+/* The collective lane's transport: another in-process transport of the same ranks
+ * (its own accumulator, barrier and channels). */
+static int th_dup(ppsrt_transport *tr, ppsrt_transport **out) {
+  return ppsrt_threads_transport_create(tr->nranks, tr->timeout_s, out);
+}
+
 int ppsrt_threads_transport_create(int nranks, double timeout_s, ppsrt_transport **out) {
   ppsrt_transport *tr = calloc(1, sizeof *tr);
   th_impl *t = calloc(1, sizeof *t);
@@ -378,6 +384,7 @@ int ppsrt_threads_transport_create(int nranks, double timeout_s, ppsrt_transport
   tr->abort = th_abort;
   tr->destroy = th_destroy;
   tr->timeout_s = timeout_s;
+  tr->dup = th_dup;
   *out = tr;
   return 0;
 }

@@ -53,7 +53,9 @@ Vocab-1 on 1F1B|vocab_1f1b|-D,mode=1
 Vocab-2 on 1F1B|vocab_1f1b|-D,mode=2
 Vocab-1 on V-Half|vocab_v_half|-D,mode=1
 Vocab-2 on V-Half|vocab_v_half|-D,mode=2
-DualPipeV (F and B not overlapped)|dualpipe_v|'
+DualPipeV (F and B not overlapped)|dualpipe_v|-D,overlapped=false
+DualPipeV, F&B pairs (TFB = 3, no gain)|dualpipe_v|
+DualPipeV, F&B pairs (TFB = 2.5)|dualpipe_v|-D,TFB=2.5'
 points="4:8 8:16 8:32 16:64"
 
 {

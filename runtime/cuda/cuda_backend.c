@@ -779,13 +779,16 @@ static void cu_event_destroy(ppsrt_backend *b, ppsrt_event *e) {
 static int cu_event_record(ppsrt_backend *b, ppsrt_event *e, int stream) {
   USE(b);
   STREAM(b, stream, s);
-  CUDA_CHECK(b, cudaEventRecord(e->ev, s));
+  /* the timed twin first: when e->ev has completed (what event_sync and event_query
+   * wait for) the twin before it on the same stream has too, so event_elapsed right
+   * after a sync never finds it not ready */
   e->timed = 0;
   if (IM(b)->timing) {
     if (!e->tev) CUDA_CHECK(b, cudaEventCreate(&e->tev));
     CUDA_CHECK(b, cudaEventRecord(e->tev, s));
     e->timed = 1;
   }
+  CUDA_CHECK(b, cudaEventRecord(e->ev, s));
   return PPSRT_OK;
 }
 

@@ -32,7 +32,8 @@ import json, sys
 top = ["command", "schedule", "file", "devices", "stages", "microbatches", "placement", "valid",
        "errors", "warnings", "ops", "inserted_ops", "makespan", "ideal_time", "bubble_rate",
        "bubble_rate_span", "span", "peak_memory", "peak_memory_device", "host_memory",
-       "per_device", "expects", "params"]
+       "per_device", "expects", "params", "bottleneck_device", "bubble_rate_bottleneck",
+       "time_unit", "unit_bytes", "hardware_memory"]
 dev = ["device", "peak_memory", "busy", "idle", "ops", "first_start", "last_end", "comm_wait",
        "peak_memory_order", "peak_memory_time", "host_memory", "copy_busy_d2h", "copy_busy_h2d"]
 exp = ["file", "line", "col", "metric", "device", "cmp", "value", "actual", "ok"]

@@ -44,7 +44,7 @@ expect 2 "--cost needs KEY=VALUE" check "$ex" --cost TF
 printf 'schedule bn(P = 2, m = 4) {\n  devices P; microbatches m; placement linear;\n  cost stage 0: TF = 2, TB = 2, TW = 2;\n  cost stage 1: TF = 0.2, TB = 0.2, TW = 0.2;\n  for d in 0..P { device d { for i in 0..m { F(i) } for i in 0..m { BW(i) } } }\n}\n' > "$tmp/bn.pps"
 expect 0 "bottleneck  device 0: busy 0.9756 of the makespan, bubble 0.0244" sim "$tmp/bn.pps"
 expect 0 '"bubble_rate":0.512195121951,' sim "$tmp/bn.pps" --json
-expect 0 '"bottleneck_device":0,"bubble_rate_bottleneck":0.02439024390244}' sim "$tmp/bn.pps" --json
+expect 0 '"bottleneck_device":0,"bubble_rate_bottleneck":0.02439024390244' sim "$tmp/bn.pps" --json
 
 # sim --grid: a column per device, a row per instant a pass starts
 "$PPSC" sim "$ex" --grid -D P=3 -D m=4 > "$tmp/grid" 2>&1 || { echo "FAIL: sim --grid"; fail=1; }

@@ -85,7 +85,39 @@ if build g "$top_srcdir/examples/1f1b.pps" -D P=2 -D m=4 && "$WORK/g" --model gp
       expect_exit 1 "Vocab-$v: a rank dying at a collective stops every rank" timeout 60 "$WORK/v$v" $GPT --die-at 1:3
       expect_grep "2 other device(s) stopped" "Vocab-$v: the others stopped"
     else fail "build vocab $v"; fi
+    # `vocab async`: the order lowering gives the collective lane runs on the runtime's
+    # lanes (coll_lane.c) and on blocking collectives with the same results; memory
+    # matches ppsc sim's (P + 2 / P + 1 on device 0 at P = 4)
+    for f in vocab_1f1b vocab_v_half; do
+      if build va$v$f "$top_srcdir/stdlib/$f.pps" -D P=4 -D m=8 -D mode=$v -D async=true -D TCOLL=0.3 -D TS=0.2 -D TT=0.2; then
+        expect_exit 0 "gpt Vocab-$v $f async P=4 --check" "$WORK/va$v$f" $GPT --json
+        if command -v python3 >/dev/null; then
+          if python3 -c "
+import json,sys
+j=json.load(open(sys.argv[1]))
+assert j['collectives']=='async', j['collectives']
+assert j['check']['match'] and j['memory_match'], j['check']
+d=j['per_device']
+assert [x['peak_units'] for x in d]==[x['predicted_peak_units'] for x in d], d
+if sys.argv[2]=='vocab_1f1b': assert d[0]['peak_units']==4+3-int(sys.argv[3]), d[0]
+" "$WORK/out" $f $v; then pass "Vocab-$v $f async: on the lanes, memory as ppsc sim's"; else fail "Vocab-$v $f async JSON"; fi
+        else skip "Vocab-$v $f async JSON (no python3)"; fi
+        expect_exit 0 "gpt Vocab-$v $f async --blocking-collectives --check" "$WORK/va$v$f" $GPT --blocking-collectives
+      else fail "build $f async $v"; fi
+    done
   done
+  # a schedule that runs only with asynchronous collectives (device 0 issues
+  # input_fwd(1) before sending F(0), device 1 after receiving it): ppsc warns, the
+  # lanes run it, blocking collectives stop at the timeout
+  expect_exit 0 "ppsc check: async-only schedule valid" "$PPSC" check "$top_srcdir/tests/analysis/cases/vocab_async.pps"
+  expect_grep "warning: with blocking collectives this schedule deadlocks (device 0 stops at coll input_fwd(1))" "async-only: warning"
+  if build vasync "$top_srcdir/tests/analysis/cases/vocab_async.pps"; then
+    expect_exit 0 "async-only schedule on the collective lanes --check" "$WORK/vasync" $GPT
+    expect_grep "check: passed" "async-only: check passed"
+    expect_exit 1 "async-only schedule with --blocking-collectives stops" timeout 60 "$WORK/vasync" $GPT --blocking-collectives --timeout 1
+    # (device 1 at its recv of F(0) or device 0 at input_fwd(1): whichever times out first)
+    expect_grep "waited 1 s \(for a message from rank 0\|at a collective\)" "async-only blocking: the wait named"
+  else fail "build vocab_async"; fi
 else
   echo "skip: gpt model not available"
 fi

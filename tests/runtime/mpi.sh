@@ -39,6 +39,22 @@ sed "s/cost TF = 1, TB = 1, TW = 1, TC = 0;/cost TF = 1, TB = 1, TW = 1, TC = 0;
 if build v2 "$WORK/v2.pps" -D P=2 -D m=4; then
   expect_exit 0 "mpirun -np 2 gpt Vocab-2 --check" timeout 120 env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "$MPIRUN" --oversubscribe -np 2 "$WORK/v2" --model gpt --check --hidden 16 --heads 2 --query-groups 1 --seq 4 --vocab 32 -q
 else fail "build v2"; fi
+# `vocab async` on the collective lanes (a second thread per rank on a duplicate
+# communicator): Vocab-1/2 on 1F1B and V-Half at P = 4, and a schedule that runs only so
+for f in vocab_1f1b vocab_v_half; do
+  for v in 1 2; do
+    if build "mpi_a$v$f" "$top_srcdir/stdlib/$f.pps" -D P=4 -D m=8 -D mode=$v -D async=true; then
+      expect_exit 0 "mpirun -np 4 $f Vocab-$v async --check" timeout 120 env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "$MPIRUN" --oversubscribe -np 4 "$WORK/mpi_a$v$f" --model gpt --check --hidden 16 --heads 2 --query-groups 1 --seq 4 --vocab 32 --json
+      expect_grep '"collectives":"async"' "$f Vocab-$v under MPI: on the lanes"
+      expect_grep '"memory_match":true' "$f Vocab-$v under MPI: memory as predicted"
+      expect_grep '"match":true' "$f Vocab-$v under MPI: check passed"
+    else fail "build $f async $v"; fi
+  done
+done
+if build mpi_vasync "$top_srcdir/tests/analysis/cases/vocab_async.pps"; then
+  expect_exit 0 "mpirun -np 2 async-only schedule --check" timeout 120 env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "$MPIRUN" --oversubscribe -np 2 "$WORK/mpi_vasync" --model gpt --check --hidden 16 --heads 2 --query-groups 1 --seq 4 --vocab 32 -q
+  expect_grep "check: passed" "async-only under MPI: check passed"
+else fail "build vocab_async"; fi
 # a hang: every rank stops within the timeout
 out=$(timeout 60 env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "$MPIRUN" --oversubscribe -np 3 "$RT_TABLES" hang 3 4 --timeout 1 2>&1)
 st=$?

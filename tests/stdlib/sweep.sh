@@ -37,11 +37,16 @@ for P in 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 2
     done
   done
 done
-# DualPipeV (needs m >= 2P): valid, peak P + 1/2, bubble (P - 1)/2 at equal costs
+# DualPipeV (needs m >= 2P): valid, peak P + 1/2; passes one after the other
+# (overlapped = false): bubble (P - 1)/2 at equal costs; with its F&B pairs the file's
+# expects check DualPipe's published bubble (P - 1)(TFB + TB - 2TW)/2
 for P in 2 3 4 5 6 7 8 9 10 12 16 20 24 32; do
   for m in $((2 * P)) $((3 * P + 1)); do
-    n=$((n + 1))
-    set -- $(figures "$STD/dualpipe_v.pps" -D P=$P -D m=$m)
+    n=$((n + 2))
+    set -- $(figures "$STD/dualpipe_v.pps" -D P=$P -D m=$m -D TFB=2.5)
+    [ "$1" = true ] && [ "$5" = true ] && awk -v P=$P -v pk="$3" 'BEGIN { exit !(pk == P + 0.5) }' \
+      || bad "dualpipe_v P=$P m=$m TFB=2.5: $*"
+    set -- $(figures "$STD/dualpipe_v.pps" -D P=$P -D m=$m -D overlapped=false)
     [ "$1" = true ] && [ "$5" = true ] && awk -v P=$P -v m=$m -v mk="$2" -v pk="$3" 'BEGIN {
         exit !(pk == P + 0.5 && mk <= 3 * m + (P - 1) / 2 + 1e-6) }' \
       || bad "dualpipe_v P=$P m=$m: $*"

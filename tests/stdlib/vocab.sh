@@ -53,4 +53,34 @@ for P in 2 3 4 8 16; do
     near "$mk" "$want" || bad "vocab_v_half P=$P m=$m mode=$mode: makespan $mk, want V-Half's $base + $(vshare $m $mode) = $want"
   done
 done
+
+# vocab async (collectives on their own lane): on 1F1B the vocabulary passes keep the
+# base bubble with one collective exposed, once the warm-up is full and TCOLL <= TF/2
+# (the file's expect checks it; here for more P, m and TCOLL), peaks P + 2 / P + 1;
+# on V-Half never slower than with blocking collectives, still balanced and valid.
+for P in 2 3 4 5 8 16; do
+  for m in $((P + 2)) $((2 * P + 1)) $((3 * P)); do
+    for mode in 1 2; do
+      for tc in 0.0625 0.5; do
+        set -- $(figures "$STD/vocab_1f1b.pps" -D P=$P -D m=$m -D mode=$mode -D async=true \
+                   -D TS=$TS -D TT=$TT -D TIF=$TIF -D TIB=$TIB -D TCOLL=$tc)
+        want=$(awk -v P=$P -v m=$m -v c=$tc -v s=$TS -v t=$TT -v f=$TIF -v b=$TIB \
+                 'BEGIN { printf "%.9g", (m + P - 1) * 3 - (P - 1) + m * (s + t + f + b) + c }')
+        pk=$((P + 3 - mode))
+        [ "$1" = true ] && [ "$5" = true ] && [ "$3" = $pk ] && awk -v a="$2" -v b="$want" 'BEGIN { exit !(a <= b + 1e-6) }' \
+          || bad "vocab_1f1b async P=$P m=$m mode=$mode TCOLL=$tc: valid=$1 expects=$5 peak=$3 makespan=$2, want $pk / <= $want"
+      done
+    done
+  done
+done
+for P in 2 4 8; do
+  m=$((3 * P))
+  for mode in 1 2; do
+    a=$(figures "$STD/vocab_v_half.pps" -D P=$P -D m=$m -D mode=$mode -D async=true $costs)
+    b=$(figures "$STD/vocab_v_half.pps" -D P=$P -D m=$m -D mode=$mode $costs)
+    set -- $a
+    [ "$1" = true ] && [ "$5" = true ] && awk -v a="$2" -v b="$(echo "$b" | cut -d' ' -f2)" 'BEGIN { exit !(a <= b + 1e-9) }' \
+      || bad "vocab_v_half async P=$P mode=$mode: $a (blocking: $b)"
+  done
+done
 exit $fail

@@ -1,0 +1,150 @@
+/* costmodel.c: seconds and bytes from `model { }` and `hardware { }`.
+ *
+ * Times (seconds), when the model gives layers L, hidden h, seq s, micro_batch b and
+ * the hardware flops (FLOP/s per device) and, optionally, efficiency e (0 < e <= 1,
+ * default 1: the fraction of `flops` the passes achieve):
+ *   FLOPs of one transformer layer for one microbatch (Yeung et al., Vocabulary
+ *   Parallelism, MLSys 2025; Narayanan et al. 2021): F = bsh(24h + 4s),
+ *   B = bsh(24h + 8s), W = 24bsh^2, together bsh(72h + 12s);
+ *   output layer (vocab V): F = B = W = 2bshV (6bshV); input layer: 3bsh, taken as
+ *   F = bsh, W = 2bsh (its input gradient is nothing).
+ *   A stage holds L / S layers; TF, TB, TW of one device share are those of L / P
+ *   layers, divided by flops * e. Without `vocab parallel` stage 0 also runs the input
+ *   layer and stage S-1 the output layer; with it the vocabulary passes run 1/P of
+ *   them: Vocab-1 TS = F, TT = B + W; Vocab-2 TS = F + B, TT = W (of the output layer,
+ *   over P); TIF = F, TIB = W of the input layer over P.
+ *   The formula assumes a 4h feed-forward and as many key/value heads as heads
+ *   (ffn_hidden and query_groups change the bytes below, not the FLOPs).
+ *   TC = bsh * dtype_bytes / peer_bandwidth (one boundary activation);
+ *   TOFF = unit_bytes / d2h_bandwidth, TRELOAD = unit_bytes / h2d_bandwidth (one
+ *   device share's activation, one way, on each copy engine; both default to
+ *   host_bandwidth; when both are given and their sum exceeds host_bandwidth, the
+ *   link they share is split between them in proportion to their bandwidths).
+ * Bytes, when heads a is also given (dtype_bytes d, default 2):
+ *   activation of one layer for one microbatch: sbh(34 + 5as/h) * d / 2 bytes
+ *   (Korthikanti et al., "Reducing Activation Recomputation in Large Transformer
+ *   Models", 2022, eq. 1: 16-bit activations, no tensor parallelism, no
+ *   recomputation); one activation unit (a device share) is L / P of it;
+ *   parameters of one layer: attention 2h^2 + 2h * h g / a (g = query_groups,
+ *   default a), feed-forward 2hf (f = ffn_hidden, default 4h; a gated MLP has three
+ *   matrices: give ffn_hidden = 1.5 times its width); the input embedding and the
+ *   output layer hV each, on the devices of stage 0 and S-1 (under `vocab parallel`
+ *   2hV / P on every device); static bytes per parameter: weights d + gradients d +
+ *   12 for mixed-precision Adam (fp32 master weights, momentum, variance), no
+ *   sharding of optimizer state.
+ * Explicit costs in the file win (elab.c applies only what the file did not give). */
+#include "costmodel.h"
+#include "sim.h"
+#include <math.h>
+#include <string.h>
+
+static const IrKeyVal *kv_find(const IrKeyVal *kv, int n, const char *key) {
+  for (int i = 0; i < n; i++)
+    if (!strcmp(kv[i].key, key)) return &kv[i];
+  return NULL;
+}
+
+int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *stage_dev, CostModel *out) {
+  memset(out, 0, sizeof *out);
+  int errors = 0;
+  const IrKeyVal *mk[9], *hk[7];
+  static const char *const mn[9] = {"layers", "hidden", "ffn_hidden", "heads", "query_groups", "seq", "micro_batch", "vocab", "dtype_bytes"};
+  static const char *const hn[7] = {"memory", "flops", "host_bandwidth", "peer_bandwidth", "efficiency",
+                                    "d2h_bandwidth", "h2d_bandwidth"};
+  for (int i = 0; i < 9; i++) {
+    mk[i] = kv_find(s->model, s->nmodel, mn[i]);
+    if (mk[i] && !(mk[i]->value > 0) && !(i == 7 && mk[i]->value == 0)) {
+      diag_error(dg, mk[i]->span, "model %s must be positive, got %g", mn[i], mk[i]->value);
+      errors++;
+      mk[i] = NULL;
+    }
+  }
+  for (int i = 0; i < 7; i++) {
+    hk[i] = kv_find(s->hardware, s->nhardware, hn[i]);
+    if (hk[i] && (!(hk[i]->value > 0) || (i == 4 && hk[i]->value > 1))) {
+      if (i == 4) diag_error(dg, hk[i]->span, "hardware efficiency must be in (0, 1], got %g", hk[i]->value);
+      else diag_error(dg, hk[i]->span, "hardware %s must be positive, got %g", hn[i], hk[i]->value);
+      errors++;
+      hk[i] = NULL;
+    }
+  }
+  if (errors) return errors;
+  int P = s->ndev, S = s->nstage;
+  if (P <= 0 || S <= 0) return 0;
+  double L = mk[0] ? mk[0]->value : 0, h = mk[1] ? mk[1]->value : 0, f = mk[2] ? mk[2]->value : 4 * h;
+  double heads = mk[3] ? mk[3]->value : 0, g = mk[4] ? mk[4]->value : heads;
+  double sq = mk[5] ? mk[5]->value : 0, b = mk[6] ? mk[6]->value : 0, V = mk[7] ? mk[7]->value : 0;
+  double d = mk[8] ? mk[8]->value : 2;
+  int shape = mk[0] && mk[1] && mk[5] && mk[6];
+  double bsh = b * sq * h;
+  if (shape && hk[1]) {
+    double rate = hk[1]->value * (hk[4] ? hk[4]->value : 1);
+    double share = L / P;  /* layers of one device share */
+    out->times = 1;
+    out->flops_rate = rate;
+    out->tf = share * bsh * (24 * h + 4 * sq) / rate;
+    out->tb = share * bsh * (24 * h + 8 * sq) / rate;
+    out->tw = share * 24 * bsh * h / rate;
+    double of = 2 * bsh * V / rate, inf = bsh / rate, inw = 2 * bsh / rate;
+    if (s->vocab.mode) {
+      out->ts = (s->vocab.mode == 2 ? 2 : 1) * of / P;
+      out->tt = (s->vocab.mode == 2 ? 1 : 2) * of / P;
+      out->tif = inf / P;
+      out->tib = inw / P;
+    } else {
+      out->in_f = inf; out->in_w = inw;
+      out->out_f = of; out->out_b = of; out->out_w = of;
+    }
+  }
+  if (shape && hk[3]) {
+    out->has_tc = 1;
+    out->tc = bsh * d / hk[3]->value;
+  }
+  if (shape && mk[3]) {
+    out->bytes = 1;
+    out->act_layer = sq * b * h * (34 + 5 * heads * sq / h) * d / 2;
+    out->unit_bytes = L / P * out->act_layer;
+    /* copy engines: D2H and H2D, each with its bandwidth (default host_bandwidth);
+     * when both are given and together exceed host_bandwidth, the host link they
+     * share is split between them in proportion (as if both always ran) */
+    double link = hk[2] ? hk[2]->value : 0;
+    double bd = hk[5] ? hk[5]->value : link, bh = hk[6] ? hk[6]->value : link;
+    if (link > 0 && hk[5] && hk[6] && bd + bh > link) { double k = link / (bd + bh); bd *= k; bh *= k; }
+    if (bd > 0) {
+      out->has_toff = 1;
+      out->toff = out->unit_bytes / bd;
+      out->treload = bh > 0 ? out->unit_bytes / bh : 0;
+    }
+    double per_layer = 2 * h * h + 2 * h * h * g / heads + 2 * h * f;
+    double per_param = 2 * d + 12;
+    out->static_bytes = arena_alloc(a, sizeof(double) * (size_t)(P + 1));
+    for (int st = 0; st < S; st++) {
+      int dv = stage_dev[st];
+      if (dv < 0 || dv >= P) continue;
+      double p = L / S * per_layer;
+      if (!s->vocab.mode && st == 0) p += h * V;
+      if (!s->vocab.mode && st == S - 1) p += h * V;
+      out->static_bytes[dv] += p * per_param;
+    }
+    if (s->vocab.mode)
+      for (int dv = 0; dv < P; dv++) out->static_bytes[dv] += 2 * h * V / P * per_param;
+  }
+  if (hk[0]) { out->memory = hk[0]->value; out->memory_span = hk[0]->span; }
+  return 0;
+}
+
+int costmodel_check_memory(Diag *dg, const IrSchedule *s, const SimResult *r) {
+  const IrDerived *x = &s->derived;
+  if (!x->bytes || !(x->memory > 0) || !r || !x->static_bytes) return 0;
+  int errors = 0;
+  for (int d = 0; d < s->ndev; d++) {
+    double act = r->dev[d].peak * x->unit_bytes, need = x->static_bytes[d] + act;
+    if (need > x->memory * (1 + 1e-12)) {
+      diag_error(dg, x->memory_span,
+                 "device %d needs %.3g GB, over hardware.memory = %.3g GB: %.3g GB of weights, gradients and optimizer state + %g activation units of %.3g GB",
+                 d, need / 1e9, x->memory / 1e9, x->static_bytes[d] / 1e9, r->dev[d].peak, x->unit_bytes / 1e9);
+      errors++;
+    }
+  }
+  return errors;
+}

@@ -1,0 +1,33 @@
+/* costmodel.h: seconds and bytes from the `model { }` and `hardware { }` blocks:
+ * per-stage TF, TB, TW (and the vocabulary passes), TC and TOFF from transformer
+ * FLOPs and bandwidths, the bytes of one activation unit, and the static bytes
+ * (weights, gradients, optimizer state) of each device. See costmodel.c. */
+#ifndef PPS_COSTMODEL_H
+#define PPS_COSTMODEL_H
+#include "ir.h"
+
+typedef struct CostModel {
+  int times;          /* TF TB TW (and TIF TIB TS TT) derived: layers, hidden, seq, micro_batch, flops */
+  int bytes;          /* unit_bytes and static bytes derived: also heads */
+  double tf, tb, tw;  /* one device share (L / P layers), seconds */
+  double in_f, in_b, in_w, out_f, out_b, out_w; /* input layer (stage 0) and output layer (stage S-1) */
+  double tif, tib, ts, tt;  /* vocabulary passes under `vocab parallel` (1/P of the layers) */
+  int has_tc, has_toff;
+  double tc, toff, treload; /* from peer_bandwidth; host link and copy engines */
+  double flops_rate;  /* flops * efficiency */
+  double act_layer;   /* bytes of one layer's activation for one microbatch */
+  double unit_bytes;  /* one device share's activation for one microbatch */
+  double *static_bytes; /* [ndev]: weights + gradients + optimizer state */
+  double memory;      /* hardware.memory, bytes (0: none) */
+  Span memory_span;
+} CostModel;
+
+/* Reads s->model and s->hardware (s->ndev, s->nstage, s->vocab.mode must be set;
+ * stage_dev[st] = device of stage st). Reports bad values (efficiency outside (0, 1],
+ * non-positive sizes) as errors at their key. Returns the number of errors. */
+int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *stage_dev, CostModel *out);
+/* After simulation: a device whose static bytes plus peak activation bytes exceed
+ * hardware.memory is an error at the `memory` key. Returns errors reported. */
+struct SimResult;
+int costmodel_check_memory(Diag *dg, const IrSchedule *s, const struct SimResult *r);
+#endif
