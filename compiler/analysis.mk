@@ -4,6 +4,7 @@ libppsc_la_SOURCES += compiler/analysis.c compiler/analysis.h \
   compiler/lower.c compiler/lower.h compiler/verify.c compiler/verify.h \
   compiler/sim.c compiler/sim.h compiler/report.c compiler/report.h compiler/csv.c
 libppsc_la_SOURCES += compiler/cmd_build.c
+libppsc_la_SOURCES += compiler/torch_csv.c
 
 # C tests on IR built in memory (no parser needed)
 check_PROGRAMS += tests/analysis/test_analysis

@@ -35,6 +35,10 @@ typedef struct Options {
   int color;                /* --color=always|never|auto resolved */
   long max_ops;             /* --max-ops N: elaboration limit on generated ops (default 50M) */
   int argc; char **argv;    /* unparsed extra arguments (after --), for build */
+  int comms;                /* export-csv --comms: the compute-comms form */
+  int drop;                 /* export-csv --drop: leave out what PyTorch's CSV cannot express (warned) */
+  const char *src_text;     /* when set: front_compile reads this text (src_size bytes) instead of file */
+  size_t src_size;
 } Options;
 
 typedef struct Compilation {
@@ -56,6 +60,11 @@ int cmd_emit_c(Compilation *c);
 int cmd_build(Compilation *c);
 int cmd_import_csv(Compilation *c);
 int cmd_export_csv(Compilation *c);
+/* torch_csv.c: the PyTorch schedule CSV formats behind import-csv / export-csv.
+ * torch_csv_import parses text (registered as diagnostics file fid), verifies the
+ * imported schedule and writes c->opt->out; the caller frees text afterwards. */
+int torch_csv_import(Compilation *c, uint32_t fid, const char *text, size_t size);
+int torch_csv_export(Compilation *c);
 
 /* Writes `size` bytes to `path` atomically (temporary file + rename), so an error
  * never leaves a partial output. "-" writes stdout. Returns 0, or -1 with a message

@@ -21,7 +21,7 @@ static const char usage_text[] =
   "  emit-c FILE -o OUT.c   write C host code for libppsrt\n"
   "  build FILE -o PROG     emit C, compile and link it with libppsrt (honours CC, CFLAGS)\n"
   "  import-csv CSV -o OUT.pps   read a torch.distributed.pipelining schedule CSV\n"
-  "  export-csv FILE -o OUT.csv  write one\n"
+  "  export-csv FILE -o OUT.csv  write one (--comms: with sends and receives)\n"
   "\n"
   "options:\n"
   "  -D NAME=VALUE     override a schedule parameter (repeatable)\n"
@@ -31,6 +31,8 @@ static const char usage_text[] =
   "  --svg OUT.svg     timeline and memory plot (sim)\n"
   "  -o FILE           output file (expand, emit-c, build, import-csv, export-csv)\n"
   "  --stdlib DIR      where `import` finds the standard schedules\n"
+  "  --comms           export-csv: the compute-comms form (_PipelineScheduleRuntime)\n"
+  "  --drop            export-csv: leave out offload/vocabulary (warned) instead of refusing\n"
   "  --max-errors N    print at most N errors (default 50, 0 = all)\n"
   "  --max-ops N       limit on ops a file may generate (default 50000000)\n"
   "  --color[=WHEN]    colour diagnostics: always, never, auto (default)\n"
@@ -93,6 +95,10 @@ static int parse_options(int argc, char **argv, Options *o, Define *defs, int *c
     } else if (!strcmp(a, "-o")) {
       if (i + 1 >= argc) return usage_error("-o needs a file name");
       o->out = argv[++i];
+    } else if (!strcmp(a, "--comms")) {
+      o->comms = 1;
+    } else if (!strcmp(a, "--drop")) {
+      o->drop = 1;
     } else if (!strcmp(a, "--json")) {
       o->json = 1;
     } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
