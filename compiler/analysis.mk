@@ -24,6 +24,8 @@ bench-sim: bench/sim_bench$(EXEEXT) ppsc$(EXEEXT)
 
 # Script tests: golden diagnostics, outputs (JSON, trace, SVG, CSV), robustness
 TESTS += tests/analysis/golden.sh tests/analysis/outputs.sh tests/analysis/robust.sh tests/analysis/closed_form.sh
+TESTS += tests/analysis/torch_csv.sh
+EXTRA_DIST += tests/analysis/torch_csv.sh
 EXTRA_DIST += tests/analysis/golden.sh tests/analysis/outputs.sh tests/analysis/robust.sh tests/analysis/closed_form.sh \
   tests/analysis/cases/coll_order.err \
   tests/analysis/cases/coll_order.pps \
