@@ -26,6 +26,9 @@ bench-sim: bench/sim_bench$(EXEEXT) ppsc$(EXEEXT)
 TESTS += tests/analysis/golden.sh tests/analysis/outputs.sh tests/analysis/robust.sh tests/analysis/closed_form.sh
 TESTS += tests/analysis/torch_csv.sh
 EXTRA_DIST += tests/analysis/torch_csv.sh
+# against PyTorch itself (skipped without torch; docs/pytorch.md)
+TESTS += tests/torch/pytorch.sh
+EXTRA_DIST += tests/torch/pytorch.sh tests/torch/torchsched.py python/pps_torch.py python/example_pps_torch.py
 EXTRA_DIST += tests/analysis/golden.sh tests/analysis/outputs.sh tests/analysis/robust.sh tests/analysis/closed_form.sh \
   tests/analysis/cases/coll_order.err \
   tests/analysis/cases/coll_order.pps \

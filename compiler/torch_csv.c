@@ -23,9 +23,10 @@
  *
  * Export writes the compute-only form (default) or, with --comms, the compute-comms
  * form _PipelineScheduleRuntime loads: the lowered, verified order with sends and
- * receives, and one WAIT_SEND per send (a forward send's after the local backward of
+ * receives, one WAIT_SEND per send (a forward send's after the local backward of
  * the same stage and microbatch, which proves the peer consumed it; the others at the
- * end of the row). What PyTorch's CSV cannot express (offload, vocabulary passes and
+ * end of the row), and REDUCE_GRAD + WAIT_REDUCE_GRAD after a stage's last W or full
+ * B (where PyTorch's runtime scales the accumulated gradients). What PyTorch's CSV cannot express (offload, vocabulary passes and
  * collectives) is refused with a located error, or with --drop left out and named. */
 #include "analysis.h"
 #include "driver.h"
@@ -438,7 +439,7 @@ int torch_csv_import(Compilation *c, uint32_t fid, const char *text, size_t size
   }
   sb_puts(&b, "}\n");
   for (int k = A_UNSHARD; k < A_NKINDS; k++)
-    if (nleft[k]) diag_warning(&c->diag, left_at[k], "%ld %s actions left out: PPS has no FSDP (parameter sharding) actions", nleft[k], kind_text[k]);
+    if (nleft[k]) diag_warning(&c->diag, left_at[k], "%ld %s actions left out: PPS has no parameter sharding or gradient reduction actions", nleft[k], kind_text[k]);
 
   /* elaborate the text in memory, move op locations to their cells, verify */
   Options o2 = *o;
@@ -494,6 +495,8 @@ static void push2(int **v, int *n, int *cap, int x, int y) {
 
 /* Writes one row per device: compute-only (comms = 0) or compute-comms. */
 static void export_rows(const IrSchedule *s, StrBuf *b, int comms) {
+  int *done = calloc((size_t)s->nstage + 1, sizeof(int));  /* W or full B seen per stage */
+  if (!done) { fputs("ppsc: out of memory\n", stderr); exit(PPSC_USAGE); }
   for (int d = 0; d < s->ndev; d++) {
     const IrDevice *dv = &s->devs[d];
     int n = 0;
@@ -512,6 +515,10 @@ static void export_rows(const IrSchedule *s, StrBuf *b, int comms) {
       }
       if (t) {
         sb_printf(b, "%s%d%c%d", n++ ? "," : "", op->stage, t, op->mb);
+        /* the stage's gradients are complete after its m-th W or full B: PyTorch's
+           runtime scales (and data-parallel reduces) them at REDUCE_GRAD */
+        if (comms && (t == 'W' || t == 'B') && ++done[op->stage] == s->nmb)
+          sb_printf(b, ",%dREDUCE_GRAD,%dWAIT_REDUCE_GRAD", op->stage, op->stage);
         if (comms && (t == 'I' || t == 'B'))
           for (int j = 0; j < npend; j += 2)
             if (pend[j] == op->stage && pend[j + 1] == op->mb) {
@@ -539,6 +546,7 @@ static void export_rows(const IrSchedule *s, StrBuf *b, int comms) {
     free(late);
     sb_puts(b, "\n");
   }
+  free(done);
 }
 
 int torch_csv_export(Compilation *c) {

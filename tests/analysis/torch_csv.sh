@@ -97,7 +97,7 @@ has "$tmp/schedule.pps" '^schedule schedule_csv()'
 
 # export --comms: the exact form for 1F1B P=2 m=2; round trip gives the same makespan
 "$PPSC" export-csv "$PPS_STDLIB/1f1b.pps" -D P=2 -D m=2 --comms -o "$tmp/x.csv" 2>"$tmp/x.err" || { die "export --comms"; cat "$tmp/x.err"; }
-printf '0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0WAIT_SEND_F0,0RECV_B1,0B1,0WAIT_SEND_F1\n1RECV_F0,1F0,1B0,1SEND_B0,1RECV_F1,1F1,1B1,1SEND_B1,1WAIT_SEND_B0,1WAIT_SEND_B1\n' >"$tmp/xwant.csv"
+printf '0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0WAIT_SEND_F0,0RECV_B1,0B1,0REDUCE_GRAD,0WAIT_REDUCE_GRAD,0WAIT_SEND_F1\n1RECV_F0,1F0,1B0,1SEND_B0,1RECV_F1,1F1,1B1,1REDUCE_GRAD,1WAIT_REDUCE_GRAD,1SEND_B1,1WAIT_SEND_B0,1WAIT_SEND_B1\n' >"$tmp/xwant.csv"
 cmp -s "$tmp/x.csv" "$tmp/xwant.csv" || { die "export --comms differs"; diff "$tmp/xwant.csv" "$tmp/x.csv"; }
 for s in 1f1b interleaved_1f1b zb_v dualpipe_v v_half zb_h2; do
   "$PPSC" export-csv "$PPS_STDLIB/$s.pps" --comms -o "$tmp/$s.csv" 2>/dev/null || { die "export --comms $s"; continue; }
