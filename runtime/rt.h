@@ -31,6 +31,10 @@ typedef struct rt_opts {
   /* test hooks (documented in docs/runtime.md): make rank die_rank fail at its
    * die_op-th op (die_hard: the process/thread aborts without cleanup under MPI) */
   int die_rank, die_op, die_hard;
+  /* training data and checkpoints (data.c, checkpoint.c) */
+  const char *data;              /* --data FILE */
+  int data_format;               /* --data-format: 0 auto, 1 tokens, 2 bytes */
+  const char *save, *load;       /* --save FILE, --load FILE */
 } rt_opts;
 
 /* ---- timing records (metrics.c) ---- */
@@ -109,6 +113,8 @@ struct ppsrt_ctx {
   int status;             /* 0 or the PPSRT_E* that stopped it */
   char errmsg[2048];
   char *check_text;       /* --check lines of this rank, printed in rank order (malloc) */
+  long step0;             /* iterations done before this run (--load) */
+  float *ckpt;            /* --save: host copy of the parameters, [master | m | v] each */
 };
 
 /* The whole run, shared by the device threads of one process. */
@@ -149,6 +155,10 @@ struct ppsrt_run {
 
 double rt_now(void);
 
+/* checkpoint.c */
+int rt_ckpt_load(ppsrt_ctx *c, const char *path, long *step);
+int rt_ckpt_collect(ppsrt_ctx *c);
+int rt_ckpt_write(ppsrt_run *run, const char *path, long step);
 /* interp.c */
 int rt_ctx_init(ppsrt_run *run, ppsrt_ctx *c, int rank);
 void rt_ctx_fini(ppsrt_ctx *c);
