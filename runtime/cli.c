@@ -42,6 +42,7 @@ static const char usage_text[] =
   "  --lr X                   learning rate (default 0.01); --optimizer sgd|adam (default sgd)\n"
   "  --data FILE              gpt: train on FILE's tokens (an llm.c .bin token file, or any\n"
   "                           other file as bytes: --vocab 256); --data-format tokens|bytes\n"
+  "  --val-data FILE          validation loss on FILE every --val-every N iterations (default 10)\n"
   "  --save FILE              write weights and optimizer state (safetensors) after the run\n"
   "  --load FILE              start from a --save checkpoint (continues its step and data)\n"
   "checks and reports:\n"
@@ -277,6 +278,11 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
     } else if (flag_is(a, "--data-format", &v, argc, argv, &i)) {
       if (!v || (strcmp(v, "tokens") && strcmp(v, "bytes"))) return usage_error(me, "--data-format needs tokens or bytes");
       o->data_format = !strcmp(v, "tokens") ? 1 : 2;
+    } else if (flag_is(a, "--val-data", &v, argc, argv, &i)) {
+      if (!v || !*v) return usage_error(me, "--val-data needs a file name");
+      o->val_data = v;
+    } else if (flag_is(a, "--val-every", &v, argc, argv, &i)) {
+      if (!v || parse_int(v, 1, &o->val_every)) return usage_error(me, "--val-every needs an integer >= 1");
     } else if (flag_is(a, "--save", &v, argc, argv, &i)) {
       if (!v || !*v) return usage_error(me, "--save needs a file name");
       o->save = v;
@@ -337,6 +343,11 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
     return usage_error(me, "--transport nccl needs --backend cuda");
   if (o->check && o->no_compute) return usage_error(me, "--check and --no-compute exclude each other");
   if (o->data && strcmp(o->model, "gpt")) return usage_error(me, "--data trains the gpt model: add --model gpt");
+  if (o->val_data && !o->data) return usage_error(me, "--val-data needs --data (the training tokens)");
+  if (o->val_data && strcmp(o->transport, "threads"))
+    return usage_error(me, "--val-data evaluates in one process: use the threads transport (under --transport %s it "
+                       "is not supported yet)", o->transport);
+  if (!o->val_every) o->val_every = 10;
   if (o->save && strcmp(o->transport, "threads"))
     return usage_error(me, "--save writes one file from one process: use the threads transport (under --transport %s "
                        "it is not supported yet)", o->transport);
@@ -347,6 +358,15 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
       return 2;
     }
     cfg->data = tokens;
+  }
+  ppsrt_tokens *val_tokens = NULL;
+  if (o->val_data) {
+    if (ppsrt_tokens_load(o->val_data, o->data_format, cfg->vocab, cfg->seq, &val_tokens)) {
+      fprintf(stderr, "%s: error: %s\n", me, ppsrt_last_error());
+      ppsrt_tokens_free(tokens);
+      return 2;
+    }
+    run.val_tokens = val_tokens;
   }
   /* peak FLOP/s per device for MFU: the flag, else (on the GPU: the hardware block
    * describes the target device, not a CPU) the hardware block's flops */
@@ -375,6 +395,7 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   if (rc) {
     fprintf(stderr, "%s: error: transport %s: %s\n", me, o->transport, ppsrt_last_error());
     ppsrt_tokens_free(tokens);
+    ppsrt_tokens_free(val_tokens);
     return 1;
   }
   if (tr->nranks != p->ndev) {
@@ -382,6 +403,7 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
                              p->ndev, o->transport, tr->nranks, p->ndev, argv0);
     tr->destroy(tr);
     ppsrt_tokens_free(tokens);
+    ppsrt_tokens_free(val_tokens);
     return status;
   }
   run.tr = tr;
@@ -400,11 +422,12 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   run.dev_membad = calloc((size_t)nd, sizeof *run.dev_membad);
   run.dev_actbad = calloc((size_t)nd, sizeof *run.dev_actbad);
   run.dev_flops = calloc((size_t)nd, sizeof *run.dev_flops);
+  run.val_loss = calloc((size_t)it, sizeof *run.val_loss);
   pthread_mutex_init(&run.print_lock, NULL);
   run.epoch = rt_now();
   int status = 0;
   if (!run.ctx || !run.dev_busy || !run.dev_span || !run.dev_peak || !run.dev_resident || !run.dev_host ||
-      !run.dev_unit || !run.loss || !run.dev_units || !run.dev_membad || !run.dev_actbad || !run.dev_flops) {
+      !run.dev_unit || !run.loss || !run.dev_units || !run.dev_membad || !run.dev_actbad || !run.dev_flops || !run.val_loss) {
     fprintf(stderr, "%s: error: out of host memory\n", me);
     status = 1;
     goto done;
@@ -508,6 +531,8 @@ done:
   for (int l = 0; l < run.nlocal && run.ctx; l++) rt_ctx_fini(&run.ctx[l]);
   for (int l = 0; run.ctx && l < run.nlocal; l++) { free(run.ctx[l].check_text); free(run.ctx[l].ckpt); }
   ppsrt_tokens_free(tokens);
+  ppsrt_tokens_free(val_tokens);
+  free(run.val_loss);
   free(run.ctx);
   free(run.dev_busy); free(run.dev_span); free(run.dev_peak);
   free(run.dev_resident); free(run.dev_host); free(run.dev_unit); free(run.loss);

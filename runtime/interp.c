@@ -563,6 +563,7 @@ int rt_run_device(ppsrt_ctx *c) {
       rt_print_iteration(run, it);
       pthread_mutex_unlock(&run->print_lock);
     }
+    if ((rc = rt_validate_step(c, it))) { fail_at(c, -1, rc, "--val-data"); break; }
   }
   free(st);
   return rc;

@@ -35,6 +35,8 @@ typedef struct rt_opts {
   const char *data;              /* --data FILE */
   int data_format;               /* --data-format: 0 auto, 1 tokens, 2 bytes */
   const char *save, *load;       /* --save FILE, --load FILE */
+  const char *val_data;          /* --val-data FILE */
+  int val_every;                 /* --val-every N (default 10; and after the last iteration) */
 } rt_opts;
 
 /* ---- timing records (metrics.c) ---- */
@@ -151,6 +153,8 @@ struct ppsrt_run {
   double flops_total;               /* sum over devices */
   double peak_flops;                /* peak FLOP/s per device, 0 = unknown (MFU n/a) */
   const char *peak_source;          /* "--peak-flops", "hardware", NULL */
+  const ppsrt_tokens *val_tokens;   /* --val-data (validate.c) */
+  double *val_loss;                 /* [iterations]: validation loss where computed */
 };
 
 double rt_now(void);
@@ -159,6 +163,8 @@ double rt_now(void);
 int rt_ckpt_load(ppsrt_ctx *c, const char *path, long *step);
 int rt_ckpt_collect(ppsrt_ctx *c);
 int rt_ckpt_write(ppsrt_run *run, const char *path, long step);
+/* validate.c: after iteration it, the validation loss when it is due (every device calls it) */
+int rt_validate_step(ppsrt_ctx *c, int it);
 /* interp.c */
 int rt_ctx_init(ppsrt_run *run, ppsrt_ctx *c, int rank);
 void rt_ctx_fini(ppsrt_ctx *c);

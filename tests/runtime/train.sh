@@ -55,6 +55,21 @@ assert "vocab.tok" in h and "optim.m.vocab.tok" in h and "s1.l0.qkv.w" in h
 PY
     then pass "checkpoint is valid safetensors"; else fail "checkpoint is not valid safetensors"; fi
   else skip "safetensors layout (no python3)"; fi
+  # --val-data: with --lr 0 and the training file as validation data, the validation
+  # loss is the first iteration's training loss (the same sequences, the same weights)
+  expect_exit 0 "--val-data" "$T" $GPT --data "$WORK/text.txt" --val-data "$WORK/text.txt" --lr 0 --iterations 2 --val-every 1
+  tl=$(sed -n 's/^iter 1\/2  loss \([0-9.]*\).*/\1/p' "$WORK/out"); vl=$(sed -n 's/^val  2\/2  loss \([0-9.]*\).*/\1/p' "$WORK/out")
+  if [ -n "$tl" ] && [ -n "$vl" ] && awk "BEGIN { d = $tl - $vl; if (d < 0) d = -d; exit !(d <= 1e-5 * $tl) }"; then
+    pass "validation loss $vl = training loss $tl on the same sequences"
+  else fail "validation loss '$vl' vs training loss '$tl'"; fi
+  [ "$(grep -c '^val ' "$WORK/out")" = 2 ] || fail "--val-every 1: expected 2 validation lines"
+  head -c 20000 "$WORK/text.txt" >"$WORK/train.txt"; tail -c 8000 "$WORK/text.txt" >"$WORK/val.txt"
+  expect_exit 0 "--val-data every 5" "$T" $GPT --data "$WORK/train.txt" --val-data "$WORK/val.txt" --iterations 12 --val-every 5 --optimizer adam --lr 0.01
+  [ "$(grep -c '^val ' "$WORK/out")" = 3 ] && pass "validation after iterations 5, 10 and the last" || fail "validation lines: $(grep -c '^val ' "$WORK/out")"
+  v1=$(sed -n 's/^val  5\/12  loss \([0-9.]*\).*/\1/p' "$WORK/out"); v3=$(sed -n 's/^val  12\/12  loss \([0-9.]*\).*/\1/p' "$WORK/out")
+  if [ -n "$v1" ] && [ -n "$v3" ] && awk "BEGIN { exit !($v3 < $v1) }"; then pass "validation loss falls: $v1 -> $v3"
+  else fail "validation loss does not fall: '$v1' -> '$v3'"; fi
+  expect_exit 2 "--val-data without --data" "$T" $GPT --val-data "$WORK/val.txt"
   # --check on real data
   expect_exit 0 "--check with --data" "$T" $GPT --data "$WORK/text.txt" --check -q
   expect_grep "check: passed" "--check passes on real data"
