@@ -17,8 +17,9 @@
  * order written, so `ppsc check` verifies that order: a misordered send is a located
  * channel or deadlock error), elaborates it in memory, moves every op's location back
  * to its CSV cell, lowers and verifies it, and writes OUT only when it is valid. The
- * FSDP actions and WAIT_SEND_* (a PPS send never blocks) are accepted, checked for
- * shape and reported as left out. OVERLAP_F_B is imported as its sub-actions in order
+ * FSDP actions UNSHARD/RESHARD are accepted and reported as left out; REDUCE_GRAD,
+ * WAIT_REDUCE_GRAD (gradients are final after the iteration in PPS too) and
+ * WAIT_SEND_* (a PPS send never blocks; checked against its send) are accepted. OVERLAP_F_B is imported as its sub-actions in order
  * with a warning (emit_overlap: the one place to switch to an overlapped pass).
  *
  * Export writes the compute-only form (default) or, with --comms, the compute-comms
@@ -438,8 +439,11 @@ int torch_csv_import(Compilation *c, uint32_t fid, const char *text, size_t size
     sb_puts(&b, " }\n");
   }
   sb_puts(&b, "}\n");
-  for (int k = A_UNSHARD; k < A_NKINDS; k++)
-    if (nleft[k]) diag_warning(&c->diag, left_at[k], "%ld %s actions left out: PPS has no parameter sharding or gradient reduction actions", nleft[k], kind_text[k]);
+  /* UNSHARD/RESHARD change what a device holds: reported. REDUCE_GRAD and its wait
+     mark where PyTorch finalizes a stage's gradients, which PPS does after the
+     iteration anyway: accepted without a word (export --comms writes them). */
+  for (int k = A_UNSHARD; k <= A_RESHARD; k++)
+    if (nleft[k]) diag_warning(&c->diag, left_at[k], "%ld %s actions left out: PPS has no parameter sharding (FSDP) actions", nleft[k], kind_text[k]);
 
   /* elaborate the text in memory, move op locations to their cells, verify */
   Options o2 = *o;
