@@ -528,8 +528,9 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   }
   if (o->json && printer) rt_print_json(&run, status);
 done:
+  for (int l = 0; l < run.nlocal && run.ctx; l++) { free(run.ctx[l].ckpt); run.ctx[l].ckpt = NULL; }  /* before fini clears the context */
   for (int l = 0; l < run.nlocal && run.ctx; l++) rt_ctx_fini(&run.ctx[l]);
-  for (int l = 0; run.ctx && l < run.nlocal; l++) { free(run.ctx[l].check_text); free(run.ctx[l].ckpt); }
+  for (int l = 0; run.ctx && l < run.nlocal; l++) free(run.ctx[l].check_text);
   ppsrt_tokens_free(tokens);
   ppsrt_tokens_free(val_tokens);
   free(run.val_loss);
