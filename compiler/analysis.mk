@@ -6,6 +6,7 @@ libppsc_la_SOURCES += compiler/analysis.c compiler/analysis.h \
   compiler/grid.c compiler/compare.c compiler/svg.c \
   compiler/overlap.c compiler/overlap.h compiler/costmodel.c compiler/costmodel.h
 libppsc_la_SOURCES += compiler/cmd_build.c
+libppsc_la_SOURCES += compiler/torch_csv.c
 
 # C tests on IR built in memory (no parser needed)
 check_PROGRAMS += tests/analysis/test_analysis
@@ -29,6 +30,11 @@ TESTS += tests/analysis/svg.sh
 EXTRA_DIST += tests/analysis/svg.sh
 TESTS += tests/analysis/costmodel.sh
 EXTRA_DIST += tests/analysis/costmodel.sh
+TESTS += tests/analysis/torch_csv.sh
+EXTRA_DIST += tests/analysis/torch_csv.sh
+# against PyTorch itself (skipped without torch; docs/pytorch.md)
+TESTS += tests/torch/pytorch.sh
+EXTRA_DIST += tests/torch/pytorch.sh tests/torch/torchsched.py python/pps_torch.py python/example_pps_torch.py
 EXTRA_DIST += tests/analysis/golden.sh tests/analysis/outputs.sh tests/analysis/robust.sh tests/analysis/closed_form.sh \
   tests/analysis/cases/coll_order.err \
   tests/analysis/cases/coll_order.pps \

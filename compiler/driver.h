@@ -47,6 +47,10 @@ typedef struct Options {
   int grid;                 /* sim --grid: the text grid (grid.c) */
   int svg_arrows;           /* sim --svg-arrows: transfers in the SVG (svg.c) */
   const char *file2;        /* compare: the second file (compare.c) */
+  int comms;                /* export-csv --comms: the compute-comms form */
+  int drop;                 /* export-csv --drop: leave out what PyTorch's CSV cannot express (warned) */
+  const char *src_text;     /* when set: front_compile reads this text (src_size bytes) instead of file */
+  size_t src_size;
 } Options;
 
 typedef struct Compilation {
@@ -70,6 +74,11 @@ int cmd_import_csv(Compilation *c);
 int cmd_export_csv(Compilation *c);
 int cmd_synth(Compilation *c);   /* cmd_synth.c: `ppsc synth` (synth.c behind it) */
 int cmd_compare(Compilation *c);
+/* torch_csv.c: the PyTorch schedule CSV formats behind import-csv / export-csv.
+ * torch_csv_import parses text (registered as diagnostics file fid), verifies the
+ * imported schedule and writes c->opt->out; the caller frees text afterwards. */
+int torch_csv_import(Compilation *c, uint32_t fid, const char *text, size_t size);
+int torch_csv_export(Compilation *c);
 
 /* Writes `size` bytes to `path` atomically (temporary file + rename), so an error
  * never leaves a partial output. "-" writes stdout. Returns 0, or -1 with a message

@@ -196,7 +196,11 @@ IrSchedule *front_compile(Compilation *c, int *io_error) {
   fr.c = c;
   fr.syms.arena = &c->arena;
   size_t size = 0;
-  char *text = read_all(opt->file, &size, 0);
+  char *text = opt->src_text ? NULL : read_all(opt->file, &size, 0);
+  if (opt->src_text && (text = malloc(opt->src_size + 1)) != NULL) {  /* import-csv: text in memory */
+    memcpy(text, opt->src_text, opt->src_size);
+    text[size = opt->src_size] = 0;
+  }
   if (!text) {
     fprintf(c->diag.out ? c->diag.out : stderr, "ppsc: cannot read '%s': %s\n", opt->file, read_input_error(errno));
     *io_error = 1;

@@ -21,7 +21,7 @@ static const char usage_text[] =
   "  emit-c FILE -o OUT.c   write C host code for libppsrt\n"
   "  build FILE -o PROG     emit C, compile and link it with libppsrt (honours CC, CFLAGS)\n"
   "  import-csv CSV -o OUT.pps   read a torch.distributed.pipelining schedule CSV\n"
-  "  export-csv FILE -o OUT.csv  write one\n"
+  "  export-csv FILE -o OUT.csv  write one (--comms: with sends and receives)\n"
   "  synth FILE -o OUT.pps  write the order `synthesize;` chose, with its bound (--json: the figures)\n"
   "  compare A B       check and simulate two schedules: figures side by side, where orders differ\n"
   "\n"
@@ -37,6 +37,8 @@ static const char usage_text[] =
   "  --grid            a text grid: a column per device, a row per instant a pass starts (sim)\n"
   "  -o FILE           output file (expand, emit-c, build, import-csv, export-csv)\n"
   "  --stdlib DIR      where `import` finds the standard schedules\n"
+  "  --comms           export-csv: the compute-comms form (_PipelineScheduleRuntime)\n"
+  "  --drop            export-csv: leave out offload/vocabulary (warned) instead of refusing\n"
   "  --max-errors N    print at most N errors (default 50, 0 = all)\n"
   "  --max-ops N       limit on ops a file may generate (default 50000000, less on a small machine)\n"
   "  --color[=WHEN]    colour diagnostics: always, never, auto (default)\n"
@@ -116,6 +118,10 @@ static int parse_options(int argc, char **argv, Options *o, Define *defs, int *c
       o->grid = 1;
     } else if (!strcmp(a, "--svg-arrows")) {
       o->svg_arrows = 1;
+    } else if (!strcmp(a, "--comms")) {
+      o->comms = 1;
+    } else if (!strcmp(a, "--drop")) {
+      o->drop = 1;
     } else if (!strcmp(a, "--json")) {
       o->json = 1;
     } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {

@@ -40,6 +40,11 @@ static const char usage_text[] =
   "training:\n"
   "  --iterations N           iterations (default 1); --seed N (default 1234)\n"
   "  --lr X                   learning rate (default 0.01); --optimizer sgd|adam (default sgd)\n"
+  "  --data FILE              gpt: train on FILE's tokens (an llm.c .bin token file, or any\n"
+  "                           other file as bytes: --vocab 256); --data-format tokens|bytes\n"
+  "  --val-data FILE          validation loss on FILE every --val-every N iterations (default 10)\n"
+  "  --save FILE              write weights and optimizer state (safetensors) after the run\n"
+  "  --load FILE              start from a --save checkpoint (continues its step and data)\n"
   "checks and reports:\n"
   "  --check                  compare loss and gradients with a one-device run, and\n"
   "                           measured with predicted peak memory (exit 1 on a difference)\n"
@@ -177,6 +182,7 @@ static int setup_device(ppsrt_ctx *c) {
 static void *device_main(void *arg) {
   ppsrt_ctx *c = arg;
   int rc = setup_device(c);
+  if (!rc && c->run->o.load && !(rc = rt_ckpt_load(c, c->run->o.load, &c->step0))) c->model->cfg.step0 = c->step0;
   if (rc) {
     snprintf(c->errmsg, sizeof c->errmsg, "device %d: setup: %s", c->rank, ppsrt_last_error());
     c->status = rc;
@@ -185,6 +191,8 @@ static void *device_main(void *arg) {
     return NULL;
   }
   c->status = rt_run_device(c);
+  if (!c->status && c->run->o.save && (c->status = rt_ckpt_collect(c)))
+    snprintf(c->errmsg, sizeof c->errmsg, "device %d: --save: %s", c->rank, ppsrt_last_error());
   return NULL;
 }
 
@@ -275,6 +283,23 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
     } else if (flag_is(a, "--seed", &v, argc, argv, &i)) {
       if (!v || parse_int(v, 0, &n)) return usage_error(me, "--seed needs an integer >= 0");
       cfg->seed = (uint64_t)n;
+    } else if (flag_is(a, "--data", &v, argc, argv, &i)) {
+      if (!v || !*v) return usage_error(me, "--data needs a file name");
+      o->data = v;
+    } else if (flag_is(a, "--data-format", &v, argc, argv, &i)) {
+      if (!v || (strcmp(v, "tokens") && strcmp(v, "bytes"))) return usage_error(me, "--data-format needs tokens or bytes");
+      o->data_format = !strcmp(v, "tokens") ? 1 : 2;
+    } else if (flag_is(a, "--val-data", &v, argc, argv, &i)) {
+      if (!v || !*v) return usage_error(me, "--val-data needs a file name");
+      o->val_data = v;
+    } else if (flag_is(a, "--val-every", &v, argc, argv, &i)) {
+      if (!v || parse_int(v, 1, &o->val_every)) return usage_error(me, "--val-every needs an integer >= 1");
+    } else if (flag_is(a, "--save", &v, argc, argv, &i)) {
+      if (!v || !*v) return usage_error(me, "--save needs a file name");
+      o->save = v;
+    } else if (flag_is(a, "--load", &v, argc, argv, &i)) {
+      if (!v || !*v) return usage_error(me, "--load needs a file name");
+      o->load = v;
     } else if (flag_is(a, "--die-at", &v, argc, argv, &i)) {
       if (!v || sscanf(v, "%d:%d", &o->die_rank, &o->die_op) != 2) return usage_error(me, "--die-at needs RANK:OP");
     } else {
@@ -328,6 +353,32 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   if (!strcmp(o->transport, "nccl") && strcmp(o->backend, "cuda"))
     return usage_error(me, "--transport nccl needs --backend cuda");
   if (o->check && o->no_compute) return usage_error(me, "--check and --no-compute exclude each other");
+  if (o->data && strcmp(o->model, "gpt")) return usage_error(me, "--data trains the gpt model: add --model gpt");
+  if (o->val_data && !o->data) return usage_error(me, "--val-data needs --data (the training tokens)");
+  if (o->val_data && strcmp(o->transport, "threads"))
+    return usage_error(me, "--val-data evaluates in one process: use the threads transport (under --transport %s it "
+                       "is not supported yet)", o->transport);
+  if (!o->val_every) o->val_every = 10;
+  if (o->save && strcmp(o->transport, "threads"))
+    return usage_error(me, "--save writes one file from one process: use the threads transport (under --transport %s "
+                       "it is not supported yet)", o->transport);
+  ppsrt_tokens *tokens = NULL;
+  if (o->data) {
+    if (ppsrt_tokens_load(o->data, o->data_format, cfg->vocab, cfg->seq, &tokens)) {
+      fprintf(stderr, "%s: error: %s\n", me, ppsrt_last_error());
+      return 2;
+    }
+    cfg->data = tokens;
+  }
+  ppsrt_tokens *val_tokens = NULL;
+  if (o->val_data) {
+    if (ppsrt_tokens_load(o->val_data, o->data_format, cfg->vocab, cfg->seq, &val_tokens)) {
+      fprintf(stderr, "%s: error: %s\n", me, ppsrt_last_error());
+      ppsrt_tokens_free(tokens);
+      return 2;
+    }
+    run.val_tokens = val_tokens;
+  }
   /* peak FLOP/s per device for MFU: the flag, else (on the GPU: the hardware block
    * describes the target device, not a CPU) the hardware block's flops */
   if (o->peak_flops > 0) {
@@ -354,12 +405,16 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   }
   if (rc) {
     fprintf(stderr, "%s: error: transport %s: %s\n", me, o->transport, ppsrt_last_error());
+    ppsrt_tokens_free(tokens);
+    ppsrt_tokens_free(val_tokens);
     return 1;
   }
   if (tr->nranks != p->ndev) {
     int status = usage_error(me, "the schedule has %d devices but the %s transport has %d ranks\nhint: mpirun -np %d %s",
                              p->ndev, o->transport, tr->nranks, p->ndev, argv0);
     tr->destroy(tr);
+    ppsrt_tokens_free(tokens);
+    ppsrt_tokens_free(val_tokens);
     return status;
   }
   run.tr = tr;
@@ -382,11 +437,12 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   run.dev_membad = calloc((size_t)nd, sizeof *run.dev_membad);
   run.dev_actbad = calloc((size_t)nd, sizeof *run.dev_actbad);
   run.dev_flops = calloc((size_t)nd, sizeof *run.dev_flops);
+  run.val_loss = calloc((size_t)it, sizeof *run.val_loss);
   pthread_mutex_init(&run.print_lock, NULL);
   run.epoch = rt_now();
   int status = 0;
   if (!run.ctx || !run.dev_busy || !run.dev_span || !run.dev_peak || !run.dev_resident || !run.dev_host ||
-      !run.dev_unit || !run.loss || !run.dev_units || !run.dev_membad || !run.dev_actbad || !run.dev_flops) {
+      !run.dev_unit || !run.loss || !run.dev_units || !run.dev_membad || !run.dev_actbad || !run.dev_flops || !run.val_loss) {
     fprintf(stderr, "%s: error: out of host memory\n", me);
     status = 1;
     goto done;
@@ -497,10 +553,19 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
       status = 1;
     }
   }
+  if (!status && o->save) {
+    long step = (run.nlocal ? run.ctx[0].step0 : 0) + run.iterations_done;
+    if (rt_ckpt_write(&run, o->save, step)) { fprintf(stderr, "%s: error: %s\n", me, ppsrt_last_error()); status = 1; }
+    else if (printer && !o->json && !o->quiet) fprintf(run.out, "saved %s (step %ld)\n", o->save, step);
+  }
   if (o->json && printer) rt_print_json(&run, status);
 done:
+  for (int l = 0; l < run.nlocal && run.ctx; l++) { free(run.ctx[l].ckpt); run.ctx[l].ckpt = NULL; }  /* before fini clears the context */
   for (int l = 0; l < run.nlocal && run.ctx; l++) rt_ctx_fini(&run.ctx[l]);
   for (int l = 0; run.ctx && l < run.nlocal; l++) free(run.ctx[l].check_text);
+  ppsrt_tokens_free(tokens);
+  ppsrt_tokens_free(val_tokens);
+  free(run.val_loss);
   free(run.ctx);
   free(run.dev_busy); free(run.dev_span); free(run.dev_peak);
   free(run.dev_resident); free(run.dev_host); free(run.dev_unit); free(run.loss);

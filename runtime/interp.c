@@ -592,13 +592,14 @@ int rt_run_device(ppsrt_ctx *c) {
         pthread_mutex_unlock(&run->print_lock);
       }
     }
-    if ((rc = rt_optimizer_step(c, it + 1))) { fail_at(c, -1, rc, "optimizer step"); break; }
+    if ((rc = rt_optimizer_step(c, (int)c->step0 + it + 1))) { fail_at(c, -1, rc, "optimizer step"); break; }
     if (c->rank == 0) run->iterations_done = it + 1;
     if ((c->rank == 0) && !o->json && !o->quiet) {
       pthread_mutex_lock(&run->print_lock);
       rt_print_iteration(run, it);
       pthread_mutex_unlock(&run->print_lock);
     }
+    if ((rc = rt_validate_step(c, it))) { fail_at(c, -1, rc, "--val-data"); break; }
   }
   free(st);
   return rc;

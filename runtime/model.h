@@ -74,7 +74,29 @@ typedef struct ppsrt_model_config {
   int vocab_mode;         /* 0 none, 1 Vocab-1, 2 Vocab-2 (the program's) */
   uint64_t seed;          /* --seed */
   int no_compute;         /* --no-compute: skip kernels */
+  const struct ppsrt_tokens *data;  /* --data: real tokens (gpt), else synthetic (data.c) */
+  long step0;             /* iterations done before this run (--load): data position */
 } ppsrt_model_config;
+
+/* Training tokens (data.c), loaded once per process and shared read-only by its
+ * devices: an llm.c token file (256 int32 header: magic 20240520, version 1, count;
+ * then count uint16 tokens) or any file read as bytes (vocabulary 256). */
+typedef struct ppsrt_tokens {
+  uint16_t *tok;
+  size_t n;
+  int max_token;          /* largest token in the file */
+  int bytes;              /* read as plain bytes */
+  char *path;
+} ppsrt_tokens;
+/* format: 0 auto (a name ending in .bin is a token file, anything else bytes), 1 token
+ * file, 2 bytes. Fails (PPSRT_E_USAGE, a message naming the file and what is wrong:
+ * wrong magic, unsupported version, truncated, a token >= vocab, too short for one
+ * sequence of seq + 1 tokens). */
+int ppsrt_tokens_load(const char *path, int format, int vocab, int seq, ppsrt_tokens **out);
+void ppsrt_tokens_free(ppsrt_tokens *t);
+/* Sequence `sample` (0, 1, ...): T inputs and their T next tokens, from consecutive
+ * windows of T + 1 tokens (stride T), wrapping around at the end of the file. */
+void ppsrt_tokens_window(const ppsrt_tokens *t, long sample, int T, int32_t *ids, int32_t *tgt);
 
 /* One device's runtime context (interp.c): the store, the IO box, the backend. */
 typedef struct ppsrt_ctx ppsrt_ctx;

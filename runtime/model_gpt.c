@@ -739,10 +739,15 @@ static void free_vstate(ppsrt_model *m) {
   }
 }
 
+static int load_tokens(ppsrt_model *m, long iter);
+
 static int gpt_begin(ppsrt_model *m, ppsrt_ctx *c, int it) {
   gpt *g = m->impl;
   g->loss = 0;
   free_vstate(m);   /* leftovers of a failed iteration */
+  (void)c;
+  /* --data: this iteration's sequences (after --load, counted from its step) */
+  if (m->cfg.data) return load_tokens(m, m->cfg.step0 + it);
   return 0;
 }
 
@@ -878,6 +883,25 @@ static int make_data(ppsrt_model *m) {
   if (!rc) rc = upload_i32(m->be, tg, n, &g->tgt);
   if (!rc) rc = upload_i32(m->be, pos, (size_t)g->N, &g->posid);
   free(ids); free(tg); free(pos);
+  return rc;
+}
+
+/* --data: iteration `iter`'s microbatches from the token file: sequence
+ * (iter * nmb + mb) * micro_batch + b of the file (data.c), targets the next tokens;
+ * uploaded over the synthetic ids/targets (same sizes). */
+static int load_tokens(ppsrt_model *m, long iter) {
+  gpt *g = m->impl;
+  size_t n = (size_t)m->cfg.nmb * g->N;
+  int32_t *ids = malloc(n * sizeof *ids), *tg = malloc(n * sizeof *tg);
+  int rc = 0;
+  if (!ids || !tg) rc = PPSRT_FAIL(PPSRT_E_NOMEM, "gpt: out of host memory");
+  for (long k = 0; !rc && k < (long)m->cfg.nmb * g->Bm; k++)
+    ppsrt_tokens_window(m->cfg.data, iter * m->cfg.nmb * g->Bm + k, g->T, ids + (size_t)k * g->T, tg + (size_t)k * g->T);
+  if (!rc) rc = m->be->memcpy_async(m->be, CS, g->ids, ids, n * sizeof *ids, 1);
+  if (!rc) rc = m->be->memcpy_async(m->be, CS, g->tgt, tg, n * sizeof *tg, 1);
+  if (!rc) rc = m->be->stream_sync(m->be, CS);
+  free(ids);
+  free(tg);
   return rc;
 }
 

@@ -34,6 +34,12 @@ typedef struct rt_opts {
   int die_rank, die_op, die_hard;
   const char *profile;           /* --profile FILE: measured per-stage costs (metrics.c) */
   int blocking_coll;             /* --blocking-collectives: no collective lane */
+  /* training data and checkpoints (data.c, checkpoint.c) */
+  const char *data;              /* --data FILE */
+  int data_format;               /* --data-format: 0 auto, 1 tokens, 2 bytes */
+  const char *save, *load;       /* --save FILE, --load FILE */
+  const char *val_data;          /* --val-data FILE */
+  int val_every;                 /* --val-every N (default 10; and after the last iteration) */
 } rt_opts;
 
 /* ---- timing records (metrics.c) ---- */
@@ -114,6 +120,8 @@ struct ppsrt_ctx {
   char errmsg[2048];
   char *check_text;       /* --check lines of this rank, printed in rank order (malloc) */
   struct rt_lane *lane;   /* the collective lane (coll_lane.c), NULL: collectives block */
+  long step0;             /* iterations done before this run (--load) */
+  float *ckpt;            /* --save: host copy of the parameters, [master | m | v] each */
 };
 
 /* The whole run, shared by the device threads of one process. */
@@ -151,10 +159,18 @@ struct ppsrt_run {
   double flops_total;               /* sum over devices */
   double peak_flops;                /* peak FLOP/s per device, 0 = unknown (MFU n/a) */
   const char *peak_source;          /* "--peak-flops", "hardware", NULL */
+  const ppsrt_tokens *val_tokens;   /* --val-data (validate.c) */
+  double *val_loss;                 /* [iterations]: validation loss where computed */
 };
 
 double rt_now(void);
 
+/* checkpoint.c */
+int rt_ckpt_load(ppsrt_ctx *c, const char *path, long *step);
+int rt_ckpt_collect(ppsrt_ctx *c);
+int rt_ckpt_write(ppsrt_run *run, const char *path, long step);
+/* validate.c: after iteration it, the validation loss when it is due (every device calls it) */
+int rt_validate_step(ppsrt_ctx *c, int it);
 /* interp.c */
 int rt_ctx_init(ppsrt_run *run, ppsrt_ctx *c, int rank);
 void rt_ctx_fini(ppsrt_ctx *c);
