@@ -19,8 +19,8 @@
  * to its CSV cell, lowers and verifies it, and writes OUT only when it is valid. The
  * FSDP actions UNSHARD/RESHARD are accepted and reported as left out; REDUCE_GRAD,
  * WAIT_REDUCE_GRAD (gradients are final after the iteration in PPS too) and
- * WAIT_SEND_* (a PPS send never blocks; checked against its send) are accepted. OVERLAP_F_B is imported as its sub-actions in order
- * with a warning (emit_overlap: the one place to switch to an overlapped pass).
+ * WAIT_SEND_* (a PPS send never blocks; checked against its send) are accepted. OVERLAP_F_B of an F and a backward pass is imported as an overlapped pair
+ * (`overlap { }`), any other group as its sub-actions in order with a warning (emit_overlap).
  *
  * Export writes the compute-only form (default) or, with --comms, the compute-comms
  * form _PipelineScheduleRuntime loads: the lowered, verified order with sends and
@@ -189,12 +189,21 @@ static int real_count(int *vals, int n) {
   return top + 1;
 }
 
-/* OVERLAP_F_B: the sub-actions of one cell, written as the passes in order. This is
- * the one place to emit an overlapped pass instead once the language has one. */
-static void emit_overlap(Compilation *c, const Act *first, int nsub, int *warned) {
-  (void)nsub;
+/* OVERLAP_F_B: the sub-actions of one cell. An F and a backward (I, W, B, BW) of
+ * another microbatch become PPS's overlapped pair (`overlap { F(i,s) BW(j,t) }`,
+ * docs/language.md): returns 1 and writes the opening; the caller closes it after the
+ * second sub-action. Any other group (more or fewer passes, two of a kind, one
+ * microbatch) is written as its passes in order, with a warning. */
+static int is_backward(int k) { return k == A_I || k == A_W || k == A_B || k == A_BW_LEGACY; }
+static int emit_overlap(Compilation *c, StrBuf *b, const Act *first, int nsub, int *warned) {
+  if (nsub == 2 && first[0].mb != first[1].mb &&
+      ((first[0].kind == A_F && is_backward(first[1].kind)) || (first[1].kind == A_F && is_backward(first[0].kind)))) {
+    sb_puts(b, " overlap {");
+    return 1;
+  }
   if (!(*warned)++)
-    diag_warning(&c->diag, first->span, "OVERLAP_F_B imported as its passes run one after the other (PPS has no overlapped pass yet)");
+    diag_warning(&c->diag, first->span, "OVERLAP_F_B imported as its passes one after the other: an overlapped pair is one F and one backward pass of different microbatches");
+  return 0;
 }
 
 typedef struct Keyed { int64_t key; Act act; } Keyed;
@@ -424,16 +433,17 @@ int torch_csv_import(Compilation *c, uint32_t fid, const char *text, size_t size
   for (int r = 0; r < nrows; r++) {
     opspan[r] = arena_alloc(&c->arena, sizeof(Span) * (size_t)(rows[r].n ? rows[r].n : 1));
     sb_printf(&b, "  device %d {", r);
-    int written = 0;
+    int written = 0, close_at = -1;
     for (int k = 0; k < rows[r].n; k++) {
       const Act *a = &rows[r].acts[k];
       if (a->group && (k == 0 || rows[r].acts[k - 1].group != a->group)) {
         int n = 1;
         while (k + n < rows[r].n && rows[r].acts[k + n].group == a->group) n++;
-        emit_overlap(c, a, n, &overlap_warned);
+        if (emit_overlap(c, &b, a, n, &overlap_warned)) close_at = k + 1;
       }
       if (written && written % 16 == 0) sb_puts(&b, "\n   ");
       if (emit_act(&b, a, legacy)) opspan[r][written++] = a->span;
+      if (k == close_at) sb_puts(&b, " }");
     }
     nops[r] = written;
     sb_puts(&b, " }\n");

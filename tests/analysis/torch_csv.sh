@@ -51,11 +51,17 @@ printf '0F0,0F1,0I0,0W0,0BW1\n,1F0,1B0,1F1,1B1\n' >"$tmp/mix.csv"
 imp mix; [ $? -eq 1 ] || die "mixed letters: expected exit 1"
 has "$tmp/mix.err" "mix.csv:1:17: error: legacy 'BW'"
 
-# OVERLAP_F_B: its passes in order, with a warning at the group
+# OVERLAP_F_B of an F and a backward: an overlapped pair (`overlap { }`), no warning;
+# the sim treats the pair as one unit (without TFB it costs the sum of its passes)
 printf '0F0,1F0,(0F1;1B0)OVERLAP_F_B,1F1,0B0,1B1,0B1\n' >"$tmp/ov.csv"
 imp ov || { die "overlap import"; cat "$tmp/ov.err"; }
-has "$tmp/ov.pps" 'device 0 { F(0,0) F(0,1) F(1,0) BW(0,1) F(1,1) BW(0,0) BW(1,1) BW(1,0) }'
-has "$tmp/ov.err" 'ov.csv:1:10: warning: OVERLAP_F_B imported as its passes'
+has "$tmp/ov.pps" 'device 0 { F(0,0) F(0,1) overlap { F(1,0) BW(0,1) } F(1,1) BW(0,0) BW(1,1) BW(1,0) }'
+grep -q warning "$tmp/ov.err" && die "overlap pair: unexpected warning: $(cat "$tmp/ov.err")"
+"$PPSC" check "$tmp/ov.pps" >/dev/null 2>&1 || die "imported overlap pair does not check"
+# any other group (two forwards): its passes in order, with a warning at the group
+printf '0F0,(0F1;0F2)OVERLAP_F_B,1F0,1F1,1F2,1B2,1B1,0B2,1B0,0B1,0B0\n' >"$tmp/ov2.csv"
+imp ov2 || { die "overlap (two forwards) import"; cat "$tmp/ov2.err"; }
+has "$tmp/ov2.err" 'ov2.csv:1:6: warning: OVERLAP_F_B imported as its passes'
 printf '0F0,(0F1;1B3,0B0\n' >"$tmp/ovbad.csv"
 imp ovbad; [ $? -eq 1 ] || die "bad group: expected exit 1"
 has "$tmp/ovbad.err" 'ovbad.csv:1:5: error: malformed action'
