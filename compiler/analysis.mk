@@ -64,7 +64,6 @@ EXTRA_DIST += tests/analysis/golden.sh tests/analysis/outputs.sh tests/analysis/
   tests/analysis/cases/overlap_mb.pps \
   tests/analysis/cases/overlap_offload.pps \
   tests/analysis/cases/overlap_vocab.pps \
-  tests/analysis/cases/vocab_async.err \
   tests/analysis/cases/vocab_async.pps \
   tests/analysis/cases/vocab_async_ok.pps \
   tests/analysis/cases/order.err \

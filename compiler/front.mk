@@ -46,19 +46,20 @@ EXTRA_DIST += tests/front/outfiles.sh tests/front/hardening.sh
 # ---- fuzzing: `make fuzz` builds the libFuzzer target (front end through reports and
 # emit-c) with clang (not part of check) ----
 EXTRA_DIST += tests/fuzz/fuzz_front.c tests/fuzz/run-fuzz.sh tests/fuzz/pps.dict tests/fuzz/corpus
-FUZZ_SRCS = $(srcdir)/tests/fuzz/fuzz_front.c $(srcdir)/compiler/parse.c $(srcdir)/compiler/elab.c \
-  $(srcdir)/compiler/block.c $(srcdir)/compiler/front.c $(srcdir)/compiler/arena.c $(srcdir)/compiler/diag.c \
-  $(srcdir)/compiler/ir.c $(srcdir)/compiler/output.c $(srcdir)/compiler/fileio.c $(srcdir)/compiler/analysis.c \
-  $(srcdir)/compiler/lower.c $(srcdir)/compiler/verify.c $(srcdir)/compiler/sim.c \
-  $(srcdir)/compiler/report.c $(srcdir)/compiler/svg.c $(srcdir)/compiler/emit_c.c $(srcdir)/compiler/overlap.c $(srcdir)/compiler/costmodel.c grammar/pps.c grammar/lex.c \
-  $(srcdir)/compiler/synth.c $(srcdir)/compiler/profile.c
+# the fuzzer is compiled from every C file of the compiler library (the recipe picks the .c
+# files of libppsc_la_SOURCES, so a new source cannot be forgotten here)
+FUZZ_SRCS = tests/fuzz/fuzz_front.c $(libppsc_la_SOURCES)
 FUZZ_CFLAGS = -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-  -I$(top_srcdir)/compiler -I$(top_builddir) -I$(top_builddir)/grammar -DPPS_STDLIB_DIR='"/nonexistent"'
+  -I$(top_srcdir)/compiler -I$(top_builddir) -I$(top_builddir)/grammar -DPPS_STDLIB_DIR='"/nonexistent"' \
+  -DPPS_LIBDIR='"/nonexistent"' -DPPS_INCLUDEDIR='"/nonexistent"' -DPPS_BUILDDIR='"/nonexistent"' \
+  -DPPS_SRCDIR='"/nonexistent"'
 if HAVE_CLANG
 fuzz: tests/fuzz/fuzz_front$(EXEEXT)
 tests/fuzz/fuzz_front$(EXEEXT): $(FUZZ_SRCS) $(BUILT_SOURCES)
 	@$(MKDIR_P) tests/fuzz
-	$(AM_V_CCLD)$(CLANG) $(FUZZ_CFLAGS) -o $@ $(FUZZ_SRCS) -lm
+	$(AM_V_CCLD)$(CLANG) $(FUZZ_CFLAGS) -o $@ \
+	  $$(for f in $(FUZZ_SRCS); do case $$f in *.c) echo $(srcdir)/$$f;; esac; done) \
+	  grammar/pps.c grammar/lex.c -lm
 else
 fuzz:
 	@echo "make fuzz needs clang (configure did not find it)"; exit 1
