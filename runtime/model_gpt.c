@@ -82,7 +82,9 @@ typedef struct gpt {
   sidx *ix;                /* [nmb * nlocal] */
   int *ixpool;
   vstate *vs;              /* [nmb] */
-  float *hst;              /* host scratch [3N] */
+  float *hst;              /* host scratch [3N * nmb] */
+  float *lst;              /* device: [nmb][3N] loss statistics (the device reporting the loss) */
+  int nl;                  /* slots of lst filled this iteration */
   double loss;
 } gpt;
 
@@ -171,21 +173,44 @@ static int act_to_f32(ppsrt_backend *be, void *src, size_t n, float **out) {
   return rc;
 }
 
-/* ---- loss on the host from F32 (max, sumexp, target logit) of N rows ---- */
+/* ---- loss: statistics kept on the device, summed on the host once per iteration ----
+ * Each microbatch's F32 (max, sumexp, target logit) rows are copied (on the compute
+ * stream, no host wait) into its slot of lst; gpt_end downloads the slots used in one
+ * transfer and sums sum_n max + log(sumexp) - target per microbatch, in the order the
+ * microbatches arrived, exactly as a per-microbatch download would (same double
+ * arithmetic, same order), so the CPU backend's loss is unchanged bit for bit. */
+static int loss_flush(ppsrt_model *m) {
+  gpt *g = m->impl;
+  ppsrt_backend *be = m->be;
+  int N = g->N;
+  if (!g->nl) return 0;
+  int nl = g->nl;
+  g->nl = 0;
+  TRY(be->download_f32(be, g->hst, (ppsrt_tensor){g->lst, (size_t)3 * N * nl, PPSRT_F32}));
+  for (int k = 0; k < nl; k++) {
+    const float *h = g->hst + (size_t)3 * N * k;
+    double s = 0;
+    for (int n = 0; n < N; n++) s += (double)h[n] + log((double)h[N + n]) - h[2 * N + n];
+    g->loss += s / ((double)N * m->cfg.nmb);
+  }
+  return 0;
+}
+
 static int add_loss(ppsrt_model *m, const float *mx, const float *se, const float *tg) {
   gpt *g = m->impl;
   ppsrt_backend *be = m->be;
   int N = g->N;
-  if (se == mx + N && tg == mx + 2 * N) {   /* one buffer: one download (one host wait on a GPU) */
-    TRY(be->download_f32(be, g->hst, (ppsrt_tensor){(void *)mx, (size_t)3 * N, PPSRT_F32}));
+  if (!g->lst) return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: loss on a device that does not compute it");
+  if (g->nl == m->cfg.nmb) TRY(loss_flush(m));   /* more losses than microbatches (not in a pass order) */
+  float *d = g->lst + (size_t)3 * N * g->nl;
+  if (se == mx + N && tg == mx + 2 * N) {
+    TRY(be->memcpy_async(be, CS, d, mx, (size_t)3 * N * sizeof(float), 0));
   } else {
-    TRY(be->download_f32(be, g->hst, (ppsrt_tensor){(void *)mx, (size_t)N, PPSRT_F32}));
-    TRY(be->download_f32(be, g->hst + N, (ppsrt_tensor){(void *)se, (size_t)N, PPSRT_F32}));
-    TRY(be->download_f32(be, g->hst + 2 * N, (ppsrt_tensor){(void *)tg, (size_t)N, PPSRT_F32}));
+    TRY(be->memcpy_async(be, CS, d, mx, (size_t)N * sizeof(float), 0));
+    TRY(be->memcpy_async(be, CS, d + N, se, (size_t)N * sizeof(float), 0));
+    TRY(be->memcpy_async(be, CS, d + 2 * N, tg, (size_t)N * sizeof(float), 0));
   }
-  double s = 0;
-  for (int n = 0; n < N; n++) s += (double)g->hst[n] + log((double)g->hst[N + n]) - g->hst[2 * N + n];
-  g->loss += s / ((double)N * m->cfg.nmb);
+  g->nl++;
   return 0;
 }
 
@@ -744,6 +769,7 @@ static int load_tokens(ppsrt_model *m, long iter);
 static int gpt_begin(ppsrt_model *m, ppsrt_ctx *c, int it) {
   gpt *g = m->impl;
   g->loss = 0;
+  g->nl = 0;
   free_vstate(m);   /* leftovers of a failed iteration */
   (void)c;
   /* --data: this iteration's sequences (after --load, counted from its step) */
@@ -754,10 +780,12 @@ static int gpt_begin(ppsrt_model *m, ppsrt_ctx *c, int it) {
 static int gpt_end(ppsrt_model *m, ppsrt_ctx *c, double *loss) {
   gpt *g = m->impl;
   /* the loss is reported once: by the last stage's device, or rank 0 with vocabulary
-   * parallelism (every device has the merged statistics there) */
+   * parallelism (every device has the merged statistics there); its statistics are
+   * downloaded here, once per iteration */
+  int rc = loss_flush(m);
   *loss = (g->mode ? g->rank == 0 : g->last) ? g->loss : 0.0;
   free_vstate(m);
-  return 0;
+  return rc;
 }
 
 /* ---- FLOPs (Vocabulary Parallelism paper's counts, b = micro_batch, s = seq) ---- */
@@ -806,6 +834,7 @@ static void gpt_destroy(ppsrt_model *m) {
     be->free(be, g->ids);
     be->free(be, g->tgt);
     be->free(be, g->posid);
+    be->free(be, g->lst);
     free(g->vs);
     free(g->local);
     free(g->ix);
@@ -957,7 +986,7 @@ int ppsrt_gpt_create(const ppsrt_model_config *cfg, ppsrt_backend *be, int devic
   g->ix = calloc((size_t)cfg->nmb * (nstages ? nstages : 1), sizeof *g->ix);
   g->ixpool = malloc((size_t)cfg->nmb * (nstages ? nstages : 1) * g->L * NFE * sizeof *g->ixpool);
   g->vs = calloc((size_t)cfg->nmb, sizeof *g->vs);
-  g->hst = malloc(3 * (size_t)g->N * sizeof *g->hst);
+  g->hst = malloc(3 * (size_t)g->N * cfg->nmb * sizeof *g->hst);
   /* parameters: layers, LN_f, embeddings, output layer */
   int nparams = nstages * g->L * NLP + 2 + 3;
   m->params = calloc((size_t)nparams, sizeof *m->params);
@@ -1009,6 +1038,8 @@ int ppsrt_gpt_create(const ppsrt_model_config *cfg, ppsrt_backend *be, int devic
     g->out = add_param(m, &rc, "vocab.out", g->mode ? -1 : g->S - 1, Vs * h, (size_t)g->lo * h, (size_t)g->V * h,
                        INIT_UNIFORM, sqrtf(3.0f / (float)h));
   if (!rc) rc = make_data(m);
+  if (!rc && (g->mode ? device == 0 : g->last))
+    rc = be->alloc(be, 3 * (size_t)g->N * cfg->nmb * sizeof(float), (void **)&g->lst);
   if (rc) goto fail;
   *out = m;
   return 0;
