@@ -10,13 +10,15 @@
  * iterations done (a resumed run continues the data position and Adam's step from it).
  *
  * Saving: each device copies its parameters to the host after its last iteration
- * (rt_ckpt_collect), then the process writes one file (rt_ckpt_write; temporary file
- * and rename: never a partial checkpoint). Loading: each device reads the file and
+ * (rt_ckpt_collect), then the process writes one file (rt_ckpt_write, through
+ * safeio.h: temporary file and rename, never a partial checkpoint; the mode of an
+ * existing file is kept, a device or FIFO written in place). Loading: each device reads the file and
  * takes its own parameters (and slices) from it (rt_ckpt_load), before the first
  * iteration; a missing tensor, a size or dtype that does not match, or a malformed
  * file is an error naming the file and the tensor. */
 #include "config.h"
 #include "rt.h"
+#include "safeio.h"
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -122,31 +124,25 @@ int rt_ckpt_write(ppsrt_run *run, const char *path, long step) {
     if (fclose(h)) rc = PPSRT_FAIL(PPSRT_E_NOMEM, "--save: out of host memory");
   }
   if (!rc) {
-    size_t pl = strlen(path);
-    char *tmp = malloc(pl + 32);
-    if (!tmp) rc = PPSRT_FAIL(PPSRT_E_NOMEM, "--save: out of host memory");
-    else {
-      snprintf(tmp, pl + 32, "%s.tmp.%ld", path, (long)getpid());
-      FILE *f = fopen(tmp, "wb");
-      int bad = !f;
+    /* safeio.h: a temporary file beside the target, renamed once complete (never a
+       partial checkpoint); a device or FIFO is written in place, never replaced */
+    pps_out out;
+    int bad = pps_out_open(&out, path, 0666) != 0;
+    int err = errno;
+    if (!bad) {
       unsigned char len8[8];
       uint64_t L = hlen;
       for (int i = 0; i < 8; i++) len8[i] = (unsigned char)(L >> (8 * i));
-      if (!bad) bad |= fwrite(len8, 1, 8, f) != 8 || fwrite(hdr, 1, hlen, f) != hlen;
+      bad |= pps_out_write(&out, len8, 8) || pps_out_write(&out, hdr, hlen);
       for (int j = 0; j < nt && !bad; j++)
         for (int part = 0; part < (adam ? 3 : 1) && !bad; part++) {
           const float *d = part == 0 ? ts[j].w : part == 1 ? ts[j].m : ts[j].v;
-          bad |= fwrite(d, sizeof(float), ts[j].full, f) != ts[j].full;   /* little-endian hosts */
+          bad |= pps_out_write(&out, d, sizeof(float) * ts[j].full);   /* little-endian hosts */
         }
-      int err = errno;
-      if (f && fclose(f)) bad = 1, err = errno;
-      if (!bad && rename(tmp, path)) bad = 1, err = errno;
-      if (bad) {
-        unlink(tmp);
-        rc = PPSRT_FAIL(PPSRT_E_USAGE, "--save: cannot write '%s': %s", path, strerror(err ? err : EIO));
-      }
-      free(tmp);
+      if (bad) { err = errno; pps_out_abort(&out); }
+      else if (pps_out_close(&out)) { bad = 1; err = errno; }
     }
+    if (bad) rc = PPSRT_FAIL(PPSRT_E_USAGE, "--save: cannot write '%s': %s", path, pps_write_error(err ? err : EIO));
   }
   free(hdr);
   for (int j = 0; j < nt; j++) { free(ts[j].w); free(ts[j].m); free(ts[j].v); }
@@ -297,15 +293,13 @@ int rt_ckpt_load(ppsrt_ctx *c, const char *path, long *step) {
   memset(&f, 0, sizeof f);
   f.path = path;
   int rc = 0;
-  FILE *fp = fopen(path, "rb");
-  if (!fp) return PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': %s", path, strerror(errno));
-  if (fseek(fp, 0, SEEK_END) || ftell(fp) < 0) { fclose(fp); return PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': not a regular file", path); }
-  f.size = (size_t)ftell(fp);
-  rewind(fp);
-  f.buf = malloc(f.size ? f.size : 1);
-  if (!f.buf) { fclose(fp); return PPSRT_FAIL(PPSRT_E_NOMEM, "out of host memory"); }
-  if (fread(f.buf, 1, f.size, fp) != f.size) rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': read error", path);
-  fclose(fp);
+  /* safeio.h: a regular file only (a FIFO or device would block or never end) */
+  f.buf = (unsigned char *)pps_read_file(path, 1, SIZE_MAX / 2, &f.size);
+  if (!f.buf) {
+    int e = errno;
+    if (e == ENOMEM) return PPSRT_FAIL(PPSRT_E_NOMEM, "checkpoint '%s': out of host memory", path);
+    return PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': %s", path, pps_read_error(e));
+  }
   uint64_t hl = 0;
   if (!rc && f.size < 8) rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': truncated (%zu bytes)", path, f.size);
   if (!rc) {

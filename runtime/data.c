@@ -1,8 +1,10 @@
 /* data.c: training tokens for the gpt model (--data, --val-data): llm.c's uint16 token
- * files and plain bytes, loaded once per process, checked (magic, version, size,
- * token range) with messages naming the file, and cut into sequences. */
+ * files and plain bytes, loaded once per process (regular files only: safeio.h),
+ * checked (magic, version, size, token range) with messages naming the file, and
+ * cut into sequences. */
 #include "config.h"
 #include "rt.h"
+#include "safeio.h"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,8 +19,7 @@ void ppsrt_tokens_free(ppsrt_tokens *t) {
   free(t);
 }
 
-static int fail_file(ppsrt_tokens *t, FILE *f, int code, const char *msg) {
-  if (f) fclose(f);
+static int fail_file(ppsrt_tokens *t, int code, const char *msg) {
   ppsrt_tokens_free(t);
   return PPSRT_FAIL(code, "%s", msg);
 }
@@ -31,78 +32,69 @@ int ppsrt_tokens_load(const char *path, int format, int vocab, int seq, ppsrt_to
   ppsrt_tokens *t = calloc(1, sizeof *t);
   if (!t || !(t->path = strdup(path))) { free(t); return PPSRT_FAIL(PPSRT_E_NOMEM, "out of host memory"); }
   t->bytes = format == 2;
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    snprintf(msg, sizeof msg, "data file '%s': %s", path, strerror(errno));
-    return fail_file(t, NULL, PPSRT_E_USAGE, msg);
+  /* safeio.h: a regular file only (a FIFO would block, /dev/zero never end) */
+  size_t size = 0;
+  unsigned char *buf = (unsigned char *)pps_read_file(path, 1, SIZE_MAX / 8, &size);
+  if (!buf) {
+    int e = errno;
+    snprintf(msg, sizeof msg, "data file '%s': %s", path, pps_read_error(e));
+    return fail_file(t, e == ENOMEM ? PPSRT_E_NOMEM : PPSRT_E_USAGE, msg);
   }
-  if (fseek(f, 0, SEEK_END) || ftell(f) < 0) {
-    snprintf(msg, sizeof msg, "data file '%s': not a regular file", path);
-    return fail_file(t, f, PPSRT_E_USAGE, msg);
-  }
-  size_t size = (size_t)ftell(f);
-  rewind(f);
   if (format == 1) {
     int32_t hdr[TOK_HEADER];
-    if (size < sizeof hdr || fread(hdr, sizeof hdr, 1, f) != 1) {
+    if (size < sizeof hdr) {
       snprintf(msg, sizeof msg, "data file '%s': truncated: %zu bytes, shorter than the %zu-byte header of a token file",
                path, size, sizeof hdr);
-      return fail_file(t, f, PPSRT_E_USAGE, msg);
+      free(buf);
+      return fail_file(t, PPSRT_E_USAGE, msg);
     }
+    memcpy(hdr, buf, sizeof hdr);
     if (hdr[0] != TOK_MAGIC) {
       snprintf(msg, sizeof msg, "data file '%s': not a token file (magic %d, expected %d)%s", path, (int)hdr[0],
                TOK_MAGIC, " (hint: --data-format bytes reads any file as bytes)");
-      return fail_file(t, f, PPSRT_E_USAGE, msg);
+      free(buf);
+      return fail_file(t, PPSRT_E_USAGE, msg);
     }
     if (hdr[1] != 1) {
       snprintf(msg, sizeof msg, "data file '%s': token file version %d is not supported (version 1: uint16 tokens)", path,
                (int)hdr[1]);
-      return fail_file(t, f, PPSRT_E_USAGE, msg);
+      free(buf);
+      return fail_file(t, PPSRT_E_USAGE, msg);
     }
     if (hdr[2] < 0) {
       snprintf(msg, sizeof msg, "data file '%s': negative token count %d in the header", path, (int)hdr[2]);
-      return fail_file(t, f, PPSRT_E_USAGE, msg);
+      free(buf);
+      return fail_file(t, PPSRT_E_USAGE, msg);
     }
     t->n = (size_t)hdr[2];
     size_t have = (size - sizeof hdr) / 2;
     if (have < t->n) {
       snprintf(msg, sizeof msg, "data file '%s': truncated: the header promises %zu tokens, the file holds %zu", path,
                t->n, have);
-      return fail_file(t, f, PPSRT_E_USAGE, msg);
+      free(buf);
+      return fail_file(t, PPSRT_E_USAGE, msg);
     }
-    if (!(t->tok = malloc((t->n ? t->n : 1) * sizeof *t->tok))) return fail_file(t, f, PPSRT_E_NOMEM, "out of host memory");
-    if (fread(t->tok, sizeof *t->tok, t->n, f) != t->n) {
-      snprintf(msg, sizeof msg, "data file '%s': read error", path);
-      return fail_file(t, f, PPSRT_E_USAGE, msg);
-    }
+    if (!(t->tok = malloc((t->n ? t->n : 1) * sizeof *t->tok))) { free(buf); return fail_file(t, PPSRT_E_NOMEM, "out of host memory"); }
+    const unsigned char *p = buf + sizeof hdr;
+    for (size_t i = 0; i < t->n; i++) t->tok[i] = (uint16_t)(p[2 * i] | (p[2 * i + 1] << 8));   /* little-endian uint16 */
   } else {
     t->n = size;
-    unsigned char *b = malloc(size ? size : 1);
-    if (!b || !(t->tok = malloc((size ? size : 1) * sizeof *t->tok))) {
-      free(b);
-      return fail_file(t, f, PPSRT_E_NOMEM, "out of host memory");
-    }
-    if (fread(b, 1, size, f) != size) {
-      free(b);
-      snprintf(msg, sizeof msg, "data file '%s': read error", path);
-      return fail_file(t, f, PPSRT_E_USAGE, msg);
-    }
-    for (size_t i = 0; i < size; i++) t->tok[i] = b[i];
-    free(b);
+    if (!(t->tok = malloc((size ? size : 1) * sizeof *t->tok))) { free(buf); return fail_file(t, PPSRT_E_NOMEM, "out of host memory"); }
+    for (size_t i = 0; i < size; i++) t->tok[i] = buf[i];
   }
-  fclose(f);
+  free(buf);
   for (size_t i = 0; i < t->n; i++) {
     if (t->tok[i] > t->max_token) t->max_token = t->tok[i];
     if (t->tok[i] >= vocab) {
       snprintf(msg, sizeof msg, "data file '%s': token %d at position %zu is out of range for --vocab %d%s", path,
                t->tok[i], i, vocab, t->bytes ? " (hint: a file read as bytes needs --vocab 256)" : "");
-      return fail_file(t, NULL, PPSRT_E_USAGE, msg);
+      return fail_file(t, PPSRT_E_USAGE, msg);
     }
   }
   if (t->n < (size_t)seq + 1) {
     snprintf(msg, sizeof msg, "data file '%s': %zu tokens, fewer than one sequence of --seq %d plus its next token", path,
              t->n, seq);
-    return fail_file(t, NULL, PPSRT_E_USAGE, msg);
+    return fail_file(t, PPSRT_E_USAGE, msg);
   }
   *out = t;
   return 0;

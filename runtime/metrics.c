@@ -9,6 +9,8 @@
  * What it does not: no measuring itself (interp.c and actstore.c count), no exit(). */
 #include "config.h"
 #include "rt.h"
+#include "safeio.h"
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +56,22 @@ static void trace_label(const ppsrt_op *op, char *buf, size_t n) {
   }
 }
 
+/* Closes the memory stream f (text, len) and writes it to path through safeio.h:
+ * the whole file or nothing, a device or FIFO written in place, never replaced. */
+static int write_whole(const char *what, const char *path, FILE *f, char **text, size_t *len) {
+  int bad = ferror(f);
+  if (fclose(f) || bad || !*text) {
+    free(*text);
+    return PPSRT_FAIL(PPSRT_E_NOMEM, "%s: out of host memory", what);
+  }
+  int rc = 0;
+  if (pps_write_file(path, *text, *len, 0666))
+    rc = PPSRT_FAIL(PPSRT_E_USAGE, "%s: cannot write '%s': %s", what, path, pps_write_error(errno));
+  free(*text);
+  *text = NULL;
+  return rc;
+}
+
 /* Chrome trace (catapult JSON), the layout of `ppsc sim --trace`: pid = device; tid 0
  * compute (passes and collectives), 1 the device->host copy engine (offload: issue to
  * observed completion), 2 host->device (reload), 3 point-to-point (sends and the time
@@ -61,8 +79,10 @@ static void trace_label(const ppsrt_op *op, char *buf, size_t n) {
  * collective lane (coll_lane.c, when there is one); ts and dur in microseconds since
  * the run started. */
 int rt_write_trace(ppsrt_run *run, const char *path) {
-  FILE *f = fopen(path, "w");
-  if (!f) return PPSRT_FAIL(PPSRT_E_USAGE, "--trace: cannot write %s", path);
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  if (!f) return PPSRT_FAIL(PPSRT_E_NOMEM, "--trace: out of host memory");
   const ppsrt_program *p = run->prog;
   fprintf(f, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"schedule\":");
   json_str(f, p->name);
@@ -95,15 +115,14 @@ int rt_write_trace(ppsrt_run *run, const char *path) {
     }
   }
   fprintf(f, "\n]}\n");
-  if (fclose(f)) return PPSRT_FAIL(PPSRT_E_USAGE, "--trace: error writing %s", path);
-  return 0;
+  return write_whole("--trace", path, f, &text, &len);
 }
 
 /* --profile FILE: for every (kind, stage) the mean, standard deviation and count of
  * the measured durations, in seconds, over every device and every iteration but the
  * first (when there are several: it warms caches and allocators). Kinds F B W BW per
  * stage, SEND (one hop, by the sending stage), OFFLOAD RELOAD (copy engine time), IF
- * IB S T (stage -1). Written to a temporary file, then renamed. */
+ * IB S T (stage -1). Written whole or not at all (write_whole). */
 int rt_write_profile(ppsrt_run *run, const char *path) {
   const ppsrt_program *p = run->prog;
   int ns = p->nstage > 0 ? p->nstage : 1, nk = PPSRT_OP_NKINDS;
@@ -129,16 +148,10 @@ int rt_write_profile(ppsrt_run *run, const char *path) {
       cnt[idx]++;
     }
   }
-  char *tmp = malloc(strlen(path) + 16);
-  if (!tmp) { free(s1); free(s2); free(cnt); return PPSRT_FAIL(PPSRT_E_NOMEM, "--profile: out of host memory"); }
-  sprintf(tmp, "%s.tmpXXXXXX", path);
-  int fd = mkstemp(tmp);
-  FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
-  if (!f) {
-    if (fd >= 0) { close(fd); unlink(tmp); }
-    free(tmp); free(s1); free(s2); free(cnt);
-    return PPSRT_FAIL(PPSRT_E_USAGE, "--profile: cannot write %s", path);
-  }
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  if (!f) { free(s1); free(s2); free(cnt); return PPSRT_FAIL(PPSRT_E_NOMEM, "--profile: out of host memory"); }
   static const char *const kn[PPSRT_OP_NKINDS] = {"F", "B", "W", "BW", "IF", "IB", "S", "T", "OFFLOAD", "RELOAD",
                                                  "SEND", "RECV", "COLL"};
   fprintf(f, "# ppsrt profile of %s: %d devices, %d stages, %d iterations%s\n", p->name, p->ndev, p->nstage,
@@ -151,14 +164,8 @@ int rt_write_profile(ppsrt_run *run, const char *path) {
       double mean = s1[idx] / (double)cnt[idx], var = s2[idx] / (double)cnt[idx] - mean * mean;
       fprintf(f, "%s %d %.9g %.9g %ld\n", kn[k], st - 1, mean, var > 0 ? sqrt(var) : 0, cnt[idx]);
     }
-  int bad = ferror(f);
-  if (fclose(f) || bad || rename(tmp, path)) {
-    unlink(tmp);
-    free(tmp); free(s1); free(s2); free(cnt);
-    return PPSRT_FAIL(PPSRT_E_USAGE, "--profile: error writing %s", path);
-  }
-  free(tmp); free(s1); free(s2); free(cnt);
-  return 0;
+  free(s1); free(s2); free(cnt);
+  return write_whole("--profile", path, f, &text, &len);
 }
 
 /* Measured peak of device d in iteration it, in activation units: every stored byte
