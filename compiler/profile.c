@@ -9,8 +9,12 @@
  * stage STAGE sends), OFFLOAD, RELOAD (one way copy of that stage's activation), IF,
  * IB, S, T (vocabulary passes, STAGE -1); MEAN and SPREAD (standard deviation) are in
  * seconds, COUNT the number of passes measured. Stages are those of the schedule that
- * ran; the profile must have as many stages as the schedule that reads it. */
+ * ran; the profile must have as many stages as the schedule that reads it. It must be
+ * a regular file of at most 64 MiB (a FIFO or a device is refused before reading). */
+
+enum { PROFILE_MAX_BYTES = 64 << 20 };
 #include "synth.h"
+#include "safeio.h"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,9 +27,12 @@ int elab_profile(Arena *a, Diag *dg, IrSchedule *s, const char *path, Span at) {
     const char *slash = src ? strrchr(src, '/') : NULL;
     if (slash) full = arena_printf(a, "%.*s/%s", (int)(slash - src), src, path);
   }
-  FILE *f = fopen(full, "r");
-  if (!f) {
-    diag_error(dg, at, "cost profile: cannot read '%s': %s", full, strerror(errno));
+  /* safeio.h: a regular file only (a FIFO would block, /dev/zero never end), at most
+     PROFILE_MAX_BYTES */
+  size_t size = 0;
+  char *text = pps_read_file(full, 1, PROFILE_MAX_BYTES, &size);
+  if (!text) {
+    diag_error(dg, at, "cost profile: cannot read '%s': %s", full, pps_read_error(errno));
     return -1;
   }
   char *bw_seen = arena_alloc(a, (size_t)s->nstage + 1), *bsplit = arena_alloc(a, (size_t)s->nstage + 1);
@@ -33,8 +40,19 @@ int elab_profile(Arena *a, Diag *dg, IrSchedule *s, const char *path, Span at) {
   int ln = 0, bad = 0, seen_stage = 0;
   double tc_sum = 0;
   int tc_n = 0;
-  while (fgets(line, sizeof line, f)) {
+  for (size_t pos = 0; pos < size;) {
+    const char *eol = memchr(text + pos, '\n', size - pos);
+    size_t len = (eol ? (size_t)(eol - text) : size) - pos;
     ln++;
+    if (len >= sizeof line || memchr(text + pos, 0, len)) {
+      diag_error(dg, at, "cost profile: %s:%d: %s", full, ln,
+                 len >= sizeof line ? "line too long (a profile line is 'KIND STAGE MEAN SPREAD COUNT')" : "not text (a NUL byte)");
+      bad = 1;
+      break;
+    }
+    memcpy(line, text + pos, len);
+    line[len] = 0;
+    pos += len + 1;
     char *p = line;
     while (*p == ' ' || *p == '\t') p++;
     if (*p == '#' || *p == '\n' || *p == '\r' || !*p) continue;
@@ -77,8 +95,7 @@ int elab_profile(Arena *a, Diag *dg, IrSchedule *s, const char *path, Span at) {
       break;
     }
   }
-  if (!bad && ferror(f)) { diag_error(dg, at, "cost profile: error reading '%s'", full); bad = 1; }
-  fclose(f);
+  free(text);
   if (bad) return -1;
   if (!seen_stage) { diag_error(dg, at, "cost profile: '%s' has no per-stage figures", full); return -1; }
   if (tc_n) s->tc = tc_sum / tc_n;

@@ -3,8 +3,8 @@
 # Outputs (-o, --trace, --svg, build -o): a symlink keeps pointing at its target (the
 # target is replaced), an existing file keeps its mode, a FIFO or a device is written
 # in place and never replaced, nothing is left behind on failure; build -o into a
-# missing directory is exit 2. Inputs: an import or import-csv of a FIFO or a device
-# is refused at once (no blocking). Every FIFO and symlink lives in this test's own
+# missing directory is exit 2. Inputs: an import, import-csv or `cost profile` of a
+# FIFO or a device is refused at once (no blocking, no endless read). Every FIFO and symlink lives in this test's own
 # mktemp -d directory; the only device written is /dev/null, through a symlink here.
 : "${PPSC:?set PPSC to the ppsc binary}" "${top_srcdir:?set top_srcdir}"
 tmp=$(mktemp -d) || exit 99
@@ -76,6 +76,16 @@ printf 'import "fifo";\nschedule s { devices 1; microbatches 1; device 0 { F(0) 
 timeout 10 "$PPSC" check imp.pps 2>err; rc=$?
 [ $rc = 1 ] && grep -q 'imp.pps:1:8: error: cannot read "fifo": not a regular file' err && ok "import of a FIFO refused" ||
   { bad "import of a FIFO: exit $rc"; cat err; }
+# `cost profile "FILE";` reads a regular file only: a FIFO (it blocked) or /dev/zero (it
+# read forever) is a located error at once
+sed 's|cost TF = 1, TB = 1, TW = 1, TC = 0;|cost profile "PROF";|' "$ex" > prof.pps
+for src in fifo /dev/zero; do
+  [ -e "$src" ] || continue
+  sed "s|PROF|$src|" prof.pps > prof1.pps
+  timeout 20 "$PPSC" check prof1.pps 2>err; rc=$?
+  [ $rc = 1 ] && grep -q "prof1.pps:[0-9]*:[0-9]*: error: cost profile: cannot read '.*$(basename "$src")': not a regular file" err &&
+    ok "cost profile \"$src\" refused" || { bad "cost profile $src: exit $rc"; cat err; }
+done
 # the main file may be a pipe (process substitution, a FIFO with a writer)
 timeout 10 sh -c 'cat "$1" > fifo' sh "$ex" &
 timeout 10 "$PPSC" check fifo >/dev/null 2>err && ok "check reads a FIFO named on the command line" || { bad "check fifo"; cat err; }
