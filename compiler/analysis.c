@@ -79,7 +79,7 @@ int analysis_run(Arena *a, Diag *dg, IrSchedule *s, Analysis *out, int want_time
       /* the memory bound over simulated time (offload copies overlap compute) */
       for (int d = 0; d < s->ndev; d++) {
         const SimDev *sd = &out->sim.dev[d];
-        if (s->mem_limit >= 0 && sd->peak_time > s->mem_limit + 1e-9 && sd->peak_order <= s->mem_limit + 1e-9 &&
+        if (s->mem_limit >= 0 && sd->peak_time > s->mem_limit * (1 + 1e-9) && sd->peak_order <= s->mem_limit * (1 + 1e-9) &&
             sd->peak_time_op >= 0) {
           const IrOp *op = ana_op(s, &out->vr.ix, sd->peak_time_op);
           char b[96];

@@ -6,6 +6,7 @@
 #include "analysis.h"
 #include "driver.h"
 #include "synth.h"
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,7 +50,10 @@ int cmd_synth(Compilation *c) {
     diag_warning(&c->diag, s->span, "the simulator's makespan %g differs from the synthesiser's model %g (policies it does not model: offload, vocabulary passes)",
                  mk, in->makespan);
   double gap = in->lower_bound > 0 ? mk / in->lower_bound - 1 : 0;
-  if (gap < 1e-12) gap = 0;
+  if (fabs(gap) < 1e-9) gap = 0;
+  /* optimal only when the makespan reaches the bound, never below it (a bound above
+     a valid order's makespan would be a bug: synth_run warns) */
+  int optimal = gap == 0;
   int rc = PPSC_OK;
   if (o->out || !o->json) {
     StrBuf h = {0};
@@ -66,7 +70,7 @@ int cmd_synth(Compilation *c) {
     num(&h, in->lower_bound);
     sb_printf(&h, " (%s", in->lb_which);
     if (in->lb_device >= 0) sb_printf(&h, ", device %d", in->lb_device);
-    sb_printf(&h, "), gap %.4g%%%s\n", 100 * gap, gap == 0 ? " (optimal)" : "");
+    sb_printf(&h, "), gap %.4g%%%s\n", 100 * gap, optimal ? " (optimal)" : gap < 0 ? " (below the bound: the bound is wrong here)" : "");
     sb_printf(&h, "// search: %ld candidate orders in %.3f s%s; %s\n", in->candidates, in->seconds,
               in->timed_out ? " (time limit reached: best so far)" : "", in->policy);
     sb_puts(&h, body.data ? body.data : "");
@@ -116,10 +120,11 @@ int cmd_synth(Compilation *c) {
     json_num(&j, "work", in->lb_work);
     json_num(&j, "ramp", in->lb_ramp);
     json_num(&j, "ramp_cool", in->lb_cool);
+    json_num(&j, "cool_down", in->lb_drain);
     json_num(&j, "memory", in->lb_memory);
     sb_puts(&j, "}");
     json_num(&j, "gap", gap);
-    sb_printf(&j, ", \"optimal\": %s", gap == 0 ? "true" : "false");
+    sb_printf(&j, ", \"optimal\": %s", optimal ? "true" : "false");
     json_num(&j, "search_seconds", in->seconds);
     json_num(&j, "candidates", (double)in->candidates);
     sb_printf(&j, ", \"timed_out\": %s, \"fused\": %s, \"policy\": ", in->timed_out ? "true" : "false",

@@ -82,7 +82,9 @@ static double now_s(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static int le(double a, double b) { return a <= b + 1e-9 * (1 + fabs(b)); }
+/* a <= b up to rounding, relative to the figures compared (never an absolute slack: a
+   limit of 1e-9 activations must hold as exactly as a limit of 8) */
+static int le(double a, double b) { return a <= b + 1e-9 * fmax(fabs(a), fabs(b)); }
 
 /* Offload copies: F's activation leaves (the offloaded fraction) when its copy ends,
  * as in sim.c; the copies of a device run one at a time in order. */
@@ -380,7 +382,7 @@ static void lower_bound(const Model *M, SynthInfo *in) {
     tailB[s] = (s == S - 1 ? fwd : tailB[s + 1] + M->cb[s + 1]) + back[s];
   double path = tailB[0];
   in->lb_path = path;
-  in->lb_work = in->lb_ramp = in->lb_cool = in->lb_memory = 0;
+  in->lb_work = in->lb_ramp = in->lb_cool = in->lb_drain = in->lb_memory = 0;
   in->lb_which = "critical path of one microbatch";
   in->lb_device = -1;
   double lb = path;
@@ -423,6 +425,27 @@ static void lower_bound(const Model *M, SynthInfo *in) {
     v = hd + work;
     if (v > in->lb_work) in->lb_work = v;
     if (v > lb + 1e-12) { lb = v; in->lb_which = "work of one device after its first pass can start"; in->lb_device = d; }
+    /* cool-down: the device's last F or B pass is a backward of its lowest stage s0
+       (every microbatch's B(i, s0) comes after its F's and B's of the device's later
+       stages); after it, that microbatch's backward chain runs down to stage 0 on
+       other devices (with the hops), and at stage 0 its W (when B ran without it) */
+    if (n > 0) {
+      int s0 = ds[0];
+      double fb = 0;
+      for (int k = 0; k < n; k++) {
+        int s = ds[k];
+        double bm = st[s].tbw;
+        if (M->split_ok && st[s].tb < bm) bm = st[s].tb;
+        fb += (double)m * (st[s].tf + bm);
+      }
+      double bm0 = st[0].tbw;
+      if (M->split_ok && st[0].tb < bm0) bm0 = st[0].tb;
+      double chain = s0 > 0 ? tailB[0] - tailB[s0] : back[0] - bm0;
+      if (chain < 0) chain = 0;
+      v = hd + fb + chain;
+      if (v > in->lb_drain) in->lb_drain = v;
+      if (v > lb + 1e-12) { lb = v; in->lb_which = "cool-down: a device's forwards and backwards, then the backward chain of its last microbatch to stage 0"; in->lb_device = d; }
+    }
     double fcap = knap(n, wt, vf, m, L);
     if (fcap < ftot) {
       v = R + work - fcap;
@@ -469,9 +492,10 @@ typedef struct Search {
 static int better(Result a, Result b) {
   if (!a.ok) return 0;
   if (!b.ok) return 1;
-  if (a.makespan < b.makespan - 1e-9 * (1 + b.makespan)) return 1;
-  if (a.makespan > b.makespan + 1e-9 * (1 + b.makespan)) return 0;
-  return a.peak < b.peak - 1e-9;
+  double e = 1e-9 * fmax(a.makespan, b.makespan);
+  if (a.makespan < b.makespan - e) return 1;
+  if (a.makespan > b.makespan + e) return 0;
+  return a.peak < b.peak - 1e-9 * fmax(a.peak, b.peak);
 }
 
 static int out_of_budget(Search *z) {
@@ -604,13 +628,13 @@ static void try_seed(Search *z, const IrSchedule *s, const char *dir, const char
  * move that shortens the makespan), else a lower peak. Strict, so no move cycles. */
 static int imp_better(Result a, Result b) {
   if (!a.ok) return 0;
-  double e = 1e-9 * (1 + b.makespan);
+  double e = 1e-9 * fmax(a.makespan, b.makespan);
   if (a.makespan < b.makespan - e) return 1;
   if (a.makespan > b.makespan + e) return 0;
-  double es = 1e-9 * (1 + b.sumend);
+  double es = 1e-9 * fmax(a.sumend, b.sumend);
   if (a.sumend < b.sumend - es) return 1;
   if (a.sumend > b.sumend + es) return 0;
-  return a.peak < b.peak - 1e-9;
+  return a.peak < b.peak - 1e-9 * fmax(a.peak, b.peak);
 }
 
 static void improve(Search *z, char *policy, size_t npol) {
@@ -635,8 +659,8 @@ static void improve(Search *z, char *policy, size_t npol) {
         prev_end += pp->kind == IR_F ? g->tf : pp->kind == IR_B ? g->tb : pp->kind == IR_W ? g->tw : g->tbw;
         double stk = w->ost[b + k], rdk = w->ordy[b + k];
         int64_t lo = -1, hi = -1;
-        if (stk > prev_end + 1e-9) { lo = k; hi = k + 3 < w->nord[d] - 1 ? k + 3 : w->nord[d] - 1; }  /* a gap */
-        else if (rdk < stk - 1e-9) { lo = k - 1; hi = k; }                                             /* delayed */
+        if (!le(stk, prev_end)) { lo = k; hi = k + 3 < w->nord[d] - 1 ? k + 3 : w->nord[d] - 1; }  /* a gap */
+        else if (!le(stk, rdk)) { lo = k - 1; hi = k; }                                             /* delayed */
         if (lo < 0) continue;
         for (int64_t j = lo + 1; j <= hi; j++) {
           SOp mv = w->ord[b + j];
@@ -775,7 +799,7 @@ static int search_all(Search *z, const IrSchedule *s, const SynthOptions *o, cha
           for (int d = 0; d < P && !out_of_budget(z); d++) {
             for (int dir = -1; dir <= 1; dir += 2) {
               double old = cap[d], nv = old + dir * M->unit[d];
-              if (nv < M->lmin[d] - 1e-9 || nv > M->L + 1e-9) continue;
+              if (!le(M->lmin[d], nv) || !le(nv, M->L)) continue;
               cap[d] = nv;
               Result r = try_policy(z, &p);
               if (better(r, cur)) { cur = r; improved = 1; break; }
@@ -835,8 +859,8 @@ static int real_check(Arena *a, const IrSchedule *s, const Search *z, IrStage *s
             dg.nrecs ? ": " : "", dg.nrecs ? dg.recs[0].message : "", an.simulated ? an.sim.peak_memory : -1,
             an.simulated ? an.sim.makespan : -1);
   if (dg.errors || !an.simulated) return 0;
-  if (an.sim.peak_memory > L + 1e-9) return 0;
-  if (s->offload.host_limit >= 0 && an.sim.host_memory > s->offload.host_limit + 1e-9) return 0;
+  if (!le(an.sim.peak_memory, L)) return 0;
+  if (s->offload.host_limit >= 0 && !le(an.sim.host_memory, s->offload.host_limit)) return 0;
   *mk = an.sim.makespan;
   return 1;
 }
@@ -899,7 +923,7 @@ int synth_run(Arena *a, Diag *dg, IrSchedule *s, const SynthOptions *o) {
   info->min_limit = need;
   M.L = s->mem_limit >= 0 ? s->mem_limit : allmem + 1;
   if (M.nst[needd] == 0) need = 0;
-  if (M.L < need - 1e-9) {
+  if (!le(need, M.L)) {
     char stl[128];
     size_t n = 0;
     stl[0] = 0;
@@ -1015,7 +1039,7 @@ int synth_run(Arena *a, Diag *dg, IrSchedule *s, const SynthOptions *o) {
       for (int mf = 0; mf < (r > 0 ? 3 : 1); mf++) {
         M.L = Lreal - mf * rlmax;
         int feasible = 1;
-        for (int d = 0; d < P; d++) if (M.lmin[d] > M.L + 1e-9) feasible = 0;
+        for (int d = 0; d < P; d++) if (!le(M.lmin[d], M.L)) feasible = 0;
         if (!feasible) continue;
         oc.effort = c < 0 ? o->effort : 0;
         char pol[160] = "";
@@ -1023,7 +1047,7 @@ int synth_run(Arena *a, Diag *dg, IrSchedule *s, const SynthOptions *o) {
         double mk;
         int ok = z.br.ok && real_check(a, s, &z, mst, r, k, Lreal, &mk);
         if (!ok) continue;
-        if (mk < bestmk - 1e-9 * (1 + bestmk)) {
+        if (!le(bestmk, mk)) {
           bestmk = mk; bestr = r; bestk = k; bestres = z.br;
           memcpy(keep, z.best, sizeof(SOp) * (size_t)total);
           memcpy(keepn, z.bestn, sizeof(int64_t) * (size_t)P);
@@ -1091,7 +1115,11 @@ int synth_run(Arena *a, Diag *dg, IrSchedule *s, const SynthOptions *o) {
     describe(&M, &z.bp, info->policy, sizeof info->policy);
   }
   info->gap = info->lower_bound > 0 ? info->makespan / info->lower_bound - 1 : 0;
-  if (info->gap < 1e-12) info->gap = 0;
+  if (fabs(info->gap) < 1e-9) info->gap = 0;
+  /* the bound holds for every order: one above the order found is a bug in it */
+  if (info->gap < 0)
+    diag_warning(dg, o->span, "synthesize: internal error: the lower bound %.17g exceeds the makespan %.17g of the order found; the bound is not a proof here (please report)",
+                 info->lower_bound, info->makespan);
   rc = 0;
   goto done;
 oom:

@@ -24,7 +24,7 @@ typedef struct SynthInfo {
   double limit;           /* the memory limit searched under (< 0: none stated) */
   double lower_bound;     /* no order of this placement, costs and limit is faster */
   double gap;             /* makespan / lower_bound - 1 (0: proven optimal) */
-  double lb_path, lb_work, lb_ramp, lb_cool, lb_memory; /* the terms of the bound */
+  double lb_path, lb_work, lb_ramp, lb_cool, lb_drain, lb_memory; /* the terms of the bound */
   const char *lb_which;   /* the term that gives the bound */
   int lb_device;          /* the device of a per-device term, else -1 */
   double min_limit;       /* the least limit any order can meet */

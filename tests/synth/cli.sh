@@ -50,6 +50,38 @@ cmp -s "$WORK/out.pps" "$WORK/out2.pps" || {
   diff "$WORK/out.pps" "$WORK/out2.pps" | grep '^[<>]' | grep -v '^[<>] // search:' && fail "two synth runs differ" ; }
 pass "two synth runs give the same file (but the search time)"
 
+# tolerances are relative: a limit of 1e-9 activations holds as exactly as one of 1
+# (the peak never exceeds it, the makespan never goes below the bound)
+cat > "$WORK/tiny.pps" <<'PPS'
+schedule t(P = 4, m = 8, A: real = 1e-9) {
+  devices P; microbatches m; placement linear;
+  cost TF = 1, TB = 1, TW = 1, TC = 0;
+  memory act = A;
+  memory limit = A;
+  synthesize;
+}
+PPS
+for A in 1e-9 1; do
+  j=$("$PPSC" synth --json "$WORK/tiny.pps" -D A=$A) || fail "synth act = limit = $A"
+  set -- $(echo "$j" | sed -n 's/.*"makespan": \([0-9.e+-]*\),.*"peak_memory": \([0-9.e+-]*\),.*"lower_bound": \([0-9.e+-]*\),.*"optimal": \([a-z]*\).*/\1 \2 \3 \4/p')
+  [ $# -eq 4 ] && awk -v mk=$1 -v pk=$2 -v lb=$3 -v A=$A 'BEGIN { exit !(pk <= A * (1 + 1e-9) && lb <= mk * (1 + 1e-9)) }' \
+    && pass "act = limit = $A: makespan $1 peak $2 bound $3 optimal $4" || fail "act = limit = $A: $*"
+  [ "$A" = 1e-9 ] && mk_tiny=$1 || mk_one=$1
+done
+[ -n "$mk_tiny" ] && [ "$mk_tiny" = "$mk_one" ] && pass "the same makespan at act 1e-9 and 1 ($mk_one)" || fail "act 1e-9 gives $mk_tiny, act 1 $mk_one"
+# the cool-down term of the bound: linear P = 128, m = 64, no limit: 383 proven optimal
+# (device 127 starts at 127, runs 64 (F + B), then the backward chain to stage 0 and W)
+cat > "$WORK/deep.pps" <<'PPS'
+schedule d(P = 128, m = 64) {
+  devices P; microbatches m; placement linear;
+  cost TF = 1, TB = 1, TW = 1, TC = 0;
+  synthesize;
+}
+PPS
+"$PPSC" synth "$WORK/deep.pps" -o "$WORK/deep_out.pps" 2> "$WORK/deep_err" && ! grep -q "internal error" "$WORK/deep_err" && grep -q "^// makespan 383," "$WORK/deep_out.pps" &&
+  grep -q "^// lower bound 383 (cool-down: .*gap 0% (optimal)" "$WORK/deep_out.pps" \
+  && pass "P=128 m=64 linear: 383, proven optimal by the cool-down term" || { fail "cool-down bound"; head -5 "$WORK/deep_out.pps"; }
+
 # errors: located, exit 1, no output file
 expect_exit 1 "limit below the minimum" "$PPSC" synth "$f" -D L=0.5 -o "$WORK/no.pps"
 grep -q "issue.pps:6:3: error: synthesize: memory limit 0.5 is below 1, the least any order can reach: device 0 must hold the activations of stages 0 and 15" "$WORK/out" \
