@@ -29,6 +29,19 @@ grammar/lex.h: grammar/lex.c
 libppsc_la_SOURCES += compiler/ast.h compiler/parse.h compiler/parse.c compiler/elab.h \
   compiler/elab.c compiler/block.c compiler/front.c
 libppsc_la_SOURCES += compiler/synth.h compiler/synth.c compiler/profile.c compiler/cmd_synth.c
+# the standard schedules `synthesize` seeds its search with, embedded at build time
+# (the seeds never depend on an installed stdlib or on $PPS_STDLIB)
+SYNTH_SEEDS = stdlib/1f1b.pps stdlib/gpipe.pps stdlib/zb_h2.pps stdlib/zb_v.pps stdlib/v_half.pps \
+  stdlib/v_min.pps stdlib/1f1b_v.pps stdlib/dualpipe_v.pps stdlib/interleaved_1f1b.pps
+nodist_libppsc_la_SOURCES = compiler/synth_seeds.c
+BUILT_SOURCES += compiler/synth_seeds.c
+CLEANFILES += compiler/synth_seeds.c
+EXTRA_DIST += tools/synth-seeds.sh
+compiler/synth_seeds.c: $(srcdir)/tools/synth-seeds.sh $(srcdir)/stdlib/1f1b.pps $(srcdir)/stdlib/gpipe.pps \
+  $(srcdir)/stdlib/zb_h2.pps $(srcdir)/stdlib/zb_v.pps $(srcdir)/stdlib/v_half.pps $(srcdir)/stdlib/v_min.pps \
+  $(srcdir)/stdlib/1f1b_v.pps $(srcdir)/stdlib/dualpipe_v.pps $(srcdir)/stdlib/interleaved_1f1b.pps
+	@$(MKDIR_P) compiler
+	$(AM_V_GEN)$(SHELL) $(srcdir)/tools/synth-seeds.sh $(srcdir) $(SYNTH_SEEDS) > $@.tmp && mv $@.tmp $@
 libppsc_la_LIBADD += libppsgram.la
 
 # ---- tests: golden diagnostics, expand outputs, documentation examples, limits ----
@@ -59,7 +72,7 @@ tests/fuzz/fuzz_front$(EXEEXT): $(FUZZ_SRCS) $(BUILT_SOURCES)
 	@$(MKDIR_P) tests/fuzz
 	$(AM_V_CCLD)$(CLANG) $(FUZZ_CFLAGS) -o $@ \
 	  $$(for f in $(FUZZ_SRCS); do case $$f in *.c) echo $(srcdir)/$$f;; esac; done) \
-	  grammar/pps.c grammar/lex.c -lm
+	  grammar/pps.c grammar/lex.c compiler/synth_seeds.c -lm
 else
 fuzz:
 	@echo "make fuzz needs clang (configure did not find it)"; exit 1

@@ -30,7 +30,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #define INF 1e300
 
@@ -505,6 +504,12 @@ static int out_of_budget(Search *z) {
   return 0;
 }
 
+/* The time limit alone (the seeds run whatever the step budget: they are few) */
+static int out_of_budget_clock(Search *z) {
+  if (z->tlimit > 0 && now_s() - z->t0 > z->tlimit) { z->timed_out = 1; return 1; }
+  return 0;
+}
+
 /* Evaluates p; keeps it when it is the best so far. Returns its figures. */
 static Result try_policy(Search *z, const Policy *p) {
   const Model *M = z->M;
@@ -554,13 +559,18 @@ static void keep_if_better(Search *z, Result r, const char *label, char *policy,
 }
 
 /* A seed: the order of a standard schedule of the same placement (the hand-written
- * building blocks), compiled from the stdlib directory with this schedule's P, m and
- * costs, timed on this schedule's (possibly per-stage) costs. */
-static void try_seed(Search *z, const IrSchedule *s, const char *dir, const char *file, const char *name,
+ * building blocks), compiled from its source embedded in ppsc (synth_seed_srcs: the
+ * same whatever the environment) with this schedule's P, m and costs, timed on this
+ * schedule's (possibly per-stage) costs. */
+static void try_seed(Search *z, const IrSchedule *s, const char *file, const char *name,
                      const char *x1, const char *x2, const char *label, char *policy, size_t npol) {
   const Model *M = z->M;
-  char path[4096];
-  if (snprintf(path, sizeof path, "%s/%s", dir, file) >= (int)sizeof path || access(path, R_OK)) return;
+  const SynthSeedSrc *src = NULL;
+  for (const SynthSeedSrc *q = synth_seed_srcs; q->file; q++)
+    if (!strcmp(q->file, file)) src = q;
+  if (!src || out_of_budget_clock(z)) return;
+  char path[128];
+  snprintf(path, sizeof path, "<stdlib>/%s", file);
   char d[8][64];
   Define defs[8];
   int nd = 0;
@@ -585,8 +595,10 @@ static void try_seed(Search *z, const IrSchedule *s, const char *dir, const char
   memset(&opt, 0, sizeof opt);
   opt.cmd = "expand";
   opt.file = path;
+  opt.src_text = src->text;
+  opt.src_size = src->size;
   opt.schedule = name;
-  opt.stdlib_dir = dir;
+  opt.stdlib_dir = NULL;
   opt.defs = defs;
   opt.ndefs = nd;
   opt.max_errors = 1;
@@ -690,30 +702,51 @@ static void improve(Search *z, char *policy, size_t npol) {
   }
 }
 
-static void seeds(Search *z, const IrSchedule *s, const char *dir, char *policy, size_t n) {
+/* Which standard placement the stage -> device map is (whatever the file called it:
+ * an explicit list equal to linear gets linear's seeds): bit 0 linear, bit 1 vshape,
+ * bit 2 interleaved(*v). */
+static int placement_kinds(const IrSchedule *s, int *v) {
+  int P = s->ndev, S = s->nstage, kinds = 0;
+  int lin = S == P, vs = S == 2 * P, il = P > 0 && S % P == 0 && S / P >= 2;
+  for (int k = 0; k < S; k++) {
+    int d = s->stages[k].device;
+    if (d != k) lin = 0;
+    if (d != (k < P ? k : 2 * P - 1 - k)) vs = 0;
+    if (P <= 0 || d != k % P) il = 0;
+  }
+  *v = il ? S / P : 0;
+  if (lin) kinds |= 1;
+  if (vs) kinds |= 2;
+  if (il) kinds |= 4;
+  return kinds;
+}
+
+static void seeds(Search *z, const IrSchedule *s, char *policy, size_t n) {
   const Model *M = z->M;
   char x[64], lab[96];
-  if (!dir || !*dir) return;
-  if (!strcmp(s->placement, "linear")) {
-    try_seed(z, s, dir, "1f1b.pps", "one_f_one_b", "checks=false", NULL, "seed: 1F1B (stdlib)", policy, n);
-    try_seed(z, s, dir, "gpipe.pps", "gpipe", "checks=false", NULL, "seed: GPipe (stdlib)", policy, n);
+  int v = 0, kinds = placement_kinds(s, &v);
+  if (kinds & 1) {
+    try_seed(z, s, "1f1b.pps", "one_f_one_b", "checks=false", NULL, "seed: 1F1B (stdlib)", policy, n);
+    try_seed(z, s, "gpipe.pps", "gpipe", "checks=false", NULL, "seed: GPipe (stdlib)", policy, n);
     for (int mem = M->P; mem <= 2 * M->P; mem++) {
       snprintf(x, sizeof x, "MEM=%d", mem);
       snprintf(lab, sizeof lab, "seed: ZB-H2 at MEM = %d (stdlib zb_h2; MEM = P is ZB-H1)", mem);
-      try_seed(z, s, dir, "zb_h2.pps", "zb_h2", x, "checks=false", lab, policy, n);
+      try_seed(z, s, "zb_h2.pps", "zb_h2", x, "checks=false", lab, policy, n);
     }
-  } else if (!strcmp(s->placement, "vshape")) {
-    try_seed(z, s, dir, "zb_v.pps", "zb_v", "checks=false", NULL, "seed: ZB-V (stdlib)", policy, n);
+  }
+  if (kinds & 2) {
+    try_seed(z, s, "zb_v.pps", "zb_v", "checks=false", NULL, "seed: ZB-V (stdlib)", policy, n);
     for (int sq = 0; sq < 2; sq++) {
       const char *q = sq ? "squeezed=false" : "squeezed=true";
-      try_seed(z, s, dir, "v_half.pps", "v_half", "checks=false", q, sq ? "seed: V-Half unsqueezed (stdlib)" : "seed: V-Half (stdlib)", policy, n);
-      try_seed(z, s, dir, "v_min.pps", "v_min", "checks=false", q, sq ? "seed: V-Min unsqueezed (stdlib)" : "seed: V-Min (stdlib)", policy, n);
-      try_seed(z, s, dir, "1f1b_v.pps", "one_f_one_b_v", "checks=false", q, sq ? "seed: 1F1B-V unsqueezed (stdlib)" : "seed: 1F1B-V (stdlib)", policy, n);
+      try_seed(z, s, "v_half.pps", "v_half", "checks=false", q, sq ? "seed: V-Half unsqueezed (stdlib)" : "seed: V-Half (stdlib)", policy, n);
+      try_seed(z, s, "v_min.pps", "v_min", "checks=false", q, sq ? "seed: V-Min unsqueezed (stdlib)" : "seed: V-Min (stdlib)", policy, n);
+      try_seed(z, s, "1f1b_v.pps", "one_f_one_b_v", "checks=false", q, sq ? "seed: 1F1B-V unsqueezed (stdlib)" : "seed: 1F1B-V (stdlib)", policy, n);
     }
-    try_seed(z, s, dir, "dualpipe_v.pps", "dualpipe_v", "checks=false", NULL, "seed: DualPipeV (stdlib)", policy, n);
-  } else if (!strcmp(s->placement, "interleaved")) {
-    snprintf(x, sizeof x, "v=%d", s->v);
-    try_seed(z, s, dir, "interleaved_1f1b.pps", "interleaved_1f1b", x, "checks=false", "seed: interleaved 1F1B (stdlib)", policy, n);
+    try_seed(z, s, "dualpipe_v.pps", "dualpipe_v", "checks=false", NULL, "seed: DualPipeV (stdlib)", policy, n);
+  }
+  if (kinds & 4) {
+    snprintf(x, sizeof x, "v=%d", v);
+    try_seed(z, s, "interleaved_1f1b.pps", "interleaved_1f1b", x, "checks=false", "seed: interleaved 1F1B (stdlib)", policy, n);
   }
 }
 
@@ -814,7 +847,7 @@ static int search_all(Search *z, const IrSchedule *s, const SynthOptions *o, cha
     free(cs);
     free(capbuf);
   }
-    seeds(z, s, o->stdlib_dir, seedpol, npol);
+  seeds(z, s, seedpol, npol);
   if (!z->seeded && z->br.ok) describe(M, &z->bp, seedpol, npol);
   /* the policy search had half of the budget; local moves the rest */
   z->max_steps = z->w.steps + (int64_t)budget;

@@ -23,6 +23,25 @@ else fail "build small"; fi
 "$PPSC" expand "$f" -D TC=0.1 -D TW=0.5 > "$WORK/e1" && "$PPSC" expand "$f" -D TC=0.1 -D TW=0.5 > "$WORK/e2" &&
   cmp -s "$WORK/e1" "$WORK/e2" && pass "same input, same order" || fail "expand differs between runs"
 
+# the seeds (stdlib schedules) are embedded: the order does not depend on the
+# environment (no stdlib directory at all, or a named one), and a placement written
+# as an explicit list gets the seeds of the standard placement it equals
+any=$top_srcdir/tests/synth/synth_any.pps
+for pt in "-D P=6 -D m=18 -D TF=1.5 -D TB=2 -D TW=2 -D TC=0.25 -D pl=1 -D L=6" "-D P=4 -D m=8 -D TC=0.1 -D pl=0 -D L=4" \
+          "-D P=4 -D m=12 -D TW=0.5 -D pl=2 -D v=2 -D L=6"; do
+  PPS_STDLIB=/nonexistent "$PPSC" synth $pt "$any" -o "$WORK/env1.pps" 2> "$WORK/env1.err" &&
+    "$PPSC" synth --stdlib "$top_srcdir/stdlib" $pt "$any" -o "$WORK/env2.pps" &&
+    "$PPSC" synth --stdlib "$WORK" $pt "$any" -o "$WORK/env3.pps" || fail "synth $pt"
+  grep -v '^// search:' "$WORK/env1.pps" > "$WORK/env1" ; grep -v '^// search:' "$WORK/env2.pps" > "$WORK/env2"
+  grep -v '^// search:' "$WORK/env3.pps" > "$WORK/env3"
+  cmp -s "$WORK/env1" "$WORK/env2" && cmp -s "$WORK/env1" "$WORK/env3" && [ ! -s "$WORK/env1.err" ] \
+    && pass "$pt: the same order with no stdlib directory, the source one or an empty one" || fail "$pt: the order depends on the stdlib directory"
+  pl=$(echo "$pt" | sed 's/.*pl=\([0-9]\).*/\1/')
+  a=$("$PPSC" synth --json $pt "$any" | sed -n 's/.*"makespan": \([0-9.e+-]*\),.*"policy": \(.*\)}/\1 \2/p')
+  b=$("$PPSC" synth --json $pt -D pl=$((pl + 3)) "$any" | sed -n 's/.*"makespan": \([0-9.e+-]*\),.*"policy": \(.*\)}/\1 \2/p')
+  [ -n "$a" ] && [ "$a" = "$b" ] && pass "pl=$pl as an explicit list: the same result ($a)" || fail "pl=$pl: $a, as a list: $b"
+done
+
 # ppsc synth: header, literal file, figures equal to ppsc sim's
 expect_exit 0 "ppsc synth -o" "$PPSC" synth "$f" -D TC=0.1 -D TB=1.5 -D L=6 -o "$WORK/out.pps"
 grep -v '^//' "$WORK/out.pps" | grep -q synthesize && fail "output is not literal" || pass "output is literal"
