@@ -65,6 +65,15 @@ enum { IR_FLAG_INSERTED = 1 /* added by a compiler phase, not written in the fil
  * keeps the two adjacent: the pair's recvs go before it, its sends and offloads after
  * it). The pair runs as one unit of time (overlap.c: overlap_cost). */
 enum { IR_FLAG_OVERLAP = 2 };
+/* Point-to-point groups: a send or recv flagged IR_FLAG_GROUP is issued in the same
+ * group as the op before it on its device (which is a send or recv too). A group is
+ * posted at once: the runtime issues it between its transport's group_begin and
+ * group_end (NCCL: ncclGroupStart/End), and the verifier's rendezvous model lets a
+ * send complete only once its recv is posted, unless both are in groups that are
+ * posted. Lowering (lower.c: lower_groups) makes every maximal run of consecutive
+ * sends and recvs of a device one group, so the flag follows from the order and
+ * `ppsc expand`'s output, read back, gets the same groups. */
+enum { IR_FLAG_GROUP = 4 };
 
 typedef struct IrOp {
   uint8_t kind;   /* IrKind */

@@ -568,6 +568,347 @@ static int64_t lower_offload(Arena *a, Diag *dg, IrSchedule *s) {
   return b.n;
 }
 
+/* ---- point-to-point groups ----
+ * Every maximal run of consecutive sends and recvs of a device is one group (the
+ * ops after the first flagged IR_FLAG_GROUP). Copies (offload/reload) inside such a
+ * run the compiler inserted would split it: they move to its front, in their order
+ * (a copy is local and changes no memory a send or recv sees; a reload only starts
+ * earlier), and its sends go before its recvs. Written sends and recvs are grouped
+ * the same way, never reordered, so a file's order alone says its groups. */
+static int is_comm(int k) { return k == IR_SEND || k == IR_RECV; }
+static int is_copy(int k) { return k == IR_OFFLOAD || k == IR_RELOAD; }
+
+static void lower_groups(Arena *a, IrSchedule *s) {
+  IrOp *tmp = NULL;
+  int captmp = 0;
+  for (int d = 0; d < s->ndev; d++) {
+    IrDevice *dv = &s->devs[d];
+    for (int k = 0; k < dv->nops;) {
+      if (!is_comm(dv->ops[k].kind) && !is_copy(dv->ops[k].kind)) { k++; continue; }
+      int e = k, ncomm = 0, ncopy = 0, lastcomm = -1;
+      while (e < dv->nops && (is_comm(dv->ops[e].kind) || is_copy(dv->ops[e].kind))) {
+        if (is_comm(dv->ops[e].kind)) { ncomm++; lastcomm = e; }
+        else if (ncomm) ncopy++; /* a copy after a send or recv of the run */
+        e++;
+      }
+      /* copies after the run's last send/recv stay where they are; a run the
+       * compiler inserted also gets its sends first (their data is ready, and the
+       * buffered model then never waits at a recv for a send of its own group) */
+      int written = 0;
+      for (int j = k; j <= lastcomm; j++) written |= !(dv->ops[j].flags & IR_FLAG_INSERTED);
+      if (ncomm > 1 && !written) {
+        int len = lastcomm + 1 - k;
+        if (len > captmp) { captmp = 2 * len; tmp = arena_alloc(a, sizeof(IrOp) * (size_t)captmp); }
+        int o = 0;
+        for (int j = k; j <= lastcomm; j++) if (is_copy(dv->ops[j].kind)) tmp[o++] = dv->ops[j];
+        for (int j = k; j <= lastcomm; j++) if (dv->ops[j].kind == IR_SEND) tmp[o++] = dv->ops[j];
+        for (int j = k; j <= lastcomm; j++) if (dv->ops[j].kind == IR_RECV) tmp[o++] = dv->ops[j];
+        memcpy(&dv->ops[k], tmp, sizeof(IrOp) * (size_t)len);
+      }
+      (void)ncopy;
+      for (int j = k; j < e; j++) {
+        IrOp *op = &dv->ops[j];
+        op->flags &= (uint8_t)~IR_FLAG_GROUP;
+        if (is_comm(op->kind) && j > 0 && is_comm(dv->ops[j - 1].kind)) op->flags |= IR_FLAG_GROUP;
+      }
+      k = e;
+    }
+  }
+}
+
+/* ---- rendezvous point-to-point (verify.c checks with it; lowering repairs with it) ----
+ * The buffered model (sim.c) lets a send complete at once. NCCL (for all but small
+ * messages), PyTorch's per-pair streams and Megatron's blocking p2p complete a send
+ * only when the receiver has posted the matching recv, except that the ops issued
+ * in one group (ncclGroupStart/End; IR_FLAG_GROUP) are posted together. Model: a
+ * device that reaches a group posts all its ops and waits there until each of them
+ * is matched, i.e. the peer is at or past the group holding the matching op (a recv
+ * also needs its send posted: the same condition); other ops run as in the buffered
+ * executor (collectives as barriers, or on their lane under `vocab async`; copies
+ * and compute never block on a peer). An untimed worklist over devices,
+ * O(ops + wakeups): a device resumes a group's check where it stopped, every
+ * condition being monotone.
+ * With moved != NULL ([total], -1 each), a stuck run is repaired instead of stopping:
+ * for a device that waits at a send whose recv its peer has not posted, that recv
+ * (and the channel's earlier unposted recvs, FIFO) moves to where the peer stands
+ * (moved[recv] = that local position), which the peer reaches in every run; of
+ * several such sends, the one whose move delays the peer least in the buffered
+ * timing `timed` (sim_run's, may be NULL), one at a time. */
+static int rdv_coll_needs(const IrSchedule *s, const IrOp *op, int *need) {
+  if (op->mb < 0 || op->mb >= s->nmb) return 0;
+  switch ((IrKind)op->kind) {
+  case IR_F: if (op->stage != 0) return 0; need[0] = IR_COLL_INPUT_FWD; return 1;
+  case IR_T: need[0] = IR_COLL_OUTPUT_FWD; return 1;
+  case IR_IB: need[0] = IR_COLL_INPUT_BWD; return 1;
+  case IR_B: case IR_BW:
+    if (op->stage != s->nstage - 1) return 0;
+    need[0] = s->vocab.mode == 1 ? IR_COLL_OUTPUT_BWD : IR_COLL_OUTPUT_FWD;
+    return 1;
+  default: return 0;
+  }
+}
+
+static int is_p2p(const IrOp *op) { return op->kind == IR_SEND || op->kind == IR_RECV; }
+
+int rdv_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L, SimResult *r, int32_t *moved,
+            const SimResult *timed) {
+  int P = ix->ndev;
+  int64_t n = ix->total;
+  int async = s->vocab.mode && s->vocab.async;
+  memset(r, 0, sizeof *r);
+  r->stuck_at = arena_alloc(a, sizeof(int32_t) * (size_t)(P + 1));
+  r->wait_op = arena_alloc(a, sizeof(int32_t) * (size_t)(P + 1));
+  /* the matching op of each send/recv, and the local index of its group's first op */
+  int32_t *match = arena_alloc(a, sizeof(int32_t) * (size_t)(n + 1));
+  int32_t *gfirst = arena_alloc(a, sizeof(int32_t) * (size_t)(n + 1));
+  memset(match, 0xff, sizeof(int32_t) * (size_t)(n + 1));
+  for (int d = 0; d < P; d++) {
+    const IrDevice *dv = &s->devs[d];
+    int32_t first = 0;
+    for (int k = 0; k < dv->nops; k++) {
+      const IrOp *op = &dv->ops[k];
+      int32_t g = ix->off[d] + k;
+      if (!is_p2p(op)) continue;
+      if (!(k > 0 && (op->flags & IR_FLAG_GROUP) && is_p2p(&dv->ops[k - 1]))) first = k;
+      gfirst[g] = first;
+      if (op->kind == IR_RECV && L->link[g] >= 0) {
+        match[g] = L->link[g];
+        match[L->link[g]] = g;
+      }
+    }
+  }
+  /* repair: each channel's recvs in order */
+  int32_t **crecv = NULL;
+  if (moved) {
+    crecv = arena_alloc(a, sizeof(int32_t *) * (size_t)(L->nchan + 1));
+    for (int c = 0; c < L->nchan; c++) crecv[c] = arena_alloc(a, sizeof(int32_t) * (size_t)(L->chan_nrecv[c] + 1));
+    for (int64_t g = 0; g < n; g++)
+      if (L->chan[g] >= 0 && ana_op(s, ix, (int32_t)g)->kind == IR_RECV) crecv[L->chan[g]][L->seq[g]] = (int32_t)g;
+  }
+  int32_t *pc = arena_alloc(a, sizeof(int32_t) * (size_t)(P + 1));
+  int32_t *gk = arena_alloc(a, sizeof(int32_t) * (size_t)(P + 1));     /* a group's check resumes here */
+  int32_t *wait_idx = arena_alloc(a, sizeof(int32_t) * (size_t)(P + 1));
+  int32_t *whead = arena_alloc(a, sizeof(int32_t) * (size_t)(P + 1));
+  int32_t *wnext = arena_alloc(a, sizeof(int32_t) * (size_t)(P + 1));
+  int32_t *stack = arena_alloc(a, sizeof(int32_t) * (size_t)(P + 1));
+  int32_t *stuck = arena_alloc(a, sizeof(int32_t) * (size_t)(P + 1));
+  char *inq = arena_alloc(a, (size_t)P + 1), *arrived = arena_alloc(a, (size_t)P + 1);
+  int ncmax = 0;
+  for (int d = 0; d < P; d++) if (L->ncoll[d] > ncmax) ncmax = L->ncoll[d];
+  int32_t *carr = arena_alloc(a, sizeof(int32_t) * (size_t)(ncmax + 1));
+  int32_t *cwait = arena_alloc(a, sizeof(int32_t) * (size_t)(P + 1));
+  int ncwait = 0;
+  int32_t *ck = NULL;
+  if (async) {
+    ck = arena_alloc(a, sizeof(int32_t) * (size_t)(4 * (int64_t)s->nmb + 4));
+    memset(ck, 0xff, sizeof(int32_t) * (size_t)(4 * (int64_t)s->nmb + 4));
+  }
+  int sp = 0;
+  for (int d = 0; d < P; d++) {
+    whead[d] = -1;
+    gk[d] = -1;
+    stuck[d] = -1;
+    stack[sp++] = P - 1 - d;
+    inq[P - 1 - d] = 1;
+  }
+  for (;;) {
+    while (sp) {
+      int d = stack[--sp];
+      inq[d] = 0;
+      const IrDevice *dv = &s->devs[d];
+      while (pc[d] < dv->nops) {
+        const IrOp *op = &dv->ops[pc[d]];
+        int32_t g = ix->off[d] + pc[d];
+        int block = 0;
+        switch ((IrKind)op->kind) {
+        case IR_SEND: case IR_RECV: {
+          /* the group [pc, e): every op matched by a posted peer op */
+          int e = pc[d] + 1;
+          while (e < dv->nops && is_p2p(&dv->ops[e]) && (dv->ops[e].flags & IR_FLAG_GROUP)) e++;
+          int k = gk[d] >= pc[d] && gk[d] < e ? gk[d] : pc[d];
+          for (; k < e; k++) {
+            int32_t o = ix->off[d] + k, m = match[o];
+            if (moved && moved[o] >= 0) continue;          /* posted earlier, where it was moved */
+            if (m < 0) { block = 2; stuck[d] = o; break; }  /* never matched: verify reports it */
+            if (moved && moved[m] >= 0) continue;
+            int pe = ix->devof[m];
+            int32_t needk = gfirst[m];
+            if (pc[pe] < needk) {
+              block = 1;
+              stuck[d] = o;
+              wait_idx[d] = needk;
+              wnext[d] = whead[pe];
+              whead[pe] = d;
+              break;
+            }
+          }
+          gk[d] = k;
+          if (!block) pc[d] = e - 1; /* the group is done; pc[d]++ below */
+          break;
+        }
+        case IR_COLL: case IR_S: {
+          int k = L->link[g];
+          if (k < 0 || k >= ncmax) { block = 2; break; }
+          if (async && op->kind == IR_COLL) {   /* issued on the lane */
+            int ty = (int)op->coll - 1;
+            if (op->mb >= 0 && op->mb < s->nmb && ty >= 0 && ty < 4 && ck[op->mb * 4 + ty] < 0) ck[op->mb * 4 + ty] = k;
+            if (++carr[k] == P) {
+              for (int w = 0; w < ncwait; w++)
+                if (!inq[cwait[w]]) { inq[cwait[w]] = 1; stack[sp++] = cwait[w]; }
+              ncwait = 0;
+            }
+            break;
+          }
+          if (!arrived[d]) {
+            arrived[d] = 1;
+            if (++carr[k] == P) {
+              for (int w = 0; w < ncwait; w++)
+                if (!inq[cwait[w]]) { inq[cwait[w]] = 1; stack[sp++] = cwait[w]; }
+              ncwait = 0;
+            }
+          }
+          if (carr[k] < P) { block = 3; cwait[ncwait++] = d; break; }
+          arrived[d] = 0;
+          break;
+        }
+        default:
+          if (async) {   /* a consumer of an asynchronous collective waits for every device's issue */
+            int need[2], nn = rdv_coll_needs(s, op, need);
+            for (int q = 0; q < nn; q++) {
+              int k = ck[op->mb * 4 + need[q] - 1];
+              if (k >= 0 && carr[k] < P) { block = 3; cwait[ncwait++] = d; break; }
+            }
+          }
+          break;
+        }
+        if (block) break;
+        stuck[d] = -1;
+        pc[d]++;
+      }
+      /* wake the devices waiting for d to reach a group it has now reached */
+      int32_t *pp = &whead[d];
+      while (*pp >= 0) {
+        int w = *pp;
+        if (pc[d] >= wait_idx[w]) {
+          *pp = wnext[w];
+          if (!inq[w]) { inq[w] = 1; stack[sp++] = w; }
+        } else {
+          pp = &wnext[w];
+        }
+      }
+    }
+    if (!moved) break;
+    /* repair: of the stuck sends, the one whose recv, moved to where its device
+     * stands (into the group it is at, else before the op it waits at), delays that
+     * device least in the buffered timing; then run on */
+    int best = -1, bpos = 0;
+    double bcost = 0;
+    for (int d = 0; d < P; d++) {
+      if (pc[d] >= s->devs[d].nops || stuck[d] < 0) continue;
+      int32_t o = stuck[d], m = match[o];
+      if (ana_op(s, ix, o)->kind != IR_SEND || m < 0 || moved[m] >= 0 || L->chan[m] < 0) continue;
+      int pe = ix->devof[m];
+      if (pc[pe] >= gfirst[m]) continue;
+      const IrDevice *pv = &s->devs[pe];
+      int pos = pc[pe];
+      if (is_p2p(&pv->ops[pos]))
+        for (pos++; pos < pv->nops && is_p2p(&pv->ops[pos]) && (pv->ops[pos].flags & IR_FLAG_GROUP); pos++) {}
+      double cost = 0;
+      if (timed && timed->start && pos < pv->nops) {
+        cost = timed->end[o] + s->tc - timed->start[ix->off[pe] + pos];
+        if (cost < 0) cost = 0;
+      }
+      if (best < 0 || cost < bcost) { best = d; bcost = cost; bpos = pos; }
+    }
+    if (best < 0) break;
+    {
+      int d = best;
+      int32_t m = match[stuck[d]];
+      int pe = ix->devof[m];
+      int32_t *cr = crecv[L->chan[m]];
+      for (int j = L->seq[m]; j >= 0; j--) {
+        int32_t q = cr[j];
+        if (moved[q] >= 0 || pc[pe] >= gfirst[q]) break;
+        moved[q] = bpos;
+      }
+      /* d's waits are rechecked from the start of its group */
+      gk[d] = -1;
+      int32_t *pp = &whead[pe];
+      while (*pp >= 0 && *pp != d) pp = &wnext[*pp];
+      if (*pp == d) *pp = wnext[d];
+      if (!inq[d]) { inq[d] = 1; stack[sp++] = d; }
+    }
+  }
+  r->ok = 1;
+  for (int d = 0; d < P; d++) {
+    const IrDevice *dv = &s->devs[d];
+    r->stuck_at[d] = r->wait_op[d] = -1;
+    if (pc[d] >= dv->nops) continue;
+    r->ok = 0;
+    int32_t g = stuck[d] >= 0 ? stuck[d] : ix->off[d] + pc[d];
+    r->stuck_at[d] = g;
+    const IrOp *op = ana_op(s, ix, g);
+    if (is_p2p(op)) r->wait_op[d] = match[g];
+  }
+  return r->ok;
+}
+
+/* Applies rdv_run's moves: each moved recv goes before position moved[g] of its
+ * device (moves to one position keep their channel order: ids grow along a device). */
+static int64_t apply_moves(Arena *a, IrSchedule *s, const AnaIndex *ix, const int32_t *moved) {
+  int64_t nm = 0;
+  for (int d = 0; d < s->ndev; d++) {
+    IrDevice *dv = &s->devs[d];
+    int cnt = 0;
+    for (int k = 0; k < dv->nops; k++) cnt += moved[ix->off[d] + k] >= 0;
+    if (!cnt) continue;
+    nm += cnt;
+    /* the moved ops by target position (counting sort, stable) */
+    int32_t *start = arena_alloc(a, sizeof(int32_t) * (size_t)(dv->nops + 2));
+    int32_t *order = arena_alloc(a, sizeof(int32_t) * (size_t)cnt);
+    for (int k = 0; k < dv->nops; k++) {
+      int32_t t = moved[ix->off[d] + k];
+      if (t >= 0) start[t + 1]++;
+    }
+    for (int k = 0; k <= dv->nops; k++) start[k + 1] += start[k];
+    for (int k = 0; k < dv->nops; k++) {
+      int32_t t = moved[ix->off[d] + k];
+      if (t >= 0) order[start[t]++] = k;
+    }
+    IrOp *out = arena_alloc(a, sizeof(IrOp) * (size_t)(dv->nops + 1));
+    int o = 0, j = 0;
+    for (int k = 0; k < dv->nops; k++) {
+      while (j < cnt && moved[ix->off[d] + order[j]] == k) out[o++] = dv->ops[order[j++]];
+      if (moved[ix->off[d] + k] < 0) out[o++] = dv->ops[k];
+    }
+    while (j < cnt) out[o++] = dv->ops[order[j++]];
+    dv->ops = out;
+    dv->capops = dv->nops;
+  }
+  return nm;
+}
+
+/* Makes inserted communication rendezvous-safe: runs the rendezvous model, moving
+ * the recvs that a stuck send waits for up to where their device stands, until it
+ * runs (a few rounds: a move next to an earlier group merges with it). */
+static void lower_rendezvous(Arena *a, IrSchedule *s) {
+  for (int round = 0; round < 4; round++) {
+    AnaIndex ix;
+    if (ana_index(a, s, &ix)) return;
+    SimLinks L;
+    sim_links(a, s, &ix, &L);
+    int32_t *moved = arena_alloc(a, sizeof(int32_t) * (size_t)(ix.total + 1));
+    memset(moved, 0xff, sizeof(int32_t) * (size_t)(ix.total + 1));
+    SimResult r, t;
+    if (rdv_run(a, s, &ix, &L, &r, NULL, NULL)) return;
+    int timed = sim_run(a, s, &ix, &L, &t, 0);
+    rdv_run(a, s, &ix, &L, &r, moved, timed ? &t : NULL);
+    if (!apply_moves(a, s, &ix, moved)) return;
+    overlap_normalize(a, s);
+    lower_groups(a, s);
+  }
+}
+
 int64_t lower_schedule(Arena *a, Diag *dg, IrSchedule *s) {
   AnaIndex ix;
   if (s->ndev <= 0 || s->nstage <= 0 || s->nmb <= 0 || !s->devs || !s->stages) return 0;
@@ -580,5 +921,7 @@ int64_t lower_schedule(Arena *a, Diag *dg, IrSchedule *s) {
   overlap_normalize(a, s);
   if (s->offload.enabled && !had_off) n += lower_offload(a, dg, s);
   overlap_normalize(a, s);
+  lower_groups(a, s);
+  if (!ix.ncomm) lower_rendezvous(a, s);
   return n;
 }

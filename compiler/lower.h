@@ -43,4 +43,16 @@ double ana_offload_fraction(const IrSchedule *s, int stage);
  * left for verify to check. Returns the number of ops inserted. Never reports
  * errors except for policies it cannot apply (a warning). */
 int64_t lower_schedule(Arena *a, Diag *dg, IrSchedule *s);
+
+struct SimLinks;
+struct SimResult;
+/* The rendezvous point-to-point model (lower.c): runs the lowered schedule with a
+ * send that completes only once its recv is posted, the ops of one group
+ * (IR_FLAG_GROUP) posted together. Returns 1 when every device finishes; else fills
+ * r->stuck_at / r->wait_op (the matching op a stuck send or recv waits for) as
+ * sim_run does. moved: NULL to check; else [total] of -1, and the run repairs
+ * instead of stopping, guided by the buffered timing `timed` (lowering's use; see
+ * lower.c). */
+int rdv_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const struct SimLinks *L, struct SimResult *r,
+            int32_t *moved, const struct SimResult *timed);
 #endif

@@ -486,7 +486,8 @@ static int waits_on(const V *v, const SimLinks *L, const SimResult *r, int d) {
   return v->ix->devof[r->wait_op[d]];
 }
 
-static void report_deadlock(V *v, const SimLinks *L, const SimResult *r) {
+/* rdv: the run is the rendezvous model's (rendezvous_run), after the buffered one passed */
+static void report_deadlock(V *v, const SimLinks *L, const SimResult *r, int rdv) {
   const IrSchedule *s = v->s;
   int P = s->ndev;
   int *mark = arena_alloc(v->a, sizeof(int) * (size_t)P);
@@ -508,8 +509,8 @@ static void report_deadlock(V *v, const SimLinks *L, const SimResult *r) {
     while (path[j] != d) j++;
     int len = np - j;
     const IrOp *h0 = OP(v, r->stuck_at[path[j]]);
-    diag_error(v->dg, h0->span, "deadlock: %d device%s wait on each other in a cycle, starting at %s on device %d",
-               len, len == 1 ? "" : "s", opname_ins(v, h0, b1, sizeof b1), path[j]);
+    diag_error(v->dg, h0->span, "deadlock%s: %d device%s wait on each other in a cycle, starting at %s on device %d",
+               rdv ? " with rendezvous sends" : "", len, len == 1 ? "" : "s", opname_ins(v, h0, b1, sizeof b1), path[j]);
     for (int k = 0; k < len; k++) {
       int e = path[j + k], f = path[j + (k + 1) % len];
       const IrOp *he = OP(v, r->stuck_at[e]), *hf = OP(v, r->stuck_at[f]);
@@ -520,16 +521,24 @@ static void report_deadlock(V *v, const SimLinks *L, const SimResult *r) {
       } else {
         const IrOp *w = OP(v, r->wait_op[e]);
         opname_ins(v, w, b2, sizeof b2);
-        diag_note(v->dg, he->span, "device %d waits at %s for %s on device %d", e, b1, b2, f);
+        if (rdv && he->kind == IR_SEND)
+          diag_note(v->dg, he->span, "device %d waits at %s until device %d posts %s", e, b1, f, b2);
+        else
+          diag_note(v->dg, he->span, "device %d waits at %s for %s on device %d", e, b1, b2, f);
         diag_note(v->dg, w->span, "%s on device %d comes after %s, where device %d waits", b2, f, b3, f);
       }
     }
+    if (rdv)
+      diag_note(v->dg, h0->span, "with buffered sends it runs, but NCCL, PyTorch and Megatron complete a send only once "
+                "its recv is posted; sends and recvs next to each other in a device's order are posted together "
+                "(one group): put each device's matching send and recv in one group, without a pass between them");
     return;
   }
   /* no cycle: some wait can never be satisfied (reported already, or say it) */
   if (v->dg->errors == v->errors0 && first_stuck >= 0) {
     const IrOp *h = OP(v, r->stuck_at[first_stuck]);
-    diag_error(v->dg, h->span, "device %d stops at %s: what it waits for never happens", first_stuck, opname_ins(v, h, b1, sizeof b1));
+    diag_error(v->dg, h->span, "%sdevice %d stops at %s: what it waits for never happens", rdv ? "with rendezvous sends, " : "",
+               first_stuck, opname_ins(v, h, b1, sizeof b1));
   }
 }
 
@@ -599,8 +608,20 @@ int verify_schedule(Arena *a, Diag *dg, const IrSchedule *s, VerifyResult *out) 
   /* deadlock: the executor either runs every op or stops where devices wait */
   if (!sim_run(a, s, &out->ix, &out->links, &out->sim, 0)) {
     v.errors0 = dg->errors == e0 ? dg->errors : -1;
-    report_deadlock(&v, &out->links, &out->sim);
-  } else if (s->vocab.mode && s->vocab.async) {
+    report_deadlock(&v, &out->links, &out->sim, 0);
+    goto memory;
+  }
+  /* rendezvous point-to-point within the groups the runtime issues (the nccl
+   * transport's GPU side, and what PyTorch and Megatron do) */
+  if (dg->errors == e0 && out->ix.ncomm) {
+    SimResult rv;
+    if (!rdv_run(a, s, &out->ix, &out->links, &rv, NULL, NULL)) {
+      v.errors0 = dg->errors;
+      report_deadlock(&v, &out->links, &rv, 1);
+      if (dg->errors == e0) diag_error(dg, s->span, "deadlock with rendezvous sends");
+    }
+  }
+  if (s->vocab.mode && s->vocab.async) {
     /* The CPU runtime runs the collectives on a lane per device (runtime/coll_lane.c),
      * as simulated; where it cannot (--blocking-collectives, the cuda backend, the nccl
      * transport, an MPI without MPI_THREAD_MULTIPLE) they block: warn when that would
@@ -622,6 +643,7 @@ int verify_schedule(Arena *a, Diag *dg, const IrSchedule *s, VerifyResult *out) 
                 "block, and there it stops at --timeout");
     }
   }
+memory:
   out->runnable = dg->errors == e0;
   out->mem = arena_alloc(a, sizeof(SimDev) * (size_t)s->ndev);
   check_memory(&v, out->mem);
