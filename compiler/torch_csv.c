@@ -22,13 +22,16 @@
  * WAIT_SEND_* (a PPS send never blocks; checked against its send) are accepted. OVERLAP_F_B of an F and a backward pass is imported as an overlapped pair
  * (`overlap { }`), any other group as its sub-actions in order with a warning (emit_overlap).
  *
- * Export writes the compute-only form (default) or, with --comms, the compute-comms
+ * Export verifies the schedule first (an invalid one is refused in both forms), then
+ * writes the compute-only form (default) or, with --comms, the compute-comms
  * form _PipelineScheduleRuntime loads: the lowered, verified order with sends and
  * receives, one WAIT_SEND per send (a forward send's after the local backward of
  * the same stage and microbatch, which proves the peer consumed it; the others at the
  * end of the row), and REDUCE_GRAD + WAIT_REDUCE_GRAD after a stage's last W or full
- * B (where PyTorch's runtime scales the accumulated gradients). What PyTorch's CSV cannot express (offload, vocabulary passes and
- * collectives) is refused with a located error, or with --drop left out and named. */
+ * B (where PyTorch's runtime scales the accumulated gradients). An overlapped pair
+ * (`overlap { F BW }`) is PyTorch's `(F;B)OVERLAP_F_B` cell in both forms. What
+ * PyTorch's CSV cannot express (offload, vocabulary passes and collectives) is refused
+ * with a located error, or with --drop left out and named. */
 #include "analysis.h"
 #include "driver.h"
 #include "lower.h"
@@ -507,7 +510,21 @@ static void push2(int **v, int *n, int *cap, int x, int y) {
   (*v)[(*n)++] = y;
 }
 
-/* Writes one row per device: compute-only (comms = 0) or compute-comms. */
+/* The PyTorch letter of a compute pass (current letters), 0 for anything else. */
+static char pass_letter(int kind) {
+  switch ((IrKind)kind) {
+  case IR_F: return 'F';
+  case IR_B: return 'I';
+  case IR_W: return 'W';
+  case IR_BW: return 'B';
+  default: return 0;
+  }
+}
+
+/* Writes one row per device: compute-only (comms = 0) or compute-comms. An overlapped
+ * pair (IR_FLAG_OVERLAP, adjacent after lowering: its receives before it, its sends
+ * after) is one cell `(sFi;tBj)OVERLAP_F_B`, PyTorch's form; what follows one of its
+ * passes (REDUCE_GRAD, WAIT_SEND_F) follows the whole cell. */
 static void export_rows(const IrSchedule *s, StrBuf *b, int comms) {
   int *done = calloc((size_t)s->nstage + 1, sizeof(int));  /* W or full B seen per stage */
   if (!done) { fputs("ppsc: out of memory\n", stderr); exit(PPSC_USAGE); }
@@ -519,29 +536,31 @@ static void export_rows(const IrSchedule *s, StrBuf *b, int comms) {
     int *late = NULL, nlate = 0, caplate = 0; /* backward sends: wait at the end */
     for (int k = 0; k < dv->nops; k++) {
       const IrOp *op = &dv->ops[k];
-      char t = 0;
-      switch ((IrKind)op->kind) {
-      case IR_F: t = 'F'; break;
-      case IR_B: t = 'I'; break;
-      case IR_W: t = 'W'; break;
-      case IR_BW: t = 'B'; break;
-      default: break;
-      }
-      if (t) {
-        sb_printf(b, "%s%d%c%d", n++ ? "," : "", op->stage, t, op->mb);
-        /* the stage's gradients are complete after its m-th W or full B: PyTorch's
-           runtime scales (and data-parallel reduces) them at REDUCE_GRAD */
-        if (comms && (t == 'W' || t == 'B') && ++done[op->stage] == s->nmb)
-          sb_printf(b, ",%dREDUCE_GRAD,%dWAIT_REDUCE_GRAD", op->stage, op->stage);
-        if (comms && (t == 'I' || t == 'B'))
-          for (int j = 0; j < npend; j += 2)
-            if (pend[j] == op->stage && pend[j + 1] == op->mb) {
-              sb_printf(b, ",%dWAIT_SEND_F%d", op->stage, op->mb);
-              pend[j] = pend[npend - 2];
-              pend[j + 1] = pend[npend - 1];
-              npend -= 2;
-              break;
-            }
+      if (pass_letter(op->kind)) {
+        int pair = (op->flags & IR_FLAG_OVERLAP) && k + 1 < dv->nops && pass_letter(dv->ops[k + 1].kind);
+        const IrOp *halves[2] = {op, pair ? &dv->ops[k + 1] : NULL};
+        sb_puts(b, n++ ? "," : "");
+        if (pair) sb_puts(b, "(");
+        for (int h = 0; h < 1 + pair; h++)
+          sb_printf(b, "%s%d%c%d", h ? ";" : "", halves[h]->stage, pass_letter(halves[h]->kind), halves[h]->mb);
+        if (pair) { sb_puts(b, ")OVERLAP_F_B"); k++; }
+        for (int h = 0; h < 1 + pair && comms; h++) {
+          const IrOp *x = halves[h];
+          char t = pass_letter(x->kind);
+          /* the stage's gradients are complete after its m-th W or full B: PyTorch's
+             runtime scales (and data-parallel reduces) them at REDUCE_GRAD */
+          if ((t == 'W' || t == 'B') && ++done[x->stage] == s->nmb)
+            sb_printf(b, ",%dREDUCE_GRAD,%dWAIT_REDUCE_GRAD", x->stage, x->stage);
+          if (t == 'I' || t == 'B')
+            for (int j = 0; j < npend; j += 2)
+              if (pend[j] == x->stage && pend[j + 1] == x->mb) {
+                sb_printf(b, ",%dWAIT_SEND_F%d", x->stage, x->mb);
+                pend[j] = pend[npend - 2];
+                pend[j + 1] = pend[npend - 1];
+                npend -= 2;
+                break;
+              }
+        }
         continue;
       }
       if (!comms || (op->kind != IR_SEND && op->kind != IR_RECV)) continue;
@@ -596,13 +615,13 @@ int torch_csv_export(Compilation *c) {
   if (written_comm && !o->comms)
     diag_warning(&c->diag, comm_at, "%ld sends and receives written in the file are left out: PyTorch derives its own from the compute-only CSV (use --comms to keep them)", written_comm);
   if (c->diag.errors) { diag_summary(&c->diag); return PPSC_INVALID; }
-  if (o->comms) {
-    /* the lowered order, verified: sends and receives as ppsc proves them */
-    Analysis an;
-    if (!analysis_run(&c->arena, &c->diag, s, &an, 0) || c->diag.errors) {
-      diag_summary(&c->diag);
-      return PPSC_INVALID;
-    }
+  /* verified first, in both forms (a deadlocking order, or a backward before its
+     forward, is refused as `check` refuses it); the lowered order is what --comms
+     writes, with sends and receives as ppsc proves them */
+  Analysis an;
+  if (!analysis_run(&c->arena, &c->diag, s, &an, 0) || c->diag.errors) {
+    diag_summary(&c->diag);
+    return PPSC_INVALID;
   }
   StrBuf b = {0};
   export_rows(s, &b, o->comms);

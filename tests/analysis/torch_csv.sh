@@ -3,8 +3,10 @@
 # (tests/torch/ checks them against PyTorch itself): compute-comms import keeps and
 # verifies the written send/receive order (a misordered send is located in the CSV),
 # legacy letters, OVERLAP_F_B, FSDP and WAIT_SEND actions, stray indices as one error,
-# names from any file name; export-csv --comms round trip, and export refusing (or
-# with --drop naming) what the CSV cannot express. Fixtures are written here.
+# names from any file name; export-csv --comms round trip, export refusing an invalid
+# schedule in both forms, overlapped pairs exported as OVERLAP_F_B (dualpipe_v round
+# trips to the same makespan with an overlap gain), and export refusing (or with
+# --drop naming) what the CSV cannot express. Fixtures are written here.
 set -u
 tmp=$(mktemp -d) || exit 99
 trap 'rm -rf "$tmp"' EXIT
@@ -116,6 +118,34 @@ done
 printf 'schedule bad { devices 2; microbatches 1; device 0 { BW(0) F(0) } device 1 { F(0) BW(0) } }\n' >"$tmp/bad.pps"
 "$PPSC" export-csv "$tmp/bad.pps" --comms -o "$tmp/bad.csv" 2>/dev/null; [ $? -eq 1 ] || die "invalid schedule exported with --comms"
 [ ! -e "$tmp/bad.csv" ] || die "output written for an invalid schedule"
+
+# ... nor in the compute-only form: export verifies first, like `check` (a backward
+# before its forward; a deadlocking order, located in the .pps)
+"$PPSC" export-csv "$tmp/bad.pps" -o "$tmp/bad.csv" 2>/dev/null; [ $? -eq 1 ] || die "invalid schedule exported compute-only"
+[ ! -e "$tmp/bad.csv" ] || die "compute-only output written for an invalid schedule"
+printf 'schedule dl { devices 2; microbatches 2;\n device 0 { F(0) BW(0) F(1) BW(1) }\n device 1 { F(1) BW(1) F(0) BW(0) } }\n' >"$tmp/dl.pps"
+for form in "" --comms; do
+  "$PPSC" export-csv "$tmp/dl.pps" $form -o "$tmp/dl.csv" --color=never 2>"$tmp/dl.err"; [ $? -eq 1 ] || die "deadlocking schedule exported ($form)"
+  [ ! -e "$tmp/dl.csv" ] || die "output written for a deadlocking schedule ($form)"
+  has "$tmp/dl.err" 'dl.pps:2:[0-9]*: error: deadlock'
+done
+
+# overlapped pairs (`overlap { F BW }`) are PyTorch's (F;B)OVERLAP_F_B cells in both
+# forms, and import back as pairs: with an overlap gain (TFB between max(TF, TB+TW)
+# and TF+TB+TW) dualpipe_v keeps its makespan through export and import
+"$PPSC" export-csv "$PPS_STDLIB/dualpipe_v.pps" -D P=2 -D m=4 -o "$tmp/ov.csv" 2>/dev/null || die "export dualpipe_v"
+has "$tmp/ov.csv" '^0F0,0F1,0F2,3F0,3I0,3W0,3F1,(0F3;3B1)OVERLAP_F_B,(3F2;0B0)OVERLAP_F_B,'
+want=$(ms "$PPS_STDLIB/dualpipe_v.pps" -D TFB=2.5)
+for form in "" --comms; do
+  "$PPSC" export-csv "$PPS_STDLIB/dualpipe_v.pps" $form -o "$tmp/dpv.csv" 2>"$tmp/dpv.err" || { die "export dualpipe_v $form"; cat "$tmp/dpv.err"; }
+  n=$(grep -o 'OVERLAP_F_B' "$tmp/dpv.csv" | wc -l)
+  [ "$n" -gt 0 ] || die "dualpipe_v $form: no OVERLAP_F_B cell written"
+  imp dpv || { die "re-import dualpipe_v $form"; sed -n 1,5p "$tmp/dpv.err"; continue; }
+  grep -q warning "$tmp/dpv.err" && die "re-import dualpipe_v $form warned: $(head -3 "$tmp/dpv.err")"
+  [ "$(grep -o 'overlap {' "$tmp/dpv.pps" | wc -l)" = "$n" ] || die "dualpipe_v $form: $n OVERLAP_F_B cells, other count of pairs imported"
+  got=$(ms "$tmp/dpv.pps" --cost TFB=2.5)
+  [ -n "$want" ] && [ "$want" = "$got" ] || die "dualpipe_v $form TFB=2.5: makespan $want, after export and import $got"
+done
 
 # offload and vocabulary: refused with a located error, or left out with --drop (named)
 "$PPSC" export-csv "$PPS_STDLIB/pipeoffload.pps" -o "$tmp/o.csv" --color=never 2>"$tmp/o.err"; [ $? -eq 1 ] || die "offload export: expected exit 1"

@@ -115,11 +115,14 @@ def load(path, M, comms):
         order = {r: [a for a in rt.pipeline_order[r] if a is not None] for r in rt.pipeline_order}
     print("valid", flush=True)
     to_rank = rt.stage_index_to_group_rank
+    # PyTorch's simulator does not take OVERLAP_F_B groups: it gets their passes in
+    # order (what _PipelineScheduleRuntime runs for a group)
+    order = {r: [x for a in order[r] for x in (a.sub_actions or (a,))] for r in order}
     try:
         if not comms:
             order = S._add_send_recv(order, stage_to_rank=lambda s: to_rank[s], num_stages=n)
         sim = S._simulate_comms_compute(order, lambda s: to_rank[s], n)
-    except Exception as e:  # e.g. OVERLAP_F_B, which this simulator does not take
+    except Exception as e:  # what this simulator does not take
         print(f"not simulated: {type(e).__name__}: {e}")
         return
     print("ok", max(len(sim[r]) for r in sim))
