@@ -3,7 +3,8 @@
  * device. What it shows:
  *   - a colour per chunk (a stage's rank among the stages its device holds: chunk 0
  *     of an interleaved or V-shaped schedule is blue, chunk 1 orange, 2 green, 3 purple,
- *     later ones follow the golden angle, so any number of chunks get distinct hues) and a shade per
+ *     chunks 4..15 fill the widest gaps of the hue circle, so any two of the first 16
+ *     are at least 18 degrees apart; later ones follow the golden angle) and a shade per
  *     pass kind (F light, B dark, W pale, BW middle); vocabulary passes, collectives
  *     and copies keep a colour of their own;
  *   - in each box its microbatch, and its stage where the box is wide enough;
@@ -17,7 +18,9 @@
  *     arrival on the consumer's device;
  *   - a labelled scale (0, half, max activations) on each memory panel, and a legend.
  * Beyond SVG_MAX_BOXES ops the rows are drawn one pixel column at a time (the
- * busiest pass kind of each column), without labels, tooltips, arrows or path. */
+ * busiest pass kind of each column), without labels, tooltips, arrows or path.
+ * Positions are W * (t / makespan) (px()), never t * (W / makespan): with subnormal
+ * costs (1e-310) W / makespan overflows to inf; every coordinate written is finite. */
 #include "report.h"
 #include <math.h>
 #include <stdio.h>
@@ -25,6 +28,12 @@
 #include <string.h>
 
 enum { SVG_MAX_BOXES = 50000, SVG_MAX_ARROWS = 20000 };
+
+/* The x offset (pixels, 0..W) of time t on a timeline W pixels wide for makespan mk. */
+static double px(double t, double W, double mk) {
+  double x = W * (t / mk);
+  return isfinite(x) ? x : 0;
+}
 
 static const char *kind_color(int k) {
   switch ((IrKind)k) {
@@ -44,8 +53,10 @@ static const char *kind_color(int k) {
 /* The fill of a compute pass: hue from the chunk, lightness from the kind. */
 static void pass_color(char *out, size_t n, int kind, int chunk) {
   if (kind > IR_BW) { snprintf(out, n, "%s", kind_color(kind)); return; }
-  static const double first[4] = {210, 28, 130, 285}; /* blue, orange, green, purple */
-  double hue = chunk < 4 ? first[chunk] : fmod(210.0 + chunk * 137.508, 360.0);
+  /* blue, orange, green, purple, then each hue the farthest from those before it:
+     any two of the first 16 at least 18 degrees apart; later ones the golden angle */
+  static const double first[16] = {210, 28, 130, 285, 79, 336, 170, 247, 2, 53, 104, 310, 150, 190, 266, 228};
+  double hue = chunk >= 0 && chunk < 16 ? first[chunk] : fmod(210.0 + (chunk < 0 ? 0 : chunk) * 137.508, 360.0);
   static const int sat[4] = {60, 60, 45, 55}, light[4] = {62, 36, 80, 48};
   snprintf(out, n, "hsl(%.0f,%d%%,%d%%)", hue, sat[kind], light[kind]);
 }
@@ -64,7 +75,7 @@ static void xml_text(StrBuf *b, const char *t) {
  * takes the colour of the pass kind that is busiest in it, and is drawn only when
  * the device is busy for at least a tenth of it (copies in the lane below). */
 static void svg_binned(StrBuf *b, const Report *r, int d, double left, double y, double rowh, double lane,
-                       double W, double xs) {
+                       double W, double mk) {
   const IrSchedule *s = r->s;
   const SimResult *sim = r->sim;
   const AnaIndex *ix = r->ix;
@@ -74,7 +85,7 @@ static void svg_binned(StrBuf *b, const Report *r, int d, double left, double y,
   for (int32_t g = ix->off[d]; g < ix->off[d + 1]; g++) {
     const IrOp *op = ana_op(s, ix, g);
     if (op->kind == IR_SEND || op->kind == IR_RECV) continue;
-    double a = sim->start[g] * xs, e = sim->end[g] * xs;
+    double a = px(sim->start[g], W, mk), e = px(sim->end[g], W, mk);
     if (!(e > a)) continue;
     for (int c = (int)a; c < ncol && c <= (int)e; c++) {
       double lo = a > c ? a : c, hi = e < c + 1 ? e : c + 1;
@@ -117,7 +128,8 @@ static void critical_path(const Report *r, uint8_t *crit) {
   int32_t cur = -1;
   for (int32_t g = 0; g < ix->total; g++)
     if (ana_op(s, ix, g)->kind <= IR_T && (cur < 0 || sim->end[g] > sim->end[cur])) cur = g;
-  const double eps = 1e-9 * (sim->makespan > 1 ? sim->makespan : 1);
+  /* relative to the makespan (costs may be anything from 1e-300 to 1e300) */
+  const double eps = 1e-9 * (sim->makespan > 0 ? sim->makespan : 1);
   for (int64_t steps = 0; cur >= 0 && steps <= ix->total; steps++) {
     crit[cur] = 1;
     int d = ix->devof[cur];
@@ -177,7 +189,6 @@ void report_svg(StrBuf *b, const Report *r) {
   double memh = 50, memgap = 14;
   double mem_top = top + tl_h + 40;
   double H = mem_top + P * (memh + memgap) + 20;
-  double xs = W / mk;
   sb_printf(b, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" font-family=\"sans-serif\" font-size=\"10\">\n",
             left + W + 20, H);
   sb_puts(b, "<defs><marker id=\"arrow\" viewBox=\"0 0 6 6\" refX=\"6\" refY=\"3\" markerWidth=\"5\" markerHeight=\"5\" orient=\"auto\">"
@@ -230,13 +241,13 @@ void report_svg(StrBuf *b, const Report *r) {
     sb_printf(b, "<text x=\"4\" y=\"%.1f\">device %d</text>\n", y + rowh * 0.7, d);
     sb_printf(b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#f4f4f4\"/>\n", left, y, W, rowh);
     if (dense) {
-      svg_binned(b, r, d, left, y, rowh, lane, W, xs);
+      svg_binned(b, r, d, left, y, rowh, lane, W, mk);
       continue;
     }
     for (int32_t g = ix->off[d]; g < ix->off[d + 1]; g++) {
       const IrOp *op = ana_op(s, ix, g);
       if (op->kind == IR_SEND || op->kind == IR_RECV) continue;
-      double x0 = left + sim->start[g] * xs, w = (sim->end[g] - sim->start[g]) * xs;
+      double x0 = left + px(sim->start[g], W, mk), w = px(sim->end[g], W, mk) - px(sim->start[g], W, mk);
       double yy = y, hh = rowh;
       if (op->kind == IR_OFFLOAD || op->kind == IR_RELOAD) {
         yy = y + rowh + 1;
@@ -277,8 +288,8 @@ void report_svg(StrBuf *b, const Report *r) {
       if (p < 0) continue;
       int pd = ix->devof[p], d = ix->devof[g];
       double y0 = top + pd * rowstep + (d > pd ? rowh : 0), y1 = top + d * rowstep + (d > pd ? 0 : rowh);
-      sb_printf(b, "<line x1=\"%.2f\" y1=\"%.1f\" x2=\"%.2f\" y2=\"%.1f\" marker-end=\"url(#arrow)\"/>\n", left + sim->end[p] * xs,
-                y0, left + sim->end[g] * xs, y1);
+      sb_printf(b, "<line x1=\"%.2f\" y1=\"%.1f\" x2=\"%.2f\" y2=\"%.1f\" marker-end=\"url(#arrow)\"/>\n", left + px(sim->end[p], W, mk),
+                y0, left + px(sim->end[g], W, mk), y1);
       n++;
     }
     sb_puts(b, "</g>\n");
@@ -295,7 +306,7 @@ void report_svg(StrBuf *b, const Report *r) {
   for (int t = 0; t <= 100 && t * step <= mk * (1 + 1e-9); t++) {
     double x = t * step;
     sb_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"black\"/><text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%.6g</text>\n",
-              left + x * xs, yax, left + x * xs, yax + 3, left + x * xs, yax + 13, x);
+              left + px(x, W, mk), yax, left + px(x, W, mk), yax + 3, left + px(x, W, mk), yax + 13, x);
   }
   sb_printf(b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">time (cost units)</text>\n", left + W, yax + 26);
   /* memory over time, with a scale: 0, half and the maximum over devices */
@@ -326,7 +337,7 @@ void report_svg(StrBuf *b, const Report *r) {
       int k = 0;
       for (int c = 0; c <= ncol; c++) {
         double mx = cur;
-        while (k < v->nmem && v->mt[k] * xs < c + 1) {
+        while (k < v->nmem && px(v->mt[k], W, mk) < c + 1) {
           cur = v->mv[k++];
           if (cur > mx) mx = cur;
         }
@@ -342,7 +353,7 @@ void report_svg(StrBuf *b, const Report *r) {
     sb_puts(b, "<polyline fill=\"none\" stroke=\"#4e79a7\" points=\"");
     double prev = 0;
     for (int k = 0; k < v->nmem; k++) {
-      double x = left + v->mt[k] * xs;
+      double x = left + px(v->mt[k], W, mk);
       sb_printf(b, "%.2f,%.2f %.2f,%.2f ", x, y + memh - prev / pk * memh, x, y + memh - v->mv[k] / pk * memh);
       prev = v->mv[k];
     }

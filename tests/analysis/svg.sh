@@ -4,7 +4,9 @@
 # with one chunk per device, two (interleaved, V), copies (offload), vocabulary
 # passes, a dense one (one pixel column per bin), extreme cost scales, and with
 # --svg-arrows. Also checks what the picture holds: a <title> tooltip per box, the
-# critical path, a legend entry per chunk, a labelled memory scale.
+# critical path, a legend entry per chunk, a labelled memory scale; no number in any
+# picture is inf or nan (subnormal costs included); 16 chunks get hues at least 15
+# degrees apart.
 : "${PPSC:?set PPSC to the ppsc binary}" "${top_srcdir:?set top_srcdir}"
 command -v rsvg-convert >/dev/null 2>&1 || { echo "skip: rsvg-convert not found (apt-get install librsvg2-bin)"; exit 77; }
 tmp=$(mktemp -d) || exit 99
@@ -30,6 +32,34 @@ render dense "$std/1f1b.pps" -D P=8 -D m=4000
 render wide "$std/1f1b.pps" -D P=4 -D m=400 --svg-arrows
 render tiny "$std/1f1b.pps" -D P=4 -D m=8 --cost TF=1e-300 --cost TB=1e-300 --cost TW=1e-300
 render huge "$std/1f1b.pps" -D P=4 -D m=8 --cost TF=1e290 --cost TB=1e290 --cost TW=1e290
+# subnormal costs: W / makespan overflows; positions must still be finite
+render subnormal "$std/1f1b.pps" -D P=4 -D m=8 --cost TF=1e-310 --cost TB=1e-310 --cost TW=1e-310 --cost TC=1e-310
+# 16 chunks on one device (a stage each), for the hue check below
+cat >"$tmp/c16.pps" <<'EOF16'
+schedule chunks16 {
+  devices 1;
+  microbatches 1;
+  stages 16;
+  placement [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+  device 0 { for s in 0..16 { F(0, s) } for s in 0..16 { BW(0, 15 - s) } }
+}
+EOF16
+render chunks16 "$tmp/c16.pps"
+
+# no picture holds a non-finite number (inf, -nan: a renderer draws nothing or fails)
+for f in "$tmp"/*.svg; do
+  if grep -Eiq '(^|[^a-z])-?(nan|inf)([^a-z]|$)' "$f"; then
+    echo "FAIL $(basename "$f"): non-finite number: $(grep -Eio '.{20}(^|[^a-z])-?(nan|inf)([^a-z]|$).{0,10}' "$f" | head -2)"; fail=1
+  else echo "ok: $(basename "$f"): every number finite"; fi
+done
+# chunk hues: 16 legend entries, any two at least 15 degrees apart on the hue circle
+grep -o 'fill="hsl([0-9]*,[^"]*"/><text[^>]*>chunk [0-9]*</text>' "$tmp/chunks16.svg" |
+  sed 's/fill="hsl(\([0-9]*\),.*/\1/' >"$tmp/hues"
+if [ "$(wc -l <"$tmp/hues")" = 16 ] && awk '{ h[NR] = $1 } END {
+     for (i = 1; i <= NR; i++) for (j = 1; j < i; j++) { d = h[i] - h[j]; if (d < 0) d = -d; if (d > 180) d = 360 - d;
+       if (d < 15) { printf "chunks %d and %d: hues %d and %d\n", j - 1, i - 1, h[j], h[i]; bad = 1 } }
+     exit bad }' "$tmp/hues"; then echo "ok: 16 chunk hues at least 15 degrees apart"
+else echo "FAIL: chunk hues collide: $(tr '\n' ' ' <"$tmp/hues")"; fail=1; fi
 
 # content: a tooltip per compute box (1F1B, P=4, m=8: 64 passes), the critical path
 n=$(grep -o '<title>' "$tmp/1f1b.svg" | wc -l)
