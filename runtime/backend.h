@@ -103,7 +103,7 @@ struct ppsrt_backend {
   int (*bias_grad)(ppsrt_backend *b, int stream, float *dbias, const void *dy, int N, int C);
   /* y = a + b elementwise (residual); y may alias a. */
   int (*add)(ppsrt_backend *b, int stream, void *y, const void *a, const void *c, size_t n);
-  /* y = gelu(x) (tanh form); dx = dy * gelu'(x) (dx may alias dy). */
+  /* y = gelu(x) (tanh form); dx = dy * gelu'(x) (dx may alias dy or x: elementwise). */
   int (*gelu_fwd)(ppsrt_backend *b, int stream, void *y, const void *x, size_t n);
   int (*gelu_bwd)(ppsrt_backend *b, int stream, void *dx, const void *dy, const void *x, size_t n);
   /* Layer norm over the last dim C of x[N, C]: y, and F32 mean[N], rstd[N]. */
@@ -174,6 +174,14 @@ struct ppsrt_backend {
    * every rank finished the iteration's communication: a caching allocator releases
    * blocks the last iterations did not use (CUDA: the only place it calls cudaFree). */
   int (*trim)(ppsrt_backend *b);
+  /* Fused bias + GeLU over rows N of width C (the MLP's first product's epilogue):
+   *   pre[n, c] = x[n, c] + bias[c]   (stored in act_dtype; pre may alias x),
+   *   y[n, c]   = gelu(pre[n, c])     from pre as stored (rounded to act_dtype),
+   * so the result is exactly add_bias then gelu_fwd, in one pass over memory. pre is
+   * kept because gelu_bwd needs it. (There is no fused backward: B takes gelu' and W
+   * the bias gradient, in different passes.) */
+  int (*add_bias_gelu)(ppsrt_backend *b, int stream, void *y, void *pre, const void *x, const void *bias, int N,
+                       int C);
 };
 
 /* Backends the library was built with. Each returns 0 and fills *out, or an error

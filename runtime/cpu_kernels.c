@@ -77,7 +77,7 @@ static int k_gelu_fwd(ppsrt_backend *b, int stream, void *y_, const void *x_, si
   return PPSRT_OK;
 }
 
-/* gelu_bwd: dx[i] = dy[i] * gelu'(x[i]); dx may alias dy. */
+/* gelu_bwd: dx[i] = dy[i] * gelu'(x[i]); dx may alias dy or x. */
 static int k_gelu_bwd(ppsrt_backend *b, int stream, void *dx_, const void *dy_, const void *x_, size_t n) {
   ENTER(b, stream);
   float *dx = dx_;
@@ -88,6 +88,26 @@ static int k_gelu_bwd(ppsrt_backend *b, int stream, void *dx_, const void *dy_, 
     float t = tanhf(u);
     float d = 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * GELU_K * (1.0f + 3.0f * GELU_A * v * v);
     dx[i] = dy[i] * d;
+  }
+  return PPSRT_OK;
+}
+
+/* add_bias_gelu: pre[n, c] = x[n, c] + bias[c]; y[n, c] = gelu(pre[n, c]) (the formulas
+ * above, element by element); pre may alias x. Exactly add_bias then gelu_fwd. */
+static int k_add_bias_gelu(ppsrt_backend *b, int stream, void *y_, void *pre_, const void *x_, const void *bias_,
+                           int N, int C) {
+  ENTER(b, stream);
+  float *y = y_, *pre = pre_;
+  const float *x = x_, *bias = bias_;
+  for (int n = 0; n < N; n++) {
+    const float *xr = x + (size_t)n * C;
+    float *pr = pre + (size_t)n * C, *yr = y + (size_t)n * C;
+    for (int c = 0; c < C; c++) {
+      float v = xr[c] + bias[c];
+      float u = GELU_K * (v + GELU_A * v * v * v);
+      pr[c] = v;
+      yr[c] = 0.5f * v * (1.0f + tanhf(u));
+    }
   }
   return PPSRT_OK;
 }
@@ -441,4 +461,5 @@ void ppsrt_cpu_install_kernels(ppsrt_backend *b) {
   b->scale_f32 = k_scale_f32;
   b->softmax_rescale_f32 = k_softmax_rescale_f32;
   b->convert = k_convert;
+  b->add_bias_gelu = k_add_bias_gelu;
 }

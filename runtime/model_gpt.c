@@ -258,8 +258,7 @@ static int layer_f(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int
   /* ln2 = LN(x1); hpre = ln2 Wfc + b; hact = gelu(hpre); y = x1 + hact Wfc2 + b */
   K(be->layernorm_fwd(be, CS, ln2, st + 2 * N, st + 3 * N, x1, p[LN2G]->param.data, p[LN2B]->param.data, N, h));
   K(be->gemm(be, CS, 0, 0, N, 4 * h, h, 1.0f, ln2, AT, h, p[FCW]->param.data, AT, 4 * h, 0.0f, hpre, AT, 4 * h));
-  K(be->add_bias(be, CS, hpre, hpre, p[FCB]->param.data, N, 4 * h));
-  K(be->gelu_fwd(be, CS, hact, hpre, 4 * Nh));
+  K(be->add_bias_gelu(be, CS, hact, hpre, hpre, p[FCB]->param.data, N, 4 * h));
   K(be->memcpy_async(be, CS, y, x1, Nh * es, 0));
   K(be->gemm(be, CS, 0, 0, N, h, 4 * h, 1.0f, hact, AT, 4 * h, p[FC2W]->param.data, AT, h, 1.0f, y, AT, h));
   K(be->add_bias(be, CS, y, y, p[FC2B]->param.data, N, h));
@@ -304,11 +303,10 @@ static int layer_b(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int
   char *t2 = (char *)tmp + 4 * Nh * es, *qb = qkv;
   size_t ko = (size_t)g->Hq * D * es, vo = (size_t)(g->Hq + g->Hkv) * D * es;
   int rc;
-  /* MLP: dhact = dy Wfc2^T; dhpre = dhact * gelu'(hpre) -> hpre's buffer;
+  /* MLP: dhact = dy Wfc2^T; dhpre = dhact * gelu'(hpre) written over hpre (no copy);
    *      dln2 = dhpre Wfc^T -> ln2's buffer; dx1 = dy + LN2_bwd(dln2) */
   if ((rc = be->gemm(be, CS, 0, 1, N, 4 * h, h, 1.0f, dy, AT, h, p[FC2W]->param.data, AT, h, 0.0f, tmp, AT, 4 * h)) ||
-      (rc = be->gelu_bwd(be, CS, tmp, tmp, hpre, 4 * Nh)) ||
-      (rc = be->memcpy_async(be, CS, hpre, tmp, 4 * Nh * es, 0)) ||
+      (rc = be->gelu_bwd(be, CS, hpre, tmp, hpre, 4 * Nh)) ||
       (rc = be->gemm(be, CS, 0, 1, N, h, 4 * h, 1.0f, hpre, AT, 4 * h, p[FCW]->param.data, AT, 4 * h, 0.0f, ln2, AT, h)) ||
       (rc = be->memcpy_async(be, CS, dx1, dy, Nh * es, 0)) ||
       (rc = be->layernorm_bwd_input(be, CS, dx1, ln2, x1, st + 2 * N, st + 3 * N, p[LN2G]->param.data, N, h, 1)) ||

@@ -103,8 +103,7 @@ static int mlp_f(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage) {
     if ((rc = ppsrt_act_save(c, mb, stage, bytes, &h, NULL))) return rc;
     if (!nc) {
       if ((rc = be->gemm(be, PPSRT_STREAM_COMPUTE, 0, 0, N, H, H, 1.0f, x, be->act_dtype, H, ly[l].w->param.data,
-                         be->act_dtype, H, 0.0f, h, be->act_dtype, H)) ||
-          (rc = be->add_bias(be, PPSRT_STREAM_COMPUTE, h, h, ly[l].b->param.data, N, H)))
+                         be->act_dtype, H, 0.0f, h, be->act_dtype, H)))
         return rc;
     }
     if (l + 1 < p->L) {
@@ -112,7 +111,11 @@ static int mlp_f(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage) {
     } else if ((rc = be->alloc(be, bytes, &y))) {
       return rc;
     }
-    if (!nc && (rc = be->gelu_fwd(be, PPSRT_STREAM_COMPUTE, y, h, n))) { if (l + 1 == p->L) be->free(be, y); return rc; }
+    /* h += b and y = gelu(h) in one kernel (h is kept for gelu') */
+    if (!nc && (rc = be->add_bias_gelu(be, PPSRT_STREAM_COMPUTE, y, h, h, ly[l].b->param.data, N, H))) {
+      if (l + 1 == p->L) be->free(be, y);
+      return rc;
+    }
     x = y;
   }
   if (stage + 1 < m->cfg.nstage) {
@@ -152,9 +155,9 @@ static int mlp_b(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage) {
     if ((rc = ppsrt_act_get(c, mb, stage, 2 * l + 1, &h))) { be->free(be, dy); return rc; }
     if ((rc = be->alloc(be, bytes, &dx))) { be->free(be, dy); return rc; }
     if (!nc) {
-      if ((rc = be->gelu_bwd(be, PPSRT_STREAM_COMPUTE, dy, dy, h, n)) ||
-          (rc = be->memcpy_async(be, PPSRT_STREAM_COMPUTE, h, dy, bytes, 0)) ||   /* dh_l kept for W */
-          (rc = be->gemm(be, PPSRT_STREAM_COMPUTE, 0, 1, N, H, H, 1.0f, dy, be->act_dtype, H, ly[l].w->param.data,
+      /* dh_l = dy * gelu'(h_l), written over h_l (kept for W): no copy */
+      if ((rc = be->gelu_bwd(be, PPSRT_STREAM_COMPUTE, h, dy, h, n)) ||
+          (rc = be->gemm(be, PPSRT_STREAM_COMPUTE, 0, 1, N, H, H, 1.0f, h, be->act_dtype, H, ly[l].w->param.data,
                          be->act_dtype, H, 0.0f, dx, be->act_dtype, H))) {
         be->free(be, dy); be->free(be, dx);
         return rc;

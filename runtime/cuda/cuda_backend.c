@@ -1087,6 +1087,10 @@ static int cu_attention_bwd(ppsrt_backend *b, int stream, void *dq, void *dk, vo
 static int cu_add_bias(ppsrt_backend *b, int stream, void *y, const void *x, const void *bias, int N, int C) {
   KERNEL(b, stream, ppsrt_cu_add_bias(s, y, x, bias, N, C));
 }
+static int cu_add_bias_gelu(ppsrt_backend *b, int stream, void *y, void *pre, const void *x, const void *bias, int N,
+                            int C) {
+  KERNEL(b, stream, ppsrt_cu_add_bias_gelu(s, y, pre, x, bias, N, C));
+}
 static int cu_bias_grad(ppsrt_backend *b, int stream, float *dbias, const void *dy, int N, int C) {
   KERNEL(b, stream, ppsrt_cu_bias_grad(s, dbias, dy, N, C));
 }
@@ -1368,6 +1372,7 @@ int ppsrt_cuda_backend_create(int device_index, ppsrt_backend **out) {
   b->scale_f32 = cu_scale_f32;
   b->mem_stats = cu_mem_stats;
   b->softmax_rescale_f32 = cu_softmax_rescale_f32;
+  b->add_bias_gelu = cu_add_bias_gelu;
   b->convert = cu_convert;
   reg_add(b);
   *out = b;

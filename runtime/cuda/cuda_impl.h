@@ -32,6 +32,8 @@ cudaError_t ppsrt_cu_bias_grad(cudaStream_t s, float *dbias, const void *dy, int
 cudaError_t ppsrt_cu_add(cudaStream_t s, void *y, const void *a, const void *c, size_t n);
 cudaError_t ppsrt_cu_gelu_fwd(cudaStream_t s, void *y, const void *x, size_t n);
 cudaError_t ppsrt_cu_gelu_bwd(cudaStream_t s, void *dx, const void *dy, const void *x, size_t n);
+/* pre = bf16(x + bias), y = bf16(gelu(pre as stored)); pre may alias x. */
+cudaError_t ppsrt_cu_add_bias_gelu(cudaStream_t s, void *y, void *pre, const void *x, const void *bias, int N, int C);
 cudaError_t ppsrt_cu_layernorm_fwd(cudaStream_t s, void *y, float *mean, float *rstd, const void *x,
                                    const void *gamma, const void *beta, int N, int C);
 cudaError_t ppsrt_cu_layernorm_bwd_input(cudaStream_t s, void *dx, const void *dy, const void *x,

@@ -175,6 +175,32 @@ static __global__ void k_gelu_bwd8(bf16 *dx, const bf16 *dy, const bf16 *x, unsi
   }
 }
 
+/* add_bias_gelu: pre = x + bias rounded to bf16 as stored, y = gelu(pre): bit for bit
+ * add_bias then gelu_fwd, one read of x and bias, one write of pre and y. pre may alias
+ * x (each element is read before it is written, by the same thread). */
+static __global__ void k_add_bias_gelu(bf16 *y, bf16 *pre, const bf16 *x, const bf16 *bias, size_t total, int C) {
+  GRID_STRIDE(i, total) {
+    bf16 p = __float2bfloat16_rn(ld(x, i) + ld(bias, i % (size_t)C));
+    pre[i] = p;
+    st(y, i, gelu_f(__bfloat162float(p)));
+  }
+}
+static __global__ void k_add_bias_gelu8(bf16 *y, bf16 *pre, const bf16 *x, const bf16 *bias, unsigned n8,
+                                        unsigned C8) {
+  VGRID(i, n8) {
+    float a[8], b[8];
+    ld8(a, x, i);
+    ld8(b, bias, i % C8);
+    alignas(16) bf16 h[8];
+    for (int k = 0; k < 8; k++) {
+      h[k] = __float2bfloat16_rn(a[k] + b[k]);
+      a[k] = gelu_f(__bfloat162float(h[k]));
+    }
+    reinterpret_cast<uint4 *>(pre)[i] = *reinterpret_cast<const uint4 *>(h);
+    st8(y, i, a);
+  }
+}
+
 /* ------------------------------------------------------------------------- */
 /* column reductions: bias_grad and layernorm_bwd_weight                        */
 
@@ -486,6 +512,16 @@ cudaError_t ppsrt_cu_add_bias(cudaStream_t s, void *y, const void *x, const void
     return cudaGetLastError();
   }
   EW(k_add_bias, n, (bf16 *)y, (const bf16 *)x, (const bf16 *)bias, n, C);
+}
+
+cudaError_t ppsrt_cu_add_bias_gelu(cudaStream_t s, void *y, void *pre, const void *x, const void *bias, int N, int C) {
+  size_t n = (size_t)N * C;
+  if (n && C % 8 == 0 && vec_part(n, y, pre, x) == n && vec_part(n, bias, bias, bias) == n) {
+    LAUNCH(k_add_bias_gelu8, s, grid_for(n / 8, 256), 256)((bf16 *)y, (bf16 *)pre, (const bf16 *)x,
+                                                           (const bf16 *)bias, (unsigned)(n / 8), (unsigned)(C / 8));
+    return cudaGetLastError();
+  }
+  EW(k_add_bias_gelu, n, (bf16 *)y, (bf16 *)pre, (const bf16 *)x, (const bf16 *)bias, n, C);
 }
 
 cudaError_t ppsrt_cu_bias_grad(cudaStream_t s, float *dbias, const void *dy, int N, int C) {

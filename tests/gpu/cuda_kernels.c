@@ -140,6 +140,26 @@ static void compare(const char *what, pair *p, tol t) {
   free(b);
 }
 
+/* Two GPU tensors of the same dtype hold the very same values (a fused kernel against
+ * the unfused sequence it replaces). */
+static void same_gpu(const char *what, pair *p, pair *q) {
+  size_t n = p->n;
+  float *a = malloc((n ? n : 1) * 4), *b = malloc((n ? n : 1) * 4);
+  OK(gpu->download_f32(gpu, a, (ppsrt_tensor){p->g, n, p->gdt}));
+  OK(gpu->download_f32(gpu, b, (ppsrt_tensor){q->g, n, q->gdt}));
+  size_t i = 0;
+  while (i < n && memcmp(&a[i], &b[i], 4) == 0) i++;
+  checks++;
+  if (q->n != n || i < n) {
+    failures++;
+    fprintf(stderr, "FAIL: %s: element %zu differs: %.9g vs %.9g\n", what, i, i < n ? a[i] : 0.0, i < n ? b[i] : 0.0);
+  } else {
+    printf("ok   %-44s n=%-8zu bit for bit\n", what, n);
+  }
+  free(a);
+  free(b);
+}
+
 /* ---- the checks ---- */
 
 static void t_gemm(void) {
@@ -220,6 +240,41 @@ static void t_elementwise(void) {
   OK(cpu->gelu_bwd(cpu, 0, dx.c, c.c, a.c, n));
   OK(gpu->gelu_bwd(gpu, 0, dx.g, c.g, a.g, n));
   compare("gelu_bwd", &dx, TOL_BF16);
+  {   /* dx aliasing x (the models write dhpre over hpre), the vectorised and tail paths */
+    pair xa = mk(n, PPSRT_BF16, 1, 0);
+    OK(gpu->memcpy_async(gpu, 0, xa.g, a.g, n * 2, 0));
+    OK(gpu->gelu_bwd(gpu, 0, xa.g, c.g, xa.g, n));
+    same_gpu("gelu_bwd dx aliasing x == gelu_bwd", &xa, &dx);
+    drop(&xa);
+  }
+  /* fused bias + GeLU: pre and y against the CPU, and on the GPU bit for bit add_bias then
+   * gelu_fwd; the scalar (C = 301) and vectorised (C = 256) kernels; in place (pre = x) */
+  for (int k = 0; k < 2; k++) {
+    const int Ck = k ? 256 : C;
+    size_t nk = (size_t)N * Ck;
+    pair xx = mk(nk, PPSRT_BF16, 1, 0), bb = mk(Ck, PPSRT_BF16, 1, 0), pre = mk(nk, PPSRT_BF16, 0, 0);
+    pair yy = mk(nk, PPSRT_BF16, 0, 0), u1 = mk(nk, PPSRT_BF16, 0, 0), u2 = mk(nk, PPSRT_BF16, 0, 0);
+    char w[96];
+    OK(cpu->add_bias_gelu(cpu, 0, yy.c, pre.c, xx.c, bb.c, N, Ck));
+    OK(gpu->add_bias_gelu(gpu, 0, yy.g, pre.g, xx.g, bb.g, N, Ck));
+    snprintf(w, sizeof w, "add_bias_gelu C=%d pre", Ck);
+    compare(w, &pre, TOL_BF16);
+    snprintf(w, sizeof w, "add_bias_gelu C=%d y", Ck);
+    compare(w, &yy, TOL_BF16);
+    OK(gpu->add_bias(gpu, 0, u1.g, xx.g, bb.g, N, Ck));
+    OK(gpu->gelu_fwd(gpu, 0, u2.g, u1.g, nk));
+    snprintf(w, sizeof w, "add_bias_gelu C=%d on the GPU == add_bias, gelu_fwd", Ck);
+    same_gpu(w, &pre, &u1);
+    same_gpu(w, &yy, &u2);
+    OK(cpu->add_bias_gelu(cpu, 0, yy.c, xx.c, xx.c, bb.c, N, Ck));
+    OK(gpu->add_bias_gelu(gpu, 0, yy.g, xx.g, xx.g, bb.g, N, Ck));
+    snprintf(w, sizeof w, "add_bias_gelu C=%d in place: pre", Ck);
+    compare(w, &xx, TOL_BF16);
+    snprintf(w, sizeof w, "add_bias_gelu C=%d in place: y", Ck);
+    compare(w, &yy, TOL_BF16);
+    same_gpu(w, &yy, &u2);
+    drop(&xx); drop(&bb); drop(&pre); drop(&yy); drop(&u1); drop(&u2);
+  }
   pair fy = mk(n, PPSRT_F32, 1, 0), fx = mk(n, PPSRT_F32, 1, 0);
   OK(cpu->axpy_f32(cpu, 0, fy.c, fx.c, -0.75f, n));
   OK(gpu->axpy_f32(gpu, 0, fy.g, fx.g, -0.75f, n));

@@ -175,6 +175,38 @@ static void test_elementwise(void) {
   memcpy(dx, r, n * sizeof *dx);
   OK(be->gelu_bwd(be, 0, dx, dx, x, n), "gelu_bwd");   /* dx aliases dy */
   check("gelu_bwd vs FD (dx aliases dy)", dx, ref, n, 2e-4, 2e-3);
+  /* fused bias + GeLU: pre = x + bias against double, y = gelu(pre) against the formula
+   * in double, and bit for bit add_bias then gelu_fwd; then in place (pre aliases x) */
+  {
+    float *pre = vec(n), *fy = vec(n), *u = vec(n), *xc = vec(n);
+    for (size_t i = 0; i < n; i++) {
+      double v = (double)x[i] + bias[i % C];
+      ref[i] = v;
+    }
+    OK(be->add_bias_gelu(be, 0, fy, pre, x, bias, N, C), "add_bias_gelu");
+    check("add_bias_gelu pre", pre, ref, n, 0, 1e-7);
+    for (size_t i = 0; i < n; i++) {
+      double v = pre[i];
+      ref[i] = 0.5 * v * (1 + tanh(sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+    }
+    check("add_bias_gelu y", fy, ref, n, 1e-6, 1e-5);
+    OK(be->add_bias(be, 0, u, x, bias, N, C), "add_bias");
+    OK(be->gelu_fwd(be, 0, u, u, n), "gelu_fwd");
+    for (size_t i = 0; i < n; i++) ref[i] = u[i];
+    check("add_bias_gelu y == add_bias + gelu_fwd (exactly)", fy, ref, n, 0, 0);
+    memcpy(xc, x, n * sizeof *xc);
+    OK(be->add_bias_gelu(be, 0, u, xc, xc, bias, N, C), "add_bias_gelu in place");
+    for (size_t i = 0; i < n; i++) ref[i] = pre[i];
+    check("add_bias_gelu in place: pre (exactly)", xc, ref, n, 0, 0);
+    for (size_t i = 0; i < n; i++) ref[i] = fy[i];
+    check("add_bias_gelu in place: y (exactly)", u, ref, n, 0, 0);
+    /* gelu_bwd with dx aliasing x (the models write dhpre over hpre) */
+    memcpy(xc, x, n * sizeof *xc);
+    OK(be->gelu_bwd(be, 0, xc, r, xc, n), "gelu_bwd dx = x");
+    for (size_t i = 0; i < n; i++) ref[i] = dx[i];
+    check("gelu_bwd (dx aliases x) == gelu_bwd (exactly)", xc, ref, n, 0, 0);
+    be->free(be, pre); be->free(be, fy); be->free(be, u); be->free(be, xc);
+  }
   /* axpy, scale */
   for (size_t i = 0; i < n; i++) { ref[i] = (double)y[i] + 0.5 * x[i]; }
   OK(be->axpy_f32(be, 0, y, x, 0.5f, n), "axpy");
