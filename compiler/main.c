@@ -166,27 +166,69 @@ static int parse_options(int argc, char **argv, Options *o, Define *defs, int *c
   return -1;
 }
 
-/* An option the command would ignore is a usage error (issue 12: nothing silently
-   does nothing). Commands a later branch adds are checked only for what they name. */
+/* Which commands use which options: an option the command would ignore is a usage
+ * error (issue 12: nothing silently does nothing). One bit per command, in the order
+ * of commands[] below; docs/ppsc.1 (OPTIONS) has the same table in words. */
+enum {
+  C_CHECK = 1 << 0, C_SIM = 1 << 1, C_EXPAND = 1 << 2, C_EMITC = 1 << 3, C_BUILD = 1 << 4,
+  C_IMPORT = 1 << 5, C_EXPORT = 1 << 6, C_SYNTH = 1 << 7, C_COMPARE = 1 << 8,
+  C_PPS = C_CHECK | C_SIM | C_EXPAND | C_EMITC | C_BUILD | C_EXPORT | C_SYNTH | C_COMPARE /* read a .pps */
+};
+static const struct { const char *name; int cmd; } command_bits[] = {
+  {"check", C_CHECK}, {"sim", C_SIM}, {"expand", C_EXPAND}, {"emit-c", C_EMITC}, {"build", C_BUILD},
+  {"import-csv", C_IMPORT}, {"export-csv", C_EXPORT}, {"synth", C_SYNTH}, {"compare", C_COMPARE}};
+
+static int has_key(const Options *o, int memory) {
+  for (int k = 0; k < o->nkeys; k++) if (o->keys[k].memory == memory) return 1;
+  return 0;
+}
+
 static int option_misuse(const Options *o, const char *cmd) {
-  int is_sim = !strcmp(cmd, "sim"), is_check = !strcmp(cmd, "check");
-  const char *bad = NULL;
-  if ((o->trace) && !is_sim) bad = "--trace";
-  else if (o->grid && !is_sim) bad = "--grid";
-  else if (o->svg_arrows && !o->svg) bad = "--svg-arrows";
-  else if (o->svg && !is_sim) bad = "--svg";
-  else if (o->out && (is_sim || is_check || !strcmp(cmd, "compare"))) bad = "-o";
-  else if (o->json && !is_sim && !is_check && (!strcmp(cmd, "expand") || !strcmp(cmd, "emit-c") || !strcmp(cmd, "build") ||
-                                                !strcmp(cmd, "import-csv") || !strcmp(cmd, "export-csv") ||
-                                                !strcmp(cmd, "compare")))
-    bad = "--json";
-  if (!bad) return 0;
-  usage_error("%s does not apply to '%s' (%s)", bad, cmd,
-              !strcmp(bad, "-o") ? "check, sim and compare print to standard output; --trace/--svg write files from sim"
-              : !strcmp(bad, "--json") ? "--json is for check, sim and synth"
-              : !strcmp(bad, "--svg-arrows") ? "it adds to the picture of sim --svg"
-              : "--trace, --svg and --grid are for sim");
-  return 1;
+  int me = 0;
+  for (size_t k = 0; k < sizeof command_bits / sizeof *command_bits; k++)
+    if (!strcmp(cmd, command_bits[k].name)) me = command_bits[k].cmd;
+  const struct { const char *opt; int given, applies; const char *why; } table[] = {
+    {"-D", o->ndefs > 0, C_PPS, "it sets a parameter of a .pps schedule; import-csv reads a CSV"},
+    {"--cost", has_key(o, 0), C_PPS, "it sets a cost of a .pps schedule; import-csv reads a CSV: add a cost statement to what it writes"},
+    {"--memory", has_key(o, 1), C_PPS, "it sets a memory setting of a .pps schedule; import-csv reads a CSV"},
+    {"--policy", has_key(o, 2), C_PPS, "it sets a policy of a .pps schedule; import-csv reads a CSV"},
+    {"--schedule", o->schedule != NULL, C_PPS, "it picks a schedule of a .pps file; import-csv reads a CSV"},
+    {"--stdlib", o->stdlib_dir != NULL, C_PPS, "it is where a .pps file's imports are found; import-csv reads a CSV"},
+    {"--json", o->json, C_CHECK | C_SIM | C_SYNTH, "--json is for check, sim and synth"},
+    {"--trace", o->trace != NULL, C_SIM, "--trace, --svg and --grid are for sim"},
+    {"--svg", o->svg != NULL, C_SIM, "--trace, --svg and --grid are for sim"},
+    {"--grid", o->grid, C_SIM, "--trace, --svg and --grid are for sim"},
+    {"--svg-arrows", o->svg_arrows, o->svg ? C_SIM : 0, "it adds to the picture of sim --svg"},
+    {"-o", o->out != NULL, C_EXPAND | C_EMITC | C_BUILD | C_IMPORT | C_EXPORT | C_SYNTH,
+     "check, sim and compare print to standard output; --trace/--svg write files from sim"},
+    {"--comms", o->comms, C_EXPORT, "--comms and --drop are for export-csv"},
+    {"--drop", o->drop, C_EXPORT, "--comms and --drop are for export-csv"},
+    {"arguments after --", o->argc > 0, C_BUILD, "they go to the C compiler of build"},
+  };
+  for (size_t k = 0; k < sizeof table / sizeof *table; k++)
+    if (table[k].given && !(table[k].applies & me)) {
+      usage_error("%s %s not apply to '%s' (%s)", table[k].opt, strncmp(table[k].opt, "arguments", 9) ? "does" : "do", cmd,
+                  table[k].why);
+      return 1;
+    }
+  /* --grid is printed after the text summary: -q and --json leave no place for it */
+  if (o->grid && (o->quiet || o->json)) {
+    usage_error("--grid cannot go with %s: the grid follows the text summary on standard output", o->json ? "--json" : "-q");
+    return 1;
+  }
+  /* at most one output on standard output */
+  const char *outs[5];
+  int n = 0;
+  if (o->json) outs[n++] = "--json";
+  if ((me & (C_CHECK | C_SIM)) && !o->json && !o->quiet) outs[n++] = "the text summary (-q leaves it out)";
+  if (o->trace && !strcmp(o->trace, "-")) outs[n++] = "--trace -";
+  if (o->svg && !strcmp(o->svg, "-")) outs[n++] = "--svg -";
+  if (o->out && !strcmp(o->out, "-")) outs[n++] = "-o -";
+  if (n > 1) {
+    usage_error("%s and %s both write to standard output: give all but one a file name", outs[0], outs[1]);
+    return 1;
+  }
+  return 0;
 }
 
 /* Runs the command once the command line is read. */

@@ -1,7 +1,10 @@
 #!/bin/sh
 # tests/front/cli.sh: the ppsc command line itself (compiler/main.c): --help and
 # --version exit 0; every usage error exits 2 with a message and the --help hint;
-# a missing input file exits 2; --max-errors limits what is printed, not the count.
+# a missing input file exits 2; --max-errors limits what is printed, not the count;
+# an option the command would ignore (--comms/--drop outside export-csv, -D/--cost/
+# --memory/--schedule/--stdlib with import-csv, --grid with -q or --json, arguments
+# after -- outside build) and two outputs on standard output are usage errors.
 : "${PPSC:?set PPSC to the ppsc binary}" "${top_srcdir:?set top_srcdir}"
 tmp=${TMPDIR:-/tmp}/pps-cli.$$
 mkdir -p "$tmp" && trap 'rm -rf "$tmp"' EXIT
@@ -32,6 +35,34 @@ expect 2 "--max-errors needs a count" check "$ex" --max-errors x
 expect 2 "--max-ops needs a positive count" check "$ex" --max-ops 0
 expect 2 "--trace needs a file name" sim "$ex" --trace
 expect 2 "cannot\|No such file" check "$tmp/absent.pps"
+# options a command would ignore are usage errors (the applicability table of main.c),
+# before anything is read or written
+printf '0F0,0B0\n' > "$tmp/k.csv"
+for c in check sim expand; do
+  expect 2 "--comms does not apply to '$c'" $c "$ex" --comms
+  expect 2 "--drop does not apply to '$c'" $c "$ex" --drop
+done
+expect 2 "--comms does not apply to 'emit-c'" emit-c "$ex" --comms -o "$tmp/x.c"
+expect 2 "--drop does not apply to 'build'" build "$ex" --drop -o "$tmp/x"
+expect 2 "-D does not apply to 'import-csv'" import-csv "$tmp/k.csv" -D P=2 -o "$tmp/k.pps"
+expect 2 "--cost does not apply to 'import-csv'" import-csv "$tmp/k.csv" --cost TF=2 -o "$tmp/k.pps"
+expect 2 "--memory does not apply to 'import-csv'" import-csv "$tmp/k.csv" --memory limit=2 -o "$tmp/k.pps"
+expect 2 "--schedule does not apply to 'import-csv'" import-csv "$tmp/k.csv" --schedule s -o "$tmp/k.pps"
+expect 2 "--stdlib does not apply to 'import-csv'" import-csv "$tmp/k.csv" --stdlib "$tmp" -o "$tmp/k.pps"
+expect 2 "arguments after -- do not apply to 'check'" check "$ex" -- -O2
+expect 2 "--grid cannot go with -q" sim "$ex" --grid -q
+expect 2 "--grid cannot go with --json" sim "$ex" --grid --json
+# one output at most on standard output
+expect 2 "--json and --trace - both write to standard output" sim "$ex" -q --trace - --svg - --json
+expect 2 "--trace - and --svg - both write to standard output" sim "$ex" -q --trace - --svg -
+expect 2 "the text summary (-q leaves it out) and --svg - both write" sim "$ex" --svg -
+expect 2 "--json and -o - both write to standard output" synth "$ex" --json -o -
+[ -e "$tmp/k.pps" ] || [ -e "$tmp/x.c" ] || [ -e "$tmp/x" ] && { echo "FAIL: a rejected command wrote a file"; fail=1; }
+# what is allowed still works: one output on stdout, import-csv alone
+"$PPSC" sim "$ex" -q --trace - > "$tmp/t.json" 2>"$tmp/err" && grep -q displayTimeUnit "$tmp/t.json" &&
+  echo "ok: sim -q --trace - writes the trace to stdout" || { echo "FAIL: sim -q --trace -"; cat "$tmp/err"; fail=1; }
+"$PPSC" import-csv "$tmp/k.csv" -o "$tmp/k.pps" 2>"$tmp/err" && [ -s "$tmp/k.pps" ] &&
+  echo "ok: import-csv without extra options" || { echo "FAIL: import-csv"; cat "$tmp/err"; fail=1; }
 # --max-errors 2: two errors printed, the rest counted
 { echo 'schedule s(P = 2, m = 2) { devices P; microbatches m; placement linear;'
   echo '  device 0 { F(9) F(9, 1) B(7) W(8) BW(6) } }'; } > "$tmp/many.pps"
