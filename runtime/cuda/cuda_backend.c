@@ -1002,6 +1002,13 @@ static int cu_attention_fwd(ppsrt_backend *b, int stream, void *out, float *lse,
   return ws_done(b, stream);
 }
 
+/* Backward, batched over heads like the forward: a unit is up to nh query heads whose
+ * K/V rows are a constant stride apart (all Hq heads for standard multi-head attention,
+ * K/V stride D; the heads of one kv group otherwise, stride 0). Every GEMM of a chunk is
+ * one strided-batched call over the unit's heads, dV and dK included: each head
+ * accumulates its own F32 dK/dV ([nh][T][D] in the scratch), which are then written to
+ * the heads' columns of the fused gradient (multi-head) or summed into the kv group's F32
+ * accumulator and written once per group (grouped query heads). */
 static int cu_attention_bwd(ppsrt_backend *b, int stream, void *dq, void *dk, void *dv, int ldd, const void *dout,
                             const void *out, const float *lse, const void *q, int ldq, const void *k, int ldk,
                             const void *v, int ldv, int batch, int T, int Hq, int Hkv, int D) {
@@ -1012,25 +1019,36 @@ static int cu_attention_bwd(ppsrt_backend *b, int stream, void *dq, void *dk, vo
   cuda_impl *im = IM(b);
   const int grp = Hq / Hkv, ldo = Hq * D, Tr = attn_chunk(T);
   const float scale = 1.0f / sqrtf((float)D);
-  const int nh = heads_per_unit(im, grp, (size_t)Tr, T, 10);
+  const int span = grp == 1 ? Hq : grp;
+  const long kvs = grp == 1 ? D : 0;
   const size_t cap = (size_t)Tr * T, TD = (size_t)T * D;
+  /* scratch per head: S (F32), P/dS (bf16), dP (F32), delta, dK and dV (F32) */
+  size_t per_head = cap * 10 + (size_t)T * 4 + TD * 8;
+  size_t nhz = per_head ? im->attn_ws_cap / per_head : (size_t)span;
+  const int nh = nhz < 1 ? 1 : nhz > (size_t)span ? span : (int)nhz;
   size_t oS = 0, oP = oS + al256((size_t)nh * cap * 4), odP = oP + al256((size_t)nh * cap * 2);
   size_t odel = odP + al256((size_t)nh * cap * 4), odk = odel + al256((size_t)nh * T * 4);
-  size_t odv = odk + al256(TD * 4), total = odv + al256(TD * 4);
+  size_t odv = odk + al256((size_t)nh * TD * 4), ogk = odv + al256((size_t)nh * TD * 4);
+  size_t ogv = ogk + (grp > 1 ? al256(TD * 4) : 0), total = ogv + (grp > 1 ? al256(TD * 4) : 0);
   void *ws;
   if ((rc = ws_get(b, stream, total, &ws))) return rc;
   float *S = (float *)((char *)ws + oS), *dP = (float *)((char *)ws + odP), *delta = (float *)((char *)ws + odel);
-  float *dk32 = (float *)((char *)ws + odk), *dv32 = (float *)((char *)ws + odv);
+  float *dk32 = (float *)((char *)ws + odk), *dv32 = (float *)((char *)ws + odv);   /* [nh][T][D] */
+  float *dkg = (float *)((char *)ws + ogk), *dvg = (float *)((char *)ws + ogv);    /* kv group's, GQA */
   void *P = (char *)ws + oP;   /* P, then dS in place */
   for (int bb = 0; bb < batch; bb++)
-    for (int g = 0; g < Hkv; g++) {
+    for (int g0 = 0; g0 < Hq; g0 += span) {
       size_t row0 = (size_t)bb * T;
-      const void *kg = BF(k, row0 * ldk + (size_t)g * D), *vg = BF(v, row0 * ldv + (size_t)g * D);
-      CUDA_CHECK(b, cudaMemsetAsync(dk32, 0, TD * 4, s));
-      CUDA_CHECK(b, cudaMemsetAsync(dv32, 0, TD * 4, s));
-      for (int h0 = g * grp; h0 < (g + 1) * grp; h0 += nh) {
-        int n = (g + 1) * grp - h0 < nh ? (g + 1) * grp - h0 : nh;
+      if (grp > 1) {
+        CUDA_CHECK(b, cudaMemsetAsync(dkg, 0, TD * 4, s));
+        CUDA_CHECK(b, cudaMemsetAsync(dvg, 0, TD * 4, s));
+      }
+      for (int h0 = g0; h0 < g0 + span; h0 += nh) {
+        int n = g0 + span - h0 < nh ? g0 + span - h0 : nh, g = h0 / grp;
+        const void *kg = BF(k, row0 * ldk + (size_t)g * D), *vg = BF(v, row0 * ldv + (size_t)g * D);
         const float *lh = lse + ((size_t)bb * Hq + h0) * T;
+        CUDA_CHECK(b, cudaMemsetAsync(dk32, 0, (size_t)n * TD * 4, s));
+        CUDA_CHECK(b, cudaMemsetAsync(dv32, 0, (size_t)n * TD * 4, s));
         CUDA_CHECK(b, ppsrt_cu_attn_delta(s, delta, BF(dout, row0 * ldo + (size_t)h0 * D),
                                           BF(out, row0 * ldo + (size_t)h0 * D), ldo, n, T, D));
         for (int r0 = 0; r0 < T; r0 += Tr) {
@@ -1039,36 +1057,42 @@ static int cu_attention_bwd(ppsrt_backend *b, int stream, void *dq, void *dk, vo
           const void *qc = BF(q, (row0 + r0) * ldq + (size_t)h0 * D);
           const void *doc = BF(dout, (row0 + r0) * ldo + (size_t)h0 * D);
           /* recompute S and P from the saved log-sum-exp */
-          rc = gemm_fast(b, s, 0, 1, R, C, D, 1.0f, qc, PPSRT_BF16, ldq, D, kg, PPSRT_BF16, ldk, 0, 0.0f, S,
+          rc = gemm_fast(b, s, 0, 1, R, C, D, 1.0f, qc, PPSRT_BF16, ldq, D, kg, PPSRT_BF16, ldk, kvs, 0.0f, S,
                          PPSRT_F32, C, RC, n, 1);
           if (rc) return rc;
           CUDA_CHECK(b, ppsrt_cu_attn_prob(s, P, S, lh, n, R, C, r0, T, scale));
-          /* dV_g[0 : C] += P_hh^T dout_hh[r0 : r0+R], summed over the group's heads (F32) */
-          for (int hh = 0; hh < n; hh++) {
-            rc = gemm_fast(b, s, 1, 0, C, D, R, 1.0f, BF(P, hh * RC), PPSRT_BF16, C, 0, BF(doc, (size_t)hh * D),
-                           PPSRT_BF16, ldo, 0, 1.0f, dv32, PPSRT_F32, D, 0, 1, 0);
-            if (rc) return rc;
-          }
+          /* dV_hh[0 : C] += P_hh^T dout_hh[r0 : r0+R], per head (F32) */
+          rc = gemm_fast(b, s, 1, 0, C, D, R, 1.0f, P, PPSRT_BF16, C, RC, doc, PPSRT_BF16, ldo, D, 1.0f, dv32,
+                         PPSRT_F32, D, (long)TD, n, 1);
+          if (rc) return rc;
           /* dP_hh = dout_hh[r0 : r0+R] V_g[0 : C]^T (F32) */
-          rc = gemm_fast(b, s, 0, 1, R, C, D, 1.0f, doc, PPSRT_BF16, ldo, D, vg, PPSRT_BF16, ldv, 0, 0.0f, dP,
+          rc = gemm_fast(b, s, 0, 1, R, C, D, 1.0f, doc, PPSRT_BF16, ldo, D, vg, PPSRT_BF16, ldv, kvs, 0.0f, dP,
                          PPSRT_F32, C, RC, n, 1);
           if (rc) return rc;
           /* dS = P (dP - delta) / sqrt(D), bf16, over P */
           CUDA_CHECK(b, ppsrt_cu_attn_dscores(s, P, S, dP, lh, delta, n, R, C, r0, T, scale));
           /* dq_hh[r0 : r0+R] = dS_hh K_g[0 : C] (written, bf16, row stride ldd) */
-          rc = gemm_fast(b, s, 0, 0, R, D, C, 1.0f, P, PPSRT_BF16, C, RC, kg, PPSRT_BF16, ldk, 0, 0.0f,
+          rc = gemm_fast(b, s, 0, 0, R, D, C, 1.0f, P, PPSRT_BF16, C, RC, kg, PPSRT_BF16, ldk, kvs, 0.0f,
                          BFW(dq, (row0 + r0) * ldd + (size_t)h0 * D), PPSRT_BF16, ldd, D, n, 1);
           if (rc) return rc;
-          /* dK_g[0 : C] += dS_hh^T q_hh[r0 : r0+R] */
-          for (int hh = 0; hh < n; hh++) {
-            rc = gemm_fast(b, s, 1, 0, C, D, R, 1.0f, BF(P, hh * RC), PPSRT_BF16, C, 0, BF(qc, (size_t)hh * D),
-                           PPSRT_BF16, ldq, 0, 1.0f, dk32, PPSRT_F32, D, 0, 1, 0);
-            if (rc) return rc;
-          }
+          /* dK_hh[0 : C] += dS_hh^T q_hh[r0 : r0+R], per head (F32) */
+          rc = gemm_fast(b, s, 1, 0, C, D, R, 1.0f, P, PPSRT_BF16, C, RC, qc, PPSRT_BF16, ldq, D, 1.0f, dk32,
+                         PPSRT_F32, D, (long)TD, n, 1);
+          if (rc) return rc;
+        }
+        if (grp == 1) {   /* head h0 + hh is kv head h0 + hh: its own columns */
+          CUDA_CHECK(b, ppsrt_cu_store_heads_bf16(s, BFW(dk, row0 * ldd + (size_t)h0 * D), ldd, dk32, n, T, D));
+          CUDA_CHECK(b, ppsrt_cu_store_heads_bf16(s, BFW(dv, row0 * ldd + (size_t)h0 * D), ldd, dv32, n, T, D));
+        } else {          /* the group's heads summed */
+          CUDA_CHECK(b, ppsrt_cu_sum_heads_f32(s, dkg, dk32, n, TD));
+          CUDA_CHECK(b, ppsrt_cu_sum_heads_f32(s, dvg, dv32, n, TD));
         }
       }
-      CUDA_CHECK(b, ppsrt_cu_store_rows_bf16(s, BFW(dk, row0 * ldd + (size_t)g * D), ldd, dk32, T, D));
-      CUDA_CHECK(b, ppsrt_cu_store_rows_bf16(s, BFW(dv, row0 * ldd + (size_t)g * D), ldd, dv32, T, D));
+      if (grp > 1) {
+        int g = g0 / grp;
+        CUDA_CHECK(b, ppsrt_cu_store_rows_bf16(s, BFW(dk, row0 * ldd + (size_t)g * D), ldd, dkg, T, D));
+        CUDA_CHECK(b, ppsrt_cu_store_rows_bf16(s, BFW(dv, row0 * ldd + (size_t)g * D), ldd, dvg, T, D));
+      }
     }
   return ws_done(b, stream);
 }

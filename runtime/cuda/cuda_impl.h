@@ -86,6 +86,11 @@ cudaError_t ppsrt_cu_attn_dscores(cudaStream_t s, void *dS, const float *S, cons
                                   float scale);
 /* dst[t*ldd + d] = bf16(src[t*D + d]) for t < T, d < D. */
 cudaError_t ppsrt_cu_store_rows_bf16(cudaStream_t s, void *dst, int ldd, const float *src, int T, int D);
+/* dst[t*ldd + hh*D + d] = bf16(src[(hh*T + t)*D + d]) for hh < nh (per-head F32
+ * accumulators into the heads' columns). */
+cudaError_t ppsrt_cu_store_heads_bf16(cudaStream_t s, void *dst, int ldd, const float *src, int nh, int T, int D);
+/* acc[i] += sum_{j < nsum} src[j*n + i] (per-head accumulators into their kv group's). */
+cudaError_t ppsrt_cu_sum_heads_f32(cudaStream_t s, float *acc, const float *src, int nsum, size_t n);
 
 /* Fails (cudaErrorNoKernelImageForDevice, ...) when the build has no code for this GPU. */
 cudaError_t ppsrt_cu_probe(struct cudaFuncAttributes *attr);

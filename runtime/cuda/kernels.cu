@@ -464,11 +464,23 @@ static __global__ void k_attn_dscores(bf16 *dS, const float *S, const float *dP,
   }
 }
 
-static __global__ void k_store_rows(bf16 *dst, int ldd, const float *src, int T, int D) {
-  size_t total = (size_t)T * D;
+/* src F32 [nh][T][D] -> dst[t * ldd + hh * D + d] (bf16): per-head accumulators into the
+ * heads' columns of a fused gradient */
+static __global__ void k_store_heads(bf16 *dst, int ldd, const float *src, int nh, int T, int D) {
+  size_t TD = (size_t)T * D, total = (size_t)nh * TD;
   GRID_STRIDE(i, total) {
-    size_t t = i / D, d = i % D;
-    st(dst, t * ldd + d, src[i]);
+    size_t hh = i / TD, r = i % TD, t = r / D, d = r % D;
+    st(dst, t * ldd + hh * D + d, src[i]);
+  }
+}
+
+/* acc[i] += sum_j src[j * n + i], j < nsum: per-head accumulators summed into their kv
+ * group's */
+static __global__ void k_sum_heads(float *acc, const float *src, int nsum, size_t n) {
+  GRID_STRIDE(i, n) {
+    float v = acc[i];
+    for (int j = 0; j < nsum; j++) v += src[(size_t)j * n + i];
+    acc[i] = v;
   }
 }
 
@@ -672,8 +684,16 @@ cudaError_t ppsrt_cu_attn_dscores(cudaStream_t s, void *dS, const float *S, cons
 }
 
 cudaError_t ppsrt_cu_store_rows_bf16(cudaStream_t s, void *dst, int ldd, const float *src, int T, int D) {
-  size_t n = (size_t)T * D;
-  EW(k_store_rows, n, (bf16 *)dst, ldd, src, T, D);
+  return ppsrt_cu_store_heads_bf16(s, dst, ldd, src, 1, T, D);
+}
+
+cudaError_t ppsrt_cu_store_heads_bf16(cudaStream_t s, void *dst, int ldd, const float *src, int nh, int T, int D) {
+  size_t n = (size_t)nh * T * D;
+  EW(k_store_heads, n, (bf16 *)dst, ldd, src, nh, T, D);
+}
+
+cudaError_t ppsrt_cu_sum_heads_f32(cudaStream_t s, float *acc, const float *src, int nsum, size_t n) {
+  EW(k_sum_heads, n, acc, src, nsum, n);
 }
 
 cudaError_t ppsrt_cu_probe(struct cudaFuncAttributes *attr) { return cudaFuncGetAttributes(attr, k_layernorm_fwd); }

@@ -382,6 +382,11 @@ static void t_attention(void) {
   unsetenv("PPSRT_CUDA_ATTN_WS_MB");
   t_attention_on(small, "b2 T200 Hq4 Hkv2 D16 row chunks", 2, 200, 4, 2, 16);
   t_attention_on(small, "b1 T600 Hq4 Hkv1 D16 chunks, split group", 1, 600, 4, 1, 16);
+  /* T = 300 (5 chunks of 64 rows): backward units of 4 heads (230 KB each), so 6 heads
+   * make a unit of 4 and one of 2: multi-head (per-head dK/dV written to their columns)
+   * and one kv group of 6 split over the two units (summed into the group's) */
+  t_attention_on(small, "b1 T300 Hq6 Hkv6 D16 MHA, units of 4+2", 1, 300, 6, 6, 16);
+  t_attention_on(small, "b2 T300 Hq6 Hkv1 D16 GQA, group split 4+2", 2, 300, 6, 1, 16);
   small->destroy(small);
 }
 
