@@ -52,7 +52,8 @@ typedef struct Model {
 } Model;
 
 typedef struct Policy {
-  double *cap;              /* [P] */
+  double *cap;              /* [2P]: the cap per device, then per device the cut: its k-th
+                               of n stages admits an F only under cap - cut (n - 1 - k) */
   int wmode;                /* 0 lazy fill, 1 eager, 2 fill when it fits before the next arrival */
   int fsel, bsel;           /* 0 oldest microbatch, 1 latest stage, 2 earliest stage */
   int reserve;              /* reserve the memory of an admitted microbatch's later stages */
@@ -179,9 +180,10 @@ static Result run_policy(const Model *M, const Policy *p, Work *w) {
         if (i < m) {
           double act = M->st[s].act;
           int allowed;
+          double capk = p->cap[d] - p->cap[P + d] * (M->nst[d] - 1 - k);
           if (p->reserve && k > 0) allowed = 1;    /* reserved at admission */
-          else if (p->reserve) allowed = le(held + w->resv[d] + (M->lmin[d]), p->cap[d]);
-          else allowed = le(held + act, p->cap[d]);
+          else if (p->reserve) allowed = le(held + w->resv[d] + (M->lmin[d]), capk);
+          else allowed = le(held + act, capk);
           double rf = readyF(M, w, i, s);
           if (le(rf, t)) {
             if (!allowed) memblock = 1;
@@ -518,7 +520,7 @@ static Result try_policy(Search *z, const Policy *p) {
   if (r.ok && le(r.peak, M->L) && better(r, z->br)) {
     z->br = r;
     z->bp = *p;
-    memcpy(z->bcap, p->cap, sizeof(double) * (size_t)M->P);
+    memcpy(z->bcap, p->cap, sizeof(double) * (size_t)(2 * M->P));
     z->bp.cap = z->bcap;
     z->seeded = 0;
     memcpy(z->best, z->w.ord, sizeof(SOp) * (size_t)z->w.off[M->P]);
@@ -533,15 +535,19 @@ typedef struct Cand { Policy p; Result r; } Cand;
 static void describe(const Model *M, const Policy *p, char *buf, size_t n) {
   static const char *const wm[] = {"W fills idle time", "W right after B", "W fills gaps it fits"};
   static const char *const sel[] = {"oldest microbatch first", "latest stage first", "earliest stage first"};
-  double lo = INF, hi = 0;
+  double lo = INF, hi = 0, clo = INF, chi = 0;
   for (int d = 0; d < M->P; d++) {
     if (p->cap[d] < lo) lo = p->cap[d];
     if (p->cap[d] > hi) hi = p->cap[d];
+    if (p->cap[M->P + d] < clo) clo = p->cap[M->P + d];
+    if (p->cap[M->P + d] > chi) chi = p->cap[M->P + d];
   }
+  char cut[64] = "";
+  if (chi > 0) snprintf(cut, sizeof cut, ", earlier stages capped %g..%g lower", clo, chi);
   if (M->S > M->P)
-    snprintf(buf, n, "%s, %s; F: %s, B: %s%s; device caps %g..%g", p->fused ? "B and W fused" : "B and W apart",
+    snprintf(buf, n, "%s, %s; F: %s, B: %s%s; device caps %g..%g%s", p->fused ? "B and W fused" : "B and W apart",
              p->fused ? "no W" : wm[p->wmode], sel[p->fsel], sel[p->bsel], p->reserve ? ", memory reserved per microbatch" : "",
-             lo, hi);
+             lo, hi, cut);
   else
     snprintf(buf, n, "%s, %s; device caps %g..%g", p->fused ? "B and W fused" : "B and W apart",
              p->fused ? "no W" : wm[p->wmode], lo, hi);
@@ -649,13 +655,14 @@ static int imp_better(Result a, Result b) {
   return a.peak < b.peak - 1e-9 * fmax(a.peak, b.peak);
 }
 
-static void improve(Search *z, char *policy, size_t npol) {
+/* Local moves from the order start (startn passes per device), what label says
+ * produced it; the result is kept when it is the best so far. */
+static void improve(Search *z, const SOp *start, const int64_t *startn, const char *label, char *policy, size_t npol) {
   const Model *M = z->M;
   Work *w = &z->w;
   int P = M->P;
-  if (!z->br.ok) return;
-  memcpy(w->ord, z->best, sizeof(SOp) * (size_t)w->off[P]);
-  memcpy(w->nord, z->bestn, sizeof(int64_t) * (size_t)P);
+  memcpy(w->ord, start, sizeof(SOp) * (size_t)w->off[P]);
+  memcpy(w->nord, startn, sizeof(int64_t) * (size_t)P);
   Result cur = eval_order(M, w);
   if (!cur.ok) return;
   int moved = 0;
@@ -695,9 +702,8 @@ static void improve(Search *z, char *policy, size_t npol) {
     if (!improved) break;
   }
   if (moved && better(cur, z->br)) {
-    char lab[160];
-    snprintf(lab, sizeof lab, "%.120s, improved by local moves", policy[0] ? policy : "list scheduler");
-    z->br.ok = 0;
+    char lab[SYNTH_POLICY_LEN + 32];
+    snprintf(lab, sizeof lab, "%s, improved by local moves", label[0] ? label : "list scheduler");
     keep_if_better(z, cur, lab, policy, npol);
   }
 }
@@ -772,24 +778,30 @@ static int search_all(Search *z, const IrSchedule *s, const SynthOptions *o, cha
   {
     int multi = S > P;
     int nf = (M->split_ok && !o->fused) ? 2 : 1;
-    /* phase 1: every policy with all caps at the limit */
-    int ncand = 0, capc = 3 * 3 * 3 * 2 * 2;
+    /* phase 1: every policy with all caps at the limit, on a device with several
+       stages its earlier stages at the limit or one activation below it (room kept
+       for the later stages of the microbatches it admitted) */
+    int ncand = 0, capc = 3 * 3 * 3 * 2 * 2 * 2;
     Cand *cs = calloc((size_t)capc, sizeof *cs);
-    double *capbuf = calloc((size_t)(capc + 4) * (size_t)(P + 1), sizeof(double));
+    double *capbuf = calloc((size_t)(capc + 4) * (size_t)(2 * P + 1), sizeof(double));
     if (!cs || !capbuf) { free(cs); free(capbuf); return -1; }
     for (int fu = 0; fu < nf; fu++) {
       int fused = o->fused || fu == 1;
       for (int wm = 0; wm < (fused ? 1 : 3); wm++)
         for (int rs = multi ? 1 : 0; rs >= 0; rs--)
           for (int fsel = 0; fsel < (multi ? 3 : 1); fsel++)
-            for (int bsel = 0; bsel < (multi ? 3 : 1); bsel++) {
-              if (ncand >= capc) continue;
-              Cand *c = &cs[ncand];
-              c->p.cap = capbuf + (size_t)ncand * (size_t)(P + 1);
-              for (int d = 0; d < P; d++) c->p.cap[d] = M->L;
-              c->p.wmode = wm; c->p.fsel = fsel; c->p.bsel = bsel; c->p.reserve = rs; c->p.fused = fused;
-              ncand++;
-            }
+            for (int bsel = 0; bsel < (multi ? 3 : 1); bsel++)
+              for (int fc = 0; fc < (multi ? 2 : 1); fc++) {
+                if (ncand >= capc) continue;
+                Cand *c = &cs[ncand];
+                c->p.cap = capbuf + (size_t)ncand * (size_t)(2 * P + 1);
+                for (int d = 0; d < P; d++) {
+                  c->p.cap[d] = M->L;
+                  c->p.cap[P + d] = fc && M->nst[d] > 1 && le(M->lmin[d], M->L - M->unit[d]) ? M->unit[d] : 0;
+                }
+                c->p.wmode = wm; c->p.fsel = fsel; c->p.bsel = bsel; c->p.reserve = rs; c->p.fused = fused;
+                ncand++;
+              }
     }
     for (int k = 0; k < ncand; k++) {
       if (k > 0 && out_of_budget(z) && z->br.ok) break;
@@ -807,21 +819,24 @@ static int search_all(Search *z, const IrSchedule *s, const SynthOptions *o, cha
         if (order[t] < 0 || better(cs[k].r, cs[order[t]].r)) order[t] = k;
       }
     }
-    double *cap = calloc((size_t)P + 1, sizeof(double));
+    double *cap = calloc((size_t)(2 * P + 1), sizeof(double));
     if (!cap) { free(cs); free(capbuf); return -1; }
     for (int t = 0; t < keep && !out_of_budget(z); t++) {
       if (order[t] < 0) continue;
-      for (int prof = 0; prof < 3 && !out_of_budget(z); prof++) {
+      for (int prof = 0; prof < 5 && !out_of_budget(z); prof++) {
         Policy p = cs[order[t]].p;
         p.cap = cap;
         for (int d = 0; d < P; d++) {
           double c = M->L;
           if (prof == 1) c = M->L - M->unit[d] * d;
           if (prof == 2) c = M->L - M->unit[d] * (d / 2);
+          if (prof >= 3) c = M->L - M->unit[d] * (prof - 2);   /* flat below the limit */
           c = floor(c / M->unit[d] + 1e-9) * M->unit[d];
           if (c < M->lmin[d]) c = M->lmin[d];
           if (c > M->L) c = M->L;
           cap[d] = c;
+          cap[P + d] = cs[order[t]].p.cap[P + d];
+          if (cap[P + d] > 0 && !le(M->lmin[d], c - cap[P + d])) cap[P + d] = 0;
         }
         Result cur = try_policy(z, &p);
         if (prof > 0 && !cur.ok) continue;
@@ -830,13 +845,17 @@ static int search_all(Search *z, const IrSchedule *s, const SynthOptions *o, cha
         while (improved && !out_of_budget(z)) {
           improved = 0;
           for (int d = 0; d < P && !out_of_budget(z); d++) {
-            for (int dir = -1; dir <= 1; dir += 2) {
-              double old = cap[d], nv = old + dir * M->unit[d];
-              if (!le(M->lmin[d], nv) || !le(nv, M->L)) continue;
-              cap[d] = nv;
+            /* the device's cap, then (several stages) its cut, one unit either way */
+            for (int mv = 0; mv < (M->nst[d] > 1 ? 4 : 2); mv++) {
+              int q = mv < 2 ? d : P + d;
+              double old = cap[q], nv = old + (mv % 2 ? 1 : -1) * M->unit[d];
+              if (mv < 2 && (!le(M->lmin[d], nv - cap[P + d]) || !le(nv, M->L))) continue;
+              if (mv >= 2 && (nv < -1e-12 || !le(M->lmin[d], cap[d] - nv))) continue;
+              if (nv < 0) nv = 0;
+              cap[q] = nv;
               Result r = try_policy(z, &p);
               if (better(r, cur)) { cur = r; improved = 1; break; }
-              cap[d] = old;
+              cap[q] = old;
               if (out_of_budget(z)) break;
             }
           }
@@ -852,7 +871,11 @@ static int search_all(Search *z, const IrSchedule *s, const SynthOptions *o, cha
   /* the policy search had half of the budget; local moves the rest */
   z->max_steps = z->w.steps + (int64_t)budget;
   z->max_evals = z->evals + 4 * evals;
-  improve(z, seedpol, npol);
+  if (z->br.ok) {
+    char lab[SYNTH_POLICY_LEN];
+    snprintf(lab, sizeof lab, "%s", seedpol);
+    improve(z, z->best, z->bestn, lab, seedpol, npol);   /* copies its start first */
+  }
   return 0;
 }
 
@@ -1011,7 +1034,7 @@ int synth_run(Arena *a, Diag *dg, IrSchedule *s, const SynthOptions *o) {
   z.w.qt = calloc((size_t)P + 1, sizeof(int64_t));
   z.w.eng = calloc((size_t)P + 1, sizeof(double));
   z.best = malloc(sizeof(SOp) * (size_t)(total + 1));
-  z.bcap = calloc((size_t)P + 1, sizeof(double));
+  z.bcap = calloc((size_t)(2 * P + 1), sizeof(double));
   if (!z.w.endF || !z.w.endB || !z.w.nF || !z.w.nB || !z.w.nW || !z.w.cur || !z.w.held || !z.w.resv ||
       !z.w.peak || !z.w.left || !z.w.ord || !z.w.ost || !z.w.ordy || !z.w.qend || !z.w.qamt || !z.w.qh || !z.w.qt || !z.w.eng || !z.best || !z.bcap) goto oom;
   z.br.ok = 0;
@@ -1019,7 +1042,7 @@ int synth_run(Arena *a, Diag *dg, IrSchedule *s, const SynthOptions *o) {
   z.t0 = t0;
   z.tlimit = o->time_limit;
   z.lb = info->lower_bound;
-  char seedpol[160] = "";
+  char seedpol[SYNTH_POLICY_LEN] = "";
   /* a stated offload policy: the model keeps every activation on the device (an
      upper bound on what the lowered order holds, wherever lowering puts the reloads) */
   IrStage *mst = arena_alloc(a, sizeof(IrStage) * (size_t)(S + 1));
@@ -1040,7 +1063,7 @@ int synth_run(Arena *a, Diag *dg, IrSchedule *s, const SynthOptions *o) {
     double bestmk = INF, bestr = 0;
     int bestk = 0, ks[6], nks = 0;
     Result bestres = {INF, 0, 0, 0};
-    char bestpol[160] = "";
+    char bestpol[SYNTH_POLICY_LEN] = "";
     int fracs[] = {1, 2, 3, 4};   /* k = S/4, S/2, 3S/4, S */
     for (int q = 0; q < 4; q++) {
       int k = (S * fracs[q] + 3) / 4;
@@ -1075,7 +1098,7 @@ int synth_run(Arena *a, Diag *dg, IrSchedule *s, const SynthOptions *o) {
         for (int d = 0; d < P; d++) if (!le(M.lmin[d], M.L)) feasible = 0;
         if (!feasible) continue;
         oc.effort = c < 0 ? o->effort : 0;
-        char pol[160] = "";
+        char pol[SYNTH_POLICY_LEN] = "";
         if (search_all(&z, s, &oc, pol, sizeof pol)) { M.L = Lreal; free(keep); free(keepn); free(lmin0); goto oom; }
         double mk;
         int ok = z.br.ok && real_check(a, s, &z, mst, r, k, Lreal, &mk);
@@ -1084,7 +1107,7 @@ int synth_run(Arena *a, Diag *dg, IrSchedule *s, const SynthOptions *o) {
           bestmk = mk; bestr = r; bestk = k; bestres = z.br;
           memcpy(keep, z.best, sizeof(SOp) * (size_t)total);
           memcpy(keepn, z.bestn, sizeof(int64_t) * (size_t)P);
-          snprintf(bestpol, sizeof bestpol, "%.100s; offload auto: %s", pol[0] ? pol : (z.seeded ? "seed" : "policy"),
+          snprintf(bestpol, sizeof bestpol, "%s; offload auto: %s", pol[0] ? pol : (z.seeded ? "seed" : "policy"),
                    r > 0 ? "" : "nothing offloaded");
           if (r > 0) {
             size_t n = strlen(bestpol);

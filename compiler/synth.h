@@ -7,6 +7,8 @@
 #define PPS_SYNTH_H
 #include "ir.h"
 
+#define SYNTH_POLICY_LEN 512   /* room for the longest policy text, never cut */
+
 typedef struct SynthOptions {
   double time_limit;  /* seconds; <= 0: none (the search is bounded by `effort` alone) */
   int effort;         /* 0..4 (default 2): how many candidate orders the search may try */
@@ -32,7 +34,7 @@ typedef struct SynthInfo {
   long candidates;        /* orders simulated */
   int fused;              /* the chosen order uses BW (B and W fused) */
   int timed_out;          /* the time limit cut the search (the best so far is kept) */
-  char policy[160];       /* the winning candidate, in words */
+  char policy[SYNTH_POLICY_LEN]; /* the winning candidate, in words */
 } SynthInfo;
 
 /* The standard schedules the search is seeded with, embedded at build time
