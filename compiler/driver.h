@@ -20,10 +20,11 @@ typedef struct Define {
   const char *value;  /* text as given; parsed as a PPS literal (int, real, true/false) */
 } Define;
 
-/* --cost KEY=VALUE / --memory KEY=VALUE: a schedule-wide cost or memory setting
- * that replaces the file's, whatever the file declares as parameters. */
+/* --cost KEY=VALUE / --memory KEY=VALUE / --policy KEY=VALUE: a schedule-wide cost,
+ * memory setting or policy that replaces the file's, whatever the file declares as
+ * parameters. */
 typedef struct KeyOverride {
-  int memory;         /* 0: --cost, 1: --memory */
+  int memory;         /* 0: --cost, 1: --memory, 2: --policy */
   const char *key;    /* as written before '=' (owned by main.c) */
   const char *value;  /* text after '=' */
 } KeyOverride;

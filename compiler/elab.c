@@ -1455,11 +1455,73 @@ static void build_stages(Ctx *c) {
   }
 }
 
+/* "LO..HI" with 0 <= LO < HI <= max; 0 or -1. */
+static int parse_range(const char *v, long max, int32_t *lo, int32_t *hi) {
+  char *e1, *e2;
+  long a = strtol(v, &e1, 10);
+  if (e1 == v || strncmp(e1, "..", 2)) return -1;
+  long b = strtol(e1 + 2, &e2, 10);
+  if (e2 == e1 + 2 || *e2 || a < 0 || b <= a || b > max) return -1;
+  *lo = (int32_t)a;
+  *hi = (int32_t)b;
+  return 0;
+}
+
+/* --policy KEY=V: replaces the file's offload or vocabulary policy (docs/language.md,
+ * "Policies"): offload=none|all|RATIO, offload_stages=LO..HI,
+ * offload_microbatches=LO..HI, vocab=0|1|2, vocab_async=true|false. */
+static void apply_policy(Ctx *c, const KeyOverride *o) {
+  IrSchedule *s = c->s;
+  const char *k = o->key, *v = o->value;
+  const char *bad = NULL;
+  if (!strcmp(k, "offload")) {
+    char *e;
+    double r = strtod(v, &e);
+    c->off_auto = NULL;   /* a stated policy replaces `offload auto` too */
+    c->sopt.offload_auto = 0;
+    if (!strcmp(v, "none")) c->off.enabled = 0;
+    else if (!strcmp(v, "all")) { c->off.enabled = 1; c->off.ratio = 1; c->off_stages_set = c->off_mbs_set = 0; }
+    else if (e != v && !*e && r > 0 && r <= 1) { c->off.enabled = 1; c->off.ratio = r; c->off_stages_set = c->off_mbs_set = 0; }
+    else bad = "none, all or a ratio in (0, 1]";
+    if (!bad && c->off.enabled) c->off.span = s->span;
+  } else if (!strcmp(k, "offload_stages") || !strcmp(k, "offload_microbatches")) {
+    int st = k[8] == 's';
+    int32_t lo, hi;
+    if (parse_range(v, st ? s->nstage : s->nmb, &lo, &hi)) {
+      bad = st ? "a range LO..HI of stages within 0..S" : "a range LO..HI of microbatches within 0..m";
+    } else {
+      if (!c->off.enabled) { c->off.enabled = 1; c->off.ratio = 1; c->off.span = s->span; }
+      if (st) { c->off.stage_lo = lo; c->off.stage_hi = hi; c->off_stages_set = 1; }
+      else { c->off.mb_lo = lo; c->off.mb_hi = hi; c->off_mbs_set = 1; }
+      c->off_auto = NULL;
+      c->sopt.offload_auto = 0;
+    }
+  } else if (!strcmp(k, "vocab")) {
+    if (!strcmp(v, "0") || !strcmp(v, "none")) s->vocab.mode = 0;
+    else if (!strcmp(v, "1") || !strcmp(v, "2")) { s->vocab.mode = v[0] - '0'; s->vocab.span = s->span; }
+    else bad = "0 (none), 1 or 2";
+  } else if (!strcmp(k, "vocab_async")) {
+    if (!strcmp(v, "true")) s->vocab.async = 1;
+    else if (!strcmp(v, "false")) s->vocab.async = 0;
+    else bad = "true or false";
+  } else {
+    diag_error(c->d, (Span){0}, "--policy %s: unknown key (expected offload, offload_stages, offload_microbatches, vocab or vocab_async)", k);
+    *c->usage = 1;
+    return;
+  }
+  if (bad) {
+    diag_error(c->d, (Span){0}, "--policy %s=%s: expected %s", k, v, bad);
+    *c->usage = 1;
+  }
+}
+
 /* --cost KEY=V and --memory KEY=V: replace the schedule-wide value the file stated
- * (or the default), after the file ran. A bad key or value is a usage error. */
+ * (or the default), after the file ran; --policy KEY=V the same for a policy. A bad
+ * key or value is a usage error. */
 static void apply_key_overrides(Ctx *c) {
   for (int i = 0; i < c->in->nkeys; i++) {
     const KeyOverride *o = &c->in->keys[i];
+    if (o->memory == 2) { apply_policy(c, o); continue; }
     const char *opt = o->memory ? "--memory" : "--cost";
     int lo = o->memory ? K_ACT : K_TF, hi = o->memory ? K_N : K_TRELOAD + 1, k = -1;
     for (int j = lo; j < hi; j++)

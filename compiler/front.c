@@ -163,6 +163,17 @@ static int has_param(const Front *fr, const ScheduleDef *d, const char *name) {
   return 0;
 }
 
+/* The option that sets a cost, memory key or policy named NAME in any file, or NULL. */
+static const char *override_for(const char *name) {
+  static const char *const cost[] = {"TF", "TB", "TW", "TC", "TBW", "TIF", "TIB", "TS", "TT", "TCOLL", "TOFF", "TFB", "TRELOAD", NULL};
+  static const char *const mem[] = {"act", "b_free", "limit", "host_limit", "act_s", NULL};
+  static const char *const pol[] = {"offload", "offload_stages", "offload_microbatches", "vocab", "vocab_async", NULL};
+  for (int k = 0; cost[k]; k++) if (!strcmp(name, cost[k])) return "--cost";
+  for (int k = 0; mem[k]; k++) if (!strcmp(name, mem[k])) return "--memory";
+  for (int k = 0; pol[k]; k++) if (!strcmp(name, pol[k])) return "--policy";
+  return NULL;
+}
+
 /* A -D that names no parameter of the compiled schedule is a usage error that says
  * which schedule is compiled and which schedules of the file do have the parameter
  * (a file with several schedules compiles the last one). */
@@ -181,6 +192,9 @@ static int check_defines(Compilation *c, Front *fr, const ScheduleDef *main) {
     if (cnt)
       diag_error(&c->diag, (Span){0}, "-D %s: the compiled schedule '%s' has no parameter '%s' (%s %s it: use --schedule NAME)",
                  nm, sym_name(&fr->syms, main->name), nm, list, cnt > 1 ? "have" : "has");
+    else if (override_for(nm))   /* a cost, memory setting or policy: say how to set it in any file */
+      diag_error(&c->diag, (Span){0}, "-D %s: schedule '%s' has no parameter '%s' (to set it in any file: %s %s=%s)", nm,
+                 sym_name(&fr->syms, main->name), nm, override_for(nm), nm, c->opt->defs[k].value);
     else
       diag_error(&c->diag, (Span){0}, "-D %s: schedule '%s' has no parameter '%s'", nm, sym_name(&fr->syms, main->name), nm);
     bad = 1;

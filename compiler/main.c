@@ -29,6 +29,8 @@ static const char usage_text[] =
   "  -D NAME=VALUE     override a schedule parameter (repeatable)\n"
   "  --cost KEY=V      set a schedule-wide cost (TF, TB, TW, TC, TBW, TOFF, ...) of any file\n"
   "  --memory KEY=V    set a memory setting (act, b_free, limit, host_limit, act_s) of any file\n"
+  "  --policy KEY=V    set a policy of any file: offload=none|all|RATIO, offload_stages=LO..HI,\n"
+  "                    offload_microbatches=LO..HI, vocab=0|1|2, vocab_async=true|false\n"
   "  --schedule NAME   which schedule of FILE to use (default: the last one)\n"
   "  --json            one JSON object on stdout (check, sim)\n"
   "  --trace OUT.json  Chrome trace of the simulation (sim)\n"
@@ -101,9 +103,10 @@ static int parse_options(int argc, char **argv, Options *o, Define *defs, int *c
       defs[o->ndefs].value = eq + 1;
       o->ndefs++;
     } else if ((!strncmp(a, "--cost", 6) && (a[6] == 0 || a[6] == '=')) ||
-               (!strncmp(a, "--memory", 8) && (a[8] == 0 || a[8] == '='))) {
-      int mem = a[2] == 'm';
-      const char *opt = mem ? "--memory" : "--cost";
+               (!strncmp(a, "--memory", 8) && (a[8] == 0 || a[8] == '=')) ||
+               (!strncmp(a, "--policy", 8) && (a[8] == 0 || a[8] == '='))) {
+      int mem = a[2] == 'm' ? 1 : a[2] == 'p' ? 2 : 0;
+      const char *opt = mem == 1 ? "--memory" : mem == 2 ? "--policy" : "--cost";
       if (!(v = opt_value(argc, argv, &i, opt))) return usage_error("%s needs KEY=VALUE", opt);
       const char *eq = strchr(v, '=');
       if (!eq || eq == v) return usage_error("%s needs KEY=VALUE, got '%s'", opt, v);

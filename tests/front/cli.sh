@@ -4,7 +4,9 @@
 # a missing input file exits 2; --max-errors limits what is printed, not the count;
 # an option the command would ignore (--comms/--drop outside export-csv, -D/--cost/
 # --memory/--schedule/--stdlib with import-csv, --grid with -q or --json, arguments
-# after -- outside build) and two outputs on standard output are usage errors.
+# after -- outside build) and two outputs on standard output are usage errors;
+# --policy sets offload and vocabulary policies of any file; a -D naming a cost,
+# memory key or policy the file has no parameter for says which option sets it.
 : "${PPSC:?set PPSC to the ppsc binary}" "${top_srcdir:?set top_srcdir}"
 tmp=${TMPDIR:-/tmp}/pps-cli.$$
 mkdir -p "$tmp" && trap 'rm -rf "$tmp"' EXIT
@@ -63,6 +65,34 @@ expect 2 "--json and -o - both write to standard output" synth "$ex" --json -o -
   echo "ok: sim -q --trace - writes the trace to stdout" || { echo "FAIL: sim -q --trace -"; cat "$tmp/err"; fail=1; }
 "$PPSC" import-csv "$tmp/k.csv" -o "$tmp/k.pps" 2>"$tmp/err" && [ -s "$tmp/k.pps" ] &&
   echo "ok: import-csv without extra options" || { echo "FAIL: import-csv"; cat "$tmp/err"; fail=1; }
+# -D of a cost, memory key or policy the file has no parameter for: the error says
+# which option sets it in any file
+expect 2 "has no parameter 'TC' (to set it in any file: --cost TC=0.1)" check "$ex" -D TC=0.1
+expect 2 "(to set it in any file: --memory limit=2)" check "$ex" -D limit=2
+expect 2 "(to set it in any file: --policy offload=all)" check "$ex" -D offload=all
+# --policy: offload and vocabulary policies of any file from the command line
+js() { "$PPSC" check "$@" --json 2>/dev/null | grep -o "\"$key\":[0-9.]*" | head -1 | cut -d: -f2; }  # top-level key
+key=peak_memory; a=$(js "$ex"); b=$(js "$ex" --policy offload=all)
+key=host_memory; h=$(js "$ex" --policy offload=all)
+# (TOFF = 0: an activation leaves at once, only the one in use stays)
+[ "$a" = 4 ] && [ "$b" = 1 ] && [ "$h" = 4 ] && echo "ok: --policy offload=all: peak $a -> $b, host $h" ||
+  { echo "FAIL: --policy offload=all: peak '$a' -> '$b', host '$h'"; fail=1; }
+key=peak_memory; c=$(js "$ex" --policy offload=0.5 --policy offload_stages=0..1)
+[ "$c" = 3 ] && echo "ok: --policy offload_stages=0..1: device 0's peak 4 goes below device 1's 3: peak $c" ||
+  { echo "FAIL: offload_stages peak '$c'"; fail=1; }
+key=host_memory; h=$(js "$top_srcdir/stdlib/pipeoffload.pps" --policy offload=none)
+[ "$h" = 0 ] && echo "ok: --policy offload=none turns pipeoffload's offload off" || { echo "FAIL: offload=none: host '$h'"; fail=1; }
+# a vocabulary policy added to or taken from a file: export-csv (which refuses
+# vocabulary parallelism) tells whether it is there
+expect 1 "vocabulary parallelism (Vocab-1)" export-csv "$top_srcdir/stdlib/1f1b.pps" --policy vocab=1 -o "$tmp/v.csv"
+rm -f "$tmp/v.csv"
+"$PPSC" export-csv "$top_srcdir/stdlib/vocab_1f1b.pps" --policy vocab=0 -o "$tmp/v.csv" 2>"$tmp/err" && [ -s "$tmp/v.csv" ] && echo "ok: --policy vocab=0 exports vocab_1f1b" || { echo "FAIL: --policy vocab=0"; fail=1; }
+expect 0 "valid" check "$top_srcdir/stdlib/vocab_1f1b.pps" --policy vocab_async=true
+expect 2 "--policy vocab=3: expected 0 (none), 1 or 2" check "$ex" --policy vocab=3
+expect 2 "--policy offload=2: expected none, all or a ratio in (0, 1]" check "$ex" --policy offload=2
+expect 2 "--policy offload_stages=0..9: expected a range" check "$ex" --policy offload_stages=0..9
+expect 2 "--policy bogus: unknown key" check "$ex" --policy bogus=1
+expect 2 "--policy needs KEY=VALUE" check "$ex" --policy offload
 # --max-errors 2: two errors printed, the rest counted
 { echo 'schedule s(P = 2, m = 2) { devices P; microbatches m; placement linear;'
   echo '  device 0 { F(9) F(9, 1) B(7) W(8) BW(6) } }'; } > "$tmp/many.pps"
