@@ -1,6 +1,7 @@
 #!/bin/sh
 # tests/front/hardening.sh: command-line behaviour fixed by issue 12: options a
-# command cannot honour are usage errors, -D reads reals as a file does, ...
+# command cannot honour are usage errors, -D reads reals as a file does, the sim
+# summary's "ideal" is labelled and a real work bound given with per-stage costs, ...
 : "${PPSC:?set PPSC to the ppsc binary}" "${top_srcdir:?set top_srcdir}"
 tmp=$(mktemp -d) || exit 99
 trap 'rm -rf "$tmp"' EXIT
@@ -25,6 +26,12 @@ printf 'schedule a(x = 1) { devices 1; microbatches 1; device 0 { F(0) BW(0) } }
 expect 2 "-D x: the compiled schedule 'b' has no parameter 'x' ('a' has it: use --schedule NAME)" check "$tmp/two.pps" -D x=2
 expect 0 "^b: valid" check "$tmp/two.pps"
 expect 0 "^a: valid" check "$tmp/two.pps" -D x=2 --schedule a
+
+# the "ideal" of the sim summary is labelled with per-stage costs and the real bound
+# (the busiest device's compute) is given beside it; without them the line is as before
+sed 's|cost TF = 1, TB = 1, TW = 1, TC = 0;|cost TF = 1, TB = 1, TW = 1, TC = 0; cost stage 3: TF = 3, TB = 3, TW = 3;|' "$ex" > "$tmp/ps.pps"
+expect 0 "(ideal 24 = m(TF+TB+TW) of the schedule-wide costs; work bound 72: the compute of device 3)" sim "$tmp/ps.pps"
+expect 0 "(ideal 24 = m(TF+TB+TW))$" sim "$ex"
 
 # the stdlib is found from the build tree without $PPS_STDLIB
 printf 'import "1f1b.pps";\nschedule x { use one_f_one_b(P = 2, m = 4); }\n' > "$tmp/usestd.pps"
