@@ -77,11 +77,14 @@ static int usage_error(const char *prog, const char *fmt, ...) {
   return 2;
 }
 
+/* the largest value an integer flag takes (sizes whose products overflow are refused
+   when the model is created) */
+#define INT_FLAG_MAX 1000000000
 static int parse_int(const char *s, int lo, int *out) {
   char *end;
   errno = 0;
   long v = strtol(s, &end, 10);
-  if (errno || end == s || *end || v < lo || v > 1000000000L) return -1;
+  if (errno || end == s || *end || v < lo || v > INT_FLAG_MAX) return -1;
   *out = (int)v;
   return 0;
 }
@@ -281,7 +284,7 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
       if (o->timeout_s > 1e9) o->timeout_s = 1e9; /* ~31 years: a deadline that still fits a time_t */
     } else if (!strcmp(a, "--allow-nonfinite-loss")) { o->allow_nonfinite = 1;
     } else if (flag_is(a, "--seed", &v, argc, argv, &i)) {
-      if (!v || parse_int(v, 0, &n)) return usage_error(me, "--seed needs an integer >= 0");
+      if (!v || parse_int(v, 0, &n)) return usage_error(me, "--seed needs an integer from 0 to %d, got '%s'", INT_FLAG_MAX, v ? v : "");
       cfg->seed = (uint64_t)n;
     } else if (flag_is(a, "--data", &v, argc, argv, &i)) {
       if (!v || !*v) return usage_error(me, "--data needs a file name");
@@ -293,7 +296,7 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
       if (!v || !*v) return usage_error(me, "--val-data needs a file name");
       o->val_data = v;
     } else if (flag_is(a, "--val-every", &v, argc, argv, &i)) {
-      if (!v || parse_int(v, 1, &o->val_every)) return usage_error(me, "--val-every needs an integer >= 1");
+      if (!v || parse_int(v, 1, &o->val_every)) return usage_error(me, "--val-every needs an integer from 1 to %d, got '%s'", INT_FLAG_MAX, v ? v : "");
     } else if (flag_is(a, "--save", &v, argc, argv, &i)) {
       if (!v || !*v) return usage_error(me, "--save needs a file name");
       o->save = v;
@@ -316,12 +319,13 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
       for (size_t k = 0; k < sizeof ints / sizeof *ints && !matched; k++)
         if (flag_is(a, ints[k].name, &v, argc, argv, &i)) {
           matched = 1;
-          if (!v || parse_int(v, ints[k].lo, &n)) return usage_error(me, "%s needs an integer >= %d", ints[k].name, ints[k].lo);
+          if (!v || parse_int(v, ints[k].lo, &n)) return usage_error(me, "%s needs an integer from %d to %d, got '%s'", ints[k].name, ints[k].lo,
+                                                   INT_FLAG_MAX, v ? v : "");
           *(int *)((char *)cfg + ints[k].off) = n;
         }
       if (!matched && flag_is(a, "--iterations", &v, argc, argv, &i)) {
         matched = 1;
-        if (!v || parse_int(v, 1, &o->iterations)) return usage_error(me, "--iterations needs an integer >= 1");
+        if (!v || parse_int(v, 1, &o->iterations)) return usage_error(me, "--iterations needs an integer from 1 to %d, got '%s'", INT_FLAG_MAX, v ? v : "");
       }
       if (!matched) return usage_error(me, "unknown option '%s'", a);
     }
@@ -510,8 +514,8 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
     for (int k = 0; k < run.iterations_done && !o->allow_nonfinite; k++)
       if (!isfinite(run.loss[k])) {
         if (printer)
-          fprintf(stderr, "%s: error: the loss of iteration %d is %g, not a finite number (--allow-nonfinite-loss to go on)\n",
-                  me, k + 1, run.loss[k]);
+          fprintf(stderr, "%s: error: the loss of iteration %d is %g, not a finite number: stopped there, %d of %d "
+                  "iterations run (--allow-nonfinite-loss to go on)\n", me, k + 1, run.loss[k], k + 1, o->iterations);
         status = 1;
         break;
       }

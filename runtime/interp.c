@@ -599,6 +599,9 @@ int rt_run_device(ppsrt_ctx *c) {
       rt_print_iteration(run, it);
       pthread_mutex_unlock(&run->print_lock);
     }
+    /* a loss that is not a number stops the run here (every rank holds the same sum,
+       so all stop together); cli.c reports it, exit 1 (--allow-nonfinite-loss: go on) */
+    if (!o->allow_nonfinite && !isfinite(c->loss[it])) break;
     if ((rc = rt_validate_step(c, it))) { fail_at(c, -1, rc, "--val-data"); break; }
   }
   free(st);

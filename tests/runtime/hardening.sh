@@ -1,6 +1,7 @@
 #!/bin/sh
 # tests/runtime/hardening.sh: the executable's answers at the edges (issue 12): a
-# loss that is not finite is an error (null in --json) unless --allow-nonfinite-loss;
+# loss that is not finite is an error (null in --json) and stops the run there unless
+# --allow-nonfinite-loss; integer flags name their range (too large a value too);
 # sizes whose product overflows an int are refused; a huge --timeout is not "already
 # past"; output files (--trace, --profile, --save) are written like ppsc's (one
 # implementation, runtime/safeio.h): whole or not at all, an existing file's mode
@@ -20,6 +21,19 @@ else fail "--json NaN loss"; cat "$WORK/j" >&2; fi
 if command -v python3 >/dev/null; then
   python3 -c "import json,sys; json.load(open(sys.argv[1]))" "$WORK/j" && pass "--json with a NaN loss is valid JSON" || fail "invalid JSON"
 fi
+# the run stops at the first loss that is not finite (6 iterations asked, 2 run)
+"$T" 1f1b 2 4 --lr 1e30 --iterations 6 >"$WORK/out" 2>&1
+n=$(grep -c '^iter ' "$WORK/out")
+if [ "$n" = 2 ] && grep -q "stopped there, 2 of 6 iterations run" "$WORK/out"; then pass "a NaN loss stops the run (2 of 6 iterations)"
+else fail "NaN loss: $n iterations run"; tail -3 "$WORK/out" >&2; fi
+"$T" 1f1b 2 4 --lr 1e30 --iterations 6 --allow-nonfinite-loss >"$WORK/out" 2>&1
+n=$(grep -c '^iter ' "$WORK/out")
+[ "$n" = 6 ] && pass "--allow-nonfinite-loss runs all 6 iterations" || fail "--allow-nonfinite-loss ran $n iterations"
+# integer flags name their range, also for a value too large
+expect_exit 2 "--hidden 5000000000" "$T" 1f1b 2 4 --hidden 5000000000
+expect_grep "--hidden needs an integer from 1 to 1000000000, got '5000000000'" "too large a value: the range named"
+expect_exit 2 "--vocab 0" "$T" 1f1b 2 4 --vocab 0
+expect_grep "--vocab needs an integer from 1 to 1000000000, got '0'" "too small a value: the range named"
 expect_exit 1 "--seq 65536 --micro-batch 65536 refused" "$T" 1f1b 2 4 --seq 65536 --micro-batch 65536 -q
 expect_grep "elements per tensor" "overflowing sizes named"
 expect_exit 0 "--timeout 1e19 is a long timeout" "$T" 1f1b 2 4 --timeout 1e19 -q
