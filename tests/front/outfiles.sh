@@ -2,9 +2,10 @@
 # tests/front/outfiles.sh: how ppsc writes and reads files (compiler/fileio.c).
 # Outputs (-o, --trace, --svg, build -o): a symlink keeps pointing at its target (the
 # target is replaced), an existing file keeps its mode, a FIFO or a device is written
-# in place and never replaced, nothing is left behind on failure; build -o into a
-# missing directory is exit 2. Inputs: an import, import-csv or `cost profile` of a
-# FIFO or a device is refused at once (no blocking, no endless read). Every FIFO and symlink lives in this test's own
+# in place and never replaced (a FIFO nobody reads is an error, not a hang), nothing
+# is left behind on failure; build -o into a missing directory is exit 2. Inputs: an
+# import, import-csv or `cost profile` of a FIFO or a device is refused at once (no
+# blocking, no endless read). Every FIFO and symlink lives in this test's own
 # mktemp -d directory; the only device written is /dev/null, through a symlink here.
 : "${PPSC:?set PPSC to the ppsc binary}" "${top_srcdir:?set top_srcdir}"
 tmp=$(mktemp -d) || exit 99
@@ -38,6 +39,12 @@ timeout 10 "$PPSC" expand "$ex" -o fifo || bad "expand -o fifo failed"
 wait $reader
 [ -p fifo ] && ok "FIFO still a FIFO" || bad "FIFO replaced"
 cmp -s from-fifo new.pps && ok "FIFO reader got the output" || bad "FIFO reader got something else"
+
+# a FIFO nobody reads: an error after a short wait for a reader, not a hang (it blocked
+# in open() before); the FIFO stays
+timeout 60 "$PPSC" sim "$ex" -q --trace fifo 2>err; rc=$?
+[ $rc = 2 ] && grep -q "cannot write 'fifo': nothing is reading it" err && [ -p fifo ] &&
+  ok "--trace to a FIFO with no reader: exit 2" || { bad "--trace to a FIFO with no reader: exit $rc"; cat err; }
 
 # a character device is written in place. Reached through symlinks made here, so that
 # even a ppsc that wrongly renamed over its -o path would replace only the symlink,
