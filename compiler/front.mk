@@ -63,7 +63,7 @@ EXTRA_DIST += tests/fuzz/fuzz_front.c tests/fuzz/run-fuzz.sh tests/fuzz/pps.dict
 # files of libppsc_la_SOURCES, so a new source cannot be forgotten here)
 FUZZ_SRCS = tests/fuzz/fuzz_front.c $(libppsc_la_SOURCES)
 FUZZ_CFLAGS = -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-  -I$(top_srcdir)/compiler -I$(top_builddir) -I$(top_builddir)/grammar -DPPS_STDLIB_DIR='"/nonexistent"' \
+  -I$(top_srcdir)/compiler -I$(top_srcdir)/runtime -I$(top_builddir) -I$(top_builddir)/grammar -DPPS_STDLIB_DIR='"/nonexistent"' \
   -DPPS_LIBDIR='"/nonexistent"' -DPPS_INCLUDEDIR='"/nonexistent"' -DPPS_BUILDDIR='"/nonexistent"' \
   -DPPS_SRCDIR='"/nonexistent"'
 if HAVE_CLANG
