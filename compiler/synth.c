@@ -805,6 +805,16 @@ static int search_all(Search *z, const IrSchedule *s, const SynthOptions *o, cha
     }
     for (int k = 0; k < ncand; k++) {
       if (k > 0 && out_of_budget(z) && z->br.ok) break;
+      /* a cut that no admission of its uncut twin (the candidate before) came near
+         changes nothing: the same order, not run again (nor kept twice) */
+      int cut = 0;
+      for (int d = 0; d < P; d++) if (cs[k].p.cap[P + d] > 0) cut = 1;
+      if (cut && k > 0 && !cs[k].p.reserve && cs[k - 1].r.ok && !cs[k - 1].p.reserve) {
+        int same = 1;
+        for (int d = 0; d < P && same; d++)
+          if (!le(z->w.peak[d], cs[k].p.cap[d] - cs[k].p.cap[P + d] * (M->nst[d] - 1))) same = 0;
+        if (same) { cs[k].r.ok = 0; continue; }
+      }
       cs[k].r = try_policy(z, &cs[k].p);
     }
     /* phase 2: coordinate descent over the per-device caps from the best few policies
@@ -820,7 +830,8 @@ static int search_all(Search *z, const IrSchedule *s, const SynthOptions *o, cha
       }
     }
     double *cap = calloc((size_t)(2 * P + 1), sizeof(double));
-    if (!cap) { free(cs); free(capbuf); return -1; }
+    double *cpk = calloc((size_t)P + 1, sizeof(double));   /* per-device peaks of cur */
+    if (!cap || !cpk) { free(cap); free(cpk); free(cs); free(capbuf); return -1; }
     for (int t = 0; t < keep && !out_of_budget(z); t++) {
       if (order[t] < 0) continue;
       for (int prof = 0; prof < 5 && !out_of_budget(z); prof++) {
@@ -841,6 +852,7 @@ static int search_all(Search *z, const IrSchedule *s, const SynthOptions *o, cha
         Result cur = try_policy(z, &p);
         if (prof > 0 && !cur.ok) continue;
         if (prof == 0) cur = cs[order[t]].r;
+        memcpy(cpk, z->w.peak, sizeof(double) * (size_t)P);
         int improved = 1;
         while (improved && !out_of_budget(z)) {
           improved = 0;
@@ -852,9 +864,15 @@ static int search_all(Search *z, const IrSchedule *s, const SynthOptions *o, cha
               if (mv < 2 && (!le(M->lmin[d], nv - cap[P + d]) || !le(nv, M->L))) continue;
               if (mv >= 2 && (nv < -1e-12 || !le(M->lmin[d], cap[d] - nv))) continue;
               if (nv < 0) nv = 0;
+              /* a lower cap, or a larger cut, still above every admission of cur
+                 changes nothing (without reservation, which admits by lmin) */
+              if (!p.reserve && (mv == 0 || mv == 3)) {
+                double lowest = mv == 0 ? nv - cap[P + d] * (M->nst[d] - 1) : cap[d] - nv * (M->nst[d] - 1);
+                if (le(cpk[d], lowest)) continue;
+              }
               cap[q] = nv;
               Result r = try_policy(z, &p);
-              if (better(r, cur)) { cur = r; improved = 1; break; }
+              if (better(r, cur)) { cur = r; improved = 1; memcpy(cpk, z->w.peak, sizeof(double) * (size_t)P); break; }
               cap[q] = old;
               if (out_of_budget(z)) break;
             }
@@ -863,10 +881,14 @@ static int search_all(Search *z, const IrSchedule *s, const SynthOptions *o, cha
       }
     }
     free(cap);
+    free(cpk);
     free(cs);
     free(capbuf);
   }
+  int dbg = getenv("PPS_SYNTH_DEBUG") != NULL;
+  if (dbg) fprintf(stderr, "synth: policies: %ld candidates, %lld steps, %.3f s, best %g\n", z->evals, (long long)z->w.steps, now_s() - z->t0, z->br.makespan);
   seeds(z, s, seedpol, npol);
+  if (dbg) fprintf(stderr, "synth: seeds: %ld candidates, %.3f s, best %g\n", z->evals, now_s() - z->t0, z->br.makespan);
   if (!z->seeded && z->br.ok) describe(M, &z->bp, seedpol, npol);
   /* the policy search had half of the budget; local moves the rest */
   z->max_steps = z->w.steps + (int64_t)budget;
@@ -876,6 +898,7 @@ static int search_all(Search *z, const IrSchedule *s, const SynthOptions *o, cha
     snprintf(lab, sizeof lab, "%s", seedpol);
     improve(z, z->best, z->bestn, lab, seedpol, npol);   /* copies its start first */
   }
+  if (dbg) fprintf(stderr, "synth: local moves: %ld candidates, %lld steps, %.3f s, best %g\n", z->evals, (long long)z->w.steps, now_s() - z->t0, z->br.makespan);
   return 0;
 }
 
