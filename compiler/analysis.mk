@@ -45,6 +45,8 @@ EXTRA_DIST += tests/analysis/golden.sh tests/analysis/outputs.sh tests/analysis/
   tests/analysis/cases/compute_deadlock.pps \
   tests/analysis/cases/deadlock.err \
   tests/analysis/cases/deadlock.pps \
+  tests/analysis/cases/deadlock_large_p.err \
+  tests/analysis/cases/deadlock_large_p.pps \
   tests/analysis/cases/expect.err \
   tests/analysis/cases/expect.pps \
   tests/analysis/cases/host_limit.err \
@@ -53,6 +55,10 @@ EXTRA_DIST += tests/analysis/golden.sh tests/analysis/outputs.sh tests/analysis/
   tests/analysis/cases/memory.pps \
   tests/analysis/cases/missing.err \
   tests/analysis/cases/missing.pps \
+  tests/analysis/cases/missing_many.err \
+  tests/analysis/cases/missing_many.pps \
+  tests/analysis/cases/missing_runs.err \
+  tests/analysis/cases/missing_runs.pps \
   tests/analysis/cases/offload.pps \
   tests/analysis/cases/offload_order.err \
   tests/analysis/cases/offload_order.pps \
@@ -68,4 +74,10 @@ EXTRA_DIST += tests/analysis/golden.sh tests/analysis/outputs.sh tests/analysis/
   tests/analysis/cases/vocab_async_ok.pps \
   tests/analysis/cases/order.err \
   tests/analysis/cases/order.pps \
+  tests/analysis/cases/order_devices.err \
+  tests/analysis/cases/order_devices.pps \
+  tests/analysis/cases/rendezvous.err \
+  tests/analysis/cases/rendezvous.pps \
+  tests/analysis/cases/rendezvous_group.pps \
+  tests/analysis/cases/rendezvous_lowered.pps \
   tests/analysis/cases/vocab.pps

@@ -42,6 +42,9 @@
  *    allows: T(i) [coll output_bwd(i)] in [t_S + TCOLL, start of B(i, S-1)] (Vocab-2:
  *    of B(i+1, S-1), T(i) feeding nothing), IB(i) in
  *    [t_IB + TCOLL, start of B(i+1, 0)]; IF(i)'s window ends TCOLL before F(i, 0).
+ *    A consumer that feeds nothing (IB(i); T(i) in Vocab-2) takes the latest clean
+ *    instant of its window: the real timeline runs behind the base one by the
+ *    vocabulary passes inserted, and the latest leaves its collective the most time.
  *  - offload(i, s): right after F(i, s). reload(i, s): as late as the copy engine
  *    allows: the device's reloads are planned backwards from their B (each copy must
  *    end by its B's simulated start and by the start of the next planned reload),
@@ -421,7 +424,7 @@ static int64_t lower_vocab(Arena *a, Diag *dg, IrSchedule *s) {
         if (hi < t) hi = t;
       }
       double lo = t + tcoll < hi ? t + tcoll : hi;
-      g[ng++] = (VGroup){clean_instant(a, &w, lo, hi, 0), 3, i};
+      g[ng++] = (VGroup){clean_instant(a, &w, lo, hi, mode == 2), 3, i};
     }
   }
   qsort(ts, (size_t)nts, sizeof *ts, dbl_cmp);
@@ -443,7 +446,7 @@ static int64_t lower_vocab(Arena *a, Diag *dg, IrSchedule *s) {
     g[ng++] = (VGroup){tib, 2, i};
     if (async) { /* IB(i) once coll input_bwd(i) has run on the lane */
       double lo = tib + tcoll < bhi ? tib + tcoll : bhi;
-      g[ng++] = (VGroup){clean_instant(a, &w, lo > tib ? lo : tib, bhi > tib ? bhi : tib, 0), 4, i};
+      g[ng++] = (VGroup){clean_instant(a, &w, lo > tib ? lo : tib, bhi > tib ? bhi : tib, 1), 4, i};
     }
   }
   qsort(g, (size_t)ng, sizeof *g, vgroup_cmp);
@@ -651,7 +654,7 @@ static int rdv_coll_needs(const IrSchedule *s, const IrOp *op, int *need) {
 static int is_p2p(const IrOp *op) { return op->kind == IR_SEND || op->kind == IR_RECV; }
 
 int rdv_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L, SimResult *r, int32_t *moved,
-            const SimResult *timed) {
+            SimResult *timed) {
   int P = ix->ndev;
   int64_t n = ix->total;
   int async = s->vocab.mode && s->vocab.async;
@@ -692,6 +695,8 @@ int rdv_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L
   int32_t *wnext = arena_alloc(a, sizeof(int32_t) * (size_t)(P + 1));
   int32_t *stack = arena_alloc(a, sizeof(int32_t) * (size_t)(P + 1));
   int32_t *stuck = arena_alloc(a, sizeof(int32_t) * (size_t)(P + 1));
+  int32_t *waitdev = arena_alloc(a, sizeof(int32_t) * (size_t)(P + 1));  /* the device a p2p wait is on, -1 */
+  int32_t *mark = arena_alloc(a, sizeof(int32_t) * (size_t)(P + 1)), stamp = 0;
   char *inq = arena_alloc(a, (size_t)P + 1), *arrived = arena_alloc(a, (size_t)P + 1);
   int ncmax = 0;
   for (int d = 0; d < P; d++) if (L->ncoll[d] > ncmax) ncmax = L->ncoll[d];
@@ -708,6 +713,7 @@ int rdv_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L
     whead[d] = -1;
     gk[d] = -1;
     stuck[d] = -1;
+    waitdev[d] = -1;
     stack[sp++] = P - 1 - d;
     inq[P - 1 - d] = 1;
   }
@@ -736,6 +742,7 @@ int rdv_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L
             if (pc[pe] < needk) {
               block = 1;
               stuck[d] = o;
+              waitdev[d] = pe;
               wait_idx[d] = needk;
               wnext[d] = whead[pe];
               whead[pe] = d;
@@ -781,6 +788,7 @@ int rdv_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L
           }
           break;
         }
+        if (block != 1) waitdev[d] = -1;
         if (block) break;
         stuck[d] = -1;
         pc[d]++;
@@ -798,28 +806,51 @@ int rdv_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L
       }
     }
     if (!moved) break;
-    /* repair: of the stuck sends, the one whose recv, moved to where its device
-     * stands (into the group it is at, else before the op it waits at), delays that
-     * device least in the buffered timing; then run on */
+    /* repair: a cycle of devices waiting on each other at sends and recvs (the first
+     * one found following the waits from the lowest stuck device; else every stuck
+     * device); of its stuck sends, the one whose recv, moved to where its device stands
+     * (into the group it is at, else before the op it waits at), delays that device
+     * least in the buffered timing; then run on */
     int best = -1, bpos = 0;
     double bcost = 0;
-    for (int d = 0; d < P; d++) {
-      if (pc[d] >= s->devs[d].nops || stuck[d] < 0) continue;
-      int32_t o = stuck[d], m = match[o];
-      if (ana_op(s, ix, o)->kind != IR_SEND || m < 0 || moved[m] >= 0 || L->chan[m] < 0) continue;
-      int pe = ix->devof[m];
-      if (pc[pe] >= gfirst[m]) continue;
-      const IrDevice *pv = &s->devs[pe];
-      int pos = pc[pe];
-      if (is_p2p(&pv->ops[pos]))
-        for (pos++; pos < pv->nops && is_p2p(&pv->ops[pos]) && (pv->ops[pos].flags & IR_FLAG_GROUP); pos++) {}
-      double cost = 0;
-      if (timed && timed->start && pos < pv->nops) {
-        cost = timed->end[o] + s->tc - timed->start[ix->off[pe] + pos];
-        if (cost < 0) cost = 0;
+    for (int pass = 0; pass < 2 && best < 0; pass++) {
+      int cyc = -1;
+      if (pass == 0) {   /* find a cycle of p2p waits */
+        for (int d0 = 0; d0 < P && cyc < 0; d0++) {
+          if (pc[d0] >= s->devs[d0].nops || waitdev[d0] < 0) continue;
+          stamp++;
+          int d = d0;
+          while (d >= 0 && mark[d] != stamp && pc[d] < s->devs[d].nops && waitdev[d] >= 0) { mark[d] = stamp; d = waitdev[d]; }
+          if (d >= 0 && mark[d] == stamp) cyc = d;
+        }
+        if (cyc < 0) continue;
       }
-      if (best < 0 || cost < bcost) { best = d; bcost = cost; bpos = pos; }
+      for (int k = 0, d = pass ? 0 : cyc; pass ? d < P : (k == 0 || d != cyc); k++, d = pass ? d + 1 : waitdev[d]) {
+        if (pc[d] >= s->devs[d].nops || stuck[d] < 0) continue;
+        int32_t o = stuck[d], m = match[o];
+        if (ana_op(s, ix, o)->kind != IR_SEND || m < 0 || moved[m] >= 0 || L->chan[m] < 0) continue;
+        int pe = ix->devof[m];
+        if (pc[pe] >= gfirst[m]) continue;
+        const IrDevice *pv = &s->devs[pe];
+        int pos = pc[pe];
+        if (is_p2p(&pv->ops[pos]))
+          for (pos++; pos < pv->nops && is_p2p(&pv->ops[pos]) && (pv->ops[pos].flags & IR_FLAG_GROUP); pos++) {}
+        double cost = 0;
+        if (timed && !timed->start && !sim_run(a, s, ix, L, timed, 0)) {
+          /* first repair: time it; a schedule that deadlocks buffered too is left as
+           * it is (verify reports that deadlock) */
+          best = -1;
+          goto norepair;
+        }
+        if (timed && timed->start && pos < pv->nops) {
+          cost = timed->end[o] + s->tc - timed->start[ix->off[pe] + pos];
+          if (cost < 0) cost = 0;
+        }
+        if (best < 0 || cost < bcost) { best = d; bcost = cost; bpos = pos; }
+        if (cost <= 0 && timed) break;   /* cannot do better */
+      }
     }
+  norepair:
     if (best < 0) break;
     {
       int d = best;
@@ -831,6 +862,10 @@ int rdv_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L
         if (moved[q] >= 0 || pc[pe] >= gfirst[q]) break;
         moved[q] = bpos;
       }
+      /* before an op that is not a send/recv, after one: the moved recvs join the group
+       * before, which this run did not model (the caller runs again) */
+      const IrDevice *pv = &s->devs[pe];
+      if (bpos == pc[pe] && bpos > 0 && is_p2p(&pv->ops[bpos - 1])) r->ok = -1;
       /* d's waits are rechecked from the start of its group */
       gk[d] = -1;
       int32_t *pp = &whead[pe];
@@ -839,6 +874,7 @@ int rdv_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L
       if (!inq[d]) { inq[d] = 1; stack[sp++] = d; }
     }
   }
+  int merged = r->ok < 0;
   r->ok = 1;
   for (int d = 0; d < P; d++) {
     const IrDevice *dv = &s->devs[d];
@@ -850,6 +886,7 @@ int rdv_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L
     const IrOp *op = ana_op(s, ix, g);
     if (is_p2p(op)) r->wait_op[d] = match[g];
   }
+  if (merged && r->ok) r->ok = -1;
   return r->ok;
 }
 
@@ -900,12 +937,13 @@ static void lower_rendezvous(Arena *a, IrSchedule *s) {
     int32_t *moved = arena_alloc(a, sizeof(int32_t) * (size_t)(ix.total + 1));
     memset(moved, 0xff, sizeof(int32_t) * (size_t)(ix.total + 1));
     SimResult r, t;
-    if (rdv_run(a, s, &ix, &L, &r, NULL, NULL)) return;
-    int timed = sim_run(a, s, &ix, &L, &t, 0);
-    rdv_run(a, s, &ix, &L, &r, moved, timed ? &t : NULL);
-    if (!apply_moves(a, s, &ix, moved)) return;
+    memset(&t, 0, sizeof t);   /* timed at the first repair only */
+    int ok = rdv_run(a, s, &ix, &L, &r, moved, &t);
+    int64_t nmv = apply_moves(a, s, &ix, moved);
+    if (!nmv) return;
     overlap_normalize(a, s);
     lower_groups(a, s);
+    if (ok == 1) return;  /* ran to the end as moved: verify's run agrees */
   }
 }
 

@@ -51,8 +51,9 @@ struct SimResult;
  * (IR_FLAG_GROUP) posted together. Returns 1 when every device finishes; else fills
  * r->stuck_at / r->wait_op (the matching op a stuck send or recv waits for) as
  * sim_run does. moved: NULL to check; else [total] of -1, and the run repairs
- * instead of stopping, guided by the buffered timing `timed` (lowering's use; see
- * lower.c). */
+ * instead of stopping, guided by the buffered timing (sim_run into *timed, zeroed by
+ * the caller, at the first repair), and returns -1 when it ran to the end but a
+ * move joined a group it did not model (lowering's use; see lower.c). */
 int rdv_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const struct SimLinks *L, struct SimResult *r,
-            int32_t *moved, const struct SimResult *timed);
+            int32_t *moved, struct SimResult *timed);
 #endif

@@ -56,6 +56,14 @@ static Span dev_span(const V *v, int d) {
   return v->s->span;
 }
 
+/* The note under an error at an op whose message does not name its device (issue 12:
+ * a schedule written with loops gives the same message for every device otherwise),
+ * at the device's block when the file has one, else at the op: "in device 3". */
+static void in_dev(V *v, int d, Span at) {
+  if (d < 0 || d >= v->s->ndev) return;
+  diag_note(v->dg, v->s->devs[d].span.file ? v->s->devs[d].span : at, "in device %d", d);
+}
+
 /* ---- structure ---- */
 static void check_structure(V *v, int32_t *sendtab[2], int32_t *recvtab[2]) {
   const IrSchedule *s = v->s;
@@ -71,6 +79,7 @@ static void check_structure(V *v, int32_t *sendtab[2], int32_t *recvtab[2]) {
       case IR_F: case IR_B: case IR_W: case IR_BW: case IR_OFFLOAD: case IR_RELOAD: {
         if (!ana_valid_pass(s, op)) {
           diag_error(v->dg, op->span, "%s is out of range (%d microbatches, %d stages)", opname(v, op, b1, sizeof b1), s->nmb, S);
+          in_dev(v, d, op->span);
           break;
         }
         int home = s->stages[op->stage].device;
@@ -87,14 +96,16 @@ static void check_structure(V *v, int32_t *sendtab[2], int32_t *recvtab[2]) {
             diag_error(v->dg, op->span, "%s: this (microbatch, stage) already has a %s", opname(v, op, b1, sizeof b1), ir_kind_name(f->kind));
           else
             diag_error(v->dg, op->span, "%s is written twice", opname(v, op, b1, sizeof b1));
+          in_dev(v, d, op->span);
           diag_note(v->dg, f->span, "first written here");
         }
         break;
       }
       case IR_IF: case IR_IB: case IR_S: case IR_T: case IR_COLL:
-        if (op->mb < 0 || op->mb >= s->nmb)
+        if (op->mb < 0 || op->mb >= s->nmb) {
           diag_error(v->dg, op->span, "%s: microbatch out of range (%d microbatches)", opname(v, op, b1, sizeof b1), s->nmb);
-        else if (!s->vocab.mode)
+          in_dev(v, d, op->span);
+        } else if (!s->vocab.mode)
           diag_error(v->dg, op->span, "%s needs `vocab parallel 1` or `vocab parallel 2`", opname(v, op, b1, sizeof b1));
         else if (op->kind == IR_COLL && op->coll == IR_COLL_OUTPUT_BWD && s->vocab.mode == 2)
           diag_error(v->dg, op->span, "coll output_bwd is Vocab-1 only (this schedule is `vocab parallel 2`)");
@@ -103,6 +114,7 @@ static void check_structure(V *v, int32_t *sendtab[2], int32_t *recvtab[2]) {
         int snd = op->kind == IR_SEND;
         if (!ana_valid_pass(s, op) || (op->xfer != IR_XFER_ACT && op->xfer != IR_XFER_GRAD)) {
           diag_error(v->dg, op->span, "%s is out of range (%d microbatches, %d stages)", opname(v, op, b1, sizeof b1), s->nmb, S);
+          in_dev(v, d, op->span);
           break;
         }
         int act = op->xfer == IR_XFER_ACT;
@@ -110,6 +122,7 @@ static void check_structure(V *v, int32_t *sendtab[2], int32_t *recvtab[2]) {
         if (other < 0 || other >= S) {
           diag_error(v->dg, op->span, "%s: stage %d has no %s stage to %s", opname(v, op, b1, sizeof b1), op->stage,
                      act ? "next" : "previous", snd ? "send to" : "receive from");
+          in_dev(v, d, op->span);
           break;
         }
         int from = s->stages[op->stage].device, to = s->stages[other].device;
@@ -128,6 +141,7 @@ static void check_structure(V *v, int32_t *sendtab[2], int32_t *recvtab[2]) {
         int64_t sl = ANA_SLOT(ix, op->mb, op->stage);
         if (tab[sl] >= 0) {
           diag_error(v->dg, op->span, "%s is written twice", opname(v, op, b1, sizeof b1));
+          in_dev(v, d, op->span);
           diag_note(v->dg, OP(v, tab[sl])->span, "first written here");
         } else {
           tab[sl] = g;
@@ -237,6 +251,7 @@ static void need(V *v, int32_t prod, int32_t cons, int xfer, int32_t *sendtab[2]
   if (pd == cd) {
     if (prod > cons) {
       diag_error(v->dg, c->span, "%s runs before %s, which it needs", opname(v, c, b1, sizeof b1), opname(v, p, b2, sizeof b2));
+      in_dev(v, cd, c->span);
       diag_note(v->dg, p->span, "%s is here", b2);
     }
     return;
@@ -250,16 +265,22 @@ static void need(V *v, int32_t prod, int32_t cons, int xfer, int32_t *sendtab[2]
   if (sd < 0) {
     if (comm_written) {
       diag_error(v->dg, p->span, "%s: its output is never sent to device %d (no %s)", opname(v, p, b1, sizeof b1), cd, opname(v, &tmp, b2, sizeof b2));
+      in_dev(v, pd, p->span);
     }
   } else if (sd < prod) {
     diag_error(v->dg, OP(v, sd)->span, "%s comes before %s, which produces what it sends", opname(v, OP(v, sd), b1, sizeof b1), opname(v, p, b2, sizeof b2));
+    in_dev(v, pd, OP(v, sd)->span);
     diag_note(v->dg, p->span, "%s is here", b2);
   }
   tmp.kind = IR_RECV;
   if (rv < 0) {
-    if (comm_written) diag_error(v->dg, c->span, "%s needs %s from device %d first", opname(v, c, b1, sizeof b1), opname(v, &tmp, b2, sizeof b2), pd);
+    if (comm_written) {
+      diag_error(v->dg, c->span, "%s needs %s from device %d first", opname(v, c, b1, sizeof b1), opname(v, &tmp, b2, sizeof b2), pd);
+      in_dev(v, cd, c->span);
+    }
   } else if (rv > cons) {
     diag_error(v->dg, c->span, "%s runs before %s, which brings its input", opname(v, c, b1, sizeof b1), opname(v, OP(v, rv), b2, sizeof b2));
+    in_dev(v, cd, c->span);
     diag_note(v->dg, OP(v, rv)->span, "%s is here", b2);
   }
 }
@@ -285,6 +306,7 @@ static void check_passes(V *v, int32_t *sendtab[2], int32_t *recvtab[2]) {
       else if (OP(v, b)->kind == IR_B && w < 0) missing(v, &ms, d, IR_W, i, st);
       else if (OP(v, b)->kind == IR_BW && w >= 0) {
         diag_error(v->dg, OP(v, w)->span, "%s: this (microbatch, stage) has a fused BW already", opname(v, OP(v, w), b1, sizeof b1));
+        in_dev(v, ix->devof[w], OP(v, w)->span);
         diag_note(v->dg, OP(v, b)->span, "%s is here", opname(v, OP(v, b), b2, sizeof b2));
       }
       if (b < 0 && w >= 0) {} /* reported as missing B */
@@ -299,12 +321,14 @@ static void check_passes(V *v, int32_t *sendtab[2], int32_t *recvtab[2]) {
         need(v, f, of, IR_XFER_NONE, sendtab, recvtab, comm_written);
         if (rl < 0) {
           diag_error(v->dg, OP(v, of)->span, "%s is never reloaded (no reload(%d,%d) before its backward)", opname(v, OP(v, of), b1, sizeof b1), i, st);
+          in_dev(v, ix->devof[of], OP(v, of)->span);
         } else {
           need(v, of, rl, IR_XFER_NONE, sendtab, recvtab, comm_written);
           need(v, rl, b, IR_XFER_NONE, sendtab, recvtab, comm_written);
         }
       } else if (rl >= 0) {
         diag_error(v->dg, OP(v, rl)->span, "%s reloads an activation that was never offloaded", opname(v, OP(v, rl), b1, sizeof b1));
+        in_dev(v, ix->devof[rl], OP(v, rl)->span);
       }
     }
   report_missing(v, &ms);
@@ -316,6 +340,7 @@ static void check_passes(V *v, int32_t *sendtab[2], int32_t *recvtab[2]) {
       const IrOp *op = OP(v, sd >= 0 ? sd : rv);
       if (sd >= 0) diag_error(v->dg, op->span, "%s is never received (no matching recv on device %d)", opname(v, op, b1, sizeof b1), op->peer);
       else diag_error(v->dg, op->span, "%s has no matching send on device %d", opname(v, op, b1, sizeof b1), op->peer);
+      in_dev(v, v->ix->devof[sd >= 0 ? sd : rv], op->span);
     }
 }
 
@@ -331,6 +356,7 @@ static void check_channels(V *v, const SimLinks *L) {
     if (sd->xfer != op->xfer || sd->mb != op->mb || sd->stage != op->stage) {
       diag_error(v->dg, op->span, "%s would receive the message of %s: messages between two devices arrive in the order they were sent",
                  opname(v, op, b1, sizeof b1), opname(v, sd, b2, sizeof b2));
+      in_dev(v, v->ix->devof[g], op->span);
       diag_note(v->dg, sd->span, "%s is sent here", b2);
       reported++;
     }
@@ -431,11 +457,13 @@ static void check_vocab(V *v) {
         int32_t x = p[before[e][0]], y = p[before[e][1]];
         if (x >= 0 && y >= 0 && x > y) {
           diag_error(v->dg, OP(v, y)->span, "%s runs before %s, which it needs", opname(v, OP(v, y), b1, sizeof b1), opname(v, OP(v, x), b2, sizeof b2));
+          in_dev(v, d, OP(v, y)->span);
           reported++;
         }
       }
       if (mode == 1 && p[K_T] >= 0 && p[K_COB] >= 0 && p[K_T] > p[K_COB]) {
         diag_error(v->dg, OP(v, p[K_COB])->span, "coll output_bwd(%d) runs before T(%d), which produces the input gradient it reduces", i, i);
+        in_dev(v, d, OP(v, p[K_COB])->span);
         reported++;
       }
       /* the pipeline's own passes */
@@ -443,10 +471,12 @@ static void check_vocab(V *v) {
         int32_t f0 = v->ix->posF[ANA_SLOT(v->ix, i, 0)], b0 = v->ix->posB[ANA_SLOT(v->ix, i, 0)];
         if (f0 >= 0 && p[K_CIF] >= 0 && p[K_CIF] > f0) {
           diag_error(v->dg, OP(v, f0)->span, "%s runs before coll input_fwd(%d), which gives it its input", opname(v, OP(v, f0), b1, sizeof b1), i);
+          in_dev(v, d, OP(v, f0)->span);
           reported++;
         }
         if (b0 >= 0 && p[K_CIB] >= 0 && p[K_CIB] < b0) {
           diag_error(v->dg, OP(v, p[K_CIB])->span, "coll input_bwd(%d) runs before %s, whose input gradient it broadcasts", i, opname(v, OP(v, b0), b1, sizeof b1));
+          in_dev(v, d, OP(v, p[K_CIB])->span);
           reported++;
         }
       }
@@ -454,12 +484,14 @@ static void check_vocab(V *v) {
         int32_t fl = v->ix->posF[ANA_SLOT(v->ix, i, S - 1)];
         if (fl >= 0 && p[K_S] >= 0 && p[K_S] < fl) {
           diag_error(v->dg, OP(v, p[K_S])->span, "S(%d) runs before %s, whose output it broadcasts", i, opname(v, OP(v, fl), b1, sizeof b1));
+          in_dev(v, d, OP(v, p[K_S])->span);
           reported++;
         }
         int32_t bl = v->ix->posB[ANA_SLOT(v->ix, i, S - 1)];
         int32_t need = mode == 1 ? p[K_COB] : p[K_COF];
         if (bl >= 0 && need >= 0 && need > bl) {
           diag_error(v->dg, OP(v, bl)->span, "%s runs before %s, which gives it the loss gradient", opname(v, OP(v, bl), b1, sizeof b1), opname(v, OP(v, need), b2, sizeof b2));
+          in_dev(v, d, OP(v, bl)->span);
           reported++;
         }
       }
