@@ -61,9 +61,14 @@ ln -s /proc/self/fd/1 stdout-link
 "$PPSC" expand "$ex" -o stdout-link > via-stdout || bad "expand -o stdout-link failed"
 cmp -s via-stdout new.pps && ok "-o /proc/self/fd/1 writes stdout" || bad "-o /proc/self/fd/1 differs"
 
+# a write that fails half-way (the file size limit: EFBIG) leaves the old file as it was
+echo old > keep.json
+(trap '' XFSZ; ulimit -f 2; "$PPSC" sim "$ex" -q --trace keep.json) 2>err; rc=$?
+[ $rc = 2 ] && echo old | cmp -s - keep.json && ok "--trace failing half-way: exit 2, old file untouched" ||
+  { bad "--trace under ulimit -f: exit $rc"; cat err; }
 # nothing left behind: only the files this test made
 ls -A > list
-if grep -q 'ppsc' list; then bad "temporary files left: $(cat list)"; else ok "no temporary files left"; fi
+if grep -q 'pps-out\|ppsc' list; then bad "temporary files left: $(cat list)"; else ok "no temporary files left"; fi
 
 # a directory as output, a missing directory
 "$PPSC" expand "$ex" -o . 2>err; rc=$?

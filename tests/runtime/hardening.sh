@@ -85,6 +85,13 @@ if mknod "$D/full" c 1 7 2>/dev/null; then
 else
   skip "device node checks (mknod is not permitted here)"
 fi
+# a write that fails half-way (the file size limit: EFBIG) leaves the old file as it was
+echo old >"$D/keep.json"
+(trap '' XFSZ; ulimit -f 2; "$T" 1f1b 2 4 -q --trace "$D/keep.json") >"$WORK/out" 2>&1
+rc=$?
+if [ $rc -ne 0 ] && echo old | cmp -s - "$D/keep.json" && grep -q "File too large" "$WORK/out"; then
+  pass "--trace failing half-way: error, the old file untouched"
+else fail "--trace under ulimit -f: exit $rc, file $(head -c 40 "$D/keep.json")"; fi
 # a failed write leaves nothing behind: no temporary files in the directory
 if ls -A "$D" | grep -q 'pps-out\|\.tmp'; then fail "temporary files left: $(ls -A "$D" | tr '\n' ' ')"
 else pass "no temporary files left"; fi
