@@ -83,4 +83,35 @@ for P in 2 4 8; do
       || bad "vocab_v_half async P=$P mode=$mode: $a (blocking: $b)"
   done
 done
+# vocab async on V-Half: the B slots one (Vocab-2) or two (Vocab-1) intervals later
+# (stdlib/vocab_v_half.pps), so the vocabulary passes keep V-Half's bubble: at most
+# V-Half's makespan plus the passes' work plus (3 - mode) collectives when a
+# collective fits under half a chunk's forward (TCOLL <= TF / 4), with the memory
+# (P + 2) div 2 + 3 - mode the same on every device
+for P in 2 3 4 5 8; do
+  for m in $((2 * P)) $((3 * P)); do
+    base=$(figures "$STD/v_half.pps" -D P=$P -D m=$m | cut -d' ' -f2)
+    for mode in 1 2; do
+      for tc in 0.1 0.25; do
+        for c in "TS=0.3 TT=0.3 TIF=0.05 TIB=0.05" "TS=$TS TT=$TT TIF=$TIF TIB=$TIB"; do
+          set -- $c
+          d="-D $1 -D $2 -D $3 -D $4"
+          json=$("$PPSC" sim --json "$STD/vocab_v_half.pps" -D P=$P -D m=$m -D mode=$mode -D async=true $d -D TCOLL=$tc 2>/dev/null)
+          pk=$(( (P + 2) / 2 + 3 - mode ))
+          echo "$json" | awk -v P=$P -v pk=$pk -v base="$base" -v m=$m -v tc=$tc -v mode=$mode -v c="$c" '
+            function val(s, key,   i) { i = index(s, "\"" key "\":"); if (!i) return ""; s = substr(s, i + length(key) + 3); sub(/[,}].*/, "", s); return s }
+            { line = line $0 }
+            END {
+              split(c, kv, / /); w = 0; for (k in kv) { split(kv[k], x, /=/); w += x[2] }
+              mk = val(line, "makespan"); want = base + m * w + (3 - mode) * tc
+              s = line; n = 0; badpk = 0
+              while ((i = index(s, "{\"device\":")) > 0) { s = substr(s, i + 1); n++; if (val(s, "peak_memory") != pk) badpk = 1 }
+              if (line !~ /"valid":true/ || line ~ /"ok":false/ || n != P || badpk || mk > want + 1e-6) {
+                printf "FAIL: vocab_v_half async P=%d m=%d mode=%d TCOLL=%s (%s): makespan %s, want <= %s; peaks %s each\n", P, m, mode, tc, c, mk, want, pk
+                exit 1 } }' || fail=1
+        done
+      done
+    done
+  done
+done
 exit $fail
