@@ -287,6 +287,7 @@ static int exec_op(ppsrt_ctx *c, int i) {
     /* the buffer was written on COMPUTE (or received on RECV and ordered onto COMPUTE) */
     if ((rc = order_streams(c, PPSRT_STREAM_COMPUTE, PPSRT_STREAM_SEND))) return rc;
     if ((rc = c->tr->send(c->tr, c->rank, be, PPSRT_STREAM_SEND, buf, bytes, op->peer, xfer_tag(op)))) return rc;
+    if (c->grp_open) return 0;   /* freed at the group's end (group_close) */
     if (c->free_after[i]) {
       ppsrt_io_take(c, op->xfer, op->mb, op->stage, &buf, &bytes);
       be->free(be, buf);
@@ -297,9 +298,10 @@ static int exec_op(ppsrt_ctx *c, int i) {
     size_t bytes = m->xfer_bytes(m, op->xfer, op->mb, op->stage);
     void *buf;
     if ((rc = be->alloc(be, bytes ? bytes : 1, &buf))) return rc;
-    /* the fresh buffer's reuse is ordered by the allocator; its readers run on COMPUTE */
+    /* the fresh buffer's reuse is ordered by the allocator; its readers run on COMPUTE
+     * (in a group: after the group's end, group_close) */
     if ((rc = c->tr->recv(c->tr, c->rank, be, PPSRT_STREAM_RECV, buf, bytes, op->peer, xfer_tag(op))) ||
-        (rc = order_streams(c, PPSRT_STREAM_RECV, PPSRT_STREAM_COMPUTE)) ||
+        (!c->grp_open && (rc = order_streams(c, PPSRT_STREAM_RECV, PPSRT_STREAM_COMPUTE))) ||
         (rc = ppsrt_io_put(c, op->xfer, op->mb, op->stage, buf, bytes))) {
       be->free(be, buf);
       return rc;
@@ -312,6 +314,43 @@ static int exec_op(ppsrt_ctx *c, int i) {
 }
 
 static int is_compute(int kind) { return kind <= PPSRT_OP_T; }
+
+/* ---- point-to-point groups (ppsrt.h: flag 4 = issued with the op before) ----
+ * With a transport that has group hooks (NCCL), a group of two or more sends and recvs
+ * is issued between group_begin and group_end; what must follow the launch (freeing a
+ * sent buffer no later op reads, ordering COMPUTE after the received data) runs after
+ * group_end. Without hooks every op is issued alone, as before. */
+static int is_p2p(int kind) { return kind == PPSRT_OP_SEND || kind == PPSRT_OP_RECV; }
+static int grouped_with_prev(const ppsrt_ctx *c, int i) {
+  return i > 0 && i < c->nops && is_p2p(c->ops[i].kind) && is_p2p(c->ops[i - 1].kind) && (c->ops[i].flags & 4);
+}
+
+static int group_open(ppsrt_ctx *c, int i) {
+  if (!c->tr || !c->tr->group_begin || !c->tr->group_end || !is_p2p(c->ops[i].kind) || grouped_with_prev(c, i) ||
+      !grouped_with_prev(c, i + 1))
+    return 0;
+  int rc = c->tr->group_begin(c->tr, c->rank);
+  if (!rc) { c->grp_open = 1; c->grp0 = i; }
+  return rc;
+}
+
+/* After op i: ends the open group when i is its last op (or failed: rc_op != 0). */
+static int group_close(ppsrt_ctx *c, int i, int rc_op) {
+  if (!c->grp_open || (!rc_op && grouped_with_prev(c, i + 1))) return 0;
+  c->grp_open = 0;
+  int rc = c->tr->group_end(c->tr, c->rank);
+  if (rc || rc_op) return rc;
+  int recvd = 0;
+  for (int j = c->grp0; j <= i; j++) {
+    const ppsrt_op *op = &c->ops[j];
+    if (op->kind == PPSRT_OP_RECV) recvd = 1;
+    else if (c->free_after[j]) {
+      void *buf; size_t bytes;
+      if (!ppsrt_io_take(c, op->xfer, op->mb, op->stage, &buf, &bytes)) c->be->free(c->be, buf);
+    }
+  }
+  return recvd ? order_streams(c, PPSRT_STREAM_RECV, PPSRT_STREAM_COMPUTE) : 0;
+}
 
 /* Asynchronous backends (CUDA) return from a pass before it ran: compute ops are then
  * timed with events on the compute stream (start/end per op, one base per iteration),
@@ -503,7 +542,11 @@ int rt_run_device(ppsrt_ctx *c) {
       int timed = (comp && !ev) || (trace && !ev);
       if (ev && (rc = c->be->event_record(c->be, c->tev[2 * i], PPSRT_STREAM_COMPUTE))) { fail_at(c, i, rc, NULL); break; }
       double a = timed ? (have_last ? last : rt_now()) : 0;
-      if ((rc = exec_op(c, i))) { fail_at(c, i, rc, NULL); break; }
+      if ((rc = group_open(c, i)) || (rc = exec_op(c, i)) || (rc = group_close(c, i, 0))) {
+        group_close(c, i, rc);
+        fail_at(c, i, rc, NULL);
+        break;
+      }
       double b = timed ? rt_now() : 0;
       last = b;
       have_last = timed;

@@ -48,7 +48,9 @@ typedef struct ppsrt_op {
   uint8_t coll;    /* ppsrt_coll for COLL */
   uint8_t flags;   /* 1 = inserted by the compiler; 2 = overlapped with the next op
                       (`overlap { }`): the CPU backend runs the two one after the other,
-                      a GPU backend may run them on two streams */
+                      a GPU backend may run them on two streams; 4 = a SEND/RECV issued
+                      in one point-to-point group with the op before (NCCL:
+                      ncclGroupStart/End; transports without groups ignore it) */
   int32_t mb;
   int32_t stage;   /* -1 for vocabulary passes and collectives */
   int32_t peer;    /* SEND/RECV partner device, else -1 */

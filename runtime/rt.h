@@ -104,6 +104,8 @@ struct ppsrt_ctx {
   int32_t cur_op;         /* op being executed, for messages */
   const ppsrt_op *ops; int nops;
   uint8_t *free_after;    /* [nops]: SEND whose box entry no later op needs */
+  int grp_open;           /* inside a point-to-point group (transport group hooks) */
+  int32_t grp0;           /* its first op */
   rt_event *ev; int nev, capev;
   double *busy;           /* [iterations] compute seconds */
   double *span;           /* [iterations] wall seconds of the iteration */

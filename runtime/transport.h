@@ -6,7 +6,9 @@
  * on one GPU, ranks as threads sharing an ncclUniqueId).
  *
  * Point-to-point channels are FIFO per ordered pair of devices, as the verifier
- * assumes. Every call is made by the device's own thread with that device's rank.
+ * assumes (its buffered model: threads and MPI buffer every send; its rendezvous
+ * model: NCCL completes a send only when the recv is posted, the ops of one group
+ * together, see group_begin). Every call is made by the device's own thread with that device's rank.
  * Buffers live in the memory of the backend the transport was created for (host for
  * threads/MPI with the CPU backend; GPU for NCCL and for threads with CUDA, where
  * the threads transport copies device to device). Operations are enqueued on the
@@ -53,6 +55,17 @@ struct ppsrt_transport {
    * Called once per process; an error means the lane is not possible (MPI without
    * MPI_THREAD_MULTIPLE) and collectives block. */
   int (*dup)(ppsrt_transport *t, ppsrt_transport **out);
+  /* Optional (NULL: sends are buffered, nothing to group): a point-to-point group. The
+   * interpreter calls group_begin before the first send/recv of a group the compiler
+   * marked (ppsrt.h, op flag 4: consecutive sends and recvs of a device) and
+   * group_end after its last; the transport issues the group's operations together
+   * (NCCL: ncclGroupStart/End), so that a rendezvous send and the recv its peer posts
+   * in the same group progress together. Between the two, send/recv may defer work
+   * that must follow the operation's launch (events, buffer-use records) to
+   * group_end; the caller orders its streams after the received data only once
+   * group_end returned. */
+  int (*group_begin)(ppsrt_transport *t, int rank);
+  int (*group_end)(ppsrt_transport *t, int rank);
 };
 
 /* The tag the interpreter gives a SEND/RECV: xfer << 48 | mb << 20 | (stage + 1), and

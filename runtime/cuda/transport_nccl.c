@@ -5,31 +5,39 @@
  *  - MPI (use_mpi = 1, built only with HAVE_MPI): one process per GPU on one or several
  *    nodes. Rank = MPI rank; the GPU is the node-local rank modulo the GPUs visible
  *    (the transport makes it current and tells the backend: see pick_device in
- *    cuda_backend.c). Rank 0
- *    makes three ncclUniqueIds, MPI_Bcast sends them, every rank calls
- *    ncclCommInitRank three times.
+ *    cuda_backend.c). Rank 0 makes the ncclUniqueIds (the collectives' communicator,
+ *    then one per directed pair), MPI_Bcast sends them, every rank initialises the
+ *    collectives' communicator and the two-rank communicators of its own pairs, in one
+ *    global order.
  *  - in process, NCCL (use_mpi = 0, at least nranks GPUs visible): every rank is a
- *    thread of this process on GPU `rank`; ncclCommInitAll makes each rank its
- *    communicators at once.
+ *    thread of this process on GPU `rank`; ncclCommInitAll makes the collectives'
+ *    communicator and each pair's two-rank communicator.
  *  - in process, copy channel (use_mpi = 0, fewer GPUs than ranks, or
  *    PPSRT_NCCL_INPROC=copy): NCCL refuses two ranks of one communicator on one GPU
  *    ("Duplicate GPU detected"), so rank r runs on GPU r % ngpus and messages go through
  *    device staging buffers: a send copies into a staging buffer on its SEND stream
- *    (buffered, like the threads transport and the verifier's model), the receiver
- *    waits for the staging copy's event and copies out on its RECV stream. Collectives
- *    stage each rank's buffer, meet at a host barrier, and reduce (or copy) on each
- *    rank's own stream. This is what makes any schedule runnable and checkable on a
- *    single-GPU machine.
+ *    (buffered, like the threads transport and the verifier's buffered model), the
+ *    receiver waits for the staging copy's event and copies out on its RECV stream.
+ *    Collectives stage each rank's buffer, meet at a host barrier, and reduce (or copy)
+ *    on each rank's own stream. This is what makes any schedule runnable and checkable
+ *    on a single-GPU machine.
  *
- * Three communicators per rank: point-to-point traffic toward higher ranks ("up"),
- * toward lower ranks ("down"), and the vocabulary collectives ("coll"). NCCL serialises
- * the operations of one communicator in issue order and its sends are rendezvous, so a
- * rank that sends to its neighbour and then receives from it (while the neighbour does
- * the same) would deadlock on one communicator unless each pair were grouped
- * (ncclGroupStart/End). The interpreter issues SEND and RECV as separate ops, so instead
- * the two directions travel on separate communicators: a send and a receive between the
- * same pair never queue behind each other, each direction stays FIFO as the verifier
- * assumes, and no grouping is needed.
+ * Communicators and streams (NCCL modes): one communicator over all ranks (C_COLL)
+ * for the vocabulary collectives, on a stream of their own, and for the MPI mode's
+ * barrier, on another (in process the barrier is a host one); and per directed pair (src -> dst) a two-rank
+ * communicator (src is its rank 0) with a stream of its own on each side (pchan),
+ * created at first use. NCCL sends are rendezvous (a send completes when the receiver
+ * has posted its recv) and serialised per communicator and stream, so each channel is
+ * FIFO, as the verifier assumes, and a send waiting for its recv blocks only its own
+ * channel: the caller's SEND/RECV stream hands the buffer over by an event (`in`), and
+ * a recv's data comes back to the caller's stream by another (`out`).
+ * Point-to-point groups: the interpreter brackets each group of sends and recvs the
+ * compiler marked (consecutive ones, ppsrt.h flag 4) with group_begin/group_end, which
+ * are ncclGroupStart/ncclGroupEnd here, so the group's operations (on several channel
+ * communicators) are launched together, as the verifier's rendezvous model assumes.
+ * Inside a group ncclSend/ncclRecv only queue; the `out` event of a recv and the
+ * buffer-use record of a send are made at group_end, after the launch. The copy channel
+ * is buffered and ignores groups.
  *
  * Faults: every host wait (the backend's event waits, barriers, the copy channel's
  * queue waits) polls; the backend calls our watchdog while it polls, which reads
@@ -126,6 +134,10 @@ typedef struct rank_state {
   float *bar_buf;
   cudaStream_t bar_st;
   cudaEvent_t bar_ev;
+  /* a point-to-point group in progress (group_begin): what waits for its launch */
+  int grp;
+  struct gpend { pchan *ch; cudaStream_t s; const void *buf; int send; } *gp;
+  int ngp, capgp;
 } rank_state;
 
 typedef struct nccl_tp {
@@ -475,6 +487,56 @@ static int copy_recv(ppsrt_transport *t, int rank, ppsrt_backend *b, cudaStream_
   return PPSRT_OK;
 }
 
+/* Inside a group: what must follow the operation's launch, done at group_end. */
+static int group_defer(nccl_tp *tp, int rank, pchan *ch, cudaStream_t s, const void *buf, int send) {
+  rank_state *r = &tp->rs[rank];
+  if (r->ngp == r->capgp) {
+    int cap = r->capgp ? 2 * r->capgp : 8;
+    struct gpend *nv = realloc(r->gp, sizeof *nv * (size_t)cap);
+    if (!nv) return PPSRT_FAIL(PPSRT_E_NOMEM, "nccl: out of host memory");
+    r->gp = nv;
+    r->capgp = cap;
+  }
+  r->gp[r->ngp++] = (struct gpend){ch, s, buf, send};
+  return PPSRT_OK;
+}
+
+static int tp_group_begin(ppsrt_transport *t, int rank) {
+  nccl_tp *tp = TP(t);
+  if (tp->mode != MODE_NCCL) return PPSRT_OK;
+  if (rank < 0 || rank >= tp->nranks || (tp->mpi && rank != tp->my_rank))
+    return PPSRT_FAIL(PPSRT_E_USAGE, "nccl: group_begin by rank %d, which is not a rank of this process", rank);
+  if (tp->aborted) return aborted_error(tp, rank, "group_begin");
+  rank_state *r = &tp->rs[rank];
+  if (r->grp) return PPSRT_FAIL(PPSRT_E_USAGE, "nccl: rank %d: group_begin inside a group", rank);
+  NCCL_CHECK(tp, rank, NULL, ncclGroupStart(), "group_begin");
+  r->grp = 1;
+  r->ngp = 0;
+  return PPSRT_OK;
+}
+
+static int tp_group_end(ppsrt_transport *t, int rank) {
+  nccl_tp *tp = TP(t);
+  if (tp->mode != MODE_NCCL) return PPSRT_OK;
+  if (rank < 0 || rank >= tp->nranks || !tp->rs[rank].grp) return PPSRT_OK;
+  rank_state *r = &tp->rs[rank];
+  r->grp = 0;
+  NCCL_CHECK(tp, rank, r->ngp ? r->gp[0].ch->comm : NULL, ncclGroupEnd(), "group_end");
+  ppsrt_backend *b = r->be;
+  for (int k = 0; k < r->ngp; k++) {
+    struct gpend *g = &r->gp[k];
+    if (g->send) {
+      int rc = ppsrt_cuda_record_use(b, (void *)g->buf, g->ch->st);
+      if (rc) return rc;
+    } else {
+      CUDA_CHECK(b, cudaEventRecord(g->ch->out, g->ch->st));
+      CUDA_CHECK(b, cudaStreamWaitEvent(g->s, g->ch->out, 0));
+    }
+  }
+  r->ngp = 0;
+  return PPSRT_OK;
+}
+
 static int tp_send(ppsrt_transport *t, int rank, ppsrt_backend *b, int stream, const void *buf, size_t bytes,
                    int peer, int64_t tag) {
   nccl_tp *tp = TP(t);
@@ -493,6 +555,7 @@ static int tp_send(ppsrt_transport *t, int rank, ppsrt_backend *b, int stream, c
   CUDA_CHECK(b, cudaEventRecord(ch->in, s));
   CUDA_CHECK(b, cudaStreamWaitEvent(ch->st, ch->in, 0));
   NCCL_CHECK(tp, rank, ch->comm, ncclSend(buf, bytes, ncclUint8, 1, ch->comm, ch->st), op);
+  if (tp->rs[rank].grp) return group_defer(tp, rank, ch, s, buf, 1);
   return ppsrt_cuda_record_use(b, (void *)buf, ch->st);
 }
 
@@ -514,6 +577,7 @@ static int tp_recv(ppsrt_transport *t, int rank, ppsrt_backend *b, int stream, v
   CUDA_CHECK(b, cudaEventRecord(ch->in, s));
   CUDA_CHECK(b, cudaStreamWaitEvent(ch->st, ch->in, 0));
   NCCL_CHECK(tp, rank, ch->comm, ncclRecv(buf, bytes, ncclUint8, 0, ch->comm, ch->st), op);
+  if (tp->rs[rank].grp) return group_defer(tp, rank, ch, s, buf, 0);
   CUDA_CHECK(b, cudaEventRecord(ch->out, ch->st));
   CUDA_CHECK(b, cudaStreamWaitEvent(s, ch->out, 0));
   return PPSRT_OK;
@@ -766,6 +830,7 @@ static void tp_destroy(ppsrt_transport *t) {
       if (r->bar_buf) cudaFree(r->bar_buf);
       if (r->bar_ev) cudaEventDestroy(r->bar_ev);
       if (r->bar_st) cudaStreamDestroy(r->bar_st);
+      free(r->gp);
     }
     for (int i = 0; i < tp->nbufs; i++) {
       sbuf *sb = tp->bufs[i];
@@ -1013,6 +1078,8 @@ int ppsrt_nccl_transport_create(int nranks, double timeout_s, int use_mpi, ppsrt
   t->barrier = tp_barrier;
   t->abort = tp_abort;
   t->destroy = tp_destroy;
+  t->group_begin = tp_group_begin;
+  t->group_end = tp_group_end;
   int rc;
   tp->mpi = use_mpi != 0;
   if (use_mpi) {
