@@ -182,7 +182,21 @@ struct ppsrt_backend {
    * the bias gradient, in different passes.) */
   int (*add_bias_gelu)(ppsrt_backend *b, int stream, void *y, void *pre, const void *x, const void *bias, int N,
                        int C);
+  /* Optional (NULL: the interpreter runs an overlapped pair's two passes one after the
+   * other on the compute stream, as the CPU backend does). An overlapped F&B pair
+   * (`overlap { }`, ppsrt.h flag 2) on two compute streams, called by the interpreter:
+   *   PPSRT_OVERLAP_FORK   before the first pass: the second compute stream waits for
+   *                        the work queued so far on COMPUTE (both passes' inputs);
+   *   PPSRT_OVERLAP_SECOND before the second pass: on the calling thread, stream
+   *                        PPSRT_STREAM_COMPUTE now names the second compute stream;
+   *   PPSRT_OVERLAP_JOIN   after it (also after a failure): COMPUTE is the compute
+   *                        stream again and waits for the second stream's work, so
+   *                        everything queued later sees both passes' outputs.
+   * The allocator orders block reuse against both compute streams. */
+  int (*overlap)(ppsrt_backend *b, int phase);
 };
+
+enum { PPSRT_OVERLAP_JOIN = 0, PPSRT_OVERLAP_FORK = 1, PPSRT_OVERLAP_SECOND = 2 };
 
 /* Backends the library was built with. Each returns 0 and fills *out, or an error
  * (e.g. no GPU visible: PPSRT_E_BACKEND with a message). */

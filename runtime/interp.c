@@ -249,10 +249,7 @@ static int order_streams(ppsrt_ctx *c, int from, int to) {
   return be->stream_wait_event(be, to, c->xev);
 }
 
-/* An op with flags & 2 is overlapped with the next one (`overlap { }`, ppsrt.h): both
- * run here in program order, one after the other, on every backend today (the
- * simulator models the overlap; a GPU backend could issue the pair on two streams). */
-static int exec_op(ppsrt_ctx *c, int i) {
+static int exec_one(ppsrt_ctx *c, int i) {
   const ppsrt_op *op = &c->ops[i];
   ppsrt_model *m = c->model;
   ppsrt_backend *be = c->be;
@@ -314,6 +311,28 @@ static int exec_op(ppsrt_ctx *c, int i) {
 }
 
 static int is_compute(int kind) { return kind <= PPSRT_OP_T; }
+
+/* An op with flags & 2 is overlapped with the next one (`overlap { }`, ppsrt.h). With a
+ * backend that has `overlap` (CUDA) the two passes run on two compute streams: a fork
+ * before the first (the second stream waits for the compute stream's queued work, the
+ * pair's inputs), the second issued on the second stream, a join after it (the compute
+ * stream waits for it, so later consumers and sends see both outputs). Without it (CPU)
+ * they run one after the other in program order; the simulator models the overlap. */
+static int pair_first(const ppsrt_ctx *c, int i) {
+  return i >= 0 && i + 1 < c->nops && (c->ops[i].flags & 2) && is_compute(c->ops[i].kind) &&
+         is_compute(c->ops[i + 1].kind);
+}
+static int exec_op(ppsrt_ctx *c, int i) {
+  ppsrt_backend *be = c->be;
+  if (!be->overlap) return exec_one(c, i);
+  int rc;
+  if (pair_first(c, i)) return (rc = be->overlap(be, PPSRT_OVERLAP_FORK)) ? rc : exec_one(c, i);
+  if (!pair_first(c, i - 1)) return exec_one(c, i);
+  if ((rc = be->overlap(be, PPSRT_OVERLAP_SECOND))) return rc;
+  rc = exec_one(c, i);
+  int rj = be->overlap(be, PPSRT_OVERLAP_JOIN);
+  return rc ? rc : rj;
+}
 
 /* ---- point-to-point groups (ppsrt.h: flag 4 = issued with the op before) ----
  * With a transport that has group hooks (NCCL), a group of two or more sends and recvs

@@ -3,17 +3,22 @@
  * What it does:
  *  - memory: a caching device allocator and a pinned host pool (cudaHostAlloc). A freed
  *    block is not handed out again until the work queued before its free has finished:
- *    free records an ordering event on each of the backend's five streams; a block whose
- *    events are all complete is reused at once; one still busy only on the compute
- *    stream is reused after the four other streams are made to wait for that event
- *    (cudaStreamWaitEvent: no host wait); otherwise cudaMalloc. Under memory pressure
- *    the cache is drained (the only place the host waits on the allocator) and really
- *    released with cudaFree, then cudaMalloc is retried. The bytes requested through
- *    alloc are counted (mem_stats: current and peak) exactly as the CPU backend counts
- *    them, so the measured peak activation compares with `ppsc sim`;
+ *    free records an ordering event on each of the backend's six streams; a block whose
+ *    events are all complete is reused at once; one still busy on some of them is
+ *    reused after every other stream is made to wait for those events
+ *    (cudaStreamWaitEvent: no host wait); a block an outside stream still uses
+ *    (record-stream: the NCCL transport's sends) is passed over; otherwise cudaMalloc.
+ *    When cudaMalloc fails the allocation fails with the bytes in use, reserved and
+ *    cached (the cache is NOT drained there: cudaFree synchronises the device, which can
+ *    wait for an NCCL operation whose peer waits for this rank); free blocks are
+ *    released with cudaFree only between iterations (trim), once every rank is past
+ *    the iteration's communication. The bytes requested through alloc are counted
+ *    (mem_stats: current and peak) exactly as the CPU backend counts them, so the
+ *    measured peak activation compares with `ppsc sim`;
  *  - streams: COMPUTE, SEND, RECV, D2H, H2D are non-blocking CUDA streams (SEND/RECV at
- *    the highest priority so communication kernels are scheduled promptly); ordering
- *    goes through cudaEvents created with cudaEventDisableTiming. Timing events are
+ *    the highest priority so communication kernels are scheduled promptly), plus a
+ *    second compute stream for the second pass of an overlapped F&B pair (overlap);
+ *    ordering goes through cudaEvents created with cudaEventDisableTiming. Timing events are
  *    added lazily: the first event_elapsed call switches the backend to recording a
  *    second, timed event at each event_record (that call and calls on events recorded
  *    before return -1, "unknown", as backend.h allows);
@@ -35,7 +40,7 @@
  *
  * What it does not: no multi-GPU work (one backend = one GPU; transports move data),
  * no CUDA graphs, no FP8, no device-wide synchronisation outside creation, destroy and
- * out-of-memory recovery. Errors are returned as PPSRT_E* codes with a message (rank,
+ * the between-iterations trim. Errors are returned as PPSRT_E* codes with a message (rank,
  * host, GPU, file, line, the library's message, a hint); nothing here exits. */
 #include "config.h"
 #include <cublas_v2.h>
@@ -55,6 +60,12 @@
 /* ------------------------------------------------------------------------- */
 /* state                                                                       */
 
+/* The backend's CUDA streams: the five of backend.h plus a second compute stream on
+ * which the second pass of an overlapped F&B pair runs (cu_overlap). Only the backend
+ * sees it: a public stream id is mapped by sid(). */
+#define NST (PPSRT_NSTREAMS + 1)
+#define ST_COMPUTE2 PPSRT_NSTREAMS
+
 struct ppsrt_event {
   cudaEvent_t ev;    /* ordering (timing disabled) */
   cudaEvent_t tev;   /* timed twin, created when the backend starts timing */
@@ -67,7 +78,7 @@ typedef struct block {
   size_t req;         /* bytes requested by the current owner (counted when counted) */
   int in_use, counted;
   unsigned pending;   /* bit s: ev[s] recorded at free time, not yet seen complete */
-  cudaEvent_t ev[PPSRT_NSTREAMS];
+  cudaEvent_t ev[NST];
   /* uses on streams other than the backend's five (the NCCL transport's per-peer
    * streams), recorded when the use is queued, as PyTorch's record_stream */
   unsigned xpending;
@@ -84,17 +95,20 @@ typedef struct pool {
 
 typedef struct cuda_impl {
   int dev, rank;
-  cudaStream_t st[PPSRT_NSTREAMS];
-  cudaEvent_t sync_ev[PPSRT_NSTREAMS];
-  cublasHandle_t blas;
+  cudaStream_t st[NST];
+  cudaEvent_t sync_ev[NST];
+  cublasHandle_t blas, blas2;  /* blas2: the second compute stream's (own workspace) */
+  cudaEvent_t pair_ev;         /* fork and join of an overlapped pair */
   pthread_mutex_t mu;          /* pools and counters (the transport may free from another thread) */
   pool dpool, hpool;
   size_t cur, peak;            /* counted device bytes */
-  /* scratch for attention and the gemm slow path, used by one stream at a time */
-  void *ws;
-  size_t ws_bytes;
-  int ws_stream;
-  cudaEvent_t ws_ev;
+  /* scratch for attention and the gemm slow path, used by one stream at a time: [0]
+   * for the backend's streams, [1] for the second compute stream, so the two passes of
+   * an overlapped pair do not wait for each other's scratch */
+  void *ws[2];
+  size_t ws_bytes[2];
+  int ws_stream[2];
+  cudaEvent_t ws_ev[2];
   size_t attn_ws_cap;
   int timing;
   /* set by the transport (ppsrt_cuda_attach) */
@@ -207,11 +221,21 @@ static int use_dev(ppsrt_backend *b) {
 
 static int bad_stream(int s) { return s < 0 || s >= PPSRT_NSTREAMS; }
 
+/* The backend whose COMPUTE means the second compute stream on this thread (between
+ * PPSRT_OVERLAP_SECOND and PPSRT_OVERLAP_JOIN), or NULL. Per thread: another thread
+ * using the same backend (a transport's helper) keeps the compute stream. */
+static __thread cuda_impl *tl_second;
+
+/* The internal stream index of public stream id s (valid). */
+static int sid(ppsrt_backend *b, int s) {
+  return s == PPSRT_STREAM_COMPUTE && tl_second == IM(b) ? ST_COMPUTE2 : s;
+}
+
 #define STREAM(b, s, var)                                                             \
   cudaStream_t var;                                                                   \
   do {                                                                                \
     if (bad_stream(s)) return PPSRT_FAIL(PPSRT_E_USAGE, "cuda: bad stream id %d", (s)); \
-    var = IM(b)->st[s];                                                               \
+    var = IM(b)->st[sid(b, s)];                                                       \
   } while (0)
 
 cudaStream_t ppsrt_cuda_stream(ppsrt_backend *b, int stream) {
@@ -219,7 +243,7 @@ cudaStream_t ppsrt_cuda_stream(ppsrt_backend *b, int stream) {
     PPSRT_FAIL(PPSRT_E_USAGE, "cuda: bad stream id %d", stream);
     return NULL;
   }
-  return IM(b)->st[stream];
+  return IM(b)->st[sid(b, stream)];
 }
 
 cudaEvent_t ppsrt_cuda_event(ppsrt_event *e) { return e->ev; }
@@ -229,10 +253,10 @@ int ppsrt_cuda_device(ppsrt_backend *b) { return IM(b)->dev; }
 extern void pps_emu_name_stream(cudaStream_t s, const char *name) __attribute__((weak));
 
 static void name_streams(ppsrt_backend *b) {
-  static const char *names[PPSRT_NSTREAMS] = {"COMPUTE", "SEND", "RECV", "D2H", "H2D"};
+  static const char *names[NST] = {"COMPUTE", "SEND", "RECV", "D2H", "H2D", "COMPUTE2"};
   cuda_impl *im = IM(b);
   if (!pps_emu_name_stream) return;
-  for (int s = 0; s < PPSRT_NSTREAMS; s++) {
+  for (int s = 0; s < NST; s++) {
     char nm[64];
     if (im->rank >= 0) snprintf(nm, sizeof nm, "%s stream of rank %d (GPU %d)", names[s], im->rank, im->dev);
     else snprintf(nm, sizeof nm, "%s stream (GPU %d)", names[s], im->dev);
@@ -303,7 +327,7 @@ static size_t round_size(size_t bytes) {
   return (bytes + ((size_t)1 << 20) - 1) & ~(((size_t)1 << 20) - 1);   /* 1 MiB granules */
 }
 
-#define ALL_STREAMS ((1u << PPSRT_NSTREAMS) - 1u)
+#define ALL_STREAMS ((1u << NST) - 1u)
 
 /* Refreshes blk->pending / xpending by querying its events (no waiting). */
 static void refresh(block *blk) {
@@ -313,7 +337,7 @@ static void refresh(block *blk) {
       if (e == cudaSuccess) blk->xpending &= ~(1u << k);
       else if (e != cudaErrorNotReady) (void)cudaGetLastError();
     }
-  for (int s = 0; s < PPSRT_NSTREAMS; s++)
+  for (int s = 0; s < NST; s++)
     if ((blk->pending >> s) & 1u) {
       cudaError_t e = cudaEventQuery(blk->ev[s]);
       if (e == cudaSuccess) blk->pending &= ~(1u << s);
@@ -354,12 +378,12 @@ static int pool_get(ppsrt_backend *b, pool *pl, size_t bytes, int counted, int s
     for (int k = 0; k < PPSRT_CUDA_NXEV; k++)   /* stream >= 0 only: others need xpending == 0 */
       if ((blk->xpending >> k) & 1u) CUDA_CHECK(b, cudaStreamWaitEvent(im->st[stream], blk->xev[k], 0));
     blk->xpending = 0;
-    for (int s = 0; s < PPSRT_NSTREAMS; s++) {
+    for (int s = 0; s < NST; s++) {
       if (!((blk->pending >> s) & 1u)) continue;
       if (stream >= 0) {
         CUDA_CHECK(b, cudaStreamWaitEvent(im->st[stream], blk->ev[s], 0));
       } else {
-        for (int t = 0; t < PPSRT_NSTREAMS; t++)
+        for (int t = 0; t < NST; t++)
           if (t != s) CUDA_CHECK(b, cudaStreamWaitEvent(im->st[t], blk->ev[s], 0));
       }
     }
@@ -419,7 +443,7 @@ static int pool_put(ppsrt_backend *b, pool *pl, void *p, unsigned mask) {
     block *blk = &pl->v[i];
     if (blk->p != p) continue;
     if (!blk->in_use) return PPSRT_FAIL(PPSRT_E_USAGE, "cuda: double free of %p", p);
-    for (int s = 0; s < PPSRT_NSTREAMS; s++) {
+    for (int s = 0; s < NST; s++) {
       if (!((mask >> s) & 1u)) continue;
       if (!blk->ev[s]) CUDA_CHECK(b, cudaEventCreateWithFlags(&blk->ev[s], cudaEventDisableTiming));
       CUDA_CHECK(b, cudaEventRecord(blk->ev[s], im->st[s]));
@@ -553,10 +577,11 @@ static int cu_trim(ppsrt_backend *b) {
       block *blk = &pl->v[i];
       if (!blk->in_use) {
         refresh(blk);
-        if (++blk->idle_trims >= PPSRT_CUDA_TRIM_AFTER && !blk->pending && !blk->xpending && im->ws != blk->p) {
+        if (++blk->idle_trims >= PPSRT_CUDA_TRIM_AFTER && !blk->pending && !blk->xpending && im->ws[0] != blk->p &&
+            im->ws[1] != blk->p) {
           raw_free(pl, blk->p);
           pl->reserved -= blk->size;
-          for (int s = 0; s < PPSRT_NSTREAMS; s++)
+          for (int s = 0; s < NST; s++)
             if (blk->ev[s]) cudaEventDestroy(blk->ev[s]);
           for (int x = 0; x < PPSRT_CUDA_NXEV; x++)
             if (blk->xev[x]) cudaEventDestroy(blk->xev[x]);
@@ -614,31 +639,34 @@ static int cu_mem_stats(ppsrt_backend *b, size_t *current, size_t *peak, int res
 }
 
 /* Scratch of at least `bytes` for use on `stream` only; ordered after its previous
- * user (another stream waits on ws_ev). ws_done records the end of this use. */
+ * user (another stream waits on ws_ev). ws_done records the end of this use. The second
+ * compute stream has a scratch of its own. */
 static int ws_get(ppsrt_backend *b, int stream, size_t bytes, void **out) {
   cuda_impl *im = IM(b);
-  if (im->ws && stream != im->ws_stream) CUDA_CHECK(b, cudaStreamWaitEvent(im->st[stream], im->ws_ev, 0));
-  im->ws_stream = stream;
-  if (bytes > im->ws_bytes) {
+  int is = sid(b, stream), k = is == ST_COMPUTE2;
+  if (im->ws[k] && is != im->ws_stream[k]) CUDA_CHECK(b, cudaStreamWaitEvent(im->st[is], im->ws_ev[k], 0));
+  im->ws_stream[k] = is;
+  if (bytes > im->ws_bytes[k]) {
     pthread_mutex_lock(&im->mu);
     int rc = PPSRT_OK;
-    if (im->ws) {
-      rc = pool_put(b, &im->dpool, im->ws, 1u << stream);
+    if (im->ws[k]) {
+      rc = pool_put(b, &im->dpool, im->ws[k], 1u << is);
       if (rc > 0) rc = PPSRT_FAIL(PPSRT_E_BACKEND, "cuda: the scratch workspace is not in the pool");
     }
-    im->ws = NULL;
-    im->ws_bytes = 0;
-    if (!rc) rc = pool_get(b, &im->dpool, bytes, 0, stream, &im->ws);
+    im->ws[k] = NULL;
+    im->ws_bytes[k] = 0;
+    if (!rc) rc = pool_get(b, &im->dpool, bytes, 0, is, &im->ws[k]);
     pthread_mutex_unlock(&im->mu);
     if (rc) return rc;
-    im->ws_bytes = bytes;
+    im->ws_bytes[k] = bytes;
   }
-  *out = im->ws;
+  *out = im->ws[k];
   return PPSRT_OK;
 }
 
 static int ws_done(ppsrt_backend *b, int stream) {
-  CUDA_CHECK(b, cudaEventRecord(IM(b)->ws_ev, IM(b)->st[stream]));
+  int is = sid(b, stream);
+  CUDA_CHECK(b, cudaEventRecord(IM(b)->ws_ev[is == ST_COMPUTE2], IM(b)->st[is]));
   return PPSRT_OK;
 }
 
@@ -669,7 +697,7 @@ static int cu_memcpy_async(ppsrt_backend *b, int stream, void *dst, const void *
  * onto the compute stream (stream_wait_event) before anyone reads it, so waiting for
  * compute covers it. */
 static int sync_all(ppsrt_backend *b, const char *what) {
-  static const int streams[] = {PPSRT_STREAM_COMPUTE, PPSRT_STREAM_D2H, PPSRT_STREAM_H2D};
+  static const int streams[] = {PPSRT_STREAM_COMPUTE, ST_COMPUTE2, PPSRT_STREAM_D2H, PPSRT_STREAM_H2D};
   cuda_impl *im = IM(b);
   for (size_t i = 0; i < sizeof streams / sizeof streams[0]; i++) {
     int s = streams[i];
@@ -706,10 +734,11 @@ static int cu_upload_f32(ppsrt_backend *b, ppsrt_tensor dst, const float *src) {
   USE(b);
   if (!dst.numel) return PPSRT_OK;
   cuda_impl *im = IM(b);
+  const int cs = sid(b, PPSRT_STREAM_COMPUTE);   /* the second compute stream inside a pair's second pass */
   static const int others[] = {PPSRT_STREAM_D2H, PPSRT_STREAM_H2D};
   for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
     CUDA_CHECK(b, cudaEventRecord(im->sync_ev[others[i]], im->st[others[i]]));
-    CUDA_CHECK(b, cudaStreamWaitEvent(im->st[PPSRT_STREAM_COMPUTE], im->sync_ev[others[i]], 0));
+    CUDA_CHECK(b, cudaStreamWaitEvent(im->st[cs], im->sync_ev[others[i]], 0));
   }
   size_t bytes = dst.numel * (dst.dtype == PPSRT_F32 ? sizeof(float) : sizeof(uint16_t));
   void *stage = NULL;
@@ -723,9 +752,9 @@ static int cu_upload_f32(ppsrt_backend *b, ppsrt_tensor dst, const float *src) {
     uint16_t *h = stage;
     for (size_t i = 0; i < dst.numel; i++) h[i] = f32_to_bf16(src[i]);
   }
-  cudaError_t e = cudaMemcpyAsync(dst.data, stage, bytes, cudaMemcpyHostToDevice, im->st[PPSRT_STREAM_COMPUTE]);
+  cudaError_t e = cudaMemcpyAsync(dst.data, stage, bytes, cudaMemcpyHostToDevice, im->st[cs]);
   pthread_mutex_lock(&im->mu);
-  rc = pool_put(b, &im->hpool, stage, 1u << PPSRT_STREAM_COMPUTE);
+  rc = pool_put(b, &im->hpool, stage, 1u << cs);
   pthread_mutex_unlock(&im->mu);
   CUDA_CHECK(b, e);
   return rc > 0 ? PPSRT_FAIL(PPSRT_E_BACKEND, "cuda: an upload's staging block is not in the pool") : rc;
@@ -816,8 +845,8 @@ static int cu_event_query(ppsrt_backend *b, ppsrt_event *e) {
 static int cu_stream_sync(ppsrt_backend *b, int stream) {
   USE(b);
   STREAM(b, stream, s);
-  CUDA_CHECK(b, cudaEventRecord(IM(b)->sync_ev[stream], s));
-  return ppsrt_cuda_wait(b, IM(b)->sync_ev[stream], "a stream to drain");
+  CUDA_CHECK(b, cudaEventRecord(IM(b)->sync_ev[sid(b, stream)], s));
+  return ppsrt_cuda_wait(b, IM(b)->sync_ev[sid(b, stream)], "a stream to drain");
 }
 
 static double cu_event_elapsed(ppsrt_backend *b, ppsrt_event *start, ppsrt_event *end) {
@@ -854,7 +883,7 @@ static int gemm_any(ppsrt_backend *b, int stream, int ta, int tb, int M, int N, 
 static int gemm_fast(ppsrt_backend *b, cudaStream_t s, int ta, int tb, int M, int N, int K, float alpha,
                      const void *A, ppsrt_dtype at, int lda, long sA, const void *B, ppsrt_dtype bt, int ldb,
                      long sB, float beta, void *C, ppsrt_dtype ct, int ldc, long sC, int count, int batched) {
-  cublasHandle_t h = IM(b)->blas;
+  cublasHandle_t h = s == IM(b)->st[ST_COMPUTE2] ? IM(b)->blas2 : IM(b)->blas;
   CUBLAS_CHECK(b, cublasSetStream(h, s));
   cublasOperation_t opA = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opB = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
   /* Row-major C[M,N] = op(A) op(B)  <=>  column-major C^T[N,M] = op(B)^T op(A)^T. */
@@ -1203,6 +1232,33 @@ static int cu_optimizer_step(ppsrt_backend *b, int stream, int kind, float *mast
 /* ------------------------------------------------------------------------- */
 /* creation                                                                    */
 
+/* Overlapped F&B pairs (backend.h overlap): the first pass runs on COMPUTE, the second
+ * on the second compute stream, forked from COMPUTE before the first pass and joined
+ * into it after the second, so the GPU runs the two passes concurrently (DualPipe's
+ * F&B overlap) and everything queued afterwards sees both. The allocator records frees
+ * on both compute streams (ALL_STREAMS), each stream has its own scratch and cuBLAS
+ * handle. */
+static int cu_overlap(ppsrt_backend *b, int phase) {
+  USE(b);
+  cuda_impl *im = IM(b);
+  switch (phase) {
+  case PPSRT_OVERLAP_FORK:
+    CUDA_CHECK(b, cudaEventRecord(im->pair_ev, im->st[PPSRT_STREAM_COMPUTE]));
+    CUDA_CHECK(b, cudaStreamWaitEvent(im->st[ST_COMPUTE2], im->pair_ev, 0));
+    return PPSRT_OK;
+  case PPSRT_OVERLAP_SECOND:
+    tl_second = im;
+    return PPSRT_OK;
+  case PPSRT_OVERLAP_JOIN:
+    tl_second = NULL;
+    CUDA_CHECK(b, cudaEventRecord(im->pair_ev, im->st[ST_COMPUTE2]));
+    CUDA_CHECK(b, cudaStreamWaitEvent(im->st[PPSRT_STREAM_COMPUTE], im->pair_ev, 0));
+    return PPSRT_OK;
+  default:
+    return PPSRT_FAIL(PPSRT_E_USAGE, "cuda: bad overlap phase %d", phase);
+  }
+}
+
 static void cu_destroy(ppsrt_backend *b) {
   if (!b) return;
   cuda_impl *im = IM(b);
@@ -1213,25 +1269,28 @@ static void cu_destroy(ppsrt_backend *b) {
       double keep = im->timeout_s;
       if (im->timeout_s <= 0 || im->timeout_s > 10) im->timeout_s = 10;
       im->watch = NULL;
-      for (int s = 0; s < PPSRT_NSTREAMS; s++)
+      for (int s = 0; s < NST; s++)
         if (im->st[s] && im->sync_ev[s] && cudaEventRecord(im->sync_ev[s], im->st[s]) == cudaSuccess)
           (void)ppsrt_cuda_wait(b, im->sync_ev[s], "teardown");
       im->timeout_s = keep;
       if (im->blas) cublasDestroy(im->blas);
+      if (im->blas2) cublasDestroy(im->blas2);
       pool *pools[2] = {&im->dpool, &im->hpool};
       for (int k = 0; k < 2; k++) {
         for (int i = 0; i < pools[k]->n; i++) {
           block *blk = &pools[k]->v[i];
           raw_free(pools[k], blk->p);
-          for (int s = 0; s < PPSRT_NSTREAMS; s++)
+          for (int s = 0; s < NST; s++)
             if (blk->ev[s]) cudaEventDestroy(blk->ev[s]);
           for (int x = 0; x < PPSRT_CUDA_NXEV; x++)
             if (blk->xev[x]) cudaEventDestroy(blk->xev[x]);
         }
         free(pools[k]->v);
       }
-      if (im->ws_ev) cudaEventDestroy(im->ws_ev);
-      for (int s = 0; s < PPSRT_NSTREAMS; s++) {
+      for (int k = 0; k < 2; k++)
+        if (im->ws_ev[k]) cudaEventDestroy(im->ws_ev[k]);
+      if (im->pair_ev) cudaEventDestroy(im->pair_ev);
+      for (int s = 0; s < NST; s++) {
         if (im->sync_ev[s]) cudaEventDestroy(im->sync_ev[s]);
         if (im->st[s]) cudaStreamDestroy(im->st[s]);
       }
@@ -1260,15 +1319,20 @@ static int setup(ppsrt_backend *b) {
   CUDA_CHECK(b, ppsrt_cu_probe(&fa));
   int lo = 0, hi = 0;
   CUDA_CHECK(b, cudaDeviceGetStreamPriorityRange(&lo, &hi));   /* lo: least, hi: greatest priority */
-  for (int s = 0; s < PPSRT_NSTREAMS; s++) {
+  for (int s = 0; s < NST; s++) {
     int prio = (s == PPSRT_STREAM_SEND || s == PPSRT_STREAM_RECV) ? hi : lo;
     CUDA_CHECK(b, cudaStreamCreateWithPriority(&im->st[s], cudaStreamNonBlocking, prio));
     CUDA_CHECK(b, cudaEventCreateWithFlags(&im->sync_ev[s], cudaEventDisableTiming));
   }
   name_streams(b);
-  CUDA_CHECK(b, cudaEventCreateWithFlags(&im->ws_ev, cudaEventDisableTiming));
+  for (int k = 0; k < 2; k++) CUDA_CHECK(b, cudaEventCreateWithFlags(&im->ws_ev[k], cudaEventDisableTiming));
+  CUDA_CHECK(b, cudaEventCreateWithFlags(&im->pair_ev, cudaEventDisableTiming));
+  /* one cuBLAS handle per compute stream: a handle's workspace must not be shared by
+   * GEMMs running at the same time on two streams */
   CUBLAS_CHECK(b, cublasCreate(&im->blas));
   CUBLAS_CHECK(b, cublasSetPointerMode(im->blas, CUBLAS_POINTER_MODE_HOST));
+  CUBLAS_CHECK(b, cublasCreate(&im->blas2));
+  CUBLAS_CHECK(b, cublasSetPointerMode(im->blas2, CUBLAS_POINTER_MODE_HOST));
   return PPSRT_OK;
 }
 
@@ -1397,6 +1461,7 @@ int ppsrt_cuda_backend_create(int device_index, ppsrt_backend **out) {
   b->mem_stats = cu_mem_stats;
   b->softmax_rescale_f32 = cu_softmax_rescale_f32;
   b->add_bias_gelu = cu_add_bias_gelu;
+  b->overlap = cu_overlap;
   b->convert = cu_convert;
   reg_add(b);
   *out = b;

@@ -18,6 +18,10 @@
 #    PPS_EMU_E2E_SEEDS="1 2 3 4 5" runs A, B and C under each of the listed seeds;
 #  - 1f1b P=4 in NCCL mode, full offload and the copy channel (P ranks on one emulated
 #    GPU) under each of the seeds 1, 2, 3; the cudaMalloc count in the steady state;
+#  - overlapped F&B pairs (stdlib/dualpipe_v.pps, `overlap { }`): the second pass of each
+#    pair runs on the backend's second compute stream; under seeds 1, 2, 3, mlp in NCCL
+#    mode and gpt on the threads transport, --check and the race detector pass and the
+#    emulator counts operations on the COMPUTE2 streams (none with overlapped = false);
 #  - the gpt loss on the CUDA backend (bf16) against the CPU backend (F32);
 #  - several processes: mpirun -np 4 with the MPI transport, one emulated GPU per
 #    process, --check; and mpirun -np 4 with the NCCL transport, where the emulator
@@ -104,6 +108,26 @@ for tr in nccl threads; do
     fail "1f1b P=4 $tr: cudaMalloc calls after 2 iterations '$m2', after 6 '$m6'"
   fi
 done
+# overlapped pairs on two compute streams
+c2ops() { sed -n 's/.*operations on COMPUTE2 streams \([0-9]*\).*/\1/p' "$WORK/out"; }
+if build dpv "$top_srcdir/stdlib/dualpipe_v.pps" -D P=4 -D m=8 &&
+   build dps "$top_srcdir/stdlib/dualpipe_v.pps" -D P=4 -D m=8 -D overlapped=false; then
+  for seed in 1 2 3; do
+    expect_exit 0 "seed $seed: dualpipe_v P=4 mlp NCCL mode, pairs on two compute streams --check" \
+      env PPS_EMU_STATS=1 PPSRT_EMU_GPUS=4 PPS_EMU_SEED=$seed LD_PRELOAD="$EMU" "$WORK/dpv" --backend cuda \
+      --transport nccl --check --iterations 2 -q
+    k=$(c2ops); [ "${k:-0}" -gt 0 ] && pass "... $k operations on the second compute streams" || fail "... no operation on a COMPUTE2 stream"
+    expect_exit 0 "seed $seed: dualpipe_v P=4 gpt threads, pairs on two compute streams --check" \
+      env PPS_EMU_STATS=1 PPS_EMU_SEED=$seed LD_PRELOAD="$EMU" "$WORK/dpv" --backend cuda --transport threads --check \
+      --iterations 2 -q $GPT
+    k=$(c2ops); [ "${k:-0}" -gt 0 ] && pass "... $k operations on the second compute streams" || fail "... no operation on a COMPUTE2 stream"
+  done
+  expect_exit 0 "dualpipe_v P=4 overlapped=false (no pairs) --check" \
+    env PPS_EMU_STATS=1 PPSRT_EMU_GPUS=4 PPS_EMU_SEED=1 LD_PRELOAD="$EMU" "$WORK/dps" --backend cuda --transport nccl \
+    --check --iterations 1 -q
+  k=$(c2ops); [ "$k" = 0 ] && pass "... and nothing on a COMPUTE2 stream" || fail "... '$k' operations on a COMPUTE2 stream without pairs"
+else fail "build dualpipe_v"; fi
+
 if build g "$top_srcdir/examples/1f1b.pps" -D P=2 -D m=4; then
   "$WORK/g" --backend cpu --iterations 1 --json $GPT > "$WORK/cpu.json" 2> "$WORK/cpu.err"
   emu "$WORK/g" --backend cuda --iterations 1 --json $GPT > "$WORK/cuda.json" 2> "$WORK/cuda.err"

@@ -48,7 +48,9 @@
  *    earlier one on another stream not ordered before it prints the buffer, both
  *    streams and both operations and exits 66 (PPS_EMU_RACE=warn: print and go on).
  *
- * PPS_EMU_STATS=1 prints the number of allocation calls at exit.
+ * PPS_EMU_STATS=1 prints the number of allocation calls at exit, and how many operations
+ * ran on streams a program named "COMPUTE2..." (the CUDA backend's second compute stream,
+ * used by overlapped F&B pairs).
  *
  * What it does not model: host code reading or writing pinned memory (only device-side
  * accesses are tracked, so a host read of a pinned buffer before its copy finished goes
@@ -386,6 +388,8 @@ static item *item_new(int kind, const char *what) {
   return it;
 }
 
+static unsigned long long n_compute2;   /* PPS_EMU_STATS: operations on COMPUTE2* streams */
+
 static void push_raw(strm *s, item *it) {   /* under G */
   if (!it->pre && it->kind != K_QUIT) {
     int n = vc_hi;
@@ -393,6 +397,7 @@ static void push_raw(strm *s, item *it) {   /* under G */
     memcpy(it->pre, host_vc, (size_t)n * sizeof(uint32_t));
     it->pre_n = n;
   }
+  if (it->kind == K_OP && !strncmp(s->name, "COMPUTE2", 8)) n_compute2++;   /* under G */
   if (s->tail) s->tail->next = it;
   else s->head = it;
   s->tail = it;
@@ -671,12 +676,15 @@ cudaError_t cudaRuntimeGetVersion(int *v) {
 /* ------------------------------------------------------------------------- */
 /* memory                                                                      */
 
-/* PPS_EMU_STATS=1: the allocation calls, printed at exit (a steady state makes none) */
+/* PPS_EMU_STATS=1: the allocation calls, printed at exit (a steady state makes none),
+ * and the operations queued on streams named COMPUTE2* (the second compute stream) */
 static unsigned long long n_malloc, n_free, n_hostalloc, n_freehost;
 static void print_stats(void) {
-  fprintf(stderr, "pps-emu: stats: cudaMalloc %llu, cudaFree %llu, cudaHostAlloc %llu, cudaFreeHost %llu\n",
+  fprintf(stderr, "pps-emu: stats: cudaMalloc %llu, cudaFree %llu, cudaHostAlloc %llu, cudaFreeHost %llu, "
+          "operations on COMPUTE2 streams %llu\n",
           __atomic_load_n(&n_malloc, __ATOMIC_RELAXED), __atomic_load_n(&n_free, __ATOMIC_RELAXED),
-          __atomic_load_n(&n_hostalloc, __ATOMIC_RELAXED), __atomic_load_n(&n_freehost, __ATOMIC_RELAXED));
+          __atomic_load_n(&n_hostalloc, __ATOMIC_RELAXED), __atomic_load_n(&n_freehost, __ATOMIC_RELAXED),
+          __atomic_load_n(&n_compute2, __ATOMIC_RELAXED));
 }
 /* Not CUDA: the counts so far, for tests linked with the emulator. */
 void pps_emu_alloc_counts(unsigned long long *mallocs, unsigned long long *frees) {
