@@ -727,10 +727,112 @@ static int placement_kinds(const IrSchedule *s, int *v) {
   return kinds;
 }
 
+/* Zero Bubble's heuristic (Qi et al., ICLR 2024, section 3.1), as a seed on a
+ * placement with one stage per device, B and W apart: warm-up, as many F as the
+ * memory (the limit) allows before the first B arrives (the last one may delay that
+ * B only with h1); then one F and one B in turn, a W filling a wait of at least its
+ * length, or a shorter one that would make this device's idle time the largest of
+ * all; a W recycles memory when the limit stops an F; stage s stays at least one F
+ * ahead of stage s+1 (with h2 it runs a ready B instead of an F when two or more
+ * ahead); when F and B run out, the remaining W. The same rules as the independent
+ * reference tests/synth/ref_greedy.awk (mode zb), on this model's per-stage costs. */
+static void zb_heuristic(Search *z, int h1, int h2, char *policy, size_t npol) {
+  const Model *M = z->M;
+  Work *w = &z->w;
+  int P = M->P, S = M->S, m = M->m;
+  if (S != P || !M->split_ok) return;
+  for (int d = 0; d < P; d++) if (M->nst[d] != 1) return;
+  double *bub = calloc((size_t)P + 1, sizeof(double));
+  char *last = calloc((size_t)P + 1, 1);
+  int *bdone = calloc((size_t)P + 1, sizeof(int));
+  if (!bub || !last || !bdone) { free(bub); free(last); free(bdone); return; }
+  for (int64_t k = 0; k < (int64_t)m * S; k++) w->endF[k] = w->endB[k] = -1;
+  memset(w->nF, 0, sizeof(int) * (size_t)S);
+  memset(w->nB, 0, sizeof(int) * (size_t)S);
+  memset(w->nW, 0, sizeof(int) * (size_t)S);
+  int active = 0;
+  for (int d = 0; d < P; d++) {
+    w->cur[d] = w->held[d] = 0;
+    w->left[d] = 3LL * m;
+    w->nord[d] = 0;
+    active++;
+  }
+  int ok = 1;
+  while (active && ok) {
+    double T = INF, next = INF;
+    for (int d = 0; d < P; d++) if (w->left[d] && w->cur[d] < T) T = w->cur[d];
+    int progress = 0;
+    for (int d = 0; d < P; d++) {
+      if (!w->left[d]) continue;
+      if (w->cur[d] > T) { if (w->cur[d] < next) next = w->cur[d]; continue; }
+      int s = M->dst[M->first[d]];
+      const IrStage *g = &M->st[s];
+      double t = w->cur[d];
+      int jf = w->nF[s], jb = w->nB[s], jw = w->nW[s];
+      int canF = jf < m && le(w->held[d] + g->act, M->L);
+      double rf = canF ? readyF(M, w, jf, s) : INF;
+      double rb = jb < jf ? readyB(M, w, jb, s) : INF;
+      int fready = canF && le(rf, t), bready = rb < INF && le(rb, t), wok = jw < jb;
+      int ahead = s < S - 1 ? jf - w->nF[s + 1] : 1 << 30;
+      int kind = -1;
+      w->steps++;
+      if (jf >= m && jb >= m) { if (wok) kind = IR_W; }
+      else if (!bdone[d] && !bready) {
+        if (fready && (rb >= INF || le(t + g->tf, rb) || h1)) kind = IR_F;
+      } else {
+        int pref = last[d] == 'F' ? IR_B : IR_F;
+        if (jf >= m) pref = IR_B;
+        if (jb >= jf) pref = IR_F;
+        if (pref == IR_B && s < S - 1 && canF && ahead < 1) pref = IR_F;
+        else if (pref == IR_F && h2 && ahead >= 2 && bready) pref = IR_B;
+        if (pref == IR_F && fready) kind = IR_F;
+        else if (pref == IR_B && bready) kind = IR_B;
+        else if (pref == IR_F && jf < m && !canF && wok) kind = IR_W;
+        else {
+          double r = pref == IR_F ? rf : rb, worst = 0;
+          for (int q = 0; q < P; q++) if (bub[q] > worst) worst = bub[q];
+          if (wok && (r >= INF || le(g->tw, r - t) || !le(bub[d] + (r - t), worst))) kind = IR_W;
+          else if (pref == IR_F && bready) kind = IR_B;
+          else if (pref == IR_B && fready) kind = IR_F;
+        }
+      }
+      if (kind < 0) {
+        double f = INF;
+        if (canF && rf > t && rf < f) f = rf;
+        if (rb > t && rb < f) f = rb;
+        if (f < next) next = f;
+        continue;
+      }
+      int mb = kind == IR_F ? jf : kind == IR_B ? jb : jw;
+      int64_t slot = (int64_t)mb * S + s;
+      double c;
+      if (kind == IR_F) { c = g->tf; w->endF[slot] = t + c; w->nF[s]++; w->held[d] += g->act; last[d] = 'F'; }
+      else if (kind == IR_B) { c = g->tb; w->endB[slot] = t + c; w->nB[s]++; w->held[d] -= g->b_free * g->act; bdone[d] = 1; last[d] = 'B'; }
+      else { c = g->tw; w->nW[s]++; w->held[d] -= (1 - g->b_free) * g->act; last[d] = 'W'; }
+      SOp *o = &w->ord[w->off[d] + w->nord[d]++];
+      o->mb = mb; o->stage = s; o->kind = (uint8_t)kind;
+      w->cur[d] = t + c;
+      if (--w->left[d] == 0) active--;
+      progress = 1;
+    }
+    if (progress) continue;
+    if (next >= INF) { ok = 0; break; }
+    for (int d = 0; d < P; d++)
+      if (w->left[d] && w->cur[d] <= T) { bub[d] += next - w->cur[d]; w->cur[d] = next; }
+  }
+  free(bub); free(last); free(bdone);
+  if (!ok) return;
+  char lab[96];
+  snprintf(lab, sizeof lab, "seed: Zero Bubble heuristic (h1 %d, h2 %d)", h1, h2);
+  z->evals++;
+  keep_if_better(z, eval_order(M, w), lab, policy, npol);
+}
+
 static void seeds(Search *z, const IrSchedule *s, char *policy, size_t n) {
   const Model *M = z->M;
   char x[64], lab[96];
   int v = 0, kinds = placement_kinds(s, &v);
+  for (int h = 0; h < 4 && !out_of_budget_clock(z); h++) zb_heuristic(z, h & 1, h >> 1, policy, n);
   if (kinds & 1) {
     try_seed(z, s, "1f1b.pps", "one_f_one_b", "checks=false", NULL, "seed: 1F1B (stdlib)", policy, n);
     try_seed(z, s, "gpipe.pps", "gpipe", "checks=false", NULL, "seed: GPipe (stdlib)", policy, n);
