@@ -220,7 +220,9 @@ static int cmp_keyed(const void *x, const void *y) {
  * before its consumer on the same rank (before the whole OVERLAP_F_B group holding
  * it), never earlier than written and never past a later receive from the same rank
  * (receives from one rank keep their written order: that order is what matches them
- * with the sends, and what `check` verifies). */
+ * with the sends, and what `check` verifies). A receive in a run of sends and receives
+ * that holds a send stays: the run is one point-to-point group, posted together, which
+ * `check`'s rendezvous model needs where it was written (docs/runtime.md). */
 static void place_receives(Compilation *c, Row *rows, int nrows, const int *place, int S, int m, int legacy) {
   size_t slots = (size_t)S * (size_t)m;
   int *posF = malloc(sizeof(int) * slots), *posB = malloc(sizeof(int) * slots), *next = malloc(sizeof(int) * (size_t)nrows);
@@ -255,6 +257,14 @@ static void place_receives(Compilation *c, Row *rows, int nrows, const int *plac
       ks[k].act = *a;
       ks[k].key = (int64_t)(2L * k + 1) * 4294967296LL + k;
       if (a->kind != A_RECV_F && a->kind != A_RECV_B) continue;
+      /* in a run of sends and recvs that holds a send: one point-to-point group, posted
+         together (export --comms writes the compiler's groups so): it stays written */
+      int grp = 0;
+      for (int j = k - 1; j >= 0 && row->acts[j].kind >= A_SEND_F && row->acts[j].kind <= A_RECV_B && !grp; j--)
+        grp = row->acts[j].kind == A_SEND_F || row->acts[j].kind == A_SEND_B;
+      for (int j = k + 1; j < row->n && row->acts[j].kind >= A_SEND_F && row->acts[j].kind <= A_RECV_B && !grp; j++)
+        grp = row->acts[j].kind == A_SEND_F || row->acts[j].kind == A_SEND_B;
+      if (grp) { next[place[a->kind == A_RECV_F ? a->stage - 1 : a->stage + 1]] = k; continue; }
       size_t sl = (size_t)a->mb * (size_t)S + (size_t)a->stage;
       int fwd = a->kind == A_RECV_F;
       int consumer = fwd ? posF[sl] : posB[sl];
