@@ -892,7 +892,7 @@ int rdv_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L
 
 /* Applies rdv_run's moves: each moved recv goes before position moved[g] of its
  * device (moves to one position keep their channel order: ids grow along a device). */
-static int64_t apply_moves(Arena *a, IrSchedule *s, const AnaIndex *ix, const int32_t *moved) {
+static int64_t apply_moves(Arena *tmp, IrSchedule *s, const AnaIndex *ix, const int32_t *moved) {
   int64_t nm = 0;
   for (int d = 0; d < s->ndev; d++) {
     IrDevice *dv = &s->devs[d];
@@ -901,8 +901,8 @@ static int64_t apply_moves(Arena *a, IrSchedule *s, const AnaIndex *ix, const in
     if (!cnt) continue;
     nm += cnt;
     /* the moved ops by target position (counting sort, stable) */
-    int32_t *start = arena_alloc(a, sizeof(int32_t) * (size_t)(dv->nops + 2));
-    int32_t *order = arena_alloc(a, sizeof(int32_t) * (size_t)cnt);
+    int32_t *start = arena_alloc(tmp, sizeof(int32_t) * (size_t)(dv->nops + 2));
+    int32_t *order = arena_alloc(tmp, sizeof(int32_t) * (size_t)cnt);
     for (int k = 0; k < dv->nops; k++) {
       int32_t t = moved[ix->off[d] + k];
       if (t >= 0) start[t + 1]++;
@@ -912,15 +912,15 @@ static int64_t apply_moves(Arena *a, IrSchedule *s, const AnaIndex *ix, const in
       int32_t t = moved[ix->off[d] + k];
       if (t >= 0) order[start[t]++] = k;
     }
-    IrOp *out = arena_alloc(a, sizeof(IrOp) * (size_t)(dv->nops + 1));
+    /* in place: the order is rewritten from a copy (the op count does not change) */
+    IrOp *in = arena_alloc(tmp, sizeof(IrOp) * (size_t)(dv->nops + 1)), *out = dv->ops;
+    memcpy(in, dv->ops, sizeof(IrOp) * (size_t)dv->nops);
     int o = 0, j = 0;
     for (int k = 0; k < dv->nops; k++) {
-      while (j < cnt && moved[ix->off[d] + order[j]] == k) out[o++] = dv->ops[order[j++]];
-      if (moved[ix->off[d] + k] < 0) out[o++] = dv->ops[k];
+      while (j < cnt && moved[ix->off[d] + order[j]] == k) out[o++] = in[order[j++]];
+      if (moved[ix->off[d] + k] < 0) out[o++] = in[k];
     }
-    while (j < cnt) out[o++] = dv->ops[order[j++]];
-    dv->ops = out;
-    dv->capops = dv->nops;
+    while (j < cnt) out[o++] = in[order[j++]];
   }
   return nm;
 }
@@ -930,16 +930,18 @@ static int64_t apply_moves(Arena *a, IrSchedule *s, const AnaIndex *ix, const in
  * runs (a few rounds: a move next to an earlier group merges with it). */
 static void lower_rendezvous(Arena *a, IrSchedule *s) {
   for (int round = 0; round < 4; round++) {
+    Arena t0 = {0};   /* the round's index, links and runs: freed after it */
     AnaIndex ix;
-    if (ana_index(a, s, &ix)) return;
+    if (ana_index(&t0, s, &ix)) { arena_free(&t0); return; }
     SimLinks L;
-    sim_links(a, s, &ix, &L);
-    int32_t *moved = arena_alloc(a, sizeof(int32_t) * (size_t)(ix.total + 1));
+    sim_links(&t0, s, &ix, &L);
+    int32_t *moved = arena_alloc(&t0, sizeof(int32_t) * (size_t)(ix.total + 1));
     memset(moved, 0xff, sizeof(int32_t) * (size_t)(ix.total + 1));
     SimResult r, t;
     memset(&t, 0, sizeof t);   /* timed at the first repair only */
-    int ok = rdv_run(a, s, &ix, &L, &r, moved, &t);
-    int64_t nmv = apply_moves(a, s, &ix, moved);
+    int ok = rdv_run(&t0, s, &ix, &L, &r, moved, &t);
+    int64_t nmv = apply_moves(&t0, s, &ix, moved);
+    arena_free(&t0);
     if (!nmv) return;
     overlap_normalize(a, s);
     lower_groups(a, s);
