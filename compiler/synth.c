@@ -49,6 +49,8 @@ typedef struct Model {
   double *lmin;             /* [P]: least memory device d needs */
   double *unit;             /* [P]: cap step (smallest activation of its stages) */
   int split_ok;             /* B/W apart allowed */
+  int offmb;                /* offload (st[].offload) applies to microbatches 0..offmb-1 */
+  double H;                 /* host memory limit per device for offloaded activations (large: none) */
 } Model;
 
 typedef struct Policy {
@@ -71,6 +73,7 @@ typedef struct Work {
   double *qend, *qamt;      /* [total]: offload copies in flight per device (FIFO at off[d]) */
   int64_t *qh, *qt;         /* [P]: their head and tail */
   double *eng;              /* [P]: when the device->host copy engine is free */
+  double *host;             /* [P]: offloaded activations not yet back (run_policy) */
   int64_t steps;
 } Work;
 
@@ -141,7 +144,7 @@ static Result run_policy(const Model *M, const Policy *p, Work *w) {
   int active = 0;
   copies_reset(M, w);
   for (int d = 0; d < P; d++) {
-    w->cur[d] = w->held[d] = w->resv[d] = w->peak[d] = 0;
+    w->cur[d] = w->held[d] = w->resv[d] = w->peak[d] = w->host[d] = 0;
     w->left[d] = (int64_t)m * M->nst[d] * per;
     w->nord[d] = 0;
     if (w->left[d]) active++;
@@ -170,7 +173,7 @@ static Result run_policy(const Model *M, const Policy *p, Work *w) {
         if (i < m && i < w->nF[s]) {
           double rb = readyB(M, w, i, s);
           /* an offloaded activation comes back before its B: that memory must fit */
-          int fits = M->st[s].offload <= 0 || le(held + M->st[s].offload * M->st[s].act, p->cap[d]);
+          int fits = M->st[s].offload <= 0 || i >= M->offmb || le(held + M->st[s].offload * M->st[s].act, p->cap[d]);
           if (le(rb, t)) {
             if (!fits) memblock = 1;
             else if (bi < 0 || pick_better(p->bsel, i, s, bi, bs)) { bi = i; bs = s; }
@@ -184,6 +187,8 @@ static Result run_policy(const Model *M, const Policy *p, Work *w) {
           if (p->reserve && k > 0) allowed = 1;    /* reserved at admission */
           else if (p->reserve) allowed = le(held + w->resv[d] + (M->lmin[d]), capk);
           else allowed = le(held + act, capk);
+          /* an offloaded activation must fit in the host memory until its B */
+          if (allowed && M->st[s].offload > 0 && i < M->offmb && !le(w->host[d] + M->st[s].offload * act, M->H)) allowed = 0;
           double rf = readyF(M, w, i, s);
           if (le(rf, t)) {
             if (!allowed) memblock = 1;
@@ -219,13 +224,16 @@ static Result run_policy(const Model *M, const Policy *p, Work *w) {
         }
         w->held[d] += g->act;
         if (w->held[d] > w->peak[d]) w->peak[d] = w->held[d];
-        if (g->offload > 0) copy_start(w, d, g, t + c);   /* leaves when its copy ends */
+        if (g->offload > 0 && mb < M->offmb) {
+          copy_start(w, d, g, t + c);   /* leaves when its copy ends */
+          w->host[d] += g->offload * g->act;
+        }
         w->endF[slot] = t + c;
         w->nF[stg]++;
         break;
       case IR_B:
         c = g->tb;
-        w->held[d] += g->offload * g->act;   /* reloaded before B */
+        if (mb < M->offmb) { w->held[d] += g->offload * g->act; w->host[d] -= g->offload * g->act; }   /* reloaded before B */
         if (w->held[d] > w->peak[d]) w->peak[d] = w->held[d];
         w->held[d] -= g->b_free * g->act;
         w->endB[slot] = t + c;
@@ -233,7 +241,7 @@ static Result run_policy(const Model *M, const Policy *p, Work *w) {
         break;
       case IR_BW:
         c = g->tbw;
-        w->held[d] += g->offload * g->act;
+        if (mb < M->offmb) { w->held[d] += g->offload * g->act; w->host[d] -= g->offload * g->act; }
         if (w->held[d] > w->peak[d]) w->peak[d] = w->held[d];
         w->held[d] -= g->act;
         w->endB[slot] = t + c;
@@ -302,12 +310,12 @@ static Result eval_order(const Model *M, Work *w) {
           if (w->endF[slot] >= 0) return r;
           w->endF[slot] = st + c; w->held[d] += g->act; nf++;
           if (w->held[d] > w->peak[d]) w->peak[d] = w->held[d];
-          if (g->offload > 0) copy_start(w, d, g, st + c);
+          if (g->offload > 0 && i < M->offmb) copy_start(w, d, g, st + c);
           break;
         case IR_B: case IR_BW:
           if (w->endB[slot] >= 0) return r;
           w->endB[slot] = st + c;
-          w->held[d] += g->offload * g->act;
+          if (i < M->offmb) w->held[d] += g->offload * g->act;
           if (w->held[d] > w->peak[d]) w->peak[d] = w->held[d];
           w->held[d] -= o->kind == IR_B ? g->b_free * g->act : g->act;
           nb++;
@@ -1008,7 +1016,7 @@ static int search_all(Search *z, const IrSchedule *s, const SynthOptions *o, cha
  * set), run through the real pipeline (lowering inserts the offload and reload ops,
  * verify, sim) on a scratch copy of s. Returns 1 when it is valid with its peak within
  * the limit and its host memory within the host limit; *mk = its makespan. */
-static int real_check(Arena *a, const IrSchedule *s, const Search *z, IrStage *st, double ratio, int k, double L,
+static int real_check(Arena *a, const IrSchedule *s, const Search *z, IrStage *st, double ratio, int k, int q, double L,
                       double *mk) {
   const Model *M = z->M;
   IrSchedule t = *s;
@@ -1018,15 +1026,15 @@ static int real_check(Arena *a, const IrSchedule *s, const Search *z, IrStage *s
   t.offload.stage_lo = 0;
   t.offload.stage_hi = k;
   t.offload.mb_lo = 0;
-  t.offload.mb_hi = s->nmb;
+  t.offload.mb_hi = q;
   t.nexpects = 0;
   t.synth = NULL;
   t.total_ops = 0;
   t.devs = arena_alloc(a, sizeof(IrDevice) * (size_t)(M->P + 1));
   memset(t.devs, 0, sizeof(IrDevice) * (size_t)(M->P + 1));
   for (int d = 0; d < M->P; d++)
-    for (int64_t q = 0; q < z->bestn[d]; q++) {
-      const SOp *so = &z->best[z->w.off[d] + q];
+    for (int64_t x = 0; x < z->bestn[d]; x++) {
+      const SOp *so = &z->best[z->w.off[d] + x];
       IrOp *op = ir_push(a, &t, d);
       op->kind = so->kind; op->mb = so->mb; op->stage = so->stage;
     }
@@ -1036,7 +1044,7 @@ static int real_check(Arena *a, const IrSchedule *s, const Search *z, IrStage *s
   Analysis an;
   analysis_run(a, &dg, &t, &an, 0);
   if (getenv("PPS_SYNTH_DEBUG"))
-    fprintf(stderr, "synth: offload ratio %g stages 0..%d: %d errors%s%s, peak %g, makespan %g\n", ratio, k, dg.errors,
+    fprintf(stderr, "synth: offload ratio %g stages 0..%d microbatches 0..%d: %d errors%s%s, peak %g, makespan %g\n", ratio, k, q, dg.errors,
             dg.nrecs ? ": " : "", dg.nrecs ? dg.recs[0].message : "", an.simulated ? an.sim.peak_memory : -1,
             an.simulated ? an.sim.makespan : -1);
   if (dg.errors || !an.simulated) return 0;
@@ -1065,6 +1073,8 @@ int synth_run(Arena *a, Diag *dg, IrSchedule *s, const SynthOptions *o) {
   M.P = P; M.S = S; M.m = m;
   M.st = s->stages;
   M.split_ok = !o->fused;
+  M.offmb = m;
+  M.H = s->offload.host_limit >= 0 ? s->offload.host_limit : INF;
   M.cf = calloc((size_t)S + 1, sizeof(double));
   M.cb = calloc((size_t)S + 1, sizeof(double));
   M.nst = calloc((size_t)P + 1, sizeof(int));
@@ -1158,10 +1168,11 @@ int synth_run(Arena *a, Diag *dg, IrSchedule *s, const SynthOptions *o) {
   z.w.qh = calloc((size_t)P + 1, sizeof(int64_t));
   z.w.qt = calloc((size_t)P + 1, sizeof(int64_t));
   z.w.eng = calloc((size_t)P + 1, sizeof(double));
+  z.w.host = calloc((size_t)P + 1, sizeof(double));
   z.best = malloc(sizeof(SOp) * (size_t)(total + 1));
   z.bcap = calloc((size_t)(2 * P + 1), sizeof(double));
   if (!z.w.endF || !z.w.endB || !z.w.nF || !z.w.nB || !z.w.nW || !z.w.cur || !z.w.held || !z.w.resv ||
-      !z.w.peak || !z.w.left || !z.w.ord || !z.w.ost || !z.w.ordy || !z.w.qend || !z.w.qamt || !z.w.qh || !z.w.qt || !z.w.eng || !z.best || !z.bcap) goto oom;
+      !z.w.peak || !z.w.left || !z.w.ord || !z.w.ost || !z.w.ordy || !z.w.qend || !z.w.qamt || !z.w.qh || !z.w.qt || !z.w.eng || !z.w.host || !z.best || !z.bcap) goto oom;
   z.br.ok = 0;
   z.br.makespan = INF;
   z.t0 = t0;
@@ -1178,15 +1189,16 @@ int synth_run(Arena *a, Diag *dg, IrSchedule *s, const SynthOptions *o) {
     if (search_all(&z, s, o, seedpol, sizeof seedpol)) goto oom;
   } else {
     /* offload auto: no offload, then a ratio of the activations of the first k stages
-       (the ones held longest), each searched and run through the real pipeline; the
-       fastest valid one wins, the least offloading among equals */
+       (the ones held longest) of the first half of the microbatches or of all of them,
+       each searched and run through the real pipeline; the fastest valid one wins,
+       the least offloading among equals */
     SOp *keep = malloc(sizeof(SOp) * (size_t)(total + 1));
     int64_t *keepn = calloc((size_t)P + 1, sizeof(int64_t));
     double *lmin0 = calloc((size_t)P + 1, sizeof(double));
     if (!keep || !keepn || !lmin0) { free(keep); free(keepn); free(lmin0); goto oom; }
     memcpy(lmin0, M.lmin, sizeof(double) * (size_t)P);
     double bestmk = INF, bestr = 0;
-    int bestk = 0, ks[6], nks = 0;
+    int bestk = 0, bestq = m, ks[6], nks = 0;
     Result bestres = {INF, 0, 0, 0};
     char bestpol[SYNTH_POLICY_LEN] = "";
     int fracs[] = {1, 2, 3, 4};   /* k = S/4, S/2, 3S/4, S */
@@ -1196,11 +1208,16 @@ int synth_run(Arena *a, Diag *dg, IrSchedule *s, const SynthOptions *o) {
       if (nks == 0 || ks[nks - 1] != k) ks[nks++] = k;
     }
     SynthOptions oc = *o;
-    for (int c = -1; c < 2 * nks; c++) {
+    for (int cq = -1; cq < 4 * nks; cq++) {
+      int c = cq < 0 ? -1 : cq / 2;
       double r = c < 0 ? 0 : (c % 2 == 0 ? 0.5 : 1);
       int k = c < 0 ? 0 : ks[c / 2];
+      int qn = cq < 0 ? m : cq % 2 == 0 ? (m + 1) / 2 : m;   /* microbatches 0..qn-1 offloaded */
+      if (cq >= 0 && cq % 2 == 0 && qn == m) continue;
+      M.offmb = qn;
       for (int st = 0; st < S; st++) mst[st].offload = st < k ? r : 0;
-      /* the least each device needs with this offload */
+      /* the least each device needs with this offload (a microbatch not offloaded
+         needs what it needs without) */
       for (int d = 0; d < P; d++) {
         double keepsum = 0, back = 0;
         for (int q = 0; q < M.nst[d]; q++) {
@@ -1208,7 +1225,7 @@ int synth_run(Arena *a, Diag *dg, IrSchedule *s, const SynthOptions *o) {
           keepsum += g->act * (1 - g->offload);
           if (g->act * g->offload > back) back = g->act * g->offload;
         }
-        M.lmin[d] = keepsum + back;
+        M.lmin[d] = qn < m ? lmin0[d] : keepsum + back;
       }
       /* the copies in flight (lowering issues reloads ahead of their B, and an offload
          leaves only when its copy ends) are not in the model: besides the limit itself,
@@ -1226,22 +1243,23 @@ int synth_run(Arena *a, Diag *dg, IrSchedule *s, const SynthOptions *o) {
         char pol[SYNTH_POLICY_LEN] = "";
         if (search_all(&z, s, &oc, pol, sizeof pol)) { M.L = Lreal; free(keep); free(keepn); free(lmin0); goto oom; }
         double mk;
-        int ok = z.br.ok && real_check(a, s, &z, mst, r, k, Lreal, &mk);
+        int ok = z.br.ok && real_check(a, s, &z, mst, r, k, qn, Lreal, &mk);
         if (!ok) continue;
         if (!le(bestmk, mk)) {
-          bestmk = mk; bestr = r; bestk = k; bestres = z.br;
+          bestmk = mk; bestr = r; bestk = k; bestq = qn; bestres = z.br;
           memcpy(keep, z.best, sizeof(SOp) * (size_t)total);
           memcpy(keepn, z.bestn, sizeof(int64_t) * (size_t)P);
           snprintf(bestpol, sizeof bestpol, "%s; offload auto: %s", pol[0] ? pol : (z.seeded ? "seed" : "policy"),
                    r > 0 ? "" : "nothing offloaded");
           if (r > 0) {
             size_t n = strlen(bestpol);
-            snprintf(bestpol + n, sizeof bestpol - n, "ratio %g of stages 0..%d", r, k);
+            snprintf(bestpol + n, sizeof bestpol - n, "ratio %g of stages 0..%d, microbatches 0..%d", r, k, qn);
           }
         }
       }
       M.L = Lreal;
     }
+    M.offmb = m;
     memcpy(M.lmin, lmin0, sizeof(double) * (size_t)P);
     if (bestmk < INF) {
       memcpy(z.best, keep, sizeof(SOp) * (size_t)total);
@@ -1256,7 +1274,7 @@ int synth_run(Arena *a, Diag *dg, IrSchedule *s, const SynthOptions *o) {
         s->offload.stage_lo = 0;
         s->offload.stage_hi = bestk;
         s->offload.mb_lo = 0;
-        s->offload.mb_hi = m;
+        s->offload.mb_hi = bestq;
         s->offload.span = o->span;
         for (int st = 0; st < S; st++) s->stages[st].offload = st < bestk ? bestr : 0;
       }
@@ -1309,7 +1327,7 @@ done:
   info->seconds = now_s() - t0;
   free(M.cf); free(M.cb); free(M.nst); free(M.first); free(M.dst); free(M.lmin); free(M.unit); free(fill);
   free(z.w.off); free(z.w.nord); free(z.bestn); free(z.w.endF); free(z.w.endB); free(z.w.nF); free(z.w.nB);
-  free(z.w.nW); free(z.w.cur); free(z.w.held); free(z.w.resv); free(z.w.peak); free(z.w.left); free(z.w.ord); free(z.w.ost); free(z.w.ordy); free(z.w.qend); free(z.w.qamt); free(z.w.qh); free(z.w.qt); free(z.w.eng);
+  free(z.w.nW); free(z.w.cur); free(z.w.held); free(z.w.resv); free(z.w.peak); free(z.w.left); free(z.w.ord); free(z.w.ost); free(z.w.ordy); free(z.w.qend); free(z.w.qamt); free(z.w.qh); free(z.w.qt); free(z.w.eng); free(z.w.host);
   free(z.best); free(z.bcap);
   return rc;
 }

@@ -170,6 +170,17 @@ done
   && pass "offload auto at L=2 offloads (the literal file states the policy it chose)" || fail "offload auto at L=2 chose no offload"
 "$PPSC" synth "$WORK/oa.pps" -D L=2 -D H=0 -o "$WORK/oa3.pps" && ! grep -q "^  offload ratio" "$WORK/oa3.pps" \
   && pass "host_limit 0: nothing offloaded" || fail "host_limit 0 not respected"
+# a host limit that binds: the search keeps offloaded activations within it, and the
+# result is never slower than without offload, valid, within both limits
+for H in 2 3; do
+  a=$("$PPSC" synth --json "$WORK/oa.pps" -D L=2 -D H=$H -o "$WORK/oa_h.pps" | sed -n 's/.*"makespan": \([0-9.e+-]*\),.*/\1/p')
+  b=$("$PPSC" synth --json "$WORK/oa.pps" -D L=2 -D H=$H -D auto=false | sed -n 's/.*"makespan": \([0-9.e+-]*\),.*/\1/p')
+  set -- $("$PPSC" sim --json "$WORK/oa_h.pps" | awk '
+    function val(key,   i, s) { i = index($0, "\"" key "\":"); s = substr($0, i + length(key) + 3); sub(/[,}\]].*/, "", s); return s }
+    { print val("valid"), val("peak_memory"), val("host_memory") }')
+  [ "$1" = true ] && awk -v a="$a" -v b="$b" -v pk="$2" -v h="$3" -v H=$H 'BEGIN { exit !(a != "" && a <= b + 1e-9 && pk <= 2 + 1e-9 && h <= H + 1e-9) }' \
+    && pass "offload auto L=2 host_limit $H: makespan $a (without offload $b), host memory $3" || fail "offload auto host_limit $H: $a vs $b; sim: $*"
+done
 expect_exit 1 "limit below one activation even offloading" "$PPSC" check "$WORK/oa.pps" -D L=0.5
 grep -q "below 1, the least any order can reach even offloading everything" "$WORK/out" && pass "said so" || fail "offload auto limit message"
 sed 's/  synthesize;//' "$WORK/oa.pps" > "$WORK/oa_nos.pps"
