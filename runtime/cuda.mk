@@ -12,7 +12,7 @@
 
 EXTRA_DIST += runtime/cuda/kernels.cu runtime/cuda/cuda_impl.h runtime/cuda/cuda_backend.c \
   runtime/cuda/transport_nccl.c tests/gpu/nodevice.sh tests/gpu/link.sh tests/gpu/e2e.sh tests/gpu/e2e_emu.sh tests/gpu/emu_api.sh \
-  tests/gpu/emu/emu_api.h tests/gpu/emu/fake_nccl.inc \
+  tests/gpu/emu/emu_api.h tests/gpu/emu/fake_nccl.inc tests/gpu/emu/unsupported.c \
   bench/gpu/README.md bench/gpu/common.sh bench/gpu/run_all.sh bench/gpu/check_schedules.sh \
   bench/gpu/memory.sh bench/gpu/offload.sh bench/gpu/layer_mfu.sh bench/gpu/torch_layer.py docs/gpu.md
 
@@ -76,10 +76,13 @@ TESTS += tests/gpu/cuda_kernels_emu
 
 # The same emulation as a preload library, so that whole programs built by ppsc run on
 # the CUDA backend without a GPU (tests/gpu/e2e_emu.sh). Not instrumented by sanitizers.
+# unsupported.c: weak stubs that make every other CUDA runtime / NCCL call exit 69 with
+# its name instead of reaching the real library. Built alone: make tests/gpu/emu/libppsrt_emu.so
 tests/gpu/emu/libppsrt_emu.so: tests/gpu/emu/kernels_emu.o $(srcdir)/tests/gpu/emu/fake_cuda.c \
-  $(srcdir)/tests/gpu/emu/fake_nccl.inc $(srcdir)/tests/gpu/emu/emu_api.h
+  $(srcdir)/tests/gpu/emu/fake_nccl.inc $(srcdir)/tests/gpu/emu/emu_api.h $(srcdir)/tests/gpu/emu/unsupported.c
 	$(AM_V_GEN)$(CC) -shared -fPIC -O1 -I$(top_builddir) -I$(srcdir)/tests/gpu/emu $(CUDA_CFLAGS) $(NCCL_CFLAGS) \
-	  $(srcdir)/tests/gpu/emu/fake_cuda.c tests/gpu/emu/kernels_emu.o -o $@ -lstdc++ -pthread
+	  $(srcdir)/tests/gpu/emu/fake_cuda.c $(srcdir)/tests/gpu/emu/unsupported.c tests/gpu/emu/kernels_emu.o \
+	  -o $@ -lstdc++ -pthread
 check_SCRIPTS += tests/gpu/emu/libppsrt_emu.so
 MOSTLYCLEANFILES += tests/gpu/emu/libppsrt_emu.so
 TESTS += tests/gpu/e2e_emu.sh

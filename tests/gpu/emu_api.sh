@@ -3,7 +3,10 @@
 # program that knows nothing of PPS (tests/gpu/emu/api_demo.c), under three seeds: each
 # deliberate ordering bug must fail the run (a stream race exits 66 naming the buffer,
 # both streams and both operations; an NCCL deadlock exits 67 listing the pending
-# operations), its fixed twin must pass with the right numbers.
+# operations), its fixed twin must pass with the right numbers. Also: the runtime queries
+# an ordinary program makes work, and a call the emulator does not implement (or a launch
+# of the program's own kernel) stops the run with exit 69 naming the call instead of
+# falling through to the real cudart.
 . "$(dirname "$0")/../runtime/lib.sh"
 EMU=$top_builddir/tests/gpu/emu/libppsrt_emu.so
 DEMO=$top_builddir/tests/gpu/emu/api_demo
@@ -22,6 +25,14 @@ for seed in 1 2 3; do
     "seed $seed: ... names the legacy stream's copy"
   expect_exit 0 "seed $seed: pinned staging + cudaMemcpyAsync on the consuming stream" run upload-pinned
   expect_exit 0 "seed $seed: a blocking stream after the legacy stream, events, host syncs" run legacy
+  expect_exit 0 "seed $seed: cudaMemGetInfo, cudaPointerGetAttributes, cudaDeviceGetAttribute, stream queries, cudaLaunchHostFunc" \
+    run queries
+done
+expect_exit 69 "a CUDA runtime call the emulator does not implement stops the run" run unsupported
+expect_grep "pps-emu: cudaMemcpy2D is not emulated" "... naming the call"
+expect_exit 69 "a launch of the program's own kernel stops the run" run launch
+expect_grep "pps-emu: cudaLaunchKernel: the program launches a kernel of its own" "... saying why"
+for seed in 1 2 3; do
   if grep -q "HAVE_NCCL 1" "$top_builddir/config.h"; then
     expect_exit 67 "seed $seed: NCCL ring of ungrouped send-then-recv deadlocks (rendezvous)" run nccl-ungrouped
     expect_grep "ncclSend of 256 bytes to rank" "seed $seed: ... the pending sends are listed"

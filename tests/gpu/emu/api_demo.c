@@ -3,7 +3,10 @@
  * LD_PRELOAD=libppsrt_emu.so. Each mode is one ordering pattern, in a broken and a fixed
  * form: the broken ones must make the emulator fail the run (race: exit 66, NCCL
  * deadlock: exit 67), the fixed ones must pass and compute the right numbers (exit 0;
- * a wrong value exits 1). Usage: api_demo MODE (see main). */
+ * a wrong value exits 1). Also the runtime queries an ordinary program makes (queries),
+ * and a call the emulator does not implement and a launch of the program's own kernel
+ * (unsupported, launch: the emulator must stop them, exit 69, naming the call).
+ * Usage: api_demo MODE (see main). */
 #include "config.h"
 #include <cuda_runtime_api.h>
 #include <pthread.h>
@@ -199,6 +202,63 @@ static int nccl_ring(int grouped, int coll) {
 }
 #endif
 
+/* Runtime calls an ordinary host program makes besides streams and copies: memory
+ * info, pointer attributes, device attributes, stream queries, a host function queued
+ * on a stream. Exit 1 on a wrong answer. */
+static int hostfn_ran;
+static void CUDART_CB hostfn(void *p) { *(int *)p = 1; }
+static int queries(void) {
+  size_t fr0, tot, fr1;
+  void *d, *h;
+  int bad = 0, major = 0, sms = 0, prio = 7;
+  unsigned flags = 7;
+  CK(cudaMemGetInfo(&fr0, &tot));
+  CK(cudaMalloc(&d, 1 << 20));
+  CK(cudaMemGetInfo(&fr1, &tot));
+  if (!(tot > 0 && fr0 <= tot && fr0 - fr1 >= (1 << 20))) { fprintf(stderr, "cudaMemGetInfo: free %zu -> %zu of %zu\n", fr0, fr1, tot); bad = 1; }
+  CK(cudaMallocHost(&h, 4096));
+  struct cudaPointerAttributes a;
+  int x = 0;
+  CK(cudaPointerGetAttributes(&a, (char *)d + 100));
+  if (a.type != cudaMemoryTypeDevice) { fprintf(stderr, "device pointer: type %d\n", (int)a.type); bad = 1; }
+  CK(cudaPointerGetAttributes(&a, h));
+  if (a.type != cudaMemoryTypeHost) { fprintf(stderr, "pinned pointer: type %d\n", (int)a.type); bad = 1; }
+  CK(cudaPointerGetAttributes(&a, &x));
+  if (a.type != cudaMemoryTypeUnregistered) { fprintf(stderr, "stack pointer: type %d\n", (int)a.type); bad = 1; }
+  CK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
+  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  if (major < 8 || sms < 1) { fprintf(stderr, "attributes: major %d, SMs %d\n", major, sms); bad = 1; }
+  cudaStream_t s;
+  CK(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, -1));
+  CK(cudaStreamGetPriority(s, &prio));
+  CK(cudaStreamGetFlags(s, &flags));
+  if (prio != -1 || flags != cudaStreamNonBlocking) { fprintf(stderr, "stream: priority %d, flags %u\n", prio, flags); bad = 1; }
+  CK(cudaMemsetAsync(d, 0, 1 << 20, s));
+  CK(cudaLaunchHostFunc(s, hostfn, &hostfn_ran));
+  CK(cudaStreamSynchronize(s));
+  if (!hostfn_ran) { fprintf(stderr, "cudaLaunchHostFunc: the function did not run before the stream drained\n"); bad = 1; }
+  CK(cudaStreamDestroy(s));
+  CK(cudaFree(d));
+  CK(cudaFreeHost(h));
+  return bad;
+}
+
+/* A call the emulator does not implement, and a launch of a kernel of the program's
+ * own: both must stop the run (exit 69) naming the call. */
+static int unsupported(int launch) {
+  void *d;
+  CK(cudaMalloc(&d, 4096));
+  if (launch) {
+    void *args[1] = {&d};
+    dim3 one = {1, 1, 1};
+    CK(cudaLaunchKernel((const void *)unsupported, one, one, args, 0, 0));
+  } else {
+    CK(cudaMemcpy2D(d, 64, d, 64, 64, 4, cudaMemcpyDeviceToDevice));
+  }
+  fprintf(stderr, "the emulator ran what it cannot\n");
+  return 1;
+}
+
 int main(int argc, char **argv) {
   const char *m = argc > 1 ? argv[1] : "";
   int rc;
@@ -207,14 +267,17 @@ int main(int argc, char **argv) {
   else if (!strcmp(m, "upload-race")) rc = upload(0);
   else if (!strcmp(m, "upload-pinned")) rc = upload(1);
   else if (!strcmp(m, "legacy")) rc = legacy();
+  else if (!strcmp(m, "queries")) rc = queries();
+  else if (!strcmp(m, "unsupported")) rc = unsupported(0);
+  else if (!strcmp(m, "launch")) rc = unsupported(1);
 #ifdef HAVE_NCCL
   else if (!strcmp(m, "nccl-ungrouped")) rc = nccl_ring(0, 0);
   else if (!strcmp(m, "nccl-grouped")) rc = nccl_ring(1, 0);
   else if (!strcmp(m, "nccl-allreduce")) rc = nccl_ring(0, 1);
 #endif
   else {
-    fprintf(stderr, "usage: api_demo streams-race|streams-event|upload-race|upload-pinned|legacy"
-                    "|nccl-ungrouped|nccl-grouped|nccl-allreduce\n");
+    fprintf(stderr, "usage: api_demo streams-race|streams-event|upload-race|upload-pinned|legacy|queries"
+                    "|unsupported|launch|nccl-ungrouped|nccl-grouped|nccl-allreduce\n");
     return 2;
   }
   if (!rc) printf("%s: ok\n", m);

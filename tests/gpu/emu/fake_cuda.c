@@ -81,6 +81,7 @@
 #define MAXS 512      /* stream slots (vector clock width) */
 #define EXIT_RACE 66
 #define EXIT_STUCK 67
+#define EXIT_UNSUPPORTED 69   /* a call the emulator does not implement (unsupported.c) */
 
 /* ------------------------------------------------------------------------- */
 /* configuration                                                               */
@@ -118,7 +119,7 @@ static void deadline_in(struct timespec *dl, double s) {
   dl->tv_nsec = (long)(ns % 1000000000LL);
 }
 
-static void emu_die(int code, const char *fmt, ...) {
+__attribute__((noreturn)) static void emu_die(int code, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   fputs("pps-emu: ", stderr);
@@ -673,6 +674,56 @@ cudaError_t cudaRuntimeGetVersion(int *v) {
   return cudaSuccess;
 }
 
+/* Not CUDA: called by the weak stubs of unsupported.c, one per CUDA runtime and NCCL
+ * function the emulator does not implement: a message naming the call, exit 69 (instead
+ * of falling through to the real library). */
+__attribute__((noreturn)) void pps_emu_unsupported(const char *call) {
+  emu_die(EXIT_UNSUPPORTED,
+          "%s is not emulated: this program calls a CUDA runtime or NCCL function the emulator does not implement "
+          "(docs/gpu.md, \"The emulator\", lists what it does); run it on a GPU, or add the call to "
+          "tests/gpu/emu/fake_cuda.c", call);
+}
+/* Not CUDA: a launch of the program's own kernel (unsupported.c). */
+__attribute__((noreturn)) void pps_emu_launch_refused(const char *call, const void *func) {
+  emu_die(EXIT_UNSUPPORTED,
+          "%s: the program launches a kernel of its own (host stub %p), which exists only as GPU code; the "
+          "emulator runs libppsrt's kernels only, compiled for the host from runtime/cuda/kernels.cu with "
+          "tests/gpu/emu/cuda_emu.h (compile a kernel the same way to run it here, or use a GPU)", call, func);
+}
+
+/* The device attributes a host program commonly asks for (the values of
+ * cudaGetDeviceProperties); any other attribute exits 69 naming it. */
+cudaError_t cudaDeviceGetAttribute(int *v, enum cudaDeviceAttr a, int d) {
+  if (d < 0 || d >= ngpus()) return last_err = cudaErrorInvalidDevice;
+  switch (a) {
+  case cudaDevAttrComputeCapabilityMajor: *v = 9; break;
+  case cudaDevAttrComputeCapabilityMinor: *v = 0; break;
+  case cudaDevAttrMultiProcessorCount: *v = 1; break;
+  case cudaDevAttrMaxThreadsPerBlock: *v = 1024; break;
+  case cudaDevAttrWarpSize: *v = 32; break;
+  case cudaDevAttrMaxBlockDimX: case cudaDevAttrMaxBlockDimY: *v = 1024; break;
+  case cudaDevAttrMaxBlockDimZ: *v = 64; break;
+  case cudaDevAttrMaxGridDimX: *v = 2147483647; break;
+  case cudaDevAttrMaxGridDimY: case cudaDevAttrMaxGridDimZ: *v = 65535; break;
+  case cudaDevAttrMaxSharedMemoryPerBlock: *v = 49152; break;
+  case cudaDevAttrConcurrentKernels: case cudaDevAttrUnifiedAddressing: *v = 1; break;
+  default: {
+    char call[64];
+    snprintf(call, sizeof call, "cudaDeviceGetAttribute(attribute %d)", (int)a);
+    pps_emu_unsupported(call);
+  }
+  }
+  return cudaSuccess;
+}
+cudaError_t cudaSetDeviceFlags(unsigned int flags) {
+  (void)flags;   /* scheduling and mapping flags change nothing here */
+  return cudaSuccess;
+}
+cudaError_t cudaGetDeviceFlags(unsigned int *flags) {
+  *flags = 0;
+  return cudaSuccess;
+}
+
 /* ------------------------------------------------------------------------- */
 /* memory                                                                      */
 
@@ -888,6 +939,33 @@ cudaError_t cudaFreeAsync(void *p, cudaStream_t st) {
   return cudaSuccess;
 }
 
+/* A nominal capacity (PPS_EMU_MEM_MB, default 80 GiB) per emulated GPU, minus the bytes
+ * cudaMalloc'ed on it; cudaMalloc itself is not limited by it. */
+cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total) {
+  const char *v = getenv("PPS_EMU_MEM_MB");
+  size_t tot = (v && atoll(v) > 0 ? (size_t)atoll(v) : (size_t)80 * 1024) << 20, used = 0;
+  pthread_mutex_lock(&D);
+  for (int i = 0; i < nallocs; i++)
+    if (!allocs[i]->host && allocs[i]->dev == cur_dev) used += allocs[i]->size;
+  pthread_mutex_unlock(&D);
+  *total = tot;
+  *free_b = used < tot ? tot - used : 0;
+  return cudaSuccess;
+}
+
+/* Device memory, pinned host memory (cudaHostAlloc/cudaMallocHost), or unregistered. */
+cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *a, const void *p) {
+  memset(a, 0, sizeof *a);
+  pthread_mutex_lock(&D);
+  int i = find_alloc_idx(p);
+  a->type = i < 0 ? cudaMemoryTypeUnregistered : allocs[i]->host ? cudaMemoryTypeHost : cudaMemoryTypeDevice;
+  a->device = i < 0 ? -2 : allocs[i]->dev;
+  pthread_mutex_unlock(&D);
+  if (a->type == cudaMemoryTypeDevice) a->devicePointer = (void *)p;
+  if (a->type == cudaMemoryTypeHost) a->hostPointer = a->devicePointer = (void *)p;   /* unified addressing */
+  return cudaSuccess;
+}
+
 /* ------------------------------------------------------------------------- */
 /* streams and events (API)                                                    */
 
@@ -912,6 +990,29 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int flags) {
   return cudaStreamCreateWithPriority(s, flags, 0);
 }
 cudaError_t cudaStreamCreate(cudaStream_t *s) { return cudaStreamCreateWithPriority(s, 0, 0); }
+cudaError_t cudaStreamGetPriority(cudaStream_t st, int *prio) {
+  pthread_mutex_lock(&G);
+  *prio = S(st)->prio;
+  pthread_mutex_unlock(&G);
+  return cudaSuccess;
+}
+cudaError_t cudaStreamGetFlags(cudaStream_t st, unsigned int *flags) {
+  pthread_mutex_lock(&G);
+  *flags = S(st)->nonblocking ? cudaStreamNonBlocking : cudaStreamDefault;
+  pthread_mutex_unlock(&G);
+  return cudaSuccess;
+}
+/* The host function runs on the stream's worker, in order after the stream's earlier
+ * work (it must not call CUDA, as on a GPU). */
+cudaError_t cudaLaunchHostFunc(cudaStream_t st, cudaHostFn_t fn, void *user) {
+  item *it = item_new(K_OP, "cudaLaunchHostFunc");
+  it->fn = fn;
+  it->ctx = user;
+  pthread_mutex_lock(&G);
+  push(S(st), it);
+  pthread_mutex_unlock(&G);
+  return cudaSuccess;
+}
 cudaError_t cudaStreamDestroy(cudaStream_t st) {
   if (st == NULL || st == cudaStreamLegacy || st == cudaStreamPerThread) return last_err = cudaErrorInvalidResourceHandle;
   pthread_mutex_lock(&G);
