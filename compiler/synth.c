@@ -493,6 +493,7 @@ typedef struct Search {
   long evals, max_evals;
   int64_t max_steps;        /* model steps the search may take (effort) */
   double t0, tlimit;
+  double tshare;            /* the share of tlimit the current phase may use up to */
   int timed_out;
   int seeded;               /* the best order is a seed's (not a policy's) */
   double lb;                /* the lower bound: reaching it ends the search */
@@ -510,13 +511,13 @@ static int better(Result a, Result b) {
 static int out_of_budget(Search *z) {
   if (z->evals >= z->max_evals || z->w.steps >= z->max_steps) return 1;
   if (z->br.ok && z->br.makespan <= z->lb * (1 + 1e-12)) return 1;   /* at the bound: optimal */
-  if (z->tlimit > 0 && now_s() - z->t0 > z->tlimit) { z->timed_out = 1; return 1; }
+  if (z->tlimit > 0 && now_s() - z->t0 > z->tlimit * z->tshare) { z->timed_out = 1; return 1; }
   return 0;
 }
 
 /* The time limit alone (the seeds run whatever the step budget: they are few) */
 static int out_of_budget_clock(Search *z) {
-  if (z->tlimit > 0 && now_s() - z->t0 > z->tlimit) { z->timed_out = 1; return 1; }
+  if (z->tlimit > 0 && now_s() - z->t0 > z->tlimit * z->tshare) { z->timed_out = 1; return 1; }
   return 0;
 }
 
@@ -877,6 +878,9 @@ static int search_all(Search *z, const IrSchedule *s, const SynthOptions *o, cha
   z->br.ok = 0;
   z->br.makespan = INF;
   z->seeded = 0;
+  /* under a time limit the policies may use half of it, the seeds (the stdlib's
+     guarantee) up to 80%, the local moves the rest */
+  z->tshare = 0.5;
   /* budget: candidates, from effort and size (deterministic) */
   {
     int effort = o->effort < 0 ? 0 : o->effort > 4 ? 4 : o->effort;
@@ -997,7 +1001,9 @@ static int search_all(Search *z, const IrSchedule *s, const SynthOptions *o, cha
   }
   int dbg = getenv("PPS_SYNTH_DEBUG") != NULL;
   if (dbg) fprintf(stderr, "synth: policies: %ld candidates, %lld steps, %.3f s, best %g\n", z->evals, (long long)z->w.steps, now_s() - z->t0, z->br.makespan);
+  z->tshare = 0.8;
   seeds(z, s, seedpol, npol);
+  z->tshare = 1;
   if (dbg) fprintf(stderr, "synth: seeds: %ld candidates, %.3f s, best %g\n", z->evals, now_s() - z->t0, z->br.makespan);
   if (!z->seeded && z->br.ok) describe(M, &z->bp, seedpol, npol);
   /* the policy search had half of the budget; local moves the rest */
