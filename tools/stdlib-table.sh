@@ -49,6 +49,8 @@ PipeOffload, full (TOFF=1)|pipeoffload|
 PipeOffload, half (ratio 0.5)|pipeoffload|-D,ratio=0.5,-D,checks=false
 PipeOffload, selective (first chunk)|pipeoffload_selective|
 PipeOffload on ZB-V, full|pipeoffload|-D,vee=true
+PipeOffload on ZB-V, full, every W after its B|pipeoffload|-D,vee=true,-D,cooldown_w=2
+PipeOffload on ZB-V, selective (chunk 0)|pipeoffload_selective|-D,vee=true
 Vocab-1 on 1F1B|vocab_1f1b|-D,mode=1
 Vocab-2 on 1F1B|vocab_1f1b|-D,mode=2
 Vocab-1 on V-Half|vocab_v_half|-D,mode=1

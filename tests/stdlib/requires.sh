@@ -15,6 +15,9 @@ expect_err interleaved_1f1b "multiple of P" -D P=4 -D m=2
 expect_err 1f1b "needs P >= 2" -D P=1
 expect_err zb_v "needs P >= 2" -D P=1
 expect_err vocab_1f1b "mode = 1" -D mode=3
+expect_err vocab_v_half "mode = 1" -D mode=3
+expect_err zb_v "cooldown_w = 0, 1 or 2" -D cooldown_w=3
+expect_err pipeoffload "cooldown_w = 0, 1 or 2" -D vee=true -D cooldown_w=-1
 expect_err pipeoffload "ratio" -D ratio=0
 expect_err dualpipe_v "m >= 2P" -D P=4 -D m=7
 expect_err pipeoffload_selective "chunks" -D chunks=3
