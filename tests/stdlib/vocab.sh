@@ -88,7 +88,7 @@ done
 # V-Half's makespan plus the passes' work plus (3 - mode) collectives when a
 # collective fits under half a chunk's forward (TCOLL <= TF / 4), with the memory
 # (P + 2) div 2 + 3 - mode the same on every device
-for P in 2 3 4 5 8; do
+for P in 2 3 4 5 6 7 8; do
   for m in $((2 * P)) $((3 * P)); do
     base=$(figures "$STD/v_half.pps" -D P=$P -D m=$m | cut -d' ' -f2)
     for mode in 1 2; do
