@@ -680,9 +680,17 @@ int rdv_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L
       }
     }
   }
-  /* repair: each channel's recvs in order */
-  int32_t **crecv = NULL;
+  /* repair: each channel's recvs in order; sends deferred to a later group (dfr: its
+   * local position, -1) and the list of them each group's first op holds (xhead) */
+  int32_t **crecv = NULL, *dfr = NULL, *xhead = NULL, *xnext = NULL, *xpc = NULL;
   if (moved) {
+    dfr = arena_alloc(a, sizeof(int32_t) * (size_t)(n + 1));
+    xpc = arena_alloc(a, sizeof(int32_t) * (size_t)(P + 1));
+    memset(xpc, 0xff, sizeof(int32_t) * (size_t)(P + 1));
+    xhead = arena_alloc(a, sizeof(int32_t) * (size_t)(n + 1));
+    xnext = arena_alloc(a, sizeof(int32_t) * (size_t)(n + 1));
+    memset(dfr, 0xff, sizeof(int32_t) * (size_t)(n + 1));
+    memset(xhead, 0xff, sizeof(int32_t) * (size_t)(n + 1));
     crecv = arena_alloc(a, sizeof(int32_t *) * (size_t)(L->nchan + 1));
     for (int c = 0; c < L->nchan; c++) crecv[c] = arena_alloc(a, sizeof(int32_t) * (size_t)(L->chan_nrecv[c] + 1));
     for (int64_t g = 0; g < n; g++)
@@ -726,6 +734,25 @@ int rdv_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L
         const IrOp *op = &dv->ops[pc[d]];
         int32_t g = ix->off[d] + pc[d];
         int block = 0;
+        /* sends deferred to here: a group of their own before this op, or part of the
+         * group starting here (posted with it: d stands here) */
+        if (moved && xhead[g] >= 0 && xpc[d] != pc[d]) {
+          for (int32_t x = xhead[g]; x >= 0 && !block; x = xnext[x]) {
+            int32_t m = match[x];
+            if (m < 0 || moved[m] >= 0) continue;
+            int pe = ix->devof[m];
+            if (pc[pe] < gfirst[m]) {
+              block = 1;
+              stuck[d] = x;
+              waitdev[d] = pe;
+              wait_idx[d] = gfirst[m];
+              wnext[d] = whead[pe];
+              whead[pe] = d;
+            }
+          }
+          if (block) break;
+          xpc[d] = pc[d];
+        }
         switch ((IrKind)op->kind) {
         case IR_SEND: case IR_RECV: {
           /* the group [pc, e): every op matched by a posted peer op */
@@ -734,7 +761,7 @@ int rdv_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L
           int k = gk[d] >= pc[d] && gk[d] < e ? gk[d] : pc[d];
           for (; k < e; k++) {
             int32_t o = ix->off[d] + k, m = match[o];
-            if (moved && moved[o] >= 0) continue;          /* posted earlier, where it was moved */
+            if (moved && (moved[o] >= 0 || dfr[o] >= 0)) continue; /* posted where it was moved */
             if (m < 0) { block = 2; stuck[d] = o; break; }  /* never matched: verify reports it */
             if (moved && moved[m] >= 0) continue;
             int pe = ix->devof[m];
@@ -811,7 +838,7 @@ int rdv_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L
      * device); of its stuck sends, the one whose recv, moved to where its device stands
      * (into the group it is at, else before the op it waits at), delays that device
      * least in the buffered timing; then run on */
-    int best = -1, bpos = 0;
+    int best = -1, bpos = 0, bdef = 0;
     double bcost = 0;
     for (int pass = 0; pass < 2 && best < 0; pass++) {
       int cyc = -1;
@@ -846,13 +873,58 @@ int rdv_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L
           cost = timed->end[o] + s->tc - timed->start[ix->off[pe] + pos];
           if (cost < 0) cost = 0;
         }
-        if (best < 0 || cost < bcost) { best = d; bcost = cost; bpos = pos; }
+        if (best < 0 || cost < bcost) { best = d; bcost = cost; bpos = pos; bdef = 0; }
         if (cost <= 0 && timed) break;   /* cannot do better */
+        /* or defer the send (no later send of its group sharing its channel) to where
+         * its peer waits for d: the group d must reach (passes and copies between), or
+         * just past the collective the peer waits at (passes, copies and collectives up
+         * to that one between: the peer's recv, after where it stands, follows them
+         * there too). Its data then arrives later instead. */
+        if (timed && timed->start && dfr[o] < 0 && pc[pe] < pv->nops) {
+          const IrDevice *dv = &s->devs[d];
+          int lo = o - ix->off[d], ge = lo + 1, ok = 1;
+          for (; ge < dv->nops && is_p2p(&dv->ops[ge]) && (dv->ops[ge].flags & IR_FLAG_GROUP); ge++)
+            if (dv->ops[ge].kind == IR_SEND && dv->ops[ge].peer == pe) ok = 0;
+          const IrOp *at = &pv->ops[pc[pe]];
+          int32_t kpe = at->kind == IR_COLL || at->kind == IR_S ? L->link[ix->off[pe] + pc[pe]] : -1;
+          int target = waitdev[pe] == d ? wait_idx[pe] : -1, t = ge, lim = ge + 64;
+          if (target < 0 && kpe < 0) ok = 0;
+          for (; ok && t < dv->nops && t < lim && t != target; t++) {
+            const IrOp *y = &dv->ops[t];
+            int need[2];
+            if (is_p2p(y)) { ok = 0; break; }
+            if (y->kind == IR_COLL || y->kind == IR_S) {
+              int32_t ky = L->link[ix->off[d] + t];
+              if (ky < 0 || kpe < 0 || ky > kpe) { ok = 0; break; }
+              if (ky == kpe && target < 0) { t++; break; }   /* just past it */
+            } else if (async && rdv_coll_needs(s, y, need)) { ok = 0; break; }
+          }
+          if (ok && t > ge && t < dv->nops && t < lim && (target < 0 || t == target)) {
+            double c2 = timed->start[ix->off[d] + t] + s->tc - timed->end[m];
+            if (c2 < 0) c2 = 0;
+            if (c2 < bcost) { best = d; bcost = c2; bpos = t; bdef = 1; }
+          }
+        }
       }
     }
   norepair:
     if (best < 0) break;
-    {
+    if (bdef) {   /* the send joins d's group at bpos */
+      int d = best;
+      int32_t o = stuck[d], m = match[o], t = ix->off[d] + bpos;
+      int pe = ix->devof[m];
+      dfr[o] = bpos;
+      gfirst[o] = bpos;
+      const IrDevice *dv = &s->devs[d];
+      if (!is_p2p(&dv->ops[bpos]) && bpos > 0 && is_p2p(&dv->ops[bpos - 1])) r->ok = -1; /* joins the group before */
+      xnext[o] = xhead[t];
+      xhead[t] = o;
+      gk[d] = -1;
+      int32_t *pp = &whead[pe];
+      while (*pp >= 0 && *pp != d) pp = &wnext[*pp];
+      if (*pp == d) *pp = wnext[d];
+      if (!inq[d]) { inq[d] = 1; stack[sp++] = d; }
+    } else {
       int d = best;
       int32_t m = match[stuck[d]];
       int pe = ix->devof[m];
@@ -875,6 +947,9 @@ int rdv_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L
     }
   }
   int merged = r->ok < 0;
+  if (moved)
+    for (int64_t g = 0; g < n; g++)
+      if (dfr[g] >= 0) moved[g] = dfr[g];
   r->ok = 1;
   for (int d = 0; d < P; d++) {
     const IrDevice *dv = &s->devs[d];
