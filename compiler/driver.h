@@ -50,6 +50,7 @@ typedef struct Options {
   const char *file2;        /* compare: the second file (compare.c) */
   int comms;                /* export-csv --comms: the compute-comms form */
   int drop;                 /* export-csv --drop: leave out what PyTorch's CSV cannot express (warned) */
+  int p2p_buffered;         /* --p2p buffered: no rendezvous model (lower.c, verify.c) */
   const char *src_text;     /* when set: front_compile reads this text (src_size bytes) instead of file */
   size_t src_size;
 } Options;

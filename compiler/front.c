@@ -261,6 +261,7 @@ IrSchedule *front_compile(Compilation *c, int *io_error) {
   /* by_sym must cover symbols interned during elaboration */
   IrSchedule *s = elab_run(&in, &usage);
   if (usage) *io_error = 1;
+  if (s) s->p2p_buffered = opt->p2p_buffered;
   return s;
 }
 

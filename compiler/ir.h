@@ -195,6 +195,8 @@ typedef struct IrSchedule {
   int64_t noverlap;
   IrDerived derived;        /* seconds and bytes from model/hardware (costmodel.c) */
   double treload;           /* TRELOAD as stated or derived (one device share); 0 = TOFF */
+  int p2p_buffered;         /* ppsc --p2p buffered: check (and lower for) buffered sends only,
+                               no rendezvous model (lower.c, verify.c) */
 } IrSchedule;
 
 /* Appends an op to device d's order (grows the array in the arena). */

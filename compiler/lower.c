@@ -1037,6 +1037,6 @@ int64_t lower_schedule(Arena *a, Diag *dg, IrSchedule *s) {
   if (s->offload.enabled && !had_off) n += lower_offload(a, dg, s);
   overlap_normalize(a, s);
   lower_groups(a, s);
-  if (!ix.ncomm) lower_rendezvous(a, s);
+  if (!ix.ncomm && !s->p2p_buffered) lower_rendezvous(a, s);
   return n;
 }

@@ -41,6 +41,8 @@ static const char usage_text[] =
   "  --stdlib DIR      where `import` finds the standard schedules\n"
   "  --comms           export-csv: the compute-comms form (_PipelineScheduleRuntime)\n"
   "  --drop            export-csv: leave out offload/vocabulary (warned) instead of refusing\n"
+  "  --p2p MODEL       point-to-point model to prove: both (default: buffered and rendezvous\n"
+  "                    within groups) or buffered (threads/MPI only; no rendezvous placement)\n"
   "  --max-errors N    print at most N errors (default 50, 0 = all)\n"
   "  --max-ops N       limit on ops a file may generate (default 50000000, less on a small machine)\n"
   "  --color[=WHEN]    colour diagnostics: always, never, auto (default)\n"
@@ -125,6 +127,11 @@ static int parse_options(int argc, char **argv, Options *o, Define *defs, int *c
       o->comms = 1;
     } else if (!strcmp(a, "--drop")) {
       o->drop = 1;
+    } else if (!strncmp(a, "--p2p", 5) && (a[5] == 0 || a[5] == '=')) {
+      if (!(v = opt_value(argc, argv, &i, "--p2p"))) return usage_error("--p2p needs buffered or both");
+      if (!strcmp(v, "buffered")) o->p2p_buffered = 1;
+      else if (!strcmp(v, "both")) o->p2p_buffered = 0;
+      else return usage_error("--p2p: unknown model '%s' (buffered or both)", v);
     } else if (!strcmp(a, "--json")) {
       o->json = 1;
     } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
@@ -206,6 +213,7 @@ static int option_misuse(const Options *o, const char *cmd) {
      "check, sim and compare print to standard output; --trace/--svg write files from sim"},
     {"--comms", o->comms, C_EXPORT, "--comms and --drop are for export-csv"},
     {"--drop", o->drop, C_EXPORT, "--comms and --drop are for export-csv"},
+    {"--p2p buffered", o->p2p_buffered, C_PPS, "it sets how a .pps schedule's communication is checked; import-csv reads a CSV"},
     {"arguments after --", o->argc > 0, C_BUILD, "they go to the C compiler of build"},
   };
   for (size_t k = 0; k < sizeof table / sizeof *table; k++)

@@ -645,7 +645,7 @@ int verify_schedule(Arena *a, Diag *dg, const IrSchedule *s, VerifyResult *out) 
   }
   /* rendezvous point-to-point within the groups the runtime issues (the nccl
    * transport's GPU side, and what PyTorch and Megatron do) */
-  if (dg->errors == e0 && out->ix.ncomm) {
+  if (dg->errors == e0 && out->ix.ncomm && !s->p2p_buffered) {
     SimResult rv;
     if (!rdv_run(a, s, &out->ix, &out->links, &rv, NULL, NULL)) {
       v.errors0 = dg->errors;

@@ -5,6 +5,7 @@
 #    (exit 1) with the cycle; the same with its sends and recvs grouped passes;
 #  - written without communication, the lowering makes it safe: device 1's recv F(1)
 #    joins send B(0)'s group, and emit-c's op table carries the group flag (4) on it;
+#  - --p2p buffered checks the buffered model alone (and lowers without moving recvs);
 #  - every stdlib schedule at P = 2..8, m = P, 2P, 3P, 4P (its own checks off) and every
 #    example passes both models.
 set -u
@@ -21,6 +22,15 @@ export PPS_STDLIB="$top_srcdir/stdlib"
 grep -q "error: deadlock with rendezvous sends: 2 devices wait on each other in a cycle" "$tmp/err" || bad "rendezvous.pps: no cycle"
 grep -q "note: device 1 waits at send B(0) until device 0 posts recv B(0)" "$tmp/err" || bad "rendezvous.pps: no wait note"
 "$PPSC" check -q "$cases/rendezvous_group.pps" || bad "rendezvous_group.pps rejected"
+# --p2p buffered: the buffered model alone accepts it; a bad model is a usage error
+"$PPSC" check -q --p2p buffered "$cases/rendezvous.pps" || bad "--p2p buffered rejects rendezvous.pps"
+"$PPSC" check -q --p2p=both "$cases/rendezvous.pps" 2>/dev/null; [ $? -eq 1 ] || bad "--p2p=both accepts rendezvous.pps"
+"$PPSC" check -q --p2p rendezvous "$cases/rendezvous.pps" 2>"$tmp/err"; [ $? -eq 2 ] || bad "--p2p rendezvous: expected exit 2"
+grep -q "unknown model 'rendezvous'" "$tmp/err" || bad "--p2p rendezvous: no message"
+# and lowering then leaves device 1's recv F(1) before its consumer
+"$PPSC" emit-c --p2p buffered "$cases/rendezvous_lowered.pps" -o "$tmp/b.c" || bad "emit-c --p2p buffered"
+sed -n '/^static const ppsrt_op dev1/,/^};/p' "$tmp/b.c" | tr -d '\n' | grep -q 'W(0,1,0,[0-9]*), RECV(ACT,1,0,0,1,[0-9]*), F(1,1,' \
+  || { bad "--p2p buffered: recv F(1) moved"; sed -n '/dev1/,/};/p' "$tmp/b.c"; }
 
 "$PPSC" emit-c "$cases/rendezvous_lowered.pps" -o "$tmp/l.c" || bad "emit-c rendezvous_lowered.pps"
 # device 1: ... B(0) send B(0) recv F(1) W(0) ...: the recv is inserted (1) and grouped (4)
