@@ -74,6 +74,7 @@ typedef struct Work {
   int64_t *qh, *qt;         /* [P]: their head and tail */
   double *eng;              /* [P]: when the device->host copy engine is free */
   double *host;             /* [P]: offloaded activations not yet back (run_policy) */
+  double *rem;              /* [P]: compute still to run (run_policy) */
   int64_t steps;
 } Work;
 
@@ -87,7 +88,10 @@ static double now_s(void) {
 
 /* a <= b up to rounding, relative to the figures compared (never an absolute slack: a
    limit of 1e-9 activations must hold as exactly as a limit of 8) */
-static int le(double a, double b) { return a <= b + 1e-9 * fmax(fabs(a), fabs(b)); }
+static inline int le(double a, double b) {
+  double x = a < 0 ? -a : a, y = b < 0 ? -b : b;
+  return a <= b + 1e-9 * (x > y ? x : y);
+}
 
 /* Offload copies: F's activation leaves (the offloaded fraction) when its copy ends,
  * as in sim.c; the copies of a device run one at a time in order. */
@@ -131,8 +135,10 @@ static int pick_better(int sel, int i1, int s1, int i2, int s2) {
   }
 }
 
-/* Runs the list scheduler for one policy. Fills w->ord; returns the figures. */
-static Result run_policy(const Model *M, const Policy *p, Work *w) {
+/* Runs the list scheduler for one policy. Fills w->ord; returns the figures. A run
+ * whose makespan is certain to exceed bound (a device's time plus the compute it
+ * still has to run) stops early, not ok. */
+static Result run_policy(const Model *M, const Policy *p, Work *w, double bound) {
   int P = M->P, S = M->S, m = M->m;
   Result r = {INF, 0, 0, 0};
   int64_t ms = (int64_t)m * S;
@@ -144,11 +150,16 @@ static Result run_policy(const Model *M, const Policy *p, Work *w) {
   int active = 0;
   copies_reset(M, w);
   for (int d = 0; d < P; d++) {
-    w->cur[d] = w->held[d] = w->resv[d] = w->peak[d] = w->host[d] = 0;
+    w->cur[d] = w->held[d] = w->resv[d] = w->peak[d] = w->host[d] = w->rem[d] = 0;
     w->left[d] = (int64_t)m * M->nst[d] * per;
     w->nord[d] = 0;
     if (w->left[d]) active++;
+    for (int k = 0; k < M->nst[d]; k++) {
+      const IrStage *g = &M->st[M->dst[M->first[d] + k]];
+      w->rem[d] += (double)m * (g->tf + (p->fused ? g->tbw : g->tb + g->tw));
+    }
   }
+  double cutoff = bound < INF ? bound + 1e-9 * bound : INF;
   double mk = 0;
   while (active) {
     double T = INF;
@@ -259,13 +270,18 @@ static Result run_policy(const Model *M, const Policy *p, Work *w) {
       o->kind = (uint8_t)kind;
       w->cur[d] = t + c;
       if (t + c > mk) mk = t + c;
+      w->rem[d] -= c;
+      if (w->cur[d] + w->rem[d] > cutoff) return r;   /* cannot beat the bound */
       if (--w->left[d] == 0) active--;
       progress = 1;
     }
     if (progress) continue;
     if (next >= INF) return r; /* nobody can move: this policy deadlocks */
     for (int d = 0; d < P; d++)
-      if (w->left[d] && w->cur[d] <= T) w->cur[d] = next;
+      if (w->left[d] && w->cur[d] <= T) {
+        w->cur[d] = next;
+        if (next + w->rem[d] > cutoff) return r;
+      }
   }
   r.ok = 1;
   r.makespan = mk;
@@ -521,11 +537,13 @@ static int out_of_budget_clock(Search *z) {
   return 0;
 }
 
-/* Evaluates p; keeps it when it is the best so far. Returns its figures. */
-static Result try_policy(Search *z, const Policy *p) {
+/* Evaluates p; keeps it when it is the best so far. Returns its figures (not ok
+ * when it deadlocks, breaks the limit, or certainly ends after bound: INF for none;
+ * a run that ends at bound, with a lower peak, still counts). */
+static Result try_policy(Search *z, const Policy *p, double bound) {
   const Model *M = z->M;
   z->evals++;
-  Result r = run_policy(M, p, &z->w);
+  Result r = run_policy(M, p, &z->w, bound);
   if (r.ok && le(r.peak, M->L) && better(r, z->br)) {
     z->br = r;
     z->bp = *p;
@@ -674,6 +692,13 @@ static void improve(Search *z, const SOp *start, const int64_t *startn, const ch
   memcpy(w->nord, startn, sizeof(int64_t) * (size_t)P);
   Result cur = eval_order(M, w);
   if (!cur.ok) return;
+  /* the timing of the current order, put back after a rejected move (instead of
+     timing the order again) */
+  int64_t tot = w->off[P];
+  double *sst = malloc(sizeof(double) * (size_t)(tot + 1)), *srd = malloc(sizeof(double) * (size_t)(tot + 1));
+  if (!sst || !srd) { free(sst); free(srd); return; }
+  memcpy(sst, w->ost, sizeof(double) * (size_t)tot);
+  memcpy(srd, w->ordy, sizeof(double) * (size_t)tot);
   int moved = 0;
   for (int pass = 0; pass < 50 && !out_of_budget(z); pass++) {
     int improved = 0;
@@ -699,17 +724,22 @@ static void improve(Search *z, const SOp *start, const int64_t *startn, const ch
           if (r.ok && le(r.peak, M->L) && imp_better(r, cur)) {
             cur = r;
             improved = moved = 1;
+            memcpy(sst, w->ost, sizeof(double) * (size_t)tot);
+            memcpy(srd, w->ordy, sizeof(double) * (size_t)tot);
             break;
           }
           memmove(&w->ord[b + lo], &w->ord[b + lo + 1], sizeof(SOp) * (size_t)(j - lo));
           w->ord[b + j] = mv;
-          eval_order(M, w); /* restore the timing arrays */
+          memcpy(w->ost, sst, sizeof(double) * (size_t)tot);    /* the current order's timing */
+          memcpy(w->ordy, srd, sizeof(double) * (size_t)tot);
           if (out_of_budget(z)) break;
         }
       }
     }
     if (!improved) break;
   }
+  free(sst);
+  free(srd);
   if (moved && better(cur, z->br)) {
     char lab[SYNTH_POLICY_LEN + 32];
     snprintf(lab, sizeof lab, "%s, improved by local moves", label[0] ? label : "list scheduler");
@@ -886,7 +916,7 @@ static int search_all(Search *z, const IrSchedule *s, const SynthOptions *o, cha
     int effort = o->effort < 0 ? 0 : o->effort > 4 ? 4 : o->effort;
     budget = SYNTH_STEPS_PER_EFFORT * (effort + 1);
     evals = 200 + 800L * effort;
-    z->max_evals = z->evals + evals;
+    z->max_evals = z->evals + 200 + 550L * effort;   /* the policies' candidates */
     z->max_steps = z->w.steps + (int64_t)budget;
   }
   {
@@ -929,33 +959,38 @@ static int search_all(Search *z, const IrSchedule *s, const SynthOptions *o, cha
           if (!le(z->w.peak[d], cs[k].p.cap[d] - cs[k].p.cap[P + d] * (M->nst[d] - 1))) same = 0;
         if (same) { cs[k].r.ok = 0; continue; }
       }
-      cs[k].r = try_policy(z, &cs[k].p);
+      cs[k].r = try_policy(z, &cs[k].p, INF);
     }
     /* phase 2: coordinate descent over the per-device caps from the best few policies
        and from 1F1B-like cap profiles (cap falls with the device index) */
-    int keep = 3;
-    int order[3] = {-1, -1, -1};
-    for (int t = 0; t < keep; t++) {
-      for (int k = 0; k < ncand; k++) {
-        int taken = 0;
-        for (int u = 0; u < t; u++) if (order[u] == k) taken = 1;
-        if (taken || !cs[k].r.ok) continue;
-        if (order[t] < 0 || better(cs[k].r, cs[order[t]].r)) order[t] = k;
-      }
+    /* the policies best first (ties: in order), one of each result (makespan and
+       peak): the three best, then the next ones while the budget lasts */
+    int keep = 0;
+    int *order = calloc((size_t)ncand + 1, sizeof(int));
+    if (!order) { free(cs); free(capbuf); return -1; }
+    for (int k = 0; k < ncand; k++) {
+      if (!cs[k].r.ok) continue;
+      int dup = 0;
+      for (int u = 0; u < keep && !dup; u++)
+        if (!better(cs[k].r, cs[order[u]].r) && !better(cs[order[u]].r, cs[k].r)) dup = 1;
+      if (dup) continue;
+      int at = keep;
+      while (at > 0 && better(cs[k].r, cs[order[at - 1]].r)) { order[at] = order[at - 1]; at--; }
+      order[at] = k;
+      keep++;
     }
     double *cap = calloc((size_t)(2 * P + 1), sizeof(double));
     double *cpk = calloc((size_t)P + 1, sizeof(double));   /* per-device peaks of cur */
-    if (!cap || !cpk) { free(cap); free(cpk); free(cs); free(capbuf); return -1; }
+    if (!cap || !cpk) { free(cap); free(cpk); free(order); free(cs); free(capbuf); return -1; }
     for (int t = 0; t < keep && !out_of_budget(z); t++) {
       if (order[t] < 0) continue;
-      for (int prof = 0; prof < 5 && !out_of_budget(z); prof++) {
+      for (int prof = 0; prof < 3 && !out_of_budget(z); prof++) {   /* flat, falling, falling by halves */
         Policy p = cs[order[t]].p;
         p.cap = cap;
         for (int d = 0; d < P; d++) {
           double c = M->L;
           if (prof == 1) c = M->L - M->unit[d] * d;
           if (prof == 2) c = M->L - M->unit[d] * (d / 2);
-          if (prof >= 3) c = M->L - M->unit[d] * (prof - 2);   /* flat below the limit */
           c = floor(c / M->unit[d] + 1e-9) * M->unit[d];
           if (c < M->lmin[d]) c = M->lmin[d];
           if (c > M->L) c = M->L;
@@ -963,7 +998,7 @@ static int search_all(Search *z, const IrSchedule *s, const SynthOptions *o, cha
           cap[P + d] = cs[order[t]].p.cap[P + d];
           if (cap[P + d] > 0 && !le(M->lmin[d], c - cap[P + d])) cap[P + d] = 0;
         }
-        Result cur = try_policy(z, &p);
+        Result cur = try_policy(z, &p, INF);
         if (prof > 0 && !cur.ok) continue;
         if (prof == 0) cur = cs[order[t]].r;
         memcpy(cpk, z->w.peak, sizeof(double) * (size_t)P);
@@ -985,7 +1020,7 @@ static int search_all(Search *z, const IrSchedule *s, const SynthOptions *o, cha
                 if (le(cpk[d], lowest)) continue;
               }
               cap[q] = nv;
-              Result r = try_policy(z, &p);
+              Result r = try_policy(z, &p, cur.makespan);   /* kept only when better than cur */
               if (better(r, cur)) { cur = r; improved = 1; memcpy(cpk, z->w.peak, sizeof(double) * (size_t)P); break; }
               cap[q] = old;
               if (out_of_budget(z)) break;
@@ -996,6 +1031,7 @@ static int search_all(Search *z, const IrSchedule *s, const SynthOptions *o, cha
     }
     free(cap);
     free(cpk);
+    free(order);
     free(cs);
     free(capbuf);
   }
@@ -1175,10 +1211,11 @@ int synth_run(Arena *a, Diag *dg, IrSchedule *s, const SynthOptions *o) {
   z.w.qt = calloc((size_t)P + 1, sizeof(int64_t));
   z.w.eng = calloc((size_t)P + 1, sizeof(double));
   z.w.host = calloc((size_t)P + 1, sizeof(double));
+  z.w.rem = calloc((size_t)P + 1, sizeof(double));
   z.best = malloc(sizeof(SOp) * (size_t)(total + 1));
   z.bcap = calloc((size_t)(2 * P + 1), sizeof(double));
   if (!z.w.endF || !z.w.endB || !z.w.nF || !z.w.nB || !z.w.nW || !z.w.cur || !z.w.held || !z.w.resv ||
-      !z.w.peak || !z.w.left || !z.w.ord || !z.w.ost || !z.w.ordy || !z.w.qend || !z.w.qamt || !z.w.qh || !z.w.qt || !z.w.eng || !z.w.host || !z.best || !z.bcap) goto oom;
+      !z.w.peak || !z.w.left || !z.w.ord || !z.w.ost || !z.w.ordy || !z.w.qend || !z.w.qamt || !z.w.qh || !z.w.qt || !z.w.eng || !z.w.host || !z.w.rem || !z.best || !z.bcap) goto oom;
   z.br.ok = 0;
   z.br.makespan = INF;
   z.t0 = t0;
@@ -1333,7 +1370,7 @@ done:
   info->seconds = now_s() - t0;
   free(M.cf); free(M.cb); free(M.nst); free(M.first); free(M.dst); free(M.lmin); free(M.unit); free(fill);
   free(z.w.off); free(z.w.nord); free(z.bestn); free(z.w.endF); free(z.w.endB); free(z.w.nF); free(z.w.nB);
-  free(z.w.nW); free(z.w.cur); free(z.w.held); free(z.w.resv); free(z.w.peak); free(z.w.left); free(z.w.ord); free(z.w.ost); free(z.w.ordy); free(z.w.qend); free(z.w.qamt); free(z.w.qh); free(z.w.qt); free(z.w.eng); free(z.w.host);
+  free(z.w.nW); free(z.w.cur); free(z.w.held); free(z.w.resv); free(z.w.peak); free(z.w.left); free(z.w.ord); free(z.w.ost); free(z.w.ordy); free(z.w.qend); free(z.w.qamt); free(z.w.qh); free(z.w.qt); free(z.w.eng); free(z.w.host); free(z.w.rem);
   free(z.best); free(z.bcap);
   return rc;
 }
