@@ -843,11 +843,12 @@ int rdv_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L
     for (int pass = 0; pass < 2 && best < 0; pass++) {
       int cyc = -1;
       if (pass == 0) {   /* find a cycle of p2p waits */
+        int32_t base = stamp + 1;   /* a device an earlier walk of this search saw leads to no cycle */
         for (int d0 = 0; d0 < P && cyc < 0; d0++) {
-          if (pc[d0] >= s->devs[d0].nops || waitdev[d0] < 0) continue;
+          if (pc[d0] >= s->devs[d0].nops || waitdev[d0] < 0 || mark[d0] >= base) continue;
           stamp++;
           int d = d0;
-          while (d >= 0 && mark[d] != stamp && pc[d] < s->devs[d].nops && waitdev[d] >= 0) { mark[d] = stamp; d = waitdev[d]; }
+          while (d >= 0 && mark[d] < base && pc[d] < s->devs[d].nops && waitdev[d] >= 0) { mark[d] = stamp; d = waitdev[d]; }
           if (d >= 0 && mark[d] == stamp) cyc = d;
         }
         if (cyc < 0) continue;
