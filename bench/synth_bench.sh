@@ -29,6 +29,8 @@ run() {
 run "P=8 m=32 linear L=8"               -D P=8 -D m=32 -D pl=0 -D L=8
 run "P=8 m=32 vshape L=8"               -D P=8 -D m=32 -D pl=1 -D L=8
 run "P=8 m=32 vshape L=5 TB=1.5 TC=0.1" -D P=8 -D m=32 -D pl=1 -D L=5 -D TB=1.5 -D TC=0.1
+run "P=8 m=32 vshape L=3 (low memory)"   -D P=8 -D m=32 -D pl=1 -D L=3
 run "P=32 m=128 vshape L=32"            -D P=32 -D m=128 -D pl=1 -D L=32
+run "P=32 m=128 vshape L=8 (low memory)" -D P=32 -D m=128 -D pl=1 -D L=8
 run "P=32 m=128 vshape L=17 TW=0.5 TC=0.1" -D P=32 -D m=128 -D pl=1 -D L=17 -D TW=0.5 -D TC=0.1
 run "P=32 m=128 vshape, effort 4"        -D P=32 -D m=128 -D pl=1 -D L=32 -D effort=4

@@ -39,8 +39,8 @@ awk -v n="$N" -v secs=$((t1 - t0)) -v eff=$EFF -v limits=$limits -v nonmono=$non
         faster[f] ? sg[f] / faster[f] : 0, mg[f], slower[f], sgap[f] / k[f], mgap[f], opt[f] }
     printf "\n%d grid points, every family of each placement at its own peak (%d comparisons; %d limits in all, the\n", n, NR, limits
     printf "sweeps included, each against every family at the same or a lower peak), effort %d, in %d s:\n", eff, secs
-    printf "`sh ../tools/synth-table.sh %d` from the build directory. In the limit sweeps %d step(s) of %d\n", n, nonmono, limits
-    printf "gave a slower order at a higher limit (the search is not monotone in the limit; see above).\n"
+    printf "`sh ../tools/synth-table.sh %d` from the build directory. Of the %d limits, %d gave a slower order\n", n, limits, nonmono
+    printf "than the next lower limit of the same point and placement (the search is not monotone in the limit; see above).\n"
   }' $tmp/rows > $tmp/table
 # ref rows: generator P m TF TB TW TC memory generator_makespan synth_makespan synth_peak
 awk -v n="$NR" -v secs=$((t2 - t1)) -v eff=$EFF '
