@@ -31,7 +31,7 @@ static void *arena_oom(size_t n) {
 }
 
 long arena_default_max_ops(void) {
-  const long cap = 50000000, bytes_per_op = 215;
+  const long cap = 50000000, bytes_per_op = 300;
   long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
   double mem = pages > 0 && psz > 0 ? (double)pages * (double)psz : 0;
   struct rlimit rl;
