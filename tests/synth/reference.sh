@@ -7,13 +7,13 @@
 # limit) at limits from 1.5 to P. Every reference order is a literal PPS file timed
 # by `ppsc sim`; it must be valid with its peak within its memory, and `synthesize`
 # at that memory must be no slower.
-#   SYNTH_REF_N=K   sample size (default 3 points); SYNTH_EFFORT (default 1);
+#   SYNTH_REF_N=K   sample size (default 3 points); SYNTH_EFFORT (default 0);
 #   SYNTH_REF_OUT=FILE appends one line per comparison (docs/synth.md's table).
 : "${PPSC:?set PPSC to the ppsc binary}" "${top_srcdir:?set top_srcdir}"
 ANY=$top_srcdir/tests/synth/synth_any.pps
 REF=$top_srcdir/tests/synth/ref_greedy.awk
 N=${SYNTH_REF_N:-3}
-EFFORT=${SYNTH_EFFORT:-1}
+EFFORT=${SYNTH_EFFORT:-0}
 OUT=${SYNTH_REF_OUT:-/dev/null}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/synth-ref.XXXXXX") || exit 2
 trap 'rm -rf "$tmp"' EXIT
