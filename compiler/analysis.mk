@@ -55,6 +55,9 @@ EXTRA_DIST += tests/analysis/golden.sh tests/analysis/outputs.sh tests/analysis/
   tests/analysis/cases/host_limit.pps \
   tests/analysis/cases/memory.err \
   tests/analysis/cases/memory.pps \
+  tests/analysis/cases/memory_tiny.err \
+  tests/analysis/cases/memory_tiny.pps \
+  tests/analysis/cases/memory_tiny_peak.pps \
   tests/analysis/cases/missing.err \
   tests/analysis/cases/missing.pps \
   tests/analysis/cases/missing_many.err \

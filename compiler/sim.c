@@ -188,7 +188,7 @@ void sim_memory_order(const IrSchedule *s, const AnaIndex *ix, SimDev *dev) {
       if (overlap_pair_at(dv, k)) { /* a pair holds both: its allocation first */
         double dh2, x = mem_delta(s, &dv->ops[k], &dh), y = mem_delta(s, &dv->ops[k + 1], &dh2);
         m += (x > 0 ? x : 0) + (y > 0 ? y : 0);
-        if (m > pk + 1e-9) { pk = m; pko = ix->off[d] + k; }
+        if (m > pk + 1e-9 * fabs(pk)) { pk = m; pko = ix->off[d] + k; }
         m += (x < 0 ? x : 0) + (y < 0 ? y : 0);
         h += dh + dh2;
         k++;
@@ -196,8 +196,8 @@ void sim_memory_order(const IrSchedule *s, const AnaIndex *ix, SimDev *dev) {
       }
       m += mem_delta(s, &dv->ops[k], &dh);
       h += dh;
-      if (m > pk + 1e-9) { pk = m; pko = ix->off[d] + k; }
-      if (h > hp + 1e-9) { hp = h; hpo = ix->off[d] + k; }
+      if (m > pk + 1e-9 * fabs(pk)) { pk = m; pko = ix->off[d] + k; }
+      if (h > hp + 1e-9 * fabs(hp)) { hp = h; hpo = ix->off[d] + k; }
     }
     dev[d].peak_order = pk;
     dev[d].peak_order_op = pko;
@@ -509,7 +509,7 @@ int sim_run_mode(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLin
     }
     for (int k = 0; k < nev; k++) {
       m += ev[k].dv;
-      if (m > pk + 1e-9) { pk = m; pko = ev[k].op; }
+      if (m > pk + 1e-9 * fabs(pk)) { pk = m; pko = ev[k].op; }
       if (want_timeline) {
         if (sd->mt[sd->nmem - 1] == ev[k].t) sd->mv[sd->nmem - 1] = m;
         else { sd->mt[sd->nmem] = ev[k].t; sd->mv[sd->nmem] = m; sd->nmem++; }
@@ -518,7 +518,7 @@ int sim_run_mode(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLin
     sd->peak_time = pk;
     sd->peak_time_op = pko;
     sd->peak = sd->peak_order > pk ? sd->peak_order : pk;
-    if (r->peak_device < 0 || sd->peak > r->peak_memory + 1e-9) {
+    if (r->peak_device < 0 || sd->peak > r->peak_memory + 1e-9 * fabs(r->peak_memory)) {
       r->peak_memory = sd->peak;
       r->peak_device = d;
     }

@@ -580,12 +580,12 @@ static void check_memory(V *v, SimDev *mem) {
   char b1[96];
   sim_memory_order(s, v->ix, mem);
   for (int d = 0; d < s->ndev; d++) {
-    if (s->mem_limit >= 0 && mem[d].peak_order > s->mem_limit + 1e-9 && mem[d].peak_order_op >= 0) {
+    if (s->mem_limit >= 0 && mem[d].peak_order > s->mem_limit * (1 + 1e-9) && mem[d].peak_order_op >= 0) {
       const IrOp *op = OP(v, mem[d].peak_order_op);
       diag_error(v->dg, op->span, "device %d holds %g activations after %s, over the limit of %g",
                  d, mem[d].peak_order, opname(v, op, b1, sizeof b1), s->mem_limit);
     }
-    if (s->offload.host_limit >= 0 && s->offload.enabled && mem[d].host_peak > s->offload.host_limit + 1e-9 &&
+    if (s->offload.host_limit >= 0 && s->offload.enabled && mem[d].host_peak > s->offload.host_limit * (1 + 1e-9) &&
         mem[d].host_peak_op >= 0) {
       const IrOp *op = OP(v, mem[d].host_peak_op);
       diag_error(v->dg, op->span, "device %d keeps %g activations in host memory after %s, over the host limit of %g",
