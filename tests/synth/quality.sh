@@ -25,16 +25,7 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/synth-quality.XXXXXX") || exit 2
 trap 'rm -rf "$tmp"' EXIT
 fail=0
 bad() { echo "FAIL: $*"; echo x >> "$tmp/failed"; }
-# fig FILE -D...: "valid makespan peak_memory"
-# (the first occurrence of each key: per-device figures come later in the object)
-fig() {
-  "$PPSC" sim --json "$@" 2>/dev/null | awk '
-    function val(key,   i, s) {
-      i = index($0, "\"" key "\":"); if (i == 0) return "?";
-      s = substr($0, i + length(key) + 3); sub(/[,}\]].*/, "", s); return s
-    }
-    { line = line $0 } END { $0 = line; print val("valid"), val("makespan"), val("peak_memory") }'
-}
+. "$top_srcdir/tests/synth/lib.sh"   # fig
 # syn -D...: "makespan peak lower_bound min_memory_limit" from ppsc synth --json
 syn() {
   "$PPSC" synth --json "$ANY" "$@" 2>/dev/null | sed -n 's/.*"min_memory_limit": \([0-9.e+-]*\),.*"makespan": \([0-9.e+-]*\),.*"peak_memory": \([0-9.e+-]*\),.*"lower_bound": \([0-9.e+-]*\),.*/\2 \3 \4 \1/p'

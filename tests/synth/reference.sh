@@ -18,15 +18,7 @@ OUT=${SYNTH_REF_OUT:-/dev/null}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/synth-ref.XXXXXX") || exit 2
 trap 'rm -rf "$tmp"' EXIT
 bad() { echo "FAIL: $*"; echo x >> "$tmp/failed"; }
-# fig FILE: "valid makespan peak_memory" by ppsc sim
-fig() {
-  "$PPSC" sim --json "$@" 2>/dev/null | awk '
-    function val(key,   i, s) {
-      i = index($0, "\"" key "\":"); if (i == 0) return "?";
-      s = substr($0, i + length(key) + 3); sub(/[,}\]].*/, "", s); return s
-    }
-    { line = line $0 } END { $0 = line; print val("valid"), val("makespan"), val("peak_memory") }'
-}
+. "$top_srcdir/tests/synth/lib.sh"   # fig
 syn() {
   "$PPSC" synth --json "$ANY" "$@" 2>/dev/null | sed -n 's/.*"makespan": \([0-9.e+-]*\),.*"peak_memory": \([0-9.e+-]*\),.*/\1 \2/p'
 }
