@@ -87,6 +87,7 @@ int analysis_run(Arena *a, Diag *dg, IrSchedule *s, Analysis *out, int want_time
           diag_error(dg, op->span, "device %d holds %g activations at time %g, when %s %s, over the limit of %g (offload copies still in flight)",
                      d, sd->peak_time, out->sim.start[sd->peak_time_op], b,
                      op->kind == IR_RELOAD ? "starts copying back" : "starts", s->mem_limit);
+          ir_note_op(dg, s, d, op, 1);   /* the loop bindings that wrote it, if any */
         }
       }
       /* hardware.memory against weights, gradients, optimizer state and activations */

@@ -53,6 +53,10 @@ EXTRA_DIST += tests/analysis/golden.sh tests/analysis/outputs.sh tests/analysis/
   tests/analysis/cases/expect.pps \
   tests/analysis/cases/host_limit.err \
   tests/analysis/cases/host_limit.pps \
+  tests/analysis/cases/loop_bindings.err \
+  tests/analysis/cases/loop_bindings.pps \
+  tests/analysis/cases/loop_bindings_block.err \
+  tests/analysis/cases/loop_bindings_block.pps \
   tests/analysis/cases/memory.err \
   tests/analysis/cases/memory.pps \
   tests/analysis/cases/memory_tiny.err \

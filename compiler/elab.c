@@ -90,8 +90,10 @@ typedef struct Ctx {
   long steps, step_limit;
   int stop, ops_reported;
   int *usage;             /* set when a -D value is wrong (exit 2) */
-  /* the loops we are in, innermost last, for the bindings note under an error */
-  struct LoopAt { Sym sym; int64_t v; Span span; } loops[16];
+  /* the loops we are in, innermost last, for the bindings note under an error; fr:
+   * this iteration's IrFrame once an op needed it (0 = not made yet), loop: the
+   * `for` statement's IrLoop */
+  struct LoopAt { Sym sym; int64_t v; Span span; uint32_t fr; int loop; } loops[16];
   int nloops;
   /* placement [E for NAME in A..B]: entry s of the list is E with NAME = A + s */
   Sym place_var;
@@ -575,6 +577,34 @@ static void pass_text(Stmt *st, const int64_t *a, int n, char *buf, size_t size)
   }
 }
 
+/* The frame of the loop bindings in force (IrFrame), made for each loop level whose
+ * current iteration has none yet: one frame per iteration that writes ops. */
+static uint32_t cur_frame(Ctx *c) {
+  int n = c->nloops < (int)(sizeof c->loops / sizeof *c->loops) ? c->nloops : (int)(sizeof c->loops / sizeof *c->loops);
+  if (n == 0) return 0;
+  if (c->loops[n - 1].fr) return c->loops[n - 1].fr;
+  uint32_t parent = 0;
+  for (int k = 0; k < n; k++) {
+    if (!c->loops[k].fr) c->loops[k].fr = ir_frame_push(c->a, c->s, (uint32_t)c->loops[k].loop, c->loops[k].v, parent);
+    parent = c->loops[k].fr;
+  }
+  return parent;
+}
+
+/* The IrLoop of a `for` statement (one per statement and variable). */
+static int loop_index(Ctx *c, Sym sym, Span span) {
+  IrSchedule *s = c->s;
+  const char *name = sname(c, sym);
+  for (int k = s->nloops - 1; k >= 0; k--)
+    if (s->loops[k].name == name && s->loops[k].span.file == span.file && s->loops[k].span.line == span.line &&
+        s->loops[k].span.col == span.col)
+      return k;
+  IrLoop *l = VEC_PUSH(c->a, s->loops, s->nloops, s->caploops);
+  l->name = name;
+  l->span = span;
+  return s->nloops - 1;
+}
+
 static int count_op(Ctx *c, Span at) {
   if (c->s->total_ops >= c->in->max_ops) {
     if (!c->ops_reported)
@@ -617,6 +647,7 @@ static void block_pass(Ctx *c, Stmt *st) {
   e->stage = (int32_t)stage;
   e->slot = slot;
   e->span = st->span;
+  e->frame = cur_frame(c);
 }
 
 static void exec_pass(Ctx *c, Stmt *st) {
@@ -710,6 +741,7 @@ static void exec_pass(Ctx *c, Stmt *st) {
   op->stage = (int32_t)stage;
   op->peer = peer;
   op->span = st->span;
+  op->frame = cur_frame(c);
 }
 
 /* overlap { P1 P2 }: an F and a backward pass run at the same time (overlap.c); the
@@ -1174,10 +1206,14 @@ static void exec(Ctx *c, Stmt *st) {
     bind(c, st->sym, vint(lo));
     Bind *b = &c->binds[st->sym];
     int li = c->nloops++;
-    if (li < (int)(sizeof c->loops / sizeof *c->loops)) { c->loops[li].sym = st->sym; c->loops[li].span = st->span; }
+    if (li < (int)(sizeof c->loops / sizeof *c->loops)) {
+      c->loops[li].sym = st->sym;
+      c->loops[li].span = st->span;
+      if (trip) c->loops[li].loop = loop_index(c, st->sym, st->span);
+    }
     for (uint64_t k = 0; k < trip && !c->stop; k++) {
       b->v.u.i = (int64_t)((uint64_t)lo + k * (uint64_t)step); /* in [lo, hi): no overflow */
-      if (li < (int)(sizeof c->loops / sizeof *c->loops)) c->loops[li].v = b->v.u.i;
+      if (li < (int)(sizeof c->loops / sizeof *c->loops)) { c->loops[li].v = b->v.u.i; c->loops[li].fr = 0; }
       exec_list(c, st->body);
       unbind_to(c, mark + 1);
     }

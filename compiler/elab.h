@@ -33,6 +33,7 @@ typedef struct BlockEntry {
   int32_t stage;
   int64_t slot;
   Span span;
+  uint32_t frame;   /* loop bindings of the pass (IrFrame), given to every op made from it */
 } BlockEntry;
 
 enum { BLOCK_W_SLOT, BLOCK_W_EAGER, BLOCK_W_FILL };

@@ -54,3 +54,69 @@ int ir_format_op(const IrSchedule *s, const IrOp *op, char *buf, int size) {
     return snprintf(buf, (size_t)size, "?");
   }
 }
+
+/* Frame k's chunk and place in it. Chunks grow from IR_FRAME_CHUNK0 frames, doubling
+ * up to IR_FRAME_CHUNK_MAX: a small schedule allocates little, and a large one
+ * allocates rarely (each allocation in the arena stops the op array elaboration is
+ * appending to from growing in place). */
+enum { IR_FRAME_CHUNK0 = 256, IR_FRAME_DOUBLINGS = 8, IR_FRAME_CHUNK_MAX = IR_FRAME_CHUNK0 << IR_FRAME_DOUBLINGS };
+static void frame_slot(uint32_t k, uint32_t *chunk, uint32_t *off, uint32_t *size) {
+  uint32_t base = 0, n = IR_FRAME_CHUNK0, c = 0;
+  while (c < IR_FRAME_DOUBLINGS && k - base >= n) { base += n; n *= 2; c++; }
+  *chunk = c + (k - base) / n;
+  *off = (k - base) % n;
+  *size = n;
+}
+
+uint32_t ir_frame_push(Arena *a, IrSchedule *s, uint32_t loop, int64_t value, uint32_t parent) {
+  if (s->nframes == 0) s->nframes = 1; /* frame 0: no bindings */
+  if (s->nframes == UINT32_MAX) return 0;
+  uint32_t k = s->nframes, c, off, size;
+  frame_slot(k, &c, &off, &size);
+  if ((int)c >= s->capchunks) {
+    int cap = s->capchunks ? 2 * s->capchunks : 16;
+    s->frames = arena_grow(a, s->frames, sizeof *s->frames * (size_t)s->capchunks, sizeof *s->frames * (size_t)cap);
+    s->capchunks = cap;
+  }
+  if (!s->frames[c]) s->frames[c] = arena_alloc(a, sizeof(IrFrame) * size);
+  IrFrame *f = &s->frames[c][off];
+  f->value = value;
+  f->parent = parent;
+  f->loop = loop;
+  s->nframes = k + 1;
+  return k;
+}
+
+const IrFrame *ir_frame(const IrSchedule *s, uint32_t frame) {
+  if (frame == 0 || frame >= s->nframes) return NULL;
+  uint32_t c, off, size;
+  frame_slot(frame, &c, &off, &size);
+  return &s->frames[c][off];
+}
+
+int ir_format_frame(const IrSchedule *s, uint32_t frame, char *buf, int size) {
+  const IrFrame *chain[16];
+  int n = 0;
+  buf[0] = 0;
+  /* innermost first; elaboration nests at most 16 loops' frames */
+  for (const IrFrame *f = ir_frame(s, frame); f && n < 16; f = ir_frame(s, f->parent)) chain[n++] = f;
+  int len = 0;
+  for (int k = n - 1; k >= 0 && len < size; k--) {
+    const IrFrame *f = chain[k];
+    const char *name = f->loop < (uint32_t)s->nloops ? s->loops[f->loop].name : "?";
+    len += snprintf(buf + len, (size_t)(size - len), "%s%s = %lld", k == n - 1 ? "" : ", ", name, (long long)f->value);
+  }
+  return len < size ? len : size - 1;
+}
+
+void ir_note_op(Diag *dg, const IrSchedule *s, int d, const IrOp *op, int named) {
+  if (d < 0 || d >= s->ndev) return;
+  char b[512];
+  int n = ir_format_frame(s, op->frame, b, sizeof b);
+  const IrFrame *f = ir_frame(s, op->frame);
+  if (n > 0 && f && f->loop < (uint32_t)s->nloops) {
+    diag_note(dg, s->loops[f->loop].span, "in device %d, %s", d, b);
+  } else if (!named) {
+    diag_note(dg, s->devs[d].span.file ? s->devs[d].span : op->span, "in device %d", d);
+  }
+}

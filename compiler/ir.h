@@ -75,16 +75,40 @@ enum { IR_FLAG_OVERLAP = 2 };
  * `ppsc expand`'s output, read back, gets the same groups. */
 enum { IR_FLAG_GROUP = 4 };
 
+/* 32 bytes: schedules of millions of ops keep an array of these per device, so the
+ * small fields share one word (kind, xfer, coll and flags need 13 bits; a device
+ * index fits in 19 signed bits since there are at most 65536 devices), which leaves
+ * room for `frame` without growing the op. */
 typedef struct IrOp {
-  uint8_t kind;   /* IrKind */
-  uint8_t xfer;   /* IrXfer for SEND/RECV, else 0 */
-  uint8_t coll;   /* IrColl for IR_COLL, else 0 */
-  uint8_t flags;  /* IR_FLAG_* */
+  uint32_t kind : 4;  /* IrKind */
+  uint32_t xfer : 2;  /* IrXfer for SEND/RECV, else 0 */
+  uint32_t coll : 3;  /* IrColl for IR_COLL, else 0 */
+  uint32_t flags : 4; /* IR_FLAG_* */
+  int32_t peer : 19;  /* SEND/RECV: the other device; else -1 */
   int32_t mb;     /* microbatch */
   int32_t stage;  /* stage, or -1 for vocabulary passes and collectives */
-  int32_t peer;   /* SEND/RECV: the other device; else -1 */
+  uint32_t frame; /* the loop bindings elaboration was in when it wrote the op (an
+                     index into IrSchedule.frames), 0 = none; an op a phase inserts
+                     has the frame of the op it serves when both are on one device */
   Span span;      /* where the file wrote it, or what caused it */
 } IrOp;
+_Static_assert(IR_NKINDS <= 16 && IR_COLL_INPUT_BWD < 8 && IR_XFER_GRAD < 4, "IrOp bit-fields too narrow");
+_Static_assert(sizeof(IrOp) == 32, "IrOp is 32 bytes");
+
+/* Loop bindings (issue 12: which iteration of a loop wrote a failing op). Each
+ * iteration of a `for` that writes an op gets one frame, chained to the frame of
+ * the enclosing loop's iteration: an op's frame names every loop variable in force,
+ * innermost first. Diagnostics at an op print them outermost first in a note:
+ * "in device 3, d = 3, i = 7" (ir_note_op). */
+typedef struct IrLoop {
+  const char *name;   /* the loop variable */
+  Span span;          /* the `for` statement */
+} IrLoop;
+typedef struct IrFrame {
+  int64_t value;      /* the variable's value in this iteration */
+  uint32_t parent;    /* the enclosing loop's frame, 0 = none */
+  uint32_t loop;      /* index into IrSchedule.loops */
+} IrFrame;
 
 typedef struct IrDevice {
   IrOp *ops;      /* program order */
@@ -197,6 +221,10 @@ typedef struct IrSchedule {
   double treload;           /* TRELOAD as stated or derived (one device share); 0 = TOFF */
   int p2p_buffered;         /* ppsc --p2p buffered: check (and lower for) buffered sends only,
                                no rendezvous model (lower.c, verify.c) */
+  /* loop bindings (see IrFrame), in chunks (ir_frame finds frame k); frame 0 is
+   * unused (no bindings) */
+  IrFrame **frames; uint32_t nframes; int capchunks;
+  IrLoop *loops; int nloops, caploops;
 } IrSchedule;
 
 /* Appends an op to device d's order (grows the array in the arena). */
@@ -207,4 +235,16 @@ const char *ir_coll_name(IrColl c);
 const char *ir_metric_name(IrMetric m);
 /* Writes an op the way `ppsc expand` prints it: F(3) or F(3,1), send F(3,1)->2 ... */
 int ir_format_op(const IrSchedule *s, const IrOp *op, char *buf, int size);
+/* Appends a frame (loop `loop`, value, enclosing frame `parent`); returns its index,
+ * or 0 when there are too many to index. */
+uint32_t ir_frame_push(Arena *a, IrSchedule *s, uint32_t loop, int64_t value, uint32_t parent);
+const IrFrame *ir_frame(const IrSchedule *s, uint32_t frame);
+/* Writes frame's bindings outermost first, "d = 3, i = 7" ("" for frame 0); returns
+ * the length. */
+int ir_format_frame(const IrSchedule *s, uint32_t frame, char *buf, int size);
+/* The note under an error at op (on device d): "in device 3, d = 3, i = 7" at the
+ * innermost loop that wrote op, else "in device 3" at the device's block (or at op
+ * when the file has none). When the error's message names the device already
+ * (named), it is printed only where op has loop bindings. */
+void ir_note_op(Diag *dg, const IrSchedule *s, int d, const IrOp *op, int named);
 #endif

@@ -125,8 +125,10 @@ static void batch_init(Arena *a, Batch *b, int ndev) {
   b->n = 0;
 }
 
+/* span and frame: those of the op the insert serves (its frame only where that op is
+ * on device d: loop bindings describe the device that wrote them) */
 static IrOp *batch_add(Arena *a, Batch *b, int d, int slot, IrKind kind, int mb, int stage,
-                       Span span) {
+                       Span span, uint32_t frame) {
   Ins *in = VEC_PUSH(a, b->dev[d].v, b->dev[d].n, b->dev[d].cap);
   in->slot = slot;
   in->op.kind = (uint8_t)kind;
@@ -135,6 +137,7 @@ static IrOp *batch_add(Arena *a, Batch *b, int d, int slot, IrKind kind, int mb,
   in->op.stage = stage;
   in->op.peer = -1;
   in->op.span = span;
+  in->op.frame = frame;
   b->n++;
   return &in->op;
 }
@@ -213,7 +216,7 @@ static int64_t lower_comm(Arena *a, IrSchedule *s, const AnaIndex *ix) {
       if (to == d || to < 0 || to >= P) continue;
       if (ix->posF[ANA_SLOT(ix, op->mb, op->stage)] != ix->off[d] + k &&
           ix->posB[ANA_SLOT(ix, op->mb, op->stage)] != ix->off[d] + k) continue; /* duplicate */
-      IrOp *sd = batch_add(a, &b, d, k + 1, IR_SEND, op->mb, op->stage, op->span);
+      IrOp *sd = batch_add(a, &b, d, k + 1, IR_SEND, op->mb, op->stage, op->span, op->frame);
       sd->xfer = (uint8_t)xfer;
       sd->peer = to;
       PendRecv *r = VEC_PUSH(a, pr, npr, cappr);
@@ -222,9 +225,11 @@ static int64_t lower_comm(Arena *a, IrSchedule *s, const AnaIndex *ix) {
       /* the consumer's position on `to`, or the end when it is missing/misplaced */
       int32_t slot = s->devs[to].nops;
       Span sp = op->span;
+      uint32_t fr = 0;
       if (cons >= 0 && ix->devof[cons] == to) {
         slot = cons - ix->off[to];
         sp = s->devs[to].ops[slot].span;
+        fr = s->devs[to].ops[slot].frame;
       }
       r->slot = slot;
       memset(&r->op, 0, sizeof r->op);
@@ -235,6 +240,7 @@ static int64_t lower_comm(Arena *a, IrSchedule *s, const AnaIndex *ix) {
       r->op.stage = op->stage;
       r->op.peer = d;
       r->op.span = sp;
+      r->op.frame = fr;
     }
   }
   /* group the recvs by channel, keeping send order (counting sort) */
@@ -256,7 +262,7 @@ static int64_t lower_comm(Arena *a, IrSchedule *s, const AnaIndex *ix) {
   for (int c = 0; c < nchan; c++)
     for (int j = cc[c]; j < cc[c + 1]; j++) {
       PendRecv *r = &pr[byc[j]];
-      IrOp *o = batch_add(a, &b, r->dst, r->slot, IR_RECV, 0, 0, r->op.span);
+      IrOp *o = batch_add(a, &b, r->dst, r->slot, IR_RECV, 0, 0, r->op.span, r->op.frame);
       *o = r->op;
     }
   batch_apply(a, &b, s);
@@ -460,7 +466,9 @@ static int64_t lower_vocab(Arena *a, Diag *dg, IrSchedule *s) {
                   : kind == 1 || kind == 3 ? ix.posF[ANA_SLOT(&ix, i, S - 1)] : ix.posB[ANA_SLOT(&ix, i, 0)];
     int cd = ix.devof[cause];
     Span sp = s->devs[cd].ops[cause - ix.off[cd]].span;
+    uint32_t cfr = s->devs[cd].ops[cause - ix.off[cd]].frame;
     for (int d = 0; d < P; d++) {
+      uint32_t fr = d == cd ? cfr : 0;
       int slot = lower_bound_key(s, &ix, &r, d, last[d], g[k].t);
       /* a pass's sends stay with it: the group goes after them (they cost nothing) */
       while (slot < s->devs[d].nops && s->devs[d].ops[slot].kind == IR_SEND) slot++;
@@ -471,19 +479,19 @@ static int64_t lower_vocab(Arena *a, Diag *dg, IrSchedule *s) {
       last[d] = slot;
       IrOp *o;
       if (kind == 0) {
-        batch_add(a, &b, d, slot, IR_IF, i, -1, sp);
-        o = batch_add(a, &b, d, slot, IR_COLL, i, -1, sp); o->coll = IR_COLL_INPUT_FWD;
+        batch_add(a, &b, d, slot, IR_IF, i, -1, sp, fr);
+        o = batch_add(a, &b, d, slot, IR_COLL, i, -1, sp, fr); o->coll = IR_COLL_INPUT_FWD;
       } else if (kind == 1) {
-        batch_add(a, &b, d, slot, IR_S, i, -1, sp);
-        o = batch_add(a, &b, d, slot, IR_COLL, i, -1, sp); o->coll = IR_COLL_OUTPUT_FWD;
+        batch_add(a, &b, d, slot, IR_S, i, -1, sp, fr);
+        o = batch_add(a, &b, d, slot, IR_COLL, i, -1, sp, fr); o->coll = IR_COLL_OUTPUT_FWD;
       }
       if ((kind == 1 && !async) || kind == 3) {
-        batch_add(a, &b, d, slot, IR_T, i, -1, sp);
-        if (mode == 1) { o = batch_add(a, &b, d, slot, IR_COLL, i, -1, sp); o->coll = IR_COLL_OUTPUT_BWD; }
+        batch_add(a, &b, d, slot, IR_T, i, -1, sp, fr);
+        if (mode == 1) { o = batch_add(a, &b, d, slot, IR_COLL, i, -1, sp, fr); o->coll = IR_COLL_OUTPUT_BWD; }
       } else if (kind == 2) {
-        o = batch_add(a, &b, d, slot, IR_COLL, i, -1, sp); o->coll = IR_COLL_INPUT_BWD;
+        o = batch_add(a, &b, d, slot, IR_COLL, i, -1, sp, fr); o->coll = IR_COLL_INPUT_BWD;
       }
-      if ((kind == 2 && !async) || kind == 4) batch_add(a, &b, d, slot, IR_IB, i, -1, sp);
+      if ((kind == 2 && !async) || kind == 4) batch_add(a, &b, d, slot, IR_IB, i, -1, sp, fr);
     }
   }
   batch_apply(a, &b, s);
@@ -538,7 +546,7 @@ static int64_t lower_offload(Arena *a, Diag *dg, IrSchedule *s) {
     qsort(byf, (size_t)np[d], sizeof *byf, rplan_cmp);
     for (int k = 0; k < np[d]; k++) {
       int fk = byf[k].f - ix.off[d];
-      batch_add(a, &b, d, fk + 1, IR_OFFLOAD, byf[k].mb, byf[k].stage, s->devs[d].ops[fk].span);
+      batch_add(a, &b, d, fk + 1, IR_OFFLOAD, byf[k].mb, byf[k].stage, s->devs[d].ops[fk].span, s->devs[d].ops[fk].frame);
     }
     /* reloads planned backwards from their B on the host->device engine */
     qsort(plan[d], (size_t)np[d], sizeof(RPlan), rplan_cmp);
@@ -564,7 +572,7 @@ static int64_t lower_offload(Arena *a, Diag *dg, IrSchedule *s) {
       int slot = l - 1;
       if (slot < lo) slot = lo;
       if (slot > hi) slot = hi;
-      batch_add(a, &b, d, slot, IR_RELOAD, p->mb, p->stage, s->devs[d].ops[hi].span);
+      batch_add(a, &b, d, slot, IR_RELOAD, p->mb, p->stage, s->devs[d].ops[hi].span, s->devs[d].ops[hi].frame);
     }
   }
   batch_apply(a, &b, s);

@@ -98,11 +98,13 @@ int overlap_verify(Diag *dg, const IrSchedule *s) {
       ir_format_op(s, x, b1, sizeof b1);
       if (!is_pass(x->kind)) {
         diag_error(dg, x->span, "%s cannot be overlapped: only F, B, W and BW passes can", b1);
+        ir_note_op(dg, s, d, x, 1);
         errors++;
         continue;
       }
       if (k + 1 >= dv->nops || !is_pass(dv->ops[k + 1].kind)) {
         diag_error(dg, x->span, "overlapped %s has no partner pass right after it on device %d", b1, d);
+        ir_note_op(dg, s, d, x, 1);
         errors++;
         continue;
       }
@@ -110,9 +112,11 @@ int overlap_verify(Diag *dg, const IrSchedule *s) {
       ir_format_op(s, y, b2, sizeof b2);
       if ((x->kind == IR_F) == (y->kind == IR_F)) {
         diag_error(dg, x->span, "overlap pairs a forward with a backward pass (B, W or BW), not %s with %s", b1, b2);
+        ir_note_op(dg, s, d, x, 1);
         errors++;
       } else if (x->mb == y->mb) {
         diag_error(dg, x->span, "overlapped %s and %s belong to the same microbatch: the backward needs the forward", b1, b2);
+        ir_note_op(dg, s, d, x, 1);
         errors++;
       }
       k++; /* y is the second half */

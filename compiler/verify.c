@@ -57,12 +57,12 @@ static Span dev_span(const V *v, int d) {
 }
 
 /* The note under an error at an op whose message does not name its device (issue 12:
- * a schedule written with loops gives the same message for every device otherwise),
- * at the device's block when the file has one, else at the op: "in device 3". */
-static void in_dev(V *v, int d, Span at) {
-  if (d < 0 || d >= v->s->ndev) return;
-  diag_note(v->dg, v->s->devs[d].span.file ? v->s->devs[d].span : at, "in device %d", d);
-}
+ * a schedule written with loops gives the same message for every device and
+ * iteration otherwise): "in device 3, i = 7" at the innermost loop that wrote the op,
+ * "in device 3" at the device's block when no loop did (ir_note_op). */
+static void in_dev(V *v, int d, const IrOp *op) { ir_note_op(v->dg, v->s, d, op, 0); }
+/* The same under an error whose message names the device: only the loop bindings. */
+static void in_loop(V *v, int d, const IrOp *op) { ir_note_op(v->dg, v->s, d, op, 1); }
 
 /* ---- structure ---- */
 static void check_structure(V *v, int32_t *sendtab[2], int32_t *recvtab[2]) {
@@ -79,12 +79,13 @@ static void check_structure(V *v, int32_t *sendtab[2], int32_t *recvtab[2]) {
       case IR_F: case IR_B: case IR_W: case IR_BW: case IR_OFFLOAD: case IR_RELOAD: {
         if (!ana_valid_pass(s, op)) {
           diag_error(v->dg, op->span, "%s is out of range (%d microbatches, %d stages)", opname(v, op, b1, sizeof b1), s->nmb, S);
-          in_dev(v, d, op->span);
+          in_dev(v, d, op);
           break;
         }
         int home = s->stages[op->stage].device;
         if (home != d) {
           diag_error(v->dg, op->span, "%s runs on device %d, but stage %d is on device %d", opname(v, op, b1, sizeof b1), d, op->stage, home);
+          in_loop(v, d, op);
           break;
         }
         int64_t sl = ANA_SLOT(ix, op->mb, op->stage);
@@ -96,7 +97,7 @@ static void check_structure(V *v, int32_t *sendtab[2], int32_t *recvtab[2]) {
             diag_error(v->dg, op->span, "%s: this (microbatch, stage) already has a %s", opname(v, op, b1, sizeof b1), ir_kind_name(f->kind));
           else
             diag_error(v->dg, op->span, "%s is written twice", opname(v, op, b1, sizeof b1));
-          in_dev(v, d, op->span);
+          in_dev(v, d, op);
           diag_note(v->dg, f->span, "first written here");
         }
         break;
@@ -104,17 +105,20 @@ static void check_structure(V *v, int32_t *sendtab[2], int32_t *recvtab[2]) {
       case IR_IF: case IR_IB: case IR_S: case IR_T: case IR_COLL:
         if (op->mb < 0 || op->mb >= s->nmb) {
           diag_error(v->dg, op->span, "%s: microbatch out of range (%d microbatches)", opname(v, op, b1, sizeof b1), s->nmb);
-          in_dev(v, d, op->span);
-        } else if (!s->vocab.mode)
+          in_dev(v, d, op);
+        } else if (!s->vocab.mode) {
           diag_error(v->dg, op->span, "%s needs `vocab parallel 1` or `vocab parallel 2`", opname(v, op, b1, sizeof b1));
-        else if (op->kind == IR_COLL && op->coll == IR_COLL_OUTPUT_BWD && s->vocab.mode == 2)
+          in_loop(v, d, op);
+        } else if (op->kind == IR_COLL && op->coll == IR_COLL_OUTPUT_BWD && s->vocab.mode == 2) {
           diag_error(v->dg, op->span, "coll output_bwd is Vocab-1 only (this schedule is `vocab parallel 2`)");
+          in_loop(v, d, op);
+        }
         break;
       case IR_SEND: case IR_RECV: {
         int snd = op->kind == IR_SEND;
         if (!ana_valid_pass(s, op) || (op->xfer != IR_XFER_ACT && op->xfer != IR_XFER_GRAD)) {
           diag_error(v->dg, op->span, "%s is out of range (%d microbatches, %d stages)", opname(v, op, b1, sizeof b1), s->nmb, S);
-          in_dev(v, d, op->span);
+          in_dev(v, d, op);
           break;
         }
         int act = op->xfer == IR_XFER_ACT;
@@ -122,7 +126,7 @@ static void check_structure(V *v, int32_t *sendtab[2], int32_t *recvtab[2]) {
         if (other < 0 || other >= S) {
           diag_error(v->dg, op->span, "%s: stage %d has no %s stage to %s", opname(v, op, b1, sizeof b1), op->stage,
                      act ? "next" : "previous", snd ? "send to" : "receive from");
-          in_dev(v, d, op->span);
+          in_dev(v, d, op);
           break;
         }
         int from = s->stages[op->stage].device, to = s->stages[other].device;
@@ -130,18 +134,20 @@ static void check_structure(V *v, int32_t *sendtab[2], int32_t *recvtab[2]) {
         if (from == to) {
           diag_error(v->dg, op->span, "%s: stages %d and %d are both on device %d, nothing to %s", opname(v, op, b1, sizeof b1),
                      op->stage, other, from, snd ? "send" : "receive");
+          in_loop(v, d, op);
           break;
         }
         if (d != me || op->peer != peer) {
           diag_error(v->dg, op->span, "%s belongs on device %d %s device %d (it is on device %d, peer %d)", opname(v, op, b1, sizeof b1),
                      me, snd ? "to" : "from", peer, d, op->peer);
+          in_loop(v, d, op);
           break;
         }
         int32_t *tab = snd ? sendtab[!act] : recvtab[!act];
         int64_t sl = ANA_SLOT(ix, op->mb, op->stage);
         if (tab[sl] >= 0) {
           diag_error(v->dg, op->span, "%s is written twice", opname(v, op, b1, sizeof b1));
-          in_dev(v, d, op->span);
+          in_dev(v, d, op);
           diag_note(v->dg, OP(v, tab[sl])->span, "first written here");
         } else {
           tab[sl] = g;
@@ -251,7 +257,7 @@ static void need(V *v, int32_t prod, int32_t cons, int xfer, int32_t *sendtab[2]
   if (pd == cd) {
     if (prod > cons) {
       diag_error(v->dg, c->span, "%s runs before %s, which it needs", opname(v, c, b1, sizeof b1), opname(v, p, b2, sizeof b2));
-      in_dev(v, cd, c->span);
+      in_dev(v, cd, c);
       diag_note(v->dg, p->span, "%s is here", b2);
     }
     return;
@@ -265,22 +271,22 @@ static void need(V *v, int32_t prod, int32_t cons, int xfer, int32_t *sendtab[2]
   if (sd < 0) {
     if (comm_written) {
       diag_error(v->dg, p->span, "%s: its output is never sent to device %d (no %s)", opname(v, p, b1, sizeof b1), cd, opname(v, &tmp, b2, sizeof b2));
-      in_dev(v, pd, p->span);
+      in_dev(v, pd, p);
     }
   } else if (sd < prod) {
     diag_error(v->dg, OP(v, sd)->span, "%s comes before %s, which produces what it sends", opname(v, OP(v, sd), b1, sizeof b1), opname(v, p, b2, sizeof b2));
-    in_dev(v, pd, OP(v, sd)->span);
+    in_dev(v, pd, OP(v, sd));
     diag_note(v->dg, p->span, "%s is here", b2);
   }
   tmp.kind = IR_RECV;
   if (rv < 0) {
     if (comm_written) {
       diag_error(v->dg, c->span, "%s needs %s from device %d first", opname(v, c, b1, sizeof b1), opname(v, &tmp, b2, sizeof b2), pd);
-      in_dev(v, cd, c->span);
+      in_dev(v, cd, c);
     }
   } else if (rv > cons) {
     diag_error(v->dg, c->span, "%s runs before %s, which brings its input", opname(v, c, b1, sizeof b1), opname(v, OP(v, rv), b2, sizeof b2));
-    in_dev(v, cd, c->span);
+    in_dev(v, cd, c);
     diag_note(v->dg, OP(v, rv)->span, "%s is here", b2);
   }
 }
@@ -306,7 +312,7 @@ static void check_passes(V *v, int32_t *sendtab[2], int32_t *recvtab[2]) {
       else if (OP(v, b)->kind == IR_B && w < 0) missing(v, &ms, d, IR_W, i, st);
       else if (OP(v, b)->kind == IR_BW && w >= 0) {
         diag_error(v->dg, OP(v, w)->span, "%s: this (microbatch, stage) has a fused BW already", opname(v, OP(v, w), b1, sizeof b1));
-        in_dev(v, ix->devof[w], OP(v, w)->span);
+        in_dev(v, ix->devof[w], OP(v, w));
         diag_note(v->dg, OP(v, b)->span, "%s is here", opname(v, OP(v, b), b2, sizeof b2));
       }
       if (b < 0 && w >= 0) {} /* reported as missing B */
@@ -321,14 +327,14 @@ static void check_passes(V *v, int32_t *sendtab[2], int32_t *recvtab[2]) {
         need(v, f, of, IR_XFER_NONE, sendtab, recvtab, comm_written);
         if (rl < 0) {
           diag_error(v->dg, OP(v, of)->span, "%s is never reloaded (no reload(%d,%d) before its backward)", opname(v, OP(v, of), b1, sizeof b1), i, st);
-          in_dev(v, ix->devof[of], OP(v, of)->span);
+          in_dev(v, ix->devof[of], OP(v, of));
         } else {
           need(v, of, rl, IR_XFER_NONE, sendtab, recvtab, comm_written);
           need(v, rl, b, IR_XFER_NONE, sendtab, recvtab, comm_written);
         }
       } else if (rl >= 0) {
         diag_error(v->dg, OP(v, rl)->span, "%s reloads an activation that was never offloaded", opname(v, OP(v, rl), b1, sizeof b1));
-        in_dev(v, ix->devof[rl], OP(v, rl)->span);
+        in_dev(v, ix->devof[rl], OP(v, rl));
       }
     }
   report_missing(v, &ms);
@@ -340,7 +346,7 @@ static void check_passes(V *v, int32_t *sendtab[2], int32_t *recvtab[2]) {
       const IrOp *op = OP(v, sd >= 0 ? sd : rv);
       if (sd >= 0) diag_error(v->dg, op->span, "%s is never received (no matching recv on device %d)", opname(v, op, b1, sizeof b1), op->peer);
       else diag_error(v->dg, op->span, "%s has no matching send on device %d", opname(v, op, b1, sizeof b1), op->peer);
-      in_dev(v, v->ix->devof[sd >= 0 ? sd : rv], op->span);
+      in_dev(v, v->ix->devof[sd >= 0 ? sd : rv], op);
     }
 }
 
@@ -356,7 +362,7 @@ static void check_channels(V *v, const SimLinks *L) {
     if (sd->xfer != op->xfer || sd->mb != op->mb || sd->stage != op->stage) {
       diag_error(v->dg, op->span, "%s would receive the message of %s: messages between two devices arrive in the order they were sent",
                  opname(v, op, b1, sizeof b1), opname(v, sd, b2, sizeof b2));
-      in_dev(v, v->ix->devof[g], op->span);
+      in_dev(v, v->ix->devof[g], op);
       diag_note(v->dg, sd->span, "%s is sent here", b2);
       reported++;
     }
@@ -392,12 +398,14 @@ static void check_colls(V *v, const SimLinks *L) {
       last = g;
       if (k >= n) {
         diag_error(v->dg, op->span, "device %d issues %s, but device %d has no more collectives", d, opname(v, op, b1, sizeof b1), ref);
+        in_loop(v, d, op);
         goto next;
       }
       const IrOp *r = OP(v, seq[k]);
       if (r->kind != op->kind || r->coll != op->coll || r->mb != op->mb) {
         diag_error(v->dg, op->span, "collective order differs: device %d issues %s where device %d issues %s",
                    d, opname(v, op, b1, sizeof b1), ref, opname(v, r, b2, sizeof b2));
+        in_loop(v, d, op);
         diag_note(v->dg, r->span, "device %d's %s is here", ref, b2);
         goto next;
       }
@@ -407,6 +415,7 @@ static void check_colls(V *v, const SimLinks *L) {
       const IrOp *r = OP(v, seq[k]);
       diag_error(v->dg, last >= 0 ? OP(v, last)->span : dev_span(v, d), "device %d issues %d collectives, device %d issues %d (the first it lacks is %s)",
                  d, k, ref, n, opname(v, r, b2, sizeof b2));
+      if (last >= 0) in_loop(v, d, OP(v, last));
     }
   next:;
   }
@@ -440,7 +449,11 @@ static void check_vocab(V *v) {
       default: break;
       }
       if (k < 0 || op->mb < 0 || op->mb >= m) continue;
-      if (pos[op->mb * NK + k] >= 0) { diag_error(v->dg, op->span, "%s is written twice on device %d", opname(v, op, b1, sizeof b1), d); reported++; }
+      if (pos[op->mb * NK + k] >= 0) {
+        diag_error(v->dg, op->span, "%s is written twice on device %d", opname(v, op, b1, sizeof b1), d);
+        in_loop(v, d, op);
+        reported++;
+      }
       else pos[op->mb * NK + k] = g;
     }
     static const char *kn[NK] = {"IF", "IB", "S", "T", "coll input_fwd", "coll output_fwd", "coll output_bwd", "coll input_bwd"};
@@ -457,13 +470,13 @@ static void check_vocab(V *v) {
         int32_t x = p[before[e][0]], y = p[before[e][1]];
         if (x >= 0 && y >= 0 && x > y) {
           diag_error(v->dg, OP(v, y)->span, "%s runs before %s, which it needs", opname(v, OP(v, y), b1, sizeof b1), opname(v, OP(v, x), b2, sizeof b2));
-          in_dev(v, d, OP(v, y)->span);
+          in_dev(v, d, OP(v, y));
           reported++;
         }
       }
       if (mode == 1 && p[K_T] >= 0 && p[K_COB] >= 0 && p[K_T] > p[K_COB]) {
         diag_error(v->dg, OP(v, p[K_COB])->span, "coll output_bwd(%d) runs before T(%d), which produces the input gradient it reduces", i, i);
-        in_dev(v, d, OP(v, p[K_COB])->span);
+        in_dev(v, d, OP(v, p[K_COB]));
         reported++;
       }
       /* the pipeline's own passes */
@@ -471,12 +484,12 @@ static void check_vocab(V *v) {
         int32_t f0 = v->ix->posF[ANA_SLOT(v->ix, i, 0)], b0 = v->ix->posB[ANA_SLOT(v->ix, i, 0)];
         if (f0 >= 0 && p[K_CIF] >= 0 && p[K_CIF] > f0) {
           diag_error(v->dg, OP(v, f0)->span, "%s runs before coll input_fwd(%d), which gives it its input", opname(v, OP(v, f0), b1, sizeof b1), i);
-          in_dev(v, d, OP(v, f0)->span);
+          in_dev(v, d, OP(v, f0));
           reported++;
         }
         if (b0 >= 0 && p[K_CIB] >= 0 && p[K_CIB] < b0) {
           diag_error(v->dg, OP(v, p[K_CIB])->span, "coll input_bwd(%d) runs before %s, whose input gradient it broadcasts", i, opname(v, OP(v, b0), b1, sizeof b1));
-          in_dev(v, d, OP(v, p[K_CIB])->span);
+          in_dev(v, d, OP(v, p[K_CIB]));
           reported++;
         }
       }
@@ -484,14 +497,14 @@ static void check_vocab(V *v) {
         int32_t fl = v->ix->posF[ANA_SLOT(v->ix, i, S - 1)];
         if (fl >= 0 && p[K_S] >= 0 && p[K_S] < fl) {
           diag_error(v->dg, OP(v, p[K_S])->span, "S(%d) runs before %s, whose output it broadcasts", i, opname(v, OP(v, fl), b1, sizeof b1));
-          in_dev(v, d, OP(v, p[K_S])->span);
+          in_dev(v, d, OP(v, p[K_S]));
           reported++;
         }
         int32_t bl = v->ix->posB[ANA_SLOT(v->ix, i, S - 1)];
         int32_t need = mode == 1 ? p[K_COB] : p[K_COF];
         if (bl >= 0 && need >= 0 && need > bl) {
           diag_error(v->dg, OP(v, bl)->span, "%s runs before %s, which gives it the loss gradient", opname(v, OP(v, bl), b1, sizeof b1), opname(v, OP(v, need), b2, sizeof b2));
-          in_dev(v, d, OP(v, bl)->span);
+          in_dev(v, d, OP(v, bl));
           reported++;
         }
       }
@@ -500,6 +513,21 @@ static void check_vocab(V *v) {
 }
 
 /* ---- deadlock: follow who waits on whom from a stuck device ---- */
+/* An op's name in a deadlock note with the loop bindings that wrote it:
+ * "F(3) (with d = 1, i = 2)", "recv F(3) (inserted, with d = 1, i = 2)". */
+static const char *opname_loops(const V *v, const IrOp *op, char *buf, int n) {
+  char b[128];
+  opname_ins(v, op, buf, n);
+  if (ir_format_frame(v->s, op->frame, b, sizeof b) > 0) {
+    size_t len = strlen(buf);
+    if (op->flags & IR_FLAG_INSERTED && len && buf[len - 1] == ')' && strstr(buf, " (inserted)"))
+      snprintf(buf + len - 1, (size_t)n - (len - 1), ", with %s)", b);
+    else
+      snprintf(buf + len, (size_t)n - len, " (with %s)", b);
+  }
+  return buf;
+}
+
 static int waits_on(const V *v, const SimLinks *L, const SimResult *r, int d) {
   int32_t h = r->stuck_at[d];
   if (h < 0) return -1;
@@ -524,7 +552,7 @@ static void report_deadlock(V *v, const SimLinks *L, const SimResult *r, int rdv
   int P = s->ndev;
   int *mark = arena_alloc(v->a, sizeof(int) * (size_t)P);
   int *path = arena_alloc(v->a, sizeof(int) * (size_t)(P + 1));
-  char b1[96], b2[96], b3[96];
+  char b1[256], b2[256], b3[96];
   int first_stuck = -1;
   for (int d0 = 0; d0 < P; d0++) {
     if (r->stuck_at[d0] < 0 || mark[d0]) continue;
@@ -546,7 +574,7 @@ static void report_deadlock(V *v, const SimLinks *L, const SimResult *r, int rdv
     for (int k = 0; k < len; k++) {
       int e = path[j + k], f = path[j + (k + 1) % len];
       const IrOp *he = OP(v, r->stuck_at[e]), *hf = OP(v, r->stuck_at[f]);
-      opname_ins(v, he, b1, sizeof b1);
+      opname_loops(v, he, b1, sizeof b1);
       opname_ins(v, hf, b3, sizeof b3);
       if (he->kind == IR_COLL || he->kind == IR_S) {
         diag_note(v->dg, he->span, "device %d waits at %s for device %d, which has not reached it", e, b1, f);
@@ -557,6 +585,7 @@ static void report_deadlock(V *v, const SimLinks *L, const SimResult *r, int rdv
           diag_note(v->dg, he->span, "device %d waits at %s until device %d posts %s", e, b1, f, b2);
         else
           diag_note(v->dg, he->span, "device %d waits at %s for %s on device %d", e, b1, b2, f);
+        opname_loops(v, w, b2, sizeof b2);
         diag_note(v->dg, w->span, "%s on device %d comes after %s, where device %d waits", b2, f, b3, f);
       }
     }
@@ -571,6 +600,7 @@ static void report_deadlock(V *v, const SimLinks *L, const SimResult *r, int rdv
     const IrOp *h = OP(v, r->stuck_at[first_stuck]);
     diag_error(v->dg, h->span, "%sdevice %d stops at %s: what it waits for never happens", rdv ? "with rendezvous sends, " : "",
                first_stuck, opname_ins(v, h, b1, sizeof b1));
+    in_loop(v, first_stuck, h);
   }
 }
 
@@ -584,12 +614,14 @@ static void check_memory(V *v, SimDev *mem) {
       const IrOp *op = OP(v, mem[d].peak_order_op);
       diag_error(v->dg, op->span, "device %d holds %g activations after %s, over the limit of %g",
                  d, mem[d].peak_order, opname(v, op, b1, sizeof b1), s->mem_limit);
+      in_loop(v, d, op);
     }
     if (s->offload.host_limit >= 0 && s->offload.enabled && mem[d].host_peak > s->offload.host_limit * (1 + 1e-9) &&
         mem[d].host_peak_op >= 0) {
       const IrOp *op = OP(v, mem[d].host_peak_op);
       diag_error(v->dg, op->span, "device %d keeps %g activations in host memory after %s, over the host limit of %g",
                  d, mem[d].host_peak, opname(v, op, b1, sizeof b1), s->offload.host_limit);
+      in_loop(v, d, op);
     }
   }
 }
