@@ -112,7 +112,7 @@ int block_expand(Arena *a, Diag *d, IrSchedule *s, const int32_t *stage_dev, con
       op->mb = it[j].mb;
       op->stage = it[j].stage;
       op->span = e[it[j].entry].span;
-      op->frame = e[it[j].entry].frame;
+      ir_op_set_frame(op, e[it[j].entry].frame);
     }
     free(it);
   }

@@ -95,6 +95,7 @@ typedef struct Ctx {
    * `for` statement's IrLoop */
   struct LoopAt { Sym sym; int64_t v; Span span; uint32_t fr; int loop; } loops[16];
   int nloops;
+  uint32_t fr_top;        /* the innermost loop's frame once made (0: not yet, or none) */
   /* placement [E for NAME in A..B]: entry s of the list is E with NAME = A + s */
   Sym place_var;
   int64_t place_lo;
@@ -579,17 +580,17 @@ static void pass_text(Stmt *st, const int64_t *a, int n, char *buf, size_t size)
 
 /* The frame of the loop bindings in force (IrFrame), made for each loop level whose
  * current iteration has none yet: one frame per iteration that writes ops. */
-static uint32_t cur_frame(Ctx *c) {
+static uint32_t make_frame(Ctx *c) {
   int n = c->nloops < (int)(sizeof c->loops / sizeof *c->loops) ? c->nloops : (int)(sizeof c->loops / sizeof *c->loops);
-  if (n == 0) return 0;
-  if (c->loops[n - 1].fr) return c->loops[n - 1].fr;
   uint32_t parent = 0;
   for (int k = 0; k < n; k++) {
     if (!c->loops[k].fr) c->loops[k].fr = ir_frame_push(c->a, c->s, (uint32_t)c->loops[k].loop, c->loops[k].v, parent);
     parent = c->loops[k].fr;
   }
+  c->fr_top = parent;
   return parent;
 }
+static inline uint32_t cur_frame(Ctx *c) { return c->fr_top ? c->fr_top : c->nloops ? make_frame(c) : 0; }
 
 /* The IrLoop of a `for` statement (one per statement and variable). */
 static int loop_index(Ctx *c, Sym sym, Span span) {
@@ -741,7 +742,7 @@ static void exec_pass(Ctx *c, Stmt *st) {
   op->stage = (int32_t)stage;
   op->peer = peer;
   op->span = st->span;
-  op->frame = cur_frame(c);
+  ir_op_set_frame(op, cur_frame(c));
 }
 
 /* overlap { P1 P2 }: an F and a backward pass run at the same time (overlap.c); the
@@ -1213,11 +1214,12 @@ static void exec(Ctx *c, Stmt *st) {
     }
     for (uint64_t k = 0; k < trip && !c->stop; k++) {
       b->v.u.i = (int64_t)((uint64_t)lo + k * (uint64_t)step); /* in [lo, hi): no overflow */
-      if (li < (int)(sizeof c->loops / sizeof *c->loops)) { c->loops[li].v = b->v.u.i; c->loops[li].fr = 0; }
+      if (li < (int)(sizeof c->loops / sizeof *c->loops)) { c->loops[li].v = b->v.u.i; c->loops[li].fr = 0; c->fr_top = 0; }
       exec_list(c, st->body);
       unbind_to(c, mark + 1);
     }
     c->nloops--;
+    c->fr_top = 0;
     unbind_to(c, mark);
     return;
   }

@@ -70,16 +70,22 @@ static void frame_slot(uint32_t k, uint32_t *chunk, uint32_t *off, uint32_t *siz
 
 uint32_t ir_frame_push(Arena *a, IrSchedule *s, uint32_t loop, int64_t value, uint32_t parent) {
   if (s->nframes == 0) s->nframes = 1; /* frame 0: no bindings */
-  if (s->nframes == UINT32_MAX) return 0;
-  uint32_t k = s->nframes, c, off, size;
-  frame_slot(k, &c, &off, &size);
-  if ((int)c >= s->capchunks) {
-    int cap = s->capchunks ? 2 * s->capchunks : 16;
-    s->frames = arena_grow(a, s->frames, sizeof *s->frames * (size_t)s->capchunks, sizeof *s->frames * (size_t)cap);
-    s->capchunks = cap;
+  if (s->nframes >= (1u << IR_FRAME_BITS)) return 0;
+  uint32_t k = s->nframes;
+  if (!s->frame_left) { /* a new chunk */
+    uint32_t c, off, size;
+    frame_slot(k, &c, &off, &size);
+    if ((int)c >= s->capchunks) {
+      int cap = s->capchunks ? 2 * s->capchunks : 16;
+      s->frames = arena_grow(a, s->frames, sizeof *s->frames * (size_t)s->capchunks, sizeof *s->frames * (size_t)cap);
+      s->capchunks = cap;
+    }
+    if (!s->frames[c]) s->frames[c] = arena_alloc(a, sizeof(IrFrame) * size);
+    s->frame_next = &s->frames[c][off];
+    s->frame_left = size - off;
   }
-  if (!s->frames[c]) s->frames[c] = arena_alloc(a, sizeof(IrFrame) * size);
-  IrFrame *f = &s->frames[c][off];
+  IrFrame *f = s->frame_next++;
+  s->frame_left--;
   f->value = value;
   f->parent = parent;
   f->loop = loop;
@@ -112,8 +118,8 @@ int ir_format_frame(const IrSchedule *s, uint32_t frame, char *buf, int size) {
 void ir_note_op(Diag *dg, const IrSchedule *s, int d, const IrOp *op, int named) {
   if (d < 0 || d >= s->ndev) return;
   char b[512];
-  int n = ir_format_frame(s, op->frame, b, sizeof b);
-  const IrFrame *f = ir_frame(s, op->frame);
+  int n = ir_format_frame(s, ir_op_frame(op), b, sizeof b);
+  const IrFrame *f = ir_frame(s, ir_op_frame(op));
   if (n > 0 && f && f->loop < (uint32_t)s->nloops) {
     diag_note(dg, s->loops[f->loop].span, "in device %d, %s", d, b);
   } else if (!named) {

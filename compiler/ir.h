@@ -75,25 +75,34 @@ enum { IR_FLAG_OVERLAP = 2 };
  * `ppsc expand`'s output, read back, gets the same groups. */
 enum { IR_FLAG_GROUP = 4 };
 
-/* 32 bytes: schedules of millions of ops keep an array of these per device, so the
- * small fields share one word (kind, xfer, coll and flags need 13 bits; a device
- * index fits in 19 signed bits since there are at most 65536 devices), which leaves
- * room for `frame` without growing the op. */
+/* 32 bytes: schedules of millions of ops keep an array of these per device. kind and
+ * flags, read everywhere, are whole bytes; xfer, coll and peer (a device index, at
+ * most 65535, in 17 signed bits) are bit-fields, which leaves 26 bits, in two
+ * pieces, for the op's loop bindings (ir_op_frame) without growing the op. */
 typedef struct IrOp {
-  uint32_t kind : 4;  /* IrKind */
-  uint32_t xfer : 2;  /* IrXfer for SEND/RECV, else 0 */
-  uint32_t coll : 3;  /* IrColl for IR_COLL, else 0 */
-  uint32_t flags : 4; /* IR_FLAG_* */
-  int32_t peer : 19;  /* SEND/RECV: the other device; else -1 */
+  uint8_t kind;          /* IrKind */
+  uint8_t flags;         /* IR_FLAG_* */
+  uint16_t xfer : 2;     /* IrXfer for SEND/RECV, else 0 */
+  uint16_t coll : 3;     /* IrColl for IR_COLL, else 0 */
+  uint16_t frame_hi : 11;
+  int32_t peer : 17;     /* SEND/RECV: the other device; else -1 */
+  uint32_t frame_lo : 15;
   int32_t mb;     /* microbatch */
   int32_t stage;  /* stage, or -1 for vocabulary passes and collectives */
-  uint32_t frame; /* the loop bindings elaboration was in when it wrote the op (an
-                     index into IrSchedule.frames), 0 = none; an op a phase inserts
-                     has the frame of the op it serves when both are on one device */
   Span span;      /* where the file wrote it, or what caused it */
 } IrOp;
-_Static_assert(IR_NKINDS <= 16 && IR_COLL_INPUT_BWD < 8 && IR_XFER_GRAD < 4, "IrOp bit-fields too narrow");
+_Static_assert(IR_COLL_INPUT_BWD < 8 && IR_XFER_GRAD < 4, "IrOp bit-fields too narrow");
 _Static_assert(sizeof(IrOp) == 32, "IrOp is 32 bytes");
+
+/* The loop bindings elaboration was in when it wrote the op: an index into
+ * IrSchedule's frames, 0 = none. An op a phase inserts has the frame of the op it
+ * serves when both are on one device. */
+enum { IR_FRAME_BITS = 26 };
+static inline uint32_t ir_op_frame(const IrOp *op) { return (uint32_t)op->frame_hi << 15 | op->frame_lo; }
+static inline void ir_op_set_frame(IrOp *op, uint32_t f) {
+  op->frame_hi = (uint16_t)(f >> 15 & 0x7ff);
+  op->frame_lo = f & 0x7fff;
+}
 
 /* Loop bindings (issue 12: which iteration of a loop wrote a failing op). Each
  * iteration of a `for` that writes an op gets one frame, chained to the frame of
@@ -224,6 +233,7 @@ typedef struct IrSchedule {
   /* loop bindings (see IrFrame), in chunks (ir_frame finds frame k); frame 0 is
    * unused (no bindings) */
   IrFrame **frames; uint32_t nframes; int capchunks;
+  IrFrame *frame_next; uint32_t frame_left;  /* free room in the newest chunk */
   IrLoop *loops; int nloops, caploops;
 } IrSchedule;
 
@@ -236,7 +246,7 @@ const char *ir_metric_name(IrMetric m);
 /* Writes an op the way `ppsc expand` prints it: F(3) or F(3,1), send F(3,1)->2 ... */
 int ir_format_op(const IrSchedule *s, const IrOp *op, char *buf, int size);
 /* Appends a frame (loop `loop`, value, enclosing frame `parent`); returns its index,
- * or 0 when there are too many to index. */
+ * or 0 when there are too many to index (2^IR_FRAME_BITS: those ops get no note). */
 uint32_t ir_frame_push(Arena *a, IrSchedule *s, uint32_t loop, int64_t value, uint32_t parent);
 const IrFrame *ir_frame(const IrSchedule *s, uint32_t frame);
 /* Writes frame's bindings outermost first, "d = 3, i = 7" ("" for frame 0); returns

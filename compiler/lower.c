@@ -137,7 +137,7 @@ static IrOp *batch_add(Arena *a, Batch *b, int d, int slot, IrKind kind, int mb,
   in->op.stage = stage;
   in->op.peer = -1;
   in->op.span = span;
-  in->op.frame = frame;
+  ir_op_set_frame(&in->op, frame);
   b->n++;
   return &in->op;
 }
@@ -216,7 +216,7 @@ static int64_t lower_comm(Arena *a, IrSchedule *s, const AnaIndex *ix) {
       if (to == d || to < 0 || to >= P) continue;
       if (ix->posF[ANA_SLOT(ix, op->mb, op->stage)] != ix->off[d] + k &&
           ix->posB[ANA_SLOT(ix, op->mb, op->stage)] != ix->off[d] + k) continue; /* duplicate */
-      IrOp *sd = batch_add(a, &b, d, k + 1, IR_SEND, op->mb, op->stage, op->span, op->frame);
+      IrOp *sd = batch_add(a, &b, d, k + 1, IR_SEND, op->mb, op->stage, op->span, ir_op_frame(op));
       sd->xfer = (uint8_t)xfer;
       sd->peer = to;
       PendRecv *r = VEC_PUSH(a, pr, npr, cappr);
@@ -229,7 +229,7 @@ static int64_t lower_comm(Arena *a, IrSchedule *s, const AnaIndex *ix) {
       if (cons >= 0 && ix->devof[cons] == to) {
         slot = cons - ix->off[to];
         sp = s->devs[to].ops[slot].span;
-        fr = s->devs[to].ops[slot].frame;
+        fr = ir_op_frame(&s->devs[to].ops[slot]);
       }
       r->slot = slot;
       memset(&r->op, 0, sizeof r->op);
@@ -240,7 +240,7 @@ static int64_t lower_comm(Arena *a, IrSchedule *s, const AnaIndex *ix) {
       r->op.stage = op->stage;
       r->op.peer = d;
       r->op.span = sp;
-      r->op.frame = fr;
+      ir_op_set_frame(&r->op, fr);
     }
   }
   /* group the recvs by channel, keeping send order (counting sort) */
@@ -262,7 +262,7 @@ static int64_t lower_comm(Arena *a, IrSchedule *s, const AnaIndex *ix) {
   for (int c = 0; c < nchan; c++)
     for (int j = cc[c]; j < cc[c + 1]; j++) {
       PendRecv *r = &pr[byc[j]];
-      IrOp *o = batch_add(a, &b, r->dst, r->slot, IR_RECV, 0, 0, r->op.span, r->op.frame);
+      IrOp *o = batch_add(a, &b, r->dst, r->slot, IR_RECV, 0, 0, r->op.span, ir_op_frame(&r->op));
       *o = r->op;
     }
   batch_apply(a, &b, s);
@@ -466,7 +466,7 @@ static int64_t lower_vocab(Arena *a, Diag *dg, IrSchedule *s) {
                   : kind == 1 || kind == 3 ? ix.posF[ANA_SLOT(&ix, i, S - 1)] : ix.posB[ANA_SLOT(&ix, i, 0)];
     int cd = ix.devof[cause];
     Span sp = s->devs[cd].ops[cause - ix.off[cd]].span;
-    uint32_t cfr = s->devs[cd].ops[cause - ix.off[cd]].frame;
+    uint32_t cfr = ir_op_frame(&s->devs[cd].ops[cause - ix.off[cd]]);
     for (int d = 0; d < P; d++) {
       uint32_t fr = d == cd ? cfr : 0;
       int slot = lower_bound_key(s, &ix, &r, d, last[d], g[k].t);
@@ -546,7 +546,7 @@ static int64_t lower_offload(Arena *a, Diag *dg, IrSchedule *s) {
     qsort(byf, (size_t)np[d], sizeof *byf, rplan_cmp);
     for (int k = 0; k < np[d]; k++) {
       int fk = byf[k].f - ix.off[d];
-      batch_add(a, &b, d, fk + 1, IR_OFFLOAD, byf[k].mb, byf[k].stage, s->devs[d].ops[fk].span, s->devs[d].ops[fk].frame);
+      batch_add(a, &b, d, fk + 1, IR_OFFLOAD, byf[k].mb, byf[k].stage, s->devs[d].ops[fk].span, ir_op_frame(&s->devs[d].ops[fk]));
     }
     /* reloads planned backwards from their B on the host->device engine */
     qsort(plan[d], (size_t)np[d], sizeof(RPlan), rplan_cmp);
@@ -572,7 +572,7 @@ static int64_t lower_offload(Arena *a, Diag *dg, IrSchedule *s) {
       int slot = l - 1;
       if (slot < lo) slot = lo;
       if (slot > hi) slot = hi;
-      batch_add(a, &b, d, slot, IR_RELOAD, p->mb, p->stage, s->devs[d].ops[hi].span, s->devs[d].ops[hi].frame);
+      batch_add(a, &b, d, slot, IR_RELOAD, p->mb, p->stage, s->devs[d].ops[hi].span, ir_op_frame(&s->devs[d].ops[hi]));
     }
   }
   batch_apply(a, &b, s);

@@ -518,7 +518,7 @@ static void check_vocab(V *v) {
 static const char *opname_loops(const V *v, const IrOp *op, char *buf, int n) {
   char b[128];
   opname_ins(v, op, buf, n);
-  if (ir_format_frame(v->s, op->frame, b, sizeof b) > 0) {
+  if (ir_format_frame(v->s, ir_op_frame(op), b, sizeof b) > 0) {
     size_t len = strlen(buf);
     if (op->flags & IR_FLAG_INSERTED && len && buf[len - 1] == ')' && strstr(buf, " (inserted)"))
       snprintf(buf + len - 1, (size_t)n - (len - 1), ", with %s)", b);
