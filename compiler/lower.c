@@ -645,19 +645,6 @@ static void lower_groups(Arena *a, IrSchedule *s) {
  * (moved[recv] = that local position), which the peer reaches in every run; of
  * several such sends, the one whose move delays the peer least in the buffered
  * timing `timed` (sim_run's, may be NULL), one at a time. */
-static int rdv_coll_needs(const IrSchedule *s, const IrOp *op, int *need) {
-  if (op->mb < 0 || op->mb >= s->nmb) return 0;
-  switch ((IrKind)op->kind) {
-  case IR_F: if (op->stage != 0) return 0; need[0] = IR_COLL_INPUT_FWD; return 1;
-  case IR_T: need[0] = IR_COLL_OUTPUT_FWD; return 1;
-  case IR_IB: need[0] = IR_COLL_INPUT_BWD; return 1;
-  case IR_B: case IR_BW:
-    if (op->stage != s->nstage - 1) return 0;
-    need[0] = s->vocab.mode == 1 ? IR_COLL_OUTPUT_BWD : IR_COLL_OUTPUT_FWD;
-    return 1;
-  default: return 0;
-  }
-}
 
 static int is_p2p(const IrOp *op) { return op->kind == IR_SEND || op->kind == IR_RECV; }
 
@@ -815,7 +802,7 @@ int rdv_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L
         }
         default:
           if (async) {   /* a consumer of an asynchronous collective waits for every device's issue */
-            int need[2], nn = rdv_coll_needs(s, op, need);
+            int need[2], nn = sim_coll_needs(s, op, need);
             for (int q = 0; q < nn; q++) {
               int k = ck[op->mb * 4 + need[q] - 1];
               if (k >= 0 && carr[k] < P) { block = 3; cwait[ncwait++] = d; break; }
@@ -906,7 +893,7 @@ int rdv_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L
               int32_t ky = L->link[ix->off[d] + t];
               if (ky < 0 || kpe < 0 || ky > kpe) { ok = 0; break; }
               if (ky == kpe && target < 0) { t++; break; }   /* just past it */
-            } else if (async && rdv_coll_needs(s, y, need)) { ok = 0; break; }
+            } else if (async && sim_coll_needs(s, y, need)) { ok = 0; break; }
           }
           if (ok && t > ge && t < dv->nops && t < lim && (target < 0 || t == target)) {
             double c2 = timed->start[ix->off[d] + t] + s->tc - timed->end[m];

@@ -15,7 +15,7 @@
  *    issued at no cost instead, runs on the collective lane (one per schedule, the
  *    collectives in sequence order) from the time the last device issued it and the
  *    lane is free, for t_coll, and only its consumers wait for its end (F(i, 0),
- *    T(i), the last stage's B(i), IB(i): coll_needs); S stays a barrier;
+ *    T(i), the last stage's B(i), IB(i): sim_coll_needs); S stays a barrier;
  *  - S(i) begins with a broadcast of the last stage's output from that stage's device
  *    (the root, where it follows F(i, S-1) in program order), a collective like coll
  *    (the runtime's broadcast blocks every device, root included, until all have
@@ -38,6 +38,7 @@
  * Does not: check anything (verify.c), or print (report.c). */
 #include "sim.h"
 #include "overlap.h"
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -220,7 +221,7 @@ static int memev_cmp(const void *x, const void *y) {
 /* Under `vocab async`: how many collectives op waits for (their (mb, coll) in need[]):
  * F(i, 0) input_fwd(i); T(i) output_fwd(i); the last stage's B/BW(i) output_bwd(i)
  * (Vocab-1) or output_fwd(i) (Vocab-2); IB(i) input_bwd(i). */
-static int coll_needs(const IrSchedule *s, const IrOp *op, int *need) {
+int sim_coll_needs(const IrSchedule *s, const IrOp *op, int *need) {
   if (op->mb < 0 || op->mb >= s->nmb) return 0;
   switch ((IrKind)op->kind) {
   case IR_F: if (op->stage != 0) return 0; need[0] = IR_COLL_INPUT_FWD; return 1;
@@ -371,7 +372,7 @@ int sim_run_mode(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLin
       default: {
         double ready = st;
         if (async) { /* wait for the collectives this op consumes */
-          int need[2], nn = coll_needs(s, op, need);
+          int need[2], nn = sim_coll_needs(s, op, need);
           for (int q = 0; q < nn && !block; q++) {
             int k = ck[op->mb * 4 + need[q] - 1];
             if (k < 0) continue; /* never issued: verify reports the order */

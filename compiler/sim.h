@@ -66,4 +66,9 @@ int sim_run_mode(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLin
                  SimResult *r, int want_timeline, int async);
 /* Device time of one op (compute cost; 0 for send/recv/offload/reload issue). */
 double sim_cost(const IrSchedule *s, const IrOp *op);
+/* Under `vocab async`: how many collectives op waits for, their kinds in need[] (the
+ * simulator's and the rendezvous model's one list): F(i, 0) input_fwd(i); T(i)
+ * output_fwd(i); the last stage's B/BW(i) output_bwd(i) (Vocab-1) or output_fwd(i)
+ * (Vocab-2); IB(i) input_bwd(i). */
+int sim_coll_needs(const IrSchedule *s, const IrOp *op, int *need);
 #endif
