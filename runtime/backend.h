@@ -196,7 +196,9 @@ struct ppsrt_backend {
   int (*overlap)(ppsrt_backend *b, int phase);
 };
 
-enum { PPSRT_OVERLAP_JOIN = 0, PPSRT_OVERLAP_FORK = 1, PPSRT_OVERLAP_SECOND = 2 };
+/* PPSRT_OVERLAP_LANE: called once on the collective lane's thread (coll_lane.c): from
+ * then on COMPUTE names the backend's lane stream on that thread (CUDA). */
+enum { PPSRT_OVERLAP_JOIN = 0, PPSRT_OVERLAP_FORK = 1, PPSRT_OVERLAP_SECOND = 2, PPSRT_OVERLAP_LANE = 3 };
 
 /* Backends the library was built with. Each returns 0 and fills *out, or an error
  * (e.g. no GPU visible: PPSRT_E_BACKEND with a message). */

@@ -62,7 +62,8 @@ static const char usage_text[] =
   "  --allow-nonfinite-loss   a loss that is NaN or infinite is not an error (exit 0)\n"
   "  --no-compute             skip the model's kernels (runtime overhead benchmark)\n"
   "  --blocking-collectives   run vocabulary collectives where issued, blocking (default:\n"
-  "                           on their own lane per device with the cpu backend on threads/mpi)\n"
+  "                           on their own lane per device with the cpu backend on threads/mpi,\n"
+  "                           and with cuda on nccl in one process)\n"
   "  -h, --help               this text; --version the library version\n"
   "\n"
   "exit status: 0 success (and a match with --check), 1 runtime error or failed check, 2 bad flags.\n";
@@ -423,8 +424,10 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   }
   run.tr = tr;
   /* vocabulary collectives on a lane per device (coll_lane.c) where the transport can
-   * give it a second communicator and the backend is the CPU's; else they block */
-  if (p->vocab_mode && !o->blocking_coll && !strcmp(o->backend, "cpu") && tr->dup && tr->dup(tr, &run.lane_tr))
+   * give it a second communicator: the CPU backend (threads, MPI), or CUDA on NCCL (in
+   * process); else they block */
+  if (p->vocab_mode && !o->blocking_coll && (!strcmp(o->backend, "cpu") || !strcmp(tr->name, "nccl")) && tr->dup &&
+      tr->dup(tr, &run.lane_tr))
     run.lane_tr = NULL;
   run.first_rank = run.nlocal == 1 ? my_rank : 0;
   if (run.nlocal == 1 && my_rank != 0) run.out = stdout;

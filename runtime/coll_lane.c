@@ -11,11 +11,26 @@
  * out. S(i) stays where it is, on the device: its broadcast of LN_f(y) from the last
  * stage's device is a barrier on the run's transport, as the simulator times it.
  * The lane is drained at the end of every iteration, before the statistics.
- * Used with the CPU backend on the threads and MPI transports (MPI_THREAD_MULTIPLE);
- * elsewhere (CUDA backend, NCCL transport, an MPI without MPI_THREAD_MULTIPLE, or
+ * Used with the CPU backend on the threads and MPI transports (MPI_THREAD_MULTIPLE), and
+ * with the CUDA backend on the in-process NCCL transport (its dup: a second set of
+ * collective communicators, or a second copy channel). On the GPU the lane thread's
+ * work (the model's small kernels and the NCCL calls) goes to the backend's lane stream
+ * (backend.h PPSRT_OVERLAP_LANE maps COMPUTE to it on the lane thread, as an overlapped
+ * pair's second pass maps it to the second compute stream), and issue and completion
+ * are events: at issue an event is recorded on the device's compute stream, which the
+ * lane stream waits for before the collective reads the producer's buffers (event in);
+ * after the collective an event is recorded on the lane stream, which the consumer's
+ * compute stream waits for (cudaStreamWaitEvent, no host wait: event out). The host
+ * side of a consumer waits only until the lane thread has issued the collective; the
+ * drain makes the compute stream wait for the lane stream's last event. The CUDA
+ * allocator records a free on every stream, the lane stream included, so a block
+ * freed on one stream is reused on another only in order.
+ * Elsewhere (NCCL over MPI, an MPI without MPI_THREAD_MULTIPLE, or
  * --blocking-collectives) the collectives run where they are issued, blocking.
- * What it does not: no second compute stream (the lane's small local steps run on its
- * own thread, the CPU backend's allocator takes a lock while a lane exists). */
+ * What it does not: on the CPU backend no second compute stream (the lane's small local
+ * steps run on its own thread, the CPU backend's allocator takes a lock while a lane
+ * exists); a consumer that is the second pass of an overlapped F&B pair is ordered
+ * through the compute stream only (the pair's fork precedes the wait). */
 #include "config.h"
 #include "rt.h"
 #include "cpu_backend.h"
@@ -33,7 +48,8 @@ struct rt_lane {
   int *qc, *qm, *qop;    /* [cap]: issued collective, microbatch, op index */
   int nissued, ndone, quit;
   int *seq;              /* [5 * nmb]: 1 + issue index of (coll, mb) this iteration, 0 not issued */
-  double *t0, *t1;       /* [cap]: when the lane ran each (for --trace) */
+  double *t0, *t1;       /* [cap]: when the lane ran each (for --trace; GPU: issued) */
+  ppsrt_event **ein, **eout;   /* [cap], GPU backends (backend overlap hook) only: events in and out */
   int status;            /* first failure of the lane */
   char errmsg[2048];
 };
@@ -51,6 +67,9 @@ static void *lane_main(void *arg) {
   rt_lane *L = arg;
   ppsrt_ctx *c = L->c;
   ppsrt_error_set_rank(c->rank);
+  ppsrt_backend *be = c->be;
+  if (L->ein && (L->status = be->overlap(be, PPSRT_OVERLAP_LANE)))   /* COMPUTE: the lane stream, here */
+    snprintf(L->errmsg, sizeof L->errmsg, "collective lane: %s", ppsrt_last_error());
   pthread_mutex_lock(&L->mu);
   for (;;) {
     while (!L->quit && L->ndone == L->nissued) pthread_cond_wait(&L->cv, &L->mu);
@@ -60,7 +79,11 @@ static void *lane_main(void *arg) {
     double a = rt_now();
     if (!rc) {   /* after a failure the rest only count as done: every waiter sees status */
       ppsrt_comm cm = {c->rank, L->tr->nranks, lane_allreduce, lane_broadcast, L};
-      rc = c->model->collective(c->model, c, L->qc[k], L->qm[k], &cm);
+      /* GPU: after what the producer queued on the compute stream (event in), and the
+       * consumer's compute stream after this (event out) */
+      if (L->ein) rc = be->stream_wait_event(be, PPSRT_STREAM_COMPUTE, L->ein[k]);
+      if (!rc) rc = c->model->collective(c->model, c, L->qc[k], L->qm[k], &cm);
+      if (!rc && L->eout) rc = be->event_record(be, L->eout[k], PPSRT_STREAM_COMPUTE);
     }
     double b = rt_now();
     pthread_mutex_lock(&L->mu);
@@ -83,6 +106,15 @@ static void *lane_main(void *arg) {
   return NULL;
 }
 
+static void lane_free(rt_lane *L) {
+  for (int k = 0; k < L->cap && L->ein; k++)
+    if (L->ein[k]) L->c->be->event_destroy(L->c->be, L->ein[k]);
+  for (int k = 0; k < L->cap && L->eout; k++)
+    if (L->eout[k]) L->c->be->event_destroy(L->c->be, L->eout[k]);
+  free(L->ein); free(L->eout);
+  free(L->qc); free(L->qm); free(L->qop); free(L->t0); free(L->t1); free(L->seq); free(L);
+}
+
 int rt_lane_start(ppsrt_ctx *c) {
   rt_lane *L = calloc(1, sizeof *L);
   if (!L) return PPSRT_FAIL(PPSRT_E_NOMEM, "out of host memory");
@@ -96,16 +128,34 @@ int rt_lane_start(ppsrt_ctx *c) {
   L->t1 = calloc((size_t)L->cap, sizeof *L->t1);
   L->seq = calloc((size_t)5 * c->nmb + 1, sizeof *L->seq);
   if (!L->qc || !L->qm || !L->qop || !L->t0 || !L->t1 || !L->seq) {
-    free(L->qc); free(L->qm); free(L->qop); free(L->t0); free(L->t1); free(L->seq); free(L);
+    lane_free(L);
     return PPSRT_FAIL(PPSRT_E_NOMEM, "out of host memory");
+  }
+  ppsrt_backend *be = c->be;
+  if (be->overlap) {   /* a GPU backend: events in and out, the lane stream */
+    L->ein = calloc((size_t)L->cap, sizeof *L->ein);
+    L->eout = calloc((size_t)L->cap, sizeof *L->eout);
+    if (!L->ein || !L->eout) {
+      lane_free(L);
+      return PPSRT_FAIL(PPSRT_E_NOMEM, "out of host memory");
+    }
+    for (int k = 0; k < L->cap; k++) {
+      int rc = be->event_create(be, &L->ein[k]);
+      if (!rc) rc = be->event_create(be, &L->eout[k]);
+      if (rc) {
+        lane_free(L);
+        return rc;
+      }
+    }
+  } else {
+    ppsrt_cpu_backend_share(be);
   }
   pthread_mutex_init(&L->mu, NULL);
   pthread_cond_init(&L->cv, NULL);
-  ppsrt_cpu_backend_share(c->be);
   if (pthread_create(&L->th, NULL, lane_main, L)) {
     pthread_mutex_destroy(&L->mu);
     pthread_cond_destroy(&L->cv);
-    free(L->qc); free(L->qm); free(L->qop); free(L->t0); free(L->t1); free(L->seq); free(L);
+    lane_free(L);
     return PPSRT_FAIL(PPSRT_E_BACKEND, "cannot start the collective lane thread");
   }
   L->started = 1;
@@ -125,7 +175,7 @@ void rt_lane_stop(ppsrt_ctx *c) {
   if (L->started) pthread_join(L->th, NULL);
   pthread_mutex_destroy(&L->mu);
   pthread_cond_destroy(&L->cv);
-  free(L->qc); free(L->qm); free(L->qop); free(L->t0); free(L->t1); free(L->seq); free(L);
+  lane_free(L);
   c->lane = NULL;
 }
 
@@ -144,7 +194,9 @@ int rt_lane_issue(ppsrt_ctx *c, int i) {
   int rc = 0;
   if (L->status) rc = lane_error(L);
   else if (*sq || L->nissued >= L->cap) rc = PPSRT_FAIL(PPSRT_E_USAGE, "collective issued twice in one iteration");
-  else {
+  /* event in: what the device queued so far (the producer) is done before the lane reads */
+  else if (L->ein && (rc = c->be->event_record(c->be, L->ein[L->nissued], PPSRT_STREAM_COMPUTE))) {
+  } else {
     L->qc[L->nissued] = op->coll;
     L->qm[L->nissued] = op->mb;
     L->qop[L->nissued] = i;
@@ -182,6 +234,8 @@ int rt_lane_consume(ppsrt_ctx *c, int i, int *waited) {
   while (L->ndone < s && !L->status) { *waited = 1; pthread_cond_wait(&L->cv, &L->mu); }
   int rc = L->status ? lane_error(L) : 0;
   pthread_mutex_unlock(&L->mu);
+  /* GPU: the lane has issued it; the compute stream waits for it (event out) */
+  if (!rc && L->eout) rc = c->be->stream_wait_event(c->be, PPSRT_STREAM_COMPUTE, L->eout[s - 1]);
   return rc;
 }
 
@@ -196,6 +250,9 @@ int rt_lane_drain(ppsrt_ctx *c) {
   L->nissued = L->ndone = 0;
   pthread_mutex_unlock(&L->mu);
   if (rc) return rc;
+  /* GPU: the compute stream after the lane stream's last collective (what the iteration's
+   * end reads: the loss, the next iteration's buffers) */
+  if (n && L->eout && (rc = c->be->stream_wait_event(c->be, PPSRT_STREAM_COMPUTE, L->eout[n - 1]))) return rc;
   for (int k = 0; k < n && c->run->o.trace; k++)
     if ((rc = rt_event_add(c, L->t0[k] - c->run->epoch, L->t1[k] - c->run->epoch, L->qop[k], 4))) return rc;
   memset(L->seq, 0, ((size_t)5 * c->nmb + 1) * sizeof *L->seq);

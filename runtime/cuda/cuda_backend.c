@@ -17,7 +17,9 @@
  *    measured peak activation compares with `ppsc sim`;
  *  - streams: COMPUTE, SEND, RECV, D2H, H2D are non-blocking CUDA streams (SEND/RECV at
  *    the highest priority so communication kernels are scheduled promptly), plus a
- *    second compute stream for the second pass of an overlapped F&B pair (overlap);
+ *    second compute stream for the second pass of an overlapped F&B pair (overlap),
+ *    and a collective-lane stream on which the lane thread's kernels run (coll_lane.c:
+ *    after PPSRT_OVERLAP_LANE, COMPUTE names it on that thread);
  *    ordering goes through cudaEvents created with cudaEventDisableTiming. Timing events are
  *    added lazily: the first event_elapsed call switches the backend to recording a
  *    second, timed event at each event_record (that call and calls on events recorded
@@ -63,8 +65,9 @@
 /* The backend's CUDA streams: the five of backend.h plus a second compute stream on
  * which the second pass of an overlapped F&B pair runs (cu_overlap). Only the backend
  * sees it: a public stream id is mapped by sid(). */
-#define NST (PPSRT_NSTREAMS + 1)
+#define NST (PPSRT_NSTREAMS + 2)
 #define ST_COMPUTE2 PPSRT_NSTREAMS
+#define ST_LANE (PPSRT_NSTREAMS + 1)   /* the collective lane's (coll_lane.c, PPSRT_OVERLAP_LANE) */
 
 struct ppsrt_event {
   cudaEvent_t ev;    /* ordering (timing disabled) */
@@ -97,7 +100,7 @@ typedef struct cuda_impl {
   int dev, rank;
   cudaStream_t st[NST];
   cudaEvent_t sync_ev[NST];
-  cublasHandle_t blas, blas2;  /* blas2: the second compute stream's (own workspace) */
+  cublasHandle_t blas, blas2, blas3;  /* blas2: the second compute stream's, blas3: the lane's (own workspaces) */
   cudaEvent_t pair_ev;         /* fork and join of an overlapped pair */
   pthread_mutex_t mu;          /* pools and counters (the transport may free from another thread) */
   pool dpool, hpool;
@@ -105,10 +108,10 @@ typedef struct cuda_impl {
   /* scratch for attention and the gemm slow path, used by one stream at a time: [0]
    * for the backend's streams, [1] for the second compute stream, so the two passes of
    * an overlapped pair do not wait for each other's scratch */
-  void *ws[2];
-  size_t ws_bytes[2];
-  int ws_stream[2];
-  cudaEvent_t ws_ev[2];
+  void *ws[3];            /* [2]: the collective lane's */
+  size_t ws_bytes[3];
+  int ws_stream[3];
+  cudaEvent_t ws_ev[3];
   size_t attn_ws_cap;
   int timing;
   /* set by the transport (ppsrt_cuda_attach) */
@@ -225,10 +228,14 @@ static int bad_stream(int s) { return s < 0 || s >= PPSRT_NSTREAMS; }
  * PPSRT_OVERLAP_SECOND and PPSRT_OVERLAP_JOIN), or NULL. Per thread: another thread
  * using the same backend (a transport's helper) keeps the compute stream. */
 static __thread cuda_impl *tl_second;
+/* The backend whose COMPUTE means the collective lane's stream on this thread (the lane
+ * thread of coll_lane.c, after PPSRT_OVERLAP_LANE), or NULL. */
+static __thread cuda_impl *tl_lane;
 
 /* The internal stream index of public stream id s (valid). */
 static int sid(ppsrt_backend *b, int s) {
-  return s == PPSRT_STREAM_COMPUTE && tl_second == IM(b) ? ST_COMPUTE2 : s;
+  if (s != PPSRT_STREAM_COMPUTE) return s;
+  return tl_second == IM(b) ? ST_COMPUTE2 : tl_lane == IM(b) ? ST_LANE : s;
 }
 
 #define STREAM(b, s, var)                                                             \
@@ -253,7 +260,7 @@ int ppsrt_cuda_device(ppsrt_backend *b) { return IM(b)->dev; }
 extern void pps_emu_name_stream(cudaStream_t s, const char *name) __attribute__((weak));
 
 static void name_streams(ppsrt_backend *b) {
-  static const char *names[NST] = {"COMPUTE", "SEND", "RECV", "D2H", "H2D", "COMPUTE2"};
+  static const char *names[NST] = {"COMPUTE", "SEND", "RECV", "D2H", "H2D", "COMPUTE2", "LANE"};
   cuda_impl *im = IM(b);
   if (!pps_emu_name_stream) return;
   for (int s = 0; s < NST; s++) {
@@ -368,7 +375,7 @@ static int pool_get(ppsrt_backend *b, pool *pl, size_t bytes, int counted, int s
     refresh(blk);
     if (stream >= 0 || (blk->pending == 0 && blk->xpending == 0)) {
       if (best < 0 || blk->size < pl->v[best].size) best = i;
-    } else if (!blk->xpending && !pl->host) {   /* busy on the backend's streams only: they wait */
+    } else if (!blk->xpending && !pl->host && tl_lane != im) {   /* busy on the backend's streams only: they wait */
       if (best_busy < 0 || blk->size < pl->v[best_busy].size) best_busy = i;
     }
   }
@@ -383,8 +390,8 @@ static int pool_get(ppsrt_backend *b, pool *pl, size_t bytes, int counted, int s
       if (stream >= 0) {
         CUDA_CHECK(b, cudaStreamWaitEvent(im->st[stream], blk->ev[s], 0));
       } else {
-        for (int t = 0; t < NST; t++)
-          if (t != s) CUDA_CHECK(b, cudaStreamWaitEvent(im->st[t], blk->ev[s], 0));
+        for (int t = 0; t < NST; t++)   /* (not the lane stream: see free_any) */
+          if (t != s && t != ST_LANE) CUDA_CHECK(b, cudaStreamWaitEvent(im->st[t], blk->ev[s], 0));
       }
     }
     blk->pending = 0;
@@ -494,10 +501,27 @@ static void reg_remove(ppsrt_backend *b) {
 
 /* Frees p into b's pool of the given kind (0 device, 1 host), or into the pool of the
  * backend that allocated it. */
+static int record_use_in(ppsrt_backend *o, void *p, cudaStream_t s, int *found);
+/* The collective lane's stream (coll_lane.c) never waits for the allocator and the
+ * allocator never makes a stream wait for it: such a wait would tie the lane's NCCL
+ * collectives to unrelated point-to-point traffic through stream order (a cycle across
+ * ranks). So a free by the device's thread records no event on the lane stream (what
+ * the lane did with a block the device frees is ordered into the compute stream by the
+ * consumer's or the drain's wait for the lane), a free by the lane's thread records the
+ * lane stream's use as an outside use (as the NCCL transport's sends: the block is
+ * passed over until that work is done, never waited for), an allocation on the lane's
+ * thread takes only an idle block, and a block handed out makes every stream but the
+ * lane's wait (the lane gets it only through the compute stream, after event in). */
 static void free_any(ppsrt_backend *b, void *p, int host) {
   cuda_impl *im = IM(b);
+  unsigned mask = ALL_STREAMS & ~(1u << ST_LANE);
   pthread_mutex_lock(&im->mu);
-  int rc = pool_put(b, host ? &im->hpool : &im->dpool, p, ALL_STREAMS);
+  if (tl_lane == im && !host) {
+    int found = 0;
+    if (record_use_in(b, p, im->st[ST_LANE], &found)) (void)0;   /* an error is recorded */
+    if (found) mask = 0;
+  }
+  int rc = pool_put(b, host ? &im->hpool : &im->dpool, p, mask);
   pthread_mutex_unlock(&im->mu);
   if (rc <= 0) return;   /* freed, or an error already recorded */
   int found = 0;
@@ -578,7 +602,7 @@ static int cu_trim(ppsrt_backend *b) {
       if (!blk->in_use) {
         refresh(blk);
         if (++blk->idle_trims >= PPSRT_CUDA_TRIM_AFTER && !blk->pending && !blk->xpending && im->ws[0] != blk->p &&
-            im->ws[1] != blk->p) {
+            im->ws[1] != blk->p && im->ws[2] != blk->p) {
           raw_free(pl, blk->p);
           pl->reserved -= blk->size;
           for (int s = 0; s < NST; s++)
@@ -643,7 +667,7 @@ static int cu_mem_stats(ppsrt_backend *b, size_t *current, size_t *peak, int res
  * compute stream has a scratch of its own. */
 static int ws_get(ppsrt_backend *b, int stream, size_t bytes, void **out) {
   cuda_impl *im = IM(b);
-  int is = sid(b, stream), k = is == ST_COMPUTE2;
+  int is = sid(b, stream), k = is == ST_COMPUTE2 ? 1 : is == ST_LANE ? 2 : 0;
   if (im->ws[k] && is != im->ws_stream[k]) CUDA_CHECK(b, cudaStreamWaitEvent(im->st[is], im->ws_ev[k], 0));
   im->ws_stream[k] = is;
   if (bytes > im->ws_bytes[k]) {
@@ -666,7 +690,7 @@ static int ws_get(ppsrt_backend *b, int stream, size_t bytes, void **out) {
 
 static int ws_done(ppsrt_backend *b, int stream) {
   int is = sid(b, stream);
-  CUDA_CHECK(b, cudaEventRecord(IM(b)->ws_ev[is == ST_COMPUTE2], IM(b)->st[is]));
+  CUDA_CHECK(b, cudaEventRecord(IM(b)->ws_ev[is == ST_COMPUTE2 ? 1 : is == ST_LANE ? 2 : 0], IM(b)->st[is]));
   return PPSRT_OK;
 }
 
@@ -697,7 +721,7 @@ static int cu_memcpy_async(ppsrt_backend *b, int stream, void *dst, const void *
  * onto the compute stream (stream_wait_event) before anyone reads it, so waiting for
  * compute covers it. */
 static int sync_all(ppsrt_backend *b, const char *what) {
-  static const int streams[] = {PPSRT_STREAM_COMPUTE, ST_COMPUTE2, PPSRT_STREAM_D2H, PPSRT_STREAM_H2D};
+  static const int streams[] = {PPSRT_STREAM_COMPUTE, ST_COMPUTE2, ST_LANE, PPSRT_STREAM_D2H, PPSRT_STREAM_H2D};
   cuda_impl *im = IM(b);
   for (size_t i = 0; i < sizeof streams / sizeof streams[0]; i++) {
     int s = streams[i];
@@ -883,7 +907,7 @@ static int gemm_any(ppsrt_backend *b, int stream, int ta, int tb, int M, int N, 
 static int gemm_fast(ppsrt_backend *b, cudaStream_t s, int ta, int tb, int M, int N, int K, float alpha,
                      const void *A, ppsrt_dtype at, int lda, long sA, const void *B, ppsrt_dtype bt, int ldb,
                      long sB, float beta, void *C, ppsrt_dtype ct, int ldc, long sC, int count, int batched) {
-  cublasHandle_t h = s == IM(b)->st[ST_COMPUTE2] ? IM(b)->blas2 : IM(b)->blas;
+  cublasHandle_t h = s == IM(b)->st[ST_COMPUTE2] ? IM(b)->blas2 : s == IM(b)->st[ST_LANE] ? IM(b)->blas3 : IM(b)->blas;
   CUBLAS_CHECK(b, cublasSetStream(h, s));
   cublasOperation_t opA = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opB = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
   /* Row-major C[M,N] = op(A) op(B)  <=>  column-major C^T[N,M] = op(B)^T op(A)^T. */
@@ -1254,6 +1278,9 @@ static int cu_overlap(ppsrt_backend *b, int phase) {
     CUDA_CHECK(b, cudaEventRecord(im->pair_ev, im->st[ST_COMPUTE2]));
     CUDA_CHECK(b, cudaStreamWaitEvent(im->st[PPSRT_STREAM_COMPUTE], im->pair_ev, 0));
     return PPSRT_OK;
+  case PPSRT_OVERLAP_LANE:
+    tl_lane = im;
+    return PPSRT_OK;
   default:
     return PPSRT_FAIL(PPSRT_E_USAGE, "cuda: bad overlap phase %d", phase);
   }
@@ -1275,6 +1302,7 @@ static void cu_destroy(ppsrt_backend *b) {
       im->timeout_s = keep;
       if (im->blas) cublasDestroy(im->blas);
       if (im->blas2) cublasDestroy(im->blas2);
+      if (im->blas3) cublasDestroy(im->blas3);
       pool *pools[2] = {&im->dpool, &im->hpool};
       for (int k = 0; k < 2; k++) {
         for (int i = 0; i < pools[k]->n; i++) {
@@ -1287,7 +1315,7 @@ static void cu_destroy(ppsrt_backend *b) {
         }
         free(pools[k]->v);
       }
-      for (int k = 0; k < 2; k++)
+      for (int k = 0; k < 3; k++)
         if (im->ws_ev[k]) cudaEventDestroy(im->ws_ev[k]);
       if (im->pair_ev) cudaEventDestroy(im->pair_ev);
       for (int s = 0; s < NST; s++) {
@@ -1325,7 +1353,7 @@ static int setup(ppsrt_backend *b) {
     CUDA_CHECK(b, cudaEventCreateWithFlags(&im->sync_ev[s], cudaEventDisableTiming));
   }
   name_streams(b);
-  for (int k = 0; k < 2; k++) CUDA_CHECK(b, cudaEventCreateWithFlags(&im->ws_ev[k], cudaEventDisableTiming));
+  for (int k = 0; k < 3; k++) CUDA_CHECK(b, cudaEventCreateWithFlags(&im->ws_ev[k], cudaEventDisableTiming));
   CUDA_CHECK(b, cudaEventCreateWithFlags(&im->pair_ev, cudaEventDisableTiming));
   /* one cuBLAS handle per compute stream: a handle's workspace must not be shared by
    * GEMMs running at the same time on two streams */
@@ -1333,6 +1361,8 @@ static int setup(ppsrt_backend *b) {
   CUBLAS_CHECK(b, cublasSetPointerMode(im->blas, CUBLAS_POINTER_MODE_HOST));
   CUBLAS_CHECK(b, cublasCreate(&im->blas2));
   CUBLAS_CHECK(b, cublasSetPointerMode(im->blas2, CUBLAS_POINTER_MODE_HOST));
+  CUBLAS_CHECK(b, cublasCreate(&im->blas3));
+  CUBLAS_CHECK(b, cublasSetPointerMode(im->blas3, CUBLAS_POINTER_MODE_HOST));
   return PPSRT_OK;
 }
 

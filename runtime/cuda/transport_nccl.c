@@ -142,6 +142,7 @@ typedef struct rank_state {
 
 typedef struct nccl_tp {
   int mode, nranks, mpi, my_rank, mpi_inited_here;
+  int dup;                 /* the collective lane's transport (tp_dup): collectives only, not attached */
   rank_state *rs;          /* [nranks] (MPI: only rs[my_rank] is used) */
   pthread_mutex_t mu;
   pthread_cond_t cv;
@@ -286,7 +287,14 @@ static int enter(ppsrt_transport *t, int rank, ppsrt_backend *b, const char *op)
   if (!b || !b->name || strcmp(b->name, "cuda") != 0)
     return PPSRT_FAIL(PPSRT_E_USAGE, "nccl: %s by rank %d on the %s backend\nhint: the nccl transport needs --backend cuda",
                       op, rank, b && b->name ? b->name : "(no)");
-  if (r->be != b) {
+  if (r->be != b && tp->dup) {
+    /* the lane's transport: the backend's watchdog stays the run transport's (which
+     * aborts this one too, see coll_lane.c) */
+    if (ppsrt_cuda_device(b) != r->dev)
+      return PPSRT_FAIL(PPSRT_E_USAGE, "nccl: rank %d runs on GPU %d but the transport placed it on GPU %d", rank,
+                        ppsrt_cuda_device(b), r->dev);
+    r->be = b;
+  } else if (r->be != b) {
     if (ppsrt_cuda_device(b) != r->dev)
       return PPSRT_FAIL(PPSRT_E_USAGE,
                         "nccl: rank %d runs on GPU %d but the transport placed it on GPU %d\n"
@@ -365,7 +373,7 @@ static int coll_stream(nccl_tp *tp, int rank, ppsrt_backend *b, cudaStream_t *ou
     CUDA_CHECK(b, cudaEventCreateWithFlags(&r->coll_out, cudaEventDisableTiming));
     if (pps_emu_name_stream) {
       char nm[64];
-      snprintf(nm, sizeof nm, "nccl collectives stream of rank %d", rank);
+      snprintf(nm, sizeof nm, "nccl %scollectives stream of rank %d", tp->dup ? "lane " : "", rank);
       pps_emu_name_stream(r->coll_st, nm);
     }
   }
@@ -1056,6 +1064,8 @@ static int init_inproc(nccl_tp *tp, int nranks) {
   return rc;
 }
 
+static int tp_dup(ppsrt_transport *t, ppsrt_transport **out);
+
 int ppsrt_nccl_transport_create(int nranks, double timeout_s, int use_mpi, ppsrt_transport **out, int *my_rank) {
   *out = NULL;
   if (my_rank) *my_rank = -1;
@@ -1080,6 +1090,7 @@ int ppsrt_nccl_transport_create(int nranks, double timeout_s, int use_mpi, ppsrt
   t->destroy = tp_destroy;
   t->group_begin = tp_group_begin;
   t->group_end = tp_group_end;
+  t->dup = tp_dup;
   int rc;
   tp->mpi = use_mpi != 0;
   if (use_mpi) {
@@ -1099,5 +1110,60 @@ int ppsrt_nccl_transport_create(int nranks, double timeout_s, int use_mpi, ppsrt
   t->nranks = tp->nranks;
   if (my_rank) *my_rank = tp->my_rank;
   *out = t;
+  return PPSRT_OK;
+}
+
+/* The collective lane's transport (transport.h dup, coll_lane.c): the same ranks on the
+ * same GPUs with collectives of their own. In process, NCCL mode: a second collectives'
+ * communicator (ncclCommInitAll), with a collectives' stream of its own per rank (made
+ * at first use, as the run transport's); copy channel: a second set of slots and host
+ * barrier. No point-to-point channels (the lane runs collectives only). Over MPI it is
+ * not offered (another ncclUniqueId round over MPI_COMM_WORLD while the device threads
+ * run would have to be ordered with them): the collectives block there. */
+static int tp_dup(ppsrt_transport *t, ppsrt_transport **out) {
+  nccl_tp *tp0 = TP(t);
+  *out = NULL;
+  if (tp0->mpi) return PPSRT_FAIL(PPSRT_E_USAGE, "nccl: no collective lane over MPI");
+  ppsrt_transport *d = calloc(1, sizeof *d);
+  nccl_tp *tp = calloc(1, sizeof *tp);
+  if (!d || !tp) {
+    free(d);
+    free(tp);
+    return PPSRT_FAIL(PPSRT_E_NOMEM, "nccl: out of host memory");
+  }
+  pthread_mutex_init(&tp->mu, NULL);
+  pthread_cond_init(&tp->cv, NULL);
+  *d = *t;
+  d->impl = tp;
+  d->dup = NULL;
+  d->group_begin = NULL;
+  d->group_end = NULL;
+  tp->dup = 1;
+  tp->mode = tp0->mode;
+  tp->nranks = tp0->nranks;
+  int n = tp->nranks, rc = PPSRT_OK;
+  tp->rs = calloc((size_t)n, sizeof *tp->rs);
+  tp->q = calloc((size_t)n * n, sizeof *tp->q);
+  if (!tp->rs || !tp->q) rc = PPSRT_FAIL(PPSRT_E_NOMEM, "nccl: out of host memory");
+  for (int r = 0; r < n && !rc; r++) tp->rs[r].dev = tp0->rs[r].dev;
+  if (!rc && tp->mode == MODE_NCCL) {
+    int *devs = malloc((size_t)n * sizeof *devs);
+    ncclComm_t *tmp = calloc((size_t)n, sizeof *tmp);
+    if (!devs || !tmp) rc = PPSRT_FAIL(PPSRT_E_NOMEM, "nccl: out of host memory");
+    for (int r = 0; r < n && !rc; r++) devs[r] = tp->rs[r].dev;
+    if (!rc) {
+      ncclResult_t res = ncclCommInitAll(tmp, n, devs);
+      if (res != ncclSuccess) rc = fail_init(tp, res, "ncclCommInitAll (the collective lane's communicator)");
+      else
+        for (int r = 0; r < n; r++) tp->rs[r].comm[C_COLL] = tmp[r];
+    }
+    free(devs);
+    free(tmp);
+  }
+  if (rc) {
+    tp_destroy(d);
+    return rc;
+  }
+  *out = d;
   return PPSRT_OK;
 }

@@ -50,7 +50,8 @@
  *
  * PPS_EMU_STATS=1 prints the number of allocation calls at exit, and how many operations
  * ran on streams a program named "COMPUTE2..." (the CUDA backend's second compute stream,
- * used by overlapped F&B pairs).
+ * used by overlapped F&B pairs), and how many on streams named "LANE..." or "nccl lane..."
+ * (the collective lane's: the backend's lane stream and the lane transport's NCCL stream).
  *
  * What it does not model: host code reading or writing pinned memory (only device-side
  * accesses are tracked, so a host read of a pinned buffer before its copy finished goes
@@ -390,6 +391,7 @@ static item *item_new(int kind, const char *what) {
 }
 
 static unsigned long long n_compute2;   /* PPS_EMU_STATS: operations on COMPUTE2* streams */
+static unsigned long long n_lane;       /* PPS_EMU_STATS: operations on LANE* and "nccl lane*" streams */
 
 static void push_raw(strm *s, item *it) {   /* under G */
   if (!it->pre && it->kind != K_QUIT) {
@@ -399,6 +401,7 @@ static void push_raw(strm *s, item *it) {   /* under G */
     it->pre_n = n;
   }
   if (it->kind == K_OP && !strncmp(s->name, "COMPUTE2", 8)) n_compute2++;   /* under G */
+  if (it->kind == K_OP && (!strncmp(s->name, "LANE", 4) || !strncmp(s->name, "nccl lane", 9))) n_lane++;
   if (s->tail) s->tail->next = it;
   else s->head = it;
   s->tail = it;
@@ -732,10 +735,10 @@ cudaError_t cudaGetDeviceFlags(unsigned int *flags) {
 static unsigned long long n_malloc, n_free, n_hostalloc, n_freehost;
 static void print_stats(void) {
   fprintf(stderr, "pps-emu: stats: cudaMalloc %llu, cudaFree %llu, cudaHostAlloc %llu, cudaFreeHost %llu, "
-          "operations on COMPUTE2 streams %llu\n",
+          "operations on COMPUTE2 streams %llu, operations on lane streams %llu\n",
           __atomic_load_n(&n_malloc, __ATOMIC_RELAXED), __atomic_load_n(&n_free, __ATOMIC_RELAXED),
           __atomic_load_n(&n_hostalloc, __ATOMIC_RELAXED), __atomic_load_n(&n_freehost, __ATOMIC_RELAXED),
-          __atomic_load_n(&n_compute2, __ATOMIC_RELAXED));
+          __atomic_load_n(&n_compute2, __ATOMIC_RELAXED), __atomic_load_n(&n_lane, __ATOMIC_RELAXED));
 }
 /* Not CUDA: the counts so far, for tests linked with the emulator. */
 void pps_emu_alloc_counts(unsigned long long *mallocs, unsigned long long *frees) {
