@@ -50,7 +50,8 @@ struct ppsrt_transport {
   double timeout_s;
   /* Optional (NULL: the transport has none): a second transport over the same ranks
    * whose collectives and channels are independent of this one's (threads: its own
-   * accumulator and channels; MPI: MPI_Comm_dup), for the collective lane
+   * accumulator and channels; MPI: MPI_Comm_dup; NCCL in one process: a second
+   * collectives' communicator set, collectives only), for the collective lane
    * (coll_lane.c), whose thread calls it while the device thread calls this one.
    * Called once per process; an error means the lane is not possible (MPI without
    * MPI_THREAD_MULTIPLE) and collectives block. */

@@ -22,6 +22,13 @@
 #    pair runs on the backend's second compute stream; under seeds 1, 2, 3, mlp in NCCL
 #    mode and gpt on the threads transport, --check and the race detector pass and the
 #    emulator counts operations on the COMPUTE2 streams (none with overlapped = false);
+#  - asynchronous vocabulary collectives (`vocab async`) on the collective lane: the
+#    lane thread's kernels on the backend's LANE stream, its NCCL calls on a second
+#    communicator's stream, events in and out; stdlib/vocab_1f1b.pps and vocab_v_half.pps
+#    (P=4) and tests/analysis/cases/vocab_async.pps (P=2, runs only with lanes) under
+#    seeds 1, 2, 3, gpt in NCCL mode, --check and the race detector pass, the emulator
+#    counts operations on the lane streams and --json says "collectives":"async"; with
+#    --blocking-collectives the two stdlib schedules still pass, with no lane operation;
 #  - the gpt loss on the CUDA backend (bf16) against the CPU backend (F32);
 #  - several processes: mpirun -np 4 with the MPI transport, one emulated GPU per
 #    process, --check; and mpirun -np 4 with the NCCL transport, where the emulator
@@ -127,6 +134,35 @@ if build dpv "$top_srcdir/stdlib/dualpipe_v.pps" -D P=4 -D m=8 &&
     --check --iterations 1 -q
   k=$(c2ops); [ "$k" = 0 ] && pass "... and nothing on a COMPUTE2 stream" || fail "... '$k' operations on a COMPUTE2 stream without pairs"
 else fail "build dualpipe_v"; fi
+
+# asynchronous vocabulary collectives on the collective lane
+laneops() { sed -n 's/.*operations on lane streams \([0-9]*\).*/\1/p' "$WORK/lane.err"; }
+if build va1 "$top_srcdir/stdlib/vocab_1f1b.pps" -D P=4 -D m=8 &&
+   build va2 "$top_srcdir/stdlib/vocab_v_half.pps" -D P=4 -D m=8 &&
+   build va3 "$top_srcdir/tests/analysis/cases/vocab_async.pps"; then
+  for x in va1:4 va2:4 va3:2; do
+    b=${x%:*} P=${x#*:}
+    for seed in 1 2 3; do
+      env PPS_EMU_STATS=1 PPSRT_EMU_GPUS=$P PPS_EMU_SEED=$seed LD_PRELOAD="$EMU" "$WORK/$b" --backend cuda \
+        --transport nccl --check --iterations 2 --json $GPT > "$WORK/lane.json" 2> "$WORK/lane.err"
+      st=$? k=$(laneops)
+      if [ $st -eq 0 ] && [ "${k:-0}" -gt 0 ] && grep -q '"collectives":"async"' "$WORK/lane.json"; then
+        pass "seed $seed: $b P=$P gpt NCCL mode, collectives on the lane --check ($k lane operations)"
+      else
+        fail "seed $seed: $b P=$P gpt NCCL mode on the lane: exit $st, '$k' lane operations"; cat "$WORK/lane.err" >&2
+      fi
+    done
+    [ $b = va3 ] && continue   # deadlocks with blocking collectives (its own test says so)
+    env PPS_EMU_STATS=1 PPSRT_EMU_GPUS=$P PPS_EMU_SEED=1 LD_PRELOAD="$EMU" "$WORK/$b" --backend cuda \
+      --transport nccl --check --iterations 2 --json --blocking-collectives $GPT > "$WORK/lane.json" 2> "$WORK/lane.err"
+    st=$? k=$(laneops)
+    if [ $st -eq 0 ] && [ "$k" = 0 ] && grep -q '"collectives":"blocking"' "$WORK/lane.json"; then
+      pass "$b P=$P gpt NCCL mode --blocking-collectives --check, no lane operation"
+    else
+      fail "$b P=$P --blocking-collectives: exit $st, '$k' lane operations"; cat "$WORK/lane.err" >&2
+    fi
+  done
+else fail "build the vocabulary schedules"; fi
 
 if build g "$top_srcdir/examples/1f1b.pps" -D P=2 -D m=4; then
   "$WORK/g" --backend cpu --iterations 1 --json $GPT > "$WORK/cpu.json" 2> "$WORK/cpu.err"
