@@ -51,11 +51,8 @@ int rt_check_gradients(ppsrt_ctx *c, double pipeline_loss, int *mismatch) {
   *mismatch = 0;
 
   ppsrt_ctx rx;
-  memset(&rx, 0, sizeof rx);
-  rx.run = run; rx.rank = c->rank; rx.be = be; rx.reference = 1;
-  rx.nmb = c->nmb; rx.nstage = c->nstage;
   int rc;
-  if ((rc = rt_box_init(&rx, 1))) { free(rx.box); free(rx.bcol); rt_store_fini(&rx.store, be); return rc; }
+  if ((rc = rt_ref_ctx_init(&rx, run, c))) return rc;
   ppsrt_model_config cfg = pm->cfg;
   cfg.ndev = 1; cfg.vocab_mode = 0;
   int *all = malloc((size_t)cfg.nstage * sizeof *all);

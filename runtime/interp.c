@@ -100,6 +100,15 @@ int rt_box_init(ppsrt_ctx *c, int all) {
   return rc;
 }
 
+int rt_ref_ctx_init(ppsrt_ctx *rx, ppsrt_run *run, const ppsrt_ctx *c) {
+  memset(rx, 0, sizeof *rx);
+  rx->run = run; rx->rank = c->rank; rx->be = c->be; rx->reference = 1;
+  rx->nmb = c->nmb; rx->nstage = c->nstage;
+  int rc = rt_box_init(rx, 1);
+  if (rc) { free(rx->box); free(rx->bcol); rt_store_fini(&rx->store, c->be); }
+  return rc;
+}
+
 static const char *xfer_name(int xfer) { return xfer == PPSRT_XFER_GRAD ? "input gradient of B" : "output of F"; }
 
 int ppsrt_io_put(ppsrt_ctx *c, int xfer, int mb, int stage, void *buf, size_t bytes) {

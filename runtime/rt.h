@@ -187,6 +187,9 @@ int rt_gather_events(ppsrt_ctx *c, rt_event **out, int *nout);   /* MPI trace */
 int rt_store_init(rt_store *s, int nmb, int nstage, const uint8_t *used);
 /* Box columns for the keys the device's ops can touch (all = 1: every stage). */
 int rt_box_init(ppsrt_ctx *c, int all);
+/* A one-device reference context beside device context c (--check, --val-data): all
+ * stages' box columns; on failure nothing is left allocated. */
+int rt_ref_ctx_init(ppsrt_ctx *rx, ppsrt_run *run, const ppsrt_ctx *c);
 void rt_store_fini(rt_store *s, ppsrt_backend *be);
 void rt_store_reset_peak(rt_store *s);
 void rt_store_sample(rt_store *s);   /* peak at an op boundary */

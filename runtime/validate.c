@@ -14,11 +14,8 @@
 static int val_loss(ppsrt_run *run, ppsrt_ctx *c, double *loss) {
   ppsrt_backend *be = c->be;
   ppsrt_ctx rx;
-  memset(&rx, 0, sizeof rx);
-  rx.run = run; rx.rank = c->rank; rx.be = be; rx.reference = 1;
-  rx.nmb = c->nmb; rx.nstage = c->nstage;
   int rc;
-  if ((rc = rt_box_init(&rx, 1))) { free(rx.box); free(rx.bcol); rt_store_fini(&rx.store, be); return rc; }
+  if ((rc = rt_ref_ctx_init(&rx, run, c))) return rc;
   ppsrt_model_config cfg = c->model->cfg;
   cfg.ndev = 1; cfg.vocab_mode = 0; cfg.data = run->val_tokens; cfg.step0 = 0;
   int *all = malloc((size_t)cfg.nstage * sizeof *all);
