@@ -89,4 +89,5 @@ EXTRA_DIST += tests/analysis/golden.sh tests/analysis/outputs.sh tests/analysis/
   tests/analysis/cases/rendezvous.pps \
   tests/analysis/cases/rendezvous_group.pps \
   tests/analysis/cases/rendezvous_lowered.pps \
+  tests/analysis/cases/rendezvous_buffered.pps \
   tests/analysis/cases/vocab.pps

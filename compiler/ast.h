@@ -72,6 +72,7 @@ typedef enum StmtKind {
   ST_WRULE,       /* sym */
   ST_SQUEEZE,     /* building block: reorder warm-up and cool-down (block.c) */
   ST_SYNTH,       /* synthesize [KEY = EXPR, ...]: kv (synth.c chooses the order) */
+  ST_P2P,        /* p2p buffered|both: sym = the word (span2): the point-to-point model to prove */
   ST_PROFILE,     /* cost profile "FILE": sym = the word, str = the path (span2) */
   ST_PASS,        /* op = IrKind, list = arguments, xfer (send/recv), sym = collective; e3 = `at` slot */
   ST_EMPTY,       /* unused: `;` alone produces no node */

@@ -109,6 +109,7 @@ typedef struct Ctx {
   Stmt *synth;
   SynthOptions sopt;
   Stmt *profile;
+  Stmt *p2p;                /* p2p buffered|both; (the last one) */
   Sym w_profile;
   Stmt *off_auto;   /* `offload auto;` */
 } Ctx;
@@ -1279,6 +1280,16 @@ static void exec(Ctx *c, Stmt *st) {
   case ST_SYNTH:
     exec_synth(c, st);
     return;
+  case ST_P2P: {
+    if (c->cur_dev >= 0 || c->blk) { SERR(c, st, "'p2p' must be at schedule level"); return; }
+    const char *w = sname(c, st->sym);
+    if (strcmp(w, "buffered") && strcmp(w, "both")) {
+      err(c, &st->errored, st->span2, "unknown point-to-point model '%s' (expected 'buffered' or 'both')", w);
+      return;
+    }
+    c->p2p = st;
+    return;
+  }
   case ST_PROFILE:
     if (c->cur_dev >= 0 || c->blk) { SERR(c, st, "'cost profile' must be at schedule level"); return; }
     if (st->sym != c->w_profile) { err(c, &st->errored, st->span, "expected 'cost profile \"FILE\"'"); return; }
@@ -1788,6 +1799,7 @@ IrSchedule *elab_run(const ElabInput *in, int *usage) {
   s->v = (int32_t)c->pv;
   apply_key_overrides(c);
   build_stages(c);
+  if (c->p2p) s->p2p_buffered = !strcmp(sname(c, c->p2p->sym), "buffered");
   if (c->profile && !c->stop && c->d->errors == errors_before) elab_profile(c->a, c->d, s, c->profile->str, c->profile->span2);
   check_totals(c);
   if (c->off_auto && !c->synth)

@@ -261,7 +261,7 @@ IrSchedule *front_compile(Compilation *c, int *io_error) {
   /* by_sym must cover symbols interned during elaboration */
   IrSchedule *s = elab_run(&in, &usage);
   if (usage) *io_error = 1;
-  if (s) s->p2p_buffered = opt->p2p_buffered;
+  if (s && opt->p2p_buffered) s->p2p_buffered = 1;   /* --p2p buffered overrides the file */
   return s;
 }
 
@@ -367,6 +367,7 @@ void expand_write(const IrSchedule *s, StrBuf *b) {
     sb_puts(b, ", TCOLL = "); put_real(b, s->vocab.t_coll); sb_puts(b, ";\n");
   }
   if (s->vocab.async) sb_puts(b, "  vocab async true;\n");
+  if (s->p2p_buffered) sb_puts(b, "  p2p buffered;\n");
   if (s->vocab.act_s != 0) { sb_puts(b, "  memory act_s = "); put_real(b, s->vocab.act_s); sb_puts(b, ";\n"); }
   if (s->offload.enabled) {
     sb_puts(b, "  offload ratio ");

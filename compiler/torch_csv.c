@@ -220,9 +220,8 @@ static int cmp_keyed(const void *x, const void *y) {
  * before its consumer on the same rank (before the whole OVERLAP_F_B group holding
  * it), never earlier than written and never past a later receive from the same rank
  * (receives from one rank keep their written order: that order is what matches them
- * with the sends, and what `check` verifies). A receive in a run of sends and receives
- * that holds a send stays: the run is one point-to-point group, posted together, which
- * `check`'s rendezvous model needs where it was written (docs/runtime.md). */
+ * with the sends, and what `check` verifies). PyTorch's RECV posts an irecv that the
+ * consumer waits for, which is what a PPS recv placed before its consumer times. */
 static void place_receives(Compilation *c, Row *rows, int nrows, const int *place, int S, int m, int legacy) {
   size_t slots = (size_t)S * (size_t)m;
   int *posF = malloc(sizeof(int) * slots), *posB = malloc(sizeof(int) * slots), *next = malloc(sizeof(int) * (size_t)nrows);
@@ -257,14 +256,6 @@ static void place_receives(Compilation *c, Row *rows, int nrows, const int *plac
       ks[k].act = *a;
       ks[k].key = (int64_t)(2L * k + 1) * 4294967296LL + k;
       if (a->kind != A_RECV_F && a->kind != A_RECV_B) continue;
-      /* in a run of sends and recvs that holds a send: one point-to-point group, posted
-         together (export --comms writes the compiler's groups so): it stays written */
-      int grp = 0;
-      for (int j = k - 1; j >= 0 && row->acts[j].kind >= A_SEND_F && row->acts[j].kind <= A_RECV_B && !grp; j--)
-        grp = row->acts[j].kind == A_SEND_F || row->acts[j].kind == A_SEND_B;
-      for (int j = k + 1; j < row->n && row->acts[j].kind >= A_SEND_F && row->acts[j].kind <= A_RECV_B && !grp; j++)
-        grp = row->acts[j].kind == A_SEND_F || row->acts[j].kind == A_SEND_B;
-      if (grp) { next[place[a->kind == A_RECV_F ? a->stage - 1 : a->stage + 1]] = k; continue; }
       size_t sl = (size_t)a->mb * (size_t)S + (size_t)a->stage;
       int fwd = a->kind == A_RECV_F;
       int consumer = fwd ? posF[sl] : posB[sl];
@@ -440,6 +431,12 @@ int torch_csv_import(Compilation *c, uint32_t fid, const char *text, size_t size
   sb_printf(&b, "() {\n  devices %d;\n  microbatches %d;\n  stages %d;\n  placement [", nrows, m, S);
   for (int st = 0; st < S; st++) sb_printf(&b, "%s%d", st ? ", " : "", place[st]);
   sb_puts(&b, "];\n");
+  int has_comm = 0;
+  for (int r = 0; r < nrows && !has_comm; r++)
+    for (int k = 0; k < rows[r].n && !has_comm; k++) has_comm = rows[r].acts[k].kind >= A_SEND_F && rows[r].acts[k].kind <= A_RECV_B;
+  if (has_comm)   /* PyTorch's runtime issues isend/irecv: a send never holds its rank back */
+    sb_puts(&b, "  // PyTorch posts every SEND as an isend and every RECV as an irecv waited by its consumer:\n"
+                "  // a send never blocks its rank, so the order is proven with buffered sends\n  p2p buffered;\n");
   Span **opspan = arena_alloc(&c->arena, sizeof(Span *) * (size_t)nrows);
   int *nops = arena_alloc(&c->arena, sizeof(int) * (size_t)nrows);
   int overlap_warned = 0;

@@ -90,7 +90,7 @@ static void kv_add(KvList *l, KeyVal *k) {
 %token BLOCK "'block'" AT "'at'" INTERVAL "'interval'" W_RULE "'w_rule'" SQUEEZE "'squeeze'"
 %token TRUE "'true'" FALSE "'false'" AND "'and'" OR "'or'" NOT "'not'" DIV "'div'" MOD "'mod'"
 %token ALL "'all'" SEND "'send'" RECV "'recv'" COLL "'coll'"
-%token SYNTHESIZE "'synthesize'"
+%token SYNTHESIZE "'synthesize'" P2P "'p2p'"
 %token OVERLAP "'overlap'"
 %token P_F "'F'" P_B "'B'" P_W "'W'" P_BW "'BW'" P_IF "'IF'" P_IB "'IB'" P_S "'S'" P_T "'T'"
 %token DOTDOT "'..'" EQ "'=='" NE "'!='" LE "'<='" GE "'>='"
@@ -216,6 +216,7 @@ stmt: DEVICES expr semi { $$ = ast_stmt(ps, ST_DEVICES, @1); $$->e1 = $2; }
     | W_RULE IDENT semi { $$ = ast_stmt(ps, ST_WRULE, @1); $$->sym = $2; $$->span2 = SP(@2); }
     | SQUEEZE semi { $$ = ast_stmt(ps, ST_SQUEEZE, @1); }
     | SYNTHESIZE semi { $$ = ast_stmt(ps, ST_SYNTH, @1); }
+    | P2P IDENT semi { $$ = ast_stmt(ps, ST_P2P, @1); $$->sym = $2; $$->span2 = SP(@2); }
     | SYNTHESIZE kvs semi { $$ = ast_stmt(ps, ST_SYNTH, @1); $$->kv = $2.head; }
     | COST IDENT STRING semi { $$ = ast_stmt(ps, ST_PROFILE, @1); $$->sym = $2; $$->span2 = SP(@3); $$->str = $3; }
     | OVERLAP '{' pass pass '}' { $$ = ast_stmt(ps, ST_OVERLAP, @1); $$->body = $3; $3->next = $4; }
@@ -485,7 +486,7 @@ static int needs_semicolon(int t) {
   case DEVICES: case MICROBATCHES: case STAGES: case PLACEMENT: case COST: case MEMORY:
   case VOCAB: case LET: case REQUIRE: case EXPECT: case USE: case INTERVAL: case W_RULE:
   case SQUEEZE: case IMPORT:
-  case SYNTHESIZE:
+  case SYNTHESIZE: case P2P:
     return 1;
   default:
     return 0;
@@ -499,7 +500,7 @@ static const char *head_name(int t) {
   case VOCAB: return "vocab"; case LET: return "let"; case REQUIRE: return "require";
   case EXPECT: return "expect"; case USE: return "use"; case INTERVAL: return "interval";
   case W_RULE: return "w_rule"; case SQUEEZE: return "squeeze"; case IMPORT: return "import"; case OFFLOAD: return "offload";
-  case SYNTHESIZE: return "synthesize";
+  case SYNTHESIZE: return "synthesize"; case P2P: return "p2p";
   default: return "?";
   }
 }
@@ -550,7 +551,7 @@ static int is_stmt_start(yysymbol_kind_t x) {
   static const char *const st[] = {"'devices'", "'microbatches'", "'stages'", "'placement'", "'cost'",
     "'memory'", "'model'", "'hardware'", "'offload'", "'reload'", "'vocab'", "'let'", "'require'",
     "'expect'", "'use'", "'for'", "'if'", "'device'", "'block'", "'interval'", "'w_rule'", "'squeeze'", "'send'",
-    "'recv'", "'coll'", "'synthesize'", "'overlap'", "'F'", "'B'", "'W'", "'BW'", "'IF'", "'IB'", "'S'", "'T'", "';'", NULL};
+    "'recv'", "'coll'", "'synthesize'", "'p2p'", "'overlap'", "'F'", "'B'", "'W'", "'BW'", "'IF'", "'IB'", "'S'", "'T'", "';'", NULL};
   return in_list(x, st);
 }
 
