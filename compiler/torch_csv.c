@@ -144,7 +144,7 @@ static const char *const keywords[] = {
   "schedule", "import", "devices", "microbatches", "stages", "placement", "cost", "memory", "model", "hardware",
   "offload", "reload", "vocab", "let", "require", "else", "expect", "use", "for", "in", "step", "if", "then",
   "device", "block", "at", "interval", "w_rule", "squeeze", "true", "false", "and", "or", "not", "div", "mod",
-  "all", "send", "recv", "coll", "F", "B", "W", "BW", "IF", "IB", "S", "T", NULL};
+  "all", "send", "recv", "coll", "synthesize", "overlap", "p2p", "F", "B", "W", "BW", "IF", "IB", "S", "T", NULL};
 
 /* A valid PPS identifier from a file name: its base name up to the first '.', other
  * characters as '_', "s_" before a leading digit, "_csv" after a keyword. */

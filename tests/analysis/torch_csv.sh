@@ -105,6 +105,11 @@ printf '0F0,0B0\n' >"$tmp/schedule.csv"
 imp schedule || die "keyword name"
 has "$tmp/schedule.pps" '^schedule schedule_csv()'
 "$PPSC" check "$tmp/schedule.pps" >/dev/null 2>&1 || die "keyword-named import does not check"
+for kw in synthesize overlap p2p; do   # every keyword of the language, the newer ones too
+  printf '0F0,0B0\n' >"$tmp/$kw.csv"
+  imp "$kw" || die "keyword name $kw"
+  has "$tmp/$kw.pps" "^schedule ${kw}_csv()"
+done
 
 # export --comms: the exact form for 1F1B P=2 m=2; round trip gives the same makespan
 "$PPSC" export-csv "$PPS_STDLIB/1f1b.pps" -D P=2 -D m=2 --comms -o "$tmp/x.csv" 2>"$tmp/x.err" || { die "export --comms"; cat "$tmp/x.err"; }
