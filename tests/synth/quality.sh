@@ -31,19 +31,7 @@ syn() {
   "$PPSC" synth --json "$ANY" "$@" 2>/dev/null | sed -n 's/.*"min_memory_limit": \([0-9.e+-]*\),.*"makespan": \([0-9.e+-]*\),.*"peak_memory": \([0-9.e+-]*\),.*"lower_bound": \([0-9.e+-]*\),.*/\2 \3 \4 \1/p'
 }
 # the sample: P in a fixed order covering 2..16, the rest from a linear congruential sequence
-points=$(awk -v n="$N" 'BEGIN {
-  x = 12345
-  split("2 16 9 5 13 3 11 7 15 4 12 6 14 8 10", pl, " ")
-  split("0.5 1 1.5 2", c, " "); split("0 0.1 0.25 0.5", tc, " ")
-  for (k = 0; k < n; k++) {
-    P = pl[1 + k % 15]
-    x = (x * 1103515245 + 12345) % 2147483648; m = P * (1 + int(x / 65536) % 4)
-    x = (x * 1103515245 + 12345) % 2147483648; f = c[1 + int(x / 65536) % 4]
-    x = (x * 1103515245 + 12345) % 2147483648; b = c[1 + int(x / 65536) % 4]
-    x = (x * 1103515245 + 12345) % 2147483648; w = c[1 + int(x / 65536) % 4]
-    x = (x * 1103515245 + 12345) % 2147483648; t = tc[1 + int(x / 65536) % 4]
-    print k, P, m, f, b, w, t
-  }}')
+points=$(sample 12345 "2 16 9 5 13 3 11 7 15 4 12 6 14 8 10" "$N")
 echo "$points" | while read k P m TF TB TW TC; do
   D="-D P=$P -D m=$m -D TF=$TF -D TB=$TB -D TW=$TW -D TC=$TC"
   for pl in 0 1 2; do

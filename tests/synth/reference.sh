@@ -22,20 +22,7 @@ bad() { echo "FAIL: $*"; echo x >> "$tmp/failed"; }
 syn() {
   "$PPSC" synth --json "$ANY" "$@" 2>/dev/null | sed -n 's/.*"makespan": \([0-9.e+-]*\),.*"peak_memory": \([0-9.e+-]*\),.*/\1 \2/p'
 }
-points=$(awk -v n="$N" 'BEGIN {
-  x = 271828
-  split("16 2 9 5 13 3 11 7 15 4 12 6 14 8 10", pl, " ")
-  split("0.5 1 1.5 2", c, " "); split("0 0.1 0.25 0.5", tc, " ")
-  for (k = 0; k < n; k++) {
-    P = pl[1 + k % 15]
-    x = (x * 1103515245 + 12345) % 2147483648; m = P * (1 + int(x / 65536) % 4)
-    x = (x * 1103515245 + 12345) % 2147483648; f = c[1 + int(x / 65536) % 4]
-    x = (x * 1103515245 + 12345) % 2147483648; b = c[1 + int(x / 65536) % 4]
-    x = (x * 1103515245 + 12345) % 2147483648; w = c[1 + int(x / 65536) % 4]
-    x = (x * 1103515245 + 12345) % 2147483648; t = tc[1 + int(x / 65536) % 4]
-    x = (x * 1103515245 + 12345) % 2147483648; v = 1.5 + 0.5 * (int(x / 65536) % (2 * P - 2))
-    print k, P, m, f, b, w, t, v
-  }}')
+points=$(sample 271828 "16 2 9 5 13 3 11 7 15 4 12 6 14 8 10" "$N" v)
 echo "$points" | while read k P m TF TB TW TC VL; do
   A="-v P=$P -v m=$m -v TF=$TF -v TB=$TB -v TW=$TW -v TC=$TC"
   D="-D P=$P -D m=$m -D TF=$TF -D TB=$TB -D TW=$TW -D TC=$TC"
