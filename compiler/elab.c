@@ -109,7 +109,7 @@ typedef struct Ctx {
   Stmt *synth;
   SynthOptions sopt;
   Stmt *profile;
-  Stmt *p2p;                /* p2p buffered|both; (the last one) */
+  Stmt *p2p;                /* p2p buffered|both; (stated at most once) */
   Sym w_profile;
   Stmt *off_auto;   /* `offload auto;` */
 } Ctx;
@@ -1282,6 +1282,7 @@ static void exec(Ctx *c, Stmt *st) {
     return;
   case ST_P2P: {
     if (c->cur_dev >= 0 || c->blk) { SERR(c, st, "'p2p' must be at schedule level"); return; }
+    if (c->p2p) { SERR(c, st, "'p2p' already stated"); return; }
     const char *w = sname(c, st->sym);
     if (strcmp(w, "buffered") && strcmp(w, "both")) {
       err(c, &st->errored, st->span2, "unknown point-to-point model '%s' (expected 'buffered' or 'both')", w);
