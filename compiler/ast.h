@@ -157,4 +157,6 @@ typedef struct ParseResult {
 /* Parses text (registered as Diag file `file`) into r; errors go to d. */
 void parse_file(Arena *a, Diag *d, Symtab *syms, uint32_t file, const char *text, size_t size,
                 ParseResult *r);
+/* Whether s, whole, is a keyword of the language (grammar/pps.l's own rules). */
+int pps_is_keyword(const char *s);
 #endif

@@ -33,6 +33,7 @@
  * PyTorch's CSV cannot express (offload, vocabulary passes and collectives) is refused
  * with a located error, or with --drop left out and named. */
 #include "analysis.h"
+#include "ast.h"
 #include "driver.h"
 #include "lower.h"
 #include <limits.h>
@@ -140,12 +141,6 @@ static void parse_cell(Compilation *c, Row *row, uint32_t fid, uint32_t line, ui
   if (!parse_action(c, a, e, sp, &act)) *VEC_PUSH(&c->arena, row->acts, row->n, row->cap) = act;
 }
 
-static const char *const keywords[] = {
-  "schedule", "import", "devices", "microbatches", "stages", "placement", "cost", "memory", "model", "hardware",
-  "offload", "reload", "vocab", "let", "require", "else", "expect", "use", "for", "in", "step", "if", "then",
-  "device", "block", "at", "interval", "w_rule", "squeeze", "true", "false", "and", "or", "not", "div", "mod",
-  "all", "send", "recv", "coll", "synthesize", "overlap", "p2p", "F", "B", "W", "BW", "IF", "IB", "S", "T", NULL};
-
 /* A valid PPS identifier from a file name: its base name up to the first '.', other
  * characters as '_', "s_" before a leading digit, "_csv" after a keyword. */
 static void write_name(StrBuf *b, const char *path) {
@@ -163,8 +158,7 @@ static void write_name(StrBuf *b, const char *path) {
   int all_us = 1;
   for (int k = 0; k < n; k++) if (name[k] != '_') all_us = 0;
   if (!n || all_us) strcpy(name, "imported");
-  for (int k = 0; keywords[k]; k++)
-    if (!strcmp(name, keywords[k])) { strcat(name, "_csv"); break; }
+  if (pps_is_keyword(name)) strcat(name, "_csv");
   sb_puts(b, name);
 }
 

@@ -105,10 +105,19 @@ printf '0F0,0B0\n' >"$tmp/schedule.csv"
 imp schedule || die "keyword name"
 has "$tmp/schedule.pps" '^schedule schedule_csv()'
 "$PPSC" check "$tmp/schedule.pps" >/dev/null 2>&1 || die "keyword-named import does not check"
-for kw in synthesize overlap p2p; do   # every keyword of the language, the newer ones too
+# every keyword of the scanner (grammar/pps.l's rules "word" { return TOKEN; })
+kws=$(sed -n 's/^"\([A-Za-z_][A-Za-z0-9_]*\)" *{ *return [A-Z_0-9]*; *}$/\1/p' "${top_srcdir:?}/grammar/pps.l")
+[ "$(echo $kws | wc -w)" -ge 50 ] || die "keywords not found in grammar/pps.l: $kws"
+for kw in $kws; do
   printf '0F0,0B0\n' >"$tmp/$kw.csv"
-  imp "$kw" || die "keyword name $kw"
+  imp "$kw" || { die "keyword name $kw"; continue; }
   has "$tmp/$kw.pps" "^schedule ${kw}_csv()"
+  "$PPSC" check "$tmp/$kw.pps" >/dev/null 2>&1 || die "keyword-named import $kw does not check"
+done
+for nk in steps Fx BWx deviceS; do   # near keywords stay as they are
+  printf '0F0,0B0\n' >"$tmp/$nk.csv"
+  imp "$nk" || die "name $nk"
+  has "$tmp/$nk.pps" "^schedule ${nk}()"
 done
 
 # export --comms: the exact form for 1F1B P=2 m=2; round trip gives the same makespan
