@@ -423,10 +423,11 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
     return status;
   }
   run.tr = tr;
-  /* vocabulary collectives on a lane per device (coll_lane.c) where the transport can
-   * give it a second communicator: the CPU backend (threads, MPI), or CUDA on NCCL (in
-   * process); else they block */
-  if (p->vocab_mode && !o->blocking_coll && (!strcmp(o->backend, "cpu") || !strcmp(tr->name, "nccl")) && tr->dup &&
+  /* vocabulary collectives on a lane per device (coll_lane.c) wherever the transport
+   * gives it a second transport of the same ranks (dup: threads, MPI with
+   * MPI_THREAD_MULTIPLE, NCCL in one process), on either backend; else (no dup, dup
+   * refused, --blocking-collectives) they block */
+  if (p->vocab_mode && !o->blocking_coll && tr->dup &&
       tr->dup(tr, &run.lane_tr))
     run.lane_tr = NULL;
   run.first_rank = run.nlocal == 1 ? my_rank : 0;

@@ -81,6 +81,11 @@ typedef struct block {
   size_t req;         /* bytes requested by the current owner (counted when counted) */
   int in_use, counted;
   unsigned pending;   /* bit s: ev[s] recorded at free time, not yet seen complete */
+  /* bit s (k): ev[s] (xev[k]) seen complete since it was recorded, by whichever thread
+   * looked (refresh); handing the block out queries them again on the taking thread,
+   * complete at once on a GPU, and how the emulator's per-thread clocks learn the
+   * ordering that another thread's query (the collective lane's allocations) gave */
+  unsigned seen, xseen;
   cudaEvent_t ev[NST];
   /* uses on streams other than the backend's five (the NCCL transport's per-peer
    * streams), recorded when the use is queued, as PyTorch's record_stream */
@@ -341,13 +346,13 @@ static void refresh(block *blk) {
   for (int k = 0; k < PPSRT_CUDA_NXEV; k++)
     if ((blk->xpending >> k) & 1u) {
       cudaError_t e = cudaEventQuery(blk->xev[k]);
-      if (e == cudaSuccess) blk->xpending &= ~(1u << k);
+      if (e == cudaSuccess) { blk->xpending &= ~(1u << k); blk->xseen |= 1u << k; }
       else if (e != cudaErrorNotReady) (void)cudaGetLastError();
     }
   for (int s = 0; s < NST; s++)
     if ((blk->pending >> s) & 1u) {
       cudaError_t e = cudaEventQuery(blk->ev[s]);
-      if (e == cudaSuccess) blk->pending &= ~(1u << s);
+      if (e == cudaSuccess) { blk->pending &= ~(1u << s); blk->seen |= 1u << s; }
       else if (e != cudaErrorNotReady) (void)cudaGetLastError();   /* reported by the next checked call */
     }
 }
@@ -394,6 +399,11 @@ static int pool_get(ppsrt_backend *b, pool *pl, size_t bytes, int counted, int s
           if (t != s && t != ST_LANE) CUDA_CHECK(b, cudaStreamWaitEvent(im->st[t], blk->ev[s], 0));
       }
     }
+    for (int s = 0; s < NST; s++)   /* complete: the taking thread's own query (see seen) */
+      if ((blk->seen >> s) & 1u) (void)cudaEventQuery(blk->ev[s]);
+    for (int k = 0; k < PPSRT_CUDA_NXEV; k++)
+      if ((blk->xseen >> k) & 1u) (void)cudaEventQuery(blk->xev[k]);
+    blk->seen = blk->xseen = 0;
     blk->pending = 0;
     blk->in_use = 1;
     blk->idle_trims = 0;
@@ -455,6 +465,7 @@ static int pool_put(ppsrt_backend *b, pool *pl, void *p, unsigned mask) {
       if (!blk->ev[s]) CUDA_CHECK(b, cudaEventCreateWithFlags(&blk->ev[s], cudaEventDisableTiming));
       CUDA_CHECK(b, cudaEventRecord(blk->ev[s], im->st[s]));
       blk->pending |= 1u << s;
+      blk->seen &= ~(1u << s);
     }
     if (blk->counted) im->cur -= blk->req;
     blk->in_use = 0;
@@ -559,6 +570,7 @@ static int record_use_in(ppsrt_backend *o, void *p, cudaStream_t s, int *found) 
     if (!blk->xev[k]) CUDA_CHECK(o, cudaEventCreateWithFlags(&blk->xev[k], cudaEventDisableTiming));
     CUDA_CHECK(o, cudaEventRecord(blk->xev[k], s));
     blk->xpending |= 1u << k;
+    blk->xseen &= ~(1u << k);
     return PPSRT_OK;
   }
   return PPSRT_OK;

@@ -24,11 +24,15 @@
 #    emulator counts operations on the COMPUTE2 streams (none with overlapped = false);
 #  - asynchronous vocabulary collectives (`vocab async`) on the collective lane: the
 #    lane thread's kernels on the backend's LANE stream, its NCCL calls on a second
-#    communicator's stream, events in and out; stdlib/vocab_1f1b.pps and vocab_v_half.pps
-#    (P=4) and tests/analysis/cases/vocab_async.pps (P=2, runs only with lanes) under
-#    seeds 1, 2, 3, gpt in NCCL mode, --check and the race detector pass, the emulator
-#    counts operations on the lane streams and --json says "collectives":"async"; with
-#    --blocking-collectives the two stdlib schedules still pass, with no lane operation;
+#    communicator's stream (NCCL mode) or its staging copies on the LANE stream (threads
+#    transport: a second in-process transport), events in and out; stdlib/vocab_1f1b.pps
+#    and vocab_v_half.pps (P=4) and tests/analysis/cases/vocab_async.pps (P=2, runs only
+#    with lanes) under seeds 1, 2, 3, gpt in NCCL mode and on the threads transport,
+#    --check and the race detector pass, the emulator counts operations on the lane
+#    streams and --json says "collectives":"async"; with --blocking-collectives the two
+#    stdlib schedules still pass on both, with no lane operation; vocab_async.pps also
+#    under mpirun -np 2 with the MPI transport (one emulated GPU per process, the lane on
+#    a duplicate communicator);
 #  - the gpt loss on the CUDA backend (bf16) against the CPU backend (F32);
 #  - several processes: mpirun -np 4 with the MPI transport, one emulated GPU per
 #    process, --check; and mpirun -np 4 with the NCCL transport, where the emulator
@@ -137,30 +141,38 @@ else fail "build dualpipe_v"; fi
 
 # asynchronous vocabulary collectives on the collective lane
 laneops() { sed -n 's/.*operations on lane streams \([0-9]*\).*/\1/p' "$WORK/lane.err"; }
+# lane_run SCHEDULE P TRANSPORT SEED [--blocking-collectives]: a --check run with the
+# emulator's counts in $WORK/lane.err and --json in $WORK/lane.json; sets st and k
+# (NCCL mode: P emulated GPUs; threads: the ranks share one, as run B above)
+lane_run() {
+  gpus=1; [ $3 = nccl ] && gpus=$2
+  env PPS_EMU_STATS=1 PPSRT_EMU_GPUS=$gpus PPS_EMU_SEED=$4 LD_PRELOAD="$EMU" "$WORK/$1" --backend cuda \
+    --transport $3 --check --iterations 2 --json $5 $GPT > "$WORK/lane.json" 2> "$WORK/lane.err"
+  st=$? k=$(laneops)
+}
 if build va1 "$top_srcdir/stdlib/vocab_1f1b.pps" -D P=4 -D m=8 &&
    build va2 "$top_srcdir/stdlib/vocab_v_half.pps" -D P=4 -D m=8 &&
    build va3 "$top_srcdir/tests/analysis/cases/vocab_async.pps"; then
   for x in va1:4 va2:4 va3:2; do
     b=${x%:*} P=${x#*:}
-    for seed in 1 2 3; do
-      env PPS_EMU_STATS=1 PPSRT_EMU_GPUS=$P PPS_EMU_SEED=$seed LD_PRELOAD="$EMU" "$WORK/$b" --backend cuda \
-        --transport nccl --check --iterations 2 --json $GPT > "$WORK/lane.json" 2> "$WORK/lane.err"
-      st=$? k=$(laneops)
-      if [ $st -eq 0 ] && [ "${k:-0}" -gt 0 ] && grep -q '"collectives":"async"' "$WORK/lane.json"; then
-        pass "seed $seed: $b P=$P gpt NCCL mode, collectives on the lane --check ($k lane operations)"
+    for tr in nccl threads; do
+      [ $tr = nccl ] && mode="NCCL mode" || mode="threads"
+      for seed in 1 2 3; do
+        lane_run $b $P $tr $seed
+        if [ $st -eq 0 ] && [ "${k:-0}" -gt 0 ] && grep -q '"collectives":"async"' "$WORK/lane.json"; then
+          pass "seed $seed: $b P=$P gpt $mode, collectives on the lane --check ($k lane operations)"
+        else
+          fail "seed $seed: $b P=$P gpt $mode on the lane: exit $st, '$k' lane operations"; cat "$WORK/lane.err" >&2
+        fi
+      done
+      [ $b = va3 ] && continue   # deadlocks with blocking collectives (its own test says so)
+      lane_run $b $P $tr 1 --blocking-collectives
+      if [ $st -eq 0 ] && [ "$k" = 0 ] && grep -q '"collectives":"blocking"' "$WORK/lane.json"; then
+        pass "$b P=$P gpt $mode --blocking-collectives --check, no lane operation"
       else
-        fail "seed $seed: $b P=$P gpt NCCL mode on the lane: exit $st, '$k' lane operations"; cat "$WORK/lane.err" >&2
+        fail "$b P=$P $mode --blocking-collectives: exit $st, '$k' lane operations"; cat "$WORK/lane.err" >&2
       fi
     done
-    [ $b = va3 ] && continue   # deadlocks with blocking collectives (its own test says so)
-    env PPS_EMU_STATS=1 PPSRT_EMU_GPUS=$P PPS_EMU_SEED=1 LD_PRELOAD="$EMU" "$WORK/$b" --backend cuda \
-      --transport nccl --check --iterations 2 --json --blocking-collectives $GPT > "$WORK/lane.json" 2> "$WORK/lane.err"
-    st=$? k=$(laneops)
-    if [ $st -eq 0 ] && [ "$k" = 0 ] && grep -q '"collectives":"blocking"' "$WORK/lane.json"; then
-      pass "$b P=$P gpt NCCL mode --blocking-collectives --check, no lane operation"
-    else
-      fail "$b P=$P --blocking-collectives: exit $st, '$k' lane operations"; cat "$WORK/lane.err" >&2
-    fi
   done
 else fail "build the vocabulary schedules"; fi
 
@@ -188,6 +200,20 @@ if have_mpi; then
     timeout 120 env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0" \
     "$MPIRUN" --oversubscribe -np 4 env LD_PRELOAD="$EMU" PPS_EMU_SEED=2 "$WORK/one" --backend cuda --transport mpi \
     --check --iterations 2 -q
+  # vocab_async.pps runs only with collective lanes: on the MPI transport each process's
+  # lane thread uses a duplicate communicator and its backend's LANE stream
+  if [ -x "$WORK/va3" ]; then
+    timeout 120 env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0" \
+      "$MPIRUN" --oversubscribe -np 2 env LD_PRELOAD="$EMU" PPS_EMU_STATS=1 PPS_EMU_SEED=3 "$WORK/va3" --backend cuda \
+      --transport mpi --check --iterations 2 --json $GPT > "$WORK/lane.json" 2> "$WORK/lane.err"
+    st=$? nk=$(sed -n 's/.*operations on lane streams \([1-9][0-9]*\).*/\1/p' "$WORK/lane.err" | wc -l)
+    if [ $st -eq 0 ] && [ "$nk" -eq 2 ] && grep -q '"collectives":"async"' "$WORK/lane.json"; then
+      pass "mpirun -np 2: vocab_async.pps on the emulated CUDA backend, MPI transport, collectives on the lanes --check"
+    else
+      fail "mpirun -np 2 vocab_async.pps CUDA + MPI transport: exit $st, $nk of 2 ranks ran lane operations"
+      tail -20 "$WORK/lane.err" >&2
+    fi
+  fi
   timeout 120 env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0" \
     "$MPIRUN" --oversubscribe -np 4 env LD_PRELOAD="$EMU" PPS_EMU_INIT_TIMEOUT=1 "$WORK/one" --backend cuda \
     --transport nccl --iterations 1 -q > "$WORK/out" 2>&1
