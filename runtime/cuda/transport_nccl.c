@@ -143,6 +143,8 @@ typedef struct rank_state {
 typedef struct nccl_tp {
   int mode, nranks, mpi, my_rank, mpi_inited_here;
   int dup;                 /* the collective lane's transport (tp_dup): collectives only, not attached */
+  struct nccl_tp *lane;    /* the run transport's: its dup, whose communicators watch() also polls */
+  struct nccl_tp *parent;  /* the dup's: the run transport (its `lane` is cleared when the dup goes) */
   rank_state *rs;          /* [nranks] (MPI: only rs[my_rank] is used) */
   pthread_mutex_t mu;
   pthread_cond_t cv;
@@ -258,6 +260,17 @@ static int watch(void *ctx, int rank) {
       return nccl_fail(tp, rank, cm, res, "ncclCommGetAsyncError", op, __FILE__, __LINE__);
     }
   }
+  /* the collective lane's communicator (the lane thread never host-waits on it: its
+   * errors surface here, on the device's waits; the run then aborts the lane, cli.c) */
+  ncclComm_t lc = tp->lane && tp->lane->rs ? tp->lane->rs[rank].comm[C_COLL] : NULL;
+  if (lc) {
+    ncclResult_t res = ncclSuccess;
+    ncclResult_t q = ncclCommGetAsyncError(lc, &res);
+    if (q != ncclSuccess) res = q;
+    if (res != ncclSuccess && res != ncclInProgress)
+      return nccl_fail(tp, rank, lc, res, "ncclCommGetAsyncError", "asynchronous error on the collective lane's communicator",
+                       __FILE__, __LINE__);
+  }
   return PPSRT_OK;
 }
 
@@ -343,8 +356,8 @@ static int host_wait(ppsrt_transport *t, int rank, int (*pred)(nccl_tp *, void *
  * created at first use on the rank's GPU (current: enter() made it so). */
 static int chan(nccl_tp *tp, int rank, ppsrt_backend *b, int peer, int send, pchan **out) {
   rank_state *r = &tp->rs[rank];
-  pchan *ch = &r->ch[send ? peer : tp->nranks + peer];
-  if (!ch->comm)
+  pchan *ch = r->ch ? &r->ch[send ? peer : tp->nranks + peer] : NULL;
+  if (!ch || !ch->comm)
     return PPSRT_FAIL(PPSRT_E_COMM, "nccl: rank %d has no channel %s rank %d", rank, send ? "to" : "from", peer);
   if (!ch->st) {
     int lo = 0, hi = 0;
@@ -628,6 +641,7 @@ static int tp_barrier(ppsrt_transport *t, int rank) {
 #ifdef HAVE_MPI
   rank_state *r = &tp->rs[rank];
   if (tp->aborted) return aborted_error(tp, rank, "barrier");
+  if (!r->bar_buf) return PPSRT_FAIL(PPSRT_E_USAGE, "nccl: rank %d: no barrier on the collective lane's transport", rank);
   /* Always the same operation on every rank (a one-float all-reduce on the collectives'
    * communicator, on the barrier's own stream, set up at bootstrap), waited for by
    * polling with the transport's timeout: ranks cannot disagree on what a barrier is,
@@ -806,6 +820,7 @@ static void tp_destroy(ppsrt_transport *t) {
   if (!t) return;
   nccl_tp *tp = TP(t);
   if (tp) {
+    if (tp->parent) tp->parent->lane = NULL;   /* (the device threads are gone: cli.c) */
     for (int i = 0; i < tp->nranks && tp->rs; i++) {
       rank_state *r = &tp->rs[i];
       if (tp->mpi && i != tp->my_rank) continue;
@@ -1117,13 +1132,22 @@ int ppsrt_nccl_transport_create(int nranks, double timeout_s, int use_mpi, ppsrt
  * same GPUs with collectives of their own. In process, NCCL mode: a second collectives'
  * communicator (ncclCommInitAll), with a collectives' stream of its own per rank (made
  * at first use, as the run transport's); copy channel: a second set of slots and host
- * barrier. No point-to-point channels (the lane runs collectives only). Over MPI it is
- * not offered (another ncclUniqueId round over MPI_COMM_WORLD while the device threads
- * run would have to be ordered with them): the collectives block there. */
+ * barrier. Over MPI: a second ncclUniqueId round, as the bootstrap's (rank 0
+ * ncclGetUniqueId, MPI_Bcast, ncclCommInitRank on the rank's GPU, each step ended by an
+ * agreement so that a failure on one rank fails dup on every rank, which then all run
+ * their collectives blocking). Every rank calls it at the same point: cli.c, once, on
+ * the main thread after the transport's creation and before any device thread or
+ * backend exists, under a condition that depends only on the program and the command
+ * line (the MPI transport's MPI_Comm_dup has the same requirement); nothing else uses
+ * MPI_COMM_WORLD after the bootstrap, so the round cannot interleave with other MPI
+ * traffic. No point-to-point channels and, over MPI, no barrier (the lane runs
+ * collectives only). The run transport's watchdog polls the lane's communicator too. */
 static int tp_dup(ppsrt_transport *t, ppsrt_transport **out) {
   nccl_tp *tp0 = TP(t);
   *out = NULL;
-  if (tp0->mpi) return PPSRT_FAIL(PPSRT_E_USAGE, "nccl: no collective lane over MPI");
+#ifndef HAVE_MPI
+  if (tp0->mpi) return PPSRT_FAIL(PPSRT_E_USAGE, "nccl: built without MPI");
+#endif
   ppsrt_transport *d = calloc(1, sizeof *d);
   nccl_tp *tp = calloc(1, sizeof *tp);
   if (!d || !tp) {
@@ -1141,12 +1165,53 @@ static int tp_dup(ppsrt_transport *t, ppsrt_transport **out) {
   tp->dup = 1;
   tp->mode = tp0->mode;
   tp->nranks = tp0->nranks;
+  tp->mpi = tp0->mpi;
+  tp->my_rank = tp0->my_rank;
   int n = tp->nranks, rc = PPSRT_OK;
   tp->rs = calloc((size_t)n, sizeof *tp->rs);
   tp->q = calloc((size_t)n * n, sizeof *tp->q);
   if (!tp->rs || !tp->q) rc = PPSRT_FAIL(PPSRT_E_NOMEM, "nccl: out of host memory");
   for (int r = 0; r < n && !rc; r++) tp->rs[r].dev = tp0->rs[r].dev;
-  if (!rc && tp->mode == MODE_NCCL) {
+  if (!rc && tp->mpi) {
+#ifdef HAVE_MPI
+    /* every rank reaches each agreement, also after a failure of its own (else the
+     * others would wait in MPI_Allreduce) */
+    int rank = tp->my_rank, bad = 0;
+    char emsg[512] = "";
+    rank_state *me = &tp->rs[rank];
+    ncclUniqueId id;
+    memset(&id, 0, sizeof id);
+    cudaError_t e = cudaSetDevice(me->dev);
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();
+      snprintf(emsg, sizeof emsg, "nccl: rank %d: cudaSetDevice(%d) failed on host %s for the collective lane: %s",
+               rank, me->dev, ppsrt_cuda_hostname(), cudaGetErrorString(e));
+      bad = 1;
+    }
+    if (rank == 0 && !bad) {
+      ncclResult_t r = ncclGetUniqueId(&id);
+      if (r != ncclSuccess) {
+        snprintf(emsg, sizeof emsg, "nccl: ncclGetUniqueId failed on rank 0 (host %s) for the collective lane: %s\n"
+                 "hint: %s", ppsrt_cuda_hostname(), ncclGetErrorString(r), nccl_hint(r));
+        bad = 1;
+      }
+    }
+    rc = agree(rank, &bad, emsg, "the collective lane's ncclGetUniqueId on rank 0");
+    if (!rc && MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
+      rc = PPSRT_FAIL(PPSRT_E_COMM, "nccl: rank %d: MPI_Bcast of the collective lane's NCCL id failed", rank);
+    if (!rc) {
+      ncclResult_t r = ncclCommInitRank(&me->comm[C_COLL], n, id, rank);
+      if (r != ncclSuccess) {
+        me->comm[C_COLL] = NULL;
+        snprintf(emsg, sizeof emsg, "nccl: ncclCommInitRank failed on rank %d (host %s) for the collective lane: %s\n"
+                 "hint: %s", rank, ppsrt_cuda_hostname(), ncclGetErrorString(r), nccl_hint(r));
+        bad = 1;
+      }
+      rc = agree(rank, &bad, emsg, "the collective lane's ncclCommInitRank");
+    }
+    if (rc) set_aborted(tp, "the collective lane's bootstrap failed");   /* destroy aborts what was made */
+#endif
+  } else if (!rc && tp->mode == MODE_NCCL) {
     int *devs = malloc((size_t)n * sizeof *devs);
     ncclComm_t *tmp = calloc((size_t)n, sizeof *tmp);
     if (!devs || !tmp) rc = PPSRT_FAIL(PPSRT_E_NOMEM, "nccl: out of host memory");
@@ -1164,6 +1229,8 @@ static int tp_dup(ppsrt_transport *t, ppsrt_transport **out) {
     tp_destroy(d);
     return rc;
   }
+  tp->parent = tp0;
+  tp0->lane = tp;
   *out = d;
   return PPSRT_OK;
 }

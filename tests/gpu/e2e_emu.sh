@@ -32,7 +32,10 @@
 #    streams and --json says "collectives":"async"; with --blocking-collectives the two
 #    stdlib schedules still pass on both, with no lane operation; vocab_async.pps also
 #    under mpirun -np 2 with the MPI transport (one emulated GPU per process, the lane on
-#    a duplicate communicator);
+#    a duplicate communicator); and the NCCL transport over MPI at mpirun -np 1 (a
+#    one-device vocabulary schedule: the only size at which the emulator's in-process
+#    NCCL can bootstrap under mpirun), whose lane communicator comes from a second
+#    ncclUniqueId round over MPI, on the lane, and with --blocking-collectives not;
 #  - the gpt loss on the CUDA backend (bf16) against the CPU backend (F32);
 #  - several processes: mpirun -np 4 with the MPI transport, one emulated GPU per
 #    process, --check; and mpirun -np 4 with the NCCL transport, where the emulator
@@ -214,6 +217,31 @@ if have_mpi; then
       tail -20 "$WORK/lane.err" >&2
     fi
   fi
+  # the NCCL transport over MPI: its lane's communicator from a second ncclUniqueId round
+  # (rank 0, MPI_Bcast, ncclCommInitRank); one rank, the emulator's NCCL being in-process
+  cat > "$WORK/v1.pps" <<'EOF'
+schedule v1 {
+  devices 1; microbatches 2; placement linear;
+  vocab parallel 2;
+  vocab async true;
+  device 0 { IF(0) coll input_fwd(0) IF(1) coll input_fwd(1) F(0) F(1) S(0) coll output_fwd(0) T(0) S(1) coll output_fwd(1) T(1) BW(0) coll input_bwd(0) IB(0) BW(1) coll input_bwd(1) IB(1) }
+}
+EOF
+  if build v1 "$WORK/v1.pps"; then
+    for bc in "" --blocking-collectives; do
+      timeout 120 env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0" \
+        "$MPIRUN" --oversubscribe -np 1 env LD_PRELOAD="$EMU" PPS_EMU_STATS=1 PPS_EMU_SEED=2 "$WORK/v1" --backend cuda \
+        --transport nccl --check --iterations 2 --json $bc $GPT > "$WORK/lane.json" 2> "$WORK/lane.err"
+      st=$? k=$(laneops)
+      if [ -z "$bc" ] && [ $st -eq 0 ] && [ "${k:-0}" -gt 0 ] && grep -q '"collectives":"async"' "$WORK/lane.json"; then
+        pass "mpirun -np 1: NCCL transport over MPI, collectives on the lane (its communicator from a second ncclUniqueId round) --check ($k lane operations)"
+      elif [ -n "$bc" ] && [ $st -eq 0 ] && [ "$k" = 0 ] && grep -q '"collectives":"blocking"' "$WORK/lane.json"; then
+        pass "mpirun -np 1: NCCL transport over MPI --blocking-collectives --check, no lane operation"
+      else
+        fail "mpirun -np 1 NCCL over MPI $bc: exit $st, '$k' lane operations"; tail -20 "$WORK/lane.err" >&2
+      fi
+    done
+  else fail "build a one-device vocabulary schedule"; fi
   timeout 120 env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0" \
     "$MPIRUN" --oversubscribe -np 4 env LD_PRELOAD="$EMU" PPS_EMU_INIT_TIMEOUT=1 "$WORK/one" --backend cuda \
     --transport nccl --iterations 1 -q > "$WORK/out" 2>&1
