@@ -11,22 +11,30 @@
  * out. S(i) stays where it is, on the device: its broadcast of LN_f(y) from the last
  * stage's device is a barrier on the run's transport, as the simulator times it.
  * The lane is drained at the end of every iteration, before the statistics.
- * Used with the CPU backend on the threads and MPI transports (MPI_THREAD_MULTIPLE), and
- * with the CUDA backend on the in-process NCCL transport (its dup: a second set of
- * collective communicators, or a second copy channel). On the GPU the lane thread's
- * work (the model's small kernels and the NCCL calls) goes to the backend's lane stream
+ * Used wherever the run's transport has a dup (cli.c), on either backend: threads (a
+ * second in-process transport), MPI (MPI_Comm_dup, MPI_THREAD_MULTIPLE), NCCL in one
+ * process (a second set of collective communicators, or a second copy channel) and NCCL
+ * over MPI (a second communicator from another ncclUniqueId round, made on the main
+ * thread before the device threads start). On the GPU the lane thread's work (the
+ * model's small kernels, the NCCL calls, or the threads and MPI transports' staging
+ * copies through host memory, with their host waits on the lane stream only) goes to
+ * the backend's lane stream
  * (backend.h PPSRT_OVERLAP_LANE maps COMPUTE to it on the lane thread, as an overlapped
  * pair's second pass maps it to the second compute stream), and issue and completion
  * are events: at issue an event is recorded on the device's compute stream, which the
  * lane stream waits for before the collective reads the producer's buffers (event in);
  * after the collective an event is recorded on the lane stream, which the consumer's
  * compute stream waits for (cudaStreamWaitEvent, no host wait: event out). The host
- * side of a consumer waits only until the lane thread has issued the collective; the
+ * side of a consumer waits only until the lane thread has issued the collective (NCCL;
+ * the threads and MPI transports stage through host memory, so there the lane thread
+ * has waited for the collective itself, and so does the consumer's host side); the
  * drain makes the compute stream wait for the lane stream's last event. The CUDA
- * allocator records a free on every stream, the lane stream included, so a block
- * freed on one stream is reused on another only in order.
- * Elsewhere (NCCL over MPI, an MPI without MPI_THREAD_MULTIPLE, or
- * --blocking-collectives) the collectives run where they are issued, blocking.
+ * allocator keeps the lane stream out of its reuse waits (cuda_backend.c free_any), and
+ * a block whose events the lane thread saw complete is queried again by the thread
+ * that takes it (for the emulator's per-thread clocks).
+ * Elsewhere (a dup that fails: an MPI without MPI_THREAD_MULTIPLE, a failed NCCL
+ * bootstrap of the lane's communicator, on every rank alike; or --blocking-collectives)
+ * the collectives run where they are issued, blocking.
  * What it does not: on the CPU backend no second compute stream (the lane's small local
  * steps run on its own thread, the CPU backend's allocator takes a lock while a lane
  * exists); a consumer that is the second pass of an overlapped F&B pair is ordered
