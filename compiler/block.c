@@ -15,6 +15,7 @@
  * out empty slots with the real costs. This file only orders; elab.c has already
  * checked stages and slots. */
 #include "elab.h"
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -151,6 +152,17 @@ int block_expand(Arena *a, Diag *d, IrSchedule *s, const int32_t *stage_dev, con
  * ASAP timing the verifier's simulator gives it); the fastest that completes and
  * stays within the cap is kept, the block order on a tie. Deterministic (every
  * choice is ordered by time, then position).
+ * Vocabulary-aware (`vocab parallel 1` with `vocab async`): the last stage's B(i)
+ * cannot start until S(i), output_fwd(i), T(i) and output_bwd(i) have run after
+ * F(i, S-1) (lower.c inserts them later), so every candidate sees that B(i) ready
+ * a lag after F(i, S-1): TC + TS + TT + 2 TCOLL rounded up to whole grid cells (the
+ * smallest pass cost), the grid squeeze the same number of cells later. Without it
+ * the squeezed warm-up runs each early B(i, S-1) right after its F on device 0 and
+ * that device waits out the chain for every warm-up microbatch (the loss grew with
+ * P: stdlib/vocab_v_half.pps). Vocab-2 (B waits for S(i) and one collective) and
+ * everything else: no lag, the squeeze as before (measured on vocab_v_half: Vocab-2
+ * keeps V-Half's bubble up to P = 64 without one; its chain as a lag cost up to a
+ * quarter of a pass at some P).
  * O(ops log ops) time, O(ops) memory. */
 
 typedef struct HEnt { double t; int64_t k; int32_t id; } HEnt;
@@ -297,6 +309,8 @@ typedef struct Sq {
   int64_t nops;
   int32_t *idx[3];            /* [m * S]: F, B/BW, W of (mb, stage), -1 none */
   double cap, tc;
+  double lag;                 /* vocab async: the last stage's B(i) waits this long after F(i) */
+  int32_t lagc;               /* the same in grid cells (lag = lagc cells) */
   Heap ev;                    /* (time, device) */
   int oom;
 } Sq;
@@ -368,6 +382,7 @@ static void sq_done(Sq *q, int64_t g, double t, int list) {
     if (succ[k] < 0) continue;
     SqOp *x = &q->op[succ[k]];
     double r = o->end + (x->dev != o->dev ? q->tc : 0);
+    if (k == 1 && o->kind == IR_F && o->stage == q->s->nstage - 1) r += q->lag;
     if (r > x->ready) x->ready = r;
     if (--x->ndep == 0) sq_avail(q, succ[k], list);
   }
@@ -525,6 +540,9 @@ static int sq_grid(Sq *q, const BlockSqueeze *sq) {
     for (int j = 0; j < 3; j++)
       if (pred[j] >= 0 && q->op[pred[j]].nslot + q->op[pred[j]].width > lower)
         lower = q->op[pred[j]].nslot + q->op[pred[j]].width;
+    if (q->lagc && (o->kind == IR_B || o->kind == IR_BW) && o->stage == q->s->nstage - 1 && pred[0] >= 0 &&
+        q->op[pred[0]].nslot + q->op[pred[0]].width + q->lagc > lower)
+      lower = q->op[pred[0]].nslot + q->op[pred[0]].width + q->lagc;
     int64_t t0 = o->slot - G->lo, c = lower - G->lo, w = o->width;
     if (c >= t0) continue;
     if (o->delta > 0) {
@@ -628,6 +646,15 @@ int block_squeeze(Diag *d, IrSchedule *s, const BlockSqueeze *sq) {
   for (int64_t g = 0; g < q.nops; g++) {
     double w = unit > 0 ? q.op[g].cost / unit + 0.5 : 1;
     q.op[g].width = w < 1 ? 1 : w > SQ_MAXW ? SQ_MAXW : (int32_t)w;
+  }
+  /* vocab async, Vocab-1: the last stage's B(i) waits for S(i), output_fwd(i), T(i)
+   * and output_bwd(i) after F(i) (the chain, in whole cells: see the comment above;
+   * whole cells: a lag ending inside a pass of the others finds no clean instant) */
+  if (s->vocab.mode == 1 && s->vocab.async && unit > 0) {
+    double chain = s->tc + s->vocab.t_s + s->vocab.t_t + 2 * s->vocab.t_coll;
+    double c = ceil(chain / unit - 1e-9);
+    q.lagc = c < 1 ? 0 : c > (1 << 20) ? (1 << 20) : (int32_t)c;
+    q.lag = q.lagc * unit;
   }
   /* the candidates: block order, list scheduling, grid squeeze */
   for (int dv = 0; dv < q.ndev; dv++) q.dev[dv].seq = q.dev[dv].cand[SQ_PLAIN];
