@@ -687,9 +687,9 @@ int verify_schedule(Arena *a, Diag *dg, const IrSchedule *s, VerifyResult *out) 
   }
   if (s->vocab.mode && s->vocab.async) {
     /* The runtime runs the collectives on a lane per device (runtime/coll_lane.c), as
-     * simulated; where it cannot (--blocking-collectives, the cuda backend on the threads
-     * transport, nccl over MPI, an MPI without MPI_THREAD_MULTIPLE) they block: warn when
-     * that would deadlock. */
+     * simulated; where it cannot (--blocking-collectives, an MPI without
+     * MPI_THREAD_MULTIPLE) they block: warn when that would deadlock (buffered sends
+     * only: with rendezvous sends, NCCL's, an order can deadlock unwarned). */
     SimResult blk;
     if (!sim_run_mode(a, s, &out->ix, &out->links, &blk, 0, 0)) {
       int d = 0;
@@ -702,10 +702,9 @@ int verify_schedule(Arena *a, Diag *dg, const IrSchedule *s, VerifyResult *out) 
       } else {
         diag_warning(dg, s->vocab.span, "with blocking collectives this schedule deadlocks");
       }
-      diag_note(dg, s->vocab.span, "the runtime runs `vocab async` collectives on their own lane (cpu backend on the "
-                "threads and mpi transports, cuda backend on the nccl transport in one process); with "
-                "--blocking-collectives, cuda on the threads transport or nccl over mpi they block, and there it "
-                "stops at --timeout");
+      diag_note(dg, s->vocab.span, "the runtime runs `vocab async` collectives on their own lane (every backend and "
+                "transport); with --blocking-collectives (or an mpi without MPI_THREAD_MULTIPLE) they block, and "
+                "there it stops at --timeout");
     }
   }
 memory:
