@@ -427,9 +427,13 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
    * gives it a second transport of the same ranks (dup: threads, MPI with
    * MPI_THREAD_MULTIPLE, NCCL in one process), on either backend; else (no dup, dup
    * refused, --blocking-collectives) they block */
-  if (p->vocab_mode && !o->blocking_coll && tr->dup &&
-      tr->dup(tr, &run.lane_tr))
+  if (p->vocab_mode && !o->blocking_coll && (!tr->dup || tr->dup(tr, &run.lane_tr))) {
     run.lane_tr = NULL;
+    /* said once per process: a schedule proven with `vocab async` may need the lane
+     * (ppsc check warns where it does), and would then stop at --timeout */
+    fprintf(stderr, "%s: warning: vocabulary collectives block (no collective lane: %s)\n", me,
+            tr->dup ? ppsrt_last_error() : "the transport cannot give a second communicator");
+  }
   run.first_rank = run.nlocal == 1 ? my_rank : 0;
   if (run.nlocal == 1 && my_rank != 0) run.out = stdout;
   int it = o->iterations, nd = p->ndev;
