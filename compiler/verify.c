@@ -688,10 +688,13 @@ int verify_schedule(Arena *a, Diag *dg, const IrSchedule *s, VerifyResult *out) 
   if (s->vocab.mode && s->vocab.async) {
     /* The runtime runs the collectives on a lane per device (runtime/coll_lane.c), as
      * simulated; where it cannot (--blocking-collectives, an MPI without
-     * MPI_THREAD_MULTIPLE) they block: warn when that would deadlock (buffered sends
-     * only: with rendezvous sends, NCCL's, an order can deadlock unwarned). */
+     * MPI_THREAD_MULTIPLE) they block: warn when that would deadlock, with buffered
+     * sends and, unless the file proves buffered only, with rendezvous sends (NCCL's) */
     SimResult blk;
-    if (!sim_run_mode(a, s, &out->ix, &out->links, &blk, 0, 0)) {
+    IrSchedule sb = *s;   /* the same schedule, its collectives blocking */
+    sb.vocab.async = 0;
+    if (!sim_run_mode(a, s, &out->ix, &out->links, &blk, 0, 0) ||
+        (out->ix.ncomm && !s->p2p_buffered && rdv_run(a, &sb, &out->ix, &out->links, &blk, NULL, NULL) != 1)) {
       int d = 0;
       while (d < s->ndev - 1 && blk.stuck_at[d] < 0) d++;
       char nb[96];

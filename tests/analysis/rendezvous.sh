@@ -54,5 +54,16 @@ for f in "$top_srcdir"/stdlib/*.pps; do
     done
   done
 done
+
+# `vocab async` orders that deadlock once the collectives block (--blocking-collectives):
+# with NCCL's rendezvous sends too, not only buffered ones (vocab_v_half's async order
+# at P = 4 deadlocks on the emulator's NCCL with --blocking-collectives); --p2p
+# buffered proves the buffered model alone, where it runs
+"$PPSC" check --color=never "$top_srcdir/stdlib/vocab_v_half.pps" -D async=true >/dev/null 2>"$tmp/err" \
+  || bad "vocab_v_half async rejected"
+grep -q "warning: with blocking collectives this schedule deadlocks" "$tmp/err" || bad "vocab_v_half async: no rendezvous blocking warning"
+"$PPSC" check --color=never --p2p buffered "$top_srcdir/stdlib/vocab_v_half.pps" -D async=true >/dev/null 2>"$tmp/err" \
+  || bad "vocab_v_half async --p2p buffered rejected"
+grep -q "warning" "$tmp/err" && bad "vocab_v_half async --p2p buffered: unexpected warning"
 echo "rendezvous: $n checks"
 exit $fail
