@@ -156,8 +156,10 @@ int block_expand(Arena *a, Diag *d, IrSchedule *s, const int32_t *stage_dev, con
  * cannot start until S(i), output_fwd(i), T(i) and output_bwd(i) have run after
  * F(i, S-1) (lower.c inserts them later), so every candidate sees that B(i) ready
  * a lag after F(i, S-1): TC + TS + TT + 2 TCOLL rounded up to whole grid cells (the
- * smallest pass cost), the grid squeeze the same number of cells later. Without it
- * the squeezed warm-up runs each early B(i, S-1) right after its F on device 0 and
+ * smallest pass cost), the grid squeeze the same number of cells later; the list
+ * and grid orders made without the lag are candidates too, judged with it (they
+ * win at some unequal costs). Without the lag the squeezed warm-up ran each early
+ * B(i, S-1) right after its F on device 0, and
  * that device waits out the chain for every warm-up microbatch (the loss grew with
  * P: stdlib/vocab_v_half.pps). Vocab-2 (B waits for S(i) and one collective) and
  * everything else: no lag, the squeeze as before (measured on vocab_v_half: Vocab-2
@@ -269,7 +271,7 @@ static int64_t occ_first_free(const int32_t *mn, int64_t x, int64_t lo, int64_t 
 }
 
 enum { SQ_WARM, SQ_STEADY, SQ_COOL, SQ_MAXW = 8 };
-enum { SQ_PLAIN, SQ_LIST, SQ_GRID, SQ_NCAND };
+enum { SQ_PLAIN, SQ_LIST, SQ_GRID, SQ_LIST0, SQ_GRID0, SQ_NCAND };
 
 typedef struct SqOp {
   double cost, delta, ready, end;
@@ -505,9 +507,9 @@ static int slotkey_cmp(const void *pa, const void *pb) {
 /* The paper's squeeze on the slot grid: in slot order, every warm-up (cool-down)
  * pass moves to the first empty slot of its run after its inputs' slots (and the
  * same pass of the previous microbatch), where an F only goes if the device's
- * activation over the slots it jumps stays within the cap. Fills cand[SQ_GRID];
+ * activation over the slots it jumps stays within the cap. Fills cand[into];
  * returns 0, 1 when the grid would be too large (skipped), -1 out of memory. */
-static int sq_grid(Sq *q, const BlockSqueeze *sq) {
+static int sq_grid(Sq *q, const BlockSqueeze *sq, int into) {
   for (int d = 0; d < q->ndev; d++) {
     SqDev *D = &q->dev[d];
     if (D->n == 0) continue;
@@ -520,6 +522,12 @@ static int sq_grid(Sq *q, const BlockSqueeze *sq) {
     if (D->n == 0) continue;
     int64_t wlo = q->op[D->base].slot, whi = D->wend > 0 ? q->op[D->base + D->wend - 1].slot + SQ_MAXW : wlo - 1;
     int64_t clo = sq->cut2 + 1, chi = D->cbeg < D->n ? q->op[D->base + D->n - 1].slot + SQ_MAXW : clo - 1;
+    for (int k = 0; k < 2; k++) { /* a second run (lag 0) starts afresh */
+      free(D->grid[k].mem.mx);
+      free(D->grid[k].mem.lz);
+      free(D->grid[k].occ);
+      memset(&D->grid[k], 0, sizeof D->grid[k]);
+    }
     if (grid_init(q, D, &D->grid[0], wlo, whi) || grid_init(q, D, &D->grid[1], clo, chi)) return -1;
   }
   SlotKey *key = malloc((size_t)q->nops * sizeof *key);
@@ -571,10 +579,32 @@ static int sq_grid(Sq *q, const BlockSqueeze *sq) {
     SqDev *D = &q->dev[d];
     for (int32_t j = 0; j < D->n; j++) key[j] = (SlotKey){q->op[D->base + j].nslot, 0, j};
     qsort(key, (size_t)D->n, sizeof *key, slotkey_cmp);
-    for (int32_t j = 0; j < D->n; j++) D->cand[SQ_GRID][j] = key[j].pos;
+    for (int32_t j = 0; j < D->n; j++) D->cand[into][j] = key[j].pos;
   }
   free(key);
   return 0;
+}
+
+/* The makespan of warm-up candidate w, the block's steady state and cool-down
+ * candidate c (-1: stuck or above the cap, -2: out of memory). */
+static double sq_try(Sq *q, int32_t *mix, int w, int c) {
+  for (int dv = 0; dv < q->ndev; dv++) {
+    SqDev *D = &q->dev[dv];
+    int32_t *o = mix + D->base;
+    for (int32_t j = 0; j < D->n; j++) o[j] = D->cand[j < D->wend ? w : j < D->cbeg ? SQ_PLAIN : c][j];
+    D->seq = o;
+  }
+  double mk = sq_run(q, 0);
+  /* never above the cap (each candidate keeps it; checked, not assumed) */
+  for (int dv = 0; dv < q->ndev && mk >= 0; dv++) {
+    SqDev *D = &q->dev[dv];
+    double cur = 0;
+    for (int32_t j = 0; j < D->n; j++) {
+      cur += q->op[D->base + D->seq[j]].delta;
+      if (cur > q->cap + 1e-9) { mk = -1; break; }
+    }
+  }
+  return mk;
 }
 
 int block_squeeze(Diag *d, IrSchedule *s, const BlockSqueeze *sq) {
@@ -610,7 +640,9 @@ int block_squeeze(Diag *d, IrSchedule *s, const BlockSqueeze *sq) {
     for (int k = 0; k < SQ_NCAND; k++) D->cand[k] = malloc((size_t)D->n * sizeof(int32_t));
     D->seg.mx = malloc((size_t)(4 * (D->n + 1)) * sizeof(double));
     D->seg.lz = malloc((size_t)(4 * (D->n + 1)) * sizeof(double));
-    if (!D->v0 || !D->run || !D->cand[0] || !D->cand[1] || !D->cand[2] || !D->seg.mx || !D->seg.lz) goto oom;
+    if (!D->v0 || !D->run || !D->seg.mx || !D->seg.lz) goto oom;
+    for (int k = 0; k < SQ_NCAND; k++)
+      if (!D->cand[k]) goto oom;
     D->wend = D->cbeg = D->n;
     int found_w = 0, found_c = 0;
     D->v0[0] = 0;
@@ -661,7 +693,7 @@ int block_squeeze(Diag *d, IrSchedule *s, const BlockSqueeze *sq) {
   double best = sq_run(&q, 0);
   if (best == -2) goto oom;
   if (best < 0) goto out; /* the block order itself deadlocks: leave it to the verifier */
-  int have[SQ_NCAND] = {1, 0, 0};
+  int have[SQ_NCAND] = {1, 0, 0, 0, 0};
   double r = sq_run(&q, 1);
   if (r == -2) goto oom;
   if (r >= 0) {
@@ -669,35 +701,46 @@ int block_squeeze(Diag *d, IrSchedule *s, const BlockSqueeze *sq) {
     for (int dv = 0; dv < q.ndev; dv++)
       if (q.dev[dv].n) memcpy(q.dev[dv].cand[SQ_LIST], q.dev[dv].run, (size_t)q.dev[dv].n * sizeof(int32_t));
   }
-  int gr = sq_grid(&q, sq);
+  int gr = sq_grid(&q, sq, SQ_GRID);
   if (gr < 0) goto oom;
   have[SQ_GRID] = gr == 0;
+  if (q.lag > 0) { /* also the reorderings made without the lag, judged with it */
+    double lag = q.lag;
+    int32_t lagc = q.lagc;
+    q.lag = 0;
+    q.lagc = 0;
+    r = sq_run(&q, 1);
+    if (r == -2) goto oom;
+    if (r >= 0) {
+      have[SQ_LIST0] = 1;
+      for (int dv = 0; dv < q.ndev; dv++)
+        if (q.dev[dv].n) memcpy(q.dev[dv].cand[SQ_LIST0], q.dev[dv].run, (size_t)q.dev[dv].n * sizeof(int32_t));
+    }
+    gr = sq_grid(&q, sq, SQ_GRID0);
+    if (gr < 0) goto oom;
+    have[SQ_GRID0] = gr == 0;
+    q.lag = lag;
+    q.lagc = lagc;
+  }
   /* warm-up from one candidate, cool-down from another (the runs are independent:
    * same passes, the steady state between them is the block's); the fastest by
    * the same simulation wins, the block order on a tie */
   int bw = SQ_PLAIN, bc = SQ_PLAIN;
-  for (int w = 0; w < SQ_NCAND; w++)
-    for (int c = 0; c < SQ_NCAND; c++) {
+  for (int w = 0; w <= SQ_GRID; w++)
+    for (int c = 0; c <= SQ_GRID; c++) {
       if (!have[w] || !have[c] || (w == SQ_PLAIN && c == SQ_PLAIN)) continue;
-      for (int dv = 0; dv < q.ndev; dv++) {
-        SqDev *D = &q.dev[dv];
-        int32_t *o = mix + D->base;
-        for (int32_t j = 0; j < D->n; j++) o[j] = D->cand[j < D->wend ? w : j < D->cbeg ? SQ_PLAIN : c][j];
-        D->seq = o;
-      }
-      double mk = sq_run(&q, 0);
+      double mk = sq_try(&q, mix, w, c);
       if (mk == -2) goto oom;
-      /* never above the cap (each candidate keeps it; checked, not assumed) */
-      for (int dv = 0; dv < q.ndev && mk >= 0; dv++) {
-        SqDev *D = &q.dev[dv];
-        double cur = 0;
-        for (int32_t j = 0; j < D->n; j++) {
-          cur += q.op[D->base + D->seq[j]].delta;
-          if (cur > q.cap + 1e-9) { mk = -1; break; }
-        }
-      }
       if (mk >= 0 && mk < best - 1e-9) { best = mk; bw = w; bc = c; }
     }
+  /* the orders made without the vocabulary lag: each run against the best other */
+  for (int k = 0; k < 4; k++) {
+    int x = k & 1 ? SQ_GRID0 : SQ_LIST0, w = k < 2 ? x : bw, c = k < 2 ? bc : x;
+    if (!have[x]) continue;
+    double mk = sq_try(&q, mix, w, c);
+    if (mk == -2) goto oom;
+    if (mk >= 0 && mk < best - 1e-9) { best = mk; bw = w; bc = c; }
+  }
   if (bw == SQ_PLAIN && bc == SQ_PLAIN) goto out;
   for (int dv = 0; dv < q.ndev; dv++) {
     SqDev *D = &q.dev[dv];

@@ -45,6 +45,8 @@
  *    A consumer that feeds nothing (IB(i); T(i) in Vocab-2) takes the latest clean
  *    instant of its window: the real timeline runs behind the base one by the
  *    vocabulary passes inserted, and the latest leaves its collective the most time.
+ *    A `squeeze`d building block leaves Vocab-1's chain room before the last stage's
+ *    B(i) in its warm-up too (block.c), so these windows are not empty there.
  *  - offload(i, s): right after F(i, s). reload(i, s): as late as the copy engine
  *    allows: the device's reloads are planned backwards from their B (each copy must
  *    end by its B's simulated start and by the start of the next planned reload),
