@@ -85,7 +85,7 @@ void emit_c(const IrSchedule *s, const Analysis *an, const Diag *dg, StrBuf *b) 
               r->makespan, r->bubble_rate, r->peak_memory, r->peak_device);
   sb_puts(b, " * Run: ./prog --help (libppsrt); mpirun -np P ./prog for one process per device. */\n"
              "#include <ppsrt.h>\n\n"
-             "/* One initialiser per op: kind, xfer, coll, flags (1 = inserted by ppsc, 2 = overlapped with the next op, 4 = send/recv in one group with the op before), mb, stage, peer, line. */\n"
+             "/* One initialiser per op: kind, xfer, coll, flags (1 = inserted by ppsc, 2 = overlapped with the next op, 4 = send/recv in one group with the op before, 8 = recv posted here, its data waited for by its consumer), mb, stage, peer, line. */\n"
              "#define F(i, s, f, l) {PPSRT_OP_F, 0, 0, f, i, s, -1, l}\n"
              "#define B(i, s, f, l) {PPSRT_OP_B, 0, 0, f, i, s, -1, l}\n"
              "#define W(i, s, f, l) {PPSRT_OP_W, 0, 0, f, i, s, -1, l}\n"

@@ -74,6 +74,13 @@ enum { IR_FLAG_OVERLAP = 2 };
  * sends and recvs of a device one group, so the flag follows from the order and
  * `ppsc expand`'s output, read back, gets the same groups. */
 enum { IR_FLAG_GROUP = 4 };
+/* Posted receive: a recv the lowering moved up for the rendezvous model (lower.c,
+ * lower_rendezvous) is posted where it stands, so that its peer's send can complete,
+ * and its data is waited for only where its consumer runs (for an activation of
+ * (mb, s): F(mb, s+1); for a gradient of (mb, s): B or BW(mb, s-1); the pair holding
+ * it when overlapped), as ncclRecv and MPI_Irecv allow. Written recvs never get it:
+ * a recv the file wrote blocks where the file wrote it. */
+enum { IR_FLAG_POSTED = 8 };
 
 /* 32 bytes: schedules of millions of ops keep an array of these per device. kind and
  * flags, read everywhere, are whole bytes; xfer, coll and peer (a device index, at

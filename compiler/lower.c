@@ -645,8 +645,11 @@ static void lower_groups(Arena *a, IrSchedule *s) {
  * for a device that waits at a send whose recv its peer has not posted, that recv
  * (and the channel's earlier unposted recvs, FIFO) moves to where the peer stands
  * (moved[recv] = that local position), which the peer reaches in every run; of
- * several such sends, the one whose move delays the peer least in the buffered
- * timing `timed` (sim_run's, may be NULL), one at a time. */
+ * several such sends, the first of the cycle they wait in, one at a time; the
+ * moved recv is posted there and waited for at its consumer (IR_FLAG_POSTED, set
+ * by apply_moves), so a move costs no time. `timed` (may be NULL) holds the
+ * buffered run, made at the first repair: a schedule that deadlocks buffered too is
+ * not repaired. */
 
 static int is_p2p(const IrOp *op) { return op->kind == IR_SEND || op->kind == IR_RECV; }
 
@@ -677,17 +680,9 @@ int rdv_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L
       }
     }
   }
-  /* repair: each channel's recvs in order; sends deferred to a later group (dfr: its
-   * local position, -1) and the list of them each group's first op holds (xhead) */
-  int32_t **crecv = NULL, *dfr = NULL, *xhead = NULL, *xnext = NULL, *xpc = NULL;
+  /* repair: each channel's recvs in order */
+  int32_t **crecv = NULL;
   if (moved) {
-    dfr = arena_alloc(a, sizeof(int32_t) * (size_t)(n + 1));
-    xpc = arena_alloc(a, sizeof(int32_t) * (size_t)(P + 1));
-    memset(xpc, 0xff, sizeof(int32_t) * (size_t)(P + 1));
-    xhead = arena_alloc(a, sizeof(int32_t) * (size_t)(n + 1));
-    xnext = arena_alloc(a, sizeof(int32_t) * (size_t)(n + 1));
-    memset(dfr, 0xff, sizeof(int32_t) * (size_t)(n + 1));
-    memset(xhead, 0xff, sizeof(int32_t) * (size_t)(n + 1));
     crecv = arena_alloc(a, sizeof(int32_t *) * (size_t)(L->nchan + 1));
     for (int c = 0; c < L->nchan; c++) crecv[c] = arena_alloc(a, sizeof(int32_t) * (size_t)(L->chan_nrecv[c] + 1));
     for (int64_t g = 0; g < n; g++)
@@ -731,25 +726,6 @@ int rdv_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L
         const IrOp *op = &dv->ops[pc[d]];
         int32_t g = ix->off[d] + pc[d];
         int block = 0;
-        /* sends deferred to here: a group of their own before this op, or part of the
-         * group starting here (posted with it: d stands here) */
-        if (moved && xhead[g] >= 0 && xpc[d] != pc[d]) {
-          for (int32_t x = xhead[g]; x >= 0 && !block; x = xnext[x]) {
-            int32_t m = match[x];
-            if (m < 0 || moved[m] >= 0) continue;
-            int pe = ix->devof[m];
-            if (pc[pe] < gfirst[m]) {
-              block = 1;
-              stuck[d] = x;
-              waitdev[d] = pe;
-              wait_idx[d] = gfirst[m];
-              wnext[d] = whead[pe];
-              whead[pe] = d;
-            }
-          }
-          if (block) break;
-          xpc[d] = pc[d];
-        }
         switch ((IrKind)op->kind) {
         case IR_SEND: case IR_RECV: {
           /* the group [pc, e): every op matched by a posted peer op */
@@ -758,7 +734,8 @@ int rdv_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L
           int k = gk[d] >= pc[d] && gk[d] < e ? gk[d] : pc[d];
           for (; k < e; k++) {
             int32_t o = ix->off[d] + k, m = match[o];
-            if (moved && (moved[o] >= 0 || dfr[o] >= 0)) continue; /* posted where it was moved */
+            if (moved && moved[o] >= 0) continue; /* posted where it was moved */
+            if (L->postcons && L->postcons[o] >= 0) continue;   /* posted: its consumer waits */
             if (m < 0) { block = 2; stuck[d] = o; break; }  /* never matched: verify reports it */
             if (moved && moved[m] >= 0) continue;
             int pe = ix->devof[m];
@@ -803,6 +780,23 @@ int rdv_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L
           break;
         }
         default:
+          if (L->postwait) {   /* the consumer of a posted recv: its send must be posted */
+            for (int h = 0; h <= overlap_pair_at(dv, pc[d]) && !block; h++) {
+              int32_t pr = L->postwait[g + h], sn = pr >= 0 ? match[pr] : -1;
+              if (pr < 0) continue;
+              if (sn < 0) { block = 2; stuck[d] = g; break; }
+              int pe = ix->devof[sn];
+              if (pc[pe] < gfirst[sn]) {
+                block = 1;
+                stuck[d] = g;
+                waitdev[d] = pe;
+                wait_idx[d] = gfirst[sn];
+                wnext[d] = whead[pe];
+                whead[pe] = d;
+              }
+            }
+            if (block) break;
+          }
           if (async) {   /* a consumer of an asynchronous collective waits for every device's issue */
             int need[2], nn = sim_coll_needs(s, op, need);
             for (int q = 0; q < nn; q++) {
@@ -832,11 +826,11 @@ int rdv_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L
     if (!moved) break;
     /* repair: a cycle of devices waiting on each other at sends and recvs (the first
      * one found following the waits from the lowest stuck device; else every stuck
-     * device); of its stuck sends, the one whose recv, moved to where its device stands
-     * (into the group it is at, else before the op it waits at), delays that device
-     * least in the buffered timing; then run on */
-    int best = -1, bpos = 0, bdef = 0;
-    double bcost = 0;
+     * device); its first stuck send whose recv can move has it moved to where its
+     * device stands (into the group it is at, else before the op it waits at), posted
+     * there (IR_FLAG_POSTED: the consumer still waits for the data, so the move costs
+     * nothing in the buffered timing); then run on */
+    int best = -1, bpos = 0;
     for (int pass = 0; pass < 2 && best < 0; pass++) {
       int cyc = -1;
       if (pass == 0) {   /* find a cycle of p2p waits */
@@ -860,69 +854,20 @@ int rdv_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L
         int pos = pc[pe];
         if (is_p2p(&pv->ops[pos]))
           for (pos++; pos < pv->nops && is_p2p(&pv->ops[pos]) && (pv->ops[pos].flags & IR_FLAG_GROUP); pos++) {}
-        double cost = 0;
         if (timed && !timed->start && !sim_run(a, s, ix, L, timed, 0)) {
-          /* first repair: time it; a schedule that deadlocks buffered too is left as
-           * it is (verify reports that deadlock) */
+          /* first repair: a schedule that deadlocks buffered too is left as it is
+           * (verify reports that deadlock) */
           best = -1;
           goto norepair;
         }
-        if (timed && timed->start && pos < pv->nops) {
-          cost = timed->end[o] + s->tc - timed->start[ix->off[pe] + pos];
-          if (cost < 0) cost = 0;
-        }
-        if (best < 0 || cost < bcost) { best = d; bcost = cost; bpos = pos; bdef = 0; }
-        if (cost <= 0 && timed) break;   /* cannot do better */
-        /* or defer the send (no later send of its group sharing its channel) to where
-         * its peer waits for d: the group d must reach (passes and copies between), or
-         * just past the collective the peer waits at (passes, copies and collectives up
-         * to that one between: the peer's recv, after where it stands, follows them
-         * there too). Its data then arrives later instead. */
-        if (timed && timed->start && dfr[o] < 0 && pc[pe] < pv->nops) {
-          const IrDevice *dv = &s->devs[d];
-          int lo = o - ix->off[d], ge = lo + 1, ok = 1;
-          for (; ge < dv->nops && is_p2p(&dv->ops[ge]) && (dv->ops[ge].flags & IR_FLAG_GROUP); ge++)
-            if (dv->ops[ge].kind == IR_SEND && dv->ops[ge].peer == pe) ok = 0;
-          const IrOp *at = &pv->ops[pc[pe]];
-          int32_t kpe = at->kind == IR_COLL || at->kind == IR_S ? L->link[ix->off[pe] + pc[pe]] : -1;
-          int target = waitdev[pe] == d ? wait_idx[pe] : -1, t = ge, lim = ge + 64;
-          if (target < 0 && kpe < 0) ok = 0;
-          for (; ok && t < dv->nops && t < lim && t != target; t++) {
-            const IrOp *y = &dv->ops[t];
-            int need[2];
-            if (is_p2p(y)) { ok = 0; break; }
-            if (y->kind == IR_COLL || y->kind == IR_S) {
-              int32_t ky = L->link[ix->off[d] + t];
-              if (ky < 0 || kpe < 0 || ky > kpe) { ok = 0; break; }
-              if (ky == kpe && target < 0) { t++; break; }   /* just past it */
-            } else if (async && sim_coll_needs(s, y, need)) { ok = 0; break; }
-          }
-          if (ok && t > ge && t < dv->nops && t < lim && (target < 0 || t == target)) {
-            double c2 = timed->start[ix->off[d] + t] + s->tc - timed->end[m];
-            if (c2 < 0) c2 = 0;
-            if (c2 < bcost) { best = d; bcost = c2; bpos = t; bdef = 1; }
-          }
-        }
+        best = d;
+        bpos = pos;
+        break;
       }
     }
   norepair:
     if (best < 0) break;
-    if (bdef) {   /* the send joins d's group at bpos */
-      int d = best;
-      int32_t o = stuck[d], m = match[o], t = ix->off[d] + bpos;
-      int pe = ix->devof[m];
-      dfr[o] = bpos;
-      gfirst[o] = bpos;
-      const IrDevice *dv = &s->devs[d];
-      if (!is_p2p(&dv->ops[bpos]) && bpos > 0 && is_p2p(&dv->ops[bpos - 1])) r->ok = -1; /* joins the group before */
-      xnext[o] = xhead[t];
-      xhead[t] = o;
-      gk[d] = -1;
-      int32_t *pp = &whead[pe];
-      while (*pp >= 0 && *pp != d) pp = &wnext[*pp];
-      if (*pp == d) *pp = wnext[d];
-      if (!inq[d]) { inq[d] = 1; stack[sp++] = d; }
-    } else {
+    {
       int d = best;
       int32_t m = match[stuck[d]];
       int pe = ix->devof[m];
@@ -945,9 +890,6 @@ int rdv_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L
     }
   }
   int merged = r->ok < 0;
-  if (moved)
-    for (int64_t g = 0; g < n; g++)
-      if (dfr[g] >= 0) moved[g] = dfr[g];
   r->ok = 1;
   for (int d = 0; d < P; d++) {
     const IrDevice *dv = &s->devs[d];
@@ -958,6 +900,9 @@ int rdv_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L
     r->stuck_at[d] = g;
     const IrOp *op = ana_op(s, ix, g);
     if (is_p2p(op)) r->wait_op[d] = match[g];
+    else if (L->postwait && waitdev[d] >= 0)   /* a consumer waiting for a posted recv's send */
+      for (int h = 0; h <= overlap_pair_at(&s->devs[d], (int)(g - ix->off[d])) && r->wait_op[d] < 0; h++)
+        if (L->postwait[g + h] >= 0) r->wait_op[d] = match[L->postwait[g + h]];
   }
   if (merged && r->ok) r->ok = -1;
   return r->ok;
@@ -988,6 +933,9 @@ static int64_t apply_moves(Arena *tmp, IrSchedule *s, const AnaIndex *ix, const 
     /* in place: the order is rewritten from a copy (the op count does not change) */
     IrOp *in = arena_alloc(tmp, sizeof(IrOp) * (size_t)(dv->nops + 1)), *out = dv->ops;
     memcpy(in, dv->ops, sizeof(IrOp) * (size_t)dv->nops);
+    /* a recv moved up is posted where it now stands, waited for at its consumer */
+    for (int j2 = 0; j2 < cnt; j2++)
+      if (in[order[j2]].kind == IR_RECV && moved[ix->off[d] + order[j2]] < order[j2]) in[order[j2]].flags |= IR_FLAG_POSTED;
     int o = 0, j = 0;
     for (int k = 0; k < dv->nops; k++) {
       while (j < cnt && moved[ix->off[d] + order[j]] == k) out[o++] = in[order[j++]];

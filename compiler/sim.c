@@ -9,7 +9,9 @@
  *    both end together, after overlap_cost; the pair holds both halves' memory;
  *    IF, IB, S, T cost the vocabulary t_if, t_ib, t_s, t_t;
  *  - send costs nothing on the sender; the k-th recv of a channel (ordered device
- *    pair, FIFO) completes at max(now, end of the k-th send + TC);
+ *    pair, FIFO) completes at max(now, end of the k-th send + TC); a posted recv
+ *    (IR_FLAG_POSTED) costs nothing where it stands, and its consumer starts no
+ *    earlier than that arrival (waiting for the send like a recv, if it has not run);
  *  - coll is a barrier over all devices: it starts when the last device reaches its
  *    k-th collective and lasts t_coll on every device; under `vocab async` it is
  *    issued at no cost instead, runs on the collective lane (one per schedule, the
@@ -134,13 +136,36 @@ void sim_links(Arena *a, const IrSchedule *s, const AnaIndex *ix, SimLinks *L) {
     const IrOp *op = ana_op(s, ix, (int32_t)g);
     if (op->kind == IR_SEND) L->chan_sends[L->chan[g]][L->seq[g]] = (int32_t)g;
   }
+  int nposted = 0;
   for (int64_t g = 0; g < n; g++) {
     if (L->chan[g] < 0) continue;
     const IrOp *op = ana_op(s, ix, (int32_t)g);
     if (op->kind == IR_RECV) {
       int c = L->chan[g];
       L->link[g] = L->seq[g] < nsend[c] ? L->chan_sends[c][L->seq[g]] : -1;
+      nposted += (op->flags & IR_FLAG_POSTED) != 0;
     }
+  }
+  if (nposted) sim_link_posted(s, ix, L, a);
+}
+
+/* Each posted recv's consumer: the pass that reads its data, later on its device
+ * (else it stays a plain recv, waited for where it stands). */
+void sim_link_posted(const IrSchedule *s, const AnaIndex *ix, SimLinks *L, Arena *a) {
+  int64_t n = ix->total;
+  L->postwait = arena_alloc(a, sizeof(int32_t) * (size_t)(n + 1));
+  L->postcons = arena_alloc(a, sizeof(int32_t) * (size_t)(n + 1));
+  memset(L->postwait, 0xff, sizeof(int32_t) * (size_t)(n + 1));
+  memset(L->postcons, 0xff, sizeof(int32_t) * (size_t)(n + 1));
+  for (int64_t g = 0; g < n; g++) {
+    const IrOp *op = ana_op(s, ix, (int32_t)g);
+    if (op->kind != IR_RECV || !(op->flags & IR_FLAG_POSTED) || op->mb < 0 || op->mb >= s->nmb) continue;
+    int st = op->xfer == IR_XFER_ACT ? op->stage + 1 : op->xfer == IR_XFER_GRAD ? op->stage - 1 : -1;
+    if (st < 0 || st >= s->nstage) continue;
+    int32_t c = op->xfer == IR_XFER_ACT ? ix->posF[ANA_SLOT(ix, op->mb, st)] : ix->posB[ANA_SLOT(ix, op->mb, st)];
+    if (c <= g || ix->devof[c] != ix->devof[g] || L->postwait[c] >= 0) continue;
+    L->postwait[c] = (int32_t)g;
+    L->postcons[g] = c;
   }
 }
 
@@ -299,6 +324,10 @@ int sim_run_mode(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLin
       switch ((IrKind)op->kind) {
       case IR_RECV: {
         if (ln < 0) { block = 2; break; }
+        if (L->postcons && L->postcons[g] >= 0) {   /* posted: its consumer waits for the data */
+          r->start[g] = r->end[g] = st;
+          break;
+        }
         int sd = ix->devof[ln];
         if (pc[sd] <= ln - ix->off[sd]) { block = 1; wait_dev[d] = sd; wait_idx[d] = ln - ix->off[sd]; break; }
         double arr = r->end[ln] + tc;
@@ -371,6 +400,20 @@ int sim_run_mode(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLin
         break;
       default: {
         double ready = st;
+        if (L->postwait) { /* the data of the posted recvs it (or its overlapped partner) reads */
+          int pair2 = overlap_pair_at(dv, pc[d]);
+          for (int h = 0; h <= pair2 && !block; h++) {
+            int32_t pr = L->postwait[g + h], sn = pr >= 0 ? L->link[pr] : -1;
+            if (pr < 0) continue;
+            if (sn < 0) { block = 2; break; }
+            int sd = ix->devof[sn];
+            if (pc[sd] <= sn - ix->off[sd]) { block = 1; wait_dev[d] = sd; wait_idx[d] = sn - ix->off[sd]; break; }
+            double arr = r->end[sn] + tc;
+            r->end[pr] = arr;   /* a recv's end is its data's arrival */
+            if (arr > ready) { r->dev[d].comm_wait += arr - ready; ready = arr; }
+          }
+          if (block) break;
+        }
         if (async) { /* wait for the collectives this op consumes */
           int need[2], nn = sim_coll_needs(s, op, need);
           for (int q = 0; q < nn && !block; q++) {
@@ -439,6 +482,9 @@ int sim_run_mode(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLin
       int32_t g = r->stuck_at[d];
       const IrOp *op = &dv->ops[pc[d]];
       r->wait_op[d] = op->kind == IR_RECV ? L->link[g] : -1;
+      if (L->postwait)   /* a consumer waiting for a posted recv's send */
+        for (int h = 0; h <= overlap_pair_at(dv, pc[d]) && r->wait_op[d] < 0; h++)
+          if (L->postwait[g + h] >= 0) r->wait_op[d] = L->link[L->postwait[g + h]];
     } else {
       r->stuck_at[d] = -1;
       r->wait_op[d] = -1;

@@ -18,8 +18,13 @@ typedef struct SimLinks {
   int32_t *chan_nsend, *chan_nrecv; /* [nchan] */
   int32_t **chan_sends;           /* [nchan][nsend]: send ids in channel order */
   int32_t *ncoll;      /* [ndev] collectives and S passes on each device */
+  /* posted recvs (IR_FLAG_POSTED; NULL when the schedule has none): the recv a
+   * consumer waits for at its start, and each posted recv's consumer ([total], -1) */
+  int32_t *postwait, *postcons;
 } SimLinks;
 void sim_links(Arena *a, const IrSchedule *s, const AnaIndex *ix, SimLinks *L);
+/* Fills postwait/postcons (sim_links does when the schedule has posted recvs). */
+void sim_link_posted(const IrSchedule *s, const AnaIndex *ix, SimLinks *L, Arena *a);
 
 typedef struct SimDev {
   double busy;          /* compute time (F B W BW IF IB S T) */
@@ -50,7 +55,8 @@ typedef struct SimResult {
   double host_memory;
   /* when stuck: each device's stuck position (global id) and what blocks it */
   int32_t *stuck_at;    /* [ndev]: global id of the op it waits at, -1 = finished */
-  int32_t *wait_op;     /* [ndev]: send a stuck recv waits for, -1 = collective/S or never */
+  int32_t *wait_op;     /* [ndev]: send a stuck recv (or the consumer of a posted recv) waits
+                           for, -1 = collective/S or never */
 } SimResult;
 
 /* Order-based memory per device (fills dev[].peak_order, host_peak, end_memory);
