@@ -47,7 +47,7 @@ int cmd_synth(Compilation *c) {
   }
   double mk = an.sim.makespan, pk = an.sim.peak_memory;
   if (mk > in->makespan + 1e-6 * (1 + mk) || mk < in->makespan - 1e-6 * (1 + mk))
-    diag_warning(&c->diag, s->span, "the simulator's makespan %g differs from the synthesiser's model %g (what the model leaves out: offload, vocabulary passes, and receives the lowering moved for rendezvous sends, which wait where they stand; --p2p buffered keeps them before their consumers)",
+    diag_warning(&c->diag, s->span, "the simulator's makespan %g differs from the synthesiser's model %g (what the model leaves out: offload and vocabulary passes)",
                  mk, in->makespan);
   double gap = in->lower_bound > 0 ? mk / in->lower_bound - 1 : 0;
   if (fabs(gap) < 1e-9) gap = 0;

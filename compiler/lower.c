@@ -15,6 +15,9 @@
  *    would come after a later message's recv is moved up to just before that one
  *    (q_k = min(p_k, q_k+1) over the channel, backwards). Receiving a message early
  *    never adds waiting: the later message it precedes cannot arrive before it.
+ *    Where that order would deadlock with rendezvous sends, lower_rendezvous moves
+ *    recvs up into the group where their device stands and flags them
+ *    IR_FLAG_POSTED: posted there, waited for by their consumer (no time lost).
  *  - vocabulary (every device, per microbatch i), placed by a simulation of the
  *    schedule without them, as groups at instants t, on every device in the same order:
  *      IF(i) coll input_fwd(i)             in [start of F(i-1, 0), start of F(i, 0)]
