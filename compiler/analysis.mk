@@ -81,6 +81,7 @@ EXTRA_DIST += tests/analysis/golden.sh tests/analysis/outputs.sh tests/analysis/
   tests/analysis/cases/overlap_vocab.pps \
   tests/analysis/cases/vocab_async.pps \
   tests/analysis/cases/vocab_async_ok.pps \
+  tests/analysis/cases/vocab_async_rdv.pps \
   tests/analysis/cases/order.err \
   tests/analysis/cases/order.pps \
   tests/analysis/cases/order_devices.err \

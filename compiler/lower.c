@@ -953,23 +953,30 @@ static int64_t apply_moves(Arena *tmp, IrSchedule *s, const AnaIndex *ix, const 
  * the recvs that a stuck send waits for up to where their device stands, until it
  * runs (a few rounds: a move next to an earlier group merges with it). */
 static void lower_rendezvous(Arena *a, IrSchedule *s) {
-  for (int round = 0; round < 4; round++) {
-    Arena t0 = {0};   /* the round's index, links and runs: freed after it */
-    AnaIndex ix;
-    if (ana_index(&t0, s, &ix)) { arena_free(&t0); return; }
-    SimLinks L;
-    sim_links(&t0, s, &ix, &L);
-    int32_t *moved = arena_alloc(&t0, sizeof(int32_t) * (size_t)(ix.total + 1));
-    memset(moved, 0xff, sizeof(int32_t) * (size_t)(ix.total + 1));
-    SimResult r, t;
-    memset(&t, 0, sizeof t);   /* timed at the first repair only */
-    int ok = rdv_run(&t0, s, &ix, &L, &r, moved, &t);
-    int64_t nmv = apply_moves(&t0, s, &ix, moved);
-    arena_free(&t0);
-    if (!nmv) return;
-    overlap_normalize(a, s);
-    lower_groups(a, s);
-    if (ok == 1) return;  /* ran to the end as moved: verify's run agrees */
+  /* under `vocab async`, first for blocking collectives (the runtime's fallback:
+   * --blocking-collectives, no lane), then for the lane: a recv moved up stays
+   * posted where it was moved, so the second repair keeps what the first made */
+  for (int pass = s->vocab.mode && s->vocab.async ? 0 : 1; pass < 2; pass++) {
+    for (int round = 0; round < 4; round++) {
+      Arena t0 = {0};   /* the round's index, links and runs: freed after it */
+      AnaIndex ix;
+      if (ana_index(&t0, s, &ix)) { arena_free(&t0); return; }
+      SimLinks L;
+      sim_links(&t0, s, &ix, &L);
+      int32_t *moved = arena_alloc(&t0, sizeof(int32_t) * (size_t)(ix.total + 1));
+      memset(moved, 0xff, sizeof(int32_t) * (size_t)(ix.total + 1));
+      SimResult r, t;
+      memset(&t, 0, sizeof t);   /* timed at the first repair only */
+      IrSchedule m = *s;   /* the model this pass proves (the ops are s's) */
+      if (!pass) m.vocab.async = 0;
+      int ok = rdv_run(&t0, &m, &ix, &L, &r, moved, &t);
+      int64_t nmv = apply_moves(&t0, s, &ix, moved);
+      arena_free(&t0);
+      if (!nmv) break;
+      overlap_normalize(a, s);
+      lower_groups(a, s);
+      if (ok == 1) break;  /* ran to the end as moved: verify's run agrees */
+    }
   }
 }
 
