@@ -367,7 +367,8 @@ static int post_recv(ppsrt_ctx *c, int i) {
     e.bytes = c->model->xfer_bytes(c->model, op->xfer, op->mb, op->stage);
     int rc = be->alloc(be, e.bytes ? e.bytes : 1, &e.buf);
     if (rc) return rc;
-    if ((rc = c->tr->recv_post(c->tr, c->rank, be, PPSRT_STREAM_RECV, e.buf, e.bytes, op->peer, xfer_tag(op), &e.h))) {
+    if ((rc = c->tr->recv_post(c->tr, c->rank, be, PPSRT_STREAM_RECV, e.buf, e.bytes, op->peer, xfer_tag(op),
+                               c->grp_open && posted_late(c, i), &e.h))) {
       be->free(be, e.buf);
       return rc;
     }
@@ -472,7 +473,7 @@ static int exec_one(ppsrt_ctx *c, int i) {
     return 0;
   }
   case PPSRT_OP_RECV:
-    if (op->flags & 8) return c->grp_open && posted_late(c, i) ? 0 : post_recv(c, i);
+    if (op->flags & 8) return post_recv(c, i);
     /* buffered: the channel's pending posted recvs match first (FIFO) */
     if (!c->tr->recv_post && c->npst) {
       int failed;
@@ -511,8 +512,9 @@ static int exec_op(ppsrt_ctx *c, int i) {
 /* A posted recv i inside an open group, on a transport with recv_post (NCCL): a group's
  * operations complete together (NCCL makes every stream of a group wait for all of
  * it), so a posted recv stays in the group only where a later plain recv of the same
- * channel in the group waits for it anyway (FIFO); otherwise it is posted right after
- * the group's end (group_close), so that the group's plain recvs do not wait for it. */
+ * channel in the group waits for it anyway (FIFO); otherwise the transport posts it
+ * right after the group's launch, before the group's plain recvs order the RECV stream
+ * after their data, so that neither waits for the other. */
 static int grouped_with_prev(const ppsrt_ctx *c, int i);
 static int posted_late(const ppsrt_ctx *c, int i) {
   if (!c->tr->recv_post) return 0;
@@ -555,11 +557,7 @@ static int group_close(ppsrt_ctx *c, int i, int rc_op) {
       if (!ppsrt_io_take(c, op->xfer, op->mb, op->stage, &buf, &bytes)) c->be->free(c->be, buf);
     }
   }
-  if (recvd && (rc = order_streams(c, PPSRT_STREAM_RECV, PPSRT_STREAM_COMPUTE))) return rc;
-  for (int j = c->grp0; j <= i; j++)   /* the posted recvs left out of the group, in order */
-    if (c->ops[j].kind == PPSRT_OP_RECV && (c->ops[j].flags & 8) && posted_late(c, j) && (rc = post_recv(c, j)))
-      return rc;
-  return 0;
+  return recvd ? order_streams(c, PPSRT_STREAM_RECV, PPSRT_STREAM_COMPUTE) : 0;
 }
 
 /* Asynchronous backends (CUDA) return from a pass before it ran: compute ops are then

@@ -136,7 +136,7 @@ typedef struct rank_state {
   cudaEvent_t bar_ev;
   /* a point-to-point group in progress (group_begin): what waits for its launch */
   int grp;
-  struct gpend { pchan *ch; cudaStream_t s; const void *buf; int send; struct pev *pe; } *gp;
+  struct gpend { pchan *ch; cudaStream_t s; const void *buf; int send; struct pev *pe; size_t late; } *gp;
   int ngp, capgp;
   /* completion events of posted receives (tp_recv_post), pooled */
   struct pev **pe;
@@ -532,7 +532,7 @@ static int group_defer(nccl_tp *tp, int rank, pchan *ch, cudaStream_t s, const v
     r->gp = nv;
     r->capgp = cap;
   }
-  r->gp[r->ngp++] = (struct gpend){ch, s, buf, send, NULL};
+  r->gp[r->ngp++] = (struct gpend){ch, s, buf, send, NULL, 0};
   return PPSRT_OK;
 }
 
@@ -592,8 +592,11 @@ static int tp_group_end(ppsrt_transport *t, int rank) {
   r->grp = 0;
   NCCL_CHECK(tp, rank, r->ngp ? r->gp[0].ch->comm : NULL, ncclGroupEnd(), "group_end");
   ppsrt_backend *b = r->be;
+  /* 1: what followed the launch: buffer-use records of sends and posted recvs, the
+   * posted recvs' completion events, the plain recvs' `out` events (waited for in 3) */
   for (int k = 0; k < r->ngp; k++) {
     struct gpend *g = &r->gp[k];
+    if (g->late) continue;
     if (g->send) {
       int rc = ppsrt_cuda_record_use(b, (void *)g->buf, g->ch->st);
       if (rc) return rc;
@@ -604,8 +607,26 @@ static int tp_group_end(ppsrt_transport *t, int rank) {
       if (rc) return rc;
     } else {
       CUDA_CHECK(b, cudaEventRecord(g->ch->out, g->ch->st));
-      CUDA_CHECK(b, cudaStreamWaitEvent(g->s, g->ch->out, 0));
     }
+  }
+  /* 2: posted recvs left out of the group (after_group), each launched alone, in order,
+   * before the caller's stream waits for the group's recvs: neither waits for the other */
+  for (int k = 0; k < r->ngp; k++) {
+    struct gpend *g = &r->gp[k];
+    if (!g->late) continue;
+    CUDA_CHECK(b, cudaEventRecord(g->ch->in, g->s));
+    CUDA_CHECK(b, cudaStreamWaitEvent(g->ch->st, g->ch->in, 0));
+    NCCL_CHECK(tp, rank, g->ch->comm, ncclRecv((void *)g->buf, g->late, ncclUint8, 0, g->ch->comm, g->ch->st),
+               "posted recv after its group");
+    CUDA_CHECK(b, cudaEventRecord(g->pe->ev, g->ch->st));
+    g->pe->recorded = 1;
+    int rc = ppsrt_cuda_record_use(b, (void *)g->buf, g->ch->st);
+    if (rc) return rc;
+  }
+  /* 3: the caller's stream waits for the group's plain recvs */
+  for (int k = 0; k < r->ngp; k++) {
+    struct gpend *g = &r->gp[k];
+    if (!g->send && !g->pe) CUDA_CHECK(b, cudaStreamWaitEvent(g->s, g->ch->out, 0));
   }
   r->ngp = 0;
   return PPSRT_OK;
@@ -663,7 +684,7 @@ static int tp_recv(ppsrt_transport *t, int rank, ppsrt_backend *b, int stream, v
  * the buffer's use on the channel stream (record-stream: the allocator hands the buffer
  * out again only after the receive); tp_recv_wait makes the consumer's stream wait. */
 static int tp_recv_post(ppsrt_transport *t, int rank, ppsrt_backend *b, int stream, void *buf, size_t bytes, int peer,
-                        int64_t tag, void **handle) {
+                        int64_t tag, int after_group, void **handle) {
   nccl_tp *tp = TP(t);
   *handle = NULL;
   int rc = enter(t, rank, b, "recv");
@@ -678,13 +699,17 @@ static int tp_recv_post(ppsrt_transport *t, int rank, ppsrt_backend *b, int stre
   if ((rc = chan(tp, rank, b, peer, 0, &ch)) || (rc = pev_get(tp, rank, b, &e))) return rc;
   char op[96];
   snprintf(op, sizeof op, "posted recv of %zu bytes from rank %d (tag %lld)", bytes, peer, (long long)tag);
-  CUDA_CHECK(b, cudaEventRecord(ch->in, s));
-  CUDA_CHECK(b, cudaStreamWaitEvent(ch->st, ch->in, 0));
-  NCCL_CHECK(tp, rank, ch->comm, ncclRecv(buf, bytes, ncclUint8, 0, ch->comm, ch->st), op);
+  int late = tp->rs[rank].grp && after_group;   /* launched at group_end, after the group */
+  if (!late) {
+    CUDA_CHECK(b, cudaEventRecord(ch->in, s));
+    CUDA_CHECK(b, cudaStreamWaitEvent(ch->st, ch->in, 0));
+    NCCL_CHECK(tp, rank, ch->comm, ncclRecv(buf, bytes, ncclUint8, 0, ch->comm, ch->st), op);
+  }
   e->recorded = 0;
   if (tp->rs[rank].grp) {
     if ((rc = group_defer(tp, rank, ch, s, buf, 0))) return rc;
     tp->rs[rank].gp[tp->rs[rank].ngp - 1].pe = e;
+    tp->rs[rank].gp[tp->rs[rank].ngp - 1].late = late ? bytes : 0;
   } else {
     CUDA_CHECK(b, cudaEventRecord(e->ev, ch->st));
     e->recorded = 1;
