@@ -36,6 +36,8 @@ TESTS += tests/runtime/train.sh
 EXTRA_DIST += tests/runtime/train.sh
 EXTRA_DIST += tests/runtime/mfu.sh
 TESTS += tests/runtime/hardening.sh
+TESTS += tests/runtime/posted.sh
+EXTRA_DIST += tests/runtime/posted.sh tests/runtime/posted.awk
 EXTRA_DIST += tests/runtime/hardening.sh
 EXTRA_DIST += tests/runtime/tables.sh tests/runtime/flags.sh tests/runtime/e2e.sh tests/runtime/mpi.sh \
   tests/runtime/lib.sh

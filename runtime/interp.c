@@ -193,6 +193,76 @@ static int mark_free_after(ppsrt_ctx *c) {
   return 0;
 }
 
+/* ---- posted receives (ppsrt.h: flag 8 on a RECV) ----
+ * A posted recv is issued where it stands (inside its group); its data is waited for
+ * only right before its consumer: the first later op of the device that reads its key
+ * (the F(mb, s + 1) of an activation, the B or BW(mb, s - 1) of a gradient, a
+ * vocabulary pass, or a SEND forwarding it), or the first op of the overlapped pair
+ * whose second op that is (the pair's start waits); with no reader, at the end of the
+ * iteration. On a transport with recv_post/recv_wait (NCCL) the post enqueues the
+ * receive and the consumer's stream waits for it (no host wait); on the others
+ * (buffered: threads, MPI, the NCCL copy channel) the whole receive is performed at the
+ * consumer, after the channel's earlier pending posted ones (FIFO). */
+static int pair_first(const ppsrt_ctx *c, int i);
+static int posted_late(const ppsrt_ctx *c, int i);
+
+/* The box keys op reads (the readers mark_free_after knows), as indexes
+ * (xfer - 1, mb, stage + 1) into [2][nmb][nstage + 2]; returns how many (0..2). */
+static int op_keys(const ppsrt_ctx *c, const ppsrt_op *op, size_t key[2]) {
+#define PKEY(x, st) (((size_t)((x) - 1) * c->nmb + (size_t)op->mb) * ((size_t)c->nstage + 2) + (size_t)((st) + 1))
+  int n = 0;
+  if (op->mb < 0 || op->mb >= c->nmb) return 0;
+  switch (op->kind) {
+  case PPSRT_OP_SEND:
+    if ((op->xfer == PPSRT_XFER_ACT || op->xfer == PPSRT_XFER_GRAD) && op->stage >= -1 && op->stage <= c->nstage)
+      key[n++] = PKEY(op->xfer, op->stage);
+    break;
+  case PPSRT_OP_F:
+    if (op->stage >= 0 && op->stage <= c->nstage) key[n++] = PKEY(PPSRT_XFER_ACT, op->stage - 1);
+    break;
+  case PPSRT_OP_B: case PPSRT_OP_BW:
+    if (op->stage >= -1 && op->stage < c->nstage) key[n++] = PKEY(PPSRT_XFER_GRAD, op->stage + 1);
+    break;
+  case PPSRT_OP_IF: case PPSRT_OP_IB: case PPSRT_OP_S: case PPSRT_OP_T: case PPSRT_OP_COLL:
+    key[n++] = PKEY(PPSRT_XFER_ACT, c->nstage - 1);
+    key[n++] = PKEY(PPSRT_XFER_GRAD, 0);
+    break;
+  default: break;
+  }
+  return n;
+}
+
+/* Finds each posted recv's consumer (post_due/post_next) in one backward pass over the
+ * table, keeping the nearest later reader of every key. */
+static int mark_posted(ppsrt_ctx *c) {
+  int any = 0;
+  for (int i = 0; i < c->nops && !any; i++) any = c->ops[i].kind == PPSRT_OP_RECV && (c->ops[i].flags & 8);
+  if (!any) return 0;
+  size_t nkeys = (size_t)2 * c->nmb * ((size_t)c->nstage + 2);
+  int32_t *next = malloc((nkeys ? nkeys : 1) * sizeof *next);
+  c->post_due = malloc(((size_t)c->nops + 1) * sizeof *c->post_due);
+  c->post_next = malloc(((size_t)c->nops + 1) * sizeof *c->post_next);
+  if (!next || !c->post_due || !c->post_next) { free(next); return PPSRT_FAIL(PPSRT_E_NOMEM, "out of host memory"); }
+  for (size_t k = 0; k < nkeys; k++) next[k] = c->nops;
+  for (int i = 0; i <= c->nops; i++) c->post_due[i] = c->post_next[i] = -1;
+  for (int i = c->nops - 1; i >= 0; i--) {   /* backwards: each list ends up in posting order */
+    const ppsrt_op *op = &c->ops[i];
+    size_t key[2];
+    if (op->kind == PPSRT_OP_RECV && (op->flags & 8)) {
+      ppsrt_op as_send = *op;   /* the key a SEND of the same data would read */
+      as_send.kind = PPSRT_OP_SEND;
+      int j = op_keys(c, &as_send, key) ? next[key[0]] : c->nops;
+      if (j < c->nops && pair_first(c, j - 1)) j--;   /* the pair starts together */
+      c->post_next[i] = c->post_due[j];
+      c->post_due[j] = i;
+    }
+    for (int k = op_keys(c, op, key); k-- > 0;) next[key[k]] = i;
+  }
+#undef PKEY
+  free(next);
+  return 0;
+}
+
 int rt_ctx_init(ppsrt_run *run, ppsrt_ctx *c, int rank) {
   const ppsrt_program *p = run->prog;
   memset(c, 0, sizeof *c);
@@ -216,6 +286,7 @@ int rt_ctx_init(ppsrt_run *run, ppsrt_ctx *c, int rank) {
   int rc = rt_box_init(c, 0);
   c->store.upb = c->upb;
   if (!rc) rc = mark_free_after(c);
+  if (!rc) rc = mark_posted(c);
   return rc;
 }
 
@@ -223,6 +294,8 @@ void rt_ctx_fini(ppsrt_ctx *c) {
   rt_lane_stop(c);
   if (c->be) {
     if (c->box) rt_box_clear(c);
+    for (int k = 0; k < c->npst; k++)   /* a run stopped with posted recvs pending */
+      if (c->pst[k].buf) c->be->free(c->be, c->pst[k].buf);
     rt_poll_copies(c, 1);
     c->be->stream_sync(c->be, PPSRT_STREAM_D2H);
     c->be->stream_sync(c->be, PPSRT_STREAM_H2D);
@@ -238,6 +311,7 @@ void rt_ctx_fini(ppsrt_ctx *c) {
   if (c->model) c->model->destroy(c->model);
   if (c->be) c->be->destroy(c->be);
   free(c->box); free(c->bcol); free(c->free_after); free(c->ev);
+  free(c->post_due); free(c->post_next); free(c->pst);
   free(c->busy); free(c->span); free(c->loss); free(c->peak_bytes); free(c->peak_units); free(c->upb);
   memset(c, 0, sizeof *c);
 }
@@ -256,6 +330,104 @@ static int order_streams(ppsrt_ctx *c, int from, int to) {
   if (!c->xev && (rc = be->event_create(be, &c->xev))) return rc;
   if ((rc = be->event_record(be, c->xev, from))) return rc;
   return be->stream_wait_event(be, to, c->xev);
+}
+
+/* Receives op's data into a fresh buffer and puts it into the box. The fresh buffer's
+ * reuse is ordered by the allocator; its readers run on COMPUTE (in a group: ordered
+ * after the group's end, group_close). */
+static int recv_now(ppsrt_ctx *c, const ppsrt_op *op, int in_group) {
+  ppsrt_backend *be = c->be;
+  size_t bytes = c->model->xfer_bytes(c->model, op->xfer, op->mb, op->stage);
+  void *buf;
+  int rc = be->alloc(be, bytes ? bytes : 1, &buf);
+  if (rc) return rc;
+  if ((rc = c->tr->recv(c->tr, c->rank, be, PPSRT_STREAM_RECV, buf, bytes, op->peer, xfer_tag(op))) ||
+      (!in_group && (rc = order_streams(c, PPSRT_STREAM_RECV, PPSRT_STREAM_COMPUTE))) ||
+      (rc = ppsrt_io_put(c, op->xfer, op->mb, op->stage, buf, bytes))) {
+    be->free(be, buf);
+    return rc;
+  }
+  return 0;
+}
+
+/* Posts recv op i (flag 8): with recv_post, enqueued into a fresh buffer now; without,
+ * only noted (performed whole at completion). */
+static int post_recv(ppsrt_ctx *c, int i) {
+  const ppsrt_op *op = &c->ops[i];
+  ppsrt_backend *be = c->be;
+  if (c->npst == c->cappst) {
+    int cap = c->cappst ? 2 * c->cappst : 8;
+    struct rt_posted *v = realloc(c->pst, (size_t)cap * sizeof *v);
+    if (!v) return PPSRT_FAIL(PPSRT_E_NOMEM, "out of host memory");
+    c->pst = v;
+    c->cappst = cap;
+  }
+  struct rt_posted e = {i, NULL, 0, NULL};
+  if (c->tr->recv_post) {
+    e.bytes = c->model->xfer_bytes(c->model, op->xfer, op->mb, op->stage);
+    int rc = be->alloc(be, e.bytes ? e.bytes : 1, &e.buf);
+    if (rc) return rc;
+    if ((rc = c->tr->recv_post(c->tr, c->rank, be, PPSRT_STREAM_RECV, e.buf, e.bytes, op->peer, xfer_tag(op),
+                               c->grp_open && posted_late(c, i), &e.h))) {
+      be->free(be, e.buf);
+      return rc;
+    }
+  }
+  c->pst[c->npst++] = e;
+  return 0;
+}
+
+/* Completes pending posted recv k (index into c->pst): the compute stream waits for its
+ * data (recv_post), or it is received now; its buffer goes into the box. With --trace
+ * the recv shows here, where it completes. On failure *failed is the recv's op. */
+static int posted_complete_at(ppsrt_ctx *c, int k, int *failed) {
+  struct rt_posted e = c->pst[k];
+  memmove(&c->pst[k], &c->pst[k + 1], (size_t)(c->npst - k - 1) * sizeof *c->pst);
+  c->npst--;
+  const ppsrt_op *op = &c->ops[e.op];
+  int trace = c->run->o.trace != NULL || c->run->o.profile != NULL;
+  double a = trace ? rt_now() : 0;
+  int rc;
+  *failed = e.op;
+  if (c->tr->recv_post) {
+    rc = e.h ? c->tr->recv_wait(c->tr, c->rank, c->be, PPSRT_STREAM_COMPUTE, e.h) : 0;
+    if (!rc) rc = ppsrt_io_put(c, op->xfer, op->mb, op->stage, e.buf, e.bytes);
+    if (rc) c->be->free(c->be, e.buf);   /* (a transport's use of it is recorded: recv_post) */
+  } else {
+    rc = recv_now(c, op, 0);
+  }
+  if (!rc && trace) rc = rt_event_add(c, a - c->run->epoch, rt_now() - c->run->epoch, e.op, 0);
+  return rc;
+}
+
+/* Buffered transports: completes the pending posted recvs from `peer` that were posted
+ * before op `upto` (-1: all), in posting order (the channel is FIFO). */
+static int posted_complete_peer(ppsrt_ctx *c, int peer, int upto, int *failed) {
+  for (int k = 0; k < c->npst;) {
+    const ppsrt_op *op = &c->ops[c->pst[k].op];
+    if (op->peer != peer || (upto >= 0 && c->pst[k].op >= upto)) { k++; continue; }
+    int rc = posted_complete_at(c, k, failed);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+/* Before op j (j = nops: the iteration's end): completes the posted recvs it consumes
+ * (on a buffered transport, the channel's earlier ones first). On failure *failed is
+ * the op that failed. */
+static int posted_due(ppsrt_ctx *c, int j, int *failed) {
+  *failed = j < c->nops ? j : -1;
+  for (int r = c->post_due[j]; r >= 0; r = c->post_next[r]) {
+    int k = 0;
+    while (k < c->npst && c->pst[k].op != r) k++;
+    if (k == c->npst) continue;   /* completed already (FIFO, before a later recv) */
+    int rc;
+    if (!c->tr->recv_post && (rc = posted_complete_peer(c, c->ops[r].peer, r, failed))) return rc;
+    k = 0;
+    while (k < c->npst && c->pst[k].op != r) k++;
+    if ((rc = posted_complete_at(c, k, failed))) return rc;
+  }
+  return 0;
 }
 
 static int exec_one(ppsrt_ctx *c, int i) {
@@ -300,20 +472,14 @@ static int exec_one(ppsrt_ctx *c, int i) {
     }
     return 0;
   }
-  case PPSRT_OP_RECV: {
-    size_t bytes = m->xfer_bytes(m, op->xfer, op->mb, op->stage);
-    void *buf;
-    if ((rc = be->alloc(be, bytes ? bytes : 1, &buf))) return rc;
-    /* the fresh buffer's reuse is ordered by the allocator; its readers run on COMPUTE
-     * (in a group: after the group's end, group_close) */
-    if ((rc = c->tr->recv(c->tr, c->rank, be, PPSRT_STREAM_RECV, buf, bytes, op->peer, xfer_tag(op))) ||
-        (!c->grp_open && (rc = order_streams(c, PPSRT_STREAM_RECV, PPSRT_STREAM_COMPUTE))) ||
-        (rc = ppsrt_io_put(c, op->xfer, op->mb, op->stage, buf, bytes))) {
-      be->free(be, buf);
-      return rc;
+  case PPSRT_OP_RECV:
+    if (op->flags & 8) return post_recv(c, i);
+    /* buffered: the channel's pending posted recvs match first (FIFO) */
+    if (!c->tr->recv_post && c->npst) {
+      int failed;
+      if ((rc = posted_complete_peer(c, op->peer, -1, &failed))) return rc;
     }
-    return 0;
-  }
+    return recv_now(c, op, c->grp_open);
   default:
     return PPSRT_FAIL(PPSRT_E_USAGE, "unknown op kind %d\nhint: regenerate the program with this ppsc", op->kind);
   }
@@ -341,6 +507,20 @@ static int exec_op(ppsrt_ctx *c, int i) {
   rc = exec_one(c, i);
   int rj = be->overlap(be, PPSRT_OVERLAP_JOIN);
   return rc ? rc : rj;
+}
+
+/* A posted recv i inside an open group, on a transport with recv_post (NCCL): a group's
+ * operations complete together (NCCL makes every stream of a group wait for all of
+ * it), so a posted recv stays in the group only where a later plain recv of the same
+ * channel in the group waits for it anyway (FIFO); otherwise the transport posts it
+ * right after the group's launch, before the group's plain recvs order the RECV stream
+ * after their data, so that neither waits for the other. */
+static int grouped_with_prev(const ppsrt_ctx *c, int i);
+static int posted_late(const ppsrt_ctx *c, int i) {
+  if (!c->tr->recv_post) return 0;
+  for (int j = i + 1; grouped_with_prev(c, j); j++)
+    if (c->ops[j].kind == PPSRT_OP_RECV && !(c->ops[j].flags & 8) && c->ops[j].peer == c->ops[i].peer) return 0;
+  return 1;
 }
 
 /* ---- point-to-point groups (ppsrt.h: flag 4 = issued with the op before) ----
@@ -371,7 +551,7 @@ static int group_close(ppsrt_ctx *c, int i, int rc_op) {
   int recvd = 0;
   for (int j = c->grp0; j <= i; j++) {
     const ppsrt_op *op = &c->ops[j];
-    if (op->kind == PPSRT_OP_RECV) recvd = 1;
+    if (op->kind == PPSRT_OP_RECV) recvd |= !(op->flags & 8);   /* (a posted one waits at its consumer) */
     else if (c->free_after[j]) {
       void *buf; size_t bytes;
       if (!ppsrt_io_take(c, op->xfer, op->mb, op->stage, &buf, &bytes)) c->be->free(c->be, buf);
@@ -566,6 +746,11 @@ int rt_run_device(ppsrt_ctx *c) {
         if (waited) have_last = 0;
         if (waited && trace && (rc = rt_event_add(c, wa - run->epoch, rt_now() - run->epoch, i, 3))) { fail_at(c, i, rc, NULL); break; }
       }
+      if (c->post_due && c->post_due[i] >= 0) {   /* a consumer of posted recvs waits for their data */
+        int failed;
+        if ((rc = posted_due(c, i, &failed))) { fail_at(c, failed, rc, NULL); break; }
+        have_last = 0;
+      }
       int comp = is_compute(c->ops[i].kind), ev = c->devtime && comp;
       int timed = (comp && !ev) || (trace && !ev);
       if (ev && (rc = c->be->event_record(c->be, c->tev[2 * i], PPSRT_STREAM_COMPUTE))) { fail_at(c, i, rc, NULL); break; }
@@ -582,11 +767,19 @@ int rt_run_device(ppsrt_ctx *c) {
       rt_store_sample(&c->store);
       if (comp && !ev) busy += b - a;
       if (c->ops[i].kind == PPSRT_OP_F) check_act_bytes(c, &c->ops[i]);
-      /* (offload/reload show on the copy-engine tracks, from issue to completion) */
+      /* (offload/reload show on the copy-engine tracks, from issue to completion; a posted
+       * recv where it completes, posted_complete_at) */
       if (trace && !ev && c->ops[i].kind != PPSRT_OP_OFFLOAD && c->ops[i].kind != PPSRT_OP_RELOAD &&
+          !(c->ops[i].kind == PPSRT_OP_RECV && (c->ops[i].flags & 8)) &&
           (rc = rt_event_add(c, a - run->epoch, b - run->epoch, i, 0))) { fail_at(c, i, rc, NULL); break; }
     }
     if (rc) break;
+    if (c->npst) {   /* posted recvs nothing read (due at the end), or left over */
+      int failed = -1;
+      if (c->post_due) rc = posted_due(c, c->nops, &failed);
+      while (!rc && c->npst) rc = posted_complete_at(c, 0, &failed);
+      if (rc) { fail_at(c, failed, rc, "completing posted receives at the end of the iteration"); break; }
+    }
     if (c->lane && (rc = rt_lane_drain(c))) { fail_at(c, -1, rc, "waiting for the collective lane"); break; }
     if (c->devtime && (rc = devtime_collect(c, hbase, &busy))) { fail_at(c, -1, rc, "reading timing events"); break; }
     if ((rc = rt_poll_copies(c, 1))) { fail_at(c, -1, rc, "waiting for copies at the end of the iteration"); break; }

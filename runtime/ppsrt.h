@@ -50,7 +50,9 @@ typedef struct ppsrt_op {
                       (`overlap { }`): the CPU backend runs the two one after the other,
                       a GPU backend may run them on two streams; 4 = a SEND/RECV issued
                       in one point-to-point group with the op before (NCCL:
-                      ncclGroupStart/End; transports without groups ignore it) */
+                      ncclGroupStart/End; transports without groups ignore it);
+                      8 = a posted RECV: issued where it stands, its data waited
+                      for only by the first later op that reads it (docs/runtime.md) */
   int32_t mb;
   int32_t stage;   /* -1 for vocabulary passes and collectives */
   int32_t peer;    /* SEND/RECV partner device, else -1 */

@@ -106,6 +106,14 @@ struct ppsrt_ctx {
   uint8_t *free_after;    /* [nops]: SEND whose box entry no later op needs */
   int grp_open;           /* inside a point-to-point group (transport group hooks) */
   int32_t grp0;           /* its first op */
+  /* posted receives (ppsrt.h op flag 8, interp.c): post_due[j] is the first posted recv
+   * completed right before op j (j = nops: at the iteration's end), post_next chains
+   * the others due there, -1 ends; NULL when the table has none. pst: those posted
+   * and not yet completed, in posting order. */
+  int32_t *post_due;      /* [nops + 1] */
+  int32_t *post_next;     /* [nops] */
+  struct rt_posted { int32_t op; void *buf; size_t bytes; void *h; } *pst;
+  int npst, cappst;
   rt_event *ev; int nev, capev;
   double *busy;           /* [iterations] compute seconds */
   double *span;           /* [iterations] wall seconds of the iteration */

@@ -67,6 +67,20 @@ struct ppsrt_transport {
    * group_end returned. */
   int (*group_begin)(ppsrt_transport *t, int rank);
   int (*group_end)(ppsrt_transport *t, int rank);
+  /* Optional, both or neither (NULL: the interpreter performs a posted receive, ppsrt.h
+   * op flag 8, whole with recv where its data is first read, which buffered transports
+   * allow; it keeps the channel FIFO by completing a channel's pending posted receives,
+   * in posting order, before any later receive of that channel). recv_post enqueues a
+   * receive where it stands (inside the open group, if any; with after_group, right
+   * after the open group's launch instead, before the group's receives order `stream`
+   * after their data) without ordering `stream` or anything else after it, and returns
+   * a handle (NULL: nothing to wait for);
+   * recv_wait, called once per handle after the group's end, makes `stream` wait for
+   * the data (no host wait) and releases the handle. Receives of one channel still
+   * match in the order they are posted or issued. */
+  int (*recv_post)(ppsrt_transport *t, int rank, ppsrt_backend *b, int stream, void *buf, size_t bytes, int peer,
+                   int64_t tag, int after_group, void **handle);
+  int (*recv_wait)(ppsrt_transport *t, int rank, ppsrt_backend *b, int stream, void *handle);
 };
 
 /* The tag the interpreter gives a SEND/RECV: xfer << 48 | mb << 20 | (stage + 1), and

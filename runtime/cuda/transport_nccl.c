@@ -136,9 +136,23 @@ typedef struct rank_state {
   cudaEvent_t bar_ev;
   /* a point-to-point group in progress (group_begin): what waits for its launch */
   int grp;
-  struct gpend { pchan *ch; cudaStream_t s; const void *buf; int send; } *gp;
+  struct gpend { pchan *ch; cudaStream_t s; const void *buf; int send; struct pev *pe; size_t late; } *gp;
   int ngp, capgp;
+  /* completion events of posted receives (tp_recv_post), pooled */
+  struct pev **pe;
+  int npe, cappe;
 } rank_state;
+
+/* The completion event of a posted receive (transport.h recv_post): recorded on the
+ * channel's stream after the ncclRecv (at group_end inside a group); the caller's
+ * stream waits for it at the consumer (recv_wait). An entry is taken again only once it
+ * was waited for and the event has completed: never re-recorded while pending. */
+typedef struct pev {
+  cudaEvent_t ev;
+  int state;               /* PEV_FREE, PEV_POSTED (handed out), PEV_WAITED (waited for, maybe pending) */
+  int recorded;            /* the event is recorded (after the launch) */
+} pev;
+enum { PEV_FREE, PEV_POSTED, PEV_WAITED };
 
 typedef struct nccl_tp {
   int mode, nranks, mpi, my_rank, mpi_inited_here;
@@ -518,7 +532,41 @@ static int group_defer(nccl_tp *tp, int rank, pchan *ch, cudaStream_t s, const v
     r->gp = nv;
     r->capgp = cap;
   }
-  r->gp[r->ngp++] = (struct gpend){ch, s, buf, send};
+  r->gp[r->ngp++] = (struct gpend){ch, s, buf, send, NULL, 0};
+  return PPSRT_OK;
+}
+
+/* A free completion event of `rank`'s pool (grown as needed). */
+static int pev_get(nccl_tp *tp, int rank, ppsrt_backend *b, pev **out) {
+  rank_state *r = &tp->rs[rank];
+  for (int k = 0; k < r->npe; k++) {
+    pev *e = r->pe[k];
+    if (e->state == PEV_WAITED) {
+      cudaError_t q = cudaEventQuery(e->ev);
+      if (q == cudaSuccess) e->state = PEV_FREE;
+      else if (q != cudaErrorNotReady) CUDA_CHECK(b, q);
+    }
+    if (e->state == PEV_FREE) {
+      *out = e;
+      return PPSRT_OK;
+    }
+  }
+  if (r->npe == r->cappe) {
+    int cap = r->cappe ? 2 * r->cappe : 8;
+    pev **v = realloc(r->pe, sizeof *v * (size_t)cap);
+    if (!v) return PPSRT_FAIL(PPSRT_E_NOMEM, "nccl: out of host memory");
+    r->pe = v;
+    r->cappe = cap;
+  }
+  pev *e = calloc(1, sizeof *e);
+  if (!e) return PPSRT_FAIL(PPSRT_E_NOMEM, "nccl: out of host memory");
+  cudaError_t ce = cudaEventCreateWithFlags(&e->ev, cudaEventDisableTiming);
+  if (ce != cudaSuccess) {
+    free(e);
+    CUDA_CHECK(b, ce);
+  }
+  r->pe[r->npe++] = e;
+  *out = e;
   return PPSRT_OK;
 }
 
@@ -544,15 +592,41 @@ static int tp_group_end(ppsrt_transport *t, int rank) {
   r->grp = 0;
   NCCL_CHECK(tp, rank, r->ngp ? r->gp[0].ch->comm : NULL, ncclGroupEnd(), "group_end");
   ppsrt_backend *b = r->be;
+  /* 1: what followed the launch: buffer-use records of sends and posted recvs, the
+   * posted recvs' completion events, the plain recvs' `out` events (waited for in 3) */
   for (int k = 0; k < r->ngp; k++) {
     struct gpend *g = &r->gp[k];
+    if (g->late) continue;
     if (g->send) {
+      int rc = ppsrt_cuda_record_use(b, (void *)g->buf, g->ch->st);
+      if (rc) return rc;
+    } else if (g->pe) {   /* posted: its own event; the caller's stream waits at the consumer */
+      CUDA_CHECK(b, cudaEventRecord(g->pe->ev, g->ch->st));
+      g->pe->recorded = 1;
       int rc = ppsrt_cuda_record_use(b, (void *)g->buf, g->ch->st);
       if (rc) return rc;
     } else {
       CUDA_CHECK(b, cudaEventRecord(g->ch->out, g->ch->st));
-      CUDA_CHECK(b, cudaStreamWaitEvent(g->s, g->ch->out, 0));
     }
+  }
+  /* 2: posted recvs left out of the group (after_group), each launched alone, in order,
+   * before the caller's stream waits for the group's recvs: neither waits for the other */
+  for (int k = 0; k < r->ngp; k++) {
+    struct gpend *g = &r->gp[k];
+    if (!g->late) continue;
+    CUDA_CHECK(b, cudaEventRecord(g->ch->in, g->s));
+    CUDA_CHECK(b, cudaStreamWaitEvent(g->ch->st, g->ch->in, 0));
+    NCCL_CHECK(tp, rank, g->ch->comm, ncclRecv((void *)g->buf, g->late, ncclUint8, 0, g->ch->comm, g->ch->st),
+               "posted recv after its group");
+    CUDA_CHECK(b, cudaEventRecord(g->pe->ev, g->ch->st));
+    g->pe->recorded = 1;
+    int rc = ppsrt_cuda_record_use(b, (void *)g->buf, g->ch->st);
+    if (rc) return rc;
+  }
+  /* 3: the caller's stream waits for the group's plain recvs */
+  for (int k = 0; k < r->ngp; k++) {
+    struct gpend *g = &r->gp[k];
+    if (!g->send && !g->pe) CUDA_CHECK(b, cudaStreamWaitEvent(g->s, g->ch->out, 0));
   }
   r->ngp = 0;
   return PPSRT_OK;
@@ -601,6 +675,62 @@ static int tp_recv(ppsrt_transport *t, int rank, ppsrt_backend *b, int stream, v
   if (tp->rs[rank].grp) return group_defer(tp, rank, ch, s, buf, 0);
   CUDA_CHECK(b, cudaEventRecord(ch->out, ch->st));
   CUDA_CHECK(b, cudaStreamWaitEvent(s, ch->out, 0));
+  return PPSRT_OK;
+}
+
+/* A posted receive (transport.h recv_post, NCCL mode): the ncclRecv is enqueued on the
+ * channel's stream as tp_recv's, but nothing waits for it here: its completion event
+ * (pev_get) is the handle, recorded after the launch (group_end inside a group) with
+ * the buffer's use on the channel stream (record-stream: the allocator hands the buffer
+ * out again only after the receive); tp_recv_wait makes the consumer's stream wait. */
+static int tp_recv_post(ppsrt_transport *t, int rank, ppsrt_backend *b, int stream, void *buf, size_t bytes, int peer,
+                        int64_t tag, int after_group, void **handle) {
+  nccl_tp *tp = TP(t);
+  *handle = NULL;
+  int rc = enter(t, rank, b, "recv");
+  if (rc || (rc = check_peer(tp, rank, peer, "recv"))) return rc;
+  cudaStream_t s = ppsrt_cuda_stream(b, stream);
+  if (!s) return PPSRT_E_USAGE;
+  if (tp->mode != MODE_NCCL)
+    return PPSRT_FAIL(PPSRT_E_USAGE, "nccl: rank %d: a posted recv on the copy channel (it has none)", rank);
+  if (!bytes) return PPSRT_OK;
+  pchan *ch;
+  pev *e = NULL;
+  if ((rc = chan(tp, rank, b, peer, 0, &ch)) || (rc = pev_get(tp, rank, b, &e))) return rc;
+  char op[96];
+  snprintf(op, sizeof op, "posted recv of %zu bytes from rank %d (tag %lld)", bytes, peer, (long long)tag);
+  int late = tp->rs[rank].grp && after_group;   /* launched at group_end, after the group */
+  if (!late) {
+    CUDA_CHECK(b, cudaEventRecord(ch->in, s));
+    CUDA_CHECK(b, cudaStreamWaitEvent(ch->st, ch->in, 0));
+    NCCL_CHECK(tp, rank, ch->comm, ncclRecv(buf, bytes, ncclUint8, 0, ch->comm, ch->st), op);
+  }
+  e->recorded = 0;
+  if (tp->rs[rank].grp) {
+    if ((rc = group_defer(tp, rank, ch, s, buf, 0))) return rc;
+    tp->rs[rank].gp[tp->rs[rank].ngp - 1].pe = e;
+    tp->rs[rank].gp[tp->rs[rank].ngp - 1].late = late ? bytes : 0;
+  } else {
+    CUDA_CHECK(b, cudaEventRecord(e->ev, ch->st));
+    e->recorded = 1;
+    if ((rc = ppsrt_cuda_record_use(b, buf, ch->st))) return rc;
+  }
+  e->state = PEV_POSTED;
+  *handle = e;
+  return PPSRT_OK;
+}
+
+static int tp_recv_wait(ppsrt_transport *t, int rank, ppsrt_backend *b, int stream, void *handle) {
+  pev *e = handle;
+  int rc = enter(t, rank, b, "wait for a posted recv");
+  if (rc) return rc;
+  cudaStream_t s = ppsrt_cuda_stream(b, stream);
+  if (!s) return PPSRT_E_USAGE;
+  if (!e || e->state != PEV_POSTED || !e->recorded)
+    return PPSRT_FAIL(PPSRT_E_USAGE, "nccl: rank %d: wait for a posted recv that is %s", rank,
+                      !e || e->state != PEV_POSTED ? "not pending" : "still in its open group");
+  CUDA_CHECK(b, cudaStreamWaitEvent(s, e->ev, 0));
+  e->state = PEV_WAITED;
   return PPSRT_OK;
 }
 
@@ -854,6 +984,11 @@ static void tp_destroy(ppsrt_transport *t) {
       if (r->bar_ev) cudaEventDestroy(r->bar_ev);
       if (r->bar_st) cudaStreamDestroy(r->bar_st);
       free(r->gp);
+      for (int k = 0; k < r->npe; k++) {
+        cudaEventDestroy(r->pe[k]->ev);
+        free(r->pe[k]);
+      }
+      free(r->pe);
     }
     for (int i = 0; i < tp->nbufs; i++) {
       sbuf *sb = tp->bufs[i];
@@ -1123,6 +1258,10 @@ int ppsrt_nccl_transport_create(int nranks, double timeout_s, int use_mpi, ppsrt
     return rc;
   }
   t->nranks = tp->nranks;
+  if (tp->mode == MODE_NCCL) {   /* (the copy channel is buffered: the interpreter defers) */
+    t->recv_post = tp_recv_post;
+    t->recv_wait = tp_recv_wait;
+  }
   if (my_rank) *my_rank = tp->my_rank;
   *out = t;
   return PPSRT_OK;

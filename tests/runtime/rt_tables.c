@@ -6,6 +6,9 @@
  *   hang     device 1's first recv has no matching send (must time out, not hang);
  *   swap     device 1 receives microbatches 0 and 1 in the wrong order (the channel is
  *            FIFO: the runtime must report the mismatch, not compute on wrong data);
+ *   posted   1f1b where every device d > 0 posts its first activation recv (op flag 8)
+ *            and receives the second, plain, right after it in one group, before F(0, d)
+ *            reads the first: the plain recv must match the second message (FIFO);
  * with the predicted peak per device (1F1B: min(P - d, m) units; offload: 1) and runs
  * it through ppsrt_main. What it does not: no verification (these tables are right
  * by construction, except `hang`). */
@@ -43,7 +46,7 @@ static void bwd(int d, int P, int i, int mode) {
 }
 
 int main(int argc, char **argv) {
-  if (argc < 4) { fprintf(stderr, "usage: rt_tables 1f1b|zb|offload|hang|swap P M [flags]\n"); return 2; }
+  if (argc < 4) { fprintf(stderr, "usage: rt_tables 1f1b|zb|offload|hang|swap|posted P M [flags]\n"); return 2; }
   const char *kind = argv[1];
   int P = atoi(argv[2]), m = atoi(argv[3]);
   if (P < 1 || P > 64 || m < 1) { fprintf(stderr, "rt_tables: bad P or M\n"); return 2; }
@@ -65,6 +68,19 @@ int main(int argc, char **argv) {
     for (int i = 0; i < nops[1]; i++)
       if (ops[1][i].kind == PPSRT_OP_RECV && ops[1][i].xfer == PPSRT_XFER_ACT) { if (a < 0) a = i; else { b = i; break; } }
     if (a >= 0 && b >= 0) { int t = ops[1][a].mb; ops[1][a].mb = ops[1][b].mb; ops[1][b].mb = t; }
+  }
+  if (!strcmp(kind, "posted") && m > 1) {
+    for (int d = 1; d < P; d++) {
+      int a = -1, b = -1;
+      for (int i = 0; i < nops[d]; i++)
+        if (ops[d][i].kind == PPSRT_OP_RECV && ops[d][i].xfer == PPSRT_XFER_ACT) { if (a < 0) a = i; else { b = i; break; } }
+      if (a < 0 || b < 0) continue;
+      ppsrt_op second = ops[d][b];
+      memmove(&ops[d][a + 2], &ops[d][a + 1], (size_t)(b - a - 1) * sizeof **ops);
+      ops[d][a].flags |= 8;
+      second.flags |= 4;
+      ops[d][a + 1] = second;
+    }
   }
   if (!strcmp(kind, "hang") && P > 1) {
     /* device 1 first waits for a gradient nobody sends */
