@@ -738,7 +738,7 @@ int rdv_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L
           for (; k < e; k++) {
             int32_t o = ix->off[d] + k, m = match[o];
             if (moved && moved[o] >= 0) continue; /* posted where it was moved */
-            if (L->postcons && L->postcons[o] >= 0) continue;   /* posted: its consumer waits */
+            /* a posted recv is matched at its group too: NCCL completes a group as a whole */
             if (m < 0) { block = 2; stuck[d] = o; break; }  /* never matched: verify reports it */
             if (moved && moved[m] >= 0) continue;
             int pe = ix->devof[m];

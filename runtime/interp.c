@@ -425,7 +425,7 @@ static int posted_due(ppsrt_ctx *c, int j, int *failed) {
     if (!c->tr->recv_post && (rc = posted_complete_peer(c, c->ops[r].peer, r, failed))) return rc;
     k = 0;
     while (k < c->npst && c->pst[k].op != r) k++;
-    if ((rc = posted_complete_at(c, k, failed))) return rc;
+    if (k < c->npst && (rc = posted_complete_at(c, k, failed))) return rc;
   }
   return 0;
 }
@@ -473,7 +473,9 @@ static int exec_one(ppsrt_ctx *c, int i) {
     return 0;
   }
   case PPSRT_OP_RECV:
-    if (op->flags & 8) return post_recv(c, i);
+    /* posted: deferred to its consumer on a buffered transport, posted with recv_post;
+     * a rendezvous transport without recv_post (NCCL by default) receives it here */
+    if ((op->flags & 8) && (c->tr->recv_post || !c->tr->group_begin)) return post_recv(c, i);
     /* buffered: the channel's pending posted recvs match first (FIFO) */
     if (!c->tr->recv_post && c->npst) {
       int failed;
@@ -551,7 +553,7 @@ static int group_close(ppsrt_ctx *c, int i, int rc_op) {
   int recvd = 0;
   for (int j = c->grp0; j <= i; j++) {
     const ppsrt_op *op = &c->ops[j];
-    if (op->kind == PPSRT_OP_RECV) recvd |= !(op->flags & 8);   /* (a posted one waits at its consumer) */
+    if (op->kind == PPSRT_OP_RECV) recvd |= !(op->flags & 8) || !c->tr->recv_post;   /* (a posted one waits at its consumer) */
     else if (c->free_after[j]) {
       void *buf; size_t bytes;
       if (!ppsrt_io_take(c, op->xfer, op->mb, op->stage, &buf, &bytes)) c->be->free(c->be, buf);

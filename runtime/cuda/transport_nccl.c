@@ -1258,7 +1258,18 @@ int ppsrt_nccl_transport_create(int nranks, double timeout_s, int use_mpi, ppsrt
     return rc;
   }
   t->nranks = tp->nranks;
-  if (tp->mode == MODE_NCCL) {   /* (the copy channel is buffered: the interpreter defers) */
+  /* Posted receives on the GPU side (recv_post/recv_wait) only when asked for
+   * (PPSRT_NCCL_POSTED=1): with them 1f1b_v at P = 4 deadlocks in the emulator's NCCL
+   * mode under load (a later receive's launch waits, through the RECV stream, for an
+   * earlier group, which NCCL completes as a whole, waiting for that receive: a cycle
+   * the compiler's rendezvous model does not see; docs/gpu.md). By default a posted
+   * receive is issued as a plain one where it stands (interp.c), as before posting. */
+  if (tp->mode != MODE_NCCL) {   /* the copy channel is buffered: no groups (they were no-ops) */
+    t->group_begin = NULL;
+    t->group_end = NULL;
+  }
+  const char *pe = getenv("PPSRT_NCCL_POSTED");
+  if (tp->mode == MODE_NCCL && pe && !strcmp(pe, "1")) {   /* (the copy channel is buffered: the interpreter defers) */
     t->recv_post = tp_recv_post;
     t->recv_wait = tp_recv_wait;
   }
