@@ -8,7 +8,9 @@
  * the core to the sender), then a timed wait on the channel's condition variable that
  * also watches the abort flag, so a rank that fails (or times out) makes every other
  * rank's call fail with PPSRT_E_COMM instead of hanging. Collectives meet in a shared
- * accumulator between two barriers (one lock and condition variable for the run).
+ * accumulator between two barriers (one lock and condition variable for the run); the
+ * last rank to arrive combines every rank's buffer in rank order, so a sum is the same
+ * bits whichever thread comes first (((x0 + x1) + x2) + ..., run after run).
  * What it does not: no device-to-device copies for CUDA beyond memcpy_async through
  * the backend (kind 0), no ordering across processes (that is MPI). */
 #include "config.h"
@@ -64,6 +66,7 @@ typedef struct th_impl {
   unsigned long bar_gen;
   /* collectives */
   void *acc; size_t acc_cap; int cc;
+  const void **slot;      /* each rank's buffer while a collective gathers */
   int spin;               /* yields before sleeping in recv */
 } th_impl;
 
@@ -244,7 +247,11 @@ static int th_barrier(ppsrt_transport *tr, int rank) {
   return rc;
 }
 
-/* Contributes buf (combine: 0 copy if root/first, 1 sum, 2 max) then two barriers. */
+static void th_abort(ppsrt_transport *tr, int rank, const char *why);
+
+/* Contributes buf (a sum or max of every rank's buffer, or root's copy), then two
+ * barriers: after the first every rank copies the result out, after the second the
+ * accumulator may be reused. */
 static int th_collective(ppsrt_transport *tr, int rank, ppsrt_backend *b, int stream, void *buf,
                          size_t bytes, int redop, int root) {
   th_impl *t = tr->impl;
@@ -257,22 +264,29 @@ static int th_collective(ppsrt_transport *tr, int rank, ppsrt_backend *b, int st
   }
   pthread_mutex_lock(&t->mu);
   if (is_aborted(t)) { rc = aborted_error(t, rank); goto out; }
-  if (t->cc == 0 && t->acc_cap < bytes) {
-    void *p = realloc(t->acc, bytes);
-    if (!p) { rc = PPSRT_FAIL(PPSRT_E_NOMEM, "collective: out of host memory"); goto out; }
-    t->acc = p; t->acc_cap = bytes;
-  }
-  if (root >= 0) {
-    if (rank == root) memcpy(t->acc, hbuf, bytes);
-  } else if (t->cc == 0) {
-    memcpy(t->acc, hbuf, bytes);
-  } else {
-    float *a = t->acc; const float *x = hbuf;
+  t->slot[rank] = hbuf;
+  if (++t->cc == t->n) {   /* the last to arrive combines, in rank order; the rest wait */
+    t->cc = 0;
+    if (t->acc_cap < bytes) {
+      void *p = realloc(t->acc, bytes);
+      if (!p) {   /* every rank must leave: fail the run rather than strand them */
+        rc = PPSRT_FAIL(PPSRT_E_NOMEM, "collective: out of host memory");
+        pthread_mutex_unlock(&t->mu);
+        th_abort(tr, rank, "collective: out of host memory");
+        pthread_mutex_lock(&t->mu);
+        goto out;
+      }
+      t->acc = p; t->acc_cap = bytes;
+    }
+    memcpy(t->acc, t->slot[root >= 0 ? root : 0], bytes);
+    float *a = t->acc;
     size_t n = bytes / sizeof(float);
-    if (redop == PPSRT_SUM) for (size_t i = 0; i < n; i++) a[i] += x[i];
-    else for (size_t i = 0; i < n; i++) a[i] = x[i] > a[i] ? x[i] : a[i];
+    for (int r = 1; root < 0 && r < t->n; r++) {
+      const float *x = t->slot[r];
+      if (redop == PPSRT_SUM) for (size_t i = 0; i < n; i++) a[i] += x[i];
+      else for (size_t i = 0; i < n; i++) a[i] = x[i] > a[i] ? x[i] : a[i];
+    }
   }
-  if (++t->cc == t->n) t->cc = 0;
   if ((rc = th_barrier_locked(t, rank, tr->timeout_s))) goto out;
   memcpy(hbuf, t->acc, bytes);
   rc = th_barrier_locked(t, rank, tr->timeout_s);
@@ -329,6 +343,7 @@ static void th_destroy(ppsrt_transport *tr) {
   }
   free(t->chan);
   free(t->acc);
+  free(t->slot);
   pthread_mutex_destroy(&t->mu);
   pthread_cond_destroy(&t->cv);
   free(t);
@@ -344,7 +359,8 @@ static int th_dup(ppsrt_transport *tr, ppsrt_transport **out) {
 int ppsrt_threads_transport_create(int nranks, double timeout_s, ppsrt_transport **out) {
   ppsrt_transport *tr = calloc(1, sizeof *tr);
   th_impl *t = calloc(1, sizeof *t);
-  int ok = tr && t && (t->chan = aligned_alloc(64, (size_t)nranks * nranks * sizeof *t->chan));
+  int ok = tr && t && (t->slot = calloc((size_t)nranks, sizeof *t->slot)) &&
+           (t->chan = aligned_alloc(64, (size_t)nranks * nranks * sizeof *t->chan));
   for (int i = 0; ok && i < nranks * nranks; i++) {
     th_chan *c = &t->chan[i];
     memset(c, 0, sizeof *c);
@@ -365,7 +381,7 @@ int ppsrt_threads_transport_create(int nranks, double timeout_s, ppsrt_transport
     pthread_cond_init(&c->cv, NULL);
   }
   if (!ok) {
-    free(tr); if (t) free(t->chan); free(t);
+    free(tr); if (t) { free(t->chan); free(t->slot); } free(t);
     return PPSRT_FAIL(PPSRT_E_NOMEM, "threads transport: out of memory");
   }
   t->n = nranks;
