@@ -581,9 +581,23 @@ static void report_deadlock(V *v, const SimLinks *L, const SimResult *r, int rdv
       } else {
         const IrOp *w = OP(v, r->wait_op[e]);
         opname_ins(v, w, b2, sizeof b2);
+        int32_t pr = -1;   /* a pass waiting for the data of a posted recv (IR_FLAG_POSTED) */
+        if (L->postwait && he->kind != IR_SEND && he->kind != IR_RECV) {
+          int32_t h = r->stuck_at[e];
+          for (int k2 = 0; k2 <= overlap_pair_at(&v->s->devs[e], h - v->ix->off[e]) && pr < 0; k2++)
+            pr = L->postwait[h + k2];
+        }
         if (rdv && he->kind == IR_SEND)
           diag_note(v->dg, he->span, "device %d waits at %s until device %d posts %s", e, b1, f, b2);
-        else
+        else if (pr >= 0) {
+          char b4[128];
+          opname_ins(v, OP(v, pr), b4, sizeof b4);
+          size_t l4 = strlen(b4);
+          int ins = l4 > 11 && !strcmp(b4 + l4 - 11, " (inserted)");
+          if (ins) b4[l4 - 11] = 0;
+          diag_note(v->dg, he->span, "device %d waits at %s for the data of %s (%sposted earlier), from %s on device %d",
+                    e, b1, b4, ins ? "inserted, " : "", b2, f);
+        } else
           diag_note(v->dg, he->span, "device %d waits at %s for %s on device %d", e, b1, b2, f);
         opname_loops(v, w, b2, sizeof b2);
         diag_note(v->dg, w->span, "%s on device %d comes after %s, where device %d waits", b2, f, b3, f);

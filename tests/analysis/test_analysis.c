@@ -164,6 +164,90 @@ static void test_deadlock_explicit(void) {
   t_end(&t);
 }
 
+/* Posted receives (IR_FLAG_POSTED, docs/runtime.md): device 1 posts both its recvs
+ * first; F(1, 1) then waits for act(1, 0), whose send device 0 reaches only after
+ * device 1's send B(0). With buffered sends (--p2p buffered) the executor blocks at the
+ * consumer and wakes when the send ran; the recv spans from where it stands to its
+ * data's arrival. Unposted, the second recv would block where it stands: a deadlock.
+ * With rendezvous sends a posted recv is still matched at its group (NCCL completes a
+ * group as a whole), so the two recvs posted together wait for both sends: a deadlock. */
+static IrOp *posted_recv(IB *b, int d, IrXfer x, int mb, int st, int peer) {
+  IrOp *op = ib_comm(b, d, IR_RECV, x, mb, st, peer);
+  op->flags |= IR_FLAG_INSERTED | IR_FLAG_POSTED;
+  return op;
+}
+static void test_posted_recv(void) {
+  for (int posted = 0; posted < 3; posted++) {   /* 0 unposted, 1 posted, 2 posted under rendezvous */
+    T t;
+    t_begin(&t, 2, 1, 2, 1, 1, 0, 0.5);
+    IB *b = &t.b;
+    ib_op(b, 0, IR_F, 0, 0);
+    ib_comm(b, 0, IR_SEND, IR_XFER_ACT, 0, 0, 1);
+    ib_comm(b, 0, IR_RECV, IR_XFER_GRAD, 0, 1, 1);
+    ib_op(b, 0, IR_BW, 0, 0);
+    ib_op(b, 0, IR_F, 1, 0);
+    ib_comm(b, 0, IR_SEND, IR_XFER_ACT, 1, 0, 1);
+    ib_comm(b, 0, IR_RECV, IR_XFER_GRAD, 1, 1, 1);
+    ib_op(b, 0, IR_BW, 1, 0);
+    IrOp *r0 = posted_recv(b, 1, IR_XFER_ACT, 0, 0, 0), *r1 = posted_recv(b, 1, IR_XFER_ACT, 1, 0, 0);
+    if (!posted) r0->flags &= (uint8_t)~IR_FLAG_POSTED, r1->flags &= (uint8_t)~IR_FLAG_POSTED;
+    t.s->p2p_buffered = posted < 2;
+    ib_op(b, 1, IR_F, 0, 1);
+    ib_op(b, 1, IR_BW, 0, 1);
+    ib_comm(b, 1, IR_SEND, IR_XFER_GRAD, 0, 1, 0);
+    ib_op(b, 1, IR_F, 1, 1);
+    ib_op(b, 1, IR_BW, 1, 1);
+    ib_comm(b, 1, IR_SEND, IR_XFER_GRAD, 1, 1, 0);
+    int ok = t_run(&t);
+    if (posted == 2) {
+      check_true("posted recvs up front, rendezvous: deadlock",
+                 !ok && find_err(&t, "deadlock with rendezvous sends") != NULL);
+      t_end(&t);
+      continue;
+    }
+    if (!posted) {
+      check_true("unposted recvs up front: deadlock", !ok && find_err(&t, "deadlock") != NULL);
+      t_end(&t);
+      continue;
+    }
+    check_true("posted recvs up front: valid", ok);
+    if (!ok) dump_errs(&t);
+    /* F(0,0) 0-1, F(0,1) 1.5-2.5, BW(0,1) -3.5, BW(0,0) 4-5, F(1,0) -6, F(1,1) 6.5-7.5,
+     * BW(1,1) -8.5, BW(1,0) 9-10 */
+    check_num("posted recvs: makespan", t.an.sim.makespan, 10);
+    AnaIndex *ix = &t.an.vr.ix;
+    int32_t g1 = ix->off[1] + 1;   /* recv act(1, 0): posted at 0, waited for at F(1, 1) from 3.5 to 6.5 */
+    check_num("posted recv: starts where it stands", t.an.sim.start[g1], 0);
+    check_num("posted recv: ends at its data's arrival", t.an.sim.end[g1], 6.5);
+    check_num("posted recv: comm_wait counts the wait", t.an.sim.dev[1].comm_wait, 1.5 + 3);
+    check_num("posted recv: consumer waits for it", t.an.sim.start[ix->off[1] + 5], 6.5);
+    t_end(&t);
+  }
+  /* a genuine deadlock through a posted recv's consumer: device 0 receives B(0) before
+   * it sends F(0); device 1 has posted recv F(0) and waits at F(0, 1) for its data */
+  T t;
+  t_begin(&t, 2, 1, 1, 1, 1, 0, 0);
+  IB *b = &t.b;
+  ib_op(b, 0, IR_F, 0, 0);
+  ib_comm(b, 0, IR_RECV, IR_XFER_GRAD, 0, 1, 1);
+  ib_comm(b, 0, IR_SEND, IR_XFER_ACT, 0, 0, 1);
+  ib_op(b, 0, IR_BW, 0, 0);
+  posted_recv(b, 1, IR_XFER_ACT, 0, 0, 0);
+  ib_op(b, 1, IR_F, 0, 1);
+  ib_op(b, 1, IR_BW, 0, 1);
+  ib_comm(b, 1, IR_SEND, IR_XFER_GRAD, 0, 1, 0);
+  check_true("posted deadlock: invalid", !t_run(&t));
+  const DiagRecord *e = find_err(&t, "deadlock");
+  check_true("posted deadlock: reported", e != NULL);
+  int named = 0;
+  for (const DiagRecord *n = e ? e + 1 : t.dg.recs + t.dg.nrecs; n < t.dg.recs + t.dg.nrecs && n->level == DIAG_NOTE; n++)
+    if (strstr(n->message, "device 1 waits at F(0) for the data of recv F(0) (inserted, posted earlier), from send F(0) on device 0"))
+      named = 1;
+  check_true("posted deadlock: the note names the consumer and the posted recv", named);
+  if (!named) dump_errs(&t);
+  t_end(&t);
+}
+
 /* Compute orders that wait on each other: device 1 runs microbatch 1 first. */
 static void test_deadlock_compute(void) {
   T t;
@@ -494,6 +578,7 @@ int main(void) {
   test_tc();
   test_deadlock_explicit();
   test_deadlock_compute();
+  test_posted_recv();
   test_memory_limit();
   test_expect();
   test_missing();
