@@ -308,6 +308,7 @@ static int lower_bound_key(const IrSchedule *s, const AnaIndex *ix, const SimRes
 typedef struct VWin {
   const IrSchedule *s; const AnaIndex *ix; const SimResult *r;
   const double *used; int nused;   /* sorted instants already taken: their wait is paid */
+  double *cand; int cap;           /* clean_instant's candidates (one buffer for every call) */
 } VWin;
 
 static int is_used(const VWin *w, double t) {
@@ -352,13 +353,10 @@ static int dbl_cmp(const void *x, const void *y) {
 /* The instant of least disruption in [lo, hi]: candidates are lo, hi, the pass
  * starts and ends inside and the instants already taken (which cost nothing more).
  * latest: prefer the latest among equals. */
-static double clean_instant(Arena *a, const VWin *w, double lo, double hi, int latest) {
+static double clean_instant(const VWin *w, double lo, double hi, int latest) {
   if (hi < lo) hi = lo;
-  /* at most VCAND_MAX candidates, fewer on many devices (each costs a scan of them) */
-  int cap = VCAND_MAX, n = 0;
-  if ((int64_t)cap * w->s->ndev > ((int64_t)1 << 22)) cap = (int)(((int64_t)1 << 22) / w->s->ndev);
-  if (cap < 64) cap = 64;
-  double *c = arena_alloc(a, sizeof(double) * (size_t)(cap + 2));
+  int cap = w->cap, n = 0;
+  double *c = w->cand;
   c[n++] = lo;
   c[n++] = hi;
   int j0 = 0, j1 = w->nused;
@@ -412,7 +410,11 @@ static int64_t lower_vocab(Arena *a, Diag *dg, IrSchedule *s) {
   VGroup *g = arena_alloc(a, sizeof(VGroup) * (size_t)(5 * (int64_t)m + 1));
   int async = s->vocab.async;
   double tcoll = s->vocab.t_coll;
-  VWin w = {s, &ix, &r, NULL, 0};
+  /* at most VCAND_MAX instants per choice, fewer on many devices (each costs a scan of them) */
+  int cap = VCAND_MAX;
+  if ((int64_t)cap * P > ((int64_t)1 << 22)) cap = (int)(((int64_t)1 << 22) / P);
+  if (cap < 64) cap = 64;
+  VWin w = {s, &ix, &r, NULL, 0, arena_alloc(a, sizeof(double) * (size_t)(cap + 2)), cap};
   double *ts = arena_alloc(a, sizeof(double) * (size_t)(m + 1));
   int nts = 0;
   int ng = 0;
@@ -422,7 +424,7 @@ static int64_t lower_vocab(Arena *a, Diag *dg, IrSchedule *s) {
     int32_t f0 = ix.posF[ANA_SLOT(&ix, i, 0)], fl = ix.posF[ANA_SLOT(&ix, i, S - 1)];
     int32_t b0 = ix.posB[ANA_SLOT(&ix, i, 0)], bl = ix.posB[ANA_SLOT(&ix, i, S - 1)];
     if (f0 < 0 || fl < 0 || b0 < 0 || bl < 0) continue; /* incomplete: verify reports it */
-    double t = clean_instant(a, &w, r.end[fl], r.start[bl], 0);
+    double t = clean_instant(&w, r.end[fl], r.start[bl], 0);
     g[ng++] = (VGroup){t, 1, i};
     ts[nts++] = t;
     if (async) { /* T(i) [coll output_bwd(i)]: TCOLL later, while output_fwd(i) runs */
@@ -435,7 +437,7 @@ static int64_t lower_vocab(Arena *a, Diag *dg, IrSchedule *s) {
         if (hi < t) hi = t;
       }
       double lo = t + tcoll < hi ? t + tcoll : hi;
-      g[ng++] = (VGroup){clean_instant(a, &w, lo, hi, mode == 2), 3, i};
+      g[ng++] = (VGroup){clean_instant(&w, lo, hi, mode == 2), 3, i};
     }
   }
   qsort(ts, (size_t)nts, sizeof *ts, dbl_cmp);
@@ -450,14 +452,14 @@ static int64_t lower_vocab(Arena *a, Diag *dg, IrSchedule *s) {
     /* IF(i): between F(i-1, 0) and F(i, 0), as late as clean (async: TCOLL before) */
     double flo = fp >= 0 ? r.start[fp] : 0, fhi = r.start[f0];
     if (async) fhi = fhi - tcoll > flo ? fhi - tcoll : flo;
-    g[ng++] = (VGroup){clean_instant(a, &w, flo, fhi, 1), 0, i};
+    g[ng++] = (VGroup){clean_instant(&w, flo, fhi, 1), 0, i};
     /* IB(i): after B(i, 0), before B(i+1, 0) (or the end), as early as clean */
     double bhi = bn >= 0 ? r.start[bn] : r.makespan;
-    double tib = clean_instant(a, &w, r.end[b0], bhi, 0);
+    double tib = clean_instant(&w, r.end[b0], bhi, 0);
     g[ng++] = (VGroup){tib, 2, i};
     if (async) { /* IB(i) once coll input_bwd(i) has run on the lane */
       double lo = tib + tcoll < bhi ? tib + tcoll : bhi;
-      g[ng++] = (VGroup){clean_instant(a, &w, lo > tib ? lo : tib, bhi > tib ? bhi : tib, 1), 4, i};
+      g[ng++] = (VGroup){clean_instant(&w, lo > tib ? lo : tib, bhi > tib ? bhi : tib, 1), 4, i};
     }
   }
   qsort(g, (size_t)ng, sizeof *g, vgroup_cmp);
