@@ -308,7 +308,8 @@ static int lower_bound_key(const IrSchedule *s, const AnaIndex *ix, const SimRes
 typedef struct VWin {
   const IrSchedule *s; const AnaIndex *ix; const SimResult *r;
   const double *used; int nused;   /* sorted instants already taken: their wait is paid */
-  double *cand; int cap;           /* clean_instant's candidates (one buffer for every call) */
+  double *cand, *tmp; int cap;     /* clean_instant's candidates and merge buffer (one for every call) */
+  int *run;                        /* [ndev + 3] where each sorted run of candidates begins */
 } VWin;
 
 static int is_used(const VWin *w, double t) {
@@ -350,19 +351,48 @@ static int dbl_cmp(const void *x, const void *y) {
 
 #define VCAND_MAX 4096
 
+/* Sorts w->cand[0, n), made of nr runs that begin at w->run[k] (w->run[nr] = n): each
+ * run is already in order when a device's passes do not overlap, so the runs are
+ * merged pairwise (O(n log runs)); any run out of order falls back to qsort. */
+static void sort_runs(const VWin *w, int n, int nr) {
+  double *c = w->cand, *t = w->tmp;
+  int *run = w->run;
+  for (int k = 0; k < nr; k++)
+    for (int j = run[k] + 1; j < run[k + 1]; j++)
+      if (c[j] < c[j - 1]) { qsort(c, (size_t)n, sizeof *c, dbl_cmp); return; }
+  while (nr > 1) {   /* merge runs 2i and 2i+1 into t, then copy back */
+    int out = 0;
+    for (int k = 0; k < nr; k += 2) {
+      int a = run[k], ae = run[k + 1], b = ae, be = k + 2 <= nr ? run[k + 2] : ae;
+      if (k + 1 >= nr) be = ae;
+      int o = a;
+      while (a < ae && b < be) t[o++] = c[b] < c[a] ? c[b++] : c[a++];
+      while (a < ae) t[o++] = c[a++];
+      while (b < be) t[o++] = c[b++];
+      run[out++] = run[k];
+    }
+    run[out] = n;
+    nr = out;
+    memcpy(c, t, sizeof *c * (size_t)n);
+  }
+}
+
 /* The instant of least disruption in [lo, hi]: candidates are lo, hi, the pass
  * starts and ends inside and the instants already taken (which cost nothing more).
  * latest: prefer the latest among equals. */
 static double clean_instant(const VWin *w, double lo, double hi, int latest) {
   if (hi < lo) hi = lo;
-  int cap = w->cap, n = 0;
+  int cap = w->cap, n = 0, nr = 0, *run = w->run;
   double *c = w->cand;
+  run[nr++] = n;
   c[n++] = lo;
   c[n++] = hi;
+  run[nr++] = n;
   int j0 = 0, j1 = w->nused;
   while (j0 < j1) { int mid = j0 + (j1 - j0) / 2; if (w->used[mid] < lo) j0 = mid + 1; else j1 = mid; }
   for (int j = j0; j < w->nused && w->used[j] <= hi && n < cap; j++) c[n++] = w->used[j];
   for (int d = 0; d < w->s->ndev && n < cap; d++) {
+    run[nr++] = n;
     int k = last_start_before(w, d, lo) + 1;
     for (; k < w->s->devs[d].nops && n < cap; k++) {
       int32_t g = w->ix->off[d] + k;
@@ -372,7 +402,8 @@ static double clean_instant(const VWin *w, double lo, double hi, int latest) {
       if (w->r->end[g] <= hi && n < cap) c[n++] = w->r->end[g];
     }
   }
-  qsort(c, (size_t)n, sizeof *c, dbl_cmp);
+  run[nr] = n;
+  sort_runs(w, n, nr);
   double best = latest ? hi : lo, bd = 1e300;
   for (int j = 0; j < n; j++) {
     double t = c[latest ? n - 1 - j : j];
@@ -414,7 +445,8 @@ static int64_t lower_vocab(Arena *a, Diag *dg, IrSchedule *s) {
   int cap = VCAND_MAX;
   if ((int64_t)cap * P > ((int64_t)1 << 22)) cap = (int)(((int64_t)1 << 22) / P);
   if (cap < 64) cap = 64;
-  VWin w = {s, &ix, &r, NULL, 0, arena_alloc(a, sizeof(double) * (size_t)(cap + 2)), cap};
+  VWin w = {s, &ix, &r, NULL, 0, arena_alloc(a, sizeof(double) * (size_t)(cap + 2)),
+            arena_alloc(a, sizeof(double) * (size_t)(cap + 2)), cap, arena_alloc(a, sizeof(int) * (size_t)(P + 4))};
   double *ts = arena_alloc(a, sizeof(double) * (size_t)(m + 1));
   int nts = 0;
   int ng = 0;
