@@ -136,7 +136,7 @@ int block_expand(Arena *a, Diag *d, IrSchedule *s, const int32_t *stage_dev, con
  *    cost cells (a BW two when TB = TW = TF), an F moves only if the activation
  *    over the cells it jumps stays within the cap (segment trees: range add / max
  *    for the activation, min for the occupancy);
- *  - list (sq_run, list = 1): a list scheduling with the real stage costs (and TC
+ *  - list (sq_run): a list scheduling with the real stage costs (and TC
  *    across devices): a free device takes, among the passes of its current run
  *    whose inputs are there, an F, else a B/BW, else a W (W fills the time nothing
  *    else can use), each in block order; in the steady run only the next pass in
@@ -148,8 +148,8 @@ int block_expand(Arena *a, Diag *d, IrSchedule *s, const int32_t *stage_dev, con
  *    scheduling cannot deadlock when the plain expansion does not.
  * The cap is the block's own peak: the largest program-order activation of the
  * plain expansion over all devices. Every combination of a warm-up (block order,
- * list, grid) and a cool-down is run by the same simulator in fixed order (the
- * ASAP timing the verifier's simulator gives it); the fastest that completes and
+ * list, grid) and a cool-down is run in fixed order (sq_fixed: the ASAP timing the
+ * verifier's simulator gives it); the fastest that completes and
  * stays within the cap is kept, the block order on a tie. Deterministic (every
  * choice is ordered by time, then position).
  * Vocabulary-aware (`vocab parallel 1` with `vocab async`): the last stage's B(i)
@@ -298,7 +298,7 @@ typedef struct SqDev {
   double *v0;                 /* [n + 1] activation before each position, block order */
   int32_t *cand[SQ_NCAND];    /* candidate orders (positions) */
   int32_t *run;               /* the order sq_run ran */
-  const int32_t *seq;         /* sq_run in fixed mode: the order to run */
+  const int32_t *seq;         /* sq_fixed: the order to run */
   int32_t nout;
   Grid grid[2];               /* warm-up, cool-down */
 } SqDev;
@@ -314,6 +314,8 @@ typedef struct Sq {
   double lag;                 /* vocab async: the last stage's B(i) waits this long after F(i) */
   int32_t lagc;               /* the same in grid cells (lag = lagc cells) */
   Heap ev;                    /* (time, device) */
+  int32_t *wl;                /* sq_fixed's worklist of devices [ndev] */
+  uint8_t *inq;               /* [ndev] on the worklist */
   int oom;
 } Sq;
 
@@ -328,10 +330,10 @@ static void sq_wake(Sq *q, int d, double t) {
   }
 }
 
-static void sq_avail(Sq *q, int64_t g, int list) {
+static void sq_avail(Sq *q, int64_t g) {
   SqOp *o = &q->op[g];
   SqDev *D = &q->dev[o->dev];
-  if (list && o->seg != SQ_STEADY)
+  if (o->seg != SQ_STEADY)
     if (heap_push(&D->pend[o->seg == SQ_WARM ? 0 : 1], o->ready, o->pos, (int32_t)g)) q->oom = 1;
   sq_wake(q, o->dev, o->ready);
 }
@@ -367,17 +369,15 @@ static void sq_pred(const Sq *q, const SqOp *o, int64_t pred[3]) {
   pred[2] = o->mb > 0 ? q->idx[k][at - S] : -1;
 }
 
-static void sq_done(Sq *q, int64_t g, double t, int list) {
+static void sq_done(Sq *q, int64_t g, double t) {
   SqOp *o = &q->op[g];
   SqDev *D = &q->dev[o->dev];
   o->end = t + o->cost;
   o->done = 1;
   D->free = o->end;
   D->run[D->nout++] = o->pos;
-  if (list) {
-    if (o->delta != 0) seg_add(&D->seg, 1, 0, D->n, D->f, o->pos, o->delta);
-    while (D->f < D->n && q->op[D->base + D->f].done) D->f++;
-  }
+  if (o->delta != 0) seg_add(&D->seg, 1, 0, D->n, D->f, o->pos, o->delta);
+  while (D->f < D->n && q->op[D->base + D->f].done) D->f++;
   int64_t succ[2];
   sq_succ(q, o, succ);
   for (int k = 0; k < 2; k++) {
@@ -386,15 +386,14 @@ static void sq_done(Sq *q, int64_t g, double t, int list) {
     double r = o->end + (x->dev != o->dev ? q->tc : 0);
     if (k == 1 && o->kind == IR_F && o->stage == q->s->nstage - 1) r += q->lag;
     if (r > x->ready) x->ready = r;
-    if (--x->ndep == 0) sq_avail(q, succ[k], list);
+    if (--x->ndep == 0) sq_avail(q, succ[k]);
   }
   sq_wake(q, o->dev, D->free);
 }
 
-/* Runs the block's passes with the real costs: list = 0 in each device's D->seq
- * order (the ASAP simulation of that order), list = 1 by the list scheduling above.
+/* Runs the block's passes with the real costs by the list scheduling above.
  * D->run gets the order run. Returns the makespan, -1 when stuck, -2 out of memory. */
-static double sq_run(Sq *q, int list) {
+static double sq_run(Sq *q) {
   q->ev.n = 0;
   for (int d = 0; d < q->ndev; d++) {
     SqDev *D = &q->dev[d];
@@ -404,7 +403,7 @@ static double sq_run(Sq *q, int list) {
     D->nout = 0;
     for (int k = 0; k < 2; k++) D->pend[k].n = 0;
     for (int k = 0; k < 3; k++) D->cls[k].n = 0;
-    if (list && D->n > 0) seg_build(&D->seg, 1, 0, D->n, D->v0);
+    if (D->n > 0) seg_build(&D->seg, 1, 0, D->n, D->v0);
   }
   for (int64_t g = 0; g < q->nops; g++) {
     SqOp *o = &q->op[g];
@@ -415,7 +414,7 @@ static double sq_run(Sq *q, int list) {
     o->ndep = (pred[0] >= 0) + (pred[1] >= 0);
   }
   for (int64_t g = 0; g < q->nops; g++)
-    if (q->op[g].ndep == 0) sq_avail(q, g, list);
+    if (q->op[g].ndep == 0) sq_avail(q, g);
   int64_t left = q->nops;
   double makespan = 0;
   while (q->ev.n > 0 && !q->oom) {
@@ -428,9 +427,9 @@ static double sq_run(Sq *q, int list) {
     if (D->nout >= D->n) continue;
     if (t < D->free) { sq_wake(q, d, D->free); continue; }
     int64_t pick = -1;
-    int sg = !list ? SQ_STEADY : D->f < D->wend ? SQ_WARM : D->f < D->cbeg ? SQ_STEADY : SQ_COOL;
+    int sg = D->f < D->wend ? SQ_WARM : D->f < D->cbeg ? SQ_STEADY : SQ_COOL;
     if (sg == SQ_STEADY) {
-      int64_t g = D->base + (list ? D->f : D->seq[D->nout]);
+      int64_t g = D->base + D->f;
       if (q->op[g].ndep == 0) {
         if (q->op[g].ready <= t) pick = g;
         else sq_wake(q, d, q->op[g].ready);
@@ -454,11 +453,64 @@ static double sq_run(Sq *q, int list) {
       if (pick < 0 && P->n > 0) sq_wake(q, d, P->v[0].t);
     }
     if (pick < 0) continue;
-    sq_done(q, pick, t, list);
+    sq_done(q, pick, t);
     if (q->op[pick].end > makespan) makespan = q->op[pick].end;
     left--;
   }
   if (q->oom) return -2;
+  return left ? -1 : makespan;
+}
+
+/* Runs each device's D->seq as written, ASAP: a pass starts when its device is free and
+ * its inputs have arrived, the larger of the two (as the verifier's simulator times
+ * it). No event heap: a device runs until a pass whose inputs are not done and is
+ * taken up again when one of them completes. D->run is not written. Returns the
+ * makespan, -1 when stuck. */
+static double sq_fixed(Sq *q) {
+  int S = q->s->nstage, nwl = 0;
+  int64_t left = q->nops;
+  double makespan = 0;
+  for (int64_t g = 0; g < q->nops; g++) q->op[g].done = 0;
+  for (int d = q->ndev - 1; d >= 0; d--) {
+    q->dev[d].free = 0;
+    q->dev[d].nout = 0;
+    q->wl[nwl++] = d;
+    q->inq[d] = 1;
+  }
+  while (nwl > 0) {
+    int d = q->wl[--nwl];
+    q->inq[d] = 0;
+    SqDev *D = &q->dev[d];
+    while (D->nout < D->n) {
+      SqOp *o = &q->op[D->base + D->seq[D->nout]];
+      int64_t pred[3];
+      sq_pred(q, o, pred);
+      double st = D->free;
+      int ready = 1;
+      for (int k = 0; k < 2 && ready; k++) {
+        if (pred[k] < 0) continue;
+        const SqOp *p = &q->op[pred[k]];
+        if (!p->done) { ready = 0; break; }
+        double r = p->end + (p->dev != o->dev ? q->tc : 0);
+        if (k == 0 && o->kind != IR_F && o->kind != IR_W && o->stage == S - 1) r += q->lag;
+        if (r > st) st = r;
+      }
+      if (!ready) break;
+      o->end = st + o->cost;
+      o->done = 1;
+      D->free = o->end;
+      D->nout++;
+      left--;
+      if (o->end > makespan) makespan = o->end;
+      int64_t succ[2];
+      sq_succ(q, o, succ);
+      for (int k = 0; k < 2; k++) {
+        if (succ[k] < 0) continue;
+        int e = q->op[succ[k]].dev;
+        if (e != d && !q->inq[e]) { q->wl[nwl++] = e; q->inq[e] = 1; }
+      }
+    }
+  }
   return left ? -1 : makespan;
 }
 
@@ -594,7 +646,7 @@ static double sq_try(Sq *q, int32_t *mix, int w, int c) {
     for (int32_t j = 0; j < D->n; j++) o[j] = D->cand[j < D->wend ? w : j < D->cbeg ? SQ_PLAIN : c][j];
     D->seq = o;
   }
-  double mk = sq_run(q, 0);
+  double mk = sq_fixed(q);
   /* never above the cap (each candidate keeps it; checked, not assumed) */
   for (int dv = 0; dv < q->ndev && mk >= 0; dv++) {
     SqDev *D = &q->dev[dv];
@@ -627,6 +679,9 @@ int block_squeeze(Diag *d, IrSchedule *s, const BlockSqueeze *sq) {
   if (q.nops == 0 || m * S > q.nops) goto out; /* elab.c checked: every stage's F and B */
   q.op = calloc((size_t)q.nops, sizeof *q.op);
   mix = malloc((size_t)q.nops * sizeof *mix);
+  q.wl = malloc((size_t)q.ndev * sizeof *q.wl);
+  q.inq = calloc((size_t)q.ndev + 1, 1);
+  if (!q.wl || !q.inq) goto oom;
   for (int k = 0; k < 3; k++) {
     q.idx[k] = malloc((size_t)(m * S) * sizeof(int32_t));
     if (q.idx[k]) memset(q.idx[k], 0xff, (size_t)(m * S) * sizeof(int32_t));
@@ -690,11 +745,11 @@ int block_squeeze(Diag *d, IrSchedule *s, const BlockSqueeze *sq) {
   }
   /* the candidates: block order, list scheduling, grid squeeze */
   for (int dv = 0; dv < q.ndev; dv++) q.dev[dv].seq = q.dev[dv].cand[SQ_PLAIN];
-  double best = sq_run(&q, 0);
+  double best = sq_fixed(&q);
   if (best == -2) goto oom;
   if (best < 0) goto out; /* the block order itself deadlocks: leave it to the verifier */
   int have[SQ_NCAND] = {1, 0, 0, 0, 0};
-  double r = sq_run(&q, 1);
+  double r = sq_run(&q);
   if (r == -2) goto oom;
   if (r >= 0) {
     have[SQ_LIST] = 1;
@@ -709,7 +764,7 @@ int block_squeeze(Diag *d, IrSchedule *s, const BlockSqueeze *sq) {
     int32_t lagc = q.lagc;
     q.lag = 0;
     q.lagc = 0;
-    r = sq_run(&q, 1);
+    r = sq_run(&q);
     if (r == -2) goto oom;
     if (r >= 0) {
       have[SQ_LIST0] = 1;
@@ -778,5 +833,7 @@ out:
   free(mix);
   for (int k = 0; k < 3; k++) free(q.idx[k]);
   free(q.ev.v);
+  free(q.wl);
+  free(q.inq);
   return rc;
 }
