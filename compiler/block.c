@@ -316,6 +316,9 @@ typedef struct Sq {
   Heap ev;                    /* (time, device) */
   int32_t *wl;                /* sq_fixed's worklist of devices [ndev] */
   uint8_t *inq;               /* [ndev] on the worklist */
+  int pw;                     /* the warm-up candidate whose timed prefix q->op holds, -1 none */
+  double pmk;                 /* that prefix's makespan */
+  double *pfree;              /* [ndev] each device's free time after it */
   int oom;
 } Sq;
 
@@ -395,6 +398,7 @@ static void sq_done(Sq *q, int64_t g, double t) {
  * D->run gets the order run. Returns the makespan, -1 when stuck, -2 out of memory. */
 static double sq_run(Sq *q) {
   q->ev.n = 0;
+  q->pw = -1;   /* overwrites the op times sq_fixed's prefix left */
   for (int d = 0; d < q->ndev; d++) {
     SqDev *D = &q->dev[d];
     D->f = 0;
@@ -461,19 +465,27 @@ static double sq_run(Sq *q) {
   return left ? -1 : makespan;
 }
 
+enum { SQ_ALL, SQ_PREFIX, SQ_REST };
+
 /* Runs each device's D->seq as written, ASAP: a pass starts when its device is free and
  * its inputs have arrived, the larger of the two (as the verifier's simulator times
  * it). No event heap: a device runs until a pass whose inputs are not done and is
- * taken up again when one of them completes. D->run is not written. Returns the
- * makespan, -1 when stuck. */
-static double sq_fixed(Sq *q) {
+ * taken up again when one of them completes. D->run is not written. part: SQ_ALL every
+ * position; SQ_PREFIX the positions before the cool-down (warm-up and steady), leaving
+ * their times in q->op; SQ_REST the cool-down after such a prefix (q->pfree, q->pmk).
+ * The times are the same as one SQ_ALL run whenever the prefix completes on its own.
+ * Returns the makespan, -1 when stuck. */
+static double sq_fixed(Sq *q, int part) {
   int S = q->s->nstage, nwl = 0;
-  int64_t left = q->nops;
-  double makespan = 0;
-  for (int64_t g = 0; g < q->nops; g++) q->op[g].done = 0;
+  int64_t left = 0;
+  double makespan = part == SQ_REST ? q->pmk : 0;
   for (int d = q->ndev - 1; d >= 0; d--) {
-    q->dev[d].free = 0;
-    q->dev[d].nout = 0;
+    SqDev *D = &q->dev[d];
+    int32_t from = part == SQ_REST ? D->cbeg : 0, to = part == SQ_PREFIX ? D->cbeg : D->n;
+    for (int32_t j = from; j < D->n; j++) q->op[D->base + j].done = 0;
+    D->free = part == SQ_REST ? q->pfree[d] : 0;
+    D->nout = from;
+    left += to - from;
     q->wl[nwl++] = d;
     q->inq[d] = 1;
   }
@@ -481,7 +493,8 @@ static double sq_fixed(Sq *q) {
     int d = q->wl[--nwl];
     q->inq[d] = 0;
     SqDev *D = &q->dev[d];
-    while (D->nout < D->n) {
+    int32_t to = part == SQ_PREFIX ? D->cbeg : D->n;
+    while (D->nout < to) {
       SqOp *o = &q->op[D->base + D->seq[D->nout]];
       int64_t pred[3];
       sq_pred(q, o, pred);
@@ -646,7 +659,19 @@ static double sq_try(Sq *q, int32_t *mix, int w, int c) {
     for (int32_t j = 0; j < D->n; j++) o[j] = D->cand[j < D->wend ? w : j < D->cbeg ? SQ_PLAIN : c][j];
     D->seq = o;
   }
-  double mk = sq_fixed(q);
+  /* the warm-up and steady passes never wait for the cool-down's (a block's inputs
+   * come from earlier slots), so the prefix is timed once per warm-up candidate and
+   * each cool-down from there; a prefix that does not complete alone is timed whole */
+  if (q->pw != w) {
+    q->pw = -1;
+    double pm = sq_fixed(q, SQ_PREFIX);
+    if (pm >= 0) {
+      q->pw = w;
+      q->pmk = pm;
+      for (int dv = 0; dv < q->ndev; dv++) q->pfree[dv] = q->dev[dv].free;
+    }
+  }
+  double mk = q->pw == w ? sq_fixed(q, SQ_REST) : sq_fixed(q, SQ_ALL);
   /* never above the cap (each candidate keeps it; checked, not assumed) */
   for (int dv = 0; dv < q->ndev && mk >= 0; dv++) {
     SqDev *D = &q->dev[dv];
@@ -681,7 +706,9 @@ int block_squeeze(Diag *d, IrSchedule *s, const BlockSqueeze *sq) {
   mix = malloc((size_t)q.nops * sizeof *mix);
   q.wl = malloc((size_t)q.ndev * sizeof *q.wl);
   q.inq = calloc((size_t)q.ndev + 1, 1);
-  if (!q.wl || !q.inq) goto oom;
+  q.pfree = malloc((size_t)q.ndev * sizeof *q.pfree);
+  q.pw = -1;
+  if (!q.wl || !q.inq || !q.pfree) goto oom;
   for (int k = 0; k < 3; k++) {
     q.idx[k] = malloc((size_t)(m * S) * sizeof(int32_t));
     if (q.idx[k]) memset(q.idx[k], 0xff, (size_t)(m * S) * sizeof(int32_t));
@@ -745,7 +772,7 @@ int block_squeeze(Diag *d, IrSchedule *s, const BlockSqueeze *sq) {
   }
   /* the candidates: block order, list scheduling, grid squeeze */
   for (int dv = 0; dv < q.ndev; dv++) q.dev[dv].seq = q.dev[dv].cand[SQ_PLAIN];
-  double best = sq_fixed(&q);
+  double best = sq_try(&q, mix, SQ_PLAIN, SQ_PLAIN);
   if (best == -2) goto oom;
   if (best < 0) goto out; /* the block order itself deadlocks: leave it to the verifier */
   int have[SQ_NCAND] = {1, 0, 0, 0, 0};
@@ -835,5 +862,6 @@ out:
   free(q.ev.v);
   free(q.wl);
   free(q.inq);
+  free(q.pfree);
   return rc;
 }
