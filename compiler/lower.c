@@ -363,8 +363,7 @@ static void sort_runs(const VWin *w, int n, int nr) {
   while (nr > 1) {   /* merge runs 2i and 2i+1 into t, then copy back */
     int out = 0;
     for (int k = 0; k < nr; k += 2) {
-      int a = run[k], ae = run[k + 1], b = ae, be = k + 2 <= nr ? run[k + 2] : ae;
-      if (k + 1 >= nr) be = ae;
+      int a = run[k], ae = run[k + 1], b = ae, be = k + 1 < nr ? run[k + 2] : ae;   /* a lone last run: b empty */
       int o = a;
       while (a < ae && b < be) t[o++] = c[b] < c[a] ? c[b++] : c[a++];
       while (a < ae) t[o++] = c[a++];
