@@ -11,6 +11,7 @@
 # (tests/gpu/emu/: the kernels on host fibers, fake cudart/cuBLAS/NCCL) run it there.
 
 EXTRA_DIST += runtime/cuda/kernels.cu runtime/cuda/cuda_impl.h runtime/cuda/cuda_backend.c \
+  runtime/cuda/attn_cudnn.cpp runtime/cuda/attn_cudnn.h \
   runtime/cuda/transport_nccl.c tests/gpu/nodevice.sh tests/gpu/link.sh tests/gpu/e2e.sh tests/gpu/e2e_emu.sh tests/gpu/emu_api.sh \
   tests/gpu/posted_emu.sh \
   tests/gpu/emu/emu_api.h tests/gpu/emu/fake_nccl.inc tests/gpu/emu/unsupported.c \
@@ -30,7 +31,16 @@ if HAVE_MPI
 libppsrt_cuda_la_CPPFLAGS += $(MPI_CFLAGS)
 endif
 endif
+# cuDNN fused attention (attn_cudnn.cpp, C++17 against the header-only frontend; libcudnn
+# is dlopen'ed at run time, so nothing cuDNN is linked)
+if HAVE_CUDNN_FE
+libppsrt_cuda_la_SOURCES += runtime/cuda/attn_cudnn.cpp runtime/cuda/attn_cudnn.h
+libppsrt_cuda_la_CXXFLAGS = -std=c++17 -pthread $(CUDNN_FE_CXXFLAGS)
+endif
 libppsrt_la_LIBADD += libppsrt_cuda.la $(CUDA_LIBS)
+if HAVE_CUDNN_FE
+libppsrt_la_LIBADD += -lstdc++
+endif
 if HAVE_NCCL
 libppsrt_la_LIBADD += $(NCCL_LIBS)
 endif

@@ -58,6 +58,9 @@
 
 #include "backend.h"
 #include "cuda_impl.h"
+#ifdef HAVE_CUDNN_FE
+#include "attn_cudnn.h"
+#endif
 
 /* ------------------------------------------------------------------------- */
 /* state                                                                       */
@@ -118,6 +121,12 @@ typedef struct cuda_impl {
   int ws_stream[3];
   cudaEvent_t ws_ev[3];
   size_t attn_ws_cap;
+  /* attention path: ATTN_CUBLAS, or ATTN_CUDNN (fused, attn_cudnn.cpp) when dnn loaded;
+   * attn_strict: PPSRT_CUDA_ATTN=cudnn asked for it (a shape cuDNN refuses is an error,
+   * not a fallback) */
+  int attn_path, attn_strict;
+  long attn_fused, attn_unfused;   /* calls run fused / on the cuBLAS path (tests, benches) */
+  void *dnn;             /* ppsrt_cudnn * when built with the cuDNN frontend */
   int timing;
   /* set by the transport (ppsrt_cuda_attach) */
   double timeout_s;
@@ -1021,6 +1030,42 @@ static int attn_check(int batch, int T, int Hq, int Hkv, int D) {
   return PPSRT_OK;
 }
 
+/* The fused path (cuDNN SDPA, attn_cudnn.cpp). Returns 1 when the call was not taken
+ * (cuBLAS path chosen, or cuDNN has no engine for this shape and PPSRT_CUDA_ATTN is not
+ * `cudnn`: the shape is then remembered and the cuBLAS path runs it), else a PPSRT code. */
+enum { ATTN_CUBLAS = 0, ATTN_CUDNN = 1 };
+#ifdef HAVE_CUDNN_FE
+static int attn_fused(ppsrt_backend *b, int stream, cudaStream_t s, const ppsrt_cudnn_attn_shape *sh,
+                      const ppsrt_cudnn_attn_ptrs *p) {
+  cuda_impl *im = IM(b);
+  if (im->attn_path != ATTN_CUDNN || !im->dnn) return 1;
+  int is = sid(b, stream), slot = is == ST_COMPUTE2 ? 1 : is == ST_LANE ? 2 : 0;
+  char msg[768];
+  size_t need = 0;
+  if (ppsrt_cudnn_attn_prepare(im->dnn, slot, sh, &need, msg, sizeof msg)) {
+    if (!im->attn_strict) return 1;
+    return PPSRT_FAIL(PPSRT_E_BACKEND, "cuda: GPU %d on host %s: %s\nhint: unset PPSRT_CUDA_ATTN (or set it to "
+                      "cublas) to run this shape on the cuBLAS attention", im->dev, ppsrt_cuda_hostname(), msg);
+  }
+  void *ws = NULL;
+  int rc = ws_get(b, stream, need ? need : 256, &ws);
+  if (rc) return rc;
+  if (ppsrt_cudnn_attn_run(im->dnn, slot, s, sh, ws, p, msg, sizeof msg))
+    return PPSRT_FAIL(PPSRT_E_BACKEND, "cuda: GPU %d on host %s: %s", im->dev, ppsrt_cuda_hostname(), msg);
+  __atomic_add_fetch(&im->attn_fused, 1, __ATOMIC_RELAXED);
+  return ws_done(b, stream);
+}
+#endif
+
+const char *ppsrt_cuda_attention_path(ppsrt_backend *b) {
+  return IM(b)->attn_path == ATTN_CUDNN ? "cudnn" : "cublas";
+}
+
+void ppsrt_cuda_attention_calls(ppsrt_backend *b, long *fused, long *unfused) {
+  *fused = __atomic_load_n(&IM(b)->attn_fused, __ATOMIC_RELAXED);
+  *unfused = __atomic_load_n(&IM(b)->attn_unfused, __ATOMIC_RELAXED);
+}
+
 static int cu_attention_fwd(ppsrt_backend *b, int stream, void *out, float *lse, const void *q, int ldq,
                             const void *k, int ldk, const void *v, int ldv, int batch, int T, int Hq, int Hkv,
                             int D) {
@@ -1028,7 +1073,15 @@ static int cu_attention_fwd(ppsrt_backend *b, int stream, void *out, float *lse,
   STREAM(b, stream, s);
   int rc = attn_check(batch, T, Hq, Hkv, D);
   if (rc || batch == 0 || T == 0) return rc;
+#ifdef HAVE_CUDNN_FE
+  {
+    ppsrt_cudnn_attn_shape sh = {0, batch, T, Hq, Hkv, D, ldq, ldk, ldv, Hq * D, 0};
+    ppsrt_cudnn_attn_ptrs p = {q, k, v, out, lse, NULL, NULL, NULL, NULL};
+    if ((rc = attn_fused(b, stream, s, &sh, &p)) != 1) return rc;
+  }
+#endif
   cuda_impl *im = IM(b);
+  __atomic_add_fetch(&im->attn_unfused, 1, __ATOMIC_RELAXED);
   const int grp = Hq / Hkv, ldo = Hq * D, Tr = attn_chunk(T);
   const float scale = 1.0f / sqrtf((float)D);
   /* Heads go to the batched GEMMs together when their K/V rows are a constant stride
@@ -1081,7 +1134,15 @@ static int cu_attention_bwd(ppsrt_backend *b, int stream, void *dq, void *dk, vo
   STREAM(b, stream, s);
   int rc = attn_check(batch, T, Hq, Hkv, D);
   if (rc || batch == 0 || T == 0) return rc;
+#ifdef HAVE_CUDNN_FE
+  {
+    ppsrt_cudnn_attn_shape sh = {1, batch, T, Hq, Hkv, D, ldq, ldk, ldv, Hq * D, ldd};
+    ppsrt_cudnn_attn_ptrs p = {q, k, v, (void *)out, (void *)lse, dout, dq, dk, dv};
+    if ((rc = attn_fused(b, stream, s, &sh, &p)) != 1) return rc;
+  }
+#endif
   cuda_impl *im = IM(b);
+  __atomic_add_fetch(&im->attn_unfused, 1, __ATOMIC_RELAXED);
   const int grp = Hq / Hkv, ldo = Hq * D, Tr = attn_chunk(T);
   const float scale = 1.0f / sqrtf((float)D);
   const int span = grp == 1 ? Hq : grp;
@@ -1315,6 +1376,9 @@ static void cu_destroy(ppsrt_backend *b) {
       if (im->blas) cublasDestroy(im->blas);
       if (im->blas2) cublasDestroy(im->blas2);
       if (im->blas3) cublasDestroy(im->blas3);
+#ifdef HAVE_CUDNN_FE
+      ppsrt_cudnn_destroy(im->dnn);
+#endif
       pool *pools[2] = {&im->dpool, &im->hpool};
       for (int k = 0; k < 2; k++) {
         for (int i = 0; i < pools[k]->n; i++) {
@@ -1350,6 +1414,43 @@ static size_t env_mb(const char *name, size_t dflt) {
 }
 
 
+/* PPSRT_CUDA_ATTN: `cublas`, `cudnn` (fused; an error when cuDNN cannot be used), or
+ * `auto` (fused where cuDNN loads and supports the shape, cuBLAS otherwise). The default
+ * is PPSRT_CUDA_ATTN_DEFAULT. The emulator (tests/gpu/emu) has no cuDNN: there `auto`
+ * is the cuBLAS path and `cudnn` an error. */
+#ifndef PPSRT_CUDA_ATTN_DEFAULT
+#define PPSRT_CUDA_ATTN_DEFAULT "cublas"
+#endif
+static int attn_setup(ppsrt_backend *b) {
+  cuda_impl *im = IM(b);
+  const char *v = getenv("PPSRT_CUDA_ATTN");
+  if (!v || !*v) v = PPSRT_CUDA_ATTN_DEFAULT;
+  im->attn_path = ATTN_CUBLAS;
+  if (!strcmp(v, "cublas")) return PPSRT_OK;
+  if (strcmp(v, "cudnn") && strcmp(v, "auto"))
+    return PPSRT_FAIL(PPSRT_E_USAGE, "cuda: PPSRT_CUDA_ATTN=%s: expected cudnn, cublas or auto", v);
+  im->attn_strict = !strcmp(v, "cudnn");
+  char msg[600] = "";
+#ifdef HAVE_CUDNN_FE
+  if (pps_emu_name_stream) {
+    snprintf(msg, sizeof msg, "the CUDA emulator has no cuDNN");
+  } else {
+    ppsrt_cudnn *c = NULL;
+    if (ppsrt_cudnn_create(&c, msg, sizeof msg) == 0) {
+      im->dnn = c;
+      im->attn_path = ATTN_CUDNN;
+      return PPSRT_OK;
+    }
+  }
+#else
+  snprintf(msg, sizeof msg, "this libppsrt was built without the cuDNN frontend headers");
+#endif
+  if (!im->attn_strict) return PPSRT_OK;
+  return PPSRT_FAIL(PPSRT_E_BACKEND, "cuda: PPSRT_CUDA_ATTN=cudnn: %s\nhint: install cuDNN 9 (libcudnn.so.9 on the "
+                    "library path, or PPSRT_CUDNN_LIB=PATH), rebuild with the frontend headers (./setup fetches them), or "
+                    "set PPSRT_CUDA_ATTN=cublas", msg);
+}
+
 static int setup(ppsrt_backend *b) {
   cuda_impl *im = IM(b);
   USE(b);
@@ -1375,7 +1476,7 @@ static int setup(ppsrt_backend *b) {
   CUBLAS_CHECK(b, cublasSetPointerMode(im->blas2, CUBLAS_POINTER_MODE_HOST));
   CUBLAS_CHECK(b, cublasCreate(&im->blas3));
   CUBLAS_CHECK(b, cublasSetPointerMode(im->blas3, CUBLAS_POINTER_MODE_HOST));
-  return PPSRT_OK;
+  return attn_setup(b);
 }
 
 /* The GPU a rank runs on. The runtime passes the device rank; ranks map onto the GPUs

@@ -149,6 +149,10 @@ int ppsrt_cuda_wait(ppsrt_backend *b, cudaEvent_t ev, const char *what);
 void ppsrt_cuda_set_process_device(int dev);
 /* The device ordinal this backend runs on. */
 int ppsrt_cuda_device(ppsrt_backend *b);
+/* The attention path this backend runs: "cudnn" (fused, PPSRT_CUDA_ATTN) or "cublas". */
+const char *ppsrt_cuda_attention_path(ppsrt_backend *b);
+/* Attention calls (forward and backward) run so far fused (cuDNN) and on the cuBLAS path. */
+void ppsrt_cuda_attention_calls(ppsrt_backend *b, long *fused, long *unfused);
 /* Record-stream: device buffer p (from any CUDA backend of the process) is used by work
  * queued on stream s, which is not one of the backend's five; the allocator does not
  * hand p out again before that work is done (an event per use, at most

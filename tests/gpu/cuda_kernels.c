@@ -33,6 +33,9 @@
 #include "backend.h"
 #include "transport.h"
 #include "cuda/cuda_impl.h"
+#ifdef HAVE_CUDNN_FE
+#include "cuda/attn_cudnn.h"
+#endif
 
 typedef struct tol { double abs, rel; } tol;
 static const tol TOL_BF16 = {1.0 / 64, 1.0 / 64}, TOL_MM = {2e-2, 2e-2}, TOL_ATTN_BWD = {5e-2, 2e-2},
@@ -388,6 +391,132 @@ static void t_attention(void) {
   t_attention_on(small, "b1 T300 Hq6 Hkv6 D16 MHA, units of 4+2", 1, 300, 6, 6, 16);
   t_attention_on(small, "b2 T300 Hq6 Hkv1 D16 GQA, group split 4+2", 2, 300, 6, 1, 16);
   small->destroy(small);
+}
+
+/* The fused attention path (cuDNN SDPA, runtime/cuda/attn_cudnn.cpp) against the same
+ * CPU reference as the cuBLAS path above, so the two paths are held to one standard:
+ *  - model-sized heads (D 64, 128; T a multiple of 64 and not) must run fused, forward
+ *    and backward (the backend's call counters say which path ran);
+ *  - the small shapes of t_attention run fused where cuDNN takes them, else on the cuBLAS
+ *    path (PPSRT_CUDA_ATTN=auto), and say which;
+ *  - the forward's lse and the backward reading the CPU's lse show that cuDNN keeps the
+ *    same log-sum-exp as the cuBLAS path (either backward can follow either forward);
+ *  - the backward twice on the same inputs: bit for bit (deterministic algorithm).
+ * On the emulator (no cuDNN) and in a build without the frontend: PPSRT_CUDA_ATTN=cudnn
+ * is refused with the reason, auto runs the cuBLAS path, a bad value is a usage error.
+ * With a GPU and PPS_REQUIRE_CUDNN=1, a cuDNN that does not load is a failure, not a skip. */
+#if !defined(PPSRT_CUDA_EMULATE) && defined(HAVE_CUDNN_FE)
+static void attn_det(ppsrt_backend *be, const char *label, int batch, int T, int Hq, int Hkv, int D) {
+  ppsrt_backend *keep = gpu;
+  gpu = be;
+  int W = (Hq + 2 * Hkv) * D, rows = batch * T, ldo = Hq * D;
+  size_t ko = (size_t)Hq * D, vo = (size_t)(Hq + Hkv) * D;
+  pair qkv = mk((size_t)rows * W, PPSRT_BF16, 1, 0), out = mk((size_t)rows * ldo, PPSRT_BF16, 0, 0);
+  pair lse = mk((size_t)batch * Hq * T, PPSRT_F32, 0, 0), dout = mk((size_t)rows * ldo, PPSRT_BF16, 1, 0);
+  pair d1 = mk((size_t)rows * W, PPSRT_BF16, 0, 0), d2 = mk((size_t)rows * W, PPSRT_BF16, 0, 0);
+  uint16_t *q = qkv.g;
+  OK(be->attention_fwd(be, 0, out.g, lse.g, q, W, q + ko, W, q + vo, W, batch, T, Hq, Hkv, D));
+  pair *d[2] = {&d1, &d2};
+  for (int i = 0; i < 2; i++) {
+    uint16_t *g = d[i]->g;
+    OK(be->attention_bwd(be, 0, g, g + ko, g + vo, W, dout.g, out.g, lse.g, q, W, q + ko, W, q + vo, W, batch, T, Hq,
+                         Hkv, D));
+  }
+  char w[96];
+  snprintf(w, sizeof w, "attention_bwd deterministic %s", label);
+  same_gpu(w, &d1, &d2);
+  drop(&qkv); drop(&out); drop(&lse); drop(&dout); drop(&d1); drop(&d2);
+  gpu = keep;
+}
+
+static void attn_fused_case(ppsrt_backend *be, int must, const char *label, int batch, int T, int Hq, int Hkv, int D) {
+  long f0, u0, f1, u1;
+  ppsrt_cuda_attention_calls(be, &f0, &u0);
+  char w[96];
+  snprintf(w, sizeof w, "cudnn %s", label);
+  t_attention_on(be, w, batch, T, Hq, Hkv, D);
+  ppsrt_cuda_attention_calls(be, &f1, &u1);
+  checks++;
+  if (f1 - f0 == 2 && u1 == u0) {
+    printf("ok   %-44s fused forward and backward\n", w);
+  } else if (must) {
+    failures++;
+    fprintf(stderr, "FAIL: %s: %ld fused and %ld cuBLAS-path calls, expected 2 fused\n", w, f1 - f0, u1 - u0);
+  } else {
+    printf("ok   %-44s cuDNN refused it: %ld fused, %ld on the cuBLAS path\n", w, f1 - f0, u1 - u0);
+  }
+}
+
+#endif
+
+static void t_attention_cudnn(void) {
+  ppsrt_backend *be = (ppsrt_backend *)1;
+  setenv("PPSRT_CUDA_ATTN", "bogus", 1);
+  int rc = ppsrt_cuda_backend_create(0, &be);
+  checks++;
+  if (rc != PPSRT_E_USAGE || be || !strstr(ppsrt_last_error(), "bogus")) {
+    failures++;
+    fprintf(stderr, "FAIL: PPSRT_CUDA_ATTN=bogus: rc %d, message: %s\n", rc, ppsrt_last_error());
+  } else {
+    printf("ok   PPSRT_CUDA_ATTN=bogus refused: %s\n", ppsrt_last_error());
+  }
+  setenv("PPSRT_CUDA_ATTN", "cudnn", 1);
+  rc = ppsrt_cuda_backend_create(0, &be);
+  char why[1024];
+  snprintf(why, sizeof why, "%s", rc ? ppsrt_last_error() : "");
+  unsetenv("PPSRT_CUDA_ATTN");
+#if defined(PPSRT_CUDA_EMULATE) || !defined(HAVE_CUDNN_FE)
+  checks++;
+#ifdef HAVE_CUDNN_FE
+  const char *want = "emulator has no cuDNN";
+#else
+  const char *want = "built without the cuDNN frontend";
+#endif
+  if (rc != PPSRT_E_BACKEND || be || !strstr(why, want) || !strstr(why, "hint:")) {
+    failures++;
+    fprintf(stderr, "FAIL: PPSRT_CUDA_ATTN=cudnn without cuDNN: rc %d, message: %s\n", rc, why);
+    if (!rc) be->destroy(be);
+  } else {
+    printf("ok   PPSRT_CUDA_ATTN=cudnn refused here: %.60s...\n", why);
+  }
+  setenv("PPSRT_CUDA_ATTN", "auto", 1);
+  OK(ppsrt_cuda_backend_create(0, &be));
+  unsetenv("PPSRT_CUDA_ATTN");
+  checks++;
+  if (strcmp(ppsrt_cuda_attention_path(be), "cublas")) {
+    failures++;
+    fprintf(stderr, "FAIL: PPSRT_CUDA_ATTN=auto without cuDNN runs %s\n", ppsrt_cuda_attention_path(be));
+  } else {
+    printf("ok   PPSRT_CUDA_ATTN=auto without cuDNN: the cuBLAS path\n");
+  }
+  be->destroy(be);
+#else
+  if (rc) {
+    const char *req = getenv("PPS_REQUIRE_CUDNN");
+    checks++;
+    if (req && !strcmp(req, "1")) {
+      failures++;
+      fprintf(stderr, "FAIL: PPSRT_CUDA_ATTN=cudnn (PPS_REQUIRE_CUDNN=1): %s\n", why);
+    } else {
+      printf("skip cuDNN attention: not usable here: %s\n", why);
+    }
+    return;
+  }
+  printf("# cuDNN %d for the fused attention path\n", ppsrt_cudnn_version());
+  be->destroy(be);
+  setenv("PPSRT_CUDA_ATTN", "auto", 1);
+  OK(ppsrt_cuda_backend_create(0, &be));
+  unsetenv("PPSRT_CUDA_ATTN");
+  attn_fused_case(be, 1, "b1 T512 Hq8 Hkv2 D128", 1, 512, 8, 2, 128);
+  attn_fused_case(be, 1, "b2 T256 Hq4 Hkv4 D64 MHA", 2, 256, 4, 4, 64);
+  attn_fused_case(be, 1, "b1 T200 Hq4 Hkv1 D64", 1, 200, 4, 1, 64);
+  attn_fused_case(be, 1, "b1 T384 Hq16 Hkv4 D128", 1, 384, 16, 4, 128);
+  attn_fused_case(be, 0, "b2 T33 Hq4 Hkv2 D16", 2, 33, 4, 2, 16);
+  attn_fused_case(be, 0, "b1 T70 Hq6 Hkv6 D32", 1, 70, 6, 6, 32);
+  attn_fused_case(be, 0, "b2 T300 Hq6 Hkv1 D16", 2, 300, 6, 1, 16);
+  attn_det(be, "cudnn b1 T512 Hq8 Hkv2 D128", 1, 512, 8, 2, 128);
+  be->destroy(be);
+#endif
 }
 
 static void t_embedding(void) {
@@ -875,6 +1004,7 @@ int main(int argc, char **argv) {
   t_elementwise();
   t_layernorm();
   t_attention();
+  t_attention_cudnn();
   t_embedding();
   t_softmax();
   t_optimizer();
