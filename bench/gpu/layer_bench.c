@@ -14,9 +14,16 @@
  * and with --json one JSON object. Warm-up iterations are not timed; the median and
  * the min/max over --iters are reported.
  *
+ * --breakdown also records an event after every backend call and reports the time per
+ * kernel class (GEMMs, attention, norms, elementwise, copies) and pass, as the mean over
+ * the timed iterations; torch_layer.py --breakdown gives PyTorch's, from its profiler.
+ * (The events themselves cost a little: compare the breakdown's total with a run without.)
+ * --attn cudnn|cublas|auto sets PPSRT_CUDA_ATTN (the attention path) for this run.
+ *
  * Usage: layer_bench [--hidden 4096] [--seq 4096] [--heads 32] [--groups 8]
- *                    [--batch 1] [--iters 20] [--warmup 3] [--peak-tflops X] [--json]
- * Exit: 0 done, 77 no GPU visible, 1 an error. Not part of make check. */
+ *                    [--batch 1] [--iters 20] [--warmup 3] [--peak-tflops X]
+ *                    [--attn cudnn|cublas|auto] [--breakdown] [--json]
+ * Exit: 0 done, 77 no GPU visible, 1 an error, 2 bad usage. Not part of make check. */
 #include "config.h"
 #include <cuda_runtime_api.h>
 #include <math.h>
@@ -25,6 +32,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "cuda/cuda_impl.h"
 
 static ppsrt_backend *be;
 #define CS PPSRT_STREAM_COMPUTE
@@ -65,11 +73,12 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 int main(int argc, char **argv) {
-  int h = 4096, s = 4096, H = 32, G = 8, B = 1, iters = 20, warm = 3, json = 0;
+  int h = 4096, s = 4096, H = 32, G = 8, B = 1, iters = 20, warm = 3, json = 0, bd = 0;
   double peak = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--json")) { json = 1; continue; }
+    if (!strcmp(a, "--breakdown")) { bd = 1; continue; }
     if (!v) { fprintf(stderr, "layer_bench: %s needs a value\n", a); return 2; }
     if (!strcmp(a, "--hidden")) h = atoi(v);
     else if (!strcmp(a, "--seq")) s = atoi(v);
@@ -79,6 +88,13 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--iters")) iters = atoi(v);
     else if (!strcmp(a, "--warmup")) warm = atoi(v);
     else if (!strcmp(a, "--peak-tflops")) peak = atof(v);
+    else if (!strcmp(a, "--attn")) {
+      if (strcmp(v, "cudnn") && strcmp(v, "cublas") && strcmp(v, "auto")) {
+        fprintf(stderr, "layer_bench: --attn %s: expected cudnn, cublas or auto\n", v);
+        return 2;
+      }
+      setenv("PPSRT_CUDA_ATTN", v, 1);
+    }
     else { fprintf(stderr, "layer_bench: unknown flag %s\n", a); return 2; }
     i++;
   }
@@ -117,48 +133,71 @@ int main(int argc, char **argv) {
 
   ppsrt_event *ev[4];
   for (int i = 0; i < 4; i++) K(be->event_create(be, &ev[i]));
+  /* --breakdown: an event after each call; op i's time is bev[i-1] (ev[0] for the first)
+   * to bev[i], added to its class in its pass */
+  enum { C_GEMM, C_ATTN, C_NORM, C_ELEM, C_COPY, NCLS };
+  static const char *cls_name[NCLS] = {"gemm", "attention", "norm", "elementwise", "copy"};
+  enum { MAXOP = 40 };
+  ppsrt_event *bev[MAXOP];
+  int bcls[MAXOP], bpass[MAXOP], nop = 0, pass = 0;
+  double bsum[3][NCLS] = {{0}};
+  for (int i = 0; bd && i < MAXOP; i++) K(be->event_create(be, &bev[i]));
+#define OP(cls, call)                                   \
+  do {                                                  \
+    K(call);                                            \
+    if (bd) {                                           \
+      K(be->event_record(be, bev[nop], CS));            \
+      bcls[nop] = (cls);                                \
+      bpass[nop++] = pass;                              \
+    }                                                   \
+  } while (0)
   (void)be->event_elapsed(be, ev[0], ev[1]);   /* switch on timed events */
   double *tf = malloc(sizeof(double) * iters), *tb = malloc(sizeof(double) * iters), *tw = malloc(sizeof(double) * iters);
   for (int it = -warm; it < iters; it++) {
     K(be->event_record(be, ev[0], CS));
+    nop = 0;
+    pass = 0;
     /* ---- F ---- */
-    K(be->layernorm_fwd(be, CS, ln1, m1, r1, x, g1, b1, N, h));
-    K(be->gemm(be, CS, 0, 0, N, q, h, 1.0f, ln1, BF, h, wqkv, BF, q, 0.0f, qkv, BF, q));
-    K(be->attention_fwd(be, CS, att, lse, AT(qkv, qo), q, AT(qkv, ko), q, AT(qkv, vo), q, B, s, H, G, D));
-    K(be->memcpy_async(be, CS, x1, x, Nh * 2, 0));
-    K(be->gemm(be, CS, 0, 0, N, h, h, 1.0f, att, BF, h, wproj, BF, h, 1.0f, x1, BF, h));
-    K(be->layernorm_fwd(be, CS, ln2, m2, r2, x1, g2, b2, N, h));
-    K(be->gemm(be, CS, 0, 0, N, 4 * h, h, 1.0f, ln2, BF, h, wfc, BF, 4 * h, 0.0f, hpre, BF, 4 * h));
-    K(be->gelu_fwd(be, CS, hact, hpre, Nh * 4));
-    K(be->memcpy_async(be, CS, y, x1, Nh * 2, 0));
-    K(be->gemm(be, CS, 0, 0, N, h, 4 * h, 1.0f, hact, BF, 4 * h, wfc2, BF, h, 1.0f, y, BF, h));
+    OP(C_NORM, be->layernorm_fwd(be, CS, ln1, m1, r1, x, g1, b1, N, h));
+    OP(C_GEMM, be->gemm(be, CS, 0, 0, N, q, h, 1.0f, ln1, BF, h, wqkv, BF, q, 0.0f, qkv, BF, q));
+    OP(C_ATTN, be->attention_fwd(be, CS, att, lse, AT(qkv, qo), q, AT(qkv, ko), q, AT(qkv, vo), q, B, s, H, G, D));
+    OP(C_COPY, be->memcpy_async(be, CS, x1, x, Nh * 2, 0));
+    OP(C_GEMM, be->gemm(be, CS, 0, 0, N, h, h, 1.0f, att, BF, h, wproj, BF, h, 1.0f, x1, BF, h));
+    OP(C_NORM, be->layernorm_fwd(be, CS, ln2, m2, r2, x1, g2, b2, N, h));
+    OP(C_GEMM, be->gemm(be, CS, 0, 0, N, 4 * h, h, 1.0f, ln2, BF, h, wfc, BF, 4 * h, 0.0f, hpre, BF, 4 * h));
+    OP(C_ELEM, be->gelu_fwd(be, CS, hact, hpre, Nh * 4));
+    OP(C_COPY, be->memcpy_async(be, CS, y, x1, Nh * 2, 0));
+    OP(C_GEMM, be->gemm(be, CS, 0, 0, N, h, 4 * h, 1.0f, hact, BF, 4 * h, wfc2, BF, h, 1.0f, y, BF, h));
     K(be->event_record(be, ev[1], CS));
+    pass = 1;
     /* ---- B: input gradients only ---- */
-    K(be->gemm(be, CS, 0, 1, N, 4 * h, h, 1.0f, dy, BF, h, wfc2, BF, h, 0.0f, dh, BF, 4 * h));
-    K(be->gelu_bwd(be, CS, dh, dh, hpre, Nh * 4));
-    K(be->gemm(be, CS, 0, 1, N, h, 4 * h, 1.0f, dh, BF, 4 * h, wfc, BF, 4 * h, 0.0f, dln2, BF, h));
-    K(be->memcpy_async(be, CS, dx1, dy, Nh * 2, 0));
-    K(be->layernorm_bwd_input(be, CS, dx1, dln2, x1, m2, r2, g2, N, h, 1));
-    K(be->gemm(be, CS, 0, 1, N, h, h, 1.0f, dx1, BF, h, wproj, BF, h, 0.0f, datt, BF, h));
-    K(be->attention_bwd(be, CS, AT(dqkv, qo), AT(dqkv, ko), AT(dqkv, vo), q, datt, att, lse, AT(qkv, qo), q,
+    OP(C_GEMM, be->gemm(be, CS, 0, 1, N, 4 * h, h, 1.0f, dy, BF, h, wfc2, BF, h, 0.0f, dh, BF, 4 * h));
+    OP(C_ELEM, be->gelu_bwd(be, CS, dh, dh, hpre, Nh * 4));
+    OP(C_GEMM, be->gemm(be, CS, 0, 1, N, h, 4 * h, 1.0f, dh, BF, 4 * h, wfc, BF, 4 * h, 0.0f, dln2, BF, h));
+    OP(C_COPY, be->memcpy_async(be, CS, dx1, dy, Nh * 2, 0));
+    OP(C_NORM, be->layernorm_bwd_input(be, CS, dx1, dln2, x1, m2, r2, g2, N, h, 1));
+    OP(C_GEMM, be->gemm(be, CS, 0, 1, N, h, h, 1.0f, dx1, BF, h, wproj, BF, h, 0.0f, datt, BF, h));
+    OP(C_ATTN, be->attention_bwd(be, CS, AT(dqkv, qo), AT(dqkv, ko), AT(dqkv, vo), q, datt, att, lse, AT(qkv, qo), q,
                         AT(qkv, ko), q, AT(qkv, vo), q, B, s, H, G, D));
-    K(be->gemm(be, CS, 0, 1, N, h, q, 1.0f, dqkv, BF, q, wqkv, BF, q, 0.0f, dln1, BF, h));
-    K(be->memcpy_async(be, CS, dx, dx1, Nh * 2, 0));
-    K(be->layernorm_bwd_input(be, CS, dx, dln1, x, m1, r1, g1, N, h, 1));
+    OP(C_GEMM, be->gemm(be, CS, 0, 1, N, h, q, 1.0f, dqkv, BF, q, wqkv, BF, q, 0.0f, dln1, BF, h));
+    OP(C_COPY, be->memcpy_async(be, CS, dx, dx1, Nh * 2, 0));
+    OP(C_NORM, be->layernorm_bwd_input(be, CS, dx, dln1, x, m1, r1, g1, N, h, 1));
     K(be->event_record(be, ev[2], CS));
+    pass = 2;
     /* ---- W: weight gradients ---- */
-    K(be->gemm(be, CS, 1, 0, 4 * h, h, N, 1.0f, hact, BF, 4 * h, dy, BF, h, 1.0f, dwfc2, F32, h));
-    K(be->gemm(be, CS, 1, 0, h, 4 * h, N, 1.0f, ln2, BF, h, dh, BF, 4 * h, 1.0f, dwfc, F32, 4 * h));
-    K(be->layernorm_bwd_weight(be, CS, dg2, db2, dln2, x1, m2, r2, N, h));
-    K(be->gemm(be, CS, 1, 0, h, h, N, 1.0f, att, BF, h, dx1, BF, h, 1.0f, dwproj, F32, h));
-    K(be->gemm(be, CS, 1, 0, h, q, N, 1.0f, ln1, BF, h, dqkv, BF, q, 1.0f, dwqkv, F32, q));
-    K(be->layernorm_bwd_weight(be, CS, dg1, db1, dln1, x, m1, r1, N, h));
+    OP(C_GEMM, be->gemm(be, CS, 1, 0, 4 * h, h, N, 1.0f, hact, BF, 4 * h, dy, BF, h, 1.0f, dwfc2, F32, h));
+    OP(C_GEMM, be->gemm(be, CS, 1, 0, h, 4 * h, N, 1.0f, ln2, BF, h, dh, BF, 4 * h, 1.0f, dwfc, F32, 4 * h));
+    OP(C_NORM, be->layernorm_bwd_weight(be, CS, dg2, db2, dln2, x1, m2, r2, N, h));
+    OP(C_GEMM, be->gemm(be, CS, 1, 0, h, h, N, 1.0f, att, BF, h, dx1, BF, h, 1.0f, dwproj, F32, h));
+    OP(C_GEMM, be->gemm(be, CS, 1, 0, h, q, N, 1.0f, ln1, BF, h, dqkv, BF, q, 1.0f, dwqkv, F32, q));
+    OP(C_NORM, be->layernorm_bwd_weight(be, CS, dg1, db1, dln1, x, m1, r1, N, h));
     K(be->event_record(be, ev[3], CS));
     K(be->event_sync(be, ev[3]));
     if (it >= 0) {
       tf[it] = be->event_elapsed(be, ev[0], ev[1]);
       tb[it] = be->event_elapsed(be, ev[1], ev[2]);
       tw[it] = be->event_elapsed(be, ev[2], ev[3]);
+      for (int k = 0; k < nop; k++) bsum[bpass[k]][bcls[k]] += be->event_elapsed(be, k ? bev[k - 1] : ev[0], bev[k]);
     }
   }
   double fwd_tok = 2.0 * h * (h + 2.0 * h * G / H) + 2.0 * h * h + 16.0 * h * h + 4.0 * s * h;
@@ -177,7 +216,8 @@ int main(int argc, char **argv) {
   be->mem_stats(be, &cur, &pk, 0);
   printf("# layer_bench: one GPT layer on the PPS CUDA backend (F, B, W passes)\n");
   printf("# GPU: %s (compute capability %d.%d), %d SMs\n", prop.name, prop.major, prop.minor, prop.multiProcessorCount);
-  printf("# hidden %d, seq %d, heads %d, query groups %d, head dim %d, batch %d; bf16, F32 accumulate\n", h, s, H, G, D, B);
+  printf("# hidden %d, seq %d, heads %d, query groups %d, head dim %d, batch %d; bf16, F32 accumulate; attention: %s\n",
+         h, s, H, G, D, B, ppsrt_cuda_attention_path(be));
   printf("# iterations %d after %d warm-up; times: median (min..max) in ms; device memory counted %.2f GiB\n", iters, warm,
          pk / 1073741824.0);
   printf("%-6s %12s %22s\n", "pass", "median_ms", "min..max_ms");
@@ -189,12 +229,37 @@ int main(int argc, char **argv) {
          tflops);
   if (peak > 0) printf("; MFU %.1f%% of %.0f TFLOP/s", 100.0 * tflops / peak, peak);
   printf("\n");
-  if (json)
-    printf("{\"bench\":\"layer_bench\",\"gpu\":\"%s\",\"hidden\":%d,\"seq\":%d,\"heads\":%d,\"groups\":%d,\"batch\":%d,"
+  double cls_ms[NCLS] = {0}, bd_total = 0;
+  if (bd) {
+    printf("# breakdown: mean ms per iteration by kernel class (an event after every call)\n");
+    printf("%-12s %9s %9s %9s %9s\n", "class", "F", "B", "W", "F+B+W");
+    for (int c = 0; c < NCLS; c++) {
+      for (int k = 0; k < 3; k++) cls_ms[c] += bsum[k][c] / iters * 1e3;
+      bd_total += cls_ms[c];
+      printf("%-12s %9.3f %9.3f %9.3f %9.3f\n", cls_name[c], bsum[0][c] / iters * 1e3, bsum[1][c] / iters * 1e3,
+             bsum[2][c] / iters * 1e3, cls_ms[c]);
+    }
+    printf("%-12s %39.3f\n", "total", bd_total);
+  }
+  int rtv = 0, drv = 0;
+  cudaRuntimeGetVersion(&rtv);
+  cudaDriverGetVersion(&drv);
+  if (json) {
+    printf("{\"bench\":\"layer_bench\",\"gpu\":\"%s\",\"cuda_runtime\":%d,\"cuda_driver\":%d,\"attn\":\"%s\","
+           "\"hidden\":%d,\"seq\":%d,\"heads\":%d,\"groups\":%d,\"batch\":%d,"
            "\"iters\":%d,\"f_ms\":%.6g,\"b_ms\":%.6g,\"w_ms\":%.6g,\"total_ms\":%.6g,\"flops\":%.6g,\"tflops\":%.6g,"
-           "\"peak_tflops\":%.6g,\"mfu\":%.6g}\n",
-           prop.name, h, s, H, G, B, iters, t[0][0] * 1e3, t[1][0] * 1e3, t[2][0] * 1e3, total * 1e3, flops_total, tflops,
-           peak, peak > 0 ? tflops / peak : 0.0);
+           "\"peak_tflops\":%.6g,\"mfu\":%.6g",
+           prop.name, rtv, drv, ppsrt_cuda_attention_path(be), h, s, H, G, B, iters, t[0][0] * 1e3, t[1][0] * 1e3,
+           t[2][0] * 1e3, total * 1e3, flops_total, tflops, peak, peak > 0 ? tflops / peak : 0.0);
+    if (bd) {
+      printf(",\"breakdown_ms\":{");
+      for (int c = 0; c < NCLS; c++) printf("%s\"%s\":%.6g", c ? "," : "", cls_name[c], cls_ms[c]);
+      printf("}");
+    }
+    printf("}\n");
+  }
+  for (int i = 0; bd && i < MAXOP; i++) be->event_destroy(be, bev[i]);
+  for (int i = 0; i < 4; i++) be->event_destroy(be, ev[i]);
   be->destroy(be);   /* releases every pool block */
   free(tf);
   free(tb);

@@ -8,12 +8,33 @@ Attention uses F.scaled_dot_product_attention (what an eager user calls: FlashAt
 or memory-efficient kernels when available); --attn math forces the unfused path.
 FLOPs are counted exactly as layer_bench counts them, so the two MFU figures compare.
 
+--breakdown then runs --iters more iterations under torch.profiler and sums the CUDA
+kernels' time by class (gemm, attention, norm, elementwise, copy: the classes of
+layer_bench --breakdown), per iteration, with the kernel count of each class and the
+slowest kernels by name, so the gap to PPS shows kernel class by kernel class.
+
 Not part of any test; needs a GPU and torch. Exit 77 when no GPU is visible.
 """
 import argparse
 import json
+import re
 import statistics
 import sys
+
+CLASSES = ("gemm", "attention", "norm", "elementwise", "copy")
+
+
+def kernel_class(name):
+    n = name.lower()
+    if re.search(r"flash|fmha|attention|sdpa|softmax|cudnn", n):
+        return "attention"
+    if re.search(r"gemm|nvjet|cutlass|xmma|cublas|matmul|sm\d+_", n):
+        return "gemm"
+    if "norm" in n:
+        return "norm"
+    if re.search(r"copy|memcpy|memset", n):
+        return "copy"
+    return "elementwise"
 
 
 def main():
@@ -28,6 +49,7 @@ def main():
     ap.add_argument("--peak-tflops", type=float, default=0.0)
     ap.add_argument("--attn", choices=["sdpa", "math"], default="sdpa")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--breakdown", action="store_true")
     a = ap.parse_args()
 
     import torch
@@ -91,6 +113,29 @@ def main():
             tf.append(ev[0].elapsed_time(ev[1]))
             tbw.append(ev[1].elapsed_time(ev[2]))
 
+    breakdown, counts, top = None, None, []
+    if a.breakdown:
+        from torch.profiler import profile, ProfilerActivity
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(a.iters):
+                for p in (x, g1, b1, g2, b2, wqkv, wproj, wfc, wfc2):
+                    p.grad = None
+                layer(x).backward(dy)
+            torch.cuda.synchronize()
+        breakdown = {c: 0.0 for c in CLASSES}
+        counts = {c: 0 for c in CLASSES}
+        for e in prof.key_averages():
+            us = getattr(e, "self_device_time_total", None)
+            if us is None:
+                us = getattr(e, "self_cuda_time_total", 0)
+            if not us or e.count == 0:
+                continue
+            c = kernel_class(e.key)
+            breakdown[c] += us / 1e3 / a.iters
+            counts[c] += e.count // a.iters
+            top.append((us / 1e3 / a.iters, e.key, c))
+        top.sort(reverse=True)
+
     fwd_tok = 2.0 * h * (h + 2.0 * h * G / H) + 2.0 * h * h + 16.0 * h * h + 4.0 * s * h
     flops = 3 * fwd_tok * B * s
     f_ms, bw_ms = statistics.median(tf), statistics.median(tbw)
@@ -108,12 +153,21 @@ def main():
     if a.peak_tflops > 0:
         line += "; MFU %.1f%% of %.0f TFLOP/s" % (100 * tflops / a.peak_tflops, a.peak_tflops)
     print(line)
+    if breakdown is not None:
+        print("# breakdown: ms per iteration of CUDA kernel time by class (torch.profiler, %d iterations)" % a.iters)
+        print("%-12s %9s %9s" % ("class", "F+B+W", "kernels"))
+        for c in CLASSES:
+            print("%-12s %9.3f %9d" % (c, breakdown[c], counts[c]))
+        print("%-12s %9.3f %9d" % ("total", sum(breakdown.values()), sum(counts.values())))
+        for ms, name, c in top[:8]:
+            print("#   %8.3f ms  %-11s %s" % (ms, c, name[:90]))
     if a.json:
         print(json.dumps({"bench": "torch_layer", "gpu": name, "torch": torch.__version__, "attn": a.attn,
                           "hidden": h, "seq": s, "heads": H, "groups": G, "batch": B, "iters": a.iters,
                           "f_ms": f_ms, "bw_ms": bw_ms, "total_ms": total, "flops": flops, "tflops": tflops,
                           "peak_tflops": a.peak_tflops,
-                          "mfu": tflops / a.peak_tflops if a.peak_tflops > 0 else 0.0}))
+                          "mfu": tflops / a.peak_tflops if a.peak_tflops > 0 else 0.0,
+                          **({"breakdown_ms": breakdown, "breakdown_kernels": counts} if breakdown else {})}))
     return 0
 
 
