@@ -12,7 +12,7 @@
 
 EXTRA_DIST += runtime/cuda/kernels.cu runtime/cuda/cuda_impl.h runtime/cuda/cuda_backend.c \
   runtime/cuda/attn_cudnn.cpp runtime/cuda/attn_cudnn.h \
-  runtime/cuda/transport_nccl.c tests/gpu/nodevice.sh tests/gpu/link.sh tests/gpu/e2e.sh tests/gpu/e2e_emu.sh tests/gpu/emu_api.sh \
+  runtime/cuda/transport_nccl.c tests/gpu/nodevice.sh tests/gpu/link.sh tests/gpu/e2e.sh tests/gpu/attn_e2e.sh tests/gpu/e2e_emu.sh tests/gpu/emu_api.sh \
   tests/gpu/posted_emu.sh \
   tests/gpu/emu/emu_api.h tests/gpu/emu/fake_nccl.inc tests/gpu/emu/unsupported.c \
   bench/gpu/README.md bench/gpu/common.sh bench/gpu/run_all.sh bench/gpu/check_schedules.sh \
@@ -62,7 +62,7 @@ check_PROGRAMS += tests/gpu/cuda_kernels
 tests_gpu_cuda_kernels_SOURCES = tests/gpu/cuda_kernels.c
 tests_gpu_cuda_kernels_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS)
 tests_gpu_cuda_kernels_LDADD = libppsrt.la $(CUDA_LIBS) -lm
-TESTS += tests/gpu/cuda_kernels tests/gpu/nodevice.sh tests/gpu/link.sh tests/gpu/e2e.sh
+TESTS += tests/gpu/cuda_kernels tests/gpu/nodevice.sh tests/gpu/link.sh tests/gpu/e2e.sh tests/gpu/attn_e2e.sh
 
 # The same kernel test with no GPU at all: kernels.cu compiled as host C++ against
 # tests/gpu/emu/cuda_emu.h (CUDA threads as fibers on the host), and a host-memory stand-in

@@ -14,7 +14,7 @@ require_gpu() {
 }
 header() {
   echo "# $1"
-  echo "# date $(date -u +%Y-%m-%dT%H:%M:%SZ), host $(hostname), commit $(git -C "$top_srcdir" rev-parse --short HEAD 2>/dev/null || echo ?)"
+  echo "# date $(date -u +%Y-%m-%dT%H:%M:%SZ), host $(hostname), commit ${PPS_COMMIT:-$(git -C "$top_srcdir" rev-parse --short HEAD 2>/dev/null || echo ?)}"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | sed 's/^/# GPU: /'
   "$PPSC" --version 2>/dev/null | sed 's/^/# /' | head -1
 }

@@ -26,7 +26,7 @@ if [ -z "$PEAK_TFLOPS" ]; then
 fi
 header "layer_mfu: sizes $SIZES, $ITERS iterations, peak $PEAK_TFLOPS TFLOP/s ($name)"
 rec="$OUT/layer_records.jsonl"
-commit=$(git -C "$top_srcdir" rev-parse --short HEAD 2>/dev/null || echo unknown)
+commit=${PPS_COMMIT:-$(git -C "$top_srcdir" rev-parse --short HEAD 2>/dev/null || echo unknown)}
 driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1)
 have_torch=0; python3 -c "import torch" 2>/dev/null && have_torch=1
 # record FILE: the last JSON line of FILE, with date, commit and driver added, onto $rec
