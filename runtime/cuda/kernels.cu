@@ -286,6 +286,65 @@ static __global__ void k_layernorm_bwd_input(bf16 *dx, const bf16 *dy, const bf1
   }
 }
 
+/* Vectorised row kernels (C % 256 == 0, C <= 8192, every row pointer 16-byte aligned):
+ * C/8 threads per row, each holding its 8 contiguous elements in registers, so x (and
+ * dy) are read from memory once instead of three times and loads are 16 bytes. Same
+ * formulas as the kernels above; only the order of the F32 additions differs. */
+static __global__ void k_layernorm_fwd8(bf16 *y, float *mean, float *rstd, const bf16 *x, const bf16 *gamma,
+                                        const bf16 *beta, int C) {
+  __shared__ float sh[32];
+  size_t row = blockIdx.x;
+  unsigned t = threadIdx.x;
+  float v[8], g[8], b[8];
+  ld8(v, x + row * C, t);
+  float s = 0.0f;
+  for (int k = 0; k < 8; k++) s += v[k];
+  float m = block_sum(s, sh) / C;
+  float q = 0.0f;
+  for (int k = 0; k < 8; k++) q += (v[k] - m) * (v[k] - m);
+  float r = rsqrtf(block_sum(q, sh) / C + LN_EPS);
+  ld8(g, gamma, t);
+  ld8(b, beta, t);
+  for (int k = 0; k < 8; k++) v[k] = (v[k] - m) * r * g[k] + b[k];
+  st8(y + row * C, t, v);
+  if (t == 0) {
+    if (mean) mean[row] = m;
+    if (rstd) rstd[row] = r;
+  }
+}
+
+static __global__ void k_layernorm_bwd_input8(bf16 *dx, const bf16 *dy, const bf16 *x, const float *mean,
+                                              const float *rstd, const bf16 *gamma, int C, int accumulate) {
+  __shared__ float sh[32];
+  size_t row = blockIdx.x;
+  unsigned t = threadIdx.x;
+  float m = mean[row], r = rstd[row];
+  float xv[8], gv[8], dv[8];
+  ld8(xv, x + row * C, t);
+  ld8(dv, dy + row * C, t);
+  ld8(gv, gamma, t);
+  float sg = 0.0f, sgx = 0.0f;
+  for (int k = 0; k < 8; k++) {
+    xv[k] = (xv[k] - m) * r;   /* x hat */
+    gv[k] *= dv[k];            /* dy * gamma */
+    sg += gv[k];
+    sgx += gv[k] * xv[k];
+  }
+  float mg = block_sum(sg, sh) / C;
+  float mgx = block_sum(sgx, sh) / C;
+  if (accumulate) ld8(dv, dx + row * C, t);
+  for (int k = 0; k < 8; k++) {
+    float d = r * (gv[k] - mg - xv[k] * mgx);
+    dv[k] = accumulate ? dv[k] + d : d;
+  }
+  st8(dx + row * C, t, dv);
+}
+
+static int ln_vec(int C, const void *a, const void *b, const void *c, const void *d) {
+  uintptr_t al = (uintptr_t)a | (uintptr_t)b | (uintptr_t)c | (uintptr_t)d;
+  return C % 256 == 0 && C <= 8192 && (al & 15) == 0;
+}
+
 /* ------------------------------------------------------------------------- */
 /* embedding over a vocabulary shard                                           */
 
@@ -577,6 +636,11 @@ cudaError_t ppsrt_cu_gelu_bwd(cudaStream_t s, void *dx, const void *dy, const vo
 cudaError_t ppsrt_cu_layernorm_fwd(cudaStream_t s, void *y, float *mean, float *rstd, const void *x,
                                    const void *gamma, const void *beta, int N, int C) {
   if (N <= 0 || C <= 0) return cudaSuccess;
+  if (ln_vec(C, y, x, gamma, beta)) {
+    LAUNCH(k_layernorm_fwd8, s, N, C / 8)((bf16 *)y, mean, rstd, (const bf16 *)x, (const bf16 *)gamma,
+                                          (const bf16 *)beta, C);
+    return cudaGetLastError();
+  }
   LAUNCH(k_layernorm_fwd, s, N, row_threads(C))((bf16 *)y, mean, rstd, (const bf16 *)x, (const bf16 *)gamma,
                                                (const bf16 *)beta, C);
   return cudaGetLastError();
@@ -586,6 +650,11 @@ cudaError_t ppsrt_cu_layernorm_bwd_input(cudaStream_t s, void *dx, const void *d
                                          const float *mean, const float *rstd, const void *gamma, int N, int C,
                                          int accumulate) {
   if (N <= 0 || C <= 0) return cudaSuccess;
+  if (ln_vec(C, dx, dy, x, gamma)) {
+    LAUNCH(k_layernorm_bwd_input8, s, N, C / 8)((bf16 *)dx, (const bf16 *)dy, (const bf16 *)x, mean, rstd,
+                                                (const bf16 *)gamma, C, accumulate);
+    return cudaGetLastError();
+  }
   LAUNCH(k_layernorm_bwd_input, s, N, row_threads(C))((bf16 *)dx, (const bf16 *)dy, (const bf16 *)x, mean, rstd,
                                                      (const bf16 *)gamma, C, accumulate);
   return cudaGetLastError();

@@ -309,17 +309,21 @@ static void t_elementwise(void) {
   drop(&x); drop(&bias); drop(&y); drop(&db); drop(&a); drop(&c); drop(&z); drop(&g); drop(&dx); drop(&fy); drop(&fx);
 }
 
-static void t_layernorm(void) {
-  const int N = 45, C = 1000;
+/* C = 1000: the scalar row kernels; C = 1024: the vectorised ones (C % 256 == 0). */
+static void t_layernorm_at(int N, int C) {
   size_t n = (size_t)N * C;
+  char w[80];
   /* small variance (about 4e-3), so that the 1e-5 epsilon matters to the result */
   pair x = mk(n, PPSRT_BF16, 0.06f, 0.5f), gm = mk(C, PPSRT_BF16, 0.5f, 1), bt = mk(C, PPSRT_BF16, 0.5f, 0);
   pair y = mk(n, PPSRT_BF16, 0, 0), mean = mk(N, PPSRT_F32, 0, 0), rstd = mk(N, PPSRT_F32, 0, 0);
   OK(cpu->layernorm_fwd(cpu, 0, y.c, mean.c, rstd.c, x.c, gm.c, bt.c, N, C));
   OK(gpu->layernorm_fwd(gpu, 0, y.g, mean.g, rstd.g, x.g, gm.g, bt.g, N, C));
-  compare("layernorm_fwd y", &y, TOL_BF16);
-  compare("layernorm_fwd mean", &mean, TOL_F32);
-  compare("layernorm_fwd rstd", &rstd, TOL_F32);
+  snprintf(w, sizeof w, "layernorm_fwd y C=%d", C);
+  compare(w, &y, TOL_BF16);
+  snprintf(w, sizeof w, "layernorm_fwd mean C=%d", C);
+  compare(w, &mean, TOL_F32);
+  snprintf(w, sizeof w, "layernorm_fwd rstd C=%d", C);
+  compare(w, &rstd, TOL_F32);
   /* backward from the CPU's statistics on both sides */
   pair st_m = mk(N, PPSRT_F32, 0, 0), st_r = mk(N, PPSRT_F32, 0, 0);
   float *hm = malloc(N * 4), *hr = malloc(N * 4);
@@ -334,18 +338,27 @@ static void t_layernorm(void) {
   pair dy = mk(n, PPSRT_BF16, 1, 0), dx = mk(n, PPSRT_BF16, 0, 0);
   OK(cpu->layernorm_bwd_input(cpu, 0, dx.c, dy.c, x.c, st_m.c, st_r.c, gm.c, N, C, 0));
   OK(gpu->layernorm_bwd_input(gpu, 0, dx.g, dy.g, x.g, st_m.g, st_r.g, gm.g, N, C, 0));
-  compare("layernorm_bwd_input", &dx, TOL_BF16);
+  snprintf(w, sizeof w, "layernorm_bwd_input C=%d", C);
+  compare(w, &dx, TOL_BF16);
   pair dx2 = mk(n, PPSRT_BF16, 1, 0);
   OK(cpu->layernorm_bwd_input(cpu, 0, dx2.c, dy.c, x.c, st_m.c, st_r.c, gm.c, N, C, 1));
   OK(gpu->layernorm_bwd_input(gpu, 0, dx2.g, dy.g, x.g, st_m.g, st_r.g, gm.g, N, C, 1));
-  compare("layernorm_bwd_input accumulate", &dx2, TOL_BF16);
+  snprintf(w, sizeof w, "layernorm_bwd_input accumulate C=%d", C);
+  compare(w, &dx2, TOL_BF16);
   pair dg = mk(C, PPSRT_F32, 1, 0), dbt = mk(C, PPSRT_F32, 1, 0);
   OK(cpu->layernorm_bwd_weight(cpu, 0, dg.c, dbt.c, dy.c, x.c, st_m.c, st_r.c, N, C));
   OK(gpu->layernorm_bwd_weight(gpu, 0, dg.g, dbt.g, dy.g, x.g, st_m.g, st_r.g, N, C));
-  compare("layernorm_bwd_weight dgamma (+=)", &dg, TOL_F32);
-  compare("layernorm_bwd_weight dbeta (+=)", &dbt, TOL_F32);
+  snprintf(w, sizeof w, "layernorm_bwd_weight dgamma (+=) C=%d", C);
+  compare(w, &dg, TOL_F32);
+  snprintf(w, sizeof w, "layernorm_bwd_weight dbeta (+=) C=%d", C);
+  compare(w, &dbt, TOL_F32);
   drop(&x); drop(&gm); drop(&bt); drop(&y); drop(&mean); drop(&rstd); drop(&st_m); drop(&st_r);
   drop(&dy); drop(&dx); drop(&dx2); drop(&dg); drop(&dbt);
+}
+
+static void t_layernorm(void) {
+  t_layernorm_at(45, 1000);
+  t_layernorm_at(37, 1024);
 }
 
 /* Fused q|k|v rows [batch*T, (Hq + 2 Hkv) D] and fused gradients, as the gpt model. */
