@@ -13,7 +13,8 @@
 EXTRA_DIST += runtime/cuda/kernels.cu runtime/cuda/cuda_impl.h runtime/cuda/cuda_backend.c \
   runtime/cuda/attn_cudnn.cpp runtime/cuda/attn_cudnn.h \
   runtime/cuda/transport_nccl.c tests/gpu/nodevice.sh tests/gpu/link.sh tests/gpu/e2e.sh tests/gpu/attn_e2e.sh tests/gpu/e2e_emu.sh tests/gpu/emu_api.sh \
-  tests/gpu/posted_emu.sh \
+  tests/gpu/posted_emu.sh tests/gpu/conformance_emu.sh tests/gpu/conformance_gpu.sh \
+  tests/gpu/conformance_kern.cu tests/gpu/conformance.expected tests/gpu/conformance_lib.sh tests/gpu/mpi_nccl_emu.sh \
   tests/gpu/emu/emu_api.h tests/gpu/emu/fake_nccl.inc tests/gpu/emu/unsupported.c \
   bench/gpu/README.md bench/gpu/common.sh bench/gpu/run_all.sh bench/gpu/check_schedules.sh \
   bench/gpu/memory.sh bench/gpu/offload.sh bench/gpu/layer_mfu.sh bench/gpu/torch_layer.py docs/gpu.md \
@@ -98,7 +99,7 @@ tests/gpu/emu/libppsrt_emu.so: tests/gpu/emu/kernels_emu.o $(srcdir)/tests/gpu/e
 	  -o $@ -lstdc++ -pthread
 check_SCRIPTS += tests/gpu/emu/libppsrt_emu.so
 MOSTLYCLEANFILES += tests/gpu/emu/libppsrt_emu.so
-TESTS += tests/gpu/e2e_emu.sh
+TESTS += tests/gpu/e2e_emu.sh tests/gpu/mpi_nccl_emu.sh
 TESTS += tests/gpu/posted_emu.sh
 
 # A CUDA/NCCL program that knows nothing of PPS, linked against the real cudart (and
@@ -109,6 +110,23 @@ tests_gpu_emu_api_demo_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS) $(NCCL_CFLAGS)
 tests_gpu_emu_api_demo_LDFLAGS = -pthread
 tests_gpu_emu_api_demo_LDADD = $(CUDA_LIBS) $(NCCL_LIBS)
 TESTS += tests/gpu/emu_api.sh
+
+# The conformance program (tests/gpu/conformance.c): the CUDA runtime, cuBLAS and NCCL
+# answers the emulator must give as a GPU does, one "name: value" line each. Built by
+# `make` (not only `make check`) so that a GPU session runs it at once from build/:
+#   tests/gpu/conformance > conformance.out
+# and compares with tests/gpu/conformance.expected (tests/gpu/conformance_gpu.sh);
+# tests/gpu/conformance_emu.sh runs the same binary on the emulator (LD_PRELOAD).
+noinst_PROGRAMS += tests/gpu/conformance
+tests_gpu_conformance_SOURCES = tests/gpu/conformance.c
+tests_gpu_conformance_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS) $(NCCL_CFLAGS)
+tests_gpu_conformance_LDADD = tests/gpu/conformance_kern.o $(CUDA_LIBS) $(NCCL_LIBS) -lstdc++
+EXTRA_tests_gpu_conformance_DEPENDENCIES = tests/gpu/conformance_kern.o
+tests/gpu/conformance_kern.o: $(srcdir)/tests/gpu/conformance_kern.cu
+	$(AM_V_GEN)$(MKDIR_P) tests/gpu && \
+	$(NVCC) $(NVCCFLAGS) -Xcompiler -Wall $(CUDA_CFLAGS) -c $(srcdir)/tests/gpu/conformance_kern.cu -o $@
+MOSTLYCLEANFILES += tests/gpu/conformance_kern.o
+TESTS += tests/gpu/conformance_emu.sh tests/gpu/conformance_gpu.sh
 
 # one transformer layer timed on the backend (bench/gpu/layer_mfu.sh); built with the
 # library so that it always compiles, run only by make bench-gpu

@@ -962,7 +962,9 @@ static void t_trim(void) {
 }
 
 /* A launch the GPU rejects (grid.y past 65535) is reported by the launcher's
- * cudaGetLastError and cleared: the next call succeeds. */
+ * cudaGetLastError, and a launch error is not sticky: the next cudaGetLastError and the
+ * next launch succeed (real CUDA 13 answers cudaErrorInvalidValue here; the exact codes
+ * are tests/gpu/conformance's business). */
 static void t_launch_config(void) {
   void *P = NULL;
   float *S = NULL, *lse = NULL;
@@ -975,12 +977,14 @@ static void t_launch_config(void) {
   cudaError_t good = ppsrt_cu_attn_softmax_fwd(s, P, lse, S, 1, 1, 1, 0, 1, 1.0f);
   OK(gpu->stream_sync(gpu, PPSRT_STREAM_COMPUTE));
   checks++;
-  if (bad != cudaErrorInvalidConfiguration || after != cudaSuccess || good != cudaSuccess) {
+  if ((bad != cudaErrorInvalidValue && bad != cudaErrorInvalidConfiguration) || after != cudaSuccess ||
+      good != cudaSuccess) {
     failures++;
-    fprintf(stderr, "FAIL: launch configuration: grid.y 70000 gave %s, then %s; a valid launch gave %s\n",
+    fprintf(stderr, "FAIL: launch configuration: grid.y 70000 gave %s, then %s; a valid launch gave %s "
+            "(expected an invalid-value or invalid-configuration error, then cudaSuccess twice)\n",
             cudaGetErrorName(bad), cudaGetErrorName(after), cudaGetErrorName(good));
   } else {
-    printf("ok   launch configuration                     grid.y 70000 -> cudaErrorInvalidConfiguration, cleared\n");
+    printf("ok   launch configuration                     grid.y 70000 -> %s, not sticky\n", cudaGetErrorName(bad));
   }
   gpu->free(gpu, P);
   gpu->free(gpu, S);

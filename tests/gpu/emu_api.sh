@@ -5,8 +5,8 @@
 # both streams and both operations; an NCCL deadlock exits 67 listing the pending
 # operations), its fixed twin must pass with the right numbers. Also: the runtime queries
 # an ordinary program makes work, and a call the emulator does not implement (or a launch
-# of the program's own kernel) stops the run with exit 69 naming the call instead of
-# falling through to the real cudart.
+# of the program's own kernel, or work on a destroyed stream: undefined in CUDA) stops the
+# run with exit 69 naming the call instead of falling through to the real cudart.
 . "$(dirname "$0")/../runtime/lib.sh"
 EMU=$top_builddir/tests/gpu/emu/libppsrt_emu.so
 DEMO=$top_builddir/tests/gpu/emu/api_demo
@@ -32,6 +32,8 @@ expect_exit 69 "a CUDA runtime call the emulator does not implement stops the ru
 expect_grep "pps-emu: cudaMemcpy2D is not emulated" "... naming the call"
 expect_exit 69 "a launch of the program's own kernel stops the run" run launch
 expect_grep "pps-emu: cudaLaunchKernel: the program launches a kernel of its own" "... saying why"
+expect_exit 69 "work queued on a destroyed stream (undefined in CUDA) stops the run" run destroyed-stream
+expect_grep "pps-emu: cudaMemsetAsync names stream .*, which was destroyed or never created" "... naming the call"
 for seed in 1 2 3; do
   if grep -q "HAVE_NCCL 1" "$top_builddir/config.h"; then
     expect_exit 67 "seed $seed: NCCL ring of ungrouped send-then-recv deadlocks (rendezvous)" run nccl-ungrouped

@@ -4,8 +4,9 @@
  * form: the broken ones must make the emulator fail the run (race: exit 66, NCCL
  * deadlock: exit 67), the fixed ones must pass and compute the right numbers (exit 0;
  * a wrong value exits 1). Also the runtime queries an ordinary program makes (queries),
- * and a call the emulator does not implement and a launch of the program's own kernel
- * (unsupported, launch: the emulator must stop them, exit 69, naming the call).
+ * and a call the emulator does not implement, a launch of the program's own kernel and
+ * work queued on a destroyed stream (unsupported, launch, destroyed-stream: the
+ * emulator must stop them, exit 69, naming the call).
  * Usage: api_demo MODE (see main). */
 #include "config.h"
 #include <cuda_runtime_api.h>
@@ -13,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #ifdef HAVE_NCCL
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wstrict-prototypes"
@@ -200,6 +202,39 @@ static int nccl_ring(int grouped, int coll) {
   }
   return rc;
 }
+
+/* The same ring (and, grouped, an all-reduce on a second communicator) with each rank a
+ * process of `mpirun -np 3` (Open MPI's OMPI_COMM_WORLD_RANK): rank 0 makes each
+ * ncclUniqueId and leaves it in TMPDIR/api_demo.MODE.PHASE.id for the others (a fresh
+ * TMPDIR per run: the files stay). */
+static int nccl_mpi(const char *mode, int grouped) {
+  const char *rs = getenv("OMPI_COMM_WORLD_RANK"), *ns = getenv("OMPI_COMM_WORLD_SIZE"), *dir = getenv("TMPDIR");
+  if (!rs || !ns || atoi(ns) != NR || !dir) {
+    fprintf(stderr, "%s: run under mpirun -np %d with TMPDIR set\n", mode, NR);
+    return 2;
+  }
+  int r = atoi(rs), rc = 0;
+  for (int phase = 0; phase < (grouped ? 2 : 1) && !rc; phase++) {
+    rk a = {r, grouped, phase, {{0}}, 0};
+    char path[512], tmp[600];
+    snprintf(path, sizeof path, "%s/api_demo.%s.%d.id", dir, mode, phase);
+    if (r == 0) {
+      snprintf(tmp, sizeof tmp, "%s.tmp", path);
+      FILE *f = fopen(tmp, "wb");
+      if (ncclGetUniqueId(&a.id) != ncclSuccess || !f || fwrite(&a.id, sizeof a.id, 1, f) != 1 || fclose(f) ||
+          rename(tmp, path))
+        return 3;
+    } else {
+      FILE *f = NULL;
+      for (int t = 0; t < 10000 && !(f = fopen(path, "rb")); t++) usleep(1000);
+      if (!f || fread(&a.id, sizeof a.id, 1, f) != 1) return 3;
+      fclose(f);
+    }
+    rank_main(&a);
+    rc |= a.rc;
+  }
+  return rc;
+}
 #endif
 
 /* Runtime calls an ordinary host program makes besides streams and copies: memory
@@ -259,6 +294,20 @@ static int unsupported(int launch) {
   return 1;
 }
 
+/* Work queued on a stream after cudaStreamDestroy: undefined in CUDA, so the emulator
+ * must stop the run (exit 69) naming the call and the stream. */
+static int destroyed_stream(void) {
+  cudaStream_t s;
+  void *d;
+  CK(cudaMalloc(&d, 4096));
+  CK(cudaStreamCreate(&s));
+  CK(cudaStreamDestroy(s));
+  CK(cudaMemsetAsync(d, 0, 4096, s));
+  CK(cudaStreamSynchronize(s));
+  fprintf(stderr, "the emulator used a destroyed stream\n");
+  return 1;
+}
+
 int main(int argc, char **argv) {
   const char *m = argc > 1 ? argv[1] : "";
   int rc;
@@ -270,14 +319,18 @@ int main(int argc, char **argv) {
   else if (!strcmp(m, "queries")) rc = queries();
   else if (!strcmp(m, "unsupported")) rc = unsupported(0);
   else if (!strcmp(m, "launch")) rc = unsupported(1);
+  else if (!strcmp(m, "destroyed-stream")) rc = destroyed_stream();
 #ifdef HAVE_NCCL
   else if (!strcmp(m, "nccl-ungrouped")) rc = nccl_ring(0, 0);
   else if (!strcmp(m, "nccl-grouped")) rc = nccl_ring(1, 0);
   else if (!strcmp(m, "nccl-allreduce")) rc = nccl_ring(0, 1);
+  else if (!strcmp(m, "nccl-mpi-grouped")) rc = nccl_mpi(m, 1);
+  else if (!strcmp(m, "nccl-mpi-ungrouped")) rc = nccl_mpi(m, 0);
 #endif
   else {
     fprintf(stderr, "usage: api_demo streams-race|streams-event|upload-race|upload-pinned|legacy|queries"
-                    "|unsupported|launch|nccl-ungrouped|nccl-grouped|nccl-allreduce\n");
+                    "|unsupported|launch|destroyed-stream|nccl-ungrouped|nccl-grouped|nccl-allreduce|nccl-mpi-grouped"
+                    "|nccl-mpi-ungrouped\n");
     return 2;
   }
   if (!rc) printf("%s: ok\n", m);

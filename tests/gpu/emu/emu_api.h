@@ -21,7 +21,8 @@ typedef struct emu_access {
 } emu_access;
 
 /* Validates the launch configuration (a bad one: cudaGetLastError reports
- * cudaErrorInvalidConfiguration, del(ctx) runs, nothing is queued, returns non-zero),
+ * cudaErrorInvalidValue, as CUDA 13 does; del(ctx) runs, nothing is queued, returns
+ * non-zero),
  * else queues run(ctx) on stream s; del(ctx) frees it after it ran. */
 int emu_launch(cudaStream_t s, const char *name, dim3 grid, dim3 block, const emu_access *acc, int nacc,
                void (*run)(void *), void *ctx, void (*del)(void *));

@@ -12,26 +12,41 @@
  *  - devices: PPSRT_EMU_GPUS "GPUs" (default 1) sharing host memory;
  *  - streams: every stream has a worker thread that runs its queued work in issue order,
  *    after a random delay drawn from PPS_EMU_SEED (default 1; PPS_EMU_DELAY_US, default
- *    40, bounds it). The legacy default stream (0, cudaStreamLegacy, and here also
- *    cudaStreamPerThread) is one per device; streams created without
- *    cudaStreamNonBlocking synchronise with it both ways, non-blocking ones do not;
+ *    40, bounds it). The legacy default stream (0, cudaStreamLegacy) is one per device;
+ *    streams created without cudaStreamNonBlocking, and cudaStreamPerThread (one per
+ *    host thread and device), synchronise with it both ways and with nothing else,
+ *    non-blocking ones do not; cudaStreamQuery of the legacy stream answers
+ *    cudaErrorNotReady while a blocking stream of its device is busy; priorities range
+ *    from 0 (least) to -5 (greatest), others are clamped; a handle of a destroyed stream
+ *    stops the run (exit 69: undefined in CUDA);
  *  - events: cudaEventRecord enqueues a marker; the event completes when the stream
  *    reaches it; cudaStreamWaitEvent makes the stream's later work wait for it;
  *    cudaEventQuery/Synchronize, cudaStreamSynchronize/Query, cudaDeviceSynchronize are
  *    real host waits; elapsed times are host clock times of the markers;
  *  - copies: cudaMemcpyAsync/cudaMemsetAsync run on their stream; cudaMemcpy runs on
  *    the legacy stream: device-to-host and pinned host-to-device wait for it, a
- *    host-to-device copy from pageable memory snapshots the source and may return before
- *    the copy lands (as CUDA allows), device-to-device never waits. cudaFree and
- *    cudaFreeHost synchronise the device first, cudaFreeAsync is stream-ordered;
- *  - kernels (kernels.cu through cuda_emu.h) and cuBLAS GEMMs run on their stream's
- *    worker; a launch with a bad configuration (empty grid, more than 1024 threads per
- *    block, grid or block dimensions past CUDA's limits) enqueues nothing and is
- *    reported by cudaGetLastError / cudaPeekAtLastError (per host thread, cleared on
- *    read);
+ *    host-to-device copy from pageable memory waits for the earlier work, snapshots the
+ *    source and may return before the copy lands (as CUDA allows), device-to-device
+ *    never waits. cudaFree and cudaFreeHost synchronise the device first, cudaFreeAsync
+ *    is stream-ordered; cudaHostRegister'ed memory counts as pinned;
+ *  - argument checks with the GPU's codes (tests/gpu/conformance.expected is the
+ *    record): a copy or memset whose device side is not wholly inside one allocation
+ *    (wild pointer, past the end, a pageable buffer named as device memory) and an
+ *    undefined cudaHostAlloc flag are cudaErrorInvalidValue, an undefined copy kind
+ *    cudaErrorInvalidMemcpyDirection; cudaMalloc(0) and cudaHostAlloc(0) give NULL; a
+ *    NULL cuBLAS handle is CUBLAS_STATUS_NOT_INITIALIZED; error names and strings are
+ *    the libraries' own. Every error is recorded as the thread's last error;
+ *  - kernels (kernels.cu through cuda_emu.h, and a program's own kernels that it hands
+ *    over as host functions with pps_emu_register_kernel) and cuBLAS GEMMs run on their
+ *    stream's worker; a launch with a bad configuration (empty grid, more than 1024
+ *    threads per block, grid or block dimensions past CUDA's limits, more than 48 KiB
+ *    of dynamic shared memory) enqueues nothing and is cudaErrorInvalidValue, reported
+ *    by cudaGetLastError / cudaPeekAtLastError (per host thread, not sticky: cleared on
+ *    read), as CUDA 13 does;
  *  - NCCL (with HAVE_NCCL): communicators from ncclCommInitAll or from
- *    ncclGetUniqueId + ncclCommInitRank (all ranks in this process: the call blocks until
- *    every rank joined, as NCCL's does); operations run on their stream's worker;
+ *    ncclGetUniqueId + ncclCommInitRank (ranks in this process or in other processes of
+ *    this machine, fake_nccl.inc says how: the call blocks until every rank joined, as
+ *    NCCL's does); operations run on their stream's worker;
  *    ncclSend completes only when the matching ncclRecv runs (rendezvous), the
  *    operations of one ncclGroupStart/End progress together (their streams are joined
  *    first), a communicator runs its groups one at a time in issue order, collectives
@@ -56,12 +71,11 @@
  * What it does not model: host code reading or writing pinned memory (only device-side
  * accesses are tracked, so a host read of a pinned buffer before its copy finished goes
  * unseen); pointers that a kernel reads through memory (the copy channel's source
- * arrays); several processes (no shared-memory NCCL: ranks in separate processes never
- * meet; ncclCommInitRank times out with a message); NCCL's internal streams and
- * proxy threads; device-wide effects of cudaMalloc; graphs; timing, bandwidth and
- * memory capacity; error injection beyond launch configurations; a write-read pair on
- * one stream is always ordered (streams are in order), so races inside a kernel or
- * between blocks are the business of cuda_emu.h, not this file. */
+ * arrays); several machines (NCCL across processes meets in this machine's TMPDIR);
+ * NCCL's internal streams and proxy threads; device-wide effects of cudaMalloc;
+ * graphs; timing, bandwidth and memory capacity; errors beyond the argument checks; a
+ * write-read pair on one stream is always ordered (streams are in order), so races
+ * inside a kernel or between blocks are the business of cuda_emu.h, not this file. */
 #include "config.h"
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -83,6 +97,8 @@
 #define EXIT_RACE 66
 #define EXIT_STUCK 67
 #define EXIT_UNSUPPORTED 69   /* a call the emulator does not implement (unsupported.c) */
+#define PRIO_LEAST 0          /* stream priorities as on an H100/H200 */
+#define PRIO_GREATEST (-5)
 
 /* ------------------------------------------------------------------------- */
 /* configuration                                                               */
@@ -189,7 +205,7 @@ typedef struct item {
 } item;
 
 typedef struct strm {
-  int slot, dev, legacy, nonblocking, prio;
+  int slot, dev, legacy, nonblocking, prio, perthread;
   char name[96];
   pthread_t th;
   pthread_cond_t cv;      /* work arrived */
@@ -315,8 +331,8 @@ static void *worker(void *arg) {
   slots[s->slot] = NULL;
   pthread_mutex_unlock(&G);
   item_free(it);
-  pthread_cond_destroy(&s->cv);
-  free(s);
+  /* the struct is kept (a few KiB per destroyed stream): its address is never reused by
+   * a later stream, so S() tells a destroyed handle from a live one */
   return NULL;
 }
 
@@ -378,10 +394,35 @@ static strm *legacy(int dev) {   /* under G */
   return legacy_of[dev];
 }
 
-static strm *S(cudaStream_t st) {   /* under G */
-  if (st == NULL || st == cudaStreamLegacy || st == cudaStreamPerThread) return legacy(cur_dev);
-  return (strm *)st;
+/* cudaStreamPerThread: one blocking stream per host thread and device. Like a created
+ * blocking stream it synchronises with the legacy stream both ways and with no other
+ * stream (as measured on an H200). */
+static __thread strm *per_thread_of[64];
+static strm *per_thread(int dev) {   /* under G */
+  if (dev < 0 || dev >= 64) dev = 0;
+  if (!per_thread_of[dev]) {
+    strm *s = stream_new(dev, 0, 0, 0);
+    if (!s) emu_die(70, "out of stream slots (%d)", MAXS);
+    s->perthread = 1;
+    snprintf(s->name, sizeof s->name, "the per-thread default stream of a host thread (GPU %d)", dev);
+    per_thread_of[dev] = s;
+  }
+  return per_thread_of[dev];
 }
+
+/* The stream a handle names. A handle that is no live stream (destroyed, or never
+ * created) is undefined behaviour in CUDA: the run stops here, loudly. Under G. */
+static strm *S_call(cudaStream_t st, const char *call) {
+  if (st == NULL || st == cudaStreamLegacy) return legacy(cur_dev);
+  if (st == cudaStreamPerThread) return per_thread(cur_dev);
+  strm *s = (strm *)st;
+  for (int i = 0; i < vc_hi; i++)
+    if (slots[i] == s && !s->quit) return s;
+  emu_die(EXIT_UNSUPPORTED,
+          "%s names stream %p, which was destroyed or never created: CUDA leaves that undefined (the emulator "
+          "stops here; on a GPU it may crash, hang or use another stream)", call, (void *)st);
+}
+#define S(st) S_call((st), __func__)
 
 static item *item_new(int kind, const char *what) {
   item *it = xcalloc(1, sizeof *it);
@@ -451,9 +492,13 @@ static void host_sync_stream(strm *s) {
   push_raw(s, it);
   char what[160];
   snprintf(what, sizeof what, "the work queued on %s", s->name);
+  unsigned long long target = s->nenq;
   wait_flag(&r->done, what, NULL);
   vc_join(host_vc, r->vc, r->vc_n);
   rec_unref(r);
+  /* the worker marks the record done before it counts it: wait for the count, so that
+   * cudaStreamQuery right after a synchronize sees an idle stream (as on a GPU) */
+  while (s->ndone < target) pthread_cond_wait(&G_done, &G);
 }
 
 static void host_sync_device(int dev) {   /* under G */
@@ -475,7 +520,7 @@ typedef struct entry {
 typedef struct alloc {
   char *base;
   size_t size;
-  int host, dev, id;
+  int host, dev, id;   /* host: 0 device memory, 1 cudaHostAlloc, 2 cudaHostRegister */
   entry *e;
   int ne, cap;
 } alloc;
@@ -502,6 +547,15 @@ static int kind_of(const void *p) {   /* 0 pageable/unknown, 1 device, 2 pinned 
   int i = find_alloc_idx(p), k = i < 0 ? 0 : allocs[i]->host ? 2 : 1;
   pthread_mutex_unlock(&D);
   return k;
+}
+
+/* 1 when [p, p + n) lies inside one allocation a kernel or a copy engine can address
+ * (device memory, pinned or registered host memory: unified addressing) */
+static int dev_range_ok(const void *p, size_t n) {
+  pthread_mutex_lock(&D);
+  int i = find_alloc_idx(p), ok = i >= 0 && (size_t)((const char *)p - allocs[i]->base) + n <= allocs[i]->size;
+  pthread_mutex_unlock(&D);
+  return ok;
 }
 
 static void alloc_add(void *p, size_t n, int host) {
@@ -630,40 +684,97 @@ cudaError_t cudaGetLastError(void) {
   return e;
 }
 cudaError_t cudaPeekAtLastError(void) { return last_err; }
+/* The names and strings of the codes the emulator returns, as the CUDA 13 runtime
+ * words them. */
+static const struct { cudaError_t e; const char *name, *str; } err_text[] = {
+  {cudaSuccess, "cudaSuccess", "no error"},
+  {cudaErrorInvalidValue, "cudaErrorInvalidValue", "invalid argument"},
+  {cudaErrorMemoryAllocation, "cudaErrorMemoryAllocation", "out of memory"},
+  {cudaErrorInitializationError, "cudaErrorInitializationError", "initialization error"},
+  {cudaErrorInvalidConfiguration, "cudaErrorInvalidConfiguration", "invalid configuration argument"},
+  {cudaErrorInvalidMemcpyDirection, "cudaErrorInvalidMemcpyDirection", "invalid copy direction for memcpy"},
+  {cudaErrorInsufficientDriver, "cudaErrorInsufficientDriver",
+   "CUDA driver version is insufficient for CUDA runtime version"},
+  {cudaErrorNoDevice, "cudaErrorNoDevice", "no CUDA-capable device is detected"},
+  {cudaErrorInvalidDevice, "cudaErrorInvalidDevice", "invalid device ordinal"},
+  {cudaErrorInvalidResourceHandle, "cudaErrorInvalidResourceHandle", "invalid resource handle"},
+  {cudaErrorNotReady, "cudaErrorNotReady", "device not ready"},
+  {cudaErrorHostMemoryAlreadyRegistered, "cudaErrorHostMemoryAlreadyRegistered",
+   "part or all of the requested memory range is already mapped"},
+  {cudaErrorHostMemoryNotRegistered, "cudaErrorHostMemoryNotRegistered",
+   "pointer does not correspond to a registered memory region"},
+};
 const char *cudaGetErrorName(cudaError_t e) {
-  switch (e) {
-  case cudaSuccess: return "cudaSuccess";
-  case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
-  case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
-  case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
-  case cudaErrorNotReady: return "cudaErrorNotReady";
-  case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
-  case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
-  case cudaErrorInsufficientDriver: return "cudaErrorInsufficientDriver";
-  default: return "cudaErrorEmulated";
-  }
+  for (size_t i = 0; i < sizeof err_text / sizeof *err_text; i++)
+    if (err_text[i].e == e) return err_text[i].name;
+  return "cudaErrorUnknown";
 }
 const char *cudaGetErrorString(cudaError_t e) {
-  switch (e) {
-  case cudaSuccess: return "no error";
-  case cudaErrorInvalidConfiguration: return "invalid configuration argument";
-  case cudaErrorNotReady: return "device not ready";
-  case cudaErrorInsufficientDriver: return "CUDA driver version is insufficient for CUDA runtime version";
-  default: return "emulated error";
-  }
+  for (size_t i = 0; i < sizeof err_text / sizeof *err_text; i++)
+    if (err_text[i].e == e) return err_text[i].str;
+  return "unknown error";
+}
+
+/* The emulated GPU: an H200's figures (compute capability 9.0, 132 SMs, 50 MiB of L2;
+ * the memory is PPS_EMU_MEM_MB, default 80 GiB, as cudaMemGetInfo says). */
+#define EMU_SMS 132
+#define EMU_L2 (50 << 20)
+#define EMU_SMEM_OPTIN 232448
+#define EMU_SMEM_SM 233472
+static size_t emu_mem_total(void) {
+  const char *v = getenv("PPS_EMU_MEM_MB");
+  return (v && atoll(v) > 0 ? (size_t)atoll(v) : (size_t)80 * 1024) << 20;
 }
 cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int d) {
   if (d < 0 || d >= ngpus()) return last_err = cudaErrorInvalidDevice;
   memset(p, 0, sizeof *p);
   snprintf(p->name, sizeof p->name, "emulated on the host (tests/gpu/emu)");
-  p->major = 9;
-  p->multiProcessorCount = 1;
+  p->totalGlobalMem = emu_mem_total();
+  p->sharedMemPerBlock = 49152;
+  p->regsPerBlock = 65536;
+  p->warpSize = 32;
+  p->memPitch = 2147483647;
   p->maxThreadsPerBlock = 1024;
+  p->maxThreadsDim[0] = p->maxThreadsDim[1] = 1024;
+  p->maxThreadsDim[2] = 64;
+  p->maxGridSize[0] = 2147483647;
+  p->maxGridSize[1] = p->maxGridSize[2] = 65535;
+  p->totalConstMem = 65536;
+  p->major = 9;
+  p->minor = 0;
+  p->textureAlignment = 512;
+  p->texturePitchAlignment = 32;
+  p->multiProcessorCount = EMU_SMS;
+  p->canMapHostMemory = 1;
+  p->concurrentKernels = 1;
+  p->pciBusID = d + 1;
+  p->asyncEngineCount = 3;
+  p->unifiedAddressing = 1;
+  p->memoryBusWidth = 6144;
+  p->l2CacheSize = EMU_L2;
+  p->persistingL2CacheMaxSize = 82837504;
+  p->maxThreadsPerMultiProcessor = 2048;
+  p->streamPrioritiesSupported = 1;
+  p->globalL1CacheSupported = p->localL1CacheSupported = 1;
+  p->sharedMemPerMultiprocessor = EMU_SMEM_SM;
+  p->regsPerMultiprocessor = 65536;
+  p->managedMemory = 1;
+  p->concurrentManagedAccess = 1;
+  p->computePreemptionSupported = 1;
+  p->canUseHostPointerForRegisteredMem = 1;
+  p->cooperativeLaunch = 1;
+  p->sharedMemPerBlockOptin = EMU_SMEM_OPTIN;
+  p->maxBlocksPerMultiProcessor = 32;
+  p->accessPolicyMaxWindowSize = 134213632;
+  p->reservedSharedMemPerBlock = 1024;
+  p->hostRegisterSupported = 1;
+  p->memoryPoolsSupported = 1;
+  p->clusterLaunch = 1;
   return cudaSuccess;
 }
 cudaError_t cudaDeviceGetStreamPriorityRange(int *least, int *greatest) {
-  *least = 0;
-  *greatest = -1;
+  if (least) *least = PRIO_LEAST;
+  if (greatest) *greatest = PRIO_GREATEST;
   return cudaSuccess;
 }
 /* PPS_EMU_DRIVER_VERSION (default: the toolkit's CUDART_VERSION) plays an older driver. */
@@ -701,7 +812,7 @@ cudaError_t cudaDeviceGetAttribute(int *v, enum cudaDeviceAttr a, int d) {
   switch (a) {
   case cudaDevAttrComputeCapabilityMajor: *v = 9; break;
   case cudaDevAttrComputeCapabilityMinor: *v = 0; break;
-  case cudaDevAttrMultiProcessorCount: *v = 1; break;
+  case cudaDevAttrMultiProcessorCount: *v = EMU_SMS; break;
   case cudaDevAttrMaxThreadsPerBlock: *v = 1024; break;
   case cudaDevAttrWarpSize: *v = 32; break;
   case cudaDevAttrMaxBlockDimX: case cudaDevAttrMaxBlockDimY: *v = 1024; break;
@@ -709,6 +820,16 @@ cudaError_t cudaDeviceGetAttribute(int *v, enum cudaDeviceAttr a, int d) {
   case cudaDevAttrMaxGridDimX: *v = 2147483647; break;
   case cudaDevAttrMaxGridDimY: case cudaDevAttrMaxGridDimZ: *v = 65535; break;
   case cudaDevAttrMaxSharedMemoryPerBlock: *v = 49152; break;
+  case cudaDevAttrMaxSharedMemoryPerBlockOptin: *v = EMU_SMEM_OPTIN; break;
+  case cudaDevAttrMaxSharedMemoryPerMultiprocessor: *v = EMU_SMEM_SM; break;
+  case cudaDevAttrL2CacheSize: *v = EMU_L2; break;
+  case cudaDevAttrMaxThreadsPerMultiProcessor: *v = 2048; break;
+  case cudaDevAttrMaxRegistersPerBlock: case cudaDevAttrMaxRegistersPerMultiprocessor: *v = 65536; break;
+  case cudaDevAttrTotalConstantMemory: *v = 65536; break;
+  case cudaDevAttrMaxBlocksPerMultiprocessor: *v = 32; break;
+  case cudaDevAttrGlobalMemoryBusWidth: *v = 6144; break;
+  case cudaDevAttrStreamPrioritiesSupported: case cudaDevAttrCanMapHostMemory: case cudaDevAttrManagedMemory:
+  case cudaDevAttrHostRegisterSupported: *v = 1; break;
   case cudaDevAttrConcurrentKernels: case cudaDevAttrUnifiedAddressing: *v = 1; break;
   default: {
     char call[64];
@@ -758,7 +879,12 @@ static void *host_mem(size_t n) {
 }
 cudaError_t cudaMalloc(void **p, size_t n) {
   cfg();
+  if (!p) return last_err = cudaErrorInvalidValue;
   __atomic_add_fetch(&n_malloc, 1, __ATOMIC_RELAXED);
+  if (!n) {   /* as on a GPU: success, no memory */
+    *p = NULL;
+    return cudaSuccess;
+  }
   if (!(*p = host_mem(n))) return last_err = cudaErrorMemoryAllocation;
   alloc_add(*p, n, 0);
   return cudaSuccess;
@@ -774,14 +900,50 @@ cudaError_t cudaFree(void *p) {
   return cudaSuccess;
 }
 cudaError_t cudaHostAlloc(void **p, size_t n, unsigned int flags) {
-  (void)flags;
   cfg();
+  if (!p || (flags & ~(unsigned)(cudaHostAllocPortable | cudaHostAllocMapped | cudaHostAllocWriteCombined)))
+    return last_err = cudaErrorInvalidValue;
   __atomic_add_fetch(&n_hostalloc, 1, __ATOMIC_RELAXED);
+  if (!n) {
+    *p = NULL;
+    return cudaSuccess;
+  }
   if (!(*p = host_mem(n))) return last_err = cudaErrorMemoryAllocation;
   alloc_add(*p, n, 1);
   return cudaSuccess;
 }
 cudaError_t cudaMallocHost(void **p, size_t n) { return cudaHostAlloc(p, n, 0); }
+
+/* Registered host memory: pinned memory the program allocated itself. Registering a
+ * range that overlaps a registered one is cudaErrorHostMemoryAlreadyRegistered,
+ * unregistering what is not registered cudaErrorHostMemoryNotRegistered (as on a GPU). */
+cudaError_t cudaHostRegister(void *p, size_t n, unsigned int flags) {
+  cfg();
+  if (!p || !n || (flags & ~(unsigned)(cudaHostRegisterPortable | cudaHostRegisterMapped | cudaHostRegisterIoMemory |
+                                       cudaHostRegisterReadOnly)))
+    return last_err = cudaErrorInvalidValue;
+  pthread_mutex_lock(&D);
+  int overlap = 0;
+  for (int i = 0; i < nallocs && !overlap; i++)
+    overlap = allocs[i]->base < (char *)p + n && (char *)p < allocs[i]->base + allocs[i]->size;
+  pthread_mutex_unlock(&D);
+  if (overlap) return last_err = cudaErrorHostMemoryAlreadyRegistered;
+  alloc_add(p, n, 2);
+  return cudaSuccess;
+}
+cudaError_t cudaHostUnregister(void *p) {
+  pthread_mutex_lock(&G);
+  host_sync_device(cur_dev);   /* no copy still reads it */
+  pthread_mutex_unlock(&G);
+  if (!p || alloc_remove(p, 2)) return last_err = cudaErrorHostMemoryNotRegistered;
+  return cudaSuccess;
+}
+/* unified addressing: the device pointer of pinned or registered memory is the host's */
+cudaError_t cudaHostGetDevicePointer(void **pd, void *p, unsigned int flags) {
+  if (!pd || flags || kind_of(p) != 2) return last_err = cudaErrorInvalidValue;
+  *pd = p;
+  return cudaSuccess;
+}
 cudaError_t cudaFreeHost(void *p) {
   if (!p) return cudaSuccess;
   __atomic_add_fetch(&n_freehost, 1, __ATOMIC_RELAXED);
@@ -851,9 +1013,26 @@ static void host_wait_rec(record *r, const char *what, int join) {   /* under G;
   rec_unref(r);
 }
 
+/* A copy's arguments as a GPU checks them: an undefined kind is
+ * cudaErrorInvalidMemcpyDirection; the device side of the kind (the destination of
+ * HostToDevice, the source of DeviceToHost, both of DeviceToDevice, and under Default
+ * each pointer inside an allocation) must lie wholly inside one allocation the device
+ * can address, else cudaErrorInvalidValue (a wild pointer, a range past the end, a
+ * pageable buffer named as device memory). */
+static cudaError_t copy_check(void *d, const void *s, size_t n, int k) {
+  if (k < cudaMemcpyHostToHost || k > cudaMemcpyDefault) return cudaErrorInvalidMemcpyDirection;
+  if (!n) return cudaSuccess;
+  int dd = k == cudaMemcpyHostToDevice || k == cudaMemcpyDeviceToDevice || (k == cudaMemcpyDefault && kind_of(d));
+  int ds = k == cudaMemcpyDeviceToHost || k == cudaMemcpyDeviceToDevice || (k == cudaMemcpyDefault && kind_of(s));
+  if ((dd && !dev_range_ok(d, n)) || (ds && !dev_range_ok(s, n))) return cudaErrorInvalidValue;
+  return cudaSuccess;
+}
+
 cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, enum cudaMemcpyKind k, cudaStream_t st) {
-  (void)k;
   cfg();
+  cudaError_t e = copy_check(d, s, n, (int)k);
+  if (e != cudaSuccess) return last_err = e;
+  if (!n) return cudaSuccess;
   int kd = kind_of(d), ks = kind_of(s);
   pthread_mutex_lock(&G);
   strm *q = S(st);
@@ -870,8 +1049,10 @@ cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, enum cudaMemcpyKin
 }
 
 cudaError_t cudaMemcpy(void *d, const void *s, size_t n, enum cudaMemcpyKind k) {
-  (void)k;
   cfg();
+  cudaError_t e = copy_check(d, s, n, (int)k);
+  if (e != cudaSuccess) return last_err = e;
+  if (!n) return cudaSuccess;
   int kd = kind_of(d), ks = kind_of(s);
   if (kd == 0 && ks == 0) {
     if (n) memmove(d, s, n);
@@ -880,8 +1061,16 @@ cudaError_t cudaMemcpy(void *d, const void *s, size_t n, enum cudaMemcpyKind k) 
   pthread_mutex_lock(&G);
   strm *l = legacy(cur_dev);
   if (kd == 1 && ks == 0) {
-    /* pageable to device: staged; may return before the copy lands, and the host learns
-     * nothing about its completion */
+    /* pageable to device: the call first waits for the earlier work of the legacy
+     * stream (so for the blocking streams it waits for: as on an H200), then stages the
+     * source; it may return before the copy lands, and the host learns nothing about its
+     * completion */
+    record *pre = rec_new(l->slot);
+    pre->refs = 2;
+    item *pi = item_new(K_RECORD, "the work before a pageable cudaMemcpy");
+    pi->rec = pre;
+    push(l, pi);
+    host_wait_rec(pre, "the work before a pageable cudaMemcpy", 1);
     record *r = enqueue_copy(l, d, s, n, 1, "cudaMemcpy", 1);
     static unsigned long long coin;
     if (!coin) coin = seed_v * 0x2545F4914F6CDD1DULL + 7;
@@ -898,6 +1087,8 @@ cudaError_t cudaMemcpy(void *d, const void *s, size_t n, enum cudaMemcpyKind k) 
 }
 
 cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t st) {
+  if (!n) return cudaSuccess;
+  if (!dev_range_ok(p, n)) return last_err = cudaErrorInvalidValue;   /* wild, or past the end */
   copy_ctx *x = xcalloc(1, sizeof *x);
   x->dst = p;
   x->n = n;
@@ -945,8 +1136,7 @@ cudaError_t cudaFreeAsync(void *p, cudaStream_t st) {
 /* A nominal capacity (PPS_EMU_MEM_MB, default 80 GiB) per emulated GPU, minus the bytes
  * cudaMalloc'ed on it; cudaMalloc itself is not limited by it. */
 cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total) {
-  const char *v = getenv("PPS_EMU_MEM_MB");
-  size_t tot = (v && atoll(v) > 0 ? (size_t)atoll(v) : (size_t)80 * 1024) << 20, used = 0;
+  size_t tot = emu_mem_total(), used = 0;
   pthread_mutex_lock(&D);
   for (int i = 0; i < nallocs; i++)
     if (!allocs[i]->host && allocs[i]->dev == cur_dev) used += allocs[i]->size;
@@ -981,7 +1171,11 @@ void pps_emu_name_stream(cudaStream_t st, const char *name) {
   pthread_mutex_unlock(&G);
 }
 
+/* Priorities as on an H100/H200: least 0, greatest -5; a value out of the range is
+ * clamped into it. */
 cudaError_t cudaStreamCreateWithPriority(cudaStream_t *s, unsigned int flags, int prio) {
+  if (!s || (flags & ~(unsigned)cudaStreamNonBlocking)) return last_err = cudaErrorInvalidValue;
+  prio = prio > PRIO_LEAST ? PRIO_LEAST : prio < PRIO_GREATEST ? PRIO_GREATEST : prio;
   pthread_mutex_lock(&G);
   strm *n = stream_new(cur_dev, 0, (flags & cudaStreamNonBlocking) != 0, prio);
   pthread_mutex_unlock(&G);
@@ -1019,6 +1213,7 @@ cudaError_t cudaLaunchHostFunc(cudaStream_t st, cudaHostFn_t fn, void *user) {
 cudaError_t cudaStreamDestroy(cudaStream_t st) {
   if (st == NULL || st == cudaStreamLegacy || st == cudaStreamPerThread) return last_err = cudaErrorInvalidResourceHandle;
   pthread_mutex_lock(&G);
+  (void)S(st);   /* destroyed twice: stops the run */
   ((strm *)st)->quit = 1;   /* no more work: host syncs skip it from now on */
   push_raw((strm *)st, item_new(K_QUIT, "destroy"));   /* the worker finishes the queue, then frees */
   pthread_mutex_unlock(&G);
@@ -1030,13 +1225,26 @@ cudaError_t cudaStreamSynchronize(cudaStream_t st) {
   pthread_mutex_unlock(&G);
   return cudaSuccess;
 }
+/* The legacy stream counts as busy while any blocking stream of its device is (as on an
+ * H200: its next work would wait for them). */
+static int legacy_group(const strm *l, const strm *o) {   /* under G: o synchronises with the legacy stream l */
+  return o && o != l && !o->legacy && !o->nonblocking && !o->quit && o->dev == l->dev;
+}
 cudaError_t cudaStreamQuery(cudaStream_t st) {
   pthread_mutex_lock(&G);
   strm *s = S(st);
   int idle = s->ndone == s->nenq;
+  if (s->legacy)
+    for (int i = 0; i < vc_hi && idle; i++)
+      if (legacy_group(s, slots[i])) idle = slots[i]->ndone == slots[i]->nenq;
+  if (idle) {   /* joins the clocks at once */
+    host_sync_stream(s);
+    if (s->legacy)
+      for (int i = 0; i < vc_hi; i++)
+        if (legacy_group(s, slots[i])) host_sync_stream(slots[i]);
+  }
   pthread_mutex_unlock(&G);
-  if (!idle) return cudaErrorNotReady;
-  return cudaStreamSynchronize(st);   /* idle: joins the clock at once */
+  return idle ? cudaSuccess : cudaErrorNotReady;   /* not recorded as the last error, as in CUDA */
 }
 cudaError_t cudaDeviceSynchronize(void) {
   pthread_mutex_lock(&G);
@@ -1137,14 +1345,26 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
 /* ------------------------------------------------------------------------- */
 /* kernel launches (cuda_emu.h)                                                */
 
+/* A launch configuration the GPU refuses: an empty grid or block, more than 1024
+ * threads per block, grid or block dimensions past the limits, more dynamic shared
+ * memory than a block may use without opting in (48 KiB). CUDA 13 on an H200 answers
+ * cudaErrorInvalidValue to each (not cudaErrorInvalidConfiguration), recorded as the
+ * last error and cleared by cudaGetLastError (not sticky). */
+static cudaError_t launch_check(dim3 g, dim3 b, size_t smem) {
+  unsigned long long nt = (unsigned long long)b.x * b.y * b.z;
+  if (!g.x || !g.y || !g.z || !b.x || !b.y || !b.z || nt > 1024 || b.x > 1024 || b.y > 1024 || b.z > 64 ||
+      g.y > 65535 || g.z > 65535 || g.x > 2147483647u || smem > 49152)
+    return cudaErrorInvalidValue;
+  return cudaSuccess;
+}
+
 int emu_launch(cudaStream_t st, const char *name, dim3 g, dim3 b, const emu_access *acc, int nacc,
                void (*run)(void *), void *ctx, void (*del)(void *)) {
-  unsigned long long nt = (unsigned long long)b.x * b.y * b.z;
-  if (!g.x || !g.y || !g.z || !b.x || !b.y || !b.z || nt > 1024 || b.z > 64 || g.y > 65535 || g.z > 65535 ||
-      g.x > 2147483647u) {
-    last_err = cudaErrorInvalidConfiguration;
+  cudaError_t e = launch_check(g, b, 0);
+  if (e != cudaSuccess) {
+    last_err = e;
     del(ctx);
-    return (int)cudaErrorInvalidConfiguration;
+    return (int)e;
   }
   item *it = item_new(K_OP, NULL);
   snprintf(it->what, sizeof it->what, "kernel %s<<<(%u,%u,%u), (%u,%u,%u)>>>", name, g.x, g.y, g.z, b.x, b.y, b.z);
@@ -1158,30 +1378,132 @@ int emu_launch(cudaStream_t st, const char *name, dim3 g, dim3 b, const emu_acce
   return 0;
 }
 
+/* Not CUDA: a program's own kernel, given to the emulator as a host function that does
+ * what the whole grid does (tests/gpu/conformance.c, through a weak reference: the
+ * symbol exists only here). `nargs` parameters of the sizes `argsize` are copied at the
+ * launch, as CUDA does. */
+#define MAX_UKERN 64
+#define MAX_UARGS 16
+typedef struct ukern {
+  const void *func;
+  char name[64];
+  void (*host)(void **args);
+  int nargs;
+  size_t size[MAX_UARGS];
+} ukern;
+static ukern ukerns[MAX_UKERN];
+static int nukerns;
+void pps_emu_register_kernel(const void *func, const char *name, void (*host)(void **args), int nargs,
+                             const size_t *argsize) {
+  pthread_mutex_lock(&G);
+  if (nukerns == MAX_UKERN || nargs < 0 || nargs > MAX_UARGS) emu_die(70, "pps_emu_register_kernel: too many kernels or parameters");
+  ukern *k = &ukerns[nukerns++];
+  k->func = func;
+  snprintf(k->name, sizeof k->name, "%s", name);
+  k->host = host;
+  k->nargs = nargs;
+  for (int i = 0; i < nargs; i++) k->size[i] = argsize[i];
+  pthread_mutex_unlock(&G);
+}
+typedef struct ulaunch { void (*host)(void **); void *argv[MAX_UARGS]; char buf[]; } ulaunch;
+static void run_ulaunch(void *c) {
+  ulaunch *u = c;
+  u->host(u->argv);
+}
+
+/* The configuration is checked as on a GPU (launch_check) before anything else; a valid
+ * launch of a kernel the program did not register stops the run (exit 69, as
+ * unsupported.c's launch stubs do). */
+cudaError_t cudaLaunchKernel(const void *func, dim3 g, dim3 b, void **args, size_t smem, cudaStream_t st) {
+  cfg();
+  cudaError_t e = launch_check(g, b, smem);
+  if (e != cudaSuccess) return last_err = e;
+  const ukern *k = NULL;
+  pthread_mutex_lock(&G);
+  for (int i = 0; i < nukerns && !k; i++)
+    if (ukerns[i].func == func) k = &ukerns[i];
+  pthread_mutex_unlock(&G);
+  if (!k) pps_emu_launch_refused("cudaLaunchKernel", func);
+  size_t total = 0;
+  for (int i = 0; i < k->nargs; i++) total += (k->size[i] + 15) & ~(size_t)15;
+  ulaunch *u = xcalloc(1, sizeof *u + total);
+  u->host = k->host;
+  for (int i = 0, off = 0; i < k->nargs; i++) {
+    u->argv[i] = u->buf + off;
+    memcpy(u->buf + off, args[i], k->size[i]);
+    off += (int)((k->size[i] + 15) & ~(size_t)15);
+  }
+  item *it = item_new(K_OP, NULL);
+  snprintf(it->what, sizeof it->what, "kernel %s<<<(%u,%u,%u), (%u,%u,%u)>>>", k->name, g.x, g.y, g.z, b.x, b.y, b.z);
+  it->fn = run_ulaunch;
+  it->ctx = u;
+  it->del = free;
+  pthread_mutex_lock(&G);
+  push(S(st), it);
+  pthread_mutex_unlock(&G);
+  return cudaSuccess;
+}
+
 /* ------------------------------------------------------------------------- */
 /* cuBLAS                                                                      */
 
-typedef struct blas_h { cudaStream_t s; } blas_h;
+/* A NULL handle is CUBLAS_STATUS_NOT_INITIALIZED in every call, as in cuBLAS. */
+typedef struct blas_h { cudaStream_t s; void *ws; size_t ws_bytes; } blas_h;
 cublasStatus_t cublasCreate_v2(cublasHandle_t *h) {
+  if (!h) return CUBLAS_STATUS_INVALID_VALUE;
   *h = (cublasHandle_t)xcalloc(1, sizeof(blas_h));
   return CUBLAS_STATUS_SUCCESS;
 }
 cublasStatus_t cublasDestroy_v2(cublasHandle_t h) {
+  if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
   free(h);
   return CUBLAS_STATUS_SUCCESS;
 }
 cublasStatus_t cublasSetStream_v2(cublasHandle_t h, cudaStream_t s) {
+  if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
   ((blas_h *)h)->s = s;
   return CUBLAS_STATUS_SUCCESS;
 }
+cublasStatus_t cublasGetStream_v2(cublasHandle_t h, cudaStream_t *s) {
+  if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (!s) return CUBLAS_STATUS_INVALID_VALUE;
+  *s = ((blas_h *)h)->s;
+  return CUBLAS_STATUS_SUCCESS;
+}
+/* the emulated GEMMs need no workspace; the one given is only remembered */
+cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t h, void *ws, size_t bytes) {
+  if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+  ((blas_h *)h)->ws = ws;
+  ((blas_h *)h)->ws_bytes = bytes;
+  return CUBLAS_STATUS_SUCCESS;
+}
 cublasStatus_t cublasSetPointerMode_v2(cublasHandle_t h, cublasPointerMode_t m) {
-  (void)h;
+  if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
   return m == CUBLAS_POINTER_MODE_HOST ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_NOT_SUPPORTED;
 }
+/* the names and strings of cuBLAS 13 */
+static const struct { cublasStatus_t s; const char *name, *str; } blas_text[] = {
+  {CUBLAS_STATUS_SUCCESS, "CUBLAS_STATUS_SUCCESS", "the operation completed successfully"},
+  {CUBLAS_STATUS_NOT_INITIALIZED, "CUBLAS_STATUS_NOT_INITIALIZED", "the library was not initialized"},
+  {CUBLAS_STATUS_ALLOC_FAILED, "CUBLAS_STATUS_ALLOC_FAILED", "the resource allocation failed"},
+  {CUBLAS_STATUS_INVALID_VALUE, "CUBLAS_STATUS_INVALID_VALUE", "an invalid numeric value was used as an argument"},
+  {CUBLAS_STATUS_ARCH_MISMATCH, "CUBLAS_STATUS_ARCH_MISMATCH", "an absent device architectural feature is required"},
+  {CUBLAS_STATUS_MAPPING_ERROR, "CUBLAS_STATUS_MAPPING_ERROR", "an access to GPU memory space failed"},
+  {CUBLAS_STATUS_EXECUTION_FAILED, "CUBLAS_STATUS_EXECUTION_FAILED", "the GPU program failed to execute"},
+  {CUBLAS_STATUS_INTERNAL_ERROR, "CUBLAS_STATUS_INTERNAL_ERROR", "an internal operation failed"},
+  {CUBLAS_STATUS_NOT_SUPPORTED, "CUBLAS_STATUS_NOT_SUPPORTED", "the functionality requested is not supported"},
+  {CUBLAS_STATUS_LICENSE_ERROR, "CUBLAS_STATUS_LICENSE_ERROR", "an error detected when checking the current licensing"},
+};
 const char *cublasGetStatusName(cublasStatus_t s) {
-  return s == CUBLAS_STATUS_SUCCESS ? "CUBLAS_STATUS_SUCCESS" : "CUBLAS_STATUS_EMULATED";
+  for (size_t i = 0; i < sizeof blas_text / sizeof *blas_text; i++)
+    if (blas_text[i].s == s) return blas_text[i].name;
+  return "CUBLAS_STATUS_UNKNOWN";
 }
-const char *cublasGetStatusString(cublasStatus_t s) { return s == CUBLAS_STATUS_SUCCESS ? "success" : "emulated failure"; }
+const char *cublasGetStatusString(cublasStatus_t s) {
+  for (size_t i = 0; i < sizeof blas_text / sizeof *blas_text; i++)
+    if (blas_text[i].s == s) return blas_text[i].str;
+  return "unknown error";
+}
 
 static float ld_any(const void *p, cudaDataType t, size_t i) {
   if (t == CUDA_R_32F) return ((const float *)p)[i];
@@ -1244,6 +1566,7 @@ static cublasStatus_t gemm_enqueue(cublasHandle_t h, cublasOperation_t ta, cubla
                                    const void *B, cudaDataType bt, int ldb, long long sB, const void *beta, void *C,
                                    cudaDataType ct, int ldc, long long sC, int count, cublasComputeType_t ctype,
                                    const char *call) {
+  if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
   if (ctype != CUBLAS_COMPUTE_32F) return CUBLAS_STATUS_NOT_SUPPORTED;
   if ((at != CUDA_R_16BF && at != CUDA_R_32F) || at != bt) return CUBLAS_STATUS_NOT_SUPPORTED;
   if (ct != CUDA_R_16BF && ct != CUDA_R_32F) return CUBLAS_STATUS_NOT_SUPPORTED;

@@ -503,7 +503,7 @@ int __cudaPopCallConfiguration(void) { return 0; }
 
 extern void pps_emu_launch_refused(const char *call, const void *func) __attribute__((noreturn));
 #define L(f) int f(const void *func) { pps_emu_launch_refused(#f, func); }
-L(cudaLaunchKernel)
+/* cudaLaunchKernel: fake_cuda.c (checks the configuration, runs registered kernels) */
 L(cudaLaunchKernel_ptsz)
 L(cudaLaunchCooperativeKernel)
 L(cudaLaunchCooperativeKernel_ptsz)
