@@ -40,6 +40,11 @@
  *   bytes per parameter: weights d + F32 gradients 4 + mixed-precision Adam 12 (F32
  *   master weights, momentum, variance; the master is the weight itself at d = 4),
  *   no sharding of optimizer state (18 bytes at d = 2, as Megatron counts them).
+ * Host links: devices_per_host_link k (default 1) devices share one host link (d and
+ *   d' share it when d / k == d' / k: k ranks on one GPU, or GPUs behind one PCIe
+ *   switch), and duplex_bandwidth (default host_bandwidth) is what each direction
+ *   gets while the other runs too; the simulator shares the link between the copies
+ *   running on it (sim.c), TOFF and TRELOAD stay the times of a copy alone.
  * Explicit costs in the file win (elab.c applies only what the file did not give). */
 #include "costmodel.h"
 #include "sim.h"
@@ -55,10 +60,10 @@ static const IrKeyVal *kv_find(const IrKeyVal *kv, int n, const char *key) {
 int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *stage_dev, CostModel *out) {
   memset(out, 0, sizeof *out);
   int errors = 0;
-  const IrKeyVal *mk[9], *hk[7];
+  const IrKeyVal *mk[9], *hk[9];
   static const char *const mn[9] = {"layers", "hidden", "ffn_hidden", "heads", "query_groups", "seq", "micro_batch", "vocab", "dtype_bytes"};
-  static const char *const hn[7] = {"memory", "flops", "host_bandwidth", "peer_bandwidth", "efficiency",
-                                    "d2h_bandwidth", "h2d_bandwidth"};
+  static const char *const hn[9] = {"memory", "flops", "host_bandwidth", "peer_bandwidth", "efficiency",
+                                    "d2h_bandwidth", "h2d_bandwidth", "devices_per_host_link", "duplex_bandwidth"};
   for (int i = 0; i < 9; i++) {
     mk[i] = kv_find(s->model, s->nmodel, mn[i]);
     if (mk[i] && !(mk[i]->value > 0) && !(i == 7 && mk[i]->value == 0)) {
@@ -67,7 +72,7 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
       mk[i] = NULL;
     }
   }
-  for (int i = 0; i < 7; i++) {
+  for (int i = 0; i < 9; i++) {
     hk[i] = kv_find(s->hardware, s->nhardware, hn[i]);
     if (hk[i] && (!(hk[i]->value > 0) || (i == 4 && hk[i]->value > 1))) {
       if (i == 4) diag_error(dg, hk[i]->span, "hardware efficiency must be in (0, 1], got %g", hk[i]->value);
@@ -76,7 +81,21 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
       hk[i] = NULL;
     }
   }
+  if (hk[7] && hk[7]->value != floor(hk[7]->value)) {
+    diag_error(dg, hk[7]->span, "hardware devices_per_host_link must be a whole number, got %g", hk[7]->value);
+    errors++;
+  }
+  if (hk[8] && !hk[2]) {
+    diag_error(dg, hk[8]->span, "hardware duplex_bandwidth needs host_bandwidth (the speed of one direction alone)");
+    errors++;
+  } else if (hk[8] && hk[8]->value > hk[2]->value) {
+    diag_error(dg, hk[8]->span, "hardware duplex_bandwidth (%g, each way while both run) must not exceed host_bandwidth (%g)",
+               hk[8]->value, hk[2]->value);
+    errors++;
+  }
   if (errors) return errors;
+  out->link_devs = hk[7] ? (int)fmin(hk[7]->value, 1e9) : 1;
+  out->duplex = hk[8] ? hk[8]->value / hk[2]->value : 1;
   int P = s->ndev, S = s->nstage;
   if (P <= 0 || S <= 0) return 0;
   double L = mk[0] ? mk[0]->value : 0, h = mk[1] ? mk[1]->value : 0, f = mk[2] ? mk[2]->value : 4 * h;

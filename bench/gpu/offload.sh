@@ -12,20 +12,22 @@
 #   2. off0 and off1 (offload ratio 1) rebuilt with `cost profile` of that run;
 #   3. each run with the NCCL transport (--json), and `ppsc sim --json` of each.
 # Environment: P, m; H HEADS KV_GROUPS SEQ VOCAB MB LPS (layers per stage) ITERS; HOST_BW
-# (bytes/s one way per device, default 55e9: pinned copies on an H200; both directions
-# at once 48.7e9 each). On one GPU the P ranks share its one host link, which ppsc sim
-# does not model (it gives each device HOST_BW): give HOST_BW = 55e9 / P for the
-# pessimistic bound.
+# (bytes/s one way, default 55e9: pinned copies on an H200) and DUPLEX_BW (each way
+# while both directions run, default 48.7e9, the H200's); LINK_DEVS ranks share one
+# host link (default: the number of GPUs the ranks run on is 1 when one is visible,
+# so P; else 1): hardware { devices_per_host_link; duplex_bandwidth }, which ppsc sim
+# models as one link shared by those ranks, both directions at once.
 . "$(dirname "$0")/common.sh"
 require_gpu
 P=${P:-4}; m=${m:-$((2 * P))}
 H=${H:-2048}; HEADS=${HEADS:-16}; KV_GROUPS=${KV_GROUPS:-4}; SEQ=${SEQ:-2048}; VOCAB=${VOCAB:-8192}; MB=${MB:-1}
-LPS=${LPS:-1}; ITERS=${ITERS:-6}; HOST_BW=${HOST_BW:-55e9}
-header "offload: 1f1b P=$P m=$m, ratio 0 vs 1, gpt h=$H heads=$HEADS groups=$KV_GROUPS seq=$SEQ vocab=$VOCAB mb=$MB layers/stage=$LPS, host link $HOST_BW B/s per device"
+LPS=${LPS:-1}; ITERS=${ITERS:-6}; HOST_BW=${HOST_BW:-55e9}; DUPLEX_BW=${DUPLEX_BW:-48.7e9}
+if [ -z "${LINK_DEVS:-}" ]; then if [ "$(gpu_count)" -ge "$P" ]; then LINK_DEVS=1; else LINK_DEVS=$P; fi; fi
+header "offload: 1f1b P=$P m=$m, ratio 0 vs 1, gpt h=$H heads=$HEADS groups=$KV_GROUPS seq=$SEQ vocab=$VOCAB mb=$MB layers/stage=$LPS, host link $HOST_BW B/s one way, $DUPLEX_BW each way with both, shared by $LINK_DEVS rank(s)"
 
 # gen R [PROFILE]: $OUT/offR.pps, examples/1f1b.pps with model/hardware (and the profile)
 gen() {
-  blocks="model { layers = $((LPS * P)); hidden = $H; heads = $HEADS; query_groups = $KV_GROUPS; seq = $SEQ; micro_batch = $MB; vocab = $VOCAB; dtype_bytes = 2; } hardware { host_bandwidth = $HOST_BW; }"
+  blocks="model { layers = $((LPS * P)); hidden = $H; heads = $HEADS; query_groups = $KV_GROUPS; seq = $SEQ; micro_batch = $MB; vocab = $VOCAB; dtype_bytes = 2; } hardware { host_bandwidth = $HOST_BW; duplex_bandwidth = $DUPLEX_BW; devices_per_host_link = $LINK_DEVS; }"
   [ "$1" = 1 ] && blocks="$blocks offload ratio 1;"
   [ -n "$2" ] && blocks="$blocks cost profile \"$2\";"
   sed "s|cost TF = 1, TB = 1, TW = 1, TC = 0;|$blocks|" "$top_srcdir/examples/1f1b.pps" > "$OUT/off$1.pps"

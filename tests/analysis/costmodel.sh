@@ -75,6 +75,18 @@ sed 's/host_bandwidth = 25e9;/host_bandwidth = 25e9; d2h_bandwidth = 20e9; h2d_b
 toff=$(sed -n 's/^  cost TOFF = \(.*\);$/\1/p' "$tmp/cx.pps"); trl=$(sed -n 's/^  cost TRELOAD = \(.*\);$/\1/p' "$tmp/cx.pps")
 near "$toff" "$(awk -v u="$ub" 'BEGIN { printf "%.17g", u / (20e9 * 25 / 50) }')" || bad "TOFF $toff"
 near "$trl" "$(awk -v u="$ub" 'BEGIN { printf "%.17g", u / (30e9 * 25 / 50) }')" || bad "TRELOAD $trl"
+# host links (sim.c): the hand-timed cases at their other settings, and bad values
+c=$top_srcdir/tests/analysis/cases
+"$PPSC" check "$c/host_link.pps" -D k=1 > /dev/null 2>&1 || bad "host_link.pps at k = 1 (a link per device): makespan 11"
+"$PPSC" check "$c/duplex.pps" -D half=false > /dev/null 2>&1 || bad "duplex.pps at full duplex: makespan 10"
+printf 'schedule e {\n  devices 1; microbatches 1;\n  hardware { devices_per_host_link = 1.5; duplex_bandwidth = 2; }\n  device 0 { F(0) BW(0) }\n}\n' > "$tmp/e.pps"
+"$PPSC" check "$tmp/e.pps" --color=never > /dev/null 2> "$tmp/err"; rc=$?
+[ $rc -eq 1 ] && grep -q 'e.pps:3:14: error: hardware devices_per_host_link must be a whole number, got 1.5' "$tmp/err" \
+  && grep -q 'e.pps:3:43: error: hardware duplex_bandwidth needs host_bandwidth' "$tmp/err" || bad "host link bad values: exit $rc, $(cat "$tmp/err")"
+printf 'schedule e {\n  devices 1; microbatches 1;\n  hardware { host_bandwidth = 1; duplex_bandwidth = 2; }\n  device 0 { F(0) BW(0) }\n}\n' > "$tmp/e.pps"
+"$PPSC" check "$tmp/e.pps" --color=never > /dev/null 2> "$tmp/err"; rc=$?
+[ $rc -eq 1 ] && grep -q 'e.pps:3:34: error: hardware duplex_bandwidth (2, each way while both run) must not exceed host_bandwidth (1)' "$tmp/err" \
+  || bad "duplex over host: exit $rc, $(cat "$tmp/err")"
 # no model: nothing changes (unit costs, no bytes)
 "$PPSC" sim --json "$top_srcdir/stdlib/1f1b.pps" | grep -q '"time_unit":"unit","unit_bytes":null,"hardware_memory":null}' || bad "1f1b without a model"
 exit $fail
