@@ -26,8 +26,12 @@
  *  - offload/reload are issued at no cost and run on the device's copy engine of
  *    their direction (device-to-host, host-to-device: two engines, each with its own
  *    time, offload_time and reload_time), one copy at a time in issue order, taking
- *    that time times the offloaded fraction; a reload also waits for its offload's copy; B/BW wait for
- *    their reload's copy to end;
+ *    that time times the offloaded fraction; B/BW wait for their reload's copy to end.
+ *    A reload issued before its offload's copy ended cancels it, as the runtime does
+ *    (docs/runtime.md): no copy back (the reload ends where it is issued), the
+ *    activation never left the device (neither the offload's free nor the reload's
+ *    take-back counts over time; over program order both do), and the offload's
+ *    copy still runs to its end;
  *  - host links (hardware { devices_per_host_link k; duplex_bandwidth }, costmodel.c):
  *    the copies of devices d with the same d / k share one link. A copy's time alone
  *    is its work; while copies run on the link, each direction's speed (1, or the
@@ -297,7 +301,7 @@ static double link_durations(Arena *a, const IrSchedule *s, const AnaIndex *ix, 
     for (int d = l0; d < l1; d++)
       for (int32_t g = ix->off[d]; g < ix->off[d + 1]; g++) {
         int kind = ana_op(s, ix, g)->kind;
-        n += kind == IR_OFFLOAD || kind == IR_RELOAD;
+        n += kind == IR_OFFLOAD || (kind == IR_RELOAD && !(r->cancelled && r->cancelled[g]));
       }
     if (!n) continue;
     int32_t *cp = arena_alloc(a, sizeof(int32_t) * (size_t)n);
@@ -305,8 +309,8 @@ static double link_durations(Arena *a, const IrSchedule *s, const AnaIndex *ix, 
     int32_t m = 0;
     for (int d = l0; d < l1; d++)
       for (int32_t g = ix->off[d]; g < ix->off[d + 1]; g++) {
-        const IrOp *op = ana_op(s, ix, g);
-        if (op->kind == IR_OFFLOAD || op->kind == IR_RELOAD) cp[m++] = g;
+        const IrOp *op = ana_op(s, ix, g);   /* (a cancelled reload copies nothing) */
+        if (op->kind == IR_OFFLOAD || (op->kind == IR_RELOAD && !(r->cancelled && r->cancelled[g]))) cp[m++] = g;
       }
     /* by start (then op id): a shell sort, the starts being sorted per device */
     for (int32_t gap = n / 2; gap > 0; gap /= 2)
@@ -512,8 +516,14 @@ static int sim_exec(Arena *a, const IrSchedule *s, const AnaIndex *ix, const Sim
       }
       case IR_OFFLOAD: case IR_RELOAD: {
         int dir = op->kind == IR_RELOAD;
+        if (dir && ln >= 0 && ln < g && r->end[ln] > st) {   /* its offload is still copying */
+          r->start[g] = r->end[g] = st;
+          if (!r->cancelled) r->cancelled = arena_alloc(a, (size_t)n + 1);
+          r->cancelled[g] = r->cancelled[ln] = 1;
+          r->ncancelled++;
+          break;
+        }
         double c0 = st > eng[2 * d + dir] ? st : eng[2 * d + dir];
-        if (dir && ln >= 0 && ln < g && r->end[ln] > c0) c0 = r->end[ln];
         double c = dur ? dur[g] : copy_work(s, op);
         r->start[g] = c0;
         r->end[g] = c0 + c;
@@ -659,7 +669,7 @@ static int sim_exec(Arena *a, const IrSchedule *s, const AnaIndex *ix, const Sim
     for (int32_t g = ix->off[d]; g < ix->off[d + 1]; g++) {
       const IrOp *op = ana_op(s, ix, g);
       double dh, dvm = mem_delta(s, op, &dh);
-      if (dvm == 0) continue;
+      if (dvm == 0 || (r->cancelled && r->cancelled[g])) continue;
       double at;
       switch ((IrKind)op->kind) {
       case IR_F: case IR_S: case IR_RELOAD: at = r->start[g]; break;
