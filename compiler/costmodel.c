@@ -21,17 +21,30 @@
  *   host_bandwidth; when both are given and their sum exceeds host_bandwidth, the
  *   link they share is split between them in proportion to their bandwidths).
  * Bytes, when heads a is also given (dtype_bytes d, default 2):
- *   activation of one layer for one microbatch: sbh(34 + 5as/h) * d / 2 bytes
- *   (Korthikanti et al., "Reducing Activation Recomputation in Large Transformer
- *   Models", 2022, eq. 1: 16-bit activations, no tensor parallelism, no
- *   recomputation); one activation unit (a device share) is L / P of it;
- *   parameters of one layer: attention 2h^2 + 2h * h g / a (g = query_groups,
- *   default a), feed-forward 2hf (f = ffn_hidden, default 4h; a gated MLP has three
- *   matrices: give ffn_hidden = 1.5 times its width); the input embedding and the
- *   output layer hV each, on the devices of stage 0 and S-1 (under `vocab parallel`
- *   2hV / P on every device); static bytes per parameter: weights d + gradients d +
- *   12 for mixed-precision Adam (fp32 master weights, momentum, variance), no
- *   sharding of optimizer state.
+ *   activation of one layer for one microbatch, with fused attention (no s x s
+ *   scores, only its F32 softmax statistics) and no dropout:
+ *   sbh(16 + 2g/a) d + sb(16 + 4a) bytes, g = query_groups (default a): Korthikanti
+ *   et al., "Reducing Activation Recomputation in Large Transformer Models", 2022,
+ *   eq. 1 (34sbh + 5as^2b at d = 2) without its s^2 terms (scores, softmax, dropout
+ *   of attention) and dropout masks, K and V at g/a of Q, plus the F32 statistics of
+ *   the two layer norms (16 bytes a token) and of the attention (4 bytes a head and a
+ *   token), and the gradients of the layer's two residual branches that B leaves for
+ *   W (2sbh d, held from F): what the runtime's gpt keeps (runtime/model_gpt.c,
+ *   layer_bytes and grad_slots). One activation unit (a device share) is L / P of it;
+ *   parameters of one layer: attention 2h^2 + 2h * h g / a, feed-forward 2hf
+ *   (f = ffn_hidden, default 4h; a gated MLP has three matrices: give ffn_hidden =
+ *   1.5 times its width), their biases h + 2hg/a + h + f + h and two layer norms 4h;
+ *   the input embedding hV and the position table sh on the devices of stage 0, the
+ *   output layer hV and the final layer norm 2h on those of stage S-1 (under
+ *   `vocab parallel` 2hV / P on every device, the positions on device 0); static
+ *   bytes per parameter: weights d + F32 gradients 4 + mixed-precision Adam 12 (F32
+ *   master weights, momentum, variance; the master is the weight itself at d = 4),
+ *   no sharding of optimizer state (18 bytes at d = 2, as Megatron counts them).
+ * Host links: devices_per_host_link k (default 1) devices share one host link (d and
+ *   d' share it when d / k == d' / k: k ranks on one GPU, or GPUs behind one PCIe
+ *   switch), and duplex_bandwidth (default host_bandwidth) is what each direction
+ *   gets while the other runs too; the simulator shares the link between the copies
+ *   running on it (sim.c), TOFF and TRELOAD stay the times of a copy alone.
  * Explicit costs in the file win (elab.c applies only what the file did not give). */
 #include "costmodel.h"
 #include "sim.h"
@@ -47,10 +60,10 @@ static const IrKeyVal *kv_find(const IrKeyVal *kv, int n, const char *key) {
 int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *stage_dev, CostModel *out) {
   memset(out, 0, sizeof *out);
   int errors = 0;
-  const IrKeyVal *mk[9], *hk[7];
+  const IrKeyVal *mk[9], *hk[9];
   static const char *const mn[9] = {"layers", "hidden", "ffn_hidden", "heads", "query_groups", "seq", "micro_batch", "vocab", "dtype_bytes"};
-  static const char *const hn[7] = {"memory", "flops", "host_bandwidth", "peer_bandwidth", "efficiency",
-                                    "d2h_bandwidth", "h2d_bandwidth"};
+  static const char *const hn[9] = {"memory", "flops", "host_bandwidth", "peer_bandwidth", "efficiency",
+                                    "d2h_bandwidth", "h2d_bandwidth", "devices_per_host_link", "duplex_bandwidth"};
   for (int i = 0; i < 9; i++) {
     mk[i] = kv_find(s->model, s->nmodel, mn[i]);
     if (mk[i] && !(mk[i]->value > 0) && !(i == 7 && mk[i]->value == 0)) {
@@ -59,7 +72,7 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
       mk[i] = NULL;
     }
   }
-  for (int i = 0; i < 7; i++) {
+  for (int i = 0; i < 9; i++) {
     hk[i] = kv_find(s->hardware, s->nhardware, hn[i]);
     if (hk[i] && (!(hk[i]->value > 0) || (i == 4 && hk[i]->value > 1))) {
       if (i == 4) diag_error(dg, hk[i]->span, "hardware efficiency must be in (0, 1], got %g", hk[i]->value);
@@ -68,7 +81,21 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
       hk[i] = NULL;
     }
   }
+  if (hk[7] && hk[7]->value != floor(hk[7]->value)) {
+    diag_error(dg, hk[7]->span, "hardware devices_per_host_link must be a whole number, got %g", hk[7]->value);
+    errors++;
+  }
+  if (hk[8] && !hk[2]) {
+    diag_error(dg, hk[8]->span, "hardware duplex_bandwidth needs host_bandwidth (the speed of one direction alone)");
+    errors++;
+  } else if (hk[8] && hk[8]->value > hk[2]->value) {
+    diag_error(dg, hk[8]->span, "hardware duplex_bandwidth (%g, each way while both run) must not exceed host_bandwidth (%g)",
+               hk[8]->value, hk[2]->value);
+    errors++;
+  }
   if (errors) return errors;
+  out->link_devs = hk[7] ? (int)fmin(hk[7]->value, 1e9) : 1;
+  out->duplex = hk[8] ? hk[8]->value / hk[2]->value : 1;
   int P = s->ndev, S = s->nstage;
   if (P <= 0 || S <= 0) return 0;
   double L = mk[0] ? mk[0]->value : 0, h = mk[1] ? mk[1]->value : 0, f = mk[2] ? mk[2]->value : 4 * h;
@@ -102,7 +129,7 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
   }
   if (shape && mk[3]) {
     out->bytes = 1;
-    out->act_layer = sq * b * h * (34 + 5 * heads * sq / h) * d / 2;
+    out->act_layer = sq * b * (h * d * (16 + 2 * g / heads) + 16 + 4 * heads);
     out->unit_bytes = L / P * out->act_layer;
     /* copy engines: D2H and H2D, each with its bandwidth (default host_bandwidth);
      * when both are given and together exceed host_bandwidth, the host link they
@@ -115,19 +142,22 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
       out->toff = out->unit_bytes / bd;
       out->treload = bh > 0 ? out->unit_bytes / bh : 0;
     }
-    double per_layer = 2 * h * h + 2 * h * h * g / heads + 2 * h * f;
-    double per_param = 2 * d + 12;
+    double per_layer = 2 * h * h + 2 * h * h * g / heads + 2 * h * f + (3 * h + 2 * h * g / heads + f) + 4 * h;
+    double per_param = d + 4 + (d < 4 ? 4 : 0) + 8;
     out->static_bytes = arena_alloc(a, sizeof(double) * (size_t)(P + 1));
     for (int st = 0; st < S; st++) {
       int dv = stage_dev[st];
       if (dv < 0 || dv >= P) continue;
       double p = L / S * per_layer;
-      if (!s->vocab.mode && st == 0) p += h * V;
+      if (!s->vocab.mode && st == 0) p += h * V + sq * h;
       if (!s->vocab.mode && st == S - 1) p += h * V;
+      if (st == S - 1) p += 2 * h;
       out->static_bytes[dv] += p * per_param;
     }
-    if (s->vocab.mode)
+    if (s->vocab.mode) {
       for (int dv = 0; dv < P; dv++) out->static_bytes[dv] += 2 * h * V / P * per_param;
+      out->static_bytes[0] += sq * h * per_param;
+    }
   }
   if (hk[0]) { out->memory = hk[0]->value; out->memory_span = hk[0]->span; }
   return 0;

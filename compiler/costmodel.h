@@ -20,6 +20,8 @@ typedef struct CostModel {
   double *static_bytes; /* [ndev]: weights + gradients + optimizer state */
   double memory;      /* hardware.memory, bytes (0: none) */
   Span memory_span;
+  int link_devs;      /* hardware.devices_per_host_link (default 1) */
+  double duplex;      /* hardware.duplex_bandwidth / host_bandwidth (default 1) */
 } CostModel;
 
 /* Reads s->model and s->hardware (s->ndev, s->nstage, s->vocab.mode must be set;

@@ -122,7 +122,8 @@ static const char *const key_names[K_N] = {"TF", "TB", "TW", "TC", "TBW", "TIF",
 static const char *const model_keys[] = {"layers", "hidden", "ffn_hidden", "heads", "query_groups", "seq",
                                          "micro_batch", "vocab", "dtype_bytes", NULL};
 static const char *const hardware_keys[] = {"memory", "flops", "host_bandwidth", "peer_bandwidth", "efficiency",
-                                            "d2h_bandwidth", "h2d_bandwidth", NULL};
+                                            "d2h_bandwidth", "h2d_bandwidth", "devices_per_host_link",
+                                            "duplex_bandwidth", NULL};
 
 /* ---- diagnostics ---- */
 
@@ -1427,6 +1428,8 @@ static void build_stages(Ctx *c) {
   s->derived.static_bytes = cm.static_bytes;
   s->derived.memory = cm.memory;
   s->derived.memory_span = cm.memory_span;
+  s->derived.link_devs = cm.link_devs;
+  s->derived.duplex = cm.duplex;
   s->tf = k[K_TF];
   s->tb = k[K_TB];
   s->tw = k[K_TW];

@@ -202,6 +202,11 @@ typedef struct IrDerived {
   double *static_bytes; /* [ndev]: weights + gradients + optimizer state */
   double memory;        /* hardware.memory in bytes, 0 = none */
   Span memory_span;
+  /* host links (sim.c): devices d with the same d / link_devs share one; a direction
+   * copies at duplex times its speed while the other runs too (1: no loss). Sharing
+   * is modelled when link_devs > 1 or duplex < 1 */
+  int link_devs;
+  double duplex;
 } IrDerived;
 
 typedef struct IrSchedule {

@@ -50,11 +50,20 @@
  *    vocabulary passes inserted, and the latest leaves its collective the most time.
  *    A `squeeze`d building block leaves Vocab-1's chain room before the last stage's
  *    B(i) in its warm-up too (block.c), so these windows are not empty there.
- *  - offload(i, s): right after F(i, s). reload(i, s): as late as the copy engine
- *    allows: the device's reloads are planned backwards from their B (each copy must
- *    end by its B's simulated start and by the start of the next planned reload),
- *    and the reload is put before the last op whose simulated start is <= the planned
- *    copy start (never before its offload). The simulation then times the real copies. */
+ *  - offload(i, s): right after F(i, s), but only where the activation lives long
+ *    enough: some compute pass Q must run on the device between F(i, s) and B(i, s)
+ *    (Q: the last one before B), and the time from F's simulated end to Q's
+ *    simulated start must be positive and hold its round trip (offload then reload
+ *    copy: TOFF + TRELOAD of the stage, times its offloaded fraction), so that the
+ *    reload can end one pass before B. Otherwise (the last stage of 1F1B, whose F(i)
+ *    is followed by B(i); an activation that lives less than its round trip and a
+ *    pass) the activation stays on the device.
+ *    reload(i, s): the device's reloads are planned backwards, each copy ending by the
+ *    simulated start of Q (one pass before its B: the copy has that pass as a margin,
+ *    also when the file gives no copy cost) and by the start of the next planned
+ *    reload, and the reload is put before the last op whose simulated start is <= the
+ *    planned copy start (never before its offload). The simulation then times the real
+ *    copies. */
 #include "lower.h"
 #include "sim.h"
 #include "overlap.h"
@@ -536,7 +545,7 @@ static int64_t lower_vocab(Arena *a, Diag *dg, IrSchedule *s) {
   return b.n;
 }
 
-typedef struct RPlan { double bstart; int32_t b, f; int mb, stage; } RPlan;
+typedef struct RPlan { double bstart; int32_t b, f; int mb, stage; double qstart; } RPlan;
 static int rplan_cmp(const void *x, const void *y) {
   const RPlan *a = x, *b = y;
   if (a->bstart != b->bstart) return a->bstart < b->bstart ? -1 : 1;
@@ -572,8 +581,17 @@ static int64_t lower_offload(Arena *a, Diag *dg, IrSchedule *s) {
       int32_t f = ix.posF[ANA_SLOT(&ix, i, st)], bb = ix.posB[ANA_SLOT(&ix, i, st)];
       if (f < 0 || bb < 0 || ix.devof[f] != ix.devof[bb] || bb < f) continue;
       int d = ix.devof[f];
+      /* Q: the last compute pass before B; none, or a round trip that does not fit
+       * before it: not offloaded */
+      int32_t q = bb - 1;
+      while (q > f && s->devs[d].ops[q - ix.off[d]].kind > IR_T) q--;   /* IR_F..IR_T: passes */
+      if (q <= f) continue;
+      const IrStage *ps = &s->stages[st];
+      double frac = ana_offload_fraction(s, st);
+      double trip = (ps->offload_time + (ps->reload_time > 0 ? ps->reload_time : ps->offload_time)) * frac;
+      if (r.start[q] - r.end[f] < trip || !(r.start[q] > r.end[f])) continue;
       RPlan *p = VEC_PUSH(a, plan[d], np[d], cp[d]);
-      *p = (RPlan){r.start[bb], bb, f, i, st};
+      *p = (RPlan){r.start[bb], bb, f, i, st, r.start[q]};
     }
   for (int d = 0; d < P; d++) {
     if (!np[d]) continue;
@@ -594,7 +612,7 @@ static int64_t lower_offload(Arena *a, Diag *dg, IrSchedule *s) {
       RPlan *p = &plan[d][k];
       const IrStage *ps = &s->stages[p->stage];
       double c = (ps->reload_time > 0 ? ps->reload_time : ps->offload_time) * ana_offload_fraction(s, p->stage);
-      double fin = p->bstart < nextstart ? p->bstart : nextstart;
+      double fin = p->qstart < nextstart ? p->qstart : nextstart;
       pstart[k] = fin - c;
       nextstart = pstart[k];
     }

@@ -26,8 +26,20 @@
  *  - offload/reload are issued at no cost and run on the device's copy engine of
  *    their direction (device-to-host, host-to-device: two engines, each with its own
  *    time, offload_time and reload_time), one copy at a time in issue order, taking
- *    that time times the offloaded fraction; a reload also waits for its offload's copy; B/BW wait for
- *    their reload's copy to end.
+ *    that time times the offloaded fraction; B/BW wait for their reload's copy to end.
+ *    A reload issued before its offload's copy ended cancels it, as the runtime does
+ *    (docs/runtime.md): no copy back (the reload ends where it is issued), the
+ *    activation never left the device (neither the offload's free nor the reload's
+ *    take-back counts over time; over program order both do), and the offload's
+ *    copy still runs to its end;
+ *  - host links (hardware { devices_per_host_link k; duplex_bandwidth }, costmodel.c):
+ *    the copies of devices d with the same d / k share one link. A copy's time alone
+ *    is its work; while copies run on the link, each direction's speed (1, or the
+ *    duplex fraction while the other direction runs too) is split evenly between its
+ *    running copies (a fluid model: the copies' ends follow from their starts). The
+ *    copies' starts depend on their durations (engine order, reload after offload,
+ *    B waiting for its reload), so the run is repeated with the durations the link
+ *    gives until they no longer change (link_iterate; at most 64 runs).
  * The executor is a worklist over devices: a device runs until it blocks (a recv
  * whose send has not run, a barrier or an S others have not reached), and is woken
  * when the device it waits on moves. O(ops + wakeups).
@@ -265,8 +277,128 @@ int sim_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L
   return sim_run_mode(a, s, ix, L, r, want_timeline, s->vocab.mode && s->vocab.async);
 }
 
+static int sim_exec(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L,
+                    SimResult *r, int want_timeline, int async, const double *dur);
+
+/* A copy's time alone (its work on the link). */
+static double copy_work(const IrSchedule *s, const IrOp *op) {
+  int dir = op->kind == IR_RELOAD;
+  const IrStage *cs_ = op->stage >= 0 && op->stage < s->nstage ? &s->stages[op->stage] : NULL;
+  return (cs_ ? (dir && cs_->reload_time > 0 ? cs_->reload_time : cs_->offload_time) : 0) *
+         ana_offload_fraction(s, op->stage);
+}
+
+/* The durations of the copies of one run under link sharing: per link, the copies
+ * (start r->start[g], work copy_work) progress at their direction's speed split between
+ * the running copies of that direction; an event loop over starts and ends. Writes
+ * dur[g] for every copy; returns the largest change from the previous dur. */
+static double link_durations(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimResult *r, double *dur) {
+  int P = ix->ndev, k = s->derived.link_devs > 1 ? s->derived.link_devs : 1;
+  double duplex = s->derived.duplex > 0 && s->derived.duplex < 1 ? s->derived.duplex : 1, change = 0;
+  for (int l0 = 0; l0 < P; l0 += k) {
+    int l1 = l0 + k < P ? l0 + k : P;
+    int32_t n = 0;
+    for (int d = l0; d < l1; d++)
+      for (int32_t g = ix->off[d]; g < ix->off[d + 1]; g++) {
+        int kind = ana_op(s, ix, g)->kind;
+        n += kind == IR_OFFLOAD || (kind == IR_RELOAD && !(r->cancelled && r->cancelled[g]));
+      }
+    if (!n) continue;
+    int32_t *cp = arena_alloc(a, sizeof(int32_t) * (size_t)n);
+    double *rem = arena_alloc(a, sizeof(double) * (size_t)n);
+    int32_t m = 0;
+    for (int d = l0; d < l1; d++)
+      for (int32_t g = ix->off[d]; g < ix->off[d + 1]; g++) {
+        const IrOp *op = ana_op(s, ix, g);   /* (a cancelled reload copies nothing) */
+        if (op->kind == IR_OFFLOAD || (op->kind == IR_RELOAD && !(r->cancelled && r->cancelled[g]))) cp[m++] = g;
+      }
+    /* by start (then op id): a shell sort, the starts being sorted per device */
+    for (int32_t gap = n / 2; gap > 0; gap /= 2)
+      for (int32_t i = gap; i < n; i++) {
+        int32_t v = cp[i];
+        int32_t j = i;
+        while (j >= gap && (r->start[cp[j - gap]] > r->start[v] || (r->start[cp[j - gap]] == r->start[v] && cp[j - gap] > v))) {
+          cp[j] = cp[j - gap];
+          j -= gap;
+        }
+        cp[j] = v;
+      }
+    for (int32_t i = 0; i < n; i++) rem[i] = copy_work(s, ana_op(s, ix, cp[i]));
+    /* active copies: indices into cp, in a small array (at most 2k run at once) */
+    int32_t *act = arena_alloc(a, sizeof(int32_t) * (size_t)n);
+    int32_t na = 0, next = 0;
+    double now = n ? r->start[cp[0]] : 0;
+    while (next < n || na) {
+      int cnt[2] = {0, 0};
+      for (int32_t q = 0; q < na; q++) cnt[ana_op(s, ix, cp[act[q]])->kind == IR_RELOAD]++;
+      double sp[2];
+      for (int dir = 0; dir < 2; dir++)
+        sp[dir] = cnt[dir] ? (cnt[1 - dir] ? duplex : 1) / cnt[dir] : 0;
+      /* the next event: a start, or the first end at the current speeds */
+      double tnext = next < n ? r->start[cp[next]] : 1e300;
+      for (int32_t q = 0; q < na; q++) {
+        int dir = ana_op(s, ix, cp[act[q]])->kind == IR_RELOAD;
+        double te = now + rem[act[q]] / sp[dir];
+        if (te < tnext) tnext = te;
+      }
+      if (tnext < now) tnext = now;
+      for (int32_t q = 0; q < na;) {   /* progress, then the copies that ended leave */
+        int32_t i = act[q];
+        int dir = ana_op(s, ix, cp[i])->kind == IR_RELOAD;
+        rem[i] -= (tnext - now) * sp[dir];
+        if (rem[i] <= 1e-12 * (1 + fabs(tnext))) {
+          double nd = tnext - r->start[cp[i]];
+          if (fabs(nd - dur[cp[i]]) > change) change = fabs(nd - dur[cp[i]]);
+          dur[cp[i]] = nd;
+          act[q] = act[--na];
+        } else {
+          q++;
+        }
+      }
+      now = tnext;
+      while (next < n && r->start[cp[next]] <= now) {
+        if (rem[next] <= 0) {   /* a copy of no work ends where it starts */
+          if (fabs(dur[cp[next]]) > change) change = fabs(dur[cp[next]]);
+          dur[cp[next]] = 0;
+        } else {
+          act[na++] = next;
+        }
+        next++;
+      }
+    }
+  }
+  return change;
+}
+
 int sim_run_mode(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L,
                  SimResult *r, int want_timeline, int async) {
+  int share = s->derived.link_devs > 1 || (s->derived.duplex > 0 && s->derived.duplex < 1);
+  int64_t n = ix->total;
+  int has_copy = 0;
+  if (share)
+    for (int64_t g = 0; g < n && !has_copy; g++) {
+      int kind = ana_op(s, ix, (int32_t)g)->kind;
+      has_copy = kind == IR_OFFLOAD || kind == IR_RELOAD;
+    }
+  if (!share || !has_copy) return sim_exec(a, s, ix, L, r, want_timeline, async, NULL);
+  /* link sharing: run with every copy alone, then with the durations the links give,
+   * until they settle */
+  double *dur = arena_alloc(a, sizeof(double) * (size_t)(n + 1));
+  for (int64_t g = 0; g < n; g++) {
+    const IrOp *op = ana_op(s, ix, (int32_t)g);
+    dur[g] = op->kind == IR_OFFLOAD || op->kind == IR_RELOAD ? copy_work(s, op) : 0;
+  }
+  double scale = 0;
+  for (int64_t g = 0; g < n; g++) if (dur[g] > scale) scale = dur[g];
+  for (int it = 0; it < 64; it++) {
+    if (!sim_exec(a, s, ix, L, r, 0, async, dur)) return 0;
+    if (!(link_durations(a, s, ix, r, dur) > 1e-9 * scale)) break;
+  }
+  return sim_exec(a, s, ix, L, r, want_timeline, async, dur);
+}
+
+static int sim_exec(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L,
+                    SimResult *r, int want_timeline, int async, const double *dur) {
   int P = ix->ndev;
   int64_t n = ix->total;
   memset(r, 0, sizeof *r);
@@ -384,11 +516,15 @@ int sim_run_mode(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLin
       }
       case IR_OFFLOAD: case IR_RELOAD: {
         int dir = op->kind == IR_RELOAD;
+        if (dir && ln >= 0 && ln < g && r->end[ln] > st) {   /* its offload is still copying */
+          r->start[g] = r->end[g] = st;
+          if (!r->cancelled) r->cancelled = arena_alloc(a, (size_t)n + 1);
+          r->cancelled[g] = r->cancelled[ln] = 1;
+          r->ncancelled++;
+          break;
+        }
         double c0 = st > eng[2 * d + dir] ? st : eng[2 * d + dir];
-        if (dir && ln >= 0 && ln < g && r->end[ln] > c0) c0 = r->end[ln];
-        const IrStage *cs_ = op->stage >= 0 && op->stage < s->nstage ? &s->stages[op->stage] : NULL;
-        double c = (cs_ ? (dir && cs_->reload_time > 0 ? cs_->reload_time : cs_->offload_time) : 0) *
-                   ana_offload_fraction(s, op->stage);
+        double c = dur ? dur[g] : copy_work(s, op);
         r->start[g] = c0;
         r->end[g] = c0 + c;
         eng[2 * d + dir] = c0 + c;
@@ -533,7 +669,7 @@ int sim_run_mode(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLin
     for (int32_t g = ix->off[d]; g < ix->off[d + 1]; g++) {
       const IrOp *op = ana_op(s, ix, g);
       double dh, dvm = mem_delta(s, op, &dh);
-      if (dvm == 0) continue;
+      if (dvm == 0 || (r->cancelled && r->cancelled[g])) continue;
       double at;
       switch ((IrKind)op->kind) {
       case IR_F: case IR_S: case IR_RELOAD: at = r->start[g]; break;

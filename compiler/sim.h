@@ -53,6 +53,9 @@ typedef struct SimResult {
   double makespan, ideal, bubble_rate, bubble_rate_span, span;
   double peak_memory; int peak_device;
   double host_memory;
+  uint8_t *cancelled;   /* [total]: a reload issued while its offload was still being
+                           copied, and that offload (the runtime cancels it); NULL = none */
+  int64_t ncancelled;   /* such reloads */
   /* when stuck: each device's stuck position (global id) and what blocks it */
   int32_t *stuck_at;    /* [ndev]: global id of the op it waits at, -1 = finished */
   int32_t *wait_op;     /* [ndev]: send a stuck recv (or the consumer of a posted recv) waits

@@ -127,7 +127,8 @@ int ppsrt_act_get(ppsrt_ctx *c, int mb, int stage, int index, void **out) {
 static void drop(ppsrt_ctx *c, rt_act *e) {
   rt_store *s = &c->store;
   ppsrt_backend *be = c->be;
-  if (e->state == RT_ACT_OFFLOADING || e->state == RT_ACT_RELOADING) be->event_sync(be, e->ev);
+  if (e->state == RT_ACT_OFFLOADING || e->state == RT_ACT_RELOADING || e->cancelled) be->event_sync(be, e->ev);
+  if (e->cancelled) rt_cancel_done(c, e);   /* its copy ended: host buffer and rest go */
   if (e->state == RT_ACT_DEV || e->state == RT_ACT_RELOADING) {
     s->cur -= e->bytes;
     s->ucur -= e->units;

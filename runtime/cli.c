@@ -444,6 +444,8 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   run.dev_resident = calloc((size_t)nd, sizeof(size_t));
   run.dev_host = calloc((size_t)nd, sizeof(size_t));
   run.dev_unit = calloc((size_t)nd, sizeof(size_t));
+  run.dev_mem = calloc((size_t)it * nd, sizeof(size_t));
+  run.dev_cancel = calloc((size_t)nd, sizeof(long));
   run.loss = calloc((size_t)it, sizeof *run.loss);
   run.dev_units = calloc((size_t)it * nd, sizeof *run.dev_units);
   run.dev_membad = calloc((size_t)nd, sizeof *run.dev_membad);
@@ -454,7 +456,7 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   run.epoch = rt_now();
   int status = 0;
   if (!run.ctx || !run.dev_busy || !run.dev_span || !run.dev_peak || !run.dev_resident || !run.dev_host ||
-      !run.dev_unit || !run.loss || !run.dev_units || !run.dev_membad || !run.dev_actbad || !run.dev_flops || !run.val_loss) {
+      !run.dev_unit || !run.dev_mem || !run.dev_cancel || !run.loss || !run.dev_units || !run.dev_membad || !run.dev_actbad || !run.dev_flops || !run.val_loss) {
     fprintf(stderr, "%s: error: out of host memory\n", me);
     status = 1;
     goto done;
@@ -580,7 +582,7 @@ done:
   free(run.val_loss);
   free(run.ctx);
   free(run.dev_busy); free(run.dev_span); free(run.dev_peak);
-  free(run.dev_resident); free(run.dev_host); free(run.dev_unit); free(run.loss);
+  free(run.dev_resident); free(run.dev_host); free(run.dev_unit); free(run.dev_mem); free(run.dev_cancel); free(run.loss);
   free(run.dev_units); free(run.dev_membad); free(run.dev_actbad); free(run.dev_flops);
   pthread_mutex_destroy(&run.print_lock);
   fflush(stdout);

@@ -689,7 +689,7 @@ int rt_optimizer_step(ppsrt_ctx *c, int step) {
 
 /* The stats every rank contributes after an iteration (summed over ranks). */
 enum { ST_BUSY, ST_SPAN, ST_PEAK_HI, ST_PEAK_LO, ST_RES_HI, ST_RES_LO, ST_HOST_HI, ST_HOST_LO, ST_UNIT_HI,
-       ST_UNIT_LO, ST_UNITS, ST_MEMBAD, ST_ACTBAD, ST_N };
+       ST_UNIT_LO, ST_UNITS, ST_MEMBAD, ST_ACTBAD, ST_DMEM_HI, ST_DMEM_LO, ST_CANCEL, ST_N };
 
 /* After F(mb, stage): what it kept must be act_bytes(stage) for units to be exact. */
 static void check_act_bytes(ppsrt_ctx *c, const ppsrt_op *op) {
@@ -720,6 +720,9 @@ int rt_run_device(ppsrt_ctx *c) {
     c->iteration = it;
     if ((rc = c->tr->barrier(c->tr, c->rank))) { fail_at(c, -1, rc, "barrier before the iteration"); break; }
     rt_store_reset_peak(&c->store);
+    /* the device's whole memory (parameters, gradients, optimizer state, activations,
+     * buffers, workspaces: every backend allocation) peaks anew each iteration */
+    if (c->be->mem_stats && (rc = c->be->mem_stats(c->be, NULL, NULL, 1))) { fail_at(c, -1, rc, "memory statistics"); break; }
     double t0 = rt_now(), busy = 0;
     if (m->begin_iteration && (rc = m->begin_iteration(m, c, it))) { fail_at(c, -1, rc, "begin_iteration"); break; }
     int trace = o->trace != NULL || o->profile != NULL;
@@ -799,13 +802,16 @@ int rt_run_device(ppsrt_ctx *c) {
     /* stats of every device, summed over ranks: each rank fills its own row */
     memset(st, 0, ((size_t)ndev * ST_N + 2) * sizeof *st);
     float *row = st + (size_t)c->rank * ST_N;
-    size_t pk = c->store.peak, rs = c->store.resident_peak, hs = c->store.host_peak, un = c->act_unit;
+    size_t pk = c->store.peak, rs = c->store.resident_peak, hs = c->store.host_peak, un = c->act_unit, dm = 0;
+    if (c->be->mem_stats && (rc = c->be->mem_stats(c->be, NULL, &dm, 0))) { fail_at(c, -1, rc, "memory statistics"); break; }
     row[ST_BUSY] = (float)busy;
     row[ST_SPAN] = (float)(t1 - t0);
     row[ST_PEAK_HI] = (float)(pk >> 20); row[ST_PEAK_LO] = (float)(pk & 0xfffff);
     row[ST_RES_HI] = (float)(rs >> 20); row[ST_RES_LO] = (float)(rs & 0xfffff);
     row[ST_HOST_HI] = (float)(hs >> 20); row[ST_HOST_LO] = (float)(hs & 0xfffff);
     row[ST_UNIT_HI] = (float)(un >> 20); row[ST_UNIT_LO] = (float)(un & 0xfffff);
+    row[ST_DMEM_HI] = (float)(dm >> 20); row[ST_DMEM_LO] = (float)(dm & 0xfffff);
+    row[ST_CANCEL] = (float)c->store.ncancel;
     /* measured vs predicted is decided here, in double; the sum only carries the verdict */
     c->peak_units[it] = c->store.upeak;
     if (c->store.upeak > c->max_units) c->max_units = c->store.upeak;
@@ -834,6 +840,8 @@ int rt_run_device(ppsrt_ctx *c) {
         run->dev_host[d] = ((size_t)r[ST_HOST_HI] << 20) + (size_t)r[ST_HOST_LO];
         run->dev_unit[d] = ((size_t)r[ST_UNIT_HI] << 20) + (size_t)r[ST_UNIT_LO];
         run->dev_units[(size_t)it * ndev + d] = r[ST_UNITS];
+        run->dev_mem[(size_t)it * ndev + d] = ((size_t)r[ST_DMEM_HI] << 20) + (size_t)r[ST_DMEM_LO];
+        run->dev_cancel[d] = (long)r[ST_CANCEL];
         run->dev_membad[d] = r[ST_MEMBAD] != 0;
         run->dev_actbad[d] = r[ST_ACTBAD] != 0;
       }

@@ -77,7 +77,8 @@ static int write_whole(const char *what, const char *path, FILE *f, char **text,
  * observed completion), 2 host->device (reload), 3 point-to-point (sends and the time
  * a recv waited, and a consumer waited for an asynchronous collective), 4 the
  * collective lane (coll_lane.c, when there is one); ts and dur in microseconds since
- * the run started. */
+ * the run started. A reload that cancelled its offload (offload.c) is an instant
+ * "reload I sS cancelled" on tid 2, and that offload's copy "offload I sS cancelled". */
 int rt_write_trace(ppsrt_run *run, const char *path) {
   char *text = NULL;
   size_t len = 0;
@@ -103,15 +104,16 @@ int rt_write_trace(ppsrt_run *run, const char *path) {
       char name[96];
       const ppsrt_op *op = e->op >= 0 && e->op < c->nops ? &c->ops[e->op] : NULL;
       if (op) trace_label(op, name, sizeof name); else snprintf(name, sizeof name, "op");
-      int tid = e->track;
+      int tid = e->track & ~RT_TRACK_CANCELLED, cancelled = (e->track & RT_TRACK_CANCELLED) != 0;
+      if (op && cancelled) snprintf(name + strlen(name), sizeof name - strlen(name), " cancelled");
       if (op && tid == 0 && (op->kind == PPSRT_OP_SEND || op->kind == PPSRT_OP_RECV)) tid = 3;
       fprintf(f, ",\n{\"name\":");
       json_str(f, name);
       fprintf(f, ",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,"
-              "\"args\":{\"op\":%d,\"mb\":%d,\"stage\":%d,\"line\":%d,\"iteration\":%d%s}}",
+              "\"args\":{\"op\":%d,\"mb\":%d,\"stage\":%d,\"line\":%d,\"iteration\":%d%s%s}}",
               op ? rt_kind_name(op->kind) : "op", c->rank, tid, e->t0 * 1e6, (e->t1 - e->t0) * 1e6, e->op,
               op ? op->mb : -1, op ? op->stage : -1, op ? op->line : 0, e->it,
-              op && (op->flags & 1) ? ",\"inserted\":true" : "");
+              op && (op->flags & 1) ? ",\"inserted\":true" : "", cancelled ? ",\"cancelled\":true" : "");
     }
   }
   fprintf(f, "\n]}\n");
@@ -140,6 +142,7 @@ int rt_write_profile(ppsrt_run *run, const char *path) {
       int kind = op->kind;
       if (kind == PPSRT_OP_RECV || kind == PPSRT_OP_COLL) continue;
       if ((kind == PPSRT_OP_OFFLOAD || kind == PPSRT_OP_RELOAD) != (e->track != 0)) continue;
+      if (kind == PPSRT_OP_RELOAD && (e->track & RT_TRACK_CANCELLED)) continue;   /* no copy ran */
       int st = op->stage >= 0 && op->stage < ns ? op->stage + 1 : 0;
       size_t idx = (size_t)st * (size_t)nk + (size_t)kind;
       double d = e->t1 - e->t0;
@@ -241,6 +244,8 @@ void rt_print_iteration(ppsrt_run *run, int it) {
   fprintf(f, "  peak act");
   for (int d = 0; d < ndev; d++)
     fprintf(f, " d%d %zu B %.4g u", d, run->dev_peak[(size_t)it * ndev + d], units_of(run, it, d));
+  fprintf(f, "  peak mem");
+  for (int d = 0; d < ndev; d++) fprintf(f, " d%d %zu B", d, run->dev_mem[(size_t)it * ndev + d]);
   if (run->flops_known) {
     fprintf(f, "  FLOP/s %.4g (", achieved(run, it, -1));
     for (int d = 0; d < ndev; d++) fprintf(f, "%sd%d %.4g", d ? " " : "", d, achieved(run, it, d));
@@ -271,8 +276,10 @@ int rt_compare_memory(ppsrt_run *run, int print) {
       fprintf(run->out, "memory: device %d: measured peak %.6g units (%zu B), predicted %.6g units", d, meas,
               run->iterations_done ? run->dev_peak[(size_t)(run->iterations_done - 1) * p->ndev + d] : 0, pred);
       if (fabs(simpk - pred) > 1e-9) fprintf(run->out, " (over simulated time %.6g)", simpk);
-      fprintf(run->out, ": %s; resident peak %zu B, host peak %zu B\n", same ? "match" : "DIFFERS",
+      fprintf(run->out, ": %s; resident peak %zu B, host peak %zu B", same ? "match" : "DIFFERS",
               run->dev_resident[d], run->dev_host[d]);
+      if (run->dev_cancel[d]) fprintf(run->out, ", %ld offload(s) cancelled by their reload", run->dev_cancel[d]);
+      fputc('\n', run->out);
       if (run->dev_actbad[d])
         fprintf(run->out, "memory: device %d: note: an F kept other than the model's act_bytes for its stage, so its "
                 "units are not exact\n", d);
@@ -313,6 +320,8 @@ void rt_print_json(ppsrt_run *run, int status) {
     for (int d = 0; d < ndev; d++) fprintf(f, "%s%zu", d ? "," : "", run->dev_peak[(size_t)it * ndev + d]);
     fprintf(f, "],\"peak_units\":[");
     for (int d = 0; d < ndev; d++) fprintf(f, "%s%.9g", d ? "," : "", units_of(run, it, d));
+    fprintf(f, "],\"device_peak_bytes\":[");
+    for (int d = 0; d < ndev; d++) fprintf(f, "%s%zu", d ? "," : "", run->dev_mem[(size_t)it * ndev + d]);
     fprintf(f, "]");
     if (run->flops_known) {
       fprintf(f, ",\"achieved_flops_per_s\":%.9g,\"achieved_flops_per_s_per_device\":[", achieved(run, it, -1));
@@ -340,8 +349,11 @@ void rt_print_json(ppsrt_run *run, int status) {
     else fprintf(f, "null");
     fprintf(f, ",\"predicted_peak_time_units\":");
     if (p->predicted_peak) fprintf(f, "%.9g", p->predicted_peak[d]); else fprintf(f, "null");
+    size_t dmem = 0;
+    for (int it = 0; it < done; it++) if (run->dev_mem[(size_t)it * ndev + d] > dmem) dmem = run->dev_mem[(size_t)it * ndev + d];
     fprintf(f, ",\"unit_bytes_first_stage\":%zu,\"resident_peak_bytes\":%zu,\"host_peak_bytes\":%zu", run->dev_unit[d],
             run->dev_resident[d], run->dev_host[d]);
+    fprintf(f, ",\"device_peak_bytes\":%zu,\"offloads_cancelled\":%ld", dmem, run->dev_cancel[d]);
     if (run->flops_known) fprintf(f, ",\"flops_per_iteration\":%.17g}", run->dev_flops[d]);
     else fprintf(f, ",\"flops_per_iteration\":null}");
   }

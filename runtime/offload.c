@@ -64,6 +64,10 @@ int rt_offload(ppsrt_ctx *c, int mb, int stage, double fraction) {
   for (int k = 0; k < sl->n && moved < want; k++) {
     rt_act *e = &sl->e[k];
     if (e->state != RT_ACT_DEV || !e->bytes) continue;
+    if (e->cancelled) {   /* offloaded again before its cancelled copy ended: wait for it */
+      if ((rc = be->event_sync(be, e->ev))) break;
+      if ((rc = rt_poll_copies(c, 0))) break;
+    }
     size_t part = want - moved < e->bytes ? want - moved : e->bytes;
     if ((rc = ensure_event(c, e))) break;
     if ((rc = be->host_alloc(be, part, &e->host))) break;
@@ -87,34 +91,59 @@ int rt_offload(ppsrt_ctx *c, int mb, int stage, double fraction) {
   return rc;
 }
 
+/* An offload whose reload was asked for before its D2H copy finished is cancelled:
+ * the device buffer was never freed, so it stays and no H2D copy is issued (nothing
+ * waits for the D2H copy: B reads the device buffer beside it). The host buffer and a
+ * split entry's `rest` are freed when the D2H event fires (rt_poll_copies), or when the
+ * entry is dropped (drop() waits for the event first). The trace shows the cancelled
+ * reload as an instant on the host->device track and the D2H copy's own end. */
+static int cancel_offload(ppsrt_ctx *c, int mb, int stage, int k, rt_act *e) {
+  rt_store *s = &c->store;
+  for (int i = 0; i < s->npend; i++)
+    if (s->pend[i].mb == mb && s->pend[i].stage == stage && s->pend[i].idx == k && s->pend[i].dir == 0) {
+      s->pend[i].dir = 2;
+      break;
+    }
+  e->state = RT_ACT_DEV;
+  e->cancelled = 1;
+  s->cur += e->hbytes;
+  s->ucur += rt_part_units(e, e->hbytes);
+  s->host_cur -= e->hbytes;
+  return 0;
+}
+
+/* The copy of a cancelled offload ended: its host buffer and `rest` go. */
+void rt_cancel_done(ppsrt_ctx *c, rt_act *e) {
+  c->be->host_free(c->be, e->host);
+  e->host = NULL;
+  if (e->rest) { c->be->free(c->be, e->rest); e->rest = NULL; c->store.resident -= e->bytes - e->hbytes; }
+  e->hbytes = 0;
+  e->cancelled = 0;
+}
+
 int rt_reload(ppsrt_ctx *c, int mb, int stage) {
   ppsrt_backend *be = c->be;
   rt_slot *sl = slot(c, mb, stage);
   if (!sl) return PPSRT_FAIL(PPSRT_E_USAGE, "reload(%d, %d): out of range", mb, stage);
-  int any = 0, rc = 0;
+  int any = 0, cancelled = 0, rc = 0;
+  /* offloads whose copy has ended become RT_ACT_HOST; the others are still in flight */
+  if ((rc = rt_poll_copies(c, 0))) return rc;
   for (int k = 0; k < sl->n; k++) {
     rt_act *e = &sl->e[k];
     if (e->state != RT_ACT_HOST && e->state != RT_ACT_OFFLOADING) continue;
     any = 1;
     if (e->state == RT_ACT_OFFLOADING) {
-      /* the copy back waits for the copy out; the full device buffer is still there:
-       * keep it (the pending offload completion, which would free it, is dropped) */
-      if ((rc = be->stream_wait_event(be, PPSRT_STREAM_H2D, e->ev))) return rc;
-      for (int i = 0; i < c->store.npend; i++)
-        if (c->store.pend[i].mb == mb && c->store.pend[i].stage == stage && c->store.pend[i].idx == k &&
-            c->store.pend[i].dir == 0) {
-          c->store.pend[i] = c->store.pend[--c->store.npend];
-          break;
-        }
-    } else {
-      if ((rc = be->alloc(be, e->bytes, &e->dev))) return rc;
-      c->store.resident += e->bytes;
-      if (c->store.resident > c->store.resident_peak) c->store.resident_peak = c->store.resident;
-      if ((rc = be->memcpy_async(be, PPSRT_STREAM_H2D, e->dev, e->host, e->hbytes, 1))) return rc;
-      if (e->rest && (rc = be->memcpy_async(be, PPSRT_STREAM_H2D, (char *)e->dev + e->hbytes, e->rest,
-                                            e->bytes - e->hbytes, 0)))
-        return rc;
+      if ((rc = cancel_offload(c, mb, stage, k, e))) return rc;
+      cancelled = 1;
+      continue;
     }
+    if ((rc = be->alloc(be, e->bytes, &e->dev))) return rc;
+    c->store.resident += e->bytes;
+    if (c->store.resident > c->store.resident_peak) c->store.resident_peak = c->store.resident;
+    if ((rc = be->memcpy_async(be, PPSRT_STREAM_H2D, e->dev, e->host, e->hbytes, 1))) return rc;
+    if (e->rest && (rc = be->memcpy_async(be, PPSRT_STREAM_H2D, (char *)e->dev + e->hbytes, e->rest,
+                                          e->bytes - e->hbytes, 0)))
+      return rc;
     if ((rc = be->event_record(be, e->ev, PPSRT_STREAM_H2D))) return rc;
     e->state = RT_ACT_RELOADING;
     c->store.cur += e->hbytes;
@@ -125,6 +154,11 @@ int rt_reload(ppsrt_ctx *c, int mb, int stage) {
   if (!any)
     return PPSRT_FAIL(PPSRT_E_USAGE, "reload(%d, %d): nothing of (mb %d, stage %d) is on the host\n"
                       "hint: reload must follow offload(%d, %d)", mb, stage, mb, stage, mb, stage);
+  if (cancelled) {   /* one instant per reload op on the host->device track */
+    double t = rt_now() - c->run->epoch;
+    c->store.ncancel++;
+    if ((rc = rt_event_add(c, t, t, c->cur_op, 2 | RT_TRACK_CANCELLED))) return rc;
+  }
   return 0;
 }
 
@@ -137,7 +171,7 @@ int rt_poll_copies(ppsrt_ctx *c, int wait_all) {
     rt_slot *sl = slot(c, p->mb, p->stage);
     rt_act *e = sl && p->idx < sl->n ? &sl->e[p->idx] : NULL;
     int done = 1;
-    if (e && e->ev && (e->state == RT_ACT_OFFLOADING || e->state == RT_ACT_RELOADING)) {
+    if (e && e->ev && (e->state == RT_ACT_OFFLOADING || e->state == RT_ACT_RELOADING || (p->dir == 2 && e->cancelled))) {
       if (wait_all) { int rc = be->event_sync(be, e->ev); if (rc) return rc; }
       else { done = be->event_query(be, e->ev); if (done < 0) return done; }
     }
@@ -147,6 +181,8 @@ int rt_poll_copies(ppsrt_ctx *c, int wait_all) {
       e->dev = NULL;
       s->resident -= e->bytes;
       e->state = RT_ACT_HOST;
+    } else if (e && p->dir == 2 && e->cancelled) {
+      rt_cancel_done(c, e);
     } else if (e && e->state == RT_ACT_RELOADING && p->dir == 1) {
       be->host_free(be, e->host);
       e->host = NULL;
@@ -154,7 +190,7 @@ int rt_poll_copies(ppsrt_ctx *c, int wait_all) {
       e->hbytes = 0;
       e->state = RT_ACT_DEV;
     }
-    rt_event_add(c, p->t0, rt_now() - c->run->epoch, p->op, p->dir == 0 ? 1 : 2);
+    rt_event_add(c, p->t0, rt_now() - c->run->epoch, p->op, p->dir == 1 ? 2 : p->dir == 2 ? 1 | RT_TRACK_CANCELLED : 1);
     *p = s->pend[--s->npend];
   }
   return 0;

@@ -43,10 +43,12 @@ typedef struct rt_opts {
 } rt_opts;
 
 /* ---- timing records (metrics.c) ---- */
+/* A copy-engine event of a cancelled offload (its D2H copy ran, its reload did not). */
+enum { RT_TRACK_CANCELLED = 8 };
 typedef struct rt_event {
   double t0, t1;          /* seconds since the run's epoch */
   int32_t op;             /* index in the device's op table */
-  int16_t track;          /* 0 compute/comm, 1 copy engine d2h, 2 copy engine h2d */
+  int16_t track;          /* 0 compute/comm, 1 copy engine d2h, 2 copy engine h2d; | RT_TRACK_CANCELLED */
   int16_t it;             /* iteration */
 } rt_event;
 
@@ -60,6 +62,8 @@ typedef struct rt_act {
   double units;           /* bytes in activation units of its stage */
   uint8_t state;          /* RT_ACT_* */
   uint8_t moved;          /* part of the last offload */
+  uint8_t cancelled;      /* its reload cancelled the offload still in flight: the device
+                           * copy stayed, `host` and `rest` are freed once `ev` fires */
   ppsrt_event *ev;        /* completion of the copy in flight */
 } rt_act;
 typedef struct rt_slot { rt_act *e; int n, cap; } rt_slot;
@@ -74,7 +78,9 @@ typedef struct rt_store {
   const double *upb;      /* [nstage + 1]: units per byte of stage s at [s + 1]; NULL = 0 */
   size_t host_cur, host_peak;
   size_t resident, resident_peak; /* bytes really on the device (offload freed at completion) */
+  long ncancel;           /* reloads that cancelled an offload still in flight, this run */
   /* copies in flight, polled at op boundaries */
+  /* dir 0 offload, 1 reload, 2 an offload whose reload cancelled it */
   struct rt_pending { int mb, stage, idx; uint8_t dir; double t0; int32_t op; } *pend;
   int npend, cappend;
 } rt_store;
@@ -151,6 +157,8 @@ struct ppsrt_run {
   double *dev_busy, *dev_span;      /* [iterations * ndev] seconds */
   size_t *dev_peak;                 /* [iterations * ndev] counted peak bytes */
   size_t *dev_resident, *dev_host, *dev_unit;   /* [ndev], of the last iteration */
+  size_t *dev_mem;                  /* [iterations * ndev] peak of every device allocation (mem_stats) */
+  long *dev_cancel;                 /* [ndev] offloads cancelled by their reload, so far */
   double *dev_units;                /* [iterations * ndev] measured peak units */
   int *dev_membad;                  /* [ndev] measured != predicted (decided by the rank, in double) */
   int *dev_actbad;                  /* [ndev] F kept other than act_bytes */
@@ -206,6 +214,7 @@ int rt_store_leftover(ppsrt_ctx *c, int *mb, int *stage);   /* entries still hel
 int rt_offload(ppsrt_ctx *c, int mb, int stage, double fraction);
 int rt_reload(ppsrt_ctx *c, int mb, int stage);
 int rt_poll_copies(ppsrt_ctx *c, int wait_all);
+void rt_cancel_done(ppsrt_ctx *c, rt_act *e);
 int rt_act_wait(ppsrt_ctx *c, int mb, int stage, int idx);
 static inline double rt_part_units(const rt_act *e, size_t part) {
   return e->bytes ? e->units * ((double)part / (double)e->bytes) : 0;

@@ -12,9 +12,9 @@
  *    cached (the cache is NOT drained there: cudaFree synchronises the device, which can
  *    wait for an NCCL operation whose peer waits for this rank); free blocks are
  *    released with cudaFree only between iterations (trim), once every rank is past
- *    the iteration's communication. The bytes requested through alloc are counted
- *    (mem_stats: current and peak) exactly as the CPU backend counts them, so the
- *    measured peak activation compares with `ppsc sim`;
+ *    the iteration's communication. The bytes requested through alloc, and the scratch
+ *    workspaces, are counted (mem_stats: current and peak; the runtime reports the peak
+ *    as the device's whole memory, docs/runtime.md);
  *  - streams: COMPUTE, SEND, RECV, D2H, H2D are non-blocking CUDA streams (SEND/RECV at
  *    the highest priority so communication kernels are scheduled promptly), plus a
  *    second compute stream for the second pass of an overlapped F&B pair (overlap),
@@ -700,7 +700,12 @@ static int ws_get(ppsrt_backend *b, int stream, size_t bytes, void **out) {
     }
     im->ws[k] = NULL;
     im->ws_bytes[k] = 0;
-    if (!rc) rc = pool_get(b, &im->dpool, bytes, 0, is, &im->ws[k]);
+    /* counted (mem_stats: the device's whole memory includes its workspaces) */
+    if (!rc) rc = pool_get(b, &im->dpool, bytes, 1, is, &im->ws[k]);
+    if (!rc) {
+      im->cur += bytes;
+      if (im->cur > im->peak) im->peak = im->cur;
+    }
     pthread_mutex_unlock(&im->mu);
     if (rc) return rc;
     im->ws_bytes[k] = bytes;

@@ -50,18 +50,20 @@ near "$got" "$w" || bad "stage 7 TF: $got, want $w"
 "$PPSC" sim "$tmp/m.pps" --json > "$tmp/j" || bad "sim m7b failed"
 grep -q '"time_unit":"s"' "$tmp/j" || bad "time_unit is not s"
 ub=$(sed 's/.*"unit_bytes":\([^,]*\),.*/\1/' "$tmp/j")
-w=$(awk 'BEGIN { printf "%.17g", 4 * 2048 * 4096 * (34 + 5 * 32 * 2048 / 4096) }')
+# (fused attention: sbh(16 + 2g/a) d + sb(16 + 4a) a layer, g = a = 32, d = 2)
+w=$(awk 'BEGIN { printf "%.17g", 4 * (2048 * 4096 * (16 + 2) * 2 + 2048 * (16 + 4 * 32)) }')
 near "$ub" "$w" || bad "unit_bytes $ub, want $w"
 st=$(sed 's/.*"device":0,[^}]*"static_bytes":\([^,}]*\).*/\1/' "$tmp/j")
-w=$(awk 'BEGIN { h = 4096; p = 4 * (4 * h * h + 2 * h * 16512) + h * 32000; printf "%.17g", p * 16 }')
+# (per layer: weights, biases, layer norms; stage 0: embedding and positions; 18 B each)
+w=$(awk 'BEGIN { h = 4096; f = 16512; p = 4 * (4 * h * h + 2 * h * f + 9 * h + f) + h * 32000 + 2048 * h; printf "%.17g", p * 18 }')
 near "$st" "$w" || bad "static bytes of device 0: $st, want $w"
 pb=$(sed 's/.*"device":0,[^}]*"peak_bytes":\([^,}]*\).*/\1/' "$tmp/j")
 w=$(awk -v s="$st" -v u="$ub" 'BEGIN { printf "%.17g", s + 8 * u }')
 near "$pb" "$w" || bad "peak bytes of device 0: $pb, want $w"
-# over hardware.memory at seq 4096: an error at the key, exit 1
-"$PPSC" check "$tmp/m.pps" -D seq=4096 --color=never > /dev/null 2> "$tmp/err"; rc=$?
-[ $rc -eq 1 ] && grep -q 'm.pps:8:14: error: device 0 needs 119 GB, over hardware.memory = 80 GB' "$tmp/err" \
-  || bad "seq=4096: exit $rc, $(head -1 "$tmp/err")"
+# over hardware.memory at seq 16384 (activations linear in s): an error at the key, exit 1
+"$PPSC" check "$tmp/m.pps" -D seq=16384 --color=never > /dev/null 2> "$tmp/err"; rc=$?
+[ $rc -eq 1 ] && grep -q 'm.pps:8:14: error: device 0 needs 95.5 GB, over hardware.memory = 80 GB' "$tmp/err" \
+  || bad "seq=16384: exit $rc, $(head -1 "$tmp/err")"
 # bad values
 printf 'schedule e {\n  devices 1; microbatches 1;\n  hardware { efficiency = 1.5; }\n  model { layers = 0; }\n  device 0 { F(0) BW(0) }\n}\n' > "$tmp/e.pps"
 "$PPSC" check "$tmp/e.pps" --color=never > /dev/null 2> "$tmp/err"; rc=$?
@@ -73,6 +75,18 @@ sed 's/host_bandwidth = 25e9;/host_bandwidth = 25e9; d2h_bandwidth = 20e9; h2d_b
 toff=$(sed -n 's/^  cost TOFF = \(.*\);$/\1/p' "$tmp/cx.pps"); trl=$(sed -n 's/^  cost TRELOAD = \(.*\);$/\1/p' "$tmp/cx.pps")
 near "$toff" "$(awk -v u="$ub" 'BEGIN { printf "%.17g", u / (20e9 * 25 / 50) }')" || bad "TOFF $toff"
 near "$trl" "$(awk -v u="$ub" 'BEGIN { printf "%.17g", u / (30e9 * 25 / 50) }')" || bad "TRELOAD $trl"
+# host links (sim.c): the hand-timed cases at their other settings, and bad values
+c=$top_srcdir/tests/analysis/cases
+"$PPSC" check "$c/host_link.pps" -D k=1 > /dev/null 2>&1 || bad "host_link.pps at k = 1 (a link per device): makespan 11"
+"$PPSC" check "$c/duplex.pps" -D half=false > /dev/null 2>&1 || bad "duplex.pps at full duplex: makespan 10"
+printf 'schedule e {\n  devices 1; microbatches 1;\n  hardware { devices_per_host_link = 1.5; duplex_bandwidth = 2; }\n  device 0 { F(0) BW(0) }\n}\n' > "$tmp/e.pps"
+"$PPSC" check "$tmp/e.pps" --color=never > /dev/null 2> "$tmp/err"; rc=$?
+[ $rc -eq 1 ] && grep -q 'e.pps:3:14: error: hardware devices_per_host_link must be a whole number, got 1.5' "$tmp/err" \
+  && grep -q 'e.pps:3:43: error: hardware duplex_bandwidth needs host_bandwidth' "$tmp/err" || bad "host link bad values: exit $rc, $(cat "$tmp/err")"
+printf 'schedule e {\n  devices 1; microbatches 1;\n  hardware { host_bandwidth = 1; duplex_bandwidth = 2; }\n  device 0 { F(0) BW(0) }\n}\n' > "$tmp/e.pps"
+"$PPSC" check "$tmp/e.pps" --color=never > /dev/null 2> "$tmp/err"; rc=$?
+[ $rc -eq 1 ] && grep -q 'e.pps:3:34: error: hardware duplex_bandwidth (2, each way while both run) must not exceed host_bandwidth (1)' "$tmp/err" \
+  || bad "duplex over host: exit $rc, $(cat "$tmp/err")"
 # no model: nothing changes (unit costs, no bytes)
 "$PPSC" sim --json "$top_srcdir/stdlib/1f1b.pps" | grep -q '"time_unit":"unit","unit_bytes":null,"hardware_memory":null}' || bad "1f1b without a model"
 exit $fail

@@ -331,7 +331,7 @@ static void test_missing(void) {
 }
 
 static void test_offload(void) {
-  /* cheap copies: free, lower time-based peak; expensive copies: slower */
+  /* cheap copies: free, lower time-based peak; expensive copies: not made (lower.c) */
   double times[] = {0.5, 20};
   for (int k = 0; k < 2; k++) {
     T t;
@@ -351,7 +351,10 @@ static void test_offload(void) {
       check_true("offload lowers device 0's peak over time", t.an.sim.dev[0].peak_time < 4);
       check_true("host memory used", t.an.sim.host_memory > 0);
     } else {
-      check_true("slow offload slows the schedule", t.an.sim.makespan > 33);
+      /* a round trip of 40 outlives every activation (lifetimes of 1F1B P=4: at most
+       * 2(P-1) passes): nothing is offloaded, nothing is slowed */
+      check_num("copies slower than any lifetime are not made", t.an.sim.makespan, 30);
+      check_true("no host memory for copies not made", !(t.an.sim.host_memory > 0));
     }
     t_end(&t);
   }
