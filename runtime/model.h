@@ -75,7 +75,7 @@ typedef struct ppsrt_model_config {
   uint64_t seed;          /* --seed */
   int no_compute;         /* --no-compute: skip kernels */
   const struct ppsrt_tokens *data;  /* --data: real tokens (gpt), else synthetic (data.c) */
-  long step0;             /* iterations done before this run (--load): data position */
+  long data0;             /* training sequences consumed before this run (--load): data position */
 } ppsrt_model_config;
 
 /* Training tokens (data.c), loaded once per process and shared read-only by its
