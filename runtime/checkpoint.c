@@ -464,17 +464,21 @@ static int split_path(const char *path, char **dir, const char **base) {
   return *dir ? 0 : -1;
 }
 
-/* Is `name` a shard of the index `base` ("BASE.STEP-NONCE.R-of-N.safetensors") or a
- * temporary file of safeio.h for the index or such a shard ("...pps-out.XXXXXX")? */
+/* 1: `name` is a shard of the index `base` ("BASE.STEP-NONCE.R-of-N.safetensors"); 2: a
+ * temporary file of safeio.h for the index or such a shard (".BASE.pps-out.XXXXXX",
+ * ".SHARD.pps-out.XXXXXX"); 0: anything else. */
 static int ours(const char *name, const char *base) {
   size_t bl = strlen(base);
-  if (strncmp(name, base, bl) || name[bl] != '.') return 0;
-  const char *p = name + bl + 1;
-  if (!strncmp(p, "pps-out.", 8)) return strlen(p + 8) == 6;
+  int hidden = name[0] == '.';
+  const char *q = name + hidden;
+  if (strncmp(q, base, bl) || q[bl] != '.') return 0;
+  const char *p = q + bl + 1;
+  if (hidden && !strncmp(p, "pps-out.", 8)) return strlen(p + 8) == 6 ? 2 : 0;
   long step; unsigned nonce; int r, n, k = 0;
   if (sscanf(p, "%ld-%8x.%d-of-%d.safetensors%n", &step, &nonce, &r, &n, &k) != 4 || k <= 0) return 0;
   p += k;
-  return !*p || (!strncmp(p, ".pps-out.", 9) && strlen(p + 9) == 6);
+  if (!hidden) return *p ? 0 : 1;
+  return !strncmp(p, ".pps-out.", 9) && strlen(p + 9) == 6 ? 2 : 0;
 }
 
 static int write_file(const char *path, const void *hdr, size_t hlen, int safetensors, float *const *parts,
@@ -608,9 +612,8 @@ static int write_index(ppsrt_run *run, const char *path, long step, unsigned non
     char suffix[64];
     snprintf(suffix, sizeof suffix, ".%ld-%08x.", step, nonce);
     for (struct dirent *de; d && (de = readdir(d));) {
-      if (!ours(de->d_name, base)) continue;
-      const char *p = de->d_name + strlen(base);
-      if (!strncmp(p, suffix, strlen(suffix)) && !strstr(p, ".pps-out.")) continue;   /* the new shards */
+      int kind = ours(de->d_name, base);
+      if (!kind || (kind == 1 && !strncmp(de->d_name + strlen(base), suffix, strlen(suffix)))) continue;   /* the new shards stay */
       char *full = join(dir, de->d_name);
       if (full) unlink(full);
       free(full);
