@@ -7,7 +7,8 @@
 # single-file format still loads; metadata that does not hold together is refused,
 # naming the file and the field; --lr-schedule/--warmup/--min-lr give the rates of
 # the formula and are restored by --load; --clip-grad clips by the norm over every rank
-# (P=4 and P=2, threads and MPI, agree). Without MPI the MPI runs are skipped (said so).
+# (P=4 and P=2, threads and MPI, agree); --check after --load; vocabulary-parallel
+# shards load into GPipe. Without MPI the MPI runs use threads (said so).
 . "$(dirname "$0")/lib.sh"
 GPT0="--model gpt --vocab 256 --seq 16 --hidden 16 --heads 2 --optimizer adam"
 GPT="$GPT0 --lr 0.01"
@@ -55,6 +56,18 @@ expect_exit 0 "the loaded weights validate as saved" "$G2" $GPT $D --layers-per-
   --load "$WORK/ck" --val-data "$WORK/val.txt"
 [ -n "$v4" ] && grep -q "^val  5/5  loss $v4 " "$WORK/out" && pass "validation loss $v4 after loading" \
   || fail "validation after loading: $(grep '^val' "$WORK/out"), saved $v4"
+expect_exit 0 "--check after --load: the reference starts from the checkpoint too" "$G2" $GPT $D --layers-per-stage 2 \
+  --iterations 1 --load "$WORK/ck" --check -q
+# vocabulary-parallel shards (slices of vocab.tok / vocab.out, one per process) load
+# into a schedule without vocabulary parallelism
+if build v2 "$top_srcdir/stdlib/vocab_1f1b.pps" -D P=2 -D m=8; then
+  "$WORK/v2" $GPT $D --layers-per-stage 2 --iterations 3 >"$WORK/vref" 2>&1 || fail "Vocab-1 reference"
+  expect_exit 0 "${how%-np 4}-np 2 (or threads): Vocab-1 P=2 saves its slices" $RUN2 "$WORK/v2" $GPT $D --layers-per-stage 2 --iterations 2 --save "$WORK/vck"
+  expect_exit 0 "GPipe P=2 loads the Vocab-1 checkpoint" "$G2" $GPT $D --layers-per-stage 2 --iterations 1 --load "$WORK/vck" --check
+  a=$(loss 3 "$WORK/vref"); b=$(loss 3 "$WORK/out")
+  [ -n "$a" ] && [ -n "$b" ] && awk "BEGIN { d = $a - $b; exit !(d < 1e-5 && d > -1e-5) }" && grep -q "^check: passed" "$WORK/out" \
+    && pass "Vocab-1 -> GPipe: iteration 3 loss $b (Vocab-1 uninterrupted $a), --check passes" || fail "Vocab-1 -> GPipe: '$b' vs '$a'"
+else fail "build vocab_1f1b"; fi
 expect_exit 1 "a model of hidden 8 refuses it" "$P4" $GPT $D --layers-per-stage 1 --iterations 1 --load "$WORK/ck" --hidden 8
 expect_grep "tensor 'layer0.ln1.g' has shape \[16\], this model's has shape \[8\]" "the tensor and both shapes named"
 
