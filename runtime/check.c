@@ -55,6 +55,8 @@ int rt_check_gradients(ppsrt_ctx *c, double pipeline_loss, int *mismatch) {
   if ((rc = rt_ref_ctx_init(&rx, run, c))) return rc;
   ppsrt_model_config cfg = pm->cfg;
   cfg.ndev = 1; cfg.vocab_mode = 0;
+  cfg.nmb *= run->nrep > 1 ? run->nrep : 1;   /* --data-parallel: one device at the global batch */
+  cfg.mb0 = 0; cfg.nrep = 1;
   int *all = malloc((size_t)cfg.nstage * sizeof *all);
   float *a = NULL, *b = NULL;
   FILE *f = NULL;

@@ -420,7 +420,7 @@ static void write_meta(FILE *h, const ppsrt_run *run, long step, int *first) {
   meta_kv(h, "model", o->model, first);
   meta_kv(h, "optimizer", o->optimizer == 1 ? "adam" : "sgd", first);
   snprintf(buf, sizeof buf, "%ld", step); meta_kv(h, "step", buf, first);
-  snprintf(buf, sizeof buf, "%ld", run->data0 + (step - run->step0) * (long)cfg->nmb * cfg->micro_batch);
+  snprintf(buf, sizeof buf, "%ld", run->data0 + (step - run->step0) * (long)cfg->nmb * run->nrep * cfg->micro_batch);
   meta_kv(h, "data_position", buf, first);
   const struct { const char *k; long v; } sizes[] = {{"hidden", cfg->hidden}, {"heads", cfg->heads},
     {"query_groups", cfg->query_groups}, {"seq", cfg->seq}, {"vocab", cfg->vocab},
@@ -647,7 +647,8 @@ int rt_ckpt_save(ppsrt_ctx *c, const char *path, long step, int *peer) {
   if (name) sp = join(dir, name);
   free(name);
   free(dir);
-  int mine = sp ? write_shard(c, sp, step) : PPSRT_FAIL(PPSRT_E_NOMEM, "--save: out of host memory");
+  /* --data-parallel: the replicas hold the same weights; replica 0 writes them */
+  int mine = c->replica ? 0 : sp ? write_shard(c, sp, step) : PPSRT_FAIL(PPSRT_E_NOMEM, "--save: out of host memory");
   free(sp);
   char why[1024];
   snprintf(why, sizeof why, "%s", mine ? ppsrt_last_error() : "");
@@ -656,14 +657,14 @@ int rt_ckpt_save(ppsrt_ctx *c, const char *path, long step, int *peer) {
   if ((rc = rt_allreduce_host(c, fl, 2, PPSRT_SUM))) return rc;
   if (mine) return PPSRT_FAIL(mine, "%s", why);
   if (fl[0] > 0) { *peer = 1; return PPSRT_FAIL(PPSRT_E_COMM, "stopped: another device could not write its checkpoint shard"); }
-  if (c->rank == 0 && run->o.die_save == step) {
+  if (c->rank == 0 && c->replica == 0 && run->o.die_save == step) {
     /* test hook (--die-in-save): the process is killed while the index is being
        written, its temporary file half done, every new shard in place */
     pps_out out;
     if (!pps_out_open(&out, path, 0666)) pps_out_write(&out, "{\"__meta", 8);
     raise(SIGKILL);
   }
-  if (c->rank == 0) {
+  if (c->rank == 0 && c->replica == 0) {
     mine = write_index(run, path, step, c->nonce);
     snprintf(why, sizeof why, "%s", mine ? ppsrt_last_error() : "");
   }

@@ -47,6 +47,7 @@ static const char usage_text[] =
   "  --data FILE              gpt: train on FILE's tokens (an llm.c .bin token file, or any\n"
   "                           other file as bytes: --vocab 256); --data-format tokens|bytes\n"
   "  --val-data FILE          validation loss on FILE every --val-every N iterations (default 10)\n"
+  "  --data-parallel D        D replicas of the pipeline (P x D ranks), gradients averaged\n"
   "  --save FILE              after the run, checkpoint to FILE (an index) and one safetensors\n"
   "                           shard per device beside it; --save-every N also every N steps\n"
   "  --load FILE              start from a --save checkpoint, of any schedule and P with this\n"
@@ -171,6 +172,7 @@ static int setup_device(ppsrt_ctx *c) {
   if (!held) return PPSRT_FAIL(PPSRT_E_NOMEM, "out of host memory");
   for (int s = 0; s < p->nstage; s++) if (p->stages[s].device == c->rank) held[nheld++] = s;
   ppsrt_model_config cfg = run->o.cfg;
+  cfg.mb0 = c->replica * cfg.nmb;   /* --data-parallel: this replica's part of the global batch */
   rc = run->create(&cfg, c->be, c->rank, held, nheld, &c->model);
   if (!rc) {
     /* units per byte of each stage: F(mb, s) keeping act_bytes(s) counts stages[s].act */
@@ -311,6 +313,9 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
       if (!v || parse_int(v, 1, &n)) return usage_error(me, "--lr-decay-steps needs an integer from 1 to %d, got '%s'", INT_FLAG_MAX, v ? v : "");
       o->decay_steps = n;
       o->given |= RT_GIVEN_DECAY;
+    } else if (flag_is(a, "--data-parallel", &v, argc, argv, &i)) {
+      if (!v || parse_int(v, 1, &o->data_parallel) || o->data_parallel > 4096)
+        return usage_error(me, "--data-parallel needs a number of replicas from 1 to 4096, got '%s'", v ? v : "");
     } else if (flag_is(a, "--save-every", &v, argc, argv, &i)) {
       if (!v || parse_int(v, 1, &o->save_every)) return usage_error(me, "--save-every needs an integer from 1 to %d, got '%s'", INT_FLAG_MAX, v ? v : "");
     } else if (flag_is(a, "--die-in-save", &v, argc, argv, &i)) {
@@ -402,6 +407,14 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   if (o->val_data && !o->data) return usage_error(me, "--val-data needs --data (the training tokens)");
   if (!o->val_every) o->val_every = 10;
   if (o->save_every && !o->save) return usage_error(me, "--save-every needs --save FILE");
+  run.nrep = o->data_parallel > 1 ? o->data_parallel : 1;
+  cfg->nrep = run.nrep;
+  if (run.nrep > 1) {
+    const char *no = p->vocab_mode ? "a vocabulary-parallel schedule" : strcmp(o->backend, "cpu") ? "--backend cuda" :
+                     !strcmp(o->transport, "nccl") ? "--transport nccl" : o->trace ? "--trace" : o->profile ? "--profile" :
+                     o->no_compute ? "--no-compute" : NULL;
+    if (no) return usage_error(me, "--data-parallel does not run with %s yet (CPU backend, threads or MPI transport)", no);
+  }
   if ((o->given & (RT_GIVEN_MIN_LR | RT_GIVEN_DECAY)) && !o->lr_schedule && !(o->given & RT_GIVEN_SCHEDULE) && !o->load)
     return usage_error(me, "--min-lr and --lr-decay-steps shape the cosine schedule: add --lr-schedule cosine");
   ppsrt_tokens *tokens = NULL;
@@ -436,7 +449,8 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   ppsrt_transport *tr = NULL;
   run.nlocal = p->ndev;
   if (!strcmp(o->transport, "threads")) {
-    rc = ppsrt_threads_transport_create(p->ndev, o->timeout_s, &tr);
+    run.nlocal = p->ndev * run.nrep;
+    rc = ppsrt_threads_transport_create(p->ndev * run.nrep, o->timeout_s, &tr);
   } else if (!strcmp(o->transport, "mpi")) {
     rc = ppsrt_mpi_transport_create(o->timeout_s, &tr, &my_rank);
     run.nlocal = 1;
@@ -451,9 +465,12 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
     ppsrt_tokens_free(val_tokens);
     return 1;
   }
-  if (tr->nranks != p->ndev) {
-    int status = usage_error(me, "the schedule has %d devices but the %s transport has %d ranks\nhint: mpirun -np %d %s",
-                             p->ndev, o->transport, tr->nranks, p->ndev, argv0);
+  if (tr->nranks != p->ndev * run.nrep) {
+    int status = run.nrep > 1 ?
+      usage_error(me, "the schedule has %d devices x --data-parallel %d replicas but the %s transport has %d ranks\n"
+                  "hint: mpirun -np %d %s", p->ndev, run.nrep, o->transport, tr->nranks, p->ndev * run.nrep, argv0) :
+      usage_error(me, "the schedule has %d devices but the %s transport has %d ranks\nhint: mpirun -np %d %s",
+                  p->ndev, o->transport, tr->nranks, p->ndev, argv0);
     tr->destroy(tr);
     ppsrt_tokens_free(tokens);
     ppsrt_tokens_free(val_tokens);
@@ -512,14 +529,30 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
     status = 1;
     goto done;
   }
+  if (run.nrep > 1) {
+    /* each replica speaks to its own view of the world transport (replica.c) */
+    if (!(run.views = calloc((size_t)run.nrep, sizeof *run.views))) { fprintf(stderr, "%s: error: out of host memory\n", me); status = 1; goto done; }
+    for (int r = 0; r < run.nrep; r++)
+      if (rt_replica_view(tr, p->ndev, run.nrep, r, &run.views[r])) {
+        fprintf(stderr, "%s: error: %s\n", me, ppsrt_last_error());
+        status = 1;
+        goto done;
+      }
+  }
   run.flops_known = !o->no_compute;
   rt_count_flops(&run, !strcmp(o->model, "gpt") ? ppsrt_gpt_pass_flops : ppsrt_mlp_pass_flops);
-  for (int l = 0; l < run.nlocal; l++)
-    if ((rc = rt_ctx_init(&run, &run.ctx[l], run.first_rank + l))) {
+  for (int l = 0; l < run.nlocal; l++) {
+    int w = run.first_rank + l;   /* world rank: replica w / P, device w % P */
+    if ((rc = rt_ctx_init(&run, &run.ctx[l], w % p->ndev))) {
       fprintf(stderr, "%s: error: %s\n", me, ppsrt_last_error());
       status = 1;
       goto done;
     }
+    run.ctx[l].wtr = tr;
+    run.ctx[l].wrank = w;
+    run.ctx[l].replica = w / p->ndev;
+    if (run.nrep > 1) run.ctx[l].tr = run.views[w / p->ndev];
+  }
 
   /* ---- run ---- */
   if (run.nlocal == 1) {
@@ -533,7 +566,7 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
         run.ctx[started].status = PPSRT_E_NOMEM;
         snprintf(run.ctx[started].errmsg, sizeof run.ctx[started].errmsg, "device %d: cannot start its thread",
                  run.ctx[started].rank);
-        tr->abort(tr, run.ctx[started].rank, run.ctx[started].errmsg);
+        tr->abort(tr, run.ctx[started].wrank, run.ctx[started].errmsg);
         break;
       }
     for (int l = 0; l < started; l++) pthread_join(th[l], NULL);
@@ -634,6 +667,9 @@ done:
   pthread_mutex_destroy(&run.print_lock);
   fflush(stdout);
   if (run.lane_tr) run.lane_tr->destroy(run.lane_tr);
+  for (int r = 0; run.views && r < run.nrep; r++)
+    if (run.views[r]) run.views[r]->destroy(run.views[r]);
+  free(run.views);
   if (tr) {
     tr->destroy(tr);
   }

@@ -103,7 +103,7 @@ int rt_box_init(ppsrt_ctx *c, int all) {
 int rt_ref_ctx_init(ppsrt_ctx *rx, ppsrt_run *run, const ppsrt_ctx *c) {
   memset(rx, 0, sizeof *rx);
   rx->run = run; rx->rank = c->rank; rx->be = c->be; rx->reference = 1;
-  rx->nmb = c->nmb; rx->nstage = c->nstage;
+  rx->nmb = c->nmb * (run->nrep > 1 ? run->nrep : 1); rx->nstage = c->nstage;   /* --check: the global batch */
   int rc = rt_box_init(rx, 1);
   if (rc) { free(rx->box); free(rx->bcol); rt_store_fini(&rx->store, c->be); }
   return rc;
@@ -870,13 +870,15 @@ int rt_run_device(ppsrt_ctx *c) {
     st[(size_t)ndev * ST_N] = (float)loss;
     if ((rc = rt_allreduce_host(c, st, (size_t)ndev * ST_N + 2, PPSRT_SUM))) { fail_at(c, -1, rc, "loss all-reduce"); break; }
     c->loss[it] = st[(size_t)ndev * ST_N];
+    /* --data-parallel: gradients and loss averaged over the replicas */
+    if (run->nrep > 1 && (rc = rt_replicas_reduce(c, &c->loss[it]))) { fail_at(c, -1, rc, "data-parallel all-reduce"); break; }
     /* every rank is past the iteration's last communication: a caching backend may
      * release memory now (a device-wide synchronisation cannot wait for a peer here) */
     if (c->be->trim && (rc = c->be->trim(c->be))) { fail_at(c, -1, rc, "releasing cached memory"); break; }
     c->busy[it] = busy;
     c->span[it] = t1 - t0;
     c->peak_bytes[it] = pk;
-    if (c->rank == 0 || run->nlocal == 1) {
+    if ((c->rank == 0 && c->replica == 0) || run->nlocal == 1) {
       /* after the sum every rank holds every device's row; one context keeps them */
       for (int d = 0; d < ndev; d++) {
         float *r = st + (size_t)d * ST_N;
@@ -897,14 +899,15 @@ int rt_run_device(ppsrt_ctx *c) {
       if ((rc = rt_check_gradients(c, c->loss[0], &bad))) { fail_at(c, -1, rc, "--check"); break; }
       float fb[2] = {(float)bad, 0};
       if ((rc = rt_allreduce_host(c, fb, 2, PPSRT_SUM))) { fail_at(c, -1, rc, "--check all-reduce"); break; }
-      if (c->rank == 0 || run->nlocal == 1) run->check_mismatches = (long)fb[0];
+      if ((c->rank == 0 && c->replica == 0) || run->nlocal == 1) run->check_mismatches = (long)fb[0];
       /* every local rank has compared by now (the all-reduce needs them all): the first
        * context prints their lines in rank order */
       if (c == &run->ctx[0]) {
         pthread_mutex_lock(&run->print_lock);
         for (int l = 0; l < run->nlocal; l++)
           if (run->ctx[l].check_text) {
-            fputs(run->ctx[l].check_text, run->out);
+            /* --data-parallel: the replicas' gradients are the same after the all-reduce; replica 0's lines */
+            if (run->ctx[l].replica == 0) fputs(run->ctx[l].check_text, run->out);
             free(run->ctx[l].check_text);
             run->ctx[l].check_text = NULL;
           }
@@ -914,12 +917,12 @@ int rt_run_device(ppsrt_ctx *c) {
     long step = run->step0 + it + 1;
     double lr = 0, gnorm = 0;
     if ((rc = rt_optimizer_step(c, (int)step, &lr, &gnorm))) { fail_at(c, -1, rc, "optimizer step"); break; }
-    if (c->rank == 0) {
+    if (c->rank == 0 && c->replica == 0) {
       run->lr_it[it] = lr;
       run->gnorm_it[it] = gnorm;
       run->iterations_done = it + 1;
     }
-    if ((c->rank == 0) && !o->json && !o->quiet) {
+    if (c->rank == 0 && c->replica == 0 && !o->json && !o->quiet) {
       pthread_mutex_lock(&run->print_lock);
       rt_print_iteration(run, it);
       pthread_mutex_unlock(&run->print_lock);
@@ -938,7 +941,7 @@ int rt_run_device(ppsrt_ctx *c) {
         c->status = rc;
         break;
       }
-      if (c->rank == 0 && !o->json && !o->quiet) {
+      if (c->rank == 0 && c->replica == 0 && !o->json && !o->quiet) {
         pthread_mutex_lock(&run->print_lock);
         fprintf(run->out, "saved %s (step %ld, %d shards)\n", o->save, step, ndev);
         fflush(run->out);

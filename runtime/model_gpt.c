@@ -771,7 +771,8 @@ static int gpt_begin(ppsrt_model *m, ppsrt_ctx *c, int it) {
   free_vstate(m);   /* leftovers of a failed iteration */
   (void)c;
   /* --data: this iteration's sequences (after --load, from its data position) */
-  if (m->cfg.data) return load_tokens(m, m->cfg.data0 + (long)it * m->cfg.nmb * g->Bm);
+  long global = (long)m->cfg.nmb * (m->cfg.nrep > 1 ? m->cfg.nrep : 1);   /* microbatches of an iteration, all replicas */
+  if (m->cfg.data) return load_tokens(m, m->cfg.data0 + ((long)it * global + m->cfg.mb0) * g->Bm);
   return 0;
 }
 
@@ -897,7 +898,7 @@ static int make_data(ppsrt_model *m) {
   if (!ids || !tg || !pos) rc = PPSRT_FAIL(PPSRT_E_NOMEM, "gpt: out of host memory");
   uint64_t stream = ppsrt_hash_str("gpt.data.tokens");
   for (size_t i = 0; !rc && i < n; i++) {
-    float u = ppsrt_rand_uniform(m->cfg.seed, stream, i);
+    float u = ppsrt_rand_uniform(m->cfg.seed, stream, (size_t)m->cfg.mb0 * g->N + i);
     int id = (int)((u + 1.0f) * 0.5f * (float)g->V);
     ids[i] = id < 0 ? 0 : id >= g->V ? g->V - 1 : id;
   }

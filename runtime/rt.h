@@ -40,6 +40,7 @@ typedef struct rt_opts {
   int data_format;               /* --data-format: 0 auto, 1 tokens, 2 bytes */
   const char *save, *load;       /* --save FILE, --load FILE */
   int save_every;                /* --save-every N: also after every N-th step (0: at the end only) */
+  int data_parallel;             /* --data-parallel D: replicas of the pipeline (1: none; replica.c) */
   /* learning rate and gradients (interp.c rt_lr_at, rt_optimizer_step) */
   int lr_schedule;               /* --lr-schedule: 0 constant, 1 cosine */
   int warmup;                    /* --warmup N: linear from lr/N to lr over steps 1..N */
@@ -142,6 +143,10 @@ struct ppsrt_ctx {
   char *check_text;       /* --check lines of this rank, printed in rank order (malloc) */
   struct rt_lane *lane;   /* the collective lane (coll_lane.c), NULL: collectives block */
   unsigned nonce; int nonce_set;   /* --save: the run's shard-name nonce (checkpoint.c) */
+  /* --data-parallel (replica.c): tr is the replica's view, wtr the world transport */
+  int replica;            /* 0..D-1 */
+  ppsrt_transport *wtr;   /* the world transport (P x D ranks) */
+  int wrank;              /* rank in it: replica * P + rank */
 };
 
 /* The whole run, shared by the device threads of one process. */
@@ -183,6 +188,8 @@ struct ppsrt_run {
   long step0;                       /* steps done before this run (--load): iteration it is step step0 + it + 1 */
   long data0;                       /* training sequences consumed before this run (--load) */
   struct rt_ckpt *ck;               /* --load: the checkpoint (checkpoint.c) */
+  int nrep;                         /* --data-parallel D (1: none) */
+  ppsrt_transport **views;          /* [nrep] with D > 1: each replica's view of tr */
   double *lr_it, *gnorm_it;         /* [iterations]: learning rate used, gradient norm (--clip-grad) */
   double *val_loss;                 /* [iterations]: validation loss where computed */
 };
@@ -260,6 +267,10 @@ int rt_check_gradients(ppsrt_ctx *c, double pipeline_loss, int *mismatch);
 void ppsrt_error_set_rank(int rank);
 void ppsrt_clear_error(void);
 
+/* replica.c: replica r's view of the world transport (P ranks of its own); after the
+ * backward passes, gradients and loss averaged over the replicas */
+int rt_replica_view(ppsrt_transport *world, int P, int D, int r, ppsrt_transport **out);
+int rt_replicas_reduce(ppsrt_ctx *c, double *loss);
 /* interp.c: the optimizer step `step` (1-based, counted over resumed runs), with the
  * scheduled learning rate and --clip-grad; the rate of a step; a few F32 values
  * reduced over every rank (staged through backend memory) */
