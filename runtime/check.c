@@ -1,7 +1,7 @@
 /* check.c: the --check reference harness. After the first pipelined iteration (before
  * the optimizer step) each rank builds the same model unpipelined on one device (every
  * stage, no vocabulary partitioning, the same seed: the same initial weights and
- * data), runs every microbatch in order (F over all stages, then BW from the last
+ * data; after --load, the checkpoint's weights), runs every microbatch in order (F over all stages, then BW from the last
  * stage down), and compares the loss and every weight gradient this rank holds with
  * the reference's (a vocabulary shard against its slice of the full tensor):
  *
@@ -55,6 +55,8 @@ int rt_check_gradients(ppsrt_ctx *c, double pipeline_loss, int *mismatch) {
   if ((rc = rt_ref_ctx_init(&rx, run, c))) return rc;
   ppsrt_model_config cfg = pm->cfg;
   cfg.ndev = 1; cfg.vocab_mode = 0;
+  cfg.nmb *= run->nrep > 1 ? run->nrep : 1;   /* --data-parallel: one device at the global batch */
+  cfg.mb0 = 0; cfg.nrep = 1;
   int *all = malloc((size_t)cfg.nstage * sizeof *all);
   float *a = NULL, *b = NULL;
   FILE *f = NULL;
@@ -62,6 +64,7 @@ int rt_check_gradients(ppsrt_ctx *c, double pipeline_loss, int *mismatch) {
   if (!all) { rc = PPSRT_FAIL(PPSRT_E_NOMEM, "--check: out of host memory"); goto out; }
   for (int s = 0; s < cfg.nstage; s++) all[s] = s;
   if ((rc = run->create(&cfg, be, 0, all, cfg.nstage, &rx.model))) goto out;
+  if (run->ck && (rc = rt_ckpt_load(&rx, run->ck))) goto out;   /* --load: the same weights */
   if ((rc = run_reference(&rx, &ref_loss))) goto out;
 
   /* this rank's lines go to its own buffer; interp.c prints every rank's in order */

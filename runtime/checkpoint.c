@@ -1,175 +1,121 @@
-/* checkpoint.c: --save / --load in the safetensors format, so PyTorch (safetensors,
- * or a few lines of Python) and other tools read the weights.
+/* checkpoint.c: --save / --load / --save-every: checkpoints as one index file plus one
+ * safetensors shard per device, so PyTorch (safetensors, or a few lines of Python) and
+ * other tools read the weights, and any schedule, placement or P with the same model
+ * loads them (re-partitioning is loading: no converter).
  *
- * The file: an 8-byte little-endian header length, a JSON header (padded with spaces
- * to a multiple of 8), then the tensor bytes. Every parameter is one F32 tensor under
- * its runtime name ("s0.l1.qkv.w", "vocab.tok", ...; shape [numel]: the runtime keeps
- * no shapes), the whole tensor even where devices hold vocabulary shards of it; with
- * Adam its moments follow as "optim.m.NAME" and "optim.v.NAME". "__metadata__" holds
- * strings: format "pps-ppsrt", the model, its sizes, the optimizer and "step", the
- * iterations done (a resumed run continues the data position and Adam's step from it).
+ * The index (the --save path): a JSON object {"__metadata__": {...}, "shards": [...]}.
+ * __metadata__ holds strings: format "pps-ppsrt-index", the model, its sizes (hidden,
+ * heads, query_groups, seq, vocab, layers: every layer of the whole model; stages and
+ * micro_batch of the run that saved, for information), the optimizer, "step" (the
+ * iterations done), "data_position" (the training sequences consumed), and the
+ * learning-rate schedule and clipping (lr, lr_schedule, warmup, min_lr,
+ * lr_decay_steps, clip_grad), which a resumed run takes where its command line does
+ * not set them. "shards" names the shard files, beside the index.
  *
- * Saving: each device copies its parameters to the host after its last iteration
- * (rt_ckpt_collect), then the process writes one file (rt_ckpt_write, through
- * safeio.h: temporary file and rename, never a partial checkpoint; the mode of an
- * existing file is kept, a device or FIFO written in place). Loading: each device reads the file and
- * takes its own parameters (and slices) from it (rt_ckpt_load), before the first
- * iteration; a missing tensor, a size or dtype that does not match, or a malformed
- * file is an error naming the file and the tensor. */
+ * A shard (PATH.STEP-NONCE.R-of-N.safetensors, R = device): an 8-byte little-endian
+ * header length, a JSON header (padded with spaces to a multiple of 8), then the
+ * tensor bytes. Every parameter the device holds is one F32 tensor of shape [numel]
+ * (the runtime keeps no shapes), keyed by MODEL LAYER, not by stage or rank: the
+ * runtime's "s2.l1.qkv.w" with 2 layers per stage is "layer5.qkv.w", "s3.lnf.g" is
+ * "lnf.g", "vocab.tok" stays. With Adam its moments follow as "optim.m.KEY" and
+ * "optim.v.KEY". A vocabulary shard holds a slice of the whole tensor: its
+ * __metadata__ says "slice.KEY": "OFFSET/FULL" (elements [OFFSET, OFFSET + numel) of
+ * FULL). Shard metadata also carries format "pps-ppsrt-shard", "step", "rank", "ranks".
+ *
+ * Saving (rt_ckpt_save, every device at once, in its own thread or process): each
+ * device downloads its tensors and writes its shard (safeio.h: a temporary file
+ * renamed into place); the devices agree that all shards are written (an all-reduce
+ * of failures); then device 0 writes the index the same way and removes what the
+ * previous checkpoint of that path and killed runs left: shards the new index does not
+ * name and temporary files. Shard names carry the step and a nonce of the run, so a
+ * run killed at any point leaves the previous index and every shard it names intact.
+ *
+ * Loading: rt_ckpt_open (once per process, before the devices start) reads the index
+ * and every shard's header and refuses what does not hold together, naming the file
+ * and the field: a step that is not an integer from 0 to 2^31 - 1, a model or size
+ * field that contradicts this run or the tensors, an optimizer that contradicts the
+ * moments present, duplicate tensor keys, overlapping or out-of-file data_offsets, a
+ * dtype other than F32. It sets the run's step and data position and restores the
+ * schedule settings. rt_ckpt_load (each device) then reads the pieces of its own
+ * parameters from whichever shards hold them; a tensor missing or of another shape is
+ * an error naming the tensor and both shapes.
+ *
+ * The single-file checkpoints of earlier versions (format "pps-ppsrt": one safetensors
+ * file keyed by runtime names) still load, under the same stages and layers per
+ * stage as the run that saved them. */
 #include "config.h"
 #include "rt.h"
 #include "safeio.h"
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
-/* ---- save ---- */
+/* ---- tensor keys ---- */
 
-int rt_ckpt_collect(ppsrt_ctx *c) {
-  ppsrt_model *m = c->model;
-  size_t total = 0;
-  for (int k = 0; k < m->nparams; k++) total += 3 * m->params[k].numel;
-  free(c->ckpt);
-  c->ckpt = malloc((total ? total : 1) * sizeof(float));
-  if (!c->ckpt) return PPSRT_FAIL(PPSRT_E_NOMEM, "--save: out of host memory");
-  float *at = c->ckpt;
-  for (int k = 0; k < m->nparams; k++) {
-    ppsrt_param *p = &m->params[k];
-    size_t n = p->numel;
-    int rc;
-    if ((rc = c->be->stream_sync(c->be, PPSRT_STREAM_COMPUTE)) ||
-        (rc = c->be->download_f32(c->be, at, (ppsrt_tensor){p->master, n, PPSRT_F32})) ||
-        (rc = c->be->download_f32(c->be, at + n, (ppsrt_tensor){p->m, n, PPSRT_F32})) ||
-        (rc = c->be->download_f32(c->be, at + 2 * n, (ppsrt_tensor){p->v, n, PPSRT_F32})))
-      return rc;
-    at += 3 * n;
+/* The checkpoint key of runtime parameter `name`: "sS.lL.REST" -> "layer(S*lps+L).REST",
+ * "sS.REST" -> "REST", anything else unchanged. */
+static void layer_key(const char *name, int lps, char *out, size_t cap) {
+  int s, l, n = 0;
+  if (sscanf(name, "s%d.l%d.%n", &s, &l, &n) == 2 && n > 0 && s >= 0 && l >= 0) {
+    snprintf(out, cap, "layer%ld.%s", (long)s * lps + l, name + n);
+    return;
   }
-  return 0;
+  n = 0;
+  if (sscanf(name, "s%d.%n", &s, &n) == 1 && n > 0) { snprintf(out, cap, "%s", name + n); return; }
+  snprintf(out, cap, "%s", name);
 }
 
-typedef struct CkTensor { const char *name; size_t full; float *w, *m, *v; } CkTensor;
+/* ---- one safetensors file (a shard, or a checkpoint of the old single-file format) ---- */
 
-static void meta_kv(FILE *f, const char *k, const char *v, int *first) {
-  fprintf(f, "%s\"%s\":\"%s\"", *first ? "" : ",", k, v);
-  *first = 0;
-}
-
-int rt_ckpt_write(ppsrt_run *run, const char *path, long step) {
-  int adam = run->o.optimizer == 1, rc = 0;
-  CkTensor *ts = NULL;
-  int nt = 0, capt = 0;
-  /* unique names over the devices of this process, with their full sizes */
-  for (int l = 0; l < run->nlocal && !rc; l++) {
-    ppsrt_model *m = run->ctx[l].model;
-    for (int k = 0; k < m->nparams && !rc; k++) {
-      ppsrt_param *p = &m->params[k];
-      int j = 0;
-      while (j < nt && strcmp(ts[j].name, p->name)) j++;
-      if (j == nt) {
-        if (nt == capt) {
-          capt = capt ? 2 * capt : 64;
-          CkTensor *nts = realloc(ts, (size_t)capt * sizeof *ts);
-          if (!nts) { rc = PPSRT_FAIL(PPSRT_E_NOMEM, "--save: out of host memory"); break; }
-          ts = nts;
-        }
-        size_t full = p->full_numel ? p->full_numel : p->numel;
-        ts[nt] = (CkTensor){p->name, full, calloc(full ? full : 1, sizeof(float)), calloc(full ? full : 1, sizeof(float)),
-                            calloc(full ? full : 1, sizeof(float))};
-        if (!ts[nt].w || !ts[nt].m || !ts[nt].v) rc = PPSRT_FAIL(PPSRT_E_NOMEM, "--save: out of host memory");
-        nt++;
-      }
-      if (rc) break;
-      const float *src = run->ctx[l].ckpt;
-      for (int q = 0; q < k; q++) src += 3 * m->params[q].numel;
-      size_t n = p->numel, off = p->full_numel ? p->offset : 0;
-      memcpy(ts[j].w + off, src, n * sizeof(float));
-      memcpy(ts[j].m + off, src + n, n * sizeof(float));
-      memcpy(ts[j].v + off, src + 2 * n, n * sizeof(float));
-    }
-  }
-  char *hdr = NULL;
-  size_t hlen = 0;
-  FILE *h = rc ? NULL : open_memstream(&hdr, &hlen);
-  if (!rc && !h) rc = PPSRT_FAIL(PPSRT_E_NOMEM, "--save: out of host memory");
-  if (!rc) {
-    const ppsrt_model_config *cfg = &run->o.cfg;
-    char buf[64];
-    int first = 1;
-    fputs("{\"__metadata__\":{", h);
-    meta_kv(h, "format", "pps-ppsrt", &first);
-    meta_kv(h, "model", run->o.model, &first);
-    meta_kv(h, "optimizer", adam ? "adam" : "sgd", &first);
-    snprintf(buf, sizeof buf, "%ld", step); meta_kv(h, "step", buf, &first);
-    const struct { const char *k; int v; } sizes[] = {{"hidden", cfg->hidden}, {"heads", cfg->heads},
-      {"query_groups", cfg->query_groups}, {"seq", cfg->seq}, {"vocab", cfg->vocab},
-      {"micro_batch", cfg->micro_batch}, {"layers_per_stage", cfg->layers_per_stage}, {"stages", cfg->nstage}};
-    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
-      snprintf(buf, sizeof buf, "%d", sizes[i].v);
-      meta_kv(h, sizes[i].k, buf, &first);
-    }
-    fputc('}', h);
-    size_t off = 0;
-    for (int j = 0; j < nt; j++)
-      for (int part = 0; part < (adam ? 3 : 1); part++) {
-        size_t bytes = ts[j].full * sizeof(float);
-        fprintf(h, ",\"%s%s\":{\"dtype\":\"F32\",\"shape\":[%zu],\"data_offsets\":[%zu,%zu]}",
-                part == 0 ? "" : part == 1 ? "optim.m." : "optim.v.", ts[j].name, ts[j].full, off, off + bytes);
-        off += bytes;
-      }
-    fputc('}', h);
-    while ((ftell(h) + 8) % 8) fputc(' ', h);
-    if (fclose(h)) rc = PPSRT_FAIL(PPSRT_E_NOMEM, "--save: out of host memory");
-  }
-  if (!rc) {
-    /* safeio.h: a temporary file beside the target, renamed once complete (never a
-       partial checkpoint); a device or FIFO is written in place, never replaced */
-    pps_out out;
-    int bad = pps_out_open(&out, path, 0666) != 0;
-    int err = errno;
-    if (!bad) {
-      unsigned char len8[8];
-      uint64_t L = hlen;
-      for (int i = 0; i < 8; i++) len8[i] = (unsigned char)(L >> (8 * i));
-      bad |= pps_out_write(&out, len8, 8) || pps_out_write(&out, hdr, hlen);
-      for (int j = 0; j < nt && !bad; j++)
-        for (int part = 0; part < (adam ? 3 : 1) && !bad; part++) {
-          const float *d = part == 0 ? ts[j].w : part == 1 ? ts[j].m : ts[j].v;
-          bad |= pps_out_write(&out, d, sizeof(float) * ts[j].full);   /* little-endian hosts */
-        }
-      if (bad) { err = errno; pps_out_abort(&out); }
-      else if (pps_out_close(&out)) { bad = 1; err = errno; }
-    }
-    if (bad) rc = PPSRT_FAIL(PPSRT_E_USAGE, "--save: cannot write '%s': %s", path, pps_write_error(err ? err : EIO));
-  }
-  free(hdr);
-  for (int j = 0; j < nt; j++) { free(ts[j].w); free(ts[j].m); free(ts[j].v); }
-  free(ts);
-  return rc;
-}
-
-/* ---- load: a small parser for the safetensors header ---- */
-
-typedef struct CkEntry { char name[256]; char dtype[16]; size_t numel, lo, hi; } CkEntry;
+typedef struct CkKV { char k[128]; char v[256]; } CkKV;
+typedef struct CkEntry {
+  char name[256]; char dtype[16];
+  size_t numel, lo, hi;
+  size_t off, full;       /* the slice it holds: [off, off + numel) of full elements */
+} CkEntry;
 typedef struct CkFile {
-  const char *path;
-  unsigned char *buf; size_t size;
-  const char *h; size_t hlen, pos;   /* header text */
-  const unsigned char *data; size_t dsize;
+  char *path;
+  int fd;
+  size_t size, data0;     /* file size; the first data byte (8 + header length) */
+  char *h; size_t hlen, pos;   /* header text, parse position */
   CkEntry *e; int ne, cape;
-  long step; int has_step;
-  char model[32], optimizer[16];
+  CkKV *kv; int nkv, capkv;
 } CkFile;
 
+/* The checkpoint being loaded (run->ck). */
+struct rt_ckpt {
+  char *path;
+  int legacy;             /* the old single-file format: keys are runtime names */
+  CkKV *kv; int nkv, capkv;    /* the index's metadata (legacy: the file's) */
+  CkFile *f; int nf;
+  int adam;               /* moments present */
+  long size[5];           /* its size fields (size_fields), 0: not given */
+};
+
+/* The size fields of the metadata that decide the tensors' shapes (the mlp model's
+ * only hidden); the flag that sets each. */
+enum { NSIZE = 5 };
+static const struct { const char *k, *flag; int gpt_only; } size_fields[NSIZE] = {{"hidden", "--hidden", 0},
+  {"heads", "--heads", 1}, {"query_groups", "--query-groups", 1}, {"seq", "--seq", 1}, {"vocab", "--vocab", 1}};
+
 static int bad(CkFile *f, const char *what) {
-  return PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': malformed safetensors header at byte %zu: %s", f->path, f->pos + 8, what);
+  return PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': malformed header at byte %zu: %s", f->path,
+                    f->pos + f->data0 - f->hlen, what);
 }
 static void ws(CkFile *f) { while (f->pos < f->hlen && strchr(" \t\r\n", f->h[f->pos])) f->pos++; }
+static int peek(CkFile *f, char ch) { ws(f); return f->pos < f->hlen && f->h[f->pos] == ch; }
 static int lit(CkFile *f, char ch) {
-  ws(f);
-  if (f->pos < f->hlen && f->h[f->pos] == ch) { f->pos++; return 0; }
+  if (peek(f, ch)) { f->pos++; return 0; }
   char m[32];
   snprintf(m, sizeof m, "expected '%c'", ch);
   return bad(f, m);
@@ -216,131 +162,788 @@ static int next(CkFile *f, char close) {   /* 1 more, 0 end, <0 error */
   return -1;
 }
 
+static const char *kv_find(const CkKV *kv, int n, const char *k) {
+  for (int i = 0; i < n; i++) if (!strcmp(kv[i].k, k)) return kv[i].v;
+  return NULL;
+}
+
+/* {"k": "v", ...} into kv (a key given twice is refused) */
+static int parse_kv(CkFile *f, CkKV **kv, int *nkv, int *capkv) {
+  int rc;
+  if ((rc = lit(f, '{'))) return rc;
+  if (peek(f, '}')) { f->pos++; return 0; }
+  for (int more = 1; more;) {
+    if (*nkv == *capkv) {
+      *capkv = *capkv ? 2 * *capkv : 32;
+      CkKV *n = realloc(*kv, (size_t)*capkv * sizeof *n);
+      if (!n) return PPSRT_FAIL(PPSRT_E_NOMEM, "out of host memory");
+      *kv = n;
+    }
+    CkKV *e = &(*kv)[*nkv];
+    if ((rc = str(f, e->k, sizeof e->k)) || (rc = lit(f, ':')) || (rc = str(f, e->v, sizeof e->v))) return rc;
+    if (kv_find(*kv, *nkv, e->k))
+      return PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': metadata field '%s' given twice", f->path, e->k);
+    (*nkv)++;
+    if ((more = next(f, '}')) < 0) return PPSRT_E_USAGE;
+  }
+  return 0;
+}
+
+static int parse_entry(CkFile *f, CkEntry *e) {
+  int rc, seen_dt = 0, seen_sh = 0, seen_off = 0;
+  if ((rc = lit(f, '{'))) return rc;
+  int more = !peek(f, '}');
+  if (!more) f->pos++;
+  while (more) {
+    char k[64];
+    if ((rc = str(f, k, sizeof k)) || (rc = lit(f, ':'))) return rc;
+    if (!strcmp(k, "dtype")) {
+      if ((rc = str(f, e->dtype, sizeof e->dtype))) return rc;
+      seen_dt = 1;
+    } else if (!strcmp(k, "shape") || !strcmp(k, "data_offsets")) {
+      int shape = k[0] == 's', n = 0;
+      if ((rc = lit(f, '['))) return rc;
+      int go = !peek(f, ']');
+      if (!go) f->pos++;
+      while (go) {
+        size_t v = 0;
+        if ((rc = num(f, &v))) return rc;
+        if (shape) {
+          if (v && e->numel > SIZE_MAX / v) return bad(f, "shape too large");
+          e->numel *= v;
+        } else if (n == 0) e->lo = v;
+        else if (n == 1) e->hi = v;
+        n++;
+        if ((go = next(f, ']')) < 0) return PPSRT_E_USAGE;
+      }
+      if (!shape && n != 2) return bad(f, "data_offsets needs two numbers");
+      if (shape) seen_sh = 1; else seen_off = 1;
+    } else {
+      return bad(f, "unknown key in a tensor entry");
+    }
+    if ((more = next(f, '}')) < 0) return PPSRT_E_USAGE;
+  }
+  if (!seen_dt || !seen_sh || !seen_off)
+    return PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': tensor '%s' lacks its %s", f->path, e->name,
+                      !seen_dt ? "dtype" : !seen_sh ? "shape" : "data_offsets");
+  return 0;
+}
+
 static int parse_header(CkFile *f) {
   int rc;
   if ((rc = lit(f, '{'))) return rc;
-  ws(f);
-  if (f->pos < f->hlen && f->h[f->pos] == '}') return 0;
-  for (;;) {
+  if (peek(f, '}')) { f->pos++; return 0; }
+  for (int more = 1; more;) {
     char key[256];
-    if ((rc = str(f, key, sizeof key)) || (rc = lit(f, ':')) || (rc = lit(f, '{'))) return rc;
-    int meta = !strcmp(key, "__metadata__");
-    CkEntry *e = NULL;
-    if (!meta) {
+    if ((rc = str(f, key, sizeof key)) || (rc = lit(f, ':'))) return rc;
+    if (!strcmp(key, "__metadata__")) {
+      if ((rc = parse_kv(f, &f->kv, &f->nkv, &f->capkv))) return rc;
+    } else {
       if (f->ne == f->cape) {
         f->cape = f->cape ? 2 * f->cape : 64;
         CkEntry *ne = realloc(f->e, (size_t)f->cape * sizeof *ne);
         if (!ne) return PPSRT_FAIL(PPSRT_E_NOMEM, "out of host memory");
         f->e = ne;
       }
-      e = &f->e[f->ne++];
+      CkEntry *e = &f->e[f->ne++];
       memset(e, 0, sizeof *e);
       snprintf(e->name, sizeof e->name, "%s", key);
       e->numel = 1;
+      if ((rc = parse_entry(f, e))) return rc;
     }
-    ws(f);
-    int more = !(f->pos < f->hlen && f->h[f->pos] == '}');
-    if (!more) f->pos++;
-    while (more) {
-      char k[64];
-      if ((rc = str(f, k, sizeof k)) || (rc = lit(f, ':'))) return rc;
-      if (meta) {
-        char v[256];
-        if ((rc = str(f, v, sizeof v))) return rc;
-        if (!strcmp(k, "step")) { f->step = atol(v); f->has_step = 1; }
-        if (!strcmp(k, "model")) snprintf(f->model, sizeof f->model, "%.31s", v);
-        if (!strcmp(k, "optimizer")) snprintf(f->optimizer, sizeof f->optimizer, "%.15s", v);
-      } else if (!strcmp(k, "dtype")) {
-        if ((rc = str(f, e->dtype, sizeof e->dtype))) return rc;
-      } else if (!strcmp(k, "shape") || !strcmp(k, "data_offsets")) {
-        int shape = k[0] == 's', n = 0;
-        if ((rc = lit(f, '['))) return rc;
-        ws(f);
-        int go = !(f->pos < f->hlen && f->h[f->pos] == ']');
-        if (!go) f->pos++;
-        while (go) {
-          size_t v = 0;
-          if ((rc = num(f, &v))) return rc;
-          if (shape) e->numel *= v;
-          else if (n == 0) e->lo = v;
-          else if (n == 1) e->hi = v;
-          n++;
-          if ((go = next(f, ']')) < 0) return PPSRT_E_USAGE;
-        }
-        if (!shape && n != 2) return bad(f, "data_offsets needs two numbers");
-      } else {
-        return bad(f, "unknown key in a tensor entry");
-      }
-      if ((more = next(f, '}')) < 0) return PPSRT_E_USAGE;
-    }
-    int go = next(f, '}');
-    if (go < 0) return PPSRT_E_USAGE;
-    if (!go) break;
+    if ((more = next(f, '}')) < 0) return PPSRT_E_USAGE;
+  }
+  ws(f);
+  if (f->pos != f->hlen) return bad(f, "text after the header's object");
+  return 0;
+}
+
+static int cmp_name(const void *a, const void *b) {
+  return strcmp((*(const CkEntry *const *)a)->name, (*(const CkEntry *const *)b)->name);
+}
+static int cmp_lo(const void *a, const void *b) {
+  const CkEntry *x = *(const CkEntry *const *)a, *y = *(const CkEntry *const *)b;
+  return x->lo < y->lo ? -1 : x->lo > y->lo ? 1 : x->hi < y->hi ? -1 : x->hi > y->hi;
+}
+
+/* Refuses what cannot be a consistent file: a dtype other than F32, data_offsets that
+ * disagree with the shape, leave the file or overlap another tensor's, a key given
+ * twice; reads the slices of the shard's metadata. */
+static int check_entries(CkFile *f) {
+  int rc = 0;
+  const CkEntry **by = malloc(((size_t)f->ne + 1) * sizeof *by);
+  if (!by) return PPSRT_FAIL(PPSRT_E_NOMEM, "out of host memory");
+  size_t dsize = f->size - f->data0;
+  for (int i = 0; i < f->ne && !rc; i++) {
+    CkEntry *e = &f->e[i];
+    by[i] = e;
+    e->off = 0; e->full = e->numel;
+    if (strcmp(e->dtype, "F32"))
+      rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': tensor '%s': dtype '%s', expected F32", f->path, e->name, e->dtype);
+    else if (e->hi < e->lo || e->numel > SIZE_MAX / 4 || e->hi - e->lo != e->numel * 4)
+      rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': tensor '%s': data_offsets [%zu, %zu] do not hold its shape [%zu] "
+                      "of F32", f->path, e->name, e->lo, e->hi, e->numel);
+    else if (e->hi > dsize)
+      rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': tensor '%s': data_offsets [%zu, %zu] end past the file's %zu data "
+                      "bytes (truncated?)", f->path, e->name, e->lo, e->hi, dsize);
+  }
+  if (!rc && f->ne > 1) {
+    qsort(by, (size_t)f->ne, sizeof *by, cmp_name);
+    for (int i = 1; i < f->ne && !rc; i++)
+      if (!strcmp(by[i - 1]->name, by[i]->name))
+        rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': tensor key '%s' given twice", f->path, by[i]->name);
+    qsort(by, (size_t)f->ne, sizeof *by, cmp_lo);
+    for (int i = 1; i < f->ne && !rc; i++)
+      if (by[i]->lo < by[i - 1]->hi && by[i]->hi > by[i]->lo)
+        rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': data_offsets of tensors '%s' [%zu, %zu] and '%s' [%zu, %zu] "
+                        "overlap", f->path, by[i - 1]->name, by[i - 1]->lo, by[i - 1]->hi, by[i]->name, by[i]->lo,
+                        by[i]->hi);
+  }
+  free(by);
+  for (int i = 0; i < f->nkv && !rc; i++) {
+    if (strncmp(f->kv[i].k, "slice.", 6)) continue;
+    const char *key = f->kv[i].k + 6;
+    CkEntry *e = NULL;
+    for (int j = 0; j < f->ne && !e; j++) if (!strcmp(f->e[j].name, key)) e = &f->e[j];
+    unsigned long long off, full;
+    int n = 0;
+    if (!e || sscanf(f->kv[i].v, "%llu/%llu%n", &off, &full, &n) != 2 || f->kv[i].v[n] || off > full ||
+        e->numel > full - off)
+      rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': metadata field '%s' is '%s': not OFFSET/FULL of a tensor of "
+                      "this file", f->path, f->kv[i].k, f->kv[i].v);
+    else { e->off = (size_t)off; e->full = (size_t)full; }
+  }
+  return rc;
+}
+
+static void file_close(CkFile *f) {
+  if (f->fd >= 0) close(f->fd);
+  free(f->path); free(f->h); free(f->e); free(f->kv);
+  memset(f, 0, sizeof *f);
+  f->fd = -1;
+}
+
+/* Reads the first `cap` bytes (or all) of a regular file; the fd stays open. */
+static int open_regular(const char *path, int *fd, size_t *size) {
+  *fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (*fd < 0) return PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': %s", path, pps_read_error(errno));
+  struct stat st;
+  if (fstat(*fd, &st) || !S_ISREG(st.st_mode)) {
+    int e = errno;
+    close(*fd);
+    *fd = -1;
+    return PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': %s", path, S_ISDIR(st.st_mode) ? "is a directory" :
+                      e && !S_ISREG(st.st_mode) ? strerror(e) : "not a regular file");
+  }
+  *size = (size_t)st.st_size;
+  return 0;
+}
+
+static int read_at(int fd, void *buf, size_t n, size_t at) {
+  char *p = buf;
+  while (n) {
+    ssize_t r = pread(fd, p, n, (off_t)at);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return -1;
+    p += r; n -= (size_t)r; at += (size_t)r;
   }
   return 0;
 }
 
-static const CkEntry *find(const CkFile *f, const char *prefix, const char *name) {
-  char full[300];
-  snprintf(full, sizeof full, "%s%s", prefix, name);
-  for (int i = 0; i < f->ne; i++)
-    if (!strcmp(f->e[i].name, full)) return &f->e[i];
-  return NULL;
+static int file_open(CkFile *f, const char *path) {
+  memset(f, 0, sizeof *f);
+  f->fd = -1;
+  if (!(f->path = strdup(path))) return PPSRT_FAIL(PPSRT_E_NOMEM, "out of host memory");
+  int rc = open_regular(path, &f->fd, &f->size);
+  if (rc) return rc;
+  unsigned char len8[8];
+  if (f->size < 8 || read_at(f->fd, len8, 8, 0))
+    return PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': truncated (%zu bytes)", path, f->size);
+  uint64_t hl = 0;
+  for (int i = 0; i < 8; i++) hl |= (uint64_t)len8[i] << (8 * i);
+  if (hl > f->size - 8 || hl > (64u << 20))
+    return PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': not a safetensors file (header length %llu, file %zu bytes)", path,
+                      (unsigned long long)hl, f->size);
+  f->hlen = (size_t)hl;
+  f->data0 = 8 + f->hlen;
+  if (!(f->h = malloc(f->hlen + 1))) return PPSRT_FAIL(PPSRT_E_NOMEM, "out of host memory");
+  if (read_at(f->fd, f->h, f->hlen, 8)) return PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': cannot read its header", path);
+  f->h[f->hlen] = 0;
+  if ((rc = parse_header(f))) return rc;
+  return check_entries(f);
 }
 
-int rt_ckpt_load(ppsrt_ctx *c, const char *path, long *step) {
-  CkFile f;
-  memset(&f, 0, sizeof f);
-  f.path = path;
-  int rc = 0;
-  /* safeio.h: a regular file only (a FIFO or device would block or never end) */
-  f.buf = (unsigned char *)pps_read_file(path, 1, SIZE_MAX / 2, &f.size);
-  if (!f.buf) {
-    int e = errno;
-    if (e == ENOMEM) return PPSRT_FAIL(PPSRT_E_NOMEM, "checkpoint '%s': out of host memory", path);
-    return PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': %s", path, pps_read_error(e));
+/* ---- metadata ---- */
+
+/* A field of integer value lo..hi, given exactly in decimal digits (no sign, no
+ * spaces, no atol): else an error naming the file and the field. */
+static int meta_int(const char *path, const CkKV *kv, int n, const char *k, long lo, long hi, int need, long *out) {
+  const char *v = kv_find(kv, n, k);
+  if (!v) {
+    if (need) return PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': no metadata field '%s'", path, k);
+    return 1;
   }
-  uint64_t hl = 0;
-  if (!rc && f.size < 8) rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': truncated (%zu bytes)", path, f.size);
-  if (!rc) {
-    for (int i = 0; i < 8; i++) hl |= (uint64_t)f.buf[i] << (8 * i);
-    if (hl > f.size - 8)
-      rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': not a safetensors file (header length %llu, file %zu bytes)", path,
-                      (unsigned long long)hl, f.size);
+  long x = 0;
+  int okd = *v != 0;
+  for (const char *p = v; *p && okd; p++) {
+    if (*p < '0' || *p > '9' || x > (LONG_MAX - 9) / 10) okd = 0;
+    else x = x * 10 + (*p - '0');
   }
-  if (!rc) {
-    f.h = (const char *)f.buf + 8;
-    f.hlen = (size_t)hl;
-    f.data = f.buf + 8 + hl;
-    f.dsize = f.size - 8 - (size_t)hl;
-    rc = parse_header(&f);
+  if (!okd || x < lo || x > hi)
+    return PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': metadata field '%s' is '%s': not an integer from %ld to %ld", path,
+                      k, v, lo, hi);
+  *out = x;
+  return 0;
+}
+static int meta_real(const char *path, const CkKV *kv, int n, const char *k, double *out) {
+  const char *v = kv_find(kv, n, k);
+  if (!v) return 1;
+  char *end;
+  errno = 0;
+  double x = strtod(v, &end);
+  if (errno || end == v || *end || !(x >= 0) || isinf(x))
+    return PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': metadata field '%s' is '%s': not a number >= 0", path, k, v);
+  *out = x;
+  return 0;
+}
+
+static void meta_kv(FILE *f, const char *k, const char *v, int *first) {
+  fprintf(f, "%s\"%s\":\"%s\"", *first ? "" : ",", k, v);
+  *first = 0;
+}
+
+/* The run's metadata fields (the index's; the old format had them in its one file). */
+static void write_meta(FILE *h, const ppsrt_run *run, long step, int *first) {
+  const rt_opts *o = &run->o;
+  const ppsrt_model_config *cfg = &o->cfg;
+  char buf[64];
+  meta_kv(h, "model", o->model, first);
+  meta_kv(h, "optimizer", o->optimizer == 1 ? "adam" : "sgd", first);
+  snprintf(buf, sizeof buf, "%ld", step); meta_kv(h, "step", buf, first);
+  snprintf(buf, sizeof buf, "%ld", run->data0 + (step - run->step0) * (long)cfg->nmb * run->nrep * cfg->micro_batch);
+  meta_kv(h, "data_position", buf, first);
+  const struct { const char *k; long v; } sizes[] = {{"hidden", cfg->hidden}, {"heads", cfg->heads},
+    {"query_groups", cfg->query_groups}, {"seq", cfg->seq}, {"vocab", cfg->vocab},
+    {"layers", (long)cfg->layers_per_stage * cfg->nstage}, {"micro_batch", cfg->micro_batch},
+    {"stages", cfg->nstage}, {"layers_per_stage", cfg->layers_per_stage},
+    {"warmup", o->warmup}, {"lr_decay_steps", o->decay_steps}};
+  for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+    snprintf(buf, sizeof buf, "%ld", sizes[i].v);
+    meta_kv(h, sizes[i].k, buf, first);
   }
-  if (!rc && strcmp(f.model, c->run->o.model))
-    rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s' holds a '%s' model, this run trains '%s'", path,
-                    f.model[0] ? f.model : "(unnamed)", c->run->o.model);
+  meta_kv(h, "lr_schedule", o->lr_schedule ? "cosine" : "constant", first);
+  const struct { const char *k; double v; } reals[] = {{"lr", o->lr}, {"min_lr", o->min_lr}, {"clip_grad", o->clip_grad}};
+  for (size_t i = 0; i < sizeof reals / sizeof *reals; i++) {
+    snprintf(buf, sizeof buf, "%.17g", reals[i].v);
+    meta_kv(h, reals[i].k, buf, first);
+  }
+}
+
+/* ---- save ---- */
+
+/* "DIR/NAME" (malloc), NULL when out of memory */
+static char *join(const char *dir, const char *name) {
+  size_t n = strlen(dir) + strlen(name) + 2;
+  char *s = malloc(n);
+  if (s) snprintf(s, n, "%s/%s", dir, name);
+  return s;
+}
+
+static char *shard_name(const char *base, long step, unsigned nonce, int rank, int nranks) {
+  size_t n = strlen(base) + 80;
+  char *s = malloc(n);
+  if (s) snprintf(s, n, "%s.%ld-%08x.%d-of-%d.safetensors", base, step, nonce, rank, nranks);
+  return s;
+}
+
+/* path split into its directory ("." when none) and base name */
+static int split_path(const char *path, char **dir, const char **base) {
+  const char *sl = strrchr(path, '/');
+  *base = sl ? sl + 1 : path;
+  *dir = sl ? strndup(path, (size_t)(sl - path) + (sl == path)) : strdup(".");
+  return *dir ? 0 : -1;
+}
+
+/* 1: `name` is a shard of the index `base` ("BASE.STEP-NONCE.R-of-N.safetensors"); 2: a
+ * temporary file of safeio.h for the index or such a shard (".BASE.pps-out.XXXXXX",
+ * ".SHARD.pps-out.XXXXXX"); 0: anything else. */
+static int ours(const char *name, const char *base) {
+  size_t bl = strlen(base);
+  int hidden = name[0] == '.';
+  const char *q = name + hidden;
+  if (strncmp(q, base, bl) || q[bl] != '.') return 0;
+  const char *p = q + bl + 1;
+  if (hidden && !strncmp(p, "pps-out.", 8)) return strlen(p + 8) == 6 ? 2 : 0;
+  long step; unsigned nonce; int r, n, k = 0;
+  if (sscanf(p, "%ld-%8x.%d-of-%d.safetensors%n", &step, &nonce, &r, &n, &k) != 4 || k <= 0) return 0;
+  p += k;
+  if (!hidden) return *p ? 0 : 1;
+  return !strncmp(p, ".pps-out.", 9) && strlen(p + 9) == 6 ? 2 : 0;
+}
+
+static int write_file(const char *path, const void *hdr, size_t hlen, int safetensors, float *const *parts,
+                      const size_t *sizes, int nparts) {
+  pps_out out;
+  int badw = pps_out_open(&out, path, 0666) != 0;
+  int err = errno;
+  if (!badw) {
+    if (safetensors) {
+      unsigned char len8[8];
+      uint64_t L = hlen;
+      for (int i = 0; i < 8; i++) len8[i] = (unsigned char)(L >> (8 * i));
+      badw |= pps_out_write(&out, len8, 8);
+    }
+    badw |= pps_out_write(&out, hdr, hlen);
+    for (int j = 0; j < nparts && !badw; j++) badw |= pps_out_write(&out, parts[j], sizes[j] * sizeof(float));   /* little-endian hosts */
+    if (badw) { err = errno; pps_out_abort(&out); }
+    else if (pps_out_close(&out)) { badw = 1; err = errno; }
+  }
+  if (badw) return PPSRT_FAIL(PPSRT_E_USAGE, "--save: cannot write '%s': %s", path, pps_write_error(err ? err : EIO));
+  return 0;
+}
+
+/* This device's shard. */
+static int write_shard(ppsrt_ctx *c, const char *path, long step) {
+  ppsrt_run *run = c->run;
   ppsrt_model *m = c->model;
+  int adam = run->o.optimizer == 1, np = adam ? 3 : 1, rc = 0;
+  int nt = m->nparams * np;
+  float **parts = calloc((size_t)nt + 1, sizeof *parts);
+  size_t *sizes = calloc((size_t)nt + 1, sizeof *sizes);
+  char *hdr = NULL;
+  size_t hlen = 0;
+  FILE *h = NULL;
+  if (!parts || !sizes) { rc = PPSRT_FAIL(PPSRT_E_NOMEM, "--save: out of host memory"); goto out; }
+  if ((rc = c->be->stream_sync(c->be, PPSRT_STREAM_COMPUTE))) goto out;
+  for (int k = 0; k < m->nparams && !rc; k++) {
+    ppsrt_param *p = &m->params[k];
+    float *src[3] = {p->master, p->m, p->v};
+    for (int q = 0; q < np && !rc; q++) {
+      int j = k * np + q;
+      sizes[j] = p->numel;
+      if (!(parts[j] = malloc((p->numel ? p->numel : 1) * sizeof(float)))) rc = PPSRT_FAIL(PPSRT_E_NOMEM, "--save: out of host memory");
+      else rc = c->be->download_f32(c->be, parts[j], (ppsrt_tensor){src[q], p->numel, PPSRT_F32});
+    }
+  }
+  if (!rc && !(h = open_memstream(&hdr, &hlen))) rc = PPSRT_FAIL(PPSRT_E_NOMEM, "--save: out of host memory");
+  if (!rc) {
+    char buf[64], key[300];
+    int first = 1;
+    fputs("{\"__metadata__\":{", h);
+    meta_kv(h, "format", "pps-ppsrt-shard", &first);
+    snprintf(buf, sizeof buf, "%ld", step); meta_kv(h, "step", buf, &first);
+    snprintf(buf, sizeof buf, "%d", c->rank); meta_kv(h, "rank", buf, &first);
+    snprintf(buf, sizeof buf, "%d", run->prog->ndev); meta_kv(h, "ranks", buf, &first);
+    for (int k = 0; k < m->nparams; k++) {
+      ppsrt_param *p = &m->params[k];
+      size_t full = p->full_numel ? p->full_numel : p->numel, off = p->full_numel ? p->offset : 0;
+      if (full == p->numel && !off) continue;
+      layer_key(p->name, run->o.cfg.layers_per_stage, key, sizeof key);
+      for (int q = 0; q < np; q++) {
+        char mk[340];
+        snprintf(mk, sizeof mk, "slice.%s%s", q == 0 ? "" : q == 1 ? "optim.m." : "optim.v.", key);
+        snprintf(buf, sizeof buf, "%zu/%zu", off, full);
+        meta_kv(h, mk, buf, &first);
+      }
+    }
+    fputc('}', h);
+    size_t at = 0;
+    for (int k = 0; k < m->nparams; k++) {
+      layer_key(m->params[k].name, run->o.cfg.layers_per_stage, key, sizeof key);
+      for (int q = 0; q < np; q++) {
+        size_t bytes = m->params[k].numel * sizeof(float);
+        fprintf(h, ",\"%s%s\":{\"dtype\":\"F32\",\"shape\":[%zu],\"data_offsets\":[%zu,%zu]}",
+                q == 0 ? "" : q == 1 ? "optim.m." : "optim.v.", key, m->params[k].numel, at, at + bytes);
+        at += bytes;
+      }
+    }
+    fputc('}', h);
+    while ((ftell(h) + 8) % 8) fputc(' ', h);
+    int e = fclose(h);
+    h = NULL;
+    if (e) rc = PPSRT_FAIL(PPSRT_E_NOMEM, "--save: out of host memory");
+  }
+  if (!rc) rc = write_file(path, hdr, hlen, 1, parts, sizes, nt);
+out:
+  if (h) fclose(h);
+  free(hdr);
+  for (int j = 0; parts && j < nt; j++) free(parts[j]);
+  free(parts);
+  free(sizes);
+  return rc;
+}
+
+/* Device 0: the index, then what the previous checkpoint and killed runs left. */
+static int write_index(ppsrt_run *run, const char *path, long step, unsigned nonce) {
+  char *dir = NULL, *hdr = NULL;
+  const char *base;
+  size_t hlen = 0;
+  int nd = run->prog->ndev, rc = 0;
+  if (split_path(path, &dir, &base)) return PPSRT_FAIL(PPSRT_E_NOMEM, "--save: out of host memory");
+  FILE *h = open_memstream(&hdr, &hlen);
+  if (!h) { free(dir); return PPSRT_FAIL(PPSRT_E_NOMEM, "--save: out of host memory"); }
+  int first = 1;
+  fputs("{\"__metadata__\":{", h);
+  meta_kv(h, "format", "pps-ppsrt-index", &first);
+  write_meta(h, run, step, &first);
+  fputs("},\n\"shards\":[", h);
+  for (int r = 0; r < nd; r++) {
+    char *s = shard_name(base, step, nonce, r, nd);
+    if (!s) { rc = PPSRT_FAIL(PPSRT_E_NOMEM, "--save: out of host memory"); break; }
+    fprintf(h, "%s\"%s\"", r ? "," : "", s);
+    free(s);
+  }
+  fputs("]}\n", h);
+  if (fclose(h) && !rc) rc = PPSRT_FAIL(PPSRT_E_NOMEM, "--save: out of host memory");
+  if (!rc) rc = write_file(path, hdr, hlen, 0, NULL, NULL, 0);
+  free(hdr);
+  if (rc) {
+    /* no index names the new shards: they go */
+    for (int r = 0; r < nd; r++) {
+      char *s = shard_name(base, step, nonce, r, nd), *full = s ? join(dir, s) : NULL;
+      if (full) unlink(full);
+      free(full);
+      free(s);
+    }
+  } else {
+    /* the new index is in place: remove every other shard of this path and leftover
+       temporary files (of a killed run, or of this path's previous checkpoints) */
+    DIR *d = opendir(dir);
+    char suffix[64];
+    snprintf(suffix, sizeof suffix, ".%ld-%08x.", step, nonce);
+    for (struct dirent *de; d && (de = readdir(d));) {
+      int kind = ours(de->d_name, base);
+      if (!kind || (kind == 1 && !strncmp(de->d_name + strlen(base), suffix, strlen(suffix)))) continue;   /* the new shards stay */
+      char *full = join(dir, de->d_name);
+      if (full) unlink(full);
+      free(full);
+    }
+    if (d) closedir(d);
+  }
+  free(dir);
+  return rc;
+}
+
+int rt_ckpt_save(ppsrt_ctx *c, const char *path, long step, int *peer) {
+  ppsrt_run *run = c->run;
+  int rc;
+  *peer = 0;
+  if (!c->nonce_set) {
+    /* one nonce per run, device 0's, so that shard names never collide with a
+       checkpoint another run left at the same step */
+    float v[2] = {0, 0};
+    if (c->rank == 0) {
+      unsigned x = (unsigned)time(NULL) * 2654435761u ^ (unsigned)getpid() * 40503u ^ (unsigned)(rt_now() * 1e6);
+      v[0] = (float)(x >> 16); v[1] = (float)(x & 0xffff);
+    }
+    if ((rc = rt_allreduce_host(c, v, 2, PPSRT_SUM))) return rc;
+    c->nonce = (unsigned)v[0] << 16 | (unsigned)v[1];
+    c->nonce_set = 1;
+  }
+  char *dir = NULL, *sp = NULL;
+  const char *base;
+  if (split_path(path, &dir, &base)) return PPSRT_FAIL(PPSRT_E_NOMEM, "--save: out of host memory");
+  char *name = shard_name(base, step, c->nonce, c->rank, run->prog->ndev);
+  if (name) sp = join(dir, name);
+  free(name);
+  free(dir);
+  /* --data-parallel: the replicas hold the same weights; replica 0 writes them */
+  int mine = c->replica ? 0 : sp ? write_shard(c, sp, step) : PPSRT_FAIL(PPSRT_E_NOMEM, "--save: out of host memory");
+  free(sp);
+  char why[1024];
+  snprintf(why, sizeof why, "%s", mine ? ppsrt_last_error() : "");
+  /* every shard is in place before the index names them */
+  float fl[2] = {(float)(mine != 0), 0};
+  if ((rc = rt_allreduce_host(c, fl, 2, PPSRT_SUM))) return rc;
+  if (mine) return PPSRT_FAIL(mine, "%s", why);
+  if (fl[0] > 0) { *peer = 1; return PPSRT_FAIL(PPSRT_E_COMM, "stopped: another device could not write its checkpoint shard"); }
+  if (c->rank == 0 && c->replica == 0 && run->o.die_save == step) {
+    /* test hook (--die-in-save): the process is killed while the index is being
+       written, its temporary file half done, every new shard in place */
+    pps_out out;
+    if (!pps_out_open(&out, path, 0666)) pps_out_write(&out, "{\"__meta", 8);
+    raise(SIGKILL);
+  }
+  if (c->rank == 0 && c->replica == 0) {
+    mine = write_index(run, path, step, c->nonce);
+    snprintf(why, sizeof why, "%s", mine ? ppsrt_last_error() : "");
+  }
+  fl[0] = (float)(mine != 0);
+  if ((rc = rt_allreduce_host(c, fl, 2, PPSRT_SUM))) return rc;
+  if (mine) return PPSRT_FAIL(mine, "%s", why);
+  if (fl[0] > 0) { *peer = 1; return PPSRT_FAIL(PPSRT_E_COMM, "stopped: device 0 could not write the checkpoint index"); }
+  return 0;
+}
+
+/* ---- load ---- */
+
+void rt_ckpt_close(rt_ckpt *ck) {
+  if (!ck) return;
+  for (int i = 0; i < ck->nf; i++) file_close(&ck->f[i]);
+  free(ck->f); free(ck->kv); free(ck->path);
+  free(ck);
+}
+
+/* The index: {"__metadata__": {...}, "shards": ["...", ...]} */
+static int read_index(rt_ckpt *ck, int fd, size_t size) {
+  CkFile t;
+  memset(&t, 0, sizeof t);
+  t.fd = -1;
+  t.path = ck->path;
+  int rc = 0;
+  if (size > (64u << 20)) return PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': an index of %zu bytes is too large", ck->path, size);
+  if (!(t.h = malloc(size + 1))) return PPSRT_FAIL(PPSRT_E_NOMEM, "out of host memory");
+  if (read_at(fd, t.h, size, 0)) { free(t.h); return PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': cannot read it", ck->path); }
+  t.h[size] = 0;
+  t.hlen = size;
+  t.data0 = size;
+  char **names = NULL;
+  int nn = 0, seen_meta = 0, seen_shards = 0;
+  char dbuf[4096];
+  const char *sl = strrchr(ck->path, '/');
+  snprintf(dbuf, sizeof dbuf, "%.*s", sl ? (int)(sl - ck->path) : 1, sl ? ck->path : ".");
+  if (sl == ck->path) snprintf(dbuf, sizeof dbuf, "/");
+  if ((rc = lit(&t, '{'))) goto out;
+  for (int more = !peek(&t, '}'); more;) {
+    char key[64];
+    if ((rc = str(&t, key, sizeof key)) || (rc = lit(&t, ':'))) goto out;
+    if (!strcmp(key, "__metadata__") && !seen_meta) {
+      seen_meta = 1;
+      if ((rc = parse_kv(&t, &ck->kv, &ck->nkv, &ck->capkv))) goto out;
+    } else if (!strcmp(key, "shards") && !seen_shards) {
+      seen_shards = 1;
+      if ((rc = lit(&t, '['))) goto out;
+      for (int go = !peek(&t, ']') || (t.pos++, 0); go;) {
+        char s[1024];
+        if ((rc = str(&t, s, sizeof s))) goto out;
+        if (!*s || strchr(s, '/')) {
+          rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': field 'shards': '%s' is not a file name beside the index",
+                          ck->path, s);
+          goto out;
+        }
+        char **nw = realloc(names, ((size_t)nn + 1) * sizeof *nw);
+        if (nw) names = nw;
+        if (!nw || !(nw[nn] = join(dbuf, s))) { rc = PPSRT_FAIL(PPSRT_E_NOMEM, "out of host memory"); goto out; }
+        nn++;
+        if ((go = next(&t, ']')) < 0) { rc = PPSRT_E_USAGE; goto out; }
+      }
+    } else {
+      rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': unexpected field '%s' in the index", ck->path, key);
+      goto out;
+    }
+    if ((more = next(&t, '}')) < 0) { rc = PPSRT_E_USAGE; goto out; }
+  }
+  if (!seen_meta || !seen_shards || !nn) {
+    rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': the index has no %s", ck->path, !seen_meta ? "__metadata__" : "shards");
+    goto out;
+  }
+  if (!(ck->f = calloc((size_t)nn, sizeof *ck->f))) { rc = PPSRT_FAIL(PPSRT_E_NOMEM, "out of host memory"); goto out; }
+  for (int i = 0; i < nn; i++) ck->f[i].fd = -1;
+  ck->nf = nn;
+  for (int i = 0; i < nn && !rc; i++) rc = file_open(&ck->f[i], names[i]);
+out:
+  for (int i = 0; i < nn; i++) free(names[i]);
+  free(names);
+  free(t.h);
+  return rc;
+}
+
+static int option_given(const ppsrt_run *run, unsigned bit) { return (run->o.given & bit) != 0; }
+
+int rt_ckpt_open(ppsrt_run *run, const char *path, rt_ckpt **out) {
+  *out = NULL;
+  rt_ckpt *ck = calloc(1, sizeof *ck);
+  if (!ck || !(ck->path = strdup(path))) { free(ck); return PPSRT_FAIL(PPSRT_E_NOMEM, "out of host memory"); }
+  int fd = -1, rc;
+  size_t size = 0;
+  char first = 0;
+  if ((rc = open_regular(path, &fd, &size))) goto fail;
+  if (size >= 1 && read_at(fd, &first, 1, 0)) { rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': cannot read it", path); goto fail; }
+  if (first == '{') {
+    rc = read_index(ck, fd, size);
+  } else {
+    /* the old single-file format: its metadata is the index's */
+    ck->legacy = 1;
+    if (!(ck->f = calloc(1, sizeof *ck->f))) { rc = PPSRT_FAIL(PPSRT_E_NOMEM, "out of host memory"); goto fail; }
+    ck->nf = 1;
+    if (!(rc = file_open(&ck->f[0], path))) {
+      ck->kv = ck->f[0].kv; ck->nkv = ck->f[0].nkv;
+      ck->f[0].kv = NULL; ck->f[0].nkv = 0;
+    }
+  }
+  close(fd);
+  fd = -1;
+  if (rc) goto fail;
+  const CkKV *kv = ck->kv;
+  int nkv = ck->nkv;
+  const char *fmt = kv_find(kv, nkv, "format");
+  if (!fmt || strcmp(fmt, ck->legacy ? "pps-ppsrt" : "pps-ppsrt-index")) {
+    rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': metadata field 'format' is '%s', expected '%s'", path, fmt ? fmt : "(none)",
+                    ck->legacy ? "pps-ppsrt" : "pps-ppsrt-index");
+    goto fail;
+  }
+  const char *model = kv_find(kv, nkv, "model");
+  if (!model || strcmp(model, run->o.model)) {
+    rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s' holds a '%s' model (field 'model'), this run trains '%s'", path,
+                    model ? model : "(unnamed)", run->o.model);
+    goto fail;
+  }
+  long step = 0, v = 0;
+  if ((rc = meta_int(path, kv, nkv, "step", 0, INT_MAX - 1, 1, &step))) goto fail;
+  /* every shard says the same step, and the moments are there for every tensor or none */
+  int nmom = 0, nw = 0;
+  long maxlayer = -1, maxstage = -1;
+  for (int i = 0; i < ck->nf; i++) {
+    CkFile *f = &ck->f[i];
+    if (!ck->legacy) {
+      const char *sf = kv_find(f->kv, f->nkv, "format");
+      if (!sf || strcmp(sf, "pps-ppsrt-shard")) {
+        rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint shard '%s': metadata field 'format' is '%s', expected 'pps-ppsrt-shard'",
+                        f->path, sf ? sf : "(none)");
+        goto fail;
+      }
+      long s2 = -1;
+      if ((rc = meta_int(f->path, f->kv, f->nkv, "step", 0, INT_MAX - 1, 1, &s2))) goto fail;
+      if (s2 != step) {
+        rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint shard '%s': metadata field 'step' is %ld, the index '%s' says %ld "
+                        "(a shard of another checkpoint)", f->path, s2, path, step);
+        goto fail;
+      }
+    }
+    for (int j = 0; j < f->ne; j++) {
+      const char *n = f->e[j].name;
+      if (!strncmp(n, "optim.m.", 8) || !strncmp(n, "optim.v.", 8)) { nmom++; continue; }
+      nw++;
+      long a, b;
+      int k = 0;
+      if (ck->legacy ? sscanf(n, "s%ld.%n", &a, &k) == 1 && k > 0 : sscanf(n, "layer%ld.%n", &a, &k) == 1 && k > 0) {
+        if (ck->legacy) { if (a > maxstage) maxstage = a; }
+        else if (a > maxlayer) maxlayer = a;
+      }
+      (void)b;
+    }
+  }
+  const char *opt = kv_find(kv, nkv, "optimizer");
+  if (!opt || (strcmp(opt, "adam") && strcmp(opt, "sgd"))) {
+    rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': metadata field 'optimizer' is '%s', expected adam or sgd", path,
+                    opt ? opt : "(none)");
+    goto fail;
+  }
+  ck->adam = !strcmp(opt, "adam");
+  if (ck->adam ? nmom != 2 * nw : nmom != 0) {
+    rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': metadata field 'optimizer' is '%s' but the tensors hold %d moment "
+                    "tensors for %d weights (%s)", path, opt, nmom, nw, ck->adam ? "Adam keeps two per weight" : "SGD keeps none");
+    goto fail;
+  }
+  /* the sizes that make the tensors: they must be this run's (the tensors are checked
+     against this run's model when each device loads its own), and say what the
+     tensors hold */
+  const ppsrt_model_config *cfg = &run->o.cfg;
+  for (int i = 0; i < NSIZE; i++) {
+    rc = meta_int(path, kv, nkv, size_fields[i].k, 1, INT_MAX, 0, &ck->size[i]);
+    if (rc > 0) { rc = 0; ck->size[i] = 0; }   /* not given */
+    if (rc) goto fail;
+  }
+  if (ck->legacy) {
+    rc = meta_int(path, kv, nkv, "stages", 1, INT_MAX, 0, &v);
+    if (rc < 0 || (rc == 0 && v != maxstage + 1)) {
+      if (!rc) rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': metadata field 'stages' is %ld, its tensors are of %ld stages",
+                               path, v, maxstage + 1);
+      goto fail;
+    }
+    rc = 0;
+  } else {
+    if ((rc = meta_int(path, kv, nkv, "layers", 1, INT_MAX, 1, &v))) goto fail;
+    if (v != maxlayer + 1) {
+      rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': metadata field 'layers' is %ld, its tensors are of %ld layers", path, v,
+                      maxlayer + 1);
+      goto fail;
+    }
+    long have = (long)cfg->layers_per_stage * cfg->nstage;
+    if (v != have) {
+      rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s' holds %ld layers (field 'layers'), this run's model has %ld (%d "
+                      "stages x --layers-per-stage %d)", path, v, have, cfg->nstage, cfg->layers_per_stage);
+      goto fail;
+    }
+  }
+  /* where the run goes on: the step, the data, the schedule settings not given */
+  run->step0 = step;
+  long pos = step * (long)cfg->nmb * cfg->micro_batch;
+  if ((rc = meta_int(path, kv, nkv, "data_position", 0, LONG_MAX / 2, 0, &pos)) < 0) goto fail;
+  run->data0 = pos;
+  double x;
+  long w;
+  rt_opts *o = &run->o;
+  if ((rc = meta_real(path, kv, nkv, "lr", &x)) < 0) goto fail;
+  if (!rc && !option_given(run, RT_GIVEN_LR)) o->lr = x;
+  if ((rc = meta_real(path, kv, nkv, "min_lr", &x)) < 0) goto fail;
+  if (!rc && !option_given(run, RT_GIVEN_MIN_LR)) o->min_lr = x;
+  if ((rc = meta_real(path, kv, nkv, "clip_grad", &x)) < 0) goto fail;
+  if (!rc && !option_given(run, RT_GIVEN_CLIP)) o->clip_grad = x;
+  if ((rc = meta_int(path, kv, nkv, "warmup", 0, INT_MAX, 0, &w)) < 0) goto fail;
+  if (!rc && !option_given(run, RT_GIVEN_WARMUP)) o->warmup = (int)w;
+  if ((rc = meta_int(path, kv, nkv, "lr_decay_steps", 0, INT_MAX, 0, &w)) < 0) goto fail;
+  if (!rc && !option_given(run, RT_GIVEN_DECAY)) o->decay_steps = w;
+  const char *sch = kv_find(kv, nkv, "lr_schedule");
+  if (sch && strcmp(sch, "constant") && strcmp(sch, "cosine")) {
+    rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': metadata field 'lr_schedule' is '%s', expected constant or cosine", path,
+                    sch);
+    goto fail;
+  }
+  if (sch && !option_given(run, RT_GIVEN_SCHEDULE)) o->lr_schedule = !strcmp(sch, "cosine");
+  *out = ck;
+  return 0;
+fail:
+  if (fd >= 0) close(fd);
+  rt_ckpt_close(ck);
+  return rc ? rc : PPSRT_E_USAGE;
+}
+
+/* One device: its parameters' weights (and moments) from the shards that hold them. */
+int rt_ckpt_load(ppsrt_ctx *c, const rt_ckpt *ck) {
+  ppsrt_model *m = c->model;
+  int rc = 0, lps = c->run->o.cfg.layers_per_stage;
   float *tmp = NULL;
   for (int k = 0; k < m->nparams && !rc; k++) {
     ppsrt_param *p = &m->params[k];
     size_t full = p->full_numel ? p->full_numel : p->numel, off = p->full_numel ? p->offset : 0;
-    for (int part = 0; part < 3 && !rc; part++) {
-      const CkEntry *e = find(&f, part == 0 ? "" : part == 1 ? "optim.m." : "optim.v.", p->name);
-      if (!e) {
-        if (part == 0)
-          rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s' has no tensor '%s' (saved from another model or schedule "
-                          "with other sizes?)", path, p->name);
-        continue;   /* no moments (saved with sgd): they start at zero */
+    char key[300];
+    if (ck->legacy) snprintf(key, sizeof key, "%s", p->name);
+    else layer_key(p->name, lps, key, sizeof key);
+    free(tmp);
+    if (!(tmp = malloc((p->numel ? p->numel : 1) * sizeof *tmp))) { rc = PPSRT_FAIL(PPSRT_E_NOMEM, "out of host memory"); break; }
+    for (int part = 0; part < (ck->adam ? 3 : 1) && !rc; part++) {
+      char want[340];
+      snprintf(want, sizeof want, "%s%s", part == 0 ? "" : part == 1 ? "optim.m." : "optim.v.", key);
+      size_t got = 0;
+      int found = 0;
+      for (int i = 0; i < ck->nf && !rc; i++) {
+        const CkFile *f = &ck->f[i];
+        for (int j = 0; j < f->ne && !rc; j++) {
+          const CkEntry *e = &f->e[j];
+          if (strcmp(e->name, want)) continue;
+          found = 1;
+          if (e->full != full) {
+            rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': tensor '%s' has shape [%zu], this model's has shape [%zu] "
+                            "(other --hidden, --seq, --vocab...?)", f->path, want, e->full, full);
+            break;
+          }
+          /* the part of [e->off, e->off + e->numel) this device holds */
+          size_t lo = e->off > off ? e->off : off, hi = e->off + e->numel < off + p->numel ? e->off + e->numel : off + p->numel;
+          if (lo >= hi) continue;
+          if (read_at(f->fd, tmp + (lo - off), (hi - lo) * sizeof(float), f->data0 + e->lo + (lo - e->off) * sizeof(float)))
+            rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': cannot read tensor '%s'", f->path, want);
+          got += hi - lo;
+        }
       }
-      if (strcmp(e->dtype, "F32"))
-        rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': tensor '%s' is %s, expected F32", path, e->name, e->dtype);
-      else if (e->numel != full || e->hi < e->lo || e->hi - e->lo != full * sizeof(float) || e->hi > f.dsize)
-        rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': tensor '%s' has %zu elements (bytes %zu..%zu of %zu), this "
-                        "model's has %zu (other --hidden, --seq, --vocab...?)", path, e->name, e->numel, e->lo, e->hi,
-                        f.dsize, full);
       if (rc) break;
-      free(tmp);
-      if (!(tmp = malloc((p->numel ? p->numel : 1) * sizeof *tmp))) { rc = PPSRT_FAIL(PPSRT_E_NOMEM, "out of host memory"); break; }
-      memcpy(tmp, f.data + e->lo + off * sizeof(float), p->numel * sizeof(float));
+      if (!found)
+        rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s' has no tensor '%s' (this model's '%s', shape [%zu]: saved from "
+                        "another model, or with other sizes?)", ck->path, want, p->name, full);
+      else if (got != p->numel)
+        rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': the shards hold %zu elements of tensor '%s' [%zu, %zu), not %zu "
+                        "(missing or overlapping slices)", ck->path, got, want, off, off + p->numel, p->numel);
+      if (rc) break;
       if (part == 0) {
         rc = c->be->upload_f32(c->be, p->param, tmp);
         if (!rc && p->master != p->param.data) rc = c->be->upload_f32(c->be, (ppsrt_tensor){p->master, p->numel, PPSRT_F32}, tmp);
@@ -350,8 +953,13 @@ int rt_ckpt_load(ppsrt_ctx *c, const char *path, long *step) {
     }
   }
   free(tmp);
-  if (!rc) *step = f.has_step ? f.step : 0;
-  free(f.e);
-  free(f.buf);
+  /* every tensor has this run's shape: the size fields must say so too */
+  const ppsrt_model_config *cfg = &c->run->o.cfg;
+  const long have[NSIZE] = {cfg->hidden, cfg->heads, cfg->query_groups, cfg->seq, cfg->vocab};
+  int gpt = !strcmp(c->run->o.model, "gpt");
+  for (int i = 0; i < NSIZE && !rc; i++)
+    if (ck->size[i] && (gpt || !size_fields[i].gpt_only) && ck->size[i] != have[i])
+      rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': metadata field '%s' is %ld, which contradicts its tensors: they "
+                      "have the shapes of this run's model, with %s %ld", ck->path, size_fields[i].k, ck->size[i], size_fields[i].flag, have[i]);
   return rc;
 }

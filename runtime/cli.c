@@ -40,11 +40,18 @@ static const char usage_text[] =
   "training:\n"
   "  --iterations N           iterations (default 1); --seed N (default 1234)\n"
   "  --lr X                   learning rate (default 0.01); --optimizer sgd|adam (default sgd)\n"
+  "  --lr-schedule constant|cosine   after --warmup N steps (linear from lr/N), constant or\n"
+  "                           cosine down to --min-lr X (default 0) at --lr-decay-steps N\n"
+  "                           (default: the run's last step)\n"
+  "  --clip-grad X            scale the gradients to a global 2-norm of at most X (every rank)\n"
   "  --data FILE              gpt: train on FILE's tokens (an llm.c .bin token file, or any\n"
   "                           other file as bytes: --vocab 256); --data-format tokens|bytes\n"
   "  --val-data FILE          validation loss on FILE every --val-every N iterations (default 10)\n"
-  "  --save FILE              write weights and optimizer state (safetensors) after the run\n"
-  "  --load FILE              start from a --save checkpoint (continues its step and data)\n"
+  "  --data-parallel D        D replicas of the pipeline (P x D ranks), gradients averaged\n"
+  "  --save FILE              after the run, checkpoint to FILE (an index) and one safetensors\n"
+  "                           shard per device beside it; --save-every N also every N steps\n"
+  "  --load FILE              start from a --save checkpoint, of any schedule and P with this\n"
+  "                           model (continues its step, data and learning-rate schedule)\n"
   "checks and reports:\n"
   "  --check                  compare loss and gradients with a one-device run, and\n"
   "                           measured with predicted peak memory (exit 1 on a difference)\n"
@@ -165,6 +172,7 @@ static int setup_device(ppsrt_ctx *c) {
   if (!held) return PPSRT_FAIL(PPSRT_E_NOMEM, "out of host memory");
   for (int s = 0; s < p->nstage; s++) if (p->stages[s].device == c->rank) held[nheld++] = s;
   ppsrt_model_config cfg = run->o.cfg;
+  cfg.mb0 = c->replica * cfg.nmb;   /* --data-parallel: this replica's part of the global batch */
   rc = run->create(&cfg, c->be, c->rank, held, nheld, &c->model);
   if (!rc) {
     /* units per byte of each stage: F(mb, s) keeping act_bytes(s) counts stages[s].act */
@@ -186,7 +194,19 @@ static int setup_device(ppsrt_ctx *c) {
 static void *device_main(void *arg) {
   ppsrt_ctx *c = arg;
   int rc = setup_device(c);
-  if (!rc && c->run->o.load && !(rc = rt_ckpt_load(c, c->run->o.load, &c->step0))) c->model->cfg.step0 = c->step0;
+  if (!rc && c->run->ck) rc = rt_ckpt_load(c, c->run->ck);
+  const rt_opts *o = &c->run->o;
+  if (!rc && c->run->ck && c->rank == 0 && !o->json && !o->quiet) {
+    ppsrt_run *run = c->run;
+    const ppsrt_tokens *t = o->cfg.data;
+    pthread_mutex_lock(&run->print_lock);
+    fprintf(run->out, "loaded %s: step %ld, data position %ld sequences", o->load, run->step0, run->data0);
+    if (t) fprintf(run->out, " (%s: sequence %ld of %zu)", o->data, run->data0 % (long)((t->n - 1) / (size_t)o->cfg.seq),
+                   (t->n - 1) / (size_t)o->cfg.seq);
+    fprintf(run->out, "; iterations %ld to %ld\n", run->step0 + 1, run->step0 + o->iterations);
+    fflush(run->out);
+    pthread_mutex_unlock(&run->print_lock);
+  }
   if (rc) {
     snprintf(c->errmsg, sizeof c->errmsg, "device %d: setup: %s", c->rank, ppsrt_last_error());
     c->status = rc;
@@ -195,8 +215,6 @@ static void *device_main(void *arg) {
     return NULL;
   }
   c->status = rt_run_device(c);
-  if (!c->status && c->run->o.save && (c->status = rt_ckpt_collect(c)))
-    snprintf(c->errmsg, sizeof c->errmsg, "device %d: --save: %s", c->rank, ppsrt_last_error());
   return NULL;
 }
 
@@ -276,6 +294,33 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
       o->profile = v;
     } else if (flag_is(a, "--lr", &v, argc, argv, &i)) {
       if (!v || parse_double(v, 0, &o->lr)) return usage_error(me, "--lr needs a number >= 0");
+      o->given |= RT_GIVEN_LR;
+    } else if (flag_is(a, "--min-lr", &v, argc, argv, &i)) {
+      if (!v || parse_double(v, 0, &o->min_lr)) return usage_error(me, "--min-lr needs a number >= 0");
+      o->given |= RT_GIVEN_MIN_LR;
+    } else if (flag_is(a, "--clip-grad", &v, argc, argv, &i)) {
+      if (!v || parse_double(v, 0, &o->clip_grad) || !(o->clip_grad > 0))
+        return usage_error(me, "--clip-grad needs a gradient norm > 0");
+      o->given |= RT_GIVEN_CLIP;
+    } else if (flag_is(a, "--lr-schedule", &v, argc, argv, &i)) {
+      if (!v || (strcmp(v, "constant") && strcmp(v, "cosine"))) return usage_error(me, "--lr-schedule needs constant or cosine");
+      o->lr_schedule = !strcmp(v, "cosine");
+      o->given |= RT_GIVEN_SCHEDULE;
+    } else if (flag_is(a, "--warmup", &v, argc, argv, &i)) {
+      if (!v || parse_int(v, 0, &o->warmup)) return usage_error(me, "--warmup needs an integer from 0 to %d, got '%s'", INT_FLAG_MAX, v ? v : "");
+      o->given |= RT_GIVEN_WARMUP;
+    } else if (flag_is(a, "--lr-decay-steps", &v, argc, argv, &i)) {
+      if (!v || parse_int(v, 1, &n)) return usage_error(me, "--lr-decay-steps needs an integer from 1 to %d, got '%s'", INT_FLAG_MAX, v ? v : "");
+      o->decay_steps = n;
+      o->given |= RT_GIVEN_DECAY;
+    } else if (flag_is(a, "--data-parallel", &v, argc, argv, &i)) {
+      if (!v || parse_int(v, 1, &o->data_parallel) || o->data_parallel > 4096)
+        return usage_error(me, "--data-parallel needs a number of replicas from 1 to 4096, got '%s'", v ? v : "");
+    } else if (flag_is(a, "--save-every", &v, argc, argv, &i)) {
+      if (!v || parse_int(v, 1, &o->save_every)) return usage_error(me, "--save-every needs an integer from 1 to %d, got '%s'", INT_FLAG_MAX, v ? v : "");
+    } else if (flag_is(a, "--die-in-save", &v, argc, argv, &i)) {
+      if (!v || parse_int(v, 1, &n)) return usage_error(me, "--die-in-save needs a step");
+      o->die_save = n;
     } else if (flag_is(a, "--peak-flops", &v, argc, argv, &i)) {
       if (!v || parse_double(v, 0, &o->peak_flops) || !(o->peak_flops > 0))
         return usage_error(me, "--peak-flops needs a number of FLOP/s per device > 0");
@@ -360,13 +405,18 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   if (o->check && o->no_compute) return usage_error(me, "--check and --no-compute exclude each other");
   if (o->data && strcmp(o->model, "gpt")) return usage_error(me, "--data trains the gpt model: add --model gpt");
   if (o->val_data && !o->data) return usage_error(me, "--val-data needs --data (the training tokens)");
-  if (o->val_data && strcmp(o->transport, "threads"))
-    return usage_error(me, "--val-data evaluates in one process: use the threads transport (under --transport %s it "
-                       "is not supported yet)", o->transport);
   if (!o->val_every) o->val_every = 10;
-  if (o->save && strcmp(o->transport, "threads"))
-    return usage_error(me, "--save writes one file from one process: use the threads transport (under --transport %s "
-                       "it is not supported yet)", o->transport);
+  if (o->save_every && !o->save) return usage_error(me, "--save-every needs --save FILE");
+  run.nrep = o->data_parallel > 1 ? o->data_parallel : 1;
+  cfg->nrep = run.nrep;
+  if (run.nrep > 1) {
+    const char *no = p->vocab_mode ? "a vocabulary-parallel schedule" : strcmp(o->backend, "cpu") ? "--backend cuda" :
+                     !strcmp(o->transport, "nccl") ? "--transport nccl" : o->trace ? "--trace" : o->profile ? "--profile" :
+                     o->no_compute ? "--no-compute" : NULL;
+    if (no) return usage_error(me, "--data-parallel does not run with %s yet (CPU backend, threads or MPI transport)", no);
+  }
+  if ((o->given & (RT_GIVEN_MIN_LR | RT_GIVEN_DECAY)) && !o->lr_schedule && !(o->given & RT_GIVEN_SCHEDULE) && !o->load)
+    return usage_error(me, "--min-lr and --lr-decay-steps shape the cosine schedule: add --lr-schedule cosine");
   ppsrt_tokens *tokens = NULL;
   if (o->data) {
     if (ppsrt_tokens_load(o->data, o->data_format, cfg->vocab, cfg->seq, &tokens)) {
@@ -399,7 +449,8 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   ppsrt_transport *tr = NULL;
   run.nlocal = p->ndev;
   if (!strcmp(o->transport, "threads")) {
-    rc = ppsrt_threads_transport_create(p->ndev, o->timeout_s, &tr);
+    run.nlocal = p->ndev * run.nrep;
+    rc = ppsrt_threads_transport_create(p->ndev * run.nrep, o->timeout_s, &tr);
   } else if (!strcmp(o->transport, "mpi")) {
     rc = ppsrt_mpi_transport_create(o->timeout_s, &tr, &my_rank);
     run.nlocal = 1;
@@ -414,9 +465,12 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
     ppsrt_tokens_free(val_tokens);
     return 1;
   }
-  if (tr->nranks != p->ndev) {
-    int status = usage_error(me, "the schedule has %d devices but the %s transport has %d ranks\nhint: mpirun -np %d %s",
-                             p->ndev, o->transport, tr->nranks, p->ndev, argv0);
+  if (tr->nranks != p->ndev * run.nrep) {
+    int status = run.nrep > 1 ?
+      usage_error(me, "the schedule has %d devices x --data-parallel %d replicas but the %s transport has %d ranks\n"
+                  "hint: mpirun -np %d %s", p->ndev, run.nrep, o->transport, tr->nranks, p->ndev * run.nrep, argv0) :
+      usage_error(me, "the schedule has %d devices but the %s transport has %d ranks\nhint: mpirun -np %d %s",
+                  p->ndev, o->transport, tr->nranks, p->ndev, argv0);
     tr->destroy(tr);
     ppsrt_tokens_free(tokens);
     ppsrt_tokens_free(val_tokens);
@@ -436,6 +490,19 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   }
   run.first_rank = run.nlocal == 1 ? my_rank : 0;
   if (run.nlocal == 1 && my_rank != 0) run.out = stdout;
+  /* --load: the checkpoint's index and shard headers, read by every process; its step,
+     data position and schedule settings (those not on the command line) go on */
+  if (o->load && rt_ckpt_open(&run, o->load, &run.ck)) {
+    if (run.first_rank == 0) fprintf(stderr, "%s: error: %s\n", me, ppsrt_last_error());
+    if (run.lane_tr) run.lane_tr->destroy(run.lane_tr);
+    tr->destroy(tr);
+    ppsrt_tokens_free(tokens);
+    ppsrt_tokens_free(val_tokens);
+    return 1;
+  }
+  if (!o->decay_steps) o->decay_steps = run.step0 + o->iterations;
+  cfg->data0 = run.data0;
+
   int it = o->iterations, nd = p->ndev;
   run.ctx = calloc((size_t)run.nlocal, sizeof *run.ctx);
   run.dev_busy = calloc((size_t)it * nd, sizeof *run.dev_busy);
@@ -452,23 +519,42 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   run.dev_actbad = calloc((size_t)nd, sizeof *run.dev_actbad);
   run.dev_flops = calloc((size_t)nd, sizeof *run.dev_flops);
   run.val_loss = calloc((size_t)it, sizeof *run.val_loss);
+  run.lr_it = calloc((size_t)it, sizeof *run.lr_it);
+  run.gnorm_it = calloc((size_t)it, sizeof *run.gnorm_it);
   pthread_mutex_init(&run.print_lock, NULL);
   run.epoch = rt_now();
   int status = 0;
   if (!run.ctx || !run.dev_busy || !run.dev_span || !run.dev_peak || !run.dev_resident || !run.dev_host ||
-      !run.dev_unit || !run.dev_mem || !run.dev_cancel || !run.loss || !run.dev_units || !run.dev_membad || !run.dev_actbad || !run.dev_flops || !run.val_loss) {
+      !run.dev_unit || !run.dev_mem || !run.dev_cancel || !run.loss || !run.dev_units || !run.dev_membad || !run.dev_actbad ||
+      !run.dev_flops || !run.val_loss || !run.lr_it || !run.gnorm_it) {
     fprintf(stderr, "%s: error: out of host memory\n", me);
     status = 1;
     goto done;
   }
+  if (run.nrep > 1) {
+    /* each replica speaks to its own view of the world transport (replica.c) */
+    if (!(run.views = calloc((size_t)run.nrep, sizeof *run.views))) { fprintf(stderr, "%s: error: out of host memory\n", me); status = 1; goto done; }
+    for (int r = 0; r < run.nrep; r++)
+      if (rt_replica_view(tr, p->ndev, run.nrep, r, &run.views[r])) {
+        fprintf(stderr, "%s: error: %s\n", me, ppsrt_last_error());
+        status = 1;
+        goto done;
+      }
+  }
   run.flops_known = !o->no_compute;
   rt_count_flops(&run, !strcmp(o->model, "gpt") ? ppsrt_gpt_pass_flops : ppsrt_mlp_pass_flops);
-  for (int l = 0; l < run.nlocal; l++)
-    if ((rc = rt_ctx_init(&run, &run.ctx[l], run.first_rank + l))) {
+  for (int l = 0; l < run.nlocal; l++) {
+    int w = run.first_rank + l;   /* world rank: replica w / P, device w % P */
+    if ((rc = rt_ctx_init(&run, &run.ctx[l], w % p->ndev))) {
       fprintf(stderr, "%s: error: %s\n", me, ppsrt_last_error());
       status = 1;
       goto done;
     }
+    run.ctx[l].wtr = tr;
+    run.ctx[l].wrank = w;
+    run.ctx[l].replica = w / p->ndev;
+    if (run.nrep > 1) run.ctx[l].tr = run.views[w / p->ndev];
+  }
 
   /* ---- run ---- */
   if (run.nlocal == 1) {
@@ -482,7 +568,7 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
         run.ctx[started].status = PPSRT_E_NOMEM;
         snprintf(run.ctx[started].errmsg, sizeof run.ctx[started].errmsg, "device %d: cannot start its thread",
                  run.ctx[started].rank);
-        tr->abort(tr, run.ctx[started].rank, run.ctx[started].errmsg);
+        tr->abort(tr, run.ctx[started].wrank, run.ctx[started].errmsg);
         break;
       }
     for (int l = 0; l < started; l++) pthread_join(th[l], NULL);
@@ -567,19 +653,15 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
       status = 1;
     }
   }
-  if (!status && o->save) {
-    long step = (run.nlocal ? run.ctx[0].step0 : 0) + run.iterations_done;
-    if (rt_ckpt_write(&run, o->save, step)) { fprintf(stderr, "%s: error: %s\n", me, ppsrt_last_error()); status = 1; }
-    else if (printer && !o->json && !o->quiet) fprintf(run.out, "saved %s (step %ld)\n", o->save, step);
-  }
   if (o->json && printer) rt_print_json(&run, status);
 done:
-  for (int l = 0; l < run.nlocal && run.ctx; l++) { free(run.ctx[l].ckpt); run.ctx[l].ckpt = NULL; }  /* before fini clears the context */
   for (int l = 0; l < run.nlocal && run.ctx; l++) rt_ctx_fini(&run.ctx[l]);
   for (int l = 0; run.ctx && l < run.nlocal; l++) free(run.ctx[l].check_text);
   ppsrt_tokens_free(tokens);
   ppsrt_tokens_free(val_tokens);
   free(run.val_loss);
+  free(run.lr_it); free(run.gnorm_it);
+  rt_ckpt_close(run.ck);
   free(run.ctx);
   free(run.dev_busy); free(run.dev_span); free(run.dev_peak);
   free(run.dev_resident); free(run.dev_host); free(run.dev_unit); free(run.dev_mem); free(run.dev_cancel); free(run.loss);
@@ -587,6 +669,9 @@ done:
   pthread_mutex_destroy(&run.print_lock);
   fflush(stdout);
   if (run.lane_tr) run.lane_tr->destroy(run.lane_tr);
+  for (int r = 0; run.views && r < run.nrep; r++)
+    if (run.views[r]) run.views[r]->destroy(run.views[r]);
+  free(run.views);
   if (tr) {
     tr->destroy(tr);
   }

@@ -9,7 +9,7 @@ libppsrt_la_SOURCES = runtime/ppsrt.h runtime/backend.h runtime/transport.h runt
   runtime/transport_threads.c runtime/metrics.c runtime/cli.c runtime/check.c \
   runtime/model_mlp.c
 libppsrt_la_SOURCES += runtime/coll_lane.c
-libppsrt_la_SOURCES += runtime/data.c runtime/checkpoint.c runtime/validate.c runtime/safeio.h
+libppsrt_la_SOURCES += runtime/data.c runtime/checkpoint.c runtime/validate.c runtime/safeio.h runtime/replica.c
 libppsrt_la_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS)
 libppsrt_la_CFLAGS = $(AM_CFLAGS) -pthread
 libppsrt_la_LDFLAGS = -version-info 0:0:0 -export-symbols-regex '^ppsrt_' -pthread
@@ -32,7 +32,8 @@ tests_runtime_rt_tables_SOURCES = tests/runtime/rt_tables.c
 tests_runtime_rt_tables_LDADD = libppsrt.la
 TESTS += tests/runtime/tables.sh tests/runtime/flags.sh tests/runtime/e2e.sh tests/runtime/mpi.sh
 TESTS += tests/runtime/mfu.sh
-TESTS += tests/runtime/train.sh
+TESTS += tests/runtime/train.sh tests/runtime/ckpt.sh tests/runtime/dp.sh
+EXTRA_DIST += tests/runtime/ckpt.sh tests/runtime/dp.sh
 EXTRA_DIST += tests/runtime/train.sh
 EXTRA_DIST += tests/runtime/mfu.sh
 TESTS += tests/runtime/hardening.sh

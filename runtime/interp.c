@@ -103,7 +103,7 @@ int rt_box_init(ppsrt_ctx *c, int all) {
 int rt_ref_ctx_init(ppsrt_ctx *rx, ppsrt_run *run, const ppsrt_ctx *c) {
   memset(rx, 0, sizeof *rx);
   rx->run = run; rx->rank = c->rank; rx->be = c->be; rx->reference = 1;
-  rx->nmb = c->nmb; rx->nstage = c->nstage;
+  rx->nmb = c->nmb * (run->nrep > 1 ? run->nrep : 1); rx->nstage = c->nstage;   /* --check: the global batch */
   int rc = rt_box_init(rx, 1);
   if (rc) { free(rx->box); free(rx->bcol); rt_store_fini(&rx->store, c->be); }
   return rc;
@@ -617,7 +617,7 @@ static int fail_at(ppsrt_ctx *c, int i, int rc, const char *what) {
 }
 
 /* Sums a few F32 values over ranks (staged through backend memory). */
-static int allreduce_host(ppsrt_ctx *c, float *v, size_t n, ppsrt_redop op) {
+int rt_allreduce_host(ppsrt_ctx *c, float *v, size_t n, ppsrt_redop op) {
   ppsrt_backend *be = c->be;
   if (!strcmp(be->name, "cpu")) return c->tr->allreduce_f32(c->tr, c->rank, be, PPSRT_STREAM_COMPUTE, v, n, op);
   void *d;
@@ -643,7 +643,7 @@ int rt_gather_events(ppsrt_ctx *c, rt_event **out, int *nout) {
   float *cnt = calloc((size_t)ndev, sizeof *cnt);
   if (!cnt) return PPSRT_FAIL(PPSRT_E_NOMEM, "trace: out of host memory");
   cnt[c->rank] = (float)c->nev;
-  if ((rc = allreduce_host(c, cnt, (size_t)ndev, PPSRT_SUM))) { free(cnt); return rc; }
+  if ((rc = rt_allreduce_host(c, cnt, (size_t)ndev, PPSRT_SUM))) { free(cnt); return rc; }
   size_t total = 0, off = 0;
   for (int d = 0; d < ndev; d++) { if (d == c->rank) off = total; total += (size_t)cnt[d]; }
   float *buf = calloc(total * K + 1, sizeof *buf);
@@ -656,7 +656,7 @@ int rt_gather_events(ppsrt_ctx *c, rt_event **out, int *nout) {
     r[3] = (float)a; r[4] = (float)(a - (double)r[3]);
     r[5] = (float)b; r[6] = (float)(b - (double)r[5]);
   }
-  if ((rc = allreduce_host(c, buf, total * K, PPSRT_SUM))) { free(cnt); free(buf); return rc; }
+  if ((rc = rt_allreduce_host(c, buf, total * K, PPSRT_SUM))) { free(cnt); free(buf); return rc; }
   if (c->rank == 0) {
     size_t at = 0;
     for (int d = 0; d < ndev; d++) {
@@ -675,15 +675,68 @@ int rt_gather_events(ppsrt_ctx *c, rt_event **out, int *nout) {
   return 0;
 }
 
-int rt_optimizer_step(ppsrt_ctx *c, int step) {
+/* The learning rate of step `step` (1-based): linear warm-up from lr/warmup to lr over
+ * steps 1..warmup, then constant, or cosine from lr to min_lr over the steps
+ * warmup..decay_steps (min_lr from there on), as Megatron-LM does. */
+double rt_lr_at(const rt_opts *o, long step) {
+  if (o->warmup > 0 && step <= o->warmup) return o->lr * (double)step / (double)o->warmup;
+  if (!o->lr_schedule) return o->lr;
+  long span = o->decay_steps - o->warmup;
+  double t = span > 0 ? (double)(step - o->warmup) / (double)span : 1.0;
+  if (t > 1) t = 1;
+  return o->min_lr + (o->lr - o->min_lr) * 0.5 * (1.0 + cos(3.14159265358979323846 * t));
+}
+
+/* The optimizer step: with --clip-grad the gradients are first scaled by
+ * min(1, clip / norm), norm the 2-norm of every gradient of every rank (each rank's sum
+ * of squares in its own slot of an all-reduce, as hi + lo floats, then added in rank
+ * order: every rank gets the same norm, whatever the transport). */
+int rt_optimizer_step(ppsrt_ctx *c, int step, double *lr_out, double *gnorm_out) {
   ppsrt_model *m = c->model;
   const rt_opts *o = &c->run->o;
+  int rc = 0, nd = c->run->prog->ndev;
+  double lr = rt_lr_at(o, step), norm = 0;
+  if (o->clip_grad > 0) {
+    double ss = 0;
+    float *buf = NULL, *row = calloc(2 * (size_t)nd + 1, sizeof *row);
+    size_t cap = 0;
+    if (!row) return PPSRT_FAIL(PPSRT_E_NOMEM, "--clip-grad: out of host memory");
+    if ((rc = c->be->stream_sync(c->be, PPSRT_STREAM_COMPUTE))) { free(row); return rc; }
+    for (int k = 0; k < m->nparams && !rc; k++) {
+      ppsrt_param *p = &m->params[k];
+      if (p->numel > cap) {
+        free(buf);
+        cap = p->numel;
+        if (!(buf = malloc(cap * sizeof *buf))) { rc = PPSRT_FAIL(PPSRT_E_NOMEM, "--clip-grad: out of host memory"); break; }
+      }
+      if ((rc = c->be->download_f32(c->be, buf, (ppsrt_tensor){p->grad, p->numel, PPSRT_F32}))) break;
+      for (size_t i = 0; i < p->numel; i++) ss += (double)buf[i] * buf[i];
+    }
+    free(buf);
+    row[2 * c->rank] = (float)ss;
+    row[2 * c->rank + 1] = (float)(ss - (double)row[2 * c->rank]);
+    if (!rc) rc = rt_allreduce_host(c, row, 2 * (size_t)nd, PPSRT_SUM);
+    double total = 0;
+    for (int d = 0; d < nd; d++) total += (double)row[2 * d] + (double)row[2 * d + 1];
+    free(row);
+    if (rc) return rc;
+    norm = sqrt(total);
+    if (!isfinite(norm)) norm = total;   /* a NaN or inf gradient: no scaling, the loss check stops the run */
+    if (norm > o->clip_grad) {
+      float sc = (float)(o->clip_grad / norm);
+      for (int k = 0; k < m->nparams && !rc; k++)
+        rc = c->be->scale_f32(c->be, PPSRT_STREAM_COMPUTE, m->params[k].grad, sc, m->params[k].numel);
+      if (rc) return rc;
+    }
+  }
   for (int k = 0; k < m->nparams; k++) {
     ppsrt_param *p = &m->params[k];
-    int rc = c->be->optimizer_step(c->be, PPSRT_STREAM_COMPUTE, o->optimizer, p->master, p->param.data, p->grad,
-                                   p->m, p->v, p->numel, (float)o->lr, 0.9f, 0.999f, 1e-8f, 0.0f, step);
+    rc = c->be->optimizer_step(c->be, PPSRT_STREAM_COMPUTE, o->optimizer, p->master, p->param.data, p->grad,
+                               p->m, p->v, p->numel, (float)lr, 0.9f, 0.999f, 1e-8f, 0.0f, step);
     if (rc) return rc;
   }
+  if (lr_out) *lr_out = lr;
+  if (gnorm_out) *gnorm_out = norm;
   return 0;
 }
 
@@ -821,15 +874,17 @@ int rt_run_device(ppsrt_ctx *c) {
     row[ST_MEMBAD] = pred && fabs(c->max_units - pred[c->rank]) > 1e-9 * fmax(1.0, fabs(pred[c->rank]));
     row[ST_ACTBAD] = (float)c->act_mismatch;
     st[(size_t)ndev * ST_N] = (float)loss;
-    if ((rc = allreduce_host(c, st, (size_t)ndev * ST_N + 2, PPSRT_SUM))) { fail_at(c, -1, rc, "loss all-reduce"); break; }
+    if ((rc = rt_allreduce_host(c, st, (size_t)ndev * ST_N + 2, PPSRT_SUM))) { fail_at(c, -1, rc, "loss all-reduce"); break; }
     c->loss[it] = st[(size_t)ndev * ST_N];
+    /* --data-parallel: gradients and loss averaged over the replicas */
+    if (run->nrep > 1 && (rc = rt_replicas_reduce(c, &c->loss[it]))) { fail_at(c, -1, rc, "data-parallel all-reduce"); break; }
     /* every rank is past the iteration's last communication: a caching backend may
      * release memory now (a device-wide synchronisation cannot wait for a peer here) */
     if (c->be->trim && (rc = c->be->trim(c->be))) { fail_at(c, -1, rc, "releasing cached memory"); break; }
     c->busy[it] = busy;
     c->span[it] = t1 - t0;
     c->peak_bytes[it] = pk;
-    if (c->rank == 0 || run->nlocal == 1) {
+    if ((c->rank == 0 && c->replica == 0) || run->nlocal == 1) {
       /* after the sum every rank holds every device's row; one context keeps them */
       for (int d = 0; d < ndev; d++) {
         float *r = st + (size_t)d * ST_N;
@@ -851,24 +906,31 @@ int rt_run_device(ppsrt_ctx *c) {
       int bad = 0;
       if ((rc = rt_check_gradients(c, c->loss[0], &bad))) { fail_at(c, -1, rc, "--check"); break; }
       float fb[2] = {(float)bad, 0};
-      if ((rc = allreduce_host(c, fb, 2, PPSRT_SUM))) { fail_at(c, -1, rc, "--check all-reduce"); break; }
-      if (c->rank == 0 || run->nlocal == 1) run->check_mismatches = (long)fb[0];
+      if ((rc = rt_allreduce_host(c, fb, 2, PPSRT_SUM))) { fail_at(c, -1, rc, "--check all-reduce"); break; }
+      if ((c->rank == 0 && c->replica == 0) || run->nlocal == 1) run->check_mismatches = (long)fb[0];
       /* every local rank has compared by now (the all-reduce needs them all): the first
        * context prints their lines in rank order */
       if (c == &run->ctx[0]) {
         pthread_mutex_lock(&run->print_lock);
         for (int l = 0; l < run->nlocal; l++)
           if (run->ctx[l].check_text) {
-            fputs(run->ctx[l].check_text, run->out);
+            /* --data-parallel: the replicas' gradients are the same after the all-reduce; replica 0's lines */
+            if (run->ctx[l].replica == 0) fputs(run->ctx[l].check_text, run->out);
             free(run->ctx[l].check_text);
             run->ctx[l].check_text = NULL;
           }
         pthread_mutex_unlock(&run->print_lock);
       }
     }
-    if ((rc = rt_optimizer_step(c, (int)c->step0 + it + 1))) { fail_at(c, -1, rc, "optimizer step"); break; }
-    if (c->rank == 0) run->iterations_done = it + 1;
-    if ((c->rank == 0) && !o->json && !o->quiet) {
+    long step = run->step0 + it + 1;
+    double lr = 0, gnorm = 0;
+    if ((rc = rt_optimizer_step(c, (int)step, &lr, &gnorm))) { fail_at(c, -1, rc, "optimizer step"); break; }
+    if (c->rank == 0 && c->replica == 0) {
+      run->lr_it[it] = lr;
+      run->gnorm_it[it] = gnorm;
+      run->iterations_done = it + 1;
+    }
+    if (c->rank == 0 && c->replica == 0 && !o->json && !o->quiet) {
       pthread_mutex_lock(&run->print_lock);
       rt_print_iteration(run, it);
       pthread_mutex_unlock(&run->print_lock);
@@ -877,6 +939,23 @@ int rt_run_device(ppsrt_ctx *c) {
        so all stop together); cli.c reports it, exit 1 (--allow-nonfinite-loss: go on) */
     if (!o->allow_nonfinite && !isfinite(c->loss[it])) break;
     if ((rc = rt_validate_step(c, it))) { fail_at(c, -1, rc, "--val-data"); break; }
+    /* checkpoints: every --save-every steps and after the last iteration */
+    if (o->save && ((o->save_every && step % o->save_every == 0) || it + 1 == o->iterations)) {
+      int peer = 0;
+      if ((rc = rt_ckpt_save(c, o->save, step, &peer))) {
+        if (!peer) { fail_at(c, -1, rc, "--save"); break; }
+        /* every device knows (the save's all-reduce told them): nothing to abort */
+        snprintf(c->errmsg, sizeof c->errmsg, "device %d: --save, iteration %d: %s", c->rank, it, ppsrt_last_error());
+        c->status = rc;
+        break;
+      }
+      if (c->rank == 0 && c->replica == 0 && !o->json && !o->quiet) {
+        pthread_mutex_lock(&run->print_lock);
+        fprintf(run->out, "saved %s (step %ld, %d shards)\n", o->save, step, ndev);
+        fflush(run->out);
+        pthread_mutex_unlock(&run->print_lock);
+      }
+    }
   }
   free(st);
   return rc;

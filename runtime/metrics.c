@@ -236,7 +236,8 @@ void rt_print_iteration(ppsrt_run *run, int it) {
   FILE *f = run->out;
   int ndev = run->prog->ndev;
   double span = iter_span(run, it);
-  fprintf(f, "iter %d/%d  loss %.7f  time %.3f ms  bubble", it + 1, run->o.iterations, run->loss[it], span * 1e3);
+  fprintf(f, "iter %ld/%ld  loss %.7f  time %.3f ms  bubble", run->step0 + it + 1, run->step0 + run->o.iterations,
+          run->loss[it], span * 1e3);
   for (int d = 0; d < ndev; d++) {
     double s = run->dev_span[(size_t)it * ndev + d], b = run->dev_busy[(size_t)it * ndev + d];
     fprintf(f, " d%d %.1f%%", d, s > 0 ? 100.0 * (1.0 - b / s) : 0.0);
@@ -253,6 +254,8 @@ void rt_print_iteration(ppsrt_run *run, int it) {
     if (u >= 0) fprintf(f, ")  MFU %.4g%%", 100 * u);
     else fprintf(f, ")  MFU n/a");
   }
+  fprintf(f, "  lr %.6g", run->lr_it[it]);
+  if (run->o.clip_grad > 0) fprintf(f, "  grad norm %.6g", run->gnorm_it[it]);
   fputc('\n', f);
   fflush(f);
 }
@@ -337,6 +340,8 @@ void rt_print_json(ppsrt_run *run, int status) {
     } else {
       fprintf(f, ",\"mfu\":null,\"mfu_per_device\":null");
     }
+    fprintf(f, ",\"step\":%ld,\"lr\":%.9g", run->step0 + it + 1, run->lr_it[it]);
+    if (run->o.clip_grad > 0) fprintf(f, ",\"grad_norm\":%.9g", run->gnorm_it[it]);
     fprintf(f, "}");
   }
   fprintf(f, "],\"per_device\":[");

@@ -75,7 +75,10 @@ typedef struct ppsrt_model_config {
   uint64_t seed;          /* --seed */
   int no_compute;         /* --no-compute: skip kernels */
   const struct ppsrt_tokens *data;  /* --data: real tokens (gpt), else synthetic (data.c) */
-  long step0;             /* iterations done before this run (--load): data position */
+  long data0;             /* training sequences consumed before this run (--load): data position */
+  int mb0;                /* data of microbatch mb: that of global microbatch mb0 + mb (--data-parallel:
+                           * replica r's are r x nmb on, the --check reference's 0..D x nmb - 1) */
+  int nrep;               /* replicas: an iteration consumes nrep x nmb microbatches of data (0 = 1) */
 } ppsrt_model_config;
 
 /* Training tokens (data.c), loaded once per process and shared read-only by its

@@ -762,7 +762,7 @@ static void free_vstate(ppsrt_model *m) {
   }
 }
 
-static int load_tokens(ppsrt_model *m, long iter);
+static int load_tokens(ppsrt_model *m, long first);   /* sequences first, first + 1, ... */
 
 static int gpt_begin(ppsrt_model *m, ppsrt_ctx *c, int it) {
   gpt *g = m->impl;
@@ -770,8 +770,9 @@ static int gpt_begin(ppsrt_model *m, ppsrt_ctx *c, int it) {
   g->nl = 0;
   free_vstate(m);   /* leftovers of a failed iteration */
   (void)c;
-  /* --data: this iteration's sequences (after --load, counted from its step) */
-  if (m->cfg.data) return load_tokens(m, m->cfg.step0 + it);
+  /* --data: this iteration's sequences (after --load, from its data position) */
+  long global = (long)m->cfg.nmb * (m->cfg.nrep > 1 ? m->cfg.nrep : 1);   /* microbatches of an iteration, all replicas */
+  if (m->cfg.data) return load_tokens(m, m->cfg.data0 + ((long)it * global + m->cfg.mb0) * g->Bm);
   return 0;
 }
 
@@ -897,7 +898,7 @@ static int make_data(ppsrt_model *m) {
   if (!ids || !tg || !pos) rc = PPSRT_FAIL(PPSRT_E_NOMEM, "gpt: out of host memory");
   uint64_t stream = ppsrt_hash_str("gpt.data.tokens");
   for (size_t i = 0; !rc && i < n; i++) {
-    float u = ppsrt_rand_uniform(m->cfg.seed, stream, i);
+    float u = ppsrt_rand_uniform(m->cfg.seed, stream, (size_t)m->cfg.mb0 * g->N + i);
     int id = (int)((u + 1.0f) * 0.5f * (float)g->V);
     ids[i] = id < 0 ? 0 : id >= g->V ? g->V - 1 : id;
   }
@@ -916,14 +917,14 @@ static int make_data(ppsrt_model *m) {
 /* --data: iteration `iter`'s microbatches from the token file: sequence
  * (iter * nmb + mb) * micro_batch + b of the file (data.c), targets the next tokens;
  * uploaded over the synthetic ids/targets (same sizes). */
-static int load_tokens(ppsrt_model *m, long iter) {
+static int load_tokens(ppsrt_model *m, long first) {
   gpt *g = m->impl;
   size_t n = (size_t)m->cfg.nmb * g->N;
   int32_t *ids = malloc(n * sizeof *ids), *tg = malloc(n * sizeof *tg);
   int rc = 0;
   if (!ids || !tg) rc = PPSRT_FAIL(PPSRT_E_NOMEM, "gpt: out of host memory");
   for (long k = 0; !rc && k < (long)m->cfg.nmb * g->Bm; k++)
-    ppsrt_tokens_window(m->cfg.data, iter * m->cfg.nmb * g->Bm + k, g->T, ids + (size_t)k * g->T, tg + (size_t)k * g->T);
+    ppsrt_tokens_window(m->cfg.data, first + k, g->T, ids + (size_t)k * g->T, tg + (size_t)k * g->T);
   if (!rc) rc = m->be->memcpy_async(m->be, CS, g->ids, ids, n * sizeof *ids, 1);
   if (!rc) rc = m->be->memcpy_async(m->be, CS, g->tgt, tg, n * sizeof *tg, 1);
   if (!rc) rc = m->be->stream_sync(m->be, CS);

@@ -68,7 +68,7 @@ static ppsrt_tensor T(void *data, size_t n, ppsrt_dtype t) { return (ppsrt_tenso
 /* Fills host[N*H] with the synthetic input (kind 0) or target (kind 1) of mb. */
 static void synth(ppsrt_model *m, int kind, int mb, float *host) {
   mlp *p = m->impl;
-  uint64_t stream = 0x5eed0000ULL + (uint64_t)kind * 0x100000ULL + (uint64_t)mb;
+  uint64_t stream = 0x5eed0000ULL + (uint64_t)kind * 0x100000ULL + (uint64_t)(mb + m->cfg.mb0);
   size_t n = (size_t)p->N * p->H;
   for (size_t i = 0; i < n; i++)
     host[i] = (kind ? 0.5f : 1.0f) * ppsrt_rand_uniform(m->cfg.seed, stream, i);

@@ -32,15 +32,27 @@ typedef struct rt_opts {
   /* test hooks (documented in docs/runtime.md): make rank die_rank fail at its
    * die_op-th op (die_hard: the process/thread aborts without cleanup under MPI) */
   int die_rank, die_op, die_hard;
+  long die_save;                 /* --die-in-save STEP: device 0 is killed while writing that step's index */
   const char *profile;           /* --profile FILE: measured per-stage costs (metrics.c) */
   int blocking_coll;             /* --blocking-collectives: no collective lane */
   /* training data and checkpoints (data.c, checkpoint.c) */
   const char *data;              /* --data FILE */
   int data_format;               /* --data-format: 0 auto, 1 tokens, 2 bytes */
   const char *save, *load;       /* --save FILE, --load FILE */
+  int save_every;                /* --save-every N: also after every N-th step (0: at the end only) */
+  int data_parallel;             /* --data-parallel D: replicas of the pipeline (1: none; replica.c) */
+  /* learning rate and gradients (interp.c rt_lr_at, rt_optimizer_step) */
+  int lr_schedule;               /* --lr-schedule: 0 constant, 1 cosine */
+  int warmup;                    /* --warmup N: linear from lr/N to lr over steps 1..N */
+  double min_lr;                 /* --min-lr X: where cosine ends */
+  long decay_steps;              /* --lr-decay-steps N: the step where cosine reaches min_lr (0: the run's last) */
+  double clip_grad;              /* --clip-grad X: global gradient norm limit, 0 = none */
+  unsigned given;                /* RT_GIVEN_*: set on the command line (a --load does not restore those) */
   const char *val_data;          /* --val-data FILE */
   int val_every;                 /* --val-every N (default 10; and after the last iteration) */
 } rt_opts;
+enum { RT_GIVEN_LR = 1, RT_GIVEN_SCHEDULE = 2, RT_GIVEN_WARMUP = 4, RT_GIVEN_MIN_LR = 8, RT_GIVEN_DECAY = 16,
+       RT_GIVEN_CLIP = 32 };
 
 /* ---- timing records (metrics.c) ---- */
 /* A copy-engine event of a cancelled offload (its D2H copy ran, its reload did not). */
@@ -136,8 +148,11 @@ struct ppsrt_ctx {
   char errmsg[2048];
   char *check_text;       /* --check lines of this rank, printed in rank order (malloc) */
   struct rt_lane *lane;   /* the collective lane (coll_lane.c), NULL: collectives block */
-  long step0;             /* iterations done before this run (--load) */
-  float *ckpt;            /* --save: host copy of the parameters, [master | m | v] each */
+  unsigned nonce; int nonce_set;   /* --save: the run's shard-name nonce (checkpoint.c) */
+  /* --data-parallel (replica.c): tr is the replica's view, wtr the world transport */
+  int replica;            /* 0..D-1 */
+  ppsrt_transport *wtr;   /* the world transport (P x D ranks) */
+  int wrank;              /* rank in it: replica * P + rank */
 };
 
 /* The whole run, shared by the device threads of one process. */
@@ -178,15 +193,27 @@ struct ppsrt_run {
   double peak_flops;                /* peak FLOP/s per device, 0 = unknown (MFU n/a) */
   const char *peak_source;          /* "--peak-flops", "hardware", NULL */
   const ppsrt_tokens *val_tokens;   /* --val-data (validate.c) */
+  long step0;                       /* steps done before this run (--load): iteration it is step step0 + it + 1 */
+  long data0;                       /* training sequences consumed before this run (--load) */
+  struct rt_ckpt *ck;               /* --load: the checkpoint (checkpoint.c) */
+  int nrep;                         /* --data-parallel D (1: none) */
+  ppsrt_transport **views;          /* [nrep] with D > 1: each replica's view of tr */
+  double *lr_it, *gnorm_it;         /* [iterations]: learning rate used, gradient norm (--clip-grad) */
   double *val_loss;                 /* [iterations]: validation loss where computed */
 };
 
 double rt_now(void);
 
 /* checkpoint.c */
-int rt_ckpt_load(ppsrt_ctx *c, const char *path, long *step);
-int rt_ckpt_collect(ppsrt_ctx *c);
-int rt_ckpt_write(ppsrt_run *run, const char *path, long step);
+typedef struct rt_ckpt rt_ckpt;
+/* Reads and checks the index and shard headers (once per process, before the devices
+ * start): sets run->step0, run->data0 and the schedule settings not given. */
+int rt_ckpt_open(ppsrt_run *run, const char *path, rt_ckpt **out);
+void rt_ckpt_close(rt_ckpt *ck);
+int rt_ckpt_load(ppsrt_ctx *c, const rt_ckpt *ck);   /* one device's tensors */
+/* Every device at once (collective): its shard, then device 0 the index. Every device
+ * learns of a failure: *peer = 1 where another device failed (nothing to abort). */
+int rt_ckpt_save(ppsrt_ctx *c, const char *path, long step, int *peer);
 /* validate.c: after iteration it, the validation loss when it is due (every device calls it) */
 int rt_validate_step(ppsrt_ctx *c, int it);
 /* interp.c */
@@ -249,6 +276,14 @@ int rt_check_gradients(ppsrt_ctx *c, double pipeline_loss, int *mismatch);
 void ppsrt_error_set_rank(int rank);
 void ppsrt_clear_error(void);
 
-/* model_mlp.c helpers used by check */
-int rt_optimizer_step(ppsrt_ctx *c, int step);
+/* replica.c: replica r's view of the world transport (P ranks of its own); after the
+ * backward passes, gradients and loss averaged over the replicas */
+int rt_replica_view(ppsrt_transport *world, int P, int D, int r, ppsrt_transport **out);
+int rt_replicas_reduce(ppsrt_ctx *c, double *loss);
+/* interp.c: the optimizer step `step` (1-based, counted over resumed runs), with the
+ * scheduled learning rate and --clip-grad; the rate of a step; a few F32 values
+ * reduced over every rank (staged through backend memory) */
+int rt_optimizer_step(ppsrt_ctx *c, int step, double *lr, double *gnorm);
+double rt_lr_at(const rt_opts *o, long step);
+int rt_allreduce_host(ppsrt_ctx *c, float *v, size_t n, ppsrt_redop op);
 #endif

@@ -14,7 +14,9 @@
  * Writing (pps_out_open / pps_out_write / pps_out_close, or pps_write_file for a
  * buffer): the whole output or nothing. For a regular file, or a path that does not
  * exist yet, the data go to a temporary file created exclusively (mkstemp: O_CREAT|
- * O_EXCL, so a planted symlink is never followed) in the target's own directory, which
+ * O_EXCL, so a planted symlink is never followed) in the target's own directory
+ * (".NAME.pps-out.XXXXXX", NAME the target's name: whoever writes NAME again knows
+ * what a killed run left, as checkpoint.c does), which
  * replaces the target by rename only once everything was written; an existing target
  * keeps its permission bits (and, where allowed, its owner), and a symlink keeps
  * pointing where it did (its final target is replaced). A path naming something other
@@ -102,7 +104,9 @@ static inline int pps_out_open(pps_out *o, const char *path, unsigned mode) {
   const char *target = real ? real : path;
   const char *slash = strrchr(target, '/');
   size_t dlen = slash ? (size_t)(slash - target) + 1 : 0;
-  char *tmp = (char *)malloc(dlen + 32);
+  size_t blen = strlen(target + dlen);
+  if (blen > 200) blen = 200;   /* the temporary name stays within NAME_MAX */
+  char *tmp = (char *)malloc(dlen + blen + 32);
   char *tgt = real ? real : strdup(path);
   if (!tmp || !tgt) {
     free(tmp);
@@ -111,7 +115,9 @@ static inline int pps_out_open(pps_out *o, const char *path, unsigned mode) {
     return -1;
   }
   memcpy(tmp, target, dlen);
-  strcpy(tmp + dlen, ".pps-out.XXXXXX");
+  tmp[dlen] = '.';
+  memcpy(tmp + dlen + 1, target + dlen, blen);
+  strcpy(tmp + dlen + 1 + blen, ".pps-out.XXXXXX");
   int fd = mkstemp(tmp);
   if (fd < 0) {
     int e = errno;

@@ -1,68 +1,108 @@
 /* validate.c: --val-data: the validation loss, every --val-every iterations and after
  * the last. A one-device model holding every stage (like the --check reference) takes
- * the current weights of every device of this process (vocabulary shards assembled
+ * the current weights of every device (vocabulary shards assembled
  * into whole tensors), runs the forward passes of one iteration's microbatches on the
  * first nmb x micro_batch sequences of the validation file (the same ones every
  * time), and reports their mean loss. No backward, no optimizer: training is not
- * touched. One process must hold every device (the threads transport). */
+ * touched. The weights reach device 0 through all-reduces of the transport (each
+ * tensor zero-filled, each device adding the elements it holds), so it works on every
+ * transport (threads, MPI, NCCL), one process or many; device 0 needs the memory of
+ * the whole model for it, as the --check reference does. */
 #include "config.h"
 #include "rt.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+enum { NAMEF = 64 };   /* a parameter name travels as up to 63 floats, one per character */
+
+/* Every device calls it; device 0 computes the loss. */
 static int val_loss(ppsrt_run *run, ppsrt_ctx *c, double *loss) {
   ppsrt_backend *be = c->be;
   ppsrt_ctx rx;
-  int rc;
-  if ((rc = rt_ref_ctx_init(&rx, run, c))) return rc;
+  int rc = 0, root = c->rank == 0;
+  memset(&rx, 0, sizeof rx);
   ppsrt_model_config cfg = c->model->cfg;
-  cfg.ndev = 1; cfg.vocab_mode = 0; cfg.data = run->val_tokens; cfg.step0 = 0;
+  cfg.ndev = 1; cfg.vocab_mode = 0; cfg.data = run->val_tokens; cfg.data0 = 0;
   int *all = malloc((size_t)cfg.nstage * sizeof *all);
-  float *buf = NULL;
-  if (!all) { rc = PPSRT_FAIL(PPSRT_E_NOMEM, "--val-data: out of host memory"); goto out; }
+  float *buf = NULL, *list = NULL, hdr[2] = {0, 0};
+  if (!all) return PPSRT_FAIL(PPSRT_E_NOMEM, "--val-data: out of host memory");
   for (int s = 0; s < cfg.nstage; s++) all[s] = s;
-  if ((rc = run->create(&cfg, be, 0, all, cfg.nstage, &rx.model))) goto out;
-  ppsrt_model *m = rx.model;
-  /* the current weights, from every device of this process */
-  for (int j = 0; j < m->nparams && !rc; j++) {
-    ppsrt_param *r = &m->params[j];
-    free(buf);
-    if (!(buf = malloc((r->numel ? r->numel : 1) * sizeof *buf))) { rc = PPSRT_FAIL(PPSRT_E_NOMEM, "--val-data: out of host memory"); break; }
-    size_t got = 0;
-    for (int l = 0; l < run->nlocal && !rc; l++) {
-      ppsrt_ctx *d = &run->ctx[l];
-      for (int k = 0; k < d->model->nparams && !rc; k++) {
-        ppsrt_param *p = &d->model->params[k];
-        size_t off = p->full_numel ? p->offset : 0;
-        if (strcmp(p->name, r->name) || off + p->numel > r->numel) continue;
-        if (!(rc = d->be->stream_sync(d->be, PPSRT_STREAM_COMPUTE)))
-          rc = d->be->download_f32(d->be, buf + off, (ppsrt_tensor){p->master, p->numel, PPSRT_F32});
-        got += p->numel;
-      }
+  /* device 0's model of every stage says which tensors to gather */
+  if (root && !(rc = rt_ref_ctx_init(&rx, run, c))) {
+    rx.model = NULL;
+    rc = run->create(&cfg, be, 0, all, cfg.nstage, &rx.model);
+  }
+  int n = root && !rc ? rx.model->nparams : 0;
+  hdr[0] = root ? (rc ? -1.0f : (float)n) : 0;
+  int rc2 = rt_allreduce_host(c, hdr, 2, PPSRT_SUM);
+  if (rc2 && !rc) rc = rc2;
+  if (!rc && hdr[0] < 0) rc = PPSRT_FAIL(PPSRT_E_COMM, "stopped: device 0 could not build the validation model");
+  n = (int)hdr[0];
+  if (!rc && !(list = calloc((size_t)n * (NAMEF + 2) + 1, sizeof *list))) rc = PPSRT_FAIL(PPSRT_E_NOMEM, "--val-data: out of host memory");
+  if (!rc && root)
+    for (int j = 0; j < n; j++) {
+      const ppsrt_param *r = &rx.model->params[j];
+      float *e = list + (size_t)j * (NAMEF + 2);
+      for (int k = 0; k < NAMEF - 1 && r->name[k]; k++) e[k] = (float)(unsigned char)r->name[k];
+      e[NAMEF] = (float)(r->numel >> 20);
+      e[NAMEF + 1] = (float)(r->numel & 0xfffff);
     }
-    if (!rc && got != r->numel)
-      rc = PPSRT_FAIL(PPSRT_E_USAGE, "--val-data: parameter %s: %zu of %zu elements found on this process's devices",
-                      r->name, got, r->numel);
-    if (!rc) rc = be->upload_f32(be, r->param, buf);
-    if (!rc && r->master != r->param.data) rc = be->upload_f32(be, (ppsrt_tensor){r->master, r->numel, PPSRT_F32}, buf);
+  if (!rc) rc = rt_allreduce_host(c, list, (size_t)n * (NAMEF + 2), PPSRT_SUM);
+  /* each tensor: every device adds the elements it holds (each element is held by
+     one device, so the sum is exact), device 0 takes the whole */
+  for (int j = 0; j < n && !rc; j++) {
+    const float *e = list + (size_t)j * (NAMEF + 2);
+    char name[NAMEF];
+    int k = 0;
+    for (; k < NAMEF - 1 && e[k] != 0; k++) name[k] = (char)(int)e[k];
+    name[k] = 0;
+    size_t numel = ((size_t)e[NAMEF] << 20) + (size_t)e[NAMEF + 1];
+    free(buf);
+    if (!(buf = calloc(numel ? numel : 1, sizeof *buf))) { rc = PPSRT_FAIL(PPSRT_E_NOMEM, "--val-data: out of host memory"); break; }
+    size_t got = 0;
+    ppsrt_model *dm = c->model;
+    for (int q = 0; q < dm->nparams && !rc; q++) {
+      ppsrt_param *p = &dm->params[q];
+      size_t off = p->full_numel ? p->offset : 0;
+      if (strcmp(p->name, name) || off + p->numel > numel) continue;
+      if (!(rc = be->stream_sync(be, PPSRT_STREAM_COMPUTE)))
+        rc = be->download_f32(be, buf + off, (ppsrt_tensor){p->master, p->numel, PPSRT_F32});
+      got += p->numel;
+    }
+    float cnt[2] = {(float)(got >> 20), (float)(got & 0xfffff)};
+    if (!rc) rc = rt_allreduce_host(c, cnt, 2, PPSRT_SUM);
+    if (!rc) rc = rt_allreduce_host(c, buf, numel, PPSRT_SUM);
+    size_t total = ((size_t)cnt[0] << 20) + (size_t)cnt[1];
+    if (!rc && total != numel)
+      rc = PPSRT_FAIL(PPSRT_E_USAGE, "--val-data: parameter %s: the devices hold %zu of its %zu elements", name, total, numel);
+    if (!rc && root) {
+      ppsrt_param *r = &rx.model->params[j];
+      rc = be->upload_f32(be, r->param, buf);
+      if (!rc && r->master != r->param.data) rc = be->upload_f32(be, (ppsrt_tensor){r->master, r->numel, PPSRT_F32}, buf);
+    }
   }
   /* forward passes only; each (mb, stage)'s saved activations are released at once */
-  if (!rc && m->begin_iteration) rc = m->begin_iteration(m, &rx, 0);
-  for (int i = 0; i < cfg.nmb && !rc; i++)
-    for (int s = 0; s < cfg.nstage && !rc; s++)
-      if (!(rc = m->f(m, &rx, i, s))) rc = ppsrt_act_release(&rx, i, s);
-  rt_box_clear(&rx);
-  *loss = 0;
-  if (!rc && m->end_iteration) rc = m->end_iteration(m, &rx, loss);
-out:
+  if (!rc && root) {
+    ppsrt_model *m = rx.model;
+    if (m->begin_iteration) rc = m->begin_iteration(m, &rx, 0);
+    for (int i = 0; i < cfg.nmb && !rc; i++)
+      for (int s = 0; s < cfg.nstage && !rc; s++)
+        if (!(rc = m->f(m, &rx, i, s))) rc = ppsrt_act_release(&rx, i, s);
+    rt_box_clear(&rx);
+    *loss = 0;
+    if (!rc && m->end_iteration) rc = m->end_iteration(m, &rx, loss);
+  }
   free(buf);
+  free(list);
   free(all);
-  if (rx.model) rt_store_leftover(&rx, &(int){0}, &(int){0});
-  rt_store_fini(&rx.store, be);
-  if (rx.model) rx.model->destroy(rx.model);
-  free(rx.box);
-  free(rx.bcol);
+  if (root) {
+    if (rx.model) rt_store_leftover(&rx, &(int){0}, &(int){0});
+    if (rx.box) rt_store_fini(&rx.store, be);
+    if (rx.model) rx.model->destroy(rx.model);
+    free(rx.box);
+    free(rx.bcol);
+  }
   return rc;
 }
 
@@ -73,14 +113,15 @@ int rt_validate_step(ppsrt_ctx *c, int it) {
   int rc;
   /* every device has finished its optimizer step before the weights are read */
   if ((rc = c->tr->barrier(c->tr, c->rank))) return rc;
-  if (c == &run->ctx[0]) {
-    double loss = 0;
-    rc = val_loss(run, c, &loss);
+  double loss = 0;
+  rc = val_loss(run, c, &loss);
+  if (c->rank == 0 && c->replica == 0) {
     if (!rc) {
       run->val_loss[it] = loss;
       if (!o->json) {
         pthread_mutex_lock(&run->print_lock);
-        fprintf(run->out, "val  %d/%d  loss %.7f  (%s)\n", it + 1, o->iterations, loss, o->val_data);
+        fprintf(run->out, "val  %ld/%ld  loss %.7f  (%s)\n", run->step0 + it + 1, run->step0 + o->iterations, loss,
+                o->val_data);
         fflush(run->out);
         pthread_mutex_unlock(&run->print_lock);
       }

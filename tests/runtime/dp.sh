@@ -1,0 +1,60 @@
+#!/bin/sh
+# dp.sh: --data-parallel D (runtime/replica.c): D replicas of a P-device pipeline, each
+# on its own part of the global batch, gradients averaged over the replicas. At P=2,
+# D=2 with 4 microbatches per replica the losses are those of one pipeline with 8
+# (the same global batch), --check (one device at the global batch) passes on threads
+# and under mpirun -np 4, with real data and --clip-grad too; a checkpoint saved by the
+# replicas continues without them; what is not supported is refused. MPI parts are
+# skipped (said so) without MPI.
+. "$(dirname "$0")/lib.sh"
+build m4 "$top_srcdir/stdlib/1f1b.pps" -D P=2 -D m=4 || { fail "build 1f1b m=4"; finish; }
+build m8 "$top_srcdir/stdlib/1f1b.pps" -D P=2 -D m=8 || { fail "build 1f1b m=8"; finish; }
+M4=$WORK/m4; M8=$WORK/m8
+cat "$top_srcdir"/docs/*.md >"$WORK/text.txt"
+GPT="--model gpt --vocab 256 --seq 16 --hidden 16 --heads 2 --optimizer adam --lr 0.01 --data $WORK/text.txt"
+loss() { sed -n "s/^iter $1\/[0-9]*  loss \([-0-9.]*\).*/\1/p" "$2"; }
+# same LABEL FILE-A FILE-B N: iterations 1..N have losses within 1e-6 relative
+same() {
+  ok=1
+  for i in $(seq 1 "$4"); do
+    a=$(loss "$i" "$2"); b=$(loss "$i" "$3")
+    [ -n "$a" ] && [ -n "$b" ] && awk "BEGIN { d = $a - $b; if (d < 0) d = -d; exit !(d <= 1e-6 * ($b < 0 ? -$b : $b) + 1e-9) }" || ok=0
+  done
+  [ $ok = 1 ] && pass "$1: $(for i in $(seq 1 "$4"); do loss "$i" "$2"; done | tr '\n' ' ')" \
+    || fail "$1: $(grep -o '^iter [0-9/]*  loss [0-9.]*' "$2" | tr '\n' ' ') vs $(grep -o '^iter [0-9/]*  loss [0-9.]*' "$3" | tr '\n' ' ')"
+}
+
+"$M8" --iterations 3 >"$WORK/mlp8" 2>&1 || fail "mlp m=8"
+expect_exit 0 "mlp P=2 --data-parallel 2 (threads)" "$M4" --data-parallel 2 --iterations 3; cp "$WORK/out" "$WORK/mlp42"
+same "mlp: 2 replicas x 4 microbatches = 1 pipeline x 8" "$WORK/mlp42" "$WORK/mlp8" 3
+expect_exit 0 "mlp --data-parallel 2 --check (threads)" "$M4" --data-parallel 2 --check -q
+expect_grep "^check: passed" "mlp --check passes"
+[ "$(grep -c '^check: device' "$WORK/out")" = 2 ] && pass "one replica's check lines" || fail "check lines: $(grep -c '^check: device' "$WORK/out")"
+"$M8" $GPT --iterations 3 --clip-grad 0.5 >"$WORK/gpt8" 2>&1 || fail "gpt m=8"
+expect_exit 0 "gpt --data --clip-grad --data-parallel 2 (threads)" "$M4" $GPT --data-parallel 2 --iterations 3 --clip-grad 0.5 \
+  --save "$WORK/dp"
+cp "$WORK/out" "$WORK/gpt42"
+same "gpt on real data with clipping: replicas read their own parts of the batch" "$WORK/gpt42" "$WORK/gpt8" 3
+expect_grep "^saved $WORK/dp (step 3, 2 shards)" "replica 0 saves 2 shards"
+"$M8" $GPT --iterations 4 --clip-grad 0.5 >"$WORK/gpt8b" 2>&1 || fail "gpt m=8, 4 iterations"
+expect_exit 0 "one pipeline of 8 microbatches loads it" "$M8" $GPT --iterations 1 --load "$WORK/dp"
+expect_grep "^loaded $WORK/dp: step 3, data position 24 sequences" "data position: 3 steps x 2 replicas x 4 microbatches"
+[ "$(loss 4 "$WORK/out")" = "$(loss 4 "$WORK/gpt8b")" ] && pass "iteration 4 after loading = uninterrupted $(loss 4 "$WORK/gpt8b")" \
+  || fail "iteration 4: $(loss 4 "$WORK/out") vs $(loss 4 "$WORK/gpt8b")"
+expect_exit 0 "gpt --data-parallel 2 --check (threads)" "$M4" $GPT --data-parallel 2 --check -q
+expect_grep "^check: passed" "gpt --check passes"
+if have_mpi; then
+  MPI="timeout 120 env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ASAN_OPTIONS=$MPI_ASAN $MPIRUN --oversubscribe"
+  expect_exit 0 "mpirun -np 4: P=2 x --data-parallel 2 --check" $MPI -np 4 "$M4" $GPT --data-parallel 2 --check -q
+  expect_grep "^check: passed" "MPI --check passes"
+  expect_exit 0 "mpirun -np 4: gpt --data-parallel 2" $MPI -np 4 "$M4" $GPT --data-parallel 2 --iterations 3 --clip-grad 0.5
+  same "MPI replicas = one pipeline of 8" "$WORK/out" "$WORK/gpt8" 3
+  expect_exit 2 "mpirun -np 2 with --data-parallel 2 at P=2" $MPI -np 2 "$M4" --data-parallel 2
+  expect_grep "hint: mpirun -np 4" "the rank count needed named"
+else skip "--data-parallel under MPI (libppsrt without MPI, or no mpirun)"; fi
+if build v2 "$top_srcdir/stdlib/vocab_1f1b.pps" -D P=2 -D m=4; then
+  expect_exit 2 "a vocabulary-parallel schedule refused" "$WORK/v2" --model gpt --data-parallel 2
+  expect_grep "does not run with a vocabulary-parallel schedule yet" "named"
+else fail "build vocab_1f1b"; fi
+expect_exit 2 "--data-parallel 0" "$M4" --data-parallel 0
+finish
