@@ -271,7 +271,7 @@ IrSchedule *front_compile(Compilation *c, int *io_error) {
  * else the shortest of %.15g / %.17g (every place expand writes one takes either). */
 static void put_real(StrBuf *b, double v) {
   char buf[64];
-  if (v == (double)(int64_t)v && v > -1e15 && v < 1e15) {
+  if (v > -1e15 && v < 1e15 && v == (double)(int64_t)v) {   /* the range first: a cast out of range is undefined */
     snprintf(buf, sizeof buf, "%lld", (long long)v);
   } else {
     snprintf(buf, sizeof buf, "%.15g", v);
