@@ -1314,6 +1314,14 @@ static void exec_synth(Ctx *c, Stmt *st) {
   c->sopt.stdlib_dir = c->in->stdlib_dir;
   for (KeyVal *kv = st->kv; kv; kv = kv->next) {
     const char *k = sname(c, kv->key);
+    KeyVal *first = NULL;   /* an option given twice is an error at the second */
+    for (KeyVal *q = st->kv; q != kv && !first; q = q->next)
+      if (q->key == kv->key) first = q;
+    if (first) {
+      err(c, NULL, kv->span, "synthesize option '%s' given twice", k);
+      diag_note(c->d, first->span, "first given here");
+      continue;
+    }
     if (!strcmp(k, "time_limit")) {
       double v;
       if (eval_num(c, kv->value, &v)) continue;
@@ -1733,6 +1741,7 @@ IrSchedule *elab_run(const ElabInput *in, int *usage) {
   ScheduleDef *def = in->main;
   IrSchedule *s = arena_alloc(c->a, sizeof *s);
   c->s = s;
+  s->max_ops = in->max_ops;
   s->name = sname(c, def->name);
   s->file = in->file;
   s->span = def->span;

@@ -221,6 +221,7 @@ typedef struct IrSchedule {
   IrExpect *expects; int nexpects, capexpects;
   IrDevice *devs;           /* [ndev] */
   int64_t total_ops;        /* sum of devs[d].nops */
+  long max_ops;             /* --max-ops: the ops lowering inserts count too (0: no limit) */
   /* parameters after -D, in declaration order, for reports */
   struct IrParam { const char *name; double value; int is_int; int is_bool; /* value 0/1 */ } *params;
   int nparams;

@@ -90,6 +90,25 @@ printf 'schedule s(P = 256, m = 128) {\n  devices P; microbatches m; placement l
 expect 0 "search: 1 candidate orders" synth "$tmp/big.pps"
 expect 0 "lower bound 767 (.*), gap 0% (optimal)" synth "$tmp/big.pps"
 
+# --max-ops counts the sends and receives lowering inserts, before allocating them
+# (zb_v P=1024 m=4096 built 58.7M ops past the 50M default)
+expect 1 "more than 100 ops after lowering: 64 written and 96 sends and receives to insert (limit: --max-ops)" sim "$top_srcdir/examples/1f1b.pps" --max-ops 100
+expect 0 "ops         160 (96 inserted by lowering)" sim "$top_srcdir/examples/1f1b.pps" --max-ops 160
+expect 1 "more than 10000000 ops after lowering: 6291456 written and 8355840 sends" check "$top_srcdir/stdlib/zb_v.pps" -D P=256 -D m=4096 --max-ops 10000000
+
+# compare: -D applies to each file whose schedule has the parameter (it failed when one
+# had no P), -D A:/B: to one file; the costs that differ are shown (TC 0.05 against 0
+# was "the same on every device")
+printf 'schedule x(m = 8) {\n devices 4; microbatches m; placement linear; cost TC = 0.05;\n for d in 0..4 { device d { for i in 0..m { F(i) } for i in 0..m { BW(i) } } } }\n' > "$tmp/x.pps"
+printf 'schedule y(P = 4, m = 8) {\n devices P; microbatches m; placement linear;\n for d in 0..P { device d { for i in 0..m { F(i) } for i in 0..m { BW(i) } } } }\n' > "$tmp/y.pps"
+expect 0 "^TC  *0.05  *0   -0.05 (-100.0%)" compare "$tmp/x.pps" "$tmp/y.pps" -D P=4
+expect 0 "the same passes in the same order on every device" compare "$tmp/x.pps" "$tmp/y.pps" -D P=4
+expect 0 "^makespan  *33.3  *21 " compare "$tmp/x.pps" "$tmp/y.pps" -D B:m=4
+expect 2 "-D Q: neither schedule has a parameter 'Q'" compare "$tmp/x.pps" "$tmp/y.pps" -D Q=4
+expect 2 "-D A:P: the schedule of A (.*x.pps) has no parameter 'P'" compare "$tmp/x.pps" "$tmp/y.pps" -D A:P=4
+expect 0 "costs and memory settings:" compare "$tmp/y.pps" "$tmp/y.pps"
+if grep -q "^  the same$" "$tmp/out"; then echo "ok: the same costs"; else echo "FAIL: compare costs of one file"; cat "$tmp/out"; fail=1; fi
+
 # reals >= 2^63 are printed as reals (the cast to int64 was undefined: UBSan aborted)
 expect 0 "cost TF = 1e+100," expand "$top_srcdir/examples/1f1b.pps" --cost TF=1e100
 printf 'schedule s(P = 2, m = 2) {\n  devices P; microbatches m; placement linear;\n  cost TF = 1e30, TB = 1e30, TW = 1e30;\n  synthesize;\n}\n' > "$tmp/huge.pps"

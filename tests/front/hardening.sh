@@ -64,7 +64,7 @@ expect 2 "--grid does not apply to 'check'" check "$ex" --grid
 expect 0 "makespan  *33  *27   -6 (-18.2%)" compare "$top_srcdir/stdlib/1f1b.pps" "$top_srcdir/stdlib/zb_h1.pps" -D P=4 -D m=8
 grep -q "device 3: first differ at pass 1: A BW(0) (line [0-9]*), B B(0) (line [0-9]*)" "$tmp/out" &&
   echo "ok: compare names the first difference" || { echo "FAIL: compare orders"; cat "$tmp/out"; fail=1; }
-expect 0 "the same on every device" compare "$ex" "$ex"
+expect 0 "the same passes in the same order on every device" compare "$ex" "$ex"
 expect 1 "deadlock" compare "$ex" "$top_srcdir/tests/analysis/cases/deadlock.pps"
 expect 2 "compare needs two input files" compare "$ex"
 
