@@ -109,6 +109,13 @@ expect 2 "-D A:P: the schedule of A (.*x.pps) has no parameter 'P'" compare "$tm
 expect 0 "costs and memory settings:" compare "$tmp/y.pps" "$tmp/y.pps"
 if grep -q "^  the same$" "$tmp/out"; then echo "ok: the same costs"; else echo "FAIL: compare costs of one file"; cat "$tmp/out"; fail=1; fi
 
+# an error at a pass a used stdlib schedule wrote notes the user's `use` line and the
+# line that set the limit (it pointed only into zb_v.pps, once per device)
+printf 'import "zb_v.pps";\nschedule mine(P = 4, m = 8) {\n  memory limit = 1;\n  use zb_v(P = P, m = m);\n}\n' > "$tmp/u.pps"
+expect 1 "u.pps:4:7: note: in schedule 'zb_v', used here" check "$tmp/u.pps"
+expect 1 "u.pps:3:10: note: the limit of 1 is set here" check "$tmp/u.pps"
+if [ "$(grep -c "used here" "$tmp/out")" = 4 ]; then echo "ok: a note under each of the 4 errors"; else echo "FAIL: use notes"; cat "$tmp/out"; fail=1; fi
+
 # reals >= 2^63 are printed as reals (the cast to int64 was undefined: UBSan aborted)
 expect 0 "cost TF = 1e+100," expand "$top_srcdir/examples/1f1b.pps" --cost TF=1e100
 printf 'schedule s(P = 2, m = 2) {\n  devices P; microbatches m; placement linear;\n  cost TF = 1e30, TB = 1e30, TW = 1e30;\n  synthesize;\n}\n' > "$tmp/huge.pps"
