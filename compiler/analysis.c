@@ -55,6 +55,38 @@ static int cmp_holds(double x, int cmp, double y) {
   return 0;
 }
 
+/* The sends and receives lowering will insert (lower.c, lower_comm): two for each pass
+ * whose consumer's stage is on another device; an upper bound (a duplicate pass is
+ * counted, lowering skips it). 0 when the file writes its own (lowering adds none). */
+static int64_t comm_to_insert(const IrSchedule *s) {
+  int64_t n = 0;
+  for (int d = 0; d < s->ndev; d++) {
+    const IrDevice *dv = &s->devs[d];
+    for (int k = 0; k < dv->nops; k++) {
+      const IrOp *op = &dv->ops[k];
+      if (op->kind == IR_SEND || op->kind == IR_RECV) return 0;
+      if (op->stage < 0 || op->stage >= s->nstage || op->mb < 0 || op->mb >= s->nmb || s->stages[op->stage].device != d) continue;
+      if (op->kind == IR_F && op->stage + 1 < s->nstage && s->stages[op->stage + 1].device != d) n += 2;
+      else if ((op->kind == IR_B || op->kind == IR_BW) && op->stage > 0 && s->stages[op->stage - 1].device != d) n += 2;
+    }
+  }
+  return n;
+}
+
+/* --max-ops counts the ops lowering inserts: an error before they are allocated (the
+ * sends and receives, known in advance), or right after lowering (vocabulary passes,
+ * collectives, copies). Returns 1 when over. */
+static int over_max_ops(Diag *dg, const IrSchedule *s, int64_t inserting, int64_t inserted) {
+  if (s->max_ops <= 0 || s->total_ops + inserting <= s->max_ops) return 0;
+  if (inserting)
+    diag_error(dg, s->span, "the schedule has more than %ld ops after lowering: %lld written and %lld sends and receives to insert (limit: --max-ops)",
+               s->max_ops, (long long)s->total_ops, (long long)inserting);
+  else
+    diag_error(dg, s->span, "the schedule has more than %ld ops after lowering: %lld, %lld of them inserted (limit: --max-ops)",
+               s->max_ops, (long long)s->total_ops, (long long)inserted);
+  return 1;
+}
+
 int analysis_run(Arena *a, Diag *dg, IrSchedule *s, Analysis *out, int want_timeline) {
   memset(out, 0, sizeof *out);
   out->expects = arena_alloc(a, sizeof(ExpectResult) * (size_t)(s->nexpects + 1));
@@ -62,7 +94,9 @@ int analysis_run(Arena *a, Diag *dg, IrSchedule *s, Analysis *out, int want_time
     int placed = 1;
     for (int st = 0; st < s->nstage; st++)
       if (s->stages[st].device < 0 || s->stages[st].device >= s->ndev) placed = 0;
+    if (placed && over_max_ops(dg, s, comm_to_insert(s), 0)) return 0;
     if (placed) out->inserted_ops = lower_schedule(a, dg, s);
+    if (placed && over_max_ops(dg, s, 0, out->inserted_ops)) return 0;
   }
   verify_schedule(a, dg, s, &out->vr);
   out->verified = 1;

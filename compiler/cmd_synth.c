@@ -12,7 +12,8 @@
 #include <string.h>
 
 static void num(StrBuf *b, double x) {
-  if (x == (double)(long long)x && x > -1e15 && x < 1e15) sb_printf(b, "%lld", (long long)x);
+  /* the range first: casting a real outside long long's range is undefined */
+  if (x > -1e15 && x < 1e15 && x == (double)(long long)x) sb_printf(b, "%lld", (long long)x);
   else sb_printf(b, "%.10g", x);
 }
 
@@ -64,6 +65,12 @@ int cmd_synth(Compilation *c) {
     sb_puts(&h, ", TC = "); num(&h, s->tc);
     sb_puts(&h, " (per stage below); memory limit ");
     if (s->mem_limit >= 0) num(&h, s->mem_limit); else sb_puts(&h, "none");
+    if (in->bytes) {
+      sb_puts(&h, "; hardware.memory holds ");
+      num(&h, in->bytes_lo);
+      if (in->bytes_hi != in->bytes_lo) { sb_puts(&h, ".."); num(&h, in->bytes_hi); }
+      sb_puts(&h, " activation units per device beside its weights, gradients and optimizer state");
+    }
     sb_puts(&h, "\n// makespan "); num(&h, mk);
     sb_puts(&h, ", peak memory "); num(&h, pk);
     sb_printf(&h, " (device %d)\n// lower bound ", an.sim.peak_device);
@@ -110,6 +117,8 @@ int cmd_synth(Compilation *c) {
     if (s->mem_limit >= 0) json_num(&j, "memory_limit", s->mem_limit);
     else sb_puts(&j, ", \"memory_limit\": null");
     json_num(&j, "min_memory_limit", in->min_limit);
+    if (in->bytes) { json_num(&j, "hardware_memory_units_min", in->bytes_lo); json_num(&j, "hardware_memory_units_max", in->bytes_hi); }
+    else sb_puts(&j, ", \"hardware_memory_units_min\": null, \"hardware_memory_units_max\": null");
     json_num(&j, "makespan", mk);
     json_num(&j, "peak_memory", pk);
     json_num(&j, "lower_bound", in->lower_bound);

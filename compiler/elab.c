@@ -96,6 +96,9 @@ typedef struct Ctx {
   struct LoopAt { Sym sym; int64_t v; Span span; uint32_t fr; int loop; } loops[16];
   int nloops;
   uint32_t fr_top;        /* the innermost loop's frame once made (0: not yet, or none) */
+  uint32_t use_fr;        /* inside `use`: its frame (IrLoop.use), the parent of the frames
+                             of loops from use_base on (0: not in a use) */
+  int use_base;
   /* placement [E for NAME in A..B]: entry s of the list is E with NAME = A + s */
   Sym place_var;
   int64_t place_lo;
@@ -586,13 +589,29 @@ static uint32_t make_frame(Ctx *c) {
   int n = c->nloops < (int)(sizeof c->loops / sizeof *c->loops) ? c->nloops : (int)(sizeof c->loops / sizeof *c->loops);
   uint32_t parent = 0;
   for (int k = 0; k < n; k++) {
+    if (c->use_fr && k == c->use_base) parent = c->use_fr;   /* the loops inside a use chain to it */
     if (!c->loops[k].fr) c->loops[k].fr = ir_frame_push(c->a, c->s, (uint32_t)c->loops[k].loop, c->loops[k].v, parent);
     parent = c->loops[k].fr;
   }
+  if (c->use_fr && n <= c->use_base) parent = c->use_fr;
   c->fr_top = parent;
   return parent;
 }
-static inline uint32_t cur_frame(Ctx *c) { return c->fr_top ? c->fr_top : c->nloops ? make_frame(c) : 0; }
+static inline uint32_t cur_frame(Ctx *c) { return c->fr_top ? c->fr_top : c->nloops || c->use_fr ? make_frame(c) : 0; }
+
+/* The IrLoop of a `use` statement (IrLoop.use). */
+static int use_index(Ctx *c, const char *name, Span span) {
+  IrSchedule *s = c->s;
+  for (int k = s->nloops - 1; k >= 0; k--)
+    if (s->loops[k].use == name && s->loops[k].span.file == span.file && s->loops[k].span.line == span.line &&
+        s->loops[k].span.col == span.col)
+      return k;
+  IrLoop *l = VEC_PUSH(c->a, s->loops, s->nloops, s->caploops);
+  l->name = name;
+  l->use = name;
+  l->span = span;
+  return s->nloops - 1;
+}
 
 /* The IrLoop of a `for` statement (one per statement and variable). */
 static int loop_index(Ctx *c, Sym sym, Span span) {
@@ -1315,6 +1334,14 @@ static void exec_synth(Ctx *c, Stmt *st) {
   c->sopt.stdlib_dir = c->in->stdlib_dir;
   for (KeyVal *kv = st->kv; kv; kv = kv->next) {
     const char *k = sname(c, kv->key);
+    KeyVal *first = NULL;   /* an option given twice is an error at the second */
+    for (KeyVal *q = st->kv; q != kv && !first; q = q->next)
+      if (q->key == kv->key) first = q;
+    if (first) {
+      err(c, NULL, kv->span, "synthesize option '%s' given twice", k);
+      diag_note(c->d, first->span, "first given here");
+      continue;
+    }
     if (!strcmp(k, "time_limit")) {
       double v;
       if (eval_num(c, kv->value, &v)) continue;
@@ -1368,6 +1395,15 @@ static void exec_use(Ctx *c, Stmt *st) {
   if (bad) return;
   int32_t saved_frame = c->frame;
   int mark = c->nsaved;
+  /* the ops the used schedule writes chain to a frame of this statement (IrLoop.use) */
+  uint32_t saved_use_fr = c->use_fr;
+  int saved_use_base = c->use_base;
+  {
+    uint32_t parent = cur_frame(c);
+    c->use_fr = ir_frame_push(c->a, c->s, (uint32_t)use_index(c, sname(c, def->name), st->span), 0, parent);
+    c->use_base = c->nloops;
+    c->fr_top = 0;
+  }
   c->frame = ++c->next_frame;
   def->using = 1;
   c->use_depth++;
@@ -1380,6 +1416,9 @@ static void exec_use(Ctx *c, Stmt *st) {
   def->using = 0;
   unbind_to(c, mark);
   c->frame = saved_frame;
+  c->use_fr = saved_use_fr;
+  c->use_base = saved_use_base;
+  c->fr_top = 0;
 }
 
 /* ---- -D values ---- */
@@ -1435,6 +1474,7 @@ static void build_stages(Ctx *c) {
   s->tw = k[K_TW];
   s->tc = k[K_TC];
   s->mem_limit = c->cost_set[K_LIMIT] ? k[K_LIMIT] : -1;
+  if (c->cost_set[K_LIMIT]) s->mem_limit_span = c->cost_span[K_LIMIT];
   s->act = k[K_ACT];
   s->b_free = k[K_BFREE];
   s->toff = k[K_TOFF];
@@ -1736,6 +1776,7 @@ IrSchedule *elab_run(const ElabInput *in, int *usage) {
   ScheduleDef *def = in->main;
   IrSchedule *s = arena_alloc(c->a, sizeof *s);
   c->s = s;
+  s->max_ops = in->max_ops;
   s->name = sname(c, def->name);
   s->file = in->file;
   s->span = def->span;

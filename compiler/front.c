@@ -254,8 +254,20 @@ IrSchedule *front_compile(Compilation *c, int *io_error) {
     diag_error(&c->diag, (Span){1, 1, 1, 1}, "no schedule in this file (expected 'schedule NAME { ... }')");
     return NULL;
   }
-  if (check_defines(c, &fr, main)) { *io_error = 1; return NULL; }
-  ElabInput in = {&c->arena, &c->diag, &fr.syms, by_sym, main, opt->file, opt->defs, opt->ndefs, opt->max_ops,
+  const Define *defs = opt->defs;
+  int ndefs = opt->ndefs;
+  if (opt->def_used) {   /* compare: only the -D the schedule has (compare.c reports the rest) */
+    Define *keep = arena_alloc(&c->arena, sizeof(Define) * (size_t)(ndefs + 1));
+    int n = 0;
+    for (int k = 0; k < opt->ndefs; k++)
+      if ((opt->def_used[k] = (unsigned char)has_param(&fr, main, opt->defs[k].name))) keep[n++] = opt->defs[k];
+    defs = keep;
+    ndefs = n;
+  } else if (check_defines(c, &fr, main)) {
+    *io_error = 1;
+    return NULL;
+  }
+  ElabInput in = {&c->arena, &c->diag, &fr.syms, by_sym, main, opt->file, defs, ndefs, opt->max_ops,
                   opt->keys, opt->nkeys, opt->stdlib_dir};
   int usage = 0;
   /* by_sym must cover symbols interned during elaboration */
@@ -271,7 +283,7 @@ IrSchedule *front_compile(Compilation *c, int *io_error) {
  * else the shortest of %.15g / %.17g (every place expand writes one takes either). */
 static void put_real(StrBuf *b, double v) {
   char buf[64];
-  if (v == (double)(int64_t)v && v > -1e15 && v < 1e15) {
+  if (v > -1e15 && v < 1e15 && v == (double)(int64_t)v) {   /* the range first: a cast out of range is undefined */
     snprintf(buf, sizeof buf, "%lld", (long long)v);
   } else {
     snprintf(buf, sizeof buf, "%.15g", v);

@@ -53,8 +53,8 @@ TESTS += tests/front/block-squeeze.sh
 EXTRA_DIST += tests/front/block-squeeze.sh
 TESTS += tests/front/cli.sh
 EXTRA_DIST += tests/front/cli.sh
-TESTS += tests/front/outfiles.sh tests/front/hardening.sh
-EXTRA_DIST += tests/front/outfiles.sh tests/front/hardening.sh
+TESTS += tests/front/outfiles.sh tests/front/hardening.sh tests/front/figures.sh
+EXTRA_DIST += tests/front/outfiles.sh tests/front/hardening.sh tests/front/figures.sh
 
 # ---- fuzzing: `make fuzz` builds the libFuzzer target (front end through reports and
 # emit-c) with clang (not part of check) ----

@@ -105,7 +105,8 @@ int ir_format_frame(const IrSchedule *s, uint32_t frame, char *buf, int size) {
   int n = 0;
   buf[0] = 0;
   /* innermost first; elaboration nests at most 16 loops' frames */
-  for (const IrFrame *f = ir_frame(s, frame); f && n < 16; f = ir_frame(s, f->parent)) chain[n++] = f;
+  for (const IrFrame *f = ir_frame(s, frame); f && n < 16; f = ir_frame(s, f->parent))
+    if (f->loop >= (uint32_t)s->nloops || !s->loops[f->loop].use) chain[n++] = f;   /* uses: ir_note_op */
   int len = 0;
   for (int k = n - 1; k >= 0 && len < size; k--) {
     const IrFrame *f = chain[k];
@@ -120,9 +121,16 @@ void ir_note_op(Diag *dg, const IrSchedule *s, int d, const IrOp *op, int named)
   char b[512];
   int n = ir_format_frame(s, ir_op_frame(op), b, sizeof b);
   const IrFrame *f = ir_frame(s, ir_op_frame(op));
+  /* the innermost loop (a use's frame is not one) */
+  while (f && f->loop < (uint32_t)s->nloops && s->loops[f->loop].use) f = ir_frame(s, f->parent);
   if (n > 0 && f && f->loop < (uint32_t)s->nloops) {
     diag_note(dg, s->loops[f->loop].span, "in device %d, %s", d, b);
   } else if (!named) {
     diag_note(dg, s->devs[d].span.file ? s->devs[d].span : op->span, "in device %d", d);
   }
+  /* the `use` statements that wrote it, innermost first: the user's own line last */
+  int k = 0;
+  for (const IrFrame *u = ir_frame(s, ir_op_frame(op)); u && k < 64; u = ir_frame(s, u->parent), k++)
+    if (u->loop < (uint32_t)s->nloops && s->loops[u->loop].use)
+      diag_note(dg, s->loops[u->loop].span, "in schedule '%s', used here", s->loops[u->loop].use);
 }

@@ -119,6 +119,9 @@ static inline void ir_op_set_frame(IrOp *op, uint32_t f) {
 typedef struct IrLoop {
   const char *name;   /* the loop variable */
   Span span;          /* the `for` statement */
+  const char *use;    /* not a loop but `use NAME(...)` at span: the ops the used schedule
+                         writes chain to its frame (value unused), so a diagnostic at one
+                         of them notes the user's line ("in schedule 'zb_v', used here") */
 } IrLoop;
 typedef struct IrFrame {
   int64_t value;      /* the variable's value in this iteration */
@@ -219,6 +222,7 @@ typedef struct IrSchedule {
   int32_t v;                /* stages per device where uniform, else 0 */
   double tf, tb, tw, tc;    /* the schedule-wide costs as stated (one device share) */
   double mem_limit;         /* activation units per device; < 0 = none */
+  Span mem_limit_span;      /* where the limit was set (`memory limit = L;`, --memory) */
   IrVocab vocab;
   IrOffload offload;
   IrKeyVal *model;   int nmodel;
@@ -226,6 +230,7 @@ typedef struct IrSchedule {
   IrExpect *expects; int nexpects, capexpects;
   IrDevice *devs;           /* [ndev] */
   int64_t total_ops;        /* sum of devs[d].nops */
+  long max_ops;             /* --max-ops: the ops lowering inserts count too (0: no limit) */
   /* parameters after -D, in declaration order, for reports */
   struct IrParam { const char *name; double value; int is_int; int is_bool; /* value 0/1 */ } *params;
   int nparams;

@@ -71,17 +71,16 @@ void report_text(StrBuf *b, const Report *r) {
   report_num(b, sim->makespan);
   sb_puts(b, "   (ideal ");
   report_num(b, sim->ideal);
-  sb_puts(b, " = m(TF+TB+TW)");
-  /* with per-stage costs, offload or vocabulary passes that ideal is no bound: the
-     busiest device's own work is (no order finishes before that device has run it) */
-  int wd = 0;
-  for (int d = 1; d < s->ndev; d++)
-    if (sim->dev[d].busy > sim->dev[wd].busy) wd = d;
-  double work = s->ndev > 0 ? sim->dev[wd].busy : 0;
-  if (s->ndev > 0 && fabs(work - sim->ideal) > 1e-9 * (fabs(work) + fabs(sim->ideal))) {
-    sb_puts(b, " of the schedule-wide costs; work bound ");
-    report_num(b, work);
-    sb_printf(b, ": the compute of device %d", wd);
+  /* the ideal is the busiest device's compute (sim.c); it is m(TF+TB+TW) unless
+     per-stage costs, vocabulary passes or overlapped pairs make it otherwise */
+  double wide = (double)s->nmb * (s->tf + s->tb + s->tw);
+  if (s->ndev > 0 && sim->ideal != wide) {
+    double br;
+    int wd = bottleneck(s, sim, &br);
+    sb_printf(b, ": the compute of device %d, with the costs its passes have; m(TF+TB+TW) = ", wd);
+    report_num(b, wide);
+  } else {
+    sb_puts(b, " = m(TF+TB+TW)");
   }
   sb_puts(b, ")\n");
   sb_printf(b, "bubble      %.4f   (over the longest device span: %.4f)\n", sim->bubble_rate, sim->bubble_rate_span);

@@ -25,6 +25,7 @@
 #include "synth.h"
 #include "analysis.h"
 #include "driver.h"
+#include "overlap.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,7 +38,9 @@
    P = 32, m = 128 on a V-shape searches about 5 s at effort 2, half on policies, half on local moves (bench/README.md, "Synthesis") */
 #define SYNTH_STEPS_PER_EFFORT 2e7
 
-typedef struct SOp { int32_t mb, stage; uint8_t kind; } SOp;
+/* a pass of the order; pair: this pass and the next run as an overlapped pair
+   (overlap.c), only in seeds that write `overlap { }` (DualPipeV) */
+typedef struct SOp { int32_t mb, stage; uint8_t kind, pair; } SOp;
 
 typedef struct Model {
   int P, S, m;
@@ -51,7 +54,13 @@ typedef struct Model {
   int split_ok;             /* B/W apart allowed */
   int offmb;                /* offload (st[].offload) applies to microbatches 0..offmb-1 */
   double H;                 /* host memory limit per device for offloaded activations (large: none) */
+  double eff;               /* overlap efficiency of an overlapped F and backward pair (overlap.c) */
+  double *drop;             /* [P]: device d's limit is L - drop[d] (hardware.memory less its
+                               static bytes, in activation units, when less than L; else 0) */
 } Model;
+
+/* Device d's memory limit, in activation units. */
+static inline double lim(const Model *M, int d) { return M->L - M->drop[d]; }
 
 typedef struct Policy {
   double *cap;              /* [2P]: the cap per device, then per device the cut: its k-th
@@ -75,10 +84,15 @@ typedef struct Work {
   double *eng;              /* [P]: when the device->host copy engine is free */
   double *host;             /* [P]: offloaded activations not yet back (run_policy) */
   double *rem;              /* [P]: compute still to run (run_policy) */
+  int *wq; char *inq;       /* [P]: eval_order's worklist of devices, and who is in it */
   int64_t steps;
 } Work;
 
-typedef struct Result { double makespan, peak; int ok; double sumend; /* eval_order: sum of the devices' ends */ } Result;
+typedef struct Result {
+  double makespan, peak; int ok;
+  double sumend;            /* eval_order: sum of the devices' ends */
+  int fit;                  /* every device's peak within its limit (lim) */
+} Result;
 
 static double now_s(void) {
   struct timespec ts;
@@ -140,7 +154,7 @@ static int pick_better(int sel, int i1, int s1, int i2, int s2) {
  * still has to run) stops early, not ok. */
 static Result run_policy(const Model *M, const Policy *p, Work *w, double bound) {
   int P = M->P, S = M->S, m = M->m;
-  Result r = {INF, 0, 0, 0};
+  Result r = {INF, 0, 0, 0, 0};
   int64_t ms = (int64_t)m * S;
   for (int64_t k = 0; k < ms; k++) w->endF[k] = w->endB[k] = -1;
   memset(w->nF, 0, sizeof(int) * (size_t)S);
@@ -268,6 +282,7 @@ static Result run_policy(const Model *M, const Policy *p, Work *w, double bound)
       o->mb = mb;
       o->stage = stg;
       o->kind = (uint8_t)kind;
+      o->pair = 0;
       w->cur[d] = t + c;
       if (t + c > mk) mk = t + c;
       w->rem[d] -= c;
@@ -285,16 +300,68 @@ static Result run_policy(const Model *M, const Policy *p, Work *w, double bound)
   }
   r.ok = 1;
   r.makespan = mk;
-  for (int d = 0; d < P; d++)
+  r.fit = 1;
+  for (int d = 0; d < P; d++) {
     if (w->peak[d] > r.peak) r.peak = w->peak[d];
+    if (!le(w->peak[d], lim(M, d))) r.fit = 0;
+  }
   return r;
 }
 
 /* Times a given order (w->ord, w->nord) on the model, as soon as possible, the way
  * sim.c does; ok = 0 when it is incomplete or deadlocks. */
+/* The cost of pass o alone (sim_cost's, on the model's stages). */
+static double sop_cost(const Model *M, const SOp *o) {
+  const IrStage *g = &M->st[o->stage];
+  return o->kind == IR_F ? g->tf : o->kind == IR_B ? g->tb : o->kind == IR_W ? g->tw : g->tbw;
+}
+
+/* When pass o may start (INF: an input's producer has not run). */
+static double sop_ready(const Model *M, const Work *w, const SOp *o) {
+  int64_t slot = (int64_t)o->mb * M->S + o->stage;
+  if (o->kind == IR_F) return readyF(M, w, o->mb, o->stage);
+  if (o->kind == IR_W) return w->endB[slot] < 0 ? INF : w->endB[slot];
+  return readyB(M, w, o->mb, o->stage);
+}
+
+/* Runs pass o of device d from st to en: its end, its memory. 0, or -1 when it ran
+ * before (the order is not valid). */
+static int sop_apply(const Model *M, Work *w, const SOp *o, int d, double st, double en, int64_t *nf, int64_t *nb,
+                     int64_t *nw, int64_t *nbsplit) {
+  int i = o->mb, s = o->stage;
+  int64_t slot = (int64_t)i * M->S + s;
+  const IrStage *g = &M->st[s];
+  switch (o->kind) {
+  case IR_F:
+    if (w->endF[slot] >= 0) return -1;
+    w->endF[slot] = en; w->held[d] += g->act; (*nf)++;
+    if (w->held[d] > w->peak[d]) w->peak[d] = w->held[d];
+    if (g->offload > 0 && i < M->offmb) copy_start(w, d, g, en);
+    break;
+  case IR_B: case IR_BW:
+    if (w->endB[slot] >= 0) return -1;
+    w->endB[slot] = en;
+    if (i < M->offmb) w->held[d] += g->offload * g->act;
+    if (w->held[d] > w->peak[d]) w->peak[d] = w->held[d];
+    w->held[d] -= o->kind == IR_B ? g->b_free * g->act : g->act;
+    (*nb)++;
+    if (o->kind == IR_B) (*nbsplit)++;
+    break;
+  default:
+    w->held[d] -= (1 - g->b_free) * g->act; (*nw)++;
+    break;
+  }
+  (void)st;
+  return 0;
+}
+
+/* Times a given order (w->ord, w->nord) on the model, as soon as possible, the way
+ * sim.c does; ok = 0 when it is incomplete or deadlocks. An overlapped pair starts
+ * when both passes may, lasts cx + cy - eff min(cx, cy), and both end together; its
+ * F's activation is taken first (sim.c). */
 static Result eval_order(const Model *M, Work *w) {
   int P = M->P, S = M->S, m = M->m;
-  Result r = {INF, 0, 0, 0};
+  Result r = {INF, 0, 0, 0, 0};
   int64_t ms = (int64_t)m * S;
   for (int64_t k = 0; k < ms; k++) w->endF[k] = w->endB[k] = -1;
   int64_t nf = 0, nb = 0, nw = 0, nbsplit = 0;
@@ -302,62 +369,64 @@ static Result eval_order(const Model *M, Work *w) {
   for (int d = 0; d < P; d++) { pc[d] = 0; w->cur[d] = w->held[d] = w->peak[d] = 0; }
   copies_reset(M, w);
   double mk = 0;
-  for (int sweep = 0;; sweep++) {
-    int progress = 0, left = 0;
-    for (int q = 0; q < P; q++) {
-      int d = sweep & 1 ? P - 1 - q : q;
-      while (pc[d] < w->nord[d]) {
-        const SOp *o = &w->ord[w->off[d] + pc[d]];
-        int i = o->mb, s = o->stage;
-        int64_t slot = (int64_t)i * S + s;
-        const IrStage *g = &M->st[s];
-        double rd, c;
-        if (o->kind == IR_F) { rd = readyF(M, w, i, s); c = g->tf; }
-        else if (o->kind == IR_W) { rd = w->endB[slot] < 0 ? INF : w->endB[slot]; c = g->tw; }
-        else { rd = readyB(M, w, i, s); c = o->kind == IR_B ? g->tb : g->tbw; }
-        if (rd >= INF) break;
-        w->steps++;
-        double st = rd > w->cur[d] ? rd : w->cur[d];
-        copies_done(w, d, st);
-        w->ost[w->off[d] + pc[d]] = st;
-        w->ordy[w->off[d] + pc[d]] = rd;
-        switch (o->kind) {
-        case IR_F:
-          if (w->endF[slot] >= 0) return r;
-          w->endF[slot] = st + c; w->held[d] += g->act; nf++;
-          if (w->held[d] > w->peak[d]) w->peak[d] = w->held[d];
-          if (g->offload > 0 && i < M->offmb) copy_start(w, d, g, st + c);
-          break;
-        case IR_B: case IR_BW:
-          if (w->endB[slot] >= 0) return r;
-          w->endB[slot] = st + c;
-          if (i < M->offmb) w->held[d] += g->offload * g->act;
-          if (w->held[d] > w->peak[d]) w->peak[d] = w->held[d];
-          w->held[d] -= o->kind == IR_B ? g->b_free * g->act : g->act;
-          nb++;
-          if (o->kind == IR_B) nbsplit++;
-          break;
-        default:
-          w->held[d] -= (1 - g->b_free) * g->act; nw++;
-          break;
-        }
-        w->cur[d] = st + c;
-        if (st + c > mk) mk = st + c;
-        pc[d]++;
-        progress = 1;
+  /* a worklist of devices (each runs its order until an input is missing; a pass that
+     ends wakes the devices of the passes that need it): every pass is looked at a
+     bounded number of times, whatever P (sweeping over all devices until nothing
+     moves took P times the pipeline's depth) */
+  int nq = 0;
+  for (int d = 0; d < P; d++) { w->wq[nq++] = d; w->inq[d] = 1; }
+  int qh = 0;
+  while (nq > 0) {
+    int d = w->wq[qh];
+    qh = qh + 1 == P ? 0 : qh + 1;
+    nq--;
+    w->inq[d] = 0;
+    while (pc[d] < w->nord[d]) {
+      int64_t at = w->off[d] + pc[d];
+      const SOp *o = &w->ord[at];
+      int two = o->pair && pc[d] + 1 < w->nord[d];
+      double rd = sop_ready(M, w, o), c = sop_cost(M, o);
+      if (rd >= INF) break;
+      if (two) {
+        const SOp *o2 = o + 1;
+        double rd2 = sop_ready(M, w, o2), c2 = sop_cost(M, o2);
+        if (rd2 >= INF) break;
+        if (rd2 > rd) rd = rd2;
+        c = c + c2 - M->eff * (c < c2 ? c : c2);
       }
-      if (pc[d] < w->nord[d]) left = 1;
+      w->steps++;
+      double st = rd > w->cur[d] ? rd : w->cur[d];
+      copies_done(w, d, st);
+      for (int h = 0; h <= two; h++) { w->ost[at + h] = st; w->ordy[at + h] = rd; }
+      /* a pair: its F first (the pair holds both halves' memory) */
+      int first = two && o[1].kind == IR_F ? 1 : 0;
+      for (int h = 0; h <= two; h++) {
+        const SOp *x = &o[two ? (h ? 1 - first : first) : 0];
+        if (sop_apply(M, w, x, d, st, st + c, &nf, &nb, &nw, &nbsplit)) return r;
+        /* wake the device of the pass that needs this one (W: this device) */
+        int ns = x->kind == IR_F ? x->stage + 1 : (x->kind == IR_B || x->kind == IR_BW) ? x->stage - 1 : -1;
+        if (ns >= 0 && ns < S) {
+          int e = M->st[ns].device;
+          if (e != d && !w->inq[e]) { w->wq[(qh + nq) % P] = e; nq++; w->inq[e] = 1; }
+        }
+      }
+      w->cur[d] = st + c;
+      if (st + c > mk) mk = st + c;
+      pc[d] += 1 + two;
     }
-    if (!left) break;
-    if (!progress) return r;
   }
+  for (int d = 0; d < P; d++)
+    if (pc[d] < w->nord[d]) return r;   /* stuck: a cycle */
   if (nf != ms || nb != ms || nw != nbsplit) return r;
   r.ok = 1;
   r.makespan = mk;
   r.sumend = 0;
   for (int d = 0; d < P; d++) r.sumend += w->cur[d];
-  for (int d = 0; d < P; d++)
+  r.fit = 1;
+  for (int d = 0; d < P; d++) {
     if (w->peak[d] > r.peak) r.peak = w->peak[d];
+    if (!le(w->peak[d], lim(M, d))) r.fit = 0;
+  }
   return r;
 }
 
@@ -411,10 +480,11 @@ static void lower_bound(const Model *M, SynthInfo *in) {
   in->lb_which = "critical path of one microbatch";
   in->lb_device = -1;
   double lb = path;
-  double L = M->L;
   for (int d = 0; d < P; d++) {
+    double L = lim(M, d);
     int n = M->nst[d];
     const int *ds = M->dst + M->first[d];
+    if (n <= 0) continue;   /* no stage: no work (synth_run refuses such a placement) */
     if (n > 64) n = 64;
     double wt[64], vf[64], wb[64], vb[64];
     double work = 0, ftot = 0, hd = INF, R = INF, cool = INF, memint = 0;
@@ -446,6 +516,34 @@ static void lower_bound(const Model *M, SynthInfo *in) {
       }
       memint += (double)m * st[s].act * (bf * (bstart + bmin) + (1 - bf) * (bstart + full));
     }
+    /* overlapped pairs (overlap.c): a pair of an F and a backward pass lasts
+       cx + cy - eff min(cx, cy), so a device's busy time is its passes' costs less
+       what its pairs save. Each F is in at most one pair and so is each backward pass:
+       the saving is at most eff times the lesser of the sum over its F's of min(tf,
+       the costliest backward pass of the device) and the sum over its backward passes
+       (B and W apart or BW, whichever saves more) of min(cost, the costliest F). Each
+       pass of a pair still takes at least its own cost (the pair lasts at least the
+       larger), so only the device-time terms (work, cool-down, warm-up) lose it. */
+    double sav = 0;
+    if (M->eff > 0) {
+      double maxb = 0, maxf = 0, savf = 0, savb = 0;
+      for (int k = 0; k < n; k++) {
+        int s = ds[k];
+        if (st[s].tf > maxf) maxf = st[s].tf;
+        if (st[s].tbw > maxb) maxb = st[s].tbw;
+        if (M->split_ok && st[s].tb > maxb) maxb = st[s].tb;
+        if (M->split_ok && st[s].tw > maxb) maxb = st[s].tw;
+      }
+      for (int k = 0; k < n; k++) {
+        int s = ds[k];
+        savf += (double)m * fmin(st[s].tf, maxb);
+        double sb = fmin(st[s].tbw, maxf);
+        if (M->split_ok && fmin(st[s].tb, maxf) + fmin(st[s].tw, maxf) > sb) sb = fmin(st[s].tb, maxf) + fmin(st[s].tw, maxf);
+        savb += (double)m * sb;
+      }
+      sav = M->eff * fmin(savf, savb);
+    }
+    work -= sav;
     double v;
     v = hd + work;
     if (v > in->lb_work) in->lb_work = v;
@@ -463,6 +561,7 @@ static void lower_bound(const Model *M, SynthInfo *in) {
         if (M->split_ok && st[s].tb < bm) bm = st[s].tb;
         fb += (double)m * (st[s].tf + bm);
       }
+      fb -= sav;
       double bm0 = st[0].tbw;
       if (M->split_ok && st[0].tb < bm0) bm0 = st[0].tb;
       double chain = s0 > 0 ? tailB[0] - tailB[s0] : back[0] - bm0;
@@ -531,8 +630,10 @@ static int out_of_budget(Search *z) {
   return 0;
 }
 
-/* The time limit alone (the seeds run whatever the step budget: they are few) */
+/* The time limit and the bound alone (the seeds run whatever the step budget: they
+   are few) */
 static int out_of_budget_clock(Search *z) {
+  if (z->br.ok && z->br.makespan <= z->lb * (1 + 1e-12)) return 1;   /* at the bound: optimal */
   if (z->tlimit > 0 && now_s() - z->t0 > z->tlimit * z->tshare) { z->timed_out = 1; return 1; }
   return 0;
 }
@@ -544,7 +645,7 @@ static Result try_policy(Search *z, const Policy *p, double bound) {
   const Model *M = z->M;
   z->evals++;
   Result r = run_policy(M, p, &z->w, bound);
-  if (r.ok && le(r.peak, M->L) && better(r, z->br)) {
+  if (r.ok && r.fit && better(r, z->br)) {
     z->br = r;
     z->bp = *p;
     memcpy(z->bcap, p->cap, sizeof(double) * (size_t)(2 * M->P));
@@ -553,7 +654,7 @@ static Result try_policy(Search *z, const Policy *p, double bound) {
     memcpy(z->best, z->w.ord, sizeof(SOp) * (size_t)z->w.off[M->P]);
     memcpy(z->bestn, z->w.nord, sizeof(int64_t) * (size_t)M->P);
   }
-  if (r.ok && !le(r.peak, M->L)) r.ok = 0;
+  if (r.ok && !r.fit) r.ok = 0;
   return r;
 }
 
@@ -583,7 +684,7 @@ static void describe(const Model *M, const Policy *p, char *buf, size_t n) {
 /* Adopts w's order as the best when it is. */
 static void keep_if_better(Search *z, Result r, const char *label, char *policy, size_t n) {
   const Model *M = z->M;
-  if (!(r.ok && le(r.peak, M->L) && better(r, z->br))) return;
+  if (!(r.ok && r.fit && better(r, z->br))) return;
   z->br = r;
   memcpy(z->best, z->w.ord, sizeof(SOp) * (size_t)z->w.off[M->P]);
   memcpy(z->bestn, z->w.nord, sizeof(int64_t) * (size_t)M->P);
@@ -642,7 +743,9 @@ static void try_seed(Search *z, const IrSchedule *s, const char *file, const cha
   diag_init(&c2.diag, &c2.arena);
   c2.diag.out = NULL;
   int io = 0;
+  double tq0 = (double)clock() / CLOCKS_PER_SEC;
   IrSchedule *t = front_compile(&c2, &io);
+  if (getenv("PPS_SYNTH_DEBUG")) fprintf(stderr, "synth: %s: compiled in %.3f s cpu\n", label, (double)clock() / CLOCKS_PER_SEC - tq0);
   int ok = t && !io && !c2.diag.errors && t->ndev == s->ndev && t->nstage == s->nstage && t->nmb == s->nmb && t->devs;
   for (int k = 0; ok && k < s->nstage; k++)
     if (t->stages[k].device != s->stages[k].device) ok = 0;
@@ -654,6 +757,9 @@ static void try_seed(Search *z, const IrSchedule *s, const char *file, const cha
           M->st[op->stage].device != dv || n >= capd) { ok = 0; break; }
       SOp *q = &z->w.ord[z->w.off[dv] + n++];
       q->mb = op->mb; q->stage = op->stage; q->kind = op->kind;
+      /* an overlapped pair stays one where it gains (TFB given); without a gain the
+         passes run one after the other, which is never slower */
+      q->pair = M->eff > 0 && overlap_pair_at(&t->devs[dv], k);
     }
     z->w.nord[dv] = n;
   }
@@ -708,20 +814,31 @@ static void improve(Search *z, const SOp *start, const int64_t *startn, const ch
         /* timing of the current order (eval_order of the last accepted one) */
         double prev_end = w->ost[b + k - 1];
         const SOp *pp = &w->ord[b + k - 1];
-        const IrStage *g = &M->st[pp->stage];
-        prev_end += pp->kind == IR_F ? g->tf : pp->kind == IR_B ? g->tb : pp->kind == IR_W ? g->tw : g->tbw;
+        if (k >= 2 && pp[-1].pair) {   /* the second of a pair: the pair's end */
+          double c1 = sop_cost(M, pp - 1), c2 = sop_cost(M, pp);
+          prev_end += c1 + c2 - M->eff * (c1 < c2 ? c1 : c2);
+        } else if (pp->pair) {
+          continue;                    /* between the halves of a pair */
+        } else {
+          prev_end += sop_cost(M, pp);
+        }
         double stk = w->ost[b + k], rdk = w->ordy[b + k];
         int64_t lo = -1, hi = -1;
         if (!le(stk, prev_end)) { lo = k; hi = k + 3 < w->nord[d] - 1 ? k + 3 : w->nord[d] - 1; }  /* a gap */
         else if (!le(stk, rdk)) { lo = k - 1; hi = k; }                                             /* delayed */
         if (lo < 0) continue;
         for (int64_t j = lo + 1; j <= hi; j++) {
+          /* overlapped pairs stay as they are: no pass of one moves, none comes between */
+          int inpair = 0;
+          for (int64_t u = lo; u <= j && !inpair; u++)
+            if (w->ord[b + u].pair || (u > 0 && w->ord[b + u - 1].pair)) inpair = 1;
+          if (inpair) break;
           SOp mv = w->ord[b + j];
           memmove(&w->ord[b + lo + 1], &w->ord[b + lo], sizeof(SOp) * (size_t)(j - lo));
           w->ord[b + lo] = mv;
           z->evals++;
           Result r = eval_order(M, w);
-          if (r.ok && le(r.peak, M->L) && imp_better(r, cur)) {
+          if (r.ok && r.fit && imp_better(r, cur)) {
             cur = r;
             improved = moved = 1;
             memcpy(sst, w->ost, sizeof(double) * (size_t)tot);
@@ -797,6 +914,7 @@ static void zb_heuristic(Search *z, int h1, int h2, char *policy, size_t npol) {
     active++;
   }
   int ok = 1;
+  double worst = 0;
   while (active && ok) {
     double T = INF, next = INF;
     for (int d = 0; d < P; d++) if (w->left[d] && w->cur[d] < T) T = w->cur[d];
@@ -808,7 +926,7 @@ static void zb_heuristic(Search *z, int h1, int h2, char *policy, size_t npol) {
       const IrStage *g = &M->st[s];
       double t = w->cur[d];
       int jf = w->nF[s], jb = w->nB[s], jw = w->nW[s];
-      int canF = jf < m && le(w->held[d] + g->act, M->L);
+      int canF = jf < m && le(w->held[d] + g->act, lim(M, d));
       double rf = canF ? readyF(M, w, jf, s) : INF;
       double rb = jb < jf ? readyB(M, w, jb, s) : INF;
       int fready = canF && le(rf, t), bready = rb < INF && le(rb, t), wok = jw < jb;
@@ -828,8 +946,7 @@ static void zb_heuristic(Search *z, int h1, int h2, char *policy, size_t npol) {
         else if (pref == IR_B && bready) kind = IR_B;
         else if (pref == IR_F && jf < m && !canF && wok) kind = IR_W;
         else {
-          double r = pref == IR_F ? rf : rb, worst = 0;
-          for (int q = 0; q < P; q++) if (bub[q] > worst) worst = bub[q];
+          double r = pref == IR_F ? rf : rb;
           if (wok && (r >= INF || le(g->tw, r - t) || !le(bub[d] + (r - t), worst))) kind = IR_W;
           else if (pref == IR_F && bready) kind = IR_B;
           else if (pref == IR_B && fready) kind = IR_F;
@@ -849,7 +966,7 @@ static void zb_heuristic(Search *z, int h1, int h2, char *policy, size_t npol) {
       else if (kind == IR_B) { c = g->tb; w->endB[slot] = t + c; w->nB[s]++; w->held[d] -= g->b_free * g->act; bdone[d] = 1; last[d] = 'B'; }
       else { c = g->tw; w->nW[s]++; w->held[d] -= (1 - g->b_free) * g->act; last[d] = 'W'; }
       SOp *o = &w->ord[w->off[d] + w->nord[d]++];
-      o->mb = mb; o->stage = s; o->kind = (uint8_t)kind;
+      o->mb = mb; o->stage = s; o->kind = (uint8_t)kind; o->pair = 0;
       w->cur[d] = t + c;
       if (--w->left[d] == 0) active--;
       progress = 1;
@@ -857,7 +974,11 @@ static void zb_heuristic(Search *z, int h1, int h2, char *policy, size_t npol) {
     if (progress) continue;
     if (next >= INF) { ok = 0; break; }
     for (int d = 0; d < P; d++)
-      if (w->left[d] && w->cur[d] <= T) { bub[d] += next - w->cur[d]; w->cur[d] = next; }
+      if (w->left[d] && w->cur[d] <= T) {
+        bub[d] += next - w->cur[d];
+        if (bub[d] > worst) worst = bub[d];   /* the largest idle time so far (bub only grows) */
+        w->cur[d] = next;
+      }
   }
   free(bub); free(last); free(bdone);
   if (!ok) return;
@@ -875,7 +996,11 @@ static void seeds(Search *z, const IrSchedule *s, char *policy, size_t n) {
   if (kinds & 1) {
     try_seed(z, s, "1f1b.pps", "one_f_one_b", "checks=false", NULL, "seed: 1F1B (stdlib)", policy, n);
     try_seed(z, s, "gpipe.pps", "gpipe", "checks=false", NULL, "seed: GPipe (stdlib)", policy, n);
-    for (int mem = M->P; mem <= 2 * M->P; mem++) {
+    /* every MEM from P to 2P up to P = 16, else 17 of them evenly spread (each seed
+       is a compilation of m P passes: at P = 1024 all of them would take minutes) */
+    int nmem = M->P <= 16 ? M->P + 1 : 17;
+    for (int k = 0; k < nmem; k++) {
+      int mem = M->P <= 16 ? M->P + k : M->P + (int)(((int64_t)k * M->P + 8) / 16);
       snprintf(x, sizeof x, "MEM=%d", mem);
       snprintf(lab, sizeof lab, "seed: ZB-H2 at MEM = %d (stdlib zb_h2; MEM = P is ZB-H1)", mem);
       try_seed(z, s, "zb_h2.pps", "zb_h2", x, "checks=false", lab, policy, n);
@@ -889,7 +1014,9 @@ static void seeds(Search *z, const IrSchedule *s, char *policy, size_t n) {
       try_seed(z, s, "v_min.pps", "v_min", "checks=false", q, sq ? "seed: V-Min unsqueezed (stdlib)" : "seed: V-Min (stdlib)", policy, n);
       try_seed(z, s, "1f1b_v.pps", "one_f_one_b_v", "checks=false", q, sq ? "seed: 1F1B-V unsqueezed (stdlib)" : "seed: 1F1B-V (stdlib)", policy, n);
     }
-    try_seed(z, s, "dualpipe_v.pps", "dualpipe_v", "checks=false", NULL, "seed: DualPipeV (stdlib)", policy, n);
+    /* with a gain from the overlap (TFB), DualPipeV's pairs are kept and timed as pairs */
+    if (s->tfb > 0) snprintf(x, sizeof x, "TFB=%.17g", s->tfb);
+    try_seed(z, s, "dualpipe_v.pps", "dualpipe_v", "checks=false", s->tfb > 0 ? x : NULL, "seed: DualPipeV (stdlib)", policy, n);
   }
   if (kinds & 4) {
     snprintf(x, sizeof x, "v=%d", v);
@@ -940,8 +1067,8 @@ static int search_all(Search *z, const IrSchedule *s, const SynthOptions *o, cha
                 Cand *c = &cs[ncand];
                 c->p.cap = capbuf + (size_t)ncand * (size_t)(2 * P + 1);
                 for (int d = 0; d < P; d++) {
-                  c->p.cap[d] = M->L;
-                  c->p.cap[P + d] = fc && M->nst[d] > 1 && le(M->lmin[d], M->L - M->unit[d]) ? M->unit[d] : 0;
+                  c->p.cap[d] = lim(M, d);
+                  c->p.cap[P + d] = fc && M->nst[d] > 1 && le(M->lmin[d], lim(M, d) - M->unit[d]) ? M->unit[d] : 0;
                 }
                 c->p.wmode = wm; c->p.fsel = fsel; c->p.bsel = bsel; c->p.reserve = rs; c->p.fused = fused;
                 ncand++;
@@ -988,12 +1115,12 @@ static int search_all(Search *z, const IrSchedule *s, const SynthOptions *o, cha
         Policy p = cs[order[t]].p;
         p.cap = cap;
         for (int d = 0; d < P; d++) {
-          double c = M->L;
-          if (prof == 1) c = M->L - M->unit[d] * d;
-          if (prof == 2) c = M->L - M->unit[d] * (d / 2);
+          double c = lim(M, d);
+          if (prof == 1) c = lim(M, d) - M->unit[d] * d;
+          if (prof == 2) c = lim(M, d) - M->unit[d] * (d / 2);
           c = floor(c / M->unit[d] + 1e-9) * M->unit[d];
           if (c < M->lmin[d]) c = M->lmin[d];
-          if (c > M->L) c = M->L;
+          if (c > lim(M, d)) c = lim(M, d);
           cap[d] = c;
           cap[P + d] = cs[order[t]].p.cap[P + d];
           if (cap[P + d] > 0 && !le(M->lmin[d], c - cap[P + d])) cap[P + d] = 0;
@@ -1010,7 +1137,7 @@ static int search_all(Search *z, const IrSchedule *s, const SynthOptions *o, cha
             for (int mv = 0; mv < (M->nst[d] > 1 ? 4 : 2); mv++) {
               int q = mv < 2 ? d : P + d;
               double old = cap[q], nv = old + (mv % 2 ? 1 : -1) * M->unit[d];
-              if (mv < 2 && (!le(M->lmin[d], nv - cap[P + d]) || !le(nv, M->L))) continue;
+              if (mv < 2 && (!le(M->lmin[d], nv - cap[P + d]) || !le(nv, lim(M, d)))) continue;
               if (mv >= 2 && (nv < -1e-12 || !le(M->lmin[d], cap[d] - nv))) continue;
               if (nv < 0) nv = 0;
               /* a lower cap, or a larger cut, still above every admission of cur
@@ -1072,6 +1199,7 @@ static int real_check(Arena *a, const IrSchedule *s, const Search *z, IrStage *s
   t.nexpects = 0;
   t.synth = NULL;
   t.total_ops = 0;
+  t.noverlap = 0;
   t.devs = arena_alloc(a, sizeof(IrDevice) * (size_t)(M->P + 1));
   memset(t.devs, 0, sizeof(IrDevice) * (size_t)(M->P + 1));
   for (int d = 0; d < M->P; d++)
@@ -1079,6 +1207,7 @@ static int real_check(Arena *a, const IrSchedule *s, const Search *z, IrStage *s
       const SOp *so = &z->best[z->w.off[d] + x];
       IrOp *op = ir_push(a, &t, d);
       op->kind = so->kind; op->mb = so->mb; op->stage = so->stage;
+      if (so->pair) { op->flags |= IR_FLAG_OVERLAP; t.noverlap++; }
     }
   Diag dg;
   diag_init(&dg, a);
@@ -1117,6 +1246,7 @@ int synth_run(Arena *a, Diag *dg, IrSchedule *s, const SynthOptions *o) {
   M.split_ok = !o->fused;
   M.offmb = m;
   M.H = s->offload.host_limit >= 0 ? s->offload.host_limit : INF;
+  M.eff = s->overlap_eff;
   M.cf = calloc((size_t)S + 1, sizeof(double));
   M.cb = calloc((size_t)S + 1, sizeof(double));
   M.nst = calloc((size_t)P + 1, sizeof(int));
@@ -1124,15 +1254,28 @@ int synth_run(Arena *a, Diag *dg, IrSchedule *s, const SynthOptions *o) {
   M.dst = calloc((size_t)S + 1, sizeof(int));
   M.lmin = calloc((size_t)P + 1, sizeof(double));
   M.unit = calloc((size_t)P + 1, sizeof(double));
+  M.drop = calloc((size_t)P + 1, sizeof(double));
   int *fill = calloc((size_t)P + 1, sizeof(int));
   Search z;
   memset(&z, 0, sizeof z);
   int rc = -1;
-  if (!M.cf || !M.cb || !M.nst || !M.first || !M.dst || !M.lmin || !M.unit || !fill) goto oom;
+  if (!M.cf || !M.cb || !M.nst || !M.first || !M.dst || !M.lmin || !M.unit || !M.drop || !fill) goto oom;
   for (int st = 0; st < S; st++) {
     if (st + 1 < S && s->stages[st].device != s->stages[st + 1].device) M.cf[st] = s->tc;
     if (st > 0 && s->stages[st].device != s->stages[st - 1].device) M.cb[st] = s->tc;
     M.nst[s->stages[st].device]++;
+  }
+  {   /* a device without a stage has nothing to order: the placement is not one synthesis can use */
+    int nempty = 0, firstempty = -1;
+    for (int d = 0; d < P; d++)
+      if (!M.nst[d]) { if (firstempty < 0) firstempty = d; nempty++; }
+    if (nempty) {
+      diag_error(dg, S > 0 ? s->stages[0].span : o->span,
+                 "synthesize: the placement leaves %d of the %d devices without a stage (device %d is the first); every device needs one",
+                 nempty, P, firstempty);
+      diag_note(dg, o->span, "the order is synthesised here");
+      goto done;
+    }
   }
   for (int d = 1; d < P; d++) M.first[d] = M.first[d - 1] + M.nst[d - 1];
   for (int st = 0; st < S; st++) {
@@ -1142,35 +1285,75 @@ int synth_run(Arena *a, Diag *dg, IrSchedule *s, const SynthOptions *o) {
     if (M.unit[d] <= 0 || (s->stages[st].act > 0 && s->stages[st].act < M.unit[d])) M.unit[d] = s->stages[st].act;
   }
   double need = 0, allmem = 0;
-  int needd = 0;
   for (int d = 0; d < P; d++) {
-    if (M.lmin[d] > need) { need = M.lmin[d]; needd = d; }
+    if (M.lmin[d] > need) need = M.lmin[d];
     allmem += M.lmin[d] * m;
     if (M.unit[d] <= 0) M.unit[d] = 1;
   }
   if (o->offload_auto) {   /* everything offloaded: one activation in use at a time */
     need = 0;
     for (int st = 0; st < S; st++)
-      if (s->stages[st].act > need) { need = s->stages[st].act; needd = s->stages[st].device; }
+      if (s->stages[st].act > need) need = s->stages[st].act;
   }
   info->min_limit = need;
-  M.L = s->mem_limit >= 0 ? s->mem_limit : allmem + 1;
-  if (M.nst[needd] == 0) need = 0;
-  if (!le(need, M.L)) {
-    char stl[128];
-    size_t n = 0;
-    stl[0] = 0;
-    for (int k = 0; k < M.nst[needd] && n < sizeof stl - 16; k++)
-      n += (size_t)snprintf(stl + n, sizeof stl - n, "%s%d", k ? (k == M.nst[needd] - 1 ? " and " : ", ") : "", M.dst[M.first[needd] + k]);
-    if (o->offload_auto)
-      diag_error(dg, o->span,
-                 "synthesize: memory limit %g is below %g, the least any order can reach even offloading everything: device %d runs a pass of a stage that keeps %g",
-                 M.L, need, needd, need);
-    else
-      diag_error(dg, o->span,
-                 "synthesize: memory limit %g is below %g, the least any order can reach: device %d must hold the activations of stage%s %s of one microbatch at once",
-                 M.L, need, needd, M.nst[needd] > 1 ? "s" : "", stl);
-    goto done;
+  /* the limit of each device: the stated one (activation units), and, when model { }
+     gives the bytes of a unit and hardware { memory } the device's bytes, what that
+     memory holds beside the device's weights, gradients and optimizer state */
+  {
+    double Ls = s->mem_limit >= 0 ? s->mem_limit : allmem + 1, hi = -INF;
+    const IrDerived *x = &s->derived;
+    int bytes = x->bytes && x->memory > 0 && x->static_bytes && x->unit_bytes > 0;
+    info->bytes_lo = INF;
+    info->bytes_hi = -INF;
+    for (int d = 0; d < P; d++) {
+      double l = Ls;
+      if (bytes) {
+        double lb = (x->memory - x->static_bytes[d]) / x->unit_bytes;
+        if (lb < info->bytes_lo) info->bytes_lo = lb;
+        if (lb > info->bytes_hi) info->bytes_hi = lb;
+        if (lb < l) l = lb;
+      }
+      M.drop[d] = l;   /* the device's limit, for now */
+      if (l > hi) hi = l;
+    }
+    info->bytes = bytes;
+    M.L = hi;
+    for (int d = 0; d < P; d++) M.drop[d] = M.L - M.drop[d];
+    /* the least each device needs (offload auto: one activation at a time) */
+    int bad = -1;
+    double badneed = 0, worst = 0;
+    for (int d = 0; d < P; d++) {
+      double nd = M.lmin[d];
+      if (o->offload_auto) {
+        nd = 0;
+        for (int k = 0; k < M.nst[d]; k++)
+          if (s->stages[M.dst[M.first[d] + k]].act > nd) nd = s->stages[M.dst[M.first[d] + k]].act;
+      }
+      if (!le(nd, lim(&M, d)) && (bad < 0 || nd - lim(&M, d) > worst)) { bad = d; badneed = nd; worst = nd - lim(&M, d); }
+    }
+    if (bad >= 0) {
+      char stl[128];
+      size_t n = 0;
+      stl[0] = 0;
+      for (int k = 0; k < M.nst[bad] && n < sizeof stl - 16; k++)
+        n += (size_t)snprintf(stl + n, sizeof stl - n, "%s%d", k ? (k == M.nst[bad] - 1 ? " and " : ", ") : "", M.dst[M.first[bad] + k]);
+      char room[256];
+      if (bytes && lim(&M, bad) < Ls)
+        snprintf(room, sizeof room, "device %d has room for %.4g activation units (hardware.memory %.4g GB less %.4g GB of weights, gradients and optimizer state, at %.4g GB a unit)",
+                 bad, lim(&M, bad), x->memory / 1e9, x->static_bytes[bad] / 1e9, x->unit_bytes / 1e9);
+      else
+        snprintf(room, sizeof room, "memory limit %g", lim(&M, bad));
+      if (o->offload_auto)
+        diag_error(dg, o->span,
+                   "synthesize: %s is below %g, the least any order can reach even offloading everything: device %d runs a pass of a stage that keeps %g",
+                   room, badneed, bad, badneed);
+      else
+        diag_error(dg, o->span,
+                   "synthesize: %s is below %g, the least any order can reach: device %d must hold the activations of stage%s %s of one microbatch at once",
+                   room, badneed, bad, M.nst[bad] > 1 ? "s" : "", stl);
+      if (bytes && lim(&M, bad) < Ls) diag_note(dg, x->memory_span, "hardware.memory is set here");
+      goto done;
+    }
   }
   {
     double keepL = M.L;
@@ -1212,10 +1395,12 @@ int synth_run(Arena *a, Diag *dg, IrSchedule *s, const SynthOptions *o) {
   z.w.eng = calloc((size_t)P + 1, sizeof(double));
   z.w.host = calloc((size_t)P + 1, sizeof(double));
   z.w.rem = calloc((size_t)P + 1, sizeof(double));
+  z.w.wq = calloc((size_t)P + 1, sizeof(int));
+  z.w.inq = calloc((size_t)P + 1, 1);
   z.best = malloc(sizeof(SOp) * (size_t)(total + 1));
   z.bcap = calloc((size_t)(2 * P + 1), sizeof(double));
   if (!z.w.endF || !z.w.endB || !z.w.nF || !z.w.nB || !z.w.nW || !z.w.cur || !z.w.held || !z.w.resv ||
-      !z.w.peak || !z.w.left || !z.w.ord || !z.w.ost || !z.w.ordy || !z.w.qend || !z.w.qamt || !z.w.qh || !z.w.qt || !z.w.eng || !z.w.host || !z.w.rem || !z.best || !z.bcap) goto oom;
+      !z.w.peak || !z.w.left || !z.w.ord || !z.w.ost || !z.w.ordy || !z.w.qend || !z.w.qamt || !z.w.qh || !z.w.qt || !z.w.eng || !z.w.host || !z.w.rem || !z.w.wq || !z.w.inq || !z.best || !z.bcap) goto oom;
   z.br.ok = 0;
   z.br.makespan = INF;
   z.t0 = t0;
@@ -1242,7 +1427,7 @@ int synth_run(Arena *a, Diag *dg, IrSchedule *s, const SynthOptions *o) {
     memcpy(lmin0, M.lmin, sizeof(double) * (size_t)P);
     double bestmk = INF, bestr = 0;
     int bestk = 0, bestq = m, ks[6], nks = 0;
-    Result bestres = {INF, 0, 0, 0};
+    Result bestres = {INF, 0, 0, 0, 0};
     char bestpol[SYNTH_POLICY_LEN] = "";
     int fracs[] = {1, 2, 3, 4};   /* k = S/4, S/2, 3S/4, S */
     for (int q = 0; q < 4; q++) {
@@ -1280,7 +1465,7 @@ int synth_run(Arena *a, Diag *dg, IrSchedule *s, const SynthOptions *o) {
       for (int mf = 0; mf < (r > 0 ? 3 : 1); mf++) {
         M.L = Lreal - mf * rlmax;
         int feasible = 1;
-        for (int d = 0; d < P; d++) if (!le(M.lmin[d], M.L)) feasible = 0;
+        for (int d = 0; d < P; d++) if (!le(M.lmin[d], lim(&M, d))) feasible = 0;
         if (!feasible) continue;
         oc.effort = c < 0 ? o->effort : 0;
         char pol[SYNTH_POLICY_LEN] = "";
@@ -1339,6 +1524,7 @@ int synth_run(Arena *a, Diag *dg, IrSchedule *s, const SynthOptions *o) {
       op->mb = q->mb;
       op->stage = q->stage;
       op->span = o->span;
+      if (q->pair) { op->flags |= IR_FLAG_OVERLAP; s->noverlap++; }
     }
   }
   info->makespan = z.br.makespan;
@@ -1368,9 +1554,9 @@ oom:
   diag_error(dg, o->span, "synthesize: out of memory");
 done:
   info->seconds = now_s() - t0;
-  free(M.cf); free(M.cb); free(M.nst); free(M.first); free(M.dst); free(M.lmin); free(M.unit); free(fill);
+  free(M.cf); free(M.cb); free(M.nst); free(M.first); free(M.dst); free(M.lmin); free(M.unit); free(M.drop); free(fill);
   free(z.w.off); free(z.w.nord); free(z.bestn); free(z.w.endF); free(z.w.endB); free(z.w.nF); free(z.w.nB);
-  free(z.w.nW); free(z.w.cur); free(z.w.held); free(z.w.resv); free(z.w.peak); free(z.w.left); free(z.w.ord); free(z.w.ost); free(z.w.ordy); free(z.w.qend); free(z.w.qamt); free(z.w.qh); free(z.w.qt); free(z.w.eng); free(z.w.host); free(z.w.rem);
+  free(z.w.nW); free(z.w.cur); free(z.w.held); free(z.w.resv); free(z.w.peak); free(z.w.left); free(z.w.ord); free(z.w.ost); free(z.w.ordy); free(z.w.qend); free(z.w.qamt); free(z.w.qh); free(z.w.qt); free(z.w.eng); free(z.w.host); free(z.w.rem); free(z.w.wq); free(z.w.inq);
   free(z.best); free(z.bcap);
   return rc;
 }

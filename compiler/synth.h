@@ -30,6 +30,9 @@ typedef struct SynthInfo {
   const char *lb_which;   /* the term that gives the bound */
   int lb_device;          /* the device of a per-device term, else -1 */
   double min_limit;       /* the least limit any order can meet */
+  int bytes;              /* hardware.memory and model { } bytes known: each device's limit
+                             is also what its memory holds beside its static bytes */
+  double bytes_lo, bytes_hi; /* that room, in activation units, over the devices */
   double seconds;         /* search time (wall clock) */
   long candidates;        /* orders simulated */
   int fused;              /* the chosen order uses BW (B and W fused) */

@@ -629,6 +629,9 @@ static void check_memory(V *v, SimDev *mem) {
       diag_error(v->dg, op->span, "device %d holds %g activations after %s, over the limit of %g",
                  d, mem[d].peak_order, opname(v, op, b1, sizeof b1), s->mem_limit);
       in_loop(v, d, op);
+      /* where the limit was set, when not where the pass was written (a used schedule) */
+      if (s->mem_limit_span.file && s->mem_limit_span.file != op->span.file)
+        diag_note(v->dg, s->mem_limit_span, "the limit of %g is set here", s->mem_limit);
     }
     if (s->offload.host_limit >= 0 && s->offload.enabled && mem[d].host_peak > s->offload.host_limit * (1 + 1e-9) &&
         mem[d].host_peak_op >= 0) {

@@ -1,5 +1,5 @@
 /* gpt.h: what model_gpt.c offers besides ppsrt_gpt_create (model.h): the FLOPs of
- * each pass, for MFU. Internal to libppsrt. */
+ * each pass, for MFU, and the check of a configuration's sizes. Internal to libppsrt. */
 #ifndef PPSRT_GPT_H
 #define PPSRT_GPT_H
 #include "model.h"
@@ -11,4 +11,9 @@
  * 6bshV (F/S, B, W/T 2bshV each; Vocab-1's T and Vocab-2's S carry the input
  * gradient's 2bshV). Vocabulary shares are divided by the number of devices. */
 double ppsrt_gpt_pass_flops(const ppsrt_model_config *cfg, int kind, int stage);
+
+/* Checks the sizes of cfg before anything runs (ppsrt_gpt_create checks them too):
+ * positive, --hidden a multiple of --heads, every tensor within INT32_MAX elements,
+ * the parameter table within an int. 0, or PPSRT_E_USAGE with ppsrt_last_error(). */
+int ppsrt_gpt_check_config(const ppsrt_model_config *cfg);
 #endif

@@ -933,9 +933,11 @@ static int load_tokens(ppsrt_model *m, long first) {
   return rc;
 }
 
-int ppsrt_gpt_create(const ppsrt_model_config *cfg, ppsrt_backend *be, int device, const int *stages, int nstages,
-                     ppsrt_model **out) {
-  *out = NULL;
+/* The sizes of a configuration, before anything is allocated: positive, consistent,
+ * every tensor within INT32_MAX elements (the kernels index with int) and the
+ * parameter table within an int, each product checked by division so that it cannot
+ * overflow itself. nstages: the most stages one device holds (cfg->nstage at most). */
+static int gpt_check_sizes(const ppsrt_model_config *cfg, int nstages) {
   int Hkv = cfg->query_groups > 0 ? cfg->query_groups : cfg->heads;
   if (cfg->hidden <= 0 || cfg->heads <= 0 || cfg->seq <= 0 || cfg->micro_batch <= 0 || cfg->layers_per_stage <= 0 ||
       cfg->nstage <= 0 || cfg->vocab <= 0 || cfg->nmb <= 0)
@@ -945,16 +947,34 @@ int ppsrt_gpt_create(const ppsrt_model_config *cfg, ppsrt_backend *be, int devic
   if (cfg->hidden % cfg->heads || cfg->heads % Hkv)
     return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --hidden %d must be a multiple of --heads %d, and --heads of --query-groups %d",
                       cfg->hidden, cfg->heads, Hkv);
+  int64_t w = 4 * (int64_t)cfg->hidden > cfg->vocab ? 4 * (int64_t)cfg->hidden : cfg->vocab; /* MLP 4h, logits */
+  int64_t tokens = (int64_t)cfg->seq * cfg->micro_batch;   /* both < 2^31: no overflow */
+  if (tokens > INT32_MAX / w)
+    return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --seq %d x --micro-batch %d tokens x width %lld is over %d elements per tensor",
+                      cfg->seq, cfg->micro_batch, (long long)w, INT32_MAX);
+  int64_t h = cfg->hidden, q = ((int64_t)cfg->heads + 2 * (int64_t)Hkv) * (h / cfg->heads);
+  int64_t rows = 4 * h > q ? 4 * h : q;                      /* fc.w [h, 4h], qkv.w [h, q] */
+  if (rows > INT32_MAX / h || cfg->vocab > INT32_MAX / h || cfg->seq > INT32_MAX / h)
+    return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --hidden %d with --vocab %d, --seq %d and %lld-wide layers makes a weight over %d elements",
+                      cfg->hidden, cfg->vocab, cfg->seq, (long long)rows, INT32_MAX);
+  if ((int64_t)nstages * cfg->layers_per_stage > (INT32_MAX - 5) / NLP)
+    return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: %d stages x --layers-per-stage %d is over %d parameter tensors", nstages,
+                      cfg->layers_per_stage, (INT32_MAX - 5) / NLP);
+  return 0;
+}
+
+int ppsrt_gpt_check_config(const ppsrt_model_config *cfg) { return gpt_check_sizes(cfg, cfg->nstage); }
+
+int ppsrt_gpt_create(const ppsrt_model_config *cfg, ppsrt_backend *be, int device, const int *stages, int nstages,
+                     ppsrt_model **out) {
+  *out = NULL;
+  int Hkv = cfg->query_groups > 0 ? cfg->query_groups : cfg->heads;
+  int rc0 = gpt_check_sizes(cfg, nstages);
+  if (rc0) return rc0;
   int P = cfg->vocab_mode ? (cfg->ndev > 0 ? cfg->ndev : 1) : 1;
   if (cfg->vocab_mode && (cfg->vocab_mode > 2 || cfg->vocab < P || device < 0 || device >= P))
     return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: vocabulary parallelism needs mode 1 or 2 and --vocab %d >= devices %d",
                       cfg->vocab, P);
-  {
-    int64_t w = 4 * (int64_t)cfg->hidden > cfg->vocab ? 4 * (int64_t)cfg->hidden : cfg->vocab; /* MLP 4h, logits */
-    if ((int64_t)cfg->seq * cfg->micro_batch * w > INT32_MAX)
-      return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --seq %d x --micro-batch %d tokens x width %lld is over %d elements per tensor",
-                        cfg->seq, cfg->micro_batch, (long long)w, INT32_MAX);
-  }
   ppsrt_model *m = calloc(1, sizeof *m);
   gpt *g = calloc(1, sizeof *g);
   if (!m || !g) { free(m); free(g); return PPSRT_FAIL(PPSRT_E_NOMEM, "gpt: out of host memory"); }
