@@ -27,6 +27,8 @@ bench-sim: bench/sim_bench$(EXEEXT) ppsc$(EXEEXT)
 # Script tests: golden diagnostics, outputs (JSON, trace, SVG, CSV), robustness
 TESTS += tests/analysis/golden.sh tests/analysis/outputs.sh tests/analysis/robust.sh tests/analysis/closed_form.sh
 TESTS += tests/analysis/svg.sh
+TESTS += tests/analysis/makespan_exact.sh
+EXTRA_DIST += tests/analysis/makespan_exact.sh
 TESTS += tests/analysis/rendezvous.sh
 EXTRA_DIST += tests/analysis/rendezvous.sh
 EXTRA_DIST += tests/analysis/svg.sh

@@ -383,10 +383,10 @@ void rt_print_json(ppsrt_run *run, int status) {
     fprintf(f, "null");
   }
   if (run->o.check)
-    fprintf(f, ",\"check\":{\"match\":%s,\"loss_match\":%s,\"mismatches\":%ld,\"max_diff\":%.9g,\"atol\":%g,\"rtol\":%g}",
+    fprintf(f, ",\"check\":{\"match\":%s,\"loss_match\":%s,\"mismatches\":%ld,\"max_diff\":%.9g,\"k\":%.9g,\"k_loss\":%.9g}",
             !run->check_mismatches && !run->check_loss_bad && done ? "true" : "false",
-            run->check_loss_bad ? "false" : "true", run->check_mismatches, run->check_maxdiff, run->check_atol,
-            run->check_rtol);
+            run->check_loss_bad ? "false" : "true", run->check_mismatches, run->check_maxdiff, run->check_k,
+            run->check_k_loss);
   fprintf(f, ",\"error\":");
   if (run->first_error[0]) json_str(f, run->first_error); else fprintf(f, "null");
   /* vocabulary collectives: on their lanes (coll_lane.c) or blocking; null without */

@@ -180,9 +180,9 @@ struct ppsrt_run {
   double *loss;                     /* [iterations] */
   long check_mismatches;            /* --check: values outside the tolerance, all ranks */
   int check_loss_bad;               /* --check: the loss differs */
-  double check_atol, check_rtol;
+  double check_k, check_k_loss;    /* --check: the tolerances (check.c) */
   int memory_mismatch;              /* measured units != predicted on some device */
-  double check_maxdiff;
+  double check_maxdiff;            /* --check: the largest relative norm difference of a tensor */
   int iterations_done;
   char first_error[2048];
   /* FLOPs (cli.c counts them from the op tables and the model's pass FLOPs; metrics.c
@@ -271,6 +271,9 @@ int rt_lane_drain(ppsrt_ctx *c);
 
 /* check.c */
 int rt_check_gradients(ppsrt_ctx *c, double pipeline_loss, int *mismatch);
+/* PPSRT_FAULT and PPSRT_CHECK_K* (check.c; tests only): -1 to go on, else the exit status
+ * (PPSRT_FAULT=list printed the tensors --check compares: 0; a bad value: 2). */
+int rt_fault_setup(ppsrt_run *run, const ppsrt_model_config *cfg, int check, const char *me);
 
 /* error.c */
 void ppsrt_error_set_rank(int rank);

@@ -2,7 +2,8 @@
 # tests/front/run-bad.sh: golden diagnostics. For every tests/front/bad/NAME.pps,
 # `ppsc expand NAME.pps [ARGS]` (run inside bad/, ARGS from NAME.args) must print
 # exactly NAME.err on stderr and exit with the code in NAME.rc (default 1), within
-# 10 seconds. UPDATE=1 rewrites the .err files from the current output (review them!).
+# 10 seconds. UPDATE=1 rewrites the .err files from the current output (review them!); such a
+# run never passes (exit 1 after rewriting): run again without UPDATE.
 : "${PPSC:?set PPSC to the ppsc binary}" "${top_srcdir:?set top_srcdir}"
 dir="$top_srcdir/tests/front/bad"
 tmp=${TMPDIR:-/tmp}/pps-bad.$$
@@ -28,4 +29,5 @@ for f in *.pps; do
   fi
 done
 echo "run-bad: $n cases"
+[ -n "$UPDATE" ] && { echo "FAIL: UPDATE=1 rewrote the .err files: a regeneration is not a pass; review them and run again without UPDATE"; exit 1; }
 exit $fail

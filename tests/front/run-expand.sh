@@ -3,7 +3,8 @@
 # tests/front/good/NAME.pps (ARGS from NAME.args) and every examples/NAME.pps, the
 # output must equal good/NAME.out (good/ex_NAME.out for examples), exit 0, and be a
 # fixed point: expanding the output again gives the same schedule (from line 2 on;
-# line 1 names the input file). UPDATE=1 rewrites the .out files (review them!).
+# line 1 names the input file). UPDATE=1 rewrites the .out files (review them!); such a
+# run never passes (exit 1 after rewriting): run again without UPDATE.
 : "${PPSC:?set PPSC to the ppsc binary}" "${top_srcdir:?set top_srcdir}"
 tmp=${TMPDIR:-/tmp}/pps-expand.$$
 mkdir -p "$tmp" || exit 99
@@ -35,4 +36,5 @@ for f in "$top_srcdir"/examples/*.pps; do
   check "$top_srcdir" "examples/$name.pps" "" "$good/ex_$name.out"
 done
 echo "run-expand: $n cases"
+[ -n "$UPDATE" ] && { echo "FAIL: UPDATE=1 rewrote the .out files: a regeneration is not a pass; review them and run again without UPDATE"; exit 1; }
 exit $fail

@@ -23,12 +23,14 @@
  * A failure prints the check, the first differing element and the largest error.
  *
  * Usage: cuda_kernels            run the checks (exit 77 when no GPU is visible)
- *        cuda_kernels --count    print the number of visible GPUs (0 when none)
+ *        cuda_kernels --count    print the number of visible GPUs (0 when none: no device,
+ *                                or no driver); exit 1 on any other CUDA error
  *        cuda_kernels --no-device  on a machine WITHOUT a GPU, check that creating the
  *                                CUDA backend fails cleanly with "no CUDA device visible"
  *                                and a hint (exit 77 when a GPU is visible). */
 #include "config.h"
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -991,11 +993,26 @@ static void t_launch_config(void) {
   gpu->free(gpu, lse);
 }
 
+/* No GPU: no device, or no driver at all (cudart then says the driver is insufficient;
+ * with a driver library present that is a broken installation, not an absent GPU). */
+static int no_gpu(cudaError_t e) {
+  if (e == cudaErrorNoDevice) return 1;
+  if (e != cudaErrorInsufficientDriver) return 0;
+  void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+  if (h) dlclose(h);
+  return !h;
+}
+
 int main(int argc, char **argv) {
   int ndev = 0;
   cudaError_t e = cudaGetDeviceCount(&ndev);
   if (e != cudaSuccess) ndev = 0;
   if (argc > 1 && !strcmp(argv[1], "--count")) {
+    /* an error other than "no GPU" is an error: the GPU tests must not read it as zero */
+    if (e != cudaSuccess && !no_gpu(e)) {
+      fprintf(stderr, "cuda_kernels: error: cudaGetDeviceCount: %s (%s)\n", cudaGetErrorName(e), cudaGetErrorString(e));
+      return 1;
+    }
     printf("%d\n", ndev);
     return 0;
   }
@@ -1024,6 +1041,11 @@ int main(int argc, char **argv) {
     }
   }
 #endif
+  if (e != cudaSuccess && !no_gpu(e)) {
+    fprintf(stderr, "FAIL: cudaGetDeviceCount: %s (%s): a CUDA error, not an absent GPU\n", cudaGetErrorName(e),
+            cudaGetErrorString(e));
+    return 1;
+  }
   if (ndev == 0) {
     printf("SKIP: no CUDA device visible (%s)\n", e == cudaSuccess ? "0 devices" : cudaGetErrorString(e));
     return 77;

@@ -6,7 +6,7 @@
 # message. Skipped (77) where a GPU is visible: tests/gpu/e2e.sh runs there instead.
 . "$(dirname "$0")/../runtime/lib.sh"
 KERNELS=$top_builddir/tests/gpu/cuda_kernels
-ngpu=$("$KERNELS" --count 2>/dev/null) || ngpu=0
+ngpu=$("$KERNELS" --count) || { echo "FAIL: $KERNELS --count failed (a CUDA error, not an absent GPU)" >&2; exit 1; }
 if [ "${ngpu:-0}" -gt 0 ]; then echo "skip: $ngpu GPU(s) visible"; exit 77; fi
 
 expect_exit 0 "library: ppsrt_cuda_backend_create without a GPU" "$KERNELS" --no-device

@@ -1,0 +1,99 @@
+#!/bin/sh
+# tests/mutants/run.sh: `make mutants`. Plants curated bugs, one at a time, in a copy of
+# the tree and asserts that the tests meant to catch each one fail. Each mutant is a
+# patch tests/mutants/NAME.patch (-p1, against the source tree) whose header says
+#     # tests: TEST...     the tests (as in TESTS) that must each FAIL with it
+#     # env: VAR=VALUE...  (optional) environment for those tests
+# The copy (source and this build directory, in a temporary directory) is configured
+# again for its new place and built incrementally: each mutant recompiles only what
+# its patch touches (and relinks), runs its tests with `make check TESTS=...`, and is
+# reverted. First the tests run without any mutant and must pass there. A mutant that
+# does not apply (the code moved under it), a test that passes or is skipped with a
+# mutant in place, or a broken copy is an error: exit 1.
+# Usage: run.sh [NAME...] (default: every tests/mutants/*.patch). Needs top_srcdir and
+# top_builddir (absolute; the Makefile rule passes them). MUTANT_TIMEOUT: seconds per
+# mutant (default 600).
+set -u
+: "${top_srcdir:?}" "${top_builddir:?}"
+jobs=${MAKE_JOBS:-2}
+mdir=$top_srcdir/tests/mutants
+T=$(mktemp -d "${TMPDIR:-/tmp}/pps-mutants.XXXXXX") || exit 1
+trap 'chmod -R u+w "$T" 2>/dev/null; rm -rf "$T"' EXIT INT TERM
+say() { printf 'mutants: %s\n' "$*"; }
+die() { say "error: $*"; exit 1; }
+t0=$(date +%s)
+
+# ---- the copy: the build directory sits at the same place relative to the source ----
+src=$(cd "$top_srcdir" && pwd -P) bld=$(cd "$top_builddir" && pwd -P)
+case "$bld" in
+  "$src"/*) rel=${bld#"$src"/} ;;
+  *) die "the build directory $bld is not inside the source tree $src (build in a subdirectory, as ./setup does)" ;;
+esac
+mkdir -p "$T/tree/$rel" || die "mkdir"
+# the source tree without build directories, version control or caches
+for e in "$src"/* "$src"/.[!.]*; do
+  [ -e "$e" ] || continue
+  case ${e##*/} in .git|autom4te.cache) continue ;; esac
+  [ -f "$e/config.status" ] && continue   # a build directory (this one is copied below)
+  cp -a "$e" "$T/tree/" || die "copying the source tree"
+done
+(cd "$bld" && tar cf - --exclude='./tests/*.log' --exclude='./tests/*.trs' .) | (cd "$T/tree/$rel" && tar xf -) ||
+  die "copying the build directory"
+B=$T/tree/$rel
+# configure again for the new paths (config.h stays the same, so objects stay valid);
+# the objects that embed the tree's paths are rebuilt
+(cd "$B" && ./config.status --recheck > "$T/recheck.log" 2>&1 && ./config.status > "$T/status.log" 2>&1) ||
+  { tail -20 "$T/recheck.log"; die "reconfiguring the copy"; }
+touch "$T/tree/compiler/cmd_build.c" "$T/tree/compiler/front.c"
+(cd "$B" && nice make -j"$jobs" > "$T/build.log" 2>&1) || { tail -30 "$T/build.log"; die "building the copy"; }
+say "copy built in $(($(date +%s) - t0)) s ($T)"
+
+# ---- the mutants ----
+if [ $# -gt 0 ]; then names=$*; else names=$(cd "$mdir" && ls *.patch | sed 's/\.patch$//'); fi
+[ -n "$names" ] || die "no mutants in $mdir"
+# every test a mutant names must pass in the copy without it: a failure must come from
+# the mutant, not from the copy
+all= allenv=
+for name in $names; do
+  p=$mdir/$name.patch
+  [ -f "$p" ] || die "no mutant $p"
+  all="$all $(sed -n 's/^# tests: //p' "$p")"
+  allenv="$allenv $(sed -n 's/^# env: //p' "$p")"
+done
+all=$(echo $all | tr ' ' '\n' | sort -u | tr '\n' ' ')
+t1=$(date +%s)
+(cd "$B" && env $allenv timeout "${MUTANT_TIMEOUT:-600}" nice make -j"$jobs" check TESTS="$all" > "$T/baseline.log" 2>&1) || {
+  grep -E '^(FAIL|ERROR)' "$T/baseline.log"; die "without a mutant these tests do not pass in the copy: $all"; }
+say "without a mutant: $all pass ($(($(date +%s) - t1)) s)"
+bad=0 n=0
+for name in $names; do
+  p=$mdir/$name.patch
+  [ -f "$p" ] || die "no mutant $p"
+  tests=$(sed -n 's/^# tests: //p' "$p")
+  envs=$(sed -n 's/^# env: //p' "$p")
+  [ -n "$tests" ] || die "$name: no '# tests:' line"
+  n=$((n + 1))
+  t1=$(date +%s)
+  if ! (cd "$T/tree" && patch -p1 -F0 --dry-run < "$p" > "$T/patch.log" 2>&1); then
+    cat "$T/patch.log"; say "ERROR $name: the patch no longer applies (update tests/mutants/$name.patch)"; bad=$((bad + 1)); continue
+  fi
+  (cd "$T/tree" && patch -p1 -F0 --no-backup-if-mismatch < "$p" > /dev/null) || die "$name: patch failed"
+  for t in $tests; do rm -f "$B/${t%.sh}.log" "$B/${t%.sh}.trs" "$B/$t.log" "$B/$t.trs"; done
+  # the tests with the mutant in place (make check rebuilds what the patch touched)
+  (cd "$B" && env $envs timeout "${MUTANT_TIMEOUT:-600}" nice make -j"$jobs" check TESTS="$tests" > "$T/$name.log" 2>&1)
+  missed=""
+  for t in $tests; do
+    trs=$B/${t%.sh}.trs
+    [ -f "$trs" ] || trs=$B/$t.trs
+    r=$(sed -n 's/^:test-result: //p' "$trs" 2>/dev/null)
+    [ "$r" = FAIL ] || missed="$missed $t(${r:-did not run})"
+  done
+  (cd "$T/tree" && patch -p1 -R -F0 --no-backup-if-mismatch < "$p" > /dev/null) || die "$name: reverting failed"
+  if [ -n "$missed" ]; then
+    say "NOT CAUGHT $name ($(($(date +%s) - t1)) s): these tests did not fail:$missed"
+    grep -E '^(make|.*error)' "$T/$name.log" | tail -5
+    bad=$((bad + 1))
+  else say "caught $name: $tests failed ($(($(date +%s) - t1)) s)"; fi
+done
+say "$n mutants, $((n - bad)) caught, $bad not; $(($(date +%s) - t0)) s in all"
+[ $bad -eq 0 ]
