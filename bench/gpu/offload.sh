@@ -7,7 +7,8 @@
 # activation bytes) and a hardware { } block with the host link's bandwidth, so copy
 # times are bytes / bandwidth; the passes' times come from a --profile of the
 # no-offload program (threads transport, the same GPU), so the compiler plans the
-# reloads and ppsc sim predicts against measured pass times. Steps:
+# reloads and ppsc sim predicts against measured pass times. The runs are --model gpt (the
+# sizes come from model { }; without the flag the runtime would run its mlp). Steps:
 #   1. off0 (no offload) built with model/hardware, run with --profile (threads);
 #   2. off0 and off1 (offload ratio 1) rebuilt with `cost profile` of that run;
 #   3. each run with the NCCL transport (--json), and `ppsc sim --json` of each.
@@ -34,13 +35,13 @@ gen() {
   grep -q "host_bandwidth" "$OUT/off$1.pps" || { echo "offload.sh: examples/1f1b.pps has no cost line to replace" >&2; return 1; }
 }
 gen 0 && build off0 "$OUT/off0.pps" -D P=$P -D m=$m || exit 1
-"$OUT/bin/off0" --backend cuda --transport threads --iterations 3 --profile "$OUT/off.profile" -q > "$OUT/profile.log" 2>&1 ||
+"$OUT/bin/off0" --model gpt --backend cuda --transport threads --iterations 3 --profile "$OUT/off.profile" -q > "$OUT/profile.log" 2>&1 ||
   { echo "# profile run failed (see $OUT/profile.log)"; exit 1; }
 printf "%-8s %13s %13s %13s %10s %13s %16s %9s\n" offload median_iter_s min_iter_s predicted_s pred/meas peak_units_d0 device_peak_B_d0 cancels
 for r in 0 1; do
   gen $r "$OUT/off.profile" && build off$r "$OUT/off$r.pps" -D P=$P -D m=$m || continue
   "$PPSC" sim "$OUT/off$r.pps" -D P=$P -D m=$m --json > "$OUT/off$r.sim.json" 2> "$OUT/off$r.sim.err" || true
-  "$OUT/bin/off$r" --backend cuda --transport nccl --json --iterations $ITERS > "$OUT/off$r.json" 2> "$OUT/off$r.err" || true
+  "$OUT/bin/off$r" --model gpt --backend cuda --transport nccl --json --iterations $ITERS > "$OUT/off$r.json" 2> "$OUT/off$r.err" || true
   [ -s "$OUT/off$r.json" ] || { echo "ratio $r: no JSON (see $OUT/off$r.err)"; continue; }
   python3 - "$OUT/off$r.json" "$OUT/off$r.sim.json" "$r" <<'PY'
 import json, sys, statistics
