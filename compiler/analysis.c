@@ -177,7 +177,7 @@ static int run_cmd(Compilation *c, int is_sim) {
   int valid = s && !io && c->diag.errors == 0;
   Report rep = {is_sim ? "sim" : "check", s, &c->diag, an.verified ? &an.vr.ix : NULL,
                 an.simulated ? &an.sim : NULL, an.verified ? an.expects : NULL, an.inserted_ops, valid,
-                o->svg_arrows};
+                o->svg_arrows, o->svg_window, o->svg_t0, o->svg_t1, o->svg_devices, (int)o->svg_dlo, (int)o->svg_dhi};
   int rc = io ? PPSC_USAGE : valid ? PPSC_OK : PPSC_INVALID;
   StrBuf b = {0};
   if (o->json) {
@@ -198,7 +198,11 @@ static int run_cmd(Compilation *c, int is_sim) {
         report_trace(&b, &rep);
         if (write_buf(o->trace, &b)) rc = PPSC_USAGE;
       }
-      if (o->svg) {
+      if (o->svg && o->svg_devices && o->svg_dhi > s->ndev) {
+        fprintf(stderr, "ppsc: --svg-devices %ld..%ld: the schedule has devices 0..%d (HI is at most %d); no svg written\n",
+                o->svg_dlo, o->svg_dhi, s->ndev, s->ndev);
+        rc = PPSC_USAGE;
+      } else if (o->svg) {
         report_svg(&b, &rep);
         if (write_buf(o->svg, &b)) rc = PPSC_USAGE;
       }

@@ -47,6 +47,10 @@ typedef struct Options {
   KeyOverride *keys; int nkeys; /* --cost / --memory, in order (a later one wins) */
   int grid;                 /* sim --grid: the text grid (grid.c) */
   int svg_arrows;           /* sim --svg-arrows: transfers in the SVG (svg.c) */
+  int svg_window;           /* sim --svg-window T0..T1: only that time in the SVG */
+  double svg_t0, svg_t1;
+  int svg_devices;          /* sim --svg-devices LO..HI: only devices LO..HI-1 in the SVG */
+  long svg_dlo, svg_dhi;
   const char *file2;        /* compare: the second file (compare.c) */
   int comms;                /* export-csv --comms: the compute-comms form */
   int drop;                 /* export-csv --drop: leave out what PyTorch's CSV cannot express (warned) */

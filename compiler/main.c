@@ -4,6 +4,7 @@
 #include "driver.h"
 #include <errno.h>
 #include <stdarg.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +37,8 @@ static const char usage_text[] =
   "  --trace OUT.json  Chrome trace of the simulation (sim)\n"
   "  --svg OUT.svg     timeline and memory plot (sim)\n"
   "  --svg-arrows      draw the transfers in the --svg picture\n"
+  "  --svg-window T0..T1   draw only that time in the --svg picture\n"
+  "  --svg-devices LO..HI  draw only devices LO to HI-1 in the --svg picture\n"
   "  --grid            a text grid: a column per device, a row per instant a pass starts (sim)\n"
   "  -o FILE           output file (expand, emit-c, build, import-csv, export-csv)\n"
   "  --stdlib DIR      where `import` finds the standard schedules\n"
@@ -123,6 +126,34 @@ static int parse_options(int argc, char **argv, Options *o, Define *defs, int *c
       o->grid = 1;
     } else if (!strcmp(a, "--svg-arrows")) {
       o->svg_arrows = 1;
+    } else if (!strncmp(a, "--svg-window", 12) && (a[12] == 0 || a[12] == '=')) {
+      /* T0..T1: two reals, 0 <= T0 < T1 */
+      const char *dots;
+      char *end;
+      if (!(v = opt_value(argc, argv, &i, "--svg-window")) || !(dots = strstr(v, "..")))
+        return usage_error("--svg-window needs T0..T1 (a time window, e.g. 10..40)");
+      char b0[64];
+      if ((size_t)(dots - v) >= sizeof b0) return usage_error("--svg-window %s: T0 is not a number", v);
+      memcpy(b0, v, (size_t)(dots - v));
+      b0[dots - v] = 0;
+      double t0 = strtod(b0, &end), t1;
+      if (*end || end == b0) return usage_error("--svg-window %s: T0 is not a number", v);
+      t1 = strtod(dots + 2, &end);
+      if (*end || end == dots + 2) return usage_error("--svg-window %s: T1 is not a number", v);
+      if (!(t0 >= 0) || !(t1 > t0) || !isfinite(t1)) return usage_error("--svg-window %s: needs 0 <= T0 < T1", v);
+      o->svg_window = 1; o->svg_t0 = t0; o->svg_t1 = t1;
+    } else if (!strncmp(a, "--svg-devices", 13) && (a[13] == 0 || a[13] == '=')) {
+      /* LO..HI: devices LO to HI - 1, as a PPS range */
+      const char *dots;
+      if (!(v = opt_value(argc, argv, &i, "--svg-devices")) || !(dots = strstr(v, "..")))
+        return usage_error("--svg-devices needs LO..HI (devices LO to HI - 1, e.g. 0..4)");
+      char lo[32];
+      if ((size_t)(dots - v) >= sizeof lo) return usage_error("--svg-devices %s: LO is not a count", v);
+      memcpy(lo, v, (size_t)(dots - v));
+      lo[dots - v] = 0;
+      if (parse_long(lo, &o->svg_dlo) || parse_long(dots + 2, &o->svg_dhi) || o->svg_dlo < 0 || o->svg_dhi <= o->svg_dlo)
+        return usage_error("--svg-devices %s: needs 0 <= LO < HI (devices LO to HI - 1)", v);
+      o->svg_devices = 1;
     } else if (!strcmp(a, "--comms")) {
       o->comms = 1;
     } else if (!strcmp(a, "--drop")) {
@@ -209,6 +240,8 @@ static int option_misuse(const Options *o, const char *cmd) {
     {"--svg", o->svg != NULL, C_SIM, "--trace, --svg and --grid are for sim"},
     {"--grid", o->grid, C_SIM, "--trace, --svg and --grid are for sim"},
     {"--svg-arrows", o->svg_arrows, o->svg ? C_SIM : 0, "it adds to the picture of sim --svg"},
+    {"--svg-window", o->svg_window, o->svg ? C_SIM : 0, "it chooses the part of the picture of sim --svg"},
+    {"--svg-devices", o->svg_devices, o->svg ? C_SIM : 0, "it chooses the part of the picture of sim --svg"},
     {"-o", o->out != NULL, C_EXPAND | C_EMITC | C_BUILD | C_IMPORT | C_EXPORT | C_SYNTH,
      "check, sim and compare print to standard output; --trace/--svg write files from sim"},
     {"--comms", o->comms, C_EXPORT, "--comms and --drop are for export-csv"},

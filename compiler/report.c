@@ -9,6 +9,7 @@
  *     plot per device.
  * It computes nothing: every figure comes from the simulator or the index. */
 #include "report.h"
+#include "synth.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,6 +60,10 @@ void report_text(StrBuf *b, const Report *r) {
       report_num(b, sim->peak_memory);
     }
     sb_puts(b, ")\n");
+    if (s->synth)   /* the search runs on every check (issue 22: 5 s at P = 16 in CI) */
+      sb_printf(b, "%s: the order was synthesised (%.3g s, %ld candidate orders) and is searched again on every check; "
+                "to freeze it: ppsc synth %s -o FROZEN.pps, then check FROZEN.pps\n",
+                s->name ? s->name : "schedule", s->synth->seconds, s->synth->candidates, s->file ? s->file : "FILE");
     return;
   }
   sb_printf(b, "schedule    %s (%s)\n", s->name ? s->name : "?", s->file ? s->file : "?");

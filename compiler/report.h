@@ -24,6 +24,10 @@ typedef struct Report {
   int64_t inserted_ops;
   int valid;
   int arrows;                /* --svg-arrows: transfers drawn in the SVG */
+  int svg_window;            /* --svg-window T0..T1: only that time drawn */
+  double svg_t0, svg_t1;
+  int svg_devices;           /* --svg-devices LO..HI: only devices LO..HI-1 drawn */
+  int svg_dlo, svg_dhi;
 } Report;
 
 void report_text(StrBuf *b, const Report *r);

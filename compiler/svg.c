@@ -1,26 +1,29 @@
 /* svg.c: `ppsc sim --svg`, the timeline the papers draw (Zero Bubble, controllable
- * memory, ...): a row per device, a box per pass, and a memory-over-time panel per
- * device. What it shows:
- *   - a colour per chunk (a stage's rank among the stages its device holds: chunk 0
- *     of an interleaved or V-shaped schedule is blue, chunk 1 orange, 2 green, 3 purple,
- *     chunks 4..15 fill the widest gaps of the hue circle, so any two of the first 16
- *     are at least 18 degrees apart; later ones follow the golden angle) and a shade per
- *     pass kind (F light, B dark, W pale, BW middle); vocabulary passes, collectives
- *     and copies keep a colour of their own;
+ * memory, ...): a row per device, a box per pass, and memory over time per device.
+ * What it shows:
+ *   - a hue per pass kind (F blue, B orange-red, W green, BW violet, as the Zero
+ *     Bubble and PipeOffload figures tell them apart) and a lightness per chunk (a
+ *     stage's rank among the stages its device holds: chunk 0 middle, 1 light, 2 dark,
+ *     3 lighter, then around again, less saturated); vocabulary passes, collectives
+ *     and copies keep colours of their own, none of a compute kind's hue;
  *   - in each box its microbatch, and its stage where the box is wide enough;
  *   - a <title> tooltip per box: pass, microbatch, stage, device, start, end;
- *   - a width that grows with the ops of the busiest device (14 px per op, 1200 to
- *     20000 px; 1200 for a dense picture);
+ *   - a width that grows with the ops of the busiest device drawn (14 px per op, 1200
+ *     to 20000 px; 1200 for a dense picture);
+ *   - --svg-window T0..T1 draws only that time (boxes cut at its edges, the memory
+ *     from what is held at T0), --svg-devices LO..HI only devices LO to HI - 1;
  *   - the critical path: the chain of passes and transfers that ends last, found
  *     backwards from the op that ends at the makespan (each step goes to the transfer
  *     a device waited for, or else to the device's previous pass), outlined in red;
  *   - with --svg-arrows, an arrow per transfer from the producing pass's end to its
  *     arrival on the consumer's device;
- *   - a labelled scale (0, half, max activations) on each memory panel, and a legend.
+ *   - memory: up to 8 devices drawn, a plot per device with a labelled scale (0, half,
+ *     max activations); beyond, a strip 10 px high per device whose shade (8 steps)
+ *     is the most held in each pixel column, its peak at the right; and a legend.
  * Beyond SVG_MAX_BOXES ops the rows are drawn one pixel column at a time (the
  * busiest pass kind of each column), without labels, tooltips, arrows or path.
- * Positions are W * (t / makespan) (px()), never t * (W / makespan): with subnormal
- * costs (1e-310) W / makespan overflows to inf; every coordinate written is finite. */
+ * Positions are W * ((t - T0) / span) (px()), never t * (W / span): with subnormal
+ * costs (1e-310) W / span overflows to inf; every coordinate written is finite. */
 #include "report.h"
 #include <math.h>
 #include <stdio.h>
@@ -29,36 +32,46 @@
 
 enum { SVG_MAX_BOXES = 50000, SVG_MAX_ARROWS = 20000 };
 
-/* The x offset (pixels, 0..W) of time t on a timeline W pixels wide for makespan mk. */
+/* The time window drawn (--svg-window T0..T1, else 0..makespan): set once per picture. */
+static double win_t0 = 0;
+
+/* The x offset (pixels, 0..W) of time t on a timeline W pixels wide for the window
+ * win_t0 .. win_t0 + mk (clamped to it). */
 static double px(double t, double W, double mk) {
-  double x = W * (t / mk);
-  return isfinite(x) ? x : 0;
+  double x = W * ((t - win_t0) / mk);
+  if (!isfinite(x)) return 0;
+  return x < 0 ? 0 : x > W ? W : x;
 }
 
+/* Colours of what is not a compute pass (and of the compute kinds in the dense
+ * picture: their chunk-0 shade, pass_color); none shares a compute kind's hue. */
 static const char *kind_color(int k) {
   switch ((IrKind)k) {
-  case IR_F: return "#4e79a7";
-  case IR_B: return "#59a14f";
-  case IR_W: return "#edc948";
-  case IR_BW: return "#76b7b2";
-  case IR_IF: case IR_IB: return "#b07aa1";
-  case IR_S: case IR_T: return "#ff9da7";
-  case IR_OFFLOAD: return "#f28e2b";
-  case IR_RELOAD: return "#e15759";
-  case IR_COLL: return "#9c755f";
+  case IR_F: return "hsl(212,65%,55%)";
+  case IR_B: return "hsl(14,65%,55%)";
+  case IR_W: return "hsl(122,65%,55%)";
+  case IR_BW: return "hsl(290,65%,55%)";
+  case IR_IF: case IR_IB: return "#8c564b";
+  case IR_S: case IR_T: return "#bcbd22";
+  case IR_OFFLOAD: return "#e377c2";
+  case IR_RELOAD: return "#17becf";
+  case IR_COLL: return "#7f7f7f";
   default: return "#bab0ac";
   }
 }
 
-/* The fill of a compute pass: hue from the chunk, lightness from the kind. */
-static void pass_color(char *out, size_t n, int kind, int chunk) {
-  if (kind > IR_BW) { snprintf(out, n, "%s", kind_color(kind)); return; }
-  /* blue, orange, green, purple, then each hue the farthest from those before it:
-     any two of the first 16 at least 18 degrees apart; later ones the golden angle */
-  static const double first[16] = {210, 28, 130, 285, 79, 336, 170, 247, 2, 53, 104, 310, 150, 190, 266, 228};
-  double hue = chunk >= 0 && chunk < 16 ? first[chunk] : fmod(210.0 + (chunk < 0 ? 0 : chunk) * 137.508, 360.0);
-  static const int sat[4] = {60, 60, 45, 55}, light[4] = {62, 36, 80, 48};
-  snprintf(out, n, "hsl(%.0f,%d%%,%d%%)", hue, sat[kind], light[kind]);
+/* The fill of a compute pass: a hue per pass kind (F blue, B orange-red, W green, BW
+ * purple, as the Zero Bubble and PipeOffload figures tell them apart), a lightness
+ * per chunk (chunk 0 middle, 1 light, 2 dark, 3 lighter, then around again with less
+ * saturation). Returns 1 when the fill is dark (white text on it). */
+static int pass_color(char *out, size_t n, int kind, int chunk) {
+  if (kind > IR_BW) { snprintf(out, n, "%s", kind_color(kind)); return kind != IR_S && kind != IR_T && kind != IR_RELOAD; }
+  static const int hue[4] = {212, 14, 122, 290};
+  static const int light[4] = {55, 75, 38, 86};
+  int c = chunk < 0 ? 0 : chunk;
+  int sat = 65 - 15 * ((c / 4) % 3);
+  snprintf(out, n, "hsl(%d,%d%%,%d%%)", hue[kind], sat, light[c % 4]);
+  return light[c % 4] < 50;
 }
 
 static void xml_text(StrBuf *b, const char *t) {
@@ -168,35 +181,56 @@ void report_svg(StrBuf *b, const Report *r) {
   const SimResult *sim = r->sim;
   const AnaIndex *ix = r->ix;
   int P = s->ndev;
+  /* the part drawn: --svg-window T0..T1 (time), --svg-devices LO..HI (devices LO to
+     HI - 1); the whole picture otherwise */
+  int win = r->svg_window;
+  double T0 = win ? r->svg_t0 : 0, T1 = win ? r->svg_t1 : sim->makespan;
+  int dlo = r->svg_devices ? r->svg_dlo : 0, dhi = r->svg_devices ? r->svg_dhi : P;
+  if (dlo < 0) dlo = 0;
+  if (dhi > P) dhi = P;
+  if (dhi < dlo) dhi = dlo;
+  int ndr = dhi - dlo;
+  win_t0 = T0;
+#define VISIBLE(g) (!win || (sim->end[g] > T0 && sim->start[g] < T1))
   int copies = 0;
-  for (int d = 0; d < P; d++) if (sim->dev[d].copy_busy[0] + sim->dev[d].copy_busy[1] > 0) copies = 1;
-  double mk = sim->makespan > 0 ? sim->makespan : 1;
+  for (int d = dlo; d < dhi; d++) if (sim->dev[d].copy_busy[0] + sim->dev[d].copy_busy[1] > 0) copies = 1;
+  double mk = win ? T1 - T0 : sim->makespan > 0 ? sim->makespan : 1;   /* the time the width spans */
   /* width: 14 px per pass of the busiest device, within 1200..20000 */
-  int64_t most = 0;
-  for (int d = 0; d < P; d++) {
+  int64_t most = 0, drawn = 0;
+  for (int d = dlo; d < dhi; d++) {
     int64_t n = 0;
-    for (int32_t g = ix->off[d]; g < ix->off[d + 1]; g++) n += ana_op(s, ix, g)->kind <= IR_T;
+    for (int32_t g = ix->off[d]; g < ix->off[d + 1]; g++) {
+      if (!VISIBLE(g)) continue;
+      n += ana_op(s, ix, g)->kind <= IR_T;
+      drawn++;
+    }
     if (n > most) most = n;
   }
   double W = most * 14.0;
   if (W < 1200) W = 1200;
   if (W > 20000) W = 20000;
-  int dense = ix->total > SVG_MAX_BOXES;
+  int dense = (win || r->svg_devices ? drawn : ix->total) > SVG_MAX_BOXES;
   if (dense) W = 1200; /* drawn a pixel column at a time: the width is the cost */
   double left = 80, top = 66, rowh = 22, lane = copies ? 12 : 0, gap = 4;
   double rowstep = rowh + lane + gap;
-  double tl_h = P * rowstep;
-  double memh = 50, memgap = 14;
+  double tl_h = ndr * rowstep;
+  /* memory: a plot per device up to 8 devices; beyond, a strip per device whose shade
+     is the memory held (the plots took two thirds of the height at P = 16) */
+  int strips = ndr > 8;
+  double memh = strips ? 10 : 50, memgap = strips ? 3 : 14;
   double mem_top = top + tl_h + 40;
-  double H = mem_top + P * (memh + memgap) + 20;
+  double H = mem_top + ndr * (memh + memgap) + 20;
   sb_printf(b, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" font-family=\"sans-serif\" font-size=\"10\">\n",
             left + W + 20, H);
   sb_puts(b, "<defs><marker id=\"arrow\" viewBox=\"0 0 6 6\" refX=\"6\" refY=\"3\" markerWidth=\"5\" markerHeight=\"5\" orient=\"auto\">"
              "<path d=\"M0,0 L6,3 L0,6 z\" fill=\"#555\"/></marker></defs>\n");
   sb_puts(b, "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n<text x=\"10\" y=\"16\" font-size=\"13\">");
   xml_text(b, s->name ? s->name : "schedule");
-  sb_printf(b, ": P=%d S=%d m=%d, makespan %.6g, bubble %.4f, peak memory %.6g</text>\n", P, s->nstage, s->nmb,
+  sb_printf(b, ": P=%d S=%d m=%d, makespan %.6g, bubble %.4f, peak memory %.6g", P, s->nstage, s->nmb,
             sim->makespan, sim->bubble_rate, sim->peak_memory);
+  if (win) sb_printf(b, "; time %.6g to %.6g", T0, T1);
+  if (r->svg_devices) sb_printf(b, "; devices %d to %d", dlo, dhi - 1);
+  sb_puts(b, "</text>\n");
   /* chunk of each stage: its rank among the stages its device holds */
   int32_t *chunk = calloc((size_t)(s->nstage > 0 ? s->nstage : 1), sizeof *chunk);
   int32_t *held = calloc((size_t)(P > 0 ? P : 1), sizeof *held);
@@ -236,8 +270,8 @@ void report_svg(StrBuf *b, const Report *r) {
   if (nchunk > 16) sb_printf(b, "<text x=\"%.0f\" y=\"50\">... %d chunks</text>\n", lx, nchunk);
   uint8_t *crit = dense ? NULL : calloc((size_t)ix->total + 1, 1);
   if (crit) critical_path(r, crit);
-  for (int d = 0; d < P; d++) {
-    double y = top + d * rowstep;
+  for (int d = dlo; d < dhi; d++) {
+    double y = top + (d - dlo) * rowstep;
     sb_printf(b, "<text x=\"4\" y=\"%.1f\">device %d</text>\n", y + rowh * 0.7, d);
     sb_printf(b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#f4f4f4\"/>\n", left, y, W, rowh);
     if (dense) {
@@ -246,7 +280,7 @@ void report_svg(StrBuf *b, const Report *r) {
     }
     for (int32_t g = ix->off[d]; g < ix->off[d + 1]; g++) {
       const IrOp *op = ana_op(s, ix, g);
-      if (op->kind == IR_SEND || op->kind == IR_RECV) continue;
+      if (op->kind == IR_SEND || op->kind == IR_RECV || !VISIBLE(g)) continue;
       double x0 = left + px(sim->start[g], W, mk), w = px(sim->end[g], W, mk) - px(sim->start[g], W, mk);
       double yy = y, hh = rowh;
       if (op->kind == IR_OFFLOAD || op->kind == IR_RELOAD) {
@@ -255,7 +289,7 @@ void report_svg(StrBuf *b, const Report *r) {
       }
       if (w <= 0) continue;
       int has_stage = op->stage >= 0 && op->stage < s->nstage;
-      pass_color(col, sizeof col, op->kind, chunk && has_stage ? chunk[op->stage] : 0);
+      int dark = pass_color(col, sizeof col, op->kind, chunk && has_stage ? chunk[op->stage] : 0);
       int on_path = crit && crit[g];
       sb_printf(b, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"%s\" stroke=\"%s\" stroke-width=\"%s\">",
                 x0, yy, w, hh, col, on_path ? "#d62728" : "white", on_path ? "2" : "0.5");
@@ -267,7 +301,6 @@ void report_svg(StrBuf *b, const Report *r) {
       if (has_stage) sb_printf(b, ", stage %d", op->stage);
       sb_printf(b, ", device %d, %.6g to %.6g%s</title></rect>", d, sim->start[g], sim->end[g], on_path ? " (critical path)" : "");
       if (op->kind != IR_OFFLOAD && op->kind != IR_RELOAD) {
-        int dark = op->kind == IR_B || op->kind == IR_BW || op->kind > IR_BW;
         if (w >= 30 && has_stage)
           sb_printf(b, "<text x=\"%.2f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"%s\">%d<tspan font-size=\"7\">s%d</tspan></text>",
                     x0 + w / 2, yy + hh * 0.7, dark ? "white" : "#222", op->mb, op->stage);
@@ -287,7 +320,8 @@ void report_svg(StrBuf *b, const Report *r) {
       int32_t p = recv_producer(s, ix, op);
       if (p < 0) continue;
       int pd = ix->devof[p], d = ix->devof[g];
-      double y0 = top + pd * rowstep + (d > pd ? rowh : 0), y1 = top + d * rowstep + (d > pd ? 0 : rowh);
+      if (pd < dlo || pd >= dhi || d < dlo || d >= dhi || !VISIBLE(p) || !VISIBLE(g)) continue;
+      double y0 = top + (pd - dlo) * rowstep + (d > pd ? rowh : 0), y1 = top + (d - dlo) * rowstep + (d > pd ? 0 : rowh);
       sb_printf(b, "<line x1=\"%.2f\" y1=\"%.1f\" x2=\"%.2f\" y2=\"%.1f\" marker-end=\"url(#arrow)\"/>\n", left + px(sim->end[p], W, mk),
                 y0, left + px(sim->end[g], W, mk), y1);
       n++;
@@ -303,19 +337,46 @@ void report_svg(StrBuf *b, const Report *r) {
   if (mk / step > 50) step *= 5; else if (mk / step > 20) step *= 2;
   if (W > 2400) step /= W > 6000 ? 5 : 2;
   if (!(step > 0) || !isfinite(step) || mk / step > 100) step = mk / 10;
-  for (int t = 0; t <= 100 && t * step <= mk * (1 + 1e-9); t++) {
-    double x = t * step;
+  double tick0 = win ? ceil(T0 / step - 1e-9) * step : 0;
+  for (int t = 0; t <= 100 && tick0 + t * step - T0 <= mk * (1 + 1e-9); t++) {
+    double x = tick0 + t * step;
     sb_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"black\"/><text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%.6g</text>\n",
               left + px(x, W, mk), yax, left + px(x, W, mk), yax + 3, left + px(x, W, mk), yax + 13, x);
   }
   sb_printf(b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">time (cost units)</text>\n", left + W, yax + 26);
   /* memory over time, with a scale: 0, half and the maximum over devices */
   double pk = sim->peak_memory > 0 ? sim->peak_memory : 1;
-  sb_printf(b, "<text x=\"4\" y=\"%.1f\" font-size=\"12\">activation memory over time (activations; max %.6g)</text>\n",
-            mem_top - 8, pk);
-  for (int d = 0; d < P; d++) {
+  sb_printf(b, "<text x=\"4\" y=\"%.1f\" font-size=\"12\">activation memory over time (activations; max %.6g%s)</text>\n",
+            mem_top - 8, pk, strips ? "; darker holds more, the peak of each device at the right" : "");
+  for (int d = dlo; d < dhi; d++) {
     const SimDev *v = &sim->dev[d];
-    double y = mem_top + d * (memh + memgap);
+    double y = mem_top + (d - dlo) * (memh + memgap);
+    if (strips) {   /* the most held in each pixel column, in 8 shades, a rect per run */
+      sb_printf(b, "<text x=\"4\" y=\"%.1f\" font-size=\"8\">device %d</text>\n", y + memh * 0.8, d);
+      sb_printf(b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#fafafa\" stroke=\"#ddd\"/>\n", left, y, W, memh);
+      int ncol = (int)W, k = 0, runlv = 0, run0 = 0;
+      double cur = 0;
+      while (k < v->nmem && v->mt[k] <= T0) cur = v->mv[k++];   /* what is held when the window opens */
+      for (int c = 0; c <= ncol; c++) {
+        double mx = cur;
+        while (c < ncol && k < v->nmem && px(v->mt[k], W, mk) < c + 1 && (!win || v->mt[k] < T1)) {
+          cur = v->mv[k++];
+          if (cur > mx) mx = cur;
+        }
+        int lv = c < ncol ? (int)ceil(8 * mx / pk - 1e-9) : -1;
+        if (lv > 8) lv = 8;
+        if (lv != runlv || c == ncol) {
+          if (runlv > 0 && c > run0)
+            sb_printf(b, "<rect x=\"%.0f\" y=\"%.1f\" width=\"%d\" height=\"%.1f\" fill=\"hsl(212,60%%,%d%%)\"/>", left + run0, y,
+                      c - run0, memh, 92 - 7 * runlv);
+          runlv = lv;
+          run0 = c;
+        }
+      }
+      sb_printf(b, "\n<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" font-size=\"8\">peak %.6g</text>\n", left + W - 2,
+                y + memh * 0.8, v->peak);
+      continue;
+    }
     sb_printf(b, "<text x=\"4\" y=\"%.1f\">device %d</text>\n", y + memh * 0.6, d);
     sb_printf(b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" stroke=\"#ccc\"/>\n", left, y, W, memh);
     for (int k = 0; k <= 2; k++) {
@@ -352,7 +413,9 @@ void report_svg(StrBuf *b, const Report *r) {
     }
     sb_puts(b, "<polyline fill=\"none\" stroke=\"#4e79a7\" points=\"");
     double prev = 0;
-    for (int k = 0; k < v->nmem; k++) {
+    int k0 = 0;
+    if (win) while (k0 < v->nmem && v->mt[k0] <= T0) prev = v->mv[k0++];   /* held when the window opens */
+    for (int k = k0; k < v->nmem && (!win || v->mt[k] < T1); k++) {
       double x = left + px(v->mt[k], W, mk);
       sb_printf(b, "%.2f,%.2f %.2f,%.2f ", x, y + memh - prev / pk * memh, x, y + memh - v->mv[k] / pk * memh);
       prev = v->mv[k];

@@ -5,8 +5,8 @@
 # passes, a dense one (one pixel column per bin), extreme cost scales, and with
 # --svg-arrows. Also checks what the picture holds: a <title> tooltip per box, the
 # critical path, a legend entry per chunk, a labelled memory scale; no number in any
-# picture is inf or nan (subnormal costs included); 16 chunks get hues at least 15
-# degrees apart.
+# picture is inf or nan (subnormal costs included); the pass kinds get hues at least
+# 60 degrees apart, the first 12 chunks distinct shades.
 : "${PPSC:?set PPSC to the ppsc binary}" "${top_srcdir:?set top_srcdir}"
 command -v rsvg-convert >/dev/null 2>&1 || { echo "skip: rsvg-convert not found (apt-get install librsvg2-bin)"; exit 77; }
 tmp=$(mktemp -d) || exit 99
@@ -52,14 +52,19 @@ for f in "$tmp"/*.svg; do
     echo "FAIL $(basename "$f"): non-finite number: $(grep -Eio '.{20}(^|[^a-z])-?(nan|inf)([^a-z]|$).{0,10}' "$f" | head -2)"; fail=1
   else echo "ok: $(basename "$f"): every number finite"; fi
 done
-# chunk hues: 16 legend entries, any two at least 15 degrees apart on the hue circle
-grep -o 'fill="hsl([0-9]*,[^"]*"/><text[^>]*>chunk [0-9]*</text>' "$tmp/chunks16.svg" |
+# pass kinds in distinct hues (issue 22: F and BW were hard to tell apart): the legend's
+# F, B, W, BW at least 60 degrees apart on the hue circle; chunks in shades of them:
+# the first 12 legend entries pairwise distinct
+grep -o 'fill="hsl([0-9]*,[^"]*"/><text[^>]*>\(F\|B\|W\|BW\)</text>' "$tmp/chunks16.svg" |
   sed 's/fill="hsl(\([0-9]*\),.*/\1/' >"$tmp/hues"
-if [ "$(wc -l <"$tmp/hues")" = 16 ] && awk '{ h[NR] = $1 } END {
+if [ "$(wc -l <"$tmp/hues")" = 4 ] && awk '{ h[NR] = $1 } END {
      for (i = 1; i <= NR; i++) for (j = 1; j < i; j++) { d = h[i] - h[j]; if (d < 0) d = -d; if (d > 180) d = 360 - d;
-       if (d < 15) { printf "chunks %d and %d: hues %d and %d\n", j - 1, i - 1, h[j], h[i]; bad = 1 } }
-     exit bad }' "$tmp/hues"; then echo "ok: 16 chunk hues at least 15 degrees apart"
-else echo "FAIL: chunk hues collide: $(tr '\n' ' ' <"$tmp/hues")"; fail=1; fi
+       if (d < 60) { printf "kinds %d and %d: hues %d and %d\n", j, i, h[j], h[i]; bad = 1 } }
+     exit bad }' "$tmp/hues"; then echo "ok: F, B, W, BW hues at least 60 degrees apart"
+else echo "FAIL: pass kind hues: $(tr '\n' ' ' <"$tmp/hues")"; fail=1; fi
+grep -o 'fill="hsl([^"]*)"/><text[^>]*>chunk [0-9]*</text>' "$tmp/chunks16.svg" | sed 's/^fill="\([^"]*\)".*/\1/' | head -n 12 >"$tmp/shades"
+if [ "$(wc -l <"$tmp/shades")" = 12 ] && [ "$(sort -u "$tmp/shades" | wc -l)" = 12 ]; then echo "ok: 12 chunk shades distinct"
+else echo "FAIL: chunk shades: $(tr '\n' ' ' <"$tmp/shades")"; fail=1; fi
 
 # content: a tooltip per compute box (1F1B, P=4, m=8: 64 passes), the critical path
 n=$(grep -o '<title>' "$tmp/1f1b.svg" | wc -l)
@@ -78,4 +83,20 @@ for f in tiny huge; do
   t=$(grep -c 'text-anchor="middle">[-0-9.e+]*</text>$' "$tmp/$f.svg")
   [ "$t" -le 102 ] && echo "ok: $f: $t ticks" || { echo "FAIL $f: $t ticks"; fail=1; }
 done
+# --svg-window and --svg-devices (issue 22): only that time and those devices; beyond
+# 8 devices the memory is a strip per device (zb_v P=16 m=64 was 1566 px high)
+"$PPSC" sim "$std/zb_v.pps" -D P=16 -D m=64 --svg "$tmp/w.svg" --svg-window 100..200 --svg-devices 4..8 -q || { echo "FAIL: window"; fail=1; }
+rsvg-convert "$tmp/w.svg" -o "$tmp/w.png" || { echo "FAIL: window picture does not render"; fail=1; }
+if grep -q "time 100 to 200; devices 4 to 7" "$tmp/w.svg" && [ "$(grep -o '>device [0-9]*<' "$tmp/w.svg" | sort -u | tr -d '<>' | tr '\n' ' ')" = "device 4 device 5 device 6 device 7 " ] &&
+   grep -o '<title>[^<]*</title>' "$tmp/w.svg" | sed 's/.*, \([0-9.e+-]*\) to \([0-9.e+-]*\).*/\1 \2/' |
+     awk '$2 <= 100 || $1 >= 200 { bad = 1 } END { exit bad }'; then echo "ok: --svg-window 100..200 --svg-devices 4..8"
+else echo "FAIL: window or devices"; grep -o '>device [0-9]*<' "$tmp/w.svg" | sort -u; fail=1; fi
+"$PPSC" sim "$std/zb_v.pps" -D P=16 -D m=64 --svg "$tmp/p16.svg" -q
+h=$(sed -n 's/^<svg [^>]* height="\([0-9]*\)".*/\1/p' "$tmp/p16.svg")
+if [ -n "$h" ] && [ "$h" -lt 800 ] && grep -q "darker holds more" "$tmp/p16.svg"; then echo "ok: P=16 memory strips, $h px high"
+else echo "FAIL: P=16 picture $h px high"; fail=1; fi
+"$PPSC" sim "$std/zb_v.pps" --svg "$tmp/x.svg" --svg-window 5..1 >/dev/null 2>&1; [ $? = 2 ] && echo "ok: --svg-window 5..1 refused" || { echo "FAIL: 5..1"; fail=1; }
+"$PPSC" sim "$std/zb_v.pps" --svg "$tmp/x.svg" --svg-devices 2..9 >/dev/null 2>"$tmp/err"; rc=$?
+if [ $rc = 2 ] && grep -q "devices 0..4 (HI is at most 4); no svg written" "$tmp/err" && [ ! -e "$tmp/x.svg" ]; then echo "ok: --svg-devices 2..9 refused"
+else echo "FAIL: --svg-devices 2..9: exit $rc"; cat "$tmp/err"; fail=1; fi
 exit $fail

@@ -39,6 +39,12 @@ else echo "FAIL: lower bound '$lb' above DualPipeV's 21.5"; fail=1; fi
 expect 0 "makespan    21.5" sim "$tmp/tfb_out.pps"
 expect 0 "overlap {" expand "$tmp/tfb_out.pps"
 
+# check on a file that synthesises says how to freeze the order (the search ran on
+# every check, silently)
+expect 0 "the order was synthesised (.*) and is searched again on every check; to freeze it: ppsc synth .*tfb.pps -o FROZEN.pps" check "$tmp/tfb.pps"
+expect 0 "^s: valid" check "$tmp/tfb_out.pps"
+if grep -q "synthesised" "$tmp/out"; then echo "FAIL: a frozen order is not synthesised"; fail=1; fi
+
 # 2. a placement that leaves devices without a stage: an error at the placement
 for pl in "0, 1, 0, 1" "0, 0, 0, 0"; do
   printf 'schedule s(P = 4, m = 8) {\n  devices P; microbatches m;\n  placement [%s];\n  cost TF = 1, TB = 1, TW = 1;\n  synthesize;\n}\n' "$pl" > "$tmp/pl.pps"
