@@ -18,7 +18,7 @@ EXTRA_DIST += runtime/cuda/kernels.cu runtime/cuda/cuda_impl.h runtime/cuda/cuda
   tests/gpu/emu/emu_api.h tests/gpu/emu/fake_nccl.inc tests/gpu/emu/unsupported.c \
   bench/gpu/README.md bench/gpu/common.sh bench/gpu/run_all.sh bench/gpu/check_schedules.sh \
   bench/gpu/memory.sh bench/gpu/offload.sh bench/gpu/layer_mfu.sh bench/gpu/torch_layer.py docs/gpu.md \
-  bench/gpu/results/README.md bench/gpu/results/2026-11-26-h200-b6fcb74.jsonl bench/gpu/results/2026-11-26-h200-7e22473.jsonl \
+  bench/gpu/results/README.md bench/gpu/results/2026-11-26-h200-b6fcb74.jsonl bench/gpu/results/2026-11-26-h200-7e22473.jsonl bench/gpu/results/2026-11-26-h200-19595a4.jsonl \
   tools/fetch-cudnn-frontend.sh
 
 if HAVE_CUDA
