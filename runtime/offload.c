@@ -96,7 +96,8 @@ int rt_offload(ppsrt_ctx *c, int mb, int stage, double fraction) {
  * the D2H copy. The backward may write a saved tensor in place (gelu_bwd's dx over
  * its input) while the D2H copy still reads it, so the entry moves to a copy made on
  * the device (compute stream, device to device: tens of times faster than the host
- * link, and ordered after F like the D2H copy). The old buffer, the host buffer and a
+ * link, and ordered after F like the D2H copy; without device memory for it, the
+ * compute stream waits for the D2H copy instead). The old buffer, the host buffer and a
  * split entry's `rest` are freed when the D2H event fires (rt_poll_copies), or when the
  * entry is dropped (drop() waits for the event first). The trace shows the cancelled
  * reload as an instant on the host->device track and the D2H copy's own end. */
@@ -104,12 +105,19 @@ static int cancel_offload(ppsrt_ctx *c, int mb, int stage, int k, rt_act *e) {
   rt_store *s = &c->store;
   void *nd = NULL;
   int rc = c->be->alloc(c->be, e->bytes, &nd);
-  if (rc) return rc;
-  if ((rc = c->be->memcpy_async(c->be, PPSRT_STREAM_COMPUTE, nd, e->dev, e->bytes, 0))) { c->be->free(c->be, nd); return rc; }
-  e->old = e->dev;
-  e->dev = nd;
-  s->resident += e->bytes;
-  if (s->resident > s->resident_peak) s->resident_peak = s->resident;
+  if (rc == PPSRT_E_NOMEM) {
+    /* no room for the copy: the compute stream waits for the D2H copy instead (what
+     * every reload of an offload in flight did before), and the buffer stays */
+    if ((rc = c->be->stream_wait_event(c->be, PPSRT_STREAM_COMPUTE, e->ev))) return rc;
+  } else if (rc) {
+    return rc;
+  } else {
+    if ((rc = c->be->memcpy_async(c->be, PPSRT_STREAM_COMPUTE, nd, e->dev, e->bytes, 0))) { c->be->free(c->be, nd); return rc; }
+    e->old = e->dev;
+    e->dev = nd;
+    s->resident += e->bytes;
+    if (s->resident > s->resident_peak) s->resident_peak = s->resident;
+  }
   for (int i = 0; i < s->npend; i++)
     if (s->pend[i].mb == mb && s->pend[i].stage == stage && s->pend[i].idx == k && s->pend[i].dir == 0) {
       s->pend[i].dir = 2;
