@@ -45,6 +45,9 @@ EXTRA_DIST += tests/analysis/golden.sh tests/analysis/outputs.sh tests/analysis/
   tests/analysis/cases/coll_order.err \
   tests/analysis/cases/coll_order.pps \
   tests/analysis/cases/copy_engines.pps \
+  tests/analysis/cases/duplex.pps \
+  tests/analysis/cases/host_link.pps \
+  tests/analysis/cases/reload_cancels.pps \
   tests/analysis/cases/comm_written.err \
   tests/analysis/cases/comm_written.pps \
   tests/analysis/cases/compute_deadlock.err \

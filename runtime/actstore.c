@@ -32,6 +32,7 @@ void rt_store_fini(rt_store *s, ppsrt_backend *be) {
       if (be && e->dev) be->free(be, e->dev);
       if (be && e->rest) be->free(be, e->rest);
       if (be && e->host) be->host_free(be, e->host);
+      if (be && e->old) be->free(be, e->old);
     }
     free(sl->e);
   }
@@ -141,7 +142,7 @@ static void drop(ppsrt_ctx *c, rt_act *e) {
   if (e->rest) { be->free(be, e->rest); s->resident -= e->bytes - e->hbytes; }
   if (e->host) be->host_free(be, e->host);
   if (e->ev) be->event_destroy(be, e->ev);
-  e->dev = e->host = e->rest = NULL; e->ev = NULL; e->hbytes = 0;
+  e->dev = e->host = e->rest = e->old = NULL; e->ev = NULL; e->hbytes = 0;
   e->state = RT_ACT_NONE;
 }
 

@@ -92,13 +92,32 @@ int rt_offload(ppsrt_ctx *c, int mb, int stage, double fraction) {
 }
 
 /* An offload whose reload was asked for before its D2H copy finished is cancelled:
- * the device buffer was never freed, so it stays and no H2D copy is issued (nothing
- * waits for the D2H copy: B reads the device buffer beside it). The host buffer and a
+ * the device buffer was never freed, so no H2D copy is issued and nothing waits for
+ * the D2H copy. The backward may write a saved tensor in place (gelu_bwd's dx over
+ * its input) while the D2H copy still reads it, so the entry moves to a copy made on
+ * the device (compute stream, device to device: tens of times faster than the host
+ * link, and ordered after F like the D2H copy; without device memory for it, the
+ * compute stream waits for the D2H copy instead). The old buffer, the host buffer and a
  * split entry's `rest` are freed when the D2H event fires (rt_poll_copies), or when the
  * entry is dropped (drop() waits for the event first). The trace shows the cancelled
  * reload as an instant on the host->device track and the D2H copy's own end. */
 static int cancel_offload(ppsrt_ctx *c, int mb, int stage, int k, rt_act *e) {
   rt_store *s = &c->store;
+  void *nd = NULL;
+  int rc = c->be->alloc(c->be, e->bytes, &nd);
+  if (rc == PPSRT_E_NOMEM) {
+    /* no room for the copy: the compute stream waits for the D2H copy instead (what
+     * every reload of an offload in flight did before), and the buffer stays */
+    if ((rc = c->be->stream_wait_event(c->be, PPSRT_STREAM_COMPUTE, e->ev))) return rc;
+  } else if (rc) {
+    return rc;
+  } else {
+    if ((rc = c->be->memcpy_async(c->be, PPSRT_STREAM_COMPUTE, nd, e->dev, e->bytes, 0))) { c->be->free(c->be, nd); return rc; }
+    e->old = e->dev;
+    e->dev = nd;
+    s->resident += e->bytes;
+    if (s->resident > s->resident_peak) s->resident_peak = s->resident;
+  }
   for (int i = 0; i < s->npend; i++)
     if (s->pend[i].mb == mb && s->pend[i].stage == stage && s->pend[i].idx == k && s->pend[i].dir == 0) {
       s->pend[i].dir = 2;
@@ -112,10 +131,12 @@ static int cancel_offload(ppsrt_ctx *c, int mb, int stage, int k, rt_act *e) {
   return 0;
 }
 
-/* The copy of a cancelled offload ended: its host buffer and `rest` go. */
+/* The copy of a cancelled offload ended: the buffer it read, its host buffer and
+ * `rest` go. */
 void rt_cancel_done(ppsrt_ctx *c, rt_act *e) {
   c->be->host_free(c->be, e->host);
   e->host = NULL;
+  if (e->old) { c->be->free(c->be, e->old); e->old = NULL; c->store.resident -= e->bytes; }
   if (e->rest) { c->be->free(c->be, e->rest); e->rest = NULL; c->store.resident -= e->bytes - e->hbytes; }
   e->hbytes = 0;
   e->cancelled = 0;

@@ -69,13 +69,15 @@ enum { RT_ACT_NONE, RT_ACT_DEV, RT_ACT_OFFLOADING, RT_ACT_HOST, RT_ACT_RELOADING
 typedef struct rt_act {
   void *dev, *host;
   void *rest;             /* split offload: device copy of bytes [hbytes, bytes) */
+  void *old;              /* cancelled offload: the buffer its D2H copy still reads */
   size_t bytes;
   size_t hbytes;          /* bytes [0, hbytes) went to the host (offloaded or offloading) */
   double units;           /* bytes in activation units of its stage */
   uint8_t state;          /* RT_ACT_* */
   uint8_t moved;          /* part of the last offload */
-  uint8_t cancelled;      /* its reload cancelled the offload still in flight: the device
-                           * copy stayed, `host` and `rest` are freed once `ev` fires */
+  uint8_t cancelled;      /* its reload cancelled the offload still in flight: `dev` is a
+                           * device-side copy, and `old` (the buffer the D2H copy reads),
+                           * `host` and `rest` are freed once `ev` fires */
   ppsrt_event *ev;        /* completion of the copy in flight */
 } rt_act;
 typedef struct rt_slot { rt_act *e; int n, cap; } rt_slot;

@@ -9,6 +9,10 @@
 # and the trace shows them ("reload I sS cancelled" instants on the host->device
 # track, "cancelled": true). It also checks that the whole device memory is reported
 # (--json "device_peak_bytes": every allocation, above the activations' peak).
+# Under the emulator, 1F1B with full offload at P = 3 in NCCL mode (its B runs soon
+# after its reload, writing saved tensors in place while a cancelled offload's copy
+# may still read them) must pass the race detector (exit 66 when a B writes the
+# buffer the device->host copy reads).
 . "$(dirname "$0")/lib.sh"
 CASE=$top_srcdir/tests/runtime/cases/offload_cancel.pps
 EMU=$top_builddir/tests/gpu/emu/libppsrt_emu.so
@@ -53,6 +57,20 @@ if [ -f "$EMU" ]; then
     st=$?
     if [ $st -ne 0 ]; then fail "cuda (emulator, seed $seed): exit $st"; tail -5 "$WORK/err" >&2
     else check_run "cuda (emulator, seed $seed)"; fi
+  done
+  sed 's/cost TF = 1, TB = 1, TW = 1, TC = 0;/cost TF = 1, TB = 1, TW = 1, TC = 0; offload ratio 1;/' \
+    "$top_srcdir/examples/1f1b.pps" > "$WORK/off.pps"
+  build off "$WORK/off.pps" -D P=3 -D m=6 || fail "build 1f1b with offload"
+  for seed in 1 2; do
+    PPSRT_EMU_GPUS=3 PPS_EMU_SEED=$seed PPS_EMU_TIMEOUT=30 LD_PRELOAD=$EMU "$WORK/off" --backend cuda --transport nccl \
+      --check --iterations 2 --json > "$WORK/j.json" 2> "$WORK/err"
+    st=$?
+    if [ $st -eq 0 ]; then
+      pass "1f1b full offload, NCCL mode (emulator, seed $seed): --check and the race detector pass, $(python3 -c \
+        "import json,sys; print(sum(d['offloads_cancelled'] for d in json.load(open(sys.argv[1]))['per_device']))" "$WORK/j.json") cancel(s)"
+    else
+      fail "1f1b full offload, NCCL mode (emulator, seed $seed): exit $st"; tail -6 "$WORK/err" >&2
+    fi
   done
 else
   skip "cuda (emulator): $EMU not built"
