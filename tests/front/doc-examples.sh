@@ -1,7 +1,7 @@
 #!/bin/sh
 # tests/front/doc-examples.sh: every ```pps block of docs/language.md is a complete
 # file that `ppsc expand` accepts (exit 0); every ```pps-error block is rejected
-# (exit 1) with at least one located error.
+# (exit 1) with located errors exactly on the lines it marks `// error:` (at least one).
 : "${PPSC:?set PPSC to the ppsc binary}" "${top_srcdir:?set top_srcdir}"
 doc="$top_srcdir/docs/language.md"
 tmp=${TMPDIR:-/tmp}/pps-doc.$$
@@ -24,8 +24,12 @@ for f in "$tmp"/*.pps; do
     fi ;;
   bad*)
     "$PPSC" expand "$f" >/dev/null 2>"$tmp/err"; rc=$?
-    if [ $rc != 1 ] || ! grep -q ':[0-9]*:[0-9]*: error: ' "$tmp/err"; then
-      echo "FAIL: error example $(basename "$f") of docs/language.md: exit $rc"; cat "$tmp/err"; fail=1
+    # the errors are exactly on the lines marked `// error:` (one at least)
+    want=$(grep -n '// error:' "$f" | cut -d: -f1 | sort -u | tr '\n' ' ')
+    got=$(sed -n 's/^[^:]*:\([0-9][0-9]*\):[0-9][0-9]*: error: .*/\1/p' "$tmp/err" | sort -u | tr '\n' ' ')
+    if [ $rc != 1 ] || [ -z "$want" ] || [ "$got" != "$want" ]; then
+      echo "FAIL: error example $(basename "$f") of docs/language.md: exit $rc, errors on lines '$got', marked '$want'"
+      cat "$tmp/err"; fail=1
     fi ;;
   esac
 done

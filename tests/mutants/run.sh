@@ -93,7 +93,13 @@ for name in $names; do
     say "NOT CAUGHT $name ($(($(date +%s) - t1)) s): these tests did not fail:$missed"
     grep -E '^(make|.*error)' "$T/$name.log" | tail -5
     bad=$((bad + 1))
-  else say "caught $name: $tests failed ($(($(date +%s) - t1)) s)"; fi
+  else
+    say "caught $name: $tests failed ($(($(date +%s) - t1)) s)"
+    for t in $tests; do   # the first failure each test saw
+      log=$B/${t%.sh}.log; [ -f "$log" ] || log=$B/$t.log
+      printf '    %s: %s\n' "$t" "$(grep -m1 -E '^(FAIL|not ok)' "$log" 2>/dev/null | cut -c1-150)"
+    done
+  fi
 done
 say "$n mutants, $((n - bad)) caught, $bad not; $(($(date +%s) - t0)) s in all"
 [ $bad -eq 0 ]

