@@ -8,9 +8,14 @@ PPS_BUILD_TREE=$top_builddir
 export PPS_BUILD_TREE
 mkdir -p "$OUT/bin"
 
-gpu_count() { "$top_builddir/tests/gpu/cuda_kernels" --count 2>/dev/null || echo 0; }
+# gpu_count: visible GPUs; a count that fails (a CUDA error other than "no device") is
+# an error, never 0
+gpu_count() {
+  "$top_builddir/tests/gpu/cuda_kernels" --count || { echo "bench: cuda_kernels --count failed" >&2; exit 1; }
+}
 require_gpu() {
-  if [ "$(gpu_count)" -eq 0 ]; then echo "# no CUDA device visible: nothing measured"; exit 77; fi
+  n=$(gpu_count) || exit 1
+  if [ "$n" -eq 0 ]; then echo "# no CUDA device visible: nothing measured"; exit 77; fi
 }
 header() {
   echo "# $1"
