@@ -145,6 +145,9 @@ ov = t.replace('"%s":{"dtype":"F32","shape":[%d],"data_offsets":[%d,%d]}' % (n1,
                '"%s":{"dtype":"F32","shape":[%d],"data_offsets":[%d,%d]}' % (n1, len(b1) // 4, 4, 4 + len(b1)))
 assert ov != t
 write_st(os.path.join(w, "old_overlap.st"), ov, d)
+# the same overlap with an empty tensor between the two in offset order
+ov2 = ov[:-1] + ',"empty":{"dtype":"F32","shape":[0],"data_offsets":[2,2]}}'
+write_st(os.path.join(w, "old_overlap2.st"), ov2, d)
 # the index: fields changed one at a time
 for name, k, v in (("ix_neg", "step", "-1"), ("ix_big", "step", "99999999999999999999999"), ("ix_layers", "layers", "3"),
                    ("ix_hidden", "hidden", "8"), ("ix_opt", "optimizer", "sgd"), ("ix_atol", "step", "2abc")):
@@ -166,6 +169,7 @@ PY
   bad old_opt.st "old_opt.st': metadata field 'optimizer' is 'sgd' but the tensors hold" "optimizer contradicting the tensors"
   bad old_dup.st "old_dup.st': tensor key '.*' given twice" "a duplicate tensor key"
   bad old_overlap.st "old_overlap.st': data_offsets of tensors .* overlap" "overlapping data_offsets"
+  bad old_overlap2.st "old_overlap2.st': data_offsets of tensors .* overlap" "overlapping data_offsets around an empty tensor"
   bad ix_neg "ix_neg': metadata field 'step' is '-1'" "step -1 (index)"
   bad ix_big "ix_big': metadata field 'step' is '99999999999999999999999'" "an overflowing step (index)"
   bad ix_atol "ix_atol': metadata field 'step' is '2abc'" "a step atol would read as 2"
