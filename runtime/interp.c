@@ -943,7 +943,7 @@ int rt_run_device(ppsrt_ctx *c) {
       }
       if (c->rank == 0 && c->replica == 0 && !o->json && !o->quiet) {
         pthread_mutex_lock(&run->print_lock);
-        fprintf(run->out, "saved %s (step %ld, %d shards)\n", o->save, step, ndev);
+        fprintf(run->out, "saved %s (step %ld, %d shard%s)\n", o->save, step, ndev, ndev == 1 ? "" : "s");
         fflush(run->out);
         pthread_mutex_unlock(&run->print_lock);
       }
