@@ -83,6 +83,15 @@ left=$(ls -A "$WORK" | grep '^\.\?k\.' | grep -v '^k\.3-.*-of-4\.safetensors$')
 [ -z "$left" ] && [ "$(ls "$WORK" | grep -c '^k\.3-')" = 4 ] && pass "the next save removed the stale index and shards" \
   || fail "left behind: $left"
 
+if have_mpi; then
+  # the same under mpirun: device 0's process dies writing the index, mpirun stops the rest
+  $RUN4 "$P4" $GPT $D --layers-per-stage 1 --iterations 4 --save "$WORK/km" --save-every 2 --die-in-save 4 -q >"$WORK/out" 2>&1
+  rc=$?
+  [ $rc -ne 0 ] && pass "mpirun -np 4: killed during the save of step 4 (exit $rc)" || fail "mpirun --die-in-save: exit 0"
+  expect_exit 0 "mpirun -np 4: the step-2 checkpoint loads" $RUN4 "$P4" $GPT $D --layers-per-stage 1 --iterations 1 --load "$WORK/km"
+  [ "$(loss 3 "$WORK/out")" = "$(ref 3)" ] && pass "MPI: iteration 3 after the kill = uninterrupted" || fail "MPI iteration 3: $(loss 3 "$WORK/out")"
+fi
+
 # ---- the old single-file format, and metadata that does not hold together ----
 if command -v python3 >/dev/null 2>&1; then
   build t2 "$top_srcdir/stdlib/1f1b.pps" -D P=2 -D m=8 || fail "build 1f1b P=2"
