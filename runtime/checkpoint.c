@@ -293,11 +293,13 @@ static int check_entries(CkFile *f) {
       if (!strcmp(by[i - 1]->name, by[i]->name))
         rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': tensor key '%s' given twice", f->path, by[i]->name);
     qsort(by, (size_t)f->ne, sizeof *by, cmp_lo);
-    for (int i = 1; i < f->ne && !rc; i++)
-      if (by[i]->lo < by[i - 1]->hi && by[i]->hi > by[i]->lo)
+    const CkEntry *reach = by[0];   /* of the tensors so far, the one that ends last */
+    for (int i = 1; i < f->ne && !rc; i++) {
+      if (by[i]->lo < reach->hi && by[i]->hi > by[i]->lo)
         rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': data_offsets of tensors '%s' [%zu, %zu] and '%s' [%zu, %zu] "
-                        "overlap", f->path, by[i - 1]->name, by[i - 1]->lo, by[i - 1]->hi, by[i]->name, by[i]->lo,
-                        by[i]->hi);
+                        "overlap", f->path, reach->name, reach->lo, reach->hi, by[i]->name, by[i]->lo, by[i]->hi);
+      if (by[i]->hi > reach->hi) reach = by[i];
+    }
   }
   free(by);
   for (int i = 0; i < f->nkv && !rc; i++) {

@@ -28,6 +28,7 @@
 #pragma weak ppsrt_cuda_backend_create
 #pragma weak ppsrt_nccl_transport_create
 #pragma weak ppsrt_mpi_transport_create
+#pragma weak ppsrt_mpi_transport_split
 
 static const char usage_text[] =
   "usage: %s [options]\n"
@@ -537,6 +538,17 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
     goto done;
   }
   if (run.nrep > 1) {
+    /* each device's replicas average their gradients on a transport of their own: one
+       per device (threads), or this process's MPI_Comm_split by device */
+    int ng = run.nlocal == 1 ? 1 : p->ndev;
+    if (!(run.groups = calloc((size_t)ng, sizeof *run.groups))) { fprintf(stderr, "%s: error: out of host memory\n", me); status = 1; goto done; }
+    for (int d = 0; d < ng; d++)
+      if (run.nlocal == 1 ? ppsrt_mpi_transport_split(tr, my_rank % p->ndev, my_rank / p->ndev, &run.groups[d])
+                          : ppsrt_threads_transport_create(run.nrep, o->timeout_s, &run.groups[d])) {
+        fprintf(stderr, "%s: error: %s\n", me, ppsrt_last_error());
+        status = 1;
+        goto done;
+      }
     /* each replica speaks to its own view of the world transport (replica.c) */
     if (!(run.views = calloc((size_t)run.nrep, sizeof *run.views))) { fprintf(stderr, "%s: error: out of host memory\n", me); status = 1; goto done; }
     for (int r = 0; r < run.nrep; r++)
@@ -558,7 +570,10 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
     run.ctx[l].wtr = tr;
     run.ctx[l].wrank = w;
     run.ctx[l].replica = w / p->ndev;
-    if (run.nrep > 1) run.ctx[l].tr = run.views[w / p->ndev];
+    if (run.nrep > 1) {
+      run.ctx[l].tr = run.views[w / p->ndev];
+      run.ctx[l].gtr = run.groups[run.nlocal == 1 ? 0 : w % p->ndev];
+    }
   }
 
   /* ---- run ---- */
@@ -677,6 +692,9 @@ done:
   for (int r = 0; run.views && r < run.nrep; r++)
     if (run.views[r]) run.views[r]->destroy(run.views[r]);
   free(run.views);
+  for (int d = 0; run.groups && d < (run.nlocal == 1 ? 1 : p->ndev); d++)
+    if (run.groups[d]) run.groups[d]->destroy(run.groups[d]);
+  free(run.groups);
   if (tr) {
     tr->destroy(tr);
   }

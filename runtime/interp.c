@@ -612,6 +612,7 @@ static int fail_at(ppsrt_ctx *c, int i, int rc, const char *what) {
   }
   c->status = rc;
   if (c->tr && !c->reference) c->tr->abort(c->tr, c->rank, c->errmsg);
+  if (c->gtr && !c->reference) c->gtr->abort(c->gtr, c->replica, c->errmsg);   /* --data-parallel: its replicas too */
   if (c->run->lane_tr && !c->reference) c->run->lane_tr->abort(c->run->lane_tr, c->rank, c->errmsg);
   return rc;
 }
@@ -769,6 +770,9 @@ int rt_run_device(ppsrt_ctx *c) {
     free(st);
     return fail_at(c, -1, rc, "starting the collective lane");
   }
+  c->last_w = -1;
+  for (int i = 0; i < c->nops; i++)
+    if (c->ops[i].kind == PPSRT_OP_W || c->ops[i].kind == PPSRT_OP_BW) c->last_w = i;
   for (int it = 0; it < o->iterations; it++) {
     c->iteration = it;
     if ((rc = c->tr->barrier(c->tr, c->rank))) { fail_at(c, -1, rc, "barrier before the iteration"); break; }
@@ -824,6 +828,10 @@ int rt_run_device(ppsrt_ctx *c) {
       if (ev && (rc = c->be->event_record(c->be, c->tev[2 * i + 1], PPSRT_STREAM_COMPUTE))) { fail_at(c, i, rc, NULL); break; }
       rt_store_sample(&c->store);
       if (comp && !ev) busy += b - a;
+      if (run->nrep > 1 && i == c->last_w && (rc = rt_replica_grads(c))) {
+        fail_at(c, -1, rc, "data-parallel gradient all-reduce");
+        break;
+      }
       if (c->ops[i].kind == PPSRT_OP_F) check_act_bytes(c, &c->ops[i]);
       /* (offload/reload show on the copy-engine tracks, from issue to completion; a posted
        * recv where it completes, posted_complete_at) */
@@ -849,6 +857,7 @@ int rt_run_device(ppsrt_ctx *c) {
       break;
     }
     rt_box_clear(c);
+    if (run->nrep > 1 && c->last_w < 0 && (rc = rt_replica_grads(c))) { fail_at(c, -1, rc, "data-parallel gradient all-reduce"); break; }
     double loss = 0;
     if (m->end_iteration && (rc = m->end_iteration(m, c, &loss))) { fail_at(c, -1, rc, "end_iteration"); break; }
     double t1 = rt_now();
@@ -876,8 +885,8 @@ int rt_run_device(ppsrt_ctx *c) {
     st[(size_t)ndev * ST_N] = (float)loss;
     if ((rc = rt_allreduce_host(c, st, (size_t)ndev * ST_N + 2, PPSRT_SUM))) { fail_at(c, -1, rc, "loss all-reduce"); break; }
     c->loss[it] = st[(size_t)ndev * ST_N];
-    /* --data-parallel: gradients and loss averaged over the replicas */
-    if (run->nrep > 1 && (rc = rt_replicas_reduce(c, &c->loss[it]))) { fail_at(c, -1, rc, "data-parallel all-reduce"); break; }
+    /* --data-parallel: the loss averaged over the replicas (the gradients were, after the last W) */
+    if (run->nrep > 1 && (rc = rt_replica_loss(c, &c->loss[it]))) { fail_at(c, -1, rc, "data-parallel loss all-reduce"); break; }
     /* every rank is past the iteration's last communication: a caching backend may
      * release memory now (a device-wide synchronisation cannot wait for a peer here) */
     if (c->be->trim && (rc = c->be->trim(c->be))) { fail_at(c, -1, rc, "releasing cached memory"); break; }
@@ -951,7 +960,7 @@ int rt_run_device(ppsrt_ctx *c) {
       }
       if (c->rank == 0 && c->replica == 0 && !o->json && !o->quiet) {
         pthread_mutex_lock(&run->print_lock);
-        fprintf(run->out, "saved %s (step %ld, %d shards)\n", o->save, step, ndev);
+        fprintf(run->out, "saved %s (step %ld, %d shard%s)\n", o->save, step, ndev, ndev == 1 ? "" : "s");
         fflush(run->out);
         pthread_mutex_unlock(&run->print_lock);
       }

@@ -11,9 +11,12 @@
  * a broadcast is D world broadcasts, one per replica's root. Every replica therefore
  * makes the same collective calls in the same order (they run the same program).
  *
+ * The gradients of a device are averaged over its D replicas on a transport of those D
+ * ranks alone (c->gtr: threads, or MPI_Comm_split by device), right after the
+ * device's last W of the iteration (rt_replica_grads, called by interp.c).
+ *
  * What it does not: host buffers only (the CPU backend: --data-parallel refuses
- * --backend cuda); no collective lane (vocabulary schedules are refused); the gradient
- * all-reduce across replicas is interp.c's (rt_replicas_reduce), on the world transport. */
+ * --backend cuda); no collective lane (vocabulary schedules are refused). */
 #include "config.h"
 #include "rt.h"
 #include <math.h>
@@ -80,43 +83,24 @@ int rt_replica_view(ppsrt_transport *world, int P, int D, int r, ppsrt_transport
   return 0;
 }
 
-/* After the iteration's backward passes: every parameter's gradient becomes the mean
- * over the replicas of that device (one world all-reduce of the whole model: each rank
- * adds its gradients into its device's segment), and the loss the mean of the
- * replicas' losses. The same on every replica afterwards. */
-int rt_replicas_reduce(ppsrt_ctx *c, double *loss) {
-  ppsrt_run *run = c->run;
-  int P = run->prog->ndev, D = run->nrep, rc;
-  /* the segments: each device's parameter count, known to every rank after one sum */
-  size_t mine = 0;
+/* Right after the device's last W (or BW) of the iteration: its gradients become the
+ * mean over its replicas, by an all-reduce among those D ranks only (c->gtr, this
+ * device's replica group), so it overlaps what the other devices still run (their
+ * cool-down). Staged through one host buffer of the device's parameters. */
+int rt_replica_grads(ppsrt_ctx *c) {
   ppsrt_model *m = c->model;
-  for (int k = 0; k < m->nparams; k++) mine += m->params[k].numel;
-  float *cnt = calloc(2 * (size_t)P + 2, sizeof *cnt);
-  if (!cnt) return PPSRT_FAIL(PPSRT_E_NOMEM, "data-parallel: out of host memory");
-  if (c->replica == 0) { cnt[2 * c->rank] = (float)(mine >> 20); cnt[2 * c->rank + 1] = (float)(mine & 0xfffff); }
-  cnt[2 * P] = c->rank == 0 ? (float)*loss : 0.0f;   /* each replica's loss once */
-  if ((rc = c->wtr->allreduce_f32(c->wtr, c->wrank, c->be, PPSRT_STREAM_COMPUTE, cnt, 2 * (size_t)P + 2, PPSRT_SUM))) {
-    free(cnt);
-    return rc;
-  }
-  *loss = (double)cnt[2 * P] / D;
-  size_t total = 0, off = 0;
-  for (int d = 0; d < P; d++) {
-    size_t n = ((size_t)cnt[2 * d] << 20) + (size_t)cnt[2 * d + 1];
-    if (d == c->rank) off = total;
-    total += n;
-  }
-  free(cnt);
-  float *g = calloc(total ? total : 1, sizeof *g);
+  int D = c->run->nrep, rc;
+  size_t total = 0, at = 0;
+  for (int k = 0; k < m->nparams; k++) total += m->params[k].numel;
+  float *g = malloc((total ? total : 1) * sizeof *g);
   if (!g) return PPSRT_FAIL(PPSRT_E_NOMEM, "data-parallel: out of host memory");
-  size_t at = off;
   rc = c->be->stream_sync(c->be, PPSRT_STREAM_COMPUTE);
   for (int k = 0; k < m->nparams && !rc; k++) {
     rc = c->be->download_f32(c->be, g + at, (ppsrt_tensor){m->params[k].grad, m->params[k].numel, PPSRT_F32});
     at += m->params[k].numel;
   }
-  if (!rc) rc = c->wtr->allreduce_f32(c->wtr, c->wrank, c->be, PPSRT_STREAM_COMPUTE, g, total, PPSRT_SUM);
-  at = off;
+  if (!rc) rc = c->gtr->allreduce_f32(c->gtr, c->replica, NULL, PPSRT_STREAM_COMPUTE, g, total, PPSRT_SUM);
+  at = 0;
   for (int k = 0; k < m->nparams && !rc; k++) {
     ppsrt_param *p = &m->params[k];
     for (size_t i = 0; i < p->numel; i++) g[at + i] /= (float)D;
@@ -124,5 +108,13 @@ int rt_replicas_reduce(ppsrt_ctx *c, double *loss) {
     at += p->numel;
   }
   free(g);
+  return rc;
+}
+
+/* The iteration's loss (the replica's, the same on its every device): the replicas' mean. */
+int rt_replica_loss(ppsrt_ctx *c, double *loss) {
+  float l[2] = {(float)*loss, 0};
+  int rc = c->gtr->allreduce_f32(c->gtr, c->replica, NULL, PPSRT_STREAM_COMPUTE, l, 2, PPSRT_SUM);
+  if (!rc) *loss = (double)l[0] / c->run->nrep;
   return rc;
 }

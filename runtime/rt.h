@@ -155,6 +155,8 @@ struct ppsrt_ctx {
   int replica;            /* 0..D-1 */
   ppsrt_transport *wtr;   /* the world transport (P x D ranks) */
   int wrank;              /* rank in it: replica * P + rank */
+  ppsrt_transport *gtr;   /* this device's D replicas (rank = replica): the gradient all-reduce */
+  int last_w;             /* the device's last W or BW op (-1: none): its gradients are complete there */
 };
 
 /* The whole run, shared by the device threads of one process. */
@@ -200,6 +202,7 @@ struct ppsrt_run {
   struct rt_ckpt *ck;               /* --load: the checkpoint (checkpoint.c) */
   int nrep;                         /* --data-parallel D (1: none) */
   ppsrt_transport **views;          /* [nrep] with D > 1: each replica's view of tr */
+  ppsrt_transport **groups;         /* [ndev] with D > 1 (threads: one per device; MPI: [0], this process's) */
   double *lr_it, *gnorm_it;         /* [iterations]: learning rate used, gradient norm (--clip-grad) */
   double *val_loss;                 /* [iterations]: validation loss where computed */
 };
@@ -284,7 +287,8 @@ void ppsrt_clear_error(void);
 /* replica.c: replica r's view of the world transport (P ranks of its own); after the
  * backward passes, gradients and loss averaged over the replicas */
 int rt_replica_view(ppsrt_transport *world, int P, int D, int r, ppsrt_transport **out);
-int rt_replicas_reduce(ppsrt_ctx *c, double *loss);
+int rt_replica_grads(ppsrt_ctx *c);
+int rt_replica_loss(ppsrt_ctx *c, double *loss);
 /* interp.c: the optimizer step `step` (1-based, counted over resumed runs), with the
  * scheduled learning rate and --clip-grad; the rate of a step; a few F32 values
  * reduced over every rank (staged through backend memory) */

@@ -95,6 +95,9 @@ static inline const char *ppsrt_tag_format(int64_t tag, char *buf, size_t n) {
 
 int ppsrt_threads_transport_create(int nranks, double timeout_s, ppsrt_transport **out);
 int ppsrt_mpi_transport_create(double timeout_s, ppsrt_transport **out, int *my_rank); /* MPI_Init inside */
+/* The ranks of an MPI transport with the same color, ranked by key (MPI_Comm_split;
+ * every rank calls it): --data-parallel's replica groups. */
+int ppsrt_mpi_transport_split(ppsrt_transport *t, int color, int key, ppsrt_transport **out);
 int ppsrt_nccl_transport_create(int nranks, double timeout_s, int use_mpi, ppsrt_transport **out,
                                 int *my_rank);                                       /* cuda/ */
 #endif

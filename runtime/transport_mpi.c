@@ -277,6 +277,26 @@ static int m_dup(ppsrt_transport *tr, ppsrt_transport **out) {
   return 0;
 }
 
+int ppsrt_mpi_transport_split(ppsrt_transport *tr, int color, int key, ppsrt_transport **out) {
+  mpi_impl *t = tr->impl;
+  ppsrt_transport *d = calloc(1, sizeof *d);
+  mpi_impl *u = calloc(1, sizeof *u);
+  if (!d || !u) { free(d); free(u); return PPSRT_FAIL(PPSRT_E_NOMEM, "mpi transport: out of memory"); }
+  *d = *tr;
+  d->dup = NULL;
+  memcpy(u->host, t->host, sizeof u->host);
+  u->provided = t->provided;
+  int e = MPI_Comm_split(t->comm, color, key, &u->comm);
+  if (e != MPI_SUCCESS) { free(d); free(u); return mpi_fail(t, PPSRT_E_COMM, __FILE__, __LINE__, e, "MPI_Comm_split"); }
+  MPI_Comm_set_errhandler(u->comm, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(u->comm, &u->rank);
+  MPI_Comm_size(u->comm, &u->size);
+  d->nranks = u->size;
+  d->impl = u;
+  *out = d;
+  return 0;
+}
+
 int ppsrt_mpi_transport_create(double timeout_s, ppsrt_transport **out, int *my_rank) {
   ppsrt_transport *tr = calloc(1, sizeof *tr);
   mpi_impl *t = calloc(1, sizeof *t);

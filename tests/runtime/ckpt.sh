@@ -83,6 +83,15 @@ left=$(ls -A "$WORK" | grep '^\.\?k\.' | grep -v '^k\.3-.*-of-4\.safetensors$')
 [ -z "$left" ] && [ "$(ls "$WORK" | grep -c '^k\.3-')" = 4 ] && pass "the next save removed the stale index and shards" \
   || fail "left behind: $left"
 
+if have_mpi; then
+  # the same under mpirun: device 0's process dies writing the index, mpirun stops the rest
+  $RUN4 "$P4" $GPT $D --layers-per-stage 1 --iterations 4 --save "$WORK/km" --save-every 2 --die-in-save 4 -q >"$WORK/out" 2>&1
+  rc=$?
+  [ $rc -ne 0 ] && pass "mpirun -np 4: killed during the save of step 4 (exit $rc)" || fail "mpirun --die-in-save: exit 0"
+  expect_exit 0 "mpirun -np 4: the step-2 checkpoint loads" $RUN4 "$P4" $GPT $D --layers-per-stage 1 --iterations 1 --load "$WORK/km"
+  [ "$(loss 3 "$WORK/out")" = "$(ref 3)" ] && pass "MPI: iteration 3 after the kill = uninterrupted" || fail "MPI iteration 3: $(loss 3 "$WORK/out")"
+fi
+
 # ---- the old single-file format, and metadata that does not hold together ----
 if command -v python3 >/dev/null 2>&1; then
   build t2 "$top_srcdir/stdlib/1f1b.pps" -D P=2 -D m=8 || fail "build 1f1b P=2"
@@ -145,6 +154,9 @@ ov = t.replace('"%s":{"dtype":"F32","shape":[%d],"data_offsets":[%d,%d]}' % (n1,
                '"%s":{"dtype":"F32","shape":[%d],"data_offsets":[%d,%d]}' % (n1, len(b1) // 4, 4, 4 + len(b1)))
 assert ov != t
 write_st(os.path.join(w, "old_overlap.st"), ov, d)
+# the same overlap with an empty tensor between the two in offset order
+ov2 = ov[:-1] + ',"empty":{"dtype":"F32","shape":[0],"data_offsets":[2,2]}}'
+write_st(os.path.join(w, "old_overlap2.st"), ov2, d)
 # the index: fields changed one at a time
 for name, k, v in (("ix_neg", "step", "-1"), ("ix_big", "step", "99999999999999999999999"), ("ix_layers", "layers", "3"),
                    ("ix_hidden", "hidden", "8"), ("ix_opt", "optimizer", "sgd"), ("ix_atol", "step", "2abc")):
@@ -166,6 +178,7 @@ PY
   bad old_opt.st "old_opt.st': metadata field 'optimizer' is 'sgd' but the tensors hold" "optimizer contradicting the tensors"
   bad old_dup.st "old_dup.st': tensor key '.*' given twice" "a duplicate tensor key"
   bad old_overlap.st "old_overlap.st': data_offsets of tensors .* overlap" "overlapping data_offsets"
+  bad old_overlap2.st "old_overlap2.st': data_offsets of tensors .* overlap" "overlapping data_offsets around an empty tensor"
   bad ix_neg "ix_neg': metadata field 'step' is '-1'" "step -1 (index)"
   bad ix_big "ix_big': metadata field 'step' is '99999999999999999999999'" "an overflowing step (index)"
   bad ix_atol "ix_atol': metadata field 'step' is '2abc'" "a step atol would read as 2"

@@ -56,5 +56,8 @@ if build v2 "$top_srcdir/stdlib/vocab_1f1b.pps" -D P=2 -D m=4; then
   expect_exit 2 "a vocabulary-parallel schedule refused" "$WORK/v2" --model gpt --data-parallel 2
   expect_grep "does not run with a vocabulary-parallel schedule yet" "named"
 else fail "build vocab_1f1b"; fi
+# a failing device stops every replica (no rank left waiting in a replica all-reduce)
+expect_exit 1 "a device failing under --data-parallel 2 stops the run" timeout 60 "$M4" --data-parallel 2 --die-at 1:3 --timeout 30
+expect_grep "injected failure" "the failure named"
 expect_exit 2 "--data-parallel 0" "$M4" --data-parallel 0
 finish
