@@ -559,6 +559,7 @@ static int run_section(int k) {
   cudaError_t e = cudaGetDeviceCount(&ndev);
   if (e != cudaSuccess || ndev < 1) {
     printf("SKIP: no CUDA device visible (%s)\n", en(e));
+    fflush(stdout);   /* the child ends with _exit */
     return 77;
   }
   if (k == 0) {
