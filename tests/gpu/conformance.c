@@ -11,8 +11,8 @@
  * Its two kernels (conformance_kern.cu) are launched with cudaLaunchKernel; under the
  * emulator the program hands it their host versions through pps_emu_register_kernel
  * (a weak reference: absent on a GPU). Gates are 200 ms spin kernels; the whole run
- * takes about 2 s on a GPU plus NCCL's start-up. Each section (launch, streams, memory,
- * device, cublas, nccl, errors) runs in a process of its own.
+ * takes a few seconds on a GPU (NCCL's start-up included). Each section (launch,
+ * streams, memory, device, cublas, nccl, errors) runs in a process of its own.
  * Usage: conformance [--gate-ms N] [--section NAME] */
 #include "config.h"
 #include <cublas_v2.h>
@@ -106,6 +106,19 @@ static const char *order(cudaStream_t busy, cudaStream_t probe) {
   return ans;
 }
 
+/* A gate on `busy`, then cudaStreamSynchronize of the legacy stream: "waits" when the
+ * gate had finished when the call returned. */
+static const char *sync_legacy_waits(cudaStream_t busy) {
+  cudaEvent_t e;
+  NEED(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  NEED(spin(busy));
+  NEED(cudaEventRecord(e, busy));
+  cudaError_t r = cudaStreamSynchronize(0), q = cudaEventQuery(e);
+  NEED(cudaDeviceSynchronize());
+  NEED(cudaEventDestroy(e));
+  return r != cudaSuccess ? "error" : q == cudaSuccess ? "waits" : "does not wait";
+}
+
 /* A gate on `busy`, then a pageable cudaMemcpy to the device: "waits" when the gate had
  * finished when the call returned. */
 static const char *copy_waits(cudaStream_t busy, void *d, const void *page, size_t n) {
@@ -174,6 +187,8 @@ static void t_streams(void) {
       en(qs), en(qn));
   NEED(cudaDeviceSynchronize());
   (void)cudaGetLastError();
+  OUT("cudaStreamSynchronize(legacy) while a blocking stream is busy", "%s", sync_legacy_waits(S));
+  OUT("cudaStreamSynchronize(legacy) while a non-blocking stream is busy", "%s", sync_legacy_waits(NB));
 
   int ok = 0, tries = 20;
   for (int i = 0; i < tries; i++) {
@@ -544,6 +559,7 @@ static int run_section(int k) {
   cudaError_t e = cudaGetDeviceCount(&ndev);
   if (e != cudaSuccess || ndev < 1) {
     printf("SKIP: no CUDA device visible (%s)\n", en(e));
+    fflush(stdout);   /* the child ends with _exit */
     return 77;
   }
   if (k == 0) {

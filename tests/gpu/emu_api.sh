@@ -4,9 +4,10 @@
 # deliberate ordering bug must fail the run (a stream race exits 66 naming the buffer,
 # both streams and both operations; an NCCL deadlock exits 67 listing the pending
 # operations), its fixed twin must pass with the right numbers. Also: the runtime queries
-# an ordinary program makes work, and a call the emulator does not implement (or a launch
-# of the program's own kernel, or work on a destroyed stream: undefined in CUDA) stops the
-# run with exit 69 naming the call instead of falling through to the real cudart.
+# an ordinary program makes work, and a call the emulator does not implement, a launch of
+# the program's own kernel, or a destroyed stream, event or communicator used (undefined
+# in CUDA and NCCL) stops the run with exit 69 naming the call instead of falling through
+# to the real cudart.
 . "$(dirname "$0")/../runtime/lib.sh"
 EMU=$top_builddir/tests/gpu/emu/libppsrt_emu.so
 DEMO=$top_builddir/tests/gpu/emu/api_demo
@@ -34,6 +35,12 @@ expect_exit 69 "a launch of the program's own kernel stops the run" run launch
 expect_grep "pps-emu: cudaLaunchKernel: the program launches a kernel of its own" "... saying why"
 expect_exit 69 "work queued on a destroyed stream (undefined in CUDA) stops the run" run destroyed-stream
 expect_grep "pps-emu: cudaMemsetAsync names stream .*, which was destroyed or never created" "... naming the call"
+expect_exit 69 "an event recorded after cudaEventDestroy stops the run" run destroyed-event
+expect_grep "pps-emu: cudaEventRecord names event .*, which was destroyed" "... naming the call"
+if grep -q "HAVE_NCCL 1" "$top_builddir/config.h"; then
+  expect_exit 69 "an NCCL communicator used after ncclCommDestroy stops the run" run destroyed-comm
+  expect_grep "pps-emu: ncclAllReduce names NCCL communicator .*, which was destroyed" "... naming the call"
+fi
 for seed in 1 2 3; do
   if grep -q "HAVE_NCCL 1" "$top_builddir/config.h"; then
     expect_exit 67 "seed $seed: NCCL ring of ungrouped send-then-recv deadlocks (rendezvous)" run nccl-ungrouped

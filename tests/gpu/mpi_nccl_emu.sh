@@ -13,7 +13,8 @@
 #    the emulator, and with --blocking-collectives;
 #  - the abort path: one rank failing (--die-at 2:5) makes every rank exit non-zero
 #    with a message, the others learning it through NCCL (ncclRemoteError from
-#    ncclCommGetAsyncError), within the timeout (no hang);
+#    ncclCommGetAsyncError), within the timeout (no hang); a bootstrap that fails on one
+#    rank (it looks for the others in another TMPDIR) fails on all four, each saying so;
 #  - the emulated NCCL's own checks across processes: an ungrouped send/recv ring of 3
 #    processes deadlocks (exit 67, the pending sends listed) and the grouped ring
 #    passes (tests/gpu/emu/api_demo nccl-mpi-*).
@@ -87,6 +88,24 @@ if [ -x "$WORK/1f1b" ]; then
   fi
   expect_grep "remote process exited or there was a network error" "... the other ranks learn it through NCCL (ncclRemoteError)"
 fi
+
+# a bootstrap that fails on one rank (its TMPDIR elsewhere: it never meets the others)
+# fails on every rank, each with its own message (the transport's agreed bootstrap)
+mkdir -p "$WORK/elsewhere"
+timeout 120 "$MPIRUN" --oversubscribe -np 4 sh -c 'if [ "$OMPI_COMM_WORLD_RANK" = 3 ]; then TMPDIR=$0/elsewhere; else
+  TMPDIR=$0; fi; export TMPDIR; exec "$@"' "$WORK" env LD_PRELOAD="$EMU" PPS_EMU_INIT_TIMEOUT=1 "$WORK/1f1b" \
+  --backend cuda --transport nccl --iterations 1 -q > "$WORK/out" 2>&1
+st=$?
+nmsg=$(grep -c "ncclCommInitRank failed on rank" "$WORK/out")
+if [ $st -ne 0 ] && [ $st -ne 124 ] && [ "$nmsg" -eq 4 ]; then
+  pass "mpirun -np 4: the NCCL bootstrap fails on one rank, and all 4 ranks say so (exit $st)"
+else
+  fail "mpirun -np 4 NCCL bootstrap failure on one rank: exit $st, $nmsg of 4 ranks reported it"
+  sed 's/^/    /' "$WORK/out" | tail -20 >&2
+fi
+expect_grep "ncclCommInitRank: 1 of 4 ranks joined within 1 s" "... the emulator says how many ranks joined"
+left=$(find "$WORK" -name "pps-emu-nccl-*" | wc -l)
+[ "$left" -eq 0 ] && pass "... and the ranks that gave up removed the NCCL files" || fail "$left NCCL file(s) left after the failed bootstrap"
 
 # the emulated NCCL's deadlock detector and rendezvous across processes
 DEMO=$top_builddir/tests/gpu/emu/api_demo

@@ -308,6 +308,29 @@ static int destroyed_stream(void) {
   return 1;
 }
 
+/* The same for an event recorded after cudaEventDestroy. */
+static int destroyed_event(void) {
+  cudaEvent_t e;
+  CK(cudaEventCreate(&e));
+  CK(cudaEventDestroy(e));
+  CK(cudaEventRecord(e, 0));
+  fprintf(stderr, "the emulator used a destroyed event\n");
+  return 1;
+}
+
+#ifdef HAVE_NCCL
+/* The same for an NCCL communicator used after ncclCommDestroy. */
+static int destroyed_comm(void) {
+  ncclComm_t c;
+  float *d;
+  CK(cudaMalloc((void **)&d, 64));
+  if (ncclCommInitAll(&c, 1, NULL) != ncclSuccess || ncclCommDestroy(c) != ncclSuccess) return 3;
+  (void)ncclAllReduce(d, d, 16, ncclFloat32, ncclSum, c, 0);
+  fprintf(stderr, "the emulator used a destroyed communicator\n");
+  return 1;
+}
+#endif
+
 int main(int argc, char **argv) {
   const char *m = argc > 1 ? argv[1] : "";
   int rc;
@@ -320,16 +343,18 @@ int main(int argc, char **argv) {
   else if (!strcmp(m, "unsupported")) rc = unsupported(0);
   else if (!strcmp(m, "launch")) rc = unsupported(1);
   else if (!strcmp(m, "destroyed-stream")) rc = destroyed_stream();
+  else if (!strcmp(m, "destroyed-event")) rc = destroyed_event();
 #ifdef HAVE_NCCL
   else if (!strcmp(m, "nccl-ungrouped")) rc = nccl_ring(0, 0);
   else if (!strcmp(m, "nccl-grouped")) rc = nccl_ring(1, 0);
   else if (!strcmp(m, "nccl-allreduce")) rc = nccl_ring(0, 1);
   else if (!strcmp(m, "nccl-mpi-grouped")) rc = nccl_mpi(m, 1);
+  else if (!strcmp(m, "destroyed-comm")) rc = destroyed_comm();
   else if (!strcmp(m, "nccl-mpi-ungrouped")) rc = nccl_mpi(m, 0);
 #endif
   else {
     fprintf(stderr, "usage: api_demo streams-race|streams-event|upload-race|upload-pinned|legacy|queries"
-                    "|unsupported|launch|destroyed-stream|nccl-ungrouped|nccl-grouped|nccl-allreduce|nccl-mpi-grouped"
+                    "|unsupported|launch|destroyed-stream|destroyed-event|destroyed-comm|nccl-ungrouped|nccl-grouped|nccl-allreduce|nccl-mpi-grouped"
                     "|nccl-mpi-ungrouped\n");
     return 2;
   }

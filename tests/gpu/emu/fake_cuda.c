@@ -17,8 +17,9 @@
  *    host thread and device), synchronise with it both ways and with nothing else,
  *    non-blocking ones do not; cudaStreamQuery of the legacy stream answers
  *    cudaErrorNotReady while a blocking stream of its device is busy; priorities range
- *    from 0 (least) to -5 (greatest), others are clamped; a handle of a destroyed stream
- *    stops the run (exit 69: undefined in CUDA);
+ *    from 0 (least) to -5 (greatest), others are clamped; a handle of a destroyed stream,
+ *    event, cuBLAS handle or NCCL communicator stops the run (exit 69: undefined in
+ *    CUDA; the structs are kept, so their addresses are never reused);
  *  - events: cudaEventRecord enqueues a marker; the event completes when the stream
  *    reaches it; cudaStreamWaitEvent makes the stream's later work wait for it;
  *    cudaEventQuery/Synchronize, cudaStreamSynchronize/Query, cudaDeviceSynchronize are
@@ -1219,9 +1220,16 @@ cudaError_t cudaStreamDestroy(cudaStream_t st) {
   pthread_mutex_unlock(&G);
   return cudaSuccess;
 }
+/* A synchronize of the legacy stream also waits for the blocking streams of its device
+ * (whose work its next work would wait for; consistent with cudaStreamQuery below). */
+static int legacy_group(const strm *l, const strm *o);
 cudaError_t cudaStreamSynchronize(cudaStream_t st) {
   pthread_mutex_lock(&G);
-  host_sync_stream(S(st));
+  strm *s = S(st);
+  host_sync_stream(s);
+  if (s->legacy)
+    for (int i = 0; i < vc_hi; i++)
+      if (legacy_group(s, slots[i])) host_sync_stream(slots[i]);
   pthread_mutex_unlock(&G);
   return cudaSuccess;
 }
@@ -1253,7 +1261,16 @@ cudaError_t cudaDeviceSynchronize(void) {
   return cudaSuccess;
 }
 
-typedef struct fake_event { record *cur; unsigned flags; } fake_event;
+/* A destroyed event's struct is kept (marked dead), so that a later use of its handle,
+ * undefined in CUDA, stops the run naming the call instead of reading freed memory. */
+typedef struct fake_event { record *cur; unsigned flags; int dead; } fake_event;
+static fake_event *EV_call(cudaEvent_t e, const char *call) {
+  fake_event *f = (fake_event *)e;
+  if (f && f->dead)
+    emu_die(EXIT_UNSUPPORTED, "%s names event %p, which was destroyed: CUDA leaves that undefined", call, (void *)e);
+  return f;
+}
+#define EV(e) EV_call((e), __func__)
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int flags) {
   fake_event *f = xcalloc(1, sizeof *f);
@@ -1264,16 +1281,17 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int flags) {
 cudaError_t cudaEventCreate(cudaEvent_t *e) { return cudaEventCreateWithFlags(e, 0); }
 cudaError_t cudaEventDestroy(cudaEvent_t e) {
   if (!e) return last_err = cudaErrorInvalidResourceHandle;
-  fake_event *f = (fake_event *)e;
+  fake_event *f = EV(e);
   pthread_mutex_lock(&G);
   rec_unref(f->cur);
+  f->cur = NULL;
+  f->dead = 1;
   pthread_mutex_unlock(&G);
-  free(f);
   return cudaSuccess;
 }
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t st) {
   if (!e) return last_err = cudaErrorInvalidResourceHandle;
-  fake_event *f = (fake_event *)e;
+  fake_event *f = EV(e);
   pthread_mutex_lock(&G);
   strm *s = S(st);
   record *r = rec_new(s->slot);
@@ -1293,7 +1311,7 @@ cudaError_t cudaEventRecordWithFlags(cudaEvent_t e, cudaStream_t st, unsigned in
 cudaError_t cudaStreamWaitEvent(cudaStream_t st, cudaEvent_t e, unsigned int flags) {
   (void)flags;
   if (!e) return last_err = cudaErrorInvalidResourceHandle;
-  fake_event *f = (fake_event *)e;
+  fake_event *f = EV(e);
   pthread_mutex_lock(&G);
   if (f->cur) {   /* waiting for a never-recorded event is a no-op */
     item *it = item_new(K_WAIT, "cudaStreamWaitEvent");
@@ -1306,7 +1324,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t st, cudaEvent_t e, unsigned int fla
 }
 cudaError_t cudaEventQuery(cudaEvent_t e) {
   if (!e) return last_err = cudaErrorInvalidResourceHandle;
-  fake_event *f = (fake_event *)e;
+  fake_event *f = EV(e);
   cudaError_t r = cudaSuccess;
   pthread_mutex_lock(&G);
   if (f->cur) {
@@ -1318,7 +1336,7 @@ cudaError_t cudaEventQuery(cudaEvent_t e) {
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
   if (!e) return last_err = cudaErrorInvalidResourceHandle;
-  fake_event *f = (fake_event *)e;
+  fake_event *f = EV(e);
   pthread_mutex_lock(&G);
   if (f->cur) {
     record *r = f->cur;
@@ -1329,7 +1347,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e) {
   return cudaSuccess;
 }
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
-  fake_event *x = (fake_event *)a, *y = (fake_event *)b;
+  fake_event *x = EV(a), *y = EV(b);
   if (!x || !y || (x->flags & cudaEventDisableTiming) || (y->flags & cudaEventDisableTiming))
     return last_err = cudaErrorInvalidResourceHandle;
   cudaError_t r = cudaSuccess;
@@ -1448,61 +1466,70 @@ cudaError_t cudaLaunchKernel(const void *func, dim3 g, dim3 b, void **args, size
 /* cuBLAS                                                                      */
 
 /* A NULL handle is CUBLAS_STATUS_NOT_INITIALIZED in every call, as in cuBLAS. */
-typedef struct blas_h { cudaStream_t s; void *ws; size_t ws_bytes; } blas_h;
+typedef struct blas_h { cudaStream_t s; void *ws; size_t ws_bytes; int dead; } blas_h;
+/* as for events: a destroyed handle is kept, and using it stops the run */
+static blas_h *BH_call(cublasHandle_t h, const char *call) {
+  blas_h *b = (blas_h *)h;
+  if (b && b->dead)
+    emu_die(EXIT_UNSUPPORTED, "%s names cuBLAS handle %p, which was destroyed: undefined in cuBLAS", call, (void *)h);
+  return b;
+}
+#define BH(h) BH_call((h), __func__)
 cublasStatus_t cublasCreate_v2(cublasHandle_t *h) {
   if (!h) return CUBLAS_STATUS_INVALID_VALUE;
   *h = (cublasHandle_t)xcalloc(1, sizeof(blas_h));
   return CUBLAS_STATUS_SUCCESS;
 }
 cublasStatus_t cublasDestroy_v2(cublasHandle_t h) {
-  if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
-  free(h);
+  if (!BH(h)) return CUBLAS_STATUS_NOT_INITIALIZED;
+  ((blas_h *)h)->dead = 1;
   return CUBLAS_STATUS_SUCCESS;
 }
 cublasStatus_t cublasSetStream_v2(cublasHandle_t h, cudaStream_t s) {
-  if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (!BH(h)) return CUBLAS_STATUS_NOT_INITIALIZED;
   ((blas_h *)h)->s = s;
   return CUBLAS_STATUS_SUCCESS;
 }
 cublasStatus_t cublasGetStream_v2(cublasHandle_t h, cudaStream_t *s) {
-  if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (!BH(h)) return CUBLAS_STATUS_NOT_INITIALIZED;
   if (!s) return CUBLAS_STATUS_INVALID_VALUE;
   *s = ((blas_h *)h)->s;
   return CUBLAS_STATUS_SUCCESS;
 }
 /* the emulated GEMMs need no workspace; the one given is only remembered */
 cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t h, void *ws, size_t bytes) {
-  if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (!BH(h)) return CUBLAS_STATUS_NOT_INITIALIZED;
   ((blas_h *)h)->ws = ws;
   ((blas_h *)h)->ws_bytes = bytes;
   return CUBLAS_STATUS_SUCCESS;
 }
 cublasStatus_t cublasSetPointerMode_v2(cublasHandle_t h, cublasPointerMode_t m) {
-  if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (!BH(h)) return CUBLAS_STATUS_NOT_INITIALIZED;
   return m == CUBLAS_POINTER_MODE_HOST ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_NOT_SUPPORTED;
 }
-/* the names and strings of cuBLAS 13 */
+/* the names and strings of cuBLAS 13 (the strings as libcublasLt.so.13 holds them) */
 static const struct { cublasStatus_t s; const char *name, *str; } blas_text[] = {
-  {CUBLAS_STATUS_SUCCESS, "CUBLAS_STATUS_SUCCESS", "the operation completed successfully"},
+  {CUBLAS_STATUS_SUCCESS, "CUBLAS_STATUS_SUCCESS", "success"},
   {CUBLAS_STATUS_NOT_INITIALIZED, "CUBLAS_STATUS_NOT_INITIALIZED", "the library was not initialized"},
   {CUBLAS_STATUS_ALLOC_FAILED, "CUBLAS_STATUS_ALLOC_FAILED", "the resource allocation failed"},
-  {CUBLAS_STATUS_INVALID_VALUE, "CUBLAS_STATUS_INVALID_VALUE", "an invalid numeric value was used as an argument"},
-  {CUBLAS_STATUS_ARCH_MISMATCH, "CUBLAS_STATUS_ARCH_MISMATCH", "an absent device architectural feature is required"},
+  {CUBLAS_STATUS_INVALID_VALUE, "CUBLAS_STATUS_INVALID_VALUE", "an unsupported value or parameter was passed to the function"},
+  {CUBLAS_STATUS_ARCH_MISMATCH, "CUBLAS_STATUS_ARCH_MISMATCH",
+   "the function requires an architectural feature absent from the device"},
   {CUBLAS_STATUS_MAPPING_ERROR, "CUBLAS_STATUS_MAPPING_ERROR", "an access to GPU memory space failed"},
-  {CUBLAS_STATUS_EXECUTION_FAILED, "CUBLAS_STATUS_EXECUTION_FAILED", "the GPU program failed to execute"},
+  {CUBLAS_STATUS_EXECUTION_FAILED, "CUBLAS_STATUS_EXECUTION_FAILED", "the function failed to launch on the GPU"},
   {CUBLAS_STATUS_INTERNAL_ERROR, "CUBLAS_STATUS_INTERNAL_ERROR", "an internal operation failed"},
-  {CUBLAS_STATUS_NOT_SUPPORTED, "CUBLAS_STATUS_NOT_SUPPORTED", "the functionality requested is not supported"},
-  {CUBLAS_STATUS_LICENSE_ERROR, "CUBLAS_STATUS_LICENSE_ERROR", "an error detected when checking the current licensing"},
+  {CUBLAS_STATUS_NOT_SUPPORTED, "CUBLAS_STATUS_NOT_SUPPORTED", "the requested functionality is not supported"},
+  {CUBLAS_STATUS_LICENSE_ERROR, "CUBLAS_STATUS_LICENSE_ERROR", "the license check failed"},
 };
 const char *cublasGetStatusName(cublasStatus_t s) {
   for (size_t i = 0; i < sizeof blas_text / sizeof *blas_text; i++)
     if (blas_text[i].s == s) return blas_text[i].name;
-  return "CUBLAS_STATUS_UNKNOWN";
+  return "unrecognized status";
 }
 const char *cublasGetStatusString(cublasStatus_t s) {
   for (size_t i = 0; i < sizeof blas_text / sizeof *blas_text; i++)
     if (blas_text[i].s == s) return blas_text[i].str;
-  return "unknown error";
+  return "unrecognized status";
 }
 
 static float ld_any(const void *p, cudaDataType t, size_t i) {
@@ -1566,7 +1593,7 @@ static cublasStatus_t gemm_enqueue(cublasHandle_t h, cublasOperation_t ta, cubla
                                    const void *B, cudaDataType bt, int ldb, long long sB, const void *beta, void *C,
                                    cudaDataType ct, int ldc, long long sC, int count, cublasComputeType_t ctype,
                                    const char *call) {
-  if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (!BH_call(h, call)) return CUBLAS_STATUS_NOT_INITIALIZED;
   if (ctype != CUBLAS_COMPUTE_32F) return CUBLAS_STATUS_NOT_SUPPORTED;
   if ((at != CUDA_R_16BF && at != CUDA_R_32F) || at != bt) return CUBLAS_STATUS_NOT_SUPPORTED;
   if (ct != CUDA_R_16BF && ct != CUDA_R_32F) return CUBLAS_STATUS_NOT_SUPPORTED;
