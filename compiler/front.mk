@@ -54,7 +54,7 @@ EXTRA_DIST += tests/front/block-squeeze.sh
 TESTS += tests/front/cli.sh
 EXTRA_DIST += tests/front/cli.sh
 TESTS += tests/front/outfiles.sh tests/front/hardening.sh tests/front/figures.sh
-EXTRA_DIST += tests/front/outfiles.sh tests/front/hardening.sh tests/front/figures.sh
+EXTRA_DIST += tests/front/outfiles.sh tests/front/hardening.sh tests/front/figures.sh tests/front/expect.sh
 
 # ---- fuzzing: `make fuzz` builds the libFuzzer target (front end through reports and
 # emit-c) with clang (not part of check) ----

@@ -8,15 +8,7 @@
 tmp=$(mktemp -d) || exit 99
 trap 'rm -rf "$tmp"' EXIT
 fail=0
-# expect CODE PATTERN ARGS...: ppsc ARGS exits CODE and its output matches PATTERN
-expect() {
-  want=$1 pat=$2; shift 2
-  "$PPSC" "$@" >"$tmp/out" 2>&1
-  rc=$?
-  if [ "$rc" != "$want" ]; then echo "FAIL ppsc $*: exit $rc, expected $want"; cat "$tmp/out"; fail=1
-  elif ! grep -q -- "$pat" "$tmp/out"; then echo "FAIL ppsc $*: no '$pat' in:"; cat "$tmp/out"; fail=1
-  else echo "ok: ppsc $* (exit $rc)"; fi
-}
+. "$top_srcdir/tests/front/expect.sh"
 # num FILE KEY: the number after "KEY " in FILE's first line with it
 num() { sed -n "s/.*$2 \([0-9.e+-]*\).*/\1/p" "$1" | head -n 1; }
 
