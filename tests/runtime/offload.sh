@@ -16,6 +16,8 @@
 . "$(dirname "$0")/lib.sh"
 CASE=$top_srcdir/tests/runtime/cases/offload_cancel.pps
 EMU=$top_builddir/tests/gpu/emu/libppsrt_emu.so
+# the emulator is preloaded before the sanitizer runtime in the ASan build (as e2e_emu.sh)
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
 GPT="--model gpt --hidden 256 --heads 4 --query-groups 2 --seq 128 --vocab 256"
 build cancel "$CASE" || { fail "ppsc build $CASE"; finish; }
 

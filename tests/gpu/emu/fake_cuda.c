@@ -159,6 +159,26 @@ static void *xcalloc(size_t a, size_t b) {
   return p;
 }
 
+/* Destroyed streams, events, cuBLAS handles and NCCL communicators are kept (a later
+ * use of the handle stops the run; their addresses are never reused). The graveyard
+ * holds them so that they stay reachable: kept on purpose, not leaked (LeakSanitizer,
+ * in the ASan build's make check, would otherwise report every one). */
+static pthread_mutex_t grave_mu = PTHREAD_MUTEX_INITIALIZER;
+static void **graveyard;
+static size_t ngrave, capgrave;
+static void keep_dead(void *p) {
+  pthread_mutex_lock(&grave_mu);
+  if (ngrave == capgrave) {
+    size_t cap = capgrave ? 2 * capgrave : 256;
+    void **g = realloc(graveyard, cap * sizeof *g);
+    if (!g) emu_die(70, "out of host memory");
+    graveyard = g;
+    capgrave = cap;
+  }
+  graveyard[ngrave++] = p;
+  pthread_mutex_unlock(&grave_mu);
+}
+
 /* ------------------------------------------------------------------------- */
 /* global state: one mutex for queues and completions                          */
 
@@ -334,6 +354,7 @@ static void *worker(void *arg) {
   item_free(it);
   /* the struct is kept (a few KiB per destroyed stream): its address is never reused by
    * a later stream, so S() tells a destroyed handle from a live one */
+  keep_dead(s);
   return NULL;
 }
 
@@ -1295,6 +1316,7 @@ cudaError_t cudaEventDestroy(cudaEvent_t e) {
   f->cur = NULL;
   f->dead = 1;
   pthread_mutex_unlock(&G);
+  keep_dead(f);
   return cudaSuccess;
 }
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t st) {
@@ -1491,6 +1513,7 @@ cublasStatus_t cublasCreate_v2(cublasHandle_t *h) {
 cublasStatus_t cublasDestroy_v2(cublasHandle_t h) {
   if (!BH(h)) return CUBLAS_STATUS_NOT_INITIALIZED;
   ((blas_h *)h)->dead = 1;
+  keep_dead(h);
   return CUBLAS_STATUS_SUCCESS;
 }
 cublasStatus_t cublasSetStream_v2(cublasHandle_t h, cudaStream_t s) {
