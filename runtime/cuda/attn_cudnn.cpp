@@ -9,7 +9,8 @@
  *    quantity the cuBLAS path keeps, so either path's backward reads either's forward);
  *  - the backward asks for cuDNN's deterministic algorithm, so `--check` runs are
  *    reproducible bit for bit;
- *  - a built plan is cached per (direction, shape, strides, handle slot); each of the
+ *  - a built plan (or cuDNN's refusal of the shape) is cached per (direction, shape,
+ *    strides, handle slot); each of the
  *    backend's three scratch slots (compute, second compute, collective lane) has its
  *    own cudnnHandle_t, as it has its own cuBLAS handle;
  *  - libcudnn.so.9 is opened at run time (dlopen, the frontend's dynamic loading), so a
@@ -94,8 +95,9 @@ void put(char *msg, size_t n, const char *fmt, const std::string &s) {
 typedef std::tuple<int, int, int, int, int, int, int, int, int, int, int, int> Key;
 
 struct Plan {
-  std::shared_ptr<fe::graph::Graph> g;
+  std::shared_ptr<fe::graph::Graph> g;   /* null: cuDNN refused the shape (why), asked once */
   int64_t ws;
+  std::string why;
 };
 
 enum { UQ = 1, UK, UV, UO, ULSE, UDO, UDQ, UDK, UDV };
@@ -223,20 +225,25 @@ extern "C" int ppsrt_cudnn_attn_prepare(ppsrt_cudnn *c, int slot, const ppsrt_cu
       }
       std::string why;
       auto g = build(c->h[slot], sh, why);
-      if (!g) {
+      int64_t ws = 0;
+      if (g) {
+        auto st = g->get_workspace_size(ws);
+        if (st.is_bad()) {
+          why = "workspace size: " + st.get_message();
+          g = nullptr;
+        }
+      }
+      if (!g) {   /* remembered, so a refused shape costs one graph build, not one per call */
         char shape[160];
         snprintf(shape, sizeof shape, "%s batch %d T %d heads %d/%d D %d: ", sh->backward ? "backward" : "forward",
                  sh->batch, sh->T, sh->Hq, sh->Hkv, sh->D);
-        put(msg, n, "cuDNN fused attention does not support this shape (%s)", shape + why);
-        return -1;
+        why = shape + why;
       }
-      int64_t ws = 0;
-      auto st = g->get_workspace_size(ws);
-      if (st.is_bad()) {
-        put(msg, n, "cuDNN: workspace size: %s", st.get_message());
-        return -1;
-      }
-      it = c->plans.emplace(key, Plan{g, ws}).first;
+      it = c->plans.emplace(key, Plan{g, ws, why}).first;
+    }
+    if (!it->second.g) {
+      put(msg, n, "cuDNN fused attention does not support this shape (%s)", it->second.why);
+      return -1;
     }
     *ws_bytes = (size_t)it->second.ws;
     return 0;
@@ -254,8 +261,8 @@ extern "C" int ppsrt_cudnn_attn_run(ppsrt_cudnn *c, int slot, cudaStream_t s, co
     {
       std::lock_guard<std::mutex> lk(c->mu);
       auto it = c->plans.find(key);
-      if (it == c->plans.end()) {
-        put(msg, n, "%s", "cuDNN: attention run without prepare");
+      if (it == c->plans.end() || !it->second.g) {
+        put(msg, n, "%s", "cuDNN: attention run without a prepared plan");
         return -1;
       }
       g = it->second.g;
