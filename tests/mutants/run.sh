@@ -41,7 +41,13 @@ done
   die "copying the build directory"
 B=$T/tree/$rel
 # configure again for the new paths (config.h stays the same, so objects stay valid);
-# the objects that embed the tree's paths are rebuilt
+# the objects that embed the tree's paths are rebuilt. A tree configured by an absolute
+# path (run-tests runs "$top"/configure) names the original sources in config.status
+# and in the dependency files: point them at the copy, or make would rebuild from the
+# unpatched original and no mutant would ever be compiled in.
+t=$T/tree
+sed -i "s|$src/|$t/|g; s|$src'|$t'|g; s|$src\"|$t\"|g; s|$src\$|$t|" "$B/config.status" || die "rewriting config.status"
+find "$B" \( -name '*.Po' -o -name '*.Plo' \) -exec sed -i "s|$src/|$t/|g" {} + || die "rewriting dependency files"
 (cd "$B" && ./config.status --recheck > "$T/recheck.log" 2>&1 && ./config.status > "$T/status.log" 2>&1) ||
   { tail -20 "$T/recheck.log"; die "reconfiguring the copy"; }
 touch "$T/tree/compiler/cmd_build.c" "$T/tree/compiler/front.c"
