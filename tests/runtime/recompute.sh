@@ -9,7 +9,8 @@
 #    passes) and the gpt model, and its measured peak units match sim's (mlp: the
 #    input is 1/2 of a stage's activation; gpt: the values the runtime's note gives);
 #  - the measured peak is below the run without recomputation;
-#  - one MPI run of the same (when MPI is built);
+#  - one MPI run of the same (when MPI is built), one CUDA-backend run under the
+#    emulator (when it is built);
 #  - a partial ratio is refused by the runtime, clearly.
 . "$(dirname "$0")/lib.sh"
 CASE=$top_srcdir/tests/runtime/cases/recompute.pps
@@ -60,6 +61,17 @@ if build gpt "$CASE" $defs; then
     expect_grep "check: passed (loss, gradients and peak memory match)" "MPI: gradients, loss and peak memory match"
   else skip "MPI: not built or no mpirun"; fi
 else fail "build gpt with the input shares ($defs)"; fi
+
+# the CUDA backend through the same generic path, under the emulator when it is built
+EMU=$top_builddir/tests/gpu/emu/libppsrt_emu.so
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
+if [ -f "$EMU" ] && [ -x "$WORK/rc_false" ]; then
+  PPS_EMU_SEED=1 PPS_EMU_TIMEOUT=30 LD_PRELOAD=$EMU "$WORK/rc_false" --backend cuda --check > "$WORK/out" 2>&1
+  st=$?
+  if [ $st -eq 0 ] && grep -q "check: passed (loss, gradients and peak memory match)" "$WORK/out"; then
+    pass "cuda (emulator): mlp --check with recomputation, peak memory matches"
+  else fail "cuda (emulator): exit $st"; tail -5 "$WORK/out" >&2; fi
+else skip "cuda (emulator): $EMU not built"; fi
 
 # a partial ratio: sim only
 build half "$CASE" --policy recompute=0.5 || fail "build with recompute=0.5"
