@@ -8,7 +8,8 @@
 #    `memory limit = 3` offload fails `ppsc check` and recomputation passes;
 #  - with input = 0.1 the peak is at most 1/v + input x (the peak without a lever);
 #  - the over-time peak (sim's memory timeline) equals the order peak;
-#  - --policy recompute=R scales the added time by R (B's duration += R TF).
+#  - --policy recompute=R scales the added time by R (B's duration += R TF);
+#  - the SVG timeline hatches the recomputed part of every B (and only with recomputation).
 : "${PPSC:?}" "${top_srcdir:?}"
 EX=$top_srcdir/examples/recompute_vs_offload.pps
 fails=0
@@ -48,6 +49,15 @@ if "$PPSC" check "$EX" -D lever=1 -D TOFF=4 --memory limit=3 > /dev/null 2>&1; t
 else echo "ok: offload at TOFF = 4 exceeds memory limit 3"; fi
 if "$PPSC" check "$EX" -D lever=2 -D TOFF=4 --memory limit=3 > /dev/null 2>&1; then echo "ok: recomputation fits memory limit 3"
 else echo "FAIL: recomputation does not fit limit 3"; fails=1; fi
+# the SVG hatches the forward again in each recomputed B (64 = m x S), nothing without
+svg=${TMPDIR:-/tmp}/pps-rc.$$.svg
+for l in 2 1; do
+  "$PPSC" sim "$EX" -D lever=$l --svg "$svg" > /dev/null || { echo "FAIL: sim --svg lever=$l"; fails=1; }
+  n=$(grep -o 'url(#recompute)' "$svg" | wc -l)
+  want=$([ $l = 2 ] && echo 65 || echo 0)   # 64 passes and the legend's key
+  if [ "$n" -eq "$want" ]; then echo "ok: svg lever=$l: $n hatched rects"; else echo "FAIL: svg lever=$l: $n hatched rects, expected $want"; fails=1; fi
+done
+rm -f "$svg"
 # every expect of the example holds where it applies
 for l in 0 1 2; do
   "$PPSC" check "$EX" -D lever=$l > /dev/null || { echo "FAIL: ppsc check lever=$l"; fails=1; }
