@@ -9,7 +9,9 @@
 #  - with input = 0.1 the peak is at most 1/v + input x (the peak without a lever);
 #  - the over-time peak (sim's memory timeline) equals the order peak;
 #  - --policy recompute=R scales the added time by R (B's duration += R TF);
-#  - the SVG timeline hatches the recomputed part of every B (and only with recomputation).
+#  - the SVG timeline hatches the recomputed part of every B (and only with recomputation);
+#  - `offload auto` (synthesize) picks recomputation or offload by the makespan under
+#    the memory limit.
 : "${PPSC:?}" "${top_srcdir:?}"
 EX=$top_srcdir/examples/recompute_vs_offload.pps
 fails=0
@@ -58,6 +60,32 @@ for l in 2 1; do
   if [ "$n" -eq "$want" ]; then echo "ok: svg lever=$l: $n hatched rects"; else echo "FAIL: svg lever=$l: $n hatched rects, expected $want"; fails=1; fi
 done
 rm -f "$svg"
+# offload auto (synthesize) chooses between offload and recomputation by the real
+# makespan under the limit (P = 4, m = 8, linear, TOFF = 0.5): recomputation where the
+# limit leaves offload nothing faster (L = 1: 44 against 72 without either), offload at
+# L = 3 (29, recomputing costs a forward per B); the written file states the choice
+oa=${TMPDIR:-/tmp}/pps-rc-oa.$$
+cat > "$oa.pps" <<'PPS'
+schedule oa(P = 4, m = 8, L: real = 2) {
+  devices P; microbatches m; placement linear;
+  cost TF = 1, TB = 1, TW = 1, TC = 0, TOFF = 0.5;
+  memory limit = L;
+  offload auto;
+  synthesize;
+}
+PPS
+for L in 1 3; do
+  if "$PPSC" synth "$oa.pps" -D L=$L -o "$oa.out.pps" > /dev/null 2>&1; then
+    got=$("$PPSC" sim --json "$oa.out.pps" | python3 -c 'import json,sys; j=json.load(sys.stdin); print(j["valid"], j["makespan"], j["peak_memory"])')
+    pol=$(grep -o '^  \(recompute\|offload\) ratio [^;]*' "$oa.out.pps" | head -1)
+    case "$L:$got:$pol" in
+      "1:True 44 1:  recompute ratio 1 stages 0..4"|"3:True 29 3:  offload ratio "*)
+        echo "ok: offload auto L=$L: $got,$pol" ;;
+      *) echo "FAIL: offload auto L=$L: '$got' '$pol'"; fails=1 ;;
+    esac
+  else echo "FAIL: ppsc synth L=$L"; fails=1; fi
+done
+rm -f "$oa.pps" "$oa.out.pps"
 # every expect of the example holds where it applies
 for l in 0 1 2; do
   "$PPSC" check "$EX" -D lever=$l > /dev/null || { echo "FAIL: ppsc check lever=$l"; fails=1; }
