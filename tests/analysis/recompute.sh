@@ -86,6 +86,12 @@ for L in 1 3; do
   else echo "FAIL: ppsc synth L=$L"; fails=1; fi
 done
 rm -f "$oa.pps" "$oa.out.pps"
+# a limit the rebuild exceeds is reported at the B that rebuilds (the verifier's order model)
+"$PPSC" check "$top_srcdir/examples/1f1b.pps" --policy recompute=all --memory input=0.2 --memory limit=1.5 > /dev/null 2> "${TMPDIR:-/tmp}/pps-rc.$$.err"
+if grep -q "1f1b.pps:19:47: error: device 0 holds 1.6 activations while BW(0) runs its forward again (recompute), over the limit of 1.5" "${TMPDIR:-/tmp}/pps-rc.$$.err"; then
+  echo "ok: the limit error names the recomputing BW"
+else echo "FAIL: limit error:"; cat "${TMPDIR:-/tmp}/pps-rc.$$.err"; fails=1; fi
+rm -f "${TMPDIR:-/tmp}/pps-rc.$$.err"
 # every expect of the example holds where it applies
 for l in 0 1 2; do
   "$PPSC" check "$EX" -D lever=$l > /dev/null || { echo "FAIL: ppsc check lever=$l"; fails=1; }
