@@ -48,7 +48,9 @@
  * BW all of it (at their ends); S adds act_s, T frees it; a finished offload frees
  * its fraction, a reload takes it back at its copy's start. Over program order the
  * same deltas are applied op by op (offload frees at the op). Host memory is the
- * offloaded amount, held from the offload until its reload.
+ * offloaded amount, held from the offload until its reload. A recomputed stage
+ * (compiler/recompute.c): F keeps only what recompute_dropped leaves, and B/BW add it
+ * back at their start and last recompute_time longer.
  * Does not: check anything (verify.c), or print (report.c). */
 #include "sim.h"
 #include "overlap.h"
