@@ -76,7 +76,8 @@ typedef enum StmtKind {
   ST_PROFILE,     /* cost profile "FILE": sym = the word, str = the path (span2) */
   ST_PASS,        /* op = IrKind, list = arguments, xfer (send/recv), sym = collective; e3 = `at` slot */
   ST_EMPTY,       /* unused: `;` alone produces no node */
-  ST_OVERLAP      /* overlap { pass pass }: body = the two passes (overlap.c) */
+  ST_OVERLAP,     /* overlap { pass pass }: body = the two passes (overlap.c) */
+  ST_RECOMPUTE    /* clauses: all, ratio E, stages E..E (recompute.c models it) */
 } StmtKind;
 
 typedef struct OffloadClause {
@@ -100,7 +101,7 @@ typedef struct Stmt {
   Sym sym2;        /* placement [E for NAME in A..B]: NAME (e1 = E, e2 = A, e3 = B) */
   union {
     KeyVal *kv;              /* cost, memory, model, hardware, use */
-    OffloadClause *clauses;  /* offload */
+    OffloadClause *clauses;  /* offload, recompute */
     const char *str;         /* require message */
   };
   struct Stmt *body, *els;

@@ -14,6 +14,7 @@
 #include "synth.h"
 #include "overlap.h"
 #include "costmodel.h"
+#include "recompute.h"
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -82,6 +83,9 @@ typedef struct Ctx {
   /* policies */
   IrOffload off;
   int off_stages_set, off_mbs_set;
+  IrRecompute rc;          /* recompute ...; (recompute.c models it) */
+  int rc_stages_set;
+  Span rc_stages_span;     /* the last `stages` clause of a recompute statement */
   /* where we are */
   int cur_dev;
   BlockState *blk;
@@ -119,9 +123,9 @@ typedef struct Ctx {
 
 /* cost/memory keys: index into Ctx.cost */
 enum { K_TF, K_TB, K_TW, K_TC, K_TBW, K_TIF, K_TIB, K_TS, K_TT, K_TCOLL, K_TOFF, K_TFB, K_TRELOAD,
-       K_ACT, K_BFREE, K_LIMIT, K_HOSTLIMIT, K_ACTS, K_N };
+       K_ACT, K_BFREE, K_LIMIT, K_HOSTLIMIT, K_ACTS, K_INPUT, K_N };
 static const char *const key_names[K_N] = {"TF", "TB", "TW", "TC", "TBW", "TIF", "TIB", "TS", "TT",
-                                           "TCOLL", "TOFF", "TFB", "TRELOAD", "act", "b_free", "limit", "host_limit", "act_s"};
+                                           "TCOLL", "TOFF", "TFB", "TRELOAD", "act", "b_free", "limit", "host_limit", "act_s", "input"};
 static const char *const model_keys[] = {"layers", "hidden", "ffn_hidden", "heads", "query_groups", "seq",
                                          "micro_batch", "vocab", "dtype_bytes", NULL};
 static const char *const hardware_keys[] = {"memory", "flops", "host_bandwidth", "peer_bandwidth", "efficiency",
@@ -816,12 +820,12 @@ static void exec_costmem(Ctx *c, Stmt *st) {
   }
   for (KeyVal *kv = st->kv; kv; kv = kv->next) {
     int k = find_key(kv->key, c, lo, hi);
-    int ok_stage = k == K_TF || k == K_TB || k == K_TW || k == K_TBW || k == K_TOFF || k == K_TRELOAD || k == K_ACT || k == K_BFREE;
+    int ok_stage = k == K_TF || k == K_TB || k == K_TW || k == K_TBW || k == K_TOFF || k == K_TRELOAD || k == K_ACT || k == K_BFREE || k == K_INPUT;
     if (k < 0 || (stage >= 0 && !ok_stage)) {
       err(c, NULL, kv->span, "unknown %s%s key '%s' (expected %s)", stage >= 0 ? "per-stage " : "",
           cost ? "cost" : "memory", sname(c, kv->key),
-          stage >= 0 ? (cost ? "TF, TB, TW, TBW, TOFF or TRELOAD" : "act or b_free")
-                     : (cost ? "TF, TB, TW, TC, TBW, TIF, TIB, TS, TT, TCOLL, TOFF, TFB or TRELOAD" : "act, b_free, limit, host_limit or act_s"));
+          stage >= 0 ? (cost ? "TF, TB, TW, TBW, TOFF or TRELOAD" : "act, b_free or input")
+                     : (cost ? "TF, TB, TW, TC, TBW, TIF, TIB, TS, TT, TCOLL, TOFF, TFB or TRELOAD" : "act, b_free, limit, host_limit, act_s or input"));
       continue;
     }
     double v;
@@ -832,6 +836,7 @@ static void exec_costmem(Ctx *c, Stmt *st) {
     }
     if (v < 0) { EERR(c, kv->value, "'%s' must not be negative (leave it out for no bound)", key_names[k]); continue; }
     if (k == K_BFREE && v > 1) { EERR(c, kv->value, "'b_free' is a fraction of the activation: 0..1"); continue; }
+    if (k == K_INPUT && v > 1) { EERR(c, kv->value, "'input' is a fraction of the activation: 0..1"); continue; }
     if (k == K_TRELOAD && !(v > 0)) { EERR(c, kv->value, "'TRELOAD' must be positive (leave it out to reload at TOFF)"); continue; }
     if (stage >= 0) {
       Override *o = VEC_PUSH(c->a, c->ovr, c->novr, c->capovr);
@@ -926,6 +931,35 @@ static void exec_offload(Ctx *c, Stmt *st) {
     }
     if (cl->word == c->o_stages) { o->stage_lo = (int32_t)lo; o->stage_hi = (int32_t)hi; c->off_stages_set = 1; }
     else { o->mb_lo = (int32_t)lo; o->mb_hi = (int32_t)hi; c->off_mbs_set = 1; }
+  }
+}
+
+/* recompute all | ratio R | stages LO..HI (clauses combine, as offload's do). */
+static void exec_recompute(Ctx *c, Stmt *st) {
+  IrRecompute *r = &c->rc;
+  r->enabled = 1;
+  r->span = st->span;
+  if (r->ratio <= 0) r->ratio = 1;
+  for (OffloadClause *cl = st->clauses; cl; cl = cl->next) {
+    if (cl->word == c->o_all) continue;
+    if (cl->word == c->o_ratio) {
+      double x;
+      if (eval_num(c, cl->lo, &x)) continue;
+      if (!(x > 0 && x <= 1)) { EERR(c, cl->lo, "recompute ratio must be in (0, 1], got %g", x); continue; }
+      r->ratio = x;
+      continue;
+    }
+    if (cl->word != c->o_stages) {
+      err(c, NULL, cl->span, "unknown recompute clause '%s' (expected all, ratio or stages)", sname(c, cl->word));
+      continue;
+    }
+    int64_t lo, hi;
+    if (eval_int(c, cl->lo, &lo) || eval_int(c, cl->hi, &hi)) continue;
+    if (lo < 0 || hi <= lo || hi > INT32_MAX) {
+      err(c, NULL, cl->span, "empty or negative range %lld..%lld", (long long)lo, (long long)hi);
+      continue;
+    }
+    r->stage_lo = (int32_t)lo; r->stage_hi = (int32_t)hi; c->rc_stages_set = 1; c->rc_stages_span = cl->span;
   }
 }
 
@@ -1170,6 +1204,9 @@ static void exec(Ctx *c, Stmt *st) {
     return;
   case ST_OFFLOAD:
     exec_offload(c, st);
+    return;
+  case ST_RECOMPUTE:
+    exec_recompute(c, st);
     return;
   case ST_VOCAB: {
     if (st->sym != c->w_parallel && !strcmp(sname(c, st->sym), "async")) {
@@ -1503,6 +1540,11 @@ static void build_stages(Ctx *c) {
   if (o->enabled && c->off_mbs_set && o->mb_hi > s->nmb)
     err(c, NULL, o->span, "offload microbatches %d..%d out of range 0..%d", o->mb_lo, o->mb_hi, s->nmb);
   s->offload = *o;
+  IrRecompute *rp = &c->rc;
+  if (!c->rc_stages_set) { rp->stage_lo = 0; rp->stage_hi = s->nstage; }
+  if (rp->enabled && c->rc_stages_set && rp->stage_hi > s->nstage)
+    err(c, NULL, c->rc_stages_span, "recompute stages %d..%d out of range 0..%d", rp->stage_lo, rp->stage_hi, s->nstage);
+  s->recompute = *rp;
   for (int st = 0; st < s->nstage; st++) {
     IrStage *g = &s->stages[st];
     int d = c->stage_dev[st];
@@ -1518,6 +1560,8 @@ static void build_stages(Ctx *c) {
     g->offload_time = k[K_TOFF] / v;
     g->reload_time = c->cost_set[K_TRELOAD] ? k[K_TRELOAD] / v : 0;
     g->span = c->placespan;
+    g->recompute = rp->enabled && st >= rp->stage_lo && st < rp->stage_hi ? rp->ratio : 0;
+    g->input = c->cost_set[K_INPUT] ? k[K_INPUT] : -1;   /* -1: derived below, after the overrides */
   }
   if (cm.times && s->nstage > 0) { /* the input and output layers on the end stages */
     IrStage *f = &s->stages[0], *l = &s->stages[s->nstage - 1];
@@ -1543,9 +1587,20 @@ static void build_stages(Ctx *c) {
     case K_TRELOAD: g->reload_time = ov->value; break;
     case K_ACT: g->act = ov->value; break;
     case K_BFREE: g->b_free = ov->value; break;
+    case K_INPUT: g->input = ov->value; break;
     }
     if ((ov->key == K_TB || ov->key == K_TW) && !tbw_set[ov->stage]) g->tbw = g->tb + g->tw;
   }
+  int both = -1;
+  for (int st = 0; st < s->nstage; st++) {
+    IrStage *g = &s->stages[st];
+    if (g->input < 0) g->input = recompute_input_default(s, g);
+    if (g->recompute > 0 && g->offload > 0 && both < 0) both = st;
+  }
+  if (both >= 0)   /* a recomputed stage keeps only its input: nothing left worth a copy */
+    err(c, NULL, rp->span, "recompute and offload both cover stage %d (offload stages %d..%d, recompute stages %d..%d): "
+        "a recomputed stage keeps only its input; give each stage one of them", both, o->stage_lo, o->stage_hi,
+        rp->stage_lo, rp->stage_hi);
 }
 
 /* "LO..HI" with 0 <= LO < HI <= max; 0 or -1. */
@@ -1560,9 +1615,10 @@ static int parse_range(const char *v, long max, int32_t *lo, int32_t *hi) {
   return 0;
 }
 
-/* --policy KEY=V: replaces the file's offload or vocabulary policy (docs/language.md,
- * "Policies"): offload=none|all|RATIO, offload_stages=LO..HI,
- * offload_microbatches=LO..HI, vocab=0|1|2, vocab_async=true|false. */
+/* --policy KEY=V: replaces the file's offload, recompute or vocabulary policy
+ * (docs/language.md, "Policies"): offload=none|all|RATIO, offload_stages=LO..HI,
+ * offload_microbatches=LO..HI, recompute=none|all|RATIO, recompute_stages=LO..HI,
+ * vocab=0|1|2, vocab_async=true|false. */
 static void apply_policy(Ctx *c, const KeyOverride *o) {
   IrSchedule *s = c->s;
   const char *k = o->key, *v = o->value;
@@ -1589,6 +1645,21 @@ static void apply_policy(Ctx *c, const KeyOverride *o) {
       c->off_auto = NULL;
       c->sopt.offload_auto = 0;
     }
+  } else if (!strcmp(k, "recompute")) {
+    char *e;
+    double r = strtod(v, &e);
+    if (!strcmp(v, "none")) c->rc.enabled = 0;
+    else if (!strcmp(v, "all")) { c->rc.enabled = 1; c->rc.ratio = 1; c->rc_stages_set = 0; }
+    else if (e != v && !*e && r > 0 && r <= 1) { c->rc.enabled = 1; c->rc.ratio = r; c->rc_stages_set = 0; }
+    else bad = "none, all or a ratio in (0, 1]";
+    if (!bad && c->rc.enabled) c->rc.span = s->span;
+  } else if (!strcmp(k, "recompute_stages")) {
+    int32_t lo, hi;
+    if (parse_range(v, s->nstage, &lo, &hi)) bad = "a range LO..HI of stages within 0..S";
+    else {
+      if (!c->rc.enabled) { c->rc.enabled = 1; c->rc.ratio = 1; c->rc.span = s->span; }
+      c->rc.stage_lo = lo; c->rc.stage_hi = hi; c->rc_stages_set = 1;
+    }
   } else if (!strcmp(k, "vocab")) {
     if (!strcmp(v, "0") || !strcmp(v, "none")) s->vocab.mode = 0;
     else if (!strcmp(v, "1") || !strcmp(v, "2")) { s->vocab.mode = v[0] - '0'; s->vocab.span = s->span; }
@@ -1598,7 +1669,7 @@ static void apply_policy(Ctx *c, const KeyOverride *o) {
     else if (!strcmp(v, "false")) s->vocab.async = 0;
     else bad = "true or false";
   } else {
-    diag_error(c->d, (Span){0}, "--policy %s: unknown key (expected offload, offload_stages, offload_microbatches, vocab or vocab_async)", k);
+    diag_error(c->d, (Span){0}, "--policy %s: unknown key (expected offload, offload_stages, offload_microbatches, recompute, recompute_stages, vocab or vocab_async)", k);
     *c->usage = 1;
     return;
   }
@@ -1621,7 +1692,7 @@ static void apply_key_overrides(Ctx *c) {
       if (!strcmp(o->key, key_names[j])) k = j;
     if (k < 0) {
       diag_error(c->d, (Span){0}, "%s %s: unknown key (expected %s)", opt, o->key,
-                 o->memory ? "act, b_free, limit, host_limit or act_s" : "TF, TB, TW, TC, TBW, TIF, TIB, TS, TT, TCOLL or TOFF");
+                 o->memory ? "act, b_free, limit, host_limit, act_s or input" : "TF, TB, TW, TC, TBW, TIF, TIB, TS, TT, TCOLL or TOFF");
       *c->usage = 1;
       continue;
     }
@@ -1632,8 +1703,9 @@ static void apply_key_overrides(Ctx *c) {
       continue;
     }
     double x = v.t == T_REAL ? v.u.r : (double)v.u.i;
-    if (x < 0 || (k == K_BFREE && x > 1)) {
-      diag_error(c->d, (Span){0}, "%s %s=%s: %s", opt, o->key, o->value, k == K_BFREE ? "'b_free' is a fraction: 0..1" : "must not be negative");
+    if (x < 0 || ((k == K_BFREE || k == K_INPUT) && x > 1)) {
+      diag_error(c->d, (Span){0}, "%s %s=%s: %s", opt, o->key, o->value,
+                 k == K_BFREE || k == K_INPUT ? "a fraction: 0..1" : "must not be negative");
       *c->usage = 1;
       continue;
     }

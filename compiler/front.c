@@ -166,8 +166,8 @@ static int has_param(const Front *fr, const ScheduleDef *d, const char *name) {
 /* The option that sets a cost, memory key or policy named NAME in any file, or NULL. */
 static const char *override_for(const char *name) {
   static const char *const cost[] = {"TF", "TB", "TW", "TC", "TBW", "TIF", "TIB", "TS", "TT", "TCOLL", "TOFF", "TFB", "TRELOAD", NULL};
-  static const char *const mem[] = {"act", "b_free", "limit", "host_limit", "act_s", NULL};
-  static const char *const pol[] = {"offload", "offload_stages", "offload_microbatches", "vocab", "vocab_async", NULL};
+  static const char *const mem[] = {"act", "b_free", "limit", "host_limit", "act_s", "input", NULL};
+  static const char *const pol[] = {"offload", "offload_stages", "offload_microbatches", "recompute", "recompute_stages", "vocab", "vocab_async", NULL};
   for (int k = 0; cost[k]; k++) if (!strcmp(name, cost[k])) return "--cost";
   for (int k = 0; mem[k]; k++) if (!strcmp(name, mem[k])) return "--memory";
   for (int k = 0; pol[k]; k++) if (!strcmp(name, pol[k])) return "--policy";
@@ -361,11 +361,12 @@ void expand_write(const IrSchedule *s, StrBuf *b) {
       if (trl && g->reload_time > 0) { sb_printf(b, "%sTRELOAD = ", sep); put_real(b, g->reload_time); }
       sb_puts(b, ";\n");
     }
-    int act = g->act != s->act / vd, bf = g->b_free != s->b_free;
-    if (act || bf) {
+    int act = g->act != s->act / vd, bf = g->b_free != s->b_free, in = g->input != 0 && g->recompute > 0;
+    if (act || bf || in) {
       sb_printf(b, "  memory stage %d:", k);
       if (act) { sb_puts(b, " act = "); put_real(b, g->act); }
       if (bf) { sb_puts(b, act ? ", b_free = " : " b_free = "); put_real(b, g->b_free); }
+      if (in) { sb_puts(b, act || bf ? ", input = " : " input = "); put_real(b, g->input); }
       sb_puts(b, ";\n");
     }
   }
@@ -386,6 +387,11 @@ void expand_write(const IrSchedule *s, StrBuf *b) {
     put_real(b, s->offload.ratio);
     sb_printf(b, " stages %d..%d microbatches %d..%d;\n", s->offload.stage_lo, s->offload.stage_hi, s->offload.mb_lo,
               s->offload.mb_hi);
+  }
+  if (s->recompute.enabled) {
+    sb_puts(b, "  recompute ratio ");
+    put_real(b, s->recompute.ratio);
+    sb_printf(b, " stages %d..%d;\n", s->recompute.stage_lo, s->recompute.stage_hi);
   }
   if (s->nmodel) {
     sb_puts(b, "  model {");

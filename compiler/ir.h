@@ -171,6 +171,10 @@ typedef struct IrStage {
   Span span;          /* placement statement (or override) */
   double reload_time; /* host-to-device copy time of the whole activation (the H2D
                          engine's own bandwidth, `TRELOAD`); 0 = offload_time */
+  double recompute;   /* fraction of act the recompute policy drops after F and B
+                         rebuilds by running F again (recompute.c); 0 = none */
+  double input;       /* the stage input's share of act (`memory input`): what a fully
+                         recomputed F keeps */
 } IrStage;
 
 /* Vocabulary parallelism settings (vocab parallel 1|2). */
@@ -192,6 +196,15 @@ typedef struct IrOffload {
   double host_limit;  /* host memory bound in units; < 0 = none */
   Span span;
 } IrOffload;
+
+/* The recompute policy as written (recompute.c models it; IrStage.recompute holds
+ * the fraction per stage). */
+typedef struct IrRecompute {
+  int enabled;
+  double ratio;                /* fraction of each chosen stage's layers recomputed */
+  int32_t stage_lo, stage_hi;  /* chosen stages [lo, hi); default all */
+  Span span;
+} IrRecompute;
 
 /* model { ... } and hardware { ... }: named numbers, kept for byte/FLOP derivation
  * and passed to the runtime as defaults. Unknown keys are an elaboration error. */
@@ -252,6 +265,7 @@ typedef struct IrSchedule {
   IrFrame **frames; uint32_t nframes; int capchunks;
   IrFrame *frame_next; uint32_t frame_left;  /* free room in the newest chunk */
   IrLoop *loops; int nloops, caploops;
+  IrRecompute recompute;    /* the recompute policy (elab.c; recompute.c models it) */
 } IrSchedule;
 
 /* Appends an op to device d's order (grows the array in the arena). */

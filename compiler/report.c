@@ -9,6 +9,7 @@
  *     plot per device.
  * It computes nothing: every figure comes from the simulator or the index. */
 #include "report.h"
+#include "recompute.h"
 #include "synth.h"
 #include <math.h>
 #include <stdio.h>
@@ -102,6 +103,14 @@ void report_text(StrBuf *b, const Report *r) {
     report_num(b, sim->host_memory);
   }
   sb_puts(b, "\n");
+  if (recompute_any(s)) {   /* recompute.c: B runs the dropped part of F again */
+    int dm = 0;
+    for (int d = 1; d < s->ndev; d++) if (recompute_device_time(s, d) > recompute_device_time(s, dm)) dm = d;
+    sb_printf(b, "recompute   ratio %.4g of stages %d..%d: B reruns that part of F, most on device %d: ", s->recompute.ratio,
+              s->recompute.stage_lo, s->recompute.stage_hi, dm);
+    report_num(b, recompute_device_time(s, dm));
+    sb_puts(b, "\n");
+  }
   if (s->derived.times) sb_puts(b, "units       seconds (costs from model { } and hardware { } where the file gives none)\n");
   if (s->derived.bytes && s->derived.static_bytes) {
     sb_printf(b, "bytes       one activation unit = %.4g GB; weights + gradients + optimizer state + peak activations per device", s->derived.unit_bytes / 1e9);
@@ -224,6 +233,7 @@ void report_json(StrBuf *b, const Report *r) {
       json_key_num(b, "host_memory", v->host_peak, 1);
       json_key_num(b, "copy_busy_d2h", v->copy_busy[0], 1);
       json_key_num(b, "copy_busy_h2d", v->copy_busy[1], 1);
+      if (recompute_any(s)) json_key_num(b, "recompute_time", recompute_device_time(s, d), 1);
       if (s->derived.bytes && s->derived.static_bytes) {
         json_key_num(b, "static_bytes", s->derived.static_bytes[d], 1);
         json_key_num(b, "peak_bytes", s->derived.static_bytes[d] + v->peak * s->derived.unit_bytes, 1);

@@ -48,10 +48,13 @@
  * BW all of it (at their ends); S adds act_s, T frees it; a finished offload frees
  * its fraction, a reload takes it back at its copy's start. Over program order the
  * same deltas are applied op by op (offload frees at the op). Host memory is the
- * offloaded amount, held from the offload until its reload.
+ * offloaded amount, held from the offload until its reload. A recomputed stage
+ * (compiler/recompute.c): F keeps only what recompute_dropped leaves, and B/BW add it
+ * back at their start and last recompute_time longer.
  * Does not: check anything (verify.c), or print (report.c). */
 #include "sim.h"
 #include "overlap.h"
+#include "recompute.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,9 +63,9 @@ double sim_cost(const IrSchedule *s, const IrOp *op) {
   const IrStage *st = (op->stage >= 0 && op->stage < s->nstage) ? &s->stages[op->stage] : NULL;
   switch ((IrKind)op->kind) {
   case IR_F: return st ? st->tf : 0;
-  case IR_B: return st ? st->tb : 0;
+  case IR_B: return st ? st->tb + recompute_time(s, op) : 0;   /* recompute.c */
   case IR_W: return st ? st->tw : 0;
-  case IR_BW: return st ? st->tbw : 0;
+  case IR_BW: return st ? st->tbw + recompute_time(s, op) : 0;
   case IR_IF: return s->vocab.t_if;
   case IR_IB: return s->vocab.t_ib;
   case IR_S: return s->vocab.t_s;
@@ -196,10 +199,10 @@ static double mem_delta(const IrSchedule *s, const IrOp *op, double *host) {
   }
   *host = 0;
   switch ((IrKind)op->kind) {
-  case IR_F: return act;
-  case IR_B: return -bf * act;
+  case IR_F: return act - recompute_dropped(s, op->stage);   /* recompute.c */
+  case IR_B: return recompute_rebuild(s, op) - bf * act;
   case IR_W: return -(1 - bf) * act;
-  case IR_BW: return -act;
+  case IR_BW: return recompute_rebuild(s, op) - act;
   case IR_S: return s->vocab.act_s;
   case IR_T: return -s->vocab.act_s;
   case IR_OFFLOAD: {
@@ -225,13 +228,16 @@ void sim_memory_order(const IrSchedule *s, const AnaIndex *ix, SimDev *dev) {
       double dh;
       if (overlap_pair_at(dv, k)) { /* a pair holds both: its allocation first */
         double dh2, x = mem_delta(s, &dv->ops[k], &dh), y = mem_delta(s, &dv->ops[k + 1], &dh2);
-        m += (x > 0 ? x : 0) + (y > 0 ? y : 0);
+        double rx = recompute_rebuild(s, &dv->ops[k]), ry = recompute_rebuild(s, &dv->ops[k + 1]);
+        m += (x - rx > 0 ? x - rx : 0) + (y - ry > 0 ? y - ry : 0) + rx + ry;
         if (m > pk + 1e-9 * fabs(pk)) { pk = m; pko = ix->off[d] + k; }
-        m += (x < 0 ? x : 0) + (y < 0 ? y : 0);
+        m += (x - rx < 0 ? x - rx : 0) + (y - ry < 0 ? y - ry : 0);
         h += dh + dh2;
         k++;
         continue;
       }
+      double rb = recompute_rebuild(s, &dv->ops[k]);   /* B holds the rebuilt part before it frees */
+      if (rb > 0 && m + rb > pk + 1e-9 * fabs(pk)) { pk = m + rb; pko = ix->off[d] + k; }
       m += mem_delta(s, &dv->ops[k], &dh);
       h += dh;
       if (m > pk + 1e-9 * fabs(pk)) { pk = m; pko = ix->off[d] + k; }
@@ -679,7 +685,14 @@ static int sim_exec(Arena *a, const IrSchedule *s, const AnaIndex *ix, const Sim
     double lastt = -1e300;
     for (int32_t g = ix->off[d]; g < ix->off[d + 1]; g++) {
       const IrOp *op = ana_op(s, ix, g);
-      double dh, dvm = mem_delta(s, op, &dh);
+      double dh, dvm = mem_delta(s, op, &dh), rb = recompute_rebuild(s, op);
+      if (rb > 0) {   /* the rebuild at B's start; B's frees at its end */
+        MemEv *e = VEC_PUSH(a, ev, nev, capev);
+        *e = (MemEv){r->start[g], rb, g};
+        sorted = sorted && r->start[g] >= lastt;
+        lastt = r->start[g];
+        dvm -= rb;
+      }
       if (dvm == 0 || (r->cancelled && r->cancelled[g])) continue;
       double at;
       switch ((IrKind)op->kind) {

@@ -24,6 +24,7 @@
  * busiest pass kind of each column), without labels, tooltips, arrows or path.
  * Positions are W * ((t - T0) / span) (px()), never t * (W / span): with subnormal
  * costs (1e-310) W / span overflows to inf; every coordinate written is finite. */
+#include "recompute.h"
 #include "report.h"
 #include <math.h>
 #include <stdio.h>
@@ -223,7 +224,11 @@ void report_svg(StrBuf *b, const Report *r) {
   sb_printf(b, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" font-family=\"sans-serif\" font-size=\"10\">\n",
             left + W + 20, H);
   sb_puts(b, "<defs><marker id=\"arrow\" viewBox=\"0 0 6 6\" refX=\"6\" refY=\"3\" markerWidth=\"5\" markerHeight=\"5\" orient=\"auto\">"
-             "<path d=\"M0,0 L6,3 L0,6 z\" fill=\"#555\"/></marker></defs>\n");
+             "<path d=\"M0,0 L6,3 L0,6 z\" fill=\"#555\"/></marker>");
+  if (recompute_any(s))   /* the forward a recomputed B runs again (recompute.c), hatched */
+    sb_puts(b, "<pattern id=\"recompute\" width=\"4\" height=\"4\" patternUnits=\"userSpaceOnUse\" "
+               "patternTransform=\"rotate(45)\"><rect width=\"2\" height=\"4\" fill=\"white\" opacity=\"0.55\"/></pattern>");
+  sb_puts(b, "</defs>\n");
   sb_puts(b, "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n<text x=\"10\" y=\"16\" font-size=\"13\">");
   xml_text(b, s->name ? s->name : "schedule");
   sb_printf(b, ": P=%d S=%d m=%d, makespan %.6g, bubble %.4f, peak memory %.6g", P, s->nstage, s->nmb,
@@ -259,6 +264,13 @@ void report_svg(StrBuf *b, const Report *r) {
   if (!dense)
     sb_printf(b, "<rect x=\"%.0f\" y=\"24\" width=\"10\" height=\"10\" fill=\"none\" stroke=\"#d62728\" stroke-width=\"2\"/>"
                  "<text x=\"%.0f\" y=\"33\">critical path</text>\n", lx, lx + 14);
+  if (recompute_any(s)) {
+    pass_color(col, sizeof col, IR_B, 0);
+    lx += 90;
+    sb_printf(b, "<rect x=\"%.0f\" y=\"24\" width=\"10\" height=\"10\" fill=\"%s\"/><rect x=\"%.0f\" y=\"24\" "
+                 "width=\"10\" height=\"10\" fill=\"url(#recompute)\"/><text x=\"%.0f\" y=\"33\">forward again (recompute)</text>\n",
+              lx, col, lx, lx + 14);
+  }
   lx = left;
   sb_printf(b, "<text x=\"%.0f\" y=\"50\">chunks:</text>\n", lx);
   lx += 44;
@@ -300,6 +312,10 @@ void report_svg(StrBuf *b, const Report *r) {
       sb_printf(b, ": microbatch %d", op->mb);
       if (has_stage) sb_printf(b, ", stage %d", op->stage);
       sb_printf(b, ", device %d, %.6g to %.6g%s</title></rect>", d, sim->start[g], sim->end[g], on_path ? " (critical path)" : "");
+      double rt = recompute_time(s, op), oc = sim_cost(s, op);
+      if (rt > 0 && oc > 0)
+        sb_printf(b, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"url(#recompute)\"/>", x0, yy,
+                  w * rt / oc, hh);
       if (op->kind != IR_OFFLOAD && op->kind != IR_RELOAD) {
         if (w >= 30 && has_stage)
           sb_printf(b, "<text x=\"%.2f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"%s\">%d<tspan font-size=\"7\">s%d</tspan></text>",

@@ -754,7 +754,10 @@ static void try_seed(Search *z, const IrSchedule *s, const char *file, const cha
     for (int k = 0; ok && k < t->devs[dv].nops; k++) {
       const IrOp *op = &t->devs[dv].ops[k];
       if (op->kind > IR_BW || op->mb < 0 || op->mb >= M->m || op->stage < 0 || op->stage >= M->S ||
-          M->st[op->stage].device != dv || n >= capd) { ok = 0; break; }
+          M->st[op->stage].device != dv || n >= capd || (!M->split_ok && (op->kind == IR_B || op->kind == IR_W))) {
+        ok = 0;   /* (a seed with B and W apart where the model fuses them: not this model's order) */
+        break;
+      }
       SOp *q = &z->w.ord[z->w.off[dv] + n++];
       q->mb = op->mb; q->stage = op->stage; q->kind = op->kind;
       /* an overlapped pair stays one where it gains (TFB given); without a gain the
@@ -1487,8 +1490,63 @@ int synth_run(Arena *a, Diag *dg, IrSchedule *s, const SynthOptions *o) {
       }
       M.L = Lreal;
     }
+    /* recomputation as a candidate (compiler/recompute.c): stages 0..k recomputed
+       whole. The search model keeps only the input after F and runs TF again in B;
+       the activation a B rebuilds is not in its memory terms, so it searches under the
+       limit less one and two rebuilt activations, and the real pipeline (its sim
+       models the rebuild) decides: it wins only where it is strictly faster than
+       every offload candidate (its cost, TF per recomputed B, against the copies').
+       Searched with fused BW passes: a B apart from its W would hold the rebuilt
+       activation until the W, which the model's memory terms cannot say */
     M.offmb = m;
+    int bestrc = 0, split0 = M.split_ok;
+    M.split_ok = 0;
+    oc.fused = 1;
+    IrStage *rst = arena_alloc(a, sizeof(IrStage) * (size_t)(S + 1));
+    for (int c = 0; c < nks; c++) {
+      int k = ks[c];
+      double dmax = 0;
+      for (int st = 0; st < S; st++) {
+        rst[st] = s->stages[st];
+        rst[st].offload = 0;
+        rst[st].recompute = st < k ? 1 : 0;
+        mst[st] = rst[st];
+        double in = rst[st].input < 0 ? 0 : rst[st].input > 1 ? 1 : rst[st].input;
+        double drop = st < k ? (1 - in) * rst[st].act : 0;
+        mst[st].act -= drop;
+        if (st < k) { mst[st].tb += rst[st].tf; mst[st].tbw += rst[st].tf; }
+        mst[st].recompute = 0;
+        if (drop > dmax) dmax = drop;
+      }
+      for (int d = 0; d < P; d++) {
+        M.lmin[d] = 0;
+        for (int q = 0; q < M.nst[d]; q++) M.lmin[d] += mst[M.dst[M.first[d] + q]].act;
+      }
+      double Lreal = M.L;
+      for (int mf = 1; mf <= 2; mf++) {
+        M.L = Lreal - mf * dmax;
+        int feasible = 1;
+        for (int d = 0; d < P; d++) if (!le(M.lmin[d], lim(&M, d))) feasible = 0;
+        if (!feasible) continue;
+        oc.effort = 0;
+        char pol[SYNTH_POLICY_LEN] = "";
+        if (search_all(&z, s, &oc, pol, sizeof pol)) { M.L = Lreal; free(keep); free(keepn); free(lmin0); goto oom; }
+        double mk;
+        int ok = z.br.ok && real_check(a, s, &z, rst, 0, 0, m, Lreal, &mk);
+        if (getenv("PPS_SYNTH_DEBUG"))
+          fprintf(stderr, "synth: recompute stages 0..%d under %g: search %s, real %s, makespan %g\n", k, M.L,
+                  z.br.ok ? "ok" : "none", ok ? "valid" : "not valid", ok ? mk : -1);
+        if (!ok || le(bestmk, mk)) continue;
+        bestmk = mk; bestr = 0; bestk = k; bestrc = 1; bestres = z.br;
+        memcpy(keep, z.best, sizeof(SOp) * (size_t)total);
+        memcpy(keepn, z.bestn, sizeof(int64_t) * (size_t)P);
+        snprintf(bestpol, sizeof bestpol, "%s; offload auto: recompute stages 0..%d", pol[0] ? pol : (z.seeded ? "seed" : "policy"), k);
+      }
+      M.L = Lreal;
+    }
+    memcpy(mst, s->stages, sizeof(IrStage) * (size_t)S);
     memcpy(M.lmin, lmin0, sizeof(double) * (size_t)P);
+    M.split_ok = split0;
     if (bestmk < INF) {
       memcpy(z.best, keep, sizeof(SOp) * (size_t)total);
       memcpy(z.bestn, keepn, sizeof(int64_t) * (size_t)P);
@@ -1496,6 +1554,14 @@ int synth_run(Arena *a, Diag *dg, IrSchedule *s, const SynthOptions *o) {
       z.br.makespan = bestmk;   /* the real pipeline's (copies included) */
       z.seeded = 1;
       snprintf(seedpol, sizeof seedpol, "%s", bestpol);
+      if (bestrc) {
+        s->recompute.enabled = 1;
+        s->recompute.ratio = 1;
+        s->recompute.stage_lo = 0;
+        s->recompute.stage_hi = bestk;
+        s->recompute.span = o->span;
+        for (int st = 0; st < S; st++) s->stages[st].recompute = st < bestk ? 1 : 0;
+      }
       if (bestr > 0) {
         s->offload.enabled = 1;
         s->offload.ratio = bestr;

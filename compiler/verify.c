@@ -15,6 +15,7 @@
  *     against `host_limit`, at the op where the peak is reached.
  * All checks are O(ops) (plus O(m * S) tables). It does not time the schedule (the
  * simulator does, and analysis.c checks the memory peak over time). */
+#include "recompute.h"
 #include "verify.h"
 #include "overlap.h"
 #include <stdint.h>
@@ -626,8 +627,9 @@ static void check_memory(V *v, SimDev *mem) {
   for (int d = 0; d < s->ndev; d++) {
     if (s->mem_limit >= 0 && mem[d].peak_order > s->mem_limit * (1 + 1e-9) && mem[d].peak_order_op >= 0) {
       const IrOp *op = OP(v, mem[d].peak_order_op);
-      diag_error(v->dg, op->span, "device %d holds %g activations after %s, over the limit of %g",
-                 d, mem[d].peak_order, opname(v, op, b1, sizeof b1), s->mem_limit);
+      diag_error(v->dg, op->span, "device %d holds %g activations %s %s%s, over the limit of %g", d, mem[d].peak_order,
+                 recompute_rebuild(s, op) > 0 ? "while" : "after", opname(v, op, b1, sizeof b1),
+                 recompute_rebuild(s, op) > 0 ? " runs its forward again (recompute)" : "", s->mem_limit);
       in_loop(v, d, op);
       /* where the limit was set, when not where the pass was written (a used schedule) */
       if (s->mem_limit_span.file && s->mem_limit_span.file != op->span.file)

@@ -84,7 +84,7 @@ static void kv_add(KvList *l, KeyVal *k) {
 %token <i> INVALID "invalid character"
 %token SCHEDULE "'schedule'" IMPORT "'import'" DEVICES "'devices'" MICROBATCHES "'microbatches'"
 %token STAGES "'stages'" PLACEMENT "'placement'" COST "'cost'" MEMORY "'memory'"
-%token MODEL "'model'" HARDWARE "'hardware'" OFFLOAD "'offload'" RELOAD "'reload'"
+%token MODEL "'model'" HARDWARE "'hardware'" OFFLOAD "'offload'" RELOAD "'reload'" RECOMPUTE "'recompute'"
 %token VOCAB "'vocab'" LET "'let'" REQUIRE "'require'" ELSE "'else'" EXPECT "'expect'"
 %token USE "'use'" FOR "'for'" IN "'in'" STEP "'step'" IF "'if'" THEN "'then'" DEVICE "'device'"
 %token BLOCK "'block'" AT "'at'" INTERVAL "'interval'" W_RULE "'w_rule'" SQUEEZE "'squeeze'"
@@ -197,6 +197,7 @@ stmt: DEVICES expr semi { $$ = ast_stmt(ps, ST_DEVICES, @1); $$->e1 = $2; }
     | OFFLOAD IDENT semi { /* offload auto; (synth.c chooses) */
         $$ = ast_stmt(ps, ST_OFFLOAD, @1); $$->sym = $2; $$->span2 = SP(@2);
       }
+    | RECOMPUTE clauses semi { $$ = ast_stmt(ps, ST_RECOMPUTE, @1); $$->clauses = $2.head; }
     | VOCAB IDENT expr semi { $$ = ast_stmt(ps, ST_VOCAB, @1); $$->sym = $2; $$->span2 = SP(@2); $$->e1 = $3; }
     | LET IDENT '=' expr semi { $$ = ast_stmt(ps, ST_LET, @1); $$->sym = $2; $$->span2 = SP(@2); $$->e1 = $4; }
     | REQUIRE expr ELSE STRING semi { $$ = ast_stmt(ps, ST_REQUIRE, @1); $$->e1 = $2; $$->str = $4; }
@@ -500,6 +501,7 @@ static const char *head_name(int t) {
   case VOCAB: return "vocab"; case LET: return "let"; case REQUIRE: return "require";
   case EXPECT: return "expect"; case USE: return "use"; case INTERVAL: return "interval";
   case W_RULE: return "w_rule"; case SQUEEZE: return "squeeze"; case IMPORT: return "import"; case OFFLOAD: return "offload";
+  case RECOMPUTE: return "recompute";
   case SYNTHESIZE: return "synthesize"; case P2P: return "p2p";
   default: return "?";
   }
@@ -549,7 +551,7 @@ static int is_expr_start(yysymbol_kind_t x) {
 }
 static int is_stmt_start(yysymbol_kind_t x) {
   static const char *const st[] = {"'devices'", "'microbatches'", "'stages'", "'placement'", "'cost'",
-    "'memory'", "'model'", "'hardware'", "'offload'", "'reload'", "'vocab'", "'let'", "'require'",
+    "'memory'", "'model'", "'hardware'", "'offload'", "'reload'", "'recompute'", "'vocab'", "'let'", "'require'",
     "'expect'", "'use'", "'for'", "'if'", "'device'", "'block'", "'interval'", "'w_rule'", "'squeeze'", "'send'",
     "'recv'", "'coll'", "'synthesize'", "'p2p'", "'overlap'", "'F'", "'B'", "'W'", "'BW'", "'IF'", "'IB'", "'S'", "'T'", "';'", NULL};
   return in_list(x, st);

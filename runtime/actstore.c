@@ -197,3 +197,41 @@ int rt_store_leftover(ppsrt_ctx *c, int *mb, int *stage) {
   s->npend = 0;
   return found;
 }
+
+/* Activation recomputation (recompute.c): after F, keep only entry 0 (the stage
+ * input); before B, hand entry 0's buffer back uncounted and empty the slot, so that
+ * F running again stores everything anew (adopting that buffer as its entry 0). */
+int rt_act_keep_first(ppsrt_ctx *c, int mb, int stage) {
+  rt_slot *sl = slot_of(c, mb, stage);
+  if (!sl || sl->n < 1 || sl->e[0].state != RT_ACT_DEV)
+    return PPSRT_FAIL(PPSRT_E_USAGE, "recompute: F(%d, %d) stored no stage input on the device (entry 0)", mb, stage);
+  rt_poll_copies(c, 0);
+  for (int k = 1; k < sl->n; k++)
+    if (sl->e[k].state != RT_ACT_NONE) {
+      purge_pend(c, mb, stage, k);
+      drop(c, &sl->e[k]);
+    }
+  return 0;
+}
+
+int rt_act_detach_first(ppsrt_ctx *c, int mb, int stage, void **buf, size_t *bytes) {
+  rt_slot *sl = slot_of(c, mb, stage);
+  if (!sl || sl->n < 1 || sl->e[0].state != RT_ACT_DEV)
+    return PPSRT_FAIL(PPSRT_E_USAGE, "recompute: the kept input of F(%d, %d) is not on the device\n"
+                      "hint: B needs F(%d, %d) first, once; a recomputed stage is not offloaded", mb, stage, mb, stage);
+  for (int k = 1; k < sl->n; k++)
+    if (sl->e[k].state != RT_ACT_NONE)
+      return PPSRT_FAIL(PPSRT_E_USAGE, "recompute: (mb %d, stage %d) holds more than its input before B", mb, stage);
+  rt_act *e = &sl->e[0];
+  rt_store *s = &c->store;
+  s->cur -= e->bytes;
+  s->ucur -= e->units;
+  s->resident -= e->bytes;
+  if (e->ev) c->be->event_destroy(c->be, e->ev);
+  *buf = e->dev;
+  *bytes = e->bytes;
+  memset(e, 0, sizeof *e);
+  e->state = RT_ACT_NONE;
+  sl->n = 0;
+  return 0;
+}

@@ -141,6 +141,13 @@ static int check_program(const ppsrt_program *p, const char *argv0) {
       fprintf(stderr, "%s: error: stage %d placed on device %d of %d\n", argv0, s, p->stages[s].device, p->ndev);
       return 1;
     }
+  const char *why;
+  int rst;
+  if (rt_recompute_check(p, &why, &rst)) {
+    fprintf(stderr, "%s: error: stage %d is recomputed with ratio %g: %s\nhint: `recompute all;` or `recompute "
+            "stages LO..HI;` (ratio 1), or only `ppsc sim` for a partial ratio\n", argv0, rst, p->stages[rst].recompute, why);
+    return 1;
+  }
   for (int d = 0; d < p->ndev; d++)
     for (int i = 0; i < p->nops[d]; i++) {
       const ppsrt_op *op = &p->ops[d][i];

@@ -5,7 +5,7 @@
 lib_LTLIBRARIES += libppsrt.la
 include_HEADERS += runtime/ppsrt.h
 libppsrt_la_SOURCES = runtime/ppsrt.h runtime/backend.h runtime/transport.h runtime/model.h \
-  runtime/rt.h runtime/error.c runtime/interp.c runtime/actstore.c runtime/offload.c \
+  runtime/rt.h runtime/error.c runtime/interp.c runtime/actstore.c runtime/offload.c runtime/recompute.c \
   runtime/transport_threads.c runtime/metrics.c runtime/cli.c runtime/check.c \
   runtime/model_mlp.c
 libppsrt_la_SOURCES += runtime/coll_lane.c
@@ -39,6 +39,8 @@ EXTRA_DIST += tests/runtime/mfu.sh
 TESTS += tests/runtime/hardening.sh
 TESTS += tests/runtime/posted.sh
 TESTS += tests/runtime/offload.sh tests/runtime/vocab_memory.sh
+TESTS += tests/runtime/recompute.sh
+EXTRA_DIST += tests/runtime/recompute.sh tests/runtime/cases/recompute.pps
 EXTRA_DIST += tests/runtime/offload.sh tests/runtime/cases/offload_cancel.pps
 EXTRA_DIST += tests/runtime/vocab_memory.sh tests/runtime/cases/vocab_memory.pps
 TESTS += tests/runtime/fault.sh

@@ -112,6 +112,7 @@ int rt_ref_ctx_init(ppsrt_ctx *rx, ppsrt_run *run, const ppsrt_ctx *c) {
 static const char *xfer_name(int xfer) { return xfer == PPSRT_XFER_GRAD ? "input gradient of B" : "output of F"; }
 
 int ppsrt_io_put(ppsrt_ctx *c, int xfer, int mb, int stage, void *buf, size_t bytes) {
+  if (c->recomputing) { c->be->free(c->be, buf); return 0; }   /* F again (recompute.c): sent already */
   rt_box *b = box_at(c, xfer, mb, stage);
   if (!b) return PPSRT_FAIL(PPSRT_E_USAGE, "io box: key (xfer %d, mb %d, stage %d) out of range", xfer, mb, stage);
   if (b->buf)
@@ -132,6 +133,12 @@ int ppsrt_io_peek(ppsrt_ctx *c, int xfer, int mb, int stage, void **buf, size_t 
 }
 
 int ppsrt_io_take(ppsrt_ctx *c, int xfer, int mb, int stage, void **buf, size_t *bytes) {
+  if (c->recomputing && c->rc_in && xfer == PPSRT_XFER_ACT && mb == c->rc_mb && stage == c->rc_stage - 1) {
+    *buf = c->rc_in;   /* F again (recompute.c): its kept input */
+    if (bytes) *bytes = c->rc_bytes;
+    c->rc_in = NULL;
+    return 0;
+  }
   int rc = ppsrt_io_peek(c, xfer, mb, stage, buf, bytes);
   if (rc) return rc;
   rt_box *b = box_at(c, xfer, mb, stage);
@@ -430,16 +437,23 @@ static int posted_due(ppsrt_ctx *c, int j, int *failed) {
   return 0;
 }
 
+static void check_act_bytes(ppsrt_ctx *c, const ppsrt_op *op);
 static int exec_one(ppsrt_ctx *c, int i) {
   const ppsrt_op *op = &c->ops[i];
   ppsrt_model *m = c->model;
   ppsrt_backend *be = c->be;
   int rc = 0;
   switch (op->kind) {
-  case PPSRT_OP_F: return m->f(m, c, op->mb, op->stage);
-  case PPSRT_OP_B: return m->b(m, c, op->mb, op->stage);
+  case PPSRT_OP_F:
+    if ((rc = m->f(m, c, op->mb, op->stage)) || !rt_recomputed(c, op->stage)) return rc;
+    check_act_bytes(c, op);   /* what F stored in full, before it keeps only its input */
+    return rt_recompute_drop(c, op->mb, op->stage);
+  case PPSRT_OP_B:
+    if (rt_recomputed(c, op->stage) && (rc = rt_recompute_rebuild(c, op->mb, op->stage))) return rc;
+    return m->b(m, c, op->mb, op->stage);
   case PPSRT_OP_W: return m->w(m, c, op->mb, op->stage);
   case PPSRT_OP_BW:
+    if (rt_recomputed(c, op->stage) && (rc = rt_recompute_rebuild(c, op->mb, op->stage))) return rc;
     if (m->bw) return m->bw(m, c, op->mb, op->stage);
     if ((rc = m->b(m, c, op->mb, op->stage))) return rc;
     return m->w(m, c, op->mb, op->stage);
@@ -832,7 +846,7 @@ int rt_run_device(ppsrt_ctx *c) {
         fail_at(c, -1, rc, "data-parallel gradient all-reduce");
         break;
       }
-      if (c->ops[i].kind == PPSRT_OP_F) check_act_bytes(c, &c->ops[i]);
+      if (c->ops[i].kind == PPSRT_OP_F && !rt_recomputed(c, c->ops[i].stage)) check_act_bytes(c, &c->ops[i]);
       /* (offload/reload show on the copy-engine tracks, from issue to completion; a posted
        * recv where it completes, posted_complete_at) */
       if (trace && !ev && c->ops[i].kind != PPSRT_OP_OFFLOAD && c->ops[i].kind != PPSRT_OP_RELOAD &&
@@ -881,7 +895,7 @@ int rt_run_device(ppsrt_ctx *c) {
     const double *pred = pg->predicted_peak_order ? pg->predicted_peak_order : pg->predicted_peak;
     row[ST_UNITS] = (float)c->store.upeak;
     row[ST_MEMBAD] = pred && fabs(c->max_units - pred[c->rank]) > 1e-9 * fmax(1.0, fabs(pred[c->rank]));
-    row[ST_ACTBAD] = (float)c->act_mismatch;
+    row[ST_ACTBAD] = (float)(c->act_mismatch || c->rc_mismatch);
     st[(size_t)ndev * ST_N] = (float)loss;
     if ((rc = rt_allreduce_host(c, st, (size_t)ndev * ST_N + 2, PPSRT_SUM))) { fail_at(c, -1, rc, "loss all-reduce"); break; }
     c->loss[it] = st[(size_t)ndev * ST_N];

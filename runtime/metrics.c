@@ -285,7 +285,7 @@ int rt_compare_memory(ppsrt_run *run, int print) {
       fputc('\n', run->out);
       if (run->dev_actbad[d])
         fprintf(run->out, "memory: device %d: note: an F kept other than the model's act_bytes for its stage, so its "
-                "units are not exact\n", d);
+                "units are not exact (or a recomputed F kept other than its stage's `input` share of it)\n", d);
     }
   }
   run->memory_mismatch = bad;

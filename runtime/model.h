@@ -205,6 +205,14 @@ int ppsrt_act_get(ppsrt_ctx *c, int mb, int stage, int index, void **out);
 int ppsrt_act_free(ppsrt_ctx *c, int mb, int stage, int index);
 int ppsrt_act_release(ppsrt_ctx *c, int mb, int stage);
 
+/* Activation recomputation (runtime/recompute.c): for a recomputed stage the runtime
+ * keeps only entry 0 of F(mb, s) (which must be the stage input: save or adopt it
+ * first) and, before B/BW, runs F again. While it does, ppsrt_recomputing is 1,
+ * ppsrt_io_take(ACT, mb, s - 1) returns the kept input (stage 0 may take it the same
+ * way, key stage -1, instead of rebuilding its input), ppsrt_io_put discards what it
+ * is given (frees it), and the model must not count the loss a second time. */
+int ppsrt_recomputing(const ppsrt_ctx *c);
+
 /* Deterministic synthetic numbers shared by the models: uniform in [-1, 1) from
  * (seed, stream id, index); and a 64-bit hash to make stream ids from names. */
 float ppsrt_rand_uniform(uint64_t seed, uint64_t stream, uint64_t index);

@@ -386,7 +386,11 @@ static int gpt_f(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage) {
   void *x;
   e->fst = e->flnf = e->fdl = e->grad = -1;
   /* the stage input, kept for LN1's backward */
-  if (stage == 0 && g->mode) {
+  if (stage == 0 && g->mode && ppsrt_recomputing(c)) {   /* F again: the kept input (the reduced embedding) */
+    size_t got = 0;
+    TRY(ppsrt_io_take(c, PPSRT_XFER_ACT, mb, -1, &x, &got));
+    if ((rc = ppsrt_act_adopt(c, mb, stage, x, got, &e->in))) { be->free(be, x); return rc; }
+  } else if (stage == 0 && g->mode) {
     vstate *v = &g->vs[mb];
     if (!v->emb)
       return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: F(%d, 0) before the input embedding's all-reduce\n"
@@ -444,7 +448,7 @@ static int gpt_f(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage) {
       if (!g->nc &&
           ((rc = be->gemm(be, CS, 0, 1, N, g->V, h, 1.0f, lnf, AT, h, g->out->param.data, AT, h, 0.0f, dl, AT, g->V)) ||
            (rc = be->softmax_stats(be, CS, sm, sm + N, sm + 2 * N, dl, tg, N, g->V, 0)) ||
-           (rc = add_loss(m, sm, sm + N, sm + 2 * N)) ||
+           (!ppsrt_recomputing(c) && (rc = add_loss(m, sm, sm + N, sm + 2 * N))) ||   /* once per microbatch */
            (rc = be->softmax_xent_bwd(be, CS, dl, dl, sm, sm + N, tg, N, g->V, 0, (float)(1.0 / ((double)N * m->cfg.nmb)))))) {
         be->free(be, sm);
         return rc;

@@ -133,7 +133,7 @@ static int mlp_f(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage) {
       s += d * d;
       y[i] = (float)(d * scale);
     }
-    p->loss += s / ((double)n * m->cfg.nmb);
+    if (!ppsrt_recomputing(c)) p->loss += s / ((double)n * m->cfg.nmb);   /* counted by the first F only */
     if ((rc = be->upload_f32(be, T(x, n, be->act_dtype), y))) { be->free(be, x); return rc; }
   }
   if ((rc = ppsrt_io_put(c, PPSRT_XFER_GRAD, mb, m->cfg.nstage, x, bytes))) be->free(be, x);

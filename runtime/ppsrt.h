@@ -23,7 +23,7 @@ extern "C" {
 
 /* 2: ppsrt_program gained hardware/nhardware (appended). The runtime refuses a program
  * built for another ABI (rebuild it with the matching ppsc). */
-#define PPSRT_ABI_VERSION 2
+#define PPSRT_ABI_VERSION 3
 
 typedef enum ppsrt_op_kind {
   PPSRT_OP_F, PPSRT_OP_B, PPSRT_OP_W, PPSRT_OP_BW,       /* compute on (mb, stage) */
@@ -65,6 +65,9 @@ typedef struct ppsrt_stage {
   double act;               /* activation units F keeps (one device share = 1) */
   double b_free;            /* fraction of act that B frees; W/BW free the rest */
   double offload;           /* fraction of act offloaded by the policy (0 = none) */
+  double recompute;         /* fraction of the stage's layers recomputed (0 = none; the
+                               runtime recomputes whole stages: 1) */
+  double input;             /* the stage input's share of act (what a recomputed F keeps) */
 } ppsrt_stage;
 
 typedef struct ppsrt_kv { const char *key; double value; } ppsrt_kv;

@@ -157,6 +157,11 @@ struct ppsrt_ctx {
   int wrank;              /* rank in it: replica * P + rank */
   ppsrt_transport *gtr;   /* this device's D replicas (rank = replica): the gradient all-reduce */
   int last_w;             /* the device's last W or BW op (-1: none): its gradients are complete there */
+  /* activation recomputation (recompute.c): while F runs again before B */
+  int recomputing;
+  void *rc_in; size_t rc_bytes; int rc_mb, rc_stage;   /* the kept input, until F takes it */
+  int rc_mismatch;        /* a recomputed F kept other than `input` of its act: first case */
+  int rm_stage; double rm_got, rm_want;
 };
 
 /* The whole run, shared by the device threads of one process. */
@@ -243,6 +248,15 @@ void rt_store_reset_peak(rt_store *s);
 void rt_store_sample(rt_store *s);   /* peak at an op boundary */
 size_t rt_store_slot_bytes(ppsrt_ctx *c, int mb, int stage);
 int rt_store_leftover(ppsrt_ctx *c, int *mb, int *stage);   /* entries still held */
+/* recompute.c: after F of a recomputed stage, and before its B/BW */
+int rt_recomputed(const ppsrt_ctx *c, int stage);
+int rt_recompute_drop(ppsrt_ctx *c, int mb, int stage);
+int rt_recompute_rebuild(ppsrt_ctx *c, int mb, int stage);
+int rt_recompute_check(const ppsrt_program *p, const char **why, int *stage);
+/* actstore.c: frees every entry of (mb, stage) but entry 0; takes entry 0 out of the
+ * store (uncounted, the caller owns the buffer) and empties the slot */
+int rt_act_keep_first(ppsrt_ctx *c, int mb, int stage);
+int rt_act_detach_first(ppsrt_ctx *c, int mb, int stage, void **buf, size_t *bytes);
 int rt_offload(ppsrt_ctx *c, int mb, int stage, double fraction);
 int rt_reload(ppsrt_ctx *c, int mb, int stage);
 int rt_poll_copies(ppsrt_ctx *c, int wait_all);
