@@ -416,7 +416,7 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   run.nrep = o->data_parallel > 1 ? o->data_parallel : 1;
   cfg->nrep = run.nrep;
   if (run.nrep > 1) {
-    const char *no = p->vocab_mode ? "a vocabulary-parallel schedule" : strcmp(o->backend, "cpu") ? "--backend cuda" :
+    const char *no = p->vocab_mode ? "a vocabulary-parallel schedule" :
                      !strcmp(o->transport, "nccl") ? "--transport nccl" : o->trace ? "--trace" : o->profile ? "--profile" :
                      o->no_compute ? "--no-compute" : NULL;
     if (no) return usage_error(me, "--data-parallel does not run with %s yet (CPU backend, threads or MPI transport)", no);
