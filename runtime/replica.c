@@ -40,8 +40,26 @@ static int v_recv(ppsrt_transport *t, int rank, ppsrt_backend *b, int stream, vo
 }
 /* A GPU backend's buffer goes through the host: the world transport then gets host
  * buffers and no backend (threads and MPI take those; the world all-reduce of D x n
- * slots has no device counterpart of its -inf fill). */
+ * slots has no device counterpart of its -inf fill), except the NCCL transport, which
+ * needs device memory: the slots go back to the device for it (dev_call). */
 static int on_gpu(const ppsrt_backend *b) { return b && b->name && strcmp(b->name, "cpu") != 0; }
+static int is_nccl(const ppsrt_transport *t) { return t->name && !strcmp(t->name, "nccl"); }
+static int stage_in(ppsrt_backend *b, int stream, void *h, const void *buf, size_t bytes);
+static int stage_out(ppsrt_backend *b, int stream, void *buf, const void *h, size_t bytes);
+/* The world all-reduce (bcast < 0) or broadcast from bcast of host buffer h on the NCCL
+ * transport: through a device buffer of the backend. */
+static int dev_call(ppsrt_transport *w, int wrank, ppsrt_backend *b, int stream, void *h, size_t bytes, ppsrt_redop op, int bcast) {
+  void *d = NULL;
+  int rc = b->alloc(b, bytes ? bytes : 4, &d);
+  if (rc) return rc;
+  if (!(rc = stage_out(b, stream, d, h, bytes))) {
+    rc = bcast < 0 ? w->allreduce_f32(w, wrank, b, stream, d, bytes / sizeof(float), op)
+                   : w->broadcast(w, wrank, b, stream, d, bytes, bcast);
+    if (!rc) rc = stage_in(b, stream, h, d, bytes);
+  }
+  b->free(b, d);
+  return rc;
+}
 static int stage_in(ppsrt_backend *b, int stream, void *h, const void *buf, size_t bytes) {
   int rc = b->memcpy_async(b, stream, h, buf, bytes, 2);
   return rc ? rc : b->stream_sync(b, stream);
@@ -60,7 +78,8 @@ static int v_allreduce(ppsrt_transport *t, int rank, ppsrt_backend *b, int strea
   for (size_t i = 0; i < all; i++) s[i] = op == PPSRT_MAX ? -INFINITY : 0.0f;
   if (gpu) rc = stage_in(b, stream, s + (size_t)v->r * n, buf, n * sizeof *buf);
   else memcpy(s + (size_t)v->r * n, buf, n * sizeof *buf);
-  if (!rc) rc = v->w->allreduce_f32(v->w, W(t, rank), gpu ? NULL : b, stream, s, all, op);
+  if (!rc) rc = gpu && is_nccl(v->w) ? dev_call(v->w, W(t, rank), b, stream, s, all * sizeof *s, op, -1)
+                                      : v->w->allreduce_f32(v->w, W(t, rank), gpu ? NULL : b, stream, s, all, op);
   if (!rc && gpu) rc = stage_out(b, stream, buf, s + (size_t)v->r * n, n * sizeof *buf);
   else if (!rc) memcpy(buf, s + (size_t)v->r * n, n * sizeof *buf);
   free(s);
@@ -74,7 +93,8 @@ static int v_broadcast(ppsrt_transport *t, int rank, ppsrt_backend *b, int strea
   if (gpu) rc = stage_in(b, stream, hb, buf, bytes);
   for (int q = 0; q < v->D && !rc; q++) {
     void *at = q == v->r ? hb : tmp;   /* replica q's root sends its buffer; the others receive into a scratch one */
-    rc = v->w->broadcast(v->w, W(t, rank), gpu ? NULL : b, stream, at, bytes, q * v->P + root);
+    rc = gpu && is_nccl(v->w) ? dev_call(v->w, W(t, rank), b, stream, at, bytes, PPSRT_SUM, q * v->P + root)
+                              : v->w->broadcast(v->w, W(t, rank), gpu ? NULL : b, stream, at, bytes, q * v->P + root);
   }
   if (!rc && gpu) rc = stage_out(b, stream, buf, hb, bytes);
   free(tmp);
@@ -200,7 +220,8 @@ void rt_replica_fini(ppsrt_ctx *c) {
 /* The iteration's loss (the replica's, the same on its every device): the replicas' mean. */
 int rt_replica_loss(ppsrt_ctx *c, double *loss) {
   float l[2] = {(float)*loss, 0};
-  int rc = c->gtr->allreduce_f32(c->gtr, c->replica, NULL, PPSRT_STREAM_COMPUTE, l, 2, PPSRT_SUM);
+  int rc = is_nccl(c->gtr) ? dev_call(c->gtr, c->replica, c->be, PPSRT_STREAM_COMPUTE, l, sizeof l, PPSRT_SUM, -1)
+                           : c->gtr->allreduce_f32(c->gtr, c->replica, NULL, PPSRT_STREAM_COMPUTE, l, 2, PPSRT_SUM);
   if (!rc) *loss = (double)l[0] / c->run->nrep;
   return rc;
 }
