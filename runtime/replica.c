@@ -197,13 +197,12 @@ int rt_replica_after(ppsrt_ctx *c, int i) {
  * stream waits for the DP stream's all-reduces. */
 int rt_replica_end(ppsrt_ctx *c) {
   ppsrt_model *m = c->model;
-  int rc = 0, done = -1;
+  int rc = 0;
   for (int k = 0; k < m->nparams && !rc; k++) {
-    int st = m->params[k].stage, has = 0;
-    if (st == done) continue;
-    for (int j = 0; j < c->nops && !has; j++) has = is_w(c->ops[j].kind) && c->ops[j].stage == st;
-    if (!has) rc = stage_grads(c, st);
-    done = st;
+    int st = m->params[k].stage, seen = 0, has = 0;
+    for (int q = 0; q < k && !seen; q++) seen = m->params[q].stage == st;   /* each stage once */
+    for (int j = 0; j < c->nops && !has && !seen; j++) has = is_w(c->ops[j].kind) && c->ops[j].stage == st;
+    if (!seen && !has) rc = stage_grads(c, st);
   }
   if (!rc && c->dp_pending) {
     c->dp_pending = 0;

@@ -39,6 +39,11 @@
  * buffer-use record of a send are made at group_end, after the launch. The copy channel
  * is buffered and ignores groups.
  *
+ * --data-parallel (ppsrt_nccl_transport_replicas, at the end of this file): the ranks are
+ * replica x P + device; each device's replicas get a transport of their own (collectives
+ * only, a communicator and a collectives' stream of their own) for the gradient
+ * all-reduces, watched and aborted with the run transport.
+ *
  * Faults: every host wait (the backend's event waits, barriers, the copy channel's
  * queue waits) polls; the backend calls our watchdog while it polls, which reads
  * ncclCommGetAsyncError of the rank's communicators and the transport's abort flag. On
