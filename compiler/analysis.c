@@ -5,6 +5,7 @@
  * (atomically: a file is written whole or not at all). */
 #include "analysis.h"
 #include "costmodel.h"
+#include "dp.h"
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -104,6 +105,7 @@ int analysis_run(Arena *a, Diag *dg, IrSchedule *s, Analysis *out, int want_time
     if (!want_timeline) out->sim = out->vr.sim;
     if (!want_timeline || sim_run(a, s, &out->vr.ix, &out->vr.links, &out->sim, want_timeline)) {
       out->simulated = 1;
+      out->sim.dp = dp_run(a, s, &out->vr.ix, &out->sim);   /* hardware data_parallel (dp.c) */
       /* elaboration bounds the costs; a non-finite time here must still not pass as valid */
       if (!isfinite(out->sim.makespan) || !isfinite(out->sim.peak_memory)) {
         diag_error(dg, s->span, "the simulated %s is not a finite number: lower the costs or activations",

@@ -5,7 +5,8 @@ libppsc_la_SOURCES += compiler/analysis.c compiler/analysis.h \
   compiler/sim.c compiler/sim.h compiler/report.c compiler/report.h compiler/csv.c \
   compiler/grid.c compiler/compare.c compiler/svg.c \
   compiler/overlap.c compiler/overlap.h compiler/costmodel.c compiler/costmodel.h \
-  compiler/recompute.c compiler/recompute.h
+  compiler/recompute.c compiler/recompute.h \
+  compiler/dp.c compiler/dp.h
 libppsc_la_SOURCES += compiler/cmd_build.c
 libppsc_la_SOURCES += compiler/torch_csv.c
 
@@ -39,6 +40,8 @@ EXTRA_DIST += tests/analysis/recompute.sh
 TESTS += tests/analysis/offload_plan.sh
 EXTRA_DIST += tests/analysis/offload_plan.sh
 EXTRA_DIST += tests/analysis/costmodel.sh
+TESTS += tests/analysis/dp.sh
+EXTRA_DIST += tests/analysis/dp.sh
 TESTS += tests/analysis/torch_csv.sh
 EXTRA_DIST += tests/analysis/torch_csv.sh
 # against PyTorch itself (skipped without torch; docs/pytorch.md)

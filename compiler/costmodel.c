@@ -145,13 +145,15 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
     double per_layer = 2 * h * h + 2 * h * h * g / heads + 2 * h * f + (3 * h + 2 * h * g / heads + f) + 4 * h;
     double per_param = d + 4 + (d < 4 ? 4 : 0) + 8;
     out->static_bytes = arena_alloc(a, sizeof(double) * (size_t)(P + 1));
+    out->stage_params = arena_alloc(a, sizeof(double) * (size_t)(S + 1));
     for (int st = 0; st < S; st++) {
-      int dv = stage_dev[st];
-      if (dv < 0 || dv >= P) continue;
       double p = L / S * per_layer;
       if (!s->vocab.mode && st == 0) p += h * V + sq * h;
       if (!s->vocab.mode && st == S - 1) p += h * V;
       if (st == S - 1) p += 2 * h;
+      out->stage_params[st] = p;
+      int dv = stage_dev[st];
+      if (dv < 0 || dv >= P) continue;
       out->static_bytes[dv] += p * per_param;
     }
     if (s->vocab.mode) {

@@ -18,6 +18,8 @@ typedef struct CostModel {
   double act_layer;   /* bytes of one layer's activation for one microbatch */
   double unit_bytes;  /* one device share's activation for one microbatch */
   double *static_bytes; /* [ndev]: weights + gradients + optimizer state */
+  double *stage_params; /* [nstage]: parameters of each stage (not the vocabulary-parallel
+                           layers' shares); data-parallel gradient bytes (dp.c) */
   double memory;      /* hardware.memory, bytes (0: none) */
   Span memory_span;
   int link_devs;      /* hardware.devices_per_host_link (default 1) */

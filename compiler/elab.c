@@ -15,6 +15,7 @@
 #include "overlap.h"
 #include "costmodel.h"
 #include "recompute.h"
+#include "dp.h"
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -130,7 +131,8 @@ static const char *const model_keys[] = {"layers", "hidden", "ffn_hidden", "head
                                          "micro_batch", "vocab", "dtype_bytes", NULL};
 static const char *const hardware_keys[] = {"memory", "flops", "host_bandwidth", "peer_bandwidth", "efficiency",
                                             "d2h_bandwidth", "h2d_bandwidth", "devices_per_host_link",
-                                            "duplex_bandwidth", NULL};
+                                            "duplex_bandwidth", "data_parallel", "dp_bandwidth", "dp_latency",
+                                            "dp_stage_bytes", NULL};
 
 /* ---- diagnostics ---- */
 
@@ -1506,6 +1508,7 @@ static void build_stages(Ctx *c) {
   s->derived.memory_span = cm.memory_span;
   s->derived.link_devs = cm.link_devs;
   s->derived.duplex = cm.duplex;
+  s->derived.dp = dp_derive(c->a, c->d, s, &cm);   /* hardware data_parallel (dp.c) */
   s->tf = k[K_TF];
   s->tb = k[K_TB];
   s->tw = k[K_TW];

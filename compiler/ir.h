@@ -223,6 +223,7 @@ typedef struct IrDerived {
    * is modelled when link_devs > 1 or duplex < 1 */
   int link_devs;
   double duplex;
+  struct DpModel *dp;   /* hardware data_parallel > 1 (dp.c), else NULL */
 } IrDerived;
 
 typedef struct IrSchedule {

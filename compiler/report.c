@@ -11,6 +11,7 @@
 #include "report.h"
 #include "recompute.h"
 #include "synth.h"
+#include "dp.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -133,6 +134,7 @@ void report_text(StrBuf *b, const Report *r) {
     if (copies) sb_printf(b, " %9.6g %9.6g %9.6g", v->host_peak, v->copy_busy[0], v->copy_busy[1]);
     sb_puts(b, "\n");
   }
+  if (sim->dp) dp_report_text(b, s, sim->dp);   /* hardware data_parallel (dp.c) */
   if (s->nexpects && r->expects) {
     sb_puts(b, "\n");
     for (int k = 0; k < s->nexpects; k++) {
@@ -281,6 +283,7 @@ void report_json(StrBuf *b, const Report *r) {
     json_key_num(b, "unit_bytes", s->derived.unit_bytes, s->derived.bytes);
     json_key_num(b, "hardware_memory", s->derived.memory, s->derived.memory > 0);
   }
+  if (sim && s && sim->dp) dp_report_json(b, s, sim->dp);   /* hardware data_parallel (dp.c) */
   sb_puts(b, "}\n");
 }
 

@@ -60,6 +60,7 @@ typedef struct SimResult {
   int32_t *stuck_at;    /* [ndev]: global id of the op it waits at, -1 = finished */
   int32_t *wait_op;     /* [ndev]: send a stuck recv (or the consumer of a posted recv) waits
                            for, -1 = collective/S or never */
+  struct DpResult *dp;  /* the data-parallel all-reduces (dp.c, set by analysis.c), else NULL */
 } SimResult;
 
 /* Order-based memory per device (fills dev[].peak_order, host_peak, end_memory);

@@ -26,6 +26,7 @@
  * costs (1e-310) W / span overflows to inf; every coordinate written is finite. */
 #include "recompute.h"
 #include "report.h"
+#include "dp.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -185,7 +186,7 @@ void report_svg(StrBuf *b, const Report *r) {
   /* the part drawn: --svg-window T0..T1 (time), --svg-devices LO..HI (devices LO to
      HI - 1); the whole picture otherwise */
   int win = r->svg_window;
-  double T0 = win ? r->svg_t0 : 0, T1 = win ? r->svg_t1 : sim->makespan;
+  double T0 = win ? r->svg_t0 : 0, T1 = win ? r->svg_t1 : sim->dp ? sim->dp->iteration : sim->makespan;
   int dlo = r->svg_devices ? r->svg_dlo : 0, dhi = r->svg_devices ? r->svg_dhi : P;
   if (dlo < 0) dlo = 0;
   if (dhi > P) dhi = P;
@@ -195,7 +196,7 @@ void report_svg(StrBuf *b, const Report *r) {
 #define VISIBLE(g) (!win || (sim->end[g] > T0 && sim->start[g] < T1))
   int copies = 0;
   for (int d = dlo; d < dhi; d++) if (sim->dev[d].copy_busy[0] + sim->dev[d].copy_busy[1] > 0) copies = 1;
-  double mk = win ? T1 - T0 : sim->makespan > 0 ? sim->makespan : 1;   /* the time the width spans */
+  double mk = win ? T1 - T0 : T1 > 0 ? T1 : 1;   /* the time the width spans */
   /* width: 14 px per pass of the busiest device, within 1200..20000 */
   int64_t most = 0, drawn = 0;
   for (int d = dlo; d < dhi; d++) {
@@ -212,7 +213,7 @@ void report_svg(StrBuf *b, const Report *r) {
   if (W > 20000) W = 20000;
   int dense = (win || r->svg_devices ? drawn : ix->total) > SVG_MAX_BOXES;
   if (dense) W = 1200; /* drawn a pixel column at a time: the width is the cost */
-  double left = 80, top = 66, rowh = 22, lane = copies ? 12 : 0, gap = 4;
+  double left = 80, top = 66, rowh = 22, lane = (copies ? 12 : 0) + (sim->dp ? 12 : 0), gap = 4;
   double rowstep = rowh + lane + gap;
   double tl_h = ndr * rowstep;
   /* memory: a plot per device up to 8 devices; beyond, a strip per device whose shade
@@ -233,6 +234,7 @@ void report_svg(StrBuf *b, const Report *r) {
   xml_text(b, s->name ? s->name : "schedule");
   sb_printf(b, ": P=%d S=%d m=%d, makespan %.6g, bubble %.4f, peak memory %.6g", P, s->nstage, s->nmb,
             sim->makespan, sim->bubble_rate, sim->peak_memory);
+  if (sim->dp) sb_printf(b, "; %d replicas: iteration %.6g with the all-reduces", sim->dp->m->D, sim->dp->iteration);
   if (win) sb_printf(b, "; time %.6g to %.6g", T0, T1);
   if (r->svg_devices) sb_printf(b, "; devices %d to %d", dlo, dhi - 1);
   sb_puts(b, "</text>\n");
@@ -261,6 +263,9 @@ void report_svg(StrBuf *b, const Report *r) {
   for (int k = 0; k < 5; k++, lx += 80)
     sb_printf(b, "<rect x=\"%.0f\" y=\"24\" width=\"10\" height=\"10\" fill=\"%s\"/><text x=\"%.0f\" y=\"33\">%s</text>\n",
               lx, kind_color(others[k]), lx + 14, oname[k]);
+  if (sim->dp)
+    sb_printf(b, "<rect x=\"%.0f\" y=\"24\" width=\"10\" height=\"10\" fill=\"#333\"/><text x=\"%.0f\" y=\"33\">all-reduce</text>\n",
+              lx, lx + 14), lx += 80;
   if (!dense)
     sb_printf(b, "<rect x=\"%.0f\" y=\"24\" width=\"10\" height=\"10\" fill=\"none\" stroke=\"#d62728\" stroke-width=\"2\"/>"
                  "<text x=\"%.0f\" y=\"33\">critical path</text>\n", lx, lx + 14);
@@ -325,6 +330,14 @@ void report_svg(StrBuf *b, const Report *r) {
                     dark ? "white" : "#222", op->mb);
       }
       sb_puts(b, "\n");
+    }
+    /* the data-parallel all-reduces (dp.c): a lane under the copies' */
+    for (int st = 0; sim->dp && st < s->nstage; st++) {
+      double a0 = sim->dp->start[st], a1 = sim->dp->end[st], x0 = left + px(a0, W, mk), w = px(a1, W, mk) - px(a0, W, mk);
+      if (s->stages[st].device != d || w <= 0) continue;
+      sb_printf(b, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"10\" fill=\"#333\" stroke=\"white\" stroke-width=\"0.5\">"
+                   "<title>all-reduce of stage %d's gradients over %d replicas: %.6g to %.6g</title></rect>\n",
+                x0, y + rowh + (copies ? 12 : 0) + 1, w, st, sim->dp->m->D, a0, a1);
     }
   }
   /* transfers: from the producing pass's end to the arrival on the consumer */

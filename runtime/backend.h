@@ -35,7 +35,8 @@ enum {
   PPSRT_STREAM_RECV = 2,
   PPSRT_STREAM_D2H = 3,   /* offload */
   PPSRT_STREAM_H2D = 4,   /* reload */
-  PPSRT_NSTREAMS = 5
+  PPSRT_STREAM_DP = 5,    /* --data-parallel gradient all-reduces (runtime/replica.c) */
+  PPSRT_NSTREAMS = 6
 };
 
 enum {

@@ -27,6 +27,7 @@
 #pragma weak ppsrt_cpu_backend_create
 #pragma weak ppsrt_cuda_backend_create
 #pragma weak ppsrt_nccl_transport_create
+#pragma weak ppsrt_nccl_transport_replicas
 #pragma weak ppsrt_mpi_transport_create
 #pragma weak ppsrt_mpi_transport_split
 
@@ -174,7 +175,8 @@ static int setup_device(ppsrt_ctx *c) {
   const ppsrt_program *p = run->prog;
   int rc;
   ppsrt_error_set_rank(c->rank);
-  if (!strcmp(run->o.backend, "cuda")) rc = ppsrt_cuda_backend_create(c->rank, &c->be);
+  /* (the world rank: --data-parallel's replicas are on GPUs of their own, as the NCCL transport places them) */
+  if (!strcmp(run->o.backend, "cuda")) rc = ppsrt_cuda_backend_create(c->wrank, &c->be);
   else rc = ppsrt_cpu_backend_create(c->rank, &c->be);
   if (rc) return rc;
   int *held = malloc((size_t)p->nstage * sizeof *held), nheld = 0;
@@ -423,10 +425,9 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   run.nrep = o->data_parallel > 1 ? o->data_parallel : 1;
   cfg->nrep = run.nrep;
   if (run.nrep > 1) {
-    const char *no = p->vocab_mode ? "a vocabulary-parallel schedule" : strcmp(o->backend, "cpu") ? "--backend cuda" :
-                     !strcmp(o->transport, "nccl") ? "--transport nccl" : o->trace ? "--trace" : o->profile ? "--profile" :
+    const char *no = p->vocab_mode ? "a vocabulary-parallel schedule" : o->trace ? "--trace" : o->profile ? "--profile" :
                      o->no_compute ? "--no-compute" : NULL;
-    if (no) return usage_error(me, "--data-parallel does not run with %s yet (CPU backend, threads or MPI transport)", no);
+    if (no) return usage_error(me, "--data-parallel does not run with %s yet", no);
   }
   if ((o->given & (RT_GIVEN_MIN_LR | RT_GIVEN_DECAY)) && !o->lr_schedule && !(o->given & RT_GIVEN_SCHEDULE) && !o->load)
     return usage_error(me, "--min-lr and --lr-decay-steps shape the cosine schedule: add --lr-schedule cosine");
@@ -469,8 +470,8 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
     run.nlocal = 1;
   } else {
     int use_mpi = under_mpirun();
-    rc = ppsrt_nccl_transport_create(p->ndev, o->timeout_s, use_mpi, &tr, &my_rank);
-    if (use_mpi) run.nlocal = 1;
+    rc = ppsrt_nccl_transport_create(p->ndev * run.nrep, o->timeout_s, use_mpi, &tr, &my_rank);
+    run.nlocal = use_mpi ? 1 : p->ndev * run.nrep;
   }
   if (rc) {
     fprintf(stderr, "%s: error: transport %s: %s\n", me, o->transport, ppsrt_last_error());
@@ -546,12 +547,14 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   }
   if (run.nrep > 1) {
     /* each device's replicas average their gradients on a transport of their own: one
-       per device (threads), or this process's MPI_Comm_split by device */
-    int ng = run.nlocal == 1 ? 1 : p->ndev;
+       per device (threads; NCCL: a communicator of the device's replicas), or this
+       process's (MPI_Comm_split by device; NCCL over MPI: its device's communicator) */
+    int ng = run.nlocal == 1 ? 1 : p->ndev, nccl = !strcmp(o->transport, "nccl");
     if (!(run.groups = calloc((size_t)ng, sizeof *run.groups))) { fprintf(stderr, "%s: error: out of host memory\n", me); status = 1; goto done; }
     for (int d = 0; d < ng; d++)
-      if (run.nlocal == 1 ? ppsrt_mpi_transport_split(tr, my_rank % p->ndev, my_rank / p->ndev, &run.groups[d])
-                          : ppsrt_threads_transport_create(run.nrep, o->timeout_s, &run.groups[d])) {
+      if (nccl ? ppsrt_nccl_transport_replicas(tr, p->ndev, run.nlocal == 1 ? my_rank % p->ndev : d, &run.groups[d])
+          : run.nlocal == 1 ? ppsrt_mpi_transport_split(tr, my_rank % p->ndev, my_rank / p->ndev, &run.groups[d])
+                            : ppsrt_threads_transport_create(run.nrep, o->timeout_s, &run.groups[d])) {
         fprintf(stderr, "%s: error: %s\n", me, ppsrt_last_error());
         status = 1;
         goto done;

@@ -300,6 +300,7 @@ int rt_ctx_init(ppsrt_run *run, ppsrt_ctx *c, int rank) {
 void rt_ctx_fini(ppsrt_ctx *c) {
   rt_lane_stop(c);
   if (c->be) {
+    rt_replica_fini(c);
     if (c->box) rt_box_clear(c);
     for (int k = 0; k < c->npst; k++)   /* a run stopped with posted recvs pending */
       if (c->pst[k].buf) c->be->free(c->be, c->pst[k].buf);
@@ -784,9 +785,6 @@ int rt_run_device(ppsrt_ctx *c) {
     free(st);
     return fail_at(c, -1, rc, "starting the collective lane");
   }
-  c->last_w = -1;
-  for (int i = 0; i < c->nops; i++)
-    if (c->ops[i].kind == PPSRT_OP_W || c->ops[i].kind == PPSRT_OP_BW) c->last_w = i;
   for (int it = 0; it < o->iterations; it++) {
     c->iteration = it;
     if ((rc = c->tr->barrier(c->tr, c->rank))) { fail_at(c, -1, rc, "barrier before the iteration"); break; }
@@ -842,7 +840,7 @@ int rt_run_device(ppsrt_ctx *c) {
       if (ev && (rc = c->be->event_record(c->be, c->tev[2 * i + 1], PPSRT_STREAM_COMPUTE))) { fail_at(c, i, rc, NULL); break; }
       rt_store_sample(&c->store);
       if (comp && !ev) busy += b - a;
-      if (run->nrep > 1 && i == c->last_w && (rc = rt_replica_grads(c))) {
+      if (run->nrep > 1 && (rc = rt_replica_after(c, i))) {
         fail_at(c, -1, rc, "data-parallel gradient all-reduce");
         break;
       }
@@ -871,7 +869,7 @@ int rt_run_device(ppsrt_ctx *c) {
       break;
     }
     rt_box_clear(c);
-    if (run->nrep > 1 && c->last_w < 0 && (rc = rt_replica_grads(c))) { fail_at(c, -1, rc, "data-parallel gradient all-reduce"); break; }
+    if (run->nrep > 1 && (rc = rt_replica_end(c))) { fail_at(c, -1, rc, "data-parallel gradient all-reduce"); break; }
     double loss = 0;
     if (m->end_iteration && (rc = m->end_iteration(m, c, &loss))) { fail_at(c, -1, rc, "end_iteration"); break; }
     double t1 = rt_now();

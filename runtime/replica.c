@@ -11,12 +11,13 @@
  * a broadcast is D world broadcasts, one per replica's root. Every replica therefore
  * makes the same collective calls in the same order (they run the same program).
  *
- * The gradients of a device are averaged over its D replicas on a transport of those D
- * ranks alone (c->gtr: threads, or MPI_Comm_split by device), right after the
- * device's last W of the iteration (rt_replica_grads, called by interp.c).
+ * The gradients of each stage are averaged over its D replicas on a transport of this
+ * device's D ranks alone (c->gtr: threads, MPI_Comm_split by device, or an NCCL
+ * communicator of those ranks), right after the stage's last W of the iteration
+ * (rt_replica_after, called by interp.c; on the GPU on a stream of its own).
  *
- * What it does not: host buffers only (the CPU backend: --data-parallel refuses
- * --backend cuda); no collective lane (vocabulary schedules are refused). */
+ * What it does not: no collective lane (vocabulary schedules are refused); no bucketing
+ * of a stage's gradients (one all-reduce per parameter tensor, one stage at a time). */
 #include "config.h"
 #include "rt.h"
 #include <math.h>
@@ -37,28 +38,67 @@ static int v_recv(ppsrt_transport *t, int rank, ppsrt_backend *b, int stream, vo
   view *v = t->impl;
   return v->w->recv(v->w, W(t, rank), b, stream, buf, bytes, W(t, peer), tag);
 }
+/* A GPU backend's buffer goes through the host: the world transport then gets host
+ * buffers and no backend (threads and MPI take those; the world all-reduce of D x n
+ * slots has no device counterpart of its -inf fill), except the NCCL transport, which
+ * needs device memory: the slots go back to the device for it (dev_call). */
+static int on_gpu(const ppsrt_backend *b) { return b && b->name && strcmp(b->name, "cpu") != 0; }
+static int is_nccl(const ppsrt_transport *t) { return t->name && !strcmp(t->name, "nccl"); }
+static int stage_in(ppsrt_backend *b, int stream, void *h, const void *buf, size_t bytes);
+static int stage_out(ppsrt_backend *b, int stream, void *buf, const void *h, size_t bytes);
+/* The world all-reduce (bcast < 0) or broadcast from bcast of host buffer h on the NCCL
+ * transport: through a device buffer of the backend. */
+static int dev_call(ppsrt_transport *w, int wrank, ppsrt_backend *b, int stream, void *h, size_t bytes, ppsrt_redop op, int bcast) {
+  void *d = NULL;
+  int rc = b->alloc(b, bytes ? bytes : 4, &d);
+  if (rc) return rc;
+  if (!(rc = stage_out(b, stream, d, h, bytes))) {
+    rc = bcast < 0 ? w->allreduce_f32(w, wrank, b, stream, d, bytes / sizeof(float), op)
+                   : w->broadcast(w, wrank, b, stream, d, bytes, bcast);
+    if (!rc) rc = stage_in(b, stream, h, d, bytes);
+  }
+  b->free(b, d);
+  return rc;
+}
+static int stage_in(ppsrt_backend *b, int stream, void *h, const void *buf, size_t bytes) {
+  int rc = b->memcpy_async(b, stream, h, buf, bytes, 2);
+  return rc ? rc : b->stream_sync(b, stream);
+}
+static int stage_out(ppsrt_backend *b, int stream, void *buf, const void *h, size_t bytes) {
+  int rc = b->memcpy_async(b, stream, buf, h, bytes, 1);
+  return rc ? rc : b->stream_sync(b, stream);
+}
+
 static int v_allreduce(ppsrt_transport *t, int rank, ppsrt_backend *b, int stream, float *buf, size_t n, ppsrt_redop op) {
   view *v = t->impl;
   size_t all = (size_t)v->D * n;
   float *s = malloc((all ? all : 1) * sizeof *s);
   if (!s) return PPSRT_FAIL(PPSRT_E_NOMEM, "data-parallel all-reduce: out of host memory");
+  int gpu = on_gpu(b), rc = 0;
   for (size_t i = 0; i < all; i++) s[i] = op == PPSRT_MAX ? -INFINITY : 0.0f;
-  memcpy(s + (size_t)v->r * n, buf, n * sizeof *buf);
-  int rc = v->w->allreduce_f32(v->w, W(t, rank), b, stream, s, all, op);
-  if (!rc) memcpy(buf, s + (size_t)v->r * n, n * sizeof *buf);
+  if (gpu) rc = stage_in(b, stream, s + (size_t)v->r * n, buf, n * sizeof *buf);
+  else memcpy(s + (size_t)v->r * n, buf, n * sizeof *buf);
+  if (!rc) rc = gpu && is_nccl(v->w) ? dev_call(v->w, W(t, rank), b, stream, s, all * sizeof *s, op, -1)
+                                      : v->w->allreduce_f32(v->w, W(t, rank), gpu ? NULL : b, stream, s, all, op);
+  if (!rc && gpu) rc = stage_out(b, stream, buf, s + (size_t)v->r * n, n * sizeof *buf);
+  else if (!rc) memcpy(buf, s + (size_t)v->r * n, n * sizeof *buf);
   free(s);
   return rc;
 }
 static int v_broadcast(ppsrt_transport *t, int rank, ppsrt_backend *b, int stream, void *buf, size_t bytes, int root) {
   view *v = t->impl;
-  void *tmp = malloc(bytes ? bytes : 1);
-  if (!tmp) return PPSRT_FAIL(PPSRT_E_NOMEM, "data-parallel broadcast: out of host memory");
-  int rc = 0;
+  int gpu = on_gpu(b), rc = 0;
+  void *tmp = malloc(bytes ? bytes : 1), *hb = gpu ? malloc(bytes ? bytes : 1) : buf;
+  if (!tmp || !hb) { free(tmp); if (gpu) free(hb); return PPSRT_FAIL(PPSRT_E_NOMEM, "data-parallel broadcast: out of host memory"); }
+  if (gpu) rc = stage_in(b, stream, hb, buf, bytes);
   for (int q = 0; q < v->D && !rc; q++) {
-    void *at = q == v->r ? buf : tmp;   /* replica q's root sends its buffer; the others receive into a scratch one */
-    rc = v->w->broadcast(v->w, W(t, rank), b, stream, at, bytes, q * v->P + root);
+    void *at = q == v->r ? hb : tmp;   /* replica q's root sends its buffer; the others receive into a scratch one */
+    rc = gpu && is_nccl(v->w) ? dev_call(v->w, W(t, rank), b, stream, at, bytes, PPSRT_SUM, q * v->P + root)
+                              : v->w->broadcast(v->w, W(t, rank), gpu ? NULL : b, stream, at, bytes, q * v->P + root);
   }
+  if (!rc && gpu) rc = stage_out(b, stream, buf, hb, bytes);
   free(tmp);
+  if (gpu) free(hb);
   return rc;
 }
 static int v_barrier(ppsrt_transport *t, int rank) { view *v = t->impl; return v->w->barrier(v->w, W(t, rank)); }
@@ -83,19 +123,47 @@ int rt_replica_view(ppsrt_transport *world, int P, int D, int r, ppsrt_transport
   return 0;
 }
 
-/* Right after the device's last W (or BW) of the iteration: its gradients become the
- * mean over its replicas, by an all-reduce among those D ranks only (c->gtr, this
- * device's replica group), so it overlaps what the other devices still run (their
- * cool-down). Staged through one host buffer of the device's parameters. */
-int rt_replica_grads(ppsrt_ctx *c) {
+/* A stage's gradients become the mean over its replicas right after the stage's last W
+ * (or BW) of the iteration on this device, by an all-reduce among this device's D
+ * replicas only (c->gtr, its replica group), so it overlaps what the pipeline still runs:
+ * the other devices' cool-down, and on a device with several stages (interleaved, V
+ * shapes) its other stages' passes. One all-reduce per stage, the way ppsc sim models it
+ * (compiler/dp.c).
+ *  - GPU backends (cuda): on PPSRT_STREAM_DP, in device memory: the DP stream waits for
+ *    the compute stream's work so far (the stage's last W), then each of the stage's
+ *    gradients is all-reduced there (NCCL on the NCCL transport's replica group, its own
+ *    stream; the threads and MPI transports stage it through the host) and scaled by
+ *    1/D; the host does not wait. rt_replica_end makes the compute stream wait for the
+ *    DP stream before the optimizer step (end_iteration).
+ *  - CPU: staged through one host buffer of the stage's parameters; the all-reduce
+ *    blocks this device (it overlaps the other devices' work only). */
+static int gpu(const ppsrt_ctx *c) { return strcmp(c->be->name, "cpu") != 0; }
+
+static int stage_grads(ppsrt_ctx *c, int stage) {
   ppsrt_model *m = c->model;
-  int D = c->run->nrep, rc;
+  int D = c->run->nrep, rc = 0;
+  if (gpu(c)) {
+    if (!c->dp_ev[0] && ((rc = c->be->event_create(c->be, &c->dp_ev[0])) || (rc = c->be->event_create(c->be, &c->dp_ev[1]))))
+      return rc;
+    if ((rc = c->be->event_record(c->be, c->dp_ev[0], PPSRT_STREAM_COMPUTE)) ||
+        (rc = c->be->stream_wait_event(c->be, PPSRT_STREAM_DP, c->dp_ev[0])))
+      return rc;
+    for (int k = 0; k < m->nparams && !rc; k++) {
+      ppsrt_param *p = &m->params[k];
+      if (p->stage != stage || !p->numel) continue;
+      rc = c->gtr->allreduce_f32(c->gtr, c->replica, c->be, PPSRT_STREAM_DP, p->grad, p->numel, PPSRT_SUM);
+      if (!rc) rc = c->be->scale_f32(c->be, PPSRT_STREAM_DP, p->grad, 1.0f / (float)D, p->numel);
+    }
+    c->dp_pending = 1;
+    return rc;
+  }
   size_t total = 0, at = 0;
-  for (int k = 0; k < m->nparams; k++) total += m->params[k].numel;
+  for (int k = 0; k < m->nparams; k++) if (m->params[k].stage == stage) total += m->params[k].numel;
   float *g = malloc((total ? total : 1) * sizeof *g);
   if (!g) return PPSRT_FAIL(PPSRT_E_NOMEM, "data-parallel: out of host memory");
   rc = c->be->stream_sync(c->be, PPSRT_STREAM_COMPUTE);
   for (int k = 0; k < m->nparams && !rc; k++) {
+    if (m->params[k].stage != stage) continue;
     rc = c->be->download_f32(c->be, g + at, (ppsrt_tensor){m->params[k].grad, m->params[k].numel, PPSRT_F32});
     at += m->params[k].numel;
   }
@@ -103,6 +171,7 @@ int rt_replica_grads(ppsrt_ctx *c) {
   at = 0;
   for (int k = 0; k < m->nparams && !rc; k++) {
     ppsrt_param *p = &m->params[k];
+    if (p->stage != stage) continue;
     for (size_t i = 0; i < p->numel; i++) g[at + i] /= (float)D;
     rc = c->be->upload_f32(c->be, (ppsrt_tensor){p->grad, p->numel, PPSRT_F32}, g + at);
     at += p->numel;
@@ -111,10 +180,47 @@ int rt_replica_grads(ppsrt_ctx *c) {
   return rc;
 }
 
+static int is_w(int kind) { return kind == PPSRT_OP_W || kind == PPSRT_OP_BW; }
+
+/* After op i of the iteration: op i was the last W (BW) of its stage on this device. */
+int rt_replica_after(ppsrt_ctx *c, int i) {
+  if (!is_w(c->ops[i].kind)) return 0;
+  int st = c->ops[i].stage;
+  for (int j = i + 1; j < c->nops; j++)
+    if (is_w(c->ops[j].kind) && c->ops[j].stage == st) return 0;
+  return stage_grads(c, st);
+}
+
+/* At the end of the iteration, before the optimizer: the stages of this device that no W
+ * (BW) completed (none in the program) are all-reduced now, in stage order (every
+ * replica runs the same program, so the same calls in the same order), and the compute
+ * stream waits for the DP stream's all-reduces. */
+int rt_replica_end(ppsrt_ctx *c) {
+  ppsrt_model *m = c->model;
+  int rc = 0;
+  for (int k = 0; k < m->nparams && !rc; k++) {
+    int st = m->params[k].stage, seen = 0, has = 0;
+    for (int q = 0; q < k && !seen; q++) seen = m->params[q].stage == st;   /* each stage once */
+    for (int j = 0; j < c->nops && !has && !seen; j++) has = is_w(c->ops[j].kind) && c->ops[j].stage == st;
+    if (!seen && !has) rc = stage_grads(c, st);
+  }
+  if (!rc && c->dp_pending) {
+    c->dp_pending = 0;
+    if (!(rc = c->be->event_record(c->be, c->dp_ev[1], PPSRT_STREAM_DP))) rc = c->be->stream_wait_event(c->be, PPSRT_STREAM_COMPUTE, c->dp_ev[1]);
+  }
+  return rc;
+}
+
+void rt_replica_fini(ppsrt_ctx *c) {
+  for (int k = 0; k < 2; k++)
+    if (c->dp_ev[k]) { c->be->event_destroy(c->be, c->dp_ev[k]); c->dp_ev[k] = NULL; }
+}
+
 /* The iteration's loss (the replica's, the same on its every device): the replicas' mean. */
 int rt_replica_loss(ppsrt_ctx *c, double *loss) {
   float l[2] = {(float)*loss, 0};
-  int rc = c->gtr->allreduce_f32(c->gtr, c->replica, NULL, PPSRT_STREAM_COMPUTE, l, 2, PPSRT_SUM);
+  int rc = is_nccl(c->gtr) ? dev_call(c->gtr, c->replica, c->be, PPSRT_STREAM_COMPUTE, l, sizeof l, PPSRT_SUM, -1)
+                           : c->gtr->allreduce_f32(c->gtr, c->replica, NULL, PPSRT_STREAM_COMPUTE, l, 2, PPSRT_SUM);
   if (!rc) *loss = (double)l[0] / c->run->nrep;
   return rc;
 }

@@ -156,12 +156,13 @@ struct ppsrt_ctx {
   ppsrt_transport *wtr;   /* the world transport (P x D ranks) */
   int wrank;              /* rank in it: replica * P + rank */
   ppsrt_transport *gtr;   /* this device's D replicas (rank = replica): the gradient all-reduce */
-  int last_w;             /* the device's last W or BW op (-1: none): its gradients are complete there */
   /* activation recomputation (recompute.c): while F runs again before B */
   int recomputing;
   void *rc_in; size_t rc_bytes; int rc_mb, rc_stage;   /* the kept input, until F takes it */
   int rc_mismatch;        /* a recomputed F kept other than `input` of its act: first case */
   int rm_stage; double rm_got, rm_want;
+  ppsrt_event *dp_ev[2];  /* --data-parallel on a GPU: compute -> DP stream, DP -> compute (replica.c) */
+  int dp_pending;         /* all-reduces queued on the DP stream this iteration */
 };
 
 /* The whole run, shared by the device threads of one process. */
@@ -301,7 +302,9 @@ void ppsrt_clear_error(void);
 /* replica.c: replica r's view of the world transport (P ranks of its own); after the
  * backward passes, gradients and loss averaged over the replicas */
 int rt_replica_view(ppsrt_transport *world, int P, int D, int r, ppsrt_transport **out);
-int rt_replica_grads(ppsrt_ctx *c);
+int rt_replica_after(ppsrt_ctx *c, int i);
+int rt_replica_end(ppsrt_ctx *c);
+void rt_replica_fini(ppsrt_ctx *c);
 int rt_replica_loss(ppsrt_ctx *c, double *loss);
 /* interp.c: the optimizer step `step` (1-based, counted over resumed runs), with the
  * scheduled learning rate and --clip-grad; the rate of a step; a few F32 values

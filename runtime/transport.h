@@ -100,4 +100,7 @@ int ppsrt_mpi_transport_create(double timeout_s, ppsrt_transport **out, int *my_
 int ppsrt_mpi_transport_split(ppsrt_transport *t, int color, int key, ppsrt_transport **out);
 int ppsrt_nccl_transport_create(int nranks, double timeout_s, int use_mpi, ppsrt_transport **out,
                                 int *my_rank);                                       /* cuda/ */
+/* --data-parallel: device d's replicas of an NCCL transport whose ranks are replica x P +
+ * device (rank r of the group is replica r); over MPI every rank calls it for its own d. */
+int ppsrt_nccl_transport_replicas(ppsrt_transport *t, int P, int d, ppsrt_transport **out);   /* cuda/ */
 #endif

@@ -274,7 +274,7 @@ int ppsrt_cuda_device(ppsrt_backend *b) { return IM(b)->dev; }
 extern void pps_emu_name_stream(cudaStream_t s, const char *name) __attribute__((weak));
 
 static void name_streams(ppsrt_backend *b) {
-  static const char *names[NST] = {"COMPUTE", "SEND", "RECV", "D2H", "H2D", "COMPUTE2", "LANE"};
+  static const char *names[NST] = {"COMPUTE", "SEND", "RECV", "D2H", "H2D", "DP", "COMPUTE2", "LANE"};
   cuda_impl *im = IM(b);
   if (!pps_emu_name_stream) return;
   for (int s = 0; s < NST; s++) {

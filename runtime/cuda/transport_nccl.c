@@ -39,6 +39,11 @@
  * buffer-use record of a send are made at group_end, after the launch. The copy channel
  * is buffered and ignores groups.
  *
+ * --data-parallel (ppsrt_nccl_transport_replicas, at the end of this file): the ranks are
+ * replica x P + device; each device's replicas get a transport of their own (collectives
+ * only, a communicator and a collectives' stream of their own) for the gradient
+ * all-reduces, watched and aborted with the run transport.
+ *
  * Faults: every host wait (the backend's event waits, barriers, the copy channel's
  * queue waits) polls; the backend calls our watchdog while it polls, which reads
  * ncclCommGetAsyncError of the rank's communicators and the transport's abort flag. On
@@ -156,9 +161,15 @@ enum { PEV_FREE, PEV_POSTED, PEV_WAITED };
 
 typedef struct nccl_tp {
   int mode, nranks, mpi, my_rank, mpi_inited_here;
-  int dup;                 /* the collective lane's transport (tp_dup): collectives only, not attached */
+  int dup;                 /* 1: the collective lane's transport (tp_dup), 2: a --data-parallel replica group
+                              (ppsrt_nccl_transport_replicas): collectives only, not attached */
   struct nccl_tp *lane;    /* the run transport's: its dup, whose communicators watch() also polls */
   struct nccl_tp *parent;  /* the dup's: the run transport (its `lane` is cleared when the dup goes) */
+  struct nccl_tp **grp;    /* the run transport's replica groups ([P]; one, [0], over MPI), whose
+                              communicators watch() also polls and abort_comms aborts */
+  int grp_P;               /* devices of a replica (world rank = replica * grp_P + device) */
+  struct nccl_tp *gparent; /* a replica group's: the run transport (grp entry cleared when it goes) */
+  int gdev;                /* a replica group's device */
   rank_state *rs;          /* [nranks] (MPI: only rs[my_rank] is used) */
   pthread_mutex_t mu;
   pthread_cond_t cv;
@@ -196,8 +207,14 @@ static void set_aborted(nccl_tp *tp, const char *why) {
 }
 
 /* Aborts the communicators of `rank` (once); safe to call from the rank's own thread. */
+static nccl_tp *group_of(nccl_tp *tp, int rank) {
+  return tp->grp && tp->grp_P > 0 ? tp->grp[tp->mpi ? 0 : rank % tp->grp_P] : NULL;
+}
+
 static void abort_comms(nccl_tp *tp, int rank) {
   if (rank < 0 || rank >= tp->nranks) return;
+  nccl_tp *g = group_of(tp, rank);   /* --data-parallel: this rank's replica group too */
+  if (g) abort_comms(g, rank / tp->grp_P);
   rank_state *r = &tp->rs[rank];
   if (r->aborted_comms) return;
   r->aborted_comms = 1;
@@ -273,6 +290,18 @@ static int watch(void *ctx, int rank) {
       else snprintf(op, sizeof op, "asynchronous error on the channel from rank %d", c - NCOMM - tp->nranks);
       return nccl_fail(tp, rank, cm, res, "ncclCommGetAsyncError", op, __FILE__, __LINE__);
     }
+  }
+  /* --data-parallel: the replica group's communicator (its all-reduces run on their own
+   * stream; their errors surface on the device's waits) */
+  nccl_tp *g = group_of(tp, rank);
+  ncclComm_t gc = g && g->rs ? g->rs[rank / tp->grp_P].comm[C_COLL] : NULL;
+  if (gc) {
+    ncclResult_t res = ncclSuccess;
+    ncclResult_t q = ncclCommGetAsyncError(gc, &res);
+    if (q != ncclSuccess) res = q;
+    if (res != ncclSuccess && res != ncclInProgress)
+      return nccl_fail(tp, rank, gc, res, "ncclCommGetAsyncError", "asynchronous error on the replica group's communicator",
+                       __FILE__, __LINE__);
   }
   /* the collective lane's communicator (the lane thread never host-waits on it: its
    * errors surface here, on the device's waits; the run then aborts the lane, cli.c) */
@@ -400,7 +429,7 @@ static int coll_stream(nccl_tp *tp, int rank, ppsrt_backend *b, cudaStream_t *ou
     CUDA_CHECK(b, cudaEventCreateWithFlags(&r->coll_out, cudaEventDisableTiming));
     if (pps_emu_name_stream) {
       char nm[64];
-      snprintf(nm, sizeof nm, "nccl %scollectives stream of rank %d", tp->dup ? "lane " : "", rank);
+      snprintf(nm, sizeof nm, "nccl %scollectives stream of rank %d", tp->dup == 1 ? "lane " : tp->dup == 2 ? "replica group " : "", rank);
       pps_emu_name_stream(r->coll_st, nm);
     }
   }
@@ -951,6 +980,8 @@ static void tp_destroy(ppsrt_transport *t) {
   nccl_tp *tp = TP(t);
   if (tp) {
     if (tp->parent) tp->parent->lane = NULL;   /* (the device threads are gone: cli.c) */
+    if (tp->gparent && tp->gparent->grp) tp->gparent->grp[tp->mpi ? 0 : tp->gdev] = NULL;
+    if (tp->grp) free(tp->grp);
     for (int i = 0; i < tp->nranks && tp->rs; i++) {
       rank_state *r = &tp->rs[i];
       if (tp->mpi && i != tp->my_rank) continue;
@@ -1382,5 +1413,124 @@ static int tp_dup(ppsrt_transport *t, ppsrt_transport **out) {
   tp->parent = tp0;
   tp0->lane = tp;
   *out = d;
+  return PPSRT_OK;
+}
+
+/* --data-parallel: the transport of device d's replicas (ranks d, P + d, 2P + d, ... of
+ * the run transport t, whose ranks are replica * P + device; rank r of the group is
+ * replica r), for the gradient all-reduces (runtime/replica.c): collectives only, with a
+ * communicator and a collectives' stream of their own, so that they overlap the run
+ * transport's traffic. Not attached to the backend: the run transport's watchdog polls
+ * the group's communicator and its aborts abort it (like the lane's, tp_dup).
+ *  - over MPI (every rank calls it once, at the same point as tp_dup, for its own
+ *    device d = rank % P): rank 0 makes P ncclUniqueIds, MPI_Bcast sends them, each rank
+ *    ncclCommInitRank(D, id[d], replica), each step ended by an agreement;
+ *  - in process, NCCL mode (called for every d in turn): ncclCommInitAll on the D GPUs
+ *    of the group's ranks;
+ *  - in process, copy channel: the group's own slots and host barrier. */
+int ppsrt_nccl_transport_replicas(ppsrt_transport *t, int P, int d, ppsrt_transport **out) {
+  nccl_tp *tp0 = TP(t);
+  *out = NULL;
+  if (P < 1 || tp0->nranks % P || d < 0 || d >= P)
+    return PPSRT_FAIL(PPSRT_E_USAGE, "nccl: replica group of device %d: %d ranks are not replicas of %d devices", d, tp0->nranks, P);
+  if (tp0->mpi && d != tp0->my_rank % P)
+    return PPSRT_FAIL(PPSRT_E_USAGE, "nccl: rank %d asks for the replica group of device %d (its own is %d)", tp0->my_rank, d,
+                      tp0->my_rank % P);
+  int D = tp0->nranks / P, rc = PPSRT_OK;
+  if (!tp0->grp) {
+    if (!(tp0->grp = calloc((size_t)P, sizeof *tp0->grp))) return PPSRT_FAIL(PPSRT_E_NOMEM, "nccl: out of host memory");
+    tp0->grp_P = P;
+  }
+  ppsrt_transport *g = calloc(1, sizeof *g);
+  nccl_tp *tp = calloc(1, sizeof *tp);
+  if (!g || !tp) {
+    free(g);
+    free(tp);
+    return PPSRT_FAIL(PPSRT_E_NOMEM, "nccl: out of host memory");
+  }
+  pthread_mutex_init(&tp->mu, NULL);
+  pthread_cond_init(&tp->cv, NULL);
+  *g = *t;
+  g->impl = tp;
+  g->nranks = D;
+  g->dup = NULL;
+  g->group_begin = NULL;
+  g->group_end = NULL;
+  g->recv_post = NULL;
+  g->recv_wait = NULL;
+  tp->dup = 2;
+  tp->mode = tp0->mode;
+  tp->nranks = D;
+  tp->mpi = tp0->mpi;
+  tp->my_rank = tp0->mpi ? tp0->my_rank / P : 0;
+  tp->gdev = d;
+  tp->rs = calloc((size_t)D, sizeof *tp->rs);
+  tp->q = calloc((size_t)D * D, sizeof *tp->q);
+  if (!tp->rs || !tp->q) rc = PPSRT_FAIL(PPSRT_E_NOMEM, "nccl: out of host memory");
+  for (int r = 0; r < D && !rc; r++) tp->rs[r].dev = tp0->rs[tp0->mpi ? tp0->my_rank : r * P + d].dev;
+  if (!rc && tp->mpi) {
+#ifdef HAVE_MPI
+    int rank = tp0->my_rank, bad = 0;
+    char emsg[512] = "";
+    rank_state *me = &tp->rs[tp->my_rank];
+    ncclUniqueId *id = calloc((size_t)P, sizeof *id);
+    if (!id) {
+      snprintf(emsg, sizeof emsg, "nccl: rank %d: out of host memory for the replica groups' ids", rank);
+      bad = 1;
+    }
+    cudaError_t e = bad ? cudaSuccess : cudaSetDevice(me->dev);
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();
+      snprintf(emsg, sizeof emsg, "nccl: rank %d: cudaSetDevice(%d) failed on host %s for its replica group: %s", rank,
+               me->dev, ppsrt_cuda_hostname(), cudaGetErrorString(e));
+      bad = 1;
+    }
+    for (int k = 0; rank == 0 && !bad && k < P; k++) {
+      ncclResult_t r = ncclGetUniqueId(&id[k]);
+      if (r != ncclSuccess) {
+        snprintf(emsg, sizeof emsg, "nccl: ncclGetUniqueId failed on rank 0 (host %s) for the replica groups: %s\n"
+                 "hint: %s", ppsrt_cuda_hostname(), ncclGetErrorString(r), nccl_hint(r));
+        bad = 1;
+      }
+    }
+    rc = agree(rank, &bad, emsg, "the replica groups' ncclGetUniqueId on rank 0");
+    if (!rc && MPI_Bcast(id, (int)(P * sizeof *id), MPI_BYTE, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
+      rc = PPSRT_FAIL(PPSRT_E_COMM, "nccl: rank %d: MPI_Bcast of the replica groups' NCCL ids failed", rank);
+    if (!rc) {
+      ncclResult_t r = ncclCommInitRank(&me->comm[C_COLL], D, id[d], tp->my_rank);
+      if (r != ncclSuccess) {
+        me->comm[C_COLL] = NULL;
+        snprintf(emsg, sizeof emsg, "nccl: ncclCommInitRank failed on rank %d (host %s) for the replica group of device %d: %s\n"
+                 "hint: %s", rank, ppsrt_cuda_hostname(), d, ncclGetErrorString(r), nccl_hint(r));
+        bad = 1;
+      }
+      rc = agree(rank, &bad, emsg, "the replica groups' ncclCommInitRank");
+    }
+    free(id);
+    if (rc) set_aborted(tp, "the replica group's bootstrap failed");   /* destroy aborts what was made */
+#else
+    rc = PPSRT_FAIL(PPSRT_E_USAGE, "nccl: built without MPI");
+#endif
+  } else if (!rc && tp->mode == MODE_NCCL) {
+    int *devs = malloc((size_t)D * sizeof *devs);
+    ncclComm_t *tmp = calloc((size_t)D, sizeof *tmp);
+    if (!devs || !tmp) rc = PPSRT_FAIL(PPSRT_E_NOMEM, "nccl: out of host memory");
+    for (int r = 0; r < D && !rc; r++) devs[r] = tp->rs[r].dev;
+    if (!rc) {
+      ncclResult_t res = ncclCommInitAll(tmp, D, devs);
+      if (res != ncclSuccess) rc = fail_init(tp, res, "ncclCommInitAll (a replica group's communicator)");
+      else
+        for (int r = 0; r < D; r++) tp->rs[r].comm[C_COLL] = tmp[r];
+    }
+    free(devs);
+    free(tmp);
+  }
+  if (rc) {
+    tp_destroy(g);
+    return rc;
+  }
+  tp->gparent = tp0;
+  tp0->grp[tp0->mpi ? 0 : d] = tp;
+  *out = g;
   return PPSRT_OK;
 }

@@ -67,7 +67,10 @@
  * PPS_EMU_STATS=1 prints the number of allocation calls at exit, and how many operations
  * ran on streams a program named "COMPUTE2..." (the CUDA backend's second compute stream,
  * used by overlapped F&B pairs), and how many on streams named "LANE..." or "nccl lane..."
- * (the collective lane's: the backend's lane stream and the lane transport's NCCL stream).
+ * (the collective lane's: the backend's lane stream and the lane transport's NCCL stream),
+ * and on streams named "DP ..." or "nccl replica group..." (--data-parallel's: the
+ * backend's DP stream and the replica group's NCCL stream; in parentheses the NCCL
+ * operations among them).
  *
  * What it does not model: host code reading or writing pinned memory (only device-side
  * accesses are tracked, so a host read of a pinned buffer before its copy finished goes
@@ -456,6 +459,8 @@ static item *item_new(int kind, const char *what) {
 
 static unsigned long long n_compute2;   /* PPS_EMU_STATS: operations on COMPUTE2* streams */
 static unsigned long long n_lane;       /* PPS_EMU_STATS: operations on LANE* and "nccl lane*" streams */
+static unsigned long long n_dp;         /* PPS_EMU_STATS: operations on DP* and "nccl replica group*" streams */
+static unsigned long long n_dp_nccl;    /* PPS_EMU_STATS: NCCL operations on "nccl replica group*" streams */
 
 static void push_raw(strm *s, item *it) {   /* under G */
   if (!it->pre && it->kind != K_QUIT) {
@@ -466,6 +471,8 @@ static void push_raw(strm *s, item *it) {   /* under G */
   }
   if (it->kind == K_OP && !strncmp(s->name, "COMPUTE2", 8)) n_compute2++;   /* under G */
   if (it->kind == K_OP && (!strncmp(s->name, "LANE", 4) || !strncmp(s->name, "nccl lane", 9))) n_lane++;
+  if (it->kind == K_OP && (!strncmp(s->name, "DP ", 3) || !strncmp(s->name, "nccl replica group", 18))) n_dp++;
+  if (it->kind == K_GROUP && !strncmp(s->name, "nccl replica group", 18)) n_dp++, n_dp_nccl++;
   if (s->tail) s->tail->next = it;
   else s->head = it;
   s->tail = it;
@@ -886,10 +893,11 @@ cudaError_t cudaGetDeviceFlags(unsigned int *flags) {
 static unsigned long long n_malloc, n_free, n_hostalloc, n_freehost;
 static void print_stats(void) {
   fprintf(stderr, "pps-emu: stats: cudaMalloc %llu, cudaFree %llu, cudaHostAlloc %llu, cudaFreeHost %llu, "
-          "operations on COMPUTE2 streams %llu, operations on lane streams %llu\n",
+          "operations on COMPUTE2 streams %llu, operations on lane streams %llu, operations on data-parallel streams %llu (NCCL %llu)\n",
           __atomic_load_n(&n_malloc, __ATOMIC_RELAXED), __atomic_load_n(&n_free, __ATOMIC_RELAXED),
           __atomic_load_n(&n_hostalloc, __ATOMIC_RELAXED), __atomic_load_n(&n_freehost, __ATOMIC_RELAXED),
-          __atomic_load_n(&n_compute2, __ATOMIC_RELAXED), __atomic_load_n(&n_lane, __ATOMIC_RELAXED));
+          __atomic_load_n(&n_compute2, __ATOMIC_RELAXED), __atomic_load_n(&n_lane, __ATOMIC_RELAXED),
+          __atomic_load_n(&n_dp, __ATOMIC_RELAXED), __atomic_load_n(&n_dp_nccl, __ATOMIC_RELAXED));
 }
 /* Not CUDA: the counts so far, for tests linked with the emulator. */
 void pps_emu_alloc_counts(unsigned long long *mallocs, unsigned long long *frees) {

@@ -1,0 +1,176 @@
+/* dp.c: data parallelism in `ppsc sim`.
+ *
+ * hardware { data_parallel = D; dp_bandwidth = B; dp_latency = a; dp_stage_bytes = G; }
+ * runs D replicas of the pipeline, each on its own part of the global batch (D m
+ * microbatches an iteration). After the iteration's last W (or BW) of a stage on the
+ * device holding it, that stage's gradients are all-reduced across its D replicas, on
+ * a stream of their own, as the runtime does it on the CUDA backend (runtime/replica.c):
+ * the all-reduce overlaps whatever the pipeline still runs (the other stages' cool-down,
+ * on this device and the others). A device with several stages (interleaved, V shapes)
+ * runs one all-reduce per stage, one at a time in the order their last W end (one
+ * stream: NCCL serialises them). The iteration ends when the pipeline's last op and the
+ * last all-reduce have ended (the optimizer waits for both); `exposed` is what the
+ * all-reduces add to the pipeline's makespan.
+ *
+ * Time of one stage's all-reduce (a ring over D ranks, as NCCL's ring algorithm): each
+ * rank sends and receives 2(D-1)/D of the G gradient bytes in 2(D-1) steps,
+ *   T = 2(D-1)/D x G / B + 2(D-1) x a
+ * with B = dp_bandwidth (bytes/s each way on each device's link to its replicas;
+ * default peer_bandwidth) and a = dp_latency (seconds a step, default 0). G is the
+ * stage's parameters (costmodel.c, from model { }) times 4 bytes (the runtime
+ * all-reduces F32 gradients), or dp_stage_bytes when given (every stage the same; it
+ * is needed when model { } does not give the parameters).
+ *
+ * Links: the all-reduces use a network of their own (data parallelism across nodes,
+ * Megatron's usual layout: tensor and pipeline parallelism inside a node or over their
+ * own links, data parallelism between nodes); they share no link with the pipeline's
+ * point-to-point transfers (TC) or the host copies. The times are seconds: a file that
+ * gives its costs (`cost { }`) should give them in seconds too.
+ * What it does not: vocabulary-parallel schedules (refused, as the runtime refuses
+ * them), optimizer time, gradient bucketing within a stage. */
+#include "dp.h"
+#include "report.h"
+#include <math.h>
+#include <string.h>
+
+static const IrKeyVal *kv_find(const IrKeyVal *kv, int n, const char *key) {
+  for (int i = 0; i < n; i++)
+    if (!strcmp(kv[i].key, key)) return &kv[i];
+  return NULL;
+}
+
+double dp_ring_time(int D, double bytes, double bandwidth, double latency) {
+  if (D <= 1) return 0;
+  return 2.0 * (D - 1) / D * bytes / bandwidth + 2.0 * (D - 1) * latency;
+}
+
+DpModel *dp_derive(Arena *a, Diag *dg, const IrSchedule *s, const CostModel *cm) {
+  const IrKeyVal *kd = kv_find(s->hardware, s->nhardware, "data_parallel");
+  const IrKeyVal *kb = kv_find(s->hardware, s->nhardware, "dp_bandwidth");
+  const IrKeyVal *kl = kv_find(s->hardware, s->nhardware, "dp_latency");
+  const IrKeyVal *kg = kv_find(s->hardware, s->nhardware, "dp_stage_bytes");
+  const IrKeyVal *kp = kv_find(s->hardware, s->nhardware, "peer_bandwidth");
+  int errors = 0;
+  if (kd && !(kd->value >= 1 && kd->value <= 1e6 && kd->value == floor(kd->value))) {
+    diag_error(dg, kd->span, "hardware data_parallel must be a whole number from 1 to 1000000 (replicas of the pipeline), got %g",
+               kd->value);
+    errors++;
+  }
+  if (kb && !(kb->value > 0 && isfinite(kb->value))) { diag_error(dg, kb->span, "hardware dp_bandwidth must be positive, got %g", kb->value); errors++; }
+  if (kl && !(kl->value >= 0 && isfinite(kl->value))) { diag_error(dg, kl->span, "hardware dp_latency must not be negative, got %g", kl->value); errors++; }
+  if (kg && !(kg->value > 0 && isfinite(kg->value))) { diag_error(dg, kg->span, "hardware dp_stage_bytes must be positive, got %g", kg->value); errors++; }
+  if (errors || !kd || kd->value == 1) return NULL;
+  int D = (int)kd->value, S = s->nstage;
+  if (s->vocab.mode) {
+    diag_error(dg, kd->span, "hardware data_parallel %d: vocabulary-parallel schedules are not modelled with data parallelism (the runtime refuses them too)", D);
+    return NULL;
+  }
+  double bw = kb ? kb->value : kp && kp->value > 0 ? kp->value : 0;
+  if (!(bw > 0)) {
+    diag_error(dg, kd->span, "hardware data_parallel %d needs dp_bandwidth (bytes/s of each device's link to its replicas) or peer_bandwidth", D);
+    errors++;
+  }
+  if (!kg && !cm->stage_params) {
+    diag_error(dg, kd->span, "hardware data_parallel %d needs each stage's gradient bytes: give model { layers hidden heads seq micro_batch } or hardware dp_stage_bytes", D);
+    errors++;
+  }
+  if (errors || S <= 0) return NULL;
+  DpModel *m = arena_alloc(a, sizeof *m);
+  m->D = D;
+  m->bandwidth = bw;
+  m->latency = kl ? kl->value : 0;
+  m->bytes = arena_alloc(a, sizeof(double) * (size_t)S);
+  m->time = arena_alloc(a, sizeof(double) * (size_t)S);
+  for (int st = 0; st < S; st++) {
+    m->bytes[st] = kg ? kg->value : cm->stage_params[st] * 4.0;   /* F32 gradients */
+    m->time[st] = dp_ring_time(D, m->bytes[st], m->bandwidth, m->latency);
+  }
+  return m;
+}
+
+DpResult *dp_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimResult *r) {
+  const DpModel *m = s->derived.dp;
+  if (!m || !r || !r->ok) return NULL;
+  int S = s->nstage, P = s->ndev;
+  DpResult *x = arena_alloc(a, sizeof *x);
+  x->m = m;
+  x->ready = arena_alloc(a, sizeof(double) * (size_t)S);
+  x->start = arena_alloc(a, sizeof(double) * (size_t)S);
+  x->end = arena_alloc(a, sizeof(double) * (size_t)S);
+  /* each stage's gradients are complete at the end of its last W or BW (a stage
+   * without one: at its device's last op) */
+  for (int st = 0; st < S; st++) {
+    int d = s->stages[st].device, found = 0;
+    double t = 0;
+    for (int32_t g = ix->off[d]; g < ix->off[d + 1]; g++) {
+      const IrOp *op = ana_op(s, ix, g);
+      if ((op->kind == IR_W || op->kind == IR_BW) && op->stage == st) { t = found ? fmax(t, r->end[g]) : r->end[g]; found = 1; }
+    }
+    x->ready[st] = found ? t : r->dev[d].last;
+  }
+  /* per device, its stages' all-reduces one at a time, in the order they become ready
+   * (ties: the lower stage first) */
+  x->iteration = r->makespan;
+  uint8_t *done = arena_alloc(a, (size_t)S + 1);
+  for (int d = 0; d < P; d++) {
+    double free_at = 0;
+    for (;;) {
+      int next = -1;
+      for (int st = 0; st < S; st++)
+        if (s->stages[st].device == d && !done[st] && (next < 0 || x->ready[st] < x->ready[next])) next = st;
+      if (next < 0) break;
+      done[next] = 1;
+      x->start[next] = fmax(x->ready[next], free_at);
+      x->end[next] = x->start[next] + m->time[next];
+      free_at = x->end[next];
+      if (x->end[next] > x->iteration) x->iteration = x->end[next];
+    }
+  }
+  x->exposed = x->iteration - r->makespan;
+  return x;
+}
+
+void dp_report_text(StrBuf *b, const IrSchedule *s, const DpResult *x) {
+  const DpModel *m = x->m;
+  sb_printf(b, "\ndata parallel %d replicas: each stage's F32 gradients all-reduced over its replicas after its last W,\n"
+               "  ring time 2(D-1)/D x bytes / %.4g B/s + 2(D-1) x %.4g s, on each device's own link\n",
+            m->D, m->bandwidth, m->latency);
+  sb_printf(b, "%6s %6s %10s %10s %10s %10s %10s\n", "stage", "device", "bytes", "ready", "start", "end", "time");
+  for (int st = 0; st < s->nstage; st++)
+    sb_printf(b, "%6d %6d %10.4g %10.6g %10.6g %10.6g %10.6g\n", st, s->stages[st].device, m->bytes[st], x->ready[st],
+              x->start[st], x->end[st], m->time[st]);
+  sb_puts(b, "iteration   ");
+  report_num(b, x->iteration);
+  sb_puts(b, " with the all-reduces (makespan ");
+  report_num(b, x->iteration - x->exposed);
+  sb_puts(b, " + exposed all-reduce ");
+  report_num(b, x->exposed);
+  sb_puts(b, ")\n");
+}
+
+void dp_report_json(StrBuf *b, const IrSchedule *s, const DpResult *x) {
+  const DpModel *m = x->m;
+  sb_printf(b, ",\"data_parallel\":{\"replicas\":%d,\"bandwidth\":", m->D);
+  report_num(b, m->bandwidth);
+  sb_puts(b, ",\"latency\":");
+  report_num(b, m->latency);
+  sb_puts(b, ",\"iteration_time\":");
+  report_num(b, x->iteration);
+  sb_puts(b, ",\"exposed_allreduce\":");
+  report_num(b, x->exposed);
+  sb_puts(b, ",\"stages\":[");
+  for (int st = 0; st < s->nstage; st++) {
+    sb_printf(b, "%s{\"stage\":%d,\"device\":%d,\"bytes\":", st ? "," : "", st, s->stages[st].device);
+    report_num(b, m->bytes[st]);
+    sb_puts(b, ",\"ready\":");
+    report_num(b, x->ready[st]);
+    sb_puts(b, ",\"start\":");
+    report_num(b, x->start[st]);
+    sb_puts(b, ",\"end\":");
+    report_num(b, x->end[st]);
+    sb_puts(b, ",\"time\":");
+    report_num(b, m->time[st]);
+    sb_puts(b, "}");
+  }
+  sb_puts(b, "]}");
+}
