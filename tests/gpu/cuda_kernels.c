@@ -558,12 +558,21 @@ static void t_attention_cudnn(void) {
  * sequence it replaces, and the same inputs through that unfused sequence on the GPU at
  * the same tolerance; each fused call must have run fused (the calls counted), not
  * fallen back. The layer's shapes: T tokens, hidden h, 4h wide MLP; pad > 0 strides the
- * rows. */
+ * rows. A call that falls back (cuBLASLt has no algorithm for it) is a failure on the
+ * emulator, which takes every one; on a GPU it is reported (that epilogue cannot be
+ * turned on for such shapes) and the unfused sequence computes what is compared. */
+static unsigned ep_fell;   /* PPSRT_EP_* bits of the calls of ep_case that fell back */
+static int ep_run(int ep, int rc) {
+  if (rc < 0) die("gemm_ep", rc);
+  if (rc) ep_fell |= (unsigned)ep;
+  return rc;
+}
 static void ep_case(const char *label, int T, int h, int pad) {
   const int F = 4 * h, ldx = h + pad, ldf = F + 8 * pad;   /* the GeLU input's stride: a multiple of 8 */
   char w[128];
   long f0, u0, f1, u1;
   ppsrt_cuda_epilogue_calls(gpu, &f0, &u0);
+  ep_fell = 0;
   for (int fz = 1; fz >= 0; fz--) {
     const char *path = fz ? "fused" : "unfused";
     /* F: pre = x Wfc + b, y = gelu(pre) */
@@ -574,10 +583,9 @@ static void ep_case(const char *label, int T, int h, int pad) {
     for (int r = 0; r < T; r++)
       OK(cpu->add_bias_gelu(cpu, 0, (float *)y.c + (size_t)r * ldf, (float *)pre.c + (size_t)r * ldf,
                             (float *)pre.c + (size_t)r * ldf, b.c, 1, F));
-    if (fz) {
-      OK(gpu->gemm_ep(gpu, 0, PPSRT_EP_BIAS_GELU, 0, 0, T, F, h, 1.0f, x.g, PPSRT_BF16, ldx, wfc.g, PPSRT_BF16, ldf, 0.0f,
-                      y.g, PPSRT_BF16, ldf, b.g, pre.g, NULL));
-    } else {
+    if (!fz || ep_run(PPSRT_EP_BIAS_GELU, gpu->gemm_ep(gpu, 0, PPSRT_EP_BIAS_GELU, 0, 0, T, F, h, 1.0f, x.g, PPSRT_BF16,
+                                                       ldx, wfc.g, PPSRT_BF16, ldf, 0.0f, y.g, PPSRT_BF16, ldf, b.g,
+                                                       pre.g, NULL))) {
       OK(gpu->gemm(gpu, 0, 0, 0, T, F, h, 1.0f, x.g, PPSRT_BF16, ldx, wfc.g, PPSRT_BF16, ldf, 0.0f, pre.g, PPSRT_BF16, ldf));
       for (int r = 0; r < T; r++)
         OK(gpu->add_bias_gelu(gpu, 0, (uint16_t *)y.g + (size_t)r * ldf, (uint16_t *)pre.g + (size_t)r * ldf,
@@ -593,10 +601,9 @@ static void ep_case(const char *label, int T, int h, int pad) {
     OK(cpu->gemm(cpu, 0, 0, 0, T, h, F, 1.0f, y.c, PPSRT_F32, ldf, wfc2.c, PPSRT_F32, ldx, 1.0f, out.c, PPSRT_F32, ldx));
     for (int r = 0; r < T; r++)
       OK(cpu->add_bias(cpu, 0, (float *)out.c + (size_t)r * ldx, (float *)out.c + (size_t)r * ldx, b2.c, 1, h));
-    if (fz) {
-      OK(gpu->gemm_ep(gpu, 0, PPSRT_EP_BIAS, 0, 0, T, h, F, 1.0f, y.g, PPSRT_BF16, ldf, wfc2.g, PPSRT_BF16, ldx, 1.0f,
-                      out.g, PPSRT_BF16, ldx, b2.g, NULL, NULL));
-    } else {
+    if (!fz || ep_run(PPSRT_EP_BIAS, gpu->gemm_ep(gpu, 0, PPSRT_EP_BIAS, 0, 0, T, h, F, 1.0f, y.g, PPSRT_BF16, ldf,
+                                                 wfc2.g, PPSRT_BF16, ldx, 1.0f, out.g, PPSRT_BF16, ldx, b2.g, NULL,
+                                                 NULL))) {
       OK(gpu->gemm(gpu, 0, 0, 0, T, h, F, 1.0f, y.g, PPSRT_BF16, ldf, wfc2.g, PPSRT_BF16, ldx, 1.0f, out.g, PPSRT_BF16, ldx));
       for (int r = 0; r < T; r++)
         OK(gpu->add_bias(gpu, 0, (uint16_t *)out.g + (size_t)r * ldx, (uint16_t *)out.g + (size_t)r * ldx, b2.g, 1, h));
@@ -608,11 +615,10 @@ static void ep_case(const char *label, int T, int h, int pad) {
          tmp = mk((size_t)T * ldf, PPSRT_BF16, 0, 0);
     OK(cpu->gemm(cpu, 0, 0, 1, T, F, h, 1.0f, dy.c, PPSRT_F32, ldx, wfc2.c, PPSRT_F32, ldx, 0.0f, tmp.c, PPSRT_F32, ldf));
     OK(cpu->gelu_bwd(cpu, 0, dpre.c, tmp.c, pre.c, (size_t)T * ldf));
-    if (fz) {
-      OK(gpu->memcpy_async(gpu, 0, tmp.g, pre.g, (size_t)T * ldf * 2, 0));
-      OK(gpu->gemm_ep(gpu, 0, PPSRT_EP_DGELU, 0, 1, T, F, h, 1.0f, dy.g, PPSRT_BF16, ldx, wfc2.g, PPSRT_BF16, ldx, 0.0f,
-                      dpre.g, PPSRT_BF16, ldf, NULL, tmp.g, NULL));
-    } else {
+    if (fz) OK(gpu->memcpy_async(gpu, 0, tmp.g, pre.g, (size_t)T * ldf * 2, 0));
+    if (!fz || ep_run(PPSRT_EP_DGELU, gpu->gemm_ep(gpu, 0, PPSRT_EP_DGELU, 0, 1, T, F, h, 1.0f, dy.g, PPSRT_BF16, ldx,
+                                                  wfc2.g, PPSRT_BF16, ldx, 0.0f, dpre.g, PPSRT_BF16, ldf, NULL, tmp.g,
+                                                  NULL))) {
       OK(gpu->gemm(gpu, 0, 0, 1, T, F, h, 1.0f, dy.g, PPSRT_BF16, ldx, wfc2.g, PPSRT_BF16, ldx, 0.0f, tmp.g, PPSRT_BF16, ldf));
       OK(gpu->gelu_bwd(gpu, 0, dpre.g, tmp.g, pre.g, (size_t)T * ldf));
     }
@@ -627,15 +633,15 @@ static void ep_case(const char *label, int T, int h, int pad) {
     OK(cpu->gemm(cpu, 0, 1, 0, h, F, T, 1.0f, x.c, PPSRT_F32, ldx, gg.c, PPSRT_F32, F, 1.0f, dw.c, PPSRT_F32, F));
     for (int r = 0; r < T; r++) OK(cpu->bias_grad(cpu, 0, db2.c, (float *)dy.c + (size_t)r * ldx, 1, h));
     OK(cpu->bias_grad(cpu, 0, db.c, gg.c, T, F));
-    if (fz) {
-      OK(gpu->gemm_ep(gpu, 0, PPSRT_EP_BGRAD, 1, 0, F, h, T, 1.0f, a.g, PPSRT_BF16, ldf, dy.g, PPSRT_BF16, ldx, 1.0f, dw2.g,
-                      PPSRT_F32, h, NULL, NULL, db2.g));
-      OK(gpu->gemm_ep(gpu, 0, PPSRT_EP_BGRAD, 1, 0, h, F, T, 1.0f, x.g, PPSRT_BF16, ldx, gg.g, PPSRT_BF16, F, 1.0f, dw.g,
-                      PPSRT_F32, F, NULL, NULL, db.g));
-    } else {
+    if (!fz || ep_run(PPSRT_EP_BGRAD, gpu->gemm_ep(gpu, 0, PPSRT_EP_BGRAD, 1, 0, F, h, T, 1.0f, a.g, PPSRT_BF16, ldf,
+                                                  dy.g, PPSRT_BF16, ldx, 1.0f, dw2.g, PPSRT_F32, h, NULL, NULL,
+                                                  db2.g))) {
       OK(gpu->gemm(gpu, 0, 1, 0, F, h, T, 1.0f, a.g, PPSRT_BF16, ldf, dy.g, PPSRT_BF16, ldx, 1.0f, dw2.g, PPSRT_F32, h));
-      OK(gpu->gemm(gpu, 0, 1, 0, h, F, T, 1.0f, x.g, PPSRT_BF16, ldx, gg.g, PPSRT_BF16, F, 1.0f, dw.g, PPSRT_F32, F));
       for (int r = 0; r < T; r++) OK(gpu->bias_grad(gpu, 0, db2.g, (uint16_t *)dy.g + (size_t)r * ldx, 1, h));
+    }
+    if (!fz || ep_run(PPSRT_EP_BGRAD, gpu->gemm_ep(gpu, 0, PPSRT_EP_BGRAD, 1, 0, h, F, T, 1.0f, x.g, PPSRT_BF16, ldx,
+                                                  gg.g, PPSRT_BF16, F, 1.0f, dw.g, PPSRT_F32, F, NULL, NULL, db.g))) {
+      OK(gpu->gemm(gpu, 0, 1, 0, h, F, T, 1.0f, x.g, PPSRT_BF16, ldx, gg.g, PPSRT_BF16, F, 1.0f, dw.g, PPSRT_F32, F));
       OK(gpu->bias_grad(gpu, 0, db.g, gg.g, T, F));
     }
     snprintf(w, sizeof w, "epilogue bgrad %s %s: dW2", label, path);
@@ -651,10 +657,19 @@ static void ep_case(const char *label, int T, int h, int pad) {
   }
   ppsrt_cuda_epilogue_calls(gpu, &f1, &u1);
   checks++;
-  if (f1 - f0 != 5 || u1 != u0) {
+  if (f1 - f0 + u1 - u0 != 5 || (f1 - f0 == 5) != !ep_fell) {
     failures++;
-    fprintf(stderr, "FAIL: epilogues %s: %ld calls fused, %ld fell back (expected 5 fused, none fell back)\n", label,
-            f1 - f0, u1 - u0);
+    fprintf(stderr, "FAIL: epilogues %s: %ld calls counted fused, %ld fallen back, the test saw 0x%x fall back "
+            "(expected 5 calls)\n", label, f1 - f0, u1 - u0, ep_fell);
+  } else if (ep_fell) {
+#ifdef PPSRT_CUDA_EMULATE
+    failures++;
+    fprintf(stderr, "FAIL: epilogues %s: %ld of the 5 calls fell back (epilogues 0x%x) on the emulator\n", label,
+            u1 - u0, ep_fell);
+#else
+    printf("note epilogues %s: %ld of the 5 calls fell back (epilogues 0x%x: no cuBLASLt algorithm; compared "
+           "unfused)\n", label, u1 - u0, ep_fell);
+#endif
   } else {
     printf("ok   epilogues %s: the 5 calls ran fused\n", label);
   }
