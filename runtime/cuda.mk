@@ -12,7 +12,7 @@
 
 EXTRA_DIST += runtime/cuda/kernels.cu runtime/cuda/cuda_impl.h runtime/cuda/cuda_backend.c runtime/cuda/gemm_lt.c \
   runtime/cuda/attn_cudnn.cpp runtime/cuda/attn_cudnn.h \
-  runtime/cuda/transport_nccl.c tests/gpu/nodevice.sh tests/gpu/link.sh tests/gpu/e2e.sh tests/gpu/attn_e2e.sh tests/gpu/e2e_emu.sh tests/gpu/emu_api.sh \
+  runtime/cuda/transport_nccl.c tests/gpu/nodevice.sh tests/gpu/link.sh tests/gpu/e2e.sh tests/gpu/attn_e2e.sh tests/gpu/epilogue_e2e.sh tests/gpu/e2e_emu.sh tests/gpu/emu_api.sh \
   tests/gpu/posted_emu.sh tests/gpu/conformance_emu.sh tests/gpu/conformance_gpu.sh \
   tests/gpu/conformance_kern.cu tests/gpu/conformance.expected tests/gpu/conformance_lib.sh tests/gpu/mpi_nccl_emu.sh tests/gpu/ckpt_emu.sh \
   tests/gpu/emu/emu_api.h tests/gpu/emu/fake_nccl.inc tests/gpu/emu/fake_cublaslt.inc tests/gpu/emu/unsupported.c \
@@ -101,6 +101,8 @@ tests/gpu/emu/libppsrt_emu.so: tests/gpu/emu/kernels_emu.o $(srcdir)/tests/gpu/e
 check_SCRIPTS += tests/gpu/emu/libppsrt_emu.so
 MOSTLYCLEANFILES += tests/gpu/emu/libppsrt_emu.so
 TESTS += tests/gpu/e2e_emu.sh tests/gpu/mpi_nccl_emu.sh
+# the fused GEMM epilogues through the runtime: on a GPU, else on the emulator
+TESTS += tests/gpu/epilogue_e2e.sh
 TESTS += tests/gpu/posted_emu.sh
 TESTS += tests/gpu/ckpt_emu.sh
 
