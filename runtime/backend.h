@@ -195,7 +195,25 @@ struct ppsrt_backend {
    *                        everything queued later sees both passes' outputs.
    * The allocator orders block reuse against both compute streams. */
   int (*overlap)(ppsrt_backend *b, int phase);
+  /* Optional (NULL, and epilogues 0: nothing fused; the CUDA backend sets them when
+   * PPSRT_CUDA_EPILOGUE asks, docs/gpu.md). gemm (bf16 operands, no batch) with a fused
+   * epilogue ep, one of the PPSRT_EP_* bits set in `epilogues`, row-major as gemm:
+   *   PPSRT_EP_BIAS       C = alpha op(A) op(B) + beta C + bias[n]        (bias act_dtype [N])
+   *   PPSRT_EP_BIAS_GELU  aux = alpha op(A) op(B) + beta C + bias[n];  C = gelu(aux), from
+   *                       the F32 value (aux act_dtype, [M, N] with row stride ldc)
+   *   PPSRT_EP_DGELU      C = (alpha op(A) op(B) + beta C) * gelu'(aux)  (aux as above, read;
+   *                       C must not overlap aux)
+   *   PPSRT_EP_BGRAD      C = alpha op(A) op(B) + beta C (F32) and dbias[n] += sum_k op(B)[k, n]
+   *                       (F32 [N]; tb = 0: B is the output gradient of dW = X^T dY)
+   * Returns 1 when it fused nothing and queued nothing (ep switched off, or no fused
+   * kernel for these operands): the caller runs the unfused kernels; 0 done; < 0 error. */
+  unsigned epilogues;
+  int (*gemm_ep)(ppsrt_backend *b, int stream, int ep, int ta, int tb, int M, int N, int K, float alpha,
+                 const void *A, ppsrt_dtype at, int lda, const void *B, ppsrt_dtype bt, int ldb, float beta, void *C,
+                 ppsrt_dtype ct, int ldc, const void *bias, void *aux, float *dbias);
 };
+
+enum { PPSRT_EP_BIAS = 1, PPSRT_EP_BIAS_GELU = 2, PPSRT_EP_DGELU = 4, PPSRT_EP_BGRAD = 8 };
 
 /* PPSRT_OVERLAP_LANE: called once on the collective lane's thread (coll_lane.c): from
  * then on COMPUTE names the backend's lane stream on that thread (CUDA). */

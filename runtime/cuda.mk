@@ -10,20 +10,20 @@
 # compiled and linked in every build that finds CUDA, and the emulated tests
 # (tests/gpu/emu/: the kernels on host fibers, fake cudart/cuBLAS/NCCL) run it there.
 
-EXTRA_DIST += runtime/cuda/kernels.cu runtime/cuda/cuda_impl.h runtime/cuda/cuda_backend.c \
+EXTRA_DIST += runtime/cuda/kernels.cu runtime/cuda/cuda_impl.h runtime/cuda/cuda_backend.c runtime/cuda/gemm_lt.c \
   runtime/cuda/attn_cudnn.cpp runtime/cuda/attn_cudnn.h \
-  runtime/cuda/transport_nccl.c tests/gpu/nodevice.sh tests/gpu/link.sh tests/gpu/e2e.sh tests/gpu/attn_e2e.sh tests/gpu/e2e_emu.sh tests/gpu/emu_api.sh \
+  runtime/cuda/transport_nccl.c tests/gpu/nodevice.sh tests/gpu/link.sh tests/gpu/e2e.sh tests/gpu/attn_e2e.sh tests/gpu/epilogue_e2e.sh tests/gpu/e2e_emu.sh tests/gpu/emu_api.sh \
   tests/gpu/posted_emu.sh tests/gpu/conformance_emu.sh tests/gpu/conformance_gpu.sh \
   tests/gpu/conformance_kern.cu tests/gpu/conformance.expected tests/gpu/conformance_lib.sh tests/gpu/mpi_nccl_emu.sh tests/gpu/ckpt_emu.sh tests/gpu/dp_emu.sh \
-  tests/gpu/emu/emu_api.h tests/gpu/emu/fake_nccl.inc tests/gpu/emu/unsupported.c \
+  tests/gpu/emu/emu_api.h tests/gpu/emu/fake_nccl.inc tests/gpu/emu/fake_cublaslt.inc tests/gpu/emu/unsupported.c \
   bench/gpu/README.md bench/gpu/common.sh bench/gpu/run_all.sh bench/gpu/check_schedules.sh \
-  bench/gpu/memory.sh bench/gpu/offload.sh bench/gpu/layer_mfu.sh bench/gpu/torch_layer.py docs/gpu.md \
+  bench/gpu/memory.sh bench/gpu/offload.sh bench/gpu/layer_mfu.sh bench/gpu/epilogue.sh bench/gpu/torch_layer.py docs/gpu.md \
   bench/gpu/results/README.md bench/gpu/results/2026-11-26-h200-b6fcb74.jsonl bench/gpu/results/2026-11-26-h200-7e22473.jsonl bench/gpu/results/2026-11-26-h200-19595a4.jsonl \
   tools/fetch-cudnn-frontend.sh
 
 if HAVE_CUDA
 noinst_LTLIBRARIES += libppsrt_cuda.la
-libppsrt_cuda_la_SOURCES = runtime/cuda/cuda_impl.h runtime/cuda/cuda_backend.c
+libppsrt_cuda_la_SOURCES = runtime/cuda/cuda_impl.h runtime/cuda/cuda_backend.c runtime/cuda/gemm_lt.c
 libppsrt_cuda_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS)
 libppsrt_cuda_la_CFLAGS = $(AM_CFLAGS) -pthread
 libppsrt_cuda_la_LIBADD = runtime/cuda/kernels.lo
@@ -74,7 +74,7 @@ TESTS += tests/gpu/cuda_kernels tests/gpu/nodevice.sh tests/gpu/link.sh tests/gp
 # the transport's copy channel) against the CPU reference in every CUDA build.
 check_PROGRAMS += tests/gpu/cuda_kernels_emu
 tests_gpu_cuda_kernels_emu_SOURCES = tests/gpu/cuda_kernels.c tests/gpu/emu/fake_cuda.c tests/gpu/emu/cuda_emu.h \
-  tests/gpu/emu/emu_api.h tests/gpu/emu/fake_nccl.inc
+  tests/gpu/emu/emu_api.h tests/gpu/emu/fake_nccl.inc tests/gpu/emu/fake_cublaslt.inc
 tests_gpu_cuda_kernels_emu_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS) -DPPSRT_CUDA_EMULATE
 tests_gpu_cuda_kernels_emu_LDFLAGS = -pthread -Wl,--export-dynamic
 tests_gpu_cuda_kernels_emu_LDADD = tests/gpu/emu/kernels_emu.o libppsrt.la $(CUDA_LIBS) -lstdc++ -lm
@@ -93,13 +93,16 @@ TESTS += tests/gpu/cuda_kernels_emu
 # unsupported.c: weak stubs that make every other CUDA runtime / NCCL call exit 69 with
 # its name instead of reaching the real library. Built alone: make tests/gpu/emu/libppsrt_emu.so
 tests/gpu/emu/libppsrt_emu.so: tests/gpu/emu/kernels_emu.o $(srcdir)/tests/gpu/emu/fake_cuda.c \
-  $(srcdir)/tests/gpu/emu/fake_nccl.inc $(srcdir)/tests/gpu/emu/emu_api.h $(srcdir)/tests/gpu/emu/unsupported.c
+  $(srcdir)/tests/gpu/emu/fake_nccl.inc $(srcdir)/tests/gpu/emu/fake_cublaslt.inc $(srcdir)/tests/gpu/emu/emu_api.h \
+  $(srcdir)/tests/gpu/emu/unsupported.c
 	$(AM_V_GEN)$(CC) -shared -fPIC -O1 -I$(top_builddir) -I$(srcdir)/tests/gpu/emu $(CUDA_CFLAGS) $(NCCL_CFLAGS) \
 	  $(srcdir)/tests/gpu/emu/fake_cuda.c $(srcdir)/tests/gpu/emu/unsupported.c tests/gpu/emu/kernels_emu.o \
 	  -o $@ -lstdc++ -pthread
 check_SCRIPTS += tests/gpu/emu/libppsrt_emu.so
 MOSTLYCLEANFILES += tests/gpu/emu/libppsrt_emu.so
 TESTS += tests/gpu/e2e_emu.sh tests/gpu/mpi_nccl_emu.sh
+# the fused GEMM epilogues through the runtime: on a GPU, else on the emulator
+TESTS += tests/gpu/epilogue_e2e.sh
 TESTS += tests/gpu/posted_emu.sh
 TESTS += tests/gpu/ckpt_emu.sh
 TESTS += tests/gpu/dp_emu.sh

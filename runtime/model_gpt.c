@@ -16,7 +16,9 @@
  * norm for W in forward buffers it no longer needs and in that area, so B neither frees
  * nor adds counted memory (b_free = 0); W every weight gradient (dW = X^T dY, biases, LN
  * gamma/beta, embeddings), recomputing the LN outputs, then releases the stage; BW = B
- * then W. act_bytes(stage) is exactly what F saves.
+ * then W. act_bytes(stage) is exactly what F saves. A linear layer's product and its
+ * bias (+ GeLU), GeLU gradient or bias gradient run as one GEMM where the backend fuses
+ * that epilogue (backend.h gemm_ep; CUDA: PPSRT_CUDA_EPILOGUE), into the same buffers.
  * Vocabulary passes (vocab_mode 1|2, shard of device d = rows [d V/P, (d+1) V/P)):
  *   IF  e_d = tok_d[ids] (+ pos on device 0);       coll input_fwd: e = sum_d e_d -> F(mb,0)
  *   S   X = LN_f(y) broadcast from the last stage's device; logits_d = X out_d^T;
@@ -105,6 +107,23 @@ static sidx *IX(gpt *g, int mb, int loc) { return &g->ix[(size_t)mb * g->nlocal 
     if (!g->nc) TRY(e);          \
   } while (0)
 #define AT be->act_dtype
+
+/* A linear layer's product with its epilogue fused where the backend offers it
+ * (backend.h gemm_ep: bias, bias + GeLU keeping the GeLU input in aux, bias gradient),
+ * else 1: the caller runs the unfused kernels (EPI). Same memory either way. */
+static int fused(ppsrt_backend *be, int ep, int ta, int tb, int M, int N, int K, const void *A, int lda,
+                 const void *B, int ldb, float beta, void *C, ppsrt_dtype ct, int ldc, const void *bias, void *aux,
+                 float *dbias) {
+  if (!(be->epilogues & (unsigned)ep)) return 1;
+  return be->gemm_ep(be, CS, ep, ta, tb, M, N, K, 1.0f, A, AT, lda, B, AT, ldb, beta, C, ct, ldc, bias, aux, dbias);
+}
+/* `call` (a fused()), or when it fused nothing the `unfused` kernels; skipped with --no-compute */
+#define EPI(call, unfused)                \
+  do {                                    \
+    int r_ = g->nc ? 0 : (call);          \
+    if (r_ < 0) return r_;                \
+    if (r_) { unfused; }                  \
+  } while (0)
 
 static int get(ppsrt_ctx *c, int mb, int stage, int idx, void **p) { return ppsrt_act_get(c, mb, stage, idx, p); }
 static int save(ppsrt_ctx *c, int mb, int stage, size_t bytes, void **p, int *idx) {
@@ -247,21 +266,29 @@ static int layer_f(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int
   char *qb = qkv;
   /* ln1 = LN(x); qkv = ln1 Wqkv + b; att = attention(q, k, v) */
   K(be->layernorm_fwd(be, CS, ln1, st, st + N, x, p[LN1G]->param.data, p[LN1B]->param.data, N, h));
-  K(be->gemm(be, CS, 0, 0, N, q, h, 1.0f, ln1, AT, h, p[QKVW]->param.data, AT, q, 0.0f, qkv, AT, q));
-  K(be->add_bias(be, CS, qkv, qkv, p[QKVB]->param.data, N, q));
+  EPI(fused(be, PPSRT_EP_BIAS, 0, 0, N, q, h, ln1, h, p[QKVW]->param.data, q, 0.0f, qkv, AT, q, p[QKVB]->param.data,
+            NULL, NULL),
+      K(be->gemm(be, CS, 0, 0, N, q, h, 1.0f, ln1, AT, h, p[QKVW]->param.data, AT, q, 0.0f, qkv, AT, q));
+      K(be->add_bias(be, CS, qkv, qkv, p[QKVB]->param.data, N, q)));
   K(be->attention_fwd(be, CS, att, lse, qb, q, qb + (size_t)g->Hq * D * es, q, qb + (size_t)(g->Hq + g->Hkv) * D * es,
                       q, g->Bm, g->T, g->Hq, g->Hkv, D));
   /* x1 = x + att Wproj + b */
   K(be->memcpy_async(be, CS, x1, x, Nh * es, 0));
-  K(be->gemm(be, CS, 0, 0, N, h, h, 1.0f, att, AT, h, p[PROJW]->param.data, AT, h, 1.0f, x1, AT, h));
-  K(be->add_bias(be, CS, x1, x1, p[PROJB]->param.data, N, h));
+  EPI(fused(be, PPSRT_EP_BIAS, 0, 0, N, h, h, att, h, p[PROJW]->param.data, h, 1.0f, x1, AT, h, p[PROJB]->param.data,
+            NULL, NULL),
+      K(be->gemm(be, CS, 0, 0, N, h, h, 1.0f, att, AT, h, p[PROJW]->param.data, AT, h, 1.0f, x1, AT, h));
+      K(be->add_bias(be, CS, x1, x1, p[PROJB]->param.data, N, h)));
   /* ln2 = LN(x1); hpre = ln2 Wfc + b; hact = gelu(hpre); y = x1 + hact Wfc2 + b */
   K(be->layernorm_fwd(be, CS, ln2, st + 2 * N, st + 3 * N, x1, p[LN2G]->param.data, p[LN2B]->param.data, N, h));
-  K(be->gemm(be, CS, 0, 0, N, 4 * h, h, 1.0f, ln2, AT, h, p[FCW]->param.data, AT, 4 * h, 0.0f, hpre, AT, 4 * h));
-  K(be->add_bias_gelu(be, CS, hact, hpre, hpre, p[FCB]->param.data, N, 4 * h));
+  EPI(fused(be, PPSRT_EP_BIAS_GELU, 0, 0, N, 4 * h, h, ln2, h, p[FCW]->param.data, 4 * h, 0.0f, hact, AT, 4 * h,
+            p[FCB]->param.data, hpre, NULL),
+      K(be->gemm(be, CS, 0, 0, N, 4 * h, h, 1.0f, ln2, AT, h, p[FCW]->param.data, AT, 4 * h, 0.0f, hpre, AT, 4 * h));
+      K(be->add_bias_gelu(be, CS, hact, hpre, hpre, p[FCB]->param.data, N, 4 * h)));
   K(be->memcpy_async(be, CS, y, x1, Nh * es, 0));
-  K(be->gemm(be, CS, 0, 0, N, h, 4 * h, 1.0f, hact, AT, 4 * h, p[FC2W]->param.data, AT, h, 1.0f, y, AT, h));
-  K(be->add_bias(be, CS, y, y, p[FC2B]->param.data, N, h));
+  EPI(fused(be, PPSRT_EP_BIAS, 0, 0, N, h, 4 * h, hact, 4 * h, p[FC2W]->param.data, h, 1.0f, y, AT, h,
+            p[FC2B]->param.data, NULL, NULL),
+      K(be->gemm(be, CS, 0, 0, N, h, 4 * h, 1.0f, hact, AT, 4 * h, p[FC2W]->param.data, AT, h, 1.0f, y, AT, h));
+      K(be->add_bias(be, CS, y, y, p[FC2B]->param.data, N, h)));
   return 0;
 }
 
@@ -304,9 +331,20 @@ static int layer_b(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int
   size_t ko = (size_t)g->Hq * D * es, vo = (size_t)(g->Hq + g->Hkv) * D * es;
   int rc;
   /* MLP: dhact = dy Wfc2^T; dhpre = dhact * gelu'(hpre) written over hpre (no copy);
-   *      dln2 = dhpre Wfc^T -> ln2's buffer; dx1 = dy + LN2_bwd(dln2) */
-  if ((rc = be->gemm(be, CS, 0, 1, N, 4 * h, h, 1.0f, dy, AT, h, p[FC2W]->param.data, AT, h, 0.0f, tmp, AT, 4 * h)) ||
-      (rc = be->gelu_bwd(be, CS, hpre, tmp, hpre, 4 * Nh)) ||
+   *      dln2 = dhpre Wfc^T -> ln2's buffer; dx1 = dy + LN2_bwd(dln2).
+   * With the GeLU gradient fused in the product (PPSRT_EP_DGELU), hpre is first copied
+   * to tmp, the product's GeLU input: its output must not overlap it. */
+  rc = 1;
+  if (be->epilogues & PPSRT_EP_DGELU) {
+    rc = be->memcpy_async(be, CS, tmp, hpre, 4 * Nh * es, 0);
+    if (!rc)
+      rc = be->gemm_ep(be, CS, PPSRT_EP_DGELU, 0, 1, N, 4 * h, h, 1.0f, dy, AT, h, p[FC2W]->param.data, AT, h, 0.0f,
+                       hpre, AT, 4 * h, NULL, tmp, NULL);
+  }
+  if (rc < 0 ||
+      (rc && ((rc = be->gemm(be, CS, 0, 1, N, 4 * h, h, 1.0f, dy, AT, h, p[FC2W]->param.data, AT, h, 0.0f, tmp, AT,
+                             4 * h)) ||
+              (rc = be->gelu_bwd(be, CS, hpre, tmp, hpre, 4 * Nh)))) ||
       (rc = be->gemm(be, CS, 0, 1, N, h, 4 * h, 1.0f, hpre, AT, 4 * h, p[FCW]->param.data, AT, 4 * h, 0.0f, ln2, AT, h)) ||
       (rc = be->memcpy_async(be, CS, dx1, dy, Nh * es, 0)) ||
       (rc = be->layernorm_bwd_input(be, CS, dx1, ln2, x1, st + 2 * N, st + 3 * N, p[LN2G]->param.data, N, h, 1)) ||
@@ -349,17 +387,25 @@ static int layer_w(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int
   void *dy = slot(g, area, l + 1 < g->L ? slot_dx(g, l + 1) : slot_dytop()), *dx1 = slot(g, area, slot_dx1(g, l));
   ppsrt_param *p[NLP];
   for (int k = 0; k < NLP; k++) p[k] = LP(m, loc, l, k);
-  K(be->gemm(be, CS, 1, 0, 4 * h, h, N, 1.0f, hact, AT, 4 * h, dy, AT, h, 1.0f, p[FC2W]->grad, PPSRT_F32, h));
-  K(be->bias_grad(be, CS, p[FC2B]->grad, dy, N, h));
+  EPI(fused(be, PPSRT_EP_BGRAD, 1, 0, 4 * h, h, N, hact, 4 * h, dy, h, 1.0f, p[FC2W]->grad, PPSRT_F32, h, NULL, NULL,
+            p[FC2B]->grad),
+      K(be->gemm(be, CS, 1, 0, 4 * h, h, N, 1.0f, hact, AT, 4 * h, dy, AT, h, 1.0f, p[FC2W]->grad, PPSRT_F32, h));
+      K(be->bias_grad(be, CS, p[FC2B]->grad, dy, N, h)));
   K(be->layernorm_fwd(be, CS, scratch, sst, sst + N, x1, p[LN2G]->param.data, p[LN2B]->param.data, N, h));
-  K(be->gemm(be, CS, 1, 0, h, 4 * h, N, 1.0f, scratch, AT, h, dhpre, AT, 4 * h, 1.0f, p[FCW]->grad, PPSRT_F32, 4 * h));
-  K(be->bias_grad(be, CS, p[FCB]->grad, dhpre, N, 4 * h));
+  EPI(fused(be, PPSRT_EP_BGRAD, 1, 0, h, 4 * h, N, scratch, h, dhpre, 4 * h, 1.0f, p[FCW]->grad, PPSRT_F32, 4 * h, NULL,
+            NULL, p[FCB]->grad),
+      K(be->gemm(be, CS, 1, 0, h, 4 * h, N, 1.0f, scratch, AT, h, dhpre, AT, 4 * h, 1.0f, p[FCW]->grad, PPSRT_F32, 4 * h));
+      K(be->bias_grad(be, CS, p[FCB]->grad, dhpre, N, 4 * h)));
   K(be->layernorm_bwd_weight(be, CS, p[LN2G]->grad, p[LN2B]->grad, dln2, x1, st + 2 * N, st + 3 * N, N, h));
-  K(be->gemm(be, CS, 1, 0, h, h, N, 1.0f, att, AT, h, dx1, AT, h, 1.0f, p[PROJW]->grad, PPSRT_F32, h));
-  K(be->bias_grad(be, CS, p[PROJB]->grad, dx1, N, h));
+  EPI(fused(be, PPSRT_EP_BGRAD, 1, 0, h, h, N, att, h, dx1, h, 1.0f, p[PROJW]->grad, PPSRT_F32, h, NULL, NULL,
+            p[PROJB]->grad),
+      K(be->gemm(be, CS, 1, 0, h, h, N, 1.0f, att, AT, h, dx1, AT, h, 1.0f, p[PROJW]->grad, PPSRT_F32, h));
+      K(be->bias_grad(be, CS, p[PROJB]->grad, dx1, N, h)));
   K(be->layernorm_fwd(be, CS, scratch, sst, sst + N, x, p[LN1G]->param.data, p[LN1B]->param.data, N, h));
-  K(be->gemm(be, CS, 1, 0, h, q, N, 1.0f, scratch, AT, h, dqkv, AT, q, 1.0f, p[QKVW]->grad, PPSRT_F32, q));
-  K(be->bias_grad(be, CS, p[QKVB]->grad, dqkv, N, q));
+  EPI(fused(be, PPSRT_EP_BGRAD, 1, 0, h, q, N, scratch, h, dqkv, q, 1.0f, p[QKVW]->grad, PPSRT_F32, q, NULL, NULL,
+            p[QKVB]->grad),
+      K(be->gemm(be, CS, 1, 0, h, q, N, 1.0f, scratch, AT, h, dqkv, AT, q, 1.0f, p[QKVW]->grad, PPSRT_F32, q));
+      K(be->bias_grad(be, CS, p[QKVB]->grad, dqkv, N, q)));
   K(be->layernorm_bwd_weight(be, CS, p[LN1G]->grad, p[LN1B]->grad, dln1, x, st, st + N, N, h));
   return 0;
 }

@@ -31,3 +31,12 @@ build() {
 # json FILE EXPR: evaluates a Python expression on the JSON object `j` read from FILE.
 json() { python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print($2)" "$1"; }
 schedules() { ls "$top_srcdir"/stdlib/*.pps "$top_srcdir"/examples/*.pps 2>/dev/null; }
+# record FILE REC: the last JSON line of FILE, with date, commit and driver added, onto REC
+# (the JSON-lines files that go to bench/gpu/results/)
+record() {
+  _commit=${PPS_COMMIT:-$(git -C "$top_srcdir" rev-parse --short HEAD 2>/dev/null || echo unknown)}
+  _driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1)
+  grep '^{' "$1" | tail -1 | python3 -c "import json,sys,datetime; j=json.loads(sys.stdin.read()); j.update(date=datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ'), commit='$_commit', driver='$_driver'); print(json.dumps(j))" >> "$2"
+}
+# field FILE KEY: KEY of the last JSON line of FILE
+field() { grep '^{' "$1" | tail -1 | python3 -c "import json,sys; print(json.loads(sys.stdin.read()).get('$2', ''))"; }

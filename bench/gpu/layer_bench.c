@@ -19,10 +19,17 @@
  * the timed iterations; torch_layer.py --breakdown gives PyTorch's, from its profiler.
  * (The events themselves cost a little: compare the breakdown's total with a run without.)
  * --attn cudnn|cublas|auto sets PPSRT_CUDA_ATTN (the attention path) for this run.
+ * --epilogue none|lt|LIST sets PPSRT_CUDA_EPILOGUE (the GEMM epilogues fused through
+ * cuBLASLt, docs/gpu.md) and adds the model's biases to the layer, as model_gpt.c runs
+ * it: QKV, projection and FC2 biases, bias + GeLU after FC, the GeLU gradient, the bias
+ * gradients in W; each as one fused GEMM where LIST says, else the GEMM and its
+ * kernel(s). Without --epilogue the layer has no biases (as torch_layer.py's). The JSON
+ * gains "epilogue" and the calls run fused and fallen back ("ep_fused", "ep_unfused"),
+ * so a run that asked for fusion and got none shows it (bench/gpu/epilogue.sh).
  *
  * Usage: layer_bench [--hidden 4096] [--seq 4096] [--heads 32] [--groups 8]
  *                    [--batch 1] [--iters 20] [--warmup 3] [--peak-tflops X]
- *                    [--attn cudnn|cublas|auto] [--breakdown] [--json]
+ *                    [--attn cudnn|cublas|auto] [--epilogue none|lt|LIST] [--breakdown] [--json]
  * Exit: 0 done, 77 no GPU visible, 1 an error, 2 bad usage. Not part of make check. */
 #include "config.h"
 #include <cuda_runtime_api.h>
@@ -75,6 +82,7 @@ static int cmp_double(const void *a, const void *b) {
 int main(int argc, char **argv) {
   int h = 4096, s = 4096, H = 32, G = 8, B = 1, iters = 20, warm = 3, json = 0, bd = 0;
   double peak = 0;
+  const char *epi = NULL;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--json")) { json = 1; continue; }
@@ -94,6 +102,10 @@ int main(int argc, char **argv) {
         return 2;
       }
       setenv("PPSRT_CUDA_ATTN", v, 1);
+    }
+    else if (!strcmp(a, "--epilogue")) {   /* the backend checks the value */
+      epi = v;
+      setenv("PPSRT_CUDA_EPILOGUE", v, 1);
     }
     else { fprintf(stderr, "layer_bench: unknown flag %s\n", a); return 2; }
     i++;
@@ -128,6 +140,16 @@ int main(int argc, char **argv) {
   /* backward buffers */
   void *dy = drand_bf16(Nh, 1.0f), *dh = dalloc(Nh * 4 * 2), *dln2 = dalloc(Nh * 2), *dx1 = dalloc(Nh * 2);
   void *datt = dalloc(Nh * 2), *dqkv = dalloc((size_t)N * q * 2), *dln1 = dalloc(Nh * 2), *dx = dalloc(Nh * 2);
+  /* --epilogue: the biases (bf16), their F32 gradients, and B's copy of hpre (the fused
+   * GeLU gradient's input, which its output must not overlap: model_gpt.c's layer_b) */
+  void *bqkv = NULL, *bproj = NULL, *bfc = NULL, *bfc2 = NULL, *hcopy = NULL;
+  float *dbqkv = NULL, *dbproj = NULL, *dbfc = NULL, *dbfc2 = NULL;
+  if (epi) {
+    bqkv = drand_bf16(q, 0.1f), bproj = drand_bf16(h, 0.1f), bfc = drand_bf16(4 * (size_t)h, 0.1f);
+    bfc2 = drand_bf16(h, 0.1f);
+    dbqkv = dalloc((size_t)q * 4), dbproj = dalloc((size_t)h * 4), dbfc = dalloc((size_t)h * 16), dbfc2 = dalloc((size_t)h * 4);
+    if (be->epilogues & PPSRT_EP_DGELU) hcopy = dalloc(Nh * 4 * 2);
+  }
   const size_t qo = 0, ko = (size_t)H * D, vo = (size_t)(H + G) * D;
 #define AT(p, off) ((void *)((uint16_t *)(p) + (off)))
 
@@ -151,6 +173,21 @@ int main(int argc, char **argv) {
       bpass[nop++] = pass;                              \
     }                                                   \
   } while (0)
+/* --epilogue: a GEMM and its epilogue, fused (gemm_ep) when the backend fuses `ep`, else
+ * the GEMM then the `unfused` kernels (each its own OP in the breakdown) */
+#define EPOP(ep, fused_call, gemm_call, unfused)                      \
+  do {                                                                \
+    int r_ = (be->epilogues & (ep)) ? (fused_call) : 1;               \
+    if (r_ < 0) K(r_);                                                \
+    if (r_) {                                                         \
+      OP(C_GEMM, gemm_call);                                          \
+      unfused;                                                        \
+    } else if (bd) {                                                  \
+      K(be->event_record(be, bev[nop], CS));                          \
+      bcls[nop] = C_GEMM;                                             \
+      bpass[nop++] = pass;                                            \
+    }                                                                 \
+  } while (0)
   (void)be->event_elapsed(be, ev[0], ev[1]);   /* switch on timed events */
   double *tf = malloc(sizeof(double) * iters), *tb = malloc(sizeof(double) * iters), *tw = malloc(sizeof(double) * iters);
   for (int it = -warm; it < iters; it++) {
@@ -159,20 +196,52 @@ int main(int argc, char **argv) {
     pass = 0;
     /* ---- F ---- */
     OP(C_NORM, be->layernorm_fwd(be, CS, ln1, m1, r1, x, g1, b1, N, h));
-    OP(C_GEMM, be->gemm(be, CS, 0, 0, N, q, h, 1.0f, ln1, BF, h, wqkv, BF, q, 0.0f, qkv, BF, q));
+    if (!epi) OP(C_GEMM, be->gemm(be, CS, 0, 0, N, q, h, 1.0f, ln1, BF, h, wqkv, BF, q, 0.0f, qkv, BF, q));
+    else EPOP(PPSRT_EP_BIAS,
+              be->gemm_ep(be, CS, PPSRT_EP_BIAS, 0, 0, N, q, h, 1.0f, ln1, BF, h, wqkv, BF, q, 0.0f, qkv, BF, q, bqkv,
+                          NULL, NULL),
+              be->gemm(be, CS, 0, 0, N, q, h, 1.0f, ln1, BF, h, wqkv, BF, q, 0.0f, qkv, BF, q),
+              OP(C_ELEM, be->add_bias(be, CS, qkv, qkv, bqkv, N, q)));
     OP(C_ATTN, be->attention_fwd(be, CS, att, lse, AT(qkv, qo), q, AT(qkv, ko), q, AT(qkv, vo), q, B, s, H, G, D));
     OP(C_COPY, be->memcpy_async(be, CS, x1, x, Nh * 2, 0));
-    OP(C_GEMM, be->gemm(be, CS, 0, 0, N, h, h, 1.0f, att, BF, h, wproj, BF, h, 1.0f, x1, BF, h));
+    if (!epi) OP(C_GEMM, be->gemm(be, CS, 0, 0, N, h, h, 1.0f, att, BF, h, wproj, BF, h, 1.0f, x1, BF, h));
+    else EPOP(PPSRT_EP_BIAS,
+              be->gemm_ep(be, CS, PPSRT_EP_BIAS, 0, 0, N, h, h, 1.0f, att, BF, h, wproj, BF, h, 1.0f, x1, BF, h, bproj,
+                          NULL, NULL),
+              be->gemm(be, CS, 0, 0, N, h, h, 1.0f, att, BF, h, wproj, BF, h, 1.0f, x1, BF, h),
+              OP(C_ELEM, be->add_bias(be, CS, x1, x1, bproj, N, h)));
     OP(C_NORM, be->layernorm_fwd(be, CS, ln2, m2, r2, x1, g2, b2, N, h));
-    OP(C_GEMM, be->gemm(be, CS, 0, 0, N, 4 * h, h, 1.0f, ln2, BF, h, wfc, BF, 4 * h, 0.0f, hpre, BF, 4 * h));
-    OP(C_ELEM, be->gelu_fwd(be, CS, hact, hpre, Nh * 4));
+    if (!epi) {
+      OP(C_GEMM, be->gemm(be, CS, 0, 0, N, 4 * h, h, 1.0f, ln2, BF, h, wfc, BF, 4 * h, 0.0f, hpre, BF, 4 * h));
+      OP(C_ELEM, be->gelu_fwd(be, CS, hact, hpre, Nh * 4));
+    } else {
+      EPOP(PPSRT_EP_BIAS_GELU,
+           be->gemm_ep(be, CS, PPSRT_EP_BIAS_GELU, 0, 0, N, 4 * h, h, 1.0f, ln2, BF, h, wfc, BF, 4 * h, 0.0f, hact, BF,
+                       4 * h, bfc, hpre, NULL),
+           be->gemm(be, CS, 0, 0, N, 4 * h, h, 1.0f, ln2, BF, h, wfc, BF, 4 * h, 0.0f, hpre, BF, 4 * h),
+           OP(C_ELEM, be->add_bias_gelu(be, CS, hact, hpre, hpre, bfc, N, 4 * h)));
+    }
     OP(C_COPY, be->memcpy_async(be, CS, y, x1, Nh * 2, 0));
-    OP(C_GEMM, be->gemm(be, CS, 0, 0, N, h, 4 * h, 1.0f, hact, BF, 4 * h, wfc2, BF, h, 1.0f, y, BF, h));
+    if (!epi) OP(C_GEMM, be->gemm(be, CS, 0, 0, N, h, 4 * h, 1.0f, hact, BF, 4 * h, wfc2, BF, h, 1.0f, y, BF, h));
+    else EPOP(PPSRT_EP_BIAS,
+              be->gemm_ep(be, CS, PPSRT_EP_BIAS, 0, 0, N, h, 4 * h, 1.0f, hact, BF, 4 * h, wfc2, BF, h, 1.0f, y, BF, h,
+                          bfc2, NULL, NULL),
+              be->gemm(be, CS, 0, 0, N, h, 4 * h, 1.0f, hact, BF, 4 * h, wfc2, BF, h, 1.0f, y, BF, h),
+              OP(C_ELEM, be->add_bias(be, CS, y, y, bfc2, N, h)));
     K(be->event_record(be, ev[1], CS));
     pass = 1;
     /* ---- B: input gradients only ---- */
-    OP(C_GEMM, be->gemm(be, CS, 0, 1, N, 4 * h, h, 1.0f, dy, BF, h, wfc2, BF, h, 0.0f, dh, BF, 4 * h));
-    OP(C_ELEM, be->gelu_bwd(be, CS, dh, dh, hpre, Nh * 4));
+    if (!hcopy) {
+      OP(C_GEMM, be->gemm(be, CS, 0, 1, N, 4 * h, h, 1.0f, dy, BF, h, wfc2, BF, h, 0.0f, dh, BF, 4 * h));
+      OP(C_ELEM, be->gelu_bwd(be, CS, dh, dh, hpre, Nh * 4));
+    } else {   /* model_gpt.c: hpre copied, then dh = (dy Wfc2^T) * gelu'(copy) in one GEMM */
+      OP(C_COPY, be->memcpy_async(be, CS, hcopy, hpre, Nh * 4 * 2, 0));
+      EPOP(PPSRT_EP_DGELU,
+           be->gemm_ep(be, CS, PPSRT_EP_DGELU, 0, 1, N, 4 * h, h, 1.0f, dy, BF, h, wfc2, BF, h, 0.0f, dh, BF, 4 * h,
+                       NULL, hcopy, NULL),
+           be->gemm(be, CS, 0, 1, N, 4 * h, h, 1.0f, dy, BF, h, wfc2, BF, h, 0.0f, dh, BF, 4 * h),
+           OP(C_ELEM, be->gelu_bwd(be, CS, dh, dh, hpre, Nh * 4)));
+    }
     OP(C_GEMM, be->gemm(be, CS, 0, 1, N, h, 4 * h, 1.0f, dh, BF, 4 * h, wfc, BF, 4 * h, 0.0f, dln2, BF, h));
     OP(C_COPY, be->memcpy_async(be, CS, dx1, dy, Nh * 2, 0));
     OP(C_NORM, be->layernorm_bwd_input(be, CS, dx1, dln2, x1, m2, r2, g2, N, h, 1));
@@ -185,11 +254,21 @@ int main(int argc, char **argv) {
     K(be->event_record(be, ev[2], CS));
     pass = 2;
     /* ---- W: weight gradients ---- */
-    OP(C_GEMM, be->gemm(be, CS, 1, 0, 4 * h, h, N, 1.0f, hact, BF, 4 * h, dy, BF, h, 1.0f, dwfc2, F32, h));
-    OP(C_GEMM, be->gemm(be, CS, 1, 0, h, 4 * h, N, 1.0f, ln2, BF, h, dh, BF, 4 * h, 1.0f, dwfc, F32, 4 * h));
+/* a weight gradient dW += X^T dY, with (--epilogue) the bias gradient db += colsum(dY) */
+#define WGRAD(M_, N_, X_, ldx_, DY_, dw_, db_)                                                                       \
+  do {                                                                                                               \
+    if (!epi) OP(C_GEMM, be->gemm(be, CS, 1, 0, M_, N_, N, 1.0f, X_, BF, ldx_, DY_, BF, N_, 1.0f, dw_, F32, N_));   \
+    else EPOP(PPSRT_EP_BGRAD,                                                                                        \
+              be->gemm_ep(be, CS, PPSRT_EP_BGRAD, 1, 0, M_, N_, N, 1.0f, X_, BF, ldx_, DY_, BF, N_, 1.0f, dw_, F32,  \
+                          N_, NULL, NULL, db_),                                                                      \
+              be->gemm(be, CS, 1, 0, M_, N_, N, 1.0f, X_, BF, ldx_, DY_, BF, N_, 1.0f, dw_, F32, N_),               \
+              OP(C_ELEM, be->bias_grad(be, CS, db_, DY_, N, N_)));                                                   \
+  } while (0)
+    WGRAD(4 * h, h, hact, 4 * h, dy, dwfc2, dbfc2);
+    WGRAD(h, 4 * h, ln2, h, dh, dwfc, dbfc);
     OP(C_NORM, be->layernorm_bwd_weight(be, CS, dg2, db2, dln2, x1, m2, r2, N, h));
-    OP(C_GEMM, be->gemm(be, CS, 1, 0, h, h, N, 1.0f, att, BF, h, dx1, BF, h, 1.0f, dwproj, F32, h));
-    OP(C_GEMM, be->gemm(be, CS, 1, 0, h, q, N, 1.0f, ln1, BF, h, dqkv, BF, q, 1.0f, dwqkv, F32, q));
+    WGRAD(h, h, att, h, dx1, dwproj, dbproj);
+    WGRAD(h, q, ln1, h, dqkv, dwqkv, dbqkv);
     OP(C_NORM, be->layernorm_bwd_weight(be, CS, dg1, db1, dln1, x, m1, r1, N, h));
     K(be->event_record(be, ev[3], CS));
     K(be->event_sync(be, ev[3]));
@@ -216,6 +295,11 @@ int main(int argc, char **argv) {
   be->mem_stats(be, &cur, &pk, 0);
   printf("# layer_bench: one GPT layer on the PPS CUDA backend (F, B, W passes)\n");
   printf("# GPU: %s (compute capability %d.%d), %d SMs\n", prop.name, prop.major, prop.minor, prop.multiProcessorCount);
+  long epf = 0, epu = 0;
+  ppsrt_cuda_epilogue_calls(be, &epf, &epu);
+  if (epi)
+    printf("# biases in the layer; epilogues PPSRT_CUDA_EPILOGUE=%s: %ld GEMM calls fused, %ld fell back to the unfused "
+           "kernels\n", epi, epf, epu);
   printf("# hidden %d, seq %d, heads %d, query groups %d, head dim %d, batch %d; bf16, F32 accumulate; attention: %s\n",
          h, s, H, G, D, B, ppsrt_cuda_attention_path(be));
   printf("# iterations %d after %d warm-up; times: median (min..max) in ms; device memory counted %.2f GiB\n", iters, warm,
@@ -251,6 +335,7 @@ int main(int argc, char **argv) {
            "\"peak_tflops\":%.6g,\"mfu\":%.6g",
            prop.name, rtv, drv, ppsrt_cuda_attention_path(be), h, s, H, G, B, iters, t[0][0] * 1e3, t[1][0] * 1e3,
            t[2][0] * 1e3, total * 1e3, flops_total, tflops, peak, peak > 0 ? tflops / peak : 0.0);
+    if (epi) printf(",\"epilogue\":\"%s\",\"ep_fused\":%ld,\"ep_unfused\":%ld", epi, epf, epu);
     if (bd) {
       printf(",\"breakdown_ms\":{");
       for (int c = 0; c < NCLS; c++) printf("%s\"%s\":%.6g", c ? "," : "", cls_name[c], cls_ms[c]);

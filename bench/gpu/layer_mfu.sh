@@ -11,6 +11,9 @@
 # figures: H100/H200 SXM 989, H100 PCIe 756, A100 312). SIZES overrides the size list
 # ("h,s,heads,groups" separated by spaces), BREAKDOWN the breakdown's size, ITERS the
 # timed iterations (default 20); SKIP_RUNTIME=1 leaves out the whole-runtime run.
+# EPILOGUE=none|lt|LIST runs the PPS layer with its biases and those GEMM epilogues fused
+# (layer_bench --epilogue; bench/gpu/epilogue.sh compares them); unset, the layer has no
+# biases, as torch_layer.py's.
 . "$(dirname "$0")/common.sh"
 require_gpu
 SIZES=${SIZES:-"2048,2048,16,4 4096,4096,32,8 4096,8192,32,8 8192,4096,64,8"}
@@ -26,31 +29,25 @@ if [ -z "$PEAK_TFLOPS" ]; then
 fi
 header "layer_mfu: sizes $SIZES, $ITERS iterations, peak $PEAK_TFLOPS TFLOP/s ($name)"
 rec="$OUT/layer_records.jsonl"
-commit=${PPS_COMMIT:-$(git -C "$top_srcdir" rev-parse --short HEAD 2>/dev/null || echo unknown)}
-driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1)
 have_torch=0; python3 -c "import torch" 2>/dev/null && have_torch=1
-# record FILE: the last JSON line of FILE, with date, commit and driver added, onto $rec
-record() {
-  grep '^{' "$1" | tail -1 | python3 -c "import json,sys,datetime; j=json.loads(sys.stdin.read()); j.update(date=datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ'), commit='$commit', driver='$driver'); print(json.dumps(j))" >> "$rec"
-}
-field() { grep '^{' "$1" | tail -1 | python3 -c "import json,sys; print(json.loads(sys.stdin.read()).get('$2', ''))"; }
 printf '%-18s %11s %11s %11s %9s %9s\n' "h/s/heads/groups" "pps_cudnn" "pps_cublas" "torch_sdpa" "cudnn/pt" "cublas/pt"
 for sz in $SIZES; do
   IFS=, read h s H G <<EOT
 $sz
 EOT
   args="--hidden $h --seq $s --heads $H --groups $G --batch 1 --iters $ITERS --warmup 3 --peak-tflops $PEAK_TFLOPS --json"
+  pps_args="$args${EPILOGUE:+ --epilogue $EPILOGUE}"
   tag="$h-$s-$H-$G"
   for path in cudnn cublas; do
-    if "$top_builddir/bench/gpu/layer_bench" $args --attn $path > "$OUT/layer_pps_${path}_$tag.txt" 2>&1; then
-      record "$OUT/layer_pps_${path}_$tag.txt"
+    if "$top_builddir/bench/gpu/layer_bench" $pps_args --attn $path > "$OUT/layer_pps_${path}_$tag.txt" 2>&1; then
+      record "$OUT/layer_pps_${path}_$tag.txt" "$rec"
     else
       echo "# layer_bench --attn $path at $tag failed:"; tail -3 "$OUT/layer_pps_${path}_$tag.txt"
     fi
   done
   pt=
   if [ $have_torch = 1 ] && python3 "$top_srcdir/bench/gpu/torch_layer.py" $args > "$OUT/layer_torch_$tag.txt" 2>&1; then
-    record "$OUT/layer_torch_$tag.txt"; pt=$(field "$OUT/layer_torch_$tag.txt" total_ms)
+    record "$OUT/layer_torch_$tag.txt" "$rec"; pt=$(field "$OUT/layer_torch_$tag.txt" total_ms)
   fi
   c=$(field "$OUT/layer_pps_cudnn_$tag.txt" total_ms 2>/dev/null); b=$(field "$OUT/layer_pps_cublas_$tag.txt" total_ms 2>/dev/null)
   python3 - "$h/$s/$H/$G" "$c" "$b" "$pt" <<'PY'
@@ -69,9 +66,9 @@ echo "# breakdown at $h/$s/$H/$G:"
 bargs="--hidden $h --seq $s --heads $H --groups $G --batch 1 --iters 10 --warmup 3 --json --breakdown"
 for path in cudnn cublas; do
   echo "## PPS, attention $path"
-  if "$top_builddir/bench/gpu/layer_bench" $bargs --attn $path > "$OUT/layer_breakdown_$path.txt" 2>&1; then
+  if "$top_builddir/bench/gpu/layer_bench" $bargs${EPILOGUE:+ --epilogue $EPILOGUE} --attn $path > "$OUT/layer_breakdown_$path.txt" 2>&1; then
     sed -n '/^# breakdown/,/^total/p' "$OUT/layer_breakdown_$path.txt"
-    record "$OUT/layer_breakdown_$path.txt"
+    record "$OUT/layer_breakdown_$path.txt" "$rec"
   else
     echo "# failed:"; tail -3 "$OUT/layer_breakdown_$path.txt"
   fi
@@ -80,7 +77,7 @@ if [ $have_torch = 1 ]; then
   echo "## PyTorch eager"
   python3 "$top_srcdir/bench/gpu/torch_layer.py" $bargs > "$OUT/layer_breakdown_torch.txt" 2>&1
   sed -n '/^# breakdown/,$p' "$OUT/layer_breakdown_torch.txt" | grep -v '^{'
-  record "$OUT/layer_breakdown_torch.txt"
+  record "$OUT/layer_breakdown_torch.txt" "$rec"
 else
   echo "# PyTorch not installed: no comparison (pip install torch, then rerun)"
 fi

@@ -30,7 +30,9 @@
  *  - matrix products on tensor cores: cublasGemmEx / cublasGemmStridedBatchedEx with
  *    CUBLAS_COMPUTE_32F, bf16 operands and a bf16 or F32 result, row-major through the
  *    transpose identity C^T = op(B)^T op(A)^T. Mixed operand types go through an F32
- *    copy (slow path, for completeness);
+ *    copy (slow path, for completeness); with PPSRT_CUDA_EPILOGUE, gemm_ep runs a GEMM
+ *    and its bias / bias + GeLU / GeLU-gradient / bias-gradient epilogue as one
+ *    cublasLtMatmul (gemm_lt.c; off by default until measured on a GPU, docs/gpu.md);
  *  - attention (grouped query heads, causal): cuBLAS batched GEMMs for Q K^T, P V and
  *    the backward products, with the softmax, probability and dS pieces as kernels
  *    (kernels.cu). Chosen over a hand-written FlashAttention-2 kernel because it is
@@ -127,6 +129,11 @@ typedef struct cuda_impl {
   int attn_path, attn_strict;
   long attn_fused, attn_unfused;   /* calls run fused / on the cuBLAS path (tests, benches) */
   void *dnn;             /* ppsrt_cudnn * when built with the cuDNN frontend */
+  /* fused GEMM epilogues (PPSRT_CUDA_EPILOGUE, gemm_lt.c): PPSRT_EP_* bits, calls run
+   * fused / fallen back to the unfused kernels */
+  unsigned ep_mask;
+  ppsrt_lt *lt;
+  long ep_fused, ep_unfused;
   int timing;
   /* set by the transport (ppsrt_cuda_attach) */
   double timeout_s;
@@ -1002,6 +1009,42 @@ static int cu_gemm_strided(ppsrt_backend *b, int stream, int ta, int tb, int M, 
   return gemm_any(b, stream, ta, tb, M, N, K, alpha, A, at, lda, sA, B, bt, ldb, sB, beta, C, ct, ldc, sC, count);
 }
 
+/* A GEMM with a fused epilogue (backend.h gemm_ep) through cuBLASLt (gemm_lt.c), on the
+ * stream's scratch: LT_WS bytes of cuBLASLt workspace, then the F32 bias gradient that
+ * is added into dbias after the product. */
+#define LT_WS ((size_t)32 << 20)
+static int cu_gemm_ep(ppsrt_backend *b, int stream, int ep, int ta, int tb, int M, int N, int K, float alpha,
+                      const void *A, ppsrt_dtype at, int lda, const void *B, ppsrt_dtype bt, int ldb, float beta,
+                      void *C, ppsrt_dtype ct, int ldc, const void *bias, void *aux, float *dbias) {
+  cuda_impl *im = IM(b);
+  USE(b);
+  STREAM(b, stream, s);
+  int rc = 1;
+  if ((im->ep_mask & (unsigned)ep) && at == PPSRT_BF16 && bt == PPSRT_BF16 && (ta ? M : K) <= lda &&
+      (tb ? K : N) <= ldb && N <= ldc) {
+    void *ws;
+    size_t nb = ep == PPSRT_EP_BGRAD ? (size_t)N * sizeof(float) : 0;
+    rc = ws_get(b, stream, LT_WS + nb, &ws);
+    if (rc) return rc;
+    float *db = nb ? (float *)((char *)ws + LT_WS) : NULL;
+    rc = ppsrt_lt_gemm(b, im->lt, s, ep, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ct == PPSRT_F32, ldc, bias,
+                       aux, db, ws, LT_WS);
+    if (rc == 0 && db) CUDA_CHECK(b, ppsrt_cu_axpy_f32(s, dbias, db, 1.0f, (size_t)N));
+    if (rc >= 0) {
+      int rc2 = ws_done(b, stream);
+      if (rc2) return rc2;
+    }
+  }
+  if (rc >= 0) __atomic_add_fetch(rc ? &im->ep_unfused : &im->ep_fused, 1, __ATOMIC_RELAXED);
+  return rc;
+}
+
+unsigned ppsrt_cuda_epilogues(ppsrt_backend *b) { return IM(b)->ep_mask; }
+void ppsrt_cuda_epilogue_calls(ppsrt_backend *b, long *fused, long *unfused) {
+  *fused = __atomic_load_n(&IM(b)->ep_fused, __ATOMIC_RELAXED);
+  *unfused = __atomic_load_n(&IM(b)->ep_unfused, __ATOMIC_RELAXED);
+}
+
 /* ------------------------------------------------------------------------- */
 /* attention: cuBLAS GEMMs + kernels (math: cpu_kernels.c k_attention_fwd/bwd)    */
 
@@ -1381,6 +1424,7 @@ static void cu_destroy(ppsrt_backend *b) {
       if (im->blas) cublasDestroy(im->blas);
       if (im->blas2) cublasDestroy(im->blas2);
       if (im->blas3) cublasDestroy(im->blas3);
+      ppsrt_lt_destroy(im->lt);
 #ifdef HAVE_CUDNN_FE
       ppsrt_cudnn_destroy(im->dnn);
 #endif
@@ -1458,6 +1502,41 @@ static int attn_setup(ppsrt_backend *b) {
                     "set PPSRT_CUDA_ATTN=cublas", msg);
 }
 
+/* PPSRT_CUDA_EPILOGUE: which GEMM epilogues run fused through cuBLASLt (gemm_ep):
+ * `none`, `lt` (all), or a comma-separated list of bias, bias_gelu, dgelu, bgrad. The
+ * default is PPSRT_CUDA_EPILOGUE_DEFAULT: none until a GPU run has measured each against
+ * the unfused kernels (bench/gpu/epilogue.sh; docs/gpu.md). */
+#ifndef PPSRT_CUDA_EPILOGUE_DEFAULT
+#define PPSRT_CUDA_EPILOGUE_DEFAULT "none"
+#endif
+static int epilogue_setup(ppsrt_backend *b) {
+  static const struct { const char *name; unsigned bits; } names[] = {
+      {"none", 0}, {"lt", PPSRT_EP_BIAS | PPSRT_EP_BIAS_GELU | PPSRT_EP_DGELU | PPSRT_EP_BGRAD},
+      {"bias", PPSRT_EP_BIAS}, {"bias_gelu", PPSRT_EP_BIAS_GELU}, {"dgelu", PPSRT_EP_DGELU},
+      {"bgrad", PPSRT_EP_BGRAD}};
+  cuda_impl *im = IM(b);
+  const char *v = getenv("PPSRT_CUDA_EPILOGUE");
+  if (!v || !*v) v = PPSRT_CUDA_EPILOGUE_DEFAULT;
+  unsigned mask = 0;
+  for (const char *p = v; *p;) {
+    size_t n = strcspn(p, ",");
+    size_t i = 0;
+    while (i < sizeof names / sizeof *names && (strlen(names[i].name) != n || strncmp(p, names[i].name, n))) i++;
+    if (i == sizeof names / sizeof *names)
+      return PPSRT_FAIL(PPSRT_E_USAGE, "cuda: PPSRT_CUDA_EPILOGUE=%s: expected none, lt, or a comma-separated list of "
+                        "bias, bias_gelu, dgelu, bgrad", v);
+    mask |= names[i].bits;
+    p += n + (p[n] == ',');
+  }
+  if (!mask) return PPSRT_OK;
+  int rc = ppsrt_lt_create(b, &im->lt);
+  if (rc) return rc;
+  im->ep_mask = mask;
+  b->epilogues = mask;
+  b->gemm_ep = cu_gemm_ep;
+  return PPSRT_OK;
+}
+
 static int setup(ppsrt_backend *b) {
   cuda_impl *im = IM(b);
   USE(b);
@@ -1483,7 +1562,8 @@ static int setup(ppsrt_backend *b) {
   CUBLAS_CHECK(b, cublasSetPointerMode(im->blas2, CUBLAS_POINTER_MODE_HOST));
   CUBLAS_CHECK(b, cublasCreate(&im->blas3));
   CUBLAS_CHECK(b, cublasSetPointerMode(im->blas3, CUBLAS_POINTER_MODE_HOST));
-  return attn_setup(b);
+  int rc = epilogue_setup(b);
+  return rc ? rc : attn_setup(b);
 }
 
 /* The GPU a rank runs on. The runtime passes the device rank; ranks map onto the GPUs

@@ -153,6 +153,20 @@ int ppsrt_cuda_device(ppsrt_backend *b);
 const char *ppsrt_cuda_attention_path(ppsrt_backend *b);
 /* Attention calls (forward and backward) run so far fused (cuDNN) and on the cuBLAS path. */
 void ppsrt_cuda_attention_calls(ppsrt_backend *b, long *fused, long *unfused);
+/* Fused GEMM epilogues (gemm_ep, PPSRT_CUDA_EPILOGUE): the PPSRT_EP_* bits this backend
+ * fuses, and the gemm_ep calls run fused so far and those that fell back to the unfused
+ * kernels (switched off, or no cuBLASLt algorithm for the operands). */
+unsigned ppsrt_cuda_epilogues(ppsrt_backend *b);
+void ppsrt_cuda_epilogue_calls(ppsrt_backend *b, long *fused, long *unfused);
+/* gemm_lt.c: the cuBLASLt side of gemm_ep (row-major operands, bf16 A and B, C bf16 or
+ * F32 (c_f32)); 0 done, 1 nothing queued (no algorithm: run the unfused kernels), < 0
+ * error. PPSRT_EP_BGRAD writes the bias gradient (F32 [N]) to dbias, not adding. */
+typedef struct ppsrt_lt ppsrt_lt;
+int ppsrt_lt_create(ppsrt_backend *b, ppsrt_lt **out);
+void ppsrt_lt_destroy(ppsrt_lt *lt);
+int ppsrt_lt_gemm(ppsrt_backend *b, ppsrt_lt *lt, cudaStream_t s, int ep, int ta, int tb, int M, int N, int K,
+                  float alpha, const void *A, int lda, const void *B, int ldb, float beta, void *C, int c_f32, int ldc,
+                  const void *bias, void *aux, float *dbias, void *ws, size_t ws_bytes);
 /* Record-stream: device buffer p (from any CUDA backend of the process) is used by work
  * queued on stream s, which is not one of the backend's five; the allocator does not
  * hand p out again before that work is done (an event per use, at most

@@ -12,11 +12,12 @@
  * emulator the program hands it their host versions through pps_emu_register_kernel
  * (a weak reference: absent on a GPU). Gates are 200 ms spin kernels; the whole run
  * takes a few seconds on a GPU (NCCL's start-up included). Each section (launch,
- * streams, memory, device, cublas, nccl, errors) runs in a process of its own.
+ * streams, memory, device, cublas, cublaslt, nccl, errors) runs in a process of its own.
  * Usage: conformance [--gate-ms N] [--section NAME] */
 #include "config.h"
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,12 +25,13 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-#ifdef HAVE_NCCL
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wstrict-prototypes"
+#include <cublasLt.h>
+#ifdef HAVE_NCCL
 #include <nccl.h>
-#pragma GCC diagnostic pop
 #endif
+#pragma GCC diagnostic pop
 
 extern const void *conf_spin_kernel(void);
 extern const void *conf_nop_kernel(void);
@@ -531,6 +533,193 @@ static void t_nccl_init0(void) {
 }
 #endif
 
+/* ---- cuBLASLt: the calls of the fused GEMM epilogues (runtime/cuda/gemm_lt.c) ---- */
+static uint16_t c_bf16(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
+static float c_f32(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+/* the heuristic's answer for a bf16 64 x 64 x 64 product with epilogue epi (transa ta, aux
+ * leading dimension aux_ld, 0: no aux pointer) */
+static void lt_heur(cublasLtHandle_t h, const char *name, uint32_t epi, int32_t ta, int64_t aux_ld, void *aux,
+                    void *bias) {
+  cublasLtMatmulDesc_t op;
+  cublasLtMatrixLayout_t a, b, c;
+  cublasLtMatmulPreference_t pref;
+  int32_t tb = CUBLAS_OP_N;
+  uint64_t ws = 1 << 20;
+  if (cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F) || cublasLtMatrixLayoutCreate(&a, CUDA_R_16BF, 64, 64, 64) ||
+      cublasLtMatrixLayoutCreate(&b, CUDA_R_16BF, 64, 64, 64) || cublasLtMatrixLayoutCreate(&c, CUDA_R_16BF, 64, 64, 64) ||
+      cublasLtMatmulPreferenceCreate(&pref) ||
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws) ||
+      cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta) ||
+      cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb) ||
+      cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi) ||
+      cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias) ||
+      (aux_ld && (cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux) ||
+                  cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof aux_ld)))) {
+    OUT(name, "the descriptors could not be made");
+    return;
+  }
+  cublasLtMatmulHeuristicResult_t r;
+  int n = 0;
+  memset(&r, 0, sizeof r);
+  cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(h, op, a, b, c, c, pref, 1, &r, &n);
+  OUT(name, "%s (%d), %s", cublasGetStatusName(st), (int)st, n > 0 ? "a result" : "no result");
+  cublasLtMatmulPreferenceDestroy(pref);
+  cublasLtMatrixLayoutDestroy(a);
+  cublasLtMatrixLayoutDestroy(b);
+  cublasLtMatrixLayoutDestroy(c);
+  cublasLtMatmulDescDestroy(op);
+}
+/* D = epilogue(A B) on m = n = k = 64 (column-major bf16, A and B as given), checked on the
+ * host: GELU_AUX_BIAS (aux = A B + bias[row], D = tanh-form GeLU of it) or BGRADA (bias =
+ * the row sums of A, F32 D); prints whether the device agrees within 3 bf16 roundings */
+static void lt_value(cublasLtHandle_t h, const char *name, uint32_t epi) {
+  enum { M = 64 };
+  int f32 = epi == CUBLASLT_EPILOGUE_BGRADA;
+  cudaDataType_t dt = f32 ? CUDA_R_32F : CUDA_R_16BF;
+  size_t es = f32 ? 4 : 2;
+  static uint16_t ha[M * M], hb[M * M], hbias[M], haux[M * M];
+  static float fa[M * M], fb[M * M], fbias[M], hg[M];
+  static unsigned char dbuf[M * M * 4];
+  for (int i = 0; i < M * M; i++) {
+    ha[i] = c_bf16((float)((i * 37 % 17) - 8) / 16.0f);
+    hb[i] = c_bf16((float)((i * 11 % 13) - 6) / 16.0f);
+    fa[i] = c_f32(ha[i]);
+    fb[i] = c_f32(hb[i]);
+  }
+  for (int i = 0; i < M; i++) {
+    hbias[i] = c_bf16((float)(i % 7 - 3) / 4.0f);
+    fbias[i] = c_f32(hbias[i]);
+  }
+  void *A, *B, *D, *aux, *bias;
+  NEED(cudaMalloc(&A, sizeof ha));
+  NEED(cudaMalloc(&B, sizeof hb));
+  NEED(cudaMalloc(&D, (size_t)M * M * es));
+  NEED(cudaMalloc(&aux, sizeof haux));
+  NEED(cudaMalloc(&bias, M * 4));
+  NEED(cudaMemcpy(A, ha, sizeof ha, cudaMemcpyHostToDevice));
+  NEED(cudaMemcpy(B, hb, sizeof hb, cudaMemcpyHostToDevice));
+  NEED(cudaMemcpy(bias, hbias, sizeof hbias, cudaMemcpyHostToDevice));
+  cublasLtMatmulDesc_t op;
+  cublasLtMatrixLayout_t la, lb, lc;
+  int64_t aux_ld = M;
+  float al = 1, be = 0;
+  cublasStatus_t st = cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+  if (!st) st = cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
+  if (!st) st = cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
+  if (!st && !f32) st = cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux);
+  if (!st && !f32) st = cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof aux_ld);
+  if (!st) st = cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, M, M, M);
+  if (!st) st = cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, M, M, M);
+  if (!st) st = cublasLtMatrixLayoutCreate(&lc, dt, M, M, M);
+  if (!st) st = cublasLtMatmul(h, op, &al, A, la, B, lb, &be, D, lc, D, lc, NULL, NULL, 0, NULL);
+  if (st) {
+    OUT(name, "%s (%d)", cublasGetStatusName(st), (int)st);
+    return;
+  }
+  NEED(cudaDeviceSynchronize());
+  NEED(cudaMemcpy(dbuf, D, (size_t)M * M * es, cudaMemcpyDeviceToHost));
+  NEED(cudaMemcpy(haux, aux, sizeof haux, cudaMemcpyDeviceToHost));
+  NEED(cudaMemcpy(hg, bias, M * 4, cudaMemcpyDeviceToHost));
+  int bad = 0;
+  for (int j = 0; j < M; j++)
+    for (int i = 0; i < M; i++) {
+      float acc = 0;
+      for (int l = 0; l < M; l++) acc += fa[i + l * M] * fb[l + j * M];
+      if (f32) {
+        float got;
+        memcpy(&got, dbuf + 4 * (i + j * M), 4);
+        bad += !(fabsf(got - acc) <= 1e-3f * (1 + fabsf(acc)));
+      } else {
+        float pre = acc + fbias[i], u = 0.7978845608028654f * (pre + 0.044715f * pre * pre * pre);
+        float g = 0.5f * pre * (1 + tanhf(u)), ga = c_f32(haux[i + j * M]);
+        uint16_t dv;
+        memcpy(&dv, dbuf + 2 * (i + j * M), 2);
+        bad += !(fabsf(ga - pre) <= 3 * 0.0078125f * (fabsf(pre) + 1e-2f));
+        bad += !(fabsf(c_f32(dv) - g) <= 3 * 0.0078125f * (fabsf(g) + 1e-2f));
+      }
+    }
+  if (f32)
+    for (int i = 0; i < M; i++) {
+      float s = 0;
+      for (int l = 0; l < M; l++) s += fa[i + l * M];
+      bad += !(fabsf(hg[i] - s) <= 1e-3f * (1 + fabsf(s)));
+    }
+  OUT(name, "%s", bad ? "differs from the host's" : (f32 ? "D = A B, bias gradient = row sums of A" :
+                                                          "aux = A B + bias over D's rows, D = tanh GeLU of aux"));
+  cublasLtMatrixLayoutDestroy(la);
+  cublasLtMatrixLayoutDestroy(lb);
+  cublasLtMatrixLayoutDestroy(lc);
+  cublasLtMatmulDescDestroy(op);
+  NEED(cudaFree(A));
+  NEED(cudaFree(B));
+  NEED(cudaFree(D));
+  NEED(cudaFree(aux));
+  NEED(cudaFree(bias));
+}
+static void t_cublaslt(void) {
+  cublasLtHandle_t h;
+  cublasStatus_t st = cublasLtCreate(&h);
+  bo("cublasLtCreate", st);
+  if (st != CUBLAS_STATUS_SUCCESS) return;
+  cublasLtMatmulDesc_t op;
+  NEED(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F) ? cudaErrorUnknown : cudaSuccess);
+  uint64_t epi8 = CUBLASLT_EPILOGUE_BIAS;
+  bo("cublasLtMatmulDescSetAttribute EPILOGUE of 8 bytes",
+     cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi8, sizeof epi8));
+  bo("cublasLtMatmulDescSetAttribute NULL buffer", cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                                                                  NULL, 4));
+  cublasLtMatmulDescDestroy(op);
+  cublasLtMatmulPreference_t pref;
+  NEED(cublasLtMatmulPreferenceCreate(&pref) ? cudaErrorUnknown : cudaSuccess);
+  uint32_t ws4 = 1 << 20;
+  bo("cublasLtMatmulPreferenceSetAttribute MAX_WORKSPACE_BYTES of 4 bytes",
+     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws4, sizeof ws4));
+  cublasLtMatmulPreferenceDestroy(pref);
+  void *aux, *bias;
+  NEED(cudaMalloc(&aux, 64 * 64 * 2));
+  NEED(cudaMalloc(&bias, 64 * 4));
+  {   /* requestedAlgoCount 0 */
+    cublasLtMatrixLayout_t a;
+    cublasLtMatmulHeuristicResult_t r;
+    int n = 0;
+    NEED(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F) ? cudaErrorUnknown : cudaSuccess);
+    NEED(cublasLtMatrixLayoutCreate(&a, CUDA_R_16BF, 64, 64, 64) ? cudaErrorUnknown : cudaSuccess);
+    NEED(cublasLtMatmulPreferenceCreate(&pref) ? cudaErrorUnknown : cudaSuccess);
+    bo("cublasLtMatmulAlgoGetHeuristic requestedAlgoCount 0",
+       cublasLtMatmulAlgoGetHeuristic(h, op, a, a, a, a, pref, 0, &r, &n));
+    float al = 1, be = 0;
+    bo("cublasLtMatmul NULL handle", cublasLtMatmul(NULL, op, &al, aux, a, aux, a, &be, aux, a, aux, a, NULL, NULL, 0,
+                                                    NULL));
+    cublasLtMatmulPreferenceDestroy(pref);
+    cublasLtMatrixLayoutDestroy(a);
+    cublasLtMatmulDescDestroy(op);
+  }
+  lt_heur(h, "cublasLtMatmulAlgoGetHeuristic GELU_AUX_BIAS bf16 64x64x64", CUBLASLT_EPILOGUE_GELU_AUX_BIAS,
+          CUBLAS_OP_N, 64, aux, bias);
+  lt_heur(h, "cublasLtMatmulAlgoGetHeuristic GELU_AUX_BIAS without the aux pointer", CUBLASLT_EPILOGUE_GELU_AUX_BIAS,
+          CUBLAS_OP_N, 0, NULL, bias);
+  lt_heur(h, "cublasLtMatmulAlgoGetHeuristic GELU_AUX_BIAS aux leading dimension 68", CUBLASLT_EPILOGUE_GELU_AUX_BIAS,
+          CUBLAS_OP_N, 68, aux, bias);
+  lt_heur(h, "cublasLtMatmulAlgoGetHeuristic DGELU bf16 64x64x64", CUBLASLT_EPILOGUE_DGELU, CUBLAS_OP_N, 64, aux, NULL);
+  lt_heur(h, "cublasLtMatmulAlgoGetHeuristic BGRADA, A transposed", CUBLASLT_EPILOGUE_BGRADA, CUBLAS_OP_T, 0, NULL,
+          bias);
+  lt_value(h, "cublasLtMatmul GELU_AUX_BIAS bf16 64x64x64", CUBLASLT_EPILOGUE_GELU_AUX_BIAS);
+  lt_value(h, "cublasLtMatmul BGRADA bf16 -> f32 64x64x64", CUBLASLT_EPILOGUE_BGRADA);
+  NEED(cudaFree(aux));
+  NEED(cudaFree(bias));
+  bo("cublasLtDestroy", cublasLtDestroy(h));
+}
+
 /* ---- error names and strings ---- */
 static void t_errors(void) {
   static const cudaError_t codes[] = {cudaSuccess, cudaErrorInvalidValue, cudaErrorMemoryAllocation,
@@ -546,7 +735,7 @@ static void t_errors(void) {
 
 static const struct { const char *name; void (*run)(void); } sections[] = {
   {"launch", t_launch}, {"streams", t_streams}, {"memory", t_memory}, {"device", t_device},
-  {"cublas", t_cublas},
+  {"cublas", t_cublas}, {"cublaslt", t_cublaslt},
 #ifdef HAVE_NCCL
   {"nccl", t_nccl}, {"nccl_init0", t_nccl_init0},
 #endif

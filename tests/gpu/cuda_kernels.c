@@ -553,6 +553,194 @@ static void t_attention_cudnn(void) {
 #endif
 }
 
+/* Fused GEMM epilogues (backend.h gemm_ep, cuBLASLt: runtime/cuda/gemm_lt.c) on a backend
+ * made with PPSRT_CUDA_EPILOGUE=lt, each against the CPU reference of the unfused
+ * sequence it replaces, and the same inputs through that unfused sequence on the GPU at
+ * the same tolerance; each fused call must have run fused (the calls counted), not
+ * fallen back. The layer's shapes: T tokens, hidden h, 4h wide MLP; pad > 0 strides the
+ * rows. A call that falls back (cuBLASLt has no algorithm for it) is a failure on the
+ * emulator, which takes every one; on a GPU it is reported (that epilogue cannot be
+ * turned on for such shapes) and the unfused sequence computes what is compared. */
+static unsigned ep_fell;   /* PPSRT_EP_* bits of the calls of ep_case that fell back */
+static int ep_run(int ep, int rc) {
+  if (rc < 0) die("gemm_ep", rc);
+  if (rc) ep_fell |= (unsigned)ep;
+  return rc;
+}
+static void ep_case(const char *label, int T, int h, int pad) {
+  const int F = 4 * h, ldx = h + pad, ldf = F + 8 * pad;   /* the GeLU input's stride: a multiple of 8 */
+  char w[128];
+  long f0, u0, f1, u1;
+  ppsrt_cuda_epilogue_calls(gpu, &f0, &u0);
+  ep_fell = 0;
+  for (int fz = 1; fz >= 0; fz--) {
+    const char *path = fz ? "fused" : "unfused";
+    /* F: pre = x Wfc + b, y = gelu(pre) */
+    pair x = mk((size_t)T * ldx, PPSRT_BF16, 1, 0), wfc = mk((size_t)h * ldf, PPSRT_BF16, 0.2f, 0),
+         b = mk((size_t)F, PPSRT_BF16, 0.5f, 0), pre = mk((size_t)T * ldf, PPSRT_BF16, 0, 0),
+         y = mk((size_t)T * ldf, PPSRT_BF16, 0, 0);
+    OK(cpu->gemm(cpu, 0, 0, 0, T, F, h, 1.0f, x.c, PPSRT_F32, ldx, wfc.c, PPSRT_F32, ldf, 0.0f, pre.c, PPSRT_F32, ldf));
+    for (int r = 0; r < T; r++)
+      OK(cpu->add_bias_gelu(cpu, 0, (float *)y.c + (size_t)r * ldf, (float *)pre.c + (size_t)r * ldf,
+                            (float *)pre.c + (size_t)r * ldf, b.c, 1, F));
+    if (!fz || ep_run(PPSRT_EP_BIAS_GELU, gpu->gemm_ep(gpu, 0, PPSRT_EP_BIAS_GELU, 0, 0, T, F, h, 1.0f, x.g, PPSRT_BF16,
+                                                       ldx, wfc.g, PPSRT_BF16, ldf, 0.0f, y.g, PPSRT_BF16, ldf, b.g,
+                                                       pre.g, NULL))) {
+      OK(gpu->gemm(gpu, 0, 0, 0, T, F, h, 1.0f, x.g, PPSRT_BF16, ldx, wfc.g, PPSRT_BF16, ldf, 0.0f, pre.g, PPSRT_BF16, ldf));
+      for (int r = 0; r < T; r++)
+        OK(gpu->add_bias_gelu(gpu, 0, (uint16_t *)y.g + (size_t)r * ldf, (uint16_t *)pre.g + (size_t)r * ldf,
+                              (uint16_t *)pre.g + (size_t)r * ldf, b.g, 1, F));
+    }
+    snprintf(w, sizeof w, "epilogue bias+gelu %s %s: GeLU input", label, path);
+    compare(w, &pre, TOL_MM);
+    snprintf(w, sizeof w, "epilogue bias+gelu %s %s: output", label, path);
+    compare(w, &y, TOL_MM);
+    /* F: out = res + y Wfc2 + b2 (beta 1: the residual already in out) */
+    pair wfc2 = mk((size_t)F * ldx, PPSRT_BF16, 0.2f, 0), b2 = mk((size_t)h, PPSRT_BF16, 0.5f, 0),
+         out = mk((size_t)T * ldx, PPSRT_BF16, 1, 0);
+    OK(cpu->gemm(cpu, 0, 0, 0, T, h, F, 1.0f, y.c, PPSRT_F32, ldf, wfc2.c, PPSRT_F32, ldx, 1.0f, out.c, PPSRT_F32, ldx));
+    for (int r = 0; r < T; r++)
+      OK(cpu->add_bias(cpu, 0, (float *)out.c + (size_t)r * ldx, (float *)out.c + (size_t)r * ldx, b2.c, 1, h));
+    if (!fz || ep_run(PPSRT_EP_BIAS, gpu->gemm_ep(gpu, 0, PPSRT_EP_BIAS, 0, 0, T, h, F, 1.0f, y.g, PPSRT_BF16, ldf,
+                                                 wfc2.g, PPSRT_BF16, ldx, 1.0f, out.g, PPSRT_BF16, ldx, b2.g, NULL,
+                                                 NULL))) {
+      OK(gpu->gemm(gpu, 0, 0, 0, T, h, F, 1.0f, y.g, PPSRT_BF16, ldf, wfc2.g, PPSRT_BF16, ldx, 1.0f, out.g, PPSRT_BF16, ldx));
+      for (int r = 0; r < T; r++)
+        OK(gpu->add_bias(gpu, 0, (uint16_t *)out.g + (size_t)r * ldx, (uint16_t *)out.g + (size_t)r * ldx, b2.g, 1, h));
+    }
+    snprintf(w, sizeof w, "epilogue bias (beta 1) %s %s", label, path);
+    compare(w, &out, TOL_MM);
+    /* B: dpre = (dy Wfc2^T) * gelu'(pre), the GeLU input a copy (the output must not overlap it) */
+    pair dy = mk((size_t)T * ldx, PPSRT_BF16, 1, 0), dpre = mk((size_t)T * ldf, PPSRT_BF16, 0, 0),
+         tmp = mk((size_t)T * ldf, PPSRT_BF16, 0, 0);
+    OK(cpu->gemm(cpu, 0, 0, 1, T, F, h, 1.0f, dy.c, PPSRT_F32, ldx, wfc2.c, PPSRT_F32, ldx, 0.0f, tmp.c, PPSRT_F32, ldf));
+    OK(cpu->gelu_bwd(cpu, 0, dpre.c, tmp.c, pre.c, (size_t)T * ldf));
+    if (fz) OK(gpu->memcpy_async(gpu, 0, tmp.g, pre.g, (size_t)T * ldf * 2, 0));
+    if (!fz || ep_run(PPSRT_EP_DGELU, gpu->gemm_ep(gpu, 0, PPSRT_EP_DGELU, 0, 1, T, F, h, 1.0f, dy.g, PPSRT_BF16, ldx,
+                                                  wfc2.g, PPSRT_BF16, ldx, 0.0f, dpre.g, PPSRT_BF16, ldf, NULL, tmp.g,
+                                                  NULL))) {
+      OK(gpu->gemm(gpu, 0, 0, 1, T, F, h, 1.0f, dy.g, PPSRT_BF16, ldx, wfc2.g, PPSRT_BF16, ldx, 0.0f, tmp.g, PPSRT_BF16, ldf));
+      OK(gpu->gelu_bwd(gpu, 0, dpre.g, tmp.g, pre.g, (size_t)T * ldf));
+    }
+    snprintf(w, sizeof w, "epilogue dgelu %s %s", label, path);
+    compare(w, &dpre, TOL_MM);
+    /* W, on fresh inputs (both sides the same bf16 values, as F32 arithmetic is compared):
+     * dW2 += a^T dy, db2 += colsum(dy); dW += x^T g, db += colsum(g), F32 */
+    pair a = mk((size_t)T * ldf, PPSRT_BF16, 1, 0), gg = mk((size_t)T * F, PPSRT_BF16, 1, 0);
+    pair dw2 = mk((size_t)F * h, PPSRT_F32, 1, 0), db2 = mk((size_t)h, PPSRT_F32, 1, 0),
+         dw = mk((size_t)h * F, PPSRT_F32, 1, 0), db = mk((size_t)F, PPSRT_F32, 1, 0);
+    OK(cpu->gemm(cpu, 0, 1, 0, F, h, T, 1.0f, a.c, PPSRT_F32, ldf, dy.c, PPSRT_F32, ldx, 1.0f, dw2.c, PPSRT_F32, h));
+    OK(cpu->gemm(cpu, 0, 1, 0, h, F, T, 1.0f, x.c, PPSRT_F32, ldx, gg.c, PPSRT_F32, F, 1.0f, dw.c, PPSRT_F32, F));
+    for (int r = 0; r < T; r++) OK(cpu->bias_grad(cpu, 0, db2.c, (float *)dy.c + (size_t)r * ldx, 1, h));
+    OK(cpu->bias_grad(cpu, 0, db.c, gg.c, T, F));
+    if (!fz || ep_run(PPSRT_EP_BGRAD, gpu->gemm_ep(gpu, 0, PPSRT_EP_BGRAD, 1, 0, F, h, T, 1.0f, a.g, PPSRT_BF16, ldf,
+                                                  dy.g, PPSRT_BF16, ldx, 1.0f, dw2.g, PPSRT_F32, h, NULL, NULL,
+                                                  db2.g))) {
+      OK(gpu->gemm(gpu, 0, 1, 0, F, h, T, 1.0f, a.g, PPSRT_BF16, ldf, dy.g, PPSRT_BF16, ldx, 1.0f, dw2.g, PPSRT_F32, h));
+      for (int r = 0; r < T; r++) OK(gpu->bias_grad(gpu, 0, db2.g, (uint16_t *)dy.g + (size_t)r * ldx, 1, h));
+    }
+    if (!fz || ep_run(PPSRT_EP_BGRAD, gpu->gemm_ep(gpu, 0, PPSRT_EP_BGRAD, 1, 0, h, F, T, 1.0f, x.g, PPSRT_BF16, ldx,
+                                                  gg.g, PPSRT_BF16, F, 1.0f, dw.g, PPSRT_F32, F, NULL, NULL, db.g))) {
+      OK(gpu->gemm(gpu, 0, 1, 0, h, F, T, 1.0f, x.g, PPSRT_BF16, ldx, gg.g, PPSRT_BF16, F, 1.0f, dw.g, PPSRT_F32, F));
+      OK(gpu->bias_grad(gpu, 0, db.g, gg.g, T, F));
+    }
+    snprintf(w, sizeof w, "epilogue bgrad %s %s: dW2", label, path);
+    compare(w, &dw2, TOL_F32);
+    snprintf(w, sizeof w, "epilogue bgrad %s %s: db2 (+=)", label, path);
+    compare(w, &db2, TOL_F32);
+    snprintf(w, sizeof w, "epilogue bgrad %s %s: dW", label, path);
+    compare(w, &dw, TOL_F32);
+    snprintf(w, sizeof w, "epilogue bgrad %s %s: db (+=)", label, path);
+    compare(w, &db, TOL_F32);
+    pair *all[] = {&x, &wfc, &b, &pre, &y, &wfc2, &b2, &out, &dy, &dpre, &tmp, &a, &gg, &dw2, &db2, &dw, &db};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) drop(all[i]);
+  }
+  ppsrt_cuda_epilogue_calls(gpu, &f1, &u1);
+  checks++;
+  if (f1 - f0 + u1 - u0 != 5 || (f1 - f0 == 5) != !ep_fell) {
+    failures++;
+    fprintf(stderr, "FAIL: epilogues %s: %ld calls counted fused, %ld fallen back, the test saw 0x%x fall back "
+            "(expected 5 calls)\n", label, f1 - f0, u1 - u0, ep_fell);
+  } else if (ep_fell) {
+#ifdef PPSRT_CUDA_EMULATE
+    failures++;
+    fprintf(stderr, "FAIL: epilogues %s: %ld of the 5 calls fell back (epilogues 0x%x) on the emulator\n", label,
+            u1 - u0, ep_fell);
+#else
+    printf("note epilogues %s: %ld of the 5 calls fell back (epilogues 0x%x: no cuBLASLt algorithm; compared "
+           "unfused)\n", label, u1 - u0, ep_fell);
+#endif
+  } else {
+    printf("ok   epilogues %s: the 5 calls ran fused\n", label);
+  }
+}
+
+static void t_epilogue(void) {
+  ppsrt_backend *be = (ppsrt_backend *)1;
+  setenv("PPSRT_CUDA_EPILOGUE", "bias,bogus", 1);
+  int rc = ppsrt_cuda_backend_create(0, &be);
+  checks++;
+  if (rc != PPSRT_E_USAGE || be || !strstr(ppsrt_last_error(), "PPSRT_CUDA_EPILOGUE=bias,bogus")) {
+    failures++;
+    fprintf(stderr, "FAIL: PPSRT_CUDA_EPILOGUE=bias,bogus: rc %d, message: %s\n", rc, ppsrt_last_error());
+  } else {
+    printf("ok   PPSRT_CUDA_EPILOGUE=bias,bogus refused: %s\n", ppsrt_last_error());
+  }
+  /* the default backend fuses nothing (off until measured on a GPU); a list picks some */
+  checks++;
+  if (gpu->epilogues || gpu->gemm_ep || ppsrt_cuda_epilogues(gpu)) {
+    failures++;
+    fprintf(stderr, "FAIL: the default CUDA backend fuses epilogues 0x%x\n", ppsrt_cuda_epilogues(gpu));
+  } else {
+    printf("ok   PPSRT_CUDA_EPILOGUE unset: nothing fused\n");
+  }
+  setenv("PPSRT_CUDA_EPILOGUE", "bgrad,bias", 1);
+  OK(ppsrt_cuda_backend_create(0, &be));
+  checks++;
+  if (be->epilogues != (PPSRT_EP_BGRAD | PPSRT_EP_BIAS)) {
+    failures++;
+    fprintf(stderr, "FAIL: PPSRT_CUDA_EPILOGUE=bgrad,bias fuses 0x%x\n", be->epilogues);
+  } else {
+    printf("ok   PPSRT_CUDA_EPILOGUE=bgrad,bias: those two\n");
+  }
+  /* an epilogue switched off: nothing queued, 1 (the caller runs the unfused kernels) */
+  checks++;
+  rc = be->gemm_ep(be, 0, PPSRT_EP_DGELU, 0, 0, 8, 8, 8, 1.0f, NULL, PPSRT_BF16, 8, NULL, PPSRT_BF16, 8, 0.0f, NULL,
+                   PPSRT_BF16, 8, NULL, NULL, NULL);
+  if (rc != 1) {
+    failures++;
+    fprintf(stderr, "FAIL: gemm_ep of an epilogue switched off returned %d, not 1\n", rc);
+  } else {
+    printf("ok   gemm_ep of an epilogue switched off: 1 (run unfused)\n");
+  }
+  be->destroy(be);
+  setenv("PPSRT_CUDA_EPILOGUE", "lt", 1);
+  OK(ppsrt_cuda_backend_create(0, &be));
+  unsetenv("PPSRT_CUDA_EPILOGUE");
+  ppsrt_backend *keep = gpu;
+  gpu = be;
+  ep_case("T37 h24", 37, 24, 0);
+  ep_case("T33 h40 strided rows", 33, 40, 3);
+  {   /* a GeLU input stride cuBLASLt does not take (not a multiple of 8): falls back */
+    long f0, u0, f1, u1;
+    pair a = mk(16 * 16, PPSRT_BF16, 1, 0), c = mk(16 * 20, PPSRT_BF16, 0, 0), x = mk(16 * 20, PPSRT_BF16, 0, 0);
+    ppsrt_cuda_epilogue_calls(gpu, &f0, &u0);
+    rc = gpu->gemm_ep(gpu, 0, PPSRT_EP_DGELU, 0, 0, 16, 16, 16, 1.0f, a.g, PPSRT_BF16, 16, a.g, PPSRT_BF16, 16, 0.0f,
+                      c.g, PPSRT_BF16, 20, NULL, x.g, NULL);
+    ppsrt_cuda_epilogue_calls(gpu, &f1, &u1);
+    checks++;
+    if (rc != 1 || f1 != f0 || u1 != u0 + 1) {
+      failures++;
+      fprintf(stderr, "FAIL: gemm_ep DGELU with ldc 20: rc %d, fused %ld, fell back %ld\n", rc, f1 - f0, u1 - u0);
+    } else {
+      printf("ok   gemm_ep DGELU with ldc 20 (not a multiple of 8): falls back\n");
+    }
+    drop(&a); drop(&c); drop(&x);
+  }
+  gpu = keep;
+  be->destroy(be);
+}
+
 static void t_embedding(void) {
   const int N = 50, C = 96, lo = 100, hi = 164, V = hi - lo;
   pair table = mk((size_t)V * C, PPSRT_BF16, 1, 0);
@@ -1063,6 +1251,7 @@ int main(int argc, char **argv) {
   t_layernorm();
   t_attention();
   t_attention_cudnn();
+  t_epilogue();
   t_embedding();
   t_softmax();
   t_optimizer();

@@ -1,5 +1,5 @@
 /* tests/gpu/emu/fake_cuda.c: an asynchronous host-memory emulator of the parts of the
- * CUDA runtime, cuBLAS and NCCL that the CUDA backend (and ordinary small host
+ * CUDA runtime, cuBLAS, cuBLASLt (fake_cublaslt.inc) and NCCL that the CUDA backend (and ordinary small host
  * programs) call, with a stream race detector. It makes a machine without a GPU run the
  * backend's real code paths, and makes stream- and NCCL-ordering mistakes fail
  * deterministically.
@@ -70,7 +70,8 @@
  * (the collective lane's: the backend's lane stream and the lane transport's NCCL stream),
  * and on streams named "DP ..." or "nccl replica group..." (--data-parallel's: the
  * backend's DP stream and the replica group's NCCL stream; in parentheses the NCCL
- * operations among them).
+ * operations among them);
+ * and how many cublasLtMatmul calls it ran (the backend's fused GEMM epilogues).
  *
  * What it does not model: host code reading or writing pinned memory (only device-side
  * accesses are tracked, so a host read of a pinned buffer before its copy finished goes
@@ -461,6 +462,7 @@ static unsigned long long n_compute2;   /* PPS_EMU_STATS: operations on COMPUTE2
 static unsigned long long n_lane;       /* PPS_EMU_STATS: operations on LANE* and "nccl lane*" streams */
 static unsigned long long n_dp;         /* PPS_EMU_STATS: operations on DP* and "nccl replica group*" streams */
 static unsigned long long n_dp_nccl;    /* PPS_EMU_STATS: NCCL operations on "nccl replica group*" streams */
+static unsigned long long n_lt;         /* PPS_EMU_STATS: cublasLtMatmul calls (fake_cublaslt.inc) */
 
 static void push_raw(strm *s, item *it) {   /* under G */
   if (!it->pre && it->kind != K_QUIT) {
@@ -889,15 +891,17 @@ cudaError_t cudaGetDeviceFlags(unsigned int *flags) {
 /* memory                                                                      */
 
 /* PPS_EMU_STATS=1: the allocation calls, printed at exit (a steady state makes none),
- * and the operations queued on streams named COMPUTE2* (the second compute stream) */
+ * the operations queued on streams named COMPUTE2* (the second compute stream) and on
+ * lane streams, and the cublasLtMatmul calls (fused GEMM epilogues) */
 static unsigned long long n_malloc, n_free, n_hostalloc, n_freehost;
 static void print_stats(void) {
   fprintf(stderr, "pps-emu: stats: cudaMalloc %llu, cudaFree %llu, cudaHostAlloc %llu, cudaFreeHost %llu, "
-          "operations on COMPUTE2 streams %llu, operations on lane streams %llu, operations on data-parallel streams %llu (NCCL %llu)\n",
+          "operations on COMPUTE2 streams %llu, operations on lane streams %llu, operations on data-parallel streams %llu (NCCL %llu), cublasLtMatmul %llu\n",
           __atomic_load_n(&n_malloc, __ATOMIC_RELAXED), __atomic_load_n(&n_free, __ATOMIC_RELAXED),
           __atomic_load_n(&n_hostalloc, __ATOMIC_RELAXED), __atomic_load_n(&n_freehost, __ATOMIC_RELAXED),
           __atomic_load_n(&n_compute2, __ATOMIC_RELAXED), __atomic_load_n(&n_lane, __ATOMIC_RELAXED),
-          __atomic_load_n(&n_dp, __ATOMIC_RELAXED), __atomic_load_n(&n_dp_nccl, __ATOMIC_RELAXED));
+          __atomic_load_n(&n_dp, __ATOMIC_RELAXED), __atomic_load_n(&n_dp_nccl, __ATOMIC_RELAXED),
+          __atomic_load_n(&n_lt, __ATOMIC_RELAXED));
 }
 /* Not CUDA: the counts so far, for tests linked with the emulator. */
 void pps_emu_alloc_counts(unsigned long long *mallocs, unsigned long long *frees) {
@@ -1677,6 +1681,8 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperation_t ta
   return gemm_enqueue(h, ta, tb, m, n, k, alpha, A, at, lda, sA, B, bt, ldb, sB, beta, C, ct, ldc, sC, count, ctype,
                       "cublasGemmStridedBatchedEx");
 }
+
+#include "fake_cublaslt.inc"
 
 #ifdef HAVE_NCCL
 #include "fake_nccl.inc"
