@@ -3,8 +3,8 @@
 # models.mk (gpt, CPU backend kernels) and cuda.mk append to libppsrt_la_SOURCES;
 # they are included after this file.
 lib_LTLIBRARIES += libppsrt.la
-include_HEADERS += runtime/ppsrt.h
-libppsrt_la_SOURCES = runtime/ppsrt.h runtime/backend.h runtime/transport.h runtime/model.h \
+include_HEADERS += runtime/ppsrt.h runtime/ppsrt_ops.h
+libppsrt_la_SOURCES = runtime/ppsrt.h runtime/ppsrt_ops.h runtime/backend.h runtime/transport.h runtime/model.h \
   runtime/rt.h runtime/error.c runtime/interp.c runtime/actstore.c runtime/offload.c \
   runtime/transport_threads.c runtime/metrics.c runtime/cli.c runtime/check.c \
   runtime/model_mlp.c

@@ -24,28 +24,20 @@ double rt_now(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static const char *const kind_names[PPSRT_OP_NKINDS] = {
-  "F", "B", "W", "BW", "IF", "IB", "S", "T", "offload", "reload", "send", "recv", "coll"};
-static const char *const coll_names[] = {"none", "input_fwd", "output_fwd", "output_bwd", "input_bwd"};
-
-const char *rt_kind_name(int kind) {
-  return kind >= 0 && kind < PPSRT_OP_NKINDS ? kind_names[kind] : "?";
-}
-
 /* Writes an op the way `ppsc expand` prints it: F(3,1), send F(3,1)->2, coll output_fwd(3). */
 int rt_format_op(const ppsrt_program *p, const ppsrt_op *op, char *buf, int size) {
   switch (op->kind) {
   case PPSRT_OP_F: case PPSRT_OP_B: case PPSRT_OP_W: case PPSRT_OP_BW:
   case PPSRT_OP_OFFLOAD: case PPSRT_OP_RELOAD:
-    return snprintf(buf, (size_t)size, "%s(%d,%d)", kind_names[op->kind], op->mb, op->stage);
+    return snprintf(buf, (size_t)size, "%s(%d,%d)", ppsrt_op_kind_name(op->kind), op->mb, op->stage);
   case PPSRT_OP_IF: case PPSRT_OP_IB: case PPSRT_OP_S: case PPSRT_OP_T:
-    return snprintf(buf, (size_t)size, "%s(%d)", kind_names[op->kind], op->mb);
+    return snprintf(buf, (size_t)size, "%s(%d)", ppsrt_op_kind_name(op->kind), op->mb);
   case PPSRT_OP_SEND: case PPSRT_OP_RECV:
-    return snprintf(buf, (size_t)size, "%s %s(%d,%d)%s%d", kind_names[op->kind],
+    return snprintf(buf, (size_t)size, "%s %s(%d,%d)%s%d", ppsrt_op_kind_name(op->kind),
                     op->xfer == PPSRT_XFER_GRAD ? "B" : "F", op->mb, op->stage,
                     op->kind == PPSRT_OP_SEND ? "->" : "<-", op->peer);
   case PPSRT_OP_COLL:
-    return snprintf(buf, (size_t)size, "coll %s(%d)", op->coll < 5 ? coll_names[op->coll] : "?", op->mb);
+    return snprintf(buf, (size_t)size, "coll %s(%d)", ppsrt_coll_name(op->coll), op->mb);
   default:
     return snprintf(buf, (size_t)size, "op kind %d", op->kind);
   }
@@ -236,7 +228,7 @@ static int op_keys(const ppsrt_ctx *c, const ppsrt_op *op, size_t key[2]) {
  * table, keeping the nearest later reader of every key. */
 static int mark_posted(ppsrt_ctx *c) {
   int any = 0;
-  for (int i = 0; i < c->nops && !any; i++) any = c->ops[i].kind == PPSRT_OP_RECV && (c->ops[i].flags & 8);
+  for (int i = 0; i < c->nops && !any; i++) any = c->ops[i].kind == PPSRT_OP_RECV && (c->ops[i].flags & PPSRT_FLAG_POSTED);
   if (!any) return 0;
   size_t nkeys = (size_t)2 * c->nmb * ((size_t)c->nstage + 2);
   int32_t *next = malloc((nkeys ? nkeys : 1) * sizeof *next);
@@ -248,7 +240,7 @@ static int mark_posted(ppsrt_ctx *c) {
   for (int i = c->nops - 1; i >= 0; i--) {   /* backwards: each list ends up in posting order */
     const ppsrt_op *op = &c->ops[i];
     size_t key[2];
-    if (op->kind == PPSRT_OP_RECV && (op->flags & 8)) {
+    if (op->kind == PPSRT_OP_RECV && (op->flags & PPSRT_FLAG_POSTED)) {
       ppsrt_op as_send = *op;   /* the key a SEND of the same data would read */
       as_send.kind = PPSRT_OP_SEND;
       int j = op_keys(c, &as_send, key) ? next[key[0]] : c->nops;
@@ -475,7 +467,7 @@ static int exec_one(ppsrt_ctx *c, int i) {
   case PPSRT_OP_RECV:
     /* posted: deferred to its consumer on a buffered transport, posted with recv_post;
      * a rendezvous transport without recv_post (NCCL by default) receives it here */
-    if ((op->flags & 8) && (c->tr->recv_post || !c->tr->group_begin)) return post_recv(c, i);
+    if ((op->flags & PPSRT_FLAG_POSTED) && (c->tr->recv_post || !c->tr->group_begin)) return post_recv(c, i);
     /* buffered: the channel's pending posted recvs match first (FIFO) */
     if (!c->tr->recv_post && c->npst) {
       int failed;
@@ -489,14 +481,14 @@ static int exec_one(ppsrt_ctx *c, int i) {
 
 static int is_compute(int kind) { return kind <= PPSRT_OP_T; }
 
-/* An op with flags & 2 is overlapped with the next one (`overlap { }`, ppsrt.h). With a
+/* An op flagged PPSRT_FLAG_OVERLAP is overlapped with the next one (`overlap { }`, ppsrt.h). With a
  * backend that has `overlap` (CUDA) the two passes run on two compute streams: a fork
  * before the first (the second stream waits for the compute stream's queued work, the
  * pair's inputs), the second issued on the second stream, a join after it (the compute
  * stream waits for it, so later consumers and sends see both outputs). Without it (CPU)
  * they run one after the other in program order; the simulator models the overlap. */
 static int pair_first(const ppsrt_ctx *c, int i) {
-  return i >= 0 && i + 1 < c->nops && (c->ops[i].flags & 2) && is_compute(c->ops[i].kind) &&
+  return i >= 0 && i + 1 < c->nops && (c->ops[i].flags & PPSRT_FLAG_OVERLAP) && is_compute(c->ops[i].kind) &&
          is_compute(c->ops[i + 1].kind);
 }
 static int exec_op(ppsrt_ctx *c, int i) {
@@ -521,7 +513,7 @@ static int grouped_with_prev(const ppsrt_ctx *c, int i);
 static int posted_late(const ppsrt_ctx *c, int i) {
   if (!c->tr->recv_post) return 0;
   for (int j = i + 1; grouped_with_prev(c, j); j++)
-    if (c->ops[j].kind == PPSRT_OP_RECV && !(c->ops[j].flags & 8) && c->ops[j].peer == c->ops[i].peer) return 0;
+    if (c->ops[j].kind == PPSRT_OP_RECV && !(c->ops[j].flags & PPSRT_FLAG_POSTED) && c->ops[j].peer == c->ops[i].peer) return 0;
   return 1;
 }
 
@@ -532,7 +524,7 @@ static int posted_late(const ppsrt_ctx *c, int i) {
  * group_end. Without hooks every op is issued alone, as before. */
 static int is_p2p(int kind) { return kind == PPSRT_OP_SEND || kind == PPSRT_OP_RECV; }
 static int grouped_with_prev(const ppsrt_ctx *c, int i) {
-  return i > 0 && i < c->nops && is_p2p(c->ops[i].kind) && is_p2p(c->ops[i - 1].kind) && (c->ops[i].flags & 4);
+  return i > 0 && i < c->nops && is_p2p(c->ops[i].kind) && is_p2p(c->ops[i - 1].kind) && (c->ops[i].flags & PPSRT_FLAG_GROUP);
 }
 
 static int group_open(ppsrt_ctx *c, int i) {
@@ -553,7 +545,7 @@ static int group_close(ppsrt_ctx *c, int i, int rc_op) {
   int recvd = 0;
   for (int j = c->grp0; j <= i; j++) {
     const ppsrt_op *op = &c->ops[j];
-    if (op->kind == PPSRT_OP_RECV) recvd |= !(op->flags & 8) || !c->tr->recv_post;   /* (a posted one waits at its consumer) */
+    if (op->kind == PPSRT_OP_RECV) recvd |= !(op->flags & PPSRT_FLAG_POSTED) || !c->tr->recv_post;   /* (a posted one waits at its consumer) */
     else if (c->free_after[j]) {
       void *buf; size_t bytes;
       if (!ppsrt_io_take(c, op->xfer, op->mb, op->stage, &buf, &bytes)) c->be->free(c->be, buf);
@@ -836,7 +828,7 @@ int rt_run_device(ppsrt_ctx *c) {
       /* (offload/reload show on the copy-engine tracks, from issue to completion; a posted
        * recv where it completes, posted_complete_at) */
       if (trace && !ev && c->ops[i].kind != PPSRT_OP_OFFLOAD && c->ops[i].kind != PPSRT_OP_RELOAD &&
-          !(c->ops[i].kind == PPSRT_OP_RECV && (c->ops[i].flags & 8)) &&
+          !(c->ops[i].kind == PPSRT_OP_RECV && (c->ops[i].flags & PPSRT_FLAG_POSTED)) &&
           (rc = rt_event_add(c, a - run->epoch, b - run->epoch, i, 0))) { fail_at(c, i, rc, NULL); break; }
     }
     if (rc) break;

@@ -226,7 +226,6 @@ int rt_ctx_init(ppsrt_run *run, ppsrt_ctx *c, int rank);
 void rt_ctx_fini(ppsrt_ctx *c);
 int rt_run_device(ppsrt_ctx *c);                 /* all iterations of one device */
 int rt_format_op(const ppsrt_program *p, const ppsrt_op *op, char *buf, int size);
-const char *rt_kind_name(int kind);
 int rt_box_clear(ppsrt_ctx *c);
 int rt_gather_events(ppsrt_ctx *c, rt_event **out, int *nout);   /* MPI trace */
 
