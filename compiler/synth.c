@@ -1009,7 +1009,7 @@ static void zb_heuristic(Search *z, int h1, int h2, char *policy, size_t npol) {
 typedef struct VBlock {
   int P, m;
   int *sl;                  /* [P][6][2m]: slots of list t of device d, microbatch order */
-  int n[1];                 /* [P*6]: the lists' lengths (allocated with the struct) */
+  int *n;                   /* [P][6]: the lists' lengths */
 } VBlock;
 /* lists: 0 F of the first stage (d), 1 F of the second (2P-1-d), 2 B of the second,
    3 B of the first, then W: 4 (one list, 2m, unsplit) or 4 and 5 (split: W of the
@@ -1166,13 +1166,15 @@ static void vblock_seed(Search *z, int kind, char *policy, size_t npol) {
   for (int d = 0; d < P; d++)
     if (M->nst[d] != 2 || M->dst[M->first[d]] != d || M->dst[M->first[d] + 1] != 2 * P - 1 - d) return;
   size_t nl = (size_t)P * 6;
-  VBlock *v = malloc(sizeof *v + sizeof(int) * nl);
-  int nslot = 6 * m + 8 * P + 16;   /* past every slot (the block spans under 6P + 3, W after) */
+  VBlock vb, *v = &vb;
+  int nslot = 8 * m + 8 * P + 16;   /* past every slot: the block spans under 6P + 3, 6 slots a
+                                       microbatch, W passes after the last B at worst */
   int *sl = malloc(sizeof(int) * nl * 2 * (size_t)m), *end = malloc(sizeof(int) * nl * 2 * (size_t)m);
   VbOp *ops = malloc(sizeof(VbOp) * (size_t)P * 6 * (size_t)m);
   char *occ = malloc((size_t)P * (size_t)nslot);
-  if (!v || !sl || !end || !ops || !occ) goto done;
-  v->P = P; v->m = m; v->sl = sl;
+  int *nn = malloc(sizeof(int) * nl);
+  if (!nn || !sl || !end || !ops || !occ) goto done;
+  v->P = P; v->m = m; v->sl = sl; v->n = nn;
   for (int d = 0; d < P; d++) {
     int b[4];
     if (kind == 0) {
@@ -1205,7 +1207,7 @@ static void vblock_seed(Search *z, int kind, char *policy, size_t npol) {
   keep_if_better(z, eval_order(M, w), kind == 0 ? "seed: V-Half (the paper's block, repeated and squeezed)"
                                                  : "seed: V-Min (the paper's block, repeated and squeezed)", policy, npol);
 done:
-  free(v); free(sl); free(end); free(ops); free(occ);
+  free(nn); free(sl); free(end); free(ops); free(occ);
 }
 
 /* ---- ZB-V's greedy (a seed) ----
@@ -1467,10 +1469,17 @@ static int search_all(Search *z, const IrSchedule *s, const SynthOptions *o, cha
   z->br.ok = 0;
   z->br.makespan = INF;
   z->seeded = 0;
-  /* under a time limit the policies may use half of it, the seeds (the stdlib's
-     guarantee) up to 80%, the local moves the rest */
+  /* the seeds first (an order at the lower bound ends the search before any policy):
+     under a time limit the generators' seeds may use up to half of it, the stdlib's
+     (their guarantee) up to 80%, then the policies what is left of the first half,
+     the local moves the rest */
   z->tshare = 0.5;
   generator_seeds(z, s, seedpol, npol);
+  if (getenv("PPS_SYNTH_DEBUG")) fprintf(stderr, "synth: generators' seeds: %ld candidates, %.3f s, best %g\n", z->evals, now_s() - z->t0, z->br.makespan);
+  z->tshare = 0.8;
+  seeds(z, s, seedpol, npol);
+  if (getenv("PPS_SYNTH_DEBUG")) fprintf(stderr, "synth: stdlib seeds: %ld candidates, %.3f s, best %g\n", z->evals, now_s() - z->t0, z->br.makespan);
+  z->tshare = 0.5;
   /* budget: candidates, from effort and size (deterministic) */
   {
     int effort = o->effort < 0 ? 0 : o->effort > 4 ? 4 : o->effort;
@@ -1596,11 +1605,8 @@ static int search_all(Search *z, const IrSchedule *s, const SynthOptions *o, cha
     free(capbuf);
   }
   int dbg = getenv("PPS_SYNTH_DEBUG") != NULL;
-  if (dbg) fprintf(stderr, "synth: policies: %ld candidates, %lld steps, %.3f s, best %g\n", z->evals, (long long)z->w.steps, now_s() - z->t0, z->br.makespan);
-  z->tshare = 0.8;
-  seeds(z, s, seedpol, npol);
+  if (dbg) fprintf(stderr, "synth: seeds and policies: %ld candidates, %lld steps, %.3f s, best %g\n", z->evals, (long long)z->w.steps, now_s() - z->t0, z->br.makespan);
   z->tshare = 1;
-  if (dbg) fprintf(stderr, "synth: seeds: %ld candidates, %.3f s, best %g\n", z->evals, now_s() - z->t0, z->br.makespan);
   if (!z->seeded && z->br.ok) describe(M, &z->bp, seedpol, npol);
   /* the policy search had half of the budget; local moves the rest */
   z->max_steps = z->w.steps + (int64_t)budget;
