@@ -26,7 +26,7 @@ static void push(int d, int kind, int mb, int stage, int xfer, int peer) {
     ops[d] = realloc(ops[d], (size_t)cap[d] * sizeof **ops);
     if (!ops[d]) { perror("realloc"); exit(2); }
   }
-  ops[d][nops[d]++] = (ppsrt_op){(uint8_t)kind, (uint8_t)xfer, 0, 1, mb, stage, peer, 1};
+  ops[d][nops[d]++] = (ppsrt_op){(uint8_t)kind, (uint8_t)xfer, 0, PPSRT_FLAG_INSERTED, mb, stage, peer, 1};
 }
 
 static double now(void) {

@@ -88,8 +88,8 @@ bench-elab: ppsc$(EXEEXT)
 
 # ---- synthesis (`synthesize;`, ppsc synth): end to end, and against the stdlib ----
 TESTS += tests/synth/cli.sh tests/synth/quality.sh tests/synth/profile.sh tests/synth/reference.sh
-TESTS += tests/synth/bound.sh
-EXTRA_DIST += tests/synth/bound.sh
+TESTS += tests/synth/bound.sh tests/synth/published.sh
+EXTRA_DIST += tests/synth/bound.sh tests/synth/published.sh tests/synth/published tools/published-orders.py
 EXTRA_DIST += tests/synth/cli.sh tests/synth/quality.sh tests/synth/profile.sh tests/synth/issue.pps tests/synth/synth_any.pps \
   tests/synth/reference.sh tests/synth/ref_greedy.awk tests/synth/lib.sh
 # `make bench-synth`: search time of `synthesize` (bench/README.md, "Synthesis")

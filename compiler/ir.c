@@ -10,16 +10,9 @@ IrOp *ir_push(Arena *a, IrSchedule *s, int d) {
   return op;
 }
 
-const char *ir_kind_name(IrKind k) {
-  static const char *n[IR_NKINDS] = {"F", "B", "W", "BW", "IF", "IB", "S", "T",
-                                     "offload", "reload", "send", "recv", "coll"};
-  return (unsigned)k < IR_NKINDS ? n[k] : "?";
-}
+const char *ir_kind_name(IrKind k) { return ppsrt_op_kind_name((int)k); }
 
-const char *ir_coll_name(IrColl c) {
-  static const char *n[] = {"none", "input_fwd", "output_fwd", "output_bwd", "input_bwd"};
-  return (unsigned)c <= IR_COLL_INPUT_BWD ? n[c] : "?";
-}
+const char *ir_coll_name(IrColl c) { return ppsrt_coll_name((int)c); }
 
 const char *ir_metric_name(IrMetric m) {
   static const char *n[IR_NMETRICS] = {"makespan", "bubble_rate", "bubble_rate_span",

@@ -19,52 +19,54 @@
 #include <stdint.h>
 #include "arena.h"
 #include "diag.h"
+#include "ppsrt_ops.h"   /* the op encoding shared with the runtime (runtime/ppsrt_ops.h) */
 
 typedef enum IrKind {
   /* compute passes on (mb, stage) */
-  IR_F,       /* forward */
-  IR_B,       /* backward, input gradient only */
-  IR_W,       /* backward, weight gradient only */
-  IR_BW,      /* full backward (B and W fused) */
+  IR_F = PPSRT_OP_F,           /* forward */
+  IR_B = PPSRT_OP_B,           /* backward, input gradient only */
+  IR_W = PPSRT_OP_W,           /* backward, weight gradient only */
+  IR_BW = PPSRT_OP_BW,         /* full backward (B and W fused) */
   /* vocabulary-parallel passes on (mb), run by every device; stage = -1 */
-  IR_IF,      /* input embedding forward (this device's vocabulary rows) */
-  IR_IB,      /* input embedding backward */
-  IR_S,       /* output layer forward + local softmax statistics (Vocab-2: + input gradient) */
-  IR_T,       /* output layer weight gradient (Vocab-1: + input gradient) */
+  IR_IF = PPSRT_OP_IF,         /* input embedding forward (this device's vocabulary rows) */
+  IR_IB = PPSRT_OP_IB,         /* input embedding backward */
+  IR_S = PPSRT_OP_S,           /* output layer forward + local softmax statistics (Vocab-2: + input gradient) */
+  IR_T = PPSRT_OP_T,           /* output layer weight gradient (Vocab-1: + input gradient) */
   /* activation copies on a copy engine */
-  IR_OFFLOAD, /* start copying the activation kept by F(mb, stage) to host */
-  IR_RELOAD,  /* start copying it back before B(mb, stage) */
+  IR_OFFLOAD = PPSRT_OP_OFFLOAD, /* start copying the activation kept by F(mb, stage) to host */
+  IR_RELOAD = PPSRT_OP_RELOAD, /* start copying it back before B(mb, stage) */
   /* communication */
-  IR_SEND,    /* send what the pass `xfer` of (mb, stage) produced to device `peer` */
-  IR_RECV,    /* receive it from device `peer` */
-  IR_COLL,    /* vocabulary collective `coll` for mb, issued by every device in the same order */
-  IR_NKINDS
+  IR_SEND = PPSRT_OP_SEND,     /* send what the pass `xfer` of (mb, stage) produced to device `peer` */
+  IR_RECV = PPSRT_OP_RECV,     /* receive it from device `peer` */
+  IR_COLL = PPSRT_OP_COLL,     /* vocabulary collective `coll` for mb, issued by every device in the same order */
+  IR_NKINDS = PPSRT_OP_NKINDS
 } IrKind;
 
 /* What a SEND/RECV carries (IrOp.xfer): the output of F(mb, stage), which goes to
  * the device of stage+1, or the input gradient of B/BW(mb, stage), which goes to the
  * device of stage-1. */
 typedef enum IrXfer {
-  IR_XFER_NONE = 0,
-  IR_XFER_ACT,  /* activation produced by F(mb, stage) -> device of stage+1 */
-  IR_XFER_GRAD  /* input gradient produced by B or BW(mb, stage) -> device of stage-1 */
+  IR_XFER_NONE = PPSRT_XFER_NONE,
+  IR_XFER_ACT = PPSRT_XFER_ACT,  /* activation produced by F(mb, stage) -> device of stage+1 */
+  IR_XFER_GRAD = PPSRT_XFER_GRAD  /* input gradient produced by B or BW(mb, stage) -> device of stage-1 */
 } IrXfer;
 
 /* Which vocabulary collective an IR_COLL is (IrOp.coll). */
 typedef enum IrColl {
-  IR_COLL_NONE = 0,
-  IR_COLL_INPUT_FWD,  /* all-reduce of the IF outputs; F(mb, 0) needs it */
-  IR_COLL_OUTPUT_FWD, /* all-reduce (max, sum) of S's softmax statistics; last stage's B needs it */
-  IR_COLL_OUTPUT_BWD, /* Vocab-1 only: all-reduce of T's input gradient; last stage's B needs it */
-  IR_COLL_INPUT_BWD   /* broadcast of B(mb, 0)'s input gradient to every device; IB needs it */
+  IR_COLL_NONE = PPSRT_COLL_NONE,
+  IR_COLL_INPUT_FWD = PPSRT_COLL_INPUT_FWD,  /* all-reduce of the IF outputs; F(mb, 0) needs it */
+  IR_COLL_OUTPUT_FWD = PPSRT_COLL_OUTPUT_FWD, /* all-reduce (max, sum) of S's softmax statistics; last stage's B needs it */
+  IR_COLL_OUTPUT_BWD = PPSRT_COLL_OUTPUT_BWD, /* Vocab-1 only: all-reduce of T's input gradient; last stage's B needs it */
+  IR_COLL_INPUT_BWD = PPSRT_COLL_INPUT_BWD   /* broadcast of B(mb, 0)'s input gradient to every device; IB needs it */
 } IrColl;
 
-enum { IR_FLAG_INSERTED = 1 /* added by a compiler phase, not written in the file */ };
+/* The op flag bits (their numbers are the runtime's, runtime/ppsrt_ops.h) */
+enum { IR_FLAG_INSERTED = PPSRT_FLAG_INSERTED /* added by a compiler phase, not written in the file */ };
 /* Overlapped forward and backward (`overlap { F(i, s) BW(j, t) }`, DualPipe's F&B):
  * set on the first op of a pair; its partner is the next op of the device (lowering
  * keeps the two adjacent: the pair's recvs go before it, its sends and offloads after
  * it). The pair runs as one unit of time (overlap.c: overlap_cost). */
-enum { IR_FLAG_OVERLAP = 2 };
+enum { IR_FLAG_OVERLAP = PPSRT_FLAG_OVERLAP };
 /* Point-to-point groups: a send or recv flagged IR_FLAG_GROUP is issued in the same
  * group as the op before it on its device (which is a send or recv too). A group is
  * posted at once: the runtime issues it between its transport's group_begin and
@@ -73,14 +75,14 @@ enum { IR_FLAG_OVERLAP = 2 };
  * posted. Lowering (lower.c: lower_groups) makes every maximal run of consecutive
  * sends and recvs of a device one group, so the flag follows from the order and
  * `ppsc expand`'s output, read back, gets the same groups. */
-enum { IR_FLAG_GROUP = 4 };
+enum { IR_FLAG_GROUP = PPSRT_FLAG_GROUP };
 /* Posted receive: a recv the lowering moved up for the rendezvous model (lower.c,
  * lower_rendezvous) is posted where it stands, so that its peer's send can complete,
  * and its data is waited for only where its consumer runs (for an activation of
  * (mb, s): F(mb, s+1); for a gradient of (mb, s): B or BW(mb, s-1); the pair holding
  * it when overlapped), as ncclRecv and MPI_Irecv allow. Written recvs never get it:
  * a recv the file wrote blocks where the file wrote it. */
-enum { IR_FLAG_POSTED = 8 };
+enum { IR_FLAG_POSTED = PPSRT_FLAG_POSTED };
 
 /* 32 bytes: schedules of millions of ops keep an array of these per device. kind and
  * flags, read everywhere, are whole bytes; xfer, coll and peer (a device index, at

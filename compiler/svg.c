@@ -251,12 +251,11 @@ void report_svg(StrBuf *b, const Report *r) {
   /* legend: the pass kinds (shades of chunk 0), the chunks, the other colours */
   double lx = left;
   static const int kinds[] = {IR_F, IR_B, IR_W, IR_BW};
-  static const char *kname[] = {"F", "B", "W", "BW"};
   char col[48];
   for (int k = 0; k < 4; k++, lx += 44) {
     pass_color(col, sizeof col, kinds[k], 0);
     sb_printf(b, "<rect x=\"%.0f\" y=\"24\" width=\"10\" height=\"10\" fill=\"%s\"/><text x=\"%.0f\" y=\"33\">%s</text>\n",
-              lx, col, lx + 14, kname[k]);
+              lx, col, lx + 14, ir_kind_name((IrKind)kinds[k]));
   }
   static const int others[] = {IR_IF, IR_S, IR_COLL, IR_OFFLOAD, IR_RELOAD};
   static const char *oname[] = {"IF/IB", "S/T", "collective", "offload", "reload"};

@@ -17,7 +17,10 @@
  * device reserves the memory the later stages of a microbatch it admits will need
  * (which can never deadlock), and B/W fused or apart. The search tries every policy
  * with all caps at the limit, then improves the best ones by coordinate descent over
- * the per-device caps, keeping the fastest valid order (then the lowest peak). The
+ * the per-device caps, keeping the fastest valid order (then the lowest peak). Seeds
+ * are candidates too: the published generators' constructions, built here before the
+ * policies run (Zero Bubble's heuristic, V-Half and V-Min repeated and squeezed,
+ * ZB-V's greedy), and the stdlib schedules of the placement, compiled after them. The
  * number of candidates depends only on `effort` and the size, so the result is
  * deterministic; a time limit stops the search early with the best so far.
  *
@@ -991,11 +994,442 @@ static void zb_heuristic(Search *z, int h1, int h2, char *policy, size_t npol) {
   keep_if_better(z, eval_order(M, w), lab, policy, npol);
 }
 
+/* ---- V-shape building blocks, repeated and squeezed (a seed) ----
+ *
+ * V-Half and V-Min as the controllable-memory paper builds them (Qi et al., "Pipeline
+ * Parallelism with Controllable Memory", NeurIPS 2024): the building block gives each
+ * device's four passes of one microbatch a slot (F of its first stage, F of its second,
+ * B of its second, B of its first), the block repeats every 6 slots, and then the
+ * repeated slots are squeezed: in slot order, each pass outside the steady phase moves
+ * to the earliest free slot its inputs allow (every pass one slot, no hop) that does
+ * not raise its device's peak; W passes fill the free slots after their B. Squeezed
+ * twice (first with the W passes placed, then without them), retimed as soon as
+ * possible in unit slots after each, W placed again (those of the second stage
+ * first). The order is what the slots give per device; the model times it on the
+ * schedule's costs. The stdlib schedules v_half.pps and v_min.pps write the same blocks
+ * with their own squeeze (docs/language.md), which at TC > 0 can be slower (P = 8,
+ * m = 16, TF = TB = TW = 1, TC = 0.1, limit 5: 62.9 against this order's 61.3). */
+typedef struct VBlock {
+  int P, m;
+  int *sl;                  /* [P][6][2m]: slots of list t of device d, microbatch order */
+  int *n;                   /* [P][6]: the lists' lengths */
+} VBlock;
+/* lists: 0 F of the first stage (d), 1 F of the second (2P-1-d), 2 B of the second,
+   3 B of the first, then W: 4 (one list, 2m, unsplit) or 4 and 5 (split: W of the
+   second stage, W of the first) */
+static int *vb_list(VBlock *v, int d, int t) { return v->sl + ((size_t)d * 6 + (size_t)t) * 2 * (size_t)v->m; }
+static int *vb_n(VBlock *v, int d, int t) { return &v->n[d * 6 + t]; }
+
+/* W passes into the free slots after their B (split: one list per stage, the second
+   stage's first) */
+static void vb_put_w(VBlock *v, int d, int split) {
+  int p[4] = {0, 0, 0, 0}, wc[2] = {0, 0}, bound = 0;
+  *vb_n(v, d, 4) = *vb_n(v, d, 5) = 0;
+  for (int t = 0; t < 4; t++) if (*vb_n(v, d, t) && vb_list(v, d, t)[*vb_n(v, d, t) - 1] > bound) bound = vb_list(v, d, t)[*vb_n(v, d, t) - 1];
+  int i;
+  for (i = 0; i <= bound; i++) {
+    int bt = -1, bv = 0;
+    for (int t = 0; t < 4; t++)
+      if (p[t] < *vb_n(v, d, t) && (bt < 0 || vb_list(v, d, t)[p[t]] < bv)) { bt = t; bv = vb_list(v, d, t)[p[t]]; }
+    if (bt >= 0 && bv == i) {
+      p[bt]++;
+      if (bt >= 2) wc[split ? bt - 2 : 0]++;
+    } else {
+      for (int w = 0; w < 2; w++)
+        if (wc[w]) { vb_list(v, d, 4 + w)[(*vb_n(v, d, 4 + w))++] = i; wc[w]--; break; }
+    }
+  }
+  i = bound;
+  for (int w = 0; w < 2; w++)
+    while (wc[w] > 0) { vb_list(v, d, 4 + w)[(*vb_n(v, d, 4 + w))++] = ++i; wc[w]--; }
+}
+
+/* The peak of device d's slots (F +1, W -1; without W lists each B's W takes the next
+   free slot) */
+static int vb_mem(VBlock *v, int d, int nt) {
+  static const int mem[5] = {1, 1, 0, 0, -1};
+  int p[5] = {0, 0, 0, 0, 0}, bound = 0, cur = 0, res = 0, wc = 0, has_w = nt > 4;
+  for (int t = 0; t < nt; t++) if (*vb_n(v, d, t) && vb_list(v, d, t)[*vb_n(v, d, t) - 1] > bound) bound = vb_list(v, d, t)[*vb_n(v, d, t) - 1];
+  for (int i = 0; i <= bound; i++) {
+    int bt = -1, bv = 0;
+    for (int t = 0; t < nt; t++)
+      if (p[t] < *vb_n(v, d, t) && (bt < 0 || vb_list(v, d, t)[p[t]] < bv)) { bt = t; bv = vb_list(v, d, t)[p[t]]; }
+    if (bt >= 0 && bv == i) {
+      p[bt]++;
+      cur += mem[bt];
+      if (bt >= 2 && bt < 4) wc++;
+    } else if (!has_w && wc) { cur--; wc--; }
+    if (cur > res) res = cur;
+  }
+  return res;
+}
+
+typedef struct VbOp { int slot, d, t, i; } VbOp;
+static int vbop_cmp(const void *a, const void *b) {
+  const VbOp *x = a, *y = b;
+  if (x->slot != y->slot) return x->slot < y->slot ? -1 : 1;
+  if (x->d != y->d) return x->d < y->d ? -1 : 1;
+  if (x->t != y->t) return x->t < y->t ? -1 : 1;
+  return x->i < y->i ? -1 : x->i > y->i;
+}
+/* every pass of lists 0..nt-1, in slot order (ties: device, list, microbatch) */
+static int vb_ops(VBlock *v, int nt, VbOp *ops) {
+  int k = 0;
+  for (int d = 0; d < v->P; d++)
+    for (int t = 0; t < nt; t++)
+      for (int i = 0; i < *vb_n(v, d, t); i++) { ops[k].slot = vb_list(v, d, t)[i]; ops[k].d = d; ops[k].t = t; ops[k].i = i; k++; }
+  qsort(ops, (size_t)k, sizeof *ops, vbop_cmp);
+  return k;
+}
+
+/* Retimes the slots as soon as possible, each pass one slot, no hop: the start of each.
+   0, or -1 when a pass comes before its input (not a valid slot order). */
+static int vb_eager(VBlock *v, int nt, VbOp *ops, int *end) {
+  int P = v->P, m2 = 2 * v->m;
+  int k = vb_ops(v, nt, ops);
+  for (size_t q = 0; q < (size_t)P * 6 * (size_t)m2; q++) end[q] = -1;
+#define VE(d, t, i) end[((size_t)(d) * 6 + (size_t)(t)) * (size_t)m2 + (size_t)(i)]
+  int *last = calloc((size_t)P, sizeof(int));
+  if (!last) return -1;
+  for (int d = 0; d < P; d++) last[d] = -1;
+  int bad = 0;
+  for (int q = 0; q < k && !bad; q++) {
+    int d = ops[q].d, t = ops[q].t, i = ops[q].i, dep = 0, x;
+    if ((t == 0 || t == 2) && d > 0) { x = VE(d - 1, t, i); if (x < 0) bad = 1; else if (x > dep) dep = x; }
+    if ((t == 1 || t == 3) && d < P - 1) { x = VE(d + 1, t, i); if (x < 0) bad = 1; else if (x > dep) dep = x; }
+    if (t > 0 && t < 4) { x = VE(d, t - 1, i); if (x < 0) bad = 1; else if (x > dep) dep = x; }
+    if (i > 0) { x = VE(d, t, i - 1); if (x < 0) bad = 1; else if (x > dep) dep = x; }
+    if (last[d] >= 0 && last[d] > dep) dep = last[d];
+    VE(d, t, i) = last[d] = dep + 1;
+  }
+  free(last);
+  if (bad) return -1;
+  for (int d = 0; d < P; d++)
+    for (int t = 0; t < nt; t++)
+      for (int i = 0; i < *vb_n(v, d, t); i++) vb_list(v, d, t)[i] = VE(d, t, i) - 1;
+#undef VE
+  return 0;
+}
+
+/* One squeeze (see above): with_w places the W passes first and moves them too, and
+   squeezes the warm-up; without, only what follows the last warm-up F. Then the W
+   passes are placed and the slots retimed. 0, or -1 when the slots are not valid. */
+static int vb_squeeze(VBlock *v, int with_w, VbOp *ops, int *end, char *occ, int nslot) {
+  int P = v->P, m = v->m;
+  int nt = 4;
+  if (with_w) { for (int d = 0; d < P; d++) vb_put_w(v, d, 0); nt = 5; }
+  int cap = 0;
+  for (int d = 0; d < P; d++) { int x = vb_mem(v, d, nt); if (x > cap) cap = x; }
+  int k = vb_ops(v, nt, ops);
+  memset(occ, 0, (size_t)P * (size_t)nslot);
+  int phase = 0;
+  for (int q = 0; q < k; q++) {
+    int d = ops[q].d, t = ops[q].t, i = ops[q].i, nx = ops[q].slot;
+    int *L = vb_list(v, d, t);
+    if (nx >= nslot) return -1;
+    if (t == 3 && d == 0 && phase == 0) phase = 1;
+    if (phase == 1) {
+      if (t == 0 && i == m - 1) phase = 2;
+      occ[(size_t)d * nslot + nx] = 1;
+      continue;
+    }
+    if (phase == 0 && !with_w) { occ[(size_t)d * nslot + nx] = 1; continue; }
+    int dep = -1;
+    if ((t == 0 || t == 2) && d > 0 && vb_list(v, d - 1, t)[i] > dep) dep = vb_list(v, d - 1, t)[i];
+    if ((t == 1 || t == 3) && d < P - 1 && vb_list(v, d + 1, t)[i] > dep) dep = vb_list(v, d + 1, t)[i];
+    if (t > 0 && t < 4 && vb_list(v, d, t - 1)[i] > dep) dep = vb_list(v, d, t - 1)[i];
+    if (t == 4) {   /* the i-th B of the device, in slot order */
+      const int *b2 = vb_list(v, d, 2), *b3 = vb_list(v, d, 3);
+      int n2 = *vb_n(v, d, 2), n3 = *vb_n(v, d, 3), a = 0, b = 0, x = -1;
+      for (int r = 0; r <= i && (a < n2 || b < n3); r++) x = (b >= n3 || (a < n2 && b2[a] <= b3[b])) ? b2[a++] : b3[b++];
+      if (x > dep) dep = x;
+    }
+    if (i > 0 && L[i - 1] > dep) dep = L[i - 1];
+    dep++;
+    if (dep > nx) return -1;
+    int ok = 0;
+    for (int pt = dep; pt < nx && !ok; pt++) {
+      if (occ[(size_t)d * nslot + pt]) continue;
+      L[i] = pt;
+      if (vb_mem(v, d, nt) <= cap) ok = 1;
+    }
+    if (!ok) L[i] = nx;
+    occ[(size_t)d * nslot + L[i]] = 1;
+  }
+  if (!with_w) for (int d = 0; d < P; d++) vb_put_w(v, d, 0);
+  return vb_eager(v, 5, ops, end);
+}
+
+/* The seed: kind 0 V-Half, 1 V-Min. Only on vshape with B and W apart. */
+static void vblock_seed(Search *z, int kind, char *policy, size_t npol) {
+  const Model *M = z->M;
+  Work *w = &z->w;
+  int P = M->P, m = M->m;
+  if (M->S != 2 * P || !M->split_ok || P < 2 || m < 1) return;
+  for (int d = 0; d < P; d++)
+    if (M->nst[d] != 2 || M->dst[M->first[d]] != d || M->dst[M->first[d] + 1] != 2 * P - 1 - d) return;
+  size_t nl = (size_t)P * 6;
+  VBlock vb, *v = &vb;
+  int nslot = 8 * m + 8 * P + 16;   /* past every slot: the block spans under 6P + 3, 6 slots a
+                                       microbatch, W passes after the last B at worst */
+  int *sl = malloc(sizeof(int) * nl * 2 * (size_t)m), *end = malloc(sizeof(int) * nl * 2 * (size_t)m);
+  VbOp *ops = malloc(sizeof(VbOp) * (size_t)P * 6 * (size_t)m);
+  char *occ = malloc((size_t)P * (size_t)nslot);
+  int *nn = malloc(sizeof(int) * nl);
+  if (!nn || !sl || !end || !ops || !occ) goto done;
+  v->P = P; v->m = m; v->sl = sl; v->n = nn;
+  for (int d = 0; d < P; d++) {
+    int b[4];
+    if (kind == 0) {
+      int g = P % 2 == 0 ? 3 : 0;
+      b[0] = 2 * d; b[1] = 3 * P - d - 2; b[2] = 3 * P + g + 2 * d - 1; b[3] = 6 * P + g - d - 2;
+    } else {
+      int g = P % 3 == 0 ? 2 : 0;
+      b[0] = d; b[1] = 2 * P - d - 1; b[2] = 2 * P + g + d; b[3] = 4 * P + g - d - 1;
+    }
+    for (int t = 0; t < 6; t++) *vb_n(v, d, t) = t < 4 ? m : 0;
+    for (int t = 0; t < 4; t++)
+      for (int i = 0; i < m; i++) vb_list(v, d, t)[i] = b[t] + 6 * i;
+  }
+  if (vb_squeeze(v, 1, ops, end, occ, nslot)) goto done;
+  for (int d = 0; d < P; d++) *vb_n(v, d, 4) = 0;
+  if (vb_squeeze(v, 0, ops, end, occ, nslot)) goto done;
+  for (int d = 0; d < P; d++) vb_put_w(v, d, 1);
+  int k = vb_ops(v, 6, ops);
+  for (int d = 0; d < P; d++) w->nord[d] = 0;
+  for (int q = 0; q < k; q++) {
+    int d = ops[q].d, t = ops[q].t;
+    if (w->nord[d] >= w->off[d + 1] - w->off[d]) goto done;
+    SOp *o = &w->ord[w->off[d] + w->nord[d]++];
+    o->mb = ops[q].i;
+    o->stage = (t == 0 || t == 3 || t == 5) ? d : 2 * P - 1 - d;
+    o->kind = (uint8_t)(t < 2 ? IR_F : t < 4 ? IR_B : IR_W);
+    o->pair = 0;
+  }
+  z->evals++;
+  keep_if_better(z, eval_order(M, w), kind == 0 ? "seed: V-Half (the paper's block, repeated and squeezed)"
+                                                 : "seed: V-Min (the paper's block, repeated and squeezed)", policy, npol);
+done:
+  free(nn); free(sl); free(end); free(ops); free(occ);
+}
+
+/* ---- ZB-V's greedy (a seed) ----
+ *
+ * The V-shape zero-bubble schedule as its authors generate it (Qi et al., "Pipeline
+ * Parallelism with Controllable Memory", NeurIPS 2024, ZB-V): each device takes one
+ * forward of its first stage in device order; then, from the last device back, a
+ * device runs first-stage forwards (on every device up to it) while they end before
+ * the second-stage forward it waits for arrives (so the warm-up follows TC) and its
+ * memory keeps room for the V's second leg; the devices after it then even out their
+ * forward counts, alternating the two stages. In the steady phase a round gives every
+ * device a B (the second stage's first when its input is there, then the first stage's)
+ * and an F (first or second stage, whichever has its input and is behind), W passes
+ * filling a wait for an input when they fit in it, or when the wait would make this
+ * device's idle time the largest, and whenever the memory limit stops an F or B. The
+ * whole is run again with each device's idle time from the previous run as what it may
+ * keep while that lowers the largest; every run is a candidate (with and without W
+ * filling before the first stage's B and before an F). Memory as the model counts it
+ * (F + act, B - b_free act, W the rest), on the model's per-stage costs and hops. */
+typedef struct Zv {
+  const Model *M;
+  Work *w;
+  int *cnt;                 /* [P][6]: passes run per (kind, leg): F0 F1 B0 B1 W0 W1 */
+  double *bub;              /* [P] idle time after the first forward */
+  const double *appr;       /* [P] the previous run's idle times (NULL: none) */
+  double maxappr;
+  int *wq, *wh, *wt;        /* [P][2m] pending W (leg), head, tail per device */
+  int bad;
+} Zv;
+/* the stage of a pass: F leg 0 is the device's first stage (d), leg 1 its second;
+   backward passes run the second stage first: B/W leg 0 is 2P-1-d, leg 1 is d */
+static int zv_stage(const Model *M, int cat, int leg, int d) {
+  int first = cat == 0 ? leg == 0 : leg == 1;
+  return first ? d : 2 * M->P - 1 - d;
+}
+static double zv_maxbub(const Zv *v, int d) {
+  double x = 0;
+  for (int e = 0; e < v->M->P; e++) if (v->bub[e] > x) x = v->bub[e];
+  if (d >= 0 && v->appr && v->maxappr - v->appr[d] > x) x = v->maxappr - v->appr[d];
+  return x;
+}
+static void zv_put(Zv *v, int cat, int leg, int d) {
+  const Model *M = v->M;
+  Work *w = v->w;
+  if (v->bad) return;
+  int s = zv_stage(M, cat, leg, d), i = v->cnt[d * 6 + cat * 2 + leg];
+  const IrStage *g = &M->st[s];
+  if (i >= M->m) { v->bad = 1; return; }
+  double c = cat == 0 ? g->tf : cat == 1 ? g->tb : g->tw, nob = w->cur[d] + c, t = nob;
+  int64_t slot = (int64_t)i * M->S + s;
+  if (cat < 2) {
+    double r = cat == 0 ? readyF(M, w, i, s) : readyB(M, w, i, s);
+    if (r >= INF) { v->bad = 1; return; }
+    if (r + c > t) t = r + c;
+  } else if (w->endB[slot] < 0) { v->bad = 1; return; }
+  if (cat == 0 && !le(w->held[d] + g->act, lim(M, d))) { v->bad = 1; return; }
+  if (v->cnt[d * 6] > 0) v->bub[d] += t - nob;
+  if (cat == 0) { w->endF[slot] = t; w->held[d] += g->act; }
+  else if (cat == 1) {
+    w->endB[slot] = t; w->held[d] -= g->b_free * g->act;
+    v->wq[(size_t)d * 2 * M->m + (size_t)v->wt[d]++] = leg;
+  } else w->held[d] -= (1 - g->b_free) * g->act;
+  w->cur[d] = t;
+  SOp *o = &w->ord[w->off[d] + w->nord[d]++];
+  o->mb = i; o->stage = s; o->kind = (uint8_t)(cat == 0 ? IR_F : cat == 1 ? IR_B : IR_W); o->pair = 0;
+  v->cnt[d * 6 + cat * 2 + leg]++;
+}
+static int zv_pending(const Zv *v, int d) { return v->wh[d] < v->wt[d]; }
+static void zv_put_w(Zv *v, int d) {
+  if (!zv_pending(v, d)) { v->bad = 1; return; }
+  zv_put(v, 2, v->wq[(size_t)d * 2 * v->M->m + (size_t)v->wh[d]++], d);
+}
+/* end of the pass a device waits for plus its hop (-1 + hop when it has not run,
+   as the generator reads an unset time) */
+static double zv_arrival(const Zv *v, int cat, int leg, int d) {
+  const Model *M = v->M;
+  const Work *w = v->w;
+  int P = M->P, s, i;
+  if (cat == 0) {
+    if (leg == 0) { if (d == 0) return -INF; s = d - 1; i = v->cnt[d * 6]; return (w->endF[(int64_t)i * M->S + s] < 0 ? -1 : w->endF[(int64_t)i * M->S + s]) + M->cf[s]; }
+    if (d == P - 1) return -INF;
+    s = 2 * P - 2 - d; i = v->cnt[d * 6 + 1];
+    return (w->endF[(int64_t)i * M->S + s] < 0 ? -1 : w->endF[(int64_t)i * M->S + s]) + M->cf[s];
+  }
+  if (leg == 1) { if (d == P - 1) return -INF; s = d + 1; i = v->cnt[d * 6 + 3]; }
+  else { if (d == 0) return -INF; s = 2 * P - d; i = v->cnt[d * 6 + 2]; }
+  return (w->endB[(int64_t)i * M->S + s] < 0 ? -1 : w->endB[(int64_t)i * M->S + s]) + M->cb[s];
+}
+/* W passes before a pass of device d that waits for arrival a (-INF: it waits for none) */
+static void zv_fill(Zv *v, int d, double a, int last_rule) {
+  const Model *M = v->M;
+  while (zv_pending(v, d) && a > -INF && !v->bad) {
+    const IrStage *g = &M->st[zv_stage(M, 2, v->wq[(size_t)d * 2 * M->m + (size_t)v->wh[d]], d)];
+    if (!(a >= v->w->cur[d] + g->tw)) break;
+    zv_put_w(v, d);
+  }
+  double x = a > -INF ? a : -1;
+  if (zv_pending(v, d) && x - v->w->cur[d] > zv_maxbub(v, d) - v->bub[d] && last_rule) zv_put_w(v, d);
+}
+static int zv_run(Zv *v, int fill_f, int fill_b) {
+  const Model *M = v->M;
+  Work *w = v->w;
+  int P = M->P, m = M->m;
+  for (int64_t k = 0; k < (int64_t)m * M->S; k++) w->endF[k] = w->endB[k] = -1;
+  memset(v->cnt, 0, sizeof(int) * 6 * (size_t)P);
+  for (int d = 0; d < P; d++) { w->cur[d] = w->held[d] = 0; v->bub[d] = 0; v->wh[d] = v->wt[d] = 0; w->nord[d] = 0; }
+  v->bad = 0;
+  for (int d = 0; d < P; d++) zv_put(v, 0, 0, d);
+  for (int d = P - 1; d >= 0 && !v->bad; d--) {
+    if (d < P - 1) {
+      double a = w->endF[2 * P - 2 - d] + M->cf[2 * P - 2 - d];   /* F(0) of the second stage of d + 1 */
+      const IrStage *g = &M->st[d];
+      for (int guard = 0; guard < m && !v->bad && le(w->held[d] + g->act * (2 + 2 * d), lim(M, d)) &&
+                          le(w->cur[d] + g->tf, a) && v->cnt[d * 6] < m; guard++)
+        for (int j = 0; j <= d; j++) zv_put(v, 0, 0, j);
+    }
+    zv_put(v, 0, 1, d);
+  }
+  int leg = 0;
+  for (int d = 1; d < P && !v->bad; d++) {
+    for (int guard = 0; guard < 4 * m && !v->bad; guard++) {
+      const int *c = v->cnt + d * 6, *u = v->cnt + (d - 1) * 6;
+      if (!(c[0] + c[1] < u[0] + u[1] || (c[1] <= u[1] && u[1] < m))) break;
+      for (int j = P - 1; j >= d; j--) if (v->cnt[j * 6 + leg] < m) zv_put(v, 0, leg, j);
+      leg = 1 - leg;
+    }
+  }
+  int *rk = malloc(sizeof(int) * 2 * (size_t)P);   /* [P] this round's order, then [P] each device's leg */
+  if (!rk) return -1;
+  for (int round = 0; round < 2 * m && !v->bad; round++) {
+    for (int d = 0; d < P && !v->bad; d++)
+      while (!le(w->held[d], lim(M, d)) && !v->bad) zv_put_w(v, d);
+    /* which B each device runs this round: its first stage's (leg 1) once the input
+       is there (or the second stage's are done), else its second stage's (leg 0);
+       leg-1 devices go first, from the last device, then leg-0 ones */
+    int nr = 0;
+    for (int d = 0; d < P; d++) {
+      const int *c = v->cnt + d * 6;
+      rk[P + d] = c[3] >= c[2] ? 0 : d == P - 1 ? 1 : (w->endB[(int64_t)c[3] * M->S + d + 1] >= 0 || c[2] >= m);
+    }
+    for (int d = P - 1; d >= 0; d--) if (rk[P + d]) rk[nr++] = d * 2 + 1;
+    for (int d = 0; d < P; d++) if (!rk[P + d]) rk[nr++] = d * 2;
+    for (int q = 0; q < nr && !v->bad; q++) {
+      int d = rk[q] / 2, lg = rk[q] % 2;
+      zv_fill(v, d, zv_arrival(v, 1, lg, d), lg == 1 || fill_b);
+      zv_put(v, 1, lg, d);
+    }
+    for (int d = 0; d < P && !v->bad; d++) {
+      const int *c = v->cnt + d * 6;
+      if (c[1] >= m) continue;
+      int item = -1;
+      if (c[1] >= c[0]) item = 0;
+      else if (d == P - 1) item = 1;
+      else if (w->endF[(int64_t)c[1] * M->S + 2 * P - 2 - d] >= 0) item = 1;
+      else if (c[0] < m && (d == 0 || w->endF[(int64_t)c[0] * M->S + d - 1] >= 0)) item = 0;
+      if (item < 0) continue;
+      const IrStage *g = &M->st[zv_stage(M, 0, item, d)];
+      while (!le(w->held[d] + g->act, lim(M, d)) && !v->bad) zv_put_w(v, d);
+      zv_fill(v, d, zv_arrival(v, 0, item, d), fill_f);
+      zv_put(v, 0, item, d);
+    }
+  }
+  free(rk);
+  for (int d = 0; d < P && !v->bad; d++) while (zv_pending(v, d) && !v->bad) zv_put_w(v, d);
+  return v->bad ? -1 : 0;
+}
+static void zbv_seed(Search *z, char *policy, size_t npol) {
+  const Model *M = z->M;
+  int P = M->P, m = M->m;
+  if (M->S != 2 * P || !M->split_ok || P < 2) return;
+  for (int d = 0; d < P; d++)
+    if (M->nst[d] != 2 || M->dst[M->first[d]] != d || M->dst[M->first[d] + 1] != 2 * P - 1 - d) return;
+  Zv v;
+  memset(&v, 0, sizeof v);
+  v.M = M; v.w = &z->w;
+  v.cnt = calloc(6 * (size_t)P, sizeof(int));
+  v.bub = calloc((size_t)P, sizeof(double));
+  double *appr = calloc((size_t)P, sizeof(double));
+  v.wq = calloc((size_t)P * 2 * (size_t)m + 1, sizeof(int));
+  v.wh = calloc((size_t)P, sizeof(int));
+  v.wt = calloc((size_t)P, sizeof(int));
+  if (v.cnt && v.bub && appr && v.wq && v.wh && v.wt) {
+    for (int f = 0; f < 4 && !out_of_budget_clock(z); f++) {
+      v.appr = NULL;
+      v.maxappr = -1;
+      double prev = INF;
+      for (int it = 0; it < 64; it++) {
+        if (zv_run(&v, f & 1, f >> 1)) break;
+        double mb = zv_maxbub(&v, -1);
+        z->evals++;
+        keep_if_better(z, eval_order(M, &z->w), "seed: ZB-V's greedy (TC-aware warm-up)", policy, npol);
+        if (!(mb < prev) || (v.appr && !(mb < v.maxappr))) break;
+        prev = mb;
+        memcpy(appr, v.bub, sizeof(double) * (size_t)P);
+        v.appr = appr;
+        v.maxappr = mb;
+      }
+    }
+  }
+  free(v.cnt); free(v.bub); free(appr); free(v.wq); free(v.wh); free(v.wt);
+}
+
+/* The seeds the published generators give, built here (no compilation: they cost
+   little, so they run before the policies, and an order at the lower bound ends the
+   search there) */
+static void generator_seeds(Search *z, const IrSchedule *s, char *policy, size_t n) {
+  int v = 0, kinds = placement_kinds(s, &v);
+  for (int h = 0; h < 4 && !out_of_budget_clock(z); h++) zb_heuristic(z, h & 1, h >> 1, policy, n);
+  if (kinds & 2) {
+    for (int k = 0; k < 2 && !out_of_budget_clock(z); k++) vblock_seed(z, k, policy, n);
+    if (!out_of_budget_clock(z)) zbv_seed(z, policy, n);
+  }
+}
+
+/* The standard schedules of the placement, compiled from the embedded stdlib */
 static void seeds(Search *z, const IrSchedule *s, char *policy, size_t n) {
   const Model *M = z->M;
   char x[64], lab[96];
   int v = 0, kinds = placement_kinds(s, &v);
-  for (int h = 0; h < 4 && !out_of_budget_clock(z); h++) zb_heuristic(z, h & 1, h >> 1, policy, n);
   if (kinds & 1) {
     try_seed(z, s, "1f1b.pps", "one_f_one_b", "checks=false", NULL, "seed: 1F1B (stdlib)", policy, n);
     try_seed(z, s, "gpipe.pps", "gpipe", "checks=false", NULL, "seed: GPipe (stdlib)", policy, n);
@@ -1038,8 +1472,16 @@ static int search_all(Search *z, const IrSchedule *s, const SynthOptions *o, cha
   z->br.ok = 0;
   z->br.makespan = INF;
   z->seeded = 0;
-  /* under a time limit the policies may use half of it, the seeds (the stdlib's
-     guarantee) up to 80%, the local moves the rest */
+  /* the seeds first (an order at the lower bound ends the search before any policy):
+     under a time limit the generators' seeds may use up to half of it, the stdlib's
+     (their guarantee) up to 80%, then the policies what is left of the first half,
+     the local moves the rest */
+  z->tshare = 0.5;
+  generator_seeds(z, s, seedpol, npol);
+  if (getenv("PPS_SYNTH_DEBUG")) fprintf(stderr, "synth: generators' seeds: %ld candidates, %.3f s, best %g\n", z->evals, now_s() - z->t0, z->br.makespan);
+  z->tshare = 0.8;
+  seeds(z, s, seedpol, npol);
+  if (getenv("PPS_SYNTH_DEBUG")) fprintf(stderr, "synth: stdlib seeds: %ld candidates, %.3f s, best %g\n", z->evals, now_s() - z->t0, z->br.makespan);
   z->tshare = 0.5;
   /* budget: candidates, from effort and size (deterministic) */
   {
@@ -1078,7 +1520,7 @@ static int search_all(Search *z, const IrSchedule *s, const SynthOptions *o, cha
               }
     }
     for (int k = 0; k < ncand; k++) {
-      if (k > 0 && out_of_budget(z) && z->br.ok) break;
+      if (out_of_budget(z) && z->br.ok) break;   /* a seed may have reached the bound */
       /* a cut that no admission of its uncut twin (the candidate before) came near
          changes nothing: the same order, not run again (nor kept twice) */
       int cut = 0;
@@ -1166,11 +1608,8 @@ static int search_all(Search *z, const IrSchedule *s, const SynthOptions *o, cha
     free(capbuf);
   }
   int dbg = getenv("PPS_SYNTH_DEBUG") != NULL;
-  if (dbg) fprintf(stderr, "synth: policies: %ld candidates, %lld steps, %.3f s, best %g\n", z->evals, (long long)z->w.steps, now_s() - z->t0, z->br.makespan);
-  z->tshare = 0.8;
-  seeds(z, s, seedpol, npol);
+  if (dbg) fprintf(stderr, "synth: seeds and policies: %ld candidates, %lld steps, %.3f s, best %g\n", z->evals, (long long)z->w.steps, now_s() - z->t0, z->br.makespan);
   z->tshare = 1;
-  if (dbg) fprintf(stderr, "synth: seeds: %ld candidates, %.3f s, best %g\n", z->evals, now_s() - z->t0, z->br.makespan);
   if (!z->seeded && z->br.ok) describe(M, &z->bp, seedpol, npol);
   /* the policy search had half of the budget; local moves the rest */
   z->max_steps = z->w.steps + (int64_t)budget;

@@ -3,9 +3,9 @@
 # models.mk (gpt, CPU backend kernels) and cuda.mk append to libppsrt_la_SOURCES;
 # they are included after this file.
 lib_LTLIBRARIES += libppsrt.la
-include_HEADERS += runtime/ppsrt.h
-libppsrt_la_SOURCES = runtime/ppsrt.h runtime/backend.h runtime/transport.h runtime/model.h \
-  runtime/rt.h runtime/error.c runtime/interp.c runtime/actstore.c runtime/offload.c runtime/recompute.c \
+include_HEADERS += runtime/ppsrt.h runtime/ppsrt_ops.h
+libppsrt_la_SOURCES = runtime/ppsrt.h runtime/ppsrt_ops.h runtime/backend.h runtime/transport.h runtime/model.h \
+  runtime/rt.h runtime/error.c runtime/rt_util.c runtime/iobox.c runtime/interp.c runtime/actstore.c runtime/offload.c runtime/recompute.c \
   runtime/transport_threads.c runtime/metrics.c runtime/cli.c runtime/check.c \
   runtime/model_mlp.c
 libppsrt_la_SOURCES += runtime/coll_lane.c
@@ -45,6 +45,9 @@ EXTRA_DIST += tests/runtime/offload.sh tests/runtime/cases/offload_cancel.pps
 EXTRA_DIST += tests/runtime/vocab_memory.sh tests/runtime/cases/vocab_memory.pps
 TESTS += tests/runtime/fault.sh
 EXTRA_DIST += tests/runtime/fault.sh
+# the runtime files call each other in one direction (nm over the objects)
+TESTS += tests/runtime/layers.sh
+EXTRA_DIST += tests/runtime/layers.sh
 EXTRA_DIST += tests/runtime/posted.sh tests/runtime/posted.awk
 EXTRA_DIST += tests/runtime/hardening.sh
 EXTRA_DIST += tests/runtime/tables.sh tests/runtime/flags.sh tests/runtime/e2e.sh tests/runtime/mpi.sh \

@@ -208,13 +208,6 @@ static int check_stream(int s) {
   return PPSRT_OK;
 }
 
-/* Kernels run on the caller's thread; on a copy stream they first wait for it. */
-int ppsrt_cpu_enter_stream(ppsrt_backend *b, int stream) {
-  int rc = check_stream(stream);
-  if (rc) return rc;
-  if (is_copy_stream(stream)) drain(b, stream);
-  return PPSRT_OK;
-}
 
 /* ------------------------------------------------------------------------- */
 /* memory                                                                      */
@@ -428,6 +421,8 @@ static int cpu_event_query(ppsrt_backend *b, ppsrt_event *e) {
   return done;
 }
 
+/* Kernels run on the caller's thread; on a copy stream they first wait for it (the
+   kernels, cpu_kernels.c, call this through b->stream_sync). */
 static int cpu_stream_sync(ppsrt_backend *b, int stream) {
   int rc = check_stream(stream);
   if (rc) return rc;
@@ -518,7 +513,7 @@ static int gemm_check(int ta, int tb, int M, int N, int K, ppsrt_dtype at, int l
 static int cpu_gemm(ppsrt_backend *b, int stream, int ta, int tb, int M, int N, int K, float alpha,
                     const void *A, ppsrt_dtype at, int lda, const void *B, ppsrt_dtype bt, int ldb,
                     float beta, void *C, ppsrt_dtype ct, int ldc) {
-  int rc = ppsrt_cpu_enter_stream(b, stream);
+  int rc = cpu_stream_sync(b, stream);
   if (rc) return rc;
   if ((rc = gemm_check(ta, tb, M, N, K, at, lda, bt, ldb, ct, ldc))) return rc;
   sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
@@ -529,7 +524,7 @@ static int cpu_gemm_strided(ppsrt_backend *b, int stream, int ta, int tb, int M,
                             float alpha, const void *A, ppsrt_dtype at, int lda, long sA, const void *B,
                             ppsrt_dtype bt, int ldb, long sB, float beta, void *C, ppsrt_dtype ct,
                             int ldc, long sC, int count) {
-  int rc = ppsrt_cpu_enter_stream(b, stream);
+  int rc = cpu_stream_sync(b, stream);
   if (rc) return rc;
   if ((rc = gemm_check(ta, tb, M, N, K, at, lda, bt, ldb, ct, ldc))) return rc;
   for (int i = 0; i < count; i++)

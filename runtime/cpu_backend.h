@@ -6,9 +6,9 @@
 
 /* Fills the kernel entries of b's table (cpu_kernels.c). */
 void ppsrt_cpu_install_kernels(ppsrt_backend *b);
-/* Validates the stream and, on a copy stream, waits until its queue is empty, so a
- * kernel can then run on the caller's thread in stream order (cpu_backend.c). */
-int ppsrt_cpu_enter_stream(ppsrt_backend *b, int stream);
+/* The kernels enter their stream through b->stream_sync (cpu_backend.c validates the
+ * stream and, on a copy stream, waits until its queue is empty, so that a kernel runs on
+ * the caller's thread in stream order): this file is the only way back. */
 /* Makes b's allocator safe for a second thread of the same device (the collective
  * lane, coll_lane.c): allocations and frees then take a lock. Call before that thread
  * starts. */

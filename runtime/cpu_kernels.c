@@ -5,7 +5,7 @@
  * tests/kernels/ checks every backward here against central finite differences.
  * All tensors are row-major; "row n" of a [N, C] tensor starts at n*C unless a
  * leading dimension (ld*) is given. Every kernel runs on the caller's thread (see
- * ppsrt_cpu_enter_stream). No kernel allocates per element; attention allocates one
+ * b->stream_sync). No kernel allocates per element; attention allocates one
  * scratch row per call.
  *
  * What it does not: no BF16, no vectorisation beyond what the compiler does with
@@ -22,7 +22,7 @@
 
 #define ENTER(b, s)                                  \
   do {                                               \
-    int rc_ = ppsrt_cpu_enter_stream((b), (s));      \
+    int rc_ = (b)->stream_sync((b), (s));            \
     if (rc_) return rc_;                             \
   } while (0)
 

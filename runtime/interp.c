@@ -18,140 +18,6 @@
 #include <string.h>
 #include <time.h>
 
-double rt_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static const char *const kind_names[PPSRT_OP_NKINDS] = {
-  "F", "B", "W", "BW", "IF", "IB", "S", "T", "offload", "reload", "send", "recv", "coll"};
-static const char *const coll_names[] = {"none", "input_fwd", "output_fwd", "output_bwd", "input_bwd"};
-
-const char *rt_kind_name(int kind) {
-  return kind >= 0 && kind < PPSRT_OP_NKINDS ? kind_names[kind] : "?";
-}
-
-/* Writes an op the way `ppsc expand` prints it: F(3,1), send F(3,1)->2, coll output_fwd(3). */
-int rt_format_op(const ppsrt_program *p, const ppsrt_op *op, char *buf, int size) {
-  switch (op->kind) {
-  case PPSRT_OP_F: case PPSRT_OP_B: case PPSRT_OP_W: case PPSRT_OP_BW:
-  case PPSRT_OP_OFFLOAD: case PPSRT_OP_RELOAD:
-    return snprintf(buf, (size_t)size, "%s(%d,%d)", kind_names[op->kind], op->mb, op->stage);
-  case PPSRT_OP_IF: case PPSRT_OP_IB: case PPSRT_OP_S: case PPSRT_OP_T:
-    return snprintf(buf, (size_t)size, "%s(%d)", kind_names[op->kind], op->mb);
-  case PPSRT_OP_SEND: case PPSRT_OP_RECV:
-    return snprintf(buf, (size_t)size, "%s %s(%d,%d)%s%d", kind_names[op->kind],
-                    op->xfer == PPSRT_XFER_GRAD ? "B" : "F", op->mb, op->stage,
-                    op->kind == PPSRT_OP_SEND ? "->" : "<-", op->peer);
-  case PPSRT_OP_COLL:
-    return snprintf(buf, (size_t)size, "coll %s(%d)", op->coll < 5 ? coll_names[op->coll] : "?", op->mb);
-  default:
-    return snprintf(buf, (size_t)size, "op kind %d", op->kind);
-  }
-  (void)p;
-}
-
-/* ---- services for the model ---- */
-ppsrt_backend *ppsrt_ctx_backend(ppsrt_ctx *c) { return c->be; }
-int ppsrt_ctx_rank(ppsrt_ctx *c) { return c->rank; }
-int ppsrt_ctx_iteration(ppsrt_ctx *c) { return c->iteration; }
-
-/* Without columns (bcol NULL: a context built by hand, as tests do) every key stage
- * -1..nstage has a column. */
-static int box_ncol(const ppsrt_ctx *c) { return c->bcol ? c->nbcol : c->nstage + 2; }
-
-static rt_box *box_at(ppsrt_ctx *c, int xfer, int mb, int stage) {
-  if ((xfer != PPSRT_XFER_ACT && xfer != PPSRT_XFER_GRAD) || mb < 0 || mb >= c->nmb || stage < -1 ||
-      stage > c->nstage || (c->bcol && c->bcol[stage + 1] < 0))
-    return NULL;
-  int col = c->bcol ? c->bcol[stage + 1] : stage + 1;
-  return &c->box[((size_t)(xfer - 1) * c->nmb + mb) * box_ncol(c) + col];
-}
-
-/* The box and the store get columns only for the stages the device's ops can touch,
- * so their size is O(m x stages per device), not O(m x all stages), per device:
- * F(i,s): s, s-1; B/W/BW(i,s): s, s+1; send/recv/offload/reload(i,s): s; vocabulary
- * passes and collectives: -1, 0, S-1, S; always -1 and S (the loss gradient key). */
-int rt_box_init(ppsrt_ctx *c, int all) {
-  int S = c->nstage;
-  uint8_t *used = calloc((size_t)S + 2, 1);
-  c->bcol = malloc(((size_t)S + 2) * sizeof *c->bcol);
-  if (!used || !c->bcol) { free(used); return PPSRT_FAIL(PPSRT_E_NOMEM, "out of host memory"); }
-#define USE(st) do { int s_ = (st); if (s_ >= -1 && s_ <= S) used[s_ + 1] = 1; } while (0)
-  USE(-1); USE(S);
-  for (int i = 0; i < c->nops || (all && i <= S); i++) {
-    if (all) { USE(i - 1); continue; }
-    const ppsrt_op *op = &c->ops[i];
-    switch (op->kind) {
-    case PPSRT_OP_F: USE(op->stage); USE(op->stage - 1); break;
-    case PPSRT_OP_B: case PPSRT_OP_W: case PPSRT_OP_BW: USE(op->stage); USE(op->stage + 1); break;
-    case PPSRT_OP_IF: case PPSRT_OP_IB: case PPSRT_OP_S: case PPSRT_OP_T: case PPSRT_OP_COLL:
-      USE(0); USE(S - 1); break;
-    default: USE(op->stage); break;
-    }
-  }
-#undef USE
-  c->nbcol = 0;
-  for (int st = -1; st <= S; st++) c->bcol[st + 1] = used[st + 1] ? c->nbcol++ : -1;
-  c->box = calloc((size_t)2 * c->nmb * c->nbcol, sizeof *c->box);
-  int rc = c->box ? rt_store_init(&c->store, c->nmb, S, used) : PPSRT_FAIL(PPSRT_E_NOMEM, "out of host memory");
-  free(used);
-  return rc;
-}
-
-int rt_ref_ctx_init(ppsrt_ctx *rx, ppsrt_run *run, const ppsrt_ctx *c) {
-  memset(rx, 0, sizeof *rx);
-  rx->run = run; rx->rank = c->rank; rx->be = c->be; rx->reference = 1;
-  rx->nmb = c->nmb * (run->nrep > 1 ? run->nrep : 1); rx->nstage = c->nstage;   /* --check: the global batch */
-  int rc = rt_box_init(rx, 1);
-  if (rc) { free(rx->box); free(rx->bcol); rt_store_fini(&rx->store, c->be); }
-  return rc;
-}
-
-static const char *xfer_name(int xfer) { return xfer == PPSRT_XFER_GRAD ? "input gradient of B" : "output of F"; }
-
-int ppsrt_io_put(ppsrt_ctx *c, int xfer, int mb, int stage, void *buf, size_t bytes) {
-  if (c->recomputing) { c->be->free(c->be, buf); return 0; }   /* F again (recompute.c): sent already */
-  rt_box *b = box_at(c, xfer, mb, stage);
-  if (!b) return PPSRT_FAIL(PPSRT_E_USAGE, "io box: key (xfer %d, mb %d, stage %d) out of range", xfer, mb, stage);
-  if (b->buf)
-    return PPSRT_FAIL(PPSRT_E_USAGE, "io box: the %s(%d,%d) is already here (produced or received twice)",
-                      xfer_name(xfer), mb, stage);
-  b->buf = buf; b->bytes = bytes;
-  return 0;
-}
-
-int ppsrt_io_peek(ppsrt_ctx *c, int xfer, int mb, int stage, void **buf, size_t *bytes) {
-  rt_box *b = box_at(c, xfer, mb, stage);
-  if (!b || !b->buf)
-    return PPSRT_FAIL(PPSRT_E_USAGE, "the %s(%d,%d) is not on this device\n"
-                      "hint: a recv of it (or the pass producing it) must come first", xfer_name(xfer), mb, stage);
-  *buf = b->buf;
-  if (bytes) *bytes = b->bytes;
-  return 0;
-}
-
-int ppsrt_io_take(ppsrt_ctx *c, int xfer, int mb, int stage, void **buf, size_t *bytes) {
-  if (c->recomputing && c->rc_in && xfer == PPSRT_XFER_ACT && mb == c->rc_mb && stage == c->rc_stage - 1) {
-    *buf = c->rc_in;   /* F again (recompute.c): its kept input */
-    if (bytes) *bytes = c->rc_bytes;
-    c->rc_in = NULL;
-    return 0;
-  }
-  int rc = ppsrt_io_peek(c, xfer, mb, stage, buf, bytes);
-  if (rc) return rc;
-  rt_box *b = box_at(c, xfer, mb, stage);
-  b->buf = NULL; b->bytes = 0;
-  return 0;
-}
-
-int rt_box_clear(ppsrt_ctx *c) {
-  size_t n = (size_t)2 * c->nmb * box_ncol(c);
-  for (size_t i = 0; i < n; i++)
-    if (c->box[i].buf) { c->be->free(c->be, c->box[i].buf); c->box[i].buf = NULL; }
-  return 0;
-}
 
 /* ---- the ppsrt_comm handed to the model's collectives ---- */
 static int comm_allreduce(ppsrt_comm *cm, float *buf, size_t n, ppsrt_redop op) {
@@ -243,7 +109,7 @@ static int op_keys(const ppsrt_ctx *c, const ppsrt_op *op, size_t key[2]) {
  * table, keeping the nearest later reader of every key. */
 static int mark_posted(ppsrt_ctx *c) {
   int any = 0;
-  for (int i = 0; i < c->nops && !any; i++) any = c->ops[i].kind == PPSRT_OP_RECV && (c->ops[i].flags & 8);
+  for (int i = 0; i < c->nops && !any; i++) any = c->ops[i].kind == PPSRT_OP_RECV && (c->ops[i].flags & PPSRT_FLAG_POSTED);
   if (!any) return 0;
   size_t nkeys = (size_t)2 * c->nmb * ((size_t)c->nstage + 2);
   int32_t *next = malloc((nkeys ? nkeys : 1) * sizeof *next);
@@ -255,7 +121,7 @@ static int mark_posted(ppsrt_ctx *c) {
   for (int i = c->nops - 1; i >= 0; i--) {   /* backwards: each list ends up in posting order */
     const ppsrt_op *op = &c->ops[i];
     size_t key[2];
-    if (op->kind == PPSRT_OP_RECV && (op->flags & 8)) {
+    if (op->kind == PPSRT_OP_RECV && (op->flags & PPSRT_FLAG_POSTED)) {
       ppsrt_op as_send = *op;   /* the key a SEND of the same data would read */
       as_send.kind = PPSRT_OP_SEND;
       int j = op_keys(c, &as_send, key) ? next[key[0]] : c->nops;
@@ -490,7 +356,7 @@ static int exec_one(ppsrt_ctx *c, int i) {
   case PPSRT_OP_RECV:
     /* posted: deferred to its consumer on a buffered transport, posted with recv_post;
      * a rendezvous transport without recv_post (NCCL by default) receives it here */
-    if ((op->flags & 8) && (c->tr->recv_post || !c->tr->group_begin)) return post_recv(c, i);
+    if ((op->flags & PPSRT_FLAG_POSTED) && (c->tr->recv_post || !c->tr->group_begin)) return post_recv(c, i);
     /* buffered: the channel's pending posted recvs match first (FIFO) */
     if (!c->tr->recv_post && c->npst) {
       int failed;
@@ -504,14 +370,14 @@ static int exec_one(ppsrt_ctx *c, int i) {
 
 static int is_compute(int kind) { return kind <= PPSRT_OP_T; }
 
-/* An op with flags & 2 is overlapped with the next one (`overlap { }`, ppsrt.h). With a
+/* An op flagged PPSRT_FLAG_OVERLAP is overlapped with the next one (`overlap { }`, ppsrt.h). With a
  * backend that has `overlap` (CUDA) the two passes run on two compute streams: a fork
  * before the first (the second stream waits for the compute stream's queued work, the
  * pair's inputs), the second issued on the second stream, a join after it (the compute
  * stream waits for it, so later consumers and sends see both outputs). Without it (CPU)
  * they run one after the other in program order; the simulator models the overlap. */
 static int pair_first(const ppsrt_ctx *c, int i) {
-  return i >= 0 && i + 1 < c->nops && (c->ops[i].flags & 2) && is_compute(c->ops[i].kind) &&
+  return i >= 0 && i + 1 < c->nops && (c->ops[i].flags & PPSRT_FLAG_OVERLAP) && is_compute(c->ops[i].kind) &&
          is_compute(c->ops[i + 1].kind);
 }
 static int exec_op(ppsrt_ctx *c, int i) {
@@ -536,7 +402,7 @@ static int grouped_with_prev(const ppsrt_ctx *c, int i);
 static int posted_late(const ppsrt_ctx *c, int i) {
   if (!c->tr->recv_post) return 0;
   for (int j = i + 1; grouped_with_prev(c, j); j++)
-    if (c->ops[j].kind == PPSRT_OP_RECV && !(c->ops[j].flags & 8) && c->ops[j].peer == c->ops[i].peer) return 0;
+    if (c->ops[j].kind == PPSRT_OP_RECV && !(c->ops[j].flags & PPSRT_FLAG_POSTED) && c->ops[j].peer == c->ops[i].peer) return 0;
   return 1;
 }
 
@@ -547,7 +413,7 @@ static int posted_late(const ppsrt_ctx *c, int i) {
  * group_end. Without hooks every op is issued alone, as before. */
 static int is_p2p(int kind) { return kind == PPSRT_OP_SEND || kind == PPSRT_OP_RECV; }
 static int grouped_with_prev(const ppsrt_ctx *c, int i) {
-  return i > 0 && i < c->nops && is_p2p(c->ops[i].kind) && is_p2p(c->ops[i - 1].kind) && (c->ops[i].flags & 4);
+  return i > 0 && i < c->nops && is_p2p(c->ops[i].kind) && is_p2p(c->ops[i - 1].kind) && (c->ops[i].flags & PPSRT_FLAG_GROUP);
 }
 
 static int group_open(ppsrt_ctx *c, int i) {
@@ -568,7 +434,7 @@ static int group_close(ppsrt_ctx *c, int i, int rc_op) {
   int recvd = 0;
   for (int j = c->grp0; j <= i; j++) {
     const ppsrt_op *op = &c->ops[j];
-    if (op->kind == PPSRT_OP_RECV) recvd |= !(op->flags & 8) || !c->tr->recv_post;   /* (a posted one waits at its consumer) */
+    if (op->kind == PPSRT_OP_RECV) recvd |= !(op->flags & PPSRT_FLAG_POSTED) || !c->tr->recv_post;   /* (a posted one waits at its consumer) */
     else if (c->free_after[j]) {
       void *buf; size_t bytes;
       if (!ppsrt_io_take(c, op->xfer, op->mb, op->stage, &buf, &bytes)) c->be->free(c->be, buf);
@@ -629,22 +495,6 @@ static int fail_at(ppsrt_ctx *c, int i, int rc, const char *what) {
   if (c->tr && !c->reference) c->tr->abort(c->tr, c->rank, c->errmsg);
   if (c->gtr && !c->reference) c->gtr->abort(c->gtr, c->replica, c->errmsg);   /* --data-parallel: its replicas too */
   if (c->run->lane_tr && !c->reference) c->run->lane_tr->abort(c->run->lane_tr, c->rank, c->errmsg);
-  return rc;
-}
-
-/* Sums a few F32 values over ranks (staged through backend memory). */
-int rt_allreduce_host(ppsrt_ctx *c, float *v, size_t n, ppsrt_redop op) {
-  ppsrt_backend *be = c->be;
-  if (!strcmp(be->name, "cpu")) return c->tr->allreduce_f32(c->tr, c->rank, be, PPSRT_STREAM_COMPUTE, v, n, op);
-  void *d;
-  ppsrt_tensor t;
-  int rc = be->alloc(be, n * sizeof(float), &d);
-  if (rc) return rc;
-  t.data = d; t.numel = n; t.dtype = PPSRT_F32;
-  if (!(rc = be->upload_f32(be, t, v)) &&
-      !(rc = c->tr->allreduce_f32(c->tr, c->rank, be, PPSRT_STREAM_COMPUTE, d, n, op)))
-    rc = be->download_f32(be, v, t);
-  be->free(be, d);
   return rc;
 }
 
@@ -848,7 +698,7 @@ int rt_run_device(ppsrt_ctx *c) {
       /* (offload/reload show on the copy-engine tracks, from issue to completion; a posted
        * recv where it completes, posted_complete_at) */
       if (trace && !ev && c->ops[i].kind != PPSRT_OP_OFFLOAD && c->ops[i].kind != PPSRT_OP_RELOAD &&
-          !(c->ops[i].kind == PPSRT_OP_RECV && (c->ops[i].flags & 8)) &&
+          !(c->ops[i].kind == PPSRT_OP_RECV && (c->ops[i].flags & PPSRT_FLAG_POSTED)) &&
           (rc = rt_event_add(c, a - run->epoch, b - run->epoch, i, 0))) { fail_at(c, i, rc, NULL); break; }
     }
     if (rc) break;

@@ -10,6 +10,7 @@
 #include "config.h"
 #include "rt.h"
 #include "safeio.h"
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -46,13 +47,13 @@ static const char *const coll_label[] = {"none", "input_fwd", "output_fwd", "out
 static void trace_label(const ppsrt_op *op, char *buf, size_t n) {
   switch (op->kind) {
   case PPSRT_OP_F: case PPSRT_OP_B: case PPSRT_OP_W: case PPSRT_OP_BW: case PPSRT_OP_OFFLOAD: case PPSRT_OP_RELOAD:
-    snprintf(buf, n, "%s %d s%d", rt_kind_name(op->kind), op->mb, op->stage);
+    snprintf(buf, n, "%s %d s%d", ppsrt_op_kind_name(op->kind), op->mb, op->stage);
     break;
   case PPSRT_OP_COLL: snprintf(buf, n, "%s %d", op->coll < 5 ? coll_label[op->coll] : "coll", op->mb); break;
   case PPSRT_OP_SEND: case PPSRT_OP_RECV:
-    snprintf(buf, n, "%s %s %d s%d", rt_kind_name(op->kind), op->xfer == PPSRT_XFER_ACT ? "F" : "B", op->mb, op->stage);
+    snprintf(buf, n, "%s %s %d s%d", ppsrt_op_kind_name(op->kind), op->xfer == PPSRT_XFER_ACT ? "F" : "B", op->mb, op->stage);
     break;
-  default: snprintf(buf, n, "%s %d", rt_kind_name(op->kind), op->mb);
+  default: snprintf(buf, n, "%s %d", ppsrt_op_kind_name(op->kind), op->mb);
   }
 }
 
@@ -111,9 +112,9 @@ int rt_write_trace(ppsrt_run *run, const char *path) {
       json_str(f, name);
       fprintf(f, ",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,"
               "\"args\":{\"op\":%d,\"mb\":%d,\"stage\":%d,\"line\":%d,\"iteration\":%d%s%s}}",
-              op ? rt_kind_name(op->kind) : "op", c->rank, tid, e->t0 * 1e6, (e->t1 - e->t0) * 1e6, e->op,
+              op ? ppsrt_op_kind_name(op->kind) : "op", c->rank, tid, e->t0 * 1e6, (e->t1 - e->t0) * 1e6, e->op,
               op ? op->mb : -1, op ? op->stage : -1, op ? op->line : 0, e->it,
-              op && (op->flags & 1) ? ",\"inserted\":true" : "", cancelled ? ",\"cancelled\":true" : "");
+              op && (op->flags & PPSRT_FLAG_INSERTED) ? ",\"inserted\":true" : "", cancelled ? ",\"cancelled\":true" : "");
     }
   }
   fprintf(f, "\n]}\n");
@@ -155,8 +156,6 @@ int rt_write_profile(ppsrt_run *run, const char *path) {
   size_t len = 0;
   FILE *f = open_memstream(&text, &len);
   if (!f) { free(s1); free(s2); free(cnt); return PPSRT_FAIL(PPSRT_E_NOMEM, "--profile: out of host memory"); }
-  static const char *const kn[PPSRT_OP_NKINDS] = {"F", "B", "W", "BW", "IF", "IB", "S", "T", "OFFLOAD", "RELOAD",
-                                                 "SEND", "RECV", "COLL"};
   fprintf(f, "# ppsrt profile of %s: %d devices, %d stages, %d iterations%s\n", p->name, p->ndev, p->nstage,
           run->o.iterations, skip_first ? " (the first left out)" : "");
   fprintf(f, "# KIND STAGE MEAN SPREAD COUNT (seconds; read by `cost profile \"FILE\";`, docs/synth.md)\n");
@@ -165,7 +164,9 @@ int rt_write_profile(ppsrt_run *run, const char *path) {
       size_t idx = (size_t)st * (size_t)nk + (size_t)k;
       if (!cnt[idx]) continue;
       double mean = s1[idx] / (double)cnt[idx], var = s2[idx] / (double)cnt[idx] - mean * mean;
-      fprintf(f, "%s %d %.9g %.9g %ld\n", kn[k], st - 1, mean, var > 0 ? sqrt(var) : 0, cnt[idx]);
+      /* the kind's name in capitals (the profile format, compiler/profile.c) */
+      for (const char *q = ppsrt_op_kind_name(k); *q; q++) fputc(toupper((unsigned char)*q), f);
+      fprintf(f, " %d %.9g %.9g %ld\n", st - 1, mean, var > 0 ? sqrt(var) : 0, cnt[idx]);
     }
   free(s1); free(s2); free(cnt);
   return write_whole("--profile", path, f, &text, &len);

@@ -16,6 +16,7 @@
 #ifndef PPSRT_H
 #define PPSRT_H
 #include <stdint.h>
+#include "ppsrt_ops.h"   /* op kinds, transfers, collectives, flag bits */
 
 #ifdef __cplusplus
 extern "C" {
@@ -25,34 +26,11 @@ extern "C" {
  * built for another ABI (rebuild it with the matching ppsc). */
 #define PPSRT_ABI_VERSION 3
 
-typedef enum ppsrt_op_kind {
-  PPSRT_OP_F, PPSRT_OP_B, PPSRT_OP_W, PPSRT_OP_BW,       /* compute on (mb, stage) */
-  PPSRT_OP_IF, PPSRT_OP_IB, PPSRT_OP_S, PPSRT_OP_T,      /* vocabulary passes on (mb) */
-  PPSRT_OP_OFFLOAD, PPSRT_OP_RELOAD,                     /* activation copies */
-  PPSRT_OP_SEND, PPSRT_OP_RECV,                          /* point to point */
-  PPSRT_OP_COLL,                                         /* vocabulary collective */
-  PPSRT_OP_NKINDS
-} ppsrt_op_kind;
-
-typedef enum ppsrt_xfer {   /* what a SEND/RECV carries */
-  PPSRT_XFER_NONE, PPSRT_XFER_ACT /* output of F(mb,stage) */, PPSRT_XFER_GRAD /* input grad of B(mb,stage) */
-} ppsrt_xfer;
-
-typedef enum ppsrt_coll {   /* which vocabulary collective */
-  PPSRT_COLL_NONE, PPSRT_COLL_INPUT_FWD, PPSRT_COLL_OUTPUT_FWD, PPSRT_COLL_OUTPUT_BWD, PPSRT_COLL_INPUT_BWD
-} ppsrt_coll;
-
 typedef struct ppsrt_op {
   uint8_t kind;    /* ppsrt_op_kind */
   uint8_t xfer;    /* ppsrt_xfer for SEND/RECV */
   uint8_t coll;    /* ppsrt_coll for COLL */
-  uint8_t flags;   /* 1 = inserted by the compiler; 2 = overlapped with the next op
-                      (`overlap { }`): the CPU backend runs the two one after the other,
-                      a GPU backend may run them on two streams; 4 = a SEND/RECV issued
-                      in one point-to-point group with the op before (NCCL:
-                      ncclGroupStart/End; transports without groups ignore it);
-                      8 = a posted RECV: issued where it stands, its data waited
-                      for only by the first later op that reads it (docs/runtime.md) */
+  uint8_t flags;   /* PPSRT_FLAG_* bits (ppsrt_ops.h) */
   int32_t mb;
   int32_t stage;   /* -1 for vocabulary passes and collectives */
   int32_t peer;    /* SEND/RECV partner device, else -1 */

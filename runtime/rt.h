@@ -213,8 +213,6 @@ struct ppsrt_run {
   double *val_loss;                 /* [iterations]: validation loss where computed */
 };
 
-double rt_now(void);
-
 /* checkpoint.c */
 typedef struct rt_ckpt rt_ckpt;
 /* Reads and checks the index and shard headers (once per process, before the devices
@@ -231,19 +229,11 @@ int rt_validate_step(ppsrt_ctx *c, int it);
 int rt_ctx_init(ppsrt_run *run, ppsrt_ctx *c, int rank);
 void rt_ctx_fini(ppsrt_ctx *c);
 int rt_run_device(ppsrt_ctx *c);                 /* all iterations of one device */
-int rt_format_op(const ppsrt_program *p, const ppsrt_op *op, char *buf, int size);
-const char *rt_kind_name(int kind);
-int rt_box_clear(ppsrt_ctx *c);
 int rt_gather_events(ppsrt_ctx *c, rt_event **out, int *nout);   /* MPI trace */
 
 /* actstore.c / offload.c */
 /* used[s + 1] != 0 for the stages (-1 .. nstage-1) that get slots; NULL = all. */
 int rt_store_init(rt_store *s, int nmb, int nstage, const uint8_t *used);
-/* Box columns for the keys the device's ops can touch (all = 1: every stage). */
-int rt_box_init(ppsrt_ctx *c, int all);
-/* A one-device reference context beside device context c (--check, --val-data): all
- * stages' box columns; on failure nothing is left allocated. */
-int rt_ref_ctx_init(ppsrt_ctx *rx, ppsrt_run *run, const ppsrt_ctx *c);
 void rt_store_fini(rt_store *s, ppsrt_backend *be);
 void rt_store_reset_peak(rt_store *s);
 void rt_store_sample(rt_store *s);   /* peak at an op boundary */
@@ -307,9 +297,22 @@ int rt_replica_end(ppsrt_ctx *c);
 void rt_replica_fini(ppsrt_ctx *c);
 int rt_replica_loss(ppsrt_ctx *c, double *loss);
 /* interp.c: the optimizer step `step` (1-based, counted over resumed runs), with the
- * scheduled learning rate and --clip-grad; the rate of a step; a few F32 values
- * reduced over every rank (staged through backend memory) */
+ * scheduled learning rate and --clip-grad; the rate of a step */
 int rt_optimizer_step(ppsrt_ctx *c, int step, double *lr, double *gnorm);
 double rt_lr_at(const rt_opts *o, long step);
+
+/* rt_util.c: shared helpers below every other runtime file (they call none of them):
+ * the clock (CLOCK_MONOTONIC seconds), an op's text as `ppsc expand` writes it, and a
+ * few F32 values reduced over every rank (staged through backend memory) */
+double rt_now(void);
+int rt_format_op(const ppsrt_program *p, const ppsrt_op *op, char *buf, int size);
 int rt_allreduce_host(ppsrt_ctx *c, float *v, size_t n, ppsrt_redop op);
+
+/* iobox.c: the device's IO box (ppsrt_io_* in model.h) */
+/* Box columns for the keys the device's ops can touch (all = 1: every stage). */
+int rt_box_init(ppsrt_ctx *c, int all);
+int rt_box_clear(ppsrt_ctx *c);   /* frees what is left in it */
+/* A one-device reference context beside device context c (--check, --val-data): all
+ * stages' box columns; on failure nothing is left allocated. */
+int rt_ref_ctx_init(ppsrt_ctx *rx, ppsrt_run *run, const ppsrt_ctx *c);
 #endif

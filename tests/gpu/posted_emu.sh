@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/gpu/posted_emu.sh: posted receives (ppsrt.h op flag 8) on the CUDA backend with
+# tests/gpu/posted_emu.sh: posted receives (op flag PPSRT_FLAG_POSTED, runtime/ppsrt_ops.h) on the CUDA backend with
 # NO GPU, under the emulator (tests/gpu/emu/libppsrt_emu.so: its race detector fails a
 # run with exit 66, its NCCL deadlock detector with 67). Programs made by hand as in
 # tests/runtime/posted.sh (`ppsc emit-c` + tests/runtime/posted.awk: each recv moved up to

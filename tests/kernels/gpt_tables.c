@@ -31,7 +31,7 @@ static void push(int d, int kind, int mb, int stage, int xfer, int coll, int pee
     ops[d] = realloc(ops[d], (size_t)cap[d] * sizeof **ops);
     if (!ops[d]) { perror("realloc"); exit(2); }
   }
-  ops[d][nops[d]++] = (ppsrt_op){(uint8_t)kind, (uint8_t)xfer, (uint8_t)coll, 1, mb, stage, peer, 100 + nops[d]};
+  ops[d][nops[d]++] = (ppsrt_op){(uint8_t)kind, (uint8_t)xfer, (uint8_t)coll, PPSRT_FLAG_INSERTED, mb, stage, peer, 100 + nops[d]};
 }
 static int dev(int s) { return s % P; }
 

@@ -1,5 +1,5 @@
 #!/bin/sh
-# posted.sh: posted receives (ppsrt.h op flag 8: a recv issued where it stands, its data
+# posted.sh: posted receives (op flag PPSRT_FLAG_POSTED, runtime/ppsrt_ops.h: a recv issued where it stands, its data
 # waited for only before its consumer) on the CPU backend. Until ppsc sets the flag, the
 # programs are made by hand: `ppsc emit-c` output whose op tables posted.awk edits (each
 # recv moved up to 6 ops earlier and flagged 8), compiled as `ppsc build` does. For

@@ -26,7 +26,7 @@ static void push(int d, int kind, int mb, int stage, int xfer, int peer) {
     ops[d] = realloc(ops[d], (size_t)cap[d] * sizeof **ops);
     if (!ops[d]) { perror("realloc"); exit(2); }
   }
-  ops[d][nops[d]++] = (ppsrt_op){(uint8_t)kind, (uint8_t)xfer, 0, 1, mb, stage, peer, 100 + nops[d]};
+  ops[d][nops[d]++] = (ppsrt_op){(uint8_t)kind, (uint8_t)xfer, 0, PPSRT_FLAG_INSERTED, mb, stage, peer, 100 + nops[d]};
 }
 
 static void fwd(int d, int P, int i, int mode) {
@@ -77,8 +77,8 @@ int main(int argc, char **argv) {
       if (a < 0 || b < 0) continue;
       ppsrt_op second = ops[d][b];
       memmove(&ops[d][a + 2], &ops[d][a + 1], (size_t)(b - a - 1) * sizeof **ops);
-      ops[d][a].flags |= 8;
-      second.flags |= 4;
+      ops[d][a].flags |= PPSRT_FLAG_POSTED;
+      second.flags |= PPSRT_FLAG_GROUP;
       ops[d][a + 1] = second;
     }
   }

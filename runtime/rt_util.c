@@ -1,0 +1,52 @@
+/* rt_util.c: the runtime's shared helpers, below every other runtime file: the clock,
+ * an op's text for messages (the way `ppsc expand` writes it), and a few F32 values
+ * reduced over the ranks through the transport. They call nothing of the runtime's
+ * but error.c, so any file may use them without a dependency circle (the layering
+ * check, tests/runtime/layers.sh). */
+#include "config.h"
+#include "rt.h"
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+double rt_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Writes an op the way `ppsc expand` prints it: F(3,1), send F(3,1)->2, coll output_fwd(3). */
+int rt_format_op(const ppsrt_program *p, const ppsrt_op *op, char *buf, int size) {
+  switch (op->kind) {
+  case PPSRT_OP_F: case PPSRT_OP_B: case PPSRT_OP_W: case PPSRT_OP_BW:
+  case PPSRT_OP_OFFLOAD: case PPSRT_OP_RELOAD:
+    return snprintf(buf, (size_t)size, "%s(%d,%d)", ppsrt_op_kind_name(op->kind), op->mb, op->stage);
+  case PPSRT_OP_IF: case PPSRT_OP_IB: case PPSRT_OP_S: case PPSRT_OP_T:
+    return snprintf(buf, (size_t)size, "%s(%d)", ppsrt_op_kind_name(op->kind), op->mb);
+  case PPSRT_OP_SEND: case PPSRT_OP_RECV:
+    return snprintf(buf, (size_t)size, "%s %s(%d,%d)%s%d", ppsrt_op_kind_name(op->kind),
+                    op->xfer == PPSRT_XFER_GRAD ? "B" : "F", op->mb, op->stage,
+                    op->kind == PPSRT_OP_SEND ? "->" : "<-", op->peer);
+  case PPSRT_OP_COLL:
+    return snprintf(buf, (size_t)size, "coll %s(%d)", ppsrt_coll_name(op->coll), op->mb);
+  default:
+    return snprintf(buf, (size_t)size, "op kind %d", op->kind);
+  }
+  (void)p;
+}
+
+/* Sums a few F32 values over ranks (staged through backend memory). */
+int rt_allreduce_host(ppsrt_ctx *c, float *v, size_t n, ppsrt_redop op) {
+  ppsrt_backend *be = c->be;
+  if (!strcmp(be->name, "cpu")) return c->tr->allreduce_f32(c->tr, c->rank, be, PPSRT_STREAM_COMPUTE, v, n, op);
+  void *d;
+  ppsrt_tensor t;
+  int rc = be->alloc(be, n * sizeof(float), &d);
+  if (rc) return rc;
+  t.data = d; t.numel = n; t.dtype = PPSRT_F32;
+  if (!(rc = be->upload_f32(be, t, v)) &&
+      !(rc = c->tr->allreduce_f32(c->tr, c->rank, be, PPSRT_STREAM_COMPUTE, d, n, op)))
+    rc = be->download_f32(be, v, t);
+  be->free(be, d);
+  return rc;
+}
