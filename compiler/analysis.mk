@@ -1,6 +1,7 @@
 # compiler/analysis.mk: lowering, verification, simulation, reports, CSV interop,
 # their tests (tests/analysis/) and the simulator benchmark (bench/sim*).
 libppsc_la_SOURCES += compiler/analysis.c compiler/analysis.h \
+  compiler/opindex.c compiler/opindex.h compiler/exec.c compiler/exec.h \
   compiler/lower.c compiler/lower.h compiler/verify.c compiler/verify.h \
   compiler/sim.c compiler/sim.h compiler/report.c compiler/report.h compiler/csv.c \
   compiler/grid.c compiler/compare.c compiler/svg.c \

@@ -696,7 +696,10 @@ int verify_schedule(Arena *a, Diag *dg, const IrSchedule *s, VerifyResult *out) 
    * transport's GPU side, and what PyTorch and Megatron do) */
   if (dg->errors == e0 && out->ix.ncomm && !s->p2p_buffered) {
     SimResult rv;
-    if (!rdv_run(a, s, &out->ix, &out->links, &rv, NULL, NULL)) {
+    ExecModel rm = {0};
+    rm.rendezvous = 1;
+    rm.async = exec_async(s);
+    if (!exec_run(a, s, &out->ix, &out->links, &rm, &rv)) {
       v.errors0 = dg->errors;
       report_deadlock(&v, &out->links, &rv, 1);
       if (dg->errors == e0) diag_error(dg, s->span, "deadlock with rendezvous sends");
@@ -708,10 +711,9 @@ int verify_schedule(Arena *a, Diag *dg, const IrSchedule *s, VerifyResult *out) 
      * MPI_THREAD_MULTIPLE) they block: warn when that would deadlock, with buffered
      * sends and, unless the file proves buffered only, with rendezvous sends (NCCL's) */
     SimResult blk;
-    IrSchedule sb = *s;   /* the same schedule, its collectives blocking */
-    sb.vocab.async = 0;
-    if (!sim_run_mode(a, s, &out->ix, &out->links, &blk, 0, 0) ||
-        (out->ix.ncomm && !s->p2p_buffered && rdv_run(a, &sb, &out->ix, &out->links, &blk, NULL, NULL) != 1)) {
+    ExecModel bm = {0};   /* the same schedule, its collectives blocking: buffered, then rendezvous */
+    if (exec_run(a, s, &out->ix, &out->links, &bm, &blk) != 1 ||
+        (out->ix.ncomm && !s->p2p_buffered && (bm.rendezvous = 1, exec_run(a, s, &out->ix, &out->links, &bm, &blk)) != 1)) {
       int d = 0;
       while (d < s->ndev - 1 && blk.stuck_at[d] < 0) d++;
       char nb[96];
