@@ -6,6 +6,9 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 struct ArenaChunk {
   ArenaChunk *next;
@@ -43,11 +46,27 @@ long arena_default_max_ops(void) {
   return n < 100000 ? 100000 : (long)n;
 }
 
+/* glibc would give every chunk over 128 KiB its own mapping and return it at
+ * arena_free, and trim the heap on every free: the phases' short-lived arenas
+ * (lowering's rounds) then fault their memory in again each time. Up to 32 MiB a
+ * chunk comes from the heap, and freed memory stays there for the next arena. */
+static void arena_tune(void) {
+#ifdef __GLIBC__
+  static int done;
+  if (done) return;
+  done = 1;
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 256 << 20);
+  mallopt(M_TOP_PAD, 16 << 20);
+#endif
+}
+
 void *arena_alloc(Arena *a, size_t size) {
   size = (size + 15) & ~(size_t)15;
   ArenaChunk *c = a->head;
   if (!c || c->size - c->used < size) {
     size_t want = size > (1u << 20) ? size : (1u << 20);
+    arena_tune();
     c = malloc(sizeof *c + want);
     if (!c) arena_oom(size);
     c->next = a->head;

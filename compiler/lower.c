@@ -773,6 +773,10 @@ static void lower_rendezvous(Arena *a, IrSchedule *s) {
       int ok = exec_run(&t0, &m, &ix, &L, &em, &r);
       int64_t nmv = apply_moves(&t0, s, &ix, moved);
       arena_free(&t0);
+      /* a run that moved nothing was the proof of the op arrays as they stay:
+       * verify need not run it again (a later move voids every earlier proof) */
+      if (nmv) s->rdv_proved = 0;
+      else if (ok == 1) s->rdv_proved |= pass ? IR_PROVED_RDV : IR_PROVED_RDV_BLOCKING;
       if (!nmv) break;
       overlap_normalize(a, s);
       lower_groups(a, s);
@@ -783,6 +787,7 @@ static void lower_rendezvous(Arena *a, IrSchedule *s) {
 
 int64_t lower_schedule(Arena *a, Diag *dg, IrSchedule *s) {
   AnaIndex ix;
+  s->rdv_proved = 0;
   if (s->ndev <= 0 || s->nstage <= 0 || s->nmb <= 0 || !s->devs || !s->stages) return 0;
   if (ana_index(a, s, &ix)) return 0;
   int64_t n = 0;

@@ -694,7 +694,7 @@ int verify_schedule(Arena *a, Diag *dg, const IrSchedule *s, VerifyResult *out) 
   }
   /* rendezvous point-to-point within the groups the runtime issues (the nccl
    * transport's GPU side, and what PyTorch and Megatron do) */
-  if (dg->errors == e0 && out->ix.ncomm && !s->p2p_buffered) {
+  if (dg->errors == e0 && out->ix.ncomm && !s->p2p_buffered && !(s->rdv_proved & IR_PROVED_RDV)) {
     SimResult rv;
     ExecModel rm = {0};
     rm.rendezvous = 1;
@@ -713,7 +713,7 @@ int verify_schedule(Arena *a, Diag *dg, const IrSchedule *s, VerifyResult *out) 
     SimResult blk;
     ExecModel bm = {0};   /* the same schedule, its collectives blocking: buffered, then rendezvous */
     if (exec_run(a, s, &out->ix, &out->links, &bm, &blk) != 1 ||
-        (out->ix.ncomm && !s->p2p_buffered && (bm.rendezvous = 1, exec_run(a, s, &out->ix, &out->links, &bm, &blk)) != 1)) {
+        (out->ix.ncomm && !s->p2p_buffered && !(s->rdv_proved & IR_PROVED_RDV_BLOCKING) && (bm.rendezvous = 1, exec_run(a, s, &out->ix, &out->links, &bm, &blk)) != 1)) {
       int d = 0;
       while (d < s->ndev - 1 && blk.stuck_at[d] < 0) d++;
       char nb[96];
