@@ -6,7 +6,7 @@ libppsc_la_SOURCES += compiler/analysis.c compiler/analysis.h \
   compiler/sim.c compiler/sim.h compiler/report.c compiler/report.h compiler/csv.c \
   compiler/grid.c compiler/compare.c compiler/svg.c \
   compiler/overlap.c compiler/overlap.h compiler/costmodel.c compiler/costmodel.h
-libppsc_la_SOURCES += compiler/cmd_build.c
+libppsc_la_SOURCES += compiler/cmd_build.c compiler/cmd_check.c
 libppsc_la_SOURCES += compiler/torch_csv.c
 
 # C tests on IR built in memory (no parser needed)
@@ -32,6 +32,9 @@ TESTS += tests/analysis/makespan_exact.sh
 EXTRA_DIST += tests/analysis/makespan_exact.sh
 TESTS += tests/analysis/rendezvous.sh
 EXTRA_DIST += tests/analysis/rendezvous.sh
+# the compiler's phases call one way: no circle among libppsc's objects (nm)
+TESTS += tests/analysis/depcycles.sh
+EXTRA_DIST += tests/analysis/depcycles.sh tools/depcycles.py
 EXTRA_DIST += tests/analysis/svg.sh
 TESTS += tests/analysis/costmodel.sh
 TESTS += tests/analysis/offload_plan.sh

@@ -1332,6 +1332,7 @@ static void exec_synth(Ctx *c, Stmt *st) {
   c->sopt.span = st->span;
   c->sopt.effort = 2;
   c->sopt.stdlib_dir = c->in->stdlib_dir;
+  c->sopt.seed = c->in->seed;
   for (KeyVal *kv = st->kv; kv; kv = kv->next) {
     const char *k = sname(c, kv->key);
     KeyVal *first = NULL;   /* an option given twice is an error at the second */

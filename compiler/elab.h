@@ -6,6 +6,7 @@
 #define PPS_ELAB_H
 #include "ast.h"
 #include "driver.h"
+#include "synth.h"
 #include "ir.h"
 
 typedef struct ElabInput {
@@ -21,6 +22,7 @@ typedef struct ElabInput {
   const KeyOverride *keys;  /* --cost / --memory KEY=VALUE */
   int nkeys;
   const char *stdlib_dir;   /* --stdlib: where `synthesize` finds its seeds */
+  SynthSeedFn seed;         /* compiles `synthesize`'s seeds into IR (front.c's front_seed) */
 } ElabInput;
 
 /* Elaborates in->main. Returns the IR (possibly with errors reported) or NULL when

@@ -9,6 +9,18 @@
 
 #define SYNTH_POLICY_LEN 512   /* room for the longest policy text, never cut */
 
+/* A seed the search asks for: the order of standard schedule `name` (stdlib file
+ * `file`, embedded: synth_seed_srcs) compiled with this schedule's P, m and
+ * schedule-wide costs, plus up to two parameters "NAME=VALUE" (x1, x2; NULL: none). */
+typedef struct SynthSeedReq {
+  const char *file, *name, *x1, *x2;
+  int P, m;
+  double tf, tb, tw, tc;
+} SynthSeedReq;
+/* Compiles a seed into IR in arena a (the front end's: front_seed); NULL when it does
+ * not compile. The synthesizer receives its seeds as IR and never parses. */
+typedef IrSchedule *(*SynthSeedFn)(Arena *a, const SynthSeedReq *rq);
+
 typedef struct SynthOptions {
   double time_limit;  /* seconds; <= 0: none (the search is bounded by `effort` alone) */
   int effort;         /* 0..4 (default 2): how many candidate orders the search may try */
@@ -16,6 +28,7 @@ typedef struct SynthOptions {
   Span span;          /* the synthesize statement */
   const char *stdlib_dir; /* unused: the seeds are embedded (synth_seed_srcs) */
   int offload_auto;   /* `offload auto;`: also choose which activations to offload */
+  SynthSeedFn seed;   /* compiles the seeds (the front end's front_seed); NULL: no seeds */
 } SynthOptions;
 
 /* What the synthesiser found (IrSchedule.synth; `ppsc synth` prints it). Times are in
