@@ -90,6 +90,9 @@ bench-elab: ppsc$(EXEEXT)
 TESTS += tests/synth/cli.sh tests/synth/quality.sh tests/synth/profile.sh tests/synth/reference.sh
 TESTS += tests/synth/bound.sh
 EXTRA_DIST += tests/synth/bound.sh
+# the synthesizer's evaluators against the executor (the reference) on random points
+TESTS += tests/synth/evaluator.sh
+EXTRA_DIST += tests/synth/evaluator.sh
 EXTRA_DIST += tests/synth/cli.sh tests/synth/quality.sh tests/synth/profile.sh tests/synth/issue.pps tests/synth/synth_any.pps \
   tests/synth/reference.sh tests/synth/ref_greedy.awk tests/synth/lib.sh
 # `make bench-synth`: search time of `synthesize` (bench/README.md, "Synthesis")
