@@ -50,6 +50,9 @@ EXTRA_DIST += tests/front/run-bad.sh tests/front/run-expand.sh tests/front/doc-e
   tests/front/limits.sh tests/front/bad tests/front/good examples
 # `squeeze;` reaches the reference figures of V-Half and 1F1B-V (inline blocks)
 TESTS += tests/front/block-squeeze.sh
+# squeeze's evaluator against the executor (the reference) on random points
+TESTS += tests/front/squeeze_eval.sh
+EXTRA_DIST += tests/front/squeeze_eval.sh
 EXTRA_DIST += tests/front/block-squeeze.sh
 TESTS += tests/front/cli.sh
 EXTRA_DIST += tests/front/cli.sh
