@@ -2,7 +2,8 @@
  * diagnostics), the front end's entry point, and one function per command.
  *
  * Where each is implemented:
- *   front.c            front_compile (parse.c, elab.c, block.c behind it), cmd_expand
+ *   front.c            front_compile (parse.c, elab.c, block.c, then order.c: synth.c,
+ *                      block_squeeze behind it), front_seed, cmd_expand
  *   cmd_check.c        cmd_check, cmd_sim (analysis.c: lower.c, verify.c, exec.c, sim.c;
  *                      report.c behind them)
  *   csv.c              cmd_import_csv, cmd_export_csv

@@ -1852,13 +1852,19 @@ IrSchedule *elab_run(const ElabInput *in, int *usage) {
     err(c, NULL, c->off_auto->span, "'offload auto' needs 'synthesize' (it chooses what to offload for the synthesised order)");
   if (c->off_auto && c->off.enabled)
     err(c, NULL, c->off_auto->span, "'offload auto' and a stated offload policy: keep one");
+  int synth = 0;
   if (c->synth && !c->stop && c->d->errors == errors_before) {
     if (s->total_ops > 0)
       err(c, NULL, c->synth->span, "'synthesize' chooses every pass: this schedule also writes passes (device blocks or a building block)");
     else
-      synth_run(c->a, c->d, s, &c->sopt);
+      synth = 1;   /* the order phase synthesizes (order.c); nothing is written to check for duplicates */
   }
   if (!c->stop) check_duplicates(c);
-  if (c->sq && !c->stop && c->d->errors == errors_before) block_squeeze(c->d, s, c->sq);
+  if (c->in->order) {
+    memset(c->in->order, 0, sizeof *c->in->order);
+    c->in->order->synth = synth;
+    c->in->order->sopt = c->sopt;
+    if (c->sq && !c->stop && c->d->errors == errors_before) c->in->order->sq = c->sq;
+  }
   return s;
 }

@@ -267,11 +267,15 @@ IrSchedule *front_compile(Compilation *c, int *io_error) {
     *io_error = 1;
     return NULL;
   }
+  ElabOrder ord;
+  memset(&ord, 0, sizeof ord);
   ElabInput in = {&c->arena, &c->diag, &fr.syms, by_sym, main, opt->file, defs, ndefs, opt->max_ops,
-                  opt->keys, opt->nkeys, opt->stdlib_dir, front_seed};
+                  opt->keys, opt->nkeys, opt->stdlib_dir, front_seed, &ord};
   int usage = 0;
   /* by_sym must cover symbols interned during elaboration */
   IrSchedule *s = elab_run(&in, &usage);
+  /* the order phase: synthesize, squeeze (what the file asked elaboration for) */
+  if (s && !usage) order_run(&c->arena, &c->diag, s, &ord);
   if (usage) *io_error = 1;
   if (s && opt->p2p_buffered) s->p2p_buffered = 1;   /* --p2p buffered overrides the file */
   return s;

@@ -27,7 +27,7 @@ grammar/lex.h: grammar/lex.c
 
 # ---- the front end proper ----
 libppsc_la_SOURCES += compiler/ast.h compiler/parse.h compiler/parse.c compiler/elab.h \
-  compiler/elab.c compiler/block.c compiler/front.c
+  compiler/elab.c compiler/block.c compiler/order.c compiler/front.c
 libppsc_la_SOURCES += compiler/synth.h compiler/synth.c compiler/profile.c compiler/cmd_synth.c
 # the standard schedules `synthesize` seeds its search with, embedded at build time
 # (the seeds never depend on an installed stdlib or on $PPS_STDLIB)

@@ -1,7 +1,7 @@
 /* synth.h: schedule synthesis (`synthesize;`): the compiler chooses every device's pass
  * order for the placement, costs and memory limit the file states, and proves a lower
- * bound on the makespan of any order. Elaboration calls synth_run once the stage costs
- * are known; the result is ordinary per-device compute ops, so lowering, verify, sim,
+ * bound on the makespan of any order. The order phase (order.c) calls synth_run after
+ * elaboration, the stage costs known; the result is ordinary per-device compute ops, so lowering, verify, sim,
  * expand, emit-c and build see a file like any other. See synth.c and docs/synth.md. */
 #ifndef PPS_SYNTH_H
 #define PPS_SYNTH_H
