@@ -68,7 +68,8 @@ typedef struct ExecModel {
                        each waits until its peer reached the group holding its match */
   int async;        /* collectives on their own lane (`vocab async`), else barriers */
   int timed;        /* time every op (start/end, SimDev's busy, waits, copies);
-                       else only whether every device finishes, and where they stop */
+                       else only whether every device finishes, and where they stop.
+                       Buffered runs only: a rendezvous run is untimed */
   const double *dur;   /* timed: each copy's duration (link sharing), NULL: the copy alone */
   /* rendezvous repair (lowering): NULL to prove */
   ExecRepair repair;
