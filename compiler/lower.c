@@ -74,19 +74,21 @@
  * Within one slot, inserted ops keep the order they were added in. */
 typedef struct Ins { int32_t slot; IrOp op; } Ins;
 typedef struct InsDev { Ins *v; int n, cap; } InsDev;
-typedef struct Batch { InsDev *dev; int ndev; int64_t n; } Batch;
+typedef struct Batch { InsDev *dev; int ndev; int64_t n; Arena tmp; } Batch;
 
-static void batch_init(Arena *a, Batch *b, int ndev) {
-  b->dev = arena_alloc(a, sizeof(InsDev) * (size_t)(ndev + 1));
+/* The batch lives in its own arena (tmp), freed when batch_apply merges it. */
+static void batch_init(Batch *b, int ndev) {
+  memset(&b->tmp, 0, sizeof b->tmp);
+  b->dev = arena_alloc(&b->tmp, sizeof(InsDev) * (size_t)(ndev + 1));
   b->ndev = ndev;
   b->n = 0;
 }
 
 /* span and frame: those of the op the insert serves (its frame only where that op is
  * on device d: loop bindings describe the device that wrote them) */
-static IrOp *batch_add(Arena *a, Batch *b, int d, int slot, IrKind kind, int mb, int stage,
+static IrOp *batch_add(Batch *b, int d, int slot, IrKind kind, int mb, int stage,
                        Span span, uint32_t frame) {
-  Ins *in = VEC_PUSH(a, b->dev[d].v, b->dev[d].n, b->dev[d].cap);
+  Ins *in = VEC_PUSH(&b->tmp, b->dev[d].v, b->dev[d].n, b->dev[d].cap);
   in->slot = slot;
   in->op.kind = (uint8_t)kind;
   in->op.flags = IR_FLAG_INSERTED;
@@ -99,22 +101,22 @@ static IrOp *batch_add(Arena *a, Batch *b, int d, int slot, IrKind kind, int mb,
   return &in->op;
 }
 
-/* Merges a batch into the orders: a counting sort of each device's inserts by slot
- * (stable), then one pass. O(ops + inserts). */
+/* Merges a batch into the orders (new op arrays in a): a counting sort of each
+ * device's inserts by slot (stable), then one pass. O(ops + inserts). Frees the batch. */
 static void batch_apply(Arena *a, Batch *b, IrSchedule *s) {
   for (int d = 0; d < s->ndev; d++) {
     InsDev *id = &b->dev[d];
     if (!id->n) continue;
     IrDevice *dev = &s->devs[d];
     int n = dev->nops;
-    int32_t *cnt = arena_alloc(a, sizeof(int32_t) * (size_t)(n + 2));
+    int32_t *cnt = arena_alloc(&b->tmp, sizeof(int32_t) * (size_t)(n + 2));
     for (int k = 0; k < id->n; k++) {
       if (id->v[k].slot < 0) id->v[k].slot = 0;
       if (id->v[k].slot > n) id->v[k].slot = n;
       cnt[id->v[k].slot + 1]++;
     }
     for (int k = 0; k < n + 1; k++) cnt[k + 1] += cnt[k];
-    int32_t *order = arena_alloc(a, sizeof(int32_t) * (size_t)id->n);
+    int32_t *order = arena_alloc(&b->tmp, sizeof(int32_t) * (size_t)id->n);
     for (int k = 0; k < id->n; k++) order[cnt[id->v[k].slot]++] = k;
     /* cnt[slot] is now the end of that slot's run; rebuild starts on the fly */
     IrOp *out = arena_alloc(a, sizeof(IrOp) * (size_t)(n + id->n));
@@ -127,6 +129,7 @@ static void batch_apply(Arena *a, Batch *b, IrSchedule *s) {
     dev->nops = dev->capops = o;
     s->total_ops += id->n;
   }
+  arena_free(&b->tmp);
 }
 
 /* ---- send / recv ---- */
@@ -145,15 +148,15 @@ static int32_t chan_id(int64_t *hkeys, int32_t *hvals, size_t hcap, int64_t key,
 static int64_t lower_comm(Arena *a, IrSchedule *s, const AnaIndex *ix) {
   int P = s->ndev, S = s->nstage;
   Batch b;
-  batch_init(a, &b, P);
+  batch_init(&b, P);
   PendRecv *pr = NULL;
   int npr = 0, cappr = 0;
   int64_t maxch = (int64_t)P * P < ix->total ? (int64_t)P * P : ix->total;
   /* channel keys d * P + to are 64-bit: P * P passes INT32_MAX above 46340 devices */
   size_t hcap = 64;
   while ((int64_t)hcap < 2 * maxch + 64) hcap *= 2;
-  int64_t *hk = arena_alloc(a, sizeof(int64_t) * hcap);
-  int32_t *hv = arena_alloc(a, sizeof(int32_t) * hcap);
+  int64_t *hk = arena_alloc(&b.tmp, sizeof(int64_t) * hcap);
+  int32_t *hv = arena_alloc(&b.tmp, sizeof(int32_t) * hcap);
   memset(hk, 0xff, sizeof(int64_t) * hcap);
   int nchan = 0;
   for (int d = 0; d < P; d++) {
@@ -173,10 +176,10 @@ static int64_t lower_comm(Arena *a, IrSchedule *s, const AnaIndex *ix) {
       if (to == d || to < 0 || to >= P) continue;
       if (ix->posF[ANA_SLOT(ix, op->mb, op->stage)] != ix->off[d] + k &&
           ix->posB[ANA_SLOT(ix, op->mb, op->stage)] != ix->off[d] + k) continue; /* duplicate */
-      IrOp *sd = batch_add(a, &b, d, k + 1, IR_SEND, op->mb, op->stage, op->span, ir_op_frame(op));
+      IrOp *sd = batch_add(&b, d, k + 1, IR_SEND, op->mb, op->stage, op->span, ir_op_frame(op));
       sd->xfer = (uint8_t)xfer;
       sd->peer = to;
-      PendRecv *r = VEC_PUSH(a, pr, npr, cappr);
+      PendRecv *r = VEC_PUSH(&b.tmp, pr, npr, cappr);
       r->chan = chan_id(hk, hv, hcap, (int64_t)d * P + to, &nchan);
       r->dst = to;
       /* the consumer's position on `to`, or the end when it is missing/misplaced */
@@ -201,11 +204,11 @@ static int64_t lower_comm(Arena *a, IrSchedule *s, const AnaIndex *ix) {
     }
   }
   /* group the recvs by channel, keeping send order (counting sort) */
-  int32_t *cc = arena_alloc(a, sizeof(int32_t) * (size_t)(nchan + 1));
+  int32_t *cc = arena_alloc(&b.tmp, sizeof(int32_t) * (size_t)(nchan + 1));
   for (int k = 0; k < npr; k++) cc[pr[k].chan + 1]++;
   for (int c = 0; c < nchan; c++) cc[c + 1] += cc[c];
-  int32_t *byc = arena_alloc(a, sizeof(int32_t) * (size_t)(npr + 1));
-  int32_t *fill = arena_alloc(a, sizeof(int32_t) * (size_t)(nchan + 1));
+  int32_t *byc = arena_alloc(&b.tmp, sizeof(int32_t) * (size_t)(npr + 1));
+  int32_t *fill = arena_alloc(&b.tmp, sizeof(int32_t) * (size_t)(nchan + 1));
   memcpy(fill, cc, sizeof(int32_t) * (size_t)(nchan + 1));
   for (int k = 0; k < npr; k++) byc[fill[pr[k].chan]++] = k;
   for (int c = 0; c < nchan; c++) {
@@ -219,7 +222,7 @@ static int64_t lower_comm(Arena *a, IrSchedule *s, const AnaIndex *ix) {
   for (int c = 0; c < nchan; c++)
     for (int j = cc[c]; j < cc[c + 1]; j++) {
       PendRecv *r = &pr[byc[j]];
-      IrOp *o = batch_add(a, &b, r->dst, r->slot, IR_RECV, 0, 0, r->op.span, ir_op_frame(&r->op));
+      IrOp *o = batch_add(&b, r->dst, r->slot, IR_RECV, 0, 0, r->op.span, ir_op_frame(&r->op));
       *o = r->op;
     }
   batch_apply(a, &b, s);
@@ -449,7 +452,7 @@ static int64_t lower_vocab(Arena *a, Diag *dg, IrSchedule *s) {
   }
   qsort(g, (size_t)ng, sizeof *g, vgroup_cmp);
   Batch b;
-  batch_init(a, &b, P);
+  batch_init(&b, P);
   int *last = arena_alloc(a, sizeof(int) * (size_t)P);
   for (int k = 0; k < ng; k++) {
     int i = g[k].mb;
@@ -471,19 +474,19 @@ static int64_t lower_vocab(Arena *a, Diag *dg, IrSchedule *s) {
       last[d] = slot;
       IrOp *o;
       if (kind == 0) {
-        batch_add(a, &b, d, slot, IR_IF, i, -1, sp, fr);
-        o = batch_add(a, &b, d, slot, IR_COLL, i, -1, sp, fr); o->coll = IR_COLL_INPUT_FWD;
+        batch_add(&b, d, slot, IR_IF, i, -1, sp, fr);
+        o = batch_add(&b, d, slot, IR_COLL, i, -1, sp, fr); o->coll = IR_COLL_INPUT_FWD;
       } else if (kind == 1) {
-        batch_add(a, &b, d, slot, IR_S, i, -1, sp, fr);
-        o = batch_add(a, &b, d, slot, IR_COLL, i, -1, sp, fr); o->coll = IR_COLL_OUTPUT_FWD;
+        batch_add(&b, d, slot, IR_S, i, -1, sp, fr);
+        o = batch_add(&b, d, slot, IR_COLL, i, -1, sp, fr); o->coll = IR_COLL_OUTPUT_FWD;
       }
       if ((kind == 1 && !async) || kind == 3) {
-        batch_add(a, &b, d, slot, IR_T, i, -1, sp, fr);
-        if (mode == 1) { o = batch_add(a, &b, d, slot, IR_COLL, i, -1, sp, fr); o->coll = IR_COLL_OUTPUT_BWD; }
+        batch_add(&b, d, slot, IR_T, i, -1, sp, fr);
+        if (mode == 1) { o = batch_add(&b, d, slot, IR_COLL, i, -1, sp, fr); o->coll = IR_COLL_OUTPUT_BWD; }
       } else if (kind == 2) {
-        o = batch_add(a, &b, d, slot, IR_COLL, i, -1, sp, fr); o->coll = IR_COLL_INPUT_BWD;
+        o = batch_add(&b, d, slot, IR_COLL, i, -1, sp, fr); o->coll = IR_COLL_INPUT_BWD;
       }
-      if ((kind == 2 && !async) || kind == 4) batch_add(a, &b, d, slot, IR_IB, i, -1, sp, fr);
+      if ((kind == 2 && !async) || kind == 4) batch_add(&b, d, slot, IR_IB, i, -1, sp, fr);
     }
   }
   batch_apply(a, &b, s);
@@ -516,7 +519,7 @@ static int64_t lower_offload(Arena *a, Diag *dg, IrSchedule *s) {
     return 0;
   }
   Batch b;
-  batch_init(a, &b, P);
+  batch_init(&b, P);
   /* offloads right after their F */
   RPlan **plan = arena_alloc(a, sizeof(RPlan *) * (size_t)P);
   int *np = arena_alloc(a, sizeof(int) * (size_t)P), *cp = arena_alloc(a, sizeof(int) * (size_t)P);
@@ -547,7 +550,7 @@ static int64_t lower_offload(Arena *a, Diag *dg, IrSchedule *s) {
     qsort(byf, (size_t)np[d], sizeof *byf, rplan_cmp);
     for (int k = 0; k < np[d]; k++) {
       int fk = byf[k].f - ix.off[d];
-      batch_add(a, &b, d, fk + 1, IR_OFFLOAD, byf[k].mb, byf[k].stage, s->devs[d].ops[fk].span, ir_op_frame(&s->devs[d].ops[fk]));
+      batch_add(&b, d, fk + 1, IR_OFFLOAD, byf[k].mb, byf[k].stage, s->devs[d].ops[fk].span, ir_op_frame(&s->devs[d].ops[fk]));
     }
     /* reloads planned backwards from their B on the host->device engine */
     qsort(plan[d], (size_t)np[d], sizeof(RPlan), rplan_cmp);
@@ -573,7 +576,7 @@ static int64_t lower_offload(Arena *a, Diag *dg, IrSchedule *s) {
       int slot = l - 1;
       if (slot < lo) slot = lo;
       if (slot > hi) slot = hi;
-      batch_add(a, &b, d, slot, IR_RELOAD, p->mb, p->stage, s->devs[d].ops[hi].span, ir_op_frame(&s->devs[d].ops[hi]));
+      batch_add(&b, d, slot, IR_RELOAD, p->mb, p->stage, s->devs[d].ops[hi].span, ir_op_frame(&s->devs[d].ops[hi]));
     }
   }
   batch_apply(a, &b, s);
@@ -789,16 +792,18 @@ int64_t lower_schedule(Arena *a, Diag *dg, IrSchedule *s) {
   AnaIndex ix;
   s->rdv_proved = 0;
   if (s->ndev <= 0 || s->nstage <= 0 || s->nmb <= 0 || !s->devs || !s->stages) return 0;
-  if (ana_index(a, s, &ix)) return 0;
+  Arena t0 = {0};   /* the index of the written ops: freed once the sends and recvs are in */
+  if (ana_index(&t0, s, &ix)) { arena_free(&t0); return 0; }
   int64_t n = 0;
-  int had_vocab = ix.nvocab > 0, had_off = ix.noffload > 0;
-  if (!ix.ncomm) n += lower_comm(a, s, &ix);
+  int had_vocab = ix.nvocab > 0, had_off = ix.noffload > 0, had_comm = ix.ncomm > 0;
+  if (!had_comm) n += lower_comm(a, s, &ix);
+  arena_free(&t0);
   overlap_normalize(a, s);  /* overlapped pairs stay adjacent (overlap.c) */
   if (s->vocab.mode && !had_vocab) n += lower_vocab(a, dg, s);
   overlap_normalize(a, s);
   if (s->offload.enabled && !had_off) n += lower_offload(a, dg, s);
   overlap_normalize(a, s);
   lower_groups(a, s);
-  if (!ix.ncomm && !s->p2p_buffered) lower_rendezvous(a, s);
+  if (!had_comm && !s->p2p_buffered) lower_rendezvous(a, s);
   return n;
 }

@@ -699,11 +699,13 @@ int verify_schedule(Arena *a, Diag *dg, const IrSchedule *s, VerifyResult *out) 
     ExecModel rm = {0};
     rm.rendezvous = 1;
     rm.async = exec_async(s);
-    if (!exec_run(a, s, &out->ix, &out->links, &rm, &rv)) {
+    Arena t0 = {0};   /* the run's arrays: freed after it (the memory serves what follows) */
+    if (!exec_run(&t0, s, &out->ix, &out->links, &rm, &rv)) {
       v.errors0 = dg->errors;
       report_deadlock(&v, &out->links, &rv, 1);
       if (dg->errors == e0) diag_error(dg, s->span, "deadlock with rendezvous sends");
     }
+    arena_free(&t0);
   }
   if (s->vocab.mode && s->vocab.async) {
     /* The runtime runs the collectives on a lane per device (runtime/coll_lane.c), as
@@ -712,8 +714,9 @@ int verify_schedule(Arena *a, Diag *dg, const IrSchedule *s, VerifyResult *out) 
      * sends and, unless the file proves buffered only, with rendezvous sends (NCCL's) */
     SimResult blk;
     ExecModel bm = {0};   /* the same schedule, its collectives blocking: buffered, then rendezvous */
-    if (exec_run(a, s, &out->ix, &out->links, &bm, &blk) != 1 ||
-        (out->ix.ncomm && !s->p2p_buffered && !(s->rdv_proved & IR_PROVED_RDV_BLOCKING) && (bm.rendezvous = 1, exec_run(a, s, &out->ix, &out->links, &bm, &blk)) != 1)) {
+    Arena t0 = {0};       /* the runs' arrays: freed after them */
+    if (exec_run(&t0, s, &out->ix, &out->links, &bm, &blk) != 1 ||
+        (out->ix.ncomm && !s->p2p_buffered && !(s->rdv_proved & IR_PROVED_RDV_BLOCKING) && (bm.rendezvous = 1, exec_run(&t0, s, &out->ix, &out->links, &bm, &blk)) != 1)) {
       int d = 0;
       while (d < s->ndev - 1 && blk.stuck_at[d] < 0) d++;
       char nb[96];
@@ -728,6 +731,7 @@ int verify_schedule(Arena *a, Diag *dg, const IrSchedule *s, VerifyResult *out) 
                 "transport); with --blocking-collectives (or an mpi without MPI_THREAD_MULTIPLE) they block, and "
                 "there it stops at --timeout");
     }
+    arena_free(&t0);
   }
 memory:
   out->runnable = dg->errors == e0;
