@@ -1699,9 +1699,41 @@ typedef struct DupSlot { uint64_t key; int32_t dev, idx; } DupSlot;
 /* The same pass (kind, microbatch, stage; for vocabulary passes kind, microbatch,
  * device) written twice anywhere is an error at the second, with a note at the first.
  * Each source location reports at most once (a loop repeats the same mistake). */
+/* The common case first: no duplicate, every pass in range. One bit per (kind,
+ * microbatch, stage or device), a table that stays in the cache. Returns 1 when it
+ * proved there is no duplicate, 0 when the hash table below must look (a duplicate,
+ * which it reports with its first occurrence, or an op out of range). */
+static int no_duplicates_fast(const IrSchedule *s) {
+  int64_t per = (int64_t)s->nmb * (s->nstage > s->ndev ? s->nstage : s->ndev);
+  if (s->nmb <= 0 || s->nstage <= 0 || s->ndev <= 0 || s->nstage >= (1 << 24) || s->ndev >= (1 << 24) ||
+      per > ((int64_t)1 << 26))
+    return 0;
+  uint64_t *bit = calloc((size_t)((10 * per + 63) / 64 + 1), sizeof *bit);
+  if (!bit) return 0;
+  int ok = 1;
+  for (int d = 0; d < s->ndev && ok; d++) {
+    const IrDevice *dv = &s->devs[d];
+    for (int i = 0; i < dv->nops; i++) {
+      const IrOp *op = &dv->ops[i];
+      int64_t third, kind;
+      if (op->kind <= IR_BW) kind = op->kind, third = op->stage;
+      else if (op->kind == IR_OFFLOAD || op->kind == IR_RELOAD) kind = op->kind == IR_OFFLOAD ? 4 : 5, third = op->stage;
+      else if (op->kind <= IR_T) kind = 6 + (op->kind - IR_IF), third = d;
+      else continue;
+      if (op->mb < 0 || op->mb >= s->nmb || third < 0 || third >= (kind < 6 ? s->nstage : s->ndev)) { ok = 0; break; }
+      int64_t k = kind * per + (int64_t)op->mb * (kind < 6 ? s->nstage : s->ndev) + third;
+      if (bit[k >> 6] & (1ull << (k & 63))) { ok = 0; break; }
+      bit[k >> 6] |= 1ull << (k & 63);
+    }
+  }
+  free(bit);
+  return ok;
+}
+
 static void check_duplicates(Ctx *c) {
   IrSchedule *s = c->s;
   if (s->total_ops == 0) return;
+  if (no_duplicates_fast(s)) return;
   size_t cap = 1024;
   while (cap < (size_t)s->total_ops * 2) cap *= 2;
   DupSlot *t = calloc(cap, sizeof *t);

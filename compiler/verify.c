@@ -248,14 +248,17 @@ static void report_missing(V *v, Missing *ms) {
   }
 }
 
-/* producer must precede consumer: same device -> order; else through send/recv. */
-static void need(V *v, int32_t prod, int32_t cons, int xfer, int32_t *sendtab[2], int32_t *recvtab[2], int comm_written) {
+/* producer must precede consumer: same device -> order; else through send/recv.
+ * psl: the producer's (microbatch, stage) slot (used for a transfer). The ops are
+ * looked at only when something is wrong (the index alone decides the rest). */
+static void need(V *v, int32_t prod, int32_t cons, int xfer, int64_t psl, int32_t *sendtab[2], int32_t *recvtab[2],
+                 int comm_written) {
   char b1[96], b2[96];
   if (prod < 0 || cons < 0) return;
-  const IrOp *p = OP(v, prod), *c = OP(v, cons);
   int pd = v->ix->devof[prod], cd = v->ix->devof[cons];
   if (pd == cd) {
     if (prod > cons) {
+      const IrOp *p = OP(v, prod), *c = OP(v, cons);
       diag_error(v->dg, c->span, "%s runs before %s, which it needs", opname(v, c, b1, sizeof b1), opname(v, p, b2, sizeof b2));
       in_dev(v, cd, c);
       diag_note(v->dg, p->span, "%s is here", b2);
@@ -263,8 +266,10 @@ static void need(V *v, int32_t prod, int32_t cons, int xfer, int32_t *sendtab[2]
     return;
   }
   if (xfer == IR_XFER_NONE) return;
-  int64_t sl = ANA_SLOT(v->ix, p->mb, p->stage);
-  int32_t sd = sendtab[xfer == IR_XFER_GRAD][sl], rv = recvtab[xfer == IR_XFER_GRAD][sl];
+  int32_t sd = sendtab[xfer == IR_XFER_GRAD][psl], rv = recvtab[xfer == IR_XFER_GRAD][psl];
+  if ((sd >= 0 || !comm_written) && (sd < 0 || sd >= prod) && (rv >= 0 || !comm_written) && (rv < 0 || rv <= cons))
+    return;   /* nothing to report */
+  const IrOp *p = OP(v, prod), *c = OP(v, cons);
   IrOp tmp = *p;
   tmp.kind = IR_SEND;
   tmp.xfer = (uint8_t)xfer;
@@ -317,20 +322,20 @@ static void check_passes(V *v, int32_t *sendtab[2], int32_t *recvtab[2]) {
       }
       if (b < 0 && w >= 0) {} /* reported as missing B */
       /* dependencies */
-      if (st > 0) need(v, ix->posF[ANA_SLOT(ix, i, st - 1)], f, IR_XFER_ACT, sendtab, recvtab, comm_written);
-      need(v, f, b, IR_XFER_NONE, sendtab, recvtab, comm_written);
-      if (st + 1 < S) need(v, ix->posB[ANA_SLOT(ix, i, st + 1)], b, IR_XFER_GRAD, sendtab, recvtab, comm_written);
-      if (b >= 0 && OP(v, b)->kind == IR_B) need(v, b, w, IR_XFER_NONE, sendtab, recvtab, comm_written);
+      if (st > 0) need(v, ix->posF[ANA_SLOT(ix, i, st - 1)], f, IR_XFER_ACT, ANA_SLOT(ix, i, st - 1), sendtab, recvtab, comm_written);
+      need(v, f, b, IR_XFER_NONE, sl, sendtab, recvtab, comm_written);
+      if (st + 1 < S) need(v, ix->posB[ANA_SLOT(ix, i, st + 1)], b, IR_XFER_GRAD, ANA_SLOT(ix, i, st + 1), sendtab, recvtab, comm_written);
+      if (b >= 0 && OP(v, b)->kind == IR_B) need(v, b, w, IR_XFER_NONE, sl, sendtab, recvtab, comm_written);
       /* offload / reload */
       int32_t of = ix->posOff[sl], rl = ix->posRel[sl];
       if (of >= 0) {
-        need(v, f, of, IR_XFER_NONE, sendtab, recvtab, comm_written);
+        need(v, f, of, IR_XFER_NONE, sl, sendtab, recvtab, comm_written);
         if (rl < 0) {
           diag_error(v->dg, OP(v, of)->span, "%s is never reloaded (no reload(%d,%d) before its backward)", opname(v, OP(v, of), b1, sizeof b1), i, st);
           in_dev(v, ix->devof[of], OP(v, of));
         } else {
-          need(v, of, rl, IR_XFER_NONE, sendtab, recvtab, comm_written);
-          need(v, rl, b, IR_XFER_NONE, sendtab, recvtab, comm_written);
+          need(v, of, rl, IR_XFER_NONE, sl, sendtab, recvtab, comm_written);
+          need(v, rl, b, IR_XFER_NONE, sl, sendtab, recvtab, comm_written);
         }
       } else if (rl >= 0) {
         diag_error(v->dg, OP(v, rl)->span, "%s reloads an activation that was never offloaded", opname(v, OP(v, rl), b1, sizeof b1));
