@@ -661,48 +661,48 @@ static int repair_pick(void *ctx, const ExecStall *x, int *bposp) {
                 *moved = x->moved;
   int P = ix->ndev;
   int32_t *mark = rp->mark, stamp = rp->stamp;
-    int best = -1, bpos = 0;
-    for (int pass = 0; pass < 2 && best < 0; pass++) {
-      int cyc = -1;
-      if (pass == 0) {   /* find a cycle of p2p waits */
-        int32_t base = stamp + 1;   /* a device an earlier walk of this search saw leads to no cycle */
-        for (int d0 = 0; d0 < P && cyc < 0; d0++) {
-          if (pc[d0] >= s->devs[d0].nops || waitdev[d0] < 0 || mark[d0] >= base) continue;
-          stamp++;
-          int d = d0;
-          while (d >= 0 && mark[d] < base && pc[d] < s->devs[d].nops && waitdev[d] >= 0) { mark[d] = stamp; d = waitdev[d]; }
-          if (d >= 0 && mark[d] == stamp) cyc = d;
-        }
-        if (cyc < 0) continue;
+  int best = -1, bpos = 0;
+  for (int pass = 0; pass < 2 && best < 0; pass++) {
+    int cyc = -1;
+    if (pass == 0) {   /* find a cycle of p2p waits */
+      int32_t base = stamp + 1;   /* a device an earlier walk of this search saw leads to no cycle */
+      for (int d0 = 0; d0 < P && cyc < 0; d0++) {
+        if (pc[d0] >= s->devs[d0].nops || waitdev[d0] < 0 || mark[d0] >= base) continue;
+        stamp++;
+        int d = d0;
+        while (d >= 0 && mark[d] < base && pc[d] < s->devs[d].nops && waitdev[d] >= 0) { mark[d] = stamp; d = waitdev[d]; }
+        if (d >= 0 && mark[d] == stamp) cyc = d;
       }
-      for (int k = 0, d = pass ? 0 : cyc; pass ? d < P : (k == 0 || d != cyc); k++, d = pass ? d + 1 : waitdev[d]) {
-        if (pc[d] >= s->devs[d].nops || stuck[d] < 0) continue;
-        int32_t o = stuck[d], m = match[o];
-        if (ana_op(s, ix, o)->kind != IR_SEND || m < 0 || moved[m] >= 0 || L->chan[m] < 0) continue;
-        int pe = ix->devof[m];
-        if (pc[pe] >= gfirst[m]) continue;
-        const IrDevice *pv = &s->devs[pe];
-        int pos = pc[pe];
-        if (is_p2p(&pv->ops[pos]))
-          for (pos++; pos < pv->nops && is_p2p(&pv->ops[pos]) && (pv->ops[pos].flags & IR_FLAG_GROUP); pos++) {}
-        if (!rp->checked) {
-          /* first repair: a schedule that deadlocks buffered too is left as it is
-           * (verify reports that deadlock) */
-          ExecModel bm = {0};
-          bm.async = exec_async(s);
-          SimResult br;
-          rp->checked = 1;
-          rp->buffered_ok = exec_run(rp->a, s, ix, L, &bm, &br) == 1;
-        }
-        if (!rp->buffered_ok) {
-          best = -1;
-          goto norepair;
-        }
-        best = d;
-        bpos = pos;
-        break;
-      }
+      if (cyc < 0) continue;
     }
+    for (int k = 0, d = pass ? 0 : cyc; pass ? d < P : (k == 0 || d != cyc); k++, d = pass ? d + 1 : waitdev[d]) {
+      if (pc[d] >= s->devs[d].nops || stuck[d] < 0) continue;
+      int32_t o = stuck[d], m = match[o];
+      if (ana_op(s, ix, o)->kind != IR_SEND || m < 0 || moved[m] >= 0 || L->chan[m] < 0) continue;
+      int pe = ix->devof[m];
+      if (pc[pe] >= gfirst[m]) continue;
+      const IrDevice *pv = &s->devs[pe];
+      int pos = pc[pe];
+      if (is_p2p(&pv->ops[pos]))
+        for (pos++; pos < pv->nops && is_p2p(&pv->ops[pos]) && (pv->ops[pos].flags & IR_FLAG_GROUP); pos++) {}
+      if (!rp->checked) {
+        /* first repair: a schedule that deadlocks buffered too is left as it is
+         * (verify reports that deadlock) */
+        ExecModel bm = {0};
+        bm.async = exec_async(s);
+        SimResult br;
+        rp->checked = 1;
+        rp->buffered_ok = exec_run(rp->a, s, ix, L, &bm, &br) == 1;
+      }
+      if (!rp->buffered_ok) {
+        best = -1;
+        goto norepair;
+      }
+      best = d;
+      bpos = pos;
+      break;
+    }
+  }
 norepair:
   rp->stamp = stamp;
   *bposp = bpos;
