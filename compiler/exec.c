@@ -180,7 +180,7 @@ int exec_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *
   }
   /* rendezvous: the matching op of each send/recv, and the local index of its
    * group's first op */
-  int32_t *match = NULL, *gfirst = NULL, *gk = NULL, *stuck = NULL, **crecv = NULL;
+  int32_t *match = NULL, *gfirst = NULL, *gk = NULL, *gat = NULL, *gend = NULL, *stuck = NULL, **crecv = NULL;
   if (rdv) {
     match = arena_alloc(a, sizeof(int32_t) * (size_t)(n + 1));
     gfirst = arena_alloc(a, sizeof(int32_t) * (size_t)(n + 1));
@@ -201,6 +201,9 @@ int exec_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *
       }
     }
     gk = arena_alloc(a, sizeof(int32_t) * (size_t)(P + 1));      /* a group's check resumes here */
+    gat = arena_alloc(a, sizeof(int32_t) * (size_t)(P + 1));     /* the group each device is at, */
+    gend = arena_alloc(a, sizeof(int32_t) * (size_t)(P + 1));    /* and its end (local indices) */
+    memset(gat, 0xff, sizeof(int32_t) * (size_t)(P + 1));
     stuck = arena_alloc(a, sizeof(int32_t) * (size_t)(P + 1));
     if (moved) {   /* repair: each channel's recvs in order */
       crecv = arena_alloc(a, sizeof(int32_t *) * (size_t)(L->nchan + 1));
@@ -264,8 +267,15 @@ int exec_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *
         switch ((IrKind)op->kind) {
         case IR_SEND: case IR_RECV: {
           if (rdv) {   /* the group [pc, e): every op matched by a posted peer op */
-            int e = pc[d] + 1;
-            while (e < dv->nops && is_p2p(&dv->ops[e]) && (dv->ops[e].flags & IR_FLAG_GROUP)) e++;
+            int e;
+            if (gat[d] == pc[d]) {
+              e = gend[d];   /* a device woken again at the same group: its end is known */
+            } else {
+              e = pc[d] + 1;
+              while (e < dv->nops && is_p2p(&dv->ops[e]) && (dv->ops[e].flags & IR_FLAG_GROUP)) e++;
+              gat[d] = pc[d];
+              gend[d] = e;
+            }
             int k = gk[d] >= pc[d] && gk[d] < e ? gk[d] : pc[d];
             for (; k < e; k++) {
               int32_t o = ix->off[d] + k, mo = match[o];

@@ -624,10 +624,22 @@ static void report_deadlock(V *v, const SimLinks *L, const SimResult *r, int rdv
 }
 
 /* ---- memory ---- */
-static void check_memory(V *v, SimDev *mem) {
+/* have: the order-based figures when the timed run computed them already (sim.c's
+ * figures include them), else NULL */
+static void check_memory(V *v, SimDev *mem, const SimDev *have) {
   const IrSchedule *s = v->s;
   char b1[96];
-  sim_memory_order(s, v->ix, mem);
+  if (have)
+    for (int d = 0; d < s->ndev; d++) {
+      mem[d].peak_order = have[d].peak_order;
+      mem[d].peak_order_op = have[d].peak_order_op;
+      mem[d].host_peak = have[d].host_peak;
+      mem[d].host_peak_op = have[d].host_peak_op;
+      mem[d].end_memory = have[d].end_memory;
+      mem[d].nops = have[d].nops;
+    }
+  else
+    sim_memory_order(s, v->ix, mem);
   for (int d = 0; d < s->ndev; d++) {
     if (s->mem_limit >= 0 && mem[d].peak_order > s->mem_limit * (1 + 1e-9) && mem[d].peak_order_op >= 0) {
       const IrOp *op = OP(v, mem[d].peak_order_op);
@@ -741,7 +753,7 @@ int verify_schedule(Arena *a, Diag *dg, const IrSchedule *s, VerifyResult *out) 
 memory:
   out->runnable = dg->errors == e0;
   out->mem = arena_alloc(a, sizeof(SimDev) * (size_t)s->ndev);
-  check_memory(&v, out->mem);
+  check_memory(&v, out->mem, out->sim.ok == 1 && out->sim.dev ? out->sim.dev : NULL);
   out->ok = dg->errors == e0;
   return dg->errors - e0;
 }
