@@ -97,7 +97,11 @@ void sim_links(Arena *a, const IrSchedule *s, const AnaIndex *ix, SimLinks *L) {
   size_t chcap = sizeof(int32_t) * (size_t)(hcap / 2 + 1);
   int32_t *nsend = arena_alloc(a, chcap), *nrecv = arena_alloc(a, chcap);
   int32_t *src = arena_alloc(a, chcap), *dst = arena_alloc(a, chcap);
-  int nc = 0;
+  /* the linked sends (g) and recvs (-1 - g) in op order, so that the passes below
+     read neither the ops nor the other ops' entries */
+  int32_t *cg = arena_alloc(a, sizeof(int32_t) * (size_t)(ix->ncomm + 1));
+  int64_t ncg = 0;
+  int nc = 0, nposted = 0;
   for (int d = 0; d < P; d++) {
     const IrDevice *dev = &s->devs[d];
     for (int k = 0; k < dev->nops; k++) {
@@ -122,6 +126,8 @@ void sim_links(Arena *a, const IrSchedule *s, const AnaIndex *ix, SimLinks *L) {
         int c = hv[i];
         L->chan[g] = c;
         L->seq[g] = op->kind == IR_SEND ? nsend[c]++ : nrecv[c]++;
+        if (ncg < ix->ncomm) cg[ncg++] = op->kind == IR_SEND ? g : -1 - g;
+        nposted += op->kind == IR_RECV && (op->flags & IR_FLAG_POSTED);
         break;
       }
       case IR_COLL: case IR_S: L->link[g] = L->ncoll[d]++; break;
@@ -148,20 +154,13 @@ void sim_links(Arena *a, const IrSchedule *s, const AnaIndex *ix, SimLinks *L) {
   L->chan_dst = dst;
   L->chan_sends = arena_alloc(a, sizeof(int32_t *) * (size_t)(nc + 1));
   for (int c = 0; c < nc; c++) L->chan_sends[c] = arena_alloc(a, sizeof(int32_t) * (size_t)(nsend[c] + 1));
-  for (int64_t g = 0; g < n; g++) {
-    if (L->chan[g] < 0) continue;
-    const IrOp *op = ana_op(s, ix, (int32_t)g);
-    if (op->kind == IR_SEND) L->chan_sends[L->chan[g]][L->seq[g]] = (int32_t)g;
-  }
-  int nposted = 0;
-  for (int64_t g = 0; g < n; g++) {
-    if (L->chan[g] < 0) continue;
-    const IrOp *op = ana_op(s, ix, (int32_t)g);
-    if (op->kind == IR_RECV) {
-      int c = L->chan[g];
-      L->link[g] = L->seq[g] < nsend[c] ? L->chan_sends[c][L->seq[g]] : -1;
-      nposted += (op->flags & IR_FLAG_POSTED) != 0;
-    }
+  for (int64_t k = 0; k < ncg; k++)
+    if (cg[k] >= 0) L->chan_sends[L->chan[cg[k]]][L->seq[cg[k]]] = cg[k];
+  for (int64_t k = 0; k < ncg; k++) {
+    if (cg[k] >= 0) continue;
+    int32_t g = -1 - cg[k];
+    int c = L->chan[g];
+    L->link[g] = L->seq[g] < nsend[c] ? L->chan_sends[c][L->seq[g]] : -1;
   }
   if (nposted) sim_link_posted(s, ix, L, a);
 }
