@@ -3,6 +3,7 @@
  * It prints nothing but diagnostics; the commands print the reports. */
 #ifndef PPS_ANALYSIS_H
 #define PPS_ANALYSIS_H
+#include "lower.h"
 #include "report.h"
 #include "verify.h"
 

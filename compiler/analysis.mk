@@ -1,13 +1,14 @@
 # compiler/analysis.mk: lowering, verification, simulation, reports, CSV interop,
 # their tests (tests/analysis/) and the simulator benchmark (bench/sim*).
 libppsc_la_SOURCES += compiler/analysis.c compiler/analysis.h \
+  compiler/opindex.c compiler/opindex.h compiler/exec.c compiler/exec.h \
   compiler/lower.c compiler/lower.h compiler/verify.c compiler/verify.h \
   compiler/sim.c compiler/sim.h compiler/report.c compiler/report.h compiler/csv.c \
   compiler/grid.c compiler/compare.c compiler/svg.c \
   compiler/overlap.c compiler/overlap.h compiler/costmodel.c compiler/costmodel.h \
   compiler/recompute.c compiler/recompute.h \
   compiler/dp.c compiler/dp.h
-libppsc_la_SOURCES += compiler/cmd_build.c
+libppsc_la_SOURCES += compiler/cmd_build.c compiler/cmd_check.c
 libppsc_la_SOURCES += compiler/torch_csv.c
 
 # C tests on IR built in memory (no parser needed)
@@ -23,6 +24,9 @@ bench_sim_bench_SOURCES = bench/sim_bench.c
 bench_sim_bench_CPPFLAGS = $(libppsc_la_CPPFLAGS)
 bench_sim_bench_LDADD = libppsc.la -lm
 EXTRA_DIST += bench/sim_bench.sh bench/sim_interleaved.pps
+# `ppsc sim` against a reference commit, and byte identity across a refactor (run from
+# the source tree; bench/README.md)
+EXTRA_DIST += bench/sim_vs_ref.sh bench/identity.sh
 bench-sim: bench/sim_bench$(EXEEXT) ppsc$(EXEEXT)
 	srcdir=$(srcdir) top_builddir=$(top_builddir) $(SHELL) $(srcdir)/bench/sim_bench.sh
 
@@ -33,6 +37,9 @@ TESTS += tests/analysis/makespan_exact.sh
 EXTRA_DIST += tests/analysis/makespan_exact.sh
 TESTS += tests/analysis/rendezvous.sh
 EXTRA_DIST += tests/analysis/rendezvous.sh
+# the compiler's phases call one way: no circle among libppsc's objects (nm)
+TESTS += tests/analysis/depcycles.sh
+EXTRA_DIST += tests/analysis/depcycles.sh tools/depcycles.py
 EXTRA_DIST += tests/analysis/svg.sh
 TESTS += tests/analysis/costmodel.sh
 TESTS += tests/analysis/recompute.sh

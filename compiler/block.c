@@ -16,6 +16,7 @@
  * checked stages and slots. */
 #include "elab.h"
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -823,6 +824,9 @@ int block_squeeze(Diag *d, IrSchedule *s, const BlockSqueeze *sq) {
     if (mk == -2) goto oom;
     if (mk >= 0 && mk < best - 1e-9) { best = mk; bw = w; bc = c; }
   }
+  /* the chosen order's makespan by this evaluator (tests/front/squeeze_eval.sh checks
+     it against the executor's) */
+  if (getenv("PPS_SQUEEZE_DEBUG")) fprintf(stderr, "squeeze: makespan %.17g\n", best);
   if (bw == SQ_PLAIN && bc == SQ_PLAIN) goto out;
   for (int dv = 0; dv < q.ndev; dv++) {
     SqDev *D = &q.dev[dv];

@@ -2,8 +2,10 @@
  * diagnostics), the front end's entry point, and one function per command.
  *
  * Where each is implemented:
- *   front.c            front_compile (parse.c, elab.c, block.c behind it), cmd_expand
- *   analysis.c         cmd_check, cmd_sim (lower.c, verify.c, sim.c, report.c behind them)
+ *   front.c            front_compile (parse.c, elab.c, block.c, then order.c: synth.c,
+ *                      block_squeeze behind it), front_seed, cmd_expand
+ *   cmd_check.c        cmd_check, cmd_sim (analysis.c: lower.c, verify.c, exec.c, sim.c;
+ *                      report.c behind them)
  *   csv.c              cmd_import_csv, cmd_export_csv
  *   cmd_build.c        cmd_emit_c, cmd_build (emit_c.c behind them)
  * Exit codes every command honours: 0 valid/success, 1 invalid input, 2 usage or I/O. */
@@ -72,6 +74,9 @@ typedef struct Compilation {
  * IR (possibly with errors counted) that later phases may still look at. Sets
  * *io_error to 1 when the failure was reading a file (exit 2, not 1). */
 IrSchedule *front_compile(Compilation *c, int *io_error);
+/* Compiles one of `synthesize`'s seeds into IR in *a (synth.h: SynthSeedReq). */
+struct SynthSeedReq;
+IrSchedule *front_seed(Arena *a, const struct SynthSeedReq *rq);
 
 int cmd_check(Compilation *c);
 int cmd_sim(Compilation *c);

@@ -1371,6 +1371,7 @@ static void exec_synth(Ctx *c, Stmt *st) {
   c->sopt.span = st->span;
   c->sopt.effort = 2;
   c->sopt.stdlib_dir = c->in->stdlib_dir;
+  c->sopt.seed = c->in->seed;
   for (KeyVal *kv = st->kv; kv; kv = kv->next) {
     const char *k = sname(c, kv->key);
     KeyVal *first = NULL;   /* an option given twice is an error at the second */
@@ -1773,9 +1774,41 @@ typedef struct DupSlot { uint64_t key; int32_t dev, idx; } DupSlot;
 /* The same pass (kind, microbatch, stage; for vocabulary passes kind, microbatch,
  * device) written twice anywhere is an error at the second, with a note at the first.
  * Each source location reports at most once (a loop repeats the same mistake). */
+/* The common case first: no duplicate, every pass in range. One bit per (kind,
+ * microbatch, stage or device), a table that stays in the cache. Returns 1 when it
+ * proved there is no duplicate, 0 when the hash table below must look (a duplicate,
+ * which it reports with its first occurrence, or an op out of range). */
+static int no_duplicates_fast(const IrSchedule *s) {
+  int64_t per = (int64_t)s->nmb * (s->nstage > s->ndev ? s->nstage : s->ndev);
+  if (s->nmb <= 0 || s->nstage <= 0 || s->ndev <= 0 || s->nstage >= (1 << 24) || s->ndev >= (1 << 24) ||
+      per > ((int64_t)1 << 26))
+    return 0;
+  uint64_t *bit = calloc((size_t)((10 * per + 63) / 64 + 1), sizeof *bit);
+  if (!bit) return 0;
+  int ok = 1;
+  for (int d = 0; d < s->ndev && ok; d++) {
+    const IrDevice *dv = &s->devs[d];
+    for (int i = 0; i < dv->nops; i++) {
+      const IrOp *op = &dv->ops[i];
+      int64_t third, kind;
+      if (op->kind <= IR_BW) kind = op->kind, third = op->stage;
+      else if (op->kind == IR_OFFLOAD || op->kind == IR_RELOAD) kind = op->kind == IR_OFFLOAD ? 4 : 5, third = op->stage;
+      else if (op->kind <= IR_T) kind = 6 + (op->kind - IR_IF), third = d;
+      else continue;
+      if (op->mb < 0 || op->mb >= s->nmb || third < 0 || third >= (kind < 6 ? s->nstage : s->ndev)) { ok = 0; break; }
+      int64_t k = kind * per + (int64_t)op->mb * (kind < 6 ? s->nstage : s->ndev) + third;
+      if (bit[k >> 6] & (1ull << (k & 63))) { ok = 0; break; }
+      bit[k >> 6] |= 1ull << (k & 63);
+    }
+  }
+  free(bit);
+  return ok;
+}
+
 static void check_duplicates(Ctx *c) {
   IrSchedule *s = c->s;
   if (s->total_ops == 0) return;
+  if (no_duplicates_fast(s)) return;
   size_t cap = 1024;
   while (cap < (size_t)s->total_ops * 2) cap *= 2;
   DupSlot *t = calloc(cap, sizeof *t);
@@ -1926,13 +1959,19 @@ IrSchedule *elab_run(const ElabInput *in, int *usage) {
     err(c, NULL, c->off_auto->span, "'offload auto' needs 'synthesize' (it chooses what to offload for the synthesised order)");
   if (c->off_auto && c->off.enabled)
     err(c, NULL, c->off_auto->span, "'offload auto' and a stated offload policy: keep one");
+  int synth = 0;
   if (c->synth && !c->stop && c->d->errors == errors_before) {
     if (s->total_ops > 0)
       err(c, NULL, c->synth->span, "'synthesize' chooses every pass: this schedule also writes passes (device blocks or a building block)");
     else
-      synth_run(c->a, c->d, s, &c->sopt);
+      synth = 1;   /* the order phase synthesizes (order.c); nothing is written to check for duplicates */
   }
   if (!c->stop) check_duplicates(c);
-  if (c->sq && !c->stop && c->d->errors == errors_before) block_squeeze(c->d, s, c->sq);
+  if (c->in->order) {
+    memset(c->in->order, 0, sizeof *c->in->order);
+    c->in->order->synth = synth;
+    c->in->order->sopt = c->sopt;
+    if (c->sq && !c->stop && c->d->errors == errors_before) c->in->order->sq = c->sq;
+  }
   return s;
 }

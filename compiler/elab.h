@@ -6,6 +6,7 @@
 #define PPS_ELAB_H
 #include "ast.h"
 #include "driver.h"
+#include "synth.h"
 #include "ir.h"
 
 typedef struct ElabInput {
@@ -21,10 +22,14 @@ typedef struct ElabInput {
   const KeyOverride *keys;  /* --cost / --memory KEY=VALUE */
   int nkeys;
   const char *stdlib_dir;   /* --stdlib: where `synthesize` finds its seeds */
+  SynthSeedFn seed;         /* compiles `synthesize`'s seeds into IR (front.c's front_seed) */
+  struct ElabOrder *order;  /* out: what the order phase is to do (order.c) */
 } ElabInput;
 
 /* Elaborates in->main. Returns the IR (possibly with errors reported) or NULL when
- * nothing useful could be built. Sets *usage to 1 when a -D option was wrong. */
+ * nothing useful could be built. Sets *usage to 1 when a -D option was wrong. Fills
+ * *in->order with the ordering the file asks for, which the order phase does next
+ * (order_run): elaboration itself never synthesizes or squeezes. */
 IrSchedule *elab_run(const ElabInput *in, int *usage);
 
 /* One pass of a building block: microbatch 0's `kind(stage) at slot`. */
@@ -48,6 +53,17 @@ typedef struct BlockSqueeze {
   int64_t cut1, cut2;
   Span span;
 } BlockSqueeze;
+
+/* The order phase's work (elab_run fills it; order.c does it): `synthesize;` (the
+ * synthesizer chooses every pass) or a `squeeze;`d building block (re-timed). Each
+ * only when elaboration went through without an error. */
+typedef struct ElabOrder {
+  int synth;                /* run synth_run with sopt */
+  SynthOptions sopt;
+  const BlockSqueeze *sq;   /* run block_squeeze on it (NULL: none) */
+} ElabOrder;
+/* The order phase, after elaboration: synthesize, then squeeze (order.c). */
+void order_run(Arena *a, Diag *d, IrSchedule *s, const ElabOrder *o);
 
 /* Repeats a block (stage_dev: the placement) for every microbatch and appends the resulting per-device orders
  * to s (see block.c for the ordering rule). sq (may be NULL) records the ops for

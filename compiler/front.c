@@ -267,14 +267,74 @@ IrSchedule *front_compile(Compilation *c, int *io_error) {
     *io_error = 1;
     return NULL;
   }
+  ElabOrder ord;
+  memset(&ord, 0, sizeof ord);
   ElabInput in = {&c->arena, &c->diag, &fr.syms, by_sym, main, opt->file, defs, ndefs, opt->max_ops,
-                  opt->keys, opt->nkeys, opt->stdlib_dir};
+                  opt->keys, opt->nkeys, opt->stdlib_dir, front_seed, &ord};
   int usage = 0;
   /* by_sym must cover symbols interned during elaboration */
   IrSchedule *s = elab_run(&in, &usage);
+  /* the order phase: synthesize, squeeze (what the file asked elaboration for) */
+  if (s && !usage) order_run(&c->arena, &c->diag, s, &ord);
   if (usage) *io_error = 1;
   if (s && opt->p2p_buffered) s->p2p_buffered = 1;   /* --p2p buffered overrides the file */
   return s;
+}
+
+/* `synthesize`'s seeds (synth.h): a standard schedule, embedded in ppsc
+ * (synth_seed_srcs: the same whatever the environment), compiled by the front end
+ * with the asking schedule's P, m and costs (exact: %.17g reads back the same
+ * double); its IR goes to the synthesizer, which never parses. Diagnostics are
+ * dropped (a seed that does not compile is no seed). */
+IrSchedule *front_seed(Arena *a, const SynthSeedReq *rq) {
+  const SynthSeedSrc *src = NULL;
+  for (const SynthSeedSrc *q = synth_seed_srcs; q->file; q++)
+    if (!strcmp(q->file, rq->file)) src = q;
+  if (!src) return NULL;
+  char path[128];
+  snprintf(path, sizeof path, "<stdlib>/%s", rq->file);
+  char d[8][64];
+  Define defs[8];
+  int nd = 0;
+  snprintf(d[nd++], 64, "%d", rq->P);
+  snprintf(d[nd++], 64, "%d", rq->m);
+  snprintf(d[nd++], 64, "%.17g", rq->tf);
+  snprintf(d[nd++], 64, "%.17g", rq->tb);
+  snprintf(d[nd++], 64, "%.17g", rq->tw);
+  snprintf(d[nd++], 64, "%.17g", rq->tc);
+  static const char *const names[] = {"P", "m", "TF", "TB", "TW", "TC"};
+  for (int k = 0; k < nd; k++) { defs[k].name = names[k]; defs[k].value = d[k]; }
+  const char *xs[2] = {rq->x1, rq->x2};
+  for (int k = 0; k < 2; k++) {
+    const char *eq = xs[k] ? strchr(xs[k], '=') : NULL;
+    if (!eq) continue;
+    snprintf(d[nd], 64, "%.*s", (int)(eq - xs[k]), xs[k]);
+    defs[nd].name = d[nd];
+    defs[nd].value = eq + 1;
+    nd++;
+  }
+  Options opt;
+  memset(&opt, 0, sizeof opt);
+  opt.cmd = "expand";
+  opt.file = path;
+  opt.src_text = src->text;
+  opt.src_size = src->size;
+  opt.schedule = rq->name;
+  opt.stdlib_dir = NULL;
+  opt.defs = defs;
+  opt.ndefs = nd;
+  opt.max_errors = 1;
+  opt.max_ops = 50000000;
+  Compilation c2;
+  memset(&c2, 0, sizeof c2);
+  c2.opt = &opt;
+  diag_init(&c2.diag, &c2.arena);
+  c2.diag.out = NULL;
+  int io = 0;
+  IrSchedule *t = front_compile(&c2, &io);
+  if (io || c2.diag.errors || (t && !t->devs)) t = NULL;
+  *a = c2.arena;   /* the caller frees the seed's memory */
+  return t;
 }
 
 /* ---- ppsc expand ---- */

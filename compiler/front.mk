@@ -27,7 +27,7 @@ grammar/lex.h: grammar/lex.c
 
 # ---- the front end proper ----
 libppsc_la_SOURCES += compiler/ast.h compiler/parse.h compiler/parse.c compiler/elab.h \
-  compiler/elab.c compiler/block.c compiler/front.c
+  compiler/elab.c compiler/block.c compiler/order.c compiler/front.c
 libppsc_la_SOURCES += compiler/synth.h compiler/synth.c compiler/profile.c compiler/cmd_synth.c
 # the standard schedules `synthesize` seeds its search with, embedded at build time
 # (the seeds never depend on an installed stdlib or on $PPS_STDLIB)
@@ -50,6 +50,9 @@ EXTRA_DIST += tests/front/run-bad.sh tests/front/run-expand.sh tests/front/doc-e
   tests/front/limits.sh tests/front/bad tests/front/good examples
 # `squeeze;` reaches the reference figures of V-Half and 1F1B-V (inline blocks)
 TESTS += tests/front/block-squeeze.sh
+# squeeze's evaluator against the executor (the reference) on random points
+TESTS += tests/front/squeeze_eval.sh
+EXTRA_DIST += tests/front/squeeze_eval.sh
 EXTRA_DIST += tests/front/block-squeeze.sh
 TESTS += tests/front/cli.sh
 EXTRA_DIST += tests/front/cli.sh
@@ -90,6 +93,9 @@ bench-elab: ppsc$(EXEEXT)
 TESTS += tests/synth/cli.sh tests/synth/quality.sh tests/synth/profile.sh tests/synth/reference.sh
 TESTS += tests/synth/bound.sh tests/synth/published.sh
 EXTRA_DIST += tests/synth/bound.sh tests/synth/published.sh tests/synth/published tools/published-orders.py
+# the synthesizer's evaluators against the executor (the reference) on random points
+TESTS += tests/synth/evaluator.sh
+EXTRA_DIST += tests/synth/evaluator.sh
 EXTRA_DIST += tests/synth/cli.sh tests/synth/quality.sh tests/synth/profile.sh tests/synth/issue.pps tests/synth/synth_any.pps \
   tests/synth/reference.sh tests/synth/ref_greedy.awk tests/synth/lib.sh
 # `make bench-synth`: search time of `synthesize` (bench/README.md, "Synthesis")

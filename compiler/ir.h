@@ -269,7 +269,12 @@ typedef struct IrSchedule {
   IrFrame *frame_next; uint32_t frame_left;  /* free room in the newest chunk */
   IrLoop *loops; int nloops, caploops;
   IrRecompute recompute;    /* the recompute policy (elab.c; recompute.c models it) */
+  /* rendezvous proofs lowering's repair run made of the op arrays as they are
+   * (lower.c; verify.c then does not run them again): IR_PROVED_* bits */
+  int rdv_proved;
 } IrSchedule;
+#define IR_PROVED_RDV 1           /* with the schedule's collective mode */
+#define IR_PROVED_RDV_BLOCKING 2  /* `vocab async` with blocking collectives */
 
 /* Appends an op to device d's order (grows the array in the arena). */
 IrOp *ir_push(Arena *a, IrSchedule *s, int d);

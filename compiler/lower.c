@@ -40,7 +40,7 @@
  *    device, so barriers in one global order cannot deadlock. The file's compute order
  *    is kept: the paper's memory (P + 2 / P + 1 on 1F1B) is that of a file with its
  *    longer warm-up (stdlib/vocab_1f1b.pps).
- *    Under `vocab async` (collectives on their own lane, sim.c) the consumers go in
+ *    Under `vocab async` (collectives on their own lane, exec.c) the consumers go in
  *    groups of their own, TCOLL after the collective's instant where the window
  *    allows: T(i) [coll output_bwd(i)] in [t_S + TCOLL, start of B(i, S-1)] (Vocab-2:
  *    of B(i+1, S-1), T(i) feeding nothing), IB(i) in
@@ -65,85 +65,30 @@
  *    planned copy start (never before its offload). The simulation then times the real
  *    copies. */
 #include "lower.h"
-#include "sim.h"
+#include "exec.h"
 #include "overlap.h"
 #include <stdlib.h>
 #include <string.h>
-
-int ana_valid_pass(const IrSchedule *s, const IrOp *op) {
-  return op->mb >= 0 && op->mb < s->nmb && op->stage >= 0 && op->stage < s->nstage;
-}
-
-double ana_offload_fraction(const IrSchedule *s, int stage) {
-  double f = (stage >= 0 && stage < s->nstage) ? s->stages[stage].offload : 0;
-  if (f > 0) return f > 1 ? 1 : f;
-  if (s->offload.enabled && s->offload.ratio > 0) return s->offload.ratio > 1 ? 1 : s->offload.ratio;
-  return 1; /* an offload the file wrote without a policy moves the whole activation */
-}
-
-int ana_index(Arena *a, const IrSchedule *s, AnaIndex *ix) {
-  memset(ix, 0, sizeof *ix);
-  ix->ndev = s->ndev > 0 ? s->ndev : 0;
-  ix->nstage = s->nstage > 0 ? s->nstage : 0;
-  ix->nmb = s->nmb > 0 ? s->nmb : 0;
-  int64_t total = 0;
-  for (int d = 0; d < ix->ndev; d++) total += s->devs[d].nops;
-  if (total >= INT32_MAX) return -1;
-  int64_t slots = (int64_t)ix->nmb * ix->nstage;
-  if (slots > ANA_MAX_SLOTS(total)) return -1;
-  ix->total = total;
-  ix->off = arena_alloc(a, sizeof(int32_t) * (size_t)(ix->ndev + 1));
-  ix->devof = arena_alloc(a, sizeof(int32_t) * (size_t)(total + 1));
-  int32_t **tabs[5] = {&ix->posF, &ix->posB, &ix->posW, &ix->posOff, &ix->posRel};
-  for (int k = 0; k < 5; k++) {
-    *tabs[k] = arena_alloc(a, sizeof(int32_t) * (size_t)(slots + 1));
-    memset(*tabs[k], 0xff, sizeof(int32_t) * (size_t)(slots + 1));
-  }
-  int32_t g = 0;
-  for (int d = 0; d < ix->ndev; d++) {
-    ix->off[d] = g;
-    const IrDevice *dev = &s->devs[d];
-    for (int k = 0; k < dev->nops; k++, g++) {
-      const IrOp *op = &dev->ops[k];
-      ix->devof[g] = d;
-      int32_t *t = NULL;
-      switch ((IrKind)op->kind) {
-      case IR_F: t = ix->posF; break;
-      case IR_B: case IR_BW: t = ix->posB; break;
-      case IR_W: t = ix->posW; break;
-      case IR_OFFLOAD: t = ix->posOff; ix->noffload++; break;
-      case IR_RELOAD: t = ix->posRel; ix->noffload++; break;
-      case IR_SEND: case IR_RECV: ix->ncomm++; break;
-      case IR_IF: case IR_IB: case IR_S: case IR_T: case IR_COLL: ix->nvocab++; break;
-      default: break;
-      }
-      if (t && ana_valid_pass(s, op)) {
-        int64_t sl = ANA_SLOT(ix, op->mb, op->stage);
-        if (t[sl] < 0) t[sl] = g;
-      }
-    }
-  }
-  ix->off[ix->ndev] = g;
-  return 0;
-}
 
 /* ---- insertion batches: ops to put before position `slot` of a device's order ----
  * Within one slot, inserted ops keep the order they were added in. */
 typedef struct Ins { int32_t slot; IrOp op; } Ins;
 typedef struct InsDev { Ins *v; int n, cap; } InsDev;
-typedef struct Batch { InsDev *dev; int ndev; int64_t n; } Batch;
+typedef struct Batch { InsDev *dev; int ndev; int64_t n; Arena tmp; } Batch;
 
-static void batch_init(Arena *a, Batch *b, int ndev) {
-  b->dev = arena_alloc(a, sizeof(InsDev) * (size_t)(ndev + 1));
+/* The batch lives in its own arena (tmp), freed when batch_apply merges it. */
+static void batch_init(Batch *b, int ndev) {
+  memset(&b->tmp, 0, sizeof b->tmp);
+  b->dev = arena_alloc(&b->tmp, sizeof(InsDev) * (size_t)(ndev + 1));
   b->ndev = ndev;
   b->n = 0;
 }
 
 /* span and frame: those of the op the insert serves (its frame only where that op is
  * on device d: loop bindings describe the device that wrote them) */
-static IrOp *batch_add(Arena *a, Batch *b, int d, int slot, IrKind kind, int mb, int stage,
+static IrOp *batch_add(Batch *b, int d, int slot, IrKind kind, int mb, int stage,
                        Span span, uint32_t frame) {
-  Ins *in = VEC_PUSH(a, b->dev[d].v, b->dev[d].n, b->dev[d].cap);
+  Ins *in = VEC_PUSH(&b->tmp, b->dev[d].v, b->dev[d].n, b->dev[d].cap);
   in->slot = slot;
   in->op.kind = (uint8_t)kind;
   in->op.flags = IR_FLAG_INSERTED;
@@ -156,22 +101,22 @@ static IrOp *batch_add(Arena *a, Batch *b, int d, int slot, IrKind kind, int mb,
   return &in->op;
 }
 
-/* Merges a batch into the orders: a counting sort of each device's inserts by slot
- * (stable), then one pass. O(ops + inserts). */
+/* Merges a batch into the orders (new op arrays in a): a counting sort of each
+ * device's inserts by slot (stable), then one pass. O(ops + inserts). Frees the batch. */
 static void batch_apply(Arena *a, Batch *b, IrSchedule *s) {
   for (int d = 0; d < s->ndev; d++) {
     InsDev *id = &b->dev[d];
     if (!id->n) continue;
     IrDevice *dev = &s->devs[d];
     int n = dev->nops;
-    int32_t *cnt = arena_alloc(a, sizeof(int32_t) * (size_t)(n + 2));
+    int32_t *cnt = arena_alloc(&b->tmp, sizeof(int32_t) * (size_t)(n + 2));
     for (int k = 0; k < id->n; k++) {
       if (id->v[k].slot < 0) id->v[k].slot = 0;
       if (id->v[k].slot > n) id->v[k].slot = n;
       cnt[id->v[k].slot + 1]++;
     }
     for (int k = 0; k < n + 1; k++) cnt[k + 1] += cnt[k];
-    int32_t *order = arena_alloc(a, sizeof(int32_t) * (size_t)id->n);
+    int32_t *order = arena_alloc(&b->tmp, sizeof(int32_t) * (size_t)id->n);
     for (int k = 0; k < id->n; k++) order[cnt[id->v[k].slot]++] = k;
     /* cnt[slot] is now the end of that slot's run; rebuild starts on the fly */
     IrOp *out = arena_alloc(a, sizeof(IrOp) * (size_t)(n + id->n));
@@ -184,6 +129,7 @@ static void batch_apply(Arena *a, Batch *b, IrSchedule *s) {
     dev->nops = dev->capops = o;
     s->total_ops += id->n;
   }
+  arena_free(&b->tmp);
 }
 
 /* ---- send / recv ---- */
@@ -202,15 +148,15 @@ static int32_t chan_id(int64_t *hkeys, int32_t *hvals, size_t hcap, int64_t key,
 static int64_t lower_comm(Arena *a, IrSchedule *s, const AnaIndex *ix) {
   int P = s->ndev, S = s->nstage;
   Batch b;
-  batch_init(a, &b, P);
+  batch_init(&b, P);
   PendRecv *pr = NULL;
   int npr = 0, cappr = 0;
   int64_t maxch = (int64_t)P * P < ix->total ? (int64_t)P * P : ix->total;
   /* channel keys d * P + to are 64-bit: P * P passes INT32_MAX above 46340 devices */
   size_t hcap = 64;
   while ((int64_t)hcap < 2 * maxch + 64) hcap *= 2;
-  int64_t *hk = arena_alloc(a, sizeof(int64_t) * hcap);
-  int32_t *hv = arena_alloc(a, sizeof(int32_t) * hcap);
+  int64_t *hk = arena_alloc(&b.tmp, sizeof(int64_t) * hcap);
+  int32_t *hv = arena_alloc(&b.tmp, sizeof(int32_t) * hcap);
   memset(hk, 0xff, sizeof(int64_t) * hcap);
   int nchan = 0;
   for (int d = 0; d < P; d++) {
@@ -230,10 +176,10 @@ static int64_t lower_comm(Arena *a, IrSchedule *s, const AnaIndex *ix) {
       if (to == d || to < 0 || to >= P) continue;
       if (ix->posF[ANA_SLOT(ix, op->mb, op->stage)] != ix->off[d] + k &&
           ix->posB[ANA_SLOT(ix, op->mb, op->stage)] != ix->off[d] + k) continue; /* duplicate */
-      IrOp *sd = batch_add(a, &b, d, k + 1, IR_SEND, op->mb, op->stage, op->span, ir_op_frame(op));
+      IrOp *sd = batch_add(&b, d, k + 1, IR_SEND, op->mb, op->stage, op->span, ir_op_frame(op));
       sd->xfer = (uint8_t)xfer;
       sd->peer = to;
-      PendRecv *r = VEC_PUSH(a, pr, npr, cappr);
+      PendRecv *r = VEC_PUSH(&b.tmp, pr, npr, cappr);
       r->chan = chan_id(hk, hv, hcap, (int64_t)d * P + to, &nchan);
       r->dst = to;
       /* the consumer's position on `to`, or the end when it is missing/misplaced */
@@ -258,11 +204,11 @@ static int64_t lower_comm(Arena *a, IrSchedule *s, const AnaIndex *ix) {
     }
   }
   /* group the recvs by channel, keeping send order (counting sort) */
-  int32_t *cc = arena_alloc(a, sizeof(int32_t) * (size_t)(nchan + 1));
+  int32_t *cc = arena_alloc(&b.tmp, sizeof(int32_t) * (size_t)(nchan + 1));
   for (int k = 0; k < npr; k++) cc[pr[k].chan + 1]++;
   for (int c = 0; c < nchan; c++) cc[c + 1] += cc[c];
-  int32_t *byc = arena_alloc(a, sizeof(int32_t) * (size_t)(npr + 1));
-  int32_t *fill = arena_alloc(a, sizeof(int32_t) * (size_t)(nchan + 1));
+  int32_t *byc = arena_alloc(&b.tmp, sizeof(int32_t) * (size_t)(npr + 1));
+  int32_t *fill = arena_alloc(&b.tmp, sizeof(int32_t) * (size_t)(nchan + 1));
   memcpy(fill, cc, sizeof(int32_t) * (size_t)(nchan + 1));
   for (int k = 0; k < npr; k++) byc[fill[pr[k].chan]++] = k;
   for (int c = 0; c < nchan; c++) {
@@ -276,7 +222,7 @@ static int64_t lower_comm(Arena *a, IrSchedule *s, const AnaIndex *ix) {
   for (int c = 0; c < nchan; c++)
     for (int j = cc[c]; j < cc[c + 1]; j++) {
       PendRecv *r = &pr[byc[j]];
-      IrOp *o = batch_add(a, &b, r->dst, r->slot, IR_RECV, 0, 0, r->op.span, ir_op_frame(&r->op));
+      IrOp *o = batch_add(&b, r->dst, r->slot, IR_RECV, 0, 0, r->op.span, ir_op_frame(&r->op));
       *o = r->op;
     }
   batch_apply(a, &b, s);
@@ -434,8 +380,10 @@ static int base_sim(Arena *a, IrSchedule *s, AnaIndex *ix, SimResult *r) {
   if (ana_index(a, s, ix)) return -1;
   SimLinks L;
   sim_links(a, s, ix, &L);
-  memset(r, 0, sizeof *r);
-  return sim_run(a, s, ix, &L, r, 0) ? 0 : -1;
+  if (exec_timed(a, s, ix, &L, r, exec_async(s)) != 1) return -1;
+  r->makespan = 0;   /* (the one figure the placement reads) */
+  for (int64_t g = 0; g < ix->total; g++) if (r->end[g] > r->makespan) r->makespan = r->end[g];
+  return 0;
 }
 
 static int64_t lower_vocab(Arena *a, Diag *dg, IrSchedule *s) {
@@ -504,7 +452,7 @@ static int64_t lower_vocab(Arena *a, Diag *dg, IrSchedule *s) {
   }
   qsort(g, (size_t)ng, sizeof *g, vgroup_cmp);
   Batch b;
-  batch_init(a, &b, P);
+  batch_init(&b, P);
   int *last = arena_alloc(a, sizeof(int) * (size_t)P);
   for (int k = 0; k < ng; k++) {
     int i = g[k].mb;
@@ -526,19 +474,19 @@ static int64_t lower_vocab(Arena *a, Diag *dg, IrSchedule *s) {
       last[d] = slot;
       IrOp *o;
       if (kind == 0) {
-        batch_add(a, &b, d, slot, IR_IF, i, -1, sp, fr);
-        o = batch_add(a, &b, d, slot, IR_COLL, i, -1, sp, fr); o->coll = IR_COLL_INPUT_FWD;
+        batch_add(&b, d, slot, IR_IF, i, -1, sp, fr);
+        o = batch_add(&b, d, slot, IR_COLL, i, -1, sp, fr); o->coll = IR_COLL_INPUT_FWD;
       } else if (kind == 1) {
-        batch_add(a, &b, d, slot, IR_S, i, -1, sp, fr);
-        o = batch_add(a, &b, d, slot, IR_COLL, i, -1, sp, fr); o->coll = IR_COLL_OUTPUT_FWD;
+        batch_add(&b, d, slot, IR_S, i, -1, sp, fr);
+        o = batch_add(&b, d, slot, IR_COLL, i, -1, sp, fr); o->coll = IR_COLL_OUTPUT_FWD;
       }
       if ((kind == 1 && !async) || kind == 3) {
-        batch_add(a, &b, d, slot, IR_T, i, -1, sp, fr);
-        if (mode == 1) { o = batch_add(a, &b, d, slot, IR_COLL, i, -1, sp, fr); o->coll = IR_COLL_OUTPUT_BWD; }
+        batch_add(&b, d, slot, IR_T, i, -1, sp, fr);
+        if (mode == 1) { o = batch_add(&b, d, slot, IR_COLL, i, -1, sp, fr); o->coll = IR_COLL_OUTPUT_BWD; }
       } else if (kind == 2) {
-        o = batch_add(a, &b, d, slot, IR_COLL, i, -1, sp, fr); o->coll = IR_COLL_INPUT_BWD;
+        o = batch_add(&b, d, slot, IR_COLL, i, -1, sp, fr); o->coll = IR_COLL_INPUT_BWD;
       }
-      if ((kind == 2 && !async) || kind == 4) batch_add(a, &b, d, slot, IR_IB, i, -1, sp, fr);
+      if ((kind == 2 && !async) || kind == 4) batch_add(&b, d, slot, IR_IB, i, -1, sp, fr);
     }
   }
   batch_apply(a, &b, s);
@@ -571,7 +519,7 @@ static int64_t lower_offload(Arena *a, Diag *dg, IrSchedule *s) {
     return 0;
   }
   Batch b;
-  batch_init(a, &b, P);
+  batch_init(&b, P);
   /* offloads right after their F */
   RPlan **plan = arena_alloc(a, sizeof(RPlan *) * (size_t)P);
   int *np = arena_alloc(a, sizeof(int) * (size_t)P), *cp = arena_alloc(a, sizeof(int) * (size_t)P);
@@ -602,7 +550,7 @@ static int64_t lower_offload(Arena *a, Diag *dg, IrSchedule *s) {
     qsort(byf, (size_t)np[d], sizeof *byf, rplan_cmp);
     for (int k = 0; k < np[d]; k++) {
       int fk = byf[k].f - ix.off[d];
-      batch_add(a, &b, d, fk + 1, IR_OFFLOAD, byf[k].mb, byf[k].stage, s->devs[d].ops[fk].span, ir_op_frame(&s->devs[d].ops[fk]));
+      batch_add(&b, d, fk + 1, IR_OFFLOAD, byf[k].mb, byf[k].stage, s->devs[d].ops[fk].span, ir_op_frame(&s->devs[d].ops[fk]));
     }
     /* reloads planned backwards from their B on the host->device engine */
     qsort(plan[d], (size_t)np[d], sizeof(RPlan), rplan_cmp);
@@ -628,7 +576,7 @@ static int64_t lower_offload(Arena *a, Diag *dg, IrSchedule *s) {
       int slot = l - 1;
       if (slot < lo) slot = lo;
       if (slot > hi) slot = hi;
-      batch_add(a, &b, d, slot, IR_RELOAD, p->mb, p->stage, s->devs[d].ops[hi].span, ir_op_frame(&s->devs[d].ops[hi]));
+      batch_add(&b, d, slot, IR_RELOAD, p->mb, p->stage, s->devs[d].ops[hi].span, ir_op_frame(&s->devs[d].ops[hi]));
     }
   }
   batch_apply(a, &b, s);
@@ -683,286 +631,85 @@ static void lower_groups(Arena *a, IrSchedule *s) {
   }
 }
 
-/* ---- rendezvous point-to-point (verify.c checks with it; lowering repairs with it) ----
- * The buffered model (sim.c) lets a send complete at once. NCCL (for all but small
- * messages), PyTorch's per-pair streams and Megatron's blocking p2p complete a send
- * only when the receiver has posted the matching recv, except that the ops issued
- * in one group (ncclGroupStart/End; IR_FLAG_GROUP) are posted together. Model: a
- * device that reaches a group posts all its ops and waits there until each of them
- * is matched, i.e. the peer is at or past the group holding the matching op (a recv
- * also needs its send posted: the same condition); other ops run as in the buffered
- * executor (collectives as barriers, or on their lane under `vocab async`; copies
- * and compute never block on a peer). An untimed worklist over devices,
- * O(ops + wakeups): a device resumes a group's check where it stopped, every
- * condition being monotone.
- * With moved != NULL ([total], -1 each), a stuck run is repaired instead of stopping:
- * for a device that waits at a send whose recv its peer has not posted, that recv
- * (and the channel's earlier unposted recvs, FIFO) moves to where the peer stands
- * (moved[recv] = that local position), which the peer reaches in every run; of
- * several such sends, the first of the cycle they wait in, one at a time; the
- * moved recv is posted there and waited for at its consumer (IR_FLAG_POSTED, set
- * by apply_moves), so a move costs no time. `timed` (may be NULL) holds the
- * buffered run, made at the first repair: a schedule that deadlocks buffered too is
- * not repaired. */
-
+/* ---- rendezvous repair: the policy (the executor, exec.c, runs the model) ----
+ * NCCL (for all but small messages), PyTorch's per-pair streams and Megatron's
+ * blocking p2p complete a send only when the receiver has posted the matching recv,
+ * except that the ops issued in one group (IR_FLAG_GROUP) are posted together
+ * (exec.c, the rendezvous model). Lowering runs that model with this hook: where the
+ * run is stuck, a cycle of devices waiting on each other at sends and recvs (the
+ * first one found following the waits from the lowest stuck device; else every stuck
+ * device); its first stuck send whose recv can move has it moved to where its device
+ * stands (into the group it is at, else before the op it waits at), posted there
+ * (IR_FLAG_POSTED, set by apply_moves: the consumer still waits for the data, so the
+ * move costs nothing in the buffered timing); then the run goes on. A schedule that
+ * deadlocks buffered too (one untimed buffered run, at the first repair) is not
+ * repaired: verify reports that deadlock. */
 static int is_p2p(const IrOp *op) { return op->kind == IR_SEND || op->kind == IR_RECV; }
 
-int rdv_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L, SimResult *r, int32_t *moved,
-            SimResult *timed) {
+typedef struct Repair {
+  Arena *a;
+  int checked, buffered_ok;   /* the buffered run, at the first repair */
+  int32_t *mark, stamp;       /* the cycle search's visit marks */
+} Repair;
+
+static int repair_pick(void *ctx, const ExecStall *x, int *bposp) {
+  Repair *rp = ctx;
+  const IrSchedule *s = x->s;
+  const AnaIndex *ix = x->ix;
+  const SimLinks *L = x->L;
+  const int32_t *pc = x->pc, *stuck = x->stuck, *waitdev = x->waitdev, *match = x->match, *gfirst = x->gfirst,
+                *moved = x->moved;
   int P = ix->ndev;
-  int64_t n = ix->total;
-  int async = s->vocab.mode && s->vocab.async;
-  memset(r, 0, sizeof *r);
-  r->stuck_at = arena_alloc(a, sizeof(int32_t) * (size_t)(P + 1));
-  r->wait_op = arena_alloc(a, sizeof(int32_t) * (size_t)(P + 1));
-  /* the matching op of each send/recv, and the local index of its group's first op */
-  int32_t *match = arena_alloc(a, sizeof(int32_t) * (size_t)(n + 1));
-  int32_t *gfirst = arena_alloc(a, sizeof(int32_t) * (size_t)(n + 1));
-  memset(match, 0xff, sizeof(int32_t) * (size_t)(n + 1));
-  for (int d = 0; d < P; d++) {
-    const IrDevice *dv = &s->devs[d];
-    int32_t first = 0;
-    for (int k = 0; k < dv->nops; k++) {
-      const IrOp *op = &dv->ops[k];
-      int32_t g = ix->off[d] + k;
-      if (!is_p2p(op)) continue;
-      if (!(k > 0 && (op->flags & IR_FLAG_GROUP) && is_p2p(&dv->ops[k - 1]))) first = k;
-      gfirst[g] = first;
-      if (op->kind == IR_RECV && L->link[g] >= 0) {
-        match[g] = L->link[g];
-        match[L->link[g]] = g;
+  int32_t *mark = rp->mark, stamp = rp->stamp;
+  int best = -1, bpos = 0;
+  for (int pass = 0; pass < 2 && best < 0; pass++) {
+    int cyc = -1;
+    if (pass == 0) {   /* find a cycle of p2p waits */
+      int32_t base = stamp + 1;   /* a device an earlier walk of this search saw leads to no cycle */
+      for (int d0 = 0; d0 < P && cyc < 0; d0++) {
+        if (pc[d0] >= s->devs[d0].nops || waitdev[d0] < 0 || mark[d0] >= base) continue;
+        stamp++;
+        int d = d0;
+        while (d >= 0 && mark[d] < base && pc[d] < s->devs[d].nops && waitdev[d] >= 0) { mark[d] = stamp; d = waitdev[d]; }
+        if (d >= 0 && mark[d] == stamp) cyc = d;
       }
+      if (cyc < 0) continue;
     }
-  }
-  /* repair: each channel's recvs in order */
-  int32_t **crecv = NULL;
-  if (moved) {
-    crecv = arena_alloc(a, sizeof(int32_t *) * (size_t)(L->nchan + 1));
-    for (int c = 0; c < L->nchan; c++) crecv[c] = arena_alloc(a, sizeof(int32_t) * (size_t)(L->chan_nrecv[c] + 1));
-    for (int64_t g = 0; g < n; g++)
-      if (L->chan[g] >= 0 && ana_op(s, ix, (int32_t)g)->kind == IR_RECV) crecv[L->chan[g]][L->seq[g]] = (int32_t)g;
-  }
-  int32_t *pc = arena_alloc(a, sizeof(int32_t) * (size_t)(P + 1));
-  int32_t *gk = arena_alloc(a, sizeof(int32_t) * (size_t)(P + 1));     /* a group's check resumes here */
-  int32_t *wait_idx = arena_alloc(a, sizeof(int32_t) * (size_t)(P + 1));
-  int32_t *whead = arena_alloc(a, sizeof(int32_t) * (size_t)(P + 1));
-  int32_t *wnext = arena_alloc(a, sizeof(int32_t) * (size_t)(P + 1));
-  int32_t *stack = arena_alloc(a, sizeof(int32_t) * (size_t)(P + 1));
-  int32_t *stuck = arena_alloc(a, sizeof(int32_t) * (size_t)(P + 1));
-  int32_t *waitdev = arena_alloc(a, sizeof(int32_t) * (size_t)(P + 1));  /* the device a p2p wait is on, -1 */
-  int32_t *mark = arena_alloc(a, sizeof(int32_t) * (size_t)(P + 1)), stamp = 0;
-  char *inq = arena_alloc(a, (size_t)P + 1), *arrived = arena_alloc(a, (size_t)P + 1);
-  int ncmax = 0;
-  for (int d = 0; d < P; d++) if (L->ncoll[d] > ncmax) ncmax = L->ncoll[d];
-  int32_t *carr = arena_alloc(a, sizeof(int32_t) * (size_t)(ncmax + 1));
-  int32_t *cwait = arena_alloc(a, sizeof(int32_t) * (size_t)(P + 1));
-  int ncwait = 0;
-  int32_t *ck = NULL;
-  if (async) {
-    ck = arena_alloc(a, sizeof(int32_t) * (size_t)(4 * (int64_t)s->nmb + 4));
-    memset(ck, 0xff, sizeof(int32_t) * (size_t)(4 * (int64_t)s->nmb + 4));
-  }
-  int sp = 0;
-  for (int d = 0; d < P; d++) {
-    whead[d] = -1;
-    gk[d] = -1;
-    stuck[d] = -1;
-    waitdev[d] = -1;
-    stack[sp++] = P - 1 - d;
-    inq[P - 1 - d] = 1;
-  }
-  for (;;) {
-    while (sp) {
-      int d = stack[--sp];
-      inq[d] = 0;
-      const IrDevice *dv = &s->devs[d];
-      while (pc[d] < dv->nops) {
-        const IrOp *op = &dv->ops[pc[d]];
-        int32_t g = ix->off[d] + pc[d];
-        int block = 0;
-        switch ((IrKind)op->kind) {
-        case IR_SEND: case IR_RECV: {
-          /* the group [pc, e): every op matched by a posted peer op */
-          int e = pc[d] + 1;
-          while (e < dv->nops && is_p2p(&dv->ops[e]) && (dv->ops[e].flags & IR_FLAG_GROUP)) e++;
-          int k = gk[d] >= pc[d] && gk[d] < e ? gk[d] : pc[d];
-          for (; k < e; k++) {
-            int32_t o = ix->off[d] + k, m = match[o];
-            if (moved && moved[o] >= 0) continue; /* posted where it was moved */
-            /* a posted recv is matched at its group too: NCCL completes a group as a whole */
-            if (m < 0) { block = 2; stuck[d] = o; break; }  /* never matched: verify reports it */
-            if (moved && moved[m] >= 0) continue;
-            int pe = ix->devof[m];
-            int32_t needk = gfirst[m];
-            if (pc[pe] < needk) {
-              block = 1;
-              stuck[d] = o;
-              waitdev[d] = pe;
-              wait_idx[d] = needk;
-              wnext[d] = whead[pe];
-              whead[pe] = d;
-              break;
-            }
-          }
-          gk[d] = k;
-          if (!block) pc[d] = e - 1; /* the group is done; pc[d]++ below */
-          break;
-        }
-        case IR_COLL: case IR_S: {
-          int k = L->link[g];
-          if (k < 0 || k >= ncmax) { block = 2; break; }
-          if (async && op->kind == IR_COLL) {   /* issued on the lane */
-            int ty = (int)op->coll - 1;
-            if (op->mb >= 0 && op->mb < s->nmb && ty >= 0 && ty < 4 && ck[op->mb * 4 + ty] < 0) ck[op->mb * 4 + ty] = k;
-            if (++carr[k] == P) {
-              for (int w = 0; w < ncwait; w++)
-                if (!inq[cwait[w]]) { inq[cwait[w]] = 1; stack[sp++] = cwait[w]; }
-              ncwait = 0;
-            }
-            break;
-          }
-          if (!arrived[d]) {
-            arrived[d] = 1;
-            if (++carr[k] == P) {
-              for (int w = 0; w < ncwait; w++)
-                if (!inq[cwait[w]]) { inq[cwait[w]] = 1; stack[sp++] = cwait[w]; }
-              ncwait = 0;
-            }
-          }
-          if (carr[k] < P) { block = 3; cwait[ncwait++] = d; break; }
-          arrived[d] = 0;
-          break;
-        }
-        default:
-          if (L->postwait) {   /* the consumer of a posted recv: its send must be posted */
-            for (int h = 0; h <= overlap_pair_at(dv, pc[d]) && !block; h++) {
-              int32_t pr = L->postwait[g + h], sn = pr >= 0 ? match[pr] : -1;
-              if (pr < 0) continue;
-              if (sn < 0) { block = 2; stuck[d] = g; break; }
-              int pe = ix->devof[sn];
-              if (pc[pe] < gfirst[sn]) {
-                block = 1;
-                stuck[d] = g;
-                waitdev[d] = pe;
-                wait_idx[d] = gfirst[sn];
-                wnext[d] = whead[pe];
-                whead[pe] = d;
-              }
-            }
-            if (block) break;
-          }
-          if (async) {   /* a consumer of an asynchronous collective waits for every device's issue */
-            int need[2], nn = sim_coll_needs(s, op, need);
-            for (int q = 0; q < nn; q++) {
-              int k = ck[op->mb * 4 + need[q] - 1];
-              if (k >= 0 && carr[k] < P) { block = 3; cwait[ncwait++] = d; break; }
-            }
-          }
-          break;
-        }
-        if (block != 1) waitdev[d] = -1;
-        if (block) break;
-        stuck[d] = -1;
-        pc[d]++;
-      }
-      /* wake the devices waiting for d to reach a group it has now reached */
-      int32_t *pp = &whead[d];
-      while (*pp >= 0) {
-        int w = *pp;
-        if (pc[d] >= wait_idx[w]) {
-          *pp = wnext[w];
-          if (!inq[w]) { inq[w] = 1; stack[sp++] = w; }
-        } else {
-          pp = &wnext[w];
-        }
-      }
-    }
-    if (!moved) break;
-    /* repair: a cycle of devices waiting on each other at sends and recvs (the first
-     * one found following the waits from the lowest stuck device; else every stuck
-     * device); its first stuck send whose recv can move has it moved to where its
-     * device stands (into the group it is at, else before the op it waits at), posted
-     * there (IR_FLAG_POSTED: the consumer still waits for the data, so the move costs
-     * nothing in the buffered timing); then run on */
-    int best = -1, bpos = 0;
-    for (int pass = 0; pass < 2 && best < 0; pass++) {
-      int cyc = -1;
-      if (pass == 0) {   /* find a cycle of p2p waits */
-        int32_t base = stamp + 1;   /* a device an earlier walk of this search saw leads to no cycle */
-        for (int d0 = 0; d0 < P && cyc < 0; d0++) {
-          if (pc[d0] >= s->devs[d0].nops || waitdev[d0] < 0 || mark[d0] >= base) continue;
-          stamp++;
-          int d = d0;
-          while (d >= 0 && mark[d] < base && pc[d] < s->devs[d].nops && waitdev[d] >= 0) { mark[d] = stamp; d = waitdev[d]; }
-          if (d >= 0 && mark[d] == stamp) cyc = d;
-        }
-        if (cyc < 0) continue;
-      }
-      for (int k = 0, d = pass ? 0 : cyc; pass ? d < P : (k == 0 || d != cyc); k++, d = pass ? d + 1 : waitdev[d]) {
-        if (pc[d] >= s->devs[d].nops || stuck[d] < 0) continue;
-        int32_t o = stuck[d], m = match[o];
-        if (ana_op(s, ix, o)->kind != IR_SEND || m < 0 || moved[m] >= 0 || L->chan[m] < 0) continue;
-        int pe = ix->devof[m];
-        if (pc[pe] >= gfirst[m]) continue;
-        const IrDevice *pv = &s->devs[pe];
-        int pos = pc[pe];
-        if (is_p2p(&pv->ops[pos]))
-          for (pos++; pos < pv->nops && is_p2p(&pv->ops[pos]) && (pv->ops[pos].flags & IR_FLAG_GROUP); pos++) {}
-        if (timed && !timed->start && !sim_run(a, s, ix, L, timed, 0)) {
-          /* first repair: a schedule that deadlocks buffered too is left as it is
-           * (verify reports that deadlock) */
-          best = -1;
-          goto norepair;
-        }
-        best = d;
-        bpos = pos;
-        break;
-      }
-    }
-  norepair:
-    if (best < 0) break;
-    {
-      int d = best;
-      int32_t m = match[stuck[d]];
+    for (int k = 0, d = pass ? 0 : cyc; pass ? d < P : (k == 0 || d != cyc); k++, d = pass ? d + 1 : waitdev[d]) {
+      if (pc[d] >= s->devs[d].nops || stuck[d] < 0) continue;
+      int32_t o = stuck[d], m = match[o];
+      if (ana_op(s, ix, o)->kind != IR_SEND || m < 0 || moved[m] >= 0 || L->chan[m] < 0) continue;
       int pe = ix->devof[m];
-      int32_t *cr = crecv[L->chan[m]];
-      for (int j = L->seq[m]; j >= 0; j--) {
-        int32_t q = cr[j];
-        if (moved[q] >= 0 || pc[pe] >= gfirst[q]) break;
-        moved[q] = bpos;
-      }
-      /* before an op that is not a send/recv, after one: the moved recvs join the group
-       * before, which this run did not model (the caller runs again) */
+      if (pc[pe] >= gfirst[m]) continue;
       const IrDevice *pv = &s->devs[pe];
-      if (bpos == pc[pe] && bpos > 0 && is_p2p(&pv->ops[bpos - 1])) r->ok = -1;
-      /* d's waits are rechecked from the start of its group */
-      gk[d] = -1;
-      int32_t *pp = &whead[pe];
-      while (*pp >= 0 && *pp != d) pp = &wnext[*pp];
-      if (*pp == d) *pp = wnext[d];
-      if (!inq[d]) { inq[d] = 1; stack[sp++] = d; }
+      int pos = pc[pe];
+      if (is_p2p(&pv->ops[pos]))
+        for (pos++; pos < pv->nops && is_p2p(&pv->ops[pos]) && (pv->ops[pos].flags & IR_FLAG_GROUP); pos++) {}
+      if (!rp->checked) {
+        /* first repair: a schedule that deadlocks buffered too is left as it is
+         * (verify reports that deadlock) */
+        ExecModel bm = {0};
+        bm.async = exec_async(s);
+        SimResult br;
+        rp->checked = 1;
+        rp->buffered_ok = exec_run(rp->a, s, ix, L, &bm, &br) == 1;
+      }
+      if (!rp->buffered_ok) {
+        best = -1;
+        goto norepair;
+      }
+      best = d;
+      bpos = pos;
+      break;
     }
   }
-  int merged = r->ok < 0;
-  r->ok = 1;
-  for (int d = 0; d < P; d++) {
-    const IrDevice *dv = &s->devs[d];
-    r->stuck_at[d] = r->wait_op[d] = -1;
-    if (pc[d] >= dv->nops) continue;
-    r->ok = 0;
-    int32_t g = stuck[d] >= 0 ? stuck[d] : ix->off[d] + pc[d];
-    r->stuck_at[d] = g;
-    const IrOp *op = ana_op(s, ix, g);
-    if (is_p2p(op)) r->wait_op[d] = match[g];
-    else if (L->postwait && waitdev[d] >= 0)   /* a consumer waiting for a posted recv's send */
-      for (int h = 0; h <= overlap_pair_at(&s->devs[d], (int)(g - ix->off[d])) && r->wait_op[d] < 0; h++)
-        if (L->postwait[g + h] >= 0) r->wait_op[d] = match[L->postwait[g + h]];
-  }
-  if (merged && r->ok) r->ok = -1;
-  return r->ok;
+norepair:
+  rp->stamp = stamp;
+  *bposp = bpos;
+  return best;
 }
 
-/* Applies rdv_run's moves: each moved recv goes before position moved[g] of its
+/* Applies the repair's moves: each moved recv goes before position moved[g] of its
  * device (moves to one position keep their channel order: ids grow along a device). */
 static int64_t apply_moves(Arena *tmp, IrSchedule *s, const AnaIndex *ix, const int32_t *moved) {
   int64_t nm = 0;
@@ -1016,13 +763,23 @@ static void lower_rendezvous(Arena *a, IrSchedule *s) {
       sim_links(&t0, s, &ix, &L);
       int32_t *moved = arena_alloc(&t0, sizeof(int32_t) * (size_t)(ix.total + 1));
       memset(moved, 0xff, sizeof(int32_t) * (size_t)(ix.total + 1));
-      SimResult r, t;
-      memset(&t, 0, sizeof t);   /* timed at the first repair only */
+      SimResult r;
       IrSchedule m = *s;   /* the model this pass proves (the ops are s's) */
       if (!pass) m.vocab.async = 0;
-      int ok = rdv_run(&t0, &m, &ix, &L, &r, moved, &t);
+      Repair rp = {&t0, 0, 0, arena_alloc(&t0, sizeof(int32_t) * (size_t)(ix.ndev + 1)), 0};
+      ExecModel em = {0};
+      em.rendezvous = 1;
+      em.async = exec_async(&m);
+      em.repair = repair_pick;
+      em.repair_ctx = &rp;
+      em.moved = moved;
+      int ok = exec_run(&t0, &m, &ix, &L, &em, &r);
       int64_t nmv = apply_moves(&t0, s, &ix, moved);
       arena_free(&t0);
+      /* a run that moved nothing was the proof of the op arrays as they stay:
+       * verify need not run it again (a later move voids every earlier proof) */
+      if (nmv) s->rdv_proved = 0;
+      else if (ok == 1) s->rdv_proved |= pass ? IR_PROVED_RDV : IR_PROVED_RDV_BLOCKING;
       if (!nmv) break;
       overlap_normalize(a, s);
       lower_groups(a, s);
@@ -1033,17 +790,20 @@ static void lower_rendezvous(Arena *a, IrSchedule *s) {
 
 int64_t lower_schedule(Arena *a, Diag *dg, IrSchedule *s) {
   AnaIndex ix;
+  s->rdv_proved = 0;
   if (s->ndev <= 0 || s->nstage <= 0 || s->nmb <= 0 || !s->devs || !s->stages) return 0;
-  if (ana_index(a, s, &ix)) return 0;
+  Arena t0 = {0};   /* the index of the written ops: freed once the sends and recvs are in */
+  if (ana_index(&t0, s, &ix)) { arena_free(&t0); return 0; }
   int64_t n = 0;
-  int had_vocab = ix.nvocab > 0, had_off = ix.noffload > 0;
-  if (!ix.ncomm) n += lower_comm(a, s, &ix);
+  int had_vocab = ix.nvocab > 0, had_off = ix.noffload > 0, had_comm = ix.ncomm > 0;
+  if (!had_comm) n += lower_comm(a, s, &ix);
+  arena_free(&t0);
   overlap_normalize(a, s);  /* overlapped pairs stay adjacent (overlap.c) */
   if (s->vocab.mode && !had_vocab) n += lower_vocab(a, dg, s);
   overlap_normalize(a, s);
   if (s->offload.enabled && !had_off) n += lower_offload(a, dg, s);
   overlap_normalize(a, s);
   lower_groups(a, s);
-  if (!ix.ncomm && !s->p2p_buffered) lower_rendezvous(a, s);
+  if (!had_comm && !s->p2p_buffered) lower_rendezvous(a, s);
   return n;
 }

@@ -11,7 +11,7 @@
  * communication the overlap hides; the file says it with TFB).
  * Memory: the pair holds both passes' activations: F's is allocated at the pair's
  * start, what the backward frees is freed at its end (sim.c).
- * Timing (sim.c): the pair starts when the device is free and both passes' inputs
+ * Timing (exec.c): the pair starts when the device is free and both passes' inputs
  * are there (its recvs come before it), and both passes end together at its end (its
  * sends come after it). The CPU runtime runs the two halves one after the other. */
 #include "overlap.h"

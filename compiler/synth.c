@@ -615,6 +615,7 @@ typedef struct Search {
   int timed_out;
   int seeded;               /* the best order is a seed's (not a policy's) */
   double lb;                /* the lower bound: reaching it ends the search */
+  SynthSeedFn seed;         /* compiles a seed into IR (SynthOptions.seed) */
 } Search;
 
 static int better(Result a, Result b) {
@@ -702,54 +703,13 @@ static void keep_if_better(Search *z, Result r, const char *label, char *policy,
 static void try_seed(Search *z, const IrSchedule *s, const char *file, const char *name,
                      const char *x1, const char *x2, const char *label, char *policy, size_t npol) {
   const Model *M = z->M;
-  const SynthSeedSrc *src = NULL;
-  for (const SynthSeedSrc *q = synth_seed_srcs; q->file; q++)
-    if (!strcmp(q->file, file)) src = q;
-  if (!src || out_of_budget_clock(z)) return;
-  char path[128];
-  snprintf(path, sizeof path, "<stdlib>/%s", file);
-  char d[8][64];
-  Define defs[8];
-  int nd = 0;
-  snprintf(d[nd++], 64, "%d", s->ndev);
-  snprintf(d[nd++], 64, "%d", s->nmb);
-  snprintf(d[nd++], 64, "%.17g", s->tf);
-  snprintf(d[nd++], 64, "%.17g", s->tb);
-  snprintf(d[nd++], 64, "%.17g", s->tw);
-  snprintf(d[nd++], 64, "%.17g", s->tc);
-  static const char *const names[] = {"P", "m", "TF", "TB", "TW", "TC"};
-  for (int k = 0; k < nd; k++) { defs[k].name = names[k]; defs[k].value = d[k]; }
-  const char *xs[2] = {x1, x2};
-  for (int k = 0; k < 2; k++) {
-    if (!xs[k]) continue;
-    const char *eq = strchr(xs[k], '=');
-    snprintf(d[nd], 64, "%.*s", (int)(eq - xs[k]), xs[k]);
-    defs[nd].name = d[nd];
-    defs[nd].value = eq + 1;
-    nd++;
-  }
-  Options opt;
-  memset(&opt, 0, sizeof opt);
-  opt.cmd = "expand";
-  opt.file = path;
-  opt.src_text = src->text;
-  opt.src_size = src->size;
-  opt.schedule = name;
-  opt.stdlib_dir = NULL;
-  opt.defs = defs;
-  opt.ndefs = nd;
-  opt.max_errors = 1;
-  opt.max_ops = 50000000;
-  Compilation c2;
-  memset(&c2, 0, sizeof c2);
-  c2.opt = &opt;
-  diag_init(&c2.diag, &c2.arena);
-  c2.diag.out = NULL;
-  int io = 0;
+  if (!z->seed || out_of_budget_clock(z)) return;
+  SynthSeedReq rq = {file, name, x1, x2, s->ndev, s->nmb, s->tf, s->tb, s->tw, s->tc};
+  Arena sa = {0};
   double tq0 = (double)clock() / CLOCKS_PER_SEC;
-  IrSchedule *t = front_compile(&c2, &io);
+  IrSchedule *t = z->seed(&sa, &rq);
   if (getenv("PPS_SYNTH_DEBUG")) fprintf(stderr, "synth: %s: compiled in %.3f s cpu\n", label, (double)clock() / CLOCKS_PER_SEC - tq0);
-  int ok = t && !io && !c2.diag.errors && t->ndev == s->ndev && t->nstage == s->nstage && t->nmb == s->nmb && t->devs;
+  int ok = t && t->ndev == s->ndev && t->nstage == s->nstage && t->nmb == s->nmb && t->devs;
   for (int k = 0; ok && k < s->nstage; k++)
     if (t->stages[k].device != s->stages[k].device) ok = 0;
   for (int dv = 0; ok && dv < M->P; dv++) {
@@ -773,7 +733,7 @@ static void try_seed(Search *z, const IrSchedule *s, const char *file, const cha
     z->evals++;
     keep_if_better(z, eval_order(M, &z->w), label, policy, npol);
   }
-  arena_free(&c2.arena);
+  arena_free(&sa);
 }
 
 /* Local improvement of the best order: where a device idles before a pass, pull one
@@ -1807,6 +1767,7 @@ int synth_run(Arena *a, Diag *dg, IrSchedule *s, const SynthOptions *o) {
   /* the search */
   int64_t total = 0;
   z.M = &M;
+  z.seed = o->seed;
   z.w.off = calloc((size_t)P + 1, sizeof(int64_t));
   z.w.nord = calloc((size_t)P + 1, sizeof(int64_t));
   z.bestn = calloc((size_t)P + 1, sizeof(int64_t));

@@ -1,13 +1,25 @@
 /* synth.h: schedule synthesis (`synthesize;`): the compiler chooses every device's pass
  * order for the placement, costs and memory limit the file states, and proves a lower
- * bound on the makespan of any order. Elaboration calls synth_run once the stage costs
- * are known; the result is ordinary per-device compute ops, so lowering, verify, sim,
+ * bound on the makespan of any order. The order phase (order.c) calls synth_run after
+ * elaboration, the stage costs known; the result is ordinary per-device compute ops, so lowering, verify, sim,
  * expand, emit-c and build see a file like any other. See synth.c and docs/synth.md. */
 #ifndef PPS_SYNTH_H
 #define PPS_SYNTH_H
 #include "ir.h"
 
 #define SYNTH_POLICY_LEN 512   /* room for the longest policy text, never cut */
+
+/* A seed the search asks for: the order of standard schedule `name` (stdlib file
+ * `file`, embedded: synth_seed_srcs) compiled with this schedule's P, m and
+ * schedule-wide costs, plus up to two parameters "NAME=VALUE" (x1, x2; NULL: none). */
+typedef struct SynthSeedReq {
+  const char *file, *name, *x1, *x2;
+  int P, m;
+  double tf, tb, tw, tc;
+} SynthSeedReq;
+/* Compiles a seed into IR in arena a (the front end's: front_seed); NULL when it does
+ * not compile. The synthesizer receives its seeds as IR and never parses. */
+typedef IrSchedule *(*SynthSeedFn)(Arena *a, const SynthSeedReq *rq);
 
 typedef struct SynthOptions {
   double time_limit;  /* seconds; <= 0: none (the search is bounded by `effort` alone) */
@@ -16,6 +28,7 @@ typedef struct SynthOptions {
   Span span;          /* the synthesize statement */
   const char *stdlib_dir; /* unused: the seeds are embedded (synth_seed_srcs) */
   int offload_auto;   /* `offload auto;`: also choose which activations to offload */
+  SynthSeedFn seed;   /* compiles the seeds (the front end's front_seed); NULL: no seeds */
 } SynthOptions;
 
 /* What the synthesiser found (IrSchedule.synth; `ppsc synth` prints it). Times are in

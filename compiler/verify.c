@@ -249,14 +249,17 @@ static void report_missing(V *v, Missing *ms) {
   }
 }
 
-/* producer must precede consumer: same device -> order; else through send/recv. */
-static void need(V *v, int32_t prod, int32_t cons, int xfer, int32_t *sendtab[2], int32_t *recvtab[2], int comm_written) {
+/* producer must precede consumer: same device -> order; else through send/recv.
+ * psl: the producer's (microbatch, stage) slot (used for a transfer). The ops are
+ * looked at only when something is wrong (the index alone decides the rest). */
+static void need(V *v, int32_t prod, int32_t cons, int xfer, int64_t psl, int32_t *sendtab[2], int32_t *recvtab[2],
+                 int comm_written) {
   char b1[96], b2[96];
   if (prod < 0 || cons < 0) return;
-  const IrOp *p = OP(v, prod), *c = OP(v, cons);
   int pd = v->ix->devof[prod], cd = v->ix->devof[cons];
   if (pd == cd) {
     if (prod > cons) {
+      const IrOp *p = OP(v, prod), *c = OP(v, cons);
       diag_error(v->dg, c->span, "%s runs before %s, which it needs", opname(v, c, b1, sizeof b1), opname(v, p, b2, sizeof b2));
       in_dev(v, cd, c);
       diag_note(v->dg, p->span, "%s is here", b2);
@@ -264,8 +267,10 @@ static void need(V *v, int32_t prod, int32_t cons, int xfer, int32_t *sendtab[2]
     return;
   }
   if (xfer == IR_XFER_NONE) return;
-  int64_t sl = ANA_SLOT(v->ix, p->mb, p->stage);
-  int32_t sd = sendtab[xfer == IR_XFER_GRAD][sl], rv = recvtab[xfer == IR_XFER_GRAD][sl];
+  int32_t sd = sendtab[xfer == IR_XFER_GRAD][psl], rv = recvtab[xfer == IR_XFER_GRAD][psl];
+  if ((sd >= 0 || !comm_written) && (sd < 0 || sd >= prod) && (rv >= 0 || !comm_written) && (rv < 0 || rv <= cons))
+    return;   /* nothing to report */
+  const IrOp *p = OP(v, prod), *c = OP(v, cons);
   IrOp tmp = *p;
   tmp.kind = IR_SEND;
   tmp.xfer = (uint8_t)xfer;
@@ -318,20 +323,20 @@ static void check_passes(V *v, int32_t *sendtab[2], int32_t *recvtab[2]) {
       }
       if (b < 0 && w >= 0) {} /* reported as missing B */
       /* dependencies */
-      if (st > 0) need(v, ix->posF[ANA_SLOT(ix, i, st - 1)], f, IR_XFER_ACT, sendtab, recvtab, comm_written);
-      need(v, f, b, IR_XFER_NONE, sendtab, recvtab, comm_written);
-      if (st + 1 < S) need(v, ix->posB[ANA_SLOT(ix, i, st + 1)], b, IR_XFER_GRAD, sendtab, recvtab, comm_written);
-      if (b >= 0 && OP(v, b)->kind == IR_B) need(v, b, w, IR_XFER_NONE, sendtab, recvtab, comm_written);
+      if (st > 0) need(v, ix->posF[ANA_SLOT(ix, i, st - 1)], f, IR_XFER_ACT, ANA_SLOT(ix, i, st - 1), sendtab, recvtab, comm_written);
+      need(v, f, b, IR_XFER_NONE, sl, sendtab, recvtab, comm_written);
+      if (st + 1 < S) need(v, ix->posB[ANA_SLOT(ix, i, st + 1)], b, IR_XFER_GRAD, ANA_SLOT(ix, i, st + 1), sendtab, recvtab, comm_written);
+      if (b >= 0 && OP(v, b)->kind == IR_B) need(v, b, w, IR_XFER_NONE, sl, sendtab, recvtab, comm_written);
       /* offload / reload */
       int32_t of = ix->posOff[sl], rl = ix->posRel[sl];
       if (of >= 0) {
-        need(v, f, of, IR_XFER_NONE, sendtab, recvtab, comm_written);
+        need(v, f, of, IR_XFER_NONE, sl, sendtab, recvtab, comm_written);
         if (rl < 0) {
           diag_error(v->dg, OP(v, of)->span, "%s is never reloaded (no reload(%d,%d) before its backward)", opname(v, OP(v, of), b1, sizeof b1), i, st);
           in_dev(v, ix->devof[of], OP(v, of));
         } else {
-          need(v, of, rl, IR_XFER_NONE, sendtab, recvtab, comm_written);
-          need(v, rl, b, IR_XFER_NONE, sendtab, recvtab, comm_written);
+          need(v, of, rl, IR_XFER_NONE, sl, sendtab, recvtab, comm_written);
+          need(v, rl, b, IR_XFER_NONE, sl, sendtab, recvtab, comm_written);
         }
       } else if (rl >= 0) {
         diag_error(v->dg, OP(v, rl)->span, "%s reloads an activation that was never offloaded", opname(v, OP(v, rl), b1, sizeof b1));
@@ -620,10 +625,22 @@ static void report_deadlock(V *v, const SimLinks *L, const SimResult *r, int rdv
 }
 
 /* ---- memory ---- */
-static void check_memory(V *v, SimDev *mem) {
+/* have: the order-based figures when the timed run computed them already (sim.c's
+ * figures include them), else NULL */
+static void check_memory(V *v, SimDev *mem, const SimDev *have) {
   const IrSchedule *s = v->s;
   char b1[96];
-  sim_memory_order(s, v->ix, mem);
+  if (have)
+    for (int d = 0; d < s->ndev; d++) {
+      mem[d].peak_order = have[d].peak_order;
+      mem[d].peak_order_op = have[d].peak_order_op;
+      mem[d].host_peak = have[d].host_peak;
+      mem[d].host_peak_op = have[d].host_peak_op;
+      mem[d].end_memory = have[d].end_memory;
+      mem[d].nops = have[d].nops;
+    }
+  else
+    sim_memory_order(s, v->ix, mem);
   for (int d = 0; d < s->ndev; d++) {
     if (s->mem_limit >= 0 && mem[d].peak_order > s->mem_limit * (1 + 1e-9) && mem[d].peak_order_op >= 0) {
       const IrOp *op = OP(v, mem[d].peak_order_op);
@@ -696,13 +713,18 @@ int verify_schedule(Arena *a, Diag *dg, const IrSchedule *s, VerifyResult *out) 
   }
   /* rendezvous point-to-point within the groups the runtime issues (the nccl
    * transport's GPU side, and what PyTorch and Megatron do) */
-  if (dg->errors == e0 && out->ix.ncomm && !s->p2p_buffered) {
+  if (dg->errors == e0 && out->ix.ncomm && !s->p2p_buffered && !(s->rdv_proved & IR_PROVED_RDV)) {
     SimResult rv;
-    if (!rdv_run(a, s, &out->ix, &out->links, &rv, NULL, NULL)) {
+    ExecModel rm = {0};
+    rm.rendezvous = 1;
+    rm.async = exec_async(s);
+    Arena t0 = {0};   /* the run's arrays: freed after it (the memory serves what follows) */
+    if (!exec_run(&t0, s, &out->ix, &out->links, &rm, &rv)) {
       v.errors0 = dg->errors;
       report_deadlock(&v, &out->links, &rv, 1);
       if (dg->errors == e0) diag_error(dg, s->span, "deadlock with rendezvous sends");
     }
+    arena_free(&t0);
   }
   if (s->vocab.mode && s->vocab.async) {
     /* The runtime runs the collectives on a lane per device (runtime/coll_lane.c), as
@@ -710,10 +732,10 @@ int verify_schedule(Arena *a, Diag *dg, const IrSchedule *s, VerifyResult *out) 
      * MPI_THREAD_MULTIPLE) they block: warn when that would deadlock, with buffered
      * sends and, unless the file proves buffered only, with rendezvous sends (NCCL's) */
     SimResult blk;
-    IrSchedule sb = *s;   /* the same schedule, its collectives blocking */
-    sb.vocab.async = 0;
-    if (!sim_run_mode(a, s, &out->ix, &out->links, &blk, 0, 0) ||
-        (out->ix.ncomm && !s->p2p_buffered && rdv_run(a, &sb, &out->ix, &out->links, &blk, NULL, NULL) != 1)) {
+    ExecModel bm = {0};   /* the same schedule, its collectives blocking: buffered, then rendezvous */
+    Arena t0 = {0};       /* the runs' arrays: freed after them */
+    if (exec_run(&t0, s, &out->ix, &out->links, &bm, &blk) != 1 ||
+        (out->ix.ncomm && !s->p2p_buffered && !(s->rdv_proved & IR_PROVED_RDV_BLOCKING) && (bm.rendezvous = 1, exec_run(&t0, s, &out->ix, &out->links, &bm, &blk)) != 1)) {
       int d = 0;
       while (d < s->ndev - 1 && blk.stuck_at[d] < 0) d++;
       char nb[96];
@@ -728,11 +750,12 @@ int verify_schedule(Arena *a, Diag *dg, const IrSchedule *s, VerifyResult *out) 
                 "transport); with --blocking-collectives (or an mpi without MPI_THREAD_MULTIPLE) they block, and "
                 "there it stops at --timeout");
     }
+    arena_free(&t0);
   }
 memory:
   out->runnable = dg->errors == e0;
   out->mem = arena_alloc(a, sizeof(SimDev) * (size_t)s->ndev);
-  check_memory(&v, out->mem);
+  check_memory(&v, out->mem, out->sim.ok == 1 && out->sim.dev ? out->sim.dev : NULL);
   out->ok = dg->errors == e0;
   return dg->errors - e0;
 }

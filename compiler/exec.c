@@ -1,0 +1,554 @@
+/* exec.c: the one executor of a lowered schedule (exec.h). Everything that runs a
+ * schedule runs it here, under an explicit model (ExecModel):
+ *
+ * Buffered point-to-point (timed or not):
+ *  - each device runs its ops in program order; an op starts when the previous one
+ *    ended and its inputs are there;
+ *  - F, B, W, BW cost the stage's tf, tb, tw, tbw (already scaled by the front end);
+ *    an overlapped pair (IR_FLAG_OVERLAP, overlap.c) starts when both halves may and
+ *    both end together, after overlap_cost; IF, IB, S, T cost the vocabulary t_if,
+ *    t_ib, t_s, t_t (sim_cost, opindex.c);
+ *  - send costs nothing on the sender; the k-th recv of a channel (ordered device
+ *    pair, FIFO) completes at max(now, end of the k-th send + TC); a posted recv
+ *    (IR_FLAG_POSTED) costs nothing where it stands, and its consumer starts no
+ *    earlier than that arrival (waiting for the send like a recv, if it has not run);
+ *  - coll is a barrier over all devices: it starts when the last device reaches its
+ *    k-th collective and lasts t_coll on every device; under `vocab async` it is
+ *    issued at no cost instead, runs on the collective lane (one per schedule, the
+ *    collectives in sequence order) from the time the last device issued it and the
+ *    lane is free, for t_coll, and only its consumers wait for its end (F(i, 0),
+ *    T(i), the last stage's B(i), IB(i): sim_coll_needs); S stays a barrier;
+ *  - S(i) begins with a broadcast of the last stage's output from that stage's device
+ *    (the root, where it follows F(i, S-1) in program order), a collective like coll
+ *    (the runtime's broadcast blocks every device, root included, until all have
+ *    reached it; S and coll share one sequence): S(i) starts TC after the last device
+ *    reaches it and lasts t_s on every device;
+ *  - offload/reload are issued at no cost and run on the device's copy engine of
+ *    their direction (device-to-host, host-to-device: two engines, each with its own
+ *    time, offload_time and reload_time), one copy at a time in issue order, taking
+ *    that time times the offloaded fraction; B/BW wait for their reload's copy to end.
+ *    A reload issued before its offload's copy ended cancels it, as the runtime does
+ *    (docs/runtime.md): no copy back (the reload ends where it is issued), the
+ *    activation never left the device, and the offload's copy still runs to its end;
+ *  - host links (hardware { devices_per_host_link k; duplex_bandwidth }, costmodel.c):
+ *    the copies of devices d with the same d / k share one link. A copy's time alone
+ *    is its work; while copies run on the link, each direction's speed (1, or the
+ *    duplex fraction while the other direction runs too) is split evenly between its
+ *    running copies (a fluid model: the copies' ends follow from their starts). The
+ *    copies' starts depend on their durations (engine order, reload after offload,
+ *    B waiting for its reload), so the run is repeated with the durations the link
+ *    gives until they no longer change (exec_timed; at most 64 runs).
+ *
+ * Rendezvous point-to-point within groups (untimed: the proof that a schedule runs
+ * with sends that complete only once their recv is posted, NCCL's and PyTorch's
+ * model; docs/runtime.md "The communication model"). The ops of one group
+ * (ncclGroupStart/End; IR_FLAG_GROUP) are posted together: a device that reaches a
+ * group posts all its ops and waits there until each of them is matched, i.e. the
+ * peer is at or past the group holding the matching op (a recv also needs its send
+ * posted: the same condition); other ops run as in the buffered model (collectives
+ * as barriers, or on their lane; copies and compute never block on a peer, except
+ * the consumer of a posted recv, which waits for its send's group). A device resumes
+ * a group's check where it stopped, every condition being monotone.
+ * With a repair hook (ExecModel.repair, lowering's), a stuck run is repaired instead
+ * of stopping: the hook names a device stuck at a send whose recv its peer has not
+ * posted, and the place where that peer stands; that recv (and the channel's earlier
+ * unposted recvs, FIFO) is moved there (moved[recv] = that local position), posted
+ * (lowering then flags it IR_FLAG_POSTED: waited for at its consumer), and the run
+ * goes on.
+ *
+ * The executor is a worklist over devices: a device runs until it blocks (a recv
+ * whose send has not run, a group whose peers are not there, a barrier or an S others
+ * have not reached), and is woken when the device it waits on moves. O(ops + wakeups).
+ * It computes no figure beyond the run's own (sim.c does) and reports nothing
+ * (verify.c turns a stuck run into a deadlock error). */
+#include "exec.h"
+#include "overlap.h"
+#include <math.h>
+#include <string.h>
+
+static int is_compute(int k) { return k <= IR_T; }
+static int is_p2p(const IrOp *op) { return op->kind == IR_SEND || op->kind == IR_RECV; }
+
+/* A copy's time alone (its work on the link). */
+double exec_copy_work(const IrSchedule *s, const IrOp *op) {
+  int dir = op->kind == IR_RELOAD;
+  const IrStage *cs_ = op->stage >= 0 && op->stage < s->nstage ? &s->stages[op->stage] : NULL;
+  return (cs_ ? (dir && cs_->reload_time > 0 ? cs_->reload_time : cs_->offload_time) : 0) *
+         ana_offload_fraction(s, op->stage);
+}
+
+/* The durations of the copies of one run under link sharing: per link, the copies
+ * (start r->start[g], work copy_work) progress at their direction's speed split between
+ * the running copies of that direction; an event loop over starts and ends. Writes
+ * dur[g] for every copy; returns the largest change from the previous dur. */
+static double link_durations(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimResult *r, double *dur) {
+  int P = ix->ndev, k = s->derived.link_devs > 1 ? s->derived.link_devs : 1;
+  double duplex = s->derived.duplex > 0 && s->derived.duplex < 1 ? s->derived.duplex : 1, change = 0;
+  for (int l0 = 0; l0 < P; l0 += k) {
+    int l1 = l0 + k < P ? l0 + k : P;
+    int32_t n = 0;
+    for (int d = l0; d < l1; d++)
+      for (int32_t g = ix->off[d]; g < ix->off[d + 1]; g++) {
+        int kind = ana_op(s, ix, g)->kind;
+        n += kind == IR_OFFLOAD || (kind == IR_RELOAD && !(r->cancelled && r->cancelled[g]));
+      }
+    if (!n) continue;
+    int32_t *cp = arena_alloc(a, sizeof(int32_t) * (size_t)n);
+    double *rem = arena_alloc(a, sizeof(double) * (size_t)n);
+    int32_t m = 0;
+    for (int d = l0; d < l1; d++)
+      for (int32_t g = ix->off[d]; g < ix->off[d + 1]; g++) {
+        const IrOp *op = ana_op(s, ix, g);   /* (a cancelled reload copies nothing) */
+        if (op->kind == IR_OFFLOAD || (op->kind == IR_RELOAD && !(r->cancelled && r->cancelled[g]))) cp[m++] = g;
+      }
+    /* by start (then op id): a shell sort, the starts being sorted per device */
+    for (int32_t gap = n / 2; gap > 0; gap /= 2)
+      for (int32_t i = gap; i < n; i++) {
+        int32_t v = cp[i];
+        int32_t j = i;
+        while (j >= gap && (r->start[cp[j - gap]] > r->start[v] || (r->start[cp[j - gap]] == r->start[v] && cp[j - gap] > v))) {
+          cp[j] = cp[j - gap];
+          j -= gap;
+        }
+        cp[j] = v;
+      }
+    for (int32_t i = 0; i < n; i++) rem[i] = exec_copy_work(s, ana_op(s, ix, cp[i]));
+    /* active copies: indices into cp, in a small array (at most 2k run at once) */
+    int32_t *act = arena_alloc(a, sizeof(int32_t) * (size_t)n);
+    int32_t na = 0, next = 0;
+    double now = n ? r->start[cp[0]] : 0;
+    while (next < n || na) {
+      int cnt[2] = {0, 0};
+      for (int32_t q = 0; q < na; q++) cnt[ana_op(s, ix, cp[act[q]])->kind == IR_RELOAD]++;
+      double sp[2];
+      for (int dir = 0; dir < 2; dir++)
+        sp[dir] = cnt[dir] ? (cnt[1 - dir] ? duplex : 1) / cnt[dir] : 0;
+      /* the next event: a start, or the first end at the current speeds */
+      double tnext = next < n ? r->start[cp[next]] : 1e300;
+      for (int32_t q = 0; q < na; q++) {
+        int dir = ana_op(s, ix, cp[act[q]])->kind == IR_RELOAD;
+        double te = now + rem[act[q]] / sp[dir];
+        if (te < tnext) tnext = te;
+      }
+      if (tnext < now) tnext = now;
+      for (int32_t q = 0; q < na;) {   /* progress, then the copies that ended leave */
+        int32_t i = act[q];
+        int dir = ana_op(s, ix, cp[i])->kind == IR_RELOAD;
+        rem[i] -= (tnext - now) * sp[dir];
+        if (rem[i] <= 1e-12 * (1 + fabs(tnext))) {
+          double nd = tnext - r->start[cp[i]];
+          if (fabs(nd - dur[cp[i]]) > change) change = fabs(nd - dur[cp[i]]);
+          dur[cp[i]] = nd;
+          act[q] = act[--na];
+        } else {
+          q++;
+        }
+      }
+      now = tnext;
+      while (next < n && r->start[cp[next]] <= now) {
+        if (rem[next] <= 0) {   /* a copy of no work ends where it starts */
+          if (fabs(dur[cp[next]]) > change) change = fabs(dur[cp[next]]);
+          dur[cp[next]] = 0;
+        } else {
+          act[na++] = next;
+        }
+        next++;
+      }
+    }
+  }
+  return change;
+}
+
+int exec_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L, const ExecModel *m,
+             SimResult *r) {
+  int P = ix->ndev;
+  int64_t n = ix->total;
+  int rdv = m->rendezvous, async = m->async, timed = m->timed && !rdv;
+  const double *dur = m->dur;
+  int32_t *moved = rdv && m->repair ? m->moved : NULL;
+  memset(r, 0, sizeof *r);
+  r->stuck_at = arena_alloc(a, sizeof(int32_t) * (size_t)(P + 1));
+  r->wait_op = arena_alloc(a, sizeof(int32_t) * (size_t)(P + 1));
+  r->peak_device = -1;
+  double *t = NULL, *eng = NULL;
+  if (timed) {
+    r->start = arena_alloc(a, sizeof(double) * (size_t)(n + 1));
+    r->end = arena_alloc(a, sizeof(double) * (size_t)(n + 1));
+    r->dev = arena_alloc(a, sizeof(SimDev) * (size_t)(P + 1));
+    t = arena_alloc(a, sizeof(double) * (size_t)(P + 1));
+    eng = arena_alloc(a, sizeof(double) * (size_t)(2 * P + 2));
+  }
+  /* rendezvous: the matching op of each send/recv, and the local index of its
+   * group's first op */
+  int32_t *match = NULL, *gfirst = NULL, *gk = NULL, *gat = NULL, *gend = NULL, *stuck = NULL, **crecv = NULL;
+  if (rdv) {
+    match = arena_alloc(a, sizeof(int32_t) * (size_t)(n + 1));
+    gfirst = arena_alloc(a, sizeof(int32_t) * (size_t)(n + 1));
+    memset(match, 0xff, sizeof(int32_t) * (size_t)(n + 1));
+    for (int d = 0; d < P; d++) {
+      const IrDevice *dv = &s->devs[d];
+      int32_t first = 0;
+      for (int k = 0; k < dv->nops; k++) {
+        const IrOp *op = &dv->ops[k];
+        int32_t g = ix->off[d] + k;
+        if (!is_p2p(op)) continue;
+        if (!(k > 0 && (op->flags & IR_FLAG_GROUP) && is_p2p(&dv->ops[k - 1]))) first = k;
+        gfirst[g] = first;
+        if (op->kind == IR_RECV && L->link[g] >= 0) {
+          match[g] = L->link[g];
+          match[L->link[g]] = g;
+        }
+      }
+    }
+    gk = arena_alloc(a, sizeof(int32_t) * (size_t)(P + 1));      /* a group's check resumes here */
+    gat = arena_alloc(a, sizeof(int32_t) * (size_t)(P + 1));     /* the group each device is at, */
+    gend = arena_alloc(a, sizeof(int32_t) * (size_t)(P + 1));    /* and its end (local indices) */
+    memset(gat, 0xff, sizeof(int32_t) * (size_t)(P + 1));
+    stuck = arena_alloc(a, sizeof(int32_t) * (size_t)(P + 1));
+    if (moved) {   /* repair: each channel's recvs in order */
+      crecv = arena_alloc(a, sizeof(int32_t *) * (size_t)(L->nchan + 1));
+      for (int c = 0; c < L->nchan; c++) crecv[c] = arena_alloc(a, sizeof(int32_t) * (size_t)(L->chan_nrecv[c] + 1));
+      for (int64_t g = 0; g < n; g++)
+        if (L->chan[g] >= 0 && ana_op(s, ix, (int32_t)g)->kind == IR_RECV) crecv[L->chan[g]][L->seq[g]] = (int32_t)g;
+    }
+  }
+  int32_t *pc = arena_alloc(a, sizeof(int32_t) * (size_t)(P + 1));
+  int32_t *waitdev = arena_alloc(a, sizeof(int32_t) * (size_t)(P + 1));  /* the device a p2p wait is on, -1 */
+  int32_t *wait_thr = arena_alloc(a, sizeof(int32_t) * (size_t)(P + 1)); /* woken when its pc reaches this */
+  int32_t *whead = arena_alloc(a, sizeof(int32_t) * (size_t)(P + 1));
+  int32_t *wnext = arena_alloc(a, sizeof(int32_t) * (size_t)(P + 1));
+  int32_t *stack = arena_alloc(a, sizeof(int32_t) * (size_t)(P + 1));
+  char *inq = arena_alloc(a, (size_t)P + 1), *arrived = arena_alloc(a, (size_t)P + 1);
+  int ncmax = 0;
+  for (int d = 0; d < P; d++) if (L->ncoll[d] > ncmax) ncmax = L->ncoll[d];
+  int32_t *carr = arena_alloc(a, sizeof(int32_t) * (size_t)(ncmax + 1));
+  int32_t *cwait = arena_alloc(a, sizeof(int32_t) * (size_t)(P + 1));
+  int ncwait = 0;
+  double *ct = timed ? arena_alloc(a, sizeof(double) * (size_t)(ncmax + 1)) : NULL;
+  /* async collectives: the lane's start and end of each sequence number (timed), and
+   * the sequence number of each (mb, collective) */
+  double *cs = NULL, *ce = NULL, lane = 0;
+  int32_t *ck = NULL;
+  if (async) {
+    if (timed) {
+      cs = arena_alloc(a, sizeof(double) * (size_t)(ncmax + 1));
+      ce = arena_alloc(a, sizeof(double) * (size_t)(ncmax + 1));
+    }
+    ck = arena_alloc(a, sizeof(int32_t) * (size_t)(4 * (int64_t)s->nmb + 4));
+    memset(ck, 0xff, sizeof(int32_t) * (size_t)(4 * (int64_t)s->nmb + 4));
+  }
+  double tc = s->tc, tcoll = s->vocab.t_coll;
+  int sp = 0, merged = 0;
+  for (int d = 0; d < P; d++) {
+    whead[d] = -1;
+    waitdev[d] = -1;
+    if (rdv) { gk[d] = -1; stuck[d] = -1; }
+    if (timed) r->dev[d].first = -1;
+    stack[sp++] = P - 1 - d;
+    inq[P - 1 - d] = 1;
+  }
+#define WAKE_COLL()                                                  \
+  do {                                                               \
+    for (int w = 0; w < ncwait; w++)                                 \
+      if (!inq[cwait[w]]) { inq[cwait[w]] = 1; stack[sp++] = cwait[w]; } \
+    ncwait = 0;                                                      \
+  } while (0)
+  for (;;) {
+    while (sp) {
+      int d = stack[--sp];
+      inq[d] = 0;
+      const IrDevice *dv = &s->devs[d];
+      while (pc[d] < dv->nops) {
+        const IrOp *op = &dv->ops[pc[d]];
+        int32_t g = ix->off[d] + pc[d];
+        double st = timed ? t[d] : 0;
+        int32_t ln = L->link[g], wd = -1, thr = 0;
+        int block = 0;
+        switch ((IrKind)op->kind) {
+        case IR_SEND: case IR_RECV: {
+          if (rdv) {   /* the group [pc, e): every op matched by a posted peer op */
+            int e;
+            if (gat[d] == pc[d]) {
+              e = gend[d];   /* a device woken again at the same group: its end is known */
+            } else {
+              e = pc[d] + 1;
+              while (e < dv->nops && is_p2p(&dv->ops[e]) && (dv->ops[e].flags & IR_FLAG_GROUP)) e++;
+              gat[d] = pc[d];
+              gend[d] = e;
+            }
+            int k = gk[d] >= pc[d] && gk[d] < e ? gk[d] : pc[d];
+            for (; k < e; k++) {
+              int32_t o = ix->off[d] + k, mo = match[o];
+              if (moved && moved[o] >= 0) continue; /* posted where it was moved */
+              /* a posted recv is matched at its group too: NCCL completes a group as a whole */
+              if (mo < 0) { block = 2; stuck[d] = o; break; }  /* never matched: verify reports it */
+              if (moved && moved[mo] >= 0) continue;
+              if (pc[ix->devof[mo]] < gfirst[mo]) {
+                block = 1;
+                stuck[d] = o;
+                wd = ix->devof[mo];
+                thr = gfirst[mo];
+                break;
+              }
+            }
+            gk[d] = k;
+            if (!block) pc[d] = e - 1; /* the group is done; pc[d]++ below */
+            break;
+          }
+          if (op->kind == IR_SEND) {
+            if (timed) r->start[g] = r->end[g] = st;
+            break;
+          }
+          if (ln < 0) { block = 2; break; }
+          if (L->postcons && L->postcons[g] >= 0) {   /* posted: its consumer waits for the data */
+            if (timed) r->start[g] = r->end[g] = st;
+            break;
+          }
+          int sd = ix->devof[ln];
+          if (pc[sd] <= ln - ix->off[sd]) { block = 1; wd = sd; thr = ln - ix->off[sd] + 1; break; }
+          if (timed) {
+            double arr = r->end[ln] + tc, en = arr > st ? arr : st;
+            r->dev[d].comm_wait += en - st;
+            r->start[g] = st;
+            r->end[g] = en;
+            t[d] = en;
+          }
+          break;
+        }
+        case IR_COLL: case IR_S: {
+          int k = ln;
+          if (k < 0 || k >= ncmax) { block = 2; break; }
+          if (async && op->kind == IR_COLL) { /* issue on the lane, go on */
+            if (timed && t[d] > ct[k]) ct[k] = t[d];
+            int ty = (int)op->coll - 1;
+            if (op->mb >= 0 && op->mb < s->nmb && ty >= 0 && ty < 4 && ck[op->mb * 4 + ty] < 0) ck[op->mb * 4 + ty] = k;
+            if (++carr[k] == P) {
+              if (timed) {
+                cs[k] = ct[k] > lane ? ct[k] : lane;
+                ce[k] = cs[k] + tcoll;
+                lane = ce[k];
+              }
+              WAKE_COLL();
+            }
+            if (timed) r->start[g] = r->end[g] = st; /* the lane's interval is filled in at the end */
+            break;
+          }
+          if (!arrived[d]) {
+            arrived[d] = 1;
+            if (timed && t[d] > ct[k]) ct[k] = t[d];
+            if (++carr[k] == P) WAKE_COLL();
+          }
+          if (carr[k] < P) { block = 3; cwait[ncwait++] = d; break; }
+          arrived[d] = 0;
+          if (!timed) break;
+          if (op->kind == IR_S) {   /* the broadcast, then the pass */
+            double c = s->vocab.t_s;
+            r->start[g] = ct[k] + tc;
+            r->end[g] = ct[k] + tc + c;
+            r->dev[d].comm_wait += ct[k] + tc - st;
+            r->dev[d].busy += c;
+            if (r->dev[d].first < 0) r->dev[d].first = r->start[g];
+          } else {
+            r->start[g] = ct[k];
+            r->end[g] = ct[k] + tcoll;
+            r->dev[d].comm_wait += ct[k] - st;
+          }
+          t[d] = r->end[g];
+          break;
+        }
+        case IR_OFFLOAD: case IR_RELOAD: {
+          if (!timed) break;   /* copies never block on a peer */
+          int dir = op->kind == IR_RELOAD;
+          if (dir && ln >= 0 && ln < g && r->end[ln] > st) {   /* its offload is still copying */
+            r->start[g] = r->end[g] = st;
+            if (!r->cancelled) r->cancelled = arena_alloc(a, (size_t)n + 1);
+            r->cancelled[g] = r->cancelled[ln] = 1;
+            r->ncancelled++;
+            break;
+          }
+          double c0 = st > eng[2 * d + dir] ? st : eng[2 * d + dir];
+          double c = dur ? dur[g] : exec_copy_work(s, op);
+          r->start[g] = c0;
+          r->end[g] = c0 + c;
+          eng[2 * d + dir] = c0 + c;
+          r->dev[d].copy_busy[dir] += c;
+          break;
+        }
+        default: {
+          double ready = st;
+          if (L->postwait) { /* the data of the posted recvs it (or its overlapped partner) reads */
+            int pair2 = overlap_pair_at(dv, pc[d]);
+            for (int h = 0; h <= pair2 && !block; h++) {
+              int32_t pr = L->postwait[g + h], sn = pr >= 0 ? L->link[pr] : -1;
+              if (pr < 0) continue;
+              if (sn < 0) { block = 2; if (rdv) stuck[d] = g; break; }
+              int sd = ix->devof[sn];
+              /* buffered: the send has run; rendezvous: its group is reached */
+              int32_t need = rdv ? gfirst[sn] : sn - ix->off[sd] + 1;
+              if (pc[sd] < need) { block = 1; if (rdv) stuck[d] = g; wd = sd; thr = need; break; }
+              if (timed) {
+                double arr = r->end[sn] + tc;
+                r->end[pr] = arr;   /* a recv's end is its data's arrival */
+                if (arr > ready) { r->dev[d].comm_wait += arr - ready; ready = arr; }
+              }
+            }
+            if (block) break;
+          }
+          if (async) { /* wait for the collectives this op consumes */
+            int need[2], nn = sim_coll_needs(s, op, need);
+            for (int q = 0; q < nn && !block; q++) {
+              int k = ck[op->mb * 4 + need[q] - 1];
+              if (k < 0) continue; /* never issued: verify reports the order */
+              if (carr[k] < P) { block = 3; cwait[ncwait++] = d; break; }
+              if (timed && ce[k] > ready) { r->dev[d].comm_wait += ce[k] - ready; ready = ce[k]; }
+            }
+            if (block) break;
+          }
+          if (!timed) break;   /* (untimed: an overlapped pair's second half is checked on its own) */
+          if ((op->kind == IR_B || op->kind == IR_BW) && ln >= 0 && ln < g) {
+            if (r->end[ln] > ready) {
+              r->dev[d].copy_stall += r->end[ln] - ready;
+              ready = r->end[ln];
+            }
+          }
+          int pair = overlap_pair_at(dv, pc[d]);
+          if (pair) { /* overlapped F&B (overlap.c): both halves start and end together */
+            const IrOp *y = &dv->ops[pc[d] + 1];
+            int32_t ly = L->link[g + 1];
+            if ((y->kind == IR_B || y->kind == IR_BW) && ly >= 0 && ly < g && r->end[ly] > ready) {
+              r->dev[d].copy_stall += r->end[ly] - ready;
+              ready = r->end[ly];
+            }
+          }
+          double c = pair ? overlap_cost(s, op, &dv->ops[pc[d] + 1]) : sim_cost(s, op);
+          r->start[g] = ready;
+          r->end[g] = ready + c;
+          t[d] = ready + c;
+          if (pair) {
+            r->start[g + 1] = ready;
+            r->end[g + 1] = ready + c;
+            pc[d]++;
+          }
+          if (is_compute(op->kind)) {
+            r->dev[d].busy += c;
+            if (r->dev[d].first < 0) r->dev[d].first = ready;
+          }
+          break;
+        }
+        }
+        if (block != 1) waitdev[d] = -1;
+        if (block) {
+          if (block == 1) {
+            waitdev[d] = wd;
+            wait_thr[d] = thr;
+            wnext[d] = whead[wd];
+            whead[wd] = d;
+          }
+          break;
+        }
+        if (rdv) stuck[d] = -1;
+        pc[d]++;
+      }
+      /* wake the devices waiting on d that can now go on */
+      int32_t *pp = &whead[d];
+      while (*pp >= 0) {
+        int w = *pp;
+        if (pc[d] >= wait_thr[w]) {
+          *pp = wnext[w];
+          if (!inq[w]) { inq[w] = 1; stack[sp++] = w; }
+        } else {
+          pp = &wnext[w];
+        }
+      }
+    }
+    if (!moved) break;
+    /* repair: the hook picks the device to release and where its recv goes */
+    ExecStall stall = {s, ix, L, pc, stuck, waitdev, match, gfirst, moved};
+    int bpos = 0, best = m->repair(m->repair_ctx, &stall, &bpos);
+    if (best < 0) break;
+    {
+      int d = best;
+      int32_t mo = match[stuck[d]];
+      int pe = ix->devof[mo];
+      int32_t *cr = crecv[L->chan[mo]];
+      for (int j = L->seq[mo]; j >= 0; j--) {
+        int32_t q = cr[j];
+        if (moved[q] >= 0 || pc[pe] >= gfirst[q]) break;
+        moved[q] = bpos;
+      }
+      /* before an op that is not a send/recv, after one: the moved recvs join the group
+       * before, which this run did not model (the caller runs again) */
+      const IrDevice *pv = &s->devs[pe];
+      if (bpos == pc[pe] && bpos > 0 && is_p2p(&pv->ops[bpos - 1])) merged = 1;
+      /* d's waits are rechecked from the start of its group */
+      gk[d] = -1;
+      int32_t *pp = &whead[pe];
+      while (*pp >= 0 && *pp != d) pp = &wnext[*pp];
+      if (*pp == d) *pp = wnext[d];
+      if (!inq[d]) { inq[d] = 1; stack[sp++] = d; }
+    }
+  }
+#undef WAKE_COLL
+  r->ok = 1;
+  for (int d = 0; d < P; d++) {
+    const IrDevice *dv = &s->devs[d];
+    r->stuck_at[d] = r->wait_op[d] = -1;
+    if (pc[d] >= dv->nops) continue;
+    r->ok = 0;
+    if (rdv) {
+      int32_t g = stuck[d] >= 0 ? stuck[d] : ix->off[d] + pc[d];
+      r->stuck_at[d] = g;
+      const IrOp *op = ana_op(s, ix, g);
+      if (is_p2p(op)) r->wait_op[d] = match[g];
+      else if (L->postwait && waitdev[d] >= 0)   /* a consumer waiting for a posted recv's send */
+        for (int h = 0; h <= overlap_pair_at(dv, (int)(g - ix->off[d])) && r->wait_op[d] < 0; h++)
+          if (L->postwait[g + h] >= 0) r->wait_op[d] = match[L->postwait[g + h]];
+    } else {
+      int32_t g = ix->off[d] + pc[d];
+      const IrOp *op = &dv->ops[pc[d]];
+      r->stuck_at[d] = g;
+      r->wait_op[d] = op->kind == IR_RECV ? L->link[g] : -1;
+      if (L->postwait)   /* a consumer waiting for a posted recv's send */
+        for (int h = 0; h <= overlap_pair_at(dv, pc[d]) && r->wait_op[d] < 0; h++)
+          if (L->postwait[g + h] >= 0) r->wait_op[d] = L->link[L->postwait[g + h]];
+    }
+  }
+  if (merged && r->ok) r->ok = -1;
+  if (r->ok == 1 && timed && async)
+    for (int64_t g = 0; g < n; g++) {
+      const IrOp *op = ana_op(s, ix, (int32_t)g);
+      int32_t k = L->link[g];
+      if (op->kind == IR_COLL && k >= 0 && k < ncmax) { r->start[g] = cs[k]; r->end[g] = ce[k]; }
+    }
+  return r->ok;
+}
+
+int exec_timed(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L, SimResult *r, int async) {
+  ExecModel m = {0};
+  m.async = async;
+  m.timed = 1;
+  int share = s->derived.link_devs > 1 || (s->derived.duplex > 0 && s->derived.duplex < 1);
+  int64_t n = ix->total;
+  int has_copy = 0;
+  if (share)
+    for (int64_t g = 0; g < n && !has_copy; g++) {
+      int kind = ana_op(s, ix, (int32_t)g)->kind;
+      has_copy = kind == IR_OFFLOAD || kind == IR_RELOAD;
+    }
+  if (!share || !has_copy) return exec_run(a, s, ix, L, &m, r);
+  /* link sharing: run with every copy alone, then with the durations the links give,
+   * until they settle */
+  double *dur = arena_alloc(a, sizeof(double) * (size_t)(n + 1));
+  for (int64_t g = 0; g < n; g++) {
+    const IrOp *op = ana_op(s, ix, (int32_t)g);
+    dur[g] = op->kind == IR_OFFLOAD || op->kind == IR_RELOAD ? exec_copy_work(s, op) : 0;
+  }
+  double scale = 0;
+  for (int64_t g = 0; g < n; g++) if (dur[g] > scale) scale = dur[g];
+  m.dur = dur;
+  for (int it = 0; it < 64; it++) {
+    if (exec_run(a, s, ix, L, &m, r) != 1) return 0;
+    if (!(link_durations(a, s, ix, r, dur) > 1e-9 * scale)) break;
+  }
+  return exec_run(a, s, ix, L, &m, r);
+}

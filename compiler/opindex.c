@@ -1,0 +1,205 @@
+/* opindex.c: the op index (AnaIndex), the links between ops (SimLinks: channels,
+ * collective sequence numbers, reload/offload pairs, posted recvs' consumers) and the
+ * passes' device time (sim_cost), shared by lowering, the executor, verification and
+ * simulation. See opindex.h. */
+#include "opindex.h"
+#include "recompute.h"
+#include <string.h>
+
+int ana_valid_pass(const IrSchedule *s, const IrOp *op) {
+  return op->mb >= 0 && op->mb < s->nmb && op->stage >= 0 && op->stage < s->nstage;
+}
+
+double ana_offload_fraction(const IrSchedule *s, int stage) {
+  double f = (stage >= 0 && stage < s->nstage) ? s->stages[stage].offload : 0;
+  if (f > 0) return f > 1 ? 1 : f;
+  if (s->offload.enabled && s->offload.ratio > 0) return s->offload.ratio > 1 ? 1 : s->offload.ratio;
+  return 1; /* an offload the file wrote without a policy moves the whole activation */
+}
+
+int ana_index(Arena *a, const IrSchedule *s, AnaIndex *ix) {
+  memset(ix, 0, sizeof *ix);
+  ix->ndev = s->ndev > 0 ? s->ndev : 0;
+  ix->nstage = s->nstage > 0 ? s->nstage : 0;
+  ix->nmb = s->nmb > 0 ? s->nmb : 0;
+  int64_t total = 0;
+  for (int d = 0; d < ix->ndev; d++) total += s->devs[d].nops;
+  if (total >= INT32_MAX) return -1;
+  int64_t slots = (int64_t)ix->nmb * ix->nstage;
+  if (slots > ANA_MAX_SLOTS(total)) return -1;
+  ix->total = total;
+  ix->off = arena_alloc(a, sizeof(int32_t) * (size_t)(ix->ndev + 1));
+  ix->devof = arena_alloc(a, sizeof(int32_t) * (size_t)(total + 1));
+  int32_t **tabs[5] = {&ix->posF, &ix->posB, &ix->posW, &ix->posOff, &ix->posRel};
+  for (int k = 0; k < 5; k++) {
+    *tabs[k] = arena_alloc(a, sizeof(int32_t) * (size_t)(slots + 1));
+    memset(*tabs[k], 0xff, sizeof(int32_t) * (size_t)(slots + 1));
+  }
+  int32_t g = 0;
+  for (int d = 0; d < ix->ndev; d++) {
+    ix->off[d] = g;
+    const IrDevice *dev = &s->devs[d];
+    for (int k = 0; k < dev->nops; k++, g++) {
+      const IrOp *op = &dev->ops[k];
+      ix->devof[g] = d;
+      int32_t *t = NULL;
+      switch ((IrKind)op->kind) {
+      case IR_F: t = ix->posF; break;
+      case IR_B: case IR_BW: t = ix->posB; break;
+      case IR_W: t = ix->posW; break;
+      case IR_OFFLOAD: t = ix->posOff; ix->noffload++; break;
+      case IR_RELOAD: t = ix->posRel; ix->noffload++; break;
+      case IR_SEND: case IR_RECV: ix->ncomm++; break;
+      case IR_IF: case IR_IB: case IR_S: case IR_T: case IR_COLL: ix->nvocab++; break;
+      default: break;
+      }
+      if (t && ana_valid_pass(s, op)) {
+        int64_t sl = ANA_SLOT(ix, op->mb, op->stage);
+        if (t[sl] < 0) t[sl] = g;
+      }
+    }
+  }
+  ix->off[ix->ndev] = g;
+  return 0;
+}
+
+
+double sim_cost(const IrSchedule *s, const IrOp *op) {
+  const IrStage *st = (op->stage >= 0 && op->stage < s->nstage) ? &s->stages[op->stage] : NULL;
+  switch ((IrKind)op->kind) {
+  case IR_F: return st ? st->tf : 0;
+  case IR_B: return st ? st->tb + recompute_time(s, op) : 0;   /* recompute.c */
+  case IR_W: return st ? st->tw : 0;
+  case IR_BW: return st ? st->tbw + recompute_time(s, op) : 0;
+  case IR_IF: return s->vocab.t_if;
+  case IR_IB: return s->vocab.t_ib;
+  case IR_S: return s->vocab.t_s;
+  case IR_T: return s->vocab.t_t;
+  default: return 0;
+  }
+}
+
+void sim_links(Arena *a, const IrSchedule *s, const AnaIndex *ix, SimLinks *L) {
+  memset(L, 0, sizeof *L);
+  int64_t n = ix->total;
+  int P = ix->ndev;
+  L->link = arena_alloc(a, sizeof(int32_t) * (size_t)(n + 1));
+  L->chan = arena_alloc(a, sizeof(int32_t) * (size_t)(n + 1));
+  L->seq = arena_alloc(a, sizeof(int32_t) * (size_t)(n + 1));
+  L->ncoll = arena_alloc(a, sizeof(int32_t) * (size_t)(P + 1));
+  memset(L->link, 0xff, sizeof(int32_t) * (size_t)(n + 1));
+  memset(L->chan, 0xff, sizeof(int32_t) * (size_t)(n + 1));
+  int64_t maxch = (int64_t)P * P < ix->ncomm ? (int64_t)P * P : ix->ncomm;
+  int hcap = 64;
+  while (hcap < 2 * maxch + 64) hcap *= 2;
+  int64_t *hk = arena_alloc(a, sizeof(int64_t) * (size_t)hcap);
+  int32_t *hv = arena_alloc(a, sizeof(int32_t) * (size_t)hcap);
+  memset(hk, 0xff, sizeof(int64_t) * (size_t)hcap);
+  size_t chcap = sizeof(int32_t) * (size_t)(hcap / 2 + 1);
+  int32_t *nsend = arena_alloc(a, chcap), *nrecv = arena_alloc(a, chcap);
+  int32_t *src = arena_alloc(a, chcap), *dst = arena_alloc(a, chcap);
+  /* the linked sends (g) and recvs (-1 - g) in op order, so that the passes below
+     read neither the ops nor the other ops' entries */
+  int32_t *cg = arena_alloc(a, sizeof(int32_t) * (size_t)(ix->ncomm + 1));
+  int64_t ncg = 0;
+  int nc = 0, nposted = 0;
+  for (int d = 0; d < P; d++) {
+    const IrDevice *dev = &s->devs[d];
+    for (int k = 0; k < dev->nops; k++) {
+      const IrOp *op = &dev->ops[k];
+      int32_t g = ix->off[d] + k;
+      switch ((IrKind)op->kind) {
+      case IR_SEND: case IR_RECV: {
+        if (op->peer < 0 || op->peer >= P) break;
+        int sd = op->kind == IR_SEND ? d : op->peer, rd = op->kind == IR_SEND ? op->peer : d;
+        int64_t key = (int64_t)sd * P + rd;
+        uint64_t h = (uint64_t)key * 0x9E3779B97F4A7C15ull;
+        int i = (int)(h >> 40) & (hcap - 1);
+        while (hk[i] >= 0 && hk[i] != key) i = (i + 1) & (hcap - 1);
+        if (hk[i] < 0) {
+          if (nc >= (hcap >> 1)) break; /* absurd number of channels: leave unlinked */
+          hk[i] = key;
+          hv[i] = nc;
+          src[nc] = sd;
+          dst[nc] = rd;
+          nc++;
+        }
+        int c = hv[i];
+        L->chan[g] = c;
+        L->seq[g] = op->kind == IR_SEND ? nsend[c]++ : nrecv[c]++;
+        if (ncg < ix->ncomm) cg[ncg++] = op->kind == IR_SEND ? g : -1 - g;
+        nposted += op->kind == IR_RECV && (op->flags & IR_FLAG_POSTED);
+        break;
+      }
+      case IR_COLL: case IR_S: L->link[g] = L->ncoll[d]++; break;
+      case IR_B: case IR_BW:
+        if (ana_valid_pass(s, op)) {
+          int32_t r = ix->posRel[ANA_SLOT(ix, op->mb, op->stage)];
+          if (r >= 0 && ix->devof[r] == d) L->link[g] = r;
+        }
+        break;
+      case IR_RELOAD:
+        if (ana_valid_pass(s, op)) {
+          int32_t o = ix->posOff[ANA_SLOT(ix, op->mb, op->stage)];
+          if (o >= 0 && ix->devof[o] == d) L->link[g] = o;
+        }
+        break;
+      default: break;
+      }
+    }
+  }
+  L->nchan = nc;
+  L->chan_nsend = nsend;
+  L->chan_nrecv = nrecv;
+  L->chan_src = src;
+  L->chan_dst = dst;
+  L->chan_sends = arena_alloc(a, sizeof(int32_t *) * (size_t)(nc + 1));
+  for (int c = 0; c < nc; c++) L->chan_sends[c] = arena_alloc(a, sizeof(int32_t) * (size_t)(nsend[c] + 1));
+  for (int64_t k = 0; k < ncg; k++)
+    if (cg[k] >= 0) L->chan_sends[L->chan[cg[k]]][L->seq[cg[k]]] = cg[k];
+  for (int64_t k = 0; k < ncg; k++) {
+    if (cg[k] >= 0) continue;
+    int32_t g = -1 - cg[k];
+    int c = L->chan[g];
+    L->link[g] = L->seq[g] < nsend[c] ? L->chan_sends[c][L->seq[g]] : -1;
+  }
+  if (nposted) sim_link_posted(s, ix, L, a);
+}
+
+/* Each posted recv's consumer: the pass that reads its data, later on its device
+ * (else it stays a plain recv, waited for where it stands). */
+void sim_link_posted(const IrSchedule *s, const AnaIndex *ix, SimLinks *L, Arena *a) {
+  int64_t n = ix->total;
+  L->postwait = arena_alloc(a, sizeof(int32_t) * (size_t)(n + 1));
+  L->postcons = arena_alloc(a, sizeof(int32_t) * (size_t)(n + 1));
+  memset(L->postwait, 0xff, sizeof(int32_t) * (size_t)(n + 1));
+  memset(L->postcons, 0xff, sizeof(int32_t) * (size_t)(n + 1));
+  for (int64_t g = 0; g < n; g++) {
+    const IrOp *op = ana_op(s, ix, (int32_t)g);
+    if (op->kind != IR_RECV || !(op->flags & IR_FLAG_POSTED) || op->mb < 0 || op->mb >= s->nmb) continue;
+    int st = op->xfer == IR_XFER_ACT ? op->stage + 1 : op->xfer == IR_XFER_GRAD ? op->stage - 1 : -1;
+    if (st < 0 || st >= s->nstage) continue;
+    int32_t c = op->xfer == IR_XFER_ACT ? ix->posF[ANA_SLOT(ix, op->mb, st)] : ix->posB[ANA_SLOT(ix, op->mb, st)];
+    if (c <= g || ix->devof[c] != ix->devof[g] || L->postwait[c] >= 0) continue;
+    L->postwait[c] = (int32_t)g;
+    L->postcons[g] = c;
+  }
+}
+
+
+/* Under `vocab async`: how many collectives op waits for (their (mb, coll) in need[]):
+ * F(i, 0) input_fwd(i); T(i) output_fwd(i); the last stage's B/BW(i) output_bwd(i)
+ * (Vocab-1) or output_fwd(i) (Vocab-2); IB(i) input_bwd(i). */
+int sim_coll_needs(const IrSchedule *s, const IrOp *op, int *need) {
+  if (op->mb < 0 || op->mb >= s->nmb) return 0;
+  switch ((IrKind)op->kind) {
+  case IR_F: if (op->stage != 0) return 0; need[0] = IR_COLL_INPUT_FWD; return 1;
+  case IR_T: need[0] = IR_COLL_OUTPUT_FWD; return 1;
+  case IR_IB: need[0] = IR_COLL_INPUT_BWD; return 1;
+  case IR_B: case IR_BW:
+    if (op->stage != s->nstage - 1) return 0;
+    need[0] = s->vocab.mode == 1 ? IR_COLL_OUTPUT_BWD : IR_COLL_OUTPUT_FWD;
+    return 1;
+  default: return 0;
+  }
+}

@@ -1,0 +1,69 @@
+/* opindex.h: the op index and links every phase after elaboration shares (lowering,
+ * the executor, verification, simulation, reports), and the passes' device time.
+ * The bottom of the analysis modules: it calls none of them.
+ *
+ * An op is named by a global id: off[d] + its index in devs[d].ops. The index maps
+ * (microbatch, stage) to the global id of its F, B/BW, W, offload and reload. It is
+ * rebuilt after each change to the op arrays (lowering replaces them). */
+#ifndef PPS_OPINDEX_H
+#define PPS_OPINDEX_H
+#include "driver.h"
+#include "ir.h"
+
+typedef struct AnaIndex {
+  int32_t ndev, nstage, nmb;
+  int64_t total;       /* ops over all devices */
+  int32_t *off;        /* [ndev + 1]: global id of device d's first op */
+  int32_t *devof;      /* [total]: the device of each op */
+  /* [nmb * nstage], slot mb * nstage + stage; -1 when absent (the first one wins) */
+  int32_t *posF, *posB /* B or BW */, *posW, *posOff, *posRel;
+  int ncomm, noffload, nvocab;  /* ops of each category the IR holds */
+} AnaIndex;
+
+#define ANA_SLOT(ix, mb, st) ((int64_t)(mb) * (ix)->nstage + (st))
+/* A complete schedule has at least two ops per (mb, stage) (F and BW); the index is
+ * not built for more (mb, stage) pairs than ANA_MAX_SLOTS(ops), and verify then says
+ * passes are missing without building one. */
+#define ANA_MAX_SLOTS(total) (2 * (int64_t)(total) + 4096)
+
+/* Builds the index. Returns 0, or -1 when the schedule is too large to index
+ * (total ops >= 2^31, or nmb * nstage > ANA_MAX_SLOTS(total ops)). */
+int ana_index(Arena *a, const IrSchedule *s, AnaIndex *ix);
+static inline const IrOp *ana_op(const IrSchedule *s, const AnaIndex *ix, int32_t g) {
+  int d = ix->devof[g];
+  return &s->devs[d].ops[g - ix->off[d]];
+}
+/* True when the op names a valid (mb, stage) of a compute pass. */
+int ana_valid_pass(const IrSchedule *s, const IrOp *op);
+/* Fraction of F(mb, stage)'s activation an offload of it moves. */
+double ana_offload_fraction(const IrSchedule *s, int stage);
+
+/* Links between ops that the executor and verify follow (by global id, -1 = none):
+ * recv -> its send (the k-th send of the channel for the k-th recv); coll and S (a
+ * broadcast) -> its sequence number among the device's collectives and S passes;
+ * B/BW -> reload of (mb, stage); reload -> offload of (mb, stage). */
+typedef struct SimLinks {
+  int32_t *link;       /* [total] */
+  int32_t *chan;       /* [total]: channel id of a send/recv, else -1 */
+  int32_t *seq;        /* [total]: position of a send/recv in its channel */
+  int nchan;
+  int32_t *chan_src, *chan_dst;   /* [nchan] */
+  int32_t *chan_nsend, *chan_nrecv; /* [nchan] */
+  int32_t **chan_sends;           /* [nchan][nsend]: send ids in channel order */
+  int32_t *ncoll;      /* [ndev] collectives and S passes on each device */
+  /* posted recvs (IR_FLAG_POSTED; NULL when the schedule has none): the recv a
+   * consumer waits for at its start, and each posted recv's consumer ([total], -1) */
+  int32_t *postwait, *postcons;
+} SimLinks;
+void sim_links(Arena *a, const IrSchedule *s, const AnaIndex *ix, SimLinks *L);
+/* Fills postwait/postcons (sim_links does when the schedule has posted recvs). */
+void sim_link_posted(const IrSchedule *s, const AnaIndex *ix, SimLinks *L, Arena *a);
+
+/* Device time of one op (compute cost; 0 for send/recv/offload/reload issue). */
+double sim_cost(const IrSchedule *s, const IrOp *op);
+/* Under `vocab async`: how many collectives op waits for, their kinds in need[] (the
+ * simulator's and the rendezvous model's one list): F(i, 0) input_fwd(i); T(i)
+ * output_fwd(i); the last stage's B/BW(i) output_bwd(i) (Vocab-1) or output_fwd(i)
+ * (Vocab-2); IB(i) input_bwd(i). */
+int sim_coll_needs(const IrSchedule *s, const IrOp *op, int *need);
+#endif
