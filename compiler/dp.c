@@ -140,36 +140,36 @@ void dp_report_text(StrBuf *b, const IrSchedule *s, const DpResult *x) {
     sb_printf(b, "%6d %6d %10.4g %10.6g %10.6g %10.6g %10.6g\n", st, s->stages[st].device, m->bytes[st], x->ready[st],
               x->start[st], x->end[st], m->time[st]);
   sb_puts(b, "iteration   ");
-  report_num(b, x->iteration);
+  sb_num(b, x->iteration);
   sb_puts(b, " with the all-reduces (makespan ");
-  report_num(b, x->iteration - x->exposed);
+  sb_num(b, x->iteration - x->exposed);
   sb_puts(b, " + exposed all-reduce ");
-  report_num(b, x->exposed);
+  sb_num(b, x->exposed);
   sb_puts(b, ")\n");
 }
 
 void dp_report_json(StrBuf *b, const IrSchedule *s, const DpResult *x) {
   const DpModel *m = x->m;
   sb_printf(b, ",\"data_parallel\":{\"replicas\":%d,\"bandwidth\":", m->D);
-  report_num(b, m->bandwidth);
+  sb_num(b, m->bandwidth);
   sb_puts(b, ",\"latency\":");
-  report_num(b, m->latency);
+  sb_num(b, m->latency);
   sb_puts(b, ",\"iteration_time\":");
-  report_num(b, x->iteration);
+  sb_num(b, x->iteration);
   sb_puts(b, ",\"exposed_allreduce\":");
-  report_num(b, x->exposed);
+  sb_num(b, x->exposed);
   sb_puts(b, ",\"stages\":[");
   for (int st = 0; st < s->nstage; st++) {
     sb_printf(b, "%s{\"stage\":%d,\"device\":%d,\"bytes\":", st ? "," : "", st, s->stages[st].device);
-    report_num(b, m->bytes[st]);
+    sb_num(b, m->bytes[st]);
     sb_puts(b, ",\"ready\":");
-    report_num(b, x->ready[st]);
+    sb_num(b, x->ready[st]);
     sb_puts(b, ",\"start\":");
-    report_num(b, x->start[st]);
+    sb_num(b, x->start[st]);
     sb_puts(b, ",\"end\":");
-    report_num(b, x->end[st]);
+    sb_num(b, x->end[st]);
     sb_puts(b, ",\"time\":");
-    report_num(b, m->time[st]);
+    sb_num(b, m->time[st]);
     sb_puts(b, "}");
   }
   sb_puts(b, "]}");

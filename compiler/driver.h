@@ -115,6 +115,9 @@ typedef struct StrBuf { char *data; size_t len, cap; } StrBuf;
 void sb_printf(StrBuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void sb_puts(StrBuf *b, const char *s);
 void sb_json_string(StrBuf *b, const char *s);
+/* A number the way reports print it: shortest of %.6g..%.17g that reads back close;
+ * integers whole, non-finite as null. */
+void sb_num(StrBuf *b, double x);
 void sb_free(StrBuf *b);
 /* front.c: the elaborated schedule as a literal PPS file (what `ppsc expand` prints). */
 void expand_write(const IrSchedule *s, StrBuf *b);

@@ -3,6 +3,7 @@
  * themselves are in fileio.c). */
 #include "driver.h"
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,4 +65,17 @@ void sb_json_string(StrBuf *b, const char *s) {
 void sb_free(StrBuf *b) {
   free(b->data);
   memset(b, 0, sizeof *b);
+}
+
+void sb_num(StrBuf *b, double x) {
+  if (!isfinite(x)) { sb_puts(b, "null"); return; }
+  if (x == 0) { sb_puts(b, "0"); return; }
+  if (fabs(x) < 1e15 && x == floor(x)) { sb_printf(b, "%.0f", x); return; }
+  char buf[64];
+  for (int p = 6; p <= 17; p++) {
+    snprintf(buf, sizeof buf, "%.*g", p, x);
+    double y;
+    if (sscanf(buf, "%lf", &y) == 1 && fabs(y - x) <= 1e-12 * fabs(x)) break;
+  }
+  sb_puts(b, buf);
 }

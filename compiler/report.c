@@ -17,19 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-void report_num(StrBuf *b, double x) {
-  if (!isfinite(x)) { sb_puts(b, "null"); return; }
-  if (x == 0) { sb_puts(b, "0"); return; }
-  if (fabs(x) < 1e15 && x == floor(x)) { sb_printf(b, "%.0f", x); return; }
-  char buf[64];
-  for (int p = 6; p <= 17; p++) {
-    snprintf(buf, sizeof buf, "%.*g", p, x);
-    double y;
-    if (sscanf(buf, "%lf", &y) == 1 && fabs(y - x) <= 1e-12 * fabs(x)) break;
-  }
-  sb_puts(b, buf);
-}
-
 static const char *metric_cmp(int c) {
   static const char *t[] = {"<", "<=", "==", "!=", ">=", ">"};
   return c >= 0 && c <= 5 ? t[c] : "?";
@@ -57,9 +44,9 @@ void report_text(StrBuf *b, const Report *r) {
               (long long)s->total_ops, s->total_ops == 1 ? "" : "s");
     if (sim) {
       sb_puts(b, "; makespan ");
-      report_num(b, sim->makespan);
+      sb_num(b, sim->makespan);
       sb_printf(b, ", bubble %.4f, peak memory ", sim->bubble_rate);
-      report_num(b, sim->peak_memory);
+      sb_num(b, sim->peak_memory);
     }
     sb_puts(b, ")\n");
     if (s->synth)   /* the search runs on every check (issue 22: 5 s at P = 16 in CI) */
@@ -75,9 +62,9 @@ void report_text(StrBuf *b, const Report *r) {
   sb_printf(b, "valid       %s\n", r->valid ? "yes" : "no");
   if (!sim) return;
   sb_puts(b, "makespan    ");
-  report_num(b, sim->makespan);
+  sb_num(b, sim->makespan);
   sb_puts(b, "   (ideal ");
-  report_num(b, sim->ideal);
+  sb_num(b, sim->ideal);
   /* the ideal is the busiest device's compute (sim.c); it is m(TF+TB+TW) unless
      per-stage costs, vocabulary passes or overlapped pairs make it otherwise */
   double wide = (double)s->nmb * (s->tf + s->tb + s->tw);
@@ -85,7 +72,7 @@ void report_text(StrBuf *b, const Report *r) {
     double br;
     int wd = bottleneck(s, sim, &br);
     sb_printf(b, ": the compute of device %d, with the costs its passes have; m(TF+TB+TW) = ", wd);
-    report_num(b, wide);
+    sb_num(b, wide);
   } else {
     sb_puts(b, " = m(TF+TB+TW)");
   }
@@ -97,11 +84,11 @@ void report_text(StrBuf *b, const Report *r) {
     sb_printf(b, "bottleneck  device %d: busy %.4f of the makespan, bubble %.4f\n", bd, 1 - br, br);
   }
   sb_puts(b, "peak memory ");
-  report_num(b, sim->peak_memory);
+  sb_num(b, sim->peak_memory);
   sb_printf(b, " activations on device %d", sim->peak_device);
   if (sim->host_memory > 0) {
     sb_puts(b, ", host ");
-    report_num(b, sim->host_memory);
+    sb_num(b, sim->host_memory);
   }
   sb_puts(b, "\n");
   if (recompute_any(s)) {   /* recompute.c: B runs the dropped part of F again */
@@ -109,7 +96,7 @@ void report_text(StrBuf *b, const Report *r) {
     for (int d = 1; d < s->ndev; d++) if (recompute_device_time(s, d) > recompute_device_time(s, dm)) dm = d;
     sb_printf(b, "recompute   ratio %.4g of stages %d..%d: B reruns that part of F, most on device %d: ", s->recompute.ratio,
               s->recompute.stage_lo, s->recompute.stage_hi, dm);
-    report_num(b, recompute_device_time(s, dm));
+    sb_num(b, recompute_device_time(s, dm));
     sb_puts(b, "\n");
   }
   if (s->derived.times) sb_puts(b, "units       seconds (costs from model { } and hardware { } where the file gives none)\n");
@@ -162,7 +149,7 @@ static void json_loc(StrBuf *b, const Diag *dg, Span sp) {
 
 static void json_key_num(StrBuf *b, const char *key, double x, int have) {
   sb_printf(b, ",\"%s\":", key);
-  if (have) report_num(b, x); else sb_puts(b, "null");
+  if (have) sb_num(b, x); else sb_puts(b, "null");
 }
 
 void report_json(StrBuf *b, const Report *r) {
@@ -288,7 +275,7 @@ void report_json(StrBuf *b, const Report *r) {
 }
 
 /* ---- Chrome trace ---- */
-static void trace_ts(StrBuf *b, double t) { report_num(b, t * 1000.0); }
+static void trace_ts(StrBuf *b, double t) { sb_num(b, t * 1000.0); }
 
 static void op_label(const IrSchedule *s, const IrOp *op, char *buf, int n) {
   switch ((IrKind)op->kind) {
@@ -357,7 +344,7 @@ void report_trace(StrBuf *b, const Report *r) {
       sb_printf(b, ",\n{\"name\":\"activation memory\",\"ph\":\"C\",\"pid\":%d,\"ts\":", d);
       trace_ts(b, v->mt[k]);
       sb_puts(b, ",\"args\":{\"activations\":");
-      report_num(b, v->mv[k]);
+      sb_num(b, v->mv[k]);
       sb_puts(b, "}}");
     }
   }

@@ -36,6 +36,4 @@ void report_trace(StrBuf *b, const Report *r);
 void report_svg(StrBuf *b, const Report *r);
 /* sim --grid: one column per device, one row per instant a pass starts (grid.c). */
 void report_grid(StrBuf *b, const Report *r);
-/* A number the way reports print it: shortest of %.6g that reads back close. */
-void report_num(StrBuf *b, double x);
 #endif

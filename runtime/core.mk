@@ -45,9 +45,6 @@ EXTRA_DIST += tests/runtime/offload.sh tests/runtime/cases/offload_cancel.pps
 EXTRA_DIST += tests/runtime/vocab_memory.sh tests/runtime/cases/vocab_memory.pps
 TESTS += tests/runtime/fault.sh
 EXTRA_DIST += tests/runtime/fault.sh
-# the runtime files call each other in one direction (nm over the objects)
-TESTS += tests/runtime/layers.sh
-EXTRA_DIST += tests/runtime/layers.sh
 EXTRA_DIST += tests/runtime/posted.sh tests/runtime/posted.awk
 EXTRA_DIST += tests/runtime/hardening.sh
 EXTRA_DIST += tests/runtime/tables.sh tests/runtime/flags.sh tests/runtime/e2e.sh tests/runtime/mpi.sh \

@@ -17,7 +17,7 @@ import sys
 def short(path):
     n = path.rsplit('/', 1)[-1]
     n = re.sub(r'\.(o|lo)$', '', n)
-    return re.sub(r'^lib[a-z]+_la-', '', n)
+    return re.sub(r'^lib[a-z_]+_la-', '', n)
 
 
 def main(argv):

@@ -1529,7 +1529,7 @@ static int epilogue_setup(ppsrt_backend *b) {
     p += n + (p[n] == ',');
   }
   if (!mask) return PPSRT_OK;
-  int rc = ppsrt_lt_create(b, &im->lt);
+  int rc = ppsrt_lt_create(b, ppsrt_cuda_fail_cublas, &im->lt);
   if (rc) return rc;
   im->ep_mask = mask;
   b->epilogues = mask;

@@ -162,7 +162,8 @@ void ppsrt_cuda_epilogue_calls(ppsrt_backend *b, long *fused, long *unfused);
  * F32 (c_f32)); 0 done, 1 nothing queued (no algorithm: run the unfused kernels), < 0
  * error. PPSRT_EP_BGRAD writes the bias gradient (F32 [N]) to dbias, not adding. */
 typedef struct ppsrt_lt ppsrt_lt;
-int ppsrt_lt_create(ppsrt_backend *b, ppsrt_lt **out);
+typedef int (*ppsrt_cublas_fail_fn)(ppsrt_backend *b, int status, const char *call, const char *file, int line);
+int ppsrt_lt_create(ppsrt_backend *b, ppsrt_cublas_fail_fn fail, ppsrt_lt **out);   /* fail: ppsrt_cuda_fail_cublas */
 void ppsrt_lt_destroy(ppsrt_lt *lt);
 int ppsrt_lt_gemm(ppsrt_backend *b, ppsrt_lt *lt, cudaStream_t s, int ep, int ta, int tb, int M, int N, int K,
                   float alpha, const void *A, int lda, const void *B, int ldb, float beta, void *C, int c_f32, int ldc,

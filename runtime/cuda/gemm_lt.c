@@ -52,20 +52,23 @@ typedef struct lt_entry {
 
 struct ppsrt_lt {
   cublasLtHandle_t h;
+  ppsrt_cublas_fail_fn fail;   /* the backend's error report (cuda_backend.c; a callback, so
+                                  that this file does not call back into it) */
   pthread_mutex_t mu;
   lt_entry cache[LT_CACHE];
   int next;   /* round-robin replacement */
 };
 
-int ppsrt_lt_create(ppsrt_backend *b, ppsrt_lt **out) {
+int ppsrt_lt_create(ppsrt_backend *b, ppsrt_cublas_fail_fn fail, ppsrt_lt **out) {
   *out = NULL;
   ppsrt_lt *lt = calloc(1, sizeof *lt);
   if (!lt) return PPSRT_FAIL(PPSRT_E_NOMEM, "cuda: cannot allocate the cuBLASLt state");
   cublasStatus_t s = cublasLtCreate(&lt->h);
   if (s != CUBLAS_STATUS_SUCCESS) {
     free(lt);
-    return ppsrt_cuda_fail_cublas(b, (int)s, "cublasLtCreate", __FILE__, __LINE__);
+    return fail(b, (int)s, "cublasLtCreate", __FILE__, __LINE__);
   }
+  lt->fail = fail;
   pthread_mutex_init(&lt->mu, NULL);
   *out = lt;
   return PPSRT_OK;
@@ -115,7 +118,7 @@ static void lt_free(lt_descs *d) {
     cublasStatus_t s_ = (call);                                                     \
     if (s_ != CUBLAS_STATUS_SUCCESS) {                                              \
       lt_free(d);                                                                   \
-      return ppsrt_cuda_fail_cublas((b), (int)s_, #call, __FILE__, __LINE__);       \
+      return lt->fail((b), (int)s_, #call, __FILE__, __LINE__);                     \
     }                                                                               \
   } while (0)
 
@@ -173,7 +176,7 @@ int ppsrt_lt_gemm(ppsrt_backend *b, ppsrt_lt *lt, cudaStream_t s, int ep, int ta
      * else is an error */
     if (st != CUBLAS_STATUS_SUCCESS && st != CUBLAS_STATUS_NOT_SUPPORTED) {
       lt_free(&d);
-      return ppsrt_cuda_fail_cublas(b, (int)st, "cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__);
+      return lt->fail(b, (int)st, "cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__);
     }
     found.key = key;
     found.used = 1;

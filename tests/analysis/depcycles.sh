@@ -1,7 +1,8 @@
 #!/bin/sh
-# tests/analysis/depcycles.sh: the compiler's phases call one way. No circle among
-# libppsc's object files (A uses a symbol B defines, and B, directly or through
-# others, one of A's), measured from their symbols with nm (tools/depcycles.py).
+# tests/analysis/depcycles.sh: the compiler's phases and the runtime's files call one
+# way. No circle among libppsc's object files, nor among libppsrt's (its CUDA backend's
+# included): A uses a symbol B defines, and B, directly or through others, one of A's;
+# measured from their symbols with nm (tools/depcycles.py).
 # First the checker itself is shown a planted circle (two tiny objects calling each
 # other, and a third calling one of them) and must report exactly that one.
 # Skipped (77) without python3, nm or a C compiler, or when libppsc's objects are not
@@ -32,16 +33,26 @@ else
   echo "SKIP part 1: no working C compiler ($cc)"
 fi
 
-# 2. libppsc's objects (libtool puts them in compiler/.libs, else compiler/)
-objs=$(ls "$top_builddir"/compiler/.libs/libppsc_la-*.o 2>/dev/null)
-[ -n "$objs" ] || objs=$(ls "$top_builddir"/compiler/libppsc_la-*.o 2>/dev/null)
-[ -n "$objs" ] || { echo "SKIP: no libppsc objects under $top_builddir/compiler"; exit 77; }
-n=$(nm $objs 2>/dev/null | grep -c ' T ')
-[ "$n" -gt 50 ] || { echo "SKIP: libppsc's objects have no plain symbols (LTO?)"; exit 77; }
-# shellcheck disable=SC2086
-if python3 "$tool" $objs > "$tmp/libppsc" 2>&1; then
-  cat "$tmp/libppsc"
-else
-  echo "FAIL: circles among the compiler's object files:"; cat "$tmp/libppsc"; fail=1
-fi
+# 2. libppsc's objects, then libppsrt's (libtool puts them in .libs/, else beside)
+objs_of() { # DIR PREFIX
+  o=$(ls "$1"/.libs/"$2"*.o 2>/dev/null)
+  [ -n "$o" ] || o=$(ls "$1"/"$2"*.o 2>/dev/null)
+  echo $o
+}
+check() { # LABEL OBJ...
+  label=$1; shift
+  [ $# -gt 0 ] || { echo "SKIP: no $label objects under $top_builddir"; return 77; }
+  n=$(nm "$@" 2>/dev/null | grep -c ' T ')
+  [ "$n" -gt 50 ] || { echo "SKIP: the $label objects have no plain symbols (LTO?)"; return 77; }
+  if python3 "$tool" "$@" > "$tmp/out" 2>&1; then
+    echo "ok: no circle among the $label's $# object files"
+  else
+    echo "FAIL: circles among the $label's object files:"; cat "$tmp/out"; fail=1
+  fi
+  return 0
+}
+# shellcheck disable=SC2046
+check compiler $(objs_of "$top_builddir/compiler" libppsc_la-) || exit 77
+# shellcheck disable=SC2046
+check runtime $(objs_of "$top_builddir/runtime" libppsrt_la-) $(objs_of "$top_builddir/runtime/cuda" "") || exit 77
 exit $fail
