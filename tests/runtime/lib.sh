@@ -62,5 +62,5 @@ MPI_ASAN="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 mpirun_np() {
   np=$1; shift
   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 \
-    ASAN_OPTIONS=$MPI_ASAN "$MPIRUN" --oversubscribe -np "$np" "$@"
-}
+    ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" "$MPIRUN" --oversubscribe -np "$np" "$@"
+}   # (ASAN_OPTIONS as it is at the call: a test that adds to it after sourcing this keeps it)
