@@ -807,6 +807,26 @@ static int find_key(Sym k, Ctx *c, int lo, int hi) {
   return -1;
 }
 
+/* The clauses offload and recompute share: 'ratio R' (R in (0, 1]; *out is set only
+ * when it is) and 'stages/microbatches LO..HI' (0 <= LO < HI <= INT32_MAX); 1 on an
+ * error, reported at the clause. */
+static int clause_ratio(Ctx *c, OffloadClause *cl, const char *what, double *out) {
+  double x;
+  if (eval_num(c, cl->lo, &x)) return 1;
+  if (!(x > 0 && x <= 1)) { EERR(c, cl->lo, "%s ratio must be in (0, 1], got %g", what, x); return 1; }
+  *out = x;
+  return 0;
+}
+
+static int clause_range(Ctx *c, OffloadClause *cl, int64_t *lo, int64_t *hi) {
+  if (eval_int(c, cl->lo, lo) || eval_int(c, cl->hi, hi)) return 1;
+  if (*lo < 0 || *hi <= *lo || *hi > INT32_MAX) {
+    err(c, NULL, cl->span, "empty or negative range %lld..%lld", (long long)*lo, (long long)*hi);
+    return 1;
+  }
+  return 0;
+}
+
 /* cost ...; memory ...; with `stage E:` overrides. */
 static void exec_costmem(Ctx *c, Stmt *st) {
   int cost = st->kind == ST_COST;
@@ -915,10 +935,7 @@ static void exec_offload(Ctx *c, Stmt *st) {
   for (OffloadClause *cl = st->clauses; cl; cl = cl->next) {
     if (cl->word == c->o_all) continue;
     if (cl->word == c->o_ratio) {
-      double r;
-      if (eval_num(c, cl->lo, &r)) continue;
-      if (!(r > 0 && r <= 1)) { EERR(c, cl->lo, "offload ratio must be in (0, 1], got %g", r); continue; }
-      o->ratio = r;
+      clause_ratio(c, cl, "offload", &o->ratio);
       continue;
     }
     if (cl->word != c->o_stages && cl->word != c->o_mbs) {
@@ -926,11 +943,7 @@ static void exec_offload(Ctx *c, Stmt *st) {
       continue;
     }
     int64_t lo, hi;
-    if (eval_int(c, cl->lo, &lo) || eval_int(c, cl->hi, &hi)) continue;
-    if (lo < 0 || hi <= lo || hi > INT32_MAX) {
-      err(c, NULL, cl->span, "empty or negative range %lld..%lld", (long long)lo, (long long)hi);
-      continue;
-    }
+    if (clause_range(c, cl, &lo, &hi)) continue;
     if (cl->word == c->o_stages) { o->stage_lo = (int32_t)lo; o->stage_hi = (int32_t)hi; c->off_stages_set = 1; }
     else { o->mb_lo = (int32_t)lo; o->mb_hi = (int32_t)hi; c->off_mbs_set = 1; }
   }
@@ -945,10 +958,7 @@ static void exec_recompute(Ctx *c, Stmt *st) {
   for (OffloadClause *cl = st->clauses; cl; cl = cl->next) {
     if (cl->word == c->o_all) continue;
     if (cl->word == c->o_ratio) {
-      double x;
-      if (eval_num(c, cl->lo, &x)) continue;
-      if (!(x > 0 && x <= 1)) { EERR(c, cl->lo, "recompute ratio must be in (0, 1], got %g", x); continue; }
-      r->ratio = x;
+      clause_ratio(c, cl, "recompute", &r->ratio);
       continue;
     }
     if (cl->word != c->o_stages) {
@@ -956,11 +966,7 @@ static void exec_recompute(Ctx *c, Stmt *st) {
       continue;
     }
     int64_t lo, hi;
-    if (eval_int(c, cl->lo, &lo) || eval_int(c, cl->hi, &hi)) continue;
-    if (lo < 0 || hi <= lo || hi > INT32_MAX) {
-      err(c, NULL, cl->span, "empty or negative range %lld..%lld", (long long)lo, (long long)hi);
-      continue;
-    }
+    if (clause_range(c, cl, &lo, &hi)) continue;
     r->stage_lo = (int32_t)lo; r->stage_hi = (int32_t)hi; c->rc_stages_set = 1; c->rc_stages_span = cl->span;
   }
 }

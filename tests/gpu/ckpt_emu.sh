@@ -8,10 +8,7 @@
 # bootstrapped over MPI (mpirun -np 1, the emulator's NCCL being in-process) saves,
 # validates and resumes. Skipped (77) without the emulator.
 . "$(dirname "$0")/../runtime/lib.sh"
-EMU=$top_builddir/tests/gpu/emu/libppsrt_emu.so
-[ -f "$EMU" ] || { echo "skip: $EMU not built"; exit 77; }
-export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
-export PPS_EMU_TIMEOUT=30
+need_emu
 cat "$top_srcdir"/docs/*.md >"$WORK/text.txt"
 GPT="--model gpt --vocab 256 --seq 16 --hidden 16 --heads 2 --optimizer adam --lr 0.01 --data $WORK/text.txt --clip-grad 0.5"
 loss() { sed -n "s/^iter $1\/[0-9]*  loss \([-0-9.]*\).*/\1/p" "$2"; }

@@ -14,11 +14,8 @@
 #  - a rank failing under --data-parallel stops every rank (exit 1, no hang).
 # Skipped (77) without the emulator; the MPI parts without MPI (said so).
 . "$(dirname "$0")/../runtime/lib.sh"
-EMU=$top_builddir/tests/gpu/emu/libppsrt_emu.so
-[ -f "$EMU" ] || { echo "skip: $EMU not built"; exit 77; }
-export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
-export PPS_EMU_TIMEOUT=30
-GPT="--model gpt --hidden 16 --heads 2 --query-groups 1 --seq 4 --vocab 32"
+need_emu
+GPT=$EMU_GPT
 build l2 "$top_srcdir/stdlib/1f1b.pps" -D P=2 -D m=4 || { fail "build 1f1b"; finish; }
 build v2 "$top_srcdir/stdlib/1f1b_v.pps" -D P=2 -D m=4 || { fail "build 1f1b_v"; finish; }
 emu() { seed=$1; shift; env PPS_EMU_SEED=$seed LD_PRELOAD="$EMU" "$@" --backend cuda; }

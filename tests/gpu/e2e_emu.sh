@@ -48,11 +48,8 @@
 #    process, --check (the NCCL transport across processes is mpi_nccl_emu.sh's).
 # What the emulator does not model is listed in docs/gpu.md.
 . "$(dirname "$0")/../runtime/lib.sh"
-EMU=$top_builddir/tests/gpu/emu/libppsrt_emu.so
-[ -f "$EMU" ] || { echo "skip: $EMU not built"; exit 77; }
-export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
-export PPS_EMU_TIMEOUT=30
-GPT="--model gpt --hidden 16 --heads 2 --query-groups 1 --seq 4 --vocab 32"
+need_emu
+GPT=$EMU_GPT
 emu() { LD_PRELOAD=$EMU "$@"; }
 t0=$(date +%s)
 

@@ -16,11 +16,8 @@
 # consumer's wait (cudaStreamWaitEvent in tp_recv_wait) makes them exit 66 (checked by
 # hand). Exit 77 where the emulator is not built.
 . "$(dirname "$0")/../runtime/lib.sh"
-EMU=$top_builddir/tests/gpu/emu/libppsrt_emu.so
-[ -f "$EMU" ] || { echo "skip: $EMU not built"; exit 77; }
-export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
-export PPS_EMU_TIMEOUT=30
-GPT="--model gpt --hidden 16 --heads 2 --query-groups 1 --seq 4 --vocab 32"
+need_emu
+GPT=$EMU_GPT
 MLP="--hidden 8 --seq 4"
 cc_prog() {
   ${CC:-cc} ${CFLAGS:--O2} "$WORK/$1.c" -o "$WORK/$1" -I"$top_srcdir/runtime" -L"$top_builddir/.libs" \

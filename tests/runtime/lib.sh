@@ -64,3 +64,15 @@ mpirun_np() {
   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 \
     ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" "$MPIRUN" --oversubscribe -np "$np" "$@"
 }   # (ASAN_OPTIONS as it is at the call: a test that adds to it after sourcing this keeps it)
+
+# The CUDA emulator (tests/gpu/emu/libppsrt_emu.so, LD_PRELOADed by the tests that run
+# the CUDA backend on the host). need_emu: exit 77 when it is not built, else export
+# what its runs need: under ASan it is preloaded ahead of the sanitizer's runtime, and
+# a stuck emulated wait ends the run after PPS_EMU_TIMEOUT seconds.
+EMU=$top_builddir/tests/gpu/emu/libppsrt_emu.so
+EMU_GPT="--model gpt --hidden 16 --heads 2 --query-groups 1 --seq 4 --vocab 32"   # a tiny gpt
+need_emu() {
+  [ -f "$EMU" ] || { echo "skip: $EMU not built"; exit 77; }
+  export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
+  export PPS_EMU_TIMEOUT=30
+}
