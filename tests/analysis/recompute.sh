@@ -21,7 +21,8 @@ for a in "0 1" "1 1" "2 1" "1 4" "2 4"; do
   sim -D lever=$1 -D TOFF=$2 > "${TMPDIR:-/tmp}/pps-rc.$$.$1.$2.json" || { echo "FAIL: sim lever=$1 TOFF=$2"; fails=1; }
 done
 sim -D lever=2 -D input=0.1 > "${TMPDIR:-/tmp}/pps-rc.$$.in.json" || fails=1
-sim -D lever=0 --policy recompute=0.5 > "${TMPDIR:-/tmp}/pps-rc.$$.half.json" || fails=1
+sim -D lever=0 -D layers=4 --policy recompute=0.5 > "${TMPDIR:-/tmp}/pps-rc.$$.half.json" || fails=1
+sim -D lever=0 --policy recompute=0.5 > "${TMPDIR:-/tmp}/pps-rc.$$.one.json" || fails=1
 python3 - "${TMPDIR:-/tmp}/pps-rc.$$" <<'PY' || fails=1
 import json, sys
 p = sys.argv[1]
@@ -42,6 +43,9 @@ want(0.5 < inp["peak_memory"] <= 0.5 + 0.1 * none["peak_memory"] + 1e-9, "input 
 half = j("half")
 want(all(abs(d["recompute_time"] - 4) < 1e-12 for d in half["per_device"]), "ratio 0.5: recompute_time %s, expected 4" % [d["recompute_time"] for d in half["per_device"]])
 want(none["peak_memory"] > half["peak_memory"] > rc1["peak_memory"], "ratio 0.5: peak %s not between" % half["peak_memory"])
+one = j("one")   # one layer per stage: ratio 0.5 recomputes that layer, the whole stage
+want([d["recompute_time"] for d in one["per_device"]] == [8] * 4 and one["peak_memory"] == rc1["peak_memory"],
+     "ratio 0.5 of one layer: recompute_time %s, peak %s, expected the whole stage's 8, %s" % ([d["recompute_time"] for d in one["per_device"]], one["peak_memory"], rc1["peak_memory"]))
 print("\n".join("FAIL: " + b for b in bad) if bad else "ok: offload 28.5/2 at TOFF=TF, 30.5/5.5 at 4TF; recompute 38/0.5; ratio 0.5 peak %g" % half["peak_memory"])
 sys.exit(1 if bad else 0)
 PY
