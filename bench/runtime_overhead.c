@@ -67,7 +67,7 @@ int main(int argc, char **argv) {
   ppsrt_stage *st = calloc((size_t)P, sizeof *st);
   long total = 0, maxops = 0;
   for (int d = 0; d < P; d++) {
-    st[d] = (ppsrt_stage){d, 1, 1, 1, 2, 1, 0, 0, 0, 0};
+    st[d] = (ppsrt_stage){d, 1, 1, 1, 2, 1, 0, 0, 0, 0, 0};
     int warm = P - d - 1 < m ? P - d - 1 : m;
     for (int k = 0; k < m + warm; k++) {
       /* warm-up forwards, then 1F1B, then cool-down backwards */

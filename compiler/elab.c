@@ -124,9 +124,9 @@ typedef struct Ctx {
 
 /* cost/memory keys: index into Ctx.cost */
 enum { K_TF, K_TB, K_TW, K_TC, K_TBW, K_TIF, K_TIB, K_TS, K_TT, K_TCOLL, K_TOFF, K_TFB, K_TRELOAD,
-       K_ACT, K_BFREE, K_LIMIT, K_HOSTLIMIT, K_ACTS, K_INPUT, K_N };
+       K_ACT, K_BFREE, K_LIMIT, K_HOSTLIMIT, K_ACTS, K_INPUT, K_LAYER, K_N };
 static const char *const key_names[K_N] = {"TF", "TB", "TW", "TC", "TBW", "TIF", "TIB", "TS", "TT",
-                                           "TCOLL", "TOFF", "TFB", "TRELOAD", "act", "b_free", "limit", "host_limit", "act_s", "input"};
+                                           "TCOLL", "TOFF", "TFB", "TRELOAD", "act", "b_free", "limit", "host_limit", "act_s", "input", "layer"};
 static const char *const model_keys[] = {"layers", "hidden", "ffn_hidden", "heads", "query_groups", "seq",
                                          "micro_batch", "vocab", "dtype_bytes", NULL};
 static const char *const hardware_keys[] = {"memory", "flops", "host_bandwidth", "peer_bandwidth", "efficiency",
@@ -842,12 +842,12 @@ static void exec_costmem(Ctx *c, Stmt *st) {
   }
   for (KeyVal *kv = st->kv; kv; kv = kv->next) {
     int k = find_key(kv->key, c, lo, hi);
-    int ok_stage = k == K_TF || k == K_TB || k == K_TW || k == K_TBW || k == K_TOFF || k == K_TRELOAD || k == K_ACT || k == K_BFREE || k == K_INPUT;
+    int ok_stage = k == K_TF || k == K_TB || k == K_TW || k == K_TBW || k == K_TOFF || k == K_TRELOAD || k == K_ACT || k == K_BFREE || k == K_INPUT || k == K_LAYER;
     if (k < 0 || (stage >= 0 && !ok_stage)) {
       err(c, NULL, kv->span, "unknown %s%s key '%s' (expected %s)", stage >= 0 ? "per-stage " : "",
           cost ? "cost" : "memory", sname(c, kv->key),
-          stage >= 0 ? (cost ? "TF, TB, TW, TBW, TOFF or TRELOAD" : "act, b_free or input")
-                     : (cost ? "TF, TB, TW, TC, TBW, TIF, TIB, TS, TT, TCOLL, TOFF, TFB or TRELOAD" : "act, b_free, limit, host_limit, act_s or input"));
+          stage >= 0 ? (cost ? "TF, TB, TW, TBW, TOFF or TRELOAD" : "act, b_free, input or layer")
+                     : (cost ? "TF, TB, TW, TC, TBW, TIF, TIB, TS, TT, TCOLL, TOFF, TFB or TRELOAD" : "act, b_free, limit, host_limit, act_s, input or layer"));
       continue;
     }
     double v;
@@ -858,7 +858,7 @@ static void exec_costmem(Ctx *c, Stmt *st) {
     }
     if (v < 0) { EERR(c, kv->value, "'%s' must not be negative (leave it out for no bound)", key_names[k]); continue; }
     if (k == K_BFREE && v > 1) { EERR(c, kv->value, "'b_free' is a fraction of the activation: 0..1"); continue; }
-    if (k == K_INPUT && v > 1) { EERR(c, kv->value, "'input' is a fraction of the activation: 0..1"); continue; }
+    if ((k == K_INPUT || k == K_LAYER) && v > 1) { EERR(c, kv->value, "'%s' is a fraction of the activation: 0..1", key_names[k]); continue; }
     if (k == K_TRELOAD && !(v > 0)) { EERR(c, kv->value, "'TRELOAD' must be positive (leave it out to reload at TOFF)"); continue; }
     if (stage >= 0) {
       Override *o = VEC_PUSH(c->a, c->ovr, c->novr, c->capovr);
@@ -1572,6 +1572,7 @@ static void build_stages(Ctx *c) {
     g->span = c->placespan;
     g->recompute = rp->enabled && st >= rp->stage_lo && st < rp->stage_hi ? rp->ratio : 0;
     g->input = c->cost_set[K_INPUT] ? k[K_INPUT] : -1;   /* -1: derived below, after the overrides */
+    g->layer = c->cost_set[K_LAYER] ? k[K_LAYER] : -1;
   }
   if (cm.times && s->nstage > 0) { /* the input and output layers on the end stages */
     IrStage *f = &s->stages[0], *l = &s->stages[s->nstage - 1];
@@ -1598,6 +1599,7 @@ static void build_stages(Ctx *c) {
     case K_ACT: g->act = ov->value; break;
     case K_BFREE: g->b_free = ov->value; break;
     case K_INPUT: g->input = ov->value; break;
+    case K_LAYER: g->layer = ov->value; break;
     }
     if ((ov->key == K_TB || ov->key == K_TW) && !tbw_set[ov->stage]) g->tbw = g->tb + g->tw;
   }
@@ -1605,6 +1607,7 @@ static void build_stages(Ctx *c) {
   for (int st = 0; st < s->nstage; st++) {
     IrStage *g = &s->stages[st];
     if (g->input < 0) g->input = recompute_input_default(s, g);
+    if (g->layer < 0) g->layer = 1.0 / recompute_stage_layers(s);
     if (g->recompute > 0 && g->offload > 0 && both < 0) both = st;
   }
   if (both >= 0)   /* a recomputed stage keeps only its input: nothing left worth a copy */
@@ -1702,7 +1705,7 @@ static void apply_key_overrides(Ctx *c) {
       if (!strcmp(o->key, key_names[j])) k = j;
     if (k < 0) {
       diag_error(c->d, (Span){0}, "%s %s: unknown key (expected %s)", opt, o->key,
-                 o->memory ? "act, b_free, limit, host_limit, act_s or input" : "TF, TB, TW, TC, TBW, TIF, TIB, TS, TT, TCOLL or TOFF");
+                 o->memory ? "act, b_free, limit, host_limit, act_s, input or layer" : "TF, TB, TW, TC, TBW, TIF, TIB, TS, TT, TCOLL or TOFF");
       *c->usage = 1;
       continue;
     }
@@ -1713,9 +1716,9 @@ static void apply_key_overrides(Ctx *c) {
       continue;
     }
     double x = v.t == T_REAL ? v.u.r : (double)v.u.i;
-    if (x < 0 || ((k == K_BFREE || k == K_INPUT) && x > 1)) {
-      diag_error(c->d, (Span){0}, "%s %s=%s: %s", opt, o->key, o->value,
-                 k == K_BFREE || k == K_INPUT ? "a fraction: 0..1" : "must not be negative");
+    int frac = k == K_BFREE || k == K_INPUT || k == K_LAYER;
+    if (x < 0 || (frac && x > 1)) {
+      diag_error(c->d, (Span){0}, "%s %s=%s: %s", opt, o->key, o->value, frac ? "a fraction: 0..1" : "must not be negative");
       *c->usage = 1;
       continue;
     }

@@ -114,7 +114,7 @@ void emit_c(const IrSchedule *s, const Analysis *an, const Diag *dg, StrBuf *b) 
   for (int d = 0; d < s->ndev; d++) sb_printf(b, "%sdev%d", d ? ", " : "", d);
   sb_puts(b, "};\nstatic const int32_t nops[] = {");
   for (int d = 0; d < s->ndev; d++) sb_printf(b, "%s%d", d ? ", " : "", s->devs[d].nops);
-  sb_puts(b, "};\n\n/* device, tf, tb, tw, tbw, act, b_free, offload (fraction an offload op moves), recompute, input */\n"
+  sb_puts(b, "};\n\n/* device, tf, tb, tw, tbw, act, b_free, offload (fraction an offload op moves), recompute, input, layer */\n"
              "static const ppsrt_stage stages[] = {\n");
   for (int st = 0; st < s->nstage; st++) {
     const IrStage *g = &s->stages[st];
@@ -122,9 +122,9 @@ void emit_c(const IrSchedule *s, const Analysis *an, const Diag *dg, StrBuf *b) 
     for (int d = 0; d < s->ndev && !has_off; d++)
       for (int k = 0; k < s->devs[d].nops; k++)
         if (s->devs[d].ops[k].kind == IR_OFFLOAD && s->devs[d].ops[k].stage == st) { has_off = 1; break; }
-    sb_printf(b, "  {%d, %.17g, %.17g, %.17g, %.17g, %.17g, %.17g, %.17g, %.17g, %.17g},  /* stage %d */\n", g->device,
-              g->tf, g->tb, g->tw, g->tbw, g->act, g->b_free, has_off ? ana_offload_fraction(s, st) : 0.0, g->recompute,
-              g->input, st);
+    sb_printf(b, "  {%d, %.17g, %.17g, %.17g, %.17g, %.17g, %.17g, %.17g, %.17g, %.17g, %.17g},  /* stage %d */\n",
+              g->device, g->tf, g->tb, g->tw, g->tbw, g->act, g->b_free, has_off ? ana_offload_fraction(s, st) : 0.0,
+              g->recompute, g->input, g->layer, st);
   }
   sb_puts(b, "};\n\n/* model { } block: defaults for the executable's size flags */\n");
   if (s->nmodel) {

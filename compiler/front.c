@@ -9,6 +9,7 @@
 #include "config.h"
 #include "driver.h"
 #include "elab.h"
+#include "recompute.h"
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -422,11 +423,13 @@ void expand_write(const IrSchedule *s, StrBuf *b) {
       sb_puts(b, ";\n");
     }
     int act = g->act != s->act / vd, bf = g->b_free != s->b_free, in = g->input != 0 && g->recompute > 0;
-    if (act || bf || in) {
+    int ly = g->recompute > 0 && g->recompute < 1 && g->layer != 1.0 / recompute_stage_layers(s);
+    if (act || bf || in || ly) {
       sb_printf(b, "  memory stage %d:", k);
       if (act) { sb_puts(b, " act = "); put_real(b, g->act); }
       if (bf) { sb_puts(b, act ? ", b_free = " : " b_free = "); put_real(b, g->b_free); }
       if (in) { sb_puts(b, act || bf ? ", input = " : " input = "); put_real(b, g->input); }
+      if (ly) { sb_puts(b, act || bf || in ? ", layer = " : " layer = "); put_real(b, g->layer); }
       sb_puts(b, ";\n");
     }
   }

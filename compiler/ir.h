@@ -173,10 +173,13 @@ typedef struct IrStage {
   Span span;          /* placement statement (or override) */
   double reload_time; /* host-to-device copy time of the whole activation (the H2D
                          engine's own bandwidth, `TRELOAD`); 0 = offload_time */
-  double recompute;   /* fraction of act the recompute policy drops after F and B
-                         rebuilds by running F again (recompute.c); 0 = none */
+  double recompute;   /* the recompute policy's ratio for this stage (recompute.c: the
+                         first ceil(ratio x layers) layers are recomputed); 0 = none */
   double input;       /* the stage input's share of act (`memory input`): what a fully
                          recomputed F keeps */
+  double layer;       /* the share of act one layer keeps, its output included (`memory
+                         layer`, default 1 / layers per stage): what a partially
+                         recomputed F drops per recomputed layer */
 } IrStage;
 
 /* Vocabulary parallelism settings (vocab parallel 1|2). */

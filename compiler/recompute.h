@@ -8,10 +8,16 @@
  * and hardware { } bytes (one boundary activation, seq x micro_batch x hidden x
  * dtype_bytes, over the stage's act in bytes), else 0. */
 double recompute_input_default(const IrSchedule *s, const IrStage *g);
-/* Activation units F(i, stage) does not keep (B rebuilds them): R (1 - input) act. */
+/* Layers per stage (model { layers } over the stages, at least 1), and how many of
+ * them the stage's ratio R recomputes: ceil(R L), the first ones (0: not recomputed). */
+int recompute_stage_layers(const IrSchedule *s);
+int recompute_layers(const IrSchedule *s, int stage);
+/* Activation units F(i, stage) does not keep (B rebuilds them): (1 - input) act when
+ * every layer is recomputed, else k layer act (at most that). */
 double recompute_dropped(const IrSchedule *s, int stage);
 /* For B or BW of a recomputed stage: the forward it runs again first (R TF), and the
- * units that rebuild adds at its start (recompute_dropped); 0 for every other op. */
+ * units that rebuild adds at its start (recompute_dropped); 0 for every other op.
+ * The forward again is (k / L) TF: the layers' share of the stage's forward. */
 double recompute_time(const IrSchedule *s, const IrOp *op);
 double recompute_rebuild(const IrSchedule *s, const IrOp *op);
 /* The time device d's B/BW passes spend running forwards again (sum of recompute_time). */

@@ -29,6 +29,7 @@
 #include "analysis.h"
 #include "driver.h"
 #include "overlap.h"
+#include "recompute.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1658,6 +1659,30 @@ int synth_run(Arena *a, Diag *dg, IrSchedule *s, const SynthOptions *o) {
   M.unit = calloc((size_t)P + 1, sizeof(double));
   M.drop = calloc((size_t)P + 1, sizeof(double));
   int *fill = calloc((size_t)P + 1, sizeof(int));
+  /* a stated recompute policy (recompute.c), searched as the offload auto candidate
+     is: F keeps act less what it drops, BW (fused: a B apart from its W would hold
+     the rebuilt part until the W) lasts the forward again longer, and each device's
+     limit is less the most one of its BW rebuilds (one pass at a time) */
+  IrStage *rcst = NULL;
+  double *rcd = NULL;
+  if (!o->offload_auto && recompute_any(s)) {
+    rcst = arena_alloc(a, sizeof(IrStage) * (size_t)(S + 1));
+    rcd = arena_alloc(a, sizeof(double) * (size_t)(P + 1));
+    memset(rcd, 0, sizeof(double) * (size_t)(P + 1));
+    for (int st = 0; st < S; st++) {
+      IrOp b = {.kind = IR_BW, .stage = st, .mb = 0};
+      double dr = recompute_dropped(s, st), rt = recompute_time(s, &b);
+      rcst[st] = s->stages[st];
+      rcst[st].act -= dr;
+      rcst[st].tb += rt;
+      rcst[st].tbw += rt;
+      rcst[st].recompute = 0;
+      int d = s->stages[st].device;
+      if (d >= 0 && d < P && dr > rcd[d]) rcd[d] = dr;
+    }
+    M.st = rcst;
+    M.split_ok = 0;
+  }
   Search z;
   memset(&z, 0, sizeof z);
   int rc = -1;
@@ -1683,12 +1708,12 @@ int synth_run(Arena *a, Diag *dg, IrSchedule *s, const SynthOptions *o) {
   for (int st = 0; st < S; st++) {
     int d = s->stages[st].device;
     M.dst[M.first[d] + fill[d]++] = st;
-    M.lmin[d] += s->stages[st].act;
-    if (M.unit[d] <= 0 || (s->stages[st].act > 0 && s->stages[st].act < M.unit[d])) M.unit[d] = s->stages[st].act;
+    M.lmin[d] += M.st[st].act;
+    if (M.unit[d] <= 0 || (M.st[st].act > 0 && M.st[st].act < M.unit[d])) M.unit[d] = M.st[st].act;
   }
   double need = 0, allmem = 0;
   for (int d = 0; d < P; d++) {
-    if (M.lmin[d] > need) need = M.lmin[d];
+    if (M.lmin[d] + (rcd ? rcd[d] : 0) > need) need = M.lmin[d] + (rcd ? rcd[d] : 0);
     allmem += M.lmin[d] * m;
     if (M.unit[d] <= 0) M.unit[d] = 1;
   }
@@ -1725,7 +1750,7 @@ int synth_run(Arena *a, Diag *dg, IrSchedule *s, const SynthOptions *o) {
     int bad = -1;
     double badneed = 0, worst = 0;
     for (int d = 0; d < P; d++) {
-      double nd = M.lmin[d];
+      double nd = M.lmin[d] + (rcd ? rcd[d] : 0);
       if (o->offload_auto) {
         nd = 0;
         for (int k = 0; k < M.nst[d]; k++)
@@ -1751,12 +1776,13 @@ int synth_run(Arena *a, Diag *dg, IrSchedule *s, const SynthOptions *o) {
                    room, badneed, bad, badneed);
       else
         diag_error(dg, o->span,
-                   "synthesize: %s is below %g, the least any order can reach: device %d must hold the activations of stage%s %s of one microbatch at once",
-                   room, badneed, bad, M.nst[bad] > 1 ? "s" : "", stl);
+                   "synthesize: %s is below %g, the least any order can reach: device %d must hold the activations of stage%s %s of one microbatch at once%s",
+                   room, badneed, bad, M.nst[bad] > 1 ? "s" : "", stl, rcd ? " (recomputed: what F keeps, and the part one BW rebuilds)" : "");
       if (bytes && lim(&M, bad) < Ls) diag_note(dg, x->memory_span, "hardware.memory is set here");
       goto done;
     }
   }
+  for (int d = 0; rcd && d < P; d++) M.drop[d] += rcd[d];
   {
     double keepL = M.L;
     if (o->offload_auto || s->offload.enabled) M.L = INF;   /* offload can take memory pressure away: no memory terms */
@@ -1813,11 +1839,13 @@ int synth_run(Arena *a, Diag *dg, IrSchedule *s, const SynthOptions *o) {
   /* a stated offload policy: the model keeps every activation on the device (an
      upper bound on what the lowered order holds, wherever lowering puts the reloads) */
   IrStage *mst = arena_alloc(a, sizeof(IrStage) * (size_t)(S + 1));
-  memcpy(mst, s->stages, sizeof(IrStage) * (size_t)S);
+  memcpy(mst, M.st, sizeof(IrStage) * (size_t)S);
   for (int st = 0; st < S; st++) mst[st].offload = 0;
   M.st = mst;
   if (!o->offload_auto) {
-    if (search_all(&z, s, o, seedpol, sizeof seedpol)) goto oom;
+    SynthOptions of = *o;
+    of.fused |= rcst != NULL;   /* recomputed: BW fused (see rcst) */
+    if (search_all(&z, s, &of, seedpol, sizeof seedpol)) goto oom;
   } else {
     /* offload auto: no offload, then a ratio of the activations of the first k stages
        (the ones held longest) of the first half of the microbatches or of all of them,

@@ -87,12 +87,21 @@ int ppsrt_act_adopt(ppsrt_ctx *c, int mb, int stage, void *buf, size_t bytes, in
     if (!e) return PPSRT_FAIL(PPSRT_E_NOMEM, "activation store: out of host memory");
     sl->e = e; sl->cap = cap;
   }
-  rt_act *e = &sl->e[sl->n];
+  int at = sl->n;
+  if (c->recomputing && c->rc_fill >= 0 && mb == c->rc_mb && stage == c->rc_stage) {
+    /* a partial rebuild (recompute.c) refills the entries its layers had, in order */
+    if (c->rc_fill >= sl->mark || sl->e[c->rc_fill].state != RT_ACT_NONE)
+      return PPSRT_FAIL(PPSRT_E_USAGE, "recompute: F(%d, %d) run again saved more than its recomputed layers did (%d "
+                        "entries)\nhint: the model must save the same entries in the same order each time", mb, stage,
+                        sl->mark);
+    at = c->rc_fill++;
+  }
+  rt_act *e = &sl->e[at];
   memset(e, 0, sizeof *e);
   e->dev = buf; e->bytes = bytes; e->state = RT_ACT_DEV;
   e->units = c->store.upb ? (double)bytes * c->store.upb[stage + 1] : 0;
-  if (index) *index = sl->n;
-  sl->n++;
+  if (index) *index = at;
+  if (at == sl->n) sl->n++;
   count_add(&c->store, bytes, e->units);
   return 0;
 }
@@ -174,6 +183,7 @@ int ppsrt_act_release(ppsrt_ctx *c, int mb, int stage) {
   for (int k = 0; k < sl->n; k++)
     if (sl->e[k].state != RT_ACT_NONE) drop(c, &sl->e[k]);
   sl->n = 0;
+  sl->mark = 0;
   return 0;
 }
 
@@ -199,27 +209,40 @@ int rt_store_leftover(ppsrt_ctx *c, int *mb, int *stage) {
 }
 
 /* Activation recomputation (recompute.c): after F, keep only entry 0 (the stage
- * input); before B, hand entry 0's buffer back uncounted and empty the slot, so that
- * F running again stores everything anew (adopting that buffer as its entry 0). */
-int rt_act_keep_first(ppsrt_ctx *c, int mb, int stage) {
+ * input), or (partial) drop entries 1 .. mark - 1, what the recomputed layers saved;
+ * before B, hand entry 0's buffer back uncounted and empty the slot (or, partial, only
+ * entry 0), so that F running again stores everything anew (adopting that buffer as
+ * its entry 0), or refills entries 0 .. mark - 1 (ppsrt_act_adopt). */
+void rt_act_mark(ppsrt_ctx *c, int mb, int stage) {
+  rt_slot *sl = slot_of(c, mb, stage);
+  if (sl) sl->mark = sl->n;
+}
+
+static int keep(ppsrt_ctx *c, int mb, int stage, int partial) {
   rt_slot *sl = slot_of(c, mb, stage);
   if (!sl || sl->n < 1 || sl->e[0].state != RT_ACT_DEV)
     return PPSRT_FAIL(PPSRT_E_USAGE, "recompute: F(%d, %d) stored no stage input on the device (entry 0)", mb, stage);
+  if (partial && sl->mark < 1)
+    return PPSRT_FAIL(PPSRT_E_USAGE, "recompute: F(%d, %d) marked no layer end, so part of its layers cannot be "
+                      "recomputed\nhint: the model calls ppsrt_layer_end after each layer (model.h); else recompute "
+                      "whole stages (ratio 1)", mb, stage);
   rt_poll_copies(c, 0);
-  for (int k = 1; k < sl->n; k++)
+  for (int k = 1; k < (partial ? sl->mark : sl->n); k++)
     if (sl->e[k].state != RT_ACT_NONE) {
       purge_pend(c, mb, stage, k);
       drop(c, &sl->e[k]);
     }
   return 0;
 }
+int rt_act_keep_first(ppsrt_ctx *c, int mb, int stage) { return keep(c, mb, stage, 0); }
+int rt_act_keep_marked(ppsrt_ctx *c, int mb, int stage) { return keep(c, mb, stage, 1); }
 
-int rt_act_detach_first(ppsrt_ctx *c, int mb, int stage, void **buf, size_t *bytes) {
+int rt_act_detach_first(ppsrt_ctx *c, int mb, int stage, int partial, void **buf, size_t *bytes) {
   rt_slot *sl = slot_of(c, mb, stage);
   if (!sl || sl->n < 1 || sl->e[0].state != RT_ACT_DEV)
     return PPSRT_FAIL(PPSRT_E_USAGE, "recompute: the kept input of F(%d, %d) is not on the device\n"
                       "hint: B needs F(%d, %d) first, once; a recomputed stage is not offloaded", mb, stage, mb, stage);
-  for (int k = 1; k < sl->n; k++)
+  for (int k = 1; k < (partial ? sl->mark : sl->n); k++)
     if (sl->e[k].state != RT_ACT_NONE)
       return PPSRT_FAIL(PPSRT_E_USAGE, "recompute: (mb %d, stage %d) holds more than its input before B", mb, stage);
   rt_act *e = &sl->e[0];
@@ -232,6 +255,16 @@ int rt_act_detach_first(ppsrt_ctx *c, int mb, int stage, void **buf, size_t *byt
   *bytes = e->bytes;
   memset(e, 0, sizeof *e);
   e->state = RT_ACT_NONE;
-  sl->n = 0;
+  if (partial) c->rc_fill = 0;
+  else { sl->n = 0; c->rc_fill = -1; }
+  return 0;
+}
+
+int rt_act_refilled(ppsrt_ctx *c, int mb, int stage) {
+  rt_slot *sl = slot_of(c, mb, stage);
+  for (int k = 0; sl && k < sl->mark; k++)
+    if (sl->e[k].state == RT_ACT_NONE)
+      return PPSRT_FAIL(PPSRT_E_USAGE, "recompute: F(%d, %d) run again did not rebuild entry %d of its first layers\n"
+                        "hint: the model must save the same entries in the same order each time", mb, stage, k);
   return 0;
 }

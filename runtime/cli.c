@@ -145,8 +145,8 @@ static int check_program(const ppsrt_program *p, const char *argv0) {
   const char *why;
   int rst;
   if (rt_recompute_check(p, &why, &rst)) {
-    fprintf(stderr, "%s: error: stage %d is recomputed with ratio %g: %s\nhint: `recompute all;` or `recompute "
-            "stages LO..HI;` (ratio 1), or only `ppsc sim` for a partial ratio\n", argv0, rst, p->stages[rst].recompute, why);
+    fprintf(stderr, "%s: error: stage %d is recomputed with ratio %g: %s\nhint: rebuild it with ppsc (recompute "
+            "and offload each cover other stages)\n", argv0, rst, p->stages[rst].recompute, why);
     return 1;
   }
   for (int d = 0; d < p->ndev; d++)
@@ -527,6 +527,8 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   run.dev_unit = calloc((size_t)nd, sizeof(size_t));
   run.dev_mem = calloc((size_t)it * nd, sizeof(size_t));
   run.dev_cancel = calloc((size_t)nd, sizeof(long));
+  run.dev_rctime = calloc((size_t)it * nd, sizeof *run.dev_rctime);
+  run.dev_rccount = calloc((size_t)it * nd, sizeof *run.dev_rccount);
   run.loss = calloc((size_t)it, sizeof *run.loss);
   run.dev_units = calloc((size_t)it * nd, sizeof *run.dev_units);
   run.dev_membad = calloc((size_t)nd, sizeof *run.dev_membad);
@@ -539,7 +541,7 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   run.epoch = rt_now();
   int status = 0;
   if (!run.ctx || !run.dev_busy || !run.dev_span || !run.dev_peak || !run.dev_resident || !run.dev_host ||
-      !run.dev_unit || !run.dev_mem || !run.dev_cancel || !run.loss || !run.dev_units || !run.dev_membad || !run.dev_actbad ||
+      !run.dev_unit || !run.dev_mem || !run.dev_cancel || !run.dev_rctime || !run.dev_rccount || !run.loss || !run.dev_units || !run.dev_membad || !run.dev_actbad ||
       !run.dev_flops || !run.val_loss || !run.lr_it || !run.gnorm_it) {
     fprintf(stderr, "%s: error: out of host memory\n", me);
     status = 1;
@@ -694,7 +696,7 @@ done:
   rt_ckpt_close(run.ck);
   free(run.ctx);
   free(run.dev_busy); free(run.dev_span); free(run.dev_peak);
-  free(run.dev_resident); free(run.dev_host); free(run.dev_unit); free(run.dev_mem); free(run.dev_cancel); free(run.loss);
+  free(run.dev_resident); free(run.dev_host); free(run.dev_unit); free(run.dev_mem); free(run.dev_cancel); free(run.dev_rctime); free(run.dev_rccount); free(run.loss);
   free(run.dev_units); free(run.dev_membad); free(run.dev_actbad); free(run.dev_flops);
   pthread_mutex_destroy(&run.print_lock);
   fflush(stdout);

@@ -180,8 +180,10 @@ void rt_ctx_fini(ppsrt_ctx *c) {
   if (c->tev && c->be) {
     c->be->stream_sync(c->be, PPSRT_STREAM_COMPUTE);
     for (int i = 0; i < 2 * c->nops + 1; i++) if (c->tev[i]) c->be->event_destroy(c->be, c->tev[i]);
+    for (int i = 0; c->rcev && i < 2 * c->nops; i++) if (c->rcev[i]) c->be->event_destroy(c->be, c->rcev[i]);
   }
   free(c->tev);
+  free(c->rcev);
   if (c->model) c->model->destroy(c->model);
   if (c->be) c->be->destroy(c->be);
   free(c->box); free(c->bcol); free(c->free_after); free(c->ev);
@@ -316,11 +318,11 @@ static int exec_one(ppsrt_ctx *c, int i) {
     check_act_bytes(c, op);   /* what F stored in full, before it keeps only its input */
     return rt_recompute_drop(c, op->mb, op->stage);
   case PPSRT_OP_B:
-    if (rt_recomputed(c, op->stage) && (rc = rt_recompute_rebuild(c, op->mb, op->stage))) return rc;
+    if (rt_recomputed(c, op->stage) && (rc = rt_recompute_rebuild(c, i, op->mb, op->stage))) return rc;
     return m->b(m, c, op->mb, op->stage);
   case PPSRT_OP_W: return m->w(m, c, op->mb, op->stage);
   case PPSRT_OP_BW:
-    if (rt_recomputed(c, op->stage) && (rc = rt_recompute_rebuild(c, op->mb, op->stage))) return rc;
+    if (rt_recomputed(c, op->stage) && (rc = rt_recompute_rebuild(c, i, op->mb, op->stage))) return rc;
     if (m->bw) return m->bw(m, c, op->mb, op->stage);
     if ((rc = m->b(m, c, op->mb, op->stage))) return rc;
     return m->w(m, c, op->mb, op->stage);
@@ -457,6 +459,13 @@ static int devtime_init(ppsrt_ctx *c) {
   /* the CUDA backend starts recording timed events at the first event_elapsed call
    * (earlier records answer -1): ask once now, so the first iteration is timed too */
   if (!rc) (void)c->be->event_elapsed(c->be, c->tev[2 * c->nops], c->tev[2 * c->nops]);
+  /* the rebuild inside a recomputed B/BW (recompute.c) gets its own pair */
+  for (int i = 0; i < c->nops && !rc; i++) {
+    const ppsrt_op *op = &c->ops[i];
+    if ((op->kind != PPSRT_OP_B && op->kind != PPSRT_OP_BW) || !rt_recomputed(c, op->stage)) continue;
+    if (!c->rcev && !(c->rcev = calloc((size_t)2 * c->nops, sizeof *c->rcev))) return PPSRT_FAIL(PPSRT_E_NOMEM, "out of host memory");
+    if (!(rc = c->be->event_create(c->be, &c->rcev[2 * i]))) rc = c->be->event_create(c->be, &c->rcev[2 * i + 1]);
+  }
   return rc;
 }
 
@@ -473,6 +482,12 @@ static int devtime_collect(ppsrt_ctx *c, double hbase, double *busy) {
     if (d < 0 || s < 0) continue;   /* the backend cannot say: leave it out */
     *busy += d;
     if (trace && (rc = rt_event_add(c, hbase + s, hbase + s + d, i, 0))) return rc;
+    if (!c->rcev || !c->rcev[2 * i]) continue;
+    d = be->event_elapsed(be, c->rcev[2 * i], c->rcev[2 * i + 1]);
+    s = be->event_elapsed(be, c->tev[2 * c->nops], c->rcev[2 * i]);
+    if (d < 0 || s < 0) continue;
+    c->rc_time += d;
+    if (c->run->o.trace && (rc = rt_event_add(c, hbase + s, hbase + s + d, i, RT_TRACK_RECOMPUTE))) return rc;
   }
   return 0;
 }
@@ -608,7 +623,7 @@ int rt_optimizer_step(ppsrt_ctx *c, int step, double *lr_out, double *gnorm_out)
 
 /* The stats every rank contributes after an iteration (summed over ranks). */
 enum { ST_BUSY, ST_SPAN, ST_PEAK_HI, ST_PEAK_LO, ST_RES_HI, ST_RES_LO, ST_HOST_HI, ST_HOST_LO, ST_UNIT_HI,
-       ST_UNIT_LO, ST_UNITS, ST_MEMBAD, ST_ACTBAD, ST_DMEM_HI, ST_DMEM_LO, ST_CANCEL, ST_N };
+       ST_UNIT_LO, ST_UNITS, ST_MEMBAD, ST_ACTBAD, ST_DMEM_HI, ST_DMEM_LO, ST_CANCEL, ST_RCTIME, ST_RCCOUNT, ST_N };
 
 /* After F(mb, stage): what it kept must be act_bytes(stage) for units to be exact. */
 static void check_act_bytes(ppsrt_ctx *c, const ppsrt_op *op) {
@@ -643,6 +658,8 @@ int rt_run_device(ppsrt_ctx *c) {
      * buffers, workspaces: every backend allocation) peaks anew each iteration */
     if (c->be->mem_stats && (rc = c->be->mem_stats(c->be, NULL, NULL, 1))) { fail_at(c, -1, rc, "memory statistics"); break; }
     double t0 = rt_now(), busy = 0;
+    c->rc_time = 0;
+    c->rc_count = 0;
     if (m->begin_iteration && (rc = m->begin_iteration(m, c, it))) { fail_at(c, -1, rc, "begin_iteration"); break; }
     int trace = o->trace != NULL || o->profile != NULL;
     double hbase = rt_now() - run->epoch;
@@ -736,6 +753,8 @@ int rt_run_device(ppsrt_ctx *c) {
     row[ST_UNIT_HI] = (float)(un >> 20); row[ST_UNIT_LO] = (float)(un & 0xfffff);
     row[ST_DMEM_HI] = (float)(dm >> 20); row[ST_DMEM_LO] = (float)(dm & 0xfffff);
     row[ST_CANCEL] = (float)c->store.ncancel;
+    row[ST_RCTIME] = (float)c->rc_time;
+    row[ST_RCCOUNT] = (float)c->rc_count;
     /* measured vs predicted is decided here, in double; the sum only carries the verdict */
     c->peak_units[it] = c->store.upeak;
     if (c->store.upeak > c->max_units) c->max_units = c->store.upeak;
@@ -768,6 +787,8 @@ int rt_run_device(ppsrt_ctx *c) {
         run->dev_units[(size_t)it * ndev + d] = r[ST_UNITS];
         run->dev_mem[(size_t)it * ndev + d] = ((size_t)r[ST_DMEM_HI] << 20) + (size_t)r[ST_DMEM_LO];
         run->dev_cancel[d] = (long)r[ST_CANCEL];
+        run->dev_rctime[(size_t)it * ndev + d] = r[ST_RCTIME];
+        run->dev_rccount[(size_t)it * ndev + d] = (long)r[ST_RCCOUNT];
         run->dev_membad[d] = r[ST_MEMBAD] != 0;
         run->dev_actbad[d] = r[ST_ACTBAD] != 0;
       }

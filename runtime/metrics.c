@@ -79,7 +79,9 @@ static int write_whole(const char *what, const char *path, FILE *f, char **text,
  * a recv waited, and a consumer waited for an asynchronous collective), 4 the
  * collective lane (coll_lane.c, when there is one); ts and dur in microseconds since
  * the run started. A reload that cancelled its offload (offload.c) is an instant
- * "reload I sS cancelled" on tid 2, and that offload's copy "offload I sS cancelled". */
+ * "reload I sS cancelled" on tid 2, and that offload's copy "offload I sS cancelled".
+ * A recomputed B/BW's rebuild (recompute.c) is a span "recompute <B's name>", cat
+ * "recompute", on tid 0 inside that B's span. */
 int rt_write_trace(ppsrt_run *run, const char *path) {
   char *text = NULL;
   size_t len = 0;
@@ -105,14 +107,20 @@ int rt_write_trace(ppsrt_run *run, const char *path) {
       char name[96];
       const ppsrt_op *op = e->op >= 0 && e->op < c->nops ? &c->ops[e->op] : NULL;
       if (op) trace_label(op, name, sizeof name); else snprintf(name, sizeof name, "op");
-      int tid = e->track & ~RT_TRACK_CANCELLED, cancelled = (e->track & RT_TRACK_CANCELLED) != 0;
+      int tid = e->track & ~(RT_TRACK_CANCELLED | RT_TRACK_RECOMPUTE), cancelled = (e->track & RT_TRACK_CANCELLED) != 0;
+      int rcmp = (e->track & RT_TRACK_RECOMPUTE) != 0;
       if (op && cancelled) snprintf(name + strlen(name), sizeof name - strlen(name), " cancelled");
+      if (rcmp) {   /* inside its B/BW: the forward that B runs again (recompute.c) */
+        char in[96];
+        snprintf(in, sizeof in, "%s", name);
+        snprintf(name, sizeof name, "recompute %.80s", in);
+      }
       if (op && tid == 0 && (op->kind == PPSRT_OP_SEND || op->kind == PPSRT_OP_RECV)) tid = 3;
       fprintf(f, ",\n{\"name\":");
       json_str(f, name);
       fprintf(f, ",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,"
               "\"args\":{\"op\":%d,\"mb\":%d,\"stage\":%d,\"line\":%d,\"iteration\":%d%s%s}}",
-              op ? ppsrt_op_kind_name(op->kind) : "op", c->rank, tid, e->t0 * 1e6, (e->t1 - e->t0) * 1e6, e->op,
+              rcmp ? "recompute" : op ? ppsrt_op_kind_name(op->kind) : "op", c->rank, tid, e->t0 * 1e6, (e->t1 - e->t0) * 1e6, e->op,
               op ? op->mb : -1, op ? op->stage : -1, op ? op->line : 0, e->it,
               op && (op->flags & PPSRT_FLAG_INSERTED) ? ",\"inserted\":true" : "", cancelled ? ",\"cancelled\":true" : "");
     }
@@ -255,6 +263,13 @@ void rt_print_iteration(ppsrt_run *run, int it) {
     if (u >= 0) fprintf(f, ")  MFU %.4g%%", 100 * u);
     else fprintf(f, ")  MFU n/a");
   }
+  long nrc = 0;
+  for (int d = 0; d < ndev; d++) nrc += run->dev_rccount[(size_t)it * ndev + d];
+  if (nrc) {   /* recompute.c: the forwards B/BW ran again, and their time */
+    fprintf(f, "  recompute");
+    for (int d = 0; d < ndev; d++)
+      fprintf(f, " d%d %ldx %.3f ms", d, run->dev_rccount[(size_t)it * ndev + d], 1e3 * run->dev_rctime[(size_t)it * ndev + d]);
+  }
   fprintf(f, "  lr %.6g", run->lr_it[it]);
   if (run->o.clip_grad > 0) fprintf(f, "  grad norm %.6g", run->gnorm_it[it]);
   fputc('\n', f);
@@ -286,7 +301,7 @@ int rt_compare_memory(ppsrt_run *run, int print) {
       fputc('\n', run->out);
       if (run->dev_actbad[d])
         fprintf(run->out, "memory: device %d: note: an F kept other than the model's act_bytes for its stage, so its "
-                "units are not exact (or a recomputed F kept other than its stage's `input` share of it)\n", d);
+                "units are not exact (or a recomputed F kept other than its stage's `input` or `layer` share predicts)\n", d);
     }
   }
   run->memory_mismatch = bad;
@@ -341,6 +356,11 @@ void rt_print_json(ppsrt_run *run, int status) {
     } else {
       fprintf(f, ",\"mfu\":null,\"mfu_per_device\":null");
     }
+    fprintf(f, ",\"recompute_time_s\":[");
+    for (int d = 0; d < ndev; d++) fprintf(f, "%s%.9g", d ? "," : "", run->dev_rctime[(size_t)it * ndev + d]);
+    fprintf(f, "],\"recomputes\":[");
+    for (int d = 0; d < ndev; d++) fprintf(f, "%s%ld", d ? "," : "", run->dev_rccount[(size_t)it * ndev + d]);
+    fprintf(f, "]");
     fprintf(f, ",\"step\":%ld,\"lr\":%.9g", run->step0 + it + 1, run->lr_it[it]);
     if (run->o.clip_grad > 0) fprintf(f, ",\"grad_norm\":%.9g", run->gnorm_it[it]);
     fprintf(f, "}");

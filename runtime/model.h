@@ -212,6 +212,13 @@ int ppsrt_act_release(ppsrt_ctx *c, int mb, int stage);
  * way, key stage -1, instead of rebuilding its input), ppsrt_io_put discards what it
  * is given (frees it), and the model must not count the loss a second time. */
 int ppsrt_recomputing(const ppsrt_ctx *c);
+/* Partial recomputation (ratio R < 1: the first ceil(R L) of the stage's L layers):
+ * F calls ppsrt_layer_end after layer l saved all it keeps (its output included, the
+ * layers' entries one block after the stage input). When it returns 1, F is running
+ * again for a partial rebuild and returns 0 at once: the layers above (and what F
+ * keeps after them) are still in the store. A model that does not call it can only be
+ * recomputed whole (ratio 1). */
+int ppsrt_layer_end(ppsrt_ctx *c, int mb, int stage, int l);
 
 /* Deterministic synthetic numbers shared by the models: uniform in [-1, 1) from
  * (seed, stream id, index); and a 64-bit hash to make stream ids from names. */

@@ -430,7 +430,7 @@ static int gpt_f(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage) {
   size_t Nh = (size_t)N * h, es = g->es;
   sidx *e = IX(g, mb, loc);
   void *x;
-  e->fst = e->flnf = e->fdl = e->grad = -1;
+  if (!ppsrt_recomputing(c)) e->fst = e->flnf = e->fdl = e->grad = -1;   /* a partial rebuild keeps them */
   /* the stage input, kept for LN1's backward */
   if (stage == 0 && g->mode && ppsrt_recomputing(c)) {   /* F again: the kept input (the reduced embedding) */
     size_t got = 0;
@@ -466,6 +466,7 @@ static int gpt_f(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage) {
       return rc;
     }
     x = y;
+    if (ppsrt_layer_end(c, mb, stage, l)) return 0;   /* a partial rebuild ends here (model.h) */
   }
   if (!last) {
     if ((rc = ppsrt_io_put(c, PPSRT_XFER_ACT, mb, stage, x, Nh * es))) { be->free(be, x); return rc; }

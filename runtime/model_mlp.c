@@ -7,6 +7,8 @@
  * Passes (written once against backend.h, so they run on CPU and CUDA):
  *   F   saves, per layer l, its input x_l and pre-activation h_l (2L tensors of N*H);
  *       the last stage also computes the loss and the loss gradient (on the host);
+ *       layer l's entries are 2l+1 (h_l) and 2l+2 (its output, the next x), so the
+ *       first k layers (a partial recompute) drop entries 1..2k: k/L of act;
  *   B   per layer from the top: dh_l = dy * gelu'(h_l), kept in h_l's buffer for W;
  *       dx = dh_l W^T. Frees nothing (b_free = 0): W needs x_l and dh_l;
  *   W   dW_l += x_l^T dh_l, db_l += colsum(dh_l); releases the stage's entries;
@@ -117,6 +119,7 @@ static int mlp_f(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage) {
       return rc;
     }
     x = y;
+    if (ppsrt_layer_end(c, mb, stage, l)) return 0;   /* a partial rebuild ends here (model.h) */
   }
   if (stage + 1 < m->cfg.nstage) {
     if ((rc = ppsrt_io_put(c, PPSRT_XFER_ACT, mb, stage, x, bytes))) be->free(be, x);

@@ -24,7 +24,7 @@ extern "C" {
 
 /* 2: ppsrt_program gained hardware/nhardware (appended). The runtime refuses a program
  * built for another ABI (rebuild it with the matching ppsc). */
-#define PPSRT_ABI_VERSION 3
+#define PPSRT_ABI_VERSION 4
 
 typedef struct ppsrt_op {
   uint8_t kind;    /* ppsrt_op_kind */
@@ -43,9 +43,12 @@ typedef struct ppsrt_stage {
   double act;               /* activation units F keeps (one device share = 1) */
   double b_free;            /* fraction of act that B frees; W/BW free the rest */
   double offload;           /* fraction of act offloaded by the policy (0 = none) */
-  double recompute;         /* fraction of the stage's layers recomputed (0 = none; the
-                               runtime recomputes whole stages: 1) */
+  double recompute;         /* the recompute ratio R (0 = none): the first ceil(R x layers)
+                               layers of the stage are recomputed, all of it when that is
+                               every layer (runtime/recompute.c) */
   double input;             /* the stage input's share of act (what a recomputed F keeps) */
+  double layer;             /* (ABI 4) the share of act one layer keeps, its output included:
+                               what a partially recomputed F drops per layer */
 } ppsrt_stage;
 
 typedef struct ppsrt_kv { const char *key; double value; } ppsrt_kv;

@@ -56,7 +56,7 @@ enum { RT_GIVEN_LR = 1, RT_GIVEN_SCHEDULE = 2, RT_GIVEN_WARMUP = 4, RT_GIVEN_MIN
 
 /* ---- timing records (metrics.c) ---- */
 /* A copy-engine event of a cancelled offload (its D2H copy ran, its reload did not). */
-enum { RT_TRACK_CANCELLED = 8 };
+enum { RT_TRACK_CANCELLED = 8, RT_TRACK_RECOMPUTE = 16 };   /* RECOMPUTE: a B/BW running F again (compute track) */
 typedef struct rt_event {
   double t0, t1;          /* seconds since the run's epoch */
   int32_t op;             /* index in the device's op table */
@@ -80,7 +80,7 @@ typedef struct rt_act {
                            * `host` and `rest` are freed once `ev` fires */
   ppsrt_event *ev;        /* completion of the copy in flight */
 } rt_act;
-typedef struct rt_slot { rt_act *e; int n, cap; } rt_slot;
+typedef struct rt_slot { rt_act *e; int n, cap, mark; } rt_slot;   /* mark: recompute.c (partial) */
 
 typedef struct rt_store {
   rt_slot *slots;         /* [nmb * ncol]: only the stages this device keeps memory for */
@@ -159,7 +159,11 @@ struct ppsrt_ctx {
   /* activation recomputation (recompute.c): while F runs again before B */
   int recomputing;
   void *rc_in; size_t rc_bytes; int rc_mb, rc_stage;   /* the kept input, until F takes it */
-  int rc_mismatch;        /* a recomputed F kept other than `input` of its act: first case */
+  int rc_fill;            /* a partial rebuild: the next entry its saves refill, else -1 */
+  ppsrt_event **rcev;     /* [2 * nops]: start/end of the rebuild in B/BW op i (devtime), else NULL */
+  double rc_time;         /* this iteration: seconds spent rebuilding (host clock or events) */
+  long rc_count;          /* this iteration: rebuilds run */
+  int rc_mismatch;        /* a recomputed F kept other than its predicted share of its act: first case */
   int rm_stage; double rm_got, rm_want;
   ppsrt_event *dp_ev[2];  /* --data-parallel on a GPU: compute -> DP stream, DP -> compute (replica.c) */
   int dp_pending;         /* all-reduces queued on the DP stream this iteration */
@@ -184,6 +188,8 @@ struct ppsrt_run {
   size_t *dev_resident, *dev_host, *dev_unit;   /* [ndev], of the last iteration */
   size_t *dev_mem;                  /* [iterations * ndev] peak of every device allocation (mem_stats) */
   long *dev_cancel;                 /* [ndev] offloads cancelled by their reload, so far */
+  double *dev_rctime;               /* [iterations * ndev] seconds B/BW spent running F again (recompute.c) */
+  long *dev_rccount;                /* [iterations * ndev] rebuilds (recomputed B/BW) */
   double *dev_units;                /* [iterations * ndev] measured peak units */
   int *dev_membad;                  /* [ndev] measured != predicted (decided by the rank, in double) */
   int *dev_actbad;                  /* [ndev] F kept other than act_bytes */
@@ -242,12 +248,18 @@ int rt_store_leftover(ppsrt_ctx *c, int *mb, int *stage);   /* entries still hel
 /* recompute.c: after F of a recomputed stage, and before its B/BW */
 int rt_recomputed(const ppsrt_ctx *c, int stage);
 int rt_recompute_drop(ppsrt_ctx *c, int mb, int stage);
-int rt_recompute_rebuild(ppsrt_ctx *c, int mb, int stage);
+int rt_recompute_rebuild(ppsrt_ctx *c, int op, int mb, int stage);
 int rt_recompute_check(const ppsrt_program *p, const char **why, int *stage);
-/* actstore.c: frees every entry of (mb, stage) but entry 0; takes entry 0 out of the
- * store (uncounted, the caller owns the buffer) and empties the slot */
+/* actstore.c: frees every entry of (mb, stage) but entry 0 (keep_marked: only entries
+ * 1 .. mark - 1, mark set by rt_act_mark at the end of the last recomputed layer);
+ * takes entry 0 out of the store (uncounted, the caller owns the buffer) and empties
+ * the slot (partial: leaves the rest, and the rebuild's saves refill 0 .. mark - 1,
+ * which rt_act_refilled checks) */
+void rt_act_mark(ppsrt_ctx *c, int mb, int stage);
 int rt_act_keep_first(ppsrt_ctx *c, int mb, int stage);
-int rt_act_detach_first(ppsrt_ctx *c, int mb, int stage, void **buf, size_t *bytes);
+int rt_act_keep_marked(ppsrt_ctx *c, int mb, int stage);
+int rt_act_detach_first(ppsrt_ctx *c, int mb, int stage, int partial, void **buf, size_t *bytes);
+int rt_act_refilled(ppsrt_ctx *c, int mb, int stage);
 int rt_offload(ppsrt_ctx *c, int mb, int stage, double fraction);
 int rt_reload(ppsrt_ctx *c, int mb, int stage);
 int rt_poll_copies(ppsrt_ctx *c, int wait_all);

@@ -21,7 +21,8 @@ for a in "0 1" "1 1" "2 1" "1 4" "2 4"; do
   sim -D lever=$1 -D TOFF=$2 > "${TMPDIR:-/tmp}/pps-rc.$$.$1.$2.json" || { echo "FAIL: sim lever=$1 TOFF=$2"; fails=1; }
 done
 sim -D lever=2 -D input=0.1 > "${TMPDIR:-/tmp}/pps-rc.$$.in.json" || fails=1
-sim -D lever=0 --policy recompute=0.5 > "${TMPDIR:-/tmp}/pps-rc.$$.half.json" || fails=1
+sim -D lever=0 -D layers=4 --policy recompute=0.5 > "${TMPDIR:-/tmp}/pps-rc.$$.half.json" || fails=1
+sim -D lever=0 --policy recompute=0.5 > "${TMPDIR:-/tmp}/pps-rc.$$.one.json" || fails=1
 python3 - "${TMPDIR:-/tmp}/pps-rc.$$" <<'PY' || fails=1
 import json, sys
 p = sys.argv[1]
@@ -42,6 +43,9 @@ want(0.5 < inp["peak_memory"] <= 0.5 + 0.1 * none["peak_memory"] + 1e-9, "input 
 half = j("half")
 want(all(abs(d["recompute_time"] - 4) < 1e-12 for d in half["per_device"]), "ratio 0.5: recompute_time %s, expected 4" % [d["recompute_time"] for d in half["per_device"]])
 want(none["peak_memory"] > half["peak_memory"] > rc1["peak_memory"], "ratio 0.5: peak %s not between" % half["peak_memory"])
+one = j("one")   # one layer per stage: ratio 0.5 recomputes that layer, the whole stage
+want([d["recompute_time"] for d in one["per_device"]] == [8] * 4 and one["peak_memory"] == rc1["peak_memory"],
+     "ratio 0.5 of one layer: recompute_time %s, peak %s, expected the whole stage's 8, %s" % ([d["recompute_time"] for d in one["per_device"]], one["peak_memory"], rc1["peak_memory"]))
 print("\n".join("FAIL: " + b for b in bad) if bad else "ok: offload 28.5/2 at TOFF=TF, 30.5/5.5 at 4TF; recompute 38/0.5; ratio 0.5 peak %g" % half["peak_memory"])
 sys.exit(1 if bad else 0)
 PY
@@ -86,6 +90,34 @@ for L in 1 3; do
   else echo "FAIL: ppsc synth L=$L"; fails=1; fi
 done
 rm -f "$oa.pps" "$oa.out.pps"
+# synthesize with a stated recompute policy (no offload auto) searches with it: F keeps
+# 0.05 of a stage's 0.5 (input 0.1), so limits 0.6 and 0.8 fit (0.1 kept + 0.45 rebuilt) where
+# without recomputation one microbatch needs 1; the order meets the limit in sim, and
+# sim's makespan is the synthesiser's (no warning that the model left the rebuild out)
+cat > "$oa.pps" <<'PPS'
+schedule sr(P = 2, m = 4, L: real = 1.5, rc: bool = true) {
+  devices P; microbatches m; placement interleaved(2);
+  cost TF = 1, TB = 1, TW = 1, TC = 0;
+  memory limit = L;
+  memory input = 0.1;
+  if rc { recompute all; }
+  synthesize;
+}
+PPS
+for L in 0.6 0.8 1.5; do
+  if "$PPSC" synth "$oa.pps" -D L=$L -o "$oa.out.pps" > /dev/null 2> "$oa.err"; then
+    got=$("$PPSC" sim --json "$oa.out.pps" | python3 -c 'import json,sys; j=json.load(sys.stdin); print(j["valid"], j["peak_memory"] <= '$L')')
+    if [ "$got" = "True True" ] && grep -q '^  recompute ratio 1 stages 0..4;' "$oa.out.pps" && ! grep -q "differs from the synthesiser" "$oa.err"; then
+      echo "ok: synthesize with recompute all under limit $L: valid, peak within, sim's makespan is the model's"
+    else echo "FAIL: synthesize with recompute all under limit $L: '$got'"; cat "$oa.err"; fails=1; fi
+  else echo "FAIL: ppsc synth with recompute all under limit $L:"; cat "$oa.err"; fails=1; fi
+done
+if "$PPSC" synth "$oa.pps" -D L=0.8 -D rc=false -o "$oa.out.pps" > /dev/null 2> "$oa.err"; then
+  echo "FAIL: limit 0.8 without recomputation synthesised"; fails=1
+elif grep -q "memory limit 0.8 is below 1, the least any order can reach" "$oa.err"; then
+  echo "ok: limit 0.8 without recomputation: below the least any order needs"
+else echo "FAIL: limit 0.8 without recomputation:"; cat "$oa.err"; fails=1; fi
+rm -f "$oa.pps" "$oa.out.pps" "$oa.err"
 # a limit the rebuild exceeds is reported at the B that rebuilds (the verifier's order model)
 "$PPSC" check "$top_srcdir/examples/1f1b.pps" --policy recompute=all --memory input=0.2 --memory limit=1.5 > /dev/null 2> "${TMPDIR:-/tmp}/pps-rc.$$.err"
 if grep -q "1f1b.pps:19:47: error: device 0 holds 1.6 activations while BW(0) runs its forward again (recompute), over the limit of 1.5" "${TMPDIR:-/tmp}/pps-rc.$$.err"; then

@@ -108,7 +108,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   ppsrt_stage *st = calloc((size_t)S, sizeof *st);
-  for (int s = 0; s < S; s++) st[s] = (ppsrt_stage){dev(s), 1, 1, 1, 2, 1, 0, 0, 0, 0};
+  for (int s = 0; s < S; s++) st[s] = (ppsrt_stage){dev(s), 1, 1, 1, 2, 1, 0, 0, 0, 0, 0};
   const ppsrt_op *tabs[16];
   for (int d = 0; d < P; d++) tabs[d] = ops[d];
   static const ppsrt_kv model[] = {{"hidden", 16}, {"heads", 4}, {"query_groups", 2}, {"seq", 8},

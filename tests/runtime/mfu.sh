@@ -119,7 +119,7 @@ else echo "skip: MPI (not built or no mpirun)"; fi
 printf '#include <ppsrt.h>\n#undef PPSRT_ABI_VERSION\n#define PPSRT_ABI_VERSION 1\n' > "$WORK/abi1.h"
 if env CC="${CC:-cc} -include $WORK/abi1.h" "$PPSC" build "$WORK/mfu.pps" -o "$WORK/abi1" 2> "$WORK/abi1.err"; then
   expect_exit 1 "an ABI 1 program is refused" "$WORK/abi1"
-  expect_grep "program built for runtime ABI 1, this libppsrt is ABI 3" "ABI mismatch message"
+  expect_grep "program built for runtime ABI 1, this libppsrt is ABI 4" "ABI mismatch message"
   expect_grep "hint: rebuild it" "ABI mismatch hint"
 else fail "build the ABI 1 program"; cat "$WORK/abi1.err" >&2; fi
 finish

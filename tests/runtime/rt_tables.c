@@ -54,7 +54,7 @@ int main(int argc, char **argv) {
   ppsrt_stage *st = calloc((size_t)P, sizeof *st);
   double *peak = calloc((size_t)P, sizeof *peak);
   for (int d = 0; d < P; d++) {
-    st[d] = (ppsrt_stage){d, 1, 1, 1, 2, 1, 0, mode == 2 ? 1 : 0, 0, 0};
+    st[d] = (ppsrt_stage){d, 1, 1, 1, 2, 1, 0, mode == 2 ? 1 : 0, 0, 0, 0};
     int warm = P - d - 1 < m ? P - d - 1 : m;
     for (int i = 0; i < warm; i++) fwd(d, P, i, mode);
     for (int i = 0; i < m - warm; i++) { fwd(d, P, i + warm, mode); bwd(d, P, i, mode); }
