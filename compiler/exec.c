@@ -476,10 +476,18 @@ int exec_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *
         if (moved[q] >= 0 || pc[pe] >= gfirst[q]) break;
         moved[q] = bpos;
       }
-      /* before an op that is not a send/recv, after one: the moved recvs join the group
-       * before, which this run did not model (the caller runs again) */
+      /* before an op that is not a send/recv, after one (or after copies that follow
+       * one: lowering's grouping moves the copies of an inserted run to its front):
+       * the moved recvs may join the group before, which this run did not model (the
+       * caller runs again). Else each moved recv joins the group its device stood at,
+       * or forms a group at the op it stood at, whose condition (its send's group
+       * reached) held when it moved: the run is the proof of the moved schedule */
       const IrDevice *pv = &s->devs[pe];
-      if (bpos == pc[pe] && bpos > 0 && is_p2p(&pv->ops[bpos - 1])) merged = 1;
+      if (bpos == pc[pe]) {
+        int q = bpos - 1;
+        while (q >= 0 && (pv->ops[q].kind == IR_OFFLOAD || pv->ops[q].kind == IR_RELOAD)) q--;
+        if (q >= 0 && is_p2p(&pv->ops[q])) merged = 1;
+      }
       /* d's waits are rechecked from the start of its group */
       gk[d] = -1;
       int32_t *pp = &whead[pe];

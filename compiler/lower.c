@@ -776,14 +776,15 @@ static void lower_rendezvous(Arena *a, IrSchedule *s) {
       int ok = exec_run(&t0, &m, &ix, &L, &em, &r);
       int64_t nmv = apply_moves(&t0, s, &ix, moved);
       arena_free(&t0);
-      /* a run that moved nothing was the proof of the op arrays as they stay:
-       * verify need not run it again (a later move voids every earlier proof) */
+      /* a run that ran to the end (its moves joining the groups it modelled: exec.c)
+       * is the proof of the op arrays as they are after its moves: verify need not
+       * run it again (a later move voids every earlier proof) */
       if (nmv) s->rdv_proved = 0;
-      else if (ok == 1) s->rdv_proved |= pass ? IR_PROVED_RDV : IR_PROVED_RDV_BLOCKING;
+      if (ok == 1) s->rdv_proved |= pass ? IR_PROVED_RDV : IR_PROVED_RDV_BLOCKING;
       if (!nmv) break;
       overlap_normalize(a, s);
       lower_groups(a, s);
-      if (ok == 1) break;  /* ran to the end as moved: verify's run agrees */
+      if (ok == 1) break;  /* ran to the end as moved: proved */
     }
   }
 }
