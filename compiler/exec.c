@@ -68,6 +68,7 @@
 
 static int is_compute(int k) { return k <= IR_T; }
 static int is_p2p(const IrOp *op) { return op->kind == IR_SEND || op->kind == IR_RECV; }
+static int kf_p2p(uint8_t kf) { return ANA_KIND(kf) == IR_SEND || ANA_KIND(kf) == IR_RECV; }
 
 /* A copy's time alone (its work on the link). */
 double exec_copy_work(const IrSchedule *s, const IrOp *op) {
@@ -180,21 +181,20 @@ int exec_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *
   }
   /* rendezvous: the matching op of each send/recv, and the local index of its
    * group's first op */
+  const uint8_t *kf = ix->kf;   /* the ops' kinds and flags (the loop reads an op only to time it) */
   int32_t *match = NULL, *gfirst = NULL, *gk = NULL, *gat = NULL, *gend = NULL, *stuck = NULL, **crecv = NULL;
   if (rdv) {
     match = arena_alloc(a, sizeof(int32_t) * (size_t)(n + 1));
     gfirst = arena_alloc(a, sizeof(int32_t) * (size_t)(n + 1));
     memset(match, 0xff, sizeof(int32_t) * (size_t)(n + 1));
     for (int d = 0; d < P; d++) {
-      const IrDevice *dv = &s->devs[d];
-      int32_t first = 0;
-      for (int k = 0; k < dv->nops; k++) {
-        const IrOp *op = &dv->ops[k];
-        int32_t g = ix->off[d] + k;
-        if (!is_p2p(op)) continue;
-        if (!(k > 0 && (op->flags & IR_FLAG_GROUP) && is_p2p(&dv->ops[k - 1]))) first = k;
+      int32_t first = 0, o = ix->off[d], nk = ix->off[d + 1] - o;
+      for (int k = 0; k < nk; k++) {
+        int32_t g = o + k;
+        if (!kf_p2p(kf[g])) continue;
+        if (!(k > 0 && (ANA_FLAGS(kf[g]) & IR_FLAG_GROUP) && kf_p2p(kf[g - 1]))) first = k;
         gfirst[g] = first;
-        if (op->kind == IR_RECV && L->link[g] >= 0) {
+        if (ANA_KIND(kf[g]) == IR_RECV && L->link[g] >= 0) {
           match[g] = L->link[g];
           match[L->link[g]] = g;
         }
@@ -209,7 +209,7 @@ int exec_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *
       crecv = arena_alloc(a, sizeof(int32_t *) * (size_t)(L->nchan + 1));
       for (int c = 0; c < L->nchan; c++) crecv[c] = arena_alloc(a, sizeof(int32_t) * (size_t)(L->chan_nrecv[c] + 1));
       for (int64_t g = 0; g < n; g++)
-        if (L->chan[g] >= 0 && ana_op(s, ix, (int32_t)g)->kind == IR_RECV) crecv[L->chan[g]][L->seq[g]] = (int32_t)g;
+        if (L->chan[g] >= 0 && ANA_KIND(kf[g]) == IR_RECV) crecv[L->chan[g]][L->seq[g]] = (int32_t)g;
     }
   }
   int32_t *pc = arena_alloc(a, sizeof(int32_t) * (size_t)(P + 1));
@@ -261,10 +261,11 @@ int exec_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *
       while (pc[d] < dv->nops) {
         const IrOp *op = &dv->ops[pc[d]];
         int32_t g = ix->off[d] + pc[d];
+        int kind = ANA_KIND(kf[g]);
         double st = timed ? t[d] : 0;
         int32_t ln = L->link[g], wd = -1, thr = 0;
         int block = 0;
-        switch ((IrKind)op->kind) {
+        switch ((IrKind)kind) {
         case IR_SEND: case IR_RECV: {
           if (rdv) {   /* the group [pc, e): every op matched by a posted peer op */
             int e;
@@ -272,7 +273,7 @@ int exec_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *
               e = gend[d];   /* a device woken again at the same group: its end is known */
             } else {
               e = pc[d] + 1;
-              while (e < dv->nops && is_p2p(&dv->ops[e]) && (dv->ops[e].flags & IR_FLAG_GROUP)) e++;
+              while (e < dv->nops && kf_p2p(kf[ix->off[d] + e]) && (ANA_FLAGS(kf[ix->off[d] + e]) & IR_FLAG_GROUP)) e++;
               gat[d] = pc[d];
               gend[d] = e;
             }
@@ -295,7 +296,7 @@ int exec_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *
             if (!block) pc[d] = e - 1; /* the group is done; pc[d]++ below */
             break;
           }
-          if (op->kind == IR_SEND) {
+          if (kind == IR_SEND) {
             if (timed) r->start[g] = r->end[g] = st;
             break;
           }
@@ -318,7 +319,7 @@ int exec_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *
         case IR_COLL: case IR_S: {
           int k = ln;
           if (k < 0 || k >= ncmax) { block = 2; break; }
-          if (async && op->kind == IR_COLL) { /* issue on the lane, go on */
+          if (async && kind == IR_COLL) { /* issue on the lane, go on */
             if (timed && t[d] > ct[k]) ct[k] = t[d];
             int ty = (int)op->coll - 1;
             if (op->mb >= 0 && op->mb < s->nmb && ty >= 0 && ty < 4 && ck[op->mb * 4 + ty] < 0) ck[op->mb * 4 + ty] = k;
@@ -341,7 +342,7 @@ int exec_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *
           if (carr[k] < P) { block = 3; cwait[ncwait++] = d; break; }
           arrived[d] = 0;
           if (!timed) break;
-          if (op->kind == IR_S) {   /* the broadcast, then the pass */
+          if (kind == IR_S) {   /* the broadcast, then the pass */
             double c = s->vocab.t_s;
             r->start[g] = ct[k] + tc;
             r->end[g] = ct[k] + tc + c;
@@ -358,7 +359,7 @@ int exec_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *
         }
         case IR_OFFLOAD: case IR_RELOAD: {
           if (!timed) break;   /* copies never block on a peer */
-          int dir = op->kind == IR_RELOAD;
+          int dir = kind == IR_RELOAD;
           if (dir && ln >= 0 && ln < g && r->end[ln] > st) {   /* its offload is still copying */
             r->start[g] = r->end[g] = st;
             if (!r->cancelled) r->cancelled = arena_alloc(a, (size_t)n + 1);
@@ -377,7 +378,7 @@ int exec_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *
         default: {
           double ready = st;
           if (L->postwait) { /* the data of the posted recvs it (or its overlapped partner) reads */
-            int pair2 = overlap_pair_at(dv, pc[d]);
+            int pair2 = overlap_pair_kf(kf, g, pc[d], dv->nops);
             for (int h = 0; h <= pair2 && !block; h++) {
               int32_t pr = L->postwait[g + h], sn = pr >= 0 ? L->link[pr] : -1;
               if (pr < 0) continue;
@@ -405,13 +406,13 @@ int exec_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *
             if (block) break;
           }
           if (!timed) break;   /* (untimed: an overlapped pair's second half is checked on its own) */
-          if ((op->kind == IR_B || op->kind == IR_BW) && ln >= 0 && ln < g) {
+          if ((kind == IR_B || kind == IR_BW) && ln >= 0 && ln < g) {
             if (r->end[ln] > ready) {
               r->dev[d].copy_stall += r->end[ln] - ready;
               ready = r->end[ln];
             }
           }
-          int pair = overlap_pair_at(dv, pc[d]);
+          int pair = overlap_pair_kf(kf, g, pc[d], dv->nops);
           if (pair) { /* overlapped F&B (overlap.c): both halves start and end together */
             const IrOp *y = &dv->ops[pc[d] + 1];
             int32_t ly = L->link[g + 1];
@@ -429,7 +430,7 @@ int exec_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *
             r->end[g + 1] = ready + c;
             pc[d]++;
           }
-          if (is_compute(op->kind)) {
+          if (is_compute(kind)) {
             r->dev[d].busy += c;
             if (r->dev[d].first < 0) r->dev[d].first = ready;
           }

@@ -30,6 +30,7 @@ int ana_index(Arena *a, const IrSchedule *s, AnaIndex *ix) {
   ix->total = total;
   ix->off = arena_alloc(a, sizeof(int32_t) * (size_t)(ix->ndev + 1));
   ix->devof = arena_alloc(a, sizeof(int32_t) * (size_t)(total + 1));
+  ix->kf = arena_alloc(a, (size_t)total + 1);
   int32_t **tabs[5] = {&ix->posF, &ix->posB, &ix->posW, &ix->posOff, &ix->posRel};
   for (int k = 0; k < 5; k++) {
     *tabs[k] = arena_alloc(a, sizeof(int32_t) * (size_t)(slots + 1));
@@ -42,6 +43,7 @@ int ana_index(Arena *a, const IrSchedule *s, AnaIndex *ix) {
     for (int k = 0; k < dev->nops; k++, g++) {
       const IrOp *op = &dev->ops[k];
       ix->devof[g] = d;
+      ix->kf[g] = (uint8_t)((op->kind & 15) | (op->flags & 15) << 4);
       int32_t *t = NULL;
       switch ((IrKind)op->kind) {
       case IR_F: t = ix->posF; break;
