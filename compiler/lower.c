@@ -644,7 +644,7 @@ static void lower_groups(Arena *a, IrSchedule *s) {
  * move costs nothing in the buffered timing); then the run goes on. A schedule that
  * deadlocks buffered too (one untimed buffered run, at the first repair) is not
  * repaired: verify reports that deadlock. */
-static int is_p2p(const IrOp *op) { return op->kind == IR_SEND || op->kind == IR_RECV; }
+static int kf_p2p(uint8_t kf) { return ANA_KIND(kf) == IR_SEND || ANA_KIND(kf) == IR_RECV; }
 
 typedef struct Repair {
   Arena *a;
@@ -678,13 +678,13 @@ static int repair_pick(void *ctx, const ExecStall *x, int *bposp) {
     for (int k = 0, d = pass ? 0 : cyc; pass ? d < P : (k == 0 || d != cyc); k++, d = pass ? d + 1 : waitdev[d]) {
       if (pc[d] >= s->devs[d].nops || stuck[d] < 0) continue;
       int32_t o = stuck[d], m = match[o];
-      if (ana_op(s, ix, o)->kind != IR_SEND || m < 0 || moved[m] >= 0 || L->chan[m] < 0) continue;
+      if (ANA_KIND(ix->kf[o]) != IR_SEND || m < 0 || moved[m] >= 0 || L->chan[m] < 0) continue;
       int pe = ix->devof[m];
       if (pc[pe] >= gfirst[m]) continue;
-      const IrDevice *pv = &s->devs[pe];
-      int pos = pc[pe];
-      if (is_p2p(&pv->ops[pos]))
-        for (pos++; pos < pv->nops && is_p2p(&pv->ops[pos]) && (pv->ops[pos].flags & IR_FLAG_GROUP); pos++) {}
+      const uint8_t *pk = ix->kf + ix->off[pe];   /* pe's kinds and flags (opindex.h) */
+      int pos = pc[pe], pn = s->devs[pe].nops;
+      if (kf_p2p(pk[pos]))
+        for (pos++; pos < pn && kf_p2p(pk[pos]) && (ANA_FLAGS(pk[pos]) & IR_FLAG_GROUP); pos++) {}
       if (!rp->checked) {
         /* first repair: a schedule that deadlocks buffered too is left as it is
          * (verify reports that deadlock) */
