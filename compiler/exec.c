@@ -68,6 +68,7 @@
 
 static int is_compute(int k) { return k <= IR_T; }
 static int is_p2p(const IrOp *op) { return op->kind == IR_SEND || op->kind == IR_RECV; }
+typedef struct ExecPeer { int32_t dev, need; } ExecPeer;
 static int kf_p2p(uint8_t kf) { return ANA_KIND(kf) == IR_SEND || ANA_KIND(kf) == IR_RECV; }
 
 /* A copy's time alone (its work on the link). */
@@ -182,6 +183,7 @@ int exec_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *
   /* rendezvous: the matching op of each send/recv, and the local index of its
    * group's first op */
   const uint8_t *kf = ix->kf;   /* the ops' kinds and flags (the loop reads an op only to time it) */
+  ExecPeer *peer = NULL;
   int32_t *match = NULL, *gfirst = NULL, *gk = NULL, *gat = NULL, *gend = NULL, *stuck = NULL, **crecv = NULL;
   if (rdv) {
     match = arena_alloc(a, sizeof(int32_t) * (size_t)(n + 1));
@@ -199,6 +201,16 @@ int exec_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *
           match[L->link[g]] = g;
         }
       }
+    }
+    /* each send/recv's peer: its match's device (-1: never matched) and the local index
+     * of its match's group (-1: its match was moved, so posted); the group check reads
+     * these along the device instead of the match's entries all over the arrays */
+    peer = arena_alloc(a, sizeof(ExecPeer) * (size_t)(n + 1));
+    for (int64_t g = 0; g < n; g++) {
+      if (!kf_p2p(kf[g])) continue;
+      int32_t mo = match[g];
+      peer[g].dev = mo < 0 ? -1 : ix->devof[mo];
+      peer[g].need = mo < 0 ? 0 : moved && moved[mo] >= 0 ? -1 : gfirst[mo];
     }
     gk = arena_alloc(a, sizeof(int32_t) * (size_t)(P + 1));      /* a group's check resumes here */
     gat = arena_alloc(a, sizeof(int32_t) * (size_t)(P + 1));     /* the group each device is at, */
@@ -263,7 +275,7 @@ int exec_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *
         int32_t g = ix->off[d] + pc[d];
         int kind = ANA_KIND(kf[g]);
         double st = timed ? t[d] : 0;
-        int32_t ln = L->link[g], wd = -1, thr = 0;
+        int32_t wd = -1, thr = 0;   /* (each case reads its op's link, L->link[g], if it needs it) */
         int block = 0;
         switch ((IrKind)kind) {
         case IR_SEND: case IR_RECV: {
@@ -279,16 +291,16 @@ int exec_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *
             }
             int k = gk[d] >= pc[d] && gk[d] < e ? gk[d] : pc[d];
             for (; k < e; k++) {
-              int32_t o = ix->off[d] + k, mo = match[o];
+              int32_t o = ix->off[d] + k;
               if (moved && moved[o] >= 0) continue; /* posted where it was moved */
               /* a posted recv is matched at its group too: NCCL completes a group as a whole */
-              if (mo < 0) { block = 2; stuck[d] = o; break; }  /* never matched: verify reports it */
-              if (moved && moved[mo] >= 0) continue;
-              if (pc[ix->devof[mo]] < gfirst[mo]) {
+              const ExecPeer *pe = &peer[o];
+              if (pe->dev < 0) { block = 2; stuck[d] = o; break; }  /* never matched: verify reports it */
+              if (pc[pe->dev] < pe->need) {   /* (need -1: its match was moved, posted) */
                 block = 1;
                 stuck[d] = o;
-                wd = ix->devof[mo];
-                thr = gfirst[mo];
+                wd = pe->dev;
+                thr = pe->need;
                 break;
               }
             }
@@ -300,6 +312,7 @@ int exec_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *
             if (timed) r->start[g] = r->end[g] = st;
             break;
           }
+          int32_t ln = L->link[g];
           if (ln < 0) { block = 2; break; }
           if (L->postcons && L->postcons[g] >= 0) {   /* posted: its consumer waits for the data */
             if (timed) r->start[g] = r->end[g] = st;
@@ -317,7 +330,7 @@ int exec_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *
           break;
         }
         case IR_COLL: case IR_S: {
-          int k = ln;
+          int k = L->link[g];
           if (k < 0 || k >= ncmax) { block = 2; break; }
           if (async && kind == IR_COLL) { /* issue on the lane, go on */
             if (timed && t[d] > ct[k]) ct[k] = t[d];
@@ -360,6 +373,7 @@ int exec_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *
         case IR_OFFLOAD: case IR_RELOAD: {
           if (!timed) break;   /* copies never block on a peer */
           int dir = kind == IR_RELOAD;
+          int32_t ln = L->link[g];
           if (dir && ln >= 0 && ln < g && r->end[ln] > st) {   /* its offload is still copying */
             r->start[g] = r->end[g] = st;
             if (!r->cancelled) r->cancelled = arena_alloc(a, (size_t)n + 1);
@@ -406,7 +420,8 @@ int exec_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *
             if (block) break;
           }
           if (!timed) break;   /* (untimed: an overlapped pair's second half is checked on its own) */
-          if ((kind == IR_B || kind == IR_BW) && ln >= 0 && ln < g) {
+          int32_t ln = kind == IR_B || kind == IR_BW ? L->link[g] : -1;
+          if (ln >= 0 && ln < g) {
             if (r->end[ln] > ready) {
               r->dev[d].copy_stall += r->end[ln] - ready;
               ready = r->end[ln];
@@ -476,6 +491,7 @@ int exec_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *
         int32_t q = cr[j];
         if (moved[q] >= 0 || pc[pe] >= gfirst[q]) break;
         moved[q] = bpos;
+        if (match[q] >= 0) peer[match[q]].need = -1;
       }
       /* before an op that is not a send/recv, after one (or after copies that follow
        * one: lowering's grouping moves the copies of an inserted run to its front):
