@@ -265,12 +265,32 @@ int exec_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *
       if (!inq[cwait[w]]) { inq[cwait[w]] = 1; stack[sp++] = cwait[w]; } \
     ncwait = 0;                                                      \
   } while (0)
+  /* untimed: the kinds whose ops never wait under the model (copies; compute without
+   * posted recvs or lane collectives to wait for; buffered sends), passed over in one
+   * scan of the kind bytes (the run's result is the same: nothing there can block) */
+  unsigned skip = 0;
+  if (!timed) {
+    skip = 1u << IR_OFFLOAD | 1u << IR_RELOAD;
+    if (!L->postwait && !async) skip |= 1u << IR_F | 1u << IR_B | 1u << IR_W | 1u << IR_BW | 1u << IR_IF | 1u << IR_IB | 1u << IR_T;
+    if (!rdv) skip |= 1u << IR_SEND;
+  }
   for (;;) {
     while (sp) {
       int d = stack[--sp];
       inq[d] = 0;
       const IrDevice *dv = &s->devs[d];
       while (pc[d] < dv->nops) {
+        if (skip) {
+          const uint8_t *kd = kf + ix->off[d];
+          int32_t k = pc[d], nk = dv->nops;
+          if ((skip >> ANA_KIND(kd[k])) & 1) {
+            while (k < nk && ((skip >> ANA_KIND(kd[k])) & 1)) k++;
+            pc[d] = k;
+            waitdev[d] = -1;
+            if (rdv) stuck[d] = -1;
+            if (k >= nk) break;
+          }
+        }
         const IrOp *op = &dv->ops[pc[d]];
         int32_t g = ix->off[d] + pc[d];
         int kind = ANA_KIND(kf[g]);
