@@ -41,7 +41,9 @@ static inline const IrOp *ana_op(const IrSchedule *s, const AnaIndex *ix, int32_
   return &s->devs[d].ops[g - ix->off[d]];
 }
 /* True when the op names a valid (mb, stage) of a compute pass. */
-int ana_valid_pass(const IrSchedule *s, const IrOp *op);
+static inline int ana_valid_pass(const IrSchedule *s, const IrOp *op) {
+  return op->mb >= 0 && op->mb < s->nmb && op->stage >= 0 && op->stage < s->nstage;
+}
 /* Fraction of F(mb, stage)'s activation an offload of it moves. */
 double ana_offload_fraction(const IrSchedule *s, int stage);
 
