@@ -68,6 +68,8 @@
 
 static int is_compute(int k) { return k <= IR_T; }
 static int is_p2p(const IrOp *op) { return op->kind == IR_SEND || op->kind == IR_RECV; }
+typedef struct ExecPeer { int32_t dev, need; } ExecPeer;
+static int kf_p2p(uint8_t kf) { return ANA_KIND(kf) == IR_SEND || ANA_KIND(kf) == IR_RECV; }
 
 /* A copy's time alone (its work on the link). */
 double exec_copy_work(const IrSchedule *s, const IrOp *op) {
@@ -180,25 +182,35 @@ int exec_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *
   }
   /* rendezvous: the matching op of each send/recv, and the local index of its
    * group's first op */
+  const uint8_t *kf = ix->kf;   /* the ops' kinds and flags (the loop reads an op only to time it) */
+  ExecPeer *peer = NULL;
   int32_t *match = NULL, *gfirst = NULL, *gk = NULL, *gat = NULL, *gend = NULL, *stuck = NULL, **crecv = NULL;
   if (rdv) {
     match = arena_alloc(a, sizeof(int32_t) * (size_t)(n + 1));
     gfirst = arena_alloc(a, sizeof(int32_t) * (size_t)(n + 1));
     memset(match, 0xff, sizeof(int32_t) * (size_t)(n + 1));
     for (int d = 0; d < P; d++) {
-      const IrDevice *dv = &s->devs[d];
-      int32_t first = 0;
-      for (int k = 0; k < dv->nops; k++) {
-        const IrOp *op = &dv->ops[k];
-        int32_t g = ix->off[d] + k;
-        if (!is_p2p(op)) continue;
-        if (!(k > 0 && (op->flags & IR_FLAG_GROUP) && is_p2p(&dv->ops[k - 1]))) first = k;
+      int32_t first = 0, o = ix->off[d], nk = ix->off[d + 1] - o;
+      for (int k = 0; k < nk; k++) {
+        int32_t g = o + k;
+        if (!kf_p2p(kf[g])) continue;
+        if (!(k > 0 && (ANA_FLAGS(kf[g]) & IR_FLAG_GROUP) && kf_p2p(kf[g - 1]))) first = k;
         gfirst[g] = first;
-        if (op->kind == IR_RECV && L->link[g] >= 0) {
+        if (ANA_KIND(kf[g]) == IR_RECV && L->link[g] >= 0) {
           match[g] = L->link[g];
           match[L->link[g]] = g;
         }
       }
+    }
+    /* each send/recv's peer: its match's device (-1: never matched) and the local index
+     * of its match's group (-1: its match was moved, so posted); the group check reads
+     * these along the device instead of the match's entries all over the arrays */
+    peer = arena_alloc(a, sizeof(ExecPeer) * (size_t)(n + 1));
+    for (int64_t g = 0; g < n; g++) {
+      if (!kf_p2p(kf[g])) continue;
+      int32_t mo = match[g];
+      peer[g].dev = mo < 0 ? -1 : ix->devof[mo];
+      peer[g].need = mo < 0 ? 0 : moved && moved[mo] >= 0 ? -1 : gfirst[mo];
     }
     gk = arena_alloc(a, sizeof(int32_t) * (size_t)(P + 1));      /* a group's check resumes here */
     gat = arena_alloc(a, sizeof(int32_t) * (size_t)(P + 1));     /* the group each device is at, */
@@ -209,7 +221,7 @@ int exec_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *
       crecv = arena_alloc(a, sizeof(int32_t *) * (size_t)(L->nchan + 1));
       for (int c = 0; c < L->nchan; c++) crecv[c] = arena_alloc(a, sizeof(int32_t) * (size_t)(L->chan_nrecv[c] + 1));
       for (int64_t g = 0; g < n; g++)
-        if (L->chan[g] >= 0 && ana_op(s, ix, (int32_t)g)->kind == IR_RECV) crecv[L->chan[g]][L->seq[g]] = (int32_t)g;
+        if (L->chan[g] >= 0 && ANA_KIND(kf[g]) == IR_RECV) crecv[L->chan[g]][L->seq[g]] = (int32_t)g;
     }
   }
   int32_t *pc = arena_alloc(a, sizeof(int32_t) * (size_t)(P + 1));
@@ -253,18 +265,39 @@ int exec_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *
       if (!inq[cwait[w]]) { inq[cwait[w]] = 1; stack[sp++] = cwait[w]; } \
     ncwait = 0;                                                      \
   } while (0)
+  /* untimed: the kinds whose ops never wait under the model (copies; compute without
+   * posted recvs or lane collectives to wait for; buffered sends), passed over in one
+   * scan of the kind bytes (the run's result is the same: nothing there can block) */
+  unsigned skip = 0;
+  if (!timed) {
+    skip = 1u << IR_OFFLOAD | 1u << IR_RELOAD;
+    if (!L->postwait && !async) skip |= 1u << IR_F | 1u << IR_B | 1u << IR_W | 1u << IR_BW | 1u << IR_IF | 1u << IR_IB | 1u << IR_T;
+    if (!rdv) skip |= 1u << IR_SEND;
+  }
   for (;;) {
     while (sp) {
       int d = stack[--sp];
       inq[d] = 0;
       const IrDevice *dv = &s->devs[d];
       while (pc[d] < dv->nops) {
+        if (skip) {
+          const uint8_t *kd = kf + ix->off[d];
+          int32_t k = pc[d], nk = dv->nops;
+          if ((skip >> ANA_KIND(kd[k])) & 1) {
+            while (k < nk && ((skip >> ANA_KIND(kd[k])) & 1)) k++;
+            pc[d] = k;
+            waitdev[d] = -1;
+            if (rdv) stuck[d] = -1;
+            if (k >= nk) break;
+          }
+        }
         const IrOp *op = &dv->ops[pc[d]];
         int32_t g = ix->off[d] + pc[d];
+        int kind = ANA_KIND(kf[g]);
         double st = timed ? t[d] : 0;
-        int32_t ln = L->link[g], wd = -1, thr = 0;
+        int32_t wd = -1, thr = 0;   /* (each case reads its op's link, L->link[g], if it needs it) */
         int block = 0;
-        switch ((IrKind)op->kind) {
+        switch ((IrKind)kind) {
         case IR_SEND: case IR_RECV: {
           if (rdv) {   /* the group [pc, e): every op matched by a posted peer op */
             int e;
@@ -272,22 +305,22 @@ int exec_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *
               e = gend[d];   /* a device woken again at the same group: its end is known */
             } else {
               e = pc[d] + 1;
-              while (e < dv->nops && is_p2p(&dv->ops[e]) && (dv->ops[e].flags & IR_FLAG_GROUP)) e++;
+              while (e < dv->nops && kf_p2p(kf[ix->off[d] + e]) && (ANA_FLAGS(kf[ix->off[d] + e]) & IR_FLAG_GROUP)) e++;
               gat[d] = pc[d];
               gend[d] = e;
             }
             int k = gk[d] >= pc[d] && gk[d] < e ? gk[d] : pc[d];
             for (; k < e; k++) {
-              int32_t o = ix->off[d] + k, mo = match[o];
+              int32_t o = ix->off[d] + k;
               if (moved && moved[o] >= 0) continue; /* posted where it was moved */
               /* a posted recv is matched at its group too: NCCL completes a group as a whole */
-              if (mo < 0) { block = 2; stuck[d] = o; break; }  /* never matched: verify reports it */
-              if (moved && moved[mo] >= 0) continue;
-              if (pc[ix->devof[mo]] < gfirst[mo]) {
+              const ExecPeer *pe = &peer[o];
+              if (pe->dev < 0) { block = 2; stuck[d] = o; break; }  /* never matched: verify reports it */
+              if (pc[pe->dev] < pe->need) {   /* (need -1: its match was moved, posted) */
                 block = 1;
                 stuck[d] = o;
-                wd = ix->devof[mo];
-                thr = gfirst[mo];
+                wd = pe->dev;
+                thr = pe->need;
                 break;
               }
             }
@@ -295,10 +328,11 @@ int exec_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *
             if (!block) pc[d] = e - 1; /* the group is done; pc[d]++ below */
             break;
           }
-          if (op->kind == IR_SEND) {
+          if (kind == IR_SEND) {
             if (timed) r->start[g] = r->end[g] = st;
             break;
           }
+          int32_t ln = L->link[g];
           if (ln < 0) { block = 2; break; }
           if (L->postcons && L->postcons[g] >= 0) {   /* posted: its consumer waits for the data */
             if (timed) r->start[g] = r->end[g] = st;
@@ -316,9 +350,9 @@ int exec_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *
           break;
         }
         case IR_COLL: case IR_S: {
-          int k = ln;
+          int k = L->link[g];
           if (k < 0 || k >= ncmax) { block = 2; break; }
-          if (async && op->kind == IR_COLL) { /* issue on the lane, go on */
+          if (async && kind == IR_COLL) { /* issue on the lane, go on */
             if (timed && t[d] > ct[k]) ct[k] = t[d];
             int ty = (int)op->coll - 1;
             if (op->mb >= 0 && op->mb < s->nmb && ty >= 0 && ty < 4 && ck[op->mb * 4 + ty] < 0) ck[op->mb * 4 + ty] = k;
@@ -341,7 +375,7 @@ int exec_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *
           if (carr[k] < P) { block = 3; cwait[ncwait++] = d; break; }
           arrived[d] = 0;
           if (!timed) break;
-          if (op->kind == IR_S) {   /* the broadcast, then the pass */
+          if (kind == IR_S) {   /* the broadcast, then the pass */
             double c = s->vocab.t_s;
             r->start[g] = ct[k] + tc;
             r->end[g] = ct[k] + tc + c;
@@ -358,7 +392,8 @@ int exec_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *
         }
         case IR_OFFLOAD: case IR_RELOAD: {
           if (!timed) break;   /* copies never block on a peer */
-          int dir = op->kind == IR_RELOAD;
+          int dir = kind == IR_RELOAD;
+          int32_t ln = L->link[g];
           if (dir && ln >= 0 && ln < g && r->end[ln] > st) {   /* its offload is still copying */
             r->start[g] = r->end[g] = st;
             if (!r->cancelled) r->cancelled = arena_alloc(a, (size_t)n + 1);
@@ -377,7 +412,7 @@ int exec_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *
         default: {
           double ready = st;
           if (L->postwait) { /* the data of the posted recvs it (or its overlapped partner) reads */
-            int pair2 = overlap_pair_at(dv, pc[d]);
+            int pair2 = overlap_pair_kf(kf, g, pc[d], dv->nops);
             for (int h = 0; h <= pair2 && !block; h++) {
               int32_t pr = L->postwait[g + h], sn = pr >= 0 ? L->link[pr] : -1;
               if (pr < 0) continue;
@@ -405,13 +440,14 @@ int exec_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *
             if (block) break;
           }
           if (!timed) break;   /* (untimed: an overlapped pair's second half is checked on its own) */
-          if ((op->kind == IR_B || op->kind == IR_BW) && ln >= 0 && ln < g) {
+          int32_t ln = kind == IR_B || kind == IR_BW ? L->link[g] : -1;
+          if (ln >= 0 && ln < g) {
             if (r->end[ln] > ready) {
               r->dev[d].copy_stall += r->end[ln] - ready;
               ready = r->end[ln];
             }
           }
-          int pair = overlap_pair_at(dv, pc[d]);
+          int pair = overlap_pair_kf(kf, g, pc[d], dv->nops);
           if (pair) { /* overlapped F&B (overlap.c): both halves start and end together */
             const IrOp *y = &dv->ops[pc[d] + 1];
             int32_t ly = L->link[g + 1];
@@ -429,7 +465,7 @@ int exec_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *
             r->end[g + 1] = ready + c;
             pc[d]++;
           }
-          if (is_compute(op->kind)) {
+          if (is_compute(kind)) {
             r->dev[d].busy += c;
             if (r->dev[d].first < 0) r->dev[d].first = ready;
           }
@@ -475,11 +511,20 @@ int exec_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *
         int32_t q = cr[j];
         if (moved[q] >= 0 || pc[pe] >= gfirst[q]) break;
         moved[q] = bpos;
+        if (match[q] >= 0) peer[match[q]].need = -1;
       }
-      /* before an op that is not a send/recv, after one: the moved recvs join the group
-       * before, which this run did not model (the caller runs again) */
+      /* before an op that is not a send/recv, after one (or after copies that follow
+       * one: lowering's grouping moves the copies of an inserted run to its front):
+       * the moved recvs may join the group before, which this run did not model (the
+       * caller runs again). Else each moved recv joins the group its device stood at,
+       * or forms a group at the op it stood at, whose condition (its send's group
+       * reached) held when it moved: the run is the proof of the moved schedule */
       const IrDevice *pv = &s->devs[pe];
-      if (bpos == pc[pe] && bpos > 0 && is_p2p(&pv->ops[bpos - 1])) merged = 1;
+      if (bpos == pc[pe]) {
+        int q = bpos - 1;
+        while (q >= 0 && (pv->ops[q].kind == IR_OFFLOAD || pv->ops[q].kind == IR_RELOAD)) q--;
+        if (q >= 0 && is_p2p(&pv->ops[q])) merged = 1;
+      }
       /* d's waits are rechecked from the start of its group */
       gk[d] = -1;
       int32_t *pp = &whead[pe];

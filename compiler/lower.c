@@ -644,7 +644,7 @@ static void lower_groups(Arena *a, IrSchedule *s) {
  * move costs nothing in the buffered timing); then the run goes on. A schedule that
  * deadlocks buffered too (one untimed buffered run, at the first repair) is not
  * repaired: verify reports that deadlock. */
-static int is_p2p(const IrOp *op) { return op->kind == IR_SEND || op->kind == IR_RECV; }
+static int kf_p2p(uint8_t kf) { return ANA_KIND(kf) == IR_SEND || ANA_KIND(kf) == IR_RECV; }
 
 typedef struct Repair {
   Arena *a;
@@ -678,13 +678,13 @@ static int repair_pick(void *ctx, const ExecStall *x, int *bposp) {
     for (int k = 0, d = pass ? 0 : cyc; pass ? d < P : (k == 0 || d != cyc); k++, d = pass ? d + 1 : waitdev[d]) {
       if (pc[d] >= s->devs[d].nops || stuck[d] < 0) continue;
       int32_t o = stuck[d], m = match[o];
-      if (ana_op(s, ix, o)->kind != IR_SEND || m < 0 || moved[m] >= 0 || L->chan[m] < 0) continue;
+      if (ANA_KIND(ix->kf[o]) != IR_SEND || m < 0 || moved[m] >= 0 || L->chan[m] < 0) continue;
       int pe = ix->devof[m];
       if (pc[pe] >= gfirst[m]) continue;
-      const IrDevice *pv = &s->devs[pe];
-      int pos = pc[pe];
-      if (is_p2p(&pv->ops[pos]))
-        for (pos++; pos < pv->nops && is_p2p(&pv->ops[pos]) && (pv->ops[pos].flags & IR_FLAG_GROUP); pos++) {}
+      const uint8_t *pk = ix->kf + ix->off[pe];   /* pe's kinds and flags (opindex.h) */
+      int pos = pc[pe], pn = s->devs[pe].nops;
+      if (kf_p2p(pk[pos]))
+        for (pos++; pos < pn && kf_p2p(pk[pos]) && (ANA_FLAGS(pk[pos]) & IR_FLAG_GROUP); pos++) {}
       if (!rp->checked) {
         /* first repair: a schedule that deadlocks buffered too is left as it is
          * (verify reports that deadlock) */
@@ -776,14 +776,15 @@ static void lower_rendezvous(Arena *a, IrSchedule *s) {
       int ok = exec_run(&t0, &m, &ix, &L, &em, &r);
       int64_t nmv = apply_moves(&t0, s, &ix, moved);
       arena_free(&t0);
-      /* a run that moved nothing was the proof of the op arrays as they stay:
-       * verify need not run it again (a later move voids every earlier proof) */
+      /* a run that ran to the end (its moves joining the groups it modelled: exec.c)
+       * is the proof of the op arrays as they are after its moves: verify need not
+       * run it again (a later move voids every earlier proof) */
       if (nmv) s->rdv_proved = 0;
-      else if (ok == 1) s->rdv_proved |= pass ? IR_PROVED_RDV : IR_PROVED_RDV_BLOCKING;
+      if (ok == 1) s->rdv_proved |= pass ? IR_PROVED_RDV : IR_PROVED_RDV_BLOCKING;
       if (!nmv) break;
       overlap_normalize(a, s);
       lower_groups(a, s);
-      if (ok == 1) break;  /* ran to the end as moved: verify's run agrees */
+      if (ok == 1) break;  /* ran to the end as moved: proved */
     }
   }
 }

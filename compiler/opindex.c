@@ -6,10 +6,6 @@
 #include "recompute.h"
 #include <string.h>
 
-int ana_valid_pass(const IrSchedule *s, const IrOp *op) {
-  return op->mb >= 0 && op->mb < s->nmb && op->stage >= 0 && op->stage < s->nstage;
-}
-
 double ana_offload_fraction(const IrSchedule *s, int stage) {
   double f = (stage >= 0 && stage < s->nstage) ? s->stages[stage].offload : 0;
   if (f > 0) return f > 1 ? 1 : f;
@@ -30,6 +26,7 @@ int ana_index(Arena *a, const IrSchedule *s, AnaIndex *ix) {
   ix->total = total;
   ix->off = arena_alloc(a, sizeof(int32_t) * (size_t)(ix->ndev + 1));
   ix->devof = arena_alloc(a, sizeof(int32_t) * (size_t)(total + 1));
+  ix->kf = arena_alloc(a, (size_t)total + 1);
   int32_t **tabs[5] = {&ix->posF, &ix->posB, &ix->posW, &ix->posOff, &ix->posRel};
   for (int k = 0; k < 5; k++) {
     *tabs[k] = arena_alloc(a, sizeof(int32_t) * (size_t)(slots + 1));
@@ -42,6 +39,7 @@ int ana_index(Arena *a, const IrSchedule *s, AnaIndex *ix) {
     for (int k = 0; k < dev->nops; k++, g++) {
       const IrOp *op = &dev->ops[k];
       ix->devof[g] = d;
+      ix->kf[g] = (uint8_t)((op->kind & 15) | (op->flags & 15) << 4);
       int32_t *t = NULL;
       switch ((IrKind)op->kind) {
       case IR_F: t = ix->posF; break;
@@ -105,6 +103,8 @@ void sim_links(Arena *a, const IrSchedule *s, const AnaIndex *ix, SimLinks *L) {
   int nc = 0, nposted = 0;
   for (int d = 0; d < P; d++) {
     const IrDevice *dev = &s->devs[d];
+    int64_t lastkey[2] = {-1, -1};   /* the channel of the device's last send and last recv: */
+    int lastc[2] = {0, 0};           /* most of its messages go to one or two peers */
     for (int k = 0; k < dev->nops; k++) {
       const IrOp *op = &dev->ops[k];
       int32_t g = ix->off[d] + k;
@@ -113,18 +113,25 @@ void sim_links(Arena *a, const IrSchedule *s, const AnaIndex *ix, SimLinks *L) {
         if (op->peer < 0 || op->peer >= P) break;
         int sd = op->kind == IR_SEND ? d : op->peer, rd = op->kind == IR_SEND ? op->peer : d;
         int64_t key = (int64_t)sd * P + rd;
-        uint64_t h = (uint64_t)key * 0x9E3779B97F4A7C15ull;
-        int i = (int)(h >> 40) & (hcap - 1);
-        while (hk[i] >= 0 && hk[i] != key) i = (i + 1) & (hcap - 1);
-        if (hk[i] < 0) {
-          if (nc >= (hcap >> 1)) break; /* absurd number of channels: leave unlinked */
-          hk[i] = key;
-          hv[i] = nc;
-          src[nc] = sd;
-          dst[nc] = rd;
-          nc++;
+        int dir = op->kind == IR_RECV, c;
+        if (key == lastkey[dir]) {
+          c = lastc[dir];
+        } else {
+          uint64_t h = (uint64_t)key * 0x9E3779B97F4A7C15ull;
+          int i = (int)(h >> 40) & (hcap - 1);
+          while (hk[i] >= 0 && hk[i] != key) i = (i + 1) & (hcap - 1);
+          if (hk[i] < 0) {
+            if (nc >= (hcap >> 1)) break; /* absurd number of channels: leave unlinked */
+            hk[i] = key;
+            hv[i] = nc;
+            src[nc] = sd;
+            dst[nc] = rd;
+            nc++;
+          }
+          c = hv[i];
+          lastkey[dir] = key;
+          lastc[dir] = c;
         }
-        int c = hv[i];
         L->chan[g] = c;
         L->seq[g] = op->kind == IR_SEND ? nsend[c]++ : nrecv[c]++;
         if (ncg < ix->ncomm) cg[ncg++] = op->kind == IR_SEND ? g : -1 - g;

@@ -15,10 +15,17 @@ typedef struct AnaIndex {
   int64_t total;       /* ops over all devices */
   int32_t *off;        /* [ndev + 1]: global id of device d's first op */
   int32_t *devof;      /* [total]: the device of each op */
+  uint8_t *kf;         /* [total]: each op's kind and flags in one byte (ANA_KIND, ANA_FLAGS):
+                          what the executor's runs read instead of the 32-byte op */
   /* [nmb * nstage], slot mb * nstage + stage; -1 when absent (the first one wins) */
   int32_t *posF, *posB /* B or BW */, *posW, *posOff, *posRel;
   int ncomm, noffload, nvocab;  /* ops of each category the IR holds */
 } AnaIndex;
+
+#define ANA_KIND(kf) ((kf) & 15)        /* IrKind */
+#define ANA_FLAGS(kf) ((kf) >> 4)       /* IR_FLAG_* */
+_Static_assert(IR_COLL < 16 && (IR_FLAG_INSERTED | IR_FLAG_OVERLAP | IR_FLAG_GROUP | IR_FLAG_POSTED) < 16,
+               "AnaIndex.kf holds a kind and the flags in 4 bits each");
 
 #define ANA_SLOT(ix, mb, st) ((int64_t)(mb) * (ix)->nstage + (st))
 /* A complete schedule has at least two ops per (mb, stage) (F and BW); the index is
@@ -34,7 +41,9 @@ static inline const IrOp *ana_op(const IrSchedule *s, const AnaIndex *ix, int32_
   return &s->devs[d].ops[g - ix->off[d]];
 }
 /* True when the op names a valid (mb, stage) of a compute pass. */
-int ana_valid_pass(const IrSchedule *s, const IrOp *op);
+static inline int ana_valid_pass(const IrSchedule *s, const IrOp *op) {
+  return op->mb >= 0 && op->mb < s->nmb && op->stage >= 0 && op->stage < s->nstage;
+}
 /* Fraction of F(mb, stage)'s activation an offload of it moves. */
 double ana_offload_fraction(const IrSchedule *s, int stage);
 

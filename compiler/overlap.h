@@ -4,6 +4,7 @@
 #ifndef PPS_OVERLAP_H
 #define PPS_OVERLAP_H
 #include "lower.h"
+#include "opindex.h"
 
 /* The overlap efficiency e that makes an F and a BW of one device share cost TFB:
  * TFB = TF + TB + TW - e * min(TF, TB + TW). Returns 0 and sets *e, or -1 when TFB is
@@ -13,6 +14,13 @@ int overlap_efficiency(double tf, double tb, double tw, double tfb, double *e, d
 double overlap_cost(const IrSchedule *s, const IrOp *x, const IrOp *y);
 /* Whether op k of device d starts a pair with op k + 1 (flag set, both F/B/W/BW). */
 int overlap_pair_at(const IrDevice *dv, int k);
+/* The same from the index's kind bytes (opindex.h: AnaIndex.kf): g = the global id of
+ * op k of a device with nops ops (the executor's runs read these, not the ops). */
+_Static_assert(IR_F == 0 && IR_B == 1 && IR_W == 2 && IR_BW == 3, "the passes are kinds 0 to 3");
+static inline int overlap_pair_kf(const uint8_t *kf, int32_t g, int k, int nops) {
+  return k + 1 < nops && (ANA_FLAGS(kf[g]) & IR_FLAG_OVERLAP) && ANA_KIND(kf[g]) <= IR_BW &&
+         ANA_KIND(kf[g + 1]) <= IR_BW;
+}
 /* Keeps every pair adjacent after a lowering step inserted ops between its halves:
  * recvs, reloads and vocabulary ops that do not depend on the first half go before
  * the pair, everything else (its sends, offloads) after it. O(ops). */

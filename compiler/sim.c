@@ -29,6 +29,11 @@ static double act_of(const IrSchedule *s, int st) {
 
 /* Device-memory delta of an op, and host delta through *host. */
 static double mem_delta(const IrSchedule *s, const IrOp *op, double *host) {
+  *host = 0;
+  switch ((IrKind)op->kind) {   /* (the kinds that hold nothing, about half the ops: no stage lookups) */
+  case IR_SEND: case IR_RECV: case IR_COLL: case IR_IF: case IR_IB: return 0;
+  default: break;
+  }
   double act = act_of(s, op->stage), bf = 0;
   if (op->stage >= 0 && op->stage < s->nstage) {
     bf = s->stages[op->stage].b_free;

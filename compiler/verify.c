@@ -304,9 +304,9 @@ static void check_passes(V *v, int32_t *sendtab[2], int32_t *recvtab[2]) {
   Missing ms = {0};
   char b1[96], b2[96];
   int comm_written = 0;
-  for (int64_t g = 0; g < ix->total && !comm_written; g++) {
-    const IrOp *op = OP(v, (int32_t)g);
-    if ((op->kind == IR_SEND || op->kind == IR_RECV) && !(op->flags & IR_FLAG_INSERTED)) comm_written = 1;
+  for (int64_t g = 0; g < ix->total && !comm_written; g++) {   /* (the index's kind bytes, not the ops) */
+    int k = ANA_KIND(ix->kf[g]);
+    if ((k == IR_SEND || k == IR_RECV) && !(ANA_FLAGS(ix->kf[g]) & IR_FLAG_INSERTED)) comm_written = 1;
   }
   for (int i = 0; i < m && !enough(v); i++)
     for (int st = 0; st < S; st++) {
@@ -315,8 +315,8 @@ static void check_passes(V *v, int32_t *sendtab[2], int32_t *recvtab[2]) {
       int32_t f = ix->posF[sl], b = ix->posB[sl], w = ix->posW[sl];
       if (f < 0) missing(v, &ms, d, IR_F, i, st);
       if (b < 0) missing(v, &ms, d, w >= 0 ? IR_B : IR_BW, i, st);
-      else if (OP(v, b)->kind == IR_B && w < 0) missing(v, &ms, d, IR_W, i, st);
-      else if (OP(v, b)->kind == IR_BW && w >= 0) {
+      else if (ANA_KIND(ix->kf[b]) == IR_B && w < 0) missing(v, &ms, d, IR_W, i, st);
+      else if (ANA_KIND(ix->kf[b]) == IR_BW && w >= 0) {
         diag_error(v->dg, OP(v, w)->span, "%s: this (microbatch, stage) has a fused BW already", opname(v, OP(v, w), b1, sizeof b1));
         in_dev(v, ix->devof[w], OP(v, w));
         diag_note(v->dg, OP(v, b)->span, "%s is here", opname(v, OP(v, b), b2, sizeof b2));
@@ -326,7 +326,7 @@ static void check_passes(V *v, int32_t *sendtab[2], int32_t *recvtab[2]) {
       if (st > 0) need(v, ix->posF[ANA_SLOT(ix, i, st - 1)], f, IR_XFER_ACT, ANA_SLOT(ix, i, st - 1), sendtab, recvtab, comm_written);
       need(v, f, b, IR_XFER_NONE, sl, sendtab, recvtab, comm_written);
       if (st + 1 < S) need(v, ix->posB[ANA_SLOT(ix, i, st + 1)], b, IR_XFER_GRAD, ANA_SLOT(ix, i, st + 1), sendtab, recvtab, comm_written);
-      if (b >= 0 && OP(v, b)->kind == IR_B) need(v, b, w, IR_XFER_NONE, sl, sendtab, recvtab, comm_written);
+      if (b >= 0 && ANA_KIND(ix->kf[b]) == IR_B) need(v, b, w, IR_XFER_NONE, sl, sendtab, recvtab, comm_written);
       /* offload / reload */
       int32_t of = ix->posOff[sl], rl = ix->posRel[sl];
       if (of >= 0) {
@@ -362,8 +362,8 @@ static void check_channels(V *v, const SimLinks *L) {
   int64_t n = v->ix->total;
   int reported = 0;
   for (int64_t g = 0; g < n && reported < MAX_MISSING; g++) {
+    if (ANA_KIND(v->ix->kf[g]) != IR_RECV || L->chan[g] < 0 || L->link[g] < 0) continue;
     const IrOp *op = OP(v, (int32_t)g);
-    if (op->kind != IR_RECV || L->chan[g] < 0 || L->link[g] < 0) continue;
     const IrOp *sd = OP(v, L->link[g]);
     if (sd->xfer != op->xfer || sd->mb != op->mb || sd->stage != op->stage) {
       diag_error(v->dg, op->span, "%s would receive the message of %s: messages between two devices arrive in the order they were sent",
@@ -385,7 +385,7 @@ static void check_colls(V *v, const SimLinks *L) {
   int ref = 0, best = -1;
   for (int d = 0; d < P; d++) {
     int c = 0;
-    for (int32_t g = v->ix->off[d]; g < v->ix->off[d + 1]; g++) c += OP(v, g)->kind == IR_COLL || OP(v, g)->kind == IR_S;
+    for (int32_t g = v->ix->off[d]; g < v->ix->off[d + 1]; g++) c += ANA_KIND(v->ix->kf[g]) == IR_COLL || ANA_KIND(v->ix->kf[g]) == IR_S;
     if (c > best) { best = c; ref = d; }
   }
   if (best <= 0) return;
