@@ -404,6 +404,7 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
       return usage_error(me, "schedule '%s' uses vocabulary parallelism (Vocab-%d); the mlp model has no vocabulary "
                          "layers\nhint: run it with --model gpt", p->name, p->vocab_mode);
     run.create = ppsrt_mlp_create;
+    if (ppsrt_mlp_check_config(cfg)) return usage_error(me, "%s", ppsrt_last_error());   /* as gpt's, above */
   }
   if (!strcmp(o->backend, "cuda") && !ppsrt_cuda_backend_create)
     return usage_error(me, "--backend cuda: this libppsrt was built without CUDA");

@@ -176,6 +176,9 @@ struct ppsrt_model {
  * reference calls it with every stage, device 0, ndev = 1, vocab_mode = 0. */
 typedef int (*ppsrt_model_create_fn)(const ppsrt_model_config *cfg, ppsrt_backend *be, int device,
                                      const int *stages, int nstages, ppsrt_model **out);
+/* The mlp's sizes can exist (positive, each tensor under 2^31 elements); else the error
+ * (PPSRT_E_USAGE). cli.c asks before any rank starts, so bad sizes are bad flags (exit 2). */
+int ppsrt_mlp_check_config(const ppsrt_model_config *cfg);
 int ppsrt_mlp_create(const ppsrt_model_config *cfg, ppsrt_backend *be, int device,
                      const int *stages, int nstages, ppsrt_model **out);
 int ppsrt_gpt_create(const ppsrt_model_config *cfg, ppsrt_backend *be, int device,

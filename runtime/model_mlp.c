@@ -259,15 +259,21 @@ double ppsrt_mlp_pass_flops(const ppsrt_model_config *cfg, int kind, int stage) 
   }
 }
 
-int ppsrt_mlp_create(const ppsrt_model_config *cfg, ppsrt_backend *be, int device, const int *stages,
-                     int nstages, ppsrt_model **out) {
-  *out = NULL;
+int ppsrt_mlp_check_config(const ppsrt_model_config *cfg) {
   if (cfg->hidden <= 0 || cfg->seq <= 0 || cfg->micro_batch <= 0 || cfg->layers_per_stage <= 0 || cfg->nstage <= 0)
     return PPSRT_FAIL(PPSRT_E_USAGE, "mlp: sizes must be positive (hidden %d, seq %d, micro-batch %d, "
                       "layers-per-stage %d)", cfg->hidden, cfg->seq, cfg->micro_batch, cfg->layers_per_stage);
   if ((int64_t)cfg->seq * cfg->micro_batch > INT32_MAX / cfg->hidden)   /* by division: the product could overflow int64 */
     return PPSRT_FAIL(PPSRT_E_USAGE, "mlp: --seq %d x --micro-batch %d tokens x --hidden %d is over %d elements per tensor",
                       cfg->seq, cfg->micro_batch, cfg->hidden, INT32_MAX);
+  return PPSRT_OK;
+}
+
+int ppsrt_mlp_create(const ppsrt_model_config *cfg, ppsrt_backend *be, int device, const int *stages,
+                     int nstages, ppsrt_model **out) {
+  *out = NULL;
+  int bad = ppsrt_mlp_check_config(cfg);
+  if (bad) return bad;
   ppsrt_model *m = calloc(1, sizeof *m);
   mlp *p = calloc(1, sizeof *p);
   if (!m || !p) { free(m); free(p); return PPSRT_FAIL(PPSRT_E_NOMEM, "mlp: out of host memory"); }

@@ -34,12 +34,12 @@ expect_exit 2 "--hidden 5000000000" "$T" 1f1b 2 4 --hidden 5000000000
 expect_grep "--hidden needs an integer from 1 to 1000000000, got '5000000000'" "too large a value: the range named"
 expect_exit 2 "--vocab 0" "$T" 1f1b 2 4 --vocab 0
 expect_grep "--vocab needs an integer from 1 to 1000000000, got '0'" "too small a value: the range named"
-expect_exit 1 "--seq 65536 --micro-batch 65536 refused" "$T" 1f1b 2 4 --seq 65536 --micro-batch 65536 -q
+expect_exit 2 "--seq 65536 --micro-batch 65536 refused (a bad flag, before any rank starts)" "$T" 1f1b 2 4 --seq 65536 --micro-batch 65536 -q
 expect_grep "elements per tensor" "overflowing sizes named"
 # sizes whose product overflows int64 itself, and weights or parameter tables too
 # large: usage errors before any rank starts (issue 22: the first passed the guard and
 # failed later as "cannot allocate")
-expect_exit 1 "mlp: --seq 2^29 --micro-batch 2^29 refused" "$T" 1f1b 2 4 --seq 536870912 --micro-batch 536870912 --hidden 64 -q
+expect_exit 2 "mlp: --seq 2^29 --micro-batch 2^29 refused" "$T" 1f1b 2 4 --seq 536870912 --micro-batch 536870912 --hidden 64 -q
 expect_grep "mlp: --seq 536870912 x --micro-batch 536870912 tokens x --hidden 64 is over" "mlp: int64-overflowing sizes named"
 expect_exit 2 "--seq 2^29 --micro-batch 2^29 refused" "$T" 1f1b 2 4 --model gpt --seq 536870912 --micro-batch 536870912 --hidden 16 -q
 expect_grep "tokens x width 64 is over 2147483647 elements per tensor" "int64-overflowing sizes named"
