@@ -396,15 +396,23 @@ static int exec_op(ppsrt_ctx *c, int i) {
 
 /* A posted recv i inside an open group, on a transport with recv_post (NCCL): a group's
  * operations complete together (NCCL makes every stream of a group wait for all of
- * it), so a posted recv stays in the group only where a later plain recv of the same
- * channel in the group waits for it anyway (FIFO); otherwise the transport posts it
- * right after the group's launch, before the group's plain recvs order the RECV stream
- * after their data, so that neither waits for the other. */
+ * it), so a posted recv stays in the group where a plain recv of the same channel is in
+ * the group: a later one waits for it anyway (FIFO), and after an earlier one the
+ * channel's stream is held by the group until the group completes, so a recv launched
+ * after the group would be posted only then, later than the compiler's rendezvous model
+ * (a posted recv matched at its group) assumes, and can deadlock (1f1b_v P = 4:
+ * docs/gpu.md). Otherwise the transport posts it right after the group's launch, before
+ * the group's plain recvs order the RECV stream after their data, so that neither
+ * waits for the other. */
 static int grouped_with_prev(const ppsrt_ctx *c, int i);
 static int posted_late(const ppsrt_ctx *c, int i) {
   if (!c->tr->recv_post) return 0;
-  for (int j = i + 1; grouped_with_prev(c, j); j++)
-    if (c->ops[j].kind == PPSRT_OP_RECV && !(c->ops[j].flags & PPSRT_FLAG_POSTED) && c->ops[j].peer == c->ops[i].peer) return 0;
+  int g = i;
+  while (grouped_with_prev(c, g)) g--;
+  for (int j = g; j == g || grouped_with_prev(c, j); j++)
+    if (j != i && c->ops[j].kind == PPSRT_OP_RECV && !(c->ops[j].flags & PPSRT_FLAG_POSTED) &&
+        c->ops[j].peer == c->ops[i].peer)
+      return 0;
   return 1;
 }
 

@@ -1290,11 +1290,11 @@ int ppsrt_nccl_transport_create(int nranks, double timeout_s, int use_mpi, ppsrt
   }
   t->nranks = tp->nranks;
   /* Posted receives on the GPU side (recv_post/recv_wait) only when asked for
-   * (PPSRT_NCCL_POSTED=1): with them 1f1b_v at P = 4 deadlocks in the emulator's NCCL
-   * mode under load (a later receive's launch waits, through the RECV stream, for an
-   * earlier group, which NCCL completes as a whole, waiting for that receive: a cycle
-   * the compiler's rendezvous model does not see; docs/gpu.md). By default a posted
-   * receive is issued as a plain one where it stands (interp.c), as before posting. */
+   * (PPSRT_NCCL_POSTED=1) until a GPU run with real NCCL confirms them (in the
+   * emulator every stdlib schedule at P = 4 runs with them since interp.c's posted_late
+   * keeps a posted receive in its group after a plain one of its channel; before, 1f1b_v
+   * deadlocked: docs/gpu.md). By default a posted receive is issued as a plain one where
+   * it stands (interp.c), as before posting. */
   if (tp->mode != MODE_NCCL) {   /* the copy channel is buffered: no groups (they were no-ops) */
     t->group_begin = NULL;
     t->group_end = NULL;
