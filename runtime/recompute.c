@@ -32,6 +32,9 @@
 int ppsrt_recomputing(const ppsrt_ctx *c) { return c && c->recomputing; }
 
 int rt_recomputed(const ppsrt_ctx *c, int stage) {
+  /* a context built by hand (a model driven outside a run, as tests/kernels/gpt_grad
+   * does) has no program: nothing is recomputed */
+  if (!c || !c->run || !c->run->prog) return 0;
   const ppsrt_program *p = c->run->prog;
   return stage >= 0 && stage < p->nstage && p->stages[stage].recompute > 0;
 }
