@@ -2,7 +2,7 @@
  * an op's text for messages (the way `ppsc expand` writes it), and a few F32 values
  * reduced over the ranks through the transport. They call nothing of the runtime's
  * but error.c, so any file may use them without a dependency circle (the layering
- * check, tests/runtime/layers.sh). */
+ * check, tests/analysis/depcycles.sh). */
 #include "config.h"
 #include "rt.h"
 #include <stdio.h>
