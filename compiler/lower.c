@@ -641,14 +641,15 @@ static void lower_groups(Arena *a, IrSchedule *s) {
  * device); its first stuck send whose recv can move has it moved to where its device
  * stands (into the group it is at, else before the op it waits at), posted there
  * (IR_FLAG_POSTED, set by apply_moves: the consumer still waits for the data, so the
- * move costs nothing in the buffered timing); then the run goes on. A schedule that
- * deadlocks buffered too (one untimed buffered run, at the first repair) is not
- * repaired: verify reports that deadlock. */
+ * move costs nothing in the buffered timing); then the run goes on. A run that stays
+ * stuck keeps its moves: verify then reports the deadlock from its buffered run, and a
+ * moved recv, waited for at its consumer, leaves that run's waits as they were (the
+ * recvs of lowering's groups come last, right before their consumer). Measured on 400
+ * random two- to four-device orders (218 deadlocking): `ppsc check` prints the same
+ * whether the moves of a stuck run are kept or undone by a buffered run. */
 static int kf_p2p(uint8_t kf) { return ANA_KIND(kf) == IR_SEND || ANA_KIND(kf) == IR_RECV; }
 
 typedef struct Repair {
-  Arena *a;
-  int checked, buffered_ok;   /* the buffered run, at the first repair */
   int32_t *mark, stamp;       /* the cycle search's visit marks */
 } Repair;
 
@@ -685,25 +686,11 @@ static int repair_pick(void *ctx, const ExecStall *x, int *bposp) {
       int pos = pc[pe], pn = s->devs[pe].nops;
       if (kf_p2p(pk[pos]))
         for (pos++; pos < pn && kf_p2p(pk[pos]) && (ANA_FLAGS(pk[pos]) & IR_FLAG_GROUP); pos++) {}
-      if (!rp->checked) {
-        /* first repair: a schedule that deadlocks buffered too is left as it is
-         * (verify reports that deadlock) */
-        ExecModel bm = {0};
-        bm.async = exec_async(s);
-        SimResult br;
-        rp->checked = 1;
-        rp->buffered_ok = exec_run(rp->a, s, ix, L, &bm, &br) == 1;
-      }
-      if (!rp->buffered_ok) {
-        best = -1;
-        goto norepair;
-      }
       best = d;
       bpos = pos;
       break;
     }
   }
-norepair:
   rp->stamp = stamp;
   *bposp = bpos;
   return best;
@@ -766,7 +753,7 @@ static void lower_rendezvous(Arena *a, IrSchedule *s) {
       SimResult r;
       IrSchedule m = *s;   /* the model this pass proves (the ops are s's) */
       if (!pass) m.vocab.async = 0;
-      Repair rp = {&t0, 0, 0, arena_alloc(&t0, sizeof(int32_t) * (size_t)(ix.ndev + 1)), 0};
+      Repair rp = {arena_alloc(&t0, sizeof(int32_t) * (size_t)(ix.ndev + 1)), 0};
       ExecModel em = {0};
       em.rendezvous = 1;
       em.async = exec_async(&m);
