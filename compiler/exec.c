@@ -230,6 +230,10 @@ int exec_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *
   int32_t *whead = arena_alloc(a, sizeof(int32_t) * (size_t)(P + 1));
   int32_t *wnext = arena_alloc(a, sizeof(int32_t) * (size_t)(P + 1));
   int32_t *stack = arena_alloc(a, sizeof(int32_t) * (size_t)(P + 1));
+  /* repair: the devices that ran since the last repair (the hook's ExecStall.ran) */
+  int32_t *ran = moved ? arena_alloc(a, sizeof(int32_t) * (size_t)(P + 1)) : NULL;
+  char *ranf = moved ? arena_alloc(a, (size_t)P + 1) : NULL;
+  int nran = 0, nrepair = 0;
   char *inq = arena_alloc(a, (size_t)P + 1), *arrived = arena_alloc(a, (size_t)P + 1);
   int ncmax = 0;
   for (int d = 0; d < P; d++) if (L->ncoll[d] > ncmax) ncmax = L->ncoll[d];
@@ -278,6 +282,7 @@ int exec_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *
     while (sp) {
       int d = stack[--sp];
       inq[d] = 0;
+      if (ran && !ranf[d]) { ranf[d] = 1; ran[nran++] = d; }
       const IrDevice *dv = &s->devs[d];
       while (pc[d] < dv->nops) {
         if (skip) {
@@ -499,8 +504,10 @@ int exec_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *
     }
     if (!moved) break;
     /* repair: the hook picks the device to release and where its recv goes */
-    ExecStall stall = {s, ix, L, pc, stuck, waitdev, match, gfirst, moved};
+    ExecStall stall = {s, ix, L, pc, stuck, waitdev, match, gfirst, moved, ran, nran, !nrepair++};
     int bpos = 0, best = m->repair(m->repair_ctx, &stall, &bpos);
+    for (int q = 0; q < nran; q++) ranf[ran[q]] = 0;
+    nran = 0;
     if (best < 0) break;
     {
       int d = best;

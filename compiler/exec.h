@@ -56,6 +56,9 @@ typedef struct ExecStall {
   const int32_t *match;    /* [total]: the matching recv of a send and send of a recv, -1 */
   const int32_t *gfirst;   /* [total]: a send/recv's group's first op (local index) */
   const int32_t *moved;    /* [total]: where a recv was moved (local index), -1 */
+  const int32_t *ran;      /* [nran]: the devices that ran since the last repair (or the
+                              start): no other device's pc or waitdev changed since */
+  int nran, first;         /* first: 1 at the run's first repair */
 } ExecStall;
 /* The repair hook: picks a device d stuck at a send whose recv can be posted where
  * the recv's device stands, and the position pos (local index on that device) to post

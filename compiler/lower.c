@@ -651,6 +651,11 @@ static int kf_p2p(uint8_t kf) { return ANA_KIND(kf) == IR_SEND || ANA_KIND(kf) =
 
 typedef struct Repair {
   int32_t *mark, stamp;       /* the cycle search's visit marks */
+  /* the last search's first walk, when it found the cycle: its devices in walk order
+   * (path[0] the lowest waiting device), and each device's index there (-1: not on
+   * it). The next search walks the same way up to the first device that has run
+   * since (ExecStall.ran), and goes on from there. */
+  int32_t *path, *onpath, plen;
 } Repair;
 
 static int repair_pick(void *ctx, const ExecStall *x, int *bposp) {
@@ -665,18 +670,48 @@ static int repair_pick(void *ctx, const ExecStall *x, int *bposp) {
   int best = -1, bpos = 0;
   for (int pass = 0; pass < 2 && best < 0; pass++) {
     int cyc = -1;
-    if (pass == 0) {   /* find a cycle of p2p waits */
+    if (pass == 0) {   /* find a cycle of p2p waits (a finished device waits on none) */
       int32_t base = stamp + 1;   /* a device an earlier walk of this search saw leads to no cycle */
-      for (int d0 = 0; d0 < P && cyc < 0; d0++) {
-        if (pc[d0] >= s->devs[d0].nops || waitdev[d0] < 0 || mark[d0] >= base) continue;
+      int32_t *path = rp->path, *onpath = rp->onpath;
+      int keep = 0, d0 = 0;   /* the last first walk's devices kept: path[0, keep) */
+      if (!x->first && rp->plen) {
+        keep = rp->plen;
+        for (int q = 0; q < x->nran && keep; q++) {
+          int v = x->ran[q];
+          if (v < path[0]) keep = 0;   /* may wait now: the first walk starts lower */
+          else if (onpath[v] >= 0 && onpath[v] < keep) keep = onpath[v];
+        }
+      }
+      for (int q = keep; q < rp->plen; q++) onpath[path[q]] = -1;
+      rp->plen = 0;
+      if (keep) {   /* the first walk again, as far as nothing on it ran */
+        stamp++;
+        for (int q = 0; q < keep; q++) mark[path[q]] = stamp;
+        int d = waitdev[path[keep - 1]];
+        while (d >= 0 && mark[d] < base) { mark[d] = stamp; onpath[d] = keep; path[keep++] = d; d = waitdev[d]; }
+        if (d >= 0 && mark[d] == stamp) { cyc = d; rp->plen = keep; }
+        else for (int q = 0; q < keep; q++) onpath[path[q]] = -1;
+        d0 = path[0] + 1;
+      }
+      for (; d0 < P && cyc < 0; d0++) {
+        if (waitdev[d0] < 0 || mark[d0] >= base) continue;
+        int firstwalk = stamp + 1 == base, n = 0;
         stamp++;
         int d = d0;
-        while (d >= 0 && mark[d] < base && pc[d] < s->devs[d].nops && waitdev[d] >= 0) { mark[d] = stamp; d = waitdev[d]; }
-        if (d >= 0 && mark[d] == stamp) cyc = d;
+        while (d >= 0 && mark[d] < base) {
+          mark[d] = stamp;
+          if (firstwalk) { onpath[d] = n; path[n++] = d; }
+          d = waitdev[d];
+        }
+        if (d >= 0 && mark[d] == stamp) {
+          cyc = d;
+          if (firstwalk) rp->plen = n;
+        }
+        if (firstwalk && !rp->plen) for (int q = 0; q < n; q++) onpath[path[q]] = -1;
       }
       if (cyc < 0) continue;
     }
-    for (int k = 0, d = pass ? 0 : cyc; pass ? d < P : (k == 0 || d != cyc); k++, d = pass ? d + 1 : waitdev[d]) {
+    for (int k = 0, d = pass ? 0 : cyc; pass ? d < P : (k == 0 || d != cyc) && d >= 0 && k < P; k++, d = pass ? d + 1 : waitdev[d]) {
       if (pc[d] >= s->devs[d].nops || stuck[d] < 0) continue;
       int32_t o = stuck[d], m = match[o];
       if (ANA_KIND(ix->kf[o]) != IR_SEND || m < 0 || moved[m] >= 0 || L->chan[m] < 0) continue;
@@ -753,7 +788,10 @@ static void lower_rendezvous(Arena *a, IrSchedule *s) {
       SimResult r;
       IrSchedule m = *s;   /* the model this pass proves (the ops are s's) */
       if (!pass) m.vocab.async = 0;
-      Repair rp = {arena_alloc(&t0, sizeof(int32_t) * (size_t)(ix.ndev + 1)), 0};
+      Repair rp = {arena_alloc(&t0, sizeof(int32_t) * (size_t)(ix.ndev + 1)), 0,
+                   arena_alloc(&t0, sizeof(int32_t) * (size_t)(ix.ndev + 1)),
+                   arena_alloc(&t0, sizeof(int32_t) * (size_t)(ix.ndev + 1)), 0};
+      memset(rp.onpath, 0xff, sizeof(int32_t) * (size_t)(ix.ndev + 1));
       ExecModel em = {0};
       em.rendezvous = 1;
       em.async = exec_async(&m);

@@ -7,7 +7,8 @@
 #    joins send B(0)'s group, and emit-c's op table carries the group flag (4) on it;
 #  - --p2p buffered checks the buffered model alone (and lowers without moving recvs);
 #  - every stdlib schedule at P = 2..8, m = P, 2P, 3P, 4P (its own checks off) and every
-#    example passes both models.
+#    example passes both models;
+#  - the repair's choices: three lowered orders, by checksum.
 set -u
 : "${PPSC:?}" "${top_srcdir:?}"
 cases="$top_srcdir/tests/analysis/cases"
@@ -90,6 +91,22 @@ for f in vocab_v_half vocab_1f1b; do
     b=$("$PPSC" sim --json --p2p buffered "$top_srcdir/stdlib/$f.pps" -D async=true -D mode=$mode -D TC=0.2 -D TCOLL=0.25 -D TS=0.3 2>/dev/null | grep -o '"makespan":[^,]*' | head -n 1)
     [ -n "$a" ] && [ "$a" = "$b" ] || bad "$f async mode $mode: rendezvous $a, buffered $b"
   done
+done
+# The repair's choices are pinned (lower.c, repair_pick: the first cycle of waits found
+# from the lowest waiting device, its first stuck send whose recv can move): the lowered
+# orders (export-csv --comms) of three repair-heavy schedules, by checksum (cksum: CRC
+# and length), as commit aab3d6b wrote them. A deliberate change of the policy updates
+# these; an accidental one (the walk's cache kept when a device on it ran) fails here.
+for c in "zb_v 685866417 4088 -D P=4 -D m=8" "interleaved_1f1b 922124759 4344 -D P=4 -D m=8" \
+         "v_half 3027077083 19524 -D P=8 -D m=16"; do
+  # shellcheck disable=SC2086
+  set -- $c
+  f=$1 want="$2 $3"
+  shift 3
+  "$PPSC" export-csv "$top_srcdir/stdlib/$f.pps" "$@" --comms -o "$tmp/order.csv" || bad "$f $*: export-csv failed"
+  got=$(cksum < "$tmp/order.csv")
+  [ "$got" = "$want" ] || bad "$f $*: lowered order changed (cksum $got, was $want)"
+  n=$((n + 1))
 done
 echo "rendezvous: $n checks"
 exit $fail
