@@ -8,15 +8,17 @@
 #include <unistd.h>
 #include <stdint.h>
 #include <sys/mman.h>
-#ifdef __GLIBC__
-#include <malloc.h>
-#endif
 
 struct ArenaChunk {
   ArenaChunk *next;
   size_t size, used;
+  size_t dirty;   /* bytes of data an earlier arena wrote (a reused chunk); beyond, zeros */
   _Alignas(16) unsigned char data[];
 };
+
+/* Chunks of freed arenas, kept for the next arenas (the phases' short-lived arenas,
+ * lowering's rounds, take and give back the same sizes). The compiler is one thread. */
+static ArenaChunk *spare;
 
 static char oom_hint[160];
 
@@ -48,49 +50,55 @@ long arena_default_max_ops(void) {
   return n < 100000 ? 100000 : (long)n;
 }
 
-/* glibc would give every chunk over 128 KiB its own mapping and return it at
- * arena_free, and trim the heap on every free: the phases' short-lived arenas
- * (lowering's rounds) then fault their memory in again each time. Up to 32 MiB a
- * chunk comes from the heap, and freed memory stays there for the next arena. */
-static void arena_tune(void) {
-#ifdef __GLIBC__
-  static int done;
-  if (done) return;
-  done = 1;
-  mallopt(M_MMAP_THRESHOLD, 32 << 20);
-  mallopt(M_TRIM_THRESHOLD, 256 << 20);
-  mallopt(M_TOP_PAD, 16 << 20);
+/* A chunk of at least want bytes of data: a spare one (first fit), else a new mapping.
+ * Chunks are whole 2 MiB pages, aligned, and the kernel is asked for large pages where
+ * it gives them on request (transparent huge pages in madvise mode): a big schedule's
+ * arrays then fault in 2 MiB at a time, not 4 KiB (zb_v at P = 64, m = 1024: 44,600
+ * page faults -> under 1,000). A new mapping is zero: arena_alloc clears only what an
+ * earlier arena wrote (dirty), not the kernel's zeros again. */
+static ArenaChunk *chunk_get(size_t want) {
+  for (ArenaChunk **pp = &spare; *pp; pp = &(*pp)->next)
+    if ((*pp)->size >= want) {
+      ArenaChunk *c = *pp;
+      *pp = c->next;
+      return c;
+    }
+  size_t huge = 2u << 20, bytes = (sizeof(ArenaChunk) + want + huge - 1) & ~(huge - 1);
+  if (bytes < want) arena_oom(want);
+  /* a mapping one large page longer, cut to an aligned one */
+  unsigned char *m = mmap(NULL, bytes + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) arena_oom(want);
+  uintptr_t at = ((uintptr_t)m + huge - 1) & ~(uintptr_t)(huge - 1);
+  if (at > (uintptr_t)m) munmap(m, at - (uintptr_t)m);
+  size_t tail = (size_t)((uintptr_t)m + bytes + huge - (at + bytes));
+  if (tail) munmap((void *)(at + bytes), tail);
+  ArenaChunk *c = (ArenaChunk *)at;
+#ifdef MADV_HUGEPAGE
+  (void)madvise(c, bytes, MADV_HUGEPAGE);
 #endif
+  c->size = bytes - sizeof *c;
+  c->dirty = 0;
+  return c;
+}
+
+/* Zeroes [from, to) of c's data where an earlier arena wrote it. */
+static void chunk_clear(ArenaChunk *c, size_t from, size_t to) {
+  if (from < c->dirty) memset(c->data + from, 0, (to < c->dirty ? to : c->dirty) - from);
 }
 
 void *arena_alloc(Arena *a, size_t size) {
   size = (size + 15) & ~(size_t)15;
   ArenaChunk *c = a->head;
   if (!c || c->size - c->used < size) {
-    size_t want = size > (4u << 20) ? size : (4u << 20);
-    arena_tune();
-    /* chunks are whole 2 MiB pages, aligned, and the kernel is asked for large pages
-       where it gives them on request (transparent huge pages in madvise mode): a big
-       schedule's arrays then fault in 2 MiB at a time, not 4 KiB (zb_v at P = 64,
-       m = 1024: 44,600 page faults -> under 1,000) */
-    size_t huge = 2u << 20, bytes = (sizeof *c + want + huge - 1) & ~(huge - 1);
-    void *mem = NULL;
-    if (posix_memalign(&mem, huge, bytes)) mem = NULL;
-    c = mem;
-    if (!c) arena_oom(size);
-    want = bytes - sizeof *c;
-#ifdef MADV_HUGEPAGE
-    (void)madvise(c, bytes, MADV_HUGEPAGE);
-#endif
+    c = chunk_get(size > (4u << 20) ? size : (4u << 20));
     c->next = a->head;
-    c->size = want;
     c->used = 0;
     a->head = c;
   }
   void *p = c->data + c->used;
+  chunk_clear(c, c->used, c->used + size);
   c->used += size;
   a->total += size;
-  memset(p, 0, size);
   return p;
 }
 
@@ -100,7 +108,7 @@ void *arena_grow(Arena *a, void *old, size_t old_size, size_t new_size) {
   ArenaChunk *c = a->head;
   size_t old_r = (old_size + 15) & ~(size_t)15, new_r = (new_size + 15) & ~(size_t)15;
   if (old && c && (unsigned char *)old + old_r == c->data + c->used && c->size - c->used >= new_r - old_r) {
-    memset(c->data + c->used, 0, new_r - old_r);
+    chunk_clear(c, c->used, c->used + new_r - old_r);
     c->used += new_r - old_r;
     a->total += new_r - old_r;
     return old;
@@ -138,9 +146,11 @@ char *arena_printf(Arena *a, const char *fmt, ...) {
 }
 
 void arena_free(Arena *a) {
-  for (ArenaChunk *c = a->head, *n; c; c = n) {
+  for (ArenaChunk *c = a->head, *n; c; c = n) {   /* to the spares, for the next arena */
     n = c->next;
-    free(c);
+    if (c->used > c->dirty) c->dirty = c->used;
+    c->next = spare;
+    spare = c;
   }
   a->head = NULL;
   a->total = 0;
