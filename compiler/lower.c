@@ -145,12 +145,47 @@ static int32_t chan_id(int64_t *hkeys, int32_t *hvals, size_t hcap, int64_t key,
   }
 }
 
+/* The send op k of device d needs: its data's device (to), kind (xfer) and consumer
+ * (cons, a global id, -1 when missing). Returns 0 when it sends nothing (no consumer
+ * stage on another device, or a duplicate pass: the first one wins). */
+typedef struct CommOf { int to, xfer; int32_t cons; } CommOf;
+static int comm_of(const IrSchedule *s, const AnaIndex *ix, int d, int k, CommOf *c) {
+  const IrOp *op = &s->devs[d].ops[k];
+  int S = s->nstage;
+  if (!ana_valid_pass(s, op) || s->stages[op->stage].device != d) return 0;
+  if (op->kind == IR_F && op->stage + 1 < S) {
+    c->to = s->stages[op->stage + 1].device, c->xfer = IR_XFER_ACT;
+    c->cons = ix->posF[ANA_SLOT(ix, op->mb, op->stage + 1)];
+  } else if ((op->kind == IR_B || op->kind == IR_BW) && op->stage > 0) {
+    c->to = s->stages[op->stage - 1].device, c->xfer = IR_XFER_GRAD;
+    c->cons = ix->posB[ANA_SLOT(ix, op->mb, op->stage - 1)];
+  } else {
+    return 0;
+  }
+  if (c->to == d || c->to < 0 || c->to >= s->ndev) return 0;
+  return ix->posF[ANA_SLOT(ix, op->mb, op->stage)] == ix->off[d] + k ||
+         ix->posB[ANA_SLOT(ix, op->mb, op->stage)] == ix->off[d] + k;
+}
+
 static int64_t lower_comm(Arena *a, IrSchedule *s, const AnaIndex *ix) {
-  int P = s->ndev, S = s->nstage;
+  int P = s->ndev;
   Batch b;
   batch_init(&b, P);
-  PendRecv *pr = NULL;
-  int npr = 0, cappr = 0;
+  /* first the counts, so that every array is allocated once at its size */
+  int npr = 0;
+  for (int d = 0; d < P; d++)
+    for (int k = 0; k < s->devs[d].nops; k++) {
+      CommOf c;
+      if (!comm_of(s, ix, d, k, &c)) continue;
+      b.dev[d].cap++;
+      b.dev[c.to].cap++;
+      npr++;
+    }
+  for (int d = 0; d < P; d++)
+    if (b.dev[d].cap) b.dev[d].v = arena_alloc(&b.tmp, sizeof(Ins) * (size_t)b.dev[d].cap);
+  PendRecv *pr = arena_alloc(&b.tmp, sizeof(PendRecv) * (size_t)(npr + 1));
+  int cappr = npr + 1;
+  npr = 0;
   int64_t maxch = (int64_t)P * P < ix->total ? (int64_t)P * P : ix->total;
   /* channel keys d * P + to are 64-bit: P * P passes INT32_MAX above 46340 devices */
   size_t hcap = 64;
@@ -162,20 +197,11 @@ static int64_t lower_comm(Arena *a, IrSchedule *s, const AnaIndex *ix) {
   for (int d = 0; d < P; d++) {
     const IrDevice *dev = &s->devs[d];
     for (int k = 0; k < dev->nops; k++) {
+      CommOf c;
+      if (!comm_of(s, ix, d, k, &c)) continue;
       const IrOp *op = &dev->ops[k];
-      if (!ana_valid_pass(s, op) || s->stages[op->stage].device != d) continue;
-      int to, xfer, cst;
-      int32_t cons;
-      if (op->kind == IR_F && op->stage + 1 < S) {
-        to = s->stages[op->stage + 1].device, xfer = IR_XFER_ACT, cst = op->stage + 1;
-        cons = ix->posF[ANA_SLOT(ix, op->mb, cst)];
-      } else if ((op->kind == IR_B || op->kind == IR_BW) && op->stage > 0) {
-        to = s->stages[op->stage - 1].device, xfer = IR_XFER_GRAD, cst = op->stage - 1;
-        cons = ix->posB[ANA_SLOT(ix, op->mb, cst)];
-      } else continue;
-      if (to == d || to < 0 || to >= P) continue;
-      if (ix->posF[ANA_SLOT(ix, op->mb, op->stage)] != ix->off[d] + k &&
-          ix->posB[ANA_SLOT(ix, op->mb, op->stage)] != ix->off[d] + k) continue; /* duplicate */
+      int to = c.to, xfer = c.xfer;
+      int32_t cons = c.cons;
       IrOp *sd = batch_add(&b, d, k + 1, IR_SEND, op->mb, op->stage, op->span, ir_op_frame(op));
       sd->xfer = (uint8_t)xfer;
       sd->peer = to;
