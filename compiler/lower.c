@@ -637,7 +637,14 @@ static void lower_groups(Arena *a, IrSchedule *s) {
        * buffered model then never waits at a recv for a send of its own group) */
       int written = 0;
       for (int j = k; j <= lastcomm; j++) written |= !(dv->ops[j].flags & IR_FLAG_INSERTED);
-      if (ncomm > 1 && !written) {
+      /* (already in that order: left as it is; lowering's own runs mostly are) */
+      int sorted = 1;
+      for (int j = k + 1; j <= lastcomm && sorted; j++) {
+        int r0 = is_copy(dv->ops[j - 1].kind) ? 0 : dv->ops[j - 1].kind == IR_SEND ? 1 : 2;
+        int r1 = is_copy(dv->ops[j].kind) ? 0 : dv->ops[j].kind == IR_SEND ? 1 : 2;
+        sorted = r0 <= r1;
+      }
+      if (ncomm > 1 && !written && !sorted) {
         int len = lastcomm + 1 - k;
         if (len > captmp) { captmp = 2 * len; tmp = arena_alloc(a, sizeof(IrOp) * (size_t)captmp); }
         int o = 0;
