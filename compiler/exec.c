@@ -317,8 +317,8 @@ int exec_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *
             int k = gk[d] >= pc[d] && gk[d] < e ? gk[d] : pc[d];
             for (; k < e; k++) {
               int32_t o = ix->off[d] + k;
-              if (moved && moved[o] >= 0) continue; /* posted where it was moved */
-              /* a posted recv is matched at its group too: NCCL completes a group as a whole */
+              /* a posted recv is matched at its group too: NCCL completes a group as a
+               * whole (one posted where it was moved waits for nothing: need -1) */
               const ExecPeer *pe = &peer[o];
               if (pe->dev < 0) { block = 2; stuck[d] = o; break; }  /* never matched: verify reports it */
               if (pc[pe->dev] < pe->need) {   /* (need -1: its match was moved, posted) */
@@ -518,6 +518,8 @@ int exec_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *
         int32_t q = cr[j];
         if (moved[q] >= 0 || pc[pe] >= gfirst[q]) break;
         moved[q] = bpos;
+        peer[q].dev = peer[q].dev < 0 ? 0 : peer[q].dev;   /* posted where it now stands */
+        peer[q].need = -1;
         if (match[q] >= 0) peer[match[q]].need = -1;
       }
       /* before an op that is not a send/recv, after one (or after copies that follow
@@ -526,11 +528,11 @@ int exec_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *
        * caller runs again). Else each moved recv joins the group its device stood at,
        * or forms a group at the op it stood at, whose condition (its send's group
        * reached) held when it moved: the run is the proof of the moved schedule */
-      const IrDevice *pv = &s->devs[pe];
       if (bpos == pc[pe]) {
+        const uint8_t *pk = kf + ix->off[pe];
         int q = bpos - 1;
-        while (q >= 0 && (pv->ops[q].kind == IR_OFFLOAD || pv->ops[q].kind == IR_RELOAD)) q--;
-        if (q >= 0 && is_p2p(&pv->ops[q])) merged = 1;
+        while (q >= 0 && (ANA_KIND(pk[q]) == IR_OFFLOAD || ANA_KIND(pk[q]) == IR_RELOAD)) q--;
+        if (q >= 0 && kf_p2p(pk[q])) merged = 1;
       }
       /* d's waits are rechecked from the start of its group */
       gk[d] = -1;
