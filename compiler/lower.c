@@ -770,34 +770,46 @@ static int64_t apply_moves(Arena *tmp, IrSchedule *s, const AnaIndex *ix, const 
   int64_t nm = 0;
   for (int d = 0; d < s->ndev; d++) {
     IrDevice *dv = &s->devs[d];
-    int cnt = 0;
-    for (int k = 0; k < dv->nops; k++) cnt += moved[ix->off[d] + k] >= 0;
+    const int32_t *mv = moved + ix->off[d];
+    int cnt = 0, up = 1;
+    for (int k = 0; k < dv->nops; k++)
+      if (mv[k] >= 0) { cnt++; up &= mv[k] <= k; }
     if (!cnt) continue;
     nm += cnt;
     /* the moved ops by target position (counting sort, stable) */
     int32_t *start = arena_alloc(tmp, sizeof(int32_t) * (size_t)(dv->nops + 2));
     int32_t *order = arena_alloc(tmp, sizeof(int32_t) * (size_t)cnt);
-    for (int k = 0; k < dv->nops; k++) {
-      int32_t t = moved[ix->off[d] + k];
-      if (t >= 0) start[t + 1]++;
-    }
+    for (int k = 0; k < dv->nops; k++)
+      if (mv[k] >= 0) start[mv[k] + 1]++;
     for (int k = 0; k <= dv->nops; k++) start[k + 1] += start[k];
-    for (int k = 0; k < dv->nops; k++) {
-      int32_t t = moved[ix->off[d] + k];
-      if (t >= 0) order[start[t]++] = k;
+    for (int k = 0; k < dv->nops; k++)
+      if (mv[k] >= 0) order[start[mv[k]]++] = k;
+    /* the moved ops, copied out; a recv moved up is posted where it now stands,
+     * waited for at its consumer */
+    IrOp *mo = arena_alloc(tmp, sizeof(IrOp) * (size_t)cnt), *ops = dv->ops;
+    for (int j = 0; j < cnt; j++) {
+      mo[j] = ops[order[j]];
+      if (mo[j].kind == IR_RECV && mv[order[j]] < order[j]) mo[j].flags |= IR_FLAG_POSTED;
     }
-    /* in place: the order is rewritten from a copy (the op count does not change) */
-    IrOp *in = arena_alloc(tmp, sizeof(IrOp) * (size_t)(dv->nops + 1)), *out = dv->ops;
-    memcpy(in, dv->ops, sizeof(IrOp) * (size_t)dv->nops);
-    /* a recv moved up is posted where it now stands, waited for at its consumer */
-    for (int j2 = 0; j2 < cnt; j2++)
-      if (in[order[j2]].kind == IR_RECV && moved[ix->off[d] + order[j2]] < order[j2]) in[order[j2]].flags |= IR_FLAG_POSTED;
+    if (up) {
+      /* every move goes up (the repair's do): merged in place from the end, each op
+       * before the moved ops bound for its position; what is written never passes
+       * what is still to read */
+      int o = dv->nops - 1, j = cnt - 1;
+      for (int k = dv->nops - 1; k >= 0; k--) {
+        if (mv[k] < 0) ops[o--] = ops[k];
+        while (j >= 0 && mv[order[j]] == k) ops[o--] = mo[j--];
+      }
+      continue;
+    }
+    IrOp *in = arena_alloc(tmp, sizeof(IrOp) * (size_t)(dv->nops + 1));
+    memcpy(in, ops, sizeof(IrOp) * (size_t)dv->nops);
     int o = 0, j = 0;
     for (int k = 0; k < dv->nops; k++) {
-      while (j < cnt && moved[ix->off[d] + order[j]] == k) out[o++] = in[order[j++]];
-      if (moved[ix->off[d] + k] < 0) out[o++] = in[k];
+      while (j < cnt && mv[order[j]] == k) ops[o++] = mo[j++];
+      if (mv[k] < 0) ops[o++] = in[k];
     }
-    while (j < cnt) out[o++] = in[order[j++]];
+    while (j < cnt) ops[o++] = mo[j++];
   }
   return nm;
 }
