@@ -68,7 +68,6 @@
 
 static int is_compute(int k) { return k <= IR_T; }
 static int is_p2p(const IrOp *op) { return op->kind == IR_SEND || op->kind == IR_RECV; }
-typedef struct ExecPeer { int32_t dev, need; } ExecPeer;
 static int kf_p2p(uint8_t kf) { return ANA_KIND(kf) == IR_SEND || ANA_KIND(kf) == IR_RECV; }
 
 /* A copy's time alone (its work on the link). */
@@ -504,7 +503,7 @@ int exec_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *
     }
     if (!moved) break;
     /* repair: the hook picks the device to release and where its recv goes */
-    ExecStall stall = {s, ix, L, pc, stuck, waitdev, match, gfirst, moved, ran, nran, !nrepair++};
+    ExecStall stall = {s, ix, L, pc, stuck, waitdev, match, peer, ran, nran, !nrepair++};
     int bpos = 0, best = m->repair(m->repair_ctx, &stall, &bpos);
     for (int q = 0; q < nran; q++) ranf[ran[q]] = 0;
     nran = 0;

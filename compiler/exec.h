@@ -46,6 +46,10 @@ typedef struct SimResult {
 } SimResult;
 
 /* A stuck rendezvous run as the repair hook sees it (read only). */
+/* A send/recv's peer in a rendezvous run: its match's device (-1: never matched) and
+ * the local index of its match's group (-1: waits for nothing, its match or itself
+ * having been moved by the repair, so posted) */
+typedef struct ExecPeer { int32_t dev, need; } ExecPeer;
 typedef struct ExecStall {
   const IrSchedule *s;
   const AnaIndex *ix;
@@ -54,8 +58,7 @@ typedef struct ExecStall {
   const int32_t *stuck;    /* [ndev]: global id of the send/recv (or consumer) it waits at, -1 */
   const int32_t *waitdev;  /* [ndev]: the device a point-to-point wait is on, -1 */
   const int32_t *match;    /* [total]: the matching recv of a send and send of a recv, -1 */
-  const int32_t *gfirst;   /* [total]: a send/recv's group's first op (local index) */
-  const int32_t *moved;    /* [total]: where a recv was moved (local index), -1 */
+  const ExecPeer *peer;    /* [total]: each send/recv's peer, as the run sees it now */
   const int32_t *ran;      /* [nran]: the devices that ran since the last repair (or the
                               start): no other device's pc or waitdev changed since */
   int nran, first;         /* first: 1 at the run's first repair */
