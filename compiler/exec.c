@@ -503,7 +503,7 @@ int exec_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *
     }
     if (!moved) break;
     /* repair: the hook picks the device to release and where its recv goes */
-    ExecStall stall = {s, ix, L, pc, stuck, waitdev, match, peer, ran, nran, !nrepair++};
+    ExecStall stall = {s, ix, L, pc, stuck, waitdev, peer, ran, nran, !nrepair++};
     int bpos = 0, best = m->repair(m->repair_ctx, &stall, &bpos);
     for (int q = 0; q < nran; q++) ranf[ran[q]] = 0;
     nran = 0;

@@ -57,7 +57,6 @@ typedef struct ExecStall {
   const int32_t *pc;       /* [ndev]: each device's position (local index) */
   const int32_t *stuck;    /* [ndev]: global id of the send/recv (or consumer) it waits at, -1 */
   const int32_t *waitdev;  /* [ndev]: the device a point-to-point wait is on, -1 */
-  const int32_t *match;    /* [total]: the matching recv of a send and send of a recv, -1 */
   const ExecPeer *peer;    /* [total]: each send/recv's peer, as the run sees it now */
   const int32_t *ran;      /* [nran]: the devices that ran since the last repair (or the
                               start): no other device's pc or waitdev changed since */

@@ -695,8 +695,7 @@ static int repair_pick(void *ctx, const ExecStall *x, int *bposp) {
   Repair *rp = ctx;
   const IrSchedule *s = x->s;
   const AnaIndex *ix = x->ix;
-  const SimLinks *L = x->L;
-  const int32_t *pc = x->pc, *stuck = x->stuck, *waitdev = x->waitdev, *match = x->match;
+  const int32_t *pc = x->pc, *stuck = x->stuck, *waitdev = x->waitdev;
   int P = ix->ndev;
   int32_t *mark = rp->mark, stamp = rp->stamp;
   int best = -1, bpos = 0;
@@ -745,14 +744,15 @@ static int repair_pick(void *ctx, const ExecStall *x, int *bposp) {
     }
     for (int k = 0, d = pass ? 0 : cyc; pass ? d < P : (k == 0 || d != cyc) && d >= 0 && k < P; k++, d = pass ? d + 1 : waitdev[d]) {
       if (pc[d] >= s->devs[d].nops || stuck[d] < 0) continue;
-      /* its recv m: unmoved (need -1 once moved), not yet posted (its device before
-       * m's group), on a channel; read from the run's peer entry of the send, one
-       * place, where m's own entries lie elsewhere in memory */
+      /* its recv: matched (so on a channel: sim_links links a recv to the k-th send
+       * of its channel), unmoved (need -1 once moved), not yet posted (its device
+       * before the recv's group); read from the run's peer entry of the send, one
+       * place, where the recv's own entries lie elsewhere in memory */
       int32_t o = stuck[d];
       const ExecPeer *po = &x->peer[o];
       if (ANA_KIND(ix->kf[o]) != IR_SEND || po->dev < 0 || po->need < 0) continue;
       int pe = po->dev;
-      if (pc[pe] >= po->need || L->chan[match[o]] < 0) continue;
+      if (pc[pe] >= po->need) continue;
       const uint8_t *pk = ix->kf + ix->off[pe];   /* pe's kinds and flags (opindex.h) */
       int pos = pc[pe], pn = s->devs[pe].nops;
       if (kf_p2p(pk[pos]))
