@@ -430,9 +430,260 @@ static Value eval(Ctx *c, Expr *e) {
   return verr;
 }
 
+/* ---- compiled expressions ----
+ *
+ * The loops of a schedule evaluate the same few expressions hundreds of thousands of
+ * times, nearly all of them int arithmetic and comparisons. The first time a
+ * statement evaluates an expression (eval_top), it is compiled into a short program
+ * for a stack machine on int64 (bools are 0 and 1): leaves become operands of the
+ * instruction that uses them, and names keep their symbol, checked at each run.
+ * A program never reports anything: whenever its result could differ from eval's
+ * (a name that is not bound to an int or bool as the program expects, overflow,
+ * division by zero) it gives up and eval evaluates the expression again, reporting
+ * what it reports. Expressions are free of side effects, so running both is safe.
+ * What is not compiled (reals, '/', conditional expressions, other functions, a lone
+ * leaf) is always evaluated by eval. */
+
+enum { XS_NONE, XS_STACK, XS_CONST, XS_INT, XS_BOOL };   /* where an operand comes from */
+enum { XO_PUSH, XO_NEG, XO_NOT, XO_ABS,                   /* push f(operand) */
+       XO_ADD, XO_SUB, XO_MUL, XO_DIV, XO_MOD, XO_MIN, XO_MAX,
+       XO_LT, XO_GT, XO_LE, XO_GE, XO_EQ, XO_NE, XO_AND, XO_OR, /* top = top op operand */
+       XO_JF, XO_JT,    /* top false (JF) or true (JT): jump k forward keeping it, else pop */
+       XO_END };
+enum { XSTACK = 32, XMAXINS = 256 };
+
+typedef struct XIns {
+  uint8_t op, src; /* XO_*, XS_* (xrun dispatches on both at once: XK) */
+  int16_t bi;      /* XS_INT/XS_BOOL: the builtin the name falls back to, or -1 */
+  Sym sym;         /* XS_INT/XS_BOOL: the name */
+  int64_t k;       /* XS_CONST: the value; XO_JF/XO_JT: the jump */
+} XIns;
+#define XK(op, src) ((op) * 5 + (src))
+
+typedef struct XProg {
+  uint8_t t;       /* T_INT or T_BOOL: the type of the result; T_ERR: not compiled */
+  XIns ins[];
+} XProg;
+
+static const XProg xnone = {T_ERR};
+
+typedef struct XBuf { XIns ins[XMAXINS]; int n, depth, max, bad; } XBuf;
+
+static XIns *xemit(XBuf *b, int op, int src) {
+  if (b->n >= XMAXINS - 1) { b->bad = 1; b->n = 0; }
+  XIns *i = &b->ins[b->n++];
+  memset(i, 0, sizeof *i);
+  i->op = (uint8_t)op;
+  i->src = (uint8_t)src;
+  i->bi = -1;
+  if (src == XS_STACK) b->depth--;
+  return i;
+}
+static void xpush(XBuf *b) {
+  if (++b->depth > b->max) b->max = b->depth;
+  if (b->max > XSTACK) b->bad = 1;
+}
+
+/* The type an operand or value of e has when it is compiled: a literal's own, an
+ * operator's result, or `want` for a name (checked when the program runs). */
+static int xtype(Ctx *c, Expr *e, int want) {
+  switch ((ExprKind)e->kind) {
+  case EX_INT: return T_INT;
+  case EX_BOOL: return T_BOOL;
+  case EX_NAME: return want;
+  case EX_UNARY: return e->op == 'n' ? T_BOOL : T_INT;
+  case EX_BINARY:
+    return e->op == '+' || e->op == '-' || e->op == '*' || e->op == 'd' || e->op == 'm' ? T_INT
+         : e->op == '/' ? T_ERR : T_BOOL;
+  case EX_CALL: return e->sym == c->f_real ? T_ERR : T_INT;
+  default: return T_ERR;
+  }
+}
+
+static int xval(Ctx *c, XBuf *b, Expr *e, int want);
+
+/* Emits instruction op with e as its operand (a leaf inline, else computed first
+ * onto the stack); e must have type want. */
+static void xop(Ctx *c, XBuf *b, int op, Expr *e, int want) {
+  if (xtype(c, e, want) != want) { b->bad = 1; return; }
+  if (e->kind == EX_INT || e->kind == EX_BOOL) {
+    xemit(b, op, XS_CONST)->k = e->u.i;
+  } else if (e->kind == EX_NAME) {
+    XIns *i = xemit(b, op, want == T_INT ? XS_INT : XS_BOOL);
+    i->sym = e->sym;
+    for (int k = 0; k < B_N; k++)
+      if (e->sym == c->bsym[k]) i->bi = (int16_t)k;
+  } else {
+    if (xval(c, b, e, want) != want) { b->bad = 1; return; }
+    xemit(b, op, XS_STACK);
+  }
+  if (op <= XO_ABS) xpush(b);
+}
+
+/* Emits the code that pushes e's value; returns its type (T_ERR: not compilable). */
+static int xval(Ctx *c, XBuf *b, Expr *e, int want) {
+  if (b->bad) return T_ERR;
+  switch ((ExprKind)e->kind) {
+  case EX_INT:
+  case EX_BOOL:
+  case EX_NAME:
+    xop(c, b, XO_PUSH, e, xtype(c, e, want));
+    return xtype(c, e, want);
+  case EX_UNARY:
+    if (e->op == 'n') { xop(c, b, XO_NOT, e->u.bin.a, T_BOOL); return T_BOOL; }
+    xop(c, b, XO_NEG, e->u.bin.a, T_INT);
+    return T_INT;
+  case EX_BINARY: {
+    static const char ops[] = "+-*dm<>lgen&|";
+    static const uint8_t xo[] = {XO_ADD, XO_SUB, XO_MUL, XO_DIV, XO_MOD, XO_LT, XO_GT, XO_LE, XO_GE,
+                                 XO_EQ, XO_NE, XO_AND, XO_OR};
+    const char *p = e->op ? strchr(ops, e->op) : NULL;
+    if (!p) return T_ERR;
+    int op = xo[p - ops];
+    Expr *l = e->u.bin.a, *r = e->u.bin.b;
+    if (op == XO_AND || op == XO_OR) {
+      if (xval(c, b, l, T_BOOL) != T_BOOL) return T_ERR;
+      if (r->kind == EX_NAME || r->kind == EX_BOOL) {
+        xop(c, b, op, r, T_BOOL);
+      } else {
+        int at = b->n;
+        xemit(b, op == XO_AND ? XO_JF : XO_JT, XS_NONE);
+        b->depth--;   /* the jump pops when it falls through */
+        if (xval(c, b, r, T_BOOL) != T_BOOL) return T_ERR;
+        if (!b->bad) b->ins[at].k = b->n - at;
+      }
+      return b->bad ? T_ERR : T_BOOL;
+    }
+    int t = T_INT;   /* operand type */
+    if (op == XO_EQ || op == XO_NE) {
+      int ta = xtype(c, l, T_ERR), tb = xtype(c, r, T_ERR);
+      t = ta != T_ERR ? ta : tb != T_ERR ? tb : T_INT;
+    }
+    if (xval(c, b, l, t) != t) return T_ERR;
+    xop(c, b, op, r, t);
+    return b->bad ? T_ERR : op <= XO_MAX ? T_INT : T_BOOL;
+  }
+  case EX_CALL: {
+    Sym f = e->sym;
+    if (f == c->f_min || f == c->f_max) {
+      if (e->nargs < 1) return T_ERR;
+      if (xval(c, b, e->u.args[0], T_INT) != T_INT) return T_ERR;
+      for (int k = 1; k < e->nargs; k++) xop(c, b, f == c->f_min ? XO_MIN : XO_MAX, e->u.args[k], T_INT);
+      return b->bad ? T_ERR : T_INT;
+    }
+    if (e->nargs != 1) return T_ERR;
+    if (f == c->f_abs) { xop(c, b, XO_ABS, e->u.args[0], T_INT); return b->bad ? T_ERR : T_INT; }
+    /* ceil, floor, round and int leave an int as it is */
+    if (f == c->f_ceil || f == c->f_floor || f == c->f_round || f == c->f_int) return xval(c, b, e->u.args[0], T_INT);
+    return T_ERR;
+  }
+  default:
+    return T_ERR;
+  }
+}
+
+static const XProg *xcompile(Ctx *c, Expr *e) {
+  if (e->kind == EX_INT || e->kind == EX_BOOL || e->kind == EX_NAME || e->kind == EX_REAL) return &xnone;
+  XBuf *b = malloc(sizeof *b);
+  if (!b) return &xnone;
+  b->n = b->depth = b->max = b->bad = 0;
+  int t = xval(c, b, e, T_INT);
+  xemit(b, XO_END, XS_NONE);
+  const XProg *p = &xnone;
+  if (t != T_ERR && !b->bad) {
+    XProg *q = arena_alloc(c->a, sizeof *q + (size_t)b->n * sizeof *b->ins);
+    q->t = (uint8_t)t;
+    memcpy(q->ins, b->ins, (size_t)b->n * sizeof *b->ins);
+    p = q;
+  }
+  free(b);
+  return p;
+}
+
+/* A name operand that is not an int (bool) bound in this frame: its builtin, or 1 when
+ * eval must decide (unbound, or bound to another type). */
+static int xname(const Ctx *c, const XIns *p, int t, int64_t *y) {
+  const Bind *bd = &c->binds[p->sym];
+  if ((bd->set && bd->frame == c->frame) || p->bi < 0 || c->builtin[p->bi].t != t) return 1;
+  *y = c->builtin[p->bi].u.i;
+  return 0;
+}
+
+/* Runs a program: 0 with *out set, or 1 when eval must evaluate the expression. */
+static int xrun(const Ctx *c, const XIns *p, int64_t *out) {
+  int64_t st[XSTACK + 1];
+  int sp = 0;
+  int64_t y;
+  const Bind *bd;
+#define XLOAD(T)                                                                   \
+  bd = &c->binds[p->sym];                                                          \
+  if (bd->v.t == (T) && bd->set && bd->frame == c->frame) y = bd->v.u.i;           \
+  else if (xname(c, p, (T), &y)) return 1;
+#define XCASES(OP, BODY)                                                           \
+  case XK(OP, XS_STACK): y = st[--sp]; { BODY; } break;                            \
+  case XK(OP, XS_CONST): y = p->k; { BODY; } break;                                \
+  case XK(OP, XS_INT): XLOAD(T_INT) { BODY; } break;                               \
+  case XK(OP, XS_BOOL): XLOAD(T_BOOL) { BODY; } break;
+#define X st[sp - 1]
+  for (;; p++) {
+    switch (XK(p->op, p->src)) {
+    XCASES(XO_PUSH, st[sp++] = y)
+    XCASES(XO_NEG, if (y == INT64_MIN) return 1; st[sp++] = -y)
+    XCASES(XO_NOT, st[sp++] = !y)
+    XCASES(XO_ABS, if (y == INT64_MIN) return 1; st[sp++] = y < 0 ? -y : y)
+    XCASES(XO_ADD, if (__builtin_add_overflow(X, y, &X)) return 1)
+    XCASES(XO_SUB, if (__builtin_sub_overflow(X, y, &X)) return 1)
+    XCASES(XO_MUL, if (__builtin_mul_overflow(X, y, &X)) return 1)
+    XCASES(XO_DIV, if (y == 0 || (X == INT64_MIN && y == -1)) return 1;
+                   int64_t q = X / y; if (X % y != 0 && ((X % y < 0) != (y < 0))) q--; X = q)
+    XCASES(XO_MOD, if (y == 0 || (X == INT64_MIN && y == -1)) return 1;
+                   int64_t r = X % y; if (r != 0 && ((r < 0) != (y < 0))) r += y; X = r)
+    XCASES(XO_MIN, if (y < X) X = y)
+    XCASES(XO_MAX, if (y > X) X = y)
+    XCASES(XO_LT, X = X < y)
+    XCASES(XO_GT, X = X > y)
+    XCASES(XO_LE, X = X <= y)
+    XCASES(XO_GE, X = X >= y)
+    XCASES(XO_EQ, X = X == y)
+    XCASES(XO_NE, X = X != y)
+    XCASES(XO_AND, X = X && y)
+    XCASES(XO_OR, X = X || y)
+    case XK(XO_JF, XS_NONE): if (!X) p += p->k - 1; else sp--; break;
+    case XK(XO_JT, XS_NONE): if (X) p += p->k - 1; else sp--; break;
+    case XK(XO_END, XS_NONE): *out = st[0]; return 0;
+    default: return 1;
+    }
+  }
+#undef X
+#undef XCASES
+#undef XLOAD
+}
+
+/* eval for an expression a statement evaluates: an int literal or a name bound in
+ * this frame at once, else the expression's program when it has one, else eval. */
+static inline Value eval_top(Ctx *c, Expr *e) {
+  if (e->kind == EX_NAME) {
+    const Bind *b = &c->binds[e->sym];
+    if (b->set && b->frame == c->frame) return b->v;
+  } else if (e->kind == EX_INT) {
+    return vint(e->u.i);
+  } else {
+    const XProg *p = e->prog;
+    if (!p) p = e->prog = xcompile(c, e);
+    int64_t r;
+    if (p->t != T_ERR && !xrun(c, p->ins, &r)) {
+      Value v;
+      v.t = p->t;
+      v.u.i = r;
+      return v;
+    }
+  }
+  return eval(c, e);
+}
+
 /* An int where one is required (counts, indices, bounds). Returns 0 on success. */
 static int eval_int(Ctx *c, Expr *e, int64_t *out) {
-  Value v = eval(c, e);
+  Value v = eval_top(c, e);
   if (v.t == T_ERR) return -1;
   if (v.t != T_INT) {
     EERR(c, e, "expected an int, got %s%s", tname(v.t), v.t == T_REAL ? " (use int(), floor(), ceil() or round())" : "");
@@ -443,7 +694,7 @@ static int eval_int(Ctx *c, Expr *e, int64_t *out) {
 }
 
 static int eval_num(Ctx *c, Expr *e, double *out) {
-  Value v = eval(c, e);
+  Value v = eval_top(c, e);
   if (v.t == T_ERR) return -1;
   if (v.t == T_BOOL) { EERR(c, e, "expected a number, got bool"); return -1; }
   *out = num(v);
@@ -451,7 +702,7 @@ static int eval_num(Ctx *c, Expr *e, double *out) {
 }
 
 static int eval_bool(Ctx *c, Expr *e, int *out) {
-  Value v = eval(c, e);
+  Value v = eval_top(c, e);
   if (v.t == T_ERR) return -1;
   if (v.t != T_BOOL) { EERR(c, e, "expected a bool condition, got %s", tname(v.t)); return -1; }
   *out = (int)v.u.i;
@@ -761,15 +1012,20 @@ static void exec_pass(Ctx *c, Stmt *st) {
     }
   }
   if (count_op(c, st->span)) return;
+  /* every field is written, each bit-field word whole, so that no store has to read
+   * the fresh op back first */
+  uint32_t fr = cur_frame(c);
   IrOp *op = ir_push(c->a, c->s, d);
   op->kind = (uint8_t)kind;
+  op->flags = 0;
   op->xfer = st->xfer;
   op->coll = (uint8_t)coll;
+  op->frame_hi = (uint16_t)(fr >> 15 & 0x7ff);
+  op->peer = peer;
+  op->frame_lo = fr & 0x7fff;
   op->mb = (int32_t)a[0];
   op->stage = (int32_t)stage;
-  op->peer = peer;
   op->span = st->span;
-  ir_op_set_frame(op, cur_frame(c));
 }
 
 /* overlap { P1 P2 }: an F and a backward pass run at the same time (overlap.c); the
@@ -1233,7 +1489,7 @@ static void exec(Ctx *c, Stmt *st) {
     return;
   }
   case ST_LET: {
-    Value v = eval(c, st->e1);
+    Value v = eval_top(c, st->e1);
     bind(c, st->sym, v);
     return;
   }
