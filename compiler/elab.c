@@ -89,6 +89,7 @@ typedef struct Ctx {
   Span rc_stages_span;     /* the last `stages` clause of a recompute statement */
   /* where we are */
   int cur_dev;
+  long dev_ops;            /* ops the last device block left on its device (-1: stop guessing) */
   BlockState *blk;
   BlockSqueeze *sq;       /* the block that squeezes, run after the stage costs are built */
   int use_depth;
@@ -453,7 +454,7 @@ enum { XO_PUSH, XO_NEG, XO_NOT, XO_ABS,                   /* push f(operand) */
 enum { XSTACK = 32, XMAXINS = 256 };
 
 typedef struct XIns {
-  uint8_t op, src; /* XO_*, XS_* (xrun dispatches on both at once: XK) */
+  uint8_t code;    /* XK(XO_*, XS_*): xrun dispatches on operator and operand at once */
   int16_t bi;      /* XS_INT/XS_BOOL: the builtin the name falls back to, or -1 */
   Sym sym;         /* XS_INT/XS_BOOL: the name */
   int64_t k;       /* XS_CONST: the value; XO_JF/XO_JT: the jump */
@@ -473,8 +474,7 @@ static XIns *xemit(XBuf *b, int op, int src) {
   if (b->n >= XMAXINS - 1) { b->bad = 1; b->n = 0; }
   XIns *i = &b->ins[b->n++];
   memset(i, 0, sizeof *i);
-  i->op = (uint8_t)op;
-  i->src = (uint8_t)src;
+  i->code = (uint8_t)XK(op, src);
   i->bi = -1;
   if (src == XS_STACK) b->depth--;
   return i;
@@ -609,53 +609,79 @@ static int xname(const Ctx *c, const XIns *p, int t, int64_t *y) {
   return 0;
 }
 
-/* Runs a program: 0 with *out set, or 1 when eval must evaluate the expression. */
+/* Runs a program: 0 with *out set, or 1 when eval must evaluate the expression. The
+ * top of the stack is kept in acc, the values under it in st. Each instruction jumps
+ * to the next one's code itself (labels as values, as Lua's interpreter can): one
+ * indirect jump per instruction kind predicts far better than a shared switch. */
 static int xrun(const Ctx *c, const XIns *p, int64_t *out) {
-  int64_t st[XSTACK + 1];
+  int64_t st[XSTACK + 2];
   int sp = 0;
-  int64_t y;
+  int64_t acc = 0, y, l;
   const Bind *bd;
 #define XLOAD(T)                                                                   \
   bd = &c->binds[p->sym];                                                          \
   if (bd->v.t == (T) && bd->set && bd->frame == c->frame) y = bd->v.u.i;           \
   else if (xname(c, p, (T), &y)) return 1;
-#define XCASES(OP, BODY)                                                           \
-  case XK(OP, XS_STACK): y = st[--sp]; { BODY; } break;                            \
-  case XK(OP, XS_CONST): y = p->k; { BODY; } break;                                \
-  case XK(OP, XS_INT): XLOAD(T_INT) { BODY; } break;                               \
-  case XK(OP, XS_BOOL): XLOAD(T_BOOL) { BODY; } break;
-#define X st[sp - 1]
-  for (;; p++) {
-    switch (XK(p->op, p->src)) {
-    XCASES(XO_PUSH, st[sp++] = y)
-    XCASES(XO_NEG, if (y == INT64_MIN) return 1; st[sp++] = -y)
-    XCASES(XO_NOT, st[sp++] = !y)
-    XCASES(XO_ABS, if (y == INT64_MIN) return 1; st[sp++] = y < 0 ? -y : y)
-    XCASES(XO_ADD, if (__builtin_add_overflow(X, y, &X)) return 1)
-    XCASES(XO_SUB, if (__builtin_sub_overflow(X, y, &X)) return 1)
-    XCASES(XO_MUL, if (__builtin_mul_overflow(X, y, &X)) return 1)
-    XCASES(XO_DIV, if (y == 0 || (X == INT64_MIN && y == -1)) return 1;
-                   int64_t q = X / y; if (X % y != 0 && ((X % y < 0) != (y < 0))) q--; X = q)
-    XCASES(XO_MOD, if (y == 0 || (X == INT64_MIN && y == -1)) return 1;
-                   int64_t r = X % y; if (r != 0 && ((r < 0) != (y < 0))) r += y; X = r)
-    XCASES(XO_MIN, if (y < X) X = y)
-    XCASES(XO_MAX, if (y > X) X = y)
-    XCASES(XO_LT, X = X < y)
-    XCASES(XO_GT, X = X > y)
-    XCASES(XO_LE, X = X <= y)
-    XCASES(XO_GE, X = X >= y)
-    XCASES(XO_EQ, X = X == y)
-    XCASES(XO_NE, X = X != y)
-    XCASES(XO_AND, X = X && y)
-    XCASES(XO_OR, X = X || y)
-    case XK(XO_JF, XS_NONE): if (!X) p += p->k - 1; else sp--; break;
-    case XK(XO_JT, XS_NONE): if (X) p += p->k - 1; else sp--; break;
-    case XK(XO_END, XS_NONE): *out = st[0]; return 0;
-    default: return 1;
-    }
-  }
-#undef X
-#undef XCASES
+#define XNEXT goto *jt[(++p)->code]
+#define XL(OP, S) &&L_##OP##_##S
+#define XTAB(OP) [XK(OP, XS_STACK)] = XL(OP, XS_STACK), [XK(OP, XS_CONST)] = XL(OP, XS_CONST), \
+                 [XK(OP, XS_INT)] = XL(OP, XS_INT), [XK(OP, XS_BOOL)] = XL(OP, XS_BOOL)
+  /* an operator that pushes f(y) (on a value computed first: replaces it) */
+#define XPUSH(OP, F)                                                               \
+  L_##OP##_XS_STACK: y = acc; { F; } XNEXT;                                         \
+  L_##OP##_XS_CONST: y = p->k; st[sp++] = acc; { F; } XNEXT;                        \
+  L_##OP##_XS_INT: XLOAD(T_INT) st[sp++] = acc; { F; } XNEXT;                       \
+  L_##OP##_XS_BOOL: XLOAD(T_BOOL) st[sp++] = acc; { F; } XNEXT;
+  /* a binary operator: acc = l op y, l the value under its operand y */
+#define XBIN(OP, F)                                                                \
+  L_##OP##_XS_STACK: y = acc; l = st[--sp]; { F; } XNEXT;                           \
+  L_##OP##_XS_CONST: y = p->k; l = acc; { F; } XNEXT;                               \
+  L_##OP##_XS_INT: XLOAD(T_INT) l = acc; { F; } XNEXT;                              \
+  L_##OP##_XS_BOOL: XLOAD(T_BOOL) l = acc; { F; } XNEXT;
+  static const void *const jt[XK(XO_END, XS_NONE) + 1] = {
+    XTAB(XO_PUSH), XTAB(XO_NEG), XTAB(XO_NOT), XTAB(XO_ABS), XTAB(XO_ADD), XTAB(XO_SUB), XTAB(XO_MUL),
+    XTAB(XO_DIV), XTAB(XO_MOD), XTAB(XO_MIN), XTAB(XO_MAX), XTAB(XO_LT), XTAB(XO_GT), XTAB(XO_LE),
+    XTAB(XO_GE), XTAB(XO_EQ), XTAB(XO_NE), XTAB(XO_AND), XTAB(XO_OR),
+    [XK(XO_JF, XS_NONE)] = &&L_JF, [XK(XO_JT, XS_NONE)] = &&L_JT, [XK(XO_END, XS_NONE)] = &&L_END};
+  goto *jt[p->code];
+  XPUSH(XO_PUSH, acc = y)
+  XPUSH(XO_NEG, if (y == INT64_MIN) return 1; acc = -y)
+  XPUSH(XO_NOT, acc = !y)
+  XPUSH(XO_ABS, if (y == INT64_MIN) return 1; acc = y < 0 ? -y : y)
+  XBIN(XO_ADD, if (__builtin_add_overflow(l, y, &acc)) return 1)
+  XBIN(XO_SUB, if (__builtin_sub_overflow(l, y, &acc)) return 1)
+  XBIN(XO_MUL, if (__builtin_mul_overflow(l, y, &acc)) return 1)
+  /* floored; operands in 0..2^32 - 1 (the usual case) take the faster 32-bit divide */
+  XBIN(XO_DIV, if ((uint64_t)(l | y) <= UINT32_MAX && y) { acc = (uint32_t)l / (uint32_t)y; XNEXT; }
+               if (y == 0 || (l == INT64_MIN && y == -1)) return 1;
+               acc = l / y; if (l % y != 0 && ((l % y < 0) != (y < 0))) acc--)
+  XBIN(XO_MOD, if ((uint64_t)(l | y) <= UINT32_MAX && y) { acc = (uint32_t)l % (uint32_t)y; XNEXT; }
+               if (y == 0 || (l == INT64_MIN && y == -1)) return 1;
+               acc = l % y; if (acc != 0 && ((acc < 0) != (y < 0))) acc += y)
+  XBIN(XO_MIN, acc = y < l ? y : l)
+  XBIN(XO_MAX, acc = y > l ? y : l)
+  XBIN(XO_LT, acc = l < y)
+  XBIN(XO_GT, acc = l > y)
+  XBIN(XO_LE, acc = l <= y)
+  XBIN(XO_GE, acc = l >= y)
+  XBIN(XO_EQ, acc = l == y)
+  XBIN(XO_NE, acc = l != y)
+  XBIN(XO_AND, acc = l && y)
+  XBIN(XO_OR, acc = l || y)
+L_JF:
+  if (!acc) p += p->k - 1; else acc = st[--sp];
+  XNEXT;
+L_JT:
+  if (acc) p += p->k - 1; else acc = st[--sp];
+  XNEXT;
+L_END:
+  *out = acc;
+  return 0;
+#undef XBIN
+#undef XPUSH
+#undef XTAB
+#undef XL
+#undef XNEXT
 #undef XLOAD
 }
 
@@ -681,8 +707,10 @@ static inline Value eval_top(Ctx *c, Expr *e) {
   return eval(c, e);
 }
 
-/* An int where one is required (counts, indices, bounds). Returns 0 on success. */
-static int eval_int(Ctx *c, Expr *e, int64_t *out) {
+/* An int where one is required (counts, indices, bounds). Returns 0 on success.
+ * eval_int reads a name bound to an int in this frame itself (most pass arguments);
+ * eval_int_any does the rest. */
+static int eval_int_any(Ctx *c, Expr *e, int64_t *out) {
   Value v = eval_top(c, e);
   if (v.t == T_ERR) return -1;
   if (v.t != T_INT) {
@@ -691,6 +719,17 @@ static int eval_int(Ctx *c, Expr *e, int64_t *out) {
   }
   *out = v.u.i;
   return 0;
+}
+
+static inline int eval_int(Ctx *c, Expr *e, int64_t *out) {
+  if (e->kind == EX_NAME) {
+    const Bind *b = &c->binds[e->sym];
+    if (b->v.t == T_INT && b->set && b->frame == c->frame) {
+      *out = b->v.u.i;
+      return 0;
+    }
+  }
+  return eval_int_any(c, e, out);
 }
 
 static int eval_num(Ctx *c, Expr *e, double *out) {
@@ -1369,6 +1408,22 @@ static void bind_params(Ctx *c, ScheduleDef *def, Value *given, const uint8_t *h
   }
 }
 
+/* A device block's ops usually number what the previous device block wrote (a loop
+ * over the devices): a device with none yet gets that many and an eighth more at
+ * once, instead of doubling from 16 (which allocates, zeroes and copies about three
+ * times the final array). A guess that proves bad (under half used) ends the
+ * guessing, so at most one device's worth is ever allocated and not used. Returns
+ * the capacity given, or 0. */
+static int reserve_ops(Ctx *c, IrDevice *dv) {
+  long n = c->dev_ops + c->dev_ops / 8, left = c->in->max_ops - c->s->total_ops;
+  if (dv->capops || c->dev_ops < 64) return 0;
+  if (n > left) n = left;
+  if (n < 64 || n > INT_MAX / 2) return 0;
+  dv->ops = arena_alloc(c->a, (size_t)n * sizeof *dv->ops);
+  dv->capops = (int)n;
+  return (int)n;
+}
+
 static void exec(Ctx *c, Stmt *st) {
   if (++c->steps > c->step_limit) {
     SERR(c, st, "elaboration takes more than %ld steps (limit from --max-ops)", c->step_limit);
@@ -1561,11 +1616,15 @@ static void exec(Ctx *c, Stmt *st) {
     if (ensure_layout(c, st->span)) return;
     if (d < 0 || d >= c->ndev) { EERR(c, st->e1, "device %lld out of range 0..%lld", (long long)d, (long long)c->ndev); return; }
     int mark = c->nsaved;
-    if (!c->s->devs[d].span.file) c->s->devs[d].span = st->span;
+    IrDevice *dv = &c->s->devs[d];
+    if (!dv->span.file) dv->span = st->span;
+    int reserved = reserve_ops(c, dv);
     c->cur_dev = (int)d;
     exec_list(c, st->body);
     c->cur_dev = -1;
     unbind_to(c, mark);
+    if (reserved && dv->nops < reserved / 2) c->dev_ops = -1;   /* a bad guess: no more */
+    else if (c->dev_ops >= 0) c->dev_ops = dv->nops;
     return;
   }
   case ST_BLOCK:
