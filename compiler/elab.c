@@ -90,6 +90,13 @@ typedef struct Ctx {
   /* where we are */
   int cur_dev;
   long dev_ops;            /* ops the last device block left on its device (-1: stop guessing) */
+  /* duplicates (check_duplicates), marked as exec_pass writes each op: one bit per
+   * (kind, microbatch, stage or device); dup_ops: the ops marked; dup_off: not in use
+   * (too large, or an op was out of range or already marked: the full check decides) */
+  uint64_t *dup_bits;
+  int64_t dup_per;
+  long dup_ops;
+  int dup_off;
   BlockState *blk;
   BlockSqueeze *sq;       /* the block that squeezes, run after the stage costs are built */
   int use_depth;
@@ -968,7 +975,37 @@ static void block_pass(Ctx *c, Stmt *st) {
   e->frame = cur_frame(c);
 }
 
-static void exec_pass(Ctx *c, Stmt *st) {
+static void dup_mark(Ctx *c, const IrOp *op, int d);
+
+/* Appends a pass's op to device d (checked) and marks it for check_duplicates. Every
+ * field is written, each bit-field word whole, so that no store has to read the
+ * fresh op back first. */
+static inline void put_op(Ctx *c, const Stmt *st, int d, int kind, int coll, int64_t mb, int64_t stage, int peer) {
+  uint32_t fr = cur_frame(c);
+  IrOp *op = ir_push(c->a, c->s, d);
+  op->kind = (uint8_t)kind;
+  op->flags = 0;
+  op->xfer = st->xfer;
+  op->coll = (uint8_t)coll;
+  op->frame_hi = (uint16_t)(fr >> 15 & 0x7ff);
+  op->peer = peer;
+  op->frame_lo = fr & 0x7fff;
+  op->mb = (int32_t)mb;
+  op->stage = (int32_t)stage;
+  op->span = st->span;
+  if (c->dup_bits && kind <= IR_BW) {   /* dup_mark's common case: in range (checked) */
+    int64_t k = kind * c->dup_per + mb * c->s->nstage + stage;
+    uint64_t *w = &c->dup_bits[k >> 6], bit = 1ull << (k & 63);
+    if (!(*w & bit)) {
+      *w |= bit;
+      c->dup_ops++;
+      return;
+    }
+  }
+  dup_mark(c, op, d);
+}
+
+static void exec_pass_any(Ctx *c, Stmt *st) {
   if (c->blk) {
     if (ensure_layout(c, st->span)) return;
     block_pass(c, st);
@@ -1051,20 +1088,45 @@ static void exec_pass(Ctx *c, Stmt *st) {
     }
   }
   if (count_op(c, st->span)) return;
-  /* every field is written, each bit-field word whole, so that no store has to read
-   * the fresh op back first */
-  uint32_t fr = cur_frame(c);
-  IrOp *op = ir_push(c->a, c->s, d);
-  op->kind = (uint8_t)kind;
-  op->flags = 0;
-  op->xfer = st->xfer;
-  op->coll = (uint8_t)coll;
-  op->frame_hi = (uint16_t)(fr >> 15 & 0x7ff);
-  op->peer = peer;
-  op->frame_lo = fr & 0x7fff;
-  op->mb = (int32_t)a[0];
-  op->stage = (int32_t)stage;
-  op->span = st->span;
+  put_op(c, st, d, kind, coll, a[0], stage, peer);
+}
+
+/* The common pass first: F, B, W or BW in a device block, its arguments ints (a
+ * name, a literal or a program that runs through), in range, on the device that
+ * holds its stage, within --max-ops. Returns 0 when the pass needs exec_pass_any,
+ * which evaluates the arguments again (they have no side effects) and reports. */
+static inline int arg_fast(Ctx *c, Expr *e, int64_t *out) {
+  if (e->kind == EX_NAME) {
+    const Bind *b = &c->binds[e->sym];
+    if (b->v.t != T_INT || !b->set || b->frame != c->frame) return 1;
+    *out = b->v.u.i;
+    return 0;
+  }
+  if (e->kind == EX_INT) { *out = e->u.i; return 0; }
+  const XProg *p = e->prog;
+  if (!p) p = e->prog = xcompile(c, e);
+  return p->t != T_INT || xrun(c, p->ins, out);
+}
+
+static int pass_fast(Ctx *c, Stmt *st) {
+  int d = c->cur_dev, n = st->list.n;
+  int64_t mb, stage;
+  if (st->op > IR_BW || d < 0 || c->blk || st->e3 || n < 1 || n > 2 || arg_fast(c, st->list.v[0], &mb)) return 0;
+  if (n == 2) {
+    if (arg_fast(c, st->list.v[1], &stage)) return 0;
+  } else {
+    if (c->dev_nst[d] != 1) return 0;
+    stage = c->dev_first[d];
+  }
+  if ((uint64_t)mb >= (uint64_t)c->nmb || (uint64_t)stage >= (uint64_t)c->nstage || c->stage_dev[stage] != d ||
+      c->s->total_ops >= c->in->max_ops)
+    return 0;
+  put_op(c, st, d, st->op, IR_COLL_NONE, mb, stage, -1);
+  return 1;
+}
+
+static void exec_pass(Ctx *c, Stmt *st) {
+  if (!pass_fast(c, st)) exec_pass_any(c, st);
 }
 
 /* overlap { P1 P2 }: an F and a backward pass run at the same time (overlap.c); the
@@ -1430,6 +1492,20 @@ static void exec(Ctx *c, Stmt *st) {
     c->stop = 1;
     return;
   }
+  if (st->kind == ST_PASS) {   /* the statements of loop bodies first, without the switch */
+    exec_pass(c, st);
+    return;
+  }
+  if (st->kind == ST_IF) {
+    int ok;
+    if (eval_bool(c, st->e1, &ok)) return;
+    Stmt *body = ok ? st->body : st->els;
+    if (!body) return;
+    int mark = c->nsaved;
+    exec_list(c, body);
+    unbind_to(c, mark);
+    return;
+  }
   switch ((StmtKind)st->kind) {
   case ST_DEVICES:
   case ST_MICROBATCHES:
@@ -1600,14 +1676,6 @@ static void exec(Ctx *c, Stmt *st) {
     unbind_to(c, mark);
     return;
   }
-  case ST_IF: {
-    int ok;
-    if (eval_bool(c, st->e1, &ok)) return;
-    int mark = c->nsaved;
-    exec_list(c, ok ? st->body : st->els);
-    unbind_to(c, mark);
-    return;
-  }
   case ST_DEVICE: {
     if (c->cur_dev >= 0) { SERR(c, st, "device blocks do not nest"); return; }
     if (c->blk) { SERR(c, st, "a device block is not allowed in a building block"); return; }
@@ -1654,9 +1722,6 @@ static void exec(Ctx *c, Stmt *st) {
     c->blk->squeeze = 1;
     c->blk->sqspan = st->span;
     return;
-  case ST_PASS:
-    exec_pass(c, st);
-    return;
   case ST_SYNTH:
     exec_synth(c, st);
     return;
@@ -1679,6 +1744,8 @@ static void exec(Ctx *c, Stmt *st) {
   case ST_OVERLAP:
     exec_overlap(c, st);
     return;
+  case ST_PASS:   /* done above */
+  case ST_IF:
   case ST_EMPTY:
     return;
   }
@@ -2102,26 +2169,61 @@ typedef struct DupSlot { uint64_t key; int32_t dev, idx; } DupSlot;
  * microbatch, stage or device), a table that stays in the cache. Returns 1 when it
  * proved there is no duplicate, 0 when the hash table below must look (a duplicate,
  * which it reports with its first occurrence, or an op out of range). */
-static int no_duplicates_fast(const IrSchedule *s) {
+/* The table's size: bits per kind (microbatches times stages or devices), or 0 when
+ * the schedule is too large for a table. */
+static int64_t dup_per(const IrSchedule *s) {
   int64_t per = (int64_t)s->nmb * (s->nstage > s->ndev ? s->nstage : s->ndev);
   if (s->nmb <= 0 || s->nstage <= 0 || s->ndev <= 0 || s->nstage >= (1 << 24) || s->ndev >= (1 << 24) ||
       per > ((int64_t)1 << 26))
     return 0;
-  uint64_t *bit = calloc((size_t)((10 * per + 63) / 64 + 1), sizeof *bit);
+  return per;
+}
+
+/* The bit of op (on device d): -1 for a kind that is not checked here (send, recv,
+ * collectives), -2 for an op out of range. */
+static inline int64_t dup_bit(const IrSchedule *s, const IrOp *op, int d, int64_t per) {
+  int64_t third, kind;
+  if (op->kind <= IR_BW) kind = op->kind, third = op->stage;
+  else if (op->kind == IR_OFFLOAD || op->kind == IR_RELOAD) kind = op->kind == IR_OFFLOAD ? 4 : 5, third = op->stage;
+  else if (op->kind <= IR_T) kind = 6 + (op->kind - IR_IF), third = d;
+  else return -1;
+  if (op->mb < 0 || op->mb >= s->nmb || third < 0 || third >= (kind < 6 ? s->nstage : s->ndev)) return -2;
+  return kind * per + (int64_t)op->mb * (kind < 6 ? s->nstage : s->ndev) + third;
+}
+
+static uint64_t *dup_table(int64_t per) { return calloc((size_t)((10 * per + 63) / 64 + 1), sizeof(uint64_t)); }
+
+/* Marks an op exec_pass wrote (see Ctx.dup_bits). */
+static void dup_mark(Ctx *c, const IrOp *op, int d) {
+  if (c->dup_off) return;
+  if (!c->dup_bits) {
+    c->dup_per = dup_per(c->s);
+    if (!c->dup_per || !(c->dup_bits = dup_table(c->dup_per))) { c->dup_off = 1; return; }
+  }
+  int64_t k = dup_bit(c->s, op, d, c->dup_per);
+  if (k == -1) { c->dup_ops++; return; }
+  if (k >= 0 && !(c->dup_bits[k >> 6] & (1ull << (k & 63)))) {
+    c->dup_bits[k >> 6] |= 1ull << (k & 63);
+    c->dup_ops++;
+    return;
+  }
+  c->dup_off = 1;   /* out of range, or a duplicate: the full check reports it */
+  free(c->dup_bits);
+  c->dup_bits = NULL;
+}
+
+static int no_duplicates_fast(const IrSchedule *s) {
+  int64_t per = dup_per(s);
+  if (!per) return 0;
+  uint64_t *bit = dup_table(per);
   if (!bit) return 0;
   int ok = 1;
   for (int d = 0; d < s->ndev && ok; d++) {
     const IrDevice *dv = &s->devs[d];
     for (int i = 0; i < dv->nops; i++) {
-      const IrOp *op = &dv->ops[i];
-      int64_t third, kind;
-      if (op->kind <= IR_BW) kind = op->kind, third = op->stage;
-      else if (op->kind == IR_OFFLOAD || op->kind == IR_RELOAD) kind = op->kind == IR_OFFLOAD ? 4 : 5, third = op->stage;
-      else if (op->kind <= IR_T) kind = 6 + (op->kind - IR_IF), third = d;
-      else continue;
-      if (op->mb < 0 || op->mb >= s->nmb || third < 0 || third >= (kind < 6 ? s->nstage : s->ndev)) { ok = 0; break; }
-      int64_t k = kind * per + (int64_t)op->mb * (kind < 6 ? s->nstage : s->ndev) + third;
-      if (bit[k >> 6] & (1ull << (k & 63))) { ok = 0; break; }
+      int64_t k = dup_bit(s, &dv->ops[i], d, per);
+      if (k == -1) continue;
+      if (k < 0 || (bit[k >> 6] & (1ull << (k & 63)))) { ok = 0; break; }
       bit[k >> 6] |= 1ull << (k & 63);
     }
   }
@@ -2132,6 +2234,7 @@ static int no_duplicates_fast(const IrSchedule *s) {
 static void check_duplicates(Ctx *c) {
   IrSchedule *s = c->s;
   if (s->total_ops == 0) return;
+  if (!c->dup_off && c->dup_ops == s->total_ops) return;   /* every op marked as written, none twice */
   if (no_duplicates_fast(s)) return;
   size_t cap = 1024;
   while (cap < (size_t)s->total_ops * 2) cap *= 2;
@@ -2174,10 +2277,7 @@ static void check_duplicates(Ctx *c) {
   free(rep);
 }
 
-IrSchedule *elab_run(const ElabInput *in, int *usage) {
-  Ctx ctx;
-  Ctx *c = &ctx;
-  memset(c, 0, sizeof *c);
+static IrSchedule *elab_schedule(Ctx *c, const ElabInput *in, int *usage) {
   c->in = in;
   c->a = in->arena;
   c->d = in->diag;
@@ -2297,5 +2397,13 @@ IrSchedule *elab_run(const ElabInput *in, int *usage) {
     c->in->order->sopt = c->sopt;
     if (c->sq && !c->stop && c->d->errors == errors_before) c->in->order->sq = c->sq;
   }
+  return s;
+}
+
+IrSchedule *elab_run(const ElabInput *in, int *usage) {
+  Ctx c;
+  memset(&c, 0, sizeof c);
+  IrSchedule *s = elab_schedule(&c, in, usage);
+  free(c.dup_bits);
   return s;
 }
