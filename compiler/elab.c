@@ -452,7 +452,9 @@ static Value eval(Ctx *c, Expr *e) {
  * What is not compiled (reals, '/', conditional expressions, other functions, a lone
  * leaf) is always evaluated by eval. */
 
-enum { XS_NONE, XS_STACK, XS_CONST, XS_INT, XS_BOOL };   /* where an operand comes from */
+/* where an operand comes from; XS_NC and XS_NN: binary operators whose left operand is
+ * an int name too (lsym), the right one a constant or an int name; they push */
+enum { XS_NONE, XS_STACK, XS_CONST, XS_INT, XS_BOOL, XS_NC, XS_NN };
 enum { XO_PUSH, XO_NEG, XO_NOT, XO_ABS,                   /* push f(operand) */
        XO_ADD, XO_SUB, XO_MUL, XO_DIV, XO_MOD, XO_MIN, XO_MAX,
        XO_LT, XO_GT, XO_LE, XO_GE, XO_EQ, XO_NE, XO_AND, XO_OR, /* top = top op operand */
@@ -463,10 +465,12 @@ enum { XSTACK = 32, XMAXINS = 256 };
 typedef struct XIns {
   uint8_t code;    /* XK(XO_*, XS_*): xrun dispatches on operator and operand at once */
   int16_t bi;      /* XS_INT/XS_BOOL: the builtin the name falls back to, or -1 */
-  Sym sym;         /* XS_INT/XS_BOOL: the name */
-  int64_t k;       /* XS_CONST: the value; XO_JF/XO_JT: the jump */
+  Sym sym;         /* XS_INT/XS_BOOL/XS_NN: the name */
+  int64_t k;       /* XS_CONST/XS_NC: the value; XO_JF/XO_JT: the jump */
+  Sym lsym;        /* XS_NC/XS_NN: the left operand's name */
+  int16_t lbi;     /* its builtin, or -1 */
 } XIns;
-#define XK(op, src) ((op) * 5 + (src))
+#define XK(op, src) ((op) * 7 + (src))
 
 typedef struct XProg {
   uint8_t t;       /* T_INT or T_BOOL: the type of the result; T_ERR: not compiled */
@@ -482,7 +486,7 @@ static XIns *xemit(XBuf *b, int op, int src) {
   XIns *i = &b->ins[b->n++];
   memset(i, 0, sizeof *i);
   i->code = (uint8_t)XK(op, src);
-  i->bi = -1;
+  i->bi = i->lbi = -1;
   if (src == XS_STACK) b->depth--;
   return i;
 }
@@ -511,6 +515,13 @@ static int xval(Ctx *c, XBuf *b, Expr *e, int want);
 
 /* Emits instruction op with e as its operand (a leaf inline, else computed first
  * onto the stack); e must have type want. */
+/* The builtin (B_*) a name falls back to when it is not bound, or -1. */
+static int16_t xbuiltin(Ctx *c, Sym s) {
+  for (int k = 0; k < B_N; k++)
+    if (s == c->bsym[k]) return (int16_t)k;
+  return -1;
+}
+
 static void xop(Ctx *c, XBuf *b, int op, Expr *e, int want) {
   if (xtype(c, e, want) != want) { b->bad = 1; return; }
   if (e->kind == EX_INT || e->kind == EX_BOOL) {
@@ -518,8 +529,7 @@ static void xop(Ctx *c, XBuf *b, int op, Expr *e, int want) {
   } else if (e->kind == EX_NAME) {
     XIns *i = xemit(b, op, want == T_INT ? XS_INT : XS_BOOL);
     i->sym = e->sym;
-    for (int k = 0; k < B_N; k++)
-      if (e->sym == c->bsym[k]) i->bi = (int16_t)k;
+    i->bi = xbuiltin(c, e->sym);
   } else {
     if (xval(c, b, e, want) != want) { b->bad = 1; return; }
     xemit(b, op, XS_STACK);
@@ -566,6 +576,15 @@ static int xval(Ctx *c, XBuf *b, Expr *e, int want) {
       int ta = xtype(c, l, T_ERR), tb = xtype(c, r, T_ERR);
       t = ta != T_ERR ? ta : tb != T_ERR ? tb : T_INT;
     }
+    if (t == T_INT && l->kind == EX_NAME && (r->kind == EX_INT || r->kind == EX_NAME)) {
+      XIns *i = xemit(b, op, r->kind == EX_INT ? XS_NC : XS_NN);   /* name op leaf: one instruction */
+      i->lsym = l->sym;
+      i->lbi = xbuiltin(c, l->sym);
+      if (r->kind == EX_INT) i->k = r->u.i;
+      else i->sym = r->sym, i->bi = xbuiltin(c, r->sym);
+      xpush(b);
+      return b->bad ? T_ERR : op <= XO_MAX ? T_INT : T_BOOL;
+    }
     if (xval(c, b, l, t) != t) return T_ERR;
     xop(c, b, op, r, t);
     return b->bad ? T_ERR : op <= XO_MAX ? T_INT : T_BOOL;
@@ -609,10 +628,10 @@ static const XProg *xcompile(Ctx *c, Expr *e) {
 
 /* A name operand that is not an int (bool) bound in this frame: its builtin, or 1 when
  * eval must decide (unbound, or bound to another type). */
-static int xname(const Ctx *c, const XIns *p, int t, int64_t *y) {
-  const Bind *bd = &c->binds[p->sym];
-  if ((bd->set && bd->frame == c->frame) || p->bi < 0 || c->builtin[p->bi].t != t) return 1;
-  *y = c->builtin[p->bi].u.i;
+static int xname(const Ctx *c, Sym sym, int bi, int t, int64_t *y) {
+  const Bind *bd = &c->binds[sym];
+  if ((bd->set && bd->frame == c->frame) || bi < 0 || c->builtin[bi].t != t) return 1;
+  *y = c->builtin[bi].u.i;
   return 0;
 }
 
@@ -628,11 +647,16 @@ static int xrun(const Ctx *c, const XIns *p, int64_t *out) {
 #define XLOAD(T)                                                                   \
   bd = &c->binds[p->sym];                                                          \
   if (bd->v.t == (T) && bd->set && bd->frame == c->frame) y = bd->v.u.i;           \
-  else if (xname(c, p, (T), &y)) return 1;
+  else if (xname(c, p->sym, p->bi, (T), &y)) return 1;
+#define XLOADL                                                                     \
+  bd = &c->binds[p->lsym];                                                         \
+  if (bd->v.t == T_INT && bd->set && bd->frame == c->frame) l = bd->v.u.i;         \
+  else if (xname(c, p->lsym, p->lbi, T_INT, &l)) return 1;
 #define XNEXT goto *jt[(++p)->code]
 #define XL(OP, S) &&L_##OP##_##S
 #define XTAB(OP) [XK(OP, XS_STACK)] = XL(OP, XS_STACK), [XK(OP, XS_CONST)] = XL(OP, XS_CONST), \
                  [XK(OP, XS_INT)] = XL(OP, XS_INT), [XK(OP, XS_BOOL)] = XL(OP, XS_BOOL)
+#define XTAB2(OP) XTAB(OP), [XK(OP, XS_NC)] = XL(OP, XS_NC), [XK(OP, XS_NN)] = XL(OP, XS_NN)
   /* an operator that pushes f(y) (on a value computed first: replaces it) */
 #define XPUSH(OP, F)                                                               \
   L_##OP##_XS_STACK: y = acc; { F; } XNEXT;                                         \
@@ -644,11 +668,13 @@ static int xrun(const Ctx *c, const XIns *p, int64_t *out) {
   L_##OP##_XS_STACK: y = acc; l = st[--sp]; { F; } XNEXT;                           \
   L_##OP##_XS_CONST: y = p->k; l = acc; { F; } XNEXT;                               \
   L_##OP##_XS_INT: XLOAD(T_INT) l = acc; { F; } XNEXT;                              \
-  L_##OP##_XS_BOOL: XLOAD(T_BOOL) l = acc; { F; } XNEXT;
+  L_##OP##_XS_BOOL: XLOAD(T_BOOL) l = acc; { F; } XNEXT;                            \
+  L_##OP##_XS_NC: XLOADL y = p->k; st[sp++] = acc; { F; } XNEXT;                    \
+  L_##OP##_XS_NN: XLOADL XLOAD(T_INT) st[sp++] = acc; { F; } XNEXT;
   static const void *const jt[XK(XO_END, XS_NONE) + 1] = {
-    XTAB(XO_PUSH), XTAB(XO_NEG), XTAB(XO_NOT), XTAB(XO_ABS), XTAB(XO_ADD), XTAB(XO_SUB), XTAB(XO_MUL),
-    XTAB(XO_DIV), XTAB(XO_MOD), XTAB(XO_MIN), XTAB(XO_MAX), XTAB(XO_LT), XTAB(XO_GT), XTAB(XO_LE),
-    XTAB(XO_GE), XTAB(XO_EQ), XTAB(XO_NE), XTAB(XO_AND), XTAB(XO_OR),
+    XTAB(XO_PUSH), XTAB(XO_NEG), XTAB(XO_NOT), XTAB(XO_ABS), XTAB2(XO_ADD), XTAB2(XO_SUB), XTAB2(XO_MUL),
+    XTAB2(XO_DIV), XTAB2(XO_MOD), XTAB2(XO_MIN), XTAB2(XO_MAX), XTAB2(XO_LT), XTAB2(XO_GT), XTAB2(XO_LE),
+    XTAB2(XO_GE), XTAB2(XO_EQ), XTAB2(XO_NE), XTAB2(XO_AND), XTAB2(XO_OR),
     [XK(XO_JF, XS_NONE)] = &&L_JF, [XK(XO_JT, XS_NONE)] = &&L_JT, [XK(XO_END, XS_NONE)] = &&L_END};
   goto *jt[p->code];
   XPUSH(XO_PUSH, acc = y)
@@ -686,9 +712,11 @@ L_END:
   return 0;
 #undef XBIN
 #undef XPUSH
+#undef XTAB2
 #undef XTAB
 #undef XL
 #undef XNEXT
+#undef XLOADL
 #undef XLOAD
 }
 
