@@ -2,9 +2,12 @@
  *
  * Evaluation is a direct walk of the AST. Names are interned symbols; a binding is
  * one slot per symbol (saved and restored on scope exit), so a lookup is an array
- * index and loops never touch strings. Everything is bounded: loop iterations and
- * statements by a step budget derived from --max-ops, ops by --max-ops, `use` by a
- * depth limit, expression depth and nesting by the parser.
+ * index and loops never touch strings. The int and bool expressions of statements
+ * run as compiled programs (see "compiled expressions"), the common pass takes a
+ * short path (pass_fast); both hand anything unusual to the general code.
+ * Everything is bounded: loop iterations and statements by a step budget derived
+ * from --max-ops, ops by --max-ops, `use` by a depth limit, expression depth and
+ * nesting by the parser.
  *
  * What this file checks: names, types, ranges (device, microbatch, stage), passes
  * on a device that does not hold their stage, duplicates, arithmetic errors, keys of
