@@ -1025,7 +1025,7 @@ static inline void put_op(Ctx *c, const Stmt *st, int d, int kind, int coll, int
   op->stage = (int32_t)stage;
   op->span = st->span;
   if (c->dup_bits && kind <= IR_BW) {   /* dup_mark's common case: in range (checked) */
-    int64_t k = kind * c->dup_per + mb * c->s->nstage + stage;
+    int64_t k = kind * c->dup_per + stage * c->s->nmb + mb;   /* dup_bit's */
     uint64_t *w = &c->dup_bits[k >> 6], bit = 1ull << (k & 63);
     if (!(*w & bit)) {
       *w |= bit;
@@ -1822,7 +1822,15 @@ static void exec_synth(Ctx *c, Stmt *st) {
 }
 
 static void exec_list(Ctx *c, Stmt *st) {
-  for (; st && !c->stop; st = st->next) exec(c, st);
+  for (; st && !c->stop; st = st->next) {
+    if ((st->kind == ST_PASS || st->kind == ST_OVERLAP) && c->steps < c->step_limit) {
+      c->steps++;   /* exec's own cases, without its frame */
+      if (st->kind == ST_PASS) exec_pass(c, st);
+      else exec_overlap(c, st);
+    } else {
+      exec(c, st);
+    }
+  }
 }
 
 /* use NAME(args): the named schedule's body, elaborated here with its own parameters. */
@@ -2219,7 +2227,7 @@ static inline int64_t dup_bit(const IrSchedule *s, const IrOp *op, int d, int64_
   else if (op->kind <= IR_T) kind = 6 + (op->kind - IR_IF), third = d;
   else return -1;
   if (op->mb < 0 || op->mb >= s->nmb || third < 0 || third >= (kind < 6 ? s->nstage : s->ndev)) return -2;
-  return kind * per + (int64_t)op->mb * (kind < 6 ? s->nstage : s->ndev) + third;
+  return kind * per + third * s->nmb + op->mb;   /* a stage's microbatches side by side */
 }
 
 static uint64_t *dup_table(int64_t per) { return calloc((size_t)((10 * per + 63) / 64 + 1), sizeof(uint64_t)); }
