@@ -39,6 +39,8 @@ typedef struct Expr {
     struct { struct Expr *a, *b; } bin;
     struct Expr **args;
   } u;
+  const struct XProg *prog; /* elaboration's compiled form of this expression (elab.c), made on
+                               first use; NULL = not made yet */
 } Expr;
 
 typedef struct ExprList { Expr **v; int n, cap; } ExprList;

@@ -2,9 +2,12 @@
  *
  * Evaluation is a direct walk of the AST. Names are interned symbols; a binding is
  * one slot per symbol (saved and restored on scope exit), so a lookup is an array
- * index and loops never touch strings. Everything is bounded: loop iterations and
- * statements by a step budget derived from --max-ops, ops by --max-ops, `use` by a
- * depth limit, expression depth and nesting by the parser.
+ * index and loops never touch strings. The int and bool expressions of statements
+ * run as compiled programs (see "compiled expressions"), the common pass takes a
+ * short path (pass_fast); both hand anything unusual to the general code.
+ * Everything is bounded: loop iterations and statements by a step budget derived
+ * from --max-ops, ops by --max-ops, `use` by a depth limit, expression depth and
+ * nesting by the parser.
  *
  * What this file checks: names, types, ranges (device, microbatch, stage), passes
  * on a device that does not hold their stage, duplicates, arithmetic errors, keys of
@@ -89,6 +92,14 @@ typedef struct Ctx {
   Span rc_stages_span;     /* the last `stages` clause of a recompute statement */
   /* where we are */
   int cur_dev;
+  long dev_ops;            /* ops the last device block left on its device (-1: stop guessing) */
+  /* duplicates (check_duplicates), marked as exec_pass writes each op: one bit per
+   * (kind, microbatch, stage or device); dup_ops: the ops marked; dup_off: not in use
+   * (too large, or an op was out of range or already marked: the full check decides) */
+  uint64_t *dup_bits;
+  int64_t dup_per;
+  long dup_ops;
+  int dup_off;
   BlockState *blk;
   BlockSqueeze *sq;       /* the block that squeezes, run after the stage costs are built */
   int use_depth;
@@ -430,9 +441,315 @@ static Value eval(Ctx *c, Expr *e) {
   return verr;
 }
 
-/* An int where one is required (counts, indices, bounds). Returns 0 on success. */
-static int eval_int(Ctx *c, Expr *e, int64_t *out) {
-  Value v = eval(c, e);
+/* ---- compiled expressions ----
+ *
+ * The loops of a schedule evaluate the same few expressions hundreds of thousands of
+ * times, nearly all of them int arithmetic and comparisons. The first time a
+ * statement evaluates an expression (eval_top), it is compiled into a short program
+ * for a stack machine on int64 (bools are 0 and 1): leaves become operands of the
+ * instruction that uses them, and names keep their symbol, checked at each run.
+ * A program never reports anything: whenever its result could differ from eval's
+ * (a name that is not bound to an int or bool as the program expects, overflow,
+ * division by zero) it gives up and eval evaluates the expression again, reporting
+ * what it reports. Expressions are free of side effects, so running both is safe.
+ * What is not compiled (reals, '/', conditional expressions, other functions, a lone
+ * leaf) is always evaluated by eval. */
+
+/* where an operand comes from; XS_NC and XS_NN: binary operators whose left operand is
+ * an int name too (lsym), the right one a constant or an int name; they push */
+enum { XS_NONE, XS_STACK, XS_CONST, XS_INT, XS_BOOL, XS_NC, XS_NN };
+enum { XO_PUSH, XO_NEG, XO_NOT, XO_ABS,                   /* push f(operand) */
+       XO_ADD, XO_SUB, XO_MUL, XO_DIV, XO_MOD, XO_MIN, XO_MAX,
+       XO_LT, XO_GT, XO_LE, XO_GE, XO_EQ, XO_NE, XO_AND, XO_OR, /* top = top op operand */
+       XO_JF, XO_JT,    /* top false (JF) or true (JT): jump k forward keeping it, else pop */
+       XO_END };
+enum { XSTACK = 32, XMAXINS = 256 };
+
+typedef struct XIns {
+  uint8_t code;    /* XK(XO_*, XS_*): xrun dispatches on operator and operand at once */
+  int16_t bi;      /* XS_INT/XS_BOOL: the builtin the name falls back to, or -1 */
+  Sym sym;         /* XS_INT/XS_BOOL/XS_NN: the name */
+  int64_t k;       /* XS_CONST/XS_NC: the value; XO_JF/XO_JT: the jump */
+  Sym lsym;        /* XS_NC/XS_NN: the left operand's name */
+  int16_t lbi;     /* its builtin, or -1 */
+} XIns;
+#define XK(op, src) ((op) * 7 + (src))
+
+typedef struct XProg {
+  uint8_t t;       /* T_INT or T_BOOL: the type of the result; T_ERR: not compiled */
+  XIns ins[];
+} XProg;
+
+static const XProg xnone = {T_ERR};
+
+typedef struct XBuf { XIns ins[XMAXINS]; int n, depth, max, bad; } XBuf;
+
+static XIns *xemit(XBuf *b, int op, int src) {
+  if (b->n >= XMAXINS - 1) { b->bad = 1; b->n = 0; }
+  XIns *i = &b->ins[b->n++];
+  memset(i, 0, sizeof *i);
+  i->code = (uint8_t)XK(op, src);
+  i->bi = i->lbi = -1;
+  if (src == XS_STACK) b->depth--;
+  return i;
+}
+static void xpush(XBuf *b) {
+  if (++b->depth > b->max) b->max = b->depth;
+  if (b->max > XSTACK) b->bad = 1;
+}
+
+/* The type an operand or value of e has when it is compiled: a literal's own, an
+ * operator's result, or `want` for a name (checked when the program runs). */
+static int xtype(Ctx *c, Expr *e, int want) {
+  switch ((ExprKind)e->kind) {
+  case EX_INT: return T_INT;
+  case EX_BOOL: return T_BOOL;
+  case EX_NAME: return want;
+  case EX_UNARY: return e->op == 'n' ? T_BOOL : T_INT;
+  case EX_BINARY:
+    return e->op == '+' || e->op == '-' || e->op == '*' || e->op == 'd' || e->op == 'm' ? T_INT
+         : e->op == '/' ? T_ERR : T_BOOL;
+  case EX_CALL: return e->sym == c->f_real ? T_ERR : T_INT;
+  default: return T_ERR;
+  }
+}
+
+static int xval(Ctx *c, XBuf *b, Expr *e, int want);
+
+/* Emits instruction op with e as its operand (a leaf inline, else computed first
+ * onto the stack); e must have type want. */
+/* The builtin (B_*) a name falls back to when it is not bound, or -1. */
+static int16_t xbuiltin(Ctx *c, Sym s) {
+  for (int k = 0; k < B_N; k++)
+    if (s == c->bsym[k]) return (int16_t)k;
+  return -1;
+}
+
+static void xop(Ctx *c, XBuf *b, int op, Expr *e, int want) {
+  if (xtype(c, e, want) != want) { b->bad = 1; return; }
+  if (e->kind == EX_INT || e->kind == EX_BOOL) {
+    xemit(b, op, XS_CONST)->k = e->u.i;
+  } else if (e->kind == EX_NAME) {
+    XIns *i = xemit(b, op, want == T_INT ? XS_INT : XS_BOOL);
+    i->sym = e->sym;
+    i->bi = xbuiltin(c, e->sym);
+  } else {
+    if (xval(c, b, e, want) != want) { b->bad = 1; return; }
+    xemit(b, op, XS_STACK);
+  }
+  if (op <= XO_ABS) xpush(b);
+}
+
+/* Emits the code that pushes e's value; returns its type (T_ERR: not compilable). */
+static int xval(Ctx *c, XBuf *b, Expr *e, int want) {
+  if (b->bad) return T_ERR;
+  switch ((ExprKind)e->kind) {
+  case EX_INT:
+  case EX_BOOL:
+  case EX_NAME:
+    xop(c, b, XO_PUSH, e, xtype(c, e, want));
+    return xtype(c, e, want);
+  case EX_UNARY:
+    if (e->op == 'n') { xop(c, b, XO_NOT, e->u.bin.a, T_BOOL); return T_BOOL; }
+    xop(c, b, XO_NEG, e->u.bin.a, T_INT);
+    return T_INT;
+  case EX_BINARY: {
+    static const char ops[] = "+-*dm<>lgen&|";
+    static const uint8_t xo[] = {XO_ADD, XO_SUB, XO_MUL, XO_DIV, XO_MOD, XO_LT, XO_GT, XO_LE, XO_GE,
+                                 XO_EQ, XO_NE, XO_AND, XO_OR};
+    const char *p = e->op ? strchr(ops, e->op) : NULL;
+    if (!p) return T_ERR;
+    int op = xo[p - ops];
+    Expr *l = e->u.bin.a, *r = e->u.bin.b;
+    if (op == XO_AND || op == XO_OR) {
+      if (xval(c, b, l, T_BOOL) != T_BOOL) return T_ERR;
+      if (r->kind == EX_NAME || r->kind == EX_BOOL) {
+        xop(c, b, op, r, T_BOOL);
+      } else {
+        int at = b->n;
+        xemit(b, op == XO_AND ? XO_JF : XO_JT, XS_NONE);
+        b->depth--;   /* the jump pops when it falls through */
+        if (xval(c, b, r, T_BOOL) != T_BOOL) return T_ERR;
+        if (!b->bad) b->ins[at].k = b->n - at;
+      }
+      return b->bad ? T_ERR : T_BOOL;
+    }
+    int t = T_INT;   /* operand type */
+    if (op == XO_EQ || op == XO_NE) {
+      int ta = xtype(c, l, T_ERR), tb = xtype(c, r, T_ERR);
+      t = ta != T_ERR ? ta : tb != T_ERR ? tb : T_INT;
+    }
+    if (t == T_INT && l->kind == EX_NAME && (r->kind == EX_INT || r->kind == EX_NAME)) {
+      XIns *i = xemit(b, op, r->kind == EX_INT ? XS_NC : XS_NN);   /* name op leaf: one instruction */
+      i->lsym = l->sym;
+      i->lbi = xbuiltin(c, l->sym);
+      if (r->kind == EX_INT) i->k = r->u.i;
+      else i->sym = r->sym, i->bi = xbuiltin(c, r->sym);
+      xpush(b);
+      return b->bad ? T_ERR : op <= XO_MAX ? T_INT : T_BOOL;
+    }
+    if (xval(c, b, l, t) != t) return T_ERR;
+    xop(c, b, op, r, t);
+    return b->bad ? T_ERR : op <= XO_MAX ? T_INT : T_BOOL;
+  }
+  case EX_CALL: {
+    Sym f = e->sym;
+    if (f == c->f_min || f == c->f_max) {
+      if (e->nargs < 1) return T_ERR;
+      if (xval(c, b, e->u.args[0], T_INT) != T_INT) return T_ERR;
+      for (int k = 1; k < e->nargs; k++) xop(c, b, f == c->f_min ? XO_MIN : XO_MAX, e->u.args[k], T_INT);
+      return b->bad ? T_ERR : T_INT;
+    }
+    if (e->nargs != 1) return T_ERR;
+    if (f == c->f_abs) { xop(c, b, XO_ABS, e->u.args[0], T_INT); return b->bad ? T_ERR : T_INT; }
+    /* ceil, floor, round and int leave an int as it is */
+    if (f == c->f_ceil || f == c->f_floor || f == c->f_round || f == c->f_int) return xval(c, b, e->u.args[0], T_INT);
+    return T_ERR;
+  }
+  default:
+    return T_ERR;
+  }
+}
+
+static const XProg *xcompile(Ctx *c, Expr *e) {
+  if (e->kind == EX_INT || e->kind == EX_BOOL || e->kind == EX_NAME || e->kind == EX_REAL) return &xnone;
+  XBuf *b = malloc(sizeof *b);
+  if (!b) return &xnone;
+  b->n = b->depth = b->max = b->bad = 0;
+  int t = xval(c, b, e, T_INT);
+  xemit(b, XO_END, XS_NONE);
+  const XProg *p = &xnone;
+  if (t != T_ERR && !b->bad) {
+    XProg *q = arena_alloc(c->a, sizeof *q + (size_t)b->n * sizeof *b->ins);
+    q->t = (uint8_t)t;
+    memcpy(q->ins, b->ins, (size_t)b->n * sizeof *b->ins);
+    p = q;
+  }
+  free(b);
+  return p;
+}
+
+/* A name operand that is not an int (bool) bound in this frame: its builtin, or 1 when
+ * eval must decide (unbound, or bound to another type). */
+static int xname(const Ctx *c, Sym sym, int bi, int t, int64_t *y) {
+  const Bind *bd = &c->binds[sym];
+  if ((bd->set && bd->frame == c->frame) || bi < 0 || c->builtin[bi].t != t) return 1;
+  *y = c->builtin[bi].u.i;
+  return 0;
+}
+
+/* Runs a program: 0 with *out set, or 1 when eval must evaluate the expression. The
+ * top of the stack is kept in acc, the values under it in st. Each instruction jumps
+ * to the next one's code itself (labels as values, as Lua's interpreter can): one
+ * indirect jump per instruction kind predicts far better than a shared switch. */
+static int xrun(const Ctx *c, const XIns *p, int64_t *out) {
+  int64_t st[XSTACK + 2];
+  int sp = 0;
+  int64_t acc = 0, y, l;
+  const Bind *bd;
+#define XLOAD(T)                                                                   \
+  bd = &c->binds[p->sym];                                                          \
+  if (bd->v.t == (T) && bd->set && bd->frame == c->frame) y = bd->v.u.i;           \
+  else if (xname(c, p->sym, p->bi, (T), &y)) return 1;
+#define XLOADL                                                                     \
+  bd = &c->binds[p->lsym];                                                         \
+  if (bd->v.t == T_INT && bd->set && bd->frame == c->frame) l = bd->v.u.i;         \
+  else if (xname(c, p->lsym, p->lbi, T_INT, &l)) return 1;
+#define XNEXT goto *jt[(++p)->code]
+#define XL(OP, S) &&L_##OP##_##S
+#define XTAB(OP) [XK(OP, XS_STACK)] = XL(OP, XS_STACK), [XK(OP, XS_CONST)] = XL(OP, XS_CONST), \
+                 [XK(OP, XS_INT)] = XL(OP, XS_INT), [XK(OP, XS_BOOL)] = XL(OP, XS_BOOL)
+#define XTAB2(OP) XTAB(OP), [XK(OP, XS_NC)] = XL(OP, XS_NC), [XK(OP, XS_NN)] = XL(OP, XS_NN)
+  /* an operator that pushes f(y) (on a value computed first: replaces it) */
+#define XPUSH(OP, F)                                                               \
+  L_##OP##_XS_STACK: y = acc; { F; } XNEXT;                                         \
+  L_##OP##_XS_CONST: y = p->k; st[sp++] = acc; { F; } XNEXT;                        \
+  L_##OP##_XS_INT: XLOAD(T_INT) st[sp++] = acc; { F; } XNEXT;                       \
+  L_##OP##_XS_BOOL: XLOAD(T_BOOL) st[sp++] = acc; { F; } XNEXT;
+  /* a binary operator: acc = l op y, l the value under its operand y */
+#define XBIN(OP, F)                                                                \
+  L_##OP##_XS_STACK: y = acc; l = st[--sp]; { F; } XNEXT;                           \
+  L_##OP##_XS_CONST: y = p->k; l = acc; { F; } XNEXT;                               \
+  L_##OP##_XS_INT: XLOAD(T_INT) l = acc; { F; } XNEXT;                              \
+  L_##OP##_XS_BOOL: XLOAD(T_BOOL) l = acc; { F; } XNEXT;                            \
+  L_##OP##_XS_NC: XLOADL y = p->k; st[sp++] = acc; { F; } XNEXT;                    \
+  L_##OP##_XS_NN: XLOADL XLOAD(T_INT) st[sp++] = acc; { F; } XNEXT;
+  static const void *const jt[XK(XO_END, XS_NONE) + 1] = {
+    XTAB(XO_PUSH), XTAB(XO_NEG), XTAB(XO_NOT), XTAB(XO_ABS), XTAB2(XO_ADD), XTAB2(XO_SUB), XTAB2(XO_MUL),
+    XTAB2(XO_DIV), XTAB2(XO_MOD), XTAB2(XO_MIN), XTAB2(XO_MAX), XTAB2(XO_LT), XTAB2(XO_GT), XTAB2(XO_LE),
+    XTAB2(XO_GE), XTAB2(XO_EQ), XTAB2(XO_NE), XTAB2(XO_AND), XTAB2(XO_OR),
+    [XK(XO_JF, XS_NONE)] = &&L_JF, [XK(XO_JT, XS_NONE)] = &&L_JT, [XK(XO_END, XS_NONE)] = &&L_END};
+  goto *jt[p->code];
+  XPUSH(XO_PUSH, acc = y)
+  XPUSH(XO_NEG, if (y == INT64_MIN) return 1; acc = -y)
+  XPUSH(XO_NOT, acc = !y)
+  XPUSH(XO_ABS, if (y == INT64_MIN) return 1; acc = y < 0 ? -y : y)
+  XBIN(XO_ADD, if (__builtin_add_overflow(l, y, &acc)) return 1)
+  XBIN(XO_SUB, if (__builtin_sub_overflow(l, y, &acc)) return 1)
+  XBIN(XO_MUL, if (__builtin_mul_overflow(l, y, &acc)) return 1)
+  /* floored; operands in 0..2^32 - 1 (the usual case) take the faster 32-bit divide */
+  XBIN(XO_DIV, if ((uint64_t)(l | y) <= UINT32_MAX && y) { acc = (uint32_t)l / (uint32_t)y; XNEXT; }
+               if (y == 0 || (l == INT64_MIN && y == -1)) return 1;
+               acc = l / y; if (l % y != 0 && ((l % y < 0) != (y < 0))) acc--)
+  XBIN(XO_MOD, if ((uint64_t)(l | y) <= UINT32_MAX && y) { acc = (uint32_t)l % (uint32_t)y; XNEXT; }
+               if (y == 0 || (l == INT64_MIN && y == -1)) return 1;
+               acc = l % y; if (acc != 0 && ((acc < 0) != (y < 0))) acc += y)
+  XBIN(XO_MIN, acc = y < l ? y : l)
+  XBIN(XO_MAX, acc = y > l ? y : l)
+  XBIN(XO_LT, acc = l < y)
+  XBIN(XO_GT, acc = l > y)
+  XBIN(XO_LE, acc = l <= y)
+  XBIN(XO_GE, acc = l >= y)
+  XBIN(XO_EQ, acc = l == y)
+  XBIN(XO_NE, acc = l != y)
+  XBIN(XO_AND, acc = l && y)
+  XBIN(XO_OR, acc = l || y)
+L_JF:
+  if (!acc) p += p->k - 1; else acc = st[--sp];
+  XNEXT;
+L_JT:
+  if (acc) p += p->k - 1; else acc = st[--sp];
+  XNEXT;
+L_END:
+  *out = acc;
+  return 0;
+#undef XBIN
+#undef XPUSH
+#undef XTAB2
+#undef XTAB
+#undef XL
+#undef XNEXT
+#undef XLOADL
+#undef XLOAD
+}
+
+/* eval for an expression a statement evaluates: an int literal or a name bound in
+ * this frame at once, else the expression's program when it has one, else eval. */
+static inline Value eval_top(Ctx *c, Expr *e) {
+  if (e->kind == EX_NAME) {
+    const Bind *b = &c->binds[e->sym];
+    if (b->set && b->frame == c->frame) return b->v;
+  } else if (e->kind == EX_INT) {
+    return vint(e->u.i);
+  } else {
+    const XProg *p = e->prog;
+    if (!p) p = e->prog = xcompile(c, e);
+    int64_t r;
+    if (p->t != T_ERR && !xrun(c, p->ins, &r)) {
+      Value v;
+      v.t = p->t;
+      v.u.i = r;
+      return v;
+    }
+  }
+  return eval(c, e);
+}
+
+/* An int where one is required (counts, indices, bounds). Returns 0 on success.
+ * eval_int reads a name bound to an int in this frame itself (most pass arguments);
+ * eval_int_any does the rest. */
+static int eval_int_any(Ctx *c, Expr *e, int64_t *out) {
+  Value v = eval_top(c, e);
   if (v.t == T_ERR) return -1;
   if (v.t != T_INT) {
     EERR(c, e, "expected an int, got %s%s", tname(v.t), v.t == T_REAL ? " (use int(), floor(), ceil() or round())" : "");
@@ -442,8 +759,19 @@ static int eval_int(Ctx *c, Expr *e, int64_t *out) {
   return 0;
 }
 
+static inline int eval_int(Ctx *c, Expr *e, int64_t *out) {
+  if (e->kind == EX_NAME) {
+    const Bind *b = &c->binds[e->sym];
+    if (b->v.t == T_INT && b->set && b->frame == c->frame) {
+      *out = b->v.u.i;
+      return 0;
+    }
+  }
+  return eval_int_any(c, e, out);
+}
+
 static int eval_num(Ctx *c, Expr *e, double *out) {
-  Value v = eval(c, e);
+  Value v = eval_top(c, e);
   if (v.t == T_ERR) return -1;
   if (v.t == T_BOOL) { EERR(c, e, "expected a number, got bool"); return -1; }
   *out = num(v);
@@ -451,7 +779,7 @@ static int eval_num(Ctx *c, Expr *e, double *out) {
 }
 
 static int eval_bool(Ctx *c, Expr *e, int *out) {
-  Value v = eval(c, e);
+  Value v = eval_top(c, e);
   if (v.t == T_ERR) return -1;
   if (v.t != T_BOOL) { EERR(c, e, "expected a bool condition, got %s", tname(v.t)); return -1; }
   *out = (int)v.u.i;
@@ -678,7 +1006,37 @@ static void block_pass(Ctx *c, Stmt *st) {
   e->frame = cur_frame(c);
 }
 
-static void exec_pass(Ctx *c, Stmt *st) {
+static void dup_mark(Ctx *c, const IrOp *op, int d);
+
+/* Appends a pass's op to device d (checked) and marks it for check_duplicates. Every
+ * field is written, each bit-field word whole, so that no store has to read the
+ * fresh op back first. */
+static inline void put_op(Ctx *c, const Stmt *st, int d, int kind, int coll, int64_t mb, int64_t stage, int peer) {
+  uint32_t fr = cur_frame(c);
+  IrOp *op = ir_push(c->a, c->s, d);
+  op->kind = (uint8_t)kind;
+  op->flags = 0;
+  op->xfer = st->xfer;
+  op->coll = (uint8_t)coll;
+  op->frame_hi = (uint16_t)(fr >> 15 & 0x7ff);
+  op->peer = peer;
+  op->frame_lo = fr & 0x7fff;
+  op->mb = (int32_t)mb;
+  op->stage = (int32_t)stage;
+  op->span = st->span;
+  if (c->dup_bits && kind <= IR_BW) {   /* dup_mark's common case: in range (checked) */
+    int64_t k = kind * c->dup_per + stage * c->s->nmb + mb;   /* dup_bit's */
+    uint64_t *w = &c->dup_bits[k >> 6], bit = 1ull << (k & 63);
+    if (!(*w & bit)) {
+      *w |= bit;
+      c->dup_ops++;
+      return;
+    }
+  }
+  dup_mark(c, op, d);
+}
+
+static void exec_pass_any(Ctx *c, Stmt *st) {
   if (c->blk) {
     if (ensure_layout(c, st->span)) return;
     block_pass(c, st);
@@ -761,15 +1119,45 @@ static void exec_pass(Ctx *c, Stmt *st) {
     }
   }
   if (count_op(c, st->span)) return;
-  IrOp *op = ir_push(c->a, c->s, d);
-  op->kind = (uint8_t)kind;
-  op->xfer = st->xfer;
-  op->coll = (uint8_t)coll;
-  op->mb = (int32_t)a[0];
-  op->stage = (int32_t)stage;
-  op->peer = peer;
-  op->span = st->span;
-  ir_op_set_frame(op, cur_frame(c));
+  put_op(c, st, d, kind, coll, a[0], stage, peer);
+}
+
+/* The common pass first: F, B, W or BW in a device block, its arguments ints (a
+ * name, a literal or a program that runs through), in range, on the device that
+ * holds its stage, within --max-ops. Returns 0 when the pass needs exec_pass_any,
+ * which evaluates the arguments again (they have no side effects) and reports. */
+static inline int arg_fast(Ctx *c, Expr *e, int64_t *out) {
+  if (e->kind == EX_NAME) {
+    const Bind *b = &c->binds[e->sym];
+    if (b->v.t != T_INT || !b->set || b->frame != c->frame) return 1;
+    *out = b->v.u.i;
+    return 0;
+  }
+  if (e->kind == EX_INT) { *out = e->u.i; return 0; }
+  const XProg *p = e->prog;
+  if (!p) p = e->prog = xcompile(c, e);
+  return p->t != T_INT || xrun(c, p->ins, out);
+}
+
+static int pass_fast(Ctx *c, Stmt *st) {
+  int d = c->cur_dev, n = st->list.n;
+  int64_t mb, stage;
+  if (st->op > IR_BW || d < 0 || c->blk || st->e3 || n < 1 || n > 2 || arg_fast(c, st->list.v[0], &mb)) return 0;
+  if (n == 2) {
+    if (arg_fast(c, st->list.v[1], &stage)) return 0;
+  } else {
+    if (c->dev_nst[d] != 1) return 0;
+    stage = c->dev_first[d];
+  }
+  if ((uint64_t)mb >= (uint64_t)c->nmb || (uint64_t)stage >= (uint64_t)c->nstage || c->stage_dev[stage] != d ||
+      c->s->total_ops >= c->in->max_ops)
+    return 0;
+  put_op(c, st, d, st->op, IR_COLL_NONE, mb, stage, -1);
+  return 1;
+}
+
+static void exec_pass(Ctx *c, Stmt *st) {
+  if (!pass_fast(c, st)) exec_pass_any(c, st);
 }
 
 /* overlap { P1 P2 }: an F and a backward pass run at the same time (overlap.c); the
@@ -1113,10 +1501,40 @@ static void bind_params(Ctx *c, ScheduleDef *def, Value *given, const uint8_t *h
   }
 }
 
+/* A device block's ops usually number what the previous device block wrote (a loop
+ * over the devices): a device with none yet gets that many and an eighth more at
+ * once, instead of doubling from 16 (which allocates, zeroes and copies about three
+ * times the final array). A guess that proves bad (under half used) ends the
+ * guessing, so at most one device's worth is ever allocated and not used. Returns
+ * the capacity given, or 0. */
+static int reserve_ops(Ctx *c, IrDevice *dv) {
+  long n = c->dev_ops + c->dev_ops / 8, left = c->in->max_ops - c->s->total_ops;
+  if (dv->capops || c->dev_ops < 64) return 0;
+  if (n > left) n = left;
+  if (n < 64 || n > INT_MAX / 2) return 0;
+  dv->ops = arena_alloc(c->a, (size_t)n * sizeof *dv->ops);
+  dv->capops = (int)n;
+  return (int)n;
+}
+
 static void exec(Ctx *c, Stmt *st) {
   if (++c->steps > c->step_limit) {
     SERR(c, st, "elaboration takes more than %ld steps (limit from --max-ops)", c->step_limit);
     c->stop = 1;
+    return;
+  }
+  if (st->kind == ST_PASS) {   /* the statements of loop bodies first, without the switch */
+    exec_pass(c, st);
+    return;
+  }
+  if (st->kind == ST_IF) {
+    int ok;
+    if (eval_bool(c, st->e1, &ok)) return;
+    Stmt *body = ok ? st->body : st->els;
+    if (!body) return;
+    int mark = c->nsaved;
+    exec_list(c, body);
+    unbind_to(c, mark);
     return;
   }
   switch ((StmtKind)st->kind) {
@@ -1233,7 +1651,7 @@ static void exec(Ctx *c, Stmt *st) {
     return;
   }
   case ST_LET: {
-    Value v = eval(c, st->e1);
+    Value v = eval_top(c, st->e1);
     bind(c, st->sym, v);
     return;
   }
@@ -1289,14 +1707,6 @@ static void exec(Ctx *c, Stmt *st) {
     unbind_to(c, mark);
     return;
   }
-  case ST_IF: {
-    int ok;
-    if (eval_bool(c, st->e1, &ok)) return;
-    int mark = c->nsaved;
-    exec_list(c, ok ? st->body : st->els);
-    unbind_to(c, mark);
-    return;
-  }
   case ST_DEVICE: {
     if (c->cur_dev >= 0) { SERR(c, st, "device blocks do not nest"); return; }
     if (c->blk) { SERR(c, st, "a device block is not allowed in a building block"); return; }
@@ -1305,11 +1715,15 @@ static void exec(Ctx *c, Stmt *st) {
     if (ensure_layout(c, st->span)) return;
     if (d < 0 || d >= c->ndev) { EERR(c, st->e1, "device %lld out of range 0..%lld", (long long)d, (long long)c->ndev); return; }
     int mark = c->nsaved;
-    if (!c->s->devs[d].span.file) c->s->devs[d].span = st->span;
+    IrDevice *dv = &c->s->devs[d];
+    if (!dv->span.file) dv->span = st->span;
+    int reserved = reserve_ops(c, dv);
     c->cur_dev = (int)d;
     exec_list(c, st->body);
     c->cur_dev = -1;
     unbind_to(c, mark);
+    if (reserved && dv->nops < reserved / 2) c->dev_ops = -1;   /* a bad guess: no more */
+    else if (c->dev_ops >= 0) c->dev_ops = dv->nops;
     return;
   }
   case ST_BLOCK:
@@ -1339,9 +1753,6 @@ static void exec(Ctx *c, Stmt *st) {
     c->blk->squeeze = 1;
     c->blk->sqspan = st->span;
     return;
-  case ST_PASS:
-    exec_pass(c, st);
-    return;
   case ST_SYNTH:
     exec_synth(c, st);
     return;
@@ -1364,6 +1775,8 @@ static void exec(Ctx *c, Stmt *st) {
   case ST_OVERLAP:
     exec_overlap(c, st);
     return;
+  case ST_PASS:   /* done above */
+  case ST_IF:
   case ST_EMPTY:
     return;
   }
@@ -1409,7 +1822,15 @@ static void exec_synth(Ctx *c, Stmt *st) {
 }
 
 static void exec_list(Ctx *c, Stmt *st) {
-  for (; st && !c->stop; st = st->next) exec(c, st);
+  for (; st && !c->stop; st = st->next) {
+    if ((st->kind == ST_PASS || st->kind == ST_OVERLAP) && c->steps < c->step_limit) {
+      c->steps++;   /* exec's own cases, without its frame */
+      if (st->kind == ST_PASS) exec_pass(c, st);
+      else exec_overlap(c, st);
+    } else {
+      exec(c, st);
+    }
+  }
 }
 
 /* use NAME(args): the named schedule's body, elaborated here with its own parameters. */
@@ -1787,26 +2208,61 @@ typedef struct DupSlot { uint64_t key; int32_t dev, idx; } DupSlot;
  * microbatch, stage or device), a table that stays in the cache. Returns 1 when it
  * proved there is no duplicate, 0 when the hash table below must look (a duplicate,
  * which it reports with its first occurrence, or an op out of range). */
-static int no_duplicates_fast(const IrSchedule *s) {
+/* The table's size: bits per kind (microbatches times stages or devices), or 0 when
+ * the schedule is too large for a table. */
+static int64_t dup_per(const IrSchedule *s) {
   int64_t per = (int64_t)s->nmb * (s->nstage > s->ndev ? s->nstage : s->ndev);
   if (s->nmb <= 0 || s->nstage <= 0 || s->ndev <= 0 || s->nstage >= (1 << 24) || s->ndev >= (1 << 24) ||
       per > ((int64_t)1 << 26))
     return 0;
-  uint64_t *bit = calloc((size_t)((10 * per + 63) / 64 + 1), sizeof *bit);
+  return per;
+}
+
+/* The bit of op (on device d): -1 for a kind that is not checked here (send, recv,
+ * collectives), -2 for an op out of range. */
+static inline int64_t dup_bit(const IrSchedule *s, const IrOp *op, int d, int64_t per) {
+  int64_t third, kind;
+  if (op->kind <= IR_BW) kind = op->kind, third = op->stage;
+  else if (op->kind == IR_OFFLOAD || op->kind == IR_RELOAD) kind = op->kind == IR_OFFLOAD ? 4 : 5, third = op->stage;
+  else if (op->kind <= IR_T) kind = 6 + (op->kind - IR_IF), third = d;
+  else return -1;
+  if (op->mb < 0 || op->mb >= s->nmb || third < 0 || third >= (kind < 6 ? s->nstage : s->ndev)) return -2;
+  return kind * per + third * s->nmb + op->mb;   /* a stage's microbatches side by side */
+}
+
+static uint64_t *dup_table(int64_t per) { return calloc((size_t)((10 * per + 63) / 64 + 1), sizeof(uint64_t)); }
+
+/* Marks an op exec_pass wrote (see Ctx.dup_bits). */
+static void dup_mark(Ctx *c, const IrOp *op, int d) {
+  if (c->dup_off) return;
+  if (!c->dup_bits) {
+    c->dup_per = dup_per(c->s);
+    if (!c->dup_per || !(c->dup_bits = dup_table(c->dup_per))) { c->dup_off = 1; return; }
+  }
+  int64_t k = dup_bit(c->s, op, d, c->dup_per);
+  if (k == -1) { c->dup_ops++; return; }
+  if (k >= 0 && !(c->dup_bits[k >> 6] & (1ull << (k & 63)))) {
+    c->dup_bits[k >> 6] |= 1ull << (k & 63);
+    c->dup_ops++;
+    return;
+  }
+  c->dup_off = 1;   /* out of range, or a duplicate: the full check reports it */
+  free(c->dup_bits);
+  c->dup_bits = NULL;
+}
+
+static int no_duplicates_fast(const IrSchedule *s) {
+  int64_t per = dup_per(s);
+  if (!per) return 0;
+  uint64_t *bit = dup_table(per);
   if (!bit) return 0;
   int ok = 1;
   for (int d = 0; d < s->ndev && ok; d++) {
     const IrDevice *dv = &s->devs[d];
     for (int i = 0; i < dv->nops; i++) {
-      const IrOp *op = &dv->ops[i];
-      int64_t third, kind;
-      if (op->kind <= IR_BW) kind = op->kind, third = op->stage;
-      else if (op->kind == IR_OFFLOAD || op->kind == IR_RELOAD) kind = op->kind == IR_OFFLOAD ? 4 : 5, third = op->stage;
-      else if (op->kind <= IR_T) kind = 6 + (op->kind - IR_IF), third = d;
-      else continue;
-      if (op->mb < 0 || op->mb >= s->nmb || third < 0 || third >= (kind < 6 ? s->nstage : s->ndev)) { ok = 0; break; }
-      int64_t k = kind * per + (int64_t)op->mb * (kind < 6 ? s->nstage : s->ndev) + third;
-      if (bit[k >> 6] & (1ull << (k & 63))) { ok = 0; break; }
+      int64_t k = dup_bit(s, &dv->ops[i], d, per);
+      if (k == -1) continue;
+      if (k < 0 || (bit[k >> 6] & (1ull << (k & 63)))) { ok = 0; break; }
       bit[k >> 6] |= 1ull << (k & 63);
     }
   }
@@ -1817,6 +2273,7 @@ static int no_duplicates_fast(const IrSchedule *s) {
 static void check_duplicates(Ctx *c) {
   IrSchedule *s = c->s;
   if (s->total_ops == 0) return;
+  if (!c->dup_off && c->dup_ops == s->total_ops) return;   /* every op marked as written, none twice */
   if (no_duplicates_fast(s)) return;
   size_t cap = 1024;
   while (cap < (size_t)s->total_ops * 2) cap *= 2;
@@ -1859,10 +2316,7 @@ static void check_duplicates(Ctx *c) {
   free(rep);
 }
 
-IrSchedule *elab_run(const ElabInput *in, int *usage) {
-  Ctx ctx;
-  Ctx *c = &ctx;
-  memset(c, 0, sizeof *c);
+static IrSchedule *elab_schedule(Ctx *c, const ElabInput *in, int *usage) {
   c->in = in;
   c->a = in->arena;
   c->d = in->diag;
@@ -1982,5 +2436,13 @@ IrSchedule *elab_run(const ElabInput *in, int *usage) {
     c->in->order->sopt = c->sopt;
     if (c->sq && !c->stop && c->d->errors == errors_before) c->in->order->sq = c->sq;
   }
+  return s;
+}
+
+IrSchedule *elab_run(const ElabInput *in, int *usage) {
+  Ctx c;
+  memset(&c, 0, sizeof c);
+  IrSchedule *s = elab_schedule(&c, in, usage);
+  free(c.dup_bits);
   return s;
 }
