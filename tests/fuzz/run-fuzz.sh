@@ -8,6 +8,7 @@ build=${2:-.}
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 make -C "$build" fuzz >/dev/null || { echo "run-fuzz: 'make fuzz' failed (needs clang)"; exit 1; }
+build=$(cd "$build" && pwd)   # (the run below changes directory)
 bin="$build/tests/fuzz/fuzz_front"
 work=${TMPDIR:-/tmp}/pps-fuzz-run.$$
 mkdir -p "$work/corpus"
