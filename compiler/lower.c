@@ -145,42 +145,52 @@ static int32_t chan_id(int64_t *hkeys, int32_t *hvals, size_t hcap, int64_t key,
   }
 }
 
+/* The device the output of pass op (on device d) goes to, and its kind (xfer); -1 when
+ * it goes to no other device. */
+static int comm_to(const IrSchedule *s, int d, const IrOp *op, int *xfer) {
+  if (!ana_valid_pass(s, op) || s->stages[op->stage].device != d) return -1;
+  int to;
+  if (op->kind == IR_F && op->stage + 1 < s->nstage) {
+    to = s->stages[op->stage + 1].device, *xfer = IR_XFER_ACT;
+  } else if ((op->kind == IR_B || op->kind == IR_BW) && op->stage > 0) {
+    to = s->stages[op->stage - 1].device, *xfer = IR_XFER_GRAD;
+  } else {
+    return -1;
+  }
+  return to == d || to < 0 || to >= s->ndev ? -1 : to;
+}
+
 /* The send op k of device d needs: its data's device (to), kind (xfer) and consumer
  * (cons, a global id, -1 when missing). Returns 0 when it sends nothing (no consumer
  * stage on another device, or a duplicate pass: the first one wins). */
 typedef struct CommOf { int to, xfer; int32_t cons; } CommOf;
 static int comm_of(const IrSchedule *s, const AnaIndex *ix, int d, int k, CommOf *c) {
   const IrOp *op = &s->devs[d].ops[k];
-  int S = s->nstage;
-  if (!ana_valid_pass(s, op) || s->stages[op->stage].device != d) return 0;
-  if (op->kind == IR_F && op->stage + 1 < S) {
-    c->to = s->stages[op->stage + 1].device, c->xfer = IR_XFER_ACT;
-    c->cons = ix->posF[ANA_SLOT(ix, op->mb, op->stage + 1)];
-  } else if ((op->kind == IR_B || op->kind == IR_BW) && op->stage > 0) {
-    c->to = s->stages[op->stage - 1].device, c->xfer = IR_XFER_GRAD;
-    c->cons = ix->posB[ANA_SLOT(ix, op->mb, op->stage - 1)];
-  } else {
-    return 0;
-  }
-  if (c->to == d || c->to < 0 || c->to >= s->ndev) return 0;
-  return ix->posF[ANA_SLOT(ix, op->mb, op->stage)] == ix->off[d] + k ||
-         ix->posB[ANA_SLOT(ix, op->mb, op->stage)] == ix->off[d] + k;
+  c->to = comm_to(s, d, op, &c->xfer);
+  if (c->to < 0) return 0;
+  int64_t me = ANA_SLOT(ix, op->mb, op->stage);
+  c->cons = c->xfer == IR_XFER_ACT ? ix->posF[ANA_SLOT(ix, op->mb, op->stage + 1)]
+                                   : ix->posB[ANA_SLOT(ix, op->mb, op->stage - 1)];
+  return ix->posF[me] == ix->off[d] + k || ix->posB[me] == ix->off[d] + k;
 }
 
 static int64_t lower_comm(Arena *a, IrSchedule *s, const AnaIndex *ix) {
   int P = s->ndev;
   Batch b;
   batch_init(&b, P);
-  /* first the counts, so that every array is allocated once at its size */
+  /* first the counts (a duplicate pass counted too: an upper bound), so that every
+   * array is allocated once */
   int npr = 0;
-  for (int d = 0; d < P; d++)
+  for (int d = 0; d < P; d++) {
+    const IrOp *ops = s->devs[d].ops;
     for (int k = 0; k < s->devs[d].nops; k++) {
-      CommOf c;
-      if (!comm_of(s, ix, d, k, &c)) continue;
+      int xfer, to = comm_to(s, d, &ops[k], &xfer);
+      if (to < 0) continue;
       b.dev[d].cap++;
-      b.dev[c.to].cap++;
+      b.dev[to].cap++;
       npr++;
     }
+  }
   for (int d = 0; d < P; d++)
     if (b.dev[d].cap) b.dev[d].v = arena_alloc(&b.tmp, sizeof(Ins) * (size_t)b.dev[d].cap);
   PendRecv *pr = arena_alloc(&b.tmp, sizeof(PendRecv) * (size_t)(npr + 1));
