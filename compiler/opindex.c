@@ -77,6 +77,19 @@ double sim_cost(const IrSchedule *s, const IrOp *op) {
   }
 }
 
+/* Posted recv g's consumer (sim_links, in op order: the first posted recv a consumer
+ * waits for is the earliest): the pass that reads its data, later on its device (else
+ * it stays a plain recv, waited for where it stands). */
+static void link_posted(const IrSchedule *s, const AnaIndex *ix, SimLinks *L, const IrOp *op, int32_t g) {
+  if (op->mb < 0 || op->mb >= s->nmb) return;
+  int st = op->xfer == IR_XFER_ACT ? op->stage + 1 : op->xfer == IR_XFER_GRAD ? op->stage - 1 : -1;
+  if (st < 0 || st >= s->nstage) return;
+  int32_t c = op->xfer == IR_XFER_ACT ? ix->posF[ANA_SLOT(ix, op->mb, st)] : ix->posB[ANA_SLOT(ix, op->mb, st)];
+  if (c <= g || ix->devof[c] != ix->devof[g] || L->postwait[c] >= 0) return;
+  L->postwait[c] = g;
+  L->postcons[g] = c;
+}
+
 void sim_links(Arena *a, const IrSchedule *s, const AnaIndex *ix, SimLinks *L) {
   memset(L, 0, sizeof *L);
   int64_t n = ix->total;
@@ -97,8 +110,12 @@ void sim_links(Arena *a, const IrSchedule *s, const AnaIndex *ix, SimLinks *L) {
   int32_t *nsend = arena_alloc(a, chcap), *nrecv = arena_alloc(a, chcap);
   int32_t *src = arena_alloc(a, chcap), *dst = arena_alloc(a, chcap);
   /* the linked sends (g) and recvs (-1 - g) in op order, so that the passes below
-     read neither the ops nor the other ops' entries */
+     read neither the ops nor the other ops' entries; with each, its message's key
+     (microbatch, stage, transfer) in 32 bits, MSG_ANY where it does not fit */
   int32_t *cg = arena_alloc(a, sizeof(int32_t) * (size_t)(ix->ncomm + 1));
+  uint32_t *ckey = arena_alloc(a, sizeof(uint32_t) * (size_t)(ix->ncomm + 1));
+  const uint32_t MSG_ANY = UINT32_MAX;
+  int keyfit = (int64_t)ix->nmb * ix->nstage * 4 < (int64_t)MSG_ANY;
   int64_t ncg = 0;
   int nc = 0, nposted = 0;
   for (int d = 0; d < P; d++) {
@@ -106,10 +123,19 @@ void sim_links(Arena *a, const IrSchedule *s, const AnaIndex *ix, SimLinks *L) {
     int64_t lastkey[2] = {-1, -1};   /* the channel of the device's last send and last recv: */
     int lastc[2] = {0, 0};           /* most of its messages go to one or two peers */
     for (int k = 0; k < dev->nops; k++) {
-      const IrOp *op = &dev->ops[k];
       int32_t g = ix->off[d] + k;
-      switch ((IrKind)op->kind) {
+      switch ((IrKind)ANA_KIND(ix->kf[g])) {   /* (the ops of the other kinds are not read) */
       case IR_SEND: case IR_RECV: {
+        const IrOp *op = &dev->ops[k];
+        if (op->kind == IR_RECV && (op->flags & IR_FLAG_POSTED)) {
+          if (!L->postwait) {   /* the first posted recv */
+            L->postwait = arena_alloc(a, sizeof(int32_t) * (size_t)(n + 1));
+            L->postcons = arena_alloc(a, sizeof(int32_t) * (size_t)(n + 1));
+            memset(L->postwait, 0xff, sizeof(int32_t) * (size_t)(n + 1));
+            memset(L->postcons, 0xff, sizeof(int32_t) * (size_t)(n + 1));
+          }
+          link_posted(s, ix, L, op, g);
+        }
         if (op->peer < 0 || op->peer >= P) break;
         int sd = op->kind == IR_SEND ? d : op->peer, rd = op->kind == IR_SEND ? op->peer : d;
         int64_t key = (int64_t)sd * P + rd;
@@ -134,65 +160,63 @@ void sim_links(Arena *a, const IrSchedule *s, const AnaIndex *ix, SimLinks *L) {
         }
         L->chan[g] = c;
         L->seq[g] = op->kind == IR_SEND ? nsend[c]++ : nrecv[c]++;
-        if (ncg < ix->ncomm) cg[ncg++] = op->kind == IR_SEND ? g : -1 - g;
+        if (ncg < ix->ncomm) {
+          cg[ncg] = op->kind == IR_SEND ? g : -1 - g;
+          ckey[ncg++] = keyfit && ana_valid_pass(s, op) && (op->xfer == IR_XFER_ACT || op->xfer == IR_XFER_GRAD)
+                        ? (uint32_t)ANA_SLOT(ix, op->mb, op->stage) * 4 + op->xfer : MSG_ANY;
+        }
         nposted += op->kind == IR_RECV && (op->flags & IR_FLAG_POSTED);
         break;
       }
       case IR_COLL: case IR_S: L->link[g] = L->ncoll[d]++; break;
-      case IR_B: case IR_BW:
+      case IR_B: case IR_BW: {
+        const IrOp *op = &dev->ops[k];
         if (ana_valid_pass(s, op)) {
           int32_t r = ix->posRel[ANA_SLOT(ix, op->mb, op->stage)];
           if (r >= 0 && ix->devof[r] == d) L->link[g] = r;
         }
         break;
-      case IR_RELOAD:
+      }
+      case IR_RELOAD: {
+        const IrOp *op = &dev->ops[k];
         if (ana_valid_pass(s, op)) {
           int32_t o = ix->posOff[ANA_SLOT(ix, op->mb, op->stage)];
           if (o >= 0 && ix->devof[o] == d) L->link[g] = o;
         }
         break;
+      }
       default: break;
       }
     }
   }
+  /* posted recvs are linked to their consumers when one of them names a channel */
+  if (!nposted) L->postwait = L->postcons = NULL;
   L->nchan = nc;
   L->chan_nsend = nsend;
   L->chan_nrecv = nrecv;
   L->chan_src = src;
   L->chan_dst = dst;
   L->chan_sends = arena_alloc(a, sizeof(int32_t *) * (size_t)(nc + 1));
-  for (int c = 0; c < nc; c++) L->chan_sends[c] = arena_alloc(a, sizeof(int32_t) * (size_t)(nsend[c] + 1));
+  uint32_t **skey = arena_alloc(a, sizeof(uint32_t *) * (size_t)(nc + 1));   /* the sends' keys, channel order */
+  for (int c = 0; c < nc; c++) {
+    L->chan_sends[c] = arena_alloc(a, sizeof(int32_t) * (size_t)(nsend[c] + 1));
+    skey[c] = arena_alloc(a, sizeof(uint32_t) * (size_t)(nsend[c] + 1));
+  }
   for (int64_t k = 0; k < ncg; k++)
-    if (cg[k] >= 0) L->chan_sends[L->chan[cg[k]]][L->seq[cg[k]]] = cg[k];
+    if (cg[k] >= 0) {
+      int c = L->chan[cg[k]], q = L->seq[cg[k]];
+      L->chan_sends[c][q] = cg[k];
+      skey[c][q] = ckey[k];
+    }
   for (int64_t k = 0; k < ncg; k++) {
     if (cg[k] >= 0) continue;
     int32_t g = -1 - cg[k];
-    int c = L->chan[g];
-    L->link[g] = L->seq[g] < nsend[c] ? L->chan_sends[c][L->seq[g]] : -1;
-  }
-  if (nposted) sim_link_posted(s, ix, L, a);
-}
-
-/* Each posted recv's consumer: the pass that reads its data, later on its device
- * (else it stays a plain recv, waited for where it stands). */
-void sim_link_posted(const IrSchedule *s, const AnaIndex *ix, SimLinks *L, Arena *a) {
-  int64_t n = ix->total;
-  L->postwait = arena_alloc(a, sizeof(int32_t) * (size_t)(n + 1));
-  L->postcons = arena_alloc(a, sizeof(int32_t) * (size_t)(n + 1));
-  memset(L->postwait, 0xff, sizeof(int32_t) * (size_t)(n + 1));
-  memset(L->postcons, 0xff, sizeof(int32_t) * (size_t)(n + 1));
-  for (int64_t g = 0; g < n; g++) {
-    const IrOp *op = ana_op(s, ix, (int32_t)g);
-    if (op->kind != IR_RECV || !(op->flags & IR_FLAG_POSTED) || op->mb < 0 || op->mb >= s->nmb) continue;
-    int st = op->xfer == IR_XFER_ACT ? op->stage + 1 : op->xfer == IR_XFER_GRAD ? op->stage - 1 : -1;
-    if (st < 0 || st >= s->nstage) continue;
-    int32_t c = op->xfer == IR_XFER_ACT ? ix->posF[ANA_SLOT(ix, op->mb, st)] : ix->posB[ANA_SLOT(ix, op->mb, st)];
-    if (c <= g || ix->devof[c] != ix->devof[g] || L->postwait[c] >= 0) continue;
-    L->postwait[c] = (int32_t)g;
-    L->postcons[g] = c;
+    int c = L->chan[g], q = L->seq[g];
+    if (q >= nsend[c]) continue;   /* (link -1) */
+    L->link[g] = L->chan_sends[c][q];
+    L->nmisfit += ckey[k] == MSG_ANY || skey[c][q] != ckey[k];
   }
 }
-
 
 /* Under `vocab async`: how many collectives op waits for (their (mb, coll) in need[]):
  * F(i, 0) input_fwd(i); T(i) output_fwd(i); the last stage's B/BW(i) output_bwd(i)

@@ -63,10 +63,12 @@ typedef struct SimLinks {
   /* posted recvs (IR_FLAG_POSTED; NULL when the schedule has none): the recv a
    * consumer waits for at its start, and each posted recv's consumer ([total], -1) */
   int32_t *postwait, *postcons;
+  /* recvs whose linked send may carry another message (another microbatch, stage or
+   * transfer; or one whose fields are out of range): 0 = every recv gets its own
+   * message, and verify's FIFO check need not read the ops */
+  int64_t nmisfit;
 } SimLinks;
 void sim_links(Arena *a, const IrSchedule *s, const AnaIndex *ix, SimLinks *L);
-/* Fills postwait/postcons (sim_links does when the schedule has posted recvs). */
-void sim_link_posted(const IrSchedule *s, const AnaIndex *ix, SimLinks *L, Arena *a);
 
 /* Device time of one op (compute cost; 0 for send/recv/offload/reload issue). */
 double sim_cost(const IrSchedule *s, const IrOp *op);

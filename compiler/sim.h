@@ -8,7 +8,7 @@
 
 /* Order-based memory per device (fills dev[].peak_order, host_peak, end_memory);
  * works on any IR, valid or not. */
-void sim_memory_order(const IrSchedule *s, const AnaIndex *ix, SimDev *dev);
+void sim_memory_order(Arena *a, const IrSchedule *s, const AnaIndex *ix, SimDev *dev);
 /* Runs the executor; want_timeline fills memory-over-time points. Returns r->ok. */
 int sim_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L,
             SimResult *r, int want_timeline);

@@ -358,6 +358,7 @@ static void check_passes(V *v, int32_t *sendtab[2], int32_t *recvtab[2]) {
 
 /* ---- channels (FIFO) ---- */
 static void check_channels(V *v, const SimLinks *L) {
+  if (!L->nmisfit) return;   /* sim_links compared the messages' keys: every recv gets its own */
   char b1[96], b2[96];
   int64_t n = v->ix->total;
   int reported = 0;
@@ -640,7 +641,7 @@ static void check_memory(V *v, SimDev *mem, const SimDev *have) {
       mem[d].nops = have[d].nops;
     }
   else
-    sim_memory_order(s, v->ix, mem);
+    sim_memory_order(v->a, s, v->ix, mem);
   for (int d = 0; d < s->ndev; d++) {
     if (s->mem_limit >= 0 && mem[d].peak_order > s->mem_limit * (1 + 1e-9) && mem[d].peak_order_op >= 0) {
       const IrOp *op = OP(v, mem[d].peak_order_op);
