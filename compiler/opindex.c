@@ -24,13 +24,17 @@ int ana_index(Arena *a, const IrSchedule *s, AnaIndex *ix) {
   int64_t slots = (int64_t)ix->nmb * ix->nstage;
   if (slots > ANA_MAX_SLOTS(total)) return -1;
   ix->total = total;
+  int64_t stride = ((int64_t)ix->nmb + 15) / 16 * 16;   /* whole 64-byte lines, an odd number of them */
+  if (stride / 16 % 2 == 0) stride += 16;
+  ix->mbstride = stride <= INT32_MAX ? (int32_t)stride : ix->nmb;
+  ix->nslots = (int64_t)ix->nstage * ix->mbstride;
   ix->off = arena_alloc(a, sizeof(int32_t) * (size_t)(ix->ndev + 1));
   ix->devof = arena_alloc(a, sizeof(int32_t) * (size_t)(total + 1));
   ix->kf = arena_alloc(a, (size_t)total + 1);
   int32_t **tabs[5] = {&ix->posF, &ix->posB, &ix->posW, &ix->posOff, &ix->posRel};
   for (int k = 0; k < 5; k++) {
-    *tabs[k] = arena_alloc(a, sizeof(int32_t) * (size_t)(slots + 1));
-    memset(*tabs[k], 0xff, sizeof(int32_t) * (size_t)(slots + 1));
+    *tabs[k] = arena_alloc(a, sizeof(int32_t) * (size_t)(ix->nslots + 1));
+    memset(*tabs[k], 0xff, sizeof(int32_t) * (size_t)(ix->nslots + 1));
   }
   int32_t g = 0;
   for (int d = 0; d < ix->ndev; d++) {
@@ -170,6 +174,7 @@ void sim_links(Arena *a, const IrSchedule *s, const AnaIndex *ix, SimLinks *L) {
       }
       case IR_COLL: case IR_S: L->link[g] = L->ncoll[d]++; break;
       case IR_B: case IR_BW: {
+        if (!ix->noffload) break;   /* (no reloads) */
         const IrOp *op = &dev->ops[k];
         if (ana_valid_pass(s, op)) {
           int32_t r = ix->posRel[ANA_SLOT(ix, op->mb, op->stage)];

@@ -33,6 +33,7 @@ typedef struct V {
   AnaIndex *ix;
   int errors0;
   int first;      /* errors before verify started */
+  int64_t misplaced;   /* passes check_structure found on another device than their stage's */
 } V;
 
 /* A schedule wrong everywhere would report millions of errors: stop at MAX_ERRORS. */
@@ -86,6 +87,7 @@ static void check_structure(V *v, int32_t *sendtab[2], int32_t *recvtab[2]) {
         int home = s->stages[op->stage].device;
         if (home != d) {
           diag_error(v->dg, op->span, "%s runs on device %d, but stage %d is on device %d", opname(v, op, b1, sizeof b1), d, op->stage, home);
+          v->misplaced++;
           in_loop(v, d, op);
           break;
         }
@@ -250,13 +252,17 @@ static void report_missing(V *v, Missing *ms) {
 }
 
 /* producer must precede consumer: same device -> order; else through send/recv.
- * psl: the producer's (microbatch, stage) slot (used for a transfer). The ops are
- * looked at only when something is wrong (the index alone decides the rest). */
+ * psl: the producer's (microbatch, stage) slot (used for a transfer); pst, cst: the
+ * producer's and consumer's stages. The ops are looked at only when something is
+ * wrong (the index alone decides the rest). */
 static void need(V *v, int32_t prod, int32_t cons, int xfer, int64_t psl, int32_t *sendtab[2], int32_t *recvtab[2],
-                 int comm_written) {
+                 int comm_written, int pst, int cst) {
   char b1[96], b2[96];
   if (prod < 0 || cons < 0) return;
-  int pd = v->ix->devof[prod], cd = v->ix->devof[cons];
+  /* their devices: their stages' when every pass is on its stage's device (the index
+     then need not be read at two random places) */
+  int pd = v->misplaced ? v->ix->devof[prod] : v->s->stages[pst].device;
+  int cd = v->misplaced ? v->ix->devof[cons] : v->s->stages[cst].device;
   if (pd == cd) {
     if (prod > cons) {
       const IrOp *p = OP(v, prod), *c = OP(v, cons);
@@ -323,20 +329,20 @@ static void check_passes(V *v, int32_t *sendtab[2], int32_t *recvtab[2]) {
       }
       if (b < 0 && w >= 0) {} /* reported as missing B */
       /* dependencies */
-      if (st > 0) need(v, ix->posF[ANA_SLOT(ix, i, st - 1)], f, IR_XFER_ACT, ANA_SLOT(ix, i, st - 1), sendtab, recvtab, comm_written);
-      need(v, f, b, IR_XFER_NONE, sl, sendtab, recvtab, comm_written);
-      if (st + 1 < S) need(v, ix->posB[ANA_SLOT(ix, i, st + 1)], b, IR_XFER_GRAD, ANA_SLOT(ix, i, st + 1), sendtab, recvtab, comm_written);
-      if (b >= 0 && ANA_KIND(ix->kf[b]) == IR_B) need(v, b, w, IR_XFER_NONE, sl, sendtab, recvtab, comm_written);
+      if (st > 0) need(v, ix->posF[ANA_SLOT(ix, i, st - 1)], f, IR_XFER_ACT, ANA_SLOT(ix, i, st - 1), sendtab, recvtab, comm_written, st - 1, st);
+      need(v, f, b, IR_XFER_NONE, sl, sendtab, recvtab, comm_written, st, st);
+      if (st + 1 < S) need(v, ix->posB[ANA_SLOT(ix, i, st + 1)], b, IR_XFER_GRAD, ANA_SLOT(ix, i, st + 1), sendtab, recvtab, comm_written, st + 1, st);
+      if (b >= 0 && ANA_KIND(ix->kf[b]) == IR_B) need(v, b, w, IR_XFER_NONE, sl, sendtab, recvtab, comm_written, st, st);
       /* offload / reload */
       int32_t of = ix->posOff[sl], rl = ix->posRel[sl];
       if (of >= 0) {
-        need(v, f, of, IR_XFER_NONE, sl, sendtab, recvtab, comm_written);
+        need(v, f, of, IR_XFER_NONE, sl, sendtab, recvtab, comm_written, st, st);
         if (rl < 0) {
           diag_error(v->dg, OP(v, of)->span, "%s is never reloaded (no reload(%d,%d) before its backward)", opname(v, OP(v, of), b1, sizeof b1), i, st);
           in_dev(v, ix->devof[of], OP(v, of));
         } else {
-          need(v, of, rl, IR_XFER_NONE, sl, sendtab, recvtab, comm_written);
-          need(v, rl, b, IR_XFER_NONE, sl, sendtab, recvtab, comm_written);
+          need(v, of, rl, IR_XFER_NONE, sl, sendtab, recvtab, comm_written, st, st);
+          need(v, rl, b, IR_XFER_NONE, sl, sendtab, recvtab, comm_written, st, st);
         }
       } else if (rl >= 0) {
         diag_error(v->dg, OP(v, rl)->span, "%s reloads an activation that was never offloaded", opname(v, OP(v, rl), b1, sizeof b1));
@@ -346,14 +352,16 @@ static void check_passes(V *v, int32_t *sendtab[2], int32_t *recvtab[2]) {
   report_missing(v, &ms);
   /* sends/recvs that no dependency uses: both ends exist, but the other side is absent */
   for (int x = 0; x < 2; x++)
-    for (int64_t sl = 0; sl < (int64_t)m * S && !enough(v); sl++) {
-      int32_t sd = sendtab[x][sl], rv = recvtab[x][sl];
-      if ((sd >= 0) == (rv >= 0)) continue;
-      const IrOp *op = OP(v, sd >= 0 ? sd : rv);
-      if (sd >= 0) diag_error(v->dg, op->span, "%s is never received (no matching recv on device %d)", opname(v, op, b1, sizeof b1), op->peer);
-      else diag_error(v->dg, op->span, "%s has no matching send on device %d", opname(v, op, b1, sizeof b1), op->peer);
-      in_dev(v, v->ix->devof[sd >= 0 ? sd : rv], op);
-    }
+    for (int i = 0; i < m; i++)
+      for (int st = 0; st < S && !enough(v); st++) {
+        int64_t sl = ANA_SLOT(ix, i, st);
+        int32_t sd = sendtab[x][sl], rv = recvtab[x][sl];
+        if ((sd >= 0) == (rv >= 0)) continue;
+        const IrOp *op = OP(v, sd >= 0 ? sd : rv);
+        if (sd >= 0) diag_error(v->dg, op->span, "%s is never received (no matching recv on device %d)", opname(v, op, b1, sizeof b1), op->peer);
+        else diag_error(v->dg, op->span, "%s has no matching send on device %d", opname(v, op, b1, sizeof b1), op->peer);
+        in_dev(v, v->ix->devof[sd >= 0 ? sd : rv], op);
+      }
 }
 
 /* ---- channels (FIFO) ---- */
@@ -685,8 +693,8 @@ int verify_schedule(Arena *a, Diag *dg, const IrSchedule *s, VerifyResult *out) 
                  s->nmb, s->nstage, 2 * (long long)s->nmb * s->nstage, (long long)ops);
     return dg->errors - e0;
   }
-  V v = {a, dg, s, &out->ix, e0, e0};
-  int64_t slots = (int64_t)s->nmb * s->nstage;
+  V v = {a, dg, s, &out->ix, e0, e0, 0};
+  int64_t slots = out->ix.nslots;
   int32_t *sendtab[2], *recvtab[2];
   for (int x = 0; x < 2; x++) {
     sendtab[x] = arena_alloc(a, sizeof(int32_t) * (size_t)(slots + 1));

@@ -330,6 +330,21 @@ static void test_missing(void) {
   t_end(&t);
 }
 
+/* A pass on another device than its stage's (IR built by hand; the front end rejects
+ * it): reported, and its dependencies are checked on the device it runs on (verify.c's
+ * need() takes the devices from the stages only when no pass is misplaced). */
+static void test_misplaced(void) {
+  T t;
+  t_begin(&t, 2, 1, 1, 1, 1, 1, 0);
+  IB *b = &t.b;
+  ib_op(b, 0, IR_F, 0, 1); ib_op(b, 0, IR_F, 0, 0); ib_op(b, 0, IR_BW, 0, 1); ib_op(b, 0, IR_BW, 0, 0);
+  check_true("misplaced: invalid", !t_run(&t));
+  check_true("misplaced: reported", find_err(&t, "F(0) runs on device 0, but stage 1 is on device 1") != NULL);
+  check_true("misplaced: F chain on its device", find_err(&t, "F(0) runs before F(0), which it needs") != NULL);
+  if (!find_err(&t, "F(0) runs before F(0)")) dump_errs(&t);
+  t_end(&t);
+}
+
 static void test_offload(void) {
   /* cheap copies: free, lower time-based peak; expensive copies: not made (lower.c) */
   double times[] = {0.5, 20};
@@ -585,6 +600,7 @@ int main(void) {
   test_memory_limit();
   test_expect();
   test_missing();
+  test_misplaced();
   test_offload();
   test_vocab();
   test_vocab_clean();
