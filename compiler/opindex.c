@@ -94,6 +94,9 @@ static void link_posted(const IrSchedule *s, const AnaIndex *ix, SimLinks *L, co
   L->postcons[g] = c;
 }
 
+/* A send (g) or recv (-1 - g) and its message's key, for the linking in sim_links. */
+typedef struct CommRef { int32_t g; uint32_t key; } CommRef;
+
 void sim_links(Arena *a, const IrSchedule *s, const AnaIndex *ix, SimLinks *L) {
   memset(L, 0, sizeof *L);
   int64_t n = ix->total;
@@ -116,22 +119,28 @@ void sim_links(Arena *a, const IrSchedule *s, const AnaIndex *ix, SimLinks *L) {
   /* the linked sends (g) and recvs (-1 - g) in op order, so that the passes below
      read neither the ops nor the other ops' entries; with each, its message's key
      (microbatch, stage, transfer) in 32 bits, MSG_ANY where it does not fit */
-  int32_t *cg = arena_alloc(a, sizeof(int32_t) * (size_t)(ix->ncomm + 1));
-  uint32_t *ckey = arena_alloc(a, sizeof(uint32_t) * (size_t)(ix->ncomm + 1));
+  CommRef *cg = arena_alloc(a, sizeof(CommRef) * (size_t)(ix->ncomm + 1));
   const uint32_t MSG_ANY = UINT32_MAX;
   int keyfit = (int64_t)ix->nmb * ix->nstage * 4 < (int64_t)MSG_ANY;
   int64_t ncg = 0;
   int nc = 0, nposted = 0;
+  /* each device's channel to (dir 0) and from (dir 1) each peer, valid where its
+     stamp is the device: the hash is probed once per (device, peer, direction) */
+  int32_t *pstamp = arena_alloc(a, sizeof(int32_t) * (size_t)(2 * P + 1));
+  int32_t *pchan = arena_alloc(a, sizeof(int32_t) * (size_t)(2 * P + 1));
+  memset(pstamp, 0xff, sizeof(int32_t) * (size_t)(2 * P + 1));
+  /* the kinds other than send/recv that get a link (B/BW only when reloads exist) */
+  unsigned linked = 1u << IR_COLL | 1u << IR_S | 1u << IR_RELOAD | (ix->noffload ? 1u << IR_B | 1u << IR_BW : 0);
   for (int d = 0; d < P; d++) {
     const IrDevice *dev = &s->devs[d];
-    int64_t lastkey[2] = {-1, -1};   /* the channel of the device's last send and last recv: */
-    int lastc[2] = {0, 0};           /* most of its messages go to one or two peers */
+    const uint8_t *kf = ix->kf + ix->off[d];
     for (int k = 0; k < dev->nops; k++) {
       int32_t g = ix->off[d] + k;
-      switch ((IrKind)ANA_KIND(ix->kf[g])) {   /* (the ops of the other kinds are not read) */
-      case IR_SEND: case IR_RECV: {
+      int kind = ANA_KIND(kf[k]);   /* (the ops of the other kinds are not read) */
+      if (kind == IR_SEND || kind == IR_RECV) {
         const IrOp *op = &dev->ops[k];
-        if (op->kind == IR_RECV && (op->flags & IR_FLAG_POSTED)) {
+        int dir = kind == IR_RECV;
+        if (dir && (op->flags & IR_FLAG_POSTED)) {
           if (!L->postwait) {   /* the first posted recv */
             L->postwait = arena_alloc(a, sizeof(int32_t) * (size_t)(n + 1));
             L->postcons = arena_alloc(a, sizeof(int32_t) * (size_t)(n + 1));
@@ -140,18 +149,18 @@ void sim_links(Arena *a, const IrSchedule *s, const AnaIndex *ix, SimLinks *L) {
           }
           link_posted(s, ix, L, op, g);
         }
-        if (op->peer < 0 || op->peer >= P) break;
-        int sd = op->kind == IR_SEND ? d : op->peer, rd = op->kind == IR_SEND ? op->peer : d;
-        int64_t key = (int64_t)sd * P + rd;
-        int dir = op->kind == IR_RECV, c;
-        if (key == lastkey[dir]) {
-          c = lastc[dir];
+        if (op->peer < 0 || op->peer >= P) continue;
+        int c, pk = dir * P + op->peer;
+        if (pstamp[pk] == d) {
+          c = pchan[pk];
         } else {
+          int sd = dir ? op->peer : d, rd = dir ? d : op->peer;
+          int64_t key = (int64_t)sd * P + rd;
           uint64_t h = (uint64_t)key * 0x9E3779B97F4A7C15ull;
           int i = (int)(h >> 40) & (hcap - 1);
           while (hk[i] >= 0 && hk[i] != key) i = (i + 1) & (hcap - 1);
           if (hk[i] < 0) {
-            if (nc >= (hcap >> 1)) break; /* absurd number of channels: leave unlinked */
+            if (nc >= (hcap >> 1)) continue; /* absurd number of channels: leave unlinked */
             hk[i] = key;
             hv[i] = nc;
             src[nc] = sd;
@@ -159,39 +168,27 @@ void sim_links(Arena *a, const IrSchedule *s, const AnaIndex *ix, SimLinks *L) {
             nc++;
           }
           c = hv[i];
-          lastkey[dir] = key;
-          lastc[dir] = c;
+          pstamp[pk] = d;
+          pchan[pk] = c;
         }
         L->chan[g] = c;
-        L->seq[g] = op->kind == IR_SEND ? nsend[c]++ : nrecv[c]++;
-        if (ncg < ix->ncomm) {
-          cg[ncg] = op->kind == IR_SEND ? g : -1 - g;
-          ckey[ncg++] = keyfit && ana_valid_pass(s, op) && (op->xfer == IR_XFER_ACT || op->xfer == IR_XFER_GRAD)
-                        ? (uint32_t)ANA_SLOT(ix, op->mb, op->stage) * 4 + op->xfer : MSG_ANY;
-        }
-        nposted += op->kind == IR_RECV && (op->flags & IR_FLAG_POSTED);
-        break;
+        L->seq[g] = dir ? nrecv[c]++ : nsend[c]++;
+        if (ncg < ix->ncomm)
+          cg[ncg++] = (CommRef){dir ? -1 - g : g,
+                                keyfit && ana_valid_pass(s, op) && (op->xfer == IR_XFER_ACT || op->xfer == IR_XFER_GRAD)
+                                  ? (uint32_t)((int64_t)op->mb * ix->nstage + op->stage) * 4 + op->xfer : MSG_ANY};
+        nposted += dir && (op->flags & IR_FLAG_POSTED);
+        continue;
       }
-      case IR_COLL: case IR_S: L->link[g] = L->ncoll[d]++; break;
-      case IR_B: case IR_BW: {
-        if (!ix->noffload) break;   /* (no reloads) */
-        const IrOp *op = &dev->ops[k];
-        if (ana_valid_pass(s, op)) {
-          int32_t r = ix->posRel[ANA_SLOT(ix, op->mb, op->stage)];
-          if (r >= 0 && ix->devof[r] == d) L->link[g] = r;
-        }
-        break;
+      if (!(linked >> kind & 1)) continue;
+      if (kind == IR_COLL || kind == IR_S) {
+        L->link[g] = L->ncoll[d]++;
+        continue;
       }
-      case IR_RELOAD: {
-        const IrOp *op = &dev->ops[k];
-        if (ana_valid_pass(s, op)) {
-          int32_t o = ix->posOff[ANA_SLOT(ix, op->mb, op->stage)];
-          if (o >= 0 && ix->devof[o] == d) L->link[g] = o;
-        }
-        break;
-      }
-      default: break;
-      }
+      const IrOp *op = &dev->ops[k];   /* B/BW -> its reload, reload -> its offload */
+      if (!ana_valid_pass(s, op)) continue;
+      int32_t r = (kind == IR_RELOAD ? ix->posOff : ix->posRel)[ANA_SLOT(ix, op->mb, op->stage)];
+      if (r >= 0 && ix->devof[r] == d) L->link[g] = r;
     }
   }
   /* posted recvs are linked to their consumers when one of them names a channel */
@@ -201,25 +198,21 @@ void sim_links(Arena *a, const IrSchedule *s, const AnaIndex *ix, SimLinks *L) {
   L->chan_nrecv = nrecv;
   L->chan_src = src;
   L->chan_dst = dst;
-  L->chan_sends = arena_alloc(a, sizeof(int32_t *) * (size_t)(nc + 1));
-  uint32_t **skey = arena_alloc(a, sizeof(uint32_t *) * (size_t)(nc + 1));   /* the sends' keys, channel order */
-  for (int c = 0; c < nc; c++) {
-    L->chan_sends[c] = arena_alloc(a, sizeof(int32_t) * (size_t)(nsend[c] + 1));
-    skey[c] = arena_alloc(a, sizeof(uint32_t) * (size_t)(nsend[c] + 1));
-  }
+  /* the sends of each channel in order, at soff[c] of one array: the k-th recv of a
+     channel links to the k-th send */
+  int64_t *soff = arena_alloc(a, sizeof(int64_t) * (size_t)(nc + 1));
+  for (int c = 0; c < nc; c++) soff[c + 1] = soff[c] + nsend[c];
+  CommRef *sends = arena_alloc(a, sizeof(CommRef) * (size_t)(soff[nc] + 1));
   for (int64_t k = 0; k < ncg; k++)
-    if (cg[k] >= 0) {
-      int c = L->chan[cg[k]], q = L->seq[cg[k]];
-      L->chan_sends[c][q] = cg[k];
-      skey[c][q] = ckey[k];
-    }
+    if (cg[k].g >= 0) sends[soff[L->chan[cg[k].g]] + L->seq[cg[k].g]] = cg[k];
   for (int64_t k = 0; k < ncg; k++) {
-    if (cg[k] >= 0) continue;
-    int32_t g = -1 - cg[k];
+    if (cg[k].g >= 0) continue;
+    int32_t g = -1 - cg[k].g;
     int c = L->chan[g], q = L->seq[g];
     if (q >= nsend[c]) continue;   /* (link -1) */
-    L->link[g] = L->chan_sends[c][q];
-    L->nmisfit += ckey[k] == MSG_ANY || skey[c][q] != ckey[k];
+    const CommRef *sd = &sends[soff[c] + q];
+    L->link[g] = sd->g;
+    L->nmisfit += cg[k].key == MSG_ANY || sd->key != cg[k].key;
   }
 }
 

@@ -64,7 +64,6 @@ typedef struct SimLinks {
   int nchan;
   int32_t *chan_src, *chan_dst;   /* [nchan] */
   int32_t *chan_nsend, *chan_nrecv; /* [nchan] */
-  int32_t **chan_sends;           /* [nchan][nsend]: send ids in channel order */
   int32_t *ncoll;      /* [ndev] collectives and S passes on each device */
   /* posted recvs (IR_FLAG_POSTED; NULL when the schedule has none): the recv a
    * consumer waits for at its start, and each posted recv's consumer ([total], -1) */

@@ -34,6 +34,7 @@ typedef struct V {
   int errors0;
   int first;      /* errors before verify started */
   int64_t misplaced;   /* passes check_structure found on another device than their stage's */
+  int comm_written;    /* check_structure met a send or recv the file wrote (not inserted) */
 } V;
 
 /* A schedule wrong everywhere would report millions of errors: stop at MAX_ERRORS. */
@@ -119,6 +120,7 @@ static void check_structure(V *v, int32_t *sendtab[2], int32_t *recvtab[2]) {
         break;
       case IR_SEND: case IR_RECV: {
         int snd = op->kind == IR_SEND;
+        if (!(op->flags & IR_FLAG_INSERTED)) v->comm_written = 1;
         if (!ana_valid_pass(s, op) || (op->xfer != IR_XFER_ACT && op->xfer != IR_XFER_GRAD)) {
           diag_error(v->dg, op->span, "%s is out of range (%d microbatches, %d stages)", opname(v, op, b1, sizeof b1), s->nmb, S);
           in_dev(v, d, op);
@@ -309,11 +311,7 @@ static void check_passes(V *v, int32_t *sendtab[2], int32_t *recvtab[2]) {
   int S = s->nstage, m = s->nmb;
   Missing ms = {0};
   char b1[96], b2[96];
-  int comm_written = 0;
-  for (int64_t g = 0; g < ix->total && !comm_written; g++) {   /* (the index's kind bytes, not the ops) */
-    int k = ANA_KIND(ix->kf[g]);
-    if ((k == IR_SEND || k == IR_RECV) && !(ANA_FLAGS(ix->kf[g]) & IR_FLAG_INSERTED)) comm_written = 1;
-  }
+  int comm_written = v->comm_written;
   for (int i = 0; i < m && !enough(v); i++)
     for (int st = 0; st < S; st++) {
       int64_t sl = ANA_SLOT(ix, i, st);
@@ -390,11 +388,9 @@ static void check_colls(V *v, const SimLinks *L) {
   int P = s->ndev;
   if (P <= 1) return;
   /* collectives and S passes (a broadcast) per device; the device with most is the reference */
-  (void)L;
   int ref = 0, best = -1;
   for (int d = 0; d < P; d++) {
-    int c = 0;
-    for (int32_t g = v->ix->off[d]; g < v->ix->off[d + 1]; g++) c += ANA_KIND(v->ix->kf[g]) == IR_COLL || ANA_KIND(v->ix->kf[g]) == IR_S;
+    int c = L->ncoll[d];   /* (sim_links counted them) */
     if (c > best) { best = c; ref = d; }
   }
   if (best <= 0) return;
@@ -693,7 +689,7 @@ int verify_schedule(Arena *a, Diag *dg, const IrSchedule *s, VerifyResult *out) 
                  s->nmb, s->nstage, 2 * (long long)s->nmb * s->nstage, (long long)ops);
     return dg->errors - e0;
   }
-  V v = {a, dg, s, &out->ix, e0, e0, 0};
+  V v = {a, dg, s, &out->ix, e0, e0, 0, 0};
   int64_t slots = out->ix.nslots;
   int32_t *sendtab[2], *recvtab[2];
   for (int x = 0; x < 2; x++) {
