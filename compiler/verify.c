@@ -253,31 +253,17 @@ static void report_missing(V *v, Missing *ms) {
   }
 }
 
-/* producer must precede consumer: same device -> order; else through send/recv.
- * psl: the producer's (microbatch, stage) slot (used for a transfer); pst, cst: the
- * producer's and consumer's stages. The ops are looked at only when something is
- * wrong (the index alone decides the rest). */
-static void need(V *v, int32_t prod, int32_t cons, int xfer, int64_t psl, int32_t *sendtab[2], int32_t *recvtab[2],
-                 int comm_written, int pst, int cst) {
+/* Reports what need() found wrong (it decided there is something; cold). */
+static void __attribute__((noinline, cold)) need_report(V *v, int32_t prod, int32_t cons, int xfer, int pd, int cd,
+                                                        int32_t sd, int32_t rv, int comm_written) {
   char b1[96], b2[96];
-  if (prod < 0 || cons < 0) return;
-  /* their devices: their stages' when every pass is on its stage's device (the index
-     then need not be read at two random places) */
-  int pd = v->misplaced ? v->ix->devof[prod] : v->s->stages[pst].device;
-  int cd = v->misplaced ? v->ix->devof[cons] : v->s->stages[cst].device;
   if (pd == cd) {
-    if (prod > cons) {
-      const IrOp *p = OP(v, prod), *c = OP(v, cons);
-      diag_error(v->dg, c->span, "%s runs before %s, which it needs", opname(v, c, b1, sizeof b1), opname(v, p, b2, sizeof b2));
-      in_dev(v, cd, c);
-      diag_note(v->dg, p->span, "%s is here", b2);
-    }
+    const IrOp *p = OP(v, prod), *c = OP(v, cons);
+    diag_error(v->dg, c->span, "%s runs before %s, which it needs", opname(v, c, b1, sizeof b1), opname(v, p, b2, sizeof b2));
+    in_dev(v, cd, c);
+    diag_note(v->dg, p->span, "%s is here", b2);
     return;
   }
-  if (xfer == IR_XFER_NONE) return;
-  int32_t sd = sendtab[xfer == IR_XFER_GRAD][psl], rv = recvtab[xfer == IR_XFER_GRAD][psl];
-  if ((sd >= 0 || !comm_written) && (sd < 0 || sd >= prod) && (rv >= 0 || !comm_written) && (rv < 0 || rv <= cons))
-    return;   /* nothing to report */
   const IrOp *p = OP(v, prod), *c = OP(v, cons);
   IrOp tmp = *p;
   tmp.kind = IR_SEND;
@@ -303,6 +289,28 @@ static void need(V *v, int32_t prod, int32_t cons, int xfer, int64_t psl, int32_
     in_dev(v, cd, c);
     diag_note(v->dg, OP(v, rv)->span, "%s is here", b2);
   }
+}
+
+/* producer must precede consumer: same device -> order; else through send/recv.
+ * psl: the producer's (microbatch, stage) slot (used for a transfer); pst, cst: the
+ * producer's and consumer's stages. The ops are looked at only when something is
+ * wrong (the index alone decides the rest; need_report reads them). */
+static inline void need(V *v, int32_t prod, int32_t cons, int xfer, int64_t psl, int32_t *sendtab[2],
+                        int32_t *recvtab[2], int comm_written, int pst, int cst) {
+  if (prod < 0 || cons < 0) return;
+  /* their devices: their stages' when every pass is on its stage's device (the index
+     then need not be read at two random places) */
+  int pd = v->misplaced ? v->ix->devof[prod] : v->s->stages[pst].device;
+  int cd = v->misplaced ? v->ix->devof[cons] : v->s->stages[cst].device;
+  if (pd == cd) {
+    if (prod > cons) need_report(v, prod, cons, xfer, pd, cd, -1, -1, comm_written);
+    return;
+  }
+  if (xfer == IR_XFER_NONE) return;
+  int32_t sd = sendtab[xfer == IR_XFER_GRAD][psl], rv = recvtab[xfer == IR_XFER_GRAD][psl];
+  if ((sd >= 0 || !comm_written) && (sd < 0 || sd >= prod) && (rv >= 0 || !comm_written) && (rv < 0 || rv <= cons))
+    return;   /* nothing to report */
+  need_report(v, prod, cons, xfer, pd, cd, sd, rv, comm_written);
 }
 
 static void check_passes(V *v, int32_t *sendtab[2], int32_t *recvtab[2]) {
