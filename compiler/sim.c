@@ -69,7 +69,7 @@ enum { MEM_NK = 16 };
 typedef struct MemFx { double dv, dh, rb; } MemFx;
 typedef struct MemTab { int nst; MemFx *fx; /* [nst * MEM_NK] */ } MemTab;
 
-static void memfx_of(const IrSchedule *s, const IrOp *op, MemFx *f) {
+static void __attribute__((noinline)) memfx_of(const IrSchedule *s, const IrOp *op, MemFx *f) {
   f->dv = mem_delta(s, op, &f->dh);
   f->rb = recompute_rebuild(s, op);
 }
@@ -92,9 +92,9 @@ static int holds_nothing(int kind) {
   return kind == IR_SEND || kind == IR_RECV || kind == IR_COLL || kind == IR_IF || kind == IR_IB;
 }
 
-static const MemFx *memfx(const IrSchedule *s, const MemTab *t, const IrOp *op, MemFx *tmp) {
+static inline const MemFx *memfx(const IrSchedule *s, const MemTab *t, const IrOp *op, MemFx *tmp) {
   if (op->stage >= 0 && op->stage < t->nst && op->kind < MEM_NK) return &t->fx[(size_t)op->stage * MEM_NK + op->kind];
-  memfx_of(s, op, tmp);
+  memfx_of(s, op, tmp);   /* (a stage out of range: not in the table) */
   return tmp;
 }
 
@@ -113,7 +113,7 @@ typedef struct MemEvs { MemEv *ev; int n, cap, sorted; double lastt; } MemEvs;
 
 /* Op g's events over time: the rebuild at B's start; B's frees at its end (F, S and
  * a reload take their memory at their start, the rest free it at their end). */
-static void mem_events(Arena *a, MemEvs *evs, const SimResult *r, int32_t g, int kind, const MemFx *fx) {
+static inline void mem_events(Arena *a, MemEvs *evs, const SimResult *r, int32_t g, int kind, const MemFx *fx) {
   double dvm = fx->dv;
   if (fx->rb > 0) {
     MemEv *e = VEC_PUSH(a, evs->ev, evs->n, evs->cap);
