@@ -405,15 +405,15 @@ static void check_colls(V *v, const SimLinks *L) {
   int32_t *seq = arena_alloc(v->a, sizeof(int32_t) * (size_t)best);
   int n = 0;
   for (int32_t g = v->ix->off[ref]; g < v->ix->off[ref + 1]; g++)
-    if (OP(v, g)->kind == IR_COLL || OP(v, g)->kind == IR_S) seq[n++] = g;
+    if (ANA_KIND(v->ix->kf[g]) == IR_COLL || ANA_KIND(v->ix->kf[g]) == IR_S) seq[n++] = g;
   char b1[96], b2[96];
   for (int d = 0; d < P; d++) {
     if (d == ref) continue;
     int k = 0;
     int32_t last = -1;
     for (int32_t g = v->ix->off[d]; g < v->ix->off[d + 1]; g++) {
+      if (ANA_KIND(v->ix->kf[g]) != IR_COLL && ANA_KIND(v->ix->kf[g]) != IR_S) continue;   /* (kind bytes first) */
       const IrOp *op = OP(v, g);
-      if (op->kind != IR_COLL && op->kind != IR_S) continue;
       last = g;
       if (k >= n) {
         diag_error(v->dg, op->span, "device %d issues %s, but device %d has no more collectives", d, opname(v, op, b1, sizeof b1), ref);
@@ -456,6 +456,8 @@ static void check_vocab(V *v) {
   for (int d = 0; d < P && reported < MAX_MISSING; d++) {
     memset(pos, 0xff, sizeof(int32_t) * (size_t)m * NK);
     for (int32_t g = v->ix->off[d]; g < v->ix->off[d + 1]; g++) {
+      int kk = ANA_KIND(v->ix->kf[g]);   /* (the other kinds' ops are not read) */
+      if (kk != IR_IF && kk != IR_IB && kk != IR_S && kk != IR_T && kk != IR_COLL) continue;
       const IrOp *op = OP(v, g);
       int k = -1;
       switch ((IrKind)op->kind) {
