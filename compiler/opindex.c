@@ -94,9 +94,6 @@ static void link_posted(const IrSchedule *s, const AnaIndex *ix, SimLinks *L, co
   L->postcons[g] = c;
 }
 
-/* A send (g) or recv (-1 - g) and its message's key, for the linking in sim_links. */
-typedef struct CommRef { int32_t g; uint32_t key; } CommRef;
-
 void sim_links(Arena *a, const IrSchedule *s, const AnaIndex *ix, SimLinks *L) {
   memset(L, 0, sizeof *L);
   int64_t n = ix->total;
@@ -117,9 +114,10 @@ void sim_links(Arena *a, const IrSchedule *s, const AnaIndex *ix, SimLinks *L) {
   int32_t *nsend = arena_alloc(a, chcap), *nrecv = arena_alloc(a, chcap);
   int32_t *src = arena_alloc(a, chcap), *dst = arena_alloc(a, chcap);
   /* the linked sends (g) and recvs (-1 - g) in op order, so that the passes below
-     read neither the ops nor the other ops' entries; with each, its message's key
-     (microbatch, stage, transfer) in 32 bits, MSG_ANY where it does not fit */
-  CommRef *cg = arena_alloc(a, sizeof(CommRef) * (size_t)(ix->ncomm + 1));
+     read neither the ops nor the other ops' entries. Until the linking, each one's
+     link holds its message's key (microbatch, stage, transfer) in 32 bits, MSG_ANY
+     where it does not fit: a send or recv has no other link yet */
+  int32_t *cg = arena_alloc(a, sizeof(int32_t) * (size_t)(ix->ncomm + 1));
   const uint32_t MSG_ANY = UINT32_MAX;
   int keyfit = (int64_t)ix->nmb * ix->nstage * 4 < (int64_t)MSG_ANY;
   int64_t ncg = 0;
@@ -173,10 +171,11 @@ void sim_links(Arena *a, const IrSchedule *s, const AnaIndex *ix, SimLinks *L) {
         }
         L->chan[g] = c;
         L->seq[g] = dir ? nrecv[c]++ : nsend[c]++;
-        if (ncg < ix->ncomm)
-          cg[ncg++] = (CommRef){dir ? -1 - g : g,
-                                keyfit && ana_valid_pass(s, op) && (op->xfer == IR_XFER_ACT || op->xfer == IR_XFER_GRAD)
-                                  ? (uint32_t)((int64_t)op->mb * ix->nstage + op->stage) * 4 + op->xfer : MSG_ANY};
+        if (ncg < ix->ncomm) {
+          cg[ncg++] = dir ? -1 - g : g;
+          L->link[g] = (int32_t)(keyfit && ana_valid_pass(s, op) && (op->xfer == IR_XFER_ACT || op->xfer == IR_XFER_GRAD)
+                                 ? (uint32_t)((int64_t)op->mb * ix->nstage + op->stage) * 4 + op->xfer : MSG_ANY);
+        }
         nposted += dir && (op->flags & IR_FLAG_POSTED);
         continue;
       }
@@ -199,21 +198,27 @@ void sim_links(Arena *a, const IrSchedule *s, const AnaIndex *ix, SimLinks *L) {
   L->chan_src = src;
   L->chan_dst = dst;
   /* the sends of each channel in order, at soff[c] of one array: the k-th recv of a
-     channel links to the k-th send */
+     channel links to the k-th send, and compares its message's key with the send's */
   int64_t *soff = arena_alloc(a, sizeof(int64_t) * (size_t)(nc + 1));
   for (int c = 0; c < nc; c++) soff[c + 1] = soff[c] + nsend[c];
-  CommRef *sends = arena_alloc(a, sizeof(CommRef) * (size_t)(soff[nc] + 1));
+  int32_t *sends = arena_alloc(a, sizeof(int32_t) * (size_t)(soff[nc] + 1));
   for (int64_t k = 0; k < ncg; k++)
-    if (cg[k].g >= 0) sends[soff[L->chan[cg[k].g]] + L->seq[cg[k].g]] = cg[k];
+    if (cg[k] >= 0) sends[soff[L->chan[cg[k]]] + L->seq[cg[k]]] = cg[k];
   for (int64_t k = 0; k < ncg; k++) {
-    if (cg[k].g >= 0) continue;
-    int32_t g = -1 - cg[k].g;
+    if (cg[k] >= 0) continue;
+    int32_t g = -1 - cg[k];
     int c = L->chan[g], q = L->seq[g];
-    if (q >= nsend[c]) continue;   /* (link -1) */
-    const CommRef *sd = &sends[soff[c] + q];
-    L->link[g] = sd->g;
-    L->nmisfit += cg[k].key == MSG_ANY || sd->key != cg[k].key;
+    uint32_t key = (uint32_t)L->link[g];
+    if (q >= nsend[c]) {
+      L->link[g] = -1;
+      continue;
+    }
+    int32_t sd = sends[soff[c] + q];
+    L->link[g] = sd;
+    L->nmisfit += key == MSG_ANY || (uint32_t)L->link[sd] != key;
   }
+  for (int64_t k = 0; k < ncg; k++)   /* a send links to nothing */
+    if (cg[k] >= 0) L->link[cg[k]] = -1;
 }
 
 /* Under `vocab async`: how many collectives op waits for (their (mb, coll) in need[]):
