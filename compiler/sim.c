@@ -273,6 +273,16 @@ static void sim_figures(Arena *a, const IrSchedule *s, const AnaIndex *ix, SimRe
   if (r->bubble_rate_span < 0) r->bubble_rate_span = 0;
 }
 
+void sim_timeline(Arena *a, const IrSchedule *s, const AnaIndex *ix, SimResult *r) {
+  SimDev *dev = arena_alloc(a, sizeof(SimDev) * (size_t)(ix->ndev + 1));   /* (exec_run's size) */
+  memcpy(dev, r->dev, sizeof(SimDev) * (size_t)(ix->ndev + 1));
+  r->dev = dev;
+  r->peak_memory = 0;   /* the figures again, from where the executor leaves them */
+  r->peak_device = -1;
+  r->host_memory = 0;
+  sim_figures(a, s, ix, r, 1);
+}
+
 int sim_run_mode(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L,
                  SimResult *r, int want_timeline, int async) {
   if (exec_timed(a, s, ix, L, r, async) != 1) return 0;
