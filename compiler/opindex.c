@@ -1,5 +1,6 @@
 /* opindex.c: the op index (AnaIndex), the links between ops (SimLinks: channels,
- * collective sequence numbers, reload/offload pairs, posted recvs' consumers) and the
+ * collective sequence numbers, reload/offload pairs, posted recvs' consumers, and
+ * whether each recv gets its own message: nmisfit, for verify's FIFO check) and the
  * passes' device time (sim_cost), shared by lowering, the executor, verification and
  * simulation. See opindex.h. */
 #include "opindex.h"
