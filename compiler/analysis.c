@@ -102,42 +102,41 @@ int analysis_run(Arena *a, Diag *dg, IrSchedule *s, Analysis *out, int want_time
   verify_schedule(a, dg, s, &out->vr);
   out->verified = 1;
   if (out->vr.runnable && out->vr.sim.ok) {
-    if (!want_timeline) out->sim = out->vr.sim;
-    if (!want_timeline || sim_run(a, s, &out->vr.ix, &out->vr.links, &out->sim, want_timeline)) {
-      out->simulated = 1;
-      out->sim.dp = dp_run(a, s, &out->vr.ix, &out->sim);   /* hardware data_parallel (dp.c) */
-      /* elaboration bounds the costs; a non-finite time here must still not pass as valid */
-      if (!isfinite(out->sim.makespan) || !isfinite(out->sim.peak_memory)) {
-        diag_error(dg, s->span, "the simulated %s is not a finite number: lower the costs or activations",
-                   isfinite(out->sim.makespan) ? "peak memory" : "makespan");
-        out->simulated = 0;
+    out->sim = out->vr.sim;   /* verification's timed run (sim.c), with the memory points when wanted */
+    if (want_timeline) sim_timeline(a, s, &out->vr.ix, &out->sim);
+    out->simulated = 1;
+    out->sim.dp = dp_run(a, s, &out->vr.ix, &out->sim);   /* hardware data_parallel (dp.c) */
+    /* elaboration bounds the costs; a non-finite time here must still not pass as valid */
+    if (!isfinite(out->sim.makespan) || !isfinite(out->sim.peak_memory)) {
+      diag_error(dg, s->span, "the simulated %s is not a finite number: lower the costs or activations",
+                 isfinite(out->sim.makespan) ? "peak memory" : "makespan");
+      out->simulated = 0;
+    }
+    /* the memory bound over simulated time (offload copies overlap compute) */
+    for (int d = 0; d < s->ndev; d++) {
+      const SimDev *sd = &out->sim.dev[d];
+      if (s->mem_limit >= 0 && sd->peak_time > s->mem_limit * (1 + 1e-9) && sd->peak_order <= s->mem_limit * (1 + 1e-9) &&
+          sd->peak_time_op >= 0) {
+        const IrOp *op = ana_op(s, &out->vr.ix, sd->peak_time_op);
+        char b[96];
+        ir_format_op(s, op, b, sizeof b);
+        diag_error(dg, op->span, "device %d holds %g activations at time %g, when %s %s, over the limit of %g (offload copies still in flight)",
+                   d, sd->peak_time, out->sim.start[sd->peak_time_op], b,
+                   op->kind == IR_RELOAD ? "starts copying back" : "starts", s->mem_limit);
+        ir_note_op(dg, s, d, op, 1);   /* the loop bindings that wrote it, if any */
       }
-      /* the memory bound over simulated time (offload copies overlap compute) */
-      for (int d = 0; d < s->ndev; d++) {
-        const SimDev *sd = &out->sim.dev[d];
-        if (s->mem_limit >= 0 && sd->peak_time > s->mem_limit * (1 + 1e-9) && sd->peak_order <= s->mem_limit * (1 + 1e-9) &&
-            sd->peak_time_op >= 0) {
-          const IrOp *op = ana_op(s, &out->vr.ix, sd->peak_time_op);
-          char b[96];
-          ir_format_op(s, op, b, sizeof b);
-          diag_error(dg, op->span, "device %d holds %g activations at time %g, when %s %s, over the limit of %g (offload copies still in flight)",
-                     d, sd->peak_time, out->sim.start[sd->peak_time_op], b,
-                     op->kind == IR_RELOAD ? "starts copying back" : "starts", s->mem_limit);
-          ir_note_op(dg, s, d, op, 1);   /* the loop bindings that wrote it, if any */
-        }
-      }
-      /* hardware.memory against weights, gradients, optimizer state and activations */
-      costmodel_check_memory(dg, s, &out->sim);
-      /* copies the compute had to wait for: one warning, at the worst device */
-      int worst = -1;
-      for (int d = 0; d < s->ndev; d++)
-        if (out->sim.dev[d].copy_stall > 1e-9 && (worst < 0 || out->sim.dev[d].copy_stall > out->sim.dev[worst].copy_stall)) worst = d;
-      if (worst >= 0) {
-        const SimDev *sd = &out->sim.dev[worst];
-        diag_warning(dg, s->offload.span.file ? s->offload.span : s->span,
-                     "offload is not free: device %d's backward passes wait %g for reloads (copy engines busy %g to host, %g back, of %g)",
-                     worst, sd->copy_stall, sd->copy_busy[0], sd->copy_busy[1], out->sim.makespan);
-      }
+    }
+    /* hardware.memory against weights, gradients, optimizer state and activations */
+    costmodel_check_memory(dg, s, &out->sim);
+    /* copies the compute had to wait for: one warning, at the worst device */
+    int worst = -1;
+    for (int d = 0; d < s->ndev; d++)
+      if (out->sim.dev[d].copy_stall > 1e-9 && (worst < 0 || out->sim.dev[d].copy_stall > out->sim.dev[worst].copy_stall)) worst = d;
+    if (worst >= 0) {
+      const SimDev *sd = &out->sim.dev[worst];
+      diag_warning(dg, s->offload.span.file ? s->offload.span : s->span,
+                   "offload is not free: device %d's backward passes wait %g for reloads (copy engines busy %g to host, %g back, of %g)",
+                   worst, sd->copy_stall, sd->copy_busy[0], sd->copy_busy[1], out->sim.makespan);
     }
   }
   for (int k = 0; k < s->nexpects; k++) {

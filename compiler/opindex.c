@@ -1,5 +1,6 @@
 /* opindex.c: the op index (AnaIndex), the links between ops (SimLinks: channels,
- * collective sequence numbers, reload/offload pairs, posted recvs' consumers) and the
+ * collective sequence numbers, reload/offload pairs, posted recvs' consumers, and
+ * whether each recv gets its own message: nmisfit, for verify's FIFO check) and the
  * passes' device time (sim_cost), shared by lowering, the executor, verification and
  * simulation. See opindex.h. */
 #include "opindex.h"
@@ -24,13 +25,17 @@ int ana_index(Arena *a, const IrSchedule *s, AnaIndex *ix) {
   int64_t slots = (int64_t)ix->nmb * ix->nstage;
   if (slots > ANA_MAX_SLOTS(total)) return -1;
   ix->total = total;
+  int64_t stride = ((int64_t)ix->nmb + 15) / 16 * 16;   /* whole 64-byte lines, an odd number of them */
+  if (stride / 16 % 2 == 0) stride += 16;
+  ix->mbstride = stride <= INT32_MAX ? (int32_t)stride : ix->nmb;
+  ix->nslots = (int64_t)ix->nstage * ix->mbstride;
   ix->off = arena_alloc(a, sizeof(int32_t) * (size_t)(ix->ndev + 1));
   ix->devof = arena_alloc(a, sizeof(int32_t) * (size_t)(total + 1));
   ix->kf = arena_alloc(a, (size_t)total + 1);
   int32_t **tabs[5] = {&ix->posF, &ix->posB, &ix->posW, &ix->posOff, &ix->posRel};
   for (int k = 0; k < 5; k++) {
-    *tabs[k] = arena_alloc(a, sizeof(int32_t) * (size_t)(slots + 1));
-    memset(*tabs[k], 0xff, sizeof(int32_t) * (size_t)(slots + 1));
+    *tabs[k] = arena_alloc(a, sizeof(int32_t) * (size_t)(ix->nslots + 1));
+    memset(*tabs[k], 0xff, sizeof(int32_t) * (size_t)(ix->nslots + 1));
   }
   int32_t g = 0;
   for (int d = 0; d < ix->ndev; d++) {
@@ -77,6 +82,19 @@ double sim_cost(const IrSchedule *s, const IrOp *op) {
   }
 }
 
+/* Posted recv g's consumer (sim_links, in op order: the first posted recv a consumer
+ * waits for is the earliest): the pass that reads its data, later on its device (else
+ * it stays a plain recv, waited for where it stands). */
+static void link_posted(const IrSchedule *s, const AnaIndex *ix, SimLinks *L, const IrOp *op, int32_t g) {
+  if (op->mb < 0 || op->mb >= s->nmb) return;
+  int st = op->xfer == IR_XFER_ACT ? op->stage + 1 : op->xfer == IR_XFER_GRAD ? op->stage - 1 : -1;
+  if (st < 0 || st >= s->nstage) return;
+  int32_t c = op->xfer == IR_XFER_ACT ? ix->posF[ANA_SLOT(ix, op->mb, st)] : ix->posB[ANA_SLOT(ix, op->mb, st)];
+  if (c <= g || ix->devof[c] != ix->devof[g] || L->postwait[c] >= 0) return;
+  L->postwait[c] = g;
+  L->postcons[g] = c;
+}
+
 void sim_links(Arena *a, const IrSchedule *s, const AnaIndex *ix, SimLinks *L) {
   memset(L, 0, sizeof *L);
   int64_t n = ix->total;
@@ -97,31 +115,51 @@ void sim_links(Arena *a, const IrSchedule *s, const AnaIndex *ix, SimLinks *L) {
   int32_t *nsend = arena_alloc(a, chcap), *nrecv = arena_alloc(a, chcap);
   int32_t *src = arena_alloc(a, chcap), *dst = arena_alloc(a, chcap);
   /* the linked sends (g) and recvs (-1 - g) in op order, so that the passes below
-     read neither the ops nor the other ops' entries */
+     read neither the ops nor the other ops' entries. Until the linking, each one's
+     link holds its message's key (microbatch, stage, transfer) in 32 bits, MSG_ANY
+     where it does not fit: a send or recv has no other link yet */
   int32_t *cg = arena_alloc(a, sizeof(int32_t) * (size_t)(ix->ncomm + 1));
+  const uint32_t MSG_ANY = UINT32_MAX;
+  int keyfit = (int64_t)ix->nmb * ix->nstage * 4 < (int64_t)MSG_ANY;
   int64_t ncg = 0;
   int nc = 0, nposted = 0;
+  /* each device's channel to (dir 0) and from (dir 1) each peer, valid where its
+     stamp is the device: the hash is probed once per (device, peer, direction) */
+  int32_t *pstamp = arena_alloc(a, sizeof(int32_t) * (size_t)(2 * P + 1));
+  int32_t *pchan = arena_alloc(a, sizeof(int32_t) * (size_t)(2 * P + 1));
+  memset(pstamp, 0xff, sizeof(int32_t) * (size_t)(2 * P + 1));
+  /* the kinds other than send/recv that get a link (B/BW only when reloads exist) */
+  unsigned linked = 1u << IR_COLL | 1u << IR_S | 1u << IR_RELOAD | (ix->noffload ? 1u << IR_B | 1u << IR_BW : 0);
   for (int d = 0; d < P; d++) {
     const IrDevice *dev = &s->devs[d];
-    int64_t lastkey[2] = {-1, -1};   /* the channel of the device's last send and last recv: */
-    int lastc[2] = {0, 0};           /* most of its messages go to one or two peers */
+    const uint8_t *kf = ix->kf + ix->off[d];
     for (int k = 0; k < dev->nops; k++) {
-      const IrOp *op = &dev->ops[k];
       int32_t g = ix->off[d] + k;
-      switch ((IrKind)op->kind) {
-      case IR_SEND: case IR_RECV: {
-        if (op->peer < 0 || op->peer >= P) break;
-        int sd = op->kind == IR_SEND ? d : op->peer, rd = op->kind == IR_SEND ? op->peer : d;
-        int64_t key = (int64_t)sd * P + rd;
-        int dir = op->kind == IR_RECV, c;
-        if (key == lastkey[dir]) {
-          c = lastc[dir];
+      int kind = ANA_KIND(kf[k]);   /* (the ops of the other kinds are not read) */
+      if (kind == IR_SEND || kind == IR_RECV) {
+        const IrOp *op = &dev->ops[k];
+        int dir = kind == IR_RECV;
+        if (dir && (op->flags & IR_FLAG_POSTED)) {
+          if (!L->postwait) {   /* the first posted recv */
+            L->postwait = arena_alloc(a, sizeof(int32_t) * (size_t)(n + 1));
+            L->postcons = arena_alloc(a, sizeof(int32_t) * (size_t)(n + 1));
+            memset(L->postwait, 0xff, sizeof(int32_t) * (size_t)(n + 1));
+            memset(L->postcons, 0xff, sizeof(int32_t) * (size_t)(n + 1));
+          }
+          link_posted(s, ix, L, op, g);
+        }
+        if (op->peer < 0 || op->peer >= P) continue;
+        int c, pk = dir * P + op->peer;
+        if (pstamp[pk] == d) {
+          c = pchan[pk];
         } else {
+          int sd = dir ? op->peer : d, rd = dir ? d : op->peer;
+          int64_t key = (int64_t)sd * P + rd;
           uint64_t h = (uint64_t)key * 0x9E3779B97F4A7C15ull;
           int i = (int)(h >> 40) & (hcap - 1);
           while (hk[i] >= 0 && hk[i] != key) i = (i + 1) & (hcap - 1);
           if (hk[i] < 0) {
-            if (nc >= (hcap >> 1)) break; /* absurd number of channels: leave unlinked */
+            if (nc >= (hcap >> 1)) continue; /* absurd number of channels: leave unlinked */
             hk[i] = key;
             hv[i] = nc;
             src[nc] = sd;
@@ -129,70 +167,60 @@ void sim_links(Arena *a, const IrSchedule *s, const AnaIndex *ix, SimLinks *L) {
             nc++;
           }
           c = hv[i];
-          lastkey[dir] = key;
-          lastc[dir] = c;
+          pstamp[pk] = d;
+          pchan[pk] = c;
         }
         L->chan[g] = c;
-        L->seq[g] = op->kind == IR_SEND ? nsend[c]++ : nrecv[c]++;
-        if (ncg < ix->ncomm) cg[ncg++] = op->kind == IR_SEND ? g : -1 - g;
-        nposted += op->kind == IR_RECV && (op->flags & IR_FLAG_POSTED);
-        break;
-      }
-      case IR_COLL: case IR_S: L->link[g] = L->ncoll[d]++; break;
-      case IR_B: case IR_BW:
-        if (ana_valid_pass(s, op)) {
-          int32_t r = ix->posRel[ANA_SLOT(ix, op->mb, op->stage)];
-          if (r >= 0 && ix->devof[r] == d) L->link[g] = r;
+        L->seq[g] = dir ? nrecv[c]++ : nsend[c]++;
+        if (ncg < ix->ncomm) {
+          cg[ncg++] = dir ? -1 - g : g;
+          L->link[g] = (int32_t)(keyfit && ana_valid_pass(s, op) && (op->xfer == IR_XFER_ACT || op->xfer == IR_XFER_GRAD)
+                                 ? (uint32_t)((int64_t)op->mb * ix->nstage + op->stage) * 4 + op->xfer : MSG_ANY);
         }
-        break;
-      case IR_RELOAD:
-        if (ana_valid_pass(s, op)) {
-          int32_t o = ix->posOff[ANA_SLOT(ix, op->mb, op->stage)];
-          if (o >= 0 && ix->devof[o] == d) L->link[g] = o;
-        }
-        break;
-      default: break;
+        nposted += dir && (op->flags & IR_FLAG_POSTED);
+        continue;
       }
+      if (!(linked >> kind & 1)) continue;
+      if (kind == IR_COLL || kind == IR_S) {
+        L->link[g] = L->ncoll[d]++;
+        continue;
+      }
+      const IrOp *op = &dev->ops[k];   /* B/BW -> its reload, reload -> its offload */
+      if (!ana_valid_pass(s, op)) continue;
+      int32_t r = (kind == IR_RELOAD ? ix->posOff : ix->posRel)[ANA_SLOT(ix, op->mb, op->stage)];
+      if (r >= 0 && ix->devof[r] == d) L->link[g] = r;
     }
   }
+  /* posted recvs are linked to their consumers when one of them names a channel */
+  if (!nposted) L->postwait = L->postcons = NULL;
   L->nchan = nc;
   L->chan_nsend = nsend;
   L->chan_nrecv = nrecv;
   L->chan_src = src;
   L->chan_dst = dst;
-  L->chan_sends = arena_alloc(a, sizeof(int32_t *) * (size_t)(nc + 1));
-  for (int c = 0; c < nc; c++) L->chan_sends[c] = arena_alloc(a, sizeof(int32_t) * (size_t)(nsend[c] + 1));
+  /* the sends of each channel in order, at soff[c] of one array: the k-th recv of a
+     channel links to the k-th send, and compares its message's key with the send's */
+  int64_t *soff = arena_alloc(a, sizeof(int64_t) * (size_t)(nc + 1));
+  for (int c = 0; c < nc; c++) soff[c + 1] = soff[c] + nsend[c];
+  int32_t *sends = arena_alloc(a, sizeof(int32_t) * (size_t)(soff[nc] + 1));
   for (int64_t k = 0; k < ncg; k++)
-    if (cg[k] >= 0) L->chan_sends[L->chan[cg[k]]][L->seq[cg[k]]] = cg[k];
+    if (cg[k] >= 0) sends[soff[L->chan[cg[k]]] + L->seq[cg[k]]] = cg[k];
   for (int64_t k = 0; k < ncg; k++) {
     if (cg[k] >= 0) continue;
     int32_t g = -1 - cg[k];
-    int c = L->chan[g];
-    L->link[g] = L->seq[g] < nsend[c] ? L->chan_sends[c][L->seq[g]] : -1;
+    int c = L->chan[g], q = L->seq[g];
+    uint32_t key = (uint32_t)L->link[g];
+    if (q >= nsend[c]) {
+      L->link[g] = -1;
+      continue;
+    }
+    int32_t sd = sends[soff[c] + q];
+    L->link[g] = sd;
+    L->nmisfit += key == MSG_ANY || (uint32_t)L->link[sd] != key;
   }
-  if (nposted) sim_link_posted(s, ix, L, a);
+  for (int64_t k = 0; k < ncg; k++)   /* a send links to nothing */
+    if (cg[k] >= 0) L->link[cg[k]] = -1;
 }
-
-/* Each posted recv's consumer: the pass that reads its data, later on its device
- * (else it stays a plain recv, waited for where it stands). */
-void sim_link_posted(const IrSchedule *s, const AnaIndex *ix, SimLinks *L, Arena *a) {
-  int64_t n = ix->total;
-  L->postwait = arena_alloc(a, sizeof(int32_t) * (size_t)(n + 1));
-  L->postcons = arena_alloc(a, sizeof(int32_t) * (size_t)(n + 1));
-  memset(L->postwait, 0xff, sizeof(int32_t) * (size_t)(n + 1));
-  memset(L->postcons, 0xff, sizeof(int32_t) * (size_t)(n + 1));
-  for (int64_t g = 0; g < n; g++) {
-    const IrOp *op = ana_op(s, ix, (int32_t)g);
-    if (op->kind != IR_RECV || !(op->flags & IR_FLAG_POSTED) || op->mb < 0 || op->mb >= s->nmb) continue;
-    int st = op->xfer == IR_XFER_ACT ? op->stage + 1 : op->xfer == IR_XFER_GRAD ? op->stage - 1 : -1;
-    if (st < 0 || st >= s->nstage) continue;
-    int32_t c = op->xfer == IR_XFER_ACT ? ix->posF[ANA_SLOT(ix, op->mb, st)] : ix->posB[ANA_SLOT(ix, op->mb, st)];
-    if (c <= g || ix->devof[c] != ix->devof[g] || L->postwait[c] >= 0) continue;
-    L->postwait[c] = (int32_t)g;
-    L->postcons[g] = c;
-  }
-}
-
 
 /* Under `vocab async`: how many collectives op waits for (their (mb, coll) in need[]):
  * F(i, 0) input_fwd(i); T(i) output_fwd(i); the last stage's B/BW(i) output_bwd(i)

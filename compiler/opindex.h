@@ -17,8 +17,14 @@ typedef struct AnaIndex {
   int32_t *devof;      /* [total]: the device of each op */
   uint8_t *kf;         /* [total]: each op's kind and flags in one byte (ANA_KIND, ANA_FLAGS):
                           what the executor's runs read instead of the 32-byte op */
-  /* [nmb * nstage], slot mb * nstage + stage; -1 when absent (the first one wins) */
+  /* [nslots], slot stage * mbstride + mb (ANA_SLOT: a device's ops, a few stages
+     and rising microbatches, read and write neighbouring entries); -1 when absent
+     (the first one wins). mbstride: nmb padded to an odd number of 64-byte lines, so
+     that the stages of one microbatch (verify's loop over (mb, stage)) do not all
+     fall in the same cache set. */
   int32_t *posF, *posB /* B or BW */, *posW, *posOff, *posRel;
+  int32_t mbstride;
+  int64_t nslots;      /* nstage * mbstride: the size of a table indexed by ANA_SLOT */
   int ncomm, noffload, nvocab;  /* ops of each category the IR holds */
 } AnaIndex;
 
@@ -27,7 +33,7 @@ typedef struct AnaIndex {
 _Static_assert(IR_COLL < 16 && (IR_FLAG_INSERTED | IR_FLAG_OVERLAP | IR_FLAG_GROUP | IR_FLAG_POSTED) < 16,
                "AnaIndex.kf holds a kind and the flags in 4 bits each");
 
-#define ANA_SLOT(ix, mb, st) ((int64_t)(mb) * (ix)->nstage + (st))
+#define ANA_SLOT(ix, mb, st) ((int64_t)(st) * (ix)->mbstride + (mb))
 /* A complete schedule has at least two ops per (mb, stage) (F and BW); the index is
  * not built for more (mb, stage) pairs than ANA_MAX_SLOTS(ops), and verify then says
  * passes are missing without building one. */
@@ -58,15 +64,16 @@ typedef struct SimLinks {
   int nchan;
   int32_t *chan_src, *chan_dst;   /* [nchan] */
   int32_t *chan_nsend, *chan_nrecv; /* [nchan] */
-  int32_t **chan_sends;           /* [nchan][nsend]: send ids in channel order */
   int32_t *ncoll;      /* [ndev] collectives and S passes on each device */
   /* posted recvs (IR_FLAG_POSTED; NULL when the schedule has none): the recv a
    * consumer waits for at its start, and each posted recv's consumer ([total], -1) */
   int32_t *postwait, *postcons;
+  /* recvs whose linked send may carry another message (another microbatch, stage or
+   * transfer; or one whose fields are out of range): 0 = every recv gets its own
+   * message, and verify's FIFO check need not read the ops */
+  int64_t nmisfit;
 } SimLinks;
 void sim_links(Arena *a, const IrSchedule *s, const AnaIndex *ix, SimLinks *L);
-/* Fills postwait/postcons (sim_links does when the schedule has posted recvs). */
-void sim_link_posted(const IrSchedule *s, const AnaIndex *ix, SimLinks *L, Arena *a);
 
 /* Device time of one op (compute cost; 0 for send/recv/offload/reload issue). */
 double sim_cost(const IrSchedule *s, const IrOp *op);

@@ -62,37 +62,40 @@ static double mem_delta(const IrSchedule *s, const IrOp *op, double *host) {
   }
 }
 
-void sim_memory_order(const IrSchedule *s, const AnaIndex *ix, SimDev *dev) {
-  for (int d = 0; d < ix->ndev; d++) {
-    double m = 0, h = 0, pk = 0, hp = 0;
-    int32_t pko = -1, hpo = -1;
-    const IrDevice *dv = &s->devs[d];
-    for (int k = 0; k < dv->nops; k++) {
-      double dh;
-      if (overlap_pair_at(dv, k)) { /* a pair holds both: its allocation first */
-        double dh2, x = mem_delta(s, &dv->ops[k], &dh), y = mem_delta(s, &dv->ops[k + 1], &dh2);
-        double rx = recompute_rebuild(s, &dv->ops[k]), ry = recompute_rebuild(s, &dv->ops[k + 1]);
-        m += (x - rx > 0 ? x - rx : 0) + (y - ry > 0 ? y - ry : 0) + rx + ry;
-        if (m > pk + 1e-9 * fabs(pk)) { pk = m; pko = ix->off[d] + k; }
-        m += (x - rx < 0 ? x - rx : 0) + (y - ry < 0 ? y - ry : 0);
-        h += dh + dh2;
-        k++;
-        continue;
-      }
-      double rb = recompute_rebuild(s, &dv->ops[k]);   /* B holds the rebuilt part before it frees */
-      if (rb > 0 && m + rb > pk + 1e-9 * fabs(pk)) { pk = m + rb; pko = ix->off[d] + k; }
-      m += mem_delta(s, &dv->ops[k], &dh);
-      h += dh;
-      if (m > pk + 1e-9 * fabs(pk)) { pk = m; pko = ix->off[d] + k; }
-      if (h > hp + 1e-9 * fabs(hp)) { hp = h; hpo = ix->off[d] + k; }
+/* mem_delta and recompute_rebuild depend on an op's kind and stage only: their values
+ * for each (stage, kind), computed once per walk (the ops are millions, the stages a
+ * few hundred), by the same functions, so the figures are the same to the bit. */
+enum { MEM_NK = 16 };
+typedef struct MemFx { double dv, dh, rb; } MemFx;
+typedef struct MemTab { int nst; MemFx *fx; /* [nst * MEM_NK] */ } MemTab;
+
+static void __attribute__((noinline)) memfx_of(const IrSchedule *s, const IrOp *op, MemFx *f) {
+  f->dv = mem_delta(s, op, &f->dh);
+  f->rb = recompute_rebuild(s, op);
+}
+
+static void memtab_init(Arena *a, const IrSchedule *s, MemTab *t) {
+  t->nst = s->nstage > 0 ? s->nstage : 0;
+  t->fx = arena_alloc(a, sizeof(MemFx) * (size_t)t->nst * MEM_NK + 1);
+  for (int st = 0; st < t->nst; st++)
+    for (int k = 0; k < MEM_NK; k++) {
+      IrOp op = {0};
+      op.kind = (uint8_t)k;
+      op.stage = st;
+      memfx_of(s, &op, &t->fx[(size_t)st * MEM_NK + k]);
     }
-    dev[d].peak_order = pk;
-    dev[d].peak_order_op = pko;
-    dev[d].host_peak = hp;
-    dev[d].host_peak_op = hpo;
-    dev[d].end_memory = m;
-    dev[d].nops = dv->nops;
-  }
+}
+
+/* The kinds that hold no memory (mem_delta 0, nothing to rebuild): a walk skips them
+ * without reading the op (a zero delta changes no running sum and no peak). */
+static int holds_nothing(int kind) {
+  return kind == IR_SEND || kind == IR_RECV || kind == IR_COLL || kind == IR_IF || kind == IR_IB;
+}
+
+static inline const MemFx *memfx(const IrSchedule *s, const MemTab *t, const IrOp *op, MemFx *tmp) {
+  if (op->stage >= 0 && op->stage < t->nst && op->kind < MEM_NK) return &t->fx[(size_t)op->stage * MEM_NK + op->kind];
+  memfx_of(s, op, tmp);   /* (a stage out of range: not in the table) */
+  return tmp;
 }
 
 /* ---- the executor ---- */
@@ -104,6 +107,104 @@ static int memev_cmp(const void *x, const void *y) {
   return a->op < b->op ? -1 : a->op > b->op;
 }
 
+/* The events of memory over time, collected by mem_walk (the buffer is reused across
+ * devices). */
+typedef struct MemEvs { MemEv *ev; int n, cap, sorted; double lastt; } MemEvs;
+
+/* Op g's events over time: the rebuild at B's start; B's frees at its end (F, S and
+ * a reload take their memory at their start, the rest free it at their end). */
+static inline void mem_events(Arena *a, MemEvs *evs, const SimResult *r, int32_t g, int kind, const MemFx *fx) {
+  double dvm = fx->dv;
+  if (fx->rb > 0) {
+    MemEv *e = VEC_PUSH(a, evs->ev, evs->n, evs->cap);
+    *e = (MemEv){r->start[g], fx->rb, g};
+    evs->sorted = evs->sorted && r->start[g] >= evs->lastt;
+    evs->lastt = r->start[g];
+    dvm -= fx->rb;
+  }
+  if (dvm == 0 || (r->cancelled && r->cancelled[g])) return;
+  double at;
+  switch ((IrKind)kind) {
+  case IR_F: case IR_S: case IR_RELOAD: at = r->start[g]; break;
+  default: at = r->end[g]; break;
+  }
+  if (at < evs->lastt) evs->sorted = 0;
+  evs->lastt = at;
+  MemEv *e = VEC_PUSH(a, evs->ev, evs->n, evs->cap);
+  *e = (MemEv){at, dvm, g};
+}
+
+/* One walk over device d's ops: memory over program order (sd's peak_order,
+ * host_peak, end_memory, nops) and, with r (a finished timed run), the device's
+ * first (compute or copy) start and last end, and its memory events over time into
+ * evs (the ops that hold nothing are not read). */
+static void mem_walk(Arena *a, const IrSchedule *s, const AnaIndex *ix, const MemTab *t, int d, SimDev *sd,
+                     const SimResult *r, MemEvs *evs) {
+  double m = 0, h = 0, pk = 0, hp = 0;
+  double last = 0, first = -1;
+  int32_t pko = -1, hpo = -1;
+  const IrDevice *dv = &s->devs[d];
+  const uint8_t *kf = ix->kf;
+  int32_t off = ix->off[d];
+  MemFx t1, t2;
+  if (r) {
+    evs->n = 0;
+    evs->sorted = 1;
+    evs->lastt = -1e300;
+  }
+#define MEM_TIMES(g, kind)                                                                                   \
+  do {                                                                                                       \
+    if (r->end[g] > last) last = r->end[g];                                                                  \
+    if ((is_compute(kind) || (kind) == IR_OFFLOAD || (kind) == IR_RELOAD) && (first < 0 || r->start[g] < first)) \
+      first = r->start[g];                                                                                   \
+  } while (0)
+  for (int k = 0; k < dv->nops; k++) {
+    int32_t g = off + k;
+    int kind = ANA_KIND(kf[g]);
+    if (r) MEM_TIMES(g, kind);
+    if (holds_nothing(kind)) continue;
+    const MemFx *fx = memfx(s, t, &dv->ops[k], &t1);
+    if (r) mem_events(a, evs, r, g, kind, fx);
+    if (overlap_pair_kf(kf, g, k, dv->nops)) { /* a pair holds both: its allocation first */
+      const MemFx *fy = memfx(s, t, &dv->ops[k + 1], &t2);
+      double x = fx->dv, y = fy->dv, rx = fx->rb, ry = fy->rb;
+      m += (x - rx > 0 ? x - rx : 0) + (y - ry > 0 ? y - ry : 0) + rx + ry;
+      if (m > pk + 1e-9 * fabs(pk)) { pk = m; pko = g; }
+      m += (x - rx < 0 ? x - rx : 0) + (y - ry < 0 ? y - ry : 0);
+      h += fx->dh + fy->dh;
+      k++;
+      g++;
+      if (r) {
+        int kind2 = ANA_KIND(kf[g]);
+        MEM_TIMES(g, kind2);
+        mem_events(a, evs, r, g, kind2, fy);
+      }
+      continue;
+    }
+    if (fx->rb > 0 && m + fx->rb > pk + 1e-9 * fabs(pk)) { pk = m + fx->rb; pko = g; }   /* B holds the rebuilt part before it frees */
+    m += fx->dv;
+    h += fx->dh;
+    if (m > pk + 1e-9 * fabs(pk)) { pk = m; pko = g; }
+    if (h > hp + 1e-9 * fabs(hp)) { hp = h; hpo = g; }
+  }
+#undef MEM_TIMES
+  sd->peak_order = pk;
+  sd->peak_order_op = pko;
+  sd->host_peak = hp;
+  sd->host_peak_op = hpo;
+  sd->end_memory = m;
+  sd->nops = dv->nops;
+  if (r) {
+    sd->last = last;
+    sd->first = first < 0 ? 0 : first;
+  }
+}
+
+void sim_memory_order(Arena *a, const IrSchedule *s, const AnaIndex *ix, SimDev *dev) {
+  MemTab t;
+  memtab_init(a, s, &t);
+  for (int d = 0; d < ix->ndev; d++) mem_walk(a, s, ix, &t, d, &dev[d], NULL, NULL);
+}
 
 int sim_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L,
             SimResult *r, int want_timeline) {
@@ -111,74 +212,22 @@ int sim_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L
 }
 
 /* The figures of a finished timed run: makespan, span, ideal, bubble, and memory
- * over program order and over simulated time. */
+ * over program order and over time (one walk over each device's ops: mem_walk). */
 static void sim_figures(Arena *a, const IrSchedule *s, const AnaIndex *ix, SimResult *r, int want_timeline) {
   int P = ix->ndev;
-  /* figures */
+  MemTab t;
+  memtab_init(a, s, &t);
+  MemEvs evs = {0};
   double mk = 0, span = 0;
   for (int d = 0; d < P; d++) {
     SimDev *sd = &r->dev[d];
-    double last = 0, first = -1;
-    for (int32_t g = ix->off[d]; g < ix->off[d + 1]; g++) {
-      if (r->end[g] > last) last = r->end[g];
-      const IrOp *op = ana_op(s, ix, g);
-      if ((is_compute(op->kind) || op->kind == IR_OFFLOAD || op->kind == IR_RELOAD) &&
-          (first < 0 || r->start[g] < first)) first = r->start[g];
-    }
-    sd->last = last;
-    sd->first = first < 0 ? 0 : first;
-    if (last > mk) mk = last;
-    if (last - sd->first > span) span = last - sd->first;
-  }
-  for (int d = 0; d < P; d++) r->dev[d].idle = mk - r->dev[d].busy;
-  r->makespan = mk;
-  r->span = span;
-  /* the ideal: the compute of the busiest device, with the costs the passes actually
-     have (per-stage or profiled costs, vocabulary passes, overlapped pairs): no order
-     of these passes ends before that device has run them, so the bubble is never
-     negative and is the bottleneck device's. With schedule-wide costs and nothing else
-     it is m (TF + TB + TW), which is then what is reported, to the bit. */
-  double work = 0;
-  for (int d = 0; d < P; d++)
-    if (r->dev[d].busy > work) work = r->dev[d].busy;
-  double wide = (double)s->nmb * (s->tf + s->tb + s->tw);
-  r->ideal = fabs(work - wide) <= 1e-9 * (fabs(work) + fabs(wide)) ? wide : work;
-  r->bubble_rate = mk > 0 ? 1 - r->ideal / mk : 0;
-  r->bubble_rate_span = span > 0 ? 1 - r->ideal / span : 0;
-  if (r->bubble_rate < 0) r->bubble_rate = 0;        /* rounding only: ideal <= makespan */
-  if (r->bubble_rate_span < 0) r->bubble_rate_span = 0;
-
-  /* memory over program order, then over time */
-  sim_memory_order(s, ix, r->dev);
-  MemEv *ev = NULL;
-  int nev = 0, capev = 0;
-  for (int d = 0; d < P; d++) {
-    SimDev *sd = &r->dev[d];
-    nev = 0;
-    int sorted = 1;
-    double lastt = -1e300;
-    for (int32_t g = ix->off[d]; g < ix->off[d + 1]; g++) {
-      const IrOp *op = ana_op(s, ix, g);
-      double dh, dvm = mem_delta(s, op, &dh), rb = recompute_rebuild(s, op);
-      if (rb > 0) {   /* the rebuild at B's start; B's frees at its end */
-        MemEv *e = VEC_PUSH(a, ev, nev, capev);
-        *e = (MemEv){r->start[g], rb, g};
-        sorted = sorted && r->start[g] >= lastt;
-        lastt = r->start[g];
-        dvm -= rb;
-      }
-      if (dvm == 0 || (r->cancelled && r->cancelled[g])) continue;
-      double at;
-      switch ((IrKind)op->kind) {
-      case IR_F: case IR_S: case IR_RELOAD: at = r->start[g]; break;
-      default: at = r->end[g]; break;
-      }
-      if (at < lastt) sorted = 0;
-      lastt = at;
-      MemEv *e = VEC_PUSH(a, ev, nev, capev);
-      *e = (MemEv){at, dvm, g};
-    }
-    if (!sorted) qsort(ev, (size_t)nev, sizeof *ev, memev_cmp);
+    mem_walk(a, s, ix, &t, d, sd, r, &evs);
+    if (sd->last > mk) mk = sd->last;
+    if (sd->last - sd->first > span) span = sd->last - sd->first;
+    /* memory over time */
+    MemEv *ev = evs.ev;
+    int nev = evs.n;
+    if (!evs.sorted) qsort(ev, (size_t)nev, sizeof *ev, memev_cmp);
     double m = 0, pk = 0;
     int32_t pko = -1;
     if (want_timeline) {
@@ -205,6 +254,33 @@ static void sim_figures(Arena *a, const IrSchedule *s, const AnaIndex *ix, SimRe
     }
     if (sd->host_peak > r->host_memory) r->host_memory = sd->host_peak;
   }
+  for (int d = 0; d < P; d++) r->dev[d].idle = mk - r->dev[d].busy;
+  r->makespan = mk;
+  r->span = span;
+  /* the ideal: the compute of the busiest device, with the costs the passes actually
+     have (per-stage or profiled costs, vocabulary passes, overlapped pairs): no order
+     of these passes ends before that device has run them, so the bubble is never
+     negative and is the bottleneck device's. With schedule-wide costs and nothing else
+     it is m (TF + TB + TW), which is then what is reported, to the bit. */
+  double work = 0;
+  for (int d = 0; d < P; d++)
+    if (r->dev[d].busy > work) work = r->dev[d].busy;
+  double wide = (double)s->nmb * (s->tf + s->tb + s->tw);
+  r->ideal = fabs(work - wide) <= 1e-9 * (fabs(work) + fabs(wide)) ? wide : work;
+  r->bubble_rate = mk > 0 ? 1 - r->ideal / mk : 0;
+  r->bubble_rate_span = span > 0 ? 1 - r->ideal / span : 0;
+  if (r->bubble_rate < 0) r->bubble_rate = 0;        /* rounding only: ideal <= makespan */
+  if (r->bubble_rate_span < 0) r->bubble_rate_span = 0;
+}
+
+void sim_timeline(Arena *a, const IrSchedule *s, const AnaIndex *ix, SimResult *r) {
+  SimDev *dev = arena_alloc(a, sizeof(SimDev) * (size_t)(ix->ndev + 1));   /* (exec_run's size) */
+  memcpy(dev, r->dev, sizeof(SimDev) * (size_t)(ix->ndev + 1));
+  r->dev = dev;
+  r->peak_memory = 0;   /* the figures again, from where the executor leaves them */
+  r->peak_device = -1;
+  r->host_memory = 0;
+  sim_figures(a, s, ix, r, 1);
 }
 
 int sim_run_mode(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L,

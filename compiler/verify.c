@@ -33,6 +33,8 @@ typedef struct V {
   AnaIndex *ix;
   int errors0;
   int first;      /* errors before verify started */
+  int64_t misplaced;   /* passes check_structure found on another device than their stage's */
+  int comm_written;    /* check_structure met a send or recv the file wrote (not inserted) */
 } V;
 
 /* A schedule wrong everywhere would report millions of errors: stop at MAX_ERRORS. */
@@ -86,6 +88,7 @@ static void check_structure(V *v, int32_t *sendtab[2], int32_t *recvtab[2]) {
         int home = s->stages[op->stage].device;
         if (home != d) {
           diag_error(v->dg, op->span, "%s runs on device %d, but stage %d is on device %d", opname(v, op, b1, sizeof b1), d, op->stage, home);
+          v->misplaced++;
           in_loop(v, d, op);
           break;
         }
@@ -117,6 +120,7 @@ static void check_structure(V *v, int32_t *sendtab[2], int32_t *recvtab[2]) {
         break;
       case IR_SEND: case IR_RECV: {
         int snd = op->kind == IR_SEND;
+        if (!(op->flags & IR_FLAG_INSERTED)) v->comm_written = 1;
         if (!ana_valid_pass(s, op) || (op->xfer != IR_XFER_ACT && op->xfer != IR_XFER_GRAD)) {
           diag_error(v->dg, op->span, "%s is out of range (%d microbatches, %d stages)", opname(v, op, b1, sizeof b1), s->nmb, S);
           in_dev(v, d, op);
@@ -249,27 +253,17 @@ static void report_missing(V *v, Missing *ms) {
   }
 }
 
-/* producer must precede consumer: same device -> order; else through send/recv.
- * psl: the producer's (microbatch, stage) slot (used for a transfer). The ops are
- * looked at only when something is wrong (the index alone decides the rest). */
-static void need(V *v, int32_t prod, int32_t cons, int xfer, int64_t psl, int32_t *sendtab[2], int32_t *recvtab[2],
-                 int comm_written) {
+/* Reports what need() found wrong (it decided there is something; cold). */
+static void __attribute__((noinline, cold)) need_report(V *v, int32_t prod, int32_t cons, int xfer, int pd, int cd,
+                                                        int32_t sd, int32_t rv, int comm_written) {
   char b1[96], b2[96];
-  if (prod < 0 || cons < 0) return;
-  int pd = v->ix->devof[prod], cd = v->ix->devof[cons];
   if (pd == cd) {
-    if (prod > cons) {
-      const IrOp *p = OP(v, prod), *c = OP(v, cons);
-      diag_error(v->dg, c->span, "%s runs before %s, which it needs", opname(v, c, b1, sizeof b1), opname(v, p, b2, sizeof b2));
-      in_dev(v, cd, c);
-      diag_note(v->dg, p->span, "%s is here", b2);
-    }
+    const IrOp *p = OP(v, prod), *c = OP(v, cons);
+    diag_error(v->dg, c->span, "%s runs before %s, which it needs", opname(v, c, b1, sizeof b1), opname(v, p, b2, sizeof b2));
+    in_dev(v, cd, c);
+    diag_note(v->dg, p->span, "%s is here", b2);
     return;
   }
-  if (xfer == IR_XFER_NONE) return;
-  int32_t sd = sendtab[xfer == IR_XFER_GRAD][psl], rv = recvtab[xfer == IR_XFER_GRAD][psl];
-  if ((sd >= 0 || !comm_written) && (sd < 0 || sd >= prod) && (rv >= 0 || !comm_written) && (rv < 0 || rv <= cons))
-    return;   /* nothing to report */
   const IrOp *p = OP(v, prod), *c = OP(v, cons);
   IrOp tmp = *p;
   tmp.kind = IR_SEND;
@@ -297,17 +291,35 @@ static void need(V *v, int32_t prod, int32_t cons, int xfer, int64_t psl, int32_
   }
 }
 
+/* producer must precede consumer: same device -> order; else through send/recv.
+ * psl: the producer's (microbatch, stage) slot (used for a transfer); pst, cst: the
+ * producer's and consumer's stages. The ops are looked at only when something is
+ * wrong (the index alone decides the rest; need_report reads them). */
+static inline void need(V *v, int32_t prod, int32_t cons, int xfer, int64_t psl, int32_t *sendtab[2],
+                        int32_t *recvtab[2], int comm_written, int pst, int cst) {
+  if (prod < 0 || cons < 0) return;
+  /* their devices: their stages' when every pass is on its stage's device (the index
+     then need not be read at two random places) */
+  int pd = v->misplaced ? v->ix->devof[prod] : v->s->stages[pst].device;
+  int cd = v->misplaced ? v->ix->devof[cons] : v->s->stages[cst].device;
+  if (pd == cd) {
+    if (prod > cons) need_report(v, prod, cons, xfer, pd, cd, -1, -1, comm_written);
+    return;
+  }
+  if (xfer == IR_XFER_NONE) return;
+  int32_t sd = sendtab[xfer == IR_XFER_GRAD][psl], rv = recvtab[xfer == IR_XFER_GRAD][psl];
+  if ((sd >= 0 || !comm_written) && (sd < 0 || sd >= prod) && (rv >= 0 || !comm_written) && (rv < 0 || rv <= cons))
+    return;   /* nothing to report */
+  need_report(v, prod, cons, xfer, pd, cd, sd, rv, comm_written);
+}
+
 static void check_passes(V *v, int32_t *sendtab[2], int32_t *recvtab[2]) {
   const IrSchedule *s = v->s;
   AnaIndex *ix = v->ix;
   int S = s->nstage, m = s->nmb;
   Missing ms = {0};
   char b1[96], b2[96];
-  int comm_written = 0;
-  for (int64_t g = 0; g < ix->total && !comm_written; g++) {   /* (the index's kind bytes, not the ops) */
-    int k = ANA_KIND(ix->kf[g]);
-    if ((k == IR_SEND || k == IR_RECV) && !(ANA_FLAGS(ix->kf[g]) & IR_FLAG_INSERTED)) comm_written = 1;
-  }
+  int comm_written = v->comm_written;
   for (int i = 0; i < m && !enough(v); i++)
     for (int st = 0; st < S; st++) {
       int64_t sl = ANA_SLOT(ix, i, st);
@@ -323,20 +335,20 @@ static void check_passes(V *v, int32_t *sendtab[2], int32_t *recvtab[2]) {
       }
       if (b < 0 && w >= 0) {} /* reported as missing B */
       /* dependencies */
-      if (st > 0) need(v, ix->posF[ANA_SLOT(ix, i, st - 1)], f, IR_XFER_ACT, ANA_SLOT(ix, i, st - 1), sendtab, recvtab, comm_written);
-      need(v, f, b, IR_XFER_NONE, sl, sendtab, recvtab, comm_written);
-      if (st + 1 < S) need(v, ix->posB[ANA_SLOT(ix, i, st + 1)], b, IR_XFER_GRAD, ANA_SLOT(ix, i, st + 1), sendtab, recvtab, comm_written);
-      if (b >= 0 && ANA_KIND(ix->kf[b]) == IR_B) need(v, b, w, IR_XFER_NONE, sl, sendtab, recvtab, comm_written);
+      if (st > 0) need(v, ix->posF[ANA_SLOT(ix, i, st - 1)], f, IR_XFER_ACT, ANA_SLOT(ix, i, st - 1), sendtab, recvtab, comm_written, st - 1, st);
+      need(v, f, b, IR_XFER_NONE, sl, sendtab, recvtab, comm_written, st, st);
+      if (st + 1 < S) need(v, ix->posB[ANA_SLOT(ix, i, st + 1)], b, IR_XFER_GRAD, ANA_SLOT(ix, i, st + 1), sendtab, recvtab, comm_written, st + 1, st);
+      if (b >= 0 && ANA_KIND(ix->kf[b]) == IR_B) need(v, b, w, IR_XFER_NONE, sl, sendtab, recvtab, comm_written, st, st);
       /* offload / reload */
       int32_t of = ix->posOff[sl], rl = ix->posRel[sl];
       if (of >= 0) {
-        need(v, f, of, IR_XFER_NONE, sl, sendtab, recvtab, comm_written);
+        need(v, f, of, IR_XFER_NONE, sl, sendtab, recvtab, comm_written, st, st);
         if (rl < 0) {
           diag_error(v->dg, OP(v, of)->span, "%s is never reloaded (no reload(%d,%d) before its backward)", opname(v, OP(v, of), b1, sizeof b1), i, st);
           in_dev(v, ix->devof[of], OP(v, of));
         } else {
-          need(v, of, rl, IR_XFER_NONE, sl, sendtab, recvtab, comm_written);
-          need(v, rl, b, IR_XFER_NONE, sl, sendtab, recvtab, comm_written);
+          need(v, of, rl, IR_XFER_NONE, sl, sendtab, recvtab, comm_written, st, st);
+          need(v, rl, b, IR_XFER_NONE, sl, sendtab, recvtab, comm_written, st, st);
         }
       } else if (rl >= 0) {
         diag_error(v->dg, OP(v, rl)->span, "%s reloads an activation that was never offloaded", opname(v, OP(v, rl), b1, sizeof b1));
@@ -346,18 +358,21 @@ static void check_passes(V *v, int32_t *sendtab[2], int32_t *recvtab[2]) {
   report_missing(v, &ms);
   /* sends/recvs that no dependency uses: both ends exist, but the other side is absent */
   for (int x = 0; x < 2; x++)
-    for (int64_t sl = 0; sl < (int64_t)m * S && !enough(v); sl++) {
-      int32_t sd = sendtab[x][sl], rv = recvtab[x][sl];
-      if ((sd >= 0) == (rv >= 0)) continue;
-      const IrOp *op = OP(v, sd >= 0 ? sd : rv);
-      if (sd >= 0) diag_error(v->dg, op->span, "%s is never received (no matching recv on device %d)", opname(v, op, b1, sizeof b1), op->peer);
-      else diag_error(v->dg, op->span, "%s has no matching send on device %d", opname(v, op, b1, sizeof b1), op->peer);
-      in_dev(v, v->ix->devof[sd >= 0 ? sd : rv], op);
-    }
+    for (int i = 0; i < m; i++)
+      for (int st = 0; st < S && !enough(v); st++) {
+        int64_t sl = ANA_SLOT(ix, i, st);
+        int32_t sd = sendtab[x][sl], rv = recvtab[x][sl];
+        if ((sd >= 0) == (rv >= 0)) continue;
+        const IrOp *op = OP(v, sd >= 0 ? sd : rv);
+        if (sd >= 0) diag_error(v->dg, op->span, "%s is never received (no matching recv on device %d)", opname(v, op, b1, sizeof b1), op->peer);
+        else diag_error(v->dg, op->span, "%s has no matching send on device %d", opname(v, op, b1, sizeof b1), op->peer);
+        in_dev(v, v->ix->devof[sd >= 0 ? sd : rv], op);
+      }
 }
 
 /* ---- channels (FIFO) ---- */
 static void check_channels(V *v, const SimLinks *L) {
+  if (!L->nmisfit) return;   /* sim_links compared the messages' keys: every recv gets its own */
   char b1[96], b2[96];
   int64_t n = v->ix->total;
   int reported = 0;
@@ -381,26 +396,24 @@ static void check_colls(V *v, const SimLinks *L) {
   int P = s->ndev;
   if (P <= 1) return;
   /* collectives and S passes (a broadcast) per device; the device with most is the reference */
-  (void)L;
   int ref = 0, best = -1;
   for (int d = 0; d < P; d++) {
-    int c = 0;
-    for (int32_t g = v->ix->off[d]; g < v->ix->off[d + 1]; g++) c += ANA_KIND(v->ix->kf[g]) == IR_COLL || ANA_KIND(v->ix->kf[g]) == IR_S;
+    int c = L->ncoll[d];   /* (sim_links counted them) */
     if (c > best) { best = c; ref = d; }
   }
   if (best <= 0) return;
   int32_t *seq = arena_alloc(v->a, sizeof(int32_t) * (size_t)best);
   int n = 0;
   for (int32_t g = v->ix->off[ref]; g < v->ix->off[ref + 1]; g++)
-    if (OP(v, g)->kind == IR_COLL || OP(v, g)->kind == IR_S) seq[n++] = g;
+    if (ANA_KIND(v->ix->kf[g]) == IR_COLL || ANA_KIND(v->ix->kf[g]) == IR_S) seq[n++] = g;
   char b1[96], b2[96];
   for (int d = 0; d < P; d++) {
     if (d == ref) continue;
     int k = 0;
     int32_t last = -1;
     for (int32_t g = v->ix->off[d]; g < v->ix->off[d + 1]; g++) {
+      if (ANA_KIND(v->ix->kf[g]) != IR_COLL && ANA_KIND(v->ix->kf[g]) != IR_S) continue;   /* (kind bytes first) */
       const IrOp *op = OP(v, g);
-      if (op->kind != IR_COLL && op->kind != IR_S) continue;
       last = g;
       if (k >= n) {
         diag_error(v->dg, op->span, "device %d issues %s, but device %d has no more collectives", d, opname(v, op, b1, sizeof b1), ref);
@@ -443,6 +456,8 @@ static void check_vocab(V *v) {
   for (int d = 0; d < P && reported < MAX_MISSING; d++) {
     memset(pos, 0xff, sizeof(int32_t) * (size_t)m * NK);
     for (int32_t g = v->ix->off[d]; g < v->ix->off[d + 1]; g++) {
+      int kk = ANA_KIND(v->ix->kf[g]);   /* (the other kinds' ops are not read) */
+      if (kk != IR_IF && kk != IR_IB && kk != IR_S && kk != IR_T && kk != IR_COLL) continue;
       const IrOp *op = OP(v, g);
       int k = -1;
       switch ((IrKind)op->kind) {
@@ -640,7 +655,7 @@ static void check_memory(V *v, SimDev *mem, const SimDev *have) {
       mem[d].nops = have[d].nops;
     }
   else
-    sim_memory_order(s, v->ix, mem);
+    sim_memory_order(v->a, s, v->ix, mem);
   for (int d = 0; d < s->ndev; d++) {
     if (s->mem_limit >= 0 && mem[d].peak_order > s->mem_limit * (1 + 1e-9) && mem[d].peak_order_op >= 0) {
       const IrOp *op = OP(v, mem[d].peak_order_op);
@@ -684,8 +699,8 @@ int verify_schedule(Arena *a, Diag *dg, const IrSchedule *s, VerifyResult *out) 
                  s->nmb, s->nstage, 2 * (long long)s->nmb * s->nstage, (long long)ops);
     return dg->errors - e0;
   }
-  V v = {a, dg, s, &out->ix, e0, e0};
-  int64_t slots = (int64_t)s->nmb * s->nstage;
+  V v = {a, dg, s, &out->ix, e0, e0, 0, 0};
+  int64_t slots = out->ix.nslots;
   int32_t *sendtab[2], *recvtab[2];
   for (int x = 0; x < 2; x++) {
     sendtab[x] = arena_alloc(a, sizeof(int32_t) * (size_t)(slots + 1));

@@ -330,6 +330,43 @@ static void test_missing(void) {
   t_end(&t);
 }
 
+/* A pass on another device than its stage's (IR built by hand; the front end rejects
+ * it): reported, and its dependencies are checked on the device it runs on (verify.c's
+ * need() takes the devices from the stages only when no pass is misplaced). */
+static void test_misplaced(void) {
+  T t;
+  t_begin(&t, 2, 1, 1, 1, 1, 1, 0);
+  IB *b = &t.b;
+  ib_op(b, 0, IR_F, 0, 1); ib_op(b, 0, IR_F, 0, 0); ib_op(b, 0, IR_BW, 0, 1); ib_op(b, 0, IR_BW, 0, 0);
+  check_true("misplaced: invalid", !t_run(&t));
+  check_true("misplaced: reported", find_err(&t, "F(0) runs on device 0, but stage 1 is on device 1") != NULL);
+  check_true("misplaced: F chain on its device", find_err(&t, "F(0) runs before F(0), which it needs") != NULL);
+  if (!find_err(&t, "F(0) runs before F(0)")) dump_errs(&t);
+  t_end(&t);
+}
+
+/* overlap_verify's errors on IR built by hand (the front end rejects these pairs):
+ * each names its passes (they are formatted only when reported). */
+static void test_overlap_errors(void) {
+  T t;
+  t_begin(&t, 1, 1, 3, 1, 1, 1, 0);
+  IB *b = &t.b;
+  ib_op(b, 0, IR_F, 0, 0)->flags |= IR_FLAG_OVERLAP;
+  ib_op(b, 0, IR_F, 1, 0);
+  ib_op(b, 0, IR_F, 2, 0)->flags |= IR_FLAG_OVERLAP;
+  ib_op(b, 0, IR_BW, 2, 0);
+  ib_op(b, 0, IR_BW, 0, 0);
+  ib_op(b, 0, IR_BW, 1, 0)->flags |= IR_FLAG_OVERLAP;
+  check_true("overlap errors: invalid", !t_run(&t));
+  check_true("overlap: same direction named",
+             find_err(&t, "overlap pairs a forward with a backward pass (B, W or BW), not F(0) with F(1)") != NULL);
+  check_true("overlap: same microbatch named",
+             find_err(&t, "overlapped F(2) and BW(2) belong to the same microbatch") != NULL);
+  check_true("overlap: no partner named", find_err(&t, "overlapped BW(1) has no partner pass right after it on device 0") != NULL);
+  if (!find_err(&t, "has no partner")) dump_errs(&t);
+  t_end(&t);
+}
+
 static void test_offload(void) {
   /* cheap copies: free, lower time-based peak; expensive copies: not made (lower.c) */
   double times[] = {0.5, 20};
@@ -585,6 +622,8 @@ int main(void) {
   test_memory_limit();
   test_expect();
   test_missing();
+  test_misplaced();
+  test_overlap_errors();
   test_offload();
   test_vocab();
   test_vocab_clean();
