@@ -509,17 +509,22 @@ int exec_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *
     nran = 0;
     if (best < 0) break;
     {
+      /* the stuck send's recv is its channel's recv of the same sequence number (the
+       * hook checked that it is unmoved and unposted); the earlier ones follow until
+       * one is moved (need -1) or posted. Read from the send's entries, which the run
+       * just touched, not the recv's */
       int d = best;
-      int32_t mo = match[stuck[d]];
-      int pe = ix->devof[mo];
-      int32_t *cr = crecv[L->chan[mo]];
-      for (int j = L->seq[mo]; j >= 0; j--) {
+      int32_t so = stuck[d];
+      int pe = peer[so].dev, j0 = L->seq[so];
+      const int32_t *cr = crecv[L->chan[so]];
+      for (int j = j0; j >= 0; j--) {
         int32_t q = cr[j];
-        if (moved[q] >= 0 || pc[pe] >= gfirst[q]) break;
+        if (j < j0 && (peer[q].need < 0 || pc[pe] >= gfirst[q])) break;
         moved[q] = bpos;
         peer[q].dev = peer[q].dev < 0 ? 0 : peer[q].dev;   /* posted where it now stands */
         peer[q].need = -1;
-        if (match[q] >= 0) peer[match[q]].need = -1;
+        int32_t sq = j == j0 ? so : match[q];
+        if (sq >= 0) peer[sq].need = -1;
       }
       /* before an op that is not a send/recv, after one (or after copies that follow
        * one: lowering's grouping moves the copies of an inserted run to its front):
