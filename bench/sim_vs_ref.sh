@@ -37,19 +37,21 @@ fi
 REF_SRC=${REF_SRC:-$(cd "$(dirname "$REF_PPSC")/.." && pwd)}
 [ -f "$REF_SRC/stdlib/zb_v.pps" ] || { echo "sim_vs_ref.sh: no stdlib under $REF_SRC (set REF_SRC)" >&2; exit 1; }
 
-# cpu PPSC FILE ARGS...: best (least) user + sys seconds of RUNS runs of `ppsc sim`.
+# cpu PPSC FILE ARGS...: best (least) user + sys seconds of RUNS runs of `ppsc sim`,
+# from the child's rusage (microseconds; /usr/bin/time prints 10 ms steps).
 cpu() {
   exe=$1; shift
-  best=
-  i=0
-  while [ $i -lt "$RUNS" ]; do
-    /usr/bin/time -o "$tmp/time" -f '%U %S' "$exe" sim "$@" >/dev/null 2>&1 || {
-      echo "sim_vs_ref.sh: $exe sim $* failed" >&2; echo fail; return; }
-    t=$(tail -n 1 "$tmp/time" | awk '{printf "%.3f", $1 + $2}')
-    if [ -z "$best" ] || awk -v a="$t" -v b="$best" 'BEGIN { exit !(a < b) }'; then best=$t; fi
-    i=$((i + 1))
-  done
-  echo "$best"
+  python3 - "$RUNS" "$exe" sim "$@" <<'PY' || { echo "sim_vs_ref.sh: $exe sim $* failed" >&2; echo fail; }
+import resource, subprocess, sys
+best = None
+for _ in range(int(sys.argv[1])):
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(sys.argv[2:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    best = t if best is None or t < best else best
+print("%.3f" % best)
+PY
 }
 
 echo "# ppsc sim CPU time (user + sys, best of $RUNS), P=$P m=$M, on $(uname -m) $(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | sed 's/.*: //')"
