@@ -160,11 +160,14 @@ static double link_durations(Arena *a, const IrSchedule *s, const AnaIndex *ix, 
   return change;
 }
 
-int exec_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L, const ExecModel *m,
-             SimResult *r) {
+/* The run, compiled once per model kind (rdv, timed: constants in each copy below), so
+ * that each copy carries only its own model's tests. */
+static inline __attribute__((always_inline)) int exec_model(Arena *a, const IrSchedule *s, const AnaIndex *ix,
+                                                             const SimLinks *L, const ExecModel *m, SimResult *r,
+                                                             const int rdv, const int timed) {
   int P = ix->ndev;
   int64_t n = ix->total;
-  int rdv = m->rendezvous, async = m->async, timed = m->timed && !rdv;
+  int async = m->async;
   const double *dur = m->dur;
   int32_t *moved = rdv && m->repair ? m->moved : NULL;
   memset(r, 0, sizeof *r);
@@ -579,6 +582,25 @@ int exec_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *
       if (op->kind == IR_COLL && k >= 0 && k < ncmax) { r->start[g] = cs[k]; r->end[g] = ce[k]; }
     }
   return r->ok;
+}
+
+static int exec_rdv(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L, const ExecModel *m,
+                    SimResult *r) {
+  return exec_model(a, s, ix, L, m, r, 1, 0);
+}
+static int exec_untimed(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L, const ExecModel *m,
+                        SimResult *r) {
+  return exec_model(a, s, ix, L, m, r, 0, 0);
+}
+static int exec_buffered_timed(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L,
+                               const ExecModel *m, SimResult *r) {
+  return exec_model(a, s, ix, L, m, r, 0, 1);
+}
+
+int exec_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L, const ExecModel *m,
+             SimResult *r) {
+  if (m->rendezvous) return exec_rdv(a, s, ix, L, m, r);
+  return m->timed ? exec_buffered_timed(a, s, ix, L, m, r) : exec_untimed(a, s, ix, L, m, r);
 }
 
 int exec_timed(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L, SimResult *r, int async) {
