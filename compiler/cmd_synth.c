@@ -78,8 +78,10 @@ int cmd_synth(Compilation *c) {
     sb_printf(&h, " (%s", in->lb_which);
     if (in->lb_device >= 0) sb_printf(&h, ", device %d", in->lb_device);
     sb_printf(&h, "), gap %.4g%%%s\n", 100 * gap, optimal ? " (optimal)" : gap < 0 ? " (below the bound: the bound is wrong here)" : "");
-    sb_printf(&h, "// search: %ld candidate orders in %.3f s%s; %s\n", in->candidates, in->seconds,
-              in->timed_out ? " (time limit reached: best so far)" : "", in->policy);
+    sb_printf(&h, "// search: %ld candidate orders in %.3f s%s%s; %s\n", in->candidates, in->seconds,
+              in->timed_out ? " (time limit reached: best so far)" : "",
+              in->stalled && !in->timed_out ? " (ended where no better order came; effort 3 or 4 searches further)" : "",
+              in->policy);
     sb_puts(&h, body.data ? body.data : "");
     if (o->out) {
       if (write_file_atomic(o->out, h.data, h.len)) rc = PPSC_USAGE;
@@ -136,7 +138,8 @@ int cmd_synth(Compilation *c) {
     sb_printf(&j, ", \"optimal\": %s", optimal ? "true" : "false");
     json_num(&j, "search_seconds", in->seconds);
     json_num(&j, "candidates", (double)in->candidates);
-    sb_printf(&j, ", \"timed_out\": %s, \"fused\": %s, \"policy\": ", in->timed_out ? "true" : "false",
+    sb_printf(&j, ", \"timed_out\": %s, \"stalled\": %s, \"fused\": %s, \"policy\": ", in->timed_out ? "true" : "false",
+              in->stalled ? "true" : "false",
               in->fused ? "true" : "false");
     sb_json_string(&j, in->policy);
     sb_puts(&j, "}\n");

@@ -99,7 +99,7 @@ EXTRA_DIST += tests/synth/evaluator.sh
 EXTRA_DIST += tests/synth/cli.sh tests/synth/quality.sh tests/synth/profile.sh tests/synth/issue.pps tests/synth/synth_any.pps \
   tests/synth/reference.sh tests/synth/ref_greedy.awk tests/synth/lib.sh
 # `make bench-synth`: search time of `synthesize` (bench/README.md, "Synthesis")
-EXTRA_DIST += bench/synth_bench.sh bench/synth_loop.sh tools/synth-table.sh
+EXTRA_DIST += bench/synth_bench.sh bench/synth_loop.sh bench/synth_vs_zbv.sh tools/synth-table.sh
 bench-synth: ppsc$(EXEEXT)
 	$(SHELL) $(srcdir)/bench/synth_bench.sh ./ppsc$(EXEEXT) $(abs_top_srcdir)/stdlib
 .PHONY: bench-synth

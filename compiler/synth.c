@@ -22,7 +22,9 @@
  * policies run (Zero Bubble's heuristic, V-Half and V-Min repeated and squeezed,
  * ZB-V's greedy), and the stdlib schedules of the placement, compiled after them. The
  * number of candidates depends only on `effort` and the size, so the result is
- * deterministic; a time limit stops the search early with the best so far.
+ * deterministic; a time limit stops the search early with the best so far. Below
+ * effort 3, while a seed's order is the best, the search ends early when a stretch of
+ * model steps brings nothing better (SYNTH_STALL_DESCENT, SYNTH_STALL_MOVES).
  *
  * The lower bound (lower_bound()) is derived in docs/synth.md. */
 #include "synth.h"
@@ -38,9 +40,23 @@
 
 #define INF 1e300
 
-/* model steps (one device looking at one of its stages) per unit of effort + 1: about
-   P = 32, m = 128 on a V-shape searches about 5 s at effort 2, half on policies, half on local moves (bench/README.md, "Synthesis") */
+/* model steps (one device looking at one of its stages) per budget unit + 1 (effort
+   0, 1, 2, 3, 4 have 0, 1, 2, 2, 4 units + 1): P = 32, m = 128 on a V-shape searches
+   about 2 s at effort 3, half on policies, half on local moves (bench/README.md, "Synthesis") */
 #define SYNTH_STEPS_PER_EFFORT 2e7
+
+/* The early end of effort 0..2 (docs/synth.md, "Early end"): while the best order is
+   a seed's (a published generator's construction or a standard schedule) within
+   SYNTH_STALL_GAP of the lower bound, the policies' descent ends once
+   SYNTH_STALL_DESCENT (effort + 1) policy runs' worth of model steps (a run: the mean
+   of the first phase's) bring no better order, the local moves once SYNTH_STALL_MOVES
+   (effort + 1) do. Chosen by measurement: at P = 16, vshape, limit 16, m = 32 / 64
+   the default ends within the time of the published ZB-V generator (bench/README.md,
+   "Synthesis"); further from the bound the search has more to find and keeps its
+   whole budget. */
+#define SYNTH_STALL_DESCENT 2
+#define SYNTH_STALL_MOVES 30
+#define SYNTH_STALL_GAP 0.05
 
 /* a pass of the order; pair: this pass and the next run as an overlapped pair
    (overlap.c), only in seeds that write `overlap { }` (DualPipeV) */
@@ -61,6 +77,8 @@ typedef struct Model {
   double eff;               /* overlap efficiency of an overlapped F and backward pair (overlap.c) */
   double *drop;             /* [P]: device d's limit is L - drop[d] (hardware.memory less its
                                static bytes, in activation units, when less than L; else 0) */
+  int relook;               /* run_policy redoes every look (PPS_SYNTH_RELOOK: tests/synth/evaluator.sh
+                               checks that the looks it keeps change nothing) */
 } Model;
 
 /* Device d's memory limit, in activation units. */
@@ -89,6 +107,9 @@ typedef struct Work {
   double *host;             /* [P]: offloaded activations not yet back (run_policy) */
   double *rem;              /* [P]: compute still to run (run_policy) */
   int *wq; char *inq;       /* [P]: eval_order's worklist of devices, and who is in it */
+  double *cwake, *cfut;     /* [P]: run_policy's last look at a device that had to wait: the
+                               earliest time one of its passes becomes ready, and its fut */
+  char *cvalid;             /* [P]: that look still holds (no input of the device changed since) */
   int64_t steps;
 } Work;
 
@@ -166,6 +187,15 @@ static Result run_policy(const Model *M, const Policy *p, Work *w, double bound)
   memset(w->nW, 0, sizeof(int) * (size_t)S);
   int per = p->fused ? 2 : 3;
   int active = 0;
+  /* A device that had to wait keeps waiting, with the same next arrival, until one of
+     its passes becomes ready by the clock (cwake) or an input of its stages arrives (a
+     pass of a neighbouring stage runs: cvalid cleared): its look is not redone, only
+     counted (the step budget, and so the search, is the same). Offload copies free
+     memory by the clock: then every look is redone. */
+  int cache = !M->relook;
+  for (int s = 0; s < S && cache; s++)
+    if (M->st[s].offload > 0) cache = 0;
+  memset(w->cvalid, 0, (size_t)P);
   copies_reset(M, w);
   for (int d = 0; d < P; d++) {
     w->cur[d] = w->held[d] = w->resv[d] = w->peak[d] = w->host[d] = w->rem[d] = 0;
@@ -191,7 +221,11 @@ static Result run_policy(const Model *M, const Policy *p, Work *w, double bound)
         continue;
       }
       w->steps += M->nst[d];
-      double t = w->cur[d], fut = INF;
+      double t = w->cur[d], fut = INF, wake = INF;
+      if (w->cvalid[d] && !le(w->cwake[d], t)) {   /* the same look as before: it waits */
+        if (w->cfut[d] < next) next = w->cfut[d];
+        continue;
+      }
       copies_done(w, d, t);
       int bi = -1, bs = -1, fi = -1, fs = -1, wi = -1, ws = -1, memblock = 0;
       const int *ds = M->dst + M->first[d];
@@ -206,7 +240,10 @@ static Result run_policy(const Model *M, const Policy *p, Work *w, double bound)
           if (le(rb, t)) {
             if (!fits) memblock = 1;
             else if (bi < 0 || pick_better(p->bsel, i, s, bi, bs)) { bi = i; bs = s; }
-          } else if (fits && rb < fut) fut = rb;
+          } else {
+            if (fits && rb < fut) fut = rb;
+            if (rb < wake) wake = rb;
+          }
         }
         i = w->nF[s];
         if (i < m) {
@@ -222,7 +259,10 @@ static Result run_policy(const Model *M, const Policy *p, Work *w, double bound)
           if (le(rf, t)) {
             if (!allowed) memblock = 1;
             else if (fi < 0 || pick_better(p->fsel, i, s, fi, fs)) { fi = i; fs = s; }
-          } else if (allowed && rf < fut) fut = rf;
+          } else {
+            if (allowed && rf < fut) fut = rf;
+            if (rf < wake) wake = rf;
+          }
         }
         if (!p->fused && w->nW[s] < w->nB[s]) {
           int j = w->nW[s];
@@ -238,8 +278,14 @@ static Result run_policy(const Model *M, const Policy *p, Work *w, double bound)
       }
       if (kind < 0) {
         if (fut < next) next = fut;
+        if (cache) { w->cvalid[d] = 1; w->cwake[d] = wake; w->cfut[d] = fut; }
         continue;
       }
+      /* what this pass feeds changes: the device of the next stage (F) or of the one
+         before (B, BW), and this one's own state */
+      w->cvalid[d] = 0;
+      if (kind == IR_F && stg + 1 < S) w->cvalid[M->st[stg + 1].device] = 0;
+      if ((kind == IR_B || kind == IR_BW) && stg > 0) w->cvalid[M->st[stg - 1].device] = 0;
       /* run it */
       const IrStage *g = &M->st[stg];
       int64_t slot = (int64_t)mb * S + stg;
@@ -617,6 +663,12 @@ typedef struct Search {
   int seeded;               /* the best order is a seed's (not a policy's) */
   double lb;                /* the lower bound: reaching it ends the search */
   SynthSeedFn seed;         /* compiles a seed into IR (SynthOptions.seed) */
+  long ph0, lastimp;        /* candidates at the phase's start and at the best's last improvement */
+  long maxrun;              /* the most candidates of the phase before an improvement (debug) */
+  int64_t stall;            /* > 0: while a seed's order is the best, the phase ends after this
+                               many model steps without a better order (effort 0..2) */
+  int64_t stall_from;       /* model steps at the phase's start or the best's last improvement */
+  int stalled;              /* the stall rule ended a phase */
 } Search;
 
 static int better(Result a, Result b) {
@@ -630,6 +682,10 @@ static int better(Result a, Result b) {
 
 static int out_of_budget(Search *z) {
   if (z->evals >= z->max_evals || z->w.steps >= z->max_steps) return 1;
+  if (z->stall > 0 && z->seeded && z->br.makespan <= z->lb * (1 + SYNTH_STALL_GAP) && z->w.steps - z->stall_from >= z->stall) {
+    z->stalled = 1;
+    return 1;
+  }
   if (z->br.ok && z->br.makespan <= z->lb * (1 + 1e-12)) return 1;   /* at the bound: optimal */
   if (z->tlimit > 0 && now_s() - z->t0 > z->tlimit * z->tshare) { z->timed_out = 1; return 1; }
   return 0;
@@ -641,6 +697,22 @@ static int out_of_budget_clock(Search *z) {
   if (z->br.ok && z->br.makespan <= z->lb * (1 + 1e-12)) return 1;   /* at the bound: optimal */
   if (z->tlimit > 0 && now_s() - z->t0 > z->tlimit * z->tshare) { z->timed_out = 1; return 1; }
   return 0;
+}
+
+/* The best order just got better: how long the phase went without (debug figures) */
+static void note_improvement(Search *z) {
+  long base = z->lastimp > z->ph0 ? z->lastimp : z->ph0;
+  if (z->evals - base > z->maxrun) z->maxrun = z->evals - base;
+  z->lastimp = z->evals;
+  z->stall_from = z->w.steps;
+}
+static void phase_start(Search *z, const char *name) {
+  if (name && getenv("PPS_SYNTH_DEBUG"))
+    fprintf(stderr, "synth: stall: %s: %ld candidates, last improvement at %ld, longest run before one %ld\n", name,
+            z->evals - z->ph0, z->lastimp > z->ph0 ? z->lastimp - z->ph0 : -1, z->maxrun);
+  z->ph0 = z->evals;
+  z->maxrun = 0;
+  z->stall_from = z->w.steps;
 }
 
 /* Evaluates p; keeps it when it is the best so far. Returns its figures (not ok
@@ -656,6 +728,7 @@ static Result try_policy(Search *z, const Policy *p, double bound) {
     memcpy(z->bcap, p->cap, sizeof(double) * (size_t)(2 * M->P));
     z->bp.cap = z->bcap;
     z->seeded = 0;
+    note_improvement(z);
     memcpy(z->best, z->w.ord, sizeof(SOp) * (size_t)z->w.off[M->P]);
     memcpy(z->bestn, z->w.nord, sizeof(int64_t) * (size_t)M->P);
   }
@@ -773,6 +846,7 @@ static void improve(Search *z, const SOp *start, const int64_t *startn, const ch
   memcpy(sst, w->ost, sizeof(double) * (size_t)tot);
   memcpy(srd, w->ordy, sizeof(double) * (size_t)tot);
   int moved = 0;
+  Result gbest = z->br;
   for (int pass = 0; pass < 50 && !out_of_budget(z); pass++) {
     int improved = 0;
     for (int d = 0; d < P && !out_of_budget(z); d++) {
@@ -806,6 +880,7 @@ static void improve(Search *z, const SOp *start, const int64_t *startn, const ch
           z->evals++;
           Result r = eval_order(M, w);
           if (r.ok && r.fit && imp_better(r, cur)) {
+            if (better(r, gbest)) { gbest = r; note_improvement(z); }
             cur = r;
             improved = moved = 1;
             memcpy(sst, w->ost, sizeof(double) * (size_t)tot);
@@ -1433,6 +1508,8 @@ static int search_all(Search *z, const IrSchedule *s, const SynthOptions *o, cha
   z->br.ok = 0;
   z->br.makespan = INF;
   z->seeded = 0;
+  z->ph0 = z->lastimp = z->evals;
+  z->maxrun = 0;
   /* the seeds first (an order at the lower bound ends the search before any policy):
      under a time limit the generators' seeds may use up to half of it, the stdlib's
      (their guarantee) up to 80%, then the policies what is left of the first half,
@@ -1444,14 +1521,23 @@ static int search_all(Search *z, const IrSchedule *s, const SynthOptions *o, cha
   seeds(z, s, seedpol, npol);
   if (getenv("PPS_SYNTH_DEBUG")) fprintf(stderr, "synth: stdlib seeds: %ld candidates, %.3f s, best %g\n", z->evals, now_s() - z->t0, z->br.makespan);
   z->tshare = 0.5;
-  /* budget: candidates, from effort and size (deterministic) */
+  /* budget: candidates, from effort and size (deterministic); effort 3 has effort 2's
+     budget without the early end, 4 the most */
+  double stallp = 0, stallm = 0, runsteps = 0;
   {
     int effort = o->effort < 0 ? 0 : o->effort > 4 ? 4 : o->effort;
-    budget = SYNTH_STEPS_PER_EFFORT * (effort + 1);
-    evals = 200 + 800L * effort;
-    z->max_evals = z->evals + 200 + 550L * effort;   /* the policies' candidates */
+    int units = effort == 3 ? 2 : effort;   /* 3: effort 2 without the early end */
+    budget = SYNTH_STEPS_PER_EFFORT * (units + 1);
+    evals = 200 + 800L * units;
+    z->max_evals = z->evals + 200 + 550L * units;   /* the policies' candidates */
     z->max_steps = z->w.steps + (int64_t)budget;
+    if (effort < 3 && !o->no_stall) {
+      stallp = SYNTH_STALL_DESCENT * (effort + 1);
+      stallm = SYNTH_STALL_MOVES * (effort + 1);
+    }
   }
+  z->stall = 0;
+  phase_start(z, NULL);
   {
     int multi = S > P;
     int nf = (M->split_ok && !o->fused) ? 2 : 1;
@@ -1480,6 +1566,7 @@ static int search_all(Search *z, const IrSchedule *s, const SynthOptions *o, cha
                 ncand++;
               }
     }
+    int64_t ph1steps = z->w.steps;
     for (int k = 0; k < ncand; k++) {
       if (out_of_budget(z) && z->br.ok) break;   /* a seed may have reached the bound */
       /* a cut that no admission of its uncut twin (the candidate before) came near
@@ -1495,7 +1582,13 @@ static int search_all(Search *z, const IrSchedule *s, const SynthOptions *o, cha
       cs[k].r = try_policy(z, &cs[k].p, INF);
     }
     /* phase 2: coordinate descent over the per-device caps from the best few policies
-       and from 1F1B-like cap profiles (cap falls with the device index) */
+       and from 1F1B-like cap profiles (cap falls with the device index); below effort
+       3, while a seed's order is the best, it ends when SYNTH_STALL_DESCENT (effort + 1)
+       policy runs' worth of model steps bring nothing better (the local moves likewise
+       after SYNTH_STALL_MOVES (effort + 1)) */
+    if (ncand > 0) runsteps = (double)(z->w.steps - ph1steps) / ncand;   /* one policy run */
+    if (stallp > 0) z->stall = (int64_t)(stallp * runsteps) + 1;
+    z->stall_from = z->w.steps;
     /* the policies best first (ties: in order), one of each result (makespan and
        peak): the three best, then the next ones while the budget lasts */
     int keep = 0;
@@ -1575,11 +1668,15 @@ static int search_all(Search *z, const IrSchedule *s, const SynthOptions *o, cha
   /* the policy search had half of the budget; local moves the rest */
   z->max_steps = z->w.steps + (int64_t)budget;
   z->max_evals = z->evals + 4 * evals;
+  phase_start(z, "policies");
+  z->stall = stallm > 0 ? (int64_t)(stallm * runsteps) + 1 : 0;
   if (z->br.ok) {
     char lab[SYNTH_POLICY_LEN];
     snprintf(lab, sizeof lab, "%s", seedpol);
     improve(z, z->best, z->bestn, lab, seedpol, npol);   /* copies its start first */
   }
+  phase_start(z, "local moves");
+  z->stall = 0;
   if (dbg) fprintf(stderr, "synth: local moves: %ld candidates, %lld steps, %.3f s, best %g\n", z->evals, (long long)z->w.steps, now_s() - z->t0, z->br.makespan);
   return 0;
 }
@@ -1647,6 +1744,7 @@ int synth_run(Arena *a, Diag *dg, IrSchedule *s, const SynthOptions *o) {
   M.P = P; M.S = S; M.m = m;
   M.st = s->stages;
   M.split_ok = !o->fused;
+  M.relook = getenv("PPS_SYNTH_RELOOK") != NULL;
   M.offmb = m;
   M.H = s->offload.host_limit >= 0 ? s->offload.host_limit : INF;
   M.eff = s->overlap_eff;
@@ -1826,10 +1924,13 @@ int synth_run(Arena *a, Diag *dg, IrSchedule *s, const SynthOptions *o) {
   z.w.rem = calloc((size_t)P + 1, sizeof(double));
   z.w.wq = calloc((size_t)P + 1, sizeof(int));
   z.w.inq = calloc((size_t)P + 1, 1);
+  z.w.cvalid = calloc((size_t)P + 1, 1);
+  z.w.cwake = calloc((size_t)P + 1, sizeof(double));
+  z.w.cfut = calloc((size_t)P + 1, sizeof(double));
   z.best = malloc(sizeof(SOp) * (size_t)(total + 1));
   z.bcap = calloc((size_t)(2 * P + 1), sizeof(double));
   if (!z.w.endF || !z.w.endB || !z.w.nF || !z.w.nB || !z.w.nW || !z.w.cur || !z.w.held || !z.w.resv ||
-      !z.w.peak || !z.w.left || !z.w.ord || !z.w.ost || !z.w.ordy || !z.w.qend || !z.w.qamt || !z.w.qh || !z.w.qt || !z.w.eng || !z.w.host || !z.w.rem || !z.w.wq || !z.w.inq || !z.best || !z.bcap) goto oom;
+      !z.w.peak || !z.w.left || !z.w.ord || !z.w.ost || !z.w.ordy || !z.w.qend || !z.w.qamt || !z.w.qh || !z.w.qt || !z.w.eng || !z.w.host || !z.w.rem || !z.w.wq || !z.w.inq || !z.w.cvalid || !z.w.cwake || !z.w.cfut || !z.best || !z.bcap) goto oom;
   z.br.ok = 0;
   z.br.makespan = INF;
   z.t0 = t0;
@@ -1899,6 +2000,7 @@ int synth_run(Arena *a, Diag *dg, IrSchedule *s, const SynthOptions *o) {
         for (int d = 0; d < P; d++) if (!le(M.lmin[d], lim(&M, d))) feasible = 0;
         if (!feasible) continue;
         oc.effort = c < 0 ? o->effort : 0;
+        oc.no_stall = c >= 0;   /* the candidates' own searches: effort 0's whole budget */
         char pol[SYNTH_POLICY_LEN] = "";
         if (search_all(&z, s, &oc, pol, sizeof pol)) { M.L = Lreal; free(keep); free(keepn); free(lmin0); goto oom; }
         double mk;
@@ -1957,6 +2059,7 @@ int synth_run(Arena *a, Diag *dg, IrSchedule *s, const SynthOptions *o) {
         for (int d = 0; d < P; d++) if (!le(M.lmin[d], lim(&M, d))) feasible = 0;
         if (!feasible) continue;
         oc.effort = 0;
+        oc.no_stall = 1;
         char pol[SYNTH_POLICY_LEN] = "";
         if (search_all(&z, s, &oc, pol, sizeof pol)) { M.L = Lreal; free(keep); free(keepn); free(lmin0); goto oom; }
         double mk;
@@ -2027,6 +2130,7 @@ int synth_run(Arena *a, Diag *dg, IrSchedule *s, const SynthOptions *o) {
   info->candidates = z.evals;
   if (getenv("PPS_SYNTH_DEBUG")) fprintf(stderr, "synth: %lld model steps\n", (long long)z.w.steps);
   info->timed_out = z.timed_out;
+  info->stalled = z.stalled;
   if (z.seeded) {
     snprintf(info->policy, sizeof info->policy, "%s", seedpol);
     info->fused = 1;
@@ -2050,7 +2154,7 @@ done:
   info->seconds = now_s() - t0;
   free(M.cf); free(M.cb); free(M.nst); free(M.first); free(M.dst); free(M.lmin); free(M.unit); free(M.drop); free(fill);
   free(z.w.off); free(z.w.nord); free(z.bestn); free(z.w.endF); free(z.w.endB); free(z.w.nF); free(z.w.nB);
-  free(z.w.nW); free(z.w.cur); free(z.w.held); free(z.w.resv); free(z.w.peak); free(z.w.left); free(z.w.ord); free(z.w.ost); free(z.w.ordy); free(z.w.qend); free(z.w.qamt); free(z.w.qh); free(z.w.qt); free(z.w.eng); free(z.w.host); free(z.w.rem); free(z.w.wq); free(z.w.inq);
+  free(z.w.nW); free(z.w.cur); free(z.w.held); free(z.w.resv); free(z.w.peak); free(z.w.left); free(z.w.ord); free(z.w.ost); free(z.w.ordy); free(z.w.qend); free(z.w.qamt); free(z.w.qh); free(z.w.qt); free(z.w.eng); free(z.w.host); free(z.w.rem); free(z.w.wq); free(z.w.inq); free(z.w.cvalid); free(z.w.cwake); free(z.w.cfut);
   free(z.best); free(z.bcap);
   return rc;
 }

@@ -29,6 +29,8 @@ typedef struct SynthOptions {
   const char *stdlib_dir; /* unused: the seeds are embedded (synth_seed_srcs) */
   int offload_auto;   /* `offload auto;`: also choose which activations to offload */
   SynthSeedFn seed;   /* compiles the seeds (the front end's front_seed); NULL: no seeds */
+  int no_stall;       /* the whole budget of the effort, whatever it is (below effort 3 the
+                         search otherwise ends when it stops finding better orders) */
 } SynthOptions;
 
 /* What the synthesiser found (IrSchedule.synth; `ppsc synth` prints it). Times are in
@@ -50,6 +52,8 @@ typedef struct SynthInfo {
   long candidates;        /* orders simulated */
   int fused;              /* the chosen order uses BW (B and W fused) */
   int timed_out;          /* the time limit cut the search (the best so far is kept) */
+  int stalled;            /* below effort 3: the search ended where it stopped finding better
+                             orders, before its budget ran out */
   char policy[SYNTH_POLICY_LEN]; /* the winning candidate, in words */
 } SynthInfo;
 

@@ -3,14 +3,15 @@
 # synth-table and synth-ref-table markers) from runs of tests/synth/quality.sh and
 # tests/synth/reference.sh over larger samples of their grids. Usage, from the build
 # directory:
-#   sh ../tools/synth-table.sh [POINTS [REF_POINTS]]   (defaults 40 and 30; effort 2)
+#   sh ../tools/synth-table.sh [POINTS [REF_POINTS]]   (defaults 40 and 30; effort 3: the
+#   whole budget, what effort 2 searched before its early end; SYNTH_EFFORT=E for another)
 # Needs ./ppsc; prints the tables and rewrites those sections of ../docs/synth.md.
 set -e
 top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
 PPSC=${PPSC:-$(pwd)/ppsc}
 N=${1:-40}
 NR=${2:-30}
-EFF=${SYNTH_EFFORT:-2}
+EFF=${SYNTH_EFFORT:-3}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/synth-table.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 t0=$(date +%s)

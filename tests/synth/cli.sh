@@ -5,7 +5,8 @@
 # `ppsc synth -o` writes a literal file whose header figures are those `ppsc sim` finds
 # for it, with makespan >= lower bound; --json has the same fields; a limit below what
 # any order can reach, bad options, passes written beside `synthesize` and a file
-# without it are located errors that leave no output file.
+# without it are located errors that leave no output file; below effort 3 the search
+# ends early where a seed stays the best order, effort 3 searches its whole budget.
 . "$(dirname "$0")/../runtime/lib.sh"
 f=$top_srcdir/tests/synth/issue.pps
 for cmd in check sim expand; do
@@ -187,4 +188,16 @@ grep -q "below 1, the least any order can reach even offloading everything" "$WO
 sed 's/  synthesize;//' "$WORK/oa.pps" > "$WORK/oa_nos.pps"
 expect_exit 1 "offload auto without synthesize" "$PPSC" check "$WORK/oa_nos.pps"
 grep -q "oa_nos.pps:5:13: error: 'offload auto' needs 'synthesize'" "$WORK/out" && pass "located" || { fail "offload auto without synthesize: message"; cat "$WORK/out"; }
+
+# effort: below 3 the search ends early where a seed stays the best order and brings
+# nothing better for a while (docs/synth.md, "The search"); 3 and 4 search their whole
+# budget. P = 16, m = 32, vshape, limit 16, TC = 0.1: no seed reaches the bound there.
+zbv="-D P=16 -D m=32 -D pl=1 -D L=16 -D TC=0.1"
+eff() { "$PPSC" synth --json $zbv -D effort=$1 "$any" | sed -n 's/.*"candidates": \([0-9]*\),.*"stalled": \([a-z]*\),.*/\2 \1/p'; }
+set -- $(eff 0) $(eff 2) $(eff 3)
+[ $# -eq 6 ] && [ "$1 $3 $5" = "true true false" ] && [ "$2" -le "$4" ] && [ "$4" -lt "$6" ] \
+  && pass "effort 0 and 2 end early ($2, $4 candidates), effort 3 searches its whole budget ($6)" \
+  || fail "effort 0, 2, 3: stalled and candidates: $*"
+"$PPSC" synth $zbv "$any" -o "$WORK/eff.pps" && grep -q "^// search: .*(ended where no better order came; effort 3 or 4 searches further)" "$WORK/eff.pps" \
+  && pass "the header says the default search ended early" || fail "header: no word of the early end"
 [ $FAILS -eq 0 ]

@@ -7,7 +7,10 @@
 # analysis pipeline: lowered, rendezvous-repaired, verified, simulated) and warns
 # "the simulator's makespan X differs from the synthesiser's model Y" when its own
 # evaluator disagrees (cmd_synth.c; relative 1e-6): no point may get that warning.
-# And `ppsc sim` of the literal order it writes must give the figures it reports.
+# And `ppsc sim` of the literal order it writes must give the figures it reports. The
+# list scheduler (run_policy) keeps the look of a device that waits until an input or
+# the clock can change it: with PPS_SYNTH_RELOOK=1 it redoes every look, and the search
+# must write the same order after the same number of candidates.
 #   SYNTH_EVAL_N=K   points (default 16); SYNTH_EVAL_SEED=S (default 7).
 : "${PPSC:?set PPSC to the ppsc binary}" "${top_srcdir:?set top_srcdir}"
 ANY=$top_srcdir/tests/synth/synth_any.pps
@@ -54,6 +57,12 @@ while read -r P m pl v TF TB TW TC L; do
   fi
   if grep -q "differs from the synthesiser's model" "$tmp/s$k.err"; then
     echo "FAIL $k: $args: $(grep "differs from" "$tmp/s$k.err" | head -n 1)"; fail=1; continue
+  fi
+  # shellcheck disable=SC2086
+  PPS_SYNTH_RELOOK=1 "$PPSC" synth --json $args -o "$tmp/r$k.pps" "$ANY" > "$tmp/r$k.json" 2>/dev/null
+  if [ "$(jval candidates < "$tmp/s$k.json")" != "$(jval candidates < "$tmp/r$k.json")" ] ||
+     [ "$(grep -v '^// search:' "$tmp/o$k.pps")" != "$(grep -v '^// search:' "$tmp/r$k.pps")" ]; then
+    echo "FAIL $k: $args: another order or candidate count when every look is redone (PPS_SYNTH_RELOOK)"; fail=1; continue
   fi
   syn=$(jval makespan peak_memory < "$tmp/s$k.json")
   sim=$("$PPSC" sim --json "$tmp/o$k.pps" 2>/dev/null | jval valid makespan peak_memory)
