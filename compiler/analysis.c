@@ -159,3 +159,16 @@ int analysis_run(Arena *a, Diag *dg, IrSchedule *s, Analysis *out, int want_time
   out->valid = dg->errors == 0;
   return out->valid;
 }
+
+int analysis_candidate(Arena *a, IrSchedule *t, double fig[3], const char **why) {
+  Diag dg;
+  diag_init(&dg, a);
+  dg.out = NULL;
+  Analysis an;
+  analysis_run(a, &dg, t, &an, 0);
+  *why = dg.nrecs ? dg.recs[0].message : NULL;
+  fig[0] = an.simulated ? an.sim.makespan : -1;
+  fig[1] = an.simulated ? an.sim.peak_memory : -1;
+  fig[2] = an.simulated ? an.sim.host_memory : -1;
+  return !dg.errors && an.simulated;
+}

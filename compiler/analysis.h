@@ -21,6 +21,9 @@ typedef struct Analysis {
  * its expectations (errors through dg). want_timeline keeps memory-over-time points.
  * Returns 1 when valid. */
 int analysis_run(Arena *a, Diag *dg, IrSchedule *s, Analysis *out, int want_timeline);
+/* The synthesizer's check of a candidate order (synth.h, SynthCheckFn): analysis_run
+ * with its diagnostics kept to itself; the driver hands it to the order phase. */
+int analysis_candidate(Arena *a, IrSchedule *t, double fig[3], const char **why);
 /* The value an `expect` names, from a simulation; returns 0 if it has none. */
 int analysis_metric(const IrSchedule *s, const SimResult *r, int metric, int device, double *out);
 #endif

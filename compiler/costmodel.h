@@ -1,7 +1,8 @@
 /* costmodel.h: seconds and bytes from the `model { }` and `hardware { }` blocks:
  * per-stage TF, TB, TW (and the vocabulary passes), TC and TOFF from transformer
  * FLOPs and bandwidths, the bytes of one activation unit, and the static bytes
- * (weights, gradients, optimizer state) of each device. See costmodel.c. */
+ * (weights, gradients, optimizer state) of each device, and the data-parallel model
+ * (dp_derive; its simulation is dp.c's). See costmodel.c. */
 #ifndef PPS_COSTMODEL_H
 #define PPS_COSTMODEL_H
 #include "ir.h"
@@ -34,4 +35,21 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
  * hardware.memory is an error at the `memory` key. Returns errors reported. */
 struct SimResult;
 int costmodel_check_memory(Diag *dg, const IrSchedule *s, const struct SimResult *r);
+
+/* What the hardware block says of data parallelism (NULL in IrDerived: D = 1; the
+ * simulation of it: dp.h). */
+typedef struct DpModel {
+  int D;               /* replicas (> 1) */
+  double bandwidth;    /* bytes/s of each device's link to its replicas */
+  double latency;      /* seconds per ring step */
+  double *bytes;       /* [nstage]: F32 gradient bytes of each stage */
+  double *time;        /* [nstage]: ring all-reduce time of each stage alone */
+} DpModel;
+
+/* Reads the data-parallel keys of s->hardware (cm: what costmodel_derive found, for
+ * the stage parameters). Errors at their key. Returns NULL when D = 1 or on error. */
+DpModel *dp_derive(Arena *a, Diag *dg, const IrSchedule *s, const CostModel *cm);
+/* The ring all-reduce time of `bytes` over D replicas: 2(D-1)/D bytes / bandwidth +
+ * 2(D-1) latency. */
+double dp_ring_time(int D, double bytes, double bandwidth, double latency);
 #endif

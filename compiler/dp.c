@@ -27,66 +27,14 @@
  * point-to-point transfers (TC) or the host copies. The times are seconds: a file that
  * gives its costs (`cost { }`) should give them in seconds too.
  * What it does not: vocabulary-parallel schedules (refused, as the runtime refuses
- * them), optimizer time, gradient bucketing within a stage. */
+ * them), optimizer time, gradient bucketing within a stage.
+ * The keys are read at elaboration, with the ring time of each stage, by costmodel.c
+ * (dp_derive: the hardware model, which the front end may call); this file only adds
+ * the all-reduces to a simulation and reports them. */
 #include "dp.h"
 #include "report.h"
 #include <math.h>
 #include <string.h>
-
-static const IrKeyVal *kv_find(const IrKeyVal *kv, int n, const char *key) {
-  for (int i = 0; i < n; i++)
-    if (!strcmp(kv[i].key, key)) return &kv[i];
-  return NULL;
-}
-
-double dp_ring_time(int D, double bytes, double bandwidth, double latency) {
-  if (D <= 1) return 0;
-  return 2.0 * (D - 1) / D * bytes / bandwidth + 2.0 * (D - 1) * latency;
-}
-
-DpModel *dp_derive(Arena *a, Diag *dg, const IrSchedule *s, const CostModel *cm) {
-  const IrKeyVal *kd = kv_find(s->hardware, s->nhardware, "data_parallel");
-  const IrKeyVal *kb = kv_find(s->hardware, s->nhardware, "dp_bandwidth");
-  const IrKeyVal *kl = kv_find(s->hardware, s->nhardware, "dp_latency");
-  const IrKeyVal *kg = kv_find(s->hardware, s->nhardware, "dp_stage_bytes");
-  const IrKeyVal *kp = kv_find(s->hardware, s->nhardware, "peer_bandwidth");
-  int errors = 0;
-  if (kd && !(kd->value >= 1 && kd->value <= 1e6 && kd->value == floor(kd->value))) {
-    diag_error(dg, kd->span, "hardware data_parallel must be a whole number from 1 to 1000000 (replicas of the pipeline), got %g",
-               kd->value);
-    errors++;
-  }
-  if (kb && !(kb->value > 0 && isfinite(kb->value))) { diag_error(dg, kb->span, "hardware dp_bandwidth must be positive, got %g", kb->value); errors++; }
-  if (kl && !(kl->value >= 0 && isfinite(kl->value))) { diag_error(dg, kl->span, "hardware dp_latency must not be negative, got %g", kl->value); errors++; }
-  if (kg && !(kg->value > 0 && isfinite(kg->value))) { diag_error(dg, kg->span, "hardware dp_stage_bytes must be positive, got %g", kg->value); errors++; }
-  if (errors || !kd || kd->value == 1) return NULL;
-  int D = (int)kd->value, S = s->nstage;
-  if (s->vocab.mode) {
-    diag_error(dg, kd->span, "hardware data_parallel %d: vocabulary-parallel schedules are not modelled with data parallelism (the runtime refuses them too)", D);
-    return NULL;
-  }
-  double bw = kb ? kb->value : kp && kp->value > 0 ? kp->value : 0;
-  if (!(bw > 0)) {
-    diag_error(dg, kd->span, "hardware data_parallel %d needs dp_bandwidth (bytes/s of each device's link to its replicas) or peer_bandwidth", D);
-    errors++;
-  }
-  if (!kg && !cm->stage_params) {
-    diag_error(dg, kd->span, "hardware data_parallel %d needs each stage's gradient bytes: give model { layers hidden heads seq micro_batch } or hardware dp_stage_bytes", D);
-    errors++;
-  }
-  if (errors || S <= 0) return NULL;
-  DpModel *m = arena_alloc(a, sizeof *m);
-  m->D = D;
-  m->bandwidth = bw;
-  m->latency = kl ? kl->value : 0;
-  m->bytes = arena_alloc(a, sizeof(double) * (size_t)S);
-  m->time = arena_alloc(a, sizeof(double) * (size_t)S);
-  for (int st = 0; st < S; st++) {
-    m->bytes[st] = kg ? kg->value : cm->stage_params[st] * 4.0;   /* F32 gradients */
-    m->time[st] = dp_ring_time(D, m->bytes[st], m->bandwidth, m->latency);
-  }
-  return m;
-}
 
 DpResult *dp_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimResult *r) {
   const DpModel *m = s->derived.dp;

@@ -14,6 +14,7 @@
 #include "arena.h"
 #include "diag.h"
 #include "ir.h"
+#include "synth.h"
 
 enum { PPSC_OK = 0, PPSC_INVALID = 1, PPSC_USAGE = 2 };
 
@@ -61,6 +62,8 @@ typedef struct Options {
                                left out (not an error) and def_used[k] says which were used */
   const char *src_text;     /* when set: front_compile reads this text (src_size bytes) instead of file */
   size_t src_size;
+  SynthCheckFn synth_check; /* `synthesize`'s check of an order with offload or recomputation:
+                               the later phases, which the driver hands in (analysis_candidate) */
 } Options;
 
 typedef struct Compilation {

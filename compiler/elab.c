@@ -18,7 +18,6 @@
 #include "overlap.h"
 #include "costmodel.h"
 #include "recompute.h"
-#include "dp.h"
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -1936,7 +1935,7 @@ static void build_stages(Ctx *c) {
   s->derived.memory_span = cm.memory_span;
   s->derived.link_devs = cm.link_devs;
   s->derived.duplex = cm.duplex;
-  s->derived.dp = dp_derive(c->a, c->d, s, &cm);   /* hardware data_parallel (dp.c) */
+  s->derived.dp = dp_derive(c->a, c->d, s, &cm);   /* hardware data_parallel (costmodel.c) */
   s->tf = k[K_TF];
   s->tb = k[K_TB];
   s->tw = k[K_TW];

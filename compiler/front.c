@@ -276,6 +276,7 @@ IrSchedule *front_compile(Compilation *c, int *io_error) {
   /* by_sym must cover symbols interned during elaboration */
   IrSchedule *s = elab_run(&in, &usage);
   /* the order phase: synthesize, squeeze (what the file asked elaboration for) */
+  ord.sopt.check = opt->synth_check;
   if (s && !usage) order_run(&c->arena, &c->diag, s, &ord);
   if (usage) *io_error = 1;
   if (s && opt->p2p_buffered) s->p2p_buffered = 1;   /* --p2p buffered overrides the file */

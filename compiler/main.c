@@ -2,6 +2,7 @@
  * dispatches to the command's function (see driver.h for who implements which). */
 #include "config.h"
 #include "driver.h"
+#include "analysis.h"
 #include <errno.h>
 #include <stdarg.h>
 #include <math.h>
@@ -301,6 +302,7 @@ static int run(Options *o, const Command *cmd, int color) {
 
 int main(int argc, char **argv) {
   Options opt = {0};
+  opt.synth_check = analysis_candidate;   /* the later phases, for `synthesize` (order.c) */
   opt.max_errors = 50;
   opt.max_ops = arena_default_max_ops();
   int color = -1;

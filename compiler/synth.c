@@ -28,7 +28,6 @@
  *
  * The lower bound (lower_bound()) is derived in docs/synth.md. */
 #include "synth.h"
-#include "analysis.h"
 #include "driver.h"
 #include "overlap.h"
 #include "recompute.h"
@@ -649,6 +648,7 @@ static void lower_bound(const Model *M, SynthInfo *in) {
 
 typedef struct Search {
   const Model *M;
+  SynthCheckFn check;       /* the real check of an order with offload or recomputation */
   Work w;
   SOp *best;                /* [total] the best order so far */
   int64_t *bestn;           /* [P] */
@@ -1709,19 +1709,17 @@ static int real_check(Arena *a, const IrSchedule *s, const Search *z, IrStage *s
       op->kind = so->kind; op->mb = so->mb; op->stage = so->stage;
       if (so->pair) { op->flags |= IR_FLAG_OVERLAP; t.noverlap++; }
     }
-  Diag dg;
-  diag_init(&dg, a);
-  dg.out = NULL;
-  Analysis an;
-  analysis_run(a, &dg, &t, &an, 0);
+  double fig[3] = {-1, -1, -1};
+  const char *why = NULL;
+  int valid = z->check && z->check(a, &t, fig, &why);
   if (getenv("PPS_SYNTH_DEBUG"))
-    fprintf(stderr, "synth: offload ratio %g stages 0..%d microbatches 0..%d: %d errors%s%s, peak %g, makespan %g\n", ratio, k, q, dg.errors,
-            dg.nrecs ? ": " : "", dg.nrecs ? dg.recs[0].message : "", an.simulated ? an.sim.peak_memory : -1,
-            an.simulated ? an.sim.makespan : -1);
-  if (dg.errors || !an.simulated) return 0;
-  if (!le(an.sim.peak_memory, L)) return 0;
-  if (s->offload.host_limit >= 0 && !le(an.sim.host_memory, s->offload.host_limit)) return 0;
-  *mk = an.sim.makespan;
+    fprintf(stderr, "synth: offload ratio %g stages 0..%d microbatches 0..%d: %s%s%s, peak %g, makespan %g\n", ratio, k, q,
+            !z->check ? "not checked (no check function)" : valid ? "valid" : "not valid", why ? ": " : "", why ? why : "",
+            fig[1], fig[0]);
+  if (!valid) return 0;
+  if (!le(fig[1], L)) return 0;
+  if (s->offload.host_limit >= 0 && !le(fig[2], s->offload.host_limit)) return 0;
+  *mk = fig[0];
   return 1;
 }
 
@@ -1783,6 +1781,7 @@ int synth_run(Arena *a, Diag *dg, IrSchedule *s, const SynthOptions *o) {
   }
   Search z;
   memset(&z, 0, sizeof z);
+  z.check = o->check;
   int rc = -1;
   if (!M.cf || !M.cb || !M.nst || !M.first || !M.dst || !M.lmin || !M.unit || !M.drop || !fill) goto oom;
   for (int st = 0; st < S; st++) {

@@ -21,6 +21,13 @@ typedef struct SynthSeedReq {
  * not compile. The synthesizer receives its seeds as IR and never parses. */
 typedef IrSchedule *(*SynthSeedFn)(Arena *a, const SynthSeedReq *rq);
 
+/* Lowers, verifies and simulates a candidate order t (the analysis phases, which come
+ * after this one: the driver hands them in as this function, analysis.c's
+ * analysis_candidate, so that the synthesizer calls no later phase). Returns 1 when
+ * t is valid, with fig[0] its makespan, fig[1] its peak memory, fig[2] its host memory;
+ * *why: the first error's message, or NULL. */
+typedef int (*SynthCheckFn)(Arena *a, IrSchedule *t, double fig[3], const char **why);
+
 typedef struct SynthOptions {
   double time_limit;  /* seconds; <= 0: none (the search is bounded by `effort` alone) */
   int effort;         /* 0..4 (default 2): how many candidate orders the search may try */
@@ -29,6 +36,8 @@ typedef struct SynthOptions {
   const char *stdlib_dir; /* unused: the seeds are embedded (synth_seed_srcs) */
   int offload_auto;   /* `offload auto;`: also choose which activations to offload */
   SynthSeedFn seed;   /* compiles the seeds (the front end's front_seed); NULL: no seeds */
+  SynthCheckFn check; /* checks an order with offload or recomputation chosen (`offload
+                         auto`, a stated policy); NULL: no such order is taken */
   int no_stall;       /* the whole budget of the effort, whatever it is (below effort 3 the
                          search otherwise ends when it stops finding better orders) */
 } SynthOptions;

@@ -6,9 +6,11 @@ symbol B defines. Prints every strongly connected component of more than one fil
 (a circle: A calls into B and B, directly or through others, back into A) with one
 symbol per edge as evidence, and exits 1 when there is any; 0 when the files form a
 one-way graph. Names are shortened to the source name (libppsc_la-lower.o -> lower).
-  tools/depcycles.py [--ignore NAME ...] OBJ.o ...
+  tools/depcycles.py [--ignore NAME ...] [--forbid A,B:C,D ...] OBJ.o ...
 --ignore drops a file from the graph (e.g. the command driver main, which calls
-everything and is called by nothing)."""
+everything and is called by nothing). --forbid A,B:C,D says that files A and B use no
+symbol C or D defines (an earlier phase calling no later one): each such use is
+printed as `forbidden: A -> C (symbol)` and makes the exit status 1 too."""
 import re
 import subprocess
 import sys
@@ -22,11 +24,17 @@ def short(path):
 
 def main(argv):
     ignore = set()
+    forbid = []   # (users, providers)
     objs = []
     i = 0
     while i < len(argv):
         if argv[i] == '--ignore' and i + 1 < len(argv):
             ignore.add(argv[i + 1])
+            i += 2
+            continue
+        if argv[i] == '--forbid' and i + 1 < len(argv) and ':' in argv[i + 1]:
+            users, providers = argv[i + 1].split(':', 1)
+            forbid.append((set(users.split(',')), set(providers.split(','))))
             i += 2
             continue
         objs.append(argv[i])
@@ -92,9 +100,16 @@ def main(argv):
             for b, sym in sorted(edges[a].items()):
                 if b in comp:
                     print(f'  {a} -> {b} ({sym})')
+    bad = 0
+    for users, providers in forbid:
+        for a in sorted(users & set(edges)):
+            for b, sym in sorted(edges[a].items()):
+                if b in providers:
+                    print(f'forbidden: {a} -> {b} ({sym})')
+                    bad = 1
     if not comps:
         print(f'depcycles.py: {len(edges)} files, no circle')
-    return 1 if comps else 0
+    return 1 if comps or bad else 0
 
 
 if __name__ == '__main__':

@@ -28,6 +28,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   opt.max_ops = 20000;
   opt.max_errors = 20;
   opt.stdlib_dir = "/nonexistent-pps-stdlib";
+  opt.synth_check = analysis_candidate;
   Compilation c;
   memset(&c, 0, sizeof c);
   c.opt = &opt;
