@@ -58,6 +58,7 @@ typedef struct Options {
   int comms;                /* export-csv --comms: the compute-comms form */
   int drop;                 /* export-csv --drop: leave out what PyTorch's CSV cannot express (warned) */
   int p2p_buffered;         /* --p2p buffered: no rendezvous model (lower.c, verify.c) */
+  int transport_nccl;       /* --transport nccl: posted recvs waited for where they stand (exec.c) */
   unsigned char *def_used;  /* compare: when set, a -D the compiled schedule has no parameter for is
                                left out (not an error) and def_used[k] says which were used */
   const char *src_text;     /* when set: front_compile reads this text (src_size bytes) instead of file */

@@ -168,6 +168,11 @@ static inline __attribute__((always_inline)) int exec_model(Arena *a, const IrSc
   int P = ix->ndev;
   int64_t n = ix->total;
   int async = m->async;
+  /* posted recvs: waited for at their consumers, except in the buffered runs under
+   * `ppsc --transport nccl` (IrSchedule.recv_wait_posted: the nccl transport's default
+   * waits right after the recv's group), where each is a plain recv */
+  const int32_t *postwait = L->postwait, *postcons = L->postcons;
+  if (!rdv && s->recv_wait_posted) postwait = postcons = NULL;
   const double *dur = m->dur;
   int32_t *moved = rdv && m->repair ? m->moved : NULL;
   memset(r, 0, sizeof *r);
@@ -277,7 +282,7 @@ static inline __attribute__((always_inline)) int exec_model(Arena *a, const IrSc
   unsigned skip = 0;
   if (!timed) {
     skip = 1u << IR_OFFLOAD | 1u << IR_RELOAD;
-    if (!L->postwait && !async) skip |= 1u << IR_F | 1u << IR_B | 1u << IR_W | 1u << IR_BW | 1u << IR_IF | 1u << IR_IB | 1u << IR_T;
+    if (!postwait && !async) skip |= 1u << IR_F | 1u << IR_B | 1u << IR_W | 1u << IR_BW | 1u << IR_IF | 1u << IR_IB | 1u << IR_T;
     if (!rdv) skip |= 1u << IR_SEND;
   }
   for (;;) {
@@ -341,7 +346,7 @@ static inline __attribute__((always_inline)) int exec_model(Arena *a, const IrSc
           }
           int32_t ln = L->link[g];
           if (ln < 0) { block = 2; break; }
-          if (L->postcons && L->postcons[g] >= 0) {   /* posted: its consumer waits for the data */
+          if (postcons && postcons[g] >= 0) {   /* posted: its consumer waits for the data */
             if (timed) r->start[g] = r->end[g] = st;
             break;
           }
@@ -418,10 +423,10 @@ static inline __attribute__((always_inline)) int exec_model(Arena *a, const IrSc
         }
         default: {
           double ready = st;
-          if (L->postwait) { /* the data of the posted recvs it (or its overlapped partner) reads */
+          if (postwait) { /* the data of the posted recvs it (or its overlapped partner) reads */
             int pair2 = overlap_pair_kf(kf, g, pc[d], dv->nops);
             for (int h = 0; h <= pair2 && !block; h++) {
-              int32_t pr = L->postwait[g + h], sn = pr >= 0 ? L->link[pr] : -1;
+              int32_t pr = postwait[g + h], sn = pr >= 0 ? L->link[pr] : -1;
               if (pr < 0) continue;
               if (sn < 0) { block = 2; if (rdv) stuck[d] = g; break; }
               int sd = ix->devof[sn];
@@ -561,17 +566,17 @@ static inline __attribute__((always_inline)) int exec_model(Arena *a, const IrSc
       r->stuck_at[d] = g;
       const IrOp *op = ana_op(s, ix, g);
       if (is_p2p(op)) r->wait_op[d] = match[g];
-      else if (L->postwait && waitdev[d] >= 0)   /* a consumer waiting for a posted recv's send */
+      else if (postwait && waitdev[d] >= 0)   /* a consumer waiting for a posted recv's send */
         for (int h = 0; h <= overlap_pair_at(dv, (int)(g - ix->off[d])) && r->wait_op[d] < 0; h++)
-          if (L->postwait[g + h] >= 0) r->wait_op[d] = match[L->postwait[g + h]];
+          if (postwait[g + h] >= 0) r->wait_op[d] = match[postwait[g + h]];
     } else {
       int32_t g = ix->off[d] + pc[d];
       const IrOp *op = &dv->ops[pc[d]];
       r->stuck_at[d] = g;
       r->wait_op[d] = op->kind == IR_RECV ? L->link[g] : -1;
-      if (L->postwait)   /* a consumer waiting for a posted recv's send */
+      if (postwait)   /* a consumer waiting for a posted recv's send */
         for (int h = 0; h <= overlap_pair_at(dv, pc[d]) && r->wait_op[d] < 0; h++)
-          if (L->postwait[g + h] >= 0) r->wait_op[d] = L->link[L->postwait[g + h]];
+          if (postwait[g + h] >= 0) r->wait_op[d] = L->link[postwait[g + h]];
     }
   }
   if (merged && r->ok) r->ok = -1;

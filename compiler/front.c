@@ -280,6 +280,7 @@ IrSchedule *front_compile(Compilation *c, int *io_error) {
   if (s && !usage) order_run(&c->arena, &c->diag, s, &ord);
   if (usage) *io_error = 1;
   if (s && opt->p2p_buffered) s->p2p_buffered = 1;   /* --p2p buffered overrides the file */
+  if (s && opt->transport_nccl) s->recv_wait_posted = 1;
   return s;
 }
 

@@ -266,6 +266,9 @@ typedef struct IrSchedule {
   double treload;           /* TRELOAD as stated or derived (one device share); 0 = TOFF */
   int p2p_buffered;         /* ppsc --p2p buffered: check (and lower for) buffered sends only,
                                no rendezvous model (lower.c, verify.c) */
+  int recv_wait_posted;     /* ppsc --transport nccl: the buffered runs wait for a posted recv's
+                               data where it stands, as the nccl transport does by default
+                               (docs/runtime.md), not at its consumer (exec.c) */
   /* loop bindings (see IrFrame), in chunks (ir_frame finds frame k); frame 0 is
    * unused (no bindings) */
   IrFrame **frames; uint32_t nframes; int capchunks;

@@ -48,6 +48,8 @@ static const char usage_text[] =
   "  --drop            export-csv: leave out offload/vocabulary (warned) instead of refusing\n"
   "  --p2p MODEL       point-to-point model to prove: both (default: buffered and rendezvous\n"
   "                    within groups) or buffered (threads/MPI only; no rendezvous placement)\n"
+  "  --transport nccl  time the receives the rendezvous repair posted where they stand, as\n"
+  "                    the nccl transport does by default (check, sim, compare)\n"
   "  --max-errors N    print at most N errors (default 50, 0 = all)\n"
   "  --max-ops N       limit on ops a file may generate (default 50000000, less on a small machine)\n"
   "  --color[=WHEN]    colour diagnostics: always, never, auto (default)\n"
@@ -165,6 +167,11 @@ static int parse_options(int argc, char **argv, Options *o, Define *defs, int *c
       if (!strcmp(v, "buffered")) o->p2p_buffered = 1;
       else if (!strcmp(v, "both")) o->p2p_buffered = 0;
       else return usage_error("--p2p: unknown model '%s' (buffered or both)", v);
+    } else if (!strncmp(a, "--transport", 11) && (a[11] == 0 || a[11] == '=')) {
+      if (!(v = opt_value(argc, argv, &i, "--transport"))) return usage_error("--transport needs nccl or any");
+      if (!strcmp(v, "nccl")) o->transport_nccl = 1;
+      else if (!strcmp(v, "any")) o->transport_nccl = 0;
+      else return usage_error("--transport: unknown transport '%s' (nccl, or any for the others)", v);
     } else if (!strcmp(a, "--json")) {
       o->json = 1;
     } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
@@ -249,6 +256,7 @@ static int option_misuse(const Options *o, const char *cmd) {
     {"--comms", o->comms, C_EXPORT, "--comms and --drop are for export-csv"},
     {"--drop", o->drop, C_EXPORT, "--comms and --drop are for export-csv"},
     {"--p2p buffered", o->p2p_buffered, C_PPS, "it sets how a .pps schedule's communication is checked; import-csv reads a CSV"},
+    {"--transport nccl", o->transport_nccl, C_CHECK | C_SIM | C_COMPARE, "it sets how check, sim and compare time the receives"},
     {"arguments after --", o->argc > 0, C_BUILD, "they go to the C compiler of build"},
   };
   for (size_t k = 0; k < sizeof table / sizeof *table; k++)
