@@ -784,19 +784,31 @@ static int64_t apply_moves(Arena *tmp, IrSchedule *s, const AnaIndex *ix, const 
   for (int d = 0; d < s->ndev; d++) {
     IrDevice *dv = &s->devs[d];
     const int32_t *mv = moved + ix->off[d];
-    int cnt = 0, up = 1;
+    int cnt = 0, up = 1, sorted = 1;
+    int32_t last = -1;
     for (int k = 0; k < dv->nops; k++)
-      if (mv[k] >= 0) { cnt++; up &= mv[k] <= k; }
+      if (mv[k] >= 0) {
+        cnt++;
+        up &= mv[k] <= k;
+        sorted &= mv[k] >= last;
+        last = mv[k];
+      }
     if (!cnt) continue;
     nm += cnt;
-    /* the moved ops by target position (counting sort, stable) */
-    int32_t *start = arena_alloc(tmp, sizeof(int32_t) * (size_t)(dv->nops + 2));
+    /* the moved ops by target position, stable: in op order when their targets rise
+     * with it (the repair's moves mostly do), else by a counting sort */
     int32_t *order = arena_alloc(tmp, sizeof(int32_t) * (size_t)cnt);
-    for (int k = 0; k < dv->nops; k++)
-      if (mv[k] >= 0) start[mv[k] + 1]++;
-    for (int k = 0; k <= dv->nops; k++) start[k + 1] += start[k];
-    for (int k = 0; k < dv->nops; k++)
-      if (mv[k] >= 0) order[start[mv[k]]++] = k;
+    if (sorted) {
+      for (int k = 0, j = 0; k < dv->nops; k++)
+        if (mv[k] >= 0) order[j++] = k;
+    } else {
+      int32_t *start = arena_alloc(tmp, sizeof(int32_t) * (size_t)(dv->nops + 2));
+      for (int k = 0; k < dv->nops; k++)
+        if (mv[k] >= 0) start[mv[k] + 1]++;
+      for (int k = 0; k <= dv->nops; k++) start[k + 1] += start[k];
+      for (int k = 0; k < dv->nops; k++)
+        if (mv[k] >= 0) order[start[mv[k]]++] = k;
+    }
     /* the moved ops, copied out; a recv moved up is posted where it now stands,
      * waited for at its consumer */
     IrOp *mo = arena_alloc(tmp, sizeof(IrOp) * (size_t)cnt), *ops = dv->ops;
