@@ -55,7 +55,7 @@ int main(int argc, char **argv) {
       verify_schedule(&a, &dg, s, &vr);
       double t2 = now();
       SimResult sr;
-      sim_run(&a, s, &vr.ix, &vr.links, &sr, 0);
+      sim_run(&a, s, &vr.ix, &vr.links, &sr);
       double t3 = now();
       t[0][r] = (t1 - t0) * 1e3, t[1][r] = (t2 - t1) * 1e3, t[2][r] = (t3 - t2) * 1e3, t[3][r] = (t3 - t0) * 1e3;
       nops = vr.ix.total;

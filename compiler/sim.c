@@ -206,10 +206,6 @@ void sim_memory_order(Arena *a, const IrSchedule *s, const AnaIndex *ix, SimDev 
   for (int d = 0; d < ix->ndev; d++) mem_walk(a, s, ix, &t, d, &dev[d], NULL, NULL);
 }
 
-int sim_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L,
-            SimResult *r, int want_timeline) {
-  return sim_run_mode(a, s, ix, L, r, want_timeline, exec_async(s));
-}
 
 /* The figures of a finished timed run: makespan, span, ideal, bubble, and memory
  * over program order and over time (one walk over each device's ops: mem_walk). */
@@ -283,9 +279,8 @@ void sim_timeline(Arena *a, const IrSchedule *s, const AnaIndex *ix, SimResult *
   sim_figures(a, s, ix, r, 1);
 }
 
-int sim_run_mode(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L,
-                 SimResult *r, int want_timeline, int async) {
-  if (exec_timed(a, s, ix, L, r, async) != 1) return 0;
-  sim_figures(a, s, ix, r, want_timeline);
+int sim_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L, SimResult *r) {
+  if (exec_timed(a, s, ix, L, r, exec_async(s)) != 1) return 0;
+  sim_figures(a, s, ix, r, 0);   /* the memory timeline, when asked for: sim_timeline */
   return 1;
 }

@@ -721,7 +721,7 @@ int verify_schedule(Arena *a, Diag *dg, const IrSchedule *s, VerifyResult *out) 
     return dg->errors - e0;
   }
   /* deadlock: the executor either runs every op or stops where devices wait */
-  if (!sim_run(a, s, &out->ix, &out->links, &out->sim, 0)) {
+  if (!sim_run(a, s, &out->ix, &out->links, &out->sim)) {
     v.errors0 = dg->errors == e0 ? dg->errors : -1;
     report_deadlock(&v, &out->links, &out->sim, 0);
     goto memory;
