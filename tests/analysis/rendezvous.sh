@@ -129,6 +129,9 @@ done
 "$PPSC" sim --transport tcp "$top_srcdir/stdlib/1f1b.pps" >/dev/null 2>"$tmp/err"; [ $? -eq 2 ] || bad "--transport tcp: expected exit 2"
 grep -q "unknown transport 'tcp'" "$tmp/err" || bad "--transport tcp: no message"
 "$PPSC" expand --transport nccl "$top_srcdir/stdlib/1f1b.pps" >/dev/null 2>"$tmp/err"; [ $? -eq 2 ] || bad "expand --transport nccl: expected exit 2"
-n=$((n + 4))
+grep -q "does not apply to 'expand'" "$tmp/err" || bad "expand --transport nccl: no message"
+"$PPSC" sim "$top_srcdir/stdlib/1f1b.pps" --transport >/dev/null 2>"$tmp/err"; [ $? -eq 2 ] || bad "--transport without a value: expected exit 2"
+grep -q "needs nccl or any" "$tmp/err" || bad "--transport without a value: no message"
+n=$((n + 7))
 echo "rendezvous: $n checks"
 exit $fail
