@@ -63,9 +63,12 @@ typedef struct ExecStall {
   int nran, first;         /* first: 1 at the run's first repair */
 } ExecStall;
 /* The repair hook: picks a device d stuck at a send whose recv can be posted where
- * the recv's device stands, and the position pos (local index on that device) to post
- * it at; returns d, or -1 to stop (the run then ends stuck). The executor moves that
- * recv and the channel's earlier unposted ones there (moved[]) and runs on. */
+ * the recv's device stands (matched, not moved yet: peer need >= 0, and not posted:
+ * its device before the recv's group), and the position pos (local index on that
+ * device, at most where the recv stands) to post it at; returns d, or -1 to stop (the
+ * run then ends stuck). The executor trusts this: it moves that recv, and the
+ * channel's earlier unposted ones, there (moved[]) and runs on; each repair moves at
+ * least one recv, so a run ends. */
 typedef int (*ExecRepair)(void *ctx, const ExecStall *st, int *pos);
 
 typedef struct ExecModel {
