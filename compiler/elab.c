@@ -1006,6 +1006,11 @@ static void block_pass(Ctx *c, Stmt *st) {
 }
 
 static void dup_mark(Ctx *c, const IrOp *op, int d);
+/* The bit of (table kind, stage or device, microbatch) in Ctx.dup_bits: a stage's
+ * microbatches side by side (dup_bit checks the ranges first). */
+static inline int64_t dup_index(int64_t kind, int64_t third, int64_t mb, int nmb, int64_t per) {
+  return kind * per + third * nmb + mb;
+}
 
 /* Appends a pass's op to device d (checked) and marks it for check_duplicates. Every
  * field is written, each bit-field word whole, so that no store has to read the
@@ -1024,7 +1029,7 @@ static inline void put_op(Ctx *c, const Stmt *st, int d, int kind, int coll, int
   op->stage = (int32_t)stage;
   op->span = st->span;
   if (c->dup_bits && kind <= IR_BW) {   /* dup_mark's common case: in range (checked) */
-    int64_t k = kind * c->dup_per + stage * c->s->nmb + mb;   /* dup_bit's */
+    int64_t k = dup_index(kind, stage, mb, c->s->nmb, c->dup_per);   /* dup_bit's, ranges checked */
     uint64_t *w = &c->dup_bits[k >> 6], bit = 1ull << (k & 63);
     if (!(*w & bit)) {
       *w |= bit;
@@ -2226,7 +2231,7 @@ static inline int64_t dup_bit(const IrSchedule *s, const IrOp *op, int d, int64_
   else if (op->kind <= IR_T) kind = 6 + (op->kind - IR_IF), third = d;
   else return -1;
   if (op->mb < 0 || op->mb >= s->nmb || third < 0 || third >= (kind < 6 ? s->nstage : s->ndev)) return -2;
-  return kind * per + third * s->nmb + op->mb;   /* a stage's microbatches side by side */
+  return dup_index(kind, third, op->mb, s->nmb, per);
 }
 
 static uint64_t *dup_table(int64_t per) { return calloc((size_t)((10 * per + 63) / 64 + 1), sizeof(uint64_t)); }
