@@ -8,8 +8,9 @@
  * heads, query_groups, seq, vocab, layers: every layer of the whole model; stages and
  * micro_batch of the run that saved, for information), the optimizer, "step" (the
  * iterations done), "data_position" (the training sequences consumed), and the
- * learning-rate schedule and clipping (lr, lr_schedule, warmup, min_lr,
- * lr_decay_steps, clip_grad), which a resumed run takes where its command line does
+ * learning-rate schedule, clipping and the optimizer's settings (lr, lr_schedule,
+ * warmup, min_lr, lr_decay_steps, clip_grad, weight_decay, adam_beta1, adam_beta2,
+ * adam_eps), which a resumed run takes where its command line does
  * not set them. "shards" names the shard files, beside the index.
  *
  * A shard (PATH.STEP-NONCE.R-of-N.safetensors, R = device): an 8-byte little-endian
@@ -433,8 +434,9 @@ static void write_meta(FILE *h, const ppsrt_run *run, long step, int *first) {
     snprintf(buf, sizeof buf, "%ld", sizes[i].v);
     meta_kv(h, sizes[i].k, buf, first);
   }
-  meta_kv(h, "lr_schedule", o->lr_schedule ? "cosine" : "constant", first);
-  const struct { const char *k; double v; } reals[] = {{"lr", o->lr}, {"min_lr", o->min_lr}, {"clip_grad", o->clip_grad}};
+  meta_kv(h, "lr_schedule", rt_lr_schedule_names[o->lr_schedule], first);
+  const struct { const char *k; double v; } reals[] = {{"lr", o->lr}, {"min_lr", o->min_lr}, {"clip_grad", o->clip_grad},
+    {"weight_decay", o->weight_decay}, {"adam_beta1", o->beta1}, {"adam_beta2", o->beta2}, {"adam_eps", o->eps}};
   for (size_t i = 0; i < sizeof reals / sizeof *reals; i++) {
     snprintf(buf, sizeof buf, "%.17g", reals[i].v);
     meta_kv(h, reals[i].k, buf, first);
@@ -837,6 +839,20 @@ int rt_ckpt_open(ppsrt_run *run, const char *path, rt_ckpt **out) {
                     "tensors for %d weights (%s)", path, opt, nmom, nw, ck->adam ? "Adam keeps two per weight" : "SGD keeps none");
     goto fail;
   }
+  /* the run continues with the checkpoint's optimizer; another one, asked for, would drop
+     Adam's moments, or start them at zero in the middle of a run (with the bias
+     correction of its late step): refused */
+  if (!option_given(run, RT_GIVEN_OPTIMIZER)) run->o.optimizer = ck->adam;
+  else if (run->o.optimizer != ck->adam) {
+    rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s' was saved with --optimizer %s, this run asks for %s (leave --optimizer "
+                    "out to continue with %s)", path, opt, ck->adam ? "sgd" : "adam", opt);
+    goto fail;
+  }
+  if (!ck->adam && option_given(run, RT_GIVEN_BETA1 | RT_GIVEN_BETA2 | RT_GIVEN_EPS)) {
+    rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s' continues an SGD run: --adam-beta1, --adam-beta2 and --adam-eps are "
+                    "Adam's", path);
+    goto fail;
+  }
   /* the sizes that make the tensors: they must be this run's (the tensors are checked
      against this run's model when each device loads its own), and say what the
      tensors hold */
@@ -886,13 +902,28 @@ int rt_ckpt_open(ppsrt_run *run, const char *path, rt_ckpt **out) {
   if (!rc && !option_given(run, RT_GIVEN_WARMUP)) o->warmup = (int)w;
   if ((rc = meta_int(path, kv, nkv, "lr_decay_steps", 0, INT_MAX, 0, &w)) < 0) goto fail;
   if (!rc && !option_given(run, RT_GIVEN_DECAY)) o->decay_steps = w;
+  /* the optimizer's settings (checkpoints from before they were saved: the defaults) */
+  const struct { const char *k; unsigned given; double *to, hi; } ost[] = {
+    {"weight_decay", RT_GIVEN_WD, &o->weight_decay, INFINITY}, {"adam_beta1", RT_GIVEN_BETA1, &o->beta1, 1},
+    {"adam_beta2", RT_GIVEN_BETA2, &o->beta2, 1}, {"adam_eps", RT_GIVEN_EPS, &o->eps, INFINITY}};
+  for (size_t k = 0; k < sizeof ost / sizeof *ost; k++) {
+    if ((rc = meta_real(path, kv, nkv, ost[k].k, &x)) < 0) goto fail;
+    if (!rc && !(x < ost[k].hi && (ost[k].to != &o->eps || x > 0))) {
+      rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': metadata field '%s' is %g: out of range (%s)", path, ost[k].k, x,
+                      ost[k].hi == 1 ? "from 0 to below 1" : ost[k].to == &o->eps ? "above 0" : "finite");
+      goto fail;
+    }
+    if (!rc && !option_given(run, ost[k].given)) *ost[k].to = x;
+  }
   const char *sch = kv_find(kv, nkv, "lr_schedule");
-  if (sch && strcmp(sch, "constant") && strcmp(sch, "cosine")) {
-    rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': metadata field 'lr_schedule' is '%s', expected constant or cosine", path,
-                    sch);
+  int sk = sch ? rt_lr_schedule_parse(sch) : -1;
+  if (sch && sk < 0) {
+    rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': metadata field 'lr_schedule' is '%s', expected constant, cosine, "
+                    "linear or inverse-square-root", path, sch);
     goto fail;
   }
-  if (sch && !option_given(run, RT_GIVEN_SCHEDULE)) o->lr_schedule = !strcmp(sch, "cosine");
+  if (sch && !option_given(run, RT_GIVEN_SCHEDULE)) o->lr_schedule = sk;
+  rc = 0;
   *out = ck;
   return 0;
 fail:

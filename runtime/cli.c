@@ -43,9 +43,13 @@ static const char usage_text[] =
   "training:\n"
   "  --iterations N           iterations (default 1); --seed N (default 1234)\n"
   "  --lr X                   learning rate (default 0.01); --optimizer sgd|adam (default sgd)\n"
-  "  --lr-schedule constant|cosine   after --warmup N steps (linear from lr/N), constant or\n"
-  "                           cosine down to --min-lr X (default 0) at --lr-decay-steps N\n"
-  "                           (default: the run's last step)\n"
+  "  --lr-schedule constant|cosine|linear|inverse-square-root   after --warmup N steps\n"
+  "                           (linear from lr/N): constant, cosine or linear down to --min-lr X\n"
+  "                           (default 0) at --lr-decay-steps N (default: the run's last step),\n"
+  "                           or lr sqrt(max(N,1)/step) down to --min-lr\n"
+  "  --weight-decay X         decoupled weight decay (AdamW; default 0) on matrices and\n"
+  "                           embeddings, not on biases and norms\n"
+  "  --adam-beta1 X --adam-beta2 X --adam-eps X   Adam's (defaults 0.9, 0.999, 1e-8)\n"
   "  --clip-grad X            scale the gradients to a global 2-norm of at most X (every rank)\n"
   "  --data FILE              gpt: train on FILE's tokens (an llm.c .bin token file, or any\n"
   "                           other file as bytes: --vocab 256); --data-format tokens|bytes\n"
@@ -253,6 +257,7 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   o->model = "mlp";
   o->iterations = 1;
   o->lr = 0.01;
+  o->beta1 = 0.9; o->beta2 = 0.999; o->eps = 1e-8;
   o->backend = "cpu";
   o->transport = under_mpirun() ? "mpi" : "threads";
   o->timeout_s = 300;
@@ -297,6 +302,7 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
     } else if (flag_is(a, "--optimizer", &v, argc, argv, &i)) {
       if (!v || (strcmp(v, "sgd") && strcmp(v, "adam"))) return usage_error(me, "--optimizer needs sgd or adam");
       o->optimizer = !strcmp(v, "adam");
+      o->given |= RT_GIVEN_OPTIMIZER;
     } else if (flag_is(a, "--trace", &v, argc, argv, &i)) {
       if (!v || !*v) return usage_error(me, "--trace needs a file name");
       o->trace = v;
@@ -314,9 +320,21 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
         return usage_error(me, "--clip-grad needs a gradient norm > 0");
       o->given |= RT_GIVEN_CLIP;
     } else if (flag_is(a, "--lr-schedule", &v, argc, argv, &i)) {
-      if (!v || (strcmp(v, "constant") && strcmp(v, "cosine"))) return usage_error(me, "--lr-schedule needs constant or cosine");
-      o->lr_schedule = !strcmp(v, "cosine");
+      if ((o->lr_schedule = rt_lr_schedule_parse(v)) < 0)
+        return usage_error(me, "--lr-schedule needs constant, cosine, linear or inverse-square-root, got '%s'", v ? v : "");
       o->given |= RT_GIVEN_SCHEDULE;
+    } else if (flag_is(a, "--weight-decay", &v, argc, argv, &i)) {
+      if (!v || parse_double(v, 0, &o->weight_decay)) return usage_error(me, "--weight-decay needs a number >= 0");
+      o->given |= RT_GIVEN_WD;
+    } else if (flag_is(a, "--adam-beta1", &v, argc, argv, &i) || flag_is(a, "--adam-beta2", &v, argc, argv, &i)) {
+      int two = a[11] == '2';
+      double *b = two ? &o->beta2 : &o->beta1;
+      if (!v || parse_double(v, 0, b) || !(*b < 1))
+        return usage_error(me, "--adam-beta%d needs a number from 0 to below 1, got '%s'", two ? 2 : 1, v ? v : "");
+      o->given |= two ? RT_GIVEN_BETA2 : RT_GIVEN_BETA1;
+    } else if (flag_is(a, "--adam-eps", &v, argc, argv, &i)) {
+      if (!v || parse_double(v, 0, &o->eps) || !(o->eps > 0)) return usage_error(me, "--adam-eps needs a number > 0, got '%s'", v ? v : "");
+      o->given |= RT_GIVEN_EPS;
     } else if (flag_is(a, "--warmup", &v, argc, argv, &i)) {
       if (!v || parse_int(v, 0, &o->warmup)) return usage_error(me, "--warmup needs an integer from 0 to %d, got '%s'", INT_FLAG_MAX, v ? v : "");
       o->given |= RT_GIVEN_WARMUP;
@@ -430,8 +448,13 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
                      o->no_compute ? "--no-compute" : NULL;
     if (no) return usage_error(me, "--data-parallel does not run with %s yet", no);
   }
-  if ((o->given & (RT_GIVEN_MIN_LR | RT_GIVEN_DECAY)) && !o->lr_schedule && !(o->given & RT_GIVEN_SCHEDULE) && !o->load)
-    return usage_error(me, "--min-lr and --lr-decay-steps shape the cosine schedule: add --lr-schedule cosine");
+  if ((o->given & (RT_GIVEN_MIN_LR | RT_GIVEN_DECAY)) && o->lr_schedule == RT_LR_CONSTANT && !o->load)
+    return usage_error(me, "--min-lr and --lr-decay-steps shape a decaying schedule: add --lr-schedule cosine, linear or "
+                           "inverse-square-root");
+  if ((o->given & RT_GIVEN_DECAY) && o->lr_schedule == RT_LR_INVSQRT)
+    return usage_error(me, "--lr-decay-steps: inverse-square-root decays without an end step (--min-lr is its floor)");
+  if ((o->given & (RT_GIVEN_BETA1 | RT_GIVEN_BETA2 | RT_GIVEN_EPS)) && !o->optimizer && !o->load)
+    return usage_error(me, "--adam-beta1, --adam-beta2 and --adam-eps are Adam's: add --optimizer adam");
   ppsrt_tokens *tokens = NULL;
   if (o->data) {
     if (ppsrt_tokens_load(o->data, o->data_format, cfg->vocab, cfg->seq, &tokens)) {

@@ -564,16 +564,32 @@ int rt_gather_events(ppsrt_ctx *c, rt_event **out, int *nout) {
   return 0;
 }
 
-/* The learning rate of step `step` (1-based): linear warm-up from lr/warmup to lr over
- * steps 1..warmup, then constant, or cosine from lr to min_lr over the steps
- * warmup..decay_steps (min_lr from there on), as Megatron-LM does. */
+const char *const rt_lr_schedule_names[RT_LR_NSCHEDULES] = {"constant", "cosine", "linear", "inverse-square-root"};
+
+int rt_lr_schedule_parse(const char *name) {
+  for (int k = 0; name && k < RT_LR_NSCHEDULES; k++)
+    if (!strcmp(name, rt_lr_schedule_names[k])) return k;
+  return -1;
+}
+
+/* The learning rate of step `step` (1-based), as Megatron-LM's lr-decay-style: linear
+ * warm-up from lr/warmup to lr over steps 1..warmup, then
+ *   constant: lr;
+ *   cosine, linear: from lr down to min_lr over the steps warmup..decay_steps (a half
+ *     cosine, or a straight line), min_lr from there on;
+ *   inverse-square-root: lr * sqrt(max(warmup, 1) / step), never below min_lr. */
 double rt_lr_at(const rt_opts *o, long step) {
   if (o->warmup > 0 && step <= o->warmup) return o->lr * (double)step / (double)o->warmup;
-  if (!o->lr_schedule) return o->lr;
+  if (o->lr_schedule == RT_LR_CONSTANT) return o->lr;
+  if (o->lr_schedule == RT_LR_INVSQRT) {
+    double lr = o->lr * sqrt((double)(o->warmup > 1 ? o->warmup : 1) / (double)(step > 1 ? step : 1));
+    return lr > o->min_lr ? lr : o->min_lr;
+  }
   long span = o->decay_steps - o->warmup;
   double t = span > 0 ? (double)(step - o->warmup) / (double)span : 1.0;
   if (t > 1) t = 1;
-  return o->min_lr + (o->lr - o->min_lr) * 0.5 * (1.0 + cos(3.14159265358979323846 * t));
+  double f = o->lr_schedule == RT_LR_LINEAR ? 1.0 - t : 0.5 * (1.0 + cos(3.14159265358979323846 * t));
+  return o->min_lr + (o->lr - o->min_lr) * f;
 }
 
 /* The optimizer step: with --clip-grad the gradients are first scaled by
@@ -620,8 +636,10 @@ int rt_optimizer_step(ppsrt_ctx *c, int step, double *lr_out, double *gnorm_out)
   }
   for (int k = 0; k < m->nparams; k++) {
     ppsrt_param *p = &m->params[k];
+    float wd = p->no_decay ? 0.0f : (float)o->weight_decay;
     rc = c->be->optimizer_step(c->be, PPSRT_STREAM_COMPUTE, o->optimizer, p->master, p->param.data, p->grad,
-                               p->m, p->v, p->numel, (float)lr, 0.9f, 0.999f, 1e-8f, 0.0f, step);
+                               p->m, p->v, p->numel, (float)lr, (float)o->beta1, (float)o->beta2, (float)o->eps, wd,
+                               step);
     if (rc) return rc;
   }
   if (lr_out) *lr_out = lr;

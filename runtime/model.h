@@ -124,6 +124,8 @@ typedef struct ppsrt_param {
   float *master;          /* F32 master weights (may equal param.data on CPU) */
   float *grad;            /* F32 gradient, accumulated */
   float *m, *v;           /* Adam state (allocated by the model, zeroed) */
+  int no_decay;           /* --weight-decay leaves it alone: biases and norm gains (one-dimensional
+                           * tensors, as Megatron-LM's default); matrices and embeddings decay */
 } ppsrt_param;
 
 typedef struct ppsrt_model ppsrt_model;

@@ -1088,7 +1088,8 @@ int ppsrt_gpt_create(const ppsrt_model_config *cfg, ppsrt_backend *be, int devic
         int init = j == LN1G || j == LN2G ? INIT_ONE : (j == LN1B || j == LN2B || j % 2 == 1) ? INIT_ZERO : INIT_UNIFORM;
         /* uniform(-a, a) with a = sqrt(3 / fan_in): unit variance outputs */
         float fan_in = j == FC2W ? 4.0f * h : (float)h;
-        add_param(m, &rc, name, s, sizes[j], 0, sizes[j], init, sqrtf(3.0f / fan_in));
+        ppsrt_param *pr = add_param(m, &rc, name, s, sizes[j], 0, sizes[j], init, sqrtf(3.0f / fan_in));
+        pr->no_decay = !(j == QKVW || j == PROJW || j == FCW || j == FC2W);   /* biases, norms */
       }
     }
   }
@@ -1098,6 +1099,7 @@ int ppsrt_gpt_create(const ppsrt_model_config *cfg, ppsrt_backend *be, int devic
     g->lnfg = add_param(m, &rc, name, g->S - 1, h, 0, h, INIT_ONE, 0);
     snprintf(name, sizeof name, "s%d.lnf.b", g->S - 1);
     g->lnfb = add_param(m, &rc, name, g->S - 1, h, 0, h, INIT_ZERO, 0);
+    g->lnfg->no_decay = g->lnfb->no_decay = 1;
   }
   size_t Vs = (size_t)(g->hi - g->lo);
   if (!rc && (g->mode || g->first))

@@ -311,6 +311,7 @@ int ppsrt_mlp_create(const ppsrt_model_config *cfg, ppsrt_backend *be, int devic
       ppsrt_param *b = &m->params[m->nparams++];
       snprintf(name, sizeof name, "s%d.l%d.b", s, l);
       if ((rc = param_init(m, b, name, s, (size_t)p->H, 0.1f))) goto fail;
+      b->no_decay = 1;   /* a bias: --weight-decay leaves it (model.h) */
       p->layers[(size_t)k * p->L + l] = (mlp_layer){w, b};
     }
   }

@@ -42,17 +42,25 @@ typedef struct rt_opts {
   int save_every;                /* --save-every N: also after every N-th step (0: at the end only) */
   int data_parallel;             /* --data-parallel D: replicas of the pipeline (1: none; replica.c) */
   /* learning rate and gradients (interp.c rt_lr_at, rt_optimizer_step) */
-  int lr_schedule;               /* --lr-schedule: 0 constant, 1 cosine */
+  int lr_schedule;               /* --lr-schedule: RT_LR_* */
   int warmup;                    /* --warmup N: linear from lr/N to lr over steps 1..N */
-  double min_lr;                 /* --min-lr X: where cosine ends */
-  long decay_steps;              /* --lr-decay-steps N: the step where cosine reaches min_lr (0: the run's last) */
+  double min_lr;                 /* --min-lr X: where cosine and linear end, the floor of inverse-square-root */
+  long decay_steps;              /* --lr-decay-steps N: the step where cosine/linear reach min_lr (0: the run's last) */
   double clip_grad;              /* --clip-grad X: global gradient norm limit, 0 = none */
+  double weight_decay;           /* --weight-decay X: decoupled, on the parameters without no_decay (0) */
+  double beta1, beta2, eps;      /* --adam-beta1/--adam-beta2/--adam-eps (0.9, 0.999, 1e-8) */
   unsigned given;                /* RT_GIVEN_*: set on the command line (a --load does not restore those) */
   const char *val_data;          /* --val-data FILE */
   int val_every;                 /* --val-every N (default 10; and after the last iteration) */
 } rt_opts;
 enum { RT_GIVEN_LR = 1, RT_GIVEN_SCHEDULE = 2, RT_GIVEN_WARMUP = 4, RT_GIVEN_MIN_LR = 8, RT_GIVEN_DECAY = 16,
-       RT_GIVEN_CLIP = 32 };
+       RT_GIVEN_CLIP = 32, RT_GIVEN_WD = 64, RT_GIVEN_BETA1 = 128, RT_GIVEN_BETA2 = 256, RT_GIVEN_EPS = 512,
+       RT_GIVEN_OPTIMIZER = 1024 };
+/* --lr-schedule's decay after the warm-up (rt_lr_at); the names, as on the command line
+ * and in a checkpoint's metadata, in rt_lr_schedule_names (interp.c) */
+enum { RT_LR_CONSTANT, RT_LR_COSINE, RT_LR_LINEAR, RT_LR_INVSQRT, RT_LR_NSCHEDULES };
+extern const char *const rt_lr_schedule_names[RT_LR_NSCHEDULES];
+int rt_lr_schedule_parse(const char *name);   /* RT_LR_*, or -1 */
 
 /* ---- timing records (metrics.c) ---- */
 /* A copy-engine event of a cancelled offload (its D2H copy ran, its reload did not). */
