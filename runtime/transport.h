@@ -81,6 +81,21 @@ struct ppsrt_transport {
   int (*recv_post)(ppsrt_transport *t, int rank, ppsrt_backend *b, int stream, void *buf, size_t bytes, int peer,
                    int64_t tag, int after_group, void **handle);
   int (*recv_wait)(ppsrt_transport *t, int rank, ppsrt_backend *b, int stream, void *handle);
+  /* Optional, both or neither (NULL: the transport has neither; --distributed-optimizer
+   * needs them on the replica groups' transport). Collectives over all ranks, called by
+   * every rank in the same order with the same count/bytes, with allreduce_f32's
+   * conventions for b, stream and where the buffers live.
+   * reduce_scatter_f32: send holds nranks x count F32 values, block q (values
+   * [q count, (q + 1) count)) meant for rank q; rank r receives in recv (count values)
+   * the reduction over every rank of its block r. recv may be send + r x count (in
+   * place, as NCCL allows); any other overlap of send and recv is an error.
+   * allgather: each rank's `bytes` at send land in recv (nranks x bytes) at block
+   * `rank` on every rank; send may be recv + rank x bytes (in place); any other overlap
+   * is an error. */
+  int (*reduce_scatter_f32)(ppsrt_transport *t, int rank, ppsrt_backend *b, int stream, const float *send, float *recv,
+                            size_t count, ppsrt_redop op);
+  int (*allgather)(ppsrt_transport *t, int rank, ppsrt_backend *b, int stream, const void *send, void *recv,
+                   size_t bytes);
 };
 
 /* The tag the interpreter gives a SEND/RECV: xfer << 48 | mb << 20 | (stage + 1), and
