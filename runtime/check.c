@@ -5,7 +5,8 @@
  * runs every microbatch in order (F over
  * all stages, then BW from the last stage down), and compares the loss and every weight
  * gradient tensor this rank holds with the reference's (a vocabulary shard against its
- * slice of the full tensor), per tensor in the 2-norm:
+ * slice of the full tensor; with --distributed-optimizer, the shard of it this replica
+ * reduced), per tensor in the 2-norm:
  *
  *     ||a - b|| <= k ||b||          (the loss: |a - b| <= k_loss |b|)
  *
@@ -192,7 +193,7 @@ int rt_check_gradients(ppsrt_ctx *c, double pipeline_loss, int *mismatch) {
   ppsrt_model_config cfg = pm->cfg;
   cfg.ndev = 1; cfg.vocab_mode = 0;
   cfg.nmb *= run->nrep > 1 ? run->nrep : 1;   /* --data-parallel: one device at the global batch */
-  cfg.mb0 = 0; cfg.nrep = 1;
+  cfg.mb0 = 0; cfg.nrep = 1; cfg.distopt = 0;
   int *all = malloc((size_t)cfg.nstage * sizeof *all);
   float *a = NULL, *b = NULL;
   FILE *f = NULL;
@@ -253,12 +254,14 @@ int rt_check_gradients(ppsrt_ctx *c, double pipeline_loss, int *mismatch) {
     if (fault.kind == 1 && !strcmp(p->name, fault.name))  /* the pipeline's gradient, as downloaded */
       for (size_t i = 0; i < p->numel; i++) a[i] = (float)(a[i] * fault.scale);
     double dd = 0, rr = 0;  /* ||a - b||^2, ||b||^2 */
-    for (size_t i = 0; i < p->numel; i++) {
+    /* --distributed-optimizer: the shard this replica reduced (the replicas together
+       compare every element); else the whole tensor */
+    for (size_t i = p->sh_lo; i < p->sh_lo + p->sh_n; i++) {
       double x = a[i], y = b[p->offset + i];
       dd += (x - y) * (x - y);
       rr += y * y;
     }
-    ncmp += (long)p->numel;
+    ncmp += (long)p->sh_n;
     double dn = sqrt(dd), rn = sqrt(rr);
     double rel = dn == 0 ? 0 : rn > 0 ? dn / rn : INFINITY;  /* NaN stays NaN */
     if (rel > maxrel || isnan(rel)) { maxrel = isnan(rel) ? INFINITY : rel; maxname = p->name; }

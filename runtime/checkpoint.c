@@ -506,7 +506,8 @@ static int write_file(const char *path, const void *hdr, size_t hlen, int safete
   return 0;
 }
 
-/* This device's shard. */
+/* This device's shard (file). --distributed-optimizer: every replica calls it, to gather
+ * the sharded optimizer state whole (replica.c); replica 0 writes it. */
 static int write_shard(ppsrt_ctx *c, const char *path, long step) {
   ppsrt_run *run = c->run;
   ppsrt_model *m = c->model;
@@ -526,9 +527,11 @@ static int write_shard(ppsrt_ctx *c, const char *path, long step) {
       int j = k * np + q;
       sizes[j] = p->numel;
       if (!(parts[j] = malloc((p->numel ? p->numel : 1) * sizeof(float)))) rc = PPSRT_FAIL(PPSRT_E_NOMEM, "--save: out of host memory");
+      else if (p->chunk && (q || p->master != p->param.data)) rc = rt_replica_gather_state(c, p, src[q], parts[j]);
       else rc = c->be->download_f32(c->be, parts[j], (ppsrt_tensor){src[q], p->numel, PPSRT_F32});
     }
   }
+  if (c->replica) goto out;   /* --distributed-optimizer: it helped replica 0 gather */
   if (!rc && !(h = open_memstream(&hdr, &hlen))) rc = PPSRT_FAIL(PPSRT_E_NOMEM, "--save: out of host memory");
   if (!rc) {
     char buf[64], key[300];
@@ -651,8 +654,9 @@ int rt_ckpt_save(ppsrt_ctx *c, const char *path, long step, int *peer) {
   if (name) sp = join(dir, name);
   free(name);
   free(dir);
-  /* --data-parallel: the replicas hold the same weights; replica 0 writes them */
-  int mine = c->replica ? 0 : sp ? write_shard(c, sp, step) : PPSRT_FAIL(PPSRT_E_NOMEM, "--save: out of host memory");
+  /* --data-parallel: the replicas hold the same weights; replica 0 writes them (with
+     --distributed-optimizer after every replica gathered the state) */
+  int mine = c->replica && !run->o.distopt ? 0 : sp ? write_shard(c, sp, step) : PPSRT_FAIL(PPSRT_E_NOMEM, "--save: out of host memory");
   free(sp);
   char why[1024];
   snprintf(why, sizeof why, "%s", mine ? ppsrt_last_error() : "");
@@ -977,12 +981,8 @@ int rt_ckpt_load(ppsrt_ctx *c, const rt_ckpt *ck) {
         rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': the shards hold %zu elements of tensor '%s' [%zu, %zu), not %zu "
                         "(missing or overlapping slices)", ck->path, got, want, off, off + p->numel, p->numel);
       if (rc) break;
-      if (part == 0) {
-        rc = c->be->upload_f32(c->be, p->param, tmp);
-        if (!rc && p->master != p->param.data) rc = c->be->upload_f32(c->be, (ppsrt_tensor){p->master, p->numel, PPSRT_F32}, tmp);
-      } else {
-        rc = c->be->upload_f32(c->be, (ppsrt_tensor){part == 1 ? p->m : p->v, p->numel, PPSRT_F32}, tmp);
-      }
+      if (part == 0) rc = ppsrt_param_set(c->be, p, tmp);   /* (a sharded master: its part) */
+      else rc = c->be->upload_f32(c->be, (ppsrt_tensor){part == 1 ? p->m : p->v, p->sh_n, PPSRT_F32}, tmp + p->sh_lo);
     }
   }
   free(tmp);

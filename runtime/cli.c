@@ -55,6 +55,8 @@ static const char usage_text[] =
   "                           other file as bytes: --vocab 256); --data-format tokens|bytes\n"
   "  --val-data FILE          validation loss on FILE every --val-every N iterations (default 10)\n"
   "  --data-parallel D        D replicas of the pipeline (P x D ranks), gradients averaged\n"
+  "  --distributed-optimizer  with --data-parallel: optimizer state sharded over the replicas\n"
+  "                           (gradients reduce-scattered, weights all-gathered; ZeRO-1)\n"
   "  --save FILE              after the run, checkpoint to FILE (an index) and one safetensors\n"
   "                           shard per device beside it; --save-every N also every N steps\n"
   "  --load FILE              start from a --save checkpoint, of any schedule and P with this\n"
@@ -188,6 +190,7 @@ static int setup_device(ppsrt_ctx *c) {
   for (int s = 0; s < p->nstage; s++) if (p->stages[s].device == c->rank) held[nheld++] = s;
   ppsrt_model_config cfg = run->o.cfg;
   cfg.mb0 = c->replica * cfg.nmb;   /* --data-parallel: this replica's part of the global batch */
+  cfg.replica = c->replica;
   rc = run->create(&cfg, c->be, c->rank, held, nheld, &c->model);
   if (!rc) {
     /* units per byte of each stage: F(mb, s) keeping act_bytes(s) counts stages[s].act */
@@ -288,6 +291,7 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
     } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) { o->quiet = 1;
     } else if (!strcmp(a, "--blocking-collectives")) { o->blocking_coll = 1;
     } else if (!strcmp(a, "--no-compute")) { o->no_compute = 1;
+    } else if (!strcmp(a, "--distributed-optimizer")) { o->distopt = 1;
     } else if (!strcmp(a, "--die-hard")) { o->die_hard = 1;
     } else if (flag_is(a, "--model", &v, argc, argv, &i)) {
       if (!v || (strcmp(v, "mlp") && strcmp(v, "gpt"))) return usage_error(me, "--model needs mlp or gpt");
@@ -443,6 +447,10 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   if (o->save_every && !o->save) return usage_error(me, "--save-every needs --save FILE");
   run.nrep = o->data_parallel > 1 ? o->data_parallel : 1;
   cfg->nrep = run.nrep;
+  if (o->distopt && run.nrep < 2)
+    return usage_error(me, "--distributed-optimizer shards the optimizer state over data-parallel replicas: add "
+                           "--data-parallel D (D >= 2)");
+  cfg->distopt = o->distopt;
   if (run.nrep > 1) {
     const char *no = p->vocab_mode ? "a vocabulary-parallel schedule" : o->trace ? "--trace" : o->profile ? "--profile" :
                      o->no_compute ? "--no-compute" : NULL;
@@ -582,6 +590,13 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
           : run.nlocal == 1 ? ppsrt_mpi_transport_split(tr, my_rank % p->ndev, my_rank / p->ndev, &run.groups[d])
                             : ppsrt_threads_transport_create(run.nrep, o->timeout_s, &run.groups[d])) {
         fprintf(stderr, "%s: error: %s\n", me, ppsrt_last_error());
+        status = 1;
+        goto done;
+      }
+    for (int d = 0; d < ng && o->distopt; d++)
+      if (!run.groups[d]->reduce_scatter_f32 || !run.groups[d]->allgather) {
+        fprintf(stderr, "%s: error: --distributed-optimizer: the %s transport has no reduce-scatter and all-gather\n", me,
+                run.groups[d]->name);
         status = 1;
         goto done;
       }

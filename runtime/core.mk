@@ -5,7 +5,7 @@
 lib_LTLIBRARIES += libppsrt.la
 include_HEADERS += runtime/ppsrt.h runtime/ppsrt_ops.h
 libppsrt_la_SOURCES = runtime/ppsrt.h runtime/ppsrt_ops.h runtime/backend.h runtime/transport.h runtime/model.h \
-  runtime/rt.h runtime/error.c runtime/rt_util.c runtime/iobox.c runtime/interp.c runtime/actstore.c runtime/offload.c runtime/recompute.c \
+  runtime/rt.h runtime/error.c runtime/rt_util.c runtime/param.c runtime/iobox.c runtime/interp.c runtime/actstore.c runtime/offload.c runtime/recompute.c \
   runtime/transport_threads.c runtime/metrics.c runtime/cli.c runtime/check.c \
   runtime/model_mlp.c
 libppsrt_la_SOURCES += runtime/coll_lane.c
@@ -32,8 +32,8 @@ tests_runtime_rt_tables_SOURCES = tests/runtime/rt_tables.c
 tests_runtime_rt_tables_LDADD = libppsrt.la
 TESTS += tests/runtime/tables.sh tests/runtime/flags.sh tests/runtime/e2e.sh tests/runtime/mpi.sh
 TESTS += tests/runtime/mfu.sh
-TESTS += tests/runtime/train.sh tests/runtime/ckpt.sh tests/runtime/dp.sh tests/runtime/optim.sh
-EXTRA_DIST += tests/runtime/ckpt.sh tests/runtime/dp.sh tests/runtime/optim.sh
+TESTS += tests/runtime/train.sh tests/runtime/ckpt.sh tests/runtime/dp.sh tests/runtime/optim.sh tests/runtime/distopt.sh
+EXTRA_DIST += tests/runtime/ckpt.sh tests/runtime/dp.sh tests/runtime/optim.sh tests/runtime/distopt.sh
 EXTRA_DIST += tests/runtime/train.sh
 EXTRA_DIST += tests/runtime/mfu.sh
 TESTS += tests/runtime/hardening.sh

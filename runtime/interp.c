@@ -608,16 +608,17 @@ int rt_optimizer_step(ppsrt_ctx *c, int step, double *lr_out, double *gnorm_out)
     if (!row) return PPSRT_FAIL(PPSRT_E_NOMEM, "--clip-grad: out of host memory");
     if ((rc = c->be->stream_sync(c->be, PPSRT_STREAM_COMPUTE))) { free(row); return rc; }
     for (int k = 0; k < m->nparams && !rc; k++) {
-      ppsrt_param *p = &m->params[k];
-      if (p->numel > cap) {
+      ppsrt_param *p = &m->params[k];   /* its shard: --distributed-optimizer reduced only that */
+      if (p->sh_n > cap) {
         free(buf);
-        cap = p->numel;
+        cap = p->sh_n;
         if (!(buf = malloc(cap * sizeof *buf))) { rc = PPSRT_FAIL(PPSRT_E_NOMEM, "--clip-grad: out of host memory"); break; }
       }
-      if ((rc = c->be->download_f32(c->be, buf, (ppsrt_tensor){p->grad, p->numel, PPSRT_F32}))) break;
-      for (size_t i = 0; i < p->numel; i++) ss += (double)buf[i] * buf[i];
+      if ((rc = c->be->download_f32(c->be, buf, (ppsrt_tensor){p->grad + p->sh_lo, p->sh_n, PPSRT_F32}))) break;
+      for (size_t i = 0; i < p->sh_n; i++) ss += (double)buf[i] * buf[i];
     }
     free(buf);
+    if (!rc && o->distopt && c->run->nrep > 1) rc = rt_replica_sum(c, &ss);   /* the shards of the device's replicas */
     row[2 * c->rank] = (float)ss;
     row[2 * c->rank + 1] = (float)(ss - (double)row[2 * c->rank]);
     if (!rc) rc = rt_allreduce_host(c, row, 2 * (size_t)nd, PPSRT_SUM);
@@ -637,9 +638,13 @@ int rt_optimizer_step(ppsrt_ctx *c, int step, double *lr_out, double *gnorm_out)
   for (int k = 0; k < m->nparams; k++) {
     ppsrt_param *p = &m->params[k];
     float wd = p->no_decay ? 0.0f : (float)o->weight_decay;
-    rc = c->be->optimizer_step(c->be, PPSRT_STREAM_COMPUTE, o->optimizer, p->master, p->param.data, p->grad,
-                               p->m, p->v, p->numel, (float)lr, (float)o->beta1, (float)o->beta2, (float)o->eps, wd,
-                               step);
+    /* this replica's shard (the whole tensor without --distributed-optimizer) */
+    char *param = (char *)p->param.data + p->sh_lo * ppsrt_dtype_size(p->param.dtype);
+    if (p->sh_n)
+      rc = c->be->optimizer_step(c->be, PPSRT_STREAM_COMPUTE, o->optimizer, ppsrt_param_master(p), param,
+                                 p->grad + p->sh_lo, p->m, p->v, p->sh_n, (float)lr, (float)o->beta1, (float)o->beta2,
+                                 (float)o->eps, wd, step);
+    if (!rc && p->chunk) rc = rt_replica_gather_weights(c, p);
     if (rc) return rc;
   }
   if (lr_out) *lr_out = lr;

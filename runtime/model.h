@@ -79,6 +79,9 @@ typedef struct ppsrt_model_config {
   int mb0;                /* data of microbatch mb: that of global microbatch mb0 + mb (--data-parallel:
                            * replica r's are r x nmb on, the --check reference's 0..D x nmb - 1) */
   int nrep;               /* replicas: an iteration consumes nrep x nmb microbatches of data (0 = 1) */
+  int replica;            /* this model's replica, 0..nrep-1 */
+  int distopt;            /* --distributed-optimizer: with nrep > 1, the optimizer state is sharded
+                           * over the replicas (ppsrt_param_alloc, replica.c) */
 } ppsrt_model_config;
 
 /* Training tokens (data.c), loaded once per process and shared read-only by its
@@ -126,7 +129,25 @@ typedef struct ppsrt_param {
   float *m, *v;           /* Adam state (allocated by the model, zeroed) */
   int no_decay;           /* --weight-decay leaves it alone: biases and norm gains (one-dimensional
                            * tensors, as Megatron-LM's default); matrices and embeddings decay */
+  /* --distributed-optimizer over D = cfg->nrep replicas (param.c): chunk = ceil(numel / D),
+   * replica r's shard the elements [sh_lo, sh_lo + sh_n) = [r chunk, min(numel, (r+1) chunk)).
+   * param and grad then hold D x chunk elements (the tail zero, for the reduce-scatter and
+   * the all-gather), while m, v and the F32 master (when it is not param itself) hold
+   * only the shard: m[i] is element sh_lo + i's. Unsharded: chunk 0, sh_lo 0, sh_n numel. */
+  size_t chunk, sh_lo, sh_n;
 } ppsrt_param;
+
+/* A parameter's buffers (param.c), for the models: after name, stage, numel, offset and
+ * full_numel are set, ppsrt_param_alloc allocates param, master, grad, m and v on be
+ * (sharded per cfg->distopt, zeroed) and ppsrt_param_set writes the weights (host F32,
+ * numel values: param, and the master's part); ppsrt_param_free releases them. */
+int ppsrt_param_alloc(ppsrt_backend *be, const ppsrt_model_config *cfg, ppsrt_param *q);
+int ppsrt_param_set(ppsrt_backend *be, ppsrt_param *q, const float *h);
+void ppsrt_param_free(ppsrt_backend *be, ppsrt_param *q);
+/* The F32 master of element sh_lo (the optimizer's view of the shard). */
+static inline float *ppsrt_param_master(const ppsrt_param *q) {
+  return q->master == q->param.data ? q->master + q->sh_lo : q->master;
+}
 
 typedef struct ppsrt_model ppsrt_model;
 struct ppsrt_model {

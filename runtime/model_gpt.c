@@ -869,15 +869,7 @@ static void gpt_destroy(ppsrt_model *m) {
   if (!m) return;
   gpt *g = m->impl;
   ppsrt_backend *be = m->be;
-  for (int k = 0; k < m->nparams; k++) {
-    ppsrt_param *q = &m->params[k];
-    if (q->master && q->master != q->param.data) be->free(be, q->master);
-    be->free(be, q->param.data);
-    be->free(be, q->grad);
-    be->free(be, q->m);
-    be->free(be, q->v);
-    free((char *)q->name);
-  }
+  for (int k = 0; k < m->nparams; k++) ppsrt_param_free(be, &m->params[k]);
   free(m->params);
   if (g) {
     free_vstate(m);
@@ -902,32 +894,20 @@ enum { INIT_ZERO, INIT_ONE, INIT_UNIFORM };
 static ppsrt_param *add_param(ppsrt_model *m, int *rc, const char *name, int stage, size_t n, size_t offset,
                               size_t full_n, int init, float scale) {
   ppsrt_backend *be = m->be;
-  gpt *g = m->impl;
   ppsrt_param *q = &m->params[m->nparams++];
   if (*rc) return q;
   q->name = strdup(name);
   q->stage = stage; q->numel = n; q->offset = offset; q->full_numel = full_n;
   if (!q->name) { *rc = PPSRT_FAIL(PPSRT_E_NOMEM, "gpt: out of host memory"); return q; }
   size_t nn = n ? n : 1;
-  if ((*rc = be->alloc(be, nn * g->es, &q->param.data))) return q;
-  q->param.numel = n; q->param.dtype = be->act_dtype;
-  if (be->act_dtype == PPSRT_F32) q->master = q->param.data;
-  else if ((*rc = be->alloc(be, nn * sizeof(float), (void **)&q->master))) return q;
-  if ((*rc = be->alloc(be, nn * sizeof(float), (void **)&q->grad)) ||
-      (*rc = be->alloc(be, nn * sizeof(float), (void **)&q->m)) ||
-      (*rc = be->alloc(be, nn * sizeof(float), (void **)&q->v)) ||
-      (*rc = be->memset0(be, CS, q->grad, nn * sizeof(float))) ||
-      (*rc = be->memset0(be, CS, q->m, nn * sizeof(float))) ||
-      (*rc = be->memset0(be, CS, q->v, nn * sizeof(float))))
-    return q;
+  if ((*rc = ppsrt_param_alloc(be, &m->cfg, q))) return q;
   float *hb = malloc(nn * sizeof *hb);
   if (!hb) { *rc = PPSRT_FAIL(PPSRT_E_NOMEM, "gpt: out of host memory"); return q; }
   uint64_t stream = ppsrt_hash_str(name);
   for (size_t i = 0; i < n; i++)
     hb[i] = init == INIT_ZERO ? 0.0f : init == INIT_ONE ? 1.0f
                                                         : scale * ppsrt_rand_uniform(m->cfg.seed, stream, offset + i);
-  *rc = be->upload_f32(be, q->param, hb);
-  if (!*rc && q->master != q->param.data) *rc = be->upload_f32(be, (ppsrt_tensor){q->master, n, PPSRT_F32}, hb);
+  *rc = ppsrt_param_set(be, q, hb);
   free(hb);
   return q;
 }

@@ -207,15 +207,7 @@ static void mlp_destroy(ppsrt_model *m) {
   if (!m) return;
   mlp *p = m->impl;
   ppsrt_backend *be = m->be;
-  for (int k = 0; k < m->nparams; k++) {
-    ppsrt_param *q = &m->params[k];
-    if (q->master && q->master != q->param.data) be->free(be, q->master);
-    if (q->param.data) be->free(be, q->param.data);
-    if (q->grad) be->free(be, q->grad);
-    if (q->m) be->free(be, q->m);
-    if (q->v) be->free(be, q->v);
-    free((char *)q->name);
-  }
+  for (int k = 0; k < m->nparams; k++) ppsrt_param_free(be, &m->params[k]);
   free(m->params);
   if (p) { free(p->local); free(p->layers); free(p->host); free(p->host2); free(p); }
   free(m);
@@ -223,28 +215,16 @@ static void mlp_destroy(ppsrt_model *m) {
 
 static int param_init(ppsrt_model *m, ppsrt_param *q, const char *name, int stage, size_t n, float scale) {
   ppsrt_backend *be = m->be;
-  mlp *p = m->impl;
   int rc;
   q->name = strdup(name);
   q->stage = stage; q->numel = n; q->offset = 0; q->full_numel = n;
   if (!q->name) return PPSRT_FAIL(PPSRT_E_NOMEM, "mlp: out of host memory");
-  if ((rc = be->alloc(be, n * p->es, &q->param.data))) return rc;
-  q->param.numel = n; q->param.dtype = be->act_dtype;
-  if (be->act_dtype == PPSRT_F32) q->master = q->param.data;
-  else if ((rc = be->alloc(be, n * sizeof(float), (void **)&q->master))) return rc;
-  if ((rc = be->alloc(be, n * sizeof(float), (void **)&q->grad)) ||
-      (rc = be->alloc(be, n * sizeof(float), (void **)&q->m)) ||
-      (rc = be->alloc(be, n * sizeof(float), (void **)&q->v)) ||
-      (rc = be->memset0(be, PPSRT_STREAM_COMPUTE, q->grad, n * sizeof(float))) ||
-      (rc = be->memset0(be, PPSRT_STREAM_COMPUTE, q->m, n * sizeof(float))) ||
-      (rc = be->memset0(be, PPSRT_STREAM_COMPUTE, q->v, n * sizeof(float))))
-    return rc;
+  if ((rc = ppsrt_param_alloc(be, &m->cfg, q))) return rc;
   float *h = malloc(n * sizeof *h);
   if (!h) return PPSRT_FAIL(PPSRT_E_NOMEM, "mlp: out of host memory");
   uint64_t stream = ppsrt_hash_str(name);
   for (size_t i = 0; i < n; i++) h[i] = scale * ppsrt_rand_uniform(m->cfg.seed, stream, i);
-  rc = be->upload_f32(be, q->param, h);
-  if (!rc && q->master != q->param.data) rc = be->upload_f32(be, (ppsrt_tensor){q->master, n, PPSRT_F32}, h);
+  rc = ppsrt_param_set(be, q, h);
   free(h);
   return rc;
 }

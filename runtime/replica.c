@@ -16,8 +16,16 @@
  * communicator of those ranks), right after the stage's last W of the iteration
  * (rt_replica_after, called by interp.c; on the GPU on a stream of its own).
  *
+ * --distributed-optimizer (ZeRO stage 1, Megatron-LM's distributed optimizer; param.c
+ * shards the state): the gradient is reduce-scattered instead, each replica keeping the
+ * mean of its shard only; the optimizer updates the shard (interp.c), and the weights
+ * are all-gathered right after (rt_replica_gather_weights). Checkpoints gather the
+ * state whole (rt_replica_gather_state); the gradient norm of --clip-grad sums the
+ * shards (rt_replica_sum).
+ *
  * What it does not: no collective lane (vocabulary schedules are refused); no bucketing
- * of a stage's gradients (one all-reduce per parameter tensor, one stage at a time). */
+ * of a stage's gradients (one collective per parameter tensor, one stage at a time); the
+ * weights' all-gathers are not overlapped with the next iteration's forward passes. */
 #include "config.h"
 #include "rt.h"
 #include <math.h>
@@ -151,10 +159,29 @@ static int stage_grads(ppsrt_ctx *c, int stage) {
     for (int k = 0; k < m->nparams && !rc; k++) {
       ppsrt_param *p = &m->params[k];
       if (p->stage != stage || !p->numel) continue;
+      if (p->chunk) {   /* --distributed-optimizer: this replica's block only */
+        float *mine = p->grad + (size_t)c->replica * p->chunk;
+        rc = c->gtr->reduce_scatter_f32(c->gtr, c->replica, c->be, PPSRT_STREAM_DP, p->grad, mine, p->chunk, PPSRT_SUM);
+        if (!rc) rc = c->be->scale_f32(c->be, PPSRT_STREAM_DP, mine, 1.0f / (float)D, p->chunk);
+        continue;
+      }
       rc = c->gtr->allreduce_f32(c->gtr, c->replica, c->be, PPSRT_STREAM_DP, p->grad, p->numel, PPSRT_SUM);
       if (!rc) rc = c->be->scale_f32(c->be, PPSRT_STREAM_DP, p->grad, 1.0f / (float)D, p->numel);
     }
     c->dp_pending = 1;
+    return rc;
+  }
+  if (c->run->o.distopt) {
+    /* CPU, --distributed-optimizer: each tensor reduce-scattered in place in its host
+       buffer, its block divided by D as below (the same values as the all-reduce's) */
+    if ((rc = c->be->stream_sync(c->be, PPSRT_STREAM_COMPUTE))) return rc;
+    for (int k = 0; k < m->nparams && !rc; k++) {
+      ppsrt_param *p = &m->params[k];
+      if (p->stage != stage || !p->chunk) continue;
+      float *mine = p->grad + (size_t)c->replica * p->chunk;
+      rc = c->gtr->reduce_scatter_f32(c->gtr, c->replica, NULL, PPSRT_STREAM_COMPUTE, p->grad, mine, p->chunk, PPSRT_SUM);
+      for (size_t i = 0; i < p->chunk && !rc; i++) mine[i] /= (float)D;
+    }
     return rc;
   }
   size_t total = 0, at = 0;
@@ -214,6 +241,48 @@ int rt_replica_end(ppsrt_ctx *c) {
 void rt_replica_fini(ppsrt_ctx *c) {
   for (int k = 0; k < 2; k++)
     if (c->dp_ev[k]) { c->be->event_destroy(c->be, c->dp_ev[k]); c->dp_ev[k] = NULL; }
+}
+
+/* --distributed-optimizer: the weights of p after the optimizer updated this replica's
+ * block, gathered from every replica in place; then the gradient, whose other blocks
+ * hold this replica's own unreduced sums, is cleared whole. */
+int rt_replica_gather_weights(ppsrt_ctx *c, ppsrt_param *p) {
+  size_t es = ppsrt_dtype_size(p->param.dtype), blk = p->chunk * es;
+  int rc = 0;
+  ppsrt_backend *b = gpu(c) ? c->be : NULL;   /* the CPU backend's buffers are host memory */
+  if (!b) rc = c->be->stream_sync(c->be, PPSRT_STREAM_COMPUTE);
+  if (!rc) rc = c->gtr->allgather(c->gtr, c->replica, b, PPSRT_STREAM_COMPUTE, (char *)p->param.data + (size_t)c->replica * blk,
+                                  p->param.data, blk);
+  if (!rc) rc = c->be->memset0(c->be, PPSRT_STREAM_COMPUTE, p->grad, p->chunk * (size_t)c->run->nrep * sizeof(float));
+  return rc;
+}
+
+/* The sum of *x over this device's replicas (as a float pair, hi + lo, like the loss). */
+int rt_replica_sum(ppsrt_ctx *c, double *x) {
+  float v[2] = {(float)*x, 0};
+  v[1] = (float)(*x - (double)v[0]);
+  int rc = is_nccl(c->gtr) ? dev_call(c->gtr, c->replica, c->be, PPSRT_STREAM_COMPUTE, v, sizeof v, PPSRT_SUM, -1)
+                           : c->gtr->allreduce_f32(c->gtr, c->replica, NULL, PPSRT_STREAM_COMPUTE, v, 2, PPSRT_SUM);
+  if (!rc) *x = (double)v[0] + (double)v[1];
+  return rc;
+}
+
+/* p's sharded state `shard` (sh_n F32 values in the backend's memory: master, m or v)
+ * whole into host memory `out` (numel values), through a scratch buffer of D blocks. */
+int rt_replica_gather_state(ppsrt_ctx *c, const ppsrt_param *p, const float *shard, float *out) {
+  size_t D = (size_t)c->run->nrep, blk = p->chunk * sizeof(float);
+  float *all = NULL;
+  int rc = c->be->alloc(c->be, D * blk > 0 ? D * blk : 4, (void **)&all);
+  if (rc) return rc;
+  float *mine = all + (size_t)c->replica * p->chunk;
+  if (!(rc = c->be->memset0(c->be, PPSRT_STREAM_COMPUTE, all, D * blk)) && p->sh_n)
+    rc = c->be->memcpy_async(c->be, PPSRT_STREAM_COMPUTE, mine, shard, p->sh_n * sizeof(float), 0);
+  ppsrt_backend *b = gpu(c) ? c->be : NULL;
+  if (!rc && !b) rc = c->be->stream_sync(c->be, PPSRT_STREAM_COMPUTE);
+  if (!rc) rc = c->gtr->allgather(c->gtr, c->replica, b, PPSRT_STREAM_COMPUTE, mine, all, blk);
+  if (!rc) rc = c->be->download_f32(c->be, out, (ppsrt_tensor){all, p->numel, PPSRT_F32});
+  c->be->free(c->be, all);
+  return rc;
 }
 
 /* The iteration's loss (the replica's, the same on its every device): the replicas' mean. */

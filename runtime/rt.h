@@ -41,6 +41,7 @@ typedef struct rt_opts {
   const char *save, *load;       /* --save FILE, --load FILE */
   int save_every;                /* --save-every N: also after every N-th step (0: at the end only) */
   int data_parallel;             /* --data-parallel D: replicas of the pipeline (1: none; replica.c) */
+  int distopt;                   /* --distributed-optimizer: optimizer state sharded over the replicas (param.c) */
   /* learning rate and gradients (interp.c rt_lr_at, rt_optimizer_step) */
   int lr_schedule;               /* --lr-schedule: RT_LR_* */
   int warmup;                    /* --warmup N: linear from lr/N to lr over steps 1..N */
@@ -316,6 +317,14 @@ int rt_replica_after(ppsrt_ctx *c, int i);
 int rt_replica_end(ppsrt_ctx *c);
 void rt_replica_fini(ppsrt_ctx *c);
 int rt_replica_loss(ppsrt_ctx *c, double *loss);
+/* --distributed-optimizer (replica.c): after the optimizer updated this replica's shard of
+ * p, the weights gathered from every replica (and the gradient cleared); the sum over
+ * the device's replicas of *x (the gradient norm's sum of squares, one shard each); p's
+ * sharded state `shard` (its master, m or v: sh_n values) gathered whole into host
+ * memory out (numel values; every replica calls it, collectively). */
+int rt_replica_gather_weights(ppsrt_ctx *c, ppsrt_param *p);
+int rt_replica_sum(ppsrt_ctx *c, double *x);
+int rt_replica_gather_state(ppsrt_ctx *c, const ppsrt_param *p, const float *shard, float *out);
 /* interp.c: the optimizer step `step` (1-based, counted over resumed runs), with the
  * scheduled learning rate and --clip-grad; the rate of a step */
 int rt_optimizer_step(ppsrt_ctx *c, int step, double *lr, double *gnorm);

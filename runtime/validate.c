@@ -23,7 +23,7 @@ static int val_loss(ppsrt_run *run, ppsrt_ctx *c, double *loss) {
   int rc = 0, root = c->rank == 0;
   memset(&rx, 0, sizeof rx);
   ppsrt_model_config cfg = c->model->cfg;
-  cfg.ndev = 1; cfg.vocab_mode = 0; cfg.data = run->val_tokens; cfg.data0 = 0;
+  cfg.ndev = 1; cfg.vocab_mode = 0; cfg.data = run->val_tokens; cfg.data0 = 0; cfg.distopt = 0;
   int *all = malloc((size_t)cfg.nstage * sizeof *all);
   float *buf = NULL, *list = NULL, hdr[2] = {0, 0};
   if (!all) return PPSRT_FAIL(PPSRT_E_NOMEM, "--val-data: out of host memory");
@@ -66,8 +66,10 @@ static int val_loss(ppsrt_run *run, ppsrt_ctx *c, double *loss) {
       ppsrt_param *p = &dm->params[q];
       size_t off = p->full_numel ? p->offset : 0;
       if (strcmp(p->name, name) || off + p->numel > numel) continue;
-      if (!(rc = be->stream_sync(be, PPSRT_STREAM_COMPUTE)))
-        rc = be->download_f32(be, buf + off, (ppsrt_tensor){p->master, p->numel, PPSRT_F32});
+      /* (a master sharded by --distributed-optimizer: the weights themselves, which the
+         forward passes read) */
+      ppsrt_tensor w = p->chunk && p->master != p->param.data ? p->param : (ppsrt_tensor){p->master, p->numel, PPSRT_F32};
+      if (!(rc = be->stream_sync(be, PPSRT_STREAM_COMPUTE))) rc = be->download_f32(be, buf + off, w);
       got += p->numel;
     }
     float cnt[2] = {(float)(got >> 20), (float)(got & 0xfffff)};

@@ -1,0 +1,106 @@
+#!/bin/sh
+# distopt.sh: --distributed-optimizer (ZeRO stage 1: runtime/param.c shards the optimizer
+# state over the --data-parallel replicas, replica.c reduce-scatters the gradients and
+# all-gathers the weights). At P = 2, D = 2 and D = 3 (uneven shards):
+# - the losses are bit for bit those of plain --data-parallel (the same sums, the same
+#   element-wise updates), with Adam, weight decay and SGD; with --clip-grad within 1e-6
+#   (the norm sums the shards in another order);
+# - each device holds less: device_peak_bytes drops by what the shards save, computed
+#   here from the tensors' sizes (read from a checkpoint): Adam's m and v keep one shard
+#   (8 bytes an element of F32 weights) while weights and gradients are padded to D
+#   blocks;
+# - --check passes (each replica compares the shard it reduced);
+# - a checkpoint saved with it holds the same tensors as one saved without it (the
+#   state gathered whole), and continues either way with the uninterrupted losses;
+# - under mpirun (when built with MPI) the losses are the threads run's;
+# - without --data-parallel it is refused.
+. "$(dirname "$0")/lib.sh"
+build m4 "$top_srcdir/stdlib/1f1b.pps" -D P=2 -D m=4 || { fail "build 1f1b m=4"; finish; }
+M4=$WORK/m4
+cat "$top_srcdir"/docs/*.md >"$WORK/text.txt"
+GPT="--model gpt --seq 8 --hidden 24 --heads 2 --data $WORK/text.txt --data-format bytes --vocab 256 --json -q"
+losses() { grep -o '"loss":[-0-9.e+]*,"time_s"' "$1" | sed 's/"loss":\(.*\),"time_s"/\1/' | tr '\n' ' '; }
+# same LABEL A B: equal loss strings (float32 printed with 9 digits: bit for bit)
+same() {
+  a=$(losses "$2"); b=$(losses "$3")
+  if [ -n "$a" ] && [ "$a" = "$b" ]; then pass "$1: $a"; else fail "$1: '$a' vs '$b'"; sed 's/^/    /' "$WORK/err" | tail -5 >&2; fi
+}
+run() { out=$1; shift; "$M4" "$@" >"$WORK/$out" 2>"$WORK/err" || { fail "run $*: exit $?"; sed 's/^/    /' "$WORK/err" | tail -5 >&2; }; }
+
+for D in 2 3; do
+  for opt in "--optimizer adam --lr 0.01 --weight-decay 0.1" "--optimizer sgd --lr 0.05"; do
+    run plain $GPT $opt --data-parallel $D --iterations 4
+    run dist $GPT $opt --data-parallel $D --iterations 4 --distributed-optimizer
+    same "D=$D ${opt%% --lr*}: sharded = plain data-parallel" "$WORK/dist" "$WORK/plain"
+  done
+done
+run plainc $GPT --optimizer adam --lr 0.01 --data-parallel 2 --iterations 4 --clip-grad 0.3
+run distc $GPT --optimizer adam --lr 0.01 --data-parallel 2 --iterations 4 --clip-grad 0.3 --distributed-optimizer
+a=$(losses "$WORK/distc"); b=$(losses "$WORK/plainc")
+if [ -n "$a" ] && python3 -c "
+import sys
+a, b = [list(map(float, s.split())) for s in sys.argv[1:3]]
+assert len(a) == len(b) == 4 and all(abs(x - y) <= 1e-6 * abs(y) for x, y in zip(a, b)), (a, b)" "$a" "$b" 2>/dev/null
+then pass "--clip-grad: sharded within 1e-6 of plain: $a"; else fail "--clip-grad: '$a' vs '$b'"; fi
+grep -q '"grad_norm":' "$WORK/distc" && pass "grad_norm printed" || fail "no grad_norm with --clip-grad"
+
+# ---- memory: what the shards save, from the tensors' sizes ----
+if command -v python3 >/dev/null 2>&1; then
+  for D in 2 3; do
+    run mplain $GPT --optimizer adam --lr 0.01 --data-parallel $D --iterations 1 --save "$WORK/ck$D"
+    run mdist $GPT --optimizer adam --lr 0.01 --data-parallel $D --iterations 1 --distributed-optimizer --save "$WORK/cd$D"
+    if python3 - "$WORK" $D >"$WORK/mem.out" 2>&1 <<'PY'
+import json, os, struct, sys
+w, D = sys.argv[1], int(sys.argv[2])
+def tensors(index):   # device -> {name: numel} (weights only), and the data
+    idx = json.load(open(index)); out = []; data = {}
+    for sh in idx["shards"]:
+        d = open(os.path.join(os.path.dirname(index), sh), "rb").read()
+        n = struct.unpack("<Q", d[:8])[0]
+        h = json.loads(d[8:8 + n]); h.pop("__metadata__")
+        out.append({k: t["shape"][0] for k, t in h.items() if not k.startswith("optim.")})
+        for k, t in h.items():
+            a, b = t["data_offsets"]; data[(sh.split(".")[-2], k)] = d[8 + n + a:8 + n + b]
+    return out, data
+plain_t, plain_d = tensors(w + "/ck%d" % D)
+dist_t, dist_d = tensors(w + "/cd%d" % D)
+# the checkpoint is the same, byte for byte (weights and the gathered moments)
+assert plain_d.keys() == dist_d.keys() and all(plain_d[k] == dist_d[k] for k in plain_d), "checkpoints differ"
+peak = lambda f: json.load(open(f))["per_device"]
+pp, pd = peak(w + "/mplain"), peak(w + "/mdist")
+for dev, names in enumerate(plain_t):
+    # replica 0 reports: its shard is the first block of each tensor, ceil(n / D) elements;
+    # m and v (F32, 8 bytes) keep only it; weights and gradient (F32, 8 bytes) grow to D blocks
+    save = 0
+    for n in names.values():
+        c = -(-n // D)
+        save += 8 * (n - min(c, n)) - 8 * (D * c - n)
+    got = pp[dev]["device_peak_bytes"] - pd[dev]["device_peak_bytes"]
+    assert got == save, "device %d: saved %d bytes, the shards account for %d" % (dev, got, save)
+    print("device %d: %d of %d bytes saved" % (dev, got, pp[dev]["device_peak_bytes"]), end="; ")
+PY
+    then pass "D=$D: checkpoints equal; $(cat "$WORK/mem.out")"; else fail "D=$D memory/checkpoint:"; sed 's/^/    /' "$WORK/mem.out" >&2; fi
+  done
+else skip "memory and checkpoint comparison (no python3)"; fi
+
+# ---- --check, and resuming ----
+expect_exit 0 "--check with --distributed-optimizer" "$M4" $GPT --optimizer adam --data-parallel 2 --distributed-optimizer --check
+grep -q '"check":{"match":true,"loss_match":true,"mismatches":0' "$WORK/out" && pass "--check: every shard matches" \
+  || { fail "--check did not match"; tail -5 "$WORK/out" >&2; }
+A="--optimizer adam --lr 0.01 --weight-decay 0.1 --data-parallel 2"
+run full $GPT $A --iterations 4
+run half $GPT $A --iterations 2 --distributed-optimizer --save "$WORK/r"
+run rest $GPT $A --iterations 2 --load "$WORK/r"
+run rest2 $GPT $A --iterations 2 --load "$WORK/r" --distributed-optimizer
+cat "$WORK/half" "$WORK/rest" >"$WORK/cat1"; cat "$WORK/half" "$WORK/rest2" >"$WORK/cat2"
+same "saved sharded, resumed plain = uninterrupted" "$WORK/cat1" "$WORK/full"
+same "saved sharded, resumed sharded = uninterrupted" "$WORK/cat2" "$WORK/full"
+
+if have_mpi; then
+  expect_exit 0 "mpirun -np 4: --data-parallel 2 --distributed-optimizer" mpirun_np 4 "$M4" $GPT $A --iterations 4 --distributed-optimizer
+  same "MPI = threads" "$WORK/out" "$WORK/full"
+else skip "--distributed-optimizer under MPI (libppsrt without MPI, or no mpirun)"; fi
+
+expect_exit 2 "--distributed-optimizer without --data-parallel" "$M4" --distributed-optimizer
+expect_grep "add --data-parallel D" "the missing flag named"
+finish
