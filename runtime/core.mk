@@ -31,6 +31,13 @@ check_PROGRAMS += tests/runtime/rt_tables
 tests_runtime_rt_tables_SOURCES = tests/runtime/rt_tables.c
 tests_runtime_rt_tables_LDADD = libppsrt.la
 TESTS += tests/runtime/tables.sh tests/runtime/flags.sh tests/runtime/e2e.sh tests/runtime/mpi.sh
+# reduce_scatter_f32 and allgather on each transport (threads, MPI, NCCL on the emulator)
+check_PROGRAMS += tests/runtime/coll_blocks
+tests_runtime_coll_blocks_SOURCES = tests/runtime/coll_blocks.c
+tests_runtime_coll_blocks_LDADD = libppsrt.la
+tests_runtime_coll_blocks_LDFLAGS = -pthread
+TESTS += tests/runtime/coll_blocks.sh
+EXTRA_DIST += tests/runtime/coll_blocks.sh
 TESTS += tests/runtime/mfu.sh
 TESTS += tests/runtime/train.sh tests/runtime/ckpt.sh tests/runtime/dp.sh tests/runtime/optim.sh tests/runtime/distopt.sh
 EXTRA_DIST += tests/runtime/ckpt.sh tests/runtime/dp.sh tests/runtime/optim.sh tests/runtime/distopt.sh

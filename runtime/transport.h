@@ -22,6 +22,7 @@
 #ifndef PPSRT_TRANSPORT_H
 #define PPSRT_TRANSPORT_H
 #include <stddef.h>
+#include <stdint.h>
 #include "backend.h"
 
 typedef enum ppsrt_redop { PPSRT_SUM, PPSRT_MAX } ppsrt_redop;
@@ -106,6 +107,16 @@ static inline const char *ppsrt_tag_format(int64_t tag, char *buf, size_t n) {
   int xfer = (int)(tag >> 48), mb = (int)((tag >> 20) & 0xffffff), stage = (int)(tag & 0xfffff) - 1;
   snprintf(buf, n, "%s(%d,%d)", xfer == 2 ? "B" : xfer == 1 ? "F" : "?", mb, stage);
   return buf;
+}
+
+/* reduce_scatter_f32's and allgather's buffer rule, for the transports to check: `whole`
+ * holds nranks blocks of `blk` bytes, `part` one block. 1: part is whole's block `rank`
+ * (in place), 0: the two do not overlap (or blk is 0), -1: any other overlap (an error). */
+static inline int ppsrt_coll_blocks(const void *whole, const void *part, size_t blk, int nranks, int rank) {
+  uintptr_t w = (uintptr_t)whole, p = (uintptr_t)part;
+  if (!blk) return 0;
+  if (p == w + (uintptr_t)rank * blk) return 1;
+  return p < w + (uintptr_t)nranks * blk && w < p + blk ? -1 : 0;
 }
 
 int ppsrt_threads_transport_create(int nranks, double timeout_s, ppsrt_transport **out);

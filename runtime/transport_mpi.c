@@ -16,6 +16,7 @@
 #include "config.h"
 #include "rt.h"
 #include <mpi.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -218,6 +219,67 @@ static int m_broadcast(ppsrt_transport *tr, int rank, ppsrt_backend *b, int stre
   return rc;
 }
 
+/* reduce_scatter_f32 (redop >= 0: send is nranks blocks of blk bytes, recv one) and
+ * allgather (redop < 0: send one block, recv nranks): MPI_Ireduce_scatter_block /
+ * MPI_Iallgather polled as m_allreduce's. Not MPI_IN_PLACE: MPI wants it at all ranks or
+ * none, and here each rank may choose; a rank in place goes through a host copy of its
+ * block instead (the only buffer that aliases). A GPU backend's buffers are staged
+ * through host memory, as m_allreduce's. */
+static int m_blocks(ppsrt_transport *tr, int rank, ppsrt_backend *b, int stream, const void *send, void *recv,
+                    size_t blk, int redop, const char *what) {
+  mpi_impl *t = tr->impl;
+  int n = t->size, rs = redop >= 0, rc = 0;
+  if (blk > 0x7fffffff || (blk && (size_t)n > SIZE_MAX / 2 / blk))
+    return PPSRT_FAIL(PPSRT_E_COMM, "%s: too large for one MPI call", what);
+  size_t sbytes = rs ? n * blk : blk, rbytes = rs ? blk : n * blk;
+  int inplace = ppsrt_coll_blocks(rs ? send : recv, rs ? (const void *)recv : send, blk, n, rank);
+  if (inplace < 0)
+    return PPSRT_FAIL(PPSRT_E_USAGE, "%s by rank %d: %s overlaps %s other than as its block %d (in place)", what, rank,
+                      rs ? "recv" : "send", rs ? "send" : "recv", rank);
+  int host = is_host(b);
+  /* host views: hs (sbytes) and hr (rbytes); staged where not the caller's own */
+  const char *hs = send;
+  char *hr = recv, *st = NULL;
+  size_t stage = host ? (inplace ? (rs ? rbytes : sbytes) : 0) : sbytes + rbytes;
+  if ((stage || !host) && !(st = malloc(stage ? stage : 1))) return PPSRT_FAIL(PPSRT_E_NOMEM, "%s: out of host memory", what);
+  if (!host) {
+    hs = st;
+    hr = st + sbytes;
+    rc = to_host(b, stream, st, send, sbytes);
+  } else if (inplace && rs) {
+    hr = st;
+  } else if (inplace) {
+    memcpy(st, send, sbytes);
+    hs = st;
+  }
+  MPI_Request req;
+  if (!rc) {
+    int e = rs ? MPI_Ireduce_scatter_block(hs, hr, (int)(blk / sizeof(float)), MPI_FLOAT, redop == PPSRT_MAX ? MPI_MAX : MPI_SUM,
+                                           t->comm, &req)
+               : MPI_Iallgather(hs, (int)blk, MPI_BYTE, hr, (int)blk, MPI_BYTE, t->comm, &req);
+    if (e != MPI_SUCCESS) rc = mpi_fail(t, PPSRT_E_COMM, __FILE__, __LINE__, e, rs ? "MPI_Ireduce_scatter_block" : "MPI_Iallgather");
+    else rc = poll_wait(t, &req, MPI_STATUS_IGNORE, tr->timeout_s, what, -1);
+  }
+  if (!rc && hr != (char *)recv) rc = from_host(b, stream, recv, hr, rbytes);
+  free(st);
+  return rc;
+}
+
+static int m_reduce_scatter(ppsrt_transport *tr, int rank, ppsrt_backend *b, int stream, const float *send,
+                            float *recv, size_t count, ppsrt_redop op) {
+  char what[80];
+  snprintf(what, sizeof what, "a reduce-scatter (%s) of %zu floats a rank", op == PPSRT_MAX ? "max" : "sum", count);
+  if (count > 0x7fffffff / sizeof(float)) return PPSRT_FAIL(PPSRT_E_COMM, "%s: too large for one MPI call", what);
+  return m_blocks(tr, rank, b, stream, send, recv, count * sizeof(float), (int)op, what);
+}
+
+static int m_allgather(ppsrt_transport *tr, int rank, ppsrt_backend *b, int stream, const void *send, void *recv,
+                       size_t bytes) {
+  char what[80];
+  snprintf(what, sizeof what, "an all-gather of %zu bytes a rank", bytes);
+  return m_blocks(tr, rank, b, stream, send, recv, bytes, -1, what);
+}
+
 static int m_barrier(ppsrt_transport *tr, int rank) {
   mpi_impl *t = tr->impl;
   MPI_Request req;
@@ -325,6 +387,8 @@ int ppsrt_mpi_transport_create(double timeout_s, ppsrt_transport **out, int *my_
   tr->recv = m_recv;
   tr->allreduce_f32 = m_allreduce;
   tr->broadcast = m_broadcast;
+  tr->reduce_scatter_f32 = m_reduce_scatter;
+  tr->allgather = m_allgather;
   tr->barrier = m_barrier;
   tr->abort = m_abort;
   tr->destroy = m_destroy;

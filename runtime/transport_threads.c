@@ -87,9 +87,12 @@ static int timed_wait(pthread_cond_t *cv, pthread_mutex_t *mu, const struct time
 
 static int is_aborted(th_impl *t) { return atomic_load_explicit(&t->aborted, memory_order_acquire); }
 
-static int aborted_error(th_impl *t, int rank) {
-  return PPSRT_FAIL(PPSRT_E_COMM, "stopped: %s", t->why[0] ? t->why : "another rank aborted");
+/* a call that finds the run aborted; what: the collective, or NULL */
+static int stopped_at(th_impl *t, const char *what) {
+  return PPSRT_FAIL(PPSRT_E_COMM, "stopped%s%s: %s", what ? " at " : "", what ? what : "",
+                    t->why[0] ? t->why : "another rank aborted");
 }
+static int aborted_error(th_impl *t, int rank) { return stopped_at(t, NULL); }
 
 static int is_host_backend(ppsrt_backend *b) { return !b || !strcmp(b->name, "cpu"); }
 
@@ -221,7 +224,8 @@ static int th_recv(ppsrt_transport *tr, int rank, ppsrt_backend *b, int stream, 
   return rc;
 }
 
-static int th_barrier_locked(th_impl *t, int rank, double timeout_s) {
+/* what: the collective, for the messages ("an all-reduce of 4 floats"), or NULL. */
+static int th_barrier_locked(th_impl *t, int rank, double timeout_s, const char *what) {
   struct timespec dl;
   deadline_after(&dl, timeout_s);
   unsigned long gen = t->bar_gen;
@@ -232,28 +236,42 @@ static int th_barrier_locked(th_impl *t, int rank, double timeout_s) {
     return 0;
   }
   while (gen == t->bar_gen && !is_aborted(t)) {
-    if (timed_wait(&t->cv, &t->mu, &dl))
-      return PPSRT_FAIL(PPSRT_E_TIMEOUT, "waited %.3g s at a collective for the other ranks", timeout_s);
+    if (timed_wait(&t->cv, &t->mu, &dl) && gen == t->bar_gen) {
+      t->bar_count--;   /* not arrived after all: a later barrier counts the ranks it has */
+      return PPSRT_FAIL(PPSRT_E_TIMEOUT, "waited %.3g s at a collective%s%s%s for the other ranks", timeout_s,
+                        what ? " (" : "", what ? what : "", what ? ")" : "");
+    }
   }
-  if (is_aborted(t)) return aborted_error(t, rank);
-  return 0;
+  return is_aborted(t) ? stopped_at(t, what) : 0;
 }
 
 static int th_barrier(ppsrt_transport *tr, int rank) {
   th_impl *t = tr->impl;
   pthread_mutex_lock(&t->mu);
-  int rc = is_aborted(t) ? aborted_error(t, rank) : th_barrier_locked(t, rank, tr->timeout_s);
+  int rc = is_aborted(t) ? aborted_error(t, rank) : th_barrier_locked(t, rank, tr->timeout_s, NULL);
   pthread_mutex_unlock(&t->mu);
   return rc;
 }
 
 static void th_abort(ppsrt_transport *tr, int rank, const char *why);
 
+/* a = the reduction of every rank's slot, values [off, off + n), in rank order:
+ * ((x0 op x1) op x2) op ..., the same bits whichever thread runs it. The one place the
+ * threads transport reduces: reduce_scatter_f32's blocks are allreduce_f32's values. */
+static void reduce_slots(th_impl *t, float *a, size_t off, size_t n, int redop) {
+  memcpy(a, (const float *)t->slot[0] + off, n * sizeof(float));
+  for (int r = 1; r < t->n; r++) {
+    const float *x = (const float *)t->slot[r] + off;
+    if (redop == PPSRT_SUM) for (size_t i = 0; i < n; i++) a[i] += x[i];
+    else for (size_t i = 0; i < n; i++) a[i] = x[i] > a[i] ? x[i] : a[i];
+  }
+}
+
 /* Contributes buf (a sum or max of every rank's buffer, or root's copy), then two
  * barriers: after the first every rank copies the result out, after the second the
  * accumulator may be reused. */
 static int th_collective(ppsrt_transport *tr, int rank, ppsrt_backend *b, int stream, void *buf,
-                         size_t bytes, int redop, int root) {
+                         size_t bytes, int redop, int root, const char *what) {
   th_impl *t = tr->impl;
   int host = is_host_backend(b);
   void *hbuf = buf;
@@ -278,18 +296,15 @@ static int th_collective(ppsrt_transport *tr, int rank, ppsrt_backend *b, int st
       }
       t->acc = p; t->acc_cap = bytes;
     }
-    memcpy(t->acc, t->slot[root >= 0 ? root : 0], bytes);
-    float *a = t->acc;
-    size_t n = bytes / sizeof(float);
-    for (int r = 1; root < 0 && r < t->n; r++) {
-      const float *x = t->slot[r];
-      if (redop == PPSRT_SUM) for (size_t i = 0; i < n; i++) a[i] += x[i];
-      else for (size_t i = 0; i < n; i++) a[i] = x[i] > a[i] ? x[i] : a[i];
-    }
+    if (root >= 0) memcpy(t->acc, t->slot[root], bytes);
+    else reduce_slots(t, t->acc, 0, bytes / sizeof(float), redop);
   }
-  if ((rc = th_barrier_locked(t, rank, tr->timeout_s))) goto out;
+  if ((rc = th_barrier_locked(t, rank, tr->timeout_s, what))) {
+    if (rc == PPSRT_E_TIMEOUT) t->cc--;   /* (not all arrived: the last one resets cc) */
+    goto out;
+  }
   memcpy(hbuf, t->acc, bytes);
-  rc = th_barrier_locked(t, rank, tr->timeout_s);
+  rc = th_barrier_locked(t, rank, tr->timeout_s, what);
 out:
   pthread_mutex_unlock(&t->mu);
   if (!host) {
@@ -301,12 +316,90 @@ out:
 
 static int th_allreduce(ppsrt_transport *tr, int rank, ppsrt_backend *b, int stream, float *buf,
                         size_t n, ppsrt_redop op) {
-  return th_collective(tr, rank, b, stream, buf, n * sizeof(float), (int)op, -1);
+  char what[80];
+  snprintf(what, sizeof what, "an all-reduce (%s) of %zu floats", op == PPSRT_MAX ? "max" : "sum", n);
+  return th_collective(tr, rank, b, stream, buf, n * sizeof(float), (int)op, -1, what);
 }
 
 static int th_broadcast(ppsrt_transport *tr, int rank, ppsrt_backend *b, int stream, void *buf,
                         size_t bytes, int root) {
-  return th_collective(tr, rank, b, stream, buf, bytes, 0, root);
+  char what[80];
+  snprintf(what, sizeof what, "a broadcast of %zu bytes from rank %d", bytes, root);
+  return th_collective(tr, rank, b, stream, buf, bytes, 0, root, what);
+}
+
+/* reduce_scatter_f32 (redop >= 0: send is n blocks of blk bytes, recv one) and allgather
+ * (redop < 0: send is one block, recv n): every rank publishes its send buffer, then
+ * between two barriers reads what it needs of the others' straight from them (its own
+ * block of each, reduced in rank order by reduce_slots; every block, copied) into recv,
+ * so the ranks work in parallel and no accumulator is shared. A GPU backend's buffers
+ * are staged through host memory on `stream`, as th_collective's. */
+static int th_blocks(ppsrt_transport *tr, int rank, ppsrt_backend *b, int stream, const void *send, void *recv,
+                     size_t blk, int redop, const char *what) {
+  th_impl *t = tr->impl;
+  int n = t->n, host = is_host_backend(b), rs = redop >= 0, rc = 0;
+  if (blk && (size_t)n > SIZE_MAX / 2 / blk)
+    return PPSRT_FAIL(PPSRT_E_USAGE, "%s: %d blocks of %zu bytes do not fit in memory", what, n, blk);
+  size_t sbytes = rs ? n * blk : blk, rbytes = rs ? blk : n * blk;
+  const void *whole = rs ? send : recv, *part = rs ? (const void *)recv : send;
+  int inplace = ppsrt_coll_blocks(whole, part, blk, n, rank);
+  if (inplace < 0)
+    return PPSRT_FAIL(PPSRT_E_USAGE, "%s by rank %d: %s overlaps %s other than as its block %d (in place)", what, rank,
+                      rs ? "recv" : "send", rs ? "send" : "recv", rank);
+  const char *hs = send;
+  char *hr = recv, *stage = NULL;
+  if (!host || (rs && inplace)) {   /* (in place: the block is read by this rank while it is written) */
+    size_t sz = (host ? 0 : sbytes) + rbytes;
+    if (!(stage = malloc(sz ? sz : 1))) return PPSRT_FAIL(PPSRT_E_NOMEM, "%s: out of host memory", what);
+    hr = stage;
+    if (!host) {
+      hs = stage + rbytes;
+      if ((rc = b->memcpy_async(b, stream, stage + rbytes, send, sbytes, 2)) || (rc = b->stream_sync(b, stream))) {
+        free(stage);
+        return rc;
+      }
+    }
+  }
+  pthread_mutex_lock(&t->mu);
+  if (is_aborted(t)) rc = stopped_at(t, what);
+  else {
+    t->slot[rank] = hs;
+    rc = th_barrier_locked(t, rank, tr->timeout_s, what);
+  }
+  pthread_mutex_unlock(&t->mu);
+  if (!rc && rs) {
+    if (blk) reduce_slots(t, (float *)hr, (size_t)rank * (blk / sizeof(float)), blk / sizeof(float), redop);
+  } else if (!rc) {
+    for (int q = 0; q < n; q++)
+      if (blk && hr + (size_t)q * blk != (const char *)t->slot[q]) memcpy(hr + (size_t)q * blk, t->slot[q], blk);
+  }
+  if (!rc) {   /* nobody reads a send buffer past here */
+    pthread_mutex_lock(&t->mu);
+    rc = th_barrier_locked(t, rank, tr->timeout_s, what);
+    pthread_mutex_unlock(&t->mu);
+  }
+  if (!rc && stage) {
+    if (host) memcpy(recv, hr, rbytes);
+    else if (!(rc = b->memcpy_async(b, stream, recv, hr, rbytes, 1))) rc = b->stream_sync(b, stream);
+  }
+  free(stage);
+  return rc;
+}
+
+static int th_reduce_scatter(ppsrt_transport *tr, int rank, ppsrt_backend *b, int stream, const float *send,
+                             float *recv, size_t count, ppsrt_redop op) {
+  char what[80];
+  snprintf(what, sizeof what, "a reduce-scatter (%s) of %zu floats a rank", op == PPSRT_MAX ? "max" : "sum", count);
+  if (count > SIZE_MAX / sizeof(float))
+    return PPSRT_FAIL(PPSRT_E_USAGE, "%s: too large", what);
+  return th_blocks(tr, rank, b, stream, send, recv, count * sizeof(float), (int)op, what);
+}
+
+static int th_allgather(ppsrt_transport *tr, int rank, ppsrt_backend *b, int stream, const void *send, void *recv,
+                        size_t bytes) {
+  char what[80];
+  snprintf(what, sizeof what, "an all-gather of %zu bytes a rank", bytes);
+  return th_blocks(tr, rank, b, stream, send, recv, bytes, -1, what);
 }
 
 static void th_abort(ppsrt_transport *tr, int rank, const char *why) {
@@ -396,6 +489,8 @@ int ppsrt_threads_transport_create(int nranks, double timeout_s, ppsrt_transport
   tr->recv = th_recv;
   tr->allreduce_f32 = th_allreduce;
   tr->broadcast = th_broadcast;
+  tr->reduce_scatter_f32 = th_reduce_scatter;
+  tr->allgather = th_allgather;
   tr->barrier = th_barrier;
   tr->abort = th_abort;
   tr->destroy = th_destroy;

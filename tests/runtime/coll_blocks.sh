@@ -1,0 +1,35 @@
+#!/bin/sh
+# tests/runtime/coll_blocks.sh: the transports' reduce_scatter_f32 and allgather (the
+# distributed optimizer's collectives, runtime/transport.h), by tests/runtime/coll_blocks
+# (its header says what it checks), on every transport this build has, for D = 1, 2, 3:
+#  - threads, host buffers (b = NULL, the CPU path);
+#  - MPI under mpirun -np D, host buffers (skipped, said so, without MPI);
+#  - on the CUDA emulator (tests/gpu/emu, skipped, said so, where it is not built):
+#    device buffers of the CUDA backend on threads (3 emulated GPUs) and MPI (staged
+#    through the host by the transport).
+# Seconds in all.
+. "$(dirname "$0")/lib.sh"
+CB=$top_builddir/tests/runtime/coll_blocks
+for d in 1 2 3; do
+  expect_exit 0 "threads, host buffers, D=$d" "$CB" threads host $d
+done
+if have_mpi; then
+  for d in 1 2 3; do
+    expect_exit 0 "MPI, host buffers, mpirun -np $d" mpirun_np $d "$CB" mpi host
+  done
+else
+  skip "MPI (not in this build)"
+fi
+if [ -f "$EMU" ]; then
+  export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" PPS_EMU_TIMEOUT=30
+  for d in 1 3; do
+    expect_exit 0 "threads, device buffers (emulated CUDA), D=$d" env LD_PRELOAD="$EMU" PPSRT_EMU_GPUS=3 "$CB" threads cuda $d
+  done
+  if have_mpi; then
+    export TMPDIR="$WORK"
+    expect_exit 0 "MPI, device buffers (emulated CUDA), mpirun -np 2" mpirun_np 2 env LD_PRELOAD="$EMU" PPS_EMU_SEED=2 "$CB" mpi cuda
+  fi
+else
+  skip "device buffers: $EMU not built"
+fi
+finish
