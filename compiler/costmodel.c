@@ -174,7 +174,7 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
 }
 
 double costmodel_param_bytes(double d, int shards) {
-  return d + 4 + ((d < 4 ? 4 : 0) + 8) / (shards > 1 ? shards : 1);
+  return d + 4 + ((d < 4 ? 4.0 : 0.0) + 8.0) / (shards > 1 ? shards : 1);
 }
 
 int costmodel_check_memory(Diag *dg, const IrSchedule *s, const SimResult *r) {

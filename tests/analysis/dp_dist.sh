@@ -118,6 +118,11 @@ python3 "$tmp/check.py" "$tmp/lin.json" "$(spec_lin 4 2)" || bad "1F1B P=2 D=4 d
 python3 "$tmp/check.py" "$tmp/lin4.json" "$(spec_lin 4 4)" || bad "1F1B P=2 D=4 d=4 (static 10 bytes a parameter)"
 "$PPSC" sim --json "$tmp/lin.pps" -D D=3 > "$tmp/lin3.json" || bad "sim lin D=3"
 python3 "$tmp/check.py" "$tmp/lin3.json" "$(spec_lin 3 2)" || bad "1F1B P=2 D=3 d=2"
+# D that do not divide the optimizer's bytes: 12 / 8 = 1.5, 8 / 3 (no integer division)
+"$PPSC" sim --json "$tmp/lin.pps" -D D=8 > "$tmp/lin8.json" || bad "sim lin D=8"
+python3 "$tmp/check.py" "$tmp/lin8.json" "$(spec_lin 8 2)" || bad "1F1B P=2 D=8 d=2 (static 7.5 bytes a parameter)"
+"$PPSC" sim --json "$tmp/lin.pps" -D D=3 -D dt=4 > "$tmp/lin34.json" || bad "sim lin D=3 dt=4"
+python3 "$tmp/check.py" "$tmp/lin34.json" "$(spec_lin 3 4)" || bad "1F1B P=2 D=3 d=4 (static 8 + 8/3 bytes a parameter)"
 # the same figures, by hand: stage 0 has 49984 + 6400 + 1024 = 57408 parameters, 9
 # bytes each = 516672 static bytes on device 0; G = 229632, T_rs = .75 x .229632 +
 # .03 = .202224 from 9; Wb = 114816, T_ag = .116112: iteration 9.318336 (device 1:
