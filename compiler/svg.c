@@ -268,7 +268,7 @@ void report_svg(StrBuf *b, const Report *r) {
               lx, lx + 14), lx += 80;
   if (sim->dp && sim->dp->m->dist)   /* distributed optimizer (dp.c) */
     sb_printf(b, "<rect x=\"%.0f\" y=\"24\" width=\"10\" height=\"10\" fill=\"#333\"/><text x=\"%.0f\" y=\"33\">reduce-scatter</text>\n"
-                 "<rect x=\"%.0f\" y=\"24\" width=\"10\" height=\"10\" fill=\"#888\"/><text x=\"%.0f\" y=\"33\">all-gather</text>\n",
+                 "<rect x=\"%.0f\" y=\"24\" width=\"10\" height=\"10\" fill=\"#6b6ecf\"/><text x=\"%.0f\" y=\"33\">all-gather</text>\n",
               lx, lx + 14, lx + 110, lx + 124), lx += 190;
   if (!dense)
     sb_printf(b, "<rect x=\"%.0f\" y=\"24\" width=\"10\" height=\"10\" fill=\"none\" stroke=\"#d62728\" stroke-width=\"2\"/>"
@@ -345,7 +345,7 @@ void report_svg(StrBuf *b, const Report *r) {
         if (s->stages[st].device != d || w <= 0) continue;
         sb_printf(b, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"10\" fill=\"%s\" stroke=\"white\" stroke-width=\"0.5\">"
                      "<title>%s of stage %d's %s over %d replicas: %.6g to %.6g</title></rect>\n",
-                  x0, y + rowh + (copies ? 12 : 0) + 1, w, k ? "#888" : "#333",
+                  x0, y + rowh + (copies ? 12 : 0) + 1, w, k ? "#6b6ecf" : "#333",
                   k ? "all-gather" : dp->m->dist ? "reduce-scatter" : "all-reduce", st, k ? "weights" : "gradients", dp->m->D, a0, a1);
       }
   }
