@@ -261,8 +261,8 @@ DpModel *dp_derive(Arena *a, Diag *dg, const IrSchedule *s, CostModel *cm) {
   for (int st = 0; st < S; st++) {
     m->bytes[st] = kg ? kg->value : cm->stage_params[st] * 4.0;   /* F32 gradients */
     if (!m->dist) { m->time[st] = dp_ring_time(D, m->bytes[st], m->bandwidth, m->latency); continue; }
-    /* ZeRO-1: reduce-scatter the gradients, all-gather the weights (d bytes a
-     * parameter: dtype_bytes, default 2, also with dp_stage_bytes = 4 a parameter) */
+    /* ZeRO-1: reduce-scatter the gradients, all-gather the weights: d = dtype_bytes
+     * (default 2) a parameter, of the bytes / 4 parameters (also from dp_stage_bytes) */
     m->time[st] = dp_half_ring_time(D, m->bytes[st], m->bandwidth, m->latency);
     m->wbytes[st] = m->bytes[st] / 4.0 * cm->dtype_bytes;
     m->wtime[st] = dp_half_ring_time(D, m->wbytes[st], m->bandwidth, m->latency);
