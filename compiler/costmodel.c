@@ -39,7 +39,10 @@
  *   `vocab parallel` 2hV / P on every device, the positions on device 0); static
  *   bytes per parameter: weights d + F32 gradients 4 + mixed-precision Adam 12 (F32
  *   master weights, momentum, variance; the master is the weight itself at d = 4),
- *   no sharding of optimizer state (18 bytes at d = 2, as Megatron counts them).
+ *   no sharding of optimizer state (18 bytes at d = 2, as Megatron counts them);
+ *   with hardware { data_parallel = D; distributed_optimizer = 1; } the optimizer
+ *   state is sharded over the D replicas (ZeRO-1, Megatron's distributed optimizer):
+ *   d + 4 + 12 / D (8 / D at d = 4): dp_derive, costmodel_param_bytes.
  * Host links: devices_per_host_link k (default 1) devices share one host link (d and
  *   d' share it when d / k == d' / k: k ranks on one GPU, or GPUs behind one PCIe
  *   switch), and duplex_bandwidth (default host_bandwidth) is what each direction
@@ -59,6 +62,7 @@ static const IrKeyVal *kv_find(const IrKeyVal *kv, int n, const char *key) {
 
 int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *stage_dev, CostModel *out) {
   memset(out, 0, sizeof *out);
+  out->dtype_bytes = 2;
   int errors = 0;
   const IrKeyVal *mk[9], *hk[9];
   static const char *const mn[9] = {"layers", "hidden", "ffn_hidden", "heads", "query_groups", "seq", "micro_batch", "vocab", "dtype_bytes"};
@@ -102,6 +106,7 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
   double heads = mk[3] ? mk[3]->value : 0, g = mk[4] ? mk[4]->value : heads;
   double sq = mk[5] ? mk[5]->value : 0, b = mk[6] ? mk[6]->value : 0, V = mk[7] ? mk[7]->value : 0;
   double d = mk[8] ? mk[8]->value : 2;
+  out->dtype_bytes = d;
   int shape = mk[0] && mk[1] && mk[5] && mk[6];
   double bsh = b * sq * h;
   if (shape && hk[1]) {
@@ -143,8 +148,9 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
       out->treload = bh > 0 ? out->unit_bytes / bh : 0;
     }
     double per_layer = 2 * h * h + 2 * h * h * g / heads + 2 * h * f + (3 * h + 2 * h * g / heads + f) + 4 * h;
-    double per_param = d + 4 + (d < 4 ? 4 : 0) + 8;
+    double per_param = costmodel_param_bytes(d, 1);
     out->static_bytes = arena_alloc(a, sizeof(double) * (size_t)(P + 1));
+    out->dev_params = arena_alloc(a, sizeof(double) * (size_t)(P + 1));
     out->stage_params = arena_alloc(a, sizeof(double) * (size_t)(S + 1));
     for (int st = 0; st < S; st++) {
       double p = L / S * per_layer;
@@ -155,14 +161,20 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
       int dv = stage_dev[st];
       if (dv < 0 || dv >= P) continue;
       out->static_bytes[dv] += p * per_param;
+      out->dev_params[dv] += p;
     }
     if (s->vocab.mode) {
-      for (int dv = 0; dv < P; dv++) out->static_bytes[dv] += 2 * h * V / P * per_param;
+      for (int dv = 0; dv < P; dv++) { out->static_bytes[dv] += 2 * h * V / P * per_param; out->dev_params[dv] += 2 * h * V / P; }
       out->static_bytes[0] += sq * h * per_param;
+      out->dev_params[0] += sq * h;
     }
   }
   if (hk[0]) { out->memory = hk[0]->value; out->memory_span = hk[0]->span; }
   return 0;
+}
+
+double costmodel_param_bytes(double d, int shards) {
+  return d + 4 + ((d < 4 ? 4.0 : 0.0) + 8.0) / (shards > 1 ? shards : 1);
 }
 
 int costmodel_check_memory(Diag *dg, const IrSchedule *s, const SimResult *r) {
@@ -175,6 +187,10 @@ int costmodel_check_memory(Diag *dg, const IrSchedule *s, const SimResult *r) {
       diag_error(dg, x->memory_span,
                  "device %d needs %.3g GB, over hardware.memory = %.3g GB: %.3g GB of weights, gradients and optimizer state + %g activation units of %.3g GB",
                  d, need / 1e9, x->memory / 1e9, x->static_bytes[d] / 1e9, r->dev[d].peak, x->unit_bytes / 1e9);
+      const DpModel *m = x->dp;
+      if (m && !m->dist && m->static_sharded)
+        diag_note(dg, x->memory_span, "hardware distributed_optimizer = 1 would shard the optimizer state over the %d replicas: device %d would need %.3g GB",
+                  m->D, d, (m->static_sharded[d] + act) / 1e9);
       errors++;
     }
   }
@@ -182,19 +198,31 @@ int costmodel_check_memory(Diag *dg, const IrSchedule *s, const SimResult *r) {
 }
 
 /* ---- data parallelism: hardware { data_parallel; dp_bandwidth; dp_latency;
- * dp_stage_bytes } (the model: dp.c, which adds the all-reduces to a simulation) ---- */
+ * dp_stage_bytes; distributed_optimizer } (the model: dp.c, which adds the
+ * all-reduces, or reduce-scatters and all-gathers, to a simulation) ---- */
 double dp_ring_time(int D, double bytes, double bandwidth, double latency) {
   if (D <= 1) return 0;
   return 2.0 * (D - 1) / D * bytes / bandwidth + 2.0 * (D - 1) * latency;
 }
 
-DpModel *dp_derive(Arena *a, Diag *dg, const IrSchedule *s, const CostModel *cm) {
+double dp_half_ring_time(int D, double bytes, double bandwidth, double latency) {
+  if (D <= 1) return 0;
+  return (double)(D - 1) / D * bytes / bandwidth + (double)(D - 1) * latency;
+}
+
+DpModel *dp_derive(Arena *a, Diag *dg, const IrSchedule *s, CostModel *cm) {
   const IrKeyVal *kd = kv_find(s->hardware, s->nhardware, "data_parallel");
   const IrKeyVal *kb = kv_find(s->hardware, s->nhardware, "dp_bandwidth");
   const IrKeyVal *kl = kv_find(s->hardware, s->nhardware, "dp_latency");
   const IrKeyVal *kg = kv_find(s->hardware, s->nhardware, "dp_stage_bytes");
   const IrKeyVal *kp = kv_find(s->hardware, s->nhardware, "peer_bandwidth");
+  const IrKeyVal *ko = kv_find(s->hardware, s->nhardware, "distributed_optimizer");
   int errors = 0;
+  if (ko && ko->value != 0 && ko->value != 1) {
+    diag_error(dg, ko->span, "hardware distributed_optimizer must be 0 or 1 (1: each data-parallel replica keeps 1/data_parallel of the optimizer state), got %g",
+               ko->value);
+    errors++;
+  }
   if (kd && !(kd->value >= 1 && kd->value <= 1e6 && kd->value == floor(kd->value))) {
     diag_error(dg, kd->span, "hardware data_parallel must be a whole number from 1 to 1000000 (replicas of the pipeline), got %g",
                kd->value);
@@ -225,9 +253,24 @@ DpModel *dp_derive(Arena *a, Diag *dg, const IrSchedule *s, const CostModel *cm)
   m->latency = kl ? kl->value : 0;
   m->bytes = arena_alloc(a, sizeof(double) * (size_t)S);
   m->time = arena_alloc(a, sizeof(double) * (size_t)S);
+  m->dist = ko && ko->value == 1;
+  if (m->dist) {
+    m->wbytes = arena_alloc(a, sizeof(double) * (size_t)S);
+    m->wtime = arena_alloc(a, sizeof(double) * (size_t)S);
+  }
   for (int st = 0; st < S; st++) {
     m->bytes[st] = kg ? kg->value : cm->stage_params[st] * 4.0;   /* F32 gradients */
-    m->time[st] = dp_ring_time(D, m->bytes[st], m->bandwidth, m->latency);
+    if (!m->dist) { m->time[st] = dp_ring_time(D, m->bytes[st], m->bandwidth, m->latency); continue; }
+    /* ZeRO-1: reduce-scatter the gradients, all-gather the weights: d = dtype_bytes
+     * (default 2) a parameter, of the bytes / 4 parameters (also from dp_stage_bytes) */
+    m->time[st] = dp_half_ring_time(D, m->bytes[st], m->bandwidth, m->latency);
+    m->wbytes[st] = m->bytes[st] / 4.0 * cm->dtype_bytes;
+    m->wtime[st] = dp_half_ring_time(D, m->wbytes[st], m->bandwidth, m->latency);
+  }
+  if (cm->static_bytes && cm->dev_params) {
+    m->static_sharded = arena_alloc(a, sizeof(double) * (size_t)(s->ndev + 1));
+    for (int d = 0; d < s->ndev; d++) m->static_sharded[d] = cm->dev_params[d] * costmodel_param_bytes(cm->dtype_bytes, D);
+    if (m->dist) cm->static_bytes = m->static_sharded;
   }
   return m;
 }

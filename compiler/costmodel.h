@@ -18,9 +18,12 @@ typedef struct CostModel {
   double flops_rate;  /* flops * efficiency */
   double act_layer;   /* bytes of one layer's activation for one microbatch */
   double unit_bytes;  /* one device share's activation for one microbatch */
-  double *static_bytes; /* [ndev]: weights + gradients + optimizer state */
+  double *static_bytes; /* [ndev]: weights + gradients + optimizer state (sharded over the
+                           data-parallel replicas by dp_derive under distributed_optimizer) */
+  double *dev_params;   /* [ndev]: parameters each device holds (static_bytes / bytes a parameter) */
   double *stage_params; /* [nstage]: parameters of each stage (not the vocabulary-parallel
                            layers' shares); data-parallel gradient bytes (dp.c) */
+  double dtype_bytes;   /* model dtype_bytes d (default 2): bytes of a weight */
   double memory;      /* hardware.memory, bytes (0: none) */
   Span memory_span;
   int link_devs;      /* hardware.devices_per_host_link (default 1) */
@@ -35,21 +38,39 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
  * hardware.memory is an error at the `memory` key. Returns errors reported. */
 struct SimResult;
 int costmodel_check_memory(Diag *dg, const IrSchedule *s, const struct SimResult *r);
+/* Static bytes of one parameter at weight bytes d, its optimizer state (F32 master
+ * weight when d < 4, Adam momentum and variance) sharded over `shards` replicas (1:
+ * none): d + 4 + ((d < 4 ? 4 : 0) + 8) / shards. */
+double costmodel_param_bytes(double d, int shards);
 
 /* What the hardware block says of data parallelism (NULL in IrDerived: D = 1; the
  * simulation of it: dp.h). */
 typedef struct DpModel {
   int D;               /* replicas (> 1) */
+  int dist;            /* hardware distributed_optimizer = 1: gradients reduce-scattered,
+                          optimizer state sharded, weights all-gathered (ZeRO-1) */
   double bandwidth;    /* bytes/s of each device's link to its replicas */
   double latency;      /* seconds per ring step */
   double *bytes;       /* [nstage]: F32 gradient bytes of each stage */
-  double *time;        /* [nstage]: ring all-reduce time of each stage alone */
+  double *time;        /* [nstage]: ring all-reduce time of each stage alone (dist: its
+                          ring reduce-scatter's) */
+  double *wbytes;      /* [nstage], dist only (else NULL): weight bytes all-gathered */
+  double *wtime;       /* [nstage], dist only: ring all-gather time of each stage alone */
+  double *static_sharded; /* [ndev] when cm had static bytes, else NULL: each device's
+                          static bytes with its optimizer state sharded over the D
+                          replicas (under dist: cm->static_bytes; without: what
+                          distributed_optimizer = 1 would give, the memory check's note) */
 } DpModel;
 
 /* Reads the data-parallel keys of s->hardware (cm: what costmodel_derive found, for
- * the stage parameters). Errors at their key. Returns NULL when D = 1 or on error. */
-DpModel *dp_derive(Arena *a, Diag *dg, const IrSchedule *s, const CostModel *cm);
+ * the stage parameters). Errors at their key. Under distributed_optimizer = 1 it
+ * shards the optimizer state in cm->static_bytes (costmodel_param_bytes with D
+ * shards). Returns NULL when D = 1 or on error (cm unchanged). */
+DpModel *dp_derive(Arena *a, Diag *dg, const IrSchedule *s, CostModel *cm);
 /* The ring all-reduce time of `bytes` over D replicas: 2(D-1)/D bytes / bandwidth +
  * 2(D-1) latency. */
 double dp_ring_time(int D, double bytes, double bandwidth, double latency);
+/* A ring reduce-scatter or all-gather of `bytes` (the whole tensor) over D replicas:
+ * half an all-reduce, (D-1)/D bytes / bandwidth + (D-1) latency. */
+double dp_half_ring_time(int D, double bytes, double bandwidth, double latency);
 #endif

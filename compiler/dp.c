@@ -26,8 +26,24 @@
  * own links, data parallelism between nodes); they share no link with the pipeline's
  * point-to-point transfers (TC) or the host copies. The times are seconds: a file that
  * gives its costs (`cost { }`) should give them in seconds too.
+ *
+ * Distributed optimizer (hardware distributed_optimizer = 1; the runtime's
+ * --distributed-optimizer, Megatron's --use-distributed-optimizer, ZeRO-1): each
+ * replica keeps and updates 1/D of each parameter's optimizer state (costmodel.c shards
+ * the static bytes). At the point of the all-reduce above, on the same stream, each
+ * stage's F32 gradients are reduce-scattered instead (a ring: each rank sends (D-1)/D
+ * of them in D-1 steps, half an all-reduce):
+ *   T_rs = (D-1)/D x G / B + (D-1) x a.
+ * After the device's last pipeline op and the end of all its stages' reduce-scatters,
+ * its optimizer step (no time modelled) and then the all-gathers of its stages'
+ * updated weights, one after another in stage order:
+ *   T_ag = (D-1)/D x Wb / B + (D-1) x a,
+ * Wb = the stage's parameters x dtype_bytes d (G / 4 x d: with dp_stage_bytes, d =
+ * model dtype_bytes, default 2 as in costmodel.c). The device's iteration ends with its
+ * last all-gather; the iteration is the latest over the devices.
  * What it does not: vocabulary-parallel schedules (refused, as the runtime refuses
- * them), optimizer time, gradient bucketing within a stage.
+ * them), optimizer time, gradient bucketing within a stage, the next iteration's
+ * forward passes overlapping the all-gathers.
  * The keys are read at elaboration, with the ring time of each stage, by costmodel.c
  * (dp_derive: the hardware model, which the front end may call); this file only adds
  * the all-reduces to a simulation and reports them. */
@@ -45,6 +61,10 @@ DpResult *dp_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimRes
   x->ready = arena_alloc(a, sizeof(double) * (size_t)S);
   x->start = arena_alloc(a, sizeof(double) * (size_t)S);
   x->end = arena_alloc(a, sizeof(double) * (size_t)S);
+  if (m->dist) {
+    x->gstart = arena_alloc(a, sizeof(double) * (size_t)S);
+    x->gend = arena_alloc(a, sizeof(double) * (size_t)S);
+  }
   /* each stage's gradients are complete at the end of its last W or BW (a stage
    * without one: at its device's last op) */
   for (int st = 0; st < S; st++) {
@@ -73,13 +93,45 @@ DpResult *dp_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimRes
       free_at = x->end[next];
       if (x->end[next] > x->iteration) x->iteration = x->end[next];
     }
+    if (!m->dist) continue;
+    /* distributed optimizer: after the device's last op and its reduce-scatters, the
+     * optimizer step (untimed), then its stages' all-gathers in stage order */
+    double t = fmax(r->dev[d].last, free_at);
+    for (int st = 0; st < S; st++) {
+      if (s->stages[st].device != d) continue;
+      x->gstart[st] = t;
+      x->gend[st] = t = t + m->wtime[st];
+      if (t > x->iteration) x->iteration = t;
+    }
   }
   x->exposed = x->iteration - r->makespan;
   return x;
 }
 
+/* under the distributed optimizer: the reduce-scatters and all-gathers */
+static void dist_report_text(StrBuf *b, const IrSchedule *s, const DpResult *x) {
+  const DpModel *m = x->m;
+  sb_printf(b, "\ndata parallel %d replicas, distributed optimizer: each stage's F32 gradients reduce-scattered over its replicas\n"
+               "  after its last W, each replica updating 1/%d of the optimizer state, the weights all-gathered after the device's\n"
+               "  last op and reduce-scatters; ring time (D-1)/D x bytes / %.4g B/s + (D-1) x %.4g s each, on each device's own link\n",
+            m->D, m->D, m->bandwidth, m->latency);
+  sb_printf(b, "%6s %6s %10s %10s %10s %10s %10s %10s %10s %10s %10s\n", "stage", "device", "bytes", "ready", "rs_start", "rs_end",
+            "rs_time", "ag_bytes", "ag_start", "ag_end", "ag_time");
+  for (int st = 0; st < s->nstage; st++)
+    sb_printf(b, "%6d %6d %10.4g %10.6g %10.6g %10.6g %10.6g %10.4g %10.6g %10.6g %10.6g\n", st, s->stages[st].device, m->bytes[st],
+              x->ready[st], x->start[st], x->end[st], m->time[st], m->wbytes[st], x->gstart[st], x->gend[st], m->wtime[st]);
+  sb_puts(b, "iteration   ");
+  sb_num(b, x->iteration);
+  sb_puts(b, " with the reduce-scatters and all-gathers (makespan ");
+  sb_num(b, x->iteration - x->exposed);
+  sb_puts(b, " + exposed reduce-scatter and all-gather ");
+  sb_num(b, x->exposed);
+  sb_puts(b, ")\n");
+}
+
 void dp_report_text(StrBuf *b, const IrSchedule *s, const DpResult *x) {
   const DpModel *m = x->m;
+  if (m->dist) { dist_report_text(b, s, x); return; }
   sb_printf(b, "\ndata parallel %d replicas: each stage's F32 gradients all-reduced over its replicas after its last W,\n"
                "  ring time 2(D-1)/D x bytes / %.4g B/s + 2(D-1) x %.4g s, on each device's own link\n",
             m->D, m->bandwidth, m->latency);
@@ -118,7 +170,19 @@ void dp_report_json(StrBuf *b, const IrSchedule *s, const DpResult *x) {
     sb_num(b, x->end[st]);
     sb_puts(b, ",\"time\":");
     sb_num(b, m->time[st]);
+    if (m->dist) {
+      sb_puts(b, ",\"allgather_bytes\":");
+      sb_num(b, m->wbytes[st]);
+      sb_puts(b, ",\"allgather_start\":");
+      sb_num(b, x->gstart[st]);
+      sb_puts(b, ",\"allgather_end\":");
+      sb_num(b, x->gend[st]);
+      sb_puts(b, ",\"allgather_time\":");
+      sb_num(b, m->wtime[st]);
+    }
     sb_puts(b, "}");
   }
-  sb_puts(b, "]}");
+  sb_puts(b, "]");
+  if (m->dist) sb_puts(b, ",\"distributed_optimizer\":true");   /* appended: absent without it */
+  sb_puts(b, "}");
 }

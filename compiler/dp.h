@@ -1,7 +1,9 @@
 /* dp.h: data parallelism in `ppsc sim`: D replicas of the pipeline, each stage's
  * gradients all-reduced across its D replicas (hardware { data_parallel; dp_bandwidth;
- * dp_latency; dp_stage_bytes }). dp_derive (costmodel.h) reads the keys at elaboration,
- * dp_run adds the all-reduces to a finished simulation. See dp.c for the model. */
+ * dp_latency; dp_stage_bytes }), or, with distributed_optimizer = 1, reduce-scattered
+ * and the updated weights all-gathered. dp_derive (costmodel.h) reads the keys at
+ * elaboration, dp_run adds the collectives to a finished simulation. See dp.c for the
+ * model. */
 #ifndef PPS_DP_H
 #define PPS_DP_H
 #include "costmodel.h"
@@ -10,15 +12,19 @@
 /* After a simulation: each stage's all-reduce and the iteration with them. */
 typedef struct DpResult {
   const DpModel *m;
-  double *ready, *start, *end;  /* [nstage]: last W/BW end, all-reduce start and end */
-  double iteration;    /* max(makespan, last all-reduce end) */
-  double exposed;      /* iteration - makespan: all-reduce time the pipeline did not hide */
+  double *ready, *start, *end;  /* [nstage]: last W/BW end, all-reduce (m->dist: reduce-
+                                   scatter) start and end */
+  double *gstart, *gend;        /* [nstage], m->dist only (else NULL): the weights'
+                                   all-gather start and end */
+  double iteration;    /* max(makespan, last all-reduce, reduce-scatter or all-gather end) */
+  double exposed;      /* iteration - makespan: collective time the pipeline did not hide */
 } DpResult;
 
 /* The report's lines (report.c): the text section and the JSON key "data_parallel". */
 struct StrBuf;
 void dp_report_text(struct StrBuf *b, const IrSchedule *s, const DpResult *x);
 void dp_report_json(struct StrBuf *b, const IrSchedule *s, const DpResult *x);
-/* Adds the all-reduces to a finished simulation r of s (NULL when s has no DpModel). */
+/* Adds the all-reduces (or reduce-scatters and all-gathers) to a finished simulation r
+ * of s (NULL when s has no DpModel). */
 DpResult *dp_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimResult *r);
 #endif

@@ -142,7 +142,7 @@ static const char *const model_keys[] = {"layers", "hidden", "ffn_hidden", "head
 static const char *const hardware_keys[] = {"memory", "flops", "host_bandwidth", "peer_bandwidth", "efficiency",
                                             "d2h_bandwidth", "h2d_bandwidth", "devices_per_host_link",
                                             "duplex_bandwidth", "data_parallel", "dp_bandwidth", "dp_latency",
-                                            "dp_stage_bytes", NULL};
+                                            "dp_stage_bytes", "distributed_optimizer", NULL};
 
 /* ---- diagnostics ---- */
 
@@ -1933,6 +1933,8 @@ static void build_stages(Ctx *c) {
   if (cm.has_toff && !c->cost_set[K_TOFF]) k[K_TOFF] = cm.toff;
   if (cm.has_toff && !c->cost_set[K_TOFF] && !c->cost_set[K_TRELOAD] && cm.treload > 0 && cm.treload != k[K_TOFF]) { k[K_TRELOAD] = cm.treload; c->cost_set[K_TRELOAD] = 2; }
   s->derived.times = cm.times && !(c->cost_set[K_TF] && c->cost_set[K_TB] && c->cost_set[K_TW]);
+  /* hardware data_parallel (costmodel.c); first: distributed_optimizer shards cm.static_bytes */
+  s->derived.dp = dp_derive(c->a, c->d, s, &cm);
   s->derived.bytes = cm.bytes;
   s->derived.unit_bytes = cm.unit_bytes;
   s->derived.static_bytes = cm.static_bytes;
@@ -1940,7 +1942,6 @@ static void build_stages(Ctx *c) {
   s->derived.memory_span = cm.memory_span;
   s->derived.link_devs = cm.link_devs;
   s->derived.duplex = cm.duplex;
-  s->derived.dp = dp_derive(c->a, c->d, s, &cm);   /* hardware data_parallel (costmodel.c) */
   s->tf = k[K_TF];
   s->tb = k[K_TB];
   s->tw = k[K_TW];

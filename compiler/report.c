@@ -103,6 +103,7 @@ void report_text(StrBuf *b, const Report *r) {
   if (s->derived.bytes && s->derived.static_bytes) {
     sb_printf(b, "bytes       one activation unit = %.4g GB; weights + gradients + optimizer state + peak activations per device", s->derived.unit_bytes / 1e9);
     if (s->derived.memory > 0) sb_printf(b, " (hardware.memory %.4g GB)", s->derived.memory / 1e9);
+    if (s->derived.dp && s->derived.dp->dist) sb_printf(b, ", optimizer state sharded over %d replicas", s->derived.dp->D);
     sb_puts(b, ":\n");
     for (int d = 0; d < s->ndev; d++) {
       double st = s->derived.static_bytes[d], ac = sim->dev[d].peak * s->derived.unit_bytes;

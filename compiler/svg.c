@@ -234,7 +234,8 @@ void report_svg(StrBuf *b, const Report *r) {
   xml_text(b, s->name ? s->name : "schedule");
   sb_printf(b, ": P=%d S=%d m=%d, makespan %.6g, bubble %.4f, peak memory %.6g", P, s->nstage, s->nmb,
             sim->makespan, sim->bubble_rate, sim->peak_memory);
-  if (sim->dp) sb_printf(b, "; %d replicas: iteration %.6g with the all-reduces", sim->dp->m->D, sim->dp->iteration);
+  if (sim->dp) sb_printf(b, "; %d replicas: iteration %.6g with the %s", sim->dp->m->D, sim->dp->iteration,
+                         sim->dp->m->dist ? "reduce-scatters and all-gathers" : "all-reduces");
   if (win) sb_printf(b, "; time %.6g to %.6g", T0, T1);
   if (r->svg_devices) sb_printf(b, "; devices %d to %d", dlo, dhi - 1);
   sb_puts(b, "</text>\n");
@@ -262,9 +263,13 @@ void report_svg(StrBuf *b, const Report *r) {
   for (int k = 0; k < 5; k++, lx += 80)
     sb_printf(b, "<rect x=\"%.0f\" y=\"24\" width=\"10\" height=\"10\" fill=\"%s\"/><text x=\"%.0f\" y=\"33\">%s</text>\n",
               lx, kind_color(others[k]), lx + 14, oname[k]);
-  if (sim->dp)
+  if (sim->dp && !sim->dp->m->dist)
     sb_printf(b, "<rect x=\"%.0f\" y=\"24\" width=\"10\" height=\"10\" fill=\"#333\"/><text x=\"%.0f\" y=\"33\">all-reduce</text>\n",
               lx, lx + 14), lx += 80;
+  if (sim->dp && sim->dp->m->dist)   /* distributed optimizer (dp.c) */
+    sb_printf(b, "<rect x=\"%.0f\" y=\"24\" width=\"10\" height=\"10\" fill=\"#333\"/><text x=\"%.0f\" y=\"33\">reduce-scatter</text>\n"
+                 "<rect x=\"%.0f\" y=\"24\" width=\"10\" height=\"10\" fill=\"#6b6ecf\"/><text x=\"%.0f\" y=\"33\">all-gather</text>\n",
+              lx, lx + 14, lx + 110, lx + 124), lx += 190;
   if (!dense)
     sb_printf(b, "<rect x=\"%.0f\" y=\"24\" width=\"10\" height=\"10\" fill=\"none\" stroke=\"#d62728\" stroke-width=\"2\"/>"
                  "<text x=\"%.0f\" y=\"33\">critical path</text>\n", lx, lx + 14);
@@ -330,14 +335,19 @@ void report_svg(StrBuf *b, const Report *r) {
       }
       sb_puts(b, "\n");
     }
-    /* the data-parallel all-reduces (dp.c): a lane under the copies' */
-    for (int st = 0; sim->dp && st < s->nstage; st++) {
-      double a0 = sim->dp->start[st], a1 = sim->dp->end[st], x0 = left + px(a0, W, mk), w = px(a1, W, mk) - px(a0, W, mk);
-      if (s->stages[st].device != d || w <= 0) continue;
-      sb_printf(b, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"10\" fill=\"#333\" stroke=\"white\" stroke-width=\"0.5\">"
-                   "<title>all-reduce of stage %d's gradients over %d replicas: %.6g to %.6g</title></rect>\n",
-                x0, y + rowh + (copies ? 12 : 0) + 1, w, st, sim->dp->m->D, a0, a1);
-    }
+    /* the data-parallel all-reduces (dp.c): a lane under the copies'; under the
+     * distributed optimizer the reduce-scatters and the all-gathers */
+    for (int st = 0; sim->dp && st < s->nstage; st++)
+      for (int k = 0; k < (sim->dp->m->dist ? 2 : 1); k++) {   /* k = 1: the all-gather */
+        const DpResult *dp = sim->dp;
+        double a0 = k ? dp->gstart[st] : dp->start[st], a1 = k ? dp->gend[st] : dp->end[st];
+        double x0 = left + px(a0, W, mk), w = px(a1, W, mk) - px(a0, W, mk);
+        if (s->stages[st].device != d || w <= 0) continue;
+        sb_printf(b, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"10\" fill=\"%s\" stroke=\"white\" stroke-width=\"0.5\">"
+                     "<title>%s of stage %d's %s over %d replicas: %.6g to %.6g</title></rect>\n",
+                  x0, y + rowh + (copies ? 12 : 0) + 1, w, k ? "#6b6ecf" : "#333",
+                  k ? "all-gather" : dp->m->dist ? "reduce-scatter" : "all-reduce", st, k ? "weights" : "gradients", dp->m->D, a0, a1);
+      }
   }
   /* transfers: from the producing pass's end to the arrival on the consumer */
   if (r->arrows && !dense) {
