@@ -564,14 +564,6 @@ int rt_gather_events(ppsrt_ctx *c, rt_event **out, int *nout) {
   return 0;
 }
 
-const char *const rt_lr_schedule_names[RT_LR_NSCHEDULES] = {"constant", "cosine", "linear", "inverse-square-root"};
-
-int rt_lr_schedule_parse(const char *name) {
-  for (int k = 0; name && k < RT_LR_NSCHEDULES; k++)
-    if (!strcmp(name, rt_lr_schedule_names[k])) return k;
-  return -1;
-}
-
 /* The learning rate of step `step` (1-based), as Megatron-LM's lr-decay-style: linear
  * warm-up from lr/warmup to lr over steps 1..warmup, then
  *   constant: lr;

@@ -1,5 +1,5 @@
 /* rt_util.c: the runtime's shared helpers, below every other runtime file: the clock,
- * an op's text for messages (the way `ppsc expand` writes it), and a few F32 values
+ * an op's text for messages (the way `ppsc expand` writes it), --lr-schedule's names, and a few F32 values
  * reduced over the ranks through the transport. They call nothing of the runtime's
  * but error.c, so any file may use them without a dependency circle (the layering
  * check, tests/analysis/depcycles.sh). */
@@ -49,4 +49,14 @@ int rt_allreduce_host(ppsrt_ctx *c, float *v, size_t n, ppsrt_redop op) {
     rc = be->download_f32(be, v, t);
   be->free(be, d);
   return rc;
+}
+
+/* --lr-schedule's names (rt.h RT_LR_*), as the command line and a checkpoint's
+ * metadata spell them. */
+const char *const rt_lr_schedule_names[RT_LR_NSCHEDULES] = {"constant", "cosine", "linear", "inverse-square-root"};
+
+int rt_lr_schedule_parse(const char *name) {
+  for (int k = 0; name && k < RT_LR_NSCHEDULES; k++)
+    if (!strcmp(name, rt_lr_schedule_names[k])) return k;
+  return -1;
 }

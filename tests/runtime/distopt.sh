@@ -13,6 +13,8 @@
 # - a checkpoint saved with it holds the same tensors as one saved without it (the
 #   state gathered whole), and continues either way with the uninterrupted losses;
 # - under mpirun (when built with MPI) the losses are the threads run's;
+# - on the CUDA backend under the emulator (threads and NCCL transports): the same
+#   losses as plain, --check, and the memory (BF16 weights: the master is sharded too);
 # - without --data-parallel it is refused.
 . "$(dirname "$0")/lib.sh"
 build m4 "$top_srcdir/stdlib/1f1b.pps" -D P=2 -D m=4 || { fail "build 1f1b m=4"; finish; }
@@ -100,6 +102,39 @@ if have_mpi; then
   expect_exit 0 "mpirun -np 4: --data-parallel 2 --distributed-optimizer" mpirun_np 4 "$M4" $GPT $A --iterations 4 --distributed-optimizer
   same "MPI = threads" "$WORK/out" "$WORK/full"
 else skip "--distributed-optimizer under MPI (libppsrt without MPI, or no mpirun)"; fi
+
+# ---- the CUDA backend under the emulator: BF16 weights, so the F32 master is sharded too ----
+EMU=$top_builddir/tests/gpu/emu/libppsrt_emu.so
+if [ -f "$EMU" ]; then
+  export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" PPS_EMU_TIMEOUT=30
+  CG="--model gpt --hidden 16 --heads 2 --query-groups 1 --seq 4 --vocab 32 --optimizer adam --lr 0.01 --weight-decay 0.1 --json -q --backend cuda --data-parallel 2"
+  for tr in threads nccl; do
+    E="env PPSRT_EMU_GPUS=4 LD_PRELOAD=$EMU"
+    $E "$M4" $CG --transport $tr --iterations 3 --save "$WORK/cu" >"$WORK/cplain" 2>"$WORK/err" || { fail "cuda $tr plain"; sed 's/^/    /' "$WORK/err" | tail -3 >&2; continue; }
+    $E "$M4" $CG --transport $tr --iterations 3 --distributed-optimizer >"$WORK/cdist" 2>"$WORK/err" || { fail "cuda $tr sharded"; sed 's/^/    /' "$WORK/err" | tail -3 >&2; continue; }
+    same "emulated cuda, $tr: sharded = plain" "$WORK/cdist" "$WORK/cplain"
+    expect_exit 0 "emulated cuda, $tr: --check" $E "$M4" $CG --transport $tr --distributed-optimizer --check
+    grep -q '"check":{"match":true,"loss_match":true,"mismatches":0' "$WORK/out" && pass "emulated cuda, $tr: every shard matches" || fail "emulated cuda, $tr: --check"
+    # per parameter: master, m, v (12 bytes) keep one shard; BF16 weights (2) and F32
+    # gradients (4) grow to D blocks. The peak also holds the messages in flight at its
+    # moment (device buffers on the GPU, their number varies with timing): up to one
+    # activation message (seq x hidden x 2 bytes = 128) either way.
+    python3 - "$WORK" >"$WORK/mem.out" 2>&1 <<'PY' && pass "emulated cuda, $tr: $(cat "$WORK/mem.out")" || { fail "emulated cuda, $tr, memory:"; sed 's/^/    /' "$WORK/mem.out" >&2; }
+import json, os, struct, sys
+w, D = sys.argv[1], 2
+idx = json.load(open(w + "/cu"))
+pp, pd = json.load(open(w + "/cplain"))["per_device"], json.load(open(w + "/cdist"))["per_device"]
+for dev, sh in enumerate(idx["shards"]):
+    d = open(os.path.join(w, sh), "rb").read(); n = struct.unpack("<Q", d[:8])[0]
+    h = json.loads(d[8:8 + n]); h.pop("__metadata__")
+    save = sum(12 * (N - min(-(-N // D), N)) - 6 * (D * -(-N // D) - N)
+               for N in (t["shape"][0] for k, t in h.items() if not k.startswith("optim.")))
+    got = pp[dev]["device_peak_bytes"] - pd[dev]["device_peak_bytes"]
+    assert abs(got - save) <= 128, "device %d: saved %d bytes, the shards account for %d" % (dev, got, save)
+    print("device %d: %d bytes saved (shards: %d)" % (dev, got, save), end="; ")
+PY
+  done
+else skip "--distributed-optimizer on the CUDA backend ($EMU not built)"; fi
 
 expect_exit 2 "--distributed-optimizer without --data-parallel" "$M4" --distributed-optimizer
 expect_grep "add --data-parallel D" "the missing flag named"
