@@ -23,7 +23,9 @@
  *    on a single-GPU machine.
  *
  * Communicators and streams (NCCL modes): one communicator over all ranks (C_COLL)
- * for the vocabulary collectives, on a stream of their own, and for the MPI mode's
+ * for the collectives (all-reduce, broadcast, reduce-scatter, all-gather: the
+ * vocabulary's and, on a replica group, the distributed optimizer's), on a stream of
+ * their own, and for the MPI mode's
  * barrier, on another (in process the barrier is a host one); and per directed pair (src -> dst) a two-rank
  * communicator (src is its rank 0) with a stream of its own on each side (pchan),
  * created at first use. NCCL sends are rendezvous (a send completes when the receiver
@@ -59,6 +61,7 @@
 #include "config.h"
 #include <errno.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -843,20 +846,25 @@ static int tp_barrier(ppsrt_transport *t, int rank) {
 /* ------------------------------------------------------------------------- */
 /* collectives                                                                 */
 
-/* Copy-channel collective: stage my buffer, meet, then combine on my stream.
- * op: 0 sum, 1 max (F32, n floats), 2 broadcast of `bytes` from root. */
-static int copy_coll(ppsrt_transport *t, int rank, ppsrt_backend *b, cudaStream_t s, void *buf, size_t bytes, int op,
-                     int root) {
+/* Copy-channel collective: stage my input, meet, then combine on my stream.
+ * op: CC_SUM / CC_MAX: all-reduce of F32 (in place: src == dst, sbytes); CC_BCAST: of
+ * sbytes from root (src == dst); CC_RS_SUM / CC_RS_MAX: reduce-scatter (src: P blocks
+ * of sbytes / P, dst: this rank's block, may be src's block `rank`); CC_AG: all-gather
+ * (src: sbytes, dst: P blocks of sbytes, src may be dst's block `rank`). */
+enum { CC_SUM, CC_MAX, CC_BCAST, CC_RS_SUM, CC_RS_MAX, CC_AG };
+static int copy_coll(ppsrt_transport *t, int rank, ppsrt_backend *b, cudaStream_t s, const void *src, void *dst,
+                     size_t sbytes, int op, int root) {
   nccl_tp *tp = TP(t);
   rank_state *me = &tp->rs[rank];
   int P = tp->nranks, par = (int)(me->round++ & 1);
   slot *my = &me->sl[par];
+  size_t bytes = sbytes;
   /* The slot of this parity was last read two rounds ago: wait for every reader. */
   for (int j = 0; j < P; j++) {
     slot *o = &tp->rs[j].sl[par];
     if (o->done_recorded) CUDA_CHECK(b, cudaStreamWaitEvent(s, o->done, 0));
   }
-  int stage = op != 2 || rank == root;
+  int stage = op != CC_BCAST || rank == root;
   if (stage && my->cap < bytes) {
     for (int j = 0; j < P; j++) {   /* growing: host-wait for the readers, then replace */
       slot *o = &tp->rs[j].sl[par];
@@ -875,22 +883,31 @@ static int copy_coll(ppsrt_transport *t, int rank, ppsrt_backend *b, cudaStream_
     CUDA_CHECK(b, cudaEventCreateWithFlags(&my->ready, cudaEventDisableTiming));
     CUDA_CHECK(b, cudaEventCreateWithFlags(&my->done, cudaEventDisableTiming));
   }
-  if (stage && bytes) CUDA_CHECK(b, cudaMemcpyAsync(my->p, buf, bytes, cudaMemcpyDefault, s));
+  if (stage && bytes) CUDA_CHECK(b, cudaMemcpyAsync(my->p, src, bytes, cudaMemcpyDefault, s));
   CUDA_CHECK(b, cudaEventRecord(my->ready, s));
   int rc = host_barrier(t, rank);
   if (rc) return rc;
-  if (op == 2) {
+  if (op == CC_BCAST) {
     if (rank != root && bytes) {
       slot *o = &tp->rs[root].sl[par];
       CUDA_CHECK(b, cudaStreamWaitEvent(s, o->ready, 0));
-      CUDA_CHECK(b, cudaMemcpyAsync(buf, o->p, bytes, cudaMemcpyDefault, s));
+      CUDA_CHECK(b, cudaMemcpyAsync(dst, o->p, bytes, cudaMemcpyDefault, s));
+    }
+  } else if (op == CC_AG) {
+    for (int j = 0; j < P && bytes; j++) {   /* (in place, block `rank` gets its own bytes again) */
+      slot *o = &tp->rs[j].sl[par];
+      CUDA_CHECK(b, cudaStreamWaitEvent(s, o->ready, 0));
+      CUDA_CHECK(b, cudaMemcpyAsync((char *)dst + (size_t)j * bytes, o->p, bytes, cudaMemcpyDefault, s));
     }
   } else if (bytes) {
+    /* the values this rank reduces: all of each slot, or (reduce-scatter) its block of each */
+    int rs = op == CC_RS_SUM || op == CC_RS_MAX;
+    size_t off = rs ? (size_t)rank * (bytes / (size_t)P) : 0, len = rs ? bytes / (size_t)P : bytes;
     const float *srcs[PPSRT_CU_MAX_SRCS];
     /* Peers' slots on another GPU are copied next to us first (kernels read local memory). */
     size_t need = 0;
     for (int j = 0; j < P; j++)
-      if (tp->rs[j].dev != me->dev) need += bytes;
+      if (tp->rs[j].dev != me->dev) need += len;
     if (need > me->gather_cap) {
       if (me->gather) CUDA_CHECK(b, cudaFreeAsync(me->gather, s));
       me->gather = NULL;
@@ -898,20 +915,20 @@ static int copy_coll(ppsrt_transport *t, int rank, ppsrt_backend *b, cudaStream_
       CUDA_CHECK(b, cudaMallocAsync(&me->gather, need, s));
       me->gather_cap = need;
     }
-    size_t off = 0;
+    size_t at = 0;
     for (int j = 0; j < P; j++) {
       slot *o = &tp->rs[j].sl[par];
       CUDA_CHECK(b, cudaStreamWaitEvent(s, o->ready, 0));
       if (tp->rs[j].dev == me->dev) {
-        srcs[j] = o->p;
+        srcs[j] = (const float *)((const char *)o->p + off);
       } else {
-        void *dst = (char *)me->gather + off;
-        CUDA_CHECK(b, cudaMemcpyAsync(dst, o->p, bytes, cudaMemcpyDefault, s));
-        srcs[j] = dst;
-        off += bytes;
+        void *g = (char *)me->gather + at;
+        CUDA_CHECK(b, cudaMemcpyAsync(g, (const char *)o->p + off, len, cudaMemcpyDefault, s));
+        srcs[j] = g;
+        at += len;
       }
     }
-    CUDA_CHECK(b, ppsrt_cu_reduce_f32(s, buf, srcs, P, bytes / sizeof(float), op == 1));
+    if (len) CUDA_CHECK(b, ppsrt_cu_reduce_f32(s, dst, srcs, P, len / sizeof(float), op == CC_MAX || op == CC_RS_MAX));
   }
   CUDA_CHECK(b, cudaEventRecord(my->done, s));
   my->done_recorded = 1;
@@ -925,7 +942,7 @@ static int tp_allreduce(ppsrt_transport *t, int rank, ppsrt_backend *b, int stre
   if (rc) return rc;
   cudaStream_t s = ppsrt_cuda_stream(b, stream);
   if (!s) return PPSRT_E_USAGE;
-  if (tp->mode == MODE_COPY) return copy_coll(t, rank, b, s, buf, n * sizeof(float), op == PPSRT_MAX ? 1 : 0, 0);
+  if (tp->mode == MODE_COPY) return copy_coll(t, rank, b, s, buf, buf, n * sizeof(float), op == PPSRT_MAX ? CC_MAX : CC_SUM, 0);
   ncclComm_t c = tp->rs[rank].comm[C_COLL];
   char what[80];
   snprintf(what, sizeof what, "all-reduce (%s) of %zu floats", op == PPSRT_MAX ? "max" : "sum", n);
@@ -949,7 +966,7 @@ static int tp_broadcast(ppsrt_transport *t, int rank, ppsrt_backend *b, int stre
     return PPSRT_FAIL(PPSRT_E_USAGE, "nccl: broadcast from root %d (ranks 0..%d)", root, tp->nranks - 1);
   cudaStream_t s = ppsrt_cuda_stream(b, stream);
   if (!s) return PPSRT_E_USAGE;
-  if (tp->mode == MODE_COPY) return copy_coll(t, rank, b, s, buf, bytes, 2, root);
+  if (tp->mode == MODE_COPY) return copy_coll(t, rank, b, s, buf, buf, bytes, CC_BCAST, root);
   ncclComm_t c = tp->rs[rank].comm[C_COLL];
   char what[80];
   snprintf(what, sizeof what, "broadcast of %zu bytes from rank %d", bytes, root);
@@ -962,6 +979,57 @@ static int tp_broadcast(ppsrt_transport *t, int rank, ppsrt_backend *b, int stre
   CUDA_CHECK(b, cudaEventRecord(r->coll_out, cs));
   CUDA_CHECK(b, cudaStreamWaitEvent(s, r->coll_out, 0));
   return PPSRT_OK;
+}
+
+/* reduce_scatter_f32 (op >= 0) and allgather (op < 0, blk bytes of ncclUint8): NCCL's
+ * ncclReduceScatter / ncclAllGather on the collectives' stream, ordered with the
+ * caller's stream by events, as tp_allreduce; the copy channel's copy_coll on one GPU.
+ * Device buffers; in place as NCCL's rule, any other overlap refused here (undefined in
+ * NCCL). */
+static int tp_blocks(ppsrt_transport *t, int rank, ppsrt_backend *b, int stream, const void *send, void *recv,
+                     size_t blk, int op, const char *what) {
+  nccl_tp *tp = TP(t);
+  int rs = op >= 0, rc = enter(t, rank, b, what);
+  if (rc) return rc;
+  int P = tp->nranks;
+  if (blk && (size_t)P > SIZE_MAX / 2 / blk) return PPSRT_FAIL(PPSRT_E_USAGE, "nccl: rank %d: %s: too large", rank, what);
+  if (ppsrt_coll_blocks(rs ? send : recv, rs ? (const void *)recv : send, blk, P, rank) < 0)
+    return PPSRT_FAIL(PPSRT_E_USAGE, "nccl: rank %d: %s: %s overlaps %s other than as its block %d (in place)", rank, what,
+                      rs ? "recv" : "send", rs ? "send" : "recv", rank);
+  cudaStream_t s = ppsrt_cuda_stream(b, stream);
+  if (!s) return PPSRT_E_USAGE;
+  if (tp->mode == MODE_COPY)
+    return copy_coll(t, rank, b, s, send, recv, rs ? (size_t)P * blk : blk,
+                     rs ? (op == PPSRT_MAX ? CC_RS_MAX : CC_RS_SUM) : CC_AG, 0);
+  ncclComm_t c = tp->rs[rank].comm[C_COLL];
+  cudaStream_t cs;
+  if ((rc = coll_stream(tp, rank, b, &cs))) return rc;
+  rank_state *r = &tp->rs[rank];
+  CUDA_CHECK(b, cudaEventRecord(r->coll_in, s));
+  CUDA_CHECK(b, cudaStreamWaitEvent(cs, r->coll_in, 0));
+  if (rs)
+    NCCL_CHECK(tp, rank, c, ncclReduceScatter(send, recv, blk / sizeof(float), ncclFloat32, op == PPSRT_MAX ? ncclMax : ncclSum, c, cs),
+               what);
+  else
+    NCCL_CHECK(tp, rank, c, ncclAllGather(send, recv, blk, ncclUint8, c, cs), what);
+  CUDA_CHECK(b, cudaEventRecord(r->coll_out, cs));
+  CUDA_CHECK(b, cudaStreamWaitEvent(s, r->coll_out, 0));
+  return PPSRT_OK;
+}
+
+static int tp_reduce_scatter(ppsrt_transport *t, int rank, ppsrt_backend *b, int stream, const float *send, float *recv,
+                             size_t count, ppsrt_redop op) {
+  char what[80];
+  snprintf(what, sizeof what, "reduce-scatter (%s) of %zu floats a rank", op == PPSRT_MAX ? "max" : "sum", count);
+  if (count > SIZE_MAX / sizeof(float)) return PPSRT_FAIL(PPSRT_E_USAGE, "nccl: rank %d: %s: too large", rank, what);
+  return tp_blocks(t, rank, b, stream, send, recv, count * sizeof(float), (int)op, what);
+}
+
+static int tp_allgather(ppsrt_transport *t, int rank, ppsrt_backend *b, int stream, const void *send, void *recv,
+                        size_t bytes) {
+  char what[80];
+  snprintf(what, sizeof what, "all-gather of %zu bytes a rank", bytes);
+  return tp_blocks(t, rank, b, stream, send, recv, bytes, -1, what);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -1266,6 +1334,8 @@ int ppsrt_nccl_transport_create(int nranks, double timeout_s, int use_mpi, ppsrt
   t->recv = tp_recv;
   t->allreduce_f32 = tp_allreduce;
   t->broadcast = tp_broadcast;
+  t->reduce_scatter_f32 = tp_reduce_scatter;
+  t->allgather = tp_allgather;
   t->barrier = tp_barrier;
   t->abort = tp_abort;
   t->destroy = tp_destroy;

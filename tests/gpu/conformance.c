@@ -514,6 +514,38 @@ static void t_nccl(void) {
   r = ncclAllReduce(NULL, b, n, ncclFloat32, ncclSum, comms[0], s);
   OUT("ncclAllReduce with a NULL send buffer", "%s", nr(r));
   NEED(cudaStreamSynchronize(s));
+  /* reduce-scatter and all-gather (one rank: NCCL copies, nothing in place); argument
+   * errors as NCCL's ArgsCheck answers them, a NULL buffer as the all-reduce's */
+  static const char *const blk_names[] = {"ncclReduceScatter of 1 rank", "ncclAllGather of 1 rank"};
+  for (int k = 0; k < 2; k++) {
+    NEED(cudaMemsetAsync(b, 0, n * sizeof(float), s));
+    r = k ? ncclAllGather(a, b, n, ncclFloat32, comms[0], s) : ncclReduceScatter(a, b, n, ncclFloat32, ncclSum, comms[0], s);
+    NEED(cudaStreamSynchronize(s));
+    memset(h, 0, n * sizeof(float));
+    NEED(cudaMemcpy(h, b, n * sizeof(float), cudaMemcpyDeviceToHost));
+    same = 1;
+    for (size_t i = 0; i < n; i++) same &= h[i] == (float)i;
+    OUT(blk_names[k], "%s, data %s", nr(r), same ? "arrived" : "wrong");
+  }
+  r = ncclReduceScatter(a, a, n, ncclFloat32, ncclMax, comms[0], s);
+  OUT("ncclReduceScatter in place", "%s", nr(r));
+  r = ncclAllGather(b, b, n, ncclFloat32, comms[0], s);
+  OUT("ncclAllGather in place", "%s", nr(r));
+  NEED(cudaStreamSynchronize(s));
+  r = ncclReduceScatter(a, b, n, (ncclDataType_t)99, ncclSum, comms[0], s);
+  OUT("ncclReduceScatter with data type 99", "%s", nr(r));
+  r = ncclReduceScatter(a, b, n, ncclFloat32, (ncclRedOp_t)99, comms[0], s);
+  OUT("ncclReduceScatter with reduction 99", "%s", nr(r));
+  r = ncclAllGather(a, b, n, (ncclDataType_t)99, comms[0], s);
+  OUT("ncclAllGather with data type 99", "%s", nr(r));
+  r = ncclReduceScatter(NULL, NULL, 0, ncclFloat32, ncclSum, comms[0], s);
+  OUT("ncclReduceScatter of 0 elements with NULL buffers", "%s", nr(r));
+  r = ncclReduceScatter(NULL, b, n, ncclFloat32, ncclSum, comms[0], s);
+  OUT("ncclReduceScatter with a NULL send buffer", "%s", nr(r));
+  NEED(cudaStreamSynchronize(s));
+  r = ncclAllGather(a, NULL, n, ncclFloat32, comms[0], s);
+  OUT("ncclAllGather with a NULL receive buffer", "%s", nr(r));
+  NEED(cudaStreamSynchronize(s));
   int cnt = -1, rk = -1;
   ncclResult_t rc = ncclCommCount(comms[0], &cnt), rr = ncclCommUserRank(comms[0], &rk);
   OUT("ncclCommCount ncclCommUserRank", "%s %s, %d ranks, rank %d", nr(rc), nr(rr), cnt, rk);

@@ -7,7 +7,9 @@
 # an ordinary program makes work, and a call the emulator does not implement, a launch of
 # the program's own kernel, or a destroyed stream, event or communicator used (undefined
 # in CUDA and NCCL) stops the run with exit 69 naming the call instead of falling through
-# to the real cudart.
+# to the real cudart. ncclReduceScatter / ncclAllGather: values in place and not, a race
+# on an all-gather's result read without an event (66), buffers overlapping other than
+# in place (undefined in NCCL: 69).
 . "$(dirname "$0")/../runtime/lib.sh"
 EMU=$top_builddir/tests/gpu/emu/libppsrt_emu.so
 DEMO=$top_builddir/tests/gpu/emu/api_demo
@@ -40,6 +42,12 @@ expect_grep "pps-emu: cudaEventRecord names event .*, which was destroyed" "... 
 if grep -q "HAVE_NCCL 1" "$top_builddir/config.h"; then
   expect_exit 69 "an NCCL communicator used after ncclCommDestroy stops the run" run destroyed-comm
   expect_grep "pps-emu: ncclAllReduce names NCCL communicator .*, which was destroyed" "... naming the call"
+  expect_exit 69 "ncclReduceScatter with recvbuff overlapping sendbuff other than in place (undefined in NCCL) stops the run" \
+    env PPSRT_EMU_GPUS=2 LD_PRELOAD="$EMU" "$DEMO" nccl-rs-overlap
+  expect_grep "pps-emu: ncclReduceScatter on rank 0: recvbuff .* overlaps sendbuff .* undefined in NCCL" "... naming the call"
+  expect_exit 69 "ncclAllGather with sendbuff overlapping recvbuff other than in place stops the run" \
+    env PPSRT_EMU_GPUS=2 LD_PRELOAD="$EMU" "$DEMO" nccl-ag-overlap
+  expect_grep "pps-emu: ncclAllGather on rank 0: sendbuff .* overlaps recvbuff .* undefined in NCCL" "... naming the call"
 fi
 for seed in 1 2 3; do
   if grep -q "HAVE_NCCL 1" "$top_builddir/config.h"; then
@@ -47,6 +55,11 @@ for seed in 1 2 3; do
     expect_grep "ncclSend of 256 bytes to rank" "seed $seed: ... the pending sends are listed"
     expect_exit 0 "seed $seed: the same ring in ncclGroupStart/End" run nccl-grouped
     expect_exit 0 "seed $seed: all-reduce over 3 ranks from ncclGetUniqueId + ncclCommInitRank" run nccl-allreduce
+    expect_exit 0 "seed $seed: ncclReduceScatter and ncclAllGather on 2 GPUs, in place and not, result read after an event" \
+      env PPSRT_EMU_GPUS=2 LD_PRELOAD="$EMU" PPS_EMU_SEED=$seed PPS_EMU_TIMEOUT=1 "$DEMO" nccl-blocks-event
+    expect_exit 66 "seed $seed: an all-gather's block 1 read on another stream without an event: race" \
+      env PPSRT_EMU_GPUS=2 LD_PRELOAD="$EMU" PPS_EMU_SEED=$seed PPS_EMU_TIMEOUT=1 "$DEMO" nccl-blocks-race
+    expect_grep "ncclAllGather of 12 bytes a rank (rank 0 of 2) (write)" "seed $seed: ... naming the all-gather"
   fi
 done
 finish

@@ -3,9 +3,12 @@
  *   coll_blocks TRANSPORT BUFFERS [D]
  * TRANSPORT: threads (D ranks as threads), mpi (one process a rank, under mpirun), nccl
  * (D ranks as threads: NCCL, or its copy channel on fewer GPUs), nccl-mpi (one process a
- * rank); BUFFERS: host (host buffers, b = NULL: the CPU path) or cuda (device buffers of
- * rank r's CUDA backend, ppsrt_cuda_backend_create(r), alternately on PPSRT_STREAM_DP
- * and PPSRT_STREAM_COMPUTE). Every rank makes the same calls in the same order:
+ * rank), nccl-groups / nccl-mpi-groups (the same with 2 D ranks, replica x 2 + device,
+ * the calls made on each device's replica group of D ranks,
+ * ppsrt_nccl_transport_replicas: the distributed optimizer's transport); BUFFERS: host
+ * (host buffers, b = NULL: the CPU path) or cuda (device buffers of rank r's CUDA
+ * backend, ppsrt_cuda_backend_create(r), alternately on PPSRT_STREAM_DP and
+ * PPSRT_STREAM_COMPUTE). Every rank makes the same calls in the same order:
  *  - reduce-scatter, SUM and MAX, count 0, 1, 2, 5, 7, in place (recv = send + r count)
  *    and not; the values are small integers (sums exact), different on every rank and
  *    block; the result must be exact, a canary on each side of recv intact, and send
@@ -16,7 +19,7 @@
  *    (SUM and MAX, 1001 values a block), the same reduction order;
  *  - a recv overlapping send other than in place (and the same for all-gather) is refused
  *    with PPSRT_E_USAGE and a message naming the call, on every rank (no collective runs);
- *  - in process, D >= 2: rank 1 aborts the transport; the others' next reduce-scatter and
+ *  - in process, D >= 2, not on replica groups: rank 1 aborts the transport; the others' next reduce-scatter and
  *    all-gather fail with PPSRT_E_COMM naming the call (threads: while they wait in it);
  *    threads: a reduce-scatter and an all-gather that rank 1 never joins time out
  *    (PPSRT_E_TIMEOUT) on rank 0, naming the call.
@@ -37,8 +40,9 @@
 #pragma weak ppsrt_cuda_backend_create
 
 enum { T_THREADS, T_MPI, T_NCCL, T_NCCL_MPI };
-static int tkind, use_cuda, nranks;
-static ppsrt_transport *T;
+static int tkind, use_cuda, nranks, grpP;   /* grpP: replica groups of that many devices (nccl-groups), else 0 */
+static ppsrt_transport *T, *G[2];            /* the world transport; its replica groups */
+#pragma weak ppsrt_nccl_transport_replicas
 static pthread_barrier_t pbar;   /* in process: the test's own sequencing */
 
 typedef struct env {
@@ -300,8 +304,8 @@ typedef struct targ { int rank; env e; } targ;
 static void *rank_main(void *p) {
   targ *a = p;
   env *e = &a->e;
-  e->t = T;
-  e->rank = a->rank;
+  e->t = grpP ? G[a->rank % grpP] : T;   /* world rank replica x P + device: device d's group, rank replica */
+  e->rank = grpP ? a->rank / grpP : a->rank;
   e->n = nranks;
   if (use_cuda && ppsrt_cuda_backend_create(a->rank, &e->b)) {
     fprintf(stderr, "rank %d: cuda backend: %s\n", a->rank, ppsrt_last_error());
@@ -313,18 +317,19 @@ static void *rank_main(void *p) {
     t_timeout(e);
     pthread_barrier_wait(&pbar);
   }
-  if (nranks >= 2) t_abort(e);
+  if (nranks >= 2 && !grpP) t_abort(e);
   return NULL;
 }
 
 int main(int argc, char **argv) {
   if (argc < 3) {
-    fprintf(stderr, "usage: coll_blocks threads|mpi|nccl|nccl-mpi host|cuda [D]\n");
+    fprintf(stderr, "usage: coll_blocks threads|mpi|nccl|nccl-mpi|nccl-groups|nccl-mpi-groups host|cuda [D]\n");
     return 2;
   }
   const char *tn = argv[1];
-  tkind = !strcmp(tn, "threads") ? T_THREADS : !strcmp(tn, "mpi") ? T_MPI : !strcmp(tn, "nccl") ? T_NCCL
-        : !strcmp(tn, "nccl-mpi") ? T_NCCL_MPI : -1;
+  grpP = !strcmp(tn, "nccl-groups") || !strcmp(tn, "nccl-mpi-groups") ? 2 : 0;
+  tkind = !strcmp(tn, "threads") ? T_THREADS : !strcmp(tn, "mpi") ? T_MPI : !strncmp(tn, "nccl-mpi", 8) ? T_NCCL_MPI
+        : !strncmp(tn, "nccl", 4) ? T_NCCL : -1;
   use_cuda = !strcmp(argv[2], "cuda");
   nranks = argc > 3 ? atoi(argv[3]) : 2;
   if (tkind < 0 || (!use_cuda && strcmp(argv[2], "host")) || nranks < 1) {
@@ -344,27 +349,32 @@ int main(int argc, char **argv) {
   double timeout = 30;
   if (tkind == T_THREADS) rc = ppsrt_threads_transport_create(nranks, timeout, &T);
   else if (tkind == T_MPI) rc = ppsrt_mpi_transport_create(timeout, &T, &my);
-  else rc = ppsrt_nccl_transport_create(tkind == T_NCCL ? nranks : 0, timeout, tkind == T_NCCL_MPI, &T, &my);
+  else rc = ppsrt_nccl_transport_create(tkind == T_NCCL ? nranks * (grpP ? grpP : 1) : 0, timeout, tkind == T_NCCL_MPI, &T, &my);
+  for (int d = 0; !rc && d < grpP; d++)   /* over MPI, each process its own device's group */
+    if (tkind == T_NCCL || d == my % grpP) rc = ppsrt_nccl_transport_replicas(T, grpP, d, &G[d]);
   if (rc) {
     fprintf(stderr, "coll_blocks: %s transport: %s\n", tn, ppsrt_last_error());
     return 2;
   }
-  if (!T->reduce_scatter_f32 || !T->allgather) {
+  if (!T->reduce_scatter_f32 || !T->allgather || (grpP && (!G[my >= 0 ? my % grpP : 0]->reduce_scatter_f32))) {
     fprintf(stderr, "FAIL: the %s transport has no reduce_scatter_f32/allgather\n", tn);
     return 1;
   }
   int checks = 0, fails = 0;
   if (tkind == T_MPI || tkind == T_NCCL_MPI) {   /* one process a rank */
-    nranks = T->nranks;
+    nranks = T->nranks / (grpP ? grpP : 1);
     targ a = {my, {0}};
     if (use_cuda && ppsrt_cuda_backend_create(my, &a.e.b)) {
       fprintf(stderr, "rank %d: cuda backend: %s\n", my, ppsrt_last_error());
       return 2;
     }
-    a.e.t = T; a.e.rank = my; a.e.n = nranks;
+    a.e.t = grpP ? G[my % grpP] : T;
+    a.e.rank = grpP ? my / grpP : my;
+    a.e.n = nranks;
     run_all(&a.e);
     checks = a.e.checks;
     fails = a.e.fails;
+    if (grpP) G[my % grpP]->destroy(G[my % grpP]);
     T->destroy(T);
     if (a.e.b) a.e.b->destroy(a.e.b);
   } else {
@@ -372,27 +382,31 @@ int main(int argc, char **argv) {
       fprintf(stderr, "coll_blocks: %s\n", ppsrt_last_error());
       return 2;
     }
-    pthread_barrier_init(&pbar, NULL, (unsigned)nranks);
-    pthread_t *th = xmalloc((size_t)nranks * sizeof *th);
-    targ *a = calloc((size_t)nranks, sizeof *a);
-    for (int r = 0; r < nranks; r++) {
+    int nth = nranks * (grpP ? grpP : 1);
+    pthread_barrier_init(&pbar, NULL, (unsigned)nth);
+    pthread_t *th = xmalloc((size_t)nth * sizeof *th);
+    targ *a = calloc((size_t)nth, sizeof *a);
+    for (int r = 0; r < nth; r++) {
       a[r].rank = r;
       if (pthread_create(&th[r], NULL, rank_main, &a[r])) { perror("pthread_create"); return 2; }
     }
-    for (int r = 0; r < nranks; r++) {
+    for (int r = 0; r < nth; r++) {
       pthread_join(th[r], NULL);
       checks += a[r].e.checks;
       fails += a[r].e.fails;
     }
+    for (int d = 0; d < grpP; d++) G[d]->destroy(G[d]);
     T->destroy(T);
     if (TT) TT->destroy(TT);
-    for (int r = 0; r < nranks; r++)
+    for (int r = 0; r < nth; r++)
       if (a[r].e.b) a[r].e.b->destroy(a[r].e.b);
     pthread_barrier_destroy(&pbar);
     free(th);
     free(a);
   }
-  if (tkind != T_MPI && tkind != T_NCCL_MPI) printf("coll_blocks: %s, %s buffers, %d ranks: ", tn, use_cuda ? "device" : "host", nranks);
+  if (tkind != T_MPI && tkind != T_NCCL_MPI)
+    printf("coll_blocks: %s, %s buffers, %s%d ranks: ", tn, use_cuda ? "device" : "host",
+           grpP ? "2 replica groups of " : "", nranks);
   else printf("coll_blocks: rank %d: ", my);
   if (fails) printf("%d of %d checks failed\n", fails, checks);
   else printf("%d checks passed\n", checks);

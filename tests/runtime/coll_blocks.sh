@@ -4,9 +4,15 @@
 # (its header says what it checks), on every transport this build has, for D = 1, 2, 3:
 #  - threads, host buffers (b = NULL, the CPU path);
 #  - MPI under mpirun -np D, host buffers (skipped, said so, without MPI);
-#  - on the CUDA emulator (tests/gpu/emu, skipped, said so, where it is not built):
-#    device buffers of the CUDA backend on threads (3 emulated GPUs) and MPI (staged
-#    through the host by the transport).
+#  - on the CUDA emulator (tests/gpu/emu, skipped, said so, where it is not built),
+#    device buffers of the CUDA backend: threads (3 emulated GPUs) and MPI (staged
+#    through the host by the transport); the NCCL transport in process on 3 GPUs (NCCL:
+#    ncclReduceScatter / ncclAllGather), on 1 and 2 GPUs (the copy channel, ranks sharing
+#    a GPU and not), and over MPI (ncclCommInitRank across processes, -np 1, 2, 3); and
+#    on the replica groups of ppsrt_nccl_transport_replicas (the transport the
+#    distributed optimizer calls them on: 2 devices, D = 3 in process on 6 GPUs and on
+#    the copy channel, D = 2 over mpirun -np 4); under the emulator's race and deadlock
+#    detectors.
 # Seconds in all.
 . "$(dirname "$0")/lib.sh"
 CB=$top_builddir/tests/runtime/coll_blocks
@@ -25,9 +31,30 @@ if [ -f "$EMU" ]; then
   for d in 1 3; do
     expect_exit 0 "threads, device buffers (emulated CUDA), D=$d" env LD_PRELOAD="$EMU" PPSRT_EMU_GPUS=3 "$CB" threads cuda $d
   done
+  if grep -q "HAVE_NCCL 1" "$top_builddir/config.h"; then
+    for d in 1 2 3; do
+      expect_exit 0 "NCCL transport in process, 3 emulated GPUs, D=$d" env LD_PRELOAD="$EMU" PPSRT_EMU_GPUS=3 PPS_EMU_SEED=$d "$CB" nccl cuda $d
+    done
+    expect_exit 0 "NCCL transport's copy channel, 1 emulated GPU, D=3" env LD_PRELOAD="$EMU" PPSRT_EMU_GPUS=1 "$CB" nccl cuda 3
+    expect_exit 0 "NCCL transport's copy channel, 2 emulated GPUs, D=3" env LD_PRELOAD="$EMU" PPSRT_EMU_GPUS=2 PPS_EMU_SEED=2 "$CB" nccl cuda 3
+    # the distributed optimizer's transport: each device's replica group (2 devices, D = 3)
+    expect_exit 0 "NCCL replica groups in process, 6 emulated GPUs, D=3" env LD_PRELOAD="$EMU" PPSRT_EMU_GPUS=6 PPS_EMU_SEED=3 "$CB" nccl-groups cuda 3
+    expect_exit 0 "NCCL replica groups on the copy channel, 1 emulated GPU, D=3" env LD_PRELOAD="$EMU" PPSRT_EMU_GPUS=1 "$CB" nccl-groups cuda 3
+  else
+    skip "the NCCL transport (no NCCL in this build)"
+  fi
   if have_mpi; then
     export TMPDIR="$WORK"
     expect_exit 0 "MPI, device buffers (emulated CUDA), mpirun -np 2" mpirun_np 2 env LD_PRELOAD="$EMU" PPS_EMU_SEED=2 "$CB" mpi cuda
+    if grep -q "HAVE_NCCL 1" "$top_builddir/config.h"; then
+      for d in 1 2 3; do
+        expect_exit 0 "NCCL transport over MPI (emulated), mpirun -np $d" mpirun_np $d env LD_PRELOAD="$EMU" PPS_EMU_SEED=$d "$CB" nccl-mpi cuda
+      done
+      expect_exit 0 "NCCL replica groups over MPI (emulated), mpirun -np 4 (2 devices, D = 2)" \
+        mpirun_np 4 env LD_PRELOAD="$EMU" PPS_EMU_SEED=1 "$CB" nccl-mpi-groups cuda
+      left=$(ls "$WORK" | grep -c pps-emu-nccl)
+      [ "$left" = 0 ] && pass "no emulated-NCCL file left in TMPDIR" || fail "$left emulated-NCCL files left in TMPDIR"
+    fi
   fi
 else
   skip "device buffers: $EMU not built"

@@ -6,7 +6,8 @@
  * a wrong value exits 1). Also the runtime queries an ordinary program makes (queries),
  * and a call the emulator does not implement, a launch of the program's own kernel and
  * work queued on a destroyed stream (unsupported, launch, destroyed-stream: the
- * emulator must stop them, exit 69, naming the call).
+ * emulator must stop them, exit 69, naming the call); ncclReduceScatter and ncclAllGather
+ * (nccl_blocks: values, a race on an all-gather's result, overlapping buffers).
  * Usage: api_demo MODE (see main). */
 #include "config.h"
 #include <cuda_runtime_api.h>
@@ -237,6 +238,105 @@ static int nccl_mpi(const char *mode, int grouped) {
 }
 #endif
 
+#ifdef HAVE_NCCL
+/* ncclReduceScatter and ncclAllGather on two communicators of one thread
+ * (ncclCommInitAll on GPUs 0 and 1, each call a group of both ranks): out of place and in
+ * place (recvbuff = sendbuff + rank x recvcount; sendbuff = recvbuff + rank x sendcount),
+ * values checked; then rank 0's all-gather result, block 1 (rank 1's), read on another
+ * stream: after an event (nccl-blocks-event) or without one (nccl-blocks-race: a race
+ * on the bytes the all-gather wrote). nccl-rs-overlap / nccl-ag-overlap: buffers that
+ * overlap other than in place (undefined in NCCL: the emulator stops, exit 69). */
+#define NB 3   /* floats a block */
+static int blocks_check(const float *d, int n, float (*want)(int), const char *what) {
+  float h[2 * NB];
+  CK(cudaMemcpy(h, d, (size_t)n * sizeof *h, cudaMemcpyDeviceToHost));
+  for (int i = 0; i < n; i++)
+    if (h[i] != want(i)) {
+      fprintf(stderr, "%s: value %d is %g, expected %g\n", what, i, h[i], want(i));
+      return 1;
+    }
+  return 0;
+}
+static float rs_r0(int i) { return (float)(0 * 10 + 0 * 3 + i + 1 * 10 + 0 * 3 + i); }   /* rank p's block q: 10 p + 3 q + i */
+static float rs_r1(int i) { return (float)(0 * 10 + 1 * 3 + i + 1 * 10 + 1 * 3 + i); }
+static float ag_all(int i) { return i < NB ? rs_r0(i) : rs_r1(i - NB); }
+static int nccl_blocks(const char *mode) {
+  ncclComm_t c[2];
+  if (ncclCommInitAll(c, 2, NULL) != ncclSuccess) return 3;
+  cudaStream_t s[2], other;
+  float *sb[2], *rb[2], *ag[2], *ag2[2], h[2 * NB];
+  for (int r = 0; r < 2; r++) {
+    CK(cudaSetDevice(r));
+    CK(cudaStreamCreateWithFlags(&s[r], cudaStreamNonBlocking));
+    CK(cudaMalloc((void **)&sb[r], sizeof h));
+    CK(cudaMalloc((void **)&rb[r], NB * sizeof *h));
+    CK(cudaMalloc((void **)&ag[r], sizeof h));
+    CK(cudaMalloc((void **)&ag2[r], sizeof h));
+    for (int q = 0; q < 2; q++)
+      for (int i = 0; i < NB; i++) h[q * NB + i] = (float)(10 * r + 3 * q + i);
+    CK(cudaMemcpy(sb[r], h, sizeof h, cudaMemcpyHostToDevice));
+    CK(cudaDeviceSynchronize());   /* (a pageable upload may return before it lands) */
+  }
+  CK(cudaSetDevice(0));
+  CK(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking));
+  if (!strcmp(mode, "nccl-rs-overlap")) {
+    (void)ncclReduceScatter(sb[0], sb[0] + 1, NB, ncclFloat32, ncclSum, c[0], s[0]);
+    fprintf(stderr, "the emulator took a reduce-scatter whose recvbuff overlaps sendbuff other than in place\n");
+    return 1;
+  }
+  if (!strcmp(mode, "nccl-ag-overlap")) {
+    (void)ncclAllGather(ag[0] + 1, ag[0], NB, ncclFloat32, c[0], s[0]);
+    fprintf(stderr, "the emulator took an all-gather whose sendbuff overlaps recvbuff other than in place\n");
+    return 1;
+  }
+  int rc = 0;
+  ncclGroupStart();   /* out of place */
+  for (int r = 0; r < 2; r++)
+    if (ncclReduceScatter(sb[r], rb[r], NB, ncclFloat32, ncclSum, c[r], s[r]) != ncclSuccess) rc = 4;
+  ncclGroupEnd();
+  ncclGroupStart();
+  for (int r = 0; r < 2; r++)
+    if (ncclAllGather(rb[r], ag[r], NB, ncclFloat32, c[r], s[r]) != ncclSuccess) rc = 4;
+  ncclGroupEnd();
+  cudaEvent_t ev;
+  CK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+  if (strcmp(mode, "nccl-blocks-race") != 0) {
+    CK(cudaEventRecord(ev, s[0]));
+    CK(cudaStreamWaitEvent(other, ev, 0));
+  }
+  CK(cudaMemcpyAsync(h, ag[0] + NB, NB * sizeof *h, cudaMemcpyDeviceToHost, other));   /* rank 1's block */
+  CK(cudaStreamSynchronize(other));
+  for (int i = 0; i < NB && !rc; i++)
+    if (h[i] != rs_r1(i)) {
+      fprintf(stderr, "all-gather block 1, read on another stream: value %d is %g, expected %g\n", i, h[i], rs_r1(i));
+      rc = 1;
+    }
+  for (int r = 0; r < 2; r++) CK(cudaStreamSynchronize(s[r]));
+  rc = rc ? rc : blocks_check(rb[0], NB, rs_r0, "reduce-scatter, rank 0") || blocks_check(rb[1], NB, rs_r1, "reduce-scatter, rank 1") ||
+       blocks_check(ag[0], 2 * NB, ag_all, "all-gather, rank 0") || blocks_check(ag[1], 2 * NB, ag_all, "all-gather, rank 1");
+  /* in place: the reduce-scatter into sendbuff's own block, the all-gather from recvbuff's */
+  for (int r = 0; r < 2; r++) {
+    CK(cudaSetDevice(r));
+    CK(cudaMemcpy(ag2[r] + r * NB, rb[r], NB * sizeof *h, cudaMemcpyDeviceToDevice));
+    CK(cudaDeviceSynchronize());   /* (device to device does not wait) */
+  }
+  ncclGroupStart();
+  for (int r = 0; r < 2; r++)
+    if (ncclReduceScatter(sb[r], sb[r] + r * NB, NB, ncclFloat32, ncclSum, c[r], s[r]) != ncclSuccess) rc = 4;
+  ncclGroupEnd();
+  ncclGroupStart();
+  for (int r = 0; r < 2; r++)
+    if (ncclAllGather(ag2[r] + r * NB, ag2[r], NB, ncclFloat32, c[r], s[r]) != ncclSuccess) rc = 4;
+  ncclGroupEnd();
+  for (int r = 0; r < 2; r++) CK(cudaStreamSynchronize(s[r]));
+  rc = rc ? rc : blocks_check(sb[0], NB, rs_r0, "reduce-scatter in place, rank 0") ||
+       blocks_check(sb[1] + NB, NB, rs_r1, "reduce-scatter in place, rank 1") ||
+       blocks_check(ag2[0], 2 * NB, ag_all, "all-gather in place, rank 0") || blocks_check(ag2[1], 2 * NB, ag_all, "all-gather in place, rank 1");
+  for (int r = 0; r < 2; r++) ncclCommDestroy(c[r]);
+  return rc;
+}
+#endif
+
 /* Runtime calls an ordinary host program makes besides streams and copies: memory
  * info, pointer attributes, device attributes, stream queries, a host function queued
  * on a stream. Exit 1 on a wrong answer. */
@@ -351,11 +451,13 @@ int main(int argc, char **argv) {
   else if (!strcmp(m, "nccl-mpi-grouped")) rc = nccl_mpi(m, 1);
   else if (!strcmp(m, "destroyed-comm")) rc = destroyed_comm();
   else if (!strcmp(m, "nccl-mpi-ungrouped")) rc = nccl_mpi(m, 0);
+  else if (!strncmp(m, "nccl-blocks-", 12) || !strcmp(m, "nccl-rs-overlap") || !strcmp(m, "nccl-ag-overlap"))
+    rc = nccl_blocks(m);
 #endif
   else {
     fprintf(stderr, "usage: api_demo streams-race|streams-event|upload-race|upload-pinned|legacy|queries"
                     "|unsupported|launch|destroyed-stream|destroyed-event|destroyed-comm|nccl-ungrouped|nccl-grouped|nccl-allreduce|nccl-mpi-grouped"
-                    "|nccl-mpi-ungrouped\n");
+                    "|nccl-mpi-ungrouped|nccl-blocks-event|nccl-blocks-race|nccl-rs-overlap|nccl-ag-overlap\n");
     return 2;
   }
   if (!rc) printf("%s: ok\n", m);

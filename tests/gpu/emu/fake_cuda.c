@@ -51,7 +51,9 @@
  *    ncclSend completes only when the matching ncclRecv runs (rendezvous), the
  *    operations of one ncclGroupStart/End progress together (their streams are joined
  *    first), a communicator runs its groups one at a time in issue order, collectives
- *    (all-reduce F32 sum/max/min/prod, broadcast) need every rank. No progress for
+ *    (all-reduce and reduce-scatter F32 sum/max/min/prod, all-gather, broadcast) need
+ *    every rank; buffers overlapping other than in place (undefined in NCCL) and
+ *    reductions it does not compute stop the run (exit 69). No progress for
  *    PPS_EMU_TIMEOUT seconds (default 60) prints every pending operation and exits 67;
  *  - the race detector: every kernel, copy, memset, GEMM and NCCL operation declares the
  *    byte ranges it reads and writes in emulated allocations (kernels: pointer
