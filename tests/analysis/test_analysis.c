@@ -527,7 +527,8 @@ static void test_reports(void) {
   ib_1f1b(&t.b, 0);
   ib_expect(&t.b, IR_METRIC_MAKESPAN, IR_CMP_LE, 100, -1);
   check_true("reports valid", t_run(&t));
-  Report r = {"sim", t.s, &t.dg, &t.an.vr.ix, &t.an.sim, t.an.expects, t.an.inserted_ops, 1, 0};
+  Report r = {.cmd = "sim", .s = t.s, .diag = &t.dg, .ix = &t.an.vr.ix, .sim = &t.an.sim, .expects = t.an.expects,
+              .inserted_ops = t.an.inserted_ops, .valid = 1};
   StrBuf b = {0};
   report_json(&b, &r);
   check_true("json has makespan", strstr(b.data, "\"makespan\":18") != NULL);
