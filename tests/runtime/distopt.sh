@@ -9,7 +9,8 @@
 #   here from the tensors' sizes (read from a checkpoint): Adam's m and v keep one shard
 #   (8 bytes an element of F32 weights) while weights and gradients are padded to D
 #   blocks;
-# - --check passes (each replica compares the shard it reduced);
+# - --check passes (each replica compares the shard it reduced); --val-data gives the
+#   same validation losses;
 # - a checkpoint saved with it holds the same tensors as one saved without it (the
 #   state gathered whole), and continues either way with the uninterrupted losses;
 # - under mpirun (when built with MPI) the losses are the threads run's;
@@ -103,6 +104,14 @@ if have_mpi; then
   same "MPI = threads" "$WORK/out" "$WORK/full"
 else skip "--distributed-optimizer under MPI (libppsrt without MPI, or no mpirun)"; fi
 
+# validation reads the gathered weights (on the GPU, where the master is sharded, the
+# weights themselves): the same validation losses
+vals() { grep '^val ' "$1" | tr '\n' ' '; }
+V="$(echo "$GPT" | sed 's/ --json -q//') --optimizer adam --lr 0.01 --data-parallel 2 --iterations 4 --val-data $WORK/text.txt --val-every 2"
+"$M4" $V >"$WORK/vplain" 2>"$WORK/err" && "$M4" $V --distributed-optimizer >"$WORK/vdist" 2>>"$WORK/err" || fail "--val-data runs"
+[ -n "$(vals "$WORK/vplain")" ] && [ "$(vals "$WORK/vplain")" = "$(vals "$WORK/vdist")" ] && pass "--val-data: $(vals "$WORK/vdist")" \
+  || fail "--val-data: '$(vals "$WORK/vdist")' vs '$(vals "$WORK/vplain")'"
+
 # ---- the CUDA backend under the emulator: BF16 weights, so the F32 master is sharded too ----
 EMU=$top_builddir/tests/gpu/emu/libppsrt_emu.so
 if [ -f "$EMU" ]; then
@@ -113,6 +122,10 @@ if [ -f "$EMU" ]; then
     $E "$M4" $CG --transport $tr --iterations 3 --save "$WORK/cu" >"$WORK/cplain" 2>"$WORK/err" || { fail "cuda $tr plain"; sed 's/^/    /' "$WORK/err" | tail -3 >&2; continue; }
     $E "$M4" $CG --transport $tr --iterations 3 --distributed-optimizer >"$WORK/cdist" 2>"$WORK/err" || { fail "cuda $tr sharded"; sed 's/^/    /' "$WORK/err" | tail -3 >&2; continue; }
     same "emulated cuda, $tr: sharded = plain" "$WORK/cdist" "$WORK/cplain"
+    CV="$(echo "$CG" | sed 's/ --json -q//') --transport $tr --iterations 2 --data $WORK/text.txt --val-data $WORK/text.txt --data-format bytes --vocab 256 --val-every 1"
+    $E "$M4" $CV >"$WORK/vplain" 2>"$WORK/err" && $E "$M4" $CV --distributed-optimizer >"$WORK/vdist" 2>>"$WORK/err" || fail "cuda $tr --val-data runs"
+    [ -n "$(vals "$WORK/vplain")" ] && [ "$(vals "$WORK/vplain")" = "$(vals "$WORK/vdist")" ] && pass "emulated cuda, $tr, --val-data (master sharded): $(vals "$WORK/vdist")" \
+      || fail "emulated cuda, $tr, --val-data: '$(vals "$WORK/vdist")' vs '$(vals "$WORK/vplain")'"
     expect_exit 0 "emulated cuda, $tr: --check" $E "$M4" $CG --transport $tr --distributed-optimizer --check
     grep -q '"check":{"match":true,"loss_match":true,"mismatches":0' "$WORK/out" && pass "emulated cuda, $tr: every shard matches" || fail "emulated cuda, $tr: --check"
     # per parameter: master, m, v (12 bytes) keep one shard; BF16 weights (2) and F32
