@@ -3,8 +3,9 @@
 # (loss and every weight gradient against a single-device run; measured peak memory
 # against ppsc's prediction): the stdlib and example schedules at P = 2, 3, 4 ranks on
 # the NCCL transport (ranks as threads; on fewer GPUs than ranks, the device-copy
-# channel), the threads transport with the CUDA backend, a full-offload policy, and the
-# gpt model (vocabulary-parallel schedules with it only). Every schedule is expected
+# channel), the threads transport with the CUDA backend, a full-offload policy, the
+# gpt model (vocabulary-parallel schedules with it only), and --data-parallel 2 with and
+# without --distributed-optimizer (the same losses). Every schedule is expected
 # valid at every P (a literal one runs once): one that ppsc check rejects fails. Skipped
 # (77) when no GPU is visible; a failing `cuda_kernels --count` is an error.
 . "$(dirname "$0")/../runtime/lib.sh"
@@ -55,4 +56,25 @@ if build g "$top_srcdir/examples/1f1b.pps" -D P=2 -D m=4; then
   expect_exit 0 "gpt 1f1b cuda --check" "$WORK/g" --backend cuda --model gpt --check --hidden 128 --heads 4 \
     --query-groups 2 --seq 32 --vocab 512 -q
 else fail "build gpt 1f1b"; fi
+
+# --data-parallel 2 at P = 2 (4 ranks; on fewer GPUs the replica groups share them),
+# plain and with --distributed-optimizer (ncclReduceScatter/ncclAllGather on NCCL):
+# --check on both, and the same losses (2 replicas: each sum has two terms, in either
+# order the same bits; 1e-6 relative allows another reduction order all the same)
+if build dp "$top_srcdir/stdlib/1f1b.pps" -D P=2 -D m=4; then
+  DPG="--backend cuda --model gpt --hidden 128 --heads 4 --query-groups 2 --seq 32 --vocab 512 --optimizer adam --lr 0.01 --data-parallel 2"
+  for tr in $transports; do
+    for f in "" --distributed-optimizer; do
+      expect_exit 0 "gpt 1f1b --data-parallel 2 $f cuda/$tr --check" "$WORK/dp" $DPG --transport $tr $f --check -q
+      "$WORK/dp" $DPG --transport $tr $f --iterations 3 --json -q > "$WORK/dp$tr$f.json" 2>"$WORK/err" || fail "gpt dp $tr $f: 3 iterations"
+    done
+    a=$(grep -o '"loss":[-0-9.e+]*' "$WORK/dp$tr.json" | tr '\n' ' '); b=$(grep -o '"loss":[-0-9.e+]*' "$WORK/dp$tr--distributed-optimizer.json" | tr '\n' ' ')
+    if [ -n "$a" ] && python3 -c "
+import sys
+a, b = [[float(x.split(':')[1]) for x in s.split()] for s in sys.argv[1:3]]
+assert len(a) == len(b) == 3 and all(abs(x - y) <= 1e-6 * abs(y) for x, y in zip(a, b)), (a, b)" "$a" "$b"
+    then pass "cuda/$tr: --distributed-optimizer losses = plain data-parallel: $b"
+    else fail "cuda/$tr: --distributed-optimizer '$b' vs plain '$a'"; fi
+  done
+else fail "build 1f1b for --data-parallel"; fi
 finish
