@@ -262,6 +262,9 @@ static void run_all(env *e) {
 /* in process: rank 1 aborts the transport; the others' calls fail, naming the call
  * (threads: rank 1 aborts while they wait in the reduce-scatter) */
 static void t_abort(env *e) {
+  /* every rank done with the calls before (rank 1 aborting while another still waited
+     for its last copy made that wait fail: seen on the NCCL copy channel, D = 3) */
+  pthread_barrier_wait(&pbar);
   if (e->rank == 1) {
     if (tkind == T_THREADS) {
       struct timespec ts = {0, 100 * 1000 * 1000};
