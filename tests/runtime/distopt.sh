@@ -130,8 +130,9 @@ if [ -f "$EMU" ]; then
     grep -q '"check":{"match":true,"loss_match":true,"mismatches":0' "$WORK/out" && pass "emulated cuda, $tr: every shard matches" || fail "emulated cuda, $tr: --check"
     # per parameter: master, m, v (12 bytes) keep one shard; BF16 weights (2) and F32
     # gradients (4) grow to D blocks. The peak also holds the messages in flight at its
-    # moment (device buffers on the GPU, their number varies with timing): up to one
-    # activation message (seq x hidden x 2 bytes = 128) either way.
+    # moment (device buffers on the GPU, their number varies with timing): 0 or 1 of
+    # the activation messages (seq x hidden x 2 bytes = 128) seen under seeds 1-6, and
+    # 1F1B at P = 2 has at most 2 of device 0's in flight: 256 bytes either way.
     python3 - "$WORK" >"$WORK/mem.out" 2>&1 <<'PY' && pass "emulated cuda, $tr: $(cat "$WORK/mem.out")" || { fail "emulated cuda, $tr, memory:"; sed 's/^/    /' "$WORK/mem.out" >&2; }
 import json, os, struct, sys
 w, D = sys.argv[1], 2
@@ -143,7 +144,7 @@ for dev, sh in enumerate(idx["shards"]):
     save = sum(12 * (N - min(-(-N // D), N)) - 6 * (D * -(-N // D) - N)
                for N in (t["shape"][0] for k, t in h.items() if not k.startswith("optim.")))
     got = pp[dev]["device_peak_bytes"] - pd[dev]["device_peak_bytes"]
-    assert abs(got - save) <= 128, "device %d: saved %d bytes, the shards account for %d" % (dev, got, save)
+    assert abs(got - save) <= 256, "device %d: saved %d bytes, the shards account for %d" % (dev, got, save)
     print("device %d: %d bytes saved (shards: %d)" % (dev, got, save), end="; ")
 PY
   done
