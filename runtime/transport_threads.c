@@ -88,9 +88,11 @@ static int timed_wait(pthread_cond_t *cv, pthread_mutex_t *mu, const struct time
 static int is_aborted(th_impl *t) { return atomic_load_explicit(&t->aborted, memory_order_acquire); }
 
 /* a call that finds the run aborted; what: the collective, or NULL */
+/* "stopped: " first: the report (cli.c) counts such a rank as stopped by another's
+ * abort, not as a root cause */
 static int stopped_at(th_impl *t, const char *what) {
-  return PPSRT_FAIL(PPSRT_E_COMM, "stopped%s%s: %s", what ? " at " : "", what ? what : "",
-                    t->why[0] ? t->why : "another rank aborted");
+  return PPSRT_FAIL(PPSRT_E_COMM, "stopped: %s%s%s%s", t->why[0] ? t->why : "another rank aborted", what ? " (at " : "",
+                    what ? what : "", what ? ")" : "");
 }
 static int aborted_error(th_impl *t, int rank) { return stopped_at(t, NULL); }
 
