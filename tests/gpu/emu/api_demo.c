@@ -333,6 +333,7 @@ static int nccl_blocks(const char *mode) {
        blocks_check(sb[1] + NB, NB, rs_r1, "reduce-scatter in place, rank 1") ||
        blocks_check(ag2[0], 2 * NB, ag_all, "all-gather in place, rank 0") || blocks_check(ag2[1], 2 * NB, ag_all, "all-gather in place, rank 1");
   for (int r = 0; r < 2; r++) ncclCommDestroy(c[r]);
+  CK(cudaEventDestroy(ev));   /* (the ASan build's leak check) */
   return rc;
 }
 #endif
