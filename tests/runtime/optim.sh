@@ -1,7 +1,7 @@
 #!/bin/sh
-# optim.sh: the optimizer's settings a Megatron-LM user sets (docs/runtime.md, "Training
-# flags"), each checked against what it must do to the weights, read from checkpoints
-# (python3), not against another run of the same code:
+# optim.sh: the optimizer's settings a Megatron-LM user sets (docs/runtime.md, the flags
+# of "Running a program"), each checked against what it must do to the weights, read
+# from checkpoints (python3), not against another run of the same code:
 # - --weight-decay X (decoupled, SGD and Adam): after one step from the same weights,
 #   the run without decay minus the run with it is lr X w0 on every matrix and
 #   embedding (names *.w and vocab.*), and exactly 0 on every bias and norm;
