@@ -528,7 +528,7 @@ static int write_shard(ppsrt_ctx *c, const char *path, long step) {
       sizes[j] = p->numel;
       if (!(parts[j] = malloc((p->numel ? p->numel : 1) * sizeof(float)))) rc = PPSRT_FAIL(PPSRT_E_NOMEM, "--save: out of host memory");
       else if (p->chunk && (q || p->master != p->param.data)) rc = rt_replica_gather_state(c, p, src[q], parts[j]);
-      else rc = c->be->download_f32(c->be, parts[j], (ppsrt_tensor){src[q], p->numel, PPSRT_F32});
+      else if (!c->replica) rc = c->be->download_f32(c->be, parts[j], (ppsrt_tensor){src[q], p->numel, PPSRT_F32});
     }
   }
   if (c->replica) goto out;   /* --distributed-optimizer: it helped replica 0 gather */

@@ -287,9 +287,7 @@ int rt_replica_gather_state(ppsrt_ctx *c, const ppsrt_param *p, const float *sha
 
 /* The iteration's loss (the replica's, the same on its every device): the replicas' mean. */
 int rt_replica_loss(ppsrt_ctx *c, double *loss) {
-  float l[2] = {(float)*loss, 0};
-  int rc = is_nccl(c->gtr) ? dev_call(c->gtr, c->replica, c->be, PPSRT_STREAM_COMPUTE, l, sizeof l, PPSRT_SUM, -1)
-                           : c->gtr->allreduce_f32(c->gtr, c->replica, NULL, PPSRT_STREAM_COMPUTE, l, 2, PPSRT_SUM);
-  if (!rc) *loss = (double)l[0] / c->run->nrep;
+  int rc = rt_replica_sum(c, loss);
+  if (!rc) *loss /= c->run->nrep;
   return rc;
 }

@@ -119,6 +119,14 @@ static inline int ppsrt_coll_blocks(const void *whole, const void *part, size_t 
   return p < w + (uintptr_t)nranks * blk && w < p + blk ? -1 : 0;
 }
 
+/* How the transports name the two calls in their messages: op >= 0 a reduce-scatter of
+ * `n` floats a rank (ppsrt_redop op), -1 an all-gather of `n` bytes a rank. */
+static inline const char *ppsrt_coll_what(char *buf, size_t size, int op, size_t n) {
+  if (op < 0) snprintf(buf, size, "an all-gather of %zu bytes a rank", n);
+  else snprintf(buf, size, "a reduce-scatter (%s) of %zu floats a rank", op == PPSRT_MAX ? "max" : "sum", n);
+  return buf;
+}
+
 int ppsrt_threads_transport_create(int nranks, double timeout_s, ppsrt_transport **out);
 int ppsrt_mpi_transport_create(double timeout_s, ppsrt_transport **out, int *my_rank); /* MPI_Init inside */
 /* The ranks of an MPI transport with the same color, ranked by key (MPI_Comm_split;

@@ -268,7 +268,7 @@ static int m_blocks(ppsrt_transport *tr, int rank, ppsrt_backend *b, int stream,
 static int m_reduce_scatter(ppsrt_transport *tr, int rank, ppsrt_backend *b, int stream, const float *send,
                             float *recv, size_t count, ppsrt_redop op) {
   char what[80];
-  snprintf(what, sizeof what, "a reduce-scatter (%s) of %zu floats a rank", op == PPSRT_MAX ? "max" : "sum", count);
+  ppsrt_coll_what(what, sizeof what, (int)op, count);
   if (count > 0x7fffffff / sizeof(float)) return PPSRT_FAIL(PPSRT_E_COMM, "%s: too large for one MPI call", what);
   return m_blocks(tr, rank, b, stream, send, recv, count * sizeof(float), (int)op, what);
 }
@@ -276,8 +276,7 @@ static int m_reduce_scatter(ppsrt_transport *tr, int rank, ppsrt_backend *b, int
 static int m_allgather(ppsrt_transport *tr, int rank, ppsrt_backend *b, int stream, const void *send, void *recv,
                        size_t bytes) {
   char what[80];
-  snprintf(what, sizeof what, "an all-gather of %zu bytes a rank", bytes);
-  return m_blocks(tr, rank, b, stream, send, recv, bytes, -1, what);
+  return m_blocks(tr, rank, b, stream, send, recv, bytes, -1, ppsrt_coll_what(what, sizeof what, -1, bytes));
 }
 
 static int m_barrier(ppsrt_transport *tr, int rank) {

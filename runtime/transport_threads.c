@@ -391,7 +391,7 @@ static int th_blocks(ppsrt_transport *tr, int rank, ppsrt_backend *b, int stream
 static int th_reduce_scatter(ppsrt_transport *tr, int rank, ppsrt_backend *b, int stream, const float *send,
                              float *recv, size_t count, ppsrt_redop op) {
   char what[80];
-  snprintf(what, sizeof what, "a reduce-scatter (%s) of %zu floats a rank", op == PPSRT_MAX ? "max" : "sum", count);
+  ppsrt_coll_what(what, sizeof what, (int)op, count);
   if (count > SIZE_MAX / sizeof(float))
     return PPSRT_FAIL(PPSRT_E_USAGE, "%s: too large", what);
   return th_blocks(tr, rank, b, stream, send, recv, count * sizeof(float), (int)op, what);
@@ -400,8 +400,7 @@ static int th_reduce_scatter(ppsrt_transport *tr, int rank, ppsrt_backend *b, in
 static int th_allgather(ppsrt_transport *tr, int rank, ppsrt_backend *b, int stream, const void *send, void *recv,
                         size_t bytes) {
   char what[80];
-  snprintf(what, sizeof what, "an all-gather of %zu bytes a rank", bytes);
-  return th_blocks(tr, rank, b, stream, send, recv, bytes, -1, what);
+  return th_blocks(tr, rank, b, stream, send, recv, bytes, -1, ppsrt_coll_what(what, sizeof what, -1, bytes));
 }
 
 static void th_abort(ppsrt_transport *tr, int rank, const char *why) {

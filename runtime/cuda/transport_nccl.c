@@ -1020,7 +1020,7 @@ static int tp_blocks(ppsrt_transport *t, int rank, ppsrt_backend *b, int stream,
 static int tp_reduce_scatter(ppsrt_transport *t, int rank, ppsrt_backend *b, int stream, const float *send, float *recv,
                              size_t count, ppsrt_redop op) {
   char what[80];
-  snprintf(what, sizeof what, "reduce-scatter (%s) of %zu floats a rank", op == PPSRT_MAX ? "max" : "sum", count);
+  ppsrt_coll_what(what, sizeof what, (int)op, count);
   if (count > SIZE_MAX / sizeof(float)) return PPSRT_FAIL(PPSRT_E_USAGE, "nccl: rank %d: %s: too large", rank, what);
   return tp_blocks(t, rank, b, stream, send, recv, count * sizeof(float), (int)op, what);
 }
@@ -1028,8 +1028,7 @@ static int tp_reduce_scatter(ppsrt_transport *t, int rank, ppsrt_backend *b, int
 static int tp_allgather(ppsrt_transport *t, int rank, ppsrt_backend *b, int stream, const void *send, void *recv,
                         size_t bytes) {
   char what[80];
-  snprintf(what, sizeof what, "all-gather of %zu bytes a rank", bytes);
-  return tp_blocks(t, rank, b, stream, send, recv, bytes, -1, what);
+  return tp_blocks(t, rank, b, stream, send, recv, bytes, -1, ppsrt_coll_what(what, sizeof what, -1, bytes));
 }
 
 /* ------------------------------------------------------------------------- */
