@@ -927,6 +927,18 @@ int rt_ckpt_open(ppsrt_run *run, const char *path, rt_ckpt **out) {
     goto fail;
   }
   if (sch && !option_given(run, RT_GIVEN_SCHEDULE)) o->lr_schedule = sk;
+  /* the command line's checks of these flags (cli.c) saw the schedule before the
+   * checkpoint gave it: a flag the restored schedule would ignore is refused here */
+  if (option_given(run, RT_GIVEN_DECAY) && o->lr_schedule == RT_LR_INVSQRT) {
+    rc = PPSRT_FAIL(PPSRT_E_USAGE, "--lr-decay-steps: checkpoint '%s' continues an inverse-square-root schedule, which decays "
+                    "without an end step (--min-lr is its floor)", path);
+    goto fail;
+  }
+  if (option_given(run, RT_GIVEN_MIN_LR | RT_GIVEN_DECAY) && o->lr_schedule == RT_LR_CONSTANT) {
+    rc = PPSRT_FAIL(PPSRT_E_USAGE, "--min-lr and --lr-decay-steps shape a decaying schedule, and checkpoint '%s' continues a "
+                    "constant one: add --lr-schedule cosine, linear or inverse-square-root", path);
+    goto fail;
+  }
   rc = 0;
   *out = ck;
   return 0;

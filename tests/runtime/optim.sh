@@ -151,6 +151,13 @@ expect_exit 2 "--weight-decay nan" "$T" --weight-decay nan
 expect_exit 2 "--adam-beta1 with SGD" "$T" --adam-beta1 0.5
 expect_grep "add --optimizer adam" "Adam's flags under SGD named"
 expect_exit 2 "--lr-decay-steps with inverse-square-root" "$T" --lr-schedule inverse-square-root --lr-decay-steps 4
+# ... and when the schedule comes from the checkpoint, the same flags are refused there
+"$T" $GPT --iterations 1 --lr-schedule inverse-square-root --save "$WORK/isq" >/dev/null 2>"$WORK/err" || fail "saving an inverse-square-root run"
+expect_exit 1 "--lr-decay-steps on an inverse-square-root checkpoint" "$T" $GPT --iterations 1 --load "$WORK/isq" --lr-decay-steps 4
+expect_grep "continues an inverse-square-root schedule, which decays without an end step" "the restored schedule named"
+expect_exit 1 "--min-lr on a constant-schedule checkpoint" "$T" $GPT --iterations 1 --load "$WORK/w0" --min-lr 0.001
+expect_grep "continues a constant one: add --lr-schedule" "the restored constant schedule named"
+expect_exit 0 "--min-lr on an inverse-square-root checkpoint (its floor)" "$T" $GPT --iterations 1 --load "$WORK/isq" --min-lr 0.001
 python3 - "$WORK/r" "$WORK" <<'PY' || fail "writing bad indexes"
 import json, os, sys
 idx = json.load(open(sys.argv[1]))
