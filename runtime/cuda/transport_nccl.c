@@ -271,7 +271,9 @@ static int nccl_fail(nccl_tp *tp, int rank, ncclComm_t comm, ncclResult_t r, con
 
 static int aborted_error(nccl_tp *tp, int rank, const char *op) {
   abort_comms(tp, rank);
-  return PPSRT_FAIL(PPSRT_E_COMM, "nccl: rank %d: %s abandoned, the run was aborted: %s", rank, op, tp->why);
+  /* "stopped: " first, as the threads transport says it: the run's report (cli.c) counts
+   * such a rank as stopped by another's failure and shows the failure itself first */
+  return PPSRT_FAIL(PPSRT_E_COMM, "stopped: %s (nccl: rank %d: %s abandoned)", tp->why, rank, op);
 }
 
 /* Watchdog the backend calls while it polls an event (cuda_impl.h). */
