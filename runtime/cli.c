@@ -515,6 +515,10 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
     int status = run.nrep > 1 ?
       usage_error(me, "the schedule has %d devices x --data-parallel %d replicas but the %s transport has %d ranks\n"
                   "hint: mpirun -np %d %s", p->ndev, run.nrep, o->transport, tr->nranks, p->ndev * run.nrep, argv0) :
+      tr->nranks > p->ndev && tr->nranks % p->ndev == 0 ?
+      usage_error(me, "the schedule has %d devices but the %s transport has %d ranks\nhint: mpirun -np %d %s, or "
+                  "--data-parallel %d for %d replicas of the pipeline", p->ndev, o->transport, tr->nranks, p->ndev, argv0,
+                  tr->nranks / p->ndev, tr->nranks / p->ndev) :
       usage_error(me, "the schedule has %d devices but the %s transport has %d ranks\nhint: mpirun -np %d %s",
                   p->ndev, o->transport, tr->nranks, p->ndev, argv0);
     tr->destroy(tr);

@@ -51,6 +51,8 @@ if have_mpi; then
   same "MPI replicas = one pipeline of 8" "$WORK/out" "$WORK/gpt8" 3
   expect_exit 2 "mpirun -np 2 with --data-parallel 2 at P=2" $MPI -np 2 "$M4" --data-parallel 2
   expect_grep "hint: mpirun -np 4" "the rank count needed named"
+  expect_exit 2 "mpirun -np 4 at P=2 without --data-parallel" $MPI -np 4 "$M4"
+  expect_grep "or --data-parallel 2 for 2 replicas of the pipeline" "a multiple of P: --data-parallel suggested"
 else skip "--data-parallel under MPI (libppsrt without MPI, or no mpirun)"; fi
 if build v2 "$top_srcdir/stdlib/vocab_1f1b.pps" -D P=2 -D m=4; then
   expect_exit 2 "a vocabulary-parallel schedule refused" "$WORK/v2" --model gpt --data-parallel 2
