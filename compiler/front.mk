@@ -59,28 +59,36 @@ EXTRA_DIST += tests/front/cli.sh
 TESTS += tests/front/outfiles.sh tests/front/hardening.sh tests/front/figures.sh
 EXTRA_DIST += tests/front/outfiles.sh tests/front/hardening.sh tests/front/figures.sh tests/front/expect.sh
 
-# ---- fuzzing: `make fuzz` builds the libFuzzer target (front end through reports and
-# emit-c) with clang (not part of check) ----
-EXTRA_DIST += tests/fuzz/fuzz_front.c tests/fuzz/run-fuzz.sh tests/fuzz/pps.dict tests/fuzz/corpus
-# the fuzzer is compiled from every C file of the compiler library (the recipe picks the .c
-# files of libppsc_la_SOURCES, so a new source cannot be forgotten here)
+# ---- fuzzing: `make fuzz` builds the libFuzzer targets with clang (not part of check):
+# fuzz_front (a .pps through the front end, the reports and emit-c) and fuzz_inputs (the
+# other files PPS reads: schedule CSVs, profiles, token files, checkpoints) ----
+EXTRA_DIST += tests/fuzz/fuzz_front.c tests/fuzz/fuzz_inputs.c tests/fuzz/run-fuzz.sh tests/fuzz/pps.dict tests/fuzz/corpus \
+  tests/fuzz/corpus-inputs
+# the fuzzers are compiled from every C file of the compiler library, and fuzz_inputs also
+# of the runtime library (the recipe picks the .c files of libppsc_la_SOURCES and
+# libppsrt_la_SOURCES, so a new source cannot be forgotten here)
 FUZZ_SRCS = tests/fuzz/fuzz_front.c $(libppsc_la_SOURCES)
+FUZZ_IN_SRCS = tests/fuzz/fuzz_inputs.c $(libppsc_la_SOURCES) $(libppsrt_la_SOURCES)
 FUZZ_CFLAGS = -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
   -I$(top_srcdir)/compiler -I$(top_srcdir)/runtime -I$(top_builddir) -I$(top_builddir)/grammar -DPPS_STDLIB_DIR='"/nonexistent"' \
   -DPPS_LIBDIR='"/nonexistent"' -DPPS_INCLUDEDIR='"/nonexistent"' -DPPS_BUILDDIR='"/nonexistent"' \
   -DPPS_SRCDIR='"/nonexistent"'
+FUZZ_PICK_C = for f in $$srcs; do case $$f in *.c) echo $(srcdir)/$$f;; esac; done
 if HAVE_CLANG
-fuzz: tests/fuzz/fuzz_front$(EXEEXT)
+fuzz: tests/fuzz/fuzz_front$(EXEEXT) tests/fuzz/fuzz_inputs$(EXEEXT)
 tests/fuzz/fuzz_front$(EXEEXT): $(FUZZ_SRCS) $(BUILT_SOURCES)
 	@$(MKDIR_P) tests/fuzz
-	$(AM_V_CCLD)$(CLANG) $(FUZZ_CFLAGS) -o $@ \
-	  $$(for f in $(FUZZ_SRCS); do case $$f in *.c) echo $(srcdir)/$$f;; esac; done) \
+	$(AM_V_CCLD)srcs='$(FUZZ_SRCS)'; $(CLANG) $(FUZZ_CFLAGS) -o $@ $$($(FUZZ_PICK_C)) \
 	  grammar/pps.c grammar/lex.c compiler/synth_seeds.c -lm
+tests/fuzz/fuzz_inputs$(EXEEXT): $(FUZZ_IN_SRCS) $(BUILT_SOURCES)
+	@$(MKDIR_P) tests/fuzz
+	$(AM_V_CCLD)srcs='$(FUZZ_IN_SRCS)'; $(CLANG) $(FUZZ_CFLAGS) $(OPENBLAS_CFLAGS) $(MPI_CFLAGS) -pthread -o $@ $$($(FUZZ_PICK_C)) \
+	  grammar/pps.c grammar/lex.c compiler/synth_seeds.c $(OPENBLAS_LIBS) $(MPI_LIBS) -lm
 else
 fuzz:
 	@echo "make fuzz needs clang (configure did not find it)"; exit 1
 endif
-CLEANFILES += tests/fuzz/fuzz_front$(EXEEXT)
+CLEANFILES += tests/fuzz/fuzz_front$(EXEEXT) tests/fuzz/fuzz_inputs$(EXEEXT)
 .PHONY: fuzz
 
 # ---- benchmark: front-end speed on 1,000,000 ops (bench/README.md, "Elaboration") ----

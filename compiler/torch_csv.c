@@ -354,6 +354,15 @@ int torch_csv_import(Compilation *c, uint32_t fid, const char *text, size_t size
   int m = real_count(mbs, (int)nc), S = real_count(sts, (int)nc);
   free(mbs);
   free(sts);
+  /* every microbatch runs F on every stage: indices that need more compute actions than
+   * the file has are an error here, before the tables of S and m x S entries below (a
+   * stray index in the hundreds of millions took gigabytes to reject) */
+  if ((double)m * S > (double)ncompute) {
+    diag_error(&c->diag, (Span){fid, 1, 1, 1},
+               "the actions use microbatches 0..%d and stages 0..%d: %.0f forward passes at least, but the CSV has %ld "
+               "compute actions", m - 1, S - 1, (double)m * S, ncompute);
+    goto fail;
+  }
   for (int r = 0; r < nrows; r++)
     for (int k = 0; k < rows[r].n; k++) {
       const Act *a = &rows[r].acts[k];
