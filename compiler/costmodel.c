@@ -43,6 +43,61 @@
  *   with hardware { data_parallel = D; distributed_optimizer = 1; } the optimizer
  *   state is sharded over the D replicas (ZeRO-1, Megatron's distributed optimizer):
  *   d + 4 + 12 / D (8 / D at d = 4): dp_derive, costmodel_param_bytes.
+ * Tensor parallelism (hardware tensor_parallel = T, whole, default 1; Megatron-LM's:
+ *   Shoeybi et al. 2019, Korthikanti et al. 2022): each pipeline device is a group of
+ *   T GPUs, P x D x T GPUs in all, and every figure above is one GPU's (T = 1: all
+ *   unchanged, byte for byte). Megatron needs T to divide heads, query_groups and
+ *   ffn_hidden (when given): errors at tensor_parallel otherwise.
+ *   FLOPs: the layers' F, B, W, the input layer's and the output layer's (a
+ *   vocabulary-parallel embedding and LM head) divide by T; under `vocab parallel`
+ *   TS, TT, TIF, TIB too.
+ *   Communication, not overlapped (Megatron without --tp-comm-overlap), in the passes'
+ *   times: rings over the T GPUs (dp_ring_time: all-reduce, dp_half_ring_time:
+ *   reduce-scatter or all-gather) at tp_bandwidth (bytes/s of each GPU's link inside
+ *   its group, default peer_bandwidth; one of them is needed when the times are
+ *   derived) and tp_latency (s a ring step, default 0), of X = bsh d bytes:
+ *     a layer's F: 2 all-reduces of X (the attention's and the MLP's row-parallel
+ *       outputs); with sequence_parallel = 1: 2 all-gathers (the layer norms'
+ *       outputs) and 2 reduce-scatters of X, the same ring time; its B the same (the
+ *       conjugate collectives of the input gradient); its W none (with SP Megatron
+ *       gathers the QKV and FC1 inputs again for the weight gradients, overlapped
+ *       with the input-gradient GEMMs: not counted). TF, TB gain L / P of these;
+ *     input layer (stage 0): F all-reduces its output X (SP: reduce-scatters it); B
+ *       (SP only) all-gathers the gradient it receives;
+ *     output layer (stage S-1): F all-gathers its input X (SP only) and all-reduces
+ *       the vocabulary-parallel cross-entropy's max, sum of exponentials and target
+ *       logit (3 rings of bs F32); B all-reduces its input gradient X (SP: reduce-
+ *       scatters it);
+ *     under `vocab parallel` none is added to TS, TT, TIF, TIB: the output and input
+ *       layers' reductions are the schedule's collectives (TCOLL, from the file), now
+ *       over the P x T GPUs.
+ *   TC: with SP a GPU sends its s / T rows of the boundary activation (Megatron's p2p
+ *   shape), X / T / peer_bandwidth; without it each GPU sends the whole X on its link.
+ *   Activation of one layer for one microbatch, per GPU, from the runtime gpt's
+ *   buffers (per token, x d unless F32) split as Korthikanti et al. eq. 2 (no SP:
+ *   sbh(10 + 24/t + 5as/(ht)) at d = 2) and eq. 3 (SP: sbh/t (34 + 5as/h)) split theirs:
+ *     whole on every GPU without SP, Korthikanti's layer-norm inputs, QKV and FC1
+ *       inputs and residual path: ln1 (LN1 output, the QKV input) h, x1 (LN2 input) h,
+ *       ln2 (LN2 output, the FC1 input) h, y (the next layer's input, LN1's) h, the
+ *       two residual-branch gradients B leaves for W 2h: 6h, and the two layer norms'
+ *       F32 mean and rstd, 16 bytes;
+ *     split by heads or columns: qkv h(1 + 2g/a), att (the projection's input) h,
+ *       hpre and hact (FC1 output, GeLU output) 8h: h(10 + 2g/a), and the attention's
+ *       F32 softmax statistics 4a bytes;
+ *   act_layer = sb[6hd + 16] + sb[hd(10 + 2g/a) + 4a] / T without SP,
+ *   act_layer = sb[hd(16 + 2g/a) + 16 + 4a] / T with SP (everything sequence-split);
+ *   at T = 1 both are the formula above.
+ *   Parameters per GPU: the column-parallel QKV (h x h(1 + 2g/a)) and FC1 (h x f)
+ *   matrices and their biases, the row-parallel projection (h x h) and FC2 (f x h)
+ *   matrices / T; the row-parallel biases (2h), the layer norms (4h), the position
+ *   table (sh) and the final layer norm (2h) whole; the embedding and the output
+ *   layer hV / T each (2hV / (P T) a device under `vocab parallel`). Static bytes a
+ *   parameter unchanged (d + 4 + 12, or d + 4 + 12 / D with the distributed
+ *   optimizer) on these counts; stage_params and dev_params are one GPU's, so the
+ *   data-parallel gradient bytes (dp_derive) are those of a TP rank, all-reduced over
+ *   its D replicas (the same rank of every replica).
+ *   The runtime (libppsrt) does not run tensor parallelism: these keys model a
+ *   Megatron-style deployment for planning (the runtime ignores them).
  * Host links: devices_per_host_link k (default 1) devices share one host link (d and
  *   d' share it when d / k == d' / k: k ranks on one GPU, or GPUs behind one PCIe
  *   switch), and duplex_bandwidth (default host_bandwidth) is what each direction
