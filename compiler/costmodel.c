@@ -43,6 +43,61 @@
  *   with hardware { data_parallel = D; distributed_optimizer = 1; } the optimizer
  *   state is sharded over the D replicas (ZeRO-1, Megatron's distributed optimizer):
  *   d + 4 + 12 / D (8 / D at d = 4): dp_derive, costmodel_param_bytes.
+ * Tensor parallelism (hardware tensor_parallel = T, whole, default 1; Megatron-LM's:
+ *   Shoeybi et al. 2019, Korthikanti et al. 2022): each pipeline device is a group of
+ *   T GPUs, P x D x T GPUs in all, and every figure above is one GPU's (T = 1: all
+ *   unchanged, byte for byte). Megatron needs T to divide heads, query_groups and
+ *   ffn_hidden (when given): errors at tensor_parallel otherwise.
+ *   FLOPs: the layers' F, B, W, the input layer's and the output layer's (a
+ *   vocabulary-parallel embedding and LM head) divide by T; under `vocab parallel`
+ *   TS, TT, TIF, TIB too.
+ *   Communication, not overlapped (Megatron without --tp-comm-overlap), in the passes'
+ *   times: rings over the T GPUs (dp_ring_time: all-reduce, dp_half_ring_time:
+ *   reduce-scatter or all-gather) at tp_bandwidth (bytes/s of each GPU's link inside
+ *   its group, default peer_bandwidth; one of them is needed when the times are
+ *   derived) and tp_latency (s a ring step, default 0), of X = bsh d bytes:
+ *     a layer's F: 2 all-reduces of X (the attention's and the MLP's row-parallel
+ *       outputs); with sequence_parallel = 1: 2 all-gathers (the layer norms'
+ *       outputs) and 2 reduce-scatters of X, the same ring time; its B the same (the
+ *       conjugate collectives of the input gradient); its W none (with SP Megatron
+ *       gathers the QKV and FC1 inputs again for the weight gradients, overlapped
+ *       with the input-gradient GEMMs: not counted). TF, TB gain L / P of these;
+ *     input layer (stage 0): F all-reduces its output X (SP: reduce-scatters it); B
+ *       (SP only) all-gathers the gradient it receives;
+ *     output layer (stage S-1): F all-gathers its input X (SP only) and all-reduces
+ *       the vocabulary-parallel cross-entropy's max, sum of exponentials and target
+ *       logit (3 rings of bs F32); B all-reduces its input gradient X (SP: reduce-
+ *       scatters it);
+ *     under `vocab parallel` none is added to TS, TT, TIF, TIB: the output and input
+ *       layers' reductions are the schedule's collectives (TCOLL, from the file), now
+ *       over the P x T GPUs.
+ *   TC: with SP a GPU sends its s / T rows of the boundary activation (Megatron's p2p
+ *   shape), X / T / peer_bandwidth; without it each GPU sends the whole X on its link.
+ *   Activation of one layer for one microbatch, per GPU, from the runtime gpt's
+ *   buffers (per token, x d unless F32) split as Korthikanti et al. eq. 2 (no SP:
+ *   sbh(10 + 24/t + 5as/(ht)) at d = 2) and eq. 3 (SP: sbh/t (34 + 5as/h)) split theirs:
+ *     whole on every GPU without SP, Korthikanti's layer-norm inputs, QKV and FC1
+ *       inputs and residual path: ln1 (LN1 output, the QKV input) h, x1 (LN2 input) h,
+ *       ln2 (LN2 output, the FC1 input) h, y (the next layer's input, LN1's) h, the
+ *       two residual-branch gradients B leaves for W 2h: 6h, and the two layer norms'
+ *       F32 mean and rstd, 16 bytes;
+ *     split by heads or columns: qkv h(1 + 2g/a), att (the projection's input) h,
+ *       hpre and hact (FC1 output, GeLU output) 8h: h(10 + 2g/a), and the attention's
+ *       F32 softmax statistics 4a bytes;
+ *   act_layer = sb[6hd + 16] + sb[hd(10 + 2g/a) + 4a] / T without SP,
+ *   act_layer = sb[hd(16 + 2g/a) + 16 + 4a] / T with SP (everything sequence-split);
+ *   at T = 1 both are the formula above.
+ *   Parameters per GPU: the column-parallel QKV (h x h(1 + 2g/a)) and FC1 (h x f)
+ *   matrices and their biases, the row-parallel projection (h x h) and FC2 (f x h)
+ *   matrices / T; the row-parallel biases (2h), the layer norms (4h), the position
+ *   table (sh) and the final layer norm (2h) whole; the embedding and the output
+ *   layer hV / T each (2hV / (P T) a device under `vocab parallel`). Static bytes a
+ *   parameter unchanged (d + 4 + 12, or d + 4 + 12 / D with the distributed
+ *   optimizer) on these counts; stage_params and dev_params are one GPU's, so the
+ *   data-parallel gradient bytes (dp_derive) are those of a TP rank, all-reduced over
+ *   its D replicas (the same rank of every replica).
+ *   The runtime (libppsrt) does not run tensor parallelism: these keys model a
+ *   Megatron-style deployment for planning (the runtime ignores them).
  * Host links: devices_per_host_link k (default 1) devices share one host link (d and
  *   d' share it when d / k == d' / k: k ranks on one GPU, or GPUs behind one PCIe
  *   switch), and duplex_bandwidth (default host_bandwidth) is what each direction
@@ -97,6 +152,47 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
                hk[8]->value, hk[2]->value);
     errors++;
   }
+  /* tensor parallelism: hardware { tensor_parallel; sequence_parallel; tp_bandwidth; tp_latency } */
+  const IrKeyVal *kt = kv_find(s->hardware, s->nhardware, "tensor_parallel");
+  const IrKeyVal *ksp = kv_find(s->hardware, s->nhardware, "sequence_parallel");
+  const IrKeyVal *ktb = kv_find(s->hardware, s->nhardware, "tp_bandwidth");
+  const IrKeyVal *ktl = kv_find(s->hardware, s->nhardware, "tp_latency");
+  int T = 1, sp = 0, t_bad = kt && !(kt->value >= 1 && kt->value <= 1e6 && kt->value == floor(kt->value));
+  if (t_bad) {
+    diag_error(dg, kt->span, "hardware tensor_parallel must be a whole number from 1 to 1000000 (GPUs of each tensor-parallel group), got %g",
+               kt->value);
+    errors++;
+  } else if (kt) {
+    T = (int)kt->value;
+  }
+  if (ksp && ksp->value != 0 && ksp->value != 1) {
+    diag_error(dg, ksp->span, "hardware sequence_parallel must be 0 or 1 (1: the layer norms, dropouts and residual path split by sequence over the tensor-parallel group), got %g",
+               ksp->value);
+    errors++;
+  } else if (ksp && ksp->value == 1 && T == 1 && !t_bad) {
+    diag_error(dg, ksp->span, "hardware sequence_parallel = 1 needs tensor_parallel > 1 (it splits by sequence over the tensor-parallel group)");
+    errors++;
+  } else if (ksp) {
+    sp = ksp->value == 1;
+  }
+  if (ktb && !(ktb->value > 0 && isfinite(ktb->value))) { diag_error(dg, ktb->span, "hardware tp_bandwidth must be positive, got %g", ktb->value); errors++; ktb = NULL; }
+  if (ktl && !(ktl->value >= 0 && isfinite(ktl->value))) { diag_error(dg, ktl->span, "hardware tp_latency must not be negative, got %g", ktl->value); errors++; ktl = NULL; }
+  if (T > 1) { /* Megatron splits the attention by heads and key/value groups, the MLP by columns */
+    static const int divides[3] = {3, 4, 2};   /* heads, query_groups, ffn_hidden */
+    for (int k = 0; k < 3; k++) {
+      const IrKeyVal *m = mk[divides[k]];
+      if (!m || fmod(m->value, T) == 0) continue;
+      diag_error(dg, kt->span, "hardware tensor_parallel = %d must divide model %s = %g (Megatron splits %s over the tensor-parallel group)", T,
+                 mn[divides[k]], m->value, k == 0 ? "the attention by heads" : k == 1 ? "the key/value heads" : "the feed-forward by columns");
+      diag_note(dg, m->span, "model %s is given here", mn[divides[k]]);
+      errors++;
+    }
+    if (mk[0] && mk[1] && mk[5] && mk[6] && hk[1] && !ktb && !hk[3]) {
+      diag_error(dg, kt->span, "hardware tensor_parallel = %d needs tp_bandwidth (bytes/s of each GPU's link inside its tensor-parallel group, e.g. NVLink) or peer_bandwidth, to derive the times",
+                 T);
+      errors++;
+    }
+  }
   if (errors) return errors;
   out->link_devs = hk[7] ? (int)fmin(hk[7]->value, 1e9) : 1;
   out->duplex = hk[8] ? hk[8]->value / hk[2]->value : 1;
@@ -109,15 +205,24 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
   out->dtype_bytes = d;
   int shape = mk[0] && mk[1] && mk[5] && mk[6];
   double bsh = b * sq * h;
+  TpModel *tp = NULL;
+  if (T > 1) {
+    tp = out->tp = arena_alloc(a, sizeof *tp);
+    tp->T = T;
+    tp->sp = sp;
+    tp->bandwidth = ktb ? ktb->value : hk[3] ? hk[3]->value : 0;
+    tp->latency = ktl ? ktl->value : 0;
+  }
   if (shape && hk[1]) {
     double rate = hk[1]->value * (hk[4] ? hk[4]->value : 1);
     double share = L / P;  /* layers of one device share */
     out->times = 1;
     out->flops_rate = rate;
-    out->tf = share * bsh * (24 * h + 4 * sq) / rate;
-    out->tb = share * bsh * (24 * h + 8 * sq) / rate;
-    out->tw = share * 24 * bsh * h / rate;
-    double of = 2 * bsh * V / rate, inf = bsh / rate, inw = 2 * bsh / rate;
+    /* one GPU of the tensor-parallel group: 1/T of every FLOP (T = 1: none) */
+    out->tf = share * bsh * (24 * h + 4 * sq) / T / rate;
+    out->tb = share * bsh * (24 * h + 8 * sq) / T / rate;
+    out->tw = share * 24 * bsh * h / T / rate;
+    double of = 2 * bsh * V / T / rate, inf = bsh / T / rate, inw = 2 * bsh / T / rate;
     if (s->vocab.mode) {
       out->ts = (s->vocab.mode == 2 ? 2 : 1) * of / P;
       out->tt = (s->vocab.mode == 2 ? 1 : 2) * of / P;
@@ -127,14 +232,49 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
       out->in_f = inf; out->in_w = inw;
       out->out_f = of; out->out_b = of; out->out_w = of;
     }
+    if (tp) { /* TP communication, not overlapped: in the passes' times */
+      double x = bsh * d, bw = tp->bandwidth, lat = tp->latency;
+      double ar = dp_ring_time(T, x, bw, lat), half = dp_half_ring_time(T, x, bw, lat);
+      /* a layer's F: 2 all-reduces (attention and MLP outputs), or with sequence
+       * parallelism 2 all-gathers (the layer norms' outputs) + 2 reduce-scatters; its
+       * B the same (their gradients' conjugates) */
+      double layer = sp ? 2 * (half + half) : 2 * ar;
+      tp->times = 1;
+      tp->f = share * layer;
+      tp->b = share * layer;
+      out->tf += tp->f;
+      out->tb += tp->b;
+      if (!s->vocab.mode) {
+        /* input layer (vocabulary-parallel embedding): F all-reduces its output (SP: a
+         * reduce-scatter), B all-gathers the gradient it gets (SP only); output layer
+         * (vocabulary-parallel LM head): F all-gathers its input (SP only) and
+         * all-reduces the cross-entropy's max, sum of exponentials and target logit
+         * (3 x bs F32), B all-reduces its input gradient (SP: a reduce-scatter) */
+        tp->in_f = sp ? half : ar;
+        tp->in_b = sp ? half : 0;
+        tp->out_f = (sp ? half : 0) + 3 * dp_ring_time(T, b * sq * 4, bw, lat);
+        tp->out_b = sp ? half : ar;
+        out->in_f += tp->in_f; out->in_b += tp->in_b;
+        out->out_f += tp->out_f; out->out_b += tp->out_b;
+      }
+    }
   }
   if (shape && hk[3]) {
     out->has_tc = 1;
-    out->tc = bsh * d / hk[3]->value;
+    /* with sequence parallelism each GPU sends its s / T rows (Megatron's p2p shape) */
+    out->tc = bsh * d / (sp ? T : 1) / hk[3]->value;
   }
   if (shape && mk[3]) {
     out->bytes = 1;
     out->act_layer = sq * b * (h * d * (16 + 2 * g / heads) + 16 + 4 * heads);
+    if (tp) { /* one GPU's: the part split by heads or columns over the group, 1/T of
+               * it; with sequence parallelism the rest too (costmodel.c's header) */
+      double split = sq * b * (h * d * (10 + 2 * g / heads) + 4 * heads);
+      tp->bytes = 1;
+      tp->act_rep = sp ? 0 : out->act_layer - split;
+      tp->act_split = sp ? out->act_layer : split;
+      out->act_layer = tp->act_rep + tp->act_split / T;
+    }
     out->unit_bytes = L / P * out->act_layer;
     /* copy engines: D2H and H2D, each with its bandwidth (default host_bandwidth);
      * when both are given and together exceed host_bandwidth, the host link they
@@ -148,14 +288,17 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
       out->treload = bh > 0 ? out->unit_bytes / bh : 0;
     }
     double per_layer = 2 * h * h + 2 * h * h * g / heads + 2 * h * f + (3 * h + 2 * h * g / heads + f) + 4 * h;
+    /* one GPU's: the column- and row-parallel matrices and the column-parallel biases
+     * (QKV, FC1) 1/T, the row-parallel biases (projection, FC2) and the layer norms whole */
+    per_layer -= (2 * h * h + 2 * h * h * g / heads + 2 * h * f + (h + 2 * h * g / heads + f)) * (T - 1) / T;
     double per_param = costmodel_param_bytes(d, 1);
     out->static_bytes = arena_alloc(a, sizeof(double) * (size_t)(P + 1));
     out->dev_params = arena_alloc(a, sizeof(double) * (size_t)(P + 1));
     out->stage_params = arena_alloc(a, sizeof(double) * (size_t)(S + 1));
     for (int st = 0; st < S; st++) {
       double p = L / S * per_layer;
-      if (!s->vocab.mode && st == 0) p += h * V + sq * h;
-      if (!s->vocab.mode && st == S - 1) p += h * V;
+      if (!s->vocab.mode && st == 0) p += h * V / T + sq * h;   /* vocabulary-parallel embedding */
+      if (!s->vocab.mode && st == S - 1) p += h * V / T;
       if (st == S - 1) p += 2 * h;
       out->stage_params[st] = p;
       int dv = stage_dev[st];
@@ -164,7 +307,8 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
       out->dev_params[dv] += p;
     }
     if (s->vocab.mode) {
-      for (int dv = 0; dv < P; dv++) { out->static_bytes[dv] += 2 * h * V / P * per_param; out->dev_params[dv] += 2 * h * V / P; }
+      double share = 2 * h * V / P / T;   /* the input and output layers' rows of a GPU */
+      for (int dv = 0; dv < P; dv++) { out->static_bytes[dv] += share * per_param; out->dev_params[dv] += share; }
       out->static_bytes[0] += sq * h * per_param;
       out->dev_params[0] += sq * h;
     }

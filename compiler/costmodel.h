@@ -1,11 +1,31 @@
 /* costmodel.h: seconds and bytes from the `model { }` and `hardware { }` blocks:
  * per-stage TF, TB, TW (and the vocabulary passes), TC and TOFF from transformer
  * FLOPs and bandwidths, the bytes of one activation unit, and the static bytes
- * (weights, gradients, optimizer state) of each device, and the data-parallel model
+ * (weights, gradients, optimizer state) of each device, with tensor parallelism (one
+ * GPU of each device's tensor-parallel group), and the data-parallel model
  * (dp_derive; its simulation is dp.c's). See costmodel.c. */
 #ifndef PPS_COSTMODEL_H
 #define PPS_COSTMODEL_H
 #include "ir.h"
+
+/* What the hardware block says of tensor parallelism (hardware { tensor_parallel = T }
+ * > 1; NULL in IrDerived and CostModel when T = 1): each pipeline device is a group of
+ * T GPUs, and every time and byte of the cost model is one GPU's (costmodel.c). */
+typedef struct TpModel {
+  int T;               /* GPUs of each tensor-parallel group (> 1) */
+  int sp;              /* hardware sequence_parallel = 1 */
+  double bandwidth;    /* tp_bandwidth (default peer_bandwidth; 0: neither, no times) */
+  double latency;      /* tp_latency, seconds a ring step (default 0) */
+  int times;           /* the communication times below are derived (seconds) */
+  double f, b;         /* TP communication inside one device share's TF and TB (L / P
+                          layers), s; W has none */
+  double in_f, in_b;   /* inside the input layer's F and B (stage 0; 0 under vocab parallel) */
+  double out_f, out_b; /* inside the output layer's F and B (stage S-1; 0 under vocab parallel) */
+  int bytes;           /* the activation split below is derived (heads given) */
+  double act_rep;      /* bytes of one layer's activation for one microbatch that every GPU
+                          of the group holds whole (0 with sequence parallelism) */
+  double act_split;    /* the rest: each GPU holds 1/T of it */
+} TpModel;
 
 typedef struct CostModel {
   int times;          /* TF TB TW (and TIF TIB TS TT) derived: layers, hidden, seq, micro_batch, flops */
@@ -28,11 +48,13 @@ typedef struct CostModel {
   Span memory_span;
   int link_devs;      /* hardware.devices_per_host_link (default 1) */
   double duplex;      /* hardware.duplex_bandwidth / host_bandwidth (default 1) */
+  TpModel *tp;        /* hardware tensor_parallel > 1, else NULL */
 } CostModel;
 
 /* Reads s->model and s->hardware (s->ndev, s->nstage, s->vocab.mode must be set;
  * stage_dev[st] = device of stage st). Reports bad values (efficiency outside (0, 1],
- * non-positive sizes) as errors at their key. Returns the number of errors. */
+ * non-positive sizes, a tensor_parallel that does not divide the heads) as errors at
+ * their key. Returns the number of errors. */
 int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *stage_dev, CostModel *out);
 /* After simulation: a device whose static bytes plus peak activation bytes exceed
  * hardware.memory is an error at the `memory` key. Returns errors reported. */

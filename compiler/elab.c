@@ -142,7 +142,8 @@ static const char *const model_keys[] = {"layers", "hidden", "ffn_hidden", "head
 static const char *const hardware_keys[] = {"memory", "flops", "host_bandwidth", "peer_bandwidth", "efficiency",
                                             "d2h_bandwidth", "h2d_bandwidth", "devices_per_host_link",
                                             "duplex_bandwidth", "data_parallel", "dp_bandwidth", "dp_latency",
-                                            "dp_stage_bytes", "distributed_optimizer", NULL};
+                                            "dp_stage_bytes", "distributed_optimizer", "tensor_parallel",
+                                            "sequence_parallel", "tp_bandwidth", "tp_latency", NULL};
 
 /* ---- diagnostics ---- */
 
@@ -1279,7 +1280,7 @@ static void exec_keyvals(Ctx *c, Stmt *st, const char *const *keys, IrKeyVal **o
     for (int i = 0; keys[i]; i++)
       if (!strcmp(nm, keys[i])) known = 1;
     if (!known) {
-      char list[256] = "";
+      char list[400] = "";   /* the hardware keys: 300 characters */
       size_t len = 0;
       for (int i = 0; keys[i] && len < sizeof list; i++)
         len += (size_t)snprintf(list + len, sizeof list - len, "%s%s", i ? ", " : "", keys[i]);
@@ -1942,6 +1943,7 @@ static void build_stages(Ctx *c) {
   s->derived.memory_span = cm.memory_span;
   s->derived.link_devs = cm.link_devs;
   s->derived.duplex = cm.duplex;
+  s->derived.tp = cm.tp;
   s->tf = k[K_TF];
   s->tb = k[K_TB];
   s->tw = k[K_TW];

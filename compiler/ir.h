@@ -229,6 +229,7 @@ typedef struct IrDerived {
   int link_devs;
   double duplex;
   struct DpModel *dp;   /* hardware data_parallel > 1 (dp.c), else NULL */
+  struct TpModel *tp;   /* hardware tensor_parallel > 1 (costmodel.c), else NULL */
 } IrDerived;
 
 typedef struct IrSchedule {

@@ -33,6 +33,14 @@ static int bottleneck(const IrSchedule *s, const SimResult *sim, double *rate) {
   return best;
 }
 
+/* hardware tensor_parallel > 1 (costmodel.c): the layout, P x D x T GPUs */
+static void tp_layout(StrBuf *b, const IrSchedule *s) {
+  const TpModel *t = s->derived.tp;
+  int D = s->derived.dp ? s->derived.dp->D : 1;
+  sb_printf(b, "tensor parallel T = %d%s: P x D x T = %d x %d x %d = %.0f GPUs", t->T, t->sp ? " (sequence parallel)" : "", s->ndev,
+            D, t->T, (double)s->ndev * D * t->T);
+}
+
 /* ---- text ---- */
 void report_text(StrBuf *b, const Report *r) {
   const IrSchedule *s = r->s;
@@ -49,6 +57,11 @@ void report_text(StrBuf *b, const Report *r) {
       sb_num(b, sim->peak_memory);
     }
     sb_puts(b, ")\n");
+    if (s->derived.tp) {
+      sb_printf(b, "%s: ", s->name ? s->name : "schedule");
+      tp_layout(b, s);
+      sb_puts(b, "; times and bytes are one GPU's\n");
+    }
     if (s->synth)   /* the search runs on every check (issue 22: 5 s at P = 16 in CI) */
       sb_printf(b, "%s: the order was synthesised (%.3g s, %ld candidate orders) and is searched again on every check; "
                 "to freeze it: ppsc synth %s -o FROZEN.pps, then check FROZEN.pps\n",
@@ -100,6 +113,23 @@ void report_text(StrBuf *b, const Report *r) {
     sb_puts(b, "\n");
   }
   if (s->derived.times) sb_puts(b, "units       seconds (costs from model { } and hardware { } where the file gives none)\n");
+  if (s->derived.tp) {
+    const TpModel *t = s->derived.tp;
+    sb_puts(b, "layout      ");
+    tp_layout(b, s);
+    sb_puts(b, "; the derived times and bytes are one GPU's\n");
+    /* the communication below is inside TF and TB when they are derived */
+    if (t->times && s->derived.times) {
+      sb_printf(b, "            TP communication (ring, %.4g B/s, %.4g s a step; not overlapped, inside the passes' times):\n"
+                   "            F %.4g s, B %.4g s, W 0 a device share", t->bandwidth, t->latency, t->f, t->b);
+      if (!s->vocab.mode)
+        sb_printf(b, "; input layer F %.4g s, B %.4g s; output layer F %.4g s, B %.4g s", t->in_f, t->in_b, t->out_f, t->out_b);
+      sb_puts(b, "\n");
+    }
+    if (t->bytes)
+      sb_printf(b, "            a layer's activation a microbatch: %.4g GB whole on each GPU + %.4g GB split over the %d\n",
+                t->act_rep / 1e9, t->act_split / 1e9, t->T);
+  }
   if (s->derived.bytes && s->derived.static_bytes) {
     sb_printf(b, "bytes       one activation unit = %.4g GB; weights + gradients + optimizer state + peak activations per device", s->derived.unit_bytes / 1e9);
     if (s->derived.memory > 0) sb_printf(b, " (hardware.memory %.4g GB)", s->derived.memory / 1e9);
@@ -272,6 +302,24 @@ void report_json(StrBuf *b, const Report *r) {
     json_key_num(b, "hardware_memory", s->derived.memory, s->derived.memory > 0);
   }
   if (sim && s && sim->dp) dp_report_json(b, s, sim->dp);   /* hardware data_parallel (dp.c) */
+  if (s && s->derived.tp) {   /* hardware tensor_parallel > 1 (costmodel.c), appended */
+    const TpModel *t = s->derived.tp;
+    int D = s->derived.dp ? s->derived.dp->D : 1;
+    sb_printf(b, ",\"tensor_parallel\":{\"size\":%d,\"sequence_parallel\":%s,\"gpus\":", t->T, t->sp ? "true" : "false");
+    sb_num(b, (double)s->ndev * D * t->T);
+    json_key_num(b, "bandwidth", t->bandwidth, t->bandwidth > 0);
+    json_key_num(b, "latency", t->latency, 1);
+    json_key_num(b, "comm_f", t->f, t->times);
+    json_key_num(b, "comm_b", t->b, t->times);
+    json_key_num(b, "comm_w", 0, t->times);
+    json_key_num(b, "input_comm_f", t->in_f, t->times);
+    json_key_num(b, "input_comm_b", t->in_b, t->times);
+    json_key_num(b, "output_comm_f", t->out_f, t->times);
+    json_key_num(b, "output_comm_b", t->out_b, t->times);
+    json_key_num(b, "layer_bytes_whole", t->act_rep, t->bytes);
+    json_key_num(b, "layer_bytes_split", t->act_split, t->bytes);
+    sb_puts(b, "}");
+  }
   sb_puts(b, "}\n");
 }
 

@@ -1,0 +1,259 @@
+#!/bin/sh
+# tests/analysis/tp.sh: tensor parallelism in `ppsc check/sim` (hardware {
+# tensor_parallel = T; sequence_parallel; tp_bandwidth; tp_latency }, compiler/costmodel.c,
+# docs/language.md "Tensor parallelism"). Every figure is computed here, in python3,
+# from Megatron-LM's layout as the docs describe it, independently of ppsc's code:
+#  - TF, TB, TW (a device share) and stage 0's and stage S-1's (input and output
+#    layers), TC, and under `vocab parallel` TS, TT, TIF, TIB (`ppsc expand`), at
+#    T = 2, 4, 8, with and without sequence parallelism, with a latency a ring step;
+#  - unit_bytes (a layer's buffers, whole or split over the group), static_bytes and
+#    peak_bytes per device (one GPU's parameters, by matrix), the data-parallel
+#    gradient bytes of each stage with data_parallel + distributed_optimizer, and the
+#    `tensor_parallel` JSON object; a vocabulary-parallel schedule (stdlib's and one
+#    written here) with its V / (P T) shares;
+#  - hardware.memory just above and just below the busiest GPU's total: check passes,
+#    then fails at the memory key;
+#  - tensor_parallel = 1 (and sequence_parallel = 0, tp_latency) changes no byte of
+#    sim's text and JSON or check's; the text's layout line with T > 1;
+#  - bad values: errors at the key's line and column, exit 1.
+set -u
+: "${PPSC:?}" "${top_srcdir:?}"
+command -v python3 > /dev/null 2>&1 || { echo "skip: no python3"; exit 77; }
+tmp=$(mktemp -d) || exit 99
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+bad() { echo "FAIL: $*"; fail=1; }
+PPS_STDLIB=$(cd "$top_srcdir/stdlib" && pwd) && export PPS_STDLIB || exit 99
+case $PPSC in /*) ;; *) PPSC=$(pwd)/$PPSC ;; esac   # the tests below also run in folders of $tmp
+
+# 1F1B written out (stdlib's 1f1b.pps states its costs, which would win), P = 4,
+# 8 layers (2 a stage); a = 16 heads, g = 8 groups, f = 384: all divisible by 8
+cat > "$tmp/lin.pps" <<'PPS'
+schedule lin(P = 4, m = 6, tp = 2, sp = 0, D = 1, dist = 0, mem = 1e12) {
+  devices P;
+  microbatches m;
+  placement linear;
+  model { layers = 8; hidden = 128; ffn_hidden = 384; heads = 16; query_groups = 8;
+          seq = 32; micro_batch = 2; vocab = 1000; dtype_bytes = 2; }
+  hardware { memory = mem; flops = 1e12; efficiency = 0.5; peer_bandwidth = 1e9;
+             tensor_parallel = tp; sequence_parallel = sp; tp_bandwidth = 1e10; tp_latency = 1e-6;
+             data_parallel = D; dp_bandwidth = 1e9; distributed_optimizer = dist; }
+  for d in 0..P {
+    device d {
+      let warm = min(P - d - 1, m);
+      for i in 0..warm     { F(i) }
+      for i in 0..m - warm { F(i + warm) BW(i) }
+      for i in m - warm..m { BW(i) }
+    }
+  }
+}
+PPS
+# the same under `vocab parallel` (Vocab-1 or -2: the warm-up 2 or 1 longer)
+sed -e 's/schedule lin(P = 4,/schedule voc(mode = 1, P = 4,/' -e 's/  placement linear;/  placement linear;\n  vocab parallel mode;/' \
+    -e 's/let warm = min(P - d - 1, m)/let warm = min(P - d - 1 + 3 - mode, m)/' \
+    -e 's/{ F(i + warm) BW(i) }/{ F(i + warm) B(i) W(i) }/' -e 's/{ BW(i) }/{ B(i) W(i) }/' \
+    -e 's/ data_parallel = D; dp_bandwidth = 1e9; distributed_optimizer = dist;//' "$tmp/lin.pps" > "$tmp/voc.pps" || exit 99
+# stdlib's Vocab-1 (its costs are stated: only the bytes are derived)
+cat > "$tmp/svoc.pps" <<'PPS'
+import "vocab_1f1b.pps";
+schedule svoc(tp = 4, sp = 1) {
+  use vocab_1f1b(4, 8, mode = 1);
+  model { layers = 8; hidden = 128; ffn_hidden = 384; heads = 16; query_groups = 8;
+          seq = 32; micro_batch = 2; vocab = 1000; dtype_bytes = 2; }
+  hardware { memory = 1e12; tensor_parallel = tp; sequence_parallel = sp; }
+}
+PPS
+
+# model.py SPEC: the expected figures (JSON) of one case; SPEC {T, sp, D, dist, vocab}
+cat > "$tmp/model.py" <<'PY'
+import json, sys
+c = json.loads(sys.argv[1])
+T, sp, D, dist, vocab, P = c["T"], c["sp"], c["D"], c["dist"], c["vocab"], c.get("P", 4)
+L, h, f, a, g, s, b, V, d = 8, 128, 384, 16, 8, 32, 2, 1000, 2
+rate, peer, bw, lat = 1e12 * 0.5, 1e9, 1e10, 1e-6
+S = P; share = L / P; bsh = b * s * h
+def ring(n, x): return 2 * (n - 1) / n * x / bw + 2 * (n - 1) * lat      # all-reduce
+def half(n, x): return (n - 1) / n * x / bw + (n - 1) * lat              # reduce-scatter, all-gather
+x = bsh * d
+# a layer, one microbatch: Megatron's 2 all-reduces in F and in B (the attention's and
+# the MLP's row-parallel outputs), or with SP 2 all-gathers + 2 reduce-scatters
+comm = (2 * half(T, x) + 2 * half(T, x)) if sp else 2 * ring(T, x)
+e = {}
+e["TF"] = share * (bsh * (24 * h + 4 * s) / T / rate + comm)
+e["TB"] = share * (bsh * (24 * h + 8 * s) / T / rate + comm)
+e["TW"] = share * 24 * bsh * h / T / rate
+e["TC"] = x / (T if sp else 1) / peer
+out = 2 * bsh * V / T / rate
+if vocab:
+    e["TS"] = (2 if vocab == 2 else 1) * out / P
+    e["TT"] = (1 if vocab == 2 else 2) * out / P
+    e["TIF"] = bsh / T / rate / P
+    e["TIB"] = 2 * bsh / T / rate / P
+else:
+    # input layer: embedding lookup bsh, its gradient 2bsh; F all-reduces its output
+    # (SP: reduce-scatters it), B all-gathers the gradient (SP only)
+    e["stage0"] = [e["TF"] + bsh / T / rate + (half(T, x) if sp else ring(T, x)),
+                   e["TB"] + (half(T, x) if sp else 0),
+                   e["TW"] + 2 * bsh / T / rate]
+    # output layer: 2bshV each pass; F all-gathers X (SP) and all-reduces 3 bs F32
+    # statistics of the cross-entropy; B all-reduces dX (SP: reduce-scatters it)
+    e["stageL"] = [e["TF"] + out + (half(T, x) if sp else 0) + 3 * ring(T, b * s * 4),
+                   e["TB"] + out + (half(T, x) if sp else ring(T, x)),
+                   e["TW"] + out]
+    e["comm"] = {"comm_f": share * comm, "comm_b": share * comm, "comm_w": 0,
+                 "input_comm_f": half(T, x) if sp else ring(T, x), "input_comm_b": half(T, x) if sp else 0,
+                 "output_comm_f": (half(T, x) if sp else 0) + 3 * ring(T, b * s * 4),
+                 "output_comm_b": half(T, x) if sp else ring(T, x)}
+# a layer's activation (runtime/model_gpt.c layer_bytes + grad_slots), per token:
+# whole on every GPU without SP: ln1, x1, ln2, y, the two residual gradients (6h x d)
+# and the layer norms' F32 mean and rstd (16); split: qkv (h + 2hg/a), att (h),
+# hpre and hact (8h) x d, and the attention's F32 statistics (4 a head)
+whole = s * b * (6 * h * d + 16); split = s * b * ((h + 2 * h * g / a + h + 8 * h) * d + 4 * a)
+layer = (whole + split) / T if sp else whole + split / T
+e["unit"] = share * layer
+e["layer_bytes_whole"] = 0 if sp else whole
+e["layer_bytes_split"] = whole + split if sp else split
+# one GPU's parameters, matrix by matrix
+q = h + 2 * h * g / a
+lay = (h * q) / T + q / T + h * h / T + h + h * f / T + f / T + f * h / T + h + 4 * h
+params = [share * lay for st in range(S)]
+if not vocab:
+    params[0] += h * V / T + s * h
+    params[S - 1] += h * V / T
+params[S - 1] += 2 * h
+dev = list(params)
+if vocab:
+    dev = [p + 2 * h * V / P / T for p in dev]
+    dev[0] += s * h
+per = d + 4 + 12 / (D if dist else 1)
+e["static"] = [p * per for p in dev]
+e["grad"] = [4 * p for p in params]
+e["gpus"] = P * D * T
+print(json.dumps(e))
+PY
+
+# check.py EXPECT EXPAND JSON: the figures against the model
+cat > "$tmp/check.py" <<'PY'
+import json, re, sys
+e = json.loads(sys.argv[1]); x = open(sys.argv[2]).read(); j = json.load(open(sys.argv[3]))
+bad = []
+def near(a, b): return abs(a - b) <= 1e-9 * max(1e-12, abs(b))
+def want(name, got, w):
+    if got is None or not near(got, w): bad.append("%s = %s, want %.12g" % (name, got, w))
+costs = {}
+for m in re.finditer(r"^  cost (.*);$", x, re.M):
+    line = m.group(1)
+    st = re.match(r"stage (\d+): (.*)", line)
+    for k, v in re.findall(r"(\w+) = ([-0-9.e+]+)", st.group(2) if st else line):
+        costs[(st.group(1) if st else "") + k] = float(v)
+for k in ["TF", "TB", "TW", "TC", "TS", "TT", "TIF", "TIB"]:
+    if k in e: want(k, costs.get(k), e[k])
+S = j["stages"]
+for k, st in [("stage0", "0"), ("stageL", str(S - 1))]:
+    if k in e:
+        for i, n in enumerate(["TF", "TB", "TW"]):   # (expand leaves out a stage's cost equal to the schedule's)
+            want("stage %s %s" % (st, n), costs.get(st + n, costs.get(n)), e[k][i])
+want("unit_bytes", j["unit_bytes"], e["unit"])
+for v in j["per_device"]:
+    k = v["device"]
+    want("device %d static_bytes" % k, v["static_bytes"], e["static"][k])
+    want("device %d peak_bytes" % k, v["peak_bytes"], e["static"][k] + v["peak_memory"] * e["unit"])
+t = j.get("tensor_parallel") or {}
+want("tensor_parallel.gpus", t.get("gpus"), e["gpus"])
+for k in ["layer_bytes_whole", "layer_bytes_split"]: want("tensor_parallel." + k, t.get(k), e[k])
+for k, w in e.get("comm", {}).items(): want("tensor_parallel." + k, t.get(k), w)
+if "data_parallel" in j:
+    for s in j["data_parallel"]["stages"]: want("stage %d gradient bytes" % s["stage"], s["bytes"], e["grad"][s["stage"]])
+if bad: print("\n".join(bad)); sys.exit(1)
+PY
+
+# run NAME FILE SPEC ARGS...: expand and sim --json of FILE at ARGS against the model
+run() {
+  name=$1 file=$2 spec=$3; shift 3
+  "$PPSC" expand "$tmp/$file" "$@" > "$tmp/x.pps" 2> "$tmp/err" || { bad "$name: expand: $(cat "$tmp/err")"; return; }
+  "$PPSC" sim --json "$tmp/$file" "$@" > "$tmp/j.json" 2> "$tmp/err" || { bad "$name: sim: $(cat "$tmp/err")"; return; }
+  e=$(python3 "$tmp/model.py" "$spec") || { bad "$name: the model"; return; }
+  python3 "$tmp/check.py" "$e" "$tmp/x.pps" "$tmp/j.json" > "$tmp/why" || bad "$name: $(cat "$tmp/why")"
+}
+for T in 2 4 8; do
+  for sp in 0 1; do
+    run "1F1B T=$T sp=$sp" lin.pps "{\"T\": $T, \"sp\": $sp, \"D\": 1, \"dist\": 0, \"vocab\": 0}" -D tp=$T -D sp=$sp
+    run "1F1B T=$T sp=$sp D=4 distributed optimizer" lin.pps "{\"T\": $T, \"sp\": $sp, \"D\": 4, \"dist\": 1, \"vocab\": 0}" \
+      -D tp=$T -D sp=$sp -D D=4 -D dist=1
+    run "Vocab-1 T=$T sp=$sp" voc.pps "{\"T\": $T, \"sp\": $sp, \"D\": 1, \"dist\": 0, \"vocab\": 1}" -D tp=$T -D sp=$sp
+  done
+done
+run "1F1B T=8 sp=1 D=2 (all-reduce)" lin.pps '{"T": 8, "sp": 1, "D": 2, "dist": 0, "vocab": 0}' -D tp=8 -D sp=1 -D D=2
+run "Vocab-2 T=4 sp=0" voc.pps '{"T": 4, "sp": 0, "D": 1, "dist": 0, "vocab": 2}' -D tp=4 -D sp=0 -D mode=2
+# stdlib's Vocab-1: its stated costs win (the expand has none derived); the bytes are T's
+"$PPSC" sim --json "$tmp/svoc.pps" > "$tmp/sv.json" || bad "sim svoc"
+python3 - "$tmp/sv.json" "$(python3 "$tmp/model.py" '{"T": 4, "sp": 1, "D": 1, "dist": 0, "vocab": 1}')" <<'PY' || bad "stdlib vocab_1f1b T=4 sp=1 bytes"
+import json, sys
+j = json.load(open(sys.argv[1])); e = json.loads(sys.argv[2]); near = lambda a, b: abs(a - b) <= 1e-9 * abs(b)
+ok = near(j["unit_bytes"], e["unit"]) and all(near(v["static_bytes"], e["static"][v["device"]]) for v in j["per_device"])
+ok = ok and j["time_unit"] == "unit" and j["tensor_parallel"]["comm_f"] is None and j["tensor_parallel"]["gpus"] == 16
+if not ok: print(j["unit_bytes"], e["unit"], [v["static_bytes"] for v in j["per_device"]], e["static"], j["tensor_parallel"]); sys.exit(1)
+PY
+
+# hardware.memory at the busiest GPU's total (T = 8, SP, D = 4, distributed optimizer),
+# 1e-6 above and below: check passes, then fails at the memory key (7:14)
+"$PPSC" sim --json "$tmp/lin.pps" -D tp=8 -D sp=1 -D D=4 -D dist=1 > "$tmp/j.json" || bad "sim for memory"
+need=$(python3 - "$tmp/j.json" "$(python3 "$tmp/model.py" '{"T": 8, "sp": 1, "D": 4, "dist": 1, "vocab": 0}')" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1])); e = json.loads(sys.argv[2])
+print(repr(max(e["static"][v["device"]] + v["peak_memory"] * e["unit"] for v in j["per_device"])))
+PY
+)
+hi=$(python3 -c "print(repr($need * (1 + 1e-6)))"); lo=$(python3 -c "print(repr($need * (1 - 1e-6)))")
+"$PPSC" check "$tmp/lin.pps" -D tp=8 -D sp=1 -D D=4 -D dist=1 -D mem="$hi" > "$tmp/m.out" 2>&1 || bad "memory $hi (need $need): $(cat "$tmp/m.out")"
+"$PPSC" check "$tmp/lin.pps" -D tp=8 -D sp=1 -D D=4 -D dist=1 -D mem="$lo" --color=never > "$tmp/m.out" 2>&1
+rc=$?
+[ $rc = 1 ] && grep -q "lin.pps:7:14: error: device [0-9] needs .* over hardware.memory" "$tmp/m.out" || bad "memory $lo (need $need): exit $rc: $(cat "$tmp/m.out")"
+# T = 8 without sequence parallelism needs more (the replicated part of the activations)
+"$PPSC" check "$tmp/lin.pps" -D tp=8 -D sp=0 -D D=4 -D dist=1 -D mem="$hi" > "$tmp/m.out" 2>&1 && bad "memory $hi without sequence parallelism passed"
+
+# the text: the layout and each pass's TP communication
+"$PPSC" sim "$tmp/lin.pps" -D tp=8 -D sp=1 -D D=4 -D dist=1 > "$tmp/t.txt" || bad "sim text"
+grep -q "^layout      tensor parallel T = 8 (sequence parallel): P x D x T = 4 x 4 x 8 = 128 GPUs" "$tmp/t.txt" &&
+  grep -q "^            F [0-9.e-]* s, B [0-9.e-]* s, W 0 a device share; input layer F" "$tmp/t.txt" || bad "text: $(cat "$tmp/t.txt")"
+"$PPSC" check "$tmp/lin.pps" -D tp=4 > "$tmp/t.txt" 2>&1 && grep -q "^lin: tensor parallel T = 4: P x D x T = 4 x 1 x 4 = 16 GPUs" "$tmp/t.txt" ||
+  bad "check's layout line: $(cat "$tmp/t.txt")"
+
+# tensor_parallel = 1 is the keys absent: the same file name in two folders
+mkdir "$tmp/a" "$tmp/b" || exit 99
+sed 's/tensor_parallel = tp; sequence_parallel = sp; tp_bandwidth = 1e10; tp_latency = 1e-6;//' "$tmp/lin.pps" > "$tmp/a/lin.pps"
+sed 's/tensor_parallel = tp; sequence_parallel = sp;/tensor_parallel = 1; sequence_parallel = 0;/' "$tmp/lin.pps" > "$tmp/b/lin.pps"
+for dir in a b; do
+  (cd "$tmp/$dir" && "$PPSC" sim lin.pps > s.txt && "$PPSC" sim --json lin.pps > s.json && "$PPSC" check lin.pps > c.txt &&
+   "$PPSC" sim --json lin.pps -D D=4 -D dist=1 > d.json) || bad "sim $dir"
+done
+for x in s.txt s.json c.txt d.json; do cmp -s "$tmp/a/$x" "$tmp/b/$x" || bad "tensor_parallel = 1 changed $x"; done
+cmp -s "$tmp/a/s.json" "$tmp/j.json" && bad "tensor_parallel = 8 changed nothing"
+
+# bad values: errors at the key, exit 1
+errcase() { # NAME MODEL HARDWARE WHERE MESSAGE
+  printf 'schedule e {\n  devices 2; microbatches 2;\n  model { %s }\n  hardware { %s }\n  device 0 { F(0) F(1) BW(0) BW(1) }\n  device 1 { F(0) BW(0) F(1) BW(1) }\n}\n' "$2" "$3" > "$tmp/$1.pps"
+  "$PPSC" check "$1.pps" --color=never > "$tmp/$1.out" 2>&1
+  rc=$?
+  [ $rc = 1 ] || bad "$1: exit $rc, expected 1"
+  grep -q "^$1.pps:$4: error: $5" "$tmp/$1.out" || bad "$1: no error at $4 '$5': $(cat "$tmp/$1.out")"
+}
+M='layers = 4; hidden = 64; heads = 12; seq = 16; micro_batch = 1;'
+cd "$tmp" || exit 99
+errcase heads "$M" 'tensor_parallel = 8; tp_bandwidth = 1;' 4:14 'hardware tensor_parallel = 8 must divide model heads = 12'
+grep -q "^heads.pps:3:36: note: model heads is given here" "$tmp/heads.out" || bad "heads: no note at the heads key: $(cat "$tmp/heads.out")"
+errcase groups "$M query_groups = 6;" 'tensor_parallel = 4; tp_bandwidth = 1;' 4:14 'hardware tensor_parallel = 4 must divide model query_groups = 6'
+errcase ffn "$M ffn_hidden = 250;" 'tensor_parallel = 4; tp_bandwidth = 1;' 4:14 'hardware tensor_parallel = 4 must divide model ffn_hidden = 250'
+errcase spt1 "$M" 'tensor_parallel = 1; sequence_parallel = 1;' 4:35 'hardware sequence_parallel = 1 needs tensor_parallel > 1'
+errcase spnot "$M" 'sequence_parallel = 1;' 4:14 'hardware sequence_parallel = 1 needs tensor_parallel > 1'
+errcase sp2 "$M" 'tensor_parallel = 2; sequence_parallel = 2;' 4:35 'hardware sequence_parallel must be 0 or 1'
+errcase nobw "$M" 'flops = 1e12; tensor_parallel = 2;' 4:28 'hardware tensor_parallel = 2 needs tp_bandwidth (bytes/s of each GPU.s link inside its tensor-parallel group, e.g. NVLink) or peer_bandwidth'
+errcase half "$M" 'tensor_parallel = 2.5;' 4:14 'hardware tensor_parallel must be a whole number from 1 to 1000000 (GPUs of each tensor-parallel group), got 2.5'
+errcase zero "$M" 'tensor_parallel = 0;' 4:14 'hardware tensor_parallel must be a whole number'
+errcase tpbw "$M" 'tensor_parallel = 2; tp_bandwidth = 0;' 4:35 'hardware tp_bandwidth must be positive, got 0'
+errcase tplat "$M" 'tensor_parallel = 2; tp_bandwidth = 1; tp_latency = -1;' 4:53 'hardware tp_latency must not be negative, got -1'
+# a bandwidth is needed only where times are derived: no flops, no error
+printf 'schedule ok {\n  devices 2; microbatches 2;\n  model { %s }\n  hardware { tensor_parallel = 4; }\n  device 0 { F(0) F(1) BW(0) BW(1) }\n  device 1 { F(0) BW(0) F(1) BW(1) }\n}\n' \
+  'layers = 4; hidden = 64; heads = 12; seq = 16; micro_batch = 1;' > "$tmp/ok.pps"
+"$PPSC" check "$tmp/ok.pps" > "$tmp/ok.out" 2>&1 || bad "T = 4 without flops or a bandwidth: $(cat "$tmp/ok.out")"
+exit $fail
