@@ -527,6 +527,15 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
     return status;
   }
   run.tr = tr;
+  /* the hardware block may plan a deployment this run is not: say where they differ
+   * (once, from the first rank), so that nobody reads this run as that plan */
+  double hw_tp = kv_get(p->hardware, p->nhardware, "tensor_parallel", 1), hw_dp = kv_get(p->hardware, p->nhardware, "data_parallel", 0);
+  if (my_rank == 0 && hw_tp > 1)
+    fprintf(stderr, "%s: note: the schedule's hardware { tensor_parallel = %g } is a plan for ppsc sim and check: libppsrt "
+            "runs whole layers, without tensor parallelism\n", me, hw_tp);
+  if (my_rank == 0 && hw_dp >= 1 && hw_dp != run.nrep)
+    fprintf(stderr, "%s: note: the schedule's hardware { data_parallel = %g } plans %g replicas; this run has %d (%s)\n", me,
+            hw_dp, hw_dp, run.nrep, run.nrep > 1 ? "--data-parallel" : "give --data-parallel D for replicas");
   /* vocabulary collectives on a lane per device (coll_lane.c) wherever the transport
    * gives it a second transport of the same ranks (dup: threads, MPI with
    * MPI_THREAD_MULTIPLE, NCCL in one process), on either backend; else (no dup, dup

@@ -54,6 +54,23 @@ if have_mpi; then
   expect_exit 2 "mpirun -np 4 at P=2 without --data-parallel" $MPI -np 4 "$M4"
   expect_grep "or --data-parallel 2 for 2 replicas of the pipeline" "a multiple of P: --data-parallel suggested"
 else skip "--data-parallel under MPI (libppsrt without MPI, or no mpirun)"; fi
+# a hardware block that plans replicas and tensor parallelism: the run says where it differs
+cat >"$WORK/plan.pps" <<'PPS'
+schedule plan(P = 2, m = 4) {
+  devices P; microbatches m; placement linear;
+  model { layers = 2; hidden = 16; heads = 2; seq = 16; micro_batch = 1; vocab = 256; }
+  hardware { flops = 1e12; peer_bandwidth = 1e10; tensor_parallel = 2; data_parallel = 2; }
+  for d in 0..P { device d { for i in 0..m { F(i) } for i in 0..m { BW(i) } } }
+}
+PPS
+if build plan "$WORK/plan.pps"; then
+  expect_exit 0 "a schedule planning D = 2, T = 2, run plain" "$WORK/plan" --iterations 1 -q
+  expect_grep "note: the schedule's hardware { tensor_parallel = 2 } is a plan for ppsc sim and check: libppsrt runs whole layers" \
+    "tensor_parallel in the plan: the run says it has none"
+  expect_grep "note: the schedule's hardware { data_parallel = 2 } plans 2 replicas; this run has 1" "data_parallel: the difference named"
+  expect_exit 0 "the same with --data-parallel 2" "$WORK/plan" --iterations 1 -q --data-parallel 2
+  if grep -q "data_parallel = 2" "$WORK/out"; then fail "a note although the run has the planned replicas"; else pass "no data_parallel note when the run matches"; fi
+else fail "build plan.pps"; fi
 if build v2 "$top_srcdir/stdlib/vocab_1f1b.pps" -D P=2 -D m=4; then
   expect_exit 2 "a vocabulary-parallel schedule refused" "$WORK/v2" --model gpt --data-parallel 2
   expect_grep "does not run with a vocabulary-parallel schedule yet" "named"
