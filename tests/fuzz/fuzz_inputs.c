@@ -29,7 +29,7 @@
 static char dir[4096];
 static int verbose;   /* PPS_FUZZ_VERBOSE=1: say how far each input got (to check the seeds) */
 
-/* The temporary directory goes when the fuzzer exits normally. */
+/* Each input's temporary directory goes after it (libFuzzer may end with _Exit). */
 static void cleanup(void) {
   static const char *const names[] = {"out.pps", "prof.txt", "s.pps", "t.bin", "t.dat", "ck", "s0"};
   char p[4200];
@@ -155,19 +155,17 @@ static void fuzz_ckpt(const uint8_t *data, size_t size) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  if (!dir[0]) {
-    const char *tmp = getenv("TMPDIR");
-    snprintf(dir, sizeof dir, "%s/pps-fuzz-in-XXXXXX", tmp && *tmp && strlen(tmp) < 4000 ? tmp : "/tmp");
-    if (!mkdtemp(dir)) abort();
-    verbose = getenv("PPS_FUZZ_VERBOSE") && *getenv("PPS_FUZZ_VERBOSE") == '1';
-    atexit(cleanup);
-  }
   if (size < 1) return 0;
+  const char *tmp = getenv("TMPDIR");
+  snprintf(dir, sizeof dir, "%s/pps-fuzz-in-XXXXXX", tmp && *tmp && strlen(tmp) < 4000 ? tmp : "/tmp");
+  if (!mkdtemp(dir)) abort();
+  verbose = getenv("PPS_FUZZ_VERBOSE") && *getenv("PPS_FUZZ_VERBOSE") == '1';
   switch (data[0] % 4) {
   case 0: fuzz_csv(data + 1, size - 1); break;
   case 1: fuzz_profile(data + 1, size - 1); break;
   case 2: fuzz_tokens(data + 1, size - 1); break;
   default: fuzz_ckpt(data + 1, size - 1); break;
   }
+  cleanup();
   return 0;
 }
