@@ -23,11 +23,11 @@ typedef struct Define {
   const char *value;  /* text as given; parsed as a PPS literal (int, real, true/false) */
 } Define;
 
-/* --cost KEY=VALUE / --memory KEY=VALUE / --policy KEY=VALUE: a schedule-wide cost,
- * memory setting or policy that replaces the file's, whatever the file declares as
- * parameters. */
+/* --cost KEY=VALUE / --memory KEY=VALUE / --policy KEY=VALUE / --hardware KEY=VALUE /
+ * --model KEY=VALUE: a schedule-wide cost, memory setting, policy, hardware or model key
+ * that replaces the file's (or adds it), whatever the file declares as parameters. */
 typedef struct KeyOverride {
-  int memory;         /* 0: --cost, 1: --memory, 2: --policy */
+  int memory;         /* 0: --cost, 1: --memory, 2: --policy, 3: --hardware, 4: --model */
   const char *key;    /* as written before '=' (owned by main.c) */
   const char *value;  /* text after '=' */
 } KeyOverride;

@@ -1918,7 +1918,7 @@ static void build_stages(Ctx *c) {
   double *k = c->cost;
   /* seconds and bytes from model { } / hardware { }: explicit costs win */
   CostModel cm;
-  costmodel_derive(c->a, c->d, s, c->stage_dev, &cm);
+  int cm_errors = costmodel_derive(c->a, c->d, s, c->stage_dev, &cm);
   if (cm.times) {
     if (!c->cost_set[K_TF]) k[K_TF] = cm.tf;
     if (!c->cost_set[K_TB]) k[K_TB] = cm.tb;
@@ -1930,12 +1930,23 @@ static void build_stages(Ctx *c) {
       if (!c->cost_set[K_TT]) k[K_TT] = cm.tt;
     }
   }
+  /* times derived from keys given on the command line, which the file's own costs
+   * override: said, not silently dropped */
+  int flags = 0;
+  for (int i = 0; i < c->in->nkeys; i++) flags |= c->in->keys[i].memory >= 3;
+  for (int j = K_TF; flags && cm.times && j <= K_TW; j++)
+    if (c->cost_set[j] == 1) {
+      double d = j == K_TF ? cm.tf : j == K_TB ? cm.tb : cm.tw;
+      diag_warning(c->d, c->cost_span[j], "the file's cost %s = %g wins over the %g s that model { } and hardware { } give "
+                   "with --model/--hardware (explicit costs win; --cost %s=%g sets it)", key_names[j], k[j], d, key_names[j], d);
+      break;
+    }
   if (cm.has_tc && !c->cost_set[K_TC]) k[K_TC] = cm.tc;
   if (cm.has_toff && !c->cost_set[K_TOFF]) k[K_TOFF] = cm.toff;
   if (cm.has_toff && !c->cost_set[K_TOFF] && !c->cost_set[K_TRELOAD] && cm.treload > 0 && cm.treload != k[K_TOFF]) { k[K_TRELOAD] = cm.treload; c->cost_set[K_TRELOAD] = 2; }
   s->derived.times = cm.times && !(c->cost_set[K_TF] && c->cost_set[K_TB] && c->cost_set[K_TW]);
   /* hardware data_parallel (costmodel.c); first: distributed_optimizer shards cm.static_bytes */
-  s->derived.dp = dp_derive(c->a, c->d, s, &cm);
+  s->derived.dp = cm_errors ? NULL : dp_derive(c->a, c->d, s, &cm);   /* (its "needs the model" would echo those errors) */
   s->derived.bytes = cm.bytes;
   s->derived.unit_bytes = cm.unit_bytes;
   s->derived.static_bytes = cm.static_bytes;
@@ -2123,10 +2134,44 @@ static void apply_policy(Ctx *c, const KeyOverride *o) {
 /* --cost KEY=V and --memory KEY=V: replace the schedule-wide value the file stated
  * (or the default), after the file ran; --policy KEY=V the same for a policy. A bad
  * key or value is a usage error. */
+/* --hardware KEY=V and --model KEY=V: the block's key takes the value (added when the
+ * file has none); costmodel.c then checks it as if the file said it. */
+static void apply_block_key(Ctx *c, const KeyOverride *o) {
+  int hw = o->memory == 3;
+  const char *const *names = hw ? hardware_keys : model_keys;
+  const char *opt = hw ? "--hardware" : "--model";
+  int known = 0;
+  for (int j = 0; names[j]; j++) known |= !strcmp(o->key, names[j]);
+  if (!known) {
+    char list[512] = "";
+    for (int j = 0; names[j]; j++) snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", j ? ", " : "", names[j]);
+    diag_error(c->d, (Span){0}, "%s %s: unknown key (expected %s)", opt, o->key, list);
+    *c->usage = 1;
+    return;
+  }
+  Value v;
+  if (parse_define(o->value, &v) || v.t == T_BOOL) {
+    diag_error(c->d, (Span){0}, "%s %s=%s: expected a number", opt, o->key, o->value);
+    *c->usage = 1;
+    return;
+  }
+  double x = v.t == T_REAL ? v.u.r : (double)v.u.i;
+  IrKeyVal **kv = hw ? &c->s->hardware : &c->s->model;
+  int *n = hw ? &c->s->nhardware : &c->s->nmodel;
+  for (int j = 0; j < *n; j++)   /* the flag's value, not the file's: no span points at the file's text */
+    if (!strcmp((*kv)[j].key, o->key)) { (*kv)[j].value = x; (*kv)[j].span = (Span){0}; return; }
+  IrKeyVal *grown = arena_alloc(c->a, sizeof *grown * (size_t)(*n + 1));
+  if (*n) memcpy(grown, *kv, sizeof *grown * (size_t)*n);
+  grown[*n] = (IrKeyVal){arena_strdup(c->a, o->key), x, (Span){0}};
+  *kv = grown;
+  (*n)++;
+}
+
 static void apply_key_overrides(Ctx *c) {
   for (int i = 0; i < c->in->nkeys; i++) {
     const KeyOverride *o = &c->in->keys[i];
     if (o->memory == 2) { apply_policy(c, o); continue; }
+    if (o->memory >= 3) { apply_block_key(c, o); continue; }
     const char *opt = o->memory ? "--memory" : "--cost";
     int lo = o->memory ? K_ACT : K_TF, hi = o->memory ? K_N : K_TRELOAD + 1, k = -1;
     for (int j = lo; j < hi; j++)

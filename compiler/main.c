@@ -34,6 +34,8 @@ static const char usage_text[] =
   "  --policy KEY=V    set a policy of any file: offload=none|all|RATIO, offload_stages=LO..HI,\n"
   "                    offload_microbatches=LO..HI, recompute=none|all|RATIO, recompute_stages=LO..HI,\n"
   "                    vocab=0|1|2, vocab_async=true|false\n"
+  "  --hardware KEY=V  set a hardware key (memory, flops, data_parallel, tensor_parallel, ...) of any file\n"
+  "  --model KEY=V     set a model key (layers, hidden, heads, seq, micro_batch, vocab, ...) of any file\n"
   "  --schedule NAME   which schedule of FILE to use (default: the last one)\n"
   "  --json            one JSON object on stdout (check, sim)\n"
   "  --trace OUT.json  Chrome trace of the simulation (sim)\n"
@@ -113,9 +115,12 @@ static int parse_options(int argc, char **argv, Options *o, Define *defs, int *c
       o->ndefs++;
     } else if ((!strncmp(a, "--cost", 6) && (a[6] == 0 || a[6] == '=')) ||
                (!strncmp(a, "--memory", 8) && (a[8] == 0 || a[8] == '=')) ||
-               (!strncmp(a, "--policy", 8) && (a[8] == 0 || a[8] == '='))) {
-      int mem = a[2] == 'm' ? 1 : a[2] == 'p' ? 2 : 0;
-      const char *opt = mem == 1 ? "--memory" : mem == 2 ? "--policy" : "--cost";
+               (!strncmp(a, "--policy", 8) && (a[8] == 0 || a[8] == '=')) ||
+               (!strncmp(a, "--hardware", 10) && (a[10] == 0 || a[10] == '=')) ||
+               (!strncmp(a, "--model", 7) && (a[7] == 0 || a[7] == '='))) {
+      int mem = !strncmp(a, "--memory", 8) ? 1 : a[2] == 'p' ? 2 : a[2] == 'h' ? 3 : !strncmp(a, "--model", 7) ? 4 : 0;
+      static const char *const opts[] = {"--cost", "--memory", "--policy", "--hardware", "--model"};
+      const char *opt = opts[mem];
       if (!(v = opt_value(argc, argv, &i, opt))) return usage_error("%s needs KEY=VALUE", opt);
       const char *eq = strchr(v, '=');
       if (!eq || eq == v) return usage_error("%s needs KEY=VALUE, got '%s'", opt, v);
@@ -242,6 +247,8 @@ static int option_misuse(const Options *o, const char *cmd) {
     {"--cost", has_key(o, 0), C_PPS, "it sets a cost of a .pps schedule; import-csv reads a CSV: add a cost statement to what it writes"},
     {"--memory", has_key(o, 1), C_PPS, "it sets a memory setting of a .pps schedule; import-csv reads a CSV"},
     {"--policy", has_key(o, 2), C_PPS, "it sets a policy of a .pps schedule; import-csv reads a CSV"},
+    {"--hardware", has_key(o, 3), C_PPS, "it sets a hardware key of a .pps schedule; import-csv reads a CSV"},
+    {"--model", has_key(o, 4), C_PPS, "it sets a model key of a .pps schedule; import-csv reads a CSV"},
     {"--schedule", o->schedule != NULL, C_PPS, "it picks a schedule of a .pps file; import-csv reads a CSV"},
     {"--stdlib", o->stdlib_dir != NULL, C_PPS, "it is where a .pps file's imports are found; import-csv reads a CSV"},
     {"--json", o->json, C_CHECK | C_SIM | C_SYNTH, "--json is for check, sim and synth"},

@@ -87,6 +87,32 @@ printf 'schedule e {\n  devices 1; microbatches 1;\n  hardware { host_bandwidth 
 "$PPSC" check "$tmp/e.pps" --color=never > /dev/null 2> "$tmp/err"; rc=$?
 [ $rc -eq 1 ] && grep -q 'e.pps:3:34: error: hardware duplex_bandwidth (2, each way while both run) must not exceed host_bandwidth (1)' "$tmp/err" \
   || bad "duplex over host: exit $rc, $(cat "$tmp/err")"
+# --model KEY=V and --hardware KEY=V (elab.c apply_block_key): a key of the block replaced
+# or added, as if the file said it; the derived costs follow
+"$PPSC" expand "$tmp/m.pps" --model seq=4096 > "$tmp/o1.pps" 2>"$tmp/err" || bad "--model seq=4096: $(cat "$tmp/err")"
+"$PPSC" expand "$tmp/m.pps" -D seq=4096 > "$tmp/o2.pps" || bad "-D seq=4096"
+# (but for the first line, which names the parameters: seq = 2048 there)
+[ "$(sed 1d "$tmp/o1.pps")" = "$(sed 1d "$tmp/o2.pps")" ] && ! cmp -s "$tmp/o1.pps" "$tmp/x.pps" || bad "--model seq=4096 differs from -D seq=4096"
+"$PPSC" expand "$tmp/m.pps" --hardware efficiency=0.25 > "$tmp/o3.pps" || bad "--hardware efficiency=0.25"
+tf3=$(sed -n 's/^  cost TF = \([^,]*\),.*/\1/p' "$tmp/o3.pps"); tf1=$(sed -n 's/^  cost TF = \([^,]*\),.*/\1/p' "$tmp/x.pps")
+near "$tf3" "$(awk -v t="$tf1" 'BEGIN { printf "%.17g", 2 * t }')" || bad "--hardware efficiency=0.25: TF $tf3, expected 2 x $tf1"
+# a key the file does not have is added
+"$PPSC" sim --json "$tmp/m.pps" --hardware tensor_parallel=8 --hardware tp_bandwidth=450e9 2>"$tmp/err" | grep -q '"tensor_parallel":{"size":8,' \
+  || bad "--hardware tensor_parallel=8 (a key the file lacks): $(cat "$tmp/err")"
+# a replaced memory: over the limit, reported as for the file's (no span: the value is the flag's)
+"$PPSC" check "$tmp/m.pps" --hardware memory=20e9 --color=never >/dev/null 2>"$tmp/err"; rc=$?
+[ $rc -eq 1 ] && grep -q '^ppsc: error: device 0 needs 26.8 GB, over hardware.memory = 20 GB' "$tmp/err" \
+  || bad "--hardware memory=20e9: exit $rc, $(head -1 "$tmp/err")"
+"$PPSC" check "$top_srcdir/stdlib/1f1b.pps" --hardware memory=80e9 --hardware flops=1e15 --model layers=32 --model hidden=4096 \
+  --model heads=32 --model seq=4096 --model micro_batch=1 --color=never >/dev/null 2>"$tmp/err"; rc=$?
+[ $rc -eq 0 ] && grep -q "warning: the file's cost TF = 1 wins over the .* s that model { } and hardware { } give with --model/--hardware" "$tmp/err" \
+  || bad "a file's explicit cost over the flags' derived one: exit $rc, $(cat "$tmp/err")"
+"$PPSC" check "$tmp/m.pps" --hardware tensorparallel=2 --color=never >/dev/null 2>"$tmp/err"; rc=$?
+[ $rc -eq 2 ] && grep -q 'ppsc: error: --hardware tensorparallel: unknown key (expected memory, flops, ' "$tmp/err" || bad "--hardware unknown key: exit $rc"
+"$PPSC" check "$tmp/m.pps" --model heads=many --color=never >/dev/null 2>"$tmp/err"; rc=$?
+[ $rc -eq 2 ] && grep -q 'ppsc: error: --model heads=many: expected a number' "$tmp/err" || bad "--model heads=many: exit $rc"
+"$PPSC" check "$tmp/m.pps" --model heads=-2 --color=never >/dev/null 2>"$tmp/err"; rc=$?
+[ $rc -eq 1 ] && grep -q '^ppsc: error: model heads must be positive, got -2' "$tmp/err" || bad "--model heads=-2: exit $rc, $(cat "$tmp/err")"
 # no model: nothing changes (unit costs, no bytes)
 "$PPSC" sim --json "$top_srcdir/stdlib/1f1b.pps" | grep -q '"time_unit":"unit","unit_bytes":null,"hardware_memory":null}' || bad "1f1b without a model"
 exit $fail
