@@ -308,9 +308,12 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
     }
     if (s->vocab.mode) {
       double share = 2 * h * V / P / T;   /* the input and output layers' rows of a GPU */
-      for (int dv = 0; dv < P; dv++) { out->static_bytes[dv] += share * per_param; out->dev_params[dv] += share; }
-      out->static_bytes[0] += sq * h * per_param;
-      out->dev_params[0] += sq * h;
+      out->vocab_params = arena_alloc(a, sizeof(double) * (size_t)(P + 1));
+      for (int dv = 0; dv < P; dv++) out->vocab_params[dv] = share + (dv == 0 ? sq * h : 0);
+      for (int dv = 0; dv < P; dv++) {
+        out->static_bytes[dv] += out->vocab_params[dv] * per_param;
+        out->dev_params[dv] += out->vocab_params[dv];
+      }
     }
   }
   if (hk[0]) { out->memory = hk[0]->value; out->memory_span = hk[0]->span; }
@@ -377,9 +380,9 @@ DpModel *dp_derive(Arena *a, Diag *dg, const IrSchedule *s, CostModel *cm) {
   if (kg && !(kg->value > 0 && isfinite(kg->value))) { diag_error(dg, kg->span, "hardware dp_stage_bytes must be positive, got %g", kg->value); errors++; }
   if (errors || !kd || kd->value == 1) return NULL;
   int D = (int)kd->value, S = s->nstage;
-  if (s->vocab.mode) {
-    diag_error(dg, kd->span, "hardware data_parallel %d: vocabulary-parallel schedules are not modelled with data parallelism (the runtime refuses them too)", D);
-    return NULL;
+  if (s->vocab.mode && !cm->vocab_params) {
+    diag_error(dg, kd->span, "hardware data_parallel %d with `vocab parallel` needs the vocabulary layers' gradient bytes: give model { layers hidden heads seq micro_batch vocab }", D);
+    errors++;
   }
   double bw = kb ? kb->value : kp && kp->value > 0 ? kp->value : 0;
   if (!(bw > 0)) {
@@ -410,6 +413,23 @@ DpModel *dp_derive(Arena *a, Diag *dg, const IrSchedule *s, CostModel *cm) {
     m->time[st] = dp_half_ring_time(D, m->bytes[st], m->bandwidth, m->latency);
     m->wbytes[st] = m->bytes[st] / 4.0 * cm->dtype_bytes;
     m->wtime[st] = dp_half_ring_time(D, m->wbytes[st], m->bandwidth, m->latency);
+  }
+  if (s->vocab.mode) {   /* each device's rows of the vocabulary layers: one collective each */
+    int P = s->ndev;
+    m->vbytes = arena_alloc(a, sizeof(double) * (size_t)P);
+    m->vtime = arena_alloc(a, sizeof(double) * (size_t)P);
+    if (m->dist) {
+      m->vwbytes = arena_alloc(a, sizeof(double) * (size_t)P);
+      m->vwtime = arena_alloc(a, sizeof(double) * (size_t)P);
+    }
+    for (int d = 0; d < P; d++) {
+      m->vbytes[d] = cm->vocab_params[d] * 4.0;
+      m->vtime[d] = m->dist ? dp_half_ring_time(D, m->vbytes[d], m->bandwidth, m->latency)
+                            : dp_ring_time(D, m->vbytes[d], m->bandwidth, m->latency);
+      if (!m->dist) continue;
+      m->vwbytes[d] = cm->vocab_params[d] * cm->dtype_bytes;
+      m->vwtime[d] = dp_half_ring_time(D, m->vwbytes[d], m->bandwidth, m->latency);
+    }
   }
   if (cm->static_bytes && cm->dev_params) {
     m->static_sharded = arena_alloc(a, sizeof(double) * (size_t)(s->ndev + 1));

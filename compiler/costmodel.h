@@ -43,6 +43,9 @@ typedef struct CostModel {
   double *dev_params;   /* [ndev]: parameters each device holds (static_bytes / bytes a parameter) */
   double *stage_params; /* [nstage]: parameters of each stage (not the vocabulary-parallel
                            layers' shares); data-parallel gradient bytes (dp.c) */
+  double *vocab_params; /* [ndev] under `vocab parallel`, else NULL: the input and output
+                           layers' rows each device holds (and the position table on
+                           device 0); data-parallel gradient bytes (dp.c) */
   double dtype_bytes;   /* model dtype_bytes d (default 2): bytes of a weight */
   double memory;      /* hardware.memory, bytes (0: none) */
   Span memory_span;
@@ -78,6 +81,11 @@ typedef struct DpModel {
                           ring reduce-scatter's) */
   double *wbytes;      /* [nstage], dist only (else NULL): weight bytes all-gathered */
   double *wtime;       /* [nstage], dist only: ring all-gather time of each stage alone */
+  double *vbytes;      /* [ndev] under `vocab parallel`, else NULL: F32 gradient bytes of the
+                          device's vocabulary-layer rows (all-reduced, or reduce-scattered,
+                          at the end of the device's iteration, as the runtime does) */
+  double *vtime;       /* [ndev]: their ring all-reduce (dist: reduce-scatter) time */
+  double *vwbytes, *vwtime; /* [ndev], dist and `vocab parallel` only: their weights' all-gather */
   double *static_sharded; /* [ndev] when cm had static bytes, else NULL: each device's
                           static bytes with its optimizer state sharded over the D
                           replicas (under dist: cm->static_bytes; without: what

@@ -41,9 +41,14 @@
  * Wb = the stage's parameters x dtype_bytes d (G / 4 x d: with dp_stage_bytes, d =
  * model dtype_bytes, default 2 as in costmodel.c). The device's iteration ends with its
  * last all-gather; the iteration is the latest over the devices.
- * What it does not: vocabulary-parallel schedules (refused, as the runtime refuses
- * them), optimizer time, gradient bucketing within a stage, the next iteration's
- * forward passes overlapping the all-gathers.
+ * Vocabulary-parallel schedules: each device also holds its rows of the input and output
+ * layers (and device 0 the position table; costmodel.c vocab_params), whose gradients
+ * are complete only when the device's last op ends (its last T or IB): they are
+ * all-reduced (reduce-scattered) over the device's replicas then, behind its stages'
+ * collectives on the same stream, as the runtime does (replica.c rt_replica_end), and
+ * under the distributed optimizer all-gathered after the stages' all-gathers.
+ * What it does not: optimizer time, gradient bucketing within a stage, the next
+ * iteration's forward passes overlapping the all-gathers.
  * The keys are read at elaboration, with the ring time of each stage, by costmodel.c
  * (dp_derive: the hardware model, which the front end may call); this file only adds
  * the all-reduces to a simulation and reports them. */
@@ -64,6 +69,14 @@ DpResult *dp_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimRes
   if (m->dist) {
     x->gstart = arena_alloc(a, sizeof(double) * (size_t)S);
     x->gend = arena_alloc(a, sizeof(double) * (size_t)S);
+  }
+  if (m->vbytes) {
+    x->vstart = arena_alloc(a, sizeof(double) * (size_t)P);
+    x->vend = arena_alloc(a, sizeof(double) * (size_t)P);
+    if (m->dist) {
+      x->vgstart = arena_alloc(a, sizeof(double) * (size_t)P);
+      x->vgend = arena_alloc(a, sizeof(double) * (size_t)P);
+    }
   }
   /* each stage's gradients are complete at the end of its last W or BW (a stage
    * without one: at its device's last op) */
@@ -93,6 +106,11 @@ DpResult *dp_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimRes
       free_at = x->end[next];
       if (x->end[next] > x->iteration) x->iteration = x->end[next];
     }
+    if (m->vbytes) {   /* the vocabulary rows: after the device's last op, behind its stages' */
+      x->vstart[d] = fmax(r->dev[d].last, free_at);
+      x->vend[d] = free_at = x->vstart[d] + m->vtime[d];
+      if (free_at > x->iteration) x->iteration = free_at;
+    }
     if (!m->dist) continue;
     /* distributed optimizer: after the device's last op and its reduce-scatters, the
      * optimizer step (untimed), then its stages' all-gathers in stage order */
@@ -101,6 +119,11 @@ DpResult *dp_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimRes
       if (s->stages[st].device != d) continue;
       x->gstart[st] = t;
       x->gend[st] = t = t + m->wtime[st];
+      if (t > x->iteration) x->iteration = t;
+    }
+    if (m->vbytes) {
+      x->vgstart[d] = t;
+      x->vgend[d] = t = t + m->vwtime[d];
       if (t > x->iteration) x->iteration = t;
     }
   }
@@ -120,6 +143,9 @@ static void dist_report_text(StrBuf *b, const IrSchedule *s, const DpResult *x) 
   for (int st = 0; st < s->nstage; st++)
     sb_printf(b, "%6d %6d %10.4g %10.6g %10.6g %10.6g %10.6g %10.4g %10.6g %10.6g %10.6g\n", st, s->stages[st].device, m->bytes[st],
               x->ready[st], x->start[st], x->end[st], m->time[st], m->wbytes[st], x->gstart[st], x->gend[st], m->wtime[st]);
+  for (int d = 0; m->vbytes && d < s->ndev; d++)
+    sb_printf(b, "%6s %6d %10.4g %10s %10.6g %10.6g %10.6g %10.4g %10.6g %10.6g %10.6g\n", "vocab", d, m->vbytes[d], "last op",
+              x->vstart[d], x->vend[d], m->vtime[d], m->vwbytes[d], x->vgstart[d], x->vgend[d], m->vwtime[d]);
   sb_puts(b, "iteration   ");
   sb_num(b, x->iteration);
   sb_puts(b, " with the reduce-scatters and all-gathers (makespan ");
@@ -139,6 +165,9 @@ void dp_report_text(StrBuf *b, const IrSchedule *s, const DpResult *x) {
   for (int st = 0; st < s->nstage; st++)
     sb_printf(b, "%6d %6d %10.4g %10.6g %10.6g %10.6g %10.6g\n", st, s->stages[st].device, m->bytes[st], x->ready[st],
               x->start[st], x->end[st], m->time[st]);
+  for (int d = 0; m->vbytes && d < s->ndev; d++)   /* the vocabulary layers' rows of each device */
+    sb_printf(b, "%6s %6d %10.4g %10s %10.6g %10.6g %10.6g\n", "vocab", d, m->vbytes[d], "last op", x->vstart[d], x->vend[d],
+              m->vtime[d]);
   sb_puts(b, "iteration   ");
   sb_num(b, x->iteration);
   sb_puts(b, " with the all-reduces (makespan ");
@@ -184,5 +213,30 @@ void dp_report_json(StrBuf *b, const IrSchedule *s, const DpResult *x) {
   }
   sb_puts(b, "]");
   if (m->dist) sb_puts(b, ",\"distributed_optimizer\":true");   /* appended: absent without it */
+  if (m->vbytes) {   /* appended: absent without `vocab parallel` */
+    sb_puts(b, ",\"vocab\":[");
+    for (int d = 0; d < s->ndev; d++) {
+      sb_printf(b, "%s{\"device\":%d,\"bytes\":", d ? "," : "", d);
+      sb_num(b, m->vbytes[d]);
+      sb_puts(b, ",\"start\":");
+      sb_num(b, x->vstart[d]);
+      sb_puts(b, ",\"end\":");
+      sb_num(b, x->vend[d]);
+      sb_puts(b, ",\"time\":");
+      sb_num(b, m->vtime[d]);
+      if (m->dist) {
+        sb_puts(b, ",\"allgather_bytes\":");
+        sb_num(b, m->vwbytes[d]);
+        sb_puts(b, ",\"allgather_start\":");
+        sb_num(b, x->vgstart[d]);
+        sb_puts(b, ",\"allgather_end\":");
+        sb_num(b, x->vgend[d]);
+        sb_puts(b, ",\"allgather_time\":");
+        sb_num(b, m->vwtime[d]);
+      }
+      sb_puts(b, "}");
+    }
+    sb_puts(b, "]");
+  }
   sb_puts(b, "}");
 }

@@ -16,6 +16,9 @@ typedef struct DpResult {
                                    scatter) start and end */
   double *gstart, *gend;        /* [nstage], m->dist only (else NULL): the weights'
                                    all-gather start and end */
+  double *vstart, *vend;        /* [ndev] under `vocab parallel` (else NULL): the vocabulary
+                                   rows' all-reduce (reduce-scatter) */
+  double *vgstart, *vgend;      /* [ndev], m->dist and `vocab parallel` only: their all-gather */
   double iteration;    /* max(makespan, last all-reduce, reduce-scatter or all-gather end) */
   double exposed;      /* iteration - makespan: collective time the pipeline did not hide */
 } DpResult;

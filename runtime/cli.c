@@ -229,7 +229,7 @@ static void *device_main(void *arg) {
     snprintf(c->errmsg, sizeof c->errmsg, "device %d: setup: %s", c->rank, ppsrt_last_error());
     c->status = rc;
     c->tr->abort(c->tr, c->rank, c->errmsg);
-    if (c->run->lane_tr) c->run->lane_tr->abort(c->run->lane_tr, c->rank, c->errmsg);
+    if (c->lane_tr) c->lane_tr->abort(c->lane_tr, c->rank, c->errmsg);
     return NULL;
   }
   c->status = rt_run_device(c);
@@ -452,8 +452,7 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
                            "--data-parallel D (D >= 2)");
   cfg->distopt = o->distopt;
   if (run.nrep > 1) {
-    const char *no = p->vocab_mode ? "a vocabulary-parallel schedule" : o->trace ? "--trace" : o->profile ? "--profile" :
-                     o->no_compute ? "--no-compute" : NULL;
+    const char *no = o->trace ? "--trace" : o->profile ? "--profile" : o->no_compute ? "--no-compute" : NULL;
     if (no) return usage_error(me, "--data-parallel does not run with %s yet", no);
   }
   if ((o->given & (RT_GIVEN_MIN_LR | RT_GIVEN_DECAY)) && o->lr_schedule == RT_LR_CONSTANT && !o->load)
@@ -613,10 +612,17 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
         status = 1;
         goto done;
       }
-    /* each replica speaks to its own view of the world transport (replica.c) */
-    if (!(run.views = calloc((size_t)run.nrep, sizeof *run.views))) { fprintf(stderr, "%s: error: out of host memory\n", me); status = 1; goto done; }
+    /* each replica speaks to its own view of the world transport (replica.c), and its
+       collective lane to its own view of the lane's */
+    if (!(run.views = calloc((size_t)run.nrep, sizeof *run.views)) ||
+        (run.lane_tr && !(run.lane_views = calloc((size_t)run.nrep, sizeof *run.lane_views)))) {
+      fprintf(stderr, "%s: error: out of host memory\n", me);
+      status = 1;
+      goto done;
+    }
     for (int r = 0; r < run.nrep; r++)
-      if (rt_replica_view(tr, p->ndev, run.nrep, r, &run.views[r])) {
+      if (rt_replica_view(tr, p->ndev, run.nrep, r, &run.views[r]) ||
+          (run.lane_tr && rt_replica_view(run.lane_tr, p->ndev, run.nrep, r, &run.lane_views[r]))) {
         fprintf(stderr, "%s: error: %s\n", me, ppsrt_last_error());
         status = 1;
         goto done;
@@ -634,8 +640,10 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
     run.ctx[l].wtr = tr;
     run.ctx[l].wrank = w;
     run.ctx[l].replica = w / p->ndev;
+    run.ctx[l].lane_tr = run.lane_tr;
     if (run.nrep > 1) {
       run.ctx[l].tr = run.views[w / p->ndev];
+      if (run.lane_tr) run.ctx[l].lane_tr = run.lane_views[w / p->ndev];
       run.ctx[l].gtr = run.groups[run.nlocal == 1 ? 0 : w % p->ndev];
     }
   }
@@ -752,6 +760,9 @@ done:
   free(run.dev_units); free(run.dev_membad); free(run.dev_actbad); free(run.dev_flops);
   pthread_mutex_destroy(&run.print_lock);
   fflush(stdout);
+  for (int r = 0; run.lane_views && r < run.nrep; r++)
+    if (run.lane_views[r]) run.lane_views[r]->destroy(run.lane_views[r]);
+  free(run.lane_views);
   if (run.lane_tr) run.lane_tr->destroy(run.lane_tr);
   for (int r = 0; run.views && r < run.nrep; r++)
     if (run.views[r]) run.views[r]->destroy(run.views[r]);

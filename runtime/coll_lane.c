@@ -127,7 +127,7 @@ int rt_lane_start(ppsrt_ctx *c) {
   rt_lane *L = calloc(1, sizeof *L);
   if (!L) return PPSRT_FAIL(PPSRT_E_NOMEM, "out of host memory");
   L->c = c;
-  L->tr = c->run->lane_tr;
+  L->tr = c->lane_tr;
   L->cap = 4 * c->nmb + 1;
   L->qc = malloc((size_t)L->cap * sizeof *L->qc);
   L->qm = malloc((size_t)L->cap * sizeof *L->qm);

@@ -517,7 +517,7 @@ static int fail_at(ppsrt_ctx *c, int i, int rc, const char *what) {
   c->status = rc;
   if (c->tr && !c->reference) c->tr->abort(c->tr, c->rank, c->errmsg);
   if (c->gtr && !c->reference) c->gtr->abort(c->gtr, c->replica, c->errmsg);   /* --data-parallel: its replicas too */
-  if (c->run->lane_tr && !c->reference) c->run->lane_tr->abort(c->run->lane_tr, c->rank, c->errmsg);
+  if (c->lane_tr && !c->reference) c->lane_tr->abort(c->lane_tr, c->rank, c->errmsg);
   return rc;
 }
 
@@ -669,7 +669,7 @@ int rt_run_device(ppsrt_ctx *c) {
   if (!st) return fail_at(c, -1, PPSRT_FAIL(PPSRT_E_NOMEM, "out of host memory"), "setup");
   c->devtime = strcmp(c->be->name, "cpu") || (getenv("PPSRT_DEVICE_TIMING") && atoi(getenv("PPSRT_DEVICE_TIMING")));
   if (c->devtime && (rc = devtime_init(c))) { free(st); return fail_at(c, -1, rc, "creating timing events"); }
-  if (run->lane_tr && m->collective && !c->lane && (rc = rt_lane_start(c))) {
+  if (c->lane_tr && m->collective && !c->lane && (rc = rt_lane_start(c))) {
     free(st);
     return fail_at(c, -1, rc, "starting the collective lane");
   }

@@ -23,7 +23,13 @@
  * state whole (rt_replica_gather_state); the gradient norm of --clip-grad sums the
  * shards (rt_replica_sum).
  *
- * What it does not: no collective lane (vocabulary schedules are refused); no bucketing
+ * Vocabulary-parallel schedules: a replica's collectives go over its own devices (the
+ * view's all-reduce and broadcast; the collective lane gets a view of its own of the
+ * lane's transport, cli.c), and each device's rows of the input and output layers
+ * (parameters of stage -1, which no W completes) are averaged at the end of the
+ * iteration by rt_replica_end, like any stage without a W.
+ *
+ * What it does not: no bucketing
  * of a stage's gradients (one collective per parameter tensor, one stage at a time); the
  * weights' all-gathers are not overlapped with the next iteration's forward passes. */
 #include "config.h"

@@ -159,6 +159,8 @@ struct ppsrt_ctx {
   char errmsg[2048];
   char *check_text;       /* --check lines of this rank, printed in rank order (malloc) */
   struct rt_lane *lane;   /* the collective lane (coll_lane.c), NULL: collectives block */
+  ppsrt_transport *lane_tr;   /* the lane's transport: run->lane_tr, or with --data-parallel this
+                               * replica's view of it (run->lane_views); NULL: no lane */
   unsigned nonce; int nonce_set;   /* --save: the run's shard-name nonce (checkpoint.c) */
   /* --data-parallel (replica.c): tr is the replica's view, wtr the world transport */
   int replica;            /* 0..D-1 */
@@ -223,6 +225,7 @@ struct ppsrt_run {
   struct rt_ckpt *ck;               /* --load: the checkpoint (checkpoint.c) */
   int nrep;                         /* --data-parallel D (1: none) */
   ppsrt_transport **views;          /* [nrep] with D > 1: each replica's view of tr */
+  ppsrt_transport **lane_views;     /* [nrep] with D > 1 and a lane: each replica's view of lane_tr */
   ppsrt_transport **groups;         /* [ndev] with D > 1 (threads: one per device; MPI: [0], this process's) */
   double *lr_it, *gnorm_it;         /* [iterations]: learning rate used, gradient norm (--clip-grad) */
   double *val_loss;                 /* [iterations]: validation loss where computed */

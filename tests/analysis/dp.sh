@@ -111,6 +111,63 @@ for k in range(2):
 if j["data_parallel"]["bandwidth"] != 1e9: print("bandwidth does not default to peer_bandwidth"); sys.exit(1)
 PY
 
+# a vocabulary-parallel schedule: each device's rows of the input and output layers
+# (2hV/P, plus the position table sh on device 0) are all-reduced once the device's last
+# op has ended, behind its stage's all-reduce on the same link; under the distributed
+# optimizer reduce-scattered there and all-gathered after the stage's all-gather
+cat > "$tmp/voc.pps" <<'PPS'
+import "vocab_1f1b.pps";
+schedule voc(P = 4, m = 8, dist = 0) {
+  use vocab_1f1b(P = P, m = m);
+  model { layers = 4; hidden = 64; heads = 4; seq = 16; micro_batch = 1; vocab = 1000; }
+  hardware { flops = 1e12; data_parallel = 3; dp_bandwidth = 1e4; dp_latency = 0.5; distributed_optimizer = dist; }
+}
+PPS
+for dist in 0 1; do
+  "$PPSC" sim --json "$tmp/voc.pps" -D dist=$dist > "$tmp/voc$dist.json" 2>"$tmp/err" || { bad "vocab DP (dist=$dist): $(cat "$tmp/err")"; continue; }
+  python3 - "$tmp/voc$dist.json" $dist <<'PY' || bad "vocabulary rows' collectives (dist=$1)"
+import json, sys
+j = json.load(open(sys.argv[1])); dist = int(sys.argv[2])
+dp = j["data_parallel"]; D, B, a, P = 3, 1e4, 0.5, 4
+h, V, s = 64, 1000, 16
+ring = lambda x: 2*(D-1)/D*x/B + 2*(D-1)*a
+half = lambda x: (D-1)/D*x/B + (D-1)*a
+last = {d["device"]: d["last_end"] for d in j["per_device"]}
+it = j["makespan"]
+for d in range(P):
+    v = dp["vocab"][d]
+    params = 2*h*V/P + (s*h if d == 0 else 0)
+    assert abs(v["bytes"] - 4*params) < 1e-9*v["bytes"], (d, v["bytes"], 4*params)
+    t = half(4*params) if dist else ring(4*params)
+    assert abs(v["time"] - t) < 1e-9*t, (d, v["time"], t)
+    st = [x for x in dp["stages"] if x["device"] == d]
+    assert len(st) == 1
+    want0 = max(last[d], st[0]["end"])
+    assert abs(v["start"] - want0) < 1e-9*want0 and abs(v["end"] - (want0 + t)) < 1e-9*(want0 + t), (d, v, want0)
+    it = max(it, v["end"])
+    if dist:
+        w = params*2
+        assert abs(v["allgather_bytes"] - w) < 1e-9*w
+        assert abs(v["allgather_start"] - st[0]["allgather_end"]) < 1e-9*v["allgather_start"], (d, v, st[0])
+        assert abs(v["allgather_time"] - half(w)) < 1e-9*half(w)
+        it = max(it, v["allgather_end"], st[0]["allgather_end"])
+    else:
+        it = max(it, st[0]["end"])
+assert abs(dp["iteration_time"] - it) < 1e-9*it, (dp["iteration_time"], it)
+PY
+done
+"$PPSC" sim "$tmp/voc.pps" > "$tmp/voc.txt" 2>&1 && grep -q '^ vocab      0 ' "$tmp/voc.txt" || bad "the text report's vocab rows: $(tail -8 "$tmp/voc.txt")"
+grep -q '"vocab"' "$tmp/m.json" && bad "a data_parallel object without vocab parallel has a vocab key"
+printf 'import "vocab_1f1b.pps";
+schedule e(P = 2, m = 4) {
+  use vocab_1f1b(P = P, m = m);
+  hardware { data_parallel = 2; dp_bandwidth = 1; dp_stage_bytes = 1; }
+}
+' > "$tmp/vnob.pps"
+"$PPSC" check "$tmp/vnob.pps" > "$tmp/vnob.out" 2>&1; rc=$?
+[ $rc = 1 ] && grep -q "vnob.pps:4:14: error: hardware data_parallel 2 with .vocab parallel. needs the vocabulary layers' gradient bytes" "$tmp/vnob.out" \
+  || bad "vocab parallel, dp_stage_bytes, no model: exit $rc, $(cat "$tmp/vnob.out")"
+
 # errors at their key
 errcase() { # NAME EXPECTED-TEXT HARDWARE-BODY
   printf 'import "1f1b.pps";\nschedule e(P = 2, m = 4) {\n  use one_f_one_b(P, m);\n  hardware { %s }\n}\n' "$3" > "$tmp/$1.pps"

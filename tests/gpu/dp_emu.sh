@@ -11,6 +11,8 @@
 #  - under mpirun -np 4 (one emulated GPU per process): the MPI transport, and the NCCL
 #    transport (the replica communicators bootstrapped over MPI: ncclGetUniqueId on rank
 #    0, MPI_Bcast, ncclCommInitRank);
+#  - Vocab-2 (its collectives on the lanes, each replica's own view of them): threads,
+#    and NCCL mode with the distributed optimizer;
 #  - a rank failing under --data-parallel stops every rank (exit 1, no hang).
 # Skipped (77) without the emulator; the MPI parts without MPI (said so).
 . "$(dirname "$0")/../runtime/lib.sh"
@@ -37,6 +39,16 @@ expect_exit 0 "gpt 1F1B P=2 --data-parallel 2 --check, NCCL transport on 4 emula
 expect_grep "^check: passed" "NCCL gpt: check passes"
 expect_exit 0 "V shape P=2 --data-parallel 2 --check, NCCL transport's copy channel (one GPU)" emu 2 "$WORK/v2" --transport nccl --data-parallel 2 --check --iterations 2 -q
 expect_grep "^check: passed" "copy channel: check passes"
+# a vocabulary-parallel schedule (Vocab-2, its collectives on the lanes: each replica's
+# view of the lane's transport): threads, and NCCL mode on 4 emulated GPUs
+if build vv "$top_srcdir/stdlib/vocab_1f1b.pps" -D P=2 -D m=4 -D mode=2; then
+  expect_exit 0 "Vocab-2 P=2 --data-parallel 2 --check, threads" emu 2 "$WORK/vv" $GPT --transport threads --data-parallel 2 --check --iterations 2 --json
+  grep -q '"collectives":"async"' "$WORK/out" && pass "Vocab-2 threads: on the collective lanes" || fail "Vocab-2 threads: not on the lanes"
+  expect_exit 0 "Vocab-2 P=2 --data-parallel 2 --distributed-optimizer --check, NCCL transport on 4 emulated GPUs" \
+    env PPSRT_EMU_GPUS=4 PPS_EMU_SEED=3 LD_PRELOAD="$EMU" "$WORK/vv" $GPT --backend cuda --transport nccl --data-parallel 2 \
+    --distributed-optimizer --optimizer adam --check --iterations 2 -q
+  expect_grep "^check: passed" "Vocab-2 NCCL: check passes"
+else fail "build vocab_1f1b"; fi
 expect_exit 1 "a rank failing under --data-parallel 2 stops the run (NCCL)" \
   env PPSRT_EMU_GPUS=4 PPS_EMU_SEED=1 LD_PRELOAD="$EMU" timeout 90 "$WORK/v2" --backend cuda --transport nccl --data-parallel 2 --iterations 2 -q --die-at 1:3 --timeout 30
 expect_grep "injected failure" "the failing rank says why"

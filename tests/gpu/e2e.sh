@@ -5,7 +5,7 @@
 # the NCCL transport (ranks as threads; on fewer GPUs than ranks, the device-copy
 # channel), the threads transport with the CUDA backend, a full-offload policy, the
 # gpt model (vocabulary-parallel schedules with it only), and --data-parallel 2 with and
-# without --distributed-optimizer (the same losses). Every schedule is expected
+# without --distributed-optimizer (the same losses), also with Vocab-2. Every schedule is expected
 # valid at every P (a literal one runs once): one that ppsc check rejects fails. Skipped
 # (77) when no GPU is visible; a failing `cuda_kernels --count` is an error.
 . "$(dirname "$0")/../runtime/lib.sh"
@@ -77,4 +77,11 @@ assert len(a) == len(b) == 3 and all(abs(x - y) <= 1e-6 * abs(y) for x, y in zip
     else fail "cuda/$tr: --distributed-optimizer '$b' vs plain '$a'"; fi
   done
 else fail "build 1f1b for --data-parallel"; fi
+# a vocabulary-parallel schedule with --data-parallel 2 ($DPG above; each replica's collectives on its
+# view of the lane; the devices' vocabulary rows averaged at the iteration's end)
+if build vdp "$top_srcdir/stdlib/vocab_1f1b.pps" -D P=2 -D m=4 -D mode=2; then
+  for tr in $transports; do
+    expect_exit 0 "gpt Vocab-2 --data-parallel 2 cuda/$tr --check" "$WORK/vdp" $DPG --transport $tr --check -q
+  done
+else fail "build vocab_1f1b for --data-parallel"; fi
 finish

@@ -71,10 +71,33 @@ if build plan "$WORK/plan.pps"; then
   expect_exit 0 "the same with --data-parallel 2" "$WORK/plan" --iterations 1 -q --data-parallel 2
   if grep -q "data_parallel = 2" "$WORK/out"; then fail "a note although the run has the planned replicas"; else pass "no data_parallel note when the run matches"; fi
 else fail "build plan.pps"; fi
-if build v2 "$top_srcdir/stdlib/vocab_1f1b.pps" -D P=2 -D m=4; then
-  expect_exit 2 "a vocabulary-parallel schedule refused" "$WORK/v2" --model gpt --data-parallel 2
-  expect_grep "does not run with a vocabulary-parallel schedule yet" "named"
-else fail "build vocab_1f1b"; fi
+# vocabulary-parallel schedules: each replica's vocabulary collectives over its own
+# devices (its view, and its view of the collective lane), each device's rows of the
+# input and output layers averaged over its replicas at the end of the iteration
+VG="--model gpt --hidden 16 --heads 2 --query-groups 1 --seq 4 --vocab 32 --optimizer adam"
+if build v2 "$top_srcdir/stdlib/vocab_1f1b.pps" -D P=2 -D m=4 -D mode=2 && build v8 "$top_srcdir/stdlib/vocab_1f1b.pps" -D P=2 -D m=8 -D mode=2 \
+   && build va "$top_srcdir/stdlib/vocab_v_half.pps" -D P=2 -D m=4 -D async=true; then
+  "$WORK/v8" $VG --iterations 3 >"$WORK/voc8" 2>&1 || fail "Vocab-2 m=8"
+  expect_exit 0 "Vocab-2 P=2 --data-parallel 2 (threads, collective lane)" "$WORK/v2" $VG --data-parallel 2 --iterations 3 --json
+  grep -q '"collectives":"async"' "$WORK/out" && pass "on the collective lanes" || fail "collectives not on the lanes: $(grep -o '"collectives":[^,]*' "$WORK/out")"
+  expect_exit 0 "the same, text" "$WORK/v2" $VG --data-parallel 2 --iterations 3; cp "$WORK/out" "$WORK/voc42"
+  same "Vocab-2: 2 replicas x 4 microbatches = 1 pipeline x 8" "$WORK/voc42" "$WORK/voc8" 3
+  for fl in "" "--blocking-collectives"; do
+    expect_exit 0 "Vocab-2 --data-parallel 2 --check $fl" "$WORK/v2" $VG --data-parallel 2 --check -q $fl
+    expect_grep "^check: passed" "Vocab-2 --check passes $fl"
+  done
+  expect_exit 0 "V-Half async --data-parallel 3 --distributed-optimizer --check" "$WORK/va" $VG --data-parallel 3 --distributed-optimizer --check -q
+  expect_grep "^check: passed" "V-Half + distributed optimizer: --check passes"
+  expect_exit 0 "Vocab-2 --data-parallel 2 --distributed-optimizer --save" "$WORK/v2" $VG --data-parallel 2 --distributed-optimizer --iterations 2 \
+    --save "$WORK/vck"
+  "$WORK/v8" $VG --iterations 2 --load "$WORK/vck" >"$WORK/vres" 2>&1 || fail "one pipeline of 8 loads the replicas' checkpoint"
+  [ "$(loss 3 "$WORK/vres")" = "$(loss 3 "$WORK/voc8")" ] && pass "resumed without replicas: iteration 3 = uninterrupted $(loss 3 "$WORK/voc8")" \
+    || fail "iteration 3 after loading: $(loss 3 "$WORK/vres") vs $(loss 3 "$WORK/voc8")"
+  if have_mpi; then
+    expect_exit 0 "mpirun -np 4: Vocab-2 P=2 x --data-parallel 2 --check" $MPI -np 4 "$WORK/v2" $VG --data-parallel 2 --check -q
+    expect_grep "^check: passed" "MPI Vocab-2 --check passes"
+  fi
+else fail "build the vocabulary schedules"; fi
 # a failing device stops every replica (no rank left waiting in a replica all-reduce)
 expect_exit 1 "a device failing under --data-parallel 2 stops the run" timeout 60 "$M4" --data-parallel 2 --die-at 1:3 --timeout 30
 expect_grep "injected failure" "the failure named"
