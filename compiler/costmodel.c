@@ -96,8 +96,10 @@
  *   optimizer) on these counts; stage_params and dev_params are one GPU's, so the
  *   data-parallel gradient bytes (dp_derive) are those of a TP rank, all-reduced over
  *   its D replicas (the same rank of every replica).
- *   The runtime (libppsrt) does not run tensor parallelism: these keys model a
- *   Megatron-style deployment for planning (the runtime ignores them).
+ *   These keys model a Megatron-style deployment. The runtime's --tensor-parallel
+ *   (model_gpt.c) splits the layers the same way but keeps the input and output layers
+ *   whole on every rank and has no sequence parallelism: a libppsrt run's bytes differ
+ *   by those (the compiled program notes a key that differs from its flags).
  * Host links: devices_per_host_link k (default 1) devices share one host link (d and
  *   d' share it when d / k == d' / k: k ranks on one GPU, or GPUs behind one PCIe
  *   switch), and duplex_bandwidth (default host_bandwidth) is what each direction

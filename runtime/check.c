@@ -193,7 +193,7 @@ int rt_check_gradients(ppsrt_ctx *c, double pipeline_loss, int *mismatch) {
   ppsrt_model_config cfg = pm->cfg;
   cfg.ndev = 1; cfg.vocab_mode = 0;
   cfg.nmb *= run->nrep > 1 ? run->nrep : 1;   /* --data-parallel: one device at the global batch */
-  cfg.mb0 = 0; cfg.nrep = 1; cfg.distopt = 0;
+  cfg.mb0 = 0; cfg.nrep = 1; cfg.distopt = 0; cfg.tp = 1; cfg.tp_rank = 0;   /* whole layers */
   int *all = malloc((size_t)cfg.nstage * sizeof *all);
   float *a = NULL, *b = NULL;
   FILE *f = NULL;
@@ -221,7 +221,10 @@ int rt_check_gradients(ppsrt_ctx *c, double pipeline_loss, int *mismatch) {
   if (!f) { rc = PPSRT_FAIL(PPSRT_E_NOMEM, "--check: out of host memory"); goto out; }
   pthread_mutex_lock(&run->print_lock);
   int loss_bad = 0;
-  if (c->rank == 0) {
+  char dev[48];   /* how the lines name this rank: "device 1", or with --tensor-parallel "device 1 (tensor rank 0)" */
+  if (run->ntp > 1) snprintf(dev, sizeof dev, "device %d (tensor rank %d)", c->rank, c->tp_rank);
+  else snprintf(dev, sizeof dev, "device %d", c->rank);
+  if (c->rank == 0 && c->tp_rank == 0) {
     double d = fabs(pipeline_loss - ref_loss);
     loss_bad = !(d <= kl * fabs(ref_loss));
     if (!run->o.json)
@@ -237,9 +240,9 @@ int rt_check_gradients(ppsrt_ctx *c, double pipeline_loss, int *mismatch) {
     ppsrt_param *r = NULL;
     for (int j = 0; j < rx.model->nparams; j++)
       if (!strcmp(rx.model->params[j].name, p->name)) { r = &rx.model->params[j]; break; }
-    if (!r || p->offset + p->numel > r->numel) {
+    if (!r || (p->tp_split ? p->full_numel != r->numel : p->offset + p->numel > r->numel)) {
       if (!run->o.json)
-        fprintf(f, "check: device %d: parameter %s has no counterpart in the reference\n", c->rank, p->name);
+        fprintf(f, "check: %s: parameter %s has no counterpart in the reference\n", dev, p->name);
       nbad++;
       continue;
     }
@@ -257,7 +260,7 @@ int rt_check_gradients(ppsrt_ctx *c, double pipeline_loss, int *mismatch) {
     /* --distributed-optimizer: the shard this replica reduced (the replicas together
        compare every element); else the whole tensor */
     for (size_t i = p->sh_lo; i < p->sh_lo + p->sh_n; i++) {
-      double x = a[i], y = b[p->offset + i];
+      double x = a[i], y = b[ppsrt_param_full_index(p, i)];   /* (a tensor-parallel slice: its elements) */
       dd += (x - y) * (x - y);
       rr += y * y;
     }
@@ -268,17 +271,17 @@ int rt_check_gradients(ppsrt_ctx *c, double pipeline_loss, int *mismatch) {
     if (!(dn <= k * rn)) {
       nbad++;
       if (!run->o.json)
-        fprintf(f, "check: device %d: grad %s (%zu values): ||a-b|| %.3g, ||ref|| %.3g, relative %.3g > %.3g: DIFFERS\n",
-                c->rank, p->name, p->numel, dn, rn, rel, k);
+        fprintf(f, "check: %s: grad %s (%zu values): ||a-b|| %.3g, ||ref|| %.3g, relative %.3g > %.3g: DIFFERS\n",
+                dev, p->name, p->numel, dn, rn, rel, k);
     }
   }
   if (ncmp == 0) {
     nbad++;
-    if (!run->o.json) fprintf(f, "check: device %d: no gradient value compared: FAILED\n", c->rank);
+    if (!run->o.json) fprintf(f, "check: %s: no gradient value compared: FAILED\n", dev);
   }
   if (!run->o.json)
-    fprintf(f, "check: device %d: %ld gradient values of %d tensors compared, max relative difference %.3g (%s), "
-            "tolerance ||a-b|| <= %.3g*||ref|| per tensor: %s\n", c->rank, ncmp, pm->nparams, maxrel, maxname, k,
+    fprintf(f, "check: %s: %ld gradient values of %d tensors compared, max relative difference %.3g (%s), "
+            "tolerance ||a-b|| <= %.3g*||ref|| per tensor: %s\n", dev, ncmp, pm->nparams, maxrel, maxname, k,
             nbad ? "MISMATCH" : "match");
   if (maxrel > run->check_maxdiff) run->check_maxdiff = maxrel;
   pthread_mutex_unlock(&run->print_lock);

@@ -529,9 +529,17 @@ static int write_shard(ppsrt_ctx *c, const char *path, long step) {
       if (!(parts[j] = malloc((p->numel ? p->numel : 1) * sizeof(float)))) rc = PPSRT_FAIL(PPSRT_E_NOMEM, "--save: out of host memory");
       else if (p->chunk && (q || p->master != p->param.data)) rc = rt_replica_gather_state(c, p, src[q], parts[j]);
       else if (!c->replica) rc = c->be->download_f32(c->be, parts[j], (ppsrt_tensor){src[q], p->numel, PPSRT_F32});
+      /* --tensor-parallel: the group's slices gathered into the whole tensor, which tensor
+         rank 0 writes (the file is the same as without tensor parallelism) */
+      if (!rc && !c->replica && p->tp_split) {
+        float *full = NULL;
+        if (!c->tp_rank && !(full = malloc(p->full_numel * sizeof *full))) rc = PPSRT_FAIL(PPSRT_E_NOMEM, "--save: out of host memory");
+        if (!rc) rc = rt_tp_gather(c, p, parts[j], full);
+        if (full) { free(parts[j]); parts[j] = full; sizes[j] = p->full_numel; }
+      }
     }
   }
-  if (c->replica) goto out;   /* --distributed-optimizer: it helped replica 0 gather */
+  if (c->replica || c->tp_rank) goto out;   /* it helped replica 0 (--distributed-optimizer) or tensor rank 0 gather */
   if (!rc && !(h = open_memstream(&hdr, &hlen))) rc = PPSRT_FAIL(PPSRT_E_NOMEM, "--save: out of host memory");
   if (!rc) {
     char buf[64], key[300];
@@ -544,7 +552,7 @@ static int write_shard(ppsrt_ctx *c, const char *path, long step) {
     for (int k = 0; k < m->nparams; k++) {
       ppsrt_param *p = &m->params[k];
       size_t full = p->full_numel ? p->full_numel : p->numel, off = p->full_numel ? p->offset : 0;
-      if (full == p->numel && !off) continue;
+      if ((full == p->numel && !off) || p->tp_split) continue;   /* (a tensor-parallel tensor is written whole) */
       layer_key(p->name, run->o.cfg.layers_per_stage, key, sizeof key);
       for (int q = 0; q < np; q++) {
         char mk[340];
@@ -558,9 +566,9 @@ static int write_shard(ppsrt_ctx *c, const char *path, long step) {
     for (int k = 0; k < m->nparams; k++) {
       layer_key(m->params[k].name, run->o.cfg.layers_per_stage, key, sizeof key);
       for (int q = 0; q < np; q++) {
-        size_t bytes = m->params[k].numel * sizeof(float);
+        size_t n = sizes[k * np + q], bytes = n * sizeof(float);
         fprintf(h, ",\"%s%s\":{\"dtype\":\"F32\",\"shape\":[%zu],\"data_offsets\":[%zu,%zu]}",
-                q == 0 ? "" : q == 1 ? "optim.m." : "optim.v.", key, m->params[k].numel, at, at + bytes);
+                q == 0 ? "" : q == 1 ? "optim.m." : "optim.v.", key, n, at, at + bytes);
         at += bytes;
       }
     }
@@ -665,14 +673,14 @@ int rt_ckpt_save(ppsrt_ctx *c, const char *path, long step, int *peer) {
   if ((rc = rt_allreduce_host(c, fl, 2, PPSRT_SUM))) return rc;
   if (mine) return PPSRT_FAIL(mine, "%s", why);
   if (fl[0] > 0) { *peer = 1; return PPSRT_FAIL(PPSRT_E_COMM, "stopped: another device could not write its checkpoint shard"); }
-  if (c->rank == 0 && c->replica == 0 && run->o.die_save == step) {
+  if (c->rank == 0 && c->replica == 0 && c->tp_rank == 0 && run->o.die_save == step) {
     /* test hook (--die-in-save): the process is killed while the index is being
        written, its temporary file half done, every new shard in place */
     pps_out out;
     if (!pps_out_open(&out, path, 0666)) pps_out_write(&out, "{\"__meta", 8);
     raise(SIGKILL);
   }
-  if (c->rank == 0 && c->replica == 0) {
+  if (c->rank == 0 && c->replica == 0 && c->tp_rank == 0) {
     mine = write_index(run, path, step, c->nonce);
     snprintf(why, sizeof why, "%s", mine ? ppsrt_last_error() : "");
   }
@@ -952,15 +960,23 @@ fail:
 int rt_ckpt_load(ppsrt_ctx *c, const rt_ckpt *ck) {
   ppsrt_model *m = c->model;
   int rc = 0, lps = c->run->o.cfg.layers_per_stage;
-  float *tmp = NULL;
+  float *tmp = NULL, *whole = NULL;
   for (int k = 0; k < m->nparams && !rc; k++) {
     ppsrt_param *p = &m->params[k];
     size_t full = p->full_numel ? p->full_numel : p->numel, off = p->full_numel ? p->offset : 0;
+    /* --tensor-parallel: the whole tensor is read, then this rank's slice taken from it */
+    size_t n = p->tp_split ? full : p->numel;
     char key[300];
     if (ck->legacy) snprintf(key, sizeof key, "%s", p->name);
     else layer_key(p->name, lps, key, sizeof key);
     free(tmp);
-    if (!(tmp = malloc((p->numel ? p->numel : 1) * sizeof *tmp))) { rc = PPSRT_FAIL(PPSRT_E_NOMEM, "out of host memory"); break; }
+    free(whole);
+    whole = NULL;
+    if (!(tmp = malloc((p->numel ? p->numel : 1) * sizeof *tmp)) || (p->tp_split && !(whole = malloc(n * sizeof *whole)))) {
+      rc = PPSRT_FAIL(PPSRT_E_NOMEM, "out of host memory");
+      break;
+    }
+    float *dst = whole ? whole : tmp;
     for (int part = 0; part < (ck->adam ? 3 : 1) && !rc; part++) {
       char want[340];
       snprintf(want, sizeof want, "%s%s", part == 0 ? "" : part == 1 ? "optim.m." : "optim.v.", key);
@@ -978,9 +994,9 @@ int rt_ckpt_load(ppsrt_ctx *c, const rt_ckpt *ck) {
             break;
           }
           /* the part of [e->off, e->off + e->numel) this device holds */
-          size_t lo = e->off > off ? e->off : off, hi = e->off + e->numel < off + p->numel ? e->off + e->numel : off + p->numel;
+          size_t lo = e->off > off ? e->off : off, hi = e->off + e->numel < off + n ? e->off + e->numel : off + n;
           if (lo >= hi) continue;
-          if (read_at(f->fd, tmp + (lo - off), (hi - lo) * sizeof(float), f->data0 + e->lo + (lo - e->off) * sizeof(float)))
+          if (read_at(f->fd, dst + (lo - off), (hi - lo) * sizeof(float), f->data0 + e->lo + (lo - e->off) * sizeof(float)))
             rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': cannot read tensor '%s'", f->path, want);
           got += hi - lo;
         }
@@ -989,15 +1005,18 @@ int rt_ckpt_load(ppsrt_ctx *c, const rt_ckpt *ck) {
       if (!found)
         rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s' has no tensor '%s' (this model's '%s', shape [%zu]: saved from "
                         "another model, or with other sizes?)", ck->path, want, p->name, full);
-      else if (got != p->numel)
+      else if (got != n)
         rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': the shards hold %zu elements of tensor '%s' [%zu, %zu), not %zu "
-                        "(missing or overlapping slices)", ck->path, got, want, off, off + p->numel, p->numel);
+                        "(missing or overlapping slices)", ck->path, got, want, off, off + n, n);
       if (rc) break;
+      if (whole)
+        for (size_t i = 0; i < p->numel; i++) tmp[i] = whole[ppsrt_param_full_index(p, i)];
       if (part == 0) rc = ppsrt_param_set(c->be, p, tmp);   /* (a sharded master: its part) */
       else rc = c->be->upload_f32(c->be, (ppsrt_tensor){part == 1 ? p->m : p->v, p->sh_n, PPSRT_F32}, tmp + p->sh_lo);
     }
   }
   free(tmp);
+  free(whole);
   /* every tensor has this run's shape: the size fields must say so too */
   const ppsrt_model_config *cfg = &c->run->o.cfg;
   const long have[NSIZE] = {cfg->hidden, cfg->heads, cfg->query_groups, cfg->seq, cfg->vocab};

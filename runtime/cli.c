@@ -57,6 +57,8 @@ static const char usage_text[] =
   "  --data-parallel D        D replicas of the pipeline (P x D ranks), gradients averaged\n"
   "  --distributed-optimizer  with --data-parallel: optimizer state sharded over the replicas\n"
   "                           (gradients reduce-scattered, weights all-gathered; ZeRO-1)\n"
+  "  --tensor-parallel T      gpt: each device's layers split over T ranks (P x D x T ranks; Megatron's\n"
+  "                           split: heads and MLP columns, two all-reduces in F and in B a layer)\n"
   "  --save FILE              after the run, checkpoint to FILE (an index) and one safetensors\n"
   "                           shard per device beside it; --save-every N also every N steps\n"
   "  --load FILE              start from a --save checkpoint, of any schedule and P with this\n"
@@ -191,6 +193,7 @@ static int setup_device(ppsrt_ctx *c) {
   ppsrt_model_config cfg = run->o.cfg;
   cfg.mb0 = c->replica * cfg.nmb;   /* --data-parallel: this replica's part of the global batch */
   cfg.replica = c->replica;
+  cfg.tp_rank = c->tp_rank;   /* --tensor-parallel: its slice of every layer */
   rc = run->create(&cfg, c->be, c->rank, held, nheld, &c->model);
   if (!rc) {
     /* units per byte of each stage: F(mb, s) keeping act_bytes(s) counts stages[s].act */
@@ -349,6 +352,9 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
     } else if (flag_is(a, "--data-parallel", &v, argc, argv, &i)) {
       if (!v || parse_int(v, 1, &o->data_parallel) || o->data_parallel > 4096)
         return usage_error(me, "--data-parallel needs a number of replicas from 1 to 4096, got '%s'", v ? v : "");
+    } else if (flag_is(a, "--tensor-parallel", &v, argc, argv, &i)) {
+      if (!v || parse_int(v, 1, &o->tensor_parallel) || o->tensor_parallel > 1024)
+        return usage_error(me, "--tensor-parallel needs a group size from 1 to 1024, got '%s'", v ? v : "");
     } else if (flag_is(a, "--save-every", &v, argc, argv, &i)) {
       if (!v || parse_int(v, 1, &o->save_every)) return usage_error(me, "--save-every needs an integer from 1 to %d, got '%s'", INT_FLAG_MAX, v ? v : "");
     } else if (flag_is(a, "--die-in-save", &v, argc, argv, &i)) {
@@ -447,6 +453,19 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   if (o->save_every && !o->save) return usage_error(me, "--save-every needs --save FILE");
   run.nrep = o->data_parallel > 1 ? o->data_parallel : 1;
   cfg->nrep = run.nrep;
+  run.ntp = o->tensor_parallel > 1 ? o->tensor_parallel : 1;
+  cfg->tp = run.ntp;
+  if (run.ntp > 1) {
+    const char *no = strcmp(o->model, "gpt") ? "--model mlp (it splits the gpt's layers)" : p->vocab_mode ? "a vocabulary-parallel schedule" :
+                     !strcmp(o->transport, "nccl") ? "--transport nccl (use threads or mpi)" : o->trace ? "--trace" :
+                     o->profile ? "--profile" : o->no_compute ? "--no-compute" : o->val_data ? "--val-data" : NULL;
+    if (no) return usage_error(me, "--tensor-parallel does not run with %s yet", no);
+    int kv = cfg->query_groups > 0 ? cfg->query_groups : cfg->heads;
+    if (kv % run.ntp)
+      return usage_error(me, "--tensor-parallel %d must divide --query-groups %d (and --heads %d): each rank takes whole "
+                         "key/value groups", run.ntp, kv, cfg->heads);
+  }
+  int nw = p->ndev * run.nrep * run.ntp;   /* world ranks: (replica x P + device) x T + tensor rank */
   if (o->distopt && run.nrep < 2)
     return usage_error(me, "--distributed-optimizer shards the optimizer state over data-parallel replicas: add "
                            "--data-parallel D (D >= 2)");
@@ -494,15 +513,15 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   ppsrt_transport *tr = NULL;
   run.nlocal = p->ndev;
   if (!strcmp(o->transport, "threads")) {
-    run.nlocal = p->ndev * run.nrep;
-    rc = ppsrt_threads_transport_create(p->ndev * run.nrep, o->timeout_s, &tr);
+    run.nlocal = nw;
+    rc = ppsrt_threads_transport_create(nw, o->timeout_s, &tr);
   } else if (!strcmp(o->transport, "mpi")) {
     rc = ppsrt_mpi_transport_create(o->timeout_s, &tr, &my_rank);
     run.nlocal = 1;
   } else {
     int use_mpi = under_mpirun();
-    rc = ppsrt_nccl_transport_create(p->ndev * run.nrep, o->timeout_s, use_mpi, &tr, &my_rank);
-    run.nlocal = use_mpi ? 1 : p->ndev * run.nrep;
+    rc = ppsrt_nccl_transport_create(nw, o->timeout_s, use_mpi, &tr, &my_rank);
+    run.nlocal = use_mpi ? 1 : nw;
   }
   if (rc) {
     fprintf(stderr, "%s: error: transport %s: %s\n", me, o->transport, ppsrt_last_error());
@@ -510,10 +529,10 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
     ppsrt_tokens_free(val_tokens);
     return 1;
   }
-  if (tr->nranks != p->ndev * run.nrep) {
-    int status = run.nrep > 1 ?
-      usage_error(me, "the schedule has %d devices x --data-parallel %d replicas but the %s transport has %d ranks\n"
-                  "hint: mpirun -np %d %s", p->ndev, run.nrep, o->transport, tr->nranks, p->ndev * run.nrep, argv0) :
+  if (tr->nranks != nw) {
+    int status = run.nrep > 1 || run.ntp > 1 ?
+      usage_error(me, "the schedule has %d devices x --data-parallel %d replicas x --tensor-parallel %d but the %s transport "
+                  "has %d ranks\nhint: mpirun -np %d %s", p->ndev, run.nrep, run.ntp, o->transport, tr->nranks, nw, argv0) :
       tr->nranks > p->ndev && tr->nranks % p->ndev == 0 ?
       usage_error(me, "the schedule has %d devices but the %s transport has %d ranks\nhint: mpirun -np %d %s, or "
                   "--data-parallel %d for %d replicas of the pipeline", p->ndev, o->transport, tr->nranks, p->ndev, argv0,
@@ -528,10 +547,10 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   run.tr = tr;
   /* the hardware block may plan a deployment this run is not: say where they differ
    * (once, from the first rank), so that nobody reads this run as that plan */
-  double hw_tp = kv_get(p->hardware, p->nhardware, "tensor_parallel", 1), hw_dp = kv_get(p->hardware, p->nhardware, "data_parallel", 0);
-  if (my_rank == 0 && hw_tp > 1)
-    fprintf(stderr, "%s: note: the schedule's hardware { tensor_parallel = %g } is a plan for ppsc sim and check: libppsrt "
-            "runs whole layers, without tensor parallelism\n", me, hw_tp);
+  double hw_tp = kv_get(p->hardware, p->nhardware, "tensor_parallel", 0), hw_dp = kv_get(p->hardware, p->nhardware, "data_parallel", 0);
+  if (my_rank == 0 && hw_tp >= 1 && hw_tp != run.ntp)
+    fprintf(stderr, "%s: note: the schedule's hardware { tensor_parallel = %g } plans %g tensor ranks a device; this run has "
+            "%d (%s)\n", me, hw_tp, hw_tp, run.ntp, run.ntp > 1 ? "--tensor-parallel" : "give --tensor-parallel T for them");
   if (my_rank == 0 && hw_dp >= 1 && hw_dp != run.nrep)
     fprintf(stderr, "%s: note: the schedule's hardware { data_parallel = %g } plans %g replicas; this run has %d (%s)\n", me,
             hw_dp, hw_dp, run.nrep, run.nrep > 1 ? "--data-parallel" : "give --data-parallel D for replicas");
@@ -591,38 +610,54 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
     status = 1;
     goto done;
   }
+  int T = run.ntp, npipe = run.nrep * T;
   if (run.nrep > 1) {
-    /* each device's replicas average their gradients on a transport of their own: one
-       per device (threads; NCCL: a communicator of the device's replicas), or this
-       process's (MPI_Comm_split by device; NCCL over MPI: its device's communicator) */
-    int ng = run.nlocal == 1 ? 1 : p->ndev, nccl = !strcmp(o->transport, "nccl");
+    /* each (device, tensor rank)'s replicas average their gradients on a transport of
+       their own: one per pair (threads; NCCL: a communicator of the device's replicas),
+       or this process's (MPI_Comm_split by the pair; NCCL over MPI: its device's
+       communicator) */
+    int ng = run.nlocal == 1 ? 1 : p->ndev * T, nccl = !strcmp(o->transport, "nccl");
     if (!(run.groups = calloc((size_t)ng, sizeof *run.groups))) { fprintf(stderr, "%s: error: out of host memory\n", me); status = 1; goto done; }
-    for (int d = 0; d < ng; d++)
-      if (nccl ? ppsrt_nccl_transport_replicas(tr, p->ndev, run.nlocal == 1 ? my_rank % p->ndev : d, &run.groups[d])
-          : run.nlocal == 1 ? ppsrt_mpi_transport_split(tr, my_rank % p->ndev, my_rank / p->ndev, &run.groups[d])
-                            : ppsrt_threads_transport_create(run.nrep, o->timeout_s, &run.groups[d])) {
+    for (int g = 0; g < ng; g++)
+      if (nccl ? ppsrt_nccl_transport_replicas(tr, p->ndev, run.nlocal == 1 ? my_rank % p->ndev : g, &run.groups[g])
+          : run.nlocal == 1 ? ppsrt_mpi_transport_split(tr, my_rank / T % p->ndev * T + my_rank % T, my_rank / T / p->ndev, &run.groups[g])
+                            : ppsrt_threads_transport_create(run.nrep, o->timeout_s, &run.groups[g])) {
         fprintf(stderr, "%s: error: %s\n", me, ppsrt_last_error());
         status = 1;
         goto done;
       }
-    for (int d = 0; d < ng && o->distopt; d++)
-      if (!run.groups[d]->reduce_scatter_f32 || !run.groups[d]->allgather) {
+    for (int g = 0; g < ng && o->distopt; g++)
+      if (!run.groups[g]->reduce_scatter_f32 || !run.groups[g]->allgather) {
         fprintf(stderr, "%s: error: --distributed-optimizer: the %s transport has no reduce-scatter and all-gather\n", me,
-                run.groups[d]->name);
+                run.groups[g]->name);
         status = 1;
         goto done;
       }
-    /* each replica speaks to its own view of the world transport (replica.c), and its
-       collective lane to its own view of the lane's */
-    if (!(run.views = calloc((size_t)run.nrep, sizeof *run.views)) ||
-        (run.lane_tr && !(run.lane_views = calloc((size_t)run.nrep, sizeof *run.lane_views)))) {
+  }
+  if (T > 1) {
+    /* each (replica, device)'s tensor-parallel group: threads, or MPI_Comm_split */
+    int ng = run.nlocal == 1 ? 1 : run.nrep * p->ndev;
+    if (!(run.tgroups = calloc((size_t)ng, sizeof *run.tgroups))) { fprintf(stderr, "%s: error: out of host memory\n", me); status = 1; goto done; }
+    for (int g = 0; g < ng; g++)
+      if (run.nlocal == 1 ? ppsrt_mpi_transport_split(tr, my_rank / T, my_rank % T, &run.tgroups[g])
+                          : ppsrt_threads_transport_create(T, o->timeout_s, &run.tgroups[g])) {
+        fprintf(stderr, "%s: error: %s\n", me, ppsrt_last_error());
+        status = 1;
+        goto done;
+      }
+  }
+  if (npipe > 1) {
+    /* each pipeline (replica, tensor rank) speaks to its own view of the world transport
+       (replica.c), and its collective lane to its own view of the lane's */
+    if (!(run.views = calloc((size_t)npipe, sizeof *run.views)) ||
+        (run.lane_tr && !(run.lane_views = calloc((size_t)npipe, sizeof *run.lane_views)))) {
       fprintf(stderr, "%s: error: out of host memory\n", me);
       status = 1;
       goto done;
     }
-    for (int r = 0; r < run.nrep; r++)
-      if (rt_replica_view(tr, p->ndev, run.nrep, r, &run.views[r]) ||
-          (run.lane_tr && rt_replica_view(run.lane_tr, p->ndev, run.nrep, r, &run.lane_views[r]))) {
+    for (int q = 0; q < npipe; q++)
+      if (rt_replica_view(tr, p->ndev, run.nrep, T, q / T, q % T, &run.views[q]) ||
+          (run.lane_tr && rt_replica_view(run.lane_tr, p->ndev, run.nrep, T, q / T, q % T, &run.lane_views[q]))) {
         fprintf(stderr, "%s: error: %s\n", me, ppsrt_last_error());
         status = 1;
         goto done;
@@ -631,21 +666,24 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   run.flops_known = !o->no_compute;
   rt_count_flops(&run, !strcmp(o->model, "gpt") ? ppsrt_gpt_pass_flops : ppsrt_mlp_pass_flops);
   for (int l = 0; l < run.nlocal; l++) {
-    int w = run.first_rank + l;   /* world rank: replica w / P, device w % P */
-    if ((rc = rt_ctx_init(&run, &run.ctx[l], w % p->ndev))) {
+    /* world rank w = (replica x P + device) x T + tensor rank */
+    int w = run.first_rank + l, t = w % T, d = w / T % p->ndev, r = w / T / p->ndev;
+    if ((rc = rt_ctx_init(&run, &run.ctx[l], d))) {
       fprintf(stderr, "%s: error: %s\n", me, ppsrt_last_error());
       status = 1;
       goto done;
     }
-    run.ctx[l].wtr = tr;
+    run.ctx[l].replica = r;
+    run.ctx[l].tp_rank = t;
     run.ctx[l].wrank = w;
-    run.ctx[l].replica = w / p->ndev;
+    run.ctx[l].wtr = tr;
     run.ctx[l].lane_tr = run.lane_tr;
-    if (run.nrep > 1) {
-      run.ctx[l].tr = run.views[w / p->ndev];
-      if (run.lane_tr) run.ctx[l].lane_tr = run.lane_views[w / p->ndev];
-      run.ctx[l].gtr = run.groups[run.nlocal == 1 ? 0 : w % p->ndev];
+    if (npipe > 1) {
+      run.ctx[l].tr = run.views[r * T + t];
+      if (run.lane_tr) run.ctx[l].lane_tr = run.lane_views[r * T + t];
     }
+    if (run.nrep > 1) run.ctx[l].gtr = run.groups[run.nlocal == 1 ? 0 : d * T + t];
+    if (T > 1) run.ctx[l].ttr = run.tgroups[run.nlocal == 1 ? 0 : r * p->ndev + d];
   }
 
   /* ---- run ---- */
@@ -760,16 +798,19 @@ done:
   free(run.dev_units); free(run.dev_membad); free(run.dev_actbad); free(run.dev_flops);
   pthread_mutex_destroy(&run.print_lock);
   fflush(stdout);
-  for (int r = 0; run.lane_views && r < run.nrep; r++)
-    if (run.lane_views[r]) run.lane_views[r]->destroy(run.lane_views[r]);
+  for (int q = 0; run.lane_views && q < run.nrep * run.ntp; q++)
+    if (run.lane_views[q]) run.lane_views[q]->destroy(run.lane_views[q]);
   free(run.lane_views);
   if (run.lane_tr) run.lane_tr->destroy(run.lane_tr);
-  for (int r = 0; run.views && r < run.nrep; r++)
-    if (run.views[r]) run.views[r]->destroy(run.views[r]);
+  for (int q = 0; run.views && q < run.nrep * run.ntp; q++)
+    if (run.views[q]) run.views[q]->destroy(run.views[q]);
   free(run.views);
-  for (int d = 0; run.groups && d < (run.nlocal == 1 ? 1 : p->ndev); d++)
-    if (run.groups[d]) run.groups[d]->destroy(run.groups[d]);
+  for (int g = 0; run.groups && g < (run.nlocal == 1 ? 1 : p->ndev * run.ntp); g++)
+    if (run.groups[g]) run.groups[g]->destroy(run.groups[g]);
   free(run.groups);
+  for (int g = 0; run.tgroups && g < (run.nlocal == 1 ? 1 : run.nrep * p->ndev); g++)
+    if (run.tgroups[g]) run.tgroups[g]->destroy(run.tgroups[g]);
+  free(run.tgroups);
   if (tr) {
     tr->destroy(tr);
   }

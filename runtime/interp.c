@@ -601,6 +601,7 @@ int rt_optimizer_step(ppsrt_ctx *c, int step, double *lr_out, double *gnorm_out)
     if ((rc = c->be->stream_sync(c->be, PPSRT_STREAM_COMPUTE))) { free(row); return rc; }
     for (int k = 0; k < m->nparams && !rc; k++) {
       ppsrt_param *p = &m->params[k];   /* its shard: --distributed-optimizer reduced only that */
+      if (c->tp_rank && !p->tp_split) continue;   /* --tensor-parallel: a whole tensor counts once, on rank 0 */
       if (p->sh_n > cap) {
         free(buf);
         cap = p->sh_n;
@@ -611,6 +612,7 @@ int rt_optimizer_step(ppsrt_ctx *c, int step, double *lr_out, double *gnorm_out)
     }
     free(buf);
     if (!rc && o->distopt && c->run->nrep > 1) rc = rt_replica_sum(c, &ss);   /* the shards of the device's replicas */
+    if (!rc) rc = rt_tp_sum(c, &ss);   /* the slices of the device's tensor-parallel group */
     row[2 * c->rank] = (float)ss;
     row[2 * c->rank + 1] = (float)(ss - (double)row[2 * c->rank]);
     if (!rc) rc = rt_allreduce_host(c, row, 2 * (size_t)nd, PPSRT_SUM);
@@ -797,7 +799,7 @@ int rt_run_device(ppsrt_ctx *c) {
     c->busy[it] = busy;
     c->span[it] = t1 - t0;
     c->peak_bytes[it] = pk;
-    if ((c->rank == 0 && c->replica == 0) || run->nlocal == 1) {
+    if ((c->rank == 0 && c->replica == 0 && c->tp_rank == 0) || run->nlocal == 1) {
       /* after the sum every rank holds every device's row; one context keeps them */
       for (int d = 0; d < ndev; d++) {
         float *r = st + (size_t)d * ST_N;
@@ -822,7 +824,9 @@ int rt_run_device(ppsrt_ctx *c) {
       if ((rc = rt_check_gradients(c, c->loss[0], &bad))) { fail_at(c, -1, rc, "--check"); break; }
       float fb[2] = {(float)bad, 0};
       if ((rc = rt_allreduce_host(c, fb, 2, PPSRT_SUM))) { fail_at(c, -1, rc, "--check all-reduce"); break; }
-      if ((c->rank == 0 && c->replica == 0) || run->nlocal == 1) run->check_mismatches = (long)fb[0];
+      double nb = fb[0];   /* --tensor-parallel: each rank compared its own slices */
+      if ((rc = rt_tp_sum(c, &nb))) { fail_at(c, -1, rc, "--check all-reduce"); break; }
+      if ((c->rank == 0 && c->replica == 0 && c->tp_rank == 0) || run->nlocal == 1) run->check_mismatches = (long)nb;
       /* every local rank has compared by now (the all-reduce needs them all): the first
        * context prints their lines in rank order */
       if (c == &run->ctx[0]) {
@@ -840,12 +844,12 @@ int rt_run_device(ppsrt_ctx *c) {
     long step = run->step0 + it + 1;
     double lr = 0, gnorm = 0;
     if ((rc = rt_optimizer_step(c, (int)step, &lr, &gnorm))) { fail_at(c, -1, rc, "optimizer step"); break; }
-    if (c->rank == 0 && c->replica == 0) {
+    if (c->rank == 0 && c->replica == 0 && c->tp_rank == 0) {
       run->lr_it[it] = lr;
       run->gnorm_it[it] = gnorm;
       run->iterations_done = it + 1;
     }
-    if (c->rank == 0 && c->replica == 0 && !o->json && !o->quiet) {
+    if (c->rank == 0 && c->replica == 0 && c->tp_rank == 0 && !o->json && !o->quiet) {
       pthread_mutex_lock(&run->print_lock);
       rt_print_iteration(run, it);
       pthread_mutex_unlock(&run->print_lock);
@@ -864,7 +868,7 @@ int rt_run_device(ppsrt_ctx *c) {
         c->status = rc;
         break;
       }
-      if (c->rank == 0 && c->replica == 0 && !o->json && !o->quiet) {
+      if (c->rank == 0 && c->replica == 0 && c->tp_rank == 0 && !o->json && !o->quiet) {
         pthread_mutex_lock(&run->print_lock);
         fprintf(run->out, "saved %s (step %ld, %d shard%s)\n", o->save, step, ndev, ndev == 1 ? "" : "s");
         fflush(run->out);

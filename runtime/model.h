@@ -82,6 +82,8 @@ typedef struct ppsrt_model_config {
   int replica;            /* this model's replica, 0..nrep-1 */
   int distopt;            /* --distributed-optimizer: with nrep > 1, the optimizer state is sharded
                            * over the replicas (ppsrt_param_alloc, replica.c) */
+  int tp;                 /* --tensor-parallel T (0 = 1): the gpt's layers split over T ranks */
+  int tp_rank;            /* this model's rank in its tensor-parallel group, 0..tp-1 */
 } ppsrt_model_config;
 
 /* Training tokens (data.c), loaded once per process and shared read-only by its
@@ -135,7 +137,30 @@ typedef struct ppsrt_param {
    * the all-gather), while m, v and the F32 master (when it is not param itself) hold
    * only the shard: m[i] is element sh_lo + i's. Unsharded: chunk 0, sh_lo 0, sh_n numel. */
   size_t chunk, sh_lo, sh_n;
+  /* --tensor-parallel (model_gpt.c): the tensor is rank tp_rank's slice of the full
+   * tensor `name` [tp_R, tp_C] (row-major, full_numel = tp_R x tp_C): tp_split 1 holds
+   * the rows of the ranges [tp_lo[k], tp_lo[k] + tp_len[k]) (k < tp_n), every column;
+   * 2 every row, the columns of those ranges; in that order, row-major. 0: whole, the
+   * same on every rank of the group (biases after a reduction, norms). offset is 0. */
+  int tp_split, tp_n;
+  size_t tp_R, tp_C, tp_lo[3], tp_len[3];
 } ppsrt_param;
+
+/* Element i of q (its numel) in its full tensor: offset + i, or through the
+ * tensor-parallel slice. */
+static inline size_t ppsrt_param_full_index(const ppsrt_param *q, size_t i) {
+  if (!q->tp_split) return q->offset + i;
+  size_t w = 0;
+  for (int k = 0; k < q->tp_n; k++) w += q->tp_len[k];
+  size_t r = q->tp_split == 2 ? i / w : i / q->tp_C, col = q->tp_split == 2 ? i % w : i % q->tp_C;
+  size_t *x = q->tp_split == 2 ? &col : &r;   /* the index along the split dimension */
+  size_t at = 0;
+  for (int k = 0; k < q->tp_n; k++) {
+    if (*x < q->tp_len[k]) { at = q->tp_lo[k] + *x; break; }
+    *x -= q->tp_len[k];
+  }
+  return q->tp_split == 2 ? r * q->tp_C + at : at * q->tp_C + col;
+}
 
 /* A parameter's buffers (param.c), for the models: after name, stage, numel, offset and
  * full_numel are set, ppsrt_param_alloc allocates param, master, grad, m and v on be
@@ -208,6 +233,9 @@ int ppsrt_gpt_create(const ppsrt_model_config *cfg, ppsrt_backend *be, int devic
                      const int *stages, int nstages, ppsrt_model **out);   /* model_gpt.c */
 
 /* ---- services of the runtime to the model (interp.c, actstore.c) ---- */
+/* --tensor-parallel: buf (n F32 values in the backend's memory, on the compute stream)
+ * summed over this rank's tensor-parallel group, in place; nothing without one. */
+int ppsrt_tp_allreduce(ppsrt_ctx *c, float *buf, size_t n);
 ppsrt_backend *ppsrt_ctx_backend(ppsrt_ctx *c);
 int ppsrt_ctx_rank(ppsrt_ctx *c);
 int ppsrt_ctx_iteration(ppsrt_ctx *c);

@@ -32,9 +32,21 @@
  *   B(mb, 0) leaves dx0 in the IO box; coll input_bwd broadcasts it from stage 0's device;
  *   IB  d tok_d += scatter of dx0 over ids in the shard (device 0 also d pos).
  *
- * What it does not: no dropout, no tied embeddings, no rotary embeddings, no tensor
- * parallelism; the broadcast of LN_f(y) to every device before S is issued by S itself
- * through the run's transport (see vocab_s), since no collective precedes S. */
+ * Tensor parallelism (--tensor-parallel T, Megatron-LM's layout): rank t of a group holds
+ * query heads [t Hq/T, (t+1) Hq/T) and key/value groups [t Hkv/T, ...) of every layer
+ * (the columns of QKV and its bias), the matching rows of the projection, the columns
+ * [t 4h/T, ...) of FC1 and its bias, the matching rows of FC2 (tp_slice, model.h); the
+ * projection's and FC2's biases, the layer norms and the input and output layers are
+ * whole on every rank. F sums the projection's and FC2's partial products over the
+ * group (gemm_tp_sum: in F32, ppsrt_tp_allreduce), then adds the residual and the bias;
+ * B sums the input gradients of QKV and FC1 (LN1's and LN2's output gradients) the same
+ * way; W needs no communication. Every rank of a group computes the same activations
+ * outside the split, the same loss and the same gradients of the whole tensors.
+ *
+ * What it does not: no dropout, no tied embeddings, no rotary embeddings, no sequence
+ * parallelism, no vocabulary split under tensor parallelism; the broadcast of LN_f(y) to
+ * every device before S is issued by S itself through the run's transport (see vocab_s),
+ * since no collective precedes S. */
 #include "config.h"
 #include "rt.h"
 #include <math.h>
@@ -75,6 +87,8 @@ typedef struct vstate {
 
 typedef struct gpt {
   int h, Hq, Hkv, D, T, Bm, N, V, L, S, P, mode, rank, nc, q;
+  int tp, tpr;             /* --tensor-parallel: group size, this rank (Hq, Hkv, q, ha, f: its share) */
+  int ha, f;               /* attention output width Hq D, MLP width 4h / tp */
   size_t es;
   int nlocal, *local, first, last;
   int lo, hi;              /* vocabulary rows held */
@@ -152,8 +166,9 @@ static size_t layer_bytes(const gpt *g, int with_y) {
          + 4 * (size_t)g->N * sizeof(float)   /* mean1, rstd1, mean2, rstd2 */
          + (size_t)g->N * g->q * g->es       /* qkv */
          + (size_t)g->Bm * g->Hq * g->T * sizeof(float)   /* lse */
-         + 3 * Nh                            /* att, x1, ln2 */
-         + 8 * Nh                            /* hpre, hact */
+         + (size_t)g->N * g->ha * g->es      /* att */
+         + 2 * Nh                            /* x1, ln2 */
+         + 2 * (size_t)g->N * g->f * g->es   /* hpre, hact */
          + (with_y ? Nh : 0);                /* y, the next layer's input */
 }
 
@@ -189,6 +204,21 @@ static int act_to_f32(ppsrt_backend *be, void *src, size_t n, float **out) {
   void *p;
   int rc = convert_owned(be, src, AT, PPSRT_F32, n, &p);
   if (!rc) *out = p;
+  return rc;
+}
+
+/* ---- --tensor-parallel: a row-parallel product summed over the group ----
+ * C (act_dtype [M, N], ldc N) = A op(B) + the other ranks' partial products: this
+ * rank's in F32, all-reduced (ppsrt_tp_allreduce), converted into C. */
+static int gemm_tp_sum(ppsrt_ctx *c, ppsrt_backend *be, int ta, int tb, int M, int N, int K, const void *A, int lda,
+                       const void *B, int ldb, void *C) {
+  float *s;
+  size_t n = (size_t)M * N;
+  TRY(be->alloc(be, n * sizeof(float), (void **)&s));
+  int rc = be->gemm(be, CS, ta, tb, M, N, K, 1.0f, A, AT, lda, B, AT, ldb, 0.0f, s, PPSRT_F32, N);
+  if (!rc) rc = ppsrt_tp_allreduce(c, s, n);
+  if (!rc) rc = be->convert(be, CS, C, AT, s, PPSRT_F32, n);
+  be->free(be, s);
   return rc;
 }
 
@@ -241,7 +271,7 @@ static int layer_f(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int
                    void **yout) {
   gpt *g = m->impl;
   ppsrt_backend *be = m->be;
-  int N = g->N, h = g->h, q = g->q, D = g->D;
+  int N = g->N, h = g->h, q = g->q, D = g->D, ha = g->ha, f = g->f;
   size_t es = g->es, Nh = (size_t)N * h;
   int *fi = IX(g, mb, loc)->lf + (size_t)l * NFE;
   void *ln1, *qkv, *att, *x1, *ln2, *hpre, *hact, *y;
@@ -250,11 +280,11 @@ static int layer_f(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int
   TRY(save(c, mb, stage, 4 * (size_t)N * 4, (void **)&st, &fi[FE_ST]));
   TRY(save(c, mb, stage, (size_t)N * q * es, &qkv, &fi[FE_QKV]));
   TRY(save(c, mb, stage, (size_t)g->Bm * g->Hq * g->T * 4, (void **)&lse, &fi[FE_LSE]));
-  TRY(save(c, mb, stage, Nh * es, &att, &fi[FE_ATT]));
+  TRY(save(c, mb, stage, (size_t)N * ha * es, &att, &fi[FE_ATT]));
   TRY(save(c, mb, stage, Nh * es, &x1, &fi[FE_X1]));
   TRY(save(c, mb, stage, Nh * es, &ln2, &fi[FE_LN2]));
-  TRY(save(c, mb, stage, 4 * Nh * es, &hpre, &fi[FE_HPRE]));
-  TRY(save(c, mb, stage, 4 * Nh * es, &hact, &fi[FE_HACT]));
+  TRY(save(c, mb, stage, (size_t)N * f * es, &hpre, &fi[FE_HPRE]));
+  TRY(save(c, mb, stage, (size_t)N * f * es, &hact, &fi[FE_HACT]));
   if (keep_y) TRY(save(c, mb, stage, Nh * es, &y, &fi[FE_Y]));
   else {
     fi[FE_Y] = -1;
@@ -272,22 +302,35 @@ static int layer_f(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int
       K(be->add_bias(be, CS, qkv, qkv, p[QKVB]->param.data, N, q)));
   K(be->attention_fwd(be, CS, att, lse, qb, q, qb + (size_t)g->Hq * D * es, q, qb + (size_t)(g->Hq + g->Hkv) * D * es,
                       q, g->Bm, g->T, g->Hq, g->Hkv, D));
-  /* x1 = x + att Wproj + b */
-  K(be->memcpy_async(be, CS, x1, x, Nh * es, 0));
-  EPI(fused(be, PPSRT_EP_BIAS, 0, 0, N, h, h, att, h, p[PROJW]->param.data, h, 1.0f, x1, AT, h, p[PROJB]->param.data,
-            NULL, NULL),
-      K(be->gemm(be, CS, 0, 0, N, h, h, 1.0f, att, AT, h, p[PROJW]->param.data, AT, h, 1.0f, x1, AT, h));
-      K(be->add_bias(be, CS, x1, x1, p[PROJB]->param.data, N, h)));
+  /* x1 = x + att Wproj + b (tensor parallel: the partial products summed over the group
+   * first, the bias added once after) */
+  if (g->tp > 1) {
+    K(gemm_tp_sum(c, be, 0, 0, N, h, ha, att, ha, p[PROJW]->param.data, h, x1));
+    K(be->add(be, CS, x1, x1, x, Nh));
+    K(be->add_bias(be, CS, x1, x1, p[PROJB]->param.data, N, h));
+  } else {
+    K(be->memcpy_async(be, CS, x1, x, Nh * es, 0));
+    EPI(fused(be, PPSRT_EP_BIAS, 0, 0, N, h, ha, att, ha, p[PROJW]->param.data, h, 1.0f, x1, AT, h, p[PROJB]->param.data,
+              NULL, NULL),
+        K(be->gemm(be, CS, 0, 0, N, h, ha, 1.0f, att, AT, ha, p[PROJW]->param.data, AT, h, 1.0f, x1, AT, h));
+        K(be->add_bias(be, CS, x1, x1, p[PROJB]->param.data, N, h)));
+  }
   /* ln2 = LN(x1); hpre = ln2 Wfc + b; hact = gelu(hpre); y = x1 + hact Wfc2 + b */
   K(be->layernorm_fwd(be, CS, ln2, st + 2 * N, st + 3 * N, x1, p[LN2G]->param.data, p[LN2B]->param.data, N, h));
-  EPI(fused(be, PPSRT_EP_BIAS_GELU, 0, 0, N, 4 * h, h, ln2, h, p[FCW]->param.data, 4 * h, 0.0f, hact, AT, 4 * h,
+  EPI(fused(be, PPSRT_EP_BIAS_GELU, 0, 0, N, f, h, ln2, h, p[FCW]->param.data, f, 0.0f, hact, AT, f,
             p[FCB]->param.data, hpre, NULL),
-      K(be->gemm(be, CS, 0, 0, N, 4 * h, h, 1.0f, ln2, AT, h, p[FCW]->param.data, AT, 4 * h, 0.0f, hpre, AT, 4 * h));
-      K(be->add_bias_gelu(be, CS, hact, hpre, hpre, p[FCB]->param.data, N, 4 * h)));
+      K(be->gemm(be, CS, 0, 0, N, f, h, 1.0f, ln2, AT, h, p[FCW]->param.data, AT, f, 0.0f, hpre, AT, f));
+      K(be->add_bias_gelu(be, CS, hact, hpre, hpre, p[FCB]->param.data, N, f)));
+  if (g->tp > 1) {
+    K(gemm_tp_sum(c, be, 0, 0, N, h, f, hact, f, p[FC2W]->param.data, h, y));
+    K(be->add(be, CS, y, y, x1, Nh));
+    K(be->add_bias(be, CS, y, y, p[FC2B]->param.data, N, h));
+    return 0;
+  }
   K(be->memcpy_async(be, CS, y, x1, Nh * es, 0));
-  EPI(fused(be, PPSRT_EP_BIAS, 0, 0, N, h, 4 * h, hact, 4 * h, p[FC2W]->param.data, h, 1.0f, y, AT, h,
+  EPI(fused(be, PPSRT_EP_BIAS, 0, 0, N, h, f, hact, f, p[FC2W]->param.data, h, 1.0f, y, AT, h,
             p[FC2B]->param.data, NULL, NULL),
-      K(be->gemm(be, CS, 0, 0, N, h, 4 * h, 1.0f, hact, AT, 4 * h, p[FC2W]->param.data, AT, h, 1.0f, y, AT, h));
+      K(be->gemm(be, CS, 0, 0, N, h, f, 1.0f, hact, AT, f, p[FC2W]->param.data, AT, h, 1.0f, y, AT, h));
       K(be->add_bias(be, CS, y, y, p[FC2B]->param.data, N, h)));
   return 0;
 }
@@ -306,7 +349,7 @@ static char *slot(gpt *g, void *area, int k) { return (char *)area + (size_t)k *
 static int layer_b(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int l, const void *dy, void *dx) {
   gpt *g = m->impl;
   ppsrt_backend *be = m->be;
-  int N = g->N, h = g->h, q = g->q, D = g->D;
+  int N = g->N, h = g->h, q = g->q, D = g->D, ha = g->ha, f = g->f;
   size_t es = g->es, Nh = (size_t)N * h;
   sidx *e = IX(g, mb, loc);
   int *fi = e->lf + (size_t)l * NFE;
@@ -326,35 +369,38 @@ static int layer_b(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int
   ppsrt_param *p[NLP];
   for (int k = 0; k < NLP; k++) p[k] = LP(m, loc, l, k);
   if (g->nc) return 0;
-  TRY(be->alloc(be, (4 * Nh + (size_t)N * q) * es, &tmp));
-  char *t2 = (char *)tmp + 4 * Nh * es, *qb = qkv;
+  size_t t1 = (size_t)N * (f > ha ? f : ha);   /* dhact, then datt */
+  TRY(be->alloc(be, (t1 + (size_t)N * q) * es, &tmp));
+  char *t2 = (char *)tmp + t1 * es, *qb = qkv;
   size_t ko = (size_t)g->Hq * D * es, vo = (size_t)(g->Hq + g->Hkv) * D * es;
   int rc;
   /* MLP: dhact = dy Wfc2^T; dhpre = dhact * gelu'(hpre) written over hpre (no copy);
-   *      dln2 = dhpre Wfc^T -> ln2's buffer; dx1 = dy + LN2_bwd(dln2).
+   *      dln2 = dhpre Wfc^T -> ln2's buffer (tensor parallel: summed over the group);
+   *      dx1 = dy + LN2_bwd(dln2).
    * With the GeLU gradient fused in the product (PPSRT_EP_DGELU), hpre is first copied
    * to tmp, the product's GeLU input: its output must not overlap it. */
   rc = 1;
   if (be->epilogues & PPSRT_EP_DGELU) {
-    rc = be->memcpy_async(be, CS, tmp, hpre, 4 * Nh * es, 0);
+    rc = be->memcpy_async(be, CS, tmp, hpre, (size_t)N * f * es, 0);
     if (!rc)
-      rc = be->gemm_ep(be, CS, PPSRT_EP_DGELU, 0, 1, N, 4 * h, h, 1.0f, dy, AT, h, p[FC2W]->param.data, AT, h, 0.0f,
-                       hpre, AT, 4 * h, NULL, tmp, NULL);
+      rc = be->gemm_ep(be, CS, PPSRT_EP_DGELU, 0, 1, N, f, h, 1.0f, dy, AT, h, p[FC2W]->param.data, AT, h, 0.0f,
+                       hpre, AT, f, NULL, tmp, NULL);
   }
   if (rc < 0 ||
-      (rc && ((rc = be->gemm(be, CS, 0, 1, N, 4 * h, h, 1.0f, dy, AT, h, p[FC2W]->param.data, AT, h, 0.0f, tmp, AT,
-                             4 * h)) ||
-              (rc = be->gelu_bwd(be, CS, hpre, tmp, hpre, 4 * Nh)))) ||
-      (rc = be->gemm(be, CS, 0, 1, N, h, 4 * h, 1.0f, hpre, AT, 4 * h, p[FCW]->param.data, AT, 4 * h, 0.0f, ln2, AT, h)) ||
+      (rc && ((rc = be->gemm(be, CS, 0, 1, N, f, h, 1.0f, dy, AT, h, p[FC2W]->param.data, AT, h, 0.0f, tmp, AT, f)) ||
+              (rc = be->gelu_bwd(be, CS, hpre, tmp, hpre, (size_t)N * f)))) ||
+      (rc = g->tp > 1 ? gemm_tp_sum(c, be, 0, 1, N, h, f, hpre, f, p[FCW]->param.data, f, ln2)
+                      : be->gemm(be, CS, 0, 1, N, h, f, 1.0f, hpre, AT, f, p[FCW]->param.data, AT, f, 0.0f, ln2, AT, h)) ||
       (rc = be->memcpy_async(be, CS, dx1, dy, Nh * es, 0)) ||
       (rc = be->layernorm_bwd_input(be, CS, dx1, ln2, x1, st + 2 * N, st + 3 * N, p[LN2G]->param.data, N, h, 1)) ||
       /* attention: datt = dx1 Wproj^T; dqkv = attention_bwd -> qkv's buffer;
-       *            dln1 = dqkv Wqkv^T -> ln1's buffer; dx = dx1 + LN1_bwd(dln1) */
-      (rc = be->gemm(be, CS, 0, 1, N, h, h, 1.0f, dx1, AT, h, p[PROJW]->param.data, AT, h, 0.0f, tmp, AT, h)) ||
+       *            dln1 = dqkv Wqkv^T -> ln1's buffer (summed over the group); dx = dx1 + LN1_bwd(dln1) */
+      (rc = be->gemm(be, CS, 0, 1, N, ha, h, 1.0f, dx1, AT, h, p[PROJW]->param.data, AT, h, 0.0f, tmp, AT, ha)) ||
       (rc = be->attention_bwd(be, CS, t2, t2 + ko, t2 + vo, q, tmp, att, lse, qb, q, qb + ko, q, qb + vo, q, g->Bm,
                               g->T, g->Hq, g->Hkv, D)) ||
       (rc = be->memcpy_async(be, CS, qkv, t2, (size_t)N * q * es, 0)) ||
-      (rc = be->gemm(be, CS, 0, 1, N, h, q, 1.0f, qkv, AT, q, p[QKVW]->param.data, AT, q, 0.0f, ln1, AT, h)) ||
+      (rc = g->tp > 1 ? gemm_tp_sum(c, be, 0, 1, N, h, q, qkv, q, p[QKVW]->param.data, q, ln1)
+                      : be->gemm(be, CS, 0, 1, N, h, q, 1.0f, qkv, AT, q, p[QKVW]->param.data, AT, q, 0.0f, ln1, AT, h)) ||
       (rc = be->memcpy_async(be, CS, dx, dx1, Nh * es, 0)) ||
       (rc = be->layernorm_bwd_input(be, CS, dx, ln1, x, st, st + N, p[LN1G]->param.data, N, h, 1))) {
     be->free(be, tmp);
@@ -369,7 +415,7 @@ static int layer_b(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int
 static int layer_w(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int l, void *scratch, float *sst) {
   gpt *g = m->impl;
   ppsrt_backend *be = m->be;
-  int N = g->N, h = g->h, q = g->q;
+  int N = g->N, h = g->h, q = g->q, ha = g->ha, f = g->f;
   sidx *e = IX(g, mb, loc);
   int *fi = e->lf + (size_t)l * NFE;
   void *x, *dln1, *dqkv, *att, *x1, *dln2, *dhpre, *hact, *area;
@@ -387,19 +433,19 @@ static int layer_w(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int
   void *dy = slot(g, area, l + 1 < g->L ? slot_dx(g, l + 1) : slot_dytop()), *dx1 = slot(g, area, slot_dx1(g, l));
   ppsrt_param *p[NLP];
   for (int k = 0; k < NLP; k++) p[k] = LP(m, loc, l, k);
-  EPI(fused(be, PPSRT_EP_BGRAD, 1, 0, 4 * h, h, N, hact, 4 * h, dy, h, 1.0f, p[FC2W]->grad, PPSRT_F32, h, NULL, NULL,
+  EPI(fused(be, PPSRT_EP_BGRAD, 1, 0, f, h, N, hact, f, dy, h, 1.0f, p[FC2W]->grad, PPSRT_F32, h, NULL, NULL,
             p[FC2B]->grad),
-      K(be->gemm(be, CS, 1, 0, 4 * h, h, N, 1.0f, hact, AT, 4 * h, dy, AT, h, 1.0f, p[FC2W]->grad, PPSRT_F32, h));
+      K(be->gemm(be, CS, 1, 0, f, h, N, 1.0f, hact, AT, f, dy, AT, h, 1.0f, p[FC2W]->grad, PPSRT_F32, h));
       K(be->bias_grad(be, CS, p[FC2B]->grad, dy, N, h)));
   K(be->layernorm_fwd(be, CS, scratch, sst, sst + N, x1, p[LN2G]->param.data, p[LN2B]->param.data, N, h));
-  EPI(fused(be, PPSRT_EP_BGRAD, 1, 0, h, 4 * h, N, scratch, h, dhpre, 4 * h, 1.0f, p[FCW]->grad, PPSRT_F32, 4 * h, NULL,
+  EPI(fused(be, PPSRT_EP_BGRAD, 1, 0, h, f, N, scratch, h, dhpre, f, 1.0f, p[FCW]->grad, PPSRT_F32, f, NULL,
             NULL, p[FCB]->grad),
-      K(be->gemm(be, CS, 1, 0, h, 4 * h, N, 1.0f, scratch, AT, h, dhpre, AT, 4 * h, 1.0f, p[FCW]->grad, PPSRT_F32, 4 * h));
-      K(be->bias_grad(be, CS, p[FCB]->grad, dhpre, N, 4 * h)));
+      K(be->gemm(be, CS, 1, 0, h, f, N, 1.0f, scratch, AT, h, dhpre, AT, f, 1.0f, p[FCW]->grad, PPSRT_F32, f));
+      K(be->bias_grad(be, CS, p[FCB]->grad, dhpre, N, f)));
   K(be->layernorm_bwd_weight(be, CS, p[LN2G]->grad, p[LN2B]->grad, dln2, x1, st + 2 * N, st + 3 * N, N, h));
-  EPI(fused(be, PPSRT_EP_BGRAD, 1, 0, h, h, N, att, h, dx1, h, 1.0f, p[PROJW]->grad, PPSRT_F32, h, NULL, NULL,
+  EPI(fused(be, PPSRT_EP_BGRAD, 1, 0, ha, h, N, att, ha, dx1, h, 1.0f, p[PROJW]->grad, PPSRT_F32, h, NULL, NULL,
             p[PROJB]->grad),
-      K(be->gemm(be, CS, 1, 0, h, h, N, 1.0f, att, AT, h, dx1, AT, h, 1.0f, p[PROJW]->grad, PPSRT_F32, h));
+      K(be->gemm(be, CS, 1, 0, ha, h, N, 1.0f, att, AT, ha, dx1, AT, h, 1.0f, p[PROJW]->grad, PPSRT_F32, h));
       K(be->bias_grad(be, CS, p[PROJB]->grad, dx1, N, h)));
   K(be->layernorm_fwd(be, CS, scratch, sst, sst + N, x, p[LN1G]->param.data, p[LN1B]->param.data, N, h));
   EPI(fused(be, PPSRT_EP_BGRAD, 1, 0, h, q, N, scratch, h, dqkv, q, 1.0f, p[QKVW]->grad, PPSRT_F32, q, NULL, NULL,
@@ -841,7 +887,9 @@ static int gpt_end(ppsrt_model *m, ppsrt_ctx *c, double *loss) {
 /* ---- FLOPs (Vocabulary Parallelism paper's counts, b = micro_batch, s = seq) ---- */
 
 double ppsrt_gpt_pass_flops(const ppsrt_model_config *cfg, int kind, int stage) {
-  double b = cfg->micro_batch, s = cfg->seq, h = cfg->hidden, V = cfg->vocab, L = cfg->layers_per_stage;
+  /* --tensor-parallel T: one rank's share, 1/T of the layers (the input and output
+   * layers are whole on every rank of the group) */
+  double b = cfg->micro_batch, s = cfg->seq, h = cfg->hidden, V = cfg->vocab, L = cfg->layers_per_stage / (cfg->tp > 1 ? (double)cfg->tp : 1);
   double P = cfg->vocab_mode ? (cfg->ndev > 0 ? cfg->ndev : 1) : 1;
   double bsh = b * s * h;
   int first = stage == 0, last = stage == cfg->nstage - 1, vm = cfg->vocab_mode;
@@ -890,14 +938,20 @@ static void gpt_destroy(ppsrt_model *m) {
 enum { INIT_ZERO, INIT_ONE, INIT_UNIFORM };
 
 /* A parameter: elements [offset, offset + n) of the full tensor `name` of full_n
- * elements; values depend only on (seed, name, element index in the full tensor). */
-static ppsrt_param *add_param(ppsrt_model *m, int *rc, const char *name, int stage, size_t n, size_t offset,
-                              size_t full_n, int init, float scale) {
+ * elements, or with tp (its tp_* fields set) a tensor-parallel slice of it; values
+ * depend only on (seed, name, element index in the full tensor). */
+static ppsrt_param *add_param_tp(ppsrt_model *m, int *rc, const char *name, int stage, size_t n, size_t offset,
+                                 size_t full_n, int init, float scale, const ppsrt_param *tp) {
   ppsrt_backend *be = m->be;
   ppsrt_param *q = &m->params[m->nparams++];
   if (*rc) return q;
   q->name = strdup(name);
   q->stage = stage; q->numel = n; q->offset = offset; q->full_numel = full_n;
+  if (tp && tp->tp_split) {
+    q->tp_split = tp->tp_split; q->tp_n = tp->tp_n; q->tp_R = tp->tp_R; q->tp_C = tp->tp_C;
+    memcpy(q->tp_lo, tp->tp_lo, sizeof q->tp_lo);
+    memcpy(q->tp_len, tp->tp_len, sizeof q->tp_len);
+  }
   if (!q->name) { *rc = PPSRT_FAIL(PPSRT_E_NOMEM, "gpt: out of host memory"); return q; }
   size_t nn = n ? n : 1;
   if ((*rc = ppsrt_param_alloc(be, &m->cfg, q))) return q;
@@ -906,10 +960,42 @@ static ppsrt_param *add_param(ppsrt_model *m, int *rc, const char *name, int sta
   uint64_t stream = ppsrt_hash_str(name);
   for (size_t i = 0; i < n; i++)
     hb[i] = init == INIT_ZERO ? 0.0f : init == INIT_ONE ? 1.0f
-                                                        : scale * ppsrt_rand_uniform(m->cfg.seed, stream, offset + i);
+                                                        : scale * ppsrt_rand_uniform(m->cfg.seed, stream, ppsrt_param_full_index(q, i));
   *rc = ppsrt_param_set(be, q, hb);
   free(hb);
   return q;
+}
+static ppsrt_param *add_param(ppsrt_model *m, int *rc, const char *name, int stage, size_t n, size_t offset,
+                              size_t full_n, int init, float scale) {
+  return add_param_tp(m, rc, name, stage, n, offset, full_n, init, scale, NULL);
+}
+
+/* Layer parameter j's slice on tensor-parallel rank t of T (Megatron's split: QKV and
+ * FC1 by output columns, the heads and key/value groups of rank t; the projection and
+ * FC2 by input rows; their biases and the norms whole); its elements in *n. */
+static ppsrt_param tp_slice(const gpt *g, int j, int T, int t, size_t *n) {
+  ppsrt_param s;
+  memset(&s, 0, sizeof s);
+  size_t h = (size_t)g->h, D = (size_t)g->D, Hq = (size_t)g->Hq * T, Hkv = (size_t)g->Hkv * T, q = (Hq + 2 * Hkv) * D;
+  switch (j) {
+  case QKVW: case QKVB:   /* columns: rank t's query heads, then its K and V groups */
+    s.tp_split = 2; s.tp_n = 3; s.tp_R = j == QKVW ? h : 1; s.tp_C = q;
+    s.tp_lo[0] = t * Hq / T * D;               s.tp_len[0] = Hq / T * D;
+    s.tp_lo[1] = Hq * D + t * Hkv / T * D;     s.tp_len[1] = Hkv / T * D;
+    s.tp_lo[2] = (Hq + Hkv) * D + t * Hkv / T * D; s.tp_len[2] = Hkv / T * D;
+    break;
+  case FCW: case FCB:
+    s.tp_split = 2; s.tp_n = 1; s.tp_R = j == FCW ? h : 1; s.tp_C = 4 * h;
+    s.tp_lo[0] = t * 4 * h / T; s.tp_len[0] = 4 * h / T;
+    break;
+  case PROJW: case FC2W:   /* rows: the inputs of rank t's heads or MLP columns */
+    s.tp_split = 1; s.tp_n = 1; s.tp_R = j == PROJW ? h : 4 * h; s.tp_C = h;
+    s.tp_lo[0] = t * s.tp_R / T; s.tp_len[0] = s.tp_R / T;
+    break;
+  default: break;
+  }
+  *n = s.tp_split == 2 ? s.tp_R * (s.tp_len[0] + s.tp_len[1] + s.tp_len[2]) : (s.tp_len[0]) * s.tp_C;
+  return s;
 }
 
 /* Uploads int32 host data to a new device buffer. */
@@ -978,6 +1064,9 @@ static int gpt_check_sizes(const ppsrt_model_config *cfg, int nstages) {
   if (cfg->hidden % cfg->heads || cfg->heads % Hkv)
     return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --hidden %d must be a multiple of --heads %d, and --heads of --query-groups %d",
                       cfg->hidden, cfg->heads, Hkv);
+  if (cfg->tp > 1 && Hkv % cfg->tp)
+    return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --tensor-parallel %d must divide --query-groups %d (and so --heads %d): each rank "
+                      "takes whole key/value groups", cfg->tp, Hkv, cfg->heads);
   int64_t w = 4 * (int64_t)cfg->hidden > cfg->vocab ? 4 * (int64_t)cfg->hidden : cfg->vocab; /* MLP 4h, logits */
   int64_t tokens = (int64_t)cfg->seq * cfg->micro_batch;   /* both < 2^31: no overflow */
   if (tokens > INT32_MAX / w)
@@ -1015,7 +1104,9 @@ int ppsrt_gpt_create(const ppsrt_model_config *cfg, ppsrt_backend *be, int devic
   m->vocab_pass = cfg->vocab_mode ? gpt_vocab_pass : NULL;
   m->collective = cfg->vocab_mode ? gpt_collective : NULL;
   m->begin_iteration = gpt_begin; m->end_iteration = gpt_end; m->destroy = gpt_destroy;
-  g->h = cfg->hidden; g->Hq = cfg->heads; g->Hkv = Hkv; g->D = g->h / g->Hq; g->T = cfg->seq;
+  g->tp = cfg->tp > 1 ? cfg->tp : 1; g->tpr = g->tp > 1 ? cfg->tp_rank : 0;
+  g->h = cfg->hidden; g->D = g->h / cfg->heads; g->Hq = cfg->heads / g->tp; g->Hkv = Hkv / g->tp; g->T = cfg->seq;
+  g->ha = g->Hq * g->D; g->f = 4 * g->h / g->tp;
   g->Bm = cfg->micro_batch; g->N = g->Bm * g->T; g->V = cfg->vocab; g->L = cfg->layers_per_stage;
   g->S = cfg->nstage; g->P = P; g->mode = cfg->vocab_mode; g->rank = device; g->nc = cfg->no_compute;
   g->q = (g->Hq + 2 * g->Hkv) * g->D;
@@ -1068,7 +1159,11 @@ int ppsrt_gpt_create(const ppsrt_model_config *cfg, ppsrt_backend *be, int devic
         int init = j == LN1G || j == LN2G ? INIT_ONE : (j == LN1B || j == LN2B || j % 2 == 1) ? INIT_ZERO : INIT_UNIFORM;
         /* uniform(-a, a) with a = sqrt(3 / fan_in): unit variance outputs */
         float fan_in = j == FC2W ? 4.0f * h : (float)h;
-        ppsrt_param *pr = add_param(m, &rc, name, s, sizes[j], 0, sizes[j], init, sqrtf(3.0f / fan_in));
+        size_t n = sizes[j];
+        ppsrt_param sl = tp_slice(g, j, g->tp, g->tpr, &n);
+        if (!sl.tp_split || g->tp == 1) { n = sizes[j]; sl.tp_split = 0; }
+        ppsrt_param *pr = add_param_tp(m, &rc, name, s, n, 0, sl.tp_split ? sl.tp_R * sl.tp_C : n, init,
+                                       sqrtf(3.0f / fan_in), &sl);
         pr->no_decay = !(j == QKVW || j == PROJW || j == FCW || j == FC2W);   /* biases, norms */
       }
     }

@@ -1,19 +1,22 @@
-/* replica.c: --data-parallel D: one pipeline replica's view of the world transport.
+/* replica.c: --data-parallel D and --tensor-parallel T: one pipeline's view of the world
+ * transport, the replicas' gradient averaging, the tensor-parallel groups' sums.
  *
- * D replicas of a P-device pipeline run as P x D ranks of one transport (threads in one
- * process, or mpirun -np P*D); replica r's device d is world rank r*P + d. Everything
- * in the runtime that speaks to "the transport" (the interpreter's sends and receives,
- * the per-iteration statistics, --check, --val-data, --save, --clip-grad) gets the view
- * of its own replica: ranks 0..P-1, peers mapped into the replica, and collectives over
- * the replica's P ranks only. The world transport has collectives over all ranks only,
- * so a replica's all-reduce of n values is a world all-reduce of D x n values in which
- * each replica fills its own slot (zeros, or -inf for MAX, elsewhere) and reads it back;
- * a broadcast is D world broadcasts, one per replica's root. Every replica therefore
+ * D replicas of a P-device pipeline, each device split over T tensor ranks, run as
+ * P x D x T ranks of one transport (threads in one process, or mpirun -np P*D*T);
+ * device d of replica r at tensor rank t is world rank (r P + d) T + t (without
+ * --tensor-parallel r P + d). Each (r, t) is a pipeline of its own: everything in the
+ * runtime that speaks to "the transport" (the interpreter's sends and receives, the
+ * per-iteration statistics, --check, --val-data, --save, --clip-grad) gets the view of
+ * its pipeline: ranks 0..P-1, peers mapped into it, and collectives over its P ranks
+ * only. The world transport has collectives over all ranks only, so a pipeline's
+ * all-reduce of n values is a world all-reduce of D T x n values in which each pipeline
+ * fills its own slot (zeros, or -inf for MAX, elsewhere) and reads it back;
+ * a broadcast is D T world broadcasts, one per pipeline's root. Every pipeline therefore
  * makes the same collective calls in the same order (they run the same program).
  *
  * The gradients of each stage are averaged over its D replicas on a transport of this
- * device's D ranks alone (c->gtr: threads, MPI_Comm_split by device, or an NCCL
- * communicator of those ranks), right after the stage's last W of the iteration
+ * (device, tensor rank)'s D ranks alone (c->gtr: threads, MPI_Comm_split by the pair,
+ * or an NCCL communicator of those ranks), right after the stage's last W of the iteration
  * (rt_replica_after, called by interp.c; on the GPU on a stream of its own).
  *
  * --distributed-optimizer (ZeRO stage 1, Megatron-LM's distributed optimizer; param.c
@@ -38,9 +41,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct view { ppsrt_transport *w; int P, D, r; } view;
+/* pipeline (r, t) of D replicas x T tensor ranks: its device d is world rank (r P + d) T + t */
+typedef struct view { ppsrt_transport *w; int P, D, T, r, t; } view;
 
-static int W(ppsrt_transport *t, int rank) { view *v = t->impl; return v->r * v->P + rank; }
+static int W(ppsrt_transport *t, int rank) { view *v = t->impl; return (v->r * v->P + rank) * v->T + v->t; }
+static int slots(const view *v) { return v->D * v->T; }   /* pipelines */
+static int slot(const view *v) { return v->r * v->T + v->t; }
 
 static int v_send(ppsrt_transport *t, int rank, ppsrt_backend *b, int stream, const void *buf, size_t bytes, int peer,
                   int64_t tag) {
@@ -85,17 +91,17 @@ static int stage_out(ppsrt_backend *b, int stream, void *buf, const void *h, siz
 
 static int v_allreduce(ppsrt_transport *t, int rank, ppsrt_backend *b, int stream, float *buf, size_t n, ppsrt_redop op) {
   view *v = t->impl;
-  size_t all = (size_t)v->D * n;
+  size_t all = (size_t)slots(v) * n, at = (size_t)slot(v) * n;
   float *s = malloc((all ? all : 1) * sizeof *s);
   if (!s) return PPSRT_FAIL(PPSRT_E_NOMEM, "data-parallel all-reduce: out of host memory");
   int gpu = on_gpu(b), rc = 0;
   for (size_t i = 0; i < all; i++) s[i] = op == PPSRT_MAX ? -INFINITY : 0.0f;
-  if (gpu) rc = stage_in(b, stream, s + (size_t)v->r * n, buf, n * sizeof *buf);
-  else memcpy(s + (size_t)v->r * n, buf, n * sizeof *buf);
+  if (gpu) rc = stage_in(b, stream, s + at, buf, n * sizeof *buf);
+  else memcpy(s + at, buf, n * sizeof *buf);
   if (!rc) rc = gpu && is_nccl(v->w) ? dev_call(v->w, W(t, rank), b, stream, s, all * sizeof *s, op, -1)
                                       : v->w->allreduce_f32(v->w, W(t, rank), gpu ? NULL : b, stream, s, all, op);
-  if (!rc && gpu) rc = stage_out(b, stream, buf, s + (size_t)v->r * n, n * sizeof *buf);
-  else if (!rc) memcpy(buf, s + (size_t)v->r * n, n * sizeof *buf);
+  if (!rc && gpu) rc = stage_out(b, stream, buf, s + at, n * sizeof *buf);
+  else if (!rc) memcpy(buf, s + at, n * sizeof *buf);
   free(s);
   return rc;
 }
@@ -105,10 +111,11 @@ static int v_broadcast(ppsrt_transport *t, int rank, ppsrt_backend *b, int strea
   void *tmp = malloc(bytes ? bytes : 1), *hb = gpu ? malloc(bytes ? bytes : 1) : buf;
   if (!tmp || !hb) { free(tmp); if (gpu) free(hb); return PPSRT_FAIL(PPSRT_E_NOMEM, "data-parallel broadcast: out of host memory"); }
   if (gpu) rc = stage_in(b, stream, hb, buf, bytes);
-  for (int q = 0; q < v->D && !rc; q++) {
-    void *at = q == v->r ? hb : tmp;   /* replica q's root sends its buffer; the others receive into a scratch one */
-    rc = gpu && is_nccl(v->w) ? dev_call(v->w, W(t, rank), b, stream, at, bytes, PPSRT_SUM, q * v->P + root)
-                              : v->w->broadcast(v->w, W(t, rank), gpu ? NULL : b, stream, at, bytes, q * v->P + root);
+  for (int q = 0; q < slots(v) && !rc; q++) {
+    void *at = q == slot(v) ? hb : tmp;   /* pipeline q's root sends its buffer; the others receive into a scratch one */
+    int wroot = (q / v->T * v->P + root) * v->T + q % v->T;
+    rc = gpu && is_nccl(v->w) ? dev_call(v->w, W(t, rank), b, stream, at, bytes, PPSRT_SUM, wroot)
+                              : v->w->broadcast(v->w, W(t, rank), gpu ? NULL : b, stream, at, bytes, wroot);
   }
   if (!rc && gpu) rc = stage_out(b, stream, buf, hb, bytes);
   free(tmp);
@@ -121,11 +128,11 @@ static void v_destroy(ppsrt_transport *t) { free(t->impl); free(t); }
 static int v_group_begin(ppsrt_transport *t, int rank) { view *v = t->impl; return v->w->group_begin(v->w, W(t, rank)); }
 static int v_group_end(ppsrt_transport *t, int rank) { view *v = t->impl; return v->w->group_end(v->w, W(t, rank)); }
 
-int rt_replica_view(ppsrt_transport *world, int P, int D, int r, ppsrt_transport **out) {
+int rt_replica_view(ppsrt_transport *world, int P, int D, int T, int r, int tr, ppsrt_transport **out) {
   ppsrt_transport *t = calloc(1, sizeof *t);
   view *v = calloc(1, sizeof *v);
   if (!t || !v) { free(t); free(v); return PPSRT_FAIL(PPSRT_E_NOMEM, "out of host memory"); }
-  *v = (view){world, P, D, r};
+  *v = (view){world, P, D, T, r, tr};
   t->name = world->name;
   t->nranks = P;
   t->impl = v;
@@ -295,5 +302,48 @@ int rt_replica_gather_state(ppsrt_ctx *c, const ppsrt_param *p, const float *sha
 int rt_replica_loss(ppsrt_ctx *c, double *loss) {
   int rc = rt_replica_sum(c, loss);
   if (!rc) *loss /= c->run->nrep;
+  return rc;
+}
+
+/* ---- --tensor-parallel T: the group of a (replica, device) pair, c->ttr (threads: a
+ * transport of T ranks each; MPI: MPI_Comm_split by replica x P + device; cli.c), whose
+ * all-reduces sum the layers' partial products (model_gpt.c gemm_tp_sum) and whose
+ * all-gathers put the slices of a checkpoint's tensors together ---- */
+
+/* A model's partial sums (interp's service, model.h): F32 in the backend's memory. */
+int ppsrt_tp_allreduce(ppsrt_ctx *c, float *buf, size_t n) {
+  if (!c->ttr) return 0;
+  return c->ttr->allreduce_f32(c->ttr, c->tp_rank, c->be, PPSRT_STREAM_COMPUTE, buf, n, PPSRT_SUM);
+}
+
+int rt_tp_sum(ppsrt_ctx *c, double *x) {
+  if (!c->ttr) return 0;
+  float v[2] = {(float)*x, 0};
+  v[1] = (float)(*x - (double)v[0]);
+  int rc = c->ttr->allreduce_f32(c->ttr, c->tp_rank, NULL, PPSRT_STREAM_COMPUTE, v, 2, PPSRT_SUM);
+  if (!rc) *x = (double)v[0] + (double)v[1];
+  return rc;
+}
+
+/* Rank u's slice of p: its ranges are rank t's moved by (u - t) lengths (tp_slice in
+ * model_gpt.c cuts every tensor so: base + rank x length). */
+static ppsrt_param tp_of_rank(const ppsrt_param *p, int t, int u) {
+  ppsrt_param q = *p;
+  for (int k = 0; k < q.tp_n; k++) q.tp_lo[k] = p->tp_lo[k] - (size_t)t * p->tp_len[k] + (size_t)u * p->tp_len[k];
+  return q;
+}
+
+int rt_tp_gather(ppsrt_ctx *c, const ppsrt_param *p, const float *mine, float *full) {
+  int T = c->run->ntp;
+  size_t n = p->numel;
+  float *all = malloc((size_t)T * (n ? n : 1) * sizeof *all);
+  if (!all) return PPSRT_FAIL(PPSRT_E_NOMEM, "tensor-parallel gather: out of host memory");
+  int rc = c->ttr->allgather(c->ttr, c->tp_rank, NULL, PPSRT_STREAM_COMPUTE, mine, all, n * sizeof(float));
+  if (!rc && full && c->tp_rank == 0)
+    for (int u = 0; u < T; u++) {
+      ppsrt_param q = tp_of_rank(p, c->tp_rank, u);
+      for (size_t i = 0; i < n; i++) full[ppsrt_param_full_index(&q, i)] = all[(size_t)u * n + i];
+    }
+  free(all);
   return rc;
 }

@@ -41,6 +41,7 @@ typedef struct rt_opts {
   const char *save, *load;       /* --save FILE, --load FILE */
   int save_every;                /* --save-every N: also after every N-th step (0: at the end only) */
   int data_parallel;             /* --data-parallel D: replicas of the pipeline (1: none; replica.c) */
+  int tensor_parallel;           /* --tensor-parallel T: each device's layers split over T ranks (1: none; replica.c) */
   int distopt;                   /* --distributed-optimizer: optimizer state sharded over the replicas (param.c) */
   /* learning rate and gradients (interp.c rt_lr_at, rt_optimizer_step) */
   int lr_schedule;               /* --lr-schedule: RT_LR_* */
@@ -167,6 +168,8 @@ struct ppsrt_ctx {
   ppsrt_transport *wtr;   /* the world transport (P x D ranks) */
   int wrank;              /* rank in it: replica * P + rank */
   ppsrt_transport *gtr;   /* this device's D replicas (rank = replica): the gradient all-reduce */
+  int tp_rank;            /* --tensor-parallel: 0..T-1 in the group of this (replica, device) */
+  ppsrt_transport *ttr;   /* that group (rank = tp_rank), NULL without tensor parallelism */
   /* activation recomputation (recompute.c): while F runs again before B */
   int recomputing;
   void *rc_in; size_t rc_bytes; int rc_mb, rc_stage;   /* the kept input, until F takes it */
@@ -226,7 +229,9 @@ struct ppsrt_run {
   int nrep;                         /* --data-parallel D (1: none) */
   ppsrt_transport **views;          /* [nrep] with D > 1: each replica's view of tr */
   ppsrt_transport **lane_views;     /* [nrep] with D > 1 and a lane: each replica's view of lane_tr */
-  ppsrt_transport **groups;         /* [ndev] with D > 1 (threads: one per device; MPI: [0], this process's) */
+  ppsrt_transport **groups;         /* with D > 1, each (device, tensor rank)'s replicas (threads: [ndev x T]; MPI: [0], this process's) */
+  int ntp;                          /* --tensor-parallel T (1: none); world rank (replica x P + device) x T + tensor rank */
+  ppsrt_transport **tgroups;        /* with T > 1, each (replica, device)'s tensor-parallel group (threads: [D x P]; MPI: [0]) */
   double *lr_it, *gnorm_it;         /* [iterations]: learning rate used, gradient norm (--clip-grad) */
   double *val_loss;                 /* [iterations]: validation loss where computed */
 };
@@ -313,9 +318,16 @@ int rt_fault_setup(ppsrt_run *run, const ppsrt_model_config *cfg, int check, con
 void ppsrt_error_set_rank(int rank);
 void ppsrt_clear_error(void);
 
-/* replica.c: replica r's view of the world transport (P ranks of its own); after the
- * backward passes, gradients and loss averaged over the replicas */
-int rt_replica_view(ppsrt_transport *world, int P, int D, int r, ppsrt_transport **out);
+/* replica.c: the pipeline (replica r, tensor rank t)'s view of the world transport (P
+ * ranks of its own; world rank (r P + d) T + t); after the backward passes, gradients
+ * and loss averaged over the replicas */
+int rt_replica_view(ppsrt_transport *world, int P, int D, int T, int r, int t, ppsrt_transport **out);
+/* --tensor-parallel (replica.c): the sum of *x over this rank's group (host, a float
+ * pair: every rank gets the same); the full tensors of p's gathered slices, on tensor
+ * rank 0 (host: `mine` its numel values, `full` its full_numel; every rank of the group
+ * calls it; full may be NULL on the others) */
+int rt_tp_sum(ppsrt_ctx *c, double *x);
+int rt_tp_gather(ppsrt_ctx *c, const ppsrt_param *p, const float *mine, float *full);
 int rt_replica_after(ppsrt_ctx *c, int i);
 int rt_replica_end(ppsrt_ctx *c);
 void rt_replica_fini(ppsrt_ctx *c);

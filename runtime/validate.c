@@ -117,7 +117,7 @@ int rt_validate_step(ppsrt_ctx *c, int it) {
   if ((rc = c->tr->barrier(c->tr, c->rank))) return rc;
   double loss = 0;
   rc = val_loss(run, c, &loss);
-  if (c->rank == 0 && c->replica == 0) {
+  if (c->rank == 0 && c->replica == 0 && c->tp_rank == 0) {
     if (!rc) {
       run->val_loss[it] = loss;
       if (!o->json) {

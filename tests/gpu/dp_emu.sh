@@ -13,6 +13,8 @@
 #    0, MPI_Bcast, ncclCommInitRank);
 #  - Vocab-2 (its collectives on the lanes, each replica's own view of them): threads,
 #    and NCCL mode with the distributed optimizer;
+#  - --tensor-parallel 2 (threads transport), alone and with 2 replicas and the
+#    distributed optimizer;
 #  - a rank failing under --data-parallel stops every rank (exit 1, no hang).
 # Skipped (77) without the emulator; the MPI parts without MPI (said so).
 . "$(dirname "$0")/../runtime/lib.sh"
@@ -49,6 +51,15 @@ if build vv "$top_srcdir/stdlib/vocab_1f1b.pps" -D P=2 -D m=4 -D mode=2; then
     --distributed-optimizer --optimizer adam --check --iterations 2 -q
   expect_grep "^check: passed" "Vocab-2 NCCL: check passes"
 else fail "build vocab_1f1b"; fi
+# --tensor-parallel 2 on the CUDA backend (bf16; the partial products summed in F32 over
+# the group, threads transport), with --data-parallel 2 and the distributed optimizer
+expect_exit 0 "gpt 1F1B P=2 --tensor-parallel 2 --check, threads" emu 3 "$WORK/l2" --model gpt --hidden 16 --heads 4 --query-groups 2 \
+  --seq 4 --vocab 32 --transport threads --tensor-parallel 2 --check --iterations 2 -q
+expect_grep "^check: passed" "tensor parallel: check passes"
+expect_exit 0 "gpt 1F1B P=2 --tensor-parallel 2 --data-parallel 2 --distributed-optimizer --check, threads" emu 1 "$WORK/l2" --model gpt \
+  --hidden 16 --heads 4 --query-groups 2 --seq 4 --vocab 32 --transport threads --tensor-parallel 2 --data-parallel 2 \
+  --distributed-optimizer --optimizer adam --check --iterations 2 -q
+expect_grep "^check: passed" "tensor x data parallel: check passes"
 expect_exit 1 "a rank failing under --data-parallel 2 stops the run (NCCL)" \
   env PPSRT_EMU_GPUS=4 PPS_EMU_SEED=1 LD_PRELOAD="$EMU" timeout 90 "$WORK/v2" --backend cuda --transport nccl --data-parallel 2 --iterations 2 -q --die-at 1:3 --timeout 30
 expect_grep "injected failure" "the failing rank says why"

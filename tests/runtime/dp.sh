@@ -65,7 +65,7 @@ schedule plan(P = 2, m = 4) {
 PPS
 if build plan "$WORK/plan.pps"; then
   expect_exit 0 "a schedule planning D = 2, T = 2, run plain" "$WORK/plan" --iterations 1 -q
-  expect_grep "note: the schedule's hardware { tensor_parallel = 2 } is a plan for ppsc sim and check: libppsrt runs whole layers" \
+  expect_grep "note: the schedule's hardware { tensor_parallel = 2 } plans 2 tensor ranks a device; this run has 1" \
     "tensor_parallel in the plan: the run says it has none"
   expect_grep "note: the schedule's hardware { data_parallel = 2 } plans 2 replicas; this run has 1" "data_parallel: the difference named"
   expect_exit 0 "the same with --data-parallel 2" "$WORK/plan" --iterations 1 -q --data-parallel 2

@@ -1,0 +1,137 @@
+#!/bin/sh
+# tp.sh: --tensor-parallel T (runtime/model_gpt.c tp_slice and gemm_tp_sum,
+# runtime/replica.c): each device's gpt layers split over T ranks as Megatron-LM splits
+# them (heads and key/value groups, MLP columns; two all-reduces in F and two in B a
+# layer). Against independent figures:
+#  - the losses of T = 2 and T = 4 equal T = 1's within 1e-6 relative (the same model:
+#    the slices are initialised from the full tensors' element indices), 1F1B and a V
+#    shape (two stages a device), with Adam and --clip-grad (the same gradient norm);
+#  - --check (one whole-layer device) passes at T = 2 and 4, with --data-parallel 2 and
+#    the distributed optimizer, and under mpirun -np 8 (P 2 x D 2 x T 2);
+#  - each device keeps exactly the activation bytes the split saves (computed here from
+#    the sizes: Q K V, the attention output, the MLP's two 4h-wide buffers, the softmax
+#    statistics of its heads);
+#  - checkpoints hold whole tensors: one saved at T = 2 has the shapes of T = 1's and
+#    values within 1e-5, and resumes at T = 1 or 2 with the uninterrupted losses;
+#  - what is not supported is refused (exit 2) with the reason.
+. "$(dirname "$0")/lib.sh"
+build a "$top_srcdir/stdlib/1f1b.pps" -D P=2 -D m=4 || { fail "build 1f1b"; finish; }
+build v "$top_srcdir/stdlib/1f1b_v.pps" -D P=2 -D m=4 || { fail "build 1f1b_v"; finish; }
+A=$WORK/a; V=$WORK/v
+G="--model gpt --hidden 16 --heads 4 --query-groups 2 --seq 4 --vocab 32 --optimizer adam --lr 0.01"
+G4="--model gpt --hidden 16 --heads 4 --query-groups 4 --seq 4 --vocab 32 --optimizer adam --lr 0.01"
+losses() { grep -o '"loss":[-0-9.e+]*,"time_s"' "$1" | sed 's/"loss":\(.*\),"time_s"/\1/' | tr '\n' ' '; }
+# close LABEL A-FILE B-FILE: the same number of losses, each within 1e-6 relative
+close() {
+  a=$(losses "$2"); b=$(losses "$3")
+  if [ -n "$a" ] && python3 -c "
+import sys
+a, b = [[float(x) for x in s.split()] for s in sys.argv[1:3]]
+assert len(a) == len(b) > 0 and all(abs(x - y) <= 1e-6 * abs(y) for x, y in zip(a, b)), (a, b)" "$a" "$b" 2>/dev/null
+  then pass "$1: $a"; else fail "$1: '$a' vs '$b'"; fi
+}
+run() { out=$1; shift; "$@" --json >"$WORK/$out" 2>"$WORK/err" || { fail "$out: exit $?: $(cat "$WORK/err")"; }; }
+
+run a1 "$A" $G --iterations 4 --clip-grad 0.5
+run a2 "$A" $G --iterations 4 --clip-grad 0.5 --tensor-parallel 2
+close "1F1B: T = 2 = T = 1 (Adam, --clip-grad)" "$WORK/a2" "$WORK/a1"
+g1=$(grep -o '"grad_norm":[0-9.e+-]*' "$WORK/a1" | tr '\n' ' '); g2=$(grep -o '"grad_norm":[0-9.e+-]*' "$WORK/a2" | tr '\n' ' ')
+python3 -c "
+import sys
+a, b = [[float(x.split(':')[1]) for x in s.split()] for s in sys.argv[1:3]]
+assert len(a) == len(b) == 4 and all(abs(x - y) <= 1e-6 * y for x, y in zip(a, b)), (a, b)" "$g2" "$g1" \
+  && pass "the gradient norm of the slices = the whole tensors' ($g2)" || fail "gradient norms: T = 2 '$g2', T = 1 '$g1'"
+grep -q '"layout":{"devices":2,"data_parallel":1,"tensor_parallel":2,"ranks":4,' "$WORK/a2" && pass "JSON layout: 2 x 1 x 2 = 4 ranks" \
+  || fail "JSON layout: $(grep -o '"layout":{[^}]*}' "$WORK/a2")"
+run a4 "$A" $G4 --iterations 3
+run a44 "$A" $G4 --iterations 3 --tensor-parallel 4
+close "1F1B: T = 4 = T = 1 (4 key/value groups)" "$WORK/a44" "$WORK/a4"
+run v1 "$V" $G --iterations 3
+run v2 "$V" $G --iterations 3 --tensor-parallel 2
+close "V shape (two stages a device): T = 2 = T = 1" "$WORK/v2" "$WORK/v1"
+
+# --check against one device with whole layers
+expect_exit 0 "1F1B T = 2 --check" "$A" $G --tensor-parallel 2 --check -q
+expect_grep "^check: passed" "T = 2: check passes"
+[ "$(grep -c '^check: device [01] (tensor rank [01]): .*: match' "$WORK/out")" = 4 ] && pass "every tensor rank of every device compared its slices" \
+  || fail "check lines: $(grep -c '^check: device' "$WORK/out")"
+expect_exit 0 "1F1B T = 4 --check" "$A" $G4 --tensor-parallel 4 --check -q
+expect_grep "^check: passed" "T = 4: check passes"
+expect_exit 0 "V shape T = 2 --check" "$V" $G --tensor-parallel 2 --check -q
+expect_grep "^check: passed" "V shape T = 2: check passes"
+expect_exit 0 "T = 2 x --data-parallel 3 --distributed-optimizer --check" "$A" $G --tensor-parallel 2 --data-parallel 3 --distributed-optimizer --check -q
+expect_grep "^check: passed" "T = 2 x D = 3, distributed optimizer: check passes"
+# a planted fault in one slice's gradient is seen (PPSRT_FAULT scales a tensor's gradient)
+expect_exit 1 "a wrong slice gradient fails --check" env "PPSRT_FAULT=grad=s1.l0.fc.w*1.001" "$A" $G --tensor-parallel 2 --check -q
+expect_grep "grad s1.l0.fc.w .*DIFFERS" "the wrong slice named"
+
+# activation memory: F of a layer keeps Q K V, the attention output and the MLP's two
+# buffers, and the softmax statistics, only for this rank's heads and columns
+python3 - "$WORK/a1" "$WORK/a2" <<'PY' && pass "device 0 keeps exactly the bytes the split saves" || fail "activation bytes under T = 2"
+import json, sys
+d1, d2 = [json.load(open(f)) for f in sys.argv[1:3]]
+N, h, H, G, s, es, T = 4, 16, 4, 2, 4, 4, 2          # tokens, hidden, heads, kv groups, seq, F32, T
+hd = h // H
+def layer(t):
+    q = (H // t + 2 * G // t) * hd
+    return N * q * es + 1 * (H // t) * s * 4 + N * (H // t) * hd * es + 2 * N * (4 * h // t) * es
+a, b = d1["per_device"][0], d2["per_device"][0]
+units = a["peak_units"]
+want = a["resident_peak_bytes"] - units * (layer(1) - layer(T))   # one layer a stage
+got = b["resident_peak_bytes"]
+assert units == b["peak_units"] == 2 and got == want, (got, want, units)
+PY
+
+# checkpoints: whole tensors, loadable at any T
+# (with SGD: Adam turns the rounding noise of a gradient that is zero in exact
+# arithmetic, the key bias's, into steps of the learning rate)
+GS=$(echo "$G" | sed 's/--optimizer adam/--optimizer sgd/')
+run s2 "$A" $GS --iterations 2 --tensor-parallel 2 --save "$WORK/cs2"
+run s1 "$A" $GS --iterations 2 --save "$WORK/cs1"
+python3 - "$WORK" <<'PY' && pass "a checkpoint saved at T = 2 holds T = 1's tensors (shapes equal, values within 1e-5)" || fail "checkpoint tensors at T = 2"
+import glob, json, struct, sys
+def load(base):
+    t = {}
+    for f in sorted(glob.glob(base + ".*.safetensors")):
+        raw = open(f, "rb").read(); n = struct.unpack("<Q", raw[:8])[0]; hd = json.loads(raw[8:8 + n])
+        for k, v in hd.items():
+            if k == "__metadata__": continue
+            a, b = v["data_offsets"]
+            t[k] = (v["shape"], struct.unpack("<%df" % ((b - a) // 4), raw[8 + n + a:8 + n + b]))
+    return t
+a, b = load(sys.argv[1] + "/cs2"), load(sys.argv[1] + "/cs1")
+assert sorted(a) == sorted(b) and len(a) > 20, (len(a), len(b))
+for k in a:
+    assert a[k][0] == b[k][0], (k, a[k][0], b[k][0])
+    assert max(abs(x - y) for x, y in zip(a[k][1], b[k][1])) <= 1e-5, k
+PY
+run c2 "$A" $G --iterations 2 --tensor-parallel 2 --save "$WORK/ck2"
+run f4 "$A" $G --iterations 4
+for t in 1 2; do
+  run r$t "$A" $G --iterations 2 --load "$WORK/ck2" --tensor-parallel $t
+  [ "$(losses "$WORK/f4" | cut -d' ' -f3-4)" != "" ] || fail "4 iterations"
+  printf '%s\n' "$(grep -o '"loss":[-0-9.e+]*,"time_s"' "$WORK/f4" | sed -n 3,4p)" > "$WORK/f4b"
+  close "saved at T = 2, resumed at T = $t: the uninterrupted iterations 3-4" "$WORK/r$t" "$WORK/f4b"
+done
+
+if have_mpi; then
+  MPI="timeout 180 env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ASAN_OPTIONS=$MPI_ASAN $MPIRUN --oversubscribe"
+  expect_exit 0 "mpirun -np 8: P 2 x D 2 x T 2 --check" $MPI -np 8 "$A" $G --tensor-parallel 2 --data-parallel 2 --check -q
+  expect_grep "^check: passed" "MPI: check passes"
+else skip "--tensor-parallel under MPI (libppsrt without MPI, or no mpirun)"; fi
+
+# refused, with the reason
+expect_exit 2 "--tensor-parallel 3 with 2 key/value groups" "$A" $G --tensor-parallel 3
+expect_grep "must divide --query-groups 2" "the groups named"
+expect_exit 2 "--tensor-parallel with the mlp" "$A" --tensor-parallel 2
+expect_grep "does not run with --model mlp" "the mlp named"
+expect_exit 2 "--tensor-parallel with --val-data" "$A" $G --tensor-parallel 2 --data "$top_srcdir/README.md" --val-data "$top_srcdir/README.md" --vocab 256
+expect_grep "does not run with --val-data yet" "--val-data named"
+expect_exit 2 "--tensor-parallel 0" "$A" $G --tensor-parallel 0
+expect_exit 2 "--tensor-parallel on the NCCL transport" "$A" $G --tensor-parallel 2 --backend cuda --transport nccl
+expect_grep "does not run with --transport nccl" "the transport named"
+if build vb "$top_srcdir/stdlib/vocab_1f1b.pps" -D P=2 -D m=4; then
+  expect_exit 2 "--tensor-parallel with a vocabulary-parallel schedule" "$WORK/vb" $G --tensor-parallel 2
+  expect_grep "does not run with a vocabulary-parallel schedule yet" "named"
+else fail "build vocab_1f1b"; fi
+finish
