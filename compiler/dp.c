@@ -177,6 +177,17 @@ void dp_report_text(StrBuf *b, const IrSchedule *s, const DpResult *x) {
   sb_puts(b, ")\n");
 }
 
+/* A collective's JSON fields after its bytes (and ready): start, end and time, and under
+ * the distributed optimizer its all-gather's (wb < 0: none). */
+static void coll_json(StrBuf *b, double start, double end, double time, double wb, double gstart, double gend, double wtime) {
+  const char *const k[7] = {"start", "end", "time", "allgather_bytes", "allgather_start", "allgather_end", "allgather_time"};
+  const double v[7] = {start, end, time, wb, gstart, gend, wtime};
+  for (int i = 0; i < (wb < 0 ? 3 : 7); i++) {
+    sb_printf(b, ",\"%s\":", k[i]);
+    sb_num(b, v[i]);
+  }
+}
+
 void dp_report_json(StrBuf *b, const IrSchedule *s, const DpResult *x) {
   const DpModel *m = x->m;
   sb_printf(b, ",\"data_parallel\":{\"replicas\":%d,\"bandwidth\":", m->D);
@@ -193,22 +204,8 @@ void dp_report_json(StrBuf *b, const IrSchedule *s, const DpResult *x) {
     sb_num(b, m->bytes[st]);
     sb_puts(b, ",\"ready\":");
     sb_num(b, x->ready[st]);
-    sb_puts(b, ",\"start\":");
-    sb_num(b, x->start[st]);
-    sb_puts(b, ",\"end\":");
-    sb_num(b, x->end[st]);
-    sb_puts(b, ",\"time\":");
-    sb_num(b, m->time[st]);
-    if (m->dist) {
-      sb_puts(b, ",\"allgather_bytes\":");
-      sb_num(b, m->wbytes[st]);
-      sb_puts(b, ",\"allgather_start\":");
-      sb_num(b, x->gstart[st]);
-      sb_puts(b, ",\"allgather_end\":");
-      sb_num(b, x->gend[st]);
-      sb_puts(b, ",\"allgather_time\":");
-      sb_num(b, m->wtime[st]);
-    }
+    if (m->dist) coll_json(b, x->start[st], x->end[st], m->time[st], m->wbytes[st], x->gstart[st], x->gend[st], m->wtime[st]);
+    else coll_json(b, x->start[st], x->end[st], m->time[st], -1, 0, 0, 0);
     sb_puts(b, "}");
   }
   sb_puts(b, "]");
@@ -218,22 +215,8 @@ void dp_report_json(StrBuf *b, const IrSchedule *s, const DpResult *x) {
     for (int d = 0; d < s->ndev; d++) {
       sb_printf(b, "%s{\"device\":%d,\"bytes\":", d ? "," : "", d);
       sb_num(b, m->vbytes[d]);
-      sb_puts(b, ",\"start\":");
-      sb_num(b, x->vstart[d]);
-      sb_puts(b, ",\"end\":");
-      sb_num(b, x->vend[d]);
-      sb_puts(b, ",\"time\":");
-      sb_num(b, m->vtime[d]);
-      if (m->dist) {
-        sb_puts(b, ",\"allgather_bytes\":");
-        sb_num(b, m->vwbytes[d]);
-        sb_puts(b, ",\"allgather_start\":");
-        sb_num(b, x->vgstart[d]);
-        sb_puts(b, ",\"allgather_end\":");
-        sb_num(b, x->vgend[d]);
-        sb_puts(b, ",\"allgather_time\":");
-        sb_num(b, m->vwtime[d]);
-      }
+      if (m->dist) coll_json(b, x->vstart[d], x->vend[d], m->vtime[d], m->vwbytes[d], x->vgstart[d], x->vgend[d], m->vwtime[d]);
+      else coll_json(b, x->vstart[d], x->vend[d], m->vtime[d], -1, 0, 0, 0);
       sb_puts(b, "}");
     }
     sb_puts(b, "]");

@@ -48,6 +48,17 @@ static int put(const char *name, const uint8_t *data, size_t size, char *path, s
   return fclose(f) == 0 && ok ? 0 : -1;
 }
 
+/* Options for command `cmd` on `file`, as fuzz_front's: small limits, no stdlib. */
+static void opt_init(Options *opt, const char *cmd, const char *file) {
+  memset(opt, 0, sizeof *opt);
+  opt->cmd = cmd;
+  opt->file = file;
+  opt->max_ops = 20000;
+  opt->max_errors = 20;
+  opt->stdlib_dir = "/nonexistent-pps-stdlib";
+  opt->synth_check = analysis_candidate;
+}
+
 /* A compilation of `opt` with diagnostics recorded, not printed. */
 static void comp_init(Compilation *c, Options *opt) {
   memset(c, 0, sizeof *c);
@@ -60,14 +71,8 @@ static void fuzz_csv(const uint8_t *data, size_t size) {
   char out[4200];
   snprintf(out, sizeof out, "%s/out.pps", dir);
   Options opt;
-  memset(&opt, 0, sizeof opt);
-  opt.cmd = "import-csv";
-  opt.file = "in.csv";
+  opt_init(&opt, "import-csv", "in.csv");
   opt.out = out;
-  opt.max_ops = 20000;
-  opt.max_errors = 20;
-  opt.stdlib_dir = "/nonexistent-pps-stdlib";
-  opt.synth_check = analysis_candidate;
   Compilation c;
   comp_init(&c, &opt);
   uint32_t fid = diag_add_file(&c.diag, opt.file, (const char *)data, size);
@@ -88,13 +93,7 @@ static void fuzz_profile(const uint8_t *data, size_t size) {
   if (put("prof.txt", data, size, ppath, sizeof ppath) || put("s.pps", (const uint8_t *)pps, sizeof pps - 1, spath, sizeof spath))
     return;
   Options opt;
-  memset(&opt, 0, sizeof opt);
-  opt.cmd = "sim";
-  opt.file = spath;
-  opt.max_ops = 20000;
-  opt.max_errors = 20;
-  opt.stdlib_dir = "/nonexistent-pps-stdlib";
-  opt.synth_check = analysis_candidate;
+  opt_init(&opt, "sim", spath);
   Compilation c;
   comp_init(&c, &opt);
   int io = 0;
