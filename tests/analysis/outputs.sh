@@ -3,7 +3,8 @@
 # printed, even for invalid input or an unreadable file), --trace and --svg (written
 # whole when the schedule simulates, not at all otherwise), and CSV interop
 # (import-csv -> check -> export-csv gives back the actions; malformed CSV is
-# located and writes nothing). JSON is validated with python3 when it is installed.
+# located and writes nothing); the per-device table shows a first start under one time
+# unit as it is. JSON is validated with python3 when it is installed.
 set -u
 cases="$top_srcdir/tests/analysis/cases"
 tmp=$(mktemp -d) || exit 99
@@ -121,4 +122,9 @@ printf '0F0,0B0\n0F1,0B1\n' >"$tmp/two.csv"
 "$PPSC" import-csv "$tmp/two.csv" -o "$tmp/two.pps" --color=never 2>"$tmp/err"
 [ $? -eq 1 ] || die "stage on two ranks: expected exit 1"
 has "$tmp/err" 'two.csv:2:1: error: stage 0 runs on rank 1 here, but on rank 0 before'
+# the per-device table: a first start under one time unit is shown as it is (device 1
+# of short_run.pps starts at TF = 0.1)
+"$PPSC" sim short_run.pps > "$tmp/sr.txt" 2>&1 || die "sim short_run exit $?"
+awk '$1 == 1 && NF >= 5 && $5 != "" { f = $4 } END { exit !(f == "0.1") }' "$tmp/sr.txt" ||
+  { die "short_run: device 1's first start is not 0.1"; grep -A3 '^device' "$tmp/sr.txt"; }
 exit $fail

@@ -31,8 +31,10 @@ Usage (from the build directory; `make mutants-sweep` runs the plan sweep.plan):
   sweep.py [options] FILE[:LO-HI]... --test CMD
   sweep.py [options] --plan PLAN [NAME...]
 Options: --lines LO-HI (every FILE), --sample N --seed S (N mutants drawn with seed S,
-run in id order), --only ID,ID,... (those mutant ids), --list (print the mutants, run
-nothing), --timeout SEC, --build CMD (default `nice -n 10 make -j1`), --work DIR
+run in id order), --only ID,ID,... (those mutant ids; results under WORK/NAME-only, the
+full run's stay), --survivors (--only the last full run's survivors: after adding tests),
+--report (the last full run's counts, and with a later --only run's outcomes, what
+survives now; runs nothing), --list (print the mutants, run nothing), --timeout SEC, --build CMD (default `nice -n 10 make -j1`), --work DIR
 (default BUILDDIR/mutants-sweep), --fresh (copy the tree again), --srcdir/--builddir.
 The test command runs in the copy's build directory (sh -c), with top_srcdir and
 top_builddir set to the copy. Output per sweep: WORK/NAME/results.tsv (every mutant:
@@ -371,10 +373,55 @@ def clean(s):
     return s.replace("\t", " ").replace("\n", " ")
 
 
+def read_tsv(path):
+    with open(path, encoding="utf-8") as fh:
+        head = fh.readline().rstrip("\n").split("\t")
+        return [dict(zip(head, line.rstrip("\n").split("\t"))) for line in fh if line.strip()]
+
+
+def report(name, work, eq):
+    """The last full run of sweep NAME and, where a later --only/--survivors run
+    (NAME-only) ran some of its mutants again, their outcomes now."""
+    full = os.path.join(work, name, "results.tsv")
+    if not os.path.exists(full):
+        raise SystemExit("sweep: %s: no results in %s" % (name, full))
+    rows = read_tsv(full)
+    later = os.path.join(work, name + "-only", "results.tsv")
+    now = {r["id"]: r["outcome"] for r in read_tsv(later)} if os.path.exists(later) else {}
+    def count(get):
+        c = {}
+        for r in rows:
+            o = get(r)
+            if o == "survived" and eq.get((r["file"], r["rule"], r["original"], r["mutated"])):
+                o = "equivalent"
+            c[o] = c.get(o, 0) + 1
+        return c
+    def fmt(c):
+        return ", ".join("%s %d" % (k, c.get(k, 0)) for k in ("killed", "timeout", "build-failed", "survived", "equivalent"))
+    print("%s: %d mutants run" % (name, len(rows)))
+    print("  first run: %s (survived: not marked equivalent)" % fmt(count(lambda r: r["outcome"])))
+    if now:
+        print("  with %d of them run again since: %s" % (len(now), fmt(count(lambda r: now.get(r["id"], r["outcome"])))))
+    for r in rows:
+        o = now.get(r["id"], r["outcome"])
+        if o == "survived":
+            why = eq.get((r["file"], r["rule"], r["original"], r["mutated"]))
+            print("  %s %s:%s %s: %s -> %s  [%s]" % (r["id"], r["file"], r["line"], r["rule"], r["original"], r["mutated"],
+                                                  "equivalent: " + why if why else "SURVIVES"))
+    return 0
+
+
 def sweep(a, name, srcdir, tree, bld, work, eq):
     muts = collect(srcdir, a.files, a.lines)
     total = len(muts)
     chosen = muts
+    if a.survivors:   # the survivors of the last full run of this sweep
+        prev = os.path.join(work, name, "results.tsv")
+        if not os.path.exists(prev):
+            raise SystemExit("sweep: %s: no earlier run (%s) to take the survivors of" % (name, prev))
+        a.only = ",".join(r["id"] for r in read_tsv(prev) if r["outcome"] == "survived") or "0"
+    if a.report:
+        return report(name, work, eq)
     if a.only:
         ids = {int(x) for x in a.only.split(",") if x}
         chosen = [m for m in muts if m.id in ids]
@@ -388,7 +435,7 @@ def sweep(a, name, srcdir, tree, bld, work, eq):
         return 0
     if not a.test:
         raise SystemExit("sweep: %s: no --test command" % name)
-    out = os.path.join(work, name)
+    out = os.path.join(work, name + ("-only" if a.only else ""))   # (a full run's results stay)
     os.makedirs(os.path.join(out, "logs"), exist_ok=True)
     env = dict(os.environ, top_srcdir=tree, top_builddir=bld)
     say = lambda s: print("sweep %s: %s" % (name, s), flush=True)
@@ -473,6 +520,8 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--only", help="ID,ID,...: only these mutants")
     ap.add_argument("--list", action="store_true")
+    ap.add_argument("--survivors", action="store_true", help="only the survivors of the last full run (results under NAME-only)")
+    ap.add_argument("--report", action="store_true", help="summarize the last run (and a later --only run): runs nothing")
     ap.add_argument("--timeout", type=float, default=0)
     ap.add_argument("--plan", help="a file of sweeps, one a line: NAME: ARGS (as on this command line)")
     ap.add_argument("--name", default="sweep", help="the output directory's name under --work")
@@ -497,7 +546,7 @@ def main():
                 if a.files and nm not in a.files:
                     continue
                 sub = ap.parse_args(shlex.split(rest))
-                for opt in ("sample", "seed", "only", "list", "strict", "timeout"):   # the command line wins
+                for opt in ("sample", "seed", "only", "list", "strict", "timeout", "survivors", "report"):   # the command line wins
                     if getattr(a, opt) and opt != "seed" or (opt == "seed" and a.seed != 1):
                         setattr(sub, opt, getattr(a, opt))
                 jobs.append((nm, sub))
@@ -508,15 +557,15 @@ def main():
             raise SystemExit("sweep: no FILE (or --plan)")
         jobs.append((a.name, a))
     eq = load_equivalent(os.path.join(srcdir, "tests", "mutants", "equivalent.tsv"))
-    if all(sub.list for _, sub in jobs):
+    work = os.path.realpath(a.work or os.path.join(builddir, "mutants-sweep"))
+    if all(sub.list or sub.report for _, sub in jobs):
         for nm, sub in jobs:
-            sweep(sub, nm, srcdir, None, None, None, eq)
+            sweep(sub, nm, srcdir, None, None, work, eq)
         return 0
     if not os.path.isfile(os.path.join(builddir, "config.status")):
         raise SystemExit("sweep: %s is not a configured build directory (--builddir)" % builddir)
     if not builddir.startswith(srcdir + os.sep):
         raise SystemExit("sweep: the build directory must be inside the source tree (as ./setup makes it)")
-    work = os.path.realpath(a.work or os.path.join(builddir, "mutants-sweep"))
     os.makedirs(work, exist_ok=True)
     lock = open(os.path.join(work, "lock"), "w")
     try:
