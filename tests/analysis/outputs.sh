@@ -82,6 +82,29 @@ json_ok "$tmp/t.json"
 has "$tmp/t.json" '"name":"F 3 s1","cat":"F","ph":"X","pid":1,"tid":0'
 has "$tmp/t.json" '"name":"thread_name","ph":"M","pid":0,"tid":1,"args":{"name":"copy device->host"}'
 has "$tmp/t.json" '"ph":"C"'
+# the memory counters: each device's timeline starts empty at 0, ends empty, and peaks
+# at the table's time_mem (the timeline is sim.c's, point by point)
+if [ $have_py = 1 ]; then
+  "$PPSC" sim offload.pps > "$tmp/t.txt" 2>/dev/null
+  python3 - "$tmp/t.json" "$tmp/t.txt" <<'PY' || die "offload.pps: the trace's memory counters differ from the table"
+import json, sys
+ev = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("ph") == "C"]
+lines = open(sys.argv[2]).read().split("\n")
+head = next(i for i, l in enumerate(lines) if l.split()[:1] == ["device"])
+col = lines[head].split().index("time_mem")
+bad = []
+for l in lines[head + 1:]:
+    f = l.split()
+    if len(f) <= col or not f[0].isdigit():
+        break
+    pts = [(e["ts"], e["args"]["activations"]) for e in ev if e["pid"] == int(f[0])]
+    if not pts or pts[0][0] != 0 or pts[-1][1] != 0 or max(v for _, v in pts) != float(f[col]):
+        bad.append("device %s: first %s, last %s, max %s, time_mem %s" % (f[0], pts[:1], pts[-1:], max(v for _, v in pts) if pts else None, f[col]))
+if bad:
+    print("\n".join(bad))
+sys.exit(1 if bad or head + 1 >= len(lines) else 0)
+PY
+fi
 has "$tmp/t.svg" '<svg xmlns='
 has "$tmp/t.svg" '</svg>'
 # a dense schedule (about 100k ops): the SVG bins per pixel column and stays small
