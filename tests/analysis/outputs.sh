@@ -82,8 +82,8 @@ json_ok "$tmp/t.json"
 has "$tmp/t.json" '"name":"F 3 s1","cat":"F","ph":"X","pid":1,"tid":0'
 has "$tmp/t.json" '"name":"thread_name","ph":"M","pid":0,"tid":1,"args":{"name":"copy device->host"}'
 has "$tmp/t.json" '"ph":"C"'
-# the memory counters: each device's timeline starts empty at 0, ends empty, and peaks
-# at the table's time_mem (the timeline is sim.c's, point by point)
+# the memory counters: each device's timeline starts at time 0, has one point per time
+# (in order), ends empty, and peaks at the table's time_mem (sim.c's timeline)
 if [ $have_py = 1 ]; then
   "$PPSC" sim offload.pps > "$tmp/t.txt" 2>/dev/null
   python3 - "$tmp/t.json" "$tmp/t.txt" <<'PY' || die "offload.pps: the trace's memory counters differ from the table"
@@ -98,7 +98,8 @@ for l in lines[head + 1:]:
     if len(f) <= col or not f[0].isdigit():
         break
     pts = [(e["ts"], e["args"]["activations"]) for e in ev if e["pid"] == int(f[0])]
-    if not pts or pts[0][0] != 0 or pts[-1][1] != 0 or max(v for _, v in pts) != float(f[col]):
+    if not pts or pts[0][0] != 0 or pts[-1][1] != 0 or max(v for _, v in pts) != float(f[col]) or \
+            any(a[0] >= b[0] for a, b in zip(pts, pts[1:])):   # one point per time, in order
         bad.append("device %s: first %s, last %s, max %s, time_mem %s" % (f[0], pts[:1], pts[-1:], max(v for _, v in pts) if pts else None, f[col]))
 if bad:
     print("\n".join(bad))
@@ -145,6 +146,9 @@ printf '0F0,0B0\n0F1,0B1\n' >"$tmp/two.csv"
 "$PPSC" import-csv "$tmp/two.csv" -o "$tmp/two.pps" --color=never 2>"$tmp/err"
 [ $? -eq 1 ] || die "stage on two ranks: expected exit 1"
 has "$tmp/err" 'two.csv:2:1: error: stage 0 runs on rank 1 here, but on rank 0 before'
+# the peak device when every device peaks at 0 (zero-size activations): the first
+"$PPSC" sim zero_memory.pps --json > "$tmp/z.json" 2>/dev/null || die "sim zero_memory exit $?"
+has "$tmp/z.json" '"peak_memory":0,"peak_memory_device":0,'
 # the per-device table: a first start under one time unit is shown as it is (device 1
 # of short_run.pps starts at TF = 0.1)
 "$PPSC" sim short_run.pps > "$tmp/sr.txt" 2>&1 || die "sim short_run exit $?"

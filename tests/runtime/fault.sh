@@ -10,7 +10,9 @@
 #  - the CUDA backend (bf16) on the emulator (tests/gpu/emu/libppsrt_emu.so): every
 #    gpt tensor zeroed, and scaled by 1.1, is caught, and a loss shifted by 2%; clean
 #    runs pass;
-#  - bad PPSRT_FAULT values are usage errors; a tensor name the model lacks is an error.
+#  - bad PPSRT_FAULT values are usage errors; a tensor name the model lacks is an error;
+#  - the tolerances --check --json reports (k, k_loss) are the documented derivation's
+#    for the mlp and the gpt (expect_k), so a changed formula does not pass unseen.
 # Skipped parts (no MPI, no emulator) say so. PPS_FAULT_PARTS (default "cpu mpi emu")
 # picks parts; "quick" is the mlp's tensors and loss on the CPU (make mutants runs it).
 . "$(dirname "$0")/lib.sh"
@@ -46,6 +48,24 @@ every_tensor() {
   else fail "$label: not caught:$missed"; fi
 }
 
+# expect_k LABEL N T D PROG FLAGS...: --check --json reports the tolerances k and k_loss
+# of the derivation (check.c check_k; docs/runtime.md, "--check") for a model whose
+# longest F32 sum is N terms, with T tokens per iteration and D stored roundings per
+# pass (F32: us = ua = 2^-24): e1 = us + ua sqrt(N), k = 2 sqrt(2 D) e1,
+# k_loss = 2 sqrt(D + 1) e1 / sqrt(T). --json prints them to 9 digits: within 1e-6.
+expect_k() {
+  label=$1 kn=$2 kt=$3 kd=$4; shift 4
+  "$@" --json > "$WORK/kj" 2>&1
+  kk=$(grep -o '"k":[-0-9.e+]*,"k_loss":[-0-9.e+]*' "$WORK/kj")
+  if awk -v s="$kk" -v n="$kn" -v T="$kt" -v D="$kd" 'BEGIN {
+       split(s, f, /[:,]/); u = 2^-24; e1 = u + u * sqrt(n)
+       k = 2 * sqrt(2 * D) * e1; kl = 2 * sqrt(D + 1) * e1 / sqrt(T)
+       d1 = f[2] - k; d2 = f[4] - kl; if (d1 < 0) d1 = -d1; if (d2 < 0) d2 = -d2
+       exit !(s != "" && d1 <= 1e-6 * k && d2 <= 1e-6 * kl) }'
+  then pass "$label: k and k_loss as derived (n = $kn, T = $kt, D = $kd): $kk"
+  else fail "$label: --check's tolerances ($kk) are not the derivation's for n = $kn, T = $kt, D = $kd"; fi
+}
+
 # ---- CPU backend, threads transport ----
 # (the quick part, which make mutants runs: the mlp's tensors and loss only)
 if ! { has quick || part cpu; }; then :
@@ -60,11 +80,16 @@ elif build p "$top_srcdir/examples/1f1b.pps" -D P=4 -D m=8; then
   expect_exit 1 "mlp loss+=$d (1e-4 relative) --check" env PPSRT_FAULT="loss+=$d" "$WORK/p" --check $SIZES
   expect_grep "^check: loss .*: DIFFERS" "shifted loss named"
   expect_grep "^check: FAILED" "shifted loss: check FAILED"
+  # the mlp at P = 4, m = 8, micro-batch 1, seq 4, hidden 8: T = 32 tokens, the longest
+  # sum n = max(T, hidden) = 32, D = 2 per layer x 4 layers
+  expect_k "mlp P=4" 32 32 8 "$WORK/p" --check $SIZES
 fi
 if ! has cpu; then :
 elif [ -x "$WORK/p" ]; then
   expect_exit 0 "clean gpt run --check" "$WORK/p" --check $GPT
   every_tensor "cpu gpt" 1.001 "$WORK/p" --check $GPT
+  # the gpt: T = 32 tokens, n = max(4 hidden, vocab, seq) = 64, D = 12 x 4 layers + 3
+  expect_k "gpt P=4" 64 32 51 "$WORK/p" --check $GPT
   every_tensor "cpu mlp" 0 "$WORK/p" --check $SIZES
   "$WORK/p" --check $GPT > "$WORK/out" 2>&1
   loss=$(sed -n 's/^check: loss \([^,]*\),.*/\1/p' "$WORK/out")
