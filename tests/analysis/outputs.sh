@@ -3,8 +3,9 @@
 # printed, even for invalid input or an unreadable file), --trace and --svg (written
 # whole when the schedule simulates, not at all otherwise), and CSV interop
 # (import-csv -> check -> export-csv gives back the actions; malformed CSV is
-# located and writes nothing); the per-device table shows a first start under one time
-# unit as it is. JSON is validated with python3 when it is installed.
+# located and writes nothing); the per-device table's figures (a first start under one
+# time unit, the memory over time when frees and allocations tie). JSON is validated
+# with python3 when it is installed.
 set -u
 cases="$top_srcdir/tests/analysis/cases"
 tmp=$(mktemp -d) || exit 99
@@ -149,9 +150,16 @@ has "$tmp/err" 'two.csv:2:1: error: stage 0 runs on rank 1 here, but on rank 0 b
 # the peak device when every device peaks at 0 (zero-size activations): the first
 "$PPSC" sim zero_memory.pps --json > "$tmp/z.json" 2>/dev/null || die "sim zero_memory exit $?"
 has "$tmp/z.json" '"peak_memory":0,"peak_memory_device":0,'
-# the per-device table: a first start under one time unit is shown as it is (device 1
-# of short_run.pps starts at TF = 0.1)
-"$PPSC" sim short_run.pps > "$tmp/sr.txt" 2>&1 || die "sim short_run exit $?"
-awk '$1 == 1 && NF >= 5 && $5 != "" { f = $4 } END { exit !(f == "0.1") }' "$tmp/sr.txt" ||
-  { die "short_run: device 1's first start is not 0.1"; grep -A3 '^device' "$tmp/sr.txt"; }
+# the per-device table: column NAME of device D in `ppsc sim FILE`'s table is VALUE
+table_is() {
+  "$PPSC" sim "$1" > "$tmp/tab.txt" 2>&1 || { die "sim $1 exit $?"; return; }
+  awk -v d="$2" -v name="$3" -v want="$4" '
+    $1 == "device" { for (i = 1; i <= NF; i++) if ($i == name) c = i; next }
+    c && $1 == d { got = $c } END { exit !(got == want) }' "$tmp/tab.txt" ||
+    { die "$1: device $2's $3 is not $4"; grep -A3 '^device' "$tmp/tab.txt"; }
+}
+# a first start under one time unit is shown as it is (device 1 of short_run.pps
+# starts at TF = 0.1); at equal times frees count before allocations (offload_ties.pps)
+table_is short_run.pps 1 first 0.1
+table_is offload_ties.pps 0 time_mem 2
 exit $fail
