@@ -12,7 +12,8 @@
 #    runs pass;
 #  - bad PPSRT_FAULT values are usage errors; a tensor name the model lacks is an error;
 #  - the tolerances --check --json reports (k, k_loss) are the documented derivation's
-#    for the mlp and the gpt (expect_k), so a changed formula does not pass unseen.
+#    for the mlp and the gpt (expect_k), so a changed formula does not pass unseen; a
+#    clean run prints one loss line (rank 0's) and one line per device.
 # Skipped parts (no MPI, no emulator) say so. PPS_FAULT_PARTS (default "cpu mpi emu")
 # picks parts; "quick" is the mlp's tensors and loss on the CPU (make mutants runs it).
 . "$(dirname "$0")/lib.sh"
@@ -71,6 +72,9 @@ expect_k() {
 if ! { has quick || part cpu; }; then :
 elif build p "$top_srcdir/examples/1f1b.pps" -D P=4 -D m=8; then
   expect_exit 0 "clean mlp run --check" "$WORK/p" --check $SIZES
+  # one loss line (rank 0 compares the loss) and one gradient line per device (P = 4)
+  [ "$(grep -c '^check: loss ' "$WORK/out")" = 1 ] && [ "$(grep -c '^check: device ' "$WORK/out")" = 4 ] &&
+    pass "one loss line, four device lines" || fail "check lines: $(grep -c '^check: loss ' "$WORK/out") loss, $(grep -c '^check: device ' "$WORK/out") device"
   every_tensor "cpu mlp" 1.001 "$WORK/p" --check $SIZES
   [ "$n" = 8 ] && pass "mlp P=4: 8 tensors (w, b per stage)" || fail "mlp P=4: $n tensors listed, expected 8"
   # the loss: shifted by 1e-4 of itself (F32 keeps ~7 digits)
