@@ -13,7 +13,8 @@
 #  - bad PPSRT_FAULT values are usage errors; a tensor name the model lacks is an error;
 #  - the tolerances --check --json reports (k, k_loss) are the documented derivation's
 #    for the mlp and the gpt (expect_k), so a changed formula does not pass unseen; a
-#    clean run prints one loss line (rank 0's) and one line per device.
+#    clean run prints one loss line (rank 0's) and one line per device, each with the
+#    largest relative difference and its tensor.
 # Skipped parts (no MPI, no emulator) say so. PPS_FAULT_PARTS (default "cpu mpi emu")
 # picks parts; "quick" is the mlp's tensors and loss on the CPU (make mutants runs it).
 . "$(dirname "$0")/lib.sh"
@@ -77,6 +78,14 @@ elif build p "$top_srcdir/examples/1f1b.pps" -D P=4 -D m=8; then
     pass "one loss line, four device lines" || fail "check lines: $(grep -c '^check: loss ' "$WORK/out") loss, $(grep -c '^check: device ' "$WORK/out") device"
   every_tensor "cpu mlp" 1.001 "$WORK/p" --check $SIZES
   [ "$n" = 8 ] && pass "mlp P=4: 8 tensors (w, b per stage)" || fail "mlp P=4: $n tensors listed, expected 8"
+  # the largest relative difference and its tensor: 0.001 on device 1 (s1.l0.w scaled),
+  # "0 (all equal)" on the others (the mlp on the CPU sums in the reference's order:
+  # its gradients are equal to the bit, so a tie at 0 must keep "all equal")
+  PPSRT_FAULT="grad=s1.l0.w*1.001" "$WORK/p" --check $SIZES > "$WORK/out" 2>&1
+  if grep -q '^check: device 1: .*max relative difference 0.001 (s1.l0.w),' "$WORK/out" &&
+     [ "$(grep -c '^check: device [023]: .*max relative difference 0 (all equal),' "$WORK/out")" = 3 ]; then
+    pass "max relative difference: 0.001 (s1.l0.w) on device 1, all equal elsewhere"
+  else fail "max relative difference lines:"; grep '^check: device' "$WORK/out" >&2; fi
   # the loss: shifted by 1e-4 of itself (F32 keeps ~7 digits)
   "$WORK/p" --check $SIZES > "$WORK/out" 2>&1
   loss=$(sed -n 's/^check: loss \([^,]*\),.*/\1/p' "$WORK/out")
