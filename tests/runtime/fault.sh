@@ -121,6 +121,9 @@ elif [ -x "$WORK/p" ]; then
   expect_exit 2 "PPSRT_CHECK_K=abc is a usage error" env PPSRT_CHECK_K=abc "$WORK/p" --check $SIZES
   expect_exit 1 "a fault on a tensor the model lacks" env PPSRT_FAULT='grad=nosuch*2' "$WORK/p" --check $SIZES
   expect_grep "the model has no tensor 'nosuch'" "unknown tensor named"
+  # the bound is ||a-b|| <= k ||ref||: with k = 0 the mlp's gradients, equal to the bit,
+  # still pass (the loss keeps its own k_loss)
+  expect_exit 0 "PPSRT_CHECK_K=0: gradients equal to the bit pass" env PPSRT_CHECK_K=0 "$WORK/p" --check $SIZES
   # PPSRT_CHECK_K overrides k: a huge one lets the 1.001 fault through (the knob works)
   expect_exit 0 "PPSRT_CHECK_K=0.01 admits a 1.001 scale" env PPSRT_CHECK_K=0.01 PPSRT_FAULT='grad=s0.l0.w*1.001' \
     "$WORK/p" --check $SIZES
