@@ -73,9 +73,12 @@ expect_k() {
 if ! { has quick || part cpu; }; then :
 elif build p "$top_srcdir/examples/1f1b.pps" -D P=4 -D m=8; then
   expect_exit 0 "clean mlp run --check" "$WORK/p" --check $SIZES
-  # one loss line (rank 0 compares the loss) and one gradient line per device (P = 4)
-  [ "$(grep -c '^check: loss ' "$WORK/out")" = 1 ] && [ "$(grep -c '^check: device ' "$WORK/out")" = 4 ] &&
-    pass "one loss line, four device lines" || fail "check lines: $(grep -c '^check: loss ' "$WORK/out") loss, $(grep -c '^check: device ' "$WORK/out") device"
+  # one loss line, first (rank 0 compares the loss), then one line per device (P = 4),
+  # each counting its 72 values (w 8 x 8 and b 8 of its stage)
+  if [ "$(grep -c '^check: loss ' "$WORK/out")" = 1 ] && grep -m1 '^check: ' "$WORK/out" | grep -q '^check: loss ' &&
+     [ "$(grep -c '^check: device [0-3]: 72 gradient values of 2 tensors compared' "$WORK/out")" = 4 ]; then
+    pass "the loss line first, four device lines of 72 values"
+  else fail "check lines:"; grep '^check: ' "$WORK/out" >&2; fi
   every_tensor "cpu mlp" 1.001 "$WORK/p" --check $SIZES
   [ "$n" = 8 ] && pass "mlp P=4: 8 tensors (w, b per stage)" || fail "mlp P=4: $n tensors listed, expected 8"
   # the largest relative difference and its tensor: 0.001 on device 1 (s1.l0.w scaled),
