@@ -3,7 +3,9 @@
 # printed, even for invalid input or an unreadable file), --trace and --svg (written
 # whole when the schedule simulates, not at all otherwise), and CSV interop
 # (import-csv -> check -> export-csv gives back the actions; malformed CSV is
-# located and writes nothing). JSON is validated with python3 when it is installed.
+# located and writes nothing); the per-device table's figures (a first start under one
+# time unit, the memory over time when frees and allocations tie). JSON is validated
+# with python3 when it is installed.
 set -u
 cases="$top_srcdir/tests/analysis/cases"
 tmp=$(mktemp -d) || exit 99
@@ -81,6 +83,30 @@ json_ok "$tmp/t.json"
 has "$tmp/t.json" '"name":"F 3 s1","cat":"F","ph":"X","pid":1,"tid":0'
 has "$tmp/t.json" '"name":"thread_name","ph":"M","pid":0,"tid":1,"args":{"name":"copy device->host"}'
 has "$tmp/t.json" '"ph":"C"'
+# the memory counters: each device's timeline starts at time 0, has one point per time
+# (in order), ends empty, and peaks at the table's time_mem (sim.c's timeline)
+if [ $have_py = 1 ]; then
+  "$PPSC" sim offload.pps > "$tmp/t.txt" 2>/dev/null
+  python3 - "$tmp/t.json" "$tmp/t.txt" <<'PY' || die "offload.pps: the trace's memory counters differ from the table"
+import json, sys
+ev = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("ph") == "C"]
+lines = open(sys.argv[2]).read().split("\n")
+head = next(i for i, l in enumerate(lines) if l.split()[:1] == ["device"])
+col = lines[head].split().index("time_mem")
+bad = []
+for l in lines[head + 1:]:
+    f = l.split()
+    if len(f) <= col or not f[0].isdigit():
+        break
+    pts = [(e["ts"], e["args"]["activations"]) for e in ev if e["pid"] == int(f[0])]
+    if not pts or pts[0][0] != 0 or pts[-1][1] != 0 or max(v for _, v in pts) != float(f[col]) or \
+            any(a[0] >= b[0] for a, b in zip(pts, pts[1:])):   # one point per time, in order
+        bad.append("device %s: first %s, last %s, max %s, time_mem %s" % (f[0], pts[:1], pts[-1:], max(v for _, v in pts) if pts else None, f[col]))
+if bad:
+    print("\n".join(bad))
+sys.exit(1 if bad or head + 1 >= len(lines) else 0)
+PY
+fi
 has "$tmp/t.svg" '<svg xmlns='
 has "$tmp/t.svg" '</svg>'
 # a dense schedule (about 100k ops): the SVG bins per pixel column and stays small
@@ -121,4 +147,19 @@ printf '0F0,0B0\n0F1,0B1\n' >"$tmp/two.csv"
 "$PPSC" import-csv "$tmp/two.csv" -o "$tmp/two.pps" --color=never 2>"$tmp/err"
 [ $? -eq 1 ] || die "stage on two ranks: expected exit 1"
 has "$tmp/err" 'two.csv:2:1: error: stage 0 runs on rank 1 here, but on rank 0 before'
+# the peak device when every device peaks at 0 (zero-size activations): the first
+"$PPSC" sim zero_memory.pps --json > "$tmp/z.json" 2>/dev/null || die "sim zero_memory exit $?"
+has "$tmp/z.json" '"peak_memory":0,"peak_memory_device":0,'
+# the per-device table: column NAME of device D in `ppsc sim FILE`'s table is VALUE
+table_is() {
+  "$PPSC" sim "$1" > "$tmp/tab.txt" 2>&1 || { die "sim $1 exit $?"; return; }
+  awk -v d="$2" -v name="$3" -v want="$4" '
+    $1 == "device" { for (i = 1; i <= NF; i++) if ($i == name) c = i; next }
+    c && $1 == d { got = $c } END { exit !(got == want) }' "$tmp/tab.txt" ||
+    { die "$1: device $2's $3 is not $4"; grep -A3 '^device' "$tmp/tab.txt"; }
+}
+# a first start under one time unit is shown as it is (device 1 of short_run.pps
+# starts at TF = 0.1); at equal times frees count before allocations (offload_ties.pps)
+table_is short_run.pps 1 first 0.1
+table_is offload_ties.pps 0 time_mem 2
 exit $fail

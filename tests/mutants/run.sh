@@ -4,8 +4,8 @@
 # patch tests/mutants/NAME.patch (-p1, against the source tree) whose header says
 #     # tests: TEST...     the tests (as in TESTS) that must each FAIL with it
 #     # env: VAR=VALUE...  (optional) environment for those tests
-# The copy (source and this build directory, in a temporary directory) is configured
-# again for its new place and built incrementally: each mutant recompiles only what
+# The copy (source and this build directory, in a temporary directory: copy.sh) is
+# configured again for its new place and built incrementally: each mutant recompiles only what
 # its patch touches (and relinks), runs its tests with `make check TESTS=...`, and is
 # reverted. First the tests run without any mutant and must pass there. A mutant that
 # does not apply (the code moved under it), a test that passes or is skipped with a
@@ -23,35 +23,9 @@ say() { printf 'mutants: %s\n' "$*"; }
 die() { say "error: $*"; exit 1; }
 t0=$(date +%s)
 
-# ---- the copy: the build directory sits at the same place relative to the source ----
-src=$(cd "$top_srcdir" && pwd -P) bld=$(cd "$top_builddir" && pwd -P)
-case "$bld" in
-  "$src"/*) rel=${bld#"$src"/} ;;
-  *) die "the build directory $bld is not inside the source tree $src (build in a subdirectory, as ./setup does)" ;;
-esac
-mkdir -p "$T/tree/$rel" || die "mkdir"
-# the source tree without build directories, version control or caches
-for e in "$src"/* "$src"/.[!.]*; do
-  [ -e "$e" ] || continue
-  case ${e##*/} in .git|autom4te.cache) continue ;; esac
-  [ -f "$e/config.status" ] && continue   # a build directory (this one is copied below)
-  cp -a "$e" "$T/tree/" || die "copying the source tree"
-done
-(cd "$bld" && tar cf - --exclude='./tests/*.log' --exclude='./tests/*.trs' .) | (cd "$T/tree/$rel" && tar xf -) ||
-  die "copying the build directory"
-B=$T/tree/$rel
-# configure again for the new paths (config.h stays the same, so objects stay valid);
-# the objects that embed the tree's paths are rebuilt. A tree configured by an absolute
-# path (run-tests runs "$top"/configure) names the original sources in config.status
-# and in the dependency files: point them at the copy, or make would rebuild from the
-# unpatched original and no mutant would ever be compiled in.
-t=$T/tree
-sed -i "s|$src/|$t/|g; s|$src'|$t'|g; s|$src\"|$t\"|g; s|$src\$|$t|" "$B/config.status" || die "rewriting config.status"
-find "$B" \( -name '*.Po' -o -name '*.Plo' \) -exec sed -i "s|$src/|$t/|g" {} + || die "rewriting dependency files"
-(cd "$B" && ./config.status --recheck > "$T/recheck.log" 2>&1 && ./config.status > "$T/status.log" 2>&1) ||
-  { tail -20 "$T/recheck.log"; die "reconfiguring the copy"; }
-touch "$T/tree/compiler/cmd_build.c" "$T/tree/compiler/front.c"
-(cd "$B" && nice make -j"$jobs" > "$T/build.log" 2>&1) || { tail -30 "$T/build.log"; die "building the copy"; }
+# ---- the copy (tests/mutants/copy.sh): the source and this build directory, built ----
+B=$(top_srcdir=$top_srcdir top_builddir=$top_builddir MAKE_JOBS=$jobs sh "$mdir/copy.sh" "$T" | tail -1)
+[ -n "$B" ] && [ -d "$B" ] || die "making the copy"
 say "copy built in $(($(date +%s) - t0)) s ($T)"
 
 # ---- the mutants ----

@@ -10,7 +10,11 @@
 #  - the CUDA backend (bf16) on the emulator (tests/gpu/emu/libppsrt_emu.so): every
 #    gpt tensor zeroed, and scaled by 1.1, is caught, and a loss shifted by 2%; clean
 #    runs pass;
-#  - bad PPSRT_FAULT values are usage errors; a tensor name the model lacks is an error.
+#  - bad PPSRT_FAULT values are usage errors; a tensor name the model lacks is an error;
+#  - the tolerances --check --json reports (k, k_loss) are the documented derivation's
+#    for the mlp and the gpt (expect_k), so a changed formula does not pass unseen; a
+#    clean run prints one loss line (rank 0's) and one line per device, each with the
+#    largest relative difference and its tensor.
 # Skipped parts (no MPI, no emulator) say so. PPS_FAULT_PARTS (default "cpu mpi emu")
 # picks parts; "quick" is the mlp's tensors and loss on the CPU (make mutants runs it).
 . "$(dirname "$0")/lib.sh"
@@ -46,13 +50,45 @@ every_tensor() {
   else fail "$label: not caught:$missed"; fi
 }
 
+# expect_k LABEL N T D PROG FLAGS...: --check --json reports the tolerances k and k_loss
+# of the derivation (check.c check_k; docs/runtime.md, "--check") for a model whose
+# longest F32 sum is N terms, with T tokens per iteration and D stored roundings per
+# pass (F32: us = ua = 2^-24): e1 = us + ua sqrt(N), k = 2 sqrt(2 D) e1,
+# k_loss = 2 sqrt(D + 1) e1 / sqrt(T). --json prints them to 9 digits: within 1e-6.
+expect_k() {
+  label=$1 kn=$2 kt=$3 kd=$4; shift 4
+  "$@" --json > "$WORK/kj" 2>&1
+  kk=$(grep -o '"k":[-0-9.e+]*,"k_loss":[-0-9.e+]*' "$WORK/kj")
+  if awk -v s="$kk" -v n="$kn" -v T="$kt" -v D="$kd" 'BEGIN {
+       split(s, f, /[:,]/); u = 2^-24; e1 = u + u * sqrt(n)
+       k = 2 * sqrt(2 * D) * e1; kl = 2 * sqrt(D + 1) * e1 / sqrt(T)
+       d1 = f[2] - k; d2 = f[4] - kl; if (d1 < 0) d1 = -d1; if (d2 < 0) d2 = -d2
+       exit !(s != "" && d1 <= 1e-6 * k && d2 <= 1e-6 * kl) }'
+  then pass "$label: k and k_loss as derived (n = $kn, T = $kt, D = $kd): $kk"
+  else fail "$label: --check's tolerances ($kk) are not the derivation's for n = $kn, T = $kt, D = $kd"; fi
+}
+
 # ---- CPU backend, threads transport ----
 # (the quick part, which make mutants runs: the mlp's tensors and loss only)
 if ! { has quick || part cpu; }; then :
 elif build p "$top_srcdir/examples/1f1b.pps" -D P=4 -D m=8; then
   expect_exit 0 "clean mlp run --check" "$WORK/p" --check $SIZES
+  # one loss line, first (rank 0 compares the loss), then one line per device (P = 4),
+  # each counting its 72 values (w 8 x 8 and b 8 of its stage)
+  if [ "$(grep -c '^check: loss ' "$WORK/out")" = 1 ] && grep -m1 '^check: ' "$WORK/out" | grep -q '^check: loss ' &&
+     [ "$(grep -c '^check: device [0-3]: 72 gradient values of 2 tensors compared' "$WORK/out")" = 4 ]; then
+    pass "the loss line first, four device lines of 72 values"
+  else fail "check lines:"; grep '^check: ' "$WORK/out" >&2; fi
   every_tensor "cpu mlp" 1.001 "$WORK/p" --check $SIZES
   [ "$n" = 8 ] && pass "mlp P=4: 8 tensors (w, b per stage)" || fail "mlp P=4: $n tensors listed, expected 8"
+  # the largest relative difference and its tensor: 0.001 on device 1 (s1.l0.w scaled),
+  # "0 (all equal)" on the others (the mlp on the CPU sums in the reference's order:
+  # its gradients are equal to the bit, so a tie at 0 must keep "all equal")
+  PPSRT_FAULT="grad=s1.l0.w*1.001" "$WORK/p" --check $SIZES > "$WORK/out" 2>&1
+  if grep -q '^check: device 1: .*max relative difference 0.001 (s1.l0.w),' "$WORK/out" &&
+     [ "$(grep -c '^check: device [023]: .*max relative difference 0 (all equal),' "$WORK/out")" = 3 ]; then
+    pass "max relative difference: 0.001 (s1.l0.w) on device 1, all equal elsewhere"
+  else fail "max relative difference lines:"; grep '^check: device' "$WORK/out" >&2; fi
   # the loss: shifted by 1e-4 of itself (F32 keeps ~7 digits)
   "$WORK/p" --check $SIZES > "$WORK/out" 2>&1
   loss=$(sed -n 's/^check: loss \([^,]*\),.*/\1/p' "$WORK/out")
@@ -60,11 +96,16 @@ elif build p "$top_srcdir/examples/1f1b.pps" -D P=4 -D m=8; then
   expect_exit 1 "mlp loss+=$d (1e-4 relative) --check" env PPSRT_FAULT="loss+=$d" "$WORK/p" --check $SIZES
   expect_grep "^check: loss .*: DIFFERS" "shifted loss named"
   expect_grep "^check: FAILED" "shifted loss: check FAILED"
+  # the mlp at P = 4, m = 8, micro-batch 1, seq 4, hidden 8: T = 32 tokens, the longest
+  # sum n = max(T, hidden) = 32, D = 2 per layer x 4 layers
+  expect_k "mlp P=4" 32 32 8 "$WORK/p" --check $SIZES
 fi
 if ! has cpu; then :
 elif [ -x "$WORK/p" ]; then
   expect_exit 0 "clean gpt run --check" "$WORK/p" --check $GPT
   every_tensor "cpu gpt" 1.001 "$WORK/p" --check $GPT
+  # the gpt: T = 32 tokens, n = max(4 hidden, vocab, seq) = 64, D = 12 x 4 layers + 3
+  expect_k "gpt P=4" 64 32 51 "$WORK/p" --check $GPT
   every_tensor "cpu mlp" 0 "$WORK/p" --check $SIZES
   "$WORK/p" --check $GPT > "$WORK/out" 2>&1
   loss=$(sed -n 's/^check: loss \([^,]*\),.*/\1/p' "$WORK/out")
@@ -83,6 +124,9 @@ elif [ -x "$WORK/p" ]; then
   expect_exit 2 "PPSRT_CHECK_K=abc is a usage error" env PPSRT_CHECK_K=abc "$WORK/p" --check $SIZES
   expect_exit 1 "a fault on a tensor the model lacks" env PPSRT_FAULT='grad=nosuch*2' "$WORK/p" --check $SIZES
   expect_grep "the model has no tensor 'nosuch'" "unknown tensor named"
+  # the bound is ||a-b|| <= k ||ref||: with k = 0 the mlp's gradients, equal to the bit,
+  # still pass (the loss keeps its own k_loss)
+  expect_exit 0 "PPSRT_CHECK_K=0: gradients equal to the bit pass" env PPSRT_CHECK_K=0 "$WORK/p" --check $SIZES
   # PPSRT_CHECK_K overrides k: a huge one lets the 1.001 fault through (the knob works)
   expect_exit 0 "PPSRT_CHECK_K=0.01 admits a 1.001 scale" env PPSRT_CHECK_K=0.01 PPSRT_FAULT='grad=s0.l0.w*1.001' \
     "$WORK/p" --check $SIZES
