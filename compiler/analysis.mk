@@ -113,4 +113,51 @@ EXTRA_DIST += tests/analysis/golden.sh tests/analysis/outputs.sh tests/analysis/
   tests/analysis/cases/rendezvous_group.pps \
   tests/analysis/cases/rendezvous_lowered.pps \
   tests/analysis/cases/rendezvous_buffered.pps \
-  tests/analysis/cases/vocab.pps
+  tests/analysis/cases/vocab.pps \
+  tests/analysis/cases/coll_count.err \
+  tests/analysis/cases/coll_count.pps \
+  tests/analysis/cases/coll_first.err \
+  tests/analysis/cases/coll_first.pps \
+  tests/analysis/cases/coll_first_op.err \
+  tests/analysis/cases/coll_first_op.pps \
+  tests/analysis/cases/coll_kind.err \
+  tests/analysis/cases/coll_kind.pps \
+  tests/analysis/cases/comm_m16.err \
+  tests/analysis/cases/comm_m16.pps \
+  tests/analysis/cases/comm_recv_first.err \
+  tests/analysis/cases/comm_recv_first.pps \
+  tests/analysis/cases/comm_send_order.err \
+  tests/analysis/cases/comm_send_order.pps \
+  tests/analysis/cases/comm_unreceived_first.err \
+  tests/analysis/cases/comm_unreceived_first.pps \
+  tests/analysis/cases/deadlock_coll3.err \
+  tests/analysis/cases/deadlock_coll3.pps \
+  tests/analysis/cases/deadlock_first_op.err \
+  tests/analysis/cases/deadlock_first_op.pps \
+  tests/analysis/cases/deadlock_lane.err \
+  tests/analysis/cases/deadlock_lane.pps \
+  tests/analysis/cases/deadlock_loops.err \
+  tests/analysis/cases/deadlock_loops.pps \
+  tests/analysis/cases/deadlock_tail.err \
+  tests/analysis/cases/deadlock_tail.pps \
+  tests/analysis/cases/fifo_many.err \
+  tests/analysis/cases/fifo_many.pps \
+  tests/analysis/cases/fifo_stage.err \
+  tests/analysis/cases/fifo_stage.pps \
+  tests/analysis/cases/memory_bfree.err \
+  tests/analysis/cases/memory_bfree.pps \
+  tests/analysis/cases/offload_deps.err \
+  tests/analysis/cases/offload_deps.pps \
+  tests/analysis/cases/offload_frees_first.pps \
+  tests/analysis/cases/offload_ties.pps \
+  tests/analysis/cases/overlap_memory.err \
+  tests/analysis/cases/overlap_memory.pps \
+  tests/analysis/cases/overlap_recompute.err \
+  tests/analysis/cases/overlap_recompute.pps \
+  tests/analysis/cases/recompute_offload_time.pps \
+  tests/analysis/cases/short_run.pps \
+  tests/analysis/cases/w_first.err \
+  tests/analysis/cases/w_first.pps \
+  tests/analysis/cases/w_first_bw.err \
+  tests/analysis/cases/w_first_bw.pps \
+  tests/analysis/cases/zero_memory.pps

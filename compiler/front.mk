@@ -56,8 +56,8 @@ EXTRA_DIST += tests/front/squeeze_eval.sh
 EXTRA_DIST += tests/front/block-squeeze.sh
 TESTS += tests/front/cli.sh
 EXTRA_DIST += tests/front/cli.sh
-TESTS += tests/front/outfiles.sh tests/front/hardening.sh tests/front/figures.sh
-EXTRA_DIST += tests/front/outfiles.sh tests/front/hardening.sh tests/front/figures.sh tests/front/expect.sh
+TESTS += tests/front/outfiles.sh tests/front/hardening.sh tests/front/figures.sh tests/front/dist_files.sh
+EXTRA_DIST += tests/front/outfiles.sh tests/front/hardening.sh tests/front/figures.sh tests/front/expect.sh tests/front/dist_files.sh
 
 # ---- fuzzing: `make fuzz` builds the libFuzzer targets with clang (not part of check):
 # fuzz_front (a .pps through the front end, the reports and emit-c) and fuzz_inputs (the
