@@ -2,10 +2,13 @@
 # tests/front/dist_files.sh: every file git tracks under tests/ is named by a Makefile
 # fragment (EXTRA_DIST, TESTS, a SOURCES list or a directory named whole), so that the
 # release tarball's `make check` has it (a new analysis case left out of analysis.mk's
-# list failed only in `make distcheck`). Skipped (77) outside a git checkout.
+# list failed only in `make distcheck`). Skipped (77) where the source tree is not the
+# top of a git checkout.
 : "${top_srcdir:?}"
 cd "$top_srcdir" || exit 99
-command -v git >/dev/null 2>&1 && git rev-parse --is-inside-work-tree >/dev/null 2>&1 || { echo "skip: not a git checkout"; exit 77; }
+# (the source tree must be a checkout's top: a release tarball unpacked inside another
+# checkout, as `make distcheck` does in a build directory, is not one)
+top=$(git rev-parse --show-toplevel 2>/dev/null) && [ "$top" = "$(pwd -P)" ] || { echo "skip: not a git checkout's top"; exit 77; }
 frags=$(git ls-files 'Makefile.am' '*.mk')
 [ -n "$frags" ] || { echo "FAIL: no Makefile fragments found"; exit 1; }
 fail=0
