@@ -27,7 +27,7 @@
 #pragma weak ppsrt_cpu_backend_create
 #pragma weak ppsrt_cuda_backend_create
 #pragma weak ppsrt_nccl_transport_create
-#pragma weak ppsrt_nccl_transport_replicas
+#pragma weak ppsrt_nccl_transport_group
 #pragma weak ppsrt_mpi_transport_create
 #pragma weak ppsrt_mpi_transport_split
 
@@ -115,6 +115,18 @@ static int parse_double(const char *s, double lo, double *out) {
   if (errno || end == s || *end || !(v >= lo) || isinf(v)) return -1;
   *out = v;
   return 0;
+}
+
+/* On the NCCL transport: group g of --data-parallel's replica groups (g = d T + t: every
+ * replica of device d at tensor rank t) or of --tensor-parallel's groups (g = r P + d:
+ * the T ranks of device d of replica r), world rank (r P + d) T + t. */
+static int nccl_group(ppsrt_transport *tr, int P, int D, int T, int tensor, int g, ppsrt_transport **out) {
+  int n = tensor ? T : D, *m = malloc((size_t)n * sizeof *m);
+  if (!m) return PPSRT_FAIL(PPSRT_E_NOMEM, "out of host memory");
+  for (int i = 0; i < n; i++) m[i] = tensor ? g * T + i : (i * P + g / T) * T + g % T;
+  int rc = ppsrt_nccl_transport_group(tr, tensor ? D * P : P * T, g, n, m, tensor ? "tensor-parallel group" : "replica group", out);
+  free(m);
+  return rc;
 }
 
 static int under_mpirun(void) {
@@ -229,10 +241,13 @@ static void *device_main(void *arg) {
     pthread_mutex_unlock(&run->print_lock);
   }
   if (rc) {
-    snprintf(c->errmsg, sizeof c->errmsg, "device %d: setup: %s", c->rank, ppsrt_last_error());
+    char who[64];
+    snprintf(c->errmsg, sizeof c->errmsg, "%s: setup: %s", rt_who(c, who, sizeof who), ppsrt_last_error());
     c->status = rc;
     c->tr->abort(c->tr, c->rank, c->errmsg);
     if (c->lane_tr) c->lane_tr->abort(c->lane_tr, c->rank, c->errmsg);
+    if (c->gtr) c->gtr->abort(c->gtr, c->replica, c->errmsg);
+    if (c->ttr) c->ttr->abort(c->ttr, c->tp_rank, c->errmsg);
     return NULL;
   }
   c->status = rt_run_device(c);
@@ -268,6 +283,7 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   o->transport = under_mpirun() ? "mpi" : "threads";
   o->timeout_s = 300;
   o->die_rank = -1;
+  o->die_tp = -1;
   ppsrt_model_config *cfg = &o->cfg;
   cfg->hidden = (int)model_kv(p, "hidden", 16);
   cfg->heads = (int)model_kv(p, "heads", 2);
@@ -389,7 +405,10 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
       if (!v || !*v) return usage_error(me, "--load needs a file name");
       o->load = v;
     } else if (flag_is(a, "--die-at", &v, argc, argv, &i)) {
-      if (!v || sscanf(v, "%d:%d", &o->die_rank, &o->die_op) != 2) return usage_error(me, "--die-at needs RANK:OP");
+      char tail = 0;
+      int nf = v ? sscanf(v, "%d:%d:%d%c", &o->die_rank, &o->die_op, &o->die_tp, &tail) : 0;
+      if (nf != 2 && nf != 3) return usage_error(me, "--die-at needs RANK:OP or RANK:OP:TENSOR_RANK");
+      if (nf == 2) o->die_tp = -1;
     } else {
       static const struct { const char *name; size_t off; int lo; } ints[] = {
         {"--hidden", offsetof(ppsrt_model_config, hidden), 1},
@@ -457,7 +476,7 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   cfg->tp = run.ntp;
   if (run.ntp > 1) {
     const char *no = strcmp(o->model, "gpt") ? "--model mlp (it splits the gpt's layers)" : p->vocab_mode ? "a vocabulary-parallel schedule" :
-                     !strcmp(o->transport, "nccl") ? "--transport nccl (use threads or mpi)" : o->trace ? "--trace" :
+                     o->trace ? "--trace" :
                      o->profile ? "--profile" : o->no_compute ? "--no-compute" : o->val_data ? "--val-data" : NULL;
     if (no) return usage_error(me, "--tensor-parallel does not run with %s yet", no);
     int kv = cfg->query_groups > 0 ? cfg->query_groups : cfg->heads;
@@ -613,13 +632,13 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   int T = run.ntp, npipe = run.nrep * T;
   if (run.nrep > 1) {
     /* each (device, tensor rank)'s replicas average their gradients on a transport of
-       their own: one per pair (threads; NCCL: a communicator of the device's replicas),
-       or this process's (MPI_Comm_split by the pair; NCCL over MPI: its device's
+       their own: one per pair (threads; NCCL: a communicator of the pair's replicas),
+       or this process's (MPI_Comm_split by the pair; NCCL over MPI: its pair's
        communicator) */
     int ng = run.nlocal == 1 ? 1 : p->ndev * T, nccl = !strcmp(o->transport, "nccl");
     if (!(run.groups = calloc((size_t)ng, sizeof *run.groups))) { fprintf(stderr, "%s: error: out of host memory\n", me); status = 1; goto done; }
     for (int g = 0; g < ng; g++)
-      if (nccl ? ppsrt_nccl_transport_replicas(tr, p->ndev, run.nlocal == 1 ? my_rank % p->ndev : g, &run.groups[g])
+      if (nccl ? nccl_group(tr, p->ndev, run.nrep, T, 0, run.nlocal == 1 ? my_rank / T % p->ndev * T + my_rank % T : g, &run.groups[g])
           : run.nlocal == 1 ? ppsrt_mpi_transport_split(tr, my_rank / T % p->ndev * T + my_rank % T, my_rank / T / p->ndev, &run.groups[g])
                             : ppsrt_threads_transport_create(run.nrep, o->timeout_s, &run.groups[g])) {
         fprintf(stderr, "%s: error: %s\n", me, ppsrt_last_error());
@@ -635,12 +654,14 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
       }
   }
   if (T > 1) {
-    /* each (replica, device)'s tensor-parallel group: threads, or MPI_Comm_split */
-    int ng = run.nlocal == 1 ? 1 : run.nrep * p->ndev;
+    /* each (replica, device)'s tensor-parallel group: threads, MPI_Comm_split, or a
+       communicator of the NCCL transport's */
+    int ng = run.nlocal == 1 ? 1 : run.nrep * p->ndev, nccl = !strcmp(o->transport, "nccl");
     if (!(run.tgroups = calloc((size_t)ng, sizeof *run.tgroups))) { fprintf(stderr, "%s: error: out of host memory\n", me); status = 1; goto done; }
     for (int g = 0; g < ng; g++)
-      if (run.nlocal == 1 ? ppsrt_mpi_transport_split(tr, my_rank / T, my_rank % T, &run.tgroups[g])
-                          : ppsrt_threads_transport_create(T, o->timeout_s, &run.tgroups[g])) {
+      if (nccl ? nccl_group(tr, p->ndev, run.nrep, T, 1, run.nlocal == 1 ? my_rank / T : g, &run.tgroups[g])
+          : run.nlocal == 1 ? ppsrt_mpi_transport_split(tr, my_rank / T, my_rank % T, &run.tgroups[g])
+                            : ppsrt_threads_transport_create(T, o->timeout_s, &run.tgroups[g])) {
         fprintf(stderr, "%s: error: %s\n", me, ppsrt_last_error());
         status = 1;
         goto done;

@@ -503,20 +503,21 @@ static int devtime_collect(ppsrt_ctx *c, double hbase, double *busy) {
 /* Records the failure of op i (or of a phase, i < 0) and aborts the transport. */
 static int fail_at(ppsrt_ctx *c, int i, int rc, const char *what) {
   const ppsrt_program *p = c->run->prog;
-  char opbuf[96];
+  char opbuf[96], who[64];
   if (i >= 0) {
     const ppsrt_op *op = &c->ops[i];
     rt_format_op(p, op, opbuf, sizeof opbuf);
     snprintf(c->errmsg, sizeof c->errmsg,
-             "device %d: op #%d %s (microbatch %d, stage %d) at %s:%d, iteration %d: %s", c->rank, i, opbuf,
+             "%s: op #%d %s (microbatch %d, stage %d) at %s:%d, iteration %d: %s", rt_who(c, who, sizeof who), i, opbuf,
              op->mb, op->stage, p->source ? p->source : "?", op->line, c->iteration, ppsrt_last_error());
   } else {
-    snprintf(c->errmsg, sizeof c->errmsg, "device %d: %s, iteration %d: %s", c->rank, what, c->iteration,
+    snprintf(c->errmsg, sizeof c->errmsg, "%s: %s, iteration %d: %s", rt_who(c, who, sizeof who), what, c->iteration,
              ppsrt_last_error());
   }
   c->status = rc;
   if (c->tr && !c->reference) c->tr->abort(c->tr, c->rank, c->errmsg);
   if (c->gtr && !c->reference) c->gtr->abort(c->gtr, c->replica, c->errmsg);   /* --data-parallel: its replicas too */
+  if (c->ttr && !c->reference) c->ttr->abort(c->ttr, c->tp_rank, c->errmsg);   /* --tensor-parallel: its group too */
   if (c->lane_tr && !c->reference) c->lane_tr->abort(c->lane_tr, c->rank, c->errmsg);
   return rc;
 }
@@ -700,9 +701,10 @@ int rt_run_device(ppsrt_ctx *c) {
     for (int i = 0; i < c->nops; i++) {
       c->cur_op = i;
       if (c->store.npend && (rc = rt_poll_copies(c, 0))) { fail_at(c, i, rc, NULL); break; }
-      if (o->die_rank == c->rank && o->die_op == i && it == 0) {
+      if (o->die_rank == c->rank && o->die_op == i && it == 0 && (o->die_tp < 0 || o->die_tp == c->tp_rank)) {
         if (o->die_hard && strcmp(run->tr->name, "threads")) raise(SIGKILL);   /* test hook: a process dies */
-        rc = fail_at(c, i, PPSRT_FAIL(PPSRT_E_BACKEND, "injected failure (--die-at %d:%d)", c->rank, i), NULL);
+        rc = fail_at(c, i, o->die_tp < 0 ? PPSRT_FAIL(PPSRT_E_BACKEND, "injected failure (--die-at %d:%d)", c->rank, i)
+                                         : PPSRT_FAIL(PPSRT_E_BACKEND, "injected failure (--die-at %d:%d:%d)", c->rank, i, o->die_tp), NULL);
         break;
       }
       if (c->lane) {   /* a consumer of an asynchronous collective waits for it */

@@ -270,15 +270,19 @@ int rt_replica_gather_weights(ppsrt_ctx *c, ppsrt_param *p) {
   return rc;
 }
 
-/* The sum of *x over this device's replicas (as a float pair, hi + lo, like the loss). */
-int rt_replica_sum(ppsrt_ctx *c, double *x) {
+/* The sum of *x over the ranks of group transport g (as a float pair, hi + lo, like the
+ * loss); NCCL's group takes device memory. */
+static int group_sum(ppsrt_ctx *c, ppsrt_transport *g, int rank, double *x) {
   float v[2] = {(float)*x, 0};
   v[1] = (float)(*x - (double)v[0]);
-  int rc = is_nccl(c->gtr) ? dev_call(c->gtr, c->replica, c->be, PPSRT_STREAM_COMPUTE, v, sizeof v, PPSRT_SUM, -1)
-                           : c->gtr->allreduce_f32(c->gtr, c->replica, NULL, PPSRT_STREAM_COMPUTE, v, 2, PPSRT_SUM);
+  int rc = is_nccl(g) ? dev_call(g, rank, c->be, PPSRT_STREAM_COMPUTE, v, sizeof v, PPSRT_SUM, -1)
+                      : g->allreduce_f32(g, rank, NULL, PPSRT_STREAM_COMPUTE, v, 2, PPSRT_SUM);
   if (!rc) *x = (double)v[0] + (double)v[1];
   return rc;
 }
+
+/* The sum of *x over this device's replicas. */
+int rt_replica_sum(ppsrt_ctx *c, double *x) { return group_sum(c, c->gtr, c->replica, x); }
 
 /* p's sharded state `shard` (sh_n F32 values in the backend's memory: master, m or v)
  * whole into host memory `out` (numel values), through a scratch buffer of D blocks. */
@@ -306,7 +310,8 @@ int rt_replica_loss(ppsrt_ctx *c, double *loss) {
 }
 
 /* ---- --tensor-parallel T: the group of a (replica, device) pair, c->ttr (threads: a
- * transport of T ranks each; MPI: MPI_Comm_split by replica x P + device; cli.c), whose
+ * transport of T ranks each; MPI: MPI_Comm_split by replica x P + device; NCCL: a
+ * communicator of the T ranks, ppsrt_nccl_transport_group; cli.c), whose
  * all-reduces sum the layers' partial products (model_gpt.c gemm_tp_sum) and whose
  * all-gathers put the slices of a checkpoint's tensors together ---- */
 
@@ -316,14 +321,7 @@ int ppsrt_tp_allreduce(ppsrt_ctx *c, float *buf, size_t n) {
   return c->ttr->allreduce_f32(c->ttr, c->tp_rank, c->be, PPSRT_STREAM_COMPUTE, buf, n, PPSRT_SUM);
 }
 
-int rt_tp_sum(ppsrt_ctx *c, double *x) {
-  if (!c->ttr) return 0;
-  float v[2] = {(float)*x, 0};
-  v[1] = (float)(*x - (double)v[0]);
-  int rc = c->ttr->allreduce_f32(c->ttr, c->tp_rank, NULL, PPSRT_STREAM_COMPUTE, v, 2, PPSRT_SUM);
-  if (!rc) *x = (double)v[0] + (double)v[1];
-  return rc;
-}
+int rt_tp_sum(ppsrt_ctx *c, double *x) { return c->ttr ? group_sum(c, c->ttr, c->tp_rank, x) : 0; }
 
 /* Rank u's slice of p: its ranges are rank t's moved by (u - t) lengths (tp_slice in
  * model_gpt.c cuts every tensor so: base + rank x length). */
@@ -338,7 +336,20 @@ int rt_tp_gather(ppsrt_ctx *c, const ppsrt_param *p, const float *mine, float *f
   size_t n = p->numel;
   float *all = malloc((size_t)T * (n ? n : 1) * sizeof *all);
   if (!all) return PPSRT_FAIL(PPSRT_E_NOMEM, "tensor-parallel gather: out of host memory");
-  int rc = c->ttr->allgather(c->ttr, c->tp_rank, NULL, PPSRT_STREAM_COMPUTE, mine, all, n * sizeof(float));
+  int rc = 0;
+  if (is_nccl(c->ttr)) {   /* NCCL gathers device memory: through a buffer of the backend */
+    float *d = NULL;
+    size_t bytes = (size_t)T * n * sizeof *d;
+    if (!(rc = c->be->alloc(c->be, bytes ? bytes : 4, (void **)&d))) {
+      float *dm = d + (size_t)c->tp_rank * n;   /* in place: this rank's block */
+      rc = stage_out(c->be, PPSRT_STREAM_COMPUTE, dm, mine, n * sizeof *d);
+      if (!rc) rc = c->ttr->allgather(c->ttr, c->tp_rank, c->be, PPSRT_STREAM_COMPUTE, dm, d, n * sizeof *d);
+      if (!rc) rc = stage_in(c->be, PPSRT_STREAM_COMPUTE, all, d, bytes);
+      c->be->free(c->be, d);
+    }
+  } else {
+    rc = c->ttr->allgather(c->ttr, c->tp_rank, NULL, PPSRT_STREAM_COMPUTE, mine, all, n * sizeof(float));
+  }
   if (!rc && full && c->tp_rank == 0)
     for (int u = 0; u < T; u++) {
       ppsrt_param q = tp_of_rank(p, c->tp_rank, u);

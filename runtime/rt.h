@@ -30,8 +30,9 @@ typedef struct rt_opts {
   int quiet;
   double peak_flops;             /* --peak-flops: peak FLOP/s per device, 0 = not given */
   /* test hooks (documented in docs/runtime.md): make rank die_rank fail at its
-   * die_op-th op (die_hard: the process/thread aborts without cleanup under MPI) */
-  int die_rank, die_op, die_hard;
+   * die_op-th op (die_hard: the process/thread aborts without cleanup under MPI), only at
+   * tensor rank die_tp when that is >= 0 */
+  int die_rank, die_op, die_hard, die_tp;
   long die_save;                 /* --die-in-save STEP: device 0 is killed while writing that step's index */
   const char *profile;           /* --profile FILE: measured per-stage costs (metrics.c) */
   int blocking_coll;             /* --blocking-collectives: no collective lane */
@@ -349,6 +350,9 @@ double rt_lr_at(const rt_opts *o, long step);
  * the clock (CLOCK_MONOTONIC seconds), an op's text as `ppsc expand` writes it, and a
  * few F32 values reduced over every rank (staged through backend memory) */
 double rt_now(void);
+/* How messages name context c's rank: "device 1", with "(replica 1, tensor rank 0)" or
+ * either alone under --data-parallel / --tensor-parallel. */
+const char *rt_who(const ppsrt_ctx *c, char *buf, size_t size);
 int rt_format_op(const ppsrt_program *p, const ppsrt_op *op, char *buf, int size);
 int rt_allreduce_host(ppsrt_ctx *c, float *v, size_t n, ppsrt_redop op);
 

@@ -1,5 +1,5 @@
 /* rt_util.c: the runtime's shared helpers, below every other runtime file: the clock,
- * an op's text for messages (the way `ppsc expand` writes it), --lr-schedule's names, and a few F32 values
+ * how messages name a rank, an op's text for messages (the way `ppsc expand` writes it), --lr-schedule's names, and a few F32 values
  * reduced over the ranks through the transport. They call nothing of the runtime's
  * but error.c, so any file may use them without a dependency circle (the layering
  * check, tests/analysis/depcycles.sh). */
@@ -13,6 +13,15 @@ double rt_now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+const char *rt_who(const ppsrt_ctx *c, char *buf, size_t size) {
+  int D = c->run ? c->run->nrep : 1, T = c->run ? c->run->ntp : 1;
+  if (D > 1 && T > 1) snprintf(buf, size, "device %d (replica %d, tensor rank %d)", c->rank, c->replica, c->tp_rank);
+  else if (D > 1) snprintf(buf, size, "device %d (replica %d)", c->rank, c->replica);
+  else if (T > 1) snprintf(buf, size, "device %d (tensor rank %d)", c->rank, c->tp_rank);
+  else snprintf(buf, size, "device %d", c->rank);
+  return buf;
 }
 
 /* Writes an op the way `ppsc expand` prints it: F(3,1), send F(3,1)->2, coll output_fwd(3). */

@@ -134,7 +134,11 @@ int ppsrt_mpi_transport_create(double timeout_s, ppsrt_transport **out, int *my_
 int ppsrt_mpi_transport_split(ppsrt_transport *t, int color, int key, ppsrt_transport **out);
 int ppsrt_nccl_transport_create(int nranks, double timeout_s, int use_mpi, ppsrt_transport **out,
                                 int *my_rank);                                       /* cuda/ */
-/* --data-parallel: device d's replicas of an NCCL transport whose ranks are replica x P +
- * device (rank r of the group is replica r); over MPI every rank calls it for its own d. */
-int ppsrt_nccl_transport_replicas(ppsrt_transport *t, int P, int d, ppsrt_transport **out);   /* cuda/ */
+/* A transport over some of an NCCL transport's ranks, collectives only (--data-parallel's
+ * replica groups, --tensor-parallel's groups): group g of ngroups, whose rank i is world
+ * rank members[i] (n of them); `what` names it in messages. In process it is called for
+ * every g; over MPI every rank calls it once, for the group it is in, with the same
+ * ngroups (rank 0 makes the groups' NCCL ids). */
+int ppsrt_nccl_transport_group(ppsrt_transport *t, int ngroups, int g, int n, const int *members, const char *what,
+                               ppsrt_transport **out);                                   /* cuda/ */
 #endif

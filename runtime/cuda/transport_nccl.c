@@ -41,10 +41,11 @@
  * buffer-use record of a send are made at group_end, after the launch. The copy channel
  * is buffered and ignores groups.
  *
- * --data-parallel (ppsrt_nccl_transport_replicas, at the end of this file): the ranks are
- * replica x P + device; each device's replicas get a transport of their own (collectives
- * only, a communicator and a collectives' stream of their own) for the gradient
- * all-reduces, watched and aborted with the run transport.
+ * Groups (ppsrt_nccl_transport_group, at the end of this file): --data-parallel's replica
+ * groups (the gradient all-reduces) and --tensor-parallel's groups (the layers' partial
+ * sums) get transports of their own over some of the ranks (collectives only, a
+ * communicator and a collectives' stream of their own), watched and aborted with the run
+ * transport.
  *
  * Faults: every host wait (the backend's event waits, barriers, the copy channel's
  * queue waits) polls; the backend calls our watchdog while it polls, which reads
@@ -164,15 +165,18 @@ enum { PEV_FREE, PEV_POSTED, PEV_WAITED };
 
 typedef struct nccl_tp {
   int mode, nranks, mpi, my_rank, mpi_inited_here;
-  int dup;                 /* 1: the collective lane's transport (tp_dup), 2: a --data-parallel replica group
-                              (ppsrt_nccl_transport_replicas): collectives only, not attached */
+  int dup;                 /* 1: the collective lane's transport (tp_dup), 2: a group of the run transport's ranks
+                              (ppsrt_nccl_transport_group): collectives only, not attached */
   struct nccl_tp *lane;    /* the run transport's: its dup, whose communicators watch() also polls */
   struct nccl_tp *parent;  /* the dup's: the run transport (its `lane` is cleared when the dup goes) */
-  struct nccl_tp **grp;    /* the run transport's replica groups ([P]; one, [0], over MPI), whose
-                              communicators watch() also polls and abort_comms aborts */
-  int grp_P;               /* devices of a replica (world rank = replica * grp_P + device) */
-  struct nccl_tp *gparent; /* a replica group's: the run transport (grp entry cleared when it goes) */
-  int gdev;                /* a replica group's device */
+  struct nccl_tp **sub;    /* the run transport's groups (--data-parallel's replica groups, --tensor-parallel's
+                              groups), whose communicators watch() also polls and abort_comms aborts; an entry is
+                              NULL once its group is destroyed */
+  int nsub, capsub;
+  struct nccl_tp *gparent; /* a group's: the run transport (its `sub` entry cleared when it goes) */
+  int *of;                 /* a group's: [the run transport's nranks] the group rank of each world rank, -1 for
+                              those outside the group (over MPI: the other processes' groups are not known) */
+  char gwhat[48];          /* a group's name in messages: "replica group", "tensor-parallel group" */
   rank_state *rs;          /* [nranks] (MPI: only rs[my_rank] is used) */
   pthread_mutex_t mu;
   pthread_cond_t cv;
@@ -209,15 +213,12 @@ static void set_aborted(nccl_tp *tp, const char *why) {
   pthread_mutex_unlock(&tp->mu);
 }
 
-/* Aborts the communicators of `rank` (once); safe to call from the rank's own thread. */
-static nccl_tp *group_of(nccl_tp *tp, int rank) {
-  return tp->grp && tp->grp_P > 0 ? tp->grp[tp->mpi ? 0 : rank % tp->grp_P] : NULL;
-}
-
+/* Aborts the communicators of `rank` (once), and its groups' (ppsrt_nccl_transport_group); safe
+ * to call from the rank's own thread. */
 static void abort_comms(nccl_tp *tp, int rank) {
   if (rank < 0 || rank >= tp->nranks) return;
-  nccl_tp *g = group_of(tp, rank);   /* --data-parallel: this rank's replica group too */
-  if (g) abort_comms(g, rank / tp->grp_P);
+  for (int k = 0; k < tp->nsub; k++)
+    if (tp->sub[k] && tp->sub[k]->of[rank] >= 0) abort_comms(tp->sub[k], tp->sub[k]->of[rank]);
   rank_state *r = &tp->rs[rank];
   if (r->aborted_comms) return;
   r->aborted_comms = 1;
@@ -296,17 +297,20 @@ static int watch(void *ctx, int rank) {
       return nccl_fail(tp, rank, cm, res, "ncclCommGetAsyncError", op, __FILE__, __LINE__);
     }
   }
-  /* --data-parallel: the replica group's communicator (its all-reduces run on their own
-   * stream; their errors surface on the device's waits) */
-  nccl_tp *g = group_of(tp, rank);
-  ncclComm_t gc = g && g->rs ? g->rs[rank / tp->grp_P].comm[C_COLL] : NULL;
-  if (gc) {
+  /* the rank's groups' communicators (--data-parallel's all-reduces run on a stream of
+   * their own; their errors surface on the device's waits) */
+  for (int k = 0; k < tp->nsub; k++) {
+    nccl_tp *g = tp->sub[k];
+    ncclComm_t gc = g && g->rs && g->of[rank] >= 0 ? g->rs[g->of[rank]].comm[C_COLL] : NULL;
+    if (!gc) continue;
     ncclResult_t res = ncclSuccess;
     ncclResult_t q = ncclCommGetAsyncError(gc, &res);
     if (q != ncclSuccess) res = q;
-    if (res != ncclSuccess && res != ncclInProgress)
-      return nccl_fail(tp, rank, gc, res, "ncclCommGetAsyncError", "asynchronous error on the replica group's communicator",
-                       __FILE__, __LINE__);
+    if (res != ncclSuccess && res != ncclInProgress) {
+      char op[96];
+      snprintf(op, sizeof op, "asynchronous error on the %s's communicator", g->gwhat);
+      return nccl_fail(tp, rank, gc, res, "ncclCommGetAsyncError", op, __FILE__, __LINE__);
+    }
   }
   /* the collective lane's communicator (the lane thread never host-waits on it: its
    * errors surface here, on the device's waits; the run then aborts the lane, cli.c) */
@@ -433,8 +437,9 @@ static int coll_stream(nccl_tp *tp, int rank, ppsrt_backend *b, cudaStream_t *ou
     CUDA_CHECK(b, cudaEventCreateWithFlags(&r->coll_in, cudaEventDisableTiming));
     CUDA_CHECK(b, cudaEventCreateWithFlags(&r->coll_out, cudaEventDisableTiming));
     if (pps_emu_name_stream) {
-      char nm[64];
-      snprintf(nm, sizeof nm, "nccl %scollectives stream of rank %d", tp->dup == 1 ? "lane " : tp->dup == 2 ? "replica group " : "", rank);
+      char nm[96];
+      snprintf(nm, sizeof nm, "nccl %s%scollectives stream of rank %d", tp->dup == 1 ? "lane " : tp->gwhat,
+               tp->dup == 2 ? " " : "", rank);   /* the emulator's statistics count "nccl replica group" streams */
       pps_emu_name_stream(r->coll_st, nm);
     }
   }
@@ -1049,8 +1054,12 @@ static void tp_destroy(ppsrt_transport *t) {
   nccl_tp *tp = TP(t);
   if (tp) {
     if (tp->parent) tp->parent->lane = NULL;   /* (the device threads are gone: cli.c) */
-    if (tp->gparent && tp->gparent->grp) tp->gparent->grp[tp->mpi ? 0 : tp->gdev] = NULL;
-    if (tp->grp) free(tp->grp);
+    for (int k = 0; tp->gparent && k < tp->gparent->nsub; k++)
+      if (tp->gparent->sub[k] == tp) tp->gparent->sub[k] = NULL;
+    for (int k = 0; k < tp->nsub; k++)   /* groups outliving their run transport (cli.c destroys them first) */
+      if (tp->sub[k]) tp->sub[k]->gparent = NULL;
+    free(tp->sub);
+    free(tp->of);
     for (int i = 0; i < tp->nranks && tp->rs; i++) {
       rank_state *r = &tp->rs[i];
       if (tp->mpi && i != tp->my_rank) continue;
@@ -1487,30 +1496,46 @@ static int tp_dup(ppsrt_transport *t, ppsrt_transport **out) {
   return PPSRT_OK;
 }
 
-/* --data-parallel: the transport of device d's replicas (ranks d, P + d, 2P + d, ... of
- * the run transport t, whose ranks are replica * P + device; rank r of the group is
- * replica r), for the gradient all-reduces (runtime/replica.c): collectives only, with a
+/* A group of the run transport t's ranks with collectives of its own (transport.h):
+ * --data-parallel's replica groups (the gradient all-reduces, runtime/replica.c) and
+ * --tensor-parallel's groups (the layers' partial sums). Group g of `ngroups` has the n
+ * world ranks members[0..n-1], group rank i being members[i]. Collectives only, with a
  * communicator and a collectives' stream of their own, so that they overlap the run
  * transport's traffic. Not attached to the backend: the run transport's watchdog polls
  * the group's communicator and its aborts abort it (like the lane's, tp_dup).
- *  - over MPI (every rank calls it once, at the same point as tp_dup, for its own
- *    device d = rank % P): rank 0 makes P ncclUniqueIds, MPI_Bcast sends them, each rank
- *    ncclCommInitRank(D, id[d], replica), each step ended by an agreement;
- *  - in process, NCCL mode (called for every d in turn): ncclCommInitAll on the D GPUs
+ *  - over MPI every rank calls it once per set of groups, for the group it is in, with
+ *    the same ngroups: rank 0 makes ngroups ncclUniqueIds, MPI_Bcast sends them, each
+ *    rank ncclCommInitRank(n, id[g], its group rank), each step ended by an agreement;
+ *  - in process, NCCL mode (called for every g in turn): ncclCommInitAll on the n GPUs
  *    of the group's ranks;
  *  - in process, copy channel: the group's own slots and host barrier. */
-int ppsrt_nccl_transport_replicas(ppsrt_transport *t, int P, int d, ppsrt_transport **out) {
+int ppsrt_nccl_transport_group(ppsrt_transport *t, int ngroups, int gi, int n, const int *members, const char *what,
+                               ppsrt_transport **out) {
   nccl_tp *tp0 = TP(t);
   *out = NULL;
-  if (P < 1 || tp0->nranks % P || d < 0 || d >= P)
-    return PPSRT_FAIL(PPSRT_E_USAGE, "nccl: replica group of device %d: %d ranks are not replicas of %d devices", d, tp0->nranks, P);
-  if (tp0->mpi && d != tp0->my_rank % P)
-    return PPSRT_FAIL(PPSRT_E_USAGE, "nccl: rank %d asks for the replica group of device %d (its own is %d)", tp0->my_rank, d,
-                      tp0->my_rank % P);
-  int D = tp0->nranks / P, rc = PPSRT_OK;
-  if (!tp0->grp) {
-    if (!(tp0->grp = calloc((size_t)P, sizeof *tp0->grp))) return PPSRT_FAIL(PPSRT_E_NOMEM, "nccl: out of host memory");
-    tp0->grp_P = P;
+  if (!what) what = "group";
+  if (ngroups < 1 || gi < 0 || gi >= ngroups || n < 1 || n > tp0->nranks || !members)
+    return PPSRT_FAIL(PPSRT_E_USAGE, "nccl: %s %d of %d with %d ranks: not a group of %d ranks", what, gi, ngroups, n,
+                      tp0->nranks);
+  int mine = -1;
+  for (int i = 0; i < n; i++) {
+    if (members[i] < 0 || members[i] >= tp0->nranks)
+      return PPSRT_FAIL(PPSRT_E_USAGE, "nccl: %s %d: rank %d is not a rank of the transport (%d ranks)", what, gi,
+                        members[i], tp0->nranks);
+    for (int q = 0; q < i; q++)
+      if (members[q] == members[i])
+        return PPSRT_FAIL(PPSRT_E_USAGE, "nccl: %s %d names rank %d twice", what, gi, members[i]);
+    if (tp0->mpi && members[i] == tp0->my_rank) mine = i;
+  }
+  if (tp0->mpi && mine < 0)
+    return PPSRT_FAIL(PPSRT_E_USAGE, "nccl: rank %d asks for %s %d, which it is not in", tp0->my_rank, what, gi);
+  int D = n, rc = PPSRT_OK;
+  if (tp0->nsub == tp0->capsub) {
+    int cap = tp0->capsub ? 2 * tp0->capsub : 8;
+    nccl_tp **ns = realloc(tp0->sub, (size_t)cap * sizeof *ns);
+    if (!ns) return PPSRT_FAIL(PPSRT_E_NOMEM, "nccl: out of host memory");
+    tp0->sub = ns;
+    tp0->capsub = cap;
   }
   ppsrt_transport *g = calloc(1, sizeof *g);
   nccl_tp *tp = calloc(1, sizeof *tp);
@@ -1533,52 +1558,60 @@ int ppsrt_nccl_transport_replicas(ppsrt_transport *t, int P, int d, ppsrt_transp
   tp->mode = tp0->mode;
   tp->nranks = D;
   tp->mpi = tp0->mpi;
-  tp->my_rank = tp0->mpi ? tp0->my_rank / P : 0;
-  tp->gdev = d;
+  tp->my_rank = tp0->mpi ? mine : 0;
+  snprintf(tp->gwhat, sizeof tp->gwhat, "%s", what);
   tp->rs = calloc((size_t)D, sizeof *tp->rs);
   tp->q = calloc((size_t)D * D, sizeof *tp->q);
-  if (!tp->rs || !tp->q) rc = PPSRT_FAIL(PPSRT_E_NOMEM, "nccl: out of host memory");
-  for (int r = 0; r < D && !rc; r++) tp->rs[r].dev = tp0->rs[tp0->mpi ? tp0->my_rank : r * P + d].dev;
+  tp->of = malloc((size_t)tp0->nranks * sizeof *tp->of);
+  if (!tp->rs || !tp->q || !tp->of) rc = PPSRT_FAIL(PPSRT_E_NOMEM, "nccl: out of host memory");
+  for (int r = 0; r < tp0->nranks && !rc; r++) tp->of[r] = -1;
+  for (int r = 0; r < D && !rc; r++) {
+    tp->of[members[r]] = r;
+    tp->rs[r].dev = tp0->rs[tp0->mpi ? tp0->my_rank : members[r]].dev;   /* over MPI only rs[my_rank] is used */
+  }
   if (!rc && tp->mpi) {
 #ifdef HAVE_MPI
     int rank = tp0->my_rank, bad = 0;
     char emsg[512] = "";
     rank_state *me = &tp->rs[tp->my_rank];
-    ncclUniqueId *id = calloc((size_t)P, sizeof *id);
+    ncclUniqueId *id = calloc((size_t)ngroups, sizeof *id);
     if (!id) {
-      snprintf(emsg, sizeof emsg, "nccl: rank %d: out of host memory for the replica groups' ids", rank);
+      snprintf(emsg, sizeof emsg, "nccl: rank %d: out of host memory for the %ss' ids", rank, what);
       bad = 1;
     }
     cudaError_t e = bad ? cudaSuccess : cudaSetDevice(me->dev);
     if (e != cudaSuccess) {
       (void)cudaGetLastError();
-      snprintf(emsg, sizeof emsg, "nccl: rank %d: cudaSetDevice(%d) failed on host %s for its replica group: %s", rank,
-               me->dev, ppsrt_cuda_hostname(), cudaGetErrorString(e));
+      snprintf(emsg, sizeof emsg, "nccl: rank %d: cudaSetDevice(%d) failed on host %s for its %s: %s", rank,
+               me->dev, ppsrt_cuda_hostname(), what, cudaGetErrorString(e));
       bad = 1;
     }
-    for (int k = 0; rank == 0 && !bad && k < P; k++) {
+    for (int k = 0; rank == 0 && !bad && k < ngroups; k++) {
       ncclResult_t r = ncclGetUniqueId(&id[k]);
       if (r != ncclSuccess) {
-        snprintf(emsg, sizeof emsg, "nccl: ncclGetUniqueId failed on rank 0 (host %s) for the replica groups: %s\n"
-                 "hint: %s", ppsrt_cuda_hostname(), ncclGetErrorString(r), nccl_hint(r));
+        snprintf(emsg, sizeof emsg, "nccl: ncclGetUniqueId failed on rank 0 (host %s) for the %ss: %s\n"
+                 "hint: %s", ppsrt_cuda_hostname(), what, ncclGetErrorString(r), nccl_hint(r));
         bad = 1;
       }
     }
-    rc = agree(rank, &bad, emsg, "the replica groups' ncclGetUniqueId on rank 0");
-    if (!rc && MPI_Bcast(id, (int)(P * sizeof *id), MPI_BYTE, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
-      rc = PPSRT_FAIL(PPSRT_E_COMM, "nccl: rank %d: MPI_Bcast of the replica groups' NCCL ids failed", rank);
+    char step[96];
+    snprintf(step, sizeof step, "the %ss' ncclGetUniqueId on rank 0", what);
+    rc = agree(rank, &bad, emsg, step);
+    if (!rc && MPI_Bcast(id, (int)(ngroups * sizeof *id), MPI_BYTE, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
+      rc = PPSRT_FAIL(PPSRT_E_COMM, "nccl: rank %d: MPI_Bcast of the %ss' NCCL ids failed", rank, what);
     if (!rc) {
-      ncclResult_t r = ncclCommInitRank(&me->comm[C_COLL], D, id[d], tp->my_rank);
+      ncclResult_t r = ncclCommInitRank(&me->comm[C_COLL], D, id[gi], tp->my_rank);
       if (r != ncclSuccess) {
         me->comm[C_COLL] = NULL;
-        snprintf(emsg, sizeof emsg, "nccl: ncclCommInitRank failed on rank %d (host %s) for the replica group of device %d: %s\n"
-                 "hint: %s", rank, ppsrt_cuda_hostname(), d, ncclGetErrorString(r), nccl_hint(r));
+        snprintf(emsg, sizeof emsg, "nccl: ncclCommInitRank failed on rank %d (host %s) for %s %d: %s\n"
+                 "hint: %s", rank, ppsrt_cuda_hostname(), what, gi, ncclGetErrorString(r), nccl_hint(r));
         bad = 1;
       }
-      rc = agree(rank, &bad, emsg, "the replica groups' ncclCommInitRank");
+      snprintf(step, sizeof step, "the %ss' ncclCommInitRank", what);
+      rc = agree(rank, &bad, emsg, step);
     }
     free(id);
-    if (rc) set_aborted(tp, "the replica group's bootstrap failed");   /* destroy aborts what was made */
+    if (rc) set_aborted(tp, "the group's bootstrap failed");   /* destroy aborts what was made */
 #else
     rc = PPSRT_FAIL(PPSRT_E_USAGE, "nccl: built without MPI");
 #endif
@@ -1589,7 +1622,7 @@ int ppsrt_nccl_transport_replicas(ppsrt_transport *t, int P, int d, ppsrt_transp
     for (int r = 0; r < D && !rc; r++) devs[r] = tp->rs[r].dev;
     if (!rc) {
       ncclResult_t res = ncclCommInitAll(tmp, D, devs);
-      if (res != ncclSuccess) rc = fail_init(tp, res, "ncclCommInitAll (a replica group's communicator)");
+      if (res != ncclSuccess) rc = fail_init(tp, res, "ncclCommInitAll (a group's communicator)");
       else
         for (int r = 0; r < D; r++) tp->rs[r].comm[C_COLL] = tmp[r];
     }
@@ -1601,7 +1634,7 @@ int ppsrt_nccl_transport_replicas(ppsrt_transport *t, int P, int d, ppsrt_transp
     return rc;
   }
   tp->gparent = tp0;
-  tp0->grp[tp0->mpi ? 0 : d] = tp;
+  tp0->sub[tp0->nsub++] = tp;
   *out = g;
   return PPSRT_OK;
 }

@@ -14,7 +14,10 @@
 #  - Vocab-2 (its collectives on the lanes, each replica's own view of them): threads,
 #    and NCCL mode with the distributed optimizer;
 #  - --tensor-parallel 2 (threads transport), alone and with 2 replicas and the
-#    distributed optimizer;
+#    distributed optimizer; on the NCCL transport (its groups' communicators: the
+#    emulator counts their all-reduces), on 4 GPUs, on one (the copy channel), with 2
+#    replicas on 8, and under mpirun -np 8 (P 2 x D 2 x T 2); one tensor rank failing
+#    alone stops the run at once;
 #  - a rank failing under --data-parallel stops every rank (exit 1, no hang).
 # Skipped (77) without the emulator; the MPI parts without MPI (said so).
 . "$(dirname "$0")/../runtime/lib.sh"
@@ -60,6 +63,28 @@ expect_exit 0 "gpt 1F1B P=2 --tensor-parallel 2 --data-parallel 2 --distributed-
   --hidden 16 --heads 4 --query-groups 2 --seq 4 --vocab 32 --transport threads --tensor-parallel 2 --data-parallel 2 \
   --distributed-optimizer --optimizer adam --check --iterations 2 -q
 expect_grep "^check: passed" "tensor x data parallel: check passes"
+# --tensor-parallel on the NCCL transport: each (replica, device)'s T ranks on a
+# communicator of their own (ppsrt_nccl_transport_group)
+TPG="--model gpt --hidden 16 --heads 4 --query-groups 2 --seq 4 --vocab 32"
+tpops() { sed -n 's/.*NCCL operations on tensor-parallel streams \([0-9]*\).*/\1/p' "$WORK/out"; }
+expect_exit 0 "gpt 1F1B P=2 --tensor-parallel 2 --check, NCCL transport on 4 emulated GPUs" \
+  env PPS_EMU_STATS=1 PPSRT_EMU_GPUS=4 PPS_EMU_SEED=2 LD_PRELOAD="$EMU" "$WORK/l2" $TPG --backend cuda --transport nccl \
+  --tensor-parallel 2 --check --iterations 2 -q
+expect_grep "^check: passed" "tensor parallel NCCL: check passes"
+# 4 ranks x 2 iterations x 4 microbatches x (2 in F + 2 in B) on the one layer of their
+# stage, plus --check's count of mismatches summed over each group: 128 + 4
+[ "$(tpops)" = 132 ] && pass "132 NCCL all-reduces on the tensor-parallel groups' streams" || fail "NCCL operations on the tensor-parallel groups' streams: '$(tpops)', expected 132"
+expect_exit 0 "gpt 1F1B P=2 --tensor-parallel 2 --check, NCCL transport's copy channel (one GPU)" emu 1 "$WORK/l2" $TPG \
+  --transport nccl --tensor-parallel 2 --check --iterations 2 -q
+expect_grep "^check: passed" "tensor parallel, copy channel: check passes"
+expect_exit 0 "gpt 1F1B P=2 --tensor-parallel 2 --data-parallel 2 --distributed-optimizer --check, NCCL on 8 emulated GPUs" \
+  env PPSRT_EMU_GPUS=8 PPS_EMU_SEED=3 LD_PRELOAD="$EMU" "$WORK/l2" $TPG --backend cuda --transport nccl --tensor-parallel 2 \
+  --data-parallel 2 --distributed-optimizer --optimizer adam --check --iterations 2 -q
+expect_grep "^check: passed" "tensor x data parallel NCCL: check passes"
+expect_exit 1 "one tensor rank failing alone stops the run (NCCL)" env PPSRT_EMU_GPUS=4 PPS_EMU_SEED=1 LD_PRELOAD="$EMU" timeout 90 \
+  "$WORK/l2" $TPG --backend cuda --transport nccl --tensor-parallel 2 --iterations 2 -q --die-at 1:2:1 --timeout 30
+expect_grep "device 1 (tensor rank 1): .*injected failure (--die-at 1:2:1)" "NCCL: the failing rank is named"
+grep -q "waited\|timed out" "$WORK/out" && fail "NCCL: a rank waited for --timeout" || pass "NCCL: no rank waited for --timeout"
 expect_exit 1 "a rank failing under --data-parallel 2 stops the run (NCCL)" \
   env PPSRT_EMU_GPUS=4 PPS_EMU_SEED=1 LD_PRELOAD="$EMU" timeout 90 "$WORK/v2" --backend cuda --transport nccl --data-parallel 2 --iterations 2 -q --die-at 1:3 --timeout 30
 expect_grep "injected failure" "the failing rank says why"
@@ -75,6 +100,10 @@ if have_mpi; then
   expect_exit 0 "V shape P=2 --data-parallel 2 --check, mpirun -np 4, NCCL transport over MPI" \
     mpirun_np 4 env LD_PRELOAD="$EMU" PPS_EMU_SEED=2 "$WORK/v2" --backend cuda --transport nccl --data-parallel 2 --check --iterations 2 -q
   expect_grep "^check: passed" "NCCL over MPI: check passes"
+  expect_exit 0 "gpt P=2 --tensor-parallel 2 --data-parallel 2 --distributed-optimizer --check, mpirun -np 8, NCCL over MPI" \
+    mpirun_np 8 env LD_PRELOAD="$EMU" PPS_EMU_SEED=2 "$WORK/l2" $TPG --backend cuda --transport nccl --tensor-parallel 2 \
+    --data-parallel 2 --distributed-optimizer --optimizer adam --check --iterations 2 -q
+  expect_grep "^check: passed" "tensor x data parallel, NCCL over MPI: check passes"
 else
   echo "skip: the MPI part (no MPI in this build)"
 fi

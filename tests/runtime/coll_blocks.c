@@ -4,8 +4,9 @@
  * TRANSPORT: threads (D ranks as threads), mpi (one process a rank, under mpirun), nccl
  * (D ranks as threads: NCCL, or its copy channel on fewer GPUs), nccl-mpi (one process a
  * rank), nccl-groups / nccl-mpi-groups (the same with 2 D ranks, replica x 2 + device,
- * the calls made on each device's replica group of D ranks,
- * ppsrt_nccl_transport_replicas: the distributed optimizer's transport); BUFFERS: host
+ * the calls made on each device's replica group of D ranks, ppsrt_nccl_transport_group:
+ * the distributed optimizer's transport), nccl-tgroups / nccl-mpi-tgroups (2 groups of D
+ * neighbouring ranks, g x D + i, as --tensor-parallel's groups); BUFFERS: host
  * (host buffers, b = NULL: the CPU path) or cuda (device buffers of rank r's CUDA
  * backend, ppsrt_cuda_backend_create(r), alternately on PPSRT_STREAM_DP and
  * PPSRT_STREAM_COMPUTE). Every rank makes the same calls in the same order:
@@ -40,9 +41,18 @@
 #pragma weak ppsrt_cuda_backend_create
 
 enum { T_THREADS, T_MPI, T_NCCL, T_NCCL_MPI };
-static int tkind, use_cuda, nranks, grpP;   /* grpP: replica groups of that many devices (nccl-groups), else 0 */
-static ppsrt_transport *T, *G[2];            /* the world transport; its replica groups */
-#pragma weak ppsrt_nccl_transport_replicas
+static int tkind, use_cuda, nranks, grpP;   /* grpP: groups of the world's ranks (nccl-*groups), else 0 */
+static int grpNb;                            /* nccl-*tgroups: groups of neighbours (g x D + i), else strided (i x 2 + g) */
+static ppsrt_transport *T, *G[2];            /* the world transport; its groups */
+#pragma weak ppsrt_nccl_transport_group
+/* world rank w's group and its rank there */
+static int grp_of(int w) { return grpNb ? w / nranks : w % grpP; }
+static int grp_rank(int w) { return grpNb ? w % nranks : w / grpP; }
+static int make_group(int g) {
+  int m[64];
+  for (int i = 0; i < nranks && i < 64; i++) m[i] = grpNb ? g * nranks + i : i * grpP + g;
+  return ppsrt_nccl_transport_group(T, grpP, g, nranks, m, grpNb ? "neighbours' group" : "replica group", &G[g]);
+}
 static pthread_barrier_t pbar;   /* in process: the test's own sequencing */
 
 typedef struct env {
@@ -309,8 +319,8 @@ typedef struct targ { int rank; env e; } targ;
 static void *rank_main(void *p) {
   targ *a = p;
   env *e = &a->e;
-  e->t = grpP ? G[a->rank % grpP] : T;   /* world rank replica x P + device: device d's group, rank replica */
-  e->rank = grpP ? a->rank / grpP : a->rank;
+  e->t = grpP ? G[grp_of(a->rank)] : T;
+  e->rank = grpP ? grp_rank(a->rank) : a->rank;
   e->n = nranks;
   if (use_cuda && ppsrt_cuda_backend_create(a->rank, &e->b)) {
     fprintf(stderr, "rank %d: cuda backend: %s\n", a->rank, ppsrt_last_error());
@@ -328,11 +338,12 @@ static void *rank_main(void *p) {
 
 int main(int argc, char **argv) {
   if (argc < 3) {
-    fprintf(stderr, "usage: coll_blocks threads|mpi|nccl|nccl-mpi|nccl-groups|nccl-mpi-groups host|cuda [D]\n");
+    fprintf(stderr, "usage: coll_blocks threads|mpi|nccl|nccl-mpi|nccl[-mpi]-groups|nccl[-mpi]-tgroups host|cuda [D]\n");
     return 2;
   }
   const char *tn = argv[1];
-  grpP = !strcmp(tn, "nccl-groups") || !strcmp(tn, "nccl-mpi-groups") ? 2 : 0;
+  grpNb = !strcmp(tn, "nccl-tgroups") || !strcmp(tn, "nccl-mpi-tgroups");
+  grpP = grpNb || !strcmp(tn, "nccl-groups") || !strcmp(tn, "nccl-mpi-groups") ? 2 : 0;
   tkind = !strcmp(tn, "threads") ? T_THREADS : !strcmp(tn, "mpi") ? T_MPI : !strncmp(tn, "nccl-mpi", 8) ? T_NCCL_MPI
         : !strncmp(tn, "nccl", 4) ? T_NCCL : -1;
   use_cuda = !strcmp(argv[2], "cuda");
@@ -355,13 +366,15 @@ int main(int argc, char **argv) {
   if (tkind == T_THREADS) rc = ppsrt_threads_transport_create(nranks, timeout, &T);
   else if (tkind == T_MPI) rc = ppsrt_mpi_transport_create(timeout, &T, &my);
   else rc = ppsrt_nccl_transport_create(tkind == T_NCCL ? nranks * (grpP ? grpP : 1) : 0, timeout, tkind == T_NCCL_MPI, &T, &my);
-  for (int d = 0; !rc && d < grpP; d++)   /* over MPI, each process its own device's group */
-    if (tkind == T_NCCL || d == my % grpP) rc = ppsrt_nccl_transport_replicas(T, grpP, d, &G[d]);
+  if (tkind == T_NCCL_MPI && grpP) nranks = T->nranks / grpP;
+  if (nranks > 64) nranks = 64;
+  for (int d = 0; !rc && d < grpP; d++)   /* over MPI, each process its own group */
+    if (tkind == T_NCCL || d == grp_of(my)) rc = make_group(d);
   if (rc) {
     fprintf(stderr, "coll_blocks: %s transport: %s\n", tn, ppsrt_last_error());
     return 2;
   }
-  if (!T->reduce_scatter_f32 || !T->allgather || (grpP && (!G[my >= 0 ? my % grpP : 0]->reduce_scatter_f32))) {
+  if (!T->reduce_scatter_f32 || !T->allgather || (grpP && (!G[my >= 0 ? grp_of(my) : 0]->reduce_scatter_f32))) {
     fprintf(stderr, "FAIL: the %s transport has no reduce_scatter_f32/allgather\n", tn);
     return 1;
   }
@@ -373,13 +386,13 @@ int main(int argc, char **argv) {
       fprintf(stderr, "rank %d: cuda backend: %s\n", my, ppsrt_last_error());
       return 2;
     }
-    a.e.t = grpP ? G[my % grpP] : T;
-    a.e.rank = grpP ? my / grpP : my;
+    a.e.t = grpP ? G[grp_of(my)] : T;
+    a.e.rank = grpP ? grp_rank(my) : my;
     a.e.n = nranks;
     run_all(&a.e);
     checks = a.e.checks;
     fails = a.e.fails;
-    if (grpP) G[my % grpP]->destroy(G[my % grpP]);
+    if (grpP) G[grp_of(my)]->destroy(G[grp_of(my)]);
     T->destroy(T);
     if (a.e.b) a.e.b->destroy(a.e.b);
   } else {
@@ -411,7 +424,7 @@ int main(int argc, char **argv) {
   }
   if (tkind != T_MPI && tkind != T_NCCL_MPI)
     printf("coll_blocks: %s, %s buffers, %s%d ranks: ", tn, use_cuda ? "device" : "host",
-           grpP ? "2 replica groups of " : "", nranks);
+           grpP ? grpNb ? "2 groups of neighbours of " : "2 replica groups of " : "", nranks);
   else printf("coll_blocks: rank %d: ", my);
   if (fails) printf("%d of %d checks failed\n", fails, checks);
   else printf("%d checks passed\n", checks);

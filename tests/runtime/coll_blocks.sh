@@ -9,9 +9,10 @@
 #    through the host by the transport); the NCCL transport in process on 3 GPUs (NCCL:
 #    ncclReduceScatter / ncclAllGather), on 1 and 2 GPUs (the copy channel, ranks sharing
 #    a GPU and not), and over MPI (ncclCommInitRank across processes, -np 1, 2, 3); and
-#    on the replica groups of ppsrt_nccl_transport_replicas (the transport the
+#    on the groups of ppsrt_nccl_transport_group (replica groups: the transport the
 #    distributed optimizer calls them on: 2 devices, D = 3 in process on 6 GPUs and on
-#    the copy channel, D = 2 over mpirun -np 4); under the emulator's race and deadlock
+#    the copy channel, D = 2 over mpirun -np 4; groups of neighbouring ranks as
+#    --tensor-parallel makes them, the same ways); under the emulator's race and deadlock
 #    detectors.
 # Seconds in all.
 . "$(dirname "$0")/lib.sh"
@@ -40,6 +41,9 @@ if [ -f "$EMU" ]; then
     # the distributed optimizer's transport: each device's replica group (2 devices, D = 3)
     expect_exit 0 "NCCL replica groups in process, 6 emulated GPUs, D=3" env LD_PRELOAD="$EMU" PPSRT_EMU_GPUS=6 PPS_EMU_SEED=3 "$CB" nccl-groups cuda 3
     expect_exit 0 "NCCL replica groups on the copy channel, 1 emulated GPU, D=3" env LD_PRELOAD="$EMU" PPSRT_EMU_GPUS=1 "$CB" nccl-groups cuda 3
+    # --tensor-parallel's groups: neighbouring ranks (2 groups of 3)
+    expect_exit 0 "NCCL groups of neighbours in process, 6 emulated GPUs, T=3" env LD_PRELOAD="$EMU" PPSRT_EMU_GPUS=6 PPS_EMU_SEED=2 "$CB" nccl-tgroups cuda 3
+    expect_exit 0 "NCCL groups of neighbours on the copy channel, 1 emulated GPU, T=3" env LD_PRELOAD="$EMU" PPSRT_EMU_GPUS=1 "$CB" nccl-tgroups cuda 3
   else
     skip "the NCCL transport (no NCCL in this build)"
   fi
@@ -52,6 +56,8 @@ if [ -f "$EMU" ]; then
       done
       expect_exit 0 "NCCL replica groups over MPI (emulated), mpirun -np 4 (2 devices, D = 2)" \
         mpirun_np 4 env LD_PRELOAD="$EMU" PPS_EMU_SEED=1 "$CB" nccl-mpi-groups cuda
+      expect_exit 0 "NCCL groups of neighbours over MPI (emulated), mpirun -np 4 (2 groups of 2)" \
+        mpirun_np 4 env LD_PRELOAD="$EMU" PPS_EMU_SEED=2 "$CB" nccl-mpi-tgroups cuda
       left=$(ls "$WORK" | grep -c pps-emu-nccl)
       [ "$left" = 0 ] && pass "no emulated-NCCL file left in TMPDIR" || fail "$left emulated-NCCL files left in TMPDIR"
     fi

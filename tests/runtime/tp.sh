@@ -13,6 +13,8 @@
 #    statistics of its heads);
 #  - checkpoints hold whole tensors: one saved at T = 2 has the shapes of T = 1's and
 #    values within 1e-5, and resumes at T = 1 or 2 with the uninterrupted losses;
+#  - one tensor rank failing alone (--die-at D:OP:T) stops the others at once, none
+#    waiting in the group's all-reduce for --timeout;
 #  - what is not supported is refused (exit 2) with the reason.
 . "$(dirname "$0")/lib.sh"
 build a "$top_srcdir/stdlib/1f1b.pps" -D P=2 -D m=4 || { fail "build 1f1b"; finish; }
@@ -128,8 +130,17 @@ expect_grep "does not run with --model mlp" "the mlp named"
 expect_exit 2 "--tensor-parallel with --val-data" "$A" $G --tensor-parallel 2 --data "$top_srcdir/README.md" --val-data "$top_srcdir/README.md" --vocab 256
 expect_grep "does not run with --val-data yet" "--val-data named"
 expect_exit 2 "--tensor-parallel 0" "$A" $G --tensor-parallel 0
-expect_exit 2 "--tensor-parallel on the NCCL transport" "$A" $G --tensor-parallel 2 --backend cuda --transport nccl
-expect_grep "does not run with --transport nccl" "the transport named"
+for f in "--trace $WORK/t.json" "--profile $WORK/p.csv" --no-compute; do
+  expect_exit 2 "--tensor-parallel with ${f%% *}" "$A" $G --tensor-parallel 2 $f
+  expect_grep "does not run with ${f%% *} yet" "${f%% *} named"
+done
+[ ! -e "$WORK/t.json" ] && [ ! -e "$WORK/p.csv" ] && pass "nothing written when refused" || fail "a refused run wrote its --trace or --profile file"
+
+# one tensor rank failing alone stops its group at once (the group's transport is
+# aborted with the pipeline's), not after --timeout in the group's next all-reduce
+expect_exit 1 "tensor rank 1 of device 1 failing alone" timeout 60 "$A" $G --tensor-parallel 2 --iterations 2 -q --die-at 1:2:1 --timeout 30
+expect_grep "device 1 (tensor rank 1): op #2 .*injected failure (--die-at 1:2:1)" "the failing rank is named with its tensor rank"
+grep -q "waited" "$WORK/out" && fail "a rank of the group waited for the failed one: $(grep waited "$WORK/out" | head -1)" || pass "no rank waited for --timeout"
 if build vb "$top_srcdir/stdlib/vocab_1f1b.pps" -D P=2 -D m=4; then
   expect_exit 2 "--tensor-parallel with a vocabulary-parallel schedule" "$WORK/vb" $G --tensor-parallel 2
   expect_grep "does not run with a vocabulary-parallel schedule yet" "named"

@@ -72,7 +72,8 @@
  * (the collective lane's: the backend's lane stream and the lane transport's NCCL stream),
  * and on streams named "DP ..." or "nccl replica group..." (--data-parallel's: the
  * backend's DP stream and the replica group's NCCL stream; in parentheses the NCCL
- * operations among them);
+ * operations among them); and the NCCL operations on streams named "nccl tensor-parallel
+ * group..." (--tensor-parallel's group communicators);
  * and how many cublasLtMatmul calls it ran (the backend's fused GEMM epilogues).
  *
  * What it does not model: host code reading or writing pinned memory (only device-side
@@ -464,6 +465,7 @@ static unsigned long long n_compute2;   /* PPS_EMU_STATS: operations on COMPUTE2
 static unsigned long long n_lane;       /* PPS_EMU_STATS: operations on LANE* and "nccl lane*" streams */
 static unsigned long long n_dp;         /* PPS_EMU_STATS: operations on DP* and "nccl replica group*" streams */
 static unsigned long long n_dp_nccl;    /* PPS_EMU_STATS: NCCL operations on "nccl replica group*" streams */
+static unsigned long long n_tp_nccl;    /* PPS_EMU_STATS: NCCL operations on "nccl tensor-parallel group*" streams */
 static unsigned long long n_lt;         /* PPS_EMU_STATS: cublasLtMatmul calls (fake_cublaslt.inc) */
 
 static void push_raw(strm *s, item *it) {   /* under G */
@@ -477,6 +479,7 @@ static void push_raw(strm *s, item *it) {   /* under G */
   if (it->kind == K_OP && (!strncmp(s->name, "LANE", 4) || !strncmp(s->name, "nccl lane", 9))) n_lane++;
   if (it->kind == K_OP && (!strncmp(s->name, "DP ", 3) || !strncmp(s->name, "nccl replica group", 18))) n_dp++;
   if (it->kind == K_GROUP && !strncmp(s->name, "nccl replica group", 18)) n_dp++, n_dp_nccl++;
+  if (it->kind == K_GROUP && !strncmp(s->name, "nccl tensor-parallel group", 26)) n_tp_nccl++;
   if (s->tail) s->tail->next = it;
   else s->head = it;
   s->tail = it;
@@ -898,11 +901,12 @@ cudaError_t cudaGetDeviceFlags(unsigned int *flags) {
 static unsigned long long n_malloc, n_free, n_hostalloc, n_freehost;
 static void print_stats(void) {
   fprintf(stderr, "pps-emu: stats: cudaMalloc %llu, cudaFree %llu, cudaHostAlloc %llu, cudaFreeHost %llu, "
-          "operations on COMPUTE2 streams %llu, operations on lane streams %llu, operations on data-parallel streams %llu (NCCL %llu), cublasLtMatmul %llu\n",
+          "operations on COMPUTE2 streams %llu, operations on lane streams %llu, operations on data-parallel streams %llu (NCCL %llu), NCCL operations on tensor-parallel streams %llu, cublasLtMatmul %llu\n",
           __atomic_load_n(&n_malloc, __ATOMIC_RELAXED), __atomic_load_n(&n_free, __ATOMIC_RELAXED),
           __atomic_load_n(&n_hostalloc, __ATOMIC_RELAXED), __atomic_load_n(&n_freehost, __ATOMIC_RELAXED),
           __atomic_load_n(&n_compute2, __ATOMIC_RELAXED), __atomic_load_n(&n_lane, __ATOMIC_RELAXED),
           __atomic_load_n(&n_dp, __ATOMIC_RELAXED), __atomic_load_n(&n_dp_nccl, __ATOMIC_RELAXED),
+          __atomic_load_n(&n_tp_nccl, __ATOMIC_RELAXED),
           __atomic_load_n(&n_lt, __ATOMIC_RELAXED));
 }
 /* Not CUDA: the counts so far, for tests linked with the emulator. */
