@@ -477,7 +477,7 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   if (run.ntp > 1) {
     const char *no = strcmp(o->model, "gpt") ? "--model mlp (it splits the gpt's layers)" : p->vocab_mode ? "a vocabulary-parallel schedule" :
                      o->trace ? "--trace" :
-                     o->profile ? "--profile" : o->no_compute ? "--no-compute" : o->val_data ? "--val-data" : NULL;
+                     o->profile ? "--profile" : o->no_compute ? "--no-compute" : NULL;
     if (no) return usage_error(me, "--tensor-parallel does not run with %s yet", no);
     int kv = cfg->query_groups > 0 ? cfg->query_groups : cfg->heads;
     if (kv % run.ntp)

@@ -355,6 +355,7 @@ double rt_now(void);
 const char *rt_who(const ppsrt_ctx *c, char *buf, size_t size);
 int rt_format_op(const ppsrt_program *p, const ppsrt_op *op, char *buf, int size);
 int rt_allreduce_host(ppsrt_ctx *c, float *v, size_t n, ppsrt_redop op);
+int rt_allreduce_host_on(ppsrt_ctx *c, ppsrt_transport *tr, int rank, float *v, size_t n, ppsrt_redop op);
 
 /* iobox.c: the device's IO box (ppsrt_io_* in model.h) */
 /* Box columns for the keys the device's ops can touch (all = 1: every stage). */

@@ -44,17 +44,20 @@ int rt_format_op(const ppsrt_program *p, const ppsrt_op *op, char *buf, int size
   (void)p;
 }
 
-/* Sums a few F32 values over ranks (staged through backend memory). */
-int rt_allreduce_host(ppsrt_ctx *c, float *v, size_t n, ppsrt_redop op) {
+/* Sums a few F32 values over the pipeline's ranks (staged through backend memory). */
+int rt_allreduce_host(ppsrt_ctx *c, float *v, size_t n, ppsrt_redop op) { return rt_allreduce_host_on(c, c->tr, c->rank, v, n, op); }
+
+/* The same over the ranks of transport tr, where this context is rank `rank`. */
+int rt_allreduce_host_on(ppsrt_ctx *c, ppsrt_transport *tr, int rank, float *v, size_t n, ppsrt_redop op) {
   ppsrt_backend *be = c->be;
-  if (!strcmp(be->name, "cpu")) return c->tr->allreduce_f32(c->tr, c->rank, be, PPSRT_STREAM_COMPUTE, v, n, op);
+  if (!strcmp(be->name, "cpu")) return tr->allreduce_f32(tr, rank, be, PPSRT_STREAM_COMPUTE, v, n, op);
   void *d;
   ppsrt_tensor t;
   int rc = be->alloc(be, n * sizeof(float), &d);
   if (rc) return rc;
   t.data = d; t.numel = n; t.dtype = PPSRT_F32;
   if (!(rc = be->upload_f32(be, t, v)) &&
-      !(rc = c->tr->allreduce_f32(c->tr, c->rank, be, PPSRT_STREAM_COMPUTE, d, n, op)))
+      !(rc = tr->allreduce_f32(tr, rank, be, PPSRT_STREAM_COMPUTE, d, n, op)))
     rc = be->download_f32(be, v, t);
   be->free(be, d);
   return rc;

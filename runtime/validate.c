@@ -7,7 +7,9 @@
  * touched. The weights reach device 0 through all-reduces of the transport (each
  * tensor zero-filled, each device adding the elements it holds), so it works on every
  * transport (threads, MPI, NCCL), one process or many; device 0 needs the memory of
- * the whole model for it, as the --check reference does. */
+ * the whole model for it, as the --check reference does. Under --data-parallel and
+ * --tensor-parallel every pipeline's device 0 computes the same loss (the slices of a
+ * tensor-parallel group are put together by a sum over the group). */
 #include "config.h"
 #include "rt.h"
 #include <stdio.h>
@@ -24,6 +26,7 @@ static int val_loss(ppsrt_run *run, ppsrt_ctx *c, double *loss) {
   memset(&rx, 0, sizeof rx);
   ppsrt_model_config cfg = c->model->cfg;
   cfg.ndev = 1; cfg.vocab_mode = 0; cfg.data = run->val_tokens; cfg.data0 = 0; cfg.distopt = 0;
+  cfg.tp = 1; cfg.tp_rank = 0;   /* whole layers */
   int *all = malloc((size_t)cfg.nstage * sizeof *all);
   float *buf = NULL, *list = NULL, hdr[2] = {0, 0};
   if (!all) return PPSRT_FAIL(PPSRT_E_NOMEM, "--val-data: out of host memory");
@@ -50,7 +53,9 @@ static int val_loss(ppsrt_run *run, ppsrt_ctx *c, double *loss) {
     }
   if (!rc) rc = rt_allreduce_host(c, list, (size_t)n * (NAMEF + 2), PPSRT_SUM);
   /* each tensor: every device adds the elements it holds (each element is held by
-     one device, so the sum is exact), device 0 takes the whole */
+     one device, so the sum is exact), device 0 takes the whole; --tensor-parallel: a
+     rank's slice goes to its elements of the whole tensor, a tensor every rank holds
+     whole is added by tensor rank 0 only, and the sum goes on over the group */
   for (int j = 0; j < n && !rc; j++) {
     const float *e = list + (size_t)j * (NAMEF + 2);
     char name[NAMEF];
@@ -69,12 +74,22 @@ static int val_loss(ppsrt_run *run, ppsrt_ctx *c, double *loss) {
       /* (a master sharded by --distributed-optimizer: the weights themselves, which the
          forward passes read) */
       ppsrt_tensor w = p->chunk && p->master != p->param.data ? p->param : (ppsrt_tensor){p->master, p->numel, PPSRT_F32};
-      if (!(rc = be->stream_sync(be, PPSRT_STREAM_COMPUTE))) rc = be->download_f32(be, buf + off, w);
+      if (c->tp_rank && !p->tp_split) continue;
+      if (!(rc = be->stream_sync(be, PPSRT_STREAM_COMPUTE)) && !p->tp_split) rc = be->download_f32(be, buf + off, w);
+      else if (!rc) {
+        float *s = malloc((p->numel ? p->numel : 1) * sizeof *s);
+        if (!s) rc = PPSRT_FAIL(PPSRT_E_NOMEM, "--val-data: out of host memory");
+        else if (!(rc = be->download_f32(be, s, w)))
+          for (size_t i = 0; i < p->numel; i++) buf[ppsrt_param_full_index(p, i)] = s[i];
+        free(s);
+      }
       got += p->numel;
     }
     float cnt[2] = {(float)(got >> 20), (float)(got & 0xfffff)};
     if (!rc) rc = rt_allreduce_host(c, cnt, 2, PPSRT_SUM);
     if (!rc) rc = rt_allreduce_host(c, buf, numel, PPSRT_SUM);
+    if (!rc && c->ttr) rc = rt_allreduce_host_on(c, c->ttr, c->tp_rank, cnt, 2, PPSRT_SUM);
+    if (!rc && c->ttr) rc = rt_allreduce_host_on(c, c->ttr, c->tp_rank, buf, numel, PPSRT_SUM);
     size_t total = ((size_t)cnt[0] << 20) + (size_t)cnt[1];
     if (!rc && total != numel)
       rc = PPSRT_FAIL(PPSRT_E_USAGE, "--val-data: parameter %s: the devices hold %zu of its %zu elements", name, total, numel);

@@ -81,6 +81,20 @@ expect_exit 0 "gpt 1F1B P=2 --tensor-parallel 2 --data-parallel 2 --distributed-
   env PPSRT_EMU_GPUS=8 PPS_EMU_SEED=3 LD_PRELOAD="$EMU" "$WORK/l2" $TPG --backend cuda --transport nccl --tensor-parallel 2 \
   --data-parallel 2 --distributed-optimizer --optimizer adam --check --iterations 2 -q
 expect_grep "^check: passed" "tensor x data parallel NCCL: check passes"
+# --val-data: the groups' slices summed on the NCCL groups; the loss is T = 1's within
+# bf16's rounding (the same weights; products summed in another order)
+VD="--iterations 3 --data $top_srcdir/README.md --val-data $top_srcdir/docs/ppsc.1 --val-every 3"
+for t in 1 2; do
+  expect_exit 0 "gpt --val-data --tensor-parallel $t, NCCL on 4 emulated GPUs" env PPSRT_EMU_GPUS=4 PPS_EMU_SEED=2 LD_PRELOAD="$EMU" \
+    "$WORK/l2" --model gpt --hidden 16 --heads 4 --query-groups 2 --seq 4 --vocab 256 --backend cuda --transport nccl --tensor-parallel $t $VD
+  sed -n 's/^val .* loss \([-0-9.e+]*\) .*/\1/p' "$WORK/out" > "$WORK/val$t"
+done
+python3 -c "
+import sys
+a, b = float(open(sys.argv[1]).read()), float(open(sys.argv[2]).read())
+assert abs(a - b) <= 0.01 * abs(a), (a, b)" "$WORK/val1" "$WORK/val2" 2>/dev/null \
+  && pass "NCCL --val-data: T = 2's loss $(cat "$WORK/val2") is T = 1's $(cat "$WORK/val1") within 1%" \
+  || fail "NCCL --val-data: T = 1 '$(cat "$WORK/val1")', T = 2 '$(cat "$WORK/val2")'"
 expect_exit 1 "one tensor rank failing alone stops the run (NCCL)" env PPSRT_EMU_GPUS=4 PPS_EMU_SEED=1 LD_PRELOAD="$EMU" timeout 90 \
   "$WORK/l2" $TPG --backend cuda --transport nccl --tensor-parallel 2 --iterations 2 -q --die-at 1:2:1 --timeout 30
 expect_grep "device 1 (tensor rank 1): .*injected failure (--die-at 1:2:1)" "NCCL: the failing rank is named"

@@ -13,6 +13,7 @@
 #    statistics of its heads);
 #  - checkpoints hold whole tensors: one saved at T = 2 has the shapes of T = 1's and
 #    values within 1e-5, and resumes at T = 1 or 2 with the uninterrupted losses;
+#  - --val-data's losses at T = 2 equal T = 1's, alone and with 2 replicas;
 #  - one tensor rank failing alone (--die-at D:OP:T) stops the others at once, none
 #    waiting in the group's all-reduce for --timeout;
 #  - what is not supported is refused (exit 2) with the reason.
@@ -127,8 +128,22 @@ expect_exit 2 "--tensor-parallel 3 with 2 key/value groups" "$A" $G --tensor-par
 expect_grep "must divide --query-groups 2" "the groups named"
 expect_exit 2 "--tensor-parallel with the mlp" "$A" --tensor-parallel 2
 expect_grep "does not run with --model mlp" "the mlp named"
-expect_exit 2 "--tensor-parallel with --val-data" "$A" $G --tensor-parallel 2 --data "$top_srcdir/README.md" --val-data "$top_srcdir/README.md" --vocab 256
-expect_grep "does not run with --val-data yet" "--val-data named"
+
+# --val-data: the validation model takes the whole tensors the group's slices make up;
+# the validation losses equal T = 1's, alone and with 2 replicas
+vals() { sed -n 's/^val .* loss \([-0-9.e+]*\) .*/\1/p' "$WORK/$1" | tr '\n' ' '; }
+VD="--iterations 3 --data $top_srcdir/README.md --val-data $top_srcdir/docs/ppsc.1 --val-every 2 --vocab 256"
+for rep in 1 2; do
+  for t in 1 2; do
+    "$A" $G $VD --data-parallel $rep --tensor-parallel $t > "$WORK/val$rep$t" 2>"$WORK/err" || fail "--val-data D = $rep T = $t: exit $?: $(cat "$WORK/err")"
+  done
+  a=$(vals val${rep}1); b=$(vals val${rep}2)
+  if [ -n "$a" ] && python3 -c "
+import sys
+a, b = [[float(x) for x in s.split()] for s in sys.argv[1:3]]
+assert len(a) == len(b) == 2 and all(abs(x - y) <= 1e-6 * abs(x) for x, y in zip(a, b)), (a, b)" "$a" "$b" 2>/dev/null
+  then pass "--val-data, D = $rep: T = 2's validation losses equal T = 1's: $b"; else fail "--val-data, D = $rep: T = 1 '$a', T = 2 '$b'"; fi
+done
 expect_exit 2 "--tensor-parallel 0" "$A" $G --tensor-parallel 0
 for f in "--trace $WORK/t.json" "--profile $WORK/p.csv" --no-compute; do
   expect_exit 2 "--tensor-parallel with ${f%% *}" "$A" $G --tensor-parallel 2 $f
