@@ -476,8 +476,7 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   cfg->tp = run.ntp;
   if (run.ntp > 1) {
     const char *no = strcmp(o->model, "gpt") ? "--model mlp (it splits the gpt's layers)" : p->vocab_mode ? "a vocabulary-parallel schedule" :
-                     o->trace ? "--trace" :
-                     o->profile ? "--profile" : o->no_compute ? "--no-compute" : NULL;
+                     NULL;
     if (no) return usage_error(me, "--tensor-parallel does not run with %s yet", no);
     int kv = cfg->query_groups > 0 ? cfg->query_groups : cfg->heads;
     if (kv % run.ntp)
@@ -489,10 +488,6 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
     return usage_error(me, "--distributed-optimizer shards the optimizer state over data-parallel replicas: add "
                            "--data-parallel D (D >= 2)");
   cfg->distopt = o->distopt;
-  if (run.nrep > 1) {
-    const char *no = o->trace ? "--trace" : o->profile ? "--profile" : o->no_compute ? "--no-compute" : NULL;
-    if (no) return usage_error(me, "--data-parallel does not run with %s yet", no);
-  }
   if ((o->given & (RT_GIVEN_MIN_LR | RT_GIVEN_DECAY)) && o->lr_schedule == RT_LR_CONSTANT && !o->load)
     return usage_error(me, "--min-lr and --lr-decay-steps shape a decaying schedule: add --lr-schedule cosine, linear or "
                            "inverse-square-root");
@@ -770,24 +765,26 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
     if (print && o->check)
       fprintf(run.out, "check: %s\n", status ? "FAILED" : "passed (loss, gradients and peak memory match)");
   }
-  if (o->trace && run.nlocal == 1 && p->ndev > 1 && !run.first_error[0]) {
-    /* one process per device: rank 0 gathers every device's records and writes one file */
-    rt_event **evs = calloc((size_t)p->ndev, sizeof *evs);
-    int *nev = calloc((size_t)p->ndev, sizeof *nev);
-    ppsrt_ctx *all = calloc((size_t)p->ndev, sizeof *all);
-    if (!evs || !nev || !all || rt_gather_events(&run.ctx[0], evs, nev)) {
+  if (o->trace && run.nlocal == 1 && nw > 1 && !run.first_error[0]) {
+    /* one process per rank: world rank 0 gathers every rank's records and writes one file */
+    rt_event **evs = calloc((size_t)nw, sizeof *evs);
+    int *nev = calloc((size_t)nw, sizeof *nev);
+    ppsrt_ctx *all = calloc((size_t)nw, sizeof *all);
+    if (!evs || !nev || !all || rt_gather_events(&run.ctx[0], nw, evs, nev)) {
       fprintf(stderr, "%s: error: --trace: %s\n", me, evs && nev && all ? ppsrt_last_error() : "out of host memory");
       status = 1;
     } else if (my_rank == 0) {
-      for (int d = 0; d < p->ndev; d++) {
-        all[d].rank = d; all[d].ops = p->ops[d]; all[d].nops = p->nops[d];
-        all[d].ev = evs[d]; all[d].nev = nev[d];
+      for (int w = 0; w < nw; w++) {   /* world rank w = (replica x P + device) x T + tensor rank */
+        int d = w / T % p->ndev;
+        all[w].run = &run; all[w].rank = d; all[w].wrank = w; all[w].replica = w / T / p->ndev; all[w].tp_rank = w % T;
+        all[w].ops = p->ops[d]; all[w].nops = p->nops[d];
+        all[w].ev = evs[w]; all[w].nev = nev[w];
       }
       ppsrt_run tmp = run;
-      tmp.ctx = all; tmp.nlocal = p->ndev;
+      tmp.ctx = all; tmp.nlocal = nw;
       if (rt_write_trace(&tmp, o->trace)) { fprintf(stderr, "%s: error: %s\n", me, ppsrt_last_error()); status = 1; }
     }
-    for (int d = 0; evs && d < p->ndev; d++) free(evs[d]);
+    for (int w = 0; evs && w < nw; w++) free(evs[w]);
     free(evs); free(nev); free(all);
   } else if (o->trace && (run.nlocal > 1 || my_rank == 0)) {
     if (rt_write_trace(&run, o->trace)) {
@@ -796,8 +793,8 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
     }
   }
   if (o->profile && !run.first_error[0]) {
-    if (run.nlocal == 1 && p->ndev > 1) {
-      fprintf(stderr, "%s: error: --profile needs every device in this process (--transport threads)\n", me);
+    if (run.nlocal == 1 && nw > 1) {
+      fprintf(stderr, "%s: error: --profile needs every rank in this process (--transport threads)\n", me);
       status = 1;
     } else if (rt_write_profile(&run, o->profile)) {
       fprintf(stderr, "%s: error: %s\n", me, ppsrt_last_error());

@@ -522,20 +522,21 @@ static int fail_at(ppsrt_ctx *c, int i, int rc, const char *what) {
   return rc;
 }
 
-/* One process per device (MPI): every rank's timing records reach rank 0 through two
- * sums (counts, then each rank's records in its own segment of a zeroed buffer; a time
- * travels as two floats, hi + lo, exact to ~1e-9 s), so rank 0 writes one trace with
- * every device. Times are CLOCK_MONOTONIC based: comparable across the processes of one
- * node. On rank 0, fills out[ndev] with the records of each device (free with free()). */
-int rt_gather_events(ppsrt_ctx *c, rt_event **out, int *nout) {
-  int ndev = c->run->prog->ndev, rc;
+/* One process per rank (MPI): every world rank's timing records (nw = P x D x T of them)
+ * reach world rank 0 through two sums over the world transport (counts, then each
+ * rank's records in its own segment of a zeroed buffer; a time travels as two floats,
+ * hi + lo, exact to ~1e-9 s), so rank 0 writes one trace with every rank. Times are
+ * CLOCK_MONOTONIC based: comparable across the processes of one node. On world rank 0,
+ * fills out[nw] with the records of each world rank (free with free()). */
+int rt_gather_events(ppsrt_ctx *c, int nw, rt_event **out, int *nout) {
+  int ndev = nw, me = c->wrank, rc;
   enum { K = 8 };
   float *cnt = calloc((size_t)ndev, sizeof *cnt);
   if (!cnt) return PPSRT_FAIL(PPSRT_E_NOMEM, "trace: out of host memory");
-  cnt[c->rank] = (float)c->nev;
-  if ((rc = rt_allreduce_host(c, cnt, (size_t)ndev, PPSRT_SUM))) { free(cnt); return rc; }
+  cnt[me] = (float)c->nev;
+  if ((rc = rt_allreduce_host_on(c, c->wtr, me, cnt, (size_t)ndev, PPSRT_SUM))) { free(cnt); return rc; }
   size_t total = 0, off = 0;
-  for (int d = 0; d < ndev; d++) { if (d == c->rank) off = total; total += (size_t)cnt[d]; }
+  for (int d = 0; d < ndev; d++) { if (d == me) off = total; total += (size_t)cnt[d]; }
   float *buf = calloc(total * K + 1, sizeof *buf);
   if (!buf) { free(cnt); return PPSRT_FAIL(PPSRT_E_NOMEM, "trace: out of host memory"); }
   double ep = c->run->epoch;
@@ -546,8 +547,8 @@ int rt_gather_events(ppsrt_ctx *c, rt_event **out, int *nout) {
     r[3] = (float)a; r[4] = (float)(a - (double)r[3]);
     r[5] = (float)b; r[6] = (float)(b - (double)r[5]);
   }
-  if ((rc = rt_allreduce_host(c, buf, total * K, PPSRT_SUM))) { free(cnt); free(buf); return rc; }
-  if (c->rank == 0) {
+  if ((rc = rt_allreduce_host_on(c, c->wtr, me, buf, total * K, PPSRT_SUM))) { free(cnt); free(buf); return rc; }
+  if (me == 0) {
     size_t at = 0;
     for (int d = 0; d < ndev; d++) {
       int n = (int)cnt[d];

@@ -73,7 +73,9 @@ static int write_whole(const char *what, const char *path, FILE *f, char **text,
   return rc;
 }
 
-/* Chrome trace (catapult JSON), the layout of `ppsc sim --trace`: pid = device; tid 0
+/* Chrome trace (catapult JSON), the layout of `ppsc sim --trace`: pid = world rank (the
+ * device, without --data-parallel and --tensor-parallel; the process is named
+ * "device 1 (replica 0, tensor rank 1)" with them); tid 0
  * compute (passes and collectives), 1 the device->host copy engine (offload: issue to
  * observed completion), 2 host->device (reload), 3 point-to-point (sends and the time
  * a recv waited, and a consumer waited for an asynchronous collective), 4 the
@@ -94,14 +96,18 @@ int rt_write_trace(ppsrt_run *run, const char *path) {
   int first = 1;
   for (int l = 0; l < run->nlocal; l++) {
     ppsrt_ctx *c = &run->ctx[l];
-    fprintf(f, "%s{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":\"device %d\"}}",
-            first ? "" : ",\n", c->rank, c->rank);
+    char who[64];   /* a process per world rank: "device 1", "device 1 (replica 0, tensor rank 1)" */
+    int pid = c->wrank;
+    fprintf(f, "%s{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":",
+            first ? "" : ",\n", pid);
+    json_str(f, rt_who(c, who, sizeof who));
+    fprintf(f, "}}");
     fprintf(f, ",\n{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"sort_index\":%d}}",
-            c->rank, c->rank);
+            pid, pid);
     first = 0;
     for (int t = 0; t < (run->lane_tr ? 5 : 4); t++)
       fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"%s\"}}",
-              c->rank, t, track_names[t]);
+              pid, t, track_names[t]);
     for (int k = 0; k < c->nev; k++) {
       rt_event *e = &c->ev[k];
       char name[96];
@@ -120,7 +126,7 @@ int rt_write_trace(ppsrt_run *run, const char *path) {
       json_str(f, name);
       fprintf(f, ",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,"
               "\"args\":{\"op\":%d,\"mb\":%d,\"stage\":%d,\"line\":%d,\"iteration\":%d%s%s}}",
-              rcmp ? "recompute" : op ? ppsrt_op_kind_name(op->kind) : "op", c->rank, tid, e->t0 * 1e6, (e->t1 - e->t0) * 1e6, e->op,
+              rcmp ? "recompute" : op ? ppsrt_op_kind_name(op->kind) : "op", pid, tid, e->t0 * 1e6, (e->t1 - e->t0) * 1e6, e->op,
               op ? op->mb : -1, op ? op->stage : -1, op ? op->line : 0, e->it,
               op && (op->flags & PPSRT_FLAG_INSERTED) ? ",\"inserted\":true" : "", cancelled ? ",\"cancelled\":true" : "");
     }

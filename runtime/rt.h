@@ -166,8 +166,8 @@ struct ppsrt_ctx {
   unsigned nonce; int nonce_set;   /* --save: the run's shard-name nonce (checkpoint.c) */
   /* --data-parallel (replica.c): tr is the replica's view, wtr the world transport */
   int replica;            /* 0..D-1 */
-  ppsrt_transport *wtr;   /* the world transport (P x D ranks) */
-  int wrank;              /* rank in it: replica * P + rank */
+  ppsrt_transport *wtr;   /* the world transport (P x D x T ranks) */
+  int wrank;              /* rank in it: (replica * P + rank) * T + tp_rank */
   ppsrt_transport *gtr;   /* this device's D replicas (rank = replica): the gradient all-reduce */
   int tp_rank;            /* --tensor-parallel: 0..T-1 in the group of this (replica, device) */
   ppsrt_transport *ttr;   /* that group (rank = tp_rank), NULL without tensor parallelism */
@@ -253,7 +253,7 @@ int rt_validate_step(ppsrt_ctx *c, int it);
 int rt_ctx_init(ppsrt_run *run, ppsrt_ctx *c, int rank);
 void rt_ctx_fini(ppsrt_ctx *c);
 int rt_run_device(ppsrt_ctx *c);                 /* all iterations of one device */
-int rt_gather_events(ppsrt_ctx *c, rt_event **out, int *nout);   /* MPI trace */
+int rt_gather_events(ppsrt_ctx *c, int nw, rt_event **out, int *nout);   /* MPI trace: every world rank's */
 
 /* actstore.c / offload.c */
 /* used[s + 1] != 0 for the stages (-1 .. nstage-1) that get slots; NULL = all. */

@@ -145,11 +145,35 @@ assert len(a) == len(b) == 2 and all(abs(x - y) <= 1e-6 * abs(x) for x, y in zip
   then pass "--val-data, D = $rep: T = 2's validation losses equal T = 1's: $b"; else fail "--val-data, D = $rep: T = 1 '$a', T = 2 '$b'"; fi
 done
 expect_exit 2 "--tensor-parallel 0" "$A" $G --tensor-parallel 0
-for f in "--trace $WORK/t.json" "--profile $WORK/p.csv" --no-compute; do
-  expect_exit 2 "--tensor-parallel with ${f%% *}" "$A" $G --tensor-parallel 2 $f
-  expect_grep "does not run with ${f%% *} yet" "${f%% *} named"
-done
-[ ! -e "$WORK/t.json" ] && [ ! -e "$WORK/p.csv" ] && pass "nothing written when refused" || fail "a refused run wrote its --trace or --profile file"
+
+# --trace and --profile with P 2 x D 2 x T 2: a process per world rank in the trace,
+# named by device, replica and tensor rank, each with its device's events (as many as
+# the device's at D = T = 1); the profile counts every rank's passes (D T times T = 1's)
+trace_ranks() {   # FILE: "pid:name:events" per process, in pid order
+  python3 -c "
+import json, sys, collections
+d = json.load(open(sys.argv[1]))
+names = {e['pid']: e['args']['name'] for e in d['traceEvents'] if e['name'] == 'process_name'}
+n = collections.Counter(e['pid'] for e in d['traceEvents'] if e['ph'] == 'X')
+print(' '.join('%d:%s:%d' % (p, names[p].replace(' ', '_'), n[p]) for p in sorted(names)))" "$1"
+}
+"$A" $G --iterations 2 -q --trace "$WORK/t1.json" --profile "$WORK/p1.txt" || fail "--trace at T = 1"
+"$A" $G --iterations 2 -q --trace "$WORK/t8.json" --profile "$WORK/p8.txt" --tensor-parallel 2 --data-parallel 2 || fail "--trace at D = 2 x T = 2"
+want=$(trace_ranks "$WORK/t1.json" | python3 -c "
+import sys
+n = {int(x.split(':')[0]): int(x.split(':')[2]) for x in sys.stdin.read().split()}
+print(' '.join('%d:device_%d_(replica_%d,_tensor_rank_%d):%d' % (w, w // 2 % 2, w // 4, w % 2, n[w // 2 % 2]) for w in range(8)))")
+got=$(trace_ranks "$WORK/t8.json")
+[ -n "$got" ] && [ "$got" = "$want" ] && pass "--trace D = 2 x T = 2: 8 processes, each its device's events: $got" || fail "--trace D = 2 x T = 2: '$got', expected '$want'"
+cnt() { awk '!/^#/ { printf "%s/%s/%s ", $1, $2, $5 }' "$1"; }
+want=$(awk '!/^#/ { printf "%s/%s/%s ", $1, $2, $5 * 4 }' "$WORK/p1.txt")
+[ -n "$want" ] && [ "$(cnt "$WORK/p8.txt")" = "$want" ] && pass "--profile D = 2 x T = 2 counts every rank's passes: $want" || fail "--profile counts '$(cnt "$WORK/p8.txt")', expected '$want'"
+if have_mpi; then
+  expect_exit 0 "--trace under mpirun -np 8 (P 2 x D 2 x T 2)" $MPI -np 8 "$A" $G --iterations 2 -q --trace "$WORK/tm.json" --tensor-parallel 2 --data-parallel 2
+  got=$(trace_ranks "$WORK/tm.json")
+  [ -n "$got" ] && [ "$got" = "$(trace_ranks "$WORK/t8.json")" ] && pass "MPI: world rank 0 wrote every rank's events" || fail "MPI --trace: '$got'"
+fi
+expect_exit 0 "--no-compute with D = 2 x T = 2" "$A" $G --iterations 2 -q --no-compute --tensor-parallel 2 --data-parallel 2
 
 # one tensor rank failing alone stops its group at once (the group's transport is
 # aborted with the pipeline's), not after --timeout in the group's next all-reduce
