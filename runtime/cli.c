@@ -475,9 +475,8 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   run.ntp = o->tensor_parallel > 1 ? o->tensor_parallel : 1;
   cfg->tp = run.ntp;
   if (run.ntp > 1) {
-    const char *no = strcmp(o->model, "gpt") ? "--model mlp (it splits the gpt's layers)" : p->vocab_mode ? "a vocabulary-parallel schedule" :
-                     NULL;
-    if (no) return usage_error(me, "--tensor-parallel does not run with %s yet", no);
+    if (strcmp(o->model, "gpt"))
+      return usage_error(me, "--tensor-parallel does not run with --model mlp (it splits the gpt's layers)");
     int kv = cfg->query_groups > 0 ? cfg->query_groups : cfg->heads;
     if (kv % run.ntp)
       return usage_error(me, "--tensor-parallel %d must divide --query-groups %d (and --heads %d): each rank takes whole "

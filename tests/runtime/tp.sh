@@ -13,6 +13,9 @@
 #    statistics of its heads);
 #  - checkpoints hold whole tensors: one saved at T = 2 has the shapes of T = 1's and
 #    values within 1e-5, and resumes at T = 1 or 2 with the uninterrupted losses;
+#  - vocabulary-parallel schedules (Vocab-1, Vocab-2, V-Half async on the lanes): the
+#    losses equal T = 1's; --check with 2 replicas and the distributed optimizer, and
+#    under mpirun -np 4;
 #  - --val-data's losses at T = 2 equal T = 1's, alone and with 2 replicas;
 #  - one tensor rank failing alone (--die-at D:OP:T) stops the others at once, none
 #    waiting in the group's all-reduce for --timeout;
@@ -180,8 +183,23 @@ expect_exit 0 "--no-compute with D = 2 x T = 2" "$A" $G --iterations 2 -q --no-c
 expect_exit 1 "tensor rank 1 of device 1 failing alone" timeout 60 "$A" $G --tensor-parallel 2 --iterations 2 -q --die-at 1:2:1 --timeout 30
 expect_grep "device 1 (tensor rank 1): op #2 .*injected failure (--die-at 1:2:1)" "the failing rank is named with its tensor rank"
 grep -q "waited" "$WORK/out" && fail "a rank of the group waited for the failed one: $(grep waited "$WORK/out" | head -1)" || pass "no rank waited for --timeout"
-if build vb "$top_srcdir/stdlib/vocab_1f1b.pps" -D P=2 -D m=4; then
-  expect_exit 2 "--tensor-parallel with a vocabulary-parallel schedule" "$WORK/vb" $G --tensor-parallel 2
-  expect_grep "does not run with a vocabulary-parallel schedule yet" "named"
-else fail "build vocab_1f1b"; fi
+
+# vocabulary-parallel schedules: each (replica, tensor rank) pipeline runs its own
+# vocabulary collectives (its view of the world's and of the lane's transports); the
+# layers split as above. The losses equal T = 1's; --check passes with 2 replicas.
+if build vb1 "$top_srcdir/stdlib/vocab_1f1b.pps" -D P=2 -D m=4 && build vb2 "$top_srcdir/stdlib/vocab_1f1b.pps" -D P=2 -D m=4 -D mode=2 &&
+   build vbh "$top_srcdir/stdlib/vocab_v_half.pps" -D P=2 -D m=4 -D async=true; then
+  for v in vb1 vb2 vbh; do
+    run ${v}t1 "$WORK/$v" $G --iterations 3
+    run ${v}t2 "$WORK/$v" $G --iterations 3 --tensor-parallel 2
+    close "$v: T = 2's losses equal T = 1's" "$WORK/${v}t2" "$WORK/${v}t1"
+  done
+  grep -q '"collectives":"async"' "$WORK/vbht2" && pass "V-Half async at T = 2: on the collective lanes" || fail "V-Half async at T = 2: not on the lanes"
+  expect_exit 0 "V-Half async T = 2 x D = 2 --distributed-optimizer --check" "$WORK/vbh" $G --tensor-parallel 2 --data-parallel 2 --distributed-optimizer --check -q
+  expect_grep "^check: passed" "vocabulary + tensor + data parallel: check passes"
+  if have_mpi; then
+    expect_exit 0 "mpirun -np 4: Vocab-2 P 2 x T 2 --check" $MPI -np 4 "$WORK/vb2" $G --tensor-parallel 2 --check -q
+    expect_grep "^check: passed" "MPI Vocab-2 T = 2: check passes"
+  fi
+else fail "build the vocabulary schedules"; fi
 finish
