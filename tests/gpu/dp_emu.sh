@@ -85,6 +85,27 @@ expect_exit 0 "gpt 1F1B P=2 --tensor-parallel 2 --data-parallel 2 --distributed-
   env PPSRT_EMU_GPUS=8 PPS_EMU_SEED=3 LD_PRELOAD="$EMU" "$WORK/l2" $TPG --backend cuda --transport nccl --tensor-parallel 2 \
   --data-parallel 2 --distributed-optimizer --optimizer adam --check --iterations 2 -q
 expect_grep "^check: passed" "tensor x data parallel NCCL: check passes"
+# checkpoints at T = 2: tensor rank 0 writes what the NCCL group gathers (through
+# device memory), the same tensors, bit for bit, as the threads transport's gather
+# (two partial sums add the same in either order); it resumes at T = 1
+for tr in threads nccl; do
+  expect_exit 0 "gpt --tensor-parallel 2 --save, $tr transport on 4 emulated GPUs" env PPSRT_EMU_GPUS=4 PPS_EMU_SEED=1 LD_PRELOAD="$EMU" \
+    "$WORK/l2" $TPG --optimizer sgd --backend cuda --transport $tr --tensor-parallel 2 --iterations 2 -q --save "$WORK/ck_$tr"
+done
+python3 - "$WORK" <<'PY' && pass "NCCL T = 2 checkpoint: the threads transport's tensors, bit for bit" || fail "NCCL T = 2 checkpoint differs from the threads transport's"
+import glob, json, struct, sys
+def load(base):
+    t = {}
+    for f in sorted(glob.glob(base + ".*.safetensors")):
+        raw = open(f, "rb").read(); n = struct.unpack("<Q", raw[:8])[0]; hd = json.loads(raw[8:8 + n])
+        for k, v in hd.items():
+            if k != "__metadata__": t[k] = (v["shape"], raw[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]])
+    return t
+a, b = load(sys.argv[1] + "/ck_threads"), load(sys.argv[1] + "/ck_nccl")
+assert sorted(a) == sorted(b) and len(a) > 20 and all(a[k] == b[k] for k in a), [k for k in a if a.get(k) != b.get(k)]
+PY
+expect_exit 0 "the NCCL T = 2 checkpoint resumes at T = 1 on NCCL" env PPSRT_EMU_GPUS=4 PPS_EMU_SEED=1 LD_PRELOAD="$EMU" \
+  "$WORK/l2" $TPG --optimizer sgd --backend cuda --transport nccl --iterations 1 -q --load "$WORK/ck_nccl"
 # --val-data: the groups' slices summed on the NCCL groups; the loss is T = 1's within
 # bf16's rounding (the same weights; products summed in another order)
 VD="--iterations 3 --data $top_srcdir/README.md --val-data $top_srcdir/docs/ppsc.1 --val-every 3"
