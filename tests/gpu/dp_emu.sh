@@ -14,7 +14,7 @@
 #  - Vocab-2 (its collectives on the lanes, each replica's own view of them): threads,
 #    and NCCL mode with the distributed optimizer;
 #  - --tensor-parallel 2 (threads transport), alone and with 2 replicas and the
-#    distributed optimizer;
+#    distributed optimizer; with --sequence-parallel on the V shape with 2 replicas;
 #  - a rank failing under --data-parallel stops every rank (exit 1, no hang).
 # Skipped (77) without the emulator; the MPI parts without MPI (said so).
 . "$(dirname "$0")/../runtime/lib.sh"
@@ -60,6 +60,12 @@ expect_exit 0 "gpt 1F1B P=2 --tensor-parallel 2 --data-parallel 2 --distributed-
   --hidden 16 --heads 4 --query-groups 2 --seq 4 --vocab 32 --transport threads --tensor-parallel 2 --data-parallel 2 \
   --distributed-optimizer --optimizer adam --check --iterations 2 -q
 expect_grep "^check: passed" "tensor x data parallel: check passes"
+# --sequence-parallel (the all-gathers and reduce-scatters of device buffers, staged by
+# the threads transport), on the V shape (two stages a device) with 2 replicas
+expect_exit 0 "gpt V shape P=2 --tensor-parallel 2 --sequence-parallel --data-parallel 2 --check, threads" emu 2 "$WORK/v2" --model gpt \
+  --hidden 16 --heads 4 --query-groups 2 --seq 4 --vocab 32 --transport threads --tensor-parallel 2 --sequence-parallel \
+  --data-parallel 2 --optimizer adam --check --iterations 2 -q
+expect_grep "^check: passed" "sequence parallel: check passes"
 expect_exit 1 "a rank failing under --data-parallel 2 stops the run (NCCL)" \
   env PPSRT_EMU_GPUS=4 PPS_EMU_SEED=1 LD_PRELOAD="$EMU" timeout 90 "$WORK/v2" --backend cuda --transport nccl --data-parallel 2 --iterations 2 -q --die-at 1:3 --timeout 30
 expect_grep "injected failure" "the failing rank says why"
