@@ -42,9 +42,22 @@
  * B sums the input gradients of QKV and FC1 (LN1's and LN2's output gradients) the same
  * way; W needs no communication. Every rank of a group computes the same activations
  * outside the split, the same loss and the same gradients of the whole tensors.
+ * Sequence parallelism (--sequence-parallel, with T > 1; Korthikanti et al. 2022): with
+ * n = N/T, rank t holds the residual stream's token rows [r0, r0 + n), r0 = t n: the
+ * stage input and output, ln1, x1, ln2, y, the LN statistics and the gradient slots
+ * are n rows, the layer norms, residual and bias adds run on them. F all-gathers LN1's
+ * and LN2's outputs (sp_gather, into an uncounted [N, h] buffer) before QKV and FC1 and
+ * reduce-scatters the projection's and FC2's partial products (gemm_tp_sum) to the
+ * rank's rows; B all-gathers dy and dx1 before the products with Wfc2 and Wproj and
+ * reduce-scatters QKV's and FC1's input gradients; W all-gathers dy, dx1 and the
+ * recomputed LN outputs again (the bias gradients of proj and FC2 then whole), and
+ * sums the LN gammas' and betas' gradients of its rows over the group. Stage 0 embeds
+ * its rows only (W all-gathers dx0 for the whole embeddings' gradients); the last
+ * stage all-gathers y and runs LN_f and the output layer on all N rows, whole, as
+ * without it (B keeps its rows of LN_f's input gradient). Pipeline messages: n rows.
  *
- * What it does not: no dropout, no tied embeddings, no rotary embeddings, no sequence
- * parallelism, no vocabulary split under tensor parallelism; the broadcast of LN_f(y) to
+ * What it does not: no dropout, no tied embeddings, no rotary embeddings, no
+ * vocabulary split under tensor parallelism; the broadcast of LN_f(y) to
  * every device before S is issued by S itself through the run's transport (see vocab_s),
  * since no collective precedes S. */
 #include "config.h"
