@@ -9,7 +9,8 @@
 #    gradient norms) at T = 2 and 4, and ZB-V (a V shape with B and W split: W gathers
 #    the layer norms' outputs again);
 #  - --check (one whole-layer device) passes at T = 2 and 4, ZB-V, with --data-parallel 2
-#    and the distributed optimizer, and under mpirun -np 8 (P 2 x D 2 x T 2); a planted
+#    and the distributed optimizer, PipeOffload (activations offloaded to the host), and
+#    under mpirun -np 8 (P 2 x D 2 x T 2); a planted
 #    wrong layer-norm gradient is named;
 #  - device 0 (stage 0) keeps exactly the bytes computed here buffer by buffer (every
 #    one of a layer on N/T rows or 1/T of the heads and columns; plus the embeddings'
@@ -70,6 +71,10 @@ expect_exit 0 "T = 2 x --data-parallel 2 --sequence-parallel --check" "$A" $G --
 expect_grep "^check: passed" "T = 2 x D = 2: check passes"
 expect_exit 0 "T = 2 x --data-parallel 3 --distributed-optimizer --sequence-parallel --check" "$A" $G --tensor-parallel 2 $SP --data-parallel 3 --distributed-optimizer --check -q
 expect_grep "^check: passed" "T = 2 x D = 3, distributed optimizer: check passes"
+if build po "$top_srcdir/stdlib/pipeoffload.pps"; then   # its split activations offloaded and reloaded
+  expect_exit 0 "PipeOffload (P = 4, offloaded activations) T = 2 --sequence-parallel --check" "$WORK/po" $G --tensor-parallel 2 $SP --check -q
+  expect_grep "^check: passed" "PipeOffload: check passes"
+else fail "build pipeoffload"; fi
 expect_exit 1 "a wrong layer-norm gradient fails --check" env "PPSRT_FAULT=grad=s0.l0.ln2.g*1.001" "$A" $G --tensor-parallel 2 $SP --check -q
 expect_grep "grad s0.l0.ln2.g .*DIFFERS" "the wrong layer norm named"
 
