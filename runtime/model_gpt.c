@@ -615,37 +615,35 @@ static int gpt_head_f(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, void *x) 
   int N = g->N, h = g->h, rc;
   size_t Nh = (size_t)N * h, es = g->es;
   sidx *e = IX(g, mb, g->local[stage]);
-  {
-    float *fst;
-    void *lnf;
-    TRY(save(c, mb, stage, 2 * (size_t)N * sizeof(float), (void **)&fst, &e->fst));
-    TRY(save(c, mb, stage, Nh * es, &lnf, &e->flnf));
-    if (g->mode) {
-      void *o;
-      TRY(be->alloc(be, Nh * es, &o));
-      if (!g->nc && (rc = be->layernorm_fwd(be, CS, o, fst, fst + N, x, g->lnfg->param.data, g->lnfb->param.data, N, h))) {
-        be->free(be, o);
-        return rc;
-      }
-      if ((rc = ppsrt_io_put(c, PPSRT_XFER_ACT, mb, stage, o, Nh * es))) { be->free(be, o); return rc; }
-    } else {
-      void *dl;
-      float *sm;
-      const int32_t *tg = g->tgt + (size_t)mb * N;
-      TRY(save(c, mb, stage, (size_t)N * g->V * es, &dl, &e->fdl));
-      K(be->layernorm_fwd(be, CS, lnf, fst, fst + N, x, g->lnfg->param.data, g->lnfb->param.data, N, h));
-      TRY(be->alloc(be, 3 * (size_t)N * sizeof(float), (void **)&sm));
-      /* logits = LN_f(y) out^T; statistics and loss; dlogits in place, scaled 1/(N nmb) */
-      if (!g->nc &&
-          ((rc = be->gemm(be, CS, 0, 1, N, g->V, h, 1.0f, lnf, AT, h, g->out->param.data, AT, h, 0.0f, dl, AT, g->V)) ||
-           (rc = be->softmax_stats(be, CS, sm, sm + N, sm + 2 * N, dl, tg, N, g->V, 0)) ||
-           (!ppsrt_recomputing(c) && (rc = add_loss(m, sm, sm + N, sm + 2 * N))) ||   /* once per microbatch */
-           (rc = be->softmax_xent_bwd(be, CS, dl, dl, sm, sm + N, tg, N, g->V, 0, (float)(1.0 / ((double)N * m->cfg.nmb)))))) {
-        be->free(be, sm);
-        return rc;
-      }
-      be->free(be, sm);
+  float *fst;
+  void *lnf;
+  TRY(save(c, mb, stage, 2 * (size_t)N * sizeof(float), (void **)&fst, &e->fst));
+  TRY(save(c, mb, stage, Nh * es, &lnf, &e->flnf));
+  if (g->mode) {
+    void *o;
+    TRY(be->alloc(be, Nh * es, &o));
+    if (!g->nc && (rc = be->layernorm_fwd(be, CS, o, fst, fst + N, x, g->lnfg->param.data, g->lnfb->param.data, N, h))) {
+      be->free(be, o);
+      return rc;
     }
+    if ((rc = ppsrt_io_put(c, PPSRT_XFER_ACT, mb, stage, o, Nh * es))) { be->free(be, o); return rc; }
+  } else {
+    void *dl;
+    float *sm;
+    const int32_t *tg = g->tgt + (size_t)mb * N;
+    TRY(save(c, mb, stage, (size_t)N * g->V * es, &dl, &e->fdl));
+    K(be->layernorm_fwd(be, CS, lnf, fst, fst + N, x, g->lnfg->param.data, g->lnfb->param.data, N, h));
+    TRY(be->alloc(be, 3 * (size_t)N * sizeof(float), (void **)&sm));
+    /* logits = LN_f(y) out^T; statistics and loss; dlogits in place, scaled 1/(N nmb) */
+    if (!g->nc &&
+        ((rc = be->gemm(be, CS, 0, 1, N, g->V, h, 1.0f, lnf, AT, h, g->out->param.data, AT, h, 0.0f, dl, AT, g->V)) ||
+         (rc = be->softmax_stats(be, CS, sm, sm + N, sm + 2 * N, dl, tg, N, g->V, 0)) ||
+         (!ppsrt_recomputing(c) && (rc = add_loss(m, sm, sm + N, sm + 2 * N))) ||   /* once per microbatch */
+         (rc = be->softmax_xent_bwd(be, CS, dl, dl, sm, sm + N, tg, N, g->V, 0, (float)(1.0 / ((double)N * m->cfg.nmb)))))) {
+      be->free(be, sm);
+      return rc;
+    }
+    be->free(be, sm);
   }
   return 0;
 }
