@@ -59,6 +59,9 @@ static const char usage_text[] =
   "                           (gradients reduce-scattered, weights all-gathered; ZeRO-1)\n"
   "  --tensor-parallel T      gpt: each device's layers split over T ranks (P x D x T ranks; Megatron's\n"
   "                           split: heads and MLP columns, two all-reduces in F and in B a layer)\n"
+  "  --sequence-parallel      with --tensor-parallel T: the residual stream, layer norms and biases\n"
+  "                           on each rank's N/T token rows (Megatron's sequence parallelism:\n"
+  "                           all-gathers and reduce-scatters instead of the all-reduces)\n"
   "  --save FILE              after the run, checkpoint to FILE (an index) and one safetensors\n"
   "                           shard per device beside it; --save-every N also every N steps\n"
   "  --load FILE              start from a --save checkpoint, of any schedule and P with this\n"
@@ -371,6 +374,8 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
     } else if (flag_is(a, "--tensor-parallel", &v, argc, argv, &i)) {
       if (!v || parse_int(v, 1, &o->tensor_parallel) || o->tensor_parallel > 1024)
         return usage_error(me, "--tensor-parallel needs a group size from 1 to 1024, got '%s'", v ? v : "");
+    } else if (!strcmp(a, "--sequence-parallel")) {
+      o->sequence_parallel = 1;
     } else if (flag_is(a, "--save-every", &v, argc, argv, &i)) {
       if (!v || parse_int(v, 1, &o->save_every)) return usage_error(me, "--save-every needs an integer from 1 to %d, got '%s'", INT_FLAG_MAX, v ? v : "");
     } else if (flag_is(a, "--die-in-save", &v, argc, argv, &i)) {
@@ -474,6 +479,13 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   cfg->nrep = run.nrep;
   run.ntp = o->tensor_parallel > 1 ? o->tensor_parallel : 1;
   cfg->tp = run.ntp;
+  if (o->sequence_parallel && run.ntp < 2)
+    return usage_error(me, "--sequence-parallel splits the token rows over a tensor-parallel group: add --tensor-parallel T (T >= 2)");
+  if (o->sequence_parallel && p->vocab_mode)
+    return usage_error(me, "--sequence-parallel does not run with a vocabulary-parallel schedule yet (its input and output "
+                           "layers' passes take every token row)");
+  cfg->sp = o->sequence_parallel;   /* (its token rows must split: the gpt's sizes asked again) */
+  if (cfg->sp && !strcmp(o->model, "gpt") && ppsrt_gpt_check_config && ppsrt_gpt_check_config(cfg)) return usage_error(me, "%s", ppsrt_last_error());
   if (run.ntp > 1) {
     if (strcmp(o->model, "gpt"))
       return usage_error(me, "--tensor-parallel does not run with --model mlp (it splits the gpt's layers)");

@@ -419,8 +419,10 @@ void rt_print_json(ppsrt_run *run, int status) {
   /* vocabulary collectives: on their lanes (coll_lane.c) or blocking; null without */
   fprintf(f, ",\"collectives\":%s", !p->vocab_mode ? "null" : run->lane_tr ? "\"async\"" : "\"blocking\"");
   /* the ranks: P devices x D replicas x T tensor ranks */
-  fprintf(f, ",\"layout\":{\"devices\":%d,\"data_parallel\":%d,\"tensor_parallel\":%d,\"ranks\":%d,\"distributed_optimizer\":%s}",
-          p->ndev, run->nrep, run->ntp, p->ndev * run->nrep * run->ntp, run->o.distopt ? "true" : "false");
+  fprintf(f, ",\"layout\":{\"devices\":%d,\"data_parallel\":%d,\"tensor_parallel\":%d,\"ranks\":%d,\"distributed_optimizer\":%s,"
+          "\"sequence_parallel\":%s}",
+          p->ndev, run->nrep, run->ntp, p->ndev * run->nrep * run->ntp, run->o.distopt ? "true" : "false",
+          run->o.sequence_parallel ? "true" : "false");
   fprintf(f, ",\"exit\":%d}\n", status);
   fflush(f);
 }

@@ -84,6 +84,8 @@ typedef struct ppsrt_model_config {
                            * over the replicas (ppsrt_param_alloc, replica.c) */
   int tp;                 /* --tensor-parallel T (0 = 1): the gpt's layers split over T ranks */
   int tp_rank;            /* this model's rank in its tensor-parallel group, 0..tp-1 */
+  int sp;                 /* --sequence-parallel (with tp > 1): the gpt's residual stream split by
+                           * token rows over the group (model_gpt.c) */
 } ppsrt_model_config;
 
 /* Training tokens (data.c), loaded once per process and shared read-only by its
@@ -236,6 +238,14 @@ int ppsrt_gpt_create(const ppsrt_model_config *cfg, ppsrt_backend *be, int devic
 /* --tensor-parallel: buf (n F32 values in the backend's memory, on the compute stream)
  * summed over this rank's tensor-parallel group, in place; nothing without one. */
 int ppsrt_tp_allreduce(ppsrt_ctx *c, float *buf, size_t n);
+/* --sequence-parallel: each rank's `bytes` at send land in recv (T x bytes) at block
+ * tp_rank on every rank of the group (send may be recv's own block); a plain copy
+ * without a group. */
+int ppsrt_tp_allgather(ppsrt_ctx *c, const void *send, void *recv, size_t bytes);
+/* --sequence-parallel: send (T x count F32) summed over the group, block tp_rank of the
+ * sum into recv (count F32; recv may be send's own block); a plain copy without a group.
+ * Both in the backend's memory, on the compute stream, like ppsrt_tp_allreduce. */
+int ppsrt_tp_reduce_scatter(ppsrt_ctx *c, const float *send, float *recv, size_t count);
 ppsrt_backend *ppsrt_ctx_backend(ppsrt_ctx *c);
 int ppsrt_ctx_rank(ppsrt_ctx *c);
 int ppsrt_ctx_iteration(ppsrt_ctx *c);

@@ -42,9 +42,22 @@
  * B sums the input gradients of QKV and FC1 (LN1's and LN2's output gradients) the same
  * way; W needs no communication. Every rank of a group computes the same activations
  * outside the split, the same loss and the same gradients of the whole tensors.
+ * Sequence parallelism (--sequence-parallel, with T > 1; Korthikanti et al. 2022): with
+ * n = N/T, rank t holds the residual stream's token rows [r0, r0 + n), r0 = t n: the
+ * stage input and output, ln1, x1, ln2, y, the LN statistics and the gradient slots
+ * are n rows, the layer norms, residual and bias adds run on them. F all-gathers LN1's
+ * and LN2's outputs (sp_gather, into an uncounted [N, h] buffer) before QKV and FC1 and
+ * reduce-scatters the projection's and FC2's partial products (gemm_tp_sum) to the
+ * rank's rows; B all-gathers dy and dx1 before the products with Wfc2 and Wproj and
+ * reduce-scatters QKV's and FC1's input gradients; W all-gathers dy, dx1 and the
+ * recomputed LN outputs again (the bias gradients of proj and FC2 then whole), and
+ * sums the LN gammas' and betas' gradients of its rows over the group. Stage 0 embeds
+ * its rows only (W all-gathers dx0 for the whole embeddings' gradients); the last
+ * stage all-gathers y and runs LN_f and the output layer on all N rows, whole, as
+ * without it (B keeps its rows of LN_f's input gradient). Pipeline messages: n rows.
  *
- * What it does not: no dropout, no tied embeddings, no rotary embeddings, no sequence
- * parallelism, no vocabulary split under tensor parallelism; the broadcast of LN_f(y) to
+ * What it does not: no dropout, no tied embeddings, no rotary embeddings, no
+ * vocabulary split under tensor parallelism; the broadcast of LN_f(y) to
  * every device before S is issued by S itself through the run's transport (see vocab_s),
  * since no collective precedes S. */
 #include "config.h"
@@ -89,6 +102,7 @@ typedef struct gpt {
   int h, Hq, Hkv, D, T, Bm, N, V, L, S, P, mode, rank, nc, q;
   int tp, tpr;             /* --tensor-parallel: group size, this rank (Hq, Hkv, q, ha, f: its share) */
   int ha, f;               /* attention output width Hq D, MLP width 4h / tp */
+  int sp, n, r0;           /* --sequence-parallel: on; this rank's token rows [r0, r0 + n) (else 0, N) */
   size_t es;
   int nlocal, *local, first, last;
   int lo, hi;              /* vocabulary rows held */
@@ -149,7 +163,7 @@ static int save(ppsrt_ctx *c, int mb, int stage, size_t bytes, void **p, int *id
 static size_t gpt_xfer_bytes(ppsrt_model *m, int xfer, int mb, int stage) {
   gpt *g = m->impl;
   if (xfer == PPSRT_XFER_GRAD && stage == g->S) return (size_t)g->N * g->V * g->es;   /* loss gradient */
-  return (size_t)g->N * g->h * g->es;
+  return (size_t)g->n * g->h * g->es;   /* --sequence-parallel: this rank's rows */
 }
 
 /* Slots of the gradient area of a stage (see sidx), in units of N*h elements. */
@@ -159,11 +173,14 @@ static int slot_dytop(void) { return 0; }
 static int slot_dx1(const gpt *g, int l) { return 1 + l; }
 static int slot_dx(const gpt *g, int l) { return l > 0 ? 1 + g->L + (l - 1) : 2 * g->L; }   /* l = 0: dx0 */
 
-/* Bytes F saves per layer, and per stage (mirrors gpt_f exactly). */
+/* Bytes F saves per layer, and per stage (mirrors gpt_f exactly). With
+ * --sequence-parallel what lives on the residual stream (ln1, x1, ln2, y, the layer
+ * norms' statistics, the stage input and the gradient slots) is this rank's n = N/T
+ * rows; qkv, att, hpre, hact and lse are its heads' and columns' share of all N rows. */
 static size_t layer_bytes(const gpt *g, int with_y) {
-  size_t Nh = (size_t)g->N * g->h * g->es;
+  size_t Nh = (size_t)g->n * g->h * g->es;
   return Nh                                  /* ln1 */
-         + 4 * (size_t)g->N * sizeof(float)   /* mean1, rstd1, mean2, rstd2 */
+         + 4 * (size_t)g->n * sizeof(float)   /* mean1, rstd1, mean2, rstd2 */
          + (size_t)g->N * g->q * g->es       /* qkv */
          + (size_t)g->Bm * g->Hq * g->T * sizeof(float)   /* lse */
          + (size_t)g->N * g->ha * g->es      /* att */
@@ -174,13 +191,15 @@ static size_t layer_bytes(const gpt *g, int with_y) {
 
 static size_t gpt_act_bytes(ppsrt_model *m, int stage) {
   gpt *g = m->impl;
-  size_t Nh = (size_t)g->N * g->h * g->es;
+  size_t Nh = (size_t)g->N * g->h * g->es, nh = (size_t)g->n * g->h * g->es;
   if (stage < 0) return g->mode ? Nh + (size_t)g->N * (g->hi - g->lo) * g->es : 0;   /* S: X, logits */
   int last = stage == g->S - 1;
-  size_t b = Nh; /* stage input */
+  size_t b = nh; /* stage input */
   for (int l = 0; l < g->L; l++) b += layer_bytes(g, l + 1 < g->L || last);
+  /* LN_f stats, LN_f out, dlogits: all N rows (with --sequence-parallel too: the
+   * output layer is whole, after an all-gather of y); the gradient area */
   if (last) b += 2 * (size_t)g->N * sizeof(float) + Nh + (g->mode ? 0 : (size_t)g->N * g->V * g->es);
-  return b + (size_t)grad_slots(g, stage) * Nh;   /* LN_f stats, LN_f out, dlogits; gradient area */
+  return b + (size_t)grad_slots(g, stage) * nh;
 }
 
 /* ---- F32 <-> act_dtype around the vocabulary all-reduces ---- */
@@ -209,17 +228,28 @@ static int act_to_f32(ppsrt_backend *be, void *src, size_t n, float **out) {
 
 /* ---- --tensor-parallel: a row-parallel product summed over the group ----
  * C (act_dtype [M, N], ldc N) = A op(B) + the other ranks' partial products: this
- * rank's in F32, all-reduced (ppsrt_tp_allreduce), converted into C. */
-static int gemm_tp_sum(ppsrt_ctx *c, ppsrt_backend *be, int ta, int tb, int M, int N, int K, const void *A, int lda,
-                       const void *B, int ldb, void *C) {
-  float *s;
-  size_t n = (size_t)M * N;
+ * rank's in F32, all-reduced (ppsrt_tp_allreduce), converted into C. With
+ * --sequence-parallel reduce-scattered instead: C is [M/T, N], this rank's rows
+ * [r0, r0 + M/T) of the sum (ppsrt_tp_reduce_scatter, in place in the F32 buffer). */
+static int gemm_tp_sum(ppsrt_ctx *c, const gpt *g, ppsrt_backend *be, int ta, int tb, int M, int N, int K, const void *A,
+                       int lda, const void *B, int ldb, void *C) {
+  float *s, *mine;
+  size_t n = (size_t)M * N, out = g->sp ? n / g->tp : n;
   TRY(be->alloc(be, n * sizeof(float), (void **)&s));
+  mine = s + (g->sp ? (size_t)g->tpr * out : 0);
   int rc = be->gemm(be, CS, ta, tb, M, N, K, 1.0f, A, AT, lda, B, AT, ldb, 0.0f, s, PPSRT_F32, N);
-  if (!rc) rc = ppsrt_tp_allreduce(c, s, n);
-  if (!rc) rc = be->convert(be, CS, C, AT, s, PPSRT_F32, n);
+  if (!rc) rc = g->sp ? ppsrt_tp_reduce_scatter(c, s, mine, out) : ppsrt_tp_allreduce(c, s, n);
+  if (!rc) rc = be->convert(be, CS, C, AT, mine, PPSRT_F32, out);
   be->free(be, s);
   return rc;
+}
+
+/* --sequence-parallel: every rank's n rows of `mine` (act_dtype [n, C]) into all
+ * ([N, C], rank t's at rows [t n, (t + 1) n)); without it `mine` itself. */
+static int sp_gather(ppsrt_ctx *c, const gpt *g, const void *mine, void *all, int C, const void **out) {
+  if (!g->sp) { *out = mine; return 0; }
+  *out = all;
+  return ppsrt_tp_allgather(c, mine, all, (size_t)g->n * C * g->es);
 }
 
 /* ---- loss: statistics kept on the device, summed on the host once per iteration ----
@@ -266,73 +296,89 @@ static int add_loss(ppsrt_model *m, const float *mx, const float *se, const floa
 /* ---- one transformer layer ---- */
 
 /* F of layer l of local stage loc: reads x, writes *yout (a store entry when keep_y,
- * else a plain buffer for the IO box). */
-static int layer_f(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int l, void *x, int keep_y,
-                   void **yout) {
+ * else a plain buffer for the IO box). With --sequence-parallel x, y and what lives on
+ * the residual stream are this rank's n rows; G (an uncounted [N, h] buffer) receives
+ * the all-gathered LN1 and LN2 outputs, the inputs of QKV and FC1. */
+static int layer_f_in(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int l, void *x, int keep_y,
+                      void **yout, void *G) {
   gpt *g = m->impl;
   ppsrt_backend *be = m->be;
-  int N = g->N, h = g->h, q = g->q, D = g->D, ha = g->ha, f = g->f;
-  size_t es = g->es, Nh = (size_t)N * h;
+  int N = g->N, n = g->n, h = g->h, q = g->q, D = g->D, ha = g->ha, f = g->f;
+  size_t es = g->es, nh = (size_t)n * h;
   int *fi = IX(g, mb, loc)->lf + (size_t)l * NFE;
   void *ln1, *qkv, *att, *x1, *ln2, *hpre, *hact, *y;
+  const void *a;   /* the input of QKV or FC1: ln1 / ln2, all N rows */
   float *st, *lse;
-  TRY(save(c, mb, stage, Nh * es, &ln1, &fi[FE_LN1]));
-  TRY(save(c, mb, stage, 4 * (size_t)N * 4, (void **)&st, &fi[FE_ST]));
+  TRY(save(c, mb, stage, nh * es, &ln1, &fi[FE_LN1]));
+  TRY(save(c, mb, stage, 4 * (size_t)n * 4, (void **)&st, &fi[FE_ST]));
   TRY(save(c, mb, stage, (size_t)N * q * es, &qkv, &fi[FE_QKV]));
   TRY(save(c, mb, stage, (size_t)g->Bm * g->Hq * g->T * 4, (void **)&lse, &fi[FE_LSE]));
   TRY(save(c, mb, stage, (size_t)N * ha * es, &att, &fi[FE_ATT]));
-  TRY(save(c, mb, stage, Nh * es, &x1, &fi[FE_X1]));
-  TRY(save(c, mb, stage, Nh * es, &ln2, &fi[FE_LN2]));
+  TRY(save(c, mb, stage, nh * es, &x1, &fi[FE_X1]));
+  TRY(save(c, mb, stage, nh * es, &ln2, &fi[FE_LN2]));
   TRY(save(c, mb, stage, (size_t)N * f * es, &hpre, &fi[FE_HPRE]));
   TRY(save(c, mb, stage, (size_t)N * f * es, &hact, &fi[FE_HACT]));
-  if (keep_y) TRY(save(c, mb, stage, Nh * es, &y, &fi[FE_Y]));
+  if (keep_y) TRY(save(c, mb, stage, nh * es, &y, &fi[FE_Y]));
   else {
     fi[FE_Y] = -1;
-    TRY(be->alloc(be, Nh * es, &y));
+    TRY(be->alloc(be, nh * es, &y));
   }
   *yout = y;
   ppsrt_param *p[NLP];
   for (int k = 0; k < NLP; k++) p[k] = LP(m, loc, l, k);
   char *qb = qkv;
-  /* ln1 = LN(x); qkv = ln1 Wqkv + b; att = attention(q, k, v) */
-  K(be->layernorm_fwd(be, CS, ln1, st, st + N, x, p[LN1G]->param.data, p[LN1B]->param.data, N, h));
-  EPI(fused(be, PPSRT_EP_BIAS, 0, 0, N, q, h, ln1, h, p[QKVW]->param.data, q, 0.0f, qkv, AT, q, p[QKVB]->param.data,
+  /* ln1 = LN(x); qkv = ln1 Wqkv + b (sequence parallel: ln1 all-gathered first);
+   * att = attention(q, k, v) */
+  K(be->layernorm_fwd(be, CS, ln1, st, st + n, x, p[LN1G]->param.data, p[LN1B]->param.data, n, h));
+  K(sp_gather(c, g, ln1, G, h, &a));
+  EPI(fused(be, PPSRT_EP_BIAS, 0, 0, N, q, h, a, h, p[QKVW]->param.data, q, 0.0f, qkv, AT, q, p[QKVB]->param.data,
             NULL, NULL),
-      K(be->gemm(be, CS, 0, 0, N, q, h, 1.0f, ln1, AT, h, p[QKVW]->param.data, AT, q, 0.0f, qkv, AT, q));
+      K(be->gemm(be, CS, 0, 0, N, q, h, 1.0f, a, AT, h, p[QKVW]->param.data, AT, q, 0.0f, qkv, AT, q));
       K(be->add_bias(be, CS, qkv, qkv, p[QKVB]->param.data, N, q)));
   K(be->attention_fwd(be, CS, att, lse, qb, q, qb + (size_t)g->Hq * D * es, q, qb + (size_t)(g->Hq + g->Hkv) * D * es,
                       q, g->Bm, g->T, g->Hq, g->Hkv, D));
   /* x1 = x + att Wproj + b (tensor parallel: the partial products summed over the group
-   * first, the bias added once after) */
+   * first, or reduce-scattered to this rank's rows, the bias added once after) */
   if (g->tp > 1) {
-    K(gemm_tp_sum(c, be, 0, 0, N, h, ha, att, ha, p[PROJW]->param.data, h, x1));
-    K(be->add(be, CS, x1, x1, x, Nh));
-    K(be->add_bias(be, CS, x1, x1, p[PROJB]->param.data, N, h));
+    K(gemm_tp_sum(c, g, be, 0, 0, N, h, ha, att, ha, p[PROJW]->param.data, h, x1));
+    K(be->add(be, CS, x1, x1, x, nh));
+    K(be->add_bias(be, CS, x1, x1, p[PROJB]->param.data, n, h));
   } else {
-    K(be->memcpy_async(be, CS, x1, x, Nh * es, 0));
+    K(be->memcpy_async(be, CS, x1, x, nh * es, 0));
     EPI(fused(be, PPSRT_EP_BIAS, 0, 0, N, h, ha, att, ha, p[PROJW]->param.data, h, 1.0f, x1, AT, h, p[PROJB]->param.data,
               NULL, NULL),
         K(be->gemm(be, CS, 0, 0, N, h, ha, 1.0f, att, AT, ha, p[PROJW]->param.data, AT, h, 1.0f, x1, AT, h));
         K(be->add_bias(be, CS, x1, x1, p[PROJB]->param.data, N, h)));
   }
-  /* ln2 = LN(x1); hpre = ln2 Wfc + b; hact = gelu(hpre); y = x1 + hact Wfc2 + b */
-  K(be->layernorm_fwd(be, CS, ln2, st + 2 * N, st + 3 * N, x1, p[LN2G]->param.data, p[LN2B]->param.data, N, h));
-  EPI(fused(be, PPSRT_EP_BIAS_GELU, 0, 0, N, f, h, ln2, h, p[FCW]->param.data, f, 0.0f, hact, AT, f,
+  /* ln2 = LN(x1); hpre = ln2 Wfc + b (ln2 all-gathered first); hact = gelu(hpre);
+   * y = x1 + hact Wfc2 + b */
+  K(be->layernorm_fwd(be, CS, ln2, st + 2 * n, st + 3 * n, x1, p[LN2G]->param.data, p[LN2B]->param.data, n, h));
+  K(sp_gather(c, g, ln2, G, h, &a));
+  EPI(fused(be, PPSRT_EP_BIAS_GELU, 0, 0, N, f, h, a, h, p[FCW]->param.data, f, 0.0f, hact, AT, f,
             p[FCB]->param.data, hpre, NULL),
-      K(be->gemm(be, CS, 0, 0, N, f, h, 1.0f, ln2, AT, h, p[FCW]->param.data, AT, f, 0.0f, hpre, AT, f));
+      K(be->gemm(be, CS, 0, 0, N, f, h, 1.0f, a, AT, h, p[FCW]->param.data, AT, f, 0.0f, hpre, AT, f));
       K(be->add_bias_gelu(be, CS, hact, hpre, hpre, p[FCB]->param.data, N, f)));
   if (g->tp > 1) {
-    K(gemm_tp_sum(c, be, 0, 0, N, h, f, hact, f, p[FC2W]->param.data, h, y));
-    K(be->add(be, CS, y, y, x1, Nh));
-    K(be->add_bias(be, CS, y, y, p[FC2B]->param.data, N, h));
+    K(gemm_tp_sum(c, g, be, 0, 0, N, h, f, hact, f, p[FC2W]->param.data, h, y));
+    K(be->add(be, CS, y, y, x1, nh));
+    K(be->add_bias(be, CS, y, y, p[FC2B]->param.data, n, h));
     return 0;
   }
-  K(be->memcpy_async(be, CS, y, x1, Nh * es, 0));
+  K(be->memcpy_async(be, CS, y, x1, nh * es, 0));
   EPI(fused(be, PPSRT_EP_BIAS, 0, 0, N, h, f, hact, f, p[FC2W]->param.data, h, 1.0f, y, AT, h,
             p[FC2B]->param.data, NULL, NULL),
       K(be->gemm(be, CS, 0, 0, N, h, f, 1.0f, hact, AT, f, p[FC2W]->param.data, AT, h, 1.0f, y, AT, h));
       K(be->add_bias(be, CS, y, y, p[FC2B]->param.data, N, h)));
   return 0;
+}
+static int layer_f(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int l, void *x, int keep_y,
+                   void **yout) {
+  gpt *g = m->impl;
+  void *G = NULL;
+  if (g->sp) TRY(m->be->alloc(m->be, (size_t)g->N * g->h * g->es, &G));
+  int rc = layer_f_in(m, c, mb, stage, loc, l, x, keep_y, yout, G);
+  m->be->free(m->be, G);
+  return rc;
 }
 
 /* Pointers to layer l's saved input x (stage input or the layer below's output). */
@@ -341,19 +387,23 @@ static int layer_input(ppsrt_ctx *c, gpt *g, int mb, int stage, int loc, int l, 
   return get(c, mb, stage, l == 0 ? e->in : e->lf[(size_t)(l - 1) * NFE + FE_Y], x);
 }
 
-static char *slot(gpt *g, void *area, int k) { return (char *)area + (size_t)k * g->N * g->h * g->es; }
+static char *slot(gpt *g, void *area, int k) { return (char *)area + (size_t)k * g->n * g->h * g->es; }
 
 /* B of layer l: from dy (the gradient of the layer's output) to dx (the gradient of its
  * input). Leaves for W: dhpre in hpre's buffer, dln2 in ln2's, dx1 in its slot, dqkv in
- * qkv's, dln1 in ln1's. Allocates only a transient scratch (not counted). */
+ * qkv's, dln1 in ln1's. Allocates only a transient scratch (not counted). With
+ * --sequence-parallel dy, dx, dx1, dln1 and dln2 are this rank's rows: dy and dx1 are
+ * all-gathered (the conjugate of F's reduce-scatters) before the products with Wfc2 and
+ * Wproj, and the input gradients of FC1 and QKV reduce-scattered (of F's all-gathers). */
 static int layer_b(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int l, const void *dy, void *dx) {
   gpt *g = m->impl;
   ppsrt_backend *be = m->be;
-  int N = g->N, h = g->h, q = g->q, D = g->D, ha = g->ha, f = g->f;
-  size_t es = g->es, Nh = (size_t)N * h;
+  int N = g->N, n = g->n, h = g->h, q = g->q, D = g->D, ha = g->ha, f = g->f;
+  size_t es = g->es, nh = (size_t)n * h;
   sidx *e = IX(g, mb, loc);
   int *fi = e->lf + (size_t)l * NFE;
   void *x, *ln1, *qkv, *att, *x1, *ln2, *hpre, *area, *tmp;
+  const void *dyf, *dx1f;   /* dy, dx1: all N rows */
   float *st, *lse;
   TRY(layer_input(c, g, mb, stage, loc, l, &x));
   TRY(get(c, mb, stage, fi[FE_LN1], &ln1));
@@ -370,8 +420,8 @@ static int layer_b(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int
   for (int k = 0; k < NLP; k++) p[k] = LP(m, loc, l, k);
   if (g->nc) return 0;
   size_t t1 = (size_t)N * (f > ha ? f : ha);   /* dhact, then datt */
-  TRY(be->alloc(be, (t1 + (size_t)N * q) * es, &tmp));
-  char *t2 = (char *)tmp + t1 * es, *qb = qkv;
+  TRY(be->alloc(be, (t1 + (size_t)N * q + (g->sp ? (size_t)N * h : 0)) * es, &tmp));
+  char *t2 = (char *)tmp + t1 * es, *qb = qkv, *G = t2 + (size_t)N * q * es;
   size_t ko = (size_t)g->Hq * D * es, vo = (size_t)(g->Hq + g->Hkv) * D * es;
   int rc;
   /* MLP: dhact = dy Wfc2^T; dhpre = dhact * gelu'(hpre) written over hpre (no copy);
@@ -379,30 +429,32 @@ static int layer_b(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int
    *      dx1 = dy + LN2_bwd(dln2).
    * With the GeLU gradient fused in the product (PPSRT_EP_DGELU), hpre is first copied
    * to tmp, the product's GeLU input: its output must not overlap it. */
-  rc = 1;
-  if (be->epilogues & PPSRT_EP_DGELU) {
+  rc = sp_gather(c, g, dy, G, h, &dyf);
+  if (!rc && (be->epilogues & PPSRT_EP_DGELU)) {
     rc = be->memcpy_async(be, CS, tmp, hpre, (size_t)N * f * es, 0);
     if (!rc)
-      rc = be->gemm_ep(be, CS, PPSRT_EP_DGELU, 0, 1, N, f, h, 1.0f, dy, AT, h, p[FC2W]->param.data, AT, h, 0.0f,
+      rc = be->gemm_ep(be, CS, PPSRT_EP_DGELU, 0, 1, N, f, h, 1.0f, dyf, AT, h, p[FC2W]->param.data, AT, h, 0.0f,
                        hpre, AT, f, NULL, tmp, NULL);
-  }
+  } else if (!rc) rc = 1;
   if (rc < 0 ||
-      (rc && ((rc = be->gemm(be, CS, 0, 1, N, f, h, 1.0f, dy, AT, h, p[FC2W]->param.data, AT, h, 0.0f, tmp, AT, f)) ||
+      (rc && ((rc = be->gemm(be, CS, 0, 1, N, f, h, 1.0f, dyf, AT, h, p[FC2W]->param.data, AT, h, 0.0f, tmp, AT, f)) ||
               (rc = be->gelu_bwd(be, CS, hpre, tmp, hpre, (size_t)N * f)))) ||
-      (rc = g->tp > 1 ? gemm_tp_sum(c, be, 0, 1, N, h, f, hpre, f, p[FCW]->param.data, f, ln2)
+      (rc = g->tp > 1 ? gemm_tp_sum(c, g, be, 0, 1, N, h, f, hpre, f, p[FCW]->param.data, f, ln2)
                       : be->gemm(be, CS, 0, 1, N, h, f, 1.0f, hpre, AT, f, p[FCW]->param.data, AT, f, 0.0f, ln2, AT, h)) ||
-      (rc = be->memcpy_async(be, CS, dx1, dy, Nh * es, 0)) ||
-      (rc = be->layernorm_bwd_input(be, CS, dx1, ln2, x1, st + 2 * N, st + 3 * N, p[LN2G]->param.data, N, h, 1)) ||
-      /* attention: datt = dx1 Wproj^T; dqkv = attention_bwd -> qkv's buffer;
-       *            dln1 = dqkv Wqkv^T -> ln1's buffer (summed over the group); dx = dx1 + LN1_bwd(dln1) */
-      (rc = be->gemm(be, CS, 0, 1, N, ha, h, 1.0f, dx1, AT, h, p[PROJW]->param.data, AT, h, 0.0f, tmp, AT, ha)) ||
+      (rc = be->memcpy_async(be, CS, dx1, dy, nh * es, 0)) ||
+      (rc = be->layernorm_bwd_input(be, CS, dx1, ln2, x1, st + 2 * n, st + 3 * n, p[LN2G]->param.data, n, h, 1)) ||
+      /* attention: datt = dx1 Wproj^T (dx1 all-gathered first); dqkv = attention_bwd ->
+       *            qkv's buffer; dln1 = dqkv Wqkv^T -> ln1's buffer (summed over the
+       *            group); dx = dx1 + LN1_bwd(dln1) */
+      (rc = sp_gather(c, g, dx1, G, h, &dx1f)) ||
+      (rc = be->gemm(be, CS, 0, 1, N, ha, h, 1.0f, dx1f, AT, h, p[PROJW]->param.data, AT, h, 0.0f, tmp, AT, ha)) ||
       (rc = be->attention_bwd(be, CS, t2, t2 + ko, t2 + vo, q, tmp, att, lse, qb, q, qb + ko, q, qb + vo, q, g->Bm,
                               g->T, g->Hq, g->Hkv, D)) ||
       (rc = be->memcpy_async(be, CS, qkv, t2, (size_t)N * q * es, 0)) ||
-      (rc = g->tp > 1 ? gemm_tp_sum(c, be, 0, 1, N, h, q, qkv, q, p[QKVW]->param.data, q, ln1)
+      (rc = g->tp > 1 ? gemm_tp_sum(c, g, be, 0, 1, N, h, q, qkv, q, p[QKVW]->param.data, q, ln1)
                       : be->gemm(be, CS, 0, 1, N, h, q, 1.0f, qkv, AT, q, p[QKVW]->param.data, AT, q, 0.0f, ln1, AT, h)) ||
-      (rc = be->memcpy_async(be, CS, dx, dx1, Nh * es, 0)) ||
-      (rc = be->layernorm_bwd_input(be, CS, dx, ln1, x, st, st + N, p[LN1G]->param.data, N, h, 1))) {
+      (rc = be->memcpy_async(be, CS, dx, dx1, nh * es, 0)) ||
+      (rc = be->layernorm_bwd_input(be, CS, dx, ln1, x, st, st + n, p[LN1G]->param.data, n, h, 1))) {
     be->free(be, tmp);
     return rc;
   }
@@ -411,14 +463,21 @@ static int layer_b(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int
 }
 
 /* W of layer l: every weight gradient of the layer (dW = X^T dY into the F32 gradients,
- * db = colsum dY, LN gamma/beta); LN1 and LN2 outputs are recomputed from x, x1. */
-static int layer_w(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int l, void *scratch, float *sst) {
+ * db = colsum dY, LN gamma/beta); LN1 and LN2 outputs are recomputed from x, x1.
+ * scratch [N, h] and sst [2N] are uncounted buffers. With --sequence-parallel the
+ * recomputed LN outputs, dy and dx1 are all-gathered into G ([N, h]) for the products
+ * (and the projection's and FC2's bias gradients, then whole), and the layer norms'
+ * gamma and beta gradients, of this rank's rows only, are summed over the group
+ * through lg (F32 [4h]) before they are added. */
+static int layer_w(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int l, void *scratch, float *sst, void *G,
+                   float *lg) {
   gpt *g = m->impl;
   ppsrt_backend *be = m->be;
-  int N = g->N, h = g->h, q = g->q, ha = g->ha, f = g->f;
+  int N = g->N, n = g->n, h = g->h, q = g->q, ha = g->ha, f = g->f;
   sidx *e = IX(g, mb, loc);
   int *fi = e->lf + (size_t)l * NFE;
   void *x, *dln1, *dqkv, *att, *x1, *dln2, *dhpre, *hact, *area;
+  const void *a;
   float *st;
   TRY(layer_input(c, g, mb, stage, loc, l, &x));
   TRY(get(c, mb, stage, fi[FE_LN1], &dln1));
@@ -433,26 +492,41 @@ static int layer_w(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int
   void *dy = slot(g, area, l + 1 < g->L ? slot_dx(g, l + 1) : slot_dytop()), *dx1 = slot(g, area, slot_dx1(g, l));
   ppsrt_param *p[NLP];
   for (int k = 0; k < NLP; k++) p[k] = LP(m, loc, l, k);
-  EPI(fused(be, PPSRT_EP_BGRAD, 1, 0, f, h, N, hact, f, dy, h, 1.0f, p[FC2W]->grad, PPSRT_F32, h, NULL, NULL,
+  /* the layer norms' gradients: into the parameters', or (sequence parallel) lg */
+  float *g2g = g->sp ? lg : p[LN2G]->grad, *g2b = g->sp ? lg + h : p[LN2B]->grad;
+  float *g1g = g->sp ? lg + 2 * h : p[LN1G]->grad, *g1b = g->sp ? lg + 3 * h : p[LN1B]->grad;
+  if (g->sp) K(be->memset0(be, CS, lg, 4 * (size_t)h * sizeof(float)));
+  K(sp_gather(c, g, dy, G, h, &a));
+  EPI(fused(be, PPSRT_EP_BGRAD, 1, 0, f, h, N, hact, f, a, h, 1.0f, p[FC2W]->grad, PPSRT_F32, h, NULL, NULL,
             p[FC2B]->grad),
-      K(be->gemm(be, CS, 1, 0, f, h, N, 1.0f, hact, AT, f, dy, AT, h, 1.0f, p[FC2W]->grad, PPSRT_F32, h));
-      K(be->bias_grad(be, CS, p[FC2B]->grad, dy, N, h)));
-  K(be->layernorm_fwd(be, CS, scratch, sst, sst + N, x1, p[LN2G]->param.data, p[LN2B]->param.data, N, h));
-  EPI(fused(be, PPSRT_EP_BGRAD, 1, 0, h, f, N, scratch, h, dhpre, f, 1.0f, p[FCW]->grad, PPSRT_F32, f, NULL,
+      K(be->gemm(be, CS, 1, 0, f, h, N, 1.0f, hact, AT, f, a, AT, h, 1.0f, p[FC2W]->grad, PPSRT_F32, h));
+      K(be->bias_grad(be, CS, p[FC2B]->grad, a, N, h)));
+  K(be->layernorm_fwd(be, CS, scratch, sst, sst + n, x1, p[LN2G]->param.data, p[LN2B]->param.data, n, h));
+  K(sp_gather(c, g, scratch, G, h, &a));
+  EPI(fused(be, PPSRT_EP_BGRAD, 1, 0, h, f, N, a, h, dhpre, f, 1.0f, p[FCW]->grad, PPSRT_F32, f, NULL,
             NULL, p[FCB]->grad),
-      K(be->gemm(be, CS, 1, 0, h, f, N, 1.0f, scratch, AT, h, dhpre, AT, f, 1.0f, p[FCW]->grad, PPSRT_F32, f));
+      K(be->gemm(be, CS, 1, 0, h, f, N, 1.0f, a, AT, h, dhpre, AT, f, 1.0f, p[FCW]->grad, PPSRT_F32, f));
       K(be->bias_grad(be, CS, p[FCB]->grad, dhpre, N, f)));
-  K(be->layernorm_bwd_weight(be, CS, p[LN2G]->grad, p[LN2B]->grad, dln2, x1, st + 2 * N, st + 3 * N, N, h));
-  EPI(fused(be, PPSRT_EP_BGRAD, 1, 0, ha, h, N, att, ha, dx1, h, 1.0f, p[PROJW]->grad, PPSRT_F32, h, NULL, NULL,
+  K(be->layernorm_bwd_weight(be, CS, g2g, g2b, dln2, x1, st + 2 * n, st + 3 * n, n, h));
+  K(sp_gather(c, g, dx1, G, h, &a));
+  EPI(fused(be, PPSRT_EP_BGRAD, 1, 0, ha, h, N, att, ha, a, h, 1.0f, p[PROJW]->grad, PPSRT_F32, h, NULL, NULL,
             p[PROJB]->grad),
-      K(be->gemm(be, CS, 1, 0, ha, h, N, 1.0f, att, AT, ha, dx1, AT, h, 1.0f, p[PROJW]->grad, PPSRT_F32, h));
-      K(be->bias_grad(be, CS, p[PROJB]->grad, dx1, N, h)));
-  K(be->layernorm_fwd(be, CS, scratch, sst, sst + N, x, p[LN1G]->param.data, p[LN1B]->param.data, N, h));
-  EPI(fused(be, PPSRT_EP_BGRAD, 1, 0, h, q, N, scratch, h, dqkv, q, 1.0f, p[QKVW]->grad, PPSRT_F32, q, NULL, NULL,
+      K(be->gemm(be, CS, 1, 0, ha, h, N, 1.0f, att, AT, ha, a, AT, h, 1.0f, p[PROJW]->grad, PPSRT_F32, h));
+      K(be->bias_grad(be, CS, p[PROJB]->grad, a, N, h)));
+  K(be->layernorm_fwd(be, CS, scratch, sst, sst + n, x, p[LN1G]->param.data, p[LN1B]->param.data, n, h));
+  K(sp_gather(c, g, scratch, G, h, &a));
+  EPI(fused(be, PPSRT_EP_BGRAD, 1, 0, h, q, N, a, h, dqkv, q, 1.0f, p[QKVW]->grad, PPSRT_F32, q, NULL, NULL,
             p[QKVB]->grad),
-      K(be->gemm(be, CS, 1, 0, h, q, N, 1.0f, scratch, AT, h, dqkv, AT, q, 1.0f, p[QKVW]->grad, PPSRT_F32, q));
+      K(be->gemm(be, CS, 1, 0, h, q, N, 1.0f, a, AT, h, dqkv, AT, q, 1.0f, p[QKVW]->grad, PPSRT_F32, q));
       K(be->bias_grad(be, CS, p[QKVB]->grad, dqkv, N, q)));
-  K(be->layernorm_bwd_weight(be, CS, p[LN1G]->grad, p[LN1B]->grad, dln1, x, st, st + N, N, h));
+  K(be->layernorm_bwd_weight(be, CS, g1g, g1b, dln1, x, st, st + n, n, h));
+  if (g->sp) {   /* Megatron's all-reduce of the sequence-parallel parameters' gradients */
+    K(ppsrt_tp_allreduce(c, lg, 4 * (size_t)h));
+    K(be->axpy_f32(be, CS, p[LN2G]->grad, lg, 1.0f, h));
+    K(be->axpy_f32(be, CS, p[LN2B]->grad, lg + h, 1.0f, h));
+    K(be->axpy_f32(be, CS, p[LN1G]->grad, lg + 2 * h, 1.0f, h));
+    K(be->axpy_f32(be, CS, p[LN1B]->grad, lg + 3 * h, 1.0f, h));
+  }
   return 0;
 }
 
@@ -466,6 +540,8 @@ static int check_stage(ppsrt_model *m, const char *pass, int mb, int stage) {
   return 0;
 }
 
+static int gpt_head_f(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, void *x);
+
 /* F: stage input (embedding on stage 0), L layers, and on the last stage LN_f and
  * (without vocabulary parallelism) the output layer, loss and loss gradient. */
 static int gpt_f(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage) {
@@ -473,7 +549,7 @@ static int gpt_f(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage) {
   ppsrt_backend *be = m->be;
   TRY(check_stage(m, "F", mb, stage));
   int loc = g->local[stage], N = g->N, h = g->h, last = stage == g->S - 1, rc;
-  size_t Nh = (size_t)N * h, es = g->es;
+  size_t Nh = (size_t)N * h, nh = (size_t)g->n * h, es = g->es;
   sidx *e = IX(g, mb, loc);
   void *x;
   if (!ppsrt_recomputing(c)) e->fst = e->flnf = e->fdl = e->grad = -1;   /* a partial rebuild keeps them */
@@ -491,18 +567,18 @@ static int gpt_f(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage) {
     v->emb = NULL;
     TRY(rc);
     if ((rc = ppsrt_act_adopt(c, mb, stage, x, Nh * es, &e->in))) { be->free(be, x); return rc; }
-  } else if (stage == 0) {
-    TRY(save(c, mb, stage, Nh * es, &x, &e->in));
-    K(be->embedding_fwd(be, CS, x, g->ids + (size_t)mb * N, g->tok->param.data, N, h, 0, g->V, 0));
-    K(be->embedding_fwd(be, CS, x, g->posid, g->pos->param.data, N, h, 0, g->T, 1));
+  } else if (stage == 0) {   /* (sequence parallel: the embeddings of this rank's rows) */
+    TRY(save(c, mb, stage, nh * es, &x, &e->in));
+    K(be->embedding_fwd(be, CS, x, g->ids + (size_t)mb * N + g->r0, g->tok->param.data, g->n, h, 0, g->V, 0));
+    K(be->embedding_fwd(be, CS, x, g->posid + g->r0, g->pos->param.data, g->n, h, 0, g->T, 1));
   } else {
     size_t got = 0;
     TRY(ppsrt_io_take(c, PPSRT_XFER_ACT, mb, stage - 1, &x, &got));
-    if (got != Nh * es) {
+    if (got != nh * es) {
       be->free(be, x);
-      return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: input of F(%d, %d) has %zu bytes, expected %zu", mb, stage, got, Nh * es);
+      return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: input of F(%d, %d) has %zu bytes, expected %zu", mb, stage, got, nh * es);
     }
-    if ((rc = ppsrt_act_adopt(c, mb, stage, x, Nh * es, &e->in))) { be->free(be, x); return rc; }
+    if ((rc = ppsrt_act_adopt(c, mb, stage, x, nh * es, &e->in))) { be->free(be, x); return rc; }
   }
   for (int l = 0; l < g->L; l++) {
     void *y = NULL;
@@ -515,43 +591,61 @@ static int gpt_f(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage) {
     if (ppsrt_layer_end(c, mb, stage, l)) return 0;   /* a partial rebuild ends here (model.h) */
   }
   if (!last) {
-    if ((rc = ppsrt_io_put(c, PPSRT_XFER_ACT, mb, stage, x, Nh * es))) { be->free(be, x); return rc; }
+    if ((rc = ppsrt_io_put(c, PPSRT_XFER_ACT, mb, stage, x, nh * es))) { be->free(be, x); return rc; }
+  } else if (g->sp) {   /* LN_f and the output layer on all N rows, y all-gathered (transient) */
+    void *yf;
+    TRY(be->alloc(be, Nh * es, &yf));
+    rc = ppsrt_tp_allgather(c, x, yf, nh * es);
+    if (!rc) rc = gpt_head_f(m, c, mb, stage, yf);
+    be->free(be, yf);
+    TRY(rc);
   } else {
-    /* LN_f; then the output layer here, or (vocabulary parallelism) its input to S */
-    float *fst;
-    void *lnf;
-    TRY(save(c, mb, stage, 2 * (size_t)N * sizeof(float), (void **)&fst, &e->fst));
-    TRY(save(c, mb, stage, Nh * es, &lnf, &e->flnf));
-    if (g->mode) {
-      void *o;
-      TRY(be->alloc(be, Nh * es, &o));
-      if (!g->nc && (rc = be->layernorm_fwd(be, CS, o, fst, fst + N, x, g->lnfg->param.data, g->lnfb->param.data, N, h))) {
-        be->free(be, o);
-        return rc;
-      }
-      if ((rc = ppsrt_io_put(c, PPSRT_XFER_ACT, mb, stage, o, Nh * es))) { be->free(be, o); return rc; }
-    } else {
-      void *dl;
-      float *sm;
-      const int32_t *tg = g->tgt + (size_t)mb * N;
-      TRY(save(c, mb, stage, (size_t)N * g->V * es, &dl, &e->fdl));
-      K(be->layernorm_fwd(be, CS, lnf, fst, fst + N, x, g->lnfg->param.data, g->lnfb->param.data, N, h));
-      TRY(be->alloc(be, 3 * (size_t)N * sizeof(float), (void **)&sm));
-      /* logits = LN_f(y) out^T; statistics and loss; dlogits in place, scaled 1/(N nmb) */
-      if (!g->nc &&
-          ((rc = be->gemm(be, CS, 0, 1, N, g->V, h, 1.0f, lnf, AT, h, g->out->param.data, AT, h, 0.0f, dl, AT, g->V)) ||
-           (rc = be->softmax_stats(be, CS, sm, sm + N, sm + 2 * N, dl, tg, N, g->V, 0)) ||
-           (!ppsrt_recomputing(c) && (rc = add_loss(m, sm, sm + N, sm + 2 * N))) ||   /* once per microbatch */
-           (rc = be->softmax_xent_bwd(be, CS, dl, dl, sm, sm + N, tg, N, g->V, 0, (float)(1.0 / ((double)N * m->cfg.nmb)))))) {
-        be->free(be, sm);
-        return rc;
-      }
-      be->free(be, sm);
-    }
+    TRY(gpt_head_f(m, c, mb, stage, x));
   }
   /* the gradient area B fills for W */
   void *area;
-  return save(c, mb, stage, (size_t)grad_slots(g, stage) * Nh * es, &area, &e->grad);
+  return save(c, mb, stage, (size_t)grad_slots(g, stage) * nh * es, &area, &e->grad);
+}
+
+/* The last stage's head in F: LN_f of y (all N rows); then the output layer here, or
+ * (vocabulary parallelism) its input to S. */
+static int gpt_head_f(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, void *x) {
+  gpt *g = m->impl;
+  ppsrt_backend *be = m->be;
+  int N = g->N, h = g->h, rc;
+  size_t Nh = (size_t)N * h, es = g->es;
+  sidx *e = IX(g, mb, g->local[stage]);
+  float *fst;
+  void *lnf;
+  TRY(save(c, mb, stage, 2 * (size_t)N * sizeof(float), (void **)&fst, &e->fst));
+  TRY(save(c, mb, stage, Nh * es, &lnf, &e->flnf));
+  if (g->mode) {
+    void *o;
+    TRY(be->alloc(be, Nh * es, &o));
+    if (!g->nc && (rc = be->layernorm_fwd(be, CS, o, fst, fst + N, x, g->lnfg->param.data, g->lnfb->param.data, N, h))) {
+      be->free(be, o);
+      return rc;
+    }
+    if ((rc = ppsrt_io_put(c, PPSRT_XFER_ACT, mb, stage, o, Nh * es))) { be->free(be, o); return rc; }
+  } else {
+    void *dl;
+    float *sm;
+    const int32_t *tg = g->tgt + (size_t)mb * N;
+    TRY(save(c, mb, stage, (size_t)N * g->V * es, &dl, &e->fdl));
+    K(be->layernorm_fwd(be, CS, lnf, fst, fst + N, x, g->lnfg->param.data, g->lnfb->param.data, N, h));
+    TRY(be->alloc(be, 3 * (size_t)N * sizeof(float), (void **)&sm));
+    /* logits = LN_f(y) out^T; statistics and loss; dlogits in place, scaled 1/(N nmb) */
+    if (!g->nc &&
+        ((rc = be->gemm(be, CS, 0, 1, N, g->V, h, 1.0f, lnf, AT, h, g->out->param.data, AT, h, 0.0f, dl, AT, g->V)) ||
+         (rc = be->softmax_stats(be, CS, sm, sm + N, sm + 2 * N, dl, tg, N, g->V, 0)) ||
+         (!ppsrt_recomputing(c) && (rc = add_loss(m, sm, sm + N, sm + 2 * N))) ||   /* once per microbatch */
+         (rc = be->softmax_xent_bwd(be, CS, dl, dl, sm, sm + N, tg, N, g->V, 0, (float)(1.0 / ((double)N * m->cfg.nmb)))))) {
+      be->free(be, sm);
+      return rc;
+    }
+    be->free(be, sm);
+  }
+  return 0;
 }
 
 /* B: input gradient only; see sidx for where it leaves what W needs. */
@@ -560,7 +654,7 @@ static int gpt_b(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage) {
   ppsrt_backend *be = m->be;
   TRY(check_stage(m, "B", mb, stage));
   int loc = g->local[stage], N = g->N, h = g->h, last = stage == g->S - 1, rc;
-  size_t Nh = (size_t)N * h, es = g->es;
+  size_t Nh = (size_t)N * h, nh = (size_t)g->n * h, es = g->es;
   sidx *e = IX(g, mb, loc);
   void *area, *dytop;
   TRY(get(c, mb, stage, e->grad, &area));
@@ -585,14 +679,24 @@ static int gpt_b(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage) {
       TRY(get(c, mb, stage, e->fdl, &dl));
       K(be->gemm(be, CS, 0, 0, N, h, g->V, 1.0f, dl, AT, g->V, g->out->param.data, AT, h, 0.0f, dlnf, AT, h));
     }
-    K(be->layernorm_bwd_input(be, CS, dytop, dlnf, y, fst, fst + N, g->lnfg->param.data, N, h, 0));
+    if (g->sp && !g->nc) {   /* y all-gathered again; this rank's rows of LN_f's input gradient */
+      void *t;
+      TRY(be->alloc(be, 2 * Nh * es, &t));
+      char *yf = t, *dyf = yf + Nh * es;
+      if (!(rc = ppsrt_tp_allgather(c, y, yf, nh * es)) &&
+          !(rc = be->layernorm_bwd_input(be, CS, dyf, dlnf, yf, fst, fst + N, g->lnfg->param.data, N, h, 0)))
+        rc = be->memcpy_async(be, CS, dytop, dyf + (size_t)g->r0 * h * es, nh * es, 0);
+      be->free(be, t);
+      TRY(rc);
+    } else
+      K(be->layernorm_bwd_input(be, CS, dytop, dlnf, y, fst, fst + N, g->lnfg->param.data, N, h, 0));
   } else {
     void *dy;
     size_t got = 0;
     TRY(ppsrt_io_take(c, PPSRT_XFER_GRAD, mb, stage + 1, &dy, &got));
-    rc = got != Nh * es ? PPSRT_FAIL(PPSRT_E_USAGE, "gpt: output gradient of B(%d, %d) has %zu bytes, expected %zu", mb,
-                                     stage, got, Nh * es)
-                        : g->nc ? 0 : be->memcpy_async(be, CS, dytop, dy, Nh * es, 0);
+    rc = got != nh * es ? PPSRT_FAIL(PPSRT_E_USAGE, "gpt: output gradient of B(%d, %d) has %zu bytes, expected %zu", mb,
+                                     stage, got, nh * es)
+                        : g->nc ? 0 : be->memcpy_async(be, CS, dytop, dy, nh * es, 0);
     be->free(be, dy);
     TRY(rc);
   }
@@ -600,7 +704,7 @@ static int gpt_b(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage) {
   void *dx = NULL;
   for (int l = g->L - 1; l >= 0; l--) {
     if (l > 0 || need_dx0(g, stage)) dx = slot(g, area, slot_dx(g, l));
-    else TRY(be->alloc(be, Nh * es, &dx));
+    else TRY(be->alloc(be, nh * es, &dx));
     if ((rc = layer_b(m, c, mb, stage, loc, l, dy, dx))) {
       if (l == 0 && !need_dx0(g, stage)) be->free(be, dx);
       return rc;
@@ -610,7 +714,7 @@ static int gpt_b(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage) {
   if (need_dx0(g, stage)) return 0;   /* layer 0's dx stays for the embeddings' W */
   /* the stage input's gradient: to the previous stage, or (vocabulary parallelism, stage
    * 0) to coll input_bwd and IB */
-  if ((rc = ppsrt_io_put(c, PPSRT_XFER_GRAD, mb, stage, dx, Nh * es))) be->free(be, dx);
+  if ((rc = ppsrt_io_put(c, PPSRT_XFER_GRAD, mb, stage, dx, nh * es))) be->free(be, dx);
   return rc;
 }
 
@@ -620,18 +724,22 @@ static int gpt_w(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage) {
   ppsrt_backend *be = m->be;
   TRY(check_stage(m, "W", mb, stage));
   int loc = g->local[stage], N = g->N, h = g->h, rc = 0;
-  size_t Nh = (size_t)N * h;
+  size_t Nh = (size_t)N * h, nh = (size_t)g->n * h;
   sidx *e = IX(g, mb, loc);
-  void *scratch;
-  float *sst;
+  void *scratch, *G = NULL;
+  float *sst, *lg = NULL;
+  /* uncounted: scratch [N, h], sst [2N]; sequence parallel: G [N, h], lg [4h] F32 */
   TRY(be->alloc(be, Nh * g->es, &scratch));
   if ((rc = be->alloc(be, 2 * (size_t)N * sizeof(float), (void **)&sst))) { be->free(be, scratch); return rc; }
-  for (int l = g->L - 1; l >= 0 && !rc; l--) rc = layer_w(m, c, mb, stage, loc, l, scratch, sst);
+  if (g->sp && !(rc = be->alloc(be, Nh * g->es, &G))) rc = be->alloc(be, 4 * (size_t)h * sizeof(float), (void **)&lg);
+  for (int l = g->L - 1; l >= 0 && !rc; l--) rc = layer_w(m, c, mb, stage, loc, l, scratch, sst, G, lg);
   if (!rc && stage == g->S - 1) {
     void *y, *dlnf, *area;
     float *fst;
     if (!(rc = get(c, mb, stage, e->lf[(size_t)(g->L - 1) * NFE + FE_Y], &y)) && !(rc = get(c, mb, stage, e->fst, (void **)&fst)) &&
-        !(rc = get(c, mb, stage, e->flnf, &dlnf)) && !(rc = get(c, mb, stage, e->grad, &area)) && !g->nc) {
+        !(rc = get(c, mb, stage, e->flnf, &dlnf)) && !(rc = get(c, mb, stage, e->grad, &area)) && !g->nc &&
+        !(rc = g->sp ? ppsrt_tp_allgather(c, y, G, nh * g->es) : 0)) {
+      if (g->sp) y = G;   /* sequence parallel: LN_f on all N rows, y all-gathered again (whole gradients) */
       rc = be->layernorm_bwd_weight(be, CS, g->lnfg->grad, g->lnfb->grad, dlnf, y, fst, fst + N, N, h);
       if (!rc && !g->mode) {   /* d out += dlogits^T LN_f(y), LN_f(y) recomputed */
         void *dl;
@@ -643,14 +751,17 @@ static int gpt_w(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage) {
   }
   if (!rc && need_dx0(g, stage)) {
     void *area;
-    if (!(rc = get(c, mb, stage, e->grad, &area)) && !g->nc) {
-      void *dx0 = slot(g, area, slot_dx(g, 0));
+    const void *dx0;
+    /* sequence parallel: dx0 all-gathered, the embeddings' gradients of all N rows (whole) */
+    if (!(rc = get(c, mb, stage, e->grad, &area)) && !g->nc && !(rc = sp_gather(c, g, slot(g, area, slot_dx(g, 0)), G, h, &dx0))) {
       rc = be->embedding_bwd(be, CS, g->tok->grad, dx0, g->ids + (size_t)mb * N, N, h, 0, g->V);
       if (!rc) rc = be->embedding_bwd(be, CS, g->pos->grad, dx0, g->posid, N, h, 0, g->T);
     }
   }
   be->free(be, scratch);
   be->free(be, sst);
+  be->free(be, G);
+  be->free(be, lg);
   if (rc) return rc;
   return ppsrt_act_release(c, mb, stage);
 }
@@ -1067,6 +1178,10 @@ static int gpt_check_sizes(const ppsrt_model_config *cfg, int nstages) {
   if (cfg->tp > 1 && Hkv % cfg->tp)
     return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --tensor-parallel %d must divide --query-groups %d (and so --heads %d): each rank "
                       "takes whole key/value groups", cfg->tp, Hkv, cfg->heads);
+  if (cfg->sp && cfg->tp > 1 && ((int64_t)cfg->seq * cfg->micro_batch) % cfg->tp)
+    return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --sequence-parallel splits the --micro-batch %d x --seq %d = %lld tokens of a "
+                      "microbatch over --tensor-parallel %d ranks: %d must divide them", cfg->micro_batch, cfg->seq,
+                      (long long)cfg->seq * cfg->micro_batch, cfg->tp, cfg->tp);
   int64_t w = 4 * (int64_t)cfg->hidden > cfg->vocab ? 4 * (int64_t)cfg->hidden : cfg->vocab; /* MLP 4h, logits */
   int64_t tokens = (int64_t)cfg->seq * cfg->micro_batch;   /* both < 2^31: no overflow */
   if (tokens > INT32_MAX / w)
@@ -1110,6 +1225,9 @@ int ppsrt_gpt_create(const ppsrt_model_config *cfg, ppsrt_backend *be, int devic
   g->Bm = cfg->micro_batch; g->N = g->Bm * g->T; g->V = cfg->vocab; g->L = cfg->layers_per_stage;
   g->S = cfg->nstage; g->P = P; g->mode = cfg->vocab_mode; g->rank = device; g->nc = cfg->no_compute;
   g->q = (g->Hq + 2 * g->Hkv) * g->D;
+  g->sp = cfg->sp && g->tp > 1;
+  g->n = g->sp ? g->N / g->tp : g->N;
+  g->r0 = g->sp ? g->tpr * g->n : 0;
   g->es = ppsrt_dtype_size(be->act_dtype);
   g->nlocal = nstages;
   g->lo = g->mode ? (int)((int64_t)device * g->V / P) : 0;

@@ -358,3 +358,18 @@ int rt_tp_gather(ppsrt_ctx *c, const ppsrt_param *p, const float *mine, float *f
   free(all);
   return rc;
 }
+
+/* ---- --sequence-parallel: the all-gathers and reduce-scatters of model_gpt.c's
+ * sequence-split residual stream, on the same group and stream as ppsrt_tp_allreduce
+ * (the device buffers handed to the transport; threads and MPI stage a GPU's) ---- */
+
+int ppsrt_tp_allgather(ppsrt_ctx *c, const void *send, void *recv, size_t bytes) {
+  if (!c->ttr) return send == recv ? 0 : c->be->memcpy_async(c->be, PPSRT_STREAM_COMPUTE, recv, send, bytes, 0);
+  return c->ttr->allgather(c->ttr, c->tp_rank, c->be, PPSRT_STREAM_COMPUTE, send, recv, bytes);
+}
+
+int ppsrt_tp_reduce_scatter(ppsrt_ctx *c, const float *send, float *recv, size_t count) {
+  if (!c->ttr)
+    return send == recv ? 0 : c->be->memcpy_async(c->be, PPSRT_STREAM_COMPUTE, recv, send, count * sizeof(float), 0);
+  return c->ttr->reduce_scatter_f32(c->ttr, c->tp_rank, c->be, PPSRT_STREAM_COMPUTE, send, recv, count, PPSRT_SUM);
+}

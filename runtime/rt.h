@@ -43,6 +43,7 @@ typedef struct rt_opts {
   int save_every;                /* --save-every N: also after every N-th step (0: at the end only) */
   int data_parallel;             /* --data-parallel D: replicas of the pipeline (1: none; replica.c) */
   int tensor_parallel;           /* --tensor-parallel T: each device's layers split over T ranks (1: none; replica.c) */
+  int sequence_parallel;         /* --sequence-parallel: with T > 1, the gpt's residual stream split by token rows */
   int distopt;                   /* --distributed-optimizer: optimizer state sharded over the replicas (param.c) */
   /* learning rate and gradients (interp.c rt_lr_at, rt_optimizer_step) */
   int lr_schedule;               /* --lr-schedule: RT_LR_* */

@@ -14,10 +14,11 @@
 #  - Vocab-2 (its collectives on the lanes, each replica's own view of them): threads,
 #    and NCCL mode with the distributed optimizer;
 #  - --tensor-parallel 2 (threads transport), alone and with 2 replicas and the
-#    distributed optimizer; on the NCCL transport (its groups' communicators: the
+#    distributed optimizer; with --sequence-parallel on the V shape with 2 replicas,
+#    and on NCCL on 4 GPUs; on the NCCL transport (its groups' communicators: the
 #    emulator counts their all-reduces), on 4 GPUs, on one (the copy channel), with 2
-#    replicas on 8, and under mpirun -np 8 (P 2 x D 2 x T 2); one tensor rank failing
-#    alone stops the run at once;
+#    replicas on 8, and under mpirun -np 8 (P 2 x D 2 x T 2); checkpoints gathered over
+#    the NCCL groups; --val-data; one tensor rank failing alone stops the run at once;
 #  - a rank failing under --data-parallel stops every rank (exit 1, no hang).
 # Skipped (77) without the emulator; the MPI parts without MPI (said so).
 . "$(dirname "$0")/../runtime/lib.sh"
@@ -124,6 +125,16 @@ expect_exit 1 "one tensor rank failing alone stops the run (NCCL)" env PPSRT_EMU
   "$WORK/l2" $TPG --backend cuda --transport nccl --tensor-parallel 2 --iterations 2 -q --die-at 1:2:1 --timeout 30
 expect_grep "device 1 (tensor rank 1): .*injected failure (--die-at 1:2:1)" "NCCL: the failing rank is named"
 grep -q "waited\|timed out" "$WORK/out" && fail "NCCL: a rank waited for --timeout" || pass "NCCL: no rank waited for --timeout"
+# --sequence-parallel (the all-gathers and reduce-scatters of device buffers, staged by
+# the threads transport), on the V shape (two stages a device) with 2 replicas
+expect_exit 0 "gpt V shape P=2 --tensor-parallel 2 --sequence-parallel --data-parallel 2 --check, threads" emu 2 "$WORK/v2" --model gpt \
+  --hidden 16 --heads 4 --query-groups 2 --seq 4 --vocab 32 --transport threads --tensor-parallel 2 --sequence-parallel \
+  --data-parallel 2 --optimizer adam --check --iterations 2 -q
+expect_grep "^check: passed" "sequence parallel: check passes"
+expect_exit 0 "gpt V shape P=2 --tensor-parallel 2 --sequence-parallel --check, NCCL on 4 emulated GPUs" \
+  env PPSRT_EMU_GPUS=4 PPS_EMU_SEED=1 LD_PRELOAD="$EMU" "$WORK/v2" --model gpt --hidden 16 --heads 4 --query-groups 2 --seq 4 \
+  --vocab 32 --backend cuda --transport nccl --tensor-parallel 2 --sequence-parallel --optimizer adam --check --iterations 2 -q
+expect_grep "^check: passed" "sequence parallel NCCL: check passes"
 expect_exit 1 "a rank failing under --data-parallel 2 stops the run (NCCL)" \
   env PPSRT_EMU_GPUS=4 PPS_EMU_SEED=1 LD_PRELOAD="$EMU" timeout 90 "$WORK/v2" --backend cuda --transport nccl --data-parallel 2 --iterations 2 -q --die-at 1:3 --timeout 30
 expect_grep "injected failure" "the failing rank says why"

@@ -6,7 +6,8 @@
 # channel), the threads transport with the CUDA backend, a full-offload policy, the
 # gpt model (vocabulary-parallel schedules with it only), and --data-parallel 2 with and
 # without --distributed-optimizer (the same losses), also with Vocab-2, and
-# --tensor-parallel 2 on the threads and NCCL transports. Every schedule is expected
+# --tensor-parallel 2 on the threads and NCCL transports, also with
+# --sequence-parallel (never run on a GPU yet). Every schedule is expected
 # valid at every P (a literal one runs once): one that ppsc check rejects fails. Skipped
 # (77) when no GPU is visible; a failing `cuda_kernels --count` is an error.
 . "$(dirname "$0")/../runtime/lib.sh"
@@ -85,15 +86,17 @@ if build vdp "$top_srcdir/stdlib/vocab_1f1b.pps" -D P=2 -D m=4 -D mode=2; then
     expect_exit 0 "gpt Vocab-2 --data-parallel 2 cuda/$tr --check" "$WORK/vdp" $DPG --transport $tr --check -q
   done
 else fail "build vocab_1f1b for --data-parallel"; fi
-# --tensor-parallel 2, alone and with 2 replicas and the distributed optimizer, on the
-# threads and NCCL transports (NCCL: the groups' own communicators, or on fewer GPUs
-# than ranks the copy channel)
+# --tensor-parallel 2, alone, with 2 replicas and the distributed optimizer, and with
+# --sequence-parallel, on the threads and NCCL transports (NCCL: the groups' own
+# communicators, or on fewer GPUs than ranks the copy channel)
 if build tpg "$top_srcdir/stdlib/1f1b.pps" -D P=2 -D m=4; then
   TPG="--backend cuda --model gpt --hidden 128 --heads 4 --query-groups 2 --seq 32 --vocab 512 --optimizer adam"
   for tr in threads nccl; do
     expect_exit 0 "gpt 1f1b --tensor-parallel 2 cuda/$tr --check" "$WORK/tpg" $TPG --transport $tr --tensor-parallel 2 --check -q
     expect_exit 0 "gpt 1f1b --tensor-parallel 2 --data-parallel 2 --distributed-optimizer cuda/$tr --check" "$WORK/tpg" $TPG \
       --transport $tr --tensor-parallel 2 --data-parallel 2 --distributed-optimizer --check -q
+    expect_exit 0 "gpt 1f1b --tensor-parallel 2 --sequence-parallel cuda/$tr --check" "$WORK/tpg" $TPG --transport $tr \
+      --tensor-parallel 2 --sequence-parallel --check -q
   done
 else fail "build 1f1b for --tensor-parallel"; fi
 finish

@@ -1,0 +1,161 @@
+#!/bin/sh
+# sp.sh: --sequence-parallel with --tensor-parallel T (runtime/model_gpt.c, Megatron-LM's
+# sequence parallelism): the gpt's residual stream, layer norms, biases and pipeline
+# messages on each rank's N/T token rows, all-gathers before QKV and FC1 and
+# reduce-scatters after the projection and FC2 (runtime/replica.c ppsrt_tp_allgather,
+# ppsrt_tp_reduce_scatter), the layer norms' gradients summed over the group in W.
+# Against independent figures:
+#  - the losses equal T = 1's within 1e-6 relative, 1F1B (Adam, --clip-grad, the same
+#    gradient norms) at T = 2 and 4, and ZB-V (a V shape with B and W split: W gathers
+#    the layer norms' outputs again);
+#  - --check (one whole-layer device) passes at T = 2 and 4, ZB-V, with --data-parallel 2
+#    and the distributed optimizer, PipeOffload (activations offloaded to the host), and
+#    under mpirun -np 8 (P 2 x D 2 x T 2); a planted
+#    wrong layer-norm gradient is named;
+#  - device 0 (stage 0) keeps exactly the bytes computed here buffer by buffer (every
+#    one of a layer on N/T rows or 1/T of the heads and columns; plus the embeddings'
+#    gradient slot, N/T rows), the last stage too (its LN_f and output layer on all N
+#    rows); device 0's bytes a layer equal `ppsc sim`'s unit_bytes with
+#    hardware { tensor_parallel = 2; sequence_parallel = 1; } (and without, at T = 1);
+#  - checkpoints saved with it resume without it and the reverse, with the
+#    uninterrupted losses; the JSON layout says sequence_parallel;
+#  - what is not supported is refused (exit 2) with the reason.
+. "$(dirname "$0")/lib.sh"
+build a "$top_srcdir/stdlib/1f1b.pps" -D P=2 -D m=4 || { fail "build 1f1b"; finish; }
+build z "$top_srcdir/stdlib/zb_v.pps" -D P=2 -D m=4 || { fail "build zb_v"; finish; }
+A=$WORK/a; Z=$WORK/z
+G="--model gpt --hidden 16 --heads 4 --query-groups 2 --seq 4 --vocab 32 --optimizer adam --lr 0.01"
+G4="--model gpt --hidden 16 --heads 4 --query-groups 4 --seq 4 --vocab 32 --optimizer adam --lr 0.01"
+SP="--sequence-parallel"
+losses() { grep -o '"loss":[-0-9.e+]*,"time_s"' "$1" | sed 's/"loss":\(.*\),"time_s"/\1/' | tr '\n' ' '; }
+# close LABEL A-FILE B-FILE: the same number of losses, each within 1e-6 relative
+close() {
+  a=$(losses "$2"); b=$(losses "$3")
+  if [ -n "$a" ] && python3 -c "
+import sys
+a, b = [[float(x) for x in s.split()] for s in sys.argv[1:3]]
+assert len(a) == len(b) > 0 and all(abs(x - y) <= 1e-6 * abs(y) for x, y in zip(a, b)), (a, b)" "$a" "$b" 2>/dev/null
+  then pass "$1: $a"; else fail "$1: '$a' vs '$b'"; fi
+}
+run() { out=$1; shift; "$@" --json >"$WORK/$out" 2>"$WORK/err" || { fail "$out: exit $?: $(cat "$WORK/err")"; }; }
+
+run a1 "$A" $G --iterations 4 --clip-grad 0.5
+run a2 "$A" $G --iterations 4 --clip-grad 0.5 --tensor-parallel 2 $SP
+close "1F1B: T = 2 sequence parallel = T = 1 (Adam, --clip-grad)" "$WORK/a2" "$WORK/a1"
+g1=$(grep -o '"grad_norm":[0-9.e+-]*' "$WORK/a1" | tr '\n' ' '); g2=$(grep -o '"grad_norm":[0-9.e+-]*' "$WORK/a2" | tr '\n' ' ')
+python3 -c "
+import sys
+a, b = [[float(x.split(':')[1]) for x in s.split()] for s in sys.argv[1:3]]
+assert len(a) == len(b) == 4 and all(abs(x - y) <= 1e-6 * y for x, y in zip(a, b)), (a, b)" "$g2" "$g1" \
+  && pass "the gradient norm = the whole tensors' ($g2)" || fail "gradient norms: SP '$g2', T = 1 '$g1'"
+grep -q '"layout":{"devices":2,"data_parallel":1,"tensor_parallel":2,"ranks":4,"distributed_optimizer":false,"sequence_parallel":true}' "$WORK/a2" \
+  && pass "JSON layout: sequence_parallel true" || fail "JSON layout: $(grep -o '"layout":{[^}]*}' "$WORK/a2")"
+grep -q '"sequence_parallel":false}' "$WORK/a1" && pass "JSON layout: sequence_parallel false without it" || fail "JSON layout without: $(grep -o '"layout":{[^}]*}' "$WORK/a1")"
+run a4 "$A" $G4 --iterations 3
+run a44 "$A" $G4 --iterations 3 --tensor-parallel 4 $SP
+close "1F1B: T = 4 sequence parallel = T = 1 (one token row a rank)" "$WORK/a44" "$WORK/a4"
+run z1 "$Z" $G --iterations 3 --clip-grad 0.5
+run z2 "$Z" $G --iterations 3 --clip-grad 0.5 --tensor-parallel 2 $SP
+close "ZB-V (B and W split, two stages a device): T = 2 sequence parallel = T = 1" "$WORK/z2" "$WORK/z1"
+
+# --check against one device with whole layers and all rows
+expect_exit 0 "1F1B T = 2 --sequence-parallel --check" "$A" $G --tensor-parallel 2 $SP --check -q
+expect_grep "^check: passed" "T = 2: check passes"
+[ "$(grep -c '^check: device [01] (tensor rank [01]): .*: match' "$WORK/out")" = 4 ] && pass "every tensor rank of every device compared its tensors" \
+  || fail "check lines: $(grep -c '^check: device' "$WORK/out")"
+expect_exit 0 "1F1B T = 4 --sequence-parallel --check" "$A" $G4 --tensor-parallel 4 $SP --check -q
+expect_grep "^check: passed" "T = 4: check passes"
+expect_exit 0 "ZB-V T = 2 --sequence-parallel --check" "$Z" $G --tensor-parallel 2 $SP --check -q
+expect_grep "^check: passed" "ZB-V T = 2: check passes"
+expect_exit 0 "T = 2 x --data-parallel 2 --sequence-parallel --check" "$A" $G --tensor-parallel 2 $SP --data-parallel 2 --check -q
+expect_grep "^check: passed" "T = 2 x D = 2: check passes"
+expect_exit 0 "T = 2 x --data-parallel 3 --distributed-optimizer --sequence-parallel --check" "$A" $G --tensor-parallel 2 $SP --data-parallel 3 --distributed-optimizer --check -q
+expect_grep "^check: passed" "T = 2 x D = 3, distributed optimizer: check passes"
+if build po "$top_srcdir/stdlib/pipeoffload.pps"; then   # its split activations offloaded and reloaded
+  expect_exit 0 "PipeOffload (P = 4, offloaded activations) T = 2 --sequence-parallel --check" "$WORK/po" $G --tensor-parallel 2 $SP --check -q
+  expect_grep "^check: passed" "PipeOffload: check passes"
+else fail "build pipeoffload"; fi
+expect_exit 1 "a wrong layer-norm gradient fails --check" env "PPSRT_FAULT=grad=s0.l0.ln2.g*1.001" "$A" $G --tensor-parallel 2 $SP --check -q
+expect_grep "grad s0.l0.ln2.g .*DIFFERS" "the wrong layer norm named"
+
+# activation memory, computed here buffer by buffer (F32: 4 bytes), and ppsc sim's figure
+cat > "$WORK/sim.pps" <<'PPS'
+schedule lin(P = 2, m = 4, tp = 2, sp = 1) {
+  devices P;
+  microbatches m;
+  placement linear;
+  model { layers = 2; hidden = 16; heads = 4; query_groups = 2; seq = 4; micro_batch = 1; vocab = 32; dtype_bytes = 4; }
+  hardware { tensor_parallel = tp; sequence_parallel = sp; }
+  for d in 0..P {
+    device d {
+      let warm = min(P - d - 1, m);
+      for i in 0..warm     { F(i) }
+      for i in 0..m - warm { F(i + warm) BW(i) }
+      for i in m - warm..m { BW(i) }
+    }
+  }
+}
+PPS
+"$PPSC" sim "$WORK/sim.pps" --json > "$WORK/sim2.json" 2>"$WORK/err" && "$PPSC" sim "$WORK/sim.pps" -D tp=1 -D sp=0 --json > "$WORK/sim1.json" 2>>"$WORK/err" \
+  || fail "ppsc sim: $(cat "$WORK/err")"
+python3 - "$WORK/a1" "$WORK/a2" "$WORK/sim1.json" "$WORK/sim2.json" > "$WORK/py.out" 2>&1 <<'PY' && pass "activation bytes: $(cat "$WORK/py.out")" || fail "activation bytes under --sequence-parallel: $(cat "$WORK/py.out")"
+import json, sys
+d1, d2, s1, s2 = [json.load(open(f)) for f in sys.argv[1:5]]
+N, h, H, G, s, es, V, T = 4, 16, 4, 2, 4, 4, 32, 2       # tokens, hidden, heads, kv groups, seq, F32, vocab, T
+hd = h // H
+def layer(t, rows):
+    # rows: the residual stream's (N, or N/T with sequence parallelism): ln1, x1, ln2,
+    # y, the two gradient slots B leaves for W, the layer norms' 4 F32 statistics;
+    # split by heads and columns over t: Q K V, att, hpre, hact, the softmax statistics
+    q = (H // t + 2 * G // t) * hd
+    return rows * (6 * h * es + 16) + N * q * es + (H // t) * s * 4 + N * (H // t) * hd * es + 2 * N * (4 * h // t) * es
+n = N // T
+stage0 = {1: layer(1, N) + N * h * es, T: layer(T, n) + n * h * es}   # + the embeddings' gradient slot dx0
+# last stage: the layer keeps its output y too (rows); LN_f's statistics and output and
+# the logits' gradient on all N rows (the output layer is whole on every rank)
+last = {t: layer(t, r) + r * h * es + 2 * N * 4 + N * h * es + N * V * es for t, r in ((1, N), (T, n))}
+for d, t in ((d1, 1), (d2, T)):
+    p0, p1 = d["per_device"][0], d["per_device"][1]
+    assert p0["peak_units"] == 2 and p1["peak_units"] == 1, (p0["peak_units"], p1["peak_units"])
+    assert p0["resident_peak_bytes"] == 2 * stage0[t], ("device 0", t, p0["resident_peak_bytes"], 2 * stage0[t])
+    assert p1["resident_peak_bytes"] == last[t], ("device 1", t, p1["resident_peak_bytes"], last[t])
+# ppsc sim: a layer of one GPU (unit_bytes, one layer a stage) = device 0's unit less its dx0 slot
+for d, sim, rows in ((d1, s1, N), (d2, s2, n)):
+    u = d["per_device"][0]["resident_peak_bytes"] / d["per_device"][0]["peak_units"] - rows * h * es
+    assert u == sim["unit_bytes"], (u, sim["unit_bytes"])
+assert s2["tensor_parallel"]["sequence_parallel"] is True and s2["tensor_parallel"]["layer_bytes_whole"] == 0
+print("device 0 %d B (T = 1: %d B), a layer %d B = ppsc sim's unit_bytes %d B (T = 1: %d B)" % (
+    d2["per_device"][0]["resident_peak_bytes"], d1["per_device"][0]["resident_peak_bytes"],
+    s2["unit_bytes"], s2["unit_bytes"], s1["unit_bytes"]))
+PY
+
+# checkpoints: the same tensors with and without it
+run c2 "$A" $G --iterations 2 --tensor-parallel 2 $SP --save "$WORK/ck2"
+run c1 "$A" $G --iterations 2 --tensor-parallel 2 --save "$WORK/ck1"
+run f4 "$A" $G --iterations 4
+printf '%s\n' "$(grep -o '"loss":[-0-9.e+]*,"time_s"' "$WORK/f4" | sed -n 3,4p)" > "$WORK/f4b"
+run r1 "$A" $G --iterations 2 --load "$WORK/ck2"
+close "saved with --sequence-parallel, resumed at T = 1: the uninterrupted iterations 3-4" "$WORK/r1" "$WORK/f4b"
+run r2 "$A" $G --iterations 2 --load "$WORK/ck2" --tensor-parallel 2
+close "saved with --sequence-parallel, resumed at T = 2 without it" "$WORK/r2" "$WORK/f4b"
+run r3 "$A" $G --iterations 2 --load "$WORK/ck1" --tensor-parallel 2 $SP
+close "saved at T = 2 without it, resumed with --sequence-parallel" "$WORK/r3" "$WORK/f4b"
+
+if have_mpi; then
+  MPI="timeout 180 env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ASAN_OPTIONS=$MPI_ASAN $MPIRUN --oversubscribe"
+  expect_exit 0 "mpirun -np 8: P 2 x D 2 x T 2 --sequence-parallel --check" $MPI -np 8 "$A" $G --tensor-parallel 2 --data-parallel 2 $SP --check -q
+  expect_grep "^check: passed" "MPI: check passes"
+else skip "--sequence-parallel under MPI (libppsrt without MPI, or no mpirun)"; fi
+
+# refused, with the reason
+expect_exit 2 "--sequence-parallel without --tensor-parallel" "$A" $G $SP
+expect_grep "add --tensor-parallel T" "the missing flag named"
+expect_exit 2 "--sequence-parallel with --tensor-parallel 1" "$A" $G --tensor-parallel 1 $SP
+expect_grep "add --tensor-parallel T" "T = 1 refused"
+expect_exit 2 "--sequence-parallel with 2 ranks over 3 tokens" "$A" $G --tensor-parallel 2 $SP --seq 3
+expect_grep "2 must divide them" "the tokens named"
+if build vb "$top_srcdir/stdlib/vocab_1f1b.pps" -D P=2 -D m=4 -D mode=2; then
+  expect_exit 2 "--sequence-parallel with a vocabulary-parallel schedule" "$WORK/vb" $G --tensor-parallel 2 $SP
+  expect_grep "does not run with a vocabulary-parallel schedule yet" "the schedule named"
+else fail "build vocab_1f1b"; fi
+finish
