@@ -579,6 +579,10 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   if (my_rank == 0 && hw_dp >= 1 && hw_dp != run.nrep)
     fprintf(stderr, "%s: note: the schedule's hardware { data_parallel = %g } plans %g replicas; this run has %d (%s)\n", me,
             hw_dp, hw_dp, run.nrep, run.nrep > 1 ? "--data-parallel" : "give --data-parallel D for replicas");
+  double hw_sp = kv_get(p->hardware, p->nhardware, "sequence_parallel", -1);   /* -1: not given */
+  if (my_rank == 0 && hw_sp >= 0 && (hw_sp != 0) != (o->sequence_parallel != 0))
+    fprintf(stderr, "%s: note: the schedule's hardware { sequence_parallel = %g } plans %s sequence parallelism; this run %s\n",
+            me, hw_sp, hw_sp != 0 ? "with" : "without", o->sequence_parallel ? "has it (--sequence-parallel)" : "has none (give --sequence-parallel)");
   /* vocabulary collectives on a lane per device (coll_lane.c) wherever the transport
    * gives it a second transport of the same ranks (dup: threads, MPI with
    * MPI_THREAD_MULTIPLE, NCCL in one process), on either backend; else (no dup, dup

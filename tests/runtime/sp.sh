@@ -154,6 +154,14 @@ expect_exit 2 "--sequence-parallel with --tensor-parallel 1" "$A" $G --tensor-pa
 expect_grep "add --tensor-parallel T" "T = 1 refused"
 expect_exit 2 "--sequence-parallel with 2 ranks over 3 tokens" "$A" $G --tensor-parallel 2 $SP --seq 3
 expect_grep "2 must divide them" "the tokens named"
+# a schedule planning sequence parallelism, run without it: the run says so (and not
+# when it matches)
+if build plan "$WORK/sim.pps"; then
+  expect_exit 0 "a schedule planning sequence_parallel = 1, run at T = 2 without it" "$WORK/plan" --model gpt --tensor-parallel 2 --iterations 1 -q
+  expect_grep "note: the schedule's hardware { sequence_parallel = 1 } plans with sequence parallelism; this run has none" "the difference named"
+  expect_exit 0 "the same with --sequence-parallel" "$WORK/plan" --model gpt --tensor-parallel 2 --sequence-parallel --iterations 1 -q
+  if grep -q "sequence_parallel" "$WORK/out"; then fail "a note although the run matches the plan"; else pass "no note when the run matches"; fi
+else fail "build sim.pps"; fi
 if build vb "$top_srcdir/stdlib/vocab_1f1b.pps" -D P=2 -D m=4 -D mode=2; then
   expect_exit 2 "--sequence-parallel with a vocabulary-parallel schedule" "$WORK/vb" $G --tensor-parallel 2 $SP
   expect_grep "does not run with a vocabulary-parallel schedule yet" "the schedule named"
