@@ -485,7 +485,7 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
     return usage_error(me, "--sequence-parallel does not run with a vocabulary-parallel schedule yet (its input and output "
                            "layers' passes take every token row)");
   cfg->sp = o->sequence_parallel;   /* (its token rows must split: the gpt's sizes asked again) */
-  if (cfg->sp && !strcmp(o->model, "gpt") && ppsrt_gpt_check_config && ppsrt_gpt_check_config(cfg)) return usage_error(me, "%s", ppsrt_last_error());
+  if ((cfg->sp || run.ntp > 1) && !strcmp(o->model, "gpt") && ppsrt_gpt_check_config && ppsrt_gpt_check_config(cfg)) return usage_error(me, "%s", ppsrt_last_error());
   if (run.ntp > 1) {
     if (strcmp(o->model, "gpt"))
       return usage_error(me, "--tensor-parallel does not run with --model mlp (it splits the gpt's layers)");

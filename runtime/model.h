@@ -238,6 +238,8 @@ int ppsrt_gpt_create(const ppsrt_model_config *cfg, ppsrt_backend *be, int devic
 /* --tensor-parallel: buf (n F32 values in the backend's memory, on the compute stream)
  * summed over this rank's tensor-parallel group, in place; nothing without one. */
 int ppsrt_tp_allreduce(ppsrt_ctx *c, float *buf, size_t n);
+/* The same, the maximum over the group (the output layer's split softmax). */
+int ppsrt_tp_allreduce_max(ppsrt_ctx *c, float *buf, size_t n);
 /* --sequence-parallel: each rank's `bytes` at send land in recv (T x bytes) at block
  * tp_rank on every rank of the group (send may be recv's own block); a plain copy
  * without a group. */

@@ -101,6 +101,8 @@ typedef struct vstate {
 typedef struct gpt {
   int h, Hq, Hkv, D, T, Bm, N, V, L, S, P, mode, rank, nc, q;
   int tp, tpr;             /* --tensor-parallel: group size, this rank (Hq, Hkv, q, ha, f: its share) */
+  int tpv;                 /* --tensor-parallel without a vocabulary-parallel schedule: the input and output
+                              layers split by vocabulary rows [lo, hi) over the group (Megatron's) */
   int ha, f;               /* attention output width Hq D, MLP width 4h / tp */
   int sp, n, r0;           /* --sequence-parallel: on; this rank's token rows [r0, r0 + n) (else 0, N) */
   size_t es;
@@ -198,7 +200,7 @@ static size_t gpt_act_bytes(ppsrt_model *m, int stage) {
   for (int l = 0; l < g->L; l++) b += layer_bytes(g, l + 1 < g->L || last);
   /* LN_f stats, LN_f out, dlogits: all N rows (with --sequence-parallel too: the
    * output layer is whole, after an all-gather of y); the gradient area */
-  if (last) b += 2 * (size_t)g->N * sizeof(float) + Nh + (g->mode ? 0 : (size_t)g->N * g->V * g->es);
+  if (last) b += 2 * (size_t)g->N * sizeof(float) + Nh + (g->mode ? 0 : (size_t)g->N * (g->hi - g->lo) * g->es);
   return b + (size_t)grad_slots(g, stage) * nh;
 }
 
@@ -231,15 +233,41 @@ static int act_to_f32(ppsrt_backend *be, void *src, size_t n, float **out) {
  * rank's in F32, all-reduced (ppsrt_tp_allreduce), converted into C. With
  * --sequence-parallel reduce-scattered instead: C is [M/T, N], this rank's rows
  * [r0, r0 + M/T) of the sum (ppsrt_tp_reduce_scatter, in place in the F32 buffer). */
+static int gemm_tp_reduce(ppsrt_ctx *c, const gpt *g, ppsrt_backend *be, int scatter, int ta, int tb, int M, int N, int K,
+                          const void *A, int lda, const void *B, int ldb, void *C) {
+  float *s, *mine;
+  size_t n = (size_t)M * N, out = scatter ? n / g->tp : n;
+  TRY(be->alloc(be, n * sizeof(float), (void **)&s));
+  mine = s + (scatter ? (size_t)g->tpr * out : 0);
+  int rc = be->gemm(be, CS, ta, tb, M, N, K, 1.0f, A, AT, lda, B, AT, ldb, 0.0f, s, PPSRT_F32, N);
+  if (!rc) rc = scatter ? ppsrt_tp_reduce_scatter(c, s, mine, out) : ppsrt_tp_allreduce(c, s, n);
+  if (!rc) rc = be->convert(be, CS, C, AT, mine, PPSRT_F32, out);
+  be->free(be, s);
+  return rc;
+}
 static int gemm_tp_sum(ppsrt_ctx *c, const gpt *g, ppsrt_backend *be, int ta, int tb, int M, int N, int K, const void *A,
                        int lda, const void *B, int ldb, void *C) {
-  float *s, *mine;
-  size_t n = (size_t)M * N, out = g->sp ? n / g->tp : n;
-  TRY(be->alloc(be, n * sizeof(float), (void **)&s));
-  mine = s + (g->sp ? (size_t)g->tpr * out : 0);
-  int rc = be->gemm(be, CS, ta, tb, M, N, K, 1.0f, A, AT, lda, B, AT, ldb, 0.0f, s, PPSRT_F32, N);
-  if (!rc) rc = g->sp ? ppsrt_tp_reduce_scatter(c, s, mine, out) : ppsrt_tp_allreduce(c, s, n);
-  if (!rc) rc = be->convert(be, CS, C, AT, mine, PPSRT_F32, out);
+  return gemm_tp_reduce(c, g, be, g->sp, ta, tb, M, N, K, A, lda, B, ldb, C);
+}
+
+/* --tensor-parallel, the input layer split by vocabulary rows: x (act_dtype [n, h]) =
+ * the embeddings of this rank's rows of the microbatch: each rank looks up the tokens
+ * of its rows [lo, hi) of tok (zeros elsewhere) for all N tokens, the group sums them in
+ * F32 (with --sequence-parallel reduce-scatters them to each rank's n rows), then the
+ * position embeddings (whole on every rank) are added. */
+static int tp_embed(ppsrt_ctx *c, const gpt *g, ppsrt_backend *be, int mb, void *x) {
+  size_t Nh = (size_t)g->N * g->h, nh = (size_t)g->n * g->h;
+  void *e;
+  float *s = NULL;
+  TRY(be->alloc(be, Nh * g->es, &e));
+  int rc = be->embedding_fwd(be, CS, e, g->ids + (size_t)mb * g->N, g->tok->param.data, g->N, g->h, g->lo, g->hi, 0);
+  if (!rc) rc = act_to_f32(be, e, Nh, &s);
+  else be->free(be, e);
+  if (rc) return rc;
+  float *mine = s + (g->sp ? (size_t)g->tpr * nh : 0);
+  rc = g->sp ? ppsrt_tp_reduce_scatter(c, s, mine, nh) : ppsrt_tp_allreduce(c, s, Nh);
+  if (!rc) rc = be->convert(be, CS, x, AT, mine, PPSRT_F32, nh);
+  if (!rc) rc = be->embedding_fwd(be, CS, x, g->posid + g->r0, g->pos->param.data, g->n, g->h, 0, g->T, 1);
   be->free(be, s);
   return rc;
 }
@@ -567,6 +595,9 @@ static int gpt_f(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage) {
     v->emb = NULL;
     TRY(rc);
     if ((rc = ppsrt_act_adopt(c, mb, stage, x, Nh * es, &e->in))) { be->free(be, x); return rc; }
+  } else if (stage == 0 && g->tpv) {   /* the input layer split by vocabulary rows over the group */
+    TRY(save(c, mb, stage, nh * es, &x, &e->in));
+    K(tp_embed(c, g, be, mb, x));
   } else if (stage == 0) {   /* (sequence parallel: the embeddings of this rank's rows) */
     TRY(save(c, mb, stage, nh * es, &x, &e->in));
     K(be->embedding_fwd(be, CS, x, g->ids + (size_t)mb * N + g->r0, g->tok->param.data, g->n, h, 0, g->V, 0));
@@ -631,15 +662,34 @@ static int gpt_head_f(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, void *x) 
     void *dl;
     float *sm;
     const int32_t *tg = g->tgt + (size_t)mb * N;
-    TRY(save(c, mb, stage, (size_t)N * g->V * es, &dl, &e->fdl));
+    int Vs = g->hi - g->lo;   /* --tensor-parallel: this rank's vocabulary rows */
+    TRY(save(c, mb, stage, (size_t)N * Vs * es, &dl, &e->fdl));
     K(be->layernorm_fwd(be, CS, lnf, fst, fst + N, x, g->lnfg->param.data, g->lnfb->param.data, N, h));
-    TRY(be->alloc(be, 3 * (size_t)N * sizeof(float), (void **)&sm));
-    /* logits = LN_f(y) out^T; statistics and loss; dlogits in place, scaled 1/(N nmb) */
+    TRY(be->alloc(be, 5 * (size_t)N * sizeof(float), (void **)&sm));
+    /* logits = LN_f(y) out^T; statistics and loss; dlogits in place, scaled 1/(N nmb).
+     * Split by vocabulary over the group: each rank's logits of its rows, the softmax's
+     * max and sum of exponentials combined over the group (M = max_t m_t, S = sum_t s_t
+     * exp(m_t - M), the target logit summed: Megatron's vocab-parallel cross-entropy) */
+    float *mx = sm, *se = sm + N, *tl = sm + 4 * N;
     if (!g->nc &&
-        ((rc = be->gemm(be, CS, 0, 1, N, g->V, h, 1.0f, lnf, AT, h, g->out->param.data, AT, h, 0.0f, dl, AT, g->V)) ||
-         (rc = be->softmax_stats(be, CS, sm, sm + N, sm + 2 * N, dl, tg, N, g->V, 0)) ||
-         (!ppsrt_recomputing(c) && (rc = add_loss(m, sm, sm + N, sm + 2 * N))) ||   /* once per microbatch */
-         (rc = be->softmax_xent_bwd(be, CS, dl, dl, sm, sm + N, tg, N, g->V, 0, (float)(1.0 / ((double)N * m->cfg.nmb)))))) {
+        ((rc = be->gemm(be, CS, 0, 1, N, Vs, h, 1.0f, lnf, AT, h, g->out->param.data, AT, h, 0.0f, dl, AT, Vs)) ||
+         (rc = be->softmax_stats(be, CS, sm, sm + N, tl, dl, tg, N, Vs, g->lo)))) {
+      be->free(be, sm);
+      return rc;
+    }
+    if (!g->nc && g->tpv) {
+      mx = sm + 2 * N; se = sm + 3 * N;
+      if ((rc = be->memcpy_async(be, CS, mx, sm, (size_t)N * sizeof(float), 0)) || (rc = ppsrt_tp_allreduce_max(c, mx, N)) ||
+          (rc = be->memcpy_async(be, CS, se, sm + N, (size_t)N * sizeof(float), 0)) ||
+          (rc = be->softmax_rescale_f32(be, CS, se, sm, NULL, mx, NULL, N, 1)) ||
+          (rc = ppsrt_tp_allreduce(c, se, 2 * (size_t)N))) {   /* the sums and the target logits together */
+        be->free(be, sm);
+        return rc;
+      }
+    }
+    if (!g->nc &&
+        ((!ppsrt_recomputing(c) && (rc = add_loss(m, mx, se, tl))) ||   /* once per microbatch */
+         (rc = be->softmax_xent_bwd(be, CS, dl, dl, mx, se, tg, N, Vs, g->lo, (float)(1.0 / ((double)N * m->cfg.nmb)))))) {
       be->free(be, sm);
       return rc;
     }
@@ -676,8 +726,12 @@ static int gpt_b(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage) {
       TRY(rc);
     } else {         /* dlnf = dlogits out */
       void *dl;
+      int Vs = g->hi - g->lo;
       TRY(get(c, mb, stage, e->fdl, &dl));
-      K(be->gemm(be, CS, 0, 0, N, h, g->V, 1.0f, dl, AT, g->V, g->out->param.data, AT, h, 0.0f, dlnf, AT, h));
+      if (g->tpv)   /* each rank's vocabulary rows' share, summed over the group (all N rows) */
+        K(gemm_tp_reduce(c, g, be, 0, 0, 0, N, h, Vs, dl, Vs, g->out->param.data, h, dlnf));
+      else
+        K(be->gemm(be, CS, 0, 0, N, h, Vs, 1.0f, dl, AT, Vs, g->out->param.data, AT, h, 0.0f, dlnf, AT, h));
     }
     if (g->sp && !g->nc) {   /* y all-gathered again; this rank's rows of LN_f's input gradient */
       void *t;
@@ -745,7 +799,8 @@ static int gpt_w(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage) {
         void *dl;
         if (!(rc = get(c, mb, stage, e->fdl, &dl)) &&
             !(rc = be->layernorm_fwd(be, CS, scratch, sst, sst + N, y, g->lnfg->param.data, g->lnfb->param.data, N, h)))
-          rc = be->gemm(be, CS, 1, 0, g->V, h, N, 1.0f, dl, AT, g->V, scratch, AT, h, 1.0f, g->out->grad, PPSRT_F32, h);
+          rc = be->gemm(be, CS, 1, 0, g->hi - g->lo, h, N, 1.0f, dl, AT, g->hi - g->lo, scratch, AT, h, 1.0f, g->out->grad,
+                        PPSRT_F32, h);
       }
     }
   }
@@ -754,7 +809,7 @@ static int gpt_w(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage) {
     const void *dx0;
     /* sequence parallel: dx0 all-gathered, the embeddings' gradients of all N rows (whole) */
     if (!(rc = get(c, mb, stage, e->grad, &area)) && !g->nc && !(rc = sp_gather(c, g, slot(g, area, slot_dx(g, 0)), G, h, &dx0))) {
-      rc = be->embedding_bwd(be, CS, g->tok->grad, dx0, g->ids + (size_t)mb * N, N, h, 0, g->V);
+      rc = be->embedding_bwd(be, CS, g->tok->grad, dx0, g->ids + (size_t)mb * N, N, h, g->lo, g->hi);
       if (!rc) rc = be->embedding_bwd(be, CS, g->pos->grad, dx0, g->posid, N, h, 0, g->T);
     }
   }
@@ -998,9 +1053,11 @@ static int gpt_end(ppsrt_model *m, ppsrt_ctx *c, double *loss) {
 /* ---- FLOPs (Vocabulary Parallelism paper's counts, b = micro_batch, s = seq) ---- */
 
 double ppsrt_gpt_pass_flops(const ppsrt_model_config *cfg, int kind, int stage) {
-  /* --tensor-parallel T: one rank's share, 1/T of the layers (the input and output
-   * layers are whole on every rank of the group) */
-  double b = cfg->micro_batch, s = cfg->seq, h = cfg->hidden, V = cfg->vocab, L = cfg->layers_per_stage / (cfg->tp > 1 ? (double)cfg->tp : 1);
+  /* --tensor-parallel T: one rank's share, 1/T of the layers and (without a
+   * vocabulary-parallel schedule) of the input and output layers' vocabulary rows; the
+   * input layer's FLOPs are counted whole (a lookup of every token on every rank) */
+  double T = cfg->tp > 1 ? (double)cfg->tp : 1;
+  double b = cfg->micro_batch, s = cfg->seq, h = cfg->hidden, V = cfg->vocab / (cfg->vocab_mode ? 1 : T), L = cfg->layers_per_stage / T;
   double P = cfg->vocab_mode ? (cfg->ndev > 0 ? cfg->ndev : 1) : 1;
   double bsh = b * s * h;
   int first = stage == 0, last = stage == cfg->nstage - 1, vm = cfg->vocab_mode;
@@ -1178,6 +1235,10 @@ static int gpt_check_sizes(const ppsrt_model_config *cfg, int nstages) {
   if (cfg->tp > 1 && Hkv % cfg->tp)
     return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --tensor-parallel %d must divide --query-groups %d (and so --heads %d): each rank "
                       "takes whole key/value groups", cfg->tp, Hkv, cfg->heads);
+  if (cfg->tp > 1 && !cfg->vocab_mode && cfg->vocab % cfg->tp)
+    return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --tensor-parallel %d splits the input and output layers' --vocab %d rows over the "
+                      "group: %d must divide them\nhint: pad the vocabulary to a multiple of %d, as Megatron-LM does "
+                      "(--make-vocab-size-divisible-by)", cfg->tp, cfg->vocab, cfg->tp, cfg->tp);
   if (cfg->sp && cfg->tp > 1 && ((int64_t)cfg->seq * cfg->micro_batch) % cfg->tp)
     return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --sequence-parallel splits the --micro-batch %d x --seq %d = %lld tokens of a "
                       "microbatch over --tensor-parallel %d ranks: %d must divide them", cfg->micro_batch, cfg->seq,
@@ -1230,8 +1291,9 @@ int ppsrt_gpt_create(const ppsrt_model_config *cfg, ppsrt_backend *be, int devic
   g->r0 = g->sp ? g->tpr * g->n : 0;
   g->es = ppsrt_dtype_size(be->act_dtype);
   g->nlocal = nstages;
-  g->lo = g->mode ? (int)((int64_t)device * g->V / P) : 0;
-  g->hi = g->mode ? (int)((int64_t)(device + 1) * g->V / P) : g->V;
+  g->tpv = g->tp > 1 && !g->mode;
+  g->lo = g->mode ? (int)((int64_t)device * g->V / P) : g->tpv ? g->tpr * (g->V / g->tp) : 0;
+  g->hi = g->mode ? (int)((int64_t)(device + 1) * g->V / P) : g->tpv ? g->lo + g->V / g->tp : g->V;
   /* per-stage FLOPs of the transformer layers (vocabulary layers: ppsrt_gpt_pass_flops) */
   {
     ppsrt_model_config c1 = *cfg;
@@ -1295,13 +1357,18 @@ int ppsrt_gpt_create(const ppsrt_model_config *cfg, ppsrt_backend *be, int devic
     g->lnfg->no_decay = g->lnfb->no_decay = 1;
   }
   size_t Vs = (size_t)(g->hi - g->lo);
+  /* --tensor-parallel: rows [lo, hi) of tok and out, a tensor-parallel slice (model.h) */
+  ppsrt_param vsl;
+  memset(&vsl, 0, sizeof vsl);
+  if (g->tpv) { vsl.tp_split = 1; vsl.tp_n = 1; vsl.tp_R = (size_t)g->V; vsl.tp_C = (size_t)h; vsl.tp_lo[0] = (size_t)g->lo; vsl.tp_len[0] = Vs; }
+  size_t voff = g->tpv ? 0 : (size_t)g->lo * h;
   if (!rc && (g->mode || g->first))
-    g->tok = add_param(m, &rc, "vocab.tok", g->mode ? -1 : 0, Vs * h, (size_t)g->lo * h, (size_t)g->V * h, INIT_UNIFORM, 1.0f);
+    g->tok = add_param_tp(m, &rc, "vocab.tok", g->mode ? -1 : 0, Vs * h, voff, (size_t)g->V * h, INIT_UNIFORM, 1.0f, &vsl);
   if (!rc && (g->mode ? device == 0 : g->first))
     g->pos = add_param(m, &rc, "vocab.pos", g->mode ? -1 : 0, (size_t)g->T * h, 0, (size_t)g->T * h, INIT_UNIFORM, 0.1f);
   if (!rc && (g->mode || g->last))
-    g->out = add_param(m, &rc, "vocab.out", g->mode ? -1 : g->S - 1, Vs * h, (size_t)g->lo * h, (size_t)g->V * h,
-                       INIT_UNIFORM, sqrtf(3.0f / (float)h));
+    g->out = add_param_tp(m, &rc, "vocab.out", g->mode ? -1 : g->S - 1, Vs * h, voff, (size_t)g->V * h,
+                          INIT_UNIFORM, sqrtf(3.0f / (float)h), &vsl);
   if (!rc) rc = make_data(m);
   if (!rc && (g->mode ? device == 0 : g->last))
     rc = be->alloc(be, 3 * (size_t)g->N * cfg->nmb * sizeof(float), (void **)&g->lst);

@@ -320,6 +320,10 @@ int ppsrt_tp_allreduce(ppsrt_ctx *c, float *buf, size_t n) {
   if (!c->ttr) return 0;
   return c->ttr->allreduce_f32(c->ttr, c->tp_rank, c->be, PPSRT_STREAM_COMPUTE, buf, n, PPSRT_SUM);
 }
+int ppsrt_tp_allreduce_max(ppsrt_ctx *c, float *buf, size_t n) {
+  if (!c->ttr) return 0;
+  return c->ttr->allreduce_f32(c->ttr, c->tp_rank, c->be, PPSRT_STREAM_COMPUTE, buf, n, PPSRT_MAX);
+}
 
 int rt_tp_sum(ppsrt_ctx *c, double *x) { return c->ttr ? group_sum(c, c->ttr, c->tp_rank, x) : 0; }
 

@@ -111,9 +111,10 @@ def layer(t, rows):
     return rows * (6 * h * es + 16) + N * q * es + (H // t) * s * 4 + N * (H // t) * hd * es + 2 * N * (4 * h // t) * es
 n = N // T
 stage0 = {1: layer(1, N) + N * h * es, T: layer(T, n) + n * h * es}   # + the embeddings' gradient slot dx0
-# last stage: the layer keeps its output y too (rows); LN_f's statistics and output and
-# the logits' gradient on all N rows (the output layer is whole on every rank)
-last = {t: layer(t, r) + r * h * es + 2 * N * 4 + N * h * es + N * V * es for t, r in ((1, N), (T, n))}
+# last stage: the layer keeps its output y too (rows); LN_f's statistics and output on
+# all N rows, the logits' gradient of all N rows and the rank's V/t vocabulary rows (the
+# output layer split by vocabulary over the group)
+last = {t: layer(t, r) + r * h * es + 2 * N * 4 + N * h * es + N * (V // t) * es for t, r in ((1, N), (T, n))}
 for d, t in ((d1, 1), (d2, T)):
     p0, p1 = d["per_device"][0], d["per_device"][1]
     assert p0["peak_units"] == 2 and p1["peak_units"] == 1, (p0["peak_units"], p1["peak_units"])

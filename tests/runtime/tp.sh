@@ -2,7 +2,8 @@
 # tp.sh: --tensor-parallel T (runtime/model_gpt.c tp_slice and gemm_tp_sum,
 # runtime/replica.c): each device's gpt layers split over T ranks as Megatron-LM splits
 # them (heads and key/value groups, MLP columns; two all-reduces in F and two in B a
-# layer). Against independent figures:
+# layer), the input and output layers by vocabulary rows (the embeddings summed over the
+# group, the softmax's statistics combined). Against independent figures:
 #  - the losses of T = 2 and T = 4 equal T = 1's within 1e-6 relative (the same model:
 #    the slices are initialised from the full tensors' element indices), 1F1B and a V
 #    shape (two stages a device), with Adam and --clip-grad (the same gradient norm);
@@ -10,7 +11,7 @@
 #    the distributed optimizer, and under mpirun -np 8 (P 2 x D 2 x T 2);
 #  - each device keeps exactly the activation bytes the split saves (computed here from
 #    the sizes: Q K V, the attention output, the MLP's two 4h-wide buffers, the softmax
-#    statistics of its heads);
+#    statistics of its heads), the last stage 1/T of the logits' gradient;
 #  - checkpoints hold whole tensors: one saved at T = 2 has the shapes of T = 1's and
 #    values within 1e-5, and resumes at T = 1 or 2 with the uninterrupted losses;
 #  - vocabulary-parallel schedules (Vocab-1, Vocab-2, V-Half async on the lanes): the
@@ -87,6 +88,20 @@ want = a["resident_peak_bytes"] - units * (layer(1) - layer(T))   # one layer a 
 got = b["resident_peak_bytes"]
 assert units == b["peak_units"] == 2 and got == want, (got, want, units)
 PY
+# the last stage (device 1, one unit) also keeps the logits' gradient of its V/T
+# vocabulary rows only (the output layer split by vocabulary over the group)
+python3 - "$WORK/a1" "$WORK/a2" <<'PY' && pass "device 1 keeps its layer's split and 1/T of the logits' gradient" || fail "last stage's activation bytes under T = 2"
+import json, sys
+d1, d2 = [json.load(open(f)) for f in sys.argv[1:3]]
+N, h, H, G, s, es, T, V = 4, 16, 4, 2, 4, 4, 2, 32
+hd = h // H
+def layer(t):
+    q = (H // t + 2 * G // t) * hd
+    return N * q * es + 1 * (H // t) * s * 4 + N * (H // t) * hd * es + 2 * N * (4 * h // t) * es
+a, b = d1["per_device"][1], d2["per_device"][1]
+want = a["resident_peak_bytes"] - (layer(1) - layer(T)) - N * (V - V // T) * es
+assert a["peak_units"] == b["peak_units"] == 1 and b["resident_peak_bytes"] == want, (b["resident_peak_bytes"], want)
+PY
 
 # checkpoints: whole tensors, loadable at any T
 # (with SGD: Adam turns the rounding noise of a gradient that is zero in exact
@@ -148,6 +163,8 @@ assert len(a) == len(b) == 2 and all(abs(x - y) <= 1e-6 * abs(x) for x, y in zip
   then pass "--val-data, D = $rep: T = 2's validation losses equal T = 1's: $b"; else fail "--val-data, D = $rep: T = 1 '$a', T = 2 '$b'"; fi
 done
 expect_exit 2 "--tensor-parallel 0" "$A" $G --tensor-parallel 0
+expect_exit 2 "--tensor-parallel 2 with --vocab 33" "$A" $G --tensor-parallel 2 --vocab 33
+expect_grep "2 must divide them" "the vocabulary rows named"
 
 # --trace and --profile with P 2 x D 2 x T 2: a process per world rank in the trace,
 # named by device, replica and tensor rank, each with its device's events (as many as
