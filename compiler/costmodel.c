@@ -98,9 +98,10 @@
  *   its D replicas (the same rank of every replica).
  *   These keys model a Megatron-style deployment. The runtime's --tensor-parallel
  *   (model_gpt.c) splits the layers the same way, and with --sequence-parallel keeps
- *   exactly act_layer (SP) a layer (tests/runtime/sp.sh), but keeps the input and
- *   output layers whole on every rank: a libppsrt run's bytes differ by those (the
- *   compiled program notes a tensor_parallel that differs from its flags).
+ *   exactly act_layer (SP) a layer (tests/runtime/sp.sh), and splits the input and
+ *   output layers by vocabulary rows; its first and last stages keep a few buffers of
+ *   all N rows this model does not count (docs/training.md; the compiled program notes
+ *   a tensor_parallel that differs from its flags).
  * Host links: devices_per_host_link k (default 1) devices share one host link (d and
  *   d' share it when d / k == d' / k: k ranks on one GPU, or GPUs behind one PCIe
  *   switch), and duplex_bandwidth (default host_bandwidth) is what each direction

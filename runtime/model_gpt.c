@@ -36,12 +36,21 @@
  * query heads [t Hq/T, (t+1) Hq/T) and key/value groups [t Hkv/T, ...) of every layer
  * (the columns of QKV and its bias), the matching rows of the projection, the columns
  * [t 4h/T, ...) of FC1 and its bias, the matching rows of FC2 (tp_slice, model.h); the
- * projection's and FC2's biases, the layer norms and the input and output layers are
- * whole on every rank. F sums the projection's and FC2's partial products over the
- * group (gemm_tp_sum: in F32, ppsrt_tp_allreduce), then adds the residual and the bias;
- * B sums the input gradients of QKV and FC1 (LN1's and LN2's output gradients) the same
- * way; W needs no communication. Every rank of a group computes the same activations
- * outside the split, the same loss and the same gradients of the whole tensors.
+ * projection's and FC2's biases and the layer norms are whole on every rank. F sums the
+ * projection's and FC2's partial products over the group (gemm_tp_sum: in F32,
+ * ppsrt_tp_allreduce), then adds the residual and the bias; B sums the input gradients
+ * of QKV and FC1 (LN1's and LN2's output gradients) the same way; W needs no
+ * communication. Without a vocabulary-parallel schedule (tpv) the input and output
+ * layers are split by vocabulary rows [lo, hi) = [t V/T, (t+1) V/T) (Megatron's
+ * VocabParallelEmbedding and vocab-parallel cross-entropy): stage 0's F looks up each
+ * token in the rank's rows of tok (zero elsewhere) and sums over the group (tp_embed),
+ * then adds pos (whole); the last stage's logits are the rank's V/T columns, their max
+ * and sum of exponentials combined over the group (ppsrt_tp_allreduce_max, then the
+ * rescaled sums and the target logits summed), its B sums dlogits_t out_t over the
+ * group; W takes the rank's rows of tok's and out's gradients. With a vocabulary-
+ * parallel schedule the vocabulary rows stay split over the devices and whole on each
+ * rank of a group. Every rank of a group computes the same activations outside the
+ * split, the same loss and the same gradients of the whole tensors.
  * Sequence parallelism (--sequence-parallel, with T > 1; Korthikanti et al. 2022): with
  * n = N/T, rank t holds the residual stream's token rows [r0, r0 + n), r0 = t n: the
  * stage input and output, ln1, x1, ln2, y, the LN statistics and the gradient slots
@@ -52,12 +61,13 @@
  * reduce-scatters QKV's and FC1's input gradients; W all-gathers dy, dx1 and the
  * recomputed LN outputs again (the bias gradients of proj and FC2 then whole), and
  * sums the LN gammas' and betas' gradients of its rows over the group. Stage 0 embeds
- * its rows only (W all-gathers dx0 for the whole embeddings' gradients); the last
- * stage all-gathers y and runs LN_f and the output layer on all N rows, whole, as
- * without it (B keeps its rows of LN_f's input gradient). Pipeline messages: n rows.
+ * its rows only (tp_embed reduce-scatters the summed embeddings; W all-gathers dx0 for
+ * the embeddings' gradients); the last stage all-gathers y and runs LN_f and the output
+ * layer on all N rows, as without it (B keeps its rows of LN_f's input gradient).
+ * Pipeline messages: n rows.
  *
  * What it does not: no dropout, no tied embeddings, no rotary embeddings, no
- * vocabulary split under tensor parallelism; the broadcast of LN_f(y) to
+ * sequence parallelism with a vocabulary-parallel schedule; the broadcast of LN_f(y) to
  * every device before S is issued by S itself through the run's transport (see vocab_s),
  * since no collective precedes S. */
 #include "config.h"
