@@ -59,6 +59,11 @@
  * The executor is a worklist over devices: a device runs until it blocks (a recv
  * whose send has not run, a group whose peers are not there, a barrier or an S others
  * have not reached), and is woken when the device it waits on moves. O(ops + wakeups).
+ * A stuck run says, after the loop, where each device stopped and what it waits for
+ * (SimResult.stuck_at, wait_op): a recv's send, a posted recv's send at its consumer,
+ * and for a pass waiting for a lane collective, that collective on the first other
+ * device that has not issued it (lane_wait; a barrier's missing devices verify reads
+ * from stuck_at). Nothing of this is kept while running.
  * It computes no figure beyond the run's own (sim.c does) and reports nothing
  * (verify.c turns a stuck run into a deadlock error). */
 #include "exec.h"
@@ -158,6 +163,36 @@ static double link_durations(Arena *a, const IrSchedule *s, const AnaIndex *ix, 
     }
   }
   return change;
+}
+
+/* A stuck run's report of a pass waiting for a lane collective (`vocab async`; cold:
+ * only a stuck run's end calls it): the collective on the first device other than d
+ * that has not issued it, or -1 (none waits: d waits for nothing on the lane, or for
+ * one that only d lacks, or one that device never issues, which verify reports as an
+ * order or count error). ck: each (mb, collective)'s sequence number; carr: the
+ * devices that issued each. A device's collectives and S passes are its sequence in
+ * program order (L->link), so it has issued k when the first at or after its position
+ * is numbered above k; the k-th follows from there. */
+static __attribute__((noinline, cold)) int32_t lane_wait(const IrSchedule *s, const AnaIndex *ix, const SimLinks *L,
+                                                         const int32_t *pc, const int32_t *ck, const int32_t *carr,
+                                                         int d, int32_t g) {
+  const IrOp *op = ana_op(s, ix, g);
+  int P = ix->ndev, need[2], nn = sim_coll_needs(s, op, need);
+  for (int q = 0; q < nn; q++) {
+    int32_t k = ck[op->mb * 4 + need[q] - 1];
+    if (k < 0 || carr[k] >= P) continue;   /* (never issued anywhere: verify's order check) */
+    for (int e = 0; e < P; e++) {
+      if (e == d) continue;
+      for (int32_t h = ix->off[e] + pc[e]; h < ix->off[e + 1]; h++) {
+        int kk = ANA_KIND(ix->kf[h]);
+        if (kk != IR_COLL && kk != IR_S) continue;
+        if (L->link[h] > k) break;   /* issued k already */
+        if (L->link[h] == k) return kk == IR_COLL ? h : -1;
+      }
+      if (L->ncoll[e] <= k) return -1;   /* never issues it (else issued it already) */
+    }
+  }
+  return -1;
 }
 
 /* The run, compiled once per model kind (rdv, timed: constants in each copy below), so
@@ -574,11 +609,15 @@ static inline __attribute__((always_inline)) int exec_model(Arena *a, const IrSc
       const IrOp *op = &dv->ops[pc[d]];
       r->stuck_at[d] = g;
       r->wait_op[d] = op->kind == IR_RECV ? L->link[g] : -1;
-      if (postwait)   /* a consumer waiting for a posted recv's send */
+      if (postwait && waitdev[d] >= 0)   /* a consumer waiting for a posted recv's send */
         for (int h = 0; h <= overlap_pair_at(dv, pc[d]) && r->wait_op[d] < 0; h++)
           if (postwait[g + h] >= 0) r->wait_op[d] = L->link[postwait[g + h]];
     }
   }
+  if (!r->ok && async)   /* a pass waiting for a lane collective: the collective another device has not issued */
+    for (int d = 0; d < P; d++)
+      if (r->stuck_at[d] >= 0 && r->wait_op[d] < 0 && waitdev[d] < 0 && !is_p2p(ana_op(s, ix, r->stuck_at[d])))
+        r->wait_op[d] = lane_wait(s, ix, L, pc, ck, carr, d, r->stuck_at[d]);
   if (merged && r->ok) r->ok = -1;
   if (r->ok == 1 && timed && async)
     for (int64_t g = 0; g < n; g++) {
