@@ -138,6 +138,8 @@ EXTRA_DIST += tests/analysis/golden.sh tests/analysis/outputs.sh tests/analysis/
   tests/analysis/cases/deadlock_lane.pps \
   tests/analysis/cases/deadlock_lane3.err \
   tests/analysis/cases/deadlock_lane3.pps \
+  tests/analysis/cases/deadlock_lane_overlap.err \
+  tests/analysis/cases/deadlock_lane_overlap.pps \
   tests/analysis/cases/deadlock_lane_rdv.err \
   tests/analysis/cases/deadlock_lane_rdv.pps \
   tests/analysis/cases/deadlock_lane_wide.err \

@@ -17,7 +17,8 @@
  *    issued at no cost instead, runs on the collective lane (one per schedule, the
  *    collectives in sequence order) from the time the last device issued it and the
  *    lane is free, for t_coll, and only its consumers wait for its end (F(i, 0),
- *    T(i), the last stage's B(i), IB(i): sim_coll_needs); S stays a barrier;
+ *    T(i), the last stage's B(i), IB(i): sim_coll_needs; an overlapped pair, one of
+ *    whose halves consumes it, as a whole); S stays a barrier;
  *  - S(i) begins with a broadcast of the last stage's output from that stage's device
  *    (the root, where it follows F(i, S-1) in program order), a collective like coll
  *    (the runtime's broadcast blocks every device, root included, until all have
@@ -176,20 +177,23 @@ static double link_durations(Arena *a, const IrSchedule *s, const AnaIndex *ix, 
 static __attribute__((noinline, cold)) int32_t lane_wait(const IrSchedule *s, const AnaIndex *ix, const SimLinks *L,
                                                          const int32_t *pc, const int32_t *ck, const int32_t *carr,
                                                          int d, int32_t g) {
-  const IrOp *op = ana_op(s, ix, g);
-  int P = ix->ndev, need[2], nn = sim_coll_needs(s, op, need);
-  for (int q = 0; q < nn; q++) {
-    int32_t k = ck[op->mb * 4 + need[q] - 1];
-    if (k < 0 || carr[k] >= P) continue;   /* (never issued anywhere: verify's order check) */
-    for (int e = 0; e < P; e++) {
-      if (e == d) continue;
-      for (int32_t h = ix->off[e] + pc[e]; h < ix->off[e + 1]; h++) {
-        int kk = ANA_KIND(ix->kf[h]);
-        if (kk != IR_COLL && kk != IR_S) continue;
-        if (L->link[h] > k) break;   /* issued k already */
-        if (L->link[h] == k) return kk == IR_COLL ? h : -1;
+  int P = ix->ndev, pair = overlap_pair_at(&s->devs[d], (int)(g - ix->off[d]));
+  for (int y = 0; y <= pair; y++) {   /* the op, and its overlapped partner (timed runs wait for both at the first) */
+    const IrOp *op = ana_op(s, ix, g + y);
+    int need[2], nn = sim_coll_needs(s, op, need);
+    for (int q = 0; q < nn; q++) {
+      int32_t k = ck[op->mb * 4 + need[q] - 1];
+      if (k < 0 || carr[k] >= P) continue;   /* (never issued anywhere: verify's order check) */
+      for (int e = 0; e < P; e++) {
+        if (e == d) continue;
+        for (int32_t h = ix->off[e] + pc[e]; h < ix->off[e + 1]; h++) {
+          int kk = ANA_KIND(ix->kf[h]);
+          if (kk != IR_COLL && kk != IR_S) continue;
+          if (L->link[h] > k) break;   /* issued k already */
+          if (L->link[h] == k) return kk == IR_COLL ? h : -1;
+        }
+        if (L->ncoll[e] <= k) return -1;   /* never issues it (else issued it already) */
       }
-      if (L->ncoll[e] <= k) return -1;   /* never issues it (else issued it already) */
     }
   }
   return -1;
@@ -476,13 +480,19 @@ static inline __attribute__((always_inline)) int exec_model(Arena *a, const IrSc
             }
             if (block) break;
           }
-          if (async) { /* wait for the collectives this op consumes */
-            int need[2], nn = sim_coll_needs(s, op, need);
-            for (int q = 0; q < nn && !block; q++) {
-              int k = ck[op->mb * 4 + need[q] - 1];
-              if (k < 0) continue; /* never issued: verify reports the order */
-              if (carr[k] < P) { block = 3; cwait[ncwait++] = d; break; }
-              if (timed && ce[k] > ready) { r->dev[d].comm_wait += ce[k] - ready; ready = ce[k]; }
+          if (async) { /* wait for the collectives this op consumes (timed: and its
+                          overlapped partner, which starts with it; untimed runs check
+                          the partner on its own) */
+            int pair3 = timed ? overlap_pair_kf(kf, g, pc[d], dv->nops) : 0;
+            for (int h = 0; h <= pair3 && !block; h++) {
+              const IrOp *x = op + h;
+              int need[2], nn = sim_coll_needs(s, x, need);
+              for (int q = 0; q < nn && !block; q++) {
+                int k = ck[x->mb * 4 + need[q] - 1];
+                if (k < 0) continue; /* never issued: verify reports the order */
+                if (carr[k] < P) { block = 3; cwait[ncwait++] = d; break; }
+                if (timed && ce[k] > ready) { r->dev[d].comm_wait += ce[k] - ready; ready = ce[k]; }
+              }
             }
             if (block) break;
           }

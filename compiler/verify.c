@@ -639,10 +639,19 @@ static void report_deadlock(V *v, const SimLinks *L, const SimResult *r, int rdv
         if (rdv && he->kind == IR_SEND)
           diag_note(v->dg, he->span, "device %d waits at %s until device %d posts %s", e, b1, f, b2);
         else if (w->kind == IR_COLL) {   /* a pass waiting for a lane collective (`vocab async`) */
-          char b4[96];
+          char b4[96], b5[128] = "";
           int nm = lane_missing(v, L, r, e, L->link[r->wait_op[e]], b4, sizeof b4);
-          diag_note(v->dg, he->span, "device %d waits at %s for %s on the collective lane, which %s %s not issued",
-                    e, b1, b2, b4, nm == 1 ? "has" : "have");
+          /* the pass that consumes it: this one, or its overlapped partner (a timed run
+           * waits for both at the first) */
+          int need[2], nn = sim_coll_needs(v->s, he, need), own = 0;
+          for (int q = 0; q < nn; q++) own |= need[q] == w->coll && he->mb == w->mb;
+          int32_t h = r->stuck_at[e];
+          if (!own && overlap_pair_at(&v->s->devs[e], h - v->ix->off[e])) {
+            char b6[96];
+            snprintf(b5, sizeof b5, ", overlapped with %s,", opname_ins(v, OP(v, h + 1), b6, sizeof b6));
+          }
+          diag_note(v->dg, he->span, "device %d waits at %s%s for %s on the collective lane, which %s %s not issued",
+                    e, b1, b5, b2, b4, nm == 1 ? "has" : "have");
         }
         else if (pr >= 0) {
           char b4[128];
