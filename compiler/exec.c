@@ -199,6 +199,24 @@ static __attribute__((noinline, cold)) int32_t lane_wait(const IrSchedule *s, co
   return -1;
 }
 
+/* Under `vocab async`: whether pass x waits for a collective of its own that has not
+ * run on the lane yet (a device has not issued it); else, timed, moves *ready to the
+ * end of those it consumes, the wait counted in dv's comm_wait. ck: each (mb,
+ * collective)'s sequence number (-1: never issued, which verify reports as an order
+ * error); carr: the devices that issued each; ce: its end on the lane. */
+static inline __attribute__((always_inline)) int lane_blocked(const IrSchedule *s, const IrOp *x, const int32_t *ck,
+                                                              const int32_t *carr, int P, const double *ce,
+                                                              const int timed, double *ready, SimDev *dv) {
+  int need[2], nn = sim_coll_needs(s, x, need);
+  for (int q = 0; q < nn; q++) {
+    int k = ck[x->mb * 4 + need[q] - 1];
+    if (k < 0) continue;
+    if (carr[k] < P) return 1;
+    if (timed && ce[k] > *ready) { dv->comm_wait += ce[k] - *ready; *ready = ce[k]; }
+  }
+  return 0;
+}
+
 /* The run, compiled once per model kind (rdv, timed: constants in each copy below), so
  * that each copy carries only its own model's tests. */
 static inline __attribute__((always_inline)) int exec_model(Arena *a, const IrSchedule *s, const AnaIndex *ix,
@@ -462,8 +480,10 @@ static inline __attribute__((always_inline)) int exec_model(Arena *a, const IrSc
         }
         default: {
           double ready = st;
+          /* timed: an overlapped pair (overlap.c) starts once both halves may, one interval */
+          const int pair = timed ? overlap_pair_kf(kf, g, pc[d], dv->nops) : 0;
           if (postwait) { /* the data of the posted recvs it (or its overlapped partner) reads */
-            int pair2 = overlap_pair_kf(kf, g, pc[d], dv->nops);
+            int pair2 = timed ? pair : overlap_pair_kf(kf, g, pc[d], dv->nops);
             for (int h = 0; h <= pair2 && !block; h++) {
               int32_t pr = postwait[g + h], sn = pr >= 0 ? L->link[pr] : -1;
               if (pr < 0) continue;
@@ -481,20 +501,13 @@ static inline __attribute__((always_inline)) int exec_model(Arena *a, const IrSc
             if (block) break;
           }
           if (async) { /* wait for the collectives this op consumes (timed: and its
-                          overlapped partner, which starts with it; untimed runs check
-                          the partner on its own) */
-            int pair3 = timed ? overlap_pair_kf(kf, g, pc[d], dv->nops) : 0;
-            for (int h = 0; h <= pair3 && !block; h++) {
-              const IrOp *x = op + h;
-              int need[2], nn = sim_coll_needs(s, x, need);
-              for (int q = 0; q < nn && !block; q++) {
-                int k = ck[x->mb * 4 + need[q] - 1];
-                if (k < 0) continue; /* never issued: verify reports the order */
-                if (carr[k] < P) { block = 3; cwait[ncwait++] = d; break; }
-                if (timed && ce[k] > ready) { r->dev[d].comm_wait += ce[k] - ready; ready = ce[k]; }
-              }
+                          overlapped partner's; untimed runs check the partner on its own) */
+            if (lane_blocked(s, op, ck, carr, P, ce, timed, &ready, &r->dev[d]) ||
+                (pair && lane_blocked(s, op + 1, ck, carr, P, ce, timed, &ready, &r->dev[d]))) {
+              block = 3;
+              cwait[ncwait++] = d;
+              break;
             }
-            if (block) break;
           }
           if (!timed) break;   /* (untimed: an overlapped pair's second half is checked on its own) */
           int32_t ln = kind == IR_B || kind == IR_BW ? L->link[g] : -1;
@@ -504,7 +517,6 @@ static inline __attribute__((always_inline)) int exec_model(Arena *a, const IrSc
               ready = r->end[ln];
             }
           }
-          int pair = overlap_pair_kf(kf, g, pc[d], dv->nops);
           if (pair) { /* overlapped F&B (overlap.c): both halves start and end together */
             const IrOp *y = &dv->ops[pc[d] + 1];
             int32_t ly = L->link[g + 1];
