@@ -136,6 +136,15 @@ EXTRA_DIST += tests/analysis/golden.sh tests/analysis/outputs.sh tests/analysis/
   tests/analysis/cases/deadlock_first_op.pps \
   tests/analysis/cases/deadlock_lane.err \
   tests/analysis/cases/deadlock_lane.pps \
+  tests/analysis/cases/deadlock_lane3.err \
+  tests/analysis/cases/deadlock_lane3.pps \
+  tests/analysis/cases/deadlock_lane_overlap.err \
+  tests/analysis/cases/deadlock_lane_overlap.pps \
+  tests/analysis/cases/deadlock_lane_rdv.err \
+  tests/analysis/cases/deadlock_lane_rdv.pps \
+  tests/analysis/cases/deadlock_lane_wide.err \
+  tests/analysis/cases/deadlock_lane_wide.pps \
+  tests/analysis/cases/lane_wait_ok.pps \
   tests/analysis/cases/deadlock_loops.err \
   tests/analysis/cases/deadlock_loops.pps \
   tests/analysis/cases/deadlock_tail.err \

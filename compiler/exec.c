@@ -17,7 +17,8 @@
  *    issued at no cost instead, runs on the collective lane (one per schedule, the
  *    collectives in sequence order) from the time the last device issued it and the
  *    lane is free, for t_coll, and only its consumers wait for its end (F(i, 0),
- *    T(i), the last stage's B(i), IB(i): sim_coll_needs); S stays a barrier;
+ *    T(i), the last stage's B(i), IB(i): sim_coll_needs; an overlapped pair, one of
+ *    whose halves consumes it, as a whole); S stays a barrier;
  *  - S(i) begins with a broadcast of the last stage's output from that stage's device
  *    (the root, where it follows F(i, S-1) in program order), a collective like coll
  *    (the runtime's broadcast blocks every device, root included, until all have
@@ -59,6 +60,11 @@
  * The executor is a worklist over devices: a device runs until it blocks (a recv
  * whose send has not run, a group whose peers are not there, a barrier or an S others
  * have not reached), and is woken when the device it waits on moves. O(ops + wakeups).
+ * A stuck run says, after the loop, where each device stopped and what it waits for
+ * (SimResult.stuck_at, wait_op): a recv's send, a posted recv's send at its consumer,
+ * and for a pass waiting for a lane collective, that collective on the first other
+ * device that has not issued it (lane_wait; a barrier's missing devices verify reads
+ * from stuck_at). Nothing of this is kept while running.
  * It computes no figure beyond the run's own (sim.c does) and reports nothing
  * (verify.c turns a stuck run into a deadlock error). */
 #include "exec.h"
@@ -158,6 +164,57 @@ static double link_durations(Arena *a, const IrSchedule *s, const AnaIndex *ix, 
     }
   }
   return change;
+}
+
+/* A stuck run's report of a pass waiting for a lane collective (`vocab async`; cold:
+ * only a stuck run's end calls it): the collective on the first device other than d
+ * that has not issued it, or -1 (none waits: d waits for nothing on the lane, or for
+ * one that only d lacks, or one that device never issues, which verify reports as an
+ * order or count error). ck: each (mb, collective)'s sequence number; carr: the
+ * devices that issued each. A device's collectives and S passes are its sequence in
+ * program order (L->link), so it has issued k when the first at or after its position
+ * is numbered above k; the k-th follows from there. */
+static __attribute__((noinline, cold)) int32_t lane_wait(const IrSchedule *s, const AnaIndex *ix, const SimLinks *L,
+                                                         const int32_t *pc, const int32_t *ck, const int32_t *carr,
+                                                         int d, int32_t g) {
+  int P = ix->ndev, pair = overlap_pair_at(&s->devs[d], (int)(g - ix->off[d]));
+  for (int y = 0; y <= pair; y++) {   /* the op, and its overlapped partner (timed runs wait for both at the first) */
+    const IrOp *op = ana_op(s, ix, g + y);
+    int need[2], nn = sim_coll_needs(s, op, need);
+    for (int q = 0; q < nn; q++) {
+      int32_t k = ck[op->mb * 4 + need[q] - 1];
+      if (k < 0 || carr[k] >= P) continue;   /* (never issued anywhere: verify's order check) */
+      for (int e = 0; e < P; e++) {
+        if (e == d) continue;
+        for (int32_t h = ix->off[e] + pc[e]; h < ix->off[e + 1]; h++) {
+          int kk = ANA_KIND(ix->kf[h]);
+          if (kk != IR_COLL && kk != IR_S) continue;
+          if (L->link[h] > k) break;   /* issued k already */
+          if (L->link[h] == k) return kk == IR_COLL ? h : -1;
+        }
+        if (L->ncoll[e] <= k) return -1;   /* never issues it (else issued it already) */
+      }
+    }
+  }
+  return -1;
+}
+
+/* Under `vocab async`: whether pass x waits for a collective of its own that has not
+ * run on the lane yet (a device has not issued it); else, timed, moves *ready to the
+ * end of those it consumes, the wait counted in dv's comm_wait. ck: each (mb,
+ * collective)'s sequence number (-1: never issued, which verify reports as an order
+ * error); carr: the devices that issued each; ce: its end on the lane. */
+static inline __attribute__((always_inline)) int lane_blocked(const IrSchedule *s, const IrOp *x, const int32_t *ck,
+                                                              const int32_t *carr, int P, const double *ce,
+                                                              const int timed, double *ready, SimDev *dv) {
+  int need[2], nn = sim_coll_needs(s, x, need);
+  for (int q = 0; q < nn; q++) {
+    int k = ck[x->mb * 4 + need[q] - 1];
+    if (k < 0) continue;
+    if (carr[k] < P) return 1;
+    if (timed && ce[k] > *ready) { dv->comm_wait += ce[k] - *ready; *ready = ce[k]; }
+  }
+  return 0;
 }
 
 /* The run, compiled once per model kind (rdv, timed: constants in each copy below), so
@@ -423,8 +480,10 @@ static inline __attribute__((always_inline)) int exec_model(Arena *a, const IrSc
         }
         default: {
           double ready = st;
+          /* timed: an overlapped pair (overlap.c) starts once both halves may, one interval */
+          const int pair = timed ? overlap_pair_kf(kf, g, pc[d], dv->nops) : 0;
           if (postwait) { /* the data of the posted recvs it (or its overlapped partner) reads */
-            int pair2 = overlap_pair_kf(kf, g, pc[d], dv->nops);
+            int pair2 = timed ? pair : overlap_pair_kf(kf, g, pc[d], dv->nops);
             for (int h = 0; h <= pair2 && !block; h++) {
               int32_t pr = postwait[g + h], sn = pr >= 0 ? L->link[pr] : -1;
               if (pr < 0) continue;
@@ -441,15 +500,14 @@ static inline __attribute__((always_inline)) int exec_model(Arena *a, const IrSc
             }
             if (block) break;
           }
-          if (async) { /* wait for the collectives this op consumes */
-            int need[2], nn = sim_coll_needs(s, op, need);
-            for (int q = 0; q < nn && !block; q++) {
-              int k = ck[op->mb * 4 + need[q] - 1];
-              if (k < 0) continue; /* never issued: verify reports the order */
-              if (carr[k] < P) { block = 3; cwait[ncwait++] = d; break; }
-              if (timed && ce[k] > ready) { r->dev[d].comm_wait += ce[k] - ready; ready = ce[k]; }
+          if (async) { /* wait for the collectives this op consumes (timed: and its
+                          overlapped partner's; untimed runs check the partner on its own) */
+            if (lane_blocked(s, op, ck, carr, P, ce, timed, &ready, &r->dev[d]) ||
+                (pair && lane_blocked(s, op + 1, ck, carr, P, ce, timed, &ready, &r->dev[d]))) {
+              block = 3;
+              cwait[ncwait++] = d;
+              break;
             }
-            if (block) break;
           }
           if (!timed) break;   /* (untimed: an overlapped pair's second half is checked on its own) */
           int32_t ln = kind == IR_B || kind == IR_BW ? L->link[g] : -1;
@@ -459,7 +517,6 @@ static inline __attribute__((always_inline)) int exec_model(Arena *a, const IrSc
               ready = r->end[ln];
             }
           }
-          int pair = overlap_pair_kf(kf, g, pc[d], dv->nops);
           if (pair) { /* overlapped F&B (overlap.c): both halves start and end together */
             const IrOp *y = &dv->ops[pc[d] + 1];
             int32_t ly = L->link[g + 1];
@@ -574,11 +631,15 @@ static inline __attribute__((always_inline)) int exec_model(Arena *a, const IrSc
       const IrOp *op = &dv->ops[pc[d]];
       r->stuck_at[d] = g;
       r->wait_op[d] = op->kind == IR_RECV ? L->link[g] : -1;
-      if (postwait)   /* a consumer waiting for a posted recv's send */
+      if (postwait && waitdev[d] >= 0)   /* a consumer waiting for a posted recv's send */
         for (int h = 0; h <= overlap_pair_at(dv, pc[d]) && r->wait_op[d] < 0; h++)
           if (postwait[g + h] >= 0) r->wait_op[d] = L->link[postwait[g + h]];
     }
   }
+  if (!r->ok && async)   /* a pass waiting for a lane collective: the collective another device has not issued */
+    for (int d = 0; d < P; d++)
+      if (r->stuck_at[d] >= 0 && r->wait_op[d] < 0 && waitdev[d] < 0 && !is_p2p(ana_op(s, ix, r->stuck_at[d])))
+        r->wait_op[d] = lane_wait(s, ix, L, pc, ck, carr, d, r->stuck_at[d]);
   if (merged && r->ok) r->ok = -1;
   if (r->ok == 1 && timed && async)
     for (int64_t g = 0; g < n; g++) {

@@ -41,7 +41,9 @@ typedef struct SimResult {
   /* when stuck: each device's stuck position (global id) and what blocks it */
   int32_t *stuck_at;    /* [ndev]: global id of the op it waits at, -1 = finished */
   int32_t *wait_op;     /* [ndev]: send a stuck recv (or the consumer of a posted recv) waits
-                           for, -1 = collective/S or never */
+                           for; for a pass waiting for a lane collective (`vocab async`), that
+                           collective on the first other device that has not issued it;
+                           -1 = collective/S (a barrier) or never */
   struct DpResult *dp;  /* the data-parallel all-reduces (dp.c, set by analysis.c), else NULL */
 } SimResult;
 
@@ -87,7 +89,8 @@ typedef struct ExecModel {
 } ExecModel;
 
 /* Runs the schedule under the model. Returns r->ok: 1 when every device finishes;
- * 0 when stuck (r->stuck_at, r->wait_op say where and on what); with a repair hook,
+ * 0 when stuck (r->stuck_at, r->wait_op say where and on what: found after the run,
+ * never in its loop); with a repair hook,
  * -1 when it ran to the end but a move joined a group the run did not model (the
  * caller moves and runs again). Timed runs fill r->start, r->end and r->dev's run
  * figures (busy, comm_wait, copy_busy, copy_stall); sim.c adds the rest. */

@@ -567,6 +567,34 @@ static int waits_on(const V *v, const SimLinks *L, const SimResult *r, int d) {
   return v->ix->devof[r->wait_op[d]];
 }
 
+/* A lane collective's wait (`vocab async`: a pass waits for a collective that some
+ * device has not issued; exec.c's wait_op is that collective on the first such device
+ * other than the waiting one): the devices other than e that have not issued sequence
+ * number k (L->link), as "device 1", "devices 0 and 2", "devices 0, 1, 2, 3 and 5
+ * more" (at most five named); returns how many. Cold: a deadlock report only. */
+static int lane_missing(const V *v, const SimLinks *L, const SimResult *r, int e, int32_t k, char *buf, int n) {
+  int P = v->s->ndev, cnt = 0, len;
+  enum { SHOW = 5 };   /* all when at most SHOW, else SHOW - 1 and a count */
+  int ids[SHOW];
+  for (int x = 0; x < P; x++) {
+    if (x == e || r->stuck_at[x] < 0) continue;
+    /* its collectives are numbered in its order: the first at or after where it stops
+     * is the first it has not issued (none: it issued all it has, L->ncoll) */
+    int32_t next = L->ncoll[x];
+    for (int32_t h = r->stuck_at[x]; h < v->ix->off[x + 1]; h++)
+      if (ANA_KIND(v->ix->kf[h]) == IR_COLL || ANA_KIND(v->ix->kf[h]) == IR_S) { next = L->link[h]; break; }
+    if (next > k) continue;   /* issued it */
+    if (cnt < SHOW) ids[cnt] = x;
+    cnt++;
+  }
+  int shown = cnt <= SHOW ? cnt : SHOW - 1;
+  len = snprintf(buf, (size_t)n, "device%s", cnt == 1 ? "" : "s");
+  for (int i = 0; i < shown && len < n; i++)
+    len += snprintf(buf + len, (size_t)(n - len), "%s%d", i == 0 ? " " : i + 1 == cnt ? " and " : ", ", ids[i]);
+  if (cnt > shown && len < n) snprintf(buf + len, (size_t)(n - len), " and %d more", cnt - shown);
+  return cnt;
+}
+
 /* rdv: the run is the rendezvous model's (rendezvous_run), after the buffered one passed */
 static void report_deadlock(V *v, const SimLinks *L, const SimResult *r, int rdv) {
   const IrSchedule *s = v->s;
@@ -610,6 +638,21 @@ static void report_deadlock(V *v, const SimLinks *L, const SimResult *r, int rdv
         }
         if (rdv && he->kind == IR_SEND)
           diag_note(v->dg, he->span, "device %d waits at %s until device %d posts %s", e, b1, f, b2);
+        else if (w->kind == IR_COLL) {   /* a pass waiting for a lane collective (`vocab async`) */
+          char b4[96], b5[128] = "";
+          int nm = lane_missing(v, L, r, e, L->link[r->wait_op[e]], b4, sizeof b4);
+          /* the pass that consumes it: this one, or its overlapped partner (a timed run
+           * waits for both at the first) */
+          int need[2], nn = sim_coll_needs(v->s, he, need), own = 0;
+          for (int q = 0; q < nn; q++) own |= need[q] == w->coll && he->mb == w->mb;
+          int32_t h = r->stuck_at[e];
+          if (!own && overlap_pair_at(&v->s->devs[e], h - v->ix->off[e])) {
+            char b6[96];
+            snprintf(b5, sizeof b5, ", overlapped with %s,", opname_ins(v, OP(v, h + 1), b6, sizeof b6));
+          }
+          diag_note(v->dg, he->span, "device %d waits at %s%s for %s on the collective lane, which %s %s not issued",
+                    e, b1, b5, b2, b4, nm == 1 ? "has" : "have");
+        }
         else if (pr >= 0) {
           char b4[128];
           opname_ins(v, OP(v, pr), b4, sizeof b4);

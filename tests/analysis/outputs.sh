@@ -60,6 +60,26 @@ json_ok "$tmp/d.json"
 has "$tmp/d.json" '"valid":false'
 has "$tmp/d.json" '"errors":\[{"file":"deadlock.pps","line":7,"col":5,"message":"deadlock: '
 has "$tmp/d.json" '"makespan":null'
+# a deadlock through a `vocab async` lane collective: its cycle in --json as on stderr,
+# note by note (file, line, col, message), the lane's waits included
+"$PPSC" check deadlock_lane3.pps --json >"$tmp/l.json" 2>"$tmp/l.err"
+[ $? -eq 1 ] || die "deadlock_lane3: expected exit 1"
+json_ok "$tmp/l.json"
+has "$tmp/l.json" '"notes":\[{"file":"deadlock_lane3.pps","line":11,"col":63,"message":"device 0 waits at F(1) for coll input_fwd(1) on the collective lane, which device 1 has not issued"}'
+has "$tmp/l.json" '{"file":"deadlock_lane3.pps","line":19,"col":82,"message":"device 2 waits at T(0) for coll output_fwd(0) on the collective lane, which devices 0 and 1 have not issued"}'
+if [ $have_py = 1 ]; then
+  python3 - "$tmp/l.json" "$tmp/l.err" <<'PY' || die "deadlock_lane3: --json notes differ from stderr's"
+import json, re, sys
+o = json.load(open(sys.argv[1]))
+js = [(n["file"], n["line"], n["col"], n["message"]) for e in o["errors"] for n in e["notes"]]
+tx = [(m[1], int(m[2]), int(m[3]), m[4]) for m in
+      (re.match(r"^(.*?):(\d+):(\d+): note: (.*)$", l) for l in open(sys.argv[2]).read().splitlines()) if m]
+ok = len(js) == 6 and js == tx
+if not ok:
+    print("json:", js, "\nstderr:", tx)
+sys.exit(0 if ok else 1)
+PY
+fi
 # a failed expectation: figures and the expectation's outcome
 "$PPSC" check expect.pps --json >"$tmp/e.json" 2>/dev/null
 [ $? -eq 1 ] || die "expect: expected exit 1"
