@@ -708,10 +708,17 @@ int rt_run_device(ppsrt_ctx *c) {
                                          : PPSRT_FAIL(PPSRT_E_BACKEND, "injected failure (--die-at %d:%d:%d)", c->rank, i, o->die_tp), NULL);
         break;
       }
-      if (c->lane) {   /* a consumer of an asynchronous collective waits for it */
-        int waited = 0;
+      if (c->lane) {   /* a consumer of an asynchronous collective waits for it; an overlapped
+                          pair's start waits for what its second half consumes too (the
+                          second half runs on a stream forked here: a wait at its own turn
+                          would order only the first stream after the collective) */
+        int waited = 0, w2 = 0;
         double wa = trace ? rt_now() : 0;
-        if ((rc = rt_lane_consume(c, i, &waited))) { fail_at(c, i, rc, NULL); break; }
+        if ((rc = rt_lane_consume(c, i, &waited)) || (pair_first(c, i) && (rc = rt_lane_consume(c, i + 1, &w2)))) {
+          fail_at(c, i, rc, NULL);
+          break;
+        }
+        waited |= w2;
         if (waited) have_last = 0;
         if (waited && trace && (rc = rt_event_add(c, wa - run->epoch, rt_now() - run->epoch, i, 3))) { fail_at(c, i, rc, NULL); break; }
       }

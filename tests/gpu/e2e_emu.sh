@@ -23,6 +23,8 @@
 #    pair runs on the backend's second compute stream; under seeds 1, 2, 3, mlp in NCCL
 #    mode and gpt on the threads transport, --check and the race detector pass and the
 #    emulator counts operations on the COMPUTE2 streams (none with overlapped = false);
+#    a pair whose second half consumes a lane collective (tests/analysis/cases/
+#    overlap_vocab.pps) runs race-free;
 #  - asynchronous vocabulary collectives (`vocab async`) on the collective lane: the
 #    lane thread's kernels on the backend's LANE stream, its NCCL calls on a second
 #    communicator's stream (NCCL mode) or its staging copies on the LANE stream (threads
@@ -149,6 +151,18 @@ if build dpv "$top_srcdir/stdlib/dualpipe_v.pps" -D P=4 -D m=8 &&
     --check --iterations 1 -q
   k=$(c2ops); [ "$k" = 0 ] && pass "... and nothing on a COMPUTE2 stream" || fail "... '$k' operations on a COMPUTE2 stream without pairs"
 else fail "build dualpipe_v"; fi
+# a pair whose second half consumes a lane collective (device 1's overlap { F(1) BW(0) }
+# reads output_bwd(0)): the pair's start waits for it, so the second compute stream is
+# ordered after the lane (a wait at the second half's own turn ordered only the first:
+# the race detector's exit 66 on every seed)
+if build ovv "$top_srcdir/tests/analysis/cases/overlap_vocab.pps"; then
+  for seed in 1 2 3; do
+    expect_exit 0 "seed $seed: a pair's second half after its lane collective, gpt threads --check" \
+      env PPS_EMU_STATS=1 PPS_EMU_SEED=$seed LD_PRELOAD="$EMU" "$WORK/ovv" --backend cuda --transport threads --check \
+      --iterations 2 -q $GPT
+    k=$(c2ops); [ "${k:-0}" -gt 0 ] && pass "... $k operations on the second compute streams" || fail "... no operation on a COMPUTE2 stream"
+  done
+else fail "build overlap_vocab"; fi
 
 # asynchronous vocabulary collectives on the collective lane
 laneops() { sed -n 's/.*operations on lane streams \([0-9]*\).*/\1/p' "$WORK/lane.err"; }
