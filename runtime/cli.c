@@ -756,7 +756,9 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
           fprintf(stderr, "%s: error: %s\n", me, run.ctx[l].errmsg);
           shown++;
         }
-      if (nfail > shown) fprintf(stderr, "%s: note: %d other device(s) stopped because of it\n", me, nfail - shown);
+      if (nfail > shown)   /* (with replicas or tensor ranks, the world's ranks) */
+        fprintf(stderr, "%s: note: %d other %s stopped because of it\n", me, nfail - shown,
+                run.nrep * run.ntp > 1 ? "rank(s)" : "device(s)");
       status = 1;
     }
   }

@@ -143,7 +143,7 @@ expect_exit 1 "a rank failing under --data-parallel 2 stops the run (NCCL)" \
 expect_grep "injected failure" "the failing rank says why"
 # (--die-at 1:3 fails device 1 of both replicas: the second may fail on its own or be
 # stopped by the first's abort)
-expect_grep "[23] other device(s) stopped because of it" "NCCL: the ranks stopped by the abort are counted, not each reported"
+expect_grep "[23] other rank(s) stopped because of it" "NCCL: the ranks stopped by the abort are counted, not each reported"
 
 if have_mpi; then
   export TMPDIR="$WORK"
