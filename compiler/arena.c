@@ -145,6 +145,22 @@ char *arena_printf(Arena *a, const char *fmt, ...) {
   return p;
 }
 
+void arena_adopt(Arena *into, Arena *from) {
+  ArenaChunk *c = from->head;
+  if (!c) return;
+  ArenaChunk *last = c;
+  while (last->next) last = last->next;
+  if (into->head) {   /* behind into's newest chunk, which it goes on filling */
+    last->next = into->head->next;
+    into->head->next = c;
+  } else {
+    into->head = c;
+  }
+  into->total += from->total;
+  from->head = NULL;
+  from->total = 0;
+}
+
 void arena_free(Arena *a) {
   for (ArenaChunk *c = a->head, *n; c; c = n) {   /* to the spares, for the next arena */
     n = c->next;

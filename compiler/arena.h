@@ -18,6 +18,8 @@ char *arena_strndup(Arena *a, const char *s, size_t n);
 char *arena_strdup(Arena *a, const char *s);
 char *arena_printf(Arena *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void arena_free(Arena *a);
+/* Moves from's memory into `into` (freed with it); from is left empty. */
+void arena_adopt(Arena *into, Arena *from);
 /* Out of memory: prints what was asked for and the --max-ops hint, exits 2. */
 void arena_out_of_memory(size_t n) __attribute__((noreturn));
 void arena_set_oom_hint(long max_ops);

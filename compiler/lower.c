@@ -841,18 +841,25 @@ static int64_t apply_moves(Arena *tmp, IrSchedule *s, const AnaIndex *ix, const 
 
 /* Makes inserted communication rendezvous-safe: runs the rendezvous model, moving
  * the recvs that a stuck send waits for up to where their device stands, until it
- * runs (a few rounds: a move next to an earlier group merges with it). */
-static void lower_rendezvous(Arena *a, IrSchedule *s) {
+ * runs (a few rounds: a move next to an earlier group merges with it). A last round
+ * that moved nothing leaves its index and links, those of the final ops, in kept. */
+static void lower_rendezvous(Arena *a, IrSchedule *s, LowerIndex *kept) {
+  Arena ti = {0};   /* the round's index and links: kept while no later round moved anything */
+  int have = 0;
+  AnaIndex kix;
+  SimLinks kL;
   /* under `vocab async`, first for blocking collectives (the runtime's fallback:
    * --blocking-collectives, no lane), then for the lane: a recv moved up stays
    * posted where it was moved, so the second repair keeps what the first made */
   for (int pass = s->vocab.mode && s->vocab.async ? 0 : 1; pass < 2; pass++) {
     for (int round = 0; round < 4; round++) {
-      Arena t0 = {0};   /* the round's index, links and runs: freed after it */
+      arena_free(&ti);   /* (a new round: the last one's index may be stale) */
+      have = 0;
+      Arena t0 = {0};   /* the round's runs: freed after it */
       AnaIndex ix;
-      if (ana_index(&t0, s, &ix)) { arena_free(&t0); return; }
+      if (ana_index(&ti, s, &ix)) { arena_free(&ti); return; }
       SimLinks L;
-      sim_links(&t0, s, &ix, &L);
+      sim_links(&ti, s, &ix, &L);
       int32_t *moved = arena_alloc(&t0, sizeof(int32_t) * (size_t)(ix.total + 1));
       memset(moved, 0xff, sizeof(int32_t) * (size_t)(ix.total + 1));
       SimResult r;
@@ -876,16 +883,29 @@ static void lower_rendezvous(Arena *a, IrSchedule *s) {
        * run it again (a later move voids every earlier proof) */
       if (nmv) s->rdv_proved = 0;
       if (ok == 1) s->rdv_proved |= pass ? IR_PROVED_RDV : IR_PROVED_RDV_BLOCKING;
-      if (!nmv) break;
+      if (!nmv) {   /* the ops are as indexed */
+        have = 1;
+        kix = ix;
+        kL = L;
+        break;
+      }
       overlap_normalize(a, s);
       lower_groups(a, s);
       if (ok == 1) break;  /* ran to the end as moved: proved */
     }
   }
+  if (have && kept) {
+    arena_adopt(a, &ti);
+    kept->valid = 1;
+    kept->ix = kix;
+    kept->links = kL;
+  }
+  arena_free(&ti);
 }
 
-int64_t lower_schedule(Arena *a, Diag *dg, IrSchedule *s) {
+int64_t lower_schedule(Arena *a, Diag *dg, IrSchedule *s, LowerIndex *kept) {
   AnaIndex ix;
+  if (kept) memset(kept, 0, sizeof *kept);
   s->rdv_proved = 0;
   if (s->ndev <= 0 || s->nstage <= 0 || s->nmb <= 0 || !s->devs || !s->stages) return 0;
   Arena t0 = {0};   /* the index of the written ops: freed once the sends and recvs are in */
@@ -900,6 +920,6 @@ int64_t lower_schedule(Arena *a, Diag *dg, IrSchedule *s) {
   if (s->offload.enabled && !had_off) n += lower_offload(a, dg, s);
   overlap_normalize(a, s);
   lower_groups(a, s);
-  if (!had_comm && !s->p2p_buffered) lower_rendezvous(a, s);
+  if (!had_comm && !s->p2p_buffered) lower_rendezvous(a, s, kept);
   return n;
 }
