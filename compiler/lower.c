@@ -132,8 +132,13 @@ static void batch_apply(Arena *a, Batch *b, IrSchedule *s) {
   arena_free(&b->tmp);
 }
 
-/* ---- send / recv ---- */
-typedef struct PendRecv { int32_t chan, dst, slot; IrOp op; } PendRecv;
+/* ---- send / recv ----
+ * A send goes right after its pass; its recv before the consumer on the other device
+ * (or at the end, when that is missing or misplaced), no later than the channel's next
+ * recv (FIFO). Within one position the send comes first, then the recvs by channel
+ * and send order. The new orders are written directly (no insertion batch: the
+ * sends and recvs are built from their passes when merged). */
+typedef struct PendRecv { int32_t chan, dst, slot, src, cons; } PendRecv;   /* src, cons: global ids (cons -1: none) */
 
 static int32_t chan_id(int64_t *hkeys, int32_t *hvals, size_t hcap, int64_t key, int *nchan) {
   uint64_t h = (uint64_t)key * 0x9E3779B97F4A7C15ull;
@@ -176,32 +181,30 @@ static int comm_of(const IrSchedule *s, const AnaIndex *ix, int d, int k, CommOf
 
 static int64_t lower_comm(Arena *a, IrSchedule *s, const AnaIndex *ix) {
   int P = s->ndev;
-  Batch b;
-  batch_init(&b, P);
+  Arena tmp = {0};   /* freed once the new orders are written */
   /* first the counts (a duplicate pass counted too: an upper bound), so that every
    * array is allocated once */
   int npr = 0;
   for (int d = 0; d < P; d++) {
     const IrOp *ops = s->devs[d].ops;
     for (int k = 0; k < s->devs[d].nops; k++) {
-      int xfer, to = comm_to(s, d, &ops[k], &xfer);
-      if (to < 0) continue;
-      b.dev[d].cap++;
-      b.dev[to].cap++;
-      npr++;
+      int xfer;
+      npr += comm_to(s, d, &ops[k], &xfer) >= 0;
     }
   }
-  for (int d = 0; d < P; d++)
-    if (b.dev[d].cap) b.dev[d].v = arena_alloc(&b.tmp, sizeof(Ins) * (size_t)b.dev[d].cap);
-  PendRecv *pr = arena_alloc(&b.tmp, sizeof(PendRecv) * (size_t)(npr + 1));
-  int cappr = npr + 1;
+  PendRecv *pr = arena_alloc(&tmp, sizeof(PendRecv) * (size_t)(npr + 1));
+  /* each written op's send: to * 4 + xfer, -1 for none */
+  int32_t *sendto = arena_alloc(&tmp, sizeof(int32_t) * (size_t)(ix->total + 1));
+  memset(sendto, 0xff, sizeof(int32_t) * (size_t)(ix->total + 1));
+  int32_t *nsend = arena_alloc(&tmp, sizeof(int32_t) * (size_t)(P + 1));
+  int32_t *nrecv = arena_alloc(&tmp, sizeof(int32_t) * (size_t)(P + 1));
   npr = 0;
   int64_t maxch = (int64_t)P * P < ix->total ? (int64_t)P * P : ix->total;
   /* channel keys d * P + to are 64-bit: P * P passes INT32_MAX above 46340 devices */
   size_t hcap = 64;
   while ((int64_t)hcap < 2 * maxch + 64) hcap *= 2;
-  int64_t *hk = arena_alloc(&b.tmp, sizeof(int64_t) * hcap);
-  int32_t *hv = arena_alloc(&b.tmp, sizeof(int32_t) * hcap);
+  int64_t *hk = arena_alloc(&tmp, sizeof(int64_t) * hcap);
+  int32_t *hv = arena_alloc(&tmp, sizeof(int32_t) * hcap);
   memset(hk, 0xff, sizeof(int64_t) * hcap);
   int nchan = 0;
   for (int d = 0; d < P; d++) {
@@ -209,42 +212,27 @@ static int64_t lower_comm(Arena *a, IrSchedule *s, const AnaIndex *ix) {
     for (int k = 0; k < dev->nops; k++) {
       CommOf c;
       if (!comm_of(s, ix, d, k, &c)) continue;
-      const IrOp *op = &dev->ops[k];
-      int to = c.to, xfer = c.xfer;
+      int to = c.to;
       int32_t cons = c.cons;
-      IrOp *sd = batch_add(&b, d, k + 1, IR_SEND, op->mb, op->stage, op->span, ir_op_frame(op));
-      sd->xfer = (uint8_t)xfer;
-      sd->peer = to;
-      PendRecv *r = VEC_PUSH(&b.tmp, pr, npr, cappr);
+      sendto[ix->off[d] + k] = to * 4 + c.xfer;
+      nsend[d]++;
+      nrecv[to]++;
+      PendRecv *r = &pr[npr++];
       r->chan = chan_id(hk, hv, hcap, (int64_t)d * P + to, &nchan);
       r->dst = to;
+      r->src = ix->off[d] + k;
       /* the consumer's position on `to`, or the end when it is missing/misplaced */
-      int32_t slot = s->devs[to].nops;
-      Span sp = op->span;
-      uint32_t fr = 0;
-      if (cons >= 0 && ix->devof[cons] == to) {
-        slot = cons - ix->off[to];
-        sp = s->devs[to].ops[slot].span;
-        fr = ir_op_frame(&s->devs[to].ops[slot]);
-      }
-      r->slot = slot;
-      memset(&r->op, 0, sizeof r->op);
-      r->op.kind = IR_RECV;
-      r->op.xfer = (uint8_t)xfer;
-      r->op.flags = IR_FLAG_INSERTED;
-      r->op.mb = op->mb;
-      r->op.stage = op->stage;
-      r->op.peer = d;
-      r->op.span = sp;
-      ir_op_set_frame(&r->op, fr);
+      int ok = cons >= 0 && ix->devof[cons] == to;
+      r->slot = ok ? cons - ix->off[to] : s->devs[to].nops;
+      r->cons = ok ? cons : -1;
     }
   }
   /* group the recvs by channel, keeping send order (counting sort) */
-  int32_t *cc = arena_alloc(&b.tmp, sizeof(int32_t) * (size_t)(nchan + 1));
+  int32_t *cc = arena_alloc(&tmp, sizeof(int32_t) * (size_t)(nchan + 1));
   for (int k = 0; k < npr; k++) cc[pr[k].chan + 1]++;
   for (int c = 0; c < nchan; c++) cc[c + 1] += cc[c];
-  int32_t *byc = arena_alloc(&b.tmp, sizeof(int32_t) * (size_t)(npr + 1));
-  int32_t *fill = arena_alloc(&b.tmp, sizeof(int32_t) * (size_t)(nchan + 1));
+  int32_t *byc = arena_alloc(&tmp, sizeof(int32_t) * (size_t)(npr + 1));
+  int32_t *fill = arena_alloc(&tmp, sizeof(int32_t) * (size_t)(nchan + 1));
   memcpy(fill, cc, sizeof(int32_t) * (size_t)(nchan + 1));
   for (int k = 0; k < npr; k++) byc[fill[pr[k].chan]++] = k;
   for (int c = 0; c < nchan; c++) {
@@ -255,14 +243,72 @@ static int64_t lower_comm(Arena *a, IrSchedule *s, const AnaIndex *ix) {
       q = r->slot;
     }
   }
-  for (int c = 0; c < nchan; c++)
-    for (int j = cc[c]; j < cc[c + 1]; j++) {
-      PendRecv *r = &pr[byc[j]];
-      IrOp *o = batch_add(&b, r->dst, r->slot, IR_RECV, 0, 0, r->op.span, ir_op_frame(&r->op));
-      *o = r->op;
+  /* each device's recvs by channel and send order, then (stable) by slot */
+  int32_t *rstart = arena_alloc(&tmp, sizeof(int32_t) * (size_t)(P + 2));
+  for (int d = 0; d < P; d++) rstart[d + 1] = rstart[d] + nrecv[d];
+  int32_t *rfill = arena_alloc(&tmp, sizeof(int32_t) * (size_t)(P + 1));
+  memcpy(rfill, rstart, sizeof(int32_t) * (size_t)(P + 1));
+  int32_t *byd = arena_alloc(&tmp, sizeof(int32_t) * (size_t)(npr + 1));
+  for (int j = 0; j < npr; j++) byd[rfill[pr[byc[j]].dst]++] = byc[j];
+  IrOp **out = arena_alloc(&tmp, sizeof(IrOp *) * (size_t)(P + 1));
+  int64_t nins = 0;
+  for (int d = 0; d < P; d++) {
+    const IrDevice *dev = &s->devs[d];
+    int n = dev->nops, nr = nrecv[d];
+    if (!nsend[d] && !nr) continue;
+    const int32_t *rv = byd + rstart[d];
+    int32_t *cnt = arena_alloc(&tmp, sizeof(int32_t) * (size_t)(n + 2));
+    for (int j = 0; j < nr; j++) cnt[pr[rv[j]].slot + 1]++;
+    for (int k = 0; k < n + 1; k++) cnt[k + 1] += cnt[k];
+    int32_t *order = arena_alloc(&tmp, sizeof(int32_t) * (size_t)(nr + 1));
+    for (int j = 0; j < nr; j++) order[cnt[pr[rv[j]].slot]++] = rv[j];
+    IrOp *o = out[d] = arena_alloc(a, sizeof(IrOp) * (size_t)(n + nsend[d] + nr));
+    const int32_t *st = sendto + ix->off[d];
+    int j = 0;
+    for (int k = 0; k <= n; k++) {
+      if (k > 0 && st[k - 1] >= 0) {   /* the send of the pass before */
+        const IrOp *x = &dev->ops[k - 1];
+        IrOp op;
+        memset(&op, 0, sizeof op);
+        op.kind = IR_SEND;
+        op.flags = IR_FLAG_INSERTED;
+        op.xfer = (uint16_t)(st[k - 1] & 3);
+        op.peer = st[k - 1] >> 2;
+        op.mb = x->mb;
+        op.stage = x->stage;
+        op.span = x->span;
+        ir_op_set_frame(&op, ir_op_frame(x));
+        *o++ = op;
+      }
+      for (; j < nr && pr[order[j]].slot == k; j++) {
+        const PendRecv *r = &pr[order[j]];
+        const IrOp *x = ana_op(s, ix, r->src), *cn = r->cons >= 0 ? ana_op(s, ix, r->cons) : NULL;
+        IrOp op;
+        memset(&op, 0, sizeof op);
+        op.kind = IR_RECV;
+        op.flags = IR_FLAG_INSERTED;
+        op.xfer = (uint16_t)(sendto[r->src] & 3);
+        op.peer = ix->devof[r->src];
+        op.mb = x->mb;
+        op.stage = x->stage;
+        op.span = cn ? cn->span : x->span;
+        ir_op_set_frame(&op, cn ? ir_op_frame(cn) : 0);
+        *o++ = op;
+      }
+      if (k < n) *o++ = dev->ops[k];
     }
-  batch_apply(a, &b, s);
-  return b.n;
+    nins += nsend[d] + nr;
+  }
+  /* (every recv is built from the written orders: replaced only now) */
+  for (int d = 0; d < P; d++) {
+    if (!nsend[d] && !nrecv[d]) continue;
+    IrDevice *dev = &s->devs[d];
+    dev->nops = dev->capops = dev->nops + nsend[d] + nrecv[d];
+    dev->ops = out[d];
+  }
+  s->total_ops += nins;
+  arena_free(&tmp);
+  return nins;
 }
 
 /* Key of an op for "at time t" placement: start of compute, end of waits. */
