@@ -680,40 +680,44 @@ static void lower_groups(Arena *a, IrSchedule *s) {
   int captmp = 0;
   for (int d = 0; d < s->ndev; d++) {
     IrDevice *dv = &s->devs[d];
-    for (int k = 0; k < dv->nops;) {
-      if (!is_comm(dv->ops[k].kind) && !is_copy(dv->ops[k].kind)) { k++; continue; }
-      int e = k, ncomm = 0, ncopy = 0, lastcomm = -1;
-      while (e < dv->nops && (is_comm(dv->ops[e].kind) || is_copy(dv->ops[e].kind))) {
-        if (is_comm(dv->ops[e].kind)) { ncomm++; lastcomm = e; }
-        else if (ncomm) ncopy++; /* a copy after a send or recv of the run */
-        e++;
-      }
-      /* copies after the run's last send/recv stay where they are; a run the
-       * compiler inserted also gets its sends first (their data is ready, and the
-       * buffered model then never waits at a recv for a send of its own group) */
-      int written = 0;
-      for (int j = k; j <= lastcomm; j++) written |= !(dv->ops[j].flags & IR_FLAG_INSERTED);
-      /* (already in that order: left as it is; lowering's own runs mostly are) */
-      int sorted = 1;
-      for (int j = k + 1; j <= lastcomm && sorted; j++) {
-        int r0 = is_copy(dv->ops[j - 1].kind) ? 0 : dv->ops[j - 1].kind == IR_SEND ? 1 : 2;
-        int r1 = is_copy(dv->ops[j].kind) ? 0 : dv->ops[j].kind == IR_SEND ? 1 : 2;
-        sorted = r0 <= r1;
+    IrOp *ops = dv->ops;
+    int n = dv->nops;
+    for (int k = 0; k < n;) {
+      int kind = ops[k].kind;
+      if (!is_comm(kind) && !is_copy(kind)) { k++; continue; }
+      /* one pass over the run [k, e): its sends and recvs, whether any op up to its
+       * last send/recv was written, and whether that part is already in order
+       * (copies, sends, recvs: ranks 0, 1, 2). Copies after the run's last send/recv
+       * stay where they are; a run the compiler inserted also gets its sends first
+       * (their data is ready, and the buffered model then never waits at a recv for a
+       * send of its own group); lowering's own runs mostly are in order already */
+      int e = k, ncomm = 0, lastcomm = -1, wr = 0, so = 1, prev = 0, written = 0, sorted = 1;
+      for (; e < n; e++) {
+        int ke = ops[e].kind;
+        int r = ke == IR_SEND ? 1 : ke == IR_RECV ? 2 : is_copy(ke) ? 0 : -1;
+        if (r < 0) break;
+        wr |= !(ops[e].flags & IR_FLAG_INSERTED);
+        so &= prev <= r;
+        prev = r;
+        if (r) { ncomm++; lastcomm = e; written = wr; sorted = so; }
       }
       if (ncomm > 1 && !written && !sorted) {
         int len = lastcomm + 1 - k;
         if (len > captmp) { captmp = 2 * len; tmp = arena_alloc(a, sizeof(IrOp) * (size_t)captmp); }
         int o = 0;
-        for (int j = k; j <= lastcomm; j++) if (is_copy(dv->ops[j].kind)) tmp[o++] = dv->ops[j];
-        for (int j = k; j <= lastcomm; j++) if (dv->ops[j].kind == IR_SEND) tmp[o++] = dv->ops[j];
-        for (int j = k; j <= lastcomm; j++) if (dv->ops[j].kind == IR_RECV) tmp[o++] = dv->ops[j];
-        memcpy(&dv->ops[k], tmp, sizeof(IrOp) * (size_t)len);
+        for (int j = k; j <= lastcomm; j++) if (is_copy(ops[j].kind)) tmp[o++] = ops[j];
+        for (int j = k; j <= lastcomm; j++) if (ops[j].kind == IR_SEND) tmp[o++] = ops[j];
+        for (int j = k; j <= lastcomm; j++) if (ops[j].kind == IR_RECV) tmp[o++] = ops[j];
+        memcpy(&ops[k], tmp, sizeof(IrOp) * (size_t)len);
       }
-      (void)ncopy;
+      /* the flags: a send/recv right after another is in its group (the op before
+       * the run is neither) */
+      int pc = 0;
       for (int j = k; j < e; j++) {
-        IrOp *op = &dv->ops[j];
-        op->flags &= (uint8_t)~IR_FLAG_GROUP;
-        if (is_comm(op->kind) && j > 0 && is_comm(dv->ops[j - 1].kind)) op->flags |= IR_FLAG_GROUP;
+        int c = is_comm(ops[j].kind);
+        uint8_t f = (uint8_t)((ops[j].flags & ~IR_FLAG_GROUP) | (c && pc ? IR_FLAG_GROUP : 0));
+        if (f != ops[j].flags) ops[j].flags = f;
+        pc = c;
       }
       k = e;
     }
