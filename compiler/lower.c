@@ -776,12 +776,20 @@ static int repair_pick(void *ctx, const ExecStall *x, int *bposp) {
       for (int q = keep; q < rp->plen; q++) onpath[path[q]] = -1;
       rp->plen = 0;
       if (keep) {   /* the first walk again, as far as nothing on it ran */
+        /* (a device on the walk is one on the path: onpath >= 0; the kept ones are
+         * marked only where the walk finds no cycle and the search goes on) */
         stamp++;
-        for (int q = 0; q < keep; q++) mark[path[q]] = stamp;
         int d = waitdev[path[keep - 1]];
-        while (d >= 0 && mark[d] < base) { mark[d] = stamp; onpath[d] = keep; path[keep++] = d; d = waitdev[d]; }
-        if (d >= 0 && mark[d] == stamp) { cyc = d; rp->plen = keep; }
-        else for (int q = 0; q < keep; q++) onpath[path[q]] = -1;
+        while (d >= 0 && onpath[d] < 0) { mark[d] = stamp; onpath[d] = keep; path[keep++] = d; d = waitdev[d]; }
+        if (d >= 0) {
+          cyc = d;
+          rp->plen = keep;
+        } else {
+          for (int q = 0; q < keep; q++) {
+            mark[path[q]] = stamp;
+            onpath[path[q]] = -1;
+          }
+        }
         d0 = path[0] + 1;
       }
       for (; d0 < P && cyc < 0; d0++) {
