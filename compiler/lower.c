@@ -972,11 +972,17 @@ int64_t lower_schedule(Arena *a, Diag *dg, IrSchedule *s, LowerIndex *kept) {
   int had_vocab = ix.nvocab > 0, had_off = ix.noffload > 0, had_comm = ix.ncomm > 0;
   if (!had_comm) n += lower_comm(a, s, &ix);
   arena_free(&t0);
-  overlap_normalize(a, s);  /* overlapped pairs stay adjacent (overlap.c) */
-  if (s->vocab.mode && !had_vocab) n += lower_vocab(a, dg, s);
+  /* overlapped pairs stay adjacent (overlap.c; again after each phase that inserts:
+   * a pass over the orders that changes nothing where none did) */
   overlap_normalize(a, s);
-  if (s->offload.enabled && !had_off) n += lower_offload(a, dg, s);
-  overlap_normalize(a, s);
+  if (s->vocab.mode && !had_vocab) {
+    n += lower_vocab(a, dg, s);
+    overlap_normalize(a, s);
+  }
+  if (s->offload.enabled && !had_off) {
+    n += lower_offload(a, dg, s);
+    overlap_normalize(a, s);
+  }
   lower_groups(a, s);
   if (!had_comm && !s->p2p_buffered) lower_rendezvous(a, s, kept);
   return n;
