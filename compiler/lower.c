@@ -194,8 +194,7 @@ static int64_t lower_comm(Arena *a, IrSchedule *s, const AnaIndex *ix) {
   }
   PendRecv *pr = arena_alloc(&tmp, sizeof(PendRecv) * (size_t)(npr + 1));
   /* each written op's send: to * 4 + xfer, -1 for none */
-  int32_t *sendto = arena_alloc(&tmp, sizeof(int32_t) * (size_t)(ix->total + 1));
-  memset(sendto, 0xff, sizeof(int32_t) * (size_t)(ix->total + 1));
+  int32_t *sendto = arena_alloc_fill(&tmp, sizeof(int32_t) * (size_t)(ix->total + 1), 0xff);
   int32_t *nsend = arena_alloc(&tmp, sizeof(int32_t) * (size_t)(P + 1));
   int32_t *nrecv = arena_alloc(&tmp, sizeof(int32_t) * (size_t)(P + 1));
   npr = 0;
@@ -203,9 +202,8 @@ static int64_t lower_comm(Arena *a, IrSchedule *s, const AnaIndex *ix) {
   /* channel keys d * P + to are 64-bit: P * P passes INT32_MAX above 46340 devices */
   size_t hcap = 64;
   while ((int64_t)hcap < 2 * maxch + 64) hcap *= 2;
-  int64_t *hk = arena_alloc(&tmp, sizeof(int64_t) * hcap);
+  int64_t *hk = arena_alloc_fill(&tmp, sizeof(int64_t) * hcap, 0xff);
   int32_t *hv = arena_alloc(&tmp, sizeof(int32_t) * hcap);
-  memset(hk, 0xff, sizeof(int64_t) * hcap);
   int nchan = 0;
   for (int d = 0; d < P; d++) {
     const IrDevice *dev = &s->devs[d];
@@ -918,8 +916,7 @@ static void lower_rendezvous(Arena *a, IrSchedule *s, LowerIndex *kept) {
       if (ana_index(&ti, s, &ix)) { arena_free(&ti); return; }
       SimLinks L;
       sim_links(&ti, s, &ix, &L);
-      int32_t *moved = arena_alloc(&t0, sizeof(int32_t) * (size_t)(ix.total + 1));
-      memset(moved, 0xff, sizeof(int32_t) * (size_t)(ix.total + 1));
+      int32_t *moved = arena_alloc_fill(&t0, sizeof(int32_t) * (size_t)(ix.total + 1), 0xff);
       SimResult r;
       IrSchedule m = *s;   /* the model this pass proves (the ops are s's) */
       if (!pass) m.vocab.async = 0;
