@@ -264,12 +264,16 @@ static int64_t lower_comm(Arena *a, IrSchedule *s, const AnaIndex *ix) {
     const int32_t *st = sendto + ix->off[d];
     int j = 0;
     for (int k = 0; k <= n; k++) {
+      /* the ops inserted at one position are one group (lower_groups' flags: the op
+       * before them is a written one, and the file wrote no send or recv) */
+      uint8_t fl = IR_FLAG_INSERTED;
       if (k > 0 && st[k - 1] >= 0) {   /* the send of the pass before */
         const IrOp *x = &dev->ops[k - 1];
         IrOp op;
         memset(&op, 0, sizeof op);
         op.kind = IR_SEND;
-        op.flags = IR_FLAG_INSERTED;
+        op.flags = fl;
+        fl = IR_FLAG_INSERTED | IR_FLAG_GROUP;
         op.xfer = (uint16_t)(st[k - 1] & 3);
         op.peer = st[k - 1] >> 2;
         op.mb = x->mb;
@@ -284,7 +288,8 @@ static int64_t lower_comm(Arena *a, IrSchedule *s, const AnaIndex *ix) {
         IrOp op;
         memset(&op, 0, sizeof op);
         op.kind = IR_RECV;
-        op.flags = IR_FLAG_INSERTED;
+        op.flags = fl;
+        fl = IR_FLAG_INSERTED | IR_FLAG_GROUP;
         op.xfer = (uint16_t)(sendto[r->src] & 3);
         op.peer = ix->devof[r->src];
         op.mb = x->mb;
@@ -980,7 +985,10 @@ int64_t lower_schedule(Arena *a, Diag *dg, IrSchedule *s, LowerIndex *kept) {
     n += lower_offload(a, dg, s);
     overlap_normalize(a, s);
   }
-  lower_groups(a, s);
+  /* the groups: lower_comm's sends and recvs are grouped and in order as it wrote
+   * them, unless the file wrote copies (a run may hold them), overlapped passes
+   * (normalize moves sends) or another phase inserted ops */
+  if (had_comm || had_off || s->noverlap || (s->vocab.mode && !had_vocab) || s->offload.enabled) lower_groups(a, s);
   if (!had_comm && !s->p2p_buffered) lower_rendezvous(a, s, kept);
   return n;
 }
