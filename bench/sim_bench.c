@@ -49,10 +49,11 @@ int main(int argc, char **argv) {
       ib_done(&b);
       ncomp = s->total_ops;
       double t0 = now();
-      lower_schedule(&a, &dg, s);
+      LowerIndex kept;
+      lower_schedule(&a, &dg, s, &kept);
       double t1 = now();
       VerifyResult vr;
-      verify_schedule(&a, &dg, s, &vr);
+      verify_schedule(&a, &dg, s, &vr, kept.valid ? &kept.ix : NULL, kept.valid ? &kept.links : NULL);
       double t2 = now();
       SimResult sr;
       sim_run(&a, s, &vr.ix, &vr.links, &sr);

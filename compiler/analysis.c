@@ -90,16 +90,17 @@ static int over_max_ops(Diag *dg, const IrSchedule *s, int64_t inserting, int64_
 
 int analysis_run(Arena *a, Diag *dg, IrSchedule *s, Analysis *out, int want_timeline) {
   memset(out, 0, sizeof *out);
+  LowerIndex kept = {0};   /* lowering's index of the lowered ops, when it has one */
   out->expects = arena_alloc(a, sizeof(ExpectResult) * (size_t)(s->nexpects + 1));
   if (s->ndev > 0 && s->nstage > 0 && s->nmb > 0 && s->devs && s->stages) {
     int placed = 1;
     for (int st = 0; st < s->nstage; st++)
       if (s->stages[st].device < 0 || s->stages[st].device >= s->ndev) placed = 0;
     if (placed && over_max_ops(dg, s, comm_to_insert(s), 0)) return 0;
-    if (placed) out->inserted_ops = lower_schedule(a, dg, s);
+    if (placed) out->inserted_ops = lower_schedule(a, dg, s, &kept);
     if (placed && over_max_ops(dg, s, 0, out->inserted_ops)) return 0;
   }
-  verify_schedule(a, dg, s, &out->vr);
+  verify_schedule(a, dg, s, &out->vr, kept.valid ? &kept.ix : NULL, kept.valid ? &kept.links : NULL);
   out->verified = 1;
   if (out->vr.runnable && out->vr.sim.ok) {
     out->sim = out->vr.sim;   /* verification's timed run (sim.c), with the memory points when wanted */

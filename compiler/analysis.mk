@@ -26,7 +26,7 @@ bench_sim_bench_LDADD = libppsc.la -lm
 EXTRA_DIST += bench/sim_bench.sh bench/sim_interleaved.pps
 # `ppsc sim` against a reference commit, and byte identity across a refactor (run from
 # the source tree; bench/README.md)
-EXTRA_DIST += bench/sim_vs_ref.sh bench/identity.sh bench/rendezvous_cost.sh
+EXTRA_DIST += bench/sim_vs_ref.sh bench/identity.sh bench/rendezvous_cost.sh bench/peers_sim.sh
 bench-sim: bench/sim_bench$(EXEEXT) ppsc$(EXEEXT)
 	srcdir=$(srcdir) top_builddir=$(top_builddir) $(SHELL) $(srcdir)/bench/sim_bench.sh
 

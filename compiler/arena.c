@@ -102,6 +102,23 @@ void *arena_alloc(Arena *a, size_t size) {
   return p;
 }
 
+void *arena_alloc_fill(Arena *a, size_t size, int byte) {
+  size_t r = (size + 15) & ~(size_t)15;
+  ArenaChunk *c = a->head;
+  if (!c || c->size - c->used < r) {
+    c = chunk_get(r > (4u << 20) ? r : (4u << 20));
+    c->next = a->head;
+    c->used = 0;
+    a->head = c;
+  }
+  void *p = c->data + c->used;
+  memset(p, byte, size);
+  chunk_clear(c, c->used + size, c->used + r);   /* (the rounding stays zero, as arena_alloc's) */
+  c->used += r;
+  a->total += r;
+  return p;
+}
+
 void *arena_grow(Arena *a, void *old, size_t old_size, size_t new_size) {
   if (new_size <= old_size) return old;
   /* Extend in place when old is the last allocation of the newest chunk. */
@@ -143,6 +160,22 @@ char *arena_printf(Arena *a, const char *fmt, ...) {
   vsnprintf(p, (size_t)n + 1, fmt, ap);
   va_end(ap);
   return p;
+}
+
+void arena_adopt(Arena *into, Arena *from) {
+  ArenaChunk *c = from->head;
+  if (!c) return;
+  ArenaChunk *last = c;
+  while (last->next) last = last->next;
+  if (into->head) {   /* behind into's newest chunk, which it goes on filling */
+    last->next = into->head->next;
+    into->head->next = c;
+  } else {
+    into->head = c;
+  }
+  into->total += from->total;
+  from->head = NULL;
+  from->total = 0;
 }
 
 void arena_free(Arena *a) {

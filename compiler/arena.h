@@ -13,11 +13,14 @@ typedef struct Arena {
 } Arena;
 
 void *arena_alloc(Arena *a, size_t size);            /* zeroed, 16-byte aligned */
+void *arena_alloc_fill(Arena *a, size_t size, int byte); /* every byte set to byte (not zeroed first) */
 void *arena_grow(Arena *a, void *old, size_t old_size, size_t new_size); /* realloc-like */
 char *arena_strndup(Arena *a, const char *s, size_t n);
 char *arena_strdup(Arena *a, const char *s);
 char *arena_printf(Arena *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void arena_free(Arena *a);
+/* Moves from's memory into `into` (freed with it); from is left empty. */
+void arena_adopt(Arena *into, Arena *from);
 /* Out of memory: prints what was asked for and the --max-ops hint, exits 2. */
 void arena_out_of_memory(size_t n) __attribute__((noreturn));
 void arena_set_oom_hint(long max_ops);

@@ -132,8 +132,13 @@ static void batch_apply(Arena *a, Batch *b, IrSchedule *s) {
   arena_free(&b->tmp);
 }
 
-/* ---- send / recv ---- */
-typedef struct PendRecv { int32_t chan, dst, slot; IrOp op; } PendRecv;
+/* ---- send / recv ----
+ * A send goes right after its pass; its recv before the consumer on the other device
+ * (or at the end, when that is missing or misplaced), no later than the channel's next
+ * recv (FIFO). Within one position the send comes first, then the recvs by channel
+ * and send order. The new orders are written directly (no insertion batch: the
+ * sends and recvs are built from their passes when merged). */
+typedef struct PendRecv { int32_t chan, dst, slot, src, cons; } PendRecv;   /* src, cons: global ids (cons -1: none) */
 
 static int32_t chan_id(int64_t *hkeys, int32_t *hvals, size_t hcap, int64_t key, int *nchan) {
   uint64_t h = (uint64_t)key * 0x9E3779B97F4A7C15ull;
@@ -176,75 +181,56 @@ static int comm_of(const IrSchedule *s, const AnaIndex *ix, int d, int k, CommOf
 
 static int64_t lower_comm(Arena *a, IrSchedule *s, const AnaIndex *ix) {
   int P = s->ndev;
-  Batch b;
-  batch_init(&b, P);
+  Arena tmp = {0};   /* freed once the new orders are written */
   /* first the counts (a duplicate pass counted too: an upper bound), so that every
    * array is allocated once */
   int npr = 0;
   for (int d = 0; d < P; d++) {
     const IrOp *ops = s->devs[d].ops;
     for (int k = 0; k < s->devs[d].nops; k++) {
-      int xfer, to = comm_to(s, d, &ops[k], &xfer);
-      if (to < 0) continue;
-      b.dev[d].cap++;
-      b.dev[to].cap++;
-      npr++;
+      int xfer;
+      npr += comm_to(s, d, &ops[k], &xfer) >= 0;
     }
   }
-  for (int d = 0; d < P; d++)
-    if (b.dev[d].cap) b.dev[d].v = arena_alloc(&b.tmp, sizeof(Ins) * (size_t)b.dev[d].cap);
-  PendRecv *pr = arena_alloc(&b.tmp, sizeof(PendRecv) * (size_t)(npr + 1));
-  int cappr = npr + 1;
+  PendRecv *pr = arena_alloc(&tmp, sizeof(PendRecv) * (size_t)(npr + 1));
+  /* each written op's send: to * 4 + xfer, -1 for none */
+  int32_t *sendto = arena_alloc_fill(&tmp, sizeof(int32_t) * (size_t)(ix->total + 1), 0xff);
+  int32_t *nsend = arena_alloc(&tmp, sizeof(int32_t) * (size_t)(P + 1));
+  int32_t *nrecv = arena_alloc(&tmp, sizeof(int32_t) * (size_t)(P + 1));
   npr = 0;
   int64_t maxch = (int64_t)P * P < ix->total ? (int64_t)P * P : ix->total;
   /* channel keys d * P + to are 64-bit: P * P passes INT32_MAX above 46340 devices */
   size_t hcap = 64;
   while ((int64_t)hcap < 2 * maxch + 64) hcap *= 2;
-  int64_t *hk = arena_alloc(&b.tmp, sizeof(int64_t) * hcap);
-  int32_t *hv = arena_alloc(&b.tmp, sizeof(int32_t) * hcap);
-  memset(hk, 0xff, sizeof(int64_t) * hcap);
+  int64_t *hk = arena_alloc_fill(&tmp, sizeof(int64_t) * hcap, 0xff);
+  int32_t *hv = arena_alloc(&tmp, sizeof(int32_t) * hcap);
   int nchan = 0;
   for (int d = 0; d < P; d++) {
     const IrDevice *dev = &s->devs[d];
     for (int k = 0; k < dev->nops; k++) {
       CommOf c;
       if (!comm_of(s, ix, d, k, &c)) continue;
-      const IrOp *op = &dev->ops[k];
-      int to = c.to, xfer = c.xfer;
+      int to = c.to;
       int32_t cons = c.cons;
-      IrOp *sd = batch_add(&b, d, k + 1, IR_SEND, op->mb, op->stage, op->span, ir_op_frame(op));
-      sd->xfer = (uint8_t)xfer;
-      sd->peer = to;
-      PendRecv *r = VEC_PUSH(&b.tmp, pr, npr, cappr);
+      sendto[ix->off[d] + k] = to * 4 + c.xfer;
+      nsend[d]++;
+      nrecv[to]++;
+      PendRecv *r = &pr[npr++];
       r->chan = chan_id(hk, hv, hcap, (int64_t)d * P + to, &nchan);
       r->dst = to;
+      r->src = ix->off[d] + k;
       /* the consumer's position on `to`, or the end when it is missing/misplaced */
-      int32_t slot = s->devs[to].nops;
-      Span sp = op->span;
-      uint32_t fr = 0;
-      if (cons >= 0 && ix->devof[cons] == to) {
-        slot = cons - ix->off[to];
-        sp = s->devs[to].ops[slot].span;
-        fr = ir_op_frame(&s->devs[to].ops[slot]);
-      }
-      r->slot = slot;
-      memset(&r->op, 0, sizeof r->op);
-      r->op.kind = IR_RECV;
-      r->op.xfer = (uint8_t)xfer;
-      r->op.flags = IR_FLAG_INSERTED;
-      r->op.mb = op->mb;
-      r->op.stage = op->stage;
-      r->op.peer = d;
-      r->op.span = sp;
-      ir_op_set_frame(&r->op, fr);
+      int ok = cons >= 0 && ix->devof[cons] == to;
+      r->slot = ok ? cons - ix->off[to] : s->devs[to].nops;
+      r->cons = ok ? cons : -1;
     }
   }
   /* group the recvs by channel, keeping send order (counting sort) */
-  int32_t *cc = arena_alloc(&b.tmp, sizeof(int32_t) * (size_t)(nchan + 1));
+  int32_t *cc = arena_alloc(&tmp, sizeof(int32_t) * (size_t)(nchan + 1));
   for (int k = 0; k < npr; k++) cc[pr[k].chan + 1]++;
   for (int c = 0; c < nchan; c++) cc[c + 1] += cc[c];
-  int32_t *byc = arena_alloc(&b.tmp, sizeof(int32_t) * (size_t)(npr + 1));
-  int32_t *fill = arena_alloc(&b.tmp, sizeof(int32_t) * (size_t)(nchan + 1));
+  int32_t *byc = arena_alloc(&tmp, sizeof(int32_t) * (size_t)(npr + 1));
+  int32_t *fill = arena_alloc(&tmp, sizeof(int32_t) * (size_t)(nchan + 1));
   memcpy(fill, cc, sizeof(int32_t) * (size_t)(nchan + 1));
   for (int k = 0; k < npr; k++) byc[fill[pr[k].chan]++] = k;
   for (int c = 0; c < nchan; c++) {
@@ -255,14 +241,77 @@ static int64_t lower_comm(Arena *a, IrSchedule *s, const AnaIndex *ix) {
       q = r->slot;
     }
   }
-  for (int c = 0; c < nchan; c++)
-    for (int j = cc[c]; j < cc[c + 1]; j++) {
-      PendRecv *r = &pr[byc[j]];
-      IrOp *o = batch_add(&b, r->dst, r->slot, IR_RECV, 0, 0, r->op.span, ir_op_frame(&r->op));
-      *o = r->op;
+  /* each device's recvs by channel and send order, then (stable) by slot */
+  int32_t *rstart = arena_alloc(&tmp, sizeof(int32_t) * (size_t)(P + 2));
+  for (int d = 0; d < P; d++) rstart[d + 1] = rstart[d] + nrecv[d];
+  int32_t *rfill = arena_alloc(&tmp, sizeof(int32_t) * (size_t)(P + 1));
+  memcpy(rfill, rstart, sizeof(int32_t) * (size_t)(P + 1));
+  int32_t *byd = arena_alloc(&tmp, sizeof(int32_t) * (size_t)(npr + 1));
+  for (int j = 0; j < npr; j++) byd[rfill[pr[byc[j]].dst]++] = byc[j];
+  IrOp **out = arena_alloc(&tmp, sizeof(IrOp *) * (size_t)(P + 1));
+  int64_t nins = 0;
+  for (int d = 0; d < P; d++) {
+    const IrDevice *dev = &s->devs[d];
+    int n = dev->nops, nr = nrecv[d];
+    if (!nsend[d] && !nr) continue;
+    const int32_t *rv = byd + rstart[d];
+    int32_t *cnt = arena_alloc(&tmp, sizeof(int32_t) * (size_t)(n + 2));
+    for (int j = 0; j < nr; j++) cnt[pr[rv[j]].slot + 1]++;
+    for (int k = 0; k < n + 1; k++) cnt[k + 1] += cnt[k];
+    int32_t *order = arena_alloc(&tmp, sizeof(int32_t) * (size_t)(nr + 1));
+    for (int j = 0; j < nr; j++) order[cnt[pr[rv[j]].slot]++] = rv[j];
+    IrOp *o = out[d] = arena_alloc(a, sizeof(IrOp) * (size_t)(n + nsend[d] + nr));
+    const int32_t *st = sendto + ix->off[d];
+    int j = 0;
+    for (int k = 0; k <= n; k++) {
+      /* the ops inserted at one position are one group (lower_groups' flags: the op
+       * before them is a written one, and the file wrote no send or recv) */
+      uint8_t fl = IR_FLAG_INSERTED;
+      if (k > 0 && st[k - 1] >= 0) {   /* the send of the pass before */
+        const IrOp *x = &dev->ops[k - 1];
+        IrOp op;
+        memset(&op, 0, sizeof op);
+        op.kind = IR_SEND;
+        op.flags = fl;
+        fl = IR_FLAG_INSERTED | IR_FLAG_GROUP;
+        op.xfer = (uint16_t)(st[k - 1] & 3);
+        op.peer = st[k - 1] >> 2;
+        op.mb = x->mb;
+        op.stage = x->stage;
+        op.span = x->span;
+        ir_op_set_frame(&op, ir_op_frame(x));
+        *o++ = op;
+      }
+      for (; j < nr && pr[order[j]].slot == k; j++) {
+        const PendRecv *r = &pr[order[j]];
+        const IrOp *x = ana_op(s, ix, r->src), *cn = r->cons >= 0 ? ana_op(s, ix, r->cons) : NULL;
+        IrOp op;
+        memset(&op, 0, sizeof op);
+        op.kind = IR_RECV;
+        op.flags = fl;
+        fl = IR_FLAG_INSERTED | IR_FLAG_GROUP;
+        op.xfer = (uint16_t)(sendto[r->src] & 3);
+        op.peer = ix->devof[r->src];
+        op.mb = x->mb;
+        op.stage = x->stage;
+        op.span = cn ? cn->span : x->span;
+        ir_op_set_frame(&op, cn ? ir_op_frame(cn) : 0);
+        *o++ = op;
+      }
+      if (k < n) *o++ = dev->ops[k];
     }
-  batch_apply(a, &b, s);
-  return b.n;
+    nins += nsend[d] + nr;
+  }
+  /* (every recv is built from the written orders: replaced only now) */
+  for (int d = 0; d < P; d++) {
+    if (!nsend[d] && !nrecv[d]) continue;
+    IrDevice *dev = &s->devs[d];
+    dev->nops = dev->capops = dev->nops + nsend[d] + nrecv[d];
+    dev->ops = out[d];
+  }
+  s->total_ops += nins;
+  arena_free(&tmp);
+  return nins;
 }
 
 /* Key of an op for "at time t" placement: start of compute, end of waits. */
@@ -634,40 +683,44 @@ static void lower_groups(Arena *a, IrSchedule *s) {
   int captmp = 0;
   for (int d = 0; d < s->ndev; d++) {
     IrDevice *dv = &s->devs[d];
-    for (int k = 0; k < dv->nops;) {
-      if (!is_comm(dv->ops[k].kind) && !is_copy(dv->ops[k].kind)) { k++; continue; }
-      int e = k, ncomm = 0, ncopy = 0, lastcomm = -1;
-      while (e < dv->nops && (is_comm(dv->ops[e].kind) || is_copy(dv->ops[e].kind))) {
-        if (is_comm(dv->ops[e].kind)) { ncomm++; lastcomm = e; }
-        else if (ncomm) ncopy++; /* a copy after a send or recv of the run */
-        e++;
-      }
-      /* copies after the run's last send/recv stay where they are; a run the
-       * compiler inserted also gets its sends first (their data is ready, and the
-       * buffered model then never waits at a recv for a send of its own group) */
-      int written = 0;
-      for (int j = k; j <= lastcomm; j++) written |= !(dv->ops[j].flags & IR_FLAG_INSERTED);
-      /* (already in that order: left as it is; lowering's own runs mostly are) */
-      int sorted = 1;
-      for (int j = k + 1; j <= lastcomm && sorted; j++) {
-        int r0 = is_copy(dv->ops[j - 1].kind) ? 0 : dv->ops[j - 1].kind == IR_SEND ? 1 : 2;
-        int r1 = is_copy(dv->ops[j].kind) ? 0 : dv->ops[j].kind == IR_SEND ? 1 : 2;
-        sorted = r0 <= r1;
+    IrOp *ops = dv->ops;
+    int n = dv->nops;
+    for (int k = 0; k < n;) {
+      int kind = ops[k].kind;
+      if (!is_comm(kind) && !is_copy(kind)) { k++; continue; }
+      /* one pass over the run [k, e): its sends and recvs, whether any op up to its
+       * last send/recv was written, and whether that part is already in order
+       * (copies, sends, recvs: ranks 0, 1, 2). Copies after the run's last send/recv
+       * stay where they are; a run the compiler inserted also gets its sends first
+       * (their data is ready, and the buffered model then never waits at a recv for a
+       * send of its own group); lowering's own runs mostly are in order already */
+      int e = k, ncomm = 0, lastcomm = -1, wr = 0, so = 1, prev = 0, written = 0, sorted = 1;
+      for (; e < n; e++) {
+        int ke = ops[e].kind;
+        int r = ke == IR_SEND ? 1 : ke == IR_RECV ? 2 : is_copy(ke) ? 0 : -1;
+        if (r < 0) break;
+        wr |= !(ops[e].flags & IR_FLAG_INSERTED);
+        so &= prev <= r;
+        prev = r;
+        if (r) { ncomm++; lastcomm = e; written = wr; sorted = so; }
       }
       if (ncomm > 1 && !written && !sorted) {
         int len = lastcomm + 1 - k;
         if (len > captmp) { captmp = 2 * len; tmp = arena_alloc(a, sizeof(IrOp) * (size_t)captmp); }
         int o = 0;
-        for (int j = k; j <= lastcomm; j++) if (is_copy(dv->ops[j].kind)) tmp[o++] = dv->ops[j];
-        for (int j = k; j <= lastcomm; j++) if (dv->ops[j].kind == IR_SEND) tmp[o++] = dv->ops[j];
-        for (int j = k; j <= lastcomm; j++) if (dv->ops[j].kind == IR_RECV) tmp[o++] = dv->ops[j];
-        memcpy(&dv->ops[k], tmp, sizeof(IrOp) * (size_t)len);
+        for (int j = k; j <= lastcomm; j++) if (is_copy(ops[j].kind)) tmp[o++] = ops[j];
+        for (int j = k; j <= lastcomm; j++) if (ops[j].kind == IR_SEND) tmp[o++] = ops[j];
+        for (int j = k; j <= lastcomm; j++) if (ops[j].kind == IR_RECV) tmp[o++] = ops[j];
+        memcpy(&ops[k], tmp, sizeof(IrOp) * (size_t)len);
       }
-      (void)ncopy;
+      /* the flags: a send/recv right after another is in its group (the op before
+       * the run is neither) */
+      int pc = 0;
       for (int j = k; j < e; j++) {
-        IrOp *op = &dv->ops[j];
-        op->flags &= (uint8_t)~IR_FLAG_GROUP;
-        if (is_comm(op->kind) && j > 0 && is_comm(dv->ops[j - 1].kind)) op->flags |= IR_FLAG_GROUP;
+        int c = is_comm(ops[j].kind);
+        uint8_t f = (uint8_t)((ops[j].flags & ~IR_FLAG_GROUP) | (c && pc ? IR_FLAG_GROUP : 0));
+        if (f != ops[j].flags) ops[j].flags = f;
+        pc = c;
       }
       k = e;
     }
@@ -726,12 +779,20 @@ static int repair_pick(void *ctx, const ExecStall *x, int *bposp) {
       for (int q = keep; q < rp->plen; q++) onpath[path[q]] = -1;
       rp->plen = 0;
       if (keep) {   /* the first walk again, as far as nothing on it ran */
+        /* (a device on the walk is one on the path: onpath >= 0; the kept ones are
+         * marked only where the walk finds no cycle and the search goes on) */
         stamp++;
-        for (int q = 0; q < keep; q++) mark[path[q]] = stamp;
         int d = waitdev[path[keep - 1]];
-        while (d >= 0 && mark[d] < base) { mark[d] = stamp; onpath[d] = keep; path[keep++] = d; d = waitdev[d]; }
-        if (d >= 0 && mark[d] == stamp) { cyc = d; rp->plen = keep; }
-        else for (int q = 0; q < keep; q++) onpath[path[q]] = -1;
+        while (d >= 0 && onpath[d] < 0) { mark[d] = stamp; onpath[d] = keep; path[keep++] = d; d = waitdev[d]; }
+        if (d >= 0) {
+          cyc = d;
+          rp->plen = keep;
+        } else {
+          for (int q = 0; q < keep; q++) {
+            mark[path[q]] = stamp;
+            onpath[path[q]] = -1;
+          }
+        }
         d0 = path[0] + 1;
       }
       for (; d0 < P && cyc < 0; d0++) {
@@ -841,20 +902,26 @@ static int64_t apply_moves(Arena *tmp, IrSchedule *s, const AnaIndex *ix, const 
 
 /* Makes inserted communication rendezvous-safe: runs the rendezvous model, moving
  * the recvs that a stuck send waits for up to where their device stands, until it
- * runs (a few rounds: a move next to an earlier group merges with it). */
-static void lower_rendezvous(Arena *a, IrSchedule *s) {
+ * runs (a few rounds: a move next to an earlier group merges with it). A last round
+ * that moved nothing leaves its index and links, those of the final ops, in kept. */
+static void lower_rendezvous(Arena *a, IrSchedule *s, LowerIndex *kept) {
+  Arena ti = {0};   /* the round's index and links: kept while no later round moved anything */
+  int have = 0;
+  AnaIndex kix;
+  SimLinks kL;
   /* under `vocab async`, first for blocking collectives (the runtime's fallback:
    * --blocking-collectives, no lane), then for the lane: a recv moved up stays
    * posted where it was moved, so the second repair keeps what the first made */
   for (int pass = s->vocab.mode && s->vocab.async ? 0 : 1; pass < 2; pass++) {
     for (int round = 0; round < 4; round++) {
-      Arena t0 = {0};   /* the round's index, links and runs: freed after it */
+      arena_free(&ti);   /* (a new round: the last one's index may be stale) */
+      have = 0;
+      Arena t0 = {0};   /* the round's runs: freed after it */
       AnaIndex ix;
-      if (ana_index(&t0, s, &ix)) { arena_free(&t0); return; }
+      if (ana_index(&ti, s, &ix)) { arena_free(&ti); return; }
       SimLinks L;
-      sim_links(&t0, s, &ix, &L);
-      int32_t *moved = arena_alloc(&t0, sizeof(int32_t) * (size_t)(ix.total + 1));
-      memset(moved, 0xff, sizeof(int32_t) * (size_t)(ix.total + 1));
+      sim_links(&ti, s, &ix, &L);
+      int32_t *moved = arena_alloc_fill(&t0, sizeof(int32_t) * (size_t)(ix.total + 1), 0xff);
       SimResult r;
       IrSchedule m = *s;   /* the model this pass proves (the ops are s's) */
       if (!pass) m.vocab.async = 0;
@@ -876,16 +943,29 @@ static void lower_rendezvous(Arena *a, IrSchedule *s) {
        * run it again (a later move voids every earlier proof) */
       if (nmv) s->rdv_proved = 0;
       if (ok == 1) s->rdv_proved |= pass ? IR_PROVED_RDV : IR_PROVED_RDV_BLOCKING;
-      if (!nmv) break;
+      if (!nmv) {   /* the ops are as indexed */
+        have = 1;
+        kix = ix;
+        kL = L;
+        break;
+      }
       overlap_normalize(a, s);
       lower_groups(a, s);
       if (ok == 1) break;  /* ran to the end as moved: proved */
     }
   }
+  if (have && kept) {
+    arena_adopt(a, &ti);
+    kept->valid = 1;
+    kept->ix = kix;
+    kept->links = kL;
+  }
+  arena_free(&ti);
 }
 
-int64_t lower_schedule(Arena *a, Diag *dg, IrSchedule *s) {
+int64_t lower_schedule(Arena *a, Diag *dg, IrSchedule *s, LowerIndex *kept) {
   AnaIndex ix;
+  if (kept) memset(kept, 0, sizeof *kept);
   s->rdv_proved = 0;
   if (s->ndev <= 0 || s->nstage <= 0 || s->nmb <= 0 || !s->devs || !s->stages) return 0;
   Arena t0 = {0};   /* the index of the written ops: freed once the sends and recvs are in */
@@ -894,12 +974,21 @@ int64_t lower_schedule(Arena *a, Diag *dg, IrSchedule *s) {
   int had_vocab = ix.nvocab > 0, had_off = ix.noffload > 0, had_comm = ix.ncomm > 0;
   if (!had_comm) n += lower_comm(a, s, &ix);
   arena_free(&t0);
-  overlap_normalize(a, s);  /* overlapped pairs stay adjacent (overlap.c) */
-  if (s->vocab.mode && !had_vocab) n += lower_vocab(a, dg, s);
+  /* overlapped pairs stay adjacent (overlap.c; again after each phase that inserts:
+   * a pass over the orders that changes nothing where none did) */
   overlap_normalize(a, s);
-  if (s->offload.enabled && !had_off) n += lower_offload(a, dg, s);
-  overlap_normalize(a, s);
-  lower_groups(a, s);
-  if (!had_comm && !s->p2p_buffered) lower_rendezvous(a, s);
+  if (s->vocab.mode && !had_vocab) {
+    n += lower_vocab(a, dg, s);
+    overlap_normalize(a, s);
+  }
+  if (s->offload.enabled && !had_off) {
+    n += lower_offload(a, dg, s);
+    overlap_normalize(a, s);
+  }
+  /* the groups: lower_comm's sends and recvs are grouped and in order as it wrote
+   * them, unless the file wrote copies (a run may hold them), overlapped passes
+   * (normalize moves sends) or another phase inserted ops */
+  if (had_comm || had_off || s->noverlap || (s->vocab.mode && !had_vocab) || s->offload.enabled) lower_groups(a, s);
+  if (!had_comm && !s->p2p_buffered) lower_rendezvous(a, s, kept);
   return n;
 }

@@ -10,6 +10,14 @@
  * itself (any send/recv; any offload/reload; any vocabulary pass or collective) are
  * left for verify to check. Returns the number of ops inserted. Never reports
  * errors except for policies it cannot apply (a warning). */
-int64_t lower_schedule(Arena *a, Diag *dg, IrSchedule *s);
+typedef struct LowerIndex {
+  int valid;      /* 1: ix and links are those of s's ops as lowered, in a's memory */
+  AnaIndex ix;
+  SimLinks links;
+} LowerIndex;
+/* kept (may be NULL): the index and links of the lowered ops where lowering's last
+ * rendezvous round computed them and moved nothing (else valid = 0), so that
+ * verification need not compute them again. */
+int64_t lower_schedule(Arena *a, Diag *dg, IrSchedule *s, LowerIndex *kept);
 
 #endif

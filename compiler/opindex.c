@@ -34,8 +34,7 @@ int ana_index(Arena *a, const IrSchedule *s, AnaIndex *ix) {
   ix->kf = arena_alloc(a, (size_t)total + 1);
   int32_t **tabs[5] = {&ix->posF, &ix->posB, &ix->posW, &ix->posOff, &ix->posRel};
   for (int k = 0; k < 5; k++) {
-    *tabs[k] = arena_alloc(a, sizeof(int32_t) * (size_t)(ix->nslots + 1));
-    memset(*tabs[k], 0xff, sizeof(int32_t) * (size_t)(ix->nslots + 1));
+    *tabs[k] = arena_alloc_fill(a, sizeof(int32_t) * (size_t)(ix->nslots + 1), 0xff);
   }
   int32_t g = 0;
   for (int d = 0; d < ix->ndev; d++) {
@@ -99,18 +98,15 @@ void sim_links(Arena *a, const IrSchedule *s, const AnaIndex *ix, SimLinks *L) {
   memset(L, 0, sizeof *L);
   int64_t n = ix->total;
   int P = ix->ndev;
-  L->link = arena_alloc(a, sizeof(int32_t) * (size_t)(n + 1));
-  L->chan = arena_alloc(a, sizeof(int32_t) * (size_t)(n + 1));
+  L->link = arena_alloc_fill(a, sizeof(int32_t) * (size_t)(n + 1), 0xff);
+  L->chan = arena_alloc_fill(a, sizeof(int32_t) * (size_t)(n + 1), 0xff);
   L->seq = arena_alloc(a, sizeof(int32_t) * (size_t)(n + 1));
   L->ncoll = arena_alloc(a, sizeof(int32_t) * (size_t)(P + 1));
-  memset(L->link, 0xff, sizeof(int32_t) * (size_t)(n + 1));
-  memset(L->chan, 0xff, sizeof(int32_t) * (size_t)(n + 1));
   int64_t maxch = (int64_t)P * P < ix->ncomm ? (int64_t)P * P : ix->ncomm;
   int hcap = 64;
   while (hcap < 2 * maxch + 64) hcap *= 2;
-  int64_t *hk = arena_alloc(a, sizeof(int64_t) * (size_t)hcap);
+  int64_t *hk = arena_alloc_fill(a, sizeof(int64_t) * (size_t)hcap, 0xff);
   int32_t *hv = arena_alloc(a, sizeof(int32_t) * (size_t)hcap);
-  memset(hk, 0xff, sizeof(int64_t) * (size_t)hcap);
   size_t chcap = sizeof(int32_t) * (size_t)(hcap / 2 + 1);
   int32_t *nsend = arena_alloc(a, chcap), *nrecv = arena_alloc(a, chcap);
   int32_t *src = arena_alloc(a, chcap), *dst = arena_alloc(a, chcap);
@@ -141,10 +137,8 @@ void sim_links(Arena *a, const IrSchedule *s, const AnaIndex *ix, SimLinks *L) {
         int dir = kind == IR_RECV;
         if (dir && (op->flags & IR_FLAG_POSTED)) {
           if (!L->postwait) {   /* the first posted recv */
-            L->postwait = arena_alloc(a, sizeof(int32_t) * (size_t)(n + 1));
-            L->postcons = arena_alloc(a, sizeof(int32_t) * (size_t)(n + 1));
-            memset(L->postwait, 0xff, sizeof(int32_t) * (size_t)(n + 1));
-            memset(L->postcons, 0xff, sizeof(int32_t) * (size_t)(n + 1));
+            L->postwait = arena_alloc_fill(a, sizeof(int32_t) * (size_t)(n + 1), 0xff);
+            L->postcons = arena_alloc_fill(a, sizeof(int32_t) * (size_t)(n + 1), 0xff);
           }
           link_posted(s, ix, L, op, g);
         }

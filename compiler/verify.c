@@ -720,7 +720,8 @@ static void check_memory(V *v, SimDev *mem, const SimDev *have) {
   }
 }
 
-int verify_schedule(Arena *a, Diag *dg, const IrSchedule *s, VerifyResult *out) {
+int verify_schedule(Arena *a, Diag *dg, const IrSchedule *s, VerifyResult *out, const AnaIndex *ix,
+                    const SimLinks *L) {
   memset(out, 0, sizeof *out);
   int e0 = dg->errors;
   if (s->ndev <= 0 || s->nstage <= 0 || s->nmb <= 0 || !s->devs || !s->stages) {
@@ -732,7 +733,7 @@ int verify_schedule(Arena *a, Diag *dg, const IrSchedule *s, VerifyResult *out) 
       diag_error(dg, s->stages[st].span.file ? s->stages[st].span : s->span, "stage %d is placed on device %d (there are %d)", st, s->stages[st].device, s->ndev);
       return dg->errors - e0;
     }
-  if (ana_index(a, s, &out->ix)) {
+  if (ix ? (out->ix = *ix, 0) : ana_index(a, s, &out->ix)) {
     int64_t ops = 0;
     for (int d = 0; d < s->ndev; d++) ops += s->devs[d].nops;
     if (ops >= INT32_MAX)
@@ -753,7 +754,8 @@ int verify_schedule(Arena *a, Diag *dg, const IrSchedule *s, VerifyResult *out) 
   }
   check_structure(&v, sendtab, recvtab);
   if (!enough(&v)) check_passes(&v, sendtab, recvtab);
-  sim_links(a, s, &out->ix, &out->links);
+  if (ix && L) out->links = *L;
+  else sim_links(a, s, &out->ix, &out->links);
   if (!enough(&v)) check_channels(&v, &out->links);
   if (!enough(&v)) check_colls(&v, &out->links);
   if (!enough(&v)) check_vocab(&v);

@@ -14,6 +14,9 @@ typedef struct VerifyResult {
   SimResult sim;     /* the executor's run (timed; no memory timeline) */
 } VerifyResult;
 
-/* Reports every problem through dg; returns the number of errors it added. */
-int verify_schedule(Arena *a, Diag *dg, const IrSchedule *s, VerifyResult *out);
+/* Reports every problem through dg; returns the number of errors it added. ix and L:
+ * the index and links of s's ops where the caller has them (lowering's: LowerIndex),
+ * else NULL (computed here). */
+int verify_schedule(Arena *a, Diag *dg, const IrSchedule *s, VerifyResult *out, const AnaIndex *ix,
+                    const SimLinks *L);
 #endif
