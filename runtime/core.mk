@@ -40,7 +40,8 @@ TESTS += tests/runtime/coll_blocks.sh
 EXTRA_DIST += tests/runtime/coll_blocks.sh
 TESTS += tests/runtime/mfu.sh
 TESTS += tests/runtime/train.sh tests/runtime/ckpt.sh tests/runtime/dp.sh tests/runtime/optim.sh tests/runtime/distopt.sh tests/runtime/tp.sh tests/runtime/sp.sh
-EXTRA_DIST += tests/runtime/ckpt.sh tests/runtime/dp.sh tests/runtime/optim.sh tests/runtime/distopt.sh tests/runtime/tp.sh tests/runtime/sp.sh
+EXTRA_DIST += tests/runtime/ckpt.sh tests/runtime/dp.sh tests/runtime/optim.sh tests/runtime/distopt.sh tests/runtime/tp.sh tests/runtime/sp.sh \
+  tests/runtime/split_lib.sh tests/runtime/ckpt_tensors.py
 EXTRA_DIST += tests/runtime/train.sh
 EXTRA_DIST += tests/runtime/mfu.sh
 TESTS += tests/runtime/hardening.sh

@@ -96,16 +96,10 @@ for tr in threads nccl; do
   expect_exit 0 "gpt --tensor-parallel 2 --save, $tr transport on 4 emulated GPUs" env PPSRT_EMU_GPUS=4 PPS_EMU_SEED=1 LD_PRELOAD="$EMU" \
     "$WORK/l2" $TPG --optimizer sgd --backend cuda --transport $tr --tensor-parallel 2 --iterations 2 -q --save "$WORK/ck_$tr"
 done
-python3 - "$WORK" <<'PY' && pass "NCCL T = 2 checkpoint: the threads transport's tensors, bit for bit" || fail "NCCL T = 2 checkpoint differs from the threads transport's"
-import glob, json, struct, sys
-def load(base):
-    t = {}
-    for f in sorted(glob.glob(base + ".*.safetensors")):
-        raw = open(f, "rb").read(); n = struct.unpack("<Q", raw[:8])[0]; hd = json.loads(raw[8:8 + n])
-        for k, v in hd.items():
-            if k != "__metadata__": t[k] = (v["shape"], raw[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]])
-    return t
-a, b = load(sys.argv[1] + "/ck_threads"), load(sys.argv[1] + "/ck_nccl")
+PYTHONPATH="$top_srcdir/tests/runtime" python3 - "$WORK" <<'PY' && pass "NCCL T = 2 checkpoint: the threads transport's tensors, bit for bit" || fail "NCCL T = 2 checkpoint differs from the threads transport's"
+import sys
+from ckpt_tensors import load
+a, b = load(sys.argv[1] + "/ck_threads", raw=True), load(sys.argv[1] + "/ck_nccl", raw=True)
 assert sorted(a) == sorted(b) and len(a) > 20 and all(a[k] == b[k] for k in a), [k for k in a if a.get(k) != b.get(k)]
 PY
 expect_exit 0 "the NCCL T = 2 checkpoint resumes at T = 1 on NCCL" env PPSRT_EMU_GPUS=4 PPS_EMU_SEED=1 LD_PRELOAD="$EMU" \

@@ -27,27 +27,12 @@ A=$WORK/a; Z=$WORK/z
 G="--model gpt --hidden 16 --heads 4 --query-groups 2 --seq 4 --vocab 32 --optimizer adam --lr 0.01"
 G4="--model gpt --hidden 16 --heads 4 --query-groups 4 --seq 4 --vocab 32 --optimizer adam --lr 0.01"
 SP="--sequence-parallel"
-losses() { grep -o '"loss":[-0-9.e+]*,"time_s"' "$1" | sed 's/"loss":\(.*\),"time_s"/\1/' | tr '\n' ' '; }
-# close LABEL A-FILE B-FILE: the same number of losses, each within 1e-6 relative
-close() {
-  a=$(losses "$2"); b=$(losses "$3")
-  if [ -n "$a" ] && python3 -c "
-import sys
-a, b = [[float(x) for x in s.split()] for s in sys.argv[1:3]]
-assert len(a) == len(b) > 0 and all(abs(x - y) <= 1e-6 * abs(y) for x, y in zip(a, b)), (a, b)" "$a" "$b" 2>/dev/null
-  then pass "$1: $a"; else fail "$1: '$a' vs '$b'"; fi
-}
-run() { out=$1; shift; "$@" --json >"$WORK/$out" 2>"$WORK/err" || { fail "$out: exit $?: $(cat "$WORK/err")"; }; }
+. "$(dirname "$0")/split_lib.sh"
 
 run a1 "$A" $G --iterations 4 --clip-grad 0.5
 run a2 "$A" $G --iterations 4 --clip-grad 0.5 --tensor-parallel 2 $SP
 close "1F1B: T = 2 sequence parallel = T = 1 (Adam, --clip-grad)" "$WORK/a2" "$WORK/a1"
-g1=$(grep -o '"grad_norm":[0-9.e+-]*' "$WORK/a1" | tr '\n' ' '); g2=$(grep -o '"grad_norm":[0-9.e+-]*' "$WORK/a2" | tr '\n' ' ')
-python3 -c "
-import sys
-a, b = [[float(x.split(':')[1]) for x in s.split()] for s in sys.argv[1:3]]
-assert len(a) == len(b) == 4 and all(abs(x - y) <= 1e-6 * y for x, y in zip(a, b)), (a, b)" "$g2" "$g1" \
-  && pass "the gradient norm = the whole tensors' ($g2)" || fail "gradient norms: SP '$g2', T = 1 '$g1'"
+norms "the gradient norm = the whole tensors'" "$WORK/a2" "$WORK/a1"
 grep -q '"layout":{"devices":2,"data_parallel":1,"tensor_parallel":2,"ranks":4,"distributed_optimizer":false,"sequence_parallel":true}' "$WORK/a2" \
   && pass "JSON layout: sequence_parallel true" || fail "JSON layout: $(grep -o '"layout":{[^}]*}' "$WORK/a2")"
 grep -q '"sequence_parallel":false}' "$WORK/a1" && pass "JSON layout: sequence_parallel false without it" || fail "JSON layout without: $(grep -o '"layout":{[^}]*}' "$WORK/a1")"

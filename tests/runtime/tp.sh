@@ -27,27 +27,12 @@ build v "$top_srcdir/stdlib/1f1b_v.pps" -D P=2 -D m=4 || { fail "build 1f1b_v"; 
 A=$WORK/a; V=$WORK/v
 G="--model gpt --hidden 16 --heads 4 --query-groups 2 --seq 4 --vocab 32 --optimizer adam --lr 0.01"
 G4="--model gpt --hidden 16 --heads 4 --query-groups 4 --seq 4 --vocab 32 --optimizer adam --lr 0.01"
-losses() { grep -o '"loss":[-0-9.e+]*,"time_s"' "$1" | sed 's/"loss":\(.*\),"time_s"/\1/' | tr '\n' ' '; }
-# close LABEL A-FILE B-FILE: the same number of losses, each within 1e-6 relative
-close() {
-  a=$(losses "$2"); b=$(losses "$3")
-  if [ -n "$a" ] && python3 -c "
-import sys
-a, b = [[float(x) for x in s.split()] for s in sys.argv[1:3]]
-assert len(a) == len(b) > 0 and all(abs(x - y) <= 1e-6 * abs(y) for x, y in zip(a, b)), (a, b)" "$a" "$b" 2>/dev/null
-  then pass "$1: $a"; else fail "$1: '$a' vs '$b'"; fi
-}
-run() { out=$1; shift; "$@" --json >"$WORK/$out" 2>"$WORK/err" || { fail "$out: exit $?: $(cat "$WORK/err")"; }; }
+. "$(dirname "$0")/split_lib.sh"
 
 run a1 "$A" $G --iterations 4 --clip-grad 0.5
 run a2 "$A" $G --iterations 4 --clip-grad 0.5 --tensor-parallel 2
 close "1F1B: T = 2 = T = 1 (Adam, --clip-grad)" "$WORK/a2" "$WORK/a1"
-g1=$(grep -o '"grad_norm":[0-9.e+-]*' "$WORK/a1" | tr '\n' ' '); g2=$(grep -o '"grad_norm":[0-9.e+-]*' "$WORK/a2" | tr '\n' ' ')
-python3 -c "
-import sys
-a, b = [[float(x.split(':')[1]) for x in s.split()] for s in sys.argv[1:3]]
-assert len(a) == len(b) == 4 and all(abs(x - y) <= 1e-6 * y for x, y in zip(a, b)), (a, b)" "$g2" "$g1" \
-  && pass "the gradient norm of the slices = the whole tensors' ($g2)" || fail "gradient norms: T = 2 '$g2', T = 1 '$g1'"
+norms "the gradient norm of the slices = the whole tensors'" "$WORK/a2" "$WORK/a1"
 grep -q '"layout":{"devices":2,"data_parallel":1,"tensor_parallel":2,"ranks":4,' "$WORK/a2" && pass "JSON layout: 2 x 1 x 2 = 4 ranks" \
   || fail "JSON layout: $(grep -o '"layout":{[^}]*}' "$WORK/a2")"
 run a4 "$A" $G4 --iterations 3
@@ -109,17 +94,9 @@ PY
 GS=$(echo "$G" | sed 's/--optimizer adam/--optimizer sgd/')
 run s2 "$A" $GS --iterations 2 --tensor-parallel 2 --save "$WORK/cs2"
 run s1 "$A" $GS --iterations 2 --save "$WORK/cs1"
-python3 - "$WORK" <<'PY' && pass "a checkpoint saved at T = 2 holds T = 1's tensors (shapes equal, values within 1e-5)" || fail "checkpoint tensors at T = 2"
-import glob, json, struct, sys
-def load(base):
-    t = {}
-    for f in sorted(glob.glob(base + ".*.safetensors")):
-        raw = open(f, "rb").read(); n = struct.unpack("<Q", raw[:8])[0]; hd = json.loads(raw[8:8 + n])
-        for k, v in hd.items():
-            if k == "__metadata__": continue
-            a, b = v["data_offsets"]
-            t[k] = (v["shape"], struct.unpack("<%df" % ((b - a) // 4), raw[8 + n + a:8 + n + b]))
-    return t
+PYTHONPATH="$top_srcdir/tests/runtime" python3 - "$WORK" <<'PY' && pass "a checkpoint saved at T = 2 holds T = 1's tensors (shapes equal, values within 1e-5)" || fail "checkpoint tensors at T = 2"
+import sys
+from ckpt_tensors import load
 a, b = load(sys.argv[1] + "/cs2"), load(sys.argv[1] + "/cs1")
 assert sorted(a) == sorted(b) and len(a) > 20, (len(a), len(b))
 for k in a:
