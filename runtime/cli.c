@@ -58,7 +58,8 @@ static const char usage_text[] =
   "  --distributed-optimizer  with --data-parallel: optimizer state sharded over the replicas\n"
   "                           (gradients reduce-scattered, weights all-gathered; ZeRO-1)\n"
   "  --tensor-parallel T      gpt: each device's layers split over T ranks (P x D x T ranks; Megatron's\n"
-  "                           split: heads and MLP columns, two all-reduces in F and in B a layer)\n"
+  "                           split: heads and MLP columns, two all-reduces in F and in B a layer;\n"
+  "                           the embeddings and output layer by vocabulary rows: T | --vocab)\n"
   "  --sequence-parallel      with --tensor-parallel T: the residual stream, layer norms and biases\n"
   "                           on each rank's N/T token rows (Megatron's sequence parallelism:\n"
   "                           all-gathers and reduce-scatters instead of the all-reduces)\n"
@@ -481,9 +482,6 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   cfg->tp = run.ntp;
   if (o->sequence_parallel && run.ntp < 2)
     return usage_error(me, "--sequence-parallel splits the token rows over a tensor-parallel group: add --tensor-parallel T (T >= 2)");
-  if (o->sequence_parallel && p->vocab_mode)
-    return usage_error(me, "--sequence-parallel does not run with a vocabulary-parallel schedule yet (its input and output "
-                           "layers' passes take every token row)");
   cfg->sp = o->sequence_parallel;   /* (its token rows must split: the gpt's sizes asked again) */
   if ((cfg->sp || run.ntp > 1) && !strcmp(o->model, "gpt") && ppsrt_gpt_check_config && ppsrt_gpt_check_config(cfg)) return usage_error(me, "%s", ppsrt_last_error());
   if (run.ntp > 1) {

@@ -66,8 +66,10 @@
  * layer on all N rows, as without it (B keeps its rows of LN_f's input gradient).
  * Pipeline messages: n rows.
  *
- * What it does not: no dropout, no tied embeddings, no rotary embeddings, no
- * sequence parallelism with a vocabulary-parallel schedule; the broadcast of LN_f(y) to
+ * With a vocabulary-parallel schedule, stage 0's F takes its rows of the reduced
+ * embedding and its B all-gathers the input gradient for input_bwd and IB (all N rows).
+ *
+ * What it does not: no dropout, no tied embeddings, no rotary embeddings; the broadcast of LN_f(y) to
  * every device before S is issued by S itself through the run's transport (see vocab_s),
  * since no collective precedes S. */
 #include "config.h"
@@ -601,10 +603,17 @@ static int gpt_f(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage) {
     if (!v->emb)
       return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: F(%d, 0) before the input embedding's all-reduce\n"
                         "hint: IF(%d) and coll input_fwd(%d) must come first", mb, mb, mb);
-    rc = f32_to_act(be, v->emb, Nh, &x);
+    if (g->sp) {   /* --sequence-parallel: this rank's rows of the reduced embedding */
+      if (!(rc = be->alloc(be, nh * es, &x)) &&
+          (rc = be->convert(be, CS, x, AT, v->emb + (size_t)g->r0 * h, PPSRT_F32, nh)))
+        be->free(be, x);
+      be->free(be, v->emb);
+    } else {
+      rc = f32_to_act(be, v->emb, Nh, &x);
+    }
     v->emb = NULL;
     TRY(rc);
-    if ((rc = ppsrt_act_adopt(c, mb, stage, x, Nh * es, &e->in))) { be->free(be, x); return rc; }
+    if ((rc = ppsrt_act_adopt(c, mb, stage, x, nh * es, &e->in))) { be->free(be, x); return rc; }
   } else if (stage == 0 && g->tpv) {   /* the input layer split by vocabulary rows over the group */
     TRY(save(c, mb, stage, nh * es, &x, &e->in));
     K(tp_embed(c, g, be, mb, x));
@@ -777,7 +786,16 @@ static int gpt_b(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage) {
   }
   if (need_dx0(g, stage)) return 0;   /* layer 0's dx stays for the embeddings' W */
   /* the stage input's gradient: to the previous stage, or (vocabulary parallelism, stage
-   * 0) to coll input_bwd and IB */
+   * 0) to coll input_bwd and IB, which take all N rows (--sequence-parallel: gathered) */
+  if (stage == 0 && g->mode && g->sp) {
+    void *all;
+    if ((rc = be->alloc(be, Nh * es, &all))) { be->free(be, dx); return rc; }
+    rc = ppsrt_tp_allgather(c, dx, all, nh * es);
+    be->free(be, dx);
+    if (rc) { be->free(be, all); return rc; }
+    dx = all;
+    nh = Nh;
+  }
   if ((rc = ppsrt_io_put(c, PPSRT_XFER_GRAD, mb, stage, dx, nh * es))) be->free(be, dx);
   return rc;
 }

@@ -19,6 +19,8 @@
 #    hardware { tensor_parallel = 2; sequence_parallel = 1; } (and without, at T = 1);
 #  - checkpoints saved with it resume without it and the reverse, with the
 #    uninterrupted losses; the JSON layout says sequence_parallel;
+#  - Vocab-1, Vocab-2 and V-Half async give T = 1's losses with it; --check with 2
+#    replicas;
 #  - what is not supported is refused (exit 2) with the reason.
 . "$(dirname "$0")/lib.sh"
 build a "$top_srcdir/stdlib/1f1b.pps" -D P=2 -D m=4 || { fail "build 1f1b"; finish; }
@@ -148,8 +150,18 @@ if build plan "$WORK/sim.pps"; then
   expect_exit 0 "the same with --sequence-parallel" "$WORK/plan" --model gpt --tensor-parallel 2 --sequence-parallel --iterations 1 -q
   if grep -q "sequence_parallel" "$WORK/out"; then fail "a note although the run matches the plan"; else pass "no note when the run matches"; fi
 else fail "build sim.pps"; fi
-if build vb "$top_srcdir/stdlib/vocab_1f1b.pps" -D P=2 -D m=4 -D mode=2; then
-  expect_exit 2 "--sequence-parallel with a vocabulary-parallel schedule" "$WORK/vb" $G --tensor-parallel 2 $SP
-  expect_grep "does not run with a vocabulary-parallel schedule yet" "the schedule named"
-else fail "build vocab_1f1b"; fi
+
+# vocabulary-parallel schedules: stage 0 takes its rows of the reduced embedding, its B
+# gathers the input gradient for coll input_bwd and IB (all N rows), the last stage's
+# LN_f output for S is of all-gathered rows. The losses equal T = 1's; --check passes.
+if build vb1 "$top_srcdir/stdlib/vocab_1f1b.pps" -D P=2 -D m=4 && build vb2 "$top_srcdir/stdlib/vocab_1f1b.pps" -D P=2 -D m=4 -D mode=2 &&
+   build vbh "$top_srcdir/stdlib/vocab_v_half.pps" -D P=2 -D m=4 -D async=true; then
+  for v in vb1 vb2 vbh; do
+    run ${v}t1 "$WORK/$v" $G --iterations 3
+    run ${v}sp "$WORK/$v" $G --iterations 3 --tensor-parallel 2 $SP
+    close "$v: T = 2 sequence parallel = T = 1" "$WORK/${v}sp" "$WORK/${v}t1"
+  done
+  expect_exit 0 "V-Half async T = 2 --sequence-parallel x D = 2 --check" "$WORK/vbh" $G --tensor-parallel 2 $SP --data-parallel 2 --check -q
+  expect_grep "^check: passed" "vocabulary + sequence parallel: check passes"
+else fail "build the vocabulary schedules"; fi
 finish
