@@ -58,6 +58,10 @@ if build vv "$top_srcdir/stdlib/vocab_1f1b.pps" -D P=2 -D m=4 -D mode=2; then
     env PPSRT_EMU_GPUS=4 PPS_EMU_SEED=3 LD_PRELOAD="$EMU" "$WORK/vv" --model gpt --hidden 16 --heads 4 --query-groups 2 --seq 4 --vocab 32 --backend cuda --transport nccl --tensor-parallel 2 \
     --check --iterations 2 --json
   grep -q '"collectives":"async"' "$WORK/out" && pass "Vocab-2 T = 2 NCCL: on the collective lanes" || fail "Vocab-2 T = 2 NCCL: not on the lanes"
+  expect_exit 0 "Vocab-2 P=2 --tensor-parallel 2 --sequence-parallel --check, NCCL on 4 emulated GPUs" \
+    env PPSRT_EMU_GPUS=4 PPS_EMU_SEED=2 LD_PRELOAD="$EMU" "$WORK/vv" --model gpt --hidden 16 --heads 4 --query-groups 2 --seq 4 \
+    --vocab 32 --backend cuda --transport nccl --tensor-parallel 2 --sequence-parallel --check --iterations 2 -q
+  expect_grep "^check: passed" "Vocab-2 sequence parallel NCCL: check passes"
 else fail "build vocab_1f1b"; fi
 # --tensor-parallel 2 on the CUDA backend (bf16; the partial products summed in F32 over
 # the group, threads transport), with --data-parallel 2 and the distributed optimizer
