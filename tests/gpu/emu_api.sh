@@ -9,7 +9,7 @@
 # in CUDA and NCCL) stops the run with exit 69 naming the call instead of falling through
 # to the real cudart. ncclReduceScatter / ncclAllGather: values in place and not, a race
 # on an all-gather's result read without an event (66), buffers overlapping other than
-# in place (undefined in NCCL: 69).
+# in place (undefined in NCCL: 69); ncclCommAbort ends a collective a peer never joined.
 . "$(dirname "$0")/../runtime/lib.sh"
 EMU=$top_builddir/tests/gpu/emu/libppsrt_emu.so
 DEMO=$top_builddir/tests/gpu/emu/api_demo
@@ -42,6 +42,8 @@ expect_grep "pps-emu: cudaEventRecord names event .*, which was destroyed" "... 
 if grep -q "HAVE_NCCL 1" "$top_builddir/config.h"; then
   expect_exit 69 "an NCCL communicator used after ncclCommDestroy stops the run" run destroyed-comm
   expect_grep "pps-emu: ncclAllReduce names NCCL communicator .*, which was destroyed" "... naming the call"
+  expect_exit 0 "ncclCommAbort ends a rank's all-reduce that a peer never joins (its stream finishes)" \
+    env PPSRT_EMU_GPUS=2 LD_PRELOAD="$EMU" PPS_EMU_TIMEOUT=2 "$DEMO" nccl-abort-coll
   expect_exit 69 "ncclReduceScatter with recvbuff overlapping sendbuff other than in place (undefined in NCCL) stops the run" \
     env PPSRT_EMU_GPUS=2 LD_PRELOAD="$EMU" "$DEMO" nccl-rs-overlap
   expect_grep "pps-emu: ncclReduceScatter on rank 0: recvbuff .* overlaps sendbuff .* undefined in NCCL" "... naming the call"

@@ -420,6 +420,27 @@ static int destroyed_event(void) {
 }
 
 #ifdef HAVE_NCCL
+/* ncclCommAbort ends the rank's operations (NCCL's kernels): an all-reduce of 2 ranks
+ * that rank 1 never joins, then rank 0 aborts its communicator; its stream must finish
+ * (the emulator exits 67 if the all-reduce stays pending: PPS_EMU_TIMEOUT). */
+static int abort_coll(void) {
+  ncclComm_t c[2];
+  int devs[2] = {0, 1};
+  float *d;
+  cudaStream_t s;
+  if (ncclCommInitAll(c, 2, devs) != ncclSuccess) return 3;
+  CK(cudaSetDevice(0));
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CK(cudaMalloc((void **)&d, 64));
+  if (ncclAllReduce(d, d, 16, ncclFloat32, ncclSum, c[0], s) != ncclSuccess) return 4;
+  if (ncclCommAbort(c[0]) != ncclSuccess) return 5;
+  CK(cudaStreamSynchronize(s));
+  (void)ncclCommAbort(c[1]);
+  CK(cudaStreamDestroy(s));
+  CK(cudaFree(d));
+  return 0;
+}
+
 /* The same for an NCCL communicator used after ncclCommDestroy. */
 static int destroyed_comm(void) {
   ncclComm_t c;
@@ -451,13 +472,14 @@ int main(int argc, char **argv) {
   else if (!strcmp(m, "nccl-allreduce")) rc = nccl_ring(0, 1);
   else if (!strcmp(m, "nccl-mpi-grouped")) rc = nccl_mpi(m, 1);
   else if (!strcmp(m, "destroyed-comm")) rc = destroyed_comm();
+  else if (!strcmp(m, "nccl-abort-coll")) rc = abort_coll();
   else if (!strcmp(m, "nccl-mpi-ungrouped")) rc = nccl_mpi(m, 0);
   else if (!strncmp(m, "nccl-blocks-", 12) || !strcmp(m, "nccl-rs-overlap") || !strcmp(m, "nccl-ag-overlap"))
     rc = nccl_blocks(m);
 #endif
   else {
     fprintf(stderr, "usage: api_demo streams-race|streams-event|upload-race|upload-pinned|legacy|queries"
-                    "|unsupported|launch|destroyed-stream|destroyed-event|destroyed-comm|nccl-ungrouped|nccl-grouped|nccl-allreduce|nccl-mpi-grouped"
+                    "|unsupported|launch|destroyed-stream|destroyed-event|destroyed-comm|nccl-abort-coll|nccl-ungrouped|nccl-grouped|nccl-allreduce|nccl-mpi-grouped"
                     "|nccl-mpi-ungrouped|nccl-blocks-event|nccl-blocks-race|nccl-rs-overlap|nccl-ag-overlap\n");
     return 2;
   }
