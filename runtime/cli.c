@@ -482,16 +482,12 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   cfg->tp = run.ntp;
   if (o->sequence_parallel && run.ntp < 2)
     return usage_error(me, "--sequence-parallel splits the token rows over a tensor-parallel group: add --tensor-parallel T (T >= 2)");
-  cfg->sp = o->sequence_parallel;   /* (its token rows must split: the gpt's sizes asked again) */
-  if ((cfg->sp || run.ntp > 1) && !strcmp(o->model, "gpt") && ppsrt_gpt_check_config && ppsrt_gpt_check_config(cfg)) return usage_error(me, "%s", ppsrt_last_error());
-  if (run.ntp > 1) {
-    if (strcmp(o->model, "gpt"))
-      return usage_error(me, "--tensor-parallel does not run with --model mlp (it splits the gpt's layers)");
-    int kv = cfg->query_groups > 0 ? cfg->query_groups : cfg->heads;
-    if (kv % run.ntp)
-      return usage_error(me, "--tensor-parallel %d must divide --query-groups %d (and --heads %d): each rank takes whole "
-                         "key/value groups", run.ntp, kv, cfg->heads);
-  }
+  cfg->sp = o->sequence_parallel;
+  if (run.ntp > 1 && strcmp(o->model, "gpt"))
+    return usage_error(me, "--tensor-parallel does not run with --model mlp (it splits the gpt's layers)");
+  /* the split's own rules on the gpt's sizes (whole key/value groups, vocabulary rows,
+     token rows under --sequence-parallel: gpt_check_sizes), asked again now that cfg has T */
+  if (run.ntp > 1 && ppsrt_gpt_check_config && ppsrt_gpt_check_config(cfg)) return usage_error(me, "%s", ppsrt_last_error());
   int nw = p->ndev * run.nrep * run.ntp;   /* world ranks: (replica x P + device) x T + tensor rank */
   if (o->distopt && run.nrep < 2)
     return usage_error(me, "--distributed-optimizer shards the optimizer state over data-parallel replicas: add "

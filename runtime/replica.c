@@ -271,12 +271,11 @@ int rt_replica_gather_weights(ppsrt_ctx *c, ppsrt_param *p) {
 }
 
 /* The sum of *x over the ranks of group transport g (as a float pair, hi + lo, like the
- * loss); NCCL's group takes device memory. */
+ * loss; staged through the backend's memory by rt_allreduce_host_on). */
 static int group_sum(ppsrt_ctx *c, ppsrt_transport *g, int rank, double *x) {
   float v[2] = {(float)*x, 0};
   v[1] = (float)(*x - (double)v[0]);
-  int rc = is_nccl(g) ? dev_call(g, rank, c->be, PPSRT_STREAM_COMPUTE, v, sizeof v, PPSRT_SUM, -1)
-                      : g->allreduce_f32(g, rank, NULL, PPSRT_STREAM_COMPUTE, v, 2, PPSRT_SUM);
+  int rc = rt_allreduce_host_on(c, g, rank, v, 2, PPSRT_SUM);
   if (!rc) *x = (double)v[0] + (double)v[1];
   return rc;
 }

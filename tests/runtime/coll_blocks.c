@@ -6,7 +6,8 @@
  * rank), nccl-groups / nccl-mpi-groups (the same with 2 D ranks, replica x 2 + device,
  * the calls made on each device's replica group of D ranks, ppsrt_nccl_transport_group:
  * the distributed optimizer's transport), nccl-tgroups / nccl-mpi-tgroups (2 groups of D
- * neighbouring ranks, g x D + i, as --tensor-parallel's groups); BUFFERS: host
+ * neighbouring ranks, g x D + i, as --tensor-parallel's groups; in process, groups that
+ * cannot be, refused with PPSRT_E_USAGE naming why); BUFFERS: host
  * (host buffers, b = NULL: the CPU path) or cuda (device buffers of rank r's CUDA
  * backend, ppsrt_cuda_backend_create(r), alternately on PPSRT_STREAM_DP and
  * PPSRT_STREAM_COMPUTE). Every rank makes the same calls in the same order:
@@ -368,6 +369,25 @@ int main(int argc, char **argv) {
   else rc = ppsrt_nccl_transport_create(tkind == T_NCCL ? nranks * (grpP ? grpP : 1) : 0, timeout, tkind == T_NCCL_MPI, &T, &my);
   if (tkind == T_NCCL_MPI && grpP) nranks = T->nranks / grpP;
   if (nranks > 64) nranks = 64;
+  int bad_groups = 0;
+  if (!rc && tkind == T_NCCL && grpP) {   /* groups that cannot be: refused, named, nothing made */
+    int out_of_range[2] = {0, T->nranks}, twice[2] = {1, 1};
+    struct { int ng, g, n; const int *m; const char *says; } bad[] = {
+      {2, 0, 2, out_of_range, "is not a rank of the transport"},
+      {2, 0, 2, twice, "names rank 1 twice"},
+      {2, 2, 2, twice, "not a group of"},
+      {2, 0, 0, twice, "not a group of"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+      ppsrt_transport *g = NULL;
+      int r = ppsrt_nccl_transport_group(T, bad[k].ng, bad[k].g, bad[k].n, bad[k].m, "test group", &g);
+      if (r != PPSRT_E_USAGE || g || !strstr(ppsrt_last_error(), bad[k].says)) {
+        fprintf(stderr, "FAIL: bad group %zu: error %d (%s), expected PPSRT_E_USAGE saying '%s'\n", k, r, ppsrt_last_error(),
+                bad[k].says);
+        bad_groups++;
+      }
+    }
+  }
   for (int d = 0; !rc && d < grpP; d++)   /* over MPI, each process its own group */
     if (tkind == T_NCCL || d == grp_of(my)) rc = make_group(d);
   if (rc) {
@@ -426,6 +446,8 @@ int main(int argc, char **argv) {
     printf("coll_blocks: %s, %s buffers, %s%d ranks: ", tn, use_cuda ? "device" : "host",
            grpP ? grpNb ? "2 groups of neighbours of " : "2 replica groups of " : "", nranks);
   else printf("coll_blocks: rank %d: ", my);
+  checks += bad_groups ? 0 : (tkind == T_NCCL && grpP ? 4 : 0);
+  fails += bad_groups;
   if (fails) printf("%d of %d checks failed\n", fails, checks);
   else printf("%d checks passed\n", checks);
   return fails ? 1 : 0;
