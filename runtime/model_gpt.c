@@ -284,6 +284,29 @@ static int tp_embed(ppsrt_ctx *c, const gpt *g, ppsrt_backend *be, int mb, void 
   return rc;
 }
 
+/* The softmax over vocabulary shards (Vocab-1/2's devices, or a tensor-parallel group):
+ * st = [lmax | lsum | gmax | gsum | gtgt] (F32, N each) holds the shard's maximum, sum
+ * of exponentials and target logit (gtgt, 0 outside the shard); then gmax = M = max over
+ * the shards, gsum = S = sum of lsum exp(lmax - M), gtgt summed, by `reduce` over the
+ * shards (every shard makes the same calls; with --no-compute the rescale is skipped). */
+typedef int (*shard_reduce)(void *ctx, float *buf, size_t n, ppsrt_redop op);
+static int softmax_combine(const gpt *g, ppsrt_backend *be, float *st, shard_reduce reduce, void *ctx) {
+  size_t N = (size_t)g->N;
+  float *lmax = st, *lsum = st + N, *gmax = st + 2 * N, *gsum = st + 3 * N;
+  TRY(be->memcpy_async(be, CS, gmax, lmax, N * sizeof(float), 0));
+  TRY(reduce(ctx, gmax, N, PPSRT_MAX));
+  TRY(be->memcpy_async(be, CS, gsum, lsum, N * sizeof(float), 0));
+  K(be->softmax_rescale_f32(be, CS, gsum, lmax, NULL, gmax, NULL, (int)N, 1));
+  return reduce(ctx, gsum, 2 * N, PPSRT_SUM);   /* gsum and gtgt together */
+}
+static int comm_reduce(void *ctx, float *buf, size_t n, ppsrt_redop op) {
+  ppsrt_comm *cm = ctx;
+  return cm->allreduce_f32(cm, buf, n, op);
+}
+static int tp_reduce(void *ctx, float *buf, size_t n, ppsrt_redop op) {
+  return op == PPSRT_MAX ? ppsrt_tp_allreduce_max(ctx, buf, n) : ppsrt_tp_allreduce(ctx, buf, n);
+}
+
 /* --sequence-parallel: every rank's n rows of `mine` (act_dtype [n, C]) into all
  * ([N, C], rank t's at rows [t n, (t + 1) n)); without it `mine` itself. */
 static int sp_gather(ppsrt_ctx *c, const gpt *g, const void *mine, void *all, int C, const void **out) {
@@ -698,10 +721,7 @@ static int gpt_head_f(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, void *x) 
     }
     if (!g->nc && g->tpv) {
       mx = sm + 2 * N; se = sm + 3 * N;
-      if ((rc = be->memcpy_async(be, CS, mx, sm, (size_t)N * sizeof(float), 0)) || (rc = ppsrt_tp_allreduce_max(c, mx, N)) ||
-          (rc = be->memcpy_async(be, CS, se, sm + N, (size_t)N * sizeof(float), 0)) ||
-          (rc = be->softmax_rescale_f32(be, CS, se, sm, NULL, mx, NULL, N, 1)) ||
-          (rc = ppsrt_tp_allreduce(c, se, 2 * (size_t)N))) {   /* the sums and the target logits together */
+      if ((rc = softmax_combine(g, be, sm, tp_reduce, c))) {
         be->free(be, sm);
         return rc;
       }
@@ -998,11 +1018,7 @@ static int gpt_collective(ppsrt_model *m, ppsrt_ctx *c, int coll, int mb, ppsrt_
     if (!v->st) return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: coll output_fwd(%d) before S(%d)", mb, mb);
     float *lmax = v->st, *lsum = v->st + N, *gmax = v->st + 2 * N, *gsum = v->st + 3 * N, *gtgt = v->st + 4 * N;
     /* online softmax: M = max_d m_d; S = sum_d s_d exp(m_d - M); target logit summed */
-    TRY(be->memcpy_async(be, CS, gmax, lmax, (size_t)N * 4, 0));
-    TRY(cm->allreduce_f32(cm, gmax, (size_t)N, PPSRT_MAX));
-    TRY(be->memcpy_async(be, CS, gsum, lsum, (size_t)N * 4, 0));
-    K(be->softmax_rescale_f32(be, CS, gsum, lmax, NULL, gmax, NULL, N, 1));
-    TRY(cm->allreduce_f32(cm, gsum, 2 * (size_t)N, PPSRT_SUM));   /* gsum and gtgt together */
+    TRY(softmax_combine(g, be, v->st, comm_reduce, cm));
     if (cm->rank == 0 && !g->nc) TRY(add_loss(m, gmax, gsum, gtgt));
     if (g->mode == 2) {
       /* dX = sum_d ((s_d exp(m_d - M) / S) A_d - G_d) / (N nmb) */
