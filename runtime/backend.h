@@ -107,7 +107,10 @@ struct ppsrt_backend {
   /* y = gelu(x) (tanh form); dx = dy * gelu'(x) (dx may alias dy or x: elementwise). */
   int (*gelu_fwd)(ppsrt_backend *b, int stream, void *y, const void *x, size_t n);
   int (*gelu_bwd)(ppsrt_backend *b, int stream, void *dx, const void *dy, const void *x, size_t n);
-  /* Layer norm over the last dim C of x[N, C]: y, and F32 mean[N], rstd[N]. */
+  /* Layer norm over the last dim C of x[N, C]: y, and F32 mean[N], rstd[N].
+   * mean == NULL: RMS norm (Zhang & Sennrich 2019; --rmsnorm) in all three calls: no
+   * centering, rstd = 1 / sqrt(mean_c x^2 + 1e-5), y = x rstd gamma. beta == NULL (and
+   * dbeta == NULL in the weight gradient): no shift. */
   int (*layernorm_fwd)(ppsrt_backend *b, int stream, void *y, float *mean, float *rstd,
                        const void *x, const void *gamma, const void *beta, int N, int C);
   /* Input gradient only (B): dx (+)= ... ; accumulate = 1 adds into dx (residual paths). */
@@ -118,6 +121,24 @@ struct ppsrt_backend {
   int (*layernorm_bwd_weight)(ppsrt_backend *b, int stream, float *dgamma, float *dbeta,
                               const void *dy, const void *x, const float *mean, const float *rstd,
                               int N, int C);
+  /* Rotary position embedding (RoPE, Su et al. 2021; --rope), in the rotate-half layout
+   * of GPT-NeoX, Llama and Megatron-LM's default, in place on the first H heads (D
+   * columns each) of every row of x (act_dtype, row stride ld): for row n, head j and
+   * i < D/2, with c = cs[(pos[n] D/2 + i) 2], s = cs[(pos[n] D/2 + i) 2 + 1],
+   *   a = x[n, jD + i], b = x[n, jD + i + D/2]:
+   *   x[n, jD + i] = a c - b s,   x[n, jD + i + D/2] = b c + a s     (in F32);
+   * inverse = 1 rotates the other way (s negated): the input gradient of the forward.
+   * pos: int32 device [N] (each token's position); cs: F32 device [seq, D/2, 2], the
+   * cosines and sines the model computes once (model_gpt.c rope_table). */
+  int (*rope)(ppsrt_backend *b, int stream, void *x, int ld, const int32_t *pos, const float *cs, int N, int H, int D,
+              int inverse);
+  /* SwiGLU (Shazeer 2020; --swiglu): pre [N, 2C] holds [gate | up] per row;
+   *   y[n, c] = silu(g) u,  g = pre[n, c], u = pre[n, C + c], silu(g) = g sigmoid(g),
+   * in F32 from pre as stored; y [N, C]. Backward (B), from dy [N, C]:
+   *   dpre[n, c] = dy u silu'(g),  dpre[n, C + c] = dy silu(g),
+   *   silu'(g) = sigmoid(g) (1 + g (1 - sigmoid(g)));  dpre may alias pre. */
+  int (*swiglu_fwd)(ppsrt_backend *b, int stream, void *y, const void *pre, int N, int C);
+  int (*swiglu_bwd)(ppsrt_backend *b, int stream, void *dpre, const void *dy, const void *pre, int N, int C);
   /* Causal self-attention with grouped query heads on one microbatch.
    * q [T, Hq*D], k and v [T, Hkv*D] (rows of the fused projections may be strided:
    * ldq/ldk/ldv), out [T, Hq*D]; lse [Hq, T] F32 log-sum-exp kept for backward.
