@@ -115,7 +115,9 @@ static int k_add_bias_gelu(ppsrt_backend *b, int stream, void *y_, void *pre_, c
 /* layernorm_fwd, per row n of x[N, C]:
  *   mean[n] = sum_c x / C,  var = sum_c (x - mean)^2 / C,  rstd[n] = 1 / sqrt(var + 1e-5),
  *   y[n, c] = (x[n, c] - mean[n]) * rstd[n] * gamma[c] + beta[c].
- * mean and rstd are kept (F32) for both backward halves. Sums in double. */
+ * mean and rstd are kept (F32) for both backward halves. Sums in double.
+ * mean == NULL: RMS norm, rstd[n] = 1 / sqrt(sum_c x^2 / C + 1e-5), y = x rstd gamma.
+ * beta == NULL: no + beta. */
 static int k_layernorm_fwd(ppsrt_backend *b, int stream, void *y_, float *mean, float *rstd, const void *x_,
                            const void *gamma_, const void *beta_, int N, int C) {
   ENTER(b, stream);
@@ -125,6 +127,13 @@ static int k_layernorm_fwd(ppsrt_backend *b, int stream, void *y_, float *mean, 
     const float *xr = x + (size_t)n * C;
     float *yr = y + (size_t)n * C;
     double s = 0.0;
+    if (!mean) {   /* RMS norm: no centering */
+      for (int c = 0; c < C; c++) s += (double)xr[c] * xr[c];
+      float r = 1.0f / sqrtf((float)(s / C) + LN_EPS);
+      for (int c = 0; c < C; c++) yr[c] = xr[c] * r * gamma[c] + (beta ? beta[c] : 0.0f);
+      if (rstd) rstd[n] = r;
+      continue;
+    }
     for (int c = 0; c < C; c++) s += xr[c];
     float m = (float)(s / C);
     double v = 0.0;
@@ -133,8 +142,8 @@ static int k_layernorm_fwd(ppsrt_backend *b, int stream, void *y_, float *mean, 
       v += d * d;
     }
     float r = 1.0f / sqrtf((float)(v / C) + LN_EPS);
-    for (int c = 0; c < C; c++) yr[c] = (xr[c] - m) * r * gamma[c] + beta[c];
-    if (mean) mean[n] = m;
+    for (int c = 0; c < C; c++) yr[c] = (xr[c] - m) * r * gamma[c] + (beta ? beta[c] : 0.0f);
+    mean[n] = m;
     if (rstd) rstd[n] = r;
   }
   return PPSRT_OK;
@@ -142,7 +151,9 @@ static int k_layernorm_fwd(ppsrt_backend *b, int stream, void *y_, float *mean, 
 
 /* layernorm_bwd_input (B), per row with xhat = (x - mean) rstd and g = dy * gamma:
  *   dx[n, c] (+)= rstd * (g[c] - mean_c(g) - xhat[c] * mean_c(g * xhat)).
- * accumulate = 1 adds into dx (the residual branch's gradient is already there). */
+ * accumulate = 1 adds into dx (the residual branch's gradient is already there).
+ * mean == NULL (RMS norm): xhat = x rstd and no mean_c(g) term:
+ *   dx[n, c] (+)= rstd * (g[c] - xhat[c] * mean_c(g * xhat)). */
 static int k_layernorm_bwd_input(ppsrt_backend *b, int stream, void *dx_, const void *dy_, const void *x_,
                                  const float *mean, const float *rstd, const void *gamma_, int N, int C,
                                  int accumulate) {
@@ -152,14 +163,14 @@ static int k_layernorm_bwd_input(ppsrt_backend *b, int stream, void *dx_, const 
   for (int n = 0; n < N; n++) {
     const float *xr = x + (size_t)n * C, *dyr = dy + (size_t)n * C;
     float *dxr = dx + (size_t)n * C;
-    float m = mean[n], r = rstd[n];
+    float m = mean ? mean[n] : 0.0f, r = rstd[n];
     double sg = 0.0, sgx = 0.0;
     for (int c = 0; c < C; c++) {
       float g = dyr[c] * gamma[c];
       sg += g;
       sgx += g * ((xr[c] - m) * r);
     }
-    float mg = (float)(sg / C), mgx = (float)(sgx / C);
+    float mg = mean ? (float)(sg / C) : 0.0f, mgx = (float)(sgx / C);
     if (accumulate) {
       for (int c = 0; c < C; c++) dxr[c] += r * (dyr[c] * gamma[c] - mg - (xr[c] - m) * r * mgx);
     } else {
@@ -169,17 +180,73 @@ static int k_layernorm_bwd_input(ppsrt_backend *b, int stream, void *dx_, const 
   return PPSRT_OK;
 }
 
-/* layernorm_bwd_weight (W): dgamma[c] += sum_n dy[n, c] * xhat[n, c]; dbeta[c] += sum_n dy[n, c]. */
+/* layernorm_bwd_weight (W): dgamma[c] += sum_n dy[n, c] * xhat[n, c]; dbeta[c] += sum_n dy[n, c]
+ * (xhat = x rstd when mean == NULL: RMS norm; dbeta NULL: none). */
 static int k_layernorm_bwd_weight(ppsrt_backend *b, int stream, float *dgamma, float *dbeta, const void *dy_,
                                   const void *x_, const float *mean, const float *rstd, int N, int C) {
   ENTER(b, stream);
   const float *dy = dy_, *x = x_;
   for (int n = 0; n < N; n++) {
     const float *xr = x + (size_t)n * C, *dyr = dy + (size_t)n * C;
-    float m = mean[n], r = rstd[n];
+    float m = mean ? mean[n] : 0.0f, r = rstd[n];
+    for (int c = 0; c < C; c++) dgamma[c] += dyr[c] * (xr[c] - m) * r;
+    if (dbeta)
+      for (int c = 0; c < C; c++) dbeta[c] += dyr[c];
+  }
+  return PPSRT_OK;
+}
+
+/* rope: rotary position embedding in place on the first H heads (D columns each) of the
+ * rows of x (row stride ld): for row n, head j, i < D/2, c/s = cs[(pos[n] D/2 + i) 2 + 0/1]
+ * (s negated when inverse), a = x[jD + i], b = x[jD + i + D/2]:
+ *   x[jD + i] = a c - b s,  x[jD + i + D/2] = b c + a s. */
+static int k_rope(ppsrt_backend *b, int stream, void *x_, int ld, const int32_t *pos, const float *cs, int N, int H,
+                  int D, int inverse) {
+  ENTER(b, stream);
+  float *x = x_;
+  int hd = D / 2;
+  for (int n = 0; n < N; n++) {
+    const float *t = cs + (size_t)pos[n] * hd * 2;
+    for (int j = 0; j < H; j++) {
+      float *r = x + (size_t)n * ld + (size_t)j * D;
+      for (int i = 0; i < hd; i++) {
+        float c = t[2 * i], sn = inverse ? -t[2 * i + 1] : t[2 * i + 1], a = r[i], bb = r[i + hd];
+        r[i] = a * c - bb * sn;
+        r[i + hd] = bb * c + a * sn;
+      }
+    }
+  }
+  return PPSRT_OK;
+}
+
+/* swiglu_fwd: pre [N, 2C] = [gate | up] per row; y[n, c] = silu(g) u, silu(g) = g / (1 + exp(-g)). */
+static float sigm(float g) { return 1.0f / (1.0f + expf(-g)); }
+static int k_swiglu_fwd(ppsrt_backend *b, int stream, void *y_, const void *pre_, int N, int C) {
+  ENTER(b, stream);
+  float *y = y_;
+  const float *pre = pre_;
+  for (int n = 0; n < N; n++) {
+    const float *g = pre + (size_t)n * 2 * C, *u = g + C;
+    float *yr = y + (size_t)n * C;
+    for (int c = 0; c < C; c++) yr[c] = g[c] * sigm(g[c]) * u[c];
+  }
+  return PPSRT_OK;
+}
+
+/* swiglu_bwd: dpre[n, c] = dy u silu'(g), dpre[n, C + c] = dy silu(g),
+ * silu'(g) = sigmoid(g) (1 + g (1 - sigmoid(g))); dpre may alias pre (each pair is read
+ * before it is written). */
+static int k_swiglu_bwd(ppsrt_backend *b, int stream, void *dpre_, const void *dy_, const void *pre_, int N, int C) {
+  ENTER(b, stream);
+  float *dpre = dpre_;
+  const float *dy = dy_, *pre = pre_;
+  for (int n = 0; n < N; n++) {
+    const float *g = pre + (size_t)n * 2 * C, *u = g + C, *d = dy + (size_t)n * C;
+    float *dg = dpre + (size_t)n * 2 * C, *du = dg + C;
     for (int c = 0; c < C; c++) {
-      dgamma[c] += dyr[c] * (xr[c] - m) * r;
-      dbeta[c] += dyr[c];
+      float gg = g[c], uu = u[c], sg = sigm(gg);
+      dg[c] = d[c] * uu * sg * (1.0f + gg * (1.0f - sg));
+      du[c] = d[c] * gg * sg;
     }
   }
   return PPSRT_OK;
@@ -462,4 +529,7 @@ void ppsrt_cpu_install_kernels(ppsrt_backend *b) {
   b->softmax_rescale_f32 = k_softmax_rescale_f32;
   b->convert = k_convert;
   b->add_bias_gelu = k_add_bias_gelu;
+  b->rope = k_rope;
+  b->swiglu_fwd = k_swiglu_fwd;
+  b->swiglu_bwd = k_swiglu_bwd;
 }
