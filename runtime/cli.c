@@ -40,6 +40,11 @@ static const char usage_text[] =
   "  --model mlp|gpt          the model (default mlp)\n"
   "  --hidden N --heads N --query-groups N --seq N --vocab N --micro-batch N\n"
   "  --layers-per-stage N     sizes (defaults: the schedule's model { } block, else tiny)\n"
+  "  --arch gpt|llama         gpt: GPT-2's layer (default), or Llama's: --mlp swiglu --norm rmsnorm\n"
+  "                           --position rope --bias off (each flag below overrides it)\n"
+  "  --mlp gelu|swiglu --norm layernorm|rmsnorm --position learned|rope --bias on|off\n"
+  "  --ffn-hidden N --rope-base X   gpt: MLP width (default 4h; SwiGLU 8h/3 rounded down to\n"
+  "                           a multiple of 64), RoPE base (default 10000); defaults from model { }\n"
   "training:\n"
   "  --iterations N           iterations (default 1); --seed N (default 1234)\n"
   "  --lr X                   learning rate (default 0.01); --optimizer sgd|adam (default sgd)\n"
@@ -298,6 +303,13 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   double layers = model_kv(p, "layers", 0);
   cfg->layers_per_stage = (int)model_kv(p, "layers_per_stage", layers >= p->nstage ? floor(layers / p->nstage) : 1);
   cfg->seed = 1234;
+  cfg->ffn_hidden = (int)model_kv(p, "ffn_hidden", 0);
+  cfg->swiglu = model_kv(p, "swiglu", 0) != 0;
+  cfg->rmsnorm = model_kv(p, "rmsnorm", 0) != 0;
+  cfg->rope = model_kv(p, "rope", 0) != 0;
+  cfg->no_bias = model_kv(p, "bias", 1) == 0;
+  /* --arch, then the architecture flags over it (-1: not given) */
+  int arch = -1, a_mlp = -1, a_norm = -1, a_pos = -1, a_bias = -1, arch_flag = 0;
 
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = NULL;
@@ -410,6 +422,25 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
     } else if (flag_is(a, "--load", &v, argc, argv, &i)) {
       if (!v || !*v) return usage_error(me, "--load needs a file name");
       o->load = v;
+    } else if (flag_is(a, "--arch", &v, argc, argv, &i)) {
+      if (!v || (strcmp(v, "gpt") && strcmp(v, "llama"))) return usage_error(me, "--arch needs gpt or llama");
+      arch = !strcmp(v, "llama"); arch_flag = 1;
+    } else if (flag_is(a, "--mlp", &v, argc, argv, &i)) {
+      if (!v || (strcmp(v, "gelu") && strcmp(v, "swiglu"))) return usage_error(me, "--mlp needs gelu or swiglu");
+      a_mlp = !strcmp(v, "swiglu"); arch_flag = 1;
+    } else if (flag_is(a, "--norm", &v, argc, argv, &i)) {
+      if (!v || (strcmp(v, "layernorm") && strcmp(v, "rmsnorm"))) return usage_error(me, "--norm needs layernorm or rmsnorm");
+      a_norm = !strcmp(v, "rmsnorm"); arch_flag = 1;
+    } else if (flag_is(a, "--position", &v, argc, argv, &i)) {
+      if (!v || (strcmp(v, "learned") && strcmp(v, "rope"))) return usage_error(me, "--position needs learned or rope");
+      a_pos = !strcmp(v, "rope"); arch_flag = 1;
+    } else if (flag_is(a, "--bias", &v, argc, argv, &i)) {
+      if (!v || (strcmp(v, "on") && strcmp(v, "off"))) return usage_error(me, "--bias needs on or off");
+      a_bias = !strcmp(v, "on"); arch_flag = 1;
+    } else if (flag_is(a, "--rope-base", &v, argc, argv, &i)) {
+      if (!v || parse_double(v, 0, &cfg->rope_base) || !(cfg->rope_base > 1))
+        return usage_error(me, "--rope-base needs a number above 1, got '%s'", v ? v : "");
+      arch_flag = 1;
     } else if (flag_is(a, "--die-at", &v, argc, argv, &i)) {
       char tail = 0;
       int nf = v ? sscanf(v, "%d:%d:%d%c", &o->die_rank, &o->die_op, &o->die_tp, &tail) : 0;
@@ -424,6 +455,7 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
         {"--vocab", offsetof(ppsrt_model_config, vocab), 1},
         {"--micro-batch", offsetof(ppsrt_model_config, micro_batch), 1},
         {"--layers-per-stage", offsetof(ppsrt_model_config, layers_per_stage), 1},
+        {"--ffn-hidden", offsetof(ppsrt_model_config, ffn_hidden), 1},
       };
       int matched = 0;
       for (size_t k = 0; k < sizeof ints / sizeof *ints && !matched; k++)
@@ -432,6 +464,7 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
           if (!v || parse_int(v, ints[k].lo, &n)) return usage_error(me, "%s needs an integer from %d to %d, got '%s'", ints[k].name, ints[k].lo,
                                                    INT_FLAG_MAX, v ? v : "");
           *(int *)((char *)cfg + ints[k].off) = n;
+          if (ints[k].off == offsetof(ppsrt_model_config, ffn_hidden)) arch_flag = 1;
         }
       if (!matched && flag_is(a, "--iterations", &v, argc, argv, &i)) {
         matched = 1;
@@ -440,6 +473,15 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
       if (!matched) return usage_error(me, "unknown option '%s'", a);
     }
   }
+  if (arch >= 0) cfg->swiglu = cfg->rmsnorm = cfg->rope = cfg->no_bias = arch;
+  if (a_mlp >= 0) cfg->swiglu = a_mlp;
+  if (a_norm >= 0) cfg->rmsnorm = a_norm;
+  if (a_pos >= 0) cfg->rope = a_pos;
+  if (a_bias >= 0) cfg->no_bias = !a_bias;
+  if (arch_flag && strcmp(o->model, "gpt"))
+    return usage_error(me, "--arch, --mlp, --norm, --position, --bias, --ffn-hidden and --rope-base choose the gpt "
+                       "model's layer\n"
+                       "hint: add --model gpt");
   cfg->name = o->model;
   cfg->nstage = p->nstage;
   cfg->nmb = p->nmb;

@@ -86,6 +86,14 @@ typedef struct ppsrt_model_config {
   int tp_rank;            /* this model's rank in its tensor-parallel group, 0..tp-1 */
   int sp;                 /* --sequence-parallel (with tp > 1): the gpt's residual stream split by
                            * token rows over the group (model_gpt.c) */
+  /* gpt architecture (--arch, --mlp, --norm, --position, --bias, --ffn-hidden, --rope-base, or the
+   * model { } block's swiglu, rmsnorm, rope, bias, ffn_hidden keys; docs/models.md) */
+  int ffn_hidden;         /* MLP width (0: 4 hidden, or with swiglu Megatron's 8h/3 rounded: ppsrt_gpt_ffn) */
+  int swiglu;             /* 1: FC1 is [gate | up] (2 x ffn_hidden columns), silu(gate) * up */
+  int rmsnorm;            /* 1: RMS norms (gamma only) instead of layer norms */
+  int rope;               /* 1: rotary position embedding on q and k, no position table */
+  int no_bias;            /* 1: the linear layers (QKV, projection, FC1, FC2) have no bias */
+  double rope_base;       /* RoPE's base (0: 10000) */
 } ppsrt_model_config;
 
 /* Training tokens (data.c), loaded once per process and shared read-only by its

@@ -115,7 +115,12 @@ typedef struct gpt {
   int tp, tpr;             /* --tensor-parallel: group size, this rank (Hq, Hkv, q, ha, f: its share) */
   int tpv;                 /* --tensor-parallel without a vocabulary-parallel schedule: the input and output
                               layers split by vocabulary rows [lo, hi) over the group (Megatron's) */
-  int ha, f;               /* attention output width Hq D, MLP width 4h / tp */
+  int ha, f;               /* attention output width Hq D, MLP width ffn_hidden / tp */
+  int F, fw;               /* ffn_hidden (whole); FC1's output width here: 2f with SwiGLU, else f */
+  int sw, rms, rope, nb;   /* --mlp swiglu, --norm rmsnorm, --position rope, --bias off */
+  int nst;                 /* F32 statistics a norm keeps a row: 2 (mean, rstd), RMS norm 1 (rstd) */
+  int kidx[NLP], nlp;      /* layer parameter j's index in a layer's block, -1 when absent; present ones */
+  float *rcs;              /* --position rope: device F32 [seq, D/2, 2] cosines and sines (rope_table) */
   int sp, n, r0;           /* --sequence-parallel: on; this rank's token rows [r0, r0 + n) (else 0, N) */
   size_t es;
   int nlocal, *local, first, last;
@@ -134,8 +139,15 @@ typedef struct gpt {
 
 static ppsrt_param *LP(ppsrt_model *m, int loc, int l, int k) {
   gpt *g = m->impl;
-  return &m->params[g->lpbase + ((size_t)loc * g->L + l) * NLP + k];
+  return g->kidx[k] < 0 ? NULL : &m->params[g->lpbase + ((size_t)loc * g->L + l) * g->nlp + g->kidx[k]];
 }
+/* an optional parameter's data or gradient (NULL when absent: no bias, no beta) */
+static const void *PD(const ppsrt_param *p) { return p ? p->param.data : NULL; }
+static float *PG(ppsrt_param *p) { return p ? p->grad : NULL; }
+/* A norm's statistics in st (F32, `rows` a value): norm k's mean and rstd at rows 2k and
+ * 2k + 1 of st, or with RMS norms (no mean) its rstd at row k. */
+static float *nmean(const gpt *g, float *st, int k, int rows) { return g->rms ? NULL : st + (size_t)2 * k * rows; }
+static float *nrstd(const gpt *g, float *st, int k, int rows) { return st + (size_t)(g->rms ? k : 2 * k + 1) * rows; }
 static sidx *IX(gpt *g, int mb, int loc) { return &g->ix[(size_t)mb * g->nlocal + loc]; }
 
 #define TRY(e)                   \
@@ -167,6 +179,32 @@ static int fused(ppsrt_backend *be, int ep, int ta, int tb, int M, int N, int K,
     if (r_) { unfused; }                  \
   } while (0)
 
+/* C (act_dtype [M, Nc], row stride Nc) = A W + beta C (+ bias): A [M, K], W [K, Nc]; the
+ * bias fused into the product where the backend offers it; without a bias (--bias off)
+ * the product alone. Nothing with --no-compute. */
+static int linear_f(const gpt *g, ppsrt_backend *be, int M, int Nc, int K, const void *A, const void *W, float beta,
+                    void *C, const void *bias) {
+  if (g->nc) return 0;
+  if (bias) {
+    int r = fused(be, PPSRT_EP_BIAS, 0, 0, M, Nc, K, A, K, W, Nc, beta, C, AT, Nc, bias, NULL, NULL);
+    if (r <= 0) return r;
+  }
+  TRY(be->gemm(be, CS, 0, 0, M, Nc, K, 1.0f, A, AT, K, W, AT, Nc, beta, C, AT, Nc));
+  return bias ? be->add_bias(be, CS, C, C, bias, M, Nc) : 0;
+}
+/* A linear layer's weight gradient: dW (F32 [K, Nc]) += X^T dY (X [M, K], dY [M, Nc]) and,
+ * when the layer has a bias, db += the column sums of dY (fused where offered). */
+static int linear_w(const gpt *g, ppsrt_backend *be, int M, int K, int Nc, const void *X, const void *dY, float *dW,
+                    float *db) {
+  if (g->nc) return 0;
+  if (db) {
+    int r = fused(be, PPSRT_EP_BGRAD, 1, 0, K, Nc, M, X, K, dY, Nc, 1.0f, dW, PPSRT_F32, Nc, NULL, NULL, db);
+    if (r <= 0) return r;
+  }
+  TRY(be->gemm(be, CS, 1, 0, K, Nc, M, 1.0f, X, AT, K, dY, AT, Nc, 1.0f, dW, PPSRT_F32, Nc));
+  return db ? be->bias_grad(be, CS, db, dY, M, Nc) : 0;
+}
+
 static int get(ppsrt_ctx *c, int mb, int stage, int idx, void **p) { return ppsrt_act_get(c, mb, stage, idx, p); }
 static int save(ppsrt_ctx *c, int mb, int stage, size_t bytes, void **p, int *idx) {
   return ppsrt_act_save(c, mb, stage, bytes, p, idx);
@@ -194,12 +232,12 @@ static int slot_dx(const gpt *g, int l) { return l > 0 ? 1 + g->L + (l - 1) : 2 
 static size_t layer_bytes(const gpt *g, int with_y) {
   size_t Nh = (size_t)g->n * g->h * g->es;
   return Nh                                  /* ln1 */
-         + 4 * (size_t)g->n * sizeof(float)   /* mean1, rstd1, mean2, rstd2 */
+         + 2 * (size_t)g->nst * g->n * sizeof(float)   /* mean1, rstd1, mean2, rstd2 (RMS: rstd1, rstd2) */
          + (size_t)g->N * g->q * g->es       /* qkv */
          + (size_t)g->Bm * g->Hq * g->T * sizeof(float)   /* lse */
          + (size_t)g->N * g->ha * g->es      /* att */
          + 2 * Nh                            /* x1, ln2 */
-         + 2 * (size_t)g->N * g->f * g->es   /* hpre, hact */
+         + (size_t)g->N * (g->fw + g->f) * g->es   /* hpre (SwiGLU: gate | up), hact */
          + (with_y ? Nh : 0);                /* y, the next layer's input */
 }
 
@@ -212,7 +250,7 @@ static size_t gpt_act_bytes(ppsrt_model *m, int stage) {
   for (int l = 0; l < g->L; l++) b += layer_bytes(g, l + 1 < g->L || last);
   /* LN_f stats, LN_f out, dlogits: all N rows (with --sequence-parallel too: the
    * output layer is whole, after an all-gather of y); the gradient area */
-  if (last) b += 2 * (size_t)g->N * sizeof(float) + Nh + (g->mode ? 0 : (size_t)g->N * (g->hi - g->lo) * g->es);
+  if (last) b += (size_t)g->nst * g->N * sizeof(float) + Nh + (g->mode ? 0 : (size_t)g->N * (g->hi - g->lo) * g->es);
   return b + (size_t)grad_slots(g, stage) * nh;
 }
 
@@ -279,7 +317,7 @@ static int tp_embed(ppsrt_ctx *c, const gpt *g, ppsrt_backend *be, int mb, void 
   float *mine = s + (g->sp ? (size_t)g->tpr * nh : 0);
   rc = g->sp ? ppsrt_tp_reduce_scatter(c, s, mine, nh) : ppsrt_tp_allreduce(c, s, Nh);
   if (!rc) rc = be->convert(be, CS, x, AT, mine, PPSRT_F32, nh);
-  if (!rc) rc = be->embedding_fwd(be, CS, x, g->posid + g->r0, g->pos->param.data, g->n, g->h, 0, g->T, 1);
+  if (!rc && g->pos) rc = be->embedding_fwd(be, CS, x, g->posid + g->r0, g->pos->param.data, g->n, g->h, 0, g->T, 1);
   be->free(be, s);
   return rc;
 }
@@ -373,13 +411,13 @@ static int layer_f_in(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, 
   const void *a;   /* the input of QKV or FC1: ln1 / ln2, all N rows */
   float *st, *lse;
   TRY(save(c, mb, stage, nh * es, &ln1, &fi[FE_LN1]));
-  TRY(save(c, mb, stage, 4 * (size_t)n * 4, (void **)&st, &fi[FE_ST]));
+  TRY(save(c, mb, stage, 2 * (size_t)g->nst * n * 4, (void **)&st, &fi[FE_ST]));
   TRY(save(c, mb, stage, (size_t)N * q * es, &qkv, &fi[FE_QKV]));
   TRY(save(c, mb, stage, (size_t)g->Bm * g->Hq * g->T * 4, (void **)&lse, &fi[FE_LSE]));
   TRY(save(c, mb, stage, (size_t)N * ha * es, &att, &fi[FE_ATT]));
   TRY(save(c, mb, stage, nh * es, &x1, &fi[FE_X1]));
   TRY(save(c, mb, stage, nh * es, &ln2, &fi[FE_LN2]));
-  TRY(save(c, mb, stage, (size_t)N * f * es, &hpre, &fi[FE_HPRE]));
+  TRY(save(c, mb, stage, (size_t)N * g->fw * es, &hpre, &fi[FE_HPRE]));
   TRY(save(c, mb, stage, (size_t)N * f * es, &hact, &fi[FE_HACT]));
   if (keep_y) TRY(save(c, mb, stage, nh * es, &y, &fi[FE_Y]));
   else {
@@ -390,14 +428,12 @@ static int layer_f_in(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, 
   ppsrt_param *p[NLP];
   for (int k = 0; k < NLP; k++) p[k] = LP(m, loc, l, k);
   char *qb = qkv;
-  /* ln1 = LN(x); qkv = ln1 Wqkv + b (sequence parallel: ln1 all-gathered first);
-   * att = attention(q, k, v) */
-  K(be->layernorm_fwd(be, CS, ln1, st, st + n, x, p[LN1G]->param.data, p[LN1B]->param.data, n, h));
+  /* ln1 = LN(x); qkv = ln1 Wqkv + b (sequence parallel: ln1 all-gathered first); RoPE
+   * rotates its query and key heads in place; att = attention(q, k, v) */
+  K(be->layernorm_fwd(be, CS, ln1, nmean(g, st, 0, n), nrstd(g, st, 0, n), x, PD(p[LN1G]), PD(p[LN1B]), n, h));
   K(sp_gather(c, g, ln1, G, h, &a));
-  EPI(fused(be, PPSRT_EP_BIAS, 0, 0, N, q, h, a, h, p[QKVW]->param.data, q, 0.0f, qkv, AT, q, p[QKVB]->param.data,
-            NULL, NULL),
-      K(be->gemm(be, CS, 0, 0, N, q, h, 1.0f, a, AT, h, p[QKVW]->param.data, AT, q, 0.0f, qkv, AT, q));
-      K(be->add_bias(be, CS, qkv, qkv, p[QKVB]->param.data, N, q)));
+  TRY(linear_f(g, be, N, q, h, a, p[QKVW]->param.data, 0.0f, qkv, PD(p[QKVB])));
+  if (g->rope) K(be->rope(be, CS, qkv, q, g->posid, g->rcs, N, g->Hq + g->Hkv, D, 0));
   K(be->attention_fwd(be, CS, att, lse, qb, q, qb + (size_t)g->Hq * D * es, q, qb + (size_t)(g->Hq + g->Hkv) * D * es,
                       q, g->Bm, g->T, g->Hq, g->Hkv, D));
   /* x1 = x + att Wproj + b (tensor parallel: the partial products summed over the group
@@ -405,34 +441,32 @@ static int layer_f_in(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, 
   if (g->tp > 1) {
     K(gemm_tp_sum(c, g, be, 0, 0, N, h, ha, att, ha, p[PROJW]->param.data, h, x1));
     K(be->add(be, CS, x1, x1, x, nh));
-    K(be->add_bias(be, CS, x1, x1, p[PROJB]->param.data, n, h));
+    if (p[PROJB]) K(be->add_bias(be, CS, x1, x1, p[PROJB]->param.data, n, h));
   } else {
     K(be->memcpy_async(be, CS, x1, x, nh * es, 0));
-    EPI(fused(be, PPSRT_EP_BIAS, 0, 0, N, h, ha, att, ha, p[PROJW]->param.data, h, 1.0f, x1, AT, h, p[PROJB]->param.data,
-              NULL, NULL),
-        K(be->gemm(be, CS, 0, 0, N, h, ha, 1.0f, att, AT, ha, p[PROJW]->param.data, AT, h, 1.0f, x1, AT, h));
-        K(be->add_bias(be, CS, x1, x1, p[PROJB]->param.data, N, h)));
+    TRY(linear_f(g, be, N, h, ha, att, p[PROJW]->param.data, 1.0f, x1, PD(p[PROJB])));
   }
-  /* ln2 = LN(x1); hpre = ln2 Wfc + b (ln2 all-gathered first); hact = gelu(hpre);
-   * y = x1 + hact Wfc2 + b */
-  K(be->layernorm_fwd(be, CS, ln2, st + 2 * n, st + 3 * n, x1, p[LN2G]->param.data, p[LN2B]->param.data, n, h));
+  /* ln2 = LN(x1); hpre = ln2 Wfc + b (ln2 all-gathered first); hact = gelu(hpre), or
+   * with SwiGLU silu(gate) * up of hpre = [gate | up]; y = x1 + hact Wfc2 + b */
+  K(be->layernorm_fwd(be, CS, ln2, nmean(g, st, 1, n), nrstd(g, st, 1, n), x1, PD(p[LN2G]), PD(p[LN2B]), n, h));
   K(sp_gather(c, g, ln2, G, h, &a));
-  EPI(fused(be, PPSRT_EP_BIAS_GELU, 0, 0, N, f, h, a, h, p[FCW]->param.data, f, 0.0f, hact, AT, f,
-            p[FCB]->param.data, hpre, NULL),
-      K(be->gemm(be, CS, 0, 0, N, f, h, 1.0f, a, AT, h, p[FCW]->param.data, AT, f, 0.0f, hpre, AT, f));
-      K(be->add_bias_gelu(be, CS, hact, hpre, hpre, p[FCB]->param.data, N, f)));
+  if (!g->sw && p[FCB]) {
+    EPI(fused(be, PPSRT_EP_BIAS_GELU, 0, 0, N, f, h, a, h, p[FCW]->param.data, f, 0.0f, hact, AT, f,
+              p[FCB]->param.data, hpre, NULL),
+        K(be->gemm(be, CS, 0, 0, N, f, h, 1.0f, a, AT, h, p[FCW]->param.data, AT, f, 0.0f, hpre, AT, f));
+        K(be->add_bias_gelu(be, CS, hact, hpre, hpre, p[FCB]->param.data, N, f)));
+  } else {
+    TRY(linear_f(g, be, N, g->fw, h, a, p[FCW]->param.data, 0.0f, hpre, PD(p[FCB])));
+    K(g->sw ? be->swiglu_fwd(be, CS, hact, hpre, N, f) : be->gelu_fwd(be, CS, hact, hpre, (size_t)N * f));
+  }
   if (g->tp > 1) {
     K(gemm_tp_sum(c, g, be, 0, 0, N, h, f, hact, f, p[FC2W]->param.data, h, y));
     K(be->add(be, CS, y, y, x1, nh));
-    K(be->add_bias(be, CS, y, y, p[FC2B]->param.data, n, h));
+    if (p[FC2B]) K(be->add_bias(be, CS, y, y, p[FC2B]->param.data, n, h));
     return 0;
   }
   K(be->memcpy_async(be, CS, y, x1, nh * es, 0));
-  EPI(fused(be, PPSRT_EP_BIAS, 0, 0, N, h, f, hact, f, p[FC2W]->param.data, h, 1.0f, y, AT, h,
-            p[FC2B]->param.data, NULL, NULL),
-      K(be->gemm(be, CS, 0, 0, N, h, f, 1.0f, hact, AT, f, p[FC2W]->param.data, AT, h, 1.0f, y, AT, h));
-      K(be->add_bias(be, CS, y, y, p[FC2B]->param.data, N, h)));
-  return 0;
+  return linear_f(g, be, N, h, f, hact, p[FC2W]->param.data, 1.0f, y, PD(p[FC2B]));
 }
 static int layer_f(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int l, void *x, int keep_y,
                    void **yout) {
@@ -487,13 +521,14 @@ static int layer_b(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int
   char *t2 = (char *)tmp + t1 * es, *qb = qkv, *G = t2 + (size_t)N * q * es;
   size_t ko = (size_t)g->Hq * D * es, vo = (size_t)(g->Hq + g->Hkv) * D * es;
   int rc;
-  /* MLP: dhact = dy Wfc2^T; dhpre = dhact * gelu'(hpre) written over hpre (no copy);
+  /* MLP: dhact = dy Wfc2^T; dhpre = dhact * gelu'(hpre) written over hpre (no copy; with
+   *      SwiGLU [dgate | dup], swiglu_bwd);
    *      dln2 = dhpre Wfc^T -> ln2's buffer (tensor parallel: summed over the group);
    *      dx1 = dy + LN2_bwd(dln2).
    * With the GeLU gradient fused in the product (PPSRT_EP_DGELU), hpre is first copied
    * to tmp, the product's GeLU input: its output must not overlap it. */
   rc = sp_gather(c, g, dy, G, h, &dyf);
-  if (!rc && (be->epilogues & PPSRT_EP_DGELU)) {
+  if (!rc && !g->sw && (be->epilogues & PPSRT_EP_DGELU)) {
     rc = be->memcpy_async(be, CS, tmp, hpre, (size_t)N * f * es, 0);
     if (!rc)
       rc = be->gemm_ep(be, CS, PPSRT_EP_DGELU, 0, 1, N, f, h, 1.0f, dyf, AT, h, p[FC2W]->param.data, AT, h, 0.0f,
@@ -501,23 +536,29 @@ static int layer_b(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int
   } else if (!rc) rc = 1;
   if (rc < 0 ||
       (rc && ((rc = be->gemm(be, CS, 0, 1, N, f, h, 1.0f, dyf, AT, h, p[FC2W]->param.data, AT, h, 0.0f, tmp, AT, f)) ||
-              (rc = be->gelu_bwd(be, CS, hpre, tmp, hpre, (size_t)N * f)))) ||
-      (rc = g->tp > 1 ? gemm_tp_sum(c, g, be, 0, 1, N, h, f, hpre, f, p[FCW]->param.data, f, ln2)
-                      : be->gemm(be, CS, 0, 1, N, h, f, 1.0f, hpre, AT, f, p[FCW]->param.data, AT, f, 0.0f, ln2, AT, h)) ||
+              (rc = g->sw ? be->swiglu_bwd(be, CS, hpre, tmp, hpre, N, f)
+                          : be->gelu_bwd(be, CS, hpre, tmp, hpre, (size_t)N * f)))) ||
+      (rc = g->tp > 1 ? gemm_tp_sum(c, g, be, 0, 1, N, h, g->fw, hpre, g->fw, p[FCW]->param.data, g->fw, ln2)
+                      : be->gemm(be, CS, 0, 1, N, h, g->fw, 1.0f, hpre, AT, g->fw, p[FCW]->param.data, AT, g->fw, 0.0f,
+                                 ln2, AT, h)) ||
       (rc = be->memcpy_async(be, CS, dx1, dy, nh * es, 0)) ||
-      (rc = be->layernorm_bwd_input(be, CS, dx1, ln2, x1, st + 2 * n, st + 3 * n, p[LN2G]->param.data, n, h, 1)) ||
-      /* attention: datt = dx1 Wproj^T (dx1 all-gathered first); dqkv = attention_bwd ->
-       *            qkv's buffer; dln1 = dqkv Wqkv^T -> ln1's buffer (summed over the
-       *            group); dx = dx1 + LN1_bwd(dln1) */
+      (rc = be->layernorm_bwd_input(be, CS, dx1, ln2, x1, nmean(g, st, 1, n), nrstd(g, st, 1, n), p[LN2G]->param.data,
+                                    n, h, 1)) ||
+      /* attention: datt = dx1 Wproj^T (dx1 all-gathered first); dqkv = attention_bwd
+       *            (RoPE: its query and key heads rotated back) -> qkv's buffer;
+       *            dln1 = dqkv Wqkv^T -> ln1's buffer (summed over the group);
+       *            dx = dx1 + LN1_bwd(dln1) */
       (rc = sp_gather(c, g, dx1, G, h, &dx1f)) ||
       (rc = be->gemm(be, CS, 0, 1, N, ha, h, 1.0f, dx1f, AT, h, p[PROJW]->param.data, AT, h, 0.0f, tmp, AT, ha)) ||
       (rc = be->attention_bwd(be, CS, t2, t2 + ko, t2 + vo, q, tmp, att, lse, qb, q, qb + ko, q, qb + vo, q, g->Bm,
                               g->T, g->Hq, g->Hkv, D)) ||
+      (g->rope && (rc = be->rope(be, CS, t2, q, g->posid, g->rcs, N, g->Hq + g->Hkv, D, 1))) ||
       (rc = be->memcpy_async(be, CS, qkv, t2, (size_t)N * q * es, 0)) ||
       (rc = g->tp > 1 ? gemm_tp_sum(c, g, be, 0, 1, N, h, q, qkv, q, p[QKVW]->param.data, q, ln1)
                       : be->gemm(be, CS, 0, 1, N, h, q, 1.0f, qkv, AT, q, p[QKVW]->param.data, AT, q, 0.0f, ln1, AT, h)) ||
       (rc = be->memcpy_async(be, CS, dx, dx1, nh * es, 0)) ||
-      (rc = be->layernorm_bwd_input(be, CS, dx, ln1, x, st, st + n, p[LN1G]->param.data, n, h, 1))) {
+      (rc = be->layernorm_bwd_input(be, CS, dx, ln1, x, nmean(g, st, 0, n), nrstd(g, st, 0, n), p[LN1G]->param.data, n,
+                                    h, 1))) {
     be->free(be, tmp);
     return rc;
   }
@@ -536,7 +577,7 @@ static int layer_w(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int
                    float *lg) {
   gpt *g = m->impl;
   ppsrt_backend *be = m->be;
-  int N = g->N, n = g->n, h = g->h, q = g->q, ha = g->ha, f = g->f;
+  int N = g->N, n = g->n, h = g->h, q = g->q, ha = g->ha, f = g->f, fw = g->fw;
   sidx *e = IX(g, mb, loc);
   int *fi = e->lf + (size_t)l * NFE;
   void *x, *dln1, *dqkv, *att, *x1, *dln2, *dhpre, *hact, *area;
@@ -555,40 +596,30 @@ static int layer_w(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int
   void *dy = slot(g, area, l + 1 < g->L ? slot_dx(g, l + 1) : slot_dytop()), *dx1 = slot(g, area, slot_dx1(g, l));
   ppsrt_param *p[NLP];
   for (int k = 0; k < NLP; k++) p[k] = LP(m, loc, l, k);
-  /* the layer norms' gradients: into the parameters', or (sequence parallel) lg */
-  float *g2g = g->sp ? lg : p[LN2G]->grad, *g2b = g->sp ? lg + h : p[LN2B]->grad;
-  float *g1g = g->sp ? lg + 2 * h : p[LN1G]->grad, *g1b = g->sp ? lg + 3 * h : p[LN1B]->grad;
-  if (g->sp) K(be->memset0(be, CS, lg, 4 * (size_t)h * sizeof(float)));
+  /* the norms' gradients: into the parameters', or (sequence parallel) lg: gammas and
+   * betas of LN2 then LN1 (RMS norms: the two gammas) */
+  size_t nlg = (size_t)g->nst * 2 * h;
+  float *g2g = g->sp ? lg : p[LN2G]->grad, *g2b = g->rms ? NULL : g->sp ? lg + h : p[LN2B]->grad;
+  float *g1g = g->sp ? lg + nlg / 2 : p[LN1G]->grad, *g1b = g->rms ? NULL : g->sp ? lg + 3 * h : p[LN1B]->grad;
+  if (g->sp) K(be->memset0(be, CS, lg, nlg * sizeof(float)));
   K(sp_gather(c, g, dy, G, h, &a));
-  EPI(fused(be, PPSRT_EP_BGRAD, 1, 0, f, h, N, hact, f, a, h, 1.0f, p[FC2W]->grad, PPSRT_F32, h, NULL, NULL,
-            p[FC2B]->grad),
-      K(be->gemm(be, CS, 1, 0, f, h, N, 1.0f, hact, AT, f, a, AT, h, 1.0f, p[FC2W]->grad, PPSRT_F32, h));
-      K(be->bias_grad(be, CS, p[FC2B]->grad, a, N, h)));
-  K(be->layernorm_fwd(be, CS, scratch, sst, sst + n, x1, p[LN2G]->param.data, p[LN2B]->param.data, n, h));
+  TRY(linear_w(g, be, N, f, h, hact, a, p[FC2W]->grad, PG(p[FC2B])));
+  K(be->layernorm_fwd(be, CS, scratch, nmean(g, sst, 0, n), nrstd(g, sst, 0, n), x1, PD(p[LN2G]), PD(p[LN2B]), n, h));
   K(sp_gather(c, g, scratch, G, h, &a));
-  EPI(fused(be, PPSRT_EP_BGRAD, 1, 0, h, f, N, a, h, dhpre, f, 1.0f, p[FCW]->grad, PPSRT_F32, f, NULL,
-            NULL, p[FCB]->grad),
-      K(be->gemm(be, CS, 1, 0, h, f, N, 1.0f, a, AT, h, dhpre, AT, f, 1.0f, p[FCW]->grad, PPSRT_F32, f));
-      K(be->bias_grad(be, CS, p[FCB]->grad, dhpre, N, f)));
-  K(be->layernorm_bwd_weight(be, CS, g2g, g2b, dln2, x1, st + 2 * n, st + 3 * n, n, h));
+  TRY(linear_w(g, be, N, h, fw, a, dhpre, p[FCW]->grad, PG(p[FCB])));
+  K(be->layernorm_bwd_weight(be, CS, g2g, g2b, dln2, x1, nmean(g, st, 1, n), nrstd(g, st, 1, n), n, h));
   K(sp_gather(c, g, dx1, G, h, &a));
-  EPI(fused(be, PPSRT_EP_BGRAD, 1, 0, ha, h, N, att, ha, a, h, 1.0f, p[PROJW]->grad, PPSRT_F32, h, NULL, NULL,
-            p[PROJB]->grad),
-      K(be->gemm(be, CS, 1, 0, ha, h, N, 1.0f, att, AT, ha, a, AT, h, 1.0f, p[PROJW]->grad, PPSRT_F32, h));
-      K(be->bias_grad(be, CS, p[PROJB]->grad, a, N, h)));
-  K(be->layernorm_fwd(be, CS, scratch, sst, sst + n, x, p[LN1G]->param.data, p[LN1B]->param.data, n, h));
+  TRY(linear_w(g, be, N, ha, h, att, a, p[PROJW]->grad, PG(p[PROJB])));
+  K(be->layernorm_fwd(be, CS, scratch, nmean(g, sst, 0, n), nrstd(g, sst, 0, n), x, PD(p[LN1G]), PD(p[LN1B]), n, h));
   K(sp_gather(c, g, scratch, G, h, &a));
-  EPI(fused(be, PPSRT_EP_BGRAD, 1, 0, h, q, N, a, h, dqkv, q, 1.0f, p[QKVW]->grad, PPSRT_F32, q, NULL, NULL,
-            p[QKVB]->grad),
-      K(be->gemm(be, CS, 1, 0, h, q, N, 1.0f, a, AT, h, dqkv, AT, q, 1.0f, p[QKVW]->grad, PPSRT_F32, q));
-      K(be->bias_grad(be, CS, p[QKVB]->grad, dqkv, N, q)));
-  K(be->layernorm_bwd_weight(be, CS, g1g, g1b, dln1, x, st, st + n, n, h));
+  TRY(linear_w(g, be, N, h, q, a, dqkv, p[QKVW]->grad, PG(p[QKVB])));
+  K(be->layernorm_bwd_weight(be, CS, g1g, g1b, dln1, x, nmean(g, st, 0, n), nrstd(g, st, 0, n), n, h));
   if (g->sp) {   /* Megatron's all-reduce of the sequence-parallel parameters' gradients */
-    K(ppsrt_tp_allreduce(c, lg, 4 * (size_t)h));
+    K(ppsrt_tp_allreduce(c, lg, nlg));
     K(be->axpy_f32(be, CS, p[LN2G]->grad, lg, 1.0f, h));
-    K(be->axpy_f32(be, CS, p[LN2B]->grad, lg + h, 1.0f, h));
-    K(be->axpy_f32(be, CS, p[LN1G]->grad, lg + 2 * h, 1.0f, h));
-    K(be->axpy_f32(be, CS, p[LN1B]->grad, lg + 3 * h, 1.0f, h));
+    if (g2b) K(be->axpy_f32(be, CS, p[LN2B]->grad, g2b, 1.0f, h));
+    K(be->axpy_f32(be, CS, p[LN1G]->grad, g1g, 1.0f, h));
+    if (g1b) K(be->axpy_f32(be, CS, p[LN1B]->grad, g1b, 1.0f, h));
   }
   return 0;
 }
@@ -643,7 +674,7 @@ static int gpt_f(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage) {
   } else if (stage == 0) {   /* (sequence parallel: the embeddings of this rank's rows) */
     TRY(save(c, mb, stage, nh * es, &x, &e->in));
     K(be->embedding_fwd(be, CS, x, g->ids + (size_t)mb * N + g->r0, g->tok->param.data, g->n, h, 0, g->V, 0));
-    K(be->embedding_fwd(be, CS, x, g->posid + g->r0, g->pos->param.data, g->n, h, 0, g->T, 1));
+    if (g->pos) K(be->embedding_fwd(be, CS, x, g->posid + g->r0, g->pos->param.data, g->n, h, 0, g->T, 1));
   } else {
     size_t got = 0;
     TRY(ppsrt_io_take(c, PPSRT_XFER_ACT, mb, stage - 1, &x, &got));
@@ -690,12 +721,13 @@ static int gpt_head_f(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, void *x) 
   sidx *e = IX(g, mb, g->local[stage]);
   float *fst;
   void *lnf;
-  TRY(save(c, mb, stage, 2 * (size_t)N * sizeof(float), (void **)&fst, &e->fst));
+  TRY(save(c, mb, stage, (size_t)g->nst * N * sizeof(float), (void **)&fst, &e->fst));
   TRY(save(c, mb, stage, Nh * es, &lnf, &e->flnf));
   if (g->mode) {
     void *o;
     TRY(be->alloc(be, Nh * es, &o));
-    if (!g->nc && (rc = be->layernorm_fwd(be, CS, o, fst, fst + N, x, g->lnfg->param.data, g->lnfb->param.data, N, h))) {
+    if (!g->nc && (rc = be->layernorm_fwd(be, CS, o, nmean(g, fst, 0, N), nrstd(g, fst, 0, N), x, g->lnfg->param.data,
+                                          PD(g->lnfb), N, h))) {
       be->free(be, o);
       return rc;
     }
@@ -706,7 +738,7 @@ static int gpt_head_f(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, void *x) 
     const int32_t *tg = g->tgt + (size_t)mb * N;
     int Vs = g->hi - g->lo;   /* --tensor-parallel: this rank's vocabulary rows */
     TRY(save(c, mb, stage, (size_t)N * Vs * es, &dl, &e->fdl));
-    K(be->layernorm_fwd(be, CS, lnf, fst, fst + N, x, g->lnfg->param.data, g->lnfb->param.data, N, h));
+    K(be->layernorm_fwd(be, CS, lnf, nmean(g, fst, 0, N), nrstd(g, fst, 0, N), x, g->lnfg->param.data, PD(g->lnfb), N, h));
     TRY(be->alloc(be, 5 * (size_t)N * sizeof(float), (void **)&sm));
     /* logits = LN_f(y) out^T; statistics and loss; dlogits in place, scaled 1/(N nmb).
      * Split by vocabulary over the group: each rank's logits of its rows, the softmax's
@@ -777,12 +809,14 @@ static int gpt_b(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage) {
       TRY(be->alloc(be, 2 * Nh * es, &t));
       char *yf = t, *dyf = yf + Nh * es;
       if (!(rc = ppsrt_tp_allgather(c, y, yf, nh * es)) &&
-          !(rc = be->layernorm_bwd_input(be, CS, dyf, dlnf, yf, fst, fst + N, g->lnfg->param.data, N, h, 0)))
+          !(rc = be->layernorm_bwd_input(be, CS, dyf, dlnf, yf, nmean(g, fst, 0, N), nrstd(g, fst, 0, N),
+                                         g->lnfg->param.data, N, h, 0)))
         rc = be->memcpy_async(be, CS, dytop, dyf + (size_t)g->r0 * h * es, nh * es, 0);
       be->free(be, t);
       TRY(rc);
     } else
-      K(be->layernorm_bwd_input(be, CS, dytop, dlnf, y, fst, fst + N, g->lnfg->param.data, N, h, 0));
+      K(be->layernorm_bwd_input(be, CS, dytop, dlnf, y, nmean(g, fst, 0, N), nrstd(g, fst, 0, N), g->lnfg->param.data, N,
+                                h, 0));
   } else {
     void *dy;
     size_t got = 0;
@@ -842,11 +876,13 @@ static int gpt_w(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage) {
         !(rc = get(c, mb, stage, e->flnf, &dlnf)) && !(rc = get(c, mb, stage, e->grad, &area)) && !g->nc &&
         !(rc = g->sp ? ppsrt_tp_allgather(c, y, G, nh * g->es) : 0)) {
       if (g->sp) y = G;   /* sequence parallel: LN_f on all N rows, y all-gathered again (whole gradients) */
-      rc = be->layernorm_bwd_weight(be, CS, g->lnfg->grad, g->lnfb->grad, dlnf, y, fst, fst + N, N, h);
+      rc = be->layernorm_bwd_weight(be, CS, g->lnfg->grad, PG(g->lnfb), dlnf, y, nmean(g, fst, 0, N), nrstd(g, fst, 0, N),
+                                    N, h);
       if (!rc && !g->mode) {   /* d out += dlogits^T LN_f(y), LN_f(y) recomputed */
         void *dl;
         if (!(rc = get(c, mb, stage, e->fdl, &dl)) &&
-            !(rc = be->layernorm_fwd(be, CS, scratch, sst, sst + N, y, g->lnfg->param.data, g->lnfb->param.data, N, h)))
+            !(rc = be->layernorm_fwd(be, CS, scratch, nmean(g, sst, 0, N), nrstd(g, sst, 0, N), y, g->lnfg->param.data,
+                                     PD(g->lnfb), N, h)))
           rc = be->gemm(be, CS, 1, 0, g->hi - g->lo, h, N, 1.0f, dl, AT, g->hi - g->lo, scratch, AT, h, 1.0f, g->out->grad,
                         PPSRT_F32, h);
       }
@@ -858,7 +894,7 @@ static int gpt_w(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage) {
     /* sequence parallel: dx0 all-gathered, the embeddings' gradients of all N rows (whole) */
     if (!(rc = get(c, mb, stage, e->grad, &area)) && !g->nc && !(rc = sp_gather(c, g, slot(g, area, slot_dx(g, 0)), G, h, &dx0))) {
       rc = be->embedding_bwd(be, CS, g->tok->grad, dx0, g->ids + (size_t)mb * N, N, h, g->lo, g->hi);
-      if (!rc) rc = be->embedding_bwd(be, CS, g->pos->grad, dx0, g->posid, N, h, 0, g->T);
+      if (!rc && g->pos) rc = be->embedding_bwd(be, CS, g->pos->grad, dx0, g->posid, N, h, 0, g->T);
     }
   }
   be->free(be, scratch);
@@ -1103,15 +1139,19 @@ double ppsrt_gpt_pass_flops(const ppsrt_model_config *cfg, int kind, int stage) 
   double T = cfg->tp > 1 ? (double)cfg->tp : 1;
   double b = cfg->micro_batch, s = cfg->seq, h = cfg->hidden, V = cfg->vocab / (cfg->vocab_mode ? 1 : T), L = cfg->layers_per_stage / T;
   double P = cfg->vocab_mode ? (cfg->ndev > 0 ? cfg->ndev : 1) : 1;
-  double bsh = b * s * h;
+  double bsh = b * s * h, a = cfg->heads > 0 ? cfg->heads : 1, gq = cfg->query_groups > 0 ? cfg->query_groups : a;
+  double f = ppsrt_gpt_ffn(cfg);
+  /* a layer's matrix products 2bs (h h (1 + 2g/a) + h h + c h f), c = 3 (SwiGLU) or 2: 24 bsh h
+   * for a 4h GeLU MLP and g = a; attention 4 b s^2 h forward, twice that backward */
+  double M = 2 * b * s * (h * h * (1 + 2 * gq / a) + h * h + (cfg->swiglu ? 3 : 2) * h * f);
   int first = stage == 0, last = stage == cfg->nstage - 1, vm = cfg->vocab_mode;
   switch (kind) {
-  /* transformer layer bsh(72h + 12s): F bsh(24h + 4s), B bsh(24h + 8s), W 24bsh h;
-   * input layer 3bsh (F bsh, W 2bsh); output layer 6bshV (F, B, W 2bshV each) */
+  /* transformer layer F M + 4bs^2h, B M + 8bs^2h, W M (bsh(24h + 4s), bsh(24h + 8s), 24bsh h
+   * for GPT's layer); input layer 3bsh (F bsh, W 2bsh); output layer 6bshV (F, B, W 2bshV each) */
   case PPSRT_OP_F:
-    return L * bsh * (24 * h + 4 * s) + (!vm && first ? bsh : 0) + (!vm && last ? 2 * bsh * V : 0);
-  case PPSRT_OP_B: return L * bsh * (24 * h + 8 * s) + (!vm && last ? 2 * bsh * V : 0);
-  case PPSRT_OP_W: return L * bsh * 24 * h + (!vm && first ? 2 * bsh : 0) + (!vm && last ? 2 * bsh * V : 0);
+    return L * (M + 4 * bsh * s) + (!vm && first ? bsh : 0) + (!vm && last ? 2 * bsh * V : 0);
+  case PPSRT_OP_B: return L * (M + 8 * bsh * s) + (!vm && last ? 2 * bsh * V : 0);
+  case PPSRT_OP_W: return L * M + (!vm && first ? 2 * bsh : 0) + (!vm && last ? 2 * bsh * V : 0);
   case PPSRT_OP_BW:
     return ppsrt_gpt_pass_flops(cfg, PPSRT_OP_B, stage) + ppsrt_gpt_pass_flops(cfg, PPSRT_OP_W, stage);
   /* vocabulary passes, one device's shard (V/P rows) */
@@ -1136,6 +1176,7 @@ static void gpt_destroy(ppsrt_model *m) {
     be->free(be, g->ids);
     be->free(be, g->tgt);
     be->free(be, g->posid);
+    be->free(be, g->rcs);
     be->free(be, g->lst);
     free(g->vs);
     free(g->local);
@@ -1196,12 +1237,13 @@ static ppsrt_param tp_slice(const gpt *g, int j, int T, int t, size_t *n) {
     s.tp_lo[1] = Hq * D + t * Hkv / T * D;     s.tp_len[1] = Hkv / T * D;
     s.tp_lo[2] = (Hq + Hkv) * D + t * Hkv / T * D; s.tp_len[2] = Hkv / T * D;
     break;
-  case FCW: case FCB:
-    s.tp_split = 2; s.tp_n = 1; s.tp_R = j == FCW ? h : 1; s.tp_C = 4 * h;
-    s.tp_lo[0] = t * 4 * h / T; s.tp_len[0] = 4 * h / T;
+  case FCW: case FCB:   /* columns: rank t's MLP columns (SwiGLU: of the gate, then of the up half) */
+    s.tp_split = 2; s.tp_n = g->sw ? 2 : 1; s.tp_R = j == FCW ? h : 1; s.tp_C = (size_t)g->F * (g->sw ? 2 : 1);
+    s.tp_lo[0] = t * (size_t)g->F / T; s.tp_len[0] = (size_t)g->F / T;
+    if (g->sw) { s.tp_lo[1] = (size_t)g->F + t * (size_t)g->F / T; s.tp_len[1] = (size_t)g->F / T; }
     break;
   case PROJW: case FC2W:   /* rows: the inputs of rank t's heads or MLP columns */
-    s.tp_split = 1; s.tp_n = 1; s.tp_R = j == PROJW ? h : 4 * h; s.tp_C = h;
+    s.tp_split = 1; s.tp_n = 1; s.tp_R = j == PROJW ? h : (size_t)g->F; s.tp_C = h;
     s.tp_lo[0] = t * s.tp_R / T; s.tp_len[0] = s.tp_R / T;
     break;
   default: break;
@@ -1276,6 +1318,17 @@ static int gpt_check_sizes(const ppsrt_model_config *cfg, int nstages) {
   if (cfg->hidden % cfg->heads || cfg->heads % Hkv)
     return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --hidden %d must be a multiple of --heads %d, and --heads of --query-groups %d",
                       cfg->hidden, cfg->heads, Hkv);
+  int F = ppsrt_gpt_ffn(cfg);
+  if (F <= 0)
+    return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --ffn-hidden must be positive, got %d", cfg->ffn_hidden);
+  if (cfg->tp > 1 && F % cfg->tp)
+    return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --tensor-parallel %d must divide the MLP's width %d (--ffn-hidden): each rank "
+                      "takes F/T of its columns", cfg->tp, F);
+  if (cfg->rope && (cfg->hidden / cfg->heads) % 2)
+    return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --position rope rotates pairs of a head's columns: the head size --hidden %d / "
+                      "--heads %d = %d must be even", cfg->hidden, cfg->heads, cfg->hidden / cfg->heads);
+  if (cfg->rope && !(cfg->rope_base == 0 || (cfg->rope_base > 1 && isfinite(cfg->rope_base))))
+    return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --rope-base must be a number above 1 (default 10000), got %g", cfg->rope_base);
   if (cfg->tp > 1 && Hkv % cfg->tp)
     return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --tensor-parallel %d must divide --query-groups %d (and so --heads %d): each rank "
                       "takes whole key/value groups", cfg->tp, Hkv, cfg->heads);
@@ -1287,13 +1340,14 @@ static int gpt_check_sizes(const ppsrt_model_config *cfg, int nstages) {
     return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --sequence-parallel splits the --micro-batch %d x --seq %d = %lld tokens of a "
                       "microbatch over --tensor-parallel %d ranks: %d must divide them", cfg->micro_batch, cfg->seq,
                       (long long)cfg->seq * cfg->micro_batch, cfg->tp, cfg->tp);
-  int64_t w = 4 * (int64_t)cfg->hidden > cfg->vocab ? 4 * (int64_t)cfg->hidden : cfg->vocab; /* MLP 4h, logits */
+  int64_t fw = (int64_t)F * (cfg->swiglu ? 2 : 1);                 /* FC1's output width */
+  int64_t w = fw > cfg->vocab ? fw : cfg->vocab;                     /* MLP, logits */
   int64_t tokens = (int64_t)cfg->seq * cfg->micro_batch;   /* both < 2^31: no overflow */
   if (tokens > INT32_MAX / w)
     return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --seq %d x --micro-batch %d tokens x width %lld is over %d elements per tensor",
                       cfg->seq, cfg->micro_batch, (long long)w, INT32_MAX);
   int64_t h = cfg->hidden, q = ((int64_t)cfg->heads + 2 * (int64_t)Hkv) * (h / cfg->heads);
-  int64_t rows = 4 * h > q ? 4 * h : q;                      /* fc.w [h, 4h], qkv.w [h, q] */
+  int64_t rows = fw > q ? fw : q;                            /* fc.w [h, fw], qkv.w [h, q] */
   if (rows > INT32_MAX / h || cfg->vocab > INT32_MAX / h || cfg->seq > INT32_MAX / h)
     return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --hidden %d with --vocab %d, --seq %d and %lld-wide layers makes a weight over %d elements",
                       cfg->hidden, cfg->vocab, cfg->seq, (long long)rows, INT32_MAX);
@@ -1304,6 +1358,37 @@ static int gpt_check_sizes(const ppsrt_model_config *cfg, int nstages) {
 }
 
 int ppsrt_gpt_check_config(const ppsrt_model_config *cfg) { return gpt_check_sizes(cfg, cfg->nstage); }
+
+int ppsrt_gpt_ffn(const ppsrt_model_config *cfg) {
+  if (cfg->ffn_hidden) return cfg->ffn_hidden;
+  int64_t h = cfg->hidden;
+  if (!cfg->swiglu) return 4 * h > INT32_MAX ? INT32_MAX : (int)(4 * h);
+  int64_t f = 8 * h / 3 / 64 * 64;   /* Megatron-LM: int((4h 2/3) / 64) * 64 */
+  if (!f) f = 8 * h / 3 / 8 * 8;
+  return f < 8 ? 8 : f > INT32_MAX ? INT32_MAX : (int)f;
+}
+
+/* --position rope: the cosines and sines of every position t < seq and pair i < D/2,
+ * angle t base^(-2i/D), computed in double and stored F32 [seq, D/2, 2] on the device. */
+static int rope_table(ppsrt_model *m) {
+  gpt *g = m->impl;
+  ppsrt_backend *be = m->be;
+  int hd = g->D / 2;
+  double base = m->cfg.rope_base > 0 ? m->cfg.rope_base : 10000.0;
+  size_t n = (size_t)g->T * hd * 2;
+  float *t = malloc(n * sizeof *t);
+  if (!t) return PPSRT_FAIL(PPSRT_E_NOMEM, "gpt: out of host memory");
+  for (int p = 0; p < g->T; p++)
+    for (int i = 0; i < hd; i++) {
+      double ang = p * pow(base, -2.0 * i / g->D);
+      t[((size_t)p * hd + i) * 2] = (float)cos(ang);
+      t[((size_t)p * hd + i) * 2 + 1] = (float)sin(ang);
+    }
+  int rc = be->alloc(be, n * sizeof(float), (void **)&g->rcs);
+  if (!rc) rc = be->upload_f32(be, (ppsrt_tensor){g->rcs, n, PPSRT_F32}, t);
+  free(t);
+  return rc;
+}
 
 int ppsrt_gpt_create(const ppsrt_model_config *cfg, ppsrt_backend *be, int device, const int *stages, int nstages,
                      ppsrt_model **out) {
@@ -1326,7 +1411,14 @@ int ppsrt_gpt_create(const ppsrt_model_config *cfg, ppsrt_backend *be, int devic
   m->begin_iteration = gpt_begin; m->end_iteration = gpt_end; m->destroy = gpt_destroy;
   g->tp = cfg->tp > 1 ? cfg->tp : 1; g->tpr = g->tp > 1 ? cfg->tp_rank : 0;
   g->h = cfg->hidden; g->D = g->h / cfg->heads; g->Hq = cfg->heads / g->tp; g->Hkv = Hkv / g->tp; g->T = cfg->seq;
-  g->ha = g->Hq * g->D; g->f = 4 * g->h / g->tp;
+  g->F = ppsrt_gpt_ffn(cfg); g->sw = cfg->swiglu != 0; g->rms = cfg->rmsnorm != 0; g->rope = cfg->rope != 0;
+  g->nb = cfg->no_bias != 0; g->nst = g->rms ? 1 : 2;
+  g->ha = g->Hq * g->D; g->f = g->F / g->tp; g->fw = g->f * (g->sw ? 2 : 1);
+  /* the layer parameters present: no linear biases with --bias off, no betas with RMS norms */
+  for (int j = 0; j < NLP; j++) {
+    int bias = j == QKVB || j == PROJB || j == FCB || j == FC2B, beta = j == LN1B || j == LN2B;
+    g->kidx[j] = (bias && g->nb) || (beta && g->rms) ? -1 : g->nlp++;
+  }
   g->Bm = cfg->micro_batch; g->N = g->Bm * g->T; g->V = cfg->vocab; g->L = cfg->layers_per_stage;
   g->S = cfg->nstage; g->P = P; g->mode = cfg->vocab_mode; g->rank = device; g->nc = cfg->no_compute;
   g->q = (g->Hq + 2 * g->Hkv) * g->D;
@@ -1353,7 +1445,7 @@ int ppsrt_gpt_create(const ppsrt_model_config *cfg, ppsrt_backend *be, int devic
   g->vs = calloc((size_t)cfg->nmb, sizeof *g->vs);
   g->hst = malloc(3 * (size_t)g->N * cfg->nmb * sizeof *g->hst);
   /* parameters: layers, LN_f, embeddings, output layer */
-  int nparams = nstages * g->L * NLP + 2 + 3;
+  int nparams = nstages * g->L * g->nlp + 2 + 3;
   m->params = calloc((size_t)nparams, sizeof *m->params);
   if (!g->local || !g->ix || !g->ixpool || !g->vs || !g->hst || !m->params) {
     rc = PPSRT_FAIL(PPSRT_E_NOMEM, "gpt: out of host memory");
@@ -1372,17 +1464,18 @@ int ppsrt_gpt_create(const ppsrt_model_config *cfg, ppsrt_backend *be, int devic
   /* In vocabulary parallel mode, `first`/`last` still mean "holds stage 0 / S-1". */
   g->lpbase = 0;
   int h = g->h, q = g->q;
+  size_t F = (size_t)g->F, fw = F * (g->sw ? 2 : 1);   /* whole tensors' MLP widths */
   for (int k = 0; k < nstages && !rc; k++) {
     int s = stages[k];
     for (int l = 0; l < g->L && !rc; l++) {
-      size_t sizes[NLP] = {h, h, (size_t)h * q, q, (size_t)h * h, h, h, h, (size_t)h * 4 * h, 4 * (size_t)h,
-                           (size_t)4 * h * h, h};
+      size_t sizes[NLP] = {h, h, (size_t)h * q, q, (size_t)h * h, h, h, h, (size_t)h * fw, fw, F * h, h};
       for (int j = 0; j < NLP; j++) {
+        if (g->kidx[j] < 0) continue;
         char name[64];
         snprintf(name, sizeof name, "s%d.l%d.%s", s, l, lp_names[j]);
         int init = j == LN1G || j == LN2G ? INIT_ONE : (j == LN1B || j == LN2B || j % 2 == 1) ? INIT_ZERO : INIT_UNIFORM;
         /* uniform(-a, a) with a = sqrt(3 / fan_in): unit variance outputs */
-        float fan_in = j == FC2W ? 4.0f * h : (float)h;
+        float fan_in = j == FC2W ? (float)F : (float)h;
         size_t n = sizes[j];
         ppsrt_param sl = tp_slice(g, j, g->tp, g->tpr, &n);
         if (!sl.tp_split || g->tp == 1) { n = sizes[j]; sl.tp_split = 0; }
@@ -1396,9 +1489,12 @@ int ppsrt_gpt_create(const ppsrt_model_config *cfg, ppsrt_backend *be, int devic
     char name[64];
     snprintf(name, sizeof name, "s%d.lnf.g", g->S - 1);
     g->lnfg = add_param(m, &rc, name, g->S - 1, h, 0, h, INIT_ONE, 0);
-    snprintf(name, sizeof name, "s%d.lnf.b", g->S - 1);
-    g->lnfb = add_param(m, &rc, name, g->S - 1, h, 0, h, INIT_ZERO, 0);
-    g->lnfg->no_decay = g->lnfb->no_decay = 1;
+    g->lnfg->no_decay = 1;
+    if (!g->rms) {
+      snprintf(name, sizeof name, "s%d.lnf.b", g->S - 1);
+      g->lnfb = add_param(m, &rc, name, g->S - 1, h, 0, h, INIT_ZERO, 0);
+      g->lnfb->no_decay = 1;
+    }
   }
   size_t Vs = (size_t)(g->hi - g->lo);
   /* --tensor-parallel: rows [lo, hi) of tok and out, a tensor-parallel slice (model.h) */
@@ -1408,12 +1504,13 @@ int ppsrt_gpt_create(const ppsrt_model_config *cfg, ppsrt_backend *be, int devic
   size_t voff = g->tpv ? 0 : (size_t)g->lo * h;
   if (!rc && (g->mode || g->first))
     g->tok = add_param_tp(m, &rc, "vocab.tok", g->mode ? -1 : 0, Vs * h, voff, (size_t)g->V * h, INIT_UNIFORM, 1.0f, &vsl);
-  if (!rc && (g->mode ? device == 0 : g->first))
+  if (!rc && !g->rope && (g->mode ? device == 0 : g->first))
     g->pos = add_param(m, &rc, "vocab.pos", g->mode ? -1 : 0, (size_t)g->T * h, 0, (size_t)g->T * h, INIT_UNIFORM, 0.1f);
   if (!rc && (g->mode || g->last))
     g->out = add_param_tp(m, &rc, "vocab.out", g->mode ? -1 : g->S - 1, Vs * h, voff, (size_t)g->V * h,
                           INIT_UNIFORM, sqrtf(3.0f / (float)h), &vsl);
   if (!rc) rc = make_data(m);
+  if (!rc && g->rope && nstages) rc = rope_table(m);
   if (!rc && (g->mode ? device == 0 : g->last))
     rc = be->alloc(be, 3 * (size_t)g->N * cfg->nmb * sizeof(float), (void **)&g->lst);
   if (rc) goto fail;

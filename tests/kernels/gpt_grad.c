@@ -12,7 +12,8 @@
  *     |grad - fd| <= 1e-4 + 1e-2 * |fd|      (eps = 1e-2; F32 model, loss summed in double)
  *
  * printing the max difference per tensor and the first failure. Modes: 0, 1, 2
- * (vocabulary parallelism with one shard). What it does not: several devices (see
+ * (vocabulary parallelism with one shard), each with GPT-2's layer and with Llama's
+ * (SwiGLU, RMS norms, RoPE, no linear biases), and each of those four alone (mode 0). What it does not: several devices (see
  * gpt_e2e.sh), BF16. */
 #include "config.h"
 #include <math.h>
@@ -74,11 +75,15 @@ static double run(int backward) {
   return loss;
 }
 
-static int test_mode(int vm) {
+/* arch: the Llama-style variants, bits: 1 SwiGLU, 2 RMS norm, 4 RoPE, 8 no linear biases */
+static int test_mode(int vm, int arch) {
   ppsrt_model_config cfg = {0};
   cfg.name = "gpt";
   cfg.hidden = 8; cfg.heads = 4; cfg.query_groups = 2; cfg.seq = 5; cfg.vocab = 11; cfg.micro_batch = 2;
   cfg.layers_per_stage = 2; cfg.nstage = 2; cfg.nmb = 2; cfg.ndev = 1; cfg.vocab_mode = vm; cfg.seed = 7;
+  cfg.swiglu = arch & 1; cfg.rmsnorm = (arch >> 1) & 1; cfg.rope = (arch >> 2) & 1; cfg.no_bias = (arch >> 3) & 1;
+  if (cfg.swiglu) cfg.ffn_hidden = 12;
+  if (cfg.rope) cfg.rope_base = 3;   /* large angles at these few positions */
   int stages[2] = {0, 1};
   memset(&ctx, 0, sizeof ctx);
   ctx.be = be; ctx.nmb = cfg.nmb; ctx.nstage = cfg.nstage;
@@ -111,16 +116,17 @@ static int test_mode(int vm) {
       if (fabs(fd) > big) big = fabs(fd);
       if (d > maxd) maxd = d;
       if (!(d <= atol + rtol * fabs(fd))) {
-        if (!bad) printf("FAIL vocab %d: %s[%zu]: grad %.7g, finite difference %.7g, |diff| %.3g > %.0e + %.0e*|fd|\n",
-                         vm, p->name, i, (double)g[i], fd, d, atol, rtol);
+        if (!bad) printf("FAIL vocab %d arch %d: %s[%zu]: grad %.7g, finite difference %.7g, |diff| %.3g > %.0e + %.0e*|fd|\n",
+                         vm, arch, p->name, i, (double)g[i], fd, d, atol, rtol);
         bad++;
       }
     }
     if (maxd > worst) worst = maxd;
     free(g);
   }
-  printf("%s gpt gradients vs finite differences, vocab mode %d: %d tensors, loss %.6f, max |fd| %.3g, "
-         "max |grad - fd| %.3g (tol %.0e + %.0e*|fd|)\n", bad ? "FAIL" : "ok  ", vm, m->nparams, L0, big, worst, atol, rtol);
+  printf("%s gpt gradients vs finite differences, vocab mode %d, %s%s%s%s: %d tensors, loss %.6f, max |fd| %.3g, "
+         "max |grad - fd| %.3g (tol %.0e + %.0e*|fd|)\n", bad ? "FAIL" : "ok  ", vm, cfg.swiglu ? "swiglu" : "gelu",
+         cfg.rmsnorm ? " rmsnorm" : " layernorm", cfg.rope ? " rope" : " learned", cfg.no_bias ? " no-bias" : "", m->nparams, L0, big, worst, atol, rtol);
   for (int i = 0; i < ctx.nmb; i++)
     for (int s = -1; s < ctx.nstage; s++) ppsrt_act_release(&ctx, i, s);
   for (size_t i = 0; i < (size_t)2 * ctx.nmb * (ctx.nstage + 2); i++)
@@ -136,7 +142,9 @@ static int test_mode(int vm) {
 int main(void) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   OK(ppsrt_cpu_backend_create(0, &be));
-  int bad = test_mode(0) + test_mode(1) + test_mode(2);
+  int bad = 0;
+  for (int vm = 0; vm <= 2; vm++) bad += test_mode(vm, 0) + test_mode(vm, 15);   /* GPT-2's layer, Llama's */
+  for (int a = 1; a <= 8; a *= 2) bad += test_mode(0, a);                         /* each change alone */
   be->destroy(be);
   return bad ? 1 : 0;
 }
