@@ -1318,6 +1318,9 @@ static int gpt_check_sizes(const ppsrt_model_config *cfg, int nstages) {
   if (cfg->hidden % cfg->heads || cfg->heads % Hkv)
     return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --hidden %d must be a multiple of --heads %d, and --heads of --query-groups %d",
                       cfg->hidden, cfg->heads, Hkv);
+  if (cfg->tp > 1 && Hkv % cfg->tp)
+    return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --tensor-parallel %d must divide --query-groups %d (and so --heads %d): each rank "
+                      "takes whole key/value groups", cfg->tp, Hkv, cfg->heads);
   int F = ppsrt_gpt_ffn(cfg);
   if (F <= 0)
     return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --ffn-hidden must be positive, got %d", cfg->ffn_hidden);
@@ -1329,9 +1332,6 @@ static int gpt_check_sizes(const ppsrt_model_config *cfg, int nstages) {
                       "--heads %d = %d must be even", cfg->hidden, cfg->heads, cfg->hidden / cfg->heads);
   if (cfg->rope && !(cfg->rope_base == 0 || (cfg->rope_base > 1 && isfinite(cfg->rope_base))))
     return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --rope-base must be a number above 1 (default 10000), got %g", cfg->rope_base);
-  if (cfg->tp > 1 && Hkv % cfg->tp)
-    return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --tensor-parallel %d must divide --query-groups %d (and so --heads %d): each rank "
-                      "takes whole key/value groups", cfg->tp, Hkv, cfg->heads);
   if (cfg->tp > 1 && !cfg->vocab_mode && cfg->vocab % cfg->tp)
     return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --tensor-parallel %d splits the input and output layers' --vocab %d rows over the "
                       "group: %d must divide them\nhint: pad the vocabulary to a multiple of %d, as Megatron-LM does "

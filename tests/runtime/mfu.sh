@@ -1,8 +1,9 @@
 #!/bin/sh
 # mfu.sh: FLOPs, achieved FLOP/s and MFU. The hardware { } block reaches the program
 # (ppsc emit-c's table, the JSON's "hardware"); the FLOPs of one iteration equal the
-# closed form EXACTLY (gpt: m (layers bsh(72h+12s) + 3bsh + 6bshV), without and with
-# vocabulary parallelism, where the vocabulary passes count on the devices that run
+# closed form EXACTLY (gpt: m (layers 3M + 12bs^2h + 3bsh + 6bshV), M = 2bs(h^2(1 + 2g/a)
+# + h^2 + c h f) the products of a layer (c = 2, or 3 with SwiGLU; bsh(72h+12s) for g = a,
+# f = 4h, GeLU), without and with vocabulary parallelism, and with --arch llama, where the vocabulary passes count on the devices that run
 # them; mlp: 3 passes x 2Nh^2 per linear); MFU = achieved / (P x peak) with
 # --peak-flops, n/a without it on the CPU (the hardware block's flops is the GPU's);
 # an ABI mismatch is refused with a clear message. No wall-clock assertions: the
@@ -38,9 +39,15 @@ json_it() { tr ',{}[' '\n\n\n\n' < "$2" | sed -n "s/^\"$1\":\(.*\)$/\1/p" | head
 # same A B RELTOL: |A - B| <= RELTOL * |B| (awk, double)
 same() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; m = b < 0 ? -b : b; exit !(d <= t * m) }'; }
 
-# closed form of one iteration's FLOPs (Vocabulary Parallelism paper's counts)
-gpt_expect=$(awk -v m=$m -v P=$P -v L=$L -v h=$h -v s=$s -v b=$b -v V=$V 'BEGIN {
-  bsh = b * s * h; printf "%.17g\n", m * (P * L * bsh * (72 * h + 12 * s) + 3 * bsh + 6 * bsh * V) }')
+# closed form of one iteration's FLOPs (Vocabulary Parallelism paper's counts, with the
+# layer's products counted for its query groups g, MLP width f and c matrices)
+gpt_flops() {   # gpt_flops F C: MLP width F, C matrices
+  awk -v m=$m -v P=$P -v L=$L -v h=$h -v s=$s -v b=$b -v V=$V -v a=$heads -v g=1 -v f="$1" -v c="$2" 'BEGIN {
+    bsh = b * s * h; M = 2 * b * s * (h * h * (1 + 2 * g / a) + h * h + c * h * f)
+    printf "%.17g\n", m * (P * L * (3 * M + 12 * bsh * s) + 3 * bsh + 6 * bsh * V) }'
+}
+gpt_expect=$(gpt_flops $((4 * h)) 2)
+llama_expect=$(gpt_flops 24 3)
 mlp_expect=$(awk -v m=$m -v P=$P -v L=$L -v h=$h -v N=$N 'BEGIN { printf "%.17g\n", m * P * L * 3 * 2 * N * h * h }')
 echo "closed form: gpt $gpt_expect FLOPs per iteration, mlp $mlp_expect"
 
@@ -70,6 +77,10 @@ for v in "" _v1 _v2; do
   grep -q '"peak_flops":2500000000,"peak_flops_source":"--peak-flops","hardware":{"flops":1000000000,"memory":80000000000}' \
     "$WORK/$name.json" && pass "$name: peak from the flag, hardware block in the JSON" ||
     fail "$name: peak/hardware fields"
+  expect_exit 0 "$name gpt --arch llama --ffn-hidden 24 --json" "$WORK/$name" $GPT --arch llama --ffn-hidden 24 --json
+  got=$(json_num flops_per_iteration "$WORK/out")
+  [ "$got" = "$llama_expect" ] && pass "$name: Llama's layer: FLOPs per iteration $got = closed form" ||
+    fail "$name: Llama's layer: FLOPs per iteration $got, closed form $llama_expect"
 done
 if [ -n "$(command -v python3)" ] && [ -f "$WORK/mfu_v2.json" ]; then
   python3 -c "import json,sys; o=json.load(open(sys.argv[1])); assert len(o['iterations'][0]['mfu_per_device'])==2" \
