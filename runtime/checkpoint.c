@@ -46,6 +46,7 @@
  * stage as the run that saved them. */
 #include "config.h"
 #include "rt.h"
+#include "gpt.h"
 #include "safeio.h"
 #include <dirent.h>
 #include <errno.h>
@@ -415,6 +416,15 @@ static void meta_kv(FILE *f, const char *k, const char *v, int *first) {
   *first = 0;
 }
 
+/* The gpt model's layer (cli.c's --mlp, --norm, --position, --bias): field, flag, value 0
+ * (GPT-2's, which a checkpoint without the field was saved with), value 1; the run's. */
+enum { NARCH = 4 };
+static const char *const arch_names[NARCH][4] = {{"mlp", "--mlp", "gelu", "swiglu"}, {"norm", "--norm", "layernorm", "rmsnorm"},
+                                                 {"position", "--position", "learned", "rope"}, {"bias", "--bias", "on", "off"}};
+static int arch_value(const ppsrt_model_config *cfg, int i) {
+  return i == 0 ? cfg->swiglu != 0 : i == 1 ? cfg->rmsnorm != 0 : i == 2 ? cfg->rope != 0 : cfg->no_bias != 0;
+}
+
 /* The run's metadata fields (the index's; the old format had them in its one file). */
 static void write_meta(FILE *h, const ppsrt_run *run, long step, int *first) {
   const rt_opts *o = &run->o;
@@ -433,6 +443,11 @@ static void write_meta(FILE *h, const ppsrt_run *run, long step, int *first) {
   for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
     snprintf(buf, sizeof buf, "%ld", sizes[i].v);
     meta_kv(h, sizes[i].k, buf, first);
+  }
+  if (!strcmp(o->model, "gpt")) {   /* the layer's architecture */
+    for (int i = 0; i < NARCH; i++) meta_kv(h, arch_names[i][0], arch_names[i][2 + arch_value(cfg, i)], first);
+    snprintf(buf, sizeof buf, "%d", ppsrt_gpt_ffn(cfg)); meta_kv(h, "ffn_hidden", buf, first);
+    if (cfg->rope) { snprintf(buf, sizeof buf, "%.17g", cfg->rope_base > 0 ? cfg->rope_base : 10000.0); meta_kv(h, "rope_base", buf, first); }
   }
   meta_kv(h, "lr_schedule", rt_lr_schedule_names[o->lr_schedule], first);
   const struct { const char *k; double v; } reals[] = {{"lr", o->lr}, {"min_lr", o->min_lr}, {"clip_grad", o->clip_grad},
@@ -869,6 +884,33 @@ int rt_ckpt_open(ppsrt_run *run, const char *path, rt_ckpt **out) {
      against this run's model when each device loads its own), and say what the
      tensors hold */
   const ppsrt_model_config *cfg = &run->o.cfg;
+  /* the gpt layer's architecture: the run's must be the checkpoint's (the tensors of a
+     SwiGLU and a GeLU MLP can have the same shapes); a field missing is GPT-2's */
+  for (int i = 0; i < NARCH && !strcmp(run->o.model, "gpt"); i++) {
+    const char *a = kv_find(kv, nkv, arch_names[i][0]);
+    int want = !a ? 0 : !strcmp(a, arch_names[i][2]) ? 0 : !strcmp(a, arch_names[i][3]) ? 1 : -1;
+    if (want < 0) {
+      rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': metadata field '%s' is '%s', not '%s' or '%s'", path, arch_names[i][0], a,
+                      arch_names[i][2], arch_names[i][3]);
+      goto fail;
+    }
+    if (want != arch_value(cfg, i)) {
+      rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s' holds a gpt with %s %s, this run's has %s %s\nhint: run with %s %s",
+                      path, arch_names[i][1], arch_names[i][2 + want], arch_names[i][1], arch_names[i][2 + arch_value(cfg, i)],
+                      arch_names[i][1], arch_names[i][2 + want]);
+      goto fail;
+    }
+  }
+  if (!strcmp(run->o.model, "gpt")) {
+    rc = meta_int(path, kv, nkv, "ffn_hidden", 1, INT_MAX, 0, &v);
+    if (rc < 0) goto fail;
+    if (rc == 0 && v != ppsrt_gpt_ffn(cfg)) {
+      rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s' holds a gpt with --ffn-hidden %ld, this run's has %d\nhint: run with "
+                      "--ffn-hidden %ld", path, v, ppsrt_gpt_ffn(cfg), v);
+      goto fail;
+    }
+    rc = 0;
+  }
   for (int i = 0; i < NSIZE; i++) {
     rc = meta_int(path, kv, nkv, size_fields[i].k, 1, INT_MAX, 0, &ck->size[i]);
     if (rc > 0) { rc = 0; ck->size[i] = 0; }   /* not given */

@@ -1400,6 +1400,8 @@ int ppsrt_gpt_create(const ppsrt_model_config *cfg, ppsrt_backend *be, int devic
   if (cfg->vocab_mode && (cfg->vocab_mode > 2 || cfg->vocab < P || device < 0 || device >= P))
     return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: vocabulary parallelism needs mode 1 or 2 and --vocab %d >= devices %d",
                       cfg->vocab, P);
+  if ((cfg->rope && !be->rope) || (cfg->swiglu && (!be->swiglu_fwd || !be->swiglu_bwd)))
+    return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: the %s backend has no %s kernels", be->name, cfg->rope && !be->rope ? "RoPE" : "SwiGLU");
   ppsrt_model *m = calloc(1, sizeof *m);
   gpt *g = calloc(1, sizeof *g);
   if (!m || !g) { free(m); free(g); return PPSRT_FAIL(PPSRT_E_NOMEM, "gpt: out of host memory"); }
