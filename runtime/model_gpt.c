@@ -9,6 +9,10 @@
  *           y  = x1 + fc2(gelu(fc(LN2(x1))))                --heads query heads,
  *                                                           --query-groups kv heads, 4h MLP)
  *   output  logits = LN_f(y) out^T (out [V, h], untied); loss = mean softmax cross-entropy
+ *   Llama's layer (--arch llama, or each part alone: --mlp swiglu: hact = silu(gate) * up
+ *           of FC1 = [gate | up] [h, 2f]; --norm rmsnorm: x rstd gamma, no beta, rstd
+ *           kept alone; --position rope: q and k heads rotated after QKV, no pos table;
+ *           --bias off: no linear biases; --ffn-hidden f; docs/models.md)
  *   data    ids seeded per (seed, microbatch); target[t] = (ids[t] + ids[t-1]) mod V
  *
  * Passes: F forward (saves what the backward needs, plus a gradient area for B); B the
@@ -69,7 +73,7 @@
  * With a vocabulary-parallel schedule, stage 0's F takes its rows of the reduced
  * embedding and its B all-gathers the input gradient for input_bwd and IB (all N rows).
  *
- * What it does not: no dropout, no tied embeddings, no rotary embeddings; the broadcast of LN_f(y) to
+ * What it does not: no dropout, no tied embeddings; the broadcast of LN_f(y) to
  * every device before S is issued by S itself through the run's transport (see vocab_s),
  * since no collective precedes S. */
 #include "config.h"
