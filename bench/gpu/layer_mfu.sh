@@ -13,10 +13,13 @@
 # timed iterations (default 20); SKIP_RUNTIME=1 leaves out the whole-runtime run.
 # EPILOGUE=none|lt|LIST runs the PPS layer with its biases and those GEMM epilogues fused
 # (layer_bench --epilogue; bench/gpu/epilogue.sh compares them); unset, the layer has no
-# biases, as torch_layer.py's.
+# biases, as torch_layer.py's. ARCHS (default "gpt llama") the layers timed at each size:
+# GPT-2's and Llama's (RMS norms, RoPE, SwiGLU of Megatron's default width, no biases;
+# layer_bench --arch llama, torch_layer.py --arch llama); EPILOGUE applies to gpt only.
 . "$(dirname "$0")/common.sh"
 require_gpu
 SIZES=${SIZES:-"2048,2048,16,4 4096,4096,32,8 4096,8192,32,8 8192,4096,64,8"}
+ARCHS=${ARCHS:-"gpt llama"}
 ITERS=${ITERS:-20}
 name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
 if [ -z "$PEAK_TFLOPS" ]; then
@@ -30,14 +33,16 @@ fi
 header "layer_mfu: sizes $SIZES, $ITERS iterations, peak $PEAK_TFLOPS TFLOP/s ($name)"
 rec="$OUT/layer_records.jsonl"
 have_torch=0; python3 -c "import torch" 2>/dev/null && have_torch=1
-printf '%-18s %11s %11s %11s %9s %9s\n' "h/s/heads/groups" "pps_cudnn" "pps_cublas" "torch_sdpa" "cudnn/pt" "cublas/pt"
+printf '%-24s %11s %11s %11s %9s %9s\n' "arch h/s/heads/groups" "pps_cudnn" "pps_cublas" "torch_sdpa" "cudnn/pt" "cublas/pt"
+for arch in $ARCHS; do
 for sz in $SIZES; do
   IFS=, read h s H G <<EOT
 $sz
 EOT
-  args="--hidden $h --seq $s --heads $H --groups $G --batch 1 --iters $ITERS --warmup 3 --peak-tflops $PEAK_TFLOPS --json"
-  pps_args="$args${EPILOGUE:+ --epilogue $EPILOGUE}"
-  tag="$h-$s-$H-$G"
+  args="--arch $arch --hidden $h --seq $s --heads $H --groups $G --batch 1 --iters $ITERS --warmup 3 --peak-tflops $PEAK_TFLOPS --json"
+  pps_args="$args"
+  [ "$arch" = gpt ] && pps_args="$args${EPILOGUE:+ --epilogue $EPILOGUE}"
+  tag="$arch-$h-$s-$H-$G"
   for path in cudnn cublas; do
     if "$top_builddir/bench/gpu/layer_bench" $pps_args --attn $path > "$OUT/layer_pps_${path}_$tag.txt" 2>&1; then
       record "$OUT/layer_pps_${path}_$tag.txt" "$rec"
@@ -50,13 +55,14 @@ EOT
     record "$OUT/layer_torch_$tag.txt" "$rec"; pt=$(field "$OUT/layer_torch_$tag.txt" total_ms)
   fi
   c=$(field "$OUT/layer_pps_cudnn_$tag.txt" total_ms 2>/dev/null); b=$(field "$OUT/layer_pps_cublas_$tag.txt" total_ms 2>/dev/null)
-  python3 - "$h/$s/$H/$G" "$c" "$b" "$pt" <<'PY'
+  python3 - "$arch $h/$s/$H/$G" "$c" "$b" "$pt" <<'PY'
 import sys
 n, c, b, t = sys.argv[1], *[float(x) if x else None for x in sys.argv[2:]]
 f = lambda v: "%11.3f" % v if v else "%11s" % "-"
 r = lambda v: "%9.3f" % (v / t) if v and t else "%9s" % "-"
-print("%-18s %s %s %s %s %s" % (n, f(c), f(b), f(t), r(c), r(b)))
+print("%-24s %s %s %s %s %s" % (n, f(c), f(b), f(t), r(c), r(b)))
 PY
+done
 done
 echo "# ms for F+B+W (PPS) and fwd+bwd (PyTorch), median of $ITERS; ratio = PPS time / PyTorch time"
 IFS=, read h s H G <<EOT
