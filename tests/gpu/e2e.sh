@@ -7,7 +7,8 @@
 # gpt model (vocabulary-parallel schedules with it only), and --data-parallel 2 with and
 # without --distributed-optimizer (the same losses), also with Vocab-2, and
 # --tensor-parallel 2 on the threads and NCCL transports, also with
-# --sequence-parallel (never run on a GPU yet). Every schedule is expected
+# --sequence-parallel, and Llama's layer (--arch llama: RMS norms, RoPE, SwiGLU; alone,
+# on a V shape, at T = 2 with --sequence-parallel) (these never run on a GPU yet). Every schedule is expected
 # valid at every P (a literal one runs once): one that ppsc check rejects fails. Skipped
 # (77) when no GPU is visible; a failing `cuda_kernels --count` is an error.
 . "$(dirname "$0")/../runtime/lib.sh"
@@ -99,4 +100,15 @@ if build tpg "$top_srcdir/stdlib/1f1b.pps" -D P=2 -D m=4; then
       --tensor-parallel 2 --sequence-parallel --check -q
   done
 else fail "build 1f1b for --tensor-parallel"; fi
+# Llama's layer (the RMS norm, RoPE and SwiGLU kernels in whole schedules): 1F1B, ZB-V,
+# and 1F1B at T = 2 with --sequence-parallel, on the NCCL transport where it is built
+LL="--backend cuda --model gpt --arch llama --hidden 128 --heads 4 --query-groups 2 --seq 32 --vocab 512 --optimizer adam"
+tr=threads; grep -q "HAVE_NCCL 1" "$top_builddir/config.h" && tr=nccl
+for s in 1f1b zb_v; do
+  if build "ll_$s" "$top_srcdir/stdlib/$s.pps" -D P=2 -D m=4; then
+    expect_exit 0 "gpt --arch llama $s cuda/$tr --check" "$WORK/ll_$s" $LL --transport $tr --check -q
+  else fail "build $s for --arch llama"; fi
+done
+[ -x "$WORK/ll_1f1b" ] && expect_exit 0 "gpt --arch llama 1f1b --tensor-parallel 2 --sequence-parallel cuda/$tr --check" \
+  "$WORK/ll_1f1b" $LL --transport $tr --tensor-parallel 2 --sequence-parallel --check -q
 finish
