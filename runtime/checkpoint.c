@@ -418,11 +418,13 @@ static void meta_kv(FILE *f, const char *k, const char *v, int *first) {
 
 /* The gpt model's layer (cli.c's --mlp, --norm, --position, --bias): field, flag, value 0
  * (GPT-2's, which a checkpoint without the field was saved with), value 1; the run's. */
-enum { NARCH = 4 };
+enum { NARCH = 5 };
 static const char *const arch_names[NARCH][4] = {{"mlp", "--mlp", "gelu", "swiglu"}, {"norm", "--norm", "layernorm", "rmsnorm"},
-                                                 {"position", "--position", "learned", "rope"}, {"bias", "--bias", "on", "off"}};
+                                                 {"position", "--position", "learned", "rope"}, {"bias", "--bias", "on", "off"},
+                                                 {"embeddings", "--embeddings", "untied", "tied"}};
 static int arch_value(const ppsrt_model_config *cfg, int i) {
-  return i == 0 ? cfg->swiglu != 0 : i == 1 ? cfg->rmsnorm != 0 : i == 2 ? cfg->rope != 0 : cfg->no_bias != 0;
+  return i == 0 ? cfg->swiglu != 0 : i == 1 ? cfg->rmsnorm != 0 : i == 2 ? cfg->rope != 0 : i == 3 ? cfg->no_bias != 0
+                                                                                                    : cfg->tie_embeddings != 0;
 }
 
 /* The run's metadata fields (the index's; the old format had them in its one file). */
@@ -538,6 +540,7 @@ static int write_shard(ppsrt_ctx *c, const char *path, long step) {
   for (int k = 0; k < m->nparams && !rc; k++) {
     ppsrt_param *p = &m->params[k];
     float *src[3] = {p->master, p->m, p->v};
+    if (p->shared) continue;   /* a copy (tied embeddings): the original's device writes it */
     for (int q = 0; q < np && !rc; q++) {
       int j = k * np + q;
       sizes[j] = p->numel;
@@ -567,7 +570,7 @@ static int write_shard(ppsrt_ctx *c, const char *path, long step) {
     for (int k = 0; k < m->nparams; k++) {
       ppsrt_param *p = &m->params[k];
       size_t full = p->full_numel ? p->full_numel : p->numel, off = p->full_numel ? p->offset : 0;
-      if ((full == p->numel && !off) || p->tp_split) continue;   /* (a tensor-parallel tensor is written whole) */
+      if ((full == p->numel && !off) || p->tp_split || p->shared) continue;   /* (a tensor-parallel tensor is written whole) */
       layer_key(p->name, run->o.cfg.layers_per_stage, key, sizeof key);
       for (int q = 0; q < np; q++) {
         char mk[340];
@@ -579,6 +582,7 @@ static int write_shard(ppsrt_ctx *c, const char *path, long step) {
     fputc('}', h);
     size_t at = 0;
     for (int k = 0; k < m->nparams; k++) {
+      if (m->params[k].shared) continue;
       layer_key(m->params[k].name, run->o.cfg.layers_per_stage, key, sizeof key);
       for (int q = 0; q < np; q++) {
         size_t n = sizes[k * np + q], bytes = n * sizeof(float);

@@ -43,6 +43,7 @@ static const char usage_text[] =
   "  --arch gpt|llama         gpt: GPT-2's layer (default), or Llama's: --mlp swiglu --norm rmsnorm\n"
   "                           --position rope --bias off (each flag below overrides it)\n"
   "  --mlp gelu|swiglu --norm layernorm|rmsnorm --position learned|rope --bias on|off\n"
+  "  --embeddings untied|tied gpt: the output layer its own matrix (default) or the input's\n"
   "  --ffn-hidden N --rope-base X   gpt: MLP width (default 4h; SwiGLU 8h/3 rounded down to\n"
   "                           a multiple of 64), RoPE base (default 10000); defaults from model { }\n"
   "training:\n"
@@ -308,6 +309,7 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   cfg->rmsnorm = model_kv(p, "rmsnorm", 0) != 0;
   cfg->rope = model_kv(p, "rope", 0) != 0;
   cfg->no_bias = model_kv(p, "bias", 1) == 0;
+  cfg->tie_embeddings = model_kv(p, "tie_embeddings", 0) != 0;
   /* --arch, then the architecture flags over it (-1: not given) */
   int arch = -1, a_mlp = -1, a_norm = -1, a_pos = -1, a_bias = -1, arch_flag = 0;
 
@@ -437,6 +439,9 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
     } else if (flag_is(a, "--bias", &v, argc, argv, &i)) {
       if (!v || (strcmp(v, "on") && strcmp(v, "off"))) return usage_error(me, "--bias needs on or off");
       a_bias = !strcmp(v, "on"); arch_flag = 1;
+    } else if (flag_is(a, "--embeddings", &v, argc, argv, &i)) {
+      if (!v || (strcmp(v, "untied") && strcmp(v, "tied"))) return usage_error(me, "--embeddings needs untied or tied");
+      cfg->tie_embeddings = !strcmp(v, "tied"); arch_flag = 1;
     } else if (flag_is(a, "--rope-base", &v, argc, argv, &i)) {
       if (!v || parse_double(v, 0, &cfg->rope_base) || !(cfg->rope_base > 1))
         return usage_error(me, "--rope-base needs a number above 1, got '%s'", v ? v : "");
@@ -479,8 +484,8 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   if (a_pos >= 0) cfg->rope = a_pos;
   if (a_bias >= 0) cfg->no_bias = !a_bias;
   if (arch_flag && strcmp(o->model, "gpt"))
-    return usage_error(me, "--arch, --mlp, --norm, --position, --bias, --ffn-hidden and --rope-base choose the gpt "
-                       "model's layer\n"
+    return usage_error(me, "--arch, --mlp, --norm, --position, --bias, --embeddings, --ffn-hidden and --rope-base "
+                       "choose the gpt model's layer\n"
                        "hint: add --model gpt");
   cfg->name = o->model;
   cfg->nstage = p->nstage;

@@ -604,6 +604,7 @@ int rt_optimizer_step(ppsrt_ctx *c, int step, double *lr_out, double *gnorm_out)
     for (int k = 0; k < m->nparams && !rc; k++) {
       ppsrt_param *p = &m->params[k];   /* its shard: --distributed-optimizer reduced only that */
       if (c->tp_rank && !p->tp_split) continue;   /* --tensor-parallel: a whole tensor counts once, on rank 0 */
+      if (p->shared) continue;                     /* a copy (tied embeddings): counted on the original's device */
       if (p->sh_n > cap) {
         free(buf);
         cap = p->sh_n;

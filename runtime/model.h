@@ -94,6 +94,7 @@ typedef struct ppsrt_model_config {
   int rope;               /* 1: rotary position embedding on q and k, no position table */
   int no_bias;            /* 1: the linear layers (QKV, projection, FC1, FC2) have no bias */
   double rope_base;       /* RoPE's base (0: 10000) */
+  int tie_embeddings;     /* --embeddings tied: the output layer is the input embedding's matrix */
 } ppsrt_model_config;
 
 /* Training tokens (data.c), loaded once per process and shared read-only by its
@@ -147,6 +148,11 @@ typedef struct ppsrt_param {
    * the all-gather), while m, v and the F32 master (when it is not param itself) hold
    * only the shard: m[i] is element sh_lo + i's. Unsharded: chunk 0, sh_lo 0, sh_n numel. */
   size_t chunk, sh_lo, sh_n;
+  /* 1: a copy of a parameter another device of the pipeline holds too (the gpt's tied
+   * embedding on the last stage's device): the model sums the two gradients before the
+   * step, so the copies stay equal; counted once in norms, written once (by the
+   * original's device) in checkpoints, gathered once for --val-data. */
+  int shared;
   /* --tensor-parallel (model_gpt.c): the tensor is rank tp_rank's slice of the full
    * tensor `name` [tp_R, tp_C] (row-major, full_numel = tp_R x tp_C): tp_split 1 holds
    * the rows of the ranges [tp_lo[k], tp_lo[k] + tp_len[k]) (k < tp_n), every column;

@@ -122,6 +122,7 @@ typedef struct gpt {
   int ha, f;               /* attention output width Hq D, MLP width ffn_hidden / tp */
   int F, fw;               /* ffn_hidden (whole); FC1's output width here: 2f with SwiGLU, else f */
   int sw, rms, rope, nb;   /* --mlp swiglu, --norm rmsnorm, --position rope, --bias off */
+  int tie;                 /* --embeddings tied: out is tok (the same parameter, or on another device a copy) */
   int nst;                 /* F32 statistics a norm keeps a row: 2 (mean, rstd), RMS norm 1 (rstd) */
   int kidx[NLP], nlp;      /* layer parameter j's index in a layer's block, -1 when absent; present ones */
   float *rcs;              /* --position rope: device F32 [seq, D/2, 2] cosines and sines (rope_table) */
@@ -1123,8 +1124,35 @@ static int gpt_begin(ppsrt_model *m, ppsrt_ctx *c, int it) {
   return 0;
 }
 
+/* --embeddings tied with stage 0 and the last stage on different devices: each holds
+ * the matrix (the last stage's a copy, `shared`), and the two gradients are summed here,
+ * after the iteration's last pass (and the data-parallel all-reduce), before the step:
+ * every device of the pipeline joins one all-reduce of the matrix's size on the run's
+ * transport, the two holders with their gradients, the others with zeros (Megatron-LM
+ * all-reduces over an "embedding group" of the first and last stages). Vocabulary-
+ * parallel schedules and V shapes hold both on one device: nothing to do. */
+static int tie_sync(ppsrt_model *m, ppsrt_ctx *c) {
+  gpt *g = m->impl;
+  ppsrt_backend *be = m->be;
+  if (!g->tie || g->mode || (g->first && g->last) || stage_device(c, 0) == stage_device(c, g->S - 1)) return 0;
+  if (!c->tr) return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: tied embeddings on two devices need a transport");
+  size_t n = (size_t)(g->hi - g->lo) * g->h;
+  float *buf = g->first ? g->tok->grad : g->last ? g->out->grad : NULL, *zero = NULL;
+  if (!buf) {
+    TRY(be->alloc(be, n * sizeof(float), (void **)&zero));
+    int rc = be->memset0(be, CS, zero, n * sizeof(float));
+    if (rc) { be->free(be, zero); return rc; }
+    buf = zero;
+  }
+  int rc = c->tr->allreduce_f32(c->tr, c->rank, be, CS, buf, n, PPSRT_SUM);
+  be->free(be, zero);
+  return rc;
+}
+
 static int gpt_end(ppsrt_model *m, ppsrt_ctx *c, double *loss) {
   gpt *g = m->impl;
+  int rs = tie_sync(m, c);
+  if (rs) { free_vstate(m); return rs; }
   /* the loss is reported once: by the last stage's device, or rank 0 with vocabulary
    * parallelism (every device has the merged statistics there); its statistics are
    * downloaded here, once per iteration */
@@ -1418,7 +1446,7 @@ int ppsrt_gpt_create(const ppsrt_model_config *cfg, ppsrt_backend *be, int devic
   g->tp = cfg->tp > 1 ? cfg->tp : 1; g->tpr = g->tp > 1 ? cfg->tp_rank : 0;
   g->h = cfg->hidden; g->D = g->h / cfg->heads; g->Hq = cfg->heads / g->tp; g->Hkv = Hkv / g->tp; g->T = cfg->seq;
   g->F = ppsrt_gpt_ffn(cfg); g->sw = cfg->swiglu != 0; g->rms = cfg->rmsnorm != 0; g->rope = cfg->rope != 0;
-  g->nb = cfg->no_bias != 0; g->nst = g->rms ? 1 : 2;
+  g->nb = cfg->no_bias != 0; g->nst = g->rms ? 1 : 2; g->tie = cfg->tie_embeddings != 0;
   g->ha = g->Hq * g->D; g->f = g->F / g->tp; g->fw = g->f * (g->sw ? 2 : 1);
   /* the layer parameters present: no linear biases with --bias off, no betas with RMS norms */
   for (int j = 0; j < NLP; j++) {
@@ -1508,11 +1536,19 @@ int ppsrt_gpt_create(const ppsrt_model_config *cfg, ppsrt_backend *be, int devic
   memset(&vsl, 0, sizeof vsl);
   if (g->tpv) { vsl.tp_split = 1; vsl.tp_n = 1; vsl.tp_R = (size_t)g->V; vsl.tp_C = (size_t)h; vsl.tp_lo[0] = (size_t)g->lo; vsl.tp_len[0] = Vs; }
   size_t voff = g->tpv ? 0 : (size_t)g->lo * h;
+  /* tied: one matrix, initialised as the output layer (U(+-sqrt(3/h)), unit-variance
+   * logits), its copy on the last stage's device when that is another one */
+  float tscale = g->tie ? sqrtf(3.0f / (float)h) : 1.0f;
   if (!rc && (g->mode || g->first))
-    g->tok = add_param_tp(m, &rc, "vocab.tok", g->mode ? -1 : 0, Vs * h, voff, (size_t)g->V * h, INIT_UNIFORM, 1.0f, &vsl);
+    g->tok = add_param_tp(m, &rc, "vocab.tok", g->mode ? -1 : 0, Vs * h, voff, (size_t)g->V * h, INIT_UNIFORM, tscale, &vsl);
   if (!rc && !g->rope && (g->mode ? device == 0 : g->first))
     g->pos = add_param(m, &rc, "vocab.pos", g->mode ? -1 : 0, (size_t)g->T * h, 0, (size_t)g->T * h, INIT_UNIFORM, 0.1f);
-  if (!rc && (g->mode || g->last))
+  if (!rc && g->tie && g->tok && (g->mode || g->last))
+    g->out = g->tok;
+  else if (!rc && g->tie && g->last) {
+    g->out = add_param_tp(m, &rc, "vocab.tok", g->S - 1, Vs * h, voff, (size_t)g->V * h, INIT_UNIFORM, tscale, &vsl);
+    g->out->shared = 1;
+  } else if (!rc && (g->mode || g->last))
     g->out = add_param_tp(m, &rc, "vocab.out", g->mode ? -1 : g->S - 1, Vs * h, voff, (size_t)g->V * h,
                           INIT_UNIFORM, sqrtf(3.0f / (float)h), &vsl);
   if (!rc) rc = make_data(m);

@@ -70,7 +70,7 @@ static int val_loss(ppsrt_run *run, ppsrt_ctx *c, double *loss) {
     for (int q = 0; q < dm->nparams && !rc; q++) {
       ppsrt_param *p = &dm->params[q];
       size_t off = p->full_numel ? p->offset : 0;
-      if (strcmp(p->name, name) || off + p->numel > numel) continue;
+      if (strcmp(p->name, name) || off + p->numel > numel || p->shared) continue;   /* (a copy: the original's) */
       /* (a master sharded by --distributed-optimizer: the weights themselves, which the
          forward passes read) */
       ppsrt_tensor w = p->chunk && p->master != p->param.data ? p->param : (ppsrt_tensor){p->master, p->numel, PPSRT_F32};
