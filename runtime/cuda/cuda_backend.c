@@ -1314,6 +1314,16 @@ static int cu_layernorm_bwd_weight(ppsrt_backend *b, int stream, float *dgamma, 
                                    const void *x, const float *mean, const float *rstd, int N, int C) {
   KERNEL(b, stream, ppsrt_cu_layernorm_bwd_weight(s, dgamma, dbeta, dy, x, mean, rstd, N, C));
 }
+static int cu_rope(ppsrt_backend *b, int stream, void *x, int ld, const int32_t *pos, const float *cs, int N, int H,
+                   int D, int inverse) {
+  KERNEL(b, stream, ppsrt_cu_rope(s, x, ld, pos, cs, N, H, D, inverse));
+}
+static int cu_swiglu_fwd(ppsrt_backend *b, int stream, void *y, const void *pre, int N, int C) {
+  KERNEL(b, stream, ppsrt_cu_swiglu_fwd(s, y, pre, N, C));
+}
+static int cu_swiglu_bwd(ppsrt_backend *b, int stream, void *dpre, const void *dy, const void *pre, int N, int C) {
+  KERNEL(b, stream, ppsrt_cu_swiglu_bwd(s, dpre, dy, pre, N, C));
+}
 static int cu_embedding_fwd(ppsrt_backend *b, int stream, void *out, const int32_t *ids, const void *table, int N,
                             int C, int lo, int hi, int accumulate) {
   KERNEL(b, stream, ppsrt_cu_embedding_fwd(s, out, ids, table, N, C, lo, hi, accumulate));
@@ -1691,6 +1701,9 @@ int ppsrt_cuda_backend_create(int device_index, ppsrt_backend **out) {
   b->mem_stats = cu_mem_stats;
   b->softmax_rescale_f32 = cu_softmax_rescale_f32;
   b->add_bias_gelu = cu_add_bias_gelu;
+  b->rope = cu_rope;
+  b->swiglu_fwd = cu_swiglu_fwd;
+  b->swiglu_bwd = cu_swiglu_bwd;
   b->overlap = cu_overlap;
   b->convert = cu_convert;
   reg_add(b);

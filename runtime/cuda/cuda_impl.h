@@ -34,6 +34,7 @@ cudaError_t ppsrt_cu_gelu_fwd(cudaStream_t s, void *y, const void *x, size_t n);
 cudaError_t ppsrt_cu_gelu_bwd(cudaStream_t s, void *dx, const void *dy, const void *x, size_t n);
 /* pre = bf16(x + bias), y = bf16(gelu(pre as stored)); pre may alias x. */
 cudaError_t ppsrt_cu_add_bias_gelu(cudaStream_t s, void *y, void *pre, const void *x, const void *bias, int N, int C);
+/* Layer norm; mean == NULL: RMS norm (no centering), beta / dbeta == NULL: no shift. */
 cudaError_t ppsrt_cu_layernorm_fwd(cudaStream_t s, void *y, float *mean, float *rstd, const void *x,
                                    const void *gamma, const void *beta, int N, int C);
 cudaError_t ppsrt_cu_layernorm_bwd_input(cudaStream_t s, void *dx, const void *dy, const void *x,
@@ -42,6 +43,12 @@ cudaError_t ppsrt_cu_layernorm_bwd_input(cudaStream_t s, void *dx, const void *d
 cudaError_t ppsrt_cu_layernorm_bwd_weight(cudaStream_t s, float *dgamma, float *dbeta, const void *dy,
                                           const void *x, const float *mean, const float *rstd, int N,
                                           int C);
+/* RoPE in place on the first H heads (D columns each) of rows ld apart (backend.h rope). */
+cudaError_t ppsrt_cu_rope(cudaStream_t s, void *x, int ld, const int32_t *pos, const float *cs, int N, int H, int D,
+                          int inverse);
+/* SwiGLU over [gate | up] rows pre [N, 2C]: y [N, C]; dpre [N, 2C] (may alias pre). */
+cudaError_t ppsrt_cu_swiglu_fwd(cudaStream_t s, void *y, const void *pre, int N, int C);
+cudaError_t ppsrt_cu_swiglu_bwd(cudaStream_t s, void *dpre, const void *dy, const void *pre, int N, int C);
 cudaError_t ppsrt_cu_embedding_fwd(cudaStream_t s, void *out, const int32_t *ids, const void *table,
                                    int N, int C, int lo, int hi, int accumulate);
 cudaError_t ppsrt_cu_embedding_bwd(cudaStream_t s, float *dtable, const void *dout, const int32_t *ids,

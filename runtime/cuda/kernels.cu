@@ -205,7 +205,10 @@ static __global__ void k_add_bias_gelu8(bf16 *y, bf16 *pre, const bf16 *x, const
 /* column reductions: bias_grad and layernorm_bwd_weight                        */
 
 /* Block (32, 8) covers 32 columns; blockIdx.y takes a slice of rows; partial sums
- * are added with atomicAdd (order of the F32 additions is not fixed). */
+ * are added with atomicAdd (order of the F32 additions is not fixed).
+ * dsum[c] += sum_n dy (bias_grad, dbeta; skipped when NULL), dxhat[c] += sum_n dy xhat
+ * (dgamma; skipped when NULL), xhat = (x - mean) rstd, or x rstd when mean is NULL (RMS
+ * norm). */
 #define COL_ROWS_PER_BLOCK 256
 static __global__ void k_colsum(float *dsum, float *dxhat, const bf16 *dy, const bf16 *x, const float *mean,
                                 const float *rstd, int N, int C) {
@@ -217,7 +220,7 @@ static __global__ void k_colsum(float *dsum, float *dxhat, const bf16 *dy, const
     for (int n = r0 + threadIdx.y; n < r1; n += 8) {
       float d = ld(dy, (size_t)n * C + c);
       a += d;
-      if (dxhat) g += d * (ld(x, (size_t)n * C + c) - mean[n]) * rstd[n];
+      if (dxhat) g += d * (ld(x, (size_t)n * C + c) - (mean ? mean[n] : 0.0f)) * rstd[n];
     }
   s1[threadIdx.y][threadIdx.x] = a;
   s2[threadIdx.y][threadIdx.x] = g;
@@ -227,38 +230,44 @@ static __global__ void k_colsum(float *dsum, float *dxhat, const bf16 *dy, const
       a += s1[k][threadIdx.x];
       g += s2[k][threadIdx.x];
     }
-    atomicAdd(&dsum[c], a);
+    if (dsum) atomicAdd(&dsum[c], a);
     if (dxhat) atomicAdd(&dxhat[c], g);
   }
 }
 
 static cudaError_t launch_colsum(cudaStream_t s, float *dsum, float *dxhat, const bf16 *dy, const bf16 *x,
                                  const float *mean, const float *rstd, int N, int C) {
-  if (N <= 0 || C <= 0) return cudaSuccess;
+  if (N <= 0 || C <= 0 || (!dsum && !dxhat)) return cudaSuccess;
   dim3 block(32, 8), grid((C + 31) / 32, (N + COL_ROWS_PER_BLOCK - 1) / COL_ROWS_PER_BLOCK);
   LAUNCH(k_colsum, s, grid, block)(dsum, dxhat, dy, x, mean, rstd, N, C);
   return cudaGetLastError();
 }
 
 /* ------------------------------------------------------------------------- */
-/* layer norm: one block per row                                               */
+/* layer norm and RMS norm: one block per row                                  */
 
+/* mean == NULL selects RMS norm (as the CPU): no centering (m = 0) and no mean_c(g) term
+ * in the input gradient, one block reduction fewer in each; beta == NULL: no shift. The
+ * branches are uniform over the launch. */
 static __global__ void k_layernorm_fwd(bf16 *y, float *mean, float *rstd, const bf16 *x, const bf16 *gamma,
                                        const bf16 *beta, int C) {
   __shared__ float sh[32];
   size_t row = blockIdx.x;
   const bf16 *xr = x + row * C;
-  float s = 0.0f;
-  for (int c = threadIdx.x; c < C; c += blockDim.x) s += ld(xr, c);
-  float m = block_sum(s, sh) / C;
-  float v = 0.0f;
+  float m = 0.0f, v = 0.0f;
+  if (mean) {
+    float s = 0.0f;
+    for (int c = threadIdx.x; c < C; c += blockDim.x) s += ld(xr, c);
+    m = block_sum(s, sh) / C;
+  }
   for (int c = threadIdx.x; c < C; c += blockDim.x) {
     float d = ld(xr, c) - m;
     v += d * d;
   }
   float r = rsqrtf(block_sum(v, sh) / C + LN_EPS);
   bf16 *yr = y + row * C;
-  for (int c = threadIdx.x; c < C; c += blockDim.x) st(yr, c, (ld(xr, c) - m) * r * ld(gamma, c) + ld(beta, c));
+  for (int c = threadIdx.x; c < C; c += blockDim.x)
+    st(yr, c, (ld(xr, c) - m) * r * ld(gamma, c) + (beta ? ld(beta, c) : 0.0f));
   if (threadIdx.x == 0) {
     if (mean) mean[row] = m;
     if (rstd) rstd[row] = r;
@@ -271,14 +280,14 @@ static __global__ void k_layernorm_bwd_input(bf16 *dx, const bf16 *dy, const bf1
   size_t row = blockIdx.x;
   const bf16 *xr = x + row * C, *dyr = dy + row * C;
   bf16 *dxr = dx + row * C;
-  float m = mean[row], r = rstd[row];
+  float m = mean ? mean[row] : 0.0f, r = rstd[row];
   float sg = 0.0f, sgx = 0.0f;
   for (int c = threadIdx.x; c < C; c += blockDim.x) {
     float g = ld(dyr, c) * ld(gamma, c);
     sg += g;
     sgx += g * ((ld(xr, c) - m) * r);
   }
-  float mg = block_sum(sg, sh) / C;
+  float mg = mean ? block_sum(sg, sh) / C : 0.0f;
   float mgx = block_sum(sgx, sh) / C;
   for (int c = threadIdx.x; c < C; c += blockDim.x) {
     float d = r * (ld(dyr, c) * ld(gamma, c) - mg - (ld(xr, c) - m) * r * mgx);
@@ -295,16 +304,19 @@ static __global__ void k_layernorm_fwd8(bf16 *y, float *mean, float *rstd, const
   __shared__ float sh[32];
   size_t row = blockIdx.x;
   unsigned t = threadIdx.x;
-  float v[8], g[8], b[8];
+  float v[8], g[8], b[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   ld8(v, x + row * C, t);
-  float s = 0.0f;
-  for (int k = 0; k < 8; k++) s += v[k];
-  float m = block_sum(s, sh) / C;
+  float m = 0.0f;
+  if (mean) {
+    float s = 0.0f;
+    for (int k = 0; k < 8; k++) s += v[k];
+    m = block_sum(s, sh) / C;
+  }
   float q = 0.0f;
   for (int k = 0; k < 8; k++) q += (v[k] - m) * (v[k] - m);
   float r = rsqrtf(block_sum(q, sh) / C + LN_EPS);
   ld8(g, gamma, t);
-  ld8(b, beta, t);
+  if (beta) ld8(b, beta, t);
   for (int k = 0; k < 8; k++) v[k] = (v[k] - m) * r * g[k] + b[k];
   st8(y + row * C, t, v);
   if (t == 0) {
@@ -318,7 +330,7 @@ static __global__ void k_layernorm_bwd_input8(bf16 *dx, const bf16 *dy, const bf
   __shared__ float sh[32];
   size_t row = blockIdx.x;
   unsigned t = threadIdx.x;
-  float m = mean[row], r = rstd[row];
+  float m = mean ? mean[row] : 0.0f, r = rstd[row];
   float xv[8], gv[8], dv[8];
   ld8(xv, x + row * C, t);
   ld8(dv, dy + row * C, t);
@@ -330,7 +342,7 @@ static __global__ void k_layernorm_bwd_input8(bf16 *dx, const bf16 *dy, const bf
     sg += gv[k];
     sgx += gv[k] * xv[k];
   }
-  float mg = block_sum(sg, sh) / C;
+  float mg = mean ? block_sum(sg, sh) / C : 0.0f;
   float mgx = block_sum(sgx, sh) / C;
   if (accumulate) ld8(dv, dx + row * C, t);
   for (int k = 0; k < 8; k++) {
@@ -340,9 +352,119 @@ static __global__ void k_layernorm_bwd_input8(bf16 *dx, const bf16 *dy, const bf
   st8(dx + row * C, t, dv);
 }
 
+/* beta (forward) may be NULL: a NULL pointer is aligned */
 static int ln_vec(int C, const void *a, const void *b, const void *c, const void *d) {
   uintptr_t al = (uintptr_t)a | (uintptr_t)b | (uintptr_t)c | (uintptr_t)d;
   return C % 256 == 0 && C <= 8192 && (al & 15) == 0;
+}
+
+/* ------------------------------------------------------------------------- */
+/* rotary position embedding (rope) and SwiGLU                                  */
+
+/* rope, per row n, head j < H, pair i < D/2 (cpu_kernels.c k_rope): c, s from
+ * cs[(pos[n] D/2 + i) 2 + 0/1], s negated for the inverse; a = x[jD + i],
+ * b = x[jD + i + D/2]: x[jD + i] = a c - b s, x[jD + i + D/2] = b c + a s. In place on
+ * strided rows (ldx); columns past H*D are never touched. One thread per pair. */
+static __global__ void k_rope(bf16 *x, int ldx, const int32_t *pos, const float *cs, int N, int H, int D,
+                              int inverse) {
+  int hd = D / 2;
+  size_t per_row = (size_t)H * hd, total = (size_t)N * per_row;
+  GRID_STRIDE(k, total) {
+    size_t n = k / per_row, r = k % per_row;
+    int j = (int)(r / hd), i = (int)(r % hd);
+    const float *t = cs + ((size_t)pos[n] * hd + i) * 2;
+    float c = t[0], sn = inverse ? -t[1] : t[1];
+    bf16 *p = x + n * ldx + (size_t)j * D + i;
+    float a = ld(p, 0), b = ld(p, hd);
+    st(p, 0, a * c - b * sn);
+    st(p, hd, b * c + a * sn);
+  }
+}
+
+/* Vectorised rope (D % 16 == 0, ldx % 8 == 0, x and cs 16-byte aligned): one thread per 8
+ * consecutive pairs of a head: a 16-byte load and store of each half and 64 bytes of the
+ * table (four float4). Same formula, pair by pair. */
+static __global__ void k_rope8(bf16 *x, int ldx, const int32_t *pos, const float *cs, unsigned N, unsigned H,
+                               unsigned D, int inverse) {
+  unsigned hd8 = D / 16, per_row = H * hd8;
+  VGRID(k, N * per_row) {
+    unsigned n = k / per_row, r = k % per_row, j = r / hd8, i8 = r % hd8;
+    const float4 *t = reinterpret_cast<const float4 *>(cs + ((size_t)pos[n] * (D / 2) + i8 * 8) * 2);
+    bf16 *p = x + (size_t)n * ldx + (size_t)j * D;   /* head j; first half at unit i8, second at hd8 + i8 */
+    float a[8], b[8], c[8], sn[8];
+    ld8(a, p, i8);
+    ld8(b, p, hd8 + i8);
+    for (int q = 0; q < 4; q++) {
+      float4 f = t[q];
+      c[2 * q] = f.x;
+      sn[2 * q] = inverse ? -f.y : f.y;
+      c[2 * q + 1] = f.z;
+      sn[2 * q + 1] = inverse ? -f.w : f.w;
+    }
+    float o1[8], o2[8];
+    for (int q = 0; q < 8; q++) {
+      o1[q] = a[q] * c[q] - b[q] * sn[q];
+      o2[q] = b[q] * c[q] + a[q] * sn[q];
+    }
+    st8(p, i8, o1);
+    st8(p, hd8 + i8, o2);
+  }
+}
+
+/* SwiGLU (cpu_kernels.c k_swiglu_fwd/bwd): pre [N, 2C] = [gate | up] per row,
+ * y[n, c] = g sigmoid(g) u; dpre[n, c] = dy u sigmoid(g) (1 + g (1 - sigmoid(g))),
+ * dpre[n, C + c] = dy g sigmoid(g). The backward may run in place (dpre == pre): each
+ * thread reads its g and u before it writes their gradients (no __restrict__ here). */
+static __device__ __forceinline__ float sigm(float g) { return 1.0f / (1.0f + expf(-g)); }
+
+static __global__ void k_swiglu_fwd(bf16 *y, const bf16 *pre, int N, int C) {
+  size_t total = (size_t)N * C;
+  GRID_STRIDE(k, total) {
+    size_t n = k / C, c = k % C;
+    const bf16 *g = pre + n * 2 * C;
+    float gg = ld(g, c);
+    st(y, k, gg * sigm(gg) * ld(g, C + c));
+  }
+}
+
+static __global__ void k_swiglu_bwd(bf16 *dpre, const bf16 *dy, const bf16 *pre, int N, int C) {
+  size_t total = (size_t)N * C;
+  GRID_STRIDE(k, total) {
+    size_t n = k / C, c = k % C, o = n * 2 * C + c;
+    float gg = ld(pre, o), uu = ld(pre, o + C), d = ld(dy, k), sg = sigm(gg);
+    st(dpre, o, d * uu * sg * (1.0f + gg * (1.0f - sg)));
+    st(dpre, o + C, d * gg * sg);
+  }
+}
+
+/* Vectorised (C % 8 == 0, every pointer 16-byte aligned): 8 consecutive columns of a row
+ * per thread, in units of 8 bf16: gate at n 2C8 + c8, up at n 2C8 + C8 + c8. */
+static __global__ void k_swiglu_fwd8(bf16 *y, const bf16 *pre, unsigned n8, unsigned C8) {
+  VGRID(k, n8) {
+    unsigned n = k / C8, c8 = k % C8, o = 2 * n * C8 + c8;
+    float g[8], u[8];
+    ld8(g, pre, o);
+    ld8(u, pre, o + C8);
+    for (int q = 0; q < 8; q++) g[q] = g[q] * sigm(g[q]) * u[q];
+    st8(y, k, g);
+  }
+}
+
+static __global__ void k_swiglu_bwd8(bf16 *dpre, const bf16 *dy, const bf16 *pre, unsigned n8, unsigned C8) {
+  VGRID(k, n8) {
+    unsigned n = k / C8, c8 = k % C8, o = 2 * n * C8 + c8;
+    float g[8], u[8], d[8];
+    ld8(g, pre, o);
+    ld8(u, pre, o + C8);
+    ld8(d, dy, k);
+    for (int q = 0; q < 8; q++) {
+      float gg = g[q], sg = sigm(gg);
+      g[q] = d[q] * u[q] * sg * (1.0f + gg * (1.0f - sg));
+      u[q] = d[q] * gg * sg;
+    }
+    st8(dpre, o, g);
+    st8(dpre, o + C8, u);
+  }
 }
 
 /* ------------------------------------------------------------------------- */
@@ -663,6 +785,49 @@ cudaError_t ppsrt_cu_layernorm_bwd_input(cudaStream_t s, void *dx, const void *d
 cudaError_t ppsrt_cu_layernorm_bwd_weight(cudaStream_t s, float *dgamma, float *dbeta, const void *dy,
                                           const void *x, const float *mean, const float *rstd, int N, int C) {
   return launch_colsum(s, dbeta, dgamma, (const bf16 *)dy, (const bf16 *)x, mean, rstd, N, C);
+}
+
+/* rope: the vectorised kernel when D % 16 == 0, ld % 8 == 0, x and cs 16-byte aligned
+ * and the thread count fits 32 bits; else one thread per pair. */
+cudaError_t ppsrt_cu_rope(cudaStream_t s, void *x, int ld, const int32_t *pos, const float *cs, int N, int H, int D,
+                          int inverse) {
+  if (N <= 0 || H <= 0 || D < 2) return cudaSuccess;
+  size_t n8 = (size_t)N * H * (D / 16);
+  if (D % 16 == 0 && ld % 8 == 0 && (((uintptr_t)x | (uintptr_t)cs) & 15) == 0 && n8 <= 0xffffffffu) {
+    LAUNCH(k_rope8, s, grid_for(n8, 256), 256)((bf16 *)x, ld, pos, cs, (unsigned)N, (unsigned)H, (unsigned)D, inverse);
+    return cudaGetLastError();
+  }
+  size_t n = (size_t)N * H * (D / 2);
+  EW(k_rope, n, (bf16 *)x, ld, pos, cs, N, H, D, inverse);
+}
+
+/* swiglu: the vectorised kernels when C % 8 == 0, every pointer 16-byte aligned and
+ * 2 N C / 8 fits 32 bits (the unit index of the up half) */
+static int swiglu_vec(int N, int C, const void *a, const void *b, const void *c) {
+  uintptr_t al = (uintptr_t)a | (uintptr_t)b | (uintptr_t)c;
+  return C % 8 == 0 && (al & 15) == 0 && (size_t)N * C / 4 <= 0xffffffffu;
+}
+
+cudaError_t ppsrt_cu_swiglu_fwd(cudaStream_t s, void *y, const void *pre, int N, int C) {
+  if (N <= 0 || C <= 0) return cudaSuccess;
+  size_t n = (size_t)N * C;
+  if (swiglu_vec(N, C, y, pre, pre)) {
+    LAUNCH(k_swiglu_fwd8, s, grid_for(n / 8, 256), 256)((bf16 *)y, (const bf16 *)pre, (unsigned)(n / 8),
+                                                        (unsigned)(C / 8));
+    return cudaGetLastError();
+  }
+  EW(k_swiglu_fwd, n, (bf16 *)y, (const bf16 *)pre, N, C);
+}
+
+cudaError_t ppsrt_cu_swiglu_bwd(cudaStream_t s, void *dpre, const void *dy, const void *pre, int N, int C) {
+  if (N <= 0 || C <= 0) return cudaSuccess;
+  size_t n = (size_t)N * C;
+  if (swiglu_vec(N, C, dpre, dy, pre)) {
+    LAUNCH(k_swiglu_bwd8, s, grid_for(n / 8, 256), 256)((bf16 *)dpre, (const bf16 *)dy, (const bf16 *)pre,
+                                                        (unsigned)(n / 8), (unsigned)(C / 8));
+    return cudaGetLastError();
+  }
+  EW(k_swiglu_bwd, n, (bf16 *)dpre, (const bf16 *)dy, (const bf16 *)pre, N, C);
 }
 
 cudaError_t ppsrt_cu_embedding_fwd(cudaStream_t s, void *out, const int32_t *ids, const void *table, int N,

@@ -311,20 +311,26 @@ static void t_elementwise(void) {
   drop(&x); drop(&bias); drop(&y); drop(&db); drop(&a); drop(&c); drop(&z); drop(&g); drop(&dx); drop(&fy); drop(&fx);
 }
 
-/* C = 1000: the scalar row kernels; C = 1024: the vectorised ones (C % 256 == 0). */
-static void t_layernorm_at(int N, int C) {
+/* C = 1000: the scalar row kernels; C = 1024: the vectorised ones (C % 256 == 0).
+ * rms: RMS norm (mean == NULL in all three calls); with_beta 0: beta and dbeta NULL. */
+static void t_layernorm_at(int N, int C, int rms, int with_beta) {
   size_t n = (size_t)N * C;
-  char w[80];
-  /* small variance (about 4e-3), so that the 1e-5 epsilon matters to the result */
+  char w[96], nm[40];
+  snprintf(nm, sizeof nm, "%s%s C=%d", rms ? "rmsnorm" : "layernorm", with_beta ? "" : " (no beta)", C);
+  /* small variance (about 4e-3), so that the 1e-5 epsilon matters to layer norm's result;
+   * mean 0.5, so that centering would show in RMS norm's */
   pair x = mk(n, PPSRT_BF16, 0.06f, 0.5f), gm = mk(C, PPSRT_BF16, 0.5f, 1), bt = mk(C, PPSRT_BF16, 0.5f, 0);
   pair y = mk(n, PPSRT_BF16, 0, 0), mean = mk(N, PPSRT_F32, 0, 0), rstd = mk(N, PPSRT_F32, 0, 0);
-  OK(cpu->layernorm_fwd(cpu, 0, y.c, mean.c, rstd.c, x.c, gm.c, bt.c, N, C));
-  OK(gpu->layernorm_fwd(gpu, 0, y.g, mean.g, rstd.g, x.g, gm.g, bt.g, N, C));
-  snprintf(w, sizeof w, "layernorm_fwd y C=%d", C);
+  void *bc = with_beta ? bt.c : NULL, *bg = with_beta ? bt.g : NULL;
+  OK(cpu->layernorm_fwd(cpu, 0, y.c, rms ? NULL : mean.c, rstd.c, x.c, gm.c, bc, N, C));
+  OK(gpu->layernorm_fwd(gpu, 0, y.g, rms ? NULL : mean.g, rstd.g, x.g, gm.g, bg, N, C));
+  snprintf(w, sizeof w, "%s fwd y", nm);
   compare(w, &y, TOL_BF16);
-  snprintf(w, sizeof w, "layernorm_fwd mean C=%d", C);
-  compare(w, &mean, TOL_F32);
-  snprintf(w, sizeof w, "layernorm_fwd rstd C=%d", C);
+  if (!rms) {
+    snprintf(w, sizeof w, "%s fwd mean", nm);
+    compare(w, &mean, TOL_F32);
+  }
+  snprintf(w, sizeof w, "%s fwd rstd", nm);
   compare(w, &rstd, TOL_F32);
   /* backward from the CPU's statistics on both sides */
   pair st_m = mk(N, PPSRT_F32, 0, 0), st_r = mk(N, PPSRT_F32, 0, 0);
@@ -337,30 +343,134 @@ static void t_layernorm_at(int N, int C) {
   OK(gpu->upload_f32(gpu, (ppsrt_tensor){st_r.g, N, PPSRT_F32}, hr));
   free(hm);
   free(hr);
+  const float *mc = rms ? NULL : st_m.c, *mg = rms ? NULL : st_m.g;
   pair dy = mk(n, PPSRT_BF16, 1, 0), dx = mk(n, PPSRT_BF16, 0, 0);
-  OK(cpu->layernorm_bwd_input(cpu, 0, dx.c, dy.c, x.c, st_m.c, st_r.c, gm.c, N, C, 0));
-  OK(gpu->layernorm_bwd_input(gpu, 0, dx.g, dy.g, x.g, st_m.g, st_r.g, gm.g, N, C, 0));
-  snprintf(w, sizeof w, "layernorm_bwd_input C=%d", C);
+  OK(cpu->layernorm_bwd_input(cpu, 0, dx.c, dy.c, x.c, mc, st_r.c, gm.c, N, C, 0));
+  OK(gpu->layernorm_bwd_input(gpu, 0, dx.g, dy.g, x.g, mg, st_r.g, gm.g, N, C, 0));
+  snprintf(w, sizeof w, "%s bwd_input", nm);
   compare(w, &dx, TOL_BF16);
   pair dx2 = mk(n, PPSRT_BF16, 1, 0);
-  OK(cpu->layernorm_bwd_input(cpu, 0, dx2.c, dy.c, x.c, st_m.c, st_r.c, gm.c, N, C, 1));
-  OK(gpu->layernorm_bwd_input(gpu, 0, dx2.g, dy.g, x.g, st_m.g, st_r.g, gm.g, N, C, 1));
-  snprintf(w, sizeof w, "layernorm_bwd_input accumulate C=%d", C);
+  OK(cpu->layernorm_bwd_input(cpu, 0, dx2.c, dy.c, x.c, mc, st_r.c, gm.c, N, C, 1));
+  OK(gpu->layernorm_bwd_input(gpu, 0, dx2.g, dy.g, x.g, mg, st_r.g, gm.g, N, C, 1));
+  snprintf(w, sizeof w, "%s bwd_input accumulate", nm);
   compare(w, &dx2, TOL_BF16);
   pair dg = mk(C, PPSRT_F32, 1, 0), dbt = mk(C, PPSRT_F32, 1, 0);
-  OK(cpu->layernorm_bwd_weight(cpu, 0, dg.c, dbt.c, dy.c, x.c, st_m.c, st_r.c, N, C));
-  OK(gpu->layernorm_bwd_weight(gpu, 0, dg.g, dbt.g, dy.g, x.g, st_m.g, st_r.g, N, C));
-  snprintf(w, sizeof w, "layernorm_bwd_weight dgamma (+=) C=%d", C);
+  OK(cpu->layernorm_bwd_weight(cpu, 0, dg.c, with_beta ? dbt.c : NULL, dy.c, x.c, mc, st_r.c, N, C));
+  OK(gpu->layernorm_bwd_weight(gpu, 0, dg.g, with_beta ? dbt.g : NULL, dy.g, x.g, mg, st_r.g, N, C));
+  snprintf(w, sizeof w, "%s bwd_weight dgamma (+=)", nm);
   compare(w, &dg, TOL_F32);
-  snprintf(w, sizeof w, "layernorm_bwd_weight dbeta (+=) C=%d", C);
+  snprintf(w, sizeof w, "%s bwd_weight dbeta (+=%s)", nm, with_beta ? "" : "; NULL: unchanged");
   compare(w, &dbt, TOL_F32);
   drop(&x); drop(&gm); drop(&bt); drop(&y); drop(&mean); drop(&rstd); drop(&st_m); drop(&st_r);
   drop(&dy); drop(&dx); drop(&dx2); drop(&dg); drop(&dbt);
 }
 
 static void t_layernorm(void) {
-  t_layernorm_at(45, 1000);
-  t_layernorm_at(37, 1024);
+  for (int rms = 0; rms < 2; rms++)
+    for (int with_beta = 1; with_beta >= 0; with_beta--) {
+      t_layernorm_at(45, 1000, rms, with_beta);
+      t_layernorm_at(37, 1024, rms, with_beta);
+    }
+}
+
+/* p's values set to v (bf16-rounded when p is bf16) on both backends */
+static void set_pair(pair *p, const float *v) {
+  for (size_t i = 0; i < p->n; i++) p->h[i] = p->gdt == PPSRT_BF16 ? round_bf16(v[i]) : v[i];
+  OK(cpu->upload_f32(cpu, (ppsrt_tensor){p->c, p->n, PPSRT_F32}, p->h));
+  OK(gpu->upload_f32(gpu, (ppsrt_tensor){p->g, p->n, p->gdt}, p->h));
+}
+
+/* Columns [lo, hi) of the rows (ld apart) of p on the GPU still hold p->h, bit for bit. */
+static void untouched(const char *what, pair *p, int ld, int lo, int hi) {
+  float *b = malloc(p->n * 4);
+  OK(gpu->download_f32(gpu, b, (ppsrt_tensor){p->g, p->n, p->gdt}));
+  size_t bad = p->n, cnt = 0;
+  for (size_t r = 0; r * ld < p->n; r++)
+    for (int c = lo; c < hi; c++, cnt++)
+      if (memcmp(&b[r * ld + c], &p->h[r * ld + c], 4) && bad == p->n) bad = r * ld + c;
+  checks++;
+  if (bad < p->n) {
+    failures++;
+    fprintf(stderr, "FAIL: %s: element %zu (column %d) changed: %.9g, was %.9g\n", what, bad, (int)(bad % ld), b[bad],
+            p->h[bad]);
+  } else {
+    printf("ok   %-44s n=%-8zu bit for bit\n", what, cnt);
+  }
+  free(b);
+}
+
+/* rope on rows of a fused buffer [N, ld]: the q heads (H1 of them from column 0) and the
+ * k heads (H2 from column H1 D) rotated forward, then both back (inverse); the columns
+ * past (H1 + H2) D (the v heads and any padding) untouched on the GPU. D % 16 == 0 with
+ * ld % 8 == 0: the vectorised kernel, else one thread per pair. */
+static void t_rope_at(int N, int H1, int H2, int D, int ld, int seq) {
+  int hd = D / 2;
+  char w[96], nm[64];
+  snprintf(nm, sizeof nm, "rope N=%d H=%d+%d D=%d ld=%d", N, H1, H2, D, ld);
+  pair x = mk((size_t)N * ld, PPSRT_BF16, 1, 0), cs = mk((size_t)seq * hd * 2, PPSRT_F32, 0, 0);
+  float *t = malloc((size_t)seq * hd * 2 * 4);
+  for (int p = 0; p < seq; p++)
+    for (int i = 0; i < hd; i++) {
+      double a = p * pow(10000.0, -2.0 * i / D);
+      t[(p * hd + i) * 2] = (float)cos(a);
+      t[(p * hd + i) * 2 + 1] = (float)sin(a);
+    }
+  set_pair(&cs, t);
+  free(t);
+  ipair pos = mk_ids(N, 0, seq);
+  size_t ko = (size_t)H1 * D;
+  for (int inv = 0; inv < 2; inv++) {
+    OK(cpu->rope(cpu, 0, x.c, ld, pos.c, cs.c, N, H1, D, inv));
+    OK(gpu->rope(gpu, 0, x.g, ld, pos.g, cs.g, N, H1, D, inv));
+    OK(cpu->rope(cpu, 0, (float *)x.c + ko, ld, pos.c, cs.c, N, H2, D, inv));
+    OK(gpu->rope(gpu, 0, (uint16_t *)x.g + ko, ld, pos.g, cs.g, N, H2, D, inv));
+    snprintf(w, sizeof w, "%s %s", nm, inv ? "then inverse" : "forward");
+    compare(w, &x, TOL_BF16);
+    snprintf(w, sizeof w, "%s %s: columns past the heads", nm, inv ? "inverse" : "forward");
+    untouched(w, &x, ld, (H1 + H2) * D, ld);
+  }
+  /* inverse(rope(x)) gives back x: the CPU's F32 round trip is exact to about 1e-7, so
+   * the comparison above holds the GPU's result to x itself at the bf16 tolerance */
+  drop(&x); drop(&cs);
+  cpu->free(cpu, pos.c);
+  gpu->free(gpu, pos.g);
+}
+
+static void t_rope(void) {
+  t_rope_at(37, 4, 2, 64, (4 + 2 * 2) * 64, 50);   /* fused q|k|v, GQA: 8 pairs per thread */
+  t_rope_at(29, 3, 1, 24, 4 * 24 + 7, 40);          /* D % 16 != 0, odd ld: one pair per thread */
+  t_rope_at(5, 2, 2, 16, 4 * 16 + 8, 8);            /* smallest vectorised head, padded rows */
+}
+
+/* SwiGLU over [gate | up] rows; C = 301: the scalar kernels; C = 256: 8 per load. The
+ * backward out of place and in place (dpre = pre, as the models write it over the saved
+ * pre-activation): the two bit for bit on the GPU, both against the CPU. */
+static void t_swiglu_at(int N, int C) {
+  size_t n = (size_t)N * C;
+  char w[96];
+  pair pre = mk(2 * n, PPSRT_BF16, 2, 0), y = mk(n, PPSRT_BF16, 0, 0), dy = mk(n, PPSRT_BF16, 1, 0);
+  pair dpre = mk(2 * n, PPSRT_BF16, 0, 0), ip = mk(2 * n, PPSRT_BF16, 0, 0);
+  OK(cpu->swiglu_fwd(cpu, 0, y.c, pre.c, N, C));
+  OK(gpu->swiglu_fwd(gpu, 0, y.g, pre.g, N, C));
+  snprintf(w, sizeof w, "swiglu_fwd C=%d", C);
+  compare(w, &y, TOL_BF16);
+  OK(cpu->swiglu_bwd(cpu, 0, dpre.c, dy.c, pre.c, N, C));
+  OK(gpu->swiglu_bwd(gpu, 0, dpre.g, dy.g, pre.g, N, C));
+  snprintf(w, sizeof w, "swiglu_bwd C=%d", C);
+  compare(w, &dpre, TOL_BF16);
+  set_pair(&ip, pre.h);
+  OK(cpu->swiglu_bwd(cpu, 0, ip.c, dy.c, ip.c, N, C));
+  OK(gpu->swiglu_bwd(gpu, 0, ip.g, dy.g, ip.g, N, C));
+  snprintf(w, sizeof w, "swiglu_bwd C=%d in place", C);
+  compare(w, &ip, TOL_BF16);
+  snprintf(w, sizeof w, "swiglu_bwd C=%d in place == out of place", C);
+  same_gpu(w, &ip, &dpre);
+  drop(&pre); drop(&y); drop(&dy); drop(&dpre); drop(&ip);
+}
+
+static void t_swiglu(void) {
+  t_swiglu_at(67, 301);
+  t_swiglu_at(33, 256);
 }
 
 /* Fused q|k|v rows [batch*T, (Hq + 2 Hkv) D] and fused gradients, as the gpt model. */
@@ -1249,6 +1359,8 @@ int main(int argc, char **argv) {
   t_gemm();
   t_elementwise();
   t_layernorm();
+  t_rope();
+  t_swiglu();
   t_attention();
   t_attention_cudnn();
   t_epilogue();

@@ -2,11 +2,14 @@
  * runtime/cpu_kernels.c) on tiny tensors.
  *
  * - forward kernels against naive references computed in double;
- * - every backward (gelu, layer norm input and weight halves, attention dq/dk/dv,
- *   softmax cross-entropy, bias and embedding gradients) against central finite
- *   differences of a scalar probe
- *   L = sum_i r_i * y_i (r fixed random weights, L summed in double), eps = 1e-2
- *   (the kernels are F32, so the probe's rounding noise is ~1e-4 on these sizes);
+ * - every backward (gelu, layer norm and RMS norm input and weight halves, SwiGLU,
+ *   rope, attention dq/dk/dv, softmax cross-entropy, bias and embedding gradients)
+ *   against central finite differences of a scalar probe L = sum_i r_i * y_i (r fixed
+ *   random weights, L summed in double), eps = 1e-2 (the kernels are F32, so the
+ *   probe's rounding noise is ~1e-4 on these sizes);
+ * - rope on strided rows (ld > H*D: the columns past H*D exactly untouched), its
+ *   inverse undoing it and being its transpose (<rope(x), r> == <x, rope_inverse(r)>);
+ *   SwiGLU's backward in place (dpre = pre) exactly as out of place;
  * - attention with grouped query heads and strided (fused QKV) inputs vs a naive
  *   double reference; sharded embedding and softmax (2 and 3 shards, online-softmax
  *   merge) vs unsharded; SGD and Adam vs a double reference; copy streams and events.
@@ -294,6 +297,153 @@ static void test_layernorm(void) {
   free(ref);
 }
 
+/* ---------------------------------------------------------------- RMS norm */
+/* layer norm with mean == NULL: y = x rstd gamma (+ beta), rstd = 1/sqrt(mean_c x^2 + 1e-5);
+ * with and without beta (beta == NULL, dbeta == NULL) */
+static void test_rmsnorm(int with_beta) {
+  const int N = 5, C = 12;
+  size_t n = (size_t)N * C;
+  ln_ctx c = {rvec(n, 2), rvec(C, 1), with_beta ? rvec(C, 1) : NULL, vec(n), NULL, vec(N), rvec(n, 1), N, C};
+  for (int i = 0; i < C; i++) c.g[i] += 1.5f;
+  for (int i = 0; i < C; i++) c.x[i] += 3.0f;   /* row 0 far from zero mean: centering would show */
+  double *ref = malloc(n * sizeof *ref), rr[5];
+  for (int i = 0; i < N; i++) {
+    double q = 0;
+    for (int k = 0; k < C; k++) q += (double)c.x[i * C + k] * c.x[i * C + k];
+    rr[i] = 1.0 / sqrt(q / C + 1e-5);
+    for (int k = 0; k < C; k++) ref[i * C + k] = c.x[i * C + k] * rr[i] * c.g[k] + (with_beta ? c.bt[k] : 0.0);
+  }
+  char name[64];
+  probe_ln(&c);
+  snprintf(name, sizeof name, "rmsnorm_fwd %s", with_beta ? "(beta)" : "(no beta)");
+  check(name, c.y, ref, n, 1e-5, 1e-5);
+  check("rmsnorm_fwd rstd", c.rstd, rr, N, 1e-6, 1e-5);
+  float *dx = vec(n), *dg = vec(C), *dbt = vec(C);
+  fd_grad(probe_ln, &c, c.x, n, ref);
+  probe_ln(&c);
+  OK(be->layernorm_bwd_input(be, 0, dx, c.r, c.x, NULL, c.rstd, c.g, N, C, 0), "rms bwd input");
+  snprintf(name, sizeof name, "rmsnorm_bwd_input vs FD %s", with_beta ? "(beta)" : "(no beta)");
+  check(name, dx, ref, n, 2e-4, 2e-3);
+  for (size_t i = 0; i < n; i++) ref[i] += 1.0;
+  for (size_t i = 0; i < n; i++) dx[i] = 1.0f;
+  OK(be->layernorm_bwd_input(be, 0, dx, c.r, c.x, NULL, c.rstd, c.g, N, C, 1), "rms bwd input acc");
+  check("rmsnorm_bwd_input accumulate", dx, ref, n, 2e-4, 2e-3);
+  memset(dg, 0, C * sizeof *dg);
+  memset(dbt, 0, C * sizeof *dbt);
+  OK(be->layernorm_bwd_weight(be, 0, dg, with_beta ? dbt : NULL, c.r, c.x, NULL, c.rstd, N, C), "rms bwd weight");
+  fd_grad(probe_ln, &c, c.g, C, ref);
+  snprintf(name, sizeof name, "rmsnorm_bwd_weight dgamma vs FD %s", with_beta ? "(dbeta)" : "(dbeta NULL)");
+  check(name, dg, ref, C, 2e-4, 2e-3);
+  if (with_beta) {
+    fd_grad(probe_ln, &c, c.bt, C, ref);
+    check("rmsnorm_bwd_weight dbeta vs FD", dbt, ref, C, 2e-4, 2e-3);
+    be->free(be, c.bt);
+  }
+  be->free(be, c.x); be->free(be, c.g); be->free(be, c.y); be->free(be, c.rstd); be->free(be, c.r);
+  be->free(be, dx); be->free(be, dg); be->free(be, dbt);
+  free(ref);
+}
+
+/* ---------------------------------------------------------------- SwiGLU */
+typedef struct { float *pre, *y, *r; int N, C; } sw_ctx;
+static double probe_swiglu(void *p) {
+  sw_ctx *c = p;
+  be->swiglu_fwd(be, 0, c->y, c->pre, c->N, c->C);
+  return dot(c->r, c->y, (size_t)c->N * c->C);
+}
+static void test_swiglu(void) {
+  const int N = 4, C = 7;
+  size_t n = (size_t)N * C;
+  sw_ctx c = {rvec(2 * n, 4), vec(n), rvec(n, 1), N, C};
+  double *ref = malloc(2 * n * sizeof *ref);
+  for (int i = 0; i < N; i++)
+    for (int k = 0; k < C; k++) {
+      double g = c.pre[i * 2 * C + k], u = c.pre[i * 2 * C + C + k];
+      ref[i * C + k] = g / (1.0 + exp(-g)) * u;
+    }
+  probe_swiglu(&c);
+  check("swiglu_fwd", c.y, ref, n, 1e-6, 1e-5);
+  float *dpre = vec(2 * n), *ip = vec(2 * n);
+  OK(be->swiglu_bwd(be, 0, dpre, c.r, c.pre, N, C), "swiglu_bwd");
+  fd_grad(probe_swiglu, &c, c.pre, 2 * n, ref);
+  check("swiglu_bwd d[gate|up] vs FD", dpre, ref, 2 * n, 2e-4, 2e-3);
+  memcpy(ip, c.pre, 2 * n * sizeof *ip);
+  OK(be->swiglu_bwd(be, 0, ip, c.r, ip, N, C), "swiglu_bwd in place");
+  for (size_t i = 0; i < 2 * n; i++) ref[i] = dpre[i];
+  check("swiglu_bwd in place (dpre = pre) (exactly)", ip, ref, 2 * n, 0, 0);
+  be->free(be, c.pre); be->free(be, c.y); be->free(be, c.r); be->free(be, dpre); be->free(be, ip);
+  free(ref);
+}
+
+/* ---------------------------------------------------------------- rope */
+/* Rows of a fused [N, ld] buffer; the first H heads (D columns each) rotated in place,
+ * columns H*D .. ld - 1 untouched. cs: the cos/sin table [seq, D/2, 2] as the model builds
+ * it (angle pos * 10000^(-2i/D)); positions repeat and are out of order. */
+typedef struct { float *x, *y, *r, *cs; const int32_t *pos; int N, H, D, ld; } rope_ctx;
+static double probe_rope(void *p) {   /* L = <r, rope(x)> */
+  rope_ctx *c = p;
+  size_t n = (size_t)c->N * c->ld;
+  memcpy(c->y, c->x, n * sizeof *c->y);
+  be->rope(be, 0, c->y, c->ld, c->pos, c->cs, c->N, c->H, c->D, 0);
+  return dot(c->r, c->y, n);
+}
+static void test_rope(void) {
+  enum { PAD = 5 };   /* columns past the H heads */
+  const int N = 6, H = 3, D = 8, ld = H * D + PAD, seq = 9, hd = D / 2;
+  int32_t pos[6] = {0, 3, 8, 3, 1, 7};
+  size_t n = (size_t)N * ld;
+  rope_ctx c = {rvec(n, 1), vec(n), rvec(n, 1), vec((size_t)seq * D), pos, N, H, D, ld};
+  for (int p = 0; p < seq; p++)
+    for (int i = 0; i < hd; i++) {
+      double a = p * pow(10000.0, -2.0 * i / D);
+      c.cs[(p * hd + i) * 2] = (float)cos(a);
+      c.cs[(p * hd + i) * 2 + 1] = (float)sin(a);
+    }
+  /* forward against a naive evaluation in double from the same table */
+  double *ref = malloc(n * sizeof *ref);
+  for (int k = 0; k < N; k++)
+    for (int col = 0; col < ld; col++) {
+      const float *row = c.x + (size_t)k * ld;
+      int j = col / D, i = col % D;
+      if (j >= H || i >= 2 * hd) {
+        ref[k * ld + col] = row[col];
+        continue;
+      }
+      int ii = i % hd;
+      double cc = c.cs[(pos[k] * hd + ii) * 2], ss = c.cs[(pos[k] * hd + ii) * 2 + 1];
+      double a = row[j * D + ii], b = row[j * D + ii + hd];
+      ref[k * ld + col] = i < hd ? a * cc - b * ss : b * cc + a * ss;
+    }
+  probe_rope(&c);
+  check("rope fwd (ld > H*D)", c.y, ref, n, 1e-6, 1e-6);
+  {   /* the columns past H*D exactly as they were */
+    float got[6 * PAD];
+    double want[6 * PAD];
+    for (int k = 0; k < N; k++)
+      for (int q = 0; q < PAD; q++) {
+        got[k * PAD + q] = c.y[k * ld + H * D + q];
+        want[k * PAD + q] = c.x[k * ld + H * D + q];
+      }
+    check("rope leaves columns past H*D (exactly)", got, want, (size_t)N * PAD, 0, 0);
+  }
+  /* forward then inverse gives back x */
+  OK(be->rope(be, 0, c.y, ld, pos, c.cs, N, H, D, 1), "rope inverse");
+  for (size_t i = 0; i < n; i++) ref[i] = c.x[i];
+  check("rope inverse(rope(x)) == x", c.y, ref, n, 1e-6, 1e-6);
+  /* the inverse is the transpose: <rope(x), r> == <x, rope_inverse(r)> */
+  float *ri = vec(n);
+  memcpy(ri, c.r, n * sizeof *ri);
+  OK(be->rope(be, 0, ri, ld, pos, c.cs, N, H, D, 1), "rope inverse");
+  float lhs = (float)probe_rope(&c);
+  double rhs = dot(c.x, ri, n);
+  check("rope <rope(x), r> == <x, rope_inverse(r)>", &lhs, &rhs, 1, 1e-6, 1e-6);
+  /* and so the input gradient of L = <r, rope(x)>: rope_inverse(r) vs FD */
+  fd_grad(probe_rope, &c, c.x, n, ref);
+  check("rope inverse(r) == dL/dx vs FD", ri, ref, n, 2e-4, 2e-3);
+  be->free(be, c.x); be->free(be, c.y); be->free(be, c.r); be->free(be, c.cs); be->free(be, ri);
+  free(ref);
+}
+
 /* ---------------------------------------------------------------- attention */
 /* q, k, v are column blocks of one fused [batch*T, (Hq + 2 Hkv) D] buffer. */
 typedef struct { float *qkv, *out, *lse, *r; int batch, T, Hq, Hkv, D, ld; } at_ctx;
@@ -558,6 +708,10 @@ int main(void) {
   test_elementwise();
   test_linear_fd();
   test_layernorm();
+  test_rmsnorm(1);
+  test_rmsnorm(0);
+  test_swiglu();
+  test_rope();
   test_attention(2, 5, 4, 2, 3);   /* GQA: two query heads per kv head */
   test_attention(1, 4, 2, 2, 4);   /* plain multi-head */
   test_attention(1, 3, 3, 1, 2);   /* multi-query */
