@@ -73,7 +73,9 @@
  * With a vocabulary-parallel schedule, stage 0's F takes its rows of the reduced
  * embedding and its B all-gathers the input gradient for input_bwd and IB (all N rows).
  *
- * What it does not: no dropout, no tied embeddings; the broadcast of LN_f(y) to
+ * Tied embeddings (--embeddings tied): out is tok, one parameter where one device holds
+ * stage 0 and the last stage, else a copy whose gradient tie_sync sums with tok's.
+ * What it does not: no dropout; the broadcast of LN_f(y) to
  * every device before S is issued by S itself through the run's transport (see vocab_s),
  * since no collective precedes S. */
 #include "config.h"
