@@ -577,11 +577,11 @@ static int layer_b(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int
  * db = colsum dY, LN gamma/beta); LN1 and LN2 outputs are recomputed from x, x1.
  * scratch [N, h] and sst [2N] are uncounted buffers. With --sequence-parallel the
  * recomputed LN outputs, dy and dx1 are all-gathered into G ([N, h]) for the products
- * (and the projection's and FC2's bias gradients, then whole), and the layer norms'
- * gamma and beta gradients, of this rank's rows only, are summed over the group
- * through lg (F32 [4h]) before they are added. */
-static int layer_w(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int l, void *scratch, float *sst, void *G,
-                   float *lg) {
+ * (and the projection's and FC2's bias gradients, then whole), and the norms' gamma
+ * and beta gradients are of this rank's rows only: sp_sync sums them over the group
+ * once, at the end of the iteration. */
+static int layer_w(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int l, void *scratch, float *sst,
+                   void *G) {
   gpt *g = m->impl;
   ppsrt_backend *be = m->be;
   int N = g->N, n = g->n, h = g->h, q = g->q, ha = g->ha, f = g->f, fw = g->fw;
@@ -603,12 +603,7 @@ static int layer_w(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int
   void *dy = slot(g, area, l + 1 < g->L ? slot_dx(g, l + 1) : slot_dytop()), *dx1 = slot(g, area, slot_dx1(g, l));
   ppsrt_param *p[NLP];
   for (int k = 0; k < NLP; k++) p[k] = LP(m, loc, l, k);
-  /* the norms' gradients: into the parameters', or (sequence parallel) lg: gammas and
-   * betas of LN2 then LN1 (RMS norms: the two gammas) */
-  size_t nlg = (size_t)g->nst * 2 * h;
-  float *g2g = g->sp ? lg : p[LN2G]->grad, *g2b = g->rms ? NULL : g->sp ? lg + h : p[LN2B]->grad;
-  float *g1g = g->sp ? lg + nlg / 2 : p[LN1G]->grad, *g1b = g->rms ? NULL : g->sp ? lg + 3 * h : p[LN1B]->grad;
-  if (g->sp) K(be->memset0(be, CS, lg, nlg * sizeof(float)));
+  float *g2g = p[LN2G]->grad, *g2b = PG(p[LN2B]), *g1g = p[LN1G]->grad, *g1b = PG(p[LN1B]);
   K(sp_gather(c, g, dy, G, h, &a));
   TRY(linear_w(g, be, N, f, h, hact, a, p[FC2W]->grad, PG(p[FC2B])));
   K(be->layernorm_fwd(be, CS, scratch, nmean(g, sst, 0, n), nrstd(g, sst, 0, n), x1, PD(p[LN2G]), PD(p[LN2B]), n, h));
@@ -621,13 +616,6 @@ static int layer_w(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int
   K(sp_gather(c, g, scratch, G, h, &a));
   TRY(linear_w(g, be, N, h, q, a, dqkv, p[QKVW]->grad, PG(p[QKVB])));
   K(be->layernorm_bwd_weight(be, CS, g1g, g1b, dln1, x, nmean(g, st, 0, n), nrstd(g, st, 0, n), n, h));
-  if (g->sp) {   /* Megatron's all-reduce of the sequence-parallel parameters' gradients */
-    K(ppsrt_tp_allreduce(c, lg, nlg));
-    K(be->axpy_f32(be, CS, p[LN2G]->grad, lg, 1.0f, h));
-    if (g2b) K(be->axpy_f32(be, CS, p[LN2B]->grad, g2b, 1.0f, h));
-    K(be->axpy_f32(be, CS, p[LN1G]->grad, g1g, 1.0f, h));
-    if (g1b) K(be->axpy_f32(be, CS, p[LN1B]->grad, g1b, 1.0f, h));
-  }
   return 0;
 }
 
@@ -870,12 +858,12 @@ static int gpt_w(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage) {
   size_t Nh = (size_t)N * h, nh = (size_t)g->n * h;
   sidx *e = IX(g, mb, loc);
   void *scratch, *G = NULL;
-  float *sst, *lg = NULL;
-  /* uncounted: scratch [N, h], sst [2N]; sequence parallel: G [N, h], lg [4h] F32 */
+  float *sst;
+  /* uncounted: scratch [N, h], sst [2N]; sequence parallel: G [N, h] */
   TRY(be->alloc(be, Nh * g->es, &scratch));
   if ((rc = be->alloc(be, 2 * (size_t)N * sizeof(float), (void **)&sst))) { be->free(be, scratch); return rc; }
-  if (g->sp && !(rc = be->alloc(be, Nh * g->es, &G))) rc = be->alloc(be, 4 * (size_t)h * sizeof(float), (void **)&lg);
-  for (int l = g->L - 1; l >= 0 && !rc; l--) rc = layer_w(m, c, mb, stage, loc, l, scratch, sst, G, lg);
+  if (g->sp) rc = be->alloc(be, Nh * g->es, &G);
+  for (int l = g->L - 1; l >= 0 && !rc; l--) rc = layer_w(m, c, mb, stage, loc, l, scratch, sst, G);
   if (!rc && stage == g->S - 1) {
     void *y, *dlnf, *area;
     float *fst;
@@ -907,7 +895,6 @@ static int gpt_w(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage) {
   be->free(be, scratch);
   be->free(be, sst);
   be->free(be, G);
-  be->free(be, lg);
   if (rc) return rc;
   return ppsrt_act_release(c, mb, stage);
 }
@@ -1151,9 +1138,40 @@ static int tie_sync(ppsrt_model *m, ppsrt_ctx *c) {
   return rc;
 }
 
+/* --sequence-parallel: each rank's W added the norms' gamma and beta gradients of its
+ * own token rows; summed over the tensor-parallel group here, once an iteration (after
+ * the data-parallel all-reduce, before the step: Megatron-LM's all-reduce of the
+ * sequence-parallel parameters' gradients), in one collective of every layer's norms. */
+static int sp_sync(ppsrt_model *m, ppsrt_ctx *c) {
+  gpt *g = m->impl;
+  ppsrt_backend *be = m->be;
+  if (!g->sp || g->nc || !g->nlocal) return 0;
+  static const int ks[4] = {LN1G, LN1B, LN2G, LN2B};
+  size_t h = (size_t)g->h, n = (size_t)g->nlocal * g->L * 2 * g->nst * h, at = 0;
+  float *buf;
+  TRY(be->alloc(be, n * sizeof(float), (void **)&buf));
+  int rc = 0;
+  for (int pass = 0; pass < 2 && !rc; pass++) {   /* pack, all-reduce, unpack */
+    if (pass && (rc = ppsrt_tp_allreduce(c, buf, n))) break;
+    at = 0;
+    for (int loc = 0; loc < g->nlocal && !rc; loc++)
+      for (int l = 0; l < g->L && !rc; l++)
+        for (int k = 0; k < 4 && !rc; k++) {
+          ppsrt_param *q = LP(m, loc, l, ks[k]);
+          if (!q) continue;
+          rc = pass ? be->memcpy_async(be, CS, q->grad, buf + at, h * sizeof(float), 0)
+                    : be->memcpy_async(be, CS, buf + at, q->grad, h * sizeof(float), 0);
+          at += h;
+        }
+  }
+  be->free(be, buf);
+  return rc;
+}
+
 static int gpt_end(ppsrt_model *m, ppsrt_ctx *c, double *loss) {
   gpt *g = m->impl;
   int rs = tie_sync(m, c);
+  if (!rs) rs = sp_sync(m, c);
   if (rs) { free_vstate(m); return rs; }
   /* the loss is reported once: by the last stage's device, or rank 0 with vocabulary
    * parallelism (every device has the merged statistics there); its statistics are
