@@ -905,7 +905,8 @@ int rt_ckpt_open(ppsrt_run *run, const char *path, rt_ckpt **out) {
       goto fail;
     }
   }
-  if (!strcmp(run->o.model, "gpt")) {
+  long hid = 0;   /* (another --hidden: the tensors' shapes say so, below) */
+  if (!strcmp(run->o.model, "gpt") && meta_int(path, kv, nkv, "hidden", 1, INT_MAX, 0, &hid) == 0 && hid == cfg->hidden) {
     rc = meta_int(path, kv, nkv, "ffn_hidden", 1, INT_MAX, 0, &v);
     if (rc < 0) goto fail;
     if (rc == 0 && v != ppsrt_gpt_ffn(cfg)) {
