@@ -119,14 +119,40 @@ static const IrKeyVal *kv_find(const IrKeyVal *kv, int n, const char *key) {
   return NULL;
 }
 
+/* The feed-forward width f when model { } gives no ffn_hidden: 4h, or with swiglu = 1
+ * Megatron-LM's (arguments.py), floor(8h/3 / 64) x 64, and where that is 0 (h < 24)
+ * 8 max(1, floor(8h/3 / 8)), as the runtime's gpt takes it. */
+static double ffn_default(double h, int swiglu) {
+  if (!swiglu) return 4 * h;
+  double f = floor(h / 24) * 64;   /* 8h/3 / 64 = h/24 */
+  return f > 0 ? f : 8 * fmax(1, floor(h / 3));
+}
+
 int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *stage_dev, CostModel *out) {
   memset(out, 0, sizeof *out);
   out->dtype_bytes = 2;
   int errors = 0;
-  const IrKeyVal *mk[9], *hk[9];
-  static const char *const mn[9] = {"layers", "hidden", "ffn_hidden", "heads", "query_groups", "seq", "micro_batch", "vocab", "dtype_bytes"};
+  const IrKeyVal *mk[13], *hk[9];
+  static const char *const mn[13] = {"layers", "hidden", "ffn_hidden", "heads", "query_groups", "seq", "micro_batch", "vocab", "dtype_bytes",
+                                     "swiglu", "rmsnorm", "rope", "bias"};
+  /* the Llama-style switches (0 or 1): what 1 means, or for bias what 0 means */
+  static const char *const flag_meaning[4] = {
+      "1: a SwiGLU feed-forward, FC1 one [hidden, 2 ffn_hidden] matrix of gate and up columns",
+      "1: every layer norm an RMSNorm, gamma only",
+      "1: rotary position embedding on the queries and keys, no position table",
+      "0: no biases on the QKV, projection, FC1 and FC2 layers"};
   static const char *const hn[9] = {"memory", "flops", "host_bandwidth", "peer_bandwidth", "efficiency",
                                     "d2h_bandwidth", "h2d_bandwidth", "devices_per_host_link", "duplex_bandwidth"};
+  for (int i = 9; i < 13; i++) {
+    mk[i] = kv_find(s->model, s->nmodel, mn[i]);
+    if (mk[i] && mk[i]->value != 0 && mk[i]->value != 1) {
+      diag_error(dg, mk[i]->span, "model %s must be 0 or 1 (%s), got %g", mn[i], flag_meaning[i - 9], mk[i]->value);
+      errors++;
+      mk[i] = NULL;
+    }
+  }
+  int swiglu = mk[9] && mk[9]->value == 1, rmsnorm = mk[10] && mk[10]->value == 1;
+  int rope = mk[11] && mk[11]->value == 1, bias = !(mk[12] && mk[12]->value == 0);
   for (int i = 0; i < 9; i++) {
     mk[i] = kv_find(s->model, s->nmodel, mn[i]);
     if (mk[i] && !(mk[i]->value > 0) && !(i == 7 && mk[i]->value == 0)) {
@@ -191,6 +217,12 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
       diag_note(dg, m->span, "model %s is given here", mn[divides[k]]);
       errors++;
     }
+    if (swiglu && !mk[2] && mk[1] && fmod(ffn_default(mk[1]->value, 1), T) != 0) {
+      diag_error(dg, kt->span, "hardware tensor_parallel = %d must divide the feed-forward width %g, swiglu's default ffn_hidden for hidden = %g (Megatron splits the feed-forward by columns; give ffn_hidden)",
+                 T, ffn_default(mk[1]->value, 1), mk[1]->value);
+      diag_note(dg, mk[9]->span, "model swiglu is given here");
+      errors++;
+    }
     if (mk[0] && mk[1] && mk[5] && mk[6] && hk[1] && !ktb && !hk[3]) {
       diag_error(dg, kt->span, "hardware tensor_parallel = %d needs tp_bandwidth (bytes/s of each GPU's link inside its tensor-parallel group, e.g. NVLink) or peer_bandwidth, to derive the times",
                  T);
@@ -202,8 +234,13 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
   out->duplex = hk[8] ? hk[8]->value / hk[2]->value : 1;
   int P = s->ndev, S = s->nstage;
   if (P <= 0 || S <= 0) return 0;
-  double L = mk[0] ? mk[0]->value : 0, h = mk[1] ? mk[1]->value : 0, f = mk[2] ? mk[2]->value : 4 * h;
+  double L = mk[0] ? mk[0]->value : 0, h = mk[1] ? mk[1]->value : 0, f = mk[2] ? mk[2]->value : ffn_default(h, swiglu);
   double heads = mk[3] ? mk[3]->value : 0, g = mk[4] ? mk[4]->value : heads;
+  /* key/value heads over heads (1 without heads: the times need no heads) */
+  double gr = mk[3] ? g / heads : 1;
+  /* per layer per token: the matrices' weights over h (QKV, projection, FC1 and FC2:
+   * 12 at a = g, f = 4h), and FC1's columns over f */
+  double fc1 = swiglu ? 2 : 1, mat_h = 2 + 2 * gr + (fc1 + 1) * f / h;
   double sq = mk[5] ? mk[5]->value : 0, b = mk[6] ? mk[6]->value : 0, V = mk[7] ? mk[7]->value : 0;
   double d = mk[8] ? mk[8]->value : 2;
   out->dtype_bytes = d;
@@ -223,9 +260,9 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
     out->times = 1;
     out->flops_rate = rate;
     /* one GPU of the tensor-parallel group: 1/T of every FLOP (T = 1: none) */
-    out->tf = share * bsh * (24 * h + 4 * sq) / T / rate;
-    out->tb = share * bsh * (24 * h + 8 * sq) / T / rate;
-    out->tw = share * 24 * bsh * h / T / rate;
+    out->tf = share * bsh * (2 * mat_h * h + 4 * sq) / T / rate;
+    out->tb = share * bsh * (2 * mat_h * h + 8 * sq) / T / rate;
+    out->tw = share * 2 * mat_h * bsh * h / T / rate;
     double of = 2 * bsh * V / T / rate, inf = bsh / T / rate, inw = 2 * bsh / T / rate;
     if (s->vocab.mode) {
       out->ts = (s->vocab.mode == 2 ? 2 : 1) * of / P;
@@ -270,10 +307,15 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
   }
   if (shape && mk[3]) {
     out->bytes = 1;
-    out->act_layer = sq * b * (h * d * (16 + 2 * g / heads) + 16 + 4 * heads);
+    /* per token: whole (ln1, x1, ln2, y, two residual gradients; the layer norms'
+     * F32 statistics) and split over a tensor-parallel group (qkv, att, hpre, hact;
+     * the attention's F32 statistics): costmodel.c's header */
+    double whole = 6 * h * d + (rmsnorm ? 8 : 16);
+    double split = (2 + 2 * gr) * h * d + (fc1 + 1) * f * d + 4 * heads;
+    out->act_layer = sq * b * (whole + split);
     if (tp) { /* one GPU's: the part split by heads or columns over the group, 1/T of
                * it; with sequence parallelism the rest too (costmodel.c's header) */
-      double split = sq * b * (h * d * (10 + 2 * g / heads) + 4 * heads);
+      split *= sq * b;
       tp->bytes = 1;
       tp->act_rep = sp ? 0 : out->act_layer - split;
       tp->act_split = sp ? out->act_layer : split;
@@ -291,19 +333,23 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
       out->toff = out->unit_bytes / bd;
       out->treload = bh > 0 ? out->unit_bytes / bh : 0;
     }
-    double per_layer = 2 * h * h + 2 * h * h * g / heads + 2 * h * f + (3 * h + 2 * h * g / heads + f) + 4 * h;
-    /* one GPU's: the column- and row-parallel matrices and the column-parallel biases
-     * (QKV, FC1) 1/T, the row-parallel biases (projection, FC2) and the layer norms whole */
-    per_layer -= (2 * h * h + 2 * h * h * g / heads + 2 * h * f + (h + 2 * h * g / heads + f)) * (T - 1) / T;
+    /* one layer: the matrices (QKV, projection, FC1, FC2), the column-parallel biases
+     * (QKV, FC1) and the row-parallel ones (projection, FC2) when bias = 1, and two
+     * layer norms (gamma and beta, or gamma alone with rmsnorm) */
+    double norm = rmsnorm ? h : 2 * h;
+    double mats = (2 + 2 * gr) * h * h + (fc1 + 1) * h * f, col_bias = bias ? (1 + 2 * gr) * h + fc1 * f : 0, row_bias = bias ? 2 * h : 0;
+    /* one GPU's: the matrices and the column-parallel biases 1/T, the rest whole */
+    double per_layer = (mats + col_bias) / T + row_bias + 2 * norm;
+    double pos = rope ? 0 : sq * h;   /* the learned position table (none with rope) */
     double per_param = costmodel_param_bytes(d, 1);
     out->static_bytes = arena_alloc(a, sizeof(double) * (size_t)(P + 1));
     out->dev_params = arena_alloc(a, sizeof(double) * (size_t)(P + 1));
     out->stage_params = arena_alloc(a, sizeof(double) * (size_t)(S + 1));
     for (int st = 0; st < S; st++) {
       double p = L / S * per_layer;
-      if (!s->vocab.mode && st == 0) p += h * V / T + sq * h;   /* vocabulary-parallel embedding */
+      if (!s->vocab.mode && st == 0) p += h * V / T + pos;   /* vocabulary-parallel embedding */
       if (!s->vocab.mode && st == S - 1) p += h * V / T;
-      if (st == S - 1) p += 2 * h;
+      if (st == S - 1) p += norm;   /* the final layer norm */
       out->stage_params[st] = p;
       int dv = stage_dev[st];
       if (dv < 0 || dv >= P) continue;
@@ -313,7 +359,7 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
     if (s->vocab.mode) {
       double share = 2 * h * V / P / T;   /* the input and output layers' rows of a GPU */
       out->vocab_params = arena_alloc(a, sizeof(double) * (size_t)(P + 1));
-      for (int dv = 0; dv < P; dv++) out->vocab_params[dv] = share + (dv == 0 ? sq * h : 0);
+      for (int dv = 0; dv < P; dv++) out->vocab_params[dv] = share + (dv == 0 ? pos : 0);
       for (int dv = 0; dv < P; dv++) {
         out->static_bytes[dv] += out->vocab_params[dv] * per_param;
         out->dev_params[dv] += out->vocab_params[dv];
