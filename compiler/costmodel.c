@@ -1,11 +1,23 @@
 /* costmodel.c: seconds and bytes from `model { }` and `hardware { }`.
  *
+ * The layer: a GPT block as the runtime's gpt builds it (runtime/model_gpt.c), with
+ * Megatron-LM's Llama-style switches (model keys, 0 or 1): swiglu (default 0,
+ *   --swiglu: FC1 one [h, 2f] matrix of gate and up columns, y = silu(gate) * up of
+ *   width f, FC2 [f, h]), rmsnorm (0, --normalization RMSNorm: every norm gamma only,
+ *   F32 rstd only), rope (0, --position-embedding-type rope: no position table) and
+ *   bias (1; 0: --disable-bias-linear, no biases on QKV, projection, FC1, FC2).
+ *   f = ffn_hidden, default 4h, with swiglu Megatron's floor(8h/3 / 64) x 64 (where
+ *   that is 0: 8 max(1, floor(8h/3 / 8))): ffn_default. g = query_groups (default a).
  * Times (seconds), when the model gives layers L, hidden h, seq s, micro_batch b and
  * the hardware flops (FLOP/s per device) and, optionally, efficiency e (0 < e <= 1,
  * default 1: the fraction of `flops` the passes achieve):
  *   FLOPs of one transformer layer for one microbatch (Yeung et al., Vocabulary
- *   Parallelism, MLSys 2025; Narayanan et al. 2021): F = bsh(24h + 4s),
- *   B = bsh(24h + 8s), W = 24bsh^2, together bsh(72h + 12s);
+ *   Parallelism, MLSys 2025; Narayanan et al. 2021), the matrices 2 FLOPs a weight a
+ *   token, M = 2bs[h^2(1 + 2g/a) + h^2 + hf(swiglu ? 3 : 2)] (QKV, projection, MLP;
+ *   g/a = 1 without heads), the attention A = 4bs^2h (scores and values, as the paper
+ *   counts them): F = M + A, B = M + 2A, W = M; at g = a, f = 4h, no swiglu
+ *   F = bsh(24h + 4s), B = bsh(24h + 8s), W = 24bsh^2, together bsh(72h + 12s)
+ *   (norms, biases, activation functions and rotary embedding not counted);
  *   output layer (vocab V): F = B = W = 2bshV (6bshV); input layer: 3bsh, taken as
  *   F = bsh, W = 2bsh (its input gradient is nothing).
  *   A stage holds L / S layers; TF, TB, TW of one device share are those of L / P
@@ -13,8 +25,6 @@
  *   layer and stage S-1 the output layer; with it the vocabulary passes run 1/P of
  *   them: Vocab-1 TS = F, TT = B + W; Vocab-2 TS = F + B, TT = W (of the output layer,
  *   over P); TIF = F, TIB = W of the input layer over P.
- *   The formula assumes a 4h feed-forward and as many key/value heads as heads
- *   (ffn_hidden and query_groups change the bytes below, not the FLOPs).
  *   TC = bsh * dtype_bytes / peer_bandwidth (one boundary activation);
  *   TOFF = unit_bytes / d2h_bandwidth, TRELOAD = unit_bytes / h2d_bandwidth (one
  *   device share's activation, one way, on each copy engine; both default to
@@ -22,21 +32,29 @@
  *   link they share is split between them in proportion to their bandwidths).
  * Bytes, when heads a is also given (dtype_bytes d, default 2):
  *   activation of one layer for one microbatch, with fused attention (no s x s
- *   scores, only its F32 softmax statistics) and no dropout:
- *   sbh(16 + 2g/a) d + sb(16 + 4a) bytes, g = query_groups (default a): Korthikanti
- *   et al., "Reducing Activation Recomputation in Large Transformer Models", 2022,
- *   eq. 1 (34sbh + 5as^2b at d = 2) without its s^2 terms (scores, softmax, dropout
- *   of attention) and dropout masks, K and V at g/a of Q, plus the F32 statistics of
- *   the two layer norms (16 bytes a token) and of the attention (4 bytes a head and a
- *   token), and the gradients of the layer's two residual branches that B leaves for
- *   W (2sbh d, held from F): what the runtime's gpt keeps (runtime/model_gpt.c,
- *   layer_bytes and grad_slots). One activation unit (a device share) is L / P of it;
- *   parameters of one layer: attention 2h^2 + 2h * h g / a, feed-forward 2hf
- *   (f = ffn_hidden, default 4h; a gated MLP has three matrices: give ffn_hidden =
- *   1.5 times its width), their biases h + 2hg/a + h + f + h and two layer norms 4h;
- *   the input embedding hV and the position table sh on the devices of stage 0, the
- *   output layer hV and the final layer norm 2h on those of stage S-1 (under
- *   `vocab parallel` 2hV / P on every device, the positions on device 0); static
+ *   scores, only its F32 softmax statistics) and no dropout, a token:
+ *     ln1, x1, ln2, y and the two residual-branch gradients B leaves for W (held
+ *     from F) 6hd, the two norms' F32 mean and rstd 16 (rstd alone with rmsnorm: 8),
+ *     qkv h(1 + 2g/a)d, the attention's F32 softmax statistics 4a, att hd, hpre
+ *     (FC1's output: gate and up, 2f, with swiglu) fd or 2fd, hact (GeLU's or
+ *     SwiGLU's output) fd (rotary embedding is applied in place: nothing added):
+ *   sb[h(8 + 2g/a)d + f(swiglu ? 3 : 2)d + (rmsnorm ? 8 : 16) + 4a] bytes, at
+ *   f = 4h, no switches sbh(16 + 2g/a) d + sb(16 + 4a): Korthikanti et al.,
+ *   "Reducing Activation Recomputation in Large Transformer Models", 2022, eq. 1
+ *   (34sbh + 5as^2b at d = 2) without its s^2 terms (scores, softmax, dropout of
+ *   attention) and dropout masks, K and V at g/a of Q, plus the F32 statistics and
+ *   the residual gradients: what the runtime's gpt keeps (runtime/model_gpt.c,
+ *   layer_bytes and grad_slots). One activation unit (a device share) is L / P of
+ *   it. Not counted: the last stage's final-norm statistics (2 F32 a token, 1 with
+ *   rmsnorm) and, with rope, the F32 cos/sin table (s h/a floats) of every device
+ *   with layers: the prediction has no term for whole-device buffers other than
+ *   parameters and activations (docs/language.md, "Bytes").
+ *   Parameters of one layer: QKV h^2(1 + 2g/a), projection h^2, MLP hf(swiglu ? 3 :
+ *   2); with bias = 1 their biases h(1 + 2g/a) + h + f(swiglu ? 2 : 1) + h; two
+ *   norms 2h each (gamma, beta; h with rmsnorm); the input embedding hV and the
+ *   position table sh (none with rope) on the devices of stage 0, the output layer
+ *   hV and the final norm 2h (h with rmsnorm) on those of stage S-1 (under `vocab
+ *   parallel` 2hV / P on every device, the positions on device 0); static
  *   bytes per parameter: weights d + F32 gradients 4 + mixed-precision Adam 12 (F32
  *   master weights, momentum, variance; the master is the weight itself at d = 4),
  *   no sharding of optimizer state (18 bytes at d = 2, as Megatron counts them);
@@ -47,7 +65,8 @@
  *   Shoeybi et al. 2019, Korthikanti et al. 2022): each pipeline device is a group of
  *   T GPUs, P x D x T GPUs in all, and every figure above is one GPU's (T = 1: all
  *   unchanged, byte for byte). Megatron needs T to divide heads, query_groups and
- *   ffn_hidden (when given): errors at tensor_parallel otherwise.
+ *   ffn_hidden (when given; with swiglu its default too): errors at tensor_parallel
+ *   otherwise.
  *   FLOPs: the layers' F, B, W, the input layer's and the output layer's (a
  *   vocabulary-parallel embedding and LM head) divide by T; under `vocab parallel`
  *   TS, TT, TIF, TIB too.
@@ -80,17 +99,19 @@
  *       inputs and residual path: ln1 (LN1 output, the QKV input) h, x1 (LN2 input) h,
  *       ln2 (LN2 output, the FC1 input) h, y (the next layer's input, LN1's) h, the
  *       two residual-branch gradients B leaves for W 2h: 6h, and the two layer norms'
- *       F32 mean and rstd, 16 bytes;
+ *       F32 statistics, n = 16 bytes (8 with rmsnorm);
  *     split by heads or columns: qkv h(1 + 2g/a), att (the projection's input) h,
- *       hpre and hact (FC1 output, GeLU output) 8h: h(10 + 2g/a), and the attention's
- *       F32 softmax statistics 4a bytes;
- *   act_layer = sb[6hd + 16] + sb[hd(10 + 2g/a) + 4a] / T without SP,
- *   act_layer = sb[hd(16 + 2g/a) + 16 + 4a] / T with SP (everything sequence-split);
- *   at T = 1 both are the formula above.
- *   Parameters per GPU: the column-parallel QKV (h x h(1 + 2g/a)) and FC1 (h x f)
- *   matrices and their biases, the row-parallel projection (h x h) and FC2 (f x h)
- *   matrices / T; the row-parallel biases (2h), the layer norms (4h), the position
- *   table (sh) and the final layer norm (2h) whole; the embedding and the output
+ *       hpre and hact (FC1 output, its activation) f(swiglu ? 3 : 2): h(2 + 2g/a) +
+ *       f(swiglu ? 3 : 2) (10h + 2hg/a at f = 4h), and the attention's F32 softmax
+ *       statistics 4a bytes;
+ *   act_layer = sb[6hd + n] + sb[hd(2 + 2g/a) + fd(swiglu ? 3 : 2) + 4a] / T without
+ *   SP, act_layer = (both) / T with SP (everything sequence-split); at T = 1 both are
+ *   the formula above.
+ *   Parameters per GPU: the column-parallel QKV (h x h(1 + 2g/a)) and FC1 (h x f, or
+ *   h x 2f with swiglu) matrices and their biases, the row-parallel projection (h x h)
+ *   and FC2 (f x h) matrices / T; the row-parallel biases (2h, with bias = 1), the
+ *   layer norms (4h, or 2h with rmsnorm), the position table (sh, none with rope) and
+ *   the final layer norm (2h or h) whole; the embedding and the output
  *   layer hV / T each (2hV / (P T) a device under `vocab parallel`). Static bytes a
  *   parameter unchanged (d + 4 + 12, or d + 4 + 12 / D with the distributed
  *   optimizer) on these counts; stage_params and dev_params are one GPU's, so the
