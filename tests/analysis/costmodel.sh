@@ -67,7 +67,8 @@ BEGIN {
 AWK
 M7B='L=32 h=4096 f=16512 a=32 g=32 s=2048 b=1 V=32000 d=2 sw=0 rms=0 rope=0 bias=1 P=8 rate=156e12 peer=300e9'
 # model NAME=VALUE...: model.awk's figures for m7b's model with those changed
-model() { awk $(for v in $M7B "$@"; do printf ' -v %s' "$v"; done) -f "$tmp/model.awk"; }
+# shellcheck disable=SC2046
+model() { awk $(for v in $M7B "$@"; do printf ' -v %s' "$v"; done) -f "$tmp/model.awk"; }   # (split: one -v each)
 # figures NAME FILE 'AWK VARS' ARGS...: expand's costs and sim --json's bytes of FILE
 # at ARGS against model.awk's
 figures() {
@@ -81,25 +82,27 @@ $(sed -n 's/^  cost stage 7: TF = \([^,]*\),.*/\1/p' "$tmp/x.pps") \
 $(sed 's/.*"unit_bytes":\([^,]*\),.*/\1/' "$tmp/j") \
 $(sed 's/.*"device":0,[^}]*"static_bytes":\([^,}]*\).*/\1/' "$tmp/j") \
 $(sed 's/.*"device":7,[^}]*"static_bytes":\([^,}]*\).*/\1/' "$tmp/j")"
-  set -- $got
-  i=0
-  for w in $want; do
-    i=$((i + 1))
-    eval g=\${$i:-none}
-    near "$g" "$w" || bad "$name: $(echo TF TB TW TC 'stage-7-TF' unit_bytes device-0-static_bytes device-7-static_bytes | cut -d' ' -f$i) $g, want $w"
-  done
-  [ $i -eq 8 ] || bad "$name: model.awk gave $i figures, not 8"
+  # shellcheck disable=SC2086
+  printf '%s\n%s\n' "$(echo $got)" "$want" | awk -v name="$name" '
+    NR == 1 { n = split($0, g) } NR == 2 { m = split($0, w) }
+    END {
+      split("TF TB TW TC stage-7-TF unit_bytes device-0-static_bytes device-7-static_bytes", k)
+      if (n != 8 || m != 8) { print "FAIL: " name ": " n " figures from ppsc, " m " from model.awk, not 8"; exit 1 }
+      for (i = 1; i <= 8; i++) {
+        d = g[i] - w[i]; if (d < 0) d = -d; s = w[i] < 0 ? -w[i] : w[i]
+        if (!(d <= 1e-9 * (s > 1 ? s : 1))) { print "FAIL: " name ": " k[i] " " g[i] ", want " w[i]; bad = 1 }
+      }
+      exit bad
+    }' || fail=1
 }
 figures m7b "$tmp/m.pps" ''
 # (model.awk at a = g, f = 4h: bsh(24h + 4s), bsh(24h + 8s), 24bsh^2 a layer, and
 # sbh(16 + 2g/a) d + sb(16 + 4a) bytes: the formulas before ffn_hidden counted)
-set -- $(model f=16384)
-for w in $(awk 'BEGIN { b = 1; s = 2048; h = 4096; r = 312e12 * 0.5; bsh = b * s * h
-  printf "%.17g %.17g %.17g", 4 * bsh * (24 * h + 4 * s) / r, 4 * bsh * (24 * h + 8 * s) / r, 4 * 24 * bsh * h / r }') \
-  x x "$(awk 'BEGIN { printf "%.17g", 4 * (2048 * 4096 * (16 + 2) * 2 + 2048 * (16 + 4 * 32)) }')"; do
-  [ "$w" = x ] || near "$1" "$w" || bad "model.awk at f = 4h: $1, want $w (the 24h formulas)"
-  shift
-done
+model f=16384 | awk '{ b = 1; s = 2048; h = 4096; r = 312e12 * 0.5; bsh = b * s * h
+  w[1] = 4 * bsh * (24 * h + 4 * s) / r; w[2] = 4 * bsh * (24 * h + 8 * s) / r; w[3] = 4 * 24 * bsh * h / r
+  w[6] = 4 * (s * h * (16 + 2) * 2 + s * (16 + 4 * 32))
+  for (i in w) { d = $i - w[i]; if (d < 0) d = -d; if (d > 1e-9 * w[i]) { print "FAIL: model.awk at f = 4h: " $i ", want " w[i] " (the 24h formulas)"; bad = 1 } }
+  exit bad }' || fail=1
 figures "m7b, ffn_hidden 4h" "$tmp/m.pps" 'f=16384' --model ffn_hidden=16384
 # a Llama-style block: SwiGLU, RMSNorm, RoPE, no biases, grouped-query attention, ffn_hidden given
 sed 's/ffn_hidden = 16512; heads = 32; query_groups = 32;/ffn_hidden = 11008; heads = 32; query_groups = 8; swiglu = 1; rmsnorm = 1; rope = 1; bias = 0;/' \
