@@ -1,11 +1,23 @@
 /* costmodel.c: seconds and bytes from `model { }` and `hardware { }`.
  *
+ * The layer: a GPT block as the runtime's gpt builds it (runtime/model_gpt.c), with
+ * Megatron-LM's Llama-style switches (model keys, 0 or 1): swiglu (default 0,
+ *   --swiglu: FC1 one [h, 2f] matrix of gate and up columns, y = silu(gate) * up of
+ *   width f, FC2 [f, h]), rmsnorm (0, --normalization RMSNorm: every norm gamma only,
+ *   F32 rstd only), rope (0, --position-embedding-type rope: no position table) and
+ *   bias (1; 0: --disable-bias-linear, no biases on QKV, projection, FC1, FC2).
+ *   f = ffn_hidden, default 4h, with swiglu Megatron's floor(8h/3 / 64) x 64 (where
+ *   that is 0: 8 max(1, floor(8h/3 / 8))): ffn_default. g = query_groups (default a).
  * Times (seconds), when the model gives layers L, hidden h, seq s, micro_batch b and
  * the hardware flops (FLOP/s per device) and, optionally, efficiency e (0 < e <= 1,
  * default 1: the fraction of `flops` the passes achieve):
  *   FLOPs of one transformer layer for one microbatch (Yeung et al., Vocabulary
- *   Parallelism, MLSys 2025; Narayanan et al. 2021): F = bsh(24h + 4s),
- *   B = bsh(24h + 8s), W = 24bsh^2, together bsh(72h + 12s);
+ *   Parallelism, MLSys 2025; Narayanan et al. 2021), the matrices 2 FLOPs a weight a
+ *   token, M = 2bs[h^2(1 + 2g/a) + h^2 + hf(swiglu ? 3 : 2)] (QKV, projection, MLP;
+ *   g/a = 1 without heads), the attention A = 4bs^2h (scores and values, as the paper
+ *   counts them): F = M + A, B = M + 2A, W = M; at g = a, f = 4h, no swiglu
+ *   F = bsh(24h + 4s), B = bsh(24h + 8s), W = 24bsh^2, together bsh(72h + 12s)
+ *   (norms, biases, activation functions and rotary embedding not counted);
  *   output layer (vocab V): F = B = W = 2bshV (6bshV); input layer: 3bsh, taken as
  *   F = bsh, W = 2bsh (its input gradient is nothing).
  *   A stage holds L / S layers; TF, TB, TW of one device share are those of L / P
@@ -13,8 +25,6 @@
  *   layer and stage S-1 the output layer; with it the vocabulary passes run 1/P of
  *   them: Vocab-1 TS = F, TT = B + W; Vocab-2 TS = F + B, TT = W (of the output layer,
  *   over P); TIF = F, TIB = W of the input layer over P.
- *   The formula assumes a 4h feed-forward and as many key/value heads as heads
- *   (ffn_hidden and query_groups change the bytes below, not the FLOPs).
  *   TC = bsh * dtype_bytes / peer_bandwidth (one boundary activation);
  *   TOFF = unit_bytes / d2h_bandwidth, TRELOAD = unit_bytes / h2d_bandwidth (one
  *   device share's activation, one way, on each copy engine; both default to
@@ -22,21 +32,29 @@
  *   link they share is split between them in proportion to their bandwidths).
  * Bytes, when heads a is also given (dtype_bytes d, default 2):
  *   activation of one layer for one microbatch, with fused attention (no s x s
- *   scores, only its F32 softmax statistics) and no dropout:
- *   sbh(16 + 2g/a) d + sb(16 + 4a) bytes, g = query_groups (default a): Korthikanti
- *   et al., "Reducing Activation Recomputation in Large Transformer Models", 2022,
- *   eq. 1 (34sbh + 5as^2b at d = 2) without its s^2 terms (scores, softmax, dropout
- *   of attention) and dropout masks, K and V at g/a of Q, plus the F32 statistics of
- *   the two layer norms (16 bytes a token) and of the attention (4 bytes a head and a
- *   token), and the gradients of the layer's two residual branches that B leaves for
- *   W (2sbh d, held from F): what the runtime's gpt keeps (runtime/model_gpt.c,
- *   layer_bytes and grad_slots). One activation unit (a device share) is L / P of it;
- *   parameters of one layer: attention 2h^2 + 2h * h g / a, feed-forward 2hf
- *   (f = ffn_hidden, default 4h; a gated MLP has three matrices: give ffn_hidden =
- *   1.5 times its width), their biases h + 2hg/a + h + f + h and two layer norms 4h;
- *   the input embedding hV and the position table sh on the devices of stage 0, the
- *   output layer hV and the final layer norm 2h on those of stage S-1 (under
- *   `vocab parallel` 2hV / P on every device, the positions on device 0); static
+ *   scores, only its F32 softmax statistics) and no dropout, a token:
+ *     ln1, x1, ln2, y and the two residual-branch gradients B leaves for W (held
+ *     from F) 6hd, the two norms' F32 mean and rstd 16 (rstd alone with rmsnorm: 8),
+ *     qkv h(1 + 2g/a)d, the attention's F32 softmax statistics 4a, att hd, hpre
+ *     (FC1's output: gate and up, 2f, with swiglu) fd or 2fd, hact (GeLU's or
+ *     SwiGLU's output) fd (rotary embedding is applied in place: nothing added):
+ *   sb[h(8 + 2g/a)d + f(swiglu ? 3 : 2)d + (rmsnorm ? 8 : 16) + 4a] bytes, at
+ *   f = 4h, no switches sbh(16 + 2g/a) d + sb(16 + 4a): Korthikanti et al.,
+ *   "Reducing Activation Recomputation in Large Transformer Models", 2022, eq. 1
+ *   (34sbh + 5as^2b at d = 2) without its s^2 terms (scores, softmax, dropout of
+ *   attention) and dropout masks, K and V at g/a of Q, plus the F32 statistics and
+ *   the residual gradients: what the runtime's gpt keeps (runtime/model_gpt.c,
+ *   layer_bytes and grad_slots). One activation unit (a device share) is L / P of
+ *   it. Not counted: the last stage's final-norm statistics (2 F32 a token, 1 with
+ *   rmsnorm) and, with rope, the F32 cos/sin table (s h/a floats) of every device
+ *   with layers: the prediction has no term for whole-device buffers other than
+ *   parameters and activations (docs/language.md, "Bytes").
+ *   Parameters of one layer: QKV h^2(1 + 2g/a), projection h^2, MLP hf(swiglu ? 3 :
+ *   2); with bias = 1 their biases h(1 + 2g/a) + h + f(swiglu ? 2 : 1) + h; two
+ *   norms 2h each (gamma, beta; h with rmsnorm); the input embedding hV and the
+ *   position table sh (none with rope) on the devices of stage 0, the output layer
+ *   hV and the final norm 2h (h with rmsnorm) on those of stage S-1 (under `vocab
+ *   parallel` 2hV / P on every device, the positions on device 0); static
  *   bytes per parameter: weights d + F32 gradients 4 + mixed-precision Adam 12 (F32
  *   master weights, momentum, variance; the master is the weight itself at d = 4),
  *   no sharding of optimizer state (18 bytes at d = 2, as Megatron counts them);
@@ -47,7 +65,8 @@
  *   Shoeybi et al. 2019, Korthikanti et al. 2022): each pipeline device is a group of
  *   T GPUs, P x D x T GPUs in all, and every figure above is one GPU's (T = 1: all
  *   unchanged, byte for byte). Megatron needs T to divide heads, query_groups and
- *   ffn_hidden (when given): errors at tensor_parallel otherwise.
+ *   ffn_hidden (when given; with swiglu its default too): errors at tensor_parallel
+ *   otherwise.
  *   FLOPs: the layers' F, B, W, the input layer's and the output layer's (a
  *   vocabulary-parallel embedding and LM head) divide by T; under `vocab parallel`
  *   TS, TT, TIF, TIB too.
@@ -80,17 +99,19 @@
  *       inputs and residual path: ln1 (LN1 output, the QKV input) h, x1 (LN2 input) h,
  *       ln2 (LN2 output, the FC1 input) h, y (the next layer's input, LN1's) h, the
  *       two residual-branch gradients B leaves for W 2h: 6h, and the two layer norms'
- *       F32 mean and rstd, 16 bytes;
+ *       F32 statistics, n = 16 bytes (8 with rmsnorm);
  *     split by heads or columns: qkv h(1 + 2g/a), att (the projection's input) h,
- *       hpre and hact (FC1 output, GeLU output) 8h: h(10 + 2g/a), and the attention's
- *       F32 softmax statistics 4a bytes;
- *   act_layer = sb[6hd + 16] + sb[hd(10 + 2g/a) + 4a] / T without SP,
- *   act_layer = sb[hd(16 + 2g/a) + 16 + 4a] / T with SP (everything sequence-split);
- *   at T = 1 both are the formula above.
- *   Parameters per GPU: the column-parallel QKV (h x h(1 + 2g/a)) and FC1 (h x f)
- *   matrices and their biases, the row-parallel projection (h x h) and FC2 (f x h)
- *   matrices / T; the row-parallel biases (2h), the layer norms (4h), the position
- *   table (sh) and the final layer norm (2h) whole; the embedding and the output
+ *       hpre and hact (FC1 output, its activation) f(swiglu ? 3 : 2): h(2 + 2g/a) +
+ *       f(swiglu ? 3 : 2) (10h + 2hg/a at f = 4h), and the attention's F32 softmax
+ *       statistics 4a bytes;
+ *   act_layer = sb[6hd + n] + sb[hd(2 + 2g/a) + fd(swiglu ? 3 : 2) + 4a] / T without
+ *   SP, act_layer = (both) / T with SP (everything sequence-split); at T = 1 both are
+ *   the formula above.
+ *   Parameters per GPU: the column-parallel QKV (h x h(1 + 2g/a)) and FC1 (h x f, or
+ *   h x 2f with swiglu) matrices and their biases, the row-parallel projection (h x h)
+ *   and FC2 (f x h) matrices / T; the row-parallel biases (2h, with bias = 1), the
+ *   layer norms (4h, or 2h with rmsnorm), the position table (sh, none with rope) and
+ *   the final layer norm (2h or h) whole; the embedding and the output
  *   layer hV / T each (2hV / (P T) a device under `vocab parallel`). Static bytes a
  *   parameter unchanged (d + 4 + 12, or d + 4 + 12 / D with the distributed
  *   optimizer) on these counts; stage_params and dev_params are one GPU's, so the
@@ -119,14 +140,40 @@ static const IrKeyVal *kv_find(const IrKeyVal *kv, int n, const char *key) {
   return NULL;
 }
 
+/* The feed-forward width f when model { } gives no ffn_hidden: 4h, or with swiglu = 1
+ * Megatron-LM's (arguments.py), floor(8h/3 / 64) x 64, and where that is 0 (h < 24)
+ * 8 max(1, floor(8h/3 / 8)), as the runtime's gpt takes it. */
+static double ffn_default(double h, int swiglu) {
+  if (!swiglu) return 4 * h;
+  double f = floor(h / 24) * 64;   /* 8h/3 / 64 = h/24 */
+  return f > 0 ? f : 8 * fmax(1, floor(h / 3));
+}
+
 int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *stage_dev, CostModel *out) {
   memset(out, 0, sizeof *out);
   out->dtype_bytes = 2;
   int errors = 0;
-  const IrKeyVal *mk[9], *hk[9];
-  static const char *const mn[9] = {"layers", "hidden", "ffn_hidden", "heads", "query_groups", "seq", "micro_batch", "vocab", "dtype_bytes"};
+  const IrKeyVal *mk[13], *hk[9];
+  static const char *const mn[13] = {"layers", "hidden", "ffn_hidden", "heads", "query_groups", "seq", "micro_batch", "vocab", "dtype_bytes",
+                                     "swiglu", "rmsnorm", "rope", "bias"};
+  /* the Llama-style switches (0 or 1): what 1 means, or for bias what 0 means */
+  static const char *const flag_meaning[4] = {
+      "1: a SwiGLU feed-forward, FC1 one [hidden, 2 ffn_hidden] matrix of gate and up columns",
+      "1: every layer norm an RMSNorm, gamma only",
+      "1: rotary position embedding on the queries and keys, no position table",
+      "0: no biases on the QKV, projection, FC1 and FC2 layers"};
   static const char *const hn[9] = {"memory", "flops", "host_bandwidth", "peer_bandwidth", "efficiency",
                                     "d2h_bandwidth", "h2d_bandwidth", "devices_per_host_link", "duplex_bandwidth"};
+  for (int i = 9; i < 13; i++) {
+    mk[i] = kv_find(s->model, s->nmodel, mn[i]);
+    if (mk[i] && mk[i]->value != 0 && mk[i]->value != 1) {
+      diag_error(dg, mk[i]->span, "model %s must be 0 or 1 (%s), got %g", mn[i], flag_meaning[i - 9], mk[i]->value);
+      errors++;
+      mk[i] = NULL;
+    }
+  }
+  int swiglu = mk[9] && mk[9]->value == 1, rmsnorm = mk[10] && mk[10]->value == 1;
+  int rope = mk[11] && mk[11]->value == 1, bias = !(mk[12] && mk[12]->value == 0);
   for (int i = 0; i < 9; i++) {
     mk[i] = kv_find(s->model, s->nmodel, mn[i]);
     if (mk[i] && !(mk[i]->value > 0) && !(i == 7 && mk[i]->value == 0)) {
@@ -191,6 +238,12 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
       diag_note(dg, m->span, "model %s is given here", mn[divides[k]]);
       errors++;
     }
+    if (swiglu && !mk[2] && mk[1] && fmod(ffn_default(mk[1]->value, 1), T) != 0) {
+      diag_error(dg, kt->span, "hardware tensor_parallel = %d must divide the feed-forward width %g, swiglu's default ffn_hidden for hidden = %g (Megatron splits the feed-forward by columns; give ffn_hidden)",
+                 T, ffn_default(mk[1]->value, 1), mk[1]->value);
+      diag_note(dg, mk[9]->span, "model swiglu is given here");
+      errors++;
+    }
     if (mk[0] && mk[1] && mk[5] && mk[6] && hk[1] && !ktb && !hk[3]) {
       diag_error(dg, kt->span, "hardware tensor_parallel = %d needs tp_bandwidth (bytes/s of each GPU's link inside its tensor-parallel group, e.g. NVLink) or peer_bandwidth, to derive the times",
                  T);
@@ -202,8 +255,13 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
   out->duplex = hk[8] ? hk[8]->value / hk[2]->value : 1;
   int P = s->ndev, S = s->nstage;
   if (P <= 0 || S <= 0) return 0;
-  double L = mk[0] ? mk[0]->value : 0, h = mk[1] ? mk[1]->value : 0, f = mk[2] ? mk[2]->value : 4 * h;
+  double L = mk[0] ? mk[0]->value : 0, h = mk[1] ? mk[1]->value : 0, f = mk[2] ? mk[2]->value : ffn_default(h, swiglu);
   double heads = mk[3] ? mk[3]->value : 0, g = mk[4] ? mk[4]->value : heads;
+  /* key/value heads over heads (1 without heads: the times need no heads) */
+  double gr = mk[3] ? g / heads : 1;
+  /* per layer per token: the matrices' weights over h (QKV, projection, FC1 and FC2:
+   * 12 at a = g, f = 4h), and FC1's columns over f */
+  double fc1 = swiglu ? 2 : 1, mat_h = 2 + 2 * gr + (fc1 + 1) * f / h;
   double sq = mk[5] ? mk[5]->value : 0, b = mk[6] ? mk[6]->value : 0, V = mk[7] ? mk[7]->value : 0;
   double d = mk[8] ? mk[8]->value : 2;
   out->dtype_bytes = d;
@@ -223,9 +281,9 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
     out->times = 1;
     out->flops_rate = rate;
     /* one GPU of the tensor-parallel group: 1/T of every FLOP (T = 1: none) */
-    out->tf = share * bsh * (24 * h + 4 * sq) / T / rate;
-    out->tb = share * bsh * (24 * h + 8 * sq) / T / rate;
-    out->tw = share * 24 * bsh * h / T / rate;
+    out->tf = share * bsh * (2 * mat_h * h + 4 * sq) / T / rate;
+    out->tb = share * bsh * (2 * mat_h * h + 8 * sq) / T / rate;
+    out->tw = share * 2 * mat_h * bsh * h / T / rate;
     double of = 2 * bsh * V / T / rate, inf = bsh / T / rate, inw = 2 * bsh / T / rate;
     if (s->vocab.mode) {
       out->ts = (s->vocab.mode == 2 ? 2 : 1) * of / P;
@@ -270,10 +328,15 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
   }
   if (shape && mk[3]) {
     out->bytes = 1;
-    out->act_layer = sq * b * (h * d * (16 + 2 * g / heads) + 16 + 4 * heads);
+    /* per token: whole (ln1, x1, ln2, y, two residual gradients; the layer norms'
+     * F32 statistics) and split over a tensor-parallel group (qkv, att, hpre, hact;
+     * the attention's F32 statistics): costmodel.c's header */
+    double whole = 6 * h * d + (rmsnorm ? 8 : 16);
+    double split = (2 + 2 * gr) * h * d + (fc1 + 1) * f * d + 4 * heads;
+    out->act_layer = sq * b * (whole + split);
     if (tp) { /* one GPU's: the part split by heads or columns over the group, 1/T of
                * it; with sequence parallelism the rest too (costmodel.c's header) */
-      double split = sq * b * (h * d * (10 + 2 * g / heads) + 4 * heads);
+      split *= sq * b;
       tp->bytes = 1;
       tp->act_rep = sp ? 0 : out->act_layer - split;
       tp->act_split = sp ? out->act_layer : split;
@@ -291,19 +354,23 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
       out->toff = out->unit_bytes / bd;
       out->treload = bh > 0 ? out->unit_bytes / bh : 0;
     }
-    double per_layer = 2 * h * h + 2 * h * h * g / heads + 2 * h * f + (3 * h + 2 * h * g / heads + f) + 4 * h;
-    /* one GPU's: the column- and row-parallel matrices and the column-parallel biases
-     * (QKV, FC1) 1/T, the row-parallel biases (projection, FC2) and the layer norms whole */
-    per_layer -= (2 * h * h + 2 * h * h * g / heads + 2 * h * f + (h + 2 * h * g / heads + f)) * (T - 1) / T;
+    /* one layer: the matrices (QKV, projection, FC1, FC2), the column-parallel biases
+     * (QKV, FC1) and the row-parallel ones (projection, FC2) when bias = 1, and two
+     * layer norms (gamma and beta, or gamma alone with rmsnorm) */
+    double norm = rmsnorm ? h : 2 * h;
+    double mats = (2 + 2 * gr) * h * h + (fc1 + 1) * h * f, col_bias = bias ? (1 + 2 * gr) * h + fc1 * f : 0, row_bias = bias ? 2 * h : 0;
+    /* one GPU's: the matrices and the column-parallel biases 1/T, the rest whole */
+    double per_layer = (mats + col_bias) / T + row_bias + 2 * norm;
+    double pos = rope ? 0 : sq * h;   /* the learned position table (none with rope) */
     double per_param = costmodel_param_bytes(d, 1);
     out->static_bytes = arena_alloc(a, sizeof(double) * (size_t)(P + 1));
     out->dev_params = arena_alloc(a, sizeof(double) * (size_t)(P + 1));
     out->stage_params = arena_alloc(a, sizeof(double) * (size_t)(S + 1));
     for (int st = 0; st < S; st++) {
       double p = L / S * per_layer;
-      if (!s->vocab.mode && st == 0) p += h * V / T + sq * h;   /* vocabulary-parallel embedding */
+      if (!s->vocab.mode && st == 0) p += h * V / T + pos;   /* vocabulary-parallel embedding */
       if (!s->vocab.mode && st == S - 1) p += h * V / T;
-      if (st == S - 1) p += 2 * h;
+      if (st == S - 1) p += norm;   /* the final layer norm */
       out->stage_params[st] = p;
       int dv = stage_dev[st];
       if (dv < 0 || dv >= P) continue;
@@ -313,7 +380,7 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
     if (s->vocab.mode) {
       double share = 2 * h * V / P / T;   /* the input and output layers' rows of a GPU */
       out->vocab_params = arena_alloc(a, sizeof(double) * (size_t)(P + 1));
-      for (int dv = 0; dv < P; dv++) out->vocab_params[dv] = share + (dv == 0 ? sq * h : 0);
+      for (int dv = 0; dv < P; dv++) out->vocab_params[dv] = share + (dv == 0 ? pos : 0);
       for (int dv = 0; dv < P; dv++) {
         out->static_bytes[dv] += out->vocab_params[dv] * per_param;
         out->dev_params[dv] += out->vocab_params[dv];

@@ -56,8 +56,9 @@ typedef struct CostModel {
 
 /* Reads s->model and s->hardware (s->ndev, s->nstage, s->vocab.mode must be set;
  * stage_dev[st] = device of stage st). Reports bad values (efficiency outside (0, 1],
- * non-positive sizes, a tensor_parallel that does not divide the heads) as errors at
- * their key. Returns the number of errors. */
+ * non-positive sizes, a swiglu, rmsnorm, rope or bias other than 0 or 1, a
+ * tensor_parallel that does not divide the heads) as errors at their key. Returns the
+ * number of errors. */
 int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *stage_dev, CostModel *out);
 /* After simulation: a device whose static bytes plus peak activation bytes exceed
  * hardware.memory is an error at the `memory` key. Returns errors reported. */

@@ -138,7 +138,8 @@ enum { K_TF, K_TB, K_TW, K_TC, K_TBW, K_TIF, K_TIB, K_TS, K_TT, K_TCOLL, K_TOFF,
 static const char *const key_names[K_N] = {"TF", "TB", "TW", "TC", "TBW", "TIF", "TIB", "TS", "TT",
                                            "TCOLL", "TOFF", "TFB", "TRELOAD", "act", "b_free", "limit", "host_limit", "act_s", "input", "layer"};
 static const char *const model_keys[] = {"layers", "hidden", "ffn_hidden", "heads", "query_groups", "seq",
-                                         "micro_batch", "vocab", "dtype_bytes", NULL};
+                                         "micro_batch", "vocab", "dtype_bytes", "swiglu", "rmsnorm", "rope",
+                                         "bias", NULL};
 static const char *const hardware_keys[] = {"memory", "flops", "host_bandwidth", "peer_bandwidth", "efficiency",
                                             "d2h_bandwidth", "h2d_bandwidth", "devices_per_host_link",
                                             "duplex_bandwidth", "data_parallel", "dp_bandwidth", "dp_latency",

@@ -11,6 +11,8 @@
 #    gradient bytes of each stage with data_parallel + distributed_optimizer, and the
 #    `tensor_parallel` JSON object; a vocabulary-parallel schedule (stdlib's and one
 #    written here) with its V / (P T) shares;
+#  - the same at T = 2 with model { swiglu rmsnorm rope bias } (Llama-style layers,
+#    each switch alone and all together) and swiglu's default ffn_hidden;
 #  - hardware.memory just above and just below the busiest GPU's total: check passes,
 #    then fails at the memory key;
 #  - tensor_parallel = 1 (and sequence_parallel = 0, tp_latency) changes no byte of
@@ -65,23 +67,33 @@ schedule svoc(tp = 4, sp = 1) {
 PPS
 
 # model.py SPEC: the expected figures (JSON) of one case; SPEC {T, sp, D, dist, vocab}
+# and optionally the Llama-style switches {swiglu, rmsnorm, rope, bias} (default 0, 0,
+# 0, 1) and f (ffn_hidden, default 384; null: not given, swiglu's default)
 cat > "$tmp/model.py" <<'PY'
 import json, sys
 c = json.loads(sys.argv[1])
 T, sp, D, dist, vocab, P = c["T"], c["sp"], c["D"], c["dist"], c["vocab"], c.get("P", 4)
-L, h, f, a, g, s, b, V, d = 8, 128, 384, 16, 8, 32, 2, 1000, 2
+sw, rms, rope, bias = c.get("swiglu", 0), c.get("rmsnorm", 0), c.get("rope", 0), c.get("bias", 1)
+L, h, f, a, g, s, b, V, d = 8, 128, c.get("f", 384), 16, 8, 32, 2, 1000, 2
+if f is None:   # Megatron-LM's default with --swiglu: int(4h * 2/3 / 64) * 64
+    f = int(4 * h * 2 / 3 / 64) * 64 if sw else 4 * h
 rate, peer, bw, lat = 1e12 * 0.5, 1e9, 1e10, 1e-6
 S = P; share = L / P; bsh = b * s * h
 def ring(n, x): return 2 * (n - 1) / n * x / bw + 2 * (n - 1) * lat      # all-reduce
 def half(n, x): return (n - 1) / n * x / bw + (n - 1) * lat              # reduce-scatter, all-gather
 x = bsh * d
+# a layer's FLOPs: the matrices (QKV with g key/value heads, projection, FC1 of f or
+# with SwiGLU 2f columns, FC2) 2 a weight a token, and the attention's scores and
+# values 4bs^2h; F = M + A, B = M + 2A (two gradients of the attention), W = M
+M = 2 * b * s * (h * (h + 2 * g * h / a) + h * h + (3 if sw else 2) * h * f)
+A = 4 * b * s * s * h
 # a layer, one microbatch: Megatron's 2 all-reduces in F and in B (the attention's and
 # the MLP's row-parallel outputs), or with SP 2 all-gathers + 2 reduce-scatters
 comm = (2 * half(T, x) + 2 * half(T, x)) if sp else 2 * ring(T, x)
 e = {}
-e["TF"] = share * (bsh * (24 * h + 4 * s) / T / rate + comm)
-e["TB"] = share * (bsh * (24 * h + 8 * s) / T / rate + comm)
-e["TW"] = share * 24 * bsh * h / T / rate
+e["TF"] = share * ((M + A) / T / rate + comm)
+e["TB"] = share * ((M + 2 * A) / T / rate + comm)
+e["TW"] = share * M / T / rate
 e["TC"] = x / (T if sp else 1) / peer
 out = 2 * bsh * V / T / rate
 if vocab:
@@ -106,25 +118,32 @@ else:
                  "output_comm_b": half(T, x) if sp else ring(T, x)}
 # a layer's activation (runtime/model_gpt.c layer_bytes + grad_slots), per token:
 # whole on every GPU without SP: ln1, x1, ln2, y, the two residual gradients (6h x d)
-# and the layer norms' F32 mean and rstd (16); split: qkv (h + 2hg/a), att (h),
-# hpre and hact (8h) x d, and the attention's F32 statistics (4 a head)
-whole = s * b * (6 * h * d + 16); split = s * b * ((h + 2 * h * g / a + h + 8 * h) * d + 4 * a)
+# and the layer norms' F32 mean and rstd (16; rstd alone with RMSNorm: 8); split:
+# qkv (h + 2hg/a), att (h), hpre (f, or gate and up 2f with SwiGLU) and hact (f) x d,
+# and the attention's F32 statistics (4 a head)
+whole = s * b * (6 * h * d + (8 if rms else 16))
+split = s * b * ((h + 2 * h * g / a + h + (2 if sw else 1) * f + f) * d + 4 * a)
 layer = (whole + split) / T if sp else whole + split / T
 e["unit"] = share * layer
 e["layer_bytes_whole"] = 0 if sp else whole
 e["layer_bytes_split"] = whole + split if sp else split
-# one GPU's parameters, matrix by matrix
+# one GPU's parameters, matrix by matrix: QKV [h, q] and its bias, projection [h, h]
+# and its bias (whole), FC1 [h, f] (SwiGLU [h, 2f]) and its bias, FC2 [f, h] and its
+# bias (whole); two layer norms of gamma and beta (RMSNorm: gamma), 2h each (h)
 q = h + 2 * h * g / a
-lay = (h * q) / T + q / T + h * h / T + h + h * f / T + f / T + f * h / T + h + 4 * h
+f1 = 2 * f if sw else f
+norm = h if rms else 2 * h
+lay = (h * q) / T + bias * q / T + h * h / T + bias * h + h * f1 / T + bias * f1 / T + f * h / T + bias * h + 2 * norm
+pos = 0 if rope else s * h   # the learned position table
 params = [share * lay for st in range(S)]
 if not vocab:
-    params[0] += h * V / T + s * h
+    params[0] += h * V / T + pos
     params[S - 1] += h * V / T
-params[S - 1] += 2 * h
+params[S - 1] += norm
 dev = list(params)
 if vocab:
     dev = [p + 2 * h * V / P / T for p in dev]
-    dev[0] += s * h
+    dev[0] += pos
 per = d + 4 + 12 / (D if dist else 1)
 e["static"] = [p * per for p in dev]
 e["grad"] = [4 * p for p in params]
@@ -185,6 +204,27 @@ for T in 2 4 8; do
 done
 run "1F1B T=8 sp=1 D=2 (all-reduce)" lin.pps '{"T": 8, "sp": 1, "D": 2, "dist": 0, "vocab": 0}' -D tp=8 -D sp=1 -D D=2
 run "Vocab-2 T=4 sp=0" voc.pps '{"T": 4, "sp": 0, "D": 1, "dist": 0, "vocab": 2}' -D tp=4 -D sp=0 -D mode=2
+# the Llama-style switches (model { swiglu rmsnorm rope bias }, given here with --model):
+# each alone at T = 2, all together (with SP, data parallelism and the distributed
+# optimizer; and under `vocab parallel`), and swiglu's default ffn_hidden (h = 128:
+# 5 x 64 = 320, not the file's 384)
+run "T=2 swiglu" lin.pps '{"T": 2, "sp": 0, "D": 1, "dist": 0, "vocab": 0, "swiglu": 1}' -D tp=2 -D sp=0 --model swiglu=1
+run "T=2 sp=1 rmsnorm" lin.pps '{"T": 2, "sp": 1, "D": 1, "dist": 0, "vocab": 0, "rmsnorm": 1}' -D tp=2 -D sp=1 --model rmsnorm=1
+run "T=2 rope" lin.pps '{"T": 2, "sp": 0, "D": 1, "dist": 0, "vocab": 0, "rope": 1}' -D tp=2 -D sp=0 --model rope=1
+run "T=2 bias=0" lin.pps '{"T": 2, "sp": 0, "D": 1, "dist": 0, "vocab": 0, "bias": 0}' -D tp=2 -D sp=0 --model bias=0
+LLAMA='--model swiglu=1 --model rmsnorm=1 --model rope=1 --model bias=0'
+# shellcheck disable=SC2086
+run "T=2 sp=1 D=4 Llama" lin.pps '{"T": 2, "sp": 1, "D": 4, "dist": 1, "vocab": 0, "swiglu": 1, "rmsnorm": 1, "rope": 1, "bias": 0}' \
+  -D tp=2 -D sp=1 -D D=4 -D dist=1 $LLAMA
+# shellcheck disable=SC2086
+run "Vocab-1 T=2 Llama" voc.pps '{"T": 2, "sp": 0, "D": 1, "dist": 0, "vocab": 1, "swiglu": 1, "rmsnorm": 1, "rope": 1, "bias": 0}' \
+  -D tp=2 -D sp=0 $LLAMA
+sed 's/ffn_hidden = 384; //' "$tmp/lin.pps" > "$tmp/linf.pps" || exit 99
+run "T=2 sp=1 swiglu, default ffn_hidden" linf.pps '{"T": 2, "sp": 1, "D": 1, "dist": 0, "vocab": 0, "swiglu": 1, "f": null}' \
+  -D tp=2 -D sp=1 --model swiglu=1
+# shellcheck disable=SC2086
+run "T=2 Llama, default ffn_hidden" linf.pps '{"T": 2, "sp": 0, "D": 1, "dist": 0, "vocab": 0, "swiglu": 1, "rmsnorm": 1, "rope": 1, "bias": 0, "f": null}' \
+  -D tp=2 -D sp=0 $LLAMA
 # stdlib's Vocab-1: its stated costs win (the expand has none derived); the bytes are T's
 "$PPSC" sim --json "$tmp/svoc.pps" > "$tmp/sv.json" || bad "sim svoc"
 python3 - "$tmp/sv.json" "$(python3 "$tmp/model.py" '{"T": 4, "sp": 1, "D": 1, "dist": 0, "vocab": 1}')" <<'PY' || bad "stdlib vocab_1f1b T=4 sp=1 bytes"
@@ -244,6 +284,8 @@ errcase heads "$M" 'tensor_parallel = 8; tp_bandwidth = 1;' 4:14 'hardware tenso
 grep -q "^heads.pps:3:36: note: model heads is given here" "$tmp/heads.out" || bad "heads: no note at the heads key: $(cat "$tmp/heads.out")"
 errcase groups "$M query_groups = 6;" 'tensor_parallel = 4; tp_bandwidth = 1;' 4:14 'hardware tensor_parallel = 4 must divide model query_groups = 6'
 errcase ffn "$M ffn_hidden = 250;" 'tensor_parallel = 4; tp_bandwidth = 1;' 4:14 'hardware tensor_parallel = 4 must divide model ffn_hidden = 250'
+errcase swiffn "$M swiglu = 1;" 'tensor_parallel = 3; tp_bandwidth = 1;' 4:14 'hardware tensor_parallel = 3 must divide the feed-forward width 128, swiglu.s default ffn_hidden for hidden = 64'
+grep -q "^swiffn.pps:3:75: note: model swiglu is given here" "$tmp/swiffn.out" || bad "swiffn: no note at the swiglu key: $(cat "$tmp/swiffn.out")"
 errcase spt1 "$M" 'tensor_parallel = 1; sequence_parallel = 1;' 4:35 'hardware sequence_parallel = 1 needs tensor_parallel > 1'
 errcase spnot "$M" 'sequence_parallel = 1;' 4:14 'hardware sequence_parallel = 1 needs tensor_parallel > 1'
 errcase sp2 "$M" 'tensor_parallel = 2; sequence_parallel = 2;' 4:35 'hardware sequence_parallel must be 0 or 1'
