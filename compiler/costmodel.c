@@ -54,7 +54,10 @@
  *   norms 2h each (gamma, beta; h with rmsnorm); the input embedding hV and the
  *   position table sh (none with rope) on the devices of stage 0, the output layer
  *   hV and the final norm 2h (h with rmsnorm) on those of stage S-1 (under `vocab
- *   parallel` 2hV / P on every device, the positions on device 0); static
+ *   parallel` 2hV / P on every device, the positions on device 0; tie_embeddings = 1:
+ *   the output layer is the embedding's matrix, not counted again where stage 0's
+ *   device holds stage S-1, a copy where another does, hV / P under `vocab
+ *   parallel`; the copies' gradient all-reduce after the iteration is not modelled); static
  *   bytes per parameter: weights d + F32 gradients 4 + mixed-precision Adam 12 (F32
  *   master weights, momentum, variance; the master is the weight itself at d = 4),
  *   no sharding of optimizer state (18 bytes at d = 2, as Megatron counts them);
@@ -153,18 +156,19 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
   memset(out, 0, sizeof *out);
   out->dtype_bytes = 2;
   int errors = 0;
-  const IrKeyVal *mk[13], *hk[9];
-  static const char *const mn[13] = {"layers", "hidden", "ffn_hidden", "heads", "query_groups", "seq", "micro_batch", "vocab", "dtype_bytes",
-                                     "swiglu", "rmsnorm", "rope", "bias"};
+  const IrKeyVal *mk[14], *hk[9];
+  static const char *const mn[14] = {"layers", "hidden", "ffn_hidden", "heads", "query_groups", "seq", "micro_batch", "vocab", "dtype_bytes",
+                                     "swiglu", "rmsnorm", "rope", "bias", "tie_embeddings"};
   /* the Llama-style switches (0 or 1): what 1 means, or for bias what 0 means */
-  static const char *const flag_meaning[4] = {
+  static const char *const flag_meaning[5] = {
       "1: a SwiGLU feed-forward, FC1 one [hidden, 2 ffn_hidden] matrix of gate and up columns",
       "1: every layer norm an RMSNorm, gamma only",
       "1: rotary position embedding on the queries and keys, no position table",
-      "0: no biases on the QKV, projection, FC1 and FC2 layers"};
+      "0: no biases on the QKV, projection, FC1 and FC2 layers",
+      "1: the output layer is the input embedding's matrix"};
   static const char *const hn[9] = {"memory", "flops", "host_bandwidth", "peer_bandwidth", "efficiency",
                                     "d2h_bandwidth", "h2d_bandwidth", "devices_per_host_link", "duplex_bandwidth"};
-  for (int i = 9; i < 13; i++) {
+  for (int i = 9; i < 14; i++) {
     mk[i] = kv_find(s->model, s->nmodel, mn[i]);
     if (mk[i] && mk[i]->value != 0 && mk[i]->value != 1) {
       diag_error(dg, mk[i]->span, "model %s must be 0 or 1 (%s), got %g", mn[i], flag_meaning[i - 9], mk[i]->value);
@@ -173,7 +177,7 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
     }
   }
   int swiglu = mk[9] && mk[9]->value == 1, rmsnorm = mk[10] && mk[10]->value == 1;
-  int rope = mk[11] && mk[11]->value == 1, bias = !(mk[12] && mk[12]->value == 0);
+  int rope = mk[11] && mk[11]->value == 1, bias = !(mk[12] && mk[12]->value == 0), tie = mk[13] && mk[13]->value == 1;
   for (int i = 0; i < 9; i++) {
     mk[i] = kv_find(s->model, s->nmodel, mn[i]);
     if (mk[i] && !(mk[i]->value > 0) && !(i == 7 && mk[i]->value == 0)) {
@@ -369,7 +373,8 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
     for (int st = 0; st < S; st++) {
       double p = L / S * per_layer;
       if (!s->vocab.mode && st == 0) p += h * V / T + pos;   /* vocabulary-parallel embedding */
-      if (!s->vocab.mode && st == S - 1) p += h * V / T;
+      /* (tied embeddings: the output layer is stage 0's matrix, a copy on another device) */
+      if (!s->vocab.mode && st == S - 1 && !(tie && stage_dev[0] == stage_dev[S - 1])) p += h * V / T;
       if (st == S - 1) p += norm;   /* the final layer norm */
       out->stage_params[st] = p;
       int dv = stage_dev[st];
@@ -378,7 +383,7 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
       out->dev_params[dv] += p;
     }
     if (s->vocab.mode) {
-      double share = 2 * h * V / P / T;   /* the input and output layers' rows of a GPU */
+      double share = (tie ? 1 : 2) * h * V / P / T;   /* the input and output layers' rows of a GPU (tied: one matrix) */
       out->vocab_params = arena_alloc(a, sizeof(double) * (size_t)(P + 1));
       for (int dv = 0; dv < P; dv++) out->vocab_params[dv] = share + (dv == 0 ? pos : 0);
       for (int dv = 0; dv < P; dv++) {

@@ -78,6 +78,36 @@ printf '%s\n' "$(grep -o '"loss":[-0-9.e+]*,"time_s"' "$WORK/c4" | sed -n 3,4p)"
 close "saved under interleaved, resumed under ZB-V: the uninterrupted iterations 3-4" "$WORK/r2" "$WORK/c4b"
 expect_exit 1 "an untied run refuses the checkpoint" "$ZV" $(echo "$G" | sed 's/tied/untied/') --load "$WORK/ck"
 expect_grep "holds a gpt with --embeddings tied, this run's has --embeddings untied" "the flag named"
+# ppsc counts the matrix once where one device holds both layers (ZB-V), twice where
+# two do (1F1B), and the model key reaches the runtime
+mk() {   # mk NAME IMPORT USE TIE
+  printf 'import "%s.pps";\nschedule t(P = 2, m = 4) {\n  use %s(P = P, m = m);\n' "$2" "$3"
+  printf '  model { layers = 4; hidden = 16; heads = 4; query_groups = 2; seq = 4; micro_batch = 1; vocab = 32; tie_embeddings = %s; }\n}\n' "$4"
+}
+for t in 0 1; do
+  mk zv$t zb_v zb_v $t > "$WORK/zv$t.pps"; mk l$t 1f1b one_f_one_b $t > "$WORK/l$t.pps"
+  for f in zv$t l$t; do
+    "$PPSC" sim "$WORK/$f.pps" --json > "$WORK/$f.json" 2>"$WORK/err" || fail "ppsc sim $f: $(cat "$WORK/err")"
+  done
+done
+python3 - "$WORK" <<'PY' && pass "ppsc: tied, one matrix less on ZB-V's device 0 (16 x 32 parameters x 18 bytes), none less on 1F1B" || fail "ppsc's static bytes with tie_embeddings"
+import json, sys
+w = sys.argv[1]
+sb = {k: [d["static_bytes"] for d in json.load(open("%s/%s.json" % (w, k)))["per_device"]] for k in ("zv0", "zv1", "l0", "l1")}
+hv = 16 * 32 * 18.0                              # hidden x vocab parameters, bf16 weights + F32 grads + Adam
+assert abs(sb["zv0"][0] - sb["zv1"][0] - hv) < 1e-6 and sb["zv0"][1] == sb["zv1"][1], sb
+assert sb["l0"] == sb["l1"], sb
+PY
+if build k1 "$WORK/l1.pps" && build k0 "$WORK/l0.pps"; then
+  run k1t "$WORK/k1" --model gpt --iterations 3
+  run k0t "$WORK/k0" --model gpt --iterations 3 --embeddings tied
+  run k1u "$WORK/k1" --model gpt --iterations 3 --embeddings untied
+  run k0u "$WORK/k0" --model gpt --iterations 3
+  close "model { tie_embeddings = 1 } = --embeddings tied" "$WORK/k1t" "$WORK/k0t"
+  close "--embeddings untied over the key = no key" "$WORK/k1u" "$WORK/k0u"
+  expect_exit 0 "the model key: --check" "$WORK/k1" --model gpt --check -q
+  expect_grep "^check: passed" "the model key's tied run: check passes"
+else fail "build schedules with tie_embeddings = 0 and 1"; fi
 expect_exit 2 "--embeddings shared" "$IL" $G --embeddings shared
 expect_grep "--embeddings needs untied or tied" "the values named"
 finish
