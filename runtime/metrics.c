@@ -9,6 +9,7 @@
  * What it does not: no measuring itself (interp.c and actstore.c count), no exit(). */
 #include "config.h"
 #include "rt.h"
+#include "gpt.h"
 #include "safeio.h"
 #include <ctype.h>
 #include <errno.h>
@@ -423,6 +424,15 @@ void rt_print_json(ppsrt_run *run, int status) {
           "\"sequence_parallel\":%s}",
           p->ndev, run->nrep, run->ntp, p->ndev * run->nrep * run->ntp, run->o.distopt ? "true" : "false",
           run->o.sequence_parallel ? "true" : "false");
+  /* the gpt's layer (null for the mlp model) */
+  const ppsrt_model_config *mc = &run->o.cfg;
+  if (!strcmp(run->o.model, "gpt"))
+    fprintf(f, ",\"layer\":{\"mlp\":\"%s\",\"norm\":\"%s\",\"position\":\"%s\",\"bias\":%s,\"embeddings\":\"%s\","
+            "\"ffn_hidden\":%d}", mc->swiglu ? "swiglu" : "gelu", mc->rmsnorm ? "rmsnorm" : "layernorm",
+            mc->rope ? "rope" : "learned", mc->no_bias ? "false" : "true", mc->tie_embeddings ? "tied" : "untied",
+            ppsrt_gpt_ffn(mc));
+  else
+    fprintf(f, ",\"layer\":null");
   fprintf(f, ",\"exit\":%d}\n", status);
   fflush(f);
 }
