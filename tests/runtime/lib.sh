@@ -59,10 +59,12 @@ have_mpi() {
 # --enable-asan the MPI processes keep every memory-error check but no leak detection;
 # the threads-transport tests keep leak detection on for the runtime.
 MPI_ASAN="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+# mpirun_np N PROGRAM ...: mpirun as these tests start it (after have_mpi): as root
+# allowed, oversubscribed, stopped after 180 s
 mpirun_np() {
   np=$1; shift
   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 \
-    ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" "$MPIRUN" --oversubscribe -np "$np" "$@"
+    ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" timeout 180 "$MPIRUN" --oversubscribe -np "$np" "$@"
 }   # (ASAN_OPTIONS as it is at the call: a test that adds to it after sourcing this keeps it)
 
 # The CUDA emulator (tests/gpu/emu/libppsrt_emu.so, LD_PRELOADed by the tests that run

@@ -58,8 +58,7 @@ expect_exit 0 "--data-parallel 2 --distributed-optimizer --arch llama --check" "
   --distributed-optimizer --check -q
 expect_grep "^check: passed" "DP x 2, distributed optimizer: check passes"
 if have_mpi; then
-  MPI="timeout 180 env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ASAN_OPTIONS=$MPI_ASAN $MPIRUN --oversubscribe"
-  expect_exit 0 "mpirun -np 2 --arch llama --check" $MPI -np 2 "$A" $L --check -q
+  expect_exit 0 "mpirun -np 2 --arch llama --check" mpirun_np 2 "$A" $L --check -q
   expect_grep "^check: passed" "MPI: check passes"
 else skip "--arch llama under MPI (libppsrt without MPI, or no mpirun)"; fi
 

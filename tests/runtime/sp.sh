@@ -130,8 +130,7 @@ run r3 "$A" $G --iterations 2 --load "$WORK/ck1" --tensor-parallel 2 $SP
 close "saved at T = 2 without it, resumed with --sequence-parallel" "$WORK/r3" "$WORK/f4b"
 
 if have_mpi; then
-  MPI="timeout 180 env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ASAN_OPTIONS=$MPI_ASAN $MPIRUN --oversubscribe"
-  expect_exit 0 "mpirun -np 8: P 2 x D 2 x T 2 --sequence-parallel --check" $MPI -np 8 "$A" $G --tensor-parallel 2 --data-parallel 2 $SP --check -q
+  expect_exit 0 "mpirun -np 8: P 2 x D 2 x T 2 --sequence-parallel --check" mpirun_np 8 "$A" $G --tensor-parallel 2 --data-parallel 2 $SP --check -q
   expect_grep "^check: passed" "MPI: check passes"
 else skip "--sequence-parallel under MPI (libppsrt without MPI, or no mpirun)"; fi
 

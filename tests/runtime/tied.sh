@@ -58,8 +58,7 @@ expect_grep "^check: passed" "T = 2 x D = 2: check passes"
 expect_exit 0 "--arch llama --check" "$A" $G --arch llama --check -q
 expect_grep "^check: passed" "Llama's layer: check passes"
 if have_mpi; then
-  MPI="timeout 180 env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ASAN_OPTIONS=$MPI_ASAN $MPIRUN --oversubscribe"
-  expect_exit 0 "mpirun -np 4 1F1B --check" $MPI -np 4 "$A" $G --check -q
+  expect_exit 0 "mpirun -np 4 1F1B --check" mpirun_np 4 "$A" $G --check -q
   expect_grep "^check: passed" "MPI: check passes"
 else skip "tied embeddings under MPI (libppsrt without MPI, or no mpirun)"; fi
 

@@ -113,8 +113,7 @@ for t in 1 2; do
 done
 
 if have_mpi; then
-  MPI="timeout 180 env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ASAN_OPTIONS=$MPI_ASAN $MPIRUN --oversubscribe"
-  expect_exit 0 "mpirun -np 8: P 2 x D 2 x T 2 --check" $MPI -np 8 "$A" $G --tensor-parallel 2 --data-parallel 2 --check -q
+  expect_exit 0 "mpirun -np 8: P 2 x D 2 x T 2 --check" mpirun_np 8 "$A" $G --tensor-parallel 2 --data-parallel 2 --check -q
   expect_grep "^check: passed" "MPI: check passes"
 else skip "--tensor-parallel under MPI (libppsrt without MPI, or no mpirun)"; fi
 
@@ -166,7 +165,7 @@ cnt() { awk '!/^#/ { printf "%s/%s/%s ", $1, $2, $5 }' "$1"; }
 want=$(awk '!/^#/ { printf "%s/%s/%s ", $1, $2, $5 * 4 }' "$WORK/p1.txt")
 [ -n "$want" ] && [ "$(cnt "$WORK/p8.txt")" = "$want" ] && pass "--profile D = 2 x T = 2 counts every rank's passes: $want" || fail "--profile counts '$(cnt "$WORK/p8.txt")', expected '$want'"
 if have_mpi; then
-  expect_exit 0 "--trace under mpirun -np 8 (P 2 x D 2 x T 2)" $MPI -np 8 "$A" $G --iterations 2 -q --trace "$WORK/tm.json" --tensor-parallel 2 --data-parallel 2
+  expect_exit 0 "--trace under mpirun -np 8 (P 2 x D 2 x T 2)" mpirun_np 8 "$A" $G --iterations 2 -q --trace "$WORK/tm.json" --tensor-parallel 2 --data-parallel 2
   got=$(trace_ranks "$WORK/tm.json")
   [ -n "$got" ] && [ "$got" = "$(trace_ranks "$WORK/t8.json")" ] && pass "MPI: world rank 0 wrote every rank's events" || fail "MPI --trace: '$got'"
 fi
@@ -192,7 +191,7 @@ if build vb1 "$top_srcdir/stdlib/vocab_1f1b.pps" -D P=2 -D m=4 && build vb2 "$to
   expect_exit 0 "V-Half async T = 2 x D = 2 --distributed-optimizer --check" "$WORK/vbh" $G --tensor-parallel 2 --data-parallel 2 --distributed-optimizer --check -q
   expect_grep "^check: passed" "vocabulary + tensor + data parallel: check passes"
   if have_mpi; then
-    expect_exit 0 "mpirun -np 4: Vocab-2 P 2 x T 2 --check" $MPI -np 4 "$WORK/vb2" $G --tensor-parallel 2 --check -q
+    expect_exit 0 "mpirun -np 4: Vocab-2 P 2 x T 2 --check" mpirun_np 4 "$WORK/vb2" $G --tensor-parallel 2 --check -q
     expect_grep "^check: passed" "MPI Vocab-2 T = 2: check passes"
   fi
 else fail "build the vocabulary schedules"; fi
