@@ -311,7 +311,7 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   cfg->no_bias = model_kv(p, "bias", 1) == 0;
   cfg->tie_embeddings = model_kv(p, "tie_embeddings", 0) != 0;
   /* --arch, then the architecture flags over it (-1: not given) */
-  int arch = -1, a_mlp = -1, a_norm = -1, a_pos = -1, a_bias = -1, arch_flag = 0;
+  int arch = -1, a_mlp = -1, a_norm = -1, a_pos = -1, a_nobias = -1, a_tie = -1, arch_flag = 0;
 
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = NULL;
@@ -424,24 +424,6 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
     } else if (flag_is(a, "--load", &v, argc, argv, &i)) {
       if (!v || !*v) return usage_error(me, "--load needs a file name");
       o->load = v;
-    } else if (flag_is(a, "--arch", &v, argc, argv, &i)) {
-      if (!v || (strcmp(v, "gpt") && strcmp(v, "llama"))) return usage_error(me, "--arch needs gpt or llama");
-      arch = !strcmp(v, "llama"); arch_flag = 1;
-    } else if (flag_is(a, "--mlp", &v, argc, argv, &i)) {
-      if (!v || (strcmp(v, "gelu") && strcmp(v, "swiglu"))) return usage_error(me, "--mlp needs gelu or swiglu");
-      a_mlp = !strcmp(v, "swiglu"); arch_flag = 1;
-    } else if (flag_is(a, "--norm", &v, argc, argv, &i)) {
-      if (!v || (strcmp(v, "layernorm") && strcmp(v, "rmsnorm"))) return usage_error(me, "--norm needs layernorm or rmsnorm");
-      a_norm = !strcmp(v, "rmsnorm"); arch_flag = 1;
-    } else if (flag_is(a, "--position", &v, argc, argv, &i)) {
-      if (!v || (strcmp(v, "learned") && strcmp(v, "rope"))) return usage_error(me, "--position needs learned or rope");
-      a_pos = !strcmp(v, "rope"); arch_flag = 1;
-    } else if (flag_is(a, "--bias", &v, argc, argv, &i)) {
-      if (!v || (strcmp(v, "on") && strcmp(v, "off"))) return usage_error(me, "--bias needs on or off");
-      a_bias = !strcmp(v, "on"); arch_flag = 1;
-    } else if (flag_is(a, "--embeddings", &v, argc, argv, &i)) {
-      if (!v || (strcmp(v, "untied") && strcmp(v, "tied"))) return usage_error(me, "--embeddings needs untied or tied");
-      cfg->tie_embeddings = !strcmp(v, "tied"); arch_flag = 1;
     } else if (flag_is(a, "--rope-base", &v, argc, argv, &i)) {
       if (!v || parse_double(v, 0, &cfg->rope_base) || !(cfg->rope_base > 1))
         return usage_error(me, "--rope-base needs a number above 1, got '%s'", v ? v : "");
@@ -463,6 +445,18 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
         {"--ffn-hidden", offsetof(ppsrt_model_config, ffn_hidden), 1},
       };
       int matched = 0;
+      /* the gpt's layer: two values each, the second Llama's (or tied embeddings) */
+      static const struct { const char *name, *v0, *v1; } ch[] = {{"--arch", "gpt", "llama"}, {"--mlp", "gelu", "swiglu"},
+        {"--norm", "layernorm", "rmsnorm"}, {"--position", "learned", "rope"}, {"--bias", "on", "off"},
+        {"--embeddings", "untied", "tied"}};
+      int *chv[] = {&arch, &a_mlp, &a_norm, &a_pos, &a_nobias, &a_tie};
+      for (size_t k = 0; k < sizeof ch / sizeof *ch && !matched; k++)
+        if (flag_is(a, ch[k].name, &v, argc, argv, &i)) {
+          matched = arch_flag = 1;
+          if (!v || (strcmp(v, ch[k].v0) && strcmp(v, ch[k].v1)))
+            return usage_error(me, "%s needs %s or %s", ch[k].name, ch[k].v0, ch[k].v1);
+          *chv[k] = !strcmp(v, ch[k].v1);
+        }
       for (size_t k = 0; k < sizeof ints / sizeof *ints && !matched; k++)
         if (flag_is(a, ints[k].name, &v, argc, argv, &i)) {
           matched = 1;
@@ -482,7 +476,8 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   if (a_mlp >= 0) cfg->swiglu = a_mlp;
   if (a_norm >= 0) cfg->rmsnorm = a_norm;
   if (a_pos >= 0) cfg->rope = a_pos;
-  if (a_bias >= 0) cfg->no_bias = !a_bias;
+  if (a_nobias >= 0) cfg->no_bias = a_nobias;
+  if (a_tie >= 0) cfg->tie_embeddings = a_tie;
   if (arch_flag && strcmp(o->model, "gpt"))
     return usage_error(me, "--arch, --mlp, --norm, --position, --bias, --embeddings, --ffn-hidden and --rope-base "
                        "choose the gpt model's layer\n"
