@@ -217,6 +217,7 @@ static int setup_device(ppsrt_ctx *c) {
   cfg.replica = c->replica;
   cfg.tp_rank = c->tp_rank;   /* --tensor-parallel: its slice of every layer */
   rc = run->create(&cfg, c->be, c->rank, held, nheld, &c->model);
+  if (!rc) rc = rt_replica_flatten(c);   /* --data-parallel: each stage's gradients in one buffer */
   if (!rc) {
     /* units per byte of each stage: F(mb, s) keeping act_bytes(s) counts stages[s].act */
     for (int s = -1; s < p->nstage; s++) {

@@ -153,6 +153,9 @@ typedef struct ppsrt_param {
    * step, so the copies stay equal; counted once in norms, written once (by the
    * original's device) in checkpoints, gathered once for --val-data. */
   int shared;
+  /* 1: grad points into a buffer the runtime owns (replica.c's flat gradient buffer of
+   * the parameter's stage): ppsrt_param_free leaves it alone. */
+  int grad_view;
   /* --tensor-parallel (model_gpt.c): the tensor is rank tp_rank's slice of the full
    * tensor `name` [tp_R, tp_C] (row-major, full_numel = tp_R x tp_C): tp_split 1 holds
    * the rows of the ranges [tp_lo[k], tp_lo[k] + tp_len[k]) (k < tp_n), every column;

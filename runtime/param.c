@@ -50,7 +50,7 @@ int ppsrt_param_set(ppsrt_backend *be, ppsrt_param *q, const float *h) {
 void ppsrt_param_free(ppsrt_backend *be, ppsrt_param *q) {
   if (q->master && q->master != q->param.data) be->free(be, q->master);
   if (q->param.data) be->free(be, q->param.data);
-  if (q->grad) be->free(be, q->grad);
+  if (q->grad && !q->grad_view) be->free(be, q->grad);
   if (q->m) be->free(be, q->m);
   if (q->v) be->free(be, q->v);
   q->master = q->grad = q->m = q->v = NULL;

@@ -32,9 +32,14 @@
  * (parameters of stage -1, which no W completes) are averaged at the end of the
  * iteration by rt_replica_end, like any stage without a W.
  *
- * What it does not: no bucketing
- * of a stage's gradients (one collective per parameter tensor, one stage at a time); the
- * weights' all-gathers are not overlapped with the next iteration's forward passes. */
+ * Without --distributed-optimizer each stage's gradients live in one buffer
+ * (rt_replica_flatten, as Megatron-LM's contiguous gradient buffer), so a stage is one
+ * all-reduce and one scaling, not one per tensor.
+ *
+ * What it does not: --distributed-optimizer keeps one reduce-scatter per tensor (each is
+ * sharded on its own); no buckets within a stage (the stage's last W starts its
+ * all-reduce); the weights' all-gathers are not overlapped with the next iteration's
+ * forward passes. */
 #include "config.h"
 #include "rt.h"
 #include <math.h>
@@ -160,9 +165,59 @@ int rt_replica_view(ppsrt_transport *world, int P, int D, int T, int r, int tr, 
  *    blocks this device (it overlaps the other devices' work only). */
 static int gpu(const ppsrt_ctx *c) { return strcmp(c->be->name, "cpu") != 0; }
 
+/* After the model is created, with --data-parallel and without the distributed
+ * optimizer: the gradients of each stage this device holds (its vocabulary rows as
+ * stage -1) are moved into one zeroed buffer, each parameter's grad a view into it
+ * (grad_view), in parameter order. */
+int rt_replica_flatten(ppsrt_ctx *c) {
+  ppsrt_model *m = c->model;
+  int S = c->run->prog->nstage, rc = 0;
+  if (c->run->nrep <= 1 || c->run->o.distopt) return 0;
+  if (!(c->dp_flat = calloc((size_t)S + 1, sizeof *c->dp_flat)) || !(c->dp_flat_n = calloc((size_t)S + 1, sizeof *c->dp_flat_n)))
+    return PPSRT_FAIL(PPSRT_E_NOMEM, "data-parallel: out of host memory");
+  for (int s = -1; s < S && !rc; s++) {
+    size_t total = 0, at = 0;
+    for (int k = 0; k < m->nparams; k++) if (m->params[k].stage == s) total += m->params[k].numel;
+    if (!total) continue;
+    for (int k = 0; k < m->nparams; k++)   /* (first freed: the buffer takes their place) */
+      if (m->params[k].stage == s && m->params[k].grad) { c->be->free(c->be, m->params[k].grad); m->params[k].grad = NULL; }
+    if ((rc = c->be->alloc(c->be, total * sizeof(float), (void **)&c->dp_flat[s + 1])) ||
+        (rc = c->be->memset0(c->be, PPSRT_STREAM_COMPUTE, c->dp_flat[s + 1], total * sizeof(float))))
+      break;
+    c->dp_flat_n[s + 1] = total;
+    for (int k = 0; k < m->nparams; k++) {
+      ppsrt_param *p = &m->params[k];
+      if (p->stage != s) continue;
+      p->grad = c->dp_flat[s + 1] + at;
+      p->grad_view = 1;
+      at += p->numel;
+    }
+  }
+  return rc;
+}
+
 static int stage_grads(ppsrt_ctx *c, int stage) {
   ppsrt_model *m = c->model;
   int D = c->run->nrep, rc = 0;
+  float *flat = c->dp_flat ? c->dp_flat[stage + 1] : NULL;
+  size_t fn = flat ? c->dp_flat_n[stage + 1] : 0;
+  if (flat && gpu(c)) {   /* one all-reduce and one scaling of the stage's buffer, on the DP stream */
+    if (!c->dp_ev[0] && ((rc = c->be->event_create(c->be, &c->dp_ev[0])) || (rc = c->be->event_create(c->be, &c->dp_ev[1]))))
+      return rc;
+    if ((rc = c->be->event_record(c->be, c->dp_ev[0], PPSRT_STREAM_COMPUTE)) ||
+        (rc = c->be->stream_wait_event(c->be, PPSRT_STREAM_DP, c->dp_ev[0])) ||
+        (rc = c->gtr->allreduce_f32(c->gtr, c->replica, c->be, PPSRT_STREAM_DP, flat, fn, PPSRT_SUM)))
+      return rc;
+    c->dp_pending = 1;
+    return c->be->scale_f32(c->be, PPSRT_STREAM_DP, flat, 1.0f / (float)D, fn);
+  }
+  if (flat) {   /* CPU: the buffer is host memory, all-reduced in place */
+    if ((rc = c->be->stream_sync(c->be, PPSRT_STREAM_COMPUTE)) ||
+        (rc = c->gtr->allreduce_f32(c->gtr, c->replica, NULL, PPSRT_STREAM_COMPUTE, flat, fn, PPSRT_SUM)))
+      return rc;
+    for (size_t i = 0; i < fn; i++) flat[i] /= (float)D;
+    return 0;
+  }
   if (gpu(c)) {
     if (!c->dp_ev[0] && ((rc = c->be->event_create(c->be, &c->dp_ev[0])) || (rc = c->be->event_create(c->be, &c->dp_ev[1]))))
       return rc;
@@ -254,6 +309,11 @@ int rt_replica_end(ppsrt_ctx *c) {
 void rt_replica_fini(ppsrt_ctx *c) {
   for (int k = 0; k < 2; k++)
     if (c->dp_ev[k]) { c->be->event_destroy(c->be, c->dp_ev[k]); c->dp_ev[k] = NULL; }
+  for (int s = 0; c->dp_flat && s <= c->run->prog->nstage; s++) c->be->free(c->be, c->dp_flat[s]);
+  free(c->dp_flat);
+  free(c->dp_flat_n);
+  c->dp_flat = NULL;
+  c->dp_flat_n = NULL;
 }
 
 /* --distributed-optimizer: the weights of p after the optimizer updated this replica's

@@ -183,6 +183,9 @@ struct ppsrt_ctx {
   int rm_stage; double rm_got, rm_want;
   ppsrt_event *dp_ev[2];  /* --data-parallel on a GPU: compute -> DP stream, DP -> compute (replica.c) */
   int dp_pending;         /* all-reduces queued on the DP stream this iteration */
+  float **dp_flat;        /* --data-parallel without --distributed-optimizer: [nstage + 1], stage s's
+                           * gradients in one buffer at [s + 1] (NULL: none here), dp_flat_n elements */
+  size_t *dp_flat_n;
 };
 
 /* The whole run, shared by the device threads of one process. */
@@ -330,6 +333,7 @@ int rt_replica_view(ppsrt_transport *world, int P, int D, int T, int r, int t, p
  * calls it; full may be NULL on the others) */
 int rt_tp_sum(ppsrt_ctx *c, double *x);
 int rt_tp_gather(ppsrt_ctx *c, const ppsrt_param *p, const float *mine, float *full);
+int rt_replica_flatten(ppsrt_ctx *c);
 int rt_replica_after(ppsrt_ctx *c, int i);
 int rt_replica_end(ppsrt_ctx *c);
 void rt_replica_fini(ppsrt_ctx *c);
