@@ -430,9 +430,17 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
         return usage_error(me, "--rope-base needs a number above 1, got '%s'", v ? v : "");
       arch_flag = 1;
     } else if (flag_is(a, "--die-at", &v, argc, argv, &i)) {
-      char tail = 0;
-      int nf = v ? sscanf(v, "%d:%d:%d%c", &o->die_rank, &o->die_op, &o->die_tp, &tail) : 0;
-      if (nf != 2 && nf != 3) return usage_error(me, "--die-at needs RANK:OP or RANK:OP:TENSOR_RANK");
+      /* two or three whole numbers from 0, colon-separated, nothing else */
+      char buf[64], *f[4] = {0};
+      int nf = 0;
+      if (v && strlen(v) < sizeof buf) {
+        strcpy(buf, v);
+        for (char *q = buf; nf < 4 && q; nf++) { f[nf] = q; if ((q = strchr(q, ':'))) *q++ = 0; }
+      }
+      int *dst[3] = {&o->die_rank, &o->die_op, &o->die_tp};
+      int bad = nf != 2 && nf != 3;
+      for (int k = 0; k < nf && !bad; k++) bad = parse_int(f[k], 0, dst[k]) != 0;
+      if (bad) return usage_error(me, "--die-at needs RANK:OP or RANK:OP:TENSOR_RANK (whole numbers from 0), got '%s'", v ? v : "");
       if (nf == 2) o->die_tp = -1;
     } else {
       static const struct { const char *name; size_t off; int lo; } ints[] = {
@@ -526,6 +534,11 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   if (o->sequence_parallel && run.ntp < 2)
     return usage_error(me, "--sequence-parallel splits the token rows over a tensor-parallel group: add --tensor-parallel T (T >= 2)");
   cfg->sp = o->sequence_parallel;
+  if (o->die_rank >= p->ndev)
+    return usage_error(me, "--die-at: device %d does not exist (the schedule's devices are 0..%d)", o->die_rank, p->ndev - 1);
+  if (o->die_tp >= run.ntp)
+    return usage_error(me, "--die-at: tensor rank %d does not exist (tensor ranks 0..%d, --tensor-parallel %d)", o->die_tp,
+                       run.ntp - 1, run.ntp);
   if (run.ntp > 1 && strcmp(o->model, "gpt"))
     return usage_error(me, "--tensor-parallel does not run with --model mlp (it splits the gpt's layers)");
   /* the split's own rules on the gpt's sizes (whole key/value groups, vocabulary rows,

@@ -175,6 +175,12 @@ expect_exit 0 "--no-compute with D = 2 x T = 2" "$A" $G --iterations 2 -q --no-c
 # aborted with the pipeline's), not after --timeout in the group's next all-reduce
 expect_exit 1 "tensor rank 1 of device 1 failing alone" timeout 60 "$A" $G --tensor-parallel 2 --iterations 2 -q --die-at 1:2:1 --timeout 30
 expect_grep "device 1 (tensor rank 1): op #2 .*injected failure (--die-at 1:2:1)" "the failing rank is named with its tensor rank"
+expect_exit 2 "--die-at with a tensor rank that is not a number" "$A" $G --tensor-parallel 2 --die-at 1:2:x
+expect_grep "needs RANK:OP or RANK:OP:TENSOR_RANK (whole numbers from 0), got '1:2:x'" "the value named"
+expect_exit 2 "--die-at a tensor rank past the group" "$A" $G --tensor-parallel 2 --die-at 1:2:2
+expect_grep "tensor rank 2 does not exist (tensor ranks 0..1, --tensor-parallel 2)" "the ranks named"
+expect_exit 2 "--die-at a device past the schedule's" "$A" $G --die-at 2:0
+expect_grep "device 2 does not exist (the schedule's devices are 0..1)" "the devices named"
 grep -q "waited" "$WORK/out" && fail "a rank of the group waited for the failed one: $(grep waited "$WORK/out" | head -1)" || pass "no rank waited for --timeout"
 
 # vocabulary-parallel schedules: each (replica, tensor rank) pipeline runs its own
