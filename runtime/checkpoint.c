@@ -46,7 +46,6 @@
  * stage as the run that saved them. */
 #include "config.h"
 #include "rt.h"
-#include "gpt.h"
 #include "safeio.h"
 #include <dirent.h>
 #include <errno.h>
@@ -448,7 +447,7 @@ static void write_meta(FILE *h, const ppsrt_run *run, long step, int *first) {
   }
   if (!strcmp(o->model, "gpt")) {   /* the layer's architecture */
     for (int i = 0; i < NARCH; i++) meta_kv(h, arch_names[i][0], arch_names[i][2 + arch_value(cfg, i)], first);
-    snprintf(buf, sizeof buf, "%d", ppsrt_gpt_ffn(cfg)); meta_kv(h, "ffn_hidden", buf, first);
+    snprintf(buf, sizeof buf, "%d", cfg->ffn_hidden); meta_kv(h, "ffn_hidden", buf, first);
     if (cfg->rope) { snprintf(buf, sizeof buf, "%.17g", cfg->rope_base > 0 ? cfg->rope_base : 10000.0); meta_kv(h, "rope_base", buf, first); }
   }
   meta_kv(h, "lr_schedule", rt_lr_schedule_names[o->lr_schedule], first);
@@ -909,9 +908,9 @@ int rt_ckpt_open(ppsrt_run *run, const char *path, rt_ckpt **out) {
   if (!strcmp(run->o.model, "gpt") && meta_int(path, kv, nkv, "hidden", 1, INT_MAX, 0, &hid) == 0 && hid == cfg->hidden) {
     rc = meta_int(path, kv, nkv, "ffn_hidden", 1, INT_MAX, 0, &v);
     if (rc < 0) goto fail;
-    if (rc == 0 && v != ppsrt_gpt_ffn(cfg)) {
+    if (rc == 0 && v != cfg->ffn_hidden) {
       rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s' holds a gpt with --ffn-hidden %ld, this run's has %d\nhint: run with "
-                      "--ffn-hidden %ld", path, v, ppsrt_gpt_ffn(cfg), v);
+                      "--ffn-hidden %ld", path, v, cfg->ffn_hidden, v);
       goto fail;
     }
     rc = 0;

@@ -24,6 +24,7 @@
 #pragma weak ppsrt_gpt_create
 #pragma weak ppsrt_gpt_pass_flops
 #pragma weak ppsrt_gpt_check_config
+#pragma weak ppsrt_gpt_ffn
 #pragma weak ppsrt_cpu_backend_create
 #pragma weak ppsrt_cuda_backend_create
 #pragma weak ppsrt_nccl_transport_create
@@ -503,6 +504,7 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
     run.create = ppsrt_gpt_create;
     /* sizes whose tensors cannot exist are bad flags (exit 2), before any rank starts */
     if (ppsrt_gpt_check_config && ppsrt_gpt_check_config(cfg)) return usage_error(me, "%s", ppsrt_last_error());
+    if (ppsrt_gpt_ffn) cfg->ffn_hidden = ppsrt_gpt_ffn(cfg);   /* resolved: what the JSON and checkpoints report */
   } else {
     if (p->vocab_mode)
       return usage_error(me, "schedule '%s' uses vocabulary parallelism (Vocab-%d); the mlp model has no vocabulary "

@@ -9,7 +9,6 @@
  * What it does not: no measuring itself (interp.c and actstore.c count), no exit(). */
 #include "config.h"
 #include "rt.h"
-#include "gpt.h"
 #include "safeio.h"
 #include <ctype.h>
 #include <errno.h>
@@ -430,7 +429,7 @@ void rt_print_json(ppsrt_run *run, int status) {
     fprintf(f, ",\"layer\":{\"mlp\":\"%s\",\"norm\":\"%s\",\"position\":\"%s\",\"bias\":%s,\"embeddings\":\"%s\","
             "\"ffn_hidden\":%d}", mc->swiglu ? "swiglu" : "gelu", mc->rmsnorm ? "rmsnorm" : "layernorm",
             mc->rope ? "rope" : "learned", mc->no_bias ? "false" : "true", mc->tie_embeddings ? "tied" : "untied",
-            ppsrt_gpt_ffn(mc));
+            mc->ffn_hidden);
   else
     fprintf(f, ",\"layer\":null");
   fprintf(f, ",\"exit\":%d}\n", status);
