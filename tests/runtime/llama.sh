@@ -14,6 +14,8 @@
 #    against GPT-2's layer a layer keeps one F32 statistic a token and norm instead of
 #    two, and 3 f (gate, up, their product) instead of 2 x 4h MLP values a token; the
 #    last stage's final norm one statistic a token instead of two;
+#  - ppsc's activation unit from the model { } keys equals what the runtime keeps for
+#    a middle stage, byte for byte, for GPT-2's and Llama's layer;
 #  - the model { } block's keys (swiglu, rmsnorm, rope, bias, ffn_hidden) reach the
 #    runtime, and a flag overrides them;
 #  - checkpoints record the layer (mlp, norm, position, bias, ffn_hidden) and resume
@@ -99,6 +101,27 @@ want1 = g[1]["resident_peak_bytes"] - d - N * 4   # one unit, and the final norm
 assert m[0]["resident_peak_bytes"] == want0, (m[0]["resident_peak_bytes"], want0)
 assert m[1]["resident_peak_bytes"] == want1, (m[1]["resident_peak_bytes"], want1)
 PY
+
+# ppsc's activation unit from the model { } keys = what the runtime keeps for a
+# middle stage's layers (device 1 of 1F1B at P = 4: no embedding, no output layer),
+# byte for byte, for GPT-2's layer and for Llama's
+for a in 0 1; do
+  printf 'import "1f1b.pps";\nschedule t(P = 4, m = 8) {\n  use one_f_one_b(P = P, m = m);\n' > "$WORK/u$a.pps"
+  printf '  model { layers = 8; hidden = 16; heads = 4; query_groups = 2; seq = 4; micro_batch = 1; vocab = 32; dtype_bytes = 4;\n' >> "$WORK/u$a.pps"
+  printf '          swiglu = %s; rmsnorm = %s; rope = %s; bias = %s; ffn_hidden = 24; }\n}\n' $a $a $a $((1 - a)) >> "$WORK/u$a.pps"
+  "$PPSC" sim "$WORK/u$a.pps" --json > "$WORK/u$a.sim" 2>"$WORK/err" || fail "ppsc sim u$a: $(cat "$WORK/err")"
+  if build u$a "$WORK/u$a.pps"; then
+    run u$a.run "$WORK/u$a" --model gpt
+    python3 - "$WORK/u$a.sim" "$WORK/u$a.run" <<'PY' && pass "layer $a: ppsc's unit_bytes = the runtime's middle stage" || fail "layer $a: ppsc's unit_bytes vs the runtime's"
+import json, sys
+s, r = [json.load(open(f)) for f in sys.argv[1:3]]
+assert s["unit_bytes"] == r["per_device"][1]["unit_bytes_first_stage"] == r["per_device"][2]["unit_bytes_first_stage"], \
+    (s["unit_bytes"], [d["unit_bytes_first_stage"] for d in r["per_device"]])
+PY
+  else fail "build u$a"; fi
+done
+grep -q '"mlp":"swiglu","norm":"rmsnorm","position":"rope","bias":false' "$WORK/u1.run" && pass "the keys set the runtime's layer" ||
+  fail "the runtime's layer from the keys: $(grep -o '"layer":{[^}]*}' "$WORK/u1.run")"
 
 # the model { } block's keys reach the runtime; a flag wins over them
 sed 's/^\( *\)devices P;/\1devices P;\n\1model { swiglu = 1; rmsnorm = 1; rope = 1; bias = 0; ffn_hidden = 24; }/' \
