@@ -15,8 +15,11 @@
 #  - refusals (exit 2, the field named, no output left): a GPT-2 layer checkpoint;
 #    configs with rope_scaling, attention_bias, rms_norm_eps 1e-6; bad files get one
 #    line, no traceback.
-# Planted by hand in pps_hf.py, each failing the forward check: k/v column blocks of
-# qkv.w swapped, gate/up swapped, o_proj not transposed, lm_head taken from vocab.tok.
+# Planted by hand in pps_hf.py and caught: in the export, k/v column blocks of qkv.w
+# swapped, gate/up swapped, o_proj or down_proj not transposed, lm_head from vocab.tok,
+# rope_theta written as 10000 (each fails the forward check); in the import, k/v order
+# (round trip, ZB-V loss), F16 misread (sharded import); bf16 truncated instead of
+# rounded; rms_norm_eps unchecked.
 . "$(dirname "$0")/lib.sh"
 command -v python3 > /dev/null 2>&1 || { echo "skip: no python3"; exit 77; }
 HF="$top_srcdir/python/pps_hf.py"
@@ -231,12 +234,12 @@ expect_exit 2 "export refuses GPT-2's layer" hf export "$WORK/ck_gpt2" "$WORK/hf
 expect_grep "metadata field 'mlp' is 'gelu'.*--arch llama" "the field named"
 [ ! -e "$WORK/hf_gpt2/model.safetensors" ] && pass "nothing exported" || fail "the refused export left model.safetensors"
 refuse() {   # refuse FIELD JSON-VALUE [PATTERN]: import of hf_untied with config FIELD = VALUE is refused
-  rm -rf "$WORK/hf_x"; cp -r "$WORK/hf_untied" "$WORK/hf_x"
+  rm -rf "$WORK/hf_x" "$WORK/x" "$WORK/x."*; cp -r "$WORK/hf_untied" "$WORK/hf_x"
   python3 -c "import json, sys; p = sys.argv[1]; c = json.load(open(p)); c[sys.argv[2]] = json.loads(sys.argv[3]); json.dump(c, open(p, 'w'))" \
     "$WORK/hf_x/config.json" "$1" "$2"
   expect_exit 2 "import refuses $1 = $2" hf import "$WORK/hf_x" "$WORK/x"
   expect_grep "${3:-field '$1' is}" "  naming '$1'"
-  [ ! -e "$WORK/x" ] && [ -z "$(ls "$WORK" | grep '^\.x\|^x\.')" ] && pass "  nothing written" || fail "$1: the refused import left files"
+  [ ! -e "$WORK/x" ] && [ -z "$(ls -a "$WORK" | grep '^\.x\|^x\.')" ] && pass "  nothing written" || fail "$1: the refused import left files"
 }
 refuse rope_scaling '{"rope_type": "linear", "factor": 2.0}'
 refuse attention_bias true
