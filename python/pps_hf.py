@@ -11,12 +11,14 @@ numpy, torch or safetensors package).
       refused (exit 2), naming the index field. --dtype bf16 rounds each F32 value to
       the nearest bfloat16 (ties to even).
 
-  python3 python/pps_hf.py import HFDIR INDEX [--stages S]
+  python3 python/pps_hf.py import HFDIR INDEX [--stages S] [--optimizer sgd|adam]
       A Hugging Face Llama directory (config.json and model.safetensors, or a sharded
       model.safetensors.index.json; F32, BF16 or F16 tensors) -> a PPS checkpoint: the
-      index INDEX and one shard beside it, step 0, data position 0, SGD (no moments),
-      which `--load INDEX` starts under any schedule and P with the same number of
-      layers. Prints the runtime flags that make the same model. Refused (exit 2, the
+      index INDEX and one shard beside it, step 0, data position 0, SGD (no moments;
+      --optimizer adam: Adam with zero moments, as the runtime continues a checkpoint
+      with its own optimizer), which `--load INDEX` starts under any schedule and P with
+      the same number of layers. Prints the runtime flags that make the same model
+      (with --stages S, the --layers-per-stage of an S-stage schedule). Refused (exit 2, the
       config field named): rope_scaling (or a rope_type other than default),
       attention_bias or mlp_bias true, hidden_act other than silu, rms_norm_eps other
       than 1e-5 (the runtime's fixed eps), head_dim other than hidden_size /
@@ -535,9 +537,13 @@ def runtime_flags(s, stages=None):
     return f
 
 
-def import_checkpoint(hfdir, index, stages=None):
+def import_checkpoint(hfdir, index, stages=None, optimizer="sgd"):
     """HF Llama directory -> PPS checkpoint INDEX (+ one shard beside it). Returns the
-    runtime flags (a string; with --layers-per-stage when `stages` is given)."""
+    runtime flags (a string; with --layers-per-stage when `stages` is given). With
+    optimizer "adam" the shard also holds Adam's moments, zero (a run at step 0 with
+    zero moments is a fresh Adam; the runtime keeps a checkpoint's optimizer)."""
+    if optimizer not in ("sgd", "adam"):
+        raise ConvertError("--optimizer needs sgd or adam, got %r" % optimizer)
     hf = HFCheckpoint(hfdir)
     s = llama_sizes(hf.config, os.path.join(hfdir, "config.json"))
     if stages is not None and (stages < 1 or s["layers"] % stages):
@@ -568,6 +574,9 @@ def import_checkpoint(hfdir, index, stages=None):
     tensors.append(("lnf.g", [h], lambda: get("model.norm.weight", [h])))
     if not s["tied"]:
         tensors.append(("vocab.out", [V * h], lambda: get("lm_head.weight", [V, h])))
+    if optimizer == "adam":
+        tensors += [("optim.%s.%s" % (mv, k), shape, lambda n=shape[0]: array.array("f", bytes(4 * n)))
+                    for mv in "mv" for k, shape, _ in list(tensors)]
     # what PPS would not compute must not be silently dropped: check before writing
     expected = {"model.embed_tokens.weight", "model.norm.weight"} | (set() if s["tied"] else {"lm_head.weight"})
     for i in range(L):
@@ -590,7 +599,7 @@ def import_checkpoint(hfdir, index, stages=None):
     shard_name = os.path.basename(index) + ".0-hf.0-of-1.safetensors"
     shard = os.path.join(d, shard_name)
     t1 = write_safetensors(shard, tensors, {"format": "pps-ppsrt-shard", "step": "0", "rank": "0", "ranks": "1"})
-    meta = {"format": "pps-ppsrt-index", "model": "gpt", "optimizer": "sgd", "step": "0", "data_position": "0",
+    meta = {"format": "pps-ppsrt-index", "model": "gpt", "optimizer": optimizer, "step": "0", "data_position": "0",
             "hidden": str(h), "heads": str(hq), "query_groups": str(hkv), "vocab": str(V), "layers": str(L),
             "mlp": "swiglu", "norm": "rmsnorm", "position": "rope", "bias": "off",
             "embeddings": "tied" if s["tied"] else "untied", "ffn_hidden": str(f), "rope_base": repr(s["rope_base"])}
@@ -604,7 +613,7 @@ def import_checkpoint(hfdir, index, stages=None):
 
 
 USAGE = """usage: pps_hf.py export INDEX OUTDIR [--dtype f32|bf16]
-       pps_hf.py import HFDIR INDEX [--stages S]
+       pps_hf.py import HFDIR INDEX [--stages S] [--optimizer sgd|adam]
   export: a PPS gpt checkpoint of Llama's layer -> a Hugging Face LlamaForCausalLM directory
   import: a Hugging Face Llama directory -> a PPS checkpoint for --load (prints the flags)"""
 
@@ -617,7 +626,7 @@ def main(argv):
             print(USAGE)
             return 0
         name = a.split("=", 1)[0]
-        if name in ("--dtype", "--stages"):
+        if name in ("--dtype", "--stages", "--optimizer"):
             v = a.split("=", 1)[1] if "=" in a else next(it, None)
             if v is None:
                 raise ConvertError("%s needs a value" % name)
@@ -629,8 +638,8 @@ def main(argv):
     if len(args) != 3 or args[0] not in ("export", "import"):
         raise ConvertError("expected a command and two paths\n" + USAGE)
     if args[0] == "export":
-        if "stages" in opts:
-            raise ConvertError("--stages is import's")
+        if "stages" in opts or "optimizer" in opts:
+            raise ConvertError("--stages and --optimizer are import's")
         c = export_checkpoint(args[1], args[2], opts.get("dtype", "f32"))
         print("pps_hf: wrote %s (LlamaForCausalLM: %d layers, hidden %d, %s)" %
               (args[2], c["num_hidden_layers"], c["hidden_size"], c["torch_dtype"]))
@@ -640,7 +649,7 @@ def main(argv):
         st = opts.get("stages")
         if st is not None and not st.isdigit():
             raise ConvertError("--stages needs a whole number, got '%s'" % st)
-        flags = import_checkpoint(args[1], args[2], int(st) if st is not None else None)
+        flags = import_checkpoint(args[1], args[2], int(st) if st is not None else None, opts.get("optimizer", "sgd"))
         print("pps_hf: wrote %s; run it with (--seq at most max_position_embeddings)\n  %s --load %s"
               % (args[2], flags, args[2]))
     return 0

@@ -9,8 +9,9 @@
 #    untied at --rope-base 10000, tied at --rope-base 500;
 #  - export then import gives back every tensor bit for bit, and the imported
 #    checkpoint, run with the flags the import prints under ZB-V (P = 2, 4 stages),
-#    reproduces the loss; a sharded HF directory with F16 and BF16 tensors imports to
-#    their exact values;
+#    reproduces the loss; imported with --optimizer adam (zero moments), 3 iterations
+#    of Adam from it are a fresh Adam run's, bit for bit; a sharded HF directory with
+#    F16 and BF16 tensors imports to their exact values;
 #  - --dtype bf16 writes each value within half a bfloat16 ulp of the F32 one;
 #  - refusals (exit 2, the field named, no output left): a GPT-2 layer checkpoint;
 #    configs with rope_scaling, attention_bias, rms_norm_eps 1e-6; bad files get one
@@ -18,8 +19,9 @@
 # Planted by hand in pps_hf.py and caught: in the export, k/v column blocks of qkv.w
 # swapped, gate/up swapped, o_proj or down_proj not transposed, lm_head from vocab.tok,
 # rope_theta written as 10000 (each fails the forward check); in the import, k/v order
-# (round trip, ZB-V loss), F16 misread (sharded import); bf16 truncated instead of
-# rounded; rms_norm_eps unchecked.
+# (round trip, ZB-V loss), F16 misread (sharded import), Adam's moments 1e-4 instead
+# of 0; bf16 truncated instead of rounded; rms_norm_eps unchecked; a temporary file
+# left by a failed write.
 . "$(dirname "$0")/lib.sh"
 command -v python3 > /dev/null 2>&1 || { echo "skip: no python3"; exit 77; }
 HF="$top_srcdir/python/pps_hf.py"
@@ -161,6 +163,14 @@ else fail "no flags printed"; fi
 "$ZV" $G --embeddings tied --rope-base 500 --layers-per-stage 1 --load "$WORK/back_t" --lr 0 --iterations 1 --data "$DATA" --json > "$WORK/zt" 2> "$WORK/err"
 a=$(loss1 "$WORK/zt"); b=$(loss1 "$WORK/r_tied")
 [ -n "$a" ] && near "$a" "$b" 1e-6 && pass "the tied import under ZB-V: loss $a (1F1B $b)" || fail "tied import under ZB-V: '$a' vs '$b' $(cat "$WORK/err")"
+
+# --optimizer adam: zero moments at step 0, so fine-tuning the import is a fresh Adam run
+expect_exit 0 "import --optimizer adam" hf import "$WORK/hf_untied" "$WORK/back_a" --optimizer adam
+losses() { grep -o '"loss":[-0-9.e+]*' "$1" | tr '\n' ' '; }
+"$A" $G --layers-per-stage 2 --optimizer adam --lr 0.01 --iterations 3 --data "$DATA" --json > "$WORK/fa" 2> "$WORK/err" || fail "fresh Adam: $(cat "$WORK/err")"
+"$A" $G --layers-per-stage 2 --load "$WORK/back_a" --lr 0.01 --iterations 3 --data "$DATA" --json > "$WORK/la" 2> "$WORK/err" || fail "Adam from the import: $(cat "$WORK/err")"
+a=$(losses "$WORK/la"); b=$(losses "$WORK/fa")
+[ -n "$a" ] && [ "$a" = "$b" ] && pass "Adam from the import = a fresh Adam run, 3 iterations bit for bit: $a" || fail "Adam from the import: '$a', fresh: '$b'"
 
 # --- BF16 export; F16 / BF16 / sharded import ---
 expect_exit 0 "export --dtype bf16" hf export "$WORK/ck_untied" "$WORK/hf_bf" --dtype bf16
