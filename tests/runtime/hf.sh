@@ -137,6 +137,17 @@ for e, tied, base in (("untied", False, 10000.0), ("tied", True, 500.0)):
     assert hd["model.layers.3.self_attn.k_proj.weight"]["shape"] == [8, 16] and hd["model.layers.0.mlp.down_proj.weight"]["shape"] == [16, 24]
 PY
 
+# a vocabulary-parallel checkpoint (each shard a slice of vocab.tok and vocab.out): the
+# weights do not depend on the placement, so its export is the same file
+if build v1 "$top_srcdir/stdlib/vocab_1f1b.pps" -D P=2 -D m=2; then
+  "$WORK/v1" $G --layers-per-stage 2 --lr 0 --iterations 1 --data "$DATA" --save "$WORK/ck_v1" > /dev/null 2> "$WORK/err" ||
+    fail "Vocab-1 run: $(cat "$WORK/err")"
+  grep -q '"slice.vocab.tok"' "$WORK"/ck_v1.*.safetensors && pass "Vocab-1's shards hold slices" || fail "Vocab-1's shards: no slices"
+  expect_exit 0 "export of Vocab-1's checkpoint" hf export "$WORK/ck_v1" "$WORK/hf_v1"
+  cmp -s "$WORK/hf_v1/model.safetensors" "$WORK/hf_untied/model.safetensors" &&
+    pass "its model.safetensors is 1F1B's, byte for byte (the slices joined)" || fail "Vocab-1's export differs from 1F1B's"
+else fail "build vocab_1f1b"; fi
+
 # --- round trip, and the import under another schedule ---
 expect_exit 0 "import (untied)" hf import "$WORK/hf_untied" "$WORK/back" --stages 4
 flags=$(sed -n 's/^  \(--model .*\)/\1/p' "$WORK/out")
