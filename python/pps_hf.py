@@ -471,7 +471,9 @@ class HFCheckpoint:
 
 
 def _cfg_int(cfg, path, k, default=None):
-    v = cfg.get(k, default)
+    v = cfg.get(k)
+    if v is None:               # absent or null: transformers' LlamaConfig default
+        v = default
     if not isinstance(v, int) or isinstance(v, bool) or v < 1:
         raise ConvertError("%s: field '%s' is %r: not a positive integer" % (path, k, v))
     return v
