@@ -12,6 +12,8 @@
 #    reproduces the loss; imported with --optimizer adam (zero moments), 3 iterations
 #    of Adam from it are a fresh Adam run's, bit for bit; a sharded HF directory with
 #    F16 and BF16 tensors imports to their exact values;
+#  - a Vocab-1 checkpoint (vocabulary slices in each shard) exports to 1F1B's file, byte
+#    for byte (the weights do not depend on the placement);
 #  - --dtype bf16 writes each value within half a bfloat16 ulp of the F32 one;
 #  - refusals (exit 2, the field named, no output left): a GPT-2 layer checkpoint;
 #    configs with rope_scaling, attention_bias, rms_norm_eps 1e-6; bad files get one
@@ -20,7 +22,7 @@
 # swapped, gate/up swapped, o_proj or down_proj not transposed, lm_head from vocab.tok,
 # rope_theta written as 10000 (each fails the forward check); in the import, k/v order
 # (round trip, ZB-V loss), F16 misread (sharded import), Adam's moments 1e-4 instead
-# of 0; bf16 truncated instead of rounded; rms_norm_eps unchecked; a temporary file
+# of 0, a vocabulary slice's offset ignored (Vocab-1); bf16 truncated instead of rounded; rms_norm_eps unchecked; a temporary file
 # left by a failed write.
 . "$(dirname "$0")/lib.sh"
 command -v python3 > /dev/null 2>&1 || { echo "skip: no python3"; exit 77; }
