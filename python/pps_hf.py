@@ -1,0 +1,667 @@
+#!/usr/bin/env python3
+"""pps_hf.py: converts between PPS checkpoints of the gpt model with Llama's layer and
+Hugging Face `LlamaForCausalLM` checkpoints, in pure Python 3 (json, struct, array; no
+numpy, torch or safetensors package).
+
+  python3 python/pps_hf.py export INDEX OUTDIR [--dtype f32|bf16]
+      A PPS checkpoint (the JSON index that --save wrote, and its safetensors shards
+      beside it) -> OUTDIR/config.json and OUTDIR/model.safetensors, HF's names and
+      [out, in] weight layout. Only Llama's layer converts (--arch llama: SwiGLU,
+      RMS norms, RoPE, no biases); GeLU, layer norms, learned positions or biases are
+      refused (exit 2), naming the index field. --dtype bf16 rounds each F32 value to
+      the nearest bfloat16 (ties to even).
+
+  python3 python/pps_hf.py import HFDIR INDEX [--stages S] [--optimizer sgd|adam]
+      A Hugging Face Llama directory (config.json and model.safetensors, or a sharded
+      model.safetensors.index.json; F32, BF16 or F16 tensors) -> a PPS checkpoint: the
+      index INDEX and one shard beside it, step 0, data position 0, SGD (no moments;
+      --optimizer adam: Adam with zero moments, as the runtime continues a checkpoint
+      with its own optimizer), which `--load INDEX` starts under any schedule and P with
+      the same number of layers. Prints the runtime flags that make the same model
+      (with --stages S, the --layers-per-stage of an S-stage schedule). Refused (exit 2, the
+      config field named): rope_scaling (or a rope_type other than default),
+      attention_bias or mlp_bias true, hidden_act other than silu, rms_norm_eps other
+      than 1e-5 (the runtime's fixed eps), head_dim other than hidden_size /
+      num_attention_heads, a model_type other than llama.
+
+The mapping (docs/models.md "Hugging Face Llama checkpoints"; PPS weights are [in, out]
+row-major, Y = X W; HF's are [out, in], Y = X W^T):
+
+  model.embed_tokens.weight [V, h]          vocab.tok
+  lm_head.weight [V, h]                     vocab.out (absent when tied)
+  model.norm.weight [h]                     lnf.g
+  model.layers.K.input_layernorm.weight     layerK.ln1.g
+  model.layers.K.post_attention_layernorm   layerK.ln2.g
+  ...self_attn.q_proj/k_proj/v_proj         layerK.qkv.w [h, (Hq + 2 Hkv) D] columns
+                                            [query heads | key heads | value heads]^T
+  ...self_attn.o_proj [h, Hq D]             layerK.proj.w^T
+  ...mlp.gate_proj/up_proj [f, h]           layerK.fc.w [h, 2f] columns [gate | up]^T
+  ...mlp.down_proj [h, f]                   layerK.fc2.w^T
+
+PPS's RoPE is HF Llama's rotate-half layout (pairs (i, i + D/2) of a head, angle
+t base^(-2i/D)), so the query and key columns are not permuted. As a module:
+export_checkpoint(index, outdir, dtype), import_checkpoint(hfdir, index) -> the flags,
+read_safetensors(path) and write_safetensors(path, tensors, metadata).
+
+Errors are one line on stderr ("pps_hf: ...") and a non-zero exit (2: bad input or a
+model PPS cannot convert; 1: a file that cannot be written); outputs are written to a
+temporary file in the target directory and renamed, so a failure leaves none.
+"""
+import array
+import json
+import math
+import os
+import struct
+import sys
+import tempfile
+
+EPS = 1e-5          # the runtime's RMS norm eps (runtime/cpu_kernels.c)
+DTYPE_SIZE = {"F32": 4, "BF16": 2, "F16": 2}
+
+
+class ConvertError(Exception):
+    """Bad input or an unconvertible model: the message is the whole report."""
+    code = 2
+
+
+class WriteError(ConvertError):
+    code = 1
+
+
+# ---- safetensors ----
+
+class SafeFile:
+    """The header of one safetensors file; tensors read on demand as F32 arrays."""
+
+    def __init__(self, path):
+        self.path = path
+        try:
+            with open(path, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                head = f.read(8)
+                if len(head) < 8:
+                    raise ConvertError("%s: truncated (%d bytes): not a safetensors file" % (path, size))
+                n = struct.unpack("<Q", head)[0]
+                if n > size - 8 or n > (100 << 20):
+                    raise ConvertError("%s: not a safetensors file (header length %d, file %d bytes)" % (path, n, size))
+                text = f.read(n)
+        except OSError as e:
+            raise ConvertError("%s: %s" % (path, e.strerror or e))
+        try:
+            hd = json.loads(text.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as e:
+            raise ConvertError("%s: malformed safetensors header: %s" % (path, e))
+        if not isinstance(hd, dict):
+            raise ConvertError("%s: malformed safetensors header: not a JSON object" % path)
+        self.data0 = 8 + n
+        self.metadata = hd.pop("__metadata__", None) or {}
+        if not isinstance(self.metadata, dict):
+            raise ConvertError("%s: malformed safetensors header: __metadata__ is not an object" % path)
+        self.entries = {}
+        dsize = size - self.data0
+        for k, v in hd.items():
+            ok = isinstance(v, dict) and isinstance(v.get("shape"), list) and isinstance(v.get("data_offsets"), list) \
+                and len(v["data_offsets"]) == 2 and all(isinstance(x, int) and x >= 0 for x in v["shape"] + v["data_offsets"])
+            if not ok:
+                raise ConvertError("%s: tensor '%s': malformed entry (needs dtype, shape, data_offsets)" % (path, k))
+            dt = v.get("dtype")
+            if dt not in DTYPE_SIZE:
+                raise ConvertError("%s: tensor '%s': dtype %r, expected F32, BF16 or F16" % (path, k, dt))
+            numel = 1
+            for x in v["shape"]:
+                numel *= x
+            a, b = v["data_offsets"]
+            if b - a != numel * DTYPE_SIZE[dt]:
+                raise ConvertError("%s: tensor '%s': data_offsets [%d, %d] do not hold its shape %s of %s"
+                                   % (path, k, a, b, v["shape"], dt))
+            if b > dsize:
+                raise ConvertError("%s: tensor '%s': data_offsets [%d, %d] end past the file's %d data bytes (truncated?)"
+                                   % (path, k, a, b, dsize))
+            self.entries[k] = (dt, list(v["shape"]), a, b)
+
+    def read(self, key):
+        """The tensor `key` as array('f') (BF16 and F16 widened exactly)."""
+        dt, shape, a, b = self.entries[key]
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.data0 + a)
+                raw = f.read(b - a)
+        except OSError as e:
+            raise ConvertError("%s: %s" % (self.path, e.strerror or e))
+        if len(raw) != b - a:
+            raise ConvertError("%s: tensor '%s': file shorter than its data_offsets" % (self.path, key))
+        if dt == "F32":
+            out = array.array("f")
+            out.frombytes(raw)
+            if sys.byteorder == "big":
+                out.byteswap()
+        elif dt == "BF16":
+            u = array.array("H")
+            u.frombytes(raw)
+            if sys.byteorder == "big":
+                u.byteswap()
+            bits = array.array("I", (x << 16 for x in u))
+            out = array.array("f")
+            out.frombytes(bits.tobytes())
+        else:
+            out = array.array("f", struct.unpack("<%de" % ((b - a) // 2), raw))
+        return out
+
+
+def read_safetensors(path):
+    """{name: (shape, array('f'))} of one safetensors file."""
+    sf = SafeFile(path)
+    return {k: (e[1], sf.read(k)) for k, e in sf.entries.items()}
+
+
+def bf16_bits(values):
+    """array('H') of the bfloat16 nearest each F32 value (ties to even; NaN stays NaN)."""
+    u = array.array("I")
+    u.frombytes(array.array("f", values).tobytes())
+    out = array.array("H", bytes(2 * len(u)))
+    for i, x in enumerate(u):
+        if (x & 0x7f800000) == 0x7f800000 and (x & 0x7fffff):
+            out[i] = (x >> 16) | 0x40            # a quiet NaN
+        else:
+            out[i] = ((x + 0x7fff + ((x >> 16) & 1)) >> 16) & 0xffff
+    return out
+
+
+def _tmp_in(directory, prefix):
+    try:
+        fd, tmp = tempfile.mkstemp(prefix="." + prefix + ".", suffix=".tmp", dir=directory)
+    except OSError as e:
+        raise WriteError("%s: cannot write there: %s" % (directory or ".", e.strerror or e))
+    mask = os.umask(0o22)       # mkstemp makes 0600: give the file the mode open() would
+    os.umask(mask)
+    os.fchmod(fd, 0o666 & ~mask)
+    return os.fdopen(fd, "wb"), tmp
+
+
+def write_safetensors(path, tensors, metadata=None, dtype="F32"):
+    """Writes tensors [(name, shape, producer)] (producer() -> array('f') of the shape's
+    numel, called once, in order) to a temporary file beside `path`; returns its name
+    (the caller renames it into place, or removes it). dtype F32 or BF16."""
+    size = DTYPE_SIZE[dtype]
+    hd, off = {}, 0
+    if metadata:
+        hd["__metadata__"] = metadata
+    for name, shape, _ in tensors:
+        numel = 1
+        for x in shape:
+            numel *= x
+        hd[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [off, off + numel * size]}
+        off += numel * size
+    text = json.dumps(hd, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    f, tmp = _tmp_in(os.path.dirname(path) or ".", os.path.basename(path))
+    try:
+        with f:
+            f.write(struct.pack("<Q", len(text)))
+            f.write(text)
+            for name, shape, produce in tensors:
+                a = produce()
+                want = hd[name]["data_offsets"][1] - hd[name]["data_offsets"][0]
+                if dtype == "BF16":
+                    a = bf16_bits(a)
+                elif not isinstance(a, array.array) or a.typecode != "f":
+                    a = array.array("f", a)
+                if len(a) * size != want:
+                    raise ConvertError("tensor '%s': %d values, its shape %s holds %d" % (name, len(a), shape, want // size))
+                if sys.byteorder == "big":
+                    a = array.array(a.typecode, a)
+                    a.byteswap()
+                f.write(a.tobytes())
+    except OSError as e:
+        os.unlink(tmp)
+        raise WriteError("%s: cannot write it: %s" % (path, e.strerror or e))
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return tmp
+
+
+def _write_text(path, text):
+    f, tmp = _tmp_in(os.path.dirname(path) or ".", os.path.basename(path))
+    try:
+        with f:
+            f.write(text.encode())
+    except OSError as e:
+        os.unlink(tmp)
+        raise WriteError("%s: cannot write it: %s" % (path, e.strerror or e))
+    return tmp
+
+
+def _commit(pairs):
+    """Renames each (tmp, final) into place (after every output is complete)."""
+    for tmp, final in pairs:
+        try:
+            os.replace(tmp, final)
+        except OSError as e:
+            for t, _ in pairs:
+                if os.path.exists(t):
+                    os.unlink(t)
+            raise WriteError("%s: cannot write it: %s" % (final, e.strerror or e))
+
+
+# ---- matrices (flat row-major array('f')) ----
+
+def cols_t(a, rows, cols, c0, c1):
+    """Columns [c0, c1) of the [rows, cols] matrix a, transposed: [c1 - c0, rows]."""
+    out = array.array("f")
+    for c in range(c0, c1):
+        out.extend(a[c::cols])
+    return out
+
+
+def hcat_t(parts, rows):
+    """The [rows, sum n_i] matrix whose column blocks are the transposes of parts, each
+    [n_i, rows]: the reverse of cols_t."""
+    cols = sum(len(p) // rows for p in parts)
+    out = array.array("f", bytes(4 * rows * cols))
+    c = 0
+    for p in parts:
+        for r in range(len(p) // rows):
+            out[c::cols] = p[r * rows:(r + 1) * rows]
+            c += 1
+    return out
+
+
+# ---- PPS checkpoints ----
+
+LLAMA_LAYER = (("mlp", "swiglu", "--mlp swiglu"), ("norm", "rmsnorm", "--norm rmsnorm"),
+               ("position", "rope", "--position rope"), ("bias", "off", "--bias off"))
+GPT2_DEFAULT = {"mlp": "gelu", "norm": "layernorm", "position": "learned", "bias": "on", "embeddings": "untied"}
+
+
+def _load_json(path, what):
+    try:
+        with open(path, "rb") as f:
+            return json.loads(f.read().decode("utf-8"))
+    except OSError as e:
+        raise ConvertError("%s: %s" % (path, e.strerror or e))
+    except (UnicodeDecodeError, ValueError) as e:
+        raise ConvertError("%s: malformed %s: %s" % (path, what, e))
+
+
+class PPSCheckpoint:
+    """A PPS checkpoint index and its shards: metadata, and tensors by model-layer key
+    (vocabulary slices of several shards joined)."""
+
+    def __init__(self, index):
+        j = _load_json(index, "checkpoint index (JSON)")
+        if not isinstance(j, dict) or not isinstance(j.get("__metadata__"), dict) or not isinstance(j.get("shards"), list):
+            raise ConvertError("%s: not a PPS checkpoint index (needs __metadata__ and shards)" % index)
+        self.path = index
+        self.meta = j["__metadata__"]
+        if self.meta.get("format") != "pps-ppsrt-index":
+            raise ConvertError("%s: metadata field 'format' is %r, expected 'pps-ppsrt-index'" % (index, self.meta.get("format")))
+        self.where = {}      # key -> [(SafeFile, offset in the full tensor, full numel)]
+        d = os.path.dirname(index)
+        for s in j["shards"]:
+            if not isinstance(s, str) or not s or "/" in s:
+                raise ConvertError("%s: field 'shards': %r is not a file name beside the index" % (index, s))
+            sf = SafeFile(os.path.join(d, s))
+            for k, (dt, shape, a, b) in sf.entries.items():
+                if dt != "F32":
+                    raise ConvertError("%s: tensor '%s': dtype %s, expected F32" % (sf.path, k, dt))
+                numel = (b - a) // 4
+                off, full = 0, numel
+                sl = sf.metadata.get("slice." + k)
+                if sl is not None:
+                    try:
+                        off, full = (int(x) for x in sl.split("/"))
+                    except (ValueError, AttributeError):
+                        raise ConvertError("%s: metadata field 'slice.%s' is %r: not OFFSET/FULL" % (sf.path, k, sl))
+                    if off < 0 or off + numel > full:
+                        raise ConvertError("%s: metadata field 'slice.%s' is %r: outside the tensor" % (sf.path, k, sl))
+                self.where.setdefault(k, []).append((sf, off, full, numel))
+
+    def int_field(self, k):
+        v = self.meta.get(k)
+        if not isinstance(v, str) or not v.isdigit() or int(v) < 1:
+            raise ConvertError("%s: metadata field '%s' is %r: not a positive integer" % (self.path, k, v))
+        return int(v)
+
+    def tensor(self, key, numel):
+        """The whole tensor `key` (numel values), from the shards that hold its pieces."""
+        parts = self.where.get(key)
+        if not parts:
+            raise ConvertError("%s: no tensor '%s' in its shards" % (self.path, key))
+        out = array.array("f", bytes(4 * numel))
+        have = 0
+        for sf, off, full, n in parts:
+            if full != numel:
+                raise ConvertError("%s: tensor '%s' holds %d values, the model's has %d" % (sf.path, key, full, numel))
+            out[off:off + n] = sf.read(key)
+            have += n
+        if have != numel:
+            raise ConvertError("%s: tensor '%s': its shards hold %d of its %d values" % (self.path, key, have, numel))
+        return out
+
+
+def export_checkpoint(index, outdir, dtype="f32"):
+    """PPS checkpoint INDEX -> HF LlamaForCausalLM in OUTDIR. Returns the config dict."""
+    st = {"f32": "F32", "bf16": "BF16"}.get(dtype)
+    if st is None:
+        raise ConvertError("--dtype needs f32 or bf16, got %r" % dtype)
+    ck = PPSCheckpoint(index)
+    m = ck.meta
+    if m.get("model") != "gpt":
+        raise ConvertError("%s: metadata field 'model' is %r: only the gpt model converts" % (index, m.get("model")))
+    for k, want, flag in LLAMA_LAYER:
+        have = m.get(k, GPT2_DEFAULT[k])
+        if have != want:
+            raise ConvertError("%s: metadata field '%s' is %r: a Hugging Face Llama has %s (%s); only a checkpoint of "
+                               "Llama's layer (--arch llama) converts" % (index, k, have, want, flag))
+    tied = m.get("embeddings", "untied")
+    if tied not in ("tied", "untied"):
+        raise ConvertError("%s: metadata field 'embeddings' is %r, not tied or untied" % (index, tied))
+    tied = tied == "tied"
+    h, hq, hkv, V, L, f = (ck.int_field(k) for k in ("hidden", "heads", "query_groups", "vocab", "layers", "ffn_hidden"))
+    seq = ck.int_field("seq") if "seq" in m else 0
+    if h % hq or hq % hkv or (h // hq) % 2:
+        raise ConvertError("%s: hidden %d, heads %d, query_groups %d: not a head size D = hidden / heads (even) with "
+                           "heads a multiple of query_groups" % (index, h, hq, hkv))
+    D = h // hq
+    try:
+        base = float(m.get("rope_base", "10000"))
+    except ValueError:
+        base = float("nan")
+    if not (base > 1 and math.isfinite(base)):
+        raise ConvertError("%s: metadata field 'rope_base' is %r: not a number above 1" % (index, m.get("rope_base")))
+    known = {"vocab.tok", "lnf.g"} | (set() if tied else {"vocab.out"})
+    names = ("ln1.g", "ln2.g", "qkv.w", "proj.w", "fc.w", "fc2.w")
+    known |= {"layer%d.%s" % (i, n) for i in range(L) for n in names}
+    extra = sorted(k for k in ck.where if k not in known and not k.startswith("optim."))
+    if extra:
+        raise ConvertError("%s: tensor '%s' is not a parameter of a gpt with Llama's layer and these sizes%s" %
+                           (index, extra[0], " (vocab.out with --embeddings tied?)" if extra[0] == "vocab.out" else ""))
+
+    def T(key, n):
+        return lambda: ck.tensor(key, n)
+
+    def block(key, rows, cols, c0, c1):
+        return lambda: cols_t(ck.tensor(key, rows * cols), rows, cols, c0, c1)
+
+    qkv = (hq + 2 * hkv) * D
+    out = [("model.embed_tokens.weight", [V, h], T("vocab.tok", V * h))]
+    for i in range(L):
+        p, q = "model.layers.%d." % i, "layer%d." % i
+        out += [(p + "input_layernorm.weight", [h], T(q + "ln1.g", h)),
+                (p + "self_attn.q_proj.weight", [hq * D, h], block(q + "qkv.w", h, qkv, 0, hq * D)),
+                (p + "self_attn.k_proj.weight", [hkv * D, h], block(q + "qkv.w", h, qkv, hq * D, (hq + hkv) * D)),
+                (p + "self_attn.v_proj.weight", [hkv * D, h], block(q + "qkv.w", h, qkv, (hq + hkv) * D, qkv)),
+                (p + "self_attn.o_proj.weight", [h, hq * D], block(q + "proj.w", hq * D, h, 0, h)),
+                (p + "post_attention_layernorm.weight", [h], T(q + "ln2.g", h)),
+                (p + "mlp.gate_proj.weight", [f, h], block(q + "fc.w", h, 2 * f, 0, f)),
+                (p + "mlp.up_proj.weight", [f, h], block(q + "fc.w", h, 2 * f, f, 2 * f)),
+                (p + "mlp.down_proj.weight", [h, f], block(q + "fc2.w", f, h, 0, h))]
+    out.append(("model.norm.weight", [h], T("lnf.g", h)))
+    if not tied:
+        out.append(("lm_head.weight", [V, h], T("vocab.out", V * h)))
+    config = {
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama",
+        "hidden_size": h, "intermediate_size": f, "num_hidden_layers": L,
+        "num_attention_heads": hq, "num_key_value_heads": hkv, "head_dim": D, "vocab_size": V,
+        "max_position_embeddings": seq or 2048, "rms_norm_eps": EPS, "rope_theta": base, "rope_scaling": None,
+        "tie_word_embeddings": tied, "hidden_act": "silu", "attention_bias": False, "mlp_bias": False,
+        "torch_dtype": "float32" if st == "F32" else "bfloat16",
+    }
+    try:
+        os.makedirs(outdir, exist_ok=True)
+    except OSError as e:
+        raise WriteError("%s: cannot make the directory: %s" % (outdir, e.strerror or e))
+    if not os.path.isdir(outdir):
+        raise WriteError("%s: not a directory" % outdir)
+    st_path, cf_path = os.path.join(outdir, "model.safetensors"), os.path.join(outdir, "config.json")
+    t1 = write_safetensors(st_path, out, {"format": "pt"}, st)
+    try:
+        t2 = _write_text(cf_path, json.dumps(config, indent=2) + "\n")
+    except BaseException:
+        os.unlink(t1)
+        raise
+    _commit([(t1, st_path), (t2, cf_path)])
+    return config
+
+
+# ---- Hugging Face checkpoints ----
+
+class HFCheckpoint:
+    """config.json and the tensors of a HF directory (one file or a sharded index)."""
+
+    def __init__(self, d):
+        if not os.path.isdir(d):
+            raise ConvertError("%s: not a directory (a Hugging Face model directory with config.json)" % d)
+        self.dir = d
+        self.config = _load_json(os.path.join(d, "config.json"), "config.json")
+        if not isinstance(self.config, dict):
+            raise ConvertError("%s: not a JSON object" % os.path.join(d, "config.json"))
+        idx, one = os.path.join(d, "model.safetensors.index.json"), os.path.join(d, "model.safetensors")
+        self.where = {}
+        if os.path.exists(idx):
+            j = _load_json(idx, "safetensors index (JSON)")
+            wm = j.get("weight_map") if isinstance(j, dict) else None
+            if not isinstance(wm, dict):
+                raise ConvertError("%s: no weight_map object" % idx)
+            files = {}
+            for k, fn in wm.items():
+                if not isinstance(fn, str) or not fn or "/" in fn:
+                    raise ConvertError("%s: weight_map['%s'] is %r: not a file name beside the index" % (idx, k, fn))
+                if fn not in files:
+                    files[fn] = SafeFile(os.path.join(d, fn))
+                if k not in files[fn].entries:
+                    raise ConvertError("%s: weight_map names '%s' in %s, which does not hold it" % (idx, k, fn))
+                self.where[k] = files[fn]
+        elif os.path.exists(one):
+            sf = SafeFile(one)
+            self.where = {k: sf for k in sf.entries}
+        else:
+            raise ConvertError("%s: neither model.safetensors nor model.safetensors.index.json (PyTorch .bin files: "
+                               "convert them to safetensors first)" % d)
+
+    def get(self, key, shape):
+        sf = self.where.get(key)
+        if sf is None:
+            raise ConvertError("%s: no tensor '%s'" % (self.dir, key))
+        have = sf.entries[key][1]
+        if have != list(shape):
+            raise ConvertError("%s: tensor '%s' has shape %s, the config's model needs %s" % (sf.path, key, have, list(shape)))
+        return sf.read(key)
+
+
+def _cfg_int(cfg, path, k, default=None):
+    v = cfg.get(k)
+    if v is None:               # absent or null: transformers' LlamaConfig default
+        v = default
+    if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+        raise ConvertError("%s: field '%s' is %r: not a positive integer" % (path, k, v))
+    return v
+
+
+def llama_sizes(cfg, path):
+    """The PPS model of a HF Llama config, or ConvertError naming the field PPS's layer
+    cannot run."""
+    def refuse(k, why):
+        raise ConvertError("%s: field '%s' is %s: %s" % (path, k, json.dumps(cfg.get(k)), why))
+    if cfg.get("model_type", "llama") != "llama":
+        refuse("model_type", "only Llama converts (LlamaForCausalLM)")
+    h = _cfg_int(cfg, path, "hidden_size")
+    hq = _cfg_int(cfg, path, "num_attention_heads")
+    hkv = _cfg_int(cfg, path, "num_key_value_heads", hq)
+    s = {"hidden": h, "heads": hq, "query_groups": hkv, "ffn_hidden": _cfg_int(cfg, path, "intermediate_size"),
+         "layers": _cfg_int(cfg, path, "num_hidden_layers"), "vocab": _cfg_int(cfg, path, "vocab_size"),
+         "max_seq": _cfg_int(cfg, path, "max_position_embeddings", 2048)}
+    if h % hq:
+        refuse("num_attention_heads", "does not divide hidden_size %d" % h)
+    if hq % hkv:
+        refuse("num_key_value_heads", "does not divide num_attention_heads %d" % hq)
+    if cfg.get("head_dim") is not None and cfg.get("head_dim") != h // hq:
+        refuse("head_dim", "PPS's head size is hidden_size / num_attention_heads = %d" % (h // hq))
+    if (h // hq) % 2:
+        refuse("num_attention_heads", "the head size %d is odd (RoPE rotates pairs)" % (h // hq))
+    if cfg.get("hidden_act", "silu") != "silu":
+        refuse("hidden_act", "PPS's SwiGLU MLP is silu(gate) * up")
+    for k in ("attention_bias", "mlp_bias"):
+        if cfg.get(k, False) is not False:
+            refuse(k, "PPS's Llama layer has no biases (--bias off)")
+    eps = cfg.get("rms_norm_eps", 1e-6)
+    if not isinstance(eps, (int, float)) or isinstance(eps, bool) or abs(eps - EPS) > 1e-12:
+        refuse("rms_norm_eps", "the runtime's RMS norm has eps 1e-5, fixed")
+    if cfg.get("rope_scaling") is not None:
+        refuse("rope_scaling", "PPS's RoPE has no scaling (plain rotate-half at base rope_theta)")
+    rp = cfg.get("rope_parameters")        # newer transformers: rope_theta and rope_type here
+    theta = cfg.get("rope_theta", 10000.0)
+    if rp is not None:
+        if not isinstance(rp, dict) or rp.get("rope_type", "default") != "default":
+            refuse("rope_parameters", "PPS's RoPE has no scaling (rope_type default only)")
+        theta = rp.get("rope_theta", theta)
+    if not isinstance(theta, (int, float)) or isinstance(theta, bool) or not (theta > 1 and math.isfinite(theta)):
+        refuse("rope_theta", "not a number above 1")
+    s["rope_base"] = float(theta)
+    tied = cfg.get("tie_word_embeddings", False)
+    if not isinstance(tied, bool):
+        refuse("tie_word_embeddings", "not true or false")
+    s["tied"] = tied
+    return s
+
+
+def runtime_flags(s, stages=None):
+    """The libppsrt flags that make the model of llama_sizes() (with --layers-per-stage
+    for a schedule of `stages` stages); --seq at most max_position_embeddings."""
+    base = s["rope_base"]
+    f = ("--model gpt --arch llama --hidden %d --heads %d --query-groups %d --ffn-hidden %d --vocab %d --rope-base %s "
+         "--embeddings %s --seq %d" % (s["hidden"], s["heads"], s["query_groups"], s["ffn_hidden"], s["vocab"],
+                                       "%d" % base if base == int(base) else repr(base), "tied" if s["tied"] else "untied",
+                                       min(s["max_seq"], 2048)))
+    if stages:
+        f += " --layers-per-stage %d" % (s["layers"] // stages)
+    return f
+
+
+def import_checkpoint(hfdir, index, stages=None, optimizer="sgd"):
+    """HF Llama directory -> PPS checkpoint INDEX (+ one shard beside it). Returns the
+    runtime flags (a string; with --layers-per-stage when `stages` is given). With
+    optimizer "adam" the shard also holds Adam's moments, zero (a run at step 0 with
+    zero moments is a fresh Adam; the runtime keeps a checkpoint's optimizer)."""
+    if optimizer not in ("sgd", "adam"):
+        raise ConvertError("--optimizer needs sgd or adam, got %r" % optimizer)
+    hf = HFCheckpoint(hfdir)
+    s = llama_sizes(hf.config, os.path.join(hfdir, "config.json"))
+    if stages is not None and (stages < 1 or s["layers"] % stages):
+        raise ConvertError("--stages %d does not divide the model's %d layers (num_hidden_layers)" % (stages, s["layers"]))
+    h, hq, hkv, f, L, V = (s[k] for k in ("hidden", "heads", "query_groups", "ffn_hidden", "layers", "vocab"))
+    D = h // hq
+    used = set()
+
+    def get(k, shape):
+        used.add(k)
+        return hf.get(k, shape)
+
+    tensors = [("vocab.tok", [V * h], lambda: get("model.embed_tokens.weight", [V, h]))]
+    for i in range(L):
+        p, q = "model.layers.%d." % i, "layer%d." % i
+
+        def qkv(p=p):
+            return hcat_t([get(p + "self_attn.q_proj.weight", [hq * D, h]), get(p + "self_attn.k_proj.weight", [hkv * D, h]),
+                           get(p + "self_attn.v_proj.weight", [hkv * D, h])], h)
+
+        tensors += [(q + "ln1.g", [h], lambda p=p: get(p + "input_layernorm.weight", [h])),
+                    (q + "qkv.w", [h * (hq + 2 * hkv) * D], qkv),
+                    (q + "proj.w", [hq * D * h], lambda p=p: hcat_t([get(p + "self_attn.o_proj.weight", [h, hq * D])], hq * D)),
+                    (q + "ln2.g", [h], lambda p=p: get(p + "post_attention_layernorm.weight", [h])),
+                    (q + "fc.w", [h * 2 * f], lambda p=p: hcat_t([get(p + "mlp.gate_proj.weight", [f, h]),
+                                                                  get(p + "mlp.up_proj.weight", [f, h])], h)),
+                    (q + "fc2.w", [f * h], lambda p=p: hcat_t([get(p + "mlp.down_proj.weight", [h, f])], f))]
+    tensors.append(("lnf.g", [h], lambda: get("model.norm.weight", [h])))
+    if not s["tied"]:
+        tensors.append(("vocab.out", [V * h], lambda: get("lm_head.weight", [V, h])))
+    if optimizer == "adam":
+        tensors += [("optim.%s.%s" % (mv, k), shape, lambda n=shape[0]: array.array("f", bytes(4 * n)))
+                    for mv in "mv" for k, shape, _ in list(tensors)]
+    # what PPS would not compute must not be silently dropped: check before writing
+    expected = {"model.embed_tokens.weight", "model.norm.weight"} | (set() if s["tied"] else {"lm_head.weight"})
+    for i in range(L):
+        p = "model.layers.%d." % i
+        expected |= {p + n + ".weight" for n in ("input_layernorm", "post_attention_layernorm", "self_attn.q_proj",
+                                                 "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+                                                 "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")}
+    ignorable = ("rotary_emb.inv_freq",)
+    for k in sorted(hf.where):
+        if k in expected or k.endswith(ignorable) or (s["tied"] and k == "lm_head.weight"):
+            continue
+        raise ConvertError("%s: tensor '%s' is not part of a Llama of this config (num_hidden_layers %d, "
+                           "attention_bias false, mlp_bias false)" % (hfdir, k, L))
+    for k in sorted(expected):
+        if k not in hf.where:
+            raise ConvertError("%s: no tensor '%s'" % (hfdir, k))
+    d = os.path.dirname(index) or "."
+    if not os.path.isdir(d):
+        raise WriteError("%s: no directory %s" % (index, d))
+    shard_name = os.path.basename(index) + ".0-hf.0-of-1.safetensors"
+    shard = os.path.join(d, shard_name)
+    t1 = write_safetensors(shard, tensors, {"format": "pps-ppsrt-shard", "step": "0", "rank": "0", "ranks": "1"})
+    meta = {"format": "pps-ppsrt-index", "model": "gpt", "optimizer": optimizer, "step": "0", "data_position": "0",
+            "hidden": str(h), "heads": str(hq), "query_groups": str(hkv), "vocab": str(V), "layers": str(L),
+            "mlp": "swiglu", "norm": "rmsnorm", "position": "rope", "bias": "off",
+            "embeddings": "tied" if s["tied"] else "untied", "ffn_hidden": str(f), "rope_base": repr(s["rope_base"])}
+    try:
+        t2 = _write_text(index, json.dumps({"__metadata__": meta, "shards": [shard_name]}, separators=(",", ":")) + "\n")
+    except BaseException:
+        os.unlink(t1)
+        raise
+    _commit([(t1, shard), (t2, index)])
+    return runtime_flags(s, stages)
+
+
+USAGE = """usage: pps_hf.py export INDEX OUTDIR [--dtype f32|bf16]
+       pps_hf.py import HFDIR INDEX [--stages S] [--optimizer sgd|adam]
+  export: a PPS gpt checkpoint of Llama's layer -> a Hugging Face LlamaForCausalLM directory
+  import: a Hugging Face Llama directory -> a PPS checkpoint for --load (prints the flags)"""
+
+
+def main(argv):
+    args, opts = [], {}
+    it = iter(argv)
+    for a in it:
+        if a in ("-h", "--help"):
+            print(USAGE)
+            return 0
+        name = a.split("=", 1)[0]
+        if name in ("--dtype", "--stages", "--optimizer"):
+            v = a.split("=", 1)[1] if "=" in a else next(it, None)
+            if v is None:
+                raise ConvertError("%s needs a value" % name)
+            opts[name[2:]] = v
+        elif a.startswith("-") and len(a) > 1:
+            raise ConvertError("unknown option '%s'\n%s" % (a, USAGE))
+        else:
+            args.append(a)
+    if len(args) != 3 or args[0] not in ("export", "import"):
+        raise ConvertError("expected a command and two paths\n" + USAGE)
+    if args[0] == "export":
+        if "stages" in opts or "optimizer" in opts:
+            raise ConvertError("--stages and --optimizer are import's")
+        c = export_checkpoint(args[1], args[2], opts.get("dtype", "f32"))
+        print("pps_hf: wrote %s (LlamaForCausalLM: %d layers, hidden %d, %s)" %
+              (args[2], c["num_hidden_layers"], c["hidden_size"], c["torch_dtype"]))
+    else:
+        if "dtype" in opts:
+            raise ConvertError("--dtype is export's (PPS checkpoints are F32)")
+        st = opts.get("stages")
+        if st is not None and not st.isdigit():
+            raise ConvertError("--stages needs a whole number, got '%s'" % st)
+        flags = import_checkpoint(args[1], args[2], int(st) if st is not None else None, opts.get("optimizer", "sgd"))
+        print("pps_hf: wrote %s; run it with (--seq at most max_position_embeddings)\n  %s --load %s"
+              % (args[2], flags, args[2]))
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except ConvertError as e:
+        sys.stderr.write("pps_hf: %s\n" % e)
+        sys.exit(e.code)
+    except KeyboardInterrupt:
+        sys.exit(130)

@@ -1,0 +1,288 @@
+#!/bin/sh
+# hf.sh: python/pps_hf.py, PPS gpt checkpoints of Llama's layer <-> Hugging Face
+# LlamaForCausalLM directories. Against independent figures:
+#  - a tiny Llama (h 16, 4 heads, 2 query groups, ffn 24, seq 8, bytes, 4 layers) that
+#    the runtime ran for one iteration at --lr 0 under 1F1B (P = 2) is exported; a
+#    forward pass of HF Llama written here from HF's definition (hf_llama_ref below, its
+#    own safetensors reader, [out, in] weights, rotate-half RoPE, GQA), fed the token
+#    windows the runtime used, gives the loss the runtime printed within 1e-5 relative:
+#    untied at --rope-base 10000, tied at --rope-base 500;
+#  - export then import gives back every tensor bit for bit, and the imported
+#    checkpoint, run with the flags the import prints under ZB-V (P = 2, 4 stages),
+#    reproduces the loss; imported with --optimizer adam (zero moments), 3 iterations
+#    of Adam from it are a fresh Adam run's, bit for bit; a sharded HF directory with
+#    F16 and BF16 tensors imports to their exact values;
+#  - a Vocab-1 checkpoint (vocabulary slices in each shard) exports to 1F1B's file, byte
+#    for byte (the weights do not depend on the placement);
+#  - --dtype bf16 writes each value within half a bfloat16 ulp of the F32 one;
+#  - refusals (exit 2, the field named, no output left): a GPT-2 layer checkpoint;
+#    configs with rope_scaling, attention_bias, rms_norm_eps 1e-6; bad files get one
+#    line, no traceback.
+# Planted by hand in pps_hf.py and caught: in the export, k/v column blocks of qkv.w
+# swapped, gate/up swapped, o_proj or down_proj not transposed, lm_head from vocab.tok,
+# rope_theta written as 10000 (each fails the forward check); in the import, k/v order
+# (round trip, ZB-V loss), F16 misread (sharded import), Adam's moments 1e-4 instead
+# of 0, a vocabulary slice's offset ignored (Vocab-1); bf16 truncated instead of rounded; rms_norm_eps unchecked; a temporary file
+# left by a failed write.
+. "$(dirname "$0")/lib.sh"
+command -v python3 > /dev/null 2>&1 || { echo "skip: no python3"; exit 77; }
+HF="$top_srcdir/python/pps_hf.py"
+build a "$top_srcdir/stdlib/1f1b.pps" -D P=2 -D m=2 || { fail "build 1f1b"; finish; }
+build zv "$top_srcdir/stdlib/zb_v.pps" -D P=2 -D m=2 || { fail "build zb_v"; finish; }
+A=$WORK/a; ZV=$WORK/zv
+DATA=$top_srcdir/README.md
+G="--model gpt --arch llama --hidden 16 --heads 4 --query-groups 2 --ffn-hidden 24 --seq 8 --vocab 256"
+# hf ARGS: pps_hf.py, its stderr also kept in $WORK/all
+hf() { python3 "$HF" "$@" 2> "$WORK/hf.err"; st=$?; cat "$WORK/hf.err" >&2; cat "$WORK/hf.err" >> "$WORK/all"; return $st; }
+: > "$WORK/all"
+loss1() { sed -n 's/.*"iterations":\[{"iteration":1,"loss":\([-0-9.e+]*\),.*/\1/p' "$1"; }
+
+# hf_llama_ref.py HFDIR DATA SEQS: HF Llama's forward (modeling_llama: embed_tokens;
+# per layer x += o_proj(attn(rope(q_proj(n)), rope(k_proj(n)), v_proj(n))) with
+# n = RMSNorm(x), then x += down_proj(silu(gate_proj(n)) * up_proj(n)) with
+# n = RMSNorm(x); norm; lm_head or embed_tokens^T when tied), in double, on sequences
+# 0..SEQS-1 of DATA as bytes (sequence k: the s + 1 tokens from (k mod W) s); prints the
+# mean cross-entropy. Reads F32 and BF16 safetensors.
+cat > "$WORK/hf_llama_ref.py" <<'PY'
+import json, math, struct, sys
+d, data, nseq = sys.argv[1], open(sys.argv[2], "rb").read(), int(sys.argv[3])
+c = json.load(open(d + "/config.json"))
+raw = open(d + "/model.safetensors", "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+W = {}
+for k, v in json.loads(raw[8:8 + n]).items():
+    if k == "__metadata__": continue
+    a, b = v["data_offsets"]; body = raw[8 + n + a:8 + n + b]
+    if v["dtype"] == "F32": vals = struct.unpack("<%df" % (len(body) // 4), body)
+    else: vals = [struct.unpack("<f", b"\0\0" + body[i:i + 2])[0] for i in range(0, len(body), 2)]
+    rows = v["shape"][0]; cols = len(vals) // rows
+    W[k] = [list(vals[r * cols:(r + 1) * cols]) for r in range(rows)] if len(v["shape"]) == 2 else list(vals)
+h, Hq, L, V = c["hidden_size"], c["num_attention_heads"], c["num_hidden_layers"], c["vocab_size"]
+Hkv = c["num_key_value_heads"]; D = h // Hq; eps = c["rms_norm_eps"]; theta = c["rope_theta"]
+def lin(x, w): return [sum(xi * wi for xi, wi in zip(x, row)) for row in w]      # x W^T, W [out, in]
+def rms(x, g):
+    r = 1 / math.sqrt(sum(v * v for v in x) / len(x) + eps)
+    return [v * r * gi for v, gi in zip(x, g)]
+inv = [1 / theta ** (2 * i / D) for i in range(D // 2)]
+def rope(x, t):   # per head: x cos + rotate_half(x) sin, cos/sin = cat(freqs, freqs)
+    out = []
+    for j in range(len(x) // D):
+        hv = x[j * D:(j + 1) * D]
+        rh = [-v for v in hv[D // 2:]] + hv[:D // 2]
+        f = [t * w for w in inv] * 2
+        out += [a * math.cos(u) + b * math.sin(u) for a, b, u in zip(hv, rh, f)]
+    return out
+silu = lambda g: g / (1 + math.exp(-g))
+s = c["max_position_embeddings"]; nwin = (len(data) - 1) // s
+tot, cnt = 0.0, 0
+head = W["model.embed_tokens.weight"] if c["tie_word_embeddings"] else W["lm_head.weight"]
+for k in range(nseq):
+    win = data[(k % nwin) * s:(k % nwin) * s + s + 1]
+    ids, tgt = list(win[:s]), list(win[1:])
+    x = [list(W["model.embed_tokens.weight"][i]) for i in ids]
+    for l in range(L):
+        p = "model.layers.%d." % l
+        nx = [rms(v, W[p + "input_layernorm.weight"]) for v in x]
+        q = [rope(lin(v, W[p + "self_attn.q_proj.weight"]), t) for t, v in enumerate(nx)]
+        kk = [rope(lin(v, W[p + "self_attn.k_proj.weight"]), t) for t, v in enumerate(nx)]
+        vv = [lin(v, W[p + "self_attn.v_proj.weight"]) for v in nx]
+        att = []
+        for t in range(s):
+            o = []
+            for j in range(Hq):
+                g = j // (Hq // Hkv)
+                qs = q[t][j * D:(j + 1) * D]
+                sc = [sum(a * b for a, b in zip(qs, kk[u][g * D:(g + 1) * D])) / math.sqrt(D) for u in range(t + 1)]
+                m = max(sc); e = [math.exp(z - m) for z in sc]; z = sum(e)
+                o += [sum(e[u] / z * vv[u][g * D + i] for u in range(t + 1)) for i in range(D)]
+            att.append(o)
+        x = [[a + b for a, b in zip(xv, lin(o, W[p + "self_attn.o_proj.weight"]))] for xv, o in zip(x, att)]
+        nx = [rms(v, W[p + "post_attention_layernorm.weight"]) for v in x]
+        mlp = [lin([silu(g) * u for g, u in zip(lin(v, W[p + "mlp.gate_proj.weight"]), lin(v, W[p + "mlp.up_proj.weight"]))],
+                   W[p + "mlp.down_proj.weight"]) for v in nx]
+        x = [[a + b for a, b in zip(xv, mv)] for xv, mv in zip(x, mlp)]
+    for v, t in zip(x, tgt):
+        lg = lin(rms(v, W["model.norm.weight"]), head)
+        m = max(lg)
+        tot += m + math.log(sum(math.exp(z - m) for z in lg)) - lg[t]; cnt += 1
+print("%.10g" % (tot / cnt))
+PY
+# within REL relative: "A B REL"
+near() { python3 -c "import sys; a, b, r = map(float, sys.argv[1:4]); sys.exit(not abs(a - b) <= r * abs(b))" "$@" 2>/dev/null; }
+
+# --- export: the HF forward gives the runtime's loss ---
+for c in "untied 10000" "tied 500"; do
+  set -- $c; e=$1; base=$2
+  run() { "$A" $G --embeddings $e --rope-base $base --layers-per-stage 2 "$@"; }
+  run --lr 0 --iterations 1 --data "$DATA" --save "$WORK/ck_$e" --json > "$WORK/r_$e" 2> "$WORK/err" ||
+    { fail "$e: the run: $(cat "$WORK/err")"; continue; }
+  l=$(loss1 "$WORK/r_$e")
+  expect_exit 0 "$e: export" hf export "$WORK/ck_$e" "$WORK/hf_$e"
+  ref=$(python3 "$WORK/hf_llama_ref.py" "$WORK/hf_$e" "$DATA" 2 2> "$WORK/err") || fail "$e: the reference: $(cat "$WORK/err")"
+  if [ -n "$l" ] && [ -n "$ref" ] && near "$ref" "$l" 1e-5; then
+    pass "$e embeddings, rope base $base: HF Llama's forward on the export gives the runtime's loss: $ref vs $l"
+  else fail "$e embeddings, rope base $base: HF Llama's forward gives '$ref', the runtime printed '$l'"; fi
+done
+python3 - "$WORK" <<'PY' && pass "config.json: LlamaForCausalLM, sizes, tie_word_embeddings, rope_theta; lm_head only untied" || fail "config.json / names"
+import json, struct, sys
+w = sys.argv[1]
+for e, tied, base in (("untied", False, 10000.0), ("tied", True, 500.0)):
+    c = json.load(open("%s/hf_%s/config.json" % (w, e)))
+    want = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 16, "intermediate_size": 24,
+            "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256,
+            "max_position_embeddings": 8, "rms_norm_eps": 1e-5, "rope_theta": base, "tie_word_embeddings": tied,
+            "hidden_act": "silu", "attention_bias": False, "mlp_bias": False, "torch_dtype": "float32"}
+    assert all(c.get(k) == v for k, v in want.items()), (e, c)
+    raw = open("%s/hf_%s/model.safetensors" % (w, e), "rb").read()
+    hd = json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]])
+    assert ("lm_head.weight" in hd) == (not tied), sorted(hd)
+    assert hd["model.layers.3.self_attn.k_proj.weight"]["shape"] == [8, 16] and hd["model.layers.0.mlp.down_proj.weight"]["shape"] == [16, 24]
+PY
+
+# a vocabulary-parallel checkpoint (each shard a slice of vocab.tok and vocab.out): the
+# weights do not depend on the placement, so its export is the same file
+if build v1 "$top_srcdir/stdlib/vocab_1f1b.pps" -D P=2 -D m=2; then
+  "$WORK/v1" $G --layers-per-stage 2 --lr 0 --iterations 1 --data "$DATA" --save "$WORK/ck_v1" > /dev/null 2> "$WORK/err" ||
+    fail "Vocab-1 run: $(cat "$WORK/err")"
+  grep -q '"slice.vocab.tok"' "$WORK"/ck_v1.*.safetensors && pass "Vocab-1's shards hold slices" || fail "Vocab-1's shards: no slices"
+  expect_exit 0 "export of Vocab-1's checkpoint" hf export "$WORK/ck_v1" "$WORK/hf_v1"
+  cmp -s "$WORK/hf_v1/model.safetensors" "$WORK/hf_untied/model.safetensors" &&
+    pass "its model.safetensors is 1F1B's, byte for byte (the slices joined)" || fail "Vocab-1's export differs from 1F1B's"
+else fail "build vocab_1f1b"; fi
+
+# --- round trip, and the import under another schedule ---
+expect_exit 0 "import (untied)" hf import "$WORK/hf_untied" "$WORK/back" --stages 4
+flags=$(sed -n 's/^  \(--model .*\)/\1/p' "$WORK/out")
+expect_grep "--query-groups 2 --ffn-hidden 24 --vocab 256 --rope-base 10000 --embeddings untied --seq 8 --layers-per-stage 1 --load" \
+  "the import prints the runtime's flags"
+expect_exit 0 "import (tied)" hf import "$WORK/hf_tied" "$WORK/back_t"
+expect_grep "--rope-base 500 --embeddings tied" "the tied import's flags"
+PYTHONPATH="$top_srcdir/tests/runtime" python3 - "$WORK" <<'PY' && pass "export then import: every tensor bit for bit (untied and tied)" || fail "round trip"
+import sys
+from ckpt_tensors import load
+w = sys.argv[1]
+for a, b in (("ck_untied", "back"), ("ck_tied", "back_t")):
+    x, y = load("%s/%s" % (w, a), raw=True), load("%s/%s" % (w, b), raw=True)
+    assert sorted(x) == sorted(y) and len(x) == 2 + 6 * 4 + (a == "ck_untied"), (sorted(x), sorted(y))
+    for k in x:
+        assert x[k] == y[k], k
+PY
+if [ -n "$flags" ]; then
+  "$ZV" $flags --lr 0 --iterations 1 --data "$DATA" --json > "$WORK/zl" 2> "$WORK/err" || fail "ZB-V --load: $(cat "$WORK/err")"
+  a=$(loss1 "$WORK/zl"); b=$(loss1 "$WORK/r_untied")
+  [ -n "$a" ] && near "$a" "$b" 1e-6 && pass "the import loaded under ZB-V (P = 2, 4 stages) with the printed flags: loss $a (1F1B $b)" ||
+    fail "ZB-V with the imported checkpoint: loss '$a', 1F1B's '$b'"
+else fail "no flags printed"; fi
+"$ZV" $G --embeddings tied --rope-base 500 --layers-per-stage 1 --load "$WORK/back_t" --lr 0 --iterations 1 --data "$DATA" --json > "$WORK/zt" 2> "$WORK/err"
+a=$(loss1 "$WORK/zt"); b=$(loss1 "$WORK/r_tied")
+[ -n "$a" ] && near "$a" "$b" 1e-6 && pass "the tied import under ZB-V: loss $a (1F1B $b)" || fail "tied import under ZB-V: '$a' vs '$b' $(cat "$WORK/err")"
+
+# --optimizer adam: zero moments at step 0, so fine-tuning the import is a fresh Adam run
+expect_exit 0 "import --optimizer adam" hf import "$WORK/hf_untied" "$WORK/back_a" --optimizer adam
+losses() { grep -o '"loss":[-0-9.e+]*' "$1" | tr '\n' ' '; }
+"$A" $G --layers-per-stage 2 --optimizer adam --lr 0.01 --iterations 3 --data "$DATA" --json > "$WORK/fa" 2> "$WORK/err" || fail "fresh Adam: $(cat "$WORK/err")"
+"$A" $G --layers-per-stage 2 --load "$WORK/back_a" --lr 0.01 --iterations 3 --data "$DATA" --json > "$WORK/la" 2> "$WORK/err" || fail "Adam from the import: $(cat "$WORK/err")"
+a=$(losses "$WORK/la"); b=$(losses "$WORK/fa")
+[ -n "$a" ] && [ "$a" = "$b" ] && pass "Adam from the import = a fresh Adam run, 3 iterations bit for bit: $a" || fail "Adam from the import: '$a', fresh: '$b'"
+
+# --- BF16 export; F16 / BF16 / sharded import ---
+expect_exit 0 "export --dtype bf16" hf export "$WORK/ck_untied" "$WORK/hf_bf" --dtype bf16
+python3 - "$WORK" <<'PY' && pass "bf16: every value within half a bfloat16 ulp of the F32 one (nearest, not truncated)" || fail "bf16 export"
+import json, math, struct, sys
+w = sys.argv[1]
+def rd(p):
+    raw = open(p, "rb").read(); n = struct.unpack("<Q", raw[:8])[0]
+    out = {}
+    for k, v in json.loads(raw[8:8 + n]).items():
+        if k == "__metadata__": continue
+        a, b = v["data_offsets"]; body = raw[8 + n + a:8 + n + b]
+        out[k] = (v["dtype"], struct.unpack("<%df" % (len(body) // 4), body) if v["dtype"] == "F32" else
+                  [struct.unpack("<f", b"\0\0" + body[i:i + 2])[0] for i in range(0, len(body), 2)])
+    return out
+f, b = rd(w + "/hf_untied/model.safetensors"), rd(w + "/hf_bf/model.safetensors")
+assert sorted(f) == sorted(b) and json.load(open(w + "/hf_bf/config.json"))["torch_dtype"] == "bfloat16"
+moved = 0
+for k in f:
+    assert b[k][0] == "BF16", k
+    for x, y in zip(f[k][1], b[k][1]):
+        half = 2.0 ** (math.floor(math.log2(abs(x))) - 8) if x else 0
+        assert abs(x - y) <= half, (k, x, y)
+        moved += x != y
+assert moved > 0.9 * sum(len(v[1]) for v in f.values())
+PY
+# a sharded directory: shard 1 F16, shard 2 BF16 (the values made representable), imported exactly
+python3 - "$WORK" <<'PY' || fail "making the sharded F16/BF16 directory"
+import json, os, shutil, struct, sys
+w = sys.argv[1]; src = w + "/hf_untied"; dst = w + "/hf_sh"
+os.mkdir(dst); shutil.copy(src + "/config.json", dst)
+raw = open(src + "/model.safetensors", "rb").read(); n = struct.unpack("<Q", raw[:8])[0]
+hd = {k: v for k, v in json.loads(raw[8:8 + n]).items() if k != "__metadata__"}
+names = sorted(hd); parts = {"a.safetensors": names[::2], "b.safetensors": names[1::2]}
+exact = {}
+for fn, ks in parts.items():
+    dt = "F16" if fn == "a.safetensors" else "BF16"
+    h, body = {}, b""
+    for k in ks:
+        a, b = hd[k]["data_offsets"]
+        vals = struct.unpack("<%df" % ((b - a) // 4), raw[8 + n + a:8 + n + b])
+        if dt == "F16":
+            enc = struct.pack("<%de" % len(vals), *vals); back = struct.unpack("<%de" % len(vals), enc)
+        else:
+            enc = b"".join(struct.pack("<f", v)[2:] for v in vals)
+            back = [struct.unpack("<f", b"\0\0" + enc[i:i + 2])[0] for i in range(0, len(enc), 2)]
+        h[k] = {"dtype": dt, "shape": hd[k]["shape"], "data_offsets": [len(body), len(body) + len(enc)]}
+        body += enc; exact[k] = back
+    t = json.dumps(h).encode(); t += b" " * (-len(t) % 8)
+    open(dst + "/" + fn, "wb").write(struct.pack("<Q", len(t)) + t + body)
+json.dump({"metadata": {}, "weight_map": {k: fn for fn, ks in parts.items() for k in ks}}, open(dst + "/model.safetensors.index.json", "w"))
+json.dump(exact, open(w + "/exact.json", "w"))
+PY
+expect_exit 0 "import of a sharded F16 + BF16 directory" hf import "$WORK/hf_sh" "$WORK/sh"
+expect_exit 0 "its export" hf export "$WORK/sh" "$WORK/hf_sh2"
+python3 - "$WORK" <<'PY' && pass "F16 and BF16 tensors of a sharded directory import to their exact values" || fail "sharded F16/BF16 import"
+import json, struct, sys
+w = sys.argv[1]; exact = json.load(open(w + "/exact.json"))
+raw = open(w + "/hf_sh2/model.safetensors", "rb").read(); n = struct.unpack("<Q", raw[:8])[0]
+hd = {k: v for k, v in json.loads(raw[8:8 + n]).items() if k != "__metadata__"}
+assert sorted(hd) == sorted(exact)
+for k, v in hd.items():
+    a, b = v["data_offsets"]
+    assert list(struct.unpack("<%df" % ((b - a) // 4), raw[8 + n + a:8 + n + b])) == exact[k], k
+PY
+
+# --- refusals ---
+"$A" --model gpt --hidden 16 --heads 4 --query-groups 2 --seq 8 --vocab 256 --layers-per-stage 2 --iterations 1 \
+  --data "$DATA" --save "$WORK/ck_gpt2" > /dev/null 2>&1 || fail "the GPT-2 layer run"
+expect_exit 2 "export refuses GPT-2's layer" hf export "$WORK/ck_gpt2" "$WORK/hf_gpt2"
+expect_grep "metadata field 'mlp' is 'gelu'.*--arch llama" "the field named"
+[ ! -e "$WORK/hf_gpt2/model.safetensors" ] && pass "nothing exported" || fail "the refused export left model.safetensors"
+refuse() {   # refuse FIELD JSON-VALUE [PATTERN]: import of hf_untied with config FIELD = VALUE is refused
+  rm -rf "$WORK/hf_x" "$WORK/x" "$WORK/x."*; cp -r "$WORK/hf_untied" "$WORK/hf_x"
+  python3 -c "import json, sys; p = sys.argv[1]; c = json.load(open(p)); c[sys.argv[2]] = json.loads(sys.argv[3]); json.dump(c, open(p, 'w'))" \
+    "$WORK/hf_x/config.json" "$1" "$2"
+  expect_exit 2 "import refuses $1 = $2" hf import "$WORK/hf_x" "$WORK/x"
+  expect_grep "${3:-field '$1' is}" "  naming '$1'"
+  [ ! -e "$WORK/x" ] && [ -z "$(ls -a "$WORK" | grep '^\.x\|^x\.')" ] && pass "  nothing written" || fail "$1: the refused import left files"
+}
+refuse rope_scaling '{"rope_type": "linear", "factor": 2.0}'
+refuse attention_bias true
+refuse rms_norm_eps 1e-6
+refuse hidden_act '"gelu"'
+refuse head_dim 8
+refuse intermediate_size 32 "mlp.gate_proj.weight' has shape \[24, 16\], the config's model needs \[32, 16\]"
+# bad files: one line, no traceback
+printf '{"hidden_size": 16,' > "$WORK/hf_x/config.json"
+expect_exit 2 "malformed config.json" hf import "$WORK/hf_x" "$WORK/x"
+expect_grep "config.json: malformed config.json" "  the file named"
+cp "$WORK/hf_untied/config.json" "$WORK/hf_x/"
+python3 -c "import sys; d = open(sys.argv[1], 'rb').read(); open(sys.argv[2], 'wb').write(d[:-100])" \
+  "$WORK/hf_untied/model.safetensors" "$WORK/hf_x/model.safetensors"
+expect_exit 2 "a truncated model.safetensors" hf import "$WORK/hf_x" "$WORK/x"
+expect_grep "model.safetensors: .*end past the file" "  said so"
+expect_exit 2 "a missing index" hf export "$WORK/nothere" "$WORK/hf_y"
+expect_exit 2 "a usage error" hf export "$WORK/ck_untied"
+expect_exit 2 "--dtype f8" hf export "$WORK/ck_untied" "$WORK/hf_y" --dtype f8
+expect_grep "--dtype needs f32 or bf16" "  the values named"
+expect_exit 2 "--stages 3 of 4 layers" hf import "$WORK/hf_untied" "$WORK/x" --stages 3
+grep -q Traceback "$WORK/all" && fail "a Python traceback: $(cat "$WORK/all")" || pass "no traceback in any of pps_hf.py's messages"
+finish
