@@ -956,6 +956,13 @@ int rt_ckpt_open(ppsrt_run *run, const char *path, rt_ckpt **out) {
   if (!rc && !option_given(run, RT_GIVEN_MIN_LR)) o->min_lr = x;
   if ((rc = meta_real(path, kv, nkv, "clip_grad", &x)) < 0) goto fail;
   if (!rc && !option_given(run, RT_GIVEN_CLIP)) o->clip_grad = x;
+  /* RoPE's base: the checkpoint's, unless --rope-base says otherwise (a longer context's) */
+  if ((rc = meta_real(path, kv, nkv, "rope_base", &x)) < 0) goto fail;
+  if (!rc && !(x > 1 && isfinite(x))) {
+    rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': metadata field 'rope_base' is %g: out of range (above 1)", path, x);
+    goto fail;
+  }
+  if (!rc && cfg->rope && !option_given(run, RT_GIVEN_ROPE_BASE)) o->cfg.rope_base = x;
   if ((rc = meta_int(path, kv, nkv, "warmup", 0, INT_MAX, 0, &w)) < 0) goto fail;
   if (!rc && !option_given(run, RT_GIVEN_WARMUP)) o->warmup = (int)w;
   if ((rc = meta_int(path, kv, nkv, "lr_decay_steps", 0, INT_MAX, 0, &w)) < 0) goto fail;

@@ -430,6 +430,7 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
       if (!v || parse_double(v, 0, &cfg->rope_base) || !(cfg->rope_base > 1))
         return usage_error(me, "--rope-base needs a number above 1, got '%s'", v ? v : "");
       arch_flag = 1;
+      o->given |= RT_GIVEN_ROPE_BASE;
     } else if (flag_is(a, "--die-at", &v, argc, argv, &i)) {
       /* two or three whole numbers from 0, colon-separated, nothing else */
       char buf[64], *f[4] = {0};

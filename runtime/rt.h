@@ -59,7 +59,7 @@ typedef struct rt_opts {
 } rt_opts;
 enum { RT_GIVEN_LR = 1, RT_GIVEN_SCHEDULE = 2, RT_GIVEN_WARMUP = 4, RT_GIVEN_MIN_LR = 8, RT_GIVEN_DECAY = 16,
        RT_GIVEN_CLIP = 32, RT_GIVEN_WD = 64, RT_GIVEN_BETA1 = 128, RT_GIVEN_BETA2 = 256, RT_GIVEN_EPS = 512,
-       RT_GIVEN_OPTIMIZER = 1024 };
+       RT_GIVEN_OPTIMIZER = 1024, RT_GIVEN_ROPE_BASE = 2048 };
 /* --lr-schedule's decay after the warm-up (rt_lr_at); the names, as on the command line
  * and in a checkpoint's metadata, in rt_lr_schedule_names (rt_util.c) */
 enum { RT_LR_CONSTANT, RT_LR_COSINE, RT_LR_LINEAR, RT_LR_INVSQRT, RT_LR_NSCHEDULES };

@@ -147,6 +147,15 @@ import json, sys
 a, b = [[it["loss"] for it in json.load(open(f))["iterations"]] for f in sys.argv[1:3]]
 assert len(b) == 2 and all(abs(x - y) <= 1e-6 * abs(x) for x, y in zip(a[2:], b)), (a, b)
 PY
+# RoPE's base comes back with the checkpoint (unless --rope-base is given again)
+run b2 "$A" $GS --iterations 2 --layers-per-stage 2 --rope-base 500 --save "$WORK/ckb"
+run b4 "$A" $GS --iterations 4 --layers-per-stage 2 --rope-base 500
+run br "$A" $GS --iterations 2 --layers-per-stage 2 --load "$WORK/ckb"
+printf '%s\n' "$(grep -o '"loss":[-0-9.e+]*,"time_s"' "$WORK/b4" | sed -n 3,4p)" > "$WORK/b4b"
+close "saved with --rope-base 500, resumed without the flag: the uninterrupted iterations 3-4" "$WORK/br" "$WORK/b4b"
+run bx "$A" $GS --iterations 2 --layers-per-stage 2 --load "$WORK/ckb" --rope-base 10000
+[ "$(losses "$WORK/bx")" != "$(losses "$WORK/br")" ] && pass "--rope-base given on --load wins over the checkpoint's" ||
+  fail "--rope-base 10000 on --load changed nothing"
 GSG=$(echo "$G" | sed 's/--optimizer adam/--optimizer sgd/')
 expect_exit 1 "GPT-2's layer refuses a Llama checkpoint" "$A" $GSG --layers-per-stage 2 --ffn-hidden 24 --load "$WORK/ck"
 expect_grep "holds a gpt with --mlp swiglu, this run's has --mlp gelu" "the layer named"
