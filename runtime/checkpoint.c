@@ -871,14 +871,17 @@ int rt_ckpt_open(ppsrt_run *run, const char *path, rt_ckpt **out) {
   }
   /* the run continues with the checkpoint's optimizer; another one, asked for, would drop
      Adam's moments, or start them at zero in the middle of a run (with the bias
-     correction of its late step): refused */
+     correction of its late step): refused. At step 0 (weights no optimizer has moved:
+     an imported model, python/pps_hf.py) either starts afresh. */
   if (!option_given(run, RT_GIVEN_OPTIMIZER)) run->o.optimizer = ck->adam;
-  else if (run->o.optimizer != ck->adam) {
+  else if (run->o.optimizer != ck->adam && step == 0) {
+    if (ck->adam) ck->adam = 0;   /* (moments saved at step 0 are zero: SGD keeps none) */
+  } else if (run->o.optimizer != ck->adam) {
     rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s' was saved with --optimizer %s, this run asks for %s (leave --optimizer "
                     "out to continue with %s)", path, opt, ck->adam ? "sgd" : "adam", opt);
     goto fail;
   }
-  if (!ck->adam && option_given(run, RT_GIVEN_BETA1 | RT_GIVEN_BETA2 | RT_GIVEN_EPS)) {
+  if (!ck->adam && run->o.optimizer != 1 && option_given(run, RT_GIVEN_BETA1 | RT_GIVEN_BETA2 | RT_GIVEN_EPS)) {
     rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s' continues an SGD run: --adam-beta1, --adam-beta2 and --adam-eps are "
                     "Adam's", path);
     goto fail;

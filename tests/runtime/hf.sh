@@ -184,6 +184,10 @@ losses() { grep -o '"loss":[-0-9.e+]*' "$1" | tr '\n' ' '; }
 "$A" $G --layers-per-stage 2 --load "$WORK/back_a" --lr 0.01 --iterations 3 --data "$DATA" --json > "$WORK/la" 2> "$WORK/err" || fail "Adam from the import: $(cat "$WORK/err")"
 a=$(losses "$WORK/la"); b=$(losses "$WORK/fa")
 [ -n "$a" ] && [ "$a" = "$b" ] && pass "Adam from the import = a fresh Adam run, 3 iterations bit for bit: $a" || fail "Adam from the import: '$a', fresh: '$b'"
+# the runtime switches optimizer at step 0 too: the SGD import loaded with --optimizer adam
+"$A" $G --layers-per-stage 2 --load "$WORK/back" --optimizer adam --lr 0.01 --iterations 3 --data "$DATA" --json > "$WORK/ls" 2> "$WORK/err" || fail "--optimizer adam on the SGD import: $(cat "$WORK/err")"
+a=$(losses "$WORK/ls")
+[ -n "$a" ] && [ "$a" = "$b" ] && pass "--optimizer adam on an SGD checkpoint at step 0 = a fresh Adam run: $a" || fail "Adam on the SGD import: '$a', fresh: '$b'"
 
 # --- BF16 export; F16 / BF16 / sharded import ---
 expect_exit 0 "export --dtype bf16" hf export "$WORK/ck_untied" "$WORK/hf_bf" --dtype bf16
