@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """pps_hf.py: converts between PPS checkpoints of the gpt model with Llama's layer and
-Hugging Face `LlamaForCausalLM` checkpoints, in pure Python 3 (json, struct, array; no
-numpy, torch or safetensors package).
+Hugging Face `LlamaForCausalLM` checkpoints, and with GPT-2's layer (the default) and
+`GPT2LMHeadModel` ones, in pure Python 3 (json, struct, array; no numpy, torch or
+safetensors package). GPT-2: see GPT2_NAMES below; import takes --seq S, the rows of
+the position table to keep (default n_positions).
 
   python3 python/pps_hf.py export INDEX OUTDIR [--dtype f32|bf16]
       A PPS checkpoint (the JSON index that --save wrote, and its safetensors shards
@@ -349,11 +351,13 @@ def export_checkpoint(index, outdir, dtype="f32"):
     m = ck.meta
     if m.get("model") != "gpt":
         raise ConvertError("%s: metadata field 'model' is %r: only the gpt model converts" % (index, m.get("model")))
+    if all(m.get(k, GPT2_DEFAULT[k]) == GPT2_DEFAULT[k] for k, _, _ in LLAMA_LAYER):
+        return _export_gpt2(ck, outdir, st)
     for k, want, flag in LLAMA_LAYER:
         have = m.get(k, GPT2_DEFAULT[k])
         if have != want:
             raise ConvertError("%s: metadata field '%s' is %r: a Hugging Face Llama has %s (%s); only a checkpoint of "
-                               "Llama's layer (--arch llama) converts" % (index, k, have, want, flag))
+                               "Llama's layer (--arch llama) or GPT-2's (the default) converts" % (index, k, have, want, flag))
     tied = m.get("embeddings", "untied")
     if tied not in ("tied", "untied"):
         raise ConvertError("%s: metadata field 'embeddings' is %r, not tied or untied" % (index, tied))
@@ -408,6 +412,11 @@ def export_checkpoint(index, outdir, dtype="f32"):
         "tie_word_embeddings": tied, "hidden_act": "silu", "attention_bias": False, "mlp_bias": False,
         "torch_dtype": "float32" if st == "F32" else "bfloat16",
     }
+    return _write_hf(outdir, out, config, st)
+
+
+def _write_hf(outdir, out, config, st):
+    """OUTDIR/model.safetensors (the tensors `out`: (name, shape, thunk)) and config.json."""
     try:
         os.makedirs(outdir, exist_ok=True)
     except OSError as e:
@@ -423,6 +432,67 @@ def export_checkpoint(index, outdir, dtype="f32"):
         raise
     _commit([(t1, st_path), (t2, cf_path)])
     return config
+
+
+# GPT-2's layer (the gpt model's default) is Hugging Face's GPT-2 (GPT2LMHeadModel): the
+# same pre-LN block, tanh GeLU (gelu_new), learned positions, biases, eps 1e-5, and its
+# Conv1D weights are [in, out] like PPS's, so no transposes: c_attn = qkv.w (columns
+# q | k | v), c_proj = proj.w, c_fc = fc.w, mlp.c_proj = fc2.w; wte = vocab.tok, wpe =
+# vocab.pos [seq, h]; lm_head = vocab.out, or tied (GPT-2's own are).
+GPT2_NAMES = (("ln1.g", "ln_1.weight"), ("ln1.b", "ln_1.bias"), ("qkv.w", "attn.c_attn.weight"),
+              ("qkv.b", "attn.c_attn.bias"), ("proj.w", "attn.c_proj.weight"), ("proj.b", "attn.c_proj.bias"),
+              ("ln2.g", "ln_2.weight"), ("ln2.b", "ln_2.bias"), ("fc.w", "mlp.c_fc.weight"), ("fc.b", "mlp.c_fc.bias"),
+              ("fc2.w", "mlp.c_proj.weight"), ("fc2.b", "mlp.c_proj.bias"))
+
+
+def _gpt2_shapes(h, f, V, seq):
+    """PPS layer tensor -> its HF shape, for GPT-2 of hidden h, MLP width f."""
+    return {"ln1.g": [h], "ln1.b": [h], "qkv.w": [h, 3 * h], "qkv.b": [3 * h], "proj.w": [h, h], "proj.b": [h],
+            "ln2.g": [h], "ln2.b": [h], "fc.w": [h, f], "fc.b": [f], "fc2.w": [f, h], "fc2.b": [h]}
+
+
+def _export_gpt2(ck, outdir, st):
+    m, index = ck.meta, ck.path
+    tied = m.get("embeddings", "untied")
+    if tied not in ("tied", "untied"):
+        raise ConvertError("%s: metadata field 'embeddings' is %r, not tied or untied" % (index, tied))
+    tied = tied == "tied"
+    h, hq, hkv, V, L, seq = (ck.int_field(k) for k in ("hidden", "heads", "query_groups", "vocab", "layers", "seq"))
+    f = ck.int_field("ffn_hidden") if "ffn_hidden" in m else 4 * h
+    if hkv != hq:
+        raise ConvertError("%s: metadata field 'query_groups' is %d: Hugging Face's GPT-2 has as many key/value heads as "
+                           "heads (%d)" % (index, hkv, hq))
+    if h % hq:
+        raise ConvertError("%s: hidden %d is not a multiple of heads %d" % (index, h, hq))
+    shapes = _gpt2_shapes(h, f, V, seq)
+    known = {"vocab.tok", "vocab.pos", "lnf.g", "lnf.b"} | (set() if tied else {"vocab.out"})
+    known |= {"layer%d.%s" % (i, n) for i in range(L) for n, _ in GPT2_NAMES}
+    extra = sorted(k for k in ck.where if k not in known and not k.startswith("optim."))
+    if extra:
+        raise ConvertError("%s: tensor '%s' is not a parameter of a gpt with GPT-2's layer and these sizes" % (index, extra[0]))
+
+    def T(key, shape):
+        n = 1
+        for x in shape:
+            n *= x
+        return lambda: ck.tensor(key, n)
+
+    out = [("transformer.wte.weight", [V, h], T("vocab.tok", [V, h])),
+           ("transformer.wpe.weight", [seq, h], T("vocab.pos", [seq, h]))]
+    for i in range(L):
+        out += [("transformer.h.%d.%s" % (i, hn), shapes[pn], T("layer%d.%s" % (i, pn), shapes[pn])) for pn, hn in GPT2_NAMES]
+    out += [("transformer.ln_f.weight", [h], T("lnf.g", [h])), ("transformer.ln_f.bias", [h], T("lnf.b", [h]))]
+    if not tied:
+        out.append(("lm_head.weight", [V, h], T("vocab.out", [V, h])))
+    config = {
+        "architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_embd": h, "n_head": hq, "n_layer": L,
+        "n_positions": seq, "n_ctx": seq, "n_inner": None if f == 4 * h else f, "vocab_size": V,
+        "activation_function": "gelu_new", "layer_norm_epsilon": EPS, "tie_word_embeddings": tied,
+        "scale_attn_weights": True, "scale_attn_by_inverse_layer_idx": False, "add_cross_attention": False,
+        "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0,
+        "torch_dtype": "float32" if st == "F32" else "bfloat16",
+    }
+    return _write_hf(outdir, out, config, st)
 
 
 # ---- Hugging Face checkpoints ----
@@ -539,7 +609,7 @@ def runtime_flags(s, stages=None):
     return f
 
 
-def import_checkpoint(hfdir, index, stages=None, optimizer="sgd"):
+def import_checkpoint(hfdir, index, stages=None, optimizer="sgd", seq=None):
     """HF Llama directory -> PPS checkpoint INDEX (+ one shard beside it). Returns the
     runtime flags (a string; with --layers-per-stage when `stages` is given). With
     optimizer "adam" the shard also holds Adam's moments, zero (a run at step 0 with
@@ -547,6 +617,10 @@ def import_checkpoint(hfdir, index, stages=None, optimizer="sgd"):
     if optimizer not in ("sgd", "adam"):
         raise ConvertError("--optimizer needs sgd or adam, got %r" % optimizer)
     hf = HFCheckpoint(hfdir)
+    if hf.config.get("model_type") == "gpt2":
+        return _import_gpt2(hf, index, stages, optimizer, seq)
+    if seq is not None:
+        raise ConvertError("--seq is for GPT-2 (its position table); a Llama's --seq is the run's")
     s = llama_sizes(hf.config, os.path.join(hfdir, "config.json"))
     if stages is not None and (stages < 1 or s["layers"] % stages):
         raise ConvertError("--stages %d does not divide the model's %d layers (num_hidden_layers)" % (stages, s["layers"]))
@@ -576,9 +650,6 @@ def import_checkpoint(hfdir, index, stages=None, optimizer="sgd"):
     tensors.append(("lnf.g", [h], lambda: get("model.norm.weight", [h])))
     if not s["tied"]:
         tensors.append(("vocab.out", [V * h], lambda: get("lm_head.weight", [V, h])))
-    if optimizer == "adam":
-        tensors += [("optim.%s.%s" % (mv, k), shape, lambda n=shape[0]: array.array("f", bytes(4 * n)))
-                    for mv in "mv" for k, shape, _ in list(tensors)]
     # what PPS would not compute must not be silently dropped: check before writing
     expected = {"model.embed_tokens.weight", "model.norm.weight"} | (set() if s["tied"] else {"lm_head.weight"})
     for i in range(L):
@@ -595,29 +666,115 @@ def import_checkpoint(hfdir, index, stages=None, optimizer="sgd"):
     for k in sorted(expected):
         if k not in hf.where:
             raise ConvertError("%s: no tensor '%s'" % (hfdir, k))
+    meta = {"hidden": str(h), "heads": str(hq), "query_groups": str(hkv), "vocab": str(V), "layers": str(L),
+            "mlp": "swiglu", "norm": "rmsnorm", "position": "rope", "bias": "off",
+            "embeddings": "tied" if s["tied"] else "untied", "ffn_hidden": str(f), "rope_base": repr(s["rope_base"])}
+    _write_pps(index, tensors, meta, optimizer)
+    return runtime_flags(s, stages)
+
+
+def _write_pps(index, tensors, sizes, optimizer):
+    """A PPS checkpoint: the index INDEX and one shard beside it holding `tensors`
+    ((key, [numel], thunk)), step 0, data position 0, the metadata `sizes`; with Adam
+    zero moments."""
+    if optimizer == "adam":
+        tensors += [("optim.%s.%s" % (mv, k), shape, lambda n=shape[0]: array.array("f", bytes(4 * n)))
+                    for mv in "mv" for k, shape, _ in list(tensors)]
     d = os.path.dirname(index) or "."
     if not os.path.isdir(d):
         raise WriteError("%s: no directory %s" % (index, d))
     shard_name = os.path.basename(index) + ".0-hf.0-of-1.safetensors"
     shard = os.path.join(d, shard_name)
     t1 = write_safetensors(shard, tensors, {"format": "pps-ppsrt-shard", "step": "0", "rank": "0", "ranks": "1"})
-    meta = {"format": "pps-ppsrt-index", "model": "gpt", "optimizer": optimizer, "step": "0", "data_position": "0",
-            "hidden": str(h), "heads": str(hq), "query_groups": str(hkv), "vocab": str(V), "layers": str(L),
-            "mlp": "swiglu", "norm": "rmsnorm", "position": "rope", "bias": "off",
-            "embeddings": "tied" if s["tied"] else "untied", "ffn_hidden": str(f), "rope_base": repr(s["rope_base"])}
+    meta = dict({"format": "pps-ppsrt-index", "model": "gpt", "optimizer": optimizer, "step": "0", "data_position": "0"},
+                **sizes)
     try:
         t2 = _write_text(index, json.dumps({"__metadata__": meta, "shards": [shard_name]}, separators=(",", ":")) + "\n")
     except BaseException:
         os.unlink(t1)
         raise
     _commit([(t1, shard), (t2, index)])
-    return runtime_flags(s, stages)
+
+
+def _import_gpt2(hf, index, stages, optimizer, seq):
+    """HF GPT-2 directory -> PPS checkpoint of the gpt model's default layer (see
+    GPT2_NAMES); the position table's first `seq` rows (default n_positions)."""
+    cfg, path = hf.config, os.path.join(hf.dir, "config.json")
+
+    def refuse(k, why):
+        raise ConvertError("%s: field '%s' is %s: %s" % (path, k, json.dumps(cfg.get(k)), why))
+    h, hq, L, V = (_cfg_int(cfg, path, k) for k in ("n_embd", "n_head", "n_layer", "vocab_size"))
+    npos = _cfg_int(cfg, path, "n_positions", 1024)
+    f = _cfg_int(cfg, path, "n_inner", 4 * h)
+    if h % hq:
+        refuse("n_head", "does not divide n_embd %d" % h)
+    if cfg.get("activation_function", "gelu_new") not in ("gelu_new", "gelu_pytorch_tanh"):
+        refuse("activation_function", "PPS's MLP is the tanh GeLU (gelu_new)")
+    eps = cfg.get("layer_norm_epsilon", 1e-5)
+    if not isinstance(eps, (int, float)) or isinstance(eps, bool) or abs(eps - EPS) > 1e-12:
+        refuse("layer_norm_epsilon", "the runtime's layer norm has eps 1e-5, fixed")
+    for k in ("scale_attn_by_inverse_layer_idx", "add_cross_attention"):
+        if cfg.get(k, False) is not False:
+            refuse(k, "PPS's attention is GPT-2's plain causal self-attention scaled by 1/sqrt(head size)")
+    if cfg.get("scale_attn_weights", True) is not True:
+        refuse("scale_attn_weights", "PPS scales attention by 1/sqrt(head size)")
+    tied = cfg.get("tie_word_embeddings", True)
+    if not isinstance(tied, bool):
+        refuse("tie_word_embeddings", "not true or false")
+    if seq is None:
+        seq = npos
+    if not (1 <= seq <= npos):
+        raise ConvertError("--seq %d: the model has %d positions (n_positions)" % (seq, npos))
+    if stages is not None and (stages < 1 or L % stages):
+        raise ConvertError("--stages %d does not divide the model's %d layers (n_layer)" % (stages, L))
+    # GPT2LMHeadModel's keys start with "transformer."; GPT2Model's (the hub's gpt2 files) do not
+    pre = "transformer." if "transformer.wte.weight" in hf.where else ""
+    shapes = _gpt2_shapes(h, f, V, seq)
+    used = set()
+
+    def get(k, shape):
+        used.add(pre + k)
+        return hf.get(pre + k, shape)
+
+    def n(shape):
+        r = 1
+        for x in shape:
+            r *= x
+        return r
+    tensors = [("vocab.tok", [V * h], lambda: get("wte.weight", [V, h])),
+               ("vocab.pos", [seq * h], lambda: get("wpe.weight", [npos, h])[:seq * h])]
+    for i in range(L):
+        tensors += [("layer%d.%s" % (i, pn), [n(shapes[pn])], lambda i=i, pn=pn, hn=hn: get("h.%d.%s" % (i, hn), shapes[pn]))
+                    for pn, hn in GPT2_NAMES]
+    tensors += [("lnf.g", [h], lambda: get("ln_f.weight", [h])), ("lnf.b", [h], lambda: get("ln_f.bias", [h]))]
+    expected = {pre + k for k in ("wte.weight", "wpe.weight", "ln_f.weight", "ln_f.bias")}
+    expected |= {pre + "h.%d.%s" % (i, hn) for i in range(L) for _, hn in GPT2_NAMES}
+    if not tied:
+        tensors.append(("vocab.out", [V * h], lambda: hf.get("lm_head.weight", [V, h])))
+        expected.add("lm_head.weight")
+    for k in sorted(hf.where):   # (attn.bias / masked_bias: the causal mask's buffers)
+        if k in expected or k.endswith((".attn.bias", ".attn.masked_bias")) or (tied and k == "lm_head.weight"):
+            continue
+        raise ConvertError("%s: tensor '%s' is not part of a GPT-2 of this config (n_layer %d)" % (hf.dir, k, L))
+    for k in sorted(expected):
+        if k not in hf.where:
+            raise ConvertError("%s: no tensor '%s'" % (hf.dir, k))
+    meta = {"hidden": str(h), "heads": str(hq), "query_groups": str(hq), "vocab": str(V), "layers": str(L), "seq": str(seq),
+            "mlp": "gelu", "norm": "layernorm", "position": "learned", "bias": "on",
+            "embeddings": "tied" if tied else "untied", "ffn_hidden": str(f)}
+    _write_pps(index, tensors, meta, optimizer)
+    flags = ("--model gpt --hidden %d --heads %d --query-groups %d --ffn-hidden %d --vocab %d --seq %d --embeddings %s"
+             % (h, hq, hq, f, V, seq, "tied" if tied else "untied"))
+    if stages:
+        flags += " --layers-per-stage %d" % (L // stages)
+    return flags
 
 
 USAGE = """usage: pps_hf.py export INDEX OUTDIR [--dtype f32|bf16]
-       pps_hf.py import HFDIR INDEX [--stages S] [--optimizer sgd|adam]
-  export: a PPS gpt checkpoint of Llama's layer -> a Hugging Face LlamaForCausalLM directory
-  import: a Hugging Face Llama directory -> a PPS checkpoint for --load (prints the flags)"""
+       pps_hf.py import HFDIR INDEX [--stages S] [--optimizer sgd|adam] [--seq S (GPT-2)]
+  export: a PPS gpt checkpoint of Llama's layer (or GPT-2's) -> a Hugging Face LlamaForCausalLM
+          (GPT2LMHeadModel) directory
+  import: a Hugging Face Llama or GPT-2 directory -> a PPS checkpoint for --load (prints the flags)"""
 
 
 def main(argv):
@@ -628,7 +785,7 @@ def main(argv):
             print(USAGE)
             return 0
         name = a.split("=", 1)[0]
-        if name in ("--dtype", "--stages", "--optimizer"):
+        if name in ("--dtype", "--stages", "--optimizer", "--seq"):
             v = a.split("=", 1)[1] if "=" in a else next(it, None)
             if v is None:
                 raise ConvertError("%s needs a value" % name)
@@ -640,18 +797,21 @@ def main(argv):
     if len(args) != 3 or args[0] not in ("export", "import"):
         raise ConvertError("expected a command and two paths\n" + USAGE)
     if args[0] == "export":
-        if "stages" in opts or "optimizer" in opts:
-            raise ConvertError("--stages and --optimizer are import's")
+        if "stages" in opts or "optimizer" in opts or "seq" in opts:
+            raise ConvertError("--stages, --optimizer and --seq are import's")
         c = export_checkpoint(args[1], args[2], opts.get("dtype", "f32"))
-        print("pps_hf: wrote %s (LlamaForCausalLM: %d layers, hidden %d, %s)" %
-              (args[2], c["num_hidden_layers"], c["hidden_size"], c["torch_dtype"]))
+        print("pps_hf: wrote %s (%s: %d layers, hidden %d, %s)" %
+              (args[2], c["architectures"][0], c.get("num_hidden_layers", c.get("n_layer")),
+               c.get("hidden_size", c.get("n_embd")), c["torch_dtype"]))
     else:
         if "dtype" in opts:
             raise ConvertError("--dtype is export's (PPS checkpoints are F32)")
-        st = opts.get("stages")
-        if st is not None and not st.isdigit():
-            raise ConvertError("--stages needs a whole number, got '%s'" % st)
-        flags = import_checkpoint(args[1], args[2], int(st) if st is not None else None, opts.get("optimizer", "sgd"))
+        st, sq = opts.get("stages"), opts.get("seq")
+        for k, v in (("--stages", st), ("--seq", sq)):
+            if v is not None and not v.isdigit():
+                raise ConvertError("%s needs a whole number, got '%s'" % (k, v))
+        flags = import_checkpoint(args[1], args[2], int(st) if st is not None else None, opts.get("optimizer", "sgd"),
+                                  int(sq) if sq is not None else None)
         print("pps_hf: wrote %s; run it with (--seq at most max_position_embeddings)\n  %s --load %s"
               % (args[2], flags, args[2]))
     return 0

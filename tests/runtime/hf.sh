@@ -15,7 +15,13 @@
 #  - a Vocab-1 checkpoint (vocabulary slices in each shard) exports to 1F1B's file, byte
 #    for byte (the weights do not depend on the placement);
 #  - --dtype bf16 writes each value within half a bfloat16 ulp of the F32 one;
-#  - refusals (exit 2, the field named, no output left): a GPT-2 layer checkpoint;
+#  - GPT-2's layer (the default) <-> GPT2LMHeadModel: a GPT-2 forward written here
+#    (hf_gpt2_ref.py) on the export gives the runtime's loss, tied and untied; the round
+#    trip is bit for bit, the import runs under ZB-V with the loss; a hub-style
+#    directory (no "transformer." prefix, causal-mask buffers, more positions than
+#    --seq) imports to the same tensors;
+#  - refusals (exit 2, the field named, no output left): a layer neither Llama's nor
+#    GPT-2's, GPT-2 with query groups;
 #    configs with rope_scaling, attention_bias, rms_norm_eps 1e-6; bad files get one
 #    line, no traceback.
 # Planted by hand in pps_hf.py and caught: in the export, k/v column blocks of qkv.w
@@ -46,6 +52,7 @@ loss1() { sed -n 's/.*"iterations":\[{"iteration":1,"loss":\([-0-9.e+]*\),.*/\1/
 cat > "$WORK/hf_llama_ref.py" <<'PY'
 import json, math, struct, sys
 d, data, nseq = sys.argv[1], open(sys.argv[2], "rb").read(), int(sys.argv[3])
+first = int(sys.argv[4]) if len(sys.argv) > 4 else 0   # the first sequence (a resumed run's data position)
 c = json.load(open(d + "/config.json"))
 raw = open(d + "/model.safetensors", "rb").read()
 n = struct.unpack("<Q", raw[:8])[0]
@@ -76,7 +83,7 @@ silu = lambda g: g / (1 + math.exp(-g))
 s = c["max_position_embeddings"]; nwin = (len(data) - 1) // s
 tot, cnt = 0.0, 0
 head = W["model.embed_tokens.weight"] if c["tie_word_embeddings"] else W["lm_head.weight"]
-for k in range(nseq):
+for k in range(first, first + nseq):
     win = data[(k % nwin) * s:(k % nwin) * s + s + 1]
     ids, tgt = list(win[:s]), list(win[1:])
     x = [list(W["model.embed_tokens.weight"][i]) for i in ids]
@@ -254,12 +261,150 @@ for k, v in hd.items():
     assert list(struct.unpack("<%df" % ((b - a) // 4), raw[8 + n + a:8 + n + b])) == exact[k], k
 PY
 
+# trained weights (at initialisation every norm's gain is 1 and every bias 0, so a swap
+# among them would not change the loss): 3 SGD steps, saved; the resumed run at --lr 0
+# prints the loss of those weights on sequences 6 and 7 (the data position of 3
+# iterations of 2 microbatches); the reference computes it from the export
+# trained NAME FLAGS...: $WORK/ckT_NAME exported to $WORK/hfT_NAME; the runtime's loss in $WORK/rT_NAME
+trained() {
+  nm=$1; shift
+  "$A" "$@" --layers-per-stage 2 --lr 0.1 --iterations 3 --data "$DATA" --save "$WORK/ckT0_$nm" > /dev/null 2> "$WORK/err" &&
+  "$A" "$@" --layers-per-stage 2 --lr 0 --iterations 1 --data "$DATA" --load "$WORK/ckT0_$nm" --save "$WORK/ckT_$nm" --json \
+    > "$WORK/rT_$nm" 2>> "$WORK/err" && hf export "$WORK/ckT_$nm" "$WORK/hfT_$nm" > /dev/null
+}
+for e in untied tied; do
+  trained llama$e $G --embeddings $e || { fail "trained Llama $e: $(cat "$WORK/err")"; continue; }
+  l=$(loss1 "$WORK/rT_llama$e"); ref=$(python3 "$WORK/hf_llama_ref.py" "$WORK/hfT_llama$e" "$DATA" 2 6 2> "$WORK/err")
+  [ -n "$l" ] && [ -n "$ref" ] && near "$ref" "$l" 1e-5 && pass "trained Llama, $e: HF's forward on the export gives the runtime's loss: $ref vs $l" ||
+    fail "trained Llama, $e: HF's forward '$ref', the runtime '$l' $(cat "$WORK/err")"
+done
+
+# --- GPT-2's layer (the gpt model's default) <-> Hugging Face GPT2LMHeadModel ---
+# hf_gpt2_ref.py HFDIR DATA SEQS: GPT-2's forward (modeling_gpt2: wte + wpe; per layer
+# x += c_proj(attn(split(c_attn(LN(x))))), x += mlp.c_proj(gelu_new(c_fc(LN(x)))), Conv1D
+# weights [in, out]; ln_f; lm_head or wte^T when tied), in double, as hf_llama_ref.py
+cat > "$WORK/hf_gpt2_ref.py" <<'PY'
+import json, math, struct, sys
+d, data, nseq = sys.argv[1], open(sys.argv[2], "rb").read(), int(sys.argv[3])
+first = int(sys.argv[4]) if len(sys.argv) > 4 else 0   # the first sequence (a resumed run's data position)
+c = json.load(open(d + "/config.json"))
+raw = open(d + "/model.safetensors", "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+W = {}
+for k, v in json.loads(raw[8:8 + n]).items():
+    if k == "__metadata__": continue
+    a, b = v["data_offsets"]; vals = struct.unpack("<%df" % ((b - a) // 4), raw[8 + n + a:8 + n + b])
+    rows = v["shape"][0]; cols = len(vals) // rows
+    W[k.replace("transformer.", "")] = [list(vals[r * cols:(r + 1) * cols]) for r in range(rows)] if len(v["shape"]) == 2 else list(vals)
+h, H, L, s = c["n_embd"], c["n_head"], c["n_layer"], c["n_positions"]; D = h // H; eps = c["layer_norm_epsilon"]
+def conv(x, w, b): return [sum(x[i] * w[i][o] for i in range(len(x))) + b[o] for o in range(len(b))]   # x W + b, W [in, out]
+def ln(x, g, b):
+    m = sum(x) / len(x); v = sum((t - m) ** 2 for t in x) / len(x); r = 1 / math.sqrt(v + eps)
+    return [(t - m) * r * gi + bi for t, gi, bi in zip(x, g, b)]
+gelu = lambda x: 0.5 * x * (1 + math.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+head = W["wte.weight"] if c["tie_word_embeddings"] else W["lm_head.weight"]
+nwin = (len(data) - 1) // s; tot, cnt = 0.0, 0
+for k in range(first, first + nseq):
+    win = data[(k % nwin) * s:(k % nwin) * s + s + 1]
+    x = [[a + b for a, b in zip(W["wte.weight"][i], W["wpe.weight"][t])] for t, i in enumerate(win[:s])]
+    for l in range(L):
+        p = "h.%d." % l
+        qkv = [conv(ln(v, W[p + "ln_1.weight"], W[p + "ln_1.bias"]), W[p + "attn.c_attn.weight"], W[p + "attn.c_attn.bias"]) for v in x]
+        att = []
+        for t in range(s):
+            o = []
+            for j in range(H):
+                q = qkv[t][j * D:(j + 1) * D]
+                sc = [sum(a * b for a, b in zip(q, qkv[u][h + j * D:h + (j + 1) * D])) / math.sqrt(D) for u in range(t + 1)]
+                m = max(sc); e = [math.exp(z - m) for z in sc]; z = sum(e)
+                o += [sum(e[u] / z * qkv[u][2 * h + j * D + i] for u in range(t + 1)) for i in range(D)]
+            att.append(o)
+        x = [[a + b for a, b in zip(xv, conv(o, W[p + "attn.c_proj.weight"], W[p + "attn.c_proj.bias"]))] for xv, o in zip(x, att)]
+        x = [[a + b for a, b in zip(xv, conv([gelu(u) for u in conv(ln(xv, W[p + "ln_2.weight"], W[p + "ln_2.bias"]),
+                W[p + "mlp.c_fc.weight"], W[p + "mlp.c_fc.bias"])], W[p + "mlp.c_proj.weight"], W[p + "mlp.c_proj.bias"]))] for xv in x]
+    for v, t in zip(x, win[1:]):
+        f = ln(v, W["ln_f.weight"], W["ln_f.bias"]); lg = [sum(a * b for a, b in zip(f, r)) for r in head]
+        m = max(lg); tot += m + math.log(sum(math.exp(z - m) for z in lg)) - lg[t]; cnt += 1
+print("%.10g" % (tot / cnt))
+PY
+G2="--model gpt --hidden 16 --heads 4 --query-groups 4 --seq 8 --vocab 256"
+for e in tied untied; do
+  "$A" $G2 --embeddings $e --layers-per-stage 2 --lr 0 --iterations 1 --data "$DATA" --save "$WORK/ck_gpt2$e" --json \
+    > "$WORK/r_gpt2$e" 2> "$WORK/err" || { fail "GPT-2 $e run: $(cat "$WORK/err")"; continue; }
+  expect_exit 0 "GPT-2 $e: export" hf export "$WORK/ck_gpt2$e" "$WORK/hf_gpt2$e"
+  l=$(loss1 "$WORK/r_gpt2$e")
+  ref=$(python3 "$WORK/hf_gpt2_ref.py" "$WORK/hf_gpt2$e" "$DATA" 2 2> "$WORK/err") || fail "GPT-2 reference: $(cat "$WORK/err")"
+  if [ -n "$l" ] && [ -n "$ref" ] && near "$ref" "$l" 1e-5; then pass "GPT-2 $e: HF GPT-2's forward on the export gives the runtime's loss: $ref vs $l"
+  else fail "GPT-2 $e: HF GPT-2's forward gives '$ref', the runtime printed '$l'"; fi
+  expect_exit 0 "GPT-2 $e: import" hf import "$WORK/hf_gpt2$e" "$WORK/back_gpt2$e" --stages 4
+  expect_grep "\-\-model gpt --hidden 16 --heads 4 --query-groups 4 --ffn-hidden 64 --vocab 256 --seq 8 --embeddings $e --layers-per-stage 1" "  the flags printed"
+  PYTHONPATH="$top_srcdir/tests/runtime" python3 - "$WORK/ck_gpt2$e" "$WORK/back_gpt2$e" <<'PY' && pass "GPT-2 $e: export then import, every tensor bit for bit" || fail "GPT-2 $e round trip"
+import sys
+from ckpt_tensors import load
+a, b = load(sys.argv[1], raw=True), load(sys.argv[2], raw=True)
+assert sorted(a) == sorted(b) and all(a[k][1] == b[k][1] for k in a), sorted(set(a) ^ set(b))
+PY
+  "$ZV" $G2 --embeddings $e --layers-per-stage 1 --load "$WORK/back_gpt2$e" --lr 0 --iterations 1 --data "$DATA" --json \
+    > "$WORK/z_gpt2$e" 2> "$WORK/err"
+  a=$(loss1 "$WORK/z_gpt2$e")
+  [ -n "$a" ] && near "$a" "$l" 1e-6 && pass "GPT-2 $e: the import under ZB-V gives 1F1B's loss $a" || fail "GPT-2 $e under ZB-V: '$a' vs '$l' $(cat "$WORK/err")"
+done
+for e in tied untied; do
+  trained gpt2$e $G2 --embeddings $e || { fail "trained GPT-2 $e: $(cat "$WORK/err")"; continue; }
+  l=$(loss1 "$WORK/rT_gpt2$e"); ref=$(python3 "$WORK/hf_gpt2_ref.py" "$WORK/hfT_gpt2$e" "$DATA" 2 6 2> "$WORK/err")
+  [ -n "$l" ] && [ -n "$ref" ] && near "$ref" "$l" 1e-5 && pass "trained GPT-2, $e: HF GPT-2's forward on the export gives the runtime's loss: $ref vs $l" ||
+    fail "trained GPT-2, $e: HF GPT-2's forward '$ref', the runtime '$l' $(cat "$WORK/err")"
+done
+python3 - "$WORK/hf_gpt2tied" <<'PY' && pass "GPT-2's config.json: GPT2LMHeadModel, gelu_new, n_positions = seq, no lm_head when tied" || fail "GPT-2 config.json"
+import json, struct, sys
+c = json.load(open(sys.argv[1] + "/config.json"))
+want = {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_embd": 16, "n_head": 4, "n_layer": 4, "n_positions": 8,
+        "n_inner": None, "vocab_size": 256, "activation_function": "gelu_new", "layer_norm_epsilon": 1e-5, "tie_word_embeddings": True}
+assert all(c.get(k) == v for k, v in want.items()), c
+raw = open(sys.argv[1] + "/model.safetensors", "rb").read()
+hd = json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]])
+assert "lm_head.weight" not in hd and hd["transformer.h.0.attn.c_attn.weight"]["shape"] == [16, 48], sorted(hd)
+PY
+# the hub's gpt2 files: GPT2Model's keys (no "transformer."), causal-mask buffers, 1024
+# positions of which --seq takes the first rows
+python3 - "$WORK/hf_gpt2tied" "$WORK/hf_hub" <<'PY' || fail "making a hub-style GPT-2 directory"
+import json, os, struct, sys
+src, dst = sys.argv[1:3]
+os.makedirs(dst, exist_ok=True)
+c = json.load(open(src + "/config.json")); c["n_positions"] = c["n_ctx"] = 12
+json.dump(c, open(dst + "/config.json", "w"))
+raw = open(src + "/model.safetensors", "rb").read(); n = struct.unpack("<Q", raw[:8])[0]
+hd = json.loads(raw[8:8 + n]); out, body = {}, b""
+for k, v in hd.items():
+    if k == "__metadata__": continue
+    a, b = v["data_offsets"]; t = raw[8 + n + a:8 + n + b]; shape = v["shape"]
+    if k.endswith("wpe.weight"): t += struct.pack("<%df" % (4 * 16), *[0.5] * 64); shape = [12, 16]
+    out[k.replace("transformer.", "")] = {"dtype": "F32", "shape": shape, "data_offsets": [len(body), len(body) + len(t)]}; body += t
+mask = struct.pack("<f", 1.0) * 144
+out["h.0.attn.bias"] = {"dtype": "F32", "shape": [1, 1, 12, 12], "data_offsets": [len(body), len(body) + len(mask)]}; body += mask
+h = json.dumps(out).encode(); h += b" " * (-len(h) % 8)
+open(dst + "/model.safetensors", "wb").write(struct.pack("<Q", len(h)) + h + body)
+PY
+expect_exit 0 "a hub-style GPT-2 (no transformer. prefix, mask buffers, 12 positions) --seq 8" hf import "$WORK/hf_hub" "$WORK/back_hub" --seq 8
+PYTHONPATH="$top_srcdir/tests/runtime" python3 - "$WORK/ck_gpt2tied" "$WORK/back_hub" <<'PY' && pass "  the same tensors (the first 8 positions)" || fail "hub-style import"
+import sys
+from ckpt_tensors import load
+a, b = load(sys.argv[1], raw=True), load(sys.argv[2], raw=True)
+assert sorted(a) == sorted(b) and all(a[k][1] == b[k][1] for k in a), sorted(set(a) ^ set(b))
+PY
+expect_exit 2 "--seq past n_positions" hf import "$WORK/hf_hub" "$WORK/x" --seq 13
+expect_grep "\-\-seq 13: the model has 12 positions (n_positions)" "  said so"
+
 # --- refusals ---
+"$A" --model gpt --hidden 16 --heads 4 --query-groups 2 --seq 8 --vocab 256 --layers-per-stage 2 --iterations 1 --mlp swiglu \
+  --data "$DATA" --save "$WORK/ck_mixed" > /dev/null 2>&1 || fail "the SwiGLU-only run"
+expect_exit 2 "export refuses a layer neither Llama's nor GPT-2's" hf export "$WORK/ck_mixed" "$WORK/hf_mixed"
+expect_grep "metadata field 'norm' is 'layernorm'.*--arch llama" "the field named"
+[ ! -e "$WORK/hf_mixed/model.safetensors" ] && pass "nothing exported" || fail "the refused export left model.safetensors"
 "$A" --model gpt --hidden 16 --heads 4 --query-groups 2 --seq 8 --vocab 256 --layers-per-stage 2 --iterations 1 \
-  --data "$DATA" --save "$WORK/ck_gpt2" > /dev/null 2>&1 || fail "the GPT-2 layer run"
-expect_exit 2 "export refuses GPT-2's layer" hf export "$WORK/ck_gpt2" "$WORK/hf_gpt2"
-expect_grep "metadata field 'mlp' is 'gelu'.*--arch llama" "the field named"
-[ ! -e "$WORK/hf_gpt2/model.safetensors" ] && pass "nothing exported" || fail "the refused export left model.safetensors"
+  --data "$DATA" --save "$WORK/ck_gqa" > /dev/null 2>&1 || fail "the GPT-2 GQA run"
+expect_exit 2 "export refuses GPT-2's layer with query groups" hf export "$WORK/ck_gqa" "$WORK/hf_gqa"
+expect_grep "metadata field 'query_groups' is 2: Hugging Face's GPT-2 has as many key/value heads as heads" "the field named"
 refuse() {   # refuse FIELD JSON-VALUE [PATTERN]: import of hf_untied with config FIELD = VALUE is refused
   rm -rf "$WORK/hf_x" "$WORK/x" "$WORK/x."*; cp -r "$WORK/hf_untied" "$WORK/hf_x"
   python3 -c "import json, sys; p = sys.argv[1]; c = json.load(open(p)); c[sys.argv[2]] = json.loads(sys.argv[3]); json.dump(c, open(p, 'w'))" \
