@@ -436,6 +436,7 @@ static void write_meta(FILE *h, const ppsrt_run *run, long step, int *first) {
   snprintf(buf, sizeof buf, "%ld", step); meta_kv(h, "step", buf, first);
   snprintf(buf, sizeof buf, "%ld", run->data0 + (step - run->step0) * (long)cfg->nmb * run->nrep * cfg->micro_batch);
   meta_kv(h, "data_position", buf, first);
+  meta_kv(h, "data", o->data ? "file" : "synthetic", first);   /* (which file is the user's to say again) */
   const struct { const char *k; long v; } sizes[] = {{"hidden", cfg->hidden}, {"heads", cfg->heads},
     {"query_groups", cfg->query_groups}, {"seq", cfg->seq}, {"vocab", cfg->vocab},
     {"layers", (long)cfg->layers_per_stage * cfg->nstage}, {"micro_batch", cfg->micro_batch},
@@ -950,6 +951,8 @@ int rt_ckpt_open(ppsrt_run *run, const char *path, rt_ckpt **out) {
   long pos = step * (long)cfg->nmb * cfg->micro_batch;
   if ((rc = meta_int(path, kv, nkv, "data_position", 0, LONG_MAX / 2, 0, &pos)) < 0) goto fail;
   run->data0 = pos;
+  const char *dk = kv_find(kv, nkv, "data");
+  run->ck_data = dk && !strcmp(dk, "file");
   double x;
   long w;
   rt_opts *o = &run->o;

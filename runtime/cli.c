@@ -659,6 +659,9 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
     ppsrt_tokens_free(val_tokens);
     return 1;
   }
+  if (run.ck && run.ck_data && !o->data && run.first_rank == 0)
+    fprintf(stderr, "%s: note: checkpoint '%s' was trained on a --data file (%ld sequences read); this run has no --data "
+            "and trains on the synthetic tokens\nhint: give --data FILE again to go on with the file\n", me, o->load, run.data0);
   if (!o->decay_steps) o->decay_steps = run.step0 + o->iterations;
   cfg->data0 = run.data0;
 

@@ -239,6 +239,7 @@ struct ppsrt_run {
   ppsrt_transport **tgroups;        /* with T > 1, each (replica, device)'s tensor-parallel group (threads: [D x P]; MPI: [0]) */
   double *lr_it, *gnorm_it;         /* [iterations]: learning rate used, gradient norm (--clip-grad) */
   double *val_loss;                 /* [iterations]: validation loss where computed */
+  int ck_data;                      /* --load: the checkpoint's run trained on a --data file (its "data" field) */
 };
 
 /* checkpoint.c */

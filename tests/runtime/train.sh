@@ -26,6 +26,11 @@ if build t1f1b "$top_srcdir/stdlib/1f1b.pps" -D P=2 -D m=4; then
     if [ -n "$want" ] && [ "$want" = "$got" ]; then pass "$opt: 3 + save + load + 3 = 6 iterations: $got"
     else fail "$opt: resumed losses '$got' differ from '$want'"; fi
   done
+  grep -q "note: checkpoint" "$WORK/err" && fail "a note on a resume with --data: $(cat "$WORK/err")" || pass "no note when --data is given again"
+  # resumed without --data: said, with how many sequences the file had given
+  expect_exit 0 "--load without --data" "$T" $GPT --iterations 1 --load "$WORK/ck.safetensors" -q
+  expect_grep "note: checkpoint '$WORK/ck.safetensors' was trained on a --data file (.* sequences read); this run has no --data" \
+    "a resume without --data is noted"
   ls "$WORK" | grep -q 'pps-out' && fail "temporary checkpoint file left behind"
   # a checkpoint does not depend on the schedule: vocabulary shards saved under
   # Vocab-1 are whole tensors that a plain 1F1B run continues from
