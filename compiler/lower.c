@@ -678,7 +678,9 @@ static int64_t lower_offload(Arena *a, Diag *dg, IrSchedule *s) {
 static int is_comm(int k) { return k == IR_SEND || k == IR_RECV; }
 static int is_copy(int k) { return k == IR_OFFLOAD || k == IR_RELOAD; }
 
-static void lower_groups(Arena *a, IrSchedule *s) {
+/* Returns the number of runs it reordered (0: only flags changed, if anything). */
+static int lower_groups(Arena *a, IrSchedule *s) {
+  int reordered = 0;
   IrOp *tmp = NULL;
   int captmp = 0;
   for (int d = 0; d < s->ndev; d++) {
@@ -712,6 +714,7 @@ static void lower_groups(Arena *a, IrSchedule *s) {
         for (int j = k; j <= lastcomm; j++) if (ops[j].kind == IR_SEND) tmp[o++] = ops[j];
         for (int j = k; j <= lastcomm; j++) if (ops[j].kind == IR_RECV) tmp[o++] = ops[j];
         memcpy(&ops[k], tmp, sizeof(IrOp) * (size_t)len);
+        reordered++;
       }
       /* the flags: a send/recv right after another is in its group (the op before
        * the run is neither) */
@@ -725,6 +728,7 @@ static void lower_groups(Arena *a, IrSchedule *s) {
       k = e;
     }
   }
+  return reordered;
 }
 
 /* ---- rendezvous repair: the policy (the executor, exec.c, runs the model) ----
@@ -839,12 +843,15 @@ static int repair_pick(void *ctx, const ExecStall *x, int *bposp) {
 }
 
 /* Applies the repair's moves: each moved recv goes before position moved[g] of its
- * device (moves to one position keep their channel order: ids grow along a device). */
-static int64_t apply_moves(Arena *tmp, IrSchedule *s, const AnaIndex *ix, const int32_t *moved) {
+ * device (moves to one position keep their channel order: ids grow along a device).
+ * Then rewrites moved into the moves' permutation (ana_remap's newid): each op's new
+ * global id on a device with moves, -1 on the others (their ops stay where they are). */
+static int64_t apply_moves(Arena *tmp, IrSchedule *s, const AnaIndex *ix, int32_t *moved) {
   int64_t nm = 0;
+  int32_t *np = NULL;   /* a device's new positions, by old position */
   for (int d = 0; d < s->ndev; d++) {
     IrDevice *dv = &s->devs[d];
-    const int32_t *mv = moved + ix->off[d];
+    int32_t *mv = moved + ix->off[d];
     int cnt = 0, up = 1, sorted = 1;
     int32_t last = -1;
     for (int k = 0; k < dv->nops; k++)
@@ -856,6 +863,11 @@ static int64_t apply_moves(Arena *tmp, IrSchedule *s, const AnaIndex *ix, const 
       }
     if (!cnt) continue;
     nm += cnt;
+    if (!np) {
+      int maxn = 0;
+      for (int e = 0; e < s->ndev; e++) if (s->devs[e].nops > maxn) maxn = s->devs[e].nops;
+      np = arena_alloc(tmp, sizeof(int32_t) * (size_t)(maxn + 1));
+    }
     /* the moved ops by target position, stable: in op order when their targets rise
      * with it (the repair's moves mostly do), else by a counting sort */
     int32_t *order = arena_alloc(tmp, sizeof(int32_t) * (size_t)cnt);
@@ -883,29 +895,32 @@ static int64_t apply_moves(Arena *tmp, IrSchedule *s, const AnaIndex *ix, const 
        * what is still to read */
       int o = dv->nops - 1, j = cnt - 1;
       for (int k = dv->nops - 1; k >= 0; k--) {
-        if (mv[k] < 0) ops[o--] = ops[k];
-        while (j >= 0 && mv[order[j]] == k) ops[o--] = mo[j--];
+        if (mv[k] < 0) np[k] = o, ops[o--] = ops[k];
+        while (j >= 0 && mv[order[j]] == k) np[order[j]] = o, ops[o--] = mo[j--];
       }
-      continue;
+    } else {
+      IrOp *in = arena_alloc(tmp, sizeof(IrOp) * (size_t)(dv->nops + 1));
+      memcpy(in, ops, sizeof(IrOp) * (size_t)dv->nops);
+      int o = 0, j = 0;
+      for (int k = 0; k < dv->nops; k++) {
+        while (j < cnt && mv[order[j]] == k) np[order[j]] = o, ops[o++] = mo[j++];
+        if (mv[k] < 0) np[k] = o, ops[o++] = in[k];
+      }
+      while (j < cnt) np[order[j]] = o, ops[o++] = mo[j++];
     }
-    IrOp *in = arena_alloc(tmp, sizeof(IrOp) * (size_t)(dv->nops + 1));
-    memcpy(in, ops, sizeof(IrOp) * (size_t)dv->nops);
-    int o = 0, j = 0;
-    for (int k = 0; k < dv->nops; k++) {
-      while (j < cnt && mv[order[j]] == k) ops[o++] = mo[j++];
-      if (mv[k] < 0) ops[o++] = in[k];
-    }
-    while (j < cnt) ops[o++] = mo[j++];
+    for (int k = 0; k < dv->nops; k++) mv[k] = ix->off[d] + np[k];
   }
   return nm;
 }
 
 /* Makes inserted communication rendezvous-safe: runs the rendezvous model, moving
  * the recvs that a stuck send waits for up to where their device stands, until it
- * runs (a few rounds: a move next to an earlier group merges with it). A last round
- * that moved nothing leaves its index and links, those of the final ops, in kept. */
+ * runs (a few rounds: a move next to an earlier group merges with it). The index and
+ * links of the ops as they are (kix, kL: valid while have) are carried from round to
+ * round: a round's moves permute them (ana_remap) unless normalize or the regrouping
+ * then reorders ops too (they are built again). At the end they go to kept. */
 static void lower_rendezvous(Arena *a, IrSchedule *s, LowerIndex *kept) {
-  Arena ti = {0};   /* the round's index and links: kept while no later round moved anything */
+  Arena ti = {0};   /* the index and links of the ops as they are */
   int have = 0;
   AnaIndex kix;
   SimLinks kL;
@@ -914,13 +929,15 @@ static void lower_rendezvous(Arena *a, IrSchedule *s, LowerIndex *kept) {
    * posted where it was moved, so the second repair keeps what the first made */
   for (int pass = s->vocab.mode && s->vocab.async ? 0 : 1; pass < 2; pass++) {
     for (int round = 0; round < 4; round++) {
-      arena_free(&ti);   /* (a new round: the last one's index may be stale) */
-      have = 0;
+      if (!have) {   /* (the ops changed in a way ana_remap does not follow) */
+        arena_free(&ti);
+        if (ana_index(&ti, s, &kix)) { arena_free(&ti); return; }
+        sim_links(&ti, s, &kix, &kL);
+        have = 1;
+      }
       Arena t0 = {0};   /* the round's runs: freed after it */
-      AnaIndex ix;
-      if (ana_index(&ti, s, &ix)) { arena_free(&ti); return; }
-      SimLinks L;
-      sim_links(&ti, s, &ix, &L);
+      AnaIndex ix = kix;
+      SimLinks L = kL;
       int32_t *moved = arena_alloc_fill(&t0, sizeof(int32_t) * (size_t)(ix.total + 1), 0xff);
       SimResult r;
       IrSchedule m = *s;   /* the model this pass proves (the ops are s's) */
@@ -937,20 +954,20 @@ static void lower_rendezvous(Arena *a, IrSchedule *s, LowerIndex *kept) {
       em.moved = moved;
       int ok = exec_run(&t0, &m, &ix, &L, &em, &r);
       int64_t nmv = apply_moves(&t0, s, &ix, moved);
-      arena_free(&t0);
       /* a run that ran to the end (its moves joining the groups it modelled: exec.c)
        * is the proof of the op arrays as they are after its moves: verify need not
        * run it again (a later move voids every earlier proof) */
       if (nmv) s->rdv_proved = 0;
       if (ok == 1) s->rdv_proved |= pass ? IR_PROVED_RDV : IR_PROVED_RDV_BLOCKING;
       if (!nmv) {   /* the ops are as indexed */
-        have = 1;
-        kix = ix;
-        kL = L;
+        arena_free(&t0);
         break;
       }
-      overlap_normalize(a, s);
-      lower_groups(a, s);
+      int re = overlap_normalize(a, s);
+      re += lower_groups(a, s);
+      if (re) have = 0;
+      else ana_remap(&t0, &ti, s, &kix, &kL, moved);   /* the moves only: permuted */
+      arena_free(&t0);
       if (ok == 1) break;  /* ran to the end as moved: proved */
     }
   }
