@@ -678,56 +678,87 @@ static int64_t lower_offload(Arena *a, Diag *dg, IrSchedule *s) {
 static int is_comm(int k) { return k == IR_SEND || k == IR_RECV; }
 static int is_copy(int k) { return k == IR_OFFLOAD || k == IR_RELOAD; }
 
-/* Returns the number of runs it reordered (0: only flags changed, if anything). */
+/* The run of sends, recvs and copies that starts at ops[k] (of n): its sends and recvs,
+ * whether any op up to its last send/recv was written, and whether that part is
+ * already in order (copies, sends, recvs: ranks 0, 1, 2). Copies after the run's last
+ * send/recv stay where they are; a run the compiler inserted also gets its sends first
+ * (their data is ready, and the buffered model then never waits at a recv for a send
+ * of its own group); lowering's own runs mostly are in order already. Then the flags:
+ * a send/recv right after another is in its group (the op before the run is neither).
+ * Returns the run's end; *reordered counts a run put in order. */
+static inline __attribute__((always_inline)) int group_run(Arena *a, IrOp *ops, int n, int k, IrOp **tmp, int *captmp,
+                                                            int *reordered) {
+  int e = k, ncomm = 0, lastcomm = -1, wr = 0, so = 1, prev = 0, written = 0, sorted = 1;
+  for (; e < n; e++) {
+    int ke = ops[e].kind;
+    int r = ke == IR_SEND ? 1 : ke == IR_RECV ? 2 : is_copy(ke) ? 0 : -1;
+    if (r < 0) break;
+    wr |= !(ops[e].flags & IR_FLAG_INSERTED);
+    so &= prev <= r;
+    prev = r;
+    if (r) { ncomm++; lastcomm = e; written = wr; sorted = so; }
+  }
+  if (ncomm > 1 && !written && !sorted) {
+    int len = lastcomm + 1 - k;
+    if (len > *captmp) { *captmp = 2 * len; *tmp = arena_alloc(a, sizeof(IrOp) * (size_t)*captmp); }
+    IrOp *tp = *tmp;
+    int o = 0;
+    for (int j = k; j <= lastcomm; j++) if (is_copy(ops[j].kind)) tp[o++] = ops[j];
+    for (int j = k; j <= lastcomm; j++) if (ops[j].kind == IR_SEND) tp[o++] = ops[j];
+    for (int j = k; j <= lastcomm; j++) if (ops[j].kind == IR_RECV) tp[o++] = ops[j];
+    memcpy(&ops[k], tp, sizeof(IrOp) * (size_t)len);
+    (*reordered)++;
+  }
+  int pc = 0;
+  for (int j = k; j < e; j++) {
+    int c = is_comm(ops[j].kind);
+    uint8_t f = (uint8_t)((ops[j].flags & ~IR_FLAG_GROUP) | (c && pc ? IR_FLAG_GROUP : 0));
+    if (f != ops[j].flags) ops[j].flags = f;
+    pc = c;
+  }
+  return e;
+}
+
+/* Every run of every device (group_run). Returns the number of runs it reordered (0:
+ * only flags changed, if anything). */
 static int lower_groups(Arena *a, IrSchedule *s) {
-  int reordered = 0;
+  int reordered = 0, captmp = 0;
   IrOp *tmp = NULL;
-  int captmp = 0;
   for (int d = 0; d < s->ndev; d++) {
-    IrDevice *dv = &s->devs[d];
-    IrOp *ops = dv->ops;
-    int n = dv->nops;
+    IrOp *ops = s->devs[d].ops;
+    int n = s->devs[d].nops;
     for (int k = 0; k < n;) {
       int kind = ops[k].kind;
       if (!is_comm(kind) && !is_copy(kind)) { k++; continue; }
-      /* one pass over the run [k, e): its sends and recvs, whether any op up to its
-       * last send/recv was written, and whether that part is already in order
-       * (copies, sends, recvs: ranks 0, 1, 2). Copies after the run's last send/recv
-       * stay where they are; a run the compiler inserted also gets its sends first
-       * (their data is ready, and the buffered model then never waits at a recv for a
-       * send of its own group); lowering's own runs mostly are in order already */
-      int e = k, ncomm = 0, lastcomm = -1, wr = 0, so = 1, prev = 0, written = 0, sorted = 1;
-      for (; e < n; e++) {
-        int ke = ops[e].kind;
-        int r = ke == IR_SEND ? 1 : ke == IR_RECV ? 2 : is_copy(ke) ? 0 : -1;
-        if (r < 0) break;
-        wr |= !(ops[e].flags & IR_FLAG_INSERTED);
-        so &= prev <= r;
-        prev = r;
-        if (r) { ncomm++; lastcomm = e; written = wr; sorted = so; }
-      }
-      if (ncomm > 1 && !written && !sorted) {
-        int len = lastcomm + 1 - k;
-        if (len > captmp) { captmp = 2 * len; tmp = arena_alloc(a, sizeof(IrOp) * (size_t)captmp); }
-        int o = 0;
-        for (int j = k; j <= lastcomm; j++) if (is_copy(ops[j].kind)) tmp[o++] = ops[j];
-        for (int j = k; j <= lastcomm; j++) if (ops[j].kind == IR_SEND) tmp[o++] = ops[j];
-        for (int j = k; j <= lastcomm; j++) if (ops[j].kind == IR_RECV) tmp[o++] = ops[j];
-        memcpy(&ops[k], tmp, sizeof(IrOp) * (size_t)len);
-        reordered++;
-      }
-      /* the flags: a send/recv right after another is in its group (the op before
-       * the run is neither) */
-      int pc = 0;
-      for (int j = k; j < e; j++) {
-        int c = is_comm(ops[j].kind);
-        uint8_t f = (uint8_t)((ops[j].flags & ~IR_FLAG_GROUP) | (c && pc ? IR_FLAG_GROUP : 0));
-        if (f != ops[j].flags) ops[j].flags = f;
-        pc = c;
-      }
-      k = e;
+      k = group_run(a, ops, n, k, &tmp, &captmp, &reordered);
     }
   }
+  return reordered;
+}
+
+/* lower_groups where the repair's moves changed the runs: the runs holding the ops at
+ * dirty[0, nd) (global ids, apply_moves': each moved recv, and the op after the place
+ * it left), the others being as lower_groups left them. The runs' global ranges
+ * [start, end) go to *ranges (ana_remap reads their kinds and flags again). Returns
+ * the number of runs it reordered. */
+static int lower_groups_at(Arena *a, IrSchedule *s, const AnaIndex *ix, const int32_t *dirty, int64_t nd,
+                           int32_t **ranges, int64_t *nranges) {
+  int reordered = 0, captmp = 0;
+  IrOp *tmp = NULL;
+  int32_t *rg = *ranges = arena_alloc(a, sizeof(int32_t) * (size_t)(2 * nd + 2));
+  int64_t nr = 0;
+  for (int64_t i = 0; i < nd; i++) {
+    int d = ix->devof[dirty[i]];
+    IrDevice *dv = &s->devs[d];
+    int k = dirty[i] - ix->off[d];
+    if (!is_comm(dv->ops[k].kind) && !is_copy(dv->ops[k].kind)) continue;
+    while (k > 0 && (is_comm(dv->ops[k - 1].kind) || is_copy(dv->ops[k - 1].kind))) k--;
+    int e = group_run(a, dv->ops, dv->nops, k, &tmp, &captmp, &reordered);
+    rg[2 * nr] = ix->off[d] + k;
+    rg[2 * nr + 1] = ix->off[d] + e;
+    nr++;
+  }
+  *nranges = nr;
   return reordered;
 }
 
@@ -846,23 +877,34 @@ static int repair_pick(void *ctx, const ExecStall *x, int *bposp) {
  * device (moves to one position keep their channel order: ids grow along a device).
  * Then rewrites moved into the moves' permutation (ana_remap's newid): each op's new
  * global id on a device with moves, -1 on the others (their ops stay where they are). */
-static int64_t apply_moves(Arena *tmp, IrSchedule *s, const AnaIndex *ix, int32_t *moved) {
-  int64_t nm = 0;
-  int32_t *np = NULL;   /* a device's new positions, by old position */
+static int64_t apply_moves(Arena *tmp, IrSchedule *s, const AnaIndex *ix, int32_t *moved, int32_t **dirty, int64_t *ndirty) {
+  int64_t nm = 0, nd = 0;
+  /* each device's moves: how many, all up, targets rising with the op order */
+  int32_t *dcnt = arena_alloc(tmp, sizeof(int32_t) * (size_t)(s->ndev + 1));
+  uint8_t *dup = arena_alloc(tmp, (size_t)s->ndev + 1), *dsorted = arena_alloc(tmp, (size_t)s->ndev + 1);
   for (int d = 0; d < s->ndev; d++) {
-    IrDevice *dv = &s->devs[d];
-    int32_t *mv = moved + ix->off[d];
+    const int32_t *mv = moved + ix->off[d];
     int cnt = 0, up = 1, sorted = 1;
     int32_t last = -1;
-    for (int k = 0; k < dv->nops; k++)
+    for (int k = 0; k < s->devs[d].nops; k++)
       if (mv[k] >= 0) {
         cnt++;
         up &= mv[k] <= k;
         sorted &= mv[k] >= last;
         last = mv[k];
       }
-    if (!cnt) continue;
+    dcnt[d] = cnt;
+    dup[d] = (uint8_t)up;
+    dsorted[d] = (uint8_t)sorted;
     nm += cnt;
+  }
+  int32_t *np = NULL;   /* a device's new positions, by old position */
+  int32_t *dl = arena_alloc(tmp, sizeof(int32_t) * (size_t)(2 * nm + 1));   /* the dirty list (lower_groups_at) */
+  for (int d = 0; d < s->ndev; d++) {
+    IrDevice *dv = &s->devs[d];
+    int32_t *mv = moved + ix->off[d];
+    int cnt = dcnt[d], up = dup[d], sorted = dsorted[d];
+    if (!cnt) continue;
     if (!np) {
       int maxn = 0;
       for (int e = 0; e < s->ndev; e++) if (s->devs[e].nops > maxn) maxn = s->devs[e].nops;
@@ -908,8 +950,14 @@ static int64_t apply_moves(Arena *tmp, IrSchedule *s, const AnaIndex *ix, int32_
       }
       while (j < cnt) np[order[j]] = o, ops[o++] = mo[j++];
     }
+    for (int j = 0; j < cnt; j++) {   /* each moved op, and the op after the place it left */
+      dl[nd++] = ix->off[d] + np[order[j]];
+      if (order[j] + 1 < dv->nops) dl[nd++] = ix->off[d] + np[order[j] + 1];
+    }
     for (int k = 0; k < dv->nops; k++) mv[k] = ix->off[d] + np[k];
   }
+  *dirty = dl;
+  *ndirty = nd;
   return nm;
 }
 
@@ -935,10 +983,11 @@ static void lower_rendezvous(Arena *a, IrSchedule *s, LowerIndex *kept) {
         sim_links(&ti, s, &kix, &kL);
         have = 1;
       }
-      Arena t0 = {0};   /* the round's runs: freed after it */
+      Arena t0 = {0};   /* the round's run: freed after it */
+      Arena tm = {0};   /* the moves and what follows them: freed at the end of the round */
       AnaIndex ix = kix;
       SimLinks L = kL;
-      int32_t *moved = arena_alloc_fill(&t0, sizeof(int32_t) * (size_t)(ix.total + 1), 0xff);
+      int32_t *moved = arena_alloc_fill(&tm, sizeof(int32_t) * (size_t)(ix.total + 1), 0xff);
       SimResult r;
       IrSchedule m = *s;   /* the model this pass proves (the ops are s's) */
       if (!pass) m.vocab.async = 0;
@@ -953,21 +1002,26 @@ static void lower_rendezvous(Arena *a, IrSchedule *s, LowerIndex *kept) {
       em.repair_ctx = &rp;
       em.moved = moved;
       int ok = exec_run(&t0, &m, &ix, &L, &em, &r);
-      int64_t nmv = apply_moves(&t0, s, &ix, moved);
+      arena_free(&t0);   /* (its memory serves what follows) */
+      int32_t *dirty, *ranges = NULL;
+      int64_t ndirty, nranges = 0;
+      int64_t nmv = apply_moves(&tm, s, &ix, moved, &dirty, &ndirty);
       /* a run that ran to the end (its moves joining the groups it modelled: exec.c)
        * is the proof of the op arrays as they are after its moves: verify need not
        * run it again (a later move voids every earlier proof) */
       if (nmv) s->rdv_proved = 0;
       if (ok == 1) s->rdv_proved |= pass ? IR_PROVED_RDV : IR_PROVED_RDV_BLOCKING;
       if (!nmv) {   /* the ops are as indexed */
-        arena_free(&t0);
+        arena_free(&tm);
         break;
       }
+      /* the groups again where the moves changed them (everywhere after normalize
+         moved ops: a run it changed is not in the dirty list) */
       int re = overlap_normalize(a, s);
-      re += lower_groups(a, s);
+      re = re ? re + lower_groups(a, s) : lower_groups_at(&tm, s, &ix, dirty, ndirty, &ranges, &nranges);
       if (re) have = 0;
-      else ana_remap(&t0, &ti, s, &kix, &kL, moved);   /* the moves only: permuted */
-      arena_free(&t0);
+      else ana_remap(&tm, &ti, s, &kix, &kL, moved, ranges, nranges);   /* the moves only: permuted */
+      arena_free(&tm);
       if (ok == 1) break;  /* ran to the end as moved: proved */
     }
   }

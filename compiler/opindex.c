@@ -216,7 +216,8 @@ void sim_links(Arena *a, const IrSchedule *s, const AnaIndex *ix, SimLinks *L) {
     if (cg[k] >= 0) L->link[cg[k]] = -1;
 }
 
-void ana_remap(Arena *tmp, Arena *a, const IrSchedule *s, AnaIndex *ix, SimLinks *L, const int32_t *newid) {
+void ana_remap(Arena *tmp, Arena *a, const IrSchedule *s, AnaIndex *ix, SimLinks *L, const int32_t *newid,
+               const int32_t *ranges, int64_t nranges) {
 #define NEW(g) (newid[g] >= 0 ? newid[g] : (g))
   int32_t *tabs[5] = {ix->posF, ix->posB, ix->posW, ix->posOff, ix->posRel};
   for (int k = 0; k < 5; k++)
@@ -225,6 +226,7 @@ void ana_remap(Arena *tmp, Arena *a, const IrSchedule *s, AnaIndex *ix, SimLinks
   int maxn = 0;
   for (int d = 0; d < ix->ndev; d++) if (s->devs[d].nops > maxn) maxn = s->devs[d].nops;
   int32_t *ol = arena_alloc(tmp, sizeof(int32_t) * 3 * (size_t)(maxn + 1)), *oc = ol + maxn + 1, *os = oc + maxn + 1;
+  uint8_t *ok = arena_alloc(tmp, (size_t)maxn + 1);
   /* links by global id (recv -> send, B/BW -> reload, reload -> offload) follow their
      target; a collective's or S pass's sequence number stays; read with the old kinds */
   const unsigned byid = 1u << IR_RECV | 1u << IR_B | 1u << IR_BW | 1u << IR_RELOAD;
@@ -240,12 +242,14 @@ void ana_remap(Arena *tmp, Arena *a, const IrSchedule *s, AnaIndex *ix, SimLinks
       memcpy(ol, link, sizeof(int32_t) * (size_t)n);
       memcpy(oc, L->chan + base, sizeof(int32_t) * (size_t)n);
       memcpy(os, L->seq + base, sizeof(int32_t) * (size_t)n);
+      memcpy(ok, kf, (size_t)n);
       for (int k = 0; k < n; k++) {
         int32_t v = ol[k], ng = mv[k];
-        if (v >= 0 && (byid >> ANA_KIND(kf[k]) & 1)) v = NEW(v);
+        if (v >= 0 && (byid >> ANA_KIND(ok[k]) & 1)) v = NEW(v);
         L->link[ng] = v;
         L->chan[ng] = oc[k];
         L->seq[ng] = os[k];
+        ix->kf[ng] = ok[k];
       }
     } else {
       for (int k = 0; k < n; k++)
@@ -253,12 +257,21 @@ void ana_remap(Arena *tmp, Arena *a, const IrSchedule *s, AnaIndex *ix, SimLinks
     }
   }
 #undef NEW
-  /* the kinds and flags of the new orders (the moved recvs are posted, the groups
-     regrouped), then the posted recvs' consumers as sim_links links them */
-  for (int d = 0; d < ix->ndev; d++) {
+  /* the kinds and flags where they changed (the moved recvs are posted, the groups
+     regrouped; all of them without ranges), then the posted recvs' consumers as
+     sim_links links them */
+  for (int d = 0; !ranges && d < ix->ndev; d++) {
     const IrOp *ops = s->devs[d].ops;
     uint8_t *kf = ix->kf + ix->off[d];
     for (int k = 0; k < s->devs[d].nops; k++) kf[k] = (uint8_t)((ops[k].kind & 15) | (ops[k].flags & 15) << 4);
+  }
+  for (int64_t i = 0; ranges && i < nranges; i++) {
+    int d = ix->devof[ranges[2 * i]];
+    const IrOp *ops = s->devs[d].ops;
+    for (int32_t g = ranges[2 * i]; g < ranges[2 * i + 1]; g++) {
+      const IrOp *op = &ops[g - ix->off[d]];
+      ix->kf[g] = (uint8_t)((op->kind & 15) | (op->flags & 15) << 4);
+    }
   }
   for (int d = 0; d < ix->ndev; d++) {
     int32_t base = ix->off[d];
