@@ -165,14 +165,12 @@ static int comm_to(const IrSchedule *s, int d, const IrOp *op, int *xfer) {
   return to == d || to < 0 || to >= s->ndev ? -1 : to;
 }
 
-/* The send op k of device d needs: its data's device (to), kind (xfer) and consumer
- * (cons, a global id, -1 when missing). Returns 0 when it sends nothing (no consumer
- * stage on another device, or a duplicate pass: the first one wins). */
+/* The send op k of device d needs, given comm_to's to and xfer (to >= 0): its
+ * consumer (cons, a global id, -1 when missing). Returns 0 when it sends nothing (a
+ * duplicate pass: the first one wins). */
 typedef struct CommOf { int to, xfer; int32_t cons; } CommOf;
 static int comm_of(const IrSchedule *s, const AnaIndex *ix, int d, int k, CommOf *c) {
   const IrOp *op = &s->devs[d].ops[k];
-  c->to = comm_to(s, d, op, &c->xfer);
-  if (c->to < 0) return 0;
   int64_t me = ANA_SLOT(ix, op->mb, op->stage);
   c->cons = c->xfer == IR_XFER_ACT ? ix->posF[ANA_SLOT(ix, op->mb, op->stage + 1)]
                                    : ix->posB[ANA_SLOT(ix, op->mb, op->stage - 1)];
@@ -182,19 +180,21 @@ static int comm_of(const IrSchedule *s, const AnaIndex *ix, int d, int k, CommOf
 static int64_t lower_comm(Arena *a, IrSchedule *s, const AnaIndex *ix) {
   int P = s->ndev;
   Arena tmp = {0};   /* freed once the new orders are written */
-  /* first the counts (a duplicate pass counted too: an upper bound), so that every
-   * array is allocated once */
+  /* first each written op's send: to * 4 + xfer, -1 for none (comm_to; a duplicate
+   * pass, counted too, is dropped below), and their count, so that every array is
+   * allocated once */
+  int32_t *sendto = arena_alloc(&tmp, sizeof(int32_t) * (size_t)(ix->total + 1));
   int npr = 0;
   for (int d = 0; d < P; d++) {
     const IrOp *ops = s->devs[d].ops;
+    int32_t *st = sendto + ix->off[d];
     for (int k = 0; k < s->devs[d].nops; k++) {
-      int xfer;
-      npr += comm_to(s, d, &ops[k], &xfer) >= 0;
+      int xfer, to = comm_to(s, d, &ops[k], &xfer);
+      st[k] = to >= 0 ? to * 4 + xfer : -1;
+      npr += to >= 0;
     }
   }
   PendRecv *pr = arena_alloc(&tmp, sizeof(PendRecv) * (size_t)(npr + 1));
-  /* each written op's send: to * 4 + xfer, -1 for none */
-  int32_t *sendto = arena_alloc_fill(&tmp, sizeof(int32_t) * (size_t)(ix->total + 1), 0xff);
   int32_t *nsend = arena_alloc(&tmp, sizeof(int32_t) * (size_t)(P + 1));
   int32_t *nrecv = arena_alloc(&tmp, sizeof(int32_t) * (size_t)(P + 1));
   npr = 0;
@@ -207,12 +207,15 @@ static int64_t lower_comm(Arena *a, IrSchedule *s, const AnaIndex *ix) {
   int nchan = 0;
   for (int d = 0; d < P; d++) {
     const IrDevice *dev = &s->devs[d];
+    int32_t *st = sendto + ix->off[d];
     for (int k = 0; k < dev->nops; k++) {
       CommOf c;
-      if (!comm_of(s, ix, d, k, &c)) continue;
+      if (st[k] < 0) continue;
+      c.to = st[k] >> 2;
+      c.xfer = st[k] & 3;
+      if (!comm_of(s, ix, d, k, &c)) { st[k] = -1; continue; }
       int to = c.to;
       int32_t cons = c.cons;
-      sendto[ix->off[d] + k] = to * 4 + c.xfer;
       nsend[d]++;
       nrecv[to]++;
       PendRecv *r = &pr[npr++];
