@@ -741,27 +741,22 @@ static int lower_groups(Arena *a, IrSchedule *s) {
 
 /* lower_groups where the repair's moves changed the runs: the runs holding the ops at
  * dirty[0, nd) (global ids, apply_moves': each moved recv, and the op after the place
- * it left), the others being as lower_groups left them. The runs' global ranges
- * [start, end) go to *ranges (ana_remap reads their kinds and flags again). Returns
- * the number of runs it reordered. */
-static int lower_groups_at(Arena *a, IrSchedule *s, const AnaIndex *ix, const int32_t *dirty, int64_t nd,
-                           int32_t **ranges, int64_t *nranges) {
+ * it left), the others being as lower_groups left them. The index (ana_remap'ed to
+ * the new orders) gets those runs' kinds and flags, read while they are at hand.
+ * Returns the number of runs it reordered (then the index is stale). */
+static int lower_groups_at(Arena *a, IrSchedule *s, AnaIndex *ix, const int32_t *dirty, int64_t nd) {
   int reordered = 0, captmp = 0;
   IrOp *tmp = NULL;
-  int32_t *rg = *ranges = arena_alloc(a, sizeof(int32_t) * (size_t)(2 * nd + 2));
-  int64_t nr = 0;
   for (int64_t i = 0; i < nd; i++) {
     int d = ix->devof[dirty[i]];
-    IrDevice *dv = &s->devs[d];
+    IrOp *ops = s->devs[d].ops;
     int k = dirty[i] - ix->off[d];
-    if (!is_comm(dv->ops[k].kind) && !is_copy(dv->ops[k].kind)) continue;
-    while (k > 0 && (is_comm(dv->ops[k - 1].kind) || is_copy(dv->ops[k - 1].kind))) k--;
-    int e = group_run(a, dv->ops, dv->nops, k, &tmp, &captmp, &reordered);
-    rg[2 * nr] = ix->off[d] + k;
-    rg[2 * nr + 1] = ix->off[d] + e;
-    nr++;
+    if (!is_comm(ops[k].kind) && !is_copy(ops[k].kind)) continue;
+    while (k > 0 && (is_comm(ops[k - 1].kind) || is_copy(ops[k - 1].kind))) k--;
+    int e = group_run(a, ops, s->devs[d].nops, k, &tmp, &captmp, &reordered);
+    uint8_t *kf = ix->kf + ix->off[d];
+    for (int j = k; j < e; j++) kf[j] = (uint8_t)((ops[j].kind & 15) | (ops[j].flags & 15) << 4);
   }
-  *nranges = nr;
   return reordered;
 }
 
@@ -1006,8 +1001,8 @@ static void lower_rendezvous(Arena *a, IrSchedule *s, LowerIndex *kept) {
       em.moved = moved;
       int ok = exec_run(&t0, &m, &ix, &L, &em, &r);
       arena_free(&t0);   /* (its memory serves what follows) */
-      int32_t *dirty, *ranges = NULL;
-      int64_t ndirty, nranges = 0;
+      int32_t *dirty;
+      int64_t ndirty;
       int64_t nmv = apply_moves(&tm, s, &ix, moved, &dirty, &ndirty);
       /* a run that ran to the end (its moves joining the groups it modelled: exec.c)
        * is the proof of the op arrays as they are after its moves: verify need not
@@ -1019,11 +1014,16 @@ static void lower_rendezvous(Arena *a, IrSchedule *s, LowerIndex *kept) {
         break;
       }
       /* the groups again where the moves changed them (everywhere after normalize
-         moved ops: a run it changed is not in the dirty list) */
-      int re = overlap_normalize(a, s);
-      re = re ? re + lower_groups(a, s) : lower_groups_at(&tm, s, &ix, dirty, ndirty, &ranges, &nranges);
-      if (re) have = 0;
-      else ana_remap(&tm, &ti, s, &kix, &kL, moved, ranges, nranges);   /* the moves only: permuted */
+         moved ops: a run it changed is not in the dirty list), the index and links
+         permuted with the moves when nothing else moved */
+      if (overlap_normalize(a, s)) {
+        lower_groups(a, s);
+        have = 0;
+      } else {
+        ana_remap(&tm, s, &kix, &kL, moved);
+        if (lower_groups_at(&tm, s, &kix, dirty, ndirty)) have = 0;
+        else ana_link_posted(&ti, s, &kix, &kL);
+      }
       arena_free(&tm);
       if (ok == 1) break;  /* ran to the end as moved: proved */
     }

@@ -216,8 +216,7 @@ void sim_links(Arena *a, const IrSchedule *s, const AnaIndex *ix, SimLinks *L) {
     if (cg[k] >= 0) L->link[cg[k]] = -1;
 }
 
-void ana_remap(Arena *tmp, Arena *a, const IrSchedule *s, AnaIndex *ix, SimLinks *L, const int32_t *newid,
-               const int32_t *ranges, int64_t nranges) {
+void ana_remap(Arena *tmp, const IrSchedule *s, AnaIndex *ix, SimLinks *L, const int32_t *newid) {
 #define NEW(g) (newid[g] >= 0 ? newid[g] : (g))
   int32_t *tabs[5] = {ix->posF, ix->posB, ix->posW, ix->posOff, ix->posRel};
   for (int k = 0; k < 5; k++)
@@ -230,8 +229,6 @@ void ana_remap(Arena *tmp, Arena *a, const IrSchedule *s, AnaIndex *ix, SimLinks
   /* links by global id (recv -> send, B/BW -> reload, reload -> offload) follow their
      target; a collective's or S pass's sequence number stays; read with the old kinds */
   const unsigned byid = 1u << IR_RECV | 1u << IR_B | 1u << IR_BW | 1u << IR_RELOAD;
-  int64_t nposted = 0;
-  L->postwait = L->postcons = NULL;
   for (int d = 0; d < ix->ndev; d++) {
     int32_t base = ix->off[d];
     int n = s->devs[d].nops;
@@ -257,22 +254,12 @@ void ana_remap(Arena *tmp, Arena *a, const IrSchedule *s, AnaIndex *ix, SimLinks
     }
   }
 #undef NEW
-  /* the kinds and flags where they changed (the moved recvs are posted, the groups
-     regrouped; all of them without ranges), then the posted recvs' consumers as
-     sim_links links them */
-  for (int d = 0; !ranges && d < ix->ndev; d++) {
-    const IrOp *ops = s->devs[d].ops;
-    uint8_t *kf = ix->kf + ix->off[d];
-    for (int k = 0; k < s->devs[d].nops; k++) kf[k] = (uint8_t)((ops[k].kind & 15) | (ops[k].flags & 15) << 4);
-  }
-  for (int64_t i = 0; ranges && i < nranges; i++) {
-    int d = ix->devof[ranges[2 * i]];
-    const IrOp *ops = s->devs[d].ops;
-    for (int32_t g = ranges[2 * i]; g < ranges[2 * i + 1]; g++) {
-      const IrOp *op = &ops[g - ix->off[d]];
-      ix->kf[g] = (uint8_t)((op->kind & 15) | (op->flags & 15) << 4);
-    }
-  }
+  L->postwait = L->postcons = NULL;
+}
+
+void ana_link_posted(Arena *a, const IrSchedule *s, const AnaIndex *ix, SimLinks *L) {
+  int64_t nposted = 0;
+  L->postwait = L->postcons = NULL;
   for (int d = 0; d < ix->ndev; d++) {
     int32_t base = ix->off[d];
     int n = s->devs[d].nops;
