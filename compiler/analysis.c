@@ -96,7 +96,8 @@ int analysis_run(Arena *a, Diag *dg, IrSchedule *s, Analysis *out, int want_time
     int placed = 1;
     for (int st = 0; st < s->nstage; st++)
       if (s->stages[st].device < 0 || s->stages[st].device >= s->ndev) placed = 0;
-    if (placed && over_max_ops(dg, s, comm_to_insert(s), 0)) return 0;
+    /* (counted only where they could pass the limit: at most two per op) */
+    if (placed && s->max_ops > 0 && s->total_ops > s->max_ops / 3 && over_max_ops(dg, s, comm_to_insert(s), 0)) return 0;
     if (placed) out->inserted_ops = lower_schedule(a, dg, s, &kept);
     if (placed && over_max_ops(dg, s, 0, out->inserted_ops)) return 0;
   }

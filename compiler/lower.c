@@ -165,14 +165,12 @@ static int comm_to(const IrSchedule *s, int d, const IrOp *op, int *xfer) {
   return to == d || to < 0 || to >= s->ndev ? -1 : to;
 }
 
-/* The send op k of device d needs: its data's device (to), kind (xfer) and consumer
- * (cons, a global id, -1 when missing). Returns 0 when it sends nothing (no consumer
- * stage on another device, or a duplicate pass: the first one wins). */
+/* The send op k of device d needs, given comm_to's to and xfer (to >= 0): its
+ * consumer (cons, a global id, -1 when missing). Returns 0 when it sends nothing (a
+ * duplicate pass: the first one wins). */
 typedef struct CommOf { int to, xfer; int32_t cons; } CommOf;
 static int comm_of(const IrSchedule *s, const AnaIndex *ix, int d, int k, CommOf *c) {
   const IrOp *op = &s->devs[d].ops[k];
-  c->to = comm_to(s, d, op, &c->xfer);
-  if (c->to < 0) return 0;
   int64_t me = ANA_SLOT(ix, op->mb, op->stage);
   c->cons = c->xfer == IR_XFER_ACT ? ix->posF[ANA_SLOT(ix, op->mb, op->stage + 1)]
                                    : ix->posB[ANA_SLOT(ix, op->mb, op->stage - 1)];
@@ -182,19 +180,21 @@ static int comm_of(const IrSchedule *s, const AnaIndex *ix, int d, int k, CommOf
 static int64_t lower_comm(Arena *a, IrSchedule *s, const AnaIndex *ix) {
   int P = s->ndev;
   Arena tmp = {0};   /* freed once the new orders are written */
-  /* first the counts (a duplicate pass counted too: an upper bound), so that every
-   * array is allocated once */
+  /* first each written op's send: to * 4 + xfer, -1 for none (comm_to; a duplicate
+   * pass, counted too, is dropped below), and their count, so that every array is
+   * allocated once */
+  int32_t *sendto = arena_alloc(&tmp, sizeof(int32_t) * (size_t)(ix->total + 1));
   int npr = 0;
   for (int d = 0; d < P; d++) {
     const IrOp *ops = s->devs[d].ops;
+    int32_t *st = sendto + ix->off[d];
     for (int k = 0; k < s->devs[d].nops; k++) {
-      int xfer;
-      npr += comm_to(s, d, &ops[k], &xfer) >= 0;
+      int xfer, to = comm_to(s, d, &ops[k], &xfer);
+      st[k] = to >= 0 ? to * 4 + xfer : -1;
+      npr += to >= 0;
     }
   }
   PendRecv *pr = arena_alloc(&tmp, sizeof(PendRecv) * (size_t)(npr + 1));
-  /* each written op's send: to * 4 + xfer, -1 for none */
-  int32_t *sendto = arena_alloc_fill(&tmp, sizeof(int32_t) * (size_t)(ix->total + 1), 0xff);
   int32_t *nsend = arena_alloc(&tmp, sizeof(int32_t) * (size_t)(P + 1));
   int32_t *nrecv = arena_alloc(&tmp, sizeof(int32_t) * (size_t)(P + 1));
   npr = 0;
@@ -207,12 +207,15 @@ static int64_t lower_comm(Arena *a, IrSchedule *s, const AnaIndex *ix) {
   int nchan = 0;
   for (int d = 0; d < P; d++) {
     const IrDevice *dev = &s->devs[d];
+    int32_t *st = sendto + ix->off[d];
     for (int k = 0; k < dev->nops; k++) {
       CommOf c;
-      if (!comm_of(s, ix, d, k, &c)) continue;
+      if (st[k] < 0) continue;
+      c.to = st[k] >> 2;
+      c.xfer = st[k] & 3;
+      if (!comm_of(s, ix, d, k, &c)) { st[k] = -1; continue; }
       int to = c.to;
       int32_t cons = c.cons;
-      sendto[ix->off[d] + k] = to * 4 + c.xfer;
       nsend[d]++;
       nrecv[to]++;
       PendRecv *r = &pr[npr++];
@@ -678,53 +681,83 @@ static int64_t lower_offload(Arena *a, Diag *dg, IrSchedule *s) {
 static int is_comm(int k) { return k == IR_SEND || k == IR_RECV; }
 static int is_copy(int k) { return k == IR_OFFLOAD || k == IR_RELOAD; }
 
-static void lower_groups(Arena *a, IrSchedule *s) {
+/* The run of sends, recvs and copies that starts at ops[k] (of n): its sends and recvs,
+ * whether any op up to its last send/recv was written, and whether that part is
+ * already in order (copies, sends, recvs: ranks 0, 1, 2). Copies after the run's last
+ * send/recv stay where they are; a run the compiler inserted also gets its sends first
+ * (their data is ready, and the buffered model then never waits at a recv for a send
+ * of its own group); lowering's own runs mostly are in order already. Then the flags:
+ * a send/recv right after another is in its group (the op before the run is neither).
+ * Returns the run's end; *reordered counts a run put in order. */
+static inline __attribute__((always_inline)) int group_run(Arena *a, IrOp *ops, int n, int k, IrOp **tmp, int *captmp,
+                                                            int *reordered) {
+  int e = k, ncomm = 0, lastcomm = -1, wr = 0, so = 1, prev = 0, written = 0, sorted = 1;
+  for (; e < n; e++) {
+    int ke = ops[e].kind;
+    int r = ke == IR_SEND ? 1 : ke == IR_RECV ? 2 : is_copy(ke) ? 0 : -1;
+    if (r < 0) break;
+    wr |= !(ops[e].flags & IR_FLAG_INSERTED);
+    so &= prev <= r;
+    prev = r;
+    if (r) { ncomm++; lastcomm = e; written = wr; sorted = so; }
+  }
+  if (ncomm > 1 && !written && !sorted) {
+    int len = lastcomm + 1 - k;
+    if (len > *captmp) { *captmp = 2 * len; *tmp = arena_alloc(a, sizeof(IrOp) * (size_t)*captmp); }
+    IrOp *tp = *tmp;
+    int o = 0;
+    for (int j = k; j <= lastcomm; j++) if (is_copy(ops[j].kind)) tp[o++] = ops[j];
+    for (int j = k; j <= lastcomm; j++) if (ops[j].kind == IR_SEND) tp[o++] = ops[j];
+    for (int j = k; j <= lastcomm; j++) if (ops[j].kind == IR_RECV) tp[o++] = ops[j];
+    memcpy(&ops[k], tp, sizeof(IrOp) * (size_t)len);
+    (*reordered)++;
+  }
+  int pc = 0;
+  for (int j = k; j < e; j++) {
+    int c = is_comm(ops[j].kind);
+    uint8_t f = (uint8_t)((ops[j].flags & ~IR_FLAG_GROUP) | (c && pc ? IR_FLAG_GROUP : 0));
+    if (f != ops[j].flags) ops[j].flags = f;
+    pc = c;
+  }
+  return e;
+}
+
+/* Every run of every device (group_run). Returns the number of runs it reordered (0:
+ * only flags changed, if anything). */
+static int lower_groups(Arena *a, IrSchedule *s) {
+  int reordered = 0, captmp = 0;
   IrOp *tmp = NULL;
-  int captmp = 0;
   for (int d = 0; d < s->ndev; d++) {
-    IrDevice *dv = &s->devs[d];
-    IrOp *ops = dv->ops;
-    int n = dv->nops;
+    IrOp *ops = s->devs[d].ops;
+    int n = s->devs[d].nops;
     for (int k = 0; k < n;) {
       int kind = ops[k].kind;
       if (!is_comm(kind) && !is_copy(kind)) { k++; continue; }
-      /* one pass over the run [k, e): its sends and recvs, whether any op up to its
-       * last send/recv was written, and whether that part is already in order
-       * (copies, sends, recvs: ranks 0, 1, 2). Copies after the run's last send/recv
-       * stay where they are; a run the compiler inserted also gets its sends first
-       * (their data is ready, and the buffered model then never waits at a recv for a
-       * send of its own group); lowering's own runs mostly are in order already */
-      int e = k, ncomm = 0, lastcomm = -1, wr = 0, so = 1, prev = 0, written = 0, sorted = 1;
-      for (; e < n; e++) {
-        int ke = ops[e].kind;
-        int r = ke == IR_SEND ? 1 : ke == IR_RECV ? 2 : is_copy(ke) ? 0 : -1;
-        if (r < 0) break;
-        wr |= !(ops[e].flags & IR_FLAG_INSERTED);
-        so &= prev <= r;
-        prev = r;
-        if (r) { ncomm++; lastcomm = e; written = wr; sorted = so; }
-      }
-      if (ncomm > 1 && !written && !sorted) {
-        int len = lastcomm + 1 - k;
-        if (len > captmp) { captmp = 2 * len; tmp = arena_alloc(a, sizeof(IrOp) * (size_t)captmp); }
-        int o = 0;
-        for (int j = k; j <= lastcomm; j++) if (is_copy(ops[j].kind)) tmp[o++] = ops[j];
-        for (int j = k; j <= lastcomm; j++) if (ops[j].kind == IR_SEND) tmp[o++] = ops[j];
-        for (int j = k; j <= lastcomm; j++) if (ops[j].kind == IR_RECV) tmp[o++] = ops[j];
-        memcpy(&ops[k], tmp, sizeof(IrOp) * (size_t)len);
-      }
-      /* the flags: a send/recv right after another is in its group (the op before
-       * the run is neither) */
-      int pc = 0;
-      for (int j = k; j < e; j++) {
-        int c = is_comm(ops[j].kind);
-        uint8_t f = (uint8_t)((ops[j].flags & ~IR_FLAG_GROUP) | (c && pc ? IR_FLAG_GROUP : 0));
-        if (f != ops[j].flags) ops[j].flags = f;
-        pc = c;
-      }
-      k = e;
+      k = group_run(a, ops, n, k, &tmp, &captmp, &reordered);
     }
   }
+  return reordered;
+}
+
+/* lower_groups where the repair's moves changed the runs: the runs holding the ops at
+ * dirty[0, nd) (global ids, apply_moves': each moved recv, and the op after the place
+ * it left), the others being as lower_groups left them. The index (ana_remap'ed to
+ * the new orders) gets those runs' kinds and flags, read while they are at hand.
+ * Returns the number of runs it reordered (then the index is stale). */
+static int lower_groups_at(Arena *a, IrSchedule *s, AnaIndex *ix, const int32_t *dirty, int64_t nd) {
+  int reordered = 0, captmp = 0;
+  IrOp *tmp = NULL;
+  for (int64_t i = 0; i < nd; i++) {
+    int d = ix->devof[dirty[i]];
+    IrOp *ops = s->devs[d].ops;
+    int k = dirty[i] - ix->off[d];
+    if (!is_comm(ops[k].kind) && !is_copy(ops[k].kind)) continue;
+    while (k > 0 && (is_comm(ops[k - 1].kind) || is_copy(ops[k - 1].kind))) k--;
+    int e = group_run(a, ops, s->devs[d].nops, k, &tmp, &captmp, &reordered);
+    uint8_t *kf = ix->kf + ix->off[d];
+    for (int j = k; j < e; j++) kf[j] = (uint8_t)((ops[j].kind & 15) | (ops[j].flags & 15) << 4);
+  }
+  return reordered;
 }
 
 /* ---- rendezvous repair: the policy (the executor, exec.c, runs the model) ----
@@ -839,23 +872,42 @@ static int repair_pick(void *ctx, const ExecStall *x, int *bposp) {
 }
 
 /* Applies the repair's moves: each moved recv goes before position moved[g] of its
- * device (moves to one position keep their channel order: ids grow along a device). */
-static int64_t apply_moves(Arena *tmp, IrSchedule *s, const AnaIndex *ix, const int32_t *moved) {
-  int64_t nm = 0;
+ * device (moves to one position keep their channel order: ids grow along a device).
+ * Then rewrites moved into the moves' permutation (ana_remap's newid): each op's new
+ * global id on a device with moves, -1 on the others (their ops stay where they are). */
+static int64_t apply_moves(Arena *tmp, IrSchedule *s, const AnaIndex *ix, int32_t *moved, int32_t **dirty, int64_t *ndirty) {
+  int64_t nm = 0, nd = 0;
+  /* each device's moves: how many, all up, targets rising with the op order */
+  int32_t *dcnt = arena_alloc(tmp, sizeof(int32_t) * (size_t)(s->ndev + 1));
+  uint8_t *dup = arena_alloc(tmp, (size_t)s->ndev + 1), *dsorted = arena_alloc(tmp, (size_t)s->ndev + 1);
   for (int d = 0; d < s->ndev; d++) {
-    IrDevice *dv = &s->devs[d];
     const int32_t *mv = moved + ix->off[d];
     int cnt = 0, up = 1, sorted = 1;
     int32_t last = -1;
-    for (int k = 0; k < dv->nops; k++)
+    for (int k = 0; k < s->devs[d].nops; k++)
       if (mv[k] >= 0) {
         cnt++;
         up &= mv[k] <= k;
         sorted &= mv[k] >= last;
         last = mv[k];
       }
-    if (!cnt) continue;
+    dcnt[d] = cnt;
+    dup[d] = (uint8_t)up;
+    dsorted[d] = (uint8_t)sorted;
     nm += cnt;
+  }
+  int32_t *np = NULL;   /* a device's new positions, by old position */
+  int32_t *dl = arena_alloc(tmp, sizeof(int32_t) * (size_t)(2 * nm + 1));   /* the dirty list (lower_groups_at) */
+  for (int d = 0; d < s->ndev; d++) {
+    IrDevice *dv = &s->devs[d];
+    int32_t *mv = moved + ix->off[d];
+    int cnt = dcnt[d], up = dup[d], sorted = dsorted[d];
+    if (!cnt) continue;
+    if (!np) {
+      int maxn = 0;
+      for (int e = 0; e < s->ndev; e++) if (s->devs[e].nops > maxn) maxn = s->devs[e].nops;
+      np = arena_alloc(tmp, sizeof(int32_t) * (size_t)(maxn + 1));
+    }
     /* the moved ops by target position, stable: in op order when their targets rise
      * with it (the repair's moves mostly do), else by a counting sort */
     int32_t *order = arena_alloc(tmp, sizeof(int32_t) * (size_t)cnt);
@@ -883,29 +935,38 @@ static int64_t apply_moves(Arena *tmp, IrSchedule *s, const AnaIndex *ix, const 
        * what is still to read */
       int o = dv->nops - 1, j = cnt - 1;
       for (int k = dv->nops - 1; k >= 0; k--) {
-        if (mv[k] < 0) ops[o--] = ops[k];
-        while (j >= 0 && mv[order[j]] == k) ops[o--] = mo[j--];
+        if (mv[k] < 0) np[k] = o, ops[o--] = ops[k];
+        while (j >= 0 && mv[order[j]] == k) np[order[j]] = o, ops[o--] = mo[j--];
       }
-      continue;
+    } else {
+      IrOp *in = arena_alloc(tmp, sizeof(IrOp) * (size_t)(dv->nops + 1));
+      memcpy(in, ops, sizeof(IrOp) * (size_t)dv->nops);
+      int o = 0, j = 0;
+      for (int k = 0; k < dv->nops; k++) {
+        while (j < cnt && mv[order[j]] == k) np[order[j]] = o, ops[o++] = mo[j++];
+        if (mv[k] < 0) np[k] = o, ops[o++] = in[k];
+      }
+      while (j < cnt) np[order[j]] = o, ops[o++] = mo[j++];
     }
-    IrOp *in = arena_alloc(tmp, sizeof(IrOp) * (size_t)(dv->nops + 1));
-    memcpy(in, ops, sizeof(IrOp) * (size_t)dv->nops);
-    int o = 0, j = 0;
-    for (int k = 0; k < dv->nops; k++) {
-      while (j < cnt && mv[order[j]] == k) ops[o++] = mo[j++];
-      if (mv[k] < 0) ops[o++] = in[k];
+    for (int j = 0; j < cnt; j++) {   /* each moved op, and the op after the place it left */
+      dl[nd++] = ix->off[d] + np[order[j]];
+      if (order[j] + 1 < dv->nops) dl[nd++] = ix->off[d] + np[order[j] + 1];
     }
-    while (j < cnt) ops[o++] = mo[j++];
+    for (int k = 0; k < dv->nops; k++) mv[k] = ix->off[d] + np[k];
   }
+  *dirty = dl;
+  *ndirty = nd;
   return nm;
 }
 
 /* Makes inserted communication rendezvous-safe: runs the rendezvous model, moving
  * the recvs that a stuck send waits for up to where their device stands, until it
- * runs (a few rounds: a move next to an earlier group merges with it). A last round
- * that moved nothing leaves its index and links, those of the final ops, in kept. */
+ * runs (a few rounds: a move next to an earlier group merges with it). The index and
+ * links of the ops as they are (kix, kL: valid while have) are carried from round to
+ * round: a round's moves permute them (ana_remap) unless normalize or the regrouping
+ * then reorders ops too (they are built again). At the end they go to kept. */
 static void lower_rendezvous(Arena *a, IrSchedule *s, LowerIndex *kept) {
-  Arena ti = {0};   /* the round's index and links: kept while no later round moved anything */
+  Arena ti = {0};   /* the index and links of the ops as they are */
   int have = 0;
   AnaIndex kix;
   SimLinks kL;
@@ -914,14 +975,17 @@ static void lower_rendezvous(Arena *a, IrSchedule *s, LowerIndex *kept) {
    * posted where it was moved, so the second repair keeps what the first made */
   for (int pass = s->vocab.mode && s->vocab.async ? 0 : 1; pass < 2; pass++) {
     for (int round = 0; round < 4; round++) {
-      arena_free(&ti);   /* (a new round: the last one's index may be stale) */
-      have = 0;
-      Arena t0 = {0};   /* the round's runs: freed after it */
-      AnaIndex ix;
-      if (ana_index(&ti, s, &ix)) { arena_free(&ti); return; }
-      SimLinks L;
-      sim_links(&ti, s, &ix, &L);
-      int32_t *moved = arena_alloc_fill(&t0, sizeof(int32_t) * (size_t)(ix.total + 1), 0xff);
+      if (!have) {   /* (the ops changed in a way ana_remap does not follow) */
+        arena_free(&ti);
+        if (ana_index(&ti, s, &kix)) { arena_free(&ti); return; }
+        sim_links(&ti, s, &kix, &kL);
+        have = 1;
+      }
+      Arena t0 = {0};   /* the round's run: freed after it */
+      Arena tm = {0};   /* the moves and what follows them: freed at the end of the round */
+      AnaIndex ix = kix;
+      SimLinks L = kL;
+      int32_t *moved = arena_alloc_fill(&tm, sizeof(int32_t) * (size_t)(ix.total + 1), 0xff);
       SimResult r;
       IrSchedule m = *s;   /* the model this pass proves (the ops are s's) */
       if (!pass) m.vocab.async = 0;
@@ -936,21 +1000,31 @@ static void lower_rendezvous(Arena *a, IrSchedule *s, LowerIndex *kept) {
       em.repair_ctx = &rp;
       em.moved = moved;
       int ok = exec_run(&t0, &m, &ix, &L, &em, &r);
-      int64_t nmv = apply_moves(&t0, s, &ix, moved);
-      arena_free(&t0);
+      arena_free(&t0);   /* (its memory serves what follows) */
+      int32_t *dirty;
+      int64_t ndirty;
+      int64_t nmv = apply_moves(&tm, s, &ix, moved, &dirty, &ndirty);
       /* a run that ran to the end (its moves joining the groups it modelled: exec.c)
        * is the proof of the op arrays as they are after its moves: verify need not
        * run it again (a later move voids every earlier proof) */
       if (nmv) s->rdv_proved = 0;
       if (ok == 1) s->rdv_proved |= pass ? IR_PROVED_RDV : IR_PROVED_RDV_BLOCKING;
       if (!nmv) {   /* the ops are as indexed */
-        have = 1;
-        kix = ix;
-        kL = L;
+        arena_free(&tm);
         break;
       }
-      overlap_normalize(a, s);
-      lower_groups(a, s);
+      /* the groups again where the moves changed them (everywhere after normalize
+         moved ops: a run it changed is not in the dirty list), the index and links
+         permuted with the moves when nothing else moved */
+      if (overlap_normalize(a, s)) {
+        lower_groups(a, s);
+        have = 0;
+      } else {
+        ana_remap(&tm, s, &kix, &kL, moved);
+        if (lower_groups_at(&tm, s, &kix, dirty, ndirty)) have = 0;
+        else ana_link_posted(&ti, s, &kix, &kL);
+      }
+      arena_free(&tm);
       if (ok == 1) break;  /* ran to the end as moved: proved */
     }
   }

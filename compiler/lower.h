@@ -15,8 +15,8 @@ typedef struct LowerIndex {
   AnaIndex ix;
   SimLinks links;
 } LowerIndex;
-/* kept (may be NULL): the index and links of the lowered ops where lowering's last
- * rendezvous round computed them and moved nothing (else valid = 0), so that
+/* kept (may be NULL): the index and links of the lowered ops where lowering's
+ * rendezvous repair has them for the final ops (else valid = 0), so that
  * verification need not compute them again. */
 int64_t lower_schedule(Arena *a, Diag *dg, IrSchedule *s, LowerIndex *kept);
 

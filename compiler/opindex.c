@@ -216,6 +216,68 @@ void sim_links(Arena *a, const IrSchedule *s, const AnaIndex *ix, SimLinks *L) {
     if (cg[k] >= 0) L->link[cg[k]] = -1;
 }
 
+void ana_remap(Arena *tmp, const IrSchedule *s, AnaIndex *ix, SimLinks *L, const int32_t *newid) {
+#define NEW(g) (newid[g] >= 0 ? newid[g] : (g))
+  int32_t *tabs[5] = {ix->posF, ix->posB, ix->posW, ix->posOff, ix->posRel};
+  for (int k = 0; k < 5; k++)
+    for (int64_t sl = 0; sl < ix->nslots; sl++)
+      if (tabs[k][sl] >= 0) tabs[k][sl] = NEW(tabs[k][sl]);
+  int maxn = 0;
+  for (int d = 0; d < ix->ndev; d++) if (s->devs[d].nops > maxn) maxn = s->devs[d].nops;
+  int32_t *ol = arena_alloc(tmp, sizeof(int32_t) * 3 * (size_t)(maxn + 1)), *oc = ol + maxn + 1, *os = oc + maxn + 1;
+  uint8_t *ok = arena_alloc(tmp, (size_t)maxn + 1);
+  /* links by global id (recv -> send, B/BW -> reload, reload -> offload) follow their
+     target; a collective's or S pass's sequence number stays; read with the old kinds */
+  const unsigned byid = 1u << IR_RECV | 1u << IR_B | 1u << IR_BW | 1u << IR_RELOAD;
+  for (int d = 0; d < ix->ndev; d++) {
+    int32_t base = ix->off[d];
+    int n = s->devs[d].nops;
+    const int32_t *mv = newid + base;
+    uint8_t *kf = ix->kf + base;
+    int32_t *link = L->link + base;
+    if (n && mv[0] >= 0) {   /* a device with moves: every op has its new id */
+      memcpy(ol, link, sizeof(int32_t) * (size_t)n);
+      memcpy(oc, L->chan + base, sizeof(int32_t) * (size_t)n);
+      memcpy(os, L->seq + base, sizeof(int32_t) * (size_t)n);
+      memcpy(ok, kf, (size_t)n);
+      for (int k = 0; k < n; k++) {
+        int32_t v = ol[k], ng = mv[k];
+        if (v >= 0 && (byid >> ANA_KIND(ok[k]) & 1)) v = NEW(v);
+        L->link[ng] = v;
+        L->chan[ng] = oc[k];
+        L->seq[ng] = os[k];
+        ix->kf[ng] = ok[k];
+      }
+    } else {
+      for (int k = 0; k < n; k++)
+        if (link[k] >= 0 && (byid >> ANA_KIND(kf[k]) & 1)) link[k] = NEW(link[k]);
+    }
+  }
+#undef NEW
+  L->postwait = L->postcons = NULL;
+}
+
+void ana_link_posted(Arena *a, const IrSchedule *s, const AnaIndex *ix, SimLinks *L) {
+  int64_t nposted = 0;
+  L->postwait = L->postcons = NULL;
+  for (int d = 0; d < ix->ndev; d++) {
+    int32_t base = ix->off[d];
+    int n = s->devs[d].nops;
+    const uint8_t *kf = ix->kf + base;
+    const IrOp *ops = s->devs[d].ops;
+    for (int k = 0; k < n; k++) {
+      if (ANA_KIND(kf[k]) != IR_RECV || !(ANA_FLAGS(kf[k]) & IR_FLAG_POSTED)) continue;
+      if (!L->postwait) {
+        L->postwait = arena_alloc_fill(a, sizeof(int32_t) * (size_t)(ix->total + 1), 0xff);
+        L->postcons = arena_alloc_fill(a, sizeof(int32_t) * (size_t)(ix->total + 1), 0xff);
+      }
+      link_posted(s, ix, L, &ops[k], base + k);
+      nposted += L->chan[base + k] >= 0;
+    }
+  }
+  if (!nposted) L->postwait = L->postcons = NULL;
+}
+
 /* Under `vocab async`: how many collectives op waits for (their (mb, coll) in need[]):
  * F(i, 0) input_fwd(i); T(i) output_fwd(i); the last stage's B/BW(i) output_bwd(i)
  * (Vocab-1) or output_fwd(i) (Vocab-2); IB(i) input_bwd(i). */

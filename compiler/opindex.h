@@ -74,6 +74,16 @@ typedef struct SimLinks {
   int64_t nmisfit;
 } SimLinks;
 void sim_links(Arena *a, const IrSchedule *s, const AnaIndex *ix, SimLinks *L);
+/* The index and links after the ops moved within their devices, keeping each
+ * channel's sends and recvs in order (the rendezvous repair's moves: lower.c):
+ * newid[g] is op g's new global id, -1 where it did not move (the whole device).
+ * Permutes ix and L in place to what ana_index and sim_links build from the new
+ * orders, except for what the caller does after it: the kinds and flags of the ops
+ * whose flags changed (ix->kf), and the posted recvs' consumers (ana_link_posted;
+ * L->postwait is NULL until then). tmp: scratch. */
+void ana_remap(Arena *tmp, const IrSchedule *s, AnaIndex *ix, SimLinks *L, const int32_t *newid);
+/* sim_links' postwait and postcons, from the index's kinds and flags (new arrays in a). */
+void ana_link_posted(Arena *a, const IrSchedule *s, const AnaIndex *ix, SimLinks *L);
 
 /* Device time of one op (compute cost; 0 for send/recv/offload/reload issue). */
 double sim_cost(const IrSchedule *s, const IrOp *op);

@@ -59,8 +59,9 @@ static int needs_first(const IrSchedule *s, const IrOp *o, const IrOp *x) {
   }
 }
 
-void overlap_normalize(Arena *a, IrSchedule *s) {
-  if (!s->noverlap) return;
+int overlap_normalize(Arena *a, IrSchedule *s) {
+  int moved = 0;
+  if (!s->noverlap) return 0;
   for (int d = 0; d < s->ndev; d++) {
     IrDevice *dv = &s->devs[d];
     IrOp *tmp = NULL;
@@ -82,9 +83,11 @@ void overlap_normalize(Arena *a, IrSchedule *s) {
       dv->ops[k + nb + 1] = yo;
       if (na) memcpy(&dv->ops[k + nb + 2], tmp, sizeof(IrOp) * (size_t)na);
       (void)n;
+      moved++;
       k = k + nb + 1; /* continue after Y */
     }
   }
+  return moved;
 }
 
 int overlap_verify(Diag *dg, const IrSchedule *s) {

@@ -23,8 +23,9 @@ static inline int overlap_pair_kf(const uint8_t *kf, int32_t g, int k, int nops)
 }
 /* Keeps every pair adjacent after a lowering step inserted ops between its halves:
  * recvs, reloads and vocabulary ops that do not depend on the first half go before
- * the pair, everything else (its sends, offloads) after it. O(ops). */
-void overlap_normalize(Arena *a, IrSchedule *s);
+ * the pair, everything else (its sends, offloads) after it. O(ops). Returns the
+ * number of pairs it moved ops around (0: the orders are as they were). */
+int overlap_normalize(Arena *a, IrSchedule *s);
 /* Verifier checks of the pairs: each flag names an F and a backward pass (B, W or BW)
  * of different microbatches next to each other on one device. Returns errors found. */
 int overlap_verify(Diag *dg, const IrSchedule *s);
