@@ -49,7 +49,10 @@ loss1() { sed -n 's/.*"iterations":\[{"iteration":1,"loss":\([-0-9.e+]*\),.*/\1/
 # n = RMSNorm(x); norm; lm_head or embed_tokens^T when tied), in double, on sequences
 # 0..SEQS-1 of DATA as bytes (sequence k: the s + 1 tokens from (k mod W) s); prints the
 # mean cross-entropy. Reads F32 and BF16 safetensors.
-cat > "$WORK/hf_llama_ref.py" <<'PY'
+# What both references share (hf_ref.py): the arguments, a safetensors reader (F32 and
+# BF16; a 2-D tensor as rows; GPT2LMHeadModel's "transformer." prefix dropped), the
+# token windows, causal attention with grouped heads, the cross-entropy.
+cat > "$WORK/hf_ref.py" <<'PY'
 import json, math, struct, sys
 d, data, nseq = sys.argv[1], open(sys.argv[2], "rb").read(), int(sys.argv[3])
 first = int(sys.argv[4]) if len(sys.argv) > 4 else 0   # the first sequence (a resumed run's data position)
@@ -63,7 +66,37 @@ for k, v in json.loads(raw[8:8 + n]).items():
     if v["dtype"] == "F32": vals = struct.unpack("<%df" % (len(body) // 4), body)
     else: vals = [struct.unpack("<f", b"\0\0" + body[i:i + 2])[0] for i in range(0, len(body), 2)]
     rows = v["shape"][0]; cols = len(vals) // rows
-    W[k] = [list(vals[r * cols:(r + 1) * cols]) for r in range(rows)] if len(v["shape"]) == 2 else list(vals)
+    W[k.replace("transformer.", "")] = [list(vals[r * cols:(r + 1) * cols]) for r in range(rows)] if len(v["shape"]) == 2 else list(vals)
+def windows(s):   # (ids, targets) of sequences first.. (sequence k: the s + 1 tokens from (k mod W) s)
+    nwin = (len(data) - 1) // s
+    for k in range(first, first + nseq):
+        win = data[(k % nwin) * s:(k % nwin) * s + s + 1]
+        yield list(win[:s]), list(win[1:])
+def attention(q, k, v, H, G, D):   # rows of q [H D], k and v [G D]; query head j reads kv head j // (H/G)
+    out = []
+    for t in range(len(q)):
+        o = []
+        for j in range(H):
+            g = j // (H // G); qs = q[t][j * D:(j + 1) * D]
+            sc = [sum(a * b for a, b in zip(qs, k[u][g * D:(g + 1) * D])) / math.sqrt(D) for u in range(t + 1)]
+            m = max(sc); e = [math.exp(z - m) for z in sc]; z = sum(e)
+            o += [sum(e[u] / z * v[u][g * D + i] for u in range(t + 1)) for i in range(D)]
+        out.append(o)
+    return out
+losses = []
+def xent(lg, t):
+    m = max(lg); losses.append(m + math.log(sum(math.exp(z - m) for z in lg)) - lg[t])
+def report(): print("%.10g" % (sum(losses) / len(losses)))
+PY
+# hf_llama_ref.py HFDIR DATA SEQS [FIRST]: HF Llama's forward (modeling_llama: embed_tokens;
+# per layer x += o_proj(attn(rope(q_proj(n)), rope(k_proj(n)), v_proj(n))) with
+# n = RMSNorm(x), then x += down_proj(silu(gate_proj(n)) * up_proj(n)) with
+# n = RMSNorm(x); norm; lm_head or embed_tokens^T when tied), in double, on sequences
+# FIRST..FIRST+SEQS-1 of DATA as bytes; prints the mean cross-entropy.
+cat > "$WORK/hf_llama_ref.py" <<'PY'
+import math, sys
+sys.path.insert(0, sys.path[0])
+from hf_ref import c, W, windows, attention, xent, report
 h, Hq, L, V = c["hidden_size"], c["num_attention_heads"], c["num_hidden_layers"], c["vocab_size"]
 Hkv = c["num_key_value_heads"]; D = h // Hq; eps = c["rms_norm_eps"]; theta = c["rope_theta"]
 def lin(x, w): return [sum(xi * wi for xi, wi in zip(x, row)) for row in w]      # x W^T, W [out, in]
@@ -80,12 +113,8 @@ def rope(x, t):   # per head: x cos + rotate_half(x) sin, cos/sin = cat(freqs, f
         out += [a * math.cos(u) + b * math.sin(u) for a, b, u in zip(hv, rh, f)]
     return out
 silu = lambda g: g / (1 + math.exp(-g))
-s = c["max_position_embeddings"]; nwin = (len(data) - 1) // s
-tot, cnt = 0.0, 0
 head = W["model.embed_tokens.weight"] if c["tie_word_embeddings"] else W["lm_head.weight"]
-for k in range(first, first + nseq):
-    win = data[(k % nwin) * s:(k % nwin) * s + s + 1]
-    ids, tgt = list(win[:s]), list(win[1:])
+for ids, tgt in windows(c["max_position_embeddings"]):
     x = [list(W["model.embed_tokens.weight"][i]) for i in ids]
     for l in range(L):
         p = "model.layers.%d." % l
@@ -93,26 +122,15 @@ for k in range(first, first + nseq):
         q = [rope(lin(v, W[p + "self_attn.q_proj.weight"]), t) for t, v in enumerate(nx)]
         kk = [rope(lin(v, W[p + "self_attn.k_proj.weight"]), t) for t, v in enumerate(nx)]
         vv = [lin(v, W[p + "self_attn.v_proj.weight"]) for v in nx]
-        att = []
-        for t in range(s):
-            o = []
-            for j in range(Hq):
-                g = j // (Hq // Hkv)
-                qs = q[t][j * D:(j + 1) * D]
-                sc = [sum(a * b for a, b in zip(qs, kk[u][g * D:(g + 1) * D])) / math.sqrt(D) for u in range(t + 1)]
-                m = max(sc); e = [math.exp(z - m) for z in sc]; z = sum(e)
-                o += [sum(e[u] / z * vv[u][g * D + i] for u in range(t + 1)) for i in range(D)]
-            att.append(o)
+        att = attention(q, kk, vv, Hq, Hkv, D)
         x = [[a + b for a, b in zip(xv, lin(o, W[p + "self_attn.o_proj.weight"]))] for xv, o in zip(x, att)]
         nx = [rms(v, W[p + "post_attention_layernorm.weight"]) for v in x]
         mlp = [lin([silu(g) * u for g, u in zip(lin(v, W[p + "mlp.gate_proj.weight"]), lin(v, W[p + "mlp.up_proj.weight"]))],
                    W[p + "mlp.down_proj.weight"]) for v in nx]
         x = [[a + b for a, b in zip(xv, mv)] for xv, mv in zip(x, mlp)]
     for v, t in zip(x, tgt):
-        lg = lin(rms(v, W["model.norm.weight"]), head)
-        m = max(lg)
-        tot += m + math.log(sum(math.exp(z - m) for z in lg)) - lg[t]; cnt += 1
-print("%.10g" % (tot / cnt))
+        xent(lin(rms(v, W["model.norm.weight"]), head), t)
+report()
 PY
 # within REL relative: "A B REL"
 near() { python3 -c "import sys; a, b, r = map(float, sys.argv[1:4]); sys.exit(not abs(a - b) <= r * abs(b))" "$@" 2>/dev/null; }
@@ -282,20 +300,11 @@ done
 # --- GPT-2's layer (the gpt model's default) <-> Hugging Face GPT2LMHeadModel ---
 # hf_gpt2_ref.py HFDIR DATA SEQS: GPT-2's forward (modeling_gpt2: wte + wpe; per layer
 # x += c_proj(attn(split(c_attn(LN(x))))), x += mlp.c_proj(gelu_new(c_fc(LN(x)))), Conv1D
-# weights [in, out]; ln_f; lm_head or wte^T when tied), in double, as hf_llama_ref.py
+# weights [in, out]; ln_f; lm_head or wte^T when tied), in double, as hf_llama_ref.py, on hf_ref.py
 cat > "$WORK/hf_gpt2_ref.py" <<'PY'
-import json, math, struct, sys
-d, data, nseq = sys.argv[1], open(sys.argv[2], "rb").read(), int(sys.argv[3])
-first = int(sys.argv[4]) if len(sys.argv) > 4 else 0   # the first sequence (a resumed run's data position)
-c = json.load(open(d + "/config.json"))
-raw = open(d + "/model.safetensors", "rb").read()
-n = struct.unpack("<Q", raw[:8])[0]
-W = {}
-for k, v in json.loads(raw[8:8 + n]).items():
-    if k == "__metadata__": continue
-    a, b = v["data_offsets"]; vals = struct.unpack("<%df" % ((b - a) // 4), raw[8 + n + a:8 + n + b])
-    rows = v["shape"][0]; cols = len(vals) // rows
-    W[k.replace("transformer.", "")] = [list(vals[r * cols:(r + 1) * cols]) for r in range(rows)] if len(v["shape"]) == 2 else list(vals)
+import math, sys
+sys.path.insert(0, sys.path[0])
+from hf_ref import c, W, windows, attention, xent, report
 h, H, L, s = c["n_embd"], c["n_head"], c["n_layer"], c["n_positions"]; D = h // H; eps = c["layer_norm_epsilon"]
 def conv(x, w, b): return [sum(x[i] * w[i][o] for i in range(len(x))) + b[o] for o in range(len(b))]   # x W + b, W [in, out]
 def ln(x, g, b):
@@ -303,29 +312,18 @@ def ln(x, g, b):
     return [(t - m) * r * gi + bi for t, gi, bi in zip(x, g, b)]
 gelu = lambda x: 0.5 * x * (1 + math.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
 head = W["wte.weight"] if c["tie_word_embeddings"] else W["lm_head.weight"]
-nwin = (len(data) - 1) // s; tot, cnt = 0.0, 0
-for k in range(first, first + nseq):
-    win = data[(k % nwin) * s:(k % nwin) * s + s + 1]
-    x = [[a + b for a, b in zip(W["wte.weight"][i], W["wpe.weight"][t])] for t, i in enumerate(win[:s])]
+for ids, tgt in windows(s):
+    x = [[a + b for a, b in zip(W["wte.weight"][i], W["wpe.weight"][t])] for t, i in enumerate(ids)]
     for l in range(L):
         p = "h.%d." % l
         qkv = [conv(ln(v, W[p + "ln_1.weight"], W[p + "ln_1.bias"]), W[p + "attn.c_attn.weight"], W[p + "attn.c_attn.bias"]) for v in x]
-        att = []
-        for t in range(s):
-            o = []
-            for j in range(H):
-                q = qkv[t][j * D:(j + 1) * D]
-                sc = [sum(a * b for a, b in zip(q, qkv[u][h + j * D:h + (j + 1) * D])) / math.sqrt(D) for u in range(t + 1)]
-                m = max(sc); e = [math.exp(z - m) for z in sc]; z = sum(e)
-                o += [sum(e[u] / z * qkv[u][2 * h + j * D + i] for u in range(t + 1)) for i in range(D)]
-            att.append(o)
+        att = attention([r[:h] for r in qkv], [r[h:2 * h] for r in qkv], [r[2 * h:] for r in qkv], H, H, D)
         x = [[a + b for a, b in zip(xv, conv(o, W[p + "attn.c_proj.weight"], W[p + "attn.c_proj.bias"]))] for xv, o in zip(x, att)]
         x = [[a + b for a, b in zip(xv, conv([gelu(u) for u in conv(ln(xv, W[p + "ln_2.weight"], W[p + "ln_2.bias"]),
                 W[p + "mlp.c_fc.weight"], W[p + "mlp.c_fc.bias"])], W[p + "mlp.c_proj.weight"], W[p + "mlp.c_proj.bias"]))] for xv in x]
-    for v, t in zip(x, win[1:]):
-        f = ln(v, W["ln_f.weight"], W["ln_f.bias"]); lg = [sum(a * b for a, b in zip(f, r)) for r in head]
-        m = max(lg); tot += m + math.log(sum(math.exp(z - m) for z in lg)) - lg[t]; cnt += 1
-print("%.10g" % (tot / cnt))
+    for v, t in zip(x, tgt):
+        f = ln(v, W["ln_f.weight"], W["ln_f.bias"]); xent([sum(a * b for a, b in zip(f, r)) for r in head], t)
+report()
 PY
 G2="--model gpt --hidden 16 --heads 4 --query-groups 4 --seq 8 --vocab 256"
 for e in tied untied; do
