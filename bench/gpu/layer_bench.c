@@ -45,6 +45,7 @@
 
 #include "backend.h"
 #include "cuda/cuda_impl.h"
+#include "gpt.h"
 
 static ppsrt_backend *be;
 #define CS PPSRT_STREAM_COMPUTE
@@ -123,10 +124,12 @@ int main(int argc, char **argv) {
     else { fprintf(stderr, "layer_bench: unknown flag %s\n", a); return 2; }
     i++;
   }
-  if (!ffn && llama) {   /* Megatron's default (model_gpt.c ppsrt_gpt_ffn) */
-    ffn = 8 * h / 3 / 64 * 64;
-    if (!ffn) ffn = 8 * h / 3 / 8 * 8 > 8 ? 8 * h / 3 / 8 * 8 : 8;
-  } else if (!ffn) ffn = 4 * h;
+  if (!ffn) {   /* the runtime's default: 4h, with SwiGLU Megatron's */
+    ppsrt_model_config mc = {0};
+    mc.hidden = h;
+    mc.swiglu = llama;
+    ffn = ppsrt_gpt_ffn(&mc);
+  }
   if (h <= 0 || s <= 0 || H <= 0 || G <= 0 || H % G || h % H || B <= 0 || iters <= 0 || ffn <= 0 ||
       (llama && (h / H) % 2)) {
     fprintf(stderr, "layer_bench: bad sizes\n");
