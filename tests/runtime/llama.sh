@@ -163,6 +163,13 @@ expect_exit 1 "another --ffn-hidden is refused" "$A" $GS --layers-per-stage 2 --
 expect_grep "holds a gpt with --ffn-hidden 24, this run's has 32" "the width named"
 expect_exit 1 "--position learned is refused" "$A" $GS --layers-per-stage 2 --position learned --load "$WORK/ck"
 expect_grep "hint: run with --position rope" "the flag to give named"
+# malformed layer fields in an index (its shards beside it, unchanged)
+sed 's/"mlp":"swiglu"/"mlp":"relu"/' "$WORK/ck" > "$WORK/ck.bad" && cp "$WORK/ck.bad" "$WORK/ck"
+expect_exit 1 "an index with mlp relu" "$A" $GS --layers-per-stage 2 --load "$WORK/ck"
+expect_grep "metadata field 'mlp' is 'relu', not 'gelu' or 'swiglu'" "the field and its values named"
+sed 's/"mlp":"relu"/"mlp":"swiglu"/; s/"rope_base":"[^"]*"/"rope_base":"0.5"/' "$WORK/ck" > "$WORK/ck.bad" && cp "$WORK/ck.bad" "$WORK/ck"
+expect_exit 1 "an index with rope_base 0.5" "$A" $GS --layers-per-stage 2 --load "$WORK/ck"
+expect_grep "metadata field 'rope_base' is 0.5: out of range (above 1)" "the base named"
 
 # refused flags
 expect_exit 2 "--arch with the mlp model" "$A" --model mlp --arch llama
