@@ -156,13 +156,14 @@ int rt_replica_view(ppsrt_transport *world, int P, int D, int T, int r, int tr, 
  * shapes) its other stages' passes. One all-reduce per stage, the way ppsc sim models it
  * (compiler/dp.c).
  *  - GPU backends (cuda): on PPSRT_STREAM_DP, in device memory: the DP stream waits for
- *    the compute stream's work so far (the stage's last W), then each of the stage's
- *    gradients is all-reduced there (NCCL on the NCCL transport's replica group, its own
- *    stream; the threads and MPI transports stage it through the host) and scaled by
- *    1/D; the host does not wait. rt_replica_end makes the compute stream wait for the
+ *    the compute stream's work so far (the stage's last W), then the stage's gradient
+ *    buffer is all-reduced there (with the distributed optimizer each tensor
+ *    reduce-scattered; NCCL on the NCCL transport's replica group, its own stream; the
+ *    threads and MPI transports stage it through the host) and scaled by 1/D; the host
+ *    does not wait. rt_replica_end makes the compute stream wait for the
  *    DP stream before the optimizer step (end_iteration).
- *  - CPU: staged through one host buffer of the stage's parameters; the all-reduce
- *    blocks this device (it overlaps the other devices' work only). */
+ *  - CPU: in place in host memory (the buffer, or each tensor's blocks); the
+ *    collective blocks this device (it overlaps the other devices' work only). */
 static int gpu(const ppsrt_ctx *c) { return strcmp(c->be->name, "cpu") != 0; }
 
 /* After the model is created, with --data-parallel and without the distributed
@@ -198,80 +199,43 @@ int rt_replica_flatten(ppsrt_ctx *c) {
 
 static int stage_grads(ppsrt_ctx *c, int stage) {
   ppsrt_model *m = c->model;
-  int D = c->run->nrep, rc = 0;
+  int D = c->run->nrep, rc = 0, g = gpu(c), st = g ? PPSRT_STREAM_DP : PPSRT_STREAM_COMPUTE;
+  ppsrt_backend *be = g ? c->be : NULL;   /* (the host buffers of the CPU backend go as host memory) */
+  /* what is reduced: the stage's gradient buffer (rt_replica_flatten: one all-reduce), or
+   * with --distributed-optimizer each tensor's blocks (one reduce-scatter each) */
   float *flat = c->dp_flat ? c->dp_flat[stage + 1] : NULL;
   size_t fn = flat ? c->dp_flat_n[stage + 1] : 0;
-  if (flat && gpu(c)) {   /* one all-reduce and one scaling of the stage's buffer, on the DP stream */
-    if (!c->dp_ev[0] && ((rc = c->be->event_create(c->be, &c->dp_ev[0])) || (rc = c->be->event_create(c->be, &c->dp_ev[1]))))
-      return rc;
-    if ((rc = c->be->event_record(c->be, c->dp_ev[0], PPSRT_STREAM_COMPUTE)) ||
-        (rc = c->be->stream_wait_event(c->be, PPSRT_STREAM_DP, c->dp_ev[0])) ||
-        (rc = c->gtr->allreduce_f32(c->gtr, c->replica, c->be, PPSRT_STREAM_DP, flat, fn, PPSRT_SUM)))
-      return rc;
-    c->dp_pending = 1;
-    return c->be->scale_f32(c->be, PPSRT_STREAM_DP, flat, 1.0f / (float)D, fn);
-  }
-  if (flat) {   /* CPU: the buffer is host memory, all-reduced in place */
-    if ((rc = c->be->stream_sync(c->be, PPSRT_STREAM_COMPUTE)) ||
-        (rc = c->gtr->allreduce_f32(c->gtr, c->replica, NULL, PPSRT_STREAM_COMPUTE, flat, fn, PPSRT_SUM)))
-      return rc;
-    for (size_t i = 0; i < fn; i++) flat[i] /= (float)D;
-    return 0;
-  }
-  if (gpu(c)) {
+  if (g) {   /* the DP stream waits for the compute stream's work so far */
     if (!c->dp_ev[0] && ((rc = c->be->event_create(c->be, &c->dp_ev[0])) || (rc = c->be->event_create(c->be, &c->dp_ev[1]))))
       return rc;
     if ((rc = c->be->event_record(c->be, c->dp_ev[0], PPSRT_STREAM_COMPUTE)) ||
         (rc = c->be->stream_wait_event(c->be, PPSRT_STREAM_DP, c->dp_ev[0])))
       return rc;
-    for (int k = 0; k < m->nparams && !rc; k++) {
-      ppsrt_param *p = &m->params[k];
-      if (p->stage != stage || !p->numel) continue;
-      if (p->chunk) {   /* --distributed-optimizer: this replica's block only */
-        float *mine = p->grad + (size_t)c->replica * p->chunk;
-        rc = c->gtr->reduce_scatter_f32(c->gtr, c->replica, c->be, PPSRT_STREAM_DP, p->grad, mine, p->chunk, PPSRT_SUM);
-        if (!rc) rc = c->be->scale_f32(c->be, PPSRT_STREAM_DP, mine, 1.0f / (float)D, p->chunk);
-        continue;
-      }
-      rc = c->gtr->allreduce_f32(c->gtr, c->replica, c->be, PPSRT_STREAM_DP, p->grad, p->numel, PPSRT_SUM);
-      if (!rc) rc = c->be->scale_f32(c->be, PPSRT_STREAM_DP, p->grad, 1.0f / (float)D, p->numel);
-    }
     c->dp_pending = 1;
+  } else if ((rc = c->be->stream_sync(c->be, PPSRT_STREAM_COMPUTE))) {
     return rc;
   }
-  if (c->run->o.distopt) {
-    /* CPU, --distributed-optimizer: each tensor reduce-scattered in place in its host
-       buffer, its block divided by D as below (the same values as the all-reduce's) */
-    if ((rc = c->be->stream_sync(c->be, PPSRT_STREAM_COMPUTE))) return rc;
-    for (int k = 0; k < m->nparams && !rc; k++) {
+  for (int k = -1; k < m->nparams && !rc; k++) {
+    float *buf, *mine;
+    size_t n;
+    if (k < 0) {   /* the buffer, all-reduced in place */
+      if (!flat) continue;
+      buf = mine = flat;
+      n = fn;
+      rc = c->gtr->allreduce_f32(c->gtr, c->replica, be, st, buf, n, PPSRT_SUM);
+    } else {
       ppsrt_param *p = &m->params[k];
-      if (p->stage != stage || !p->chunk) continue;
-      float *mine = p->grad + (size_t)c->replica * p->chunk;
-      rc = c->gtr->reduce_scatter_f32(c->gtr, c->replica, NULL, PPSRT_STREAM_COMPUTE, p->grad, mine, p->chunk, PPSRT_SUM);
-      for (size_t i = 0; i < p->chunk && !rc; i++) mine[i] /= (float)D;
+      if (flat || p->stage != stage || !p->chunk) continue;
+      buf = p->grad;
+      mine = p->grad + (size_t)c->replica * p->chunk;   /* this replica's block */
+      n = p->chunk;
+      rc = c->gtr->reduce_scatter_f32(c->gtr, c->replica, be, st, buf, mine, n, PPSRT_SUM);
     }
-    return rc;
+    if (rc) break;
+    if (g) rc = c->be->scale_f32(c->be, st, mine, 1.0f / (float)D, n);
+    else
+      for (size_t i = 0; i < n; i++) mine[i] /= (float)D;
   }
-  size_t total = 0, at = 0;
-  for (int k = 0; k < m->nparams; k++) if (m->params[k].stage == stage) total += m->params[k].numel;
-  float *g = malloc((total ? total : 1) * sizeof *g);
-  if (!g) return PPSRT_FAIL(PPSRT_E_NOMEM, "data-parallel: out of host memory");
-  rc = c->be->stream_sync(c->be, PPSRT_STREAM_COMPUTE);
-  for (int k = 0; k < m->nparams && !rc; k++) {
-    if (m->params[k].stage != stage) continue;
-    rc = c->be->download_f32(c->be, g + at, (ppsrt_tensor){m->params[k].grad, m->params[k].numel, PPSRT_F32});
-    at += m->params[k].numel;
-  }
-  if (!rc) rc = c->gtr->allreduce_f32(c->gtr, c->replica, NULL, PPSRT_STREAM_COMPUTE, g, total, PPSRT_SUM);
-  at = 0;
-  for (int k = 0; k < m->nparams && !rc; k++) {
-    ppsrt_param *p = &m->params[k];
-    if (p->stage != stage) continue;
-    for (size_t i = 0; i < p->numel; i++) g[at + i] /= (float)D;
-    rc = c->be->upload_f32(c->be, (ppsrt_tensor){p->grad, p->numel, PPSRT_F32}, g + at);
-    at += p->numel;
-  }
-  free(g);
   return rc;
 }
 
