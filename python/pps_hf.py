@@ -445,7 +445,7 @@ GPT2_NAMES = (("ln1.g", "ln_1.weight"), ("ln1.b", "ln_1.bias"), ("qkv.w", "attn.
               ("fc2.w", "mlp.c_proj.weight"), ("fc2.b", "mlp.c_proj.bias"))
 
 
-def _gpt2_shapes(h, f, V, seq):
+def _gpt2_shapes(h, f):
     """PPS layer tensor -> its HF shape, for GPT-2 of hidden h, MLP width f."""
     return {"ln1.g": [h], "ln1.b": [h], "qkv.w": [h, 3 * h], "qkv.b": [3 * h], "proj.w": [h, h], "proj.b": [h],
             "ln2.g": [h], "ln2.b": [h], "fc.w": [h, f], "fc.b": [f], "fc2.w": [f, h], "fc2.b": [h]}
@@ -464,7 +464,7 @@ def _export_gpt2(ck, outdir, st):
                            "heads (%d)" % (index, hkv, hq))
     if h % hq:
         raise ConvertError("%s: hidden %d is not a multiple of heads %d" % (index, h, hq))
-    shapes = _gpt2_shapes(h, f, V, seq)
+    shapes = _gpt2_shapes(h, f)
     known = {"vocab.tok", "vocab.pos", "lnf.g", "lnf.b"} | (set() if tied else {"vocab.out"})
     known |= {"layer%d.%s" % (i, n) for i in range(L) for n, _ in GPT2_NAMES}
     extra = sorted(k for k in ck.where if k not in known and not k.startswith("optim."))
@@ -626,11 +626,7 @@ def import_checkpoint(hfdir, index, stages=None, optimizer="sgd", seq=None):
         raise ConvertError("--stages %d does not divide the model's %d layers (num_hidden_layers)" % (stages, s["layers"]))
     h, hq, hkv, f, L, V = (s[k] for k in ("hidden", "heads", "query_groups", "ffn_hidden", "layers", "vocab"))
     D = h // hq
-    used = set()
-
-    def get(k, shape):
-        used.add(k)
-        return hf.get(k, shape)
+    get = hf.get
 
     tensors = [("vocab.tok", [V * h], lambda: get("model.embed_tokens.weight", [V, h]))]
     for i in range(L):
@@ -729,11 +725,9 @@ def _import_gpt2(hf, index, stages, optimizer, seq):
         raise ConvertError("--stages %d does not divide the model's %d layers (n_layer)" % (stages, L))
     # GPT2LMHeadModel's keys start with "transformer."; GPT2Model's (the hub's gpt2 files) do not
     pre = "transformer." if "transformer.wte.weight" in hf.where else ""
-    shapes = _gpt2_shapes(h, f, V, seq)
-    used = set()
+    shapes = _gpt2_shapes(h, f)
 
     def get(k, shape):
-        used.add(pre + k)
         return hf.get(pre + k, shape)
 
     def n(shape):
