@@ -64,7 +64,8 @@
  * rank's rows; B all-gathers dy and dx1 before the products with Wfc2 and Wproj and
  * reduce-scatters QKV's and FC1's input gradients; W all-gathers dy, dx1 and the
  * recomputed LN outputs again (the bias gradients of proj and FC2 then whole), and
- * sums the LN gammas' and betas' gradients of its rows over the group. Stage 0 embeds
+ * adds the LN gammas' and betas' gradients of its rows, which sp_sync sums over the
+ * group once an iteration. Stage 0 embeds
  * its rows only (tp_embed reduce-scatters the summed embeddings; W all-gathers dx0 for
  * the embeddings' gradients); the last stage all-gathers y and runs LN_f and the output
  * layer on all N rows, as without it (B keeps its rows of LN_f's input gradient).
