@@ -283,19 +283,19 @@ PY
 # among them would not change the loss): 3 SGD steps, saved; the resumed run at --lr 0
 # prints the loss of those weights on sequences 6 and 7 (the data position of 3
 # iterations of 2 microbatches); the reference computes it from the export
-# trained NAME FLAGS...: $WORK/ckT_NAME exported to $WORK/hfT_NAME; the runtime's loss in $WORK/rT_NAME
+# trained LABEL REF NAME FLAGS...: train, resume, export ($WORK/hfT_NAME), and compare
+# the reference REF's loss on the export with the runtime's
 trained() {
-  nm=$1; shift
-  "$A" "$@" --layers-per-stage 2 --lr 0.1 --iterations 3 --data "$DATA" --save "$WORK/ckT0_$nm" > /dev/null 2> "$WORK/err" &&
-  "$A" "$@" --layers-per-stage 2 --lr 0 --iterations 1 --data "$DATA" --load "$WORK/ckT0_$nm" --save "$WORK/ckT_$nm" --json \
-    > "$WORK/rT_$nm" 2>> "$WORK/err" && hf export "$WORK/ckT_$nm" "$WORK/hfT_$nm" > /dev/null
+  label=$1 ref=$2 nm=$3; shift 3
+  if "$A" "$@" --layers-per-stage 2 --lr 0.1 --iterations 3 --data "$DATA" --save "$WORK/ckT0_$nm" > /dev/null 2> "$WORK/err" &&
+     "$A" "$@" --layers-per-stage 2 --lr 0 --iterations 1 --data "$DATA" --load "$WORK/ckT0_$nm" --save "$WORK/ckT_$nm" --json \
+       > "$WORK/rT_$nm" 2>> "$WORK/err" && hf export "$WORK/ckT_$nm" "$WORK/hfT_$nm" > /dev/null; then
+    l=$(loss1 "$WORK/rT_$nm"); r=$(python3 "$WORK/$ref" "$WORK/hfT_$nm" "$DATA" 2 6 2> "$WORK/err")
+    [ -n "$l" ] && [ -n "$r" ] && near "$r" "$l" 1e-5 && pass "trained $label: the reference forward on the export gives the runtime's loss: $r vs $l" ||
+      fail "trained $label: the reference forward '$r', the runtime '$l' $(cat "$WORK/err")"
+  else fail "trained $label: $(cat "$WORK/err")"; fi
 }
-for e in untied tied; do
-  trained llama$e $G --embeddings $e || { fail "trained Llama $e: $(cat "$WORK/err")"; continue; }
-  l=$(loss1 "$WORK/rT_llama$e"); ref=$(python3 "$WORK/hf_llama_ref.py" "$WORK/hfT_llama$e" "$DATA" 2 6 2> "$WORK/err")
-  [ -n "$l" ] && [ -n "$ref" ] && near "$ref" "$l" 1e-5 && pass "trained Llama, $e: HF's forward on the export gives the runtime's loss: $ref vs $l" ||
-    fail "trained Llama, $e: HF's forward '$ref', the runtime '$l' $(cat "$WORK/err")"
-done
+for e in untied tied; do trained "Llama, $e" hf_llama_ref.py llama$e $G --embeddings $e; done
 
 # --- GPT-2's layer (the gpt model's default) <-> Hugging Face GPT2LMHeadModel ---
 # hf_gpt2_ref.py HFDIR DATA SEQS: GPT-2's forward (modeling_gpt2: wte + wpe; per layer
@@ -347,12 +347,7 @@ PY
   a=$(loss1 "$WORK/z_gpt2$e")
   [ -n "$a" ] && near "$a" "$l" 1e-6 && pass "GPT-2 $e: the import under ZB-V gives 1F1B's loss $a" || fail "GPT-2 $e under ZB-V: '$a' vs '$l' $(cat "$WORK/err")"
 done
-for e in tied untied; do
-  trained gpt2$e $G2 --embeddings $e || { fail "trained GPT-2 $e: $(cat "$WORK/err")"; continue; }
-  l=$(loss1 "$WORK/rT_gpt2$e"); ref=$(python3 "$WORK/hf_gpt2_ref.py" "$WORK/hfT_gpt2$e" "$DATA" 2 6 2> "$WORK/err")
-  [ -n "$l" ] && [ -n "$ref" ] && near "$ref" "$l" 1e-5 && pass "trained GPT-2, $e: HF GPT-2's forward on the export gives the runtime's loss: $ref vs $l" ||
-    fail "trained GPT-2, $e: HF GPT-2's forward '$ref', the runtime '$l' $(cat "$WORK/err")"
-done
+for e in tied untied; do trained "GPT-2, $e" hf_gpt2_ref.py gpt2$e $G2 --embeddings $e; done
 python3 - "$WORK/hf_gpt2tied" <<'PY' && pass "GPT-2's config.json: GPT2LMHeadModel, gelu_new, n_positions = seq, no lm_head when tied" || fail "GPT-2 config.json"
 import json, struct, sys
 c = json.load(open(sys.argv[1] + "/config.json"))
