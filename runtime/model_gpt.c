@@ -1116,26 +1116,36 @@ static int gpt_begin(ppsrt_model *m, ppsrt_ctx *c, int it) {
 
 /* --embeddings tied with stage 0 and the last stage on different devices: each holds
  * the matrix (the last stage's a copy, `shared`), and the two gradients are summed here,
- * after the iteration's last pass (and the data-parallel all-reduce), before the step:
- * every device of the pipeline joins one all-reduce of the matrix's size on the run's
- * transport, the two holders with their gradients, the others with zeros (Megatron-LM
- * all-reduces over an "embedding group" of the first and last stages). Vocabulary-
- * parallel schedules and V shapes hold both on one device: nothing to do. */
+ * after the iteration's last pass (and the data-parallel all-reduce), before the step,
+ * by the two holders alone (Megatron-LM all-reduces over an "embedding group" of the
+ * first and last stages): each sends its gradient to the other over the pipeline's
+ * point-to-point channel (empty by now: the iteration's transfers are all received)
+ * and adds the one it receives, a + b on one side and b + a on the other, the same
+ * floats. The send goes from a copy (a send's buffer is written again only through the
+ * allocator, transport.h); the receive lands in the gradient, the copy is added to it.
+ * The other devices take no part. Vocabulary-parallel schedules and V shapes hold both
+ * on one device: nothing to do. */
 static int tie_sync(ppsrt_model *m, ppsrt_ctx *c) {
   gpt *g = m->impl;
   ppsrt_backend *be = m->be;
-  if (!g->tie || g->mode || (g->first && g->last) || stage_device(c, 0) == stage_device(c, g->S - 1)) return 0;
+  if (!g->tie || g->mode || (g->first && g->last) || (!g->first && !g->last) ||
+      stage_device(c, 0) == stage_device(c, g->S - 1))
+    return 0;
   if (!c->tr) return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: tied embeddings on two devices need a transport");
-  size_t n = (size_t)(g->hi - g->lo) * g->h;
-  float *buf = g->first ? g->tok->grad : g->last ? g->out->grad : NULL, *zero = NULL;
-  if (!buf) {
-    TRY(be->alloc(be, n * sizeof(float), (void **)&zero));
-    int rc = be->memset0(be, CS, zero, n * sizeof(float));
-    if (rc) { be->free(be, zero); return rc; }
-    buf = zero;
+  size_t n = (size_t)(g->hi - g->lo) * g->h, bytes = n * sizeof(float);
+  float *grad = g->first ? g->tok->grad : g->out->grad, *mine = NULL;
+  int peer = stage_device(c, g->first ? g->S - 1 : 0), grp = c->tr->group_begin && c->tr->group_end;
+  TRY(be->alloc(be, bytes, (void **)&mine));
+  int rc = be->memcpy_async(be, CS, mine, grad, bytes, 0);
+  int open = !rc && grp && !(rc = c->tr->group_begin(c->tr, c->rank));
+  if (!rc) rc = c->tr->send(c->tr, c->rank, be, CS, mine, bytes, peer, PPSRT_TIE_TAG);
+  if (!rc) rc = c->tr->recv(c->tr, c->rank, be, CS, grad, bytes, peer, PPSRT_TIE_TAG);
+  if (open) {
+    int re = c->tr->group_end(c->tr, c->rank);
+    if (!rc) rc = re;
   }
-  int rc = c->tr->allreduce_f32(c->tr, c->rank, be, CS, buf, n, PPSRT_SUM);
-  be->free(be, zero);
+  if (!rc) rc = be->axpy_f32(be, CS, grad, mine, 1.0f, n);
+  be->free(be, mine);
   return rc;
 }
 

@@ -101,11 +101,14 @@ struct ppsrt_transport {
 
 /* The tag the interpreter gives a SEND/RECV: xfer << 48 | mb << 20 | (stage + 1), and
  * how messages name it ("F(3,1)": the output of F(3,1); "B(3,2)": B(3,2)'s input
- * gradient). Added for mismatch messages; transports compare tags, never match on them. */
+ * gradient); xfer 3 (PPSRT_TIE_TAG) is the gpt model's exchange of the tied embeddings'
+ * gradients after an iteration. Added for mismatch messages; transports compare tags, never match on them. */
 #include <stdio.h>
+#define PPSRT_TIE_TAG ((int64_t)3 << 48)
 static inline const char *ppsrt_tag_format(int64_t tag, char *buf, size_t n) {
   int xfer = (int)(tag >> 48), mb = (int)((tag >> 20) & 0xffffff), stage = (int)(tag & 0xfffff) - 1;
-  snprintf(buf, n, "%s(%d,%d)", xfer == 2 ? "B" : xfer == 1 ? "F" : "?", mb, stage);
+  if (xfer == 3) snprintf(buf, n, "the tied embeddings' gradient");
+  else snprintf(buf, n, "%s(%d,%d)", xfer == 2 ? "B" : xfer == 1 ? "F" : "?", mb, stage);
   return buf;
 }
 

@@ -8,11 +8,13 @@
 #    ZB-V at P = 2 (both on device 0: one matrix) are the same 4-stage model: their
 #    losses, gradient norms (--clip-grad: the copy counted once) and validation losses
 #    are equal within 1e-6;
-#  - --check passes on 1F1B at P = 4 (two devices in between join the sum with zeros),
+#  - --check passes on 1F1B at P = 4 (the two holders exchange their gradients, the two
+#    devices in between take no part),
 #    Vocab-1 (each shard's rows one matrix), with T = 2 x D = 2 and the distributed
 #    optimizer, Llama's layer, and under mpirun; a planted fault in the matrix's
 #    gradient fails it, naming vocab.tok (and without the sum, tried by hand, device 0's
-#    vocab.tok differs from the reference by 74%);
+#    vocab.tok differs from the reference by 74%; with the exchange but not the add, every
+#    line of this test from the losses to the MPI --check fails, and llama_emu.sh too);
 #  - a checkpoint holds the matrix once ("embeddings":"tied", no vocab.out), resumes
 #    under the other placement with the uninterrupted losses, and an untied run
 #    refuses it.
