@@ -128,14 +128,19 @@ static int parse_double(const char *s, double lo, double *out) {
   return 0;
 }
 
-/* On the NCCL transport: group g of --data-parallel's replica groups (g = d T + t: every
- * replica of device d at tensor rank t) or of --tensor-parallel's groups (g = r P + d:
- * the T ranks of device d of replica r), world rank (r P + d) T + t. */
-static int nccl_group(ppsrt_transport *tr, int P, int D, int T, int tensor, int g, ppsrt_transport **out) {
-  int n = tensor ? T : D, *m = malloc((size_t)n * sizeof *m);
+/* On the NCCL transport: group g of --data-parallel's replica groups (kind 0, g = d T + t:
+ * every replica of device d at tensor rank t), of --tensor-parallel's groups (kind 1,
+ * g = r P + d: the T ranks of device d of replica r) or of the pipelines (kind 2, or 3
+ * for the collective lane's: g = r T + t, the P devices of replica r at tensor rank t),
+ * world rank (r P + d) T + t. */
+static int nccl_group(ppsrt_transport *tr, int P, int D, int T, int kind, int g, ppsrt_transport **out) {
+  static const char *const what[4] = {"replica group", "tensor-parallel group", "pipeline group", "lane pipeline group"};
+  int n = kind == 0 ? D : kind == 1 ? T : P, ng = kind == 0 ? P * T : kind == 1 ? D * P : D * T;   /* (kinds 2, 3) */
+  int *m = malloc((size_t)n * sizeof *m);
   if (!m) return PPSRT_FAIL(PPSRT_E_NOMEM, "out of host memory");
-  for (int i = 0; i < n; i++) m[i] = tensor ? g * T + i : (i * P + g / T) * T + g % T;
-  int rc = ppsrt_nccl_transport_group(tr, tensor ? D * P : P * T, g, n, m, tensor ? "tensor-parallel group" : "replica group", out);
+  for (int i = 0; i < n; i++)
+    m[i] = kind == 0 ? (i * P + g / T) * T + g % T : kind == 1 ? g * T + i : (g / T * P + i) * T + g % T;
+  int rc = ppsrt_nccl_transport_group(tr, ng, g, n, m, what[kind], out);
   free(m);
   return rc;
 }
@@ -735,16 +740,34 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   }
   if (npipe > 1) {
     /* each pipeline (replica, tensor rank) speaks to its own view of the world transport
-       (replica.c), and its collective lane to its own view of the lane's */
+       (replica.c), and its collective lane to its own view of the lane's; the views'
+       collectives go to a transport of the pipeline's P ranks (threads, MPI_Comm_split
+       by pipeline, an NCCL communicator of them), the lane's to another */
+    int ng = run.nlocal == 1 ? 1 : npipe, nccl = !strcmp(o->transport, "nccl");
+    int mine = my_rank / T / p->ndev * T + my_rank % T;   /* this process's pipeline (over MPI) */
     if (!(run.views = calloc((size_t)npipe, sizeof *run.views)) ||
-        (run.lane_tr && !(run.lane_views = calloc((size_t)npipe, sizeof *run.lane_views)))) {
+        (run.lane_tr && !(run.lane_views = calloc((size_t)npipe, sizeof *run.lane_views))) ||
+        !(run.pgroups = calloc((size_t)ng, sizeof *run.pgroups)) ||
+        (run.lane_tr && !(run.lane_pgroups = calloc((size_t)ng, sizeof *run.lane_pgroups)))) {
       fprintf(stderr, "%s: error: out of host memory\n", me);
       status = 1;
       goto done;
     }
+    for (int k = 0; k < (run.lane_tr ? 2 : 1); k++) {
+      ppsrt_transport *base = k ? run.lane_tr : tr, **pg = k ? run.lane_pgroups : run.pgroups;
+      for (int g = 0; g < ng; g++)
+        if (nccl ? nccl_group(base, p->ndev, run.nrep, T, 2 + k, run.nlocal == 1 ? mine : g, &pg[g])
+            : run.nlocal == 1 ? ppsrt_mpi_transport_split(base, mine, my_rank / T % p->ndev, &pg[g])
+                              : ppsrt_threads_transport_create(p->ndev, o->timeout_s, &pg[g])) {
+          fprintf(stderr, "%s: error: %s\n", me, ppsrt_last_error());
+          status = 1;
+          goto done;
+        }
+    }
     for (int q = 0; q < npipe; q++)
-      if (rt_replica_view(tr, p->ndev, run.nrep, T, q / T, q % T, &run.views[q]) ||
-          (run.lane_tr && rt_replica_view(run.lane_tr, p->ndev, run.nrep, T, q / T, q % T, &run.lane_views[q]))) {
+      if (rt_replica_view(tr, run.pgroups[run.nlocal == 1 ? 0 : q], p->ndev, run.nrep, T, q / T, q % T, &run.views[q]) ||
+          (run.lane_tr && rt_replica_view(run.lane_tr, run.lane_pgroups[run.nlocal == 1 ? 0 : q], p->ndev, run.nrep, T,
+                                          q / T, q % T, &run.lane_views[q]))) {
         fprintf(stderr, "%s: error: %s\n", me, ppsrt_last_error());
         status = 1;
         goto done;
@@ -889,6 +912,12 @@ done:
   free(run.dev_units); free(run.dev_membad); free(run.dev_actbad); free(run.dev_flops);
   pthread_mutex_destroy(&run.print_lock);
   fflush(stdout);
+  for (int k = 0; k < 2; k++) {   /* (before the transports they were made from) */
+    ppsrt_transport **pg = k ? run.lane_pgroups : run.pgroups;
+    for (int g = 0; pg && g < (run.nlocal == 1 ? 1 : run.nrep * run.ntp); g++)
+      if (pg[g]) pg[g]->destroy(pg[g]);
+    free(pg);
+  }
   for (int q = 0; run.lane_views && q < run.nrep * run.ntp; q++)
     if (run.lane_views[q]) run.lane_views[q]->destroy(run.lane_views[q]);
   free(run.lane_views);

@@ -8,11 +8,15 @@
  * runtime that speaks to "the transport" (the interpreter's sends and receives, the
  * per-iteration statistics, --check, --val-data, --save, --clip-grad) gets the view of
  * its pipeline: ranks 0..P-1, peers mapped into it, and collectives over its P ranks
- * only. The world transport has collectives over all ranks only, so a pipeline's
- * all-reduce of n values is a world all-reduce of D T x n values in which each pipeline
- * fills its own slot (zeros, or -inf for MAX, elsewhere) and reads it back;
- * a broadcast is D T world broadcasts, one per pipeline's root. Every pipeline therefore
- * makes the same collective calls in the same order (they run the same program).
+ * only. Those collectives go to a transport of the pipeline's P ranks alone (cli.c
+ * makes one per pipeline: threads, MPI_Comm_split by pipeline, or an NCCL communicator
+ * of its ranks; and one more per pipeline for its collective lane), so they carry the
+ * pipeline's bytes, on the device, and nothing else. Without one (a transport that
+ * cannot make a group) a pipeline's all-reduce of n values is a world all-reduce of
+ * D T x n values through host memory in which each pipeline fills its own slot (zeros,
+ * or -inf for MAX, elsewhere) and reads it back, and a broadcast D T world broadcasts,
+ * one per pipeline's root; every pipeline makes the same collective calls in the same
+ * order (they run the same program). The barrier is the world's either way.
  *
  * The gradients of each stage are averaged over its D replicas on a transport of this
  * (device, tensor rank)'s D ranks alone (c->gtr: threads, MPI_Comm_split by the pair,
@@ -47,7 +51,7 @@
 #include <string.h>
 
 /* pipeline (r, t) of D replicas x T tensor ranks: its device d is world rank (r P + d) T + t */
-typedef struct view { ppsrt_transport *w; int P, D, T, r, t; } view;
+typedef struct view { ppsrt_transport *w, *coll; int P, D, T, r, t; } view;
 
 static int W(ppsrt_transport *t, int rank) { view *v = t->impl; return (v->r * v->P + rank) * v->T + v->t; }
 static int slots(const view *v) { return v->D * v->T; }   /* pipelines */
@@ -96,6 +100,7 @@ static int stage_out(ppsrt_backend *b, int stream, void *buf, const void *h, siz
 
 static int v_allreduce(ppsrt_transport *t, int rank, ppsrt_backend *b, int stream, float *buf, size_t n, ppsrt_redop op) {
   view *v = t->impl;
+  if (v->coll) return v->coll->allreduce_f32(v->coll, rank, b, stream, buf, n, op);
   size_t all = (size_t)slots(v) * n, at = (size_t)slot(v) * n;
   float *s = malloc((all ? all : 1) * sizeof *s);
   if (!s) return PPSRT_FAIL(PPSRT_E_NOMEM, "data-parallel all-reduce: out of host memory");
@@ -112,6 +117,7 @@ static int v_allreduce(ppsrt_transport *t, int rank, ppsrt_backend *b, int strea
 }
 static int v_broadcast(ppsrt_transport *t, int rank, ppsrt_backend *b, int stream, void *buf, size_t bytes, int root) {
   view *v = t->impl;
+  if (v->coll) return v->coll->broadcast(v->coll, rank, b, stream, buf, bytes, root);
   int gpu = on_gpu(b), rc = 0;
   void *tmp = malloc(bytes ? bytes : 1), *hb = gpu ? malloc(bytes ? bytes : 1) : buf;
   if (!tmp || !hb) { free(tmp); if (gpu) free(hb); return PPSRT_FAIL(PPSRT_E_NOMEM, "data-parallel broadcast: out of host memory"); }
@@ -128,16 +134,20 @@ static int v_broadcast(ppsrt_transport *t, int rank, ppsrt_backend *b, int strea
   return rc;
 }
 static int v_barrier(ppsrt_transport *t, int rank) { view *v = t->impl; return v->w->barrier(v->w, W(t, rank)); }
-static void v_abort(ppsrt_transport *t, int rank, const char *why) { view *v = t->impl; v->w->abort(v->w, W(t, rank), why); }
+static void v_abort(ppsrt_transport *t, int rank, const char *why) {
+  view *v = t->impl;
+  v->w->abort(v->w, W(t, rank), why);
+  if (v->coll) v->coll->abort(v->coll, rank, why);   /* its pending collectives fail too */
+}
 static void v_destroy(ppsrt_transport *t) { free(t->impl); free(t); }
 static int v_group_begin(ppsrt_transport *t, int rank) { view *v = t->impl; return v->w->group_begin(v->w, W(t, rank)); }
 static int v_group_end(ppsrt_transport *t, int rank) { view *v = t->impl; return v->w->group_end(v->w, W(t, rank)); }
 
-int rt_replica_view(ppsrt_transport *world, int P, int D, int T, int r, int tr, ppsrt_transport **out) {
+int rt_replica_view(ppsrt_transport *world, ppsrt_transport *coll, int P, int D, int T, int r, int tr, ppsrt_transport **out) {
   ppsrt_transport *t = calloc(1, sizeof *t);
   view *v = calloc(1, sizeof *v);
   if (!t || !v) { free(t); free(v); return PPSRT_FAIL(PPSRT_E_NOMEM, "out of host memory"); }
-  *v = (view){world, P, D, T, r, tr};
+  *v = (view){world, coll, P, D, T, r, tr};
   t->name = world->name;
   t->nranks = P;
   t->impl = v;

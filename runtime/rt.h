@@ -237,6 +237,8 @@ struct ppsrt_run {
   ppsrt_transport **groups;         /* with D > 1, each (device, tensor rank)'s replicas (threads: [ndev x T]; MPI: [0], this process's) */
   int ntp;                          /* --tensor-parallel T (1: none); world rank (replica x P + device) x T + tensor rank */
   ppsrt_transport **tgroups;        /* with T > 1, each (replica, device)'s tensor-parallel group (threads: [D x P]; MPI: [0]) */
+  ppsrt_transport **pgroups;        /* with D T > 1: each pipeline's P ranks, its view's collectives (threads: [D x T]; MPI: [0]) */
+  ppsrt_transport **lane_pgroups;   /* the same for the collective lane's views (NULL: no lane, or not made: host-staged) */
   double *lr_it, *gnorm_it;         /* [iterations]: learning rate used, gradient norm (--clip-grad) */
   double *val_loss;                 /* [iterations]: validation loss where computed */
   int ck_data;                      /* --load: the checkpoint's run trained on a --data file (its "data" field) */
@@ -327,7 +329,7 @@ void ppsrt_clear_error(void);
 /* replica.c: the pipeline (replica r, tensor rank t)'s view of the world transport (P
  * ranks of its own; world rank (r P + d) T + t); after the backward passes, gradients
  * and loss averaged over the replicas */
-int rt_replica_view(ppsrt_transport *world, int P, int D, int T, int r, int t, ppsrt_transport **out);
+int rt_replica_view(ppsrt_transport *world, ppsrt_transport *coll, int P, int D, int T, int r, int t, ppsrt_transport **out);
 /* --tensor-parallel (replica.c): the sum of *x over this rank's group (host, a float
  * pair: every rank gets the same); the full tensors of p's gathered slices, on tensor
  * rank 0 (host: `mine` its numel values, `full` its full_numel; every rank of the group

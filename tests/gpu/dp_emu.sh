@@ -12,7 +12,8 @@
 #    transport (the replica communicators bootstrapped over MPI: ncclGetUniqueId on rank
 #    0, MPI_Bcast, ncclCommInitRank);
 #  - Vocab-2 (its collectives on the lanes, each replica's own view of them): threads,
-#    and NCCL mode with the distributed optimizer;
+#    and NCCL mode with the distributed optimizer, where the emulator counts them on the
+#    pipelines' own communicators and none on the world's;
 #  - --tensor-parallel 2 (threads transport), alone and with 2 replicas and the
 #    distributed optimizer; with --sequence-parallel on the V shape with 2 replicas,
 #    and on NCCL on 4 GPUs; on the NCCL transport (its groups' communicators: the
@@ -57,9 +58,15 @@ if build vv "$top_srcdir/stdlib/vocab_1f1b.pps" -D P=2 -D m=4 -D mode=2; then
   expect_exit 0 "Vocab-2 P=2 --data-parallel 2 --check, threads" emu 2 "$WORK/vv" $GPT --transport threads --data-parallel 2 --check --iterations 2 --json
   grep -q '"collectives":"async"' "$WORK/out" && pass "Vocab-2 threads: on the collective lanes" || fail "Vocab-2 threads: not on the lanes"
   expect_exit 0 "Vocab-2 P=2 --data-parallel 2 --distributed-optimizer --check, NCCL transport on 4 emulated GPUs" \
-    env PPSRT_EMU_GPUS=4 PPS_EMU_SEED=3 LD_PRELOAD="$EMU" "$WORK/vv" $GPT --backend cuda --transport nccl --data-parallel 2 \
+    env PPS_EMU_STATS=1 PPSRT_EMU_GPUS=4 PPS_EMU_SEED=3 LD_PRELOAD="$EMU" "$WORK/vv" $GPT --backend cuda --transport nccl --data-parallel 2 \
     --distributed-optimizer --optimizer adam --check --iterations 2 -q
   expect_grep "^check: passed" "Vocab-2 NCCL: check passes"
+  # each replica's vocabulary collectives (and the run's statistics) on its pipeline's
+  # own communicators, not a host-staged world all-reduce of both replicas' slots
+  pp=$(sed -n 's/.*NCCL operations on pipeline-group streams \([0-9]*\).*/\1/p' "$WORK/out")
+  wc=$(sed -n 's/.*NCCL operations on world collectives streams \([0-9]*\).*/\1/p' "$WORK/out")
+  [ "${pp:-0}" -gt 0 ] && [ "$wc" = 0 ] && pass "Vocab-2 NCCL: $pp collectives on the pipelines' communicators, none on the world's" ||
+    fail "Vocab-2 NCCL: '$pp' collectives on the pipelines' communicators, '$wc' on the world's (expected some and none)"
   expect_exit 0 "Vocab-2 P=2 --tensor-parallel 2 --check, NCCL on 4 emulated GPUs (the lanes' views per tensor rank)" \
     env PPSRT_EMU_GPUS=4 PPS_EMU_SEED=3 LD_PRELOAD="$EMU" "$WORK/vv" --model gpt --hidden 16 --heads 4 --query-groups 2 --seq 4 --vocab 32 --backend cuda --transport nccl --tensor-parallel 2 \
     --check --iterations 2 --json

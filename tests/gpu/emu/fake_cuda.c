@@ -73,7 +73,10 @@
  * and on streams named "DP ..." or "nccl replica group..." (--data-parallel's: the
  * backend's DP stream and the replica group's NCCL stream; in parentheses the NCCL
  * operations among them); and the NCCL operations on streams named "nccl tensor-parallel
- * group..." (--tensor-parallel's group communicators);
+ * group..." (--tensor-parallel's group communicators), on streams named "nccl pipeline
+ * group..." or "nccl lane pipeline group..." (a pipeline's own communicators under
+ * --data-parallel or --tensor-parallel, cli.c) and on "nccl collectives..." streams (the
+ * run transport's collectives over every rank);
  * and how many cublasLtMatmul calls it ran (the backend's fused GEMM epilogues).
  *
  * What it does not model: host code reading or writing pinned memory (only device-side
@@ -466,6 +469,8 @@ static unsigned long long n_lane;       /* PPS_EMU_STATS: operations on LANE* an
 static unsigned long long n_dp;         /* PPS_EMU_STATS: operations on DP* and "nccl replica group*" streams */
 static unsigned long long n_dp_nccl;    /* PPS_EMU_STATS: NCCL operations on "nccl replica group*" streams */
 static unsigned long long n_tp_nccl;    /* PPS_EMU_STATS: NCCL operations on "nccl tensor-parallel group*" streams */
+static unsigned long long n_pp_nccl;    /* PPS_EMU_STATS: NCCL operations on "nccl [lane ]pipeline group*" streams */
+static unsigned long long n_world_nccl; /* PPS_EMU_STATS: NCCL operations on "nccl collectives*" streams */
 static unsigned long long n_lt;         /* PPS_EMU_STATS: cublasLtMatmul calls (fake_cublaslt.inc) */
 
 static void push_raw(strm *s, item *it) {   /* under G */
@@ -480,6 +485,9 @@ static void push_raw(strm *s, item *it) {   /* under G */
   if (it->kind == K_OP && (!strncmp(s->name, "DP ", 3) || !strncmp(s->name, "nccl replica group", 18))) n_dp++;
   if (it->kind == K_GROUP && !strncmp(s->name, "nccl replica group", 18)) n_dp++, n_dp_nccl++;
   if (it->kind == K_GROUP && !strncmp(s->name, "nccl tensor-parallel group", 26)) n_tp_nccl++;
+  if (it->kind == K_GROUP && (!strncmp(s->name, "nccl pipeline group", 19) || !strncmp(s->name, "nccl lane pipeline group", 24)))
+    n_pp_nccl++;
+  if (it->kind == K_GROUP && !strncmp(s->name, "nccl collectives", 16)) n_world_nccl++;
   if (s->tail) s->tail->next = it;
   else s->head = it;
   s->tail = it;
@@ -901,12 +909,13 @@ cudaError_t cudaGetDeviceFlags(unsigned int *flags) {
 static unsigned long long n_malloc, n_free, n_hostalloc, n_freehost;
 static void print_stats(void) {
   fprintf(stderr, "pps-emu: stats: cudaMalloc %llu, cudaFree %llu, cudaHostAlloc %llu, cudaFreeHost %llu, "
-          "operations on COMPUTE2 streams %llu, operations on lane streams %llu, operations on data-parallel streams %llu (NCCL %llu), NCCL operations on tensor-parallel streams %llu, cublasLtMatmul %llu\n",
+          "operations on COMPUTE2 streams %llu, operations on lane streams %llu, operations on data-parallel streams %llu (NCCL %llu), NCCL operations on tensor-parallel streams %llu, NCCL operations on pipeline-group streams %llu, NCCL operations on world collectives streams %llu, cublasLtMatmul %llu\n",
           __atomic_load_n(&n_malloc, __ATOMIC_RELAXED), __atomic_load_n(&n_free, __ATOMIC_RELAXED),
           __atomic_load_n(&n_hostalloc, __ATOMIC_RELAXED), __atomic_load_n(&n_freehost, __ATOMIC_RELAXED),
           __atomic_load_n(&n_compute2, __ATOMIC_RELAXED), __atomic_load_n(&n_lane, __ATOMIC_RELAXED),
           __atomic_load_n(&n_dp, __ATOMIC_RELAXED), __atomic_load_n(&n_dp_nccl, __ATOMIC_RELAXED),
-          __atomic_load_n(&n_tp_nccl, __ATOMIC_RELAXED),
+          __atomic_load_n(&n_tp_nccl, __ATOMIC_RELAXED), __atomic_load_n(&n_pp_nccl, __ATOMIC_RELAXED),
+          __atomic_load_n(&n_world_nccl, __ATOMIC_RELAXED),
           __atomic_load_n(&n_lt, __ATOMIC_RELAXED));
 }
 /* Not CUDA: the counts so far, for tests linked with the emulator. */
