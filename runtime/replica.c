@@ -8,15 +8,11 @@
  * runtime that speaks to "the transport" (the interpreter's sends and receives, the
  * per-iteration statistics, --check, --val-data, --save, --clip-grad) gets the view of
  * its pipeline: ranks 0..P-1, peers mapped into it, and collectives over its P ranks
- * only. Those collectives go to a transport of the pipeline's P ranks alone (cli.c
- * makes one per pipeline: threads, MPI_Comm_split by pipeline, or an NCCL communicator
- * of its ranks; and one more per pipeline for its collective lane), so they carry the
- * pipeline's bytes, on the device, and nothing else. Without one (a transport that
- * cannot make a group) a pipeline's all-reduce of n values is a world all-reduce of
- * D T x n values through host memory in which each pipeline fills its own slot (zeros,
- * or -inf for MAX, elsewhere) and reads it back, and a broadcast D T world broadcasts,
- * one per pipeline's root; every pipeline makes the same collective calls in the same
- * order (they run the same program). The barrier is the world's either way.
+ * only. Those collectives go to a transport of the pipeline's P ranks alone (`coll`;
+ * cli.c makes one per pipeline: threads, MPI_Comm_split by pipeline, or an NCCL
+ * communicator of its ranks; and one more per pipeline for its collective lane), so
+ * they carry the pipeline's bytes, on the device, and nothing else. Its barrier is the
+ * world's.
  *
  * The gradients of each stage are averaged over its D replicas on a transport of this
  * (device, tensor rank)'s D ranks alone (c->gtr: threads, MPI_Comm_split by the pair,
@@ -54,9 +50,6 @@
 typedef struct view { ppsrt_transport *w, *coll; int P, D, T, r, t; } view;
 
 static int W(ppsrt_transport *t, int rank) { view *v = t->impl; return (v->r * v->P + rank) * v->T + v->t; }
-static int slots(const view *v) { return v->D * v->T; }   /* pipelines */
-static int slot(const view *v) { return v->r * v->T + v->t; }
-
 static int v_send(ppsrt_transport *t, int rank, ppsrt_backend *b, int stream, const void *buf, size_t bytes, int peer,
                   int64_t tag) {
   view *v = t->impl;
@@ -67,28 +60,7 @@ static int v_recv(ppsrt_transport *t, int rank, ppsrt_backend *b, int stream, vo
   view *v = t->impl;
   return v->w->recv(v->w, W(t, rank), b, stream, buf, bytes, W(t, peer), tag);
 }
-/* A GPU backend's buffer goes through the host: the world transport then gets host
- * buffers and no backend (threads and MPI take those; the world all-reduce of D x n
- * slots has no device counterpart of its -inf fill), except the NCCL transport, which
- * needs device memory: the slots go back to the device for it (dev_call). */
-static int on_gpu(const ppsrt_backend *b) { return b && b->name && strcmp(b->name, "cpu") != 0; }
 static int is_nccl(const ppsrt_transport *t) { return t->name && !strcmp(t->name, "nccl"); }
-static int stage_in(ppsrt_backend *b, int stream, void *h, const void *buf, size_t bytes);
-static int stage_out(ppsrt_backend *b, int stream, void *buf, const void *h, size_t bytes);
-/* The world all-reduce (bcast < 0) or broadcast from bcast of host buffer h on the NCCL
- * transport: through a device buffer of the backend. */
-static int dev_call(ppsrt_transport *w, int wrank, ppsrt_backend *b, int stream, void *h, size_t bytes, ppsrt_redop op, int bcast) {
-  void *d = NULL;
-  int rc = b->alloc(b, bytes ? bytes : 4, &d);
-  if (rc) return rc;
-  if (!(rc = stage_out(b, stream, d, h, bytes))) {
-    rc = bcast < 0 ? w->allreduce_f32(w, wrank, b, stream, d, bytes / sizeof(float), op)
-                   : w->broadcast(w, wrank, b, stream, d, bytes, bcast);
-    if (!rc) rc = stage_in(b, stream, h, d, bytes);
-  }
-  b->free(b, d);
-  return rc;
-}
 static int stage_in(ppsrt_backend *b, int stream, void *h, const void *buf, size_t bytes) {
   int rc = b->memcpy_async(b, stream, h, buf, bytes, 2);
   return rc ? rc : b->stream_sync(b, stream);
@@ -98,52 +70,27 @@ static int stage_out(ppsrt_backend *b, int stream, void *buf, const void *h, siz
   return rc ? rc : b->stream_sync(b, stream);
 }
 
+/* a pipeline's collectives: its own group's, with its device as the rank */
 static int v_allreduce(ppsrt_transport *t, int rank, ppsrt_backend *b, int stream, float *buf, size_t n, ppsrt_redop op) {
   view *v = t->impl;
-  if (v->coll) return v->coll->allreduce_f32(v->coll, rank, b, stream, buf, n, op);
-  size_t all = (size_t)slots(v) * n, at = (size_t)slot(v) * n;
-  float *s = malloc((all ? all : 1) * sizeof *s);
-  if (!s) return PPSRT_FAIL(PPSRT_E_NOMEM, "data-parallel all-reduce: out of host memory");
-  int gpu = on_gpu(b), rc = 0;
-  for (size_t i = 0; i < all; i++) s[i] = op == PPSRT_MAX ? -INFINITY : 0.0f;
-  if (gpu) rc = stage_in(b, stream, s + at, buf, n * sizeof *buf);
-  else memcpy(s + at, buf, n * sizeof *buf);
-  if (!rc) rc = gpu && is_nccl(v->w) ? dev_call(v->w, W(t, rank), b, stream, s, all * sizeof *s, op, -1)
-                                      : v->w->allreduce_f32(v->w, W(t, rank), gpu ? NULL : b, stream, s, all, op);
-  if (!rc && gpu) rc = stage_out(b, stream, buf, s + at, n * sizeof *buf);
-  else if (!rc) memcpy(buf, s + at, n * sizeof *buf);
-  free(s);
-  return rc;
+  return v->coll->allreduce_f32(v->coll, rank, b, stream, buf, n, op);
 }
 static int v_broadcast(ppsrt_transport *t, int rank, ppsrt_backend *b, int stream, void *buf, size_t bytes, int root) {
   view *v = t->impl;
-  if (v->coll) return v->coll->broadcast(v->coll, rank, b, stream, buf, bytes, root);
-  int gpu = on_gpu(b), rc = 0;
-  void *tmp = malloc(bytes ? bytes : 1), *hb = gpu ? malloc(bytes ? bytes : 1) : buf;
-  if (!tmp || !hb) { free(tmp); if (gpu) free(hb); return PPSRT_FAIL(PPSRT_E_NOMEM, "data-parallel broadcast: out of host memory"); }
-  if (gpu) rc = stage_in(b, stream, hb, buf, bytes);
-  for (int q = 0; q < slots(v) && !rc; q++) {
-    void *at = q == slot(v) ? hb : tmp;   /* pipeline q's root sends its buffer; the others receive into a scratch one */
-    int wroot = (q / v->T * v->P + root) * v->T + q % v->T;
-    rc = gpu && is_nccl(v->w) ? dev_call(v->w, W(t, rank), b, stream, at, bytes, PPSRT_SUM, wroot)
-                              : v->w->broadcast(v->w, W(t, rank), gpu ? NULL : b, stream, at, bytes, wroot);
-  }
-  if (!rc && gpu) rc = stage_out(b, stream, buf, hb, bytes);
-  free(tmp);
-  if (gpu) free(hb);
-  return rc;
+  return v->coll->broadcast(v->coll, rank, b, stream, buf, bytes, root);
 }
 static int v_barrier(ppsrt_transport *t, int rank) { view *v = t->impl; return v->w->barrier(v->w, W(t, rank)); }
 static void v_abort(ppsrt_transport *t, int rank, const char *why) {
   view *v = t->impl;
   v->w->abort(v->w, W(t, rank), why);
-  if (v->coll) v->coll->abort(v->coll, rank, why);   /* its pending collectives fail too */
+  v->coll->abort(v->coll, rank, why);   /* its pending collectives fail too */
 }
 static void v_destroy(ppsrt_transport *t) { free(t->impl); free(t); }
 static int v_group_begin(ppsrt_transport *t, int rank) { view *v = t->impl; return v->w->group_begin(v->w, W(t, rank)); }
 static int v_group_end(ppsrt_transport *t, int rank) { view *v = t->impl; return v->w->group_end(v->w, W(t, rank)); }
 
 int rt_replica_view(ppsrt_transport *world, ppsrt_transport *coll, int P, int D, int T, int r, int tr, ppsrt_transport **out) {
+  if (!coll) return PPSRT_FAIL(PPSRT_E_USAGE, "a pipeline's view needs its group's transport");
   ppsrt_transport *t = calloc(1, sizeof *t);
   view *v = calloc(1, sizeof *v);
   if (!t || !v) { free(t); free(v); return PPSRT_FAIL(PPSRT_E_NOMEM, "out of host memory"); }
