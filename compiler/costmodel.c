@@ -393,6 +393,17 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
     }
   }
   if (hk[0]) { out->memory = hk[0]->value; out->memory_span = hk[0]->span; }
+  /* tied embeddings on two devices: the exchange of the matrix's gradient (TieModel) */
+  int d0 = S > 0 ? stage_dev[0] : -1, d1 = S > 0 ? stage_dev[S - 1] : -1;
+  if (tie && !s->vocab.mode && mk[1] && mk[7] && d0 != d1 && d0 >= 0 && d0 < P && d1 >= 0 && d1 < P) {
+    TieModel *t = arena_alloc(a, sizeof *t);
+    t->dev[0] = d0;
+    t->dev[1] = d1;
+    t->bytes = 4 * h * V / T;
+    t->bandwidth = hk[3] ? hk[3]->value : 0;
+    t->time = t->bandwidth > 0 ? t->bytes / t->bandwidth : 0;
+    out->tie = t;
+  }
   return 0;
 }
 

@@ -27,6 +27,19 @@ typedef struct TpModel {
   double act_split;    /* the rest: each GPU holds 1/T of it */
 } TpModel;
 
+/* Tied embeddings on two devices (model { tie_embeddings = 1 } without `vocab parallel`,
+ * stage 0 and the last stage on different devices): after the iteration (and the
+ * data-parallel gradient collectives of the two devices) the two exchange the matrix's
+ * F32 gradient point to point, each sending and receiving `bytes` (the runtime's
+ * tie_sync); NULL in CostModel and IrDerived otherwise, or without the model's hidden
+ * and vocab. */
+typedef struct TieModel {
+  int dev[2];          /* stage 0's device, the last stage's */
+  double bytes;        /* 4 h V / T: one GPU's F32 gradient of the matrix */
+  double bandwidth;    /* peer_bandwidth (0: none given, the exchange is not timed) */
+  double time;         /* bytes / bandwidth (0 when not timed) */
+} TieModel;
+
 typedef struct CostModel {
   int times;          /* TF TB TW (and TIF TIB TS TT) derived: layers, hidden, seq, micro_batch, flops */
   int bytes;          /* unit_bytes and static bytes derived: also heads */
@@ -52,6 +65,7 @@ typedef struct CostModel {
   int link_devs;      /* hardware.devices_per_host_link (default 1) */
   double duplex;      /* hardware.duplex_bandwidth / host_bandwidth (default 1) */
   TpModel *tp;        /* hardware tensor_parallel > 1, else NULL */
+  TieModel *tie;      /* tied embeddings on two devices, else NULL */
 } CostModel;
 
 /* Reads s->model and s->hardware (s->ndev, s->nstage, s->vocab.mode must be set;

@@ -1,4 +1,4 @@
-/* dp.c: data parallelism in `ppsc sim`.
+/* dp.c: data parallelism in `ppsc sim`, and the tied embeddings' exchange.
  *
  * hardware { data_parallel = D; dp_bandwidth = B; dp_latency = a; dp_stage_bytes = G; }
  * runs D replicas of the pipeline, each on its own part of the global batch (D m
@@ -49,6 +49,11 @@
  * under the distributed optimizer all-gathered after the stages' all-gathers.
  * What it does not: optimizer time, gradient bucketing within a stage, the next
  * iteration's forward passes overlapping the all-gathers.
+ * Tied embeddings on two devices (costmodel.h TieModel): once both devices have ended
+ * their last op and their gradient collectives above (not the all-gathers), they
+ * exchange the matrix's F32 gradient point to point, bytes / peer_bandwidth, as the
+ * runtime's tie_sync does before the optimizer step; under the distributed optimizer
+ * their all-gathers follow it. It is simulated with or without data parallelism.
  * The keys are read at elaboration, with the ring time of each stage, by costmodel.c
  * (dp_derive: the hardware model, which the front end may call); this file only adds
  * the all-reduces to a simulation and reports them. */
@@ -59,62 +64,76 @@
 
 DpResult *dp_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimResult *r) {
   const DpModel *m = s->derived.dp;
-  if (!m || !r || !r->ok) return NULL;
+  const TieModel *tm = s->derived.tie;
+  if ((!m && !tm) || !r || !r->ok) return NULL;
   int S = s->nstage, P = s->ndev;
   DpResult *x = arena_alloc(a, sizeof *x);
   x->m = m;
-  x->ready = arena_alloc(a, sizeof(double) * (size_t)S);
-  x->start = arena_alloc(a, sizeof(double) * (size_t)S);
-  x->end = arena_alloc(a, sizeof(double) * (size_t)S);
-  if (m->dist) {
-    x->gstart = arena_alloc(a, sizeof(double) * (size_t)S);
-    x->gend = arena_alloc(a, sizeof(double) * (size_t)S);
-  }
-  if (m->vbytes) {
-    x->vstart = arena_alloc(a, sizeof(double) * (size_t)P);
-    x->vend = arena_alloc(a, sizeof(double) * (size_t)P);
-    if (m->dist) {
-      x->vgstart = arena_alloc(a, sizeof(double) * (size_t)P);
-      x->vgend = arena_alloc(a, sizeof(double) * (size_t)P);
-    }
-  }
-  /* each stage's gradients are complete at the end of its last W or BW (a stage
-   * without one: at its device's last op) */
-  for (int st = 0; st < S; st++) {
-    int d = s->stages[st].device, found = 0;
-    double t = 0;
-    for (int32_t g = ix->off[d]; g < ix->off[d + 1]; g++) {
-      const IrOp *op = ana_op(s, ix, g);
-      if ((op->kind == IR_W || op->kind == IR_BW) && op->stage == st) { t = found ? fmax(t, r->end[g]) : r->end[g]; found = 1; }
-    }
-    x->ready[st] = found ? t : r->dev[d].last;
-  }
-  /* per device, its stages' all-reduces one at a time, in the order they become ready
-   * (ties: the lower stage first) */
+  x->tie = tm;
   x->iteration = r->makespan;
-  uint8_t *done = arena_alloc(a, (size_t)S + 1);
-  for (int d = 0; d < P; d++) {
-    double free_at = 0;
-    for (;;) {
-      int next = -1;
-      for (int st = 0; st < S; st++)
-        if (s->stages[st].device == d && !done[st] && (next < 0 || x->ready[st] < x->ready[next])) next = st;
-      if (next < 0) break;
-      done[next] = 1;
-      x->start[next] = fmax(x->ready[next], free_at);
-      x->end[next] = x->start[next] + m->time[next];
-      free_at = x->end[next];
-      if (x->end[next] > x->iteration) x->iteration = x->end[next];
+  /* each device's end of its last op and of its gradient collectives */
+  double *after = arena_alloc(a, sizeof(double) * (size_t)P);
+  for (int d = 0; d < P; d++) after[d] = r->dev[d].last;
+  if (m) {
+    x->ready = arena_alloc(a, sizeof(double) * (size_t)S);
+    x->start = arena_alloc(a, sizeof(double) * (size_t)S);
+    x->end = arena_alloc(a, sizeof(double) * (size_t)S);
+    if (m->dist) {
+      x->gstart = arena_alloc(a, sizeof(double) * (size_t)S);
+      x->gend = arena_alloc(a, sizeof(double) * (size_t)S);
     }
-    if (m->vbytes) {   /* the vocabulary rows: after the device's last op, behind its stages' */
-      x->vstart[d] = fmax(r->dev[d].last, free_at);
-      x->vend[d] = free_at = x->vstart[d] + m->vtime[d];
-      if (free_at > x->iteration) x->iteration = free_at;
+    if (m->vbytes) {
+      x->vstart = arena_alloc(a, sizeof(double) * (size_t)P);
+      x->vend = arena_alloc(a, sizeof(double) * (size_t)P);
+      if (m->dist) {
+        x->vgstart = arena_alloc(a, sizeof(double) * (size_t)P);
+        x->vgend = arena_alloc(a, sizeof(double) * (size_t)P);
+      }
     }
-    if (!m->dist) continue;
-    /* distributed optimizer: after the device's last op and its reduce-scatters, the
-     * optimizer step (untimed), then its stages' all-gathers in stage order */
-    double t = fmax(r->dev[d].last, free_at);
+    /* each stage's gradients are complete at the end of its last W or BW (a stage
+     * without one: at its device's last op) */
+    for (int st = 0; st < S; st++) {
+      int d = s->stages[st].device, found = 0;
+      double t = 0;
+      for (int32_t g = ix->off[d]; g < ix->off[d + 1]; g++) {
+        const IrOp *op = ana_op(s, ix, g);
+        if ((op->kind == IR_W || op->kind == IR_BW) && op->stage == st) { t = found ? fmax(t, r->end[g]) : r->end[g]; found = 1; }
+      }
+      x->ready[st] = found ? t : r->dev[d].last;
+    }
+    /* per device, its stages' all-reduces one at a time, in the order they become ready
+     * (ties: the lower stage first) */
+    uint8_t *done = arena_alloc(a, (size_t)S + 1);
+    for (int d = 0; d < P; d++) {
+      double free_at = 0;
+      for (;;) {
+        int next = -1;
+        for (int st = 0; st < S; st++)
+          if (s->stages[st].device == d && !done[st] && (next < 0 || x->ready[st] < x->ready[next])) next = st;
+        if (next < 0) break;
+        done[next] = 1;
+        x->start[next] = fmax(x->ready[next], free_at);
+        x->end[next] = x->start[next] + m->time[next];
+        free_at = x->end[next];
+        if (x->end[next] > x->iteration) x->iteration = x->end[next];
+      }
+      if (m->vbytes) {   /* the vocabulary rows: after the device's last op, behind its stages' */
+        x->vstart[d] = fmax(r->dev[d].last, free_at);
+        x->vend[d] = free_at = x->vstart[d] + m->vtime[d];
+        if (free_at > x->iteration) x->iteration = free_at;
+      }
+      after[d] = fmax(after[d], free_at);
+    }
+  }
+  if (tm) {   /* the tied matrix's two holders, once both are done, exchange its gradient */
+    x->tie_start = fmax(after[tm->dev[0]], after[tm->dev[1]]);
+    x->tie_end = after[tm->dev[0]] = after[tm->dev[1]] = x->tie_start + tm->time;
+    if (x->tie_end > x->iteration) x->iteration = x->tie_end;
+  }
+  for (int d = 0; m && m->dist && d < P; d++) {
+    /* distributed optimizer: after all of that, the optimizer step (untimed), then the
+     * device's stages' all-gathers in stage order */
+    double t = after[d];
     for (int st = 0; st < S; st++) {
       if (s->stages[st].device != d) continue;
       x->gstart[st] = t;
@@ -155,9 +174,29 @@ static void dist_report_text(StrBuf *b, const IrSchedule *s, const DpResult *x) 
   sb_puts(b, ")\n");
 }
 
-void dp_report_text(StrBuf *b, const IrSchedule *s, const DpResult *x) {
+/* the tied embeddings' exchange (TieModel) */
+static void tie_report_text(StrBuf *b, const DpResult *x) {
+  const TieModel *t = x->tie;
+  sb_printf(b, "\ntied embeddings: devices %d and %d exchange the matrix's F32 gradient (%.4g bytes each way) after their last op%s, ",
+            t->dev[0], t->dev[1], t->bytes, x->m ? " and gradient collectives" : "");
+  if (t->bandwidth > 0) sb_printf(b, "%.4g s at %.4g B/s: start ", t->time, t->bandwidth);
+  else sb_puts(b, "not timed (no peer_bandwidth): start ");
+  sb_num(b, x->tie_start);
+  sb_puts(b, ", end ");
+  sb_num(b, x->tie_end);
+  sb_puts(b, "\niteration   ");
+  sb_num(b, x->iteration);
+  sb_puts(b, " with the exchange");
+  if (x->m) sb_puts(b, " and the data-parallel collectives");
+  sb_puts(b, " (makespan ");
+  sb_num(b, x->iteration - x->exposed);
+  sb_puts(b, " + exposed ");
+  sb_num(b, x->exposed);
+  sb_puts(b, ")\n");
+}
+
+static void plain_report_text(StrBuf *b, const IrSchedule *s, const DpResult *x) {
   const DpModel *m = x->m;
-  if (m->dist) { dist_report_text(b, s, x); return; }
   sb_printf(b, "\ndata parallel %d replicas: each stage's F32 gradients all-reduced over its replicas after its last W,\n"
                "  ring time 2(D-1)/D x bytes / %.4g B/s + 2(D-1) x %.4g s, on each device's own link\n",
             m->D, m->bandwidth, m->latency);
@@ -177,6 +216,12 @@ void dp_report_text(StrBuf *b, const IrSchedule *s, const DpResult *x) {
   sb_puts(b, ")\n");
 }
 
+void dp_report_text(StrBuf *b, const IrSchedule *s, const DpResult *x) {
+  if (x->m && x->m->dist) dist_report_text(b, s, x);
+  else if (x->m) plain_report_text(b, s, x);
+  if (x->tie) tie_report_text(b, x);
+}
+
 /* A collective's JSON fields after its bytes (and ready): start, end and time, and under
  * the distributed optimizer its all-gather's (wb < 0: none). */
 static void coll_json(StrBuf *b, double start, double end, double time, double wb, double gstart, double gend, double wtime) {
@@ -190,6 +235,7 @@ static void coll_json(StrBuf *b, double start, double end, double time, double w
 
 void dp_report_json(StrBuf *b, const IrSchedule *s, const DpResult *x) {
   const DpModel *m = x->m;
+  if (!m) return;
   sb_printf(b, ",\"data_parallel\":{\"replicas\":%d,\"bandwidth\":", m->D);
   sb_num(b, m->bandwidth);
   sb_puts(b, ",\"latency\":");
@@ -220,6 +266,24 @@ void dp_report_json(StrBuf *b, const IrSchedule *s, const DpResult *x) {
       sb_puts(b, "}");
     }
     sb_puts(b, "]");
+  }
+  sb_puts(b, "}");
+}
+
+void dp_report_tie_json(StrBuf *b, const DpResult *x) {
+  const TieModel *t = x ? x->tie : NULL;
+  if (!t) return;
+  sb_printf(b, ",\"tied_embeddings\":{\"devices\":[%d,%d],\"bytes\":", t->dev[0], t->dev[1]);
+  sb_num(b, t->bytes);
+  if (t->bandwidth > 0) {
+    sb_puts(b, ",\"bandwidth\":");
+    sb_num(b, t->bandwidth);
+  } else sb_puts(b, ",\"bandwidth\":null");
+  const char *const k[5] = {"start", "end", "time", "iteration_time", "exposed"};
+  const double v[5] = {x->tie_start, x->tie_end, t->time, x->iteration, x->exposed};
+  for (int i = 0; i < 5; i++) {
+    sb_printf(b, ",\"%s\":", k[i]);
+    sb_num(b, v[i]);
   }
   sb_puts(b, "}");
 }

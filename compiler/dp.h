@@ -11,7 +11,7 @@
 
 /* After a simulation: each stage's all-reduce and the iteration with them. */
 typedef struct DpResult {
-  const DpModel *m;
+  const DpModel *m;             /* NULL: no data parallelism (tie only) */
   double *ready, *start, *end;  /* [nstage]: last W/BW end, all-reduce (m->dist: reduce-
                                    scatter) start and end */
   double *gstart, *gend;        /* [nstage], m->dist only (else NULL): the weights'
@@ -19,7 +19,10 @@ typedef struct DpResult {
   double *vstart, *vend;        /* [ndev] under `vocab parallel` (else NULL): the vocabulary
                                    rows' all-reduce (reduce-scatter) */
   double *vgstart, *vgend;      /* [ndev], m->dist and `vocab parallel` only: their all-gather */
-  double iteration;    /* max(makespan, last all-reduce, reduce-scatter or all-gather end) */
+  const TieModel *tie;          /* tied embeddings on two devices (costmodel.h), else NULL */
+  double tie_start, tie_end;    /* tie: its exchange, after both holders' last op and
+                                   gradient collectives (before the all-gathers) */
+  double iteration;    /* max(makespan, last all-reduce, reduce-scatter, exchange or all-gather end) */
   double exposed;      /* iteration - makespan: collective time the pipeline did not hide */
 } DpResult;
 
@@ -27,7 +30,10 @@ typedef struct DpResult {
 struct StrBuf;
 void dp_report_text(struct StrBuf *b, const IrSchedule *s, const DpResult *x);
 void dp_report_json(struct StrBuf *b, const IrSchedule *s, const DpResult *x);
-/* Adds the all-reduces (or reduce-scatters and all-gathers) to a finished simulation r
- * of s (NULL when s has no DpModel). */
+/* The JSON key "tied_embeddings" (nothing without a TieModel). */
+void dp_report_tie_json(struct StrBuf *b, const DpResult *x);
+/* Adds the all-reduces (or reduce-scatters and all-gathers) and the tied embeddings'
+ * exchange to a finished simulation r of s (NULL when s has neither a DpModel nor a
+ * TieModel). */
 DpResult *dp_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimResult *r);
 #endif

@@ -1956,6 +1956,7 @@ static void build_stages(Ctx *c) {
   s->derived.link_devs = cm.link_devs;
   s->derived.duplex = cm.duplex;
   s->derived.tp = cm.tp;
+  s->derived.tie = cm.tie;
   s->tf = k[K_TF];
   s->tb = k[K_TB];
   s->tw = k[K_TW];

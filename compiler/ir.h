@@ -230,6 +230,7 @@ typedef struct IrDerived {
   double duplex;
   struct DpModel *dp;   /* hardware data_parallel > 1 (dp.c), else NULL */
   struct TpModel *tp;   /* hardware tensor_parallel > 1 (costmodel.c), else NULL */
+  struct TieModel *tie; /* tied embeddings on two devices (costmodel.c; simulated in dp.c), else NULL */
 } IrDerived;
 
 typedef struct IrSchedule {

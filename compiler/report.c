@@ -320,6 +320,7 @@ void report_json(StrBuf *b, const Report *r) {
     json_key_num(b, "layer_bytes_split", t->act_split, t->bytes);
     sb_puts(b, "}");
   }
+  if (sim && s && sim->dp) dp_report_tie_json(b, sim->dp);   /* tied embeddings on two devices (dp.c), appended */
   sb_puts(b, "}\n");
 }
 

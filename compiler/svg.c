@@ -234,8 +234,10 @@ void report_svg(StrBuf *b, const Report *r) {
   xml_text(b, s->name ? s->name : "schedule");
   sb_printf(b, ": P=%d S=%d m=%d, makespan %.6g, bubble %.4f, peak memory %.6g", P, s->nstage, s->nmb,
             sim->makespan, sim->bubble_rate, sim->peak_memory);
-  if (sim->dp) sb_printf(b, "; %d replicas: iteration %.6g with the %s", sim->dp->m->D, sim->dp->iteration,
-                         sim->dp->m->dist ? "reduce-scatters and all-gathers" : "all-reduces");
+  const DpModel *dm = sim->dp ? sim->dp->m : NULL;   /* data parallelism (dp.c; the tie alone: none) */
+  if (dm) sb_printf(b, "; %d replicas: iteration %.6g with the %s", dm->D, sim->dp->iteration,
+                    dm->dist ? "reduce-scatters and all-gathers" : "all-reduces");
+  else if (sim->dp) sb_printf(b, "; iteration %.6g with the tied embeddings' exchange", sim->dp->iteration);
   if (win) sb_printf(b, "; time %.6g to %.6g", T0, T1);
   if (r->svg_devices) sb_printf(b, "; devices %d to %d", dlo, dhi - 1);
   sb_puts(b, "</text>\n");
@@ -263,13 +265,16 @@ void report_svg(StrBuf *b, const Report *r) {
   for (int k = 0; k < 5; k++, lx += 80)
     sb_printf(b, "<rect x=\"%.0f\" y=\"24\" width=\"10\" height=\"10\" fill=\"%s\"/><text x=\"%.0f\" y=\"33\">%s</text>\n",
               lx, kind_color(others[k]), lx + 14, oname[k]);
-  if (sim->dp && !sim->dp->m->dist)
+  if (dm && !dm->dist)
     sb_printf(b, "<rect x=\"%.0f\" y=\"24\" width=\"10\" height=\"10\" fill=\"#333\"/><text x=\"%.0f\" y=\"33\">all-reduce</text>\n",
               lx, lx + 14), lx += 80;
-  if (sim->dp && sim->dp->m->dist)   /* distributed optimizer (dp.c) */
+  if (dm && dm->dist)   /* distributed optimizer (dp.c) */
     sb_printf(b, "<rect x=\"%.0f\" y=\"24\" width=\"10\" height=\"10\" fill=\"#333\"/><text x=\"%.0f\" y=\"33\">reduce-scatter</text>\n"
                  "<rect x=\"%.0f\" y=\"24\" width=\"10\" height=\"10\" fill=\"#6b6ecf\"/><text x=\"%.0f\" y=\"33\">all-gather</text>\n",
               lx, lx + 14, lx + 110, lx + 124), lx += 190;
+  if (sim->dp && sim->dp->tie)
+    sb_printf(b, "<rect x=\"%.0f\" y=\"24\" width=\"10\" height=\"10\" fill=\"#8c564b\"/><text x=\"%.0f\" y=\"33\">tied exchange</text>\n",
+              lx, lx + 14), lx += 100;
   if (!dense)
     sb_printf(b, "<rect x=\"%.0f\" y=\"24\" width=\"10\" height=\"10\" fill=\"none\" stroke=\"#d62728\" stroke-width=\"2\"/>"
                  "<text x=\"%.0f\" y=\"33\">critical path</text>\n", lx, lx + 14);
@@ -337,8 +342,8 @@ void report_svg(StrBuf *b, const Report *r) {
     }
     /* the data-parallel all-reduces (dp.c): a lane under the copies'; under the
      * distributed optimizer the reduce-scatters and the all-gathers */
-    for (int st = 0; sim->dp && st < s->nstage; st++)
-      for (int k = 0; k < (sim->dp->m->dist ? 2 : 1); k++) {   /* k = 1: the all-gather */
+    for (int st = 0; dm && st < s->nstage; st++)
+      for (int k = 0; k < (dm->dist ? 2 : 1); k++) {   /* k = 1: the all-gather */
         const DpResult *dp = sim->dp;
         double a0 = k ? dp->gstart[st] : dp->start[st], a1 = k ? dp->gend[st] : dp->end[st];
         double x0 = left + px(a0, W, mk), w = px(a1, W, mk) - px(a0, W, mk);
@@ -348,6 +353,15 @@ void report_svg(StrBuf *b, const Report *r) {
                   x0, y + rowh + (copies ? 12 : 0) + 1, w, k ? "#6b6ecf" : "#333",
                   k ? "all-gather" : dp->m->dist ? "reduce-scatter" : "all-reduce", st, k ? "weights" : "gradients", dp->m->D, a0, a1);
       }
+    if (sim->dp && sim->dp->tie && (d == sim->dp->tie->dev[0] || d == sim->dp->tie->dev[1])) {   /* the tied exchange (dp.c) */
+      const DpResult *dp = sim->dp;
+      double x0 = left + px(dp->tie_start, W, mk), w = px(dp->tie_end, W, mk) - px(dp->tie_start, W, mk);
+      if (w > 0)
+        sb_printf(b, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"10\" fill=\"#8c564b\" stroke=\"white\" stroke-width=\"0.5\">"
+                     "<title>the tied embeddings' gradient exchanged with device %d: %.6g to %.6g</title></rect>\n",
+                  x0, y + rowh + (copies ? 12 : 0) + 1, w, d == dp->tie->dev[0] ? dp->tie->dev[1] : dp->tie->dev[0], dp->tie_start,
+                  dp->tie_end);
+    }
   }
   /* transfers: from the producing pass's end to the arrival on the consumer */
   if (r->arrows && !dense) {
