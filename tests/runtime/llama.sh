@@ -27,7 +27,9 @@
 #    by 1 is none, a real llama3 band split changes the losses; --json shows it; the
 #    checkpoint records it and --load restores each part unless given (a resumed run has
 #    the uninterrupted losses), a given part wins, a parameter the restored scaling does
-#    not take, bad parameters and malformed index fields are refused naming them;
+#    not take, bad parameters and malformed index fields are refused naming them; on
+#    the emulated CUDA backend (when built) a llama3 run gives the CPU's loss within
+#    5e-4 (bfloat16), well apart from the unscaled loss;
 #  - bad flags are refused (exit 2) with the reason.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/split_lib.sh"
@@ -237,6 +239,24 @@ expect_grep "metadata field 'mlp' is 'relu', not 'gelu' or 'swiglu'" "the field 
 sed 's/"mlp":"relu"/"mlp":"swiglu"/; s/"rope_base":"[^"]*"/"rope_base":"0.5"/' "$WORK/ck" > "$WORK/ck.bad" && cp "$WORK/ck.bad" "$WORK/ck"
 expect_exit 1 "an index with rope_base 0.5" "$A" $GS --layers-per-stage 2 --load "$WORK/ck"
 expect_grep "metadata field 'rope_base' is 0.5: out of range (above 1)" "the base named"
+
+# the CUDA backend reads the same scaled table (on the emulator, when built): its loss
+# is the CPU's within bfloat16's error, and farther from the unscaled one
+if [ -f "$EMU" ]; then
+  E="--model gpt --arch llama --hidden 32 --heads 2 --query-groups 1 --seq 16 --vocab 64 --ffn-hidden 48 --rope-base 500000"
+  ES="--rope-scaling llama3 --rope-original-max-positions 64"
+  run ec "$A" $E $ES --iterations 1
+  run en "$A" $E --iterations 1
+  run eg env ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" PPS_EMU_TIMEOUT=30 PPSRT_EMU_GPUS=2 \
+    LD_PRELOAD="$EMU" "$A" $E $ES --iterations 1 --backend cuda
+  python3 -c "
+import sys
+g, c, n = (float(x) for x in sys.argv[1:4])
+assert abs(g - c) <= 5e-4 * c and abs(g - n) > 2 * abs(g - c) and abs(c - n) > 1e-3 * c, (g, c, n)" \
+    "$(losses "$WORK/eg")" "$(losses "$WORK/ec")" "$(losses "$WORK/en")" 2>/dev/null &&
+    pass "llama3 scaling on the emulated CUDA backend: $(losses "$WORK/eg")(CPU $(losses "$WORK/ec"), unscaled $(losses "$WORK/en"))" ||
+    fail "llama3 on the emulated CUDA backend: $(losses "$WORK/eg") vs CPU $(losses "$WORK/ec") (unscaled $(losses "$WORK/en"))"
+else skip "RoPE scaling on the CUDA backend: the emulator ($EMU) is not built"; fi
 
 # refused flags
 expect_exit 2 "--arch with the mlp model" "$A" --model mlp --arch llama
