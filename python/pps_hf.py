@@ -10,8 +10,9 @@ the position table to keep (default n_positions).
       beside it) -> OUTDIR/config.json and OUTDIR/model.safetensors, HF's names and
       [out, in] weight layout. Only Llama's layer converts (--arch llama: SwiGLU,
       RMS norms, RoPE, no biases); GeLU, layer norms, learned positions or biases are
-      refused (exit 2), naming the index field. --dtype bf16 rounds each F32 value to
-      the nearest bfloat16 (ties to even).
+      refused (exit 2), naming the index field. config.json's rope_scaling is the
+      checkpoint's (--rope-scaling linear or llama3, else null). --dtype bf16 rounds
+      each F32 value to the nearest bfloat16 (ties to even).
 
   python3 python/pps_hf.py import HFDIR INDEX [--stages S] [--optimizer sgd|adam]
       A Hugging Face Llama directory (config.json and model.safetensors, or a sharded
@@ -24,9 +25,9 @@ the position table to keep (default n_positions).
       newer transformers' rope_parameters) of rope_type linear or llama3 (Llama 3.1's
       and 3.2's) becomes the runtime's --rope-scaling (see ROPE_PARAMS), recorded in the
       checkpoint. Refused (exit 2, the config field named): another rope_type (yarn,
-      dynamic, longrope, ...), attention_bias or mlp_bias true, hidden_act other than silu, rms_norm_eps other
-      than 1e-5 (the runtime's fixed eps), head_dim other than hidden_size /
-      num_attention_heads, a model_type other than llama.
+      dynamic, longrope, ...), attention_bias or mlp_bias true, hidden_act other than
+      silu, rms_norm_eps other than 1e-5 (the runtime's fixed eps), head_dim other
+      than hidden_size / num_attention_heads, a model_type other than llama.
 
 The mapping (docs/models.md "Hugging Face Llama checkpoints"; PPS weights are [in, out]
 row-major, Y = X W; HF's are [out, in], Y = X W^T):
