@@ -10,8 +10,9 @@ the position table to keep (default n_positions).
       beside it) -> OUTDIR/config.json and OUTDIR/model.safetensors, HF's names and
       [out, in] weight layout. Only Llama's layer converts (--arch llama: SwiGLU,
       RMS norms, RoPE, no biases); GeLU, layer norms, learned positions or biases are
-      refused (exit 2), naming the index field. --dtype bf16 rounds each F32 value to
-      the nearest bfloat16 (ties to even).
+      refused (exit 2), naming the index field. config.json's rope_scaling is the
+      checkpoint's (--rope-scaling linear or llama3, else null). --dtype bf16 rounds
+      each F32 value to the nearest bfloat16 (ties to even).
 
   python3 python/pps_hf.py import HFDIR INDEX [--stages S] [--optimizer sgd|adam]
       A Hugging Face Llama directory (config.json and model.safetensors, or a sharded
@@ -20,11 +21,13 @@ the position table to keep (default n_positions).
       --optimizer adam: Adam with zero moments, as the runtime continues a checkpoint
       with its own optimizer), which `--load INDEX` starts under any schedule and P with
       the same number of layers. Prints the runtime flags that make the same model
-      (with --stages S, the --layers-per-stage of an S-stage schedule). Refused (exit 2, the
-      config field named): rope_scaling (or a rope_type other than default),
-      attention_bias or mlp_bias true, hidden_act other than silu, rms_norm_eps other
-      than 1e-5 (the runtime's fixed eps), head_dim other than hidden_size /
-      num_attention_heads, a model_type other than llama.
+      (with --stages S, the --layers-per-stage of an S-stage schedule). rope_scaling (or
+      newer transformers' rope_parameters) of rope_type linear or llama3 (Llama 3.1's
+      and 3.2's) becomes the runtime's --rope-scaling (see ROPE_PARAMS), recorded in the
+      checkpoint. Refused (exit 2, the config field named): another rope_type (yarn,
+      dynamic, longrope, ...), attention_bias or mlp_bias true, hidden_act other than
+      silu, rms_norm_eps other than 1e-5 (the runtime's fixed eps), head_dim other
+      than hidden_size / num_attention_heads, a model_type other than llama.
 
 The mapping (docs/models.md "Hugging Face Llama checkpoints"; PPS weights are [in, out]
 row-major, Y = X W; HF's are [out, in], Y = X W^T):
@@ -41,7 +44,8 @@ row-major, Y = X W; HF's are [out, in], Y = X W^T):
   ...mlp.down_proj [h, f]                   layerK.fc2.w^T
 
 PPS's RoPE is HF Llama's rotate-half layout (pairs (i, i + D/2) of a head, angle
-t base^(-2i/D)), so the query and key columns are not permuted. As a module:
+t base^(-2i/D), scaled as HF's rope_type linear or llama3), so the query and key
+columns are not permuted. As a module:
 export_checkpoint(index, outdir, dtype), import_checkpoint(hfdir, index) -> the flags,
 read_safetensors(path) and write_safetensors(path, tensors, metadata).
 
@@ -273,6 +277,40 @@ def hcat_t(parts, rows):
 
 LLAMA_LAYER = (("mlp", "swiglu", "--mlp swiglu"), ("norm", "rmsnorm", "--norm rmsnorm"),
                ("position", "rope", "--position rope"), ("bias", "off", "--bias off"))
+# RoPE scaling: HF's rope_scaling key, the PPS checkpoint's metadata field, the runtime's
+# flag; and the keys each rope_type takes (runtime/model_gpt.c rope_freq computes them).
+ROPE_PARAMS = (("factor", "rope_scaling_factor", "--rope-scaling-factor"),
+               ("low_freq_factor", "rope_low_freq_factor", "--rope-low-freq-factor"),
+               ("high_freq_factor", "rope_high_freq_factor", "--rope-high-freq-factor"),
+               ("original_max_position_embeddings", "rope_original_max_positions", "--rope-original-max-positions"))
+ROPE_TAKES = {"linear": ("factor",), "llama3": tuple(k for k, _, _ in ROPE_PARAMS)}
+
+
+def _num(x):
+    """A number as the runtime's flags and HF's config read it back exactly."""
+    return "%d" % x if x == int(x) and abs(x) < 1e15 else repr(float(x))
+
+
+def rope_scaling_check(t, vals, where, refuse):
+    """Checks the parameters `vals` ({HF key: value}) of rope_type `t` (linear, llama3):
+    each a number above 0 (original_max_position_embeddings a whole one), low below high;
+    refuse(where, why) otherwise. Returns vals with factors as floats."""
+    out = {}
+    for k in ROPE_TAKES[t]:
+        v = vals.get(k)
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+        if k == "original_max_position_embeddings":
+            ok = ok and v == int(v) and v <= 1000000000
+        if not ok:
+            refuse(where, "rope_type %s: %s is %s, not a %snumber above 0" % (t, k, json.dumps(v), "whole " if
+                                                                            k.startswith("orig") else ""))
+        out[k] = int(v) if k.startswith("orig") else float(v)
+    if t == "llama3" and not out["low_freq_factor"] < out["high_freq_factor"]:
+        refuse(where, "rope_type llama3: low_freq_factor %s is not below high_freq_factor %s" %
+               (_num(out["low_freq_factor"]), _num(out["high_freq_factor"])))
+    return out
+
+
 GPT2_DEFAULT = {"mlp": "gelu", "norm": "layernorm", "position": "learned", "bias": "on", "embeddings": "untied"}
 
 
@@ -374,6 +412,9 @@ def export_checkpoint(index, outdir, dtype="f32"):
         base = float("nan")
     if not (base > 1 and math.isfinite(base)):
         raise ConvertError("%s: metadata field 'rope_base' is %r: not a number above 1" % (index, m.get("rope_base")))
+    scaling, max_pos = _export_rope_scaling(index, m), seq or 2048
+    if scaling and scaling["rope_type"] == "llama3":   # the context the scaling is for: factor x the original
+        max_pos = max(max_pos, int(scaling["factor"] * scaling["original_max_position_embeddings"]))
     known = {"vocab.tok", "lnf.g"} | (set() if tied else {"vocab.out"})
     names = ("ln1.g", "ln2.g", "qkv.w", "proj.w", "fc.w", "fc2.w")
     known |= {"layer%d.%s" % (i, n) for i in range(L) for n in names}
@@ -408,11 +449,33 @@ def export_checkpoint(index, outdir, dtype="f32"):
         "architectures": ["LlamaForCausalLM"], "model_type": "llama",
         "hidden_size": h, "intermediate_size": f, "num_hidden_layers": L,
         "num_attention_heads": hq, "num_key_value_heads": hkv, "head_dim": D, "vocab_size": V,
-        "max_position_embeddings": seq or 2048, "rms_norm_eps": EPS, "rope_theta": base, "rope_scaling": None,
+        "max_position_embeddings": max_pos, "rms_norm_eps": EPS, "rope_theta": base, "rope_scaling": scaling,
         "tie_word_embeddings": tied, "hidden_act": "silu", "attention_bias": False, "mlp_bias": False,
         "torch_dtype": "float32" if st == "F32" else "bfloat16",
     }
     return _write_hf(outdir, out, config, st)
+
+
+def _export_rope_scaling(index, m):
+    """config.json's rope_scaling of a PPS checkpoint's metadata (None: no scaling)."""
+    t = m.get("rope_scaling", "none")
+    if t == "none":
+        return None
+    if t not in ROPE_TAKES:
+        raise ConvertError("%s: metadata field 'rope_scaling' is %r, expected none, linear or llama3" % (index, t))
+    vals = {}
+    for k, field, _ in ROPE_PARAMS:
+        if k in ROPE_TAKES[t]:
+            try:
+                vals[k] = float(m[field])
+            except KeyError:
+                raise ConvertError("%s: rope_scaling %s without metadata field '%s'" % (index, t, field))
+            except (TypeError, ValueError):
+                vals[k] = m[field]
+
+    def refuse(where, why):
+        raise ConvertError("%s: metadata field '%s': %s" % (index, where, why))
+    return dict({"rope_type": t}, **rope_scaling_check(t, vals, "rope_scaling", refuse))
 
 
 def _write_hf(outdir, out, config, st):
@@ -578,14 +641,28 @@ def llama_sizes(cfg, path):
     eps = cfg.get("rms_norm_eps", 1e-6)
     if not isinstance(eps, (int, float)) or isinstance(eps, bool) or abs(eps - EPS) > 1e-12:
         refuse("rms_norm_eps", "the runtime's RMS norm has eps 1e-5, fixed")
-    if cfg.get("rope_scaling") is not None:
-        refuse("rope_scaling", "PPS's RoPE has no scaling (plain rotate-half at base rope_theta)")
-    rp = cfg.get("rope_parameters")        # newer transformers: rope_theta and rope_type here
+    rp = cfg.get("rope_parameters")        # newer transformers: rope_theta, rope_type and its keys here
     theta = cfg.get("rope_theta", 10000.0)
     if rp is not None:
-        if not isinstance(rp, dict) or rp.get("rope_type", "default") != "default":
-            refuse("rope_parameters", "PPS's RoPE has no scaling (rope_type default only)")
+        if not isinstance(rp, dict):
+            refuse("rope_parameters", "not an object")
         theta = rp.get("rope_theta", theta)
+    s["rope_scaling"], s["rope_params"] = None, {}
+    for where in ("rope_scaling", "rope_parameters"):
+        rs = cfg.get(where)
+        if rs is None:
+            continue
+        if not isinstance(rs, dict):
+            refuse(where, "not an object")
+        t = rs.get("rope_type", rs.get("type", "default"))      # ("type": older transformers)
+        if t == "default":
+            continue
+        if t not in ROPE_TAKES:
+            refuse(where, "rope_type %s: PPS's RoPE scales as rope_type linear or llama3 only (--rope-scaling)" % json.dumps(t))
+        params = rope_scaling_check(t, rs, where, refuse)
+        if s["rope_scaling"] and (t, params) != (s["rope_scaling"], s["rope_params"]):
+            refuse(where, "not the scaling of rope_scaling")
+        s["rope_scaling"], s["rope_params"] = t, params
     if not isinstance(theta, (int, float)) or isinstance(theta, bool) or not (theta > 1 and math.isfinite(theta)):
         refuse("rope_theta", "not a number above 1")
     s["rope_base"] = float(theta)
@@ -599,11 +676,12 @@ def llama_sizes(cfg, path):
 def runtime_flags(s, stages=None):
     """The libppsrt flags that make the model of llama_sizes() (with --layers-per-stage
     for a schedule of `stages` stages); --seq at most max_position_embeddings."""
-    base = s["rope_base"]
     f = ("--model gpt --arch llama --hidden %d --heads %d --query-groups %d --ffn-hidden %d --vocab %d --rope-base %s "
          "--embeddings %s --seq %d" % (s["hidden"], s["heads"], s["query_groups"], s["ffn_hidden"], s["vocab"],
-                                       "%d" % base if base == int(base) else repr(base), "tied" if s["tied"] else "untied",
-                                       min(s["max_seq"], 2048)))
+                                       _num(s["rope_base"]), "tied" if s["tied"] else "untied", min(s["max_seq"], 2048)))
+    if s.get("rope_scaling"):
+        f += " --rope-scaling " + s["rope_scaling"]
+        f += "".join(" %s %s" % (flag, _num(s["rope_params"][k])) for k, _, flag in ROPE_PARAMS if k in s["rope_params"])
     if stages:
         f += " --layers-per-stage %d" % (s["layers"] // stages)
     return f
@@ -664,7 +742,10 @@ def import_checkpoint(hfdir, index, stages=None, optimizer="sgd", seq=None):
             raise ConvertError("%s: no tensor '%s'" % (hfdir, k))
     meta = {"hidden": str(h), "heads": str(hq), "query_groups": str(hkv), "vocab": str(V), "layers": str(L),
             "mlp": "swiglu", "norm": "rmsnorm", "position": "rope", "bias": "off",
-            "embeddings": "tied" if s["tied"] else "untied", "ffn_hidden": str(f), "rope_base": repr(s["rope_base"])}
+            "embeddings": "tied" if s["tied"] else "untied", "ffn_hidden": str(f), "rope_base": repr(s["rope_base"]),
+            "rope_scaling": s["rope_scaling"] or "none"}
+    meta.update((field, repr(s["rope_params"][k]) if isinstance(s["rope_params"][k], float) else str(s["rope_params"][k]))
+                for k, field, _ in ROPE_PARAMS if k in s["rope_params"])
     _write_pps(index, tensors, meta, optimizer)
     return runtime_flags(s, stages)
 

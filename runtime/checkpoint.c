@@ -450,6 +450,17 @@ static void write_meta(FILE *h, const ppsrt_run *run, long step, int *first) {
     for (int i = 0; i < NARCH; i++) meta_kv(h, arch_names[i][0], arch_names[i][2 + arch_value(cfg, i)], first);
     snprintf(buf, sizeof buf, "%d", cfg->ffn_hidden); meta_kv(h, "ffn_hidden", buf, first);
     if (cfg->rope) { snprintf(buf, sizeof buf, "%.17g", cfg->rope_base > 0 ? cfg->rope_base : 10000.0); meta_kv(h, "rope_base", buf, first); }
+    if (cfg->rope) {   /* RoPE's scaling and the parameters it takes */
+      meta_kv(h, "rope_scaling", rt_rope_scaling_names[cfg->rope_scaling], first);
+      const struct { const char *k; double v; int llama3; } rs[] = {{"rope_scaling_factor", cfg->rope_factor, 0},
+        {"rope_low_freq_factor", cfg->rope_low_freq, 1}, {"rope_high_freq_factor", cfg->rope_high_freq, 1},
+        {"rope_original_max_positions", cfg->rope_orig_max, 1}};
+      for (size_t i = 0; i < sizeof rs / sizeof *rs; i++)
+        if (cfg->rope_scaling == PPSRT_ROPE_LLAMA3 || (cfg->rope_scaling == PPSRT_ROPE_LINEAR && !rs[i].llama3)) {
+          snprintf(buf, sizeof buf, "%.17g", rs[i].v);
+          meta_kv(h, rs[i].k, buf, first);
+        }
+    }
   }
   meta_kv(h, "lr_schedule", rt_lr_schedule_names[o->lr_schedule], first);
   const struct { const char *k; double v; } reals[] = {{"lr", o->lr}, {"min_lr", o->min_lr}, {"clip_grad", o->clip_grad},
@@ -969,6 +980,37 @@ int rt_ckpt_open(ppsrt_run *run, const char *path, rt_ckpt **out) {
     goto fail;
   }
   if (!rc && cfg->rope && !option_given(run, RT_GIVEN_ROPE_BASE)) o->cfg.rope_base = x;
+  /* RoPE's scaling and each of its parameters: the checkpoint's, unless given (as the
+     base; a checkpoint without the field was saved without scaling) */
+  const char *rsc = kv_find(kv, nkv, "rope_scaling");
+  int rsk = rsc ? rt_rope_scaling_parse(rsc) : PPSRT_ROPE_NONE;
+  if (rsk < 0) {
+    rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': metadata field 'rope_scaling' is '%s', expected none, linear or llama3",
+                    path, rsc);
+    goto fail;
+  }
+  if (cfg->rope && !option_given(run, RT_GIVEN_ROPE_SCALING)) o->cfg.rope_scaling = rsk;
+  const struct { const char *k; unsigned given; double *to; } rsp[] = {
+    {"rope_scaling_factor", RT_GIVEN_ROPE_FACTOR, &o->cfg.rope_factor},
+    {"rope_low_freq_factor", RT_GIVEN_ROPE_LOW, &o->cfg.rope_low_freq},
+    {"rope_high_freq_factor", RT_GIVEN_ROPE_HIGH, &o->cfg.rope_high_freq}};
+  for (size_t k = 0; k < sizeof rsp / sizeof *rsp; k++) {
+    if ((rc = meta_real(path, kv, nkv, rsp[k].k, &x)) < 0) goto fail;
+    if (!rc && !(x > 0)) {
+      rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': metadata field '%s' is %g: out of range (above 0)", path, rsp[k].k, x);
+      goto fail;
+    }
+    if (!rc && cfg->rope && !option_given(run, rsp[k].given)) *rsp[k].to = x;
+  }
+  if ((rc = meta_int(path, kv, nkv, "rope_original_max_positions", 1, INT_MAX, 0, &w)) < 0) goto fail;
+  if (!rc && cfg->rope && !option_given(run, RT_GIVEN_ROPE_ORIG)) o->cfg.rope_orig_max = (int)w;
+  /* a parameter given without --rope-scaling (cli.c left this to the checkpoint's scaling) */
+  const char *unused = option_given(run, RT_GIVEN_ROPE_SCALING) ? NULL : rt_rope_param_unused(&o->cfg, o->given);
+  if (unused) {
+    rc = PPSRT_FAIL(PPSRT_E_USAGE, "%s: checkpoint '%s' was saved with --rope-scaling %s", unused, path,
+                    rt_rope_scaling_names[o->cfg.rope_scaling]);
+    goto fail;
+  }
   if ((rc = meta_int(path, kv, nkv, "warmup", 0, INT_MAX, 0, &w)) < 0) goto fail;
   if (!rc && !option_given(run, RT_GIVEN_WARMUP)) o->warmup = (int)w;
   if ((rc = meta_int(path, kv, nkv, "lr_decay_steps", 0, INT_MAX, 0, &w)) < 0) goto fail;

@@ -47,6 +47,12 @@ static const char usage_text[] =
   "  --embeddings untied|tied gpt: the output layer its own matrix (default) or the input's\n"
   "  --ffn-hidden N --rope-base X   gpt: MLP width (default 4h; SwiGLU 8h/3 rounded down to\n"
   "                           a multiple of 64), RoPE base (default 10000); defaults from model { }\n"
+  "  --rope-scaling none|linear|llama3   gpt with RoPE: its frequencies scaled as Hugging Face's\n"
+  "                           rope_type of that name (default none): linear divides them by\n"
+  "                           --rope-scaling-factor F (default 8); llama3 (Llama 3.1's) divides\n"
+  "                           those of wavelengths over N / --rope-low-freq-factor L (default 1) by F,\n"
+  "                           keeps those under N / --rope-high-freq-factor H (default 4), blends\n"
+  "                           between; N: --rope-original-max-positions N (default 8192)\n"
   "training:\n"
   "  --iterations N           iterations (default 1); --seed N (default 1234)\n"
   "  --lr X                   learning rate (default 0.01); --optimizer sgd|adam (default sgd)\n"
@@ -317,6 +323,7 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   cfg->rope = model_kv(p, "rope", 0) != 0;
   cfg->no_bias = model_kv(p, "bias", 1) == 0;
   cfg->tie_embeddings = model_kv(p, "tie_embeddings", 0) != 0;
+  cfg->rope_factor = 8; cfg->rope_low_freq = 1; cfg->rope_high_freq = 4; cfg->rope_orig_max = 8192;   /* Llama 3.1's */
   /* --arch, then the architecture flags over it (-1: not given) */
   int arch = -1, a_mlp = -1, a_norm = -1, a_pos = -1, a_nobias = -1, a_tie = -1, arch_flag = 0;
 
@@ -436,6 +443,24 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
         return usage_error(me, "--rope-base needs a number above 1, got '%s'", v ? v : "");
       arch_flag = 1;
       o->given |= RT_GIVEN_ROPE_BASE;
+    } else if (flag_is(a, "--rope-scaling", &v, argc, argv, &i)) {
+      if ((cfg->rope_scaling = rt_rope_scaling_parse(v)) < 0)
+        return usage_error(me, "--rope-scaling needs none, linear or llama3, got '%s'", v ? v : "");
+      arch_flag = 1;
+      o->given |= RT_GIVEN_ROPE_SCALING;
+    } else if (flag_is(a, "--rope-scaling-factor", &v, argc, argv, &i) || flag_is(a, "--rope-low-freq-factor", &v, argc, argv, &i) ||
+               flag_is(a, "--rope-high-freq-factor", &v, argc, argv, &i)) {
+      int k = a[7] == 's' ? 0 : a[7] == 'l' ? 1 : 2;   /* --rope-[s]caling, [l]ow, [h]igh */
+      double *to[] = {&cfg->rope_factor, &cfg->rope_low_freq, &cfg->rope_high_freq};
+      if (!v || parse_double(v, 0, to[k]) || !(*to[k] > 0) || isinf(*to[k]))
+        return usage_error(me, "%.*s needs a number above 0, got '%s'", (int)strcspn(a, "="), a, v ? v : "");
+      arch_flag = 1;
+      o->given |= k == 0 ? RT_GIVEN_ROPE_FACTOR : k == 1 ? RT_GIVEN_ROPE_LOW : RT_GIVEN_ROPE_HIGH;
+    } else if (flag_is(a, "--rope-original-max-positions", &v, argc, argv, &i)) {
+      if (!v || parse_int(v, 1, &cfg->rope_orig_max))
+        return usage_error(me, "--rope-original-max-positions needs an integer from 1 to %d, got '%s'", INT_FLAG_MAX, v ? v : "");
+      arch_flag = 1;
+      o->given |= RT_GIVEN_ROPE_ORIG;
     } else if (flag_is(a, "--die-at", &v, argc, argv, &i)) {
       /* two or three whole numbers from 0, colon-separated, nothing else */
       char buf[64], *f[4] = {0};
@@ -495,9 +520,17 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   if (a_nobias >= 0) cfg->no_bias = a_nobias;
   if (a_tie >= 0) cfg->tie_embeddings = a_tie;
   if (arch_flag && strcmp(o->model, "gpt"))
-    return usage_error(me, "--arch, --mlp, --norm, --position, --bias, --embeddings, --ffn-hidden and --rope-base "
-                       "choose the gpt model's layer\n"
+    return usage_error(me, "--arch, --mlp, --norm, --position, --bias, --embeddings, --ffn-hidden, --rope-base and "
+                       "--rope-scaling (and its parameters) choose the gpt model's layer\n"
                        "hint: add --model gpt");
+  if ((o->given & (RT_GIVEN_ROPE_SCALING | RT_GIVEN_ROPE_PARAMS)) && !cfg->rope)
+    return usage_error(me, "--rope-scaling and its parameters scale RoPE's frequencies, and this gpt has learned "
+                       "positions\nhint: add --position rope (or --arch llama)");
+  /* a parameter the scaling does not take (with --load and no --rope-scaling: once the
+     checkpoint's scaling is known, checkpoint.c) */
+  const char *unused = o->given & RT_GIVEN_ROPE_SCALING || !o->load ? rt_rope_param_unused(cfg, o->given) : NULL;
+  if (unused)
+    return usage_error(me, "%s%s", unused, o->given & RT_GIVEN_ROPE_SCALING ? "" : " (or --load a checkpoint saved with it)");
   cfg->name = o->model;
   cfg->nstage = p->nstage;
   cfg->nmb = p->nmb;

@@ -425,12 +425,23 @@ void rt_print_json(ppsrt_run *run, int status) {
           run->o.sequence_parallel ? "true" : "false");
   /* the gpt's layer (null for the mlp model) */
   const ppsrt_model_config *mc = &run->o.cfg;
-  if (!strcmp(run->o.model, "gpt"))
+  if (!strcmp(run->o.model, "gpt")) {
     fprintf(f, ",\"layer\":{\"mlp\":\"%s\",\"norm\":\"%s\",\"position\":\"%s\",\"bias\":%s,\"embeddings\":\"%s\","
-            "\"ffn_hidden\":%d}", mc->swiglu ? "swiglu" : "gelu", mc->rmsnorm ? "rmsnorm" : "layernorm",
+            "\"ffn_hidden\":%d", mc->swiglu ? "swiglu" : "gelu", mc->rmsnorm ? "rmsnorm" : "layernorm",
             mc->rope ? "rope" : "learned", mc->no_bias ? "false" : "true", mc->tie_embeddings ? "tied" : "untied",
             mc->ffn_hidden);
-  else
+    /* RoPE: its base, scaling and the scaling's parameters (null with learned positions) */
+    if (!mc->rope) fprintf(f, ",\"rope\":null}");
+    else {
+      fprintf(f, ",\"rope\":{\"base\":%.17g,\"scaling\":\"%s\"", mc->rope_base > 0 ? mc->rope_base : 10000.0,
+              rt_rope_scaling_names[mc->rope_scaling]);
+      if (mc->rope_scaling != PPSRT_ROPE_NONE) fprintf(f, ",\"factor\":%.17g", mc->rope_factor);
+      if (mc->rope_scaling == PPSRT_ROPE_LLAMA3)
+        fprintf(f, ",\"low_freq_factor\":%.17g,\"high_freq_factor\":%.17g,\"original_max_positions\":%d",
+                mc->rope_low_freq, mc->rope_high_freq, mc->rope_orig_max);
+      fprintf(f, "}}");
+    }
+  } else
     fprintf(f, ",\"layer\":null");
   fprintf(f, ",\"exit\":%d}\n", status);
   fflush(f);

@@ -94,8 +94,16 @@ typedef struct ppsrt_model_config {
   int rope;               /* 1: rotary position embedding on q and k, no position table */
   int no_bias;            /* 1: the linear layers (QKV, projection, FC1, FC2) have no bias */
   double rope_base;       /* RoPE's base (0: 10000) */
+  /* RoPE's frequency scaling (--rope-scaling; model_gpt.c rope_freq; read only when
+   * rope_scaling is not PPSRT_ROPE_NONE, cli.c sets the defaults: Llama 3.1's) */
+  int rope_scaling;       /* PPSRT_ROPE_NONE, _LINEAR (frequencies / factor) or _LLAMA3 */
+  double rope_factor;     /* --rope-scaling-factor (8) */
+  double rope_low_freq;   /* llama3: --rope-low-freq-factor (1) */
+  double rope_high_freq;  /* llama3: --rope-high-freq-factor (4), above the low one */
+  int rope_orig_max;      /* llama3: --rope-original-max-positions (8192) */
   int tie_embeddings;     /* --embeddings tied: the output layer is the input embedding's matrix */
 } ppsrt_model_config;
+enum { PPSRT_ROPE_NONE, PPSRT_ROPE_LINEAR, PPSRT_ROPE_LLAMA3, PPSRT_ROPE_NSCALINGS };
 
 /* Training tokens (data.c), loaded once per process and shared read-only by its
  * devices: an llm.c token file (256 int32 header: magic 20240520, version 1, count;

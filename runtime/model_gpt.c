@@ -1395,6 +1395,16 @@ static int gpt_check_sizes(const ppsrt_model_config *cfg, int nstages) {
                       "--heads %d = %d must be even", cfg->hidden, cfg->heads, cfg->hidden / cfg->heads);
   if (cfg->rope && !(cfg->rope_base == 0 || (cfg->rope_base > 1 && isfinite(cfg->rope_base))))
     return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --rope-base must be a number above 1 (default 10000), got %g", cfg->rope_base);
+  if (cfg->rope && cfg->rope_scaling && !(cfg->rope_factor > 0 && isfinite(cfg->rope_factor)))
+    return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --rope-scaling-factor must be a number above 0, got %g", cfg->rope_factor);
+  if (cfg->rope && cfg->rope_scaling == PPSRT_ROPE_LLAMA3 &&
+      !(cfg->rope_low_freq > 0 && cfg->rope_high_freq > cfg->rope_low_freq && isfinite(cfg->rope_high_freq) &&
+        cfg->rope_orig_max > 0))
+    return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --rope-scaling llama3 needs 0 < --rope-low-freq-factor < --rope-high-freq-factor "
+                      "and --rope-original-max-positions above 0, got %g, %g and %d", cfg->rope_low_freq, cfg->rope_high_freq,
+                      cfg->rope_orig_max);
+  if (cfg->rope && (cfg->rope_scaling < 0 || cfg->rope_scaling >= PPSRT_ROPE_NSCALINGS))
+    return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: RoPE scaling %d is not none, linear or llama3", cfg->rope_scaling);
   if (cfg->tp > 1 && !cfg->vocab_mode && cfg->vocab % cfg->tp)
     return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --tensor-parallel %d splits the input and output layers' --vocab %d rows over the "
                       "group: %d must divide them\nhint: pad the vocabulary to a multiple of %d, as Megatron-LM does "
@@ -1431,19 +1441,37 @@ int ppsrt_gpt_ffn(const ppsrt_model_config *cfg) {
   return f < 8 ? 8 : f > INT32_MAX ? INT32_MAX : (int)f;
 }
 
+/* RoPE's frequency of pair i < D/2 (radians a position): base^(-2i/D), then scaled by
+ * --rope-scaling (HF transformers' rope_type of the same name is the definition):
+ *   linear: f / factor (positions divided by the factor);
+ *   llama3 (Llama 3.1's): with r = original / wavelength = original f / 2 pi, the pairs
+ *     of r above the high factor (short wavelengths) keep f, those below the low factor
+ *     (long ones) take f / factor, and between the two f is blended,
+ *     (1 - s) f / factor + s f with s = (r - low) / (high - low). */
+static double rope_freq(const ppsrt_model_config *c, int i, int D) {
+  double f = pow(c->rope_base > 0 ? c->rope_base : 10000.0, -2.0 * i / D);
+  if (c->rope_scaling == PPSRT_ROPE_LINEAR) return f / c->rope_factor;
+  if (c->rope_scaling != PPSRT_ROPE_LLAMA3) return f;
+  double r = c->rope_orig_max * f / (2 * acos(-1.0));
+  if (r > c->rope_high_freq) return f;
+  if (r < c->rope_low_freq) return f / c->rope_factor;
+  double s = (r - c->rope_low_freq) / (c->rope_high_freq - c->rope_low_freq);
+  return (1 - s) * f / c->rope_factor + s * f;
+}
+
 /* --position rope: the cosines and sines of every position t < seq and pair i < D/2,
- * angle t base^(-2i/D), computed in double and stored F32 [seq, D/2, 2] on the device. */
+ * angle t rope_freq(i), computed in double and stored F32 [seq, D/2, 2] on the device:
+ * the one table both backends' rope kernels read (backend.h rope). */
 static int rope_table(ppsrt_model *m) {
   gpt *g = m->impl;
   ppsrt_backend *be = m->be;
   int hd = g->D / 2;
-  double base = m->cfg.rope_base > 0 ? m->cfg.rope_base : 10000.0;
   size_t n = (size_t)g->T * hd * 2;
   float *t = malloc(n * sizeof *t);
   if (!t) return PPSRT_FAIL(PPSRT_E_NOMEM, "gpt: out of host memory");
   for (int p = 0; p < g->T; p++)
     for (int i = 0; i < hd; i++) {
-      double ang = p * pow(base, -2.0 * i / g->D);
+      double ang = p * rope_freq(&m->cfg, i, g->D);
       t[((size_t)p * hd + i) * 2] = (float)cos(ang);
       t[((size_t)p * hd + i) * 2 + 1] = (float)sin(ang);
     }

@@ -60,6 +60,17 @@ typedef struct rt_opts {
 enum { RT_GIVEN_LR = 1, RT_GIVEN_SCHEDULE = 2, RT_GIVEN_WARMUP = 4, RT_GIVEN_MIN_LR = 8, RT_GIVEN_DECAY = 16,
        RT_GIVEN_CLIP = 32, RT_GIVEN_WD = 64, RT_GIVEN_BETA1 = 128, RT_GIVEN_BETA2 = 256, RT_GIVEN_EPS = 512,
        RT_GIVEN_OPTIMIZER = 1024, RT_GIVEN_ROPE_BASE = 2048 };
+/* RoPE's scaling (--rope-scaling and its parameters; restored by --load unless given) */
+enum { RT_GIVEN_ROPE_SCALING = 1 << 16, RT_GIVEN_ROPE_FACTOR = 1 << 17, RT_GIVEN_ROPE_LOW = 1 << 18,
+       RT_GIVEN_ROPE_HIGH = 1 << 19, RT_GIVEN_ROPE_ORIG = 1 << 20,
+       RT_GIVEN_ROPE_PARAMS = RT_GIVEN_ROPE_FACTOR | RT_GIVEN_ROPE_LOW | RT_GIVEN_ROPE_HIGH | RT_GIVEN_ROPE_ORIG };
+/* --rope-scaling's names (PPSRT_ROPE_*), as the command line, a checkpoint's metadata
+ * and --json spell them (rt_util.c) */
+extern const char *const rt_rope_scaling_names[PPSRT_ROPE_NSCALINGS];
+int rt_rope_scaling_parse(const char *name);   /* PPSRT_ROPE_*, or -1 */
+/* A scaling parameter given (RT_GIVEN_ROPE_* in `given`) that cfg's scaling does not
+ * take: "FLAG needs --rope-scaling ...", or NULL */
+const char *rt_rope_param_unused(const ppsrt_model_config *cfg, unsigned given);
 /* --lr-schedule's decay after the warm-up (rt_lr_at); the names, as on the command line
  * and in a checkpoint's metadata, in rt_lr_schedule_names (rt_util.c) */
 enum { RT_LR_CONSTANT, RT_LR_COSINE, RT_LR_LINEAR, RT_LR_INVSQRT, RT_LR_NSCHEDULES };

@@ -72,3 +72,21 @@ int rt_lr_schedule_parse(const char *name) {
     if (!strcmp(name, rt_lr_schedule_names[k])) return k;
   return -1;
 }
+
+const char *const rt_rope_scaling_names[PPSRT_ROPE_NSCALINGS] = {"none", "linear", "llama3"};
+
+int rt_rope_scaling_parse(const char *name) {
+  for (int k = 0; name && k < PPSRT_ROPE_NSCALINGS; k++)
+    if (!strcmp(name, rt_rope_scaling_names[k])) return k;
+  return -1;
+}
+
+const char *rt_rope_param_unused(const ppsrt_model_config *cfg, unsigned given) {
+  if ((given & RT_GIVEN_ROPE_FACTOR) && cfg->rope_scaling == PPSRT_ROPE_NONE)
+    return "--rope-scaling-factor needs --rope-scaling linear or llama3";
+  if (cfg->rope_scaling == PPSRT_ROPE_LLAMA3) return NULL;
+  return (given & RT_GIVEN_ROPE_LOW)    ? "--rope-low-freq-factor needs --rope-scaling llama3"
+         : (given & RT_GIVEN_ROPE_HIGH) ? "--rope-high-freq-factor needs --rope-scaling llama3"
+         : (given & RT_GIVEN_ROPE_ORIG) ? "--rope-original-max-positions needs --rope-scaling llama3"
+                                        : NULL;
+}

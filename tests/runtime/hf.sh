@@ -20,16 +20,28 @@
 #    trip is bit for bit, the import runs under ZB-V with the loss; a hub-style
 #    directory (no "transformer." prefix, causal-mask buffers, more positions than
 #    --seq) imports to the same tensors;
+#  - a Llama 3-shaped model (hf_l3, made here: BF16, rope_theta 500000, rope_scaling
+#    llama3 over an original context of 64, GQA 2:1, tied; D = 16 so that at --seq 16
+#    the high, medium and low bands each hold pairs and the medium and low ones move the
+#    last angle by > 0.05 rad, asserted from the config): imported, the runtime at
+#    --lr 0 gives the loss of HF's forward with llama3's frequencies (hf_rope.py, from
+#    transformers' definition) within 1e-5 (unscaled, HF's differs by 1.5%), trained,
+#    exported (config.json's rope_scaling, rope_theta) and checked again, imported again
+#    with the same flags; rope_scaling linear (the old "type" key) the same way; Llama 3's
+#    vocabulary (128256, untied) imported, the forward equal, exported bit for bit;
 #  - refusals (exit 2, the field named, no output left): a layer neither Llama's nor
-#    GPT-2's, GPT-2 with query groups;
-#    configs with rope_scaling, attention_bias, rms_norm_eps 1e-6; bad files get one
-#    line, no traceback.
+#    GPT-2's, GPT-2 with query groups; configs with rope_scaling yarn or dynamic,
+#    rope_parameters longrope, llama3 with low >= high or no original context, linear
+#    with factor 0, attention_bias, rms_norm_eps 1e-6; an index with rope_scaling yarn
+#    (export); bad files get one line, no traceback.
 # Planted by hand in pps_hf.py and caught: in the export, k/v column blocks of qkv.w
 # swapped, gate/up swapped, o_proj or down_proj not transposed, lm_head from vocab.tok,
 # rope_theta written as 10000 (each fails the forward check); in the import, k/v order
 # (round trip, ZB-V loss), F16 misread (sharded import), Adam's moments 1e-4 instead
 # of 0, a vocabulary slice's offset ignored (Vocab-1); bf16 truncated instead of rounded; rms_norm_eps unchecked; a temporary file
-# left by a failed write.
+# left by a failed write. Planted in runtime/model_gpt.c rope_freq and caught: llama3's
+# smooth factor inverted, its band edges (low/high) swapped (each fails the import's and
+# the trained forward checks), linear multiplying; in the export, rope_scaling dropped.
 . "$(dirname "$0")/lib.sh"
 command -v python3 > /dev/null 2>&1 || { echo "skip: no python3"; exit 77; }
 HF="$top_srcdir/python/pps_hf.py"
@@ -56,6 +68,7 @@ cat > "$WORK/hf_ref.py" <<'PY'
 import json, math, struct, sys
 d, data, nseq = sys.argv[1], open(sys.argv[2], "rb").read(), int(sys.argv[3])
 first = int(sys.argv[4]) if len(sys.argv) > 4 else 0   # the first sequence (a resumed run's data position)
+slen = int(sys.argv[5]) if len(sys.argv) > 5 else 0    # the window (default: the config's positions)
 c = json.load(open(d + "/config.json"))
 raw = open(d + "/model.safetensors", "rb").read()
 n = struct.unpack("<Q", raw[:8])[0]
@@ -68,6 +81,7 @@ for k, v in json.loads(raw[8:8 + n]).items():
     rows = v["shape"][0]; cols = len(vals) // rows
     W[k.replace("transformer.", "")] = [list(vals[r * cols:(r + 1) * cols]) for r in range(rows)] if len(v["shape"]) == 2 else list(vals)
 def windows(s):   # (ids, targets) of sequences first.. (sequence k: the s + 1 tokens from (k mod W) s)
+    s = slen or s
     nwin = (len(data) - 1) // s
     for k in range(first, first + nseq):
         win = data[(k % nwin) * s:(k % nwin) * s + s + 1]
@@ -88,22 +102,51 @@ def xent(lg, t):
     m = max(lg); losses.append(m + math.log(sum(math.exp(z - m) for z in lg)) - lg[t])
 def report(): print("%.10g" % (sum(losses) / len(losses)))
 PY
-# hf_llama_ref.py HFDIR DATA SEQS [FIRST]: HF Llama's forward (modeling_llama: embed_tokens;
+# hf_rope.py: HF transformers' RoPE inverse frequencies of a Llama config.json
+# (modeling_rope_utils: _compute_default_rope_parameters, and rope_scaling's rope_type
+# linear (inv_freq / factor) or llama3 (_compute_llama3_parameters: by wavelength
+# 2 pi / inv_freq, under original / high_freq_factor kept, over original /
+# low_freq_factor divided by factor, between them the smooth blend)), in double,
+# written here from that definition; and each pair's band.
+cat > "$WORK/hf_rope.py" <<'PY'
+import math
+def inv_freq(c):
+    D = c["hidden_size"] // c["num_attention_heads"]
+    inv = [1 / c["rope_theta"] ** (j / D) for j in range(0, D, 2)]
+    rs = c.get("rope_scaling") or {}
+    kind = rs.get("rope_type", rs.get("type", "default"))
+    if kind == "default": return inv, ["none"] * len(inv)
+    if kind == "linear": return [f / rs["factor"] for f in inv], ["linear"] * len(inv)
+    assert kind == "llama3", kind
+    factor, lo, hi, old = rs["factor"], rs["low_freq_factor"], rs["high_freq_factor"], rs["original_max_position_embeddings"]
+    out, band = [], []
+    for f in inv:
+        wavelen = 2 * math.pi / f
+        if wavelen < old / hi: out.append(f); band.append("high")
+        elif wavelen > old / lo: out.append(f / factor); band.append("low")
+        else:
+            smooth = (old / wavelen - lo) / (hi - lo)
+            out.append((1 - smooth) * f / factor + smooth * f); band.append("medium")
+    return out, band
+PY
+# hf_llama_ref.py HFDIR DATA SEQS [FIRST [S]]: HF Llama's forward (modeling_llama: embed_tokens;
 # per layer x += o_proj(attn(rope(q_proj(n)), rope(k_proj(n)), v_proj(n))) with
 # n = RMSNorm(x), then x += down_proj(silu(gate_proj(n)) * up_proj(n)) with
-# n = RMSNorm(x); norm; lm_head or embed_tokens^T when tied), in double, on sequences
-# FIRST..FIRST+SEQS-1 of DATA as bytes; prints the mean cross-entropy.
+# n = RMSNorm(x); norm; lm_head or embed_tokens^T when tied; RoPE's frequencies from
+# hf_rope.py), in double, on sequences FIRST..FIRST+SEQS-1 of DATA as bytes (windows of
+# S tokens, default max_position_embeddings); prints the mean cross-entropy.
 cat > "$WORK/hf_llama_ref.py" <<'PY'
 import math, sys
 sys.path.insert(0, sys.path[0])
 from hf_ref import c, W, windows, attention, xent, report
+from hf_rope import inv_freq
 h, Hq, L, V = c["hidden_size"], c["num_attention_heads"], c["num_hidden_layers"], c["vocab_size"]
-Hkv = c["num_key_value_heads"]; D = h // Hq; eps = c["rms_norm_eps"]; theta = c["rope_theta"]
+Hkv = c["num_key_value_heads"]; D = h // Hq; eps = c["rms_norm_eps"]
 def lin(x, w): return [sum(xi * wi for xi, wi in zip(x, row)) for row in w]      # x W^T, W [out, in]
 def rms(x, g):
     r = 1 / math.sqrt(sum(v * v for v in x) / len(x) + eps)
     return [v * r * gi for v, gi in zip(x, g)]
-inv = [1 / theta ** (2 * i / D) for i in range(D // 2)]
+inv = inv_freq(c)[0]
 def rope(x, t):   # per head: x cos + rotate_half(x) sin, cos/sin = cat(freqs, freqs)
     out = []
     for j in range(len(x) // D):
@@ -285,17 +328,144 @@ PY
 # iterations of 2 microbatches); the reference computes it from the export
 # trained LABEL REF NAME FLAGS...: train, resume, export ($WORK/hfT_NAME), and compare
 # the reference REF's loss on the export with the runtime's
+# (T_START: the first run --loads it; T_SEQ: the reference's window when not the config's)
 trained() {
   label=$1 ref=$2 nm=$3; shift 3
-  if "$A" "$@" --layers-per-stage 2 --lr 0.1 --iterations 3 --data "$DATA" --save "$WORK/ckT0_$nm" > /dev/null 2> "$WORK/err" &&
+  if "$A" "$@" --layers-per-stage 2 ${T_START:+--load "$T_START"} --lr 0.1 --iterations 3 --data "$DATA" \
+       --save "$WORK/ckT0_$nm" > /dev/null 2> "$WORK/err" &&
      "$A" "$@" --layers-per-stage 2 --lr 0 --iterations 1 --data "$DATA" --load "$WORK/ckT0_$nm" --save "$WORK/ckT_$nm" --json \
        > "$WORK/rT_$nm" 2>> "$WORK/err" && hf export "$WORK/ckT_$nm" "$WORK/hfT_$nm" > /dev/null; then
-    l=$(loss1 "$WORK/rT_$nm"); r=$(python3 "$WORK/$ref" "$WORK/hfT_$nm" "$DATA" 2 6 2> "$WORK/err")
+    l=$(loss1 "$WORK/rT_$nm"); r=$(python3 "$WORK/$ref" "$WORK/hfT_$nm" "$DATA" 2 6 $T_SEQ 2> "$WORK/err")
     [ -n "$l" ] && [ -n "$r" ] && near "$r" "$l" 1e-5 && pass "trained $label: the reference forward on the export gives the runtime's loss: $r vs $l" ||
       fail "trained $label: the reference forward '$r', the runtime '$l' $(cat "$WORK/err")"
   else fail "trained $label: $(cat "$WORK/err")"; fi
 }
 for e in untied tied; do trained "Llama, $e" hf_llama_ref.py llama$e $G --embeddings $e; done
+
+# --- a Llama 3-shaped model: rope_theta 500000, rope_scaling llama3, grouped-query
+# attention, tied embeddings, BF16 tensors (as the hub's 1B and 3B) ---
+# mk_llama3.py DIR VOCAB HIDDEN HEADS KV FFN LAYERS POSITIONS ORIGINAL TIED QK_STD: a HF
+# directory of random BF16 weights (seeded); query and key projections of QK_STD, so
+# that attention is sharp and the loss depends on RoPE's angles
+cat > "$WORK/mk_llama3.py" <<'PY'
+import json, os, random, struct, sys
+d, V, h, Hq, Hkv, F, L, npos, orig, tied = sys.argv[1], *map(int, sys.argv[2:11]); qk = float(sys.argv[11])
+rng = random.Random(3); D = h // Hq
+os.makedirs(d, exist_ok=True)
+json.dump({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": h, "intermediate_size": F,
+           "num_hidden_layers": L, "num_attention_heads": Hq, "num_key_value_heads": Hkv, "head_dim": D, "vocab_size": V,
+           "max_position_embeddings": npos, "rms_norm_eps": 1e-5, "rope_theta": 500000.0,
+           "rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                            "original_max_position_embeddings": orig, "rope_type": "llama3"},
+           "tie_word_embeddings": bool(tied), "hidden_act": "silu", "attention_bias": False, "mlp_bias": False,
+           "bos_token_id": 128000, "eos_token_id": 128001, "torch_dtype": "bfloat16"}, open(d + "/config.json", "w"))
+shapes = [("model.embed_tokens.weight", [V, h], 0.3), ("model.norm.weight", [h], -1)]
+if not tied: shapes.append(("lm_head.weight", [V, h], 0.3))
+for l in range(L):
+    p = "model.layers.%d." % l
+    shapes += [(p + "input_layernorm.weight", [h], -1), (p + "post_attention_layernorm.weight", [h], -1),
+               (p + "self_attn.q_proj.weight", [Hq * D, h], qk), (p + "self_attn.k_proj.weight", [Hkv * D, h], qk),
+               (p + "self_attn.v_proj.weight", [Hkv * D, h], 0.2), (p + "self_attn.o_proj.weight", [h, Hq * D], 0.2),
+               (p + "mlp.gate_proj.weight", [F, h], 0.2), (p + "mlp.up_proj.weight", [F, h], 0.2), (p + "mlp.down_proj.weight", [h, F], 0.2)]
+hd, body = {}, bytearray()
+for k, shape, std in shapes:
+    n = shape[0] * (shape[1] if len(shape) > 1 else 1)
+    vals = [1 + 0.1 * rng.gauss(0, 1) if std < 0 else rng.gauss(0, std) for _ in range(n)]
+    enc = struct.pack("<%df" % n, *vals)
+    enc = b"".join(enc[i + 2:i + 4] for i in range(0, len(enc), 4))    # BF16: the high halves (truncated)
+    hd[k] = {"dtype": "BF16", "shape": shape, "data_offsets": [len(body), len(body) + len(enc)]}; body += enc
+t = json.dumps(hd).encode(); t += b" " * (-len(t) % 8)
+open(d + "/model.safetensors", "wb").write(struct.pack("<Q", len(t)) + t + body)
+PY
+S3=16   # the sequence length: D = 16 (8 pairs), original context 64
+python3 "$WORK/mk_llama3.py" "$WORK/hf_l3" 256 32 2 1 64 4 $S3 64 1 0.4 || fail "making the Llama 3-shaped directory"
+# the three bands of llama3's adjustment all hold pairs, and at this sequence length the
+# adjustment moves the last position's angle by over 0.05 radians in a pair of the low
+# band and one of the medium band (the high band's by none)
+python3 - "$WORK" $S3 <<'PY' && pass "llama3 bands at D = 16, original 64: every band holds pairs, the medium and low ones move the angle at t = $((S3 - 1)) by > 0.05 rad" || fail "llama3 bands not all exercised"
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from hf_rope import inv_freq
+c = json.load(open(sys.argv[1] + "/hf_l3/config.json")); t = int(sys.argv[2]) - 1
+scaled, band = inv_freq(c)
+plain, _ = inv_freq(dict(c, rope_scaling=None))
+print("  bands:", band, " angle moved at t = %d:" % t, ["%.3f" % (t * abs(a - b)) for a, b in zip(plain, scaled)])
+assert set(band) == {"high", "medium", "low"}, band
+assert all(t * abs(a - b) == 0 for a, b, k in zip(plain, scaled, band) if k == "high")
+assert all(max(t * abs(a - b) for a, b, k in zip(plain, scaled, band) if k == kind) > 0.05 for kind in ("medium", "low"))
+PY
+expect_exit 0 "import of the Llama 3-shaped directory (BF16, llama3 scaling, GQA 2:1, tied)" hf import "$WORK/hf_l3" "$WORK/l3" --stages 2
+expect_grep "--query-groups 1 --ffn-hidden 64 --vocab 256 --rope-base 500000 --embeddings tied --seq 16 --rope-scaling llama3 --rope-scaling-factor 8 --rope-low-freq-factor 1 --rope-high-freq-factor 4 --rope-original-max-positions 64 --layers-per-stage 2 --load" \
+  "  the flags printed name the scaling"
+l3flags=$(sed -n 's/^  \(--model .*\) --load .*/\1/p' "$WORK/out")
+for kv in '"rope_scaling":"llama3"' '"rope_scaling_factor":"8.0"' '"rope_original_max_positions":"64"' '"rope_base":"500000.0"'; do
+  grep -q "$kv" "$WORK/l3" && pass "  the index records $kv" || fail "the imported index lacks $kv"
+done
+"$A" $l3flags --load "$WORK/l3" --lr 0 --iterations 1 --data "$DATA" --json > "$WORK/r_l3" 2> "$WORK/err" || fail "Llama 3 import run: $(cat "$WORK/err")"
+l=$(loss1 "$WORK/r_l3")
+ref=$(python3 "$WORK/hf_llama_ref.py" "$WORK/hf_l3" "$DATA" 2 2> "$WORK/err") || fail "Llama 3 reference: $(cat "$WORK/err")"
+[ -n "$l" ] && [ -n "$ref" ] && near "$ref" "$l" 1e-5 && pass "Llama 3-shaped import: HF's forward (llama3 frequencies) gives the runtime's loss: $ref vs $l" ||
+  fail "Llama 3-shaped import: HF's forward '$ref', the runtime '$l'"
+# the same weights without the scaling: another loss (the check sees the frequencies)
+python3 -c "import json, sys; c = json.load(open(sys.argv[1])); c['rope_scaling'] = None; json.dump(c, open(sys.argv[2], 'w'))" \
+  "$WORK/hf_l3/config.json" "$WORK/l3_plain.json"
+mkdir "$WORK/hf_l3p" && cp "$WORK/l3_plain.json" "$WORK/hf_l3p/config.json" && cp "$WORK/hf_l3/model.safetensors" "$WORK/hf_l3p/"
+refp=$(python3 "$WORK/hf_llama_ref.py" "$WORK/hf_l3p" "$DATA" 2 2> "$WORK/err")
+[ -n "$refp" ] && ! near "$refp" "$l" 1e-4 && pass "  unscaled, HF's forward gives another loss ($refp): the frequencies matter here" ||
+  fail "the unscaled reference '$refp' is the scaled loss '$l': the test would not see the scaling"
+T_START=$WORK/l3 T_SEQ=$S3 trained "Llama 3-shaped import (llama3 scaling, tied, GQA)" hf_llama_ref.py l3 $l3flags
+python3 - "$WORK/hfT_l3" <<'PY' && pass "its export's config.json: rope_theta 500000, rope_scaling llama3 and its parameters, tied, max_position_embeddings 8 x 64" || fail "the Llama 3 export's config.json"
+import json, sys
+c = json.load(open(sys.argv[1] + "/config.json"))
+want = {"rope_theta": 500000.0, "tie_word_embeddings": True, "num_key_value_heads": 1, "max_position_embeddings": 512,
+        "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                         "original_max_position_embeddings": 64}}
+assert all(c.get(k) == v for k, v in want.items()), c
+assert isinstance(c["rope_scaling"]["original_max_position_embeddings"], int) and isinstance(c["rope_scaling"]["factor"], float)
+PY
+expect_exit 0 "the export imports again" hf import "$WORK/hfT_l3" "$WORK/l3b" --stages 2
+expect_grep "--rope-base 500000 --embeddings tied --seq 512 --rope-scaling llama3 --rope-scaling-factor 8 --rope-low-freq-factor 1 --rope-high-freq-factor 4 --rope-original-max-positions 64" \
+  "  with the same scaling"
+# linear scaling (HF's rope_type linear: inv_freq / factor), imported and checked the same way
+python3 -c "import json, sys; c = json.load(open(sys.argv[1])); c['rope_scaling'] = {'type': 'linear', 'factor': 2.5}; json.dump(c, open(sys.argv[2], 'w'))" \
+  "$WORK/hf_l3/config.json" "$WORK/l3_lin.json"
+mkdir "$WORK/hf_l3l" && cp "$WORK/l3_lin.json" "$WORK/hf_l3l/config.json" && cp "$WORK/hf_l3/model.safetensors" "$WORK/hf_l3l/"
+expect_exit 0 "import with rope_scaling linear (the old \"type\" key)" hf import "$WORK/hf_l3l" "$WORK/l3l" --stages 2
+expect_grep "--rope-scaling linear --rope-scaling-factor 2.5 --layers-per-stage 2" "  the flags name it"
+lflags=$(sed -n 's/^  \(--model .*\) --load .*/\1/p' "$WORK/out")
+"$A" $lflags --load "$WORK/l3l" --lr 0 --iterations 1 --data "$DATA" --json > "$WORK/r_l3l" 2> "$WORK/err" || fail "linear run: $(cat "$WORK/err")"
+l=$(loss1 "$WORK/r_l3l"); ref=$(python3 "$WORK/hf_llama_ref.py" "$WORK/hf_l3l" "$DATA" 2 2> "$WORK/err")
+[ -n "$l" ] && [ -n "$ref" ] && near "$ref" "$l" 1e-5 && pass "linear: HF's forward gives the runtime's loss: $ref vs $l" || fail "linear: HF's forward '$ref', the runtime '$l'"
+"$A" $lflags --load "$WORK/l3l" --lr 0 --iterations 1 --data "$DATA" --save "$WORK/ck_l3l" > /dev/null 2> "$WORK/err" &&
+  hf export "$WORK/ck_l3l" "$WORK/hf_l3l2" > /dev/null &&
+  python3 -c "import json, sys; c = json.load(open(sys.argv[1])); assert c['rope_scaling'] == {'rope_type': 'linear', 'factor': 2.5} and c['max_position_embeddings'] == 16, c" \
+    "$WORK/hf_l3l2/config.json" && pass "  its export writes rope_scaling linear 2.5" || fail "linear export: $(cat "$WORK/err")"
+
+# Llama 3's vocabulary, 128256 tokens (untied, as 8B: both matrices): import, the runtime's
+# forward = HF's (one window of 4 bytes of DATA), a run at --lr 0 saved, exported: every
+# tensor the BF16 value imported
+python3 "$WORK/mk_llama3.py" "$WORK/hf_v" 128256 8 2 1 16 2 4 2 0 0.4 || fail "making the 128256-token directory"
+expect_exit 0 "import with vocab_size 128256" hf import "$WORK/hf_v" "$WORK/lv" --stages 2
+vflags=$(sed -n 's/^  \(--model .*\) --load .*/\1/p' "$WORK/out")
+"$A" $vflags --micro-batch 1 --load "$WORK/lv" --lr 0 --iterations 1 --data "$DATA" --json --save "$WORK/ck_v" > "$WORK/r_v" 2> "$WORK/err" ||
+  fail "the 128256-token run: $(cat "$WORK/err")"
+l=$(loss1 "$WORK/r_v"); ref=$(python3 "$WORK/hf_llama_ref.py" "$WORK/hf_v" "$DATA" 2 2> "$WORK/err")
+[ -n "$l" ] && [ -n "$ref" ] && near "$ref" "$l" 1e-5 && pass "vocab 128256: HF's forward gives the runtime's loss: $ref vs $l" || fail "vocab 128256: HF's forward '$ref', the runtime '$l' $(cat "$WORK/err")"
+expect_exit 0 "  its export" hf export "$WORK/ck_v" "$WORK/hf_v2"
+python3 - "$WORK/hf_v" "$WORK/hf_v2" <<'PY' && pass "  every tensor of the export is the imported BF16 value, vocab 128256 rows" || fail "the 128256-token round trip"
+import json, struct, sys
+def rd(p):
+    raw = open(p + "/model.safetensors", "rb").read(); n = struct.unpack("<Q", raw[:8])[0]; out = {}
+    for k, v in json.loads(raw[8:8 + n]).items():
+        if k == "__metadata__": continue
+        a, b = v["data_offsets"]; body = raw[8 + n + a:8 + n + b]
+        out[k] = (v["shape"], struct.unpack("<%df" % (len(body) // 4), body) if v["dtype"] == "F32" else
+                  struct.unpack("<%df" % (len(body) // 2), b"".join(b"\0\0" + body[i:i + 2] for i in range(0, len(body), 2))))
+    return out
+a, b = rd(sys.argv[1]), rd(sys.argv[2])
+assert sorted(a) == sorted(b) and a["lm_head.weight"][0] == [128256, 8]
+for k in a: assert a[k] == b[k], k
+PY
 
 # --- GPT-2's layer (the gpt model's default) <-> Hugging Face GPT2LMHeadModel ---
 # hf_gpt2_ref.py HFDIR DATA SEQS: GPT-2's forward (modeling_gpt2: wte + wpe; per layer
@@ -406,7 +576,14 @@ refuse() {   # refuse FIELD JSON-VALUE [PATTERN]: import of hf_untied with confi
   expect_grep "${3:-field '$1' is}" "  naming '$1'"
   [ ! -e "$WORK/x" ] && [ -z "$(ls -a "$WORK" | grep '^\.x\|^x\.')" ] && pass "  nothing written" || fail "$1: the refused import left files"
 }
-refuse rope_scaling '{"rope_type": "linear", "factor": 2.0}'
+refuse rope_scaling '{"rope_type": "yarn", "factor": 4.0}' "field 'rope_scaling' is .*rope_type \"yarn\": PPS's RoPE scales as rope_type linear or llama3 only"
+refuse rope_scaling '{"type": "dynamic", "factor": 2.0}' "rope_type \"dynamic\": PPS's RoPE scales as"
+refuse rope_parameters '{"rope_type": "longrope", "rope_theta": 10000.0}' "field 'rope_parameters' is .*rope_type \"longrope\""
+refuse rope_scaling '{"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 4.0, "high_freq_factor": 1.0, "original_max_position_embeddings": 8192}' \
+  "rope_type llama3: low_freq_factor 4 is not below high_freq_factor 1"
+refuse rope_scaling '{"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0}' \
+  "rope_type llama3: original_max_position_embeddings is null, not a whole number above 0"
+refuse rope_scaling '{"rope_type": "linear", "factor": 0}' "rope_type linear: factor is 0, not a number above 0"
 refuse attention_bias true
 refuse rms_norm_eps 1e-6
 refuse hidden_act '"gelu"'
@@ -421,6 +598,10 @@ python3 -c "import sys; d = open(sys.argv[1], 'rb').read(); open(sys.argv[2], 'w
   "$WORK/hf_untied/model.safetensors" "$WORK/hf_x/model.safetensors"
 expect_exit 2 "a truncated model.safetensors" hf import "$WORK/hf_x" "$WORK/x"
 expect_grep "model.safetensors: .*end past the file" "  said so"
+sed 's/"rope_scaling":"llama3"/"rope_scaling":"yarn"/' "$WORK/ckT_l3" > "$WORK/ckT_l3.bad"   # (its shards beside it)
+expect_exit 2 "export of an index with rope_scaling yarn" hf export "$WORK/ckT_l3.bad" "$WORK/hf_bad"
+expect_grep "metadata field 'rope_scaling' is 'yarn', expected none, linear or llama3" "  the field named"
+[ ! -e "$WORK/hf_bad/model.safetensors" ] && pass "  nothing exported" || fail "the refused export left model.safetensors"
 expect_exit 2 "a missing index" hf export "$WORK/nothere" "$WORK/hf_y"
 expect_exit 2 "a usage error" hf export "$WORK/ck_untied"
 expect_exit 2 "--dtype f8" hf export "$WORK/ck_untied" "$WORK/hf_y" --dtype f8

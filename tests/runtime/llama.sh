@@ -21,6 +21,15 @@
 #  - checkpoints record the layer (mlp, norm, position, bias, ffn_hidden) and resume
 #    under another schedule with the uninterrupted losses; a run with another layer is
 #    refused, naming the flag;
+#  - RoPE scaling (--rope-scaling linear|llama3 and its parameters; the frequencies
+#    against HF's definition in hf.sh): llama3's limits are the other scalings bit for
+#    bit (an original context of 1 position: linear by the factor; of 4096: none), linear
+#    by 1 is none, a real llama3 band split changes the losses; --json shows it; the
+#    checkpoint records it and --load restores each part unless given (a resumed run has
+#    the uninterrupted losses), a given part wins, a parameter the restored scaling does
+#    not take, bad parameters and malformed index fields are refused naming them; on
+#    the emulated CUDA backend (when built) a llama3 run gives the CPU's loss within
+#    5e-4 (bfloat16), well apart from the unscaled loss;
 #  - bad flags are refused (exit 2) with the reason.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/split_lib.sh"
@@ -66,7 +75,7 @@ else skip "--arch llama under MPI (libppsrt without MPI, or no mpirun)"; fi
 
 # it learns
 run l8 "$A" $L --iterations 8
-grep -q '"layer":{"mlp":"swiglu","norm":"rmsnorm","position":"rope","bias":false,"embeddings":"untied","ffn_hidden":24}' "$WORK/l8" &&
+grep -q '"layer":{"mlp":"swiglu","norm":"rmsnorm","position":"rope","bias":false,"embeddings":"untied","ffn_hidden":24,"rope":{"base":10000,"scaling":"none"}}' "$WORK/l8" &&
   pass "--json names the layer" || fail "--json layer: $(grep -o '"layer":[^}]*}' "$WORK/l8")"
 python3 - "$WORK/l8" <<'PY' && pass "the loss falls over 8 iterations: $(losses "$WORK/l8")" || fail "the loss does not fall: $(losses "$WORK/l8")"
 import json, sys
@@ -157,6 +166,66 @@ run bx "$A" $GS --iterations 2 --layers-per-stage 2 --load "$WORK/ckb" --rope-ba
 [ "$(losses "$WORK/bx")" != "$(losses "$WORK/br")" ] && pass "--rope-base given on --load wins over the checkpoint's" ||
   fail "--rope-base 10000 on --load changed nothing"
 GSG=$(echo "$G" | sed 's/--optimizer adam/--optimizer sgd/')
+# RoPE scaling (--rope-scaling; the frequencies against HF's definition: hf.sh). Here
+# D = 4: pair 0 has frequency 1 (wavelength 2 pi), pair 1 base^-1/2 = 0.01 (628).
+# Limits that are the other scalings exactly, bit for bit: llama3 with an original
+# context of 1 position puts every pair in the low band (f / factor) = linear; with 4096
+# every pair in the high band (f) = none; linear by 1 = none. llama3 over 64 positions
+# (pair 0 high, pair 1 low) changes the losses.
+run sn "$A" $GS --iterations 2
+run sl "$A" $GS --iterations 2 --rope-scaling linear --rope-scaling-factor 8
+run s1 "$A" $GS --iterations 2 --rope-scaling llama3 --rope-original-max-positions 1
+run s4k "$A" $GS --iterations 2 --rope-scaling llama3 --rope-original-max-positions 4096
+run sl1 "$A" $GS --iterations 2 --rope-scaling linear --rope-scaling-factor 1
+run s64 "$A" $GS --iterations 2 --rope-scaling llama3 --rope-original-max-positions 64
+same() { [ -n "$(losses "$2")" ] && [ "$(losses "$2")" = "$(losses "$3")" ] && pass "$1: $(losses "$2")" || fail "$1: '$(losses "$2")' vs '$(losses "$3")'"; }
+same "llama3 over 1 original position (all pairs low: f / 8) = linear by 8, bit for bit" "$WORK/s1" "$WORK/sl"
+same "llama3 over 4096 original positions (all pairs high: f) = no scaling, bit for bit" "$WORK/s4k" "$WORK/sn"
+same "linear by 1 = no scaling, bit for bit" "$WORK/sl1" "$WORK/sn"
+[ "$(losses "$WORK/sl")" != "$(losses "$WORK/sn")" ] && [ "$(losses "$WORK/s64")" != "$(losses "$WORK/sn")" ] &&
+  [ "$(losses "$WORK/s64")" != "$(losses "$WORK/sl")" ] && pass "linear by 8 and llama3 over 64 positions change the losses" ||
+  fail "scaling changed nothing: $(losses "$WORK/sn") / $(losses "$WORK/sl") / $(losses "$WORK/s64")"
+grep -q '"rope":{"base":10000,"scaling":"llama3","factor":8,"low_freq_factor":1,"high_freq_factor":4,"original_max_positions":64}}' \
+  "$WORK/s64" && grep -q '"rope":{"base":10000,"scaling":"linear","factor":8}}' "$WORK/sl" &&
+  pass "--json's layer shows the scaling and its parameters" || fail "--json rope: $(grep -o '"rope":[^}]*}' "$WORK/s64" "$WORK/sl")"
+run sg "$A" $GSG --iterations 1
+grep -q '"ffn_hidden":64,"rope":null}' "$WORK/sg" && pass "--json: rope null with learned positions" || fail "--json rope with learned positions"
+# checkpoints record the scaling; --load restores each part unless given
+S3="--rope-scaling llama3 --rope-scaling-factor 4 --rope-low-freq-factor 0.5 --rope-high-freq-factor 2 --rope-original-max-positions 64"
+run q2 "$A" $GS --iterations 2 --layers-per-stage 2 $S3 --save "$WORK/cks"
+run q4 "$A" $GS --iterations 4 --layers-per-stage 2 $S3
+for kv in '"rope_scaling":"llama3"' '"rope_scaling_factor":"4"' '"rope_low_freq_factor":"0.5"' '"rope_high_freq_factor":"2"' \
+          '"rope_original_max_positions":"64"'; do
+  grep -q "$kv" "$WORK/cks" && pass "the index records $kv" || fail "the index lacks $kv"
+done
+run qr "$Z" $GS --iterations 2 --load "$WORK/cks"
+printf '%s\n' "$(grep -o '"loss":[-0-9.e+]*,"time_s"' "$WORK/q4" | sed -n 3,4p)" > "$WORK/q4b"
+close "saved with llama3 scaling, resumed under ZB-V without the flags: the uninterrupted iterations 3-4" "$WORK/qr" "$WORK/q4b"
+grep -q '"rope":{"base":10000,"scaling":"llama3","factor":4,"low_freq_factor":0.5,"high_freq_factor":2,"original_max_positions":64}}' \
+  "$WORK/qr" && pass "  its --json shows the restored scaling" || fail "restored scaling: $(grep -o '"rope":[^}]*}' "$WORK/qr")"
+run qn "$A" $GS --iterations 2 --layers-per-stage 2 --load "$WORK/cks" --rope-scaling none
+run qf "$A" $GS --iterations 2 --layers-per-stage 2 --load "$WORK/cks" --rope-scaling-factor 16
+grep -q '"scaling":"none"}' "$WORK/qn" && [ "$(losses "$WORK/qn")" != "$(losses "$WORK/qr")" ] &&
+  pass "--rope-scaling none on --load wins over the checkpoint's llama3" || fail "--rope-scaling none on --load: $(grep -o '"rope":[^}]*}' "$WORK/qn")"
+grep -q '"scaling":"llama3","factor":16,"low_freq_factor":0.5' "$WORK/qf" && [ "$(losses "$WORK/qf")" != "$(losses "$WORK/qr")" ] &&
+  pass "--rope-scaling-factor 16 alone on --load: the checkpoint's llama3 and other parameters, the given factor" ||
+  fail "--rope-scaling-factor on --load: $(grep -o '"rope":[^}]*}' "$WORK/qf")"
+expect_exit 1 "--rope-low-freq-factor on --load of a checkpoint without scaling" "$A" $GS --layers-per-stage 2 --load "$WORK/ckb" \
+  --rope-low-freq-factor 2
+expect_grep "--rope-low-freq-factor needs --rope-scaling llama3: checkpoint '.*' was saved with --rope-scaling none" "  the flag and the checkpoint's scaling named"
+expect_exit 1 "--rope-high-freq-factor 0.25 on --load of low 0.5" "$A" $GS --layers-per-stage 2 --load "$WORK/cks" --rope-high-freq-factor 0.25
+expect_grep "needs 0 < --rope-low-freq-factor < --rope-high-freq-factor .*got 0.5, 0.25" "  the values named"
+cp "$WORK/cks" "$WORK/cks.good"
+sed 's/"rope_scaling":"llama3"/"rope_scaling":"yarn"/' "$WORK/cks.good" > "$WORK/cks"
+expect_exit 1 "an index with rope_scaling yarn" "$A" $GS --layers-per-stage 2 --load "$WORK/cks"
+expect_grep "metadata field 'rope_scaling' is 'yarn', expected none, linear or llama3" "  the field named"
+sed 's/"rope_scaling_factor":"4"/"rope_scaling_factor":"0"/' "$WORK/cks.good" > "$WORK/cks"
+expect_exit 1 "an index with rope_scaling_factor 0" "$A" $GS --layers-per-stage 2 --load "$WORK/cks"
+expect_grep "metadata field 'rope_scaling_factor' is 0: out of range (above 0)" "  the field named"
+sed 's/"rope_original_max_positions":"64"/"rope_original_max_positions":"6.4"/' "$WORK/cks.good" > "$WORK/cks"
+expect_exit 1 "an index with rope_original_max_positions 6.4" "$A" $GS --layers-per-stage 2 --load "$WORK/cks"
+expect_grep "rope_original_max_positions" "  the field named"
+cp "$WORK/cks.good" "$WORK/cks"
 expect_exit 1 "GPT-2's layer refuses a Llama checkpoint" "$A" $GSG --layers-per-stage 2 --ffn-hidden 24 --load "$WORK/ck"
 expect_grep "holds a gpt with --mlp swiglu, this run's has --mlp gelu" "the layer named"
 expect_exit 1 "another --ffn-hidden is refused" "$A" $GS --layers-per-stage 2 --ffn-hidden 32 --load "$WORK/ck"
@@ -171,6 +240,24 @@ sed 's/"mlp":"relu"/"mlp":"swiglu"/; s/"rope_base":"[^"]*"/"rope_base":"0.5"/' "
 expect_exit 1 "an index with rope_base 0.5" "$A" $GS --layers-per-stage 2 --load "$WORK/ck"
 expect_grep "metadata field 'rope_base' is 0.5: out of range (above 1)" "the base named"
 
+# the CUDA backend reads the same scaled table (on the emulator, when built): its loss
+# is the CPU's within bfloat16's error, and farther from the unscaled one
+if [ -f "$EMU" ]; then
+  E="--model gpt --arch llama --hidden 32 --heads 2 --query-groups 1 --seq 16 --vocab 64 --ffn-hidden 48 --rope-base 500000"
+  ES="--rope-scaling llama3 --rope-original-max-positions 64"
+  run ec "$A" $E $ES --iterations 1
+  run en "$A" $E --iterations 1
+  run eg env ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" PPS_EMU_TIMEOUT=30 PPSRT_EMU_GPUS=2 \
+    LD_PRELOAD="$EMU" "$A" $E $ES --iterations 1 --backend cuda
+  python3 -c "
+import sys
+g, c, n = (float(x) for x in sys.argv[1:4])
+assert abs(g - c) <= 5e-4 * c and abs(g - n) > 2 * abs(g - c) and abs(c - n) > 1e-3 * c, (g, c, n)" \
+    "$(losses "$WORK/eg")" "$(losses "$WORK/ec")" "$(losses "$WORK/en")" 2>/dev/null &&
+    pass "llama3 scaling on the emulated CUDA backend: $(losses "$WORK/eg")(CPU $(losses "$WORK/ec"), unscaled $(losses "$WORK/en"))" ||
+    fail "llama3 on the emulated CUDA backend: $(losses "$WORK/eg") vs CPU $(losses "$WORK/ec") (unscaled $(losses "$WORK/en"))"
+else skip "RoPE scaling on the CUDA backend: the emulator ($EMU) is not built"; fi
+
 # refused flags
 expect_exit 2 "--arch with the mlp model" "$A" --model mlp --arch llama
 expect_grep "choose the gpt model's layer" "the model named"
@@ -180,6 +267,27 @@ expect_exit 2 "--mlp relu" "$A" $G --mlp relu
 expect_exit 2 "--bias maybe" "$A" $G --bias maybe
 expect_exit 2 "--rope-base 1" "$A" $G --rope-base 1
 expect_grep "--rope-base needs a number above 1" "the base's range named"
+expect_exit 2 "--rope-scaling yarn" "$A" $L --rope-scaling yarn
+expect_grep "--rope-scaling needs none, linear or llama3, got 'yarn'" "  the values named"
+expect_exit 2 "--rope-scaling-factor without --rope-scaling" "$A" $L --rope-scaling-factor 8
+expect_grep "--rope-scaling-factor needs --rope-scaling linear or llama3" "  the scaling to give named"
+expect_exit 2 "--rope-original-max-positions with linear" "$A" $L --rope-scaling linear --rope-original-max-positions 64
+expect_grep "--rope-original-max-positions needs --rope-scaling llama3$" "  llama3 named"
+expect_exit 2 "--rope-scaling none --rope-high-freq-factor 4 --load (given: checked at once)" "$A" $L --rope-scaling none \
+  --rope-high-freq-factor 4 --load "$WORK/cks"
+expect_grep "--rope-high-freq-factor needs --rope-scaling llama3" "  said so"
+for bad in "--rope-scaling-factor 0" "--rope-scaling-factor -2" "--rope-low-freq-factor inf" "--rope-high-freq-factor x"; do
+  expect_exit 2 "--rope-scaling llama3 $bad" "$A" $L --rope-scaling llama3 $bad
+  expect_grep "${bad%% *} needs a number above 0, got '${bad#* }'" "  the flag and value named"
+done
+expect_exit 2 "--rope-original-max-positions 0" "$A" $L --rope-scaling llama3 --rope-original-max-positions 0
+expect_grep "--rope-original-max-positions needs an integer from 1" "  the range named"
+expect_exit 2 "llama3 with low = high" "$A" $L --rope-scaling llama3 --rope-low-freq-factor 4
+expect_grep "needs 0 < --rope-low-freq-factor < --rope-high-freq-factor .*got 4, 4 and 8192" "  the values named"
+expect_exit 2 "--rope-scaling with learned positions" "$A" $G --rope-scaling llama3
+expect_grep "this gpt has learned positions" "  said so"
+expect_exit 2 "--rope-scaling with the mlp model" "$A" --model mlp --rope-scaling linear
+expect_grep "choose the gpt model's layer" "  the model named"
 expect_exit 2 "RoPE with an odd head size" "$A" --model gpt --hidden 12 --heads 4 --position rope
 expect_grep "head size --hidden 12 / --heads 4 = 3 must be even" "the head size named"
 expect_exit 2 "--ffn-hidden 25 at T = 2" "$A" $L --ffn-hidden 25 --tensor-parallel 2
