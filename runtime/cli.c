@@ -542,7 +542,9 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
       return usage_error(me, "the gpt model is not built into this libppsrt");
     run.create = ppsrt_gpt_create;
     /* sizes whose tensors cannot exist are bad flags (exit 2), before any rank starts */
-    if (ppsrt_gpt_check_config && ppsrt_gpt_check_config(cfg)) return usage_error(me, "%s", ppsrt_last_error());
+    ppsrt_model_config chk = *cfg;
+    if (o->load) chk.rope_scaling = PPSRT_ROPE_NONE;   /* its parameters may come from the checkpoint: checked restored */
+    if (ppsrt_gpt_check_config && ppsrt_gpt_check_config(&chk)) return usage_error(me, "%s", ppsrt_last_error());
     if (ppsrt_gpt_ffn) cfg->ffn_hidden = ppsrt_gpt_ffn(cfg);   /* resolved: what the JSON and checkpoints report */
   } else {
     if (p->vocab_mode)
@@ -689,8 +691,11 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   if (run.nlocal == 1 && my_rank != 0) run.out = stdout;
   /* --load: the checkpoint's index and shard headers, read by every process; its step,
      data position and schedule settings (those not on the command line) go on */
-  if (o->load && rt_ckpt_open(&run, o->load, &run.ck)) {
+  /* (the RoPE scaling restored with the flags given: checked whole now) */
+  if (o->load && (rt_ckpt_open(&run, o->load, &run.ck) ||
+                  (!strcmp(o->model, "gpt") && ppsrt_gpt_check_config && ppsrt_gpt_check_config(cfg)))) {
     if (run.first_rank == 0) fprintf(stderr, "%s: error: %s\n", me, ppsrt_last_error());
+    rt_ckpt_close(run.ck);
     if (run.lane_tr) run.lane_tr->destroy(run.lane_tr);
     tr->destroy(tr);
     ppsrt_tokens_free(tokens);

@@ -215,6 +215,13 @@ expect_exit 1 "--rope-low-freq-factor on --load of a checkpoint without scaling"
 expect_grep "--rope-low-freq-factor needs --rope-scaling llama3: checkpoint '.*' was saved with --rope-scaling none" "  the flag and the checkpoint's scaling named"
 expect_exit 1 "--rope-high-freq-factor 0.25 on --load of low 0.5" "$A" $GS --layers-per-stage 2 --load "$WORK/cks" --rope-high-freq-factor 0.25
 expect_grep "needs 0 < --rope-low-freq-factor < --rope-high-freq-factor .*got 0.5, 0.25" "  the values named"
+# with --rope-scaling llama3 given too, the low factor not given is still the checkpoint's
+# (0.5), not the default 1: a high factor of 0.75 is above it
+expect_exit 0 "--rope-scaling llama3 --rope-high-freq-factor 0.75 on --load of low 0.5" "$A" $GS --iterations 1 \
+  --layers-per-stage 2 --load "$WORK/cks" --rope-scaling llama3 --rope-high-freq-factor 0.75 -q
+expect_exit 1 "--rope-scaling llama3 --rope-high-freq-factor 0.25 on --load of low 0.5" "$A" $GS --iterations 1 \
+  --layers-per-stage 2 --load "$WORK/cks" --rope-scaling llama3 --rope-high-freq-factor 0.25 -q
+expect_grep "needs 0 < --rope-low-freq-factor < --rope-high-freq-factor .*got 0.5, 0.25" "  the restored low factor named"
 cp "$WORK/cks" "$WORK/cks.good"
 sed 's/"rope_scaling":"llama3"/"rope_scaling":"yarn"/' "$WORK/cks.good" > "$WORK/cks"
 expect_exit 1 "an index with rope_scaling yarn" "$A" $GS --layers-per-stage 2 --load "$WORK/cks"
