@@ -47,6 +47,9 @@ static const char usage_text[] =
   "  --embeddings untied|tied gpt: the output layer its own matrix (default) or the input's\n"
   "  --ffn-hidden N --rope-base X   gpt: MLP width (default 4h; SwiGLU 8h/3 rounded down to\n"
   "                           a multiple of 64), RoPE base (default 10000); defaults from model { }\n"
+  "  --hidden-dropout P --attention-dropout P   gpt: dropout rates, 0 <= P < 1 (default 0: none),\n"
+  "                           Megatron-LM's: on the embedding's, attention block's and MLP's\n"
+  "                           outputs / on the attention probabilities (--val-data: none)\n"
   "training:\n"
   "  --iterations N           iterations (default 1); --seed N (default 1234)\n"
   "  --lr X                   learning rate (default 0.01); --optimizer sgd|adam (default sgd)\n"
@@ -431,6 +434,12 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
         return usage_error(me, "--rope-base needs a number above 1, got '%s'", v ? v : "");
       arch_flag = 1;
       o->given |= RT_GIVEN_ROPE_BASE;
+    } else if (flag_is(a, "--hidden-dropout", &v, argc, argv, &i) || flag_is(a, "--attention-dropout", &v, argc, argv, &i)) {
+      int att = a[2] == 'a';
+      double *rate = att ? &cfg->attention_dropout : &cfg->hidden_dropout;
+      if (!v || parse_double(v, 0, rate) || !(*rate >= 0 && *rate < 1))
+        return usage_error(me, "--%s-dropout needs a rate from 0 to below 1, got '%s'", att ? "attention" : "hidden", v ? v : "");
+      arch_flag = 1;
     } else if (flag_is(a, "--die-at", &v, argc, argv, &i)) {
       /* two or three whole numbers from 0, colon-separated, nothing else */
       char buf[64], *f[4] = {0};
@@ -490,8 +499,8 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   if (a_nobias >= 0) cfg->no_bias = a_nobias;
   if (a_tie >= 0) cfg->tie_embeddings = a_tie;
   if (arch_flag && strcmp(o->model, "gpt"))
-    return usage_error(me, "--arch, --mlp, --norm, --position, --bias, --embeddings, --ffn-hidden and --rope-base "
-                       "choose the gpt model's layer\n"
+    return usage_error(me, "--arch, --mlp, --norm, --position, --bias, --embeddings, --ffn-hidden, --rope-base, "
+                       "--hidden-dropout and --attention-dropout choose the gpt model's layer\n"
                        "hint: add --model gpt");
   cfg->name = o->model;
   cfg->nstage = p->nstage;
@@ -664,6 +673,7 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
             "and trains on the synthetic tokens\nhint: give --data FILE again to go on with the file\n", me, o->load, run.data0);
   if (!o->decay_steps) o->decay_steps = run.step0 + o->iterations;
   cfg->data0 = run.data0;
+  cfg->step0 = run.step0;   /* (the dropout masks go on from the checkpoint's step) */
 
   int it = o->iterations, nd = p->ndev;
   run.ctx = calloc((size_t)run.nlocal, sizeof *run.ctx);

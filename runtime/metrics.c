@@ -427,9 +427,9 @@ void rt_print_json(ppsrt_run *run, int status) {
   const ppsrt_model_config *mc = &run->o.cfg;
   if (!strcmp(run->o.model, "gpt"))
     fprintf(f, ",\"layer\":{\"mlp\":\"%s\",\"norm\":\"%s\",\"position\":\"%s\",\"bias\":%s,\"embeddings\":\"%s\","
-            "\"ffn_hidden\":%d}", mc->swiglu ? "swiglu" : "gelu", mc->rmsnorm ? "rmsnorm" : "layernorm",
-            mc->rope ? "rope" : "learned", mc->no_bias ? "false" : "true", mc->tie_embeddings ? "tied" : "untied",
-            mc->ffn_hidden);
+            "\"ffn_hidden\":%d,\"hidden_dropout\":%.17g,\"attention_dropout\":%.17g}", mc->swiglu ? "swiglu" : "gelu",
+            mc->rmsnorm ? "rmsnorm" : "layernorm", mc->rope ? "rope" : "learned", mc->no_bias ? "false" : "true",
+            mc->tie_embeddings ? "tied" : "untied", mc->ffn_hidden, mc->hidden_dropout, mc->attention_dropout);
   else
     fprintf(f, ",\"layer\":null");
   fprintf(f, ",\"exit\":%d}\n", status);

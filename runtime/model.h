@@ -95,6 +95,11 @@ typedef struct ppsrt_model_config {
   int no_bias;            /* 1: the linear layers (QKV, projection, FC1, FC2) have no bias */
   double rope_base;       /* RoPE's base (0: 10000) */
   int tie_embeddings;     /* --embeddings tied: the output layer is the input embedding's matrix */
+  double hidden_dropout;  /* --hidden-dropout p (gpt): on the embedding's, the attention block's and the MLP's
+                           * outputs (0: none; validate.c's model 0: evaluation) */
+  double attention_dropout;   /* --attention-dropout p (gpt): on the attention probabilities */
+  long step0;             /* steps done before this run (--load): iteration it is step step0 + it + 1 (the
+                           * dropout masks' counter, dropout.h) */
 } ppsrt_model_config;
 
 /* Training tokens (data.c), loaded once per process and shared read-only by its

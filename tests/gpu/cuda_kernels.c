@@ -474,7 +474,8 @@ static void t_swiglu(void) {
 }
 
 /* Fused q|k|v rows [batch*T, (Hq + 2 Hkv) D] and fused gradients, as the gpt model. */
-static void t_attention_on(ppsrt_backend *g_be, const char *label, int batch, int T, int Hq, int Hkv, int D) {
+static void t_attention_on(ppsrt_backend *g_be, const char *label, int batch, int T, int Hq, int Hkv, int D,
+                           const ppsrt_dropout *dr) {
   ppsrt_backend *keep = gpu;
   gpu = g_be;
   int W = (Hq + 2 * Hkv) * D, rows = batch * T, ldo = Hq * D;
@@ -482,9 +483,9 @@ static void t_attention_on(ppsrt_backend *g_be, const char *label, int batch, in
   pair out = mk((size_t)rows * ldo, PPSRT_BF16, 0, 0), lse = mk((size_t)batch * Hq * T, PPSRT_F32, 0, 0);
   size_t ko = (size_t)Hq * D, vo = (size_t)(Hq + Hkv) * D;
   OK(cpu->attention_fwd(cpu, 0, out.c, lse.c, qkv.c, W, (float *)qkv.c + ko, W, (float *)qkv.c + vo, W, batch, T, Hq,
-                        Hkv, D));
+                        Hkv, D, dr));
   OK(gpu->attention_fwd(gpu, 0, out.g, lse.g, qkv.g, W, (uint16_t *)qkv.g + ko, W, (uint16_t *)qkv.g + vo, W, batch,
-                        T, Hq, Hkv, D));
+                        T, Hq, Hkv, D, dr));
   char w[96];
   norm_bound = 1.0 / 32;
   snprintf(w, sizeof w, "attention_fwd out %s", label);
@@ -505,9 +506,9 @@ static void t_attention_on(ppsrt_backend *g_be, const char *label, int batch, in
   free(hl);
   pair dout = mk((size_t)rows * ldo, PPSRT_BF16, 1, 0), dqkv = mk((size_t)rows * W, PPSRT_BF16, 3, 0);
   OK(cpu->attention_bwd(cpu, 0, dqkv.c, (float *)dqkv.c + ko, (float *)dqkv.c + vo, W, dout.c, out.c, lse.c, qkv.c, W,
-                        (float *)qkv.c + ko, W, (float *)qkv.c + vo, W, batch, T, Hq, Hkv, D));
+                        (float *)qkv.c + ko, W, (float *)qkv.c + vo, W, batch, T, Hq, Hkv, D, dr));
   OK(gpu->attention_bwd(gpu, 0, dqkv.g, (uint16_t *)dqkv.g + ko, (uint16_t *)dqkv.g + vo, W, dout.g, out.g, lse.g,
-                        qkv.g, W, (uint16_t *)qkv.g + ko, W, (uint16_t *)qkv.g + vo, W, batch, T, Hq, Hkv, D));
+                        qkv.g, W, (uint16_t *)qkv.g + ko, W, (uint16_t *)qkv.g + vo, W, batch, T, Hq, Hkv, D, dr));
   snprintf(w, sizeof w, "attention_bwd dq|dk|dv %s", label);
   double r = sqrt((double)T * (Hq / Hkv) / 1024.0);
   compare(w, &dqkv, (tol){TOL_ATTN_BWD.abs * (r > 1 ? r : 1), TOL_ATTN_BWD.rel});
@@ -517,8 +518,8 @@ static void t_attention_on(ppsrt_backend *g_be, const char *label, int batch, in
 }
 
 static void t_attention(void) {
-  t_attention_on(gpu, "b2 T33 Hq4 Hkv2 D16", 2, 33, 4, 2, 16);
-  t_attention_on(gpu, "b1 T70 Hq6 Hkv6 D32", 1, 70, 6, 6, 32);
+  t_attention_on(gpu, "b2 T33 Hq4 Hkv2 D16", 2, 33, 4, 2, 16, NULL);
+  t_attention_on(gpu, "b1 T70 Hq6 Hkv6 D32", 1, 70, 6, 6, 32, NULL);
   /* Longer sequences run in chunks of query rows (T = 200: 4 chunks of 64 rows). With a
    * 1 MiB workspace cap, T = 600 (5 chunks of 128 rows, the last partial) also splits
    * the group of 4 query heads: 2 heads per unit forward (460 KB of scratch per head),
@@ -527,13 +528,13 @@ static void t_attention(void) {
   ppsrt_backend *small = NULL;
   OK(ppsrt_cuda_backend_create(0, &small));
   unsetenv("PPSRT_CUDA_ATTN_WS_MB");
-  t_attention_on(small, "b2 T200 Hq4 Hkv2 D16 row chunks", 2, 200, 4, 2, 16);
-  t_attention_on(small, "b1 T600 Hq4 Hkv1 D16 chunks, split group", 1, 600, 4, 1, 16);
+  t_attention_on(small, "b2 T200 Hq4 Hkv2 D16 row chunks", 2, 200, 4, 2, 16, NULL);
+  t_attention_on(small, "b1 T600 Hq4 Hkv1 D16 chunks, split group", 1, 600, 4, 1, 16, NULL);
   /* T = 300 (5 chunks of 64 rows): backward units of 4 heads (230 KB each), so 6 heads
    * make a unit of 4 and one of 2: multi-head (per-head dK/dV written to their columns)
    * and one kv group of 6 split over the two units (summed into the group's) */
-  t_attention_on(small, "b1 T300 Hq6 Hkv6 D16 MHA, units of 4+2", 1, 300, 6, 6, 16);
-  t_attention_on(small, "b2 T300 Hq6 Hkv1 D16 GQA, group split 4+2", 2, 300, 6, 1, 16);
+  t_attention_on(small, "b1 T300 Hq6 Hkv6 D16 MHA, units of 4+2", 1, 300, 6, 6, 16, NULL);
+  t_attention_on(small, "b2 T300 Hq6 Hkv1 D16 GQA, group split 4+2", 2, 300, 6, 1, 16, NULL);
   small->destroy(small);
 }
 
@@ -559,12 +560,12 @@ static void attn_det(ppsrt_backend *be, const char *label, int batch, int T, int
   pair lse = mk((size_t)batch * Hq * T, PPSRT_F32, 0, 0), dout = mk((size_t)rows * ldo, PPSRT_BF16, 1, 0);
   pair d1 = mk((size_t)rows * W, PPSRT_BF16, 0, 0), d2 = mk((size_t)rows * W, PPSRT_BF16, 0, 0);
   uint16_t *q = qkv.g;
-  OK(be->attention_fwd(be, 0, out.g, lse.g, q, W, q + ko, W, q + vo, W, batch, T, Hq, Hkv, D));
+  OK(be->attention_fwd(be, 0, out.g, lse.g, q, W, q + ko, W, q + vo, W, batch, T, Hq, Hkv, D, NULL));
   pair *d[2] = {&d1, &d2};
   for (int i = 0; i < 2; i++) {
     uint16_t *g = d[i]->g;
     OK(be->attention_bwd(be, 0, g, g + ko, g + vo, W, dout.g, out.g, lse.g, q, W, q + ko, W, q + vo, W, batch, T, Hq,
-                         Hkv, D));
+                         Hkv, D, NULL));
   }
   char w[96];
   snprintf(w, sizeof w, "attention_bwd deterministic %s", label);
@@ -578,7 +579,7 @@ static void attn_fused_case(ppsrt_backend *be, int must, const char *label, int 
   ppsrt_cuda_attention_calls(be, &f0, &u0);
   char w[96];
   snprintf(w, sizeof w, "cudnn %s", label);
-  t_attention_on(be, w, batch, T, Hq, Hkv, D);
+  t_attention_on(be, w, batch, T, Hq, Hkv, D, NULL);
   ppsrt_cuda_attention_calls(be, &f1, &u1);
   checks++;
   if (f1 - f0 == 2 && u1 == u0) {
@@ -1272,9 +1273,9 @@ static void t_launch_config(void) {
   OK(gpu->alloc(gpu, 1024, (void **)&S));
   OK(gpu->alloc(gpu, 1024, (void **)&lse));
   cudaStream_t s = ppsrt_cuda_stream(gpu, PPSRT_STREAM_COMPUTE);
-  cudaError_t bad = ppsrt_cu_attn_softmax_fwd(s, P, lse, S, 70000, 1, 1, 0, 1, 1.0f);
+  cudaError_t bad = ppsrt_cu_attn_softmax_fwd(s, P, lse, S, 70000, 1, 1, 0, 1, 1.0f, 0, 1.0f, 0, 0);
   cudaError_t after = cudaGetLastError();
-  cudaError_t good = ppsrt_cu_attn_softmax_fwd(s, P, lse, S, 1, 1, 1, 0, 1, 1.0f);
+  cudaError_t good = ppsrt_cu_attn_softmax_fwd(s, P, lse, S, 1, 1, 1, 0, 1, 1.0f, 0, 1.0f, 0, 0);
   OK(gpu->stream_sync(gpu, PPSRT_STREAM_COMPUTE));
   checks++;
   if ((bad != cudaErrorInvalidValue && bad != cudaErrorInvalidConfiguration) || after != cudaSuccess ||

@@ -66,7 +66,7 @@ else skip "--arch llama under MPI (libppsrt without MPI, or no mpirun)"; fi
 
 # it learns
 run l8 "$A" $L --iterations 8
-grep -q '"layer":{"mlp":"swiglu","norm":"rmsnorm","position":"rope","bias":false,"embeddings":"untied","ffn_hidden":24}' "$WORK/l8" &&
+grep -q '"layer":{"mlp":"swiglu","norm":"rmsnorm","position":"rope","bias":false,"embeddings":"untied","ffn_hidden":24,"hidden_dropout":0,"attention_dropout":0}' "$WORK/l8" &&
   pass "--json names the layer" || fail "--json layer: $(grep -o '"layer":[^}]*}' "$WORK/l8")"
 python3 - "$WORK/l8" <<'PY' && pass "the loss falls over 8 iterations: $(losses "$WORK/l8")" || fail "the loss does not fall: $(losses "$WORK/l8")"
 import json, sys
