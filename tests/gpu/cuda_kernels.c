@@ -20,6 +20,9 @@
  *              elementwise bound that small values pass cannot replace;
  *   TOL_F32  = (1e-4, 1e-4): F32 outputs of F32 arithmetic on identical inputs (only
  *              the order of the additions differs).
+ * Dropout (runtime/dropout.h): the two backends must drop the very same elements, bit
+ * for bit (bias_dropout_add's zeros; attention with dropout in one chunk, in row
+ * chunks and in split head units), and agree on the values at the tolerances above.
  * A failure prints the check, the first differing element and the largest error.
  *
  * Usage: cuda_kernels            run the checks (exit 77 when no GPU is visible)
@@ -468,6 +471,43 @@ static void t_swiglu_at(int N, int C) {
   drop(&pre); drop(&y); drop(&dy); drop(&dpre); drop(&ip);
 }
 
+/* Dropout: bias_dropout_add (y = a + drop(x + bias), in place y = a, and the dropout
+ * alone) against the CPU, with the mask compared exactly: on x = 2 everywhere the
+ * zeros of the two backends' outputs are the same elements (runtime/dropout.h's hash on
+ * both), and the share dropped is p within 5 standard errors. */
+static void t_dropout(void) {
+  const int N = 67, C = 301;
+  size_t n = (size_t)N * C;
+  ppsrt_dropout d = {ppsrt_drop_thr(0.3), (float)(1.0 / 0.7), ppsrt_drop_key(9, 2, 1, 3, PPSRT_DROP_FC2), 5, 0};
+  pair x = mk(n, PPSRT_BF16, 1, 0), bias = mk(C, PPSRT_BF16, 1, 0), a = mk(n, PPSRT_BF16, 1, 0);
+  OK(cpu->bias_dropout_add(cpu, 0, a.c, a.c, x.c, bias.c, N, C, &d));
+  OK(gpu->bias_dropout_add(gpu, 0, a.g, a.g, x.g, bias.g, N, C, &d));
+  compare("bias_dropout_add (y = a, in place)", &a, TOL_BF16);
+  pair two = mk(n, PPSRT_BF16, 0, 2), y = mk(n, PPSRT_BF16, 0, 0);
+  OK(cpu->bias_dropout_add(cpu, 0, y.c, NULL, two.c, NULL, N, C, &d));
+  OK(gpu->bias_dropout_add(gpu, 0, y.g, NULL, two.g, NULL, N, C, &d));
+  compare("dropout alone", &y, TOL_BF16);
+  float *hc = malloc(n * 4), *hg = malloc(n * 4);
+  OK(cpu->download_f32(cpu, hc, (ppsrt_tensor){y.c, n, PPSRT_F32}));
+  OK(gpu->download_f32(gpu, hg, (ppsrt_tensor){y.g, n, PPSRT_BF16}));
+  size_t differ = 0, zeros = 0;
+  for (size_t i = 0; i < n; i++) {
+    differ += (hc[i] == 0.0f) != (hg[i] == 0.0f);
+    zeros += hg[i] == 0.0f;
+  }
+  double frac = (double)zeros / n, se = sqrt(0.3 * 0.7 / n);
+  checks++;
+  if (differ || !(fabs(frac - 0.3) <= 5 * se)) {
+    failures++;
+    fprintf(stderr, "FAIL: dropout mask: %zu of %zu elements dropped on one backend only; share dropped %.4f (0.3 within "
+            "%.3g)\n", differ, n, frac, 5 * se);
+  } else {
+    printf("ok   %-44s n=%-8zu the same elements dropped on both; share %.4f\n", "dropout mask CPU == GPU", n, frac);
+  }
+  free(hc); free(hg);
+  drop(&x); drop(&bias); drop(&a); drop(&two); drop(&y);
+}
+
 static void t_swiglu(void) {
   t_swiglu_at(67, 301);
   t_swiglu_at(33, 256);
@@ -535,6 +575,12 @@ static void t_attention(void) {
    * and one kv group of 6 split over the two units (summed into the group's) */
   t_attention_on(small, "b1 T300 Hq6 Hkv6 D16 MHA, units of 4+2", 1, 300, 6, 6, 16, NULL);
   t_attention_on(small, "b2 T300 Hq6 Hkv1 D16 GQA, group split 4+2", 2, 300, 6, 1, 16, NULL);
+  /* attention dropout: the masks of the cuBLAS path's kernels (a unit's heads, a chunk's
+   * rows) are the CPU's; p = 0.2, a tensor rank's heads from 3 of 12 (base 3) */
+  ppsrt_dropout d = {ppsrt_drop_thr(0.2), (float)(1.0 / 0.8), ppsrt_drop_key(3, 1, 2, 0, PPSRT_DROP_ATTN), 3, 12};
+  t_attention_on(gpu, "b2 T33 Hq4 Hkv2 D16 dropout 0.2", 2, 33, 4, 2, 16, &d);
+  t_attention_on(small, "b2 T200 Hq4 Hkv2 D16 row chunks, dropout", 2, 200, 4, 2, 16, &d);
+  t_attention_on(small, "b2 T300 Hq6 Hkv1 D16 group split 4+2, dropout", 2, 300, 6, 1, 16, &d);
   small->destroy(small);
 }
 
@@ -1362,6 +1408,7 @@ int main(int argc, char **argv) {
   t_layernorm();
   t_rope();
   t_swiglu();
+  t_dropout();
   t_attention();
   t_attention_cudnn();
   t_epilogue();
