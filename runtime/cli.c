@@ -524,6 +524,11 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   }
   if (!strcmp(o->backend, "cuda") && !ppsrt_cuda_backend_create)
     return usage_error(me, "--backend cuda: this libppsrt was built without CUDA");
+  if (!strcmp(o->backend, "cuda") && cfg->attention_dropout > 0 && getenv("PPSRT_CUDA_ATTN") &&
+      !strcmp(getenv("PPSRT_CUDA_ATTN"), "cudnn"))   /* (the backend refuses it too, at the first attention) */
+    return usage_error(me, "--attention-dropout %g: the fused cuDNN attention (PPSRT_CUDA_ATTN=cudnn) has no dropout\n"
+                       "hint: unset PPSRT_CUDA_ATTN (auto runs attention dropout on the cuBLAS attention) or set it to "
+                       "cublas", cfg->attention_dropout);
   if (!strcmp(o->backend, "cpu") && !ppsrt_cpu_backend_create)
     return usage_error(me, "--backend cpu: the CPU backend is not built into this libppsrt");
   if (!strcmp(o->transport, "mpi") && !ppsrt_mpi_transport_create)

@@ -6,7 +6,10 @@
 #  - rate 0 is the run without the flags, bit for bit (1F1B, --tensor-parallel 2
 #    --sequence-parallel);
 #  - each rate alone changes the losses; with both at 0.1 the loss falls over the run;
-#  - --check (the one-device reference regenerates the masks) passes, with T = 2;
+#  - --check (the one-device reference regenerates the masks) passes: 1F1B, T = 2 with
+#    sequence parallelism, --data-parallel 2 (each replica's microbatches are global
+#    ones), Vocab-1 (the embedding's dropout after the vocabulary all-reduce), and
+#    PipeOffload (offloaded and reloaded activations); Vocab-1's losses are 1F1B's;
 #  - recomputation (whole stages, and 2 of 4 layers) gives the losses of the run
 #    without it, bit for bit (the rebuilt F draws the same masks), ZB-H1 (B and W
 #    apart) those of 1F1B, and T = 2 and T = 2 with sequence parallelism T = 1's
@@ -19,11 +22,15 @@
 #  - nothing is stored for the masks: --json's peak activation bytes are the run's
 #    without dropout;
 #  - bad rates, and the flags on the mlp model, are refused (exit 2) naming the flag;
-#  - the CUDA backend under the emulator (when built): --check passes with dropout.
+#    --no-compute runs with them;
+#  - the CUDA backend under the emulator (when built): --check passes with dropout, its
+#    losses are the CPU's within BF16's 2%; PPSRT_CUDA_ATTN=cudnn with
+#    --attention-dropout is refused (exit 2) naming both.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/split_lib.sh"
 build a "$top_srcdir/stdlib/1f1b.pps" -D P=2 -D m=4 || { fail "build 1f1b"; finish; }
 build z "$top_srcdir/stdlib/zb_h1.pps" -D P=2 -D m=4 || { fail "build zb_h1"; finish; }
+build v "$top_srcdir/stdlib/vocab_1f1b.pps" -D P=2 -D m=4 || { fail "build vocab_1f1b"; finish; }
 A=$WORK/a; Z=$WORK/z
 G="--model gpt --hidden 16 --heads 4 --query-groups 2 --seq 4 --vocab 32 --optimizer adam --lr 0.01 --iterations 3"
 D="--hidden-dropout 0.1 --attention-dropout 0.1"
@@ -62,6 +69,14 @@ expect_exit 0 "1F1B with dropout: --check" "$A" $G $D --check -q
 expect_grep "^check: passed" "dropout: check passes"
 expect_exit 0 "1F1B with dropout, T = 2 sequence parallel: --check" "$A" $G $D --tensor-parallel 2 --sequence-parallel --check -q
 expect_grep "^check: passed" "dropout, T = 2 sequence parallel: check passes"
+expect_exit 0 "1F1B with dropout, --data-parallel 2: --check" "$A" $G $D --data-parallel 2 --check -q
+expect_grep "^check: passed" "dropout, 2 replicas: check passes"
+expect_exit 0 "Vocab-1 1F1B with dropout: --check" "$WORK/v" $G $D --check -q
+expect_grep "^check: passed" "dropout, Vocab-1: check passes"
+if build po "$top_srcdir/stdlib/pipeoffload.pps"; then
+  expect_exit 0 "PipeOffload (offloaded activations) with dropout: --check" "$WORK/po" $G $D --check -q
+  expect_grep "^check: passed" "dropout, PipeOffload: check passes"
+else fail "build pipeoffload"; fi
 
 # the same masks wherever the same element is computed
 run t1 "$A" $G $D
@@ -71,6 +86,8 @@ run t2s "$A" $G $D --tensor-parallel 2 --sequence-parallel
 close "dropout: T = 2 sequence parallel = T = 1" "$WORK/t2s" "$WORK/t1"
 run zb "$Z" $G $D
 close "dropout: ZB-H1 (B and W apart) = 1F1B" "$WORK/zb" "$WORK/t1"
+run vo "$WORK/v" $G $D
+close "dropout: Vocab-1 = 1F1B" "$WORK/vo" "$WORK/t1"
 CASE=$top_srcdir/tests/runtime/cases/recompute.pps
 GR="--model gpt --hidden 16 --heads 4 --query-groups 2 --seq 4 --vocab 32 --optimizer adam --lr 0.01 --iterations 2 $D"
 if build rc_on "$CASE" -D lps=4 && build rc_half "$CASE" -D lps=4 -D r=0.5 && build rc_off "$CASE" -D lps=4 -D rc=false; then
@@ -118,6 +135,7 @@ expect_exit 2 "--attention-dropout 1 refused" "$A" $G --attention-dropout 1
 expect_grep "attention-dropout needs a rate from 0 to below 1" "--attention-dropout 1: the flag named"
 expect_exit 2 "dropout on the mlp model refused" "$A" --model mlp --hidden-dropout 0.1
 expect_grep "hint: add --model gpt" "mlp: the gpt model named"
+expect_exit 0 "--no-compute with dropout" "$A" $G $D --no-compute -q
 
 # the CUDA backend on the emulator: the same masks (dropout.h) in its kernels
 if [ -f "$EMU" ]; then
@@ -133,5 +151,10 @@ import sys
 a, b = [[float(x) for x in s.split()] for s in sys.argv[1:3]]
 assert len(a) == len(b) == 3 and all(abs(x - y) <= 2e-2 * y for x, y in zip(a, b)), (a, b)" "$a" "$b" 2>/dev/null \
     && pass "CUDA emulator (BF16) losses with dropout = the CPU's within 2%: $a vs $b" || fail "CUDA emulator '$a' vs CPU '$b'"
+  PPSRT_CUDA_ATTN=cudnn LD_PRELOAD=$EMU "$A" $G $D --backend cuda > "$WORK/out" 2>&1
+  st=$?
+  [ $st -eq 2 ] && grep -q "attention-dropout 0.1: the fused cuDNN attention (PPSRT_CUDA_ATTN=cudnn) has no dropout" "$WORK/out" \
+    && pass "PPSRT_CUDA_ATTN=cudnn with --attention-dropout refused (exit 2), both named" \
+    || { fail "PPSRT_CUDA_ATTN=cudnn with --attention-dropout: exit $st"; tail -3 "$WORK/out" >&2; }
 else skip "the CUDA emulator is not built"; fi
 finish
