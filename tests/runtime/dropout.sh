@@ -8,8 +8,10 @@
 #  - each rate alone changes the losses; with both at 0.1 the loss falls over the run;
 #  - --check (the one-device reference regenerates the masks) passes: 1F1B, T = 2 with
 #    sequence parallelism, --data-parallel 2 (each replica's microbatches are global
-#    ones), Vocab-1 (the embedding's dropout after the vocabulary all-reduce), and
-#    PipeOffload (offloaded and reloaded activations); Vocab-1's losses are 1F1B's;
+#    ones), Vocab-1 (the embedding's dropout after the vocabulary all-reduce), ZB-V
+#    (two stages a device), PipeOffload (offloaded and reloaded activations), and under
+#    mpirun when MPI is built;
+#    Vocab-1's losses are 1F1B's;
 #  - recomputation (whole stages, and 2 of 4 layers) gives the losses of the run
 #    without it, bit for bit (the rebuilt F draws the same masks), ZB-H1 (B and W
 #    apart) those of 1F1B, and T = 2 and T = 2 with sequence parallelism T = 1's
@@ -73,10 +75,19 @@ expect_exit 0 "1F1B with dropout, --data-parallel 2: --check" "$A" $G $D --data-
 expect_grep "^check: passed" "dropout, 2 replicas: check passes"
 expect_exit 0 "Vocab-1 1F1B with dropout: --check" "$WORK/v" $G $D --check -q
 expect_grep "^check: passed" "dropout, Vocab-1: check passes"
+if build zv "$top_srcdir/stdlib/zb_v.pps" -D P=2 -D m=4; then   # two stages a device, B and W apart
+  expect_exit 0 "ZB-V with dropout: --check" "$WORK/zv" $G $D --check -q
+  expect_grep "^check: passed" "dropout, ZB-V: check passes"
+else fail "build zb_v"; fi
 if build po "$top_srcdir/stdlib/pipeoffload.pps"; then
   expect_exit 0 "PipeOffload (offloaded activations) with dropout: --check" "$WORK/po" $G $D --check -q
   expect_grep "^check: passed" "dropout, PipeOffload: check passes"
 else fail "build pipeoffload"; fi
+
+if have_mpi; then
+  expect_exit 0 "1F1B with dropout under mpirun -np 2: --check" mpirun_np 2 "$A" $G $D --check -q
+  expect_grep "^check: passed" "dropout, MPI: check passes"
+else skip "MPI: not built or no mpirun"; fi
 
 # the same masks wherever the same element is computed
 run t1 "$A" $G $D
