@@ -32,7 +32,8 @@
  *   link they share is split between them in proportion to their bandwidths).
  * Bytes, when heads a is also given (dtype_bytes d, default 2):
  *   activation of one layer for one microbatch, with fused attention (no s x s
- *   scores, only its F32 softmax statistics) and no dropout, a token:
+ *   scores, only its F32 softmax statistics) and no dropout masks (the runtime's
+ *   dropout regenerates them from a hash: runtime/dropout.h), a token:
  *     ln1, x1, ln2, y and the two residual-branch gradients B leaves for W (held
  *     from F) 6hd, the two norms' F32 mean and rstd 16 (rstd alone with rmsnorm: 8),
  *     qkv h(1 + 2g/a)d, the attention's F32 softmax statistics 4a, att hd, hpre

@@ -24,6 +24,7 @@
 #define PPSRT_BACKEND_H
 #include <stddef.h>
 #include <stdint.h>
+#include "dropout.h"
 
 typedef enum ppsrt_dtype { PPSRT_F32, PPSRT_BF16 } ppsrt_dtype;
 
@@ -142,14 +143,17 @@ struct ppsrt_backend {
   /* Causal self-attention with grouped query heads on one microbatch.
    * q [T, Hq*D], k and v [T, Hkv*D] (rows of the fused projections may be strided:
    * ldq/ldk/ldv), out [T, Hq*D]; lse [Hq, T] F32 log-sum-exp kept for backward.
-   * batch > 1 repeats over independent sequences laid out one after another. */
+   * batch > 1 repeats over independent sequences laid out one after another.
+   * drop (NULL or thr 0: none; --attention-dropout, dropout.h): the probabilities that
+   * multiply v are dropped, P~_ij = keep(((b heads + base + h) T + i) T + j) P_ij scale
+   * (lse stays that of P); the backward regenerates the same mask. */
   int (*attention_fwd)(ppsrt_backend *b, int stream, void *out, float *lse, const void *q, int ldq,
                        const void *k, int ldk, const void *v, int ldv, int batch, int T, int Hq,
-                       int Hkv, int D);
+                       int Hkv, int D, const ppsrt_dropout *drop);
   int (*attention_bwd)(ppsrt_backend *b, int stream, void *dq, void *dk, void *dv, int ldd,
                        const void *dout, const void *out, const float *lse, const void *q, int ldq,
                        const void *k, int ldk, const void *v, int ldv, int batch, int T, int Hq,
-                       int Hkv, int D);
+                       int Hkv, int D, const ppsrt_dropout *drop);
   /* Embedding rows [lo, hi) of a table [hi-lo, C]: out[n] (+)= table[ids[n]-lo] for ids in
    * range, 0 (or unchanged when accumulate) otherwise. ids are int32 in device memory. */
   int (*embedding_fwd)(ppsrt_backend *b, int stream, void *out, const int32_t *ids, const void *table,
@@ -232,6 +236,12 @@ struct ppsrt_backend {
   int (*gemm_ep)(ppsrt_backend *b, int stream, int ep, int ta, int tb, int M, int N, int K, float alpha,
                  const void *A, ppsrt_dtype at, int lda, const void *B, ppsrt_dtype bt, int ldb, float beta, void *C,
                  ppsrt_dtype ct, int ldc, const void *bias, void *aux, float *dbias);
+  /* Dropout on rows N of width C (d->thr > 0; dropout.h), Megatron-LM's bias-dropout-add:
+   *   y[n, c] = (a ? a[n, c] : 0) + (keep(d->base + n C + c) ? (x[n, c] + (bias ? bias[c] : 0)) d->scale : 0)
+   * in F32 from the stored values, rounded once to act_dtype; y may alias a or x. With a
+   * and bias NULL it is the dropout alone (the backward's: the same mask on a gradient). */
+  int (*bias_dropout_add)(ppsrt_backend *b, int stream, void *y, const void *a, const void *x, const void *bias,
+                          int N, int C, const ppsrt_dropout *d);
 };
 
 enum { PPSRT_EP_BIAS = 1, PPSRT_EP_BIAS_GELU = 2, PPSRT_EP_DGELU = 4, PPSRT_EP_BGRAD = 8 };

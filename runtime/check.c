@@ -1,7 +1,9 @@
 /* check.c: the --check reference harness, and the test-only fault hook (PPSRT_FAULT).
  * After the first pipelined iteration (before the optimizer step) each rank builds the
  * same model unpipelined on one device (every stage, no vocabulary partitioning, the
- * same seed: the same initial weights and data; after --load, the checkpoint's weights),
+ * same seed: the same initial weights and data; after --load, the checkpoint's weights;
+ * the gpt's dropout masks too: they hash the global step, microbatch, layer and element
+ * (runtime/dropout.h), which the reference's cfg keeps: step0, the global mb, seed),
  * runs every microbatch in order (F over
  * all stages, then BW from the last stage down), and compares the loss and every weight
  * gradient tensor this rank holds with the reference's (a vocabulary shard against its

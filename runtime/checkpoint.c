@@ -426,6 +426,10 @@ static int arch_value(const ppsrt_model_config *cfg, int i) {
                                                                                                     : cfg->tie_embeddings != 0;
 }
 
+/* The gpt model's dropout rates: field, flag; the run's. */
+static const char *const drop_names[2][2] = {{"hidden_dropout", "--hidden-dropout"}, {"attention_dropout", "--attention-dropout"}};
+static double drop_rate(const ppsrt_model_config *cfg, int i) { return i ? cfg->attention_dropout : cfg->hidden_dropout; }
+
 /* The run's metadata fields (the index's; the old format had them in its one file). */
 static void write_meta(FILE *h, const ppsrt_run *run, long step, int *first) {
   const rt_opts *o = &run->o;
@@ -460,6 +464,10 @@ static void write_meta(FILE *h, const ppsrt_run *run, long step, int *first) {
           snprintf(buf, sizeof buf, "%.17g", rs[i].v);
           meta_kv(h, rs[i].k, buf, first);
         }
+    }
+    for (int i = 0; i < 2; i++) {   /* the dropout rates (a field missing: 0) */
+      snprintf(buf, sizeof buf, "%.17g", drop_rate(&o->cfg, i));
+      meta_kv(h, drop_names[i][0], buf, first);
     }
   }
   meta_kv(h, "lr_schedule", rt_lr_schedule_names[o->lr_schedule], first);
@@ -916,6 +924,24 @@ int rt_ckpt_open(ppsrt_run *run, const char *path, rt_ckpt **out) {
       rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s' holds a gpt with %s %s, this run's has %s %s\nhint: run with %s %s",
                       path, arch_names[i][1], arch_names[i][2 + want], arch_names[i][1], arch_names[i][2 + arch_value(cfg, i)],
                       arch_names[i][1], arch_names[i][2 + want]);
+      goto fail;
+    }
+  }
+  /* the dropout rates: the run's must be the checkpoint's (a resumed run that dropped
+     another share would not be the run that was saved); a field missing is 0 */
+  for (int i = 0; i < 2 && !strcmp(run->o.model, "gpt"); i++) {
+    double x = 0;
+    if ((rc = meta_real(path, kv, nkv, drop_names[i][0], &x)) < 0) goto fail;
+    rc = 0;
+    if (!(x < 1)) {
+      rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': metadata field '%s' is %g: out of range (from 0 to below 1)", path,
+                      drop_names[i][0], x);
+      goto fail;
+    }
+    double have = drop_rate(&run->o.cfg, i);
+    if (x != have) {
+      rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s' was trained with %s %.17g, this run's is %.17g\nhint: run with %s %.17g",
+                      path, drop_names[i][1], x, have, drop_names[i][1], x);
       goto fail;
     }
   }

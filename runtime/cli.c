@@ -53,6 +53,9 @@ static const char usage_text[] =
   "                           those of wavelengths over N / --rope-low-freq-factor L (default 1) by F,\n"
   "                           keeps those under N / --rope-high-freq-factor H (default 4), blends\n"
   "                           between; N: --rope-original-max-positions N (default 8192)\n"
+  "  --hidden-dropout P --attention-dropout P   gpt: dropout rates, 0 <= P < 1 (default 0: none),\n"
+  "                           Megatron-LM's: on the embedding's, attention block's and MLP's\n"
+  "                           outputs / on the attention probabilities (--val-data: none)\n"
   "training:\n"
   "  --iterations N           iterations (default 1); --seed N (default 1234)\n"
   "  --lr X                   learning rate (default 0.01); --optimizer sgd|adam (default sgd)\n"
@@ -461,6 +464,12 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
         return usage_error(me, "--rope-original-max-positions needs an integer from 1 to %d, got '%s'", INT_FLAG_MAX, v ? v : "");
       arch_flag = 1;
       o->given |= RT_GIVEN_ROPE_ORIG;
+    } else if (flag_is(a, "--hidden-dropout", &v, argc, argv, &i) || flag_is(a, "--attention-dropout", &v, argc, argv, &i)) {
+      int att = a[2] == 'a';
+      double *rate = att ? &cfg->attention_dropout : &cfg->hidden_dropout;
+      if (!v || parse_double(v, 0, rate) || !(*rate >= 0 && *rate < 1))
+        return usage_error(me, "--%s-dropout needs a rate from 0 to below 1, got '%s'", att ? "attention" : "hidden", v ? v : "");
+      arch_flag = 1;
     } else if (flag_is(a, "--die-at", &v, argc, argv, &i)) {
       /* two or three whole numbers from 0, colon-separated, nothing else */
       char buf[64], *f[4] = {0};
@@ -520,8 +529,9 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   if (a_nobias >= 0) cfg->no_bias = a_nobias;
   if (a_tie >= 0) cfg->tie_embeddings = a_tie;
   if (arch_flag && strcmp(o->model, "gpt"))
-    return usage_error(me, "--arch, --mlp, --norm, --position, --bias, --embeddings, --ffn-hidden, --rope-base and "
-                       "--rope-scaling (and its parameters) choose the gpt model's layer\n"
+    return usage_error(me, "--arch, --mlp, --norm, --position, --bias, --embeddings, --ffn-hidden, --rope-base, "
+                       "--rope-scaling (and its parameters), --hidden-dropout and --attention-dropout choose the gpt "
+                       "model's layer\n"
                        "hint: add --model gpt");
   if ((o->given & (RT_GIVEN_ROPE_SCALING | RT_GIVEN_ROPE_PARAMS)) && !cfg->rope)
     return usage_error(me, "--rope-scaling and its parameters scale RoPE's frequencies, and this gpt has learned "
@@ -555,6 +565,11 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   }
   if (!strcmp(o->backend, "cuda") && !ppsrt_cuda_backend_create)
     return usage_error(me, "--backend cuda: this libppsrt was built without CUDA");
+  if (!strcmp(o->backend, "cuda") && cfg->attention_dropout > 0 && getenv("PPSRT_CUDA_ATTN") &&
+      !strcmp(getenv("PPSRT_CUDA_ATTN"), "cudnn"))   /* (the backend refuses it too, at the first attention) */
+    return usage_error(me, "--attention-dropout %g: the fused cuDNN attention (PPSRT_CUDA_ATTN=cudnn) has no dropout\n"
+                       "hint: unset PPSRT_CUDA_ATTN (auto runs attention dropout on the cuBLAS attention) or set it to "
+                       "cublas", cfg->attention_dropout);
   if (!strcmp(o->backend, "cpu") && !ppsrt_cpu_backend_create)
     return usage_error(me, "--backend cpu: the CPU backend is not built into this libppsrt");
   if (!strcmp(o->transport, "mpi") && !ppsrt_mpi_transport_create)
@@ -707,6 +722,7 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
             "and trains on the synthetic tokens\nhint: give --data FILE again to go on with the file\n", me, o->load, run.data0);
   if (!o->decay_steps) o->decay_steps = run.step0 + o->iterations;
   cfg->data0 = run.data0;
+  cfg->step0 = run.step0;   /* (the dropout masks go on from the checkpoint's step) */
 
   int it = o->iterations, nd = p->ndev;
   run.ctx = calloc((size_t)run.nlocal, sizeof *run.ctx);

@@ -59,6 +59,22 @@ static int k_add(ppsrt_backend *b, int stream, void *y_, const void *a_, const v
   return PPSRT_OK;
 }
 
+/* bias_dropout_add (dropout.h): y[n, c] = (a ? a[n, c] : 0) + (keep(base + n C + c) ?
+ * (x[n, c] + (bias ? bias[c] : 0)) scale : 0); y may alias a or x (elementwise). */
+static int k_bias_dropout_add(ppsrt_backend *b, int stream, void *y_, const void *a_, const void *x_, const void *bias_,
+                              int N, int C, const ppsrt_dropout *d) {
+  ENTER(b, stream);
+  float *y = y_;
+  const float *a = a_, *x = x_, *bias = bias_;
+  for (size_t r = 0; r < (size_t)N; r++)
+    for (size_t c = 0; c < (size_t)C; c++) {
+      size_t i = r * (size_t)C + c;
+      float v = ppsrt_drop_keep(d->thr, d->key, d->base + i) ? (x[i] + (bias ? bias[c] : 0.0f)) * d->scale : 0.0f;
+      y[i] = (a ? a[i] : 0.0f) + v;
+    }
+  return PPSRT_OK;
+}
+
 /* gelu (tanh form): u = sqrt(2/pi) (x + 0.044715 x^3),
  *   gelu(x) = 0.5 x (1 + tanh u),
  *   gelu'(x) = 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) sqrt(2/pi) (1 + 3 * 0.044715 x^2). */
@@ -258,11 +274,13 @@ static int k_swiglu_bwd(ppsrt_backend *b, int stream, void *dpre_, const void *d
  *   q_i = q[r(b,i)*ldq + h*D .. +D],  k_j = k[r(b,j)*ldk + g*D ..],  v_j = v[r(b,j)*ldv + g*D ..]
  *   s_ij = (q_i . k_j) / sqrt(D)  for j <= i (causal; j > i is masked out)
  *   lse[(b*Hq + h)*T + i] = log sum_{j<=i} exp(s_ij)       (F32, kept for backward)
- *   out[r(b,i)*(Hq*D) + h*D + d] = sum_{j<=i} exp(s_ij - lse_i) v_j[d]
- * out is dense with row stride Hq*D. Hq must be a multiple of Hkv. */
+ *   out[r(b,i)*(Hq*D) + h*D + d] = sum_{j<=i} P~_ij v_j[d],  P_ij = exp(s_ij - lse_i)
+ * out is dense with row stride Hq*D. Hq must be a multiple of Hkv. With dropout (drop, thr
+ * > 0) P~_ij = P_ij scale when keep(((b heads + base + h) T + i) T + j), else 0; without,
+ * P~ = P. */
 static int k_attention_fwd(ppsrt_backend *b, int stream, void *out_, float *lse, const void *q_, int ldq,
                            const void *k_, int ldk, const void *v_, int ldv, int batch, int T, int Hq, int Hkv,
-                           int D) {
+                           int D, const ppsrt_dropout *drop) {
   ENTER(b, stream);
   if (Hkv <= 0 || Hq % Hkv != 0) return PPSRT_FAIL(PPSRT_E_USAGE, "attention: Hq %d not a multiple of Hkv %d", Hq, Hkv);
   float *out = out_;
@@ -270,7 +288,7 @@ static int k_attention_fwd(ppsrt_backend *b, int stream, void *out_, float *lse,
   float *s = malloc((size_t)(T > 0 ? T : 1) * sizeof *s);
   if (!s) return PPSRT_FAIL(PPSRT_E_NOMEM, "attention: no scratch memory");
   const float scale = 1.0f / sqrtf((float)D);
-  const int grp = Hq / Hkv, ldo = Hq * D;
+  const int grp = Hq / Hkv, ldo = Hq * D, dr = drop && drop->thr;
   for (int bb = 0; bb < batch; bb++)
     for (int h = 0; h < Hq; h++) {
       int g = h / grp;
@@ -291,10 +309,12 @@ static int k_attention_fwd(ppsrt_backend *b, int stream, void *out_, float *lse,
         }
         float inv = 1.0f / l;
         float *oi = out + (size_t)(bb * T + i) * ldo + (size_t)h * D;
+        uint64_t row = dr ? (((uint64_t)bb * drop->heads + drop->base + h) * T + i) * T : 0;
         for (int d = 0; d < D; d++) oi[d] = 0.0f;
         for (int j = 0; j <= i; j++) {
           const float *vj = v + (size_t)(bb * T + j) * ldv + (size_t)g * D;
           float p = s[j] * inv;
+          if (dr) p = ppsrt_drop_keep(drop->thr, drop->key, row + j) ? p * drop->scale : 0.0f;
           for (int d = 0; d < D; d++) oi[d] += p * vj[d];
         }
         lse[((size_t)bb * Hq + h) * T + i] = mx + logf(l);
@@ -310,18 +330,21 @@ static int k_attention_fwd(ppsrt_backend *b, int stream, void *out_, float *lse,
  *   dq_i  = (1/sqrt(D)) sum_{j<=i} dS_ij k_j                     (written)
  *   dk_j  = (1/sqrt(D)) sum_{h in group g} sum_{i>=j} dS_ij q_i   (written; summed over
  *   dv_j  = sum_{h in group g} sum_{i>=j} P_ij dout_i               the group's query heads)
+ * With dropout (the forward's mask, regenerated) dP_ij is that of the dropped
+ * probabilities, (dout_i . v_j) scale or 0, and dv_j sums P~_ij dout_i; Delta_i =
+ * dout_i . out_i is still sum_j P_ij dP_ij, since out_i = sum_j P~_ij v_j.
  * dq at column h*D, dk/dv at column g*D, all three with row stride ldd (they may be the
  * three parts of one fused [batch*T, (Hq+2Hkv)*D] gradient). dq, dk, dv are overwritten. */
 static int k_attention_bwd(ppsrt_backend *b, int stream, void *dq_, void *dk_, void *dv_, int ldd,
                            const void *dout_, const void *out_, const float *lse, const void *q_, int ldq,
                            const void *k_, int ldk, const void *v_, int ldv, int batch, int T, int Hq,
-                           int Hkv, int D) {
+                           int Hkv, int D, const ppsrt_dropout *drop) {
   ENTER(b, stream);
   if (Hkv <= 0 || Hq % Hkv != 0) return PPSRT_FAIL(PPSRT_E_USAGE, "attention: Hq %d not a multiple of Hkv %d", Hq, Hkv);
   float *dq = dq_, *dk = dk_, *dv = dv_;
   const float *dout = dout_, *out = out_, *q = q_, *k = k_, *v = v_;
   const float scale = 1.0f / sqrtf((float)D);
-  const int grp = Hq / Hkv, ldo = Hq * D;
+  const int grp = Hq / Hkv, ldo = Hq * D, dr = drop && drop->thr;
   for (int r = 0; r < batch * T; r++) {
     memset(dk + (size_t)r * ldd, 0, (size_t)Hkv * D * sizeof(float));
     memset(dv + (size_t)r * ldd, 0, (size_t)Hkv * D * sizeof(float));
@@ -339,6 +362,7 @@ static int k_attention_bwd(ppsrt_backend *b, int stream, void *dq_, void *dk_, v
         for (int d = 0; d < D; d++) delta += doi[d] * oi[d];
         float *dqi = dq + ri * ldd + (size_t)h * D;
         for (int d = 0; d < D; d++) dqi[d] = 0.0f;
+        uint64_t row = dr ? (((uint64_t)bb * drop->heads + drop->base + h) * T + i) * T : 0;
         for (int j = 0; j <= i; j++) {
           size_t rj = (size_t)(bb * T + j);
           const float *kj = k + rj * ldk + (size_t)g * D, *vj = v + rj * ldv + (size_t)g * D;
@@ -347,13 +371,18 @@ static int k_attention_bwd(ppsrt_backend *b, int stream, void *dq_, void *dk_, v
             sc += qi[d] * kj[d];
             dp += doi[d] * vj[d];
           }
-          float pij = expf(sc * scale - li);
+          float pij = expf(sc * scale - li), pd = pij;   /* pd: P~_ij */
+          if (dr) {
+            int kp = ppsrt_drop_keep(drop->thr, drop->key, row + j);
+            pd = kp ? pij * drop->scale : 0.0f;
+            dp = kp ? dp * drop->scale : 0.0f;
+          }
           float ds = pij * (dp - delta) * scale;
           float *dkj = dk + rj * ldd + (size_t)g * D, *dvj = dv + rj * ldd + (size_t)g * D;
           for (int d = 0; d < D; d++) {
             dqi[d] += ds * kj[d];
             dkj[d] += ds * qi[d];
-            dvj[d] += pij * doi[d];
+            dvj[d] += pd * doi[d];
           }
         }
       }
@@ -532,4 +561,5 @@ void ppsrt_cpu_install_kernels(ppsrt_backend *b) {
   b->rope = k_rope;
   b->swiglu_fwd = k_swiglu_fwd;
   b->swiglu_bwd = k_swiglu_bwd;
+  b->bias_dropout_add = k_bias_dropout_add;
 }

@@ -282,6 +282,17 @@ void rt_print_iteration(ppsrt_run *run, int it) {
   fflush(f);
 }
 
+/* x as the shortest %g decimal that reads back to the same double (a whole number
+ * below 1e15 without an exponent), into buf[32] */
+static const char *short_num(char *buf, double x) {
+  if (x == floor(x) && fabs(x) < 1e15) { snprintf(buf, 32, "%.0f", x); return buf; }
+  for (int p = 1; p <= 17; p++) {
+    snprintf(buf, 32, "%.*g", p, x);
+    if (strtod(buf, NULL) == x) break;
+  }
+  return buf;
+}
+
 /* Compares the measured peak (max over iterations, in units) with ppsc sim's prediction;
  * returns the number of devices that differ (0 when nothing was predicted). */
 int rt_compare_memory(ppsrt_run *run, int print) {
@@ -423,22 +434,25 @@ void rt_print_json(ppsrt_run *run, int status) {
           "\"sequence_parallel\":%s}",
           p->ndev, run->nrep, run->ntp, p->ndev * run->nrep * run->ntp, run->o.distopt ? "true" : "false",
           run->o.sequence_parallel ? "true" : "false");
-  /* the gpt's layer (null for the mlp model) */
+  /* the gpt's layer (null for the mlp model); its rates and factors as the shortest
+     decimals that read back to the same double (0.1, not 0.10000000000000001) */
   const ppsrt_model_config *mc = &run->o.cfg;
   if (!strcmp(run->o.model, "gpt")) {
+    char n[4][32];
     fprintf(f, ",\"layer\":{\"mlp\":\"%s\",\"norm\":\"%s\",\"position\":\"%s\",\"bias\":%s,\"embeddings\":\"%s\","
-            "\"ffn_hidden\":%d", mc->swiglu ? "swiglu" : "gelu", mc->rmsnorm ? "rmsnorm" : "layernorm",
-            mc->rope ? "rope" : "learned", mc->no_bias ? "false" : "true", mc->tie_embeddings ? "tied" : "untied",
-            mc->ffn_hidden);
+            "\"ffn_hidden\":%d,\"hidden_dropout\":%s,\"attention_dropout\":%s", mc->swiglu ? "swiglu" : "gelu",
+            mc->rmsnorm ? "rmsnorm" : "layernorm", mc->rope ? "rope" : "learned", mc->no_bias ? "false" : "true",
+            mc->tie_embeddings ? "tied" : "untied", mc->ffn_hidden, short_num(n[0], mc->hidden_dropout),
+            short_num(n[1], mc->attention_dropout));
     /* RoPE: its base, scaling and the scaling's parameters (null with learned positions) */
     if (!mc->rope) fprintf(f, ",\"rope\":null}");
     else {
-      fprintf(f, ",\"rope\":{\"base\":%.17g,\"scaling\":\"%s\"", mc->rope_base > 0 ? mc->rope_base : 10000.0,
+      fprintf(f, ",\"rope\":{\"base\":%s,\"scaling\":\"%s\"", short_num(n[0], mc->rope_base > 0 ? mc->rope_base : 10000.0),
               rt_rope_scaling_names[mc->rope_scaling]);
-      if (mc->rope_scaling != PPSRT_ROPE_NONE) fprintf(f, ",\"factor\":%.17g", mc->rope_factor);
+      if (mc->rope_scaling != PPSRT_ROPE_NONE) fprintf(f, ",\"factor\":%s", short_num(n[1], mc->rope_factor));
       if (mc->rope_scaling == PPSRT_ROPE_LLAMA3)
-        fprintf(f, ",\"low_freq_factor\":%.17g,\"high_freq_factor\":%.17g,\"original_max_positions\":%d",
-                mc->rope_low_freq, mc->rope_high_freq, mc->rope_orig_max);
+        fprintf(f, ",\"low_freq_factor\":%s,\"high_freq_factor\":%s,\"original_max_positions\":%d",
+                short_num(n[2], mc->rope_low_freq), short_num(n[3], mc->rope_high_freq), mc->rope_orig_max);
       fprintf(f, "}}");
     }
   } else

@@ -102,6 +102,11 @@ typedef struct ppsrt_model_config {
   double rope_high_freq;  /* llama3: --rope-high-freq-factor (4), above the low one */
   int rope_orig_max;      /* llama3: --rope-original-max-positions (8192) */
   int tie_embeddings;     /* --embeddings tied: the output layer is the input embedding's matrix */
+  double hidden_dropout;  /* --hidden-dropout p (gpt): on the embedding's, the attention block's and the MLP's
+                           * outputs (0: none; validate.c's model 0: evaluation) */
+  double attention_dropout;   /* --attention-dropout p (gpt): on the attention probabilities */
+  long step0;             /* steps done before this run (--load): iteration it is step step0 + it + 1 (the
+                           * dropout masks' counter, dropout.h) */
 } ppsrt_model_config;
 enum { PPSRT_ROPE_NONE, PPSRT_ROPE_LINEAR, PPSRT_ROPE_LLAMA3, PPSRT_ROPE_NSCALINGS };
 

@@ -76,7 +76,16 @@
  *
  * Tied embeddings (--embeddings tied): out is tok, one parameter where one device holds
  * stage 0 and the last stage, else a copy whose gradient tie_sync sums with tok's.
- * What it does not: no dropout; the broadcast of LN_f(y) to
+ * Dropout (--hidden-dropout, --attention-dropout; Megatron-LM's places): on the
+ * embedding's output (stage 0, x0 = drop(tok[ids] + pos)), on the attention
+ * probabilities, and on the attention block's and the MLP's outputs before the residual
+ * add, with the bias (bias-dropout-add: x1 = x + drop(att Wproj + b), y = x1 + drop(hact
+ * Wfc2 + b)). Masks are never stored: every pass regenerates them from dropout.h's hash
+ * of (seed, step, global microbatch, global layer, site, global element index), so B,
+ * W, a recomputed F, the tensor-/sequence-parallel ranks and the --check reference drop
+ * the same elements; rate 0 runs none of it (the kernels of a run without dropout).
+ *
+ * What it does not: the broadcast of LN_f(y) to
  * every device before S is issued by S itself through the run's transport (see vocab_s),
  * since no collective precedes S. */
 #include "config.h"
@@ -140,6 +149,9 @@ typedef struct gpt {
   int *ixpool;
   vstate *vs;              /* [nmb] */
   float *hst;              /* host scratch [3N * nmb] */
+  uint32_t dth, dta;       /* dropout thresholds (dropout.h): hidden, attention; 0 = none */
+  float dsh, dsa;          /* their scales 1 / (1 - p) */
+  int64_t step;            /* this iteration's global step (cfg.step0 + it + 1): the masks' counter */
   float *lst;              /* device: [nmb][3N] loss statistics (the device reporting the loss) */
   int nl;                  /* slots of lst filled this iteration */
   double loss;
@@ -157,6 +169,18 @@ static float *PG(ppsrt_param *p) { return p ? p->grad : NULL; }
 static float *nmean(const gpt *g, float *st, int k, int rows) { return g->rms ? NULL : st + (size_t)2 * k * rows; }
 static float *nrstd(const gpt *g, float *st, int k, int rows) { return st + (size_t)(g->rms ? k : 2 * k + 1) * rows; }
 static sidx *IX(gpt *g, int mb, int loc) { return &g->ix[(size_t)mb * g->nlocal + loc]; }
+/* The dropout of one site (dropout.h) in this iteration: microbatch mb (global: mb0 + mb,
+ * as the data), global layer `layer` (stage L + l; -1 the embedding); base as dropout.h.
+ * Hidden sites index [N, h] (element (row, c) = row h + c: base r0 h for this rank's rows),
+ * the attention site [batch, heads, T, T] (base: the rank's first query head). */
+static ppsrt_dropout drop_site(const ppsrt_model *m, int mb, int layer, int site, uint64_t base) {
+  const gpt *g = m->impl;
+  int at = site == PPSRT_DROP_ATTN;
+  ppsrt_dropout d = {at ? g->dta : g->dth, at ? g->dsa : g->dsh,
+                     ppsrt_drop_key(m->cfg.seed, g->step, (int64_t)m->cfg.mb0 + mb, layer, site), base,
+                     at ? g->Hq * g->tp : 0};
+  return d;
+}
 
 #define TRY(e)                   \
   do {                           \
@@ -442,11 +466,19 @@ static int layer_f_in(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, 
   K(sp_gather(c, g, ln1, G, h, &a));
   TRY(linear_f(g, be, N, q, h, a, p[QKVW]->param.data, 0.0f, qkv, PD(p[QKVB])));
   if (g->rope) K(be->rope(be, CS, qkv, q, g->posid, g->rcs, N, g->Hq + g->Hkv, D, 0));
+  int gl = stage * g->L + l;   /* the global layer (dropout masks) */
+  ppsrt_dropout da = drop_site(m, mb, gl, PPSRT_DROP_ATTN, (uint64_t)g->tpr * g->Hq);
   K(be->attention_fwd(be, CS, att, lse, qb, q, qb + (size_t)g->Hq * D * es, q, qb + (size_t)(g->Hq + g->Hkv) * D * es,
-                      q, g->Bm, g->T, g->Hq, g->Hkv, D));
+                      q, g->Bm, g->T, g->Hq, g->Hkv, D, g->dta ? &da : NULL));
   /* x1 = x + att Wproj + b (tensor parallel: the partial products summed over the group
-   * first, or reduce-scattered to this rank's rows, the bias added once after) */
-  if (g->tp > 1) {
+   * first, or reduce-scattered to this rank's rows, the bias added once after); with
+   * --hidden-dropout x1 = x + drop(att Wproj + b), bias and dropout in one kernel */
+  if (g->dth) {
+    ppsrt_dropout d = drop_site(m, mb, gl, PPSRT_DROP_PROJ, (uint64_t)g->r0 * h);
+    if (g->tp > 1) K(gemm_tp_sum(c, g, be, 0, 0, N, h, ha, att, ha, p[PROJW]->param.data, h, x1));
+    else K(be->gemm(be, CS, 0, 0, N, h, ha, 1.0f, att, AT, ha, p[PROJW]->param.data, AT, h, 0.0f, x1, AT, h));
+    K(be->bias_dropout_add(be, CS, x1, x, x1, PD(p[PROJB]), n, h, &d));
+  } else if (g->tp > 1) {
     K(gemm_tp_sum(c, g, be, 0, 0, N, h, ha, att, ha, p[PROJW]->param.data, h, x1));
     K(be->add(be, CS, x1, x1, x, nh));
     if (p[PROJB]) K(be->add_bias(be, CS, x1, x1, p[PROJB]->param.data, n, h));
@@ -466,6 +498,13 @@ static int layer_f_in(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, 
   } else {
     TRY(linear_f(g, be, N, g->fw, h, a, p[FCW]->param.data, 0.0f, hpre, PD(p[FCB])));
     K(g->sw ? be->swiglu_fwd(be, CS, hact, hpre, N, f) : be->gelu_fwd(be, CS, hact, hpre, (size_t)N * f));
+  }
+  if (g->dth) {   /* y = x1 + drop(hact Wfc2 + b) */
+    ppsrt_dropout d = drop_site(m, mb, gl, PPSRT_DROP_FC2, (uint64_t)g->r0 * h);
+    if (g->tp > 1) K(gemm_tp_sum(c, g, be, 0, 0, N, h, f, hact, f, p[FC2W]->param.data, h, y));
+    else K(be->gemm(be, CS, 0, 0, N, h, f, 1.0f, hact, AT, f, p[FC2W]->param.data, AT, h, 0.0f, y, AT, h));
+    K(be->bias_dropout_add(be, CS, y, x1, y, PD(p[FC2B]), n, h, &d));
+    return 0;
   }
   if (g->tp > 1) {
     K(gemm_tp_sum(c, g, be, 0, 0, N, h, f, hact, f, p[FC2W]->param.data, h, y));
@@ -493,6 +532,17 @@ static int layer_input(ppsrt_ctx *c, gpt *g, int mb, int stage, int loc, int l, 
 }
 
 static char *slot(gpt *g, void *area, int k) { return (char *)area + (size_t)k * g->n * g->h * g->es; }
+
+/* --hidden-dropout's backward: *out = the gradient src (this rank's n rows) through the
+ * site's mask (the forward's, regenerated), in dst; src itself without dropout. */
+static int hdrop(ppsrt_model *m, int mb, int layer, int site, const void *src, void *dst, const void **out) {
+  gpt *g = m->impl;
+  *out = src;
+  if (!g->dth) return 0;
+  ppsrt_dropout d = drop_site(m, mb, layer, site, (uint64_t)g->r0 * g->h);
+  *out = dst;
+  return m->be->bias_dropout_add(m->be, CS, dst, NULL, src, NULL, g->n, g->h, &d);
+}
 
 /* B of layer l: from dy (the gradient of the layer's output) to dx (the gradient of its
  * input). Leaves for W: dhpre in hpre's buffer, dln2 in ln2's, dx1 in its slot, dqkv in
@@ -525,8 +575,12 @@ static int layer_b(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int
   for (int k = 0; k < NLP; k++) p[k] = LP(m, loc, l, k);
   if (g->nc) return 0;
   size_t t1 = (size_t)N * (f > ha ? f : ha);   /* dhact, then datt */
-  TRY(be->alloc(be, (t1 + (size_t)N * q + (g->sp ? (size_t)N * h : 0)) * es, &tmp));
+  TRY(be->alloc(be, (t1 + (size_t)N * q + (g->sp ? (size_t)N * h : 0) + (g->dth ? nh : 0)) * es, &tmp));
   char *t2 = (char *)tmp + t1 * es, *qb = qkv, *G = t2 + (size_t)N * q * es;
+  char *dd = G + (g->sp ? (size_t)N * h * es : 0);   /* --hidden-dropout: dy, then dx1, through the masks */
+  const void *dym, *dx1m;
+  int gl = stage * g->L + l;
+  ppsrt_dropout da = drop_site(m, mb, gl, PPSRT_DROP_ATTN, (uint64_t)g->tpr * g->Hq);
   size_t ko = (size_t)g->Hq * D * es, vo = (size_t)(g->Hq + g->Hkv) * D * es;
   int rc;
   /* MLP: dhact = dy Wfc2^T; dhpre = dhact * gelu'(hpre) written over hpre (no copy; with
@@ -535,7 +589,8 @@ static int layer_b(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int
    *      dx1 = dy + LN2_bwd(dln2).
    * With the GeLU gradient fused in the product (PPSRT_EP_DGELU), hpre is first copied
    * to tmp, the product's GeLU input: its output must not overlap it. */
-  rc = sp_gather(c, g, dy, G, h, &dyf);
+  rc = hdrop(m, mb, gl, PPSRT_DROP_FC2, dy, dd, &dym);
+  if (!rc) rc = sp_gather(c, g, dym, G, h, &dyf);
   if (!rc && !g->sw && (be->epilogues & PPSRT_EP_DGELU)) {
     rc = be->memcpy_async(be, CS, tmp, hpre, (size_t)N * f * es, 0);
     if (!rc)
@@ -556,10 +611,11 @@ static int layer_b(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int
        *            (RoPE: its query and key heads rotated back) -> qkv's buffer;
        *            dln1 = dqkv Wqkv^T -> ln1's buffer (summed over the group);
        *            dx = dx1 + LN1_bwd(dln1) */
-      (rc = sp_gather(c, g, dx1, G, h, &dx1f)) ||
+      (rc = hdrop(m, mb, gl, PPSRT_DROP_PROJ, dx1, dd, &dx1m)) ||
+      (rc = sp_gather(c, g, dx1m, G, h, &dx1f)) ||
       (rc = be->gemm(be, CS, 0, 1, N, ha, h, 1.0f, dx1f, AT, h, p[PROJW]->param.data, AT, h, 0.0f, tmp, AT, ha)) ||
       (rc = be->attention_bwd(be, CS, t2, t2 + ko, t2 + vo, q, tmp, att, lse, qb, q, qb + ko, q, qb + vo, q, g->Bm,
-                              g->T, g->Hq, g->Hkv, D)) ||
+                              g->T, g->Hq, g->Hkv, D, g->dta ? &da : NULL)) ||
       (g->rope && (rc = be->rope(be, CS, t2, q, g->posid, g->rcs, N, g->Hq + g->Hkv, D, 1))) ||
       (rc = be->memcpy_async(be, CS, qkv, t2, (size_t)N * q * es, 0)) ||
       (rc = g->tp > 1 ? gemm_tp_sum(c, g, be, 0, 1, N, h, q, qkv, q, p[QKVW]->param.data, q, ln1)
@@ -582,7 +638,7 @@ static int layer_b(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int
  * and beta gradients are of this rank's rows only: sp_sync sums them over the group
  * once, at the end of the iteration. */
 static int layer_w(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int l, void *scratch, float *sst,
-                   void *G) {
+                   void *G, void *dd) {
   gpt *g = m->impl;
   ppsrt_backend *be = m->be;
   int N = g->N, n = g->n, h = g->h, q = g->q, ha = g->ha, f = g->f, fw = g->fw;
@@ -605,13 +661,17 @@ static int layer_w(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int
   ppsrt_param *p[NLP];
   for (int k = 0; k < NLP; k++) p[k] = LP(m, loc, l, k);
   float *g2g = p[LN2G]->grad, *g2b = PG(p[LN2B]), *g1g = p[LN1G]->grad, *g1b = PG(p[LN1B]);
-  K(sp_gather(c, g, dy, G, h, &a));
+  const void *dm;   /* dy, dx1 through --hidden-dropout's masks (into dd [n, h]) */
+  int gl = stage * g->L + l;
+  K(hdrop(m, mb, gl, PPSRT_DROP_FC2, dy, dd, &dm));
+  K(sp_gather(c, g, dm, G, h, &a));
   TRY(linear_w(g, be, N, f, h, hact, a, p[FC2W]->grad, PG(p[FC2B])));
   K(be->layernorm_fwd(be, CS, scratch, nmean(g, sst, 0, n), nrstd(g, sst, 0, n), x1, PD(p[LN2G]), PD(p[LN2B]), n, h));
   K(sp_gather(c, g, scratch, G, h, &a));
   TRY(linear_w(g, be, N, h, fw, a, dhpre, p[FCW]->grad, PG(p[FCB])));
   K(be->layernorm_bwd_weight(be, CS, g2g, g2b, dln2, x1, nmean(g, st, 1, n), nrstd(g, st, 1, n), n, h));
-  K(sp_gather(c, g, dx1, G, h, &a));
+  K(hdrop(m, mb, gl, PPSRT_DROP_PROJ, dx1, dd, &dm));
+  K(sp_gather(c, g, dm, G, h, &a));
   TRY(linear_w(g, be, N, ha, h, att, a, p[PROJW]->grad, PG(p[PROJB])));
   K(be->layernorm_fwd(be, CS, scratch, nmean(g, sst, 0, n), nrstd(g, sst, 0, n), x, PD(p[LN1G]), PD(p[LN1B]), n, h));
   K(sp_gather(c, g, scratch, G, h, &a));
@@ -631,6 +691,16 @@ static int check_stage(ppsrt_model *m, const char *pass, int mb, int stage) {
 }
 
 static int gpt_head_f(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, void *x);
+
+/* --hidden-dropout on the embedding's output x (this rank's n rows of [N, h], in place):
+ * F's, and B's on the gradient of stage 0's input (the same mask); nothing without it
+ * or with --no-compute. */
+static int embed_drop(ppsrt_model *m, int mb, void *x) {
+  gpt *g = m->impl;
+  if (!g->dth || g->nc) return 0;
+  ppsrt_dropout d = drop_site(m, mb, -1, PPSRT_DROP_EMBED, (uint64_t)g->r0 * g->h);
+  return m->be->bias_dropout_add(m->be, CS, x, NULL, x, NULL, g->n, g->h, &d);
+}
 
 /* F: stage input (embedding on stage 0), L layers, and on the last stage LN_f and
  * (without vocabulary parallelism) the output layer, loss and loss gradient. */
@@ -663,14 +733,17 @@ static int gpt_f(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage) {
     }
     v->emb = NULL;
     TRY(rc);
+    if ((rc = embed_drop(m, mb, x))) { be->free(be, x); return rc; }
     if ((rc = ppsrt_act_adopt(c, mb, stage, x, nh * es, &e->in))) { be->free(be, x); return rc; }
   } else if (stage == 0 && g->tpv) {   /* the input layer split by vocabulary rows over the group */
     TRY(save(c, mb, stage, nh * es, &x, &e->in));
     K(tp_embed(c, g, be, mb, x));
+    TRY(embed_drop(m, mb, x));
   } else if (stage == 0) {   /* (sequence parallel: the embeddings of this rank's rows) */
     TRY(save(c, mb, stage, nh * es, &x, &e->in));
     K(be->embedding_fwd(be, CS, x, g->ids + (size_t)mb * N + g->r0, g->tok->param.data, g->n, h, 0, g->V, 0));
     if (g->pos) K(be->embedding_fwd(be, CS, x, g->posid + g->r0, g->pos->param.data, g->n, h, 0, g->T, 1));
+    TRY(embed_drop(m, mb, x));
   } else {
     size_t got = 0;
     TRY(ppsrt_io_take(c, PPSRT_XFER_ACT, mb, stage - 1, &x, &got));
@@ -834,6 +907,11 @@ static int gpt_b(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage) {
     }
     dy = dx;
   }
+  /* stage 0: the gradient of the embedding's output through its dropout */
+  if (stage == 0 && (rc = embed_drop(m, mb, dx))) {
+    if (!need_dx0(g, stage)) be->free(be, dx);
+    return rc;
+  }
   if (need_dx0(g, stage)) return 0;   /* layer 0's dx stays for the embeddings' W */
   /* the stage input's gradient: to the previous stage, or (vocabulary parallelism, stage
    * 0) to coll input_bwd and IB, which take all N rows (--sequence-parallel: gathered) */
@@ -858,13 +936,14 @@ static int gpt_w(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage) {
   int loc = g->local[stage], N = g->N, h = g->h, rc = 0;
   size_t Nh = (size_t)N * h, nh = (size_t)g->n * h;
   sidx *e = IX(g, mb, loc);
-  void *scratch, *G = NULL;
+  void *scratch, *G = NULL, *dd = NULL;
   float *sst;
-  /* uncounted: scratch [N, h], sst [2N]; sequence parallel: G [N, h] */
+  /* uncounted: scratch [N, h], sst [2N]; sequence parallel: G [N, h]; hidden dropout: dd [n, h] */
   TRY(be->alloc(be, Nh * g->es, &scratch));
   if ((rc = be->alloc(be, 2 * (size_t)N * sizeof(float), (void **)&sst))) { be->free(be, scratch); return rc; }
   if (g->sp) rc = be->alloc(be, Nh * g->es, &G);
-  for (int l = g->L - 1; l >= 0 && !rc; l--) rc = layer_w(m, c, mb, stage, loc, l, scratch, sst, G);
+  if (!rc && g->dth) rc = be->alloc(be, nh * g->es, &dd);
+  for (int l = g->L - 1; l >= 0 && !rc; l--) rc = layer_w(m, c, mb, stage, loc, l, scratch, sst, G, dd);
   if (!rc && stage == g->S - 1) {
     void *y, *dlnf, *area;
     float *fst;
@@ -896,6 +975,7 @@ static int gpt_w(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage) {
   be->free(be, scratch);
   be->free(be, sst);
   be->free(be, G);
+  be->free(be, dd);
   if (rc) return rc;
   return ppsrt_act_release(c, mb, stage);
 }
@@ -1106,6 +1186,7 @@ static int gpt_begin(ppsrt_model *m, ppsrt_ctx *c, int it) {
   gpt *g = m->impl;
   g->loss = 0;
   g->nl = 0;
+  g->step = (int64_t)m->cfg.step0 + it + 1;   /* the dropout masks' (a resumed run goes on with the same) */
   free_vstate(m);   /* leftovers of a failed iteration */
   (void)c;
   /* --data: this iteration's sequences (after --load, from its data position) */
@@ -1393,6 +1474,10 @@ static int gpt_check_sizes(const ppsrt_model_config *cfg, int nstages) {
   if (cfg->rope && (cfg->hidden / cfg->heads) % 2)
     return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --position rope rotates pairs of a head's columns: the head size --hidden %d / "
                       "--heads %d = %d must be even", cfg->hidden, cfg->heads, cfg->hidden / cfg->heads);
+  if (!(cfg->hidden_dropout >= 0 && cfg->hidden_dropout < 1) || !(cfg->attention_dropout >= 0 && cfg->attention_dropout < 1))
+    return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --%s-dropout must be a rate from 0 to below 1, got %g",
+                      !(cfg->hidden_dropout >= 0 && cfg->hidden_dropout < 1) ? "hidden" : "attention",
+                      !(cfg->hidden_dropout >= 0 && cfg->hidden_dropout < 1) ? cfg->hidden_dropout : cfg->attention_dropout);
   if (cfg->rope && !(cfg->rope_base == 0 || (cfg->rope_base > 1 && isfinite(cfg->rope_base))))
     return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --rope-base must be a number above 1 (default 10000), got %g", cfg->rope_base);
   if (cfg->rope && cfg->rope_scaling && !(cfg->rope_factor > 0 && isfinite(cfg->rope_factor)))
@@ -1515,6 +1600,9 @@ int ppsrt_gpt_create(const ppsrt_model_config *cfg, ppsrt_backend *be, int devic
   g->Bm = cfg->micro_batch; g->N = g->Bm * g->T; g->V = cfg->vocab; g->L = cfg->layers_per_stage;
   g->S = cfg->nstage; g->P = P; g->mode = cfg->vocab_mode; g->rank = device; g->nc = cfg->no_compute;
   g->q = (g->Hq + 2 * g->Hkv) * g->D;
+  g->dth = ppsrt_drop_thr(cfg->hidden_dropout); g->dta = ppsrt_drop_thr(cfg->attention_dropout);
+  g->dsh = g->dth ? (float)(1.0 / (1.0 - cfg->hidden_dropout)) : 1.0f;
+  g->dsa = g->dta ? (float)(1.0 / (1.0 - cfg->attention_dropout)) : 1.0f;
   g->sp = cfg->sp && g->tp > 1;
   g->n = g->sp ? g->N / g->tp : g->N;
   g->r0 = g->sp ? g->tpr * g->n : 0;

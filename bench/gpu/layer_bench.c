@@ -254,7 +254,7 @@ int main(int argc, char **argv) {
               be->gemm(be, CS, 0, 0, N, q, h, 1.0f, ln1, BF, h, wqkv, BF, q, 0.0f, qkv, BF, q),
               OP(C_ELEM, be->add_bias(be, CS, qkv, qkv, bqkv, N, q)));
     if (llama) OP(C_ELEM, be->rope(be, CS, qkv, q, pos, rcs, N, H + G, D, 0));
-    OP(C_ATTN, be->attention_fwd(be, CS, att, lse, AT(qkv, qo), q, AT(qkv, ko), q, AT(qkv, vo), q, B, s, H, G, D));
+    OP(C_ATTN, be->attention_fwd(be, CS, att, lse, AT(qkv, qo), q, AT(qkv, ko), q, AT(qkv, vo), q, B, s, H, G, D, NULL));
     OP(C_COPY, be->memcpy_async(be, CS, x1, x, Nh * 2, 0));
     if (!epi) OP(C_GEMM, be->gemm(be, CS, 0, 0, N, h, h, 1.0f, att, BF, h, wproj, BF, h, 1.0f, x1, BF, h));
     else EPOP(PPSRT_EP_BIAS,
@@ -306,7 +306,7 @@ int main(int argc, char **argv) {
     OP(C_NORM, be->layernorm_bwd_input(be, CS, dx1, dln2, x1, m2, r2, g2, N, h, 1));
     OP(C_GEMM, be->gemm(be, CS, 0, 1, N, h, h, 1.0f, dx1, BF, h, wproj, BF, h, 0.0f, datt, BF, h));
     OP(C_ATTN, be->attention_bwd(be, CS, AT(dqkv, qo), AT(dqkv, ko), AT(dqkv, vo), q, datt, att, lse, AT(qkv, qo), q,
-                        AT(qkv, ko), q, AT(qkv, vo), q, B, s, H, G, D));
+                        AT(qkv, ko), q, AT(qkv, vo), q, B, s, H, G, D, NULL));
     if (llama) OP(C_ELEM, be->rope(be, CS, dqkv, q, pos, rcs, N, H + G, D, 1));
     OP(C_GEMM, be->gemm(be, CS, 0, 1, N, h, q, 1.0f, dqkv, BF, q, wqkv, BF, q, 0.0f, dln1, BF, h));
     OP(C_COPY, be->memcpy_async(be, CS, dx, dx1, Nh * 2, 0));

@@ -1114,15 +1114,36 @@ void ppsrt_cuda_attention_calls(ppsrt_backend *b, long *fused, long *unfused) {
   *unfused = __atomic_load_n(&IM(b)->attn_unfused, __ATOMIC_RELAXED);
 }
 
+/* --attention-dropout (drop->thr > 0) runs on the cuBLAS path: the fused cuDNN path has
+ * no dropout here. PPSRT_CUDA_ATTN=cudnn (strict) then is an error naming the flag; auto
+ * falls back to cuBLAS. Returns 1 when the fused path may be tried. */
+static int attn_drop_ok(ppsrt_backend *b, const ppsrt_dropout *drop, int *rc) {
+  *rc = 0;
+  if (!drop || !drop->thr) return 1;
+  cuda_impl *im = IM(b);
+  if (im->attn_path == ATTN_CUDNN && im->attn_strict)
+    *rc = PPSRT_FAIL(PPSRT_E_USAGE, "cuda: GPU %d: --attention-dropout is not supported by the fused cuDNN attention "
+                     "(PPSRT_CUDA_ATTN=cudnn)\nhint: unset PPSRT_CUDA_ATTN (auto runs dropout on the cuBLAS attention) "
+                     "or set it to cublas", im->dev);
+  return 0;
+}
+
 static int cu_attention_fwd(ppsrt_backend *b, int stream, void *out, float *lse, const void *q, int ldq,
                             const void *k, int ldk, const void *v, int ldv, int batch, int T, int Hq, int Hkv,
-                            int D) {
+                            int D, const ppsrt_dropout *drop) {
   USE(b);
   STREAM(b, stream, s);
   int rc = attn_check(batch, T, Hq, Hkv, D);
   if (rc || batch == 0 || T == 0) return rc;
+  int fuse = attn_drop_ok(b, drop, &rc);
+  (void)fuse;   /* (no fused path without the cuDNN frontend) */
+  if (rc) return rc;
+  const int dth = drop ? (int)(drop->thr != 0) : 0;
+  const uint32_t thr = dth ? drop->thr : 0;
+  const float dsc = dth ? drop->scale : 1.0f;
+  const uint64_t dkey = dth ? drop->key : 0;
 #ifdef HAVE_CUDNN_FE
-  {
+  if (fuse) {
     ppsrt_cudnn_attn_shape sh = {0, batch, T, Hq, Hkv, D, ldq, ldk, ldv, Hq * D, 0};
     ppsrt_cudnn_attn_ptrs p = {q, k, v, out, lse, NULL, NULL, NULL, NULL};
     if ((rc = attn_fused(b, stream, s, &sh, &p)) != 1) return rc;
@@ -1158,7 +1179,8 @@ static int cu_attention_fwd(ppsrt_backend *b, int stream, void *out, float *lse,
           rc = gemm_fast(b, s, 0, 1, R, C, D, 1.0f, qc, PPSRT_BF16, ldq, D, kg, PPSRT_BF16, ldk, kvs, 0.0f, S,
                          PPSRT_F32, C, RC, n, 1);
           if (rc) return rc;
-          CUDA_CHECK(b, ppsrt_cu_attn_softmax_fwd(s, P, lh, S, n, R, C, r0, T, scale));
+          CUDA_CHECK(b, ppsrt_cu_attn_softmax_fwd(s, P, lh, S, n, R, C, r0, T, scale, thr, dsc, dkey,
+                                                  dth ? (uint64_t)bb * drop->heads + drop->base + h0 : 0));
           /* out_hh[r0 : r0+R] = P_hh V_g[0 : C] (bf16, row stride Hq*D) */
           rc = gemm_fast(b, s, 0, 0, R, D, C, 1.0f, P, PPSRT_BF16, C, RC, vg, PPSRT_BF16, ldv, kvs, 0.0f,
                          BFW(out, (row0 + r0) * ldo + (size_t)h0 * D), PPSRT_BF16, ldo, D, n, 1);
@@ -1177,13 +1199,21 @@ static int cu_attention_fwd(ppsrt_backend *b, int stream, void *out, float *lse,
  * accumulator and written once per group (grouped query heads). */
 static int cu_attention_bwd(ppsrt_backend *b, int stream, void *dq, void *dk, void *dv, int ldd, const void *dout,
                             const void *out, const float *lse, const void *q, int ldq, const void *k, int ldk,
-                            const void *v, int ldv, int batch, int T, int Hq, int Hkv, int D) {
+                            const void *v, int ldv, int batch, int T, int Hq, int Hkv, int D,
+                            const ppsrt_dropout *drop) {
   USE(b);
   STREAM(b, stream, s);
   int rc = attn_check(batch, T, Hq, Hkv, D);
   if (rc || batch == 0 || T == 0) return rc;
+  int fuse = attn_drop_ok(b, drop, &rc);
+  (void)fuse;   /* (no fused path without the cuDNN frontend) */
+  if (rc) return rc;
+  const int dth = drop ? (int)(drop->thr != 0) : 0;
+  const uint32_t thr = dth ? drop->thr : 0;
+  const float dsc = dth ? drop->scale : 1.0f;
+  const uint64_t dkey = dth ? drop->key : 0;
 #ifdef HAVE_CUDNN_FE
-  {
+  if (fuse) {
     ppsrt_cudnn_attn_shape sh = {1, batch, T, Hq, Hkv, D, ldq, ldk, ldv, Hq * D, ldd};
     ppsrt_cudnn_attn_ptrs p = {q, k, v, (void *)out, (void *)lse, dout, dq, dk, dv};
     if ((rc = attn_fused(b, stream, s, &sh, &p)) != 1) return rc;
@@ -1234,7 +1264,8 @@ static int cu_attention_bwd(ppsrt_backend *b, int stream, void *dq, void *dk, vo
           rc = gemm_fast(b, s, 0, 1, R, C, D, 1.0f, qc, PPSRT_BF16, ldq, D, kg, PPSRT_BF16, ldk, kvs, 0.0f, S,
                          PPSRT_F32, C, RC, n, 1);
           if (rc) return rc;
-          CUDA_CHECK(b, ppsrt_cu_attn_prob(s, P, S, lh, n, R, C, r0, T, scale));
+          const uint64_t hb = dth ? (uint64_t)bb * drop->heads + drop->base + h0 : 0;
+          CUDA_CHECK(b, ppsrt_cu_attn_prob(s, P, S, lh, n, R, C, r0, T, scale, thr, dsc, dkey, hb));
           /* dV_hh[0 : C] += P_hh^T dout_hh[r0 : r0+R], per head (F32) */
           rc = gemm_fast(b, s, 1, 0, C, D, R, 1.0f, P, PPSRT_BF16, C, RC, doc, PPSRT_BF16, ldo, D, 1.0f, dv32,
                          PPSRT_F32, D, (long)TD, n, 1);
@@ -1244,7 +1275,7 @@ static int cu_attention_bwd(ppsrt_backend *b, int stream, void *dq, void *dk, vo
                          PPSRT_F32, C, RC, n, 1);
           if (rc) return rc;
           /* dS = P (dP - delta) / sqrt(D), bf16, over P */
-          CUDA_CHECK(b, ppsrt_cu_attn_dscores(s, P, S, dP, lh, delta, n, R, C, r0, T, scale));
+          CUDA_CHECK(b, ppsrt_cu_attn_dscores(s, P, S, dP, lh, delta, n, R, C, r0, T, scale, thr, dsc, dkey, hb));
           /* dq_hh[r0 : r0+R] = dS_hh K_g[0 : C] (written, bf16, row stride ldd) */
           rc = gemm_fast(b, s, 0, 0, R, D, C, 1.0f, P, PPSRT_BF16, C, RC, kg, PPSRT_BF16, ldk, kvs, 0.0f,
                          BFW(dq, (row0 + r0) * ldd + (size_t)h0 * D), PPSRT_BF16, ldd, D, n, 1);
@@ -1294,6 +1325,10 @@ static int cu_bias_grad(ppsrt_backend *b, int stream, float *dbias, const void *
 }
 static int cu_add(ppsrt_backend *b, int stream, void *y, const void *a, const void *c, size_t n) {
   KERNEL(b, stream, ppsrt_cu_add(s, y, a, c, n));
+}
+static int cu_bias_dropout_add(ppsrt_backend *b, int stream, void *y, const void *a, const void *x, const void *bias,
+                               int N, int C, const ppsrt_dropout *d) {
+  KERNEL(b, stream, ppsrt_cu_bias_dropout_add(s, y, a, x, bias, N, C, d->thr, d->scale, d->key, d->base));
 }
 static int cu_gelu_fwd(ppsrt_backend *b, int stream, void *y, const void *x, size_t n) {
   KERNEL(b, stream, ppsrt_cu_gelu_fwd(s, y, x, n));
@@ -1691,6 +1726,7 @@ int ppsrt_cuda_backend_create(int device_index, ppsrt_backend **out) {
   b->layernorm_bwd_weight = cu_layernorm_bwd_weight;
   b->attention_fwd = cu_attention_fwd;
   b->attention_bwd = cu_attention_bwd;
+  b->bias_dropout_add = cu_bias_dropout_add;
   b->embedding_fwd = cu_embedding_fwd;
   b->embedding_bwd = cu_embedding_bwd;
   b->softmax_stats = cu_softmax_stats;

@@ -30,6 +30,10 @@ extern "C" {
 cudaError_t ppsrt_cu_add_bias(cudaStream_t s, void *y, const void *x, const void *bias, int N, int C);
 cudaError_t ppsrt_cu_bias_grad(cudaStream_t s, float *dbias, const void *dy, int N, int C);
 cudaError_t ppsrt_cu_add(cudaStream_t s, void *y, const void *a, const void *c, size_t n);
+/* y = a + dropout(x + bias) (backend.h bias_dropout_add; a, bias may be NULL; the mask's
+ * element i is dropout.h's keep(thr, key, base + i)) */
+cudaError_t ppsrt_cu_bias_dropout_add(cudaStream_t s, void *y, const void *a, const void *x, const void *bias, int N,
+                                      int C, uint32_t thr, float scale, uint64_t key, uint64_t base);
 cudaError_t ppsrt_cu_gelu_fwd(cudaStream_t s, void *y, const void *x, size_t n);
 cudaError_t ppsrt_cu_gelu_bwd(cudaStream_t s, void *dx, const void *dy, const void *x, size_t n);
 /* pre = bf16(x + bias), y = bf16(gelu(pre as stored)); pre may alias x. */
@@ -77,20 +81,23 @@ cudaError_t ppsrt_cu_scale_matrix(cudaStream_t s, void *C, int is_bf16, int M, i
 /* Attention helpers (the GEMMs themselves are cuBLAS calls in cuda_backend.c). They work
  * on a chunk of query rows [r0, r0 + R) against keys [0, C), C = r0 + R: S is F32
  * [nh][R][C] (raw q.k, unscaled), P bf16 [nh][R][C]; lse and delta hold heads T apart
- * and are indexed by the global row r0 + il. */
+ * and are indexed by the global row r0 + il. Attention dropout (thr > 0; dropout.h): the
+ * probabilities P stores and the dP dscores reads are the dropped ones, element (hh, i,
+ * j) of mask index ((hb + hh) T + i) T + j, kept ones times dscale. */
 cudaError_t ppsrt_cu_attn_softmax_fwd(cudaStream_t s, void *P, float *lse, const float *S, int nh, int R, int C,
-                                      int r0, int T, float scale);
-/* P = exp(scale*S - lse) for j <= i, 0 above the diagonal (bf16). */
+                                      int r0, int T, float scale, uint32_t thr, float dscale, uint64_t key, uint64_t hb);
+/* P = exp(scale*S - lse) for j <= i (dropped), 0 above the diagonal (bf16). */
 cudaError_t ppsrt_cu_attn_prob(cudaStream_t s, void *P, const float *S, const float *lse, int nh, int R, int C,
-                               int r0, int T, float scale);
+                               int r0, int T, float scale, uint32_t thr, float dscale, uint64_t key, uint64_t hb);
 /* delta[hh][i] = dout[i*ldo + hh*D ..] . out[i*ldo + hh*D ..] over D, all T rows (dout/out
  * point at head h0). */
 cudaError_t ppsrt_cu_attn_delta(cudaStream_t s, float *delta, const void *dout, const void *out, int ldo,
                                 int nh, int T, int D);
-/* dS (bf16, into P's buffer) = exp(scale*S - lse) * (dP - delta) * scale for j <= i, else 0. */
+/* dS (bf16, into P's buffer) = exp(scale*S - lse) * (dP - delta) * scale for j <= i, else 0
+ * (dP dropped as above). */
 cudaError_t ppsrt_cu_attn_dscores(cudaStream_t s, void *dS, const float *S, const float *dP,
                                   const float *lse, const float *delta, int nh, int R, int C, int r0, int T,
-                                  float scale);
+                                  float scale, uint32_t thr, float dscale, uint64_t key, uint64_t hb);
 /* dst[t*ldd + d] = bf16(src[t*D + d]) for t < T, d < D. */
 cudaError_t ppsrt_cu_store_rows_bf16(cudaStream_t s, void *dst, int ldd, const float *src, int T, int D);
 /* dst[t*ldd + hh*D + d] = bf16(src[(hh*T + t)*D + d]) for hh < nh (per-head F32

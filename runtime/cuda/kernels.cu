@@ -26,6 +26,7 @@
 #endif
 
 #include "cuda_impl.h"
+#include "../dropout.h"
 
 typedef __nv_bfloat16 bf16;
 
@@ -95,6 +96,16 @@ static __global__ void k_add_bias(bf16 *y, const bf16 *x, const bf16 *bias, size
 /* add: y[i] = a[i] + c[i]. */
 static __global__ void k_add(bf16 *y, const bf16 *a, const bf16 *c, size_t n) {
   GRID_STRIDE(i, n) st(y, i, ld(a, i) + ld(c, i));
+}
+
+/* bias-dropout-add (backend.h bias_dropout_add, dropout.h's mask; a and bias may be NULL):
+ * y = a + keep(base + i) (x + bias[c]) scale, else a; in F32, one bf16 rounding */
+static __global__ void k_bias_dropout_add(bf16 *y, const bf16 *a, const bf16 *x, const bf16 *bias, size_t n, int C,
+                                          uint32_t thr, float scale, uint64_t key, uint64_t base) {
+  GRID_STRIDE(i, n) {
+    float v = ppsrt_drop_keep(thr, key, base + i) ? (ld(x, i) + (bias ? ld(bias, i % C) : 0.0f)) * scale : 0.0f;
+    st(y, i, (a ? ld(a, i) : 0.0f) + v);
+  }
 }
 
 static __global__ void k_gelu_fwd(bf16 *y, const bf16 *x, size_t n) {
@@ -594,8 +605,16 @@ static __global__ void k_scale_matrix(void *C, int is_bf16, int M, int N, int ld
  * One block per (chunk row il, head hh), query i = r0 + il: s_j = scale * S[j] for j <= i,
  * lse_i = max + log sum exp(s_j - max), P_ij = exp(s_j - max) / sum (as the CPU, which
  * normalises by the sum), 0 for j > i. */
+/* Attention dropout (dropout.h): P~_ij = keep(((hb + hh) T + i) T + j) P_ij dscale, else 0,
+ * hb = b heads + base + h0 (the unit's first head in the whole layer); thr 0: none. */
+static __device__ __forceinline__ float attn_drop(float p, uint32_t thr, float dscale, uint64_t key, uint64_t hb,
+                                                  int hh, int T, int i, int j) {
+  if (!thr) return p;
+  return ppsrt_drop_keep(thr, key, ((hb + (uint64_t)hh) * T + (uint64_t)i) * T + (uint64_t)j) ? p * dscale : 0.0f;
+}
+
 static __global__ void k_attn_softmax_fwd(bf16 *P, float *lse, const float *S, int R, int C, int r0, int T,
-                                          float scale) {
+                                          float scale, uint32_t thr, float dscale, uint64_t key, uint64_t hb) {
   __shared__ float sh[32];
   int il = blockIdx.x, hh = blockIdx.y, i = r0 + il;
   size_t off = ((size_t)hh * R + il) * C;
@@ -608,16 +627,18 @@ static __global__ void k_attn_softmax_fwd(bf16 *P, float *lse, const float *S, i
   for (int j = threadIdx.x; j <= i; j += blockDim.x) l += expf(s[j] * scale - mx);
   l = block_sum(l, sh);
   float inv = 1.0f / l;
-  for (int j = threadIdx.x; j < C; j += blockDim.x) st(p, j, j <= i ? expf(s[j] * scale - mx) * inv : 0.0f);
+  for (int j = threadIdx.x; j < C; j += blockDim.x)
+    st(p, j, j <= i ? attn_drop(expf(s[j] * scale - mx) * inv, thr, dscale, key, hb, hh, T, i, j) : 0.0f);
   if (threadIdx.x == 0) lse[(size_t)hh * T + i] = mx + logf(l);
 }
 
 static __global__ void k_attn_prob(bf16 *P, const float *S, const float *lse, int R, int C, int r0, int T,
-                                   float scale) {
+                                   float scale, uint32_t thr, float dscale, uint64_t key, uint64_t hb) {
   int il = blockIdx.x, hh = blockIdx.y, i = r0 + il;
   size_t off = ((size_t)hh * R + il) * C;
   float li = lse[(size_t)hh * T + i];
-  for (int j = threadIdx.x; j < C; j += blockDim.x) st(P + off, j, j <= i ? expf(S[off + j] * scale - li) : 0.0f);
+  for (int j = threadIdx.x; j < C; j += blockDim.x)
+    st(P + off, j, j <= i ? attn_drop(expf(S[off + j] * scale - li), thr, dscale, key, hb, hh, T, i, j) : 0.0f);
 }
 
 /* One warp per (hh, i). */
@@ -634,13 +655,14 @@ static __global__ void k_attn_delta(float *delta, const bf16 *dout, const bf16 *
 }
 
 static __global__ void k_attn_dscores(bf16 *dS, const float *S, const float *dP, const float *lse,
-                                      const float *delta, int R, int C, int r0, int T, float scale) {
+                                      const float *delta, int R, int C, int r0, int T, float scale, uint32_t thr,
+                                      float dscale, uint64_t key, uint64_t hb) {
   int il = blockIdx.x, hh = blockIdx.y, i = r0 + il;
   size_t off = ((size_t)hh * R + il) * C;
   float li = lse[(size_t)hh * T + i], de = delta[(size_t)hh * T + i];
   for (int j = threadIdx.x; j < C; j += blockDim.x) {
-    float v = 0.0f;
-    if (j <= i) v = expf(S[off + j] * scale - li) * (dP[off + j] - de) * scale;
+    float v = 0.0f;   /* with dropout dP is that of the dropped probabilities (cpu_kernels.c) */
+    if (j <= i) v = expf(S[off + j] * scale - li) * (attn_drop(dP[off + j], thr, dscale, key, hb, hh, T, i, j) - de) * scale;
     st(dS + off, j, v);
   }
 }
@@ -730,6 +752,13 @@ cudaError_t ppsrt_cu_add(cudaStream_t s, void *y, const void *a, const void *c, 
   }
   n -= v;
   EW(k_add, n, (bf16 *)y + v, (const bf16 *)a + v, (const bf16 *)c + v, n);
+}
+
+cudaError_t ppsrt_cu_bias_dropout_add(cudaStream_t s, void *y, const void *a, const void *x, const void *bias, int N,
+                                      int C, uint32_t thr, float scale, uint64_t key, uint64_t base) {
+  size_t n = (size_t)N * C;
+  EW(k_bias_dropout_add, n, (bf16 *)y, (const bf16 *)a, (const bf16 *)x, (const bf16 *)bias, n, C, thr, scale, key,
+     base);
 }
 
 cudaError_t ppsrt_cu_gelu_fwd(cudaStream_t s, void *y, const void *x, size_t n) {
@@ -888,16 +917,16 @@ cudaError_t ppsrt_cu_scale_matrix(cudaStream_t s, void *C, int is_bf16, int M, i
 }
 
 cudaError_t ppsrt_cu_attn_softmax_fwd(cudaStream_t s, void *P, float *lse, const float *S, int nh, int R, int C,
-                                      int r0, int T, float scale) {
+                                      int r0, int T, float scale, uint32_t thr, float dscale, uint64_t key, uint64_t hb) {
   if (nh <= 0 || R <= 0) return cudaSuccess;
-  LAUNCH(k_attn_softmax_fwd, s, dim3(R, nh), row_threads(C))((bf16 *)P, lse, S, R, C, r0, T, scale);
+  LAUNCH(k_attn_softmax_fwd, s, dim3(R, nh), row_threads(C))((bf16 *)P, lse, S, R, C, r0, T, scale, thr, dscale, key, hb);
   return cudaGetLastError();
 }
 
 cudaError_t ppsrt_cu_attn_prob(cudaStream_t s, void *P, const float *S, const float *lse, int nh, int R, int C,
-                               int r0, int T, float scale) {
+                               int r0, int T, float scale, uint32_t thr, float dscale, uint64_t key, uint64_t hb) {
   if (nh <= 0 || R <= 0) return cudaSuccess;
-  LAUNCH(k_attn_prob, s, dim3(R, nh), row_threads(C))((bf16 *)P, S, lse, R, C, r0, T, scale);
+  LAUNCH(k_attn_prob, s, dim3(R, nh), row_threads(C))((bf16 *)P, S, lse, R, C, r0, T, scale, thr, dscale, key, hb);
   return cudaGetLastError();
 }
 
@@ -911,9 +940,11 @@ cudaError_t ppsrt_cu_attn_delta(cudaStream_t s, float *delta, const void *dout, 
 }
 
 cudaError_t ppsrt_cu_attn_dscores(cudaStream_t s, void *dS, const float *S, const float *dP, const float *lse,
-                                  const float *delta, int nh, int R, int C, int r0, int T, float scale) {
+                                  const float *delta, int nh, int R, int C, int r0, int T, float scale, uint32_t thr,
+                                  float dscale, uint64_t key, uint64_t hb) {
   if (nh <= 0 || R <= 0) return cudaSuccess;
-  LAUNCH(k_attn_dscores, s, dim3(R, nh), row_threads(C))((bf16 *)dS, S, dP, lse, delta, R, C, r0, T, scale);
+  LAUNCH(k_attn_dscores, s, dim3(R, nh), row_threads(C))((bf16 *)dS, S, dP, lse, delta, R, C, r0, T, scale, thr,
+                                                          dscale, key, hb);
   return cudaGetLastError();
 }
 

@@ -20,6 +20,9 @@
  *              elementwise bound that small values pass cannot replace;
  *   TOL_F32  = (1e-4, 1e-4): F32 outputs of F32 arithmetic on identical inputs (only
  *              the order of the additions differs).
+ * Dropout (runtime/dropout.h): the two backends must drop the very same elements, bit
+ * for bit (bias_dropout_add's zeros; attention with dropout in one chunk, in row
+ * chunks and in split head units), and agree on the values at the tolerances above.
  * A failure prints the check, the first differing element and the largest error.
  *
  * Usage: cuda_kernels            run the checks (exit 77 when no GPU is visible)
@@ -468,13 +471,51 @@ static void t_swiglu_at(int N, int C) {
   drop(&pre); drop(&y); drop(&dy); drop(&dpre); drop(&ip);
 }
 
+/* Dropout: bias_dropout_add (y = a + drop(x + bias), in place y = a, and the dropout
+ * alone) against the CPU, with the mask compared exactly: on x = 2 everywhere the
+ * zeros of the two backends' outputs are the same elements (runtime/dropout.h's hash on
+ * both), and the share dropped is p within 5 standard errors. */
+static void t_dropout(void) {
+  const int N = 67, C = 301;
+  size_t n = (size_t)N * C;
+  ppsrt_dropout d = {ppsrt_drop_thr(0.3), (float)(1.0 / 0.7), ppsrt_drop_key(9, 2, 1, 3, PPSRT_DROP_FC2), 5, 0};
+  pair x = mk(n, PPSRT_BF16, 1, 0), bias = mk(C, PPSRT_BF16, 1, 0), a = mk(n, PPSRT_BF16, 1, 0);
+  OK(cpu->bias_dropout_add(cpu, 0, a.c, a.c, x.c, bias.c, N, C, &d));
+  OK(gpu->bias_dropout_add(gpu, 0, a.g, a.g, x.g, bias.g, N, C, &d));
+  compare("bias_dropout_add (y = a, in place)", &a, TOL_BF16);
+  pair two = mk(n, PPSRT_BF16, 0, 2), y = mk(n, PPSRT_BF16, 0, 0);
+  OK(cpu->bias_dropout_add(cpu, 0, y.c, NULL, two.c, NULL, N, C, &d));
+  OK(gpu->bias_dropout_add(gpu, 0, y.g, NULL, two.g, NULL, N, C, &d));
+  compare("dropout alone", &y, TOL_BF16);
+  float *hc = malloc(n * 4), *hg = malloc(n * 4);
+  OK(cpu->download_f32(cpu, hc, (ppsrt_tensor){y.c, n, PPSRT_F32}));
+  OK(gpu->download_f32(gpu, hg, (ppsrt_tensor){y.g, n, PPSRT_BF16}));
+  size_t differ = 0, zeros = 0;
+  for (size_t i = 0; i < n; i++) {
+    differ += (hc[i] == 0.0f) != (hg[i] == 0.0f);
+    zeros += hg[i] == 0.0f;
+  }
+  double frac = (double)zeros / n, se = sqrt(0.3 * 0.7 / n);
+  checks++;
+  if (differ || !(fabs(frac - 0.3) <= 5 * se)) {
+    failures++;
+    fprintf(stderr, "FAIL: dropout mask: %zu of %zu elements dropped on one backend only; share dropped %.4f (0.3 within "
+            "%.3g)\n", differ, n, frac, 5 * se);
+  } else {
+    printf("ok   %-44s n=%-8zu the same elements dropped on both; share %.4f\n", "dropout mask CPU == GPU", n, frac);
+  }
+  free(hc); free(hg);
+  drop(&x); drop(&bias); drop(&a); drop(&two); drop(&y);
+}
+
 static void t_swiglu(void) {
   t_swiglu_at(67, 301);
   t_swiglu_at(33, 256);
 }
 
 /* Fused q|k|v rows [batch*T, (Hq + 2 Hkv) D] and fused gradients, as the gpt model. */
-static void t_attention_on(ppsrt_backend *g_be, const char *label, int batch, int T, int Hq, int Hkv, int D) {
+static void t_attention_on(ppsrt_backend *g_be, const char *label, int batch, int T, int Hq, int Hkv, int D,
+                           const ppsrt_dropout *dr) {
   ppsrt_backend *keep = gpu;
   gpu = g_be;
   int W = (Hq + 2 * Hkv) * D, rows = batch * T, ldo = Hq * D;
@@ -482,9 +523,9 @@ static void t_attention_on(ppsrt_backend *g_be, const char *label, int batch, in
   pair out = mk((size_t)rows * ldo, PPSRT_BF16, 0, 0), lse = mk((size_t)batch * Hq * T, PPSRT_F32, 0, 0);
   size_t ko = (size_t)Hq * D, vo = (size_t)(Hq + Hkv) * D;
   OK(cpu->attention_fwd(cpu, 0, out.c, lse.c, qkv.c, W, (float *)qkv.c + ko, W, (float *)qkv.c + vo, W, batch, T, Hq,
-                        Hkv, D));
+                        Hkv, D, dr));
   OK(gpu->attention_fwd(gpu, 0, out.g, lse.g, qkv.g, W, (uint16_t *)qkv.g + ko, W, (uint16_t *)qkv.g + vo, W, batch,
-                        T, Hq, Hkv, D));
+                        T, Hq, Hkv, D, dr));
   char w[96];
   norm_bound = 1.0 / 32;
   snprintf(w, sizeof w, "attention_fwd out %s", label);
@@ -505,9 +546,9 @@ static void t_attention_on(ppsrt_backend *g_be, const char *label, int batch, in
   free(hl);
   pair dout = mk((size_t)rows * ldo, PPSRT_BF16, 1, 0), dqkv = mk((size_t)rows * W, PPSRT_BF16, 3, 0);
   OK(cpu->attention_bwd(cpu, 0, dqkv.c, (float *)dqkv.c + ko, (float *)dqkv.c + vo, W, dout.c, out.c, lse.c, qkv.c, W,
-                        (float *)qkv.c + ko, W, (float *)qkv.c + vo, W, batch, T, Hq, Hkv, D));
+                        (float *)qkv.c + ko, W, (float *)qkv.c + vo, W, batch, T, Hq, Hkv, D, dr));
   OK(gpu->attention_bwd(gpu, 0, dqkv.g, (uint16_t *)dqkv.g + ko, (uint16_t *)dqkv.g + vo, W, dout.g, out.g, lse.g,
-                        qkv.g, W, (uint16_t *)qkv.g + ko, W, (uint16_t *)qkv.g + vo, W, batch, T, Hq, Hkv, D));
+                        qkv.g, W, (uint16_t *)qkv.g + ko, W, (uint16_t *)qkv.g + vo, W, batch, T, Hq, Hkv, D, dr));
   snprintf(w, sizeof w, "attention_bwd dq|dk|dv %s", label);
   double r = sqrt((double)T * (Hq / Hkv) / 1024.0);
   compare(w, &dqkv, (tol){TOL_ATTN_BWD.abs * (r > 1 ? r : 1), TOL_ATTN_BWD.rel});
@@ -517,8 +558,8 @@ static void t_attention_on(ppsrt_backend *g_be, const char *label, int batch, in
 }
 
 static void t_attention(void) {
-  t_attention_on(gpu, "b2 T33 Hq4 Hkv2 D16", 2, 33, 4, 2, 16);
-  t_attention_on(gpu, "b1 T70 Hq6 Hkv6 D32", 1, 70, 6, 6, 32);
+  t_attention_on(gpu, "b2 T33 Hq4 Hkv2 D16", 2, 33, 4, 2, 16, NULL);
+  t_attention_on(gpu, "b1 T70 Hq6 Hkv6 D32", 1, 70, 6, 6, 32, NULL);
   /* Longer sequences run in chunks of query rows (T = 200: 4 chunks of 64 rows). With a
    * 1 MiB workspace cap, T = 600 (5 chunks of 128 rows, the last partial) also splits
    * the group of 4 query heads: 2 heads per unit forward (460 KB of scratch per head),
@@ -527,13 +568,19 @@ static void t_attention(void) {
   ppsrt_backend *small = NULL;
   OK(ppsrt_cuda_backend_create(0, &small));
   unsetenv("PPSRT_CUDA_ATTN_WS_MB");
-  t_attention_on(small, "b2 T200 Hq4 Hkv2 D16 row chunks", 2, 200, 4, 2, 16);
-  t_attention_on(small, "b1 T600 Hq4 Hkv1 D16 chunks, split group", 1, 600, 4, 1, 16);
+  t_attention_on(small, "b2 T200 Hq4 Hkv2 D16 row chunks", 2, 200, 4, 2, 16, NULL);
+  t_attention_on(small, "b1 T600 Hq4 Hkv1 D16 chunks, split group", 1, 600, 4, 1, 16, NULL);
   /* T = 300 (5 chunks of 64 rows): backward units of 4 heads (230 KB each), so 6 heads
    * make a unit of 4 and one of 2: multi-head (per-head dK/dV written to their columns)
    * and one kv group of 6 split over the two units (summed into the group's) */
-  t_attention_on(small, "b1 T300 Hq6 Hkv6 D16 MHA, units of 4+2", 1, 300, 6, 6, 16);
-  t_attention_on(small, "b2 T300 Hq6 Hkv1 D16 GQA, group split 4+2", 2, 300, 6, 1, 16);
+  t_attention_on(small, "b1 T300 Hq6 Hkv6 D16 MHA, units of 4+2", 1, 300, 6, 6, 16, NULL);
+  t_attention_on(small, "b2 T300 Hq6 Hkv1 D16 GQA, group split 4+2", 2, 300, 6, 1, 16, NULL);
+  /* attention dropout: the masks of the cuBLAS path's kernels (a unit's heads, a chunk's
+   * rows) are the CPU's; p = 0.2, a tensor rank's heads from 3 of 12 (base 3) */
+  ppsrt_dropout d = {ppsrt_drop_thr(0.2), (float)(1.0 / 0.8), ppsrt_drop_key(3, 1, 2, 0, PPSRT_DROP_ATTN), 3, 12};
+  t_attention_on(gpu, "b2 T33 Hq4 Hkv2 D16 dropout 0.2", 2, 33, 4, 2, 16, &d);
+  t_attention_on(small, "b2 T200 Hq4 Hkv2 D16 row chunks, dropout", 2, 200, 4, 2, 16, &d);
+  t_attention_on(small, "b2 T300 Hq6 Hkv1 D16 group split 4+2, dropout", 2, 300, 6, 1, 16, &d);
   small->destroy(small);
 }
 
@@ -559,12 +606,12 @@ static void attn_det(ppsrt_backend *be, const char *label, int batch, int T, int
   pair lse = mk((size_t)batch * Hq * T, PPSRT_F32, 0, 0), dout = mk((size_t)rows * ldo, PPSRT_BF16, 1, 0);
   pair d1 = mk((size_t)rows * W, PPSRT_BF16, 0, 0), d2 = mk((size_t)rows * W, PPSRT_BF16, 0, 0);
   uint16_t *q = qkv.g;
-  OK(be->attention_fwd(be, 0, out.g, lse.g, q, W, q + ko, W, q + vo, W, batch, T, Hq, Hkv, D));
+  OK(be->attention_fwd(be, 0, out.g, lse.g, q, W, q + ko, W, q + vo, W, batch, T, Hq, Hkv, D, NULL));
   pair *d[2] = {&d1, &d2};
   for (int i = 0; i < 2; i++) {
     uint16_t *g = d[i]->g;
     OK(be->attention_bwd(be, 0, g, g + ko, g + vo, W, dout.g, out.g, lse.g, q, W, q + ko, W, q + vo, W, batch, T, Hq,
-                         Hkv, D));
+                         Hkv, D, NULL));
   }
   char w[96];
   snprintf(w, sizeof w, "attention_bwd deterministic %s", label);
@@ -578,7 +625,7 @@ static void attn_fused_case(ppsrt_backend *be, int must, const char *label, int 
   ppsrt_cuda_attention_calls(be, &f0, &u0);
   char w[96];
   snprintf(w, sizeof w, "cudnn %s", label);
-  t_attention_on(be, w, batch, T, Hq, Hkv, D);
+  t_attention_on(be, w, batch, T, Hq, Hkv, D, NULL);
   ppsrt_cuda_attention_calls(be, &f1, &u1);
   checks++;
   if (f1 - f0 == 2 && u1 == u0) {
@@ -1272,9 +1319,9 @@ static void t_launch_config(void) {
   OK(gpu->alloc(gpu, 1024, (void **)&S));
   OK(gpu->alloc(gpu, 1024, (void **)&lse));
   cudaStream_t s = ppsrt_cuda_stream(gpu, PPSRT_STREAM_COMPUTE);
-  cudaError_t bad = ppsrt_cu_attn_softmax_fwd(s, P, lse, S, 70000, 1, 1, 0, 1, 1.0f);
+  cudaError_t bad = ppsrt_cu_attn_softmax_fwd(s, P, lse, S, 70000, 1, 1, 0, 1, 1.0f, 0, 1.0f, 0, 0);
   cudaError_t after = cudaGetLastError();
-  cudaError_t good = ppsrt_cu_attn_softmax_fwd(s, P, lse, S, 1, 1, 1, 0, 1, 1.0f);
+  cudaError_t good = ppsrt_cu_attn_softmax_fwd(s, P, lse, S, 1, 1, 1, 0, 1, 1.0f, 0, 1.0f, 0, 0);
   OK(gpu->stream_sync(gpu, PPSRT_STREAM_COMPUTE));
   checks++;
   if ((bad != cudaErrorInvalidValue && bad != cudaErrorInvalidConfiguration) || after != cudaSuccess ||
@@ -1361,6 +1408,7 @@ int main(int argc, char **argv) {
   t_layernorm();
   t_rope();
   t_swiglu();
+  t_dropout();
   t_attention();
   t_attention_cudnn();
   t_epilogue();

@@ -13,8 +13,12 @@
  *
  * printing the max difference per tensor and the first failure. Modes: 0, 1, 2
  * (vocabulary parallelism with one shard), each with GPT-2's layer and with Llama's
- * (SwiGLU, RMS norms, RoPE, no linear biases), and each of those four alone (mode 0). What it does not: several devices (see
- * gpt_e2e.sh), BF16. */
+ * (SwiGLU, RMS norms, RoPE, no linear biases), and each of those four alone (mode 0).
+ * With dropout (--hidden-dropout 0.3 --attention-dropout 0.3; modes 0 and 2, both
+ * layers): the masks depend on (seed, step, microbatch, layer, site, element) only, so
+ * the loss is a deterministic function of the weights and finite differences apply;
+ * the loss must differ from the run without dropout (the masks do something). What it
+ * does not: several devices (see gpt_e2e.sh, tests/runtime/dropout.sh), BF16. */
 #include "config.h"
 #include <math.h>
 #include <stdio.h>
@@ -76,7 +80,8 @@ static double run(int backward) {
 }
 
 /* arch: the Llama-style variants, bits: 1 SwiGLU, 2 RMS norm, 4 RoPE, 8 no linear biases */
-static int test_mode(int vm, int arch) {
+static double loss_nodrop;   /* the last case's loss without dropout */
+static int test_mode_drop(int vm, int arch, double drop) {
   ppsrt_model_config cfg = {0};
   cfg.name = "gpt";
   cfg.hidden = 8; cfg.heads = 4; cfg.query_groups = 2; cfg.seq = 5; cfg.vocab = 11; cfg.micro_batch = 2;
@@ -84,6 +89,7 @@ static int test_mode(int vm, int arch) {
   cfg.swiglu = arch & 1; cfg.rmsnorm = (arch >> 1) & 1; cfg.rope = (arch >> 2) & 1; cfg.no_bias = (arch >> 3) & 1;
   if (cfg.swiglu) cfg.ffn_hidden = 12;
   if (cfg.rope) cfg.rope_base = 3;   /* large angles at these few positions */
+  cfg.hidden_dropout = cfg.attention_dropout = drop;
   int stages[2] = {0, 1};
   memset(&ctx, 0, sizeof ctx);
   ctx.be = be; ctx.nmb = cfg.nmb; ctx.nstage = cfg.nstage;
@@ -124,9 +130,16 @@ static int test_mode(int vm, int arch) {
     if (maxd > worst) worst = maxd;
     free(g);
   }
-  printf("%s gpt gradients vs finite differences, vocab mode %d, %s%s%s%s: %d tensors, loss %.6f, max |fd| %.3g, "
+  printf("%s gpt gradients vs finite differences, vocab mode %d, %s%s%s%s%s: %d tensors, loss %.6f, max |fd| %.3g, "
          "max |grad - fd| %.3g (tol %.0e + %.0e*|fd|)\n", bad ? "FAIL" : "ok  ", vm, cfg.swiglu ? "swiglu" : "gelu",
-         cfg.rmsnorm ? " rmsnorm" : " layernorm", cfg.rope ? " rope" : " learned", cfg.no_bias ? " no-bias" : "", m->nparams, L0, big, worst, atol, rtol);
+         cfg.rmsnorm ? " rmsnorm" : " layernorm", cfg.rope ? " rope" : " learned", cfg.no_bias ? " no-bias" : "",
+         drop > 0 ? " dropout 0.3" : "", m->nparams, L0, big, worst, atol, rtol);
+  if (drop > 0 && L0 == loss_nodrop) {
+    printf("FAIL vocab %d arch %d: the loss with dropout %g is the loss without (%.9g): no element was dropped\n", vm,
+           arch, drop, L0);
+    bad++;
+  }
+  if (drop == 0) loss_nodrop = L0;
   for (int i = 0; i < ctx.nmb; i++)
     for (int s = -1; s < ctx.nstage; s++) ppsrt_act_release(&ctx, i, s);
   for (size_t i = 0; i < (size_t)2 * ctx.nmb * (ctx.nstage + 2); i++)
@@ -139,12 +152,16 @@ static int test_mode(int vm, int arch) {
   return bad;
 }
 
+static int test_mode(int vm, int arch) { return test_mode_drop(vm, arch, 0); }
+
 int main(void) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   OK(ppsrt_cpu_backend_create(0, &be));
   int bad = 0;
   for (int vm = 0; vm <= 2; vm++) bad += test_mode(vm, 0) + test_mode(vm, 15);   /* GPT-2's layer, Llama's */
   for (int a = 1; a <= 8; a *= 2) bad += test_mode(0, a);                         /* each change alone */
+  for (int vm = 0; vm <= 2; vm += 2)                                                /* dropout, both layers */
+    for (int a = 0; a <= 15; a += 15) bad += test_mode(vm, a) + test_mode_drop(vm, a, 0.3);
   be->destroy(be);
   return bad ? 1 : 0;
 }

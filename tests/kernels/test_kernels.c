@@ -12,7 +12,12 @@
  *   SwiGLU's backward in place (dpre = pre) exactly as out of place;
  * - attention with grouped query heads and strided (fused QKV) inputs vs a naive
  *   double reference; sharded embedding and softmax (2 and 3 shards, online-softmax
- *   merge) vs unsharded; SGD and Adam vs a double reference; copy streams and events.
+ *   merge) vs unsharded; SGD and Adam vs a double reference; copy streams and events;
+ * - dropout (runtime/dropout.h): bias_dropout_add's exact values, the fraction dropped
+ *   over 2^20 elements within 5 standard errors of p (p = 0.1, 0.5, 0.9), a kept
+ *   element scaled by exactly 1/(1-p), masks of other keys and offsets independent;
+ *   attention with dropout vs a double reference with the same mask, and its backward
+ *   (the regenerated mask) vs finite differences.
  * Every comparison prints its tolerance `atol + rtol*|ref|` and max difference; a
  * failure prints the first differing index and exits 1. Does not test BF16 (the CPU
  * backend has none) nor the CUDA backend. Runs in well under a second. */
@@ -446,18 +451,20 @@ static void test_rope(void) {
 
 /* ---------------------------------------------------------------- attention */
 /* q, k, v are column blocks of one fused [batch*T, (Hq + 2 Hkv) D] buffer. */
-typedef struct { float *qkv, *out, *lse, *r; int batch, T, Hq, Hkv, D, ld; } at_ctx;
+typedef struct { float *qkv, *out, *lse, *r; int batch, T, Hq, Hkv, D, ld; const ppsrt_dropout *dr; } at_ctx;
 static double probe_att(void *p) {
   at_ctx *c = p;
   int qd = c->Hq * c->D, kd = c->Hkv * c->D;
   be->attention_fwd(be, 0, c->out, c->lse, c->qkv, c->ld, c->qkv + qd, c->ld, c->qkv + qd + kd, c->ld, c->batch,
-                    c->T, c->Hq, c->Hkv, c->D);
+                    c->T, c->Hq, c->Hkv, c->D, c->dr);
   return dot(c->r, c->out, (size_t)c->batch * c->T * qd);
 }
-static void test_attention(int batch, int T, int Hq, int Hkv, int D) {
+/* dr: NULL, or attention dropout (the reference drops P_ij where dropout.h says, with the
+ * head index (b heads + base + h)) */
+static void test_attention_dr(int batch, int T, int Hq, int Hkv, int D, const ppsrt_dropout *dr) {
   int qd = Hq * D, kd = Hkv * D, ld = qd + 2 * kd;
   size_t rows = (size_t)batch * T, nqkv = rows * ld, nout = rows * qd;
-  at_ctx c = {rvec(nqkv, 1.5), vec(nout), vec((size_t)batch * Hq * T), rvec(nout, 1), batch, T, Hq, Hkv, D, ld};
+  at_ctx c = {rvec(nqkv, 1.5), vec(nout), vec((size_t)batch * Hq * T), rvec(nout, 1), batch, T, Hq, Hkv, D, ld, dr};
   double *ref = malloc(nqkv * sizeof *ref), *lref = malloc(sizeof(double) * batch * Hq * T), *s = malloc(sizeof(double) * T);
   /* naive reference in double */
   for (int b = 0; b < batch; b++)
@@ -475,7 +482,11 @@ static void test_attention(int batch, int T, int Hq, int Hkv, int D) {
         for (int j = 0; j <= i; j++) l += exp(s[j] - mx);
         for (int d = 0; d < D; d++) {
           double o = 0;
-          for (int j = 0; j <= i; j++) o += exp(s[j] - mx) / l * c.qkv[(b * T + j) * ld + qd + kd + g * D + d];
+          for (int j = 0; j <= i; j++) {
+            double pm = 1;   /* the dropout mask times 1/(1-p) */
+            if (dr) pm = ppsrt_drop_keep(dr->thr, dr->key, (((uint64_t)b * dr->heads + dr->base + h) * T + i) * T + j) ? dr->scale : 0;
+            o += pm * exp(s[j] - mx) / l * c.qkv[(b * T + j) * ld + qd + kd + g * D + d];
+          }
           ref[(b * T + i) * qd + h * D + d] = o;
         }
         lref[(b * Hq + h) * T + i] = mx + log(l);
@@ -483,18 +494,85 @@ static void test_attention(int batch, int T, int Hq, int Hkv, int D) {
     }
   char name[96];
   probe_att(&c);
-  snprintf(name, sizeof name, "attention_fwd b%d T%d Hq%d Hkv%d D%d", batch, T, Hq, Hkv, D);
+  snprintf(name, sizeof name, "attention_fwd b%d T%d Hq%d Hkv%d D%d%s", batch, T, Hq, Hkv, D, dr ? " drop" : "");
   check(name, c.out, ref, nout, 1e-5, 1e-4);
   check("attention_fwd lse", c.lse, lref, (size_t)batch * Hq * T, 1e-5, 1e-5);
   float *dqkv = vec(nqkv);
   for (size_t i = 0; i < nqkv; i++) dqkv[i] = 777.0f;   /* must be overwritten */
   OK(be->attention_bwd(be, 0, dqkv, dqkv + qd, dqkv + qd + kd, ld, c.r, c.out, c.lse, c.qkv, ld, c.qkv + qd, ld,
-                       c.qkv + qd + kd, ld, batch, T, Hq, Hkv, D), "attention_bwd");
+                       c.qkv + qd + kd, ld, batch, T, Hq, Hkv, D, dr), "attention_bwd");
   fd_grad(probe_att, &c, c.qkv, nqkv, ref);
-  snprintf(name, sizeof name, "attention_bwd dq|dk|dv vs FD (Hq%d Hkv%d)", Hq, Hkv);
+  snprintf(name, sizeof name, "attention_bwd dq|dk|dv vs FD (Hq%d Hkv%d%s)", Hq, Hkv, dr ? " drop" : "");
   check(name, dqkv, ref, nqkv, 2e-4, 2e-3);
   be->free(be, c.qkv); be->free(be, c.out); be->free(be, c.lse); be->free(be, c.r); be->free(be, dqkv);
   free(ref); free(lref); free(s);
+}
+
+static void test_attention(int batch, int T, int Hq, int Hkv, int D) { test_attention_dr(batch, T, Hq, Hkv, D, NULL); }
+
+/* ---------------------------------------------------------------- dropout */
+static void test_dropout(void) {
+  /* the fraction dropped over n elements: p within 5 standard errors sqrt(p (1-p) / n);
+   * every kept element exactly x * 1/(1-p) */
+  const size_t n = (size_t)1 << 20;
+  float *x = vec(n), *y = vec(n);
+  for (size_t i = 0; i < n; i++) x[i] = 1.0f + (float)(i % 7);
+  const double ps[3] = {0.1, 0.5, 0.9};
+  for (int k = 0; k < 3; k++) {
+    double p = ps[k];
+    ppsrt_dropout d = {ppsrt_drop_thr(p), (float)(1.0 / (1.0 - p)), ppsrt_drop_key(7, 3, 1, 2, PPSRT_DROP_FC2), 0, 0};
+    OK(be->bias_dropout_add(be, 0, y, NULL, x, NULL, (int)(n / 1024), 1024, &d), "bias_dropout_add");
+    size_t dropped = 0, badscale = 0;
+    for (size_t i = 0; i < n; i++) {
+      if (y[i] == 0.0f) dropped++;
+      else if (y[i] != x[i] * d.scale) badscale++;
+    }
+    double frac = (double)dropped / n, se = sqrt(p * (1 - p) / n);
+    int ok = fabs(frac - p) <= 5 * se && !badscale;
+    printf("%s dropout p=%.1f: fraction dropped %.6f over %zu (|diff| %.2g, 5 s.e. %.2g); kept scaled by 1/(1-p): %zu wrong\n",
+           ok ? "ok  " : "FAIL", p, frac, n, fabs(frac - p), 5 * se, badscale);
+    if (!ok) failures++;
+  }
+  /* masks of another key or another offset agree with this one as independent masks
+   * do: on a share p^2 + (1-p)^2 of the elements (p = 0.5: 1/2), within 5 s.e. */
+  {
+    ppsrt_dropout a = {ppsrt_drop_thr(0.5), 2.0f, ppsrt_drop_key(7, 3, 1, 2, PPSRT_DROP_FC2), 0, 0};
+    const char *what[3] = {"another step", "another site", "offset by one element"};
+    for (int k = 0; k < 3; k++) {
+      ppsrt_dropout b = a;
+      if (k == 0) b.key = ppsrt_drop_key(7, 4, 1, 2, PPSRT_DROP_FC2);
+      if (k == 1) b.key = ppsrt_drop_key(7, 3, 1, 2, PPSRT_DROP_PROJ);
+      if (k == 2) b.base = 1;
+      size_t same = 0;
+      for (size_t i = 0; i < n; i++)
+        same += ppsrt_drop_keep(a.thr, a.key, a.base + i) == ppsrt_drop_keep(b.thr, b.key, b.base + i);
+      double frac = (double)same / n, se = sqrt(0.25 / n);
+      int ok = fabs(frac - 0.5) <= 5 * se;
+      printf("%s dropout masks independent (%s): agree on %.6f (1/2 within %.2g)\n", ok ? "ok  " : "FAIL", what[k], frac,
+             5 * se);
+      if (!ok) failures++;
+    }
+  }
+  /* bias-dropout-add's values: y = a + keep (x + bias) scale, with base 3, in place (y = a) */
+  {
+    int N = 7, C = 5;
+    float *xa = rvec((size_t)N * C, 1), *ya = rvec((size_t)N * C, 1), *bias = rvec((size_t)C, 1);
+    double *ref = malloc(sizeof(double) * N * C);
+    ppsrt_dropout d = {ppsrt_drop_thr(0.4), (float)(1.0 / 0.6), ppsrt_drop_key(1, 1, 0, 0, PPSRT_DROP_PROJ), 3, 0};
+    for (int i = 0; i < N * C; i++)
+      ref[i] = ya[i] + (ppsrt_drop_keep(d.thr, d.key, 3 + (uint64_t)i) ? (float)((xa[i] + bias[i % C]) * d.scale) : 0.0);
+    OK(be->bias_dropout_add(be, 0, ya, ya, xa, bias, N, C, &d), "bias_dropout_add");
+    check("bias_dropout_add (y = a)", ya, ref, (size_t)N * C, 0, 1e-6);
+    be->free(be, xa); be->free(be, ya); be->free(be, bias);
+    free(ref);
+  }
+  /* attention with dropout (p = 0.3; a rank's heads from 2 of 6: base 2) and its backward */
+  {
+    ppsrt_dropout d = {ppsrt_drop_thr(0.3), (float)(1.0 / 0.7), ppsrt_drop_key(5, 1, 0, 1, PPSRT_DROP_ATTN), 2, 6};
+    test_attention_dr(2, 5, 4, 2, 3, &d);
+    test_attention_dr(1, 6, 2, 2, 4, &d);
+  }
+  be->free(be, x); be->free(be, y);
 }
 
 /* ---------------------------------------------------------------- embedding */
@@ -715,6 +793,7 @@ int main(void) {
   test_attention(2, 5, 4, 2, 3);   /* GQA: two query heads per kv head */
   test_attention(1, 4, 2, 2, 4);   /* plain multi-head */
   test_attention(1, 3, 3, 1, 2);   /* multi-query */
+  test_dropout();
   test_embedding();
   test_softmax();
   test_optimizer();

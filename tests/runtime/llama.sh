@@ -75,7 +75,7 @@ else skip "--arch llama under MPI (libppsrt without MPI, or no mpirun)"; fi
 
 # it learns
 run l8 "$A" $L --iterations 8
-grep -q '"layer":{"mlp":"swiglu","norm":"rmsnorm","position":"rope","bias":false,"embeddings":"untied","ffn_hidden":24,"rope":{"base":10000,"scaling":"none"}}' "$WORK/l8" &&
+grep -q '"layer":{"mlp":"swiglu","norm":"rmsnorm","position":"rope","bias":false,"embeddings":"untied","ffn_hidden":24,"hidden_dropout":0,"attention_dropout":0,"rope":{"base":10000,"scaling":"none"}}' "$WORK/l8" &&
   pass "--json names the layer" || fail "--json layer: $(grep -o '"layer":[^}]*}' "$WORK/l8")"
 python3 - "$WORK/l8" <<'PY' && pass "the loss falls over 8 iterations: $(losses "$WORK/l8")" || fail "the loss does not fall: $(losses "$WORK/l8")"
 import json, sys
@@ -189,7 +189,7 @@ grep -q '"rope":{"base":10000,"scaling":"llama3","factor":8,"low_freq_factor":1,
   "$WORK/s64" && grep -q '"rope":{"base":10000,"scaling":"linear","factor":8}}' "$WORK/sl" &&
   pass "--json's layer shows the scaling and its parameters" || fail "--json rope: $(grep -o '"rope":[^}]*}' "$WORK/s64" "$WORK/sl")"
 run sg "$A" $GSG --iterations 1
-grep -q '"ffn_hidden":64,"rope":null}' "$WORK/sg" && pass "--json: rope null with learned positions" || fail "--json rope with learned positions"
+grep -q '"ffn_hidden":64,"hidden_dropout":0,"attention_dropout":0,"rope":null}' "$WORK/sg" && pass "--json: rope null with learned positions" || fail "--json rope with learned positions"
 # checkpoints record the scaling; --load restores each part unless given
 S3="--rope-scaling llama3 --rope-scaling-factor 4 --rope-low-freq-factor 0.5 --rope-high-freq-factor 2 --rope-original-max-positions 64"
 run q2 "$A" $GS --iterations 2 --layers-per-stage 2 $S3 --save "$WORK/cks"
