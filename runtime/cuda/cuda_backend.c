@@ -1117,9 +1117,10 @@ void ppsrt_cuda_attention_calls(ppsrt_backend *b, long *fused, long *unfused) {
 /* --attention-dropout (drop->thr > 0) runs on the cuBLAS path: the fused cuDNN path has
  * no dropout here. PPSRT_CUDA_ATTN=cudnn (strict) then is an error naming the flag; auto
  * falls back to cuBLAS. Returns 1 when the fused path may be tried. */
-static int attn_drop_ok(ppsrt_backend *b, const ppsrt_dropout *drop, int *rc) {
+static int attn_drop_ok(ppsrt_backend *b, const ppsrt_dropout *drop, ppsrt_dropout *eff, int *rc) {
   *rc = 0;
-  if (!drop || !drop->thr) return 1;
+  *eff = drop && drop->thr ? *drop : (ppsrt_dropout){0, 1.0f, 0, 0, 0};   /* what the cuBLAS path applies */
+  if (!eff->thr) return 1;
   cuda_impl *im = IM(b);
   if (im->attn_path == ATTN_CUDNN && im->attn_strict)
     *rc = PPSRT_FAIL(PPSRT_E_USAGE, "cuda: GPU %d: --attention-dropout is not supported by the fused cuDNN attention "
@@ -1135,13 +1136,10 @@ static int cu_attention_fwd(ppsrt_backend *b, int stream, void *out, float *lse,
   STREAM(b, stream, s);
   int rc = attn_check(batch, T, Hq, Hkv, D);
   if (rc || batch == 0 || T == 0) return rc;
-  int fuse = attn_drop_ok(b, drop, &rc);
+  ppsrt_dropout dr;
+  int fuse = attn_drop_ok(b, drop, &dr, &rc);
   (void)fuse;   /* (no fused path without the cuDNN frontend) */
   if (rc) return rc;
-  const int dth = drop ? (int)(drop->thr != 0) : 0;
-  const uint32_t thr = dth ? drop->thr : 0;
-  const float dsc = dth ? drop->scale : 1.0f;
-  const uint64_t dkey = dth ? drop->key : 0;
 #ifdef HAVE_CUDNN_FE
   if (fuse) {
     ppsrt_cudnn_attn_shape sh = {0, batch, T, Hq, Hkv, D, ldq, ldk, ldv, Hq * D, 0};
@@ -1179,8 +1177,8 @@ static int cu_attention_fwd(ppsrt_backend *b, int stream, void *out, float *lse,
           rc = gemm_fast(b, s, 0, 1, R, C, D, 1.0f, qc, PPSRT_BF16, ldq, D, kg, PPSRT_BF16, ldk, kvs, 0.0f, S,
                          PPSRT_F32, C, RC, n, 1);
           if (rc) return rc;
-          CUDA_CHECK(b, ppsrt_cu_attn_softmax_fwd(s, P, lh, S, n, R, C, r0, T, scale, thr, dsc, dkey,
-                                                  dth ? (uint64_t)bb * drop->heads + drop->base + h0 : 0));
+          CUDA_CHECK(b, ppsrt_cu_attn_softmax_fwd(s, P, lh, S, n, R, C, r0, T, scale, dr.thr, dr.scale, dr.key,
+                                                  dr.thr ? (uint64_t)bb * dr.heads + dr.base + h0 : 0));
           /* out_hh[r0 : r0+R] = P_hh V_g[0 : C] (bf16, row stride Hq*D) */
           rc = gemm_fast(b, s, 0, 0, R, D, C, 1.0f, P, PPSRT_BF16, C, RC, vg, PPSRT_BF16, ldv, kvs, 0.0f,
                          BFW(out, (row0 + r0) * ldo + (size_t)h0 * D), PPSRT_BF16, ldo, D, n, 1);
@@ -1205,13 +1203,10 @@ static int cu_attention_bwd(ppsrt_backend *b, int stream, void *dq, void *dk, vo
   STREAM(b, stream, s);
   int rc = attn_check(batch, T, Hq, Hkv, D);
   if (rc || batch == 0 || T == 0) return rc;
-  int fuse = attn_drop_ok(b, drop, &rc);
+  ppsrt_dropout dr;
+  int fuse = attn_drop_ok(b, drop, &dr, &rc);
   (void)fuse;   /* (no fused path without the cuDNN frontend) */
   if (rc) return rc;
-  const int dth = drop ? (int)(drop->thr != 0) : 0;
-  const uint32_t thr = dth ? drop->thr : 0;
-  const float dsc = dth ? drop->scale : 1.0f;
-  const uint64_t dkey = dth ? drop->key : 0;
 #ifdef HAVE_CUDNN_FE
   if (fuse) {
     ppsrt_cudnn_attn_shape sh = {1, batch, T, Hq, Hkv, D, ldq, ldk, ldv, Hq * D, ldd};
@@ -1264,8 +1259,8 @@ static int cu_attention_bwd(ppsrt_backend *b, int stream, void *dq, void *dk, vo
           rc = gemm_fast(b, s, 0, 1, R, C, D, 1.0f, qc, PPSRT_BF16, ldq, D, kg, PPSRT_BF16, ldk, kvs, 0.0f, S,
                          PPSRT_F32, C, RC, n, 1);
           if (rc) return rc;
-          const uint64_t hb = dth ? (uint64_t)bb * drop->heads + drop->base + h0 : 0;
-          CUDA_CHECK(b, ppsrt_cu_attn_prob(s, P, S, lh, n, R, C, r0, T, scale, thr, dsc, dkey, hb));
+          const uint64_t hb = dr.thr ? (uint64_t)bb * dr.heads + dr.base + h0 : 0;
+          CUDA_CHECK(b, ppsrt_cu_attn_prob(s, P, S, lh, n, R, C, r0, T, scale, dr.thr, dr.scale, dr.key, hb));
           /* dV_hh[0 : C] += P_hh^T dout_hh[r0 : r0+R], per head (F32) */
           rc = gemm_fast(b, s, 1, 0, C, D, R, 1.0f, P, PPSRT_BF16, C, RC, doc, PPSRT_BF16, ldo, D, 1.0f, dv32,
                          PPSRT_F32, D, (long)TD, n, 1);
@@ -1275,7 +1270,7 @@ static int cu_attention_bwd(ppsrt_backend *b, int stream, void *dq, void *dk, vo
                          PPSRT_F32, C, RC, n, 1);
           if (rc) return rc;
           /* dS = P (dP - delta) / sqrt(D), bf16, over P */
-          CUDA_CHECK(b, ppsrt_cu_attn_dscores(s, P, S, dP, lh, delta, n, R, C, r0, T, scale, thr, dsc, dkey, hb));
+          CUDA_CHECK(b, ppsrt_cu_attn_dscores(s, P, S, dP, lh, delta, n, R, C, r0, T, scale, dr.thr, dr.scale, dr.key, hb));
           /* dq_hh[r0 : r0+R] = dS_hh K_g[0 : C] (written, bf16, row stride ldd) */
           rc = gemm_fast(b, s, 0, 0, R, D, C, 1.0f, P, PPSRT_BF16, C, RC, kg, PPSRT_BF16, ldk, kvs, 0.0f,
                          BFW(dq, (row0 + r0) * ldd + (size_t)h0 * D), PPSRT_BF16, ldd, D, n, 1);
