@@ -331,12 +331,12 @@ static int open_regular(const char *path, int *fd, size_t *size) {
   *fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (*fd < 0) return PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': %s", path, pps_read_error(errno));
   struct stat st;
-  if (fstat(*fd, &st) || !S_ISREG(st.st_mode)) {
-    int e = errno;
+  int e = fstat(*fd, &st) ? errno : 0;   /* (errno means something only when fstat failed) */
+  if (e || !S_ISREG(st.st_mode)) {
     close(*fd);
     *fd = -1;
-    return PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': %s", path, S_ISDIR(st.st_mode) ? "is a directory" :
-                      e && !S_ISREG(st.st_mode) ? strerror(e) : "not a regular file");
+    return PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': %s", path, e ? strerror(e) : S_ISDIR(st.st_mode) ? "is a directory" :
+                      "not a regular file");
   }
   *size = (size_t)st.st_size;
   return 0;

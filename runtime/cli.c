@@ -58,8 +58,10 @@ static const char usage_text[] =
   "                           embeddings, not on biases and norms\n"
   "  --adam-beta1 X --adam-beta2 X --adam-eps X   Adam's (defaults 0.9, 0.999, 1e-8)\n"
   "  --clip-grad X            scale the gradients to a global 2-norm of at most X (every rank)\n"
-  "  --data FILE              gpt: train on FILE's tokens (an llm.c .bin token file, or any\n"
-  "                           other file as bytes: --vocab 256); --data-format tokens|bytes\n"
+  "  --data FILE              gpt: train on FILE's tokens: a Megatron-LM indexed dataset (PREFIX,\n"
+  "                           PREFIX.bin or PREFIX.idx; any integer dtype, any --vocab), an llm.c\n"
+  "                           .bin token file, or any other file as bytes (--vocab 256); files are\n"
+  "                           mapped, not read whole; --data-format indexed|tokens|bytes forces one\n"
   "  --val-data FILE          validation loss on FILE every --val-every N iterations (default 10)\n"
   "  --data-parallel D        D replicas of the pipeline (P x D ranks), gradients averaged\n"
   "  --distributed-optimizer  with --data-parallel: optimizer state sharded over the replicas\n"
@@ -413,8 +415,11 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
       if (!v || !*v) return usage_error(me, "--data needs a file name");
       o->data = v;
     } else if (flag_is(a, "--data-format", &v, argc, argv, &i)) {
-      if (!v || (strcmp(v, "tokens") && strcmp(v, "bytes"))) return usage_error(me, "--data-format needs tokens or bytes");
-      o->data_format = !strcmp(v, "tokens") ? 1 : 2;
+      static const char *const fmts[] = {"tokens", "bytes", "indexed"};
+      o->data_format = 0;
+      for (int k = 0; v && k < 3; k++)
+        if (!strcmp(v, fmts[k])) o->data_format = k + 1;
+      if (!o->data_format) return usage_error(me, "--data-format needs tokens, bytes or indexed, got '%s'", v ? v : "");
     } else if (flag_is(a, "--val-data", &v, argc, argv, &i)) {
       if (!v || !*v) return usage_error(me, "--val-data needs a file name");
       o->val_data = v;
