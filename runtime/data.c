@@ -139,6 +139,60 @@ static int bad_token(const ppsrt_tokens *t, size_t p, int64_t v, long sample) {
                     t->bytes ? " (hint: a file read as bytes needs --vocab 256)" : "");
 }
 
+/* lo..hi (a block's least and greatest token) within [0, vocab)? (int64_t parameters:
+ * one test for every token type) */
+static int in_range(int64_t lo, int64_t hi, int64_t vocab) { return lo >= 0 && hi < vocab; }
+
+/* The scan at load reads the stream in chunks of this many bytes; the pages of each
+ * leave the process after it (they stay in the page cache), so the scan of a large file
+ * does not make the run's resident memory the file's size. */
+#define SCAN_CHUNK ((size_t)64 << 20)
+static void drop_pages(const unsigned char *r, size_t n) {
+  uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), a = ((uintptr_t)r + pg - 1) / pg * pg, e = ((uintptr_t)r + n) / pg * pg;
+  if (e > a) madvise((void *)a, e - a, MADV_DONTNEED);   /* never written: the pages come back from the file */
+}
+
+/* The first of cnt tokens at q outside [0, vocab), or cnt. Whole-stream scans go
+ * through it: blocks are reduced to their least and greatest token first (a loop that
+ * compilers vectorize), and only a block holding a bad token is searched token by token. */
+static size_t first_bad(const unsigned char *q, size_t cnt, int width, int sgn, int64_t vocab) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define SCAN(TY)                                                                     \
+  for (size_t b = 0; b < cnt; b += 4096) {                                           \
+    size_t e = cnt - b < 4096 ? cnt - b : 4096;                                      \
+    const unsigned char *r = q + b * sizeof(TY);                                     \
+    TY lo, hi, v;                                                                    \
+    memcpy(&lo, r, sizeof lo);                                                       \
+    hi = lo;                                                                         \
+    for (size_t i = 1; i < e; i++) {                                                 \
+      memcpy(&v, r + i * sizeof v, sizeof v);                                        \
+      lo = v < lo ? v : lo;                                                          \
+      hi = v > hi ? v : hi;                                                          \
+    }                                                                                \
+    if (!in_range((int64_t)lo, (int64_t)hi, vocab))                                  \
+      for (size_t i = 0; i < e; i++) {                                               \
+        memcpy(&v, r + i * sizeof v, sizeof v);                                      \
+        if (!in_range((int64_t)v, (int64_t)v, vocab)) return b + i;                  \
+      }                                                                              \
+  }                                                                                  \
+  return cnt;
+  switch (width * 2 + sgn) {
+    case 2: SCAN(uint8_t)
+    case 3: SCAN(int8_t)
+    case 4: SCAN(uint16_t)
+    case 5: SCAN(int16_t)
+    case 9: SCAN(int32_t)
+    case 17: SCAN(int64_t)
+  }
+#undef SCAN
+#endif
+  for (size_t i = 0; i < cnt; i++) {
+    int64_t v = tok_get(q + i * (size_t)width, width, sgn);
+    if (v < 0 || v >= vocab) return i;
+  }
+  return cnt;
+}
+
 /* Checks the tokens of stream positions [p, p + count) against the vocabulary; with
  * ids/tgt given, stores them as a window's inputs and targets (token k of the span is
  * input k and target k - 1). */
@@ -148,6 +202,19 @@ static int tok_span(const ppsrt_tokens *t, size_t p, size_t count, long sample, 
     size_t avail;
     const unsigned char *q = tok_at(t, p + k, &avail);
     if (avail > count - k) avail = count - k;
+    if (!ids && !tgt) {   /* a check only (the scan at load), in chunks of SCAN_CHUNK bytes */
+      size_t w = (size_t)t->width;
+      for (size_t done = 0; done < avail;) {
+        size_t c = avail - done < SCAN_CHUNK / w ? avail - done : SCAN_CHUNK / w;
+        const unsigned char *r = q + done * w;
+        size_t b = first_bad(r, c, t->width, t->sgn, t->vocab);
+        if (b < c) return bad_token(t, p + k + done + b, tok_get(r + b * w, t->width, t->sgn), sample);
+        drop_pages(r, c * w);
+        done += c;
+      }
+      k += avail;
+      continue;
+    }
     for (size_t e = k + avail; k < e; k++, q += t->width) {
       int64_t v = tok_get(q, t->width, t->sgn);
       if (v < 0 || v >= t->vocab) return bad_token(t, p + k, v, sample);
@@ -368,9 +435,11 @@ int ppsrt_tokens_load(const char *path, int format, int vocab, int seq, ppsrt_to
     }
   }
   /* a small stream is checked whole now; a large one as it is read (ppsrt_tokens_window) */
-  if (t->n <= t->scan_max / (size_t)t->width && tok_span(t, 0, t->n, -1, NULL, NULL)) {
-    ppsrt_tokens_free(t);
-    return PPSRT_E_USAGE;
+  if (t->n <= t->scan_max / (size_t)t->width) {
+    if (tok_span(t, 0, t->n, -1, NULL, NULL)) {
+      ppsrt_tokens_free(t);
+      return PPSRT_E_USAGE;
+    }
   }
   if (t->n < (size_t)seq + 1) {
     snprintf(msg, sizeof msg, "data file '%s': %zu tokens, fewer than one sequence of --seq %d plus its next token", t->path, t->n,

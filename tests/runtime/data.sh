@@ -63,6 +63,8 @@ indexed("bigbad", seqs=bad)
 for code, name in ((2, "neg8"), (3, "neg16"), (4, "neg32"), (5, "neg64")):   # token -1: signed types read signed
     neg = [s[:] for s in seqs]; neg[2][3] = -1
     indexed(name, seqs=neg, code=code)
+last = [s[:] for s in seqs]; last[6][-1] = 200       # the stream's last token, position 599
+indexed("last", seqs=last)
 late = [s[:] for s in seqs]; late[6][170] = 200      # position 591: never read by 3 short iterations
 indexed("late", seqs=late)
 # malformed
@@ -130,6 +132,8 @@ for n in 8 16 32 64; do
   expect_exit 2 "int$n token -1" "$T" 1f1b 2 4 $V --data "$WORK/neg$n"
   expect_grep "data file '$WORK/neg$n.bin': token -1 at position 53 (sequence 2 of the index, its token 3) is out of range" "int$n: token -1 named"
 done
+expect_exit 2 "the stream's last token is checked at load" "$T" 1f1b 2 4 $V --data "$WORK/last"
+expect_grep "token 200 at position 599 (sequence 6 of the index, its token 178) is out of range" "last token named"
 # ---- checkpoints: a resumed run goes on at the same sequence ----
 A="$V --data $WORK/ooo --iterations 3 --json"
 "$T" 1f1b 2 4 $A --iterations 6 >"$WORK/full.json" 2>"$WORK/err" || fail "6 iterations"
