@@ -105,6 +105,11 @@ same "--data-format indexed" $V --data "$WORK/d8.bin" --data-format indexed
 same "sequences out of order in the .bin" $V --data "$WORK/ooo"
 same "a multimodal index (sequence modes after the document indices)" $V --data "$WORK/mm"
 same "--val-data PREFIX" $V --data "$WORK/d4" --val-data "$WORK/d5" --val-every 2
+# --arch llama (RMSNorm, SwiGLU, RoPE, no biases) on int32 data
+"$T" 1f1b 2 4 $V --arch llama --data "$WORK/ref.bin" --json >"$WORK/ref.json" 2>"$WORK/err" || { fail "llama on llm.c"; cat "$WORK/err" >&2; }
+want0=$want; want=$(losses "$WORK/ref.json")
+same "--arch llama, int32 dataset" $V --arch llama --data "$WORK/d4"
+want=$want0
 export PPSRT_DATA_SCAN=0   # tokens checked as training reads them, not at load
 same "int16, checked as read" $V --data "$WORK/d3"
 same "out of order, checked as read" $V --data "$WORK/ooo"
