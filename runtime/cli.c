@@ -61,7 +61,8 @@ static const char usage_text[] =
   "  --data FILE              gpt: train on FILE's tokens: a Megatron-LM indexed dataset (PREFIX,\n"
   "                           PREFIX.bin or PREFIX.idx; any integer dtype, any --vocab), an llm.c\n"
   "                           .bin token file, or any other file as bytes (--vocab 256); files are\n"
-  "                           mapped, not read whole; --data-format indexed|tokens|bytes forces one\n"
+  "                           mapped, not read whole; --data-format indexed|tokens|bytes forces one;\n"
+  "                           --data \"0.7 A 0.3 B\": a blend with Megatron-LM's --data-path weights\n"
   "  --val-data FILE          validation loss on FILE every --val-every N iterations (default 10)\n"
   "  --data-parallel D        D replicas of the pipeline (P x D ranks), gradients averaged\n"
   "  --distributed-optimizer  with --data-parallel: optimizer state sharded over the replicas\n"
@@ -248,8 +249,9 @@ static void *device_main(void *arg) {
     const ppsrt_tokens *t = o->cfg.data;
     pthread_mutex_lock(&run->print_lock);
     fprintf(run->out, "loaded %s: step %ld, data position %ld sequences", o->load, run->step0, run->data0);
-    if (t) fprintf(run->out, " (%s: sequence %ld of %zu)", o->data, run->data0 % (long)((t->n - 1) / (size_t)o->cfg.seq),
-                   (t->n - 1) / (size_t)o->cfg.seq);
+    if (t && t->blend) fprintf(run->out, " (a blend: its sample %ld next)", run->data0);
+    else if (t) fprintf(run->out, " (%s: sequence %ld of %zu)", o->data, run->data0 % (long)((t->n - 1) / (size_t)o->cfg.seq),
+                        (t->n - 1) / (size_t)o->cfg.seq);
     fprintf(run->out, "; iterations %ld to %ld\n", run->step0 + 1, run->step0 + o->iterations);
     fflush(run->out);
     pthread_mutex_unlock(&run->print_lock);

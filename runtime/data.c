@@ -6,12 +6,15 @@
  * pointer is checked against the files' sizes with overflow-safe arithmetic, and tokens
  * against --vocab (the whole stream at load when it is small, else each sequence as it is
  * read), with messages naming the file. The token stream (an indexed dataset's sequences
- * concatenated in index order) is cut into sequences of T + 1 tokens, stride T. */
+ * concatenated in index order) is cut into sequences of T + 1 tokens, stride T. A blend
+ * ("0.7 A 0.3 B", Megatron-LM's --data-path) takes each sequence from one of its datasets
+ * by Megatron-LM's blending rule. */
 #include "config.h"
 #include "rt.h"
 #include "safeio.h"
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,8 +40,31 @@ static const struct { int width, sgn; const char *name; } DTYPES[] = {
  * sets another limit (0: always as read). */
 #define DATA_SCAN_DEFAULT ((size_t)1 << 30)
 
+/* A blend's sampling state: the datasets' sample counts at every BLEND_ROW-th sample
+ * (row r: counts at sample r BLEND_ROW), extended on demand under the lock (devices are
+ * threads sharing the tokens), so sample k costs at most BLEND_ROW steps of Megatron-LM's
+ * rule from the nearest row. */
+#define BLEND_ROW 1024
+typedef struct blend {
+  int nd;
+  struct ppsrt_tokens **part;
+  double *w;                    /* the weights, normalized to sum 1 */
+  pthread_mutex_t lock;
+  int64_t *rows;                /* nrows x nd counts */
+  size_t nrows, cap;
+} blend;
+
 void ppsrt_tokens_free(ppsrt_tokens *t) {
   if (!t) return;
+  if (t->blend) {
+    blend *b = t->blend;
+    for (int d = 0; d < b->nd; d++) ppsrt_tokens_free(b->part[d]);
+    free(b->part);
+    free(b->w);
+    free(b->rows);
+    pthread_mutex_destroy(&b->lock);
+    free(b);
+  }
   if (t->map) munmap((void *)t->map, t->map_size);
   if (t->imap) munmap((void *)t->imap, t->imap_size);
   free(t->cum);
@@ -351,9 +377,118 @@ static int exists(const char *path) {
   return stat(path, &st) == 0;
 }
 
+/* Megatron-LM's blending rule (build_blending_indices): sample i goes to the dataset
+ * whose weight x max(i, 1) exceeds the samples it has had by the most (the first such
+ * on ties); it is that dataset's next sample. counts: the datasets' samples before i. */
+static int blend_step(const blend *b, int64_t i, int64_t *counts) {
+  double x = i > 1 ? (double)i : 1.0, best = b->w[0] * x - (double)counts[0];
+  int bd = 0;
+  for (int d = 1; d < b->nd; d++) {
+    double e = b->w[d] * x - (double)counts[d];
+    if (e > best) { best = e; bd = d; }
+  }
+  counts[bd]++;
+  return bd;
+}
+
+/* sample k of the blend: dataset *d, its sample *j */
+static int blend_pick(blend *b, int64_t k, int *d, int64_t *j) {
+  int64_t counts[64];
+  size_t r = (size_t)(k / BLEND_ROW);
+  pthread_mutex_lock(&b->lock);
+  while (b->nrows <= r) {
+    if (b->nrows == b->cap) {
+      size_t nc = b->cap * 2;
+      int64_t *nr = realloc(b->rows, nc * (size_t)b->nd * sizeof *nr);
+      if (!nr) { pthread_mutex_unlock(&b->lock); return PPSRT_FAIL(PPSRT_E_NOMEM, "--data blend: out of host memory"); }
+      b->rows = nr;
+      b->cap = nc;
+    }
+    int64_t *row = b->rows + b->nrows * (size_t)b->nd;
+    memcpy(row, row - b->nd, (size_t)b->nd * sizeof *row);
+    for (int64_t i = (int64_t)(b->nrows - 1) * BLEND_ROW; i < (int64_t)b->nrows * BLEND_ROW; i++) blend_step(b, i, row);
+    b->nrows++;
+  }
+  memcpy(counts, b->rows + r * (size_t)b->nd, (size_t)b->nd * sizeof *counts);
+  pthread_mutex_unlock(&b->lock);
+  for (int64_t i = (int64_t)r * BLEND_ROW; i < k; i++) blend_step(b, i, counts);
+  int64_t before[64];
+  memcpy(before, counts, (size_t)b->nd * sizeof *counts);
+  *d = blend_step(b, k, counts);
+  *j = before[*d];
+  return 0;
+}
+
+/* "W1 PATH1 W2 PATH2 ...": a blend of datasets (each of `format`) with Megatron-LM's
+ * --data-path weights. */
+static int load_blend(const char *spec, int format, int vocab, int seq, ppsrt_tokens *t) {
+  blend *b = calloc(1, sizeof *b);
+  char *buf = strdup(spec);
+  if (!b || !buf) { free(b); free(buf); return PPSRT_FAIL(PPSRT_E_NOMEM, "out of host memory"); }
+  t->blend = b;
+  pthread_mutex_init(&b->lock, NULL);
+  char *words[129];
+  int nw = 0;
+  for (char *q = strtok(buf, " \t\n"); q; q = strtok(NULL, " \t\n")) {
+    if (nw == 128) { free(buf); return PPSRT_FAIL(PPSRT_E_USAGE, "--data '%s': a blend of more than 64 datasets", spec); }
+    words[nw++] = q;
+  }
+  if (nw % 2) {
+    free(buf);
+    return PPSRT_FAIL(PPSRT_E_USAGE, "--data '%s': a blend is WEIGHT PATH pairs (Megatron-LM's --data-path), got %d words", spec, nw);
+  }
+  b->nd = nw / 2;
+  b->part = calloc((size_t)b->nd, sizeof *b->part);
+  b->w = calloc((size_t)b->nd, sizeof *b->w);
+  b->cap = 16;
+  b->rows = calloc(b->cap * (size_t)b->nd, sizeof *b->rows);
+  b->nrows = 1;   /* row 0: no samples yet */
+  if (!b->part || !b->w || !b->rows) { free(buf); return PPSRT_FAIL(PPSRT_E_NOMEM, "out of host memory"); }
+  double sum = 0;
+  for (int d = 0; d < b->nd; d++) {
+    char *end;
+    errno = 0;
+    b->w[d] = strtod(words[2 * d], &end);
+    if (*end || end == words[2 * d] || errno || !(b->w[d] > 0) || b->w[d] > 1e300) {
+      int rc = PPSRT_FAIL(PPSRT_E_USAGE, "--data '%s': weight '%s' of '%s' is not a number above 0", spec, words[2 * d],
+                          words[2 * d + 1]);
+      free(buf);
+      return rc;
+    }
+    sum += b->w[d];
+  }
+  for (int d = 0; d < b->nd; d++) b->w[d] /= sum;
+  for (int d = 0; d < b->nd; d++) {
+    int rc = ppsrt_tokens_load(words[2 * d + 1], format, vocab, seq, &b->part[d]);
+    if (rc) { free(buf); return rc; }
+    t->n += b->part[d]->n;
+  }
+  free(buf);
+  return 0;
+}
+
+/* a blend: the value names no file and starts with a number */
+static int is_blend(const char *path) {
+  struct stat st;
+  if (stat(path, &st) == 0) return 0;
+  char *end;
+  while (*path == ' ' || *path == '\t') path++;
+  (void)strtod(path, &end);
+  return end != path && (*end == ' ' || *end == '\t');
+}
+
 int ppsrt_tokens_load(const char *path, int format, int vocab, int seq, ppsrt_tokens **out) {
   *out = NULL;
   char msg[1024];
+  if (is_blend(path)) {
+    ppsrt_tokens *t = calloc(1, sizeof *t);
+    if (!t || !(t->path = strdup(path))) { free(t); return PPSRT_FAIL(PPSRT_E_NOMEM, "out of host memory"); }
+    t->vocab = vocab;
+    int rc = load_blend(path, format, vocab, seq, t);
+    if (rc) { ppsrt_tokens_free(t); return rc; }
+    *out = t;
+    return 0;
+  }
   ppsrt_tokens *t = calloc(1, sizeof *t);
   size_t pl = strlen(path);
   char *prefix = malloc(pl + 5);
@@ -451,6 +586,12 @@ int ppsrt_tokens_load(const char *path, int format, int vocab, int seq, ppsrt_to
 }
 
 int ppsrt_tokens_window(const ppsrt_tokens *t, long sample, int T, int32_t *ids, int32_t *tgt) {
+  if (t->blend) {
+    int d;
+    int64_t j;
+    int rc = blend_pick(t->blend, sample, &d, &j);
+    return rc ? rc : ppsrt_tokens_window(((blend *)t->blend)->part[d], (long)j, T, ids, tgt);
+  }
   size_t nwin = (t->n - 1) / (size_t)T;
   size_t start = ((size_t)sample % nwin) * (size_t)T;
   return tok_span(t, start, (size_t)T + 1, sample, ids, tgt);

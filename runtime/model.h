@@ -120,8 +120,11 @@ typedef struct ppsrt_tokens {
                                  * position of each one's first token, [nseq + 1]; else NULL */
   char *path;                   /* the token file (indexed: PREFIX.bin) */
   char *idx_path;               /* indexed: PREFIX.idx */
+  void *blend;                  /* a blend ("W1 PATH1 W2 PATH2 ..."): its datasets and sampling
+                                 * state (data.c); n is then their tokens together */
 } ppsrt_tokens;
-/* format: 0 auto (NAME.idx, or NAME.bin with NAME.idx beside it, or a PREFIX that is not a
+/* path: a file, or a blend "W1 PATH1 W2 PATH2 ..." (names no file, starts with a number;
+ * each PATH read with format). format: 0 auto (NAME.idx, or NAME.bin with NAME.idx beside it, or a PREFIX that is not a
  * file itself with PREFIX.idx beside it: indexed; else a name ending in .bin is an llm.c
  * token file, anything else bytes), 1 llm.c token file, 2 bytes, 3 indexed (PREFIX, or
  * PREFIX.bin or PREFIX.idx). Fails (PPSRT_E_USAGE, a message naming the file and what is

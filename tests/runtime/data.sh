@@ -5,7 +5,8 @@
 # very same losses as the same tokens in an llm.c file (bitwise: --json prints float32
 # with 9 digits), so do sequences lying out of order in the .bin and a multimodal
 # index; PREFIX, PREFIX.bin, PREFIX.idx and --data-format indexed find it; token ids
-# above 65535 with --vocab 70000 (int32, int64); a resumed run goes on at the same
+# above 65535 with --vocab 70000 (int32, int64); --arch llama; blends ("0.7 A 0.3 B",
+# Megatron-LM's blending order, computed here independently); a resumed run goes on at the same
 # sequence; and every malformed input (magic, version, dtype, truncation, a size or
 # pointer past the .bin, document indices, trailing bytes, a token >= --vocab at load
 # and as read, a FIFO or /dev/zero as the .bin, a missing file) is a clear error, exit 2.
@@ -67,6 +68,29 @@ last = [s[:] for s in seqs]; last[6][-1] = 200       # the stream's last token, 
 indexed("last", seqs=last)
 late = [s[:] for s in seqs]; late[6][170] = 200      # position 591: never read by 3 short iterations
 indexed("late", seqs=late)
+# blends: datasets of one window each, repeated (period --seq 16, all starting with token 5),
+# so that a blend's sample k is dataset d(k)'s window whatever its place in that dataset,
+# and the llm.c file of the windows in Megatron-LM's blending order trains the same
+pat = {"A": [5] + list(range(10, 25)), "B": [5] + list(range(30, 45)), "C": [5] + list(range(60, 75))}
+rep = {k: v * 5 + [5] for k, v in pat.items()}
+indexed("blA", seqs=[rep["A"][:30], rep["A"][30:]], code=4, docs=[0, 1, 2])
+tokfile(w + "/blB.bin", rep["B"])
+indexed("blC", seqs=[rep["C"]], code=1, docs=[0, 1])
+def blend_order(weights, count):   # Megatron-LM's build_blending_indices, from its description
+    total = 0.0
+    for x in weights: total += x
+    norm = [x / total for x in weights]
+    had, order = [0] * len(weights), []
+    for i in range(count):
+        err = [norm[d] * max(float(i), 1.0) - had[d] for d in range(len(weights))]
+        d = err.index(max(err))    # the first of equal errors
+        order.append(d)
+        had[d] += 1
+    return order
+for name, weights, names, count in (("b2", [0.7, 0.3], "AB", 1536), ("b3", [1, 1, 2], "ABC", 24)):
+    order = blend_order(weights, count)
+    open(w + "/" + name + ".order", "w").write("".join(names[d] for d in order[:24]))
+    tokfile(w + "/" + name + ".bin", sum((pat[names[d]] for d in order), []) + [5])
 # malformed
 indexed("magic", magic=b"MMIDIDX\x00\x01")
 indexed("version", version=2)
@@ -139,6 +163,31 @@ for n in 8 16 32 64; do
 done
 expect_exit 2 "the stream's last token is checked at load" "$T" 1f1b 2 4 $V --data "$WORK/last"
 expect_grep "token 200 at position 599 (sequence 6 of the index, its token 178) is out of range" "last token named"
+# ---- blends (Megatron-LM's --data-path weights) ----
+# (b2: 64-sequence microbatches, 1536 samples: past the first 1024 that data.c keeps counts for)
+B2="0.7 $WORK/blA 0.3 $WORK/blB.bin"; B3="1 $WORK/blA 1 $WORK/blB.bin 2 $WORK/blC"; M2="--micro-batch 64"
+for b in b2 B2 b3 B3; do
+  case $b in
+    b2) "$T" 1f1b 2 4 $V $M2 --iterations 6 --data "$WORK/$b.bin" --json >"$WORK/$b.json" 2>"$WORK/err" || { fail "$b.bin"; cat "$WORK/err" >&2; } ;;
+    b3) "$T" 1f1b 2 4 $V --iterations 6 --data "$WORK/$b.bin" --json >"$WORK/$b.json" 2>"$WORK/err" || { fail "$b.bin"; cat "$WORK/err" >&2; } ;;
+    B2) want=$(losses "$WORK/b2.json"); same "blend 0.7 A 0.3 B (order $(cat "$WORK/b2.order")...)" $V $M2 --iterations 6 --data "$B2" ;;
+    B3) want=$(losses "$WORK/b3.json"); same "blend 1 A 1 B 2 C (order $(cat "$WORK/b3.order")...)" $V --iterations 6 --data "$B3" ;;
+  esac
+done
+want=$(losses "$WORK/b2.json")
+"$T" 1f1b 2 4 $V $M2 --data "$B2" --save "$WORK/bck.st" --json >"$WORK/a.json" 2>"$WORK/err" || { fail "blend --save"; cat "$WORK/err" >&2; }
+"$T" 1f1b 2 4 $V $M2 --data "$B2" --load "$WORK/bck.st" --json >"$WORK/b.json" 2>"$WORK/err" || { fail "blend --load"; cat "$WORK/err" >&2; }
+got="$(losses "$WORK/a.json")$(losses "$WORK/b.json")"
+[ -n "$want" ] && [ "$got" = "$want" ] && pass "blend: 3 + save + load + 3 = 6 iterations" || fail "blend resumed: '$got', expected '$want'"
+want=$want0
+expect_exit 2 "a blend with an odd number of words" "$T" 1f1b 2 4 $V --data "0.7 $WORK/blA 0.3"
+expect_grep "a blend is WEIGHT PATH pairs (Megatron-LM's --data-path), got 3 words" "odd blend named"
+expect_exit 2 "a blend weight that is no number" "$T" 1f1b 2 4 $V --data "0.7 $WORK/blA x $WORK/blB.bin"
+expect_grep "weight 'x' of '$WORK/blB.bin' is not a number above 0" "bad weight named"
+expect_exit 2 "a blend weight of 0" "$T" 1f1b 2 4 $V --data "0 $WORK/blA 1 $WORK/blB.bin"
+expect_grep "weight '0' of '$WORK/blA' is not a number above 0" "zero weight named"
+expect_exit 2 "a blend of a missing file" "$T" 1f1b 2 4 $V --data "0.5 $WORK/blA 0.5 $WORK/nope.bin"
+expect_grep "data file '$WORK/nope.bin': No such file" "the blend's missing file named"
 # ---- checkpoints: a resumed run goes on at the same sequence ----
 A="$V --data $WORK/ooo --iterations 3 --json"
 "$T" 1f1b 2 4 $A --iterations 6 >"$WORK/full.json" 2>"$WORK/err" || fail "6 iterations"
