@@ -109,6 +109,7 @@ indexed("docorder", docs=[0, 5, 2, 7])
 indexed("docend", docs=[0, 2, 6])
 indexed("nodocs", docs=[])
 indexed("trailing", extra=b"xx")
+indexed("empty", seqs=[], docs=[0])                  # no sequences: no tokens
 PY
 # ---- every integer dtype: the same losses as the llm.c file ----
 "$T" 1f1b 2 4 $V --data "$WORK/ref.bin" --json >"$WORK/ref.json" 2>"$WORK/err" || { fail "llm.c reference"; cat "$WORK/err" >&2; }
@@ -223,6 +224,7 @@ bad docorder "document index 2 (2) is below the one before it (5)" "document ind
 bad docend "the document indices must run from 0 to the sequence count 7 (they do not)" "document indices short"
 bad nodocs "the document indices must run from 0 to the sequence count 7 (there are none)" "no document indices"
 bad trailing "data index '$I/trailing.idx': 2 bytes after its 7 sequences and 4 document indices, expected none (or 7" "trailing bytes"
+bad empty "data file '$I/empty.bin': 0 tokens, fewer than one sequence of --seq 16 plus its next token" "an empty dataset"
 cp "$WORK/d4.idx" "$WORK/nobin.idx"
 bad nobin.idx "data file '$I/nobin.bin': No such file or directory (the tokens of the index '$I/nobin.idx')" "no .bin"
 expect_exit 2 "--data-format indexed without an index" "$T" 1f1b 2 4 $V --data "$WORK/ref.bin" --data-format indexed
