@@ -585,14 +585,19 @@ int ppsrt_tokens_load(const char *path, int format, int vocab, int seq, ppsrt_to
   return 0;
 }
 
+/* window `sample` of t's own stream, for training sequence `seqno` (messages) */
+static int window(const ppsrt_tokens *t, long sample, long seqno, int T, int32_t *ids, int32_t *tgt) {
+  size_t nwin = (t->n - 1) / (size_t)T;
+  size_t start = ((size_t)sample % nwin) * (size_t)T;
+  return tok_span(t, start, (size_t)T + 1, seqno, ids, tgt);
+}
+
 int ppsrt_tokens_window(const ppsrt_tokens *t, long sample, int T, int32_t *ids, int32_t *tgt) {
   if (t->blend) {
     int d;
     int64_t j;
     int rc = blend_pick(t->blend, sample, &d, &j);
-    return rc ? rc : ppsrt_tokens_window(((blend *)t->blend)->part[d], (long)j, T, ids, tgt);
+    return rc ? rc : window(((blend *)t->blend)->part[d], (long)j, sample, T, ids, tgt);
   }
-  size_t nwin = (t->n - 1) / (size_t)T;
-  size_t start = ((size_t)sample % nwin) * (size_t)T;
-  return tok_span(t, start, (size_t)T + 1, sample, ids, tgt);
+  return window(t, sample, sample, T, ids, tgt);
 }

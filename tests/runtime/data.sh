@@ -181,6 +181,13 @@ want=$(losses "$WORK/b2.json")
 got="$(losses "$WORK/a.json")$(losses "$WORK/b.json")"
 [ -n "$want" ] && [ "$got" = "$want" ] && pass "blend: 3 + save + load + 3 = 6 iterations" || fail "blend resumed: '$got', expected '$want'"
 want=$want0
+# a bad token in a blend's dataset, as read: the blend's training sequence is named (late's
+# window 36 is the blend's sample 2 x 36 + 1: equal weights alternate, the first first)
+export PPSRT_DATA_SCAN=0
+expect_exit 1 "a blend's bad token, as read" "$T" 1f1b 2 4 $V --iterations 20 --data "0.5 $WORK/d4 0.5 $WORK/late"
+expect_grep "late.bin': token 200 at position 591 (sequence 6 of the index, its token 170) is out of range for --vocab 128, read for training sequence 73" \
+  "the blend's training sequence named"
+unset PPSRT_DATA_SCAN
 expect_exit 2 "a blend with an odd number of words" "$T" 1f1b 2 4 $V --data "0.7 $WORK/blA 0.3"
 expect_grep "a blend is WEIGHT PATH pairs (Megatron-LM's --data-path), got 3 words" "odd blend named"
 expect_exit 2 "a blend weight that is no number" "$T" 1f1b 2 4 $V --data "0.7 $WORK/blA x $WORK/blB.bin"
