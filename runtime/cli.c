@@ -63,6 +63,8 @@ static const char usage_text[] =
   "                           .bin token file, or any other file as bytes (--vocab 256); files are\n"
   "                           mapped, not read whole; --data-format indexed|tokens|bytes forces one;\n"
   "                           --data \"0.7 A 0.3 B\": a blend with Megatron-LM's --data-path weights\n"
+  "  --data-shuffle SEED      each epoch of --data in a seeded order of its sequences (restored\n"
+  "                           by --load unless given)\n"
   "  --val-data FILE          validation loss on FILE every --val-every N iterations (default 10)\n"
   "  --data-parallel D        D replicas of the pipeline (P x D ranks), gradients averaged\n"
   "  --distributed-optimizer  with --data-parallel: optimizer state sharded over the replicas\n"
@@ -422,6 +424,13 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
       for (int k = 0; v && k < 3; k++)
         if (!strcmp(v, fmts[k])) o->data_format = k + 1;
       if (!o->data_format) return usage_error(me, "--data-format needs tokens, bytes or indexed, got '%s'", v ? v : "");
+    } else if (flag_is(a, "--data-shuffle", &v, argc, argv, &i)) {
+      char *end;
+      errno = 0;
+      o->data_shuffle = v && *v != '-' ? strtoull(v, &end, 10) : 0;
+      if (!v || *v == '-' || errno || end == v || *end)
+        return usage_error(me, "--data-shuffle needs a seed, a whole number from 0 to 18446744073709551615, got '%s'", v ? v : "");
+      o->data_shuffle_on = 1;
     } else if (flag_is(a, "--val-data", &v, argc, argv, &i)) {
       if (!v || !*v) return usage_error(me, "--val-data needs a file name");
       o->val_data = v;
@@ -535,6 +544,7 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   if (fault_st >= 0) return fault_st;
   if (o->data && strcmp(o->model, "gpt")) return usage_error(me, "--data trains the gpt model: add --model gpt");
   if (o->val_data && !o->data) return usage_error(me, "--val-data needs --data (the training tokens)");
+  if (o->data_shuffle_on && !o->data) return usage_error(me, "--data-shuffle needs --data (the training tokens)");
   if (!o->val_every) o->val_every = 10;
   if (o->save_every && !o->save) return usage_error(me, "--save-every needs --save FILE");
   run.nrep = o->data_parallel > 1 ? o->data_parallel : 1;
@@ -666,6 +676,7 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
     ppsrt_tokens_free(val_tokens);
     return 1;
   }
+  if (tokens && o->data_shuffle_on) ppsrt_tokens_shuffle(tokens, o->data_shuffle);   /* (after --load: it may restore it) */
   if (run.ck && run.ck_data && !o->data && run.first_rank == 0)
     fprintf(stderr, "%s: note: checkpoint '%s' was trained on a --data file (%ld sequences read); this run has no --data "
             "and trains on the synthetic tokens\nhint: give --data FILE again to go on with the file\n", me, o->load, run.data0);

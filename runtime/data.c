@@ -8,7 +8,7 @@
  * read), with messages naming the file. The token stream (an indexed dataset's sequences
  * concatenated in index order) is cut into sequences of T + 1 tokens, stride T. A blend
  * ("0.7 A 0.3 B", Megatron-LM's --data-path) takes each sequence from one of its datasets
- * by Megatron-LM's blending rule. */
+ * by Megatron-LM's blending rule; --data-shuffle permutes each epoch's windows. */
 #include "config.h"
 #include "rt.h"
 #include "safeio.h"
@@ -585,10 +585,47 @@ int ppsrt_tokens_load(const char *path, int format, int vocab, int seq, ppsrt_to
   return 0;
 }
 
+/* --data-shuffle's permutation (docs/models.md): splitmix64's mixer; a 4-round Feistel
+ * network on 2h-bit numbers (2^(2h) the least power of 4 >= W, so that at most 4 values
+ * are tried a step on average), walked until the value is below W. */
+static uint64_t mix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+static uint64_t shuffle_index(uint64_t seed, uint64_t epoch, uint64_t i, uint64_t W) {
+  if (W < 2) return 0;
+  int h = 1;
+  while ((uint64_t)1 << (2 * h) < W) h++;
+  uint64_t mask = ((uint64_t)1 << h) - 1, key = mix64(seed ^ mix64(epoch)), x = i;
+  do {
+    uint64_t L = x >> h, R = x & mask;
+    for (uint64_t r = 0; r < 4; r++) {
+      uint64_t F = mix64(key ^ (r << 56) ^ R) & mask, nl = R;
+      R = L ^ F;
+      L = nl;
+    }
+    x = L << h | R;
+  } while (x >= W);
+  return x;
+}
+
+void ppsrt_tokens_shuffle(ppsrt_tokens *t, uint64_t seed) {
+  if (t->blend) {
+    blend *b = t->blend;
+    for (int d = 0; d < b->nd; d++) ppsrt_tokens_shuffle(b->part[d], seed);
+    return;
+  }
+  t->shuffled = 1;
+  t->seed = seed;
+}
+
 /* window `sample` of t's own stream, for training sequence `seqno` (messages) */
 static int window(const ppsrt_tokens *t, long sample, long seqno, int T, int32_t *ids, int32_t *tgt) {
-  size_t nwin = (t->n - 1) / (size_t)T;
-  size_t start = ((size_t)sample % nwin) * (size_t)T;
+  size_t nwin = (t->n - 1) / (size_t)T, w = (size_t)sample % nwin;
+  if (t->shuffled) w = (size_t)shuffle_index(t->seed, (uint64_t)sample / nwin, w, nwin);
+  size_t start = w * (size_t)T;
   return tok_span(t, start, (size_t)T + 1, seqno, ids, tgt);
 }
 

@@ -122,6 +122,8 @@ typedef struct ppsrt_tokens {
   char *idx_path;               /* indexed: PREFIX.idx */
   void *blend;                  /* a blend ("W1 PATH1 W2 PATH2 ..."): its datasets and sampling
                                  * state (data.c); n is then their tokens together */
+  int shuffled;                 /* --data-shuffle: each epoch's windows in a seeded order */
+  uint64_t seed;
 } ppsrt_tokens;
 /* path: a file, or a blend "W1 PATH1 W2 PATH2 ..." (names no file, starts with a number;
  * each PATH read with format). format: 0 auto (NAME.idx, or NAME.bin with NAME.idx beside it, or a PREFIX that is not a
@@ -137,6 +139,10 @@ void ppsrt_tokens_free(ppsrt_tokens *t);
  * windows of T + 1 tokens (stride T), wrapping around at the end of the stream. Fails
  * (PPSRT_E_USAGE) on a token >= vocab, naming the file, its position and the sequence. */
 int ppsrt_tokens_window(const ppsrt_tokens *t, long sample, int T, int32_t *ids, int32_t *tgt);
+/* --data-shuffle SEED: sequence k of epoch e = k / W (W windows) becomes window
+ * perm_e(k mod W), a seeded permutation of the W windows, new each epoch (a blend's
+ * datasets each in their own; data.c and docs/models.md give the permutation). */
+void ppsrt_tokens_shuffle(ppsrt_tokens *t, uint64_t seed);
 
 /* One device's runtime context (interp.c): the store, the IO box, the backend. */
 typedef struct ppsrt_ctx ppsrt_ctx;

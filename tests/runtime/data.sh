@@ -6,7 +6,8 @@
 # with 9 digits), so do sequences lying out of order in the .bin and a multimodal
 # index; PREFIX, PREFIX.bin, PREFIX.idx and --data-format indexed find it; token ids
 # above 65535 with --vocab 70000 (int32, int64); --arch llama; blends ("0.7 A 0.3 B",
-# Megatron-LM's blending order, computed here independently); a resumed run goes on at the same
+# Megatron-LM's blending order, computed here independently); --data-shuffle (the documented
+# permutation, reimplemented here, over 3 epochs, and resumed); a resumed run goes on at the same
 # sequence; and every malformed input (magic, version, dtype, truncation, a size or
 # pointer past the .bin, document indices, trailing bytes, a token >= --vocab at load
 # and as read, a FIFO or /dev/zero as the .bin, a missing file) is a clear error, exit 2.
@@ -91,6 +92,38 @@ for name, weights, names, count in (("b2", [0.7, 0.3], "AB", 1536), ("b3", [1, 1
     order = blend_order(weights, count)
     open(w + "/" + name + ".order", "w").write("".join(names[d] for d in order[:24]))
     tokfile(w + "/" + name + ".bin", sum((pat[names[d]] for d in order), []) + [5])
+# --data-shuffle: the permutation as docs/models.md gives it, on a dataset of W = 37 windows
+# that all start with token 5 (so the llm.c file of its windows in shuffled order trains the
+# same); each epoch's order must be a permutation
+M = (1 << 64) - 1
+def mix(x):
+    x = (x + 0x9E3779B97F4A7C15) & M
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & M
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & M
+    return x ^ (x >> 31)
+def shuffled(seed, epoch, i, W):
+    h = 1
+    while (1 << (2 * h)) < W: h += 1
+    mask, key, x = (1 << h) - 1, mix(seed ^ mix(epoch)), i
+    while True:
+        L, R = x >> h, x & mask
+        for r in range(4):
+            L, R = R, L ^ (mix(key ^ (r << 56) ^ R) & mask)
+        x = (L << h) | R
+        if x < W: return x
+W, rnd = 37, 12345
+wins = []
+for k in range(W):
+    win = [5]
+    for j in range(15):
+        rnd = (rnd * 1103515245 + 12345) % 2 ** 31
+        win.append(6 + rnd % 120)
+    wins.append(win)
+flat = sum(wins, []) + [5]
+indexed("sh", seqs=[flat[:100], flat[100:]], code=3, docs=[0, 2])
+for e in range(3):
+    assert sorted(shuffled(1234, e, i, W) for i in range(W)) == list(range(W)), e
+tokfile(w + "/shref.bin", sum((wins[shuffled(1234, k // W, k % W, W)] for k in range(96)), []) + [5])
 # malformed
 indexed("magic", magic=b"MMIDIDX\x00\x01")
 indexed("version", version=2)
@@ -196,6 +229,22 @@ expect_exit 2 "a blend weight of 0" "$T" 1f1b 2 4 $V --data "0 $WORK/blA 1 $WORK
 expect_grep "weight '0' of '$WORK/blA' is not a number above 0" "zero weight named"
 expect_exit 2 "a blend of a missing file" "$T" 1f1b 2 4 $V --data "0.5 $WORK/blA 0.5 $WORK/nope.bin"
 expect_grep "data file '$WORK/nope.bin': No such file" "the blend's missing file named"
+# ---- --data-shuffle: 96 sequences (2.6 epochs of 37 windows) ----
+S="$V --micro-batch 4 --iterations 6"
+"$T" 1f1b 2 4 $S --data "$WORK/shref.bin" --json >"$WORK/shref.json" 2>"$WORK/err" || { fail "shref.bin"; cat "$WORK/err" >&2; }
+want=$(losses "$WORK/shref.json")
+same "--data-shuffle 1234: the windows in the documented order, 3 epochs" $S --data "$WORK/sh" --data-shuffle 1234
+"$T" 1f1b 2 4 $S --data "$WORK/sh" --json >"$WORK/j" 2>"$WORK/err"
+[ -n "$want" ] && [ "$(losses "$WORK/j")" != "$want" ] && pass "unshuffled differs" || fail "unshuffled = shuffled: '$want'"
+"$T" 1f1b 2 4 $S --iterations 3 --data "$WORK/sh" --data-shuffle 1234 --save "$WORK/sck.st" --json >"$WORK/a.json" 2>"$WORK/err" || { fail "shuffle --save"; cat "$WORK/err" >&2; }
+"$T" 1f1b 2 4 $S --iterations 3 --data "$WORK/sh" --load "$WORK/sck.st" --json >"$WORK/b.json" 2>"$WORK/err" || { fail "shuffle --load"; cat "$WORK/err" >&2; }
+got="$(losses "$WORK/a.json")$(losses "$WORK/b.json")"
+[ -n "$want" ] && [ "$got" = "$want" ] && pass "shuffled: 3 + save + load (the seed restored) + 3 = 6" || fail "shuffled resume: '$got', expected '$want'"
+want=$want0
+expect_exit 2 "--data-shuffle -1" "$T" 1f1b 2 4 $V --data "$WORK/d4" --data-shuffle -1
+expect_grep "data-shuffle needs a seed, a whole number from 0 to 18446744073709551615, got '-1'" "bad seed named"
+expect_exit 2 "--data-shuffle without --data" "$T" 1f1b 2 4 $V --data-shuffle 7
+expect_grep "data-shuffle needs --data" "shuffle without data named"
 # ---- checkpoints: a resumed run goes on at the same sequence ----
 A="$V --data $WORK/ooo --iterations 3 --json"
 "$T" 1f1b 2 4 $A --iterations 6 >"$WORK/full.json" 2>"$WORK/err" || fail "6 iterations"
