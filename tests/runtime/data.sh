@@ -7,7 +7,8 @@
 # index; PREFIX, PREFIX.bin, PREFIX.idx and --data-format indexed find it; token ids
 # above 65535 with --vocab 70000 (int32, int64); --arch llama; blends ("0.7 A 0.3 B",
 # Megatron-LM's blending order, computed here independently); --data-shuffle (the documented
-# permutation, reimplemented here, over 3 epochs, and resumed); a resumed run goes on at the same
+# permutation, reimplemented here, over 3 epochs, and resumed); python/pps_data.py both ways;
+# a resumed run goes on at the same
 # sequence; and every malformed input (magic, version, dtype, truncation, a size or
 # pointer past the .bin, document indices, trailing bytes, a token >= --vocab at load
 # and as read, a FIFO or /dev/zero as the .bin, a missing file) is a clear error, exit 2.
@@ -146,13 +147,13 @@ indexed("empty", seqs=[], docs=[0])                  # no sequences: no tokens
 PY
 # ---- every integer dtype: the same losses as the llm.c file ----
 "$T" 1f1b 2 4 $V --data "$WORK/ref.bin" --json >"$WORK/ref.json" 2>"$WORK/err" || { fail "llm.c reference"; cat "$WORK/err" >&2; }
-want=$(losses "$WORK/ref.json")
+REF=$(losses "$WORK/ref.json")
 same() {   # same DESC ARGS...: the run's losses are the llm.c file's
   desc=$1; shift
   "$T" 1f1b 2 4 "$@" --json >"$WORK/j" 2>"$WORK/err"
   rc=$?; got=$(losses "$WORK/j")
-  if [ $rc -eq 0 ] && [ -n "$want" ] && [ "$got" = "$want" ]; then pass "$desc: $got"
-  else fail "$desc: exit $rc, losses '$got', expected '$want'"; cat "$WORK/err" >&2; fi
+  if [ $rc -eq 0 ] && [ -n "$REF" ] && [ "$got" = "$REF" ]; then pass "$desc: $got"
+  else fail "$desc: exit $rc, losses '$got', expected '$REF'"; cat "$WORK/err" >&2; fi
 }
 for c in 1:uint8 2:int8 3:int16 4:int32 5:int64 8:uint16; do
   same "${c#*:} dataset (PREFIX)" $V --data "$WORK/d${c%%:*}"
@@ -165,13 +166,29 @@ same "a multimodal index (sequence modes after the document indices)" $V --data 
 same "--val-data PREFIX" $V --data "$WORK/d4" --val-data "$WORK/d5" --val-every 2
 # --arch llama (RMSNorm, SwiGLU, RoPE, no biases) on int32 data
 "$T" 1f1b 2 4 $V --arch llama --data "$WORK/ref.bin" --json >"$WORK/ref.json" 2>"$WORK/err" || { fail "llama on llm.c"; cat "$WORK/err" >&2; }
-want0=$want; want=$(losses "$WORK/ref.json")
+REF0=$REF; REF=$(losses "$WORK/ref.json")
 same "--arch llama, int32 dataset" $V --arch llama --data "$WORK/d4"
-want=$want0
+REF=$REF0
 export PPSRT_DATA_SCAN=0   # tokens checked as training reads them, not at load
 same "int16, checked as read" $V --data "$WORK/d3"
 same "out of order, checked as read" $V --data "$WORK/ooo"
 unset PPSRT_DATA_SCAN
+# ---- python/pps_data.py: llm.c <-> indexed, streaming ----
+PD="python3 $top_srcdir/python/pps_data.py"
+expect_exit 0 "pps_data.py --help" $PD --help
+expect_grep "to-indexed" "--help names the commands"
+expect_exit 0 "pps_data.py to-indexed --dtype int32 --eot 0" $PD to-indexed "$WORK/ref.bin" "$WORK/conv" --dtype int32 --eot 0
+expect_grep "ref.bin: 600 tokens, 9 sequences" "documents cut after each token 0"
+same "the converted dataset" $V --data "$WORK/conv"
+$PD to-llmc "$WORK/conv" "$WORK/round.bin" >/dev/null && cmp -s "$WORK/round.bin" "$WORK/ref.bin" \
+  && pass "llm.c -> int32 documents -> llm.c: byte for byte" || fail "the round trip differs from ref.bin"
+expect_exit 0 "pps_data.py to-llmc (int64)" $PD to-llmc "$WORK/d5" "$WORK/back.bin"
+cmp -s "$WORK/back.bin" "$WORK/ref.bin" && pass "int64 dataset -> llm.c: the reference file byte for byte" || fail "to-llmc differs from ref.bin"
+expect_exit 2 "to-llmc of ids over 65535" $PD to-llmc "$WORK/big32" "$WORK/nofit.bin"
+expect_grep "sequence 0 holds a token outside 0..65535" "ids over 65535 named"
+[ -e "$WORK/nofit.bin" ] && fail "a refused conversion left its output" || pass "no output left by a refused conversion"
+expect_exit 2 "to-indexed of a non-token file" $PD to-indexed "$WORK/d4.bin" "$WORK/x"
+expect_grep "d4.bin: not an llm.c token file (magic 0, version 7; expected 20240520, 1)" "non-token file named"
 # ---- vocabularies over 65536 ----
 expect_exit 0 "uint16 llm.c file with --vocab 70000" "$T" 1f1b 2 4 $G --vocab 70000 --hidden 8 --heads 1 --data "$WORK/ref.bin" -q
 B="$G --vocab 70000 --hidden 8 --heads 1"
@@ -204,16 +221,16 @@ for b in b2 B2 b3 B3; do
   case $b in
     b2) "$T" 1f1b 2 4 $V $M2 --iterations 6 --data "$WORK/$b.bin" --json >"$WORK/$b.json" 2>"$WORK/err" || { fail "$b.bin"; cat "$WORK/err" >&2; } ;;
     b3) "$T" 1f1b 2 4 $V --iterations 6 --data "$WORK/$b.bin" --json >"$WORK/$b.json" 2>"$WORK/err" || { fail "$b.bin"; cat "$WORK/err" >&2; } ;;
-    B2) want=$(losses "$WORK/b2.json"); same "blend 0.7 A 0.3 B (order $(cat "$WORK/b2.order")...)" $V $M2 --iterations 6 --data "$B2" ;;
-    B3) want=$(losses "$WORK/b3.json"); same "blend 1 A 1 B 2 C (order $(cat "$WORK/b3.order")...)" $V --iterations 6 --data "$B3" ;;
+    B2) REF=$(losses "$WORK/b2.json"); same "blend 0.7 A 0.3 B (order $(cat "$WORK/b2.order")...)" $V $M2 --iterations 6 --data "$B2" ;;
+    B3) REF=$(losses "$WORK/b3.json"); same "blend 1 A 1 B 2 C (order $(cat "$WORK/b3.order")...)" $V --iterations 6 --data "$B3" ;;
   esac
 done
-want=$(losses "$WORK/b2.json")
+REF=$(losses "$WORK/b2.json")
 "$T" 1f1b 2 4 $V $M2 --data "$B2" --save "$WORK/bck.st" --json >"$WORK/a.json" 2>"$WORK/err" || { fail "blend --save"; cat "$WORK/err" >&2; }
 "$T" 1f1b 2 4 $V $M2 --data "$B2" --load "$WORK/bck.st" --json >"$WORK/b.json" 2>"$WORK/err" || { fail "blend --load"; cat "$WORK/err" >&2; }
 got="$(losses "$WORK/a.json")$(losses "$WORK/b.json")"
-[ -n "$want" ] && [ "$got" = "$want" ] && pass "blend: 3 + save + load + 3 = 6 iterations" || fail "blend resumed: '$got', expected '$want'"
-want=$want0
+[ -n "$REF" ] && [ "$got" = "$REF" ] && pass "blend: 3 + save + load + 3 = 6 iterations" || fail "blend resumed: '$got', expected '$REF'"
+REF=$REF0
 # a bad token in a blend's dataset, as read: the blend's training sequence is named (late's
 # window 36 is the blend's sample 2 x 36 + 1: equal weights alternate, the first first)
 export PPSRT_DATA_SCAN=0
@@ -232,15 +249,15 @@ expect_grep "data file '$WORK/nope.bin': No such file" "the blend's missing file
 # ---- --data-shuffle: 96 sequences (2.6 epochs of 37 windows) ----
 S="$V --micro-batch 4 --iterations 6"
 "$T" 1f1b 2 4 $S --data "$WORK/shref.bin" --json >"$WORK/shref.json" 2>"$WORK/err" || { fail "shref.bin"; cat "$WORK/err" >&2; }
-want=$(losses "$WORK/shref.json")
+REF=$(losses "$WORK/shref.json")
 same "--data-shuffle 1234: the windows in the documented order, 3 epochs" $S --data "$WORK/sh" --data-shuffle 1234
 "$T" 1f1b 2 4 $S --data "$WORK/sh" --json >"$WORK/j" 2>"$WORK/err"
-[ -n "$want" ] && [ "$(losses "$WORK/j")" != "$want" ] && pass "unshuffled differs" || fail "unshuffled = shuffled: '$want'"
+[ -n "$REF" ] && [ "$(losses "$WORK/j")" != "$REF" ] && pass "unshuffled differs" || fail "unshuffled = shuffled: '$REF'"
 "$T" 1f1b 2 4 $S --iterations 3 --data "$WORK/sh" --data-shuffle 1234 --save "$WORK/sck.st" --json >"$WORK/a.json" 2>"$WORK/err" || { fail "shuffle --save"; cat "$WORK/err" >&2; }
 "$T" 1f1b 2 4 $S --iterations 3 --data "$WORK/sh" --load "$WORK/sck.st" --json >"$WORK/b.json" 2>"$WORK/err" || { fail "shuffle --load"; cat "$WORK/err" >&2; }
 got="$(losses "$WORK/a.json")$(losses "$WORK/b.json")"
-[ -n "$want" ] && [ "$got" = "$want" ] && pass "shuffled: 3 + save + load (the seed restored) + 3 = 6" || fail "shuffled resume: '$got', expected '$want'"
-want=$want0
+[ -n "$REF" ] && [ "$got" = "$REF" ] && pass "shuffled: 3 + save + load (the seed restored) + 3 = 6" || fail "shuffled resume: '$got', expected '$REF'"
+REF=$REF0
 expect_exit 2 "--data-shuffle -1" "$T" 1f1b 2 4 $V --data "$WORK/d4" --data-shuffle -1
 expect_grep "data-shuffle needs a seed, a whole number from 0 to 18446744073709551615, got '-1'" "bad seed named"
 expect_exit 2 "--data-shuffle without --data" "$T" 1f1b 2 4 $V --data-shuffle 7
