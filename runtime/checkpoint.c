@@ -331,12 +331,12 @@ static int open_regular(const char *path, int *fd, size_t *size) {
   *fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (*fd < 0) return PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': %s", path, pps_read_error(errno));
   struct stat st;
-  if (fstat(*fd, &st) || !S_ISREG(st.st_mode)) {
-    int e = errno;
+  int e = fstat(*fd, &st) ? errno : 0;   /* (errno means something only when fstat failed) */
+  if (e || !S_ISREG(st.st_mode)) {
     close(*fd);
     *fd = -1;
-    return PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': %s", path, S_ISDIR(st.st_mode) ? "is a directory" :
-                      e && !S_ISREG(st.st_mode) ? strerror(e) : "not a regular file");
+    return PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': %s", path, e ? strerror(e) : S_ISDIR(st.st_mode) ? "is a directory" :
+                      "not a regular file");
   }
   *size = (size_t)st.st_size;
   return 0;
@@ -441,6 +441,10 @@ static void write_meta(FILE *h, const ppsrt_run *run, long step, int *first) {
   snprintf(buf, sizeof buf, "%ld", run->data0 + (step - run->step0) * (long)cfg->nmb * run->nrep * cfg->micro_batch);
   meta_kv(h, "data_position", buf, first);
   meta_kv(h, "data", o->data ? "file" : "synthetic", first);   /* (which file is the user's to say again) */
+  if (o->data && o->data_shuffle_on) {
+    snprintf(buf, sizeof buf, "%llu", o->data_shuffle);
+    meta_kv(h, "data_shuffle", buf, first);
+  }
   const struct { const char *k; long v; } sizes[] = {{"hidden", cfg->hidden}, {"heads", cfg->heads},
     {"query_groups", cfg->query_groups}, {"seq", cfg->seq}, {"vocab", cfg->vocab},
     {"layers", (long)cfg->layers_per_stage * cfg->nstage}, {"micro_batch", cfg->micro_batch},
@@ -993,6 +997,19 @@ int rt_ckpt_open(ppsrt_run *run, const char *path, rt_ckpt **out) {
   double x;
   long w;
   rt_opts *o = &run->o;
+  const char *shk = kv_find(kv, nkv, "data_shuffle");   /* --data-shuffle's seed, unless given again */
+  if (shk && !o->data_shuffle_on) {
+    char *end;
+    errno = 0;
+    unsigned long long seed = *shk != '-' ? strtoull(shk, &end, 10) : 0;
+    if (*shk == '-' || errno || end == shk || *end) {
+      rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': metadata field 'data_shuffle' is '%s': not a seed (a whole number "
+                      "from 0)", path, shk);
+      goto fail;
+    }
+    o->data_shuffle = seed;
+    o->data_shuffle_on = 1;
+  }
   if ((rc = meta_real(path, kv, nkv, "lr", &x)) < 0) goto fail;
   if (!rc && !option_given(run, RT_GIVEN_LR)) o->lr = x;
   if ((rc = meta_real(path, kv, nkv, "min_lr", &x)) < 0) goto fail;

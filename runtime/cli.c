@@ -67,8 +67,13 @@ static const char usage_text[] =
   "                           embeddings, not on biases and norms\n"
   "  --adam-beta1 X --adam-beta2 X --adam-eps X   Adam's (defaults 0.9, 0.999, 1e-8)\n"
   "  --clip-grad X            scale the gradients to a global 2-norm of at most X (every rank)\n"
-  "  --data FILE              gpt: train on FILE's tokens (an llm.c .bin token file, or any\n"
-  "                           other file as bytes: --vocab 256); --data-format tokens|bytes\n"
+  "  --data FILE              gpt: train on FILE's tokens: a Megatron-LM indexed dataset (PREFIX,\n"
+  "                           PREFIX.bin or PREFIX.idx; any integer dtype, any --vocab), an llm.c\n"
+  "                           .bin token file, or any other file as bytes (--vocab 256); files are\n"
+  "                           mapped, not read whole; --data-format indexed|tokens|bytes forces one;\n"
+  "                           --data \"0.7 A 0.3 B\": a blend with Megatron-LM's --data-path weights\n"
+  "  --data-shuffle SEED      each epoch of --data in a seeded order of its sequences (restored\n"
+  "                           by --load unless given)\n"
   "  --val-data FILE          validation loss on FILE every --val-every N iterations (default 10)\n"
   "  --data-parallel D        D replicas of the pipeline (P x D ranks), gradients averaged\n"
   "  --distributed-optimizer  with --data-parallel: optimizer state sharded over the replicas\n"
@@ -260,8 +265,9 @@ static void *device_main(void *arg) {
     const ppsrt_tokens *t = o->cfg.data;
     pthread_mutex_lock(&run->print_lock);
     fprintf(run->out, "loaded %s: step %ld, data position %ld sequences", o->load, run->step0, run->data0);
-    if (t) fprintf(run->out, " (%s: sequence %ld of %zu)", o->data, run->data0 % (long)((t->n - 1) / (size_t)o->cfg.seq),
-                   (t->n - 1) / (size_t)o->cfg.seq);
+    if (t && t->blend) fprintf(run->out, " (a blend: its sample %ld next)", run->data0);
+    else if (t) fprintf(run->out, " (%s: sequence %ld of %zu)", o->data, run->data0 % (long)((t->n - 1) / (size_t)o->cfg.seq),
+                        (t->n - 1) / (size_t)o->cfg.seq);
     fprintf(run->out, "; iterations %ld to %ld\n", run->step0 + 1, run->step0 + o->iterations);
     fflush(run->out);
     pthread_mutex_unlock(&run->print_lock);
@@ -428,8 +434,18 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
       if (!v || !*v) return usage_error(me, "--data needs a file name");
       o->data = v;
     } else if (flag_is(a, "--data-format", &v, argc, argv, &i)) {
-      if (!v || (strcmp(v, "tokens") && strcmp(v, "bytes"))) return usage_error(me, "--data-format needs tokens or bytes");
-      o->data_format = !strcmp(v, "tokens") ? 1 : 2;
+      static const char *const fmts[] = {"tokens", "bytes", "indexed"};
+      o->data_format = 0;
+      for (int k = 0; v && k < 3; k++)
+        if (!strcmp(v, fmts[k])) o->data_format = k + 1;
+      if (!o->data_format) return usage_error(me, "--data-format needs tokens, bytes or indexed, got '%s'", v ? v : "");
+    } else if (flag_is(a, "--data-shuffle", &v, argc, argv, &i)) {
+      char *end;
+      errno = 0;
+      o->data_shuffle = v && *v != '-' ? strtoull(v, &end, 10) : 0;
+      if (!v || *v == '-' || errno || end == v || *end)
+        return usage_error(me, "--data-shuffle needs a seed, a whole number from 0 to 18446744073709551615, got '%s'", v ? v : "");
+      o->data_shuffle_on = 1;
     } else if (flag_is(a, "--val-data", &v, argc, argv, &i)) {
       if (!v || !*v) return usage_error(me, "--val-data needs a file name");
       o->val_data = v;
@@ -583,6 +599,7 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   if (fault_st >= 0) return fault_st;
   if (o->data && strcmp(o->model, "gpt")) return usage_error(me, "--data trains the gpt model: add --model gpt");
   if (o->val_data && !o->data) return usage_error(me, "--val-data needs --data (the training tokens)");
+  if (o->data_shuffle_on && !o->data) return usage_error(me, "--data-shuffle needs --data (the training tokens)");
   if (!o->val_every) o->val_every = 10;
   if (o->save_every && !o->save) return usage_error(me, "--save-every needs --save FILE");
   run.nrep = o->data_parallel > 1 ? o->data_parallel : 1;
@@ -717,6 +734,7 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
     ppsrt_tokens_free(val_tokens);
     return 1;
   }
+  if (tokens && o->data_shuffle_on) ppsrt_tokens_shuffle(tokens, o->data_shuffle);   /* (after --load: it may restore it) */
   if (run.ck && run.ck_data && !o->data && run.first_rank == 0)
     fprintf(stderr, "%s: note: checkpoint '%s' was trained on a --data file (%ld sequences read); this run has no --data "
             "and trains on the synthetic tokens\nhint: give --data FILE again to go on with the file\n", me, o->load, run.data0);

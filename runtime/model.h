@@ -110,25 +110,52 @@ typedef struct ppsrt_model_config {
 } ppsrt_model_config;
 enum { PPSRT_ROPE_NONE, PPSRT_ROPE_LINEAR, PPSRT_ROPE_LLAMA3, PPSRT_ROPE_NSCALINGS };
 
-/* Training tokens (data.c), loaded once per process and shared read-only by its
- * devices: an llm.c token file (256 int32 header: magic 20240520, version 1, count;
- * then count uint16 tokens) or any file read as bytes (vocabulary 256). */
+/* Training tokens (data.c), mapped once per process and shared read-only by its devices:
+ * an llm.c token file (256 int32 header: magic 20240520, version 1, count; then count
+ * uint16 tokens), a Megatron-LM indexed dataset (PREFIX.idx + PREFIX.bin, any integer
+ * dtype; its sequences concatenated in index order) or any file read as bytes
+ * (vocabulary 256). The stream's n tokens are read through the mappings, never copied. */
 typedef struct ppsrt_tokens {
-  uint16_t *tok;
-  size_t n;
-  int max_token;          /* largest token in the file */
-  int bytes;              /* read as plain bytes */
-  char *path;
+  size_t n;                     /* tokens in the stream */
+  int width, sgn;               /* bytes per token, signed */
+  const char *dtype;            /* "uint16", "int32", ... (static) */
+  int bytes;                    /* read as plain bytes */
+  int indexed;                  /* a Megatron-LM indexed dataset */
+  int vocab;                    /* tokens must be below it */
+  size_t scan_max;              /* streams of at most this many bytes were checked whole at load */
+  const unsigned char *map;     /* the token file (the .bin) mapped, map_size bytes */
+  size_t map_size;
+  const unsigned char *base;    /* the stream's first token when it lies back to back in map */
+  const unsigned char *imap;    /* indexed: the .idx mapped, imap_size bytes */
+  size_t imap_size;
+  size_t nseq;                  /* indexed: the index's sequences */
+  size_t *cum;                  /* indexed, sequences not back to back in the .bin: the stream
+                                 * position of each one's first token, [nseq + 1]; else NULL */
+  char *path;                   /* the token file (indexed: PREFIX.bin) */
+  char *idx_path;               /* indexed: PREFIX.idx */
+  void *blend;                  /* a blend ("W1 PATH1 W2 PATH2 ..."): its datasets and sampling
+                                 * state (data.c); n is then their tokens together */
+  int shuffled;                 /* --data-shuffle: each epoch's windows in a seeded order */
+  uint64_t seed;
 } ppsrt_tokens;
-/* format: 0 auto (a name ending in .bin is a token file, anything else bytes), 1 token
- * file, 2 bytes. Fails (PPSRT_E_USAGE, a message naming the file and what is wrong:
- * wrong magic, unsupported version, truncated, a token >= vocab, too short for one
- * sequence of seq + 1 tokens). */
+/* path: a file, or a blend "W1 PATH1 W2 PATH2 ..." (names no file, starts with a number;
+ * each PATH read with format). format: 0 auto (NAME.idx, or NAME.bin with NAME.idx beside it, or a PREFIX that is not a
+ * file itself with PREFIX.idx beside it: indexed; else a name ending in .bin is an llm.c
+ * token file, anything else bytes), 1 llm.c token file, 2 bytes, 3 indexed (PREFIX, or
+ * PREFIX.bin or PREFIX.idx). Fails (PPSRT_E_USAGE, a message naming the file and what is
+ * wrong: not a regular file, wrong magic, unsupported version or dtype, truncated, a size
+ * or pointer past the end of the .bin, a token >= vocab in a stream of at most
+ * PPSRT_DATA_SCAN bytes (default 1 GiB), too short for one sequence of seq + 1 tokens). */
 int ppsrt_tokens_load(const char *path, int format, int vocab, int seq, ppsrt_tokens **out);
 void ppsrt_tokens_free(ppsrt_tokens *t);
 /* Sequence `sample` (0, 1, ...): T inputs and their T next tokens, from consecutive
- * windows of T + 1 tokens (stride T), wrapping around at the end of the file. */
-void ppsrt_tokens_window(const ppsrt_tokens *t, long sample, int T, int32_t *ids, int32_t *tgt);
+ * windows of T + 1 tokens (stride T), wrapping around at the end of the stream. Fails
+ * (PPSRT_E_USAGE) on a token >= vocab, naming the file, its position and the sequence. */
+int ppsrt_tokens_window(const ppsrt_tokens *t, long sample, int T, int32_t *ids, int32_t *tgt);
+/* --data-shuffle SEED: sequence k of epoch e = k / W (W windows) becomes window
+ * perm_e(k mod W), a seeded permutation of the W windows, new each epoch (a blend's
+ * datasets each in their own; data.c and docs/models.md give the permutation). */
+void ppsrt_tokens_shuffle(ppsrt_tokens *t, uint64_t seed);
 
 /* One device's runtime context (interp.c): the store, the IO box, the backend. */
 typedef struct ppsrt_ctx ppsrt_ctx;

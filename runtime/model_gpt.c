@@ -1439,7 +1439,7 @@ static int load_tokens(ppsrt_model *m, long first) {
   int rc = 0;
   if (!ids || !tg) rc = PPSRT_FAIL(PPSRT_E_NOMEM, "gpt: out of host memory");
   for (long k = 0; !rc && k < (long)m->cfg.nmb * g->Bm; k++)
-    ppsrt_tokens_window(m->cfg.data, first + k, g->T, ids + (size_t)k * g->T, tg + (size_t)k * g->T);
+    rc = ppsrt_tokens_window(m->cfg.data, first + k, g->T, ids + (size_t)k * g->T, tg + (size_t)k * g->T);
   if (!rc) rc = m->be->memcpy_async(m->be, CS, g->ids, ids, n * sizeof *ids, 1);
   if (!rc) rc = m->be->memcpy_async(m->be, CS, g->tgt, tg, n * sizeof *tg, 1);
   if (!rc) rc = m->be->stream_sync(m->be, CS);

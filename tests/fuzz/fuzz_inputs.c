@@ -7,7 +7,10 @@
  *   1  a profile, named by a fixed 2-stage schedule that `synthesize`s under its costs,
  *      then verified and simulated as `ppsc sim` does;
  *   2  a token file, loaded as ppsrt_tokens_load does for --data (the format from the second
- *      byte: auto, tokens, bytes), then cut into windows;
+ *      byte: auto, tokens, bytes), then cut into windows; with bit 0x40 of the second byte a
+ *      Megatron-LM indexed dataset instead: up to the first "\n%%\n" PREFIX.idx, then
+ *      PREFIX.bin (auto-detected from PREFIX, or --data-format indexed), every token checked
+ *      at load or (bit 0x20) as windows are read;
  *   3  a checkpoint as rt_ckpt_open reads it before the devices start: up to the first
  *      "\n%%\n" the index (or a file of the old single-file format), then up to two
  *      shards, separated likewise, that an index naming "s0" and "s1" finds beside it
@@ -31,7 +34,7 @@ static int verbose;   /* PPS_FUZZ_VERBOSE=1: say how far each input got (to chec
 
 /* Each input's temporary directory goes after it (libFuzzer may end with _Exit). */
 static void cleanup(void) {
-  static const char *const names[] = {"out.pps", "prof.txt", "s.pps", "t.bin", "t.dat", "ck", "s0"};
+  static const char *const names[] = {"out.pps", "prof.txt", "s.pps", "t.bin", "t.dat", "t.idx", "ck", "s0"};
   char p[4200];
   for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
     snprintf(p, sizeof p, "%s/%s", dir, names[i]);
@@ -111,17 +114,31 @@ static void fuzz_tokens(const uint8_t *data, size_t size) {
   if (!size) return;
   int format = data[0] % 3;
   char path[4200];
-  /* auto picks the token format for a name ending in .bin */
-  if (put(format == 0 && data[0] % 2 ? "t.bin" : "t.dat", data + 1, size - 1, path, sizeof path)) return;
+  if (data[0] & 0x40) {   /* an indexed dataset: PREFIX.idx "\n%%\n" PREFIX.bin */
+    size_t cut = size;
+    for (size_t i = 1; i + 4 <= size; i++)
+      if (!memcmp(data + i, "\n%%\n", 4)) { cut = i; break; }
+    if (put("t.idx", data + 1, cut - 1, path, sizeof path) ||
+        put("t.bin", data + (cut < size ? cut + 4 : size), cut < size ? size - cut - 4 : 0, path, sizeof path))
+      return;
+    snprintf(path, sizeof path, "%s/t", dir);
+    format = format == 0 ? 0 : 3;
+    if (data[0] & 0x20) setenv("PPSRT_DATA_SCAN", "0", 1);
+  } else if (put(format == 0 && data[0] % 2 ? "t.bin" : "t.dat", data + 1, size - 1, path, sizeof path)) {
+    return;   /* (auto picks the token format for a name ending in .bin) */
+  }
   ppsrt_tokens *t = NULL;
   int vocab = data[0] & 0x80 ? 256 : 50304, seq = 1 + data[0] % 7;
   int rc = ppsrt_tokens_load(path, format, vocab, seq, &t);
   if (verbose) fprintf(stderr, "fuzz_inputs: tokens: %s\n", rc ? ppsrt_last_error() : "loaded");
   if (rc == 0) {
     int32_t ids[8], tgt[8];
-    for (long s = 0; s < 5; s++) ppsrt_tokens_window(t, s * 1000003L, seq, ids, tgt);
+    for (long s = 0; s < 5; s++)
+      if (ppsrt_tokens_window(t, s * 1000003L, seq, ids, tgt) && verbose)
+        fprintf(stderr, "fuzz_inputs: tokens: window %ld: %s\n", s * 1000003L, ppsrt_last_error());
     ppsrt_tokens_free(t);
   }
+  unsetenv("PPSRT_DATA_SCAN");
 }
 
 static void fuzz_ckpt(const uint8_t *data, size_t size) {
