@@ -263,7 +263,7 @@ static int64_t lower_comm(Arena *a, IrSchedule *s, const AnaIndex *ix) {
     for (int k = 0; k < n + 1; k++) cnt[k + 1] += cnt[k];
     int32_t *order = arena_alloc(&tmp, sizeof(int32_t) * (size_t)(nr + 1));
     for (int j = 0; j < nr; j++) order[cnt[pr[rv[j]].slot]++] = rv[j];
-    IrOp *o = out[d] = arena_alloc(a, sizeof(IrOp) * (size_t)(n + nsend[d] + nr));
+    IrOp *o = out[d] = arena_alloc_raw(a, sizeof(IrOp) * (size_t)(n + nsend[d] + nr));   /* (written whole) */
     const int32_t *st = sendto + ix->off[d];
     int j = 0;
     for (int k = 0; k <= n; k++) {
@@ -474,15 +474,19 @@ static int base_sim(Arena *a, IrSchedule *s, AnaIndex *ix, SimResult *r) {
   return 0;
 }
 
-static int64_t lower_vocab(Arena *a, Diag *dg, IrSchedule *s) {
+static int64_t lower_vocab(Arena *a0, Diag *dg, IrSchedule *s) {
   AnaIndex ix;
   SimResult r;
   int P = s->ndev, S = s->nstage, m = s->nmb, mode = s->vocab.mode;
+  /* the base simulation lives in its own arena, freed before the new orders are
+     written (they take its memory), the groups' placement in another */
+  Arena tmp = {0}, *a = &tmp, pl = {0};
   if (base_sim(a, s, &ix, &r)) {
+    arena_free(&tmp);
     diag_warning(dg, s->vocab.span, "vocabulary passes not inserted: the schedule does not run to the end (see the errors below)");
     return 0;
   }
-  VGroup *g = arena_alloc(a, sizeof(VGroup) * (size_t)(5 * (int64_t)m + 1));
+  VGroup *g = arena_alloc(&pl, sizeof(VGroup) * (size_t)(5 * (int64_t)m + 1));
   int async = s->vocab.async;
   double tcoll = s->vocab.t_coll;
   /* at most VCAND_MAX instants per choice, fewer on many devices (each costs a scan of them) */
@@ -539,19 +543,33 @@ static int64_t lower_vocab(Arena *a, Diag *dg, IrSchedule *s) {
     }
   }
   qsort(g, (size_t)ng, sizeof *g, vgroup_cmp);
-  Batch b;
-  batch_init(&b, P);
+  /* Each group's position on every device (slot[k * P + d]: before that op of the
+   * order as it is now). The groups come in time order and a device's positions
+   * never go back, so each device's inserts are already in order: the new orders
+   * are merged from the slots, the group's ops built as they are written. */
   int *last = arena_alloc(a, sizeof(int) * (size_t)P);
+  int32_t *slots = arena_alloc(&pl, sizeof(int32_t) * (size_t)ng * (size_t)P);
+  int32_t *cdev = arena_alloc(&pl, sizeof(int32_t) * (size_t)ng);
+  Span *csp = arena_alloc(&pl, sizeof(Span) * (size_t)ng);
+  uint32_t *cfr = arena_alloc(&pl, sizeof(uint32_t) * (size_t)ng);
+  int nper[5];   /* ops a group of each kind puts on every device */
+  nper[0] = 2;
+  nper[1] = 2 + (async ? 0 : 1 + (mode == 1));
+  nper[2] = 1 + !async;
+  nper[3] = 1 + (mode == 1);
+  nper[4] = 1;
+  int64_t per_dev = 0;
   for (int k = 0; k < ng; k++) {
     int i = g[k].mb;
     int kind = g[k].kind;
     int32_t cause = kind == 0 ? ix.posF[ANA_SLOT(&ix, i, 0)]
                   : kind == 1 || kind == 3 ? ix.posF[ANA_SLOT(&ix, i, S - 1)] : ix.posB[ANA_SLOT(&ix, i, 0)];
     int cd = ix.devof[cause];
-    Span sp = s->devs[cd].ops[cause - ix.off[cd]].span;
-    uint32_t cfr = ir_op_frame(&s->devs[cd].ops[cause - ix.off[cd]]);
+    cdev[k] = cd;
+    csp[k] = s->devs[cd].ops[cause - ix.off[cd]].span;
+    cfr[k] = ir_op_frame(&s->devs[cd].ops[cause - ix.off[cd]]);
+    per_dev += nper[kind];
     for (int d = 0; d < P; d++) {
-      uint32_t fr = d == cd ? cfr : 0;
       int slot = lower_bound_key(s, &ix, &r, d, last[d], g[k].t);
       /* a pass's sends stay with it: the group goes after them (they cost nothing) */
       while (slot < s->devs[d].nops && s->devs[d].ops[slot].kind == IR_SEND) slot++;
@@ -560,25 +578,51 @@ static int64_t lower_vocab(Arena *a, Diag *dg, IrSchedule *s) {
       if (g[k].kind == 0 && d == cd && slot > cause - ix.off[d]) slot = cause - ix.off[d];
       if (slot < last[d]) slot = last[d];
       last[d] = slot;
-      IrOp *o;
-      if (kind == 0) {
-        batch_add(&b, d, slot, IR_IF, i, -1, sp, fr);
-        o = batch_add(&b, d, slot, IR_COLL, i, -1, sp, fr); o->coll = IR_COLL_INPUT_FWD;
-      } else if (kind == 1) {
-        batch_add(&b, d, slot, IR_S, i, -1, sp, fr);
-        o = batch_add(&b, d, slot, IR_COLL, i, -1, sp, fr); o->coll = IR_COLL_OUTPUT_FWD;
-      }
-      if ((kind == 1 && !async) || kind == 3) {
-        batch_add(&b, d, slot, IR_T, i, -1, sp, fr);
-        if (mode == 1) { o = batch_add(&b, d, slot, IR_COLL, i, -1, sp, fr); o->coll = IR_COLL_OUTPUT_BWD; }
-      } else if (kind == 2) {
-        o = batch_add(&b, d, slot, IR_COLL, i, -1, sp, fr); o->coll = IR_COLL_INPUT_BWD;
-      }
-      if ((kind == 2 && !async) || kind == 4) batch_add(&b, d, slot, IR_IB, i, -1, sp, fr);
+      slots[(int64_t)k * P + d] = slot;
     }
   }
-  batch_apply(a, &b, s);
-  return b.n;
+  arena_free(&tmp);
+  for (int d = 0; d < P && ng; d++) {
+    IrDevice *dev = &s->devs[d];
+    int n = dev->nops;
+    IrOp *out = arena_alloc_raw(a0, sizeof(IrOp) * (size_t)(n + per_dev)), *o = out;   /* (written whole) */
+    int j = 0;
+    for (int k = 0; k < ng; k++) {
+      int slot = slots[(int64_t)k * P + d];
+      if (slot > n) slot = n;
+      while (j < slot) *o++ = dev->ops[j++];
+      int kind = g[k].kind, i = g[k].mb;
+      IrOp op = {0};
+      op.flags = IR_FLAG_INSERTED;
+      op.mb = i;
+      op.stage = -1;
+      op.peer = -1;
+      op.span = csp[k];
+      ir_op_set_frame(&op, d == cdev[k] ? cfr[k] : 0);
+#define VOCAB_OP(K, C) (op.kind = (uint8_t)(K), op.coll = (C), *o++ = op)
+      if (kind == 0) {
+        VOCAB_OP(IR_IF, 0);
+        VOCAB_OP(IR_COLL, IR_COLL_INPUT_FWD);
+      } else if (kind == 1) {
+        VOCAB_OP(IR_S, 0);
+        VOCAB_OP(IR_COLL, IR_COLL_OUTPUT_FWD);
+      }
+      if ((kind == 1 && !async) || kind == 3) {
+        VOCAB_OP(IR_T, 0);
+        if (mode == 1) VOCAB_OP(IR_COLL, IR_COLL_OUTPUT_BWD);
+      } else if (kind == 2) {
+        VOCAB_OP(IR_COLL, IR_COLL_INPUT_BWD);
+      }
+      if ((kind == 2 && !async) || kind == 4) VOCAB_OP(IR_IB, 0);
+#undef VOCAB_OP
+    }
+    while (j < n) *o++ = dev->ops[j++];
+    dev->ops = out;
+    dev->nops = dev->capops = (int)(o - out);
+  }
+  s->total_ops += per_dev * P;
+  arena_free(&pl);
+  return per_dev * P;
 }
 
 typedef struct RPlan { double bstart; int32_t b, f; int mb, stage; double qstart; } RPlan;
@@ -1046,13 +1090,20 @@ int64_t lower_schedule(Arena *a, Diag *dg, IrSchedule *s, LowerIndex *kept) {
   if (ana_index(&t0, s, &ix)) { arena_free(&t0); return 0; }
   int64_t n = 0;
   int had_vocab = ix.nvocab > 0, had_off = ix.noffload > 0, had_comm = ix.ncomm > 0;
-  if (!had_comm) n += lower_comm(a, s, &ix);
+  int vocab = s->vocab.mode && !had_vocab;
+  /* orders the vocabulary lowering writes again (every device's, where it inserts
+     anything) are freed then: its new orders and what follows take their memory */
+  Arena t1 = {0}, *oa = vocab ? &t1 : a;
+  if (!had_comm) n += lower_comm(oa, s, &ix);
   arena_free(&t0);
   /* overlapped pairs stay adjacent (overlap.c; again after each phase that inserts:
    * a pass over the orders that changes nothing where none did) */
-  overlap_normalize(a, s);
-  if (s->vocab.mode && !had_vocab) {
-    n += lower_vocab(a, dg, s);
+  overlap_normalize(oa, s);
+  if (vocab) {
+    int64_t nv = lower_vocab(a, dg, s);
+    if (nv) arena_free(&t1);
+    else arena_adopt(a, &t1);
+    n += nv;
     overlap_normalize(a, s);
   }
   if (s->offload.enabled && !had_off) {
