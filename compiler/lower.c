@@ -340,6 +340,23 @@ static int lower_bound_key(const IrSchedule *s, const AnaIndex *ix, const SimRes
   return lo;
 }
 
+/* The same where the device's keys are known to be nondecreasing (then the answer is
+ * unique): galloping from lo, O(log distance) instead of O(log n) scattered reads
+ * (the vocabulary groups come in time order, each a few ops after the last). */
+static int lower_bound_key_from(const IrSchedule *s, const AnaIndex *ix, const SimResult *r, int d,
+                                int lo, double t) {
+  int n = s->devs[d].nops, hi = lo, step = 1;
+  const IrOp *ops = s->devs[d].ops;
+  int32_t off = ix->off[d];
+  while (hi < n && op_key(&ops[hi], r, off + hi) < t) { lo = hi + 1; hi += step; step *= 2; }
+  if (hi > n) hi = n;
+  while (lo < hi) {
+    int mid = lo + (hi - lo) / 2;
+    if (op_key(&ops[mid], r, off + mid) >= t) hi = mid; else lo = mid + 1;
+  }
+  return lo;
+}
+
 /* ---- vocabulary passes: clean instants ----
  * A vocabulary group (its passes and its barrier) runs on every device. Put at an
  * instant t of the base simulation where no device is inside a compute pass, every
@@ -353,6 +370,8 @@ typedef struct VWin {
   const double *used; int nused;   /* sorted instants already taken: their wait is paid */
   double *cand, *tmp; int cap;     /* clean_instant's candidates and merge buffer (one for every call) */
   int *run;                        /* [ndev + 3] where each sorted run of candidates begins */
+  const uint8_t *smono;            /* [ndev] 1: the device's starts are nondecreasing (checked) */
+  int *k0;                         /* [ndev] clean_instant: last_start_before(d, lo), -2 unknown */
 } VWin;
 
 static int is_used(const VWin *w, double t) {
@@ -375,10 +394,26 @@ static int last_start_before(const VWin *w, int d, double t) {
   return lo - 1;
 }
 
+/* last_start_before(w, d, t) for t >= lo of the current clean_instant: galloping up
+ * from its last start before lo where the starts are known to be nondecreasing */
+static int last_start_from(const VWin *w, int d, double t) {
+  int k0 = w->k0[d];
+  if (k0 < -1 || !w->smono[d]) return last_start_before(w, d, t);
+  const double *st = w->r->start + w->ix->off[d];
+  int n = w->s->devs[d].nops, lo = k0 + 1, hi = lo, step = 1;
+  while (hi < n && st[hi] < t) { lo = hi + 1; hi += step; step *= 2; }
+  if (hi > n) hi = n;
+  while (lo < hi) {
+    int mid = lo + (hi - lo) / 2;
+    if (st[mid] < t) lo = mid + 1; else hi = mid;
+  }
+  return lo - 1;
+}
+
 static double disruption(const VWin *w, double t) {
   double worst = 0;
   for (int d = 0; d < w->s->ndev; d++) {
-    int k = last_start_before(w, d, t);
+    int k = last_start_from(w, d, t);
     if (k < 0) continue;
     int32_t g = w->ix->off[d] + k;
     const IrOp *op = &w->s->devs[d].ops[k];
@@ -433,9 +468,11 @@ static double clean_instant(const VWin *w, double lo, double hi, int latest) {
   int j0 = 0, j1 = w->nused;
   while (j0 < j1) { int mid = j0 + (j1 - j0) / 2; if (w->used[mid] < lo) j0 = mid + 1; else j1 = mid; }
   for (int j = j0; j < w->nused && w->used[j] <= hi && n < cap; j++) c[n++] = w->used[j];
+  for (int d = 0; d < w->s->ndev; d++) w->k0[d] = -2;
   for (int d = 0; d < w->s->ndev && n < cap; d++) {
     run[nr++] = n;
     int k = last_start_before(w, d, lo) + 1;
+    w->k0[d] = k - 1;
     for (; k < w->s->devs[d].nops && n < cap; k++) {
       int32_t g = w->ix->off[d] + k;
       if (w->r->start[g] > hi) break;
@@ -494,7 +531,26 @@ static int64_t lower_vocab(Arena *a0, Diag *dg, IrSchedule *s) {
   if ((int64_t)cap * P > ((int64_t)1 << 22)) cap = (int)(((int64_t)1 << 22) / P);
   if (cap < 64) cap = 64;
   VWin w = {s, &ix, &r, NULL, 0, arena_alloc(a, sizeof(double) * (size_t)(cap + 2)),
-            arena_alloc(a, sizeof(double) * (size_t)(cap + 2)), cap, arena_alloc(a, sizeof(int) * (size_t)(P + 4))};
+            arena_alloc(a, sizeof(double) * (size_t)(cap + 2)), cap, arena_alloc(a, sizeof(int) * (size_t)(P + 4)),
+            NULL, arena_alloc(a, sizeof(int) * (size_t)(P + 1))};
+  /* which devices' starts and placement keys are nondecreasing (before offload is
+     lowered all are; the searches gallop there and stay binary elsewhere) */
+  uint8_t *smono = arena_alloc(a, (size_t)P + 1), *kmono = arena_alloc(a, (size_t)P + 1);
+  for (int d = 0; d < P; d++) {
+    const double *st = r.start + ix.off[d];
+    const IrOp *ops = s->devs[d].ops;
+    int n = s->devs[d].nops, sm = 1, km = 1;
+    double kp = n ? op_key(&ops[0], &r, ix.off[d]) : 0;
+    for (int k = 1; k < n; k++) {
+      double kk = op_key(&ops[k], &r, ix.off[d] + k);
+      sm &= st[k] >= st[k - 1];
+      km &= kk >= kp;
+      kp = kk;
+    }
+    smono[d] = (uint8_t)sm;
+    kmono[d] = (uint8_t)km;
+  }
+  w.smono = smono;
   double *ts = arena_alloc(a, sizeof(double) * (size_t)(m + 1));
   int nts = 0;
   int ng = 0;
@@ -570,7 +626,7 @@ static int64_t lower_vocab(Arena *a0, Diag *dg, IrSchedule *s) {
     cfr[k] = ir_op_frame(&s->devs[cd].ops[cause - ix.off[cd]]);
     per_dev += nper[kind];
     for (int d = 0; d < P; d++) {
-      int slot = lower_bound_key(s, &ix, &r, d, last[d], g[k].t);
+      int slot = (kmono[d] ? lower_bound_key_from : lower_bound_key)(s, &ix, &r, d, last[d], g[k].t);
       /* a pass's sends stay with it: the group goes after them (they cost nothing) */
       while (slot < s->devs[d].nops && s->devs[d].ops[slot].kind == IR_SEND) slot++;
       /* never before the pass the group needs, on its own device */
