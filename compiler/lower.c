@@ -372,6 +372,7 @@ typedef struct VWin {
   int *run;                        /* [ndev + 3] where each sorted run of candidates begins */
   const uint8_t *smono;            /* [ndev] 1: the device's starts are nondecreasing (checked) */
   int *k0;                         /* [ndev] clean_instant: last_start_before(d, lo), -2 unknown */
+  int *hint;                       /* [ndev] the last clean_instant's first position at or after lo */
 } VWin;
 
 static int is_used(const VWin *w, double t) {
@@ -391,6 +392,35 @@ static int last_start_before(const VWin *w, int d, double t) {
     int mid = lo + (hi - lo) / 2;
     if (w->r->start[w->ix->off[d] + mid] < t) lo = mid + 1; else hi = mid;
   }
+  return lo - 1;
+}
+
+/* last_start_before(w, d, t) where the device's starts are known to be nondecreasing
+ * (the answer is then unique), galloping from the position the last call found, up or
+ * down: successive windows are close in time, so this reads a few neighbouring starts
+ * instead of a binary search's scattered ones. */
+static int last_start_near(const VWin *w, int d, double t) {
+  if (!w->smono[d]) return last_start_before(w, d, t);
+  const double *st = w->r->start + w->ix->off[d];
+  int n = w->s->devs[d].nops, p = w->hint[d], lo, hi, step = 1;
+  if (p < 0) p = 0;
+  if (p > n) p = n;
+  if (p < n && st[p] < t) {   /* the first start >= t is after p */
+    lo = p + 1;
+    hi = lo;
+    while (hi < n && st[hi] < t) { lo = hi + 1; hi += step; step *= 2; }
+    if (hi > n) hi = n;
+  } else {                    /* at or before p: st[hi] >= t, or hi = n */
+    hi = p;
+    int b = p - 1;
+    while (b >= 0 && st[b] >= t) { hi = b; b -= step; step *= 2; }
+    lo = b < 0 ? 0 : b + 1;   /* st[b] < t */
+  }
+  while (lo < hi) {
+    int mid = lo + (hi - lo) / 2;
+    if (st[mid] < t) lo = mid + 1; else hi = mid;
+  }
+  w->hint[d] = lo;
   return lo - 1;
 }
 
@@ -471,7 +501,7 @@ static double clean_instant(const VWin *w, double lo, double hi, int latest) {
   for (int d = 0; d < w->s->ndev; d++) w->k0[d] = -2;
   for (int d = 0; d < w->s->ndev && n < cap; d++) {
     run[nr++] = n;
-    int k = last_start_before(w, d, lo) + 1;
+    int k = last_start_near(w, d, lo) + 1;
     w->k0[d] = k - 1;
     for (; k < w->s->devs[d].nops && n < cap; k++) {
       int32_t g = w->ix->off[d] + k;
@@ -532,7 +562,7 @@ static int64_t lower_vocab(Arena *a0, Diag *dg, IrSchedule *s) {
   if (cap < 64) cap = 64;
   VWin w = {s, &ix, &r, NULL, 0, arena_alloc(a, sizeof(double) * (size_t)(cap + 2)),
             arena_alloc(a, sizeof(double) * (size_t)(cap + 2)), cap, arena_alloc(a, sizeof(int) * (size_t)(P + 4)),
-            NULL, arena_alloc(a, sizeof(int) * (size_t)(P + 1))};
+            NULL, arena_alloc(a, sizeof(int) * (size_t)(P + 1)), arena_alloc(a, sizeof(int) * (size_t)(P + 1))};
   /* which devices' starts and placement keys are nondecreasing (before offload is
      lowered all are; the searches gallop there and stay binary elsewhere) */
   uint8_t *smono = arena_alloc(a, (size_t)P + 1), *kmono = arena_alloc(a, (size_t)P + 1);
