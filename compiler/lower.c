@@ -368,11 +368,12 @@ static int lower_bound_key_from(const IrSchedule *s, const AnaIndex *ix, const S
 typedef struct VWin {
   const IrSchedule *s; const AnaIndex *ix; const SimResult *r;
   const double *used; int nused;   /* sorted instants already taken: their wait is paid */
-  double *cand, *tmp; int cap;     /* clean_instant's candidates and merge buffer (one for every call) */
+  double *cand; int cap;           /* clean_instant's candidates (one buffer for every call) */
   int *run;                        /* [ndev + 3] where each sorted run of candidates begins */
   const uint8_t *smono;            /* [ndev] 1: the device's starts are nondecreasing (checked) */
   int *k0;                         /* [ndev] clean_instant: last_start_before(d, lo), -2 unknown */
   int *hint;                       /* [ndev] the last clean_instant's first position at or after lo */
+  int *at;                         /* [ndev + 3] clean_instant: the next candidate of each run */
 } VWin;
 
 static int is_used(const VWin *w, double t) {
@@ -459,29 +460,14 @@ static int dbl_cmp(const void *x, const void *y) {
 
 #define VCAND_MAX 4096
 
-/* Sorts w->cand[0, n), made of nr runs that begin at w->run[k] (w->run[nr] = n): each
- * run is already in order when a device's passes do not overlap, so the runs are
- * merged pairwise (O(n log runs)); any run out of order falls back to qsort. */
-static void sort_runs(const VWin *w, int n, int nr) {
-  double *c = w->cand, *t = w->tmp;
-  int *run = w->run;
+/* Whether each of the nr runs of candidates w->cand that begin at w->run[k]
+ * (w->run[nr] = n) is in order: it is when a device's passes do not overlap. */
+static int runs_sorted(const VWin *w, int nr) {
+  const double *c = w->cand;
   for (int k = 0; k < nr; k++)
-    for (int j = run[k] + 1; j < run[k + 1]; j++)
-      if (c[j] < c[j - 1]) { qsort(c, (size_t)n, sizeof *c, dbl_cmp); return; }
-  while (nr > 1) {   /* merge runs 2i and 2i+1 into t, then copy back */
-    int out = 0;
-    for (int k = 0; k < nr; k += 2) {
-      int a = run[k], ae = run[k + 1], b = ae, be = k + 1 < nr ? run[k + 2] : ae;   /* a lone last run: b empty */
-      int o = a;
-      while (a < ae && b < be) t[o++] = c[b] < c[a] ? c[b++] : c[a++];
-      while (a < ae) t[o++] = c[a++];
-      while (b < be) t[o++] = c[b++];
-      run[out++] = run[k];
-    }
-    run[out] = n;
-    nr = out;
-    memcpy(c, t, sizeof *c * (size_t)n);
-  }
+    for (int j = w->run[k] + 1; j < w->run[k + 1]; j++)
+      if (c[j] < c[j - 1]) return 0;
+  return 1;
 }
 
 /* The instant of least disruption in [lo, hi]: candidates are lo, hi, the pass
@@ -512,11 +498,32 @@ static double clean_instant(const VWin *w, double lo, double hi, int latest) {
     }
   }
   run[nr] = n;
-  sort_runs(w, n, nr);
-  double best = latest ? hi : lo, bd = 1e300;
-  for (int j = 0; j < n; j++) {
-    double t = c[latest ? n - 1 - j : j];
-    if (j && t == c[latest ? n - j : j - 1]) continue;
+  /* the candidates in sorted order (backwards for latest), merged from the runs as
+   * they are taken, since the scan mostly ends at one of the first: the order of
+   * a stable merge of the runs (among equals the lower run first, backwards the higher),
+   * where a run out of order has them all sorted first */
+  if (!runs_sorted(w, nr)) {
+    qsort(c, (size_t)n, sizeof *c, dbl_cmp);
+    nr = 1;
+    run[1] = n;
+  }
+  int *at = w->at;
+  for (int k = 0; k < nr; k++) at[k] = latest ? run[k + 1] - 1 : run[k];
+  double best = latest ? hi : lo, bd = 1e300, prev = 0;
+  for (int j = 0;; j++) {
+    int bk = -1;
+    if (!latest) {
+      for (int k = 0; k < nr; k++)
+        if (at[k] < run[k + 1] && (bk < 0 || c[at[k]] < c[at[bk]])) bk = k;
+    } else {
+      for (int k = 0; k < nr; k++)
+        if (at[k] >= run[k] && (bk < 0 || c[at[k]] >= c[at[bk]])) bk = k;
+    }
+    if (bk < 0) break;
+    double t = c[at[bk]];
+    at[bk] += latest ? -1 : 1;
+    if (j && t == prev) continue;
+    prev = t;
     double x = is_used(w, t) ? 0 : disruption(w, t);
     if (x < bd - 1e-12) { bd = x; best = t; if (x <= 1e-12) break; }
   }
@@ -560,9 +567,9 @@ static int64_t lower_vocab(Arena *a0, Diag *dg, IrSchedule *s) {
   int cap = VCAND_MAX;
   if ((int64_t)cap * P > ((int64_t)1 << 22)) cap = (int)(((int64_t)1 << 22) / P);
   if (cap < 64) cap = 64;
-  VWin w = {s, &ix, &r, NULL, 0, arena_alloc(a, sizeof(double) * (size_t)(cap + 2)),
-            arena_alloc(a, sizeof(double) * (size_t)(cap + 2)), cap, arena_alloc(a, sizeof(int) * (size_t)(P + 4)),
-            NULL, arena_alloc(a, sizeof(int) * (size_t)(P + 1)), arena_alloc(a, sizeof(int) * (size_t)(P + 1))};
+  VWin w = {s, &ix, &r, NULL, 0, arena_alloc(a, sizeof(double) * (size_t)(cap + 2)), cap, arena_alloc(a, sizeof(int) * (size_t)(P + 4)),
+            NULL, arena_alloc(a, sizeof(int) * (size_t)(P + 1)), arena_alloc(a, sizeof(int) * (size_t)(P + 1)),
+            arena_alloc(a, sizeof(int) * (size_t)(P + 4))};
   /* which devices' starts and placement keys are nondecreasing (before offload is
      lowered all are; the searches gallop there and stay binary elsewhere) */
   uint8_t *smono = arena_alloc(a, (size_t)P + 1), *kmono = arena_alloc(a, (size_t)P + 1);
