@@ -119,6 +119,24 @@ void *arena_alloc_fill(Arena *a, size_t size, int byte) {
   return p;
 }
 
+/* (what was there stays: an earlier arena's data, or the kernel's zeros; the caller
+ * writes every byte of size, and the rounding is cleared as arena_alloc's) */
+void *arena_alloc_raw(Arena *a, size_t size) {
+  size_t r = (size + 15) & ~(size_t)15;
+  ArenaChunk *c = a->head;
+  if (!c || c->size - c->used < r) {
+    c = chunk_get(r > (4u << 20) ? r : (4u << 20));
+    c->next = a->head;
+    c->used = 0;
+    a->head = c;
+  }
+  void *p = c->data + c->used;
+  chunk_clear(c, c->used + size, c->used + r);
+  c->used += r;
+  a->total += r;
+  return p;
+}
+
 void *arena_grow(Arena *a, void *old, size_t old_size, size_t new_size) {
   if (new_size <= old_size) return old;
   /* Extend in place when old is the last allocation of the newest chunk. */

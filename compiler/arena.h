@@ -14,6 +14,7 @@ typedef struct Arena {
 
 void *arena_alloc(Arena *a, size_t size);            /* zeroed, 16-byte aligned */
 void *arena_alloc_fill(Arena *a, size_t size, int byte); /* every byte set to byte (not zeroed first) */
+void *arena_alloc_raw(Arena *a, size_t size);        /* not zeroed: for an array the caller writes whole */
 void *arena_grow(Arena *a, void *old, size_t old_size, size_t new_size); /* realloc-like */
 char *arena_strndup(Arena *a, const char *s, size_t n);
 char *arena_strdup(Arena *a, const char *s);

@@ -41,6 +41,36 @@ static int item_cmp(const void *pa, const void *pb) {
   return a->sub - b->sub;
 }
 
+/* Sorts it[0, n) by item_cmp where it is made of nr runs, run k at [rb[k], rb[k + 1]),
+ * each already in that order: a merge of the runs that keeps, among equal items, the
+ * lower run first (as the stable sort it replaces does). A run out of order, or many
+ * runs: qsort. -1 out of memory. */
+static int sort_item_runs(Item *it, int64_t n, const int64_t *rb, int nr) {
+  enum { MAXR = 8 };
+  int ok = nr <= MAXR;
+  for (int k = 0; k < nr && ok; k++)
+    for (int64_t j = rb[k] + 1; j < rb[k + 1] && ok; j++)
+      if (item_cmp(&it[j - 1], &it[j]) > 0) ok = 0;
+  if (!ok) {
+    qsort(it, (size_t)n, sizeof *it, item_cmp);
+    return 0;
+  }
+  if (nr <= 1) return 0;
+  Item *out = malloc((size_t)n * sizeof *out);
+  if (!out) return -1;
+  int64_t at[MAXR];
+  for (int k = 0; k < nr; k++) at[k] = rb[k];
+  for (int64_t o = 0; o < n; o++) {
+    int bk = -1;
+    for (int k = 0; k < nr; k++)
+      if (at[k] < rb[k + 1] && (bk < 0 || item_cmp(&it[at[k]], &it[at[bk]]) < 0)) bk = k;
+    out[o] = it[at[bk]++];
+  }
+  memcpy(it, out, (size_t)n * sizeof *it);
+  free(out);
+  return 0;
+}
+
 int block_expand(Arena *a, Diag *d, IrSchedule *s, const int32_t *stage_dev, const BlockEntry *e, int n, int64_t interval,
                  int w_rule, Span at, long max_ops, BlockSqueeze *sq) {
   int64_t m = s->nmb;
@@ -56,9 +86,12 @@ int block_expand(Arena *a, Diag *d, IrSchedule *s, const int32_t *stage_dev, con
     }
     Item *it = malloc((size_t)(cnt * m) * sizeof *it);
     if (!it) { diag_error(d, at, "out of memory expanding the building block"); return -1; }
-    int64_t ni = 0;
+    int64_t ni = 0, rb[9];   /* the runs: one entry's microbatches, in slot order */
+    int nr = 0;
     for (int k = 0; k < n; k++) {
       if (stage_dev[e[k].stage] != dev) continue;
+      if (nr < 8) rb[nr] = ni;
+      nr++;
       for (int64_t i = 0; i < m; i++) {
         Item *x = &it[ni++];
         x->slot = e[k].slot + i * interval; /* |slot| <= 2^40, i*interval <= 2^60: no overflow */
@@ -70,7 +103,13 @@ int block_expand(Arena *a, Diag *d, IrSchedule *s, const int32_t *stage_dev, con
         x->entry = k;
       }
     }
-    qsort(it, (size_t)ni, sizeof *it, item_cmp);
+    int srt = 0;
+    if (nr <= 8) {
+      rb[nr] = ni;
+      srt = sort_item_runs(it, ni, rb, nr);
+    } else {
+      qsort(it, (size_t)ni, sizeof *it, item_cmp);
+    }
     if (w_rule == BLOCK_W_EAGER) {
       int64_t base = ni;
       for (int64_t j = 0; j < base; j++)
@@ -80,7 +119,8 @@ int block_expand(Arena *a, Diag *d, IrSchedule *s, const int32_t *stage_dev, con
           w->kind = IR_W;
           w->sub = 1;
         }
-      qsort(it, (size_t)ni, sizeof *it, item_cmp);
+      int64_t r2[3] = {0, base, ni};   /* the sorted items, then their Ws in the same order */
+      if (!srt) srt = sort_item_runs(it, ni, r2, 2);
     } else if (w_rule == BLOCK_W_FILL) {
       /* it[0..base) are sorted by slot; occupied slots are theirs */
       int64_t base = ni, p = 0, last = INT64_MIN;
@@ -100,7 +140,13 @@ int block_expand(Arena *a, Diag *d, IrSchedule *s, const int32_t *stage_dev, con
         w->slot = cand;
         last = cand;
       }
-      qsort(it, (size_t)ni, sizeof *it, item_cmp);
+      int64_t r2[3] = {0, base, ni};   /* the sorted items, then the Ws at increasing slots */
+      if (!srt) srt = sort_item_runs(it, ni, r2, 2);
+    }
+    if (srt) {
+      free(it);
+      diag_error(d, at, "out of memory expanding the building block");
+      return -1;
     }
     if (sq) {
       sq->start[dev] = s->devs[dev].nops;

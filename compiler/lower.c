@@ -263,7 +263,7 @@ static int64_t lower_comm(Arena *a, IrSchedule *s, const AnaIndex *ix) {
     for (int k = 0; k < n + 1; k++) cnt[k + 1] += cnt[k];
     int32_t *order = arena_alloc(&tmp, sizeof(int32_t) * (size_t)(nr + 1));
     for (int j = 0; j < nr; j++) order[cnt[pr[rv[j]].slot]++] = rv[j];
-    IrOp *o = out[d] = arena_alloc(a, sizeof(IrOp) * (size_t)(n + nsend[d] + nr));
+    IrOp *o = out[d] = arena_alloc_raw(a, sizeof(IrOp) * (size_t)(n + nsend[d] + nr));   /* (written whole) */
     const int32_t *st = sendto + ix->off[d];
     int j = 0;
     for (int k = 0; k <= n; k++) {
@@ -340,6 +340,23 @@ static int lower_bound_key(const IrSchedule *s, const AnaIndex *ix, const SimRes
   return lo;
 }
 
+/* The same where the device's keys are known to be nondecreasing (then the answer is
+ * unique): galloping from lo, O(log distance) instead of O(log n) scattered reads
+ * (the vocabulary groups come in time order, each a few ops after the last). */
+static int lower_bound_key_from(const IrSchedule *s, const AnaIndex *ix, const SimResult *r, int d,
+                                int lo, double t) {
+  int n = s->devs[d].nops, hi = lo, step = 1;
+  const IrOp *ops = s->devs[d].ops;
+  int32_t off = ix->off[d];
+  while (hi < n && op_key(&ops[hi], r, off + hi) < t) { lo = hi + 1; hi += step; step *= 2; }
+  if (hi > n) hi = n;
+  while (lo < hi) {
+    int mid = lo + (hi - lo) / 2;
+    if (op_key(&ops[mid], r, off + mid) >= t) hi = mid; else lo = mid + 1;
+  }
+  return lo;
+}
+
 /* ---- vocabulary passes: clean instants ----
  * A vocabulary group (its passes and its barrier) runs on every device. Put at an
  * instant t of the base simulation where no device is inside a compute pass, every
@@ -351,8 +368,12 @@ static int lower_bound_key(const IrSchedule *s, const AnaIndex *ix, const SimRes
 typedef struct VWin {
   const IrSchedule *s; const AnaIndex *ix; const SimResult *r;
   const double *used; int nused;   /* sorted instants already taken: their wait is paid */
-  double *cand, *tmp; int cap;     /* clean_instant's candidates and merge buffer (one for every call) */
+  double *cand; int cap;           /* clean_instant's candidates (one buffer for every call) */
   int *run;                        /* [ndev + 3] where each sorted run of candidates begins */
+  const uint8_t *smono;            /* [ndev] 1: the device's starts are nondecreasing (checked) */
+  int *k0;                         /* [ndev] clean_instant: last_start_before(d, lo), -2 unknown */
+  int *hint;                       /* [ndev] the last clean_instant's first position at or after lo */
+  int *at;                         /* [ndev + 3] clean_instant: the next candidate of each run */
 } VWin;
 
 static int is_used(const VWin *w, double t) {
@@ -375,10 +396,55 @@ static int last_start_before(const VWin *w, int d, double t) {
   return lo - 1;
 }
 
+/* last_start_before(w, d, t) where the device's starts are known to be nondecreasing
+ * (the answer is then unique), galloping from the position the last call found, up or
+ * down: successive windows are close in time, so this reads a few neighbouring starts
+ * instead of a binary search's scattered ones. */
+static int last_start_near(const VWin *w, int d, double t) {
+  if (!w->smono[d]) return last_start_before(w, d, t);
+  const double *st = w->r->start + w->ix->off[d];
+  int n = w->s->devs[d].nops, p = w->hint[d], lo, hi, step = 1;
+  if (p < 0) p = 0;
+  if (p > n) p = n;
+  if (p < n && st[p] < t) {   /* the first start >= t is after p */
+    lo = p + 1;
+    hi = lo;
+    while (hi < n && st[hi] < t) { lo = hi + 1; hi += step; step *= 2; }
+    if (hi > n) hi = n;
+  } else {                    /* at or before p: st[hi] >= t, or hi = n */
+    hi = p;
+    int b = p - 1;
+    while (b >= 0 && st[b] >= t) { hi = b; b -= step; step *= 2; }
+    lo = b < 0 ? 0 : b + 1;   /* st[b] < t */
+  }
+  while (lo < hi) {
+    int mid = lo + (hi - lo) / 2;
+    if (st[mid] < t) lo = mid + 1; else hi = mid;
+  }
+  w->hint[d] = lo;
+  return lo - 1;
+}
+
+/* last_start_before(w, d, t) for t >= lo of the current clean_instant: galloping up
+ * from its last start before lo where the starts are known to be nondecreasing */
+static int last_start_from(const VWin *w, int d, double t) {
+  int k0 = w->k0[d];
+  if (k0 < -1 || !w->smono[d]) return last_start_before(w, d, t);
+  const double *st = w->r->start + w->ix->off[d];
+  int n = w->s->devs[d].nops, lo = k0 + 1, hi = lo, step = 1;
+  while (hi < n && st[hi] < t) { lo = hi + 1; hi += step; step *= 2; }
+  if (hi > n) hi = n;
+  while (lo < hi) {
+    int mid = lo + (hi - lo) / 2;
+    if (st[mid] < t) lo = mid + 1; else hi = mid;
+  }
+  return lo - 1;
+}
+
 static double disruption(const VWin *w, double t) {
   double worst = 0;
   for (int d = 0; d < w->s->ndev; d++) {
-    int k = last_start_before(w, d, t);
+    int k = last_start_from(w, d, t);
     if (k < 0) continue;
     int32_t g = w->ix->off[d] + k;
     const IrOp *op = &w->s->devs[d].ops[k];
@@ -394,29 +460,14 @@ static int dbl_cmp(const void *x, const void *y) {
 
 #define VCAND_MAX 4096
 
-/* Sorts w->cand[0, n), made of nr runs that begin at w->run[k] (w->run[nr] = n): each
- * run is already in order when a device's passes do not overlap, so the runs are
- * merged pairwise (O(n log runs)); any run out of order falls back to qsort. */
-static void sort_runs(const VWin *w, int n, int nr) {
-  double *c = w->cand, *t = w->tmp;
-  int *run = w->run;
+/* Whether each of the nr runs of candidates w->cand that begin at w->run[k]
+ * (w->run[nr] = n) is in order: it is when a device's passes do not overlap. */
+static int runs_sorted(const VWin *w, int nr) {
+  const double *c = w->cand;
   for (int k = 0; k < nr; k++)
-    for (int j = run[k] + 1; j < run[k + 1]; j++)
-      if (c[j] < c[j - 1]) { qsort(c, (size_t)n, sizeof *c, dbl_cmp); return; }
-  while (nr > 1) {   /* merge runs 2i and 2i+1 into t, then copy back */
-    int out = 0;
-    for (int k = 0; k < nr; k += 2) {
-      int a = run[k], ae = run[k + 1], b = ae, be = k + 1 < nr ? run[k + 2] : ae;   /* a lone last run: b empty */
-      int o = a;
-      while (a < ae && b < be) t[o++] = c[b] < c[a] ? c[b++] : c[a++];
-      while (a < ae) t[o++] = c[a++];
-      while (b < be) t[o++] = c[b++];
-      run[out++] = run[k];
-    }
-    run[out] = n;
-    nr = out;
-    memcpy(c, t, sizeof *c * (size_t)n);
-  }
+    for (int j = w->run[k] + 1; j < w->run[k + 1]; j++)
+      if (c[j] < c[j - 1]) return 0;
+  return 1;
 }
 
 /* The instant of least disruption in [lo, hi]: candidates are lo, hi, the pass
@@ -433,9 +484,11 @@ static double clean_instant(const VWin *w, double lo, double hi, int latest) {
   int j0 = 0, j1 = w->nused;
   while (j0 < j1) { int mid = j0 + (j1 - j0) / 2; if (w->used[mid] < lo) j0 = mid + 1; else j1 = mid; }
   for (int j = j0; j < w->nused && w->used[j] <= hi && n < cap; j++) c[n++] = w->used[j];
+  for (int d = 0; d < w->s->ndev; d++) w->k0[d] = -2;
   for (int d = 0; d < w->s->ndev && n < cap; d++) {
     run[nr++] = n;
-    int k = last_start_before(w, d, lo) + 1;
+    int k = last_start_near(w, d, lo) + 1;
+    w->k0[d] = k - 1;
     for (; k < w->s->devs[d].nops && n < cap; k++) {
       int32_t g = w->ix->off[d] + k;
       if (w->r->start[g] > hi) break;
@@ -445,11 +498,32 @@ static double clean_instant(const VWin *w, double lo, double hi, int latest) {
     }
   }
   run[nr] = n;
-  sort_runs(w, n, nr);
-  double best = latest ? hi : lo, bd = 1e300;
-  for (int j = 0; j < n; j++) {
-    double t = c[latest ? n - 1 - j : j];
-    if (j && t == c[latest ? n - j : j - 1]) continue;
+  /* the candidates in sorted order (backwards for latest), merged from the runs as
+   * they are taken, since the scan mostly ends at one of the first: the order of
+   * a stable merge of the runs (among equals the lower run first, backwards the higher),
+   * where a run out of order has them all sorted first */
+  if (!runs_sorted(w, nr)) {
+    qsort(c, (size_t)n, sizeof *c, dbl_cmp);
+    nr = 1;
+    run[1] = n;
+  }
+  int *at = w->at;
+  for (int k = 0; k < nr; k++) at[k] = latest ? run[k + 1] - 1 : run[k];
+  double best = latest ? hi : lo, bd = 1e300, prev = 0;
+  for (int j = 0;; j++) {
+    int bk = -1;
+    if (!latest) {
+      for (int k = 0; k < nr; k++)
+        if (at[k] < run[k + 1] && (bk < 0 || c[at[k]] < c[at[bk]])) bk = k;
+    } else {
+      for (int k = 0; k < nr; k++)
+        if (at[k] >= run[k] && (bk < 0 || c[at[k]] >= c[at[bk]])) bk = k;
+    }
+    if (bk < 0) break;
+    double t = c[at[bk]];
+    at[bk] += latest ? -1 : 1;
+    if (j && t == prev) continue;
+    prev = t;
     double x = is_used(w, t) ? 0 : disruption(w, t);
     if (x < bd - 1e-12) { bd = x; best = t; if (x <= 1e-12) break; }
   }
@@ -474,23 +548,46 @@ static int base_sim(Arena *a, IrSchedule *s, AnaIndex *ix, SimResult *r) {
   return 0;
 }
 
-static int64_t lower_vocab(Arena *a, Diag *dg, IrSchedule *s) {
+static int64_t lower_vocab(Arena *a0, Diag *dg, IrSchedule *s) {
   AnaIndex ix;
   SimResult r;
   int P = s->ndev, S = s->nstage, m = s->nmb, mode = s->vocab.mode;
+  /* the base simulation lives in its own arena, freed before the new orders are
+     written (they take its memory), the groups' placement in another */
+  Arena tmp = {0}, *a = &tmp, pl = {0};
   if (base_sim(a, s, &ix, &r)) {
+    arena_free(&tmp);
     diag_warning(dg, s->vocab.span, "vocabulary passes not inserted: the schedule does not run to the end (see the errors below)");
     return 0;
   }
-  VGroup *g = arena_alloc(a, sizeof(VGroup) * (size_t)(5 * (int64_t)m + 1));
+  VGroup *g = arena_alloc(&pl, sizeof(VGroup) * (size_t)(5 * (int64_t)m + 1));
   int async = s->vocab.async;
   double tcoll = s->vocab.t_coll;
   /* at most VCAND_MAX instants per choice, fewer on many devices (each costs a scan of them) */
   int cap = VCAND_MAX;
   if ((int64_t)cap * P > ((int64_t)1 << 22)) cap = (int)(((int64_t)1 << 22) / P);
   if (cap < 64) cap = 64;
-  VWin w = {s, &ix, &r, NULL, 0, arena_alloc(a, sizeof(double) * (size_t)(cap + 2)),
-            arena_alloc(a, sizeof(double) * (size_t)(cap + 2)), cap, arena_alloc(a, sizeof(int) * (size_t)(P + 4))};
+  VWin w = {s, &ix, &r, NULL, 0, arena_alloc(a, sizeof(double) * (size_t)(cap + 2)), cap, arena_alloc(a, sizeof(int) * (size_t)(P + 4)),
+            NULL, arena_alloc(a, sizeof(int) * (size_t)(P + 1)), arena_alloc(a, sizeof(int) * (size_t)(P + 1)),
+            arena_alloc(a, sizeof(int) * (size_t)(P + 4))};
+  /* which devices' starts and placement keys are nondecreasing (before offload is
+     lowered all are; the searches gallop there and stay binary elsewhere) */
+  uint8_t *smono = arena_alloc(a, (size_t)P + 1), *kmono = arena_alloc(a, (size_t)P + 1);
+  for (int d = 0; d < P; d++) {
+    const double *st = r.start + ix.off[d];
+    const IrOp *ops = s->devs[d].ops;
+    int n = s->devs[d].nops, sm = 1, km = 1;
+    double kp = n ? op_key(&ops[0], &r, ix.off[d]) : 0;
+    for (int k = 1; k < n; k++) {
+      double kk = op_key(&ops[k], &r, ix.off[d] + k);
+      sm &= st[k] >= st[k - 1];
+      km &= kk >= kp;
+      kp = kk;
+    }
+    smono[d] = (uint8_t)sm;
+    kmono[d] = (uint8_t)km;
+  }
+  w.smono = smono;
   double *ts = arena_alloc(a, sizeof(double) * (size_t)(m + 1));
   int nts = 0;
   int ng = 0;
@@ -539,20 +636,34 @@ static int64_t lower_vocab(Arena *a, Diag *dg, IrSchedule *s) {
     }
   }
   qsort(g, (size_t)ng, sizeof *g, vgroup_cmp);
-  Batch b;
-  batch_init(&b, P);
+  /* Each group's position on every device (slot[k * P + d]: before that op of the
+   * order as it is now). The groups come in time order and a device's positions
+   * never go back, so each device's inserts are already in order: the new orders
+   * are merged from the slots, the group's ops built as they are written. */
   int *last = arena_alloc(a, sizeof(int) * (size_t)P);
+  int32_t *slots = arena_alloc(&pl, sizeof(int32_t) * (size_t)ng * (size_t)P);
+  int32_t *cdev = arena_alloc(&pl, sizeof(int32_t) * (size_t)ng);
+  Span *csp = arena_alloc(&pl, sizeof(Span) * (size_t)ng);
+  uint32_t *cfr = arena_alloc(&pl, sizeof(uint32_t) * (size_t)ng);
+  int nper[5];   /* ops a group of each kind puts on every device */
+  nper[0] = 2;
+  nper[1] = 2 + (async ? 0 : 1 + (mode == 1));
+  nper[2] = 1 + !async;
+  nper[3] = 1 + (mode == 1);
+  nper[4] = 1;
+  int64_t per_dev = 0;
   for (int k = 0; k < ng; k++) {
     int i = g[k].mb;
     int kind = g[k].kind;
     int32_t cause = kind == 0 ? ix.posF[ANA_SLOT(&ix, i, 0)]
                   : kind == 1 || kind == 3 ? ix.posF[ANA_SLOT(&ix, i, S - 1)] : ix.posB[ANA_SLOT(&ix, i, 0)];
     int cd = ix.devof[cause];
-    Span sp = s->devs[cd].ops[cause - ix.off[cd]].span;
-    uint32_t cfr = ir_op_frame(&s->devs[cd].ops[cause - ix.off[cd]]);
+    cdev[k] = cd;
+    csp[k] = s->devs[cd].ops[cause - ix.off[cd]].span;
+    cfr[k] = ir_op_frame(&s->devs[cd].ops[cause - ix.off[cd]]);
+    per_dev += nper[kind];
     for (int d = 0; d < P; d++) {
-      uint32_t fr = d == cd ? cfr : 0;
-      int slot = lower_bound_key(s, &ix, &r, d, last[d], g[k].t);
+      int slot = (kmono[d] ? lower_bound_key_from : lower_bound_key)(s, &ix, &r, d, last[d], g[k].t);
       /* a pass's sends stay with it: the group goes after them (they cost nothing) */
       while (slot < s->devs[d].nops && s->devs[d].ops[slot].kind == IR_SEND) slot++;
       /* never before the pass the group needs, on its own device */
@@ -560,25 +671,51 @@ static int64_t lower_vocab(Arena *a, Diag *dg, IrSchedule *s) {
       if (g[k].kind == 0 && d == cd && slot > cause - ix.off[d]) slot = cause - ix.off[d];
       if (slot < last[d]) slot = last[d];
       last[d] = slot;
-      IrOp *o;
-      if (kind == 0) {
-        batch_add(&b, d, slot, IR_IF, i, -1, sp, fr);
-        o = batch_add(&b, d, slot, IR_COLL, i, -1, sp, fr); o->coll = IR_COLL_INPUT_FWD;
-      } else if (kind == 1) {
-        batch_add(&b, d, slot, IR_S, i, -1, sp, fr);
-        o = batch_add(&b, d, slot, IR_COLL, i, -1, sp, fr); o->coll = IR_COLL_OUTPUT_FWD;
-      }
-      if ((kind == 1 && !async) || kind == 3) {
-        batch_add(&b, d, slot, IR_T, i, -1, sp, fr);
-        if (mode == 1) { o = batch_add(&b, d, slot, IR_COLL, i, -1, sp, fr); o->coll = IR_COLL_OUTPUT_BWD; }
-      } else if (kind == 2) {
-        o = batch_add(&b, d, slot, IR_COLL, i, -1, sp, fr); o->coll = IR_COLL_INPUT_BWD;
-      }
-      if ((kind == 2 && !async) || kind == 4) batch_add(&b, d, slot, IR_IB, i, -1, sp, fr);
+      slots[(int64_t)k * P + d] = slot;
     }
   }
-  batch_apply(a, &b, s);
-  return b.n;
+  arena_free(&tmp);
+  for (int d = 0; d < P && ng; d++) {
+    IrDevice *dev = &s->devs[d];
+    int n = dev->nops;
+    IrOp *out = arena_alloc_raw(a0, sizeof(IrOp) * (size_t)(n + per_dev)), *o = out;   /* (written whole) */
+    int j = 0;
+    for (int k = 0; k < ng; k++) {
+      int slot = slots[(int64_t)k * P + d];
+      if (slot > n) slot = n;
+      while (j < slot) *o++ = dev->ops[j++];
+      int kind = g[k].kind, i = g[k].mb;
+      IrOp op = {0};
+      op.flags = IR_FLAG_INSERTED;
+      op.mb = i;
+      op.stage = -1;
+      op.peer = -1;
+      op.span = csp[k];
+      ir_op_set_frame(&op, d == cdev[k] ? cfr[k] : 0);
+#define VOCAB_OP(K, C) (op.kind = (uint8_t)(K), op.coll = (C), *o++ = op)
+      if (kind == 0) {
+        VOCAB_OP(IR_IF, 0);
+        VOCAB_OP(IR_COLL, IR_COLL_INPUT_FWD);
+      } else if (kind == 1) {
+        VOCAB_OP(IR_S, 0);
+        VOCAB_OP(IR_COLL, IR_COLL_OUTPUT_FWD);
+      }
+      if ((kind == 1 && !async) || kind == 3) {
+        VOCAB_OP(IR_T, 0);
+        if (mode == 1) VOCAB_OP(IR_COLL, IR_COLL_OUTPUT_BWD);
+      } else if (kind == 2) {
+        VOCAB_OP(IR_COLL, IR_COLL_INPUT_BWD);
+      }
+      if ((kind == 2 && !async) || kind == 4) VOCAB_OP(IR_IB, 0);
+#undef VOCAB_OP
+    }
+    while (j < n) *o++ = dev->ops[j++];
+    dev->ops = out;
+    dev->nops = dev->capops = (int)(o - out);
+  }
+  s->total_ops += per_dev * P;
+  arena_free(&pl);
+  return per_dev * P;
 }
 
 typedef struct RPlan { double bstart; int32_t b, f; int mb, stage; double qstart; } RPlan;
@@ -1046,13 +1183,20 @@ int64_t lower_schedule(Arena *a, Diag *dg, IrSchedule *s, LowerIndex *kept) {
   if (ana_index(&t0, s, &ix)) { arena_free(&t0); return 0; }
   int64_t n = 0;
   int had_vocab = ix.nvocab > 0, had_off = ix.noffload > 0, had_comm = ix.ncomm > 0;
-  if (!had_comm) n += lower_comm(a, s, &ix);
+  int vocab = s->vocab.mode && !had_vocab;
+  /* orders the vocabulary lowering writes again (every device's, where it inserts
+     anything) are freed then: its new orders and what follows take their memory */
+  Arena t1 = {0}, *oa = vocab ? &t1 : a;
+  if (!had_comm) n += lower_comm(oa, s, &ix);
   arena_free(&t0);
   /* overlapped pairs stay adjacent (overlap.c; again after each phase that inserts:
    * a pass over the orders that changes nothing where none did) */
-  overlap_normalize(a, s);
-  if (s->vocab.mode && !had_vocab) {
-    n += lower_vocab(a, dg, s);
+  overlap_normalize(oa, s);
+  if (vocab) {
+    int64_t nv = lower_vocab(a, dg, s);
+    if (nv) arena_free(&t1);
+    else arena_adopt(a, &t1);
+    n += nv;
     overlap_normalize(a, s);
   }
   if (s->offload.enabled && !had_off) {
