@@ -641,9 +641,9 @@ int rt_optimizer_step(ppsrt_ctx *c, int step, double *lr_out, double *gnorm_out)
       rc = c->be->optimizer_step(c->be, PPSRT_STREAM_COMPUTE, o->optimizer, ppsrt_param_master(p), param,
                                  p->grad + p->sh_lo, p->m, p->v, p->sh_n, (float)lr, (float)o->beta1, (float)o->beta2,
                                  (float)o->eps, wd, step);
-    if (!rc && p->chunk) rc = rt_replica_gather_weights(c, p);
     if (rc) return rc;
   }
+  if (o->distopt && c->run->nrep > 1 && (rc = rt_replica_gather_weights(c))) return rc;   /* one all-gather a buffer */
   if (lr_out) *lr_out = lr;
   if (gnorm_out) *gnorm_out = norm;
   return 0;
