@@ -128,8 +128,9 @@ static int gpu(const ppsrt_ctx *c) { return strcmp(c->be->name, "cpu") != 0; }
  * alignment, which cuBLAS and the kernels' vector loads rely on). */
 static size_t dp_align(size_t at) { return (at + RT_DP_ALIGN - 1) / RT_DP_ALIGN * RT_DP_ALIGN; }
 
-/* Whether p goes to the tied buffer (own 1) or its stage's (own 0). */
-static int in_bucket(const ppsrt_param *p, int s, int own) { return p->stage == s && p->tied == own; }
+/* Whether p goes to stage s's buffer (own 0), or with --distributed-optimizer (dist) to
+ * the tied tensor's own (own 1). */
+static int in_bucket(const ppsrt_param *p, int s, int dist, int own) { return p->stage == s && (!dist || p->tied == own); }
 
 /* After the model is created, with --data-parallel: the gradients of each stage this
  * device holds (its vocabulary rows as stage -1) are moved into one zeroed buffer, each
@@ -149,7 +150,7 @@ int rt_replica_flatten(ppsrt_ctx *c) {
       size_t at = 0;
       int any = 0;
       for (int k = 0; k < m->nparams; k++)
-        if (in_bucket(&m->params[k], s, dist && own)) { at = dp_align(at) + m->params[k].numel; any = 1; }
+        if (in_bucket(&m->params[k], s, dist, own)) { at = dp_align(at) + m->params[k].numel; any = 1; }
       if (!any || (!dist && own)) continue;
       rt_dp_bucket *b = &c->dp_b[c->dp_nb];
       b->stage = s;
@@ -167,7 +168,7 @@ int rt_replica_flatten(ppsrt_ctx *c) {
       at = 0;
       for (int k = 0; k < m->nparams && !rc; k++) {
         ppsrt_param *p = &m->params[k];
-        if (!in_bucket(p, s, dist && own)) continue;
+        if (!in_bucket(p, s, dist, own)) continue;
         at = dp_align(at);
         if (dist) {
           rc = ppsrt_param_shard(c->be, p, b->w, b->grad, at, b->C, c->replica);

@@ -10,7 +10,7 @@
 #   (8 bytes an element of F32 weights) while weights and gradients are padded to D
 #   blocks;
 # - --check passes (each replica compares the shard it reduced); --val-data gives the
-#   same validation losses;
+#   same validation losses; tied embeddings on two devices give plain's losses;
 # - a checkpoint saved with it holds the same tensors as one saved without it (the
 #   state gathered whole), and continues either way with the uninterrupted losses;
 # - under mpirun (when built with MPI) the losses are the threads run's;
@@ -121,6 +121,16 @@ run d3s $GPT $B --data-parallel 3 --distributed-optimizer --save "$WORK/r3"
 run d3to2 $GPT --optimizer adam --lr 0.01 --weight-decay 0.1 --iterations 1 --load "$WORK/r3" --data-parallel 2 --distributed-optimizer
 run d3to2p $GPT --optimizer adam --lr 0.01 --weight-decay 0.1 --iterations 1 --load "$WORK/r3" --data-parallel 2
 same "saved sharded with D = 3 (uneven shards), resumed with D = 2: sharded = plain" "$WORK/d3to2" "$WORK/d3to2p"
+
+# tied embeddings with stage 0 and the last stage on two devices (interleaved at P = 2):
+# the matrix and its copy in buffers of their own, so that both shards are the same
+# elements when the model sums the two gradients
+if build il "$top_srcdir/stdlib/interleaved_1f1b.pps" -D P=2 -D m=4; then
+  TG="--model gpt --hidden 16 --heads 4 --query-groups 2 --seq 4 --vocab 32 --embeddings tied --json -q $A --iterations 3"
+  "$WORK/il" $TG >"$WORK/tplain" 2>"$WORK/err" || fail "tied plain: exit $?"
+  "$WORK/il" $TG --distributed-optimizer >"$WORK/tdist" 2>"$WORK/err" || fail "tied sharded: exit $?"
+  same "tied embeddings on two devices: sharded = plain" "$WORK/tdist" "$WORK/tplain"
+else fail "build interleaved_1f1b"; fi
 
 if have_mpi; then
   expect_exit 0 "mpirun -np 4: --data-parallel 2 --distributed-optimizer" mpirun_np 4 "$M4" $GPT $A --iterations 4 --distributed-optimizer
