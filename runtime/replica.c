@@ -19,12 +19,15 @@
  * or an NCCL communicator of those ranks), right after the stage's last W of the iteration
  * (rt_replica_after, called by interp.c; on the GPU on a stream of its own).
  *
- * --distributed-optimizer (ZeRO stage 1, Megatron-LM's distributed optimizer; param.c
- * shards the state): the gradient is reduce-scattered instead, each replica keeping the
- * mean of its shard only; the optimizer updates the shard (interp.c), and the weights
- * are all-gathered right after (rt_replica_gather_weights). Checkpoints gather the
- * state whole (rt_replica_gather_state); the gradient norm of --clip-grad sums the
- * shards (rt_replica_sum).
+ * --distributed-optimizer (ZeRO stage 1, Megatron-LM's distributed optimizer): each
+ * stage's weights are in one buffer too, at the gradients' offsets, padded to a multiple
+ * of D (rt_replica_flatten; param.c's ppsrt_param_shard shards each tensor's state: its
+ * elements in the replica's 1/D of the buffer); the stage's gradient buffer is
+ * reduce-scattered instead, each replica keeping the mean of its 1/D; the optimizer
+ * updates the tensors' shards (interp.c), and each stage's weight buffer is all-gathered
+ * right after (rt_replica_gather_weights). Checkpoints gather the state whole
+ * (rt_replica_gather_state); the gradient norm of --clip-grad sums the shards
+ * (rt_replica_sum).
  *
  * Vocabulary-parallel schedules: a replica's collectives go over its own devices (the
  * view's all-reduce and broadcast; the collective lane gets a view of its own of the
@@ -32,14 +35,14 @@
  * (parameters of stage -1, which no W completes) are averaged at the end of the
  * iteration by rt_replica_end, like any stage without a W.
  *
- * Without --distributed-optimizer each stage's gradients live in one buffer
- * (rt_replica_flatten, as Megatron-LM's contiguous gradient buffer), so a stage is one
- * all-reduce and one scaling, not one per tensor.
+ * Each stage's gradients live in one buffer (rt_replica_flatten, as Megatron-LM's
+ * contiguous gradient buffer), so a stage is one all-reduce (reduce-scatter) and one
+ * scaling, not one per tensor; a tied tensor on two devices has buffers of its own
+ * under --distributed-optimizer (model.h `tied`).
  *
- * What it does not: --distributed-optimizer keeps one reduce-scatter per tensor (each is
- * sharded on its own); no buckets within a stage (the stage's last W starts its
- * all-reduce); the weights' all-gathers are not overlapped with the next iteration's
- * forward passes. */
+ * What it does not: no buckets within a stage (the stage's last W starts its
+ * all-reduce); the weights' all-gathers run on the compute stream after the optimizer
+ * step, not overlapped with the next iteration's forward passes. */
 #include "config.h"
 #include "rt.h"
 #include <math.h>
@@ -114,12 +117,12 @@ int rt_replica_view(ppsrt_transport *world, ppsrt_transport *coll, int P, int D,
  * (compiler/dp.c).
  *  - GPU backends (cuda): on PPSRT_STREAM_DP, in device memory: the DP stream waits for
  *    the compute stream's work so far (the stage's last W), then the stage's gradient
- *    buffer is all-reduced there (with the distributed optimizer each tensor
- *    reduce-scattered; NCCL on the NCCL transport's replica group, its own stream; the
+ *    buffer is all-reduced there (with the distributed optimizer reduce-scattered;
+ *    NCCL on the NCCL transport's replica group, its own stream; the
  *    threads and MPI transports stage it through the host) and scaled by 1/D; the host
  *    does not wait. rt_replica_end makes the compute stream wait for the
  *    DP stream before the optimizer step (end_iteration).
- *  - CPU: in place in host memory (the buffer, or each tensor's blocks); the
+ *  - CPU: in place in host memory (the buffer); the
  *    collective blocks this device (it overlaps the other devices' work only). */
 static int gpu(const ppsrt_ctx *c) { return strcmp(c->be->name, "cpu") != 0; }
 
