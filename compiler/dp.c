@@ -48,7 +48,8 @@
  * collectives on the same stream, as the runtime does (replica.c rt_replica_end), and
  * under the distributed optimizer all-gathered after the stages' all-gathers.
  * What it does not: optimizer time, gradient bucketing within a stage, the next
- * iteration's forward passes overlapping the all-gathers.
+ * iteration's forward passes overlapping the all-gathers (the runtime overlaps them on
+ * a GPU: each stage's first pass waits for its stage's all-gather only).
  * Tied embeddings on two devices (costmodel.h TieModel): once both devices have ended
  * their last op and their gradient collectives above (not the all-gathers), they
  * exchange the matrix's F32 gradient point to point, bytes / peer_bandwidth, as the

@@ -25,7 +25,8 @@
  * elements in the replica's 1/D of the buffer); the stage's gradient buffer is
  * reduce-scattered instead, each replica keeping the mean of its 1/D; the optimizer
  * updates the tensors' shards (interp.c), and each stage's weight buffer is all-gathered
- * right after (rt_replica_gather_weights). Checkpoints gather the state whole
+ * right after (rt_replica_gather_weights, on a GPU overlapping the next iteration's
+ * passes). Checkpoints gather the state whole
  * (rt_replica_gather_state); the gradient norm of --clip-grad sums the shards
  * (rt_replica_sum).
  *
@@ -40,9 +41,12 @@
  * scaling, not one per tensor; a tied tensor on two devices has buffers of its own
  * under --distributed-optimizer (model.h `tied`).
  *
+ * On a GPU the weights' all-gathers run on the DP stream and the next iteration's first
+ * pass of each stage waits for its stage's (rt_replica_weights_wait).
+ *
  * What it does not: no buckets within a stage (the stage's last W starts its
- * all-reduce); the weights' all-gathers run on the compute stream after the optimizer
- * step, not overlapped with the next iteration's forward passes. */
+ * all-reduce, the stage's all-gather is one call); the CPU backend's collectives block
+ * its device. */
 #include "config.h"
 #include "rt.h"
 #include <math.h>
@@ -252,6 +256,7 @@ void rt_replica_fini(ppsrt_ctx *c) {
   for (int k = 0; k < 2; k++)
     if (c->dp_ev[k]) { c->be->event_destroy(c->be, c->dp_ev[k]); c->dp_ev[k] = NULL; }
   for (int k = 0; k < c->dp_nb; k++) {
+    if (c->dp_b[k].ev) c->be->event_destroy(c->be, c->dp_b[k].ev);
     c->be->free(c->be, c->dp_b[k].grad);
     if (c->dp_b[k].w) c->be->free(c->be, c->dp_b[k].w);
   }
@@ -262,18 +267,44 @@ void rt_replica_fini(ppsrt_ctx *c) {
 
 /* --distributed-optimizer: after the optimizer updated this replica's shards, each
  * buffer's weights gathered from every replica in place (its C elements from each: one
- * all-gather a stage); then its gradient, whose other parts hold this replica's own
- * unreduced sums, is cleared whole. In buffer order: every replica the same calls. */
+ * all-gather a stage), in buffer order (every replica the same calls); each gradient
+ * buffer, whose other parts hold this replica's own unreduced sums, is cleared whole
+ * (on the compute stream, which writes the next gradients).
+ *  - GPU backends: the all-gathers run on the DP stream, after the compute stream's
+ *    optimizer step, each followed by its buffer's event: the compute stream goes on,
+ *    and waits for a stage's weights only before that stage's first pass of the next
+ *    iteration (rt_replica_weights_wait, Megatron-LM's --overlap-param-gather).
+ *  - CPU: in place in host memory, blocking. */
 int rt_replica_gather_weights(ppsrt_ctx *c) {
   size_t es = ppsrt_dtype_size(c->be->act_dtype);
-  int rc = 0;
-  ppsrt_backend *b = gpu(c) ? c->be : NULL;   /* the CPU backend's buffers are host memory */
-  if (!b) rc = c->be->stream_sync(c->be, PPSRT_STREAM_COMPUTE);
+  int rc = 0, g = gpu(c), st = g ? PPSRT_STREAM_DP : PPSRT_STREAM_COMPUTE;
+  ppsrt_backend *b = g ? c->be : NULL;   /* the CPU backend's buffers are host memory */
+  for (int k = 0; k < c->dp_nb && !rc; k++) rc = c->be->memset0(c->be, PPSRT_STREAM_COMPUTE, c->dp_b[k].grad, c->dp_b[k].n * sizeof(float));
+  if (rc) return rc;
+  if (!g) rc = c->be->stream_sync(c->be, PPSRT_STREAM_COMPUTE);
+  else if (!c->dp_ev[0] && ((rc = c->be->event_create(c->be, &c->dp_ev[0])) || (rc = c->be->event_create(c->be, &c->dp_ev[1]))))
+    return rc;
+  else if ((rc = c->be->event_record(c->be, c->dp_ev[0], PPSRT_STREAM_COMPUTE)) ||
+           (rc = c->be->stream_wait_event(c->be, PPSRT_STREAM_DP, c->dp_ev[0])))
+    return rc;
   for (int k = 0; k < c->dp_nb && !rc; k++) {
     rt_dp_bucket *q = &c->dp_b[k];
     size_t blk = q->C * es;
-    rc = c->gtr->allgather(c->gtr, c->replica, b, PPSRT_STREAM_COMPUTE, (char *)q->w + (size_t)c->replica * blk, q->w, blk);
-    if (!rc) rc = c->be->memset0(c->be, PPSRT_STREAM_COMPUTE, q->grad, q->n * sizeof(float));
+    rc = c->gtr->allgather(c->gtr, c->replica, b, st, (char *)q->w + (size_t)c->replica * blk, q->w, blk);
+    if (rc || !g) continue;
+    if (!q->ev && (rc = c->be->event_create(c->be, &q->ev))) break;
+    if (!(rc = c->be->event_record(c->be, q->ev, PPSRT_STREAM_DP))) q->pending = 1;
+  }
+  return rc;
+}
+
+int rt_replica_weights_wait(ppsrt_ctx *c, int stage, int all) {
+  int rc = 0;
+  for (int k = 0; k < c->dp_nb && !rc; k++) {
+    rt_dp_bucket *q = &c->dp_b[k];
+    if (!q->pending || !(all || q->stage == stage || q->stage < 0)) continue;
+    q->pending = 0;
+    rc = c->be->stream_wait_event(c->be, PPSRT_STREAM_COMPUTE, q->ev);
   }
   return rc;
 }

@@ -133,7 +133,14 @@ typedef struct ppsrt_run ppsrt_run;
  * tensor's offset a multiple of RT_DP_ALIGN elements, n elements in all (a multiple of
  * D with --distributed-optimizer; replica r owns [r C, (r + 1) C), C = n / D) ---- */
 enum { RT_DP_ALIGN = 128 };
-typedef struct rt_dp_bucket { int stage; float *grad; void *w; size_t n, C; } rt_dp_bucket;
+typedef struct rt_dp_bucket {
+  int stage;
+  float *grad;
+  void *w;
+  size_t n, C;
+  ppsrt_event *ev;   /* GPU: recorded after the weights' all-gather on the DP stream */
+  int pending;       /* that all-gather not yet waited for by the compute stream */
+} rt_dp_bucket;
 
 struct ppsrt_ctx {
   ppsrt_run *run;
@@ -365,6 +372,10 @@ int rt_replica_loss(ppsrt_ctx *c, double *loss);
  * sharded state `shard` (its master, m or v: sh_n values) gathered whole into host
  * memory out (numel values; every replica calls it, collectively). */
 int rt_replica_gather_weights(ppsrt_ctx *c);
+/* ... and on a GPU, where those all-gathers run on the DP stream: the compute stream waits
+ * for stage `stage`'s (and the vocabulary rows', stage -1) before the stage's first pass
+ * of the next iteration; all = 1: for every stage's (before --val-data, --save, the end) */
+int rt_replica_weights_wait(ppsrt_ctx *c, int stage, int all);
 int rt_replica_sum(ppsrt_ctx *c, double *x);
 int rt_replica_gather_state(ppsrt_ctx *c, const ppsrt_param *p, const float *shard, float *out);
 /* interp.c: the optimizer step `step` (1-based, counted over resumed runs), with the

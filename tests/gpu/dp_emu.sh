@@ -8,8 +8,9 @@
 #  - NCCL transport in process: 4 emulated GPUs (NCCL mode: each device's replicas on a
 #    communicator of their own, ncclCommInitAll; the emulator counts the NCCL operations
 #    on the replica groups' streams: one all-reduce a stage, and with the distributed
-#    optimizer one reduce-scatter and one all-gather a stage), and one GPU (the copy
-#    channel);
+#    optimizer one reduce-scatter and one all-gather a stage: the all-gathers on the DP
+#    stream overlap the next iteration, and the race detector fails a stage's first
+#    pass that does not wait for its stage's), and one GPU (the copy channel);
 #  - under mpirun -np 4 (one emulated GPU per process): the MPI transport, and the NCCL
 #    transport (the replica communicators bootstrapped over MPI: ncclGetUniqueId on rank
 #    0, MPI_Bcast, ncclCommInitRank);
