@@ -245,6 +245,8 @@ int rt_replica_end(ppsrt_ctx *c) {
     for (int j = 0; j < c->nops && !has && !seen; j++) has = is_w(c->ops[j].kind) && c->ops[j].stage == st;
     if (!seen && !has) rc = stage_grads(c, st);
   }
+  /* (a stage without a pass this iteration: its weights' all-gather, before the step writes them) */
+  if (!rc) rc = rt_replica_weights_wait(c, 0, 1);
   if (!rc && c->dp_pending) {
     c->dp_pending = 0;
     if (!(rc = c->be->event_record(c->be, c->dp_ev[1], PPSRT_STREAM_DP))) rc = c->be->stream_wait_event(c->be, PPSRT_STREAM_COMPUTE, c->dp_ev[1]);
