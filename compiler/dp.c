@@ -29,7 +29,7 @@
  *
  * Distributed optimizer (hardware distributed_optimizer = 1; the runtime's
  * --distributed-optimizer, Megatron's --use-distributed-optimizer, ZeRO-1): each
- * replica keeps and updates 1/D of each parameter's optimizer state (costmodel.c shards
+ * replica keeps and updates 1/D of each stage's optimizer state (costmodel.c shards
  * the static bytes). At the point of the all-reduce above, on the same stream, each
  * stage's F32 gradients are reduce-scattered instead (a ring: each rank sends (D-1)/D
  * of them in D-1 steps, half an all-reduce):
@@ -48,12 +48,15 @@
  * collectives on the same stream, as the runtime does (replica.c rt_replica_end), and
  * under the distributed optimizer all-gathered after the stages' all-gathers.
  * What it does not: optimizer time, gradient bucketing within a stage, the next
- * iteration's forward passes overlapping the all-gathers.
+ * iteration's forward passes overlapping the all-gathers (the runtime overlaps them on
+ * a GPU: each stage's first pass waits for its stage's all-gather only).
  * Tied embeddings on two devices (costmodel.h TieModel): once both devices have ended
  * their last op and their gradient collectives above (not the all-gathers), they
  * exchange the matrix's F32 gradient point to point, bytes / peer_bandwidth, as the
  * runtime's tie_sync does before the optimizer step; under the distributed optimizer
- * their all-gathers follow it. It is simulated with or without data parallelism.
+ * their all-gathers follow it. It is simulated with or without data parallelism. (Under
+ * the distributed optimizer the runtime gives that matrix buffers of its own on both
+ * devices, one more reduce-scatter and all-gather each; here it is part of its stage.)
  * The keys are read at elaboration, with the ring time of each stage, by costmodel.c
  * (dp_derive: the hardware model, which the front end may call); this file only adds
  * the all-reduces to a simulation and reports them. */

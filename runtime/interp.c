@@ -641,9 +641,9 @@ int rt_optimizer_step(ppsrt_ctx *c, int step, double *lr_out, double *gnorm_out)
       rc = c->be->optimizer_step(c->be, PPSRT_STREAM_COMPUTE, o->optimizer, ppsrt_param_master(p), param,
                                  p->grad + p->sh_lo, p->m, p->v, p->sh_n, (float)lr, (float)o->beta1, (float)o->beta2,
                                  (float)o->eps, wd, step);
-    if (!rc && p->chunk) rc = rt_replica_gather_weights(c, p);
     if (rc) return rc;
   }
+  if (o->distopt && c->run->nrep > 1 && (rc = rt_replica_gather_weights(c))) return rc;   /* one all-gather a buffer */
   if (lr_out) *lr_out = lr;
   if (gnorm_out) *gnorm_out = norm;
   return 0;
@@ -732,6 +732,8 @@ int rt_run_device(ppsrt_ctx *c) {
       int timed = (comp && !ev) || (trace && !ev);
       if (ev && (rc = c->be->event_record(c->be, c->tev[2 * i], PPSRT_STREAM_COMPUTE))) { fail_at(c, i, rc, NULL); break; }
       double a = timed ? (have_last ? last : rt_now()) : 0;
+      /* --distributed-optimizer on a GPU: the stage's weights gathered (the last step's) */
+      if (run->nrep > 1 && (rc = rt_replica_weights_wait(c, c->ops[i].stage, 0))) { fail_at(c, i, rc, NULL); break; }
       if ((rc = group_open(c, i)) || (rc = exec_op(c, i)) || (rc = group_close(c, i, 0))) {
         group_close(c, i, rc);
         fail_at(c, i, rc, NULL);
@@ -872,7 +874,7 @@ int rt_run_device(ppsrt_ctx *c) {
     /* checkpoints: every --save-every steps and after the last iteration */
     if (o->save && ((o->save_every && step % o->save_every == 0) || it + 1 == o->iterations)) {
       int peer = 0;
-      if ((rc = rt_ckpt_save(c, o->save, step, &peer))) {
+      if ((rc = rt_replica_weights_wait(c, 0, 1)) || (rc = rt_ckpt_save(c, o->save, step, &peer))) {
         if (!peer) { fail_at(c, -1, rc, "--save"); break; }
         /* every device knows (the save's all-reduce told them): nothing to abort */
         snprintf(c->errmsg, sizeof c->errmsg, "device %d: --save, iteration %d: %s", c->rank, it, ppsrt_last_error());
@@ -888,5 +890,6 @@ int rt_run_device(ppsrt_ctx *c) {
     }
   }
   free(st);
-  return rc;
+  int rw = rt_replica_weights_wait(c, 0, 1);   /* (the last step's all-gathers, for what reads the weights after the run) */
+  return rc ? rc : rw;
 }

@@ -182,20 +182,29 @@ typedef struct ppsrt_param {
   float *m, *v;           /* Adam state (allocated by the model, zeroed) */
   int no_decay;           /* --weight-decay leaves it alone: biases and norm gains (one-dimensional
                            * tensors, as Megatron-LM's default); matrices and embeddings decay */
-  /* --distributed-optimizer over D = cfg->nrep replicas (param.c): chunk = ceil(numel / D),
-   * replica r's shard the elements [sh_lo, sh_lo + sh_n) = [r chunk, min(numel, (r+1) chunk)).
-   * param and grad then hold D x chunk elements (the tail zero, for the reduce-scatter and
-   * the all-gather), while m, v and the F32 master (when it is not param itself) hold
-   * only the shard: m[i] is element sh_lo + i's. Unsharded: chunk 0, sh_lo 0, sh_n numel. */
-  size_t chunk, sh_lo, sh_n;
+  /* --distributed-optimizer over D = cfg->nrep replicas (Megatron-LM's distributed
+   * optimizer; replica.c lays out the buffers, ppsrt_param_shard moves a tensor in):
+   * the tensor's weights and gradient are elements [flat_off, flat_off + numel) of its
+   * stage's contiguous buffers (weights in the model's dtype, gradient F32), padded to
+   * D x chunk elements; replica r owns [r chunk, (r + 1) chunk) of the buffer, and the
+   * tensor's shard is the intersection: its elements [sh_lo, sh_lo + sh_n) (possibly
+   * none, possibly a middle part). m, v and the F32 master (when it is not param
+   * itself) hold only the shard: m[i] is element sh_lo + i's. Unsharded: chunk 0, sh_lo
+   * 0, sh_n numel (flat_off: the place in the gradient buffer of plain --data-parallel). */
+  size_t chunk, sh_lo, sh_n, flat_off;
   /* 1: a copy of a parameter another device of the pipeline holds too (the gpt's tied
    * embedding on the last stage's device): the model sums the two gradients before the
    * step, so the copies stay equal; counted once in norms, written once (by the
    * original's device) in checkpoints, gathered once for --val-data. */
   int shared;
-  /* 1: grad points into a buffer the runtime owns (replica.c's flat gradient buffer of
-   * the parameter's stage): ppsrt_param_free leaves it alone. */
-  int grad_view;
+  /* 1: the original or the copy of a tensor two devices of the pipeline hold (shared
+   * above, and the original it copies), whose gradients the model sums after the
+   * data-parallel reduction: --distributed-optimizer gives it a buffer of its own
+   * (replica.c), so that both copies' shards are the same elements. */
+  int tied;
+  /* 1: grad (param.data) points into a buffer the runtime owns (replica.c's per-stage
+   * gradient (weight) buffer): ppsrt_param_free leaves it alone. */
+  int grad_view, param_view;
   /* --tensor-parallel (model_gpt.c): the tensor is rank tp_rank's slice of the full
    * tensor `name` [tp_R, tp_C] (row-major, full_numel = tp_R x tp_C): tp_split 1 holds
    * the rows of the ranges [tp_lo[k], tp_lo[k] + tp_len[k]) (k < tp_n), every column;
@@ -227,6 +236,10 @@ static inline size_t ppsrt_param_full_index(const ppsrt_param *q, size_t i) {
  * numel values: param, and the master's part); ppsrt_param_free releases them. */
 int ppsrt_param_alloc(ppsrt_backend *be, const ppsrt_model_config *cfg, ppsrt_param *q);
 int ppsrt_param_set(ppsrt_backend *be, ppsrt_param *q, const float *h);
+/* --distributed-optimizer (replica.c): q's weights and gradient move to elements
+ * [off, off + numel) of its stage's buffers w (act dtype) and grad (F32) of D x C
+ * elements, and its optimizer state shrinks to replica r's shard (model.h). */
+int ppsrt_param_shard(ppsrt_backend *be, ppsrt_param *q, void *w, float *grad, size_t off, size_t C, int r);
 void ppsrt_param_free(ppsrt_backend *be, ppsrt_param *q);
 /* The F32 master of element sh_lo (the optimizer's view of the shard). */
 static inline float *ppsrt_param_master(const ppsrt_param *q) {

@@ -1690,11 +1690,13 @@ int ppsrt_gpt_create(const ppsrt_model_config *cfg, ppsrt_backend *be, int devic
     g->tok = add_param_tp(m, &rc, "vocab.tok", g->mode ? -1 : 0, Vs * h, voff, (size_t)g->V * h, INIT_UNIFORM, tscale, &vsl);
   if (!rc && !g->rope && (g->mode ? device == 0 : g->first))
     g->pos = add_param(m, &rc, "vocab.pos", g->mode ? -1 : 0, (size_t)g->T * h, 0, (size_t)g->T * h, INIT_UNIFORM, 0.1f);
+  if (!rc && g->tie && g->tok && !g->mode && !g->last) g->tok->tied = 1;   /* its copy on the last stage's device */
   if (!rc && g->tie && g->tok && (g->mode || g->last))
     g->out = g->tok;
   else if (!rc && g->tie && g->last) {
     g->out = add_param_tp(m, &rc, "vocab.tok", g->S - 1, Vs * h, voff, (size_t)g->V * h, INIT_UNIFORM, tscale, &vsl);
     g->out->shared = 1;
+    g->out->tied = 1;   /* (and its original on stage 0's device, below) */
   } else if (!rc && (g->mode || g->last))
     g->out = add_param_tp(m, &rc, "vocab.out", g->mode ? -1 : g->S - 1, Vs * h, voff, (size_t)g->V * h,
                           INIT_UNIFORM, sqrtf(3.0f / (float)h), &vsl);

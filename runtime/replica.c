@@ -19,12 +19,16 @@
  * or an NCCL communicator of those ranks), right after the stage's last W of the iteration
  * (rt_replica_after, called by interp.c; on the GPU on a stream of its own).
  *
- * --distributed-optimizer (ZeRO stage 1, Megatron-LM's distributed optimizer; param.c
- * shards the state): the gradient is reduce-scattered instead, each replica keeping the
- * mean of its shard only; the optimizer updates the shard (interp.c), and the weights
- * are all-gathered right after (rt_replica_gather_weights). Checkpoints gather the
- * state whole (rt_replica_gather_state); the gradient norm of --clip-grad sums the
- * shards (rt_replica_sum).
+ * --distributed-optimizer (ZeRO stage 1, Megatron-LM's distributed optimizer): each
+ * stage's weights are in one buffer too, at the gradients' offsets, padded to a multiple
+ * of D (rt_replica_flatten; param.c's ppsrt_param_shard shards each tensor's state: its
+ * elements in the replica's 1/D of the buffer); the stage's gradient buffer is
+ * reduce-scattered instead, each replica keeping the mean of its 1/D; the optimizer
+ * updates the tensors' shards (interp.c), and each stage's weight buffer is all-gathered
+ * right after (rt_replica_gather_weights, on a GPU overlapping the next iteration's
+ * passes). Checkpoints gather the state whole
+ * (rt_replica_gather_state); the gradient norm of --clip-grad sums the shards
+ * (rt_replica_sum).
  *
  * Vocabulary-parallel schedules: a replica's collectives go over its own devices (the
  * view's all-reduce and broadcast; the collective lane gets a view of its own of the
@@ -32,14 +36,17 @@
  * (parameters of stage -1, which no W completes) are averaged at the end of the
  * iteration by rt_replica_end, like any stage without a W.
  *
- * Without --distributed-optimizer each stage's gradients live in one buffer
- * (rt_replica_flatten, as Megatron-LM's contiguous gradient buffer), so a stage is one
- * all-reduce and one scaling, not one per tensor.
+ * Each stage's gradients live in one buffer (rt_replica_flatten, as Megatron-LM's
+ * contiguous gradient buffer), so a stage is one all-reduce (reduce-scatter) and one
+ * scaling, not one per tensor; a tied tensor on two devices has buffers of its own
+ * under --distributed-optimizer (model.h `tied`).
  *
- * What it does not: --distributed-optimizer keeps one reduce-scatter per tensor (each is
- * sharded on its own); no buckets within a stage (the stage's last W starts its
- * all-reduce); the weights' all-gathers are not overlapped with the next iteration's
- * forward passes. */
+ * On a GPU the weights' all-gathers run on the DP stream and the next iteration's first
+ * pass of each stage waits for its stage's (rt_replica_weights_wait).
+ *
+ * What it does not: no buckets within a stage (the stage's last W starts its
+ * all-reduce, the stage's all-gather is one call); the CPU backend's collectives block
+ * its device. */
 #include "config.h"
 #include "rt.h"
 #include <math.h>
@@ -114,54 +121,79 @@ int rt_replica_view(ppsrt_transport *world, ppsrt_transport *coll, int P, int D,
  * (compiler/dp.c).
  *  - GPU backends (cuda): on PPSRT_STREAM_DP, in device memory: the DP stream waits for
  *    the compute stream's work so far (the stage's last W), then the stage's gradient
- *    buffer is all-reduced there (with the distributed optimizer each tensor
- *    reduce-scattered; NCCL on the NCCL transport's replica group, its own stream; the
+ *    buffer is all-reduced there (with the distributed optimizer reduce-scattered;
+ *    NCCL on the NCCL transport's replica group, its own stream; the
  *    threads and MPI transports stage it through the host) and scaled by 1/D; the host
  *    does not wait. rt_replica_end makes the compute stream wait for the
  *    DP stream before the optimizer step (end_iteration).
- *  - CPU: in place in host memory (the buffer, or each tensor's blocks); the
+ *  - CPU: in place in host memory (the buffer); the
  *    collective blocks this device (it overlaps the other devices' work only). */
 static int gpu(const ppsrt_ctx *c) { return strcmp(c->be->name, "cpu") != 0; }
 
-/* After the model is created, with --data-parallel and without the distributed
- * optimizer: the gradients of each stage this device holds (its vocabulary rows as
- * stage -1) are moved into one zeroed buffer, each parameter's grad a view into it
- * (grad_view), in parameter order. */
+/* A tensor's place in its buffer: the next multiple of RT_DP_ALIGN elements, so that
+ * every view starts 256-byte aligned (512 for F32) as the buffer itself (cudaMalloc's
+ * alignment, which cuBLAS and the kernels' vector loads rely on). */
+static size_t dp_align(size_t at) { return (at + RT_DP_ALIGN - 1) / RT_DP_ALIGN * RT_DP_ALIGN; }
+
+/* Whether p goes to stage s's buffer (own 0), or with --distributed-optimizer (dist) to
+ * the tied tensor's own (own 1). */
+static int in_bucket(const ppsrt_param *p, int s, int dist, int own) { return p->stage == s && (!dist || p->tied == own); }
+
+/* After the model is created, with --data-parallel: the gradients of each stage this
+ * device holds (its vocabulary rows as stage -1) are moved into one zeroed buffer, each
+ * parameter's grad a view into it (grad_view), in parameter order, each at a multiple
+ * of RT_DP_ALIGN elements. With --distributed-optimizer the weights too, into a buffer
+ * of the same layout (param_view), both padded to a multiple of D, and each tensor's
+ * optimizer state shrinks to its shard (ppsrt_param_shard); a tied tensor (model.h)
+ * gets buffers of its own. */
 int rt_replica_flatten(ppsrt_ctx *c) {
   ppsrt_model *m = c->model;
-  int S = c->run->prog->nstage, rc = 0;
-  if (c->run->nrep <= 1 || c->run->o.distopt) return 0;
-  if (!(c->dp_flat = calloc((size_t)S + 1, sizeof *c->dp_flat)) || !(c->dp_flat_n = calloc((size_t)S + 1, sizeof *c->dp_flat_n)))
-    return PPSRT_FAIL(PPSRT_E_NOMEM, "data-parallel: out of host memory");
-  for (int s = -1; s < S && !rc; s++) {
-    size_t total = 0, at = 0;
-    for (int k = 0; k < m->nparams; k++) if (m->params[k].stage == s) total += m->params[k].numel;
-    if (!total) continue;
-    for (int k = 0; k < m->nparams; k++)   /* (first freed: the buffer takes their place) */
-      if (m->params[k].stage == s && m->params[k].grad) { c->be->free(c->be, m->params[k].grad); m->params[k].grad = NULL; }
-    if ((rc = c->be->alloc(c->be, total * sizeof(float), (void **)&c->dp_flat[s + 1])) ||
-        (rc = c->be->memset0(c->be, PPSRT_STREAM_COMPUTE, c->dp_flat[s + 1], total * sizeof(float))))
-      break;
-    c->dp_flat_n[s + 1] = total;
-    for (int k = 0; k < m->nparams; k++) {
-      ppsrt_param *p = &m->params[k];
-      if (p->stage != s) continue;
-      p->grad = c->dp_flat[s + 1] + at;
-      p->grad_view = 1;
-      at += p->numel;
+  int S = c->run->prog->nstage, rc = 0, dist = c->run->o.distopt;
+  size_t D = (size_t)c->run->nrep, es = ppsrt_dtype_size(c->be->act_dtype);
+  if (D <= 1) return 0;
+  if (!(c->dp_b = calloc(2 * ((size_t)S + 1), sizeof *c->dp_b))) return PPSRT_FAIL(PPSRT_E_NOMEM, "data-parallel: out of host memory");
+  for (int s = -1; s < S && !rc; s++)
+    for (int own = 0; own <= dist && !rc; own++) {
+      size_t at = 0;
+      int any = 0;
+      for (int k = 0; k < m->nparams; k++)
+        if (in_bucket(&m->params[k], s, dist, own)) { at = dp_align(at) + m->params[k].numel; any = 1; }
+      if (!any || (!dist && own)) continue;
+      rt_dp_bucket *b = &c->dp_b[c->dp_nb];
+      b->stage = s;
+      b->n = dist ? (at + D - 1) / D * D : at;
+      b->C = dist ? b->n / D : 0;
+      size_t nb = b->n ? b->n : 1;
+      if ((rc = c->be->alloc(c->be, nb * sizeof(float), (void **)&b->grad)) ||
+          (rc = c->be->memset0(c->be, PPSRT_STREAM_COMPUTE, b->grad, nb * sizeof(float))))
+        break;
+      /* the weights' padding (between tensors, and the tail) is never read by a pass,
+       * but moved by the all-gather: zero, as the gradient's */
+      if (dist && ((rc = c->be->alloc(c->be, nb * es, &b->w)) || (rc = c->be->memset0(c->be, PPSRT_STREAM_COMPUTE, b->w, nb * es))))
+        break;
+      c->dp_nb++;
+      at = 0;
+      for (int k = 0; k < m->nparams && !rc; k++) {
+        ppsrt_param *p = &m->params[k];
+        if (!in_bucket(p, s, dist, own)) continue;
+        at = dp_align(at);
+        if (dist) {
+          rc = ppsrt_param_shard(c->be, p, b->w, b->grad, at, b->C, c->replica);
+        } else {   /* (first freed: the buffer takes its place) */
+          if (p->grad && !p->grad_view) c->be->free(c->be, p->grad);
+          p->grad = b->grad + at;
+          p->grad_view = 1;
+          p->flat_off = at;
+        }
+        at += p->numel;
+      }
     }
-  }
   return rc;
 }
 
 static int stage_grads(ppsrt_ctx *c, int stage) {
-  ppsrt_model *m = c->model;
   int D = c->run->nrep, rc = 0, g = gpu(c), st = g ? PPSRT_STREAM_DP : PPSRT_STREAM_COMPUTE;
   ppsrt_backend *be = g ? c->be : NULL;   /* (the host buffers of the CPU backend go as host memory) */
-  /* what is reduced: the stage's gradient buffer (rt_replica_flatten: one all-reduce), or
-   * with --distributed-optimizer each tensor's blocks (one reduce-scatter each) */
-  float *flat = c->dp_flat ? c->dp_flat[stage + 1] : NULL;
-  size_t fn = flat ? c->dp_flat_n[stage + 1] : 0;
   if (g) {   /* the DP stream waits for the compute stream's work so far */
     if (!c->dp_ev[0] && ((rc = c->be->event_create(c->be, &c->dp_ev[0])) || (rc = c->be->event_create(c->be, &c->dp_ev[1]))))
       return rc;
@@ -172,22 +204,15 @@ static int stage_grads(ppsrt_ctx *c, int stage) {
   } else if ((rc = c->be->stream_sync(c->be, PPSRT_STREAM_COMPUTE))) {
     return rc;
   }
-  for (int k = -1; k < m->nparams && !rc; k++) {
-    float *buf, *mine;
-    size_t n;
-    if (k < 0) {   /* the buffer, all-reduced in place */
-      if (!flat) continue;
-      buf = mine = flat;
-      n = fn;
-      rc = c->gtr->allreduce_f32(c->gtr, c->replica, be, st, buf, n, PPSRT_SUM);
-    } else {
-      ppsrt_param *p = &m->params[k];
-      if (flat || p->stage != stage || !p->chunk) continue;
-      buf = p->grad;
-      mine = p->grad + (size_t)c->replica * p->chunk;   /* this replica's block */
-      n = p->chunk;
-      rc = c->gtr->reduce_scatter_f32(c->gtr, c->replica, be, st, buf, mine, n, PPSRT_SUM);
-    }
+  /* the stage's buffers: each all-reduced in place, or with --distributed-optimizer
+   * reduce-scattered (this replica's C elements, in place) */
+  for (int k = 0; k < c->dp_nb && !rc; k++) {
+    rt_dp_bucket *b = &c->dp_b[k];
+    if (b->stage != stage) continue;
+    float *mine = b->C ? b->grad + (size_t)c->replica * b->C : b->grad;
+    size_t n = b->C ? b->C : b->n;
+    rc = b->C ? c->gtr->reduce_scatter_f32(c->gtr, c->replica, be, st, b->grad, mine, n, PPSRT_SUM)
+              : c->gtr->allreduce_f32(c->gtr, c->replica, be, st, b->grad, n, PPSRT_SUM);
     if (rc) break;
     if (g) rc = c->be->scale_f32(c->be, st, mine, 1.0f / (float)D, n);
     else
@@ -220,6 +245,8 @@ int rt_replica_end(ppsrt_ctx *c) {
     for (int j = 0; j < c->nops && !has && !seen; j++) has = is_w(c->ops[j].kind) && c->ops[j].stage == st;
     if (!seen && !has) rc = stage_grads(c, st);
   }
+  /* (a stage without a pass this iteration: its weights' all-gather, before the step writes them) */
+  if (!rc) rc = rt_replica_weights_wait(c, 0, 1);
   if (!rc && c->dp_pending) {
     c->dp_pending = 0;
     if (!(rc = c->be->event_record(c->be, c->dp_ev[1], PPSRT_STREAM_DP))) rc = c->be->stream_wait_event(c->be, PPSRT_STREAM_COMPUTE, c->dp_ev[1]);
@@ -230,24 +257,57 @@ int rt_replica_end(ppsrt_ctx *c) {
 void rt_replica_fini(ppsrt_ctx *c) {
   for (int k = 0; k < 2; k++)
     if (c->dp_ev[k]) { c->be->event_destroy(c->be, c->dp_ev[k]); c->dp_ev[k] = NULL; }
-  for (int s = 0; c->dp_flat && s <= c->run->prog->nstage; s++) c->be->free(c->be, c->dp_flat[s]);
-  free(c->dp_flat);
-  free(c->dp_flat_n);
-  c->dp_flat = NULL;
-  c->dp_flat_n = NULL;
+  for (int k = 0; k < c->dp_nb; k++) {
+    if (c->dp_b[k].ev) c->be->event_destroy(c->be, c->dp_b[k].ev);
+    c->be->free(c->be, c->dp_b[k].grad);
+    if (c->dp_b[k].w) c->be->free(c->be, c->dp_b[k].w);
+  }
+  free(c->dp_b);
+  c->dp_b = NULL;
+  c->dp_nb = 0;
 }
 
-/* --distributed-optimizer: the weights of p after the optimizer updated this replica's
- * block, gathered from every replica in place; then the gradient, whose other blocks
- * hold this replica's own unreduced sums, is cleared whole. */
-int rt_replica_gather_weights(ppsrt_ctx *c, ppsrt_param *p) {
-  size_t es = ppsrt_dtype_size(p->param.dtype), blk = p->chunk * es;
+/* --distributed-optimizer: after the optimizer updated this replica's shards, each
+ * buffer's weights gathered from every replica in place (its C elements from each: one
+ * all-gather a stage), in buffer order (every replica the same calls); each gradient
+ * buffer, whose other parts hold this replica's own unreduced sums, is cleared whole
+ * (on the compute stream, which writes the next gradients).
+ *  - GPU backends: the all-gathers run on the DP stream, after the compute stream's
+ *    optimizer step, each followed by its buffer's event: the compute stream goes on,
+ *    and waits for a stage's weights only before that stage's first pass of the next
+ *    iteration (rt_replica_weights_wait, Megatron-LM's --overlap-param-gather).
+ *  - CPU: in place in host memory, blocking. */
+int rt_replica_gather_weights(ppsrt_ctx *c) {
+  size_t es = ppsrt_dtype_size(c->be->act_dtype);
+  int rc = 0, g = gpu(c), st = g ? PPSRT_STREAM_DP : PPSRT_STREAM_COMPUTE;
+  ppsrt_backend *b = g ? c->be : NULL;   /* the CPU backend's buffers are host memory */
+  for (int k = 0; k < c->dp_nb && !rc; k++) rc = c->be->memset0(c->be, PPSRT_STREAM_COMPUTE, c->dp_b[k].grad, c->dp_b[k].n * sizeof(float));
+  if (rc) return rc;
+  if (!g) rc = c->be->stream_sync(c->be, PPSRT_STREAM_COMPUTE);
+  else if (!c->dp_ev[0] && ((rc = c->be->event_create(c->be, &c->dp_ev[0])) || (rc = c->be->event_create(c->be, &c->dp_ev[1]))))
+    return rc;
+  else if ((rc = c->be->event_record(c->be, c->dp_ev[0], PPSRT_STREAM_COMPUTE)) ||
+           (rc = c->be->stream_wait_event(c->be, PPSRT_STREAM_DP, c->dp_ev[0])))
+    return rc;
+  for (int k = 0; k < c->dp_nb && !rc; k++) {
+    rt_dp_bucket *q = &c->dp_b[k];
+    size_t blk = q->C * es;
+    rc = c->gtr->allgather(c->gtr, c->replica, b, st, (char *)q->w + (size_t)c->replica * blk, q->w, blk);
+    if (rc || !g) continue;
+    if (!q->ev && (rc = c->be->event_create(c->be, &q->ev))) break;
+    if (!(rc = c->be->event_record(c->be, q->ev, PPSRT_STREAM_DP))) q->pending = 1;
+  }
+  return rc;
+}
+
+int rt_replica_weights_wait(ppsrt_ctx *c, int stage, int all) {
   int rc = 0;
-  ppsrt_backend *b = gpu(c) ? c->be : NULL;   /* the CPU backend's buffers are host memory */
-  if (!b) rc = c->be->stream_sync(c->be, PPSRT_STREAM_COMPUTE);
-  if (!rc) rc = c->gtr->allgather(c->gtr, c->replica, b, PPSRT_STREAM_COMPUTE, (char *)p->param.data + (size_t)c->replica * blk,
-                                  p->param.data, blk);
-  if (!rc) rc = c->be->memset0(c->be, PPSRT_STREAM_COMPUTE, p->grad, p->chunk * (size_t)c->run->nrep * sizeof(float));
+  for (int k = 0; k < c->dp_nb && !rc; k++) {
+    rt_dp_bucket *q = &c->dp_b[k];
+    if (!q->pending || !(all || q->stage == stage || q->stage < 0)) continue;
+    q->pending = 0;
+    rc = c->be->stream_wait_event(c->be, PPSRT_STREAM_COMPUTE, q->ev);
+  }
   return rc;
 }
 
@@ -265,20 +325,29 @@ static int group_sum(ppsrt_ctx *c, ppsrt_transport *g, int rank, double *x) {
 int rt_replica_sum(ppsrt_ctx *c, double *x) { return group_sum(c, c->gtr, c->replica, x); }
 
 /* p's sharded state `shard` (sh_n F32 values in the backend's memory: master, m or v)
- * whole into host memory `out` (numel values), through a scratch buffer of D blocks. */
+ * whole into host memory `out` (numel values): each replica's shard of p (replica u's:
+ * the tensor's elements in [u C, (u + 1) C) of its buffer, at most min(C, numel)) in a
+ * block of that size of a scratch buffer, all-gathered, and put in place. */
 int rt_replica_gather_state(ppsrt_ctx *c, const ppsrt_param *p, const float *shard, float *out) {
-  size_t D = (size_t)c->run->nrep, blk = p->chunk * sizeof(float);
-  float *all = NULL;
-  int rc = c->be->alloc(c->be, D * blk > 0 ? D * blk : 4, (void **)&all);
-  if (rc) return rc;
-  float *mine = all + (size_t)c->replica * p->chunk;
-  if (!(rc = c->be->memset0(c->be, PPSRT_STREAM_COMPUTE, all, D * blk)) && p->sh_n)
+  size_t D = (size_t)c->run->nrep, C = p->chunk, B = C < p->numel ? C : p->numel, off = p->flat_off;
+  size_t nb = D * B > 0 ? D * B : 1;
+  float *all = NULL, *h = malloc(nb * sizeof *h);
+  if (!h) return PPSRT_FAIL(PPSRT_E_NOMEM, "distributed optimizer: out of host memory");
+  int rc = c->be->alloc(c->be, nb * sizeof(float), (void **)&all);
+  if (rc) { free(h); return rc; }
+  float *mine = all + (size_t)c->replica * B;
+  if (!(rc = c->be->memset0(c->be, PPSRT_STREAM_COMPUTE, all, nb * sizeof(float))) && p->sh_n)
     rc = c->be->memcpy_async(c->be, PPSRT_STREAM_COMPUTE, mine, shard, p->sh_n * sizeof(float), 0);
   ppsrt_backend *b = gpu(c) ? c->be : NULL;
   if (!rc && !b) rc = c->be->stream_sync(c->be, PPSRT_STREAM_COMPUTE);
-  if (!rc) rc = c->gtr->allgather(c->gtr, c->replica, b, PPSRT_STREAM_COMPUTE, mine, all, blk);
-  if (!rc) rc = c->be->download_f32(c->be, out, (ppsrt_tensor){all, p->numel, PPSRT_F32});
+  if (!rc) rc = c->gtr->allgather(c->gtr, c->replica, b, PPSRT_STREAM_COMPUTE, mine, all, B * sizeof(float));
+  if (!rc) rc = c->be->download_f32(c->be, h, (ppsrt_tensor){all, D * B, PPSRT_F32});
+  for (size_t u = 0; u < D && !rc; u++) {
+    size_t lo = u * C > off ? u * C : off, hi = (u + 1) * C < off + p->numel ? (u + 1) * C : off + p->numel;
+    if (hi > lo) memcpy(out + (lo - off), h + u * B, (hi - lo) * sizeof *h);
+  }
   c->be->free(c->be, all);
+  free(h);
   return rc;
 }
 

@@ -129,6 +129,21 @@ typedef struct rt_box { void *buf; size_t bytes; } rt_box;
 
 typedef struct ppsrt_run ppsrt_run;
 
+/* ---- --data-parallel's buffers (replica.c): one a stage (and, with
+ * --distributed-optimizer, one for a tied tensor): its tensors' gradients (F32) and with
+ * --distributed-optimizer their weights (act dtype) at the same element offsets, each
+ * tensor's offset a multiple of RT_DP_ALIGN elements, n elements in all (a multiple of
+ * D with --distributed-optimizer; replica r owns [r C, (r + 1) C), C = n / D) ---- */
+enum { RT_DP_ALIGN = 128 };
+typedef struct rt_dp_bucket {
+  int stage;
+  float *grad;
+  void *w;
+  size_t n, C;
+  ppsrt_event *ev;   /* GPU: recorded after the weights' all-gather on the DP stream */
+  int pending;       /* that all-gather not yet waited for by the compute stream */
+} rt_dp_bucket;
+
 struct ppsrt_ctx {
   ppsrt_run *run;
   int rank;               /* device */
@@ -196,9 +211,8 @@ struct ppsrt_ctx {
   int rm_stage; double rm_got, rm_want;
   ppsrt_event *dp_ev[2];  /* --data-parallel on a GPU: compute -> DP stream, DP -> compute (replica.c) */
   int dp_pending;         /* all-reduces queued on the DP stream this iteration */
-  float **dp_flat;        /* --data-parallel without --distributed-optimizer: [nstage + 1], stage s's
-                           * gradients in one buffer at [s + 1] (NULL: none here), dp_flat_n elements */
-  size_t *dp_flat_n;
+  rt_dp_bucket *dp_b;     /* --data-parallel: this device's gradient buffers (replica.c), dp_nb of them */
+  int dp_nb;
 };
 
 /* The whole run, shared by the device threads of one process. */
@@ -354,12 +368,16 @@ int rt_replica_after(ppsrt_ctx *c, int i);
 int rt_replica_end(ppsrt_ctx *c);
 void rt_replica_fini(ppsrt_ctx *c);
 int rt_replica_loss(ppsrt_ctx *c, double *loss);
-/* --distributed-optimizer (replica.c): after the optimizer updated this replica's shard of
- * p, the weights gathered from every replica (and the gradient cleared); the sum over
+/* --distributed-optimizer (replica.c): after the optimizer updated this replica's shards,
+ * each buffer's weights gathered from every replica (and its gradient cleared); the sum over
  * the device's replicas of *x (the gradient norm's sum of squares, one shard each); p's
  * sharded state `shard` (its master, m or v: sh_n values) gathered whole into host
  * memory out (numel values; every replica calls it, collectively). */
-int rt_replica_gather_weights(ppsrt_ctx *c, ppsrt_param *p);
+int rt_replica_gather_weights(ppsrt_ctx *c);
+/* ... and on a GPU, where those all-gathers run on the DP stream: the compute stream waits
+ * for stage `stage`'s (and the vocabulary rows', stage -1) before the stage's first pass
+ * of the next iteration; all = 1: for every stage's (before --val-data, --save, the end) */
+int rt_replica_weights_wait(ppsrt_ctx *c, int stage, int all);
 int rt_replica_sum(ppsrt_ctx *c, double *x);
 int rt_replica_gather_state(ppsrt_ctx *c, const ppsrt_param *p, const float *shard, float *out);
 /* interp.c: the optimizer step `step` (1-based, counted over resumed runs), with the

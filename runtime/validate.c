@@ -129,8 +129,9 @@ int rt_validate_step(ppsrt_ctx *c, int it) {
   const rt_opts *o = &run->o;
   if (!run->val_tokens || !((it + 1) % o->val_every == 0 || it + 1 == o->iterations)) return 0;
   int rc;
-  /* every device has finished its optimizer step before the weights are read */
-  if ((rc = c->tr->barrier(c->tr, c->rank))) return rc;
+  /* every device has finished its optimizer step before the weights are read (and, with
+   * --distributed-optimizer on a GPU, its weights' all-gathers: replica.c) */
+  if ((rc = rt_replica_weights_wait(c, 0, 1)) || (rc = c->tr->barrier(c->tr, c->rank))) return rc;
   double loss = 0;
   rc = val_loss(run, c, &loss);
   if (c->rank == 0 && c->replica == 0 && c->tp_rank == 0) {

@@ -7,7 +7,10 @@
 #  - threads transport: 1F1B mlp, a V shape with two stages a device, gpt;
 #  - NCCL transport in process: 4 emulated GPUs (NCCL mode: each device's replicas on a
 #    communicator of their own, ncclCommInitAll; the emulator counts the NCCL operations
-#    on the replica groups' streams), and one GPU (the copy channel);
+#    on the replica groups' streams: one all-reduce a stage, and with the distributed
+#    optimizer one reduce-scatter and one all-gather a stage: the all-gathers on the DP
+#    stream overlap the next iteration, and the race detector fails a stage's first
+#    pass that does not wait for its stage's), and one GPU (the copy channel);
 #  - under mpirun -np 4 (one emulated GPU per process): the MPI transport, and the NCCL
 #    transport (the replica communicators bootstrapped over MPI: ncclGetUniqueId on rank
 #    0, MPI_Bcast, ncclCommInitRank);
@@ -50,6 +53,15 @@ expect_grep "^check: passed" "NCCL gpt: check passes"
 # layer and final norm) in one buffer: 2 iterations x 4 ranks x (1 stage + the loss)
 [ "$(dpops)" = 16 ] && pass "gpt: 16 NCCL all-reduces on the replica groups' streams (a stage's gradients in one)" ||
   fail "gpt: NCCL operations on the replica groups' streams: '$(dpops)', expected 16"
+expect_exit 0 "gpt 1F1B P=2 --data-parallel 2 --distributed-optimizer --check, NCCL transport on 4 emulated GPUs" \
+  env PPS_EMU_STATS=1 PPSRT_EMU_GPUS=4 PPS_EMU_SEED=1 LD_PRELOAD="$EMU" "$WORK/l2" $GPT --backend cuda --transport nccl --data-parallel 2 \
+  --distributed-optimizer --optimizer adam --check --iterations 2 -q
+expect_grep "^check: passed" "NCCL gpt, distributed optimizer: check passes"
+# the distributed optimizer on the stage's flat buffers: 2 iterations x 4 ranks x (1
+# reduce-scatter of the stage's gradients + 1 all-gather of its weights + the loss) =
+# 24 (one of each per tensor, 14 or 15 a stage, before the flat buffers: 240)
+[ "$(dpops)" = 24 ] && pass "gpt, distributed optimizer: 24 NCCL operations on the replica groups' streams (one reduce-scatter and one all-gather a stage)" ||
+  fail "gpt, distributed optimizer: NCCL operations on the replica groups' streams: '$(dpops)', expected 24"
 expect_exit 0 "V shape P=2 --data-parallel 2 --check, NCCL transport's copy channel (one GPU)" emu 2 "$WORK/v2" --transport nccl --data-parallel 2 --check --iterations 2 -q
 expect_grep "^check: passed" "copy channel: check passes"
 # a vocabulary-parallel schedule (Vocab-2, its collectives on the lanes: each replica's

@@ -10,7 +10,7 @@
 #   (8 bytes an element of F32 weights) while weights and gradients are padded to D
 #   blocks;
 # - --check passes (each replica compares the shard it reduced); --val-data gives the
-#   same validation losses;
+#   same validation losses; tied embeddings on two devices give plain's losses;
 # - a checkpoint saved with it holds the same tensors as one saved without it (the
 #   state gathered whole), and continues either way with the uninterrupted losses;
 # - under mpirun (when built with MPI) the losses are the threads run's;
@@ -72,12 +72,18 @@ assert plain_d.keys() == dist_d.keys() and all(plain_d[k] == dist_d[k] for k in 
 peak = lambda f: json.load(open(f))["per_device"]
 pp, pd = peak(w + "/mplain"), peak(w + "/mdist")
 for dev, names in enumerate(plain_t):
-    # replica 0 reports: its shard is the first block of each tensor, ceil(n / D) elements;
-    # m and v (F32, 8 bytes) keep only it; weights and gradient (F32, 8 bytes) grow to D blocks
-    save = 0
-    for n in names.values():
-        c = -(-n // D)
-        save += 8 * (n - min(c, n)) - 8 * (D * c - n)
+    # replica 0 reports. Each stage's tensors (here one stage a device, in the
+    # checkpoint's order, the parameters') at multiples of 128 elements of its buffers
+    # (runtime/rt.h RT_DP_ALIGN): plain --data-parallel's gradient buffer of tp
+    # elements; with the distributed optimizer the weights and the gradient (F32, 8
+    # bytes) in buffers of td = tp rounded up to D, and each tensor's m and v (8 bytes)
+    # only its elements in the replica's [0, C), C = td / D (at least one element: an
+    # empty shard is allocated as one)
+    ns = list(names.values()); offs = []; at = 0
+    for n in ns: at = -(-at // 128) * 128; offs.append(at); at += n
+    tp = at; td = -(-tp // D) * D; C = td // D
+    sh = [max(0, min(C, o + n) - o) for o, n in zip(offs, ns)]
+    save = 4 * sum(ns) + 4 * tp - 8 * td + sum(8 * (n - max(s, 1)) for n, s in zip(ns, sh))
     got = pp[dev]["device_peak_bytes"] - pd[dev]["device_peak_bytes"]
     assert got == save, "device %d: saved %d bytes, the shards account for %d" % (dev, got, save)
     print("device %d: %d of %d bytes saved" % (dev, got, pp[dev]["device_peak_bytes"]), end="; ")
@@ -98,6 +104,33 @@ run rest2 $GPT $A --iterations 2 --load "$WORK/r" --distributed-optimizer
 cat "$WORK/half" "$WORK/rest" >"$WORK/cat1"; cat "$WORK/half" "$WORK/rest2" >"$WORK/cat2"
 same "saved sharded, resumed plain = uninterrupted" "$WORK/cat1" "$WORK/full"
 same "saved sharded, resumed sharded = uninterrupted" "$WORK/cat2" "$WORK/full"
+run halfp $GPT $A --iterations 2 --save "$WORK/rp"
+run rest3 $GPT $A --iterations 2 --load "$WORK/rp" --distributed-optimizer
+cat "$WORK/halfp" "$WORK/rest3" >"$WORK/cat3"
+same "saved plain, resumed sharded = uninterrupted" "$WORK/cat3" "$WORK/full"
+# another D (another global batch, so other losses: plain --data-parallel 3 from the
+# same checkpoint is the reference), and no data parallelism at all
+B="--optimizer adam --lr 0.01 --weight-decay 0.1 --iterations 2 --load $WORK/r"
+run d3p $GPT $B --data-parallel 3
+run d3d $GPT $B --data-parallel 3 --distributed-optimizer
+same "saved sharded with D = 2, resumed with D = 3: sharded = plain" "$WORK/d3d" "$WORK/d3p"
+run d1s $GPT $B
+run d1p $GPT --optimizer adam --lr 0.01 --weight-decay 0.1 --iterations 2 --load "$WORK/rp"
+same "saved with D = 2, resumed without --data-parallel: sharded checkpoint = plain one" "$WORK/d1s" "$WORK/d1p"
+run d3s $GPT $B --data-parallel 3 --distributed-optimizer --save "$WORK/r3"
+run d3to2 $GPT --optimizer adam --lr 0.01 --weight-decay 0.1 --iterations 1 --load "$WORK/r3" --data-parallel 2 --distributed-optimizer
+run d3to2p $GPT --optimizer adam --lr 0.01 --weight-decay 0.1 --iterations 1 --load "$WORK/r3" --data-parallel 2
+same "saved sharded with D = 3 (uneven shards), resumed with D = 2: sharded = plain" "$WORK/d3to2" "$WORK/d3to2p"
+
+# tied embeddings with stage 0 and the last stage on two devices (interleaved at P = 2):
+# the matrix and its copy in buffers of their own, so that both shards are the same
+# elements when the model sums the two gradients
+if build il "$top_srcdir/stdlib/interleaved_1f1b.pps" -D P=2 -D m=4; then
+  TG="--model gpt --hidden 16 --heads 4 --query-groups 2 --seq 4 --vocab 32 --embeddings tied --json -q $A --iterations 3"
+  "$WORK/il" $TG >"$WORK/tplain" 2>"$WORK/err" || fail "tied plain: exit $?"
+  "$WORK/il" $TG --distributed-optimizer >"$WORK/tdist" 2>"$WORK/err" || fail "tied sharded: exit $?"
+  same "tied embeddings on two devices: sharded = plain" "$WORK/tdist" "$WORK/tplain"
+else fail "build interleaved_1f1b"; fi
 
 if have_mpi; then
   expect_exit 0 "mpirun -np 4: --data-parallel 2 --distributed-optimizer" mpirun_np 4 "$M4" $GPT $A --iterations 4 --distributed-optimizer
@@ -141,8 +174,12 @@ pp, pd = json.load(open(w + "/cplain"))["per_device"], json.load(open(w + "/cdis
 for dev, sh in enumerate(idx["shards"]):
     d = open(os.path.join(w, sh), "rb").read(); n = struct.unpack("<Q", d[:8])[0]
     h = json.loads(d[8:8 + n]); h.pop("__metadata__")
-    save = sum(12 * (N - min(-(-N // D), N)) - 6 * (D * -(-N // D) - N)
-               for N in (t["shape"][0] for k, t in h.items() if not k.startswith("optim.")))
+    ns = [t["shape"][0] for k, t in h.items() if not k.startswith("optim.")]
+    offs = []; at = 0   # (the buffers' layout, as in the CPU check above)
+    for N in ns: at = -(-at // 128) * 128; offs.append(at); at += N
+    tp = at; td = -(-tp // D) * D; C = td // D
+    sh = [max(0, min(C, o + N) - o) for o, N in zip(offs, ns)]
+    save = 14 * sum(ns) + 4 * tp - 6 * td - sum(12 * max(s, 1) for s in sh)
     got = pp[dev]["device_peak_bytes"] - pd[dev]["device_peak_bytes"]
     assert abs(got - save) <= 256, "device %d: saved %d bytes, the shards account for %d" % (dev, got, save)
     print("device %d: %d bytes saved (shards: %d)" % (dev, got, save), end="; ")
