@@ -11,28 +11,7 @@ runs=${2:-7}
 tmp=${TMPDIR:-/tmp}/pps-bench.$$
 mkdir -p "$tmp" || exit 1
 trap 'rm -rf "$tmp"' EXIT
-cat >"$tmp/gen.pps" <<'PPS'
-schedule one_f_one_b(P = 8, m = 62500) {
-  devices P;
-  microbatches m;
-  for d in 0..P {
-    device d {
-      let warm = min(P - d - 1, m);
-      for i in 0..warm      { F(i) }
-      for i in 0..m - warm  { F(i + warm) BW(i) }
-      for i in m - warm..m  { BW(i) }
-    }
-  }
-}
-PPS
-cat >"$tmp/block.pps" <<'PPS'
-schedule vblock(P = 8, m = 20834) {
-  devices P;
-  microbatches m;
-  placement vshape;
-  block { for s in 0..S { F(s) at s; B(s) at 2*S - 1 - s; } interval 2; w_rule eager; }
-}
-PPS
+sh "$(dirname "$0")/elab_inputs.sh" "$tmp" || exit 1
 "$ppsc" expand "$tmp/gen.pps" >"$tmp/literal.pps" || exit 1
 now() { date +%s.%N; }
 echo "# bench/elab_1m.sh: ppsc expand, front end speed"

@@ -17,29 +17,8 @@ for x in "$REF" "$NEW"; do [ -x "$x" ] || { echo "rows_vs_ref.sh: no ppsc at $x"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/rows.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT INT TERM
 
-# the inputs of bench/elab_1m.sh (the same files)
-cat >"$tmp/gen.pps" <<'PPS'
-schedule one_f_one_b(P = 8, m = 62500) {
-  devices P;
-  microbatches m;
-  for d in 0..P {
-    device d {
-      let warm = min(P - d - 1, m);
-      for i in 0..warm      { F(i) }
-      for i in 0..m - warm  { F(i + warm) BW(i) }
-      for i in m - warm..m  { BW(i) }
-    }
-  }
-}
-PPS
-cat >"$tmp/block.pps" <<'PPS'
-schedule vblock(P = 8, m = 20834) {
-  devices P;
-  microbatches m;
-  placement vshape;
-  block { for s in 0..S { F(s) at s; B(s) at 2*S - 1 - s; } interval 2; w_rule eager; }
-}
-PPS
+# the inputs of bench/elab_1m.sh (bench/elab_inputs.sh)
+sh "$src/bench/elab_inputs.sh" "$tmp"
 "$REF" expand "$tmp/gen.pps" >"$tmp/literal.pps"
 
 S=$src/stdlib

@@ -102,23 +102,6 @@ void *arena_alloc(Arena *a, size_t size) {
   return p;
 }
 
-void *arena_alloc_fill(Arena *a, size_t size, int byte) {
-  size_t r = (size + 15) & ~(size_t)15;
-  ArenaChunk *c = a->head;
-  if (!c || c->size - c->used < r) {
-    c = chunk_get(r > (4u << 20) ? r : (4u << 20));
-    c->next = a->head;
-    c->used = 0;
-    a->head = c;
-  }
-  void *p = c->data + c->used;
-  memset(p, byte, size);
-  chunk_clear(c, c->used + size, c->used + r);   /* (the rounding stays zero, as arena_alloc's) */
-  c->used += r;
-  a->total += r;
-  return p;
-}
-
 /* (what was there stays: an earlier arena's data, or the kernel's zeros; the caller
  * writes every byte of size, and the rounding is cleared as arena_alloc's) */
 void *arena_alloc_raw(Arena *a, size_t size) {
@@ -134,6 +117,12 @@ void *arena_alloc_raw(Arena *a, size_t size) {
   chunk_clear(c, c->used + size, c->used + r);
   c->used += r;
   a->total += r;
+  return p;
+}
+
+void *arena_alloc_fill(Arena *a, size_t size, int byte) {
+  void *p = arena_alloc_raw(a, size);
+  memset(p, byte, size);
   return p;
 }
 

@@ -92,7 +92,7 @@ CLEANFILES += tests/fuzz/fuzz_front$(EXEEXT) tests/fuzz/fuzz_inputs$(EXEEXT)
 .PHONY: fuzz
 
 # ---- benchmark: front-end speed on 1,000,000 ops (bench/README.md, "Elaboration") ----
-EXTRA_DIST += bench/elab_1m.sh
+EXTRA_DIST += bench/elab_1m.sh bench/elab_inputs.sh bench/rows_vs_ref.sh
 bench-elab: ppsc$(EXEEXT)
 	$(SHELL) $(srcdir)/bench/elab_1m.sh ./ppsc$(EXEEXT)
 .PHONY: bench-elab
