@@ -840,8 +840,12 @@ int rt_run_device(ppsrt_ctx *c) {
       double nb = fb[0];   /* --tensor-parallel: each rank compared its own slices */
       if ((rc = rt_tp_sum(c, &nb))) { fail_at(c, -1, rc, "--check all-reduce"); break; }
       if ((c->rank == 0 && c->replica == 0 && c->tp_rank == 0) || run->nlocal == 1) run->check_mismatches = (long)nb;
-      /* every local rank has compared by now (the all-reduce needs them all): the first
-       * context prints their lines in rank order */
+      /* the first context prints every local rank's lines in rank order, once all have
+       * compared: the all-reduces above span this pipeline and its tensor group only, so
+       * the other replicas' ranks are waited for at the world's barrier (without it the
+       * first context freed a replica's text while that rank still wrote it: the ASan
+       * build's leak of its memstream, dp.sh and dp_emu.sh) */
+      if ((rc = c->tr->barrier(c->tr, c->rank))) { fail_at(c, -1, rc, "--check barrier"); break; }
       if (c == &run->ctx[0]) {
         pthread_mutex_lock(&run->print_lock);
         for (int l = 0; l < run->nlocal; l++)
