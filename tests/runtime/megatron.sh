@@ -1,0 +1,165 @@
+#!/bin/sh
+# megatron.sh: python/pps_megatron.py, Megatron-LM checkpoints (Megatron-Core GPTModel,
+# the torch format) -> PPS checkpoints. The Megatron files are written here from PPS
+# checkpoints the runtime saved, by megatron_ckpt.py: Megatron-Core's layout (query
+# groups [their query heads | key | value], column- and row-parallel splits, SwiGLU's
+# [gate | up] per rank, virtual pipeline chunks) written from Megatron's definitions,
+# in torch.save's zip format without torch (with torch too when PPS_TORCH_PYTHON has it).
+#  - A Llama-style model (SwiGLU, RMS norms, RoPE, GQA 4:2, no biases, untied) split
+#    TP 2 x PP 2, TE names: the import equals the saved checkpoint bit for bit, and
+#    the runtime, run with the flags the import prints, gives the saved run's loss;
+#    tied under PP 1 x VP 2 (Megatron's interleaved chunks: layer order), local names,
+#    parameters as views of one buffer;
+#  - GPT-2's layer (layer norms, learned positions, tanh GeLU, biases, untied) at TP 2,
+#    and tied at TP 1 x PP 2 x VP 2 with the buffer: bit for bit and the loss;
+#  - BF16 weights: the import is the bfloat16 values (exact) and --optimizer adam adds
+#    zero moments;
+#  - --use-rope-scaling becomes --rope-scaling llama3 (Megatron's fixed 1/4/8192);
+#  - refusals (exit 2, one line naming the argument or file, no output left): the erf
+#    GeLU, norm_epsilon 1e-6, num_experts, qk_layernorm, a tensor the model lacks, a
+#    missing rank, expert-parallel ranks, torch_dist, the legacy model, tensor_model_
+#    parallel_size disagreeing with the files, a truncated file, --stages not dividing;
+#  - a pickle that calls os.system: refused, and the command never ran.
+. "$(dirname "$0")/lib.sh"
+command -v python3 > /dev/null 2>&1 || { echo "skip: no python3"; exit 77; }
+MG="$top_srcdir/python/pps_megatron.py"
+FX="$top_srcdir/tests/runtime/megatron_ckpt.py"
+DATA=$top_srcdir/README.md
+build a "$top_srcdir/stdlib/1f1b.pps" -D P=2 -D m=2 || { fail "build 1f1b"; finish; }
+build zv "$top_srcdir/stdlib/zb_v.pps" -D P=2 -D m=2 || { fail "build zb_v"; finish; }
+loss1() { sed -n 's/.*"iterations":\[{"iteration":1,"loss":\([-0-9.e+]*\),.*/\1/p' "$1"; }
+
+# same A B: every model tensor of PPS checkpoints A and B bit for bit, the same names
+cat > "$WORK/same.py" <<'PY'
+import os, sys
+sys.path.insert(0, os.environ["PYDIR"])
+import pps_hf
+a, b = pps_hf.PPSCheckpoint(sys.argv[1]), pps_hf.PPSCheckpoint(sys.argv[2])
+ka = {k for k in a.where if not k.startswith("optim.")}
+kb = {k for k in b.where if not k.startswith("optim.")}
+if ka != kb:
+    sys.exit("tensor names differ: %s" % sorted(ka ^ kb))
+for k in sorted(ka):
+    n = a.where[k][0][2]
+    if a.tensor(k, n).tobytes() != b.tensor(k, n).tobytes():
+        sys.exit("tensor %s differs" % k)
+for k in ("hidden", "heads", "query_groups", "vocab", "layers", "mlp", "norm", "position", "bias", "embeddings", "ffn_hidden"):
+    if a.meta.get(k) != b.meta.get(k):
+        sys.exit("metadata %s: %r vs %r" % (k, a.meta.get(k), b.meta.get(k)))
+if len(sys.argv) > 3:   # the moments: all zero
+    m = [k for k in b.where if k.startswith("optim.")]
+    if len(m) != 2 * len(kb) or any(any(b.tensor(k, b.where[k][0][2])) for k in m):
+        sys.exit("Adam moments: %d, not all zero" % len(m))
+print("same %d tensors" % len(ka))
+PY
+same() { PYDIR="$top_srcdir/python" python3 "$WORK/same.py" "$@" > "$WORK/same.out" 2>&1; }
+
+# case NAME PROG FLAGS -- FIXTURE ARGS: the runtime saves NAME's checkpoint (1 iteration
+# at --lr 0); Megatron files from it; imported; compared; run with the printed flags
+case_() {
+  nm=$1; prog=$2; flags=$3; shift 3
+  "$WORK/a" $flags --lr 0 --iterations 1 --data "$DATA" --save "$WORK/ck_$nm" --json > "$WORK/r_$nm" 2> "$WORK/err" ||
+    { fail "$nm: save run: $(cat "$WORK/err")"; return; }
+  python3 "$FX" write "$WORK/ck_$nm" "$WORK/meg_$nm" "$@" --expect "$WORK/want_$nm" 2> "$WORK/err" ||
+    { fail "$nm: fixture: $(cat "$WORK/err")"; return; }
+  python3 "$MG" import "$WORK/meg_$nm" "$WORK/imp_$nm" > "$WORK/imp_$nm.out" 2> "$WORK/err" ||
+    { fail "$nm: import: $(cat "$WORK/err")"; return; }
+  if same "$WORK/want_$nm" "$WORK/imp_$nm"; then pass "$nm: import bit for bit ($(cat "$WORK/same.out"))"
+  else fail "$nm: import differs: $(cat "$WORK/same.out")"; fi
+  iflags=$(sed -n 's/^  \(.*\) --load .*/\1/p' "$WORK/imp_$nm.out")
+  "$WORK/$prog" $iflags --layers-per-stage $LPS --load "$WORK/imp_$nm" --lr 0 --iterations 1 --data "$DATA" --json \
+    > "$WORK/l_$nm" 2> "$WORK/err" || { fail "$nm: run the import: $(cat "$WORK/err")"; return; }
+  want=$(loss1 "$WORK/r_$nm"); got=$(loss1 "$WORK/l_$nm")
+  if [ -n "$want" ] && [ "$want" = "$got" ]; then pass "$nm: loss $got as saved"
+  else fail "$nm: loss $got, the saved run's $want"; fi
+}
+
+L="--model gpt --arch llama --hidden 16 --heads 4 --query-groups 2 --ffn-hidden 24 --seq 8 --vocab 256"
+LPS=2
+case_ llama a "$L --layers-per-stage 2" --tp 2 --pp 2 --names te
+case_ llama_vp a "$L --embeddings tied --rope-base 500 --layers-per-stage 2" --tp 1 --pp 1 --vp 2 --names local --buffer
+G2="--model gpt --hidden 16 --heads 4 --query-groups 4 --ffn-hidden 32 --seq 8 --vocab 256"
+case_ gpt2 a "$G2 --layers-per-stage 2" --tp 2 --pp 1 --names local
+case_ gpt2_tied a "$G2 --embeddings tied --layers-per-stage 2" --tp 1 --pp 2 --vp 2 --names te --buffer
+# under another schedule (ZB-V, 4 stages of 1 layer): the same loss
+LPS=1
+case_ llama_zv zv "$L --layers-per-stage 2" --tp 2 --pp 1
+
+# BF16: the import holds the bfloat16 values exactly (want_ has them); Adam's zero moments
+python3 "$FX" write "$WORK/ck_llama" "$WORK/meg_bf" --tp 2 --pp 2 --dtype bf16 --expect "$WORK/want_bf" 2> "$WORK/err" ||
+  fail "bf16 fixture: $(cat "$WORK/err")"
+if python3 "$MG" import "$WORK/meg_bf" "$WORK/imp_bf" --optimizer adam > /dev/null 2> "$WORK/err" &&
+   same "$WORK/want_bf" "$WORK/imp_bf" adam; then pass "bf16: exact values, zero Adam moments"
+else fail "bf16: $(cat "$WORK/err" "$WORK/same.out")"; fi
+if same "$WORK/ck_llama" "$WORK/imp_bf"; then
+  fail "bf16: the import equals the F32 checkpoint (was bf16 written at all?)"
+else pass "bf16: differs from the F32 source (rounded)"; fi
+
+# Megatron's --use-rope-scaling: Llama 3's scaling with Megatron's fixed parameters
+python3 "$FX" write "$WORK/ck_llama" "$WORK/meg_rs" --tp 1 --pp 1 --arg use_rope_scaling=True --arg rope_scaling_factor=16.0 \
+  2> "$WORK/err" || fail "rope fixture: $(cat "$WORK/err")"
+python3 "$MG" import "$WORK/meg_rs" "$WORK/imp_rs" --stages 2 > "$WORK/out" 2>&1
+expect_grep -- "--rope-scaling llama3 --rope-scaling-factor 16 --rope-low-freq-factor 1 --rope-high-freq-factor 4 --rope-original-max-positions 8192 --layers-per-stage 2" \
+  "--use-rope-scaling: llama3 16 / 1 / 4 / 8192 and --stages 2's layers per stage"
+iflags=$(sed -n 's/^  \(.*\) --load .*/\1/p' "$WORK/out")
+"$WORK/a" $iflags --load "$WORK/imp_rs" --lr 0 --iterations 1 --data "$DATA" > /dev/null 2> "$WORK/err" &&
+  pass "the scaled import runs" || fail "scaled import run: $(cat "$WORK/err")"
+
+# refusals: exit 2, the argument named, no INDEX
+refuse() {   # refuse NAME PATTERN FIXTURE-ARGS...: a fixture with FIXTURE-ARGS, refused
+  nm=$1; pat=$2; shift 2
+  rm -rf "$WORK/bad"
+  python3 "$FX" write "$WORK/ck_llama" "$WORK/bad" "$@" 2> "$WORK/err" || { fail "$nm fixture: $(cat "$WORK/err")"; return; }
+  refused "$nm" "$pat" "$WORK/bad"
+}
+refused() {
+  nm=$1; pat=$2; dir=$3; shift 3
+  rm -f "$WORK/x"*
+  python3 "$MG" import "$dir" "$WORK/x" "$@" > "$WORK/out" 2>&1
+  st=$?
+  if [ $st -eq 2 ] && grep -q -- "$pat" "$WORK/out" && [ "$(wc -l < "$WORK/out")" -eq 1 ] && ! ls "$WORK"/x* > /dev/null 2>&1
+  then pass "$nm refused (exit 2): $(cut -c1-110 "$WORK/out")"
+  else fail "$nm: exit $st, output: $(cat "$WORK/out")"; fi
+}
+refuse "erf GeLU" "bias_gelu_fusion" --arg swiglu=False --arg bias_gelu_fusion=False
+refuse "norm_epsilon 1e-6" "norm_epsilon = 1e-06" --arg norm_epsilon=1e-6
+refuse "MoE" "num_experts = 8" --arg num_experts=8
+refuse "qk_layernorm" "qk_layernorm" --arg qk_layernorm=True
+refuse "interleaved RoPE" "rotary_interleaved" --arg rotary_interleaved=True
+refuse "uneven stages" "decoder_first_pipeline_num_layers" --arg decoder_first_pipeline_num_layers=1
+refuse "a TP size the files do not have" "tensor_model_parallel_size = 4" --arg tensor_model_parallel_size=4
+refuse "a tensor the model lacks" "q_layernorm.weight' .* would be dropped" --extra decoder.layers.0.self_attention.q_layernorm.weight
+refuse "Megatron's legacy model" "legacy model (language_model" --extra language_model.embedding.word_embeddings.weight
+refuse "qkv bias without linear biases" "add_qkv_bias" --arg add_qkv_bias=True
+python3 "$FX" write "$WORK/ck_llama" "$WORK/bad" --tp 2 --pp 2 2> /dev/null
+rm -rf "$WORK/bad/iter_0000100/mp_rank_01_001"
+refused "a missing rank" "rank TP 1 PP 1 is missing" "$WORK/bad"
+mkdir -p "$WORK/bad/iter_0000100/mp_rank_01_001_001"
+refused "expert-parallel ranks" "expert-parallel" "$WORK/bad"
+rm -rf "$WORK/bad"; python3 "$FX" write "$WORK/ck_llama" "$WORK/bad" 2> /dev/null
+: > "$WORK/bad/iter_0000100/.metadata"
+refused "torch_dist" "torch_dist checkpoint" "$WORK/bad"
+rm -f "$WORK/bad/iter_0000100/.metadata"
+refused "--iteration of no checkpoint" "iter_0000007: no such" "$WORK/bad" --iteration 7
+refused "--stages 3 of 4 layers" "--stages 3 does not divide" "$WORK/bad" --stages 3
+f=$WORK/bad/iter_0000100/mp_rank_00/model_optim_rng.pt
+head -c 300 "$f" > "$WORK/trunc" && mv "$WORK/trunc" "$f"
+refused "a truncated file" "not a torch.save file" "$WORK/bad"
+rm -rf "$WORK/bad"; mkdir -p "$WORK/bad/release/mp_rank_00"
+echo release > "$WORK/bad/latest_checkpointed_iteration.txt"
+python3 "$FX" evil "$WORK/bad/release/mp_rank_00/model_optim_rng.pt" "$WORK/pwned" 2> "$WORK/err" || fail "evil fixture: $(cat "$WORK/err")"
+refused "a pickle calling os.system" "no 'args'" "$WORK/bad"
+[ -e "$WORK/pwned" ] && fail "the evil pickle ran its command" || pass "the evil pickle's command never ran"
+python3 "$MG" import "$WORK/nowhere" "$WORK/x" > "$WORK/out" 2>&1; st=$?
+[ $st -eq 2 ] && grep -q "no such checkpoint directory" "$WORK/out" && pass "no directory (exit 2)" || fail "no directory: $st $(cat "$WORK/out")"
+
+# the real torch.save, when torch is there: the same import
+py=${PPS_TORCH_PYTHON:-python3}
+if "$py" -c 'import torch' > /dev/null 2>&1; then
+  "$py" "$FX" write "$WORK/ck_llama" "$WORK/meg_t" --tp 2 --pp 2 --buffer --torch 2> "$WORK/err" || fail "torch fixture: $(cat "$WORK/err")"
+  python3 "$MG" import "$WORK/meg_t" "$WORK/imp_t" > /dev/null 2> "$WORK/err" && same "$WORK/ck_llama" "$WORK/imp_t" &&
+    pass "torch.save's own files import bit for bit" || fail "torch.save's files: $(cat "$WORK/err" "$WORK/same.out")"
+else
+  skip "torch.save's own files: no torch in $py (PPS_TORCH_PYTHON)"
+fi
+finish

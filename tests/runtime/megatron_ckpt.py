@@ -1,0 +1,401 @@
+#!/usr/bin/env python3
+"""megatron_ckpt.py: writes Megatron-LM checkpoints (Megatron-Core GPTModel, the `torch`
+format) for tests/runtime/megatron.sh, from a PPS checkpoint, without torch.
+
+  megatron_ckpt.py write PPS_INDEX OUTDIR --tp T --pp P [--vp V] [--names te|local]
+                   [--dtype f32|bf16] [--buffer] [--iteration N] [--arg KEY=PYVALUE ...]
+                   [--extra NAME] [--expect EXPECT_INDEX] [--torch]
+      OUTDIR/latest_checkpointed_iteration.txt and OUTDIR/iter_NNNNNNN/mp_rank_TT[_PPP]/
+      model_optim_rng.pt for every tensor- and pipeline-parallel rank, split the way
+      Megatron-Core's layers split their weights (written here from Megatron-Core's
+      definitions, independently of python/pps_megatron.py):
+        - linear_qkv [out, in]: query groups in order, each [its Hq/G query heads | its
+          key head | its value head] x D rows; TP rank t holds groups [t G/T, (t+1) G/T);
+        - linear_proj, linear_fc2 (row-parallel): [h, in], TP rank t the columns t in/T..;
+        - linear_fc1 (column-parallel): [f/T, h] rows of rank t; SwiGLU: [gate rows of t |
+          up rows of t];
+        - word embeddings and output_layer: vocabulary rows split over TP;
+        - layers: virtual chunk v of pipeline rank p holds layers (v P + p) L/(P V) .. as
+          decoder.layers.0 ..; the first chunk the embeddings, the last the final norm
+          and the output layer (tied: a copy of the embedding when P V > 1).
+      --names te: Transformer Engine's fused norm names (linear_qkv.layer_norm_weight)
+      and an _extra_state tensor per linear layer; local: input_layernorm /
+      pre_mlp_layernorm. --buffer: each rank's parameters are views into one storage
+      (Megatron's contiguous parameter buffer). --dtype bf16 rounds to bfloat16 (nearest,
+      ties to even); --expect writes the PPS checkpoint of exactly the stored values.
+      --arg overrides Megatron's saved arguments (Python literals); --extra NAME adds a
+      tensor the model lacks. --torch: written by the real torch.save (needs torch).
+  megatron_ckpt.py evil OUT MARKER
+      a torch.save-shaped file whose pickle calls os.system('touch MARKER').
+"""
+import argparse
+import array
+import ast
+import collections
+import io
+import os
+import pickle
+import sys
+import types
+import zipfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+import pps_hf  # noqa: E402
+
+
+# ---- a torch.save writer without torch: fake modules for pickle's globals ----
+
+def _fake_torch():
+    torch = types.ModuleType("torch")
+    utils = types.ModuleType("torch._utils")
+
+    def _rebuild_tensor_v2(*a):
+        raise RuntimeError("never called")
+
+    def _rebuild_parameter(*a):
+        raise RuntimeError("never called")
+    for fn in (_rebuild_tensor_v2, _rebuild_parameter):
+        fn.__module__, fn.__qualname__ = "torch._utils", fn.__name__
+        setattr(utils, fn.__name__, fn)
+    for n in ("FloatStorage", "BFloat16Storage", "ByteStorage"):
+        setattr(torch, n, type(n, (), {"__module__": "torch"}))
+
+    class dtype:
+        __module__ = "torch"
+
+        def __init__(self, n):
+            self.n = n
+
+        def __reduce__(self):
+            return self.n
+    torch.bfloat16, torch.float32 = dtype("bfloat16"), dtype("float32")
+    torch._utils = utils
+    sys.modules["torch"], sys.modules["torch._utils"] = torch, utils
+    return torch
+
+
+class Store:
+    """One storage: its element type and bytes."""
+
+    def __init__(self, kind, data):
+        self.kind, self.data = kind, data     # kind: Float, BFloat16, Byte
+
+
+class T:
+    """A tensor to pickle: a view (offset, shape) of a Store, row-major."""
+
+    def __init__(self, store, offset, shape, param=False):
+        self.store, self.offset, self.shape, self.param = store, offset, list(shape), param
+
+    def __reduce_ex__(self, proto):
+        torch = sys.modules["torch"]
+        stride, s = [], 1
+        for d in reversed(self.shape):
+            stride.insert(0, s)
+            s *= d
+        t = (torch._utils._rebuild_tensor_v2, (self.store, self.offset, tuple(self.shape), tuple(stride), False,
+                                               collections.OrderedDict()))
+        if self.param:
+            return (torch._utils._rebuild_parameter, (_Wrapped(t), False, collections.OrderedDict()))
+        return t
+
+
+class _Wrapped:
+    def __init__(self, r):
+        self.r = r
+
+    def __reduce_ex__(self, proto):
+        return self.r
+
+
+def save_fake(obj, path):
+    torch = sys.modules["torch"]
+    stores = []
+
+    class P(pickle.Pickler):
+        def persistent_id(self, o):
+            if isinstance(o, Store):
+                if o not in stores:
+                    stores.append(o)
+                size = {"Float": 4, "BFloat16": 2, "Byte": 1}[o.kind]
+                return ("storage", getattr(torch, o.kind + "Storage"), str(stores.index(o)), "cpu", len(o.data) // size)
+            return None
+    buf = io.BytesIO()
+    P(buf, protocol=2).dump(obj)
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("archive/data.pkl", buf.getvalue())
+        z.writestr("archive/byteorder", "little")
+        for i, s in enumerate(stores):
+            z.writestr("archive/data/%d" % i, bytes(s.data))
+        z.writestr("archive/version", "3\n")
+
+
+def save_torch(obj, path):
+    import torch
+
+    def conv(o):
+        if isinstance(o, T):
+            st = o.store
+            if st.kind == "Byte":
+                base = torch.frombuffer(bytearray(st.data), dtype=torch.uint8)
+            elif st.kind == "Float":
+                base = torch.frombuffer(bytearray(st.data), dtype=torch.float32)
+            else:
+                base = torch.frombuffer(bytearray(st.data), dtype=torch.bfloat16)
+            key = id(st)
+            base = shared.setdefault(key, base)
+            n = 1
+            for d in o.shape:
+                n *= d
+            t = base[o.offset:o.offset + n].view(o.shape)
+            return torch.nn.Parameter(t, requires_grad=False) if o.param else t
+        if isinstance(o, dict):
+            return type(o)((k, conv(v)) for k, v in o.items())
+        if isinstance(o, argparse.Namespace):
+            return argparse.Namespace(**{k: conv(v) for k, v in vars(o).items()})
+        if isinstance(o, list):
+            return [conv(v) for v in o]
+        return o
+    shared = {}
+    torch.save(conv(obj), path)
+
+
+# ---- Megatron's layout, from the PPS checkpoint's full tensors ----
+
+def bf16_round(a):
+    bits = pps_hf.bf16_bits(a)
+    wide = bytearray(4 * len(bits))
+    raw = bits.tobytes()
+    wide[2::4], wide[3::4] = raw[0::2], raw[1::2]
+    return array.array("f", bytes(wide))
+
+
+def rows_of(a, cols):
+    return [a[r * cols:(r + 1) * cols] for r in range(len(a) // cols)]
+
+
+def col(a, rows, cols, c):
+    return a[c::cols][:rows]
+
+
+def transpose(a, rows, cols):
+    """[rows, cols] -> [cols, rows] as a list of rows."""
+    return [col(a, rows, cols, c) for c in range(cols)]
+
+
+def flat(rowlist):
+    out = array.array("f")
+    for r in rowlist:
+        out.extend(r)
+    return out
+
+
+def main():
+    if sys.argv[1:2] == ["evil"]:
+        _fake_torch()
+        out, marker = sys.argv[2], sys.argv[3]
+
+        class Evil:
+            def __reduce__(self):
+                return (os.system, ("touch %s" % marker,))
+        buf = io.BytesIO()
+        pickle.Pickler(buf, protocol=2).dump({"args": Evil(), "model": {}})
+        with zipfile.ZipFile(out, "w") as z:
+            z.writestr("archive/data.pkl", buf.getvalue())
+        return 0
+    ap = argparse.ArgumentParser()
+    ap.add_argument("cmd")
+    ap.add_argument("index")
+    ap.add_argument("outdir")
+    ap.add_argument("--tp", type=int, default=1)
+    ap.add_argument("--pp", type=int, default=1)
+    ap.add_argument("--vp", type=int, default=1)
+    ap.add_argument("--names", default="te")
+    ap.add_argument("--dtype", default="f32")
+    ap.add_argument("--buffer", action="store_true")
+    ap.add_argument("--iteration", type=int, default=100)
+    ap.add_argument("--arg", action="append", default=[])
+    ap.add_argument("--extra", action="append", default=[])
+    ap.add_argument("--expect")
+    ap.add_argument("--torch", action="store_true")
+    o = ap.parse_args()
+    if not o.torch:
+        _fake_torch()
+    ck = pps_hf.PPSCheckpoint(o.index)
+    m = ck.meta
+    h, hq, G, V, L = (int(m[k]) for k in ("hidden", "heads", "query_groups", "vocab", "layers"))
+    f = int(m["ffn_hidden"])
+    D = h // hq
+    sw, rms, rope, bias = m["mlp"] == "swiglu", m["norm"] == "rmsnorm", m["position"] == "rope", m["bias"] == "on"
+    tied = m["embeddings"] == "tied"
+    Tp, P, VP = o.tp, o.pp, o.vp
+    nf = 2 * f if sw else f
+    store = {}
+
+    def get(k, n):
+        a = ck.tensor(k, n)
+        if o.dtype == "bf16":
+            a = bf16_round(a)
+        store[k] = a
+        return a
+
+    # full Megatron tensors, as lists of rows ([out, in])
+    full = {}
+    full["tok"] = rows_of(get("vocab.tok", V * h), h)
+    if not rope:
+        full["pos"] = rows_of(get("vocab.pos", int(m["seq"]) * h), h)
+    if not tied:
+        full["out"] = rows_of(get("vocab.out", V * h), h)
+    full["lnf.g"] = get("lnf.g", h)
+    if not rms:
+        full["lnf.b"] = get("lnf.b", h)
+    npg = hq // G
+    layer = []
+    for i in range(L):
+        q = "layer%d." % i
+        t = {}
+        t["ln1.g"] = get(q + "ln1.g", h)
+        t["ln2.g"] = get(q + "ln2.g", h)
+        if not rms:
+            t["ln1.b"], t["ln2.b"] = get(q + "ln1.b", h), get(q + "ln2.b", h)
+        W = transpose(get(q + "qkv.w", h * (hq + 2 * G) * D), h, (hq + 2 * G) * D)   # rows = output columns
+        bq = list(get(q + "qkv.b", (hq + 2 * G) * D)) if bias else None
+        groups, gb = [], []
+        for g in range(G):
+            idx = [(g * npg + j) * D + d for j in range(npg) for d in range(D)]
+            idx += [hq * D + g * D + d for d in range(D)] + [(hq + G) * D + g * D + d for d in range(D)]
+            groups.append([W[c] for c in idx])
+            if bias:
+                gb.append([bq[c] for c in idx])
+        t["qkv"], t["qkv.b"] = groups, gb
+        t["proj"] = transpose(get(q + "proj.w", hq * D * h), hq * D, h)            # [h, hq D]
+        fcT = transpose(get(q + "fc.w", h * nf), h, nf)                           # [nf, h]
+        t["gate"], t["up"] = fcT[:f], fcT[f:] if sw else []
+        if bias:
+            fb = list(get(q + "fc.b", nf))
+            t["gate.b"], t["up.b"] = fb[:f], fb[f:] if sw else []
+            t["proj.b"], t["fc2.b"] = get(q + "proj.b", h), get(q + "fc2.b", h)
+        t["fc2"] = transpose(get(q + "fc2.w", f * h), f, h)                       # [h, f]
+        layer.append(t)
+
+    args = argparse.Namespace(
+        num_layers=L, hidden_size=h, num_attention_heads=hq, num_query_groups=G, group_query_attention=G != hq,
+        ffn_hidden_size=f, kv_channels=D, tensor_model_parallel_size=Tp, pipeline_model_parallel_size=P,
+        virtual_pipeline_model_parallel_size=VP if VP > 1 else None, normalization="RMSNorm" if rms else "LayerNorm",
+        norm_epsilon=1e-5, swiglu=sw, openai_gelu=False, bias_gelu_fusion=True, add_bias_linear=bias, add_qkv_bias=bias,
+        position_embedding_type="rope" if rope else "learned_absolute", rotary_percent=1.0, rotary_interleaved=False,
+        rotary_base=int(float(m.get("rope_base", "10000"))), use_rope_scaling=False, rope_scaling_factor=8.0,
+        untie_embeddings_and_output_weights=not tied, seq_length=int(m.get("seq", 16)),
+        max_position_embeddings=int(m.get("seq", 16)), padded_vocab_size=V, params_dtype=sys.modules["torch"].bfloat16,
+        num_experts=None, qk_layernorm=False, apply_residual_connection_post_layernorm=False,
+        decoder_first_pipeline_num_layers=None, decoder_last_pipeline_num_layers=None,
+        num_layers_per_virtual_pipeline_stage=None, transformer_impl="transformer_engine" if o.names == "te" else "local")
+    for kv in o.arg:
+        k, v = kv.split("=", 1)
+        setattr(args, k, ast.literal_eval(v))
+    per = L // (P * VP)
+    kind = "BFloat16" if o.dtype == "bf16" else "Float"
+
+    def pack(a):
+        if o.dtype == "bf16":
+            return pps_hf.bf16_bits(a).tobytes()
+        return array.array("f", a).tobytes()
+
+    it = "iter_%07d" % o.iteration
+    for tp in range(Tp):
+        for p in range(P):
+            tensors = []          # (name, flat values, shape) per chunk
+
+            def chunk_sd(v):
+                sd = []
+                first, last = p == 0 and v == 0, p == P - 1 and v == VP - 1
+
+                def add(n, vals, shape):
+                    sd.append((n, array.array("f", vals), shape))
+                if first:
+                    vr = V // Tp
+                    add("embedding.word_embeddings.weight", flat(full["tok"][tp * vr:(tp + 1) * vr]), [vr, h])
+                    if not rope:
+                        add("embedding.position_embeddings.weight", flat(full["pos"]), [len(full["pos"]), h])
+                for k in range(per):
+                    i = (v * P + p) * per + k
+                    t, pre = layer[i], "decoder.layers.%d." % k
+                    n1 = pre + ("self_attention.linear_qkv.layer_norm_" if o.names == "te" else "input_layernorm.")
+                    n2 = pre + ("mlp.linear_fc1.layer_norm_" if o.names == "te" else "pre_mlp_layernorm.")
+                    add(n1 + "weight", t["ln1.g"], [h])
+                    if not rms:
+                        add(n1 + "bias", t["ln1.b"], [h])
+                    gs = t["qkv"][tp * G // Tp:(tp + 1) * G // Tp]
+                    add(pre + "self_attention.linear_qkv.weight", flat([r for g in gs for r in g]),
+                        [G // Tp * (npg + 2) * D, h])
+                    if bias:
+                        add(pre + "self_attention.linear_qkv.bias",
+                            [x for g in t["qkv.b"][tp * G // Tp:(tp + 1) * G // Tp] for x in g], [G // Tp * (npg + 2) * D])
+                    c0, c1 = tp * hq * D // Tp, (tp + 1) * hq * D // Tp
+                    add(pre + "self_attention.linear_proj.weight", flat([r[c0:c1] for r in t["proj"]]), [h, c1 - c0])
+                    if bias:
+                        add(pre + "self_attention.linear_proj.bias", t["proj.b"], [h])
+                    add(n2 + "weight", t["ln2.g"], [h])
+                    if not rms:
+                        add(n2 + "bias", t["ln2.b"], [h])
+                    r0, r1 = tp * f // Tp, (tp + 1) * f // Tp
+                    add(pre + "mlp.linear_fc1.weight", flat(t["gate"][r0:r1] + (t["up"][r0:r1] if sw else [])),
+                        [(2 if sw else 1) * (r1 - r0), h])
+                    if bias:
+                        add(pre + "mlp.linear_fc1.bias", t["gate.b"][r0:r1] + (t["up.b"][r0:r1] if sw else []),
+                            [(2 if sw else 1) * (r1 - r0)])
+                    add(pre + "mlp.linear_fc2.weight", flat([r[r0:r1] for r in t["fc2"]]), [h, r1 - r0])
+                    if bias:
+                        add(pre + "mlp.linear_fc2.bias", t["fc2.b"], [h])
+                if last:
+                    add("decoder.final_layernorm.weight", full["lnf.g"], [h])
+                    if not rms:
+                        add("decoder.final_layernorm.bias", full["lnf.b"], [h])
+                    vr = V // Tp
+                    if not tied:
+                        add("output_layer.weight", flat(full["out"][tp * vr:(tp + 1) * vr]), [vr, h])
+                    elif P * VP > 1:
+                        add("output_layer.weight", flat(full["tok"][tp * vr:(tp + 1) * vr]), [vr, h])
+                for n in o.extra:
+                    if first:
+                        add(n, [1.0] * h, [h])
+                return sd
+
+            obj = {"args": args, "checkpoint_version": 3.0, "iteration": o.iteration,
+                   "num_floating_point_operations_so_far": 0, "rng_state": [{"random_rng_state": (3, (1, 2, 3), None)}]}
+            for v in range(VP):
+                sd = chunk_sd(v)
+                if o.buffer:     # one storage per chunk, every tensor a view into it (in reverse order)
+                    blob = bytearray()
+                    offs = []
+                    for n, vals, shape in reversed(sd):
+                        offs.append(len(blob) // (2 if o.dtype == "bf16" else 4))
+                        blob += pack(vals)
+                    st = Store(kind, blob)
+                    entries = [(n, T(st, off, shape)) for (n, _, shape), off in zip(reversed(sd), offs)][::-1]
+                else:
+                    entries = [(n, T(Store(kind, pack(vals)), 0, shape, param=(j == 0))) for j, (n, vals, shape) in enumerate(sd)]
+                msd = collections.OrderedDict(entries)
+                if o.names == "te":       # Transformer Engine's FP8 metadata beside each layer
+                    for k in range(per):
+                        msd["decoder.layers.%d.self_attention.linear_qkv._extra_state" % k] = T(Store("Byte", b"\x01\x02"), 0, [2])
+                        msd["decoder.layers.%d.mlp.linear_fc2._extra_state" % k] = None
+                obj["model" if VP == 1 else "model%d" % v] = msd
+            # an optimizer state the importer must ignore
+            obj["optimizer"] = {"optimizer": {"state": {0: {"exp_avg": T(Store("Float", b"\0" * 16), 0, [4])}}}}
+            d = os.path.join(o.outdir, it, "mp_rank_%02d" % tp + ("_%03d" % p if P > 1 else ""))
+            os.makedirs(d, exist_ok=True)
+            (save_torch if o.torch else save_fake)(obj, os.path.join(d, "model_optim_rng.pt"))
+    with open(os.path.join(o.outdir, "latest_checkpointed_iteration.txt"), "w") as fh:
+        fh.write(str(o.iteration))
+    if o.expect:
+        tens = [(k, [len(a)], lambda a=a: a) for k, a in store.items()]
+        meta = {k: v for k, v in m.items() if k in ("hidden", "heads", "query_groups", "vocab", "layers", "mlp", "norm",
+                                                     "position", "bias", "embeddings", "ffn_hidden", "seq", "rope_base",
+                                                     "rope_scaling")}
+        pps_hf._write_pps(o.expect, tens, meta, "sgd")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
