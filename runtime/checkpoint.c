@@ -441,6 +441,11 @@ static void write_meta(FILE *h, const ppsrt_run *run, long step, int *first) {
   snprintf(buf, sizeof buf, "%ld", run->data0 + (step - run->step0) * (long)cfg->nmb * run->nrep * cfg->micro_batch);
   meta_kv(h, "data_position", buf, first);
   meta_kv(h, "data", o->data ? "file" : "synthetic", first);   /* (which file is the user's to say again) */
+  if (o->data && o->split_on) {   /* --split's normalized weights: the data position counts that part */
+    char sbuf[96];
+    snprintf(sbuf, sizeof sbuf, "%.17g,%.17g,%.17g", o->split[0], o->split[1], o->split[2]);
+    meta_kv(h, "data_split", sbuf, first);
+  }
   if (o->data && o->data_shuffle_on) {
     snprintf(buf, sizeof buf, "%llu", o->data_shuffle);
     meta_kv(h, "data_shuffle", buf, first);
@@ -997,6 +1002,29 @@ int rt_ckpt_open(ppsrt_run *run, const char *path, rt_ckpt **out) {
   double x;
   long w;
   rt_opts *o = &run->o;
+  /* --split: the run's must be the checkpoint's (its data position counts the training part's sequences) */
+  const char *spk = kv_find(kv, nkv, "data_split");
+  if (o->data && run->ck_data && (spk || o->split_on)) {
+    double sw[3] = {0, 0, 0};
+    char *end = (char *)spk;
+    for (int k = 0; spk && k < 3; k++) {
+      sw[k] = strtod(end, &end);
+      if (k < 2 && *end == ',') end++;
+    }
+    if (spk && *end) {
+      rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': metadata field 'data_split' is '%s': not three weights", path, spk);
+      goto fail;
+    }
+    if (!spk || !o->split_on || sw[0] != o->split[0] || sw[1] != o->split[1] || sw[2] != o->split[2]) {
+      char mine[96] = "none";
+      if (o->split_on) snprintf(mine, sizeof mine, "%.17g,%.17g,%.17g", o->split[0], o->split[1], o->split[2]);
+      rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s' was trained on %s%s of its --data, this run on %s%s: its data position "
+                      "counts the sequences of that part\nhint: give --split as the checkpoint's run did (normalized: %s)",
+                      path, spk ? "--split " : "all", spk ? spk : "", o->split_on ? "--split " : "all", o->split_on ? mine : "",
+                      spk ? spk : "no --split");
+      goto fail;
+    }
+  }
   const char *shk = kv_find(kv, nkv, "data_shuffle");   /* --data-shuffle's seed, unless given again */
   if (shk && !o->data_shuffle_on) {
     char *end;

@@ -74,6 +74,9 @@ static const char usage_text[] =
   "                           --data \"0.7 A 0.3 B\": a blend with Megatron-LM's --data-path weights\n"
   "  --data-shuffle SEED      each epoch of --data in a seeded order of its sequences (restored\n"
   "                           by --load unless given)\n"
+  "  --split A,B,C            Megatron-LM's: --data's documents cut into training, validation and\n"
+  "                           test parts by these weights; the validation part is --val-data's\n"
+  "                           (unless given), the test part is held out\n"
   "  --val-data FILE          validation loss on FILE every --val-every N iterations (default 10)\n"
   "  --data-parallel D        D replicas of the pipeline (P x D ranks), gradients averaged\n"
   "  --distributed-optimizer  with --data-parallel: optimizer state sharded over the replicas\n"
@@ -286,6 +289,28 @@ static void *device_main(void *arg) {
   return NULL;
 }
 
+/* --split "A,B,C" (or A/B/C; fewer weights: the rest 0): w normalized to sum 1. 0, or -1. */
+static int parse_split(const char *v, double w[3]) {
+  if (!v || !*v) return -1;
+  int n = 0;
+  const char *q = v;
+  w[0] = w[1] = w[2] = 0;
+  for (;;) {
+    char *end;
+    errno = 0;
+    if (n == 3 || (!(*q >= '0' && *q <= '9') && *q != '.')) return -1;
+    w[n++] = strtod(q, &end);
+    if (errno || end == q || !(w[n - 1] >= 0) || w[n - 1] > 1e300) return -1;
+    if (!*end) break;
+    if (*end != ',' && *end != '/') return -1;
+    q = end + 1;
+  }
+  double sum = w[0] + w[1] + w[2];
+  if (!(sum > 0)) return -1;
+  for (int k = 0; k < 3; k++) w[k] /= sum;
+  return 0;
+}
+
 static int flag_is(const char *a, const char *name, const char **val, int argc, char **argv, int *i) {
   size_t n = strlen(name);
   if (strncmp(a, name, n)) return 0;
@@ -446,6 +471,10 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
       if (!v || *v == '-' || errno || end == v || *end)
         return usage_error(me, "--data-shuffle needs a seed, a whole number from 0 to 18446744073709551615, got '%s'", v ? v : "");
       o->data_shuffle_on = 1;
+    } else if (flag_is(a, "--split", &v, argc, argv, &i)) {
+      if (parse_split(v, o->split)) return usage_error(me, "--split needs up to three weights >= 0 with a sum above 0, "
+                                                       "separated by commas (Megatron-LM's, e.g. 969,30,1), got '%s'", v ? v : "");
+      o->split_on = 1;
     } else if (flag_is(a, "--val-data", &v, argc, argv, &i)) {
       if (!v || !*v) return usage_error(me, "--val-data needs a file name");
       o->val_data = v;
@@ -600,6 +629,8 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   if (o->data && strcmp(o->model, "gpt")) return usage_error(me, "--data trains the gpt model: add --model gpt");
   if (o->val_data && !o->data) return usage_error(me, "--val-data needs --data (the training tokens)");
   if (o->data_shuffle_on && !o->data) return usage_error(me, "--data-shuffle needs --data (the training tokens)");
+  if (o->split_on && !o->data) return usage_error(me, "--split needs --data (the documents it splits)");
+  if (o->split_on && !(o->split[0] > 0)) return usage_error(me, "--split: the training part's weight (the first) must be above 0");
   if (!o->val_every) o->val_every = 10;
   if (o->save_every && !o->save) return usage_error(me, "--save-every needs --save FILE");
   run.nrep = o->data_parallel > 1 ? o->data_parallel : 1;
@@ -640,13 +671,23 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
     cfg->data = tokens;
   }
   ppsrt_tokens *val_tokens = NULL;
-  if (o->val_data) {
-    if (ppsrt_tokens_load(o->val_data, o->data_format, cfg->vocab, cfg->seq, &val_tokens)) {
+  /* validation: --val-data, else --split's validation part of --data (loaded again: its own windows) */
+  const char *vpath = o->val_data ? o->val_data : o->split_on && o->split[1] > 0 ? o->data : NULL;
+  if (vpath) {
+    if (ppsrt_tokens_load(vpath, o->data_format, cfg->vocab, cfg->seq, &val_tokens) ||
+        (!o->val_data && ppsrt_tokens_split(val_tokens, o->split, 1, cfg->seq))) {
       fprintf(stderr, "%s: error: %s\n", me, ppsrt_last_error());
       ppsrt_tokens_free(tokens);
+      ppsrt_tokens_free(val_tokens);
       return 2;
     }
     run.val_tokens = val_tokens;
+  }
+  if (tokens && o->split_on && ppsrt_tokens_split(tokens, o->split, 0, cfg->seq)) {
+    fprintf(stderr, "%s: error: %s\n", me, ppsrt_last_error());
+    ppsrt_tokens_free(tokens);
+    ppsrt_tokens_free(val_tokens);
+    return 2;
   }
   /* peak FLOP/s per device for MFU: the flag, else (on the GPU: the hardware block
    * describes the target device, not a CPU) the hardware block's flops */

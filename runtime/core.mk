@@ -48,8 +48,8 @@ TESTS += tests/runtime/hardening.sh
 TESTS += tests/runtime/data.sh
 EXTRA_DIST += tests/runtime/data.sh python/pps_data.py
 # Megatron-LM checkpoints -> PPS (python/pps_megatron.py)
-TESTS += tests/runtime/megatron.sh
-EXTRA_DIST += tests/runtime/megatron.sh tests/runtime/megatron_ckpt.py python/pps_megatron.py
+TESTS += tests/runtime/megatron.sh tests/runtime/split.sh
+EXTRA_DIST += tests/runtime/split.sh tests/runtime/megatron.sh tests/runtime/megatron_ckpt.py python/pps_megatron.py
 TESTS += tests/runtime/posted.sh
 TESTS += tests/runtime/offload.sh tests/runtime/vocab_memory.sh
 TESTS += tests/runtime/recompute.sh

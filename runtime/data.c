@@ -8,12 +8,14 @@
  * read), with messages naming the file. The token stream (an indexed dataset's sequences
  * concatenated in index order) is cut into sequences of T + 1 tokens, stride T. A blend
  * ("0.7 A 0.3 B", Megatron-LM's --data-path) takes each sequence from one of its datasets
- * by Megatron-LM's blending rule; --data-shuffle permutes each epoch's windows. */
+ * by Megatron-LM's blending rule; --data-shuffle permutes each epoch's windows; --split
+ * cuts each dataset into training, validation and test documents as Megatron-LM does. */
 #include "config.h"
 #include "rt.h"
 #include "safeio.h"
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -489,6 +491,7 @@ int ppsrt_tokens_load(const char *path, int format, int vocab, int seq, ppsrt_to
     t->vocab = vocab;
     int rc = load_blend(path, format, vocab, seq, t);
     if (rc) { ppsrt_tokens_free(t); return rc; }
+    t->len = t->n;
     *out = t;
     return 0;
   }
@@ -584,6 +587,7 @@ int ppsrt_tokens_load(const char *path, int format, int vocab, int seq, ppsrt_to
              seq);
     return fail_file(t, PPSRT_E_USAGE, msg);
   }
+  t->len = t->n;
   *out = t;
   return 0;
 }
@@ -624,11 +628,53 @@ void ppsrt_tokens_shuffle(ppsrt_tokens *t, uint64_t seed) {
   t->seed = seed;
 }
 
+/* the document count of t (an indexed dataset's documents, else its tokens) and the
+ * stream position where document k starts (k = count: the end) */
+static size_t split_units(const ppsrt_tokens *t) {
+  return t->indexed ? (size_t)le64(t->imap + 26) - 1 : t->n;
+}
+static size_t split_pos(const ppsrt_tokens *t, size_t k) {
+  if (!t->indexed) return k;
+  size_t s = (size_t)le64(t->imap + IDX_HEAD + 12 * t->nseq + 8 * k);   /* its first sequence */
+  return s >= t->nseq ? t->n : idx_start(t, s);
+}
+
+int ppsrt_tokens_split(ppsrt_tokens *t, const double w[3], int part, int seq) {
+  static const char *const names[3] = {"training", "validation", "test"};
+  if (t->blend) {
+    blend *b = t->blend;
+    t->len = 0;
+    for (int d = 0; d < b->nd; d++) {
+      int rc = ppsrt_tokens_split(b->part[d], w, part, seq);
+      if (rc) return rc;
+      t->len += b->part[d]->len;
+    }
+    return 0;
+  }
+  /* Megatron-LM's boundaries (get_split_indices): b[i + 1] = b[i] + round(w_i size), then
+   * every one shifted by b[3] - size */
+  size_t size = split_units(t);
+  double sum = w[0] + w[1] + w[2];
+  int64_t bnd[4] = {0, 0, 0, 0};
+  for (int i = 0; i < 3; i++) bnd[i + 1] = bnd[i] + (int64_t)rint(w[i] / sum * (double)size);
+  int64_t diff = bnd[3] - (int64_t)size;
+  for (int i = 1; i < 4; i++) bnd[i] -= diff;
+  int64_t a = bnd[part] < 0 ? 0 : bnd[part], e = bnd[part + 1] < a ? a : bnd[part + 1];
+  size_t lo = split_pos(t, (size_t)a), hi = split_pos(t, (size_t)e);
+  if (hi - lo < (size_t)seq + 1)
+    return PPSRT_FAIL(PPSRT_E_USAGE, "--split: the %s part of '%s' is its %s %lld..%lld of %zu: %zu tokens, fewer than one "
+                      "sequence of --seq %d plus its next token", names[part], t->path,
+                      t->indexed ? "documents" : "tokens", (long long)a, (long long)e - 1, size, hi - lo, seq);
+  t->lo = lo;
+  t->len = hi - lo;
+  return 0;
+}
+
 /* window `sample` of t's own stream, for training sequence `seqno` (messages) */
 static int window(const ppsrt_tokens *t, long sample, long seqno, int T, int32_t *ids, int32_t *tgt) {
-  size_t nwin = (t->n - 1) / (size_t)T, w = (size_t)sample % nwin;
+  size_t nwin = (t->len - 1) / (size_t)T, w = (size_t)sample % nwin;
   if (t->shuffled) w = (size_t)shuffle_index(t->seed, (uint64_t)sample / nwin, w, nwin);
-  size_t start = w * (size_t)T;
+  size_t start = t->lo + w * (size_t)T;
   return tok_span(t, start, (size_t)T + 1, seqno, ids, tgt);
 }
 

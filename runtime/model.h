@@ -137,6 +137,8 @@ typedef struct ppsrt_tokens {
                                  * state (data.c); n is then their tokens together */
   int shuffled;                 /* --data-shuffle: each epoch's windows in a seeded order */
   uint64_t seed;
+  size_t lo, len;               /* the part the windows are cut from: stream positions [lo, lo + len)
+                                 * (the whole stream, or one part of --split; a blend: its datasets') */
 } ppsrt_tokens;
 /* path: a file, or a blend "W1 PATH1 W2 PATH2 ..." (names no file, starts with a number;
  * each PATH read with format). format: 0 auto (NAME.idx, or NAME.bin with NAME.idx beside it, or a PREFIX that is not a
@@ -156,6 +158,14 @@ int ppsrt_tokens_window(const ppsrt_tokens *t, long sample, int T, int32_t *ids,
  * perm_e(k mod W), a seeded permutation of the W windows, new each epoch (a blend's
  * datasets each in their own; data.c and docs/models.md give the permutation). */
 void ppsrt_tokens_shuffle(ppsrt_tokens *t, uint64_t seed);
+/* --split A,B,C (Megatron-LM's): the weights normalized; the stream cut into train,
+ * validation and test parts at w[0] and w[0] + w[1] of its documents (an indexed
+ * dataset: the index's documents; any other file: its tokens), by Megatron-LM's rounding
+ * (each boundary the previous one plus round(w_i size), ties to even, all shifted so that
+ * the last is the size); a blend: each dataset so. Restricts t to part `part` (0 train,
+ * 1 validation, 2 test). Fails (PPSRT_E_USAGE) when the part of a dataset is shorter than
+ * one sequence of seq + 1 tokens, naming the file, the part and its documents. */
+int ppsrt_tokens_split(ppsrt_tokens *t, const double w[3], int part, int seq);
 
 /* One device's runtime context (interp.c): the store, the IO box, the backend. */
 typedef struct ppsrt_ctx ppsrt_ctx;

@@ -41,6 +41,8 @@ typedef struct rt_opts {
   int data_format;               /* --data-format: 0 auto, 1 tokens, 2 bytes, 3 indexed */
   int data_shuffle_on;           /* --data-shuffle SEED given (or restored from a --load checkpoint) */
   unsigned long long data_shuffle;   /* its seed (data.c ppsrt_tokens_shuffle) */
+  int split_on;                  /* --split A,B,C given */
+  double split[3];               /* its weights, normalized (data.c ppsrt_tokens_split) */
   const char *save, *load;       /* --save FILE, --load FILE */
   int save_every;                /* --save-every N: also after every N-th step (0: at the end only) */
   int data_parallel;             /* --data-parallel D: replicas of the pipeline (1: none; replica.c) */

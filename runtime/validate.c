@@ -140,7 +140,7 @@ int rt_validate_step(ppsrt_ctx *c, int it) {
       if (!o->json) {
         pthread_mutex_lock(&run->print_lock);
         fprintf(run->out, "val  %ld/%ld  loss %.7f  (%s)\n", run->step0 + it + 1, run->step0 + o->iterations, loss,
-                o->val_data);
+                o->val_data ? o->val_data : "--split's validation part of --data");
         fflush(run->out);
         pthread_mutex_unlock(&run->print_lock);
       }
