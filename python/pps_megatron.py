@@ -12,8 +12,9 @@ in pure Python 3 (zipfile, pickle, array; no torch, numpy or Megatron needed).
       checkpoint INDEX (+ one shard beside it): step 0, data position 0, no optimizer
       state (--optimizer adam: Adam with zero moments), which `--load INDEX` starts under
       any schedule, P, --tensor-parallel or --data-parallel. Prints the runtime flags
-      that make the same model (--stages S: the --layers-per-stage of an S-stage
-      schedule). --seq: the rows of a learned position table to keep (default the
+      that make the same model and go on with its dropout rates (hidden_dropout,
+      attention_dropout; Megatron's default 0.1 each) (--stages S: the
+      --layers-per-stage of an S-stage schedule). --seq: the rows of a learned position table to keep (default the
       checkpoint's seq_length).
 
 What converts. The layer is read from the checkpoint's `args` (Megatron's own
@@ -408,6 +409,12 @@ class Config:
                 if not isinstance(interp, (int, float)) or not interp > 0:
                     refuse("rotary_seq_len_interpolation_factor", "not a number above 0")
                 self.rope_scaling, self.rope_params = "linear", {"factor": float(interp)}
+        self.drop = {}
+        for k in ("hidden_dropout", "attention_dropout"):   # Megatron's defaults 0.1: the run goes on with them
+            x = a.get(k, 0.1)
+            if not isinstance(x, (int, float)) or isinstance(x, bool) or not 0 <= x < 1:
+                refuse(k, "not a rate from 0 to below 1")
+            self.drop[k] = float(x)
         self.tied = not a.get("untie_embeddings_and_output_weights", False)
         self.seq = pos_int("seq_length", a.get("max_position_embeddings"))
         self.max_pos = pos_int("max_position_embeddings", self.seq)
@@ -623,6 +630,7 @@ def convert(ckpt, index, stages=None, optimizer="sgd", seq=None, iteration=None)
             "mlp": "swiglu" if c.swiglu else "gelu", "norm": "rmsnorm" if c.rms else "layernorm",
             "position": "rope" if c.rope else "learned", "bias": "on" if c.bias else "off",
             "embeddings": "tied" if c.tied else "untied", "ffn_hidden": str(f)}
+    meta.update((k, repr(x)) for k, x in c.drop.items() if x > 0)   # (the runtime refuses another rate)
     if not c.rope:
         meta["seq"] = str(seq)
     else:
@@ -649,6 +657,9 @@ def flags(c, V, seq, stages):
         if c.rope_scaling:
             fl += " --rope-scaling " + c.rope_scaling
             fl += "".join(" %s %s" % (flag, _num(c.rope_params[k])) for k, _, flag in ROPE_PARAMS if k in c.rope_params)
+    for k in ("hidden_dropout", "attention_dropout"):
+        if c.drop[k] > 0:
+            fl += " --%s %s" % (k.replace("_", "-"), _num(c.drop[k]))
     if stages:
         fl += " --layers-per-stage %d" % (c.L // stages)
     return fl

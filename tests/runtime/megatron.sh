@@ -15,6 +15,7 @@
 #  - BF16 weights: the import is the bfloat16 values (exact) and --optimizer adam adds
 #    zero moments;
 #  - --use-rope-scaling becomes --rope-scaling llama3 (Megatron's fixed 1/4/8192);
+#    Megatron's dropout rates become --hidden-dropout / --attention-dropout;
 #  - refusals (exit 2, one line naming the argument or file, no output left): the erf
 #    GeLU, norm_epsilon 1e-6, num_experts, qk_layernorm, a tensor the model lacks, a
 #    missing rank, expert-parallel ranks, torch_dist, the legacy model, tensor_model_
@@ -105,6 +106,15 @@ iflags=$(sed -n 's/^  \(.*\) --load .*/\1/p' "$WORK/out")
 "$WORK/a" $iflags --load "$WORK/imp_rs" --lr 0 --iterations 1 --data "$DATA" > /dev/null 2> "$WORK/err" &&
   pass "the scaled import runs" || fail "scaled import run: $(cat "$WORK/err")"
 
+# Megatron's dropout rates go on (its default 0.1 when the arguments have none)
+python3 "$FX" write "$WORK/ck_llama" "$WORK/meg_do" --arg hidden_dropout=0.1 --arg attention_dropout=0.05 2> "$WORK/err" ||
+  fail "dropout fixture: $(cat "$WORK/err")"
+python3 "$MG" import "$WORK/meg_do" "$WORK/imp_do" > "$WORK/out" 2>&1
+expect_grep -- "--hidden-dropout 0.1 --attention-dropout 0.05 --load" "the dropout rates become the run's flags"
+iflags=$(sed -n 's/^  \(.*\) --load .*/\1/p' "$WORK/out")
+"$WORK/a" $iflags --layers-per-stage 2 --load "$WORK/imp_do" --iterations 1 --data "$DATA" > /dev/null 2> "$WORK/err" &&
+  pass "the import runs with its dropout" || fail "dropout import run: $(cat "$WORK/err")"
+
 # refusals: exit 2, the argument named, no INDEX
 refuse() {   # refuse NAME PATTERN FIXTURE-ARGS...: a fixture with FIXTURE-ARGS, refused
   nm=$1; pat=$2; shift 2
@@ -123,6 +133,7 @@ refused() {
 }
 refuse "erf GeLU" "bias_gelu_fusion" --arg swiglu=False --arg bias_gelu_fusion=False
 refuse "norm_epsilon 1e-6" "norm_epsilon = 1e-06" --arg norm_epsilon=1e-6
+refuse "a dropout rate of 1" "hidden_dropout = 1.0" --arg hidden_dropout=1.0
 refuse "MoE" "num_experts = 8" --arg num_experts=8
 refuse "qk_layernorm" "qk_layernorm" --arg qk_layernorm=True
 refuse "interleaved RoPE" "rotary_interleaved" --arg rotary_interleaved=True

@@ -285,7 +285,7 @@ def main():
         norm_epsilon=1e-5, swiglu=sw, openai_gelu=False, bias_gelu_fusion=True, add_bias_linear=bias, add_qkv_bias=bias,
         position_embedding_type="rope" if rope else "learned_absolute", rotary_percent=1.0, rotary_interleaved=False,
         rotary_base=int(float(m.get("rope_base", "10000"))), use_rope_scaling=False, rope_scaling_factor=8.0,
-        untie_embeddings_and_output_weights=not tied, seq_length=int(m.get("seq", 16)),
+        untie_embeddings_and_output_weights=not tied, hidden_dropout=0.0, attention_dropout=0.0, seq_length=int(m.get("seq", 16)),
         max_position_embeddings=int(m.get("seq", 16)), padded_vocab_size=V, params_dtype=sys.modules["torch"].bfloat16,
         num_experts=None, qk_layernorm=False, apply_residual_connection_post_layernorm=False,
         decoder_first_pipeline_num_layers=None, decoder_last_pipeline_num_layers=None,
