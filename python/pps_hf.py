@@ -852,23 +852,33 @@ USAGE = """usage: pps_hf.py export INDEX OUTDIR [--dtype f32|bf16]
   import: a Hugging Face Llama or GPT-2 directory -> a PPS checkpoint for --load (prints the flags)"""
 
 
-def main(argv):
+def parse_cli(argv, valued, usage):
+    """The words of a command line and its options {name: value} (each option in
+    `valued` takes a value: --name V or --name=V); None for -h/--help (usage printed)."""
     args, opts = [], {}
     it = iter(argv)
     for a in it:
         if a in ("-h", "--help"):
-            print(USAGE)
-            return 0
+            print(usage)
+            return None
         name = a.split("=", 1)[0]
-        if name in ("--dtype", "--stages", "--optimizer", "--seq"):
+        if name in valued:
             v = a.split("=", 1)[1] if "=" in a else next(it, None)
             if v is None:
                 raise ConvertError("%s needs a value" % name)
             opts[name[2:]] = v
         elif a.startswith("-") and len(a) > 1:
-            raise ConvertError("unknown option '%s'\n%s" % (a, USAGE))
+            raise ConvertError("unknown option '%s'\n%s" % (a, usage))
         else:
             args.append(a)
+    return args, opts
+
+
+def main(argv):
+    parsed = parse_cli(argv, ("--dtype", "--stages", "--optimizer", "--seq"), USAGE)
+    if parsed is None:
+        return 0
+    args, opts = parsed
     if len(args) != 3 or args[0] not in ("export", "import"):
         raise ConvertError("expected a command and two paths\n" + USAGE)
     if args[0] == "export":
@@ -892,11 +902,17 @@ def main(argv):
     return 0
 
 
-if __name__ == "__main__":
+def run_main(main, prog):
+    """sys.exit(main(argv)): a ConvertError is one line "PROG: ..." on stderr and its
+    code (2 bad input, 1 an unwritable output); ^C exits 130."""
     try:
         sys.exit(main(sys.argv[1:]))
     except ConvertError as e:
-        sys.stderr.write("pps_hf: %s\n" % e)
+        sys.stderr.write("%s: %s\n" % (prog, e))
         sys.exit(e.code)
     except KeyboardInterrupt:
         sys.exit(130)
+
+
+if __name__ == "__main__":
+    run_main(main, "pps_hf")

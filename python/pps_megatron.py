@@ -76,7 +76,7 @@ import sys
 import zipfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pps_hf import ConvertError, EPS, _num, _write_pps, hcat_t  # noqa: E402
+from pps_hf import ConvertError, EPS, _num, _write_pps, hcat_t, parse_cli, run_main  # noqa: E402
 
 # ---- torch.save's zip format, read without torch ----
 
@@ -671,22 +671,10 @@ USAGE = """usage: pps_megatron.py import CKPT INDEX [--stages S] [--optimizer sg
 
 
 def main(argv):
-    args, opts = [], {}
-    it = iter(argv)
-    for a in it:
-        if a in ("-h", "--help"):
-            print(USAGE)
-            return 0
-        name = a.split("=", 1)[0]
-        if name in ("--stages", "--optimizer", "--seq", "--iteration"):
-            v = a.split("=", 1)[1] if "=" in a else next(it, None)
-            if v is None:
-                raise ConvertError("%s needs a value" % name)
-            opts[name[2:]] = v
-        elif a.startswith("-") and len(a) > 1:
-            raise ConvertError("unknown option '%s'\n%s" % (a, USAGE))
-        else:
-            args.append(a)
+    parsed = parse_cli(argv, ("--stages", "--optimizer", "--seq", "--iteration"), USAGE)
+    if parsed is None:
+        return 0
+    args, opts = parsed
     if len(args) != 3 or args[0] != "import":
         raise ConvertError("expected: import CKPT INDEX\n" + USAGE)
     num = {}
@@ -701,10 +689,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main(sys.argv[1:]))
-    except ConvertError as e:
-        sys.stderr.write("pps_megatron: %s\n" % e)
-        sys.exit(e.code)
-    except KeyboardInterrupt:
-        sys.exit(130)
+    run_main(main, "pps_megatron")
