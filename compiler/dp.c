@@ -153,13 +153,22 @@ DpResult *dp_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimRes
   return x;
 }
 
+/* The first words of the section: the replicas, and with context parallelism (C > 1)
+ * the gradient group of D x C GPUs every collective spans (R in the ring times). */
+static void group_head(StrBuf *b, const DpModel *m) {
+  if (m->C > 1) sb_printf(b, "\ndata parallel %d x context parallel %d = R = %d GPUs a gradient group", m->D, m->C, m->ranks);
+  else sb_printf(b, "\ndata parallel %d replicas", m->D);
+}
+
 /* under the distributed optimizer: the reduce-scatters and all-gathers */
 static void dist_report_text(StrBuf *b, const IrSchedule *s, const DpResult *x) {
   const DpModel *m = x->m;
-  sb_printf(b, "\ndata parallel %d replicas, distributed optimizer: each stage's F32 gradients reduce-scattered over its replicas\n"
-               "  after its last W, each replica updating 1/%d of the optimizer state, the weights all-gathered after the device's\n"
-               "  last op and reduce-scatters; ring time (D-1)/D x bytes / %.4g B/s + (D-1) x %.4g s each, on each device's own link\n",
-            m->D, m->D, m->bandwidth, m->latency);
+  const char *n = m->C > 1 ? "R" : "D", *who = m->C > 1 ? "group" : "replicas", *one = m->C > 1 ? "GPU" : "replica";
+  group_head(b, m);
+  sb_printf(b, ", distributed optimizer: each stage's F32 gradients reduce-scattered over its %s\n"
+               "  after its last W, each %s updating 1/%d of the optimizer state, the weights all-gathered after the device's\n"
+               "  last op and reduce-scatters; ring time (%s-1)/%s x bytes / %.4g B/s + (%s-1) x %.4g s each, on each device's own link\n",
+            who, one, m->ranks, n, n, m->bandwidth, n, m->latency);
   sb_printf(b, "%6s %6s %10s %10s %10s %10s %10s %10s %10s %10s %10s\n", "stage", "device", "bytes", "ready", "rs_start", "rs_end",
             "rs_time", "ag_bytes", "ag_start", "ag_end", "ag_time");
   for (int st = 0; st < s->nstage; st++)
@@ -200,9 +209,11 @@ static void tie_report_text(StrBuf *b, const DpResult *x) {
 
 static void plain_report_text(StrBuf *b, const IrSchedule *s, const DpResult *x) {
   const DpModel *m = x->m;
-  sb_printf(b, "\ndata parallel %d replicas: each stage's F32 gradients all-reduced over its replicas after its last W,\n"
-               "  ring time 2(D-1)/D x bytes / %.4g B/s + 2(D-1) x %.4g s, on each device's own link\n",
-            m->D, m->bandwidth, m->latency);
+  const char *n = m->C > 1 ? "R" : "D";
+  group_head(b, m);
+  sb_printf(b, ": each stage's F32 gradients all-reduced over its %s after its last W,\n"
+               "  ring time 2(%s-1)/%s x bytes / %.4g B/s + 2(%s-1) x %.4g s, on each device's own link\n",
+            m->C > 1 ? "group" : "replicas", n, n, m->bandwidth, n, m->latency);
   sb_printf(b, "%6s %6s %10s %10s %10s %10s %10s\n", "stage", "device", "bytes", "ready", "start", "end", "time");
   for (int st = 0; st < s->nstage; st++)
     sb_printf(b, "%6d %6d %10.4g %10.6g %10.6g %10.6g %10.6g\n", st, s->stages[st].device, m->bytes[st], x->ready[st],
@@ -270,6 +281,7 @@ void dp_report_json(StrBuf *b, const IrSchedule *s, const DpResult *x) {
     }
     sb_puts(b, "]");
   }
+  if (m->C > 1) sb_printf(b, ",\"context_parallel\":%d,\"ranks\":%d", m->C, m->ranks);   /* appended: absent without it */
   sb_puts(b, "}");
 }
 
