@@ -64,7 +64,8 @@
  *   no sharding of optimizer state (18 bytes at d = 2, as Megatron counts them);
  *   with hardware { data_parallel = D; distributed_optimizer = 1; } the optimizer
  *   state is sharded over the D replicas (ZeRO-1, Megatron's distributed optimizer):
- *   d + 4 + 12 / D (8 / D at d = 4): dp_derive, costmodel_param_bytes.
+ *   d + 4 + 12 / D (8 / D at d = 4; D x C with context parallelism): dp_derive,
+ *   costmodel_param_bytes.
  * Tensor parallelism (hardware tensor_parallel = T, whole, default 1; Megatron-LM's:
  *   Shoeybi et al. 2019, Korthikanti et al. 2022): each pipeline device is a group of
  *   T GPUs, P x D x T GPUs in all, and every figure above is one GPU's (T = 1: all
@@ -127,6 +128,31 @@
  *   output layers by vocabulary rows; its first and last stages keep a few buffers of
  *   all N rows this model does not count (docs/training.md; the compiled program notes
  *   a tensor_parallel that differs from its flags).
+ * Context parallelism (hardware context_parallel = C, whole, default 1; Megatron-LM's
+ *   --context-parallel-size with --cp-comm-type all_gather): each pipeline device (each
+ *   GPU of its tensor-parallel group) is C GPUs splitting every sequence in 2C chunks,
+ *   GPU c holding chunks c and 2C-1-c (balanced under the causal mask: each GPU sees
+ *   2C + 1 of the C(2C + 1) chunk pairs). P x D x C x T GPUs; every figure is one GPU's
+ *   (C = 1: all unchanged, byte for byte). seq must be divisible by 2C (an error at
+ *   context_parallel otherwise, a note at seq).
+ *   FLOPs: every F, B, W (the attention's A too: 1/C of the whole causal attention by
+ *   the load balancing), the input and output layers' and the vocabulary passes' divide
+ *   by C (by C T with tensor parallelism).
+ *   Communication, not overlapped, in the passes' times (add_pass_comm, as TP's): of
+ *   KV = 2 s b (g/T)(h/a) d bytes (K and V of a GPU's key/value heads, the whole
+ *   sequence; g/a = 1 without heads), a ring over the C GPUs at cp_bandwidth (needed
+ *   when C > 1 and the times are derived) and cp_latency (default 0), t =
+ *   dp_half_ring_time(C, KV): a layer's F all-gathers K and V (t), its B all-gathers
+ *   them again and reduce-scatters their gradients (2t), W none; TF, TB gain L / P of
+ *   these. The TP collectives carry a GPU's s / C tokens (X / C; the cross-entropy's
+ *   statistics bs / C), and TC is its s / C rows (s / (C T) with SP).
+ *   Activation: every term of act_layer is per token: / C (act_rep and act_split too).
+ *   Parameters: none split (static bytes unchanged), but the data-parallel gradient
+ *   group is D x C GPUs (Megatron's data-parallel group with context parallelism):
+ *   dp_derive's ring times span R = D x C GPUs and the distributed optimizer shards
+ *   over R; with data_parallel 1 and C > 1 the C GPUs still all-reduce their
+ *   gradients, at dp_bandwidth / dp_latency, else cp_bandwidth / cp_latency (the group
+ *   is the context-parallel group), else peer_bandwidth / 0.
  * Host links: devices_per_host_link k (default 1) devices share one host link (d and
  *   d' share it when d / k == d' / k: k ranks on one GPU, or GPUs behind one PCIe
  *   switch), and duplex_bandwidth (default host_bandwidth) is what each direction

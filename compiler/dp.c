@@ -57,6 +57,12 @@
  * their all-gathers follow it. It is simulated with or without data parallelism. (Under
  * the distributed optimizer the runtime gives that matrix buffers of its own on both
  * devices, one more reduce-scatter and all-gather each; here it is part of its stage.)
+ * Context parallelism (hardware context_parallel = C > 1, costmodel.c): the gradients
+ * of a stage are reduced over R = D x C GPUs (the C GPUs of each replica's group that
+ * hold the same layers with those of the other replicas): every ring time above spans
+ * R (D -> R in the formulas), the distributed optimizer keeps 1/R a GPU, and with D = 1
+ * the C GPUs still all-reduce (or reduce-scatter and all-gather) their gradients here,
+ * at dp_bandwidth, else cp_bandwidth, else peer_bandwidth (dp_derive).
  * The keys are read at elaboration, with the ring time of each stage, by costmodel.c
  * (dp_derive: the hardware model, which the front end may call); this file only adds
  * the all-reduces to a simulation and reports them. */

@@ -1,7 +1,7 @@
 /* dp.h: data parallelism in `ppsc sim`: D replicas of the pipeline, each stage's
  * gradients all-reduced across its D replicas (hardware { data_parallel; dp_bandwidth;
- * dp_latency; dp_stage_bytes }), or, with distributed_optimizer = 1, reduce-scattered
- * and the updated weights all-gathered. dp_derive (costmodel.h) reads the keys at
+ * dp_latency; dp_stage_bytes }; with context_parallel = C across D x C GPUs), or, with
+ * distributed_optimizer = 1, reduce-scattered and the updated weights all-gathered. dp_derive (costmodel.h) reads the keys at
  * elaboration, dp_run adds the collectives to a finished simulation. See dp.c for the
  * model. */
 #ifndef PPS_DP_H
