@@ -594,14 +594,26 @@ DpModel *dp_derive(Arena *a, Diag *dg, const IrSchedule *s, CostModel *cm) {
     m->wbytes = arena_alloc(a, sizeof(double) * (size_t)S);
     m->wtime = arena_alloc(a, sizeof(double) * (size_t)S);
   }
+  /* tied embeddings on two devices under the distributed optimizer: the matrix (and
+   * its copy) has buffers of its own on both devices (the runtime's `tied` tensors),
+   * so stage 0 and stage S-1 each run one more reduce-scatter and all-gather, of the
+   * matrix, right after their own (the bytes split, one more ring's latency) */
+  const TieModel *tie = m->dist && !kg ? cm->tie : NULL;
+  if (tie) m->tbytes = arena_alloc(a, sizeof(double) * (size_t)S);
   for (int st = 0; st < S; st++) {
     m->bytes[st] = kg ? kg->value : cm->stage_params[st] * 4.0;   /* F32 gradients */
     if (!m->dist) { m->time[st] = dp_ring_time(R, m->bytes[st], m->bandwidth, m->latency); continue; }
     /* ZeRO-1: reduce-scatter the gradients, all-gather the weights: d = dtype_bytes
      * (default 2) a parameter, of the bytes / 4 parameters (also from dp_stage_bytes) */
-    m->time[st] = dp_half_ring_time(R, m->bytes[st], m->bandwidth, m->latency);
+    double tb = tie && (st == 0 || st == S - 1) ? tie->bytes : 0, own = m->bytes[st] - tb;
+    if (tie) m->tbytes[st] = tb;
+    m->time[st] = dp_half_ring_time(R, own, m->bandwidth, m->latency);
     m->wbytes[st] = m->bytes[st] / 4.0 * cm->dtype_bytes;
-    m->wtime[st] = dp_half_ring_time(R, m->wbytes[st], m->bandwidth, m->latency);
+    m->wtime[st] = dp_half_ring_time(R, own / 4.0 * cm->dtype_bytes, m->bandwidth, m->latency);
+    if (tb > 0) {   /* the matrix's own reduce-scatter and all-gather, after the stage's */
+      m->time[st] += dp_half_ring_time(R, tb, m->bandwidth, m->latency);
+      m->wtime[st] += dp_half_ring_time(R, tb / 4.0 * cm->dtype_bytes, m->bandwidth, m->latency);
+    }
   }
   if (s->vocab.mode) {   /* each device's rows of the vocabulary layers: one collective each */
     int P = s->ndev;

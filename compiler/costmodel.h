@@ -120,6 +120,11 @@ typedef struct DpModel {
                           ring reduce-scatter's) */
   double *wbytes;      /* [nstage], dist only (else NULL): weight bytes all-gathered */
   double *wtime;       /* [nstage], dist only: ring all-gather time of each stage alone */
+  double *tbytes;      /* [nstage], dist with a TieModel (and no dp_stage_bytes) only, else
+                          NULL: the F32 gradient bytes of the tied matrix (or its copy) in
+                          stage 0's and stage S-1's `bytes` (0 elsewhere), which have a
+                          buffer of their own: time and wtime are then the sums of two
+                          rings each, the stage's other parameters' and the matrix's */
   double *vbytes;      /* [ndev] under `vocab parallel`, else NULL: F32 gradient bytes of the
                           device's vocabulary-layer rows (all-reduced, or reduce-scattered,
                           at the end of the device's iteration, as the runtime does) */

@@ -54,9 +54,14 @@
  * their last op and their gradient collectives above (not the all-gathers), they
  * exchange the matrix's F32 gradient point to point, bytes / peer_bandwidth, as the
  * runtime's tie_sync does before the optimizer step; under the distributed optimizer
- * their all-gathers follow it. It is simulated with or without data parallelism. (Under
- * the distributed optimizer the runtime gives that matrix buffers of its own on both
- * devices, one more reduce-scatter and all-gather each; here it is part of its stage.)
+ * their all-gathers follow it. It is simulated with or without data parallelism. Under
+ * the distributed optimizer the runtime gives that matrix (and its copy) buffers of
+ * their own on both devices (model.h `tied`), so stage 0 and stage S-1 each run one
+ * more reduce-scatter and all-gather, of the matrix's 4 h V / T bytes (its weights'
+ * h V / T x d), right after their other parameters' on the same stream: dp_derive
+ * splits those stages' bytes and adds the second ring's time (DpModel tbytes; one more
+ * ring latency, (D-1) a, each; not with dp_stage_bytes, which says nothing of the
+ * matrix). The buffers' padding to a multiple of D is not counted.
  * Context parallelism (hardware context_parallel = C > 1, costmodel.c): the gradients
  * of a stage are reduced over R = D x C GPUs (the C GPUs of each replica's group that
  * hold the same layers with those of the other replicas): every ring time above spans
@@ -183,6 +188,10 @@ static void dist_report_text(StrBuf *b, const IrSchedule *s, const DpResult *x) 
   for (int d = 0; m->vbytes && d < s->ndev; d++)
     sb_printf(b, "%6s %6d %10.4g %10s %10.6g %10.6g %10.6g %10.4g %10.6g %10.6g %10.6g\n", "vocab", d, m->vbytes[d], "last op",
               x->vstart[d], x->vend[d], m->vtime[d], m->vwbytes[d], x->vgstart[d], x->vgend[d], m->vwtime[d]);
+  if (m->tbytes)
+    sb_printf(b, "  tied embeddings: stages 0 and %d keep the matrix (%.4g bytes of F32 gradients) in buffers of their own: each runs\n"
+                 "  one more reduce-scatter and all-gather, after its other parameters'; rs_time and ag_time are the two rings'\n",
+              s->nstage - 1, m->tbytes[0]);
   sb_puts(b, "iteration   ");
   sb_num(b, x->iteration);
   sb_puts(b, " with the reduce-scatters and all-gathers (makespan ");
@@ -272,6 +281,10 @@ void dp_report_json(StrBuf *b, const IrSchedule *s, const DpResult *x) {
     sb_num(b, x->ready[st]);
     if (m->dist) coll_json(b, x->start[st], x->end[st], m->time[st], m->wbytes[st], x->gstart[st], x->gend[st], m->wtime[st]);
     else coll_json(b, x->start[st], x->end[st], m->time[st], -1, 0, 0, 0);
+    if (m->tbytes && m->tbytes[st] > 0) {   /* appended: the tied matrix's own buffer */
+      sb_puts(b, ",\"tied_bytes\":");
+      sb_num(b, m->tbytes[st]);
+    }
     sb_puts(b, "}");
   }
   sb_puts(b, "]");

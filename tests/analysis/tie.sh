@@ -8,6 +8,10 @@
 #  - tensor_parallel = 2: one GPU's half of the matrix;
 #  - data_parallel = 4 with the distributed optimizer: the exchange starts after both
 #    devices' reduce-scatters and their all-gathers after the exchange;
+#  - the distributed optimizer with a latency a ring step: stages 0 and 3 reduce-scatter
+#    and all-gather the matrix in buffers of their own (the runtime's `tied` tensors),
+#    one more ring each after their other parameters', the others one ring; none where
+#    one device holds both layers (ZB-V);
 #  - no peer_bandwidth: the bytes, no time (bandwidth null);
 #  - none where one device holds both layers (ZB-V) or untied, and the text and --svg
 #    show it.
@@ -30,6 +34,8 @@ mk() {
 mk l 1f1b one_f_one_b 1 "peer_bandwidth = 5e10;"
 mk t2 1f1b one_f_one_b 1 "peer_bandwidth = 5e10; tensor_parallel = 2;"
 mk dd 1f1b one_f_one_b 1 "peer_bandwidth = 5e10; data_parallel = 4; distributed_optimizer = 1;"
+mk ddl 1f1b one_f_one_b 1 "peer_bandwidth = 5e10; data_parallel = 4; distributed_optimizer = 1; dp_bandwidth = 1e10; dp_latency = 1e-3;"
+mk zvd zb_v zb_v 1 "peer_bandwidth = 5e10; data_parallel = 4; distributed_optimizer = 1; dp_bandwidth = 1e10; dp_latency = 1e-3;"
 mk nb 1f1b one_f_one_b 1 ""
 mk zv zb_v zb_v 1 "peer_bandwidth = 5e10;"
 mk un 1f1b one_f_one_b 0 "peer_bandwidth = 5e10;"
@@ -37,7 +43,7 @@ mk un 1f1b one_f_one_b 0 "peer_bandwidth = 5e10;"
 python3 - "$tmp" <<'PY' || fail=1
 import json, sys
 w = sys.argv[1]
-J = {k: json.load(open("%s/%s.json" % (w, k))) for k in ("l", "t2", "dd", "nb", "zv", "un")}
+J = {k: json.load(open("%s/%s.json" % (w, k))) for k in ("l", "t2", "dd", "ddl", "zvd", "nb", "zv", "un")}
 h, V, bw = 1024.0, 50304.0, 5e10
 ok = True
 def check(what, cond):
@@ -73,6 +79,17 @@ if t and dp:
           close(dp["iteration_time"], max(s["allgather_end"] for s in st)) and close(t["iteration_time"], dp["iteration_time"]))
 else:
     check("data_parallel: both sections reported", False)
+# the tied matrix's own buffers: a ring (D-1)/D x bytes / B + (D-1) x a for each buffer,
+# D = 4, B = 1e10, a = 1e-3; the weights dtype_bytes 2 of the F32 gradients' 4
+def ring(x): return 3 / 4 * x / 1e10 + 3 * 1e-3
+for name, tied in (("ddl", (0, 3)), ("zvd", ())):
+    st = J[name]["data_parallel"]["stages"]
+    for s in st:
+        g = 4 * h * V if s["stage"] in tied else 0
+        rs = ring(s["bytes"] - g) + (ring(g) if g else 0)
+        ag = ring((s["bytes"] - g) / 2) + (ring(g / 2) if g else 0)
+        check("%s stage %d: %s reduce-scatter (%g s) and all-gather (%g s)" % (name, s["stage"], "two rings a" if g else "one", rs, ag),
+              close(s["time"], rs) and close(s["allgather_time"], ag) and close(s.get("tied_bytes", 0), g))
 t = J["nb"].get("tied_embeddings")
 check("no peer_bandwidth: bytes, no time", t is not None and t["bandwidth"] is None and t["time"] == 0 and close(t["bytes"], 4 * h * V))
 check("ZB-V (one device holds both layers): no exchange", "tied_embeddings" not in J["zv"])
