@@ -76,34 +76,42 @@
 #include <math.h>
 #include <string.h>
 
-DpResult *dp_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimResult *r) {
-  const DpModel *m = s->derived.dp;
-  const TieModel *tm = s->derived.tie;
-  if ((!m && !tm) || !r || !r->ok) return NULL;
+/* x's arrays for model m (x->m, x->tie set). */
+static void result_alloc(Arena *a, const IrSchedule *s, DpResult *x) {
+  const DpModel *m = x->m;
+  size_t S = (size_t)s->nstage, P = (size_t)s->ndev;
+  if (!m) return;
+  x->ready = arena_alloc(a, sizeof(double) * S);
+  x->start = arena_alloc(a, sizeof(double) * S);
+  x->end = arena_alloc(a, sizeof(double) * S);
+  if (m->dist) {
+    x->gstart = arena_alloc(a, sizeof(double) * S);
+    x->gend = arena_alloc(a, sizeof(double) * S);
+  }
+  if (m->vbytes) {
+    x->vstart = arena_alloc(a, sizeof(double) * P);
+    x->vend = arena_alloc(a, sizeof(double) * P);
+    if (m->dist) {
+      x->vgstart = arena_alloc(a, sizeof(double) * P);
+      x->vgend = arena_alloc(a, sizeof(double) * P);
+    }
+  }
+}
+
+/* The collectives after the pipeline run r (last[d]: device d's last op end; x's
+ * arrays allocated, x->iteration the run's makespan): fills their times and
+ * x->iteration. Returns when the next iteration starts: every device done with its
+ * last op, its gradient collectives and the tied exchange (the optimizer step, untimed,
+ * and the statistics every device sends at the end of an iteration, which wait for
+ * all of them), the all-gathers not included. */
+static double collectives(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimResult *r, const double *last, DpResult *x) {
+  const DpModel *m = x->m;
+  const TieModel *tm = x->tie;
   int S = s->nstage, P = s->ndev;
-  DpResult *x = arena_alloc(a, sizeof *x);
-  x->m = m;
-  x->tie = tm;
-  x->iteration = r->makespan;
   /* each device's end of its last op and of its gradient collectives */
   double *after = arena_alloc(a, sizeof(double) * (size_t)P);
-  for (int d = 0; d < P; d++) after[d] = r->dev[d].last;
+  for (int d = 0; d < P; d++) after[d] = last[d];
   if (m) {
-    x->ready = arena_alloc(a, sizeof(double) * (size_t)S);
-    x->start = arena_alloc(a, sizeof(double) * (size_t)S);
-    x->end = arena_alloc(a, sizeof(double) * (size_t)S);
-    if (m->dist) {
-      x->gstart = arena_alloc(a, sizeof(double) * (size_t)S);
-      x->gend = arena_alloc(a, sizeof(double) * (size_t)S);
-    }
-    if (m->vbytes) {
-      x->vstart = arena_alloc(a, sizeof(double) * (size_t)P);
-      x->vend = arena_alloc(a, sizeof(double) * (size_t)P);
-      if (m->dist) {
-        x->vgstart = arena_alloc(a, sizeof(double) * (size_t)P);
-        x->vgend = arena_alloc(a, sizeof(double) * (size_t)P);
-      }
-    }
     /* each stage's gradients are complete at the end of its last W or BW (a stage
      * without one: at its device's last op) */
     for (int st = 0; st < S; st++) {
@@ -113,7 +121,7 @@ DpResult *dp_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimRes
         const IrOp *op = ana_op(s, ix, g);
         if ((op->kind == IR_W || op->kind == IR_BW) && op->stage == st) { t = found ? fmax(t, r->end[g]) : r->end[g]; found = 1; }
       }
-      x->ready[st] = found ? t : r->dev[d].last;
+      x->ready[st] = found ? t : last[d];
     }
     /* per device, its stages' all-reduces one at a time, in the order they become ready
      * (ties: the lower stage first) */
@@ -132,7 +140,7 @@ DpResult *dp_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimRes
         if (x->end[next] > x->iteration) x->iteration = x->end[next];
       }
       if (m->vbytes) {   /* the vocabulary rows: after the device's last op, behind its stages' */
-        x->vstart[d] = fmax(r->dev[d].last, free_at);
+        x->vstart[d] = fmax(last[d], free_at);
         x->vend[d] = free_at = x->vstart[d] + m->vtime[d];
         if (free_at > x->iteration) x->iteration = free_at;
       }
@@ -144,10 +152,13 @@ DpResult *dp_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimRes
     x->tie_end = after[tm->dev[0]] = after[tm->dev[1]] = x->tie_start + tm->time;
     if (x->tie_end > x->iteration) x->iteration = x->tie_end;
   }
+  double next = 0;
+  for (int d = 0; d < P; d++) next = fmax(next, after[d]);
   for (int d = 0; m && m->dist && d < P; d++) {
-    /* distributed optimizer: after all of that, the optimizer step (untimed), then the
-     * device's stages' all-gathers in stage order */
-    double t = after[d];
+    /* distributed optimizer: after all of that on every device (the iteration's
+     * statistics, which every device sends, precede the optimizer step), the optimizer
+     * step (untimed), then the device's stages' all-gathers in stage order */
+    double t = next;
     for (int st = 0; st < S; st++) {
       if (s->stages[st].device != d) continue;
       x->gstart[st] = t;
@@ -160,6 +171,81 @@ DpResult *dp_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimRes
       if (t > x->iteration) x->iteration = t;
     }
   }
+  return next;
+}
+
+/* Release times of the next iteration, which starts at `next`: stage st's passes wait
+ * for its all-gather (gend), every pass of device d for its vocabulary rows' (vgend,
+ * or NULL). Returns whether any is after the start; *moved: whether one changed. */
+static int releases(const IrSchedule *s, const double *gend, const double *vgend, double next, double *rel, double *reld, int *moved) {
+  int any = 0;
+  for (int st = 0; st < s->nstage; st++) {
+    double v = fmax(0, gend[st] - next);
+    if (fabs(v - rel[st]) > 1e-12 * fmax(1, v)) *moved = 1;
+    rel[st] = v;
+    any |= v > 0;
+  }
+  for (int d = 0; vgend && d < s->ndev; d++) {
+    double v = fmax(0, vgend[d] - next);
+    if (fabs(v - reld[d]) > 1e-12 * fmax(1, v)) *moved = 1;
+    reld[d] = v;
+    any |= v > 0;
+  }
+  return any;
+}
+
+/* The distributed optimizer's all-gathers overlapping the next iteration, as the runtime
+ * runs them on a GPU (replica.c rt_replica_gather_weights, rt_replica_weights_wait):
+ * the iteration after this one starts at `next` and each stage's passes wait for the
+ * stage's all-gather (every pass of a device for its vocabulary rows'). The pipeline is
+ * simulated again with those release times, its collectives after it, and again with
+ * the all-gathers that gives, until the release times repeat (at most
+ * DP_STEADY_ROUNDS runs): x->steady is the period of that steady state, from one
+ * iteration's start to the next's. */
+enum { DP_STEADY_ROUNDS = 8 };
+static void steady_state(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L, DpResult *x, double next) {
+  const DpModel *m = x->m;
+  int S = s->nstage, P = s->ndev;
+  double *rel = arena_alloc(a, sizeof(double) * (size_t)S), *reld = m->vbytes ? arena_alloc(a, sizeof(double) * (size_t)P) : NULL;
+  double *gend = arena_alloc(a, sizeof(double) * (size_t)S), *vgend = m->vbytes ? arena_alloc(a, sizeof(double) * (size_t)P) : NULL;
+  memcpy(gend, x->gend, sizeof(double) * (size_t)S);
+  if (vgend) memcpy(vgend, x->vgend, sizeof(double) * (size_t)P);
+  x->steady = next;
+  for (int round = 0; round < DP_STEADY_ROUNDS; round++) {
+    int moved = 0;
+    if (!releases(s, gend, vgend, next, rel, reld, &moved) || (round > 0 && !moved)) break;
+    Arena t = {0};
+    SimResult r2 = {0};
+    if (exec_timed_release(&t, s, ix, L, &r2, exec_async(s), rel, reld) != 1) { arena_free(&t); break; }
+    double *last = arena_alloc(&t, sizeof(double) * (size_t)P);
+    for (int d = 0; d < P; d++)
+      for (int32_t g = ix->off[d]; g < ix->off[d + 1]; g++) last[d] = fmax(last[d], r2.end[g]);
+    DpResult y = {.m = m, .tie = x->tie};
+    result_alloc(&t, s, &y);
+    next = collectives(&t, s, ix, &r2, last, &y);
+    memcpy(gend, y.gend, sizeof(double) * (size_t)S);
+    if (vgend) memcpy(vgend, y.vgend, sizeof(double) * (size_t)P);
+    arena_free(&t);
+    x->steady = next;
+    x->steady_runs = round + 1;
+  }
+  x->steady_wait = x->steady - x->next;
+}
+
+DpResult *dp_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L, const SimResult *r) {
+  const DpModel *m = s->derived.dp;
+  const TieModel *tm = s->derived.tie;
+  if ((!m && !tm) || !r || !r->ok) return NULL;
+  int P = s->ndev;
+  DpResult *x = arena_alloc(a, sizeof *x);
+  x->m = m;
+  x->tie = tm;
+  x->iteration = r->makespan;
+  result_alloc(a, s, x);
+  double *last = arena_alloc(a, sizeof(double) * (size_t)P);
+  for (int d = 0; d < P; d++) last[d] = r->dev[d].last;
+  x->next = collectives(a, s, ix, r, last, x);
+  if (m && m->dist && L) steady_state(a, s, ix, L, x, x->next);
   x->exposed = x->iteration - r->makespan;
   return x;
 }
@@ -199,6 +285,14 @@ static void dist_report_text(StrBuf *b, const IrSchedule *s, const DpResult *x) 
   sb_puts(b, " + exposed reduce-scatter and all-gather ");
   sb_num(b, x->exposed);
   sb_puts(b, ")\n");
+  sb_puts(b, "steady      ");
+  sb_num(b, x->steady);
+  sb_puts(b, " an iteration with the all-gathers overlapping the next one (its passes of a stage wait for the stage's\n"
+             "            weights; the next iteration starts at ");
+  sb_num(b, x->next);
+  sb_printf(b, ", the all-gathers add ");
+  sb_num(b, x->steady_wait);
+  sb_printf(b, "; %d more pipeline run%s)\n", x->steady_runs, x->steady_runs == 1 ? "" : "s");
 }
 
 /* the tied embeddings' exchange (TieModel) */
@@ -301,6 +395,15 @@ void dp_report_json(StrBuf *b, const IrSchedule *s, const DpResult *x) {
     sb_puts(b, "]");
   }
   if (m->C > 1) sb_printf(b, ",\"context_parallel\":%d,\"ranks\":%d", m->C, m->ranks);   /* appended: absent without it */
+  if (m->dist) {   /* appended: the all-gathers overlapping the next iteration (steady_state) */
+    const char *const k[3] = {"next_iteration_start", "steady_iteration_time", "steady_allgather_wait"};
+    const double v[3] = {x->next, x->steady, x->steady_wait};
+    for (int i = 0; i < 3; i++) {
+      sb_printf(b, ",\"%s\":", k[i]);
+      sb_num(b, v[i]);
+    }
+    sb_printf(b, ",\"steady_runs\":%d", x->steady_runs);
+  }
   sb_puts(b, "}");
 }
 

@@ -24,6 +24,14 @@ typedef struct DpResult {
                                    gradient collectives (before the all-gathers) */
   double iteration;    /* max(makespan, last all-reduce, reduce-scatter, exchange or all-gather end) */
   double exposed;      /* iteration - makespan: collective time the pipeline did not hide */
+  double next;         /* when the next iteration starts: every device done with its last op,
+                          gradient collectives and the tied exchange (not the all-gathers) */
+  /* m->dist only (else 0): the all-gathers overlapping the next iteration (dp.c
+   * steady_state): the period of the steady state, from one iteration's start to the
+   * next's, what the all-gathers add to it (steady - next), and the pipeline runs it
+   * took (0: the all-gathers end before any pass needs them) */
+  double steady, steady_wait;
+  int steady_runs;
 } DpResult;
 
 /* The report's lines (report.c): the text section and the JSON key "data_parallel". */
@@ -34,6 +42,8 @@ void dp_report_json(struct StrBuf *b, const IrSchedule *s, const DpResult *x);
 void dp_report_tie_json(struct StrBuf *b, const DpResult *x);
 /* Adds the all-reduces (or reduce-scatters and all-gathers) and the tied embeddings'
  * exchange to a finished simulation r of s (NULL when s has neither a DpModel nor a
- * TieModel). */
-DpResult *dp_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimResult *r);
+ * TieModel); under the distributed optimizer, with L (the links r ran with), also the
+ * steady state of the all-gathers overlapping the next iteration (runs the pipeline
+ * again). */
+DpResult *dp_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L, const SimResult *r);
 #endif

@@ -7,7 +7,8 @@
 #    the exchange's end;
 #  - tensor_parallel = 2: one GPU's half of the matrix;
 #  - data_parallel = 4 with the distributed optimizer: the exchange starts after both
-#    devices' reduce-scatters and their all-gathers after the exchange;
+#    devices' reduce-scatters, and every device's all-gathers once all devices are
+#    done (the exchange included);
 #  - the distributed optimizer with a latency a ring step: stages 0 and 3 reduce-scatter
 #    and all-gather the matrix in buffers of their own (the runtime's `tied` tensors),
 #    one more ring each after their other parameters', the others one ring; none where
@@ -72,9 +73,11 @@ if t and dp:
     last = [d["last_end"] for d in j["per_device"]]
     check("data_parallel: the exchange starts after both devices' last ops and reduce-scatters",
           close(t["start"], max(last[0], last[3], rs_end[0], rs_end[3])))
-    check("data_parallel: devices 0 and 3 all-gather after the exchange, the others do not wait for it",
-          all(close(s["allgather_start"], t["end"]) for s in st if s["device"] in (0, 3)) and
-          all(s["allgather_start"] < t["end"] for s in st if s["device"] in (1, 2)))
+    nxt = max(t["end"], max(last), max(s["end"] for s in st))
+    check("data_parallel: the next iteration starts when every device is done, the exchange included (%g)" % nxt,
+          close(dp["next_iteration_start"], nxt))
+    check("data_parallel: every device all-gathers from then (the statistics of all devices precede the optimizer step)",
+          all(close(s["allgather_start"], nxt) for s in st) and nxt >= t["end"])
     check("data_parallel: the iteration covers the all-gathers",
           close(dp["iteration_time"], max(s["allgather_end"] for s in st)) and close(t["iteration_time"], dp["iteration_time"]))
 else:
