@@ -34,22 +34,34 @@
  * stage's F32 gradients are reduce-scattered instead (a ring: each rank sends (D-1)/D
  * of them in D-1 steps, half an all-reduce):
  *   T_rs = (D-1)/D x G / B + (D-1) x a.
- * After the device's last pipeline op and the end of all its stages' reduce-scatters,
- * its optimizer step (no time modelled) and then the all-gathers of its stages'
- * updated weights, one after another in stage order:
+ * Once every device is done with its last pipeline op, its stages' reduce-scatters (and
+ * the tied exchange below): the runtime's statistics of the iteration, which every
+ * device sends, precede the optimizer step. Then each device's optimizer step (no time
+ * modelled) and the all-gathers of its stages' updated weights, one after another in
+ * stage order:
  *   T_ag = (D-1)/D x Wb / B + (D-1) x a,
  * Wb = the stage's parameters x dtype_bytes d (G / 4 x d: with dp_stage_bytes, d =
  * model dtype_bytes, default 2 as in costmodel.c). The device's iteration ends with its
- * last all-gather; the iteration is the latest over the devices.
+ * last all-gather; the iteration is the latest over the devices: one iteration alone
+ * (the last of a run waits for its all-gathers).
+ * The steady state (steady_state): on a GPU the runtime overlaps the all-gathers with
+ * the next iteration (replica.c rt_replica_gather_weights, rt_replica_weights_wait):
+ * it starts when every device is done (`next`), and each stage's first pass waits for
+ * its stage's all-gather, every pass of a device for its vocabulary rows'. The
+ * pipeline is run again by the executor with those release times (exec.h ExecModel
+ * release, relative to the iteration's start), the collectives put after that run as
+ * above, and again with the release times that gives, until they repeat (at most
+ * DP_STEADY_ROUNDS runs; one when the delay shifts the whole iteration): the period
+ * from one iteration's start to the next's is the steady iteration. Only compute
+ * passes wait (a send or receive of the stage does not).
  * Vocabulary-parallel schedules: each device also holds its rows of the input and output
  * layers (and device 0 the position table; costmodel.c vocab_params), whose gradients
  * are complete only when the device's last op ends (its last T or IB): they are
  * all-reduced (reduce-scattered) over the device's replicas then, behind its stages'
  * collectives on the same stream, as the runtime does (replica.c rt_replica_end), and
  * under the distributed optimizer all-gathered after the stages' all-gathers.
- * What it does not: optimizer time, gradient bucketing within a stage, the next
- * iteration's forward passes overlapping the all-gathers (the runtime overlaps them on
- * a GPU: each stage's first pass waits for its stage's all-gather only).
+ * What it does not: optimizer time, gradient bucketing within a stage, the CPU
+ * backend's blocking all-gathers in the steady state (it is the GPU's).
  * Tied embeddings on two devices (costmodel.h TieModel): once both devices have ended
  * their last op and their gradient collectives above (not the all-gathers), they
  * exchange the matrix's F32 gradient point to point, bytes / peer_bandwidth, as the
