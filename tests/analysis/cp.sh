@@ -119,6 +119,10 @@ if vocab:
     dev[0] += s * h
 R = D * C                                        # the gradient group
 e["static"] = [p * (d + 4 + 12 / (R if dist else 1)) for p in dev]
+if vocab and D > 1:                              # each device's vocabulary rows: one collective each
+    VB = [4 * (2 * h * V / P / T + (s * h if k == 0 else 0)) for k in range(P)]
+    e["vocab_dp"] = {"time": [half(R, y, dbw, dlat) if dist else ring(R, y, dbw, dlat) for y in VB],
+                     "allgather_time": [half(R, y / 4 * d, dbw, dlat) for y in VB] if dist else None, "bytes": VB}
 if not vocab:
     G = [4 * p for p in params]
     e["dp"] = {"ranks": R, "bandwidth": dbw, "latency": dlat,
@@ -166,6 +170,15 @@ if "dp" in e:
         want("stage %d end" % v["stage"], v["end"], v["start"] + e["dp"]["time"][v["stage"]])
         if e["dp"]["allgather_time"]:
             want("stage %d allgather_time" % v["stage"], v.get("allgather_time"), e["dp"]["allgather_time"][v["stage"]])
+if "vocab_dp" in e:
+    vs = (j.get("data_parallel") or {}).get("vocab") or []
+    if len(vs) != len(e["vocab_dp"]["bytes"]): bad.append("data_parallel.vocab: %d devices" % len(vs))
+    for v in vs:
+        k = v["device"]
+        want("device %d vocabulary rows' bytes" % k, v["bytes"], e["vocab_dp"]["bytes"][k])
+        want("device %d vocabulary rows' collective time" % k, v["time"], e["vocab_dp"]["time"][k])
+        if e["vocab_dp"]["allgather_time"]:
+            want("device %d vocabulary rows' allgather_time" % k, v.get("allgather_time"), e["vocab_dp"]["allgather_time"][k])
 if bad: print("\n".join(bad)); sys.exit(1)
 PY
 
@@ -188,6 +201,9 @@ run "1F1B C=2 T=2 sp D=3 distributed optimizer" lin.pps '{"C": 2, "T": 2, "sp": 
 run "1F1B C=2 D=1 (cp_bandwidth)" nodp.pps '{"C": 2, "T": 1, "sp": 0, "D": 1, "dist": 0, "vocab": 0, "dpbw": "cp"}'
 run "1F1B C=2 D=1 distributed optimizer (cp_bandwidth)" nodp.pps '{"C": 2, "T": 1, "sp": 0, "D": 1, "dist": 1, "vocab": 0, "dpbw": "cp"}' -D dist=1
 run "Vocab-1 C=2 T=2" voc.pps '{"C": 2, "T": 2, "sp": 0, "D": 1, "dist": 0, "vocab": 1}' -D tp=2
+# with data parallelism (given with --hardware): the vocabulary rows over the D x C GPUs too
+run "Vocab-1 C=2 T=2 D=2 distributed optimizer" voc.pps '{"C": 2, "T": 2, "sp": 0, "D": 2, "dist": 1, "vocab": 1, "dpbw": "dp"}' -D tp=2 \
+  --hardware data_parallel=2 --hardware dp_bandwidth=1e9 --hardware dp_latency=5e-6 --hardware distributed_optimizer=1
 
 # C = 2 against C = 1 of the same file, from ppsc's own figures: a device share's
 # compute (TF - the CP communication) and activation bytes halved
