@@ -59,7 +59,8 @@
  * are complete only when the device's last op ends (its last T or IB): they are
  * all-reduced (reduce-scattered) over the device's replicas then, behind its stages'
  * collectives on the same stream, as the runtime does (replica.c rt_replica_end), and
- * under the distributed optimizer all-gathered after the stages' all-gathers.
+ * under the distributed optimizer all-gathered before the stages' all-gathers (the
+ * runtime's first buffer, stage -1).
  * What it does not: optimizer time, gradient bucketing within a stage, the CPU
  * backend's blocking all-gathers in the steady state (it is the GPU's).
  * Tied embeddings on two devices (costmodel.h TieModel): once both devices have ended
@@ -169,17 +170,18 @@ static double collectives(Arena *a, const IrSchedule *s, const AnaIndex *ix, con
   for (int d = 0; m && m->dist && d < P; d++) {
     /* distributed optimizer: after all of that on every device (the iteration's
      * statistics, which every device sends, precede the optimizer step), the optimizer
-     * step (untimed), then the device's stages' all-gathers in stage order */
+     * step (untimed), then the device's all-gathers in the runtime's buffer order:
+     * its vocabulary rows (stage -1) first, its stages in stage order */
     double t = next;
+    if (m->vbytes) {
+      x->vgstart[d] = t;
+      x->vgend[d] = t = t + m->vwtime[d];
+      if (t > x->iteration) x->iteration = t;
+    }
     for (int st = 0; st < S; st++) {
       if (s->stages[st].device != d) continue;
       x->gstart[st] = t;
       x->gend[st] = t = t + m->wtime[st];
-      if (t > x->iteration) x->iteration = t;
-    }
-    if (m->vbytes) {
-      x->vgstart[d] = t;
-      x->vgend[d] = t = t + m->vwtime[d];
       if (t > x->iteration) x->iteration = t;
     }
   }
