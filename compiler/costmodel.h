@@ -23,7 +23,8 @@ typedef struct TpModel {
   double out_f, out_b; /* inside the output layer's F and B (stage S-1; 0 under vocab parallel) */
   int bytes;           /* the activation split below is derived (heads given) */
   double act_rep;      /* bytes of one layer's activation for one microbatch that every GPU
-                          of the group holds whole (0 with sequence parallelism) */
+                          of the group holds whole (0 with sequence parallelism; with
+                          context parallelism of the GPU's s / C tokens, as act_split) */
   double act_split;    /* the rest: each GPU holds 1/T of it */
 } TpModel;
 
