@@ -107,7 +107,7 @@ int analysis_run(Arena *a, Diag *dg, IrSchedule *s, Analysis *out, int want_time
     out->sim = out->vr.sim;   /* verification's timed run (sim.c), with the memory points when wanted */
     if (want_timeline) sim_timeline(a, s, &out->vr.ix, &out->sim);
     out->simulated = 1;
-    out->sim.dp = dp_run(a, s, &out->vr.ix, &out->sim);   /* hardware data_parallel (dp.c) */
+    out->sim.dp = dp_run(a, s, &out->vr.ix, &out->vr.links, &out->sim);   /* hardware data_parallel (dp.c) */
     /* elaboration bounds the costs; a non-finite time here must still not pass as valid */
     if (!isfinite(out->sim.makespan) || !isfinite(out->sim.peak_memory)) {
       diag_error(dg, s->span, "the simulated %s is not a finite number: lower the costs or activations",

@@ -64,7 +64,8 @@
  *   no sharding of optimizer state (18 bytes at d = 2, as Megatron counts them);
  *   with hardware { data_parallel = D; distributed_optimizer = 1; } the optimizer
  *   state is sharded over the D replicas (ZeRO-1, Megatron's distributed optimizer):
- *   d + 4 + 12 / D (8 / D at d = 4): dp_derive, costmodel_param_bytes.
+ *   d + 4 + 12 / D (8 / D at d = 4; D x C with context parallelism): dp_derive,
+ *   costmodel_param_bytes.
  * Tensor parallelism (hardware tensor_parallel = T, whole, default 1; Megatron-LM's:
  *   Shoeybi et al. 2019, Korthikanti et al. 2022): each pipeline device is a group of
  *   T GPUs, P x D x T GPUs in all, and every figure above is one GPU's (T = 1: all
@@ -127,6 +128,31 @@
  *   output layers by vocabulary rows; its first and last stages keep a few buffers of
  *   all N rows this model does not count (docs/training.md; the compiled program notes
  *   a tensor_parallel that differs from its flags).
+ * Context parallelism (hardware context_parallel = C, whole, default 1; Megatron-LM's
+ *   --context-parallel-size with --cp-comm-type all_gather): each pipeline device (each
+ *   GPU of its tensor-parallel group) is C GPUs splitting every sequence in 2C chunks,
+ *   GPU c holding chunks c and 2C-1-c (balanced under the causal mask: each GPU sees
+ *   2C + 1 of the C(2C + 1) chunk pairs). P x D x C x T GPUs; every figure is one GPU's
+ *   (C = 1: all unchanged, byte for byte). seq must be divisible by 2C (an error at
+ *   context_parallel otherwise, a note at seq).
+ *   FLOPs: every F, B, W (the attention's A too: 1/C of the whole causal attention by
+ *   the load balancing), the input and output layers' and the vocabulary passes' divide
+ *   by C (by C T with tensor parallelism).
+ *   Communication, not overlapped, in the passes' times (add_pass_comm, as TP's): of
+ *   KV = 2 s b (g/T)(h/a) d bytes (K and V of a GPU's key/value heads, the whole
+ *   sequence; g/a = 1 without heads), a ring over the C GPUs at cp_bandwidth (needed
+ *   when C > 1 and the times are derived) and cp_latency (default 0), t =
+ *   dp_half_ring_time(C, KV): a layer's F all-gathers K and V (t), its B all-gathers
+ *   them again and reduce-scatters their gradients (2t), W none; TF, TB gain L / P of
+ *   these. The TP collectives carry a GPU's s / C tokens (X / C; the cross-entropy's
+ *   statistics bs / C), and TC is its s / C rows (s / (C T) with SP).
+ *   Activation: every term of act_layer is per token: / C (act_rep and act_split too).
+ *   Parameters: none split (static bytes unchanged), but the data-parallel gradient
+ *   group is D x C GPUs (Megatron's data-parallel group with context parallelism):
+ *   dp_derive's ring times span R = D x C GPUs and the distributed optimizer shards
+ *   over R; with data_parallel 1 and C > 1 the C GPUs still all-reduce their
+ *   gradients, at dp_bandwidth / dp_latency, else cp_bandwidth / cp_latency (the group
+ *   is the context-parallel group), else peer_bandwidth / 0.
  * Host links: devices_per_host_link k (default 1) devices share one host link (d and
  *   d' share it when d / k == d' / k: k ranks on one GPU, or GPUs behind one PCIe
  *   switch), and duplex_bandwidth (default host_bandwidth) is what each direction
@@ -135,6 +161,7 @@
  * Explicit costs in the file win (elab.c applies only what the file did not give). */
 #include "costmodel.h"
 #include "sim.h"
+#include <stdio.h>
 #include <math.h>
 #include <string.h>
 
@@ -142,6 +169,13 @@ static const IrKeyVal *kv_find(const IrKeyVal *kv, int n, const char *key) {
   for (int i = 0; i < n; i++)
     if (!strcmp(kv[i].key, key)) return &kv[i];
   return NULL;
+}
+
+/* Collectives that are not overlapped (tensor and context parallelism's) run inside
+ * the passes: f and b seconds of one device share more in TF and TB. */
+static void add_pass_comm(CostModel *out, double f, double b) {
+  out->tf += f;
+  out->tb += b;
 }
 
 /* The feed-forward width f when model { } gives no ffn_hidden: 4h, or with swiglu = 1
@@ -255,6 +289,33 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
       errors++;
     }
   }
+  /* context parallelism: hardware { context_parallel; cp_bandwidth; cp_latency } */
+  const IrKeyVal *kc = kv_find(s->hardware, s->nhardware, "context_parallel");
+  const IrKeyVal *kcb = kv_find(s->hardware, s->nhardware, "cp_bandwidth");
+  const IrKeyVal *kcl = kv_find(s->hardware, s->nhardware, "cp_latency");
+  int C = 1;
+  if (kc && !(kc->value >= 1 && kc->value <= 1e6 && kc->value == floor(kc->value))) {
+    diag_error(dg, kc->span, "hardware context_parallel must be a whole number from 1 to 1000000 (GPUs of each context-parallel group), got %g",
+               kc->value);
+    errors++;
+  } else if (kc) {
+    C = (int)kc->value;
+  }
+  if (kcb && !(kcb->value > 0 && isfinite(kcb->value))) { diag_error(dg, kcb->span, "hardware cp_bandwidth must be positive, got %g", kcb->value); errors++; kcb = NULL; }
+  if (kcl && !(kcl->value >= 0 && isfinite(kcl->value))) { diag_error(dg, kcl->span, "hardware cp_latency must not be negative, got %g", kcl->value); errors++; kcl = NULL; }
+  if (C > 1) { /* Megatron cuts the sequence in 2C chunks, 2 a GPU (load balancing) */
+    if (mk[5] && fmod(mk[5]->value, 2.0 * C) != 0) {
+      diag_error(dg, kc->span, "hardware context_parallel = %d needs model seq = %g divisible by 2 x %d = %d (each GPU holds 2 of 2C chunks of the sequence, balanced under the causal mask)",
+                 C, mk[5]->value, C, 2 * C);
+      diag_note(dg, mk[5]->span, "model seq is given here");
+      errors++;
+    }
+    if (mk[0] && mk[1] && mk[5] && mk[6] && hk[1] && !kcb) {
+      diag_error(dg, kc->span, "hardware context_parallel = %d needs cp_bandwidth (bytes/s of each GPU's link inside its context-parallel group), to derive the times of the K and V all-gathers",
+                 C);
+      errors++;
+    }
+  }
   if (errors) return errors;
   out->link_devs = hk[7] ? (int)fmin(hk[7]->value, 1e9) : 1;
   out->duplex = hk[8] ? hk[8]->value / hk[2]->value : 1;
@@ -280,16 +341,26 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
     tp->bandwidth = ktb ? ktb->value : hk[3] ? hk[3]->value : 0;
     tp->latency = ktl ? ktl->value : 0;
   }
+  CpModel *cp = NULL;
+  if (C > 1) {
+    cp = out->cp = arena_alloc(a, sizeof *cp);
+    cp->C = C;
+    cp->bandwidth = kcb ? kcb->value : 0;
+    cp->latency = kcl ? kcl->value : 0;
+    cp->kv_bytes = 2 * sq * b * gr * h / T * d;
+  }
   if (shape && hk[1]) {
     double rate = hk[1]->value * (hk[4] ? hk[4]->value : 1);
     double share = L / P;  /* layers of one device share */
     out->times = 1;
     out->flops_rate = rate;
-    /* one GPU of the tensor-parallel group: 1/T of every FLOP (T = 1: none) */
-    out->tf = share * bsh * (2 * mat_h * h + 4 * sq) / T / rate;
-    out->tb = share * bsh * (2 * mat_h * h + 8 * sq) / T / rate;
-    out->tw = share * 2 * mat_h * bsh * h / T / rate;
-    double of = 2 * bsh * V / T / rate, inf = bsh / T / rate, inw = 2 * bsh / T / rate;
+    /* one GPU: 1/T of every FLOP by tensor parallelism, 1/C by context parallelism
+     * (its s / C tokens; the causal attention's too, by the load balancing) */
+    double par = (double)T * C;
+    out->tf = share * bsh * (2 * mat_h * h + 4 * sq) / par / rate;
+    out->tb = share * bsh * (2 * mat_h * h + 8 * sq) / par / rate;
+    out->tw = share * 2 * mat_h * bsh * h / par / rate;
+    double of = 2 * bsh * V / par / rate, inf = bsh / par / rate, inw = 2 * bsh / par / rate;
     if (s->vocab.mode) {
       out->ts = (s->vocab.mode == 2 ? 2 : 1) * of / P;
       out->tt = (s->vocab.mode == 2 ? 1 : 2) * of / P;
@@ -299,8 +370,9 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
       out->in_f = inf; out->in_w = inw;
       out->out_f = of; out->out_b = of; out->out_w = of;
     }
-    if (tp) { /* TP communication, not overlapped: in the passes' times */
-      double x = bsh * d, bw = tp->bandwidth, lat = tp->latency;
+    if (tp) { /* TP communication, not overlapped: in the passes' times, of a GPU's
+               * s / C tokens */
+      double x = bsh * d / C, bw = tp->bandwidth, lat = tp->latency;
       double ar = dp_ring_time(T, x, bw, lat), half = dp_half_ring_time(T, x, bw, lat);
       /* a layer's F: 2 all-reduces (attention and MLP outputs), or with sequence
        * parallelism 2 all-gathers (the layer norms' outputs) + 2 reduce-scatters; its
@@ -309,8 +381,7 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
       tp->times = 1;
       tp->f = share * layer;
       tp->b = share * layer;
-      out->tf += tp->f;
-      out->tb += tp->b;
+      add_pass_comm(out, tp->f, tp->b);
       if (!s->vocab.mode) {
         /* input layer (vocabulary-parallel embedding): F all-reduces its output (SP: a
          * reduce-scatter), B all-gathers the gradient it gets (SP only); output layer
@@ -319,17 +390,27 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
          * (3 x bs F32), B all-reduces its input gradient (SP: a reduce-scatter) */
         tp->in_f = sp ? half : ar;
         tp->in_b = sp ? half : 0;
-        tp->out_f = (sp ? half : 0) + 3 * dp_ring_time(T, b * sq * 4, bw, lat);
+        tp->out_f = (sp ? half : 0) + 3 * dp_ring_time(T, b * sq * 4 / C, bw, lat);
         tp->out_b = sp ? half : ar;
         out->in_f += tp->in_f; out->in_b += tp->in_b;
         out->out_f += tp->out_f; out->out_b += tp->out_b;
       }
     }
+    if (cp && cp->bandwidth > 0) { /* CP communication, not overlapped: a layer's F
+      * all-gathers K and V over the C GPUs, its B gathers them again and
+      * reduce-scatters their gradients (Megatron's all_gather comm type) */
+      double ag = dp_half_ring_time(C, cp->kv_bytes, cp->bandwidth, cp->latency);
+      cp->times = 1;
+      cp->f = share * ag;
+      cp->b = share * 2 * ag;
+      add_pass_comm(out, cp->f, cp->b);
+    }
   }
   if (shape && hk[3]) {
     out->has_tc = 1;
-    /* with sequence parallelism each GPU sends its s / T rows (Megatron's p2p shape) */
-    out->tc = bsh * d / (sp ? T : 1) / hk[3]->value;
+    /* with sequence parallelism each GPU sends its s / T rows (Megatron's p2p shape),
+     * of its s / C tokens */
+    out->tc = bsh * d / (sp ? T : 1) / C / hk[3]->value;
   }
   if (shape && mk[3]) {
     out->bytes = 1;
@@ -338,10 +419,11 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
      * the attention's F32 statistics): costmodel.c's header */
     double whole = 6 * h * d + (rmsnorm ? 8 : 16);
     double split = (2 + 2 * gr) * h * d + (fc1 + 1) * f * d + 4 * heads;
-    out->act_layer = sq * b * (whole + split);
+    /* of one GPU's s / C tokens (C = 1 without context parallelism) */
+    out->act_layer = sq * b * (whole + split) / C;
     if (tp) { /* one GPU's: the part split by heads or columns over the group, 1/T of
                * it; with sequence parallelism the rest too (costmodel.c's header) */
-      split *= sq * b;
+      split *= sq * b / C;
       tp->bytes = 1;
       tp->act_rep = sp ? 0 : out->act_layer - split;
       tp->act_split = sp ? out->act_layer : split;
@@ -424,8 +506,8 @@ int costmodel_check_memory(Diag *dg, const IrSchedule *s, const SimResult *r) {
                  d, need / 1e9, x->memory / 1e9, x->static_bytes[d] / 1e9, r->dev[d].peak, x->unit_bytes / 1e9);
       const DpModel *m = x->dp;
       if (m && !m->dist && m->static_sharded)
-        diag_note(dg, x->memory_span, "hardware distributed_optimizer = 1 would shard the optimizer state over the %d replicas: device %d would need %.3g GB",
-                  m->D, d, (m->static_sharded[d] + act) / 1e9);
+        diag_note(dg, x->memory_span, "hardware distributed_optimizer = 1 would shard the optimizer state over the %d %s: device %d would need %.3g GB",
+                  m->ranks, m->C > 1 ? "GPUs of the data-parallel x context-parallel group" : "replicas", d, (m->static_sharded[d] + act) / 1e9);
       errors++;
     }
   }
@@ -466,26 +548,45 @@ DpModel *dp_derive(Arena *a, Diag *dg, const IrSchedule *s, CostModel *cm) {
   if (kb && !(kb->value > 0 && isfinite(kb->value))) { diag_error(dg, kb->span, "hardware dp_bandwidth must be positive, got %g", kb->value); errors++; }
   if (kl && !(kl->value >= 0 && isfinite(kl->value))) { diag_error(dg, kl->span, "hardware dp_latency must not be negative, got %g", kl->value); errors++; }
   if (kg && !(kg->value > 0 && isfinite(kg->value))) { diag_error(dg, kg->span, "hardware dp_stage_bytes must be positive, got %g", kg->value); errors++; }
-  if (errors || !kd || kd->value == 1) return NULL;
-  int D = (int)kd->value, S = s->nstage;
+  /* the gradient group: the D replicas' context-parallel GPUs, D x C (Megatron's
+   * data-parallel group with context parallelism) */
+  const CpModel *cp = cm->cp;
+  int C = cp ? cp->C : 1;
+  if (errors || ((!kd || kd->value == 1) && C == 1)) return NULL;
+  int D = kd ? (int)kd->value : 1, S = s->nstage;
+  /* errors at data_parallel, or with data_parallel 1 at context_parallel */
+  const IrKeyVal *kat = D > 1 ? kd : kv_find(s->hardware, s->nhardware, "context_parallel");
+  char who[96];
+  if (D > 1) snprintf(who, sizeof who, "hardware data_parallel %d", D);
+  else snprintf(who, sizeof who, "hardware context_parallel %d (a gradient all-reduce over its GPUs)", C);
+  if ((double)D * C > 1e6) {
+    diag_error(dg, kat->span, "hardware data_parallel x context_parallel = %.0f is over 1000000 GPUs in a gradient group", (double)D * C);
+    return NULL;
+  }
   if (s->vocab.mode && !cm->vocab_params) {
-    diag_error(dg, kd->span, "hardware data_parallel %d with `vocab parallel` needs the vocabulary layers' gradient bytes: give model { layers hidden heads seq micro_batch vocab }", D);
+    diag_error(dg, kat->span, "%s with `vocab parallel` needs the vocabulary layers' gradient bytes: give model { layers hidden heads seq micro_batch vocab }", who);
     errors++;
   }
-  double bw = kb ? kb->value : kp && kp->value > 0 ? kp->value : 0;
+  /* bandwidth and latency: dp_bandwidth and dp_latency; with data_parallel 1 the group
+   * is the context-parallel group itself: cp_bandwidth and cp_latency; then
+   * peer_bandwidth and 0 */
+  double bw = kb ? kb->value : D == 1 && cp->bandwidth > 0 ? cp->bandwidth : kp && kp->value > 0 ? kp->value : 0;
   if (!(bw > 0)) {
-    diag_error(dg, kd->span, "hardware data_parallel %d needs dp_bandwidth (bytes/s of each device's link to its replicas) or peer_bandwidth", D);
+    if (D > 1) diag_error(dg, kat->span, "%s needs dp_bandwidth (bytes/s of each device's link to its replicas) or peer_bandwidth", who);
+    else diag_error(dg, kat->span, "%s needs dp_bandwidth, cp_bandwidth or peer_bandwidth", who);
     errors++;
   }
   if (!kg && !cm->stage_params) {
-    diag_error(dg, kd->span, "hardware data_parallel %d needs each stage's gradient bytes: give model { layers hidden heads seq micro_batch } or hardware dp_stage_bytes", D);
+    diag_error(dg, kat->span, "%s needs each stage's gradient bytes: give model { layers hidden heads seq micro_batch } or hardware dp_stage_bytes", who);
     errors++;
   }
   if (errors || S <= 0) return NULL;
   DpModel *m = arena_alloc(a, sizeof *m);
   m->D = D;
+  m->C = C;
+  int R = m->ranks = D * C;
   m->bandwidth = bw;
-  m->latency = kl ? kl->value : 0;
+  m->latency = kl ? kl->value : D == 1 ? cp->latency : 0;
   m->bytes = arena_alloc(a, sizeof(double) * (size_t)S);
   m->time = arena_alloc(a, sizeof(double) * (size_t)S);
   m->dist = ko && ko->value == 1;
@@ -493,14 +594,26 @@ DpModel *dp_derive(Arena *a, Diag *dg, const IrSchedule *s, CostModel *cm) {
     m->wbytes = arena_alloc(a, sizeof(double) * (size_t)S);
     m->wtime = arena_alloc(a, sizeof(double) * (size_t)S);
   }
+  /* tied embeddings on two devices under the distributed optimizer: the matrix (and
+   * its copy) has buffers of its own on both devices (the runtime's `tied` tensors),
+   * so stage 0 and stage S-1 each run one more reduce-scatter and all-gather, of the
+   * matrix, right after their own (the bytes split, one more ring's latency) */
+  const TieModel *tie = m->dist && !kg ? cm->tie : NULL;
+  if (tie) m->tbytes = arena_alloc(a, sizeof(double) * (size_t)S);
   for (int st = 0; st < S; st++) {
     m->bytes[st] = kg ? kg->value : cm->stage_params[st] * 4.0;   /* F32 gradients */
-    if (!m->dist) { m->time[st] = dp_ring_time(D, m->bytes[st], m->bandwidth, m->latency); continue; }
+    if (!m->dist) { m->time[st] = dp_ring_time(R, m->bytes[st], m->bandwidth, m->latency); continue; }
     /* ZeRO-1: reduce-scatter the gradients, all-gather the weights: d = dtype_bytes
      * (default 2) a parameter, of the bytes / 4 parameters (also from dp_stage_bytes) */
-    m->time[st] = dp_half_ring_time(D, m->bytes[st], m->bandwidth, m->latency);
+    double tb = tie && (st == 0 || st == S - 1) ? tie->bytes : 0, own = m->bytes[st] - tb;
+    if (tie) m->tbytes[st] = tb;
+    m->time[st] = dp_half_ring_time(R, own, m->bandwidth, m->latency);
     m->wbytes[st] = m->bytes[st] / 4.0 * cm->dtype_bytes;
-    m->wtime[st] = dp_half_ring_time(D, m->wbytes[st], m->bandwidth, m->latency);
+    m->wtime[st] = dp_half_ring_time(R, own / 4.0 * cm->dtype_bytes, m->bandwidth, m->latency);
+    if (tb > 0) {   /* the matrix's own reduce-scatter and all-gather, after the stage's */
+      m->time[st] += dp_half_ring_time(R, tb, m->bandwidth, m->latency);
+      m->wtime[st] += dp_half_ring_time(R, tb / 4.0 * cm->dtype_bytes, m->bandwidth, m->latency);
+    }
   }
   if (s->vocab.mode) {   /* each device's rows of the vocabulary layers: one collective each */
     int P = s->ndev;
@@ -512,16 +625,16 @@ DpModel *dp_derive(Arena *a, Diag *dg, const IrSchedule *s, CostModel *cm) {
     }
     for (int d = 0; d < P; d++) {
       m->vbytes[d] = cm->vocab_params[d] * 4.0;
-      m->vtime[d] = m->dist ? dp_half_ring_time(D, m->vbytes[d], m->bandwidth, m->latency)
-                            : dp_ring_time(D, m->vbytes[d], m->bandwidth, m->latency);
+      m->vtime[d] = m->dist ? dp_half_ring_time(R, m->vbytes[d], m->bandwidth, m->latency)
+                            : dp_ring_time(R, m->vbytes[d], m->bandwidth, m->latency);
       if (!m->dist) continue;
       m->vwbytes[d] = cm->vocab_params[d] * cm->dtype_bytes;
-      m->vwtime[d] = dp_half_ring_time(D, m->vwbytes[d], m->bandwidth, m->latency);
+      m->vwtime[d] = dp_half_ring_time(R, m->vwbytes[d], m->bandwidth, m->latency);
     }
   }
   if (cm->static_bytes && cm->dev_params) {
     m->static_sharded = arena_alloc(a, sizeof(double) * (size_t)(s->ndev + 1));
-    for (int d = 0; d < s->ndev; d++) m->static_sharded[d] = cm->dev_params[d] * costmodel_param_bytes(cm->dtype_bytes, D);
+    for (int d = 0; d < s->ndev; d++) m->static_sharded[d] = cm->dev_params[d] * costmodel_param_bytes(cm->dtype_bytes, R);
     if (m->dist) cm->static_bytes = m->static_sharded;
   }
   return m;

@@ -23,9 +23,28 @@ typedef struct TpModel {
   double out_f, out_b; /* inside the output layer's F and B (stage S-1; 0 under vocab parallel) */
   int bytes;           /* the activation split below is derived (heads given) */
   double act_rep;      /* bytes of one layer's activation for one microbatch that every GPU
-                          of the group holds whole (0 with sequence parallelism) */
+                          of the group holds whole (0 with sequence parallelism; with
+                          context parallelism of the GPU's s / C tokens, as act_split) */
   double act_split;    /* the rest: each GPU holds 1/T of it */
 } TpModel;
+
+/* What the hardware block says of context parallelism (hardware { context_parallel = C }
+> 1; NULL in IrDerived and CostModel when C = 1), Megatron-LM's --context-parallel-size
+with --cp-comm-type all_gather: each pipeline device (each GPU of its tensor-parallel
+group) is C GPUs, each holding 2 of 2C chunks of the sequence (c and 2C-1-c: balanced
+under the causal mask), so every derived FLOP and activation byte is 1/C; a layer's F
+all-gathers K and V over the C GPUs, its B all-gathers them again and reduce-scatters
+their gradients (costmodel.c). */
+typedef struct CpModel {
+  int C;               /* GPUs of each context-parallel group (> 1) */
+  double bandwidth;    /* cp_bandwidth (0: not given, no times) */
+  double latency;      /* cp_latency, seconds a ring step (default 0) */
+  int times;           /* the communication times below are derived (seconds) */
+  double kv_bytes;     /* K and V of one layer for one microbatch, the whole sequence, one
+                          tensor-parallel rank's key/value heads: 2 s b (g/T)(h/a) d */
+  double f, b;         /* CP communication inside one device share's TF and TB (L / P
+                          layers), s; W has none */
+} CpModel;
 
 /* Tied embeddings on two devices (model { tie_embeddings = 1 } without `vocab parallel`,
  * stage 0 and the last stage on different devices): after the iteration (and the
@@ -66,6 +85,7 @@ typedef struct CostModel {
   double duplex;      /* hardware.duplex_bandwidth / host_bandwidth (default 1) */
   TpModel *tp;        /* hardware tensor_parallel > 1, else NULL */
   TieModel *tie;      /* tied embeddings on two devices, else NULL */
+  CpModel *cp;        /* hardware context_parallel > 1, else NULL */
 } CostModel;
 
 /* Reads s->model and s->hardware (s->ndev, s->nstage, s->vocab.mode must be set;
@@ -83,10 +103,15 @@ int costmodel_check_memory(Diag *dg, const IrSchedule *s, const struct SimResult
  * none): d + 4 + ((d < 4 ? 4 : 0) + 8) / shards. */
 double costmodel_param_bytes(double d, int shards);
 
-/* What the hardware block says of data parallelism (NULL in IrDerived: D = 1; the
+/* What the hardware block says of data parallelism (NULL in IrDerived: D x C = 1; the
  * simulation of it: dp.h). */
 typedef struct DpModel {
-  int D;               /* replicas (> 1) */
+  int D;               /* replicas (> 1, or 1 with context parallelism) */
+  int C;               /* context-parallel GPUs of each replica (hardware context_parallel,
+                          default 1) */
+  int ranks;           /* D x C > 1: the gradient group (Megatron's data-parallel group
+                          with context parallelism) every collective below spans and the
+                          distributed optimizer shards over */
   int dist;            /* hardware distributed_optimizer = 1: gradients reduce-scattered,
                           optimizer state sharded, weights all-gathered (ZeRO-1) */
   double bandwidth;    /* bytes/s of each device's link to its replicas */
@@ -96,6 +121,11 @@ typedef struct DpModel {
                           ring reduce-scatter's) */
   double *wbytes;      /* [nstage], dist only (else NULL): weight bytes all-gathered */
   double *wtime;       /* [nstage], dist only: ring all-gather time of each stage alone */
+  double *tbytes;      /* [nstage], dist with a TieModel (and no dp_stage_bytes) only, else
+                          NULL: the F32 gradient bytes of the tied matrix (or its copy) in
+                          stage 0's and stage S-1's `bytes` (0 elsewhere), which have a
+                          buffer of their own: time and wtime are then the sums of two
+                          rings each, the stage's other parameters' and the matrix's */
   double *vbytes;      /* [ndev] under `vocab parallel`, else NULL: F32 gradient bytes of the
                           device's vocabulary-layer rows (all-reduced, or reduce-scattered,
                           at the end of the device's iteration, as the runtime does) */

@@ -144,7 +144,8 @@ static const char *const hardware_keys[] = {"memory", "flops", "host_bandwidth",
                                             "d2h_bandwidth", "h2d_bandwidth", "devices_per_host_link",
                                             "duplex_bandwidth", "data_parallel", "dp_bandwidth", "dp_latency",
                                             "dp_stage_bytes", "distributed_optimizer", "tensor_parallel",
-                                            "sequence_parallel", "tp_bandwidth", "tp_latency", NULL};
+                                            "sequence_parallel", "tp_bandwidth", "tp_latency", "context_parallel",
+                                            "cp_bandwidth", "cp_latency", NULL};
 
 /* ---- diagnostics ---- */
 
@@ -1956,6 +1957,7 @@ static void build_stages(Ctx *c) {
   s->derived.link_devs = cm.link_devs;
   s->derived.duplex = cm.duplex;
   s->derived.tp = cm.tp;
+  s->derived.cp = cm.cp;
   s->derived.tie = cm.tie;
   s->tf = k[K_TF];
   s->tb = k[K_TB];

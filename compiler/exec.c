@@ -525,6 +525,11 @@ static inline __attribute__((always_inline)) int exec_model(Arena *a, const IrSc
               ready = r->end[ly];
             }
           }
+          if (m->release && is_compute(kind)) {   /* the weights it needs (dp.c) */
+            double rl = m->release_dev ? m->release_dev[d] : 0;
+            if (op->stage >= 0 && op->stage < s->nstage && m->release[op->stage] > rl) rl = m->release[op->stage];
+            if (rl > ready) ready = rl;
+          }
           double c = pair ? overlap_cost(s, op, &dv->ops[pc[d] + 1]) : sim_cost(s, op);
           r->start[g] = ready;
           r->end[g] = ready + c;
@@ -670,9 +675,16 @@ int exec_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *
 }
 
 int exec_timed(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L, SimResult *r, int async) {
+  return exec_timed_release(a, s, ix, L, r, async, NULL, NULL);
+}
+
+int exec_timed_release(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L, SimResult *r, int async,
+                       const double *release, const double *release_dev) {
   ExecModel m = {0};
   m.async = async;
   m.timed = 1;
+  m.release = release;
+  m.release_dev = release_dev;
   int share = s->derived.link_devs > 1 || (s->derived.duplex > 0 && s->derived.duplex < 1);
   int64_t n = ix->total;
   int has_copy = 0;

@@ -82,6 +82,11 @@ typedef struct ExecModel {
                        else only whether every device finishes, and where they stop.
                        Buffered runs only: a rendezvous run is untimed */
   const double *dur;   /* timed: each copy's duration (link sharing), NULL: the copy alone */
+  /* timed, NULL for none: a compute pass of stage st starts no earlier than
+   * release[st] ([nstage]), and any compute pass of device d no earlier than
+   * release_dev[d] ([ndev], or NULL): the previous iteration's weight all-gathers of the
+   * distributed optimizer, which the next iteration's passes wait for (dp.c) */
+  const double *release, *release_dev;
   /* rendezvous repair (lowering): NULL to prove */
   ExecRepair repair;
   void *repair_ctx;
@@ -100,6 +105,9 @@ int exec_run(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *
  * (hardware devices_per_host_link, duplex_bandwidth: runs again with the durations
  * the links give until they settle). async as ExecModel's. Returns r->ok. */
 int exec_timed(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L, SimResult *r, int async);
+/* exec_timed with release times (ExecModel's release and release_dev; NULL: none). */
+int exec_timed_release(Arena *a, const IrSchedule *s, const AnaIndex *ix, const SimLinks *L, SimResult *r, int async,
+                       const double *release, const double *release_dev);
 /* A copy's time alone (offload/reload: the stage's copy time times its fraction). */
 double exec_copy_work(const IrSchedule *s, const IrOp *op);
 /* The schedule's own collective mode: 1 under `vocab async`. */

@@ -228,8 +228,9 @@ typedef struct IrDerived {
    * is modelled when link_devs > 1 or duplex < 1 */
   int link_devs;
   double duplex;
-  struct DpModel *dp;   /* hardware data_parallel > 1 (dp.c), else NULL */
+  struct DpModel *dp;   /* hardware data_parallel x context_parallel > 1 (dp.c), else NULL */
   struct TpModel *tp;   /* hardware tensor_parallel > 1 (costmodel.c), else NULL */
+  struct CpModel *cp;   /* hardware context_parallel > 1 (costmodel.c), else NULL */
   struct TieModel *tie; /* tied embeddings on two devices (costmodel.c; simulated in dp.c), else NULL */
 } IrDerived;
 

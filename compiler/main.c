@@ -34,7 +34,7 @@ static const char usage_text[] =
   "  --policy KEY=V    set a policy of any file: offload=none|all|RATIO, offload_stages=LO..HI,\n"
   "                    offload_microbatches=LO..HI, recompute=none|all|RATIO, recompute_stages=LO..HI,\n"
   "                    vocab=0|1|2, vocab_async=true|false\n"
-  "  --hardware KEY=V  set a hardware key (memory, flops, data_parallel, tensor_parallel, ...) of any file\n"
+  "  --hardware KEY=V  set a hardware key (memory, flops, data_parallel, tensor_parallel, context_parallel, ...) of any file\n"
   "  --model KEY=V     set a model key (layers, hidden, heads, seq, micro_batch, vocab, ...) of any file\n"
   "  --schedule NAME   which schedule of FILE to use (default: the last one)\n"
   "  --json            one JSON object on stdout (check, sim)\n"

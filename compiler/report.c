@@ -33,12 +33,24 @@ static int bottleneck(const IrSchedule *s, const SimResult *sim, double *rate) {
   return best;
 }
 
-/* hardware tensor_parallel > 1 (costmodel.c): the layout, P x D x T GPUs */
+/* GPUs in all: P x D x C x T (data, context and tensor parallelism; costmodel.c) */
+static double gpus(const IrSchedule *s) {
+  const IrDerived *x = &s->derived;
+  return (double)s->ndev * (x->dp ? x->dp->D : 1) * (x->cp ? x->cp->C : 1) * (x->tp ? x->tp->T : 1);
+}
+
+/* hardware tensor_parallel or context_parallel > 1 (costmodel.c): the layout, P x D
+ * (x C) (x T) GPUs */
 static void tp_layout(StrBuf *b, const IrSchedule *s) {
   const TpModel *t = s->derived.tp;
+  const CpModel *c = s->derived.cp;
   int D = s->derived.dp ? s->derived.dp->D : 1;
-  sb_printf(b, "tensor parallel T = %d%s: P x D x T = %d x %d x %d = %.0f GPUs", t->T, t->sp ? " (sequence parallel)" : "", s->ndev,
-            D, t->T, (double)s->ndev * D * t->T);
+  if (t) sb_printf(b, "tensor parallel T = %d%s", t->T, t->sp ? " (sequence parallel)" : "");
+  if (c) sb_printf(b, "%scontext parallel C = %d", t ? ", " : "", c->C);
+  sb_printf(b, ": P x D%s%s = %d x %d", c ? " x C" : "", t ? " x T" : "", s->ndev, D);
+  if (c) sb_printf(b, " x %d", c->C);
+  if (t) sb_printf(b, " x %d", t->T);
+  sb_printf(b, " = %.0f GPUs", gpus(s));
 }
 
 /* ---- text ---- */
@@ -57,7 +69,7 @@ void report_text(StrBuf *b, const Report *r) {
       sb_num(b, sim->peak_memory);
     }
     sb_puts(b, ")\n");
-    if (s->derived.tp) {
+    if (s->derived.tp || s->derived.cp) {
       sb_printf(b, "%s: ", s->name ? s->name : "schedule");
       tp_layout(b, s);
       sb_puts(b, "; times and bytes are one GPU's\n");
@@ -113,11 +125,23 @@ void report_text(StrBuf *b, const Report *r) {
     sb_puts(b, "\n");
   }
   if (s->derived.times) sb_puts(b, "units       seconds (costs from model { } and hardware { } where the file gives none)\n");
-  if (s->derived.tp) {
-    const TpModel *t = s->derived.tp;
+  if (s->derived.tp || s->derived.cp) {
     sb_puts(b, "layout      ");
     tp_layout(b, s);
     sb_puts(b, "; the derived times and bytes are one GPU's\n");
+  }
+  if (s->derived.cp) {
+    const CpModel *c = s->derived.cp;
+    /* inside TF and TB when they are derived */
+    if (c->times && s->derived.times)
+      sb_printf(b, "            CP communication (K and V, %.4g bytes a layer and microbatch, all-gathered over the %d GPUs; ring, %.4g B/s,\n"
+                   "            %.4g s a step; not overlapped, inside the passes' times): F %.4g s (an all-gather a layer), B %.4g s (an\n"
+                   "            all-gather and a reduce-scatter of the gradients a layer), W 0 a device share\n",
+                c->kv_bytes, c->C, c->bandwidth, c->latency, c->f, c->b);
+    sb_printf(b, "            each GPU holds 2 of the %d chunks of the sequence: 1/%d of every derived FLOP and activation byte\n", 2 * c->C, c->C);
+  }
+  if (s->derived.tp) {
+    const TpModel *t = s->derived.tp;
     /* the communication below is inside TF and TB when they are derived */
     if (t->times && s->derived.times) {
       sb_printf(b, "            TP communication (ring, %.4g B/s, %.4g s a step; not overlapped, inside the passes' times):\n"
@@ -133,7 +157,9 @@ void report_text(StrBuf *b, const Report *r) {
   if (s->derived.bytes && s->derived.static_bytes) {
     sb_printf(b, "bytes       one activation unit = %.4g GB; weights + gradients + optimizer state + peak activations per device", s->derived.unit_bytes / 1e9);
     if (s->derived.memory > 0) sb_printf(b, " (hardware.memory %.4g GB)", s->derived.memory / 1e9);
-    if (s->derived.dp && s->derived.dp->dist) sb_printf(b, ", optimizer state sharded over %d replicas", s->derived.dp->D);
+    if (s->derived.dp && s->derived.dp->dist)
+      sb_printf(b, ", optimizer state sharded over %d %s", s->derived.dp->ranks,
+                s->derived.dp->C > 1 ? "GPUs (data-parallel x context-parallel)" : "replicas");
     sb_puts(b, ":\n");
     for (int d = 0; d < s->ndev; d++) {
       double st = s->derived.static_bytes[d], ac = sim->dev[d].peak * s->derived.unit_bytes;
@@ -304,9 +330,8 @@ void report_json(StrBuf *b, const Report *r) {
   if (sim && s && sim->dp) dp_report_json(b, s, sim->dp);   /* hardware data_parallel (dp.c) */
   if (s && s->derived.tp) {   /* hardware tensor_parallel > 1 (costmodel.c), appended */
     const TpModel *t = s->derived.tp;
-    int D = s->derived.dp ? s->derived.dp->D : 1;
     sb_printf(b, ",\"tensor_parallel\":{\"size\":%d,\"sequence_parallel\":%s,\"gpus\":", t->T, t->sp ? "true" : "false");
-    sb_num(b, (double)s->ndev * D * t->T);
+    sb_num(b, gpus(s));
     json_key_num(b, "bandwidth", t->bandwidth, t->bandwidth > 0);
     json_key_num(b, "latency", t->latency, 1);
     json_key_num(b, "comm_f", t->f, t->times);
@@ -318,6 +343,18 @@ void report_json(StrBuf *b, const Report *r) {
     json_key_num(b, "output_comm_b", t->out_b, t->times);
     json_key_num(b, "layer_bytes_whole", t->act_rep, t->bytes);
     json_key_num(b, "layer_bytes_split", t->act_split, t->bytes);
+    sb_puts(b, "}");
+  }
+  if (s && s->derived.cp) {   /* hardware context_parallel > 1 (costmodel.c), appended */
+    const CpModel *c = s->derived.cp;
+    sb_printf(b, ",\"context_parallel\":{\"size\":%d,\"gpus\":", c->C);
+    sb_num(b, gpus(s));
+    json_key_num(b, "bandwidth", c->bandwidth, c->bandwidth > 0);
+    json_key_num(b, "latency", c->latency, 1);
+    json_key_num(b, "kv_bytes", c->kv_bytes, c->kv_bytes > 0);
+    json_key_num(b, "comm_f", c->f, c->times);
+    json_key_num(b, "comm_b", c->b, c->times);
+    json_key_num(b, "comm_w", 0, c->times);
     sb_puts(b, "}");
   }
   if (sim && s && sim->dp) dp_report_tie_json(b, sim->dp);   /* tied embeddings on two devices (dp.c), appended */

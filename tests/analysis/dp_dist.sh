@@ -6,10 +6,14 @@
 #  - static bytes a parameter d + 4 + ((d < 4 ? 4 : 0) + 8) / D (9 at d = 2, D = 4;
 #    10 at d = 4), times the parameters counted from model { } here; peak bytes;
 #  - each stage's ring reduce-scatter (D-1)/D G / B + (D-1) a from its last BW, one
-#    at a time per device in ready order; after the device's last op and its
-#    reduce-scatters the all-gathers of its stages' weights ((D-1)/D Wb / B + (D-1) a,
-#    Wb = parameters x d, or dp_stage_bytes / 4 x 2 without a model) in stage order;
-#    the iteration (the last all-gather) and the exposed time;
+#    at a time per device in ready order; once every device is done with its last op
+#    and its reduce-scatters (the iteration's statistics, which all devices send,
+#    precede the optimizer step) the all-gathers of each device's stages' weights
+#    ((D-1)/D Wb / B + (D-1) a, Wb = parameters x d, or dp_stage_bytes / 4 x 2 without
+#    a model) in stage order; the iteration (the last all-gather) and the exposed time;
+#  - the steady state with the all-gathers overlapping the next iteration, whose passes
+#    of a stage wait for that stage's all-gather (the runtime on a GPU), by hand: the
+#    next iteration's start, the period and what the all-gathers add to it;
 #  - hardware.memory between the sharded and the unsharded totals: `check` passes
 #    with distributed_optimizer = 1 and fails with 0, at the memory key, with a note
 #    naming distributed_optimizer;
@@ -75,8 +79,11 @@ for dv in range(len(last)):
     free = 0
     for st in sorted(mine, key=lambda st: (ready[st], st)):
         rs0[st] = max(ready[st], free); rs1[st] = free = rs0[st] + half(G[st])
-    t = max(last[dv], free)
-    for st in sorted(mine):
+    it = max(it, last[dv], free)
+nxt = it                             # every device done: the statistics, the optimizer step
+for dv in range(len(last)):
+    t = nxt
+    for st in sorted(st for st in range(S) if dev[st] == dv):
         ag0[st] = t; ag1[st] = t = t + half(Wb[st])
     it = max(it, t)
 dp = j["data_parallel"]
@@ -91,6 +98,10 @@ for s in dp["stages"]:
 if not near(dp["iteration_time"], it): err("iteration %g, want %g" % (dp["iteration_time"], it))
 if not near(dp["exposed_allreduce"], it - j["makespan"]): err("exposed %g, want %g" % (dp["exposed_allreduce"], it - j["makespan"]))
 if "iteration" in spec and not near(it, spec["iteration"]): err("the model here gives %g, by hand %g" % (it, spec["iteration"]))
+if not near(dp["next_iteration_start"], nxt): err("next_iteration_start %s, want %g" % (dp.get("next_iteration_start"), nxt))
+if "steady" in spec:                 # [period, what the all-gathers add, pipeline runs], by hand
+    got = [dp.get("steady_iteration_time"), dp.get("steady_allgather_wait"), dp.get("steady_runs")]
+    if any(g is None or not near(g, w) for g, w in zip(got, spec["steady"])): err("steady state %s, by hand %s" % (got, spec["steady"]))
 if "static" in spec:
     for v in j["per_device"]:
         k = v["device"]
@@ -126,21 +137,34 @@ python3 "$tmp/check.py" "$tmp/lin34.json" "$(spec_lin 3 4)" || bad "1F1B P=2 D=3
 # the same figures, by hand: stage 0 has 49984 + 6400 + 1024 = 57408 parameters, 9
 # bytes each = 516672 static bytes on device 0; G = 229632, T_rs = .75 x .229632 +
 # .03 = .202224 from 9; Wb = 114816, T_ag = .116112: iteration 9.318336 (device 1:
-# 56512 parameters, RS 7 to 7.199536, AG to 7.314304)
+# 56512 parameters, RS 7 to 7.199536, AG from 9.202224, when device 0's RS ends, to
+# 9.316992). Steady state: the next iteration starts at 9.202224, its F(0) of stage 0
+# waits for AG0 (.116112) and every later pass follows it by as much (F(0) of stage 1
+# needs F(0) of stage 0): the period is 9.318336, the all-gathers add .116112, and
+# the release times repeat after one more run
 python3 - "$tmp/lin.json" <<'PY' || bad "1F1B P=2 D=4: the hand figures"
 import json, sys
 j = json.load(open(sys.argv[1])); dp = j["data_parallel"]; s0 = dp["stages"][0]
-got = [j["per_device"][0]["static_bytes"], s0["end"], s0["allgather_end"], dp["iteration_time"], dp["stages"][1]["allgather_end"]]
-want = [516672, 9.202224, 9.318336, 9.318336, 7.314304]
+got = [j["per_device"][0]["static_bytes"], s0["end"], s0["allgather_end"], dp["iteration_time"], dp["stages"][1]["allgather_end"],
+       dp["next_iteration_start"], dp["steady_iteration_time"], dp["steady_allgather_wait"], dp["steady_runs"]]
+want = [516672, 9.202224, 9.318336, 9.318336, 9.316992, 9.202224, 9.318336, 0.116112, 1]
 if any(abs(g - w) > 1e-9 * w for g, w in zip(got, want)): print("got", got, "want", want); sys.exit(1)
 PY
 
 # V shape, dp_stage_bytes 8 (weights 4 bytes: d = 2 without a model): T_rs = .75 x 8
-# + 1.5 = 7.5, T_ag = .75 x 4 + 1.5 = 4.5; device 0: RS3 4.5-12, RS0 12-19.5, AG0
-# 19.5-24, AG3 24-28.5; device 1: RS2 6-13.5, RS1 13.5-21, AG1 21-25.5, AG2 25.5-30
+# + 1.5 = 7.5, T_ag = .75 x 4 + 1.5 = 4.5; device 0: RS3 4.5-12, RS0 12-19.5; device
+# 1: RS2 6-13.5, RS1 13.5-21; from 21: AG0 21-25.5, AG3 25.5-30 and AG1 21-25.5, AG2
+# 25.5-30. Steady state, the next iteration from 0 with stages 0 and 1 released at
+# 4.5, 2 and 3 at 9 (the op orders above): device 0 F(0,0) 4.5-5, F(1,0) 5-5.5,
+# F(0,3) 9.5-10 (after F(0,2)), BW(0,3) 10-11, F(1,3) 11-11.5, BW(1,3) 11.5-12.5,
+# BW(0,0) 13-14, BW(1,0) 15-16; device 1 F(0,1) 5-5.5, F(0,2) 9-9.5, F(1,1) 9.5-10,
+# F(1,2) 10-10.5, BW(0,2) 11-12, BW(0,1) 12-13, BW(1,2) 13-14, BW(1,1) 14-15; then RS3
+# 12.5-20, RS0 20-27.5, RS2 14-21.5, RS1 21.5-29: the next starts at 29, the
+# all-gathers end 4.5 and 9 after it again (the same release times): the period 29
+# (the cold iteration's 30 less the 1 that AG3 and AG2 hide), 8 more than 21, one run
 "$PPSC" sim --json "$tmp/v.pps" > "$tmp/v.json" || bad "sim v"
 python3 "$tmp/check.py" "$tmp/v.json" '{"D": 4, "bw": 1, "lat": 0.5, "d": 2, "G": 8, "makespan": 8, "ready": [8, 7, 6, 4.5],
-  "last": [8, 7], "dev": [0, 1, 1, 0], "iteration": 30}' || bad "1F1B-V P=2 D=4 dp_stage_bytes"
+  "last": [8, 7], "dev": [0, 1, 1, 0], "iteration": 30, "steady": [29, 8, 1]}' || bad "1F1B-V P=2 D=4 dp_stage_bytes"
 
 # hardware.memory between the sharded and the unsharded totals (device 0: static
 # 57408 x 9 or x 18 bytes + 2 units of activations)
@@ -158,7 +182,8 @@ grep -q "lin.pps:5:14: note: hardware distributed_optimizer = 1 would shard the 
 grep -q "^data parallel 4 replicas, distributed optimizer" "$tmp/lin.txt" && grep -q "^iteration   9.318336 with the reduce-scatters and all-gathers" "$tmp/lin.txt" &&
   grep -q "optimizer state sharded over 4 replicas" "$tmp/lin.txt" || bad "text lacks the distributed optimizer: $(cat "$tmp/lin.txt")"
 grep -q "reduce-scatter of stage 0's gradients over 4 replicas: 9 to 9.20222" "$tmp/lin.svg" &&
-  grep -q "all-gather of stage 1's weights over 4 replicas: 7.19954 to 7.3143" "$tmp/lin.svg" || bad "svg lacks the reduce-scatters and all-gathers"
+  grep -q "all-gather of stage 1's weights over 4 replicas: 9.20222 to 9.31699" "$tmp/lin.svg" || bad "svg lacks the reduce-scatters and all-gathers"
+grep -q "^steady      9.318336 an iteration with the all-gathers overlapping the next one" "$tmp/lin.txt" || bad "text lacks the steady state: $(cat "$tmp/lin.txt")"
 
 # distributed_optimizer = 0 is the key absent; = 1 without data_parallel > 1 changes
 # nothing: the same file name in three folders, without the key, with 0, with 1

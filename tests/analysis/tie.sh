@@ -7,7 +7,12 @@
 #    the exchange's end;
 #  - tensor_parallel = 2: one GPU's half of the matrix;
 #  - data_parallel = 4 with the distributed optimizer: the exchange starts after both
-#    devices' reduce-scatters and their all-gathers after the exchange;
+#    devices' reduce-scatters, and every device's all-gathers once all devices are
+#    done (the exchange included);
+#  - the distributed optimizer with a latency a ring step: stages 0 and 3 reduce-scatter
+#    and all-gather the matrix in buffers of their own (the runtime's `tied` tensors),
+#    one more ring each after their other parameters', the others one ring; none where
+#    one device holds both layers (ZB-V);
 #  - no peer_bandwidth: the bytes, no time (bandwidth null);
 #  - none where one device holds both layers (ZB-V) or untied, and the text and --svg
 #    show it.
@@ -30,6 +35,8 @@ mk() {
 mk l 1f1b one_f_one_b 1 "peer_bandwidth = 5e10;"
 mk t2 1f1b one_f_one_b 1 "peer_bandwidth = 5e10; tensor_parallel = 2;"
 mk dd 1f1b one_f_one_b 1 "peer_bandwidth = 5e10; data_parallel = 4; distributed_optimizer = 1;"
+mk ddl 1f1b one_f_one_b 1 "peer_bandwidth = 5e10; data_parallel = 4; distributed_optimizer = 1; dp_bandwidth = 1e10; dp_latency = 1e-3;"
+mk zvd zb_v zb_v 1 "peer_bandwidth = 5e10; data_parallel = 4; distributed_optimizer = 1; dp_bandwidth = 1e10; dp_latency = 1e-3;"
 mk nb 1f1b one_f_one_b 1 ""
 mk zv zb_v zb_v 1 "peer_bandwidth = 5e10;"
 mk un 1f1b one_f_one_b 0 "peer_bandwidth = 5e10;"
@@ -37,7 +44,7 @@ mk un 1f1b one_f_one_b 0 "peer_bandwidth = 5e10;"
 python3 - "$tmp" <<'PY' || fail=1
 import json, sys
 w = sys.argv[1]
-J = {k: json.load(open("%s/%s.json" % (w, k))) for k in ("l", "t2", "dd", "nb", "zv", "un")}
+J = {k: json.load(open("%s/%s.json" % (w, k))) for k in ("l", "t2", "dd", "ddl", "zvd", "nb", "zv", "un")}
 h, V, bw = 1024.0, 50304.0, 5e10
 ok = True
 def check(what, cond):
@@ -66,13 +73,26 @@ if t and dp:
     last = [d["last_end"] for d in j["per_device"]]
     check("data_parallel: the exchange starts after both devices' last ops and reduce-scatters",
           close(t["start"], max(last[0], last[3], rs_end[0], rs_end[3])))
-    check("data_parallel: devices 0 and 3 all-gather after the exchange, the others do not wait for it",
-          all(close(s["allgather_start"], t["end"]) for s in st if s["device"] in (0, 3)) and
-          all(s["allgather_start"] < t["end"] for s in st if s["device"] in (1, 2)))
+    nxt = max(t["end"], max(last), max(s["end"] for s in st))
+    check("data_parallel: the next iteration starts when every device is done, the exchange included (%g)" % nxt,
+          close(dp["next_iteration_start"], nxt))
+    check("data_parallel: every device all-gathers from then (the statistics of all devices precede the optimizer step)",
+          all(close(s["allgather_start"], nxt) for s in st) and nxt >= t["end"])
     check("data_parallel: the iteration covers the all-gathers",
           close(dp["iteration_time"], max(s["allgather_end"] for s in st)) and close(t["iteration_time"], dp["iteration_time"]))
 else:
     check("data_parallel: both sections reported", False)
+# the tied matrix's own buffers: a ring (D-1)/D x bytes / B + (D-1) x a for each buffer,
+# D = 4, B = 1e10, a = 1e-3; the weights dtype_bytes 2 of the F32 gradients' 4
+def ring(x): return 3 / 4 * x / 1e10 + 3 * 1e-3
+for name, tied in (("ddl", (0, 3)), ("zvd", ())):
+    st = J[name]["data_parallel"]["stages"]
+    for s in st:
+        g = 4 * h * V if s["stage"] in tied else 0
+        rs = ring(s["bytes"] - g) + (ring(g) if g else 0)
+        ag = ring((s["bytes"] - g) / 2) + (ring(g / 2) if g else 0)
+        check("%s stage %d: %s reduce-scatter (%g s) and all-gather (%g s)" % (name, s["stage"], "two rings a" if g else "one", rs, ag),
+              close(s["time"], rs) and close(s["allgather_time"], ag) and close(s.get("tied_bytes", 0), g))
 t = J["nb"].get("tied_embeddings")
 check("no peer_bandwidth: bytes, no time", t is not None and t["bandwidth"] is None and t["time"] == 0 and close(t["bytes"], 4 * h * V))
 check("ZB-V (one device holds both layers): no exchange", "tied_embeddings" not in J["zv"])
