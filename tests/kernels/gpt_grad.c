@@ -153,7 +153,7 @@ static int test_mode_drop(int vm, int arch, double drop) {
     if (maxd > worst) worst = maxd;
     free(g);
   }
-  char moe[64] = "";
+  char moe[96] = "";
   if (moe_E) snprintf(moe, sizeof moe, " experts %d top %d aux %g (%d of %d skipped)", moe_E, moe_K, moe_a, skipped, sampled);
   printf("%s gpt gradients vs finite differences, vocab mode %d, %s%s%s%s%s%s: %d tensors, loss %.6f, max |fd| %.3g, "
          "max |grad - fd| %.3g (tol %.0e + %.0e*|fd|)\n", bad ? "FAIL" : "ok  ", vm, cfg.swiglu ? "swiglu" : "gelu",
