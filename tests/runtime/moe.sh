@@ -6,7 +6,7 @@
 #  - --check (the pipelined run against one device: loss, gradients, activation memory)
 #    passes for GPT's and Llama's layer, E = 4 with K = 2 and K = 1, on 1F1B, a
 #    zero-bubble schedule (ZB-H1), ZB-V, PipeOffload (offloaded activations), whole-stage
-#    recomputation (recompute.pps), a Vocab-1 schedule, --hidden-dropout;
+#    recomputation (recompute.pps), a Vocab-1 schedule, --hidden-dropout, tied embeddings;
 #  - T = 2, and T = 2 with --sequence-parallel, give T = 1's losses within 1e-6, and
 #    --check passes there; --data-parallel 2 with the distributed optimizer (and T = 2)
 #    passes --check;
@@ -41,6 +41,8 @@ for k in 2 1; do
     expect_grep "^check: passed" "$s llama K = $k: check passes"
   done
 done
+expect_exit 0 "1F1B E = 4 --embeddings tied --check" "$A" $M --embeddings tied --check -q
+expect_grep "^check: passed" "tied embeddings: check passes"
 expect_exit 0 "1F1B E = 4 --hidden-dropout 0.2 --check" "$A" $M --hidden-dropout 0.2 --check -q
 expect_grep "^check: passed" "dropout on the experts' output: check passes"
 # whole-stage recomputation (the input shares the runtime's notes name for this layer)
@@ -101,6 +103,14 @@ assert len(l) == 8 and l[-1] < 0.9 * l[0], l
 PY
 grep -q '"experts":{"num":4,"topk":2,"ffn_hidden":24,"aux_loss_coeff":0.01}}' "$WORK/l8" &&
   pass "--json names the experts" || fail "--json experts: $(grep -o '"layer":.*' "$WORK/l8")"
+
+# --val-data: the language model's loss, the same with and without the load-balancing loss (--lr 0: the same weights)
+printf 'a mixture of experts routes each token to its top experts. %.0s' $(seq 1 40) > "$WORK/t.txt"
+"$A" $M --vocab 256 --data "$WORK/t.txt" --val-data "$WORK/t.txt" --val-every 1 --iterations 1 --lr 0 > "$WORK/va" 2>&1
+"$A" $M --vocab 256 --moe-aux-loss-coeff 0 --data "$WORK/t.txt" --val-data "$WORK/t.txt" --val-every 1 --iterations 1 --lr 0 > "$WORK/vb" 2>&1
+va=$(sed -n 's/^val  1\/1  loss \([0-9.]*\).*/\1/p' "$WORK/va"); vb=$(sed -n 's/^val  1\/1  loss \([0-9.]*\).*/\1/p' "$WORK/vb")
+[ -n "$va" ] && [ "$va" = "$vb" ] && pass "--val-data: the language model's loss ($va) without the aux term" ||
+  fail "--val-data loss with the aux coefficient '$va', without '$vb'"
 
 # FLOPs: router + K experts a token, not E
 run fm "$A" $G --num-experts 4 --moe-topk 2 --moe-ffn-hidden 16 --iterations 1
