@@ -20,7 +20,8 @@
  *
  * F/B/W: F keeps in one store entry (ppsrt_moe.bytes) FC1's outputs hpre [N K, fw], the
  * activations hact [N K, f], the expert outputs eout [N K, h], w, the top-K indices and
- * the permutation (N K each), prob [N, E] and room for dlogits [N, E]; B writes the
+ * the permutation (N K each), prob [N, E], room for dlogits [N, E] and (with a > 0) the
+ * load-balancing loss's coefficients [E]; B writes the
  * gradients over them (deout over eout, dhpre over hpre, dlogits) and the input gradient
  * (through the experts, the permutation and the router); W the expert and router weight
  * gradients, re-permuting x (recomputed by the caller). B frees and adds nothing counted.
@@ -107,6 +108,7 @@ int ppsrt_moe_init(ppsrt_moe *mo, const ppsrt_model_config *cfg, ppsrt_dtype at,
   mo->o_pos = o; o += up(NK * sizeof(int32_t));
   mo->o_prob = o; o += up(NE * sizeof(float));
   mo->o_dlog = o; o += up(NE * mo->es);
+  mo->o_coef = o; o += mo->coeff > 0 ? up((size_t)mo->E * sizeof(float)) : 0;
   mo->bytes = o;
   mo->cnt = calloc((size_t)(nslot > 0 ? nslot : 1) * mo->E, sizeof *mo->cnt);
   mo->hidx = malloc(NK * sizeof *mo->hidx);
@@ -186,13 +188,14 @@ static int first_row(const int *cnt, int e) {
 /* the buffers of a layer's saved entry */
 typedef struct mbuf {
   char *hpre, *hact, *eout, *dlog;
-  float *w, *prob;
+  float *w, *prob, *coef;   /* coef: NULL without the load-balancing loss */
   int32_t *idx, *pos;
 } mbuf;
 static mbuf parts(const ppsrt_moe *mo, void *buf) {
   char *b = buf;
   mbuf m = {b + mo->o_hpre, b + mo->o_hact, b + mo->o_eout, b + mo->o_dlog, (float *)(b + mo->o_w),
-            (float *)(b + mo->o_prob), (int32_t *)(b + mo->o_idx), (int32_t *)(b + mo->o_pos)};
+            (float *)(b + mo->o_prob), mo->coeff > 0 ? (float *)(b + mo->o_coef) : NULL, (int32_t *)(b + mo->o_idx),
+            (int32_t *)(b + mo->o_pos)};
   return m;
 }
 
@@ -204,7 +207,8 @@ static int expert_gemm(ppsrt_backend *be, int ta, int tb, int M, int N, int K, c
 }
 
 /* The routing of the slot's tokens: device indices to the host, counts, the permutation
- * (token order within an expert) back to the device; the load-balancing loss. */
+ * (token order within an expert) and the load-balancing loss's gradient coefficients
+ * back to the device (kept for B: no transfer there); the load-balancing loss. */
 static int route_host(ppsrt_moe *mo, ppsrt_backend *be, int slot, mbuf *b, const float *stat, int count_loss) {
   int N = mo->N, K = mo->K, E = mo->E, *cnt = mo->cnt + (size_t)slot * E;
   size_t NK = (size_t)N * K;
@@ -224,7 +228,11 @@ static int route_host(ppsrt_moe *mo, ppsrt_backend *be, int slot, mbuf *b, const
     mo->route_hash = (mo->route_hash ^ (uint64_t)mo->hidx[s]) * 0x100000001b3ull;   /* FNV-1a step */
   }
   TRY(be->memcpy_async(be, CS, b->pos, mo->hpos, NK * sizeof(int32_t), 1));
-  TRY(be->stream_sync(be, CS));   /* (hpos is reused by the next layer) */
+  if (b->coef) {   /* d(a E sum_e f_e P_e) / d prob[n, e], the loss a mean over microbatches */
+    for (int e = 0; e < E; e++) mo->hcoef[e] = (float)(mo->coeff * E * ((double)cnt[e] / NK) / N / mo->nmb);
+    TRY(be->memcpy_async(be, CS, b->coef, mo->hcoef, (size_t)E * sizeof(float), 1));
+  }
+  TRY(be->stream_sync(be, CS));   /* (hpos and hcoef are reused by the next layer) */
   if (count_loss && mo->coeff > 0) {
     double s = 0;
     for (int e = 0; e < E; e++) s += (double)cnt[e] / (double)NK * ((double)mo->hstat[E + e] / N);
@@ -301,7 +309,7 @@ int ppsrt_moe_f(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, int slot, ppsrt_
 /* ---- B ---- */
 
 static int moe_b_in(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, int slot, ppsrt_param *P, mbuf *b, const void *dy,
-                    void *dln2, float *dw, char *dhact, char *dxp, float *part, float *coef, char *dfull) {
+                    void *dln2, float *dw, char *dhact, char *dxp, float *part, char *dfull) {
   int N = mo->N, K = mo->K, E = mo->E, h = mo->h, f = mo->f, fw = mo->fw, NK = N * K;
   ppsrt_dtype AT = be->act_dtype;
   size_t es = mo->es;
@@ -331,12 +339,7 @@ static int moe_b_in(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, int slot, pp
   void *dx = dfull ? (void *)dfull : dln2;   /* all N rows */
   TRY(be->moe_permute_bwd(be, CS, dx, dxp, b->pos, N, K, h, 0));
   /* the router: dlogits (the top-K softmax's and the load-balancing loss's), dx += dlogits Wr^T */
-  if (coef) {
-    for (int e = 0; e < E; e++)   /* d(a E sum_e f_e P_e) / d prob[n, e], the loss a mean over microbatches */
-      mo->hcoef[e] = (float)(mo->coeff * E * ((double)cnt[e] / NK) / N / mo->nmb);
-    TRY(be->upload_f32(be, (ppsrt_tensor){coef, (size_t)E, PPSRT_F32}, mo->hcoef));
-  }
-  TRY(be->moe_route_bwd(be, CS, b->dlog, dw, b->w, b->idx, b->prob, coef, N, E, K));
+  TRY(be->moe_route_bwd(be, CS, b->dlog, dw, b->w, b->idx, b->prob, b->coef, N, E, K));
   TRY(be->gemm(be, CS, 0, 1, N, h, E, 1.0f, b->dlog, AT, E, P[0].param.data, AT, E, 1.0f, dx, AT, h));
   if (dfull) TRY(be->memcpy_async(be, CS, dln2, dfull + (size_t)mo->r0 * h * es, (size_t)mo->n * h * es, 0));
   return 0;
@@ -348,15 +351,13 @@ int ppsrt_moe_b(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, int slot, ppsrt_
   mbuf b = parts(mo, buf);
   size_t NK = (size_t)mo->N * mo->K, h = (size_t)mo->h, es = mo->es;
   /* uncounted scratch: dw F32 [N K], dhact [N K, f], dxp [N K, h], (tensor parallel) F32 [N K, h],
-   * (aux loss) coef F32 [E], (sequence parallel) the input gradient's N rows */
+   * (sequence parallel) the input gradient's N rows */
   size_t s1 = up(NK * sizeof(float)), s2 = up(NK * mo->f * es), s3 = up(NK * h * es),
-         s4 = mo->tp > 1 ? up(NK * h * sizeof(float)) : 0, s5 = mo->coeff > 0 ? up((size_t)mo->E * sizeof(float)) : 0,
-         s6 = mo->n < mo->N ? (size_t)mo->N * h * es : 0;
+         s4 = mo->tp > 1 ? up(NK * h * sizeof(float)) : 0, s6 = mo->n < mo->N ? (size_t)mo->N * h * es : 0;
   char *s;
-  TRY(be->alloc(be, s1 + s2 + s3 + s4 + s5 + s6, (void **)&s));
+  TRY(be->alloc(be, s1 + s2 + s3 + s4 + s6, (void **)&s));
   int rc = moe_b_in(mo, c, be, slot, P, &b, dy, dln2, (float *)s, s + s1, s + s1 + s2,
-                    s4 ? (float *)(s + s1 + s2 + s3) : NULL, s5 ? (float *)(s + s1 + s2 + s3 + s4) : NULL,
-                    s6 ? s + s1 + s2 + s3 + s4 + s5 : NULL);
+                    s4 ? (float *)(s + s1 + s2 + s3) : NULL, s6 ? s + s1 + s2 + s3 + s4 : NULL);
   be->free(be, s);
   return rc;
 }

@@ -22,7 +22,7 @@ typedef struct ppsrt_moe {
   int32_t *hidx, *hpos;   /* host scratch [N K] */
   float *hstat, *hcoef;   /* host scratch [2E], [E] */
   /* a layer's saved buffer (one activation store entry): byte offsets of its parts */
-  size_t o_hpre, o_hact, o_eout, o_w, o_idx, o_pos, o_prob, o_dlog, bytes;
+  size_t o_hpre, o_hact, o_eout, o_w, o_idx, o_pos, o_prob, o_dlog, o_coef, bytes;
 } ppsrt_moe;
 
 /* The MoE flags of cfg are usable (num_experts 0: nothing to check): 2 <= E <= 1024,

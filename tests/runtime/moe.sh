@@ -124,7 +124,7 @@ for a, b in zip(fm, fd):
 PY
 
 # activation bytes: the MoE entry (docs/models.md) instead of the dense MLP's hpre and hact
-run bm "$A" $G --num-experts 4 --iterations 1
+run bm "$A" $G --num-experts 4 --moe-aux-loss-coeff 0.1 --iterations 1
 run bd "$A" $G --iterations 1
 python3 - "$WORK/bm" "$WORK/bd" <<'PY' && pass "each device keeps exactly the MoE layer's bytes" || fail "MoE activation bytes"
 import json, sys
@@ -132,7 +132,7 @@ m, d = [json.load(open(f))["per_device"] for f in sys.argv[1:3]]
 up = lambda b: (b + 255) // 256 * 256
 N, h, E, K, F, es = 4, 16, 4, 2, 64, 4
 NK = N * K
-moe = up(NK * F * es) * 2 + up(NK * h * es) + 3 * up(NK * 4) + up(N * E * 4) + up(N * E * es)
+moe = up(NK * F * es) * 2 + up(NK * h * es) + 3 * up(NK * 4) + up(N * E * 4) + up(N * E * es) + up(E * 4)   # (--moe-aux-loss-coeff > 0: the coefficients)
 dense = N * 2 * F * es
 units = [x["peak_units"] for x in d]
 for x, y, u in zip(m, d, units):     # 1F1B P = 2: device 0 keeps 2 microbatches, device 1 one (one layer each)
