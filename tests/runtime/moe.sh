@@ -6,7 +6,8 @@
 #  - --check (the pipelined run against one device: loss, gradients, activation memory)
 #    passes for GPT's and Llama's layer, E = 4 with K = 2 and K = 1, on 1F1B, a
 #    zero-bubble schedule (ZB-H1), ZB-V, PipeOffload (offloaded activations), whole-stage
-#    recomputation (recompute.pps), a Vocab-1 schedule, --hidden-dropout, tied embeddings;
+#    and partial (ratio 0.5, ZB-H1) recomputation (recompute.pps), a Vocab-1 schedule,
+#    --hidden-dropout, tied embeddings; a scaled expert gradient fails it;
 #  - T = 2, and T = 2 with --sequence-parallel, give T = 1's losses within 1e-6, and
 #    --check passes there; --data-parallel 2 with the distributed optimizer (and T = 2)
 #    passes --check;
@@ -55,6 +56,20 @@ if build rc "$top_srcdir/tests/runtime/cases/recompute.pps"; then
     expect_grep "^check: passed" "recomputation: check passes (memory too)"
   else fail "build recompute.pps $defs"; fi
 else fail "build recompute.pps"; fi
+# partial recomputation (ratio 0.5 of 2 layers a stage, ZB-H1: B and W apart), with the
+# input and layer shares the runtime's notes name for this model
+CASE=$top_srcdir/tests/runtime/cases/recompute.pps
+hints() { sed -n "s/^hint: for this model and size write \`memory stage \([0-9]\): $1 = \([0-9.e-]*\);\`/-D $2\1=\2/p" "$WORK/out" | sort -u; }
+if build rw "$CASE" -D lps=2 && build rh "$CASE" -D lps=2 -D r=0.5; then
+  "$WORK/rw" --check $M > "$WORK/out" 2>&1; idefs=$(hints input i)
+  "$WORK/rh" --check $M > "$WORK/out" 2>&1; ldefs=$(hints layer l)
+  # shellcheck disable=SC2086
+  if [ -n "$idefs" ] && [ -n "$ldefs" ] && build rz "$CASE" -D lps=2 -D r=0.5 -D zb=true $idefs $ldefs; then
+    expect_exit 0 "ZB-H1, recompute 0.5 of 2 layers, E = 4 --check" "$WORK/rz" $M --check -q
+    expect_grep "^check: passed" "partial recomputation: check passes (memory too)"
+  else fail "partial recomputation: shares '$idefs' '$ldefs'"; fi
+else fail "build recompute.pps lps=2"; fi
+
 # a wrong expert gradient is seen
 expect_exit 1 "a wrong expert gradient fails --check" env "PPSRT_FAULT=grad=s1.l0.moe.e2.fc.w*1.001" "$A" $M --check -q
 expect_grep "grad s1.l0.moe.e2.fc.w .*DIFFERS" "the wrong tensor named"
