@@ -13,6 +13,8 @@
  *           of FC1 = [gate | up] [h, 2f]; --norm rmsnorm: x rstd gamma, no beta, rstd
  *           kept alone; --position rope: q and k heads rotated after QKV, no pos table;
  *           --bias off: no linear biases; --ffn-hidden f; docs/models.md)
+ *   MoE     --num-experts E: the MLP a mixture of E experts, each token routed to its top K
+ *           (runtime/moe.c: router, permutation, experts, combine; their F/B/W parts)
  *   data    ids seeded per (seed, microbatch); target[t] = (ids[t] + ids[t-1]) mod V
  *
  * Passes: F forward (saves what the backward needs, plus a gradient area for B); B the
