@@ -542,7 +542,10 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
           if (!v || parse_int(v, ints[k].lo, &n)) return usage_error(me, "%s needs an integer from %d to %d, got '%s'", ints[k].name, ints[k].lo,
                                                    INT_FLAG_MAX, v ? v : "");
           *(int *)((char *)cfg + ints[k].off) = n;
-          if (k >= 7) arch_flag = 1;   /* --ffn-hidden and the experts' flags: the gpt's layer */
+          size_t off = ints[k].off;   /* --ffn-hidden and the experts' flags: the gpt's layer */
+          if (off == offsetof(ppsrt_model_config, ffn_hidden) || off == offsetof(ppsrt_model_config, num_experts) ||
+              off == offsetof(ppsrt_model_config, moe_topk) || off == offsetof(ppsrt_model_config, moe_ffn_hidden))
+            arch_flag = 1;
         }
       if (!matched && flag_is(a, "--iterations", &v, argc, argv, &i)) {
         matched = 1;
