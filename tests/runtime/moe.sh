@@ -8,7 +8,8 @@
 #    zero-bubble schedule (ZB-H1), ZB-V, PipeOffload (offloaded activations), whole-stage
 #    and partial (ratio 0.5, ZB-H1) recomputation (recompute.pps), a Vocab-1 schedule,
 #    --hidden-dropout, tied embeddings; a scaled expert gradient fails it;
-#  - T = 2, and T = 2 with --sequence-parallel, give T = 1's losses within 1e-6, and
+#  - T = 2, and T = 2 with --sequence-parallel (also with dropout), give T = 1's losses
+#    within 1e-6, and
 #    --check passes there; --data-parallel 2 with the distributed optimizer (and T = 2)
 #    passes --check;
 #  - the load-balancing loss as this test computes it: with K = E every expert takes
@@ -82,6 +83,9 @@ for x in "$M" "$L"; do
   run t2s "$A" $x --iterations 3 --tensor-parallel 2 --sequence-parallel
   close "T = 2 --sequence-parallel = T = 1" "$WORK/t2s" "$WORK/t1"
 done
+run d1 "$A" $M --hidden-dropout 0.2 --iterations 3
+run d2 "$A" $M --hidden-dropout 0.2 --iterations 3 --tensor-parallel 2 --sequence-parallel
+close "--hidden-dropout 0.2: T = 2 --sequence-parallel = T = 1 (the experts' output masked by rows)" "$WORK/d2" "$WORK/d1"
 expect_exit 0 "T = 2 --sequence-parallel K = 1 --check" "$A" $L --moe-topk 1 --tensor-parallel 2 --sequence-parallel --check -q
 expect_grep "^check: passed" "T = 2, SP: check passes"
 expect_exit 0 "--data-parallel 2 --distributed-optimizer --check" "$A" $M --data-parallel 2 --distributed-optimizer --check -q
