@@ -242,6 +242,36 @@ struct ppsrt_backend {
    * and bias NULL it is the dropout alone (the backward's: the same mask on a gradient). */
   int (*bias_dropout_add)(ppsrt_backend *b, int stream, void *y, const void *a, const void *x, const void *bias,
                           int N, int C, const ppsrt_dropout *d);
+  /* ---- mixture of experts (runtime/moe.c; docs/models.md "Mixture of experts"). Optional:
+   * NULL on a backend without them, which then refuses --num-experts. Token n's K slots
+   * are n K + k; pos[n K + k] is the slot's row in the permuted (expert-sorted) buffer. ----
+   * Routing of N tokens over E experts, top K, from F32 logits [N, E]:
+   *   prob[n, e] = softmax over e of logits[n, :]                      (F32 [N, E])
+   *   idx[n K + k] = the expert of the k-th largest logit of row n (descending; ties: the
+   *                  lower expert index first)                          (int32 [N, K])
+   *   w[n K + k] = softmax over the K selected logits, exp(l_k - l_0) / sum_j exp(l_j - l_0)
+   *   stat[e] = slots routed to e (a count, in F32), stat[E + e] = sum_n prob[n, e]  (F32 [2E]) */
+  int (*moe_route)(ppsrt_backend *b, int stream, const float *logits, int N, int E, int K, int32_t *idx, float *w,
+                   float *prob, float *stat);
+  /* Its backward into dlogits (act_dtype [N, E]), from dw (F32 [N, K], the gradient of w):
+   *   dlogits[n, idx[n K + k]] = w_k (dw_k - sum_j w_j dw_j)   (0 at the experts not selected)
+   *   + with coef (F32 [E]; NULL: none; the load-balancing loss's dL/dprob[n, e] = coef[e])
+   *     prob[n, e] (coef[e] - sum_j prob[n, j] coef[j]) at every e;  in F32, rounded once. */
+  int (*moe_route_bwd)(ppsrt_backend *b, int stream, void *dlogits, const float *dw, const float *w,
+                       const int32_t *idx, const float *prob, const float *coef, int N, int E, int K);
+  /* Permute: dst[pos[n K + k]] = src[n] (act_dtype; src [N, C], dst [N K, C]). */
+  int (*moe_permute)(ppsrt_backend *b, int stream, void *dst, const void *src, const int32_t *pos, int N, int K, int C);
+  /* Its backward: dx[n] = (accumulate ? dx[n] : 0) + sum_k dp[pos[n K + k]], in F32 in k order. */
+  int (*moe_permute_bwd)(ppsrt_backend *b, int stream, void *dx, const void *dp, const int32_t *pos, int N, int K,
+                         int C, int accumulate);
+  /* Unpermute (the weighted combine): y[n] = (a ? a[n] : 0) + sum_k w[n K + k] e[pos[n K + k]], in F32
+   * in k order, rounded once (y may alias a; y, a [N, C], e [rows, C]). */
+  int (*moe_unpermute)(ppsrt_backend *b, int stream, void *y, const void *a, const void *e, const int32_t *pos,
+                       const float *w, int N, int K, int C);
+  /* Its backward: dw[n K + k] = sum_c dy[n, c] e[pos[n K + k], c] (F32; dw NULL: not computed), then
+   * de[pos[n K + k]] = w[n K + k] dy[n] (act_dtype); de may alias e (each row read before written). */
+  int (*moe_unpermute_bwd)(ppsrt_backend *b, int stream, void *de, float *dw, const void *dy, const void *e,
+                           const int32_t *pos, const float *w, int N, int K, int C);
 };
 
 enum { PPSRT_EP_BIAS = 1, PPSRT_EP_BIAS_GELU = 2, PPSRT_EP_DGELU = 4, PPSRT_EP_BGRAD = 8 };

@@ -462,6 +462,12 @@ static void write_meta(FILE *h, const ppsrt_run *run, long step, int *first) {
   if (!strcmp(o->model, "gpt")) {   /* the layer's architecture */
     for (int i = 0; i < NARCH; i++) meta_kv(h, arch_names[i][0], arch_names[i][2 + arch_value(cfg, i)], first);
     snprintf(buf, sizeof buf, "%d", cfg->ffn_hidden); meta_kv(h, "ffn_hidden", buf, first);
+    if (cfg->num_experts) {   /* the experts (runtime/moe.c); absent: a dense MLP */
+      snprintf(buf, sizeof buf, "%d", cfg->num_experts); meta_kv(h, "num_experts", buf, first);
+      snprintf(buf, sizeof buf, "%d", cfg->moe_topk); meta_kv(h, "moe_topk", buf, first);
+      snprintf(buf, sizeof buf, "%d", cfg->moe_ffn_hidden); meta_kv(h, "moe_ffn_hidden", buf, first);
+      snprintf(buf, sizeof buf, "%.17g", cfg->moe_aux_coeff); meta_kv(h, "moe_aux_loss_coeff", buf, first);
+    }
     if (cfg->rope) { snprintf(buf, sizeof buf, "%.17g", cfg->rope_base > 0 ? cfg->rope_base : 10000.0); meta_kv(h, "rope_base", buf, first); }
     if (cfg->rope) {   /* RoPE's scaling and the parameters it takes */
       meta_kv(h, "rope_scaling", rt_rope_scaling_names[cfg->rope_scaling], first);
@@ -951,6 +957,28 @@ int rt_ckpt_open(ppsrt_run *run, const char *path, rt_ckpt **out) {
     if (x != have) {
       rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s' was trained with %s %.17g, this run's is %.17g\nhint: run with %s %.17g",
                       path, drop_names[i][1], x, have, drop_names[i][1], x);
+      goto fail;
+    }
+  }
+  /* the experts: the run's --num-experts, --moe-topk and --moe-ffn-hidden must be the
+     checkpoint's (a field missing: a dense MLP, 0); the aux loss's coefficient may change */
+  static const char *const moe_names[3][2] = {{"num_experts", "--num-experts"}, {"moe_topk", "--moe-topk"},
+                                              {"moe_ffn_hidden", "--moe-ffn-hidden"}};
+  for (int i = 0; i < 3 && !strcmp(run->o.model, "gpt"); i++) {
+    long x = 0, have = i == 0 ? cfg->num_experts : !cfg->num_experts ? 0 : i == 1 ? cfg->moe_topk : cfg->moe_ffn_hidden;
+    if ((rc = meta_int(path, kv, nkv, moe_names[i][0], 1, INT_MAX, 0, &x)) < 0) goto fail;
+    rc = 0;
+    if (i > 0 && (!x || !have)) continue;   /* (the experts' own flags: only between two MoE models) */
+    if (x != have) {
+      if (!x)
+        rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s' holds a gpt with dense MLPs, this run's has --num-experts %ld\nhint: "
+                        "drop --num-experts (or start from scratch)", path, have);
+      else if (!have)
+        rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s' holds a gpt with %s %ld, this run's has dense MLPs\nhint: run with "
+                        "%s %ld", path, moe_names[i][1], x, moe_names[i][1], x);
+      else
+        rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s' holds a gpt with %s %ld, this run's has %ld\nhint: run with %s %ld",
+                        path, moe_names[i][1], x, have, moe_names[i][1], x);
       goto fail;
     }
   }

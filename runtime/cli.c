@@ -56,6 +56,12 @@ static const char usage_text[] =
   "  --hidden-dropout P --attention-dropout P   gpt: dropout rates, 0 <= P < 1 (default 0: none),\n"
   "                           Megatron-LM's: on the embedding's, attention block's and MLP's\n"
   "                           outputs / on the attention probabilities (--val-data: none)\n"
+  "  --num-experts E          gpt: every layer's MLP a mixture of E experts (2..1024; Megatron-LM's\n"
+  "                           --num-experts: top-K routing, dropless, expert tensor parallel =\n"
+  "                           --tensor-parallel, expert parallel 1); --moe-topk K experts a token\n"
+  "                           (default 2; ties to the lower expert); --moe-ffn-hidden N an expert's\n"
+  "                           width (default --ffn-hidden's); --moe-aux-loss-coeff A the switch-style\n"
+  "                           load-balancing loss's coefficient (default 0: none); docs/models.md\n"
   "training:\n"
   "  --iterations N           iterations (default 1); --seed N (default 1234)\n"
   "  --lr X                   learning rate (default 0.01); --optimizer sgd|adam (default sgd)\n"
@@ -509,6 +515,10 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
         return usage_error(me, "--rope-original-max-positions needs an integer from 1 to %d, got '%s'", INT_FLAG_MAX, v ? v : "");
       arch_flag = 1;
       o->given |= RT_GIVEN_ROPE_ORIG;
+    } else if (flag_is(a, "--moe-aux-loss-coeff", &v, argc, argv, &i)) {
+      if (!v || parse_double(v, 0, &cfg->moe_aux_coeff) || !(cfg->moe_aux_coeff >= 0 && isfinite(cfg->moe_aux_coeff)))
+        return usage_error(me, "--moe-aux-loss-coeff needs a number from 0, got '%s'", v ? v : "");
+      arch_flag = 1;
     } else if (flag_is(a, "--hidden-dropout", &v, argc, argv, &i) || flag_is(a, "--attention-dropout", &v, argc, argv, &i)) {
       int att = a[2] == 'a';
       double *rate = att ? &cfg->attention_dropout : &cfg->hidden_dropout;
@@ -538,6 +548,9 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
         {"--micro-batch", offsetof(ppsrt_model_config, micro_batch), 1},
         {"--layers-per-stage", offsetof(ppsrt_model_config, layers_per_stage), 1},
         {"--ffn-hidden", offsetof(ppsrt_model_config, ffn_hidden), 1},
+        {"--num-experts", offsetof(ppsrt_model_config, num_experts), 1},
+        {"--moe-topk", offsetof(ppsrt_model_config, moe_topk), 1},
+        {"--moe-ffn-hidden", offsetof(ppsrt_model_config, moe_ffn_hidden), 1},
       };
       int matched = 0;
       /* the gpt's layer: two values each, the second Llama's (or tied embeddings) */
@@ -558,7 +571,10 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
           if (!v || parse_int(v, ints[k].lo, &n)) return usage_error(me, "%s needs an integer from %d to %d, got '%s'", ints[k].name, ints[k].lo,
                                                    INT_FLAG_MAX, v ? v : "");
           *(int *)((char *)cfg + ints[k].off) = n;
-          if (ints[k].off == offsetof(ppsrt_model_config, ffn_hidden)) arch_flag = 1;
+          size_t off = ints[k].off;   /* --ffn-hidden and the experts' flags: the gpt's layer */
+          if (off == offsetof(ppsrt_model_config, ffn_hidden) || off == offsetof(ppsrt_model_config, num_experts) ||
+              off == offsetof(ppsrt_model_config, moe_topk) || off == offsetof(ppsrt_model_config, moe_ffn_hidden))
+            arch_flag = 1;
         }
       if (!matched && flag_is(a, "--iterations", &v, argc, argv, &i)) {
         matched = 1;
@@ -575,8 +591,8 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   if (a_tie >= 0) cfg->tie_embeddings = a_tie;
   if (arch_flag && strcmp(o->model, "gpt"))
     return usage_error(me, "--arch, --mlp, --norm, --position, --bias, --embeddings, --ffn-hidden, --rope-base, "
-                       "--rope-scaling (and its parameters), --hidden-dropout and --attention-dropout choose the gpt "
-                       "model's layer\n"
+                       "--rope-scaling (and its parameters), --hidden-dropout, --attention-dropout and the --num-experts "
+                       "and --moe-* flags choose the gpt model's layer\n"
                        "hint: add --model gpt");
   if ((o->given & (RT_GIVEN_ROPE_SCALING | RT_GIVEN_ROPE_PARAMS)) && !cfg->rope)
     return usage_error(me, "--rope-scaling and its parameters scale RoPE's frequencies, and this gpt has learned "
@@ -601,6 +617,10 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
     if (o->load) chk.rope_scaling = PPSRT_ROPE_NONE;   /* its parameters may come from the checkpoint: checked restored */
     if (ppsrt_gpt_check_config && ppsrt_gpt_check_config(&chk)) return usage_error(me, "%s", ppsrt_last_error());
     if (ppsrt_gpt_ffn) cfg->ffn_hidden = ppsrt_gpt_ffn(cfg);   /* resolved: what the JSON and checkpoints report */
+    if (cfg->num_experts) {   /* resolved too (moe.c's defaults) */
+      if (!cfg->moe_topk) cfg->moe_topk = 2;
+      if (!cfg->moe_ffn_hidden) cfg->moe_ffn_hidden = cfg->ffn_hidden;
+    }
   } else {
     if (p->vocab_mode)
       return usage_error(me, "schedule '%s' uses vocabulary parallelism (Vocab-%d); the mlp model has no vocabulary "

@@ -537,6 +537,122 @@ static int k_convert(ppsrt_backend *b, int stream, void *dst, ppsrt_dtype dt, co
   return PPSRT_OK;
 }
 
+/* ---- mixture of experts (backend.h moe_*; runtime/moe.c) ---- */
+
+/* moe_route: prob = softmax(logits[n, :]); the K largest logits (ties: lower index first)
+ * in descending order into idx; w = softmax over them; stat = per-expert slot counts and
+ * probability sums (in token order). */
+static int k_moe_route(ppsrt_backend *b, int stream, const float *logits, int N, int E, int K, int32_t *idx, float *w,
+                       float *prob, float *stat) {
+  ENTER(b, stream);
+  for (int e = 0; e < 2 * E; e++) stat[e] = 0.0f;
+  for (int n = 0; n < N; n++) {
+    const float *l = logits + (size_t)n * E;
+    float *p = prob + (size_t)n * E, mx = l[0], s = 0.0f;
+    for (int e = 1; e < E; e++) mx = l[e] > mx ? l[e] : mx;
+    for (int e = 0; e < E; e++) s += (p[e] = expf(l[e] - mx));
+    for (int e = 0; e < E; e++) { p[e] /= s; stat[E + e] += p[e]; }
+    int32_t *ix = idx + (size_t)n * K;
+    float *wr = w + (size_t)n * K, ws = 0.0f;
+    for (int k = 0; k < K; k++) {   /* selection: the largest logit not yet taken, lowest index on ties */
+      int best = -1;
+      for (int e = 0; e < E; e++) {
+        int taken = 0;
+        for (int j = 0; j < k && !taken; j++) taken = ix[j] == e;
+        if (!taken && (best < 0 || l[e] > l[best])) best = e;
+      }
+      ix[k] = best;
+      stat[best] += 1.0f;
+    }
+    for (int k = 0; k < K; k++) ws += (wr[k] = expf(l[ix[k]] - l[ix[0]]));
+    for (int k = 0; k < K; k++) wr[k] /= ws;
+  }
+  return PPSRT_OK;
+}
+
+/* moe_route_bwd: dlogits = the top-K softmax's backward (at the selected experts) plus,
+ * with coef, the full softmax's backward of the load-balancing term. */
+static int k_moe_route_bwd(ppsrt_backend *b, int stream, void *dlogits_, const float *dw, const float *w,
+                           const int32_t *idx, const float *prob, const float *coef, int N, int E, int K) {
+  ENTER(b, stream);
+  float *dl = dlogits_;
+  for (int n = 0; n < N; n++) {
+    float *d = dl + (size_t)n * E;
+    const float *p = prob + (size_t)n * E, *wr = w + (size_t)n * K, *dwr = dw + (size_t)n * K;
+    const int32_t *ix = idx + (size_t)n * K;
+    float sc = 0.0f, sw = 0.0f;
+    if (coef)
+      for (int e = 0; e < E; e++) sc += p[e] * coef[e];
+    for (int e = 0; e < E; e++) d[e] = coef ? p[e] * (coef[e] - sc) : 0.0f;
+    for (int k = 0; k < K; k++) sw += wr[k] * dwr[k];
+    for (int k = 0; k < K; k++) d[ix[k]] += wr[k] * (dwr[k] - sw);
+  }
+  return PPSRT_OK;
+}
+
+/* moe_permute: dst[pos[n K + k]] = src[n]. */
+static int k_moe_permute(ppsrt_backend *b, int stream, void *dst_, const void *src_, const int32_t *pos, int N, int K,
+                         int C) {
+  ENTER(b, stream);
+  float *dst = dst_;
+  const float *src = src_;
+  for (int n = 0; n < N; n++)
+    for (int k = 0; k < K; k++) memcpy(dst + (size_t)pos[(size_t)n * K + k] * C, src + (size_t)n * C, (size_t)C * sizeof(float));
+  return PPSRT_OK;
+}
+
+/* moe_permute_bwd: dx[n] (+)= sum_k dp[pos[n K + k]], k in order. */
+static int k_moe_permute_bwd(ppsrt_backend *b, int stream, void *dx_, const void *dp_, const int32_t *pos, int N, int K,
+                             int C, int accumulate) {
+  ENTER(b, stream);
+  float *dx = dx_;
+  const float *dp = dp_;
+  for (int n = 0; n < N; n++) {
+    float *r = dx + (size_t)n * C;
+    for (int c = 0; c < C; c++) {
+      float s = accumulate ? r[c] : 0.0f;
+      for (int k = 0; k < K; k++) s += dp[(size_t)pos[(size_t)n * K + k] * C + c];
+      r[c] = s;
+    }
+  }
+  return PPSRT_OK;
+}
+
+/* moe_unpermute: y[n] = (a ? a[n] : 0) + sum_k w[n K + k] e[pos[n K + k]], k in order. */
+static int k_moe_unpermute(ppsrt_backend *b, int stream, void *y_, const void *a_, const void *e_, const int32_t *pos,
+                           const float *w, int N, int K, int C) {
+  ENTER(b, stream);
+  float *y = y_;
+  const float *a = a_, *e = e_;
+  for (int n = 0; n < N; n++)
+    for (int c = 0; c < C; c++) {
+      float s = a ? a[(size_t)n * C + c] : 0.0f;
+      for (int k = 0; k < K; k++) s += w[(size_t)n * K + k] * e[(size_t)pos[(size_t)n * K + k] * C + c];
+      y[(size_t)n * C + c] = s;
+    }
+  return PPSRT_OK;
+}
+
+/* moe_unpermute_bwd: dw[n K + k] = dy[n] . e[pos], then de[pos] = w dy[n] (de may alias e). */
+static int k_moe_unpermute_bwd(ppsrt_backend *b, int stream, void *de_, float *dw, const void *dy_, const void *e_,
+                               const int32_t *pos, const float *w, int N, int K, int C) {
+  ENTER(b, stream);
+  float *de = de_;
+  const float *dy = dy_, *e = e_;
+  for (int n = 0; n < N; n++)
+    for (int k = 0; k < K; k++) {
+      size_t s = (size_t)n * K + k, row = (size_t)pos[s] * C;
+      const float *d = dy + (size_t)n * C;
+      if (dw) {
+        float acc = 0.0f;
+        for (int c = 0; c < C; c++) acc += d[c] * e[row + c];
+        dw[s] = acc;
+      }
+      for (int c = 0; c < C; c++) de[row + c] = w[s] * d[c];
+    }
+  return PPSRT_OK;
+}
+
 void ppsrt_cpu_install_kernels(ppsrt_backend *b) {
   b->add_bias = k_add_bias;
   b->bias_grad = k_bias_grad;
@@ -562,4 +678,10 @@ void ppsrt_cpu_install_kernels(ppsrt_backend *b) {
   b->swiglu_fwd = k_swiglu_fwd;
   b->swiglu_bwd = k_swiglu_bwd;
   b->bias_dropout_add = k_bias_dropout_add;
+  b->moe_route = k_moe_route;
+  b->moe_route_bwd = k_moe_route_bwd;
+  b->moe_permute = k_moe_permute;
+  b->moe_permute_bwd = k_moe_permute_bwd;
+  b->moe_unpermute = k_moe_unpermute;
+  b->moe_unpermute_bwd = k_moe_unpermute_bwd;
 }

@@ -24,4 +24,9 @@ int ppsrt_gpt_check_config(const ppsrt_model_config *cfg);
 /* The MLP width of cfg: --ffn-hidden, else 4 hidden, or with SwiGLU Megatron-LM's
  * default floor(8h/3 / 64) * 64 (8 floor(8h/3 / 8), at least 8, when that is 0). */
 int ppsrt_gpt_ffn(const ppsrt_model_config *cfg);
+
+/* --num-experts: a hash of every routing decision (token, slot, expert) of the iteration
+ * so far (0 without experts); tests/kernels/gpt_grad tells with it whether a moved weight
+ * moved a token to another expert. */
+uint64_t ppsrt_gpt_route_hash(const ppsrt_model *m);
 #endif

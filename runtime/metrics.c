@@ -447,7 +447,7 @@ void rt_print_json(ppsrt_run *run, int status) {
             mc->tie_embeddings ? "tied" : "untied", mc->ffn_hidden, short_num(n[0], mc->hidden_dropout),
             short_num(n[1], mc->attention_dropout));
     /* RoPE: its base, scaling and the scaling's parameters (null with learned positions) */
-    if (!mc->rope) fprintf(f, ",\"rope\":null}");
+    if (!mc->rope) fprintf(f, ",\"rope\":null");
     else {
       fprintf(f, ",\"rope\":{\"base\":%s,\"scaling\":\"%s\"", short_num(n[0], mc->rope_base > 0 ? mc->rope_base : 10000.0),
               rt_rope_scaling_names[mc->rope_scaling]);
@@ -455,8 +455,13 @@ void rt_print_json(ppsrt_run *run, int status) {
       if (mc->rope_scaling == PPSRT_ROPE_LLAMA3)
         fprintf(f, ",\"low_freq_factor\":%s,\"high_freq_factor\":%s,\"original_max_positions\":%d",
                 short_num(n[2], mc->rope_low_freq), short_num(n[3], mc->rope_high_freq), mc->rope_orig_max);
-      fprintf(f, "}}");
+      fprintf(f, "}");
     }
+    /* --num-experts (only then, after rope: a dense layer's object is unchanged) */
+    if (mc->num_experts)
+      fprintf(f, ",\"experts\":{\"num\":%d,\"topk\":%d,\"ffn_hidden\":%d,\"aux_loss_coeff\":%s}", mc->num_experts,
+              mc->moe_topk, mc->moe_ffn_hidden, short_num(n[0], mc->moe_aux_coeff));
+    fprintf(f, "}");
   } else
     fprintf(f, ",\"layer\":null");
   fprintf(f, ",\"exit\":%d}\n", status);

@@ -107,6 +107,13 @@ typedef struct ppsrt_model_config {
   double attention_dropout;   /* --attention-dropout p (gpt): on the attention probabilities */
   long step0;             /* steps done before this run (--load): iteration it is step step0 + it + 1 (the
                            * dropout masks' counter, dropout.h) */
+  /* mixture of experts (--num-experts, --moe-topk, --moe-ffn-hidden, --moe-aux-loss-coeff; runtime/moe.c):
+   * num_experts 0 = a dense MLP; else every layer's MLP is num_experts experts of width moe_ffn_hidden
+   * (0: ffn_hidden's), each token routed to moe_topk of them (0: 2) */
+  int num_experts;
+  int moe_topk;
+  int moe_ffn_hidden;
+  double moe_aux_coeff;   /* the load-balancing loss's coefficient (0: none) */
 } ppsrt_model_config;
 enum { PPSRT_ROPE_NONE, PPSRT_ROPE_LINEAR, PPSRT_ROPE_LLAMA3, PPSRT_ROPE_NSCALINGS };
 

@@ -13,6 +13,8 @@
  *           of FC1 = [gate | up] [h, 2f]; --norm rmsnorm: x rstd gamma, no beta, rstd
  *           kept alone; --position rope: q and k heads rotated after QKV, no pos table;
  *           --bias off: no linear biases; --ffn-hidden f; docs/models.md)
+ *   MoE     --num-experts E: the MLP a mixture of E experts, each token routed to its top K
+ *           (runtime/moe.c: router, permutation, experts, combine; their F/B/W parts)
  *   data    ids seeded per (seed, microbatch); target[t] = (ids[t] + ids[t-1]) mod V
  *
  * Passes: F forward (saves what the backward needs, plus a gradient area for B); B the
@@ -96,6 +98,7 @@
 #include <string.h>
 
 #include "gpt.h"
+#include "moe.h"
 
 #define CS PPSRT_STREAM_COMPUTE
 
@@ -152,6 +155,8 @@ typedef struct gpt {
   uint32_t dth, dta;       /* dropout thresholds (dropout.h): hidden, attention; 0 = none */
   float dsh, dsa;          /* their scales 1 / (1 - p) */
   int64_t step;            /* this iteration's global step (cfg.step0 + it + 1): the masks' counter */
+  int moe_on, lpb;         /* --num-experts: every layer's MLP is experts (moe.c); a layer's parameters */
+  ppsrt_moe moe;
   float *lst;              /* device: [nmb][3N] loss statistics (the device reporting the loss) */
   int nl;                  /* slots of lst filled this iteration */
   double loss;
@@ -159,8 +164,15 @@ typedef struct gpt {
 
 static ppsrt_param *LP(ppsrt_model *m, int loc, int l, int k) {
   gpt *g = m->impl;
-  return g->kidx[k] < 0 ? NULL : &m->params[g->lpbase + ((size_t)loc * g->L + l) * g->nlp + g->kidx[k]];
+  return g->kidx[k] < 0 ? NULL : &m->params[g->lpbase + ((size_t)loc * g->L + l) * g->lpb + g->kidx[k]];
 }
+/* --num-experts: layer l's MoE parameters (the router, then the experts', moe.h), after its others */
+static ppsrt_param *MP(ppsrt_model *m, int loc, int l) {
+  gpt *g = m->impl;
+  return &m->params[g->lpbase + ((size_t)loc * g->L + l) * g->lpb + g->nlp];
+}
+/* the layer's slot of the MoE routing counts */
+static int moe_slot(const gpt *g, int mb, int loc, int l) { return (mb * g->nlocal + loc) * g->L + l; }
 /* an optional parameter's data or gradient (NULL when absent: no bias, no beta) */
 static const void *PD(const ppsrt_param *p) { return p ? p->param.data : NULL; }
 static float *PG(ppsrt_param *p) { return p ? p->grad : NULL; }
@@ -269,7 +281,8 @@ static size_t layer_bytes(const gpt *g, int with_y) {
          + (size_t)g->Bm * g->Hq * g->T * sizeof(float)   /* lse */
          + (size_t)g->N * g->ha * g->es      /* att */
          + 2 * Nh                            /* x1, ln2 */
-         + (size_t)g->N * (g->fw + g->f) * g->es   /* hpre (SwiGLU: gate | up), hact */
+         + (g->moe_on ? g->moe.bytes                /* the experts' entry (moe.h) */
+                      : (size_t)g->N * (g->fw + g->f) * g->es)   /* hpre (SwiGLU: gate | up), hact */
          + (with_y ? Nh : 0);                /* y, the next layer's input */
 }
 
@@ -449,8 +462,14 @@ static int layer_f_in(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, 
   TRY(save(c, mb, stage, (size_t)N * ha * es, &att, &fi[FE_ATT]));
   TRY(save(c, mb, stage, nh * es, &x1, &fi[FE_X1]));
   TRY(save(c, mb, stage, nh * es, &ln2, &fi[FE_LN2]));
-  TRY(save(c, mb, stage, (size_t)N * g->fw * es, &hpre, &fi[FE_HPRE]));
-  TRY(save(c, mb, stage, (size_t)N * f * es, &hact, &fi[FE_HACT]));
+  if (g->moe_on) {   /* one entry for the experts, in FE_HPRE's place */
+    TRY(save(c, mb, stage, g->moe.bytes, &hpre, &fi[FE_HPRE]));
+    fi[FE_HACT] = -1;
+    hact = NULL;
+  } else {
+    TRY(save(c, mb, stage, (size_t)N * g->fw * es, &hpre, &fi[FE_HPRE]));
+    TRY(save(c, mb, stage, (size_t)N * f * es, &hact, &fi[FE_HACT]));
+  }
   if (keep_y) TRY(save(c, mb, stage, nh * es, &y, &fi[FE_Y]));
   else {
     fi[FE_Y] = -1;
@@ -490,6 +509,11 @@ static int layer_f_in(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, 
    * with SwiGLU silu(gate) * up of hpre = [gate | up]; y = x1 + hact Wfc2 + b */
   K(be->layernorm_fwd(be, CS, ln2, nmean(g, st, 1, n), nrstd(g, st, 1, n), x1, PD(p[LN2G]), PD(p[LN2B]), n, h));
   K(sp_gather(c, g, ln2, G, h, &a));
+  if (g->moe_on) {   /* y = x1 + drop(experts(ln2)) (moe.c) */
+    ppsrt_dropout d = drop_site(m, mb, gl, PPSRT_DROP_FC2, (uint64_t)g->r0 * h);
+    return ppsrt_moe_f(&g->moe, c, be, moe_slot(g, mb, loc, l), MP(m, loc, l), hpre, a, x1, y, g->dth ? &d : NULL,
+                       !ppsrt_recomputing(c));
+  }
   if (!g->sw && p[FCB]) {
     EPI(fused(be, PPSRT_EP_BIAS_GELU, 0, 0, N, f, h, a, h, p[FCW]->param.data, f, 0.0f, hact, AT, f,
               p[FCB]->param.data, hpre, NULL),
@@ -591,19 +615,25 @@ static int layer_b(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int
    * to tmp, the product's GeLU input: its output must not overlap it. */
   rc = hdrop(m, mb, gl, PPSRT_DROP_FC2, dy, dd, &dym);
   if (!rc) rc = sp_gather(c, g, dym, G, h, &dyf);
-  if (!rc && !g->sw && (be->epilogues & PPSRT_EP_DGELU)) {
+  if (!rc && g->moe_on) {   /* the experts and the router (moe.c): dln2 -> ln2's buffer */
+    rc = ppsrt_moe_b(&g->moe, c, be, moe_slot(g, mb, loc, l), MP(m, loc, l), hpre, dyf, ln2);
+    if (!rc) rc = 2;   /* (then on at dx1 below) */
+  } else if (!rc && !g->sw && (be->epilogues & PPSRT_EP_DGELU)) {
     rc = be->memcpy_async(be, CS, tmp, hpre, (size_t)N * f * es, 0);
     if (!rc)
       rc = be->gemm_ep(be, CS, PPSRT_EP_DGELU, 0, 1, N, f, h, 1.0f, dyf, AT, h, p[FC2W]->param.data, AT, h, 0.0f,
                        hpre, AT, f, NULL, tmp, NULL);
   } else if (!rc) rc = 1;
+  int moe_done = rc == 2;   /* the experts wrote dln2 */
+  if (moe_done) rc = 0;
   if (rc < 0 ||
-      (rc && ((rc = be->gemm(be, CS, 0, 1, N, f, h, 1.0f, dyf, AT, h, p[FC2W]->param.data, AT, h, 0.0f, tmp, AT, f)) ||
-              (rc = g->sw ? be->swiglu_bwd(be, CS, hpre, tmp, hpre, N, f)
-                          : be->gelu_bwd(be, CS, hpre, tmp, hpre, (size_t)N * f)))) ||
-      (rc = g->tp > 1 ? gemm_tp_sum(c, g, be, 0, 1, N, h, g->fw, hpre, g->fw, p[FCW]->param.data, g->fw, ln2)
-                      : be->gemm(be, CS, 0, 1, N, h, g->fw, 1.0f, hpre, AT, g->fw, p[FCW]->param.data, AT, g->fw, 0.0f,
-                                 ln2, AT, h)) ||
+      (!moe_done && rc &&
+       ((rc = be->gemm(be, CS, 0, 1, N, f, h, 1.0f, dyf, AT, h, p[FC2W]->param.data, AT, h, 0.0f, tmp, AT, f)) ||
+        (rc = g->sw ? be->swiglu_bwd(be, CS, hpre, tmp, hpre, N, f) : be->gelu_bwd(be, CS, hpre, tmp, hpre, (size_t)N * f)))) ||
+      (!moe_done &&
+       (rc = g->tp > 1 ? gemm_tp_sum(c, g, be, 0, 1, N, h, g->fw, hpre, g->fw, p[FCW]->param.data, g->fw, ln2)
+                       : be->gemm(be, CS, 0, 1, N, h, g->fw, 1.0f, hpre, AT, g->fw, p[FCW]->param.data, AT, g->fw, 0.0f,
+                                  ln2, AT, h))) ||
       (rc = be->memcpy_async(be, CS, dx1, dy, nh * es, 0)) ||
       (rc = be->layernorm_bwd_input(be, CS, dx1, ln2, x1, nmean(g, st, 1, n), nrstd(g, st, 1, n), p[LN2G]->param.data,
                                     n, h, 1)) ||
@@ -644,7 +674,7 @@ static int layer_w(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int
   int N = g->N, n = g->n, h = g->h, q = g->q, ha = g->ha, f = g->f, fw = g->fw;
   sidx *e = IX(g, mb, loc);
   int *fi = e->lf + (size_t)l * NFE;
-  void *x, *dln1, *dqkv, *att, *x1, *dln2, *dhpre, *hact, *area;
+  void *x, *dln1, *dqkv, *att, *x1, *dln2, *dhpre, *hact = NULL, *area;
   const void *a;
   float *st;
   TRY(layer_input(c, g, mb, stage, loc, l, &x));
@@ -655,7 +685,7 @@ static int layer_w(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int
   TRY(get(c, mb, stage, fi[FE_X1], &x1));
   TRY(get(c, mb, stage, fi[FE_LN2], &dln2));
   TRY(get(c, mb, stage, fi[FE_HPRE], &dhpre));
-  TRY(get(c, mb, stage, fi[FE_HACT], &hact));
+  if (fi[FE_HACT] >= 0) TRY(get(c, mb, stage, fi[FE_HACT], &hact));
   TRY(get(c, mb, stage, e->grad, &area));
   void *dy = slot(g, area, l + 1 < g->L ? slot_dx(g, l + 1) : slot_dytop()), *dx1 = slot(g, area, slot_dx1(g, l));
   ppsrt_param *p[NLP];
@@ -663,12 +693,18 @@ static int layer_w(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int
   float *g2g = p[LN2G]->grad, *g2b = PG(p[LN2B]), *g1g = p[LN1G]->grad, *g1b = PG(p[LN1B]);
   const void *dm;   /* dy, dx1 through --hidden-dropout's masks (into dd [n, h]) */
   int gl = stage * g->L + l;
-  K(hdrop(m, mb, gl, PPSRT_DROP_FC2, dy, dd, &dm));
-  K(sp_gather(c, g, dm, G, h, &a));
-  TRY(linear_w(g, be, N, f, h, hact, a, p[FC2W]->grad, PG(p[FC2B])));
-  K(be->layernorm_fwd(be, CS, scratch, nmean(g, sst, 0, n), nrstd(g, sst, 0, n), x1, PD(p[LN2G]), PD(p[LN2B]), n, h));
-  K(sp_gather(c, g, scratch, G, h, &a));
-  TRY(linear_w(g, be, N, h, fw, a, dhpre, p[FCW]->grad, PG(p[FCB])));
+  if (g->moe_on) {   /* the experts' and the router's gradients (moe.c), from LN2's output recomputed */
+    K(be->layernorm_fwd(be, CS, scratch, nmean(g, sst, 0, n), nrstd(g, sst, 0, n), x1, PD(p[LN2G]), PD(p[LN2B]), n, h));
+    K(sp_gather(c, g, scratch, G, h, &a));
+    K(ppsrt_moe_w(&g->moe, be, moe_slot(g, mb, loc, l), MP(m, loc, l), dhpre, a));
+  } else {
+    K(hdrop(m, mb, gl, PPSRT_DROP_FC2, dy, dd, &dm));
+    K(sp_gather(c, g, dm, G, h, &a));
+    TRY(linear_w(g, be, N, f, h, hact, a, p[FC2W]->grad, PG(p[FC2B])));
+    K(be->layernorm_fwd(be, CS, scratch, nmean(g, sst, 0, n), nrstd(g, sst, 0, n), x1, PD(p[LN2G]), PD(p[LN2B]), n, h));
+    K(sp_gather(c, g, scratch, G, h, &a));
+    TRY(linear_w(g, be, N, h, fw, a, dhpre, p[FCW]->grad, PG(p[FCB])));
+  }
   K(be->layernorm_bwd_weight(be, CS, g2g, g2b, dln2, x1, nmean(g, st, 1, n), nrstd(g, st, 1, n), n, h));
   K(hdrop(m, mb, gl, PPSRT_DROP_PROJ, dx1, dd, &dm));
   K(sp_gather(c, g, dm, G, h, &a));
@@ -1185,6 +1221,8 @@ static int load_tokens(ppsrt_model *m, long first);   /* sequences first, first 
 static int gpt_begin(ppsrt_model *m, ppsrt_ctx *c, int it) {
   gpt *g = m->impl;
   g->loss = 0;
+  g->moe.aux_loss = 0;
+  g->moe.route_hash = 0;
   g->nl = 0;
   g->step = (int64_t)m->cfg.step0 + it + 1;   /* the dropout masks' (a resumed run goes on with the same) */
   free_vstate(m);   /* leftovers of a failed iteration */
@@ -1270,8 +1308,14 @@ static int gpt_end(ppsrt_model *m, ppsrt_ctx *c, double *loss) {
    * downloaded here, once per iteration */
   int rc = loss_flush(m);
   *loss = (g->mode ? g->rank == 0 : g->last) ? g->loss : 0.0;
+  *loss += g->moe.aux_loss;   /* --moe-aux-loss-coeff: the load-balancing loss of this device's layers */
   free_vstate(m);
   return rc;
+}
+
+uint64_t ppsrt_gpt_route_hash(const ppsrt_model *m) {
+  const gpt *g = m->impl;
+  return g->moe_on ? g->moe.route_hash : 0;
 }
 
 /* ---- FLOPs (Vocabulary Parallelism paper's counts, b = micro_batch, s = seq) ---- */
@@ -1288,6 +1332,11 @@ double ppsrt_gpt_pass_flops(const ppsrt_model_config *cfg, int kind, int stage) 
   /* a layer's matrix products 2bs (h h (1 + 2g/a) + h h + c h f), c = 3 (SwiGLU) or 2: 24 bsh h
    * for a 4h GeLU MLP and g = a; attention 4 b s^2 h forward, twice that backward */
   double M = 2 * b * s * (h * h * (1 + 2 * gq / a) + h * h + (cfg->swiglu ? 3 : 2) * h * f);
+  if (cfg->num_experts > 0) {   /* MoE: each token through K experts of width F (not E), and the router's
+                                 * product (whole on every rank: T x its share of the layers' 1/T) */
+    double K = ppsrt_moe_topk(cfg), Fe = ppsrt_moe_ffn(cfg), E = cfg->num_experts;
+    M = 2 * b * s * (h * h * (1 + 2 * gq / a) + h * h + K * (cfg->swiglu ? 3 : 2) * h * Fe + T * h * E);
+  }
   int first = stage == 0, last = stage == cfg->nstage - 1, vm = cfg->vocab_mode;
   switch (kind) {
   /* transformer layer F M + 4bs^2h, B M + 8bs^2h, W M (bsh(24h + 4s), bsh(24h + 8s), 24bsh h
@@ -1327,6 +1376,7 @@ static void gpt_destroy(ppsrt_model *m) {
     free(g->ix);
     free(g->ixpool);
     free(g->hst);
+    ppsrt_moe_free(&g->moe);
     free(g);
   }
   free(m);
@@ -1509,10 +1559,11 @@ static int gpt_check_sizes(const ppsrt_model_config *cfg, int nstages) {
   if (rows > INT32_MAX / h || cfg->vocab > INT32_MAX / h || cfg->seq > INT32_MAX / h)
     return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --hidden %d with --vocab %d, --seq %d and %lld-wide layers makes a weight over %d elements",
                       cfg->hidden, cfg->vocab, cfg->seq, (long long)rows, INT32_MAX);
-  if ((int64_t)nstages * cfg->layers_per_stage > (INT32_MAX - 5) / NLP)
+  int per_layer = NLP + (cfg->num_experts > 0 ? 1 + 4 * cfg->num_experts : 0);   /* (the experts' at most) */
+  if ((int64_t)nstages * cfg->layers_per_stage > (INT32_MAX - 5) / per_layer)
     return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: %d stages x --layers-per-stage %d is over %d parameter tensors", nstages,
-                      cfg->layers_per_stage, (INT32_MAX - 5) / NLP);
-  return 0;
+                      cfg->layers_per_stage, (INT32_MAX - 5) / per_layer);
+  return ppsrt_moe_check_config(cfg);
 }
 
 int ppsrt_gpt_check_config(const ppsrt_model_config *cfg) { return gpt_check_sizes(cfg, cfg->nstage); }
@@ -1595,7 +1646,8 @@ int ppsrt_gpt_create(const ppsrt_model_config *cfg, ppsrt_backend *be, int devic
   /* the layer parameters present: no linear biases with --bias off, no betas with RMS norms */
   for (int j = 0; j < NLP; j++) {
     int bias = j == QKVB || j == PROJB || j == FCB || j == FC2B, beta = j == LN1B || j == LN2B;
-    g->kidx[j] = (bias && g->nb) || (beta && g->rms) ? -1 : g->nlp++;
+    int mlp = j == FCW || j == FCB || j == FC2W || j == FC2B;   /* (--num-experts: the experts' instead) */
+    g->kidx[j] = (bias && g->nb) || (beta && g->rms) || (mlp && cfg->num_experts) ? -1 : g->nlp++;
   }
   g->Bm = cfg->micro_batch; g->N = g->Bm * g->T; g->V = cfg->vocab; g->L = cfg->layers_per_stage;
   g->S = cfg->nstage; g->P = P; g->mode = cfg->vocab_mode; g->rank = device; g->nc = cfg->no_compute;
@@ -1609,6 +1661,18 @@ int ppsrt_gpt_create(const ppsrt_model_config *cfg, ppsrt_backend *be, int devic
   g->es = ppsrt_dtype_size(be->act_dtype);
   g->nlocal = nstages;
   g->tpv = g->tp > 1 && !g->mode;
+  g->moe_on = cfg->num_experts > 0;
+  g->lpb = g->nlp;
+  if (g->moe_on && (!be->moe_route || !be->moe_route_bwd || !be->moe_permute || !be->moe_permute_bwd ||
+                    !be->moe_unpermute || !be->moe_unpermute_bwd)) {
+    free(m); free(g);
+    return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: the %s backend has no mixture-of-experts kernels (--num-experts)", be->name);
+  }
+  if (g->moe_on) {
+    int rm = ppsrt_moe_init(&g->moe, cfg, be->act_dtype, g->N, g->n, g->r0, g->tp, cfg->nmb * nstages * g->L);
+    if (rm) { free(m); free(g); return rm; }
+    g->lpb += ppsrt_moe_nparams(&g->moe);
+  }
   g->lo = g->mode ? (int)((int64_t)device * g->V / P) : g->tpv ? g->tpr * (g->V / g->tp) : 0;
   g->hi = g->mode ? (int)((int64_t)(device + 1) * g->V / P) : g->tpv ? g->lo + g->V / g->tp : g->V;
   /* per-stage FLOPs of the transformer layers (vocabulary layers: ppsrt_gpt_pass_flops) */
@@ -1626,7 +1690,7 @@ int ppsrt_gpt_create(const ppsrt_model_config *cfg, ppsrt_backend *be, int devic
   g->vs = calloc((size_t)cfg->nmb, sizeof *g->vs);
   g->hst = malloc(3 * (size_t)g->N * cfg->nmb * sizeof *g->hst);
   /* parameters: layers, LN_f, embeddings, output layer */
-  int nparams = nstages * g->L * g->nlp + 2 + 3;
+  int nparams = nstages * g->L * g->lpb + 2 + 3;
   m->params = calloc((size_t)nparams, sizeof *m->params);
   if (!g->local || !g->ix || !g->ixpool || !g->vs || !g->hst || !m->params) {
     rc = PPSRT_FAIL(PPSRT_E_NOMEM, "gpt: out of host memory");
@@ -1663,6 +1727,17 @@ int ppsrt_gpt_create(const ppsrt_model_config *cfg, ppsrt_backend *be, int devic
         ppsrt_param *pr = add_param_tp(m, &rc, name, s, n, 0, sl.tp_split ? sl.tp_R * sl.tp_C : n, init,
                                        sqrtf(3.0f / fan_in), &sl);
         pr->no_decay = !(j == QKVW || j == PROJW || j == FCW || j == FC2W);   /* biases, norms */
+      }
+      for (int j = 0; g->moe_on && j < ppsrt_moe_nparams(&g->moe) && !rc; j++) {   /* the router, the experts */
+        char name[96], sfx[48];
+        size_t n, full;
+        int zero, nd;
+        float sc;
+        ppsrt_param sl;
+        ppsrt_moe_param(&g->moe, j, g->tpr, sfx, sizeof sfx, &n, &full, &sl, &zero, &sc, &nd);
+        snprintf(name, sizeof name, "s%d.l%d.%s", s, l, sfx);
+        ppsrt_param *pr = add_param_tp(m, &rc, name, s, n, 0, full, zero ? INIT_ZERO : INIT_UNIFORM, sc, &sl);
+        pr->no_decay = nd;
       }
     }
   }

@@ -2,7 +2,7 @@
 # appended to libppsrt (core.mk defines libppsrt_la_SOURCES, its CPPFLAGS with
 # $(OPENBLAS_CFLAGS) and LIBADD with $(OPENBLAS_LIBS)); the kernel tests (tests/kernels/).
 libppsrt_la_SOURCES += runtime/cpu_backend.h runtime/cpu_backend.c runtime/cpu_kernels.c runtime/gpt.h \
-  runtime/model_gpt.c
+  runtime/model_gpt.c runtime/moe.h runtime/moe.c
 
 # ---- kernel tests: every backward vs finite differences, attention, sharded softmax ----
 check_PROGRAMS += tests/kernels/test_kernels

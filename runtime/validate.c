@@ -28,6 +28,7 @@ static int val_loss(ppsrt_run *run, ppsrt_ctx *c, double *loss) {
   cfg.ndev = 1; cfg.vocab_mode = 0; cfg.data = run->val_tokens; cfg.data0 = 0; cfg.distopt = 0;
   cfg.tp = 1; cfg.tp_rank = 0; cfg.sp = 0;   /* whole layers, every row */
   cfg.hidden_dropout = cfg.attention_dropout = 0;   /* evaluation: no dropout (Megatron-LM's eval mode) */
+  cfg.moe_aux_coeff = 0;   /* --num-experts: the validation loss is the language model's (no load-balancing term) */
   int *all = malloc((size_t)cfg.nstage * sizeof *all);
   float *buf = NULL, *list = NULL, hdr[2] = {0, 0};
   if (!all) return PPSRT_FAIL(PPSRT_E_NOMEM, "--val-data: out of host memory");

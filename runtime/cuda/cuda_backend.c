@@ -1348,6 +1348,30 @@ static int cu_rope(ppsrt_backend *b, int stream, void *x, int ld, const int32_t 
                    int D, int inverse) {
   KERNEL(b, stream, ppsrt_cu_rope(s, x, ld, pos, cs, N, H, D, inverse));
 }
+static int cu_moe_route(ppsrt_backend *b, int stream, const float *logits, int N, int E, int K, int32_t *idx, float *w,
+                        float *prob, float *stat) {
+  KERNEL(b, stream, ppsrt_cu_moe_route(s, logits, N, E, K, idx, w, prob, stat));
+}
+static int cu_moe_route_bwd(ppsrt_backend *b, int stream, void *dlogits, const float *dw, const float *w,
+                            const int32_t *idx, const float *prob, const float *coef, int N, int E, int K) {
+  KERNEL(b, stream, ppsrt_cu_moe_route_bwd(s, dlogits, dw, w, idx, prob, coef, N, E, K));
+}
+static int cu_moe_permute(ppsrt_backend *b, int stream, void *dst, const void *src, const int32_t *pos, int N, int K,
+                          int C) {
+  KERNEL(b, stream, ppsrt_cu_moe_permute(s, dst, src, pos, N, K, C));
+}
+static int cu_moe_permute_bwd(ppsrt_backend *b, int stream, void *dx, const void *dp, const int32_t *pos, int N, int K,
+                              int C, int accumulate) {
+  KERNEL(b, stream, ppsrt_cu_moe_permute_bwd(s, dx, dp, pos, N, K, C, accumulate));
+}
+static int cu_moe_unpermute(ppsrt_backend *b, int stream, void *y, const void *a, const void *e, const int32_t *pos,
+                            const float *w, int N, int K, int C) {
+  KERNEL(b, stream, ppsrt_cu_moe_unpermute(s, y, a, e, pos, w, N, K, C));
+}
+static int cu_moe_unpermute_bwd(ppsrt_backend *b, int stream, void *de, float *dw, const void *dy, const void *e,
+                                const int32_t *pos, const float *w, int N, int K, int C) {
+  KERNEL(b, stream, ppsrt_cu_moe_unpermute_bwd(s, de, dw, dy, e, pos, w, N, K, C));
+}
 static int cu_swiglu_fwd(ppsrt_backend *b, int stream, void *y, const void *pre, int N, int C) {
   KERNEL(b, stream, ppsrt_cu_swiglu_fwd(s, y, pre, N, C));
 }
@@ -1734,6 +1758,12 @@ int ppsrt_cuda_backend_create(int device_index, ppsrt_backend **out) {
   b->add_bias_gelu = cu_add_bias_gelu;
   b->rope = cu_rope;
   b->swiglu_fwd = cu_swiglu_fwd;
+  b->moe_route = cu_moe_route;
+  b->moe_route_bwd = cu_moe_route_bwd;
+  b->moe_permute = cu_moe_permute;
+  b->moe_permute_bwd = cu_moe_permute_bwd;
+  b->moe_unpermute = cu_moe_unpermute;
+  b->moe_unpermute_bwd = cu_moe_unpermute_bwd;
   b->swiglu_bwd = cu_swiglu_bwd;
   b->overlap = cu_overlap;
   b->convert = cu_convert;

@@ -703,6 +703,117 @@ static __global__ void k_reduce(float *dst, srcs_arg a, int nsrc, size_t n, int 
 /* ------------------------------------------------------------------------- */
 /* launchers                                                                    */
 
+
+/* ------------------------------------------------------------------------- */
+/* mixture of experts (backend.h moe_*; runtime/moe.c): one thread a token for the
+ * routing (E <= 1024 logits a row, read a few times), grid-stride loops over
+ * (token, slot, column) for the rest; no atomics: every output element has one writer,
+ * sums over a token's K slots run in k order, so results are deterministic. */
+
+static __global__ void k_moe_route(const float *logits, int N, int E, int K, int32_t *idx, float *w, float *prob) {
+  GRID_STRIDE(n, (size_t)N) {
+    const float *l = logits + n * E;
+    float *p = prob + n * E, mx = l[0], s = 0.0f;
+    for (int e = 1; e < E; e++) mx = fmaxf(mx, l[e]);
+    for (int e = 0; e < E; e++) s += (p[e] = expf(l[e] - mx));
+    for (int e = 0; e < E; e++) p[e] /= s;
+    int32_t *ix = idx + n * K;
+    float *wr = w + n * K, ws = 0.0f;
+    for (int k = 0; k < K; k++) {   /* the largest logit not yet taken; ties: the lower index */
+      int best = -1;
+      for (int e = 0; e < E; e++) {
+        int taken = 0;
+        for (int j = 0; j < k && !taken; j++) taken = ix[j] == e;
+        if (!taken && (best < 0 || l[e] > l[best])) best = e;
+      }
+      ix[k] = best;
+    }
+    for (int k = 0; k < K; k++) ws += (wr[k] = expf(l[ix[k]] - l[ix[0]]));
+    for (int k = 0; k < K; k++) wr[k] /= ws;
+  }
+}
+
+/* stat[e] = slots routed to e, stat[E + e] = sum_n prob[n, e]: one thread an expert, tokens in order */
+static __global__ void k_moe_stat(const int32_t *idx, const float *prob, int N, int E, int K, float *stat) {
+  GRID_STRIDE(e, (size_t)E) {
+    float c = 0.0f, ps = 0.0f;
+    for (size_t s = 0; s < (size_t)N * K; s++) c += idx[s] == (int32_t)e ? 1.0f : 0.0f;
+    for (size_t n = 0; n < (size_t)N; n++) ps += prob[n * E + e];
+    stat[e] = c;
+    stat[E + e] = ps;
+  }
+}
+
+static __global__ void k_moe_route_bwd(bf16 *dl, const float *dw, const float *w, const int32_t *idx, const float *prob,
+                                       const float *coef, int N, int E, int K) {
+  GRID_STRIDE(i, (size_t)N * E) {
+    size_t n = i / E;
+    int e = (int)(i % E);
+    const float *p = prob + n * E, *wr = w + n * K, *dwr = dw + n * K;
+    const int32_t *ix = idx + n * K;
+    float v = 0.0f;
+    if (coef) {
+      float sc = 0.0f;
+      for (int j = 0; j < E; j++) sc += p[j] * coef[j];
+      v = p[e] * (coef[e] - sc);
+    }
+    float sw = 0.0f;
+    for (int k = 0; k < K; k++) sw += wr[k] * dwr[k];
+    for (int k = 0; k < K; k++)
+      if (ix[k] == e) v += wr[k] * (dwr[k] - sw);
+    st(dl, i, v);
+  }
+}
+
+static __global__ void k_moe_permute(bf16 *dst, const bf16 *src, const int32_t *pos, int N, int K, int C) {
+  GRID_STRIDE(i, (size_t)N * K * C) {
+    size_t s = i / C, c = i % C, n = s / K;
+    dst[(size_t)pos[s] * C + c] = src[n * C + c];
+  }
+}
+
+static __global__ void k_moe_permute_bwd(bf16 *dx, const bf16 *dp, const int32_t *pos, int N, int K, int C,
+                                         int accumulate) {
+  GRID_STRIDE(i, (size_t)N * C) {
+    size_t n = i / C, c = i % C;
+    float v = accumulate ? ld(dx, i) : 0.0f;
+    for (int k = 0; k < K; k++) v += ld(dp, (size_t)pos[n * K + k] * C + c);
+    st(dx, i, v);
+  }
+}
+
+static __global__ void k_moe_unpermute(bf16 *y, const bf16 *a, const bf16 *e, const int32_t *pos, const float *w, int N,
+                                       int K, int C) {
+  GRID_STRIDE(i, (size_t)N * C) {
+    size_t n = i / C, c = i % C;
+    float v = a ? ld(a, i) : 0.0f;
+    for (int k = 0; k < K; k++) v += w[n * K + k] * ld(e, (size_t)pos[n * K + k] * C + c);
+    st(y, i, v);
+  }
+}
+
+/* dw: one warp a slot (the dot product over C, reduced with shuffles) */
+static __global__ void k_moe_unpermute_dw(float *dw, const bf16 *dy, const bf16 *e, const int32_t *pos, int N, int K,
+                                          int C) {
+  size_t warp = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) / 32, nw = (size_t)gridDim.x * blockDim.x / 32;
+  int lane = threadIdx.x % 32;
+  for (size_t s = warp; s < (size_t)N * K; s += nw) {
+    size_t n = s / K, row = (size_t)pos[s] * C;
+    float acc = 0.0f;
+    for (int c = lane; c < C; c += 32) acc += ld(dy, n * C + c) * ld(e, row + c);
+    for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);   /* (every lane: the sum) */
+    if (!lane) dw[s] = acc;
+  }
+}
+
+static __global__ void k_moe_unpermute_de(bf16 *de, const bf16 *dy, const int32_t *pos, const float *w, int N, int K,
+                                          int C) {
+  GRID_STRIDE(i, (size_t)N * K * C) {
+    size_t s = i / C, c = i % C, n = s / K;
+    st(de, (size_t)pos[s] * C + c, w[s] * ld(dy, n * C + c));
+  }
+}
+
 #define EW(kernel, n, ...)                                                  \
   do {                                                                      \
     if ((n) == 0) return cudaSuccess;                                       \
@@ -835,6 +946,41 @@ cudaError_t ppsrt_cu_rope(cudaStream_t s, void *x, int ld, const int32_t *pos, c
 static int swiglu_vec(int N, int C, const void *a, const void *b, const void *c) {
   uintptr_t al = (uintptr_t)a | (uintptr_t)b | (uintptr_t)c;
   return C % 8 == 0 && (al & 15) == 0 && (size_t)N * C / 4 <= 0xffffffffu;
+}
+
+cudaError_t ppsrt_cu_moe_route(cudaStream_t s, const float *logits, int N, int E, int K, int32_t *idx, float *w,
+                               float *prob, float *stat) {
+  if (N <= 0) return cudaSuccess;
+  LAUNCH(k_moe_route, s, grid_for((size_t)N, 128), 128)(logits, N, E, K, idx, w, prob);
+  LAUNCH(k_moe_stat, s, grid_for((size_t)E, 128), 128)(idx, prob, N, E, K, stat);
+  return cudaGetLastError();
+}
+
+cudaError_t ppsrt_cu_moe_route_bwd(cudaStream_t s, void *dlogits, const float *dw, const float *w, const int32_t *idx,
+                                   const float *prob, const float *coef, int N, int E, int K) {
+  EW(k_moe_route_bwd, (size_t)N * E, (bf16 *)dlogits, dw, w, idx, prob, coef, N, E, K);
+}
+
+cudaError_t ppsrt_cu_moe_permute(cudaStream_t s, void *dst, const void *src, const int32_t *pos, int N, int K, int C) {
+  EW(k_moe_permute, (size_t)N * K * C, (bf16 *)dst, (const bf16 *)src, pos, N, K, C);
+}
+
+cudaError_t ppsrt_cu_moe_permute_bwd(cudaStream_t s, void *dx, const void *dp, const int32_t *pos, int N, int K, int C,
+                                     int accumulate) {
+  EW(k_moe_permute_bwd, (size_t)N * C, (bf16 *)dx, (const bf16 *)dp, pos, N, K, C, accumulate);
+}
+
+cudaError_t ppsrt_cu_moe_unpermute(cudaStream_t s, void *y, const void *a, const void *e, const int32_t *pos,
+                                   const float *w, int N, int K, int C) {
+  EW(k_moe_unpermute, (size_t)N * C, (bf16 *)y, (const bf16 *)a, (const bf16 *)e, pos, w, N, K, C);
+}
+
+cudaError_t ppsrt_cu_moe_unpermute_bwd(cudaStream_t s, void *de, float *dw, const void *dy, const void *e,
+                                       const int32_t *pos, const float *w, int N, int K, int C) {
+  size_t slots = (size_t)N * K;
+  if (!slots || C <= 0) return cudaSuccess;
+  if (dw) LAUNCH(k_moe_unpermute_dw, s, grid_for(slots * 32, 256), 256)(dw, (const bf16 *)dy, (const bf16 *)e, pos, N, K, C);
+  EW(k_moe_unpermute_de, slots * C, (bf16 *)de, (const bf16 *)dy, pos, w, N, K, C);
 }
 
 cudaError_t ppsrt_cu_swiglu_fwd(cudaStream_t s, void *y, const void *pre, int N, int C) {

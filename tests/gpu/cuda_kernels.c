@@ -471,6 +471,64 @@ static void t_swiglu_at(int N, int C) {
   drop(&pre); drop(&y); drop(&dy); drop(&dpre); drop(&ip);
 }
 
+/* Mixture of experts (backend.h moe_*): the routing from the same F32 logits (the very
+ * same experts chosen: the indices compared exactly), the weights, probabilities and
+ * per-expert statistics; its backward with and without the load-balancing coefficients;
+ * the permutation (a shuffled pos) and its backward; the weighted combine and its
+ * backward (dw, de, and de written over e in place). */
+static void t_moe(void) {
+  int N = 37, E = 6, K = 2, C = 40, NK = N * K;
+  pair lg = mk((size_t)N * E, PPSRT_F32, 2, 0), w = mk(NK, PPSRT_F32, 0, 0), prob = mk((size_t)N * E, PPSRT_F32, 0, 0);
+  pair stat = mk(2 * (size_t)E, PPSRT_F32, 0, 0);
+  ipair idx = mk_ids(NK, 0, 1), pos = mk_ids(NK, 0, 1);
+  int32_t *gi = malloc((size_t)NK * 4);
+  OK(cpu->moe_route(cpu, 0, lg.c, N, E, K, idx.c, w.c, prob.c, stat.c));
+  OK(gpu->moe_route(gpu, 0, lg.g, N, E, K, idx.g, w.g, prob.g, stat.g));
+  OK(gpu->memcpy_async(gpu, PPSRT_STREAM_COMPUTE, gi, idx.g, (size_t)NK * 4, 2));
+  OK(gpu->stream_sync(gpu, PPSRT_STREAM_COMPUTE));
+  int same = !memcmp(gi, idx.c, (size_t)NK * 4);
+  checks++;
+  if (!same) { failures++; fprintf(stderr, "FAIL: moe_route: the GPU chose other experts than the CPU\n"); }
+  else printf("ok   %-44s n=%-8d the same experts\n", "moe_route indices", NK);
+  compare("moe_route weights", &w, TOL_F32);
+  compare("moe_route probabilities", &prob, TOL_F32);
+  compare("moe_route counts and probability sums", &stat, TOL_F32);
+  pair dw = mk(NK, PPSRT_F32, 1, 0), coef = mk(E, PPSRT_F32, 1, 0), dl = mk((size_t)N * E, PPSRT_BF16, 0, 0);
+  for (int aux = 0; aux < 2; aux++) {
+    OK(cpu->moe_route_bwd(cpu, 0, dl.c, dw.c, w.c, idx.c, prob.c, aux ? coef.c : NULL, N, E, K));
+    OK(gpu->moe_route_bwd(gpu, 0, dl.g, dw.g, w.g, idx.g, prob.g, aux ? coef.g : NULL, N, E, K));
+    compare(aux ? "moe_route_bwd with the aux coefficients" : "moe_route_bwd", &dl, TOL_BF16);
+  }
+  for (int i = 0; i < NK; i++) pos.c[i] = (int32_t)(((int64_t)i * 7 + 3) % NK);   /* 7 and 74: coprime */
+  OK(gpu->memcpy_async(gpu, PPSRT_STREAM_COMPUTE, pos.g, pos.c, (size_t)NK * 4, 1));
+  pair src = mk((size_t)N * C, PPSRT_BF16, 1, 0), dst = mk((size_t)NK * C, PPSRT_BF16, 0, 0);
+  OK(cpu->moe_permute(cpu, 0, dst.c, src.c, pos.c, N, K, C));
+  OK(gpu->moe_permute(gpu, 0, dst.g, src.g, pos.g, N, K, C));
+  compare("moe_permute", &dst, TOL_BF16);
+  pair dp = mk((size_t)NK * C, PPSRT_BF16, 1, 0), dx = mk((size_t)N * C, PPSRT_BF16, 1, 0);
+  OK(cpu->moe_permute_bwd(cpu, 0, dx.c, dp.c, pos.c, N, K, C, 1));
+  OK(gpu->moe_permute_bwd(gpu, 0, dx.g, dp.g, pos.g, N, K, C, 1));
+  compare("moe_permute_bwd (accumulate)", &dx, TOL_BF16);
+  pair e = mk((size_t)NK * C, PPSRT_BF16, 1, 0), a = mk((size_t)N * C, PPSRT_BF16, 1, 0), y = mk((size_t)N * C, PPSRT_BF16, 0, 0);
+  pair ww = mk(NK, PPSRT_F32, 1, 0);
+  OK(cpu->moe_unpermute(cpu, 0, y.c, a.c, e.c, pos.c, ww.c, N, K, C));
+  OK(gpu->moe_unpermute(gpu, 0, y.g, a.g, e.g, pos.g, ww.g, N, K, C));
+  compare("moe_unpermute (+ residual)", &y, TOL_BF16);
+  pair dy = mk((size_t)N * C, PPSRT_BF16, 1, 0), de = mk((size_t)NK * C, PPSRT_BF16, 0, 0), dwo = mk(NK, PPSRT_F32, 0, 0);
+  OK(cpu->moe_unpermute_bwd(cpu, 0, de.c, dwo.c, dy.c, e.c, pos.c, ww.c, N, K, C));
+  OK(gpu->moe_unpermute_bwd(gpu, 0, de.g, dwo.g, dy.g, e.g, pos.g, ww.g, N, K, C));
+  compare("moe_unpermute_bwd de", &de, TOL_BF16);
+  compare("moe_unpermute_bwd dw", &dwo, TOL_F32);
+  OK(cpu->moe_unpermute_bwd(cpu, 0, e.c, dwo.c, dy.c, e.c, pos.c, ww.c, N, K, C));   /* de over e */
+  OK(gpu->moe_unpermute_bwd(gpu, 0, e.g, dwo.g, dy.g, e.g, pos.g, ww.g, N, K, C));
+  compare("moe_unpermute_bwd de over e", &e, TOL_BF16);
+  compare("moe_unpermute_bwd dw (in place)", &dwo, TOL_F32);
+  free(gi);
+  cpu->free(cpu, idx.c); gpu->free(gpu, idx.g); cpu->free(cpu, pos.c); gpu->free(gpu, pos.g);
+  drop(&lg); drop(&w); drop(&prob); drop(&stat); drop(&dw); drop(&coef); drop(&dl); drop(&src); drop(&dst);
+  drop(&dp); drop(&dx); drop(&e); drop(&a); drop(&y); drop(&ww); drop(&dy); drop(&de); drop(&dwo);
+}
+
 /* Dropout: bias_dropout_add (y = a + drop(x + bias), in place y = a, and the dropout
  * alone) against the CPU, with the mask compared exactly: on x = 2 everywhere the
  * zeros of the two backends' outputs are the same elements (runtime/dropout.h's hash on
@@ -1408,6 +1466,7 @@ int main(int argc, char **argv) {
   t_layernorm();
   t_rope();
   t_swiglu();
+  t_moe();
   t_dropout();
   t_attention();
   t_attention_cudnn();

@@ -18,7 +18,13 @@
  * layers): the masks depend on (seed, step, microbatch, layer, site, element) only, so
  * the loss is a deterministic function of the weights and finite differences apply;
  * the loss must differ from the run without dropout (the masks do something). What it
- * does not: several devices (see gpt_e2e.sh, tests/runtime/dropout.sh), BF16. */
+ * does not: several devices (see gpt_e2e.sh, tests/runtime/dropout.sh), BF16.
+ * Mixture of experts (--num-experts 4, top 2 and top 1, with and without the load-balancing
+ * loss, GeLU and Llama's layer; runtime/moe.c): the router's, every expert's and the other
+ * weights' gradients the same way. The top-K choice is piecewise constant in the weights:
+ * an element whose +-eps or +-eps/4 moves a token to another expert (a hash of the routing,
+ * ppsrt_gpt_route_hash, changes) is skipped, and at most 1 in 10 may be. These cases
+ * take eps = 1e-3 and |grad - fd| <= 3e-4 + 1e-2 |fd| (the expert paths curve more). */
 #include "config.h"
 #include <math.h>
 #include <stdio.h>
@@ -26,6 +32,7 @@
 #include <string.h>
 
 #include "rt.h"
+#include "gpt.h"
 
 static ppsrt_backend *be;
 static ppsrt_model *m;
@@ -81,6 +88,8 @@ static double run(int backward) {
 
 /* arch: the Llama-style variants, bits: 1 SwiGLU, 2 RMS norm, 4 RoPE, 8 no linear biases */
 static double loss_nodrop;   /* the last case's loss without dropout */
+static int moe_E, moe_K;     /* the MoE cases' --num-experts, --moe-topk (0: a dense MLP) */
+static double moe_a;         /* and --moe-aux-loss-coeff */
 static int test_mode_drop(int vm, int arch, double drop) {
   ppsrt_model_config cfg = {0};
   cfg.name = "gpt";
@@ -90,6 +99,7 @@ static int test_mode_drop(int vm, int arch, double drop) {
   if (cfg.swiglu) cfg.ffn_hidden = 12;
   if (cfg.rope) cfg.rope_base = 3;   /* large angles at these few positions */
   cfg.hidden_dropout = cfg.attention_dropout = drop;
+  cfg.num_experts = moe_E; cfg.moe_topk = moe_K; cfg.moe_aux_coeff = moe_a;
   int stages[2] = {0, 1};
   memset(&ctx, 0, sizeof ctx);
   ctx.be = be; ctx.nmb = cfg.nmb; ctx.nstage = cfg.nstage;
@@ -99,9 +109,13 @@ static int test_mode_drop(int vm, int arch, double drop) {
   OK(ppsrt_gpt_create(&cfg, be, 0, stages, 2, &m));
   ctx.model = m;
   double L0 = run(1);
+  uint64_t h0 = ppsrt_gpt_route_hash(m);   /* the routing of the weights as they are */
+  int skipped = 0, sampled = 0;
   /* analytic gradients, then finite differences of the loss */
   int bad = 0;
-  const double eps = 1e-2, atol = 1e-4, rtol = 1e-2;
+  /* MoE: a smaller step (the expert paths curve more: eps 1e-2's second-order error is
+   * near the tolerance), so F32 rounding of the loss weighs more: atol 3e-4 */
+  const double eps = moe_E ? 1e-3 : 1e-2, atol = moe_E ? 3e-4 : 1e-4, rtol = 1e-2;
   double worst = 0, big = 0;
   for (int k = 0; k < m->nparams; k++) {
     ppsrt_param *p = &m->params[k];
@@ -112,13 +126,22 @@ static int test_mode_drop(int vm, int arch, double drop) {
     double maxd = 0;
     for (size_t j = 0; j < picks; j++) {
       size_t i = j * p->numel / picks + (p->numel / picks) / 2;
+      sampled++;
       float w0 = w[i];
-      w[i] = (float)(w0 + eps);
-      double lp = run(0);
-      w[i] = (float)(w0 - eps);
-      double lm = run(0);
-      w[i] = w0;
-      double fd = (lp - lm) / (2 * eps), d = fabs(g[i] - fd);
+      double e = eps, lp, lm;
+      int moved = 0;
+      for (int t = 0; t < 2; t++, e /= 4) {   /* MoE: a step that moves a token to another expert is no derivative */
+        w[i] = (float)(w0 + e);
+        lp = run(0);
+        moved = ppsrt_gpt_route_hash(m) != h0;
+        w[i] = (float)(w0 - e);
+        lm = run(0);
+        moved |= ppsrt_gpt_route_hash(m) != h0;
+        w[i] = w0;
+        if (!moved) break;
+      }
+      if (moved) { skipped++; continue; }
+      double fd = (lp - lm) / (2 * e), d = fabs(g[i] - fd);
       if (fabs(fd) > big) big = fabs(fd);
       if (d > maxd) maxd = d;
       if (!(d <= atol + rtol * fabs(fd))) {
@@ -130,10 +153,16 @@ static int test_mode_drop(int vm, int arch, double drop) {
     if (maxd > worst) worst = maxd;
     free(g);
   }
-  printf("%s gpt gradients vs finite differences, vocab mode %d, %s%s%s%s%s: %d tensors, loss %.6f, max |fd| %.3g, "
+  char moe[96] = "";
+  if (moe_E) snprintf(moe, sizeof moe, " experts %d top %d aux %g (%d of %d skipped)", moe_E, moe_K, moe_a, skipped, sampled);
+  printf("%s gpt gradients vs finite differences, vocab mode %d, %s%s%s%s%s%s: %d tensors, loss %.6f, max |fd| %.3g, "
          "max |grad - fd| %.3g (tol %.0e + %.0e*|fd|)\n", bad ? "FAIL" : "ok  ", vm, cfg.swiglu ? "swiglu" : "gelu",
          cfg.rmsnorm ? " rmsnorm" : " layernorm", cfg.rope ? " rope" : " learned", cfg.no_bias ? " no-bias" : "",
-         drop > 0 ? " dropout 0.3" : "", m->nparams, L0, big, worst, atol, rtol);
+         drop > 0 ? " dropout 0.3" : "", moe, m->nparams, L0, big, worst, atol, rtol);
+  if (skipped * 10 > sampled) {
+    printf("FAIL: %d of %d sampled elements moved the routing at every step tried\n", skipped, sampled);
+    bad++;
+  }
   if (drop > 0 && L0 == loss_nodrop) {
     printf("FAIL vocab %d arch %d: the loss with dropout %g is the loss without (%.9g): no element was dropped\n", vm,
            arch, drop, L0);
@@ -162,6 +191,15 @@ int main(void) {
   for (int a = 1; a <= 8; a *= 2) bad += test_mode(0, a);                         /* each change alone */
   for (int vm = 0; vm <= 2; vm += 2)                                                /* dropout, both layers */
     for (int a = 0; a <= 15; a += 15) bad += test_mode(vm, a) + test_mode_drop(vm, a, 0.3);
+  /* mixture of experts: E = 4, top 2 and top 1, with and without the load-balancing loss */
+  for (int a = 0; a <= 15; a += 15)
+    for (moe_K = 2; moe_K >= 1; moe_K--)
+      for (int x = 0; x < 2; x++) {
+        moe_E = 4; moe_a = x ? 0.5 : 0;
+        bad += test_mode(0, a);
+      }
+  moe_E = 4; moe_K = 2; moe_a = 0.5;
+  bad += test_mode_drop(0, 0, 0.3);   /* with dropout on the experts' output */
   be->destroy(be);
   return bad ? 1 : 0;
 }

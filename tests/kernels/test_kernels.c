@@ -776,6 +776,121 @@ static void test_streams(void) {
   be->host_free(be, h);
 }
 
+/* Mixture of experts (backend.h moe_*): the routing against double formulas (a tie: the
+ * lower expert first), its backward against finite differences of
+ * L = sum r_w w + sum_{n,e} c_e prob[n, e] (logits spaced 0.3 apart: eps moves no token
+ * to another expert), the permutation's backward as its adjoint, the combine against a
+ * double sum and its backward against finite differences of L = sum r y, and de written
+ * over e exactly as out of place. */
+typedef struct moe_ctx {
+  int N, E, K, C;
+  float *lg, *w, *prob, *stat, *rw, *coef, *e, *ww, *r, *y;
+  int32_t *idx, *pos;
+} moe_ctx;
+static double moe_route_probe(void *p) {
+  moe_ctx *m = p;
+  OK(be->moe_route(be, 0, m->lg, m->N, m->E, m->K, m->idx, m->w, m->prob, m->stat), "moe_route");
+  double L = 0;
+  for (int i = 0; i < m->N * m->K; i++) L += (double)m->rw[i] * m->w[i];
+  for (int i = 0; i < m->N * m->E; i++) L += (double)m->coef[i % m->E] * m->prob[i];
+  return L;
+}
+static double moe_comb_probe(void *p) {
+  moe_ctx *m = p;
+  OK(be->moe_unpermute(be, 0, m->y, NULL, m->e, m->pos, m->ww, m->N, m->K, m->C), "moe_unpermute");
+  double L = 0;
+  for (int i = 0; i < m->N * m->C; i++) L += (double)m->r[i] * m->y[i];
+  return L;
+}
+static void test_moe(void) {
+  moe_ctx m;
+  memset(&m, 0, sizeof m);
+  m.N = 5; m.E = 6; m.K = 3; m.C = 4;
+  int N = m.N, E = m.E, K = m.K, C = m.C, NK = N * K;
+  m.lg = vec((size_t)N * E); m.w = vec(NK); m.prob = vec((size_t)N * E); m.stat = vec(2 * (size_t)E);
+  m.idx = (int32_t *)vec(NK); m.pos = (int32_t *)vec(NK);
+  for (int n = 0; n < N; n++)   /* distinct logits 0.3 apart, shuffled per row */
+    for (int e = 0; e < E; e++) m.lg[n * E + e] = 0.3f * (float)((e * 5 + n * 2) % E) - 0.7f;
+  m.lg[1 * E + 2] = m.lg[1 * E + 5] = 2.0f;   /* row 1: a tie at the top: expert 2, then 5 */
+  OK(be->moe_route(be, 0, m.lg, N, E, K, m.idx, m.w, m.prob, m.stat), "moe_route");
+  double *rw = malloc((size_t)NK * sizeof *rw), *rp = malloc((size_t)N * E * sizeof *rp), rs[64] = {0};
+  int bad = 0;
+  for (int n = 0; n < N; n++) {
+    const float *l = m.lg + n * E;
+    double mx = l[0], s = 0;
+    for (int e = 1; e < E; e++) mx = fmax(mx, l[e]);
+    for (int e = 0; e < E; e++) s += exp(l[e] - mx);
+    for (int e = 0; e < E; e++) { rp[n * E + e] = exp(l[e] - mx) / s; rs[E + e] += rp[n * E + e]; }
+    int ord[16];
+    for (int e = 0; e < E; e++) ord[e] = e;
+    for (int a = 0; a < E; a++)   /* descending logit, the lower index first on ties */
+      for (int b = a + 1; b < E; b++)
+        if (l[ord[b]] > l[ord[a]]) { int t = ord[a]; ord[a] = ord[b]; ord[b] = t; }
+    double ws = 0;
+    for (int k = 0; k < K; k++) ws += exp(l[ord[k]] - l[ord[0]]);
+    for (int k = 0; k < K; k++) {
+      bad += m.idx[n * K + k] != ord[k];
+      rw[n * K + k] = exp(l[ord[k]] - l[ord[0]]) / ws;
+      rs[ord[k]] += 1;
+    }
+  }
+  bad += m.idx[1 * K] != 2 || m.idx[1 * K + 1] != 5;
+  if (bad) { printf("FAIL moe_route: %d experts chosen otherwise than the descending, lower-first order\n", bad); failures++; }
+  else printf("ok   %-34s n=%-5d the reference's experts (row 1's tie: 2 before 5)\n", "moe_route top-K", NK);
+  check("moe_route weights", m.w, rw, NK, 1e-6, 1e-5);
+  check("moe_route probabilities", m.prob, rp, (size_t)N * E, 1e-6, 1e-5);
+  check("moe_route counts, probability sums", m.stat, rs, 2 * (size_t)E, 1e-6, 1e-5);
+  /* backward: the tie moved apart first (a tie has no derivative) */
+  m.lg[1 * E + 5] = 1.6f;
+  m.rw = rvec(NK, 1.0f); m.coef = rvec(E, 1.0f);
+  float *dl = vec((size_t)N * E);
+  OK(be->moe_route(be, 0, m.lg, N, E, K, m.idx, m.w, m.prob, m.stat), "moe_route");
+  OK(be->moe_route_bwd(be, 0, dl, m.rw, m.w, m.idx, m.prob, m.coef, N, E, K), "moe_route_bwd");
+  double *fd = malloc((size_t)N * E * sizeof *fd);
+  fd_grad(moe_route_probe, &m, m.lg, (size_t)N * E, fd);
+  check("moe_route_bwd (FD, with aux coef)", dl, fd, (size_t)N * E, 2e-4, 2e-3);
+  /* the permutation: <permute(x), r> = <x, permute_bwd(r)>; accumulate adds */
+  for (int i = 0; i < NK; i++) m.pos[i] = (int32_t)((i * 7 + 3) % NK);   /* 7 and 15: coprime */
+  float *x = rvec((size_t)N * C, 1.0f), *px = vec((size_t)NK * C), *r2 = rvec((size_t)NK * C, 1.0f);
+  float *dx = rvec((size_t)N * C, 1.0f), *dx0 = vec((size_t)N * C);
+  memcpy(dx0, dx, (size_t)N * C * sizeof *dx);
+  OK(be->moe_permute(be, 0, px, x, m.pos, N, K, C), "moe_permute");
+  OK(be->moe_permute_bwd(be, 0, dx, r2, m.pos, N, K, C, 1), "moe_permute_bwd");
+  double lhs = 0, rhs = 0;
+  for (int i = 0; i < NK * C; i++) lhs += (double)px[i] * r2[i];
+  for (int i = 0; i < N * C; i++) rhs += (double)x[i] * ((double)dx[i] - dx0[i]);
+  check("moe_permute_bwd: adjoint (+accumulate)", (float[]){(float)rhs}, &lhs, 1, 1e-5, 1e-5);
+  /* the combine and its backward */
+  m.e = rvec((size_t)NK * C, 1.0f); m.ww = rvec(NK, 1.0f); m.r = rvec((size_t)N * C, 1.0f); m.y = vec((size_t)N * C);
+  float *a = rvec((size_t)N * C, 1.0f), *ya = vec((size_t)N * C), *de = vec((size_t)NK * C), *dw = vec(NK);
+  double *ry = malloc((size_t)N * C * sizeof *ry);
+  for (int n = 0; n < N; n++)
+    for (int c = 0; c < C; c++) {
+      double v = a[n * C + c];
+      for (int k = 0; k < K; k++) v += (double)m.ww[n * K + k] * m.e[(size_t)m.pos[n * K + k] * C + c];
+      ry[n * C + c] = v;
+    }
+  OK(be->moe_unpermute(be, 0, ya, a, m.e, m.pos, m.ww, N, K, C), "moe_unpermute");
+  check("moe_unpermute (+ residual)", ya, ry, (size_t)N * C, 1e-6, 1e-5);
+  OK(be->moe_unpermute_bwd(be, 0, de, dw, m.r, m.e, m.pos, m.ww, N, K, C), "moe_unpermute_bwd");
+  double *fde = malloc((size_t)NK * C * sizeof *fde), *fdw = malloc((size_t)NK * sizeof *fdw);
+  fd_grad(moe_comb_probe, &m, m.e, (size_t)NK * C, fde);
+  fd_grad(moe_comb_probe, &m, m.ww, NK, fdw);
+  check("moe_unpermute_bwd de (FD)", de, fde, (size_t)NK * C, 2e-4, 2e-3);
+  check("moe_unpermute_bwd dw (FD)", dw, fdw, NK, 2e-4, 2e-3);
+  float *e2 = vec((size_t)NK * C), *dw2 = vec(NK);
+  memcpy(e2, m.e, (size_t)NK * C * sizeof *e2);
+  OK(be->moe_unpermute_bwd(be, 0, e2, dw2, m.r, e2, m.pos, m.ww, N, K, C), "moe_unpermute_bwd in place");
+  int same = !memcmp(e2, de, (size_t)NK * C * sizeof *e2) && !memcmp(dw2, dw, (size_t)NK * sizeof *dw);
+  if (!same) { printf("FAIL moe_unpermute_bwd: de over e differs from out of place\n"); failures++; }
+  else printf("ok   %-34s n=%-5d exact\n", "moe_unpermute_bwd de over e", NK * C);
+  free(rw); free(rp); free(fd); free(ry); free(fde); free(fdw);
+  float *fr[] = {m.lg, m.w, m.prob, m.stat, (float *)m.idx, (float *)m.pos, m.rw, m.coef, dl, x, px, r2, dx, dx0,
+                 m.e, m.ww, m.r, m.y, a, ya, de, dw, e2, dw2};
+  for (size_t i = 0; i < sizeof fr / sizeof *fr; i++) be->free(be, fr[i]);
+}
+
+
 int main(void) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (ppsrt_cpu_backend_create(0, &be)) {
@@ -796,6 +911,7 @@ int main(void) {
   test_dropout();
   test_embedding();
   test_softmax();
+  test_moe();
   test_optimizer();
   test_streams();
   be->destroy(be);

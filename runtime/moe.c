@@ -1,0 +1,393 @@
+/* moe.c: the mixture-of-experts MLP of the gpt model (--num-experts E, --moe-topk K,
+ * --moe-ffn-hidden F, --moe-aux-loss-coeff a; moe.h, docs/models.md "Mixture of experts").
+ *
+ * For the N tokens of a microbatch, with x = LN2's output [N, h]:
+ *   router   logits = x Wr (Wr [h, E], no bias; F32 product), prob = softmax(logits)
+ *   top-K    the K largest logits of each token (ties: the lower expert index), weights
+ *            w = softmax over those K logits (Megatron-Core's default, no pre-softmax)
+ *   permute  each token's K slots sorted by expert (stable: token order), xp [N K, h]
+ *   experts  expert e on its rows: the model's MLP of width F (GeLU fc/fc2 with biases,
+ *            or SwiGLU without), eout [N K, h]
+ *   combine  out[n] = sum_k w[n, k] eout[slot (n, k)];  y = x1 + drop(out)
+ *   aux      a E sum_e f_e P_e, f_e = slots routed to e / (N K), P_e = mean_n prob[n, e],
+ *            added to the loss (mean over microbatches); its gradient reaches the router
+ *            through P_e (f_e is a count: no gradient), Megatron's switch-style loss.
+ * Dropless: every expert takes all the tokens routed to it. The routing runs on the
+ * device (backend.h moe_route); its indices and per-expert counts are copied to the host
+ * (one synchronisation of the compute stream per MoE layer per F), which builds the
+ * permutation and sizes the per-expert GEMMs; B and W reuse the counts kept per layer
+ * slot (the routing of a recomputed F is the same: the same kernels on the same input).
+ *
+ * F/B/W: F keeps in one store entry (ppsrt_moe.bytes) FC1's outputs hpre [N K, fw], the
+ * activations hact [N K, f], the expert outputs eout [N K, h], w, the top-K indices and
+ * the permutation (N K each), prob [N, E], room for dlogits [N, E] and (with a > 0) the
+ * load-balancing loss's coefficients [E]; B writes the
+ * gradients over them (deout over eout, dhpre over hpre, dlogits) and the input gradient
+ * (through the experts, the permutation and the router); W the expert and router weight
+ * gradients, re-permuting x (recomputed by the caller). B frees and adds nothing counted.
+ *
+ * Tensor parallelism (expert tensor parallel = --tensor-parallel, expert parallel 1):
+ * each expert's FC1 columns and FC2 rows are split over the group like the dense MLP's;
+ * the router is whole on every rank, and every rank routes all N tokens identically. The
+ * expert outputs' partial sums and the permuted input gradient's are all-reduced (F32).
+ * With --sequence-parallel the caller hands all N rows of x and dy (gathered) and takes
+ * this rank's rows of y and of the input gradient.
+ * What it does not: expert parallelism (experts over data-parallel ranks, all-to-all),
+ * capacity factors / token dropping, shared experts, grouped GEMMs. */
+#include "config.h"
+#include "moe.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CS PPSRT_STREAM_COMPUTE
+#define TRY(e)                   \
+  do {                           \
+    int rc_ = (e);               \
+    if (rc_) return rc_;         \
+  } while (0)
+
+int ppsrt_moe_topk(const ppsrt_model_config *cfg) { return cfg->moe_topk > 0 ? cfg->moe_topk : 2; }
+
+int ppsrt_moe_ffn(const ppsrt_model_config *cfg) {
+  if (cfg->moe_ffn_hidden > 0) return cfg->moe_ffn_hidden;
+  if (cfg->ffn_hidden > 0) return cfg->ffn_hidden;
+  int64_t h = cfg->hidden;   /* (ppsrt_gpt_ffn's defaults, without depending on model_gpt.c) */
+  if (!cfg->swiglu) return 4 * h > INT32_MAX ? INT32_MAX : (int)(4 * h);
+  int64_t f = 8 * h / 3 / 64 * 64;
+  if (!f) f = 8 * h / 3 / 8 * 8;
+  return f < 8 ? 8 : f > INT32_MAX ? INT32_MAX : (int)f;
+}
+
+int ppsrt_moe_check_config(const ppsrt_model_config *cfg) {
+  int E = cfg->num_experts;
+  if (!E) {
+    if (cfg->moe_topk || cfg->moe_ffn_hidden || cfg->moe_aux_coeff != 0)
+      return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --moe-topk, --moe-ffn-hidden and --moe-aux-loss-coeff set up the experts of "
+                        "--num-experts\nhint: add --num-experts E (2 or more)");
+    return 0;
+  }
+  if (E < 2 || E > 1024)
+    return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --num-experts must be from 2 to 1024, got %d", E);
+  int K = ppsrt_moe_topk(cfg);
+  if (K < 1 || K > E)
+    return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --moe-topk must be from 1 to --num-experts %d, got %d", E, K);
+  int F = ppsrt_moe_ffn(cfg);
+  if (F <= 0) return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --moe-ffn-hidden must be positive, got %d", F);
+  if (cfg->tp > 1 && F % cfg->tp)
+    return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --tensor-parallel %d must divide the experts' width %d (--moe-ffn-hidden): each "
+                      "rank takes F/T of every expert's columns", cfg->tp, F);
+  if (!(cfg->moe_aux_coeff >= 0 && isfinite(cfg->moe_aux_coeff)))
+    return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --moe-aux-loss-coeff must be a number from 0, got %g", cfg->moe_aux_coeff);
+  int64_t fw = (int64_t)F * (cfg->swiglu ? 2 : 1), w = fw > cfg->hidden ? fw : cfg->hidden;
+  int64_t slots = (int64_t)cfg->seq * cfg->micro_batch * K;
+  if (w > 0 && slots > INT32_MAX / w)
+    return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --seq %d x --micro-batch %d tokens x --moe-topk %d x width %lld is over %d "
+                      "elements per tensor", cfg->seq, cfg->micro_batch, K, (long long)w, INT32_MAX);
+  if ((int64_t)cfg->seq * cfg->micro_batch > INT32_MAX / E || (int64_t)cfg->hidden * fw > INT32_MAX)
+    return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --num-experts %d with --hidden %d and width %d makes a tensor over %d elements", E,
+                      cfg->hidden, F, INT32_MAX);
+  return 0;
+}
+
+static size_t up(size_t b) { return (b + 255) / 256 * 256; }   /* parts of the saved buffer, 256-byte aligned */
+
+int ppsrt_moe_init(ppsrt_moe *mo, const ppsrt_model_config *cfg, ppsrt_dtype at, int N, int n, int r0, int tp, int nslot) {
+  memset(mo, 0, sizeof *mo);
+  mo->E = cfg->num_experts; mo->K = ppsrt_moe_topk(cfg); mo->F = ppsrt_moe_ffn(cfg);
+  mo->tp = tp > 1 ? tp : 1; mo->f = mo->F / mo->tp; mo->sw = cfg->swiglu != 0; mo->fw = mo->f * (mo->sw ? 2 : 1);
+  mo->bias = !cfg->no_bias; mo->N = N; mo->n = n; mo->r0 = r0; mo->h = cfg->hidden; mo->nc = cfg->no_compute;
+  mo->nmb = cfg->nmb; mo->nslot = nslot; mo->es = ppsrt_dtype_size(at); mo->coeff = cfg->moe_aux_coeff;
+  size_t NK = (size_t)N * mo->K, NE = (size_t)N * mo->E, o = 0;
+  mo->o_hpre = o; o += up(NK * mo->fw * mo->es);
+  mo->o_hact = o; o += up(NK * mo->f * mo->es);
+  mo->o_eout = o; o += up(NK * mo->h * mo->es);
+  mo->o_w = o; o += up(NK * sizeof(float));
+  mo->o_idx = o; o += up(NK * sizeof(int32_t));
+  mo->o_pos = o; o += up(NK * sizeof(int32_t));
+  mo->o_prob = o; o += up(NE * sizeof(float));
+  mo->o_dlog = o; o += up(NE * mo->es);
+  mo->o_coef = o; o += mo->coeff > 0 ? up((size_t)mo->E * sizeof(float)) : 0;
+  mo->bytes = o;
+  mo->cnt = calloc((size_t)(nslot > 0 ? nslot : 1) * mo->E, sizeof *mo->cnt);
+  mo->hidx = malloc(NK * sizeof *mo->hidx);
+  mo->hpos = malloc(NK * sizeof *mo->hpos);
+  mo->hstat = malloc(3 * (size_t)mo->E * sizeof *mo->hstat);
+  mo->hcoef = mo->hstat ? mo->hstat + 2 * mo->E : NULL;
+  if (!mo->cnt || !mo->hidx || !mo->hpos || !mo->hstat) {
+    ppsrt_moe_free(mo);
+    return PPSRT_FAIL(PPSRT_E_NOMEM, "gpt: out of host memory (experts)");
+  }
+  return 0;
+}
+
+void ppsrt_moe_free(ppsrt_moe *mo) {
+  free(mo->cnt); free(mo->hidx); free(mo->hpos); free(mo->hstat);
+  mo->cnt = NULL; mo->hidx = mo->hpos = NULL; mo->hstat = mo->hcoef = NULL;
+}
+
+/* ---- parameters: router.w, then per expert fc.w, (fc.b,) fc2.w, (fc2.b) ---- */
+
+static int per_expert(const ppsrt_moe *mo) { return mo->bias ? 4 : 2; }
+int ppsrt_moe_nparams(const ppsrt_moe *mo) { return 1 + mo->E * per_expert(mo); }
+
+/* Which parameter j is: the router (-1), else expert *e's kind 0 fc.w, 1 fc.b, 2 fc2.w, 3 fc2.b. */
+static int param_kind(const ppsrt_moe *mo, int j, int *e) {
+  if (j == 0) { *e = -1; return -1; }
+  int pe = per_expert(mo), k = (j - 1) % pe;
+  *e = (j - 1) / pe;
+  return mo->bias ? k : 2 * k;
+}
+
+void ppsrt_moe_param(const ppsrt_moe *mo, int j, int tpr, char *name, size_t len, size_t *n, size_t *full,
+                     ppsrt_param *sl, int *zero, float *scale, int *no_decay) {
+  int e, k = param_kind(mo, j, &e), T = mo->tp;
+  size_t h = (size_t)mo->h, F = (size_t)mo->F, fw = F * (mo->sw ? 2 : 1);
+  static const char *const kn[4] = {"fc.w", "fc.b", "fc2.w", "fc2.b"};
+  memset(sl, 0, sizeof *sl);
+  *zero = k == 1 || k == 3;
+  *no_decay = *zero;
+  *scale = sqrtf(3.0f / (float)(k == 2 ? F : h));   /* uniform(+-sqrt(3 / fan_in)) */
+  if (k < 0) {
+    snprintf(name, len, "moe.router.w");
+    *n = *full = h * (size_t)mo->E;
+    return;
+  }
+  snprintf(name, len, "moe.e%d.%s", e, kn[k]);
+  size_t sizes[4] = {h * fw, fw, F * h, h};
+  *n = *full = sizes[k];
+  if (T == 1 || k == 3) return;
+  if (k <= 1) {   /* FC1 by output columns (SwiGLU: rank t's of the gate, then of the up half) */
+    sl->tp_split = 2; sl->tp_n = mo->sw ? 2 : 1; sl->tp_R = k == 0 ? h : 1; sl->tp_C = fw;
+    sl->tp_lo[0] = tpr * F / T; sl->tp_len[0] = F / T;
+    if (mo->sw) { sl->tp_lo[1] = F + tpr * F / T; sl->tp_len[1] = F / T; }
+    *n = sl->tp_R * (size_t)mo->fw;
+  } else {        /* FC2 by input rows */
+    sl->tp_split = 1; sl->tp_n = 1; sl->tp_R = F; sl->tp_C = h;
+    sl->tp_lo[0] = tpr * F / T; sl->tp_len[0] = F / T;
+    *n = (F / T) * h;
+  }
+}
+
+/* expert e's parameter of kind k (0 fc.w, 1 fc.b, 2 fc2.w, 3 fc2.b; NULL: no biases) */
+static ppsrt_param *EP(const ppsrt_moe *mo, ppsrt_param *P, int e, int k) {
+  if (!mo->bias && (k & 1)) return NULL;
+  return &P[1 + e * per_expert(mo) + (mo->bias ? k : k / 2)];
+}
+
+/* ---- helpers ---- */
+
+/* expert e's first permuted row (the counts of the slot before it) */
+static int first_row(const int *cnt, int e) {
+  int o = 0;
+  for (int j = 0; j < e; j++) o += cnt[j];
+  return o;
+}
+
+/* the buffers of a layer's saved entry */
+typedef struct mbuf {
+  char *hpre, *hact, *eout, *dlog;
+  float *w, *prob, *coef;   /* coef: NULL without the load-balancing loss */
+  int32_t *idx, *pos;
+} mbuf;
+static mbuf parts(const ppsrt_moe *mo, void *buf) {
+  char *b = buf;
+  mbuf m = {b + mo->o_hpre, b + mo->o_hact, b + mo->o_eout, b + mo->o_dlog, (float *)(b + mo->o_w),
+            (float *)(b + mo->o_prob), mo->coeff > 0 ? (float *)(b + mo->o_coef) : NULL, (int32_t *)(b + mo->o_idx),
+            (int32_t *)(b + mo->o_pos)};
+  return m;
+}
+
+/* rows x expert e's out columns: C = A W (+ bias), A [rows, K] at row r0, per expert */
+static int expert_gemm(ppsrt_backend *be, int ta, int tb, int M, int N, int K, const void *A, int lda, const void *B,
+                       int ldb, float beta, void *C, ppsrt_dtype ct, int ldc) {
+  if (M <= 0) return 0;
+  return be->gemm(be, CS, ta, tb, M, N, K, 1.0f, A, be->act_dtype, lda, B, be->act_dtype, ldb, beta, C, ct, ldc);
+}
+
+/* The routing of the slot's tokens: device indices to the host, counts, the permutation
+ * (token order within an expert) and the load-balancing loss's gradient coefficients
+ * back to the device (kept for B: no transfer there); the load-balancing loss. */
+static int route_host(ppsrt_moe *mo, ppsrt_backend *be, int slot, mbuf *b, const float *stat, int count_loss) {
+  int N = mo->N, K = mo->K, E = mo->E, *cnt = mo->cnt + (size_t)slot * E;
+  size_t NK = (size_t)N * K;
+  TRY(be->memcpy_async(be, CS, mo->hidx, b->idx, NK * sizeof(int32_t), 2));
+  TRY(be->memcpy_async(be, CS, mo->hstat, stat, 2 * (size_t)E * sizeof(float), 2));
+  TRY(be->stream_sync(be, CS));   /* the one synchronisation: the GEMMs' sizes */
+  memset(cnt, 0, (size_t)E * sizeof *cnt);
+  for (size_t s = 0; s < NK; s++) {
+    int e = mo->hidx[s];
+    if (e < 0 || e >= E) return PPSRT_FAIL(PPSRT_E_BACKEND, "gpt: routing gave expert %d of %d (not a number in the router's logits?)", e, E);
+    cnt[e]++;
+  }
+  int next[1024];
+  for (int e = 0, o = 0; e < E; e++) { next[e] = o; o += cnt[e]; }
+  for (size_t s = 0; s < NK; s++) {
+    mo->hpos[s] = next[mo->hidx[s]]++;
+    mo->route_hash = (mo->route_hash ^ (uint64_t)mo->hidx[s]) * 0x100000001b3ull;   /* FNV-1a step */
+  }
+  TRY(be->memcpy_async(be, CS, b->pos, mo->hpos, NK * sizeof(int32_t), 1));
+  if (b->coef) {   /* d(a E sum_e f_e P_e) / d prob[n, e], the loss a mean over microbatches */
+    for (int e = 0; e < E; e++) mo->hcoef[e] = (float)(mo->coeff * E * ((double)cnt[e] / NK) / N / mo->nmb);
+    TRY(be->memcpy_async(be, CS, b->coef, mo->hcoef, (size_t)E * sizeof(float), 1));
+  }
+  TRY(be->stream_sync(be, CS));   /* (hpos and hcoef are reused by the next layer) */
+  if (count_loss && mo->coeff > 0) {
+    double s = 0;
+    for (int e = 0; e < E; e++) s += (double)cnt[e] / (double)NK * ((double)mo->hstat[E + e] / N);
+    mo->aux_loss += mo->coeff * E * s / mo->nmb;
+  }
+  return 0;
+}
+
+/* ---- F ---- */
+
+static int moe_f_in(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, int slot, ppsrt_param *P, mbuf *b, const void *a,
+                    const void *x1, void *y, const ppsrt_dropout *drop, int count_loss, float *logits, char *xp,
+                    float *part, char *tmp) {
+  int N = mo->N, K = mo->K, E = mo->E, h = mo->h, f = mo->f, fw = mo->fw, NK = N * K;
+  ppsrt_dtype AT = be->act_dtype;
+  size_t es = mo->es;
+  const int *cnt = mo->cnt + (size_t)slot * E;
+  /* router: logits (F32) = a Wr; top-K, weights, probabilities, counts */
+  TRY(be->gemm(be, CS, 0, 0, N, E, h, 1.0f, a, AT, h, P[0].param.data, AT, E, 0.0f, logits, PPSRT_F32, E));
+  float *stat = logits + (size_t)N * E;
+  TRY(be->moe_route(be, CS, logits, N, E, K, b->idx, b->w, b->prob, stat));
+  TRY(route_host(mo, be, slot, b, stat, count_loss));
+  /* permute; each expert's FC1 (+ bias) on its rows; the activation on all rows */
+  TRY(be->moe_permute(be, CS, xp, a, b->pos, N, K, h));
+  for (int e = 0; e < E; e++) {
+    int r = first_row(cnt, e);
+    ppsrt_param *w1 = EP(mo, P, e, 0), *b1 = EP(mo, P, e, 1);
+    if (!cnt[e]) continue;
+    TRY(expert_gemm(be, 0, 0, cnt[e], fw, h, xp + (size_t)r * h * es, h, w1->param.data, fw, 0.0f,
+                    b->hpre + (size_t)r * fw * es, AT, fw));
+    if (b1) TRY(be->add_bias(be, CS, b->hpre + (size_t)r * fw * es, b->hpre + (size_t)r * fw * es, b1->param.data, cnt[e], fw));
+  }
+  TRY(mo->sw ? be->swiglu_fwd(be, CS, b->hact, b->hpre, NK, f) : be->gelu_fwd(be, CS, b->hact, b->hpre, (size_t)NK * f));
+  /* FC2: the partial products summed over the tensor-parallel group (F32), then the biases */
+  for (int e = 0; e < E; e++) {
+    int r = first_row(cnt, e);
+    if (!cnt[e]) continue;
+    const void *w2 = EP(mo, P, e, 2)->param.data, *A = b->hact + (size_t)r * f * es;
+    if (part) TRY(expert_gemm(be, 0, 0, cnt[e], h, f, A, f, w2, h, 0.0f, part + (size_t)r * h, PPSRT_F32, h));
+    else TRY(expert_gemm(be, 0, 0, cnt[e], h, f, A, f, w2, h, 0.0f, b->eout + (size_t)r * h * es, AT, h));
+  }
+  if (part) {
+    TRY(ppsrt_tp_allreduce(c, part, (size_t)NK * h));
+    TRY(be->convert(be, CS, b->eout, AT, part, PPSRT_F32, (size_t)NK * h));
+  }
+  for (int e = 0; e < E && mo->bias; e++) {
+    int r = first_row(cnt, e);
+    char *o = b->eout + (size_t)r * h * es;
+    if (cnt[e]) TRY(be->add_bias(be, CS, o, o, EP(mo, P, e, 3)->param.data, cnt[e], h));
+  }
+  /* combine this rank's rows: y = x1 + sum_k w eout (or x1 + drop(sum_k w eout)) */
+  size_t s0 = (size_t)mo->r0 * K;
+  if (!drop) return be->moe_unpermute(be, CS, y, x1, b->eout, b->pos + s0, b->w + s0, mo->n, K, h);
+  TRY(be->moe_unpermute(be, CS, tmp, NULL, b->eout, b->pos + s0, b->w + s0, mo->n, K, h));
+  return be->bias_dropout_add(be, CS, y, x1, tmp, NULL, mo->n, h, drop);
+}
+
+int ppsrt_moe_f(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, int slot, ppsrt_param *P, void *buf, const void *a,
+                const void *x1, void *y, const ppsrt_dropout *drop, int count_loss) {
+  if (mo->nc) return 0;
+  mbuf b = parts(mo, buf);
+  size_t NK = (size_t)mo->N * mo->K, NE = (size_t)mo->N * mo->E;
+  /* uncounted scratch: logits + stat F32, xp [N K, h], (tensor parallel) F32 partial sums [N K, h], (dropout) [n, h] */
+  size_t bl = (NE + 2 * mo->E) * sizeof(float), bx = NK * mo->h * mo->es, bp = mo->tp > 1 ? NK * mo->h * sizeof(float) : 0,
+         bt = drop ? (size_t)mo->n * mo->h * mo->es : 0;
+  char *s;
+  TRY(be->alloc(be, up(bl) + up(bx) + up(bp) + bt, (void **)&s));
+  int rc = moe_f_in(mo, c, be, slot, P, &b, a, x1, y, drop, count_loss, (float *)s, s + up(bl),
+                    bp ? (float *)(s + up(bl) + up(bx)) : NULL, s + up(bl) + up(bx) + up(bp));
+  be->free(be, s);
+  return rc;
+}
+
+/* ---- B ---- */
+
+static int moe_b_in(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, int slot, ppsrt_param *P, mbuf *b, const void *dy,
+                    void *dln2, float *dw, char *dhact, char *dxp, float *part, char *dfull) {
+  int N = mo->N, K = mo->K, E = mo->E, h = mo->h, f = mo->f, fw = mo->fw, NK = N * K;
+  ppsrt_dtype AT = be->act_dtype;
+  size_t es = mo->es;
+  const int *cnt = mo->cnt + (size_t)slot * E;
+  /* the combine's backward: dw, and deout = w dy over eout */
+  TRY(be->moe_unpermute_bwd(be, CS, b->eout, dw, dy, b->eout, b->pos, b->w, N, K, h));
+  /* the experts: dhact = deout Wfc2^T; dhpre over hpre; dxp = dhpre Wfc^T (summed over the group) */
+  for (int e = 0; e < E; e++) {
+    int r = first_row(cnt, e);
+    if (cnt[e])
+      TRY(expert_gemm(be, 0, 1, cnt[e], f, h, b->eout + (size_t)r * h * es, h, EP(mo, P, e, 2)->param.data, h, 0.0f,
+                      dhact + (size_t)r * f * es, AT, f));
+  }
+  TRY(mo->sw ? be->swiglu_bwd(be, CS, b->hpre, dhact, b->hpre, NK, f)
+             : be->gelu_bwd(be, CS, b->hpre, dhact, b->hpre, (size_t)NK * f));
+  for (int e = 0; e < E; e++) {
+    int r = first_row(cnt, e);
+    if (!cnt[e]) continue;
+    const void *A = b->hpre + (size_t)r * fw * es, *w1 = EP(mo, P, e, 0)->param.data;
+    if (part) TRY(expert_gemm(be, 0, 1, cnt[e], h, fw, A, fw, w1, fw, 0.0f, part + (size_t)r * h, PPSRT_F32, h));
+    else TRY(expert_gemm(be, 0, 1, cnt[e], h, fw, A, fw, w1, fw, 0.0f, dxp + (size_t)r * h * es, AT, h));
+  }
+  if (part) {
+    TRY(ppsrt_tp_allreduce(c, part, (size_t)NK * h));
+    TRY(be->convert(be, CS, dxp, AT, part, PPSRT_F32, (size_t)NK * h));
+  }
+  void *dx = dfull ? (void *)dfull : dln2;   /* all N rows */
+  TRY(be->moe_permute_bwd(be, CS, dx, dxp, b->pos, N, K, h, 0));
+  /* the router: dlogits (the top-K softmax's and the load-balancing loss's), dx += dlogits Wr^T */
+  TRY(be->moe_route_bwd(be, CS, b->dlog, dw, b->w, b->idx, b->prob, b->coef, N, E, K));
+  TRY(be->gemm(be, CS, 0, 1, N, h, E, 1.0f, b->dlog, AT, E, P[0].param.data, AT, E, 1.0f, dx, AT, h));
+  if (dfull) TRY(be->memcpy_async(be, CS, dln2, dfull + (size_t)mo->r0 * h * es, (size_t)mo->n * h * es, 0));
+  return 0;
+}
+
+int ppsrt_moe_b(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, int slot, ppsrt_param *P, void *buf, const void *dy,
+                void *dln2) {
+  if (mo->nc) return 0;
+  mbuf b = parts(mo, buf);
+  size_t NK = (size_t)mo->N * mo->K, h = (size_t)mo->h, es = mo->es;
+  /* uncounted scratch: dw F32 [N K], dhact [N K, f], dxp [N K, h], (tensor parallel) F32 [N K, h],
+   * (sequence parallel) the input gradient's N rows */
+  size_t s1 = up(NK * sizeof(float)), s2 = up(NK * mo->f * es), s3 = up(NK * h * es),
+         s4 = mo->tp > 1 ? up(NK * h * sizeof(float)) : 0, s6 = mo->n < mo->N ? (size_t)mo->N * h * es : 0;
+  char *s;
+  TRY(be->alloc(be, s1 + s2 + s3 + s4 + s6, (void **)&s));
+  int rc = moe_b_in(mo, c, be, slot, P, &b, dy, dln2, (float *)s, s + s1, s + s1 + s2,
+                    s4 ? (float *)(s + s1 + s2 + s3) : NULL, s6 ? s + s1 + s2 + s3 + s4 : NULL);
+  be->free(be, s);
+  return rc;
+}
+
+/* ---- W ---- */
+
+/* dW (F32 [Kd, Nc]) += X^T dY over M rows; db += colsum dY (db NULL: none) */
+static int wgrad(ppsrt_backend *be, int M, int Kd, int Nc, const void *X, const void *dY, float *dW, float *db) {
+  if (M <= 0) return 0;
+  TRY(be->gemm(be, CS, 1, 0, Kd, Nc, M, 1.0f, X, be->act_dtype, Kd, dY, be->act_dtype, Nc, 1.0f, dW, PPSRT_F32, Nc));
+  return db ? be->bias_grad(be, CS, db, dY, M, Nc) : 0;
+}
+
+int ppsrt_moe_w(ppsrt_moe *mo, ppsrt_backend *be, int slot, ppsrt_param *P, void *buf, const void *a) {
+  if (mo->nc) return 0;
+  mbuf b = parts(mo, buf);
+  int N = mo->N, K = mo->K, E = mo->E, h = mo->h, f = mo->f, fw = mo->fw;
+  size_t es = mo->es;
+  const int *cnt = mo->cnt + (size_t)slot * E;
+  char *xp;   /* uncounted: x permuted again [N K, h] */
+  TRY(be->alloc(be, (size_t)N * K * h * es, (void **)&xp));
+  int rc = be->moe_permute(be, CS, xp, a, b.pos, N, K, h);
+  for (int e = 0; e < E && !rc; e++) {
+    int r = first_row(cnt, e);
+    ppsrt_param *w1 = EP(mo, P, e, 0), *b1 = EP(mo, P, e, 1), *w2 = EP(mo, P, e, 2), *b2 = EP(mo, P, e, 3);
+    rc = wgrad(be, cnt[e], h, fw, xp + (size_t)r * h * es, b.hpre + (size_t)r * fw * es, w1->grad, b1 ? b1->grad : NULL);
+    if (!rc)
+      rc = wgrad(be, cnt[e], f, h, b.hact + (size_t)r * f * es, b.eout + (size_t)r * h * es, w2->grad, b2 ? b2->grad : NULL);
+  }
+  if (!rc) rc = wgrad(be, N, h, E, a, b.dlog, P[0].grad, NULL);   /* the router */
+  be->free(be, xp);
+  return rc;
+}

@@ -1,0 +1,62 @@
+/* moe.h: the mixture-of-experts MLP of the gpt model (--num-experts; runtime/moe.c),
+ * internal to libppsrt. model_gpt.c owns the layer (norms, attention, residuals, the
+ * activation store entries, dropout); moe.c computes what replaces the dense MLP: the
+ * router, the permutation of tokens to experts, the experts and the weighted combine,
+ * and their input and weight gradients, split as the gpt's F, B and W passes are.
+ * docs/models.md ("Mixture of experts") gives the math. */
+#ifndef PPSRT_MOE_H
+#define PPSRT_MOE_H
+#include "model.h"
+
+typedef struct ppsrt_moe {
+  int E, K;               /* experts, experts a token */
+  int F, f, fw;           /* an expert's width (whole), this rank's share, its FC1's output width (SwiGLU: 2f) */
+  int sw, bias, tp;       /* SwiGLU experts, linear biases, --tensor-parallel group size */
+  int N, n, r0, h;        /* tokens of a microbatch, this rank's residual rows [r0, r0 + n), hidden */
+  int nc, nmb, nslot;     /* --no-compute, microbatches, layer slots (nmb x local stages x layers) */
+  size_t es;              /* bytes of an act_dtype value */
+  double coeff;           /* --moe-aux-loss-coeff */
+  double aux_loss;        /* this iteration's load-balancing loss so far (each microbatch's / nmb) */
+  uint64_t route_hash;    /* a hash of every routing decision of the iteration (tests: did a change move one?) */
+  int *cnt;               /* host [nslot][E]: slots routed to each expert by the slot's last F */
+  int32_t *hidx, *hpos;   /* host scratch [N K] */
+  float *hstat, *hcoef;   /* host scratch [2E], [E] */
+  /* a layer's saved buffer (one activation store entry): byte offsets of its parts */
+  size_t o_hpre, o_hact, o_eout, o_w, o_idx, o_pos, o_prob, o_dlog, o_coef, bytes;
+} ppsrt_moe;
+
+/* The MoE flags of cfg are usable (num_experts 0: nothing to check): 2 <= E <= 1024,
+ * 1 <= K <= E, the expert width positive and divisible by --tensor-parallel, the
+ * coefficient a finite number >= 0, every tensor within INT32_MAX elements. 0, or
+ * PPSRT_E_USAGE with a message naming the flag. */
+int ppsrt_moe_check_config(const ppsrt_model_config *cfg);
+/* The expert width of cfg (--moe-ffn-hidden, else the dense MLP's) and the top-K (default 2). */
+int ppsrt_moe_ffn(const ppsrt_model_config *cfg);
+int ppsrt_moe_topk(const ppsrt_model_config *cfg);
+
+/* Sets up mo for one device (n, r0: its residual rows; nslot layer slots). */
+int ppsrt_moe_init(ppsrt_moe *mo, const ppsrt_model_config *cfg, ppsrt_dtype at, int N, int n, int r0, int tp, int nslot);
+void ppsrt_moe_free(ppsrt_moe *mo);
+
+/* A layer's MoE parameters: 1 (the router) + E x (2, or 4 with biases). Parameter j's
+ * name suffix (after "sS.lL."), elements on this rank (*n) and of the whole tensor
+ * (*full), tensor-parallel slice (sl, model.h; tp_split 0: whole), initial values
+ * (*zero: zeros, else uniform in +-*scale) and weight decay. */
+int ppsrt_moe_nparams(const ppsrt_moe *mo);
+void ppsrt_moe_param(const ppsrt_moe *mo, int j, int tpr, char *name, size_t len, size_t *n, size_t *full,
+                     ppsrt_param *sl, int *zero, float *scale, int *no_decay);
+
+/* F of one layer's MoE MLP (slot: its layer slot): a = the MLP's input (LN2's output, all
+ * N rows), x1 the residual (this rank's n rows); y = x1 + drop(moe(a)) (this rank's rows;
+ * drop NULL: none). buf (mo->bytes, saved by the caller) keeps what B and W need.
+ * count_loss: add this microbatch's load-balancing loss (not when recomputing). */
+int ppsrt_moe_f(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, int slot, ppsrt_param *P, void *buf, const void *a,
+                const void *x1, void *y, const ppsrt_dropout *drop, int count_loss);
+/* B: dy = the gradient of moe(a) (all N rows, through the dropout mask already); writes
+ * dln2 (this rank's n rows: the gradient of a, the router's part included) and leaves
+ * in buf the gradients W needs (expert outputs', FC1's outputs', the router's logits'). */
+int ppsrt_moe_b(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, int slot, ppsrt_param *P, void *buf, const void *dy,
+                void *dln2);
+/* W: every MoE weight gradient, from buf and a (LN2's output recomputed, all N rows). */
+int ppsrt_moe_w(ppsrt_moe *mo, ppsrt_backend *be, int slot, ppsrt_param *P, void *buf, const void *a);
+#endif
