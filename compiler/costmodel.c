@@ -66,15 +66,22 @@
  *   state is sharded over the D replicas (ZeRO-1, Megatron's distributed optimizer):
  *   d + 4 + 12 / D (8 / D at d = 4; D x C with context parallelism): dp_derive,
  *   costmodel_param_bytes.
+ * Mixture of experts (model experts = E, moe_topk = K (2), moe_ffn_hidden = Fe (f),
+ *   moe_aux_loss (0/1); the runtime's --num-experts, expert parallelism 1): the MLP's
+ *   FLOPs hf(fc1 + 1) become K hFe(fc1 + 1) + T hE (the router whole on every GPU of a
+ *   tensor-parallel group); its activation bytes (hpre, hact) the experts' store entry
+ *   (moe_bytes, whole on every GPU, its widths Fe/T); its parameters E experts (FC2's
+ *   bias whole) and the router hE (whole). docs/language.md "Mixture of experts".
  * Tensor parallelism (hardware tensor_parallel = T, whole, default 1; Megatron-LM's:
  *   Shoeybi et al. 2019, Korthikanti et al. 2022): each pipeline device is a group of
  *   T GPUs, P x D x T GPUs in all, and every figure above is one GPU's (T = 1: all
  *   unchanged, byte for byte). Megatron needs T to divide heads, query_groups and
  *   ffn_hidden (when given; with swiglu its default too): errors at tensor_parallel
  *   otherwise.
- *   FLOPs: the layers' F, B, W, the input layer's and the output layer's (a
- *   vocabulary-parallel embedding and LM head) divide by T; under `vocab parallel`
- *   TS, TT, TIF, TIB too.
+ *   FLOPs: the layers' F, B, W and the output layer's (a vocabulary-parallel LM
+ *   head) divide by T, the input layer's not (every GPU of the group looks up every
+ *   token in its vocabulary rows: counted whole, as the runtime counts it); under
+ *   `vocab parallel` TS, TT, TIF, TIB divide by T.
  *   Communication, not overlapped (Megatron without --tp-comm-overlap), in the passes'
  *   times: rings over the T GPUs (dp_ring_time: all-reduce, dp_half_ring_time:
  *   reduce-scatter or all-gather) at tp_bandwidth (bytes/s of each GPU's link inside
@@ -185,6 +192,20 @@ static double ffn_default(double h, int swiglu) {
   if (!swiglu) return 4 * h;
   double f = floor(h / 24) * 64;   /* 8h/3 / 64 = h/24 */
   return f > 0 ? f : 8 * fmax(1, floor(h / 3));
+}
+
+/* One GPU's bytes of a mixture-of-experts MLP for one microbatch of n tokens, as the
+ * runtime's experts keep them (runtime/moe.c ppsrt_moe_init: one store entry, each part
+ * 256-byte aligned): of the n K routed slots FC1's outputs (fc1 f columns, f = Fe / T),
+ * the activations (f), the expert outputs (h), in dtype d; the routing weights, top-K
+ * indices and permutation (F32 / int32); of the n tokens the router's F32 probabilities
+ * and their gradient's room (E each, the latter in d); with the load-balancing loss E
+ * F32 coefficients. */
+static double up256(double bytes) { return ceil(bytes / 256) * 256; }
+static double moe_bytes(double n, double h, double f, double fc1, double E, double K, double d, int aux) {
+  double nk = n * K;
+  return up256(nk * fc1 * f * d) + up256(nk * f * d) + up256(nk * h * d) + 3 * up256(nk * 4) + up256(n * E * 4) +
+         up256(n * E * d) + (aux ? up256(E * 4) : 0);
 }
 
 int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *stage_dev, CostModel *out) {
@@ -316,6 +337,47 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
       errors++;
     }
   }
+  /* mixture of experts: model { experts; moe_topk; moe_ffn_hidden; moe_aux_loss } */
+  const IrKeyVal *ke = kv_find(s->model, s->nmodel, "experts"), *kk = kv_find(s->model, s->nmodel, "moe_topk");
+  const IrKeyVal *kf = kv_find(s->model, s->nmodel, "moe_ffn_hidden"), *ka = kv_find(s->model, s->nmodel, "moe_aux_loss");
+  double E = 0, K = 2, Fe = 0;
+  int aux = 0;
+  if (ke && !(ke->value >= 2 && ke->value <= 1024 && ke->value == floor(ke->value))) {
+    diag_error(dg, ke->span, "model experts must be a whole number from 2 to 1024 (every layer's MLP is that many experts), got %g", ke->value);
+    errors++;
+  } else if (ke) {
+    E = ke->value;
+  }
+  const IrKeyVal *moe_keys[3] = {kk, kf, ka};
+  for (int i = 0; i < 3 && !ke; i++)
+    if (moe_keys[i]) {
+      diag_error(dg, moe_keys[i]->span, "model %s sets up the experts of model experts = E: add it", moe_keys[i]->key);
+      errors++;
+    }
+  if (kk && !(kk->value >= 1 && kk->value == floor(kk->value) && (!(E > 0) || kk->value <= E))) {
+    diag_error(dg, kk->span, "model moe_topk must be a whole number from 1 to experts (%g), got %g", E, kk->value);
+    errors++;
+  } else if (kk) {
+    K = kk->value;
+  }
+  if (kf && !(kf->value > 0 && kf->value == floor(kf->value))) {
+    diag_error(dg, kf->span, "model moe_ffn_hidden must be a positive whole number (each expert's width), got %g", kf->value);
+    errors++;
+  } else if (kf) {
+    Fe = kf->value;
+  }
+  if (ka && ka->value != 0 && ka->value != 1) {
+    diag_error(dg, ka->span, "model moe_aux_loss must be 0 or 1 (1: a load-balancing loss, --moe-aux-loss-coeff above 0), got %g", ka->value);
+    errors++;
+  } else if (ka) {
+    aux = ka->value == 1;
+  }
+  if (E > 0 && !(Fe > 0) && mk[1]) Fe = mk[2] ? mk[2]->value : ffn_default(mk[1]->value, swiglu);   /* the MLP's width */
+  if (E > 0 && T > 1 && Fe > 0 && fmod(Fe, T) != 0) {
+    diag_error(dg, kt->span, "hardware tensor_parallel = %d must divide the experts' width %g (each GPU takes 1/T of every expert's columns)", T, Fe);
+    if (kf) diag_note(dg, kf->span, "model moe_ffn_hidden is given here");
+    errors++;
+  }
   if (errors) return errors;
   out->link_devs = hk[7] ? (int)fmin(hk[7]->value, 1e9) : 1;
   out->duplex = hk[8] ? hk[8]->value / hk[2]->value : 1;
@@ -328,6 +390,9 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
   /* per layer per token: the matrices' weights over h (QKV, projection, FC1 and FC2:
    * 12 at a = g, f = 4h), and FC1's columns over f */
   double fc1 = swiglu ? 2 : 1, mat_h = 2 + 2 * gr + (fc1 + 1) * f / h;
+  /* experts: a token through K of width Fe, and the router's h x E product, which is whole
+   * on every GPU of a tensor-parallel group (T x, since the passes divide by T) */
+  if (E > 0) mat_h = 2 + 2 * gr + K * (fc1 + 1) * Fe / h + T * E / h;
   double sq = mk[5] ? mk[5]->value : 0, b = mk[6] ? mk[6]->value : 0, V = mk[7] ? mk[7]->value : 0;
   double d = mk[8] ? mk[8]->value : 2;
   out->dtype_bytes = d;
@@ -367,7 +432,9 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
       out->tif = inf / P;
       out->tib = inw / P;
     } else {
-      out->in_f = inf; out->in_w = inw;
+      /* the input layer whole on every GPU of a tensor-parallel group (each looks up
+       * every token, in its vocabulary rows: the runtime's count too) */
+      out->in_f = inf * T; out->in_w = inw * T;
       out->out_f = of; out->out_b = of; out->out_w = of;
     }
     if (tp) { /* TP communication, not overlapped: in the passes' times, of a GPU's
@@ -418,7 +485,7 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
      * F32 statistics) and split over a tensor-parallel group (qkv, att, hpre, hact;
      * the attention's F32 statistics): costmodel.c's header */
     double whole = 6 * h * d + (rmsnorm ? 8 : 16);
-    double split = (2 + 2 * gr) * h * d + (fc1 + 1) * f * d + 4 * heads;
+    double split = (2 + 2 * gr) * h * d + (E > 0 ? 0 : (fc1 + 1) * f * d) + 4 * heads;
     /* of one GPU's s / C tokens (C = 1 without context parallelism) */
     out->act_layer = sq * b * (whole + split) / C;
     if (tp) { /* one GPU's: the part split by heads or columns over the group, 1/T of
@@ -429,6 +496,7 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
       tp->act_split = sp ? out->act_layer : split;
       out->act_layer = tp->act_rep + tp->act_split / T;
     }
+    if (E > 0) out->act_layer += moe_bytes(sq * b / C, h, Fe / T, fc1, E, K, d, aux);
     out->unit_bytes = L / P * out->act_layer;
     /* copy engines: D2H and H2D, each with its bandwidth (default host_bandwidth);
      * when both are given and together exceed host_bandwidth, the host link they
@@ -446,8 +514,15 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
      * layer norms (gamma and beta, or gamma alone with rmsnorm) */
     double norm = rmsnorm ? h : 2 * h;
     double mats = (2 + 2 * gr) * h * h + (fc1 + 1) * h * f, col_bias = bias ? (1 + 2 * gr) * h + fc1 * f : 0, row_bias = bias ? 2 * h : 0;
+    double router = 0;
+    if (E > 0) {   /* E experts of width Fe in the MLP's place (FC2's bias whole, per expert), the router whole */
+      mats = (2 + 2 * gr) * h * h + E * (fc1 + 1) * h * Fe;
+      col_bias = bias ? (1 + 2 * gr) * h + E * fc1 * Fe : 0;
+      row_bias = bias ? h + E * h : 0;
+      router = h * E;
+    }
     /* one GPU's: the matrices and the column-parallel biases 1/T, the rest whole */
-    double per_layer = (mats + col_bias) / T + row_bias + 2 * norm;
+    double per_layer = (mats + col_bias) / T + row_bias + 2 * norm + router;
     double pos = rope ? 0 : sq * h;   /* the learned position table (none with rope) */
     double per_param = costmodel_param_bytes(d, 1);
     out->static_bytes = arena_alloc(a, sizeof(double) * (size_t)(P + 1));

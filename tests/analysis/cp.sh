@@ -96,8 +96,9 @@ def hf(y): return 0 if T == 1 else half(T, y, tbw, tlat)
 if vocab:
     e["TS"], e["TT"], e["TIF"], e["TIB"] = out / P, 2 * out / P, tok * h / T / rate / P, 2 * tok * h / T / rate / P
 else:
-    e["stage0"] = [e["TF"] + tok * h / T / rate + (hf(x) if sp else ar(T, x)), e["TB"] + (hf(x) if sp else 0),
-                   e["TW"] + 2 * tok * h / T / rate]
+    # (the input layer whole on every GPU of the tensor-parallel group: a lookup of each token)
+    e["stage0"] = [e["TF"] + tok * h / rate + (hf(x) if sp else ar(T, x)), e["TB"] + (hf(x) if sp else 0),
+                   e["TW"] + 2 * tok * h / rate]
     e["stageL"] = [e["TF"] + out + (hf(x) if sp else 0) + 3 * ar(T, tok * 4), e["TB"] + out + (hf(x) if sp else ar(T, x)),
                    e["TW"] + out]
 # a layer's activation of the GPU's tokens: whole (6h d + 16) and split over T

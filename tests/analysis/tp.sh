@@ -102,11 +102,12 @@ if vocab:
     e["TIF"] = bsh / T / rate / P
     e["TIB"] = 2 * bsh / T / rate / P
 else:
-    # input layer: embedding lookup bsh, its gradient 2bsh; F all-reduces its output
-    # (SP: reduce-scatters it), B all-gathers the gradient (SP only)
-    e["stage0"] = [e["TF"] + bsh / T / rate + (half(T, x) if sp else ring(T, x)),
+    # input layer: embedding lookup bsh, its gradient 2bsh, whole on every GPU (each
+    # looks up every token in its vocabulary rows); F all-reduces its output (SP:
+    # reduce-scatters it), B all-gathers the gradient (SP only)
+    e["stage0"] = [e["TF"] + bsh / rate + (half(T, x) if sp else ring(T, x)),
                    e["TB"] + (half(T, x) if sp else 0),
-                   e["TW"] + 2 * bsh / T / rate]
+                   e["TW"] + 2 * bsh / rate]
     # output layer: 2bshV each pass; F all-gathers X (SP) and all-reduces 3 bs F32
     # statistics of the cross-entropy; B all-reduces dX (SP: reduce-scatters it)
     e["stageL"] = [e["TF"] + out + (half(T, x) if sp else 0) + 3 * ring(T, b * s * 4),

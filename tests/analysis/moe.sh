@@ -1,0 +1,109 @@
+#!/bin/sh
+# moe.sh: model { experts; moe_topk; moe_ffn_hidden; moe_aux_loss } in ppsc sim, against
+# the runtime's gpt with --num-experts (runtime/moe.c) and figures computed here:
+#  - the FLOPs of each device (sim's busy seconds at hardware flops = 1) equal the
+#    runtime's flops_per_iteration of that device: GPT-2's layer E = 4, K = 2; Llama's
+#    (SwiGLU, RMS norms, RoPE, no biases) E = 4, K = 1, width 24, and at T = 2 with
+#    sequence parallelism (the router whole on each GPU);
+#  - one layer's activation bytes (unit_bytes) equal what the runtime keeps (device 0's
+#    resident peak over its units, less its embedding-gradient slot), and the experts'
+#    part computed here from the stored tensors (256-byte aligned parts);
+#  - the parameters per device (static_bytes / 16 at dtype_bytes 4 with Adam) equal a
+#    count made here (E experts, the router, the rest of the layer);
+#  - errors with file:line:col: experts 1, moe_topk above experts, moe_topk without
+#    experts, moe_ffn_hidden 0, moe_aux_loss 2, tensor_parallel not dividing the
+#    experts' width.
+. "$(dirname "$0")/../runtime/lib.sh"
+command -v python3 > /dev/null 2>&1 || { echo "skip: no python3"; exit 77; }
+# sim.pps: 1F1B over P = 2 devices, one layer a stage, the model and hardware given by -D
+mk() {   # mk FILE MODEL-KEYS HARDWARE-KEYS
+  cat > "$1" <<PPS
+schedule lin(P = 2, m = 4) {
+  devices P;
+  microbatches m;
+  placement linear;
+  model { layers = 2; seq = 4; micro_batch = 1; vocab = 32; dtype_bytes = 4; $2 }
+  hardware { flops = 1; peer_bandwidth = 1e9; $3 }
+  for d in 0..P {
+    device d {
+      let warm = min(P - d - 1, m);
+      for i in 0..warm     { F(i) }
+      for i in 0..m - warm { F(i + warm) BW(i) }
+      for i in m - warm..m { BW(i) }
+    }
+  }
+}
+PPS
+}
+# case NAME "MODEL KEYS" "HARDWARE KEYS" "RUNTIME FLAGS" E K F SWIGLU BIAS T SP RMS ROPE AUX
+case_() {
+  nm=$1; mkeys=$2; hkeys=$3; flags=$4; shift 4
+  mk "$WORK/$nm.pps" "$mkeys" "$hkeys"
+  "$PPSC" sim "$WORK/$nm.pps" --json > "$WORK/$nm.sim" 2> "$WORK/err" || { fail "$nm: ppsc sim: $(cat "$WORK/err")"; return; }
+  build "$nm" "$WORK/$nm.pps" || { fail "$nm: build"; return; }
+  "$WORK/$nm" $flags --layers-per-stage 1 --iterations 1 --json > "$WORK/$nm.run" 2> "$WORK/err" ||
+    { fail "$nm: run: $(cat "$WORK/err")"; return; }
+  if python3 - "$WORK/$nm.sim" "$WORK/$nm.run" "$@" > "$WORK/py.out" 2>&1 <<'PY'
+import json, math, sys
+sim, run = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+E, K, F, sw, bias, T, sp, rms, rope, aux = [int(x) for x in sys.argv[3:13]]
+h, H, G, s, b, V, es, m = 16, 4, 2, 4, 1, 32, 4, 4
+N, hd, fc1 = s * b, 16 // 4, 2 if sw else 1
+up = lambda x: math.ceil(x / 256) * 256
+f = F // T
+# the experts' entry (runtime/moe.c): FC1 outputs, activations, expert outputs of the N K
+# slots; weights, indices, permutation; probabilities and their gradient's room
+moe = up(N * K * fc1 * f * es) + up(N * K * f * es) + up(N * K * h * es) + 3 * up(N * K * 4) + up(N * E * 4) + up(N * E * es)
+moe += up(E * 4) if aux else 0   # the load-balancing loss's coefficients
+# FLOPs: sim's busy seconds at flops = 1 against the runtime's count of each device
+for d in range(2):
+    got, want = sim["per_device"][d]["busy"], run["per_device"][d]["flops_per_iteration"]
+    assert abs(got - want) <= 1e-9 * want, ("flops", d, got, want)
+# one layer's bytes: device 0's resident peak over its units less the dx0 slot (its rows)
+rows = N // T if sp else N
+u = run["per_device"][0]["resident_peak_bytes"] / run["per_device"][0]["peak_units"] - rows * h * es
+assert u == sim["unit_bytes"], ("unit_bytes", u, sim["unit_bytes"])
+# the experts' part: the layer less what a dense layer keeps without its hpre and hact
+q = (H // T + 2 * G // T) * hd
+dense = rows * (6 * h * es + (8 if rms else 16)) + N * q * es + (H // T) * s * 4 + N * (H // T) * hd * es
+assert sim["unit_bytes"] - dense == moe, ("experts' bytes", sim["unit_bytes"] - dense, moe)
+# parameters of a device: one layer (attention, norms, E experts, the router) and stage 0's
+# embeddings or stage 1's output layer and final norm; Adam at dtype 4: 16 bytes each
+norm = h if rms else 2 * h
+layer = (h * (H + 2 * G) * hd + H * hd * h) / T + 2 * norm + h * E + E * (h * fc1 * F + F * h) / T
+if bias:
+    layer += (H + 2 * G) * hd / T + h + E * fc1 * F / T + E * h
+want = [layer + h * V / T + (0 if rope else s * h), layer + h * V / T + norm]
+for d in range(2):
+    got = sim["per_device"][d]["static_bytes"] / 16
+    assert abs(got - want[d]) < 1e-6, ("params", d, got, want[d])
+print("flops %s, layer %d B (experts %d B), params %s" % ([run["per_device"][d]["flops_per_iteration"] for d in range(2)],
+      sim["unit_bytes"], moe, want))
+PY
+  then pass "$nm: $(cat "$WORK/py.out")"; else fail "$nm: $(cat "$WORK/py.out")"; fi
+}
+RT="--model gpt --hidden 16 --heads 4 --query-groups 2 --seq 4 --vocab 32"
+case_ gpt2 "hidden = 16; heads = 4; query_groups = 2; experts = 4; moe_topk = 2;" "" \
+  "$RT --num-experts 4 --moe-topk 2" 4 2 64 0 1 1 0 0 0 0
+case_ llama "hidden = 16; heads = 4; query_groups = 2; swiglu = 1; rmsnorm = 1; rope = 1; bias = 0; experts = 4; moe_topk = 1; moe_ffn_hidden = 24; moe_aux_loss = 1;" "" \
+  "$RT --arch llama --num-experts 4 --moe-topk 1 --moe-ffn-hidden 24 --moe-aux-loss-coeff 0.01" 4 1 24 1 0 1 0 1 1 1
+case_ llama_tp "hidden = 16; heads = 4; query_groups = 2; swiglu = 1; rmsnorm = 1; rope = 1; bias = 0; experts = 4; moe_topk = 2; moe_ffn_hidden = 24;" \
+  "tensor_parallel = 2; sequence_parallel = 1; tp_bandwidth = 1e12;" \
+  "$RT --arch llama --num-experts 4 --moe-topk 2 --moe-ffn-hidden 24 --tensor-parallel 2 --sequence-parallel" 4 2 24 1 0 2 1 1 1 0
+
+# errors: file:line:col and a non-zero exit
+err() {   # err DESC "MODEL KEYS" "HARDWARE KEYS" PATTERN
+  mk "$WORK/bad.pps" "hidden = 16; heads = 4; $2" "$3"
+  "$PPSC" sim "$WORK/bad.pps" > "$WORK/out" 2>&1
+  st=$?
+  if [ $st -ne 0 ] && grep -q "bad.pps:[0-9]*:[0-9]*: error: $4" "$WORK/out"; then pass "$1 (exit $st)"
+  else fail "$1: exit $st: $(cat "$WORK/out")"; fi
+}
+err "experts = 1" "experts = 1;" "" "model experts must be a whole number from 2 to 1024"
+err "moe_topk above experts" "experts = 4; moe_topk = 5;" "" "model moe_topk must be a whole number from 1 to experts (4), got 5"
+err "moe_topk without experts" "moe_topk = 2;" "" "model moe_topk sets up the experts of model experts = E"
+err "moe_ffn_hidden 0" "experts = 4; moe_ffn_hidden = 0;" "" "model moe_ffn_hidden must be a positive whole number"
+err "moe_aux_loss 2" "experts = 4; moe_aux_loss = 2;" "" "model moe_aux_loss must be 0 or 1"
+err "tensor_parallel not dividing the experts' width" "experts = 4; moe_ffn_hidden = 6;" "tensor_parallel = 4; tp_bandwidth = 1e9;" \
+  "hardware tensor_parallel = 4 must divide the experts' width 6"
+finish
