@@ -363,6 +363,9 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   cfg->rope = model_kv(p, "rope", 0) != 0;
   cfg->no_bias = model_kv(p, "bias", 1) == 0;
   cfg->tie_embeddings = model_kv(p, "tie_embeddings", 0) != 0;
+  cfg->num_experts = (int)model_kv(p, "experts", 0);          /* (the flags below win) */
+  cfg->moe_topk = (int)model_kv(p, "moe_topk", 0);
+  cfg->moe_ffn_hidden = (int)model_kv(p, "moe_ffn_hidden", 0);
   cfg->rope_factor = 8; cfg->rope_low_freq = 1; cfg->rope_high_freq = 4; cfg->rope_orig_max = 8192;   /* Llama 3.1's */
   /* --arch, then the architecture flags over it (-1: not given) */
   int arch = -1, a_mlp = -1, a_norm = -1, a_pos = -1, a_nobias = -1, a_tie = -1, arch_flag = 0;

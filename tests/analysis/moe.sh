@@ -91,6 +91,16 @@ case_ llama_tp "hidden = 16; heads = 4; query_groups = 2; swiglu = 1; rmsnorm = 
   "tensor_parallel = 2; sequence_parallel = 1; tp_bandwidth = 1e12;" \
   "$RT --arch llama --num-experts 4 --moe-topk 2 --moe-ffn-hidden 24 --tensor-parallel 2 --sequence-parallel" 4 2 24 1 0 2 1 1 1 0
 
+# the runtime takes --num-experts, --moe-topk and --moe-ffn-hidden from model { } when not given
+"$WORK/llama" --model gpt --arch llama --hidden 16 --heads 4 --query-groups 2 --seq 4 --vocab 32 --layers-per-stage 1 \
+  --iterations 1 --json > "$WORK/def.run" 2> "$WORK/err" || fail "defaults from model { }: $(cat "$WORK/err")"
+python3 - "$WORK/def.run" "$WORK/llama.run" <<'PY' && pass "the experts' flags default to model { }" || fail "defaults from model { }"
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+assert [d["flops_per_iteration"] for d in a["per_device"]] == [d["flops_per_iteration"] for d in b["per_device"]]
+assert a["layer"]["experts"] == {"num": 4, "topk": 1, "ffn_hidden": 24, "aux_loss_coeff": 0}, a["layer"]["experts"]
+PY
+
 # errors: file:line:col and a non-zero exit
 err() {   # err DESC "MODEL KEYS" "HARDWARE KEYS" PATTERN
   mk "$WORK/bad.pps" "hidden = 16; heads = 4; $2" "$3"
