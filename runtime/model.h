@@ -262,6 +262,9 @@ struct ppsrt_model {
   ppsrt_backend *be;
   ppsrt_model_config cfg;
   void *impl;
+  /* 1 while the runtime evaluates (validate.c, forward passes only): no dropout (eval
+   * mode), and end_iteration exchanges no gradients (none were computed) */
+  int eval;
 
   /* Bytes of the boundary tensor (xfer, mb, stage) as defined in rule 1. */
   size_t (*xfer_bytes)(ppsrt_model *m, int xfer, int mb, int stage);
