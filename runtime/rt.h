@@ -412,7 +412,7 @@ int rt_allreduce_host_on(ppsrt_ctx *c, ppsrt_transport *tr, int rank, float *v, 
 /* Box columns for the keys the device's ops can touch (all = 1: every stage). */
 int rt_box_init(ppsrt_ctx *c, int all);
 int rt_box_clear(ppsrt_ctx *c);   /* frees what is left in it */
-/* A one-device reference context beside device context c (--check, --val-data): all
+/* A one-device reference context beside device context c (--check): all
  * stages' box columns; on failure nothing is left allocated. */
 int rt_ref_ctx_init(ppsrt_ctx *rx, ppsrt_run *run, const ppsrt_ctx *c);
 #endif
