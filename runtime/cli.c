@@ -810,6 +810,7 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   run.dev_actbad = calloc((size_t)nd, sizeof *run.dev_actbad);
   run.dev_flops = calloc((size_t)nd, sizeof *run.dev_flops);
   run.val_loss = calloc((size_t)it, sizeof *run.val_loss);
+  run.val_time = calloc((size_t)it, sizeof *run.val_time);
   run.dev_val_peak = calloc((size_t)nd, sizeof *run.dev_val_peak);
   run.dev_val_mem = calloc((size_t)nd, sizeof *run.dev_val_mem);
   run.val_seqs = (long)o->eval_iters * run.nrep * cfg->nmb * cfg->micro_batch;
@@ -820,7 +821,7 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   int status = 0;
   if (!run.ctx || !run.dev_busy || !run.dev_span || !run.dev_peak || !run.dev_resident || !run.dev_host ||
       !run.dev_unit || !run.dev_mem || !run.dev_cancel || !run.dev_rctime || !run.dev_rccount || !run.loss || !run.dev_units || !run.dev_membad || !run.dev_actbad ||
-      !run.dev_flops || !run.val_loss || !run.dev_val_peak || !run.dev_val_mem || !run.lr_it || !run.gnorm_it) {
+      !run.dev_flops || !run.val_loss || !run.val_time || !run.dev_val_peak || !run.dev_val_mem || !run.lr_it || !run.gnorm_it) {
     fprintf(stderr, "%s: error: out of host memory\n", me);
     status = 1;
     goto done;
@@ -1029,6 +1030,7 @@ done:
   ppsrt_tokens_free(tokens);
   ppsrt_tokens_free(val_tokens);
   free(run.val_loss);
+  free(run.val_time);
   free(run.dev_val_peak);
   free(run.dev_val_mem);
   free(run.lr_it); free(run.gnorm_it);

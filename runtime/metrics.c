@@ -381,7 +381,7 @@ void rt_print_json(ppsrt_run *run, int status) {
     fprintf(f, ",\"step\":%ld,\"lr\":%.9g", run->step0 + it + 1, run->lr_it[it]);
     if (run->o.clip_grad > 0) fprintf(f, ",\"grad_norm\":%.9g", run->gnorm_it[it]);
     if (run->val_tokens && ((it + 1) % run->o.val_every == 0 || it + 1 == run->o.iterations))   /* (validate.c's steps) */
-      fprintf(f, ",\"val_loss\":%.9g", run->val_loss[it]);
+      fprintf(f, ",\"val_loss\":%.9g,\"val_time_s\":%.9g", run->val_loss[it], run->val_time[it]);
     fprintf(f, "}");
   }
   fprintf(f, "],\"per_device\":[");

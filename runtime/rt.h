@@ -271,6 +271,7 @@ struct ppsrt_run {
   ppsrt_transport **lane_pgroups;   /* the same for the collective lane's views (NULL: no lane, or not made: host-staged) */
   double *lr_it, *gnorm_it;         /* [iterations]: learning rate used, gradient norm (--clip-grad) */
   double *val_loss;                 /* [iterations]: validation loss where computed */
+  double *val_time;                 /* [iterations]: its wall seconds (in no iteration's time) */
   size_t *dev_val_peak, *dev_val_mem;   /* [ndev]: the largest counted activation peak and device memory
                                      * peak of an evaluation (validate.c), like dev_peak and dev_mem */
   long val_seqs;                    /* sequences one validation evaluates (all replicas) */

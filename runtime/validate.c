@@ -10,7 +10,7 @@
  * pipeline, averaged over the replicas): the mean token loss over all K D nmb x
  * micro_batch sequences (each has seq tokens). No dropout, no backward, no optimizer:
  * training is not touched, and the time is not an iteration's (rt_run_device has
- * taken its figures before this runs; the text line shows it apart). */
+ * taken its figures before this runs; --json shows it apart: val_time_s). */
 #include "config.h"
 #include "rt.h"
 #include <stdio.h>
@@ -71,11 +71,12 @@ int rt_validate_step(ppsrt_ctx *c, int it) {
   if (c->rank == 0 && c->replica == 0 && c->tp_rank == 0) {
     if (!rc) {
       run->val_loss[it] = loss;
+      run->val_time[it] = secs;
       if (!o->json) {
         pthread_mutex_lock(&run->print_lock);
-        fprintf(run->out, "val  %ld/%ld  loss %.7f  (%s)  %ld sequences, %.3f s\n", run->step0 + it + 1,
+        fprintf(run->out, "val  %ld/%ld  loss %.7f  (%s)  %ld sequences\n", run->step0 + it + 1,
                 run->step0 + o->iterations, loss, o->val_data ? o->val_data : "--split's validation part of --data",
-                run->val_seqs, secs);
+                run->val_seqs);
         fflush(run->out);
         pthread_mutex_unlock(&run->print_lock);
       }
