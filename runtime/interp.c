@@ -1014,7 +1014,7 @@ int rt_eval_forward(ppsrt_ctx *c, int batches, double *loss, size_t *peak, size_
   uint8_t *fa0 = c->free_after;
   int32_t *pd0 = c->post_due, *pn0 = c->post_next;
   ppsrt_op *t = NULL;
-  int n = 0;
+  int n = 0, nev0 = c->nev;
   *loss = 0;
   *peak = *dmem = 0;
   if ((rc = eval_table(c, &t, &n))) return fail_at(c, -1, rc, "evaluation");
@@ -1035,6 +1035,7 @@ int rt_eval_forward(ppsrt_ctx *c, int batches, double *loss, size_t *peak, size_
   *peak = c->store.peak;
   *loss = batches > 0 ? sum / batches : 0;   /* every batch has as many tokens: the mean over all */
   m->eval = 0;
+  c->nev = nev0;   /* --trace, --profile: the records of posted recvs and of the lane name ops of t */
   free(c->free_after);
   free(c->post_due);
   free(c->post_next);
