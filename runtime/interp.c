@@ -7,7 +7,8 @@
  * timed op that follows a timed op starts at its end (one clock read instead of two).
  * An error stops the device with a message naming the device, the op, its microbatch
  * and stage and its source line, and aborts the transport so that every other rank
- * stops too.
+ * stops too. rt_eval_forward (end of file): the same walk restricted to the forward
+ * passes, for validate.c.
  * What it does not: no scheduling decisions (the table is the schedule, already
  * verified by ppsc), no printing (cli.c / metrics.c), no exit(). */
 #include "config.h"
