@@ -84,6 +84,9 @@ static const char usage_text[] =
   "                           test parts by these weights; the validation part is --val-data's\n"
   "                           (unless given), the test part is held out\n"
   "  --val-data FILE          validation loss on FILE every --val-every N iterations (default 10)\n"
+  "                           and after the last: forward passes only, through the pipeline\n"
+  "  --eval-iters K           each validation evaluates K batches (default 1): the first\n"
+  "                           K x D x nmb x micro-batch sequences of the validation data\n"
   "  --data-parallel D        D replicas of the pipeline (P x D ranks), gradients averaged\n"
   "  --distributed-optimizer  with --data-parallel: optimizer state sharded over the replicas\n"
   "                           (gradients reduce-scattered, weights all-gathered; ZeRO-1)\n"
@@ -487,6 +490,9 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
     } else if (flag_is(a, "--val-data", &v, argc, argv, &i)) {
       if (!v || !*v) return usage_error(me, "--val-data needs a file name");
       o->val_data = v;
+    } else if (flag_is(a, "--eval-iters", &v, argc, argv, &i)) {
+      if (!v || parse_int(v, 1, &o->eval_iters))
+        return usage_error(me, "--eval-iters needs a number of batches from 1 to %d, got '%s'", INT_FLAG_MAX, v ? v : "");
     } else if (flag_is(a, "--val-every", &v, argc, argv, &i)) {
       if (!v || parse_int(v, 1, &o->val_every)) return usage_error(me, "--val-every needs an integer from 1 to %d, got '%s'", INT_FLAG_MAX, v ? v : "");
     } else if (flag_is(a, "--save", &v, argc, argv, &i)) {
@@ -655,6 +661,9 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   if (o->split_on && !o->data) return usage_error(me, "--split needs --data (the documents it splits)");
   if (o->split_on && !(o->split[0] > 0)) return usage_error(me, "--split: the training part's weight (the first) must be above 0");
   if (!o->val_every) o->val_every = 10;
+  if (o->eval_iters && !o->val_data && !(o->split_on && o->split[1] > 0))
+    return usage_error(me, "--eval-iters needs validation data: --val-data FILE, or --split with a validation part");
+  if (!o->eval_iters) o->eval_iters = 1;
   if (o->save_every && !o->save) return usage_error(me, "--save-every needs --save FILE");
   run.nrep = o->data_parallel > 1 ? o->data_parallel : 1;
   cfg->nrep = run.nrep;
@@ -824,6 +833,10 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   run.dev_actbad = calloc((size_t)nd, sizeof *run.dev_actbad);
   run.dev_flops = calloc((size_t)nd, sizeof *run.dev_flops);
   run.val_loss = calloc((size_t)it, sizeof *run.val_loss);
+  run.val_time = calloc((size_t)it, sizeof *run.val_time);
+  run.dev_val_peak = calloc((size_t)nd, sizeof *run.dev_val_peak);
+  run.dev_val_mem = calloc((size_t)nd, sizeof *run.dev_val_mem);
+  run.val_seqs = (long)o->eval_iters * run.nrep * cfg->nmb * cfg->micro_batch;
   run.lr_it = calloc((size_t)it, sizeof *run.lr_it);
   run.gnorm_it = calloc((size_t)it, sizeof *run.gnorm_it);
   pthread_mutex_init(&run.print_lock, NULL);
@@ -831,7 +844,7 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   int status = 0;
   if (!run.ctx || !run.dev_busy || !run.dev_span || !run.dev_peak || !run.dev_resident || !run.dev_host ||
       !run.dev_unit || !run.dev_mem || !run.dev_cancel || !run.dev_rctime || !run.dev_rccount || !run.loss || !run.dev_units || !run.dev_membad || !run.dev_actbad ||
-      !run.dev_flops || !run.val_loss || !run.lr_it || !run.gnorm_it) {
+      !run.dev_flops || !run.val_loss || !run.val_time || !run.dev_val_peak || !run.dev_val_mem || !run.lr_it || !run.gnorm_it) {
     fprintf(stderr, "%s: error: out of host memory\n", me);
     status = 1;
     goto done;
@@ -1040,6 +1053,9 @@ done:
   ppsrt_tokens_free(tokens);
   ppsrt_tokens_free(val_tokens);
   free(run.val_loss);
+  free(run.val_time);
+  free(run.dev_val_peak);
+  free(run.dev_val_mem);
   free(run.lr_it); free(run.gnorm_it);
   rt_ckpt_close(run.ck);
   free(run.ctx);

@@ -73,3 +73,6 @@ bench-runtime: bench/runtime_overhead$(EXEEXT) ppsc$(EXEEXT)
 # how long emit-c and the C compiler take on 25k..200k-op tables
 bench-emit: ppsc$(EXEEXT)
 	top_srcdir=$(abs_top_srcdir) PPSC=./ppsc$(EXEEXT) CC='$(CC)' $(SHELL) $(srcdir)/bench/runtime_emit.sh
+# validation as forward-only evaluation through the pipeline, --eval-iters (validate.c)
+TESTS += tests/runtime/eval.sh
+EXTRA_DIST += tests/runtime/eval.sh

@@ -15,6 +15,7 @@ EXTRA_DIST += runtime/cuda/kernels.cu runtime/cuda/cuda_impl.h runtime/cuda/cuda
   runtime/cuda/transport_nccl.c tests/gpu/nodevice.sh tests/gpu/link.sh tests/gpu/e2e.sh tests/gpu/attn_e2e.sh tests/gpu/epilogue_e2e.sh tests/gpu/e2e_emu.sh tests/gpu/emu_api.sh \
   tests/gpu/posted_emu.sh tests/gpu/conformance_emu.sh tests/gpu/conformance_gpu.sh \
   tests/gpu/conformance_kern.cu tests/gpu/conformance.expected tests/gpu/conformance_lib.sh tests/gpu/mpi_nccl_emu.sh tests/gpu/ckpt_emu.sh tests/gpu/dp_emu.sh tests/gpu/llama_emu.sh tests/gpu/moe_emu.sh \
+  tests/gpu/eval_emu.sh \
   tests/gpu/emu/emu_api.h tests/gpu/emu/fake_nccl.inc tests/gpu/emu/fake_cublaslt.inc tests/gpu/emu/unsupported.c \
   bench/gpu/README.md bench/gpu/common.sh bench/gpu/run_all.sh bench/gpu/check_schedules.sh \
   bench/gpu/memory.sh bench/gpu/offload.sh bench/gpu/layer_mfu.sh bench/gpu/epilogue.sh bench/gpu/torch_layer.py docs/gpu.md \
@@ -108,6 +109,8 @@ TESTS += tests/gpu/ckpt_emu.sh
 TESTS += tests/gpu/dp_emu.sh
 TESTS += tests/gpu/llama_emu.sh
 TESTS += tests/gpu/moe_emu.sh
+# validation through the pipeline (forward only) on the emulated CUDA backend and NCCL
+TESTS += tests/gpu/eval_emu.sh
 
 # A CUDA/NCCL program that knows nothing of PPS, linked against the real cudart (and
 # NCCL), run on the emulator by preloading it: deliberate ordering bugs must fail.

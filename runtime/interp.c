@@ -7,7 +7,8 @@
  * timed op that follows a timed op starts at its end (one clock read instead of two).
  * An error stops the device with a message naming the device, the op, its microbatch
  * and stage and its source line, and aborts the transport so that every other rank
- * stops too.
+ * stops too. rt_eval_forward (end of file): the same walk restricted to the forward
+ * passes, for validate.c.
  * What it does not: no scheduling decisions (the table is the schedule, already
  * verified by ppsc), no printing (cli.c / metrics.c), no exit(). */
 #include "config.h"
@@ -896,4 +897,154 @@ int rt_run_device(ppsrt_ctx *c) {
   free(st);
   int rw = rt_replica_weights_wait(c, 0, 1);   /* (the last step's all-gathers, for what reads the weights after the run) */
   return rc ? rc : rw;
+}
+
+/* ---- forward-only evaluation (validate.c; Megatron-LM's evaluate(), forward_only) ----
+ * Each device walks its own op table restricted to what the loss needs, in the table's
+ * order: F, the vocabulary passes IF and S, the forward vocabulary collectives
+ * (input_fwd, output_fwd) and the SENDs and RECVs of activations. Dropped: B, W, BW,
+ * IB, T, the backward collectives, gradient SENDs/RECVs, OFFLOAD/RELOAD (nothing is
+ * kept for a backward: F's and S's stored activations are released right after the
+ * pass, so evaluation's peak is at most one pass's activations above what the passes
+ * hold in flight, never more than training's), no data-parallel gradient all-reduce,
+ * no optimizer. The model runs with m->eval set (no dropout).
+ *
+ * Why the restricted tables cannot deadlock: training's tables run deadlock-free (ppsc
+ * verified them), i.e. the graph of "op a must complete before op b" edges (each
+ * device's program order, a SEND before its matching RECV, a collective on all its
+ * devices together) is acyclic. The restriction is the same predicate on every device,
+ * and it keeps or drops both ends of every match together: an activation SEND and its
+ * RECV are both kept, a gradient SEND and its RECV both dropped, a collective kind is
+ * kept or dropped on every device. Each device keeps its kept ops in their original
+ * order. So every edge between kept ops is implied by a path of the original graph
+ * (program order is transitive over the dropped ops between; matches are unchanged):
+ * the restricted graph is a subgraph of the original's transitive closure, acyclic too.
+ * Nothing kept reads what a dropped op produces (F reads activations only; S the last
+ * F's output; output_fwd S's statistics). Point-to-point groups (NCCL) keep their kept
+ * members together (a subset of a group is issued as one group); overlapped pairs run
+ * one after the other; posted RECVs are matched to their first kept reader again. */
+static int eval_keeps(const ppsrt_op *op) {
+  switch (op->kind) {
+  case PPSRT_OP_F: case PPSRT_OP_IF: case PPSRT_OP_S: return 1;
+  case PPSRT_OP_SEND: case PPSRT_OP_RECV: return op->xfer == PPSRT_XFER_ACT;
+  case PPSRT_OP_COLL: return op->coll == PPSRT_COLL_INPUT_FWD || op->coll == PPSRT_COLL_OUTPUT_FWD;
+  default: return 0;
+  }
+}
+
+/* The device's table restricted to eval_keeps (a new array): a kept op stays in a
+ * point-to-point group with the kept op before it only when both were in the same
+ * group of the original table; no overlapped pairs. */
+static int eval_table(const ppsrt_ctx *c, ppsrt_op **out, int *nout) {
+  ppsrt_op *t = malloc(((size_t)c->nops + 1) * sizeof *t);
+  int *chain = malloc(((size_t)c->nops + 1) * sizeof *chain);
+  if (!t || !chain) { free(t); free(chain); return PPSRT_FAIL(PPSRT_E_NOMEM, "evaluation: out of host memory"); }
+  int n = 0, prev = -1;
+  for (int i = 0; i < c->nops; i++) {
+    chain[i] = grouped_with_prev(c, i) ? chain[i - 1] : i;   /* the first op of i's group */
+    if (!eval_keeps(&c->ops[i])) continue;
+    t[n] = c->ops[i];
+    t[n].flags &= (uint8_t)~PPSRT_FLAG_OVERLAP;
+    if (!n || prev != chain[i]) t[n].flags &= (uint8_t)~PPSRT_FLAG_GROUP;
+    prev = chain[i];
+    n++;
+  }
+  free(chain);
+  *out = t;
+  *nout = n;
+  return 0;
+}
+
+/* One kept op: F and S release what they stored once the store's peak has seen it. */
+static int eval_exec(ppsrt_ctx *c, int i) {
+  const ppsrt_op *op = &c->ops[i];
+  ppsrt_model *m = c->model;
+  int rc;
+  if (op->kind == PPSRT_OP_F) {
+    if ((rc = m->f(m, c, op->mb, op->stage))) return rc;
+    rt_store_sample(&c->store);
+    return ppsrt_act_release(c, op->mb, op->stage);
+  }
+  if ((rc = exec_one(c, i))) return rc;
+  rt_store_sample(&c->store);
+  return op->kind == PPSRT_OP_S ? ppsrt_act_release(c, op->mb, -1) : 0;
+}
+
+/* Batch k: the kept ops in order, then this device's share of the batch's loss. */
+static int eval_batch(ppsrt_ctx *c, int k, double *loss) {
+  ppsrt_model *m = c->model;
+  int rc;
+  *loss = 0;
+  if (m->begin_iteration && (rc = m->begin_iteration(m, c, k))) return fail_at(c, -1, rc, "evaluation: begin_iteration");
+  for (int i = 0; i < c->nops; i++) {
+    c->cur_op = i;
+    if (c->lane) {
+      int waited;
+      if ((rc = rt_lane_consume(c, i, &waited))) return fail_at(c, i, rc, NULL);
+    }
+    if (c->post_due && c->post_due[i] >= 0) {
+      int failed;
+      if ((rc = posted_due(c, i, &failed))) return fail_at(c, failed, rc, NULL);
+    }
+    if ((rc = group_open(c, i)) || (rc = eval_exec(c, i)) || (rc = group_close(c, i, 0))) {
+      group_close(c, i, rc);
+      return fail_at(c, i, rc, NULL);
+    }
+  }
+  if (c->npst) {
+    int failed = -1;
+    if (c->post_due) rc = posted_due(c, c->nops, &failed);
+    while (!rc && c->npst) rc = posted_complete_at(c, 0, &failed);
+    if (rc) return fail_at(c, failed, rc, "evaluation: completing posted receives");
+  }
+  if (c->lane && (rc = rt_lane_drain(c))) return fail_at(c, -1, rc, "evaluation: waiting for the collective lane");
+  int lmb = 0, lst = 0, left = rt_store_leftover(c, &lmb, &lst);
+  if (left)
+    return fail_at(c, -1, PPSRT_FAIL(PPSRT_E_USAGE, "%d activation(s) still stored after the forward passes, first of "
+                                     "(mb %d, stage %d)", left, lmb, lst), "evaluation");
+  rt_box_clear(c);   /* (what only a dropped op read: the mlp's loss gradient) */
+  if (m->end_iteration && (rc = m->end_iteration(m, c, loss))) return fail_at(c, -1, rc, "evaluation: end_iteration");
+  return 0;
+}
+
+int rt_eval_forward(ppsrt_ctx *c, int batches, double *loss, size_t *peak, size_t *dmem) {
+  ppsrt_model *m = c->model;
+  ppsrt_backend *be = c->be;
+  const ppsrt_op *ops0 = c->ops;
+  int nops0 = c->nops, rc;
+  uint8_t *fa0 = c->free_after;
+  int32_t *pd0 = c->post_due, *pn0 = c->post_next;
+  ppsrt_op *t = NULL;
+  int n = 0, nev0 = c->nev;
+  *loss = 0;
+  *peak = *dmem = 0;
+  if ((rc = eval_table(c, &t, &n))) return fail_at(c, -1, rc, "evaluation");
+  c->ops = t;
+  c->nops = n;
+  c->free_after = NULL;
+  c->post_due = c->post_next = NULL;
+  if ((rc = mark_free_after(c)) || (rc = mark_posted(c))) fail_at(c, -1, rc, "evaluation");
+  m->eval = 1;
+  rt_store_reset_peak(&c->store);
+  if (!rc && be->mem_stats && (rc = be->mem_stats(be, NULL, NULL, 1))) fail_at(c, -1, rc, "evaluation: memory statistics");
+  double sum = 0;
+  for (int k = 0; k < batches && !rc; k++) {
+    double l = 0;
+    if (!(rc = eval_batch(c, k, &l))) sum += l;
+  }
+  if (!rc && be->mem_stats && (rc = be->mem_stats(be, NULL, dmem, 0))) fail_at(c, -1, rc, "evaluation: memory statistics");
+  *peak = c->store.peak;
+  *loss = batches > 0 ? sum / batches : 0;   /* every batch has as many tokens: the mean over all */
+  m->eval = 0;
+  c->nev = nev0;   /* --trace, --profile: the records of posted recvs and of the lane name ops of t */
+  free(c->free_after);
+  free(c->post_due);
+  free(c->post_next);
+  free(t);
+  c->ops = ops0;
+  c->nops = nops0;
+  c->free_after = fa0;
+  c->post_due = pd0;
+  c->post_next = pn0;
+  return rc;
 }

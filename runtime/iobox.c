@@ -1,6 +1,6 @@
 /* iobox.c: a device context's IO box (the boundary tensors a device's ops produce and
  * consume, keyed by (what, microbatch, stage), with columns only for the stages its ops
- * touch), the reference context --check and --val-data build beside it, and the
+ * touch), the reference context --check builds beside it, and the
  * services the models call (ppsrt_io_*, ppsrt_ctx_*). Below the interpreter: it calls
  * only the activation store (actstore.c) and error.c. */
 #include "config.h"

@@ -381,7 +381,7 @@ void rt_print_json(ppsrt_run *run, int status) {
     fprintf(f, ",\"step\":%ld,\"lr\":%.9g", run->step0 + it + 1, run->lr_it[it]);
     if (run->o.clip_grad > 0) fprintf(f, ",\"grad_norm\":%.9g", run->gnorm_it[it]);
     if (run->val_tokens && ((it + 1) % run->o.val_every == 0 || it + 1 == run->o.iterations))   /* (validate.c's steps) */
-      fprintf(f, ",\"val_loss\":%.9g", run->val_loss[it]);
+      fprintf(f, ",\"val_loss\":%.9g,\"val_time_s\":%.9g", run->val_loss[it], run->val_time[it]);
     fprintf(f, "}");
   }
   fprintf(f, "],\"per_device\":[");
@@ -399,10 +399,14 @@ void rt_print_json(ppsrt_run *run, int status) {
     fprintf(f, ",\"unit_bytes_first_stage\":%zu,\"resident_peak_bytes\":%zu,\"host_peak_bytes\":%zu", run->dev_unit[d],
             run->dev_resident[d], run->dev_host[d]);
     fprintf(f, ",\"device_peak_bytes\":%zu,\"offloads_cancelled\":%ld", dmem, run->dev_cancel[d]);
+    if (run->val_tokens)   /* validation's forward-only evaluation (validate.c): its largest peaks */
+      fprintf(f, ",\"val_peak_bytes\":%zu,\"val_device_peak_bytes\":%zu", run->dev_val_peak[d], run->dev_val_mem[d]);
     if (run->flops_known) fprintf(f, ",\"flops_per_iteration\":%.17g}", run->dev_flops[d]);
     else fprintf(f, ",\"flops_per_iteration\":null}");
   }
-  fprintf(f, "],\"predicted_makespan\":%.9g,\"memory_match\":%s", p->predicted_makespan,
+  fprintf(f, "]");
+  if (run->val_tokens) fprintf(f, ",\"eval_iters\":%d,\"val_sequences\":%ld", run->o.eval_iters, run->val_seqs);
+  fprintf(f, ",\"predicted_makespan\":%.9g,\"memory_match\":%s", p->predicted_makespan,
           p->predicted_peak ? (run->memory_mismatch ? "false" : "true") : "null");
   if (run->flops_known) fprintf(f, ",\"flops_per_iteration\":%.17g", run->flops_total);
   else fprintf(f, ",\"flops_per_iteration\":null");

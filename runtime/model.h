@@ -103,7 +103,7 @@ typedef struct ppsrt_model_config {
   int rope_orig_max;      /* llama3: --rope-original-max-positions (8192) */
   int tie_embeddings;     /* --embeddings tied: the output layer is the input embedding's matrix */
   double hidden_dropout;  /* --hidden-dropout p (gpt): on the embedding's, the attention block's and the MLP's
-                           * outputs (0: none; validate.c's model 0: evaluation) */
+                           * outputs (0: none; none while m->eval: evaluation, validate.c) */
   double attention_dropout;   /* --attention-dropout p (gpt): on the attention probabilities */
   long step0;             /* steps done before this run (--load): iteration it is step step0 + it + 1 (the
                            * dropout masks' counter, dropout.h) */
@@ -212,7 +212,7 @@ typedef struct ppsrt_param {
   /* 1: a copy of a parameter another device of the pipeline holds too (the gpt's tied
    * embedding on the last stage's device): the model sums the two gradients before the
    * step, so the copies stay equal; counted once in norms, written once (by the
-   * original's device) in checkpoints, gathered once for --val-data. */
+   * original's device) in checkpoints. */
   int shared;
   /* 1: the original or the copy of a tensor two devices of the pipeline hold (shared
    * above, and the original it copies), whose gradients the model sums after the
@@ -269,6 +269,9 @@ struct ppsrt_model {
   ppsrt_backend *be;
   ppsrt_model_config cfg;
   void *impl;
+  /* 1 while the runtime evaluates (validate.c, forward passes only): no dropout (eval
+   * mode), and end_iteration exchanges no gradients (none were computed) */
+  int eval;
 
   /* Bytes of the boundary tensor (xfer, mb, stage) as defined in rule 1. */
   size_t (*xfer_bytes)(ppsrt_model *m, int xfer, int mb, int stage);

@@ -187,8 +187,8 @@ static sidx *IX(gpt *g, int mb, int loc) { return &g->ix[(size_t)mb * g->nlocal 
  * the attention site [batch, heads, T, T] (base: the rank's first query head). */
 static ppsrt_dropout drop_site(const ppsrt_model *m, int mb, int layer, int site, uint64_t base) {
   const gpt *g = m->impl;
-  int at = site == PPSRT_DROP_ATTN;
-  ppsrt_dropout d = {at ? g->dta : g->dth, at ? g->dsa : g->dsh,
+  int at = site == PPSRT_DROP_ATTN, on = !m->eval;   /* evaluation: none (threshold 0, scale 1) */
+  ppsrt_dropout d = {on ? (at ? g->dta : g->dth) : 0, on ? (at ? g->dsa : g->dsh) : 1.0f,
                      ppsrt_drop_key(m->cfg.seed, g->step, (int64_t)m->cfg.mb0 + mb, layer, site), base,
                      at ? g->Hq * g->tp : 0};
   return d;
@@ -1300,15 +1300,17 @@ static int sp_sync(ppsrt_model *m, ppsrt_ctx *c) {
 
 static int gpt_end(ppsrt_model *m, ppsrt_ctx *c, double *loss) {
   gpt *g = m->impl;
-  int rs = tie_sync(m, c);
-  if (!rs) rs = sp_sync(m, c);
+  int rs = m->eval ? 0 : tie_sync(m, c);   /* (evaluation: no gradients to sum) */
+  if (!rs && !m->eval) rs = sp_sync(m, c);
   if (rs) { free_vstate(m); return rs; }
   /* the loss is reported once: by the last stage's device, or rank 0 with vocabulary
    * parallelism (every device has the merged statistics there); its statistics are
    * downloaded here, once per iteration */
   int rc = loss_flush(m);
   *loss = (g->mode ? g->rank == 0 : g->last) ? g->loss : 0.0;
-  *loss += g->moe.aux_loss;   /* --moe-aux-loss-coeff: the load-balancing loss of this device's layers */
+  /* --moe-aux-loss-coeff: the load-balancing loss of this device's layers (evaluation:
+   * the language model's loss alone, Megatron's validation loss) */
+  if (!m->eval) *loss += g->moe.aux_loss;
   free_vstate(m);
   return rc;
 }

@@ -60,6 +60,7 @@ typedef struct rt_opts {
   unsigned given;                /* RT_GIVEN_*: set on the command line (a --load does not restore those) */
   const char *val_data;          /* --val-data FILE */
   int val_every;                 /* --val-every N (default 10; and after the last iteration) */
+  int eval_iters;                /* --eval-iters K (default 1): batches a validation evaluates (validate.c) */
 } rt_opts;
 enum { RT_GIVEN_LR = 1, RT_GIVEN_SCHEDULE = 2, RT_GIVEN_WARMUP = 4, RT_GIVEN_MIN_LR = 8, RT_GIVEN_DECAY = 16,
        RT_GIVEN_CLIP = 32, RT_GIVEN_WD = 64, RT_GIVEN_BETA1 = 128, RT_GIVEN_BETA2 = 256, RT_GIVEN_EPS = 512,
@@ -270,6 +271,10 @@ struct ppsrt_run {
   ppsrt_transport **lane_pgroups;   /* the same for the collective lane's views (NULL: no lane, or not made: host-staged) */
   double *lr_it, *gnorm_it;         /* [iterations]: learning rate used, gradient norm (--clip-grad) */
   double *val_loss;                 /* [iterations]: validation loss where computed */
+  double *val_time;                 /* [iterations]: its wall seconds (in no iteration's time) */
+  size_t *dev_val_peak, *dev_val_mem;   /* [ndev]: the largest counted activation peak and device memory
+                                     * peak of an evaluation (validate.c), like dev_peak and dev_mem */
+  long val_seqs;                    /* sequences one validation evaluates (all replicas) */
   int ck_data;                      /* --load: the checkpoint's run trained on a --data file (its "data" field) */
 };
 
@@ -286,6 +291,12 @@ int rt_ckpt_save(ppsrt_ctx *c, const char *path, long step, int *peer);
 /* validate.c: after iteration it, the validation loss when it is due (every device calls it) */
 int rt_validate_step(ppsrt_ctx *c, int it);
 /* interp.c */
+/* Forward-only evaluation (validate.c): `batches` batches of this device's microbatches
+ * through the device's op table restricted to the forward passes; *loss the mean of the
+ * batches' losses (end_iteration's share, summed over the pipeline as training's), *peak
+ * the counted activation peak bytes over them, *dmem the device memory peak (mem_stats,
+ * 0 without). Every device of the pipeline calls it with the same batches. */
+int rt_eval_forward(ppsrt_ctx *c, int batches, double *loss, size_t *peak, size_t *dmem);
 int rt_ctx_init(ppsrt_run *run, ppsrt_ctx *c, int rank);
 void rt_ctx_fini(ppsrt_ctx *c);
 int rt_run_device(ppsrt_ctx *c);                 /* all iterations of one device */
@@ -402,7 +413,7 @@ int rt_allreduce_host_on(ppsrt_ctx *c, ppsrt_transport *tr, int rank, float *v, 
 /* Box columns for the keys the device's ops can touch (all = 1: every stage). */
 int rt_box_init(ppsrt_ctx *c, int all);
 int rt_box_clear(ppsrt_ctx *c);   /* frees what is left in it */
-/* A one-device reference context beside device context c (--check, --val-data): all
+/* A one-device reference context beside device context c (--check): all
  * stages' box columns; on failure nothing is left allocated. */
 int rt_ref_ctx_init(ppsrt_ctx *rx, ppsrt_run *run, const ppsrt_ctx *c);
 #endif
