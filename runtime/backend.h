@@ -242,6 +242,19 @@ struct ppsrt_backend {
    * and bias NULL it is the dropout alone (the backward's: the same mask on a gradient). */
   int (*bias_dropout_add)(ppsrt_backend *b, int stream, void *y, const void *a, const void *x, const void *bias,
                           int N, int C, const ppsrt_dropout *d);
+  /* Optional (NULL: the backend cannot run --context-parallel, which then refuses it). A
+   * block of queries of ONE sequence at global positions [q0, q0 + Tq) attending causally
+   * to the keys at positions [0, q0 + Tq) (--context-parallel, runtime/cp.c): q [Tq rows],
+   * k and v [Tk = q0 + Tq rows], out [Tq, Hq*D] dense, lse [Hq, Tq]; query i sees key j
+   * when j <= q0 + i; otherwise attention_fwd's math (no dropout). With q0 = 0 it is
+   * attention_fwd of one sequence. The backward writes dq (Tq rows, row stride lddq) and
+   * ADDS into dk and dv (Tk rows, row stride lddk), so that the query blocks of a
+   * sequence accumulate their keys' gradients (the caller zeroes them first). */
+  int (*attention_fwd_at)(ppsrt_backend *b, int stream, void *out, float *lse, const void *q, int ldq, const void *k,
+                          int ldk, const void *v, int ldv, int Tq, int q0, int Hq, int Hkv, int D);
+  int (*attention_bwd_at)(ppsrt_backend *b, int stream, void *dq, int lddq, void *dk, void *dv, int lddk,
+                          const void *dout, const void *out, const float *lse, const void *q, int ldq, const void *k,
+                          int ldk, const void *v, int ldv, int Tq, int q0, int Hq, int Hkv, int D);
 };
 
 enum { PPSRT_EP_BIAS = 1, PPSRT_EP_BIAS_GELU = 2, PPSRT_EP_DGELU = 4, PPSRT_EP_BGRAD = 8 };

@@ -139,6 +139,7 @@ typedef struct gpt {
   int kidx[NLP], nlp;      /* layer parameter j's index in a layer's block, -1 when absent; present ones */
   float *rcs;              /* --position rope: device F32 [seq, D/2, 2] cosines and sines (rope_table) */
   int sp, n, r0;           /* --sequence-parallel: on; this rank's token rows [r0, r0 + n) (else 0, N) */
+  int cp, cpr, Tl;         /* --context-parallel: group size, this rank, its tokens of a sequence T / cp (cp.c) */
   size_t es;
   int nlocal, *local, first, last;
   int lo, hi;              /* vocabulary rows held */
@@ -237,6 +238,11 @@ static int linear_w(const gpt *g, ppsrt_backend *be, int M, int K, int Nc, const
   return db ? be->bias_grad(be, CS, db, dY, M, Nc) : 0;
 }
 
+/* --context-parallel: this rank's attention shape (cp.c) */
+static ppsrt_cp_shape cp_shape(const gpt *g) {
+  return (ppsrt_cp_shape){g->Bm, g->T, g->cp, g->cpr, g->Hq, g->Hkv, g->D, g->q};
+}
+
 static int get(ppsrt_ctx *c, int mb, int stage, int idx, void **p) { return ppsrt_act_get(c, mb, stage, idx, p); }
 static int save(ppsrt_ctx *c, int mb, int stage, size_t bytes, void **p, int *idx) {
   return ppsrt_act_save(c, mb, stage, bytes, p, idx);
@@ -266,7 +272,7 @@ static size_t layer_bytes(const gpt *g, int with_y) {
   return Nh                                  /* ln1 */
          + 2 * (size_t)g->nst * g->n * sizeof(float)   /* mean1, rstd1, mean2, rstd2 (RMS: rstd1, rstd2) */
          + (size_t)g->N * g->q * g->es       /* qkv */
-         + (size_t)g->Bm * g->Hq * g->T * sizeof(float)   /* lse */
+         + (size_t)g->Bm * g->Hq * g->Tl * sizeof(float)   /* lse (--context-parallel: its rows') */
          + (size_t)g->N * g->ha * g->es      /* att */
          + 2 * Nh                            /* x1, ln2 */
          + (size_t)g->N * (g->fw + g->f) * g->es   /* hpre (SwiGLU: gate | up), hact */
@@ -445,7 +451,7 @@ static int layer_f_in(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, 
   TRY(save(c, mb, stage, nh * es, &ln1, &fi[FE_LN1]));
   TRY(save(c, mb, stage, 2 * (size_t)g->nst * n * 4, (void **)&st, &fi[FE_ST]));
   TRY(save(c, mb, stage, (size_t)N * q * es, &qkv, &fi[FE_QKV]));
-  TRY(save(c, mb, stage, (size_t)g->Bm * g->Hq * g->T * 4, (void **)&lse, &fi[FE_LSE]));
+  TRY(save(c, mb, stage, (size_t)g->Bm * g->Hq * g->Tl * 4, (void **)&lse, &fi[FE_LSE]));
   TRY(save(c, mb, stage, (size_t)N * ha * es, &att, &fi[FE_ATT]));
   TRY(save(c, mb, stage, nh * es, &x1, &fi[FE_X1]));
   TRY(save(c, mb, stage, nh * es, &ln2, &fi[FE_LN2]));
@@ -468,8 +474,12 @@ static int layer_f_in(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, 
   if (g->rope) K(be->rope(be, CS, qkv, q, g->posid, g->rcs, N, g->Hq + g->Hkv, D, 0));
   int gl = stage * g->L + l;   /* the global layer (dropout masks) */
   ppsrt_dropout da = drop_site(m, mb, gl, PPSRT_DROP_ATTN, (uint64_t)g->tpr * g->Hq);
-  K(be->attention_fwd(be, CS, att, lse, qb, q, qb + (size_t)g->Hq * D * es, q, qb + (size_t)(g->Hq + g->Hkv) * D * es,
-                      q, g->Bm, g->T, g->Hq, g->Hkv, D, g->dta ? &da : NULL));
+  if (g->cp > 1) {   /* --context-parallel: the group's keys and values gathered (cp.c) */
+    ppsrt_cp_shape cs = cp_shape(g);
+    K(ppsrt_cp_attention_fwd(c, &cs, qkv, att, lse));
+  } else
+    K(be->attention_fwd(be, CS, att, lse, qb, q, qb + (size_t)g->Hq * D * es, q, qb + (size_t)(g->Hq + g->Hkv) * D * es,
+                        q, g->Bm, g->T, g->Hq, g->Hkv, D, g->dta ? &da : NULL));
   /* x1 = x + att Wproj + b (tensor parallel: the partial products summed over the group
    * first, or reduce-scattered to this rank's rows, the bias added once after); with
    * --hidden-dropout x1 = x + drop(att Wproj + b), bias and dropout in one kernel */
@@ -582,6 +592,7 @@ static int layer_b(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int
   int gl = stage * g->L + l;
   ppsrt_dropout da = drop_site(m, mb, gl, PPSRT_DROP_ATTN, (uint64_t)g->tpr * g->Hq);
   size_t ko = (size_t)g->Hq * D * es, vo = (size_t)(g->Hq + g->Hkv) * D * es;
+  ppsrt_cp_shape cs = cp_shape(g);
   int rc;
   /* MLP: dhact = dy Wfc2^T; dhpre = dhact * gelu'(hpre) written over hpre (no copy; with
    *      SwiGLU [dgate | dup], swiglu_bwd);
@@ -614,8 +625,9 @@ static int layer_b(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int
       (rc = hdrop(m, mb, gl, PPSRT_DROP_PROJ, dx1, dd, &dx1m)) ||
       (rc = sp_gather(c, g, dx1m, G, h, &dx1f)) ||
       (rc = be->gemm(be, CS, 0, 1, N, ha, h, 1.0f, dx1f, AT, h, p[PROJW]->param.data, AT, h, 0.0f, tmp, AT, ha)) ||
-      (rc = be->attention_bwd(be, CS, t2, t2 + ko, t2 + vo, q, tmp, att, lse, qb, q, qb + ko, q, qb + vo, q, g->Bm,
-                              g->T, g->Hq, g->Hkv, D, g->dta ? &da : NULL)) ||
+      (rc = g->cp > 1 ? ppsrt_cp_attention_bwd(c, &cs, qkv, att, lse, tmp, t2)
+                      : be->attention_bwd(be, CS, t2, t2 + ko, t2 + vo, q, tmp, att, lse, qb, q, qb + ko, q, qb + vo, q,
+                                          g->Bm, g->T, g->Hq, g->Hkv, D, g->dta ? &da : NULL)) ||
       (g->rope && (rc = be->rope(be, CS, t2, q, g->posid, g->rcs, N, g->Hq + g->Hkv, D, 1))) ||
       (rc = be->memcpy_async(be, CS, qkv, t2, (size_t)N * q * es, 0)) ||
       (rc = g->tp > 1 ? gemm_tp_sum(c, g, be, 0, 1, N, h, q, qkv, q, p[QKVW]->param.data, q, ln1)
@@ -1403,17 +1415,25 @@ static int upload_i32(ppsrt_backend *be, const int32_t *h, size_t n, int32_t **o
   return be->stream_sync(be, CS);
 }
 
+/* --context-parallel: nseq whole sequences of a (T each) become this rank's rows of
+ * each (T / cp: its two chunks, ppsrt_cp_pos), in place; nothing without it. */
+static void cp_local(const gpt *g, int32_t *a, size_t nseq) {
+  if (g->cp <= 1) return;
+  for (size_t k = 0; k < nseq; k++)   /* (a row only moves down: k Tl + u <= k T + pos(u)) */
+    for (int u = 0; u < g->Tl; u++) a[k * g->Tl + u] = a[k * g->T + ppsrt_cp_pos(g->T, g->cp, g->cpr, u)];
+}
+
 /* Synthetic data of every microbatch: ids uniform in [0, V) from (seed, mb, token);
  * target[t] = (ids[t] + ids[t-1]) mod V within each sequence (ids[-1] = 0). */
 static int make_data(ppsrt_model *m) {
   gpt *g = m->impl;
-  size_t n = (size_t)m->cfg.nmb * g->N;
+  size_t n = (size_t)m->cfg.nmb * g->Bm * g->T;   /* whole sequences (--context-parallel: cp_local keeps its rows) */
   int32_t *ids = malloc(n * sizeof *ids), *tg = malloc(n * sizeof *tg), *pos = malloc((size_t)g->N * sizeof *pos);
   int rc = 0;
   if (!ids || !tg || !pos) rc = PPSRT_FAIL(PPSRT_E_NOMEM, "gpt: out of host memory");
   uint64_t stream = ppsrt_hash_str("gpt.data.tokens");
   for (size_t i = 0; !rc && i < n; i++) {
-    float u = ppsrt_rand_uniform(m->cfg.seed, stream, (size_t)m->cfg.mb0 * g->N + i);
+    float u = ppsrt_rand_uniform(m->cfg.seed, stream, (size_t)m->cfg.mb0 * g->Bm * g->T + i);
     int id = (int)((u + 1.0f) * 0.5f * (float)g->V);
     ids[i] = id < 0 ? 0 : id >= g->V ? g->V - 1 : id;
   }
@@ -1421,7 +1441,8 @@ static int make_data(ppsrt_model *m) {
     int t = (int)(i % (size_t)g->T);
     tg[i] = (int32_t)(((int64_t)ids[i] + (t > 0 ? ids[i - 1] : 0)) % g->V);
   }
-  for (int i = 0; !rc && i < g->N; i++) pos[i] = i % g->T;
+  for (int i = 0; !rc && i < g->N; i++) pos[i] = g->cp > 1 ? ppsrt_cp_pos(g->T, g->cp, g->cpr, i % g->Tl) : i % g->T;
+  if (!rc) { cp_local(g, ids, n / g->T); cp_local(g, tg, n / g->T); n = (size_t)m->cfg.nmb * g->N; }
   if (!rc) rc = upload_i32(m->be, ids, n, &g->ids);
   if (!rc) rc = upload_i32(m->be, tg, n, &g->tgt);
   if (!rc) rc = upload_i32(m->be, pos, (size_t)g->N, &g->posid);
@@ -1434,12 +1455,13 @@ static int make_data(ppsrt_model *m) {
  * uploaded over the synthetic ids/targets (same sizes). */
 static int load_tokens(ppsrt_model *m, long first) {
   gpt *g = m->impl;
-  size_t n = (size_t)m->cfg.nmb * g->N;
+  size_t n = (size_t)m->cfg.nmb * g->Bm * g->T;   /* whole sequences, then this rank's rows (cp_local) */
   int32_t *ids = malloc(n * sizeof *ids), *tg = malloc(n * sizeof *tg);
   int rc = 0;
   if (!ids || !tg) rc = PPSRT_FAIL(PPSRT_E_NOMEM, "gpt: out of host memory");
   for (long k = 0; !rc && k < (long)m->cfg.nmb * g->Bm; k++)
     rc = ppsrt_tokens_window(m->cfg.data, first + k, g->T, ids + (size_t)k * g->T, tg + (size_t)k * g->T);
+  if (!rc) { cp_local(g, ids, n / g->T); cp_local(g, tg, n / g->T); n = (size_t)m->cfg.nmb * g->N; }
   if (!rc) rc = m->be->memcpy_async(m->be, CS, g->ids, ids, n * sizeof *ids, 1);
   if (!rc) rc = m->be->memcpy_async(m->be, CS, g->tgt, tg, n * sizeof *tg, 1);
   if (!rc) rc = m->be->stream_sync(m->be, CS);
@@ -1494,6 +1516,16 @@ static int gpt_check_sizes(const ppsrt_model_config *cfg, int nstages) {
     return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --tensor-parallel %d splits the input and output layers' --vocab %d rows over the "
                       "group: %d must divide them\nhint: pad the vocabulary to a multiple of %d, as Megatron-LM does "
                       "(--make-vocab-size-divisible-by)", cfg->tp, cfg->vocab, cfg->tp, cfg->tp);
+  if (cfg->cp > 1 && cfg->seq % (2 * cfg->cp))
+    return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --context-parallel %d cuts each sequence into 2 x %d = %d chunks: --seq %d "
+                      "must be a multiple of %d", cfg->cp, cfg->cp, 2 * cfg->cp, cfg->seq, 2 * cfg->cp);
+  if (cfg->cp > 1 && (cfg->hidden_dropout > 0 || cfg->attention_dropout > 0))
+    return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --context-parallel does not run with --hidden-dropout or --attention-dropout "
+                      "(not implemented: the masks of a rank's two chunks)");
+  if (cfg->sp && cfg->tp > 1 && cfg->cp > 1 && ((int64_t)cfg->seq / cfg->cp * cfg->micro_batch) % cfg->tp)
+    return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --sequence-parallel splits a context rank's --micro-batch %d x --seq %d / "
+                      "--context-parallel %d = %lld tokens over --tensor-parallel %d ranks: %d must divide them",
+                      cfg->micro_batch, cfg->seq, cfg->cp, (long long)cfg->seq / cfg->cp * cfg->micro_batch, cfg->tp, cfg->tp);
   if (cfg->sp && cfg->tp > 1 && ((int64_t)cfg->seq * cfg->micro_batch) % cfg->tp)
     return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --sequence-parallel splits the --micro-batch %d x --seq %d = %lld tokens of a "
                       "microbatch over --tensor-parallel %d ranks: %d must divide them", cfg->micro_batch, cfg->seq,
@@ -1597,7 +1629,8 @@ int ppsrt_gpt_create(const ppsrt_model_config *cfg, ppsrt_backend *be, int devic
     int bias = j == QKVB || j == PROJB || j == FCB || j == FC2B, beta = j == LN1B || j == LN2B;
     g->kidx[j] = (bias && g->nb) || (beta && g->rms) ? -1 : g->nlp++;
   }
-  g->Bm = cfg->micro_batch; g->N = g->Bm * g->T; g->V = cfg->vocab; g->L = cfg->layers_per_stage;
+  g->cp = cfg->cp > 1 ? cfg->cp : 1; g->cpr = g->cp > 1 ? cfg->cp_rank : 0; g->Tl = g->T / g->cp;
+  g->Bm = cfg->micro_batch; g->N = g->Bm * g->Tl; g->V = cfg->vocab; g->L = cfg->layers_per_stage;
   g->S = cfg->nstage; g->P = P; g->mode = cfg->vocab_mode; g->rank = device; g->nc = cfg->no_compute;
   g->q = (g->Hq + 2 * g->Hkv) * g->D;
   g->dth = ppsrt_drop_thr(cfg->hidden_dropout); g->dta = ppsrt_drop_thr(cfg->attention_dropout);

@@ -26,7 +26,7 @@ static int val_loss(ppsrt_run *run, ppsrt_ctx *c, double *loss) {
   memset(&rx, 0, sizeof rx);
   ppsrt_model_config cfg = c->model->cfg;
   cfg.ndev = 1; cfg.vocab_mode = 0; cfg.data = run->val_tokens; cfg.data0 = 0; cfg.distopt = 0;
-  cfg.tp = 1; cfg.tp_rank = 0; cfg.sp = 0;   /* whole layers, every row */
+  cfg.tp = 1; cfg.tp_rank = 0; cfg.sp = 0; cfg.cp = 1; cfg.cp_rank = 0;   /* whole layers and sequences, every row */
   cfg.hidden_dropout = cfg.attention_dropout = 0;   /* evaluation: no dropout (Megatron-LM's eval mode) */
   int *all = malloc((size_t)cfg.nstage * sizeof *all);
   float *buf = NULL, *list = NULL, hdr[2] = {0, 0};
@@ -134,7 +134,7 @@ int rt_validate_step(ppsrt_ctx *c, int it) {
   if ((rc = rt_replica_weights_wait(c, 0, 1)) || (rc = c->tr->barrier(c->tr, c->rank))) return rc;
   double loss = 0;
   rc = val_loss(run, c, &loss);
-  if (c->rank == 0 && c->replica == 0 && c->tp_rank == 0) {
+  if (c->rank == 0 && c->grank == 0 && c->tp_rank == 0) {
     if (!rc) {
       run->val_loss[it] = loss;
       if (!o->json) {
