@@ -44,7 +44,8 @@ EXTRA_DIST += tests/runtime/ckpt.sh tests/runtime/dp.sh tests/runtime/optim.sh t
   tests/runtime/split_lib.sh tests/runtime/ckpt_tensors.py
 EXTRA_DIST += tests/runtime/train.sh tests/runtime/llama.sh tests/runtime/tied.sh tests/runtime/hf.sh tests/runtime/dropout.sh python/pps_hf.py
 EXTRA_DIST += tests/runtime/mfu.sh
-TESTS += tests/runtime/hardening.sh
+TESTS += tests/runtime/hardening.sh tests/runtime/cp.sh
+EXTRA_DIST += tests/runtime/cp.sh
 TESTS += tests/runtime/data.sh
 EXTRA_DIST += tests/runtime/data.sh python/pps_data.py
 TESTS += tests/runtime/posted.sh

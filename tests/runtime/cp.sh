@@ -1,0 +1,99 @@
+#!/bin/sh
+# cp.sh: --context-parallel C (runtime/cp.c, Megatron-LM's context parallelism with
+# --cp-comm-type all_gather): each sequence in 2C chunks, rank c holding chunks c and
+# 2C-1-c, the keys and values all-gathered in attention and their gradients
+# reduce-scattered, the weight gradients summed over D x C ranks. Against independent
+# figures:
+#  - the losses of a gpt and of a llama config (RoPE at global positions, GQA, SwiGLU,
+#    RMS norm) at C = 2 and 4 equal C = 1's within 1e-6 relative (1F1B, Adam), and
+#    --check (one whole-sequence device: the C = 1 computation, check.c) passes at
+#    C = 2 and 4, and under mpirun -np 4 (P 2 x C 2);
+#  - device 0's peak activation bytes at C = 2 are half of C = 1's (only the local
+#    tokens' activations, K and V included, are kept);
+#  - with --tensor-parallel 2 --sequence-parallel, with --data-parallel 2 and the
+#    distributed optimizer (sharded over D x C = 4), on ZB-V (a V shape, B and W apart),
+#    V-Half with vocabulary parallelism (async), PipeOffload and tied embeddings: the
+#    C = 1 losses and --check passes;
+#  - a checkpoint saved at C = 2 resumes at C = 1 (and one of C = 1 at C = 4) with the
+#    uninterrupted run's next losses; the JSON layout counts the ranks;
+#  - bad uses are refused (exit 2) with the reason: --seq not a multiple of 2C, C < 1,
+#    the mlp model, dropout, a transport of the wrong size.
+. "$(dirname "$0")/lib.sh"
+build a "$top_srcdir/stdlib/1f1b.pps" -D P=2 -D m=4 || { fail "build 1f1b"; finish; }
+A=$WORK/a
+G="--model gpt --hidden 16 --heads 4 --query-groups 2 --seq 8 --vocab 32 --optimizer adam --lr 0.01"
+L="$G --arch llama --ffn-hidden 24"
+. "$(dirname "$0")/split_lib.sh"
+peak0() { grep -o '"peak_bytes":\[[0-9]*' "$1" | head -1 | sed 's/.*\[//'; }
+
+for M in G L; do
+  eval "cfg=\$$M"
+  run ${M}1 "$A" $cfg --iterations 3
+  for C in 2 4; do
+    run ${M}$C "$A" $cfg --iterations 3 --context-parallel $C
+    close "$M: C = $C = C = 1 (1F1B, Adam)" "$WORK/${M}$C" "$WORK/${M}1"
+    expect_exit 0 "$M: --context-parallel $C --check" "$A" $cfg --context-parallel $C --check -q
+    expect_grep "^check: passed" "$M: C = $C: check passes against the whole-sequence device"
+  done
+done
+grep -q '"layout":{"devices":2,"data_parallel":1,"context_parallel":2,"tensor_parallel":1,"ranks":4,' "$WORK/G2" \
+  && pass "JSON layout: context_parallel 2, 4 ranks" || fail "JSON layout: $(grep -o '"layout":{[^}]*}' "$WORK/G2")"
+p1=$(peak0 "$WORK/G1"); p2=$(peak0 "$WORK/G2")
+[ -n "$p1" ] && [ "$p2" -gt 0 ] && [ $((2 * p2)) -eq "$p1" ] && pass "device 0 keeps half the activation bytes at C = 2 ($p2 of $p1)" \
+  || fail "peak activation bytes C = 2: '$p2', C = 1: '$p1'"
+
+# with the other splits and schedules
+run t1 "$A" $G --iterations 3 --tensor-parallel 2 --sequence-parallel
+run t2 "$A" $G --iterations 3 --tensor-parallel 2 --sequence-parallel --context-parallel 2
+close "T = 2 --sequence-parallel x C = 2 = C = 1" "$WORK/t2" "$WORK/G1"
+expect_exit 0 "T = 2 --sequence-parallel x C = 2 --check" "$A" $L --tensor-parallel 2 --sequence-parallel --context-parallel 2 --check -q
+expect_grep "^check: passed" "T = 2 SP x C = 2 (llama): check passes"
+run d1 "$A" $G --iterations 3 --data-parallel 2
+run d2 "$A" $G --iterations 3 --data-parallel 2 --context-parallel 2 --distributed-optimizer
+close "D = 2 x C = 2, distributed optimizer = D = 2, C = 1" "$WORK/d2" "$WORK/d1"
+expect_exit 0 "D = 2 x C = 2 --distributed-optimizer --check" "$A" $G --data-parallel 2 --context-parallel 2 --distributed-optimizer --check -q
+expect_grep "^check: passed" "D = 2 x C = 2, distributed optimizer: check passes"
+expect_exit 0 "C = 2 --distributed-optimizer alone (shards over the context ranks) --check" "$A" $G --context-parallel 2 --distributed-optimizer --check -q
+expect_grep "^check: passed" "C = 2, distributed optimizer: check passes"
+expect_exit 0 "tied embeddings C = 2 --check" "$A" $G --embeddings tied --context-parallel 2 --check -q
+expect_grep "^check: passed" "tied embeddings C = 2: check passes"
+if build z "$top_srcdir/stdlib/zb_v.pps" -D P=2 -D m=4 && build vh "$top_srcdir/stdlib/vocab_v_half.pps" -D P=2 -D m=4 -D async=true &&
+   build po "$top_srcdir/stdlib/pipeoffload.pps"; then
+  for s in z vh po; do
+    run ${s}1 "$WORK/$s" $G --iterations 3
+    run ${s}2 "$WORK/$s" $G --iterations 3 --context-parallel 2
+    close "$s: C = 2 = C = 1" "$WORK/${s}2" "$WORK/${s}1"
+    expect_exit 0 "$s: C = 2 --check" "$WORK/$s" $G --context-parallel 2 --check -q
+    expect_grep "^check: passed" "$s: C = 2: check passes"
+  done
+else fail "build zb_v, vocab_v_half, pipeoffload"; fi
+
+# checkpoints are independent of C
+run u "$A" $G --iterations 4
+run s2 "$A" $G --iterations 2 --context-parallel 2 --save "$WORK/ck2.json"
+run r1 "$A" $G --iterations 2 --load "$WORK/ck2.json"
+[ "$(losses "$WORK/r1")" = "$(losses "$WORK/u" | cut -d' ' -f3-4) " ] && pass "saved at C = 2, resumed at C = 1: $(losses "$WORK/r1")" \
+  || fail "resumed at C = 1: '$(losses "$WORK/r1")' vs '$(losses "$WORK/u")'"
+run s1 "$A" $G --iterations 2 --save "$WORK/ck1.json"
+run r4 "$A" $G --iterations 2 --load "$WORK/ck1.json" --context-parallel 4
+close "saved at C = 1, resumed at C = 4" "$WORK/r4" "$WORK/r1"
+
+if have_mpi; then
+  expect_exit 0 "mpirun -np 4: P 2 x C 2 --check" mpirun_np 4 "$A" $G --context-parallel 2 --check -q
+  expect_grep "^check: passed" "MPI: C = 2: check passes"
+else skip "no MPI: the mpirun line"; fi
+
+# refused
+expect_exit 2 "--seq 6 at C = 2" "$A" $G --seq 6 --context-parallel 2
+expect_grep "must be a multiple of 4" "seq not a multiple of 2C: the reason"
+expect_exit 2 "--context-parallel 0" "$A" $G --context-parallel 0
+expect_grep "context-parallel needs a group size from 1 to 1024" "C < 1: the reason"
+expect_exit 2 "--model mlp" "$A" --context-parallel 2
+expect_grep "does not run with --model mlp" "mlp: the reason"
+expect_exit 2 "dropout at C = 2" "$A" $G --context-parallel 2 --hidden-dropout 0.1
+expect_grep "does not run with --hidden-dropout or --attention-dropout" "dropout: the reason"
+if have_mpi; then
+  expect_exit 2 "mpirun -np 2 for P 2 x C 2" mpirun_np 2 "$A" $G --context-parallel 2
+  expect_grep "context-parallel 2" "wrong world size: names C"
+fi
+finish
