@@ -247,9 +247,9 @@ struct ppsrt_backend {
    * to the keys at positions [0, q0 + Tq) (--context-parallel, runtime/cp.c): q [Tq rows],
    * k and v [Tk = q0 + Tq rows], out [Tq, Hq*D] dense, lse [Hq, Tq]; query i sees key j
    * when j <= q0 + i; otherwise attention_fwd's math (no dropout). With q0 = 0 it is
-   * attention_fwd of one sequence. The backward writes dq (Tq rows, row stride lddq) and
-   * ADDS into dk and dv (Tk rows, row stride lddk), so that the query blocks of a
-   * sequence accumulate their keys' gradients (the caller zeroes them first). */
+   * attention_fwd of one sequence. The backward writes dq (Tq rows, row stride lddq), dk
+   * and dv (Tk rows, row stride lddk): the gradients of this block's scores alone (the
+   * caller adds up a sequence's blocks). */
   int (*attention_fwd_at)(ppsrt_backend *b, int stream, void *out, float *lse, const void *q, int ldq, const void *k,
                           int ldk, const void *v, int ldv, int Tq, int q0, int Hq, int Hkv, int D);
   int (*attention_bwd_at)(ppsrt_backend *b, int stream, void *dq, int lddq, void *dk, void *dv, int lddk,

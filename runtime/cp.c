@@ -130,20 +130,29 @@ int ppsrt_cp_attention_bwd(ppsrt_ctx *c, const ppsrt_cp_shape *s, const void *qk
   void *kv = NULL, *dkv = NULL, *blk = NULL, *mine = NULL;
   float *sf = NULL, *rf = NULL;
   if ((rc = gather_kv(c, s, qkv, &kv))) return rc;
-  /* the local queries' gradient into dqkv, every key's and value's into dkv (sequence order) */
+  /* the local queries' gradient into dqkv, every key's and value's into dkv (sequence
+     order): the late chunk's (keys [0, Tk1)) written in place, the rows after it zero,
+     the early chunk's (keys [0, Tk0), Tk0 < Tk1) into tmp and added */
+  void *tmp = NULL;
+  size_t Tk0 = (size_t)(s->cp + 1) * Tc, Tk1 = (size_t)(2 * s->C - s->cp) * Tc;
   rc = be->alloc(be, (size_t)s->Bm * s->T * kwe * es, &dkv);
-  if (!rc) rc = be->memset0(be, CS, dkv, (size_t)s->Bm * s->T * kwe * es);
-  for (int b = 0; b < s->Bm && !rc; b++)
-    for (int j = 0; j < 2 && !rc; j++) {
+  if (!rc) rc = be->alloc(be, Tk0 * kwe * es, &tmp);
+  for (int b = 0; b < s->Bm && !rc; b++) {
+    const char *k = (const char *)kv + (size_t)b * s->T * kwe * es;
+    char *dkb = (char *)dkv + (size_t)b * s->T * kwe * es;
+    if (Tk1 < (size_t)s->T) rc = be->memset0(be, CS, dkb + Tk1 * kwe * es, ((size_t)s->T - Tk1) * kwe * es);
+    for (int j = 1; j >= 0 && !rc; j--) {
       size_t row = (size_t)b * Tl + (size_t)j * Tc;
-      const char *k = (const char *)kv + (size_t)b * s->T * kwe * es;
-      char *dk = (char *)dkv + (size_t)b * s->T * kwe * es;
+      char *dk = j ? dkb : tmp;
       rc = be->attention_bwd_at(be, CS, (char *)dqkv + row * s->ld * es, s->ld, dk, dk + (size_t)s->Hkv * s->D * es,
                                 (int)kwe, (const char *)datt + row * ha * es, (const char *)att + row * ha * es,
                                 lse + (size_t)(2 * b + j) * s->Hq * Tc, (const char *)qkv + row * s->ld * es, s->ld, k,
                                 (int)kwe, k + (size_t)s->Hkv * s->D * es, (int)kwe, Tc, chunk_of(s, s->cp, j) * Tc,
                                 s->Hq, s->Hkv, s->D);
     }
+    if (!rc) rc = be->add(be, CS, dkb, dkb, tmp, Tk0 * kwe);
+  }
+  if (tmp) be->free(be, tmp);
   if (kv) be->free(be, kv);
   /* each owner's rows in a block of its own, summed over the group (F32) into this rank's */
   if (!rc) rc = be->alloc(be, all * es, &blk);

@@ -418,7 +418,7 @@ static int k_attention_bwd_at(ppsrt_backend *b, int stream, void *dq, int lddq, 
                               const void *dout, const void *out, const float *lse, const void *q, int ldq,
                               const void *k, int ldk, const void *v, int ldv, int Tq, int q0, int Hq, int Hkv, int D) {
   ENTER(b, stream);
-  return attn_bwd_core(dq, lddq, dk, dv, lddk, 1, dout, out, lse, q, ldq, k, ldk, v, ldv, 1, Tq, q0, Hq, Hkv, D, NULL);
+  return attn_bwd_core(dq, lddq, dk, dv, lddk, 0, dout, out, lse, q, ldq, k, ldk, v, ldv, 1, Tq, q0, Hq, Hkv, D, NULL);
 }
 
 /* embedding_fwd over a vocabulary shard: table holds rows for ids [lo, hi), [hi-lo, C]:
