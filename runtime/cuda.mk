@@ -107,6 +107,8 @@ TESTS += tests/gpu/posted_emu.sh
 TESTS += tests/gpu/ckpt_emu.sh
 TESTS += tests/gpu/dp_emu.sh
 TESTS += tests/gpu/llama_emu.sh
+TESTS += tests/gpu/cp_emu.sh
+EXTRA_DIST += tests/gpu/cp_emu.sh
 
 # A CUDA/NCCL program that knows nothing of PPS, linked against the real cudart (and
 # NCCL), run on the emulator by preloading it: deliberate ordering bugs must fail.
