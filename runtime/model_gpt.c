@@ -1293,8 +1293,14 @@ double ppsrt_gpt_pass_flops(const ppsrt_model_config *cfg, int kind, int stage) 
    * vocabulary-parallel schedule) of the input and output layers' vocabulary rows; the
    * input layer's FLOPs are counted whole (a lookup of every token on every rank) */
   double T = cfg->tp > 1 ? (double)cfg->tp : 1;
-  double b = cfg->micro_batch, s = cfg->seq, h = cfg->hidden, V = cfg->vocab / (cfg->vocab_mode ? 1 : T), L = cfg->layers_per_stage / T;
+  /* --context-parallel C: a rank's s / C tokens; its attention is its two query chunks
+   * of c = s / 2C rows against the keys each sees, (k + 1) c for chunk k: chunks c' and
+   * 2C - 1 - c' give (2C + 1) c^2 query-key pairs on every rank, where C = 1 (one block
+   * of s queries, s keys) counts s^2 */
+  double C = cfg->cp > 1 ? (double)cfg->cp : 1, ch = (double)cfg->seq / (2 * C);
+  double b = cfg->micro_batch, s = cfg->seq / C, h = cfg->hidden, V = cfg->vocab / (cfg->vocab_mode ? 1 : T), L = cfg->layers_per_stage / T;
   double P = cfg->vocab_mode ? (cfg->ndev > 0 ? cfg->ndev : 1) : 1;
+  double ss = C > 1 ? (2 * C + 1) * ch * ch : s * s;   /* query-key pairs of a sequence on this rank */
   double bsh = b * s * h, a = cfg->heads > 0 ? cfg->heads : 1, gq = cfg->query_groups > 0 ? cfg->query_groups : a;
   double f = ppsrt_gpt_ffn(cfg);
   /* a layer's matrix products 2bs (h h (1 + 2g/a) + h h + c h f), c = 3 (SwiGLU) or 2: 24 bsh h
@@ -1305,8 +1311,8 @@ double ppsrt_gpt_pass_flops(const ppsrt_model_config *cfg, int kind, int stage) 
   /* transformer layer F M + 4bs^2h, B M + 8bs^2h, W M (bsh(24h + 4s), bsh(24h + 8s), 24bsh h
    * for GPT's layer); input layer 3bsh (F bsh, W 2bsh); output layer 6bshV (F, B, W 2bshV each) */
   case PPSRT_OP_F:
-    return L * (M + 4 * bsh * s) + (!vm && first ? bsh : 0) + (!vm && last ? 2 * bsh * V : 0);
-  case PPSRT_OP_B: return L * (M + 8 * bsh * s) + (!vm && last ? 2 * bsh * V : 0);
+    return L * (M + 4 * b * h * ss) + (!vm && first ? bsh : 0) + (!vm && last ? 2 * bsh * V : 0);
+  case PPSRT_OP_B: return L * (M + 8 * b * h * ss) + (!vm && last ? 2 * bsh * V : 0);
   case PPSRT_OP_W: return L * M + (!vm && first ? 2 * bsh : 0) + (!vm && last ? 2 * bsh * V : 0);
   case PPSRT_OP_BW:
     return ppsrt_gpt_pass_flops(cfg, PPSRT_OP_B, stage) + ppsrt_gpt_pass_flops(cfg, PPSRT_OP_W, stage);

@@ -9,7 +9,8 @@
 #    --check (one whole-sequence device: the C = 1 computation, check.c) passes at
 #    C = 2 and 4, and under mpirun -np 4 (P 2 x C 2);
 #  - device 0's peak activation bytes at C = 2 are half of C = 1's (only the local
-#    tokens' activations, K and V included, are kept);
+#    tokens' activations, K and V included, are kept); its FLOPs those of its tokens
+#    and of its two query chunks against the keys they see (computed here);
 #  - with --tensor-parallel 2 --sequence-parallel, with --data-parallel 2 and the
 #    distributed optimizer (sharded over D x C = 4), on ZB-V (a V shape, B and W apart),
 #    V-Half with vocabulary parallelism (async), PipeOffload and tied embeddings: the
@@ -41,6 +42,19 @@ grep -q '"layout":{"devices":2,"data_parallel":1,"context_parallel":2,"tensor_pa
 p1=$(peak0 "$WORK/G1"); p2=$(peak0 "$WORK/G2")
 [ -n "$p1" ] && [ "$p2" -gt 0 ] && [ $((2 * p2)) -eq "$p1" ] && pass "device 0 keeps half the activation bytes at C = 2 ($p2 of $p1)" \
   || fail "peak activation bytes C = 2: '$p2', C = 1: '$p1'"
+
+# FLOPs a rank: its s/C tokens' products, and its two query chunks against the keys
+# they see, (2C + 1) (s/2C)^2 query-key pairs a rank where C = 1 counts s^2: device 0
+# (stage 0, one layer, m = 4) at C = 1 minus C times its C-rank figure is the attention
+# C ranks do not compute, 4 x 12 b h (s^2 - C (2C + 1) (s/2C)^2) (12 = F's 4 + B's 8)
+d0() { "$A" $G --context-parallel $1 2>/dev/null | sed -n 's/^flops: .*(d0 \([0-9]*\) .*/\1/p'; }
+f1=$(d0 1)
+for C in 2 4; do
+  fc=$(d0 $C)
+  want=$(python3 -c "C=$C; s=8; print(int(4 * 12 * 1 * 16 * (s * s - C * (2 * C + 1) * (s / (2 * C)) ** 2)))")
+  [ -n "$f1" ] && [ -n "$fc" ] && [ $((f1 - C * fc)) -eq "$want" ] && pass "FLOPs: device 0 at C = $C: $fc (C = 1: $f1, the masked blocks $want)" \
+    || fail "FLOPs at C = $C: '$fc', C = 1 '$f1', want a difference of $want"
+done
 
 # with the other splits and schedules
 run t1 "$A" $G --iterations 3 --tensor-parallel 2 --sequence-parallel
