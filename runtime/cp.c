@@ -12,16 +12,18 @@
  * keys at positions up to their own (backend attention_fwd_at, a query block at global
  * offset q0 = chunk x Tc). The backward gathers them again (only the local K and V are
  * kept as activations: a rank's activation memory is 1/C of the sequence's), computes
- * the local queries' gradient and every key's and value's (attention_bwd_at adds the
- * two chunks' contributions), and reduce-scatters the keys' and values' gradients back
- * to the ranks that own them, which add them to their own rows of dQKV.
+ * the local queries' gradient and every key's and value's (attention_bwd_at, a chunk's
+ * keys' gradients, the two chunks' added up), and reduce-scatters the keys' and values'
+ * gradients back to the ranks that own them, which put them in their own rows of dQKV.
+ * --attention-dropout: each block's mask indexed by the global positions in the whole
+ * sequence (dropout.h's seq), so that the ranks drop what C = 1 drops.
  *
  * The group: world rank ((r P + d) C + c) T + t (Megatron's order: tensor ranks
  * fastest, then context ranks); c->ctr is the group of the C ranks of (r, d, t) (cli.c:
  * threads, MPI_Comm_split or an NCCL communicator). Weight gradients are summed over
  * the context ranks with the replicas' (replica.c: gtr spans D x C ranks).
- * What it does not: no ring (p2p) exchange overlapping compute, no dropout on the
- * attention probabilities (--attention-dropout is refused with it). */
+ * What it does not: no ring (p2p) exchange overlapping compute; the collectives block
+ * the compute stream; the CUDA backend has no --attention-dropout with it (refused). */
 #include "config.h"
 #include "rt.h"
 #include <stdlib.h>
@@ -98,7 +100,17 @@ static int check_backend(ppsrt_ctx *c, const ppsrt_cp_shape *s) {
   return 0;
 }
 
-int ppsrt_cp_attention_fwd(ppsrt_ctx *c, const ppsrt_cp_shape *s, const void *qkv, void *att, float *lse) {
+/* the dropout of sequence b's blocks: the sequence folded into base, the whole sequence's T */
+static const ppsrt_dropout *seq_drop(const ppsrt_cp_shape *s, const ppsrt_dropout *drop, int b, ppsrt_dropout *d) {
+  if (!drop || !drop->thr) return NULL;
+  *d = *drop;
+  d->base = (uint64_t)b * drop->heads + drop->base;
+  d->seq = s->T;
+  return d;
+}
+
+int ppsrt_cp_attention_fwd(ppsrt_ctx *c, const ppsrt_cp_shape *s, const void *qkv, void *att, float *lse,
+                           const ppsrt_dropout *drop) {
   ppsrt_backend *be = c->be;
   int rc = check_backend(c, s);
   if (rc) return rc;
@@ -110,16 +122,17 @@ int ppsrt_cp_attention_fwd(ppsrt_ctx *c, const ppsrt_cp_shape *s, const void *qk
     for (int j = 0; j < 2 && !rc; j++) {
       size_t row = (size_t)b * Tl + (size_t)j * Tc;
       const char *k = (const char *)kv + (size_t)b * s->T * kwe * es;
+      ppsrt_dropout d;
       rc = be->attention_fwd_at(be, CS, (char *)att + row * ha * es, lse + (size_t)(2 * b + j) * s->Hq * Tc,
                                 (const char *)qkv + row * s->ld * es, s->ld, k, (int)kwe, k + (size_t)s->Hkv * s->D * es,
-                                (int)kwe, Tc, chunk_of(s, s->cp, j) * Tc, s->Hq, s->Hkv, s->D);
+                                (int)kwe, Tc, chunk_of(s, s->cp, j) * Tc, s->Hq, s->Hkv, s->D, seq_drop(s, drop, b, &d));
     }
   be->free(be, kv);
   return rc;
 }
 
 int ppsrt_cp_attention_bwd(ppsrt_ctx *c, const ppsrt_cp_shape *s, const void *qkv, const void *att, const float *lse,
-                           const void *datt, void *dqkv) {
+                           const void *datt, void *dqkv, const ppsrt_dropout *drop) {
   ppsrt_backend *be = c->be;
   int rc = check_backend(c, s);
   if (rc) return rc;
@@ -143,12 +156,13 @@ int ppsrt_cp_attention_bwd(ppsrt_ctx *c, const ppsrt_cp_shape *s, const void *qk
     if (Tk1 < (size_t)s->T) rc = be->memset0(be, CS, dkb + Tk1 * kwe * es, ((size_t)s->T - Tk1) * kwe * es);
     for (int j = 1; j >= 0 && !rc; j--) {
       size_t row = (size_t)b * Tl + (size_t)j * Tc;
+      ppsrt_dropout d;
       char *dk = j ? dkb : tmp;
       rc = be->attention_bwd_at(be, CS, (char *)dqkv + row * s->ld * es, s->ld, dk, dk + (size_t)s->Hkv * s->D * es,
                                 (int)kwe, (const char *)datt + row * ha * es, (const char *)att + row * ha * es,
                                 lse + (size_t)(2 * b + j) * s->Hq * Tc, (const char *)qkv + row * s->ld * es, s->ld, k,
                                 (int)kwe, k + (size_t)s->Hkv * s->D * es, (int)kwe, Tc, chunk_of(s, s->cp, j) * Tc,
-                                s->Hq, s->Hkv, s->D);
+                                s->Hq, s->Hkv, s->D, seq_drop(s, drop, b, &d));
     }
     if (!rc) rc = be->add(be, CS, dkb, dkb, tmp, Tk0 * kwe);
   }

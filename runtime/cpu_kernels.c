@@ -291,7 +291,7 @@ static int attn_fwd_core(void *out_, float *lse, const void *q_, int ldq, const 
   float *s = malloc((size_t)(Tk > 0 ? Tk : 1) * sizeof *s);
   if (!s) return PPSRT_FAIL(PPSRT_E_NOMEM, "attention: no scratch memory");
   const float scale = 1.0f / sqrtf((float)D);
-  const int grp = Hq / Hkv, ldo = Hq * D, dr = drop && drop->thr;
+  const int grp = Hq / Hkv, ldo = Hq * D, dr = drop && drop->thr, Ts = dr && drop->seq ? drop->seq : Tk;
   for (int bb = 0; bb < batch; bb++)
     for (int h = 0; h < Hq; h++) {
       int g = h / grp;
@@ -313,7 +313,7 @@ static int attn_fwd_core(void *out_, float *lse, const void *q_, int ldq, const 
         }
         float inv = 1.0f / l;
         float *oi = out + (size_t)(bb * T + i) * ldo + (size_t)h * D;
-        uint64_t row = dr ? (((uint64_t)bb * drop->heads + drop->base + h) * Tk + gi) * Tk : 0;
+        uint64_t row = dr ? (((uint64_t)bb * drop->heads + drop->base + h) * Ts + gi) * Ts : 0;
         for (int d = 0; d < D; d++) oi[d] = 0.0f;
         for (int j = 0; j <= gi; j++) {
           const float *vj = v + ((size_t)bb * Tk + j) * ldv + (size_t)g * D;
@@ -334,9 +334,10 @@ static int k_attention_fwd(ppsrt_backend *b, int stream, void *out, float *lse, 
   return attn_fwd_core(out, lse, q, ldq, k, ldk, v, ldv, batch, T, 0, Hq, Hkv, D, drop);
 }
 static int k_attention_fwd_at(ppsrt_backend *b, int stream, void *out, float *lse, const void *q, int ldq,
-                              const void *k, int ldk, const void *v, int ldv, int Tq, int q0, int Hq, int Hkv, int D) {
+                              const void *k, int ldk, const void *v, int ldv, int Tq, int q0, int Hq, int Hkv, int D,
+                              const ppsrt_dropout *drop) {
   ENTER(b, stream);
-  return attn_fwd_core(out, lse, q, ldq, k, ldk, v, ldv, 1, Tq, q0, Hq, Hkv, D, NULL);
+  return attn_fwd_core(out, lse, q, ldq, k, ldk, v, ldv, 1, Tq, q0, Hq, Hkv, D, drop);
 }
 
 /* attention_bwd, same indexing as attention_fwd, with P_ij = exp(s_ij - lse_i) (j <= i),
@@ -361,7 +362,7 @@ static int attn_bwd_core(void *dq_, int lddq, void *dk_, void *dv_, int lddk, in
   float *dq = dq_, *dk = dk_, *dv = dv_;
   const float *dout = dout_, *out = out_, *q = q_, *k = k_, *v = v_;
   const float scale = 1.0f / sqrtf((float)D);
-  const int grp = Hq / Hkv, ldo = Hq * D, dr = drop && drop->thr, Tk = q0 + T;
+  const int grp = Hq / Hkv, ldo = Hq * D, dr = drop && drop->thr, Tk = q0 + T, Ts = dr && drop->seq ? drop->seq : Tk;
   for (int r = 0; r < batch * Tk && !accumulate; r++) {
     memset(dk + (size_t)r * lddk, 0, (size_t)Hkv * D * sizeof(float));
     memset(dv + (size_t)r * lddk, 0, (size_t)Hkv * D * sizeof(float));
@@ -380,7 +381,7 @@ static int attn_bwd_core(void *dq_, int lddq, void *dk_, void *dv_, int lddk, in
         for (int d = 0; d < D; d++) delta += doi[d] * oi[d];
         float *dqi = dq + ri * lddq + (size_t)h * D;
         for (int d = 0; d < D; d++) dqi[d] = 0.0f;
-        uint64_t row = dr ? (((uint64_t)bb * drop->heads + drop->base + h) * Tk + gi) * Tk : 0;
+        uint64_t row = dr ? (((uint64_t)bb * drop->heads + drop->base + h) * Ts + gi) * Ts : 0;
         for (int j = 0; j <= gi; j++) {
           size_t rj = (size_t)bb * Tk + j;
           const float *kj = k + rj * ldk + (size_t)g * D, *vj = v + rj * ldv + (size_t)g * D;
@@ -416,9 +417,10 @@ static int k_attention_bwd(ppsrt_backend *b, int stream, void *dq, void *dk, voi
 }
 static int k_attention_bwd_at(ppsrt_backend *b, int stream, void *dq, int lddq, void *dk, void *dv, int lddk,
                               const void *dout, const void *out, const float *lse, const void *q, int ldq,
-                              const void *k, int ldk, const void *v, int ldv, int Tq, int q0, int Hq, int Hkv, int D) {
+                              const void *k, int ldk, const void *v, int ldv, int Tq, int q0, int Hq, int Hkv, int D,
+                              const ppsrt_dropout *drop) {
   ENTER(b, stream);
-  return attn_bwd_core(dq, lddq, dk, dv, lddk, 0, dout, out, lse, q, ldq, k, ldk, v, ldv, 1, Tq, q0, Hq, Hkv, D, NULL);
+  return attn_bwd_core(dq, lddq, dk, dv, lddk, 0, dout, out, lse, q, ldq, k, ldk, v, ldv, 1, Tq, q0, Hq, Hkv, D, drop);
 }
 
 /* embedding_fwd over a vocabulary shard: table holds rows for ids [lo, hi), [hi-lo, C]:

@@ -335,11 +335,13 @@ int ppsrt_cp_reduce_scatter(ppsrt_ctx *c, const float *send, float *recv, size_t
  * local chunk's queries against the keys up to their own positions: att [Bm T/C, Hq D],
  * lse (F32 Bm Hq T/C). bwd gathers them again, computes dq of the local rows into dqkv
  * (same layout as qkv) and every key's and value's gradient, reduce-scattered back to
- * their owners' rows of dqkv. */
+ * their owners' rows of dqkv. drop (NULL: none): --attention-dropout's site, indexed
+ * by the global positions in the whole sequence as at C = 1 (dropout.h). */
 typedef struct ppsrt_cp_shape { int Bm, T, C, cp, Hq, Hkv, D, ld; } ppsrt_cp_shape;
-int ppsrt_cp_attention_fwd(ppsrt_ctx *c, const ppsrt_cp_shape *s, const void *qkv, void *att, float *lse);
+int ppsrt_cp_attention_fwd(ppsrt_ctx *c, const ppsrt_cp_shape *s, const void *qkv, void *att, float *lse,
+                           const ppsrt_dropout *drop);
 int ppsrt_cp_attention_bwd(ppsrt_ctx *c, const ppsrt_cp_shape *s, const void *qkv, const void *att, const float *lse,
-                           const void *datt, void *dqkv);
+                           const void *datt, void *dqkv, const ppsrt_dropout *drop);
 /* The global position of local row u (0 <= u < T/C) of rank cp of C (sequence of T). */
 static inline int ppsrt_cp_pos(int T, int C, int cp, int u) {
   int Tc = T / (2 * C), j = u / Tc;

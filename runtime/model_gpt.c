@@ -179,8 +179,32 @@ static ppsrt_dropout drop_site(const ppsrt_model *m, int mb, int layer, int site
   int at = site == PPSRT_DROP_ATTN;
   ppsrt_dropout d = {at ? g->dta : g->dth, at ? g->dsa : g->dsh,
                      ppsrt_drop_key(m->cfg.seed, g->step, (int64_t)m->cfg.mb0 + mb, layer, site), base,
-                     at ? g->Hq * g->tp : 0};
+                     at ? g->Hq * g->tp : 0, 0};
   return d;
+}
+
+/* --hidden-dropout on this rank's n rows [r0, r0 + n) of its N (bias_dropout_add's
+ * y = a + drop(x + bias), each a [n, h] or NULL): one kernel whose base is r0 h, or
+ * under --context-parallel one for each run of rows consecutive in the whole
+ * micro-batch (a chunk of a sequence), based at its first row's global index
+ * (b T + position) h, so that every element keeps C = 1's mask. */
+static int drop_rows(const ppsrt_model *m, int mb, int layer, int site, void *y, const void *a, const void *x,
+                     const void *bias) {
+  const gpt *g = m->impl;
+  ppsrt_backend *be = m->be;
+  int Tc = g->T / (2 * g->cp);
+  for (int i = 0; i < g->n;) {
+    int u = g->r0 + i, b = u / g->Tl, lu = u % g->Tl, seg = g->cp > 1 ? Tc - lu % Tc : g->n;
+    if (seg > g->n - i) seg = g->n - i;
+    int64_t row = g->cp > 1 ? (int64_t)b * g->T + ppsrt_cp_pos(g->T, g->cp, g->cpr, lu) : u;
+    ppsrt_dropout d = drop_site(m, mb, layer, site, (uint64_t)row * g->h);
+    size_t off = (size_t)i * g->h * g->es;
+    int rc = be->bias_dropout_add(be, CS, (char *)y + off, a ? (const char *)a + off : NULL, (const char *)x + off, bias,
+                                  seg, g->h, &d);
+    if (rc) return rc;
+    i += seg;
+  }
+  return 0;
 }
 
 #define TRY(e)                   \
@@ -241,6 +265,12 @@ static int linear_w(const gpt *g, ppsrt_backend *be, int M, int K, int Nc, const
 /* --context-parallel: this rank's attention shape (cp.c) */
 static ppsrt_cp_shape cp_shape(const gpt *g) {
   return (ppsrt_cp_shape){g->Bm, g->T, g->cp, g->cpr, g->Hq, g->Hkv, g->D, g->q};
+}
+
+static int cp_attn_bwd(ppsrt_ctx *c, const gpt *g, const void *qkv, const void *att, const float *lse, const void *datt,
+                       void *dqkv, const ppsrt_dropout *drop) {
+  ppsrt_cp_shape s = cp_shape(g);
+  return ppsrt_cp_attention_bwd(c, &s, qkv, att, lse, datt, dqkv, drop);
 }
 
 static int get(ppsrt_ctx *c, int mb, int stage, int idx, void **p) { return ppsrt_act_get(c, mb, stage, idx, p); }
@@ -476,7 +506,7 @@ static int layer_f_in(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, 
   ppsrt_dropout da = drop_site(m, mb, gl, PPSRT_DROP_ATTN, (uint64_t)g->tpr * g->Hq);
   if (g->cp > 1) {   /* --context-parallel: the group's keys and values gathered (cp.c) */
     ppsrt_cp_shape cs = cp_shape(g);
-    K(ppsrt_cp_attention_fwd(c, &cs, qkv, att, lse));
+    K(ppsrt_cp_attention_fwd(c, &cs, qkv, att, lse, g->dta ? &da : NULL));
   } else
     K(be->attention_fwd(be, CS, att, lse, qb, q, qb + (size_t)g->Hq * D * es, q, qb + (size_t)(g->Hq + g->Hkv) * D * es,
                         q, g->Bm, g->T, g->Hq, g->Hkv, D, g->dta ? &da : NULL));
@@ -484,10 +514,9 @@ static int layer_f_in(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, 
    * first, or reduce-scattered to this rank's rows, the bias added once after); with
    * --hidden-dropout x1 = x + drop(att Wproj + b), bias and dropout in one kernel */
   if (g->dth) {
-    ppsrt_dropout d = drop_site(m, mb, gl, PPSRT_DROP_PROJ, (uint64_t)g->r0 * h);
     if (g->tp > 1) K(gemm_tp_sum(c, g, be, 0, 0, N, h, ha, att, ha, p[PROJW]->param.data, h, x1));
     else K(be->gemm(be, CS, 0, 0, N, h, ha, 1.0f, att, AT, ha, p[PROJW]->param.data, AT, h, 0.0f, x1, AT, h));
-    K(be->bias_dropout_add(be, CS, x1, x, x1, PD(p[PROJB]), n, h, &d));
+    K(drop_rows(m, mb, gl, PPSRT_DROP_PROJ, x1, x, x1, PD(p[PROJB])));
   } else if (g->tp > 1) {
     K(gemm_tp_sum(c, g, be, 0, 0, N, h, ha, att, ha, p[PROJW]->param.data, h, x1));
     K(be->add(be, CS, x1, x1, x, nh));
@@ -510,10 +539,9 @@ static int layer_f_in(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, 
     K(g->sw ? be->swiglu_fwd(be, CS, hact, hpre, N, f) : be->gelu_fwd(be, CS, hact, hpre, (size_t)N * f));
   }
   if (g->dth) {   /* y = x1 + drop(hact Wfc2 + b) */
-    ppsrt_dropout d = drop_site(m, mb, gl, PPSRT_DROP_FC2, (uint64_t)g->r0 * h);
     if (g->tp > 1) K(gemm_tp_sum(c, g, be, 0, 0, N, h, f, hact, f, p[FC2W]->param.data, h, y));
     else K(be->gemm(be, CS, 0, 0, N, h, f, 1.0f, hact, AT, f, p[FC2W]->param.data, AT, h, 0.0f, y, AT, h));
-    K(be->bias_dropout_add(be, CS, y, x1, y, PD(p[FC2B]), n, h, &d));
+    K(drop_rows(m, mb, gl, PPSRT_DROP_FC2, y, x1, y, PD(p[FC2B])));
     return 0;
   }
   if (g->tp > 1) {
@@ -549,9 +577,8 @@ static int hdrop(ppsrt_model *m, int mb, int layer, int site, const void *src, v
   gpt *g = m->impl;
   *out = src;
   if (!g->dth) return 0;
-  ppsrt_dropout d = drop_site(m, mb, layer, site, (uint64_t)g->r0 * g->h);
   *out = dst;
-  return m->be->bias_dropout_add(m->be, CS, dst, NULL, src, NULL, g->n, g->h, &d);
+  return drop_rows(m, mb, layer, site, dst, NULL, src, NULL);
 }
 
 /* B of layer l: from dy (the gradient of the layer's output) to dx (the gradient of its
@@ -592,7 +619,6 @@ static int layer_b(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int
   int gl = stage * g->L + l;
   ppsrt_dropout da = drop_site(m, mb, gl, PPSRT_DROP_ATTN, (uint64_t)g->tpr * g->Hq);
   size_t ko = (size_t)g->Hq * D * es, vo = (size_t)(g->Hq + g->Hkv) * D * es;
-  ppsrt_cp_shape cs = cp_shape(g);
   int rc;
   /* MLP: dhact = dy Wfc2^T; dhpre = dhact * gelu'(hpre) written over hpre (no copy; with
    *      SwiGLU [dgate | dup], swiglu_bwd);
@@ -625,7 +651,7 @@ static int layer_b(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int
       (rc = hdrop(m, mb, gl, PPSRT_DROP_PROJ, dx1, dd, &dx1m)) ||
       (rc = sp_gather(c, g, dx1m, G, h, &dx1f)) ||
       (rc = be->gemm(be, CS, 0, 1, N, ha, h, 1.0f, dx1f, AT, h, p[PROJW]->param.data, AT, h, 0.0f, tmp, AT, ha)) ||
-      (rc = g->cp > 1 ? ppsrt_cp_attention_bwd(c, &cs, qkv, att, lse, tmp, t2)
+      (rc = g->cp > 1 ? cp_attn_bwd(c, g, qkv, att, lse, tmp, t2, g->dta ? &da : NULL)
                       : be->attention_bwd(be, CS, t2, t2 + ko, t2 + vo, q, tmp, att, lse, qb, q, qb + ko, q, qb + vo, q,
                                           g->Bm, g->T, g->Hq, g->Hkv, D, g->dta ? &da : NULL)) ||
       (g->rope && (rc = be->rope(be, CS, t2, q, g->posid, g->rcs, N, g->Hq + g->Hkv, D, 1))) ||
@@ -710,8 +736,7 @@ static int gpt_head_f(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, void *x);
 static int embed_drop(ppsrt_model *m, int mb, void *x) {
   gpt *g = m->impl;
   if (!g->dth || g->nc) return 0;
-  ppsrt_dropout d = drop_site(m, mb, -1, PPSRT_DROP_EMBED, (uint64_t)g->r0 * g->h);
-  return m->be->bias_dropout_add(m->be, CS, x, NULL, x, NULL, g->n, g->h, &d);
+  return drop_rows(m, mb, -1, PPSRT_DROP_EMBED, x, NULL, x, NULL);
 }
 
 /* F: stage input (embedding on stage 0), L layers, and on the last stage LN_f and
@@ -1525,9 +1550,6 @@ static int gpt_check_sizes(const ppsrt_model_config *cfg, int nstages) {
   if (cfg->cp > 1 && cfg->seq % (2 * cfg->cp))
     return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --context-parallel %d cuts each sequence into 2 x %d = %d chunks: --seq %d "
                       "must be a multiple of %d", cfg->cp, cfg->cp, 2 * cfg->cp, cfg->seq, 2 * cfg->cp);
-  if (cfg->cp > 1 && (cfg->hidden_dropout > 0 || cfg->attention_dropout > 0))
-    return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --context-parallel does not run with --hidden-dropout or --attention-dropout "
-                      "(not implemented: the masks of a rank's two chunks)");
   if (cfg->sp && cfg->tp > 1 && cfg->cp > 1 && ((int64_t)cfg->seq / cfg->cp * cfg->micro_batch) % cfg->tp)
     return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --sequence-parallel splits a context rank's --micro-batch %d x --seq %d / "
                       "--context-parallel %d = %lld tokens over --tensor-parallel %d ranks: %d must divide them",

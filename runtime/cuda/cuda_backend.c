@@ -1119,7 +1119,7 @@ void ppsrt_cuda_attention_calls(ppsrt_backend *b, long *fused, long *unfused) {
  * falls back to cuBLAS. Returns 1 when the fused path may be tried. */
 static int attn_drop_ok(ppsrt_backend *b, const ppsrt_dropout *drop, ppsrt_dropout *eff, int *rc) {
   *rc = 0;
-  *eff = drop && drop->thr ? *drop : (ppsrt_dropout){0, 1.0f, 0, 0, 0};   /* what the cuBLAS path applies */
+  *eff = drop && drop->thr ? *drop : (ppsrt_dropout){0, 1.0f, 0, 0, 0, 0};   /* what the cuBLAS path applies */
   if (!eff->thr) return 1;
   cuda_impl *im = IM(b);
   if (im->attn_path == ATTN_CUDNN && im->attn_strict)
@@ -1194,13 +1194,21 @@ static int attn_fwd_core(ppsrt_backend *b, int stream, void *out, float *lse, co
       }
   return ws_done(b, stream);
 }
+/* --attention-dropout under --context-parallel: its mask's index needs the whole
+ * sequence's length where the kernels use the block's (not implemented here) */
+static int attn_cp_drop(ppsrt_backend *b) {
+  return PPSRT_FAIL(PPSRT_E_USAGE, "cuda: GPU %d: --attention-dropout with --context-parallel is not implemented on the "
+                    "CUDA backend\nhint: run it on --backend cpu, or without --attention-dropout", IM(b)->dev);
+}
 static int cu_attention_fwd(ppsrt_backend *b, int stream, void *out, float *lse, const void *q, int ldq,
                             const void *k, int ldk, const void *v, int ldv, int batch, int T, int Hq, int Hkv,
                             int D, const ppsrt_dropout *drop) {
   return attn_fwd_core(b, stream, out, lse, q, ldq, k, ldk, v, ldv, batch, T, 0, Hq, Hkv, D, drop);
 }
 static int cu_attention_fwd_at(ppsrt_backend *b, int stream, void *out, float *lse, const void *q, int ldq,
-                               const void *k, int ldk, const void *v, int ldv, int Tq, int q0, int Hq, int Hkv, int D) {
+                               const void *k, int ldk, const void *v, int ldv, int Tq, int q0, int Hq, int Hkv, int D,
+                               const ppsrt_dropout *drop) {
+  if (drop && drop->thr) return attn_cp_drop(b);
   return attn_fwd_core(b, stream, out, lse, q, ldq, k, ldk, v, ldv, 1, Tq, q0, Hq, Hkv, D, NULL);
 }
 
@@ -1323,7 +1331,9 @@ static int cu_attention_bwd(ppsrt_backend *b, int stream, void *dq, void *dk, vo
 }
 static int cu_attention_bwd_at(ppsrt_backend *b, int stream, void *dq, int lddq, void *dk, void *dv, int lddk,
                                const void *dout, const void *out, const float *lse, const void *q, int ldq,
-                               const void *k, int ldk, const void *v, int ldv, int Tq, int q0, int Hq, int Hkv, int D) {
+                               const void *k, int ldk, const void *v, int ldv, int Tq, int q0, int Hq, int Hkv, int D,
+                               const ppsrt_dropout *drop) {
+  if (drop && drop->thr) return attn_cp_drop(b);
   return attn_bwd_core(b, stream, dq, lddq, dk, dv, lddk, dout, out, lse, q, ldq, k, ldk, v, ldv, 1, Tq, q0, Hq, Hkv, D,
                        NULL);
 }

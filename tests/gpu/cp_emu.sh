@@ -13,7 +13,9 @@
 #    optimizer (16 emulated GPUs: the groups' world rank layout ((r P + d) C + c) T + t);
 #    V-Half with vocabulary parallelism (async lanes);
 #  - under mpirun -np 4 with the NCCL transport (the groups bootstrapped over MPI);
-#  - PPSRT_CUDA_ATTN=cudnn is refused (exit 2) with the reason.
+#  - --hidden-dropout (its masks at the rows' global indices) passes --check;
+#    --attention-dropout is not implemented on the CUDA backend under it: refused (exit 2)
+#    with the reason; PPSRT_CUDA_ATTN=cudnn is refused (exit 2) with the reason.
 # Skipped (77) without the emulator; the MPI part without MPI (said so).
 . "$(dirname "$0")/../runtime/lib.sh"
 need_emu
@@ -45,6 +47,10 @@ if have_mpi; then
     --transport nccl --context-parallel 2 --check -q
   expect_grep "^check: passed" "MPI + NCCL C = 2: check passes"
 else skip "no MPI: the mpirun line"; fi
+expect_exit 0 "--hidden-dropout C = 2 --check, threads" emu 8 "$WORK/a" $G --transport threads --hidden-dropout 0.1 --context-parallel 2 --check -q
+expect_grep "^check: passed" "hidden dropout C = 2: check passes"
+expect_exit 2 "--attention-dropout C = 2 on the CUDA backend refused" emu 9 "$WORK/a" $G --transport threads --attention-dropout 0.1 --context-parallel 2
+expect_grep "attention-dropout with --context-parallel is not implemented on the CUDA backend" "CUDA attention dropout under CP: the reason"
 expect_exit 2 "PPSRT_CUDA_ATTN=cudnn refused" env PPSRT_CUDA_ATTN=cudnn LD_PRELOAD="$EMU" "$WORK/a" $G --backend cuda --context-parallel 2
 expect_grep "cuDNN attention (PPSRT_CUDA_ATTN=cudnn) has no query block" "cudnn: the reason"
 finish

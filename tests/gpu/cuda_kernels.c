@@ -478,7 +478,7 @@ static void t_swiglu_at(int N, int C) {
 static void t_dropout(void) {
   const int N = 67, C = 301;
   size_t n = (size_t)N * C;
-  ppsrt_dropout d = {ppsrt_drop_thr(0.3), (float)(1.0 / 0.7), ppsrt_drop_key(9, 2, 1, 3, PPSRT_DROP_FC2), 5, 0};
+  ppsrt_dropout d = {ppsrt_drop_thr(0.3), (float)(1.0 / 0.7), ppsrt_drop_key(9, 2, 1, 3, PPSRT_DROP_FC2), 5, 0, 0};
   pair x = mk(n, PPSRT_BF16, 1, 0), bias = mk(C, PPSRT_BF16, 1, 0), a = mk(n, PPSRT_BF16, 1, 0);
   OK(cpu->bias_dropout_add(cpu, 0, a.c, a.c, x.c, bias.c, N, C, &d));
   OK(gpu->bias_dropout_add(gpu, 0, a.g, a.g, x.g, bias.g, N, C, &d));
@@ -577,7 +577,7 @@ static void t_attention(void) {
   t_attention_on(small, "b2 T300 Hq6 Hkv1 D16 GQA, group split 4+2", 2, 300, 6, 1, 16, NULL);
   /* attention dropout: the masks of the cuBLAS path's kernels (a unit's heads, a chunk's
    * rows) are the CPU's; p = 0.2, a tensor rank's heads from 3 of 12 (base 3) */
-  ppsrt_dropout d = {ppsrt_drop_thr(0.2), (float)(1.0 / 0.8), ppsrt_drop_key(3, 1, 2, 0, PPSRT_DROP_ATTN), 3, 12};
+  ppsrt_dropout d = {ppsrt_drop_thr(0.2), (float)(1.0 / 0.8), ppsrt_drop_key(3, 1, 2, 0, PPSRT_DROP_ATTN), 3, 12, 0};
   t_attention_on(gpu, "b2 T33 Hq4 Hkv2 D16 dropout 0.2", 2, 33, 4, 2, 16, &d);
   t_attention_on(small, "b2 T200 Hq4 Hkv2 D16 row chunks, dropout", 2, 200, 4, 2, 16, &d);
   t_attention_on(small, "b2 T300 Hq6 Hkv1 D16 group split 4+2, dropout", 2, 300, 6, 1, 16, &d);

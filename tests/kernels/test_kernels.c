@@ -520,7 +520,7 @@ static void test_dropout(void) {
   const double ps[3] = {0.1, 0.5, 0.9};
   for (int k = 0; k < 3; k++) {
     double p = ps[k];
-    ppsrt_dropout d = {ppsrt_drop_thr(p), (float)(1.0 / (1.0 - p)), ppsrt_drop_key(7, 3, 1, 2, PPSRT_DROP_FC2), 0, 0};
+    ppsrt_dropout d = {ppsrt_drop_thr(p), (float)(1.0 / (1.0 - p)), ppsrt_drop_key(7, 3, 1, 2, PPSRT_DROP_FC2), 0, 0, 0};
     OK(be->bias_dropout_add(be, 0, y, NULL, x, NULL, (int)(n / 1024), 1024, &d), "bias_dropout_add");
     size_t dropped = 0, badscale = 0;
     for (size_t i = 0; i < n; i++) {
@@ -536,7 +536,7 @@ static void test_dropout(void) {
   /* masks of another key or another offset agree with this one as independent masks
    * do: on a share p^2 + (1-p)^2 of the elements (p = 0.5: 1/2), within 5 s.e. */
   {
-    ppsrt_dropout a = {ppsrt_drop_thr(0.5), 2.0f, ppsrt_drop_key(7, 3, 1, 2, PPSRT_DROP_FC2), 0, 0};
+    ppsrt_dropout a = {ppsrt_drop_thr(0.5), 2.0f, ppsrt_drop_key(7, 3, 1, 2, PPSRT_DROP_FC2), 0, 0, 0};
     const char *what[3] = {"another step", "another site", "offset by one element"};
     for (int k = 0; k < 3; k++) {
       ppsrt_dropout b = a;
@@ -558,7 +558,7 @@ static void test_dropout(void) {
     int N = 7, C = 5;
     float *xa = rvec((size_t)N * C, 1), *ya = rvec((size_t)N * C, 1), *bias = rvec((size_t)C, 1);
     double *ref = malloc(sizeof(double) * N * C);
-    ppsrt_dropout d = {ppsrt_drop_thr(0.4), (float)(1.0 / 0.6), ppsrt_drop_key(1, 1, 0, 0, PPSRT_DROP_PROJ), 3, 0};
+    ppsrt_dropout d = {ppsrt_drop_thr(0.4), (float)(1.0 / 0.6), ppsrt_drop_key(1, 1, 0, 0, PPSRT_DROP_PROJ), 3, 0, 0};
     for (int i = 0; i < N * C; i++)
       ref[i] = ya[i] + (ppsrt_drop_keep(d.thr, d.key, 3 + (uint64_t)i) ? (float)((xa[i] + bias[i % C]) * d.scale) : 0.0);
     OK(be->bias_dropout_add(be, 0, ya, ya, xa, bias, N, C, &d), "bias_dropout_add");
@@ -568,7 +568,7 @@ static void test_dropout(void) {
   }
   /* attention with dropout (p = 0.3; a rank's heads from 2 of 6: base 2) and its backward */
   {
-    ppsrt_dropout d = {ppsrt_drop_thr(0.3), (float)(1.0 / 0.7), ppsrt_drop_key(5, 1, 0, 1, PPSRT_DROP_ATTN), 2, 6};
+    ppsrt_dropout d = {ppsrt_drop_thr(0.3), (float)(1.0 / 0.7), ppsrt_drop_key(5, 1, 0, 1, PPSRT_DROP_ATTN), 2, 6, 0};
     test_attention_dr(2, 5, 4, 2, 3, &d);
     test_attention_dr(1, 6, 2, 2, 4, &d);
   }

@@ -17,8 +17,10 @@
 #    C = 1 losses and --check passes;
 #  - a checkpoint saved at C = 2 resumes at C = 1 (and one of C = 1 at C = 4) with the
 #    uninterrupted run's next losses; the JSON layout counts the ranks;
+#  - --hidden-dropout and --attention-dropout give C = 1's losses at C = 2 and 4 (and with
+#    T = 2 + SP) and pass --check: the masks are indexed by global positions;
 #  - bad uses are refused (exit 2) with the reason: --seq not a multiple of 2C, C < 1,
-#    the mlp model, dropout, a transport of the wrong size.
+#    the mlp model, a transport of the wrong size.
 . "$(dirname "$0")/lib.sh"
 build a "$top_srcdir/stdlib/1f1b.pps" -D P=2 -D m=4 || { fail "build 1f1b"; finish; }
 A=$WORK/a
@@ -82,6 +84,20 @@ if build z "$top_srcdir/stdlib/zb_v.pps" -D P=2 -D m=4 && build vh "$top_srcdir/
   done
 else fail "build zb_v, vocab_v_half, pipeoffload"; fi
 
+# dropout: the masks indexed by global positions (the embedding's, the attention
+# probabilities', the projection's and FC2's), so the ranks drop what C = 1 drops
+DR="--hidden-dropout 0.1 --attention-dropout 0.2"
+run p1 "$A" $G $DR --iterations 3
+for C in 2 4; do
+  run p$C "$A" $G $DR --iterations 3 --context-parallel $C
+  close "dropout: C = $C = C = 1" "$WORK/p$C" "$WORK/p1"
+done
+run pt "$A" $L $DR --iterations 3 --context-parallel 2 --tensor-parallel 2 --sequence-parallel
+run pl "$A" $L $DR --iterations 3
+close "dropout, llama: C = 2 x T = 2 --sequence-parallel = C = 1" "$WORK/pt" "$WORK/pl"
+expect_exit 0 "dropout C = 2 --check" "$A" $G $DR --context-parallel 2 --check -q
+expect_grep "^check: passed" "dropout C = 2: check passes (the reference drops what the ranks drop)"
+
 # checkpoints are independent of C
 run u "$A" $G --iterations 4
 run s2 "$A" $G --iterations 2 --context-parallel 2 --save "$WORK/ck2.json"
@@ -104,8 +120,6 @@ expect_exit 2 "--context-parallel 0" "$A" $G --context-parallel 0
 expect_grep "context-parallel needs a group size from 1 to 1024" "C < 1: the reason"
 expect_exit 2 "--model mlp" "$A" --context-parallel 2
 expect_grep "does not run with --model mlp" "mlp: the reason"
-expect_exit 2 "dropout at C = 2" "$A" $G --context-parallel 2 --hidden-dropout 0.1
-expect_grep "does not run with --hidden-dropout or --attention-dropout" "dropout: the reason"
 if have_mpi; then
   expect_exit 2 "mpirun -np 2 for P 2 x C 2" mpirun_np 2 "$A" $G --context-parallel 2
   expect_grep "context-parallel 2" "wrong world size: names C"
