@@ -104,6 +104,11 @@ run s2 "$A" $G --iterations 2 --context-parallel 2 --save "$WORK/ck2.json"
 run r1 "$A" $G --iterations 2 --load "$WORK/ck2.json"
 [ "$(losses "$WORK/r1")" = "$(losses "$WORK/u" | cut -d' ' -f3-4) " ] && pass "saved at C = 2, resumed at C = 1: $(losses "$WORK/r1")" \
   || fail "resumed at C = 1: '$(losses "$WORK/r1")' vs '$(losses "$WORK/u")'"
+# (Adam's state sharded over the context ranks, gathered whole by the save)
+run s3 "$A" $G --iterations 2 --context-parallel 2 --tensor-parallel 2 --distributed-optimizer --save "$WORK/ck3.json"
+run r3 "$A" $G --iterations 2 --load "$WORK/ck3.json"
+[ "$(losses "$WORK/r3")" = "$(losses "$WORK/u" | cut -d' ' -f3-4) " ] && pass "saved at C = 2 x T = 2, distributed optimizer, resumed at C = 1: $(losses "$WORK/r3")" \
+  || fail "resumed at C = 1: '$(losses "$WORK/r1")' vs '$(losses "$WORK/u")'"
 run s1 "$A" $G --iterations 2 --save "$WORK/ck1.json"
 run r4 "$A" $G --iterations 2 --load "$WORK/ck1.json" --context-parallel 4
 close "saved at C = 1, resumed at C = 4" "$WORK/r4" "$WORK/r1"
