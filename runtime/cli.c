@@ -735,6 +735,10 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   if (my_rank == 0 && hw_dp >= 1 && hw_dp != run.nrep)
     fprintf(stderr, "%s: note: the schedule's hardware { data_parallel = %g } plans %g replicas; this run has %d (%s)\n", me,
             hw_dp, hw_dp, run.nrep, run.nrep > 1 ? "--data-parallel" : "give --data-parallel D for replicas");
+  double hw_cp = kv_get(p->hardware, p->nhardware, "context_parallel", 0);
+  if (my_rank == 0 && hw_cp >= 1 && hw_cp != run.ncp)
+    fprintf(stderr, "%s: note: the schedule's hardware { context_parallel = %g } plans %g context ranks a device; this run "
+            "has %d (%s)\n", me, hw_cp, hw_cp, run.ncp, run.ncp > 1 ? "--context-parallel" : "give --context-parallel C for them");
   double hw_sp = kv_get(p->hardware, p->nhardware, "sequence_parallel", -1);   /* -1: not given */
   if (my_rank == 0 && hw_sp >= 0 && (hw_sp != 0) != (o->sequence_parallel != 0))
     fprintf(stderr, "%s: note: the schedule's hardware { sequence_parallel = %g } plans %s sequence parallelism; this run %s\n",
