@@ -259,6 +259,10 @@ struct ppsrt_backend {
                           const void *dout, const void *out, const float *lse, const void *q, int ldq, const void *k,
                           int ldk, const void *v, int ldv, int Tq, int q0, int Hq, int Hkv, int D,
                           const ppsrt_dropout *drop);
+  /* Optional (NULL: the caller copies row by row with memcpy_async). A strided copy of
+   * act_dtype elements: dst[r ldd + c] = src[r lds + c] for r < rows, c < cols (one
+   * kernel: --context-parallel's keys and values out of and back into the fused QKV rows). */
+  int (*copy_rows)(ppsrt_backend *b, int stream, void *dst, int ldd, const void *src, int lds, int rows, int cols);
 };
 
 enum { PPSRT_EP_BIAS = 1, PPSRT_EP_BIAS_GELU = 2, PPSRT_EP_DGELU = 4, PPSRT_EP_BGRAD = 8 };

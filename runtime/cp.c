@@ -41,9 +41,13 @@ int ppsrt_cp_reduce_scatter(ppsrt_ctx *c, const float *send, float *recv, size_t
   return c->ctr->reduce_scatter_f32(c->ctr, c->cp_rank, c->be, CS, send, recv, count, PPSRT_SUM);
 }
 
-/* rows rows of w bytes from src (row stride ss bytes) to dst (stride ds bytes) */
+/* rows rows of w bytes from src (row stride ss bytes) to dst (stride ds bytes), all
+ * multiples of the act dtype's size: one memcpy when contiguous, else the backend's
+ * strided copy (one kernel), else one memcpy a row */
 static int copy_rows(ppsrt_backend *be, void *dst, size_t ds, const void *src, size_t ss, size_t rows, size_t w) {
+  size_t es = ppsrt_dtype_size(be->act_dtype);
   if (ds == w && ss == w) return be->memcpy_async(be, CS, dst, src, rows * w, 0);
+  if (be->copy_rows) return be->copy_rows(be, CS, dst, (int)(ds / es), src, (int)(ss / es), (int)rows, (int)(w / es));
   for (size_t r = 0; r < rows; r++) {
     int rc = be->memcpy_async(be, CS, (char *)dst + r * ds, (const char *)src + r * ss, w, 0);
     if (rc) return rc;

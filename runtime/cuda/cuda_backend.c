@@ -1359,6 +1359,9 @@ static int cu_add_bias_gelu(ppsrt_backend *b, int stream, void *y, void *pre, co
 static int cu_bias_grad(ppsrt_backend *b, int stream, float *dbias, const void *dy, int N, int C) {
   KERNEL(b, stream, ppsrt_cu_bias_grad(s, dbias, dy, N, C));
 }
+static int cu_copy_rows(ppsrt_backend *b, int stream, void *dst, int ldd, const void *src, int lds, int rows, int cols) {
+  KERNEL(b, stream, ppsrt_cu_copy_rows_bf16(s, dst, ldd, src, lds, rows, cols));
+}
 static int cu_add(ppsrt_backend *b, int stream, void *y, const void *a, const void *c, size_t n) {
   KERNEL(b, stream, ppsrt_cu_add(s, y, a, c, n));
 }
@@ -1763,6 +1766,7 @@ int ppsrt_cuda_backend_create(int device_index, ppsrt_backend **out) {
   b->attention_fwd = cu_attention_fwd;
   b->attention_bwd = cu_attention_bwd;
   b->attention_fwd_at = cu_attention_fwd_at;
+  b->copy_rows = cu_copy_rows;
   b->attention_bwd_at = cu_attention_bwd_at;
   b->bias_dropout_add = cu_bias_dropout_add;
   b->embedding_fwd = cu_embedding_fwd;

@@ -98,6 +98,8 @@ cudaError_t ppsrt_cu_attn_delta(cudaStream_t s, float *delta, const void *dout, 
 cudaError_t ppsrt_cu_attn_dscores(cudaStream_t s, void *dS, const float *S, const float *dP,
                                   const float *lse, const float *delta, int nh, int R, int C, int r0, int T,
                                   float scale, uint32_t thr, float dscale, uint64_t key, uint64_t hb);
+/* dst[r*ldd + c] = src[r*lds + c] (bf16) for r < rows, c < cols (backend copy_rows). */
+cudaError_t ppsrt_cu_copy_rows_bf16(cudaStream_t s, void *dst, int ldd, const void *src, int lds, int rows, int cols);
 /* dst[t*ldd + d] = bf16(src[t*D + d]) for t < T, d < D. */
 cudaError_t ppsrt_cu_store_rows_bf16(cudaStream_t s, void *dst, int ldd, const float *src, int T, int D);
 /* dst[t*ldd + hh*D + d] = bf16(src[(hh*T + t)*D + d]) for hh < nh (per-head F32

@@ -948,6 +948,18 @@ cudaError_t ppsrt_cu_attn_dscores(cudaStream_t s, void *dS, const float *S, cons
   return cudaGetLastError();
 }
 
+static __global__ void k_copy_rows(bf16 *dst, int ldd, const bf16 *src, int lds, int rows, int cols) {
+  size_t total = (size_t)rows * cols;
+  GRID_STRIDE(i, total) {
+    size_t r = i / cols, c = i % cols;
+    dst[r * ldd + c] = src[r * lds + c];
+  }
+}
+cudaError_t ppsrt_cu_copy_rows_bf16(cudaStream_t s, void *dst, int ldd, const void *src, int lds, int rows, int cols) {
+  size_t n = (size_t)rows * cols;
+  EW(k_copy_rows, n, (bf16 *)dst, ldd, (const bf16 *)src, lds, rows, cols);
+}
+
 cudaError_t ppsrt_cu_store_rows_bf16(cudaStream_t s, void *dst, int ldd, const float *src, int T, int D) {
   return ppsrt_cu_store_heads_bf16(s, dst, ldd, src, 1, T, D);
 }
