@@ -635,9 +635,6 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   if (run.ncp > 1 && !strcmp(o->backend, "cuda") && getenv("PPSRT_CUDA_ATTN") && !strcmp(getenv("PPSRT_CUDA_ATTN"), "cudnn"))
     return usage_error(me, "--context-parallel: the fused cuDNN attention (PPSRT_CUDA_ATTN=cudnn) has no query block at an "
                        "offset\nhint: unset PPSRT_CUDA_ATTN or set it to cublas");
-  if (run.ncp > 1 && !strcmp(o->backend, "cuda") && cfg->attention_dropout > 0)   /* (the backend refuses it too) */
-    return usage_error(me, "--attention-dropout with --context-parallel is not implemented on the CUDA backend (its mask "
-                       "index needs the whole sequence's length)\nhint: run it on --backend cpu, or without --attention-dropout");
   if (run.ncp > 1 && ppsrt_gpt_check_config && ppsrt_gpt_check_config(cfg)) return usage_error(me, "%s", ppsrt_last_error());
   if (o->die_rank >= p->ndev)
     return usage_error(me, "--die-at: device %d does not exist (the schedule's devices are 0..%d)", o->die_rank, p->ndev - 1);

@@ -23,7 +23,7 @@
  * threads, MPI_Comm_split or an NCCL communicator). Weight gradients are summed over
  * the context ranks with the replicas' (replica.c: gtr spans D x C ranks).
  * What it does not: no ring (p2p) exchange overlapping compute; the collectives block
- * the compute stream; the CUDA backend has no --attention-dropout with it (refused). */
+ * the compute stream. */
 #include "config.h"
 #include "rt.h"
 #include <stdlib.h>

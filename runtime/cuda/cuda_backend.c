@@ -1147,6 +1147,7 @@ static int attn_fwd_core(ppsrt_backend *b, int stream, void *out, float *lse, co
   int fuse = attn_drop_ok(b, drop, &dr, &rc);
   (void)fuse;   /* (no fused path without the cuDNN frontend) */
   if (rc) return rc;
+  const int Td = dr.seq ? dr.seq : Tk;   /* the dropout index's sequence length (the whole one for a block) */
 #ifdef HAVE_CUDNN_FE
   if (fuse && !q0) {
     ppsrt_cudnn_attn_shape sh = {0, batch, T, Hq, Hkv, D, ldq, ldk, ldv, Hq * D, 0};
@@ -1184,7 +1185,7 @@ static int attn_fwd_core(ppsrt_backend *b, int stream, void *out, float *lse, co
           rc = gemm_fast(b, s, 0, 1, R, C, D, 1.0f, qc, PPSRT_BF16, ldq, D, kg, PPSRT_BF16, ldk, kvs, 0.0f, S,
                          PPSRT_F32, C, RC, n, 1);
           if (rc) return rc;
-          CUDA_CHECK(b, ppsrt_cu_attn_softmax_fwd(s, P, lh, S, n, R, C, r0, T, scale, dr.thr, dr.scale, dr.key,
+          CUDA_CHECK(b, ppsrt_cu_attn_softmax_fwd(s, P, lh, S, n, R, C, r0, T, Td, scale, dr.thr, dr.scale, dr.key,
                                                   dr.thr ? (uint64_t)bb * dr.heads + dr.base + h0 : 0));
           /* out_hh[r0 : r0+R] = P_hh V_g[0 : C] (bf16, row stride Hq*D) */
           rc = gemm_fast(b, s, 0, 0, R, D, C, 1.0f, P, PPSRT_BF16, C, RC, vg, PPSRT_BF16, ldv, kvs, 0.0f,
@@ -1194,12 +1195,6 @@ static int attn_fwd_core(ppsrt_backend *b, int stream, void *out, float *lse, co
       }
   return ws_done(b, stream);
 }
-/* --attention-dropout under --context-parallel: its mask's index needs the whole
- * sequence's length where the kernels use the block's (not implemented here) */
-static int attn_cp_drop(ppsrt_backend *b) {
-  return PPSRT_FAIL(PPSRT_E_USAGE, "cuda: GPU %d: --attention-dropout with --context-parallel is not implemented on the "
-                    "CUDA backend\nhint: run it on --backend cpu, or without --attention-dropout", IM(b)->dev);
-}
 static int cu_attention_fwd(ppsrt_backend *b, int stream, void *out, float *lse, const void *q, int ldq,
                             const void *k, int ldk, const void *v, int ldv, int batch, int T, int Hq, int Hkv,
                             int D, const ppsrt_dropout *drop) {
@@ -1208,8 +1203,7 @@ static int cu_attention_fwd(ppsrt_backend *b, int stream, void *out, float *lse,
 static int cu_attention_fwd_at(ppsrt_backend *b, int stream, void *out, float *lse, const void *q, int ldq,
                                const void *k, int ldk, const void *v, int ldv, int Tq, int q0, int Hq, int Hkv, int D,
                                const ppsrt_dropout *drop) {
-  if (drop && drop->thr) return attn_cp_drop(b);
-  return attn_fwd_core(b, stream, out, lse, q, ldq, k, ldk, v, ldv, 1, Tq, q0, Hq, Hkv, D, NULL);
+  return attn_fwd_core(b, stream, out, lse, q, ldq, k, ldk, v, ldv, 1, Tq, q0, Hq, Hkv, D, drop);
 }
 
 /* Backward, batched over heads like the forward: a unit is up to nh query heads whose
@@ -1233,6 +1227,7 @@ static int attn_bwd_core(ppsrt_backend *b, int stream, void *dq, int lddq, void 
   int fuse = attn_drop_ok(b, drop, &dr, &rc);
   (void)fuse;   /* (no fused path without the cuDNN frontend) */
   if (rc) return rc;
+  const int Td = dr.seq ? dr.seq : Tk;   /* the dropout index's sequence length (the whole one for a block) */
 #ifdef HAVE_CUDNN_FE
   if (fuse && !q0 && lddq == ldd) {
     ppsrt_cudnn_attn_shape sh = {1, batch, T, Hq, Hkv, D, ldq, ldk, ldv, Hq * D, ldd};
@@ -1286,7 +1281,7 @@ static int attn_bwd_core(ppsrt_backend *b, int stream, void *dq, int lddq, void 
                          PPSRT_F32, C, RC, n, 1);
           if (rc) return rc;
           const uint64_t hb = dr.thr ? (uint64_t)bb * dr.heads + dr.base + h0 : 0;
-          CUDA_CHECK(b, ppsrt_cu_attn_prob(s, P, S, lh, n, R, C, r0, T, scale, dr.thr, dr.scale, dr.key, hb));
+          CUDA_CHECK(b, ppsrt_cu_attn_prob(s, P, S, lh, n, R, C, r0, T, Td, scale, dr.thr, dr.scale, dr.key, hb));
           /* dV_hh[0 : C] += P_hh^T dout_hh[r0 : r0+R], per head (F32) */
           rc = gemm_fast(b, s, 1, 0, C, D, R, 1.0f, P, PPSRT_BF16, C, RC, doc, PPSRT_BF16, ldo, D, 1.0f, dv32,
                          PPSRT_F32, D, (long)TD, n, 1);
@@ -1296,7 +1291,7 @@ static int attn_bwd_core(ppsrt_backend *b, int stream, void *dq, int lddq, void 
                          PPSRT_F32, C, RC, n, 1);
           if (rc) return rc;
           /* dS = P (dP - delta) / sqrt(D), bf16, over P */
-          CUDA_CHECK(b, ppsrt_cu_attn_dscores(s, P, S, dP, lh, delta - q0, n, R, C, r0, T, scale, dr.thr, dr.scale, dr.key, hb));
+          CUDA_CHECK(b, ppsrt_cu_attn_dscores(s, P, S, dP, lh, delta - q0, n, R, C, r0, T, Td, scale, dr.thr, dr.scale, dr.key, hb));
           /* dq_hh[r0 : r0+R] = dS_hh K_g[0 : C] (written, bf16, row stride ldd) */
           rc = gemm_fast(b, s, 0, 0, R, D, C, 1.0f, P, PPSRT_BF16, C, RC, kg, PPSRT_BF16, ldk, kvs, 0.0f,
                          BFW(dq, (row0 + r0) * lddq + (size_t)h0 * D), PPSRT_BF16, lddq, D, n, 1);
@@ -1333,9 +1328,8 @@ static int cu_attention_bwd_at(ppsrt_backend *b, int stream, void *dq, int lddq,
                                const void *dout, const void *out, const float *lse, const void *q, int ldq,
                                const void *k, int ldk, const void *v, int ldv, int Tq, int q0, int Hq, int Hkv, int D,
                                const ppsrt_dropout *drop) {
-  if (drop && drop->thr) return attn_cp_drop(b);
   return attn_bwd_core(b, stream, dq, lddq, dk, dv, lddk, dout, out, lse, q, ldq, k, ldk, v, ldv, 1, Tq, q0, Hq, Hkv, D,
-                       NULL);
+                       drop);
 }
 
 /* ------------------------------------------------------------------------- */

@@ -1374,9 +1374,9 @@ static void t_launch_config(void) {
   OK(gpu->alloc(gpu, 1024, (void **)&S));
   OK(gpu->alloc(gpu, 1024, (void **)&lse));
   cudaStream_t s = ppsrt_cuda_stream(gpu, PPSRT_STREAM_COMPUTE);
-  cudaError_t bad = ppsrt_cu_attn_softmax_fwd(s, P, lse, S, 70000, 1, 1, 0, 1, 1.0f, 0, 1.0f, 0, 0);
+  cudaError_t bad = ppsrt_cu_attn_softmax_fwd(s, P, lse, S, 70000, 1, 1, 0, 1, 1, 1.0f, 0, 1.0f, 0, 0);
   cudaError_t after = cudaGetLastError();
-  cudaError_t good = ppsrt_cu_attn_softmax_fwd(s, P, lse, S, 1, 1, 1, 0, 1, 1.0f, 0, 1.0f, 0, 0);
+  cudaError_t good = ppsrt_cu_attn_softmax_fwd(s, P, lse, S, 1, 1, 1, 0, 1, 1, 1.0f, 0, 1.0f, 0, 0);
   OK(gpu->stream_sync(gpu, PPSRT_STREAM_COMPUTE));
   checks++;
   if ((bad != cudaErrorInvalidValue && bad != cudaErrorInvalidConfiguration) || after != cudaSuccess ||
