@@ -293,8 +293,9 @@ static void *device_main(void *arg) {
     c->status = rc;
     c->tr->abort(c->tr, c->rank, c->errmsg);
     if (c->lane_tr) c->lane_tr->abort(c->lane_tr, c->rank, c->errmsg);
-    if (c->gtr) c->gtr->abort(c->gtr, c->replica, c->errmsg);
+    if (c->gtr) c->gtr->abort(c->gtr, c->grank, c->errmsg);
     if (c->ttr) c->ttr->abort(c->ttr, c->tp_rank, c->errmsg);
+    if (c->ctr) c->ctr->abort(c->ctr, c->cp_rank, c->errmsg);
     return NULL;
   }
   c->status = rt_run_device(c);

@@ -516,7 +516,7 @@ static int fail_at(ppsrt_ctx *c, int i, int rc, const char *what) {
   }
   c->status = rc;
   if (c->tr && !c->reference) c->tr->abort(c->tr, c->rank, c->errmsg);
-  if (c->gtr && !c->reference) c->gtr->abort(c->gtr, c->replica, c->errmsg);   /* --data-parallel: its replicas too */
+  if (c->gtr && !c->reference) c->gtr->abort(c->gtr, c->grank, c->errmsg);   /* --data-parallel (x context ranks): its group too */
   if (c->ttr && !c->reference) c->ttr->abort(c->ttr, c->tp_rank, c->errmsg);   /* --tensor-parallel: its group too */
   if (c->ctr && !c->reference) c->ctr->abort(c->ctr, c->cp_rank, c->errmsg);   /* --context-parallel: its group too */
   if (c->lane_tr && !c->reference) c->lane_tr->abort(c->lane_tr, c->rank, c->errmsg);
