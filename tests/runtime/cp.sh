@@ -15,6 +15,8 @@
 #    distributed optimizer (sharded over D x C = 4), on ZB-V (a V shape, B and W apart),
 #    V-Half with vocabulary parallelism (async), PipeOffload and tied embeddings: the
 #    C = 1 losses and --check passes;
+#  - --data (a file's sequences) and --val-data give C = 1's training and validation
+#    losses;
 #  - a checkpoint saved at C = 2 resumes at C = 1 (and one of C = 1 at C = 4) with the
 #    uninterrupted run's next losses; the JSON layout counts the ranks;
 #  - --hidden-dropout and --attention-dropout give C = 1's losses at C = 2 and 4 (and with
@@ -97,6 +99,20 @@ run pl "$A" $L $DR --iterations 3
 close "dropout, llama: C = 2 x T = 2 --sequence-parallel = C = 1" "$WORK/pt" "$WORK/pl"
 expect_exit 0 "dropout C = 2 --check" "$A" $G $DR --context-parallel 2 --check -q
 expect_grep "^check: passed" "dropout C = 2: check passes (the reference drops what the ranks drop)"
+
+# --data and --val-data: each rank takes its chunks of the file's sequences; the
+# validation model (whole sequences) gets the same weights: C = 1's losses
+VD="--iterations 3 --data $top_srcdir/README.md --val-data $top_srcdir/docs/ppsc.1 --val-every 2 --vocab 256"
+vals() { sed -n 's/^\(iter\|val\) .* loss \([-0-9.e+]*\) .*/\2/p' "$WORK/$1" | tr '\n' ' '; }
+for C in 1 2; do
+  "$A" $G $VD --context-parallel $C > "$WORK/vd$C" 2>"$WORK/err" || fail "--data --val-data C = $C: exit $?: $(cat "$WORK/err")"
+done
+a=$(vals vd1); b=$(vals vd2)
+if [ -n "$a" ] && python3 -c "
+import sys
+a, b = [[float(x) for x in s.split()] for s in sys.argv[1:3]]
+assert len(a) == len(b) == 5 and all(abs(x - y) <= 1e-6 * abs(x) for x, y in zip(a, b)), (a, b)" "$a" "$b" 2>/dev/null
+then pass "--data, --val-data: C = 2's training and validation losses equal C = 1's: $b"; else fail "--data --val-data: C = 1 '$a', C = 2 '$b'"; fi
 
 # checkpoints are independent of C
 run u "$A" $G --iterations 4
