@@ -12,7 +12,8 @@
 #    with --tensor-parallel 2 --sequence-parallel --data-parallel 2 and the distributed
 #    optimizer (16 emulated GPUs: the groups' world rank layout ((r P + d) C + c) T + t);
 #    V-Half with vocabulary parallelism (async lanes);
-#  - under mpirun -np 4 with the NCCL transport (the groups bootstrapped over MPI);
+#  - under mpirun with the NCCL transport (the groups bootstrapped over MPI): -np 4 (C = 2)
+#    and -np 8 (C = 2 x T = 2 + SP); and -np 4 on the MPI transport;
 #  - --hidden-dropout (its masks at the rows' global indices) passes --check;
 #    --attention-dropout (the kernels index the mask by the whole sequence's length) gives
 #    C = 1's first loss (within 1e-6) at C = 2 and 4 and passes --check; PPSRT_CUDA_ATTN=cudnn is refused (exit 2) with the reason.
@@ -46,6 +47,12 @@ if have_mpi; then
   expect_exit 0 "mpirun -np 4: NCCL C = 2 --check" mpirun_np 4 env LD_PRELOAD="$EMU" PPS_EMU_SEED=7 "$WORK/a" $G --backend cuda \
     --transport nccl --context-parallel 2 --check -q
   expect_grep "^check: passed" "MPI + NCCL C = 2: check passes"
+  expect_exit 0 "mpirun -np 8: NCCL C = 2 x T = 2 --sequence-parallel --check" mpirun_np 8 env LD_PRELOAD="$EMU" PPS_EMU_SEED=11 \
+    "$WORK/a" $G --backend cuda --transport nccl --context-parallel 2 --tensor-parallel 2 --sequence-parallel --check -q
+  expect_grep "^check: passed" "MPI + NCCL C = 2 x T = 2: check passes"
+  expect_exit 0 "mpirun -np 4: the MPI transport (device buffers staged) C = 2 --check" mpirun_np 4 env LD_PRELOAD="$EMU" \
+    PPS_EMU_SEED=12 "$WORK/a" $G --backend cuda --transport mpi --context-parallel 2 --check -q
+  expect_grep "^check: passed" "MPI transport C = 2: check passes"
 else skip "no MPI: the mpirun line"; fi
 expect_exit 0 "--hidden-dropout C = 2 --check, threads" emu 8 "$WORK/a" $G --transport threads --hidden-dropout 0.1 --context-parallel 2 --check -q
 expect_grep "^check: passed" "hidden dropout C = 2: check passes"
