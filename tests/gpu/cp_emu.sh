@@ -34,7 +34,7 @@ for C in 2 4; do
   expect_exit 0 "gpt C = $C --check, threads" emu 2 "$WORK/a" $G --transport threads --context-parallel $C --check -q
   expect_grep "^check: passed" "gpt C = $C: check passes"
 done
-expect_exit 0 "llama C = 2 --check, threads" emu 3 "$WORK/a" $G --arch llama --transport threads --context-parallel 2 --check -q
+expect_exit 0 "llama --micro-batch 2 C = 2 --check, threads" emu 3 "$WORK/a" $G --arch llama --micro-batch 2 --transport threads --context-parallel 2 --check -q
 expect_grep "^check: passed" "llama C = 2: check passes"
 expect_exit 0 "C = 2 --check, NCCL in process" emu 4 "$WORK/a" $G --transport nccl --context-parallel 2 --check -q
 expect_grep "^check: passed" "NCCL C = 2: check passes"

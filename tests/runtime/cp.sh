@@ -19,6 +19,8 @@
 #    losses;
 #  - a checkpoint saved at C = 2 resumes at C = 1 (and one of C = 1 at C = 4) with the
 #    uninterrupted run's next losses; the JSON layout counts the ranks;
+#  - --micro-batch 3 (each sequence its own chunks) gives C = 1's losses at C = 4 and passes
+#    --check at C = 2 x T = 2 + SP;
 #  - --hidden-dropout and --attention-dropout give C = 1's losses at C = 2 and 4 (and with
 #    T = 2 + SP) and pass --check: the masks are indexed by global positions;
 #  - bad uses are refused (exit 2) with the reason: --seq not a multiple of 2C, C < 1,
@@ -97,6 +99,13 @@ done
 run pt "$A" $L $DR --iterations 3 --context-parallel 2 --tensor-parallel 2 --sequence-parallel
 run pl "$A" $L $DR --iterations 3
 close "dropout, llama: C = 2 x T = 2 --sequence-parallel = C = 1" "$WORK/pt" "$WORK/pl"
+# several sequences a microbatch: each one's chunks (data, positions, the masks' rows)
+run b1 "$A" $G $DR --micro-batch 3 --iterations 3
+run b4 "$A" $G $DR --micro-batch 3 --iterations 3 --context-parallel 4
+close "--micro-batch 3, dropout: C = 4 = C = 1" "$WORK/b4" "$WORK/b1"
+expect_exit 0 "--micro-batch 3, dropout, C = 2 x T = 2 --sequence-parallel --check" "$A" $L $DR --micro-batch 3 --context-parallel 2 \
+  --tensor-parallel 2 --sequence-parallel --check -q
+expect_grep "^check: passed" "--micro-batch 3 C = 2 x T = 2 SP: check passes"
 expect_exit 0 "dropout C = 2 --check" "$A" $G $DR --context-parallel 2 --check -q
 expect_grep "^check: passed" "dropout C = 2: check passes (the reference drops what the ranks drop)"
 
