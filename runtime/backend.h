@@ -272,6 +272,27 @@ struct ppsrt_backend {
    * de[pos[n K + k]] = w[n K + k] dy[n] (act_dtype); de may alias e (each row read before written). */
   int (*moe_unpermute_bwd)(ppsrt_backend *b, int stream, void *de, float *dw, const void *dy, const void *e,
                            const int32_t *pos, const float *w, int N, int K, int C);
+  /* Optional (NULL: the backend cannot run --context-parallel, which then refuses it). A
+   * block of queries of ONE sequence at global positions [q0, q0 + Tq) attending causally
+   * to the keys at positions [0, q0 + Tq) (--context-parallel, runtime/cp.c): q [Tq rows],
+   * k and v [Tk = q0 + Tq rows], out [Tq, Hq*D] dense, lse [Hq, Tq]; query i sees key j
+   * when j <= q0 + i; otherwise attention_fwd's math, drop (NULL or thr 0: none) indexed
+   * ((heads b' + base + h) seq + q0 + i) seq + j (b' = 0: the caller folds the sequence
+   * into base; seq the whole sequence's length, drop->seq). With q0 = 0 it is
+   * attention_fwd of one sequence. The backward writes dq (Tq rows, row stride lddq), dk
+   * and dv (Tk rows, row stride lddk): the gradients of this block's scores alone (the
+   * caller adds up a sequence's blocks). */
+  int (*attention_fwd_at)(ppsrt_backend *b, int stream, void *out, float *lse, const void *q, int ldq, const void *k,
+                          int ldk, const void *v, int ldv, int Tq, int q0, int Hq, int Hkv, int D,
+                          const ppsrt_dropout *drop);
+  int (*attention_bwd_at)(ppsrt_backend *b, int stream, void *dq, int lddq, void *dk, void *dv, int lddk,
+                          const void *dout, const void *out, const float *lse, const void *q, int ldq, const void *k,
+                          int ldk, const void *v, int ldv, int Tq, int q0, int Hq, int Hkv, int D,
+                          const ppsrt_dropout *drop);
+  /* Optional (NULL: the caller copies row by row with memcpy_async). A strided copy of
+   * act_dtype elements: dst[r ldd + c] = src[r lds + c] for r < rows, c < cols (one
+   * kernel: --context-parallel's keys and values out of and back into the fused QKV rows). */
+  int (*copy_rows)(ppsrt_backend *b, int stream, void *dst, int ldd, const void *src, int lds, int rows, int cols);
 };
 
 enum { PPSRT_EP_BIAS = 1, PPSRT_EP_BIAS_GELU = 2, PPSRT_EP_DGELU = 4, PPSRT_EP_BGRAD = 8 };

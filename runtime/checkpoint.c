@@ -580,10 +580,10 @@ static int write_shard(ppsrt_ctx *c, const char *path, long step) {
       sizes[j] = p->numel;
       if (!(parts[j] = malloc((p->numel ? p->numel : 1) * sizeof(float)))) rc = PPSRT_FAIL(PPSRT_E_NOMEM, "--save: out of host memory");
       else if (p->chunk && (q || p->master != p->param.data)) rc = rt_replica_gather_state(c, p, src[q], parts[j]);
-      else if (!c->replica) rc = c->be->download_f32(c->be, parts[j], (ppsrt_tensor){src[q], p->numel, PPSRT_F32});
+      else if (!c->grank) rc = c->be->download_f32(c->be, parts[j], (ppsrt_tensor){src[q], p->numel, PPSRT_F32});
       /* --tensor-parallel: the group's slices gathered into the whole tensor, which tensor
          rank 0 writes (the file is the same as without tensor parallelism) */
-      if (!rc && !c->replica && p->tp_split) {
+      if (!rc && !c->grank && p->tp_split) {
         float *full = NULL;
         if (!c->tp_rank && !(full = malloc(p->full_numel * sizeof *full))) rc = PPSRT_FAIL(PPSRT_E_NOMEM, "--save: out of host memory");
         if (!rc) rc = rt_tp_gather(c, p, parts[j], full);
@@ -591,7 +591,7 @@ static int write_shard(ppsrt_ctx *c, const char *path, long step) {
       }
     }
   }
-  if (c->replica || c->tp_rank) goto out;   /* it helped replica 0 (--distributed-optimizer) or tensor rank 0 gather */
+  if (c->grank || c->tp_rank) goto out;   /* it helped replica 0 (--distributed-optimizer) or tensor rank 0 gather */
   if (!rc && !(h = open_memstream(&hdr, &hlen))) rc = PPSRT_FAIL(PPSRT_E_NOMEM, "--save: out of host memory");
   if (!rc) {
     char buf[64], key[300];
@@ -717,7 +717,7 @@ int rt_ckpt_save(ppsrt_ctx *c, const char *path, long step, int *peer) {
   free(dir);
   /* --data-parallel: the replicas hold the same weights; replica 0 writes them (with
      --distributed-optimizer after every replica gathered the state) */
-  int mine = c->replica && !run->o.distopt ? 0 : sp ? write_shard(c, sp, step) : PPSRT_FAIL(PPSRT_E_NOMEM, "--save: out of host memory");
+  int mine = c->grank && !run->o.distopt ? 0 : sp ? write_shard(c, sp, step) : PPSRT_FAIL(PPSRT_E_NOMEM, "--save: out of host memory");
   free(sp);
   char why[1024];
   snprintf(why, sizeof why, "%s", mine ? ppsrt_last_error() : "");
@@ -726,14 +726,14 @@ int rt_ckpt_save(ppsrt_ctx *c, const char *path, long step, int *peer) {
   if ((rc = rt_allreduce_host(c, fl, 2, PPSRT_SUM))) return rc;
   if (mine) return PPSRT_FAIL(mine, "%s", why);
   if (fl[0] > 0) { *peer = 1; return PPSRT_FAIL(PPSRT_E_COMM, "stopped: another device could not write its checkpoint shard"); }
-  if (c->rank == 0 && c->replica == 0 && c->tp_rank == 0 && run->o.die_save == step) {
+  if (c->rank == 0 && c->grank == 0 && c->tp_rank == 0 && run->o.die_save == step) {
     /* test hook (--die-in-save): the process is killed while the index is being
        written, its temporary file half done, every new shard in place */
     pps_out out;
     if (!pps_out_open(&out, path, 0666)) pps_out_write(&out, "{\"__meta", 8);
     raise(SIGKILL);
   }
-  if (c->rank == 0 && c->replica == 0 && c->tp_rank == 0) {
+  if (c->rank == 0 && c->grank == 0 && c->tp_rank == 0) {
     mine = write_index(run, path, step, c->nonce);
     snprintf(why, sizeof why, "%s", mine ? ppsrt_last_error() : "");
   }

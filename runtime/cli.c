@@ -96,6 +96,10 @@ static const char usage_text[] =
   "  --sequence-parallel      with --tensor-parallel T: the residual stream, layer norms and biases\n"
   "                           on each rank's N/T token rows (Megatron's sequence parallelism:\n"
   "                           all-gathers and reduce-scatters instead of the all-reduces)\n"
+  "  --context-parallel C     gpt: each sequence split over C ranks (P x D x C x T ranks; Megatron's\n"
+  "                           context parallelism: 2C chunks, rank c holding chunks c and 2C-1-c;\n"
+  "                           keys and values all-gathered in attention, their gradients\n"
+  "                           reduce-scattered; weight gradients summed over D x C; 2C | --seq)\n"
   "  --save FILE              after the run, checkpoint to FILE (an index) and one safetensors\n"
   "                           shard per device beside it; --save-every N also every N steps\n"
   "  --load FILE              start from a --save checkpoint, of any schedule and P with this\n"
@@ -155,17 +159,27 @@ static int parse_double(const char *s, double lo, double *out) {
 }
 
 /* On the NCCL transport: group g of --data-parallel's replica groups (kind 0, g = d T + t:
- * every replica of device d at tensor rank t), of --tensor-parallel's groups (kind 1,
- * g = r P + d: the T ranks of device d of replica r) or of the pipelines (kind 2, or 3
- * for the collective lane's: g = r T + t, the P devices of replica r at tensor rank t),
- * world rank (r P + d) T + t. */
-static int nccl_group(ppsrt_transport *tr, int P, int D, int T, int kind, int g, ppsrt_transport **out) {
-  static const char *const what[4] = {"replica group", "tensor-parallel group", "pipeline group", "lane pipeline group"};
-  int n = kind == 0 ? D : kind == 1 ? T : P, ng = kind == 0 ? P * T : kind == 1 ? D * P : D * T;   /* (kinds 2, 3) */
+ * the D x C ranks (r, c) of device d at tensor rank t, ranked r C + c: the gradients'
+ * group, Megatron's data-parallel group with context parallelism), of --tensor-parallel's
+ * groups (kind 1, g = (r P + d) C + c: the T ranks of device d of replica r at context
+ * rank c), of the pipelines (kind 2, or 3 for the collective lane's: g = r C T + c T + t,
+ * the P devices of replica r at context rank c and tensor rank t) or of
+ * --context-parallel's groups (kind 4, g = (r P + d) T + t: the C ranks of device d of
+ * replica r at tensor rank t); world rank ((r P + d) C + c) T + t (Megatron's order:
+ * tensor ranks fastest, then context ranks, devices, replicas). */
+static int nccl_group(ppsrt_transport *tr, int P, int D, int C, int T, int kind, int g, ppsrt_transport **out) {
+  static const char *const what[5] = {"replica group", "tensor-parallel group", "pipeline group", "lane pipeline group",
+                                      "context-parallel group"};
+  int TC = C * T;
+  int n = kind == 0 ? D * C : kind == 1 ? T : kind == 4 ? C : P;
+  int ng = kind == 0 ? P * T : kind == 1 ? D * P * C : kind == 4 ? D * P * T : D * TC;   /* (kinds 2, 3) */
   int *m = malloc((size_t)n * sizeof *m);
   if (!m) return PPSRT_FAIL(PPSRT_E_NOMEM, "out of host memory");
   for (int i = 0; i < n; i++)
-    m[i] = kind == 0 ? (i * P + g / T) * T + g % T : kind == 1 ? g * T + i : (g / T * P + i) * T + g % T;
+    m[i] = kind == 0 ? ((i / C * P + g / T) * C + i % C) * T + g % T
+         : kind == 1 ? g * T + i
+         : kind == 4 ? (g / T * C + i) * T + g % T
+                     : (g / TC * P + i) * TC + g % TC;
   int rc = ppsrt_nccl_transport_group(tr, ng, g, n, m, what[kind], out);
   free(m);
   return rc;
@@ -248,6 +262,7 @@ static int setup_device(ppsrt_ctx *c) {
   cfg.mb0 = c->replica * cfg.nmb;   /* --data-parallel: this replica's part of the global batch */
   cfg.replica = c->replica;
   cfg.tp_rank = c->tp_rank;   /* --tensor-parallel: its slice of every layer */
+  cfg.cp_rank = c->cp_rank;   /* --context-parallel: its chunks of every sequence */
   rc = run->create(&cfg, c->be, c->rank, held, nheld, &c->model);
   if (!rc) rc = rt_replica_flatten(c);   /* --data-parallel: each stage's gradients in one buffer */
   if (!rc) {
@@ -290,8 +305,9 @@ static void *device_main(void *arg) {
     c->status = rc;
     c->tr->abort(c->tr, c->rank, c->errmsg);
     if (c->lane_tr) c->lane_tr->abort(c->lane_tr, c->rank, c->errmsg);
-    if (c->gtr) c->gtr->abort(c->gtr, c->replica, c->errmsg);
+    if (c->gtr) c->gtr->abort(c->gtr, c->grank, c->errmsg);
     if (c->ttr) c->ttr->abort(c->ttr, c->tp_rank, c->errmsg);
+    if (c->ctr) c->ctr->abort(c->ctr, c->cp_rank, c->errmsg);
     return NULL;
   }
   c->status = rt_run_device(c);
@@ -449,6 +465,9 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
     } else if (flag_is(a, "--tensor-parallel", &v, argc, argv, &i)) {
       if (!v || parse_int(v, 1, &o->tensor_parallel) || o->tensor_parallel > 1024)
         return usage_error(me, "--tensor-parallel needs a group size from 1 to 1024, got '%s'", v ? v : "");
+    } else if (flag_is(a, "--context-parallel", &v, argc, argv, &i)) {
+      if (!v || parse_int(v, 1, &o->context_parallel) || o->context_parallel > 1024)
+        return usage_error(me, "--context-parallel needs a group size from 1 to 1024, got '%s'", v ? v : "");
     } else if (!strcmp(a, "--sequence-parallel")) {
       o->sequence_parallel = 1;
     } else if (flag_is(a, "--save-every", &v, argc, argv, &i)) {
@@ -672,6 +691,15 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   if (o->sequence_parallel && run.ntp < 2)
     return usage_error(me, "--sequence-parallel splits the token rows over a tensor-parallel group: add --tensor-parallel T (T >= 2)");
   cfg->sp = o->sequence_parallel;
+  run.ncp = o->context_parallel > 1 ? o->context_parallel : 1;
+  cfg->cp = run.ncp;
+  run.ngrad = run.nrep * run.ncp;
+  if (run.ncp > 1 && strcmp(o->model, "gpt"))
+    return usage_error(me, "--context-parallel does not run with --model mlp (it splits the gpt's sequences)");
+  if (run.ncp > 1 && !strcmp(o->backend, "cuda") && getenv("PPSRT_CUDA_ATTN") && !strcmp(getenv("PPSRT_CUDA_ATTN"), "cudnn"))
+    return usage_error(me, "--context-parallel: the fused cuDNN attention (PPSRT_CUDA_ATTN=cudnn) has no query block at an "
+                       "offset\nhint: unset PPSRT_CUDA_ATTN or set it to cublas");
+  if (run.ncp > 1 && ppsrt_gpt_check_config && ppsrt_gpt_check_config(cfg)) return usage_error(me, "%s", ppsrt_last_error());
   if (o->die_rank >= p->ndev)
     return usage_error(me, "--die-at: device %d does not exist (the schedule's devices are 0..%d)", o->die_rank, p->ndev - 1);
   if (o->die_tp >= run.ntp)
@@ -682,10 +710,10 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   /* the split's own rules on the gpt's sizes (whole key/value groups, vocabulary rows,
      token rows under --sequence-parallel: gpt_check_sizes), asked again now that cfg has T */
   if (run.ntp > 1 && ppsrt_gpt_check_config && ppsrt_gpt_check_config(cfg)) return usage_error(me, "%s", ppsrt_last_error());
-  int nw = p->ndev * run.nrep * run.ntp;   /* world ranks: (replica x P + device) x T + tensor rank */
-  if (o->distopt && run.nrep < 2)
-    return usage_error(me, "--distributed-optimizer shards the optimizer state over data-parallel replicas: add "
-                           "--data-parallel D (D >= 2)");
+  int nw = p->ndev * run.nrep * run.ncp * run.ntp;   /* world ranks: ((replica x P + device) x C + cp) x T + tensor rank */
+  if (o->distopt && run.ngrad < 2)
+    return usage_error(me, "--distributed-optimizer shards the optimizer state over data-parallel replicas (and context "
+                           "ranks): add --data-parallel D (D >= 2) or --context-parallel C");
   cfg->distopt = o->distopt;
   if ((o->given & (RT_GIVEN_MIN_LR | RT_GIVEN_DECAY)) && o->lr_schedule == RT_LR_CONSTANT && !o->load)
     return usage_error(me, "--min-lr and --lr-decay-steps shape a decaying schedule: add --lr-schedule cosine, linear or "
@@ -753,9 +781,10 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
     return 1;
   }
   if (tr->nranks != nw) {
-    int status = run.nrep > 1 || run.ntp > 1 ?
-      usage_error(me, "the schedule has %d devices x --data-parallel %d replicas x --tensor-parallel %d but the %s transport "
-                  "has %d ranks\nhint: mpirun -np %d %s", p->ndev, run.nrep, run.ntp, o->transport, tr->nranks, nw, argv0) :
+    int status = run.nrep > 1 || run.ntp > 1 || run.ncp > 1 ?
+      usage_error(me, "the schedule has %d devices x --data-parallel %d replicas x --context-parallel %d x --tensor-parallel "
+                  "%d but the %s transport has %d ranks\nhint: mpirun -np %d %s", p->ndev, run.nrep, run.ncp, run.ntp,
+                  o->transport, tr->nranks, nw, argv0) :
       tr->nranks > p->ndev && tr->nranks % p->ndev == 0 ?
       usage_error(me, "the schedule has %d devices but the %s transport has %d ranks\nhint: mpirun -np %d %s, or "
                   "--data-parallel %d for %d replicas of the pipeline", p->ndev, o->transport, tr->nranks, p->ndev, argv0,
@@ -777,6 +806,10 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   if (my_rank == 0 && hw_dp >= 1 && hw_dp != run.nrep)
     fprintf(stderr, "%s: note: the schedule's hardware { data_parallel = %g } plans %g replicas; this run has %d (%s)\n", me,
             hw_dp, hw_dp, run.nrep, run.nrep > 1 ? "--data-parallel" : "give --data-parallel D for replicas");
+  double hw_cp = kv_get(p->hardware, p->nhardware, "context_parallel", 0);
+  if (my_rank == 0 && hw_cp >= 1 && hw_cp != run.ncp)
+    fprintf(stderr, "%s: note: the schedule's hardware { context_parallel = %g } plans %g context ranks a device; this run "
+            "has %d (%s)\n", me, hw_cp, hw_cp, run.ncp, run.ncp > 1 ? "--context-parallel" : "give --context-parallel C for them");
   double hw_sp = kv_get(p->hardware, p->nhardware, "sequence_parallel", -1);   /* -1: not given */
   if (my_rank == 0 && hw_sp >= 0 && (hw_sp != 0) != (o->sequence_parallel != 0))
     fprintf(stderr, "%s: note: the schedule's hardware { sequence_parallel = %g } plans %s sequence parallelism; this run %s\n",
@@ -849,18 +882,20 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
     status = 1;
     goto done;
   }
-  int T = run.ntp, npipe = run.nrep * T;
-  if (run.nrep > 1) {
-    /* each (device, tensor rank)'s replicas average their gradients on a transport of
-       their own: one per pair (threads; NCCL: a communicator of the pair's replicas),
-       or this process's (MPI_Comm_split by the pair; NCCL over MPI: its pair's
-       communicator) */
+  /* world rank w = ((r P + d) C + c) T + t = (r P + d) TC + u: u = c T + t its lane */
+  int T = run.ntp, C = run.ncp, TC = C * T, npipe = run.nrep * TC;
+  int my_d = my_rank / TC % p->ndev, my_r = my_rank / TC / p->ndev, my_c = my_rank / T % C, my_t = my_rank % T;
+  if (run.ngrad > 1) {
+    /* each (device, tensor rank)'s D x C ranks (replicas and context ranks) sum their
+       gradients on a transport of their own: one per pair (threads; NCCL: a
+       communicator of the pair's ranks), or this process's (MPI_Comm_split by the pair;
+       NCCL over MPI: its pair's communicator), ranked r C + c */
     int ng = run.nlocal == 1 ? 1 : p->ndev * T, nccl = !strcmp(o->transport, "nccl");
     if (!(run.groups = calloc((size_t)ng, sizeof *run.groups))) { fprintf(stderr, "%s: error: out of host memory\n", me); status = 1; goto done; }
     for (int g = 0; g < ng; g++)
-      if (nccl ? nccl_group(tr, p->ndev, run.nrep, T, 0, run.nlocal == 1 ? my_rank / T % p->ndev * T + my_rank % T : g, &run.groups[g])
-          : run.nlocal == 1 ? ppsrt_mpi_transport_split(tr, my_rank / T % p->ndev * T + my_rank % T, my_rank / T / p->ndev, &run.groups[g])
-                            : ppsrt_threads_transport_create(run.nrep, o->timeout_s, &run.groups[g])) {
+      if (nccl ? nccl_group(tr, p->ndev, run.nrep, C, T, 0, run.nlocal == 1 ? my_d * T + my_t : g, &run.groups[g])
+          : run.nlocal == 1 ? ppsrt_mpi_transport_split(tr, my_d * T + my_t, my_r * C + my_c, &run.groups[g])
+                            : ppsrt_threads_transport_create(run.ngrad, o->timeout_s, &run.groups[g])) {
         fprintf(stderr, "%s: error: %s\n", me, ppsrt_last_error());
         status = 1;
         goto done;
@@ -874,12 +909,12 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
       }
   }
   if (T > 1) {
-    /* each (replica, device)'s tensor-parallel group: threads, MPI_Comm_split, or a
-       communicator of the NCCL transport's */
-    int ng = run.nlocal == 1 ? 1 : run.nrep * p->ndev, nccl = !strcmp(o->transport, "nccl");
+    /* each (replica, device, context rank)'s tensor-parallel group: threads,
+       MPI_Comm_split, or a communicator of the NCCL transport's */
+    int ng = run.nlocal == 1 ? 1 : run.nrep * p->ndev * C, nccl = !strcmp(o->transport, "nccl");
     if (!(run.tgroups = calloc((size_t)ng, sizeof *run.tgroups))) { fprintf(stderr, "%s: error: out of host memory\n", me); status = 1; goto done; }
     for (int g = 0; g < ng; g++)
-      if (nccl ? nccl_group(tr, p->ndev, run.nrep, T, 1, run.nlocal == 1 ? my_rank / T : g, &run.tgroups[g])
+      if (nccl ? nccl_group(tr, p->ndev, run.nrep, C, T, 1, run.nlocal == 1 ? my_rank / T : g, &run.tgroups[g])
           : run.nlocal == 1 ? ppsrt_mpi_transport_split(tr, my_rank / T, my_rank % T, &run.tgroups[g])
                             : ppsrt_threads_transport_create(T, o->timeout_s, &run.tgroups[g])) {
         fprintf(stderr, "%s: error: %s\n", me, ppsrt_last_error());
@@ -887,13 +922,34 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
         goto done;
       }
   }
+  if (C > 1) {
+    /* each (replica, device, tensor rank)'s context-parallel group (cp.c): threads,
+       MPI_Comm_split, or a communicator of the NCCL transport's */
+    int ng = run.nlocal == 1 ? 1 : run.nrep * p->ndev * T, nccl = !strcmp(o->transport, "nccl");
+    if (!(run.cgroups = calloc((size_t)ng, sizeof *run.cgroups))) { fprintf(stderr, "%s: error: out of host memory\n", me); status = 1; goto done; }
+    for (int g = 0; g < ng; g++)
+      if (nccl ? nccl_group(tr, p->ndev, run.nrep, C, T, 4, run.nlocal == 1 ? my_rank / TC * T + my_t : g, &run.cgroups[g])
+          : run.nlocal == 1 ? ppsrt_mpi_transport_split(tr, my_rank / TC * T + my_t, my_c, &run.cgroups[g])
+                            : ppsrt_threads_transport_create(C, o->timeout_s, &run.cgroups[g])) {
+        fprintf(stderr, "%s: error: %s\n", me, ppsrt_last_error());
+        status = 1;
+        goto done;
+      }
+    for (int g = 0; g < ng; g++)
+      if (!run.cgroups[g]->reduce_scatter_f32 || !run.cgroups[g]->allgather) {
+        fprintf(stderr, "%s: error: --context-parallel: the %s transport has no reduce-scatter and all-gather\n", me,
+                run.cgroups[g]->name);
+        status = 1;
+        goto done;
+      }
+  }
   if (npipe > 1) {
-    /* each pipeline (replica, tensor rank) speaks to its own view of the world transport
+    /* each pipeline (replica, context rank, tensor rank) speaks to its own view of the world transport
        (replica.c), and its collective lane to its own view of the lane's; the views'
        collectives go to a transport of the pipeline's P ranks (threads, MPI_Comm_split
        by pipeline, an NCCL communicator of them), the lane's to another */
     int ng = run.nlocal == 1 ? 1 : npipe, nccl = !strcmp(o->transport, "nccl");
-    int mine = my_rank / T / p->ndev * T + my_rank % T;   /* this process's pipeline (over MPI) */
+    int mine = my_r * TC + my_rank % TC;   /* this process's pipeline (over MPI) */
     if (!(run.views = calloc((size_t)npipe, sizeof *run.views)) ||
         (run.lane_tr && !(run.lane_views = calloc((size_t)npipe, sizeof *run.lane_views))) ||
         !(run.pgroups = calloc((size_t)ng, sizeof *run.pgroups)) ||
@@ -905,8 +961,8 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
     for (int k = 0; k < (run.lane_tr ? 2 : 1); k++) {
       ppsrt_transport *base = k ? run.lane_tr : tr, **pg = k ? run.lane_pgroups : run.pgroups;
       for (int g = 0; g < ng; g++)
-        if (nccl ? nccl_group(base, p->ndev, run.nrep, T, 2 + k, run.nlocal == 1 ? mine : g, &pg[g])
-            : run.nlocal == 1 ? ppsrt_mpi_transport_split(base, mine, my_rank / T % p->ndev, &pg[g])
+        if (nccl ? nccl_group(base, p->ndev, run.nrep, C, T, 2 + k, run.nlocal == 1 ? mine : g, &pg[g])
+            : run.nlocal == 1 ? ppsrt_mpi_transport_split(base, mine, my_d, &pg[g])
                               : ppsrt_threads_transport_create(p->ndev, o->timeout_s, &pg[g])) {
           fprintf(stderr, "%s: error: %s\n", me, ppsrt_last_error());
           status = 1;
@@ -914,9 +970,9 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
         }
     }
     for (int q = 0; q < npipe; q++)
-      if (rt_replica_view(tr, run.pgroups[run.nlocal == 1 ? 0 : q], p->ndev, run.nrep, T, q / T, q % T, &run.views[q]) ||
-          (run.lane_tr && rt_replica_view(run.lane_tr, run.lane_pgroups[run.nlocal == 1 ? 0 : q], p->ndev, run.nrep, T,
-                                          q / T, q % T, &run.lane_views[q]))) {
+      if (rt_replica_view(tr, run.pgroups[run.nlocal == 1 ? 0 : q], p->ndev, run.nrep, TC, q / TC, q % TC, &run.views[q]) ||
+          (run.lane_tr && rt_replica_view(run.lane_tr, run.lane_pgroups[run.nlocal == 1 ? 0 : q], p->ndev, run.nrep, TC,
+                                          q / TC, q % TC, &run.lane_views[q]))) {
         fprintf(stderr, "%s: error: %s\n", me, ppsrt_last_error());
         status = 1;
         goto done;
@@ -925,8 +981,8 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   run.flops_known = !o->no_compute;
   rt_count_flops(&run, !strcmp(o->model, "gpt") ? ppsrt_gpt_pass_flops : ppsrt_mlp_pass_flops);
   for (int l = 0; l < run.nlocal; l++) {
-    /* world rank w = (replica x P + device) x T + tensor rank */
-    int w = run.first_rank + l, t = w % T, d = w / T % p->ndev, r = w / T / p->ndev;
+    /* world rank w = ((replica x P + device) x C + context rank) x T + tensor rank */
+    int w = run.first_rank + l, t = w % T, cr = w / T % C, d = w / TC % p->ndev, r = w / TC / p->ndev;
     if ((rc = rt_ctx_init(&run, &run.ctx[l], d))) {
       fprintf(stderr, "%s: error: %s\n", me, ppsrt_last_error());
       status = 1;
@@ -934,15 +990,18 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
     }
     run.ctx[l].replica = r;
     run.ctx[l].tp_rank = t;
+    run.ctx[l].cp_rank = cr;
+    run.ctx[l].grank = r * C + cr;
     run.ctx[l].wrank = w;
     run.ctx[l].wtr = tr;
     run.ctx[l].lane_tr = run.lane_tr;
     if (npipe > 1) {
-      run.ctx[l].tr = run.views[r * T + t];
-      if (run.lane_tr) run.ctx[l].lane_tr = run.lane_views[r * T + t];
+      run.ctx[l].tr = run.views[r * TC + cr * T + t];
+      if (run.lane_tr) run.ctx[l].lane_tr = run.lane_views[r * TC + cr * T + t];
     }
-    if (run.nrep > 1) run.ctx[l].gtr = run.groups[run.nlocal == 1 ? 0 : d * T + t];
-    if (T > 1) run.ctx[l].ttr = run.tgroups[run.nlocal == 1 ? 0 : r * p->ndev + d];
+    if (run.ngrad > 1) run.ctx[l].gtr = run.groups[run.nlocal == 1 ? 0 : d * T + t];
+    if (T > 1) run.ctx[l].ttr = run.tgroups[run.nlocal == 1 ? 0 : w / T];
+    if (C > 1) run.ctx[l].ctr = run.cgroups[run.nlocal == 1 ? 0 : w / TC * T + t];
   }
 
   /* ---- run ---- */
@@ -986,7 +1045,7 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
         }
       if (nfail > shown)   /* (with replicas or tensor ranks, the world's ranks) */
         fprintf(stderr, "%s: note: %d other %s stopped because of it\n", me, nfail - shown,
-                run.nrep * run.ntp > 1 ? "rank(s)" : "device(s)");
+                run.nrep * run.ncp * run.ntp > 1 ? "rank(s)" : "device(s)");
       status = 1;
     }
   }
@@ -1019,9 +1078,10 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
       fprintf(stderr, "%s: error: --trace: %s\n", me, evs && nev && all ? ppsrt_last_error() : "out of host memory");
       status = 1;
     } else if (my_rank == 0) {
-      for (int w = 0; w < nw; w++) {   /* world rank w = (replica x P + device) x T + tensor rank */
-        int d = w / T % p->ndev;
-        all[w].run = &run; all[w].rank = d; all[w].wrank = w; all[w].replica = w / T / p->ndev; all[w].tp_rank = w % T;
+      for (int w = 0; w < nw; w++) {   /* world rank w = ((replica x P + device) x C + context rank) x T + tensor rank */
+        int d = w / TC % p->ndev;
+        all[w].run = &run; all[w].rank = d; all[w].wrank = w; all[w].replica = w / TC / p->ndev; all[w].tp_rank = w % T;
+        all[w].cp_rank = w / T % C;
         all[w].ops = p->ops[d]; all[w].nops = p->nops[d];
         all[w].ev = evs[w]; all[w].nev = nev[w];
       }
@@ -1066,23 +1126,26 @@ done:
   fflush(stdout);
   for (int k = 0; k < 2; k++) {   /* (before the transports they were made from) */
     ppsrt_transport **pg = k ? run.lane_pgroups : run.pgroups;
-    for (int g = 0; pg && g < (run.nlocal == 1 ? 1 : run.nrep * run.ntp); g++)
+    for (int g = 0; pg && g < (run.nlocal == 1 ? 1 : run.nrep * run.ncp * run.ntp); g++)
       if (pg[g]) pg[g]->destroy(pg[g]);
     free(pg);
   }
-  for (int q = 0; run.lane_views && q < run.nrep * run.ntp; q++)
+  for (int q = 0; run.lane_views && q < run.nrep * run.ncp * run.ntp; q++)
     if (run.lane_views[q]) run.lane_views[q]->destroy(run.lane_views[q]);
   free(run.lane_views);
   if (run.lane_tr) run.lane_tr->destroy(run.lane_tr);
-  for (int q = 0; run.views && q < run.nrep * run.ntp; q++)
+  for (int q = 0; run.views && q < run.nrep * run.ncp * run.ntp; q++)
     if (run.views[q]) run.views[q]->destroy(run.views[q]);
   free(run.views);
   for (int g = 0; run.groups && g < (run.nlocal == 1 ? 1 : p->ndev * run.ntp); g++)
     if (run.groups[g]) run.groups[g]->destroy(run.groups[g]);
   free(run.groups);
-  for (int g = 0; run.tgroups && g < (run.nlocal == 1 ? 1 : run.nrep * p->ndev); g++)
+  for (int g = 0; run.tgroups && g < (run.nlocal == 1 ? 1 : run.nrep * p->ndev * run.ncp); g++)
     if (run.tgroups[g]) run.tgroups[g]->destroy(run.tgroups[g]);
   free(run.tgroups);
+  for (int g = 0; run.cgroups && g < (run.nlocal == 1 ? 1 : run.nrep * p->ndev * run.ntp); g++)
+    if (run.cgroups[g]) run.cgroups[g]->destroy(run.cgroups[g]);
+  free(run.cgroups);
   if (tr) {
     tr->destroy(tr);
   }

@@ -278,41 +278,45 @@ static int k_swiglu_bwd(ppsrt_backend *b, int stream, void *dpre_, const void *d
  * out is dense with row stride Hq*D. Hq must be a multiple of Hkv. With dropout (drop, thr
  * > 0) P~_ij = P_ij scale when keep(((b heads + base + h) T + i) T + j), else 0; without,
  * P~ = P. */
-static int k_attention_fwd(ppsrt_backend *b, int stream, void *out_, float *lse, const void *q_, int ldq,
-                           const void *k_, int ldk, const void *v_, int ldv, int batch, int T, int Hq, int Hkv,
-                           int D, const ppsrt_dropout *drop) {
-  ENTER(b, stream);
+/* The forward of `batch` sequences whose queries are at positions [q0, q0 + T) and keys
+ * at [0, q0 + T): query rows bb*T + i, key rows bb*(q0 + T) + j, lse [(bb*Hq + h)*T + i];
+ * q0 = 0 is attention_fwd, batch 1 attention_fwd_at (runtime/cp.c). */
+static int attn_fwd_core(void *out_, float *lse, const void *q_, int ldq, const void *k_, int ldk, const void *v_,
+                         int ldv, int batch, int T, int q0, int Hq, int Hkv, int D, const ppsrt_dropout *drop) {
   if (Hkv <= 0 || Hq % Hkv != 0) return PPSRT_FAIL(PPSRT_E_USAGE, "attention: Hq %d not a multiple of Hkv %d", Hq, Hkv);
+  if (q0 < 0 || T < 0) return PPSRT_FAIL(PPSRT_E_USAGE, "attention: bad query block [%d, %d + %d)", q0, q0, T);
   float *out = out_;
   const float *q = q_, *k = k_, *v = v_;
-  float *s = malloc((size_t)(T > 0 ? T : 1) * sizeof *s);
+  const int Tk = q0 + T;
+  float *s = malloc((size_t)(Tk > 0 ? Tk : 1) * sizeof *s);
   if (!s) return PPSRT_FAIL(PPSRT_E_NOMEM, "attention: no scratch memory");
   const float scale = 1.0f / sqrtf((float)D);
-  const int grp = Hq / Hkv, ldo = Hq * D, dr = drop && drop->thr;
+  const int grp = Hq / Hkv, ldo = Hq * D, dr = drop && drop->thr, Ts = dr && drop->seq ? drop->seq : Tk;
   for (int bb = 0; bb < batch; bb++)
     for (int h = 0; h < Hq; h++) {
       int g = h / grp;
       for (int i = 0; i < T; i++) {
+        const int gi = q0 + i;   /* the query's global position: it sees keys 0..gi */
         const float *qi = q + (size_t)(bb * T + i) * ldq + (size_t)h * D;
         float mx = -INFINITY;
-        for (int j = 0; j <= i; j++) {
-          const float *kj = k + (size_t)(bb * T + j) * ldk + (size_t)g * D;
+        for (int j = 0; j <= gi; j++) {
+          const float *kj = k + ((size_t)bb * Tk + j) * ldk + (size_t)g * D;
           float acc = 0.0f;
           for (int d = 0; d < D; d++) acc += qi[d] * kj[d];
           s[j] = acc * scale;
           if (s[j] > mx) mx = s[j];
         }
         float l = 0.0f;
-        for (int j = 0; j <= i; j++) {
+        for (int j = 0; j <= gi; j++) {
           s[j] = expf(s[j] - mx);
           l += s[j];
         }
         float inv = 1.0f / l;
         float *oi = out + (size_t)(bb * T + i) * ldo + (size_t)h * D;
-        uint64_t row = dr ? (((uint64_t)bb * drop->heads + drop->base + h) * T + i) * T : 0;
+        uint64_t row = dr ? (((uint64_t)bb * drop->heads + drop->base + h) * Ts + gi) * Ts : 0;
         for (int d = 0; d < D; d++) oi[d] = 0.0f;
-        for (int j = 0; j <= i; j++) {
-          const float *vj = v + (size_t)(bb * T + j) * ldv + (size_t)g * D;
+        for (int j = 0; j <= gi; j++) {
+          const float *vj = v + ((size_t)bb * Tk + j) * ldv + (size_t)g * D;
           float p = s[j] * inv;
           if (dr) p = ppsrt_drop_keep(drop->thr, drop->key, row + j) ? p * drop->scale : 0.0f;
           for (int d = 0; d < D; d++) oi[d] += p * vj[d];
@@ -322,6 +326,18 @@ static int k_attention_fwd(ppsrt_backend *b, int stream, void *out_, float *lse,
     }
   free(s);
   return PPSRT_OK;
+}
+static int k_attention_fwd(ppsrt_backend *b, int stream, void *out, float *lse, const void *q, int ldq,
+                           const void *k, int ldk, const void *v, int ldv, int batch, int T, int Hq, int Hkv,
+                           int D, const ppsrt_dropout *drop) {
+  ENTER(b, stream);
+  return attn_fwd_core(out, lse, q, ldq, k, ldk, v, ldv, batch, T, 0, Hq, Hkv, D, drop);
+}
+static int k_attention_fwd_at(ppsrt_backend *b, int stream, void *out, float *lse, const void *q, int ldq,
+                              const void *k, int ldk, const void *v, int ldv, int Tq, int q0, int Hq, int Hkv, int D,
+                              const ppsrt_dropout *drop) {
+  ENTER(b, stream);
+  return attn_fwd_core(out, lse, q, ldq, k, ldk, v, ldv, 1, Tq, q0, Hq, Hkv, D, drop);
 }
 
 /* attention_bwd, same indexing as attention_fwd, with P_ij = exp(s_ij - lse_i) (j <= i),
@@ -335,36 +351,39 @@ static int k_attention_fwd(ppsrt_backend *b, int stream, void *out_, float *lse,
  * dout_i . out_i is still sum_j P_ij dP_ij, since out_i = sum_j P~_ij v_j.
  * dq at column h*D, dk/dv at column g*D, all three with row stride ldd (they may be the
  * three parts of one fused [batch*T, (Hq+2Hkv)*D] gradient). dq, dk, dv are overwritten. */
-static int k_attention_bwd(ppsrt_backend *b, int stream, void *dq_, void *dk_, void *dv_, int ldd,
-                           const void *dout_, const void *out_, const float *lse, const void *q_, int ldq,
-                           const void *k_, int ldk, const void *v_, int ldv, int batch, int T, int Hq,
-                           int Hkv, int D, const ppsrt_dropout *drop) {
-  ENTER(b, stream);
+/* The backward of attn_fwd_core's blocks: dq rows bb*T + i (stride lddq), dk/dv rows
+ * bb*(q0 + T) + j (stride lddk), added to (accumulate) or overwritten. */
+static int attn_bwd_core(void *dq_, int lddq, void *dk_, void *dv_, int lddk, int accumulate, const void *dout_,
+                         const void *out_, const float *lse, const void *q_, int ldq, const void *k_, int ldk,
+                         const void *v_, int ldv, int batch, int T, int q0, int Hq, int Hkv, int D,
+                         const ppsrt_dropout *drop) {
   if (Hkv <= 0 || Hq % Hkv != 0) return PPSRT_FAIL(PPSRT_E_USAGE, "attention: Hq %d not a multiple of Hkv %d", Hq, Hkv);
+  if (q0 < 0 || T < 0) return PPSRT_FAIL(PPSRT_E_USAGE, "attention: bad query block [%d, %d + %d)", q0, q0, T);
   float *dq = dq_, *dk = dk_, *dv = dv_;
   const float *dout = dout_, *out = out_, *q = q_, *k = k_, *v = v_;
   const float scale = 1.0f / sqrtf((float)D);
-  const int grp = Hq / Hkv, ldo = Hq * D, dr = drop && drop->thr;
-  for (int r = 0; r < batch * T; r++) {
-    memset(dk + (size_t)r * ldd, 0, (size_t)Hkv * D * sizeof(float));
-    memset(dv + (size_t)r * ldd, 0, (size_t)Hkv * D * sizeof(float));
+  const int grp = Hq / Hkv, ldo = Hq * D, dr = drop && drop->thr, Tk = q0 + T, Ts = dr && drop->seq ? drop->seq : Tk;
+  for (int r = 0; r < batch * Tk && !accumulate; r++) {
+    memset(dk + (size_t)r * lddk, 0, (size_t)Hkv * D * sizeof(float));
+    memset(dv + (size_t)r * lddk, 0, (size_t)Hkv * D * sizeof(float));
   }
   for (int bb = 0; bb < batch; bb++)
     for (int h = 0; h < Hq; h++) {
       int g = h / grp;
       for (int i = 0; i < T; i++) {
         size_t ri = (size_t)(bb * T + i);
+        const int gi = q0 + i;
         const float *qi = q + ri * ldq + (size_t)h * D;
         const float *doi = dout + ri * ldo + (size_t)h * D;
         const float *oi = out + ri * ldo + (size_t)h * D;
         float li = lse[((size_t)bb * Hq + h) * T + i];
         float delta = 0.0f;
         for (int d = 0; d < D; d++) delta += doi[d] * oi[d];
-        float *dqi = dq + ri * ldd + (size_t)h * D;
+        float *dqi = dq + ri * lddq + (size_t)h * D;
         for (int d = 0; d < D; d++) dqi[d] = 0.0f;
-        uint64_t row = dr ? (((uint64_t)bb * drop->heads + drop->base + h) * T + i) * T : 0;
-        for (int j = 0; j <= i; j++) {
-          size_t rj = (size_t)(bb * T + j);
+        uint64_t row = dr ? (((uint64_t)bb * drop->heads + drop->base + h) * Ts + gi) * Ts : 0;
+        for (int j = 0; j <= gi; j++) {
+          size_t rj = (size_t)bb * Tk + j;
           const float *kj = k + rj * ldk + (size_t)g * D, *vj = v + rj * ldv + (size_t)g * D;
           float sc = 0.0f, dp = 0.0f;
           for (int d = 0; d < D; d++) {
@@ -378,7 +397,7 @@ static int k_attention_bwd(ppsrt_backend *b, int stream, void *dq_, void *dk_, v
             dp = kp ? dp * drop->scale : 0.0f;
           }
           float ds = pij * (dp - delta) * scale;
-          float *dkj = dk + rj * ldd + (size_t)g * D, *dvj = dv + rj * ldd + (size_t)g * D;
+          float *dkj = dk + rj * lddk + (size_t)g * D, *dvj = dv + rj * lddk + (size_t)g * D;
           for (int d = 0; d < D; d++) {
             dqi[d] += ds * kj[d];
             dkj[d] += ds * qi[d];
@@ -388,6 +407,20 @@ static int k_attention_bwd(ppsrt_backend *b, int stream, void *dq_, void *dk_, v
       }
     }
   return PPSRT_OK;
+}
+static int k_attention_bwd(ppsrt_backend *b, int stream, void *dq, void *dk, void *dv, int ldd,
+                           const void *dout, const void *out, const float *lse, const void *q, int ldq,
+                           const void *k, int ldk, const void *v, int ldv, int batch, int T, int Hq,
+                           int Hkv, int D, const ppsrt_dropout *drop) {
+  ENTER(b, stream);
+  return attn_bwd_core(dq, ldd, dk, dv, ldd, 0, dout, out, lse, q, ldq, k, ldk, v, ldv, batch, T, 0, Hq, Hkv, D, drop);
+}
+static int k_attention_bwd_at(ppsrt_backend *b, int stream, void *dq, int lddq, void *dk, void *dv, int lddk,
+                              const void *dout, const void *out, const float *lse, const void *q, int ldq,
+                              const void *k, int ldk, const void *v, int ldv, int Tq, int q0, int Hq, int Hkv, int D,
+                              const ppsrt_dropout *drop) {
+  ENTER(b, stream);
+  return attn_bwd_core(dq, lddq, dk, dv, lddk, 0, dout, out, lse, q, ldq, k, ldk, v, ldv, 1, Tq, q0, Hq, Hkv, D, drop);
 }
 
 /* embedding_fwd over a vocabulary shard: table holds rows for ids [lo, hi), [hi-lo, C]:
@@ -664,6 +697,8 @@ void ppsrt_cpu_install_kernels(ppsrt_backend *b) {
   b->layernorm_bwd_weight = k_layernorm_bwd_weight;
   b->attention_fwd = k_attention_fwd;
   b->attention_bwd = k_attention_bwd;
+  b->attention_fwd_at = k_attention_fwd_at;
+  b->attention_bwd_at = k_attention_bwd_at;
   b->embedding_fwd = k_embedding_fwd;
   b->embedding_bwd = k_embedding_bwd;
   b->softmax_stats = k_softmax_stats;

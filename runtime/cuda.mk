@@ -111,6 +111,8 @@ TESTS += tests/gpu/llama_emu.sh
 TESTS += tests/gpu/moe_emu.sh
 # validation through the pipeline (forward only) on the emulated CUDA backend and NCCL
 TESTS += tests/gpu/eval_emu.sh
+TESTS += tests/gpu/cp_emu.sh
+EXTRA_DIST += tests/gpu/cp_emu.sh
 
 # A CUDA/NCCL program that knows nothing of PPS, linked against the real cudart (and
 # NCCL), run on the emulator by preloading it: deliberate ordering bugs must fail.

@@ -35,6 +35,8 @@ typedef struct ppsrt_dropout {
   uint64_t base;   /* element i of the call has index base + i (hidden sites: the first token row
                     * times the width); attention: the first query head's index in the whole layer */
   int heads;       /* attention: the whole layer's query heads (index ((b heads + base + h) T + i) T + j) */
+  int seq;         /* attention_fwd_at/bwd_at (--context-parallel): T of that index, the whole sequence
+                    * (i, j the global positions); 0 elsewhere (T: the call's) */
 } ppsrt_dropout;
 
 PPSRT_DROP_FN uint64_t ppsrt_drop_mix(uint64_t z) {

@@ -517,8 +517,9 @@ static int fail_at(ppsrt_ctx *c, int i, int rc, const char *what) {
   }
   c->status = rc;
   if (c->tr && !c->reference) c->tr->abort(c->tr, c->rank, c->errmsg);
-  if (c->gtr && !c->reference) c->gtr->abort(c->gtr, c->replica, c->errmsg);   /* --data-parallel: its replicas too */
+  if (c->gtr && !c->reference) c->gtr->abort(c->gtr, c->grank, c->errmsg);   /* --data-parallel (x context ranks): its group too */
   if (c->ttr && !c->reference) c->ttr->abort(c->ttr, c->tp_rank, c->errmsg);   /* --tensor-parallel: its group too */
+  if (c->ctr && !c->reference) c->ctr->abort(c->ctr, c->cp_rank, c->errmsg);   /* --context-parallel: its group too */
   if (c->lane_tr && !c->reference) c->lane_tr->abort(c->lane_tr, c->rank, c->errmsg);
   return rc;
 }
@@ -615,7 +616,7 @@ int rt_optimizer_step(ppsrt_ctx *c, int step, double *lr_out, double *gnorm_out)
       for (size_t i = 0; i < p->sh_n; i++) ss += (double)buf[i] * buf[i];
     }
     free(buf);
-    if (!rc && o->distopt && c->run->nrep > 1) rc = rt_replica_sum(c, &ss);   /* the shards of the device's replicas */
+    if (!rc && o->distopt && c->run->ngrad > 1) rc = rt_replica_sum(c, &ss);   /* the shards of the device's replicas */
     if (!rc) rc = rt_tp_sum(c, &ss);   /* the slices of the device's tensor-parallel group */
     row[2 * c->rank] = (float)ss;
     row[2 * c->rank + 1] = (float)(ss - (double)row[2 * c->rank]);
@@ -644,7 +645,7 @@ int rt_optimizer_step(ppsrt_ctx *c, int step, double *lr_out, double *gnorm_out)
                                  (float)o->eps, wd, step);
     if (rc) return rc;
   }
-  if (o->distopt && c->run->nrep > 1 && (rc = rt_replica_gather_weights(c))) return rc;   /* one all-gather a buffer */
+  if (o->distopt && c->run->ngrad > 1 && (rc = rt_replica_gather_weights(c))) return rc;   /* one all-gather a buffer */
   if (lr_out) *lr_out = lr;
   if (gnorm_out) *gnorm_out = norm;
   return 0;
@@ -734,7 +735,7 @@ int rt_run_device(ppsrt_ctx *c) {
       if (ev && (rc = c->be->event_record(c->be, c->tev[2 * i], PPSRT_STREAM_COMPUTE))) { fail_at(c, i, rc, NULL); break; }
       double a = timed ? (have_last ? last : rt_now()) : 0;
       /* --distributed-optimizer on a GPU: the stage's weights gathered (the last step's) */
-      if (run->nrep > 1 && (rc = rt_replica_weights_wait(c, c->ops[i].stage, 0))) { fail_at(c, i, rc, NULL); break; }
+      if (run->ngrad > 1 && (rc = rt_replica_weights_wait(c, c->ops[i].stage, 0))) { fail_at(c, i, rc, NULL); break; }
       if ((rc = group_open(c, i)) || (rc = exec_op(c, i)) || (rc = group_close(c, i, 0))) {
         group_close(c, i, rc);
         fail_at(c, i, rc, NULL);
@@ -746,7 +747,7 @@ int rt_run_device(ppsrt_ctx *c) {
       if (ev && (rc = c->be->event_record(c->be, c->tev[2 * i + 1], PPSRT_STREAM_COMPUTE))) { fail_at(c, i, rc, NULL); break; }
       rt_store_sample(&c->store);
       if (comp && !ev) busy += b - a;
-      if (run->nrep > 1 && (rc = rt_replica_after(c, i))) {
+      if (run->ngrad > 1 && (rc = rt_replica_after(c, i))) {
         fail_at(c, -1, rc, "data-parallel gradient all-reduce");
         break;
       }
@@ -775,7 +776,7 @@ int rt_run_device(ppsrt_ctx *c) {
       break;
     }
     rt_box_clear(c);
-    if (run->nrep > 1 && (rc = rt_replica_end(c))) { fail_at(c, -1, rc, "data-parallel gradient all-reduce"); break; }
+    if (run->ngrad > 1 && (rc = rt_replica_end(c))) { fail_at(c, -1, rc, "data-parallel gradient all-reduce"); break; }
     double loss = 0;
     if (m->end_iteration && (rc = m->end_iteration(m, c, &loss))) { fail_at(c, -1, rc, "end_iteration"); break; }
     double t1 = rt_now();
@@ -806,14 +807,14 @@ int rt_run_device(ppsrt_ctx *c) {
     if ((rc = rt_allreduce_host(c, st, (size_t)ndev * ST_N + 2, PPSRT_SUM))) { fail_at(c, -1, rc, "loss all-reduce"); break; }
     c->loss[it] = st[(size_t)ndev * ST_N];
     /* --data-parallel: the loss averaged over the replicas (the gradients were, after the last W) */
-    if (run->nrep > 1 && (rc = rt_replica_loss(c, &c->loss[it]))) { fail_at(c, -1, rc, "data-parallel loss all-reduce"); break; }
+    if (run->ngrad > 1 && (rc = rt_replica_loss(c, &c->loss[it]))) { fail_at(c, -1, rc, "data-parallel loss all-reduce"); break; }
     /* every rank is past the iteration's last communication: a caching backend may
      * release memory now (a device-wide synchronisation cannot wait for a peer here) */
     if (c->be->trim && (rc = c->be->trim(c->be))) { fail_at(c, -1, rc, "releasing cached memory"); break; }
     c->busy[it] = busy;
     c->span[it] = t1 - t0;
     c->peak_bytes[it] = pk;
-    if ((c->rank == 0 && c->replica == 0 && c->tp_rank == 0) || run->nlocal == 1) {
+    if ((c->rank == 0 && c->grank == 0 && c->tp_rank == 0) || run->nlocal == 1) {
       /* after the sum every rank holds every device's row; one context keeps them */
       for (int d = 0; d < ndev; d++) {
         float *r = st + (size_t)d * ST_N;
@@ -840,7 +841,7 @@ int rt_run_device(ppsrt_ctx *c) {
       if ((rc = rt_allreduce_host(c, fb, 2, PPSRT_SUM))) { fail_at(c, -1, rc, "--check all-reduce"); break; }
       double nb = fb[0];   /* --tensor-parallel: each rank compared its own slices */
       if ((rc = rt_tp_sum(c, &nb))) { fail_at(c, -1, rc, "--check all-reduce"); break; }
-      if ((c->rank == 0 && c->replica == 0 && c->tp_rank == 0) || run->nlocal == 1) run->check_mismatches = (long)nb;
+      if ((c->rank == 0 && c->grank == 0 && c->tp_rank == 0) || run->nlocal == 1) run->check_mismatches = (long)nb;
       /* the first context prints every local rank's lines in rank order, once all have
        * compared: the all-reduces above span this pipeline and its tensor group only, so
        * the other replicas' ranks are waited for at the world's barrier (without it the
@@ -852,7 +853,7 @@ int rt_run_device(ppsrt_ctx *c) {
         for (int l = 0; l < run->nlocal; l++)
           if (run->ctx[l].check_text) {
             /* --data-parallel: the replicas' gradients are the same after the all-reduce; replica 0's lines */
-            if (run->ctx[l].replica == 0) fputs(run->ctx[l].check_text, run->out);
+            if (run->ctx[l].grank == 0) fputs(run->ctx[l].check_text, run->out);
             free(run->ctx[l].check_text);
             run->ctx[l].check_text = NULL;
           }
@@ -862,12 +863,12 @@ int rt_run_device(ppsrt_ctx *c) {
     long step = run->step0 + it + 1;
     double lr = 0, gnorm = 0;
     if ((rc = rt_optimizer_step(c, (int)step, &lr, &gnorm))) { fail_at(c, -1, rc, "optimizer step"); break; }
-    if (c->rank == 0 && c->replica == 0 && c->tp_rank == 0) {
+    if (c->rank == 0 && c->grank == 0 && c->tp_rank == 0) {
       run->lr_it[it] = lr;
       run->gnorm_it[it] = gnorm;
       run->iterations_done = it + 1;
     }
-    if (c->rank == 0 && c->replica == 0 && c->tp_rank == 0 && !o->json && !o->quiet) {
+    if (c->rank == 0 && c->grank == 0 && c->tp_rank == 0 && !o->json && !o->quiet) {
       pthread_mutex_lock(&run->print_lock);
       rt_print_iteration(run, it);
       pthread_mutex_unlock(&run->print_lock);
@@ -886,7 +887,7 @@ int rt_run_device(ppsrt_ctx *c) {
         c->status = rc;
         break;
       }
-      if (c->rank == 0 && c->replica == 0 && c->tp_rank == 0 && !o->json && !o->quiet) {
+      if (c->rank == 0 && c->grank == 0 && c->tp_rank == 0 && !o->json && !o->quiet) {
         pthread_mutex_lock(&run->print_lock);
         fprintf(run->out, "saved %s (step %ld, %d shard%s)\n", o->save, step, ndev, ndev == 1 ? "" : "s");
         fflush(run->out);

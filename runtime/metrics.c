@@ -435,10 +435,11 @@ void rt_print_json(ppsrt_run *run, int status) {
   if (run->first_error[0]) json_str(f, run->first_error); else fprintf(f, "null");
   /* vocabulary collectives: on their lanes (coll_lane.c) or blocking; null without */
   fprintf(f, ",\"collectives\":%s", !p->vocab_mode ? "null" : run->lane_tr ? "\"async\"" : "\"blocking\"");
-  /* the ranks: P devices x D replicas x T tensor ranks */
-  fprintf(f, ",\"layout\":{\"devices\":%d,\"data_parallel\":%d,\"tensor_parallel\":%d,\"ranks\":%d,\"distributed_optimizer\":%s,"
-          "\"sequence_parallel\":%s}",
-          p->ndev, run->nrep, run->ntp, p->ndev * run->nrep * run->ntp, run->o.distopt ? "true" : "false",
+  /* the ranks: P devices x D replicas x C context ranks x T tensor ranks */
+  int ncp = run->ncp > 1 ? run->ncp : 1;
+  fprintf(f, ",\"layout\":{\"devices\":%d,\"data_parallel\":%d,\"context_parallel\":%d,\"tensor_parallel\":%d,\"ranks\":%d,"
+          "\"distributed_optimizer\":%s,\"sequence_parallel\":%s}",
+          p->ndev, run->nrep, ncp, run->ntp, p->ndev * run->nrep * ncp * run->ntp, run->o.distopt ? "true" : "false",
           run->o.sequence_parallel ? "true" : "false");
   /* the gpt's layer (null for the mlp model); its rates and factors as the shortest
      decimals that read back to the same double (0.1, not 0.10000000000000001) */

@@ -86,6 +86,9 @@ typedef struct ppsrt_model_config {
   int tp_rank;            /* this model's rank in its tensor-parallel group, 0..tp-1 */
   int sp;                 /* --sequence-parallel (with tp > 1): the gpt's residual stream split by
                            * token rows over the group (model_gpt.c) */
+  int cp;                 /* --context-parallel C (0 = 1): each sequence split over C ranks, in 2C
+                           * chunks, rank cp_rank holding chunks cp_rank and 2C - 1 - cp_rank (model_gpt.c, cp.c) */
+  int cp_rank;            /* this model's rank in its context-parallel group, 0..cp-1 */
   /* gpt architecture (--arch, --mlp, --norm, --position, --bias, --ffn-hidden, --rope-base, or the
    * model { } block's swiglu, rmsnorm, rope, bias, ffn_hidden keys; docs/models.md) */
   int ffn_hidden;         /* MLP width (0: 4 hidden, or with swiglu Megatron's 8h/3 rounded: ppsrt_gpt_ffn) */
@@ -338,6 +341,32 @@ int ppsrt_tp_allgather(ppsrt_ctx *c, const void *send, void *recv, size_t bytes)
  * sum into recv (count F32; recv may be send's own block); a plain copy without a group.
  * Both in the backend's memory, on the compute stream, like ppsrt_tp_allreduce. */
 int ppsrt_tp_reduce_scatter(ppsrt_ctx *c, const float *send, float *recv, size_t count);
+/* --context-parallel (cp.c): each rank's `bytes` at send land in recv (C x bytes) at block
+ * cp_rank on every rank of the context-parallel group; send (C x count F32) summed over
+ * the group, block cp_rank of the sum into recv (count F32). Backend memory, compute
+ * stream; without a group a plain copy. */
+int ppsrt_cp_allgather(ppsrt_ctx *c, const void *send, void *recv, size_t bytes);
+int ppsrt_cp_reduce_scatter(ppsrt_ctx *c, const float *send, float *recv, size_t count);
+/* --context-parallel's attention (cp.c, Megatron-LM's --cp-comm-type all_gather) on one
+ * microbatch of Bm sequences of T tokens, of which this rank (cp of C) holds chunks cp
+ * and 2C - 1 - cp of T / 2C rows each: qkv (act_dtype [Bm, T/C, ld]: the sequence's local
+ * rows in that order, query heads at column 0, keys at Hq D, values at (Hq + Hkv) D).
+ * fwd all-gathers the group's keys and values, puts them in sequence order and runs each
+ * local chunk's queries against the keys up to their own positions: att [Bm T/C, Hq D],
+ * lse (F32 Bm Hq T/C). bwd gathers them again, computes dq of the local rows into dqkv
+ * (same layout as qkv) and every key's and value's gradient, reduce-scattered back to
+ * their owners' rows of dqkv. drop (NULL: none): --attention-dropout's site, indexed
+ * by the global positions in the whole sequence as at C = 1 (dropout.h). */
+typedef struct ppsrt_cp_shape { int Bm, T, C, cp, Hq, Hkv, D, ld; } ppsrt_cp_shape;
+int ppsrt_cp_attention_fwd(ppsrt_ctx *c, const ppsrt_cp_shape *s, const void *qkv, void *att, float *lse,
+                           const ppsrt_dropout *drop);
+int ppsrt_cp_attention_bwd(ppsrt_ctx *c, const ppsrt_cp_shape *s, const void *qkv, const void *att, const float *lse,
+                           const void *datt, void *dqkv, const ppsrt_dropout *drop);
+/* The global position of local row u (0 <= u < T/C) of rank cp of C (sequence of T). */
+static inline int ppsrt_cp_pos(int T, int C, int cp, int u) {
+  int Tc = T / (2 * C), j = u / Tc;
+  return (j ? 2 * C - 1 - cp : cp) * Tc + u % Tc;
+}
 ppsrt_backend *ppsrt_ctx_backend(ppsrt_ctx *c);
 int ppsrt_ctx_rank(ppsrt_ctx *c);
 int ppsrt_ctx_iteration(ppsrt_ctx *c);

@@ -142,6 +142,7 @@ typedef struct gpt {
   int kidx[NLP], nlp;      /* layer parameter j's index in a layer's block, -1 when absent; present ones */
   float *rcs;              /* --position rope: device F32 [seq, D/2, 2] cosines and sines (rope_table) */
   int sp, n, r0;           /* --sequence-parallel: on; this rank's token rows [r0, r0 + n) (else 0, N) */
+  int cp, cpr, Tl;         /* --context-parallel: group size, this rank, its tokens of a sequence T / cp (cp.c) */
   size_t es;
   int nlocal, *local, first, last;
   int lo, hi;              /* vocabulary rows held */
@@ -190,8 +191,32 @@ static ppsrt_dropout drop_site(const ppsrt_model *m, int mb, int layer, int site
   int at = site == PPSRT_DROP_ATTN, on = !m->eval;   /* evaluation: none (threshold 0, scale 1) */
   ppsrt_dropout d = {on ? (at ? g->dta : g->dth) : 0, on ? (at ? g->dsa : g->dsh) : 1.0f,
                      ppsrt_drop_key(m->cfg.seed, g->step, (int64_t)m->cfg.mb0 + mb, layer, site), base,
-                     at ? g->Hq * g->tp : 0};
+                     at ? g->Hq * g->tp : 0, 0};
   return d;
+}
+
+/* --hidden-dropout on this rank's n rows [r0, r0 + n) of its N (bias_dropout_add's
+ * y = a + drop(x + bias), each a [n, h] or NULL): one kernel whose base is r0 h, or
+ * under --context-parallel one for each run of rows consecutive in the whole
+ * micro-batch (a chunk of a sequence), based at its first row's global index
+ * (b T + position) h, so that every element keeps C = 1's mask. */
+static int drop_rows(const ppsrt_model *m, int mb, int layer, int site, void *y, const void *a, const void *x,
+                     const void *bias) {
+  const gpt *g = m->impl;
+  ppsrt_backend *be = m->be;
+  int Tc = g->T / (2 * g->cp);
+  for (int i = 0; i < g->n;) {
+    int u = g->r0 + i, b = u / g->Tl, lu = u % g->Tl, seg = g->cp > 1 ? Tc - lu % Tc : g->n;
+    if (seg > g->n - i) seg = g->n - i;
+    int64_t row = g->cp > 1 ? (int64_t)b * g->T + ppsrt_cp_pos(g->T, g->cp, g->cpr, lu) : u;
+    ppsrt_dropout d = drop_site(m, mb, layer, site, (uint64_t)row * g->h);
+    size_t off = (size_t)i * g->h * g->es;
+    int rc = be->bias_dropout_add(be, CS, (char *)y + off, a ? (const char *)a + off : NULL, (const char *)x + off, bias,
+                                  seg, g->h, &d);
+    if (rc) return rc;
+    i += seg;
+  }
+  return 0;
 }
 
 #define TRY(e)                   \
@@ -249,6 +274,17 @@ static int linear_w(const gpt *g, ppsrt_backend *be, int M, int K, int Nc, const
   return db ? be->bias_grad(be, CS, db, dY, M, Nc) : 0;
 }
 
+/* --context-parallel: this rank's attention shape (cp.c) */
+static ppsrt_cp_shape cp_shape(const gpt *g) {
+  return (ppsrt_cp_shape){g->Bm, g->T, g->cp, g->cpr, g->Hq, g->Hkv, g->D, g->q};
+}
+
+static int cp_attn_bwd(ppsrt_ctx *c, const gpt *g, const void *qkv, const void *att, const float *lse, const void *datt,
+                       void *dqkv, const ppsrt_dropout *drop) {
+  ppsrt_cp_shape s = cp_shape(g);
+  return ppsrt_cp_attention_bwd(c, &s, qkv, att, lse, datt, dqkv, drop);
+}
+
 static int get(ppsrt_ctx *c, int mb, int stage, int idx, void **p) { return ppsrt_act_get(c, mb, stage, idx, p); }
 static int save(ppsrt_ctx *c, int mb, int stage, size_t bytes, void **p, int *idx) {
   return ppsrt_act_save(c, mb, stage, bytes, p, idx);
@@ -278,7 +314,7 @@ static size_t layer_bytes(const gpt *g, int with_y) {
   return Nh                                  /* ln1 */
          + 2 * (size_t)g->nst * g->n * sizeof(float)   /* mean1, rstd1, mean2, rstd2 (RMS: rstd1, rstd2) */
          + (size_t)g->N * g->q * g->es       /* qkv */
-         + (size_t)g->Bm * g->Hq * g->T * sizeof(float)   /* lse */
+         + (size_t)g->Bm * g->Hq * g->Tl * sizeof(float)   /* lse (--context-parallel: its rows') */
          + (size_t)g->N * g->ha * g->es      /* att */
          + 2 * Nh                            /* x1, ln2 */
          + (g->moe_on ? g->moe.bytes                /* the experts' entry (moe.h) */
@@ -458,7 +494,7 @@ static int layer_f_in(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, 
   TRY(save(c, mb, stage, nh * es, &ln1, &fi[FE_LN1]));
   TRY(save(c, mb, stage, 2 * (size_t)g->nst * n * 4, (void **)&st, &fi[FE_ST]));
   TRY(save(c, mb, stage, (size_t)N * q * es, &qkv, &fi[FE_QKV]));
-  TRY(save(c, mb, stage, (size_t)g->Bm * g->Hq * g->T * 4, (void **)&lse, &fi[FE_LSE]));
+  TRY(save(c, mb, stage, (size_t)g->Bm * g->Hq * g->Tl * 4, (void **)&lse, &fi[FE_LSE]));
   TRY(save(c, mb, stage, (size_t)N * ha * es, &att, &fi[FE_ATT]));
   TRY(save(c, mb, stage, nh * es, &x1, &fi[FE_X1]));
   TRY(save(c, mb, stage, nh * es, &ln2, &fi[FE_LN2]));
@@ -487,16 +523,19 @@ static int layer_f_in(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, 
   if (g->rope) K(be->rope(be, CS, qkv, q, g->posid, g->rcs, N, g->Hq + g->Hkv, D, 0));
   int gl = stage * g->L + l;   /* the global layer (dropout masks) */
   ppsrt_dropout da = drop_site(m, mb, gl, PPSRT_DROP_ATTN, (uint64_t)g->tpr * g->Hq);
-  K(be->attention_fwd(be, CS, att, lse, qb, q, qb + (size_t)g->Hq * D * es, q, qb + (size_t)(g->Hq + g->Hkv) * D * es,
-                      q, g->Bm, g->T, g->Hq, g->Hkv, D, g->dta ? &da : NULL));
+  if (g->cp > 1) {   /* --context-parallel: the group's keys and values gathered (cp.c) */
+    ppsrt_cp_shape cs = cp_shape(g);
+    K(ppsrt_cp_attention_fwd(c, &cs, qkv, att, lse, g->dta ? &da : NULL));
+  } else
+    K(be->attention_fwd(be, CS, att, lse, qb, q, qb + (size_t)g->Hq * D * es, q, qb + (size_t)(g->Hq + g->Hkv) * D * es,
+                        q, g->Bm, g->T, g->Hq, g->Hkv, D, g->dta ? &da : NULL));
   /* x1 = x + att Wproj + b (tensor parallel: the partial products summed over the group
    * first, or reduce-scattered to this rank's rows, the bias added once after); with
    * --hidden-dropout x1 = x + drop(att Wproj + b), bias and dropout in one kernel */
   if (g->dth) {
-    ppsrt_dropout d = drop_site(m, mb, gl, PPSRT_DROP_PROJ, (uint64_t)g->r0 * h);
     if (g->tp > 1) K(gemm_tp_sum(c, g, be, 0, 0, N, h, ha, att, ha, p[PROJW]->param.data, h, x1));
     else K(be->gemm(be, CS, 0, 0, N, h, ha, 1.0f, att, AT, ha, p[PROJW]->param.data, AT, h, 0.0f, x1, AT, h));
-    K(be->bias_dropout_add(be, CS, x1, x, x1, PD(p[PROJB]), n, h, &d));
+    K(drop_rows(m, mb, gl, PPSRT_DROP_PROJ, x1, x, x1, PD(p[PROJB])));
   } else if (g->tp > 1) {
     K(gemm_tp_sum(c, g, be, 0, 0, N, h, ha, att, ha, p[PROJW]->param.data, h, x1));
     K(be->add(be, CS, x1, x1, x, nh));
@@ -524,10 +563,9 @@ static int layer_f_in(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, 
     K(g->sw ? be->swiglu_fwd(be, CS, hact, hpre, N, f) : be->gelu_fwd(be, CS, hact, hpre, (size_t)N * f));
   }
   if (g->dth) {   /* y = x1 + drop(hact Wfc2 + b) */
-    ppsrt_dropout d = drop_site(m, mb, gl, PPSRT_DROP_FC2, (uint64_t)g->r0 * h);
     if (g->tp > 1) K(gemm_tp_sum(c, g, be, 0, 0, N, h, f, hact, f, p[FC2W]->param.data, h, y));
     else K(be->gemm(be, CS, 0, 0, N, h, f, 1.0f, hact, AT, f, p[FC2W]->param.data, AT, h, 0.0f, y, AT, h));
-    K(be->bias_dropout_add(be, CS, y, x1, y, PD(p[FC2B]), n, h, &d));
+    K(drop_rows(m, mb, gl, PPSRT_DROP_FC2, y, x1, y, PD(p[FC2B])));
     return 0;
   }
   if (g->tp > 1) {
@@ -563,9 +601,8 @@ static int hdrop(ppsrt_model *m, int mb, int layer, int site, const void *src, v
   gpt *g = m->impl;
   *out = src;
   if (!g->dth) return 0;
-  ppsrt_dropout d = drop_site(m, mb, layer, site, (uint64_t)g->r0 * g->h);
   *out = dst;
-  return m->be->bias_dropout_add(m->be, CS, dst, NULL, src, NULL, g->n, g->h, &d);
+  return drop_rows(m, mb, layer, site, dst, NULL, src, NULL);
 }
 
 /* B of layer l: from dy (the gradient of the layer's output) to dx (the gradient of its
@@ -644,8 +681,9 @@ static int layer_b(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int
       (rc = hdrop(m, mb, gl, PPSRT_DROP_PROJ, dx1, dd, &dx1m)) ||
       (rc = sp_gather(c, g, dx1m, G, h, &dx1f)) ||
       (rc = be->gemm(be, CS, 0, 1, N, ha, h, 1.0f, dx1f, AT, h, p[PROJW]->param.data, AT, h, 0.0f, tmp, AT, ha)) ||
-      (rc = be->attention_bwd(be, CS, t2, t2 + ko, t2 + vo, q, tmp, att, lse, qb, q, qb + ko, q, qb + vo, q, g->Bm,
-                              g->T, g->Hq, g->Hkv, D, g->dta ? &da : NULL)) ||
+      (rc = g->cp > 1 ? cp_attn_bwd(c, g, qkv, att, lse, tmp, t2, g->dta ? &da : NULL)
+                      : be->attention_bwd(be, CS, t2, t2 + ko, t2 + vo, q, tmp, att, lse, qb, q, qb + ko, q, qb + vo, q,
+                                          g->Bm, g->T, g->Hq, g->Hkv, D, g->dta ? &da : NULL)) ||
       (g->rope && (rc = be->rope(be, CS, t2, q, g->posid, g->rcs, N, g->Hq + g->Hkv, D, 1))) ||
       (rc = be->memcpy_async(be, CS, qkv, t2, (size_t)N * q * es, 0)) ||
       (rc = g->tp > 1 ? gemm_tp_sum(c, g, be, 0, 1, N, h, q, qkv, q, p[QKVW]->param.data, q, ln1)
@@ -734,8 +772,7 @@ static int gpt_head_f(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, void *x);
 static int embed_drop(ppsrt_model *m, int mb, void *x) {
   gpt *g = m->impl;
   if (!g->dth || g->nc) return 0;
-  ppsrt_dropout d = drop_site(m, mb, -1, PPSRT_DROP_EMBED, (uint64_t)g->r0 * g->h);
-  return m->be->bias_dropout_add(m->be, CS, x, NULL, x, NULL, g->n, g->h, &d);
+  return drop_rows(m, mb, -1, PPSRT_DROP_EMBED, x, NULL, x, NULL);
 }
 
 /* F: stage input (embedding on stage 0), L layers, and on the last stage LN_f and
@@ -1327,8 +1364,14 @@ double ppsrt_gpt_pass_flops(const ppsrt_model_config *cfg, int kind, int stage) 
    * vocabulary-parallel schedule) of the input and output layers' vocabulary rows; the
    * input layer's FLOPs are counted whole (a lookup of every token on every rank) */
   double T = cfg->tp > 1 ? (double)cfg->tp : 1;
-  double b = cfg->micro_batch, s = cfg->seq, h = cfg->hidden, V = cfg->vocab / (cfg->vocab_mode ? 1 : T), L = cfg->layers_per_stage / T;
+  /* --context-parallel C: a rank's s / C tokens; its attention is its two query chunks
+   * of c = s / 2C rows against the keys each sees, (k + 1) c for chunk k: chunks c' and
+   * 2C - 1 - c' give (2C + 1) c^2 query-key pairs on every rank, where C = 1 (one block
+   * of s queries, s keys) counts s^2 */
+  double C = cfg->cp > 1 ? (double)cfg->cp : 1, ch = (double)cfg->seq / (2 * C);
+  double b = cfg->micro_batch, s = cfg->seq / C, h = cfg->hidden, V = cfg->vocab / (cfg->vocab_mode ? 1 : T), L = cfg->layers_per_stage / T;
   double P = cfg->vocab_mode ? (cfg->ndev > 0 ? cfg->ndev : 1) : 1;
+  double ss = C > 1 ? (2 * C + 1) * ch * ch : s * s;   /* query-key pairs of a sequence on this rank */
   double bsh = b * s * h, a = cfg->heads > 0 ? cfg->heads : 1, gq = cfg->query_groups > 0 ? cfg->query_groups : a;
   double f = ppsrt_gpt_ffn(cfg);
   /* a layer's matrix products 2bs (h h (1 + 2g/a) + h h + c h f), c = 3 (SwiGLU) or 2: 24 bsh h
@@ -1344,8 +1387,8 @@ double ppsrt_gpt_pass_flops(const ppsrt_model_config *cfg, int kind, int stage) 
   /* transformer layer F M + 4bs^2h, B M + 8bs^2h, W M (bsh(24h + 4s), bsh(24h + 8s), 24bsh h
    * for GPT's layer); input layer 3bsh (F bsh, W 2bsh); output layer 6bshV (F, B, W 2bshV each) */
   case PPSRT_OP_F:
-    return L * (M + 4 * bsh * s) + (!vm && first ? bsh : 0) + (!vm && last ? 2 * bsh * V : 0);
-  case PPSRT_OP_B: return L * (M + 8 * bsh * s) + (!vm && last ? 2 * bsh * V : 0);
+    return L * (M + 4 * b * h * ss) + (!vm && first ? bsh : 0) + (!vm && last ? 2 * bsh * V : 0);
+  case PPSRT_OP_B: return L * (M + 8 * b * h * ss) + (!vm && last ? 2 * bsh * V : 0);
   case PPSRT_OP_W: return L * M + (!vm && first ? 2 * bsh : 0) + (!vm && last ? 2 * bsh * V : 0);
   case PPSRT_OP_BW:
     return ppsrt_gpt_pass_flops(cfg, PPSRT_OP_B, stage) + ppsrt_gpt_pass_flops(cfg, PPSRT_OP_W, stage);
@@ -1455,17 +1498,25 @@ static int upload_i32(ppsrt_backend *be, const int32_t *h, size_t n, int32_t **o
   return be->stream_sync(be, CS);
 }
 
+/* --context-parallel: nseq whole sequences of a (T each) become this rank's rows of
+ * each (T / cp: its two chunks, ppsrt_cp_pos), in place; nothing without it. */
+static void cp_local(const gpt *g, int32_t *a, size_t nseq) {
+  if (g->cp <= 1) return;
+  for (size_t k = 0; k < nseq; k++)   /* (a row only moves down: k Tl + u <= k T + pos(u)) */
+    for (int u = 0; u < g->Tl; u++) a[k * g->Tl + u] = a[k * g->T + ppsrt_cp_pos(g->T, g->cp, g->cpr, u)];
+}
+
 /* Synthetic data of every microbatch: ids uniform in [0, V) from (seed, mb, token);
  * target[t] = (ids[t] + ids[t-1]) mod V within each sequence (ids[-1] = 0). */
 static int make_data(ppsrt_model *m) {
   gpt *g = m->impl;
-  size_t n = (size_t)m->cfg.nmb * g->N;
+  size_t n = (size_t)m->cfg.nmb * g->Bm * g->T;   /* whole sequences (--context-parallel: cp_local keeps its rows) */
   int32_t *ids = malloc(n * sizeof *ids), *tg = malloc(n * sizeof *tg), *pos = malloc((size_t)g->N * sizeof *pos);
   int rc = 0;
   if (!ids || !tg || !pos) rc = PPSRT_FAIL(PPSRT_E_NOMEM, "gpt: out of host memory");
   uint64_t stream = ppsrt_hash_str("gpt.data.tokens");
   for (size_t i = 0; !rc && i < n; i++) {
-    float u = ppsrt_rand_uniform(m->cfg.seed, stream, (size_t)m->cfg.mb0 * g->N + i);
+    float u = ppsrt_rand_uniform(m->cfg.seed, stream, (size_t)m->cfg.mb0 * g->Bm * g->T + i);
     int id = (int)((u + 1.0f) * 0.5f * (float)g->V);
     ids[i] = id < 0 ? 0 : id >= g->V ? g->V - 1 : id;
   }
@@ -1473,7 +1524,8 @@ static int make_data(ppsrt_model *m) {
     int t = (int)(i % (size_t)g->T);
     tg[i] = (int32_t)(((int64_t)ids[i] + (t > 0 ? ids[i - 1] : 0)) % g->V);
   }
-  for (int i = 0; !rc && i < g->N; i++) pos[i] = i % g->T;
+  for (int i = 0; !rc && i < g->N; i++) pos[i] = g->cp > 1 ? ppsrt_cp_pos(g->T, g->cp, g->cpr, i % g->Tl) : i % g->T;
+  if (!rc) { cp_local(g, ids, n / g->T); cp_local(g, tg, n / g->T); n = (size_t)m->cfg.nmb * g->N; }
   if (!rc) rc = upload_i32(m->be, ids, n, &g->ids);
   if (!rc) rc = upload_i32(m->be, tg, n, &g->tgt);
   if (!rc) rc = upload_i32(m->be, pos, (size_t)g->N, &g->posid);
@@ -1486,12 +1538,13 @@ static int make_data(ppsrt_model *m) {
  * uploaded over the synthetic ids/targets (same sizes). */
 static int load_tokens(ppsrt_model *m, long first) {
   gpt *g = m->impl;
-  size_t n = (size_t)m->cfg.nmb * g->N;
+  size_t n = (size_t)m->cfg.nmb * g->Bm * g->T;   /* whole sequences, then this rank's rows (cp_local) */
   int32_t *ids = malloc(n * sizeof *ids), *tg = malloc(n * sizeof *tg);
   int rc = 0;
   if (!ids || !tg) rc = PPSRT_FAIL(PPSRT_E_NOMEM, "gpt: out of host memory");
   for (long k = 0; !rc && k < (long)m->cfg.nmb * g->Bm; k++)
     rc = ppsrt_tokens_window(m->cfg.data, first + k, g->T, ids + (size_t)k * g->T, tg + (size_t)k * g->T);
+  if (!rc) { cp_local(g, ids, n / g->T); cp_local(g, tg, n / g->T); n = (size_t)m->cfg.nmb * g->N; }
   if (!rc) rc = m->be->memcpy_async(m->be, CS, g->ids, ids, n * sizeof *ids, 1);
   if (!rc) rc = m->be->memcpy_async(m->be, CS, g->tgt, tg, n * sizeof *tg, 1);
   if (!rc) rc = m->be->stream_sync(m->be, CS);
@@ -1546,6 +1599,13 @@ static int gpt_check_sizes(const ppsrt_model_config *cfg, int nstages) {
     return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --tensor-parallel %d splits the input and output layers' --vocab %d rows over the "
                       "group: %d must divide them\nhint: pad the vocabulary to a multiple of %d, as Megatron-LM does "
                       "(--make-vocab-size-divisible-by)", cfg->tp, cfg->vocab, cfg->tp, cfg->tp);
+  if (cfg->cp > 1 && cfg->seq % (2 * cfg->cp))
+    return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --context-parallel %d cuts each sequence into 2 x %d = %d chunks: --seq %d "
+                      "must be a multiple of %d", cfg->cp, cfg->cp, 2 * cfg->cp, cfg->seq, 2 * cfg->cp);
+  if (cfg->sp && cfg->tp > 1 && cfg->cp > 1 && ((int64_t)cfg->seq / cfg->cp * cfg->micro_batch) % cfg->tp)
+    return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --sequence-parallel splits a context rank's --micro-batch %d x --seq %d / "
+                      "--context-parallel %d = %lld tokens over --tensor-parallel %d ranks: %d must divide them",
+                      cfg->micro_batch, cfg->seq, cfg->cp, (long long)cfg->seq / cfg->cp * cfg->micro_batch, cfg->tp, cfg->tp);
   if (cfg->sp && cfg->tp > 1 && ((int64_t)cfg->seq * cfg->micro_batch) % cfg->tp)
     return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --sequence-parallel splits the --micro-batch %d x --seq %d = %lld tokens of a "
                       "microbatch over --tensor-parallel %d ranks: %d must divide them", cfg->micro_batch, cfg->seq,
@@ -1651,7 +1711,8 @@ int ppsrt_gpt_create(const ppsrt_model_config *cfg, ppsrt_backend *be, int devic
     int mlp = j == FCW || j == FCB || j == FC2W || j == FC2B;   /* (--num-experts: the experts' instead) */
     g->kidx[j] = (bias && g->nb) || (beta && g->rms) || (mlp && cfg->num_experts) ? -1 : g->nlp++;
   }
-  g->Bm = cfg->micro_batch; g->N = g->Bm * g->T; g->V = cfg->vocab; g->L = cfg->layers_per_stage;
+  g->cp = cfg->cp > 1 ? cfg->cp : 1; g->cpr = g->cp > 1 ? cfg->cp_rank : 0; g->Tl = g->T / g->cp;
+  g->Bm = cfg->micro_batch; g->N = g->Bm * g->Tl; g->V = cfg->vocab; g->L = cfg->layers_per_stage;
   g->S = cfg->nstage; g->P = P; g->mode = cfg->vocab_mode; g->rank = device; g->nc = cfg->no_compute;
   g->q = (g->Hq + 2 * g->Hkv) * g->D;
   g->dth = ppsrt_drop_thr(cfg->hidden_dropout); g->dta = ppsrt_drop_thr(cfg->attention_dropout);

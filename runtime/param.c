@@ -29,7 +29,7 @@ int ppsrt_param_alloc(ppsrt_backend *be, const ppsrt_model_config *cfg, ppsrt_pa
   else if ((rc = be->alloc(be, nw * sizeof(float), (void **)&q->master))) return rc;
   /* --distributed-optimizer: the gradient and the moments come with the shard
    * (ppsrt_param_shard), never whole */
-  if (cfg->distopt && cfg->nrep > 1) return 0;
+  if (cfg->distopt && cfg->nrep * (cfg->cp > 1 ? cfg->cp : 1) > 1) return 0;   /* (--context-parallel: D x C shards) */
   if ((rc = be->alloc(be, nw * sizeof(float), (void **)&q->grad)) ||
       (rc = be->alloc(be, nw * sizeof(float), (void **)&q->m)) ||
       (rc = be->alloc(be, nw * sizeof(float), (void **)&q->v)) ||

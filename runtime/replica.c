@@ -15,7 +15,9 @@
  * world's.
  *
  * The gradients of each stage are averaged over its D replicas on a transport of this
- * (device, tensor rank)'s D ranks alone (c->gtr: threads, MPI_Comm_split by the pair,
+ * (device, tensor rank)'s D ranks alone (with --context-parallel C: its D x C ranks, rank
+ * c->grank = r C + c, each context rank's gradient that of its tokens' mean loss, so the
+ * mean over D x C is the batch's; the distributed optimizer shards over D x C; cp.c) (c->gtr: threads, MPI_Comm_split by the pair,
  * or an NCCL communicator of those ranks), right after the stage's last W of the iteration
  * (rt_replica_after, called by interp.c; on the GPU on a stream of its own).
  *
@@ -149,7 +151,7 @@ static int in_bucket(const ppsrt_param *p, int s, int dist, int own) { return p-
 int rt_replica_flatten(ppsrt_ctx *c) {
   ppsrt_model *m = c->model;
   int S = c->run->prog->nstage, rc = 0, dist = c->run->o.distopt;
-  size_t D = (size_t)c->run->nrep, es = ppsrt_dtype_size(c->be->act_dtype);
+  size_t D = (size_t)c->run->ngrad, es = ppsrt_dtype_size(c->be->act_dtype);
   if (D <= 1) return 0;
   if (!(c->dp_b = calloc(2 * ((size_t)S + 1), sizeof *c->dp_b))) return PPSRT_FAIL(PPSRT_E_NOMEM, "data-parallel: out of host memory");
   for (int s = -1; s < S && !rc; s++)
@@ -178,7 +180,7 @@ int rt_replica_flatten(ppsrt_ctx *c) {
         if (!in_bucket(p, s, dist, own)) continue;
         at = dp_align(at);
         if (dist) {
-          rc = ppsrt_param_shard(c->be, p, b->w, b->grad, at, b->C, c->replica);
+          rc = ppsrt_param_shard(c->be, p, b->w, b->grad, at, b->C, c->grank);
         } else {   /* (first freed: the buffer takes its place) */
           if (p->grad && !p->grad_view) c->be->free(c->be, p->grad);
           p->grad = b->grad + at;
@@ -192,7 +194,7 @@ int rt_replica_flatten(ppsrt_ctx *c) {
 }
 
 static int stage_grads(ppsrt_ctx *c, int stage) {
-  int D = c->run->nrep, rc = 0, g = gpu(c), st = g ? PPSRT_STREAM_DP : PPSRT_STREAM_COMPUTE;
+  int D = c->run->ngrad, rc = 0, g = gpu(c), st = g ? PPSRT_STREAM_DP : PPSRT_STREAM_COMPUTE;
   ppsrt_backend *be = g ? c->be : NULL;   /* (the host buffers of the CPU backend go as host memory) */
   if (g) {   /* the DP stream waits for the compute stream's work so far */
     if (!c->dp_ev[0] && ((rc = c->be->event_create(c->be, &c->dp_ev[0])) || (rc = c->be->event_create(c->be, &c->dp_ev[1]))))
@@ -209,10 +211,10 @@ static int stage_grads(ppsrt_ctx *c, int stage) {
   for (int k = 0; k < c->dp_nb && !rc; k++) {
     rt_dp_bucket *b = &c->dp_b[k];
     if (b->stage != stage) continue;
-    float *mine = b->C ? b->grad + (size_t)c->replica * b->C : b->grad;
+    float *mine = b->C ? b->grad + (size_t)c->grank * b->C : b->grad;
     size_t n = b->C ? b->C : b->n;
-    rc = b->C ? c->gtr->reduce_scatter_f32(c->gtr, c->replica, be, st, b->grad, mine, n, PPSRT_SUM)
-              : c->gtr->allreduce_f32(c->gtr, c->replica, be, st, b->grad, n, PPSRT_SUM);
+    rc = b->C ? c->gtr->reduce_scatter_f32(c->gtr, c->grank, be, st, b->grad, mine, n, PPSRT_SUM)
+              : c->gtr->allreduce_f32(c->gtr, c->grank, be, st, b->grad, n, PPSRT_SUM);
     if (rc) break;
     if (g) rc = c->be->scale_f32(c->be, st, mine, 1.0f / (float)D, n);
     else
@@ -292,7 +294,7 @@ int rt_replica_gather_weights(ppsrt_ctx *c) {
   for (int k = 0; k < c->dp_nb && !rc; k++) {
     rt_dp_bucket *q = &c->dp_b[k];
     size_t blk = q->C * es;
-    rc = c->gtr->allgather(c->gtr, c->replica, b, st, (char *)q->w + (size_t)c->replica * blk, q->w, blk);
+    rc = c->gtr->allgather(c->gtr, c->grank, b, st, (char *)q->w + (size_t)c->grank * blk, q->w, blk);
     if (rc || !g) continue;
     if (!q->ev && (rc = c->be->event_create(c->be, &q->ev))) break;
     if (!(rc = c->be->event_record(c->be, q->ev, PPSRT_STREAM_DP))) q->pending = 1;
@@ -322,25 +324,25 @@ static int group_sum(ppsrt_ctx *c, ppsrt_transport *g, int rank, double *x) {
 }
 
 /* The sum of *x over this device's replicas. */
-int rt_replica_sum(ppsrt_ctx *c, double *x) { return group_sum(c, c->gtr, c->replica, x); }
+int rt_replica_sum(ppsrt_ctx *c, double *x) { return group_sum(c, c->gtr, c->grank, x); }
 
 /* p's sharded state `shard` (sh_n F32 values in the backend's memory: master, m or v)
  * whole into host memory `out` (numel values): each replica's shard of p (replica u's:
  * the tensor's elements in [u C, (u + 1) C) of its buffer, at most min(C, numel)) in a
  * block of that size of a scratch buffer, all-gathered, and put in place. */
 int rt_replica_gather_state(ppsrt_ctx *c, const ppsrt_param *p, const float *shard, float *out) {
-  size_t D = (size_t)c->run->nrep, C = p->chunk, B = C < p->numel ? C : p->numel, off = p->flat_off;
+  size_t D = (size_t)c->run->ngrad, C = p->chunk, B = C < p->numel ? C : p->numel, off = p->flat_off;
   size_t nb = D * B > 0 ? D * B : 1;
   float *all = NULL, *h = malloc(nb * sizeof *h);
   if (!h) return PPSRT_FAIL(PPSRT_E_NOMEM, "distributed optimizer: out of host memory");
   int rc = c->be->alloc(c->be, nb * sizeof(float), (void **)&all);
   if (rc) { free(h); return rc; }
-  float *mine = all + (size_t)c->replica * B;
+  float *mine = all + (size_t)c->grank * B;
   if (!(rc = c->be->memset0(c->be, PPSRT_STREAM_COMPUTE, all, nb * sizeof(float))) && p->sh_n)
     rc = c->be->memcpy_async(c->be, PPSRT_STREAM_COMPUTE, mine, shard, p->sh_n * sizeof(float), 0);
   ppsrt_backend *b = gpu(c) ? c->be : NULL;
   if (!rc && !b) rc = c->be->stream_sync(c->be, PPSRT_STREAM_COMPUTE);
-  if (!rc) rc = c->gtr->allgather(c->gtr, c->replica, b, PPSRT_STREAM_COMPUTE, mine, all, B * sizeof(float));
+  if (!rc) rc = c->gtr->allgather(c->gtr, c->grank, b, PPSRT_STREAM_COMPUTE, mine, all, B * sizeof(float));
   if (!rc) rc = c->be->download_f32(c->be, h, (ppsrt_tensor){all, D * B, PPSRT_F32});
   for (size_t u = 0; u < D && !rc; u++) {
     size_t lo = u * C > off ? u * C : off, hi = (u + 1) * C < off + p->numel ? (u + 1) * C : off + p->numel;
@@ -351,10 +353,12 @@ int rt_replica_gather_state(ppsrt_ctx *c, const ppsrt_param *p, const float *sha
   return rc;
 }
 
-/* The iteration's loss (the replica's, the same on its every device): the replicas' mean. */
+/* The iteration's loss (the replica's, the same on its every device): the replicas' mean
+ * (--context-parallel: each context rank's loss is the mean over its tokens, the same
+ * number on every rank, so the mean over D x C is the batch's). */
 int rt_replica_loss(ppsrt_ctx *c, double *loss) {
   int rc = rt_replica_sum(c, loss);
-  if (!rc) *loss /= c->run->nrep;
+  if (!rc) *loss /= c->run->ngrad;
   return rc;
 }
 

@@ -48,6 +48,7 @@ typedef struct rt_opts {
   int data_parallel;             /* --data-parallel D: replicas of the pipeline (1: none; replica.c) */
   int tensor_parallel;           /* --tensor-parallel T: each device's layers split over T ranks (1: none; replica.c) */
   int sequence_parallel;         /* --sequence-parallel: with T > 1, the gpt's residual stream split by token rows */
+  int context_parallel;          /* --context-parallel C: each sequence split over C ranks (1: none; cp.c) */
   int distopt;                   /* --distributed-optimizer: optimizer state sharded over the replicas (param.c) */
   /* learning rate and gradients (interp.c rt_lr_at, rt_optimizer_step) */
   int lr_schedule;               /* --lr-schedule: RT_LR_* */
@@ -203,6 +204,10 @@ struct ppsrt_ctx {
   ppsrt_transport *gtr;   /* this device's D replicas (rank = replica): the gradient all-reduce */
   int tp_rank;            /* --tensor-parallel: 0..T-1 in the group of this (replica, device) */
   ppsrt_transport *ttr;   /* that group (rank = tp_rank), NULL without tensor parallelism */
+  /* --context-parallel C (cp.c): world rank ((replica P + rank) C + cp_rank) T + tp_rank */
+  int cp_rank;            /* 0..C-1 in the group of this (replica, device, tensor rank) */
+  ppsrt_transport *ctr;   /* that group (rank = cp_rank), NULL without context parallelism */
+  int grank;              /* rank in gtr, the gradients' group: replica C + cp_rank (D x C ranks) */
   /* activation recomputation (recompute.c): while F runs again before B */
   int recomputing;
   void *rc_in; size_t rc_bytes; int rc_mb, rc_stage;   /* the kept input, until F takes it */
@@ -267,6 +272,9 @@ struct ppsrt_run {
   ppsrt_transport **groups;         /* with D > 1, each (device, tensor rank)'s replicas (threads: [ndev x T]; MPI: [0], this process's) */
   int ntp;                          /* --tensor-parallel T (1: none); world rank (replica x P + device) x T + tensor rank */
   ppsrt_transport **tgroups;        /* with T > 1, each (replica, device)'s tensor-parallel group (threads: [D x P]; MPI: [0]) */
+  int ncp;                          /* --context-parallel C (1: none); world rank ((replica x P + device) x C + cp) x T + tensor rank */
+  int ngrad;                        /* D x C: the ranks that sum a device's gradients (gtr; Megatron's data-parallel group with context parallelism) */
+  ppsrt_transport **cgroups;        /* with C > 1, each (replica, device, tensor rank)'s context-parallel group (threads: [D x P x T]; MPI: [0]) */
   ppsrt_transport **pgroups;        /* with D T > 1: each pipeline's P ranks, its view's collectives (threads: [D x T]; MPI: [0]) */
   ppsrt_transport **lane_pgroups;   /* the same for the collective lane's views (NULL: no lane, or not made: host-staged) */
   double *lr_it, *gnorm_it;         /* [iterations]: learning rate used, gradient norm (--clip-grad) */

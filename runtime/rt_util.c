@@ -16,10 +16,12 @@ double rt_now(void) {
 }
 
 const char *rt_who(const ppsrt_ctx *c, char *buf, size_t size) {
-  int D = c->run ? c->run->nrep : 1, T = c->run ? c->run->ntp : 1;
-  if (D > 1 && T > 1) snprintf(buf, size, "device %d (replica %d, tensor rank %d)", c->rank, c->replica, c->tp_rank);
-  else if (D > 1) snprintf(buf, size, "device %d (replica %d)", c->rank, c->replica);
-  else if (T > 1) snprintf(buf, size, "device %d (tensor rank %d)", c->rank, c->tp_rank);
+  int D = c->run ? c->run->nrep : 1, T = c->run ? c->run->ntp : 1, C = c->run ? c->run->ncp : 1, n = 0;
+  char r[32] = "", cp[32] = "", t[32] = "";
+  if (D > 1) { snprintf(r, sizeof r, "replica %d", c->replica); n++; }
+  if (C > 1) { snprintf(cp, sizeof cp, "%scontext rank %d", n ? ", " : "", c->cp_rank); n++; }
+  if (T > 1) { snprintf(t, sizeof t, "%stensor rank %d", n ? ", " : "", c->tp_rank); n++; }
+  if (n) snprintf(buf, size, "device %d (%s%s%s)", c->rank, r, cp, t);
   else snprintf(buf, size, "device %d", c->rank);
   return buf;
 }

@@ -43,9 +43,9 @@ static int val_forward(ppsrt_ctx *c, double *loss, size_t *peak, size_t *dmem) {
   row[2] = (float)(*dmem >> 20); row[3] = (float)(*dmem & 0xfffff);
   if (!(rc = rt_allreduce_host(c, st, (size_t)4 * ndev + 2, PPSRT_SUM))) {
     *loss = st[0];
-    if (run->nrep > 1) rc = rt_replica_loss(c, loss);
+    if (run->ngrad > 1) rc = rt_replica_loss(c, loss);   /* the replicas' and context ranks' tokens */
   }
-  if (!rc && ((c->rank == 0 && c->replica == 0 && c->tp_rank == 0) || run->nlocal == 1))
+  if (!rc && ((c->rank == 0 && c->grank == 0 && c->tp_rank == 0) || run->nlocal == 1))
     for (int d = 0; d < ndev; d++) {
       const float *r = st + 2 + (size_t)4 * d;
       size_t pk = ((size_t)r[0] << 20) + (size_t)r[1], dm = ((size_t)r[2] << 20) + (size_t)r[3];
@@ -68,7 +68,7 @@ int rt_validate_step(ppsrt_ctx *c, int it) {
   size_t pk = 0, dm = 0;
   rc = val_forward(c, &loss, &pk, &dm);
   double secs = rt_now() - t0;
-  if (c->rank == 0 && c->replica == 0 && c->tp_rank == 0) {
+  if (c->rank == 0 && c->grank == 0 && c->tp_rank == 0) {   /* (replica 0's context rank 0) */
     if (!rc) {
       run->val_loss[it] = loss;
       run->val_time[it] = secs;

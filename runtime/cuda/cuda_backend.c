@@ -1119,7 +1119,7 @@ void ppsrt_cuda_attention_calls(ppsrt_backend *b, long *fused, long *unfused) {
  * falls back to cuBLAS. Returns 1 when the fused path may be tried. */
 static int attn_drop_ok(ppsrt_backend *b, const ppsrt_dropout *drop, ppsrt_dropout *eff, int *rc) {
   *rc = 0;
-  *eff = drop && drop->thr ? *drop : (ppsrt_dropout){0, 1.0f, 0, 0, 0};   /* what the cuBLAS path applies */
+  *eff = drop && drop->thr ? *drop : (ppsrt_dropout){0, 1.0f, 0, 0, 0, 0};   /* what the cuBLAS path applies */
   if (!eff->thr) return 1;
   cuda_impl *im = IM(b);
   if (im->attn_path == ATTN_CUDNN && im->attn_strict)
@@ -1129,19 +1129,27 @@ static int attn_drop_ok(ppsrt_backend *b, const ppsrt_dropout *drop, ppsrt_dropo
   return 0;
 }
 
-static int cu_attention_fwd(ppsrt_backend *b, int stream, void *out, float *lse, const void *q, int ldq,
-                            const void *k, int ldk, const void *v, int ldv, int batch, int T, int Hq, int Hkv,
-                            int D, const ppsrt_dropout *drop) {
+/* The forward of `batch` sequences whose T queries are at positions [q0, q0 + T) and
+ * keys at [0, Tk = q0 + T) (q0 = 0: attention_fwd; batch 1: attention_fwd_at, the query
+ * block of --context-parallel): query rows bb T + i, key rows bb Tk + j, lse [bb][h][T].
+ * The kernels index a chunk's rows by their global position i (mask j <= i) and lse and
+ * delta by h T + i: they get those pointers moved back by q0. */
+static int attn_fwd_core(ppsrt_backend *b, int stream, void *out, float *lse, const void *q, int ldq,
+                         const void *k, int ldk, const void *v, int ldv, int batch, int T, int q0, int Hq, int Hkv,
+                         int D, const ppsrt_dropout *drop) {
   USE(b);
   STREAM(b, stream, s);
   int rc = attn_check(batch, T, Hq, Hkv, D);
+  if (!rc && q0 < 0) rc = PPSRT_FAIL(PPSRT_E_USAGE, "attention: query block at %d", q0);
   if (rc || batch == 0 || T == 0) return rc;
+  const int Tk = q0 + T;
   ppsrt_dropout dr;
   int fuse = attn_drop_ok(b, drop, &dr, &rc);
   (void)fuse;   /* (no fused path without the cuDNN frontend) */
   if (rc) return rc;
+  const int Td = dr.seq ? dr.seq : Tk;   /* the dropout index's sequence length (the whole one for a block) */
 #ifdef HAVE_CUDNN_FE
-  if (fuse) {
+  if (fuse && !q0) {
     ppsrt_cudnn_attn_shape sh = {0, batch, T, Hq, Hkv, D, ldq, ldk, ldv, Hq * D, 0};
     ppsrt_cudnn_attn_ptrs p = {q, k, v, out, lse, NULL, NULL, NULL, NULL};
     if ((rc = attn_fused(b, stream, s, &sh, &p)) != 1) return rc;
@@ -1156,8 +1164,8 @@ static int cu_attention_fwd(ppsrt_backend *b, int stream, void *out, float *lse,
    * one kv group otherwise (stride 0), as many as the scratch cap allows. */
   const int span = grp == 1 ? Hq : grp;
   const long kvs = grp == 1 ? D : 0;
-  const int nh = heads_per_unit(im, span, (size_t)Tr, T, 6);
-  const size_t cap = (size_t)Tr * T;   /* scratch elements per head */
+  const int nh = heads_per_unit(im, span, (size_t)Tr, Tk, 6);
+  const size_t cap = (size_t)Tr * Tk;   /* scratch elements per head */
   void *ws;
   if ((rc = ws_get(b, stream, al256((size_t)nh * cap * 4) + al256((size_t)nh * cap * 2), &ws))) return rc;
   float *S = ws;
@@ -1166,18 +1174,18 @@ static int cu_attention_fwd(ppsrt_backend *b, int stream, void *out, float *lse,
     for (int g0 = 0; g0 < Hq; g0 += span)
       for (int h0 = g0; h0 < g0 + span; h0 += nh) {
         int n = g0 + span - h0 < nh ? g0 + span - h0 : nh, g = h0 / grp;
-        size_t row0 = (size_t)bb * T;
-        const void *kg = BF(k, row0 * ldk + (size_t)g * D), *vg = BF(v, row0 * ldv + (size_t)g * D);
-        float *lh = lse + ((size_t)bb * Hq + h0) * T;
-        for (int r0 = 0; r0 < T; r0 += Tr) {
-          const int R = T - r0 < Tr ? T - r0 : Tr, C = r0 + R;
+        size_t row0 = (size_t)bb * T - (size_t)q0, krow0 = (size_t)bb * Tk;   /* (row0 + r0: the query row of r0) */
+        const void *kg = BF(k, krow0 * ldk + (size_t)g * D), *vg = BF(v, krow0 * ldv + (size_t)g * D);
+        float *lh = lse + ((size_t)bb * Hq + h0) * T - q0;
+        for (int r0 = q0; r0 < Tk; r0 += Tr) {
+          const int R = Tk - r0 < Tr ? Tk - r0 : Tr, C = r0 + R;
           const long RC = (long)R * C;
           const void *qc = BF(q, (row0 + r0) * ldq + (size_t)h0 * D);
           /* S_hh = Q_hh[r0 : r0+R] K_g[0 : C]^T (raw, F32) */
           rc = gemm_fast(b, s, 0, 1, R, C, D, 1.0f, qc, PPSRT_BF16, ldq, D, kg, PPSRT_BF16, ldk, kvs, 0.0f, S,
                          PPSRT_F32, C, RC, n, 1);
           if (rc) return rc;
-          CUDA_CHECK(b, ppsrt_cu_attn_softmax_fwd(s, P, lh, S, n, R, C, r0, T, scale, dr.thr, dr.scale, dr.key,
+          CUDA_CHECK(b, ppsrt_cu_attn_softmax_fwd(s, P, lh, S, n, R, C, r0, T, Td, scale, dr.thr, dr.scale, dr.key,
                                                   dr.thr ? (uint64_t)bb * dr.heads + dr.base + h0 : 0));
           /* out_hh[r0 : r0+R] = P_hh V_g[0 : C] (bf16, row stride Hq*D) */
           rc = gemm_fast(b, s, 0, 0, R, D, C, 1.0f, P, PPSRT_BF16, C, RC, vg, PPSRT_BF16, ldv, kvs, 0.0f,
@@ -1187,6 +1195,16 @@ static int cu_attention_fwd(ppsrt_backend *b, int stream, void *out, float *lse,
       }
   return ws_done(b, stream);
 }
+static int cu_attention_fwd(ppsrt_backend *b, int stream, void *out, float *lse, const void *q, int ldq,
+                            const void *k, int ldk, const void *v, int ldv, int batch, int T, int Hq, int Hkv,
+                            int D, const ppsrt_dropout *drop) {
+  return attn_fwd_core(b, stream, out, lse, q, ldq, k, ldk, v, ldv, batch, T, 0, Hq, Hkv, D, drop);
+}
+static int cu_attention_fwd_at(ppsrt_backend *b, int stream, void *out, float *lse, const void *q, int ldq,
+                               const void *k, int ldk, const void *v, int ldv, int Tq, int q0, int Hq, int Hkv, int D,
+                               const ppsrt_dropout *drop) {
+  return attn_fwd_core(b, stream, out, lse, q, ldq, k, ldk, v, ldv, 1, Tq, q0, Hq, Hkv, D, drop);
+}
 
 /* Backward, batched over heads like the forward: a unit is up to nh query heads whose
  * K/V rows are a constant stride apart (all Hq heads for standard multi-head attention,
@@ -1195,20 +1213,23 @@ static int cu_attention_fwd(ppsrt_backend *b, int stream, void *out, float *lse,
  * accumulates its own F32 dK/dV ([nh][T][D] in the scratch), which are then written to
  * the heads' columns of the fused gradient (multi-head) or summed into the kv group's F32
  * accumulator and written once per group (grouped query heads). */
-static int cu_attention_bwd(ppsrt_backend *b, int stream, void *dq, void *dk, void *dv, int ldd, const void *dout,
-                            const void *out, const float *lse, const void *q, int ldq, const void *k, int ldk,
-                            const void *v, int ldv, int batch, int T, int Hq, int Hkv, int D,
-                            const ppsrt_dropout *drop) {
+static int attn_bwd_core(ppsrt_backend *b, int stream, void *dq, int lddq, void *dk, void *dv, int ldd,
+                         const void *dout, const void *out, const float *lse, const void *q, int ldq, const void *k,
+                         int ldk, const void *v, int ldv, int batch, int T, int q0, int Hq, int Hkv, int D,
+                         const ppsrt_dropout *drop) {
   USE(b);
   STREAM(b, stream, s);
   int rc = attn_check(batch, T, Hq, Hkv, D);
+  if (!rc && q0 < 0) rc = PPSRT_FAIL(PPSRT_E_USAGE, "attention: query block at %d", q0);
   if (rc || batch == 0 || T == 0) return rc;
+  const int Tk = q0 + T;
   ppsrt_dropout dr;
   int fuse = attn_drop_ok(b, drop, &dr, &rc);
   (void)fuse;   /* (no fused path without the cuDNN frontend) */
   if (rc) return rc;
+  const int Td = dr.seq ? dr.seq : Tk;   /* the dropout index's sequence length (the whole one for a block) */
 #ifdef HAVE_CUDNN_FE
-  if (fuse) {
+  if (fuse && !q0 && lddq == ldd) {
     ppsrt_cudnn_attn_shape sh = {1, batch, T, Hq, Hkv, D, ldq, ldk, ldv, Hq * D, ldd};
     ppsrt_cudnn_attn_ptrs p = {q, k, v, (void *)out, (void *)lse, dout, dq, dk, dv};
     if ((rc = attn_fused(b, stream, s, &sh, &p)) != 1) return rc;
@@ -1220,7 +1241,7 @@ static int cu_attention_bwd(ppsrt_backend *b, int stream, void *dq, void *dk, vo
   const float scale = 1.0f / sqrtf((float)D);
   const int span = grp == 1 ? Hq : grp;
   const long kvs = grp == 1 ? D : 0;
-  const size_t cap = (size_t)Tr * T, TD = (size_t)T * D;
+  const size_t cap = (size_t)Tr * Tk, TD = (size_t)Tk * D;
   /* scratch per head: S (F32), P/dS (bf16), dP (F32), delta, dK and dV (F32) */
   size_t per_head = cap * 10 + (size_t)T * 4 + TD * 8;
   size_t nhz = per_head ? im->attn_ws_cap / per_head : (size_t)span;
@@ -1237,21 +1258,21 @@ static int cu_attention_bwd(ppsrt_backend *b, int stream, void *dq, void *dk, vo
   void *P = (char *)ws + oP;   /* P, then dS in place */
   for (int bb = 0; bb < batch; bb++)
     for (int g0 = 0; g0 < Hq; g0 += span) {
-      size_t row0 = (size_t)bb * T;
+      size_t row0 = (size_t)bb * T - (size_t)q0, krow0 = (size_t)bb * Tk;   /* (row0 + r0: the query row of r0) */
       if (grp > 1) {
         CUDA_CHECK(b, cudaMemsetAsync(dkg, 0, TD * 4, s));
         CUDA_CHECK(b, cudaMemsetAsync(dvg, 0, TD * 4, s));
       }
       for (int h0 = g0; h0 < g0 + span; h0 += nh) {
         int n = g0 + span - h0 < nh ? g0 + span - h0 : nh, g = h0 / grp;
-        const void *kg = BF(k, row0 * ldk + (size_t)g * D), *vg = BF(v, row0 * ldv + (size_t)g * D);
-        const float *lh = lse + ((size_t)bb * Hq + h0) * T;
+        const void *kg = BF(k, krow0 * ldk + (size_t)g * D), *vg = BF(v, krow0 * ldv + (size_t)g * D);
+        const float *lh = lse + ((size_t)bb * Hq + h0) * T - q0;
         CUDA_CHECK(b, cudaMemsetAsync(dk32, 0, (size_t)n * TD * 4, s));
         CUDA_CHECK(b, cudaMemsetAsync(dv32, 0, (size_t)n * TD * 4, s));
-        CUDA_CHECK(b, ppsrt_cu_attn_delta(s, delta, BF(dout, row0 * ldo + (size_t)h0 * D),
-                                          BF(out, row0 * ldo + (size_t)h0 * D), ldo, n, T, D));
-        for (int r0 = 0; r0 < T; r0 += Tr) {
-          const int R = T - r0 < Tr ? T - r0 : Tr, C = r0 + R;
+        CUDA_CHECK(b, ppsrt_cu_attn_delta(s, delta, BF(dout, (row0 + q0) * ldo + (size_t)h0 * D),
+                                          BF(out, (row0 + q0) * ldo + (size_t)h0 * D), ldo, n, T, D));
+        for (int r0 = q0; r0 < Tk; r0 += Tr) {
+          const int R = Tk - r0 < Tr ? Tk - r0 : Tr, C = r0 + R;
           const long RC = (long)R * C;
           const void *qc = BF(q, (row0 + r0) * ldq + (size_t)h0 * D);
           const void *doc = BF(dout, (row0 + r0) * ldo + (size_t)h0 * D);
@@ -1260,7 +1281,7 @@ static int cu_attention_bwd(ppsrt_backend *b, int stream, void *dq, void *dk, vo
                          PPSRT_F32, C, RC, n, 1);
           if (rc) return rc;
           const uint64_t hb = dr.thr ? (uint64_t)bb * dr.heads + dr.base + h0 : 0;
-          CUDA_CHECK(b, ppsrt_cu_attn_prob(s, P, S, lh, n, R, C, r0, T, scale, dr.thr, dr.scale, dr.key, hb));
+          CUDA_CHECK(b, ppsrt_cu_attn_prob(s, P, S, lh, n, R, C, r0, T, Td, scale, dr.thr, dr.scale, dr.key, hb));
           /* dV_hh[0 : C] += P_hh^T dout_hh[r0 : r0+R], per head (F32) */
           rc = gemm_fast(b, s, 1, 0, C, D, R, 1.0f, P, PPSRT_BF16, C, RC, doc, PPSRT_BF16, ldo, D, 1.0f, dv32,
                          PPSRT_F32, D, (long)TD, n, 1);
@@ -1270,10 +1291,10 @@ static int cu_attention_bwd(ppsrt_backend *b, int stream, void *dq, void *dk, vo
                          PPSRT_F32, C, RC, n, 1);
           if (rc) return rc;
           /* dS = P (dP - delta) / sqrt(D), bf16, over P */
-          CUDA_CHECK(b, ppsrt_cu_attn_dscores(s, P, S, dP, lh, delta, n, R, C, r0, T, scale, dr.thr, dr.scale, dr.key, hb));
+          CUDA_CHECK(b, ppsrt_cu_attn_dscores(s, P, S, dP, lh, delta - q0, n, R, C, r0, T, Td, scale, dr.thr, dr.scale, dr.key, hb));
           /* dq_hh[r0 : r0+R] = dS_hh K_g[0 : C] (written, bf16, row stride ldd) */
           rc = gemm_fast(b, s, 0, 0, R, D, C, 1.0f, P, PPSRT_BF16, C, RC, kg, PPSRT_BF16, ldk, kvs, 0.0f,
-                         BFW(dq, (row0 + r0) * ldd + (size_t)h0 * D), PPSRT_BF16, ldd, D, n, 1);
+                         BFW(dq, (row0 + r0) * lddq + (size_t)h0 * D), PPSRT_BF16, lddq, D, n, 1);
           if (rc) return rc;
           /* dK_hh[0 : C] += dS_hh^T q_hh[r0 : r0+R], per head (F32) */
           rc = gemm_fast(b, s, 1, 0, C, D, R, 1.0f, P, PPSRT_BF16, C, RC, qc, PPSRT_BF16, ldq, D, 1.0f, dk32,
@@ -1281,8 +1302,8 @@ static int cu_attention_bwd(ppsrt_backend *b, int stream, void *dq, void *dk, vo
           if (rc) return rc;
         }
         if (grp == 1) {   /* head h0 + hh is kv head h0 + hh: its own columns */
-          CUDA_CHECK(b, ppsrt_cu_store_heads_bf16(s, BFW(dk, row0 * ldd + (size_t)h0 * D), ldd, dk32, n, T, D));
-          CUDA_CHECK(b, ppsrt_cu_store_heads_bf16(s, BFW(dv, row0 * ldd + (size_t)h0 * D), ldd, dv32, n, T, D));
+          CUDA_CHECK(b, ppsrt_cu_store_heads_bf16(s, BFW(dk, krow0 * ldd + (size_t)h0 * D), ldd, dk32, n, Tk, D));
+          CUDA_CHECK(b, ppsrt_cu_store_heads_bf16(s, BFW(dv, krow0 * ldd + (size_t)h0 * D), ldd, dv32, n, Tk, D));
         } else {          /* the group's heads summed */
           CUDA_CHECK(b, ppsrt_cu_sum_heads_f32(s, dkg, dk32, n, TD));
           CUDA_CHECK(b, ppsrt_cu_sum_heads_f32(s, dvg, dv32, n, TD));
@@ -1290,11 +1311,25 @@ static int cu_attention_bwd(ppsrt_backend *b, int stream, void *dq, void *dk, vo
       }
       if (grp > 1) {
         int g = g0 / grp;
-        CUDA_CHECK(b, ppsrt_cu_store_rows_bf16(s, BFW(dk, row0 * ldd + (size_t)g * D), ldd, dkg, T, D));
-        CUDA_CHECK(b, ppsrt_cu_store_rows_bf16(s, BFW(dv, row0 * ldd + (size_t)g * D), ldd, dvg, T, D));
+        CUDA_CHECK(b, ppsrt_cu_store_rows_bf16(s, BFW(dk, krow0 * ldd + (size_t)g * D), ldd, dkg, Tk, D));
+        CUDA_CHECK(b, ppsrt_cu_store_rows_bf16(s, BFW(dv, krow0 * ldd + (size_t)g * D), ldd, dvg, Tk, D));
       }
     }
   return ws_done(b, stream);
+}
+static int cu_attention_bwd(ppsrt_backend *b, int stream, void *dq, void *dk, void *dv, int ldd, const void *dout,
+                            const void *out, const float *lse, const void *q, int ldq, const void *k, int ldk,
+                            const void *v, int ldv, int batch, int T, int Hq, int Hkv, int D,
+                            const ppsrt_dropout *drop) {
+  return attn_bwd_core(b, stream, dq, ldd, dk, dv, ldd, dout, out, lse, q, ldq, k, ldk, v, ldv, batch, T, 0, Hq, Hkv, D,
+                       drop);
+}
+static int cu_attention_bwd_at(ppsrt_backend *b, int stream, void *dq, int lddq, void *dk, void *dv, int lddk,
+                               const void *dout, const void *out, const float *lse, const void *q, int ldq,
+                               const void *k, int ldk, const void *v, int ldv, int Tq, int q0, int Hq, int Hkv, int D,
+                               const ppsrt_dropout *drop) {
+  return attn_bwd_core(b, stream, dq, lddq, dk, dv, lddk, dout, out, lse, q, ldq, k, ldk, v, ldv, 1, Tq, q0, Hq, Hkv, D,
+                       drop);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -1317,6 +1352,9 @@ static int cu_add_bias_gelu(ppsrt_backend *b, int stream, void *y, void *pre, co
 }
 static int cu_bias_grad(ppsrt_backend *b, int stream, float *dbias, const void *dy, int N, int C) {
   KERNEL(b, stream, ppsrt_cu_bias_grad(s, dbias, dy, N, C));
+}
+static int cu_copy_rows(ppsrt_backend *b, int stream, void *dst, int ldd, const void *src, int lds, int rows, int cols) {
+  KERNEL(b, stream, ppsrt_cu_copy_rows_bf16(s, dst, ldd, src, lds, rows, cols));
 }
 static int cu_add(ppsrt_backend *b, int stream, void *y, const void *a, const void *c, size_t n) {
   KERNEL(b, stream, ppsrt_cu_add(s, y, a, c, n));
@@ -1745,6 +1783,9 @@ int ppsrt_cuda_backend_create(int device_index, ppsrt_backend **out) {
   b->layernorm_bwd_weight = cu_layernorm_bwd_weight;
   b->attention_fwd = cu_attention_fwd;
   b->attention_bwd = cu_attention_bwd;
+  b->attention_fwd_at = cu_attention_fwd_at;
+  b->copy_rows = cu_copy_rows;
+  b->attention_bwd_at = cu_attention_bwd_at;
   b->bias_dropout_add = cu_bias_dropout_add;
   b->embedding_fwd = cu_embedding_fwd;
   b->embedding_bwd = cu_embedding_bwd;

@@ -95,12 +95,13 @@ cudaError_t ppsrt_cu_scale_matrix(cudaStream_t s, void *C, int is_bf16, int M, i
  * [nh][R][C] (raw q.k, unscaled), P bf16 [nh][R][C]; lse and delta hold heads T apart
  * and are indexed by the global row r0 + il. Attention dropout (thr > 0; dropout.h): the
  * probabilities P stores and the dP dscores reads are the dropped ones, element (hh, i,
- * j) of mask index ((hb + hh) T + i) T + j, kept ones times dscale. */
+ * j) of mask index ((hb + hh) Td + i) Td + j, kept ones times dscale (Td: the whole
+ * sequence's length, T where the call holds it all; T: lse's and delta's row stride). */
 cudaError_t ppsrt_cu_attn_softmax_fwd(cudaStream_t s, void *P, float *lse, const float *S, int nh, int R, int C,
-                                      int r0, int T, float scale, uint32_t thr, float dscale, uint64_t key, uint64_t hb);
+                                      int r0, int T, int Td, float scale, uint32_t thr, float dscale, uint64_t key, uint64_t hb);
 /* P = exp(scale*S - lse) for j <= i (dropped), 0 above the diagonal (bf16). */
 cudaError_t ppsrt_cu_attn_prob(cudaStream_t s, void *P, const float *S, const float *lse, int nh, int R, int C,
-                               int r0, int T, float scale, uint32_t thr, float dscale, uint64_t key, uint64_t hb);
+                               int r0, int T, int Td, float scale, uint32_t thr, float dscale, uint64_t key, uint64_t hb);
 /* delta[hh][i] = dout[i*ldo + hh*D ..] . out[i*ldo + hh*D ..] over D, all T rows (dout/out
  * point at head h0). */
 cudaError_t ppsrt_cu_attn_delta(cudaStream_t s, float *delta, const void *dout, const void *out, int ldo,
@@ -108,8 +109,10 @@ cudaError_t ppsrt_cu_attn_delta(cudaStream_t s, float *delta, const void *dout, 
 /* dS (bf16, into P's buffer) = exp(scale*S - lse) * (dP - delta) * scale for j <= i, else 0
  * (dP dropped as above). */
 cudaError_t ppsrt_cu_attn_dscores(cudaStream_t s, void *dS, const float *S, const float *dP,
-                                  const float *lse, const float *delta, int nh, int R, int C, int r0, int T,
+                                  const float *lse, const float *delta, int nh, int R, int C, int r0, int T, int Td,
                                   float scale, uint32_t thr, float dscale, uint64_t key, uint64_t hb);
+/* dst[r*ldd + c] = src[r*lds + c] (bf16) for r < rows, c < cols (backend copy_rows). */
+cudaError_t ppsrt_cu_copy_rows_bf16(cudaStream_t s, void *dst, int ldd, const void *src, int lds, int rows, int cols);
 /* dst[t*ldd + d] = bf16(src[t*D + d]) for t < T, d < D. */
 cudaError_t ppsrt_cu_store_rows_bf16(cudaStream_t s, void *dst, int ldd, const float *src, int T, int D);
 /* dst[t*ldd + hh*D + d] = bf16(src[(hh*T + t)*D + d]) for hh < nh (per-head F32

@@ -605,7 +605,8 @@ static __global__ void k_scale_matrix(void *C, int is_bf16, int M, int N, int ld
  * One block per (chunk row il, head hh), query i = r0 + il: s_j = scale * S[j] for j <= i,
  * lse_i = max + log sum exp(s_j - max), P_ij = exp(s_j - max) / sum (as the CPU, which
  * normalises by the sum), 0 for j > i. */
-/* Attention dropout (dropout.h): P~_ij = keep(((hb + hh) T + i) T + j) P_ij dscale, else 0,
+/* Attention dropout (dropout.h): P~_ij = keep(((hb + hh) T + i) T + j) P_ij dscale, else 0
+ * (T: the kernels' Td, the whole sequence's length; their T is lse's and delta's stride),
  * hb = b heads + base + h0 (the unit's first head in the whole layer); thr 0: none. */
 static __device__ __forceinline__ float attn_drop(float p, uint32_t thr, float dscale, uint64_t key, uint64_t hb,
                                                   int hh, int T, int i, int j) {
@@ -613,7 +614,7 @@ static __device__ __forceinline__ float attn_drop(float p, uint32_t thr, float d
   return ppsrt_drop_keep(thr, key, ((hb + (uint64_t)hh) * T + (uint64_t)i) * T + (uint64_t)j) ? p * dscale : 0.0f;
 }
 
-static __global__ void k_attn_softmax_fwd(bf16 *P, float *lse, const float *S, int R, int C, int r0, int T,
+static __global__ void k_attn_softmax_fwd(bf16 *P, float *lse, const float *S, int R, int C, int r0, int T, int Td,
                                           float scale, uint32_t thr, float dscale, uint64_t key, uint64_t hb) {
   __shared__ float sh[32];
   int il = blockIdx.x, hh = blockIdx.y, i = r0 + il;
@@ -628,17 +629,17 @@ static __global__ void k_attn_softmax_fwd(bf16 *P, float *lse, const float *S, i
   l = block_sum(l, sh);
   float inv = 1.0f / l;
   for (int j = threadIdx.x; j < C; j += blockDim.x)
-    st(p, j, j <= i ? attn_drop(expf(s[j] * scale - mx) * inv, thr, dscale, key, hb, hh, T, i, j) : 0.0f);
+    st(p, j, j <= i ? attn_drop(expf(s[j] * scale - mx) * inv, thr, dscale, key, hb, hh, Td, i, j) : 0.0f);
   if (threadIdx.x == 0) lse[(size_t)hh * T + i] = mx + logf(l);
 }
 
-static __global__ void k_attn_prob(bf16 *P, const float *S, const float *lse, int R, int C, int r0, int T,
+static __global__ void k_attn_prob(bf16 *P, const float *S, const float *lse, int R, int C, int r0, int T, int Td,
                                    float scale, uint32_t thr, float dscale, uint64_t key, uint64_t hb) {
   int il = blockIdx.x, hh = blockIdx.y, i = r0 + il;
   size_t off = ((size_t)hh * R + il) * C;
   float li = lse[(size_t)hh * T + i];
   for (int j = threadIdx.x; j < C; j += blockDim.x)
-    st(P + off, j, j <= i ? attn_drop(expf(S[off + j] * scale - li), thr, dscale, key, hb, hh, T, i, j) : 0.0f);
+    st(P + off, j, j <= i ? attn_drop(expf(S[off + j] * scale - li), thr, dscale, key, hb, hh, Td, i, j) : 0.0f);
 }
 
 /* One warp per (hh, i). */
@@ -655,14 +656,14 @@ static __global__ void k_attn_delta(float *delta, const bf16 *dout, const bf16 *
 }
 
 static __global__ void k_attn_dscores(bf16 *dS, const float *S, const float *dP, const float *lse,
-                                      const float *delta, int R, int C, int r0, int T, float scale, uint32_t thr,
+                                      const float *delta, int R, int C, int r0, int T, int Td, float scale, uint32_t thr,
                                       float dscale, uint64_t key, uint64_t hb) {
   int il = blockIdx.x, hh = blockIdx.y, i = r0 + il;
   size_t off = ((size_t)hh * R + il) * C;
   float li = lse[(size_t)hh * T + i], de = delta[(size_t)hh * T + i];
   for (int j = threadIdx.x; j < C; j += blockDim.x) {
     float v = 0.0f;   /* with dropout dP is that of the dropped probabilities (cpu_kernels.c) */
-    if (j <= i) v = expf(S[off + j] * scale - li) * (attn_drop(dP[off + j], thr, dscale, key, hb, hh, T, i, j) - de) * scale;
+    if (j <= i) v = expf(S[off + j] * scale - li) * (attn_drop(dP[off + j], thr, dscale, key, hb, hh, Td, i, j) - de) * scale;
     st(dS + off, j, v);
   }
 }
@@ -1063,16 +1064,18 @@ cudaError_t ppsrt_cu_scale_matrix(cudaStream_t s, void *C, int is_bf16, int M, i
 }
 
 cudaError_t ppsrt_cu_attn_softmax_fwd(cudaStream_t s, void *P, float *lse, const float *S, int nh, int R, int C,
-                                      int r0, int T, float scale, uint32_t thr, float dscale, uint64_t key, uint64_t hb) {
+                                      int r0, int T, int Td, float scale, uint32_t thr, float dscale, uint64_t key,
+                                      uint64_t hb) {
   if (nh <= 0 || R <= 0) return cudaSuccess;
-  LAUNCH(k_attn_softmax_fwd, s, dim3(R, nh), row_threads(C))((bf16 *)P, lse, S, R, C, r0, T, scale, thr, dscale, key, hb);
+  LAUNCH(k_attn_softmax_fwd, s, dim3(R, nh), row_threads(C))((bf16 *)P, lse, S, R, C, r0, T, Td, scale, thr, dscale, key,
+                                                              hb);
   return cudaGetLastError();
 }
 
 cudaError_t ppsrt_cu_attn_prob(cudaStream_t s, void *P, const float *S, const float *lse, int nh, int R, int C,
-                               int r0, int T, float scale, uint32_t thr, float dscale, uint64_t key, uint64_t hb) {
+                               int r0, int T, int Td, float scale, uint32_t thr, float dscale, uint64_t key, uint64_t hb) {
   if (nh <= 0 || R <= 0) return cudaSuccess;
-  LAUNCH(k_attn_prob, s, dim3(R, nh), row_threads(C))((bf16 *)P, S, lse, R, C, r0, T, scale, thr, dscale, key, hb);
+  LAUNCH(k_attn_prob, s, dim3(R, nh), row_threads(C))((bf16 *)P, S, lse, R, C, r0, T, Td, scale, thr, dscale, key, hb);
   return cudaGetLastError();
 }
 
@@ -1086,12 +1089,24 @@ cudaError_t ppsrt_cu_attn_delta(cudaStream_t s, float *delta, const void *dout, 
 }
 
 cudaError_t ppsrt_cu_attn_dscores(cudaStream_t s, void *dS, const float *S, const float *dP, const float *lse,
-                                  const float *delta, int nh, int R, int C, int r0, int T, float scale, uint32_t thr,
-                                  float dscale, uint64_t key, uint64_t hb) {
+                                  const float *delta, int nh, int R, int C, int r0, int T, int Td, float scale,
+                                  uint32_t thr, float dscale, uint64_t key, uint64_t hb) {
   if (nh <= 0 || R <= 0) return cudaSuccess;
-  LAUNCH(k_attn_dscores, s, dim3(R, nh), row_threads(C))((bf16 *)dS, S, dP, lse, delta, R, C, r0, T, scale, thr,
+  LAUNCH(k_attn_dscores, s, dim3(R, nh), row_threads(C))((bf16 *)dS, S, dP, lse, delta, R, C, r0, T, Td, scale, thr,
                                                           dscale, key, hb);
   return cudaGetLastError();
+}
+
+static __global__ void k_copy_rows(bf16 *dst, int ldd, const bf16 *src, int lds, int rows, int cols) {
+  size_t total = (size_t)rows * cols;
+  GRID_STRIDE(i, total) {
+    size_t r = i / cols, c = i % cols;
+    dst[r * ldd + c] = src[r * lds + c];
+  }
+}
+cudaError_t ppsrt_cu_copy_rows_bf16(cudaStream_t s, void *dst, int ldd, const void *src, int lds, int rows, int cols) {
+  size_t n = (size_t)rows * cols;
+  EW(k_copy_rows, n, (bf16 *)dst, ldd, (const bf16 *)src, lds, rows, cols);
 }
 
 cudaError_t ppsrt_cu_store_rows_bf16(cudaStream_t s, void *dst, int ldd, const float *src, int T, int D) {

@@ -536,7 +536,7 @@ static void t_moe(void) {
 static void t_dropout(void) {
   const int N = 67, C = 301;
   size_t n = (size_t)N * C;
-  ppsrt_dropout d = {ppsrt_drop_thr(0.3), (float)(1.0 / 0.7), ppsrt_drop_key(9, 2, 1, 3, PPSRT_DROP_FC2), 5, 0};
+  ppsrt_dropout d = {ppsrt_drop_thr(0.3), (float)(1.0 / 0.7), ppsrt_drop_key(9, 2, 1, 3, PPSRT_DROP_FC2), 5, 0, 0};
   pair x = mk(n, PPSRT_BF16, 1, 0), bias = mk(C, PPSRT_BF16, 1, 0), a = mk(n, PPSRT_BF16, 1, 0);
   OK(cpu->bias_dropout_add(cpu, 0, a.c, a.c, x.c, bias.c, N, C, &d));
   OK(gpu->bias_dropout_add(gpu, 0, a.g, a.g, x.g, bias.g, N, C, &d));
@@ -615,6 +615,56 @@ static void t_attention_on(ppsrt_backend *g_be, const char *label, int batch, in
   gpu = keep;
 }
 
+/* attention_fwd_at / attention_bwd_at (--context-parallel): one sequence's query block
+ * [q0, q0 + Tq) against keys [0, q0 + Tq), the CPU's against the GPU's (the cuBLAS path's
+ * chunks start at q0, lse and delta indexed from it); dq [Tq, W], dk|dv [Tk, 2 Hkv D]. */
+static void t_attention_at_on(ppsrt_backend *g_be, const char *label, int T, int q0, int Tq, int Hq, int Hkv, int D) {
+  ppsrt_backend *keep = gpu;
+  gpu = g_be;
+  int W = (Hq + 2 * Hkv) * D, ldo = Hq * D, Tk = q0 + Tq, kw = 2 * Hkv * D;
+  pair qkv = mk((size_t)T * W, PPSRT_BF16, 1, 0);
+  pair out = mk((size_t)Tq * ldo, PPSRT_BF16, 0, 0), lse = mk((size_t)Hq * Tq, PPSRT_F32, 0, 0);
+  size_t ko = (size_t)Hq * D, vo = (size_t)(Hq + Hkv) * D, qo = (size_t)q0 * W;
+  OK(cpu->attention_fwd_at(cpu, 0, out.c, lse.c, (float *)qkv.c + qo, W, (float *)qkv.c + ko, W, (float *)qkv.c + vo, W,
+                           Tq, q0, Hq, Hkv, D, NULL));
+  OK(gpu->attention_fwd_at(gpu, 0, out.g, lse.g, (uint16_t *)qkv.g + qo, W, (uint16_t *)qkv.g + ko, W,
+                           (uint16_t *)qkv.g + vo, W, Tq, q0, Hq, Hkv, D, NULL));
+  char w[96];
+  norm_bound = 1.0 / 32;
+  snprintf(w, sizeof w, "attention_fwd_at out %s", label);
+  compare(w, &out, TOL_MM);
+  snprintf(w, sizeof w, "attention_fwd_at lse %s", label);
+  norm_bound = 0;
+  compare(w, &lse, (tol){1e-3, 1e-3});
+  norm_bound = 1.0 / 32;
+  float *ho = malloc((size_t)Tq * ldo * 4), *hl = malloc((size_t)Hq * Tq * 4);
+  OK(cpu->download_f32(cpu, ho, (ppsrt_tensor){out.c, (size_t)Tq * ldo, PPSRT_F32}));
+  OK(cpu->download_f32(cpu, hl, (ppsrt_tensor){lse.c, (size_t)Hq * Tq, PPSRT_F32}));
+  for (size_t i = 0; i < (size_t)Tq * ldo; i++) ho[i] = round_bf16(ho[i]);
+  OK(cpu->upload_f32(cpu, (ppsrt_tensor){out.c, (size_t)Tq * ldo, PPSRT_F32}, ho));
+  OK(gpu->upload_f32(gpu, (ppsrt_tensor){out.g, (size_t)Tq * ldo, PPSRT_BF16}, ho));
+  OK(gpu->upload_f32(gpu, (ppsrt_tensor){lse.g, (size_t)Hq * Tq, PPSRT_F32}, hl));
+  free(ho);
+  free(hl);
+  pair dout = mk((size_t)Tq * ldo, PPSRT_BF16, 1, 0), dq = mk((size_t)Tq * W, PPSRT_BF16, 3, 0);
+  pair dkv = mk((size_t)Tk * kw, PPSRT_BF16, 3, 0);
+  OK(cpu->attention_bwd_at(cpu, 0, dq.c, W, dkv.c, (float *)dkv.c + Hkv * D, kw, dout.c, out.c, lse.c,
+                           (float *)qkv.c + qo, W, (float *)qkv.c + ko, W, (float *)qkv.c + vo, W, Tq, q0, Hq, Hkv, D, NULL));
+  OK(gpu->attention_bwd_at(gpu, 0, dq.g, W, dkv.g, (uint16_t *)dkv.g + Hkv * D, kw, dout.g, out.g, lse.g,
+                           (uint16_t *)qkv.g + qo, W, (uint16_t *)qkv.g + ko, W, (uint16_t *)qkv.g + vo, W, Tq, q0, Hq, Hkv,
+                           D, NULL));
+  double r = sqrt((double)Tk * (Hq / Hkv) / 1024.0);
+  tol tb = {TOL_ATTN_BWD.abs * (r > 1 ? r : 1), TOL_ATTN_BWD.rel};
+  /* dq: only its Hq D columns are written (the rest of the rows keep what mk put there on both) */
+  snprintf(w, sizeof w, "attention_bwd_at dq %s", label);
+  compare(w, &dq, tb);
+  snprintf(w, sizeof w, "attention_bwd_at dk|dv %s", label);
+  compare(w, &dkv, tb);
+  norm_bound = 0;
+  drop(&qkv); drop(&out); drop(&lse); drop(&dout); drop(&dq); drop(&dkv);
+  gpu = keep;
+}
+
 static void t_attention(void) {
   t_attention_on(gpu, "b2 T33 Hq4 Hkv2 D16", 2, 33, 4, 2, 16, NULL);
   t_attention_on(gpu, "b1 T70 Hq6 Hkv6 D32", 1, 70, 6, 6, 32, NULL);
@@ -635,10 +685,15 @@ static void t_attention(void) {
   t_attention_on(small, "b2 T300 Hq6 Hkv1 D16 GQA, group split 4+2", 2, 300, 6, 1, 16, NULL);
   /* attention dropout: the masks of the cuBLAS path's kernels (a unit's heads, a chunk's
    * rows) are the CPU's; p = 0.2, a tensor rank's heads from 3 of 12 (base 3) */
-  ppsrt_dropout d = {ppsrt_drop_thr(0.2), (float)(1.0 / 0.8), ppsrt_drop_key(3, 1, 2, 0, PPSRT_DROP_ATTN), 3, 12};
+  ppsrt_dropout d = {ppsrt_drop_thr(0.2), (float)(1.0 / 0.8), ppsrt_drop_key(3, 1, 2, 0, PPSRT_DROP_ATTN), 3, 12, 0};
   t_attention_on(gpu, "b2 T33 Hq4 Hkv2 D16 dropout 0.2", 2, 33, 4, 2, 16, &d);
   t_attention_on(small, "b2 T200 Hq4 Hkv2 D16 row chunks, dropout", 2, 200, 4, 2, 16, &d);
   t_attention_on(small, "b2 T300 Hq6 Hkv1 D16 group split 4+2, dropout", 2, 300, 6, 1, 16, &d);
+  /* a query block at an offset (--context-parallel): short, and in row chunks from q0
+   * (T = 600, block [300, 450): 3 chunks of 64 rows, keys up to 450) */
+  t_attention_at_on(gpu, "T40 block [20, 30) Hq4 Hkv2 D16", 40, 20, 10, 4, 2, 16);
+  t_attention_at_on(gpu, "T40 block [0, 10) Hq6 Hkv6 D16", 40, 0, 10, 6, 6, 16);
+  t_attention_at_on(small, "T600 block [300, 450) Hq4 Hkv1 D16 row chunks", 600, 300, 150, 4, 1, 16);
   small->destroy(small);
 }
 
@@ -1377,9 +1432,9 @@ static void t_launch_config(void) {
   OK(gpu->alloc(gpu, 1024, (void **)&S));
   OK(gpu->alloc(gpu, 1024, (void **)&lse));
   cudaStream_t s = ppsrt_cuda_stream(gpu, PPSRT_STREAM_COMPUTE);
-  cudaError_t bad = ppsrt_cu_attn_softmax_fwd(s, P, lse, S, 70000, 1, 1, 0, 1, 1.0f, 0, 1.0f, 0, 0);
+  cudaError_t bad = ppsrt_cu_attn_softmax_fwd(s, P, lse, S, 70000, 1, 1, 0, 1, 1, 1.0f, 0, 1.0f, 0, 0);
   cudaError_t after = cudaGetLastError();
-  cudaError_t good = ppsrt_cu_attn_softmax_fwd(s, P, lse, S, 1, 1, 1, 0, 1, 1.0f, 0, 1.0f, 0, 0);
+  cudaError_t good = ppsrt_cu_attn_softmax_fwd(s, P, lse, S, 1, 1, 1, 0, 1, 1, 1.0f, 0, 1.0f, 0, 0);
   OK(gpu->stream_sync(gpu, PPSRT_STREAM_COMPUTE));
   checks++;
   if ((bad != cudaErrorInvalidValue && bad != cudaErrorInvalidConfiguration) || after != cudaSuccess ||

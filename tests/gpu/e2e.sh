@@ -8,7 +8,8 @@
 # without --distributed-optimizer (the same losses), also with Vocab-2, and
 # --tensor-parallel 2 on the threads and NCCL transports, also with
 # --sequence-parallel, and Llama's layer (--arch llama: RMS norms, RoPE, SwiGLU; alone,
-# on a V shape, at T = 2 with --sequence-parallel) (these never run on a GPU yet). Every schedule is expected
+# on a V shape, at T = 2 with --sequence-parallel), --context-parallel 2 (alone and with
+# T = 2 + SP) (these never run on a GPU yet). Every schedule is expected
 # valid at every P (a literal one runs once): one that ppsc check rejects fails. Skipped
 # (77) when no GPU is visible; a failing `cuda_kernels --count` is an error.
 . "$(dirname "$0")/../runtime/lib.sh"
@@ -98,6 +99,13 @@ if build tpg "$top_srcdir/stdlib/1f1b.pps" -D P=2 -D m=4; then
       --transport $tr --tensor-parallel 2 --data-parallel 2 --distributed-optimizer --check -q
     expect_exit 0 "gpt 1f1b --tensor-parallel 2 --sequence-parallel cuda/$tr --check" "$WORK/tpg" $TPG --transport $tr \
       --tensor-parallel 2 --sequence-parallel --check -q
+  done
+  # --context-parallel 2 (the cuBLAS attention over query blocks at offsets, the groups'
+  # all-gathers and reduce-scatters), alone and with T = 2 --sequence-parallel
+  for tr in threads nccl; do
+    expect_exit 0 "gpt 1f1b --context-parallel 2 cuda/$tr --check" "$WORK/tpg" $TPG --transport $tr --context-parallel 2 --check -q
+    expect_exit 0 "gpt 1f1b --context-parallel 2 --tensor-parallel 2 --sequence-parallel cuda/$tr --check" "$WORK/tpg" $TPG \
+      --transport $tr --context-parallel 2 --tensor-parallel 2 --sequence-parallel --check -q
   done
 else fail "build 1f1b for --tensor-parallel"; fi
 # Llama's layer (the RMS norm, RoPE and SwiGLU kernels in whole schedules): 1F1B, ZB-V,

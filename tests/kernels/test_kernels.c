@@ -10,6 +10,8 @@
  * - rope on strided rows (ld > H*D: the columns past H*D exactly untouched), its
  *   inverse undoing it and being its transpose (<rope(x), r> == <x, rope_inverse(r)>);
  *   SwiGLU's backward in place (dpre = pre) exactly as out of place;
+ * - attention over a query block at an offset (attention_fwd_at/bwd_at) vs the whole
+ *   sequence's rows;
  * - attention with grouped query heads and strided (fused QKV) inputs vs a naive
  *   double reference; sharded embedding and softmax (2 and 3 shards, online-softmax
  *   merge) vs unsharded; SGD and Adam vs a double reference; copy streams and events;
@@ -510,6 +512,56 @@ static void test_attention_dr(int batch, int T, int Hq, int Hkv, int D, const pp
 
 static void test_attention(int batch, int T, int Hq, int Hkv, int D) { test_attention_dr(batch, T, Hq, Hkv, D, NULL); }
 
+/* attention_fwd_at / attention_bwd_at (--context-parallel, runtime/cp.c): the block of
+ * queries [q0, q0 + Tq) of one sequence of T against the keys [0, q0 + Tq) gives the
+ * whole sequence's attention rows of the block (out, lse), and its backward the whole
+ * backward's dq rows of the block and dk, dv rows [0, q0 + Tq) when the output gradient
+ * is zero outside the block (the rows after it then get none); with dropout the block
+ * carries the sequence's length (seq) and drops what the whole sequence drops. */
+static void test_attention_at(int T, int q0, int Tq, int Hq, int Hkv, int D, const ppsrt_dropout *dr) {
+  int qd = Hq * D, kd = Hkv * D, ld = qd + 2 * kd, Tk = q0 + Tq;
+  float *qkv = rvec((size_t)T * ld, 1.5), *out = vec((size_t)T * qd), *lse = vec((size_t)Hq * T);
+  float *dout = vec((size_t)T * qd), *dqkv = vec((size_t)T * ld), *bout = vec((size_t)Tq * qd), *blse = vec((size_t)Hq * Tq);
+  float *bdq = vec((size_t)Tq * ld), *bdkv = vec((size_t)Tk * 2 * kd);
+  double *ref = malloc(sizeof(double) * (size_t)T * ld * 2);
+  ppsrt_dropout d = dr ? *dr : (ppsrt_dropout){0, 1.0f, 0, 0, 0, 0};
+  d.seq = T;
+  char name[128];
+  OK(be->attention_fwd(be, 0, out, lse, qkv, ld, qkv + qd, ld, qkv + qd + kd, ld, 1, T, Hq, Hkv, D, dr), "attention_fwd");
+  OK(be->attention_fwd_at(be, 0, bout, blse, qkv + (size_t)q0 * ld, ld, qkv + qd, ld, qkv + qd + kd, ld, Tq, q0, Hq, Hkv, D,
+                          dr ? &d : NULL), "attention_fwd_at");
+  for (size_t i = 0; i < (size_t)Tq * qd; i++) ref[i] = out[(size_t)q0 * qd + i];
+  snprintf(name, sizeof name, "attention_fwd_at T%d block [%d, %d) Hq%d Hkv%d%s = attention_fwd's rows", T, q0, Tk, Hq, Hkv,
+           dr ? " drop" : "");
+  check(name, bout, ref, (size_t)Tq * qd, 1e-6, 1e-5);
+  for (int h = 0; h < Hq; h++)
+    for (int i = 0; i < Tq; i++) ref[(size_t)h * Tq + i] = lse[(size_t)h * T + q0 + i];
+  check("attention_fwd_at lse", blse, ref, (size_t)Hq * Tq, 1e-6, 1e-6);
+  for (int i = 0; i < T; i++)
+    for (int c = 0; c < qd; c++) dout[(size_t)i * qd + c] = i >= q0 && i < Tk ? frand() : 0.0f;
+  OK(be->attention_bwd(be, 0, dqkv, dqkv + qd, dqkv + qd + kd, ld, dout, out, lse, qkv, ld, qkv + qd, ld, qkv + qd + kd, ld,
+                       1, T, Hq, Hkv, D, dr), "attention_bwd");
+  for (size_t i = 0; i < (size_t)Tq * ld; i++) bdq[i] = 777.0f;   /* dq (its columns) must be written */
+  for (size_t i = 0; i < (size_t)Tk * 2 * kd; i++) bdkv[i] = 777.0f;
+  OK(be->attention_bwd_at(be, 0, bdq, ld, bdkv, bdkv + kd, 2 * kd, dout + (size_t)q0 * qd, bout, blse, qkv + (size_t)q0 * ld,
+                          ld, qkv + qd, ld, qkv + qd + kd, ld, Tq, q0, Hq, Hkv, D, dr ? &d : NULL), "attention_bwd_at");
+  float *got = vec((size_t)Tq * qd);
+  for (int i = 0; i < Tq; i++)
+    for (int c = 0; c < qd; c++) {
+      got[(size_t)i * qd + c] = bdq[(size_t)i * ld + c];
+      ref[(size_t)i * qd + c] = dqkv[(size_t)(q0 + i) * ld + c];
+    }
+  snprintf(name, sizeof name, "attention_bwd_at dq (block [%d, %d)%s)", q0, Tk, dr ? " drop" : "");
+  check(name, got, ref, (size_t)Tq * qd, 1e-6, 1e-5);
+  for (int j = 0; j < Tk; j++)
+    for (int c = 0; c < 2 * kd; c++) ref[(size_t)j * 2 * kd + c] = dqkv[(size_t)j * ld + qd + c];
+  snprintf(name, sizeof name, "attention_bwd_at dk|dv (keys [0, %d)%s)", Tk, dr ? " drop" : "");
+  check(name, bdkv, ref, (size_t)Tk * 2 * kd, 1e-6, 1e-5);
+  float *fs[] = {qkv, out, lse, dout, dqkv, bout, blse, bdq, bdkv, got};
+  for (size_t k = 0; k < sizeof fs / sizeof *fs; k++) be->free(be, fs[k]);
+  free(ref);
+}
+
 /* ---------------------------------------------------------------- dropout */
 static void test_dropout(void) {
   /* the fraction dropped over n elements: p within 5 standard errors sqrt(p (1-p) / n);
@@ -520,7 +572,7 @@ static void test_dropout(void) {
   const double ps[3] = {0.1, 0.5, 0.9};
   for (int k = 0; k < 3; k++) {
     double p = ps[k];
-    ppsrt_dropout d = {ppsrt_drop_thr(p), (float)(1.0 / (1.0 - p)), ppsrt_drop_key(7, 3, 1, 2, PPSRT_DROP_FC2), 0, 0};
+    ppsrt_dropout d = {ppsrt_drop_thr(p), (float)(1.0 / (1.0 - p)), ppsrt_drop_key(7, 3, 1, 2, PPSRT_DROP_FC2), 0, 0, 0};
     OK(be->bias_dropout_add(be, 0, y, NULL, x, NULL, (int)(n / 1024), 1024, &d), "bias_dropout_add");
     size_t dropped = 0, badscale = 0;
     for (size_t i = 0; i < n; i++) {
@@ -536,7 +588,7 @@ static void test_dropout(void) {
   /* masks of another key or another offset agree with this one as independent masks
    * do: on a share p^2 + (1-p)^2 of the elements (p = 0.5: 1/2), within 5 s.e. */
   {
-    ppsrt_dropout a = {ppsrt_drop_thr(0.5), 2.0f, ppsrt_drop_key(7, 3, 1, 2, PPSRT_DROP_FC2), 0, 0};
+    ppsrt_dropout a = {ppsrt_drop_thr(0.5), 2.0f, ppsrt_drop_key(7, 3, 1, 2, PPSRT_DROP_FC2), 0, 0, 0};
     const char *what[3] = {"another step", "another site", "offset by one element"};
     for (int k = 0; k < 3; k++) {
       ppsrt_dropout b = a;
@@ -558,7 +610,7 @@ static void test_dropout(void) {
     int N = 7, C = 5;
     float *xa = rvec((size_t)N * C, 1), *ya = rvec((size_t)N * C, 1), *bias = rvec((size_t)C, 1);
     double *ref = malloc(sizeof(double) * N * C);
-    ppsrt_dropout d = {ppsrt_drop_thr(0.4), (float)(1.0 / 0.6), ppsrt_drop_key(1, 1, 0, 0, PPSRT_DROP_PROJ), 3, 0};
+    ppsrt_dropout d = {ppsrt_drop_thr(0.4), (float)(1.0 / 0.6), ppsrt_drop_key(1, 1, 0, 0, PPSRT_DROP_PROJ), 3, 0, 0};
     for (int i = 0; i < N * C; i++)
       ref[i] = ya[i] + (ppsrt_drop_keep(d.thr, d.key, 3 + (uint64_t)i) ? (float)((xa[i] + bias[i % C]) * d.scale) : 0.0);
     OK(be->bias_dropout_add(be, 0, ya, ya, xa, bias, N, C, &d), "bias_dropout_add");
@@ -568,7 +620,7 @@ static void test_dropout(void) {
   }
   /* attention with dropout (p = 0.3; a rank's heads from 2 of 6: base 2) and its backward */
   {
-    ppsrt_dropout d = {ppsrt_drop_thr(0.3), (float)(1.0 / 0.7), ppsrt_drop_key(5, 1, 0, 1, PPSRT_DROP_ATTN), 2, 6};
+    ppsrt_dropout d = {ppsrt_drop_thr(0.3), (float)(1.0 / 0.7), ppsrt_drop_key(5, 1, 0, 1, PPSRT_DROP_ATTN), 2, 6, 0};
     test_attention_dr(2, 5, 4, 2, 3, &d);
     test_attention_dr(1, 6, 2, 2, 4, &d);
   }
@@ -908,6 +960,13 @@ int main(void) {
   test_attention(2, 5, 4, 2, 3);   /* GQA: two query heads per kv head */
   test_attention(1, 4, 2, 2, 4);   /* plain multi-head */
   test_attention(1, 3, 3, 1, 2);   /* multi-query */
+  test_attention_at(8, 4, 2, 4, 2, 3, NULL);   /* a late block (keys 0..5) of GQA */
+  test_attention_at(8, 0, 2, 2, 2, 4, NULL);   /* the first block */
+  test_attention_at(12, 9, 3, 3, 1, 2, NULL);  /* the last block, multi-query */
+  {
+    ppsrt_dropout d = {ppsrt_drop_thr(0.3), (float)(1.0 / 0.7), ppsrt_drop_key(5, 1, 0, 1, PPSRT_DROP_ATTN), 2, 6, 0};
+    test_attention_at(8, 2, 4, 4, 2, 3, &d);   /* dropout: the whole sequence's mask */
+  }
   test_dropout();
   test_embedding();
   test_softmax();
