@@ -865,6 +865,7 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   run.dev_membad = calloc((size_t)nd, sizeof *run.dev_membad);
   run.dev_actbad = calloc((size_t)nd, sizeof *run.dev_actbad);
   run.dev_flops = calloc((size_t)nd, sizeof *run.dev_flops);
+  run.validate_step = rt_validate_step;
   run.val_loss = calloc((size_t)it, sizeof *run.val_loss);
   run.val_time = calloc((size_t)it, sizeof *run.val_time);
   run.dev_val_peak = calloc((size_t)nd, sizeof *run.dev_val_peak);

@@ -876,7 +876,7 @@ int rt_run_device(ppsrt_ctx *c) {
     /* a loss that is not a number stops the run here (every rank holds the same sum,
        so all stop together); cli.c reports it, exit 1 (--allow-nonfinite-loss: go on) */
     if (!o->allow_nonfinite && !isfinite(c->loss[it])) break;
-    if ((rc = rt_validate_step(c, it))) { fail_at(c, -1, rc, "--val-data"); break; }
+    if (run->validate_step && (rc = run->validate_step(c, it))) { fail_at(c, -1, rc, "--val-data"); break; }
     /* checkpoints: every --save-every steps and after the last iteration */
     if (o->save && ((o->save_every && step % o->save_every == 0) || it + 1 == o->iterations)) {
       int peer = 0;

@@ -279,6 +279,9 @@ struct ppsrt_run {
   ppsrt_transport **lane_pgroups;   /* the same for the collective lane's views (NULL: no lane, or not made: host-staged) */
   double *lr_it, *gnorm_it;         /* [iterations]: learning rate used, gradient norm (--clip-grad) */
   double *val_loss;                 /* [iterations]: validation loss where computed */
+  int (*validate_step)(ppsrt_ctx *c, int it);   /* rt_validate_step, set by cli.c (interp.c calls it after
+                                                 * each iteration; validate.c calls interp.c's
+                                                 * rt_eval_forward: the calls go one way) */
   double *val_time;                 /* [iterations]: its wall seconds (in no iteration's time) */
   size_t *dev_val_peak, *dev_val_mem;   /* [ndev]: the largest counted activation peak and device memory
                                      * peak of an evaluation (validate.c), like dev_peak and dev_mem */
