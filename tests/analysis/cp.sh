@@ -20,15 +20,7 @@
 #  - context_parallel = 1 changes no byte of sim's text and JSON or check's; the
 #    text's layout line;
 #  - bad values: errors at the key's line and column, exit 1.
-set -u
-: "${PPSC:?}" "${top_srcdir:?}"
-command -v python3 > /dev/null 2>&1 || { echo "skip: no python3"; exit 77; }
-tmp=$(mktemp -d) || exit 99
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-bad() { echo "FAIL: $*"; fail=1; }
-PPS_STDLIB=$(cd "$top_srcdir/stdlib" && pwd) && export PPS_STDLIB || exit 99
-case $PPSC in /*) ;; *) PPSC=$(pwd)/$PPSC ;; esac   # the tests below also run in folders of $tmp
+. "$(dirname "$0")/lib.sh"
 
 # 1F1B written out (stdlib's 1f1b.pps states its costs, which would win), P = 4,
 # 8 layers (2 a stage), a = 16 heads, g = 8 groups, seq 48 (divisible by 2C at C = 2, 3)
@@ -250,25 +242,18 @@ for x in s.txt s.json c.txt d.json d.txt; do cmp -s "$tmp/a/$x" "$tmp/b/$x" || b
 cmp -s "$tmp/a/s.json" "$tmp/c2.json" && bad "context_parallel = 2 changed nothing"
 
 # bad values: errors at the key, exit 1
-errcase() { # NAME MODEL HARDWARE WHERE MESSAGE
-  printf 'schedule e {\n  devices 2; microbatches 2;\n  model { %s }\n  hardware { %s }\n  device 0 { F(0) F(1) BW(0) BW(1) }\n  device 1 { F(0) BW(0) F(1) BW(1) }\n}\n' "$2" "$3" > "$tmp/$1.pps"
-  "$PPSC" check "$1.pps" --color=never > "$tmp/$1.out" 2>&1
-  rc=$?
-  [ $rc = 1 ] || bad "$1: exit $rc, expected 1"
-  grep -q "^$1.pps:$4: error: $5" "$tmp/$1.out" || bad "$1: no error at $4 '$5': $(cat "$tmp/$1.out")"
-}
 M='layers = 4; hidden = 64; heads = 4; seq = 24; micro_batch = 1;'
 cd "$tmp" || exit 99
-errcase seq "$M" 'context_parallel = 8; cp_bandwidth = 1;' 4:14 'hardware context_parallel = 8 needs model seq = 24 divisible by 2 x 8 = 16'
+keyerr seq "$M" 'context_parallel = 8; cp_bandwidth = 1;' 4:14 'hardware context_parallel = 8 needs model seq = 24 divisible by 2 x 8 = 16'
 grep -q "^seq.pps:3:47: note: model seq is given here" "$tmp/seq.out" || bad "seq: no note at the seq key: $(cat "$tmp/seq.out")"
-errcase seq5 "$M" 'context_parallel = 5; cp_bandwidth = 1;' 4:14 'hardware context_parallel = 5 needs model seq = 24 divisible by 2 x 5 = 10'
-errcase nobw "$M" 'flops = 1e12; context_parallel = 2;' 4:28 'hardware context_parallel = 2 needs cp_bandwidth (bytes/s of each GPU.s link inside its context-parallel group)'
-errcase half "$M" 'context_parallel = 1.5; cp_bandwidth = 1;' 4:14 'hardware context_parallel must be a whole number from 1 to 1000000 (GPUs of each context-parallel group), got 1.5'
-errcase zero "$M" 'context_parallel = 0;' 4:14 'hardware context_parallel must be a whole number'
-errcase cpbw "$M" 'context_parallel = 2; cp_bandwidth = 0;' 4:36 'hardware cp_bandwidth must be positive, got 0'
-errcase cplat "$M" 'context_parallel = 2; cp_bandwidth = 1; cp_latency = -1;' 4:54 'hardware cp_latency must not be negative, got -1'
+keyerr seq5 "$M" 'context_parallel = 5; cp_bandwidth = 1;' 4:14 'hardware context_parallel = 5 needs model seq = 24 divisible by 2 x 5 = 10'
+keyerr nobw "$M" 'flops = 1e12; context_parallel = 2;' 4:28 'hardware context_parallel = 2 needs cp_bandwidth (bytes/s of each GPU.s link inside its context-parallel group)'
+keyerr half "$M" 'context_parallel = 1.5; cp_bandwidth = 1;' 4:14 'hardware context_parallel must be a whole number from 1 to 1000000 (GPUs of each context-parallel group), got 1.5'
+keyerr zero "$M" 'context_parallel = 0;' 4:14 'hardware context_parallel must be a whole number'
+keyerr cpbw "$M" 'context_parallel = 2; cp_bandwidth = 0;' 4:36 'hardware cp_bandwidth must be positive, got 0'
+keyerr cplat "$M" 'context_parallel = 2; cp_bandwidth = 1; cp_latency = -1;' 4:54 'hardware cp_latency must not be negative, got -1'
 # the gradient group of data_parallel 1 needs a bandwidth: none of dp_, cp_, peer_bandwidth
-errcase dpbw "$M" 'context_parallel = 2;' 4:14 'hardware context_parallel 2 (a gradient all-reduce over its GPUs) needs dp_bandwidth, cp_bandwidth or peer_bandwidth'
+keyerr dpbw "$M" 'context_parallel = 2;' 4:14 'hardware context_parallel 2 (a gradient all-reduce over its GPUs) needs dp_bandwidth, cp_bandwidth or peer_bandwidth'
 # a bandwidth is needed only where times are derived: no flops, and a peer_bandwidth for the gradients
 printf 'schedule ok {\n  devices 2; microbatches 2;\n  model { %s }\n  hardware { context_parallel = 4; peer_bandwidth = 1e9; }\n  device 0 { F(0) F(1) BW(0) BW(1) }\n  device 1 { F(0) BW(0) F(1) BW(1) }\n}\n' \
   'layers = 4; hidden = 64; heads = 4; seq = 32; micro_batch = 1;' > "$tmp/ok.pps"

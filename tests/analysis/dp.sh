@@ -11,13 +11,7 @@
 #  - model { } gives the bytes (4 per parameter, the per-stage counts of costmodel.c);
 #  - text, --json and --svg show it; data_parallel = 1 changes no byte of either;
 #  - bad keys are errors at their line and column.
-set -u
-: "${PPSC:?}" "${top_srcdir:?}"
-command -v python3 > /dev/null 2>&1 || { echo "skip: no python3"; exit 77; }
-tmp=$(mktemp -d) || exit 99
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-bad() { echo "FAIL: $*"; fail=1; }
+. "$(dirname "$0")/lib.sh"
 export PPS_STDLIB="$top_srcdir/stdlib"
 
 cat > "$tmp/lin.pps" <<'PPS'

@@ -20,15 +20,7 @@
 #  - distributed_optimizer = 0 (and = 1 without data_parallel) changes no byte of
 #    sim's text, JSON and SVG; text and SVG show the reduce-scatters and all-gathers;
 #  - bad values (2, -1, 0.5) are errors at the key's line and column.
-set -u
-: "${PPSC:?}" "${top_srcdir:?}"
-command -v python3 > /dev/null 2>&1 || { echo "skip: no python3"; exit 77; }
-tmp=$(mktemp -d) || exit 99
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-bad() { echo "FAIL: $*"; fail=1; }
-PPS_STDLIB=$(cd "$top_srcdir/stdlib" && pwd) && export PPS_STDLIB || exit 99
-case $PPSC in /*) ;; *) PPSC=$(pwd)/$PPSC ;; esac   # the tests below also run in folders of $tmp
+. "$(dirname "$0")/lib.sh"
 
 # 1F1B, P = 2, m = 2, TF = TB = TW = 1 (one BW = 2), TC = 0, by hand:
 #   device 0: F0 0-1, F1 1-2, BW0 4-6 (after device 1's BW0 2-4), BW1 7-9

@@ -16,13 +16,7 @@
 #  - no peer_bandwidth: the bytes, no time (bandwidth null);
 #  - none where one device holds both layers (ZB-V) or untied, and the text and --svg
 #    show it.
-set -u
-: "${PPSC:?}" "${top_srcdir:?}"
-command -v python3 > /dev/null 2>&1 || { echo "skip: no python3"; exit 77; }
-tmp=$(mktemp -d) || exit 99
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-bad() { echo "FAIL: $*"; fail=1; }
+. "$(dirname "$0")/lib.sh"
 export PPS_STDLIB="$top_srcdir/stdlib"
 
 # mk NAME IMPORT USE TIE HARDWARE

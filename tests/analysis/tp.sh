@@ -18,15 +18,7 @@
 #  - tensor_parallel = 1 (and sequence_parallel = 0, tp_latency) changes no byte of
 #    sim's text and JSON or check's; the text's layout line with T > 1;
 #  - bad values: errors at the key's line and column, exit 1.
-set -u
-: "${PPSC:?}" "${top_srcdir:?}"
-command -v python3 > /dev/null 2>&1 || { echo "skip: no python3"; exit 77; }
-tmp=$(mktemp -d) || exit 99
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-bad() { echo "FAIL: $*"; fail=1; }
-PPS_STDLIB=$(cd "$top_srcdir/stdlib" && pwd) && export PPS_STDLIB || exit 99
-case $PPSC in /*) ;; *) PPSC=$(pwd)/$PPSC ;; esac   # the tests below also run in folders of $tmp
+. "$(dirname "$0")/lib.sh"
 
 # 1F1B written out (stdlib's 1f1b.pps states its costs, which would win), P = 4,
 # 8 layers (2 a stage); a = 16 heads, g = 8 groups, f = 384: all divisible by 8
@@ -272,29 +264,22 @@ for x in s.txt s.json c.txt d.json; do cmp -s "$tmp/a/$x" "$tmp/b/$x" || bad "te
 cmp -s "$tmp/a/s.json" "$tmp/j.json" && bad "tensor_parallel = 8 changed nothing"
 
 # bad values: errors at the key, exit 1
-errcase() { # NAME MODEL HARDWARE WHERE MESSAGE
-  printf 'schedule e {\n  devices 2; microbatches 2;\n  model { %s }\n  hardware { %s }\n  device 0 { F(0) F(1) BW(0) BW(1) }\n  device 1 { F(0) BW(0) F(1) BW(1) }\n}\n' "$2" "$3" > "$tmp/$1.pps"
-  "$PPSC" check "$1.pps" --color=never > "$tmp/$1.out" 2>&1
-  rc=$?
-  [ $rc = 1 ] || bad "$1: exit $rc, expected 1"
-  grep -q "^$1.pps:$4: error: $5" "$tmp/$1.out" || bad "$1: no error at $4 '$5': $(cat "$tmp/$1.out")"
-}
 M='layers = 4; hidden = 64; heads = 12; seq = 16; micro_batch = 1;'
 cd "$tmp" || exit 99
-errcase heads "$M" 'tensor_parallel = 8; tp_bandwidth = 1;' 4:14 'hardware tensor_parallel = 8 must divide model heads = 12'
+keyerr heads "$M" 'tensor_parallel = 8; tp_bandwidth = 1;' 4:14 'hardware tensor_parallel = 8 must divide model heads = 12'
 grep -q "^heads.pps:3:36: note: model heads is given here" "$tmp/heads.out" || bad "heads: no note at the heads key: $(cat "$tmp/heads.out")"
-errcase groups "$M query_groups = 6;" 'tensor_parallel = 4; tp_bandwidth = 1;' 4:14 'hardware tensor_parallel = 4 must divide model query_groups = 6'
-errcase ffn "$M ffn_hidden = 250;" 'tensor_parallel = 4; tp_bandwidth = 1;' 4:14 'hardware tensor_parallel = 4 must divide model ffn_hidden = 250'
-errcase swiffn "$M swiglu = 1;" 'tensor_parallel = 3; tp_bandwidth = 1;' 4:14 'hardware tensor_parallel = 3 must divide the feed-forward width 128, swiglu.s default ffn_hidden for hidden = 64'
+keyerr groups "$M query_groups = 6;" 'tensor_parallel = 4; tp_bandwidth = 1;' 4:14 'hardware tensor_parallel = 4 must divide model query_groups = 6'
+keyerr ffn "$M ffn_hidden = 250;" 'tensor_parallel = 4; tp_bandwidth = 1;' 4:14 'hardware tensor_parallel = 4 must divide model ffn_hidden = 250'
+keyerr swiffn "$M swiglu = 1;" 'tensor_parallel = 3; tp_bandwidth = 1;' 4:14 'hardware tensor_parallel = 3 must divide the feed-forward width 128, swiglu.s default ffn_hidden for hidden = 64'
 grep -q "^swiffn.pps:3:75: note: model swiglu is given here" "$tmp/swiffn.out" || bad "swiffn: no note at the swiglu key: $(cat "$tmp/swiffn.out")"
-errcase spt1 "$M" 'tensor_parallel = 1; sequence_parallel = 1;' 4:35 'hardware sequence_parallel = 1 needs tensor_parallel > 1'
-errcase spnot "$M" 'sequence_parallel = 1;' 4:14 'hardware sequence_parallel = 1 needs tensor_parallel > 1'
-errcase sp2 "$M" 'tensor_parallel = 2; sequence_parallel = 2;' 4:35 'hardware sequence_parallel must be 0 or 1'
-errcase nobw "$M" 'flops = 1e12; tensor_parallel = 2;' 4:28 'hardware tensor_parallel = 2 needs tp_bandwidth (bytes/s of each GPU.s link inside its tensor-parallel group, e.g. NVLink) or peer_bandwidth'
-errcase half "$M" 'tensor_parallel = 2.5;' 4:14 'hardware tensor_parallel must be a whole number from 1 to 1000000 (GPUs of each tensor-parallel group), got 2.5'
-errcase zero "$M" 'tensor_parallel = 0;' 4:14 'hardware tensor_parallel must be a whole number'
-errcase tpbw "$M" 'tensor_parallel = 2; tp_bandwidth = 0;' 4:35 'hardware tp_bandwidth must be positive, got 0'
-errcase tplat "$M" 'tensor_parallel = 2; tp_bandwidth = 1; tp_latency = -1;' 4:53 'hardware tp_latency must not be negative, got -1'
+keyerr spt1 "$M" 'tensor_parallel = 1; sequence_parallel = 1;' 4:35 'hardware sequence_parallel = 1 needs tensor_parallel > 1'
+keyerr spnot "$M" 'sequence_parallel = 1;' 4:14 'hardware sequence_parallel = 1 needs tensor_parallel > 1'
+keyerr sp2 "$M" 'tensor_parallel = 2; sequence_parallel = 2;' 4:35 'hardware sequence_parallel must be 0 or 1'
+keyerr nobw "$M" 'flops = 1e12; tensor_parallel = 2;' 4:28 'hardware tensor_parallel = 2 needs tp_bandwidth (bytes/s of each GPU.s link inside its tensor-parallel group, e.g. NVLink) or peer_bandwidth'
+keyerr half "$M" 'tensor_parallel = 2.5;' 4:14 'hardware tensor_parallel must be a whole number from 1 to 1000000 (GPUs of each tensor-parallel group), got 2.5'
+keyerr zero "$M" 'tensor_parallel = 0;' 4:14 'hardware tensor_parallel must be a whole number'
+keyerr tpbw "$M" 'tensor_parallel = 2; tp_bandwidth = 0;' 4:35 'hardware tp_bandwidth must be positive, got 0'
+keyerr tplat "$M" 'tensor_parallel = 2; tp_bandwidth = 1; tp_latency = -1;' 4:53 'hardware tp_latency must not be negative, got -1'
 # a bandwidth is needed only where times are derived: no flops, no error
 printf 'schedule ok {\n  devices 2; microbatches 2;\n  model { %s }\n  hardware { tensor_parallel = 4; }\n  device 0 { F(0) F(1) BW(0) BW(1) }\n  device 1 { F(0) BW(0) F(1) BW(1) }\n}\n' \
   'layers = 4; hidden = 64; heads = 12; seq = 16; micro_batch = 1;' > "$tmp/ok.pps"
