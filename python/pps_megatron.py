@@ -446,12 +446,12 @@ def _chunks(tf, VP):
 class Merger:
     """The tensors of every rank, looked up by (tp, pp, chunk, name), read and checked."""
 
-    def __init__(self, files, T, P, VP):
+    def __init__(self, files, T, P, VP, opened=None):
         self.T, self.P, self.VP = T, P, VP
         self.sd = {}
         self.used = set()
         for (t, p), path in files.items():
-            tf = TorchFile(path)
+            tf = opened if opened is not None and opened.path == path else TorchFile(path)
             for v, sd in enumerate(_chunks(tf, VP)):
                 self.sd[(t, p, v)] = (tf, sd)
 
@@ -498,13 +498,12 @@ def convert(ckpt, index, stages=None, optimizer="sgd", seq=None, iteration=None)
     files, T, P = find_ranks(d)
     first = TorchFile(files[(0, 0)])
     c = Config(_args_of(_state(first), first.path), first.path, T, P)
-    first.zf.close()
     if stages is not None and (stages < 1 or c.L % stages):
         raise ConvertError("--stages %d does not divide the model's %d layers (num_layers)" % (stages, c.L))
     if seq is not None and not c.rope and not (1 <= seq <= c.max_pos):
         raise ConvertError("--seq %d: the position table has %d rows (max_position_embeddings)" % (seq, c.max_pos))
     seq = seq or c.seq
-    m = Merger(files, T, P, c.VP)
+    m = Merger(files, T, P, c.VP, first)   # (rank 0's file read once)
     h, hq, G, D, f, L = c.h, c.hq, c.G, c.D, c.f, c.L
     te = m.has(0, 0, "decoder.layers.0.self_attention.linear_qkv.layer_norm_weight")
     tf0, sd0 = m.sd[(0, 0, 0)]

@@ -232,7 +232,8 @@ static int route_host(ppsrt_moe *mo, ppsrt_backend *be, int slot, mbuf *b, const
     for (int e = 0; e < E; e++) mo->hcoef[e] = (float)(mo->coeff * E * ((double)cnt[e] / NK) / N / mo->nmb);
     TRY(be->memcpy_async(be, CS, b->coef, mo->hcoef, (size_t)E * sizeof(float), 1));
   }
-  TRY(be->stream_sync(be, CS));   /* (hpos and hcoef are reused by the next layer) */
+  /* (no wait for these uploads: hpos and hcoef are written again only by the next
+   * routing, after its synchronisation above has drained the stream, uploads included) */
   if (count_loss && mo->coeff > 0) {
     double s = 0;
     for (int e = 0; e < E; e++) s += (double)cnt[e] / (double)NK * ((double)mo->hstat[E + e] / N);

@@ -7,8 +7,9 @@
  * start (the same sequences every time): replica r evaluates its share, microbatches
  * k D nmb + r nmb .. + nmb - 1, as training's iteration k would; the loss is the mean
  * over the K batches of the batch loss that training reports (summed over the
- * pipeline, averaged over the replicas): the mean token loss over all K D nmb x
- * micro_batch sequences (each has seq tokens). No dropout, no backward, no optimizer:
+ * pipeline, averaged over the replicas and, with --context-parallel, over the context
+ * ranks' halves of each sequence): the mean token loss over all K D nmb x micro_batch
+ * sequences (each has seq tokens). No dropout, no backward, no optimizer:
  * training is not touched, and the time is not an iteration's (rt_run_device has
  * taken its figures before this runs; --json shows it apart: val_time_s). */
 #include "config.h"
