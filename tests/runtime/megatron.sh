@@ -19,7 +19,8 @@
 #  - refusals (exit 2, one line naming the argument or file, no output left): the erf
 #    GeLU, norm_epsilon 1e-6, num_experts, qk_layernorm, a tensor the model lacks, a
 #    missing rank, expert-parallel ranks, torch_dist, the legacy model, tensor_model_
-#    parallel_size disagreeing with the files, a truncated file, --stages not dividing;
+#    parallel_size disagreeing with the files, a truncated file, --stages not dividing,
+#    an integer tensor, a view outside its storage, a short storage record, big-endian;
 #  - a pickle that calls os.system: refused, and the command never ran.
 . "$(dirname "$0")/lib.sh"
 command -v python3 > /dev/null 2>&1 || { echo "skip: no python3"; exit 77; }
@@ -142,6 +143,10 @@ refuse "a TP size the files do not have" "tensor_model_parallel_size = 4" --arg 
 refuse "a tensor the model lacks" "q_layernorm.weight' .* would be dropped" --extra decoder.layers.0.self_attention.q_layernorm.weight
 refuse "Megatron's legacy model" "legacy model (language_model" --extra language_model.embedding.word_embeddings.weight
 refuse "qkv bias without linear biases" "add_qkv_bias" --arg add_qkv_bias=True
+refuse "an integer tensor" "word_embeddings.weight' is an integer tensor" --corrupt int
+refuse "a view outside its storage" "word_embeddings.weight': shape .* fall outside its storage" --corrupt outside
+refuse "a storage record shorter than its size" "storage 0 holds .* bytes, .* needed" --corrupt short
+refuse "big-endian tensors" "big-endian tensors" --corrupt bigendian
 python3 "$FX" write "$WORK/ck_llama" "$WORK/bad" --tp 2 --pp 2 2> /dev/null
 rm -rf "$WORK/bad/iter_0000100/mp_rank_01_001"
 refused "a missing rank" "rank TP 1 PP 1 is missing" "$WORK/bad"

@@ -5,6 +5,7 @@ format) for tests/runtime/megatron.sh, from a PPS checkpoint, without torch.
   megatron_ckpt.py write PPS_INDEX OUTDIR --tp T --pp P [--vp V] [--names te|local]
                    [--dtype f32|bf16] [--buffer] [--iteration N] [--arg KEY=PYVALUE ...]
                    [--extra NAME] [--expect EXPECT_INDEX] [--torch]
+                   [--corrupt int|outside|short|bigendian]
       OUTDIR/latest_checkpointed_iteration.txt and OUTDIR/iter_NNNNNNN/mp_rank_TT[_PPP]/
       model_optim_rng.pt for every tensor- and pipeline-parallel rank, split the way
       Megatron-Core's layers split their weights (written here from Megatron-Core's
@@ -25,6 +26,9 @@ format) for tests/runtime/megatron.sh, from a PPS checkpoint, without torch.
       ties to even); --expect writes the PPS checkpoint of exactly the stored values.
       --arg overrides Megatron's saved arguments (Python literals); --extra NAME adds a
       tensor the model lacks. --torch: written by the real torch.save (needs torch).
+      --corrupt plants a defect in rank 0's first tensor: an integer storage, a view
+      past its storage's end, a storage record shorter than its size, or the archive's
+      byteorder record saying big-endian.
   megatron_ckpt.py evil OUT MARKER
       a torch.save-shaped file whose pickle calls os.system('touch MARKER').
 """
@@ -57,7 +61,7 @@ def _fake_torch():
     for fn in (_rebuild_tensor_v2, _rebuild_parameter):
         fn.__module__, fn.__qualname__ = "torch._utils", fn.__name__
         setattr(utils, fn.__name__, fn)
-    for n in ("FloatStorage", "BFloat16Storage", "ByteStorage"):
+    for n in ("FloatStorage", "BFloat16Storage", "ByteStorage", "IntStorage"):
         setattr(torch, n, type(n, (), {"__module__": "torch"}))
 
     class dtype:
@@ -108,7 +112,7 @@ class _Wrapped:
         return self.r
 
 
-def save_fake(obj, path):
+def save_fake(obj, path, byteorder="little"):
     torch = sys.modules["torch"]
     stores = []
 
@@ -117,16 +121,16 @@ def save_fake(obj, path):
             if isinstance(o, Store):
                 if o not in stores:
                     stores.append(o)
-                size = {"Float": 4, "BFloat16": 2, "Byte": 1}[o.kind]
+                size = {"Float": 4, "BFloat16": 2, "Byte": 1, "Int": 4}[o.kind]
                 return ("storage", getattr(torch, o.kind + "Storage"), str(stores.index(o)), "cpu", len(o.data) // size)
             return None
     buf = io.BytesIO()
     P(buf, protocol=2).dump(obj)
     with zipfile.ZipFile(path, "w") as z:
         z.writestr("archive/data.pkl", buf.getvalue())
-        z.writestr("archive/byteorder", "little")
+        z.writestr("archive/byteorder", byteorder)
         for i, s in enumerate(stores):
-            z.writestr("archive/data/%d" % i, bytes(s.data))
+            z.writestr("archive/data/%d" % i, bytes(s.data)[:len(s.data) // 2] if getattr(s, "short", False) else bytes(s.data))
         z.writestr("archive/version", "3\n")
 
 
@@ -218,6 +222,10 @@ def main():
     ap.add_argument("--extra", action="append", default=[])
     ap.add_argument("--expect")
     ap.add_argument("--torch", action="store_true")
+    # a defect planted in tensor-parallel rank 0's first tensor (the importer must refuse
+    # it): int (an integer storage), outside (its view past the storage's end), short (the
+    # storage record shorter than its element count says), bigendian (the byteorder record)
+    ap.add_argument("--corrupt", choices=("int", "outside", "short", "bigendian"))
     o = ap.parse_args()
     if not o.torch:
         _fake_torch()
@@ -375,6 +383,15 @@ def main():
                     entries = [(n, T(st, off, shape)) for (n, _, shape), off in zip(reversed(sd), offs)][::-1]
                 else:
                     entries = [(n, T(Store(kind, pack(vals)), 0, shape, param=(j == 0))) for j, (n, vals, shape) in enumerate(sd)]
+                if o.corrupt in ("int", "outside", "short") and tp == 0 and p == 0 and v == 0:
+                    n0, t0 = entries[0]
+                    if o.corrupt == "int":
+                        t0.store.kind = "Int"
+                    elif o.corrupt == "outside":
+                        t0.offset += 1
+                    else:
+                        t0.store.short = True
+                    t0.param = False
                 msd = collections.OrderedDict(entries)
                 if o.names == "te":       # Transformer Engine's FP8 metadata beside each layer
                     for k in range(per):
@@ -385,7 +402,10 @@ def main():
             obj["optimizer"] = {"optimizer": {"state": {0: {"exp_avg": T(Store("Float", b"\0" * 16), 0, [4])}}}}
             d = os.path.join(o.outdir, it, "mp_rank_%02d" % tp + ("_%03d" % p if P > 1 else ""))
             os.makedirs(d, exist_ok=True)
-            (save_torch if o.torch else save_fake)(obj, os.path.join(d, "model_optim_rng.pt"))
+            if o.torch:
+                save_torch(obj, os.path.join(d, "model_optim_rng.pt"))
+            else:
+                save_fake(obj, os.path.join(d, "model_optim_rng.pt"), "big" if o.corrupt == "bigendian" else "little")
     with open(os.path.join(o.outdir, "latest_checkpointed_iteration.txt"), "w") as fh:
         fh.write(str(o.iteration))
     if o.expect:
