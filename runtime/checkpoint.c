@@ -1035,11 +1035,14 @@ int rt_ckpt_open(ppsrt_run *run, const char *path, rt_ckpt **out) {
   if (o->data && run->ck_data && (spk || o->split_on)) {
     double sw[3] = {0, 0, 0};
     char *end = (char *)spk;
-    for (int k = 0; spk && k < 3; k++) {
-      sw[k] = strtod(end, &end);
-      if (k < 2 && *end == ',') end++;
+    int bad = 0;   /* exactly three finite weights from 0, separated by commas (as written above) */
+    for (int k = 0; spk && k < 3 && !bad; k++) {
+      char *at = end;
+      sw[k] = strtod(at, &end);
+      bad = end == at || !isfinite(sw[k]) || sw[k] < 0 || (k < 2 && *end != ',');
+      if (k < 2 && !bad) end++;
     }
-    if (spk && *end) {
+    if (spk && (bad || *end)) {
       rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': metadata field 'data_split' is '%s': not three weights", path, spk);
       goto fail;
     }

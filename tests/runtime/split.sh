@@ -10,7 +10,8 @@
 #    rounds to 2: documents 0-2, 3-7, 8-9; rounding half up would give 0-1, 2-6);
 #  - a bytes file, --split 10,90 (by tokens);
 #  - a blend of both, each dataset split;
-#  - checkpoints record the split: resuming with another (or none) is refused naming
+#  - checkpoints record the split (a malformed record is refused, naming the field):
+#    resuming with another (or none) is refused naming
 #    both, with the same it goes on;
 #  - usage errors: malformed weights, no --data, a training weight of 0, a part shorter
 #    than one sequence (the part and its documents named).
@@ -106,6 +107,16 @@ expect_exit 1 "--load without the checkpoint's --split" "$WORK/a" $G --iteration
 expect_grep "trained on --split 0.25,0.5,0.25 of its --data, this run on all" "the refusal names both splits"
 expect_exit 1 "--load with another --split" "$WORK/a" $G --iterations 1 --data "$W/A" --split 90,10 --load "$WORK/ck"
 expect_exit 0 "--load with the same --split (as 1/2/1)" "$WORK/a" $G --iterations 1 --data "$W/A" --split 1/2/1 --load "$WORK/ck"
+# a malformed field: refused naming it (exit 1), not read as another split
+for bad in "0.25,0.5" "0.25,,0.75" "a,b,c" "0.25,0.5,0.25,0" "0.25,-0.5,1.25" "0.25,0.5,inf"; do
+  python3 - "$WORK/ck" "$WORK/ckbad" "$bad" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1])); j["__metadata__"]["data_split"] = sys.argv[3]
+json.dump(j, open(sys.argv[2], "w"))
+PY
+  expect_exit 1 "a checkpoint whose data_split is '$bad'" "$WORK/a" $G --iterations 1 --data "$W/A" --split 1/2/1 --load "$WORK/ckbad"
+  expect_grep "metadata field 'data_split' is '$bad': not three weights" "  the field named"
+done
 "$WORK/a" $G --lr 0.1 --iterations 2 --data "$W/A" --save "$WORK/ck2" > /dev/null 2>&1
 expect_exit 1 "--split on a checkpoint trained on all of its data" "$WORK/a" $G --iterations 1 --data "$W/A" --split 9,1 --load "$WORK/ck2"
 
