@@ -9,7 +9,8 @@
 # --tensor-parallel 2 on the threads and NCCL transports, also with
 # --sequence-parallel, and Llama's layer (--arch llama: RMS norms, RoPE, SwiGLU; alone,
 # on a V shape, at T = 2 with --sequence-parallel), --context-parallel 2 (alone and with
-# T = 2 + SP) (these never run on a GPU yet). Every schedule is expected
+# T = 2 + SP), experts (--num-experts 4, alone and at T = 2 + SP) and validation through
+# the pipeline (--split, --eval-iters) (these never run on a GPU yet). Every schedule is expected
 # valid at every P (a literal one runs once): one that ppsc check rejects fails. Skipped
 # (77) when no GPU is visible; a failing `cuda_kernels --count` is an error.
 . "$(dirname "$0")/../runtime/lib.sh"
@@ -119,4 +120,16 @@ for s in 1f1b zb_v; do
 done
 [ -x "$WORK/ll_1f1b" ] && expect_exit 0 "gpt --arch llama 1f1b --tensor-parallel 2 --sequence-parallel cuda/$tr --check" \
   "$WORK/ll_1f1b" $LL --transport $tr --tensor-parallel 2 --sequence-parallel --check -q
+# mixture-of-experts layers (the moe_* kernels, the routing's host copy per layer):
+# Llama's layer with 4 experts, top 2, on 1F1B and ZB-V, and at T = 2 with
+# --sequence-parallel (expert tensor parallel: the experts' partial sums all-reduced)
+MOE="--num-experts 4 --moe-topk 2 --moe-aux-loss-coeff 0.01"
+for s in 1f1b zb_v; do
+  [ -x "$WORK/ll_$s" ] && expect_exit 0 "gpt --arch llama $MOE $s cuda/$tr --check" "$WORK/ll_$s" $LL $MOE --transport $tr --check -q
+done
+[ -x "$WORK/ll_1f1b" ] && expect_exit 0 "gpt --arch llama $MOE 1f1b --tensor-parallel 2 --sequence-parallel cuda/$tr --check" \
+  "$WORK/ll_1f1b" $LL $MOE --transport $tr --tensor-parallel 2 --sequence-parallel --check -q
+# validation through the pipeline (forward-only passes, --eval-iters) on --split's part
+[ -x "$WORK/ll_1f1b" ] && expect_exit 0 "gpt --arch llama 1f1b --split 90,10 --eval-iters 2 cuda/$tr --check" \
+  "$WORK/ll_1f1b" $LL --transport $tr --data "$top_srcdir/README.md" --split 90,10 --val-every 1 --eval-iters 2 --check -q
 finish
