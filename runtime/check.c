@@ -16,13 +16,16 @@
  * accumulation, the longest sum, the tokens and the depth of the model (check_k below;
  * docs/runtime.md, "--check", writes the derivation down; PPSRT_CHECK_K and
  * PPSRT_CHECK_K_LOSS override them for experiments). It prints k, every tensor outside
- * it and the largest relative difference; comparing no value at all is a failure.
+ * it and the largest relative difference; comparing no value at all is a failure. With
+ * experts it also says whether the device's layers routed every token as the reference
+ * did (ppsrt_gpt_route_compare): a near-tie flipped in bf16 explains a failure.
  * PPSRT_FAULT (tests only) scales one gradient tensor of the pipeline, shifts its loss
  * or lists the tensors compared, so that tests can watch the check say no.
  * What it does not: it does not check timing or memory (cli.c compares measured and
  * predicted memory), and it never exits; the caller turns mismatches into exit status 1. */
 #include "config.h"
 #include "rt.h"
+#include "gpt.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -286,6 +289,18 @@ int rt_check_gradients(ppsrt_ctx *c, double pipeline_loss, int *mismatch) {
     fprintf(f, "check: %s: %ld gradient values of %d tensors compared, max relative difference %.3g (%s), "
             "tolerance ||a-b|| <= %.3g*||ref|| per tensor: %s\n", dev, ncmp, pm->nparams, maxrel, maxname, k,
             nbad ? "MISMATCH" : "match");
+  /* --num-experts: did this device's layers route every token as the reference's did? A
+     near-tie of two experts' logits can flip under another rounding (bf16 with
+     --tensor-parallel): the gradients then compare two different computations */
+  long nsl, ndiff;
+  if (pm->cfg.num_experts > 0 && !run->o.json && !ppsrt_gpt_route_compare(pm, rx.model, pm->cfg.mb0, &nsl, &ndiff)) {
+    if (!ndiff)
+      fprintf(f, "check: %s: routing of %ld (microbatch, layer) slots: the reference's\n", dev, nsl);
+    else
+      fprintf(f, "check: %s: routing of %ld of %ld (microbatch, layer) slots differs from the reference's%s\n", dev, ndiff,
+              nsl, nbad ? ": the gradients above compare two routings (in bf16 a near-tie of two experts' logits can flip; "
+              "in F32, on the CPU backend, it should not)" : "");
+  }
   if (maxrel > run->check_maxdiff) run->check_maxdiff = maxrel;
   pthread_mutex_unlock(&run->print_lock);
   *mismatch = nbad > 0x7fffffff ? 0x7fffffff : (int)nbad;

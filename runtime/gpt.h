@@ -29,4 +29,12 @@ int ppsrt_gpt_ffn(const ppsrt_model_config *cfg);
  * so far (0 without experts); tests/kernels/gpt_grad tells with it whether a moved weight
  * moved a token to another expert. */
 uint64_t ppsrt_gpt_route_hash(const ppsrt_model *m);
+/* --check with --num-experts: compares the routing of every layer of every microbatch
+ * that model m (a pipeline device's stages) computed in its last iteration with that of
+ * ref (every stage on one device, the global batch: m's microbatch mb is ref's
+ * mb0 + mb), slot by slot (each slot's decisions hashed in token order). *n: the
+ * (microbatch, layer) slots compared, *ndiff: those routed differently. -1 when there
+ * is nothing to compare (no experts; --context-parallel, whose ranks route parts of
+ * sequences), else 0. */
+int ppsrt_gpt_route_compare(const ppsrt_model *m, const ppsrt_model *ref, int mb0, long *n, long *ndiff);
 #endif

@@ -1357,6 +1357,21 @@ uint64_t ppsrt_gpt_route_hash(const ppsrt_model *m) {
   return g->moe_on ? g->moe.route_hash : 0;
 }
 
+int ppsrt_gpt_route_compare(const ppsrt_model *m, const ppsrt_model *ref, int mb0, long *n, long *ndiff) {
+  const gpt *g = m->impl, *r = ref->impl;
+  *n = *ndiff = 0;
+  if (!g->moe_on || !r->moe_on || g->cp > 1 || r->L != g->L) return -1;
+  for (int mb = 0; mb < m->cfg.nmb; mb++)
+    for (int s = 0; s < g->S && s < r->S; s++) {
+      if (g->local[s] < 0 || r->local[s] < 0 || mb0 + mb >= ref->cfg.nmb) continue;
+      for (int l = 0; l < g->L; l++) {
+        (*n)++;
+        *ndiff += g->moe.shash[moe_slot(g, mb, g->local[s], l)] != r->moe.shash[moe_slot(r, mb0 + mb, r->local[s], l)];
+      }
+    }
+  return 0;
+}
+
 /* ---- FLOPs (Vocabulary Parallelism paper's counts, b = micro_batch, s = seq) ---- */
 
 double ppsrt_gpt_pass_flops(const ppsrt_model_config *cfg, int kind, int stage) {

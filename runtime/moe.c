@@ -111,11 +111,12 @@ int ppsrt_moe_init(ppsrt_moe *mo, const ppsrt_model_config *cfg, ppsrt_dtype at,
   mo->o_coef = o; o += mo->coeff > 0 ? up((size_t)mo->E * sizeof(float)) : 0;
   mo->bytes = o;
   mo->cnt = calloc((size_t)(nslot > 0 ? nslot : 1) * mo->E, sizeof *mo->cnt);
+  mo->shash = calloc((size_t)(nslot > 0 ? nslot : 1), sizeof *mo->shash);
   mo->hidx = malloc(NK * sizeof *mo->hidx);
   mo->hpos = malloc(NK * sizeof *mo->hpos);
   mo->hstat = malloc(3 * (size_t)mo->E * sizeof *mo->hstat);
   mo->hcoef = mo->hstat ? mo->hstat + 2 * mo->E : NULL;
-  if (!mo->cnt || !mo->hidx || !mo->hpos || !mo->hstat) {
+  if (!mo->cnt || !mo->shash || !mo->hidx || !mo->hpos || !mo->hstat) {
     ppsrt_moe_free(mo);
     return PPSRT_FAIL(PPSRT_E_NOMEM, "gpt: out of host memory (experts)");
   }
@@ -123,8 +124,8 @@ int ppsrt_moe_init(ppsrt_moe *mo, const ppsrt_model_config *cfg, ppsrt_dtype at,
 }
 
 void ppsrt_moe_free(ppsrt_moe *mo) {
-  free(mo->cnt); free(mo->hidx); free(mo->hpos); free(mo->hstat);
-  mo->cnt = NULL; mo->hidx = mo->hpos = NULL; mo->hstat = mo->hcoef = NULL;
+  free(mo->cnt); free(mo->shash); free(mo->hidx); free(mo->hpos); free(mo->hstat);
+  mo->cnt = NULL; mo->shash = NULL; mo->hidx = mo->hpos = NULL; mo->hstat = mo->hcoef = NULL;
 }
 
 /* ---- parameters: router.w, then per expert fc.w, (fc.b,) fc2.w, (fc2.b) ---- */
@@ -223,10 +224,13 @@ static int route_host(ppsrt_moe *mo, ppsrt_backend *be, int slot, mbuf *b, const
   }
   int next[1024];
   for (int e = 0, o = 0; e < E; e++) { next[e] = o; o += cnt[e]; }
+  uint64_t sh = 0xcbf29ce484222325ull;   /* the slot's own hash (FNV-1a), for --check's routing comparison */
   for (size_t s = 0; s < NK; s++) {
     mo->hpos[s] = next[mo->hidx[s]]++;
     mo->route_hash = (mo->route_hash ^ (uint64_t)mo->hidx[s]) * 0x100000001b3ull;   /* FNV-1a step */
+    sh = (sh ^ (uint64_t)mo->hidx[s]) * 0x100000001b3ull;
   }
+  mo->shash[slot] = sh;
   TRY(be->memcpy_async(be, CS, b->pos, mo->hpos, NK * sizeof(int32_t), 1));
   if (b->coef) {   /* d(a E sum_e f_e P_e) / d prob[n, e], the loss a mean over microbatches */
     for (int e = 0; e < E; e++) mo->hcoef[e] = (float)(mo->coeff * E * ((double)cnt[e] / NK) / N / mo->nmb);

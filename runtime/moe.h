@@ -18,6 +18,7 @@ typedef struct ppsrt_moe {
   double coeff;           /* --moe-aux-loss-coeff */
   double aux_loss;        /* this iteration's load-balancing loss so far (each microbatch's / nmb) */
   uint64_t route_hash;    /* a hash of every routing decision of the iteration (tests: did a change move one?) */
+  uint64_t *shash;        /* host [nslot]: a hash of each slot's routing by its last F, in token order (--check) */
   int *cnt;               /* host [nslot][E]: slots routed to each expert by the slot's last F */
   int32_t *hidx, *hpos;   /* host scratch [N K] */
   float *hstat, *hcoef;   /* host scratch [2E], [E] */
