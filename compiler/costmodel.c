@@ -469,10 +469,11 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
   if (X > 1) {
     ep = out->ep = arena_alloc(a, sizeof *ep);
     ep->X = X;
-    ep->edp = (kdp ? (int)kdp->value : 1) / X;
+    ep->edp = (int)fmin(floor((kdp ? kdp->value : 1) / X), 1e6);   /* (a data_parallel outside 1..1e6 is dp_derive's error) */
     ep->bandwidth = kxb ? kxb->value : 0;
     ep->latency = kxl ? kxl->value : 0;
     ep->tokens = sq * b / C;
+    ep->slots = X * ep->tokens * K;
   }
   CpModel *cp = NULL;
   if (C > 1) {
@@ -630,6 +631,7 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
       out->dev_params[dv] += p;
       if (E > 0) out->dev_expert_params[dv] += L / S * experts;
     }
+    if (ep) ep->params = out->dev_expert_params;
     if (s->vocab.mode) {
       double share = (tie ? 1 : 2) * h * V / P / T;   /* the input and output layers' rows of a GPU (tied: one matrix) */
       out->vocab_params = arena_alloc(a, sizeof(double) * (size_t)(P + 1));

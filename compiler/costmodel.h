@@ -63,12 +63,15 @@ typedef struct EpModel {
   double latency;      /* ep_latency, seconds a ring step (default 0) */
   int times;           /* the communication times below are derived (seconds) */
   double tokens;       /* N: tokens a GPU's MoE MLP sees a microbatch (s b / C) */
+  double slots;        /* X N K: the routed slots the experts' entry is sized for */
   double f, b, w;      /* EP communication inside one device share's TF, TB and TW (L / P
                           layers), s */
   double layer_f, layer_b, layer_w; /* the same of one layer */
   int bytes;           /* expert_bytes is derived */
   double expert_bytes; /* the experts' activation store entry of one layer a microbatch
                           (X N K slots, costmodel.c moe_bytes) */
+  double *params;      /* [ndev] when the bytes are derived, else NULL: the experts'
+                          parameters one GPU of each device holds (E / X experts a layer) */
 } EpModel;
 
 /* Tied embeddings on two devices (model { tie_embeddings = 1 } without `vocab parallel`,
