@@ -67,7 +67,7 @@
  *   d + 4 + 12 / D (8 / D at d = 4; D x C with context parallelism): dp_derive,
  *   costmodel_param_bytes.
  * Mixture of experts (model experts = E, moe_topk = K (2), moe_ffn_hidden = Fe (f),
- *   moe_aux_loss (0/1); the runtime's --num-experts, expert parallelism 1): the MLP's
+ *   moe_aux_loss (0/1); the runtime's --num-experts; expert parallelism below): the MLP's
  *   FLOPs hf(fc1 + 1) become K hFe(fc1 + 1) + T hE (the router whole on every GPU of a
  *   tensor-parallel group); its activation bytes (hpre, hact) the experts' store entry
  *   (moe_bytes, whole on every GPU, its widths Fe/T); its parameters E experts (FC2's
@@ -160,6 +160,28 @@
  *   over R; with data_parallel 1 and C > 1 the C GPUs still all-reduce their
  *   gradients, at dp_bandwidth / dp_latency, else cp_bandwidth / cp_latency (the group
  *   is the context-parallel group), else peer_bandwidth / 0.
+ * Expert parallelism (hardware expert_parallel = X, whole, default 1; Megatron-LM's
+ *   --expert-model-parallel-size X with --moe-token-dispatcher-type allgather, the
+ *   runtime's --expert-parallel X; EpModel): the X consecutive data-parallel replicas of
+ *   a pipeline device (same context and tensor rank) form an EP group, rank j holding
+ *   experts [j E/X, (j+1) E/X), the router whole. X must divide experts and
+ *   data_parallel (default 1), X > 1 needs experts: errors at expert_parallel.
+ *   FLOPs unchanged (balanced routing: N K slots of width Fe a GPU). Communication, not
+ *   overlapped, in the passes' times (add_pass_comm, ep_layer_times): of N = s b / C
+ *   tokens, rings over the X GPUs at ep_bandwidth (needed when X > 1 and the times are
+ *   derived, as cp_bandwidth) and ep_latency (default 0), each rank contributing y bytes
+ *   t(y) = (X-1) y / ep_bandwidth + (X-1) ep_latency: a layer's F t(N h d) + t(8 N K) +
+ *   t(4 N h) (LN2's output and the routing gathered, the F32 outputs reduce-scattered),
+ *   B t(N h d) + t(4 N h) + t(4 N K) (dy gathered, the F32 input and routing-weight
+ *   gradients reduce-scattered), W t(N h d) (LN2's output gathered again); TF, TB, TW
+ *   gain L / P of them (TBW both).
+ *   Bytes: the experts' parameters (FC1, FC2, their biases) 1/X a GPU
+ *   (stage_expert_params, dev_expert_params), the rest unchanged; the experts' store
+ *   entry (moe_bytes) sized for X N K slots (the worst case: every token of the group
+ *   routed to this GPU's experts). dp_derive reduces the experts' F32 gradients over the
+ *   D/X replicas of the same EP rank (x C) in a ring of their own after the dense
+ *   part's (DpModel ebytes, eranks) and the distributed optimizer shards their state over
+ *   (D/X) x C, the rest over D x C.
  * Host links: devices_per_host_link k (default 1) devices share one host link (d and
  *   d' share it when d / k == d' / k: k ranks on one GPU, or GPUs behind one PCIe
  *   switch), and duplex_bandwidth (default host_bandwidth) is what each direction

@@ -2,7 +2,8 @@
  * per-stage TF, TB, TW (and the vocabulary passes), TC and TOFF from transformer
  * FLOPs and bandwidths, the bytes of one activation unit, and the static bytes
  * (weights, gradients, optimizer state) of each device, with tensor parallelism (one
- * GPU of each device's tensor-parallel group), and the data-parallel model
+ * GPU of each device's tensor-parallel group; context and expert parallelism too),
+ * and the data-parallel model
  * (dp_derive; its simulation is dp.c's). See costmodel.c. */
 #ifndef PPS_COSTMODEL_H
 #define PPS_COSTMODEL_H

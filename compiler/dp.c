@@ -81,6 +81,10 @@
  * R (D -> R in the formulas), the distributed optimizer keeps 1/R a GPU, and with D = 1
  * the C GPUs still all-reduce (or reduce-scatter and all-gather) their gradients here,
  * at dp_bandwidth, else cp_bandwidth, else peer_bandwidth (dp_derive).
+ * Expert parallelism (hardware expert_parallel = X > 1, costmodel.c): the experts' part
+ * of a stage's gradients (DpModel ebytes) is reduced over the (D/X) x C GPUs of the same
+ * EP rank (eranks), in a ring of its own after the rest's, on the same stream: the
+ * stage's time (and all-gather time) is the sum of the two rings.
  * The keys are read at elaboration, with the ring time of each stage, by costmodel.c
  * (dp_derive: the hardware model, which the front end may call); this file only adds
  * the all-reduces to a simulation and reports them. */
