@@ -279,6 +279,11 @@ static void group_head(StrBuf *b, const DpModel *m) {
 static void expert_note(StrBuf *b, const DpResult *x) {
   const DpModel *m = x->m;
   if (!m->ebytes) return;
+  if (m->eranks == 1) {   /* D = X, C = 1: each EP rank alone in its expert-data-parallel group */
+    sb_printf(b, "  expert parallelism: of each stage's bytes the experts' (stage 0: %.4g) have no collective: each EP rank is the only\n"
+                 "  one of its expert-data-parallel group (D/X = 1); the times above are the rest's\n", m->ebytes[0]);
+    return;
+  }
   sb_printf(b, "  expert parallelism: of each stage's bytes the experts' (stage 0: %.4g) are %s over the %d GPU%s of the same EP\n"
                "  rank (D/X%s), a ring of their own after the rest's; the times above are the sums\n",
             m->ebytes[0], m->dist ? "reduce-scattered (and all-gathered)" : "all-reduced", m->eranks, m->eranks == 1 ? "" : "s",
