@@ -47,8 +47,8 @@ EXTRA_DIST += tests/analysis/recompute.sh
 TESTS += tests/analysis/offload_plan.sh
 EXTRA_DIST += tests/analysis/offload_plan.sh
 EXTRA_DIST += tests/analysis/costmodel.sh
-TESTS += tests/analysis/dp.sh tests/analysis/dp_dist.sh tests/analysis/tp.sh tests/analysis/tie.sh tests/analysis/cp.sh tests/analysis/moe.sh
-EXTRA_DIST += tests/analysis/dp.sh tests/analysis/dp_dist.sh tests/analysis/tp.sh tests/analysis/tie.sh tests/analysis/cp.sh tests/analysis/moe.sh tests/analysis/lib.sh
+TESTS += tests/analysis/dp.sh tests/analysis/dp_dist.sh tests/analysis/tp.sh tests/analysis/tie.sh tests/analysis/cp.sh tests/analysis/moe.sh tests/analysis/ep.sh
+EXTRA_DIST += tests/analysis/dp.sh tests/analysis/dp_dist.sh tests/analysis/tp.sh tests/analysis/tie.sh tests/analysis/cp.sh tests/analysis/moe.sh tests/analysis/ep.sh tests/analysis/lib.sh
 TESTS += tests/analysis/torch_csv.sh
 EXTRA_DIST += tests/analysis/torch_csv.sh
 # against PyTorch itself (skipped without torch; docs/pytorch.md)

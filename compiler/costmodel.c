@@ -67,7 +67,7 @@
  *   d + 4 + 12 / D (8 / D at d = 4; D x C with context parallelism): dp_derive,
  *   costmodel_param_bytes.
  * Mixture of experts (model experts = E, moe_topk = K (2), moe_ffn_hidden = Fe (f),
- *   moe_aux_loss (0/1); the runtime's --num-experts, expert parallelism 1): the MLP's
+ *   moe_aux_loss (0/1); the runtime's --num-experts; expert parallelism below): the MLP's
  *   FLOPs hf(fc1 + 1) become K hFe(fc1 + 1) + T hE (the router whole on every GPU of a
  *   tensor-parallel group); its activation bytes (hpre, hact) the experts' store entry
  *   (moe_bytes, whole on every GPU, its widths Fe/T); its parameters E experts (FC2's
@@ -160,6 +160,28 @@
  *   over R; with data_parallel 1 and C > 1 the C GPUs still all-reduce their
  *   gradients, at dp_bandwidth / dp_latency, else cp_bandwidth / cp_latency (the group
  *   is the context-parallel group), else peer_bandwidth / 0.
+ * Expert parallelism (hardware expert_parallel = X, whole, default 1; Megatron-LM's
+ *   --expert-model-parallel-size X with --moe-token-dispatcher-type allgather, the
+ *   runtime's --expert-parallel X; EpModel): the X consecutive data-parallel replicas of
+ *   a pipeline device (same context and tensor rank) form an EP group, rank j holding
+ *   experts [j E/X, (j+1) E/X), the router whole. X must divide experts and
+ *   data_parallel (default 1), X > 1 needs experts: errors at expert_parallel.
+ *   FLOPs unchanged (balanced routing: N K slots of width Fe a GPU). Communication, not
+ *   overlapped, in the passes' times (add_pass_comm, ep_layer_times): of N = s b / C
+ *   tokens, rings over the X GPUs at ep_bandwidth (needed when X > 1 and the times are
+ *   derived, as cp_bandwidth) and ep_latency (default 0), each rank contributing y bytes
+ *   t(y) = (X-1) y / ep_bandwidth + (X-1) ep_latency: a layer's F t(N h d) + t(8 N K) +
+ *   t(4 N h) (LN2's output and the routing gathered, the F32 outputs reduce-scattered),
+ *   B t(N h d) + t(4 N h) + t(4 N K) (dy gathered, the F32 input and routing-weight
+ *   gradients reduce-scattered), W t(N h d) (LN2's output gathered again); TF, TB, TW
+ *   gain L / P of them (TBW both).
+ *   Bytes: the experts' parameters (FC1, FC2, their biases) 1/X a GPU
+ *   (stage_expert_params, dev_expert_params), the rest unchanged; the experts' store
+ *   entry (moe_bytes) sized for X N K slots (the worst case: every token of the group
+ *   routed to this GPU's experts). dp_derive reduces the experts' F32 gradients over the
+ *   D/X replicas of the same EP rank (x C) in a ring of their own after the dense
+ *   part's (DpModel ebytes, eranks) and the distributed optimizer shards their state over
+ *   (D/X) x C, the rest over D x C.
  * Host links: devices_per_host_link k (default 1) devices share one host link (d and
  *   d' share it when d / k == d' / k: k ranks on one GPU, or GPUs behind one PCIe
  *   switch), and duplex_bandwidth (default host_bandwidth) is what each direction
@@ -178,11 +200,32 @@ static const IrKeyVal *kv_find(const IrKeyVal *kv, int n, const char *key) {
   return NULL;
 }
 
-/* Collectives that are not overlapped (tensor and context parallelism's) run inside
- * the passes: f and b seconds of one device share more in TF and TB. */
-static void add_pass_comm(CostModel *out, double f, double b) {
+/* Collectives that are not overlapped (tensor, context and expert parallelism's) run
+ * inside the passes: f, b and w seconds of one device share more in TF, TB and TW (and
+ * so in TBW = TB + TW). */
+static void add_pass_comm(CostModel *out, double f, double b, double w) {
   out->tf += f;
   out->tb += b;
+  out->tw += w;
+}
+
+/* One MoE layer's EP collectives for one microbatch (Megatron's allgather token
+ * dispatcher), rings over the X GPUs of the group, each rank contributing `bytes`:
+ * (X-1) bytes / ep_bandwidth + (X-1) ep_latency (dp_half_ring_time of the X-rank whole).
+ * Of N tokens, hidden h, top-K, activation bytes es:
+ *   F: all-gather LN2's output (N h es), the routing (N K int32 indices and F32
+ *      weights, 8 N K), reduce-scatter the combined outputs (F32, 4 N h);
+ *   B: all-gather dy (N h es), reduce-scatter the input gradient (F32, 4 N h) and the
+ *      routing weights' gradient (F32, 4 N K);
+ *   W: all-gather LN2's output again (N h es). */
+static double ep_coll(const EpModel *ep, double bytes) {
+  return dp_half_ring_time(ep->X, ep->X * bytes, ep->bandwidth, ep->latency);
+}
+static void ep_layer_times(EpModel *ep, double h, double K, double es) {
+  double N = ep->tokens;
+  ep->layer_f = ep_coll(ep, N * h * es) + ep_coll(ep, 8 * N * K) + ep_coll(ep, 4 * N * h);
+  ep->layer_b = ep_coll(ep, N * h * es) + ep_coll(ep, 4 * N * h) + ep_coll(ep, 4 * N * K);
+  ep->layer_w = ep_coll(ep, N * h * es);
 }
 
 /* The feed-forward width f when model { } gives no ffn_hidden: 4h, or with swiglu = 1
@@ -202,8 +245,8 @@ static double ffn_default(double h, int swiglu) {
  * and their gradient's room (E each, the latter in d); with the load-balancing loss E
  * F32 coefficients. */
 static double up256(double bytes) { return ceil(bytes / 256) * 256; }
-static double moe_bytes(double n, double h, double f, double fc1, double E, double K, double d, int aux) {
-  double nk = n * K;
+static double moe_bytes(double n, double h, double f, double fc1, double E, double K, double d, int aux, int X) {
+  double nk = X * n * K;   /* slots: under expert parallelism the group's X N K (the worst case) */
   return up256(nk * fc1 * f * d) + up256(nk * f * d) + up256(nk * h * d) + 3 * up256(nk * 4) + up256(n * E * 4) +
          up256(n * E * d) + (aux ? up256(E * 4) : 0);
 }
@@ -378,6 +421,44 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
     if (kf) diag_note(dg, kf->span, "model moe_ffn_hidden is given here");
     errors++;
   }
+  /* expert parallelism: hardware { expert_parallel; ep_bandwidth; ep_latency } */
+  const IrKeyVal *kx = kv_find(s->hardware, s->nhardware, "expert_parallel");
+  const IrKeyVal *kxb = kv_find(s->hardware, s->nhardware, "ep_bandwidth");
+  const IrKeyVal *kxl = kv_find(s->hardware, s->nhardware, "ep_latency");
+  const IrKeyVal *kdp = kv_find(s->hardware, s->nhardware, "data_parallel");
+  int X = 1;
+  if (kx && !(kx->value >= 1 && kx->value <= 1e6 && kx->value == floor(kx->value))) {
+    diag_error(dg, kx->span, "hardware expert_parallel must be a whole number from 1 to 1000000 (GPUs of each expert-parallel group), got %g",
+               kx->value);
+    errors++;
+  } else if (kx) {
+    X = (int)kx->value;
+  }
+  if (kxb && !(kxb->value > 0 && isfinite(kxb->value))) { diag_error(dg, kxb->span, "hardware ep_bandwidth must be positive, got %g", kxb->value); errors++; kxb = NULL; }
+  if (kxl && !(kxl->value >= 0 && isfinite(kxl->value))) { diag_error(dg, kxl->span, "hardware ep_latency must not be negative, got %g", kxl->value); errors++; kxl = NULL; }
+  if (X > 1) { /* Megatron's EP group: X data-parallel replicas, E / X experts each */
+    double D = kdp ? kdp->value : 1;
+    if (!ke) {
+      diag_error(dg, kx->span, "hardware expert_parallel = %d needs model experts (it splits the experts over the expert-parallel group)", X);
+      errors++;
+    } else if (E > 0 && fmod(E, X) != 0) {
+      diag_error(dg, kx->span, "hardware expert_parallel = %d must divide model experts = %g (each GPU of the group holds experts / expert_parallel of them)",
+                 X, E);
+      diag_note(dg, ke->span, "model experts is given here");
+      errors++;
+    }
+    if (D >= 1 && D == floor(D) && fmod(D, X) != 0) {
+      diag_error(dg, kx->span, "hardware expert_parallel = %d must divide data_parallel = %g (the expert-parallel group is expert_parallel of the data-parallel replicas)",
+                 X, D);
+      if (kdp) diag_note(dg, kdp->span, "hardware data_parallel is given here");
+      errors++;
+    }
+    if (mk[0] && mk[1] && mk[5] && mk[6] && hk[1] && !kxb) {
+      diag_error(dg, kx->span, "hardware expert_parallel = %d needs ep_bandwidth (bytes/s of each GPU's link inside its expert-parallel group), to derive the times of the token all-gathers and reduce-scatters",
+                 X);
+      errors++;
+    }
+  }
   if (errors) return errors;
   out->link_devs = hk[7] ? (int)fmin(hk[7]->value, 1e9) : 1;
   out->duplex = hk[8] ? hk[8]->value / hk[2]->value : 1;
@@ -405,6 +486,16 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
     tp->sp = sp;
     tp->bandwidth = ktb ? ktb->value : hk[3] ? hk[3]->value : 0;
     tp->latency = ktl ? ktl->value : 0;
+  }
+  EpModel *ep = NULL;
+  if (X > 1) {
+    ep = out->ep = arena_alloc(a, sizeof *ep);
+    ep->X = X;
+    ep->edp = (int)fmin(floor((kdp ? kdp->value : 1) / X), 1e6);   /* (a data_parallel outside 1..1e6 is dp_derive's error) */
+    ep->bandwidth = kxb ? kxb->value : 0;
+    ep->latency = kxl ? kxl->value : 0;
+    ep->tokens = sq * b / C;
+    ep->slots = X * ep->tokens * K;
   }
   CpModel *cp = NULL;
   if (C > 1) {
@@ -448,7 +539,7 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
       tp->times = 1;
       tp->f = share * layer;
       tp->b = share * layer;
-      add_pass_comm(out, tp->f, tp->b);
+      add_pass_comm(out, tp->f, tp->b, 0);
       if (!s->vocab.mode) {
         /* input layer (vocabulary-parallel embedding): F all-reduces its output (SP: a
          * reduce-scatter), B all-gathers the gradient it gets (SP only); output layer
@@ -470,7 +561,16 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
       cp->times = 1;
       cp->f = share * ag;
       cp->b = share * 2 * ag;
-      add_pass_comm(out, cp->f, cp->b);
+      add_pass_comm(out, cp->f, cp->b, 0);
+    }
+    if (ep && ep->bandwidth > 0) { /* EP communication, not overlapped (Megatron's
+      * allgather token dispatcher), of the N tokens a GPU's MoE MLP sees */
+      ep_layer_times(ep, h, K, d);
+      ep->times = 1;
+      ep->f = share * ep->layer_f;
+      ep->b = share * ep->layer_b;
+      ep->w = share * ep->layer_w;
+      add_pass_comm(out, ep->f, ep->b, ep->w);
     }
   }
   if (shape && hk[3]) {
@@ -496,7 +596,11 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
       tp->act_split = sp ? out->act_layer : split;
       out->act_layer = tp->act_rep + tp->act_split / T;
     }
-    if (E > 0) out->act_layer += moe_bytes(sq * b / C, h, Fe / T, fc1, E, K, d, aux);
+    if (E > 0) out->act_layer += moe_bytes(sq * b / C, h, Fe / T, fc1, E, K, d, aux, X);
+    if (ep) {
+      ep->bytes = 1;
+      ep->expert_bytes = moe_bytes(sq * b / C, h, Fe / T, fc1, E, K, d, aux, X);
+    }
     out->unit_bytes = L / P * out->act_layer;
     /* copy engines: D2H and H2D, each with its bandwidth (default host_bandwidth);
      * when both are given and together exceed host_bandwidth, the host link they
@@ -514,20 +618,27 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
      * layer norms (gamma and beta, or gamma alone with rmsnorm) */
     double norm = rmsnorm ? h : 2 * h;
     double mats = (2 + 2 * gr) * h * h + (fc1 + 1) * h * f, col_bias = bias ? (1 + 2 * gr) * h + fc1 * f : 0, row_bias = bias ? 2 * h : 0;
-    double router = 0;
+    double router = 0, experts = 0;
     if (E > 0) {   /* E experts of width Fe in the MLP's place (FC2's bias whole, per expert), the router whole */
-      mats = (2 + 2 * gr) * h * h + E * (fc1 + 1) * h * Fe;
-      col_bias = bias ? (1 + 2 * gr) * h + E * fc1 * Fe : 0;
-      row_bias = bias ? h + E * h : 0;
+      mats = (2 + 2 * gr) * h * h;
+      col_bias = bias ? (1 + 2 * gr) * h : 0;
+      row_bias = bias ? h : 0;
       router = h * E;
+      /* one GPU's experts: E / X of them (expert parallelism), their FC1 and FC2
+       * matrices and FC1's bias 1/T, FC2's bias whole */
+      experts = ((E * (fc1 + 1) * h * Fe + (bias ? E * fc1 * Fe : 0)) / T + (bias ? E * h : 0)) / X;
     }
     /* one GPU's: the matrices and the column-parallel biases 1/T, the rest whole */
-    double per_layer = (mats + col_bias) / T + row_bias + 2 * norm + router;
+    double per_layer = (mats + col_bias) / T + row_bias + 2 * norm + router + experts;
     double pos = rope ? 0 : sq * h;   /* the learned position table (none with rope) */
     double per_param = costmodel_param_bytes(d, 1);
     out->static_bytes = arena_alloc(a, sizeof(double) * (size_t)(P + 1));
     out->dev_params = arena_alloc(a, sizeof(double) * (size_t)(P + 1));
     out->stage_params = arena_alloc(a, sizeof(double) * (size_t)(S + 1));
+    if (E > 0) {
+      out->stage_expert_params = arena_alloc(a, sizeof(double) * (size_t)(S + 1));
+      out->dev_expert_params = arena_alloc(a, sizeof(double) * (size_t)(P + 1));
+    }
     for (int st = 0; st < S; st++) {
       double p = L / S * per_layer;
       if (!s->vocab.mode && st == 0) p += h * V / T + pos;   /* vocabulary-parallel embedding */
@@ -535,11 +646,14 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
       if (!s->vocab.mode && st == S - 1 && !(tie && stage_dev[0] == stage_dev[S - 1])) p += h * V / T;
       if (st == S - 1) p += norm;   /* the final layer norm */
       out->stage_params[st] = p;
+      if (E > 0) out->stage_expert_params[st] = L / S * experts;
       int dv = stage_dev[st];
       if (dv < 0 || dv >= P) continue;
       out->static_bytes[dv] += p * per_param;
       out->dev_params[dv] += p;
+      if (E > 0) out->dev_expert_params[dv] += L / S * experts;
     }
+    if (ep) ep->params = out->dev_expert_params;
     if (s->vocab.mode) {
       double share = (tie ? 1 : 2) * h * V / P / T;   /* the input and output layers' rows of a GPU (tied: one matrix) */
       out->vocab_params = arena_alloc(a, sizeof(double) * (size_t)(P + 1));
@@ -660,6 +774,11 @@ DpModel *dp_derive(Arena *a, Diag *dg, const IrSchedule *s, CostModel *cm) {
   m->D = D;
   m->C = C;
   int R = m->ranks = D * C;
+  /* expert parallelism: the experts' gradients are reduced over the D / X replicas of
+   * the same EP rank (x C), in a ring of their own after the dense part's */
+  const EpModel *ep = cm->ep;
+  int Re = m->eranks = ep ? D / ep->X * C : R;
+  if (ep && !kg && cm->stage_expert_params) m->ebytes = arena_alloc(a, sizeof(double) * (size_t)S);
   m->bandwidth = bw;
   m->latency = kl ? kl->value : D == 1 ? cp->latency : 0;
   m->bytes = arena_alloc(a, sizeof(double) * (size_t)S);
@@ -677,14 +796,24 @@ DpModel *dp_derive(Arena *a, Diag *dg, const IrSchedule *s, CostModel *cm) {
   if (tie) m->tbytes = arena_alloc(a, sizeof(double) * (size_t)S);
   for (int st = 0; st < S; st++) {
     m->bytes[st] = kg ? kg->value : cm->stage_params[st] * 4.0;   /* F32 gradients */
-    if (!m->dist) { m->time[st] = dp_ring_time(R, m->bytes[st], m->bandwidth, m->latency); continue; }
+    double eb = m->ebytes ? cm->stage_expert_params[st] * 4.0 : 0;   /* the experts' (expert parallelism) */
+    if (m->ebytes) m->ebytes[st] = eb;
+    if (!m->dist) {
+      m->time[st] = dp_ring_time(R, m->bytes[st] - eb, m->bandwidth, m->latency);
+      if (eb > 0) m->time[st] += dp_ring_time(Re, eb, m->bandwidth, m->latency);
+      continue;
+    }
     /* ZeRO-1: reduce-scatter the gradients, all-gather the weights: d = dtype_bytes
      * (default 2) a parameter, of the bytes / 4 parameters (also from dp_stage_bytes) */
-    double tb = tie && (st == 0 || st == S - 1) ? tie->bytes : 0, own = m->bytes[st] - tb;
+    double tb = tie && (st == 0 || st == S - 1) ? tie->bytes : 0, own = m->bytes[st] - tb - eb;
     if (tie) m->tbytes[st] = tb;
     m->time[st] = dp_half_ring_time(R, own, m->bandwidth, m->latency);
     m->wbytes[st] = m->bytes[st] / 4.0 * cm->dtype_bytes;
     m->wtime[st] = dp_half_ring_time(R, own / 4.0 * cm->dtype_bytes, m->bandwidth, m->latency);
+    if (eb > 0) {   /* the experts' own reduce-scatter and all-gather, over the D / X x C GPUs */
+      m->time[st] += dp_half_ring_time(Re, eb, m->bandwidth, m->latency);
+      m->wtime[st] += dp_half_ring_time(Re, eb / 4.0 * cm->dtype_bytes, m->bandwidth, m->latency);
+    }
     if (tb > 0) {   /* the matrix's own reduce-scatter and all-gather, after the stage's */
       m->time[st] += dp_half_ring_time(R, tb, m->bandwidth, m->latency);
       m->wtime[st] += dp_half_ring_time(R, tb / 4.0 * cm->dtype_bytes, m->bandwidth, m->latency);
@@ -709,7 +838,12 @@ DpModel *dp_derive(Arena *a, Diag *dg, const IrSchedule *s, CostModel *cm) {
   }
   if (cm->static_bytes && cm->dev_params) {
     m->static_sharded = arena_alloc(a, sizeof(double) * (size_t)(s->ndev + 1));
-    for (int d = 0; d < s->ndev; d++) m->static_sharded[d] = cm->dev_params[d] * costmodel_param_bytes(cm->dtype_bytes, R);
+    for (int d = 0; d < s->ndev; d++) {
+      /* under expert parallelism the experts' optimizer state over their own group */
+      double ex = ep && cm->dev_expert_params ? cm->dev_expert_params[d] : 0;
+      m->static_sharded[d] = (cm->dev_params[d] - ex) * costmodel_param_bytes(cm->dtype_bytes, R) +
+                             ex * costmodel_param_bytes(cm->dtype_bytes, Re);
+    }
     if (m->dist) cm->static_bytes = m->static_sharded;
   }
   return m;

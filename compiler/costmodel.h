@@ -2,7 +2,8 @@
  * per-stage TF, TB, TW (and the vocabulary passes), TC and TOFF from transformer
  * FLOPs and bandwidths, the bytes of one activation unit, and the static bytes
  * (weights, gradients, optimizer state) of each device, with tensor parallelism (one
- * GPU of each device's tensor-parallel group), and the data-parallel model
+ * GPU of each device's tensor-parallel group; context and expert parallelism too),
+ * and the data-parallel model
  * (dp_derive; its simulation is dp.c's). See costmodel.c. */
 #ifndef PPS_COSTMODEL_H
 #define PPS_COSTMODEL_H
@@ -46,6 +47,34 @@ typedef struct CpModel {
                           layers), s; W has none */
 } CpModel;
 
+/* What the hardware block says of expert parallelism (hardware { expert_parallel = X }
+> 1 with model experts; NULL in IrDerived and CostModel when X = 1), Megatron-LM's
+--expert-model-parallel-size X with --moe-token-dispatcher-type allgather: the X
+consecutive data-parallel replicas of a pipeline device (same context and tensor rank)
+form an EP group, rank j holding experts [j E/X, (j+1) E/X); the router whole. A MoE
+layer's F all-gathers LN2's output and the routing and reduce-scatters the combined
+outputs over the X GPUs, its B all-gathers dy and reduce-scatters the input gradient and
+the routing weights' gradient, its W all-gathers LN2's output again (costmodel.c). The
+experts' parameters, gradients and optimizer state are 1/X a GPU, their gradients
+reduced over the D/X replicas of the same EP rank (x C: dp_derive). */
+typedef struct EpModel {
+  int X;               /* GPUs of each expert-parallel group (> 1) */
+  int edp;             /* D / X: replicas of each expert-data-parallel group */
+  double bandwidth;    /* ep_bandwidth (0: not given, no times) */
+  double latency;      /* ep_latency, seconds a ring step (default 0) */
+  int times;           /* the communication times below are derived (seconds) */
+  double tokens;       /* N: tokens a GPU's MoE MLP sees a microbatch (s b / C) */
+  double slots;        /* X N K: the routed slots the experts' entry is sized for */
+  double f, b, w;      /* EP communication inside one device share's TF, TB and TW (L / P
+                          layers), s */
+  double layer_f, layer_b, layer_w; /* the same of one layer */
+  int bytes;           /* expert_bytes is derived */
+  double expert_bytes; /* the experts' activation store entry of one layer a microbatch
+                          (X N K slots, costmodel.c moe_bytes) */
+  double *params;      /* [ndev] when the bytes are derived, else NULL: the experts'
+                          parameters one GPU of each device holds (E / X experts a layer) */
+} EpModel;
+
 /* Tied embeddings on two devices (model { tie_embeddings = 1 } without `vocab parallel`,
  * stage 0 and the last stage on different devices): after the iteration (and the
  * data-parallel gradient collectives of the two devices) the two exchange the matrix's
@@ -75,6 +104,11 @@ typedef struct CostModel {
   double *dev_params;   /* [ndev]: parameters each device holds (static_bytes / bytes a parameter) */
   double *stage_params; /* [nstage]: parameters of each stage (not the vocabulary-parallel
                            layers' shares); data-parallel gradient bytes (dp.c) */
+  double *stage_expert_params; /* [nstage] with model experts, else NULL: the experts' part
+                           of stage_params (1/X of them a GPU under expert parallelism;
+                           their gradients reduced over the expert-data-parallel group) */
+  double *dev_expert_params; /* [ndev] with model experts, else NULL: the experts' part of
+                           dev_params (their optimizer state sharded over D/X x C) */
   double *vocab_params; /* [ndev] under `vocab parallel`, else NULL: the input and output
                            layers' rows each device holds (and the position table on
                            device 0); data-parallel gradient bytes (dp.c) */
@@ -86,6 +120,7 @@ typedef struct CostModel {
   TpModel *tp;        /* hardware tensor_parallel > 1, else NULL */
   TieModel *tie;      /* tied embeddings on two devices, else NULL */
   CpModel *cp;        /* hardware context_parallel > 1, else NULL */
+  EpModel *ep;        /* hardware expert_parallel > 1, else NULL */
 } CostModel;
 
 /* Reads s->model and s->hardware (s->ndev, s->nstage, s->vocab.mode must be set;
@@ -109,6 +144,11 @@ typedef struct DpModel {
   int D;               /* replicas (> 1, or 1 with context parallelism) */
   int C;               /* context-parallel GPUs of each replica (hardware context_parallel,
                           default 1) */
+  int eranks;          /* (D / X) x C: the experts' gradient group under expert parallelism
+                          (X = hardware expert_parallel; = ranks without it) */
+  double *ebytes;      /* [nstage] with model experts' counts (cm->stage_expert_params) and no
+                          dp_stage_bytes, else NULL: the experts' part of `bytes`, reduced
+                          over `eranks` (its own ring after the dense part's) */
   int ranks;           /* D x C > 1: the gradient group (Megatron's data-parallel group
                           with context parallelism) every collective below spans and the
                           distributed optimizer shards over */

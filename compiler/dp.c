@@ -81,6 +81,10 @@
  * R (D -> R in the formulas), the distributed optimizer keeps 1/R a GPU, and with D = 1
  * the C GPUs still all-reduce (or reduce-scatter and all-gather) their gradients here,
  * at dp_bandwidth, else cp_bandwidth, else peer_bandwidth (dp_derive).
+ * Expert parallelism (hardware expert_parallel = X > 1, costmodel.c): the experts' part
+ * of a stage's gradients (DpModel ebytes) is reduced over the (D/X) x C GPUs of the same
+ * EP rank (eranks), in a ring of its own after the rest's, on the same stream: the
+ * stage's time (and all-gather time) is the sum of the two rings.
  * The keys are read at elaboration, with the ring time of each stage, by costmodel.c
  * (dp_derive: the hardware model, which the front end may call); this file only adds
  * the all-reduces to a simulation and reports them. */
@@ -271,6 +275,21 @@ static void group_head(StrBuf *b, const DpModel *m) {
   else sb_printf(b, "\ndata parallel %d replicas", m->D);
 }
 
+/* under expert parallelism: the experts' part of each stage's bytes and its own group */
+static void expert_note(StrBuf *b, const DpResult *x) {
+  const DpModel *m = x->m;
+  if (!m->ebytes) return;
+  if (m->eranks == 1) {   /* D = X, C = 1: each EP rank alone in its expert-data-parallel group */
+    sb_printf(b, "  expert parallelism: of each stage's bytes the experts' (stage 0: %.4g) have no collective: each EP rank is the only\n"
+                 "  one of its expert-data-parallel group (D/X = 1); the times above are the rest's\n", m->ebytes[0]);
+    return;
+  }
+  sb_printf(b, "  expert parallelism: of each stage's bytes the experts' (stage 0: %.4g) are %s over the %d GPU%s of the same EP\n"
+               "  rank (D/X%s), a ring of their own after the rest's; the times above are the sums\n",
+            m->ebytes[0], m->dist ? "reduce-scattered (and all-gathered)" : "all-reduced", m->eranks, m->eranks == 1 ? "" : "s",
+            m->C > 1 ? " x C" : "");
+}
+
 /* under the distributed optimizer: the reduce-scatters and all-gathers */
 static void dist_report_text(StrBuf *b, const IrSchedule *s, const DpResult *x) {
   const DpModel *m = x->m;
@@ -288,6 +307,7 @@ static void dist_report_text(StrBuf *b, const IrSchedule *s, const DpResult *x) 
   for (int d = 0; m->vbytes && d < s->ndev; d++)
     sb_printf(b, "%6s %6d %10.4g %10s %10.6g %10.6g %10.6g %10.4g %10.6g %10.6g %10.6g\n", "vocab", d, m->vbytes[d], "last op",
               x->vstart[d], x->vend[d], m->vtime[d], m->vwbytes[d], x->vgstart[d], x->vgend[d], m->vwtime[d]);
+  expert_note(b, x);
   if (m->tbytes)
     sb_printf(b, "  tied embeddings: stages 0 and %d keep the matrix (%.4g bytes of F32 gradients) in buffers of their own: each runs\n"
                  "  one more reduce-scatter and all-gather, after its other parameters'; rs_time and ag_time are the two rings'\n",
@@ -344,6 +364,7 @@ static void plain_report_text(StrBuf *b, const IrSchedule *s, const DpResult *x)
   for (int d = 0; m->vbytes && d < s->ndev; d++)   /* the vocabulary layers' rows of each device */
     sb_printf(b, "%6s %6d %10.4g %10s %10.6g %10.6g %10.6g\n", "vocab", d, m->vbytes[d], "last op", x->vstart[d], x->vend[d],
               m->vtime[d]);
+  expert_note(b, x);
   sb_puts(b, "iteration   ");
   sb_num(b, x->iteration);
   sb_puts(b, " with the all-reduces (makespan ");
@@ -393,6 +414,10 @@ void dp_report_json(StrBuf *b, const IrSchedule *s, const DpResult *x) {
       sb_puts(b, ",\"tied_bytes\":");
       sb_num(b, m->tbytes[st]);
     }
+    if (m->ebytes) {   /* appended: the experts' part under expert parallelism */
+      sb_puts(b, ",\"expert_bytes\":");
+      sb_num(b, m->ebytes[st]);
+    }
     sb_puts(b, "}");
   }
   sb_puts(b, "]");
@@ -409,6 +434,7 @@ void dp_report_json(StrBuf *b, const IrSchedule *s, const DpResult *x) {
     sb_puts(b, "]");
   }
   if (m->C > 1) sb_printf(b, ",\"context_parallel\":%d,\"ranks\":%d", m->C, m->ranks);   /* appended: absent without it */
+  if (m->ebytes) sb_printf(b, ",\"expert_ranks\":%d", m->eranks);   /* appended: absent without expert parallelism */
   if (m->dist) {   /* appended: the all-gathers overlapping the next iteration (steady_state) */
     const char *const k[3] = {"next_iteration_start", "steady_iteration_time", "steady_allgather_wait"};
     const double v[3] = {x->next, x->steady, x->steady_wait};

@@ -146,7 +146,8 @@ static const char *const hardware_keys[] = {"memory", "flops", "host_bandwidth",
                                             "duplex_bandwidth", "data_parallel", "dp_bandwidth", "dp_latency",
                                             "dp_stage_bytes", "distributed_optimizer", "tensor_parallel",
                                             "sequence_parallel", "tp_bandwidth", "tp_latency", "context_parallel",
-                                            "cp_bandwidth", "cp_latency", NULL};
+                                            "cp_bandwidth", "cp_latency", "expert_parallel", "ep_bandwidth",
+                                            "ep_latency", NULL};
 
 /* ---- diagnostics ---- */
 
@@ -1959,6 +1960,7 @@ static void build_stages(Ctx *c) {
   s->derived.duplex = cm.duplex;
   s->derived.tp = cm.tp;
   s->derived.cp = cm.cp;
+  s->derived.ep = cm.ep;
   s->derived.tie = cm.tie;
   s->tf = k[K_TF];
   s->tb = k[K_TB];

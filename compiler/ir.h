@@ -231,6 +231,7 @@ typedef struct IrDerived {
   struct DpModel *dp;   /* hardware data_parallel x context_parallel > 1 (dp.c), else NULL */
   struct TpModel *tp;   /* hardware tensor_parallel > 1 (costmodel.c), else NULL */
   struct CpModel *cp;   /* hardware context_parallel > 1 (costmodel.c), else NULL */
+  struct EpModel *ep;   /* hardware expert_parallel > 1 (costmodel.c), else NULL */
   struct TieModel *tie; /* tied embeddings on two devices (costmodel.c; simulated in dp.c), else NULL */
 } IrDerived;
 

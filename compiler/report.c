@@ -53,6 +53,26 @@ static void tp_layout(StrBuf *b, const IrSchedule *s) {
   sb_printf(b, " = %.0f GPUs", gpus(s));
 }
 
+/* hardware expert_parallel > 1 (costmodel.c EpModel): the groups, the collectives inside
+ * the passes' times, the experts' store entry */
+static void ep_report_text(StrBuf *b, const IrSchedule *s) {
+  const EpModel *e = s->derived.ep;
+  sb_printf(b, "experts     expert parallel X = %d: each EP group is %d data-parallel replicas, 1/%d of the experts a GPU;\n"
+               "            their gradients and optimizer state over the %d replica%s of the same EP rank", e->X, e->X, e->X,
+            e->edp, e->edp == 1 ? "" : "s");
+  if (s->derived.cp) sb_printf(b, " (x C = %d)", s->derived.cp->C);
+  sb_puts(b, "\n");
+  if (e->times && s->derived.times)
+    sb_printf(b, "            EP communication (%.4g tokens a GPU; ring, %.4g B/s, %.4g s a step; not overlapped, inside the passes'\n"
+                 "            times): F %.4g s (all-gathers of LN2's output and the routing, a reduce-scatter of the outputs a\n"
+                 "            layer), B %.4g s (an all-gather of dy, reduce-scatters of the input and routing gradients), W %.4g s\n"
+                 "            (LN2's output gathered again) a device share\n",
+              e->tokens, e->bandwidth, e->latency, e->f, e->b, e->w);
+  if (e->bytes)
+    sb_printf(b, "            the experts' activation entry of a layer a microbatch: %.4g bytes (the group's X N K = %.4g slots)\n",
+              e->expert_bytes, e->slots);
+}
+
 /* ---- text ---- */
 void report_text(StrBuf *b, const Report *r) {
   const IrSchedule *s = r->s;
@@ -140,6 +160,7 @@ void report_text(StrBuf *b, const Report *r) {
                 c->kv_bytes, c->C, c->bandwidth, c->latency, c->f, c->b);
     sb_printf(b, "            each GPU holds 2 of the %d chunks of the sequence: 1/%d of every derived FLOP and activation byte\n", 2 * c->C, c->C);
   }
+  if (s->derived.ep) ep_report_text(b, s);
   if (s->derived.tp) {
     const TpModel *t = s->derived.tp;
     /* the communication below is inside TF and TB when they are derived */
@@ -160,6 +181,8 @@ void report_text(StrBuf *b, const Report *r) {
     if (s->derived.dp && s->derived.dp->dist)
       sb_printf(b, ", optimizer state sharded over %d %s", s->derived.dp->ranks,
                 s->derived.dp->C > 1 ? "GPUs (data-parallel x context-parallel)" : "replicas");
+    if (s->derived.dp && s->derived.dp->dist && s->derived.ep)
+      sb_printf(b, ", the experts' over %d", s->derived.dp->eranks);
     sb_puts(b, ":\n");
     for (int d = 0; d < s->ndev; d++) {
       double st = s->derived.static_bytes[d], ac = sim->dev[d].peak * s->derived.unit_bytes;
@@ -355,6 +378,30 @@ void report_json(StrBuf *b, const Report *r) {
     json_key_num(b, "comm_f", c->f, c->times);
     json_key_num(b, "comm_b", c->b, c->times);
     json_key_num(b, "comm_w", 0, c->times);
+    sb_puts(b, "}");
+  }
+  if (s && s->derived.ep) {   /* hardware expert_parallel > 1 (costmodel.c EpModel), appended */
+    const EpModel *e = s->derived.ep;
+    sb_printf(b, ",\"expert_parallel\":{\"size\":%d,\"expert_data_parallel\":%d", e->X, e->edp);
+    json_key_num(b, "bandwidth", e->bandwidth, e->bandwidth > 0);
+    json_key_num(b, "latency", e->latency, 1);
+    json_key_num(b, "tokens", e->tokens, 1);
+    json_key_num(b, "slots", e->slots, 1);
+    json_key_num(b, "comm_f", e->f, e->times);
+    json_key_num(b, "comm_b", e->b, e->times);
+    json_key_num(b, "comm_w", e->w, e->times);
+    json_key_num(b, "layer_comm_f", e->layer_f, e->times);
+    json_key_num(b, "layer_comm_b", e->layer_b, e->times);
+    json_key_num(b, "layer_comm_w", e->layer_w, e->times);
+    json_key_num(b, "expert_bytes", e->expert_bytes, e->bytes);
+    if (e->params) {
+      sb_puts(b, ",\"expert_params\":[");
+      for (int d = 0; d < s->ndev; d++) {
+        if (d) sb_puts(b, ",");
+        sb_num(b, e->params[d]);
+      }
+      sb_puts(b, "]");
+    } else sb_puts(b, ",\"expert_params\":null");
     sb_puts(b, "}");
   }
   if (sim && s && sim->dp) dp_report_tie_json(b, sim->dp);   /* tied embeddings on two devices (dp.c), appended */
