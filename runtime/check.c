@@ -197,6 +197,7 @@ int rt_check_gradients(ppsrt_ctx *c, double pipeline_loss, int *mismatch) {
   cfg.nmb *= run->nrep > 1 ? run->nrep : 1;   /* --data-parallel: one device at the global batch */
   cfg.mb0 = 0; cfg.nrep = 1; cfg.distopt = 0; cfg.tp = 1; cfg.tp_rank = 0; cfg.sp = 0;   /* whole layers, every row */
   cfg.cp = 1; cfg.cp_rank = 0;   /* --context-parallel: whole sequences (the C = 1 computation) */
+  cfg.ep = 1; cfg.ep_rank = 0;   /* --expert-parallel: every expert (the X = 1 computation) */
   int *all = malloc((size_t)cfg.nstage * sizeof *all);
   float *a = NULL, *b = NULL;
   FILE *f = NULL;

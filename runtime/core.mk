@@ -9,7 +9,7 @@ libppsrt_la_SOURCES = runtime/ppsrt.h runtime/ppsrt_ops.h runtime/backend.h runt
   runtime/transport_threads.c runtime/metrics.c runtime/cli.c runtime/check.c \
   runtime/model_mlp.c
 libppsrt_la_SOURCES += runtime/coll_lane.c
-libppsrt_la_SOURCES += runtime/data.c runtime/checkpoint.c runtime/validate.c runtime/safeio.h runtime/replica.c runtime/cp.c
+libppsrt_la_SOURCES += runtime/data.c runtime/checkpoint.c runtime/validate.c runtime/safeio.h runtime/replica.c runtime/cp.c runtime/ep.c
 libppsrt_la_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS)
 libppsrt_la_CFLAGS = $(AM_CFLAGS) -pthread
 libppsrt_la_LDFLAGS = -version-info 0:0:0 -export-symbols-regex '^ppsrt_' -pthread

@@ -138,8 +138,11 @@ static int gpu(const ppsrt_ctx *c) { return strcmp(c->be->name, "cpu") != 0; }
 static size_t dp_align(size_t at) { return (at + RT_DP_ALIGN - 1) / RT_DP_ALIGN * RT_DP_ALIGN; }
 
 /* Whether p goes to stage s's buffer (own 0), or with --distributed-optimizer (dist) to
- * the tied tensor's own (own 1). */
-static int in_bucket(const ppsrt_param *p, int s, int dist, int own) { return p->stage == s && (!dist || p->tied == own); }
+ * the tied tensor's own (own 1); --expert-parallel: the stage's experts (ex 1) have a
+ * buffer of their own, summed over the expert-data-parallel group (ep.c). */
+static int in_bucket(const ppsrt_param *p, int s, int dist, int own, int ex) {
+  return p->stage == s && (!dist || p->tied == own) && p->expert == ex;
+}
 
 /* After the model is created, with --data-parallel: the gradients of each stage this
  * device holds (its vocabulary rows as stage -1) are moved into one zeroed buffer, each
@@ -153,16 +156,18 @@ int rt_replica_flatten(ppsrt_ctx *c) {
   int S = c->run->prog->nstage, rc = 0, dist = c->run->o.distopt;
   size_t D = (size_t)c->run->ngrad, es = ppsrt_dtype_size(c->be->act_dtype);
   if (D <= 1) return 0;
-  if (!(c->dp_b = calloc(2 * ((size_t)S + 1), sizeof *c->dp_b))) return PPSRT_FAIL(PPSRT_E_NOMEM, "data-parallel: out of host memory");
+  int nex = c->run->nep > 1 ? 2 : 1;
+  if (!(c->dp_b = calloc(2 * (size_t)nex * ((size_t)S + 1), sizeof *c->dp_b))) return PPSRT_FAIL(PPSRT_E_NOMEM, "data-parallel: out of host memory");
   for (int s = -1; s < S && !rc; s++)
-    for (int own = 0; own <= dist && !rc; own++) {
+    for (int own = 0, ex = 0; own <= dist && !rc; ex = (ex + 1) % nex, own += !ex) {
       size_t at = 0;
       int any = 0;
       for (int k = 0; k < m->nparams; k++)
-        if (in_bucket(&m->params[k], s, dist, own)) { at = dp_align(at) + m->params[k].numel; any = 1; }
+        if (in_bucket(&m->params[k], s, dist, own, ex)) { at = dp_align(at) + m->params[k].numel; any = 1; }
       if (!any || (!dist && own)) continue;
       rt_dp_bucket *b = &c->dp_b[c->dp_nb];
       b->stage = s;
+      b->expert = ex;
       b->n = dist ? (at + D - 1) / D * D : at;
       b->C = dist ? b->n / D : 0;
       size_t nb = b->n ? b->n : 1;
@@ -177,7 +182,7 @@ int rt_replica_flatten(ppsrt_ctx *c) {
       at = 0;
       for (int k = 0; k < m->nparams && !rc; k++) {
         ppsrt_param *p = &m->params[k];
-        if (!in_bucket(p, s, dist, own)) continue;
+        if (!in_bucket(p, s, dist, own, ex)) continue;
         at = dp_align(at);
         if (dist) {
           rc = ppsrt_param_shard(c->be, p, b->w, b->grad, at, b->C, c->grank);
@@ -207,14 +212,18 @@ static int stage_grads(ppsrt_ctx *c, int stage) {
     return rc;
   }
   /* the stage's buffers: each all-reduced in place, or with --distributed-optimizer
-   * reduce-scattered (this replica's C elements, in place) */
+   * reduce-scattered (this replica's C elements, in place); --expert-parallel: the
+   * experts' buffer over the expert-data-parallel group (none when it is one rank), scaled
+   * as the dense ones: the group's experts saw the tokens of all D x C ranks */
   for (int k = 0; k < c->dp_nb && !rc; k++) {
     rt_dp_bucket *b = &c->dp_b[k];
     if (b->stage != stage) continue;
     float *mine = b->C ? b->grad + (size_t)c->grank * b->C : b->grad;
     size_t n = b->C ? b->C : b->n;
-    rc = b->C ? c->gtr->reduce_scatter_f32(c->gtr, c->grank, be, st, b->grad, mine, n, PPSRT_SUM)
-              : c->gtr->allreduce_f32(c->gtr, c->grank, be, st, b->grad, n, PPSRT_SUM);
+    if (b->expert) rc = c->etr ? c->etr->allreduce_f32(c->etr, c->erank, be, st, b->grad, n, PPSRT_SUM) : 0;
+    else
+      rc = b->C ? c->gtr->reduce_scatter_f32(c->gtr, c->grank, be, st, b->grad, mine, n, PPSRT_SUM)
+                : c->gtr->allreduce_f32(c->gtr, c->grank, be, st, b->grad, n, PPSRT_SUM);
     if (rc) break;
     if (g) rc = c->be->scale_f32(c->be, st, mine, 1.0f / (float)D, n);
     else
