@@ -225,8 +225,12 @@ int rt_check_gradients(ppsrt_ctx *c, double pipeline_loss, int *mismatch) {
   if (!f) { rc = PPSRT_FAIL(PPSRT_E_NOMEM, "--check: out of host memory"); goto out; }
   pthread_mutex_lock(&run->print_lock);
   int loss_bad = 0;
-  char dev[48];   /* how the lines name this rank: "device 1", or with --tensor-parallel "device 1 (tensor rank 0)" */
-  if (run->ntp > 1) snprintf(dev, sizeof dev, "device %d (tensor rank %d)", c->rank, c->tp_rank);
+  char dev[64];   /* how the lines name this rank: "device 1", or with --tensor-parallel "device 1 (tensor rank 0)",
+                   * with --expert-parallel "device 1 (expert rank 1)" */
+  if (run->ntp > 1 && run->nep > 1)
+    snprintf(dev, sizeof dev, "device %d (tensor rank %d, expert rank %d)", c->rank, c->tp_rank, c->ep_rank);
+  else if (run->ntp > 1) snprintf(dev, sizeof dev, "device %d (tensor rank %d)", c->rank, c->tp_rank);
+  else if (run->nep > 1) snprintf(dev, sizeof dev, "device %d (expert rank %d)", c->rank, c->ep_rank);
   else snprintf(dev, sizeof dev, "device %d", c->rank);
   if (c->rank == 0 && c->tp_rank == 0) {
     double d = fabs(pipeline_loss - ref_loss);

@@ -869,8 +869,9 @@ int rt_run_device(ppsrt_ctx *c) {
         pthread_mutex_lock(&run->print_lock);
         for (int l = 0; l < run->nlocal; l++)
           if (run->ctx[l].check_text) {
-            /* --data-parallel: the replicas' gradients are the same after the all-reduce; replica 0's lines */
-            if (run->ctx[l].grank == 0) fputs(run->ctx[l].check_text, run->out);
+            /* --data-parallel: the replicas' gradients are the same after the all-reduce; replica 0's lines
+               (--expert-parallel: those of replicas 0..X-1, each with experts of its own) */
+            if (run->ctx[l].cp_rank == 0 && run->ctx[l].replica < run->nep) fputs(run->ctx[l].check_text, run->out);
             free(run->ctx[l].check_text);
             run->ctx[l].check_text = NULL;
           }
