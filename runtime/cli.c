@@ -850,6 +850,11 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   if (my_rank == 0 && hw_dp >= 1 && hw_dp != run.nrep)
     fprintf(stderr, "%s: note: the schedule's hardware { data_parallel = %g } plans %g replicas; this run has %d (%s)\n", me,
             hw_dp, hw_dp, run.nrep, run.nrep > 1 ? "--data-parallel" : "give --data-parallel D for replicas");
+  double hw_ep = kv_get(p->hardware, p->nhardware, "expert_parallel", 0);
+  if (my_rank == 0 && hw_ep >= 1 && hw_ep != run.nep)
+    fprintf(stderr, "%s: note: the schedule's hardware { expert_parallel = %g } plans expert-parallel groups of %g "
+            "replicas; this run has %d (%s)\n", me, hw_ep, hw_ep, run.nep,
+            run.nep > 1 ? "--expert-parallel" : "give --expert-parallel X for them");
   double hw_cp = kv_get(p->hardware, p->nhardware, "context_parallel", 0);
   if (my_rank == 0 && hw_cp >= 1 && hw_cp != run.ncp)
     fprintf(stderr, "%s: note: the schedule's hardware { context_parallel = %g } plans %g context ranks a device; this run "
