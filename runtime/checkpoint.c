@@ -24,7 +24,9 @@
  * FULL). Shard metadata also carries format "pps-ppsrt-shard", "step", "rank", "ranks".
  *
  * Saving (rt_ckpt_save, every device at once, in its own thread or process): each
- * device downloads its tensors and writes its shard (safeio.h: a temporary file
+ * device downloads its tensors and writes its shard (--expert-parallel: replica 0 writes
+ * every expert, gathered from its expert-parallel group, under the names X = 1 gives
+ * them, so the files do not depend on X) (safeio.h: a temporary file
  * renamed into place); the devices agree that all shards are written (an all-reduce
  * of failures); then device 0 writes the index the same way and removes what the
  * previous checkpoint of that path and killed runs left: shards the new index does not

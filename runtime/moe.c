@@ -26,14 +26,32 @@
  * (through the experts, the permutation and the router); W the expert and router weight
  * gradients, re-permuting x (recomputed by the caller). B frees and adds nothing counted.
  *
- * Tensor parallelism (expert tensor parallel = --tensor-parallel, expert parallel 1):
+ * Tensor parallelism (expert tensor parallel = --tensor-parallel):
  * each expert's FC1 columns and FC2 rows are split over the group like the dense MLP's;
  * the router is whole on every rank, and every rank routes all N tokens identically. The
  * expert outputs' partial sums and the permuted input gradient's are all-reduced (F32).
  * With --sequence-parallel the caller hands all N rows of x and dy (gathered) and takes
  * this rank's rows of y and of the input gradient.
- * What it does not: expert parallelism (experts over data-parallel ranks, all-to-all),
- * capacity factors / token dropping, shared experts, grouped GEMMs. */
+ *
+ * Expert parallelism (--expert-parallel X, ep.c; Megatron's --expert-model-parallel-size
+ * with the allgather dispatcher): EP rank j (replica mod X) holds experts [e0, e0 + E/X),
+ * e0 = j E/X, named by their global index; the router is whole. F routes this rank's N
+ * tokens (its indices and weights into block j of the X N K slot-indexed parts), then
+ * all-gathers them and LN2's output over the group; the permutation puts the slots of
+ * this rank's experts first (by expert, slot order kept), every other slot after them;
+ * the local experts run on their rows only, the other rows of eout are zeroed, and each
+ * gathered token's weighted sum (moe_unpermute over X N tokens, F32) is reduce-scattered
+ * back to its rank. B all-gathers dy, runs the local experts' backward, zeroes the other
+ * rows of the permuted input gradient and reduce-scatters both the tokens' input
+ * gradient (F32 [X N, h]) and the routing weights' (F32 [X N K]: a slot's is nonzero on
+ * the rank of its expert only) before the router's backward on the own tokens. W
+ * all-gathers LN2's output again. The saved entry holds X N K slots (dropless routing may
+ * send every gathered slot to one rank), so it grows with X; the load-balancing loss is
+ * this rank's tokens' (as at X = 1). X = 1 is exactly the code path above (e0 = 0, all
+ * experts local, no collective).
+ * Not run on a GPU: the CUDA path has run only on the emulator (tests/gpu/moe_emu.sh).
+ * What it does not: the all-to-all dispatcher, capacity factors / token dropping, shared
+ * experts, grouped GEMMs. */
 #include "config.h"
 #include "moe.h"
 #include <math.h>

@@ -32,6 +32,11 @@
  * (rt_replica_gather_state); the gradient norm of --clip-grad sums the shards
  * (rt_replica_sum).
  *
+ * --expert-parallel X (ep.c): a stage's experts (ppsrt_param.expert) have a buffer of
+ * their own, all-reduced over the expert-data-parallel group (c->etr: the D/X x C ranks
+ * holding the same experts; none when that is one rank) and scaled by 1/(D C) like the
+ * dense buffer (the experts saw every rank's tokens through the all-gathers).
+ *
  * Vocabulary-parallel schedules: a replica's collectives go over its own devices (the
  * view's all-reduce and broadcast; the collective lane gets a view of its own of the
  * lane's transport, cli.c), and each device's rows of the input and output layers
