@@ -751,9 +751,6 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   if (run.nep > 1 && cfg->num_experts % run.nep)
     return usage_error(me, "--expert-parallel %d must divide --num-experts %d: each rank of a group holds E/X experts",
                        run.nep, cfg->num_experts);
-  if (run.nep > 1 && o->distopt)
-    return usage_error(me, "--expert-parallel with --distributed-optimizer is not implemented (the experts' optimizer "
-                       "state is not sharded)\nhint: drop --distributed-optimizer, or use --expert-parallel 1");
   cfg->ep = run.nep;
   if (o->distopt && run.ngrad < 2)
     return usage_error(me, "--distributed-optimizer shards the optimizer state over data-parallel replicas (and context "
@@ -1019,6 +1016,13 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
           : run.nlocal == 1 ? ppsrt_mpi_transport_split(tr, (my_j * p->ndev + my_d) * T + my_t, my_q * C + my_c, &run.egroups[g])
                             : ppsrt_threads_transport_create(nedp, o->timeout_s, &run.egroups[g])) {
         fprintf(stderr, "%s: error: %s\n", me, ppsrt_last_error());
+        status = 1;
+        goto done;
+      }
+    for (int g = 0; g < ne && o->distopt; g++)
+      if (!run.egroups[g]->reduce_scatter_f32 || !run.egroups[g]->allgather) {
+        fprintf(stderr, "%s: error: --distributed-optimizer: the %s transport has no reduce-scatter and all-gather\n", me,
+                run.egroups[g]->name);
         status = 1;
         goto done;
       }

@@ -617,9 +617,10 @@ int rt_optimizer_step(ppsrt_ctx *c, int step, double *lr_out, double *gnorm_out)
       for (size_t i = 0; i < p->sh_n; i++) *acc += (double)buf[i] * buf[i];
     }
     free(buf);
+    if (!rc && o->distopt) rc = rt_replica_expert_sum(c, &sx);   /* the shards of the experts' replicas */
     if (!rc) rc = rt_ep_sum(c, &sx);   /* every expert once: each rank of the group holds others */
-    ss += sx;
     if (!rc && o->distopt && c->run->ngrad > 1) rc = rt_replica_sum(c, &ss);   /* the shards of the device's replicas */
+    ss += sx;
     if (!rc) rc = rt_tp_sum(c, &ss);   /* the slices of the device's tensor-parallel group */
     row[2 * c->rank] = (float)ss;
     row[2 * c->rank + 1] = (float)(ss - (double)row[2 * c->rank]);

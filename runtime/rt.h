@@ -427,6 +427,8 @@ int rt_replica_gather_weights(ppsrt_ctx *c);
  * of the next iteration; all = 1: for every stage's (before --val-data, --save, the end) */
 int rt_replica_weights_wait(ppsrt_ctx *c, int stage, int all);
 int rt_replica_sum(ppsrt_ctx *c, double *x);
+/* --expert-parallel: the same over the expert-data-parallel group (the experts' shards) */
+int rt_replica_expert_sum(ppsrt_ctx *c, double *x);
 int rt_replica_gather_state(ppsrt_ctx *c, const ppsrt_param *p, const float *shard, float *out);
 /* interp.c: the optimizer step `step` (1-based, counted over resumed runs), with the
  * scheduled learning rate and --clip-grad; the rate of a step */

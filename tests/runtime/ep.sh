@@ -12,6 +12,9 @@
 #  - --json: layout.expert_parallel, and a rank's expert parameters are 1/X of X = 1's
 #    (the dense ones unchanged); the saved MoE entry grows by (X - 1) N K (fw + f + h)
 #    activation bytes (hpre, hact, eout of X N K rows, docs/models.md);
+#  - --distributed-optimizer: the experts' state sharded over the expert-data-parallel
+#    group (D = 4, X = 2: 2 ranks; D = 2, X = 2: 1 rank, unsharded): X = 1's losses and
+#    norms, --check (with T = 2, and under mpirun -np 8), a checkpoint resumed at X = 1;
 #  - the refusals (exit 2, the reason named).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/split_lib.sh"
@@ -50,6 +53,30 @@ run v1 "$WORK/z" $M --data-parallel 2 --iterations 3
 run v2 "$WORK/z" $M --data-parallel 2 --iterations 3 --expert-parallel 2
 close "ZB-V (a V shape) D = 2: X = 2 = X = 1" "$WORK/v2" "$WORK/v1"
 
+# --distributed-optimizer: the experts' shards over the D/X ranks holding them
+run o1 "$A" $M --data-parallel 4 --distributed-optimizer --iterations 4 --clip-grad 0.5
+run o2 "$A" $M --data-parallel 4 --distributed-optimizer --iterations 4 --clip-grad 0.5 --expert-parallel 2
+close "D = 4 --distributed-optimizer: X = 2 = X = 1" "$WORK/o2" "$WORK/o1"
+enorms "D = 4 --distributed-optimizer: X = 2's gradient norms = X = 1's" "$WORK/o2" "$WORK/o1"
+run o3 "$A" $M --data-parallel 2 --distributed-optimizer --iterations 4 --clip-grad 0.5
+run o4 "$A" $M --data-parallel 2 --distributed-optimizer --iterations 4 --clip-grad 0.5 --expert-parallel 2
+close "D = 2 --distributed-optimizer: X = 2 (the experts' state on one rank) = X = 1" "$WORK/o4" "$WORK/o3"
+enorms "D = 2 --distributed-optimizer: X = 2's gradient norms = X = 1's" "$WORK/o4" "$WORK/o3"
+expect_exit 0 "D = 4 X = 2 T = 2 --distributed-optimizer --check" "$A" $M --data-parallel 4 --expert-parallel 2 \
+  --tensor-parallel 2 --distributed-optimizer --check -q
+expect_grep "^check: passed" "D = 4, X = 2, T = 2, distributed optimizer: check passes"
+expect_exit 0 "D = 2 X = 2 --distributed-optimizer --check" "$A" $M --data-parallel 2 --expert-parallel 2 --distributed-optimizer --check -q
+expect_grep "^check: passed" "D = 2, X = 2, distributed optimizer: check passes"
+O="$M --data-parallel 4 --distributed-optimizer"
+run ofull "$A" $O --iterations 4 --expert-parallel 2
+expect_exit 0 "save at X = 2 --distributed-optimizer" "$A" $O --iterations 2 --expert-parallel 2 -q --save "$WORK/ko"
+run or1 "$A" $O --iterations 2 --load "$WORK/ko"
+python3 - "$WORK/ofull" "$WORK/or1" <<'PY' && pass "--distributed-optimizer: X = 2's checkpoint resumes at X = 1 with the uninterrupted losses" || fail "distopt resume: $(losses "$WORK/ofull") / $(losses "$WORK/or1")"
+import json, sys
+f, r = [[it["loss"] for it in json.load(open(p))["iterations"]] for p in sys.argv[1:3]]
+assert len(r) == 2 and all(abs(x - y) <= 1e-6 * abs(y) for x, y in zip(r, f[2:])), (f, r)
+PY
+
 # --check
 expect_exit 0 "X = 2 --check" "$A" $M --data-parallel 2 --expert-parallel 2 --check -q
 expect_grep "^check: passed" "X = 2: check passes"
@@ -73,6 +100,9 @@ expect_grep "grad s1.l0.moe.e3.fc.w .*DIFFERS" "the wrong tensor named"
 if have_mpi; then
   expect_exit 0 "mpirun -np 4 X = 2 --check" mpirun_np 4 "$A" $M --data-parallel 2 --expert-parallel 2 --transport mpi --check -q
   expect_grep "^check: passed" "MPI, X = 2: check passes"
+  expect_exit 0 "mpirun -np 8 D = 4 X = 2 --distributed-optimizer --check" mpirun_np 8 "$A" $M --data-parallel 4 \
+    --expert-parallel 2 --distributed-optimizer --transport mpi --check -q
+  expect_grep "^check: passed" "MPI, X = 2, distributed optimizer: check passes"
 else skip "--expert-parallel under MPI (libppsrt without MPI, or no mpirun)"; fi
 
 # checkpoints: the same files at any X
@@ -138,6 +168,4 @@ expect_exit 2 "X = 2 at D = 3" "$A" $M --data-parallel 3 --expert-parallel 2
 expect_grep "expert-parallel 2 must divide --data-parallel 3" "X not dividing D refused"
 expect_exit 2 "X = 2 with E = 3" "$A" $G --num-experts 3 --data-parallel 2 --expert-parallel 2
 expect_grep "expert-parallel 2 must divide --num-experts 3" "X not dividing E refused"
-expect_exit 2 "X = 2 --distributed-optimizer" "$A" $M --data-parallel 2 --expert-parallel 2 --distributed-optimizer
-expect_grep "expert-parallel with --distributed-optimizer is not implemented" "the distributed optimizer refused"
 finish
