@@ -118,6 +118,7 @@ static int fault_list(ppsrt_run *run, const ppsrt_model_config *mc, const char *
   ppsrt_model *m = NULL;
   ppsrt_model_config cfg = *mc;
   cfg.ndev = 1; cfg.vocab_mode = 0;
+  cfg.ep = 1; cfg.ep_rank = 0;   /* (every expert's name) */
   int *all = malloc((size_t)cfg.nstage * sizeof *all), st = 1;
   if (!all) { fprintf(stderr, "%s: error: out of host memory\n", me); return 1; }
   for (int s = 0; s < cfg.nstage; s++) all[s] = s;
@@ -232,7 +233,7 @@ int rt_check_gradients(ppsrt_ctx *c, double pipeline_loss, int *mismatch) {
   else if (run->ntp > 1) snprintf(dev, sizeof dev, "device %d (tensor rank %d)", c->rank, c->tp_rank);
   else if (run->nep > 1) snprintf(dev, sizeof dev, "device %d (expert rank %d)", c->rank, c->ep_rank);
   else snprintf(dev, sizeof dev, "device %d", c->rank);
-  if (c->rank == 0 && c->tp_rank == 0) {
+  if (c->rank == 0 && c->tp_rank == 0 && c->ep_rank == 0) {   /* (the loss: the same on every EP rank) */
     double d = fabs(pipeline_loss - ref_loss);
     loss_bad = !(d <= kl * fabs(ref_loss));
     if (!run->o.json)
