@@ -5,6 +5,7 @@
 #    within 1e-6 (CPU, F32), with Adam and --clip-grad (the same gradient norms: every
 #    expert counted once), on 1F1B and on a V shape (ZB-V), GPT's and Llama's layer;
 #  - --check passes at X = 2 (with T = 2, with --sequence-parallel, on ZB-V at D = 4,
+#    PipeOffload (the grown entry offloaded and reloaded), Vocab-1 at P = 4,
 #    with --context-parallel 2, under mpirun -np 4), and fails, naming the tensor, when
 #    a gradient of an expert that only EP rank 1 holds is scaled (PPSRT_FAULT);
 #  - a checkpoint saved at X = 2 holds every expert under the X = 1 names and resumes at
@@ -32,6 +33,8 @@ assert len(a) == len(b) == 4 and all(abs(x - y) <= (1e-6 if i == 0 else 1e-5) * 
 }
 build a "$top_srcdir/stdlib/1f1b.pps" -D P=2 -D m=4 || { fail "build 1f1b"; finish; }
 build z "$top_srcdir/stdlib/zb_v.pps" -D P=2 -D m=4 || { fail "build zb_v"; finish; }
+build po "$top_srcdir/stdlib/pipeoffload.pps" -D P=2 -D m=4 || { fail "build pipeoffload"; finish; }
+build v1 "$top_srcdir/stdlib/vocab_1f1b.pps" -D P=4 || { fail "build vocab_1f1b"; finish; }
 A=$WORK/a
 G="--model gpt --hidden 16 --heads 4 --query-groups 2 --seq 4 --vocab 32 --optimizer adam --lr 0.01"
 M="$G --num-experts 4 --moe-aux-loss-coeff 0.01"
@@ -87,6 +90,10 @@ expect_exit 0 "X = 2, T = 2 --sequence-parallel llama --check" "$A" $L --data-pa
 expect_grep "^check: passed" "X = 2, T = 2, SP: check passes"
 expect_exit 0 "ZB-V D = 4 X = 2 --check" "$WORK/z" $M --data-parallel 4 --expert-parallel 2 --check -q
 expect_grep "^check: passed" "ZB-V, D = 4, X = 2: check passes"
+for s in po v1; do
+  expect_exit 0 "$s X = 2 --check" "$WORK/$s" $M --data-parallel 2 --expert-parallel 2 --check -q
+  expect_grep "^check: passed" "$s, X = 2: check passes"
+done
 # (the load-balancing loss of a context rank's tokens is not the whole sequence's, at X = 1
 # too: --check with --context-parallel runs without it; with it X = 2 gives X = 1's losses)
 expect_exit 0 "X = 2, C = 2 --check" "$A" $G --num-experts 4 --data-parallel 2 --expert-parallel 2 --context-parallel 2 --check -q
