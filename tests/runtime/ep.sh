@@ -34,7 +34,7 @@ assert len(a) == len(b) == 4 and all(abs(x - y) <= (1e-6 if i == 0 else 1e-5) * 
 build a "$top_srcdir/stdlib/1f1b.pps" -D P=2 -D m=4 || { fail "build 1f1b"; finish; }
 build z "$top_srcdir/stdlib/zb_v.pps" -D P=2 -D m=4 || { fail "build zb_v"; finish; }
 build po "$top_srcdir/stdlib/pipeoffload.pps" -D P=2 -D m=4 || { fail "build pipeoffload"; finish; }
-build v1 "$top_srcdir/stdlib/vocab_1f1b.pps" -D P=4 || { fail "build vocab_1f1b"; finish; }
+build vo "$top_srcdir/stdlib/vocab_1f1b.pps" -D P=4 || { fail "build vocab_1f1b"; finish; }
 A=$WORK/a
 G="--model gpt --hidden 16 --heads 4 --query-groups 2 --seq 4 --vocab 32 --optimizer adam --lr 0.01"
 M="$G --num-experts 4 --moe-aux-loss-coeff 0.01"
@@ -90,7 +90,7 @@ expect_exit 0 "X = 2, T = 2 --sequence-parallel llama --check" "$A" $L --data-pa
 expect_grep "^check: passed" "X = 2, T = 2, SP: check passes"
 expect_exit 0 "ZB-V D = 4 X = 2 --check" "$WORK/z" $M --data-parallel 4 --expert-parallel 2 --check -q
 expect_grep "^check: passed" "ZB-V, D = 4, X = 2: check passes"
-for s in po v1; do
+for s in po vo; do
   expect_exit 0 "$s X = 2 --check" "$WORK/$s" $M --data-parallel 2 --expert-parallel 2 --check -q
   expect_grep "^check: passed" "$s, X = 2: check passes"
 done
