@@ -9,7 +9,7 @@
 #    with --context-parallel 2, under mpirun -np 4), and fails, naming the tensor, when
 #    a gradient of an expert that only EP rank 1 holds is scaled (PPSRT_FAULT);
 #  - a checkpoint saved at X = 2 holds every expert under the X = 1 names and resumes at
-#    X = 1 with the uninterrupted losses, and the reverse;
+#    X = 1 with the uninterrupted losses, and the reverse; also saved at X = 2 with T = 2;
 #  - --json: layout.expert_parallel, and a rank's expert parameters are 1/X of X = 1's
 #    (the dense ones unchanged); the saved MoE entry grows by (X - 1) N K (fw + f + h)
 #    activation bytes (hpre, hact, eout of X N K rows, docs/models.md);
@@ -145,6 +145,14 @@ import json, sys
 f, r1, r2 = [[it["loss"] for it in json.load(open(p))["iterations"]] for p in sys.argv[1:4]]
 for r in (r1, r2):
     assert len(r) == 2 and all(abs(x - y) <= 1e-6 * abs(y) for x, y in zip(r, f[2:])), (f, r)
+PY
+run tfull "$A" $S --iterations 4 --expert-parallel 2 --tensor-parallel 2
+expect_exit 0 "save at X = 2, T = 2" "$A" $S --iterations 2 --expert-parallel 2 --tensor-parallel 2 -q --save "$WORK/kt"
+run tr1 "$A" $S --iterations 2 --load "$WORK/kt"
+python3 - "$WORK/tfull" "$WORK/tr1" <<'PY' && pass "X = 2, T = 2's checkpoint (experts gathered over both groups) resumes at X = 1, T = 1" || fail "X = 2 T = 2 resume: $(losses "$WORK/tfull") / $(losses "$WORK/tr1")"
+import json, sys
+f, r = [[it["loss"] for it in json.load(open(p))["iterations"]] for p in sys.argv[1:3]]
+assert len(r) == 2 and all(abs(x - y) <= 1e-6 * abs(y) for x, y in zip(r, f[2:])), (f, r)
 PY
 
 # --json: the layout, a rank's expert parameters (1/X), the saved entry's growth
