@@ -121,6 +121,7 @@ static int fault_list(ppsrt_run *run, const ppsrt_model_config *mc, const char *
   ppsrt_model *m = NULL;
   ppsrt_model_config cfg = *mc;
   cfg.ndev = 1; cfg.vocab_mode = 0;
+  cfg.ep = 1; cfg.ep_rank = 0;   /* (every expert's name) */
   int *all = malloc((size_t)cfg.nstage * sizeof *all), st = 1;
   if (!all) { fprintf(stderr, "%s: error: out of host memory\n", me); return 1; }
   for (int s = 0; s < cfg.nstage; s++) all[s] = s;
@@ -200,6 +201,7 @@ int rt_check_gradients(ppsrt_ctx *c, double pipeline_loss, int *mismatch) {
   cfg.nmb *= run->nrep > 1 ? run->nrep : 1;   /* --data-parallel: one device at the global batch */
   cfg.mb0 = 0; cfg.nrep = 1; cfg.distopt = 0; cfg.tp = 1; cfg.tp_rank = 0; cfg.sp = 0;   /* whole layers, every row */
   cfg.cp = 1; cfg.cp_rank = 0;   /* --context-parallel: whole sequences (the C = 1 computation) */
+  cfg.ep = 1; cfg.ep_rank = 0;   /* --expert-parallel: every expert (the X = 1 computation) */
   int *all = malloc((size_t)cfg.nstage * sizeof *all);
   float *a = NULL, *b = NULL;
   FILE *f = NULL;
@@ -227,10 +229,14 @@ int rt_check_gradients(ppsrt_ctx *c, double pipeline_loss, int *mismatch) {
   if (!f) { rc = PPSRT_FAIL(PPSRT_E_NOMEM, "--check: out of host memory"); goto out; }
   pthread_mutex_lock(&run->print_lock);
   int loss_bad = 0;
-  char dev[48];   /* how the lines name this rank: "device 1", or with --tensor-parallel "device 1 (tensor rank 0)" */
-  if (run->ntp > 1) snprintf(dev, sizeof dev, "device %d (tensor rank %d)", c->rank, c->tp_rank);
+  char dev[64];   /* how the lines name this rank: "device 1", or with --tensor-parallel "device 1 (tensor rank 0)",
+                   * with --expert-parallel "device 1 (expert rank 1)" */
+  if (run->ntp > 1 && run->nep > 1)
+    snprintf(dev, sizeof dev, "device %d (tensor rank %d, expert rank %d)", c->rank, c->tp_rank, c->ep_rank);
+  else if (run->ntp > 1) snprintf(dev, sizeof dev, "device %d (tensor rank %d)", c->rank, c->tp_rank);
+  else if (run->nep > 1) snprintf(dev, sizeof dev, "device %d (expert rank %d)", c->rank, c->ep_rank);
   else snprintf(dev, sizeof dev, "device %d", c->rank);
-  if (c->rank == 0 && c->tp_rank == 0) {
+  if (c->rank == 0 && c->tp_rank == 0 && c->ep_rank == 0) {   /* (the loss: the same on every EP rank) */
     double d = fabs(pipeline_loss - ref_loss);
     loss_bad = !(d <= kl * fabs(ref_loss));
     if (!run->o.json)

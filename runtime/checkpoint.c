@@ -24,7 +24,9 @@
  * FULL). Shard metadata also carries format "pps-ppsrt-shard", "step", "rank", "ranks".
  *
  * Saving (rt_ckpt_save, every device at once, in its own thread or process): each
- * device downloads its tensors and writes its shard (safeio.h: a temporary file
+ * device downloads its tensors and writes its shard (--expert-parallel: replica 0 writes
+ * every expert, gathered from its expert-parallel group, under the names X = 1 gives
+ * them, so the files do not depend on X) (safeio.h: a temporary file
  * renamed into place); the devices agree that all shards are written (an all-reduce
  * of failures); then device 0 writes the index the same way and removes what the
  * previous checkpoint of that path and killed runs left: shards the new index does not
@@ -575,23 +577,31 @@ static int write_shard(ppsrt_ctx *c, const char *path, long step) {
     ppsrt_param *p = &m->params[k];
     float *src[3] = {p->master, p->m, p->v};
     if (p->shared) continue;   /* a copy (tied embeddings): the original's device writes it */
+    int ex = p->expert && run->nep > 1;   /* --expert-parallel: the group's X experts, in group rank order */
+    size_t nx = ex ? (size_t)run->nep : 1;
     for (int q = 0; q < np && !rc; q++) {
       int j = k * np + q;
       sizes[j] = p->numel;
       if (!(parts[j] = malloc((p->numel ? p->numel : 1) * sizeof(float)))) rc = PPSRT_FAIL(PPSRT_E_NOMEM, "--save: out of host memory");
       else if (p->chunk && (q || p->master != p->param.data)) rc = rt_replica_gather_state(c, p, src[q], parts[j]);
-      else if (!c->grank) rc = c->be->download_f32(c->be, parts[j], (ppsrt_tensor){src[q], p->numel, PPSRT_F32});
+      else if (!c->grank || ex) rc = c->be->download_f32(c->be, parts[j], (ppsrt_tensor){src[q], p->numel, PPSRT_F32});
+      if (!rc && ex) {
+        float *all = malloc(nx * (p->numel ? p->numel : 1) * sizeof *all);
+        if (!all) rc = PPSRT_FAIL(PPSRT_E_NOMEM, "--save: out of host memory");
+        else rc = rt_ep_gather(c, p, parts[j], all);
+        if (all) { free(parts[j]); parts[j] = all; sizes[j] = nx * p->numel; }
+      }
       /* --tensor-parallel: the group's slices gathered into the whole tensor, which tensor
          rank 0 writes (the file is the same as without tensor parallelism) */
       if (!rc && !c->grank && p->tp_split) {
         float *full = NULL;
-        if (!c->tp_rank && !(full = malloc(p->full_numel * sizeof *full))) rc = PPSRT_FAIL(PPSRT_E_NOMEM, "--save: out of host memory");
-        if (!rc) rc = rt_tp_gather(c, p, parts[j], full);
-        if (full) { free(parts[j]); parts[j] = full; sizes[j] = p->full_numel; }
+        if (!c->tp_rank && !(full = malloc(nx * p->full_numel * sizeof *full))) rc = PPSRT_FAIL(PPSRT_E_NOMEM, "--save: out of host memory");
+        for (size_t u = 0; u < nx && !rc; u++) rc = rt_tp_gather(c, p, parts[j] + u * p->numel, full ? full + u * p->full_numel : NULL);
+        if (full) { free(parts[j]); parts[j] = full; sizes[j] = nx * p->full_numel; }
       }
     }
   }
-  if (c->grank || c->tp_rank) goto out;   /* it helped replica 0 (--distributed-optimizer) or tensor rank 0 gather */
+  if (c->grank || c->tp_rank) goto out;   /* it helped replica 0 (--distributed-optimizer, --expert-parallel) or tensor rank 0 gather */
   if (!rc && !(h = open_memstream(&hdr, &hlen))) rc = PPSRT_FAIL(PPSRT_E_NOMEM, "--save: out of host memory");
   if (!rc) {
     char buf[64], key[300];
@@ -615,15 +625,20 @@ static int write_shard(ppsrt_ctx *c, const char *path, long step) {
     }
     fputc('}', h);
     size_t at = 0;
-    for (int k = 0; k < m->nparams; k++) {
-      if (m->params[k].shared) continue;
-      layer_key(m->params[k].name, run->o.cfg.layers_per_stage, key, sizeof key);
-      for (int q = 0; q < np; q++) {
-        size_t n = sizes[k * np + q], bytes = n * sizeof(float);
-        fprintf(h, ",\"%s%s\":{\"dtype\":\"F32\",\"shape\":[%zu],\"data_offsets\":[%zu,%zu]}",
-                q == 0 ? "" : q == 1 ? "optim.m." : "optim.v.", key, n, at, at + bytes);
-        at += bytes;
-      }
+    for (int k = 0; k < m->nparams && !rc; k++) {
+      ppsrt_param *p = &m->params[k];
+      if (p->shared) continue;
+      int nx = p->expert && run->nep > 1 ? run->nep : 1;   /* --expert-parallel: the group's experts */
+      for (int q = 0; q < np && !rc; q++)
+        for (int u = 0; u < nx && !rc; u++) {
+          char nm[300];
+          if (nx > 1 && (rc = rt_ep_name(c, p->name, u, nm, sizeof nm))) break;
+          layer_key(nx > 1 ? nm : p->name, run->o.cfg.layers_per_stage, key, sizeof key);
+          size_t n = sizes[k * np + q] / (size_t)nx, bytes = n * sizeof(float);
+          fprintf(h, ",\"%s%s\":{\"dtype\":\"F32\",\"shape\":[%zu],\"data_offsets\":[%zu,%zu]}",
+                  q == 0 ? "" : q == 1 ? "optim.m." : "optim.v.", key, n, at, at + bytes);
+          at += bytes;
+        }
     }
     fputc('}', h);
     while ((ftell(h) + 8) % 8) fputc(' ', h);
@@ -716,8 +731,9 @@ int rt_ckpt_save(ppsrt_ctx *c, const char *path, long step, int *peer) {
   free(name);
   free(dir);
   /* --data-parallel: the replicas hold the same weights; replica 0 writes them (with
-     --distributed-optimizer after every replica gathered the state) */
-  int mine = c->grank && !run->o.distopt ? 0 : sp ? write_shard(c, sp, step) : PPSRT_FAIL(PPSRT_E_NOMEM, "--save: out of host memory");
+     --distributed-optimizer after every replica gathered the state; with --expert-parallel
+     after its expert-parallel group gathered the experts, every group alike) */
+  int mine = c->grank && !run->o.distopt && run->nep < 2 ? 0 : sp ? write_shard(c, sp, step) : PPSRT_FAIL(PPSRT_E_NOMEM, "--save: out of host memory");
   free(sp);
   char why[1024];
   snprintf(why, sizeof why, "%s", mine ? ppsrt_last_error() : "");

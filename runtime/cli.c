@@ -58,7 +58,7 @@ static const char usage_text[] =
   "                           outputs / on the attention probabilities (--val-data: none)\n"
   "  --num-experts E          gpt: every layer's MLP a mixture of E experts (2..1024; Megatron-LM's\n"
   "                           --num-experts: top-K routing, dropless, expert tensor parallel =\n"
-  "                           --tensor-parallel, expert parallel 1); --moe-topk K experts a token\n"
+  "                           --tensor-parallel, --expert-parallel X); --moe-topk K experts a token\n"
   "                           (default 2; ties to the lower expert); --moe-ffn-hidden N an expert's\n"
   "                           width (default --ffn-hidden's); --moe-aux-loss-coeff A the switch-style\n"
   "                           load-balancing loss's coefficient (default 0: none); docs/models.md\n"
@@ -100,6 +100,12 @@ static const char usage_text[] =
   "                           context parallelism: 2C chunks, rank c holding chunks c and 2C-1-c;\n"
   "                           keys and values all-gathered in attention, their gradients\n"
   "                           reduce-scattered; weight gradients summed over D x C; 2C | --seq)\n"
+  "  --expert-parallel X      gpt with --num-experts E: each MoE layer's experts split over X\n"
+  "                           consecutive replicas (Megatron's --expert-model-parallel-size, the\n"
+  "                           allgather dispatcher): group rank j holds experts [j E/X, (j+1) E/X);\n"
+  "                           X | --data-parallel D, X | E; the experts' gradients summed over the\n"
+  "                           D/X replicas holding them (--distributed-optimizer: their state sharded\n"
+  "                           over those; default 1)\n"
   "  --save FILE              after the run, checkpoint to FILE (an index) and one safetensors\n"
   "                           shard per device beside it; --save-every N also every N steps\n"
   "  --load FILE              start from a --save checkpoint, of any schedule and P with this\n"
@@ -185,6 +191,24 @@ static int nccl_group(ppsrt_transport *tr, int P, int D, int C, int T, int kind,
   return rc;
 }
 
+/* On the NCCL transport, --expert-parallel X's groups (ep.c): kind 0 the expert-parallel
+ * group g = ((q P + d) C + c) T + t, the X replicas r = q X + i (ranked i); kind 1 the
+ * expert-data-parallel group g = (j P + d) T + t, the ranks (r = q X + j, c) ranked q C + c. */
+static int nccl_ep_group(ppsrt_transport *tr, int P, int D, int X, int C, int T, int kind, int g, ppsrt_transport **out) {
+  int n = kind == 0 ? X : D / X * C, ng = kind == 0 ? D / X * P * C * T : X * P * T;
+  int *m = malloc((size_t)n * sizeof *m);
+  if (!m) return PPSRT_FAIL(PPSRT_E_NOMEM, "out of host memory");
+  for (int i = 0; i < n; i++) {
+    int q = kind == 0 ? g / T / C / P : i / C, j = kind == 0 ? i : g / T / P;
+    int d = g / T % P, c = kind == 0 ? g / T % C : i % C, t = g % T;
+    if (kind == 0) d = g / T / C % P;
+    m[i] = (((q * X + j) * P + d) * C + c) * T + t;
+  }
+  int rc = ppsrt_nccl_transport_group(tr, ng, g, n, m, kind == 0 ? "expert-parallel group" : "expert-data-parallel group", out);
+  free(m);
+  return rc;
+}
+
 static int under_mpirun(void) {
   return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMI_RANK") || getenv("PMIX_RANK");
 }
@@ -263,6 +287,7 @@ static int setup_device(ppsrt_ctx *c) {
   cfg.replica = c->replica;
   cfg.tp_rank = c->tp_rank;   /* --tensor-parallel: its slice of every layer */
   cfg.cp_rank = c->cp_rank;   /* --context-parallel: its chunks of every sequence */
+  cfg.ep_rank = c->ep_rank;   /* --expert-parallel: its experts of every layer */
   rc = run->create(&cfg, c->be, c->rank, held, nheld, &c->model);
   if (!rc) rc = rt_replica_flatten(c);   /* --data-parallel: each stage's gradients in one buffer */
   if (!rc) {
@@ -308,6 +333,8 @@ static void *device_main(void *arg) {
     if (c->gtr) c->gtr->abort(c->gtr, c->grank, c->errmsg);
     if (c->ttr) c->ttr->abort(c->ttr, c->tp_rank, c->errmsg);
     if (c->ctr) c->ctr->abort(c->ctr, c->cp_rank, c->errmsg);
+    if (c->xtr) c->xtr->abort(c->xtr, c->ep_rank, c->errmsg);
+    if (c->etr) c->etr->abort(c->etr, c->erank, c->errmsg);
     return NULL;
   }
   c->status = rt_run_device(c);
@@ -465,6 +492,9 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
     } else if (flag_is(a, "--tensor-parallel", &v, argc, argv, &i)) {
       if (!v || parse_int(v, 1, &o->tensor_parallel) || o->tensor_parallel > 1024)
         return usage_error(me, "--tensor-parallel needs a group size from 1 to 1024, got '%s'", v ? v : "");
+    } else if (flag_is(a, "--expert-parallel", &v, argc, argv, &i)) {
+      if (!v || parse_int(v, 1, &o->expert_parallel) || o->expert_parallel > 1024)
+        return usage_error(me, "--expert-parallel needs a group size from 1 to 1024, got '%s'", v ? v : "");
     } else if (flag_is(a, "--context-parallel", &v, argc, argv, &i)) {
       if (!v || parse_int(v, 1, &o->context_parallel) || o->context_parallel > 1024)
         return usage_error(me, "--context-parallel needs a group size from 1 to 1024, got '%s'", v ? v : "");
@@ -711,6 +741,18 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
      token rows under --sequence-parallel: gpt_check_sizes), asked again now that cfg has T */
   if (run.ntp > 1 && ppsrt_gpt_check_config && ppsrt_gpt_check_config(cfg)) return usage_error(me, "%s", ppsrt_last_error());
   int nw = p->ndev * run.nrep * run.ncp * run.ntp;   /* world ranks: ((replica x P + device) x C + cp) x T + tensor rank */
+  /* --expert-parallel X (ep.c): groups of X consecutive replicas share out the experts */
+  run.nep = o->expert_parallel > 1 ? o->expert_parallel : 1;
+  if (run.nep > 1 && !cfg->num_experts)
+    return usage_error(me, "--expert-parallel %d splits the experts of a mixture-of-experts model: add --num-experts E "
+                       "(--model gpt)", run.nep);
+  if (run.nep > 1 && run.nrep % run.nep)
+    return usage_error(me, "--expert-parallel %d must divide --data-parallel %d: an expert-parallel group is X "
+                       "consecutive replicas", run.nep, run.nrep);
+  if (run.nep > 1 && cfg->num_experts % run.nep)
+    return usage_error(me, "--expert-parallel %d must divide --num-experts %d: each rank of a group holds E/X experts",
+                       run.nep, cfg->num_experts);
+  cfg->ep = run.nep;
   if (o->distopt && run.ngrad < 2)
     return usage_error(me, "--distributed-optimizer shards the optimizer state over data-parallel replicas (and context "
                            "ranks): add --data-parallel D (D >= 2) or --context-parallel C");
@@ -806,6 +848,11 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   if (my_rank == 0 && hw_dp >= 1 && hw_dp != run.nrep)
     fprintf(stderr, "%s: note: the schedule's hardware { data_parallel = %g } plans %g replicas; this run has %d (%s)\n", me,
             hw_dp, hw_dp, run.nrep, run.nrep > 1 ? "--data-parallel" : "give --data-parallel D for replicas");
+  double hw_ep = kv_get(p->hardware, p->nhardware, "expert_parallel", 0);
+  if (my_rank == 0 && hw_ep >= 1 && hw_ep != run.nep)
+    fprintf(stderr, "%s: note: the schedule's hardware { expert_parallel = %g } plans expert-parallel groups of %g "
+            "replicas; this run has %d (%s)\n", me, hw_ep, hw_ep, run.nep,
+            run.nep > 1 ? "--expert-parallel" : "give --expert-parallel X for them");
   double hw_cp = kv_get(p->hardware, p->nhardware, "context_parallel", 0);
   if (my_rank == 0 && hw_cp >= 1 && hw_cp != run.ncp)
     fprintf(stderr, "%s: note: the schedule's hardware { context_parallel = %g } plans %g context ranks a device; this run "
@@ -854,6 +901,7 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   run.dev_span = calloc((size_t)it * nd, sizeof *run.dev_span);
   run.dev_peak = calloc((size_t)it * nd, sizeof *run.dev_peak);
   run.dev_resident = calloc((size_t)nd, sizeof(size_t));
+  run.dev_params = calloc(2 * (size_t)nd, sizeof(size_t));
   run.dev_host = calloc((size_t)nd, sizeof(size_t));
   run.dev_unit = calloc((size_t)nd, sizeof(size_t));
   run.dev_mem = calloc((size_t)it * nd, sizeof(size_t));
@@ -876,7 +924,7 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   pthread_mutex_init(&run.print_lock, NULL);
   run.epoch = rt_now();
   int status = 0;
-  if (!run.ctx || !run.dev_busy || !run.dev_span || !run.dev_peak || !run.dev_resident || !run.dev_host ||
+  if (!run.ctx || !run.dev_busy || !run.dev_span || !run.dev_peak || !run.dev_resident || !run.dev_params || !run.dev_host ||
       !run.dev_unit || !run.dev_mem || !run.dev_cancel || !run.dev_rctime || !run.dev_rccount || !run.loss || !run.dev_units || !run.dev_membad || !run.dev_actbad ||
       !run.dev_flops || !run.val_loss || !run.val_time || !run.dev_val_peak || !run.dev_val_mem || !run.lr_it || !run.gnorm_it) {
     fprintf(stderr, "%s: error: out of host memory\n", me);
@@ -944,6 +992,49 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
         goto done;
       }
   }
+  int X = run.nep, nedp = run.nrep / X * C;   /* --expert-parallel: group size, expert-data-parallel group size */
+  if (X > 1) {
+    /* each (group q, device, context rank, tensor rank)'s expert-parallel group (ep.c),
+       and each (expert rank j, device, tensor rank)'s expert-data-parallel group (when
+       D/X x C > 1): threads, MPI_Comm_split, or communicators of the NCCL transport's */
+    int nx = run.nlocal == 1 ? 1 : run.nrep / X * p->ndev * TC, ne = nedp < 2 ? 0 : run.nlocal == 1 ? 1 : X * p->ndev * T;
+    int nccl = !strcmp(o->transport, "nccl"), my_j = my_r % X, my_q = my_r / X;
+    if (!(run.xgroups = calloc((size_t)nx, sizeof *run.xgroups)) || !(run.egroups = calloc((size_t)ne + 1, sizeof *run.egroups))) {
+      fprintf(stderr, "%s: error: out of host memory\n", me);
+      status = 1;
+      goto done;
+    }
+    for (int g = 0; g < nx; g++)
+      if (nccl ? nccl_ep_group(tr, p->ndev, run.nrep, X, C, T, 0, run.nlocal == 1 ? ((my_q * p->ndev + my_d) * C + my_c) * T + my_t : g, &run.xgroups[g])
+          : run.nlocal == 1 ? ppsrt_mpi_transport_split(tr, ((my_q * p->ndev + my_d) * C + my_c) * T + my_t, my_j, &run.xgroups[g])
+                            : ppsrt_threads_transport_create(X, o->timeout_s, &run.xgroups[g])) {
+        fprintf(stderr, "%s: error: %s\n", me, ppsrt_last_error());
+        status = 1;
+        goto done;
+      }
+    for (int g = 0; g < ne; g++)
+      if (nccl ? nccl_ep_group(tr, p->ndev, run.nrep, X, C, T, 1, run.nlocal == 1 ? (my_j * p->ndev + my_d) * T + my_t : g, &run.egroups[g])
+          : run.nlocal == 1 ? ppsrt_mpi_transport_split(tr, (my_j * p->ndev + my_d) * T + my_t, my_q * C + my_c, &run.egroups[g])
+                            : ppsrt_threads_transport_create(nedp, o->timeout_s, &run.egroups[g])) {
+        fprintf(stderr, "%s: error: %s\n", me, ppsrt_last_error());
+        status = 1;
+        goto done;
+      }
+    for (int g = 0; g < ne && o->distopt; g++)
+      if (!run.egroups[g]->reduce_scatter_f32 || !run.egroups[g]->allgather) {
+        fprintf(stderr, "%s: error: --distributed-optimizer: the %s transport has no reduce-scatter and all-gather\n", me,
+                run.egroups[g]->name);
+        status = 1;
+        goto done;
+      }
+    for (int g = 0; g < nx; g++)
+      if (!run.xgroups[g]->reduce_scatter_f32 || !run.xgroups[g]->allgather) {
+        fprintf(stderr, "%s: error: --expert-parallel: the %s transport has no reduce-scatter and all-gather\n", me,
+                run.xgroups[g]->name);
+        status = 1;
+        goto done;
+      }
+  }
   if (npipe > 1) {
     /* each pipeline (replica, context rank, tensor rank) speaks to its own view of the world transport
        (replica.c), and its collective lane to its own view of the lane's; the views'
@@ -1003,6 +1094,10 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
     if (run.ngrad > 1) run.ctx[l].gtr = run.groups[run.nlocal == 1 ? 0 : d * T + t];
     if (T > 1) run.ctx[l].ttr = run.tgroups[run.nlocal == 1 ? 0 : w / T];
     if (C > 1) run.ctx[l].ctr = run.cgroups[run.nlocal == 1 ? 0 : w / TC * T + t];
+    run.ctx[l].ep_rank = r % X;
+    run.ctx[l].erank = r / X * C + cr;
+    if (X > 1) run.ctx[l].xtr = run.xgroups[run.nlocal == 1 ? 0 : ((r / X * p->ndev + d) * C + cr) * T + t];
+    if (X > 1 && nedp > 1) run.ctx[l].etr = run.egroups[run.nlocal == 1 ? 0 : ((r % X) * p->ndev + d) * T + t];
   }
 
   /* ---- run ---- */
@@ -1121,7 +1216,7 @@ done:
   rt_ckpt_close(run.ck);
   free(run.ctx);
   free(run.dev_busy); free(run.dev_span); free(run.dev_peak);
-  free(run.dev_resident); free(run.dev_host); free(run.dev_unit); free(run.dev_mem); free(run.dev_cancel); free(run.dev_rctime); free(run.dev_rccount); free(run.loss);
+  free(run.dev_resident); free(run.dev_params); free(run.dev_host); free(run.dev_unit); free(run.dev_mem); free(run.dev_cancel); free(run.dev_rctime); free(run.dev_rccount); free(run.loss);
   free(run.dev_units); free(run.dev_membad); free(run.dev_actbad); free(run.dev_flops);
   pthread_mutex_destroy(&run.print_lock);
   fflush(stdout);
@@ -1147,6 +1242,12 @@ done:
   for (int g = 0; run.cgroups && g < (run.nlocal == 1 ? 1 : run.nrep * p->ndev * run.ntp); g++)
     if (run.cgroups[g]) run.cgroups[g]->destroy(run.cgroups[g]);
   free(run.cgroups);
+  for (int g = 0; run.xgroups && g < (run.nlocal == 1 ? 1 : run.nrep / run.nep * p->ndev * run.ncp * run.ntp); g++)
+    if (run.xgroups[g]) run.xgroups[g]->destroy(run.xgroups[g]);
+  free(run.xgroups);
+  for (int g = 0; run.egroups && run.nrep / run.nep * run.ncp > 1 && g < (run.nlocal == 1 ? 1 : run.nep * p->ndev * run.ntp); g++)
+    if (run.egroups[g]) run.egroups[g]->destroy(run.egroups[g]);
+  free(run.egroups);
   if (tr) {
     tr->destroy(tr);
   }

@@ -9,7 +9,7 @@ libppsrt_la_SOURCES = runtime/ppsrt.h runtime/ppsrt_ops.h runtime/backend.h runt
   runtime/transport_threads.c runtime/metrics.c runtime/cli.c runtime/check.c \
   runtime/model_mlp.c
 libppsrt_la_SOURCES += runtime/coll_lane.c
-libppsrt_la_SOURCES += runtime/data.c runtime/checkpoint.c runtime/validate.c runtime/safeio.h runtime/replica.c runtime/cp.c
+libppsrt_la_SOURCES += runtime/data.c runtime/checkpoint.c runtime/validate.c runtime/safeio.h runtime/replica.c runtime/cp.c runtime/ep.c
 libppsrt_la_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS)
 libppsrt_la_CFLAGS = $(AM_CFLAGS) -pthread
 libppsrt_la_LDFLAGS = -version-info 0:0:0 -export-symbols-regex '^ppsrt_' -pthread
@@ -44,8 +44,8 @@ EXTRA_DIST += tests/runtime/ckpt.sh tests/runtime/dp.sh tests/runtime/optim.sh t
   tests/runtime/split_lib.sh tests/runtime/ckpt_tensors.py
 EXTRA_DIST += tests/runtime/train.sh tests/runtime/llama.sh tests/runtime/tied.sh tests/runtime/hf.sh tests/runtime/dropout.sh tests/runtime/moe.sh python/pps_hf.py
 EXTRA_DIST += tests/runtime/mfu.sh
-TESTS += tests/runtime/hardening.sh tests/runtime/cp.sh
-EXTRA_DIST += tests/runtime/cp.sh
+TESTS += tests/runtime/hardening.sh tests/runtime/cp.sh tests/runtime/ep.sh
+EXTRA_DIST += tests/runtime/cp.sh tests/runtime/ep.sh
 TESTS += tests/runtime/data.sh
 EXTRA_DIST += tests/runtime/data.sh python/pps_data.py
 # Megatron-LM checkpoints -> PPS (python/pps_megatron.py)

@@ -598,7 +598,7 @@ int rt_optimizer_step(ppsrt_ctx *c, int step, double *lr_out, double *gnorm_out)
   int rc = 0, nd = c->run->prog->ndev;
   double lr = rt_lr_at(o, step), norm = 0;
   if (o->clip_grad > 0) {
-    double ss = 0;
+    double ss = 0, sx = 0;   /* sx: this rank's experts (--expert-parallel), summed over its group */
     float *buf = NULL, *row = calloc(2 * (size_t)nd + 1, sizeof *row);
     size_t cap = 0;
     if (!row) return PPSRT_FAIL(PPSRT_E_NOMEM, "--clip-grad: out of host memory");
@@ -613,10 +613,14 @@ int rt_optimizer_step(ppsrt_ctx *c, int step, double *lr_out, double *gnorm_out)
         if (!(buf = malloc(cap * sizeof *buf))) { rc = PPSRT_FAIL(PPSRT_E_NOMEM, "--clip-grad: out of host memory"); break; }
       }
       if ((rc = c->be->download_f32(c->be, buf, (ppsrt_tensor){p->grad + p->sh_lo, p->sh_n, PPSRT_F32}))) break;
-      for (size_t i = 0; i < p->sh_n; i++) ss += (double)buf[i] * buf[i];
+      double *acc = p->expert ? &sx : &ss;
+      for (size_t i = 0; i < p->sh_n; i++) *acc += (double)buf[i] * buf[i];
     }
     free(buf);
+    if (!rc && o->distopt) rc = rt_replica_expert_sum(c, &sx);   /* the shards of the experts' replicas */
+    if (!rc) rc = rt_ep_sum(c, &sx);   /* every expert once: each rank of the group holds others */
     if (!rc && o->distopt && c->run->ngrad > 1) rc = rt_replica_sum(c, &ss);   /* the shards of the device's replicas */
+    ss += sx;
     if (!rc) rc = rt_tp_sum(c, &ss);   /* the slices of the device's tensor-parallel group */
     row[2 * c->rank] = (float)ss;
     row[2 * c->rank + 1] = (float)(ss - (double)row[2 * c->rank]);
@@ -653,7 +657,8 @@ int rt_optimizer_step(ppsrt_ctx *c, int step, double *lr_out, double *gnorm_out)
 
 /* The stats every rank contributes after an iteration (summed over ranks). */
 enum { ST_BUSY, ST_SPAN, ST_PEAK_HI, ST_PEAK_LO, ST_RES_HI, ST_RES_LO, ST_HOST_HI, ST_HOST_LO, ST_UNIT_HI,
-       ST_UNIT_LO, ST_UNITS, ST_MEMBAD, ST_ACTBAD, ST_DMEM_HI, ST_DMEM_LO, ST_CANCEL, ST_RCTIME, ST_RCCOUNT, ST_N };
+       ST_UNIT_LO, ST_UNITS, ST_MEMBAD, ST_ACTBAD, ST_DMEM_HI, ST_DMEM_LO, ST_CANCEL, ST_RCTIME, ST_RCCOUNT,
+       ST_PAR_HI, ST_PAR_LO, ST_XPAR_HI, ST_XPAR_LO, ST_N };
 
 /* After F(mb, stage): what it kept must be act_bytes(stage) for units to be exact. */
 static void check_act_bytes(ppsrt_ctx *c, const ppsrt_op *op) {
@@ -795,6 +800,15 @@ int rt_run_device(ppsrt_ctx *c) {
     row[ST_CANCEL] = (float)c->store.ncancel;
     row[ST_RCTIME] = (float)c->rc_time;
     row[ST_RCCOUNT] = (float)c->rc_count;
+    {   /* the parameter elements this rank holds, and of them its experts' (--expert-parallel) */
+      size_t np = 0, nx = 0;
+      for (int k = 0; k < m->nparams; k++) {
+        np += m->params[k].numel;
+        if (m->params[k].expert || strstr(m->params[k].name, ".moe.e")) nx += m->params[k].numel;
+      }
+      row[ST_PAR_HI] = (float)(np >> 20); row[ST_PAR_LO] = (float)(np & 0xfffff);
+      row[ST_XPAR_HI] = (float)(nx >> 20); row[ST_XPAR_LO] = (float)(nx & 0xfffff);
+    }
     /* measured vs predicted is decided here, in double; the sum only carries the verdict */
     c->peak_units[it] = c->store.upeak;
     if (c->store.upeak > c->max_units) c->max_units = c->store.upeak;
@@ -822,6 +836,8 @@ int rt_run_device(ppsrt_ctx *c) {
         run->dev_span[(size_t)it * ndev + d] = r[ST_SPAN];
         run->dev_peak[(size_t)it * ndev + d] = ((size_t)r[ST_PEAK_HI] << 20) + (size_t)r[ST_PEAK_LO];
         run->dev_resident[d] = ((size_t)r[ST_RES_HI] << 20) + (size_t)r[ST_RES_LO];
+        run->dev_params[2 * d] = ((size_t)r[ST_PAR_HI] << 20) + (size_t)r[ST_PAR_LO];
+        run->dev_params[2 * d + 1] = ((size_t)r[ST_XPAR_HI] << 20) + (size_t)r[ST_XPAR_LO];
         run->dev_host[d] = ((size_t)r[ST_HOST_HI] << 20) + (size_t)r[ST_HOST_LO];
         run->dev_unit[d] = ((size_t)r[ST_UNIT_HI] << 20) + (size_t)r[ST_UNIT_LO];
         run->dev_units[(size_t)it * ndev + d] = r[ST_UNITS];
@@ -841,6 +857,8 @@ int rt_run_device(ppsrt_ctx *c) {
       if ((rc = rt_allreduce_host(c, fb, 2, PPSRT_SUM))) { fail_at(c, -1, rc, "--check all-reduce"); break; }
       double nb = fb[0];   /* --tensor-parallel: each rank compared its own slices */
       if ((rc = rt_tp_sum(c, &nb))) { fail_at(c, -1, rc, "--check all-reduce"); break; }
+      /* --expert-parallel: each rank of the group compared its own experts */
+      if ((rc = rt_ep_sum(c, &nb))) { fail_at(c, -1, rc, "--check all-reduce"); break; }
       if ((c->rank == 0 && c->grank == 0 && c->tp_rank == 0) || run->nlocal == 1) run->check_mismatches = (long)nb;
       /* the first context prints every local rank's lines in rank order, once all have
        * compared: the all-reduces above span this pipeline and its tensor group only, so
@@ -852,8 +870,9 @@ int rt_run_device(ppsrt_ctx *c) {
         pthread_mutex_lock(&run->print_lock);
         for (int l = 0; l < run->nlocal; l++)
           if (run->ctx[l].check_text) {
-            /* --data-parallel: the replicas' gradients are the same after the all-reduce; replica 0's lines */
-            if (run->ctx[l].grank == 0) fputs(run->ctx[l].check_text, run->out);
+            /* --data-parallel: the replicas' gradients are the same after the all-reduce; replica 0's lines
+               (--expert-parallel: those of replicas 0..X-1, each with experts of its own) */
+            if (run->ctx[l].cp_rank == 0 && run->ctx[l].replica < run->nep) fputs(run->ctx[l].check_text, run->out);
             free(run->ctx[l].check_text);
             run->ctx[l].check_text = NULL;
           }

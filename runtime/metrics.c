@@ -399,6 +399,7 @@ void rt_print_json(ppsrt_run *run, int status) {
     fprintf(f, ",\"unit_bytes_first_stage\":%zu,\"resident_peak_bytes\":%zu,\"host_peak_bytes\":%zu", run->dev_unit[d],
             run->dev_resident[d], run->dev_host[d]);
     fprintf(f, ",\"device_peak_bytes\":%zu,\"offloads_cancelled\":%ld", dmem, run->dev_cancel[d]);
+    fprintf(f, ",\"parameters\":%zu,\"expert_parameters\":%zu", run->dev_params[2 * d], run->dev_params[2 * d + 1]);
     if (run->val_tokens)   /* validation's forward-only evaluation (validate.c): its largest peaks */
       fprintf(f, ",\"val_peak_bytes\":%zu,\"val_device_peak_bytes\":%zu", run->dev_val_peak[d], run->dev_val_mem[d]);
     if (run->flops_known) fprintf(f, ",\"flops_per_iteration\":%.17g}", run->dev_flops[d]);
@@ -437,10 +438,10 @@ void rt_print_json(ppsrt_run *run, int status) {
   fprintf(f, ",\"collectives\":%s", !p->vocab_mode ? "null" : run->lane_tr ? "\"async\"" : "\"blocking\"");
   /* the ranks: P devices x D replicas x C context ranks x T tensor ranks */
   int ncp = run->ncp > 1 ? run->ncp : 1;
-  fprintf(f, ",\"layout\":{\"devices\":%d,\"data_parallel\":%d,\"context_parallel\":%d,\"tensor_parallel\":%d,\"ranks\":%d,"
-          "\"distributed_optimizer\":%s,\"sequence_parallel\":%s}",
-          p->ndev, run->nrep, ncp, run->ntp, p->ndev * run->nrep * ncp * run->ntp, run->o.distopt ? "true" : "false",
-          run->o.sequence_parallel ? "true" : "false");
+  fprintf(f, ",\"layout\":{\"devices\":%d,\"data_parallel\":%d,\"context_parallel\":%d,\"tensor_parallel\":%d,"
+          "\"expert_parallel\":%d,\"ranks\":%d,\"distributed_optimizer\":%s,\"sequence_parallel\":%s}",
+          p->ndev, run->nrep, ncp, run->ntp, run->nep > 1 ? run->nep : 1, p->ndev * run->nrep * ncp * run->ntp,
+          run->o.distopt ? "true" : "false", run->o.sequence_parallel ? "true" : "false");
   /* the gpt's layer (null for the mlp model); its rates and factors as the shortest
      decimals that read back to the same double (0.1, not 0.10000000000000001) */
   const ppsrt_model_config *mc = &run->o.cfg;

@@ -89,6 +89,9 @@ typedef struct ppsrt_model_config {
   int cp;                 /* --context-parallel C (0 = 1): each sequence split over C ranks, in 2C
                            * chunks, rank cp_rank holding chunks cp_rank and 2C - 1 - cp_rank (model_gpt.c, cp.c) */
   int cp_rank;            /* this model's rank in its context-parallel group, 0..cp-1 */
+  int ep;                 /* --expert-parallel X (0 = 1): each MoE layer's experts split over the X
+                           * consecutive replicas of an expert-parallel group (moe.c) */
+  int ep_rank;            /* this model's rank in its expert-parallel group, 0..ep-1 (replica mod X) */
   /* gpt architecture (--arch, --mlp, --norm, --position, --bias, --ffn-hidden, --rope-base, or the
    * model { } block's swiglu, rmsnorm, rope, bias, ffn_hidden keys; docs/models.md) */
   int ffn_hidden;         /* MLP width (0: 4 hidden, or with swiglu Megatron's 8h/3 rounded: ppsrt_gpt_ffn) */
@@ -232,6 +235,11 @@ typedef struct ppsrt_param {
    * same on every rank of the group (biases after a reduction, norms). offset is 0. */
   int tp_split, tp_n;
   size_t tp_R, tp_C, tp_lo[3], tp_len[3];
+  /* 1: one of this rank's experts under --expert-parallel X > 1 (moe.c): the other ranks of
+   * its expert-parallel group hold other experts, so its gradient is summed over the
+   * expert-data-parallel group only (replica.c), its norm over the expert-parallel group,
+   * and checkpoints gather it from the group (checkpoint.c). */
+  int expert;
 } ppsrt_param;
 
 /* Element i of q (its numel) in its full tensor: offset + i, or through the
@@ -367,6 +375,12 @@ static inline int ppsrt_cp_pos(int T, int C, int cp, int u) {
   int Tc = T / (2 * C), j = u / Tc;
   return (j ? 2 * C - 1 - cp : cp) * Tc + u % Tc;
 }
+/* --expert-parallel (replica.c): each rank's `bytes` at send land in recv (X x bytes) at
+ * block ep_rank on every rank of the expert-parallel group; send (X x count F32) summed
+ * over the group, block ep_rank of the sum into recv (count F32). Backend memory,
+ * compute stream; without a group a plain copy. */
+int ppsrt_ep_allgather(ppsrt_ctx *c, const void *send, void *recv, size_t bytes);
+int ppsrt_ep_reduce_scatter(ppsrt_ctx *c, const float *send, float *recv, size_t count);
 ppsrt_backend *ppsrt_ctx_backend(ppsrt_ctx *c);
 int ppsrt_ctx_rank(ppsrt_ctx *c);
 int ppsrt_ctx_iteration(ppsrt_ctx *c);

@@ -734,7 +734,7 @@ static int layer_w(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int
   if (g->moe_on) {   /* the experts' and the router's gradients (moe.c), from LN2's output recomputed */
     K(be->layernorm_fwd(be, CS, scratch, nmean(g, sst, 0, n), nrstd(g, sst, 0, n), x1, PD(p[LN2G]), PD(p[LN2B]), n, h));
     K(sp_gather(c, g, scratch, G, h, &a));
-    K(ppsrt_moe_w(&g->moe, be, moe_slot(g, mb, loc, l), MP(m, loc, l), dhpre, a));
+    K(ppsrt_moe_w(&g->moe, c, be, moe_slot(g, mb, loc, l), MP(m, loc, l), dhpre, a));
   } else {
     K(hdrop(m, mb, gl, PPSRT_DROP_FC2, dy, dd, &dm));
     K(sp_gather(c, g, dm, G, h, &a));
@@ -1816,6 +1816,7 @@ int ppsrt_gpt_create(const ppsrt_model_config *cfg, ppsrt_backend *be, int devic
         snprintf(name, sizeof name, "s%d.l%d.%s", s, l, sfx);
         ppsrt_param *pr = add_param_tp(m, &rc, name, s, n, 0, full, zero ? INIT_ZERO : INIT_UNIFORM, sc, &sl);
         pr->no_decay = nd;
+        pr->expert = ppsrt_moe_param_expert(&g->moe, j);   /* --expert-parallel: this rank's alone */
       }
     }
   }

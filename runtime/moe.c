@@ -26,14 +26,32 @@
  * (through the experts, the permutation and the router); W the expert and router weight
  * gradients, re-permuting x (recomputed by the caller). B frees and adds nothing counted.
  *
- * Tensor parallelism (expert tensor parallel = --tensor-parallel, expert parallel 1):
+ * Tensor parallelism (expert tensor parallel = --tensor-parallel):
  * each expert's FC1 columns and FC2 rows are split over the group like the dense MLP's;
  * the router is whole on every rank, and every rank routes all N tokens identically. The
  * expert outputs' partial sums and the permuted input gradient's are all-reduced (F32).
  * With --sequence-parallel the caller hands all N rows of x and dy (gathered) and takes
  * this rank's rows of y and of the input gradient.
- * What it does not: expert parallelism (experts over data-parallel ranks, all-to-all),
- * capacity factors / token dropping, shared experts, grouped GEMMs. */
+ *
+ * Expert parallelism (--expert-parallel X, ep.c; Megatron's --expert-model-parallel-size
+ * with the allgather dispatcher): EP rank j (replica mod X) holds experts [e0, e0 + E/X),
+ * e0 = j E/X, named by their global index; the router is whole. F routes this rank's N
+ * tokens (its indices and weights into block j of the X N K slot-indexed parts), then
+ * all-gathers them and LN2's output over the group; the permutation puts the slots of
+ * this rank's experts first (by expert, slot order kept), every other slot after them;
+ * the local experts run on their rows only, the other rows of eout are zeroed, and each
+ * gathered token's weighted sum (moe_unpermute over X N tokens, F32) is reduce-scattered
+ * back to its rank. B all-gathers dy, runs the local experts' backward, zeroes the other
+ * rows of the permuted input gradient and reduce-scatters both the tokens' input
+ * gradient (F32 [X N, h]) and the routing weights' (F32 [X N K]: a slot's is nonzero on
+ * the rank of its expert only) before the router's backward on the own tokens. W
+ * all-gathers LN2's output again. The saved entry holds X N K slots (dropless routing may
+ * send every gathered slot to one rank), so it grows with X; the load-balancing loss is
+ * this rank's tokens' (as at X = 1). X = 1 is exactly the code path above (e0 = 0, all
+ * experts local, no collective).
+ * Not run on a GPU: the CUDA path has run only on the emulator (tests/gpu/moe_emu.sh).
+ * What it does not: the all-to-all dispatcher, capacity factors / token dropping, shared
+ * experts, grouped GEMMs. */
 #include "config.h"
 #include "moe.h"
 #include <math.h>
@@ -81,10 +99,14 @@ int ppsrt_moe_check_config(const ppsrt_model_config *cfg) {
   if (!(cfg->moe_aux_coeff >= 0 && isfinite(cfg->moe_aux_coeff)))
     return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --moe-aux-loss-coeff must be a number from 0, got %g", cfg->moe_aux_coeff);
   int64_t fw = (int64_t)F * (cfg->swiglu ? 2 : 1), w = fw > cfg->hidden ? fw : cfg->hidden;
-  int64_t slots = (int64_t)cfg->seq * cfg->micro_batch * K;
+  int64_t X = cfg->ep > 1 ? cfg->ep : 1, slots = (int64_t)cfg->seq * cfg->micro_batch * K * X;
+  if (E % X)
+    return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --expert-parallel %lld must divide --num-experts %d: each rank of an "
+                      "expert-parallel group holds E/X experts", (long long)X, E);
   if (w > 0 && slots > INT32_MAX / w)
-    return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --seq %d x --micro-batch %d tokens x --moe-topk %d x width %lld is over %d "
-                      "elements per tensor", cfg->seq, cfg->micro_batch, K, (long long)w, INT32_MAX);
+    return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --seq %d x --micro-batch %d tokens x --moe-topk %d x --expert-parallel %lld x "
+                      "width %lld is over %d elements per tensor", cfg->seq, cfg->micro_batch, K, (long long)X, (long long)w,
+                      INT32_MAX);
   if ((int64_t)cfg->seq * cfg->micro_batch > INT32_MAX / E || (int64_t)cfg->hidden * fw > INT32_MAX)
     return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --num-experts %d with --hidden %d and width %d makes a tensor over %d elements", E,
                       cfg->hidden, F, INT32_MAX);
@@ -99,7 +121,11 @@ int ppsrt_moe_init(ppsrt_moe *mo, const ppsrt_model_config *cfg, ppsrt_dtype at,
   mo->tp = tp > 1 ? tp : 1; mo->f = mo->F / mo->tp; mo->sw = cfg->swiglu != 0; mo->fw = mo->f * (mo->sw ? 2 : 1);
   mo->bias = !cfg->no_bias; mo->N = N; mo->n = n; mo->r0 = r0; mo->h = cfg->hidden; mo->nc = cfg->no_compute;
   mo->nmb = cfg->nmb; mo->nslot = nslot; mo->es = ppsrt_dtype_size(at); mo->coeff = cfg->moe_aux_coeff;
-  size_t NK = (size_t)N * mo->K, NE = (size_t)N * mo->E, o = 0;
+  mo->X = cfg->ep > 1 ? cfg->ep : 1; mo->j = mo->X > 1 ? cfg->ep_rank : 0;
+  mo->El = mo->E / mo->X; mo->e0 = mo->j * mo->El;
+  /* the slot-indexed parts hold the group's X N K gathered slots (dropless: every one
+   * of them may be routed to this rank's experts) */
+  size_t NK = (size_t)N * mo->K * mo->X, NE = (size_t)N * mo->E, o = 0;
   mo->o_hpre = o; o += up(NK * mo->fw * mo->es);
   mo->o_hact = o; o += up(NK * mo->f * mo->es);
   mo->o_eout = o; o += up(NK * mo->h * mo->es);
@@ -116,7 +142,8 @@ int ppsrt_moe_init(ppsrt_moe *mo, const ppsrt_model_config *cfg, ppsrt_dtype at,
   mo->hpos = malloc(NK * sizeof *mo->hpos);
   mo->hstat = malloc(3 * (size_t)mo->E * sizeof *mo->hstat);
   mo->hcoef = mo->hstat ? mo->hstat + 2 * mo->E : NULL;
-  if (!mo->cnt || !mo->shash || !mo->hidx || !mo->hpos || !mo->hstat) {
+  mo->ocnt = calloc((size_t)mo->E, sizeof *mo->ocnt);
+  if (!mo->cnt || !mo->shash || !mo->hidx || !mo->hpos || !mo->hstat || !mo->ocnt) {
     ppsrt_moe_free(mo);
     return PPSRT_FAIL(PPSRT_E_NOMEM, "gpt: out of host memory (experts)");
   }
@@ -124,20 +151,22 @@ int ppsrt_moe_init(ppsrt_moe *mo, const ppsrt_model_config *cfg, ppsrt_dtype at,
 }
 
 void ppsrt_moe_free(ppsrt_moe *mo) {
-  free(mo->cnt); free(mo->shash); free(mo->hidx); free(mo->hpos); free(mo->hstat);
-  mo->cnt = NULL; mo->shash = NULL; mo->hidx = mo->hpos = NULL; mo->hstat = mo->hcoef = NULL;
+  free(mo->cnt); free(mo->shash); free(mo->hidx); free(mo->hpos); free(mo->hstat); free(mo->ocnt);
+  mo->cnt = mo->ocnt = NULL; mo->shash = NULL; mo->hidx = mo->hpos = NULL; mo->hstat = mo->hcoef = NULL;
 }
 
 /* ---- parameters: router.w, then per expert fc.w, (fc.b,) fc2.w, (fc2.b) ---- */
 
 static int per_expert(const ppsrt_moe *mo) { return mo->bias ? 4 : 2; }
-int ppsrt_moe_nparams(const ppsrt_moe *mo) { return 1 + mo->E * per_expert(mo); }
+int ppsrt_moe_nparams(const ppsrt_moe *mo) { return 1 + mo->El * per_expert(mo); }
+int ppsrt_moe_param_expert(const ppsrt_moe *mo, int j) { return j > 0 && mo->X > 1; }
 
-/* Which parameter j is: the router (-1), else expert *e's kind 0 fc.w, 1 fc.b, 2 fc2.w, 3 fc2.b. */
+/* Which parameter j is: the router (-1), else expert *e's (global index) kind 0 fc.w, 1
+ * fc.b, 2 fc2.w, 3 fc2.b. */
 static int param_kind(const ppsrt_moe *mo, int j, int *e) {
   if (j == 0) { *e = -1; return -1; }
   int pe = per_expert(mo), k = (j - 1) % pe;
-  *e = (j - 1) / pe;
+  *e = mo->e0 + (j - 1) / pe;
   return mo->bias ? k : 2 * k;
 }
 
@@ -171,20 +200,24 @@ void ppsrt_moe_param(const ppsrt_moe *mo, int j, int tpr, char *name, size_t len
   }
 }
 
-/* expert e's parameter of kind k (0 fc.w, 1 fc.b, 2 fc2.w, 3 fc2.b; NULL: no biases) */
+/* expert e's (global index, one of this rank's) parameter of kind k (0 fc.w, 1 fc.b, 2
+ * fc2.w, 3 fc2.b; NULL: no biases) */
 static ppsrt_param *EP(const ppsrt_moe *mo, ppsrt_param *P, int e, int k) {
   if (!mo->bias && (k & 1)) return NULL;
-  return &P[1 + e * per_expert(mo) + (mo->bias ? k : k / 2)];
+  return &P[1 + (e - mo->e0) * per_expert(mo) + (mo->bias ? k : k / 2)];
 }
 
 /* ---- helpers ---- */
 
-/* expert e's first permuted row (the counts of the slot before it) */
-static int first_row(const int *cnt, int e) {
+/* local expert e's first permuted row (the counts of this rank's experts before it) */
+static int first_row(const ppsrt_moe *mo, const int *cnt, int e) {
   int o = 0;
-  for (int j = 0; j < e; j++) o += cnt[j];
+  for (int j = mo->e0; j < e; j++) o += cnt[j];
   return o;
 }
+/* the rows of this rank's experts (the permuted buffer's first rows; the other experts'
+ * slots follow, their rows zero in eout and in the input gradient) */
+static int local_rows(const ppsrt_moe *mo, const int *cnt) { return first_row(mo, cnt, mo->e0 + mo->El); }
 
 /* the buffers of a layer's saved entry */
 typedef struct mbuf {
@@ -207,86 +240,130 @@ static int expert_gemm(ppsrt_backend *be, int ta, int tb, int M, int N, int K, c
   return be->gemm(be, CS, ta, tb, M, N, K, 1.0f, A, be->act_dtype, lda, B, be->act_dtype, ldb, beta, C, ct, ldc);
 }
 
-/* The routing of the slot's tokens: device indices to the host, counts, the permutation
- * (token order within an expert) and the load-balancing loss's gradient coefficients
- * back to the device (kept for B: no transfer there); the load-balancing loss. */
-static int route_host(ppsrt_moe *mo, ppsrt_backend *be, int slot, mbuf *b, const float *stat, int count_loss) {
-  int N = mo->N, K = mo->K, E = mo->E, *cnt = mo->cnt + (size_t)slot * E;
-  size_t NK = (size_t)N * K;
-  TRY(be->memcpy_async(be, CS, mo->hidx, b->idx, NK * sizeof(int32_t), 2));
+/* The routing of the slot's tokens: with --expert-parallel the group's top-K indices and
+ * weights all-gathered first (this rank's in block j); device indices to the host,
+ * counts (of the gathered slots, and of this rank's own for the load-balancing loss),
+ * the permutation (this rank's experts first, each in slot order, then every other
+ * slot in slot order) and the load-balancing loss's gradient coefficients back to the
+ * device (kept for B: no transfer there); the load-balancing loss. */
+static int route_host(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, int slot, mbuf *b, const float *stat,
+                      int count_loss) {
+  int N = mo->N, K = mo->K, E = mo->E, *cnt = mo->cnt + (size_t)slot * E, *own = mo->ocnt;
+  size_t NK = (size_t)N * K, XNK = NK * mo->X, j0 = NK * mo->j;
+  if (mo->X > 1) {   /* (in place: this rank's block) */
+    TRY(ppsrt_ep_allgather(c, b->idx + j0, b->idx, NK * sizeof(int32_t)));
+    TRY(ppsrt_ep_allgather(c, b->w + j0, b->w, NK * sizeof(float)));
+  }
+  TRY(be->memcpy_async(be, CS, mo->hidx, b->idx, XNK * sizeof(int32_t), 2));
   TRY(be->memcpy_async(be, CS, mo->hstat, stat, 2 * (size_t)E * sizeof(float), 2));
   TRY(be->stream_sync(be, CS));   /* the one synchronisation: the GEMMs' sizes */
   memset(cnt, 0, (size_t)E * sizeof *cnt);
-  for (size_t s = 0; s < NK; s++) {
+  memset(own, 0, (size_t)E * sizeof *own);
+  for (size_t s = 0; s < XNK; s++) {
     int e = mo->hidx[s];
     if (e < 0 || e >= E) return PPSRT_FAIL(PPSRT_E_BACKEND, "gpt: routing gave expert %d of %d (not a number in the router's logits?)", e, E);
     cnt[e]++;
+    if (s >= j0 && s < j0 + NK) own[e]++;
   }
-  int next[1024];
-  for (int e = 0, o = 0; e < E; e++) { next[e] = o; o += cnt[e]; }
-  uint64_t sh = 0xcbf29ce484222325ull;   /* the slot's own hash (FNV-1a), for --check's routing comparison */
-  for (size_t s = 0; s < NK; s++) {
-    mo->hpos[s] = next[mo->hidx[s]]++;
+  int next[1024], rest = local_rows(mo, cnt), e1 = mo->e0 + mo->El;
+  for (int e = mo->e0, o = 0; e < e1; e++) { next[e] = o; o += cnt[e]; }
+  for (size_t s = 0; s < XNK; s++) {
+    int e = mo->hidx[s];
+    mo->hpos[s] = e >= mo->e0 && e < e1 ? next[e]++ : rest++;
+  }
+  uint64_t sh = 0xcbf29ce484222325ull;   /* the slot's own tokens' hash (FNV-1a), for --check's routing comparison */
+  for (size_t s = j0; s < j0 + NK; s++) {
     mo->route_hash = (mo->route_hash ^ (uint64_t)mo->hidx[s]) * 0x100000001b3ull;   /* FNV-1a step */
     sh = (sh ^ (uint64_t)mo->hidx[s]) * 0x100000001b3ull;
   }
   mo->shash[slot] = sh;
-  TRY(be->memcpy_async(be, CS, b->pos, mo->hpos, NK * sizeof(int32_t), 1));
+  TRY(be->memcpy_async(be, CS, b->pos, mo->hpos, XNK * sizeof(int32_t), 1));
   if (b->coef) {   /* d(a E sum_e f_e P_e) / d prob[n, e], the loss a mean over microbatches */
-    for (int e = 0; e < E; e++) mo->hcoef[e] = (float)(mo->coeff * E * ((double)cnt[e] / NK) / N / mo->nmb);
+    for (int e = 0; e < E; e++) mo->hcoef[e] = (float)(mo->coeff * E * ((double)own[e] / NK) / N / mo->nmb);
     TRY(be->memcpy_async(be, CS, b->coef, mo->hcoef, (size_t)E * sizeof(float), 1));
   }
   /* (no wait for these uploads: hpos and hcoef are written again only by the next
    * routing, after its synchronisation above has drained the stream, uploads included) */
   if (count_loss && mo->coeff > 0) {
     double s = 0;
-    for (int e = 0; e < E; e++) s += (double)cnt[e] / (double)NK * ((double)mo->hstat[E + e] / N);
+    for (int e = 0; e < E; e++) s += (double)own[e] / (double)NK * ((double)mo->hstat[E + e] / N);
     mo->aux_loss += mo->coeff * E * s / mo->nmb;
   }
   return 0;
 }
 
+/* --expert-parallel: rows (Nx = X N gathered tokens) of act_dtype values in `all` summed
+ * over the group in F32 (through f32 [Nx, h]), this rank's N rows into `mine`. */
+static int ep_sum_rows(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, const void *all, float *f32, void *mine) {
+  size_t Nh = (size_t)mo->N * mo->h;
+  TRY(be->convert(be, CS, f32, PPSRT_F32, all, be->act_dtype, Nh * mo->X));
+  float *blk = f32 + Nh * mo->j;   /* (in place: this rank's block) */
+  TRY(ppsrt_ep_reduce_scatter(c, f32, blk, Nh));
+  return be->convert(be, CS, mine, be->act_dtype, blk, PPSRT_F32, Nh);
+}
+
 /* ---- F ---- */
 
+/* scratch of F beyond today's: the gathered input ag [X N, h], the combine's rows
+ * comb [X N, h] and their F32 sums [X N, h] (X > 1 only) */
+typedef struct fscr { float *logits; char *xp; float *part; char *tmp, *ag, *comb; float *sum; } fscr;
+
 static int moe_f_in(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, int slot, ppsrt_param *P, mbuf *b, const void *a,
-                    const void *x1, void *y, const ppsrt_dropout *drop, int count_loss, float *logits, char *xp,
-                    float *part, char *tmp) {
-  int N = mo->N, K = mo->K, E = mo->E, h = mo->h, f = mo->f, fw = mo->fw, NK = N * K;
+                    const void *x1, void *y, const ppsrt_dropout *drop, int count_loss, const fscr *z) {
+  int N = mo->N, K = mo->K, E = mo->E, h = mo->h, f = mo->f, fw = mo->fw, X = mo->X, e1 = mo->e0 + mo->El;
+  int NK = N * K, XNK = NK * X;
   ppsrt_dtype AT = be->act_dtype;
   size_t es = mo->es;
   const int *cnt = mo->cnt + (size_t)slot * E;
-  /* router: logits (F32) = a Wr; top-K, weights, probabilities, counts */
+  float *logits = z->logits, *part = z->part;
+  char *xp = z->xp, *tmp = z->tmp;
+  /* router: logits (F32) = a Wr; top-K, weights, probabilities, counts (this rank's tokens,
+   * into block j of the slot-indexed parts) */
   TRY(be->gemm(be, CS, 0, 0, N, E, h, 1.0f, a, AT, h, P[0].param.data, AT, E, 0.0f, logits, PPSRT_F32, E));
   float *stat = logits + (size_t)N * E;
-  TRY(be->moe_route(be, CS, logits, N, E, K, b->idx, b->w, b->prob, stat));
-  TRY(route_host(mo, be, slot, b, stat, count_loss));
-  /* permute; each expert's FC1 (+ bias) on its rows; the activation on all rows */
-  TRY(be->moe_permute(be, CS, xp, a, b->pos, N, K, h));
-  for (int e = 0; e < E; e++) {
-    int r = first_row(cnt, e);
+  TRY(be->moe_route(be, CS, logits, N, E, K, b->idx + (size_t)NK * mo->j, b->w + (size_t)NK * mo->j, b->prob, stat));
+  TRY(route_host(mo, c, be, slot, b, stat, count_loss));
+  int R = local_rows(mo, cnt);
+  /* the group's tokens (--expert-parallel), permuted; each local expert's FC1 (+ bias) on
+   * its rows; the activation on those rows */
+  const void *ag = a;
+  if (X > 1) { TRY(ppsrt_ep_allgather(c, a, z->ag, (size_t)N * h * es)); ag = z->ag; }
+  TRY(be->moe_permute(be, CS, xp, ag, b->pos, N * X, K, h));
+  for (int e = mo->e0; e < e1; e++) {
+    int r = first_row(mo, cnt, e);
     ppsrt_param *w1 = EP(mo, P, e, 0), *b1 = EP(mo, P, e, 1);
     if (!cnt[e]) continue;
     TRY(expert_gemm(be, 0, 0, cnt[e], fw, h, xp + (size_t)r * h * es, h, w1->param.data, fw, 0.0f,
                     b->hpre + (size_t)r * fw * es, AT, fw));
     if (b1) TRY(be->add_bias(be, CS, b->hpre + (size_t)r * fw * es, b->hpre + (size_t)r * fw * es, b1->param.data, cnt[e], fw));
   }
-  TRY(mo->sw ? be->swiglu_fwd(be, CS, b->hact, b->hpre, NK, f) : be->gelu_fwd(be, CS, b->hact, b->hpre, (size_t)NK * f));
+  if (R) TRY(mo->sw ? be->swiglu_fwd(be, CS, b->hact, b->hpre, R, f) : be->gelu_fwd(be, CS, b->hact, b->hpre, (size_t)R * f));
   /* FC2: the partial products summed over the tensor-parallel group (F32), then the biases */
-  for (int e = 0; e < E; e++) {
-    int r = first_row(cnt, e);
+  for (int e = mo->e0; e < e1; e++) {
+    int r = first_row(mo, cnt, e);
     if (!cnt[e]) continue;
     const void *w2 = EP(mo, P, e, 2)->param.data, *A = b->hact + (size_t)r * f * es;
     if (part) TRY(expert_gemm(be, 0, 0, cnt[e], h, f, A, f, w2, h, 0.0f, part + (size_t)r * h, PPSRT_F32, h));
     else TRY(expert_gemm(be, 0, 0, cnt[e], h, f, A, f, w2, h, 0.0f, b->eout + (size_t)r * h * es, AT, h));
   }
   if (part) {
-    TRY(ppsrt_tp_allreduce(c, part, (size_t)NK * h));
-    TRY(be->convert(be, CS, b->eout, AT, part, PPSRT_F32, (size_t)NK * h));
+    TRY(ppsrt_tp_allreduce(c, part, (size_t)R * h));
+    if (R) TRY(be->convert(be, CS, b->eout, AT, part, PPSRT_F32, (size_t)R * h));
   }
-  for (int e = 0; e < E && mo->bias; e++) {
-    int r = first_row(cnt, e);
+  for (int e = mo->e0; e < e1 && mo->bias; e++) {
+    int r = first_row(mo, cnt, e);
     char *o = b->eout + (size_t)r * h * es;
     if (cnt[e]) TRY(be->add_bias(be, CS, o, o, EP(mo, P, e, 3)->param.data, cnt[e], h));
+  }
+  if (X > 1) {
+    /* the other experts' rows add nothing here; each gathered token's sum over this rank's
+     * slots, summed over the group (F32), this rank's N rows back: then as X = 1 */
+    if (R < XNK) TRY(be->memset0(be, CS, b->eout + (size_t)R * h * es, (size_t)(XNK - R) * h * es));
+    TRY(be->moe_unpermute(be, CS, z->comb, NULL, b->eout, b->pos, b->w, N * X, K, h));
+    TRY(ep_sum_rows(mo, c, be, z->comb, z->sum, z->comb));
+    const char *out = z->comb + (size_t)mo->r0 * h * es;
+    if (!drop) return be->add(be, CS, y, x1, out, (size_t)mo->n * h);
+    return be->bias_dropout_add(be, CS, y, x1, out, NULL, mo->n, h, drop);
   }
   /* combine this rank's rows: y = x1 + sum_k w eout (or x1 + drop(sum_k w eout)) */
   size_t s0 = (size_t)mo->r0 * K;
@@ -299,14 +376,24 @@ int ppsrt_moe_f(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, int slot, ppsrt_
                 const void *x1, void *y, const ppsrt_dropout *drop, int count_loss) {
   if (mo->nc) return 0;
   mbuf b = parts(mo, buf);
-  size_t NK = (size_t)mo->N * mo->K, NE = (size_t)mo->N * mo->E;
-  /* uncounted scratch: logits + stat F32, xp [N K, h], (tensor parallel) F32 partial sums [N K, h], (dropout) [n, h] */
+  size_t X = (size_t)mo->X, NK = (size_t)mo->N * mo->K * X, NE = (size_t)mo->N * mo->E, Nxh = X * mo->N * mo->h;
+  /* uncounted scratch: logits + stat F32, xp [X N K, h], (tensor parallel) F32 partial sums [X N K, h], (dropout)
+   * [n, h], (expert parallel) the gathered input and the combine's rows [X N, h], their F32 sums */
   size_t bl = (NE + 2 * mo->E) * sizeof(float), bx = NK * mo->h * mo->es, bp = mo->tp > 1 ? NK * mo->h * sizeof(float) : 0,
-         bt = drop ? (size_t)mo->n * mo->h * mo->es : 0;
+         bt = drop ? (size_t)mo->n * mo->h * mo->es : 0, be1 = X > 1 ? up(Nxh * mo->es) : 0,
+         be2 = X > 1 ? up(Nxh * sizeof(float)) : 0;
   char *s;
-  TRY(be->alloc(be, up(bl) + up(bx) + up(bp) + bt, (void **)&s));
-  int rc = moe_f_in(mo, c, be, slot, P, &b, a, x1, y, drop, count_loss, (float *)s, s + up(bl),
-                    bp ? (float *)(s + up(bl) + up(bx)) : NULL, s + up(bl) + up(bx) + up(bp));
+  TRY(be->alloc(be, up(bl) + up(bx) + up(bp) + up(bt) + 2 * be1 + be2, (void **)&s));
+  char *o = s;
+  fscr z;
+  z.logits = (float *)o; o += up(bl);
+  z.xp = o; o += up(bx);
+  z.part = bp ? (float *)o : NULL; o += up(bp);
+  z.tmp = o; o += up(bt);
+  z.ag = be1 ? o : NULL; o += be1;
+  z.comb = be1 ? o : NULL; o += be1;
+  z.sum = be2 ? (float *)o : NULL;
+  int rc = moe_f_in(mo, c, be, slot, P, &b, a, x1, y, drop, count_loss, &z);
   be->free(be, s);
   return rc;
 }
@@ -314,37 +401,53 @@ int ppsrt_moe_f(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, int slot, ppsrt_
 /* ---- B ---- */
 
 static int moe_b_in(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, int slot, ppsrt_param *P, mbuf *b, const void *dy,
-                    void *dln2, float *dw, char *dhact, char *dxp, float *part, char *dfull) {
-  int N = mo->N, K = mo->K, E = mo->E, h = mo->h, f = mo->f, fw = mo->fw, NK = N * K;
+                    void *dln2, float *dw, char *dhact, char *dxp, float *part, char *dfull, char *dyg, float *sum) {
+  int N = mo->N, K = mo->K, E = mo->E, h = mo->h, f = mo->f, fw = mo->fw, X = mo->X, e1 = mo->e0 + mo->El;
+  int NK = N * K, XNK = NK * X;
   ppsrt_dtype AT = be->act_dtype;
-  size_t es = mo->es;
+  size_t es = mo->es, j0 = (size_t)NK * mo->j;
   const int *cnt = mo->cnt + (size_t)slot * E;
-  /* the combine's backward: dw, and deout = w dy over eout */
-  TRY(be->moe_unpermute_bwd(be, CS, b->eout, dw, dy, b->eout, b->pos, b->w, N, K, h));
+  int R = local_rows(mo, cnt);
+  /* the combine's backward on the group's tokens (dy all-gathered): dw, and deout = w dy
+   * over eout (the other experts' rows of eout are zero: their dw is 0 here) */
+  const void *dyx = dy;
+  if (X > 1) { TRY(ppsrt_ep_allgather(c, dy, dyg, (size_t)N * h * es)); dyx = dyg; }
+  TRY(be->moe_unpermute_bwd(be, CS, b->eout, dw, dyx, b->eout, b->pos, b->w, N * X, K, h));
   /* the experts: dhact = deout Wfc2^T; dhpre over hpre; dxp = dhpre Wfc^T (summed over the group) */
-  for (int e = 0; e < E; e++) {
-    int r = first_row(cnt, e);
+  for (int e = mo->e0; e < e1; e++) {
+    int r = first_row(mo, cnt, e);
     if (cnt[e])
       TRY(expert_gemm(be, 0, 1, cnt[e], f, h, b->eout + (size_t)r * h * es, h, EP(mo, P, e, 2)->param.data, h, 0.0f,
                       dhact + (size_t)r * f * es, AT, f));
   }
-  TRY(mo->sw ? be->swiglu_bwd(be, CS, b->hpre, dhact, b->hpre, NK, f)
-             : be->gelu_bwd(be, CS, b->hpre, dhact, b->hpre, (size_t)NK * f));
-  for (int e = 0; e < E; e++) {
-    int r = first_row(cnt, e);
+  if (R)
+    TRY(mo->sw ? be->swiglu_bwd(be, CS, b->hpre, dhact, b->hpre, R, f)
+               : be->gelu_bwd(be, CS, b->hpre, dhact, b->hpre, (size_t)R * f));
+  for (int e = mo->e0; e < e1; e++) {
+    int r = first_row(mo, cnt, e);
     if (!cnt[e]) continue;
     const void *A = b->hpre + (size_t)r * fw * es, *w1 = EP(mo, P, e, 0)->param.data;
     if (part) TRY(expert_gemm(be, 0, 1, cnt[e], h, fw, A, fw, w1, fw, 0.0f, part + (size_t)r * h, PPSRT_F32, h));
     else TRY(expert_gemm(be, 0, 1, cnt[e], h, fw, A, fw, w1, fw, 0.0f, dxp + (size_t)r * h * es, AT, h));
   }
   if (part) {
-    TRY(ppsrt_tp_allreduce(c, part, (size_t)NK * h));
-    TRY(be->convert(be, CS, dxp, AT, part, PPSRT_F32, (size_t)NK * h));
+    TRY(ppsrt_tp_allreduce(c, part, (size_t)R * h));
+    if (R) TRY(be->convert(be, CS, dxp, AT, part, PPSRT_F32, (size_t)R * h));
   }
   void *dx = dfull ? (void *)dfull : dln2;   /* all N rows */
-  TRY(be->moe_permute_bwd(be, CS, dx, dxp, b->pos, N, K, h, 0));
+  if (X > 1) {
+    /* the gathered tokens' input gradients through this rank's experts (the other slots'
+     * rows zero), summed over the group: this rank's N rows; the routing weights'
+     * gradients (each slot's nonzero on one rank) too: this rank's N K */
+    if (R < XNK) TRY(be->memset0(be, CS, dxp + (size_t)R * h * es, (size_t)(XNK - R) * h * es));
+    TRY(be->moe_permute_bwd(be, CS, dyg, dxp, b->pos, N * X, K, h, 0));   /* (dyg is free again) */
+    TRY(ep_sum_rows(mo, c, be, dyg, sum, dx));
+    TRY(ppsrt_ep_reduce_scatter(c, dw, dw + j0, (size_t)NK));
+  } else {
+    TRY(be->moe_permute_bwd(be, CS, dx, dxp, b->pos, N, K, h, 0));
+  }
   /* the router: dlogits (the top-K softmax's and the load-balancing loss's), dx += dlogits Wr^T */
-  TRY(be->moe_route_bwd(be, CS, b->dlog, dw, b->w, b->idx, b->prob, b->coef, N, E, K));
+  TRY(be->moe_route_bwd(be, CS, b->dlog, dw + j0, b->w + j0, b->idx + j0, b->prob, b->coef, N, E, K));
   TRY(be->gemm(be, CS, 0, 1, N, h, E, 1.0f, b->dlog, AT, E, P[0].param.data, AT, E, 1.0f, dx, AT, h));
   if (dfull) TRY(be->memcpy_async(be, CS, dln2, dfull + (size_t)mo->r0 * h * es, (size_t)mo->n * h * es, 0));
   return 0;
@@ -354,15 +457,17 @@ int ppsrt_moe_b(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, int slot, ppsrt_
                 void *dln2) {
   if (mo->nc) return 0;
   mbuf b = parts(mo, buf);
-  size_t NK = (size_t)mo->N * mo->K, h = (size_t)mo->h, es = mo->es;
-  /* uncounted scratch: dw F32 [N K], dhact [N K, f], dxp [N K, h], (tensor parallel) F32 [N K, h],
-   * (sequence parallel) the input gradient's N rows */
+  size_t X = (size_t)mo->X, NK = (size_t)mo->N * mo->K * X, h = (size_t)mo->h, es = mo->es, Nxh = X * mo->N * h;
+  /* uncounted scratch: dw F32 [X N K], dhact [X N K, f], dxp [X N K, h], (tensor parallel) F32 [X N K, h],
+   * (sequence parallel) the input gradient's N rows, (expert parallel) dy gathered [X N, h] and F32 [X N, h] */
   size_t s1 = up(NK * sizeof(float)), s2 = up(NK * mo->f * es), s3 = up(NK * h * es),
-         s4 = mo->tp > 1 ? up(NK * h * sizeof(float)) : 0, s6 = mo->n < mo->N ? (size_t)mo->N * h * es : 0;
+         s4 = mo->tp > 1 ? up(NK * h * sizeof(float)) : 0, s6 = mo->n < mo->N ? up((size_t)mo->N * h * es) : 0,
+         s7 = X > 1 ? up(Nxh * es) : 0, s8 = X > 1 ? up(Nxh * sizeof(float)) : 0;
   char *s;
-  TRY(be->alloc(be, s1 + s2 + s3 + s4 + s6, (void **)&s));
-  int rc = moe_b_in(mo, c, be, slot, P, &b, dy, dln2, (float *)s, s + s1, s + s1 + s2,
-                    s4 ? (float *)(s + s1 + s2 + s3) : NULL, s6 ? s + s1 + s2 + s3 + s4 : NULL);
+  TRY(be->alloc(be, s1 + s2 + s3 + s4 + s6 + s7 + s8, (void **)&s));
+  char *o6 = s + s1 + s2 + s3 + s4, *o7 = o6 + s6;
+  int rc = moe_b_in(mo, c, be, slot, P, &b, dy, dln2, (float *)s, s + s1, s + s1 + s2, s4 ? (float *)(s + s1 + s2 + s3) : NULL,
+                    s6 ? o6 : NULL, s7 ? o7 : NULL, s8 ? (float *)(o7 + s7) : NULL);
   be->free(be, s);
   return rc;
 }
@@ -376,17 +481,20 @@ static int wgrad(ppsrt_backend *be, int M, int Kd, int Nc, const void *X, const 
   return db ? be->bias_grad(be, CS, db, dY, M, Nc) : 0;
 }
 
-int ppsrt_moe_w(ppsrt_moe *mo, ppsrt_backend *be, int slot, ppsrt_param *P, void *buf, const void *a) {
+int ppsrt_moe_w(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, int slot, ppsrt_param *P, void *buf, const void *a) {
   if (mo->nc) return 0;
   mbuf b = parts(mo, buf);
-  int N = mo->N, K = mo->K, E = mo->E, h = mo->h, f = mo->f, fw = mo->fw;
-  size_t es = mo->es;
+  int N = mo->N, K = mo->K, E = mo->E, h = mo->h, f = mo->f, fw = mo->fw, X = mo->X, e1 = mo->e0 + mo->El;
+  size_t es = mo->es, bx = up((size_t)N * K * X * h * es), bg = X > 1 ? (size_t)N * X * h * es : 0;
   const int *cnt = mo->cnt + (size_t)slot * E;
-  char *xp;   /* uncounted: x permuted again [N K, h] */
-  TRY(be->alloc(be, (size_t)N * K * h * es, (void **)&xp));
-  int rc = be->moe_permute(be, CS, xp, a, b.pos, N, K, h);
-  for (int e = 0; e < E && !rc; e++) {
-    int r = first_row(cnt, e);
+  char *xp;   /* uncounted: x permuted again [X N K, h]; (expert parallel) x gathered again [X N, h] */
+  TRY(be->alloc(be, bx + bg, (void **)&xp));
+  const void *ag = a;
+  int rc = 0;
+  if (X > 1) { rc = ppsrt_ep_allgather(c, a, xp + bx, (size_t)N * h * es); ag = xp + bx; }
+  if (!rc) rc = be->moe_permute(be, CS, xp, ag, b.pos, N * X, K, h);
+  for (int e = mo->e0; e < e1 && !rc; e++) {
+    int r = first_row(mo, cnt, e);
     ppsrt_param *w1 = EP(mo, P, e, 0), *b1 = EP(mo, P, e, 1), *w2 = EP(mo, P, e, 2), *b2 = EP(mo, P, e, 3);
     rc = wgrad(be, cnt[e], h, fw, xp + (size_t)r * h * es, b.hpre + (size_t)r * fw * es, w1->grad, b1 ? b1->grad : NULL);
     if (!rc)

@@ -12,6 +12,7 @@ typedef struct ppsrt_moe {
   int E, K;               /* experts, experts a token */
   int F, f, fw;           /* an expert's width (whole), this rank's share, its FC1's output width (SwiGLU: 2f) */
   int sw, bias, tp;       /* SwiGLU experts, linear biases, --tensor-parallel group size */
+  int X, j, e0, El;       /* --expert-parallel group size, this rank in it, its experts [e0, e0 + El) */
   int N, n, r0, h;        /* tokens of a microbatch, this rank's residual rows [r0, r0 + n), hidden */
   int nc, nmb, nslot;     /* --no-compute, microbatches, layer slots (nmb x local stages x layers) */
   size_t es;              /* bytes of an act_dtype value */
@@ -19,8 +20,9 @@ typedef struct ppsrt_moe {
   double aux_loss;        /* this iteration's load-balancing loss so far (each microbatch's / nmb) */
   uint64_t route_hash;    /* a hash of every routing decision of the iteration (tests: did a change move one?) */
   uint64_t *shash;        /* host [nslot]: a hash of each slot's routing by its last F, in token order (--check) */
-  int *cnt;               /* host [nslot][E]: slots routed to each expert by the slot's last F */
-  int32_t *hidx, *hpos;   /* host scratch [N K] */
+  int *cnt;               /* host [nslot][E]: gathered slots (X N K) routed to each expert by the slot's last F */
+  int *ocnt;              /* host scratch [E]: this rank's own N K slots a expert (the load-balancing loss) */
+  int32_t *hidx, *hpos;   /* host scratch [X N K] */
   float *hstat, *hcoef;   /* host scratch [2E], [E] */
   /* a layer's saved buffer (one activation store entry): byte offsets of its parts */
   size_t o_hpre, o_hact, o_eout, o_w, o_idx, o_pos, o_prob, o_dlog, o_coef, bytes;
@@ -35,11 +37,13 @@ int ppsrt_moe_check_config(const ppsrt_model_config *cfg);
 int ppsrt_moe_ffn(const ppsrt_model_config *cfg);
 int ppsrt_moe_topk(const ppsrt_model_config *cfg);
 
-/* Sets up mo for one device (n, r0: its residual rows; nslot layer slots). */
+/* Sets up mo for one device (n, r0: its residual rows; nslot layer slots; cfg->ep,
+ * cfg->ep_rank: its expert-parallel group and rank). */
 int ppsrt_moe_init(ppsrt_moe *mo, const ppsrt_model_config *cfg, ppsrt_dtype at, int N, int n, int r0, int tp, int nslot);
 void ppsrt_moe_free(ppsrt_moe *mo);
 
-/* A layer's MoE parameters: 1 (the router) + E x (2, or 4 with biases). Parameter j's
+/* A layer's MoE parameters: 1 (the router) + E/X x (2, or 4 with biases): this rank's
+ * experts only, named by their global index (moe.eE.*). Parameter j's
  * name suffix (after "sS.lL."), elements on this rank (*n) and of the whole tensor
  * (*full), tensor-parallel slice (sl, model.h; tp_split 0: whole), initial values
  * (*zero: zeros, else uniform in +-*scale) and weight decay. */
@@ -58,6 +62,9 @@ int ppsrt_moe_f(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, int slot, ppsrt_
  * in buf the gradients W needs (expert outputs', FC1's outputs', the router's logits'). */
 int ppsrt_moe_b(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, int slot, ppsrt_param *P, void *buf, const void *dy,
                 void *dln2);
+/* 1: parameter j (of ppsrt_moe_nparams) is an expert's, held by this rank alone among its
+ * expert-parallel group (X > 1); 0: the router, or X = 1. */
+int ppsrt_moe_param_expert(const ppsrt_moe *mo, int j);
 /* W: every MoE weight gradient, from buf and a (LN2's output recomputed, all N rows). */
-int ppsrt_moe_w(ppsrt_moe *mo, ppsrt_backend *be, int slot, ppsrt_param *P, void *buf, const void *a);
+int ppsrt_moe_w(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, int slot, ppsrt_param *P, void *buf, const void *a);
 #endif

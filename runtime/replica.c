@@ -32,6 +32,11 @@
  * (rt_replica_gather_state); the gradient norm of --clip-grad sums the shards
  * (rt_replica_sum).
  *
+ * --expert-parallel X (ep.c): a stage's experts (ppsrt_param.expert) have a buffer of
+ * their own, all-reduced over the expert-data-parallel group (c->etr: the D/X x C ranks
+ * holding the same experts; none when that is one rank) and scaled by 1/(D C) like the
+ * dense buffer (the experts saw every rank's tokens through the all-gathers).
+ *
  * Vocabulary-parallel schedules: a replica's collectives go over its own devices (the
  * view's all-reduce and broadcast; the collective lane gets a view of its own of the
  * lane's transport, cli.c), and each device's rows of the input and output layers
@@ -132,14 +137,26 @@ int rt_replica_view(ppsrt_transport *world, ppsrt_transport *coll, int P, int D,
  *    collective blocks this device (it overlaps the other devices' work only). */
 static int gpu(const ppsrt_ctx *c) { return strcmp(c->be->name, "cpu") != 0; }
 
+/* The group that sums a buffer's gradients and shards its optimizer state: the device's
+ * D x C replicas and context ranks (gtr), or for --expert-parallel's expert buffers the
+ * expert-data-parallel group (etr: D x C / X ranks; NULL when that is one rank). */
+typedef struct grp { ppsrt_transport *t; int rank, n; } grp;
+static grp group_of(const ppsrt_ctx *c, int expert) {
+  if (!expert) return (grp){c->gtr, c->grank, c->run->ngrad};
+  return (grp){c->etr, c->etr ? c->erank : 0, c->run->ngrad / c->run->nep};
+}
+
 /* A tensor's place in its buffer: the next multiple of RT_DP_ALIGN elements, so that
  * every view starts 256-byte aligned (512 for F32) as the buffer itself (cudaMalloc's
  * alignment, which cuBLAS and the kernels' vector loads rely on). */
 static size_t dp_align(size_t at) { return (at + RT_DP_ALIGN - 1) / RT_DP_ALIGN * RT_DP_ALIGN; }
 
 /* Whether p goes to stage s's buffer (own 0), or with --distributed-optimizer (dist) to
- * the tied tensor's own (own 1). */
-static int in_bucket(const ppsrt_param *p, int s, int dist, int own) { return p->stage == s && (!dist || p->tied == own); }
+ * the tied tensor's own (own 1); --expert-parallel: the stage's experts (ex 1) have a
+ * buffer of their own, summed over the expert-data-parallel group (ep.c). */
+static int in_bucket(const ppsrt_param *p, int s, int dist, int own, int ex) {
+  return p->stage == s && (!dist || p->tied == own) && p->expert == ex;
+}
 
 /* After the model is created, with --data-parallel: the gradients of each stage this
  * device holds (its vocabulary rows as stage -1) are moved into one zeroed buffer, each
@@ -151,18 +168,22 @@ static int in_bucket(const ppsrt_param *p, int s, int dist, int own) { return p-
 int rt_replica_flatten(ppsrt_ctx *c) {
   ppsrt_model *m = c->model;
   int S = c->run->prog->nstage, rc = 0, dist = c->run->o.distopt;
-  size_t D = (size_t)c->run->ngrad, es = ppsrt_dtype_size(c->be->act_dtype);
-  if (D <= 1) return 0;
-  if (!(c->dp_b = calloc(2 * ((size_t)S + 1), sizeof *c->dp_b))) return PPSRT_FAIL(PPSRT_E_NOMEM, "data-parallel: out of host memory");
+  size_t es = ppsrt_dtype_size(c->be->act_dtype);
+  if (c->run->ngrad <= 1) return 0;
+  int nex = c->run->nep > 1 ? 2 : 1;
+  if (!(c->dp_b = calloc(2 * (size_t)nex * ((size_t)S + 1), sizeof *c->dp_b))) return PPSRT_FAIL(PPSRT_E_NOMEM, "data-parallel: out of host memory");
   for (int s = -1; s < S && !rc; s++)
-    for (int own = 0; own <= dist && !rc; own++) {
+    for (int own = 0, ex = 0; own <= dist && !rc; ex = (ex + 1) % nex, own += !ex) {
       size_t at = 0;
       int any = 0;
       for (int k = 0; k < m->nparams; k++)
-        if (in_bucket(&m->params[k], s, dist, own)) { at = dp_align(at) + m->params[k].numel; any = 1; }
+        if (in_bucket(&m->params[k], s, dist, own, ex)) { at = dp_align(at) + m->params[k].numel; any = 1; }
       if (!any || (!dist && own)) continue;
       rt_dp_bucket *b = &c->dp_b[c->dp_nb];
+      grp G = group_of(c, ex);
+      size_t D = (size_t)G.n;   /* (the shards: the buffer's group) */
       b->stage = s;
+      b->expert = ex;
       b->n = dist ? (at + D - 1) / D * D : at;
       b->C = dist ? b->n / D : 0;
       size_t nb = b->n ? b->n : 1;
@@ -177,10 +198,10 @@ int rt_replica_flatten(ppsrt_ctx *c) {
       at = 0;
       for (int k = 0; k < m->nparams && !rc; k++) {
         ppsrt_param *p = &m->params[k];
-        if (!in_bucket(p, s, dist, own)) continue;
+        if (!in_bucket(p, s, dist, own, ex)) continue;
         at = dp_align(at);
         if (dist) {
-          rc = ppsrt_param_shard(c->be, p, b->w, b->grad, at, b->C, c->grank);
+          rc = ppsrt_param_shard(c->be, p, b->w, b->grad, at, b->C, G.rank);
         } else {   /* (first freed: the buffer takes its place) */
           if (p->grad && !p->grad_view) c->be->free(c->be, p->grad);
           p->grad = b->grad + at;
@@ -207,14 +228,18 @@ static int stage_grads(ppsrt_ctx *c, int stage) {
     return rc;
   }
   /* the stage's buffers: each all-reduced in place, or with --distributed-optimizer
-   * reduce-scattered (this replica's C elements, in place) */
+   * reduce-scattered (this replica's C elements, in place); --expert-parallel: the
+   * experts' buffer over the expert-data-parallel group (none when it is one rank), scaled
+   * as the dense ones: the group's experts saw the tokens of all D x C ranks */
   for (int k = 0; k < c->dp_nb && !rc; k++) {
     rt_dp_bucket *b = &c->dp_b[k];
     if (b->stage != stage) continue;
-    float *mine = b->C ? b->grad + (size_t)c->grank * b->C : b->grad;
+    grp G = group_of(c, b->expert);
+    float *mine = b->C ? b->grad + (size_t)G.rank * b->C : b->grad;
     size_t n = b->C ? b->C : b->n;
-    rc = b->C ? c->gtr->reduce_scatter_f32(c->gtr, c->grank, be, st, b->grad, mine, n, PPSRT_SUM)
-              : c->gtr->allreduce_f32(c->gtr, c->grank, be, st, b->grad, n, PPSRT_SUM);
+    if (G.t)
+      rc = b->C ? G.t->reduce_scatter_f32(G.t, G.rank, be, st, b->grad, mine, n, PPSRT_SUM)
+                : G.t->allreduce_f32(G.t, G.rank, be, st, b->grad, n, PPSRT_SUM);
     if (rc) break;
     if (g) rc = c->be->scale_f32(c->be, st, mine, 1.0f / (float)D, n);
     else
@@ -294,7 +319,9 @@ int rt_replica_gather_weights(ppsrt_ctx *c) {
   for (int k = 0; k < c->dp_nb && !rc; k++) {
     rt_dp_bucket *q = &c->dp_b[k];
     size_t blk = q->C * es;
-    rc = c->gtr->allgather(c->gtr, c->grank, b, st, (char *)q->w + (size_t)c->grank * blk, q->w, blk);
+    grp G = group_of(c, q->expert);
+    if (!G.t) continue;   /* (--expert-parallel: one rank holds these experts' state, updated in place) */
+    rc = G.t->allgather(G.t, G.rank, b, st, (char *)q->w + (size_t)G.rank * blk, q->w, blk);
     if (rc || !g) continue;
     if (!q->ev && (rc = c->be->event_create(c->be, &q->ev))) break;
     if (!(rc = c->be->event_record(c->be, q->ev, PPSRT_STREAM_DP))) q->pending = 1;
@@ -325,24 +352,26 @@ static int group_sum(ppsrt_ctx *c, ppsrt_transport *g, int rank, double *x) {
 
 /* The sum of *x over this device's replicas. */
 int rt_replica_sum(ppsrt_ctx *c, double *x) { return group_sum(c, c->gtr, c->grank, x); }
+int rt_replica_expert_sum(ppsrt_ctx *c, double *x) { return c->etr ? group_sum(c, c->etr, c->erank, x) : 0; }
 
 /* p's sharded state `shard` (sh_n F32 values in the backend's memory: master, m or v)
  * whole into host memory `out` (numel values): each replica's shard of p (replica u's:
  * the tensor's elements in [u C, (u + 1) C) of its buffer, at most min(C, numel)) in a
  * block of that size of a scratch buffer, all-gathered, and put in place. */
 int rt_replica_gather_state(ppsrt_ctx *c, const ppsrt_param *p, const float *shard, float *out) {
-  size_t D = (size_t)c->run->ngrad, C = p->chunk, B = C < p->numel ? C : p->numel, off = p->flat_off;
+  grp G = group_of(c, p->expert);
+  size_t D = (size_t)G.n, C = p->chunk, B = C < p->numel ? C : p->numel, off = p->flat_off;
   size_t nb = D * B > 0 ? D * B : 1;
   float *all = NULL, *h = malloc(nb * sizeof *h);
   if (!h) return PPSRT_FAIL(PPSRT_E_NOMEM, "distributed optimizer: out of host memory");
   int rc = c->be->alloc(c->be, nb * sizeof(float), (void **)&all);
   if (rc) { free(h); return rc; }
-  float *mine = all + (size_t)c->grank * B;
+  float *mine = all + (size_t)G.rank * B;
   if (!(rc = c->be->memset0(c->be, PPSRT_STREAM_COMPUTE, all, nb * sizeof(float))) && p->sh_n)
     rc = c->be->memcpy_async(c->be, PPSRT_STREAM_COMPUTE, mine, shard, p->sh_n * sizeof(float), 0);
   ppsrt_backend *b = gpu(c) ? c->be : NULL;
   if (!rc && !b) rc = c->be->stream_sync(c->be, PPSRT_STREAM_COMPUTE);
-  if (!rc) rc = c->gtr->allgather(c->gtr, c->grank, b, PPSRT_STREAM_COMPUTE, mine, all, B * sizeof(float));
+  if (!rc && G.t) rc = G.t->allgather(G.t, G.rank, b, PPSRT_STREAM_COMPUTE, mine, all, B * sizeof(float));
   if (!rc) rc = c->be->download_f32(c->be, h, (ppsrt_tensor){all, D * B, PPSRT_F32});
   for (size_t u = 0; u < D && !rc; u++) {
     size_t lo = u * C > off ? u * C : off, hi = (u + 1) * C < off + p->numel ? (u + 1) * C : off + p->numel;

@@ -49,6 +49,7 @@ typedef struct rt_opts {
   int tensor_parallel;           /* --tensor-parallel T: each device's layers split over T ranks (1: none; replica.c) */
   int sequence_parallel;         /* --sequence-parallel: with T > 1, the gpt's residual stream split by token rows */
   int context_parallel;          /* --context-parallel C: each sequence split over C ranks (1: none; cp.c) */
+  int expert_parallel;           /* --expert-parallel X: each MoE layer's experts split over X replicas (1: none; ep.c) */
   int distopt;                   /* --distributed-optimizer: optimizer state sharded over the replicas (param.c) */
   /* learning rate and gradients (interp.c rt_lr_at, rt_optimizer_step) */
   int lr_schedule;               /* --lr-schedule: RT_LR_* */
@@ -141,6 +142,7 @@ typedef struct ppsrt_run ppsrt_run;
 enum { RT_DP_ALIGN = 128 };
 typedef struct rt_dp_bucket {
   int stage;
+  int expert;        /* --expert-parallel: this rank's experts' gradients (summed over ctx etr) */
   float *grad;
   void *w;
   size_t n, C;
@@ -208,6 +210,14 @@ struct ppsrt_ctx {
   int cp_rank;            /* 0..C-1 in the group of this (replica, device, tensor rank) */
   ppsrt_transport *ctr;   /* that group (rank = cp_rank), NULL without context parallelism */
   int grank;              /* rank in gtr, the gradients' group: replica C + cp_rank (D x C ranks) */
+  /* --expert-parallel X (ep.c): replica r = q X + ep_rank is rank ep_rank of expert-parallel
+   * group q (the X replicas q X .. q X + X - 1 of this device, context and tensor rank) */
+  int ep_rank;            /* 0..X-1 */
+  ppsrt_transport *xtr;   /* that group (rank = ep_rank), NULL without expert parallelism */
+  ppsrt_transport *etr;   /* the expert-data-parallel group: the D/X x C ranks (q, cp_rank) with this
+                           * ep_rank, device and tensor rank, which sum the experts' gradients (rank
+                           * erank = q C + cp_rank); NULL when it is one rank */
+  int erank;
   /* activation recomputation (recompute.c): while F runs again before B */
   int recomputing;
   void *rc_in; size_t rc_bytes; int rc_mb, rc_stage;   /* the kept input, until F takes it */
@@ -240,6 +250,7 @@ struct ppsrt_run {
   double *dev_busy, *dev_span;      /* [iterations * ndev] seconds */
   size_t *dev_peak;                 /* [iterations * ndev] counted peak bytes */
   size_t *dev_resident, *dev_host, *dev_unit;   /* [ndev], of the last iteration */
+  size_t *dev_params;               /* [2 ndev]: a rank's parameter elements, and its experts' of them (replica 0's) */
   size_t *dev_mem;                  /* [iterations * ndev] peak of every device allocation (mem_stats) */
   long *dev_cancel;                 /* [ndev] offloads cancelled by their reload, so far */
   double *dev_rctime;               /* [iterations * ndev] seconds B/BW spent running F again (recompute.c) */
@@ -275,6 +286,11 @@ struct ppsrt_run {
   int ncp;                          /* --context-parallel C (1: none); world rank ((replica x P + device) x C + cp) x T + tensor rank */
   int ngrad;                        /* D x C: the ranks that sum a device's gradients (gtr; Megatron's data-parallel group with context parallelism) */
   ppsrt_transport **cgroups;        /* with C > 1, each (replica, device, tensor rank)'s context-parallel group (threads: [D x P x T]; MPI: [0]) */
+  int nep;                          /* --expert-parallel X (1: none); replica r = q X + j: EP rank j of group q */
+  ppsrt_transport **xgroups;        /* with X > 1, each (group q, device, cp, tensor rank)'s expert-parallel group
+                                     * (threads: [D/X x P x C x T], index ((q P + d) C + c) T + t; MPI: [0]) */
+  ppsrt_transport **egroups;        /* with X > 1 and D/X x C > 1, each (j, device, tensor rank)'s expert-data-
+                                     * parallel group (threads: [X x P x T], index (j P + d) T + t; MPI: [0]) */
   ppsrt_transport **pgroups;        /* with D T > 1: each pipeline's P ranks, its view's collectives (threads: [D x T]; MPI: [0]) */
   ppsrt_transport **lane_pgroups;   /* the same for the collective lane's views (NULL: no lane, or not made: host-staged) */
   double *lr_it, *gnorm_it;         /* [iterations]: learning rate used, gradient norm (--clip-grad) */
@@ -388,6 +404,14 @@ int rt_replica_view(ppsrt_transport *world, ppsrt_transport *coll, int P, int D,
 int rt_tp_sum(ppsrt_ctx *c, double *x);
 int rt_tp_gather(ppsrt_ctx *c, const ppsrt_param *p, const float *mine, float *full);
 int rt_replica_flatten(ppsrt_ctx *c);
+/* ep.c (--expert-parallel): the sum of *x over this rank's expert-parallel group (host, a
+ * float pair, like rt_tp_sum; nothing without one); p (one of this rank's experts) gathered
+ * from the group: `all` (host, X x numel) holds rank u's tensor `mine` (host, numel values)
+ * at block u, every rank of the group calls it; the name of rank u's counterpart of p
+ * (its expert index moved by (u - ep_rank) E/X) into `out`. */
+int rt_ep_sum(ppsrt_ctx *c, double *x);
+int rt_ep_gather(ppsrt_ctx *c, const ppsrt_param *p, const float *mine, float *all);
+int rt_ep_name(const ppsrt_ctx *c, const char *name, int u, char *out, size_t cap);
 int rt_replica_after(ppsrt_ctx *c, int i);
 int rt_replica_end(ppsrt_ctx *c);
 void rt_replica_fini(ppsrt_ctx *c);
@@ -403,6 +427,8 @@ int rt_replica_gather_weights(ppsrt_ctx *c);
  * of the next iteration; all = 1: for every stage's (before --val-data, --save, the end) */
 int rt_replica_weights_wait(ppsrt_ctx *c, int stage, int all);
 int rt_replica_sum(ppsrt_ctx *c, double *x);
+/* --expert-parallel: the same over the expert-data-parallel group (the experts' shards) */
+int rt_replica_expert_sum(ppsrt_ctx *c, double *x);
 int rt_replica_gather_state(ppsrt_ctx *c, const ppsrt_param *p, const float *shard, float *out);
 /* interp.c: the optimizer step `step` (1-based, counted over resumed runs), with the
  * scheduled learning rate and --clip-grad; the rate of a step */

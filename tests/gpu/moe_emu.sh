@@ -7,6 +7,12 @@
 #    loss) and Llama's (top 1);
 #  - ZB-H1 (W apart from B) at P = 2;
 #  - --tensor-parallel 2 --sequence-parallel on 4 emulated GPUs;
+#  - --expert-parallel 2 (runtime/ep.c): D = 2 on 4 emulated GPUs with NCCL and with the
+#    threads transport, and with T = 2 --sequence-parallel on 8, --check passing; its first
+#    loss within 2e-3 of the CPU backend's at X = 1; under mpirun: NCCL over MPI (D = 4,
+#    8 ranks) and the MPI transport (device buffers staged, 4 ranks); D = 4 with the
+#    distributed optimizer on 8 emulated GPUs (--check), its checkpoint (the experts
+#    gathered through NCCL) resumed on the CPU at X = 1 within 2e-3 of the GPU's loss;
 #  - the first iteration's loss within 2e-3 (relative; bfloat16 storage) of the CPU
 #    backend's, for both layers: the device routing picks the CPU's experts;
 #  - the race detector and deadlock checks of the emulator on all of it (exit 66/67).
@@ -35,4 +41,43 @@ done
 expect_exit 0 "T = 2 --sequence-parallel llama E = 4 on 4 emulated GPUs --check" emu 4 "$WORK/a" $L --tensor-parallel 2 \
   --sequence-parallel --check -q
 expect_grep "^check: passed" "T = 2, SP: check passes"
+# --expert-parallel 2: the experts over the 2 replicas of each device (NCCL groups, then the
+# threads transport's), and with tensor and sequence parallelism
+expect_exit 0 "D = 2 X = 2 gpt E = 4, NCCL on 4 emulated GPUs --check" emu 4 "$WORK/a" $M --data-parallel 2 \
+  --expert-parallel 2 --optimizer adam --check --iterations 2 -q
+expect_grep "^check: passed" "X = 2 NCCL: check passes"
+expect_exit 0 "D = 2 X = 2, threads transport --check" env PPSRT_EMU_GPUS=4 LD_PRELOAD="$EMU" "$WORK/a" $M --data-parallel 2 \
+  --expert-parallel 2 --backend cuda --transport threads --check -q
+expect_grep "^check: passed" "X = 2 threads: check passes"
+expect_exit 0 "D = 2 X = 2 T = 2 --sequence-parallel llama on 8 emulated GPUs --check" emu 8 "$WORK/a" $L --data-parallel 2 \
+  --expert-parallel 2 --tensor-parallel 2 --sequence-parallel --check -q
+expect_grep "^check: passed" "X = 2, T = 2, SP: check passes"
+"$WORK/a" $M --data-parallel 2 --json -q > "$WORK/cpu" 2>&1 || fail "D = 2: the CPU run"
+emu 4 "$WORK/a" $M --data-parallel 2 --expert-parallel 2 --json -q > "$WORK/gpu" 2>&1 || fail "X = 2: the emulated CUDA run"
+python3 - "$WORK/cpu" "$WORK/gpu" <<'PY' && pass "X = 2: CUDA's first loss is the CPU's at X = 1 within 2e-3" || fail "X = 2: CUDA's loss against the CPU's"
+import json, sys
+c, g = [json.load(open(f))["iterations"][0]["loss"] for f in sys.argv[1:3]]
+assert abs(c - g) <= 2e-3 * abs(c), (c, g)
+PY
+expect_exit 0 "D = 4 X = 2 --distributed-optimizer on 8 emulated GPUs --check" emu 8 "$WORK/a" $M --data-parallel 4 \
+  --expert-parallel 2 --distributed-optimizer --optimizer adam --check -q
+expect_grep "^check: passed" "X = 2, distributed optimizer: check passes"
+emu 8 "$WORK/a" $M --data-parallel 4 --expert-parallel 2 --distributed-optimizer --optimizer adam --iterations 3 --json -q \
+  > "$WORK/g3" 2>&1 || fail "X = 2: the 3-iteration GPU run"
+emu 8 "$WORK/a" $M --data-parallel 4 --expert-parallel 2 --distributed-optimizer --optimizer adam --iterations 2 -q \
+  --save "$WORK/gk" > "$WORK/out" 2>&1 || fail "X = 2: the GPU save"
+"$WORK/a" $M --data-parallel 4 --optimizer adam --iterations 1 --load "$WORK/gk" --json -q > "$WORK/c3" 2>&1 || fail "the CPU resume"
+python3 - "$WORK/g3" "$WORK/c3" <<'PY' && pass "X = 2's GPU checkpoint resumes on the CPU at X = 1 (loss within 2e-3)" || fail "GPU X = 2 checkpoint on the CPU"
+import json, sys
+g = json.load(open(sys.argv[1]))["iterations"][2]["loss"]; c = json.load(open(sys.argv[2]))["iterations"][0]["loss"]
+assert abs(c - g) <= 2e-3 * abs(g), (g, c)
+PY
+if have_mpi; then
+  expect_exit 0 "mpirun -np 8: NCCL D = 4 X = 2 --check" mpirun_np 8 env LD_PRELOAD="$EMU" PPS_EMU_SEED=7 "$WORK/a" $M \
+    --backend cuda --transport nccl --data-parallel 4 --expert-parallel 2 --check -q
+  expect_grep "^check: passed" "MPI + NCCL X = 2: check passes"
+  expect_exit 0 "mpirun -np 4: the MPI transport X = 2 --check" mpirun_np 4 env LD_PRELOAD="$EMU" PPS_EMU_SEED=8 "$WORK/a" $M \
+    --backend cuda --transport mpi --data-parallel 2 --expert-parallel 2 --check -q
+  expect_grep "^check: passed" "MPI transport X = 2: check passes"
+else skip "no MPI: the mpirun lines"; fi
 finish

@@ -43,7 +43,7 @@ for M in G L; do
     expect_grep "^check: passed" "$M: C = $C: check passes against the whole-sequence device"
   done
 done
-grep -q '"layout":{"devices":2,"data_parallel":1,"context_parallel":2,"tensor_parallel":1,"ranks":4,' "$WORK/G2" \
+grep -q '"layout":{"devices":2,"data_parallel":1,"context_parallel":2,"tensor_parallel":1,"expert_parallel":1,"ranks":4,' "$WORK/G2" \
   && pass "JSON layout: context_parallel 2, 4 ranks" || fail "JSON layout: $(grep -o '"layout":{[^}]*}' "$WORK/G2")"
 p1=$(peak0 "$WORK/G1"); p2=$(peak0 "$WORK/G2")
 [ -n "$p1" ] && [ "$p2" -gt 0 ] && [ $((2 * p2)) -eq "$p1" ] && pass "device 0 keeps half the activation bytes at C = 2 ($p2 of $p1)" \

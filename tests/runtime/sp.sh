@@ -35,7 +35,7 @@ run a1 "$A" $G --iterations 4 --clip-grad 0.5
 run a2 "$A" $G --iterations 4 --clip-grad 0.5 --tensor-parallel 2 $SP
 close "1F1B: T = 2 sequence parallel = T = 1 (Adam, --clip-grad)" "$WORK/a2" "$WORK/a1"
 norms "the gradient norm = the whole tensors'" "$WORK/a2" "$WORK/a1"
-grep -q '"layout":{"devices":2,"data_parallel":1,"context_parallel":1,"tensor_parallel":2,"ranks":4,"distributed_optimizer":false,"sequence_parallel":true}' "$WORK/a2" \
+grep -q '"layout":{"devices":2,"data_parallel":1,"context_parallel":1,"tensor_parallel":2,"expert_parallel":1,"ranks":4,"distributed_optimizer":false,"sequence_parallel":true}' "$WORK/a2" \
   && pass "JSON layout: sequence_parallel true" || fail "JSON layout: $(grep -o '"layout":{[^}]*}' "$WORK/a2")"
 grep -q '"sequence_parallel":false}' "$WORK/a1" && pass "JSON layout: sequence_parallel false without it" || fail "JSON layout without: $(grep -o '"layout":{[^}]*}' "$WORK/a1")"
 run a4 "$A" $G4 --iterations 3

@@ -33,7 +33,7 @@ run a1 "$A" $G --iterations 4 --clip-grad 0.5
 run a2 "$A" $G --iterations 4 --clip-grad 0.5 --tensor-parallel 2
 close "1F1B: T = 2 = T = 1 (Adam, --clip-grad)" "$WORK/a2" "$WORK/a1"
 norms "the gradient norm of the slices = the whole tensors'" "$WORK/a2" "$WORK/a1"
-grep -q '"layout":{"devices":2,"data_parallel":1,"context_parallel":1,"tensor_parallel":2,"ranks":4,' "$WORK/a2" && pass "JSON layout: 2 x 1 x 2 = 4 ranks" \
+grep -q '"layout":{"devices":2,"data_parallel":1,"context_parallel":1,"tensor_parallel":2,"expert_parallel":1,"ranks":4,' "$WORK/a2" && pass "JSON layout: 2 x 1 x 2 = 4 ranks" \
   || fail "JSON layout: $(grep -o '"layout":{[^}]*}' "$WORK/a2")"
 run a4 "$A" $G4 --iterations 3
 run a44 "$A" $G4 --iterations 3 --tensor-parallel 4
