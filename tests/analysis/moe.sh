@@ -10,6 +10,9 @@
 #    part computed here from the stored tensors (256-byte aligned parts);
 #  - the parameters per device (static_bytes / 16 at dtype_bytes 4 with Adam) equal a
 #    count made here (E experts, the router, the rest of the layer);
+#  - the three under expert parallelism (hardware expert_parallel = the runtime's
+#    --expert-parallel X: X = 2 with 2 replicas, alone and at T = 2 with SP; X = 4 with 4):
+#    E/X experts a GPU, the entry's slot parts sized for X N K slots;
 #  - errors with file:line:col: experts 1, moe_topk above experts, moe_topk without
 #    experts, moe_ffn_hidden 0, moe_aux_loss 2, tensor_parallel not dividing the
 #    experts' width.
@@ -35,7 +38,7 @@ schedule lin(P = 2, m = 4) {
 }
 PPS
 }
-# case NAME "MODEL KEYS" "HARDWARE KEYS" "RUNTIME FLAGS" E K F SWIGLU BIAS T SP RMS ROPE AUX
+# case NAME "MODEL KEYS" "HARDWARE KEYS" "RUNTIME FLAGS" E K F SWIGLU BIAS T SP RMS ROPE AUX X
 case_() {
   nm=$1; mkeys=$2; hkeys=$3; flags=$4; shift 4
   mk "$WORK/$nm.pps" "$mkeys" "$hkeys"
@@ -46,14 +49,16 @@ case_() {
   if python3 - "$WORK/$nm.sim" "$WORK/$nm.run" "$@" > "$WORK/py.out" 2>&1 <<'PY'
 import json, math, sys
 sim, run = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
-E, K, F, sw, bias, T, sp, rms, rope, aux = [int(x) for x in sys.argv[3:13]]
+E, K, F, sw, bias, T, sp, rms, rope, aux, X = [int(x) for x in sys.argv[3:14]]
 h, H, G, s, b, V, es, m = 16, 4, 2, 4, 1, 32, 4, 4
 N, hd, fc1 = s * b, 16 // 4, 2 if sw else 1
 up = lambda x: math.ceil(x / 256) * 256
 f = F // T
 # the experts' entry (runtime/moe.c): FC1 outputs, activations, expert outputs of the N K
-# slots; weights, indices, permutation; probabilities and their gradient's room
-moe = up(N * K * fc1 * f * es) + up(N * K * f * es) + up(N * K * h * es) + 3 * up(N * K * 4) + up(N * E * 4) + up(N * E * es)
+# slots (X N K under expert parallelism: the worst case of the gathered slots); weights,
+# indices, permutation; probabilities and their gradient's room
+S = X * N * K
+moe = up(S * fc1 * f * es) + up(S * f * es) + up(S * h * es) + 3 * up(S * 4) + up(N * E * 4) + up(N * E * es)
 moe += up(E * 4) if aux else 0   # the load-balancing loss's coefficients
 # FLOPs: sim's busy seconds at flops = 1 against the runtime's count of each device
 for d in range(2):
@@ -70,9 +75,10 @@ assert sim["unit_bytes"] - dense == moe, ("experts' bytes", sim["unit_bytes"] - 
 # parameters of a device: one layer (attention, norms, E experts, the router) and stage 0's
 # embeddings or stage 1's output layer and final norm; Adam at dtype 4: 16 bytes each
 norm = h if rms else 2 * h
-layer = (h * (H + 2 * G) * hd + H * hd * h) / T + 2 * norm + h * E + E * (h * fc1 * F + F * h) / T
+El = E // X   # a GPU's experts
+layer = (h * (H + 2 * G) * hd + H * hd * h) / T + 2 * norm + h * E + El * (h * fc1 * F + F * h) / T
 if bias:
-    layer += (H + 2 * G) * hd / T + h + E * fc1 * F / T + E * h
+    layer += (H + 2 * G) * hd / T + h + El * fc1 * F / T + El * h
 want = [layer + h * V / T + (0 if rope else s * h), layer + h * V / T + norm]
 for d in range(2):
     got = sim["per_device"][d]["static_bytes"] / 16
@@ -84,12 +90,25 @@ PY
 }
 RT="--model gpt --hidden 16 --heads 4 --query-groups 2 --seq 4 --vocab 32"
 case_ gpt2 "hidden = 16; heads = 4; query_groups = 2; experts = 4; moe_topk = 2;" "" \
-  "$RT --num-experts 4 --moe-topk 2" 4 2 64 0 1 1 0 0 0 0
+  "$RT --num-experts 4 --moe-topk 2" 4 2 64 0 1 1 0 0 0 0 1
 case_ llama "hidden = 16; heads = 4; query_groups = 2; swiglu = 1; rmsnorm = 1; rope = 1; bias = 0; experts = 4; moe_topk = 1; moe_ffn_hidden = 24; moe_aux_loss = 1;" "" \
-  "$RT --arch llama --num-experts 4 --moe-topk 1 --moe-ffn-hidden 24 --moe-aux-loss-coeff 0.01" 4 1 24 1 0 1 0 1 1 1
+  "$RT --arch llama --num-experts 4 --moe-topk 1 --moe-ffn-hidden 24 --moe-aux-loss-coeff 0.01" 4 1 24 1 0 1 0 1 1 1 1
 case_ llama_tp "hidden = 16; heads = 4; query_groups = 2; swiglu = 1; rmsnorm = 1; rope = 1; bias = 0; experts = 4; moe_topk = 2; moe_ffn_hidden = 24;" \
   "tensor_parallel = 2; sequence_parallel = 1; tp_bandwidth = 1e12;" \
-  "$RT --arch llama --num-experts 4 --moe-topk 2 --moe-ffn-hidden 24 --tensor-parallel 2 --sequence-parallel" 4 2 24 1 0 2 1 1 1 0
+  "$RT --arch llama --num-experts 4 --moe-topk 2 --moe-ffn-hidden 24 --tensor-parallel 2 --sequence-parallel" 4 2 24 1 0 2 1 1 1 0 1
+# expert parallelism (the runtime's --expert-parallel, sim's hardware expert_parallel): E/X
+# experts a GPU, the entry sized for X N K slots; with 2 replicas (X = 2) and 4 (X = 4)
+EPH="data_parallel = 2; expert_parallel = 2; dp_bandwidth = 1e12; ep_bandwidth = 1e15;"
+case_ gpt2_ep2 "hidden = 16; heads = 4; query_groups = 2; experts = 4; moe_topk = 2;" "$EPH" \
+  "$RT --num-experts 4 --moe-topk 2 --data-parallel 2 --expert-parallel 2" 4 2 64 0 1 1 0 0 0 0 2
+case_ llama_ep4 "hidden = 16; heads = 4; query_groups = 2; swiglu = 1; rmsnorm = 1; rope = 1; bias = 0; experts = 4; moe_topk = 2; moe_ffn_hidden = 24; moe_aux_loss = 1;" \
+  "data_parallel = 4; expert_parallel = 4; dp_bandwidth = 1e12; ep_bandwidth = 1e15;" \
+  "$RT --arch llama --num-experts 4 --moe-topk 2 --moe-ffn-hidden 24 --moe-aux-loss-coeff 0.01 --data-parallel 4 --expert-parallel 4" \
+  4 2 24 1 0 1 0 1 1 1 4
+case_ llama_ep2_tp "hidden = 16; heads = 4; query_groups = 2; swiglu = 1; rmsnorm = 1; rope = 1; bias = 0; experts = 4; moe_topk = 2; moe_ffn_hidden = 24;" \
+  "tensor_parallel = 2; sequence_parallel = 1; tp_bandwidth = 1e12; $EPH" \
+  "$RT --arch llama --num-experts 4 --moe-topk 2 --moe-ffn-hidden 24 --tensor-parallel 2 --sequence-parallel --data-parallel 2 --expert-parallel 2" \
+  4 2 24 1 0 2 1 1 1 0 2
 
 # the runtime takes --num-experts, --moe-topk and --moe-ffn-hidden from model { } when not given
 "$WORK/llama" --model gpt --arch llama --hidden 16 --heads 4 --query-groups 2 --seq 4 --vocab 32 --layers-per-stage 1 \
