@@ -118,6 +118,7 @@ static size_t up(size_t b) { return (b + 255) / 256 * 256; }   /* parts of the s
 int ppsrt_moe_init(ppsrt_moe *mo, const ppsrt_model_config *cfg, ppsrt_dtype at, int N, int n, int r0, int tp, int nslot) {
   memset(mo, 0, sizeof *mo);
   mo->E = cfg->num_experts; mo->K = ppsrt_moe_topk(cfg); mo->F = ppsrt_moe_ffn(cfg);
+  mo->cp = cfg->cp > 1 ? cfg->cp : 1; mo->cpr = mo->cp > 1 ? cfg->cp_rank : 0;
   mo->tp = tp > 1 ? tp : 1; mo->f = mo->F / mo->tp; mo->sw = cfg->swiglu != 0; mo->fw = mo->f * (mo->sw ? 2 : 1);
   mo->bias = !cfg->no_bias; mo->N = N; mo->n = n; mo->r0 = r0; mo->h = cfg->hidden; mo->nc = cfg->no_compute;
   mo->nmb = cfg->nmb; mo->nslot = nslot; mo->es = ppsrt_dtype_size(at); mo->coeff = cfg->moe_aux_coeff;
@@ -138,12 +139,13 @@ int ppsrt_moe_init(ppsrt_moe *mo, const ppsrt_model_config *cfg, ppsrt_dtype at,
   mo->bytes = o;
   mo->cnt = calloc((size_t)(nslot > 0 ? nslot : 1) * mo->E, sizeof *mo->cnt);
   mo->shash = calloc((size_t)(nslot > 0 ? nslot : 1), sizeof *mo->shash);
+  mo->hcp = malloc((size_t)mo->cp * 2 * mo->E * sizeof *mo->hcp);
   mo->hidx = malloc(NK * sizeof *mo->hidx);
   mo->hpos = malloc(NK * sizeof *mo->hpos);
   mo->hstat = malloc(3 * (size_t)mo->E * sizeof *mo->hstat);
   mo->hcoef = mo->hstat ? mo->hstat + 2 * mo->E : NULL;
   mo->ocnt = calloc((size_t)mo->E, sizeof *mo->ocnt);
-  if (!mo->cnt || !mo->shash || !mo->hidx || !mo->hpos || !mo->hstat || !mo->ocnt) {
+  if (!mo->cnt || !mo->shash || !mo->hcp || !mo->hidx || !mo->hpos || !mo->hstat || !mo->ocnt) {
     ppsrt_moe_free(mo);
     return PPSRT_FAIL(PPSRT_E_NOMEM, "gpt: out of host memory (experts)");
   }
@@ -151,7 +153,7 @@ int ppsrt_moe_init(ppsrt_moe *mo, const ppsrt_model_config *cfg, ppsrt_dtype at,
 }
 
 void ppsrt_moe_free(ppsrt_moe *mo) {
-  free(mo->cnt); free(mo->shash); free(mo->hidx); free(mo->hpos); free(mo->hstat); free(mo->ocnt);
+  free(mo->cnt); free(mo->shash); free(mo->hcp); mo->hcp = NULL; free(mo->hidx); free(mo->hpos); free(mo->hstat); free(mo->ocnt);
   mo->cnt = mo->ocnt = NULL; mo->shash = NULL; mo->hidx = mo->hpos = NULL; mo->hstat = mo->hcoef = NULL;
 }
 
@@ -240,6 +242,22 @@ static int expert_gemm(ppsrt_backend *be, int ta, int tb, int M, int N, int K, c
   return be->gemm(be, CS, ta, tb, M, N, K, 1.0f, A, be->act_dtype, lda, B, be->act_dtype, ldb, beta, C, ct, ldc);
 }
 
+/* --context-parallel with the load-balancing loss: every rank's own slot counts a expert
+ * and probability sums (2E floats) all-gathered over the group into mo->hcp ([C][2E]). */
+static int cp_counts(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, const int *own) {
+  int E = mo->E;
+  size_t blk = 2 * (size_t)E * sizeof(float);
+  float *mine = mo->hcp + (size_t)mo->cpr * 2 * E, *d;
+  for (int e = 0; e < E; e++) { mine[e] = (float)own[e]; mine[E + e] = mo->hstat[E + e]; }
+  TRY(be->alloc(be, blk * mo->cp, (void **)&d));
+  int rc = be->memcpy_async(be, CS, (char *)d + mo->cpr * blk, mine, blk, 1);
+  if (!rc) rc = ppsrt_cp_allgather(c, (char *)d + mo->cpr * blk, d, blk);
+  if (!rc) rc = be->memcpy_async(be, CS, mo->hcp, d, blk * mo->cp, 2);
+  if (!rc) rc = be->stream_sync(be, CS);
+  be->free(be, d);
+  return rc;
+}
+
 /* The routing of the slot's tokens: with --expert-parallel the group's top-K indices and
  * weights all-gathered first (this rank's in block j); device indices to the host,
  * counts (of the gathered slots, and of this rank's own for the load-balancing loss),
@@ -278,17 +296,33 @@ static int route_host(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, int slot, 
   }
   mo->shash[slot] = sh;
   TRY(be->memcpy_async(be, CS, b->pos, mo->hpos, XNK * sizeof(int32_t), 1));
-  if (b->coef) {   /* d(a E sum_e f_e P_e) / d prob[n, e], the loss a mean over microbatches */
-    for (int e = 0; e < E; e++) mo->hcoef[e] = (float)(mo->coeff * E * ((double)own[e] / NK) / N / mo->nmb);
+  /* the load-balancing loss's f_e (slots routed to e over all slots) and P_e (mean
+   * probability of e): of this rank's N tokens, or with --context-parallel of the C ranks'
+   * C N tokens of the same sequences (as at C = 1: every rank's loss is the whole one) */
+  double *fe = mo->coeff > 0 ? calloc(2 * (size_t)E, sizeof *fe) : NULL, *pe = fe ? fe + E : NULL;
+  if (mo->coeff > 0 && !fe) return PPSRT_FAIL(PPSRT_E_NOMEM, "gpt: out of host memory (experts)");
+  if (fe) {
+    int rc = mo->cp > 1 ? cp_counts(mo, c, be, own) : 0;
+    for (int e = 0; e < E && !rc; e++)
+      for (int q = 0; q < mo->cp; q++) {
+        const float *r = mo->cp > 1 ? mo->hcp + (size_t)q * 2 * E : NULL;
+        fe[e] += (r ? r[e] : own[e]) / ((double)NK * mo->cp);
+        pe[e] += (r ? r[E + e] : mo->hstat[E + e]) / ((double)N * mo->cp);
+      }
+    if (rc) { free(fe); return rc; }
+  }
+  if (b->coef) {   /* d(a E sum_e f_e P_e) / d prob[n, e], the loss a mean over microbatches (and the C ranks) */
+    for (int e = 0; e < E; e++) mo->hcoef[e] = (float)(mo->coeff * E * fe[e] / N / mo->nmb);
     TRY(be->memcpy_async(be, CS, b->coef, mo->hcoef, (size_t)E * sizeof(float), 1));
   }
   /* (no wait for these uploads: hpos and hcoef are written again only by the next
    * routing, after its synchronisation above has drained the stream, uploads included) */
-  if (count_loss && mo->coeff > 0) {
+  if (count_loss && fe) {
     double s = 0;
-    for (int e = 0; e < E; e++) s += (double)own[e] / (double)NK * ((double)mo->hstat[E + e] / N);
+    for (int e = 0; e < E; e++) s += fe[e] * pe[e];
     mo->aux_loss += mo->coeff * E * s / mo->nmb;
   }
+  free(fe);
   return 0;
 }
 

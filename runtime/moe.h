@@ -17,6 +17,8 @@ typedef struct ppsrt_moe {
   int nc, nmb, nslot;     /* --no-compute, microbatches, layer slots (nmb x local stages x layers) */
   size_t es;              /* bytes of an act_dtype value */
   double coeff;           /* --moe-aux-loss-coeff */
+  int cp, cpr;            /* --context-parallel: group size and rank (the load-balancing loss counts the group's tokens) */
+  float *hcp;             /* host scratch [cp][2E] (cp > 1 with the load-balancing loss) */
   double aux_loss;        /* this iteration's load-balancing loss so far (each microbatch's / nmb) */
   uint64_t route_hash;    /* a hash of every routing decision of the iteration (tests: did a change move one?) */
   uint64_t *shash;        /* host [nslot]: a hash of each slot's routing by its last F, in token order (--check) */

@@ -23,6 +23,8 @@
 #    --check at C = 2 x T = 2 + SP;
 #  - --hidden-dropout and --attention-dropout give C = 1's losses at C = 2 and 4 (and with
 #    T = 2 + SP) and pass --check: the masks are indexed by global positions;
+#  - experts with the load-balancing loss pass --check at C = 2 and 4 (its f_e and P_e
+#    counted over the context group: the whole sequences');
 #  - bad uses are refused (exit 2) with the reason: --seq not a multiple of 2C, C < 1,
 #    the mlp model, a transport of the wrong size.
 . "$(dirname "$0")/lib.sh"
@@ -42,6 +44,12 @@ for M in G L; do
     expect_exit 0 "$M: --context-parallel $C --check" "$A" $cfg --context-parallel $C --check -q
     expect_grep "^check: passed" "$M: C = $C: check passes against the whole-sequence device"
   done
+done
+# experts with the load-balancing loss: f_e and P_e of the whole sequences (moe.c cp_counts)
+for C in 2 4; do
+  expect_exit 0 "experts, aux loss 0.1: --context-parallel $C --check" "$A" $G --num-experts 4 --moe-aux-loss-coeff 0.1 \
+    --context-parallel $C --check -q
+  expect_grep "^check: passed" "experts, aux loss: C = $C: check passes (the loss is the whole sequences')"
 done
 grep -q '"layout":{"devices":2,"data_parallel":1,"context_parallel":2,"tensor_parallel":1,"expert_parallel":1,"ranks":4,' "$WORK/G2" \
   && pass "JSON layout: context_parallel 2, 4 ranks" || fail "JSON layout: $(grep -o '"layout":{[^}]*}' "$WORK/G2")"
