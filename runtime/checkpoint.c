@@ -581,13 +581,15 @@ static int write_shard(ppsrt_ctx *c, const char *path, long step) {
       if (!(parts[j] = malloc((p->numel ? p->numel : 1) * sizeof(float)))) rc = PPSRT_FAIL(PPSRT_E_NOMEM, "--save: out of host memory");
       else if (p->chunk && (q || p->master != p->param.data)) rc = rt_replica_gather_state(c, p, src[q], parts[j]);
       else if (!c->grank) rc = c->be->download_f32(c->be, parts[j], (ppsrt_tensor){src[q], p->numel, PPSRT_F32});
-      /* --tensor-parallel: the group's slices gathered into the whole tensor, which tensor
-         rank 0 writes (the file is the same as without tensor parallelism) */
+      /* --tensor-parallel: the group's slices gathered into the whole tensor (or a
+         vocabulary-parallel device's rows), which tensor rank 0 writes (the file is the
+         same as without tensor parallelism) */
       if (!rc && !c->grank && p->tp_split) {
         float *full = NULL;
-        if (!c->tp_rank && !(full = malloc(p->full_numel * sizeof *full))) rc = PPSRT_FAIL(PPSRT_E_NOMEM, "--save: out of host memory");
+        size_t gn = ppsrt_param_group_numel(p);
+        if (!c->tp_rank && !(full = malloc(gn * sizeof *full))) rc = PPSRT_FAIL(PPSRT_E_NOMEM, "--save: out of host memory");
         if (!rc) rc = rt_tp_gather(c, p, parts[j], full);
-        if (full) { free(parts[j]); parts[j] = full; sizes[j] = p->full_numel; }
+        if (full) { free(parts[j]); parts[j] = full; sizes[j] = gn; }
       }
     }
   }
@@ -604,7 +606,7 @@ static int write_shard(ppsrt_ctx *c, const char *path, long step) {
     for (int k = 0; k < m->nparams; k++) {
       ppsrt_param *p = &m->params[k];
       size_t full = p->full_numel ? p->full_numel : p->numel, off = p->full_numel ? p->offset : 0;
-      if ((full == p->numel && !off) || p->tp_split || p->shared) continue;   /* (a tensor-parallel tensor is written whole) */
+      if ((full == ppsrt_param_group_numel(p) && !off) || p->shared) continue;   /* (a tensor-parallel tensor: its group's) */
       layer_key(p->name, run->o.cfg.layers_per_stage, key, sizeof key);
       for (int q = 0; q < np; q++) {
         char mk[340];
@@ -1164,8 +1166,9 @@ int rt_ckpt_load(ppsrt_ctx *c, const rt_ckpt *ck) {
   for (int k = 0; k < m->nparams && !rc; k++) {
     ppsrt_param *p = &m->params[k];
     size_t full = p->full_numel ? p->full_numel : p->numel, off = p->full_numel ? p->offset : 0;
-    /* --tensor-parallel: the whole tensor is read, then this rank's slice taken from it */
-    size_t n = p->tp_split ? full : p->numel;
+    /* --tensor-parallel: the group's tensor (the whole one, or a vocabulary-parallel
+       device's rows) is read, then this rank's slice taken from it */
+    size_t n = ppsrt_param_group_numel(p);
     char key[300];
     if (ck->legacy) snprintf(key, sizeof key, "%s", p->name);
     else layer_key(p->name, lps, key, sizeof key);
@@ -1210,7 +1213,7 @@ int rt_ckpt_load(ppsrt_ctx *c, const rt_ckpt *ck) {
                         "(missing or overlapping slices)", ck->path, got, want, off, off + n, n);
       if (rc) break;
       if (whole)
-        for (size_t i = 0; i < p->numel; i++) tmp[i] = whole[ppsrt_param_full_index(p, i)];
+        for (size_t i = 0; i < p->numel; i++) tmp[i] = whole[ppsrt_param_full_index(p, i) - off];
       if (part == 0) rc = ppsrt_param_set(c->be, p, tmp);   /* (a sharded master: its part) */
       else rc = c->be->upload_f32(c->be, (ppsrt_tensor){part == 1 ? p->m : p->v, p->sh_n, PPSRT_F32}, tmp + p->sh_lo);
     }
