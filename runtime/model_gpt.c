@@ -1074,8 +1074,8 @@ static int vocab_if(ppsrt_model *m, ppsrt_ctx *c, int mb) {
   int rc = 0;
   if (!g->nc) {
     rc = be->embedding_fwd(be, CS, e, g->ids + (size_t)mb * g->N, g->tok->param.data, g->N, g->h, g->lo, g->hi, 0);
-    /* the position table (device 0's) once in the sums: on tensor rank 0 of the group */
-    if (!rc && g->pos && !g->tpr) rc = be->embedding_fwd(be, CS, e, g->posid, g->pos->param.data, g->N, g->h, 0, g->T, 1);
+    /* the position table (device 0's) once in the sums: summed over the group, on its rank 0 */
+    if (!rc && g->pos && (!g->vtp || !g->tpr)) rc = be->embedding_fwd(be, CS, e, g->posid, g->pos->param.data, g->N, g->h, 0, g->T, 1);
   }
   if (rc) { be->free(be, e); return rc; }
   TRY(act_to_f32(be, e, Nh, &v->emb));
