@@ -54,9 +54,17 @@
  * and sum of exponentials combined over the group (ppsrt_tp_allreduce_max, then the
  * rescaled sums and the target logits summed), its B sums dlogits_t out_t over the
  * group; W takes the rank's rows of tok's and out's gradients. With a vocabulary-
- * parallel schedule the vocabulary rows stay split over the devices and whole on each
- * rank of a group. Every rank of a group computes the same activations outside the
- * split, the same loss and the same gradients of the whole tensors.
+ * parallel schedule (vtp) the device's rows are split again: rank t holds [lo, hi) =
+ * [d V/P + t V/(P T), + V/(P T)) of tok and out (a slice of the device's rows, model.h),
+ * and the passes combine over the group what the collectives then combine over the P
+ * devices exactly as at T = 1: IF sums e_d over the group (pos added on rank 0 only),
+ * S combines the softmax's statistics over the group into the device's m_d, s_d and
+ * target logit (softmax_combine, tp_reduce) and with Vocab-2 sums A_d and G_d, T with
+ * Vocab-1 sums dX_d; IB and T's weight gradient take the rank's rows. (The group's
+ * sums run on the device's thread and the tensor-parallel transport, so a collective
+ * on the lane never needs the group.) Every rank of a group computes the same
+ * activations outside the split, the same loss and the same gradients of the whole
+ * tensors.
  * Sequence parallelism (--sequence-parallel, with T > 1; Korthikanti et al. 2022): with
  * n = N/T, rank t holds the residual stream's token rows [r0, r0 + n), r0 = t n: the
  * stage input and output, ln1, x1, ln2, y, the LN statistics and the gradient slots
