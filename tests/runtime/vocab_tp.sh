@@ -9,8 +9,9 @@
 #    --clip-grad (the same gradient norms);
 #  - --check (one whole device: the rows are slices of the whole tensors) passes at
 #    T = 2 and 4, with tied embeddings, --sequence-parallel, --data-parallel 2 and the
-#    distributed optimizer, under mpirun -np 4; every (device, tensor rank) compares
-#    its slices; a wrong slice gradient (PPSRT_FAULT) fails it, naming the tensor;
+#    distributed optimizer, --context-parallel 2, under mpirun -np 4; every (device,
+#    tensor rank) compares its slices; a wrong slice gradient (PPSRT_FAULT) fails it,
+#    naming the tensor; --val-data's losses equal T = 1's;
 #  - memory per tensor rank, computed here from the sizes: the parameters (the check
 #    lines' counts: the layer's split, V/(P T) rows of each vocabulary matrix, the
 #    position table whole), equal to what `ppsc sim` counts for hardware
@@ -59,6 +60,21 @@ if have_mpi; then
   expect_exit 0 "mpirun -np 4: V-Half async P 2 x T 2 --check" mpirun_np 4 "$WORK/vbh" $G --tensor-parallel 2 --check -q
   expect_grep "^check: passed" "MPI: check passes"
 else skip "vocabulary parallel x --tensor-parallel under MPI (libppsrt without MPI, or no mpirun)"; fi
+# with --context-parallel 2 too (each rank's tokens; S and IF on them)
+expect_exit 0 "Vocab-1 T = 2 x C = 2 --check" "$WORK/vb1" $G --seq 8 --tensor-parallel 2 --context-parallel 2 --check --iterations 2 -q
+expect_grep "^check: passed" "Vocab-1 T = 2 x C = 2: check passes"
+# --val-data: evaluated through the split (IF, S and the forward collectives); T = 1's losses
+vals() { sed -n 's/^val .* loss \([-0-9.e+]*\) .*/\1/p' "$WORK/$1" | tr '\n' ' '; }
+VD="--iterations 3 --data $top_srcdir/README.md --val-data $top_srcdir/docs/ppsc.1 --val-every 2 --vocab 256"
+for t in 1 2; do
+  "$WORK/vb2" $G $VD --tensor-parallel $t > "$WORK/val$t" 2>"$WORK/err" || fail "--val-data T = $t: exit $?: $(cat "$WORK/err")"
+done
+a=$(vals val1); b=$(vals val2)
+if [ -n "$a" ] && python3 -c "
+import sys
+a, b = [[float(x) for x in s.split()] for s in sys.argv[1:3]]
+assert len(a) == len(b) == 2 and all(abs(x - y) <= 1e-6 * abs(x) for x, y in zip(a, b)), (a, b)" "$a" "$b" 2>/dev/null
+then pass "--val-data: Vocab-2 T = 2's validation losses equal T = 1's: $b"; else fail "--val-data: T = 1 '$a', T = 2 '$b'"; fi
 
 # memory, with a larger vocabulary (V = 256, one layer a stage, N = 4 tokens)
 GM="--model gpt --hidden 16 --heads 4 --query-groups 4 --seq 4 --vocab 256"
