@@ -86,7 +86,12 @@ done
   --model seq=4 --model micro_batch=1 --model vocab=256 --model dtype_bytes=4 --hardware tensor_parallel=2 \
   --hardware tp_bandwidth=1e9 --hardware data_parallel=2 --hardware dp_bandwidth=1e9 --json > "$WORK/sim.json" 2>"$WORK/err" ||
   fail "ppsc sim tensor_parallel = 2: $(cat "$WORK/err")"
-python3 - "$WORK" <<'PY' && pass "parameters per tensor rank: the runtime's, these sizes' and ppsc sim's agree (V/(P T) vocabulary rows)" || fail "parameters per tensor rank"
+# tied embeddings: one matrix, V/(P T) rows a rank
+"$WORK/vm1" $GM --tensor-parallel 2 --embeddings tied --iterations 1 --check > "$WORK/mct" 2>&1 || fail "tied T = 2 --check: $(tail -3 "$WORK/mct")"
+"$PPSC" sim "$S/vocab_1f1b.pps" -D P=2 -D m=4 --model layers=2 --model hidden=16 --model heads=4 --model query_groups=4 \
+  --model seq=4 --model micro_batch=1 --model vocab=256 --model dtype_bytes=4 --model tie_embeddings=1 \
+  --hardware tensor_parallel=2 --hardware tp_bandwidth=1e9 --json > "$WORK/simt.json" 2>"$WORK/err" || fail "ppsc sim tied: $(cat "$WORK/err")"
+python3 - "$WORK" <<'PY' && pass "parameters per tensor rank: the runtime's, these sizes' and ppsc sim's agree (V/(P T) vocabulary rows; tied too)" || fail "parameters per tensor rank"
 import json, re, sys
 w = sys.argv[1]
 h, H, G, s, V, P, F = 16, 4, 4, 4, 256, 2, 64        # hidden, heads, kv groups, seq, vocab, devices, MLP
@@ -94,20 +99,21 @@ hd = h // H
 def layer(t):   # one layer's elements on a rank: QKV, FC1 (columns) and proj, FC2 (rows) split, the rest whole
     q = (H + 2 * G) * hd
     return (h * q + q + h * F + F + h * h + F * h) // t + h + h + 4 * h
-def want(d, t):
-    vocab = 2 * V // (P * t) * h + (s * h if d == 0 else 0)   # tok and out rows, the position table on device 0
-    return layer(t) + vocab + (2 * h if d == P - 1 else 0)    # the final norm on the last device
-for t in (1, 2, 4):
+def want(d, t, mats=2):
+    vocab = mats * V // (P * t) * h + (s * h if d == 0 else 0)   # tok and out rows (tied: one), the position table on device 0
+    return layer(t) + vocab + (2 * h if d == P - 1 else 0)       # the final norm on the last device
+for t, f, k in ((1, "mc1", 2), (2, "mc2", 2), (4, "mc4", 2), (2, "mct", 1)):
     got = {}
-    for line in open("%s/mc%d" % (w, t)):
+    for line in open("%s/%s" % (w, f)):
         m = re.match(r"check: device (\d)(?: \(tensor rank (\d)\))?: (\d+) gradient values", line)
         if m: got[(int(m.group(1)), int(m.group(2) or 0))] = int(m.group(3))
     assert len(got) == P * t, got
-    for (d, r), n in got.items(): assert n == want(d, t), (t, d, r, n, want(d, t))
-sim = json.load(open(w + "/sim.json"))
+    for (d, r), n in got.items(): assert n == want(d, t, k), (f, d, r, n, want(d, t, k))
 per_param = 4 + 4 + 8                      # dtype_bytes 4: weights (the master), F32 gradients, Adam moments
-for x in sim["per_device"]:
-    assert x["static_bytes"] == want(x["device"], 2) * per_param, (x, want(x["device"], 2))
+for f, k in (("sim.json", 2), ("simt.json", 1)):
+    for x in json.load(open(w + "/" + f))["per_device"]:
+        assert x["static_bytes"] == want(x["device"], 2, k) * per_param, (f, x, want(x["device"], 2, k))
+sim = json.load(open(w + "/sim.json"))
 for x in sim["data_parallel"]["vocab"]:    # the vocabulary rows' F32 gradient bytes of a GPU
     d = x["device"]
     assert x["bytes"] == 4 * (2 * V // (P * 2) * h + (s * h if d == 0 else 0)), x
