@@ -1388,9 +1388,10 @@ uint64_t ppsrt_gpt_route_hash(const ppsrt_model *m) {
 /* ---- FLOPs (Vocabulary Parallelism paper's counts, b = micro_batch, s = seq) ---- */
 
 double ppsrt_gpt_pass_flops(const ppsrt_model_config *cfg, int kind, int stage) {
-  /* --tensor-parallel T: one rank's share, 1/T of the layers and (without a
-   * vocabulary-parallel schedule: of each device's) of the input and output layers' vocabulary rows; the
-   * input layer's FLOPs are counted whole (a lookup of every token on every rank) */
+  /* --tensor-parallel T: one rank's share, 1/T of the layers and of the input and output
+   * layers' vocabulary rows (of the whole vocabulary, or under a vocabulary-parallel
+   * schedule of each device's V/P rows); without such a schedule the input layer's FLOPs
+   * are counted whole (a lookup of every token on every rank) */
   double T = cfg->tp > 1 ? (double)cfg->tp : 1;
   /* --context-parallel C: a rank's s / C tokens; its attention is its two query chunks
    * of c = s / 2C rows against the keys each sees, (k + 1) c for chunk k: chunks c' and
