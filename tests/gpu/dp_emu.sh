@@ -17,8 +17,8 @@
 #  - Vocab-2 (its collectives on the lanes, each replica's own view of them): threads,
 #    and NCCL mode with the distributed optimizer, where the emulator counts them on the
 #    pipelines' own communicators and none on the world's; with --tensor-parallel 2
-#    (threads, NCCL, NCCL with --sequence-parallel) and 4 (NCCL), each device's
-#    vocabulary rows split over its tensor ranks;
+#    (threads, NCCL, NCCL with --sequence-parallel, NCCL over MPI) and 4 (NCCL), each
+#    device's vocabulary rows split over its tensor ranks;
 #  - --tensor-parallel 2 (threads transport), alone and with 2 replicas and the
 #    distributed optimizer; with --sequence-parallel on the V shape with 2 replicas,
 #    and on NCCL on 4 GPUs; on the NCCL transport (its groups' communicators: the
@@ -192,6 +192,10 @@ if have_mpi; then
     mpirun_np 8 env LD_PRELOAD="$EMU" PPS_EMU_SEED=2 "$WORK/l2" $TPG --backend cuda --transport nccl --tensor-parallel 2 \
     --data-parallel 2 --distributed-optimizer --optimizer adam --check --iterations 2 -q
   expect_grep "^check: passed" "tensor x data parallel, NCCL over MPI: check passes"
+  expect_exit 0 "Vocab-2 P=2 --tensor-parallel 2 --check, mpirun -np 4, NCCL over MPI (each device's rows split)" \
+    mpirun_np 4 env LD_PRELOAD="$EMU" PPS_EMU_SEED=2 "$WORK/vv" --model gpt --hidden 16 --heads 4 --query-groups 4 --seq 4 \
+    --vocab 32 --backend cuda --transport nccl --tensor-parallel 2 --check --iterations 2 -q
+  expect_grep "^check: passed" "vocabulary x tensor parallel, NCCL over MPI: check passes"
 else
   echo "skip: the MPI part (no MPI in this build)"
 fi
