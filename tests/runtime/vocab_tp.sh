@@ -6,7 +6,8 @@
 # pipeline's vocabulary collectives then combine over the P devices. Against
 # independent figures:
 #  - the losses of T = 2 and T = 4 equal T = 1's within 1e-6 relative, with Adam and
-#    --clip-grad (the same gradient norms);
+#    --clip-grad (the same gradient norms); at T = 2 also with tied embeddings,
+#    --sequence-parallel, and 2 replicas with the distributed optimizer;
 #  - --check (one whole device: the rows are slices of the whole tensors) passes at
 #    T = 2 and 4, with tied embeddings, --sequence-parallel, --data-parallel 2 and the
 #    distributed optimizer, --context-parallel 2, under mpirun -np 4; every (device,
@@ -39,6 +40,14 @@ for v in vb1 vb2 vbh; do
     close "$v: T = $t's losses equal T = 1's (Adam, --clip-grad)" "$WORK/${v}$t" "$WORK/${v}1"
     norms "$v: T = $t's gradient norms equal T = 1's" "$WORK/${v}$t" "$WORK/${v}1"
   done
+done
+# tied embeddings, --sequence-parallel, 2 replicas with the distributed optimizer: T = 2's losses
+for x in "--embeddings tied" "--sequence-parallel" "--data-parallel 2 --distributed-optimizer"; do
+  base=$(echo "$x" | sed 's/--sequence-parallel//')
+  run x1 "$WORK/vbh" $G --iterations 4 --clip-grad 0.5 $base
+  run x2 "$WORK/vbh" $G --iterations 4 --clip-grad 0.5 --tensor-parallel 2 $x
+  close "vbh $x: T = 2's losses equal T = 1's" "$WORK/x2" "$WORK/x1"
+  norms "vbh $x: T = 2's gradient norms equal T = 1's" "$WORK/x2" "$WORK/x1"
 done
 grep -q '"collectives":"async"' "$WORK/vbh2" && pass "V-Half async at T = 2: on the collective lanes" || fail "V-Half async at T = 2: not on the lanes"
 
