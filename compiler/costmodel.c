@@ -99,9 +99,13 @@
  *       the vocabulary-parallel cross-entropy's max, sum of exponentials and target
  *       logit (3 rings of bs F32); B all-reduces its input gradient X (SP: reduce-
  *       scatters it);
- *     under `vocab parallel` none is added to TS, TT, TIF, TIB: the output and input
- *       layers' reductions are the schedule's collectives (TCOLL, from the file), now
- *       over the P x T GPUs.
+ *     under `vocab parallel` (the runtime's model_gpt.c: each device's V/P rows split
+ *       over its group, the group's sums inside the vocabulary passes, the schedule's
+ *       collectives (TCOLL, from the file) over the P devices as at T = 1): TIF
+ *       all-reduces the device's embeddings (bsh F32); TS the statistics (3 rings of bs
+ *       F32) and with Vocab-2 the partial input gradient's two terms (2 x bsh F32); TT
+ *       with Vocab-1 the input gradient (bsh F32); TIB none; all token rows, with
+ *       sequence parallelism too.
  *   TC: with SP a GPU sends its s / T rows of the boundary activation (Megatron's p2p
  *   shape), X / T / peer_bandwidth; without it each GPU sends the whole X on its link.
  *   Activation of one layer for one microbatch, per GPU, from the runtime gpt's
@@ -552,6 +556,18 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
         tp->out_b = sp ? half : ar;
         out->in_f += tp->in_f; out->in_b += tp->in_b;
         out->out_f += tp->out_f; out->out_b += tp->out_b;
+      } else {
+        /* under `vocab parallel` the runtime's group reductions inside the vocabulary
+         * passes (model_gpt.c; the schedule's collectives then go over the P devices as
+         * at T = 1): TIF all-reduces the device's embeddings (bsh F32), TS the softmax's
+         * statistics (3 rings of bs F32) and with Vocab-2 its A and G (2 x bsh F32), TT
+         * with Vocab-1 its input gradient (bsh F32); all rows, with sequence parallelism
+         * too; TIB none */
+        double vx = dp_ring_time(T, bsh * 4 / C, bw, lat);
+        tp->in_f = vx;
+        tp->out_f = 3 * dp_ring_time(T, b * sq * 4 / C, bw, lat) + (s->vocab.mode == 2 ? 2 * vx : 0);
+        tp->out_b = s->vocab.mode == 1 ? vx : 0;
+        out->tif += tp->in_f; out->ts += tp->out_f; out->tt += tp->out_b;
       }
     }
     if (cp && cp->bandwidth > 0) { /* CP communication, not overlapped: a layer's F

@@ -20,8 +20,10 @@ typedef struct TpModel {
   int times;           /* the communication times below are derived (seconds) */
   double f, b;         /* TP communication inside one device share's TF and TB (L / P
                           layers), s; W has none */
-  double in_f, in_b;   /* inside the input layer's F and B (stage 0; 0 under vocab parallel) */
-  double out_f, out_b; /* inside the output layer's F and B (stage S-1; 0 under vocab parallel) */
+  double in_f, in_b;   /* inside the input layer's F and B (stage 0; under vocab parallel
+                          in_f is inside TIF, in_b 0) */
+  double out_f, out_b; /* inside the output layer's F and B (stage S-1; under vocab parallel
+                          inside TS and TT) */
   int bytes;           /* the activation split below is derived (heads given) */
   double act_rep;      /* bytes of one layer's activation for one microbatch that every GPU
                           of the group holds whole (0 with sequence parallelism; with

@@ -169,6 +169,8 @@ void report_text(StrBuf *b, const Report *r) {
                    "            F %.4g s, B %.4g s, W 0 a device share", t->bandwidth, t->latency, t->f, t->b);
       if (!s->vocab.mode)
         sb_printf(b, "; input layer F %.4g s, B %.4g s; output layer F %.4g s, B %.4g s", t->in_f, t->in_b, t->out_f, t->out_b);
+      else
+        sb_printf(b, "; vocabulary passes TIF %.4g s, TS %.4g s, TT %.4g s, TIB 0", t->in_f, t->out_f, t->out_b);
       sb_puts(b, "\n");
     }
     if (t->bytes)

@@ -591,13 +591,16 @@ static int write_shard(ppsrt_ctx *c, const char *path, long step) {
         else rc = rt_ep_gather(c, p, parts[j], all);
         if (all) { free(parts[j]); parts[j] = all; sizes[j] = nx * p->numel; }
       }
-      /* --tensor-parallel: the group's slices gathered into the whole tensor, which tensor
-         rank 0 writes (the file is the same as without tensor parallelism) */
+      /* --tensor-parallel: the group's slices gathered into the whole tensor (or a
+         vocabulary-parallel device's rows), which tensor rank 0 writes (the file is the
+         same as without tensor parallelism); --expert-parallel: each of the group's nx
+         copies of an expert tensor in turn */
       if (!rc && !c->grank && p->tp_split) {
         float *full = NULL;
-        if (!c->tp_rank && !(full = malloc(nx * p->full_numel * sizeof *full))) rc = PPSRT_FAIL(PPSRT_E_NOMEM, "--save: out of host memory");
-        for (size_t u = 0; u < nx && !rc; u++) rc = rt_tp_gather(c, p, parts[j] + u * p->numel, full ? full + u * p->full_numel : NULL);
-        if (full) { free(parts[j]); parts[j] = full; sizes[j] = nx * p->full_numel; }
+        size_t gn = ppsrt_param_group_numel(p);
+        if (!c->tp_rank && !(full = malloc(nx * gn * sizeof *full))) rc = PPSRT_FAIL(PPSRT_E_NOMEM, "--save: out of host memory");
+        for (size_t u = 0; u < nx && !rc; u++) rc = rt_tp_gather(c, p, parts[j] + u * p->numel, full ? full + u * gn : NULL);
+        if (full) { free(parts[j]); parts[j] = full; sizes[j] = nx * gn; }
       }
     }
   }
@@ -614,7 +617,7 @@ static int write_shard(ppsrt_ctx *c, const char *path, long step) {
     for (int k = 0; k < m->nparams; k++) {
       ppsrt_param *p = &m->params[k];
       size_t full = p->full_numel ? p->full_numel : p->numel, off = p->full_numel ? p->offset : 0;
-      if ((full == p->numel && !off) || p->tp_split || p->shared) continue;   /* (a tensor-parallel tensor is written whole) */
+      if ((full == ppsrt_param_group_numel(p) && !off) || p->shared) continue;   /* (a tensor-parallel tensor: its group's) */
       layer_key(p->name, run->o.cfg.layers_per_stage, key, sizeof key);
       for (int q = 0; q < np; q++) {
         char mk[340];
@@ -1183,8 +1186,9 @@ int rt_ckpt_load(ppsrt_ctx *c, const rt_ckpt *ck) {
   for (int k = 0; k < m->nparams && !rc; k++) {
     ppsrt_param *p = &m->params[k];
     size_t full = p->full_numel ? p->full_numel : p->numel, off = p->full_numel ? p->offset : 0;
-    /* --tensor-parallel: the whole tensor is read, then this rank's slice taken from it */
-    size_t n = p->tp_split ? full : p->numel;
+    /* --tensor-parallel: the group's tensor (the whole one, or a vocabulary-parallel
+       device's rows) is read, then this rank's slice taken from it */
+    size_t n = ppsrt_param_group_numel(p);
     char key[300];
     if (ck->legacy) snprintf(key, sizeof key, "%s", p->name);
     else layer_key(p->name, lps, key, sizeof key);
@@ -1229,7 +1233,7 @@ int rt_ckpt_load(ppsrt_ctx *c, const rt_ckpt *ck) {
                         "(missing or overlapping slices)", ck->path, got, want, off, off + n, n);
       if (rc) break;
       if (whole)
-        for (size_t i = 0; i < p->numel; i++) tmp[i] = whole[ppsrt_param_full_index(p, i)];
+        for (size_t i = 0; i < p->numel; i++) tmp[i] = whole[ppsrt_param_full_index(p, i) - off];
       if (part == 0) rc = ppsrt_param_set(c->be, p, tmp);   /* (a sharded master: its part) */
       else rc = c->be->upload_f32(c->be, (ppsrt_tensor){part == 1 ? p->m : p->v, p->sh_n, PPSRT_F32}, tmp + p->sh_lo);
     }

@@ -228,11 +228,14 @@ typedef struct ppsrt_param {
   /* 1: grad (param.data) points into a buffer the runtime owns (replica.c's per-stage
    * gradient (weight) buffer): ppsrt_param_free leaves it alone. */
   int grad_view, param_view;
-  /* --tensor-parallel (model_gpt.c): the tensor is rank tp_rank's slice of the full
-   * tensor `name` [tp_R, tp_C] (row-major, full_numel = tp_R x tp_C): tp_split 1 holds
+  /* --tensor-parallel (model_gpt.c): the tensor is rank tp_rank's slice of the group's
+   * tensor [tp_R, tp_C] (row-major), elements [offset, offset + tp_R x tp_C) of the full
+   * tensor `name`: the full tensor itself (offset 0, full_numel = tp_R x tp_C), or under
+   * a vocabulary-parallel schedule the device's V/P rows of vocab.tok and vocab.out,
+   * which its group splits again (offset its first row's element). tp_split 1 holds
    * the rows of the ranges [tp_lo[k], tp_lo[k] + tp_len[k]) (k < tp_n), every column;
    * 2 every row, the columns of those ranges; in that order, row-major. 0: whole, the
-   * same on every rank of the group (biases after a reduction, norms). offset is 0. */
+   * same on every rank of the group (biases after a reduction, norms). */
   int tp_split, tp_n;
   size_t tp_R, tp_C, tp_lo[3], tp_len[3];
   /* 1: one of this rank's experts under --expert-parallel X > 1 (moe.c): the other ranks of
@@ -242,8 +245,14 @@ typedef struct ppsrt_param {
   int expert;
 } ppsrt_param;
 
-/* Element i of q (its numel) in its full tensor: offset + i, or through the
- * tensor-parallel slice. */
+/* The elements a tensor-parallel group holds together, from offset on (tp_R x tp_C),
+ * or without a split the tensor's own numel. */
+static inline size_t ppsrt_param_group_numel(const ppsrt_param *q) {
+  return q->tp_split ? q->tp_R * q->tp_C : q->numel;
+}
+
+/* Element i of q (its numel) in its full tensor: offset + i, or offset + its index in
+ * the group's tensor through the tensor-parallel slice. */
 static inline size_t ppsrt_param_full_index(const ppsrt_param *q, size_t i) {
   if (!q->tp_split) return q->offset + i;
   size_t w = 0;
@@ -255,7 +264,7 @@ static inline size_t ppsrt_param_full_index(const ppsrt_param *q, size_t i) {
     if (*x < q->tp_len[k]) { at = q->tp_lo[k] + *x; break; }
     *x -= q->tp_len[k];
   }
-  return q->tp_split == 2 ? r * q->tp_C + at : at * q->tp_C + col;
+  return q->offset + (q->tp_split == 2 ? r * q->tp_C + at : at * q->tp_C + col);
 }
 
 /* A parameter's buffers (param.c), for the models: after name, stage, numel, offset and

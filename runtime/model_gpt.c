@@ -54,9 +54,17 @@
  * and sum of exponentials combined over the group (ppsrt_tp_allreduce_max, then the
  * rescaled sums and the target logits summed), its B sums dlogits_t out_t over the
  * group; W takes the rank's rows of tok's and out's gradients. With a vocabulary-
- * parallel schedule the vocabulary rows stay split over the devices and whole on each
- * rank of a group. Every rank of a group computes the same activations outside the
- * split, the same loss and the same gradients of the whole tensors.
+ * parallel schedule (vtp) the device's rows are split again: rank t holds [lo, hi) =
+ * [d V/P + t V/(P T), + V/(P T)) of tok and out (a slice of the device's rows, model.h),
+ * and the passes combine over the group what the collectives then combine over the P
+ * devices exactly as at T = 1: IF sums e_d over the group (pos added on rank 0 only),
+ * S combines the softmax's statistics over the group into the device's m_d, s_d and
+ * target logit (softmax_combine, tp_reduce) and with Vocab-2 sums A_d and G_d, T with
+ * Vocab-1 sums dX_d; IB and T's weight gradient take the rank's rows. (The group's
+ * sums run on the device's thread and the tensor-parallel transport, so a collective
+ * on the lane never needs the group.) Every rank of a group computes the same
+ * activations outside the split, the same loss and the same gradients of the whole
+ * tensors.
  * Sequence parallelism (--sequence-parallel, with T > 1; Korthikanti et al. 2022): with
  * n = N/T, rank t holds the residual stream's token rows [r0, r0 + n), r0 = t n: the
  * stage input and output, ln1, x1, ln2, y, the LN statistics and the gradient slots
@@ -134,6 +142,8 @@ typedef struct gpt {
   int tp, tpr;             /* --tensor-parallel: group size, this rank (Hq, Hkv, q, ha, f: its share) */
   int tpv;                 /* --tensor-parallel without a vocabulary-parallel schedule: the input and output
                               layers split by vocabulary rows [lo, hi) over the group (Megatron's) */
+  int vtp;                 /* --tensor-parallel under a vocabulary-parallel schedule: the device's rows
+                              [vlo, vlo + V/P) split again over the group, this rank's [lo, hi) */
   int ha, f;               /* attention output width Hq D, MLP width ffn_hidden / tp */
   int F, fw;               /* ffn_hidden (whole); FC1's output width here: 2f with SwiGLU, else f */
   int sw, rms, rope, nb;   /* --mlp swiglu, --norm rmsnorm, --position rope, --bias off */
@@ -146,6 +156,7 @@ typedef struct gpt {
   size_t es;
   int nlocal, *local, first, last;
   int lo, hi;              /* vocabulary rows held */
+  int vlo;                 /* a vocabulary-parallel schedule: the device's first row (its group's rows) */
   int lpbase;              /* index of the first layer parameter in m->params */
   ppsrt_param *tok, *pos, *out, *lnfg, *lnfb;
   int32_t *ids, *tgt, *posid;   /* device: [nmb*N], [nmb*N], [N] */
@@ -1071,10 +1082,15 @@ static int vocab_if(ppsrt_model *m, ppsrt_ctx *c, int mb) {
   int rc = 0;
   if (!g->nc) {
     rc = be->embedding_fwd(be, CS, e, g->ids + (size_t)mb * g->N, g->tok->param.data, g->N, g->h, g->lo, g->hi, 0);
-    if (!rc && g->pos) rc = be->embedding_fwd(be, CS, e, g->posid, g->pos->param.data, g->N, g->h, 0, g->T, 1);
+    /* the position table (device 0's) once in the sums: summed over the group, on its rank 0 */
+    if (!rc && g->pos && (!g->vtp || !g->tpr)) rc = be->embedding_fwd(be, CS, e, g->posid, g->pos->param.data, g->N, g->h, 0, g->T, 1);
   }
   if (rc) { be->free(be, e); return rc; }
-  return act_to_f32(be, e, Nh, &v->emb);
+  TRY(act_to_f32(be, e, Nh, &v->emb));
+  /* --tensor-parallel: the group's rows summed, every rank then holds the device's e_d
+   * (a token's row is on one rank: the others add zeros) */
+  if (g->vtp) K(ppsrt_tp_allreduce(c, v->emb, Nh));
+  return 0;
 }
 
 /* S: the last stage's LN_f output reaches every device, then the shard's logits and
@@ -1111,6 +1127,13 @@ static int vocab_s(ppsrt_model *m, ppsrt_ctx *c, int mb) {
   const int32_t *tg = g->tgt + (size_t)mb * N;
   K(be->gemm(be, CS, 0, 1, N, Vs, h, 1.0f, X, AT, h, g->out->param.data, AT, h, 0.0f, logits, AT, Vs));
   K(be->softmax_stats(be, CS, lmax, lsum, gtgt, logits, tg, N, Vs, g->lo));
+  if (g->vtp && !g->nc) {
+    /* --tensor-parallel: the device's statistics over its group's rows (the maximum, the
+     * rescaled sums of exponentials, the target logit summed), then as at T = 1 */
+    TRY(softmax_combine(g, be, v->st, tp_reduce, c));
+    TRY(be->memcpy_async(be, CS, lmax, v->st + 2 * N, (size_t)N * sizeof(float), 0));
+    TRY(be->memcpy_async(be, CS, lsum, v->st + 3 * N, (size_t)N * sizeof(float), 0));
+  }
   if (g->mode == 2) {
     /* A_d = softmax_d(logits_d) out_d with the shard's own max and sum (the shifted lo
      * puts every target outside, so nothing is subtracted); G_d = out_d[target] */
@@ -1130,6 +1153,10 @@ static int vocab_s(ppsrt_model *m, ppsrt_ctx *c, int mb) {
       return rc;
     }
     TRY(act_to_f32(be, Gd, Nh, &v->G));
+    if (g->vtp) {   /* --tensor-parallel: the device's A_d and G_d, summed over its group's rows */
+      K(ppsrt_tp_allreduce(c, v->A, Nh));
+      K(ppsrt_tp_allreduce(c, v->G, Nh));
+    }
   }
   return 0;
 }
@@ -1150,6 +1177,7 @@ static int vocab_t(ppsrt_model *m, ppsrt_ctx *c, int mb) {
   if (g->mode == 1) {
     TRY(be->alloc(be, (size_t)N * h * sizeof(float), (void **)&v->dx));
     K(be->gemm(be, CS, 0, 0, N, h, Vs, 1.0f, dl, AT, Vs, g->out->param.data, AT, h, 0.0f, v->dx, PPSRT_F32, h));
+    if (g->vtp) K(ppsrt_tp_allreduce(c, v->dx, (size_t)N * h));   /* the device's dX_d: its group's rows summed */
   }
   be->free(be, v->st);
   v->st = NULL;
@@ -1375,9 +1403,10 @@ int ppsrt_gpt_route_compare(const ppsrt_model *m, const ppsrt_model *ref, int mb
 /* ---- FLOPs (Vocabulary Parallelism paper's counts, b = micro_batch, s = seq) ---- */
 
 double ppsrt_gpt_pass_flops(const ppsrt_model_config *cfg, int kind, int stage) {
-  /* --tensor-parallel T: one rank's share, 1/T of the layers and (without a
-   * vocabulary-parallel schedule) of the input and output layers' vocabulary rows; the
-   * input layer's FLOPs are counted whole (a lookup of every token on every rank) */
+  /* --tensor-parallel T: one rank's share, 1/T of the layers and of the input and output
+   * layers' vocabulary rows (of the whole vocabulary, or under a vocabulary-parallel
+   * schedule of each device's V/P rows); without such a schedule the input layer's FLOPs
+   * are counted whole (a lookup of every token on every rank) */
   double T = cfg->tp > 1 ? (double)cfg->tp : 1;
   /* --context-parallel C: a rank's s / C tokens; its attention is its two query chunks
    * of c = s / 2C rows against the keys each sees, (k + 1) c for chunk k: chunks c' and
@@ -1385,7 +1414,8 @@ double ppsrt_gpt_pass_flops(const ppsrt_model_config *cfg, int kind, int stage) 
    * of s queries, s keys) counts s^2 */
   double C = cfg->cp > 1 ? (double)cfg->cp : 1, ch = (double)cfg->seq / (2 * C);
   double b = cfg->micro_batch, s = cfg->seq / C, h = cfg->hidden, V = cfg->vocab / (cfg->vocab_mode ? 1 : T), L = cfg->layers_per_stage / T;
-  double P = cfg->vocab_mode ? (cfg->ndev > 0 ? cfg->ndev : 1) : 1;
+  /* a vocabulary-parallel schedule: one rank's rows, V / (P T) (its device's split over the group) */
+  double P = cfg->vocab_mode ? (cfg->ndev > 0 ? cfg->ndev : 1) * T : 1;
   double ss = C > 1 ? (2 * C + 1) * ch * ch : s * s;   /* query-key pairs of a sequence on this rank */
   double bsh = b * s * h, a = cfg->heads > 0 ? cfg->heads : 1, gq = cfg->query_groups > 0 ? cfg->query_groups : a;
   double f = ppsrt_gpt_ffn(cfg);
@@ -1614,6 +1644,13 @@ static int gpt_check_sizes(const ppsrt_model_config *cfg, int nstages) {
     return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --tensor-parallel %d splits the input and output layers' --vocab %d rows over the "
                       "group: %d must divide them\nhint: pad the vocabulary to a multiple of %d, as Megatron-LM does "
                       "(--make-vocab-size-divisible-by)", cfg->tp, cfg->vocab, cfg->tp, cfg->tp);
+  if (cfg->tp > 1 && cfg->vocab_mode && cfg->vocab % ((int64_t)(cfg->ndev > 0 ? cfg->ndev : 1) * cfg->tp)) {
+    int P = cfg->ndev > 0 ? cfg->ndev : 1;
+    return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --tensor-parallel %d splits each device's rows of the vocabulary-parallel schedule "
+                      "(--vocab %d over its %d devices) over the group: %d x %d = %lld must divide --vocab %d\nhint: pad the "
+                      "vocabulary to a multiple of %lld, as Megatron-LM does (--make-vocab-size-divisible-by)", cfg->tp,
+                      cfg->vocab, P, P, cfg->tp, (long long)P * cfg->tp, cfg->vocab, (long long)P * cfg->tp);
+  }
   if (cfg->cp > 1 && cfg->seq % (2 * cfg->cp))
     return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --context-parallel %d cuts each sequence into 2 x %d = %d chunks: --seq %d "
                       "must be a multiple of %d", cfg->cp, cfg->cp, 2 * cfg->cp, cfg->seq, 2 * cfg->cp);
@@ -1739,6 +1776,7 @@ int ppsrt_gpt_create(const ppsrt_model_config *cfg, ppsrt_backend *be, int devic
   g->es = ppsrt_dtype_size(be->act_dtype);
   g->nlocal = nstages;
   g->tpv = g->tp > 1 && !g->mode;
+  g->vtp = g->tp > 1 && g->mode;
   g->moe_on = cfg->num_experts > 0;
   g->lpb = g->nlp;
   if (g->moe_on && (!be->moe_route || !be->moe_route_bwd || !be->moe_permute || !be->moe_permute_bwd ||
@@ -1751,8 +1789,16 @@ int ppsrt_gpt_create(const ppsrt_model_config *cfg, ppsrt_backend *be, int devic
     if (rm) { free(m); free(g); return rm; }
     g->lpb += ppsrt_moe_nparams(&g->moe);
   }
-  g->lo = g->mode ? (int)((int64_t)device * g->V / P) : g->tpv ? g->tpr * (g->V / g->tp) : 0;
-  g->hi = g->mode ? (int)((int64_t)(device + 1) * g->V / P) : g->tpv ? g->lo + g->V / g->tp : g->V;
+  /* vocabulary rows: device d's [d V/P, (d+1) V/P) under a vocabulary-parallel schedule
+   * (--tensor-parallel: rank t's V/(P T) of them), else rank t's [t V/T, (t+1) V/T) or all */
+  g->vlo = g->mode ? (int)((int64_t)device * g->V / P) : 0;
+  if (g->vtp) {
+    g->lo = g->vlo + g->tpr * (g->V / P / g->tp);
+    g->hi = g->lo + g->V / P / g->tp;
+  } else {
+    g->lo = g->mode ? g->vlo : g->tpv ? g->tpr * (g->V / g->tp) : 0;
+    g->hi = g->mode ? (int)((int64_t)(device + 1) * g->V / P) : g->tpv ? g->lo + g->V / g->tp : g->V;
+  }
   /* per-stage FLOPs of the transformer layers (vocabulary layers: ppsrt_gpt_pass_flops) */
   {
     ppsrt_model_config c1 = *cfg;
@@ -1832,11 +1878,16 @@ int ppsrt_gpt_create(const ppsrt_model_config *cfg, ppsrt_backend *be, int devic
     }
   }
   size_t Vs = (size_t)(g->hi - g->lo);
-  /* --tensor-parallel: rows [lo, hi) of tok and out, a tensor-parallel slice (model.h) */
+  /* --tensor-parallel: rows [lo, hi) of tok and out, a tensor-parallel slice (model.h) of
+   * the whole tensor, or under a vocabulary-parallel schedule of the device's V/P rows
+   * (the group's tensor, from row vlo on) */
   ppsrt_param vsl;
   memset(&vsl, 0, sizeof vsl);
-  if (g->tpv) { vsl.tp_split = 1; vsl.tp_n = 1; vsl.tp_R = (size_t)g->V; vsl.tp_C = (size_t)h; vsl.tp_lo[0] = (size_t)g->lo; vsl.tp_len[0] = Vs; }
-  size_t voff = g->tpv ? 0 : (size_t)g->lo * h;
+  if (g->tpv || g->vtp) {
+    vsl.tp_split = 1; vsl.tp_n = 1; vsl.tp_R = g->tpv ? (size_t)g->V : Vs * g->tp; vsl.tp_C = (size_t)h;
+    vsl.tp_lo[0] = (size_t)(g->lo - g->vlo); vsl.tp_len[0] = Vs;
+  }
+  size_t voff = (size_t)g->vlo * h;
   /* tied: one matrix, initialised as the output layer (U(+-sqrt(3/h)), unit-variance
    * logits), its copy on the last stage's device when that is another one */
   float tscale = g->tie ? sqrtf(3.0f / (float)h) : 1.0f;

@@ -439,7 +439,7 @@ int rt_tp_gather(ppsrt_ctx *c, const ppsrt_param *p, const float *mine, float *f
   if (!rc && full && c->tp_rank == 0)
     for (int u = 0; u < T; u++) {
       ppsrt_param q = tp_of_rank(p, c->tp_rank, u);
-      for (size_t i = 0; i < n; i++) full[ppsrt_param_full_index(&q, i)] = all[(size_t)u * n + i];
+      for (size_t i = 0; i < n; i++) full[ppsrt_param_full_index(&q, i) - p->offset] = all[(size_t)u * n + i];
     }
   free(all);
   return rc;

@@ -398,9 +398,10 @@ void ppsrt_clear_error(void);
  * and loss averaged over the replicas */
 int rt_replica_view(ppsrt_transport *world, ppsrt_transport *coll, int P, int D, int T, int r, int t, ppsrt_transport **out);
 /* --tensor-parallel (replica.c): the sum of *x over this rank's group (host, a float
- * pair: every rank gets the same); the full tensors of p's gathered slices, on tensor
- * rank 0 (host: `mine` its numel values, `full` its full_numel; every rank of the group
- * calls it; full may be NULL on the others) */
+ * pair: every rank gets the same); the group's tensor of p's gathered slices, on tensor
+ * rank 0 (host: `mine` its numel values, `full` its ppsrt_param_group_numel: the full
+ * tensor, or a vocabulary-parallel device's rows; every rank of the group calls it;
+ * full may be NULL on the others) */
 int rt_tp_sum(ppsrt_ctx *c, double *x);
 int rt_tp_gather(ppsrt_ctx *c, const ppsrt_param *p, const float *mine, float *full);
 int rt_replica_flatten(ppsrt_ctx *c);

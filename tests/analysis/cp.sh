@@ -85,8 +85,10 @@ e["cp"] = {"size": C, "gpus": P * D * C * T, "bandwidth": cbw, "latency": clat, 
 out = 2 * tok * h * V / T / rate
 def ar(n, y): return 0 if T == 1 else ring(T, y, tbw, tlat)
 def hf(y): return 0 if T == 1 else half(T, y, tbw, tlat)
-if vocab:
-    e["TS"], e["TT"], e["TIF"], e["TIB"] = out / P, 2 * out / P, tok * h / T / rate / P, 2 * tok * h / T / rate / P
+if vocab:   # (Vocab-1; the tensor-parallel group's sums inside TIF, TS, TT: tp.sh)
+    vx = ar(T, tok * h * 4)
+    e["TS"], e["TT"] = out / P + 3 * ar(T, tok * 4), 2 * out / P + vx
+    e["TIF"], e["TIB"] = tok * h / T / rate / P + vx, 2 * tok * h / T / rate / P
 else:
     # (the input layer whole on every GPU of the tensor-parallel group: a lookup of each token)
     e["stage0"] = [e["TF"] + tok * h / rate + (hf(x) if sp else ar(T, x)), e["TB"] + (hf(x) if sp else 0),

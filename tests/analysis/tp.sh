@@ -89,10 +89,17 @@ e["TW"] = share * M / T / rate
 e["TC"] = x / (T if sp else 1) / peer
 out = 2 * bsh * V / T / rate
 if vocab:
-    e["TS"] = (2 if vocab == 2 else 1) * out / P
-    e["TT"] = (1 if vocab == 2 else 2) * out / P
-    e["TIF"] = bsh / T / rate / P
+    # each device's V/P rows split over its group (the runtime's model_gpt.c), the
+    # group's sums inside the passes, of all bs rows in F32: TIF all-reduces the
+    # embeddings, TS the cross-entropy's 3 bs statistics (Vocab-2: and its A and G, 2
+    # bsh), TT (Vocab-1) the input gradient bsh; TIB none
+    vx = ring(T, bsh * 4)
+    e["TS"] = (2 if vocab == 2 else 1) * out / P + 3 * ring(T, b * s * 4) + (2 * vx if vocab == 2 else 0)
+    e["TT"] = (1 if vocab == 2 else 2) * out / P + (vx if vocab == 1 else 0)
+    e["TIF"] = bsh / T / rate / P + vx
     e["TIB"] = 2 * bsh / T / rate / P
+    e["comm"] = {"input_comm_f": vx, "input_comm_b": 0, "output_comm_f": e["TS"] - (2 if vocab == 2 else 1) * out / P,
+                 "output_comm_b": vx if vocab == 1 else 0}
 else:
     # input layer: embedding lookup bsh, its gradient 2bsh, whole on every GPU (each
     # looks up every token in its vocabulary rows); F all-reduces its output (SP:

@@ -16,7 +16,9 @@
 #    0, MPI_Bcast, ncclCommInitRank);
 #  - Vocab-2 (its collectives on the lanes, each replica's own view of them): threads,
 #    and NCCL mode with the distributed optimizer, where the emulator counts them on the
-#    pipelines' own communicators and none on the world's;
+#    pipelines' own communicators and none on the world's; with --tensor-parallel 2
+#    (threads, NCCL, NCCL with --sequence-parallel, NCCL over MPI) and 4 (NCCL), each
+#    device's vocabulary rows split over its tensor ranks;
 #  - --tensor-parallel 2 (threads transport), alone and with 2 replicas and the
 #    distributed optimizer; with --sequence-parallel on the V shape with 2 replicas,
 #    and on NCCL on 4 GPUs; on the NCCL transport (its groups' communicators: the
@@ -87,6 +89,16 @@ if build vv "$top_srcdir/stdlib/vocab_1f1b.pps" -D P=2 -D m=4 -D mode=2; then
     env PPSRT_EMU_GPUS=4 PPS_EMU_SEED=2 LD_PRELOAD="$EMU" "$WORK/vv" --model gpt --hidden 16 --heads 4 --query-groups 2 --seq 4 \
     --vocab 32 --backend cuda --transport nccl --tensor-parallel 2 --sequence-parallel --check --iterations 2 -q
   expect_grep "^check: passed" "Vocab-2 sequence parallel NCCL: check passes"
+  # each device's V/P vocabulary rows split over its tensor ranks (the group's sums in
+  # IF, S and T on the device's thread): threads, and T = 4 on NCCL on 8 emulated GPUs
+  VG="--model gpt --hidden 16 --heads 4 --query-groups 4 --seq 4 --vocab 32"
+  expect_exit 0 "Vocab-2 P=2 --tensor-parallel 2 --check, threads" emu 1 "$WORK/vv" $VG --transport threads --tensor-parallel 2 \
+    --check --iterations 2 -q
+  expect_grep "^check: passed" "Vocab-2 T = 2 threads: check passes"
+  expect_exit 0 "Vocab-2 P=2 --tensor-parallel 4 --check, NCCL on 8 emulated GPUs" \
+    env PPSRT_EMU_GPUS=8 PPS_EMU_SEED=1 LD_PRELOAD="$EMU" "$WORK/vv" $VG --backend cuda --transport nccl --tensor-parallel 4 \
+    --check --iterations 2 -q
+  expect_grep "^check: passed" "Vocab-2 T = 4 NCCL: check passes"
 else fail "build vocab_1f1b"; fi
 # --tensor-parallel 2 on the CUDA backend (bf16; the partial products summed in F32 over
 # the group, threads transport), with --data-parallel 2 and the distributed optimizer
@@ -180,6 +192,10 @@ if have_mpi; then
     mpirun_np 8 env LD_PRELOAD="$EMU" PPS_EMU_SEED=2 "$WORK/l2" $TPG --backend cuda --transport nccl --tensor-parallel 2 \
     --data-parallel 2 --distributed-optimizer --optimizer adam --check --iterations 2 -q
   expect_grep "^check: passed" "tensor x data parallel, NCCL over MPI: check passes"
+  expect_exit 0 "Vocab-2 P=2 --tensor-parallel 2 --check, mpirun -np 4, NCCL over MPI (each device's rows split)" \
+    mpirun_np 4 env LD_PRELOAD="$EMU" PPS_EMU_SEED=2 "$WORK/vv" --model gpt --hidden 16 --heads 4 --query-groups 4 --seq 4 \
+    --vocab 32 --backend cuda --transport nccl --tensor-parallel 2 --check --iterations 2 -q
+  expect_grep "^check: passed" "vocabulary x tensor parallel, NCCL over MPI: check passes"
 else
   echo "skip: the MPI part (no MPI in this build)"
 fi
