@@ -4,7 +4,8 @@
 # whole when the schedule simulates, not at all otherwise), and CSV interop
 # (import-csv -> check -> export-csv gives back the actions; malformed CSV is
 # located and writes nothing); the per-device table's figures (a first start under one
-# time unit, the memory over time when frees and allocations tie). JSON is validated
+# time unit, the memory over time when frees and allocations tie); the trace's lane
+# collectives under `vocab async` (each TCOLL long, at one time on every device). JSON is validated
 # with python3 when it is installed.
 set -u
 cases="$top_srcdir/tests/analysis/cases"
@@ -125,6 +126,24 @@ for l in lines[head + 1:]:
 if bad:
     print("\n".join(bad))
 sys.exit(1 if bad or head + 1 >= len(lines) else 0)
+PY
+fi
+# `vocab async`: every collective runs on the lane (tid 4) for TCOLL = 0.5 (500 us in the
+# trace) at one time on every device, in sequence (exec.c's lane times, the first one too)
+if [ $have_py = 1 ]; then
+  "$PPSC" sim vocab_async.pps -q --trace "$tmp/va.json" 2>"$tmp/err" || die "sim vocab_async exit $?"
+  python3 - "$tmp/va.json" <<'PY' || die "vocab_async.pps: the lane collectives' trace times"
+import json, sys
+ev = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("cat") == "coll" and e.get("ph") == "X"]
+byname = {}
+for e in ev:
+    byname.setdefault(e["name"], []).append(e)
+bad = [e["name"] for e in ev if e["tid"] != 4 or e["dur"] != 500]
+bad += [n for n, es in byname.items() if len({(e["ts"], e["dur"]) for e in es}) != 1 or len(es) != 2]
+starts = sorted({es[0]["ts"] for es in byname.values()})
+bad += ["overlap %s" % (b - a) for a, b in zip(starts, starts[1:]) if b - a < 500]
+print("%d collectives, %d devices: %s" % (len(byname), 2, bad or "ok"))
+sys.exit(1 if bad or not ev else 0)
 PY
 fi
 has "$tmp/t.svg" '<svg xmlns='
