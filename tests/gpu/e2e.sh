@@ -9,8 +9,9 @@
 # --tensor-parallel 2 on the threads and NCCL transports, also with
 # --sequence-parallel, and Llama's layer (--arch llama: RMS norms, RoPE, SwiGLU; alone,
 # on a V shape, at T = 2 with --sequence-parallel), --context-parallel 2 (alone and with
-# T = 2 + SP), experts (--num-experts 4, alone and at T = 2 + SP) and validation through
-# the pipeline (--split, --eval-iters) (these never run on a GPU yet). Every schedule is expected
+# T = 2 + SP), experts (--num-experts 4, alone, at T = 2 + SP, and over 2 replicas with
+# --expert-parallel 2), Vocab-1 at T = 2 (vocabulary rows split over the tensor ranks)
+# and validation through the pipeline (--split, --eval-iters) (these never run on a GPU yet). Every schedule is expected
 # valid at every P (a literal one runs once): one that ppsc check rejects fails. Skipped
 # (77) when no GPU is visible; a failing `cuda_kernels --count` is an error.
 . "$(dirname "$0")/../runtime/lib.sh"
@@ -129,6 +130,14 @@ for s in 1f1b zb_v; do
 done
 [ -x "$WORK/ll_1f1b" ] && expect_exit 0 "gpt --arch llama $MOE 1f1b --tensor-parallel 2 --sequence-parallel cuda/$tr --check" \
   "$WORK/ll_1f1b" $LL $MOE --transport $tr --tensor-parallel 2 --sequence-parallel --check -q
+# expert parallelism (the experts of each layer over 2 replicas: the EP group's
+# all-gathers and reduce-scatters, the experts' own gradient buffers)
+[ -x "$WORK/ll_1f1b" ] && expect_exit 0 "gpt --arch llama $MOE 1f1b --data-parallel 2 --expert-parallel 2 cuda/$tr --check" \
+  "$WORK/ll_1f1b" $LL $MOE --transport $tr --data-parallel 2 --expert-parallel 2 --check -q
+# Vocab-1 at T = 2: each device's vocabulary rows split over its tensor ranks
+if build vtp "$top_srcdir/stdlib/vocab_1f1b.pps" -D P=2 -D m=4 -D mode=1; then
+  expect_exit 0 "gpt Vocab-1 --tensor-parallel 2 cuda/$tr --check" "$WORK/vtp" $LL --transport $tr --tensor-parallel 2 --check -q
+else fail "build vocab_1f1b for --tensor-parallel"; fi
 # validation through the pipeline (forward-only passes, --eval-iters) on --split's part
 [ -x "$WORK/ll_1f1b" ] && expect_exit 0 "gpt --arch llama 1f1b --split 90,10 --eval-iters 2 cuda/$tr --check" \
   "$WORK/ll_1f1b" $LL --transport $tr --data "$top_srcdir/README.md" --split 90,10 --val-every 1 --eval-iters 2 --check -q
