@@ -128,17 +128,10 @@ PY
 
 # check.py EXPECT EXPAND JSON: the figures against the model
 cat > "$tmp/check.py" <<'PY'
-import json, re, sys
+import json, sys
+from figs import bad, want, costs
 e = json.loads(sys.argv[1]); x = open(sys.argv[2]).read(); j = json.load(open(sys.argv[3]))
-bad = []
-def near(a, b): return abs(a - b) <= 1e-9 * max(1e-12, abs(b))   # relative 1e-9
-def want(name, got, w):
-    if got is None or not near(got, w): bad.append("%s = %s, want %.12g" % (name, got, w))
-costs = {}
-for m in re.finditer(r"^  cost (.*);$", x, re.M):
-    st = re.match(r"stage (\d+): (.*)", m.group(1))
-    for k, v in re.findall(r"(\w+) = ([-0-9.e+]+)", st.group(2) if st else m.group(1)):
-        costs[(st.group(1) if st else "") + k] = float(v)
+costs = costs(x)
 for k in ["TF", "TB", "TW", "TC", "TS", "TT", "TIF", "TIB"]:
     if k in e: want(k, costs.get(k), e[k])
 S = j["stages"]
