@@ -1301,8 +1301,9 @@ static void exec_keyvals(Ctx *c, Stmt *st, const char *const *keys, IrKeyVal **o
     }
     double v;
     if (eval_num(c, kv->value, &v)) continue;
-    if (keys == model_keys && !(v >= 0 && v <= INT32_MAX && v == floor(v))) {
-      /* the runtime reads these as C ints: 1e10 would wrap, 2.5 would be cut */
+    if (keys == model_keys && strcmp(nm, "moe_capacity_factor") && !(v >= 0 && v <= INT32_MAX && v == floor(v))) {
+      /* the runtime reads these as C ints: 1e10 would wrap, 2.5 would be cut (moe_capacity_factor
+         a number: costmodel.c checks it) */
       EERR(c, kv->value, "model key '%s' must be a whole number in 0..%d, got %.17g", nm, INT32_MAX, v);
       continue;
     }

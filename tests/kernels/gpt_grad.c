@@ -90,6 +90,8 @@ static double run(int backward) {
 static double loss_nodrop;   /* the last case's loss without dropout */
 static int moe_E, moe_K;     /* the MoE cases' --num-experts, --moe-topk (0: a dense MLP) */
 static double moe_a;         /* and --moe-aux-loss-coeff */
+static double moe_cf;        /* and --moe-expert-capacity-factor (0: dropless) */
+static int moe_pos;          /* and --moe-token-drop-policy position (1) */
 static int test_mode_drop(int vm, int arch, double drop) {
   ppsrt_model_config cfg = {0};
   cfg.name = "gpt";
@@ -100,6 +102,7 @@ static int test_mode_drop(int vm, int arch, double drop) {
   if (cfg.rope) cfg.rope_base = 3;   /* large angles at these few positions */
   cfg.hidden_dropout = cfg.attention_dropout = drop;
   cfg.num_experts = moe_E; cfg.moe_topk = moe_K; cfg.moe_aux_coeff = moe_a;
+  cfg.moe_capacity = moe_cf; cfg.moe_drop_position = moe_pos;
   int stages[2] = {0, 1};
   memset(&ctx, 0, sizeof ctx);
   ctx.be = be; ctx.nmb = cfg.nmb; ctx.nstage = cfg.nstage;
@@ -154,7 +157,8 @@ static int test_mode_drop(int vm, int arch, double drop) {
     free(g);
   }
   char moe[96] = "";
-  if (moe_E) snprintf(moe, sizeof moe, " experts %d top %d aux %g (%d of %d skipped)", moe_E, moe_K, moe_a, skipped, sampled);
+  if (moe_E) snprintf(moe, sizeof moe, " experts %d top %d aux %g cf %g%s (%d of %d skipped)", moe_E, moe_K, moe_a, moe_cf,
+                      moe_pos ? " position" : "", skipped, sampled);
   printf("%s gpt gradients vs finite differences, vocab mode %d, %s%s%s%s%s%s: %d tensors, loss %.6f, max |fd| %.3g, "
          "max |grad - fd| %.3g (tol %.0e + %.0e*|fd|)\n", bad ? "FAIL" : "ok  ", vm, cfg.swiglu ? "swiglu" : "gelu",
          cfg.rmsnorm ? " rmsnorm" : " layernorm", cfg.rope ? " rope" : " learned", cfg.no_bias ? " no-bias" : "",
@@ -200,6 +204,14 @@ int main(void) {
       }
   moe_E = 4; moe_K = 2; moe_a = 0.5;
   bad += test_mode_drop(0, 0, 0.3);   /* with dropout on the experts' output */
+  /* a capacity factor 0.5 (ceil(0.5 x 10 x 2 / 4) = 3 slots an expert of 20: some dropped),
+   * both drop policies, both layers */
+  for (int a = 0; a <= 15; a += 15)
+    for (moe_pos = 0; moe_pos <= 1; moe_pos++) {
+      moe_cf = 0.5;
+      bad += test_mode(0, a);
+    }
+  moe_cf = 0; moe_pos = 0;
   be->destroy(be);
   return bad ? 1 : 0;
 }
