@@ -12,7 +12,15 @@
  *   aux      a E sum_e f_e P_e, f_e = slots routed to e / (N K), P_e = mean_n prob[n, e],
  *            added to the loss (mean over microbatches); its gradient reaches the router
  *            through P_e (f_e is a count: no gradient), Megatron's switch-style loss.
- * Dropless: every expert takes all the tokens routed to it. The routing runs on the
+ * Dropless by default: every expert takes all the tokens routed to it. With a capacity
+ * factor (--moe-expert-capacity-factor CF, --moe-token-drop-policy probs|position;
+ * Megatron-Core's token dropping) each expert keeps at most cap = min(N, ceil(CF N K / E))
+ * of a rank's own N K slots (before any expert-parallel dispatch): the largest w (ties:
+ * the lower token) or the first in token order; route_host marks the others with
+ * position -1, which the moe_* kernels skip (nothing combined, dw 0, no gradient), the
+ * kept weights are not renormalised and the load-balancing loss counts the routing
+ * before dropping. The row-indexed parts (hpre, hact, eout) then hold M = min(X N K,
+ * E cap) rows (ppsrt_moe_rows; ppsc sim's moe_bytes). The routing runs on the
  * device (backend.h moe_route); its indices and per-expert counts are copied to the host
  * (one synchronisation of the compute stream per MoE layer per F), which builds the
  * permutation and sizes the per-expert GEMMs; B and W reuse the counts kept per layer
@@ -20,8 +28,9 @@
  *
  * F/B/W: F keeps in one store entry (ppsrt_moe.bytes) FC1's outputs hpre [N K, fw], the
  * activations hact [N K, f], the expert outputs eout [N K, h], w, the top-K indices and
- * the permutation (N K each), prob [N, E], room for dlogits [N, E] and (with a > 0) the
- * load-balancing loss's coefficients [E]; B writes the
+ * the permutation (N K each; with a capacity M rows of the first three), prob [N, E],
+ * room for dlogits [N, E] and (with a > 0) the load-balancing loss's coefficients [E];
+ * B writes the
  * gradients over them (deout over eout, dhpre over hpre, dlogits) and the input gradient
  * (through the experts, the permutation and the router); W the expert and router weight
  * gradients, re-permuting x (recomputed by the caller). B frees and adds nothing counted.
@@ -50,8 +59,8 @@
  * this rank's tokens' (as at X = 1). X = 1 is exactly the code path above (e0 = 0, all
  * experts local, no collective).
  * Not run on a GPU: the CUDA path has run only on the emulator (tests/gpu/moe_emu.sh).
- * What it does not: the all-to-all dispatcher, capacity factors / token dropping, shared
- * experts, grouped GEMMs. */
+ * What it does not: the all-to-all dispatcher, a capacity factor under --context-parallel
+ * (refused: cli.c), padding to capacity, shared experts, grouped GEMMs. */
 #include "config.h"
 #include "moe.h"
 #include <math.h>
