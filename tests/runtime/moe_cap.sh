@@ -9,6 +9,8 @@
 #  - CF = 0.5 drops slots: another loss; --check passes on 1F1B, ZB-V, at X = 2 D = 2,
 #    at T = 2 --sequence-parallel and at X = 2 with T = 2;
 #  - --moe-token-drop-policy position gives another loss than probs (and passes --check);
+#  - K = E: CF 1 (cap = N) is dropless, CF 0.875 (cap = N - 1) drops; K = 1 (every
+#    weight 1): probs ties to the lower token, the position policy's losses exactly;
 #  - the experts' store entry shrinks to min(X N K, E cap) rows: each device's resident
 #    peak against the dropless run's, by the bytes computed here, at X = 1 and X = 2
 #    (ppsc sim's unit_bytes against the runtime's: tests/analysis/moe.sh);
@@ -50,6 +52,25 @@ PY
   pass "CF = 0.5 drops (loss $(losses "$WORK/h1")against $(losses "$WORK/n1")); position: $(losses "$WORK/p1")" ||
   fail "CF = 0.5: dropless '$(losses "$WORK/n1")', probs '$(losses "$WORK/h1")', position '$(losses "$WORK/p1")'"
 
+# the capacity itself: K = E (every token to every expert), N = 8: CF 0.875 gives cap
+# ceil(7) = 7 < 8, one slot dropped an expert (another loss); CF 1 gives cap 8: dropless
+run ka "$A" $G --num-experts 4 --moe-topk 4 --iterations 1
+run kb "$A" $G --num-experts 4 --moe-topk 4 --iterations 1 $C 1
+run kc "$A" $G --num-experts 4 --moe-topk 4 --iterations 1 $C 0.875
+same "K = E, CF 1 (cap = N): dropless" "$WORK/kb" "$WORK/ka"
+python3 - "$(losses "$WORK/ka")" "$(losses "$WORK/kc")" <<'PY' && pass "K = E, CF 0.875 (cap = N - 1) drops: $(losses "$WORK/kc")against $(losses "$WORK/ka")" ||
+import sys
+a, c = [float(x) for x in sys.argv[1:3]]
+assert abs(a - c) > 1e-5, (a, c)
+PY
+  fail "K = E, CF 0.875 (cap N - 1) dropped nothing: '$(losses "$WORK/kc")' vs '$(losses "$WORK/ka")'"
+# K = 1: every routing weight is 1, so probs keeps the lower tokens (its tie rule): position's choice
+run q1 "$A" $M --moe-topk 1 --iterations 2 $C 0.5
+run q2 "$A" $M --moe-topk 1 --iterations 2 $C 0.5 --moe-token-drop-policy position
+run q0 "$A" $M --moe-topk 1 --iterations 2
+same "K = 1: probs ties to the lower token, as position" "$WORK/q1" "$WORK/q2"
+[ "$(losses "$WORK/q1")" != "$(losses "$WORK/q0")" ] && pass "K = 1, CF 0.5 drops" || fail "K = 1, CF 0.5 dropped nothing"
+
 # --check with dropping: schedules, expert, tensor and sequence parallelism
 chk() {   # chk LABEL ARGS...
   label=$1; shift
@@ -70,13 +91,13 @@ chk "X = 2 D = 2 T = 2 CF 0.75 position" "$A" $M $C 0.75 --moe-token-drop-policy
 for X in 1 2; do
   fl="--iterations 1"; [ $X = 2 ] && fl="$fl --data-parallel 2 --expert-parallel 2"
   run bn$X "$A" $M $fl
-  run bc$X "$A" $M $fl $C 0.5
+  run bc$X "$A" $M $fl $C 0.6
   python3 - "$WORK/bn$X" "$WORK/bc$X" $X <<'PY' > "$WORK/py.out" 2>&1 && pass "X = $X: $(cat "$WORK/py.out")" ||
 import json, math, sys
 n, c = [json.load(open(f))["per_device"] for f in sys.argv[1:3]]
 X = int(sys.argv[3])
 up = lambda b: (b + 255) // 256 * 256
-N, h, E, K, F, es, cf = 8, 16, 4, 2, 64, 4, 0.5
+N, h, E, K, F, es, cf = 8, 16, 4, 2, 64, 4, 0.6
 cap = min(N, math.ceil(cf * N * K / E))      # slots an expert keeps of a rank's N K
 rows = min(X * N * K, E * cap)                # at most X cap for each of the E / X local experts
 part = lambda r: up(r * F * es) * 2 + up(r * h * es)   # hpre, hact (GeLU: F wide), eout
