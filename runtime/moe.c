@@ -127,7 +127,6 @@ int ppsrt_moe_check_config(const ppsrt_model_config *cfg) {
 
 static size_t up(size_t b) { return (b + 255) / 256 * 256; }   /* parts of the saved buffer, 256-byte aligned */
 
-struct ppsrt_moe_ord { int e, s; float w; };   /* a slot of one rank's N K: expert, slot index, weight */
 
 int64_t ppsrt_moe_capacity(const ppsrt_model_config *cfg, int N) {
   if (!(cfg->moe_capacity > 0) || !cfg->num_experts) return 0;
@@ -309,18 +308,19 @@ static int by_position(const void *a_, const void *b_) {   /* by expert, then to
  * Megatron-Core drops before the dispatch) keeps at most cap slots an expert, in
  * mo->hpos: 0 kept, -1 dropped. The same on every rank of the group (the same gathered
  * indices and weights). Slot s = n K + k: slot order is token order. */
+void ppsrt_moe_drop(struct ppsrt_moe_ord *o, const int32_t *idx, const float *w, size_t NK, int cap, int by_pos,
+                    int32_t *mark) {
+  for (size_t i = 0; i < NK; i++) { o[i].e = idx[i]; o[i].s = (int)i; o[i].w = w[i]; }
+  qsort(o, NK, sizeof *o, by_pos ? by_position : by_probs);
+  for (size_t i = 0, run = 0; i < NK; i++) {
+    run = i && o[i].e == o[i - 1].e ? run + 1 : 0;
+    mark[o[i].s] = run < (size_t)cap ? 0 : -1;
+  }
+}
 static void drop_over_capacity(ppsrt_moe *mo) {
   size_t NK = (size_t)mo->N * mo->K;
-  struct ppsrt_moe_ord *o = mo->hord;
-  for (int q = 0; q < mo->X; q++) {
-    size_t q0 = NK * q;
-    for (size_t i = 0; i < NK; i++) { o[i].e = mo->hidx[q0 + i]; o[i].s = (int)i; o[i].w = mo->hw[q0 + i]; }
-    qsort(o, NK, sizeof *o, mo->dpos ? by_position : by_probs);
-    for (size_t i = 0, run = 0; i < NK; i++) {
-      run = i && o[i].e == o[i - 1].e ? run + 1 : 0;
-      mo->hpos[q0 + o[i].s] = run < (size_t)mo->cap ? 0 : -1;
-    }
-  }
+  for (int q = 0; q < mo->X; q++)
+    ppsrt_moe_drop(mo->hord, mo->hidx + NK * q, mo->hw + NK * q, NK, mo->cap, mo->dpos, mo->hpos + NK * q);
 }
 
 /* The routing of the slot's tokens: with --expert-parallel the group's top-K indices and

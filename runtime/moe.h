@@ -49,6 +49,12 @@ int ppsrt_moe_topk(const ppsrt_model_config *cfg);
  * saved parts, X N K, with a capacity min(X N K, E cap) (ppsc sim's moe_bytes too). */
 int64_t ppsrt_moe_capacity(const ppsrt_model_config *cfg, int N);
 int64_t ppsrt_moe_rows(const ppsrt_model_config *cfg, int N);
+/* The dropping of one rank's NK slots (expert idx[s], weight w[s], s = n K + k): each
+ * expert keeps at most cap of its slots, the largest w first (ties: the lower s), or with
+ * by_pos the lowest s; mark[s] = 0 kept, -1 dropped. o: scratch of NK. */
+struct ppsrt_moe_ord { int e, s; float w; };
+void ppsrt_moe_drop(struct ppsrt_moe_ord *o, const int32_t *idx, const float *w, size_t NK, int cap, int by_pos,
+                    int32_t *mark);
 /* Sets up mo for one device (n, r0: its residual rows; nslot layer slots; cfg->ep,
  * cfg->ep_rank: its expert-parallel group and rank). */
 int ppsrt_moe_init(ppsrt_moe *mo, const ppsrt_model_config *cfg, ppsrt_dtype at, int N, int n, int r0, int tp, int nslot);

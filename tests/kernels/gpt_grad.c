@@ -24,7 +24,11 @@
  * weights' gradients the same way. The top-K choice is piecewise constant in the weights:
  * an element whose +-eps or +-eps/4 moves a token to another expert (a hash of the routing,
  * ppsrt_gpt_route_hash, changes) is skipped, and at most 1 in 10 may be. These cases
- * take eps = 1e-3 and |grad - fd| <= 3e-4 + 1e-2 |fd| (the expert paths curve more). */
+ * take eps = 1e-3 and |grad - fd| <= 3e-4 + 1e-2 |fd| (the expert paths curve more).
+ * With a capacity factor 0.5 (--moe-expert-capacity-factor, both drop policies, both
+ * layers) the same, dropped slots included (a change of the drops changes the hash too);
+ * and the capacity's choice itself (ppsrt_moe_drop) on slots made up here, both policies,
+ * against the kept sets worked out by hand (test_moe_drop). */
 #include "config.h"
 #include <math.h>
 #include <stdio.h>
@@ -33,6 +37,7 @@
 
 #include "rt.h"
 #include "gpt.h"
+#include "moe.h"
 
 static ppsrt_backend *be;
 static ppsrt_model *m;
@@ -187,8 +192,30 @@ static int test_mode_drop(int vm, int arch, double drop) {
 
 static int test_mode(int vm, int arch) { return test_mode_drop(vm, arch, 0); }
 
+/* --moe-expert-capacity-factor's choice (runtime/moe.c ppsrt_moe_drop) on slots made up
+ * here: expert 0 gets slots 0, 2, 4, 5 (weights .5 .8 .8 .9), expert 1 slots 1, 3; cap 2.
+ * probs keeps the largest (5, then the tie 2 / 4 to the lower: 2), position the first two
+ * (0, 2); expert 1's two slots are kept by both. */
+static int test_moe_drop(void) {
+  const int32_t idx[6] = {0, 1, 0, 1, 0, 0};
+  const float w[6] = {0.5f, 0.9f, 0.8f, 0.5f, 0.8f, 0.9f};
+  static const int32_t want[2][6] = {{-1, 0, 0, 0, -1, 0}, {0, 0, 0, 0, -1, -1}};
+  struct ppsrt_moe_ord o[6];
+  int bad = 0;
+  for (int pol = 0; pol < 2; pol++) {
+    int32_t mark[6];
+    ppsrt_moe_drop(o, idx, w, 6, 2, pol, mark);
+    int ok = !memcmp(mark, want[pol], sizeof mark);
+    printf("%s moe capacity 2, policy %s: marks %d %d %d %d %d %d\n", ok ? "ok  " : "FAIL", pol ? "position" : "probs",
+           mark[0], mark[1], mark[2], mark[3], mark[4], mark[5]);
+    bad += !ok;
+  }
+  return bad;
+}
+
 int main(void) {
   setvbuf(stdout, NULL, _IOLBF, 0);
+  int bad0 = test_moe_drop();
   OK(ppsrt_cpu_backend_create(0, &be));
   int bad = 0;
   for (int vm = 0; vm <= 2; vm++) bad += test_mode(vm, 0) + test_mode(vm, 15);   /* GPT-2's layer, Llama's */
@@ -213,5 +240,5 @@ int main(void) {
     }
   moe_cf = 0; moe_pos = 0;
   be->destroy(be);
-  return bad ? 1 : 0;
+  return bad || bad0 ? 1 : 0;
 }
