@@ -127,11 +127,10 @@ int ppsrt_moe_check_config(const ppsrt_model_config *cfg) {
 
 static size_t up(size_t b) { return (b + 255) / 256 * 256; }   /* parts of the saved buffer, 256-byte aligned */
 
-
 int64_t ppsrt_moe_capacity(const ppsrt_model_config *cfg, int N) {
   if (!(cfg->moe_capacity > 0) || !cfg->num_experts) return 0;
   double c = ceil(cfg->moe_capacity * N * ppsrt_moe_topk(cfg) / cfg->num_experts);
-  return c > (double)N ? N : (int64_t)c;   /* (a token takes an expert once: N is no bound at all) */
+  return c > (double)N ? N : (int64_t)c;   /* (a token takes an expert at most once: a cap above N drops nothing) */
 }
 
 int64_t ppsrt_moe_rows(const ppsrt_model_config *cfg, int N) {
