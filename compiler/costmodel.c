@@ -249,9 +249,15 @@ static double ffn_default(double h, int swiglu) {
  * and their gradient's room (E each, the latter in d); with the load-balancing loss E
  * F32 coefficients. */
 static double up256(double bytes) { return ceil(bytes / 256) * 256; }
-static double moe_bytes(double n, double h, double f, double fc1, double E, double K, double d, int aux, int X) {
+/* the capacity of an expert (model moe_capacity_factor = CF, 0: none) of one GPU's n
+ * tokens' n K slots: ceil(CF n K / E), at most n (runtime/moe.c ppsrt_moe_capacity) */
+static double moe_cap(double n, double E, double K, double cf) {
+  return cf > 0 ? fmin(n, ceil(cf * n * K / E)) : 0;
+}
+static double moe_bytes(double n, double h, double f, double fc1, double E, double K, double d, int aux, int X, double cf) {
   double nk = X * n * K;   /* slots: under expert parallelism the group's X N K (the worst case) */
-  return up256(nk * fc1 * f * d) + up256(nk * f * d) + up256(nk * h * d) + 3 * up256(nk * 4) + up256(n * E * 4) +
+  double rows = cf > 0 ? fmin(nk, E * moe_cap(n, E, K, cf)) : nk;   /* with a capacity at most E cap rows */
+  return up256(rows * fc1 * f * d) + up256(rows * f * d) + up256(rows * h * d) + 3 * up256(nk * 4) + up256(n * E * 4) +
          up256(n * E * d) + (aux ? up256(E * 4) : 0);
 }
 
@@ -387,7 +393,8 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
   /* mixture of experts: model { experts; moe_topk; moe_ffn_hidden; moe_aux_loss } */
   const IrKeyVal *ke = kv_find(s->model, s->nmodel, "experts"), *kk = kv_find(s->model, s->nmodel, "moe_topk");
   const IrKeyVal *kf = kv_find(s->model, s->nmodel, "moe_ffn_hidden"), *ka = kv_find(s->model, s->nmodel, "moe_aux_loss");
-  double E = 0, K = 2, Fe = 0;
+  const IrKeyVal *kcf = kv_find(s->model, s->nmodel, "moe_capacity_factor");
+  double E = 0, K = 2, Fe = 0, cf = 0;
   int aux = 0;
   if (ke && !(ke->value >= 2 && ke->value <= 1024 && ke->value == floor(ke->value))) {
     diag_error(dg, ke->span, "model experts must be a whole number from 2 to 1024 (every layer's MLP is that many experts), got %g", ke->value);
@@ -395,8 +402,8 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
   } else if (ke) {
     E = ke->value;
   }
-  const IrKeyVal *moe_keys[3] = {kk, kf, ka};
-  for (int i = 0; i < 3 && !ke; i++)
+  const IrKeyVal *moe_keys[4] = {kk, kf, ka, kcf};
+  for (int i = 0; i < 4 && !ke; i++)
     if (moe_keys[i]) {
       diag_error(dg, moe_keys[i]->span, "model %s sets up the experts of model experts = E: add it", moe_keys[i]->key);
       errors++;
@@ -418,6 +425,18 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
     errors++;
   } else if (ka) {
     aux = ka->value == 1;
+  }
+  if (kcf && !(kcf->value > 0 && kcf->value <= 1e6)) {
+    diag_error(dg, kcf->span, "model moe_capacity_factor must be a number above 0 (at most 1e6; each expert keeps ceil(factor x tokens x moe_topk / experts) slots), got %g",
+               kcf->value);
+    errors++;
+  } else if (kcf) {
+    cf = kcf->value;
+  }
+  if (kcf && ke && C > 1) {
+    diag_error(dg, kcf->span, "model moe_capacity_factor does not run with hardware context_parallel = %d (the runtime refuses --moe-expert-capacity-factor with --context-parallel: a GPU's tokens are parts of sequences)",
+               C);
+    errors++;
   }
   if (E > 0 && !(Fe > 0) && mk[1]) Fe = mk[2] ? mk[2]->value : ffn_default(mk[1]->value, swiglu);   /* the MLP's width */
   if (E > 0 && T > 1 && Fe > 0 && fmod(Fe, T) != 0) {
@@ -477,8 +496,12 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
   double fc1 = swiglu ? 2 : 1, mat_h = 2 + 2 * gr + (fc1 + 1) * f / h;
   /* experts: a token through K of width Fe, and the router's h x E product, which is whole
    * on every GPU of a tensor-parallel group (T x, since the passes divide by T) */
-  if (E > 0) mat_h = 2 + 2 * gr + K * (fc1 + 1) * Fe / h + T * E / h;
   double sq = mk[5] ? mk[5]->value : 0, b = mk[6] ? mk[6]->value : 0, V = mk[7] ? mk[7]->value : 0;
+  /* with a capacity factor a balanced routing (n K / E slots an expert) keeps min(n K,
+   * E cap) of a GPU's n K slots: all of them at moe_capacity_factor >= 1 */
+  double Kx = K, nt = sq * b / C;
+  if (E > 0 && cf > 0 && nt > 0) Kx = fmin(nt * K, E * moe_cap(nt, E, K, cf)) / nt;
+  if (E > 0) mat_h = 2 + 2 * gr + Kx * (fc1 + 1) * Fe / h + T * E / h;
   double d = mk[8] ? mk[8]->value : 2;
   out->dtype_bytes = d;
   int shape = mk[0] && mk[1] && mk[5] && mk[6];
@@ -612,10 +635,10 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
       tp->act_split = sp ? out->act_layer : split;
       out->act_layer = tp->act_rep + tp->act_split / T;
     }
-    if (E > 0) out->act_layer += moe_bytes(sq * b / C, h, Fe / T, fc1, E, K, d, aux, X);
+    if (E > 0) out->act_layer += moe_bytes(sq * b / C, h, Fe / T, fc1, E, K, d, aux, X, cf);
     if (ep) {
       ep->bytes = 1;
-      ep->expert_bytes = moe_bytes(sq * b / C, h, Fe / T, fc1, E, K, d, aux, X);
+      ep->expert_bytes = moe_bytes(sq * b / C, h, Fe / T, fc1, E, K, d, aux, X, cf);
     }
     out->unit_bytes = L / P * out->act_layer;
     /* copy engines: D2H and H2D, each with its bandwidth (default host_bandwidth);

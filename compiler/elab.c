@@ -140,7 +140,7 @@ static const char *const key_names[K_N] = {"TF", "TB", "TW", "TC", "TBW", "TIF",
 static const char *const model_keys[] = {"layers", "hidden", "ffn_hidden", "heads", "query_groups", "seq",
                                          "micro_batch", "vocab", "dtype_bytes", "swiglu", "rmsnorm", "rope",
                                          "bias", "tie_embeddings", "experts", "moe_topk", "moe_ffn_hidden",
-                                         "moe_aux_loss", NULL};
+                                         "moe_aux_loss", "moe_capacity_factor", NULL};
 static const char *const hardware_keys[] = {"memory", "flops", "host_bandwidth", "peer_bandwidth", "efficiency",
                                             "d2h_bandwidth", "h2d_bandwidth", "devices_per_host_link",
                                             "duplex_bandwidth", "data_parallel", "dp_bandwidth", "dp_latency",
@@ -1301,8 +1301,9 @@ static void exec_keyvals(Ctx *c, Stmt *st, const char *const *keys, IrKeyVal **o
     }
     double v;
     if (eval_num(c, kv->value, &v)) continue;
-    if (keys == model_keys && !(v >= 0 && v <= INT32_MAX && v == floor(v))) {
-      /* the runtime reads these as C ints: 1e10 would wrap, 2.5 would be cut */
+    if (keys == model_keys && strcmp(nm, "moe_capacity_factor") && !(v >= 0 && v <= INT32_MAX && v == floor(v))) {
+      /* the runtime reads these as C ints: 1e10 would wrap, 2.5 would be cut (moe_capacity_factor
+         a number: costmodel.c checks it) */
       EERR(c, kv->value, "model key '%s' must be a whole number in 0..%d, got %.17g", nm, INT32_MAX, v);
       continue;
     }

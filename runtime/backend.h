@@ -259,6 +259,8 @@ struct ppsrt_backend {
    *     prob[n, e] (coef[e] - sum_j prob[n, j] coef[j]) at every e;  in F32, rounded once. */
   int (*moe_route_bwd)(ppsrt_backend *b, int stream, void *dlogits, const float *dw, const float *w,
                        const int32_t *idx, const float *prob, const float *coef, int N, int E, int K);
+  /* The four moe_* below: a slot whose pos is below 0 (dropped over an expert's capacity, or
+   * another expert-parallel rank's) has no row: not copied, summed or combined, its dw 0. */
   /* Permute: dst[pos[n K + k]] = src[n] (act_dtype; src [N, C], dst [N K, C]). */
   int (*moe_permute)(ppsrt_backend *b, int stream, void *dst, const void *src, const int32_t *pos, int N, int K, int C);
   /* Its backward: dx[n] = (accumulate ? dx[n] : 0) + sum_k dp[pos[n K + k]], in F32 in k order. */

@@ -469,6 +469,10 @@ static void write_meta(FILE *h, const ppsrt_run *run, long step, int *first) {
       snprintf(buf, sizeof buf, "%d", cfg->moe_topk); meta_kv(h, "moe_topk", buf, first);
       snprintf(buf, sizeof buf, "%d", cfg->moe_ffn_hidden); meta_kv(h, "moe_ffn_hidden", buf, first);
       snprintf(buf, sizeof buf, "%.17g", cfg->moe_aux_coeff); meta_kv(h, "moe_aux_loss_coeff", buf, first);
+      if (cfg->moe_capacity > 0) {   /* (recorded as the coefficient is: the computation's, no tensor's) */
+        snprintf(buf, sizeof buf, "%.17g", cfg->moe_capacity); meta_kv(h, "moe_expert_capacity_factor", buf, first);
+        meta_kv(h, "moe_token_drop_policy", cfg->moe_drop_position ? "position" : "probs", first);
+      }
     }
     if (cfg->rope) { snprintf(buf, sizeof buf, "%.17g", cfg->rope_base > 0 ? cfg->rope_base : 10000.0); meta_kv(h, "rope_base", buf, first); }
     if (cfg->rope) {   /* RoPE's scaling and the parameters it takes */

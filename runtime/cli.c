@@ -62,6 +62,10 @@ static const char usage_text[] =
   "                           (default 2; ties to the lower expert); --moe-ffn-hidden N an expert's\n"
   "                           width (default --ffn-hidden's); --moe-aux-loss-coeff A the switch-style\n"
   "                           load-balancing loss's coefficient (default 0: none); docs/models.md\n"
+  "  --moe-expert-capacity-factor CF   gpt experts: each expert keeps at most ceil(CF N K / E) of a\n"
+  "                           rank's N K slots a microbatch, the others dropped (default: dropless);\n"
+  "                           --moe-token-drop-policy probs|position keeps the largest routing\n"
+  "                           weights (default) or the first tokens (no --context-parallel)\n"
   "training:\n"
   "  --iterations N           iterations (default 1); --seed N (default 1234)\n"
   "  --lr X                   learning rate (default 0.01); --optimizer sgd|adam (default sgd)\n"
@@ -413,9 +417,11 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   cfg->num_experts = (int)model_kv(p, "experts", 0);          /* (the flags below win) */
   cfg->moe_topk = (int)model_kv(p, "moe_topk", 0);
   cfg->moe_ffn_hidden = (int)model_kv(p, "moe_ffn_hidden", 0);
+  cfg->moe_capacity = model_kv(p, "moe_capacity_factor", 0);
   cfg->rope_factor = 8; cfg->rope_low_freq = 1; cfg->rope_high_freq = 4; cfg->rope_orig_max = 8192;   /* Llama 3.1's */
   /* --arch, then the architecture flags over it (-1: not given) */
   int arch = -1, a_mlp = -1, a_norm = -1, a_pos = -1, a_nobias = -1, a_tie = -1, arch_flag = 0;
+  int drop_policy = 0;   /* --moe-token-drop-policy given */
 
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = NULL;
@@ -578,6 +584,15 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
       if (!v || parse_double(v, 0, &cfg->moe_aux_coeff) || !(cfg->moe_aux_coeff >= 0 && isfinite(cfg->moe_aux_coeff)))
         return usage_error(me, "--moe-aux-loss-coeff needs a number from 0, got '%s'", v ? v : "");
       arch_flag = 1;
+    } else if (flag_is(a, "--moe-expert-capacity-factor", &v, argc, argv, &i)) {
+      if (!v || parse_double(v, 0, &cfg->moe_capacity) || !(cfg->moe_capacity > 0 && isfinite(cfg->moe_capacity)))
+        return usage_error(me, "--moe-expert-capacity-factor needs a number above 0, got '%s'", v ? v : "");
+      arch_flag = 1;
+    } else if (flag_is(a, "--moe-token-drop-policy", &v, argc, argv, &i)) {
+      if (!v || (strcmp(v, "probs") && strcmp(v, "position")))
+        return usage_error(me, "--moe-token-drop-policy needs probs or position, got '%s'", v ? v : "");
+      cfg->moe_drop_position = !strcmp(v, "position");
+      drop_policy = arch_flag = 1;
     } else if (flag_is(a, "--hidden-dropout", &v, argc, argv, &i) || flag_is(a, "--attention-dropout", &v, argc, argv, &i)) {
       int att = a[2] == 'a';
       double *rate = att ? &cfg->attention_dropout : &cfg->hidden_dropout;
@@ -653,6 +668,9 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
                        "--rope-scaling (and its parameters), --hidden-dropout, --attention-dropout and the --num-experts "
                        "and --moe-* flags choose the gpt model's layer\n"
                        "hint: add --model gpt");
+  if (drop_policy && !(cfg->moe_capacity > 0))
+    return usage_error(me, "--moe-token-drop-policy chooses the slots an expert over its capacity drops: it needs "
+                       "--moe-expert-capacity-factor CF (or the schedule's model { moe_capacity_factor })");
   if ((o->given & (RT_GIVEN_ROPE_SCALING | RT_GIVEN_ROPE_PARAMS)) && !cfg->rope)
     return usage_error(me, "--rope-scaling and its parameters scale RoPE's frequencies, and this gpt has learned "
                        "positions\nhint: add --position rope (or --arch llama)");
@@ -730,6 +748,10 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   if (run.ncp > 1 && !strcmp(o->backend, "cuda") && getenv("PPSRT_CUDA_ATTN") && !strcmp(getenv("PPSRT_CUDA_ATTN"), "cudnn"))
     return usage_error(me, "--context-parallel: the fused cuDNN attention (PPSRT_CUDA_ATTN=cudnn) has no query block at an "
                        "offset\nhint: unset PPSRT_CUDA_ATTN or set it to cublas");
+  if (run.ncp > 1 && cfg->num_experts && cfg->moe_capacity > 0)
+    return usage_error(me, "--moe-expert-capacity-factor %g does not run with --context-parallel %d: a context rank's "
+                       "tokens are parts of sequences, and the capacity of its share would drop other slots than the "
+                       "whole sequences' (--check's reference)", cfg->moe_capacity, run.ncp);
   if (run.ncp > 1 && ppsrt_gpt_check_config && ppsrt_gpt_check_config(cfg)) return usage_error(me, "%s", ppsrt_last_error());
   if (o->die_rank >= p->ndev)
     return usage_error(me, "--die-at: device %d does not exist (the schedule's devices are 0..%d)", o->die_rank, p->ndev - 1);

@@ -623,14 +623,17 @@ static int k_moe_route_bwd(ppsrt_backend *b, int stream, void *dlogits_, const f
   return PPSRT_OK;
 }
 
-/* moe_permute: dst[pos[n K + k]] = src[n]. */
+/* moe_permute: dst[pos[n K + k]] = src[n]. In these four a slot at a position below 0 (dropped
+ * over an expert's capacity, or another rank's expert's: runtime/moe.c) has no row: nothing
+ * copied, summed or combined, its dw 0. */
 static int k_moe_permute(ppsrt_backend *b, int stream, void *dst_, const void *src_, const int32_t *pos, int N, int K,
                          int C) {
   ENTER(b, stream);
   float *dst = dst_;
   const float *src = src_;
   for (int n = 0; n < N; n++)
-    for (int k = 0; k < K; k++) memcpy(dst + (size_t)pos[(size_t)n * K + k] * C, src + (size_t)n * C, (size_t)C * sizeof(float));
+    for (int k = 0; k < K; k++)
+      if (pos[(size_t)n * K + k] >= 0) memcpy(dst + (size_t)pos[(size_t)n * K + k] * C, src + (size_t)n * C, (size_t)C * sizeof(float));
   return PPSRT_OK;
 }
 
@@ -644,7 +647,8 @@ static int k_moe_permute_bwd(ppsrt_backend *b, int stream, void *dx_, const void
     float *r = dx + (size_t)n * C;
     for (int c = 0; c < C; c++) {
       float s = accumulate ? r[c] : 0.0f;
-      for (int k = 0; k < K; k++) s += dp[(size_t)pos[(size_t)n * K + k] * C + c];
+      for (int k = 0; k < K; k++)
+        if (pos[(size_t)n * K + k] >= 0) s += dp[(size_t)pos[(size_t)n * K + k] * C + c];
       r[c] = s;
     }
   }
@@ -660,7 +664,8 @@ static int k_moe_unpermute(ppsrt_backend *b, int stream, void *y_, const void *a
   for (int n = 0; n < N; n++)
     for (int c = 0; c < C; c++) {
       float s = a ? a[(size_t)n * C + c] : 0.0f;
-      for (int k = 0; k < K; k++) s += w[(size_t)n * K + k] * e[(size_t)pos[(size_t)n * K + k] * C + c];
+      for (int k = 0; k < K; k++)
+        if (pos[(size_t)n * K + k] >= 0) s += w[(size_t)n * K + k] * e[(size_t)pos[(size_t)n * K + k] * C + c];
       y[(size_t)n * C + c] = s;
     }
   return PPSRT_OK;
@@ -676,6 +681,10 @@ static int k_moe_unpermute_bwd(ppsrt_backend *b, int stream, void *de_, float *d
     for (int k = 0; k < K; k++) {
       size_t s = (size_t)n * K + k, row = (size_t)pos[s] * C;
       const float *d = dy + (size_t)n * C;
+      if (pos[s] < 0) {
+        if (dw) dw[s] = 0.0f;
+        continue;
+      }
       if (dw) {
         float acc = 0.0f;
         for (int c = 0; c < C; c++) acc += d[c] * e[row + c];

@@ -467,6 +467,9 @@ void rt_print_json(ppsrt_run *run, int status) {
     if (mc->num_experts)
       fprintf(f, ",\"experts\":{\"num\":%d,\"topk\":%d,\"ffn_hidden\":%d,\"aux_loss_coeff\":%s}", mc->num_experts,
               mc->moe_topk, mc->moe_ffn_hidden, short_num(n[0], mc->moe_aux_coeff));
+    if (mc->num_experts && mc->moe_capacity > 0)   /* (after it: the object above unchanged without one) */
+      fprintf(f, ",\"expert_capacity\":{\"factor\":%s,\"drop_policy\":\"%s\"}", short_num(n[0], mc->moe_capacity),
+              mc->moe_drop_position ? "position" : "probs");
     fprintf(f, "}");
   } else
     fprintf(f, ",\"layer\":null");

@@ -120,6 +120,10 @@ typedef struct ppsrt_model_config {
   int moe_topk;
   int moe_ffn_hidden;
   double moe_aux_coeff;   /* the load-balancing loss's coefficient (0: none) */
+  double moe_capacity;    /* --moe-expert-capacity-factor CF: each expert keeps at most ceil(CF N K / E) of a
+                           * rank's N K slots, the rest dropped (0: dropless) */
+  int moe_drop_position;  /* --moe-token-drop-policy position (1): keep the first in token order; 0 (probs):
+                           * the largest routing weights */
 } ppsrt_model_config;
 enum { PPSRT_ROPE_NONE, PPSRT_ROPE_LINEAR, PPSRT_ROPE_LLAMA3, PPSRT_ROPE_NSCALINGS };
 

@@ -1424,7 +1424,9 @@ double ppsrt_gpt_pass_flops(const ppsrt_model_config *cfg, int kind, int stage) 
   double M = 2 * b * s * (h * h * (1 + 2 * gq / a) + h * h + (cfg->swiglu ? 3 : 2) * h * f);
   if (cfg->num_experts > 0) {   /* MoE: each token through K experts of width F (not E), and the router's
                                  * product (whole on every rank: T x its share of the layers' 1/T) */
-    double K = ppsrt_moe_topk(cfg), Fe = ppsrt_moe_ffn(cfg), E = cfg->num_experts;
+    double K = ppsrt_moe_topk(cfg), Fe = ppsrt_moe_ffn(cfg), E = cfg->num_experts, n = b * s;
+    /* with a capacity factor: a balanced routing's kept slots, min(n K, E cap) (ppsc sim's) */
+    if (cfg->moe_capacity > 0 && n > 0 && n <= INT32_MAX) K = fmin(n * K, E * (double)ppsrt_moe_capacity(cfg, (int)n)) / n;
     M = 2 * b * s * (h * h * (1 + 2 * gq / a) + h * h + K * (cfg->swiglu ? 3 : 2) * h * Fe + T * h * E);
   }
   int first = stage == 0, last = stage == cfg->nstage - 1, vm = cfg->vocab_mode;

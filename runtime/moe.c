@@ -12,7 +12,15 @@
  *   aux      a E sum_e f_e P_e, f_e = slots routed to e / (N K), P_e = mean_n prob[n, e],
  *            added to the loss (mean over microbatches); its gradient reaches the router
  *            through P_e (f_e is a count: no gradient), Megatron's switch-style loss.
- * Dropless: every expert takes all the tokens routed to it. The routing runs on the
+ * Dropless by default: every expert takes all the tokens routed to it. With a capacity
+ * factor (--moe-expert-capacity-factor CF, --moe-token-drop-policy probs|position;
+ * Megatron-Core's token dropping) each expert keeps at most cap = min(N, ceil(CF N K / E))
+ * of a rank's own N K slots (before any expert-parallel dispatch): the largest w (ties:
+ * the lower token) or the first in token order; route_host marks the others with
+ * position -1, which the moe_* kernels skip (nothing combined, dw 0, no gradient), the
+ * kept weights are not renormalised and the load-balancing loss counts the routing
+ * before dropping. The row-indexed parts (hpre, hact, eout) then hold M = min(X N K,
+ * E cap) rows (ppsrt_moe_rows; ppsc sim's moe_bytes). The routing runs on the
  * device (backend.h moe_route); its indices and per-expert counts are copied to the host
  * (one synchronisation of the compute stream per MoE layer per F), which builds the
  * permutation and sizes the per-expert GEMMs; B and W reuse the counts kept per layer
@@ -20,8 +28,9 @@
  *
  * F/B/W: F keeps in one store entry (ppsrt_moe.bytes) FC1's outputs hpre [N K, fw], the
  * activations hact [N K, f], the expert outputs eout [N K, h], w, the top-K indices and
- * the permutation (N K each), prob [N, E], room for dlogits [N, E] and (with a > 0) the
- * load-balancing loss's coefficients [E]; B writes the
+ * the permutation (N K each; with a capacity M rows of the first three), prob [N, E],
+ * room for dlogits [N, E] and (with a > 0) the load-balancing loss's coefficients [E];
+ * B writes the
  * gradients over them (deout over eout, dhpre over hpre, dlogits) and the input gradient
  * (through the experts, the permutation and the router); W the expert and router weight
  * gradients, re-permuting x (recomputed by the caller). B frees and adds nothing counted.
@@ -50,8 +59,8 @@
  * this rank's tokens' (as at X = 1). X = 1 is exactly the code path above (e0 = 0, all
  * experts local, no collective).
  * Not run on a GPU: the CUDA path has run only on the emulator (tests/gpu/moe_emu.sh).
- * What it does not: the all-to-all dispatcher, capacity factors / token dropping, shared
- * experts, grouped GEMMs. */
+ * What it does not: the all-to-all dispatcher, a capacity factor under --context-parallel
+ * (refused: cli.c), padding to capacity, shared experts, grouped GEMMs. */
 #include "config.h"
 #include "moe.h"
 #include <math.h>
@@ -81,9 +90,9 @@ int ppsrt_moe_ffn(const ppsrt_model_config *cfg) {
 int ppsrt_moe_check_config(const ppsrt_model_config *cfg) {
   int E = cfg->num_experts;
   if (!E) {
-    if (cfg->moe_topk || cfg->moe_ffn_hidden || cfg->moe_aux_coeff != 0)
-      return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --moe-topk, --moe-ffn-hidden and --moe-aux-loss-coeff set up the experts of "
-                        "--num-experts\nhint: add --num-experts E (2 or more)");
+    if (cfg->moe_topk || cfg->moe_ffn_hidden || cfg->moe_aux_coeff != 0 || cfg->moe_capacity != 0)
+      return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --moe-topk, --moe-ffn-hidden, --moe-aux-loss-coeff and "
+                        "--moe-expert-capacity-factor set up the experts of --num-experts\nhint: add --num-experts E (2 or more)");
     return 0;
   }
   if (E < 2 || E > 1024)
@@ -98,6 +107,9 @@ int ppsrt_moe_check_config(const ppsrt_model_config *cfg) {
                       "rank takes F/T of every expert's columns", cfg->tp, F);
   if (!(cfg->moe_aux_coeff >= 0 && isfinite(cfg->moe_aux_coeff)))
     return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --moe-aux-loss-coeff must be a number from 0, got %g", cfg->moe_aux_coeff);
+  if (cfg->moe_capacity != 0 && !(cfg->moe_capacity > 0 && cfg->moe_capacity <= 1e6))
+    return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --moe-expert-capacity-factor must be a number above 0 (at most 1e6), got %g",
+                      cfg->moe_capacity);
   int64_t fw = (int64_t)F * (cfg->swiglu ? 2 : 1), w = fw > cfg->hidden ? fw : cfg->hidden;
   int64_t X = cfg->ep > 1 ? cfg->ep : 1, slots = (int64_t)cfg->seq * cfg->micro_batch * K * X;
   if (E % X)
@@ -115,6 +127,17 @@ int ppsrt_moe_check_config(const ppsrt_model_config *cfg) {
 
 static size_t up(size_t b) { return (b + 255) / 256 * 256; }   /* parts of the saved buffer, 256-byte aligned */
 
+int64_t ppsrt_moe_capacity(const ppsrt_model_config *cfg, int N) {
+  if (!(cfg->moe_capacity > 0) || !cfg->num_experts) return 0;
+  double c = ceil(cfg->moe_capacity * N * ppsrt_moe_topk(cfg) / cfg->num_experts);
+  return c > (double)N ? N : (int64_t)c;   /* (a token takes an expert at most once: a cap above N drops nothing) */
+}
+
+int64_t ppsrt_moe_rows(const ppsrt_model_config *cfg, int N) {
+  int64_t X = cfg->ep > 1 ? cfg->ep : 1, all = X * N * ppsrt_moe_topk(cfg), cap = ppsrt_moe_capacity(cfg, N);
+  return cap > 0 && (int64_t)cfg->num_experts * cap < all ? (int64_t)cfg->num_experts * cap : all;
+}
+
 int ppsrt_moe_init(ppsrt_moe *mo, const ppsrt_model_config *cfg, ppsrt_dtype at, int N, int n, int r0, int tp, int nslot) {
   memset(mo, 0, sizeof *mo);
   mo->E = cfg->num_experts; mo->K = ppsrt_moe_topk(cfg); mo->F = ppsrt_moe_ffn(cfg);
@@ -124,12 +147,16 @@ int ppsrt_moe_init(ppsrt_moe *mo, const ppsrt_model_config *cfg, ppsrt_dtype at,
   mo->nmb = cfg->nmb; mo->nslot = nslot; mo->es = ppsrt_dtype_size(at); mo->coeff = cfg->moe_aux_coeff;
   mo->X = cfg->ep > 1 ? cfg->ep : 1; mo->j = mo->X > 1 ? cfg->ep_rank : 0;
   mo->El = mo->E / mo->X; mo->e0 = mo->j * mo->El;
-  /* the slot-indexed parts hold the group's X N K gathered slots (dropless: every one
-   * of them may be routed to this rank's experts) */
-  size_t NK = (size_t)N * mo->K * mo->X, NE = (size_t)N * mo->E, o = 0;
-  mo->o_hpre = o; o += up(NK * mo->fw * mo->es);
-  mo->o_hact = o; o += up(NK * mo->f * mo->es);
-  mo->o_eout = o; o += up(NK * mo->h * mo->es);
+  mo->cap = (int)ppsrt_moe_capacity(cfg, N); mo->dpos = cfg->moe_drop_position != 0;
+  mo->M = (int)ppsrt_moe_rows(cfg, N);
+  /* the row-indexed parts hold M rows: dropless the group's X N K gathered slots (every
+   * one of them may be routed to this rank's experts), with a capacity at most E cap
+   * (each of the X ranks sends an expert at most cap slots: X cap a local expert); the
+   * slot-indexed ones (w, idx, pos) every gathered slot's routing */
+  size_t NK = (size_t)N * mo->K * mo->X, NE = (size_t)N * mo->E, M = (size_t)mo->M, o = 0;
+  mo->o_hpre = o; o += up(M * mo->fw * mo->es);
+  mo->o_hact = o; o += up(M * mo->f * mo->es);
+  mo->o_eout = o; o += up(M * mo->h * mo->es);
   mo->o_w = o; o += up(NK * sizeof(float));
   mo->o_idx = o; o += up(NK * sizeof(int32_t));
   mo->o_pos = o; o += up(NK * sizeof(int32_t));
@@ -142,10 +169,13 @@ int ppsrt_moe_init(ppsrt_moe *mo, const ppsrt_model_config *cfg, ppsrt_dtype at,
   mo->hcp = malloc((size_t)mo->cp * 2 * mo->E * sizeof *mo->hcp);
   mo->hidx = malloc(NK * sizeof *mo->hidx);
   mo->hpos = malloc(NK * sizeof *mo->hpos);
+  mo->hw = mo->cap > 0 ? malloc(NK * sizeof *mo->hw) : NULL;
+  mo->hord = mo->cap > 0 ? malloc((size_t)N * mo->K * sizeof *mo->hord) : NULL;
   mo->hstat = malloc(3 * (size_t)mo->E * sizeof *mo->hstat);
   mo->hcoef = mo->hstat ? mo->hstat + 2 * mo->E : NULL;
   mo->ocnt = calloc((size_t)mo->E, sizeof *mo->ocnt);
-  if (!mo->cnt || !mo->shash || !mo->hcp || !mo->hidx || !mo->hpos || !mo->hstat || !mo->ocnt) {
+  if (!mo->cnt || !mo->shash || !mo->hcp || !mo->hidx || !mo->hpos || !mo->hstat || !mo->ocnt ||
+      (mo->cap > 0 && (!mo->hw || !mo->hord))) {
     ppsrt_moe_free(mo);
     return PPSRT_FAIL(PPSRT_E_NOMEM, "gpt: out of host memory (experts)");
   }
@@ -153,6 +183,7 @@ int ppsrt_moe_init(ppsrt_moe *mo, const ppsrt_model_config *cfg, ppsrt_dtype at,
 }
 
 void ppsrt_moe_free(ppsrt_moe *mo) {
+  free(mo->hw); free(mo->hord); mo->hw = NULL; mo->hord = NULL;
   free(mo->cnt); free(mo->shash); free(mo->hcp); mo->hcp = NULL; free(mo->hidx); free(mo->hpos); free(mo->hstat); free(mo->ocnt);
   mo->cnt = mo->ocnt = NULL; mo->shash = NULL; mo->hidx = mo->hpos = NULL; mo->hstat = mo->hcoef = NULL;
 }
@@ -258,6 +289,39 @@ static int cp_counts(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, const int *
   return rc;
 }
 
+/* ---- capacity: which slots an expert over its capacity drops ---- */
+
+static int by_probs(const void *a_, const void *b_) {   /* by expert, the largest weight first, ties the lower slot */
+  const struct ppsrt_moe_ord *a = a_, *b = b_;
+  if (a->e != b->e) return a->e < b->e ? -1 : 1;
+  if (a->w != b->w) return a->w > b->w ? -1 : 1;
+  return (a->s > b->s) - (a->s < b->s);
+}
+static int by_position(const void *a_, const void *b_) {   /* by expert, then token order */
+  const struct ppsrt_moe_ord *a = a_, *b = b_;
+  if (a->e != b->e) return a->e < b->e ? -1 : 1;
+  return (a->s > b->s) - (a->s < b->s);
+}
+
+/* With a capacity: each rank's block of the X N K gathered slots (its own N tokens', as
+ * Megatron-Core drops before the dispatch) keeps at most cap slots an expert, in
+ * mo->hpos: 0 kept, -1 dropped. The same on every rank of the group (the same gathered
+ * indices and weights). Slot s = n K + k: slot order is token order. */
+void ppsrt_moe_drop(struct ppsrt_moe_ord *o, const int32_t *idx, const float *w, size_t NK, int cap, int by_pos,
+                    int32_t *mark) {
+  for (size_t i = 0; i < NK; i++) { o[i].e = idx[i]; o[i].s = (int)i; o[i].w = w[i]; }
+  qsort(o, NK, sizeof *o, by_pos ? by_position : by_probs);
+  for (size_t i = 0, run = 0; i < NK; i++) {
+    run = i && o[i].e == o[i - 1].e ? run + 1 : 0;
+    mark[o[i].s] = run < (size_t)cap ? 0 : -1;
+  }
+}
+static void drop_over_capacity(ppsrt_moe *mo) {
+  size_t NK = (size_t)mo->N * mo->K;
+  for (int q = 0; q < mo->X; q++)
+    ppsrt_moe_drop(mo->hord, mo->hidx + NK * q, mo->hw + NK * q, NK, mo->cap, mo->dpos, mo->hpos + NK * q);
+}
+
 /* The routing of the slot's tokens: with --expert-parallel the group's top-K indices and
  * weights all-gathered first (this rank's in block j); device indices to the host,
  * counts (of the gathered slots, and of this rank's own for the load-balancing loss),
@@ -274,25 +338,34 @@ static int route_host(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, int slot, 
   }
   TRY(be->memcpy_async(be, CS, mo->hidx, b->idx, XNK * sizeof(int32_t), 2));
   TRY(be->memcpy_async(be, CS, mo->hstat, stat, 2 * (size_t)E * sizeof(float), 2));
+  if (mo->cap > 0) TRY(be->memcpy_async(be, CS, mo->hw, b->w, XNK * sizeof(float), 2));
   TRY(be->stream_sync(be, CS));   /* the one synchronisation: the GEMMs' sizes */
   memset(cnt, 0, (size_t)E * sizeof *cnt);
   memset(own, 0, (size_t)E * sizeof *own);
   for (size_t s = 0; s < XNK; s++) {
     int e = mo->hidx[s];
     if (e < 0 || e >= E) return PPSRT_FAIL(PPSRT_E_BACKEND, "gpt: routing gave expert %d of %d (not a number in the router's logits?)", e, E);
-    cnt[e]++;
-    if (s >= j0 && s < j0 + NK) own[e]++;
+    if (s >= j0 && s < j0 + NK) own[e]++;   /* (before any dropping: the load-balancing loss's, as Megatron's) */
   }
+  if (mo->cap > 0) drop_over_capacity(mo);
+  else memset(mo->hpos, 0, XNK * sizeof *mo->hpos);
+  for (size_t s = 0; s < XNK; s++)
+    if (mo->hpos[s] >= 0) cnt[mo->hidx[s]]++;   /* the kept slots: the experts' rows */
+  uint64_t sh = 0xcbf29ce484222325ull;   /* the slot's own tokens' hash (FNV-1a), for --check's routing comparison */
+  for (size_t s = j0; s < j0 + NK; s++) {
+    /* (a dropped slot counts as expert E + e: the reference must drop the same) */
+    uint64_t v = (uint64_t)mo->hidx[s] + (mo->hpos[s] < 0 ? (uint64_t)E : 0);
+    mo->route_hash = (mo->route_hash ^ v) * 0x100000001b3ull;   /* FNV-1a step */
+    sh = (sh ^ v) * 0x100000001b3ull;
+  }
+  /* positions: this rank's experts' kept slots first (by expert, slot order kept); every
+   * other slot dropless after them (rows zeroed), with a capacity -1 (the kernels skip
+   * it: no row, nothing combined, no gradient), as a dropped slot is */
   int next[1024], rest = local_rows(mo, cnt), e1 = mo->e0 + mo->El;
   for (int e = mo->e0, o = 0; e < e1; e++) { next[e] = o; o += cnt[e]; }
   for (size_t s = 0; s < XNK; s++) {
-    int e = mo->hidx[s];
-    mo->hpos[s] = e >= mo->e0 && e < e1 ? next[e]++ : rest++;
-  }
-  uint64_t sh = 0xcbf29ce484222325ull;   /* the slot's own tokens' hash (FNV-1a), for --check's routing comparison */
-  for (size_t s = j0; s < j0 + NK; s++) {
-    mo->route_hash = (mo->route_hash ^ (uint64_t)mo->hidx[s]) * 0x100000001b3ull;   /* FNV-1a step */
-    sh = (sh ^ (uint64_t)mo->hidx[s]) * 0x100000001b3ull;
+    int e = mo->hidx[s], kept = mo->hpos[s] >= 0;
+    mo->hpos[s] = kept && e >= mo->e0 && e < e1 ? next[e]++ : mo->cap > 0 ? -1 : rest++;
   }
   mo->shash[slot] = sh;
   TRY(be->memcpy_async(be, CS, b->pos, mo->hpos, XNK * sizeof(int32_t), 1));
@@ -345,7 +418,7 @@ typedef struct fscr { float *logits; char *xp; float *part; char *tmp, *ag, *com
 static int moe_f_in(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, int slot, ppsrt_param *P, mbuf *b, const void *a,
                     const void *x1, void *y, const ppsrt_dropout *drop, int count_loss, const fscr *z) {
   int N = mo->N, K = mo->K, E = mo->E, h = mo->h, f = mo->f, fw = mo->fw, X = mo->X, e1 = mo->e0 + mo->El;
-  int NK = N * K, XNK = NK * X;
+  int NK = N * K;
   ppsrt_dtype AT = be->act_dtype;
   size_t es = mo->es;
   const int *cnt = mo->cnt + (size_t)slot * E;
@@ -392,7 +465,7 @@ static int moe_f_in(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, int slot, pp
   if (X > 1) {
     /* the other experts' rows add nothing here; each gathered token's sum over this rank's
      * slots, summed over the group (F32), this rank's N rows back: then as X = 1 */
-    if (R < XNK) TRY(be->memset0(be, CS, b->eout + (size_t)R * h * es, (size_t)(XNK - R) * h * es));
+    if (R < mo->M) TRY(be->memset0(be, CS, b->eout + (size_t)R * h * es, (size_t)(mo->M - R) * h * es));
     TRY(be->moe_unpermute(be, CS, z->comb, NULL, b->eout, b->pos, b->w, N * X, K, h));
     TRY(ep_sum_rows(mo, c, be, z->comb, z->sum, z->comb));
     const char *out = z->comb + (size_t)mo->r0 * h * es;
@@ -437,7 +510,7 @@ int ppsrt_moe_f(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, int slot, ppsrt_
 static int moe_b_in(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, int slot, ppsrt_param *P, mbuf *b, const void *dy,
                     void *dln2, float *dw, char *dhact, char *dxp, float *part, char *dfull, char *dyg, float *sum) {
   int N = mo->N, K = mo->K, E = mo->E, h = mo->h, f = mo->f, fw = mo->fw, X = mo->X, e1 = mo->e0 + mo->El;
-  int NK = N * K, XNK = NK * X;
+  int NK = N * K;
   ppsrt_dtype AT = be->act_dtype;
   size_t es = mo->es, j0 = (size_t)NK * mo->j;
   const int *cnt = mo->cnt + (size_t)slot * E;
@@ -473,7 +546,7 @@ static int moe_b_in(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, int slot, pp
     /* the gathered tokens' input gradients through this rank's experts (the other slots'
      * rows zero), summed over the group: this rank's N rows; the routing weights'
      * gradients (each slot's nonzero on one rank) too: this rank's N K */
-    if (R < XNK) TRY(be->memset0(be, CS, dxp + (size_t)R * h * es, (size_t)(XNK - R) * h * es));
+    if (R < mo->M) TRY(be->memset0(be, CS, dxp + (size_t)R * h * es, (size_t)(mo->M - R) * h * es));
     TRY(be->moe_permute_bwd(be, CS, dyg, dxp, b->pos, N * X, K, h, 0));   /* (dyg is free again) */
     TRY(ep_sum_rows(mo, c, be, dyg, sum, dx));
     TRY(ppsrt_ep_reduce_scatter(c, dw, dw + j0, (size_t)NK));

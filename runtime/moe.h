@@ -24,6 +24,11 @@ typedef struct ppsrt_moe {
   uint64_t *shash;        /* host [nslot]: a hash of each slot's routing by its last F, in token order (--check) */
   int *cnt;               /* host [nslot][E]: gathered slots (X N K) routed to each expert by the slot's last F */
   int *ocnt;              /* host scratch [E]: this rank's own N K slots a expert (the load-balancing loss) */
+  int cap, dpos;          /* --moe-expert-capacity-factor: slots an expert keeps of a rank's N K (0: dropless);
+                           * --moe-token-drop-policy position (1) or probs (0) */
+  int M;                  /* rows of the row-indexed saved parts: X N K, or with a capacity min(X N K, E cap) */
+  float *hw;              /* host scratch [X N K]: the routing weights (with a capacity) */
+  struct ppsrt_moe_ord *hord;   /* host scratch [N K]: one rank's slots in keeping order (with a capacity) */
   int32_t *hidx, *hpos;   /* host scratch [X N K] */
   float *hstat, *hcoef;   /* host scratch [2E], [E] */
   /* a layer's saved buffer (one activation store entry): byte offsets of its parts */
@@ -39,6 +44,17 @@ int ppsrt_moe_check_config(const ppsrt_model_config *cfg);
 int ppsrt_moe_ffn(const ppsrt_model_config *cfg);
 int ppsrt_moe_topk(const ppsrt_model_config *cfg);
 
+/* --moe-expert-capacity-factor: the slots an expert keeps of a rank's N tokens' N K,
+ * ceil(CF N K / E) (at most N), 0 without a capacity factor; the rows of the experts'
+ * saved parts, X N K, with a capacity min(X N K, E cap) (ppsc sim's moe_bytes too). */
+int64_t ppsrt_moe_capacity(const ppsrt_model_config *cfg, int N);
+int64_t ppsrt_moe_rows(const ppsrt_model_config *cfg, int N);
+/* The dropping of one rank's NK slots (expert idx[s], weight w[s], s = n K + k): each
+ * expert keeps at most cap of its slots, the largest w first (ties: the lower s), or with
+ * by_pos the lowest s; mark[s] = 0 kept, -1 dropped. o: scratch of NK. */
+struct ppsrt_moe_ord { int e, s; float w; };
+void ppsrt_moe_drop(struct ppsrt_moe_ord *o, const int32_t *idx, const float *w, size_t NK, int cap, int by_pos,
+                    int32_t *mark);
 /* Sets up mo for one device (n, r0: its residual rows; nslot layer slots; cfg->ep,
  * cfg->ep_rank: its expert-parallel group and rank). */
 int ppsrt_moe_init(ppsrt_moe *mo, const ppsrt_model_config *cfg, ppsrt_dtype at, int N, int n, int r0, int tp, int nslot);

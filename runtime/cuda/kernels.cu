@@ -766,10 +766,13 @@ static __global__ void k_moe_route_bwd(bf16 *dl, const float *dw, const float *w
   }
 }
 
+/* the moe_* kernels: a slot at a position below 0 (dropped over an expert's capacity, or
+ * another rank's expert's: runtime/moe.c) has no row: nothing copied, summed or combined,
+ * its dw 0 (as cpu_kernels.c's) */
 static __global__ void k_moe_permute(bf16 *dst, const bf16 *src, const int32_t *pos, int N, int K, int C) {
   GRID_STRIDE(i, (size_t)N * K * C) {
     size_t s = i / C, c = i % C, n = s / K;
-    dst[(size_t)pos[s] * C + c] = src[n * C + c];
+    if (pos[s] >= 0) dst[(size_t)pos[s] * C + c] = src[n * C + c];
   }
 }
 
@@ -778,7 +781,8 @@ static __global__ void k_moe_permute_bwd(bf16 *dx, const bf16 *dp, const int32_t
   GRID_STRIDE(i, (size_t)N * C) {
     size_t n = i / C, c = i % C;
     float v = accumulate ? ld(dx, i) : 0.0f;
-    for (int k = 0; k < K; k++) v += ld(dp, (size_t)pos[n * K + k] * C + c);
+    for (int k = 0; k < K; k++)
+      if (pos[n * K + k] >= 0) v += ld(dp, (size_t)pos[n * K + k] * C + c);
     st(dx, i, v);
   }
 }
@@ -788,7 +792,8 @@ static __global__ void k_moe_unpermute(bf16 *y, const bf16 *a, const bf16 *e, co
   GRID_STRIDE(i, (size_t)N * C) {
     size_t n = i / C, c = i % C;
     float v = a ? ld(a, i) : 0.0f;
-    for (int k = 0; k < K; k++) v += w[n * K + k] * ld(e, (size_t)pos[n * K + k] * C + c);
+    for (int k = 0; k < K; k++)
+      if (pos[n * K + k] >= 0) v += w[n * K + k] * ld(e, (size_t)pos[n * K + k] * C + c);
     st(y, i, v);
   }
 }
@@ -799,6 +804,10 @@ static __global__ void k_moe_unpermute_dw(float *dw, const bf16 *dy, const bf16 
   size_t warp = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) / 32, nw = (size_t)gridDim.x * blockDim.x / 32;
   int lane = threadIdx.x % 32;
   for (size_t s = warp; s < (size_t)N * K; s += nw) {
+    if (pos[s] < 0) {   /* (the whole warp's slot: no lane reaches the shuffles) */
+      if (!lane) dw[s] = 0.0f;
+      continue;
+    }
     size_t n = s / K, row = (size_t)pos[s] * C;
     float acc = 0.0f;
     for (int c = lane; c < C; c += 32) acc += ld(dy, n * C + c) * ld(e, row + c);
@@ -811,7 +820,7 @@ static __global__ void k_moe_unpermute_de(bf16 *de, const bf16 *dy, const int32_
                                           int C) {
   GRID_STRIDE(i, (size_t)N * K * C) {
     size_t s = i / C, c = i % C, n = s / K;
-    st(de, (size_t)pos[s] * C + c, w[s] * ld(dy, n * C + c));
+    if (pos[s] >= 0) st(de, (size_t)pos[s] * C + c, w[s] * ld(dy, n * C + c));
   }
 }
 

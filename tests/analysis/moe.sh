@@ -13,6 +13,9 @@
 #  - the three under expert parallelism (hardware expert_parallel = the runtime's
 #    --expert-parallel X: X = 2 with 2 replicas, alone and at T = 2 with SP; X = 4 with 4):
 #    E/X experts a GPU, the entry's slot parts sized for X N K slots;
+#  - with model { moe_capacity_factor } (the runtime's --moe-expert-capacity-factor) 0.5:
+#    the rows of hpre, hact and eout min(X N K, E cap), cap = min(N, ceil(CF N K / E)), at
+#    X = 1 and X = 2; the FLOPs of a balanced routing's kept min(N K, E cap) slots;
 #  - errors with file:line:col: experts 1, moe_topk above experts, moe_topk without
 #    experts, moe_ffn_hidden 0, moe_aux_loss 2, tensor_parallel not dividing the
 #    experts' width.
@@ -38,7 +41,7 @@ schedule lin(P = 2, m = 4) {
 }
 PPS
 }
-# case NAME "MODEL KEYS" "HARDWARE KEYS" "RUNTIME FLAGS" E K F SWIGLU BIAS T SP RMS ROPE AUX X
+# case NAME "MODEL KEYS" "HARDWARE KEYS" "RUNTIME FLAGS" E K F SWIGLU BIAS T SP RMS ROPE AUX X [CF]
 case_() {
   nm=$1; mkeys=$2; hkeys=$3; flags=$4; shift 4
   mk "$WORK/$nm.pps" "$mkeys" "$hkeys"
@@ -50,6 +53,7 @@ case_() {
 import json, math, sys
 sim, run = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
 E, K, F, sw, bias, T, sp, rms, rope, aux, X = [int(x) for x in sys.argv[3:14]]
+cf = float(sys.argv[14]) if len(sys.argv) > 14 else 0
 h, H, G, s, b, V, es, m = 16, 4, 2, 4, 1, 32, 4, 4
 N, hd, fc1 = s * b, 16 // 4, 2 if sw else 1
 up = lambda x: math.ceil(x / 256) * 256
@@ -58,7 +62,9 @@ f = F // T
 # slots (X N K under expert parallelism: the worst case of the gathered slots); weights,
 # indices, permutation; probabilities and their gradient's room
 S = X * N * K
-moe = up(S * fc1 * f * es) + up(S * f * es) + up(S * h * es) + 3 * up(S * 4) + up(N * E * 4) + up(N * E * es)
+# with a capacity factor: min(X N K, E cap) rows of FC1's outputs, activations, expert outputs
+R = min(S, E * min(N, math.ceil(cf * N * K / E))) if cf else S
+moe = up(R * fc1 * f * es) + up(R * f * es) + up(R * h * es) + 3 * up(S * 4) + up(N * E * 4) + up(N * E * es)
 moe += up(E * 4) if aux else 0   # the load-balancing loss's coefficients
 # FLOPs: sim's busy seconds at flops = 1 against the runtime's count of each device
 for d in range(2):
@@ -83,8 +89,8 @@ want = [layer + h * V / T + (0 if rope else s * h), layer + h * V / T + norm]
 for d in range(2):
     got = sim["per_device"][d]["static_bytes"] / 16
     assert abs(got - want[d]) < 1e-6, ("params", d, got, want[d])
-print("flops %s, layer %d B (experts %d B), params %s" % ([run["per_device"][d]["flops_per_iteration"] for d in range(2)],
-      sim["unit_bytes"], moe, want))
+print("flops %s, layer %d B (experts %d B, %d rows), params %s" % ([run["per_device"][d]["flops_per_iteration"] for d in range(2)],
+      sim["unit_bytes"], moe, R, want))
 PY
   then pass "$nm: $(cat "$WORK/py.out")"; else fail "$nm: $(cat "$WORK/py.out")"; fi
 }
@@ -109,6 +115,14 @@ case_ llama_ep2_tp "hidden = 16; heads = 4; query_groups = 2; swiglu = 1; rmsnor
   "tensor_parallel = 2; sequence_parallel = 1; tp_bandwidth = 1e12; $EPH" \
   "$RT --arch llama --num-experts 4 --moe-topk 2 --moe-ffn-hidden 24 --tensor-parallel 2 --sequence-parallel --data-parallel 2 --expert-parallel 2" \
   4 2 24 1 0 2 1 1 1 0 2
+# a capacity factor 0.5 (N = 4, K = 2, E = 4: cap 1, E cap = 4 rows of 8 at X = 1, of 16 at X = 2)
+case_ gpt2_cap "hidden = 16; heads = 4; query_groups = 2; experts = 4; moe_topk = 2; moe_capacity_factor = 0.5;" "" \
+  "$RT --num-experts 4 --moe-topk 2 --moe-expert-capacity-factor 0.5" 4 2 64 0 1 1 0 0 0 0 1 0.5
+case_ llama_ep2_cap "hidden = 16; heads = 4; query_groups = 2; swiglu = 1; rmsnorm = 1; rope = 1; bias = 0; experts = 4; moe_topk = 2; moe_ffn_hidden = 24; moe_aux_loss = 1; moe_capacity_factor = 0.5;" \
+  "$EPH" "$RT --arch llama --num-experts 4 --moe-topk 2 --moe-ffn-hidden 24 --moe-aux-loss-coeff 0.01 --data-parallel 2 --expert-parallel 2 --moe-expert-capacity-factor 0.5" \
+  4 2 24 1 0 1 0 1 1 1 2 0.5
+case_ gpt2_cap2 "hidden = 16; heads = 4; query_groups = 2; experts = 4; moe_topk = 2; moe_capacity_factor = 2;" "" \
+  "$RT --num-experts 4 --moe-topk 2 --moe-expert-capacity-factor 2" 4 2 64 0 1 1 0 0 0 0 1 2
 
 # the runtime takes --num-experts, --moe-topk and --moe-ffn-hidden from model { } when not given
 "$WORK/llama" --model gpt --arch llama --hidden 16 --heads 4 --query-groups 2 --seq 4 --vocab 32 --layers-per-stage 1 \
@@ -133,6 +147,10 @@ err "moe_topk above experts" "experts = 4; moe_topk = 5;" "" "model moe_topk mus
 err "moe_topk without experts" "moe_topk = 2;" "" "model moe_topk sets up the experts of model experts = E"
 err "moe_ffn_hidden 0" "experts = 4; moe_ffn_hidden = 0;" "" "model moe_ffn_hidden must be a positive whole number"
 err "moe_aux_loss 2" "experts = 4; moe_aux_loss = 2;" "" "model moe_aux_loss must be 0 or 1"
+err "moe_capacity_factor 0" "experts = 4; moe_capacity_factor = 0;" "" "model moe_capacity_factor must be a number above 0"
+err "moe_capacity_factor without experts" "moe_capacity_factor = 1;" "" "model moe_capacity_factor sets up the experts of model experts = E"
+err "moe_capacity_factor with context_parallel" "experts = 4; moe_capacity_factor = 1;" "context_parallel = 2; cp_bandwidth = 1e9;" \
+  "model moe_capacity_factor does not run with hardware context_parallel = 2"
 err "tensor_parallel not dividing the experts' width" "experts = 4; moe_ffn_hidden = 6;" "tensor_parallel = 4; tp_bandwidth = 1e9;" \
   "hardware tensor_parallel = 4 must divide the experts' width 6"
 finish

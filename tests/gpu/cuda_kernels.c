@@ -475,7 +475,8 @@ static void t_swiglu_at(int N, int C) {
  * same experts chosen: the indices compared exactly), the weights, probabilities and
  * per-expert statistics; its backward with and without the load-balancing coefficients;
  * the permutation (a shuffled pos) and its backward; the weighted combine and its
- * backward (dw, de, and de written over e in place). */
+ * backward (dw, de, and de written over e in place); then with every 5th slot dropped
+ * (position -1: --moe-expert-capacity-factor), a dropped slot's dw 0. */
 static void t_moe(void) {
   int N = 37, E = 6, K = 2, C = 40, NK = N * K;
   pair lg = mk((size_t)N * E, PPSRT_F32, 2, 0), w = mk(NK, PPSRT_F32, 0, 0), prob = mk((size_t)N * E, PPSRT_F32, 0, 0);
@@ -523,6 +524,30 @@ static void t_moe(void) {
   OK(gpu->moe_unpermute_bwd(gpu, 0, e.g, dwo.g, dy.g, e.g, pos.g, ww.g, N, K, C));
   compare("moe_unpermute_bwd de over e", &e, TOL_BF16);
   compare("moe_unpermute_bwd dw (in place)", &dwo, TOL_F32);
+  /* dropped slots (--moe-expert-capacity-factor, runtime/moe.c: position -1), every 5th:
+   * nothing copied, summed or combined, dw 0 (dwo holds the nonzero values above) */
+  for (int i = 0; i < NK; i += 5) pos.c[i] = -1;
+  pair e2 = mk((size_t)NK * C, PPSRT_BF16, 1, 0);   /* (e above was rewritten in place: CPU and GPU apart) */
+  OK(gpu->memcpy_async(gpu, PPSRT_STREAM_COMPUTE, pos.g, pos.c, (size_t)NK * 4, 1));
+  OK(cpu->moe_permute(cpu, 0, dst.c, src.c, pos.c, N, K, C));
+  OK(gpu->moe_permute(gpu, 0, dst.g, src.g, pos.g, N, K, C));
+  compare("moe_permute, slots dropped", &dst, TOL_BF16);
+  OK(cpu->moe_permute_bwd(cpu, 0, dx.c, dp.c, pos.c, N, K, C, 0));
+  OK(gpu->moe_permute_bwd(gpu, 0, dx.g, dp.g, pos.g, N, K, C, 0));
+  compare("moe_permute_bwd, slots dropped", &dx, TOL_BF16);
+  OK(cpu->moe_unpermute(cpu, 0, y.c, NULL, e2.c, pos.c, ww.c, N, K, C));
+  OK(gpu->moe_unpermute(gpu, 0, y.g, NULL, e2.g, pos.g, ww.g, N, K, C));
+  compare("moe_unpermute, slots dropped", &y, TOL_BF16);
+  OK(cpu->moe_unpermute_bwd(cpu, 0, de.c, dwo.c, dy.c, e2.c, pos.c, ww.c, N, K, C));
+  OK(gpu->moe_unpermute_bwd(gpu, 0, de.g, dwo.g, dy.g, e2.g, pos.g, ww.g, N, K, C));
+  compare("moe_unpermute_bwd de, slots dropped", &de, TOL_BF16);
+  compare("moe_unpermute_bwd dw, slots dropped", &dwo, TOL_F32);
+  int zero = 1;
+  for (int i = 0; i < NK; i += 5) zero &= ((const float *)dwo.c)[i] == 0.0f;
+  checks++;
+  if (!zero) { failures++; fprintf(stderr, "FAIL: moe_unpermute_bwd: a dropped slot's dw is not 0 on the CPU\n"); }
+  else printf("ok   %-44s n=%-8d 0\n", "moe_unpermute_bwd dw of the dropped slots", (NK + 4) / 5);
+  drop(&e2);
   free(gi);
   cpu->free(cpu, idx.c); gpu->free(gpu, idx.g); cpu->free(cpu, pos.c); gpu->free(gpu, pos.g);
   drop(&lg); drop(&w); drop(&prob); drop(&stat); drop(&dw); drop(&coef); drop(&dl); drop(&src); drop(&dst);

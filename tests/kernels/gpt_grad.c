@@ -24,7 +24,11 @@
  * weights' gradients the same way. The top-K choice is piecewise constant in the weights:
  * an element whose +-eps or +-eps/4 moves a token to another expert (a hash of the routing,
  * ppsrt_gpt_route_hash, changes) is skipped, and at most 1 in 10 may be. These cases
- * take eps = 1e-3 and |grad - fd| <= 3e-4 + 1e-2 |fd| (the expert paths curve more). */
+ * take eps = 1e-3 and |grad - fd| <= 3e-4 + 1e-2 |fd| (the expert paths curve more).
+ * With a capacity factor 0.5 (--moe-expert-capacity-factor, both drop policies, both
+ * layers) the same, dropped slots included (a change of the drops changes the hash too);
+ * and the capacity's choice itself (ppsrt_moe_drop) on slots made up here, both policies,
+ * against the kept sets worked out by hand (test_moe_drop). */
 #include "config.h"
 #include <math.h>
 #include <stdio.h>
@@ -33,6 +37,7 @@
 
 #include "rt.h"
 #include "gpt.h"
+#include "moe.h"
 
 static ppsrt_backend *be;
 static ppsrt_model *m;
@@ -90,6 +95,8 @@ static double run(int backward) {
 static double loss_nodrop;   /* the last case's loss without dropout */
 static int moe_E, moe_K;     /* the MoE cases' --num-experts, --moe-topk (0: a dense MLP) */
 static double moe_a;         /* and --moe-aux-loss-coeff */
+static double moe_cf;        /* and --moe-expert-capacity-factor (0: dropless) */
+static int moe_pos;          /* and --moe-token-drop-policy position (1) */
 static int test_mode_drop(int vm, int arch, double drop) {
   ppsrt_model_config cfg = {0};
   cfg.name = "gpt";
@@ -100,6 +107,7 @@ static int test_mode_drop(int vm, int arch, double drop) {
   if (cfg.rope) cfg.rope_base = 3;   /* large angles at these few positions */
   cfg.hidden_dropout = cfg.attention_dropout = drop;
   cfg.num_experts = moe_E; cfg.moe_topk = moe_K; cfg.moe_aux_coeff = moe_a;
+  cfg.moe_capacity = moe_cf; cfg.moe_drop_position = moe_pos;
   int stages[2] = {0, 1};
   memset(&ctx, 0, sizeof ctx);
   ctx.be = be; ctx.nmb = cfg.nmb; ctx.nstage = cfg.nstage;
@@ -154,7 +162,8 @@ static int test_mode_drop(int vm, int arch, double drop) {
     free(g);
   }
   char moe[96] = "";
-  if (moe_E) snprintf(moe, sizeof moe, " experts %d top %d aux %g (%d of %d skipped)", moe_E, moe_K, moe_a, skipped, sampled);
+  if (moe_E) snprintf(moe, sizeof moe, " experts %d top %d aux %g cf %g%s (%d of %d skipped)", moe_E, moe_K, moe_a, moe_cf,
+                      moe_pos ? " position" : "", skipped, sampled);
   printf("%s gpt gradients vs finite differences, vocab mode %d, %s%s%s%s%s%s: %d tensors, loss %.6f, max |fd| %.3g, "
          "max |grad - fd| %.3g (tol %.0e + %.0e*|fd|)\n", bad ? "FAIL" : "ok  ", vm, cfg.swiglu ? "swiglu" : "gelu",
          cfg.rmsnorm ? " rmsnorm" : " layernorm", cfg.rope ? " rope" : " learned", cfg.no_bias ? " no-bias" : "",
@@ -183,8 +192,30 @@ static int test_mode_drop(int vm, int arch, double drop) {
 
 static int test_mode(int vm, int arch) { return test_mode_drop(vm, arch, 0); }
 
+/* --moe-expert-capacity-factor's choice (runtime/moe.c ppsrt_moe_drop) on slots made up
+ * here: expert 0 gets slots 0, 2, 4, 5 (weights .5 .8 .8 .9), expert 1 slots 1, 3; cap 2.
+ * probs keeps the largest (5, then the tie 2 / 4 to the lower: 2), position the first two
+ * (0, 2); expert 1's two slots are kept by both. */
+static int test_moe_drop(void) {
+  const int32_t idx[6] = {0, 1, 0, 1, 0, 0};
+  const float w[6] = {0.5f, 0.9f, 0.8f, 0.5f, 0.8f, 0.9f};
+  static const int32_t want[2][6] = {{-1, 0, 0, 0, -1, 0}, {0, 0, 0, 0, -1, -1}};
+  struct ppsrt_moe_ord o[6];
+  int bad = 0;
+  for (int pol = 0; pol < 2; pol++) {
+    int32_t mark[6];
+    ppsrt_moe_drop(o, idx, w, 6, 2, pol, mark);
+    int ok = !memcmp(mark, want[pol], sizeof mark);
+    printf("%s moe capacity 2, policy %s: marks %d %d %d %d %d %d\n", ok ? "ok  " : "FAIL", pol ? "position" : "probs",
+           mark[0], mark[1], mark[2], mark[3], mark[4], mark[5]);
+    bad += !ok;
+  }
+  return bad;
+}
+
 int main(void) {
   setvbuf(stdout, NULL, _IOLBF, 0);
+  int bad0 = test_moe_drop();
   OK(ppsrt_cpu_backend_create(0, &be));
   int bad = 0;
   for (int vm = 0; vm <= 2; vm++) bad += test_mode(vm, 0) + test_mode(vm, 15);   /* GPT-2's layer, Llama's */
@@ -200,6 +231,14 @@ int main(void) {
       }
   moe_E = 4; moe_K = 2; moe_a = 0.5;
   bad += test_mode_drop(0, 0, 0.3);   /* with dropout on the experts' output */
+  /* a capacity factor 0.5 (ceil(0.5 x 10 x 2 / 4) = 3 slots an expert of 20: some dropped),
+   * both drop policies, both layers */
+  for (int a = 0; a <= 15; a += 15)
+    for (moe_pos = 0; moe_pos <= 1; moe_pos++) {
+      moe_cf = 0.5;
+      bad += test_mode(0, a);
+    }
+  moe_cf = 0; moe_pos = 0;
   be->destroy(be);
-  return bad ? 1 : 0;
+  return bad || bad0 ? 1 : 0;
 }
