@@ -7,8 +7,9 @@ in pure Python 3 (zipfile, pickle, array; no torch, numpy or Megatron needed).
                                                    [--seq S] [--iteration N]
       CKPT: a Megatron --save directory (latest_checkpointed_iteration.txt picks the
       iteration; --iteration N another), or one iter_NNNNNNN / release directory. Every
-      tensor- and pipeline-parallel rank's model_optim_rng.pt (mp_rank_TT or
-      mp_rank_TT_PPP; virtual pipeline chunks model0, model1, ...) is merged into one PPS
+      tensor-, pipeline- and expert-parallel rank's model_optim_rng.pt (mp_rank_TT,
+      mp_rank_TT_PPP, mp_rank_TT_EEE or mp_rank_TT_PPP_EEE, as Megatron's
+      get_checkpoint_name names them; virtual pipeline chunks model0, model1, ...) is merged into one PPS
       checkpoint INDEX (+ one shard beside it): step 0, data position 0, no optimizer
       state (--optimizer adam: Adam with zero moments), which `--load INDEX` starts under
       any schedule, P, --tensor-parallel or --data-parallel. Prints the runtime flags
@@ -25,11 +26,20 @@ fixed 1 / 4 / 8192, --rotary-seq-len-interpolation-factor becomes linear); swigl
 GeLU (only the tanh GeLU: --openai-gelu, or the fused bias-GeLU that Megatron computes
 with the tanh formula; the erf GeLU is refused: the runtime computes tanh's);
 add_bias_linear and add_qkv_bias both on or both off; tied or untied output layer;
-kv_channels = hidden_size / num_attention_heads; grouped-query attention. Refused,
-naming the argument: MoE (num_experts), qk_layernorm, post-layer-norm residuals,
-uneven pipeline stages, expert-parallel files, Megatron's legacy (non-Core) model and
+kv_channels = hidden_size / num_attention_heads; grouped-query attention; MoE layers
+(num_experts -> --num-experts, moe_router_topk -> --moe-topk, moe_ffn_hidden_size ->
+--moe-ffn-hidden, moe_aux_loss_coeff -> --moe-aux-loss-coeff with the load-balancing
+type aux_loss; none: no loss; seq_aux_loss / global_aux_loss only at coefficient 0;
+expert_model_parallel_size: the directories' EP, no flag, since PPS checkpoints are the
+same at any --expert-parallel). Refused, naming the argument: qk_layernorm,
+post-layer-norm residuals, uneven pipeline stages, Megatron's legacy (non-Core) model,
 the torch_dist format (convert it first with Megatron's own `--ckpt-convert-format
-torch --ckpt-convert-save DIR`).
+torch --ckpt-convert-save DIR`), and what the runtime's experts cannot compute:
+moe_layer_freq other than every layer, moe_router_pre_softmax, a score function other
+than softmax, moe_router_topk_scaling_factor, shared experts, a router expert bias,
+group-limited routing, a capacity factor (the runtime is dropless), a z-loss, input
+jitter, Sinkhorn, expert_tensor_parallel_size other than the tensor-parallel size and
+the legacy GroupedMLP (experts.weight1 / weight2).
 
 The mapping (Megatron weights are [out, in], Y = X W^T; PPS's [in, out], Y = X W):
 
@@ -49,6 +59,13 @@ The mapping (Megatron weights are [out, in], Y = X W^T; PPS's [in, out], Y = X W
                                                                   fc.w [h, f] or [h, 2f]
                                                                   columns [gate | up]
     mlp.linear_fc2.weight [h, f/T] (columns joined), bias                     fc2.w, b
+  a MoE layer (num_experts E; the norm pre_mlp_layernorm.* under both name sets):
+    mlp.router.weight [E, h] (replicated)                                 moe.router.w [h, E]
+    expert J of EP rank e (directory _EEE), global expert g = e E/EP + J, split over TP
+    like the dense MLP: SequentialMLP mlp.experts.local_experts.J.linear_fc1/fc2.weight
+    (and .bias) or TEGroupedMLP mlp.experts.linear_fc1/fc2.weightJ (biasJ)
+                                          moe.e{g}.fc.w, fc.b, fc2.w, fc2.b
+    (the dense tensors of every EP rank must be equal: copies)
   (*._extra_state: Transformer Engine's FP8 metadata, skipped; every other tensor a
   model of this config does not have is refused.)
 
@@ -60,6 +77,10 @@ Safety: the pickles are read by an unpickler that calls nothing. It rebuilds onl
 tensors, storages and plain containers; every other global a checkpoint names (Megatron's
 classes, enums, numpy arrays, RNG states) becomes an inert placeholder, so an untrusted
 file cannot run code (unlike torch.load without weights_only).
+
+Never run on a file Megatron-LM itself wrote (no torch or Megatron where it was made):
+tests/runtime/megatron_ckpt.py writes Megatron's layout from Megatron's source, and with
+PPS_TORCH_PYTHON naming a Python with torch, the real torch.save (dense models).
 
 Errors are one line on stderr ("pps_megatron: ...") and exit 2 (bad input or a model PPS
 cannot run) or 1 (an output that cannot be written); outputs are written to temporary
@@ -808,7 +829,8 @@ def flags(c, V, seq, stages):
 
 USAGE = """usage: pps_megatron.py import CKPT INDEX [--stages S] [--optimizer sgd|adam] [--seq S] [--iteration N]
   a Megatron-LM GPT checkpoint (Megatron-Core, torch format: a --save directory or one
-  iteration's) -> a PPS checkpoint for --load (prints the runtime flags)"""
+  iteration's; dense or MoE, any TP / PP / VP / EP) -> a PPS checkpoint for --load
+  (prints the runtime flags, --num-experts ... for MoE)"""
 
 
 def main(argv):
