@@ -39,7 +39,7 @@ moe_layer_freq other than every layer, moe_router_pre_softmax, a score function 
 than softmax, moe_router_topk_scaling_factor, shared experts, a router expert bias,
 group-limited routing, a capacity factor (the runtime is dropless), a z-loss, input
 jitter, Sinkhorn, expert_tensor_parallel_size other than the tensor-parallel size and
-the legacy GroupedMLP (experts.weight1 / weight2).
+the legacy GroupedMLP (experts.weight1 / weight2) under tensor parallelism.
 
 The mapping (Megatron weights are [out, in], Y = X W^T; PPS's [in, out], Y = X W):
 
@@ -65,6 +65,8 @@ The mapping (Megatron weights are [out, in], Y = X W^T; PPS's [in, out], Y = X W
     like the dense MLP: SequentialMLP mlp.experts.local_experts.J.linear_fc1/fc2.weight
     (and .bias) or TEGroupedMLP mlp.experts.linear_fc1/fc2.weightJ (biasJ)
                                           moe.e{g}.fc.w, fc.b, fc2.w, fc2.b
+    or (TP 1) the legacy GroupedMLP mlp.experts.weight1 [h, E/EP fw] / weight2
+    [E/EP F, h], the memory of [E/EP, h, fw] / [E/EP, F, h]: block J    fc.w / fc2.w
     (the dense tensors of every EP rank must be equal: copies)
   (*._extra_state: Transformer Engine's FP8 metadata, skipped; every other tensor a
   model of this config does not have is refused.)
@@ -503,9 +505,7 @@ class Config:
                  "factor)"),
                 ("moe_pad_expert_input_to_capacity", lambda x: not x, "the runtime's experts are dropless"),
                 ("moe_z_loss_coeff", lambda x: not x, "the runtime has no router z-loss"),
-                ("moe_input_jitter_eps", lambda x: not x, "the runtime's router takes no input jitter"),
-                ("moe_use_legacy_grouped_gemm", lambda x: not (x and a.get("moe_grouped_gemm")),
-                 "the legacy GroupedMLP's weight1/weight2 do not convert (SequentialMLP's and TEGroupedMLP's do)")):
+                ("moe_input_jitter_eps", lambda x: not x, "the runtime's router takes no input jitter")):
             if k in a and not ok(a[k]):
                 refuse(k, why)
         coeff = a.get("moe_aux_loss_coeff", 0.0)
@@ -647,13 +647,26 @@ def convert(ckpt, index, stages=None, optimizer="sgd", seq=None, iteration=None)
         """A MoE layer's router and experts: global expert g = EP rank e x E/EP + local J."""
         E, F, El = c.E, c.F, c.E // EP
         x = "mlp.experts."
-        if m.has(p, v, pre + x + "weight1"):
-            raise ConvertError("%s: '%sweight1': the legacy GroupedMLP (--moe-grouped-gemm with "
-                               "--moe-use-legacy-grouped-gemm) does not convert; SequentialMLP's and TEGroupedMLP's "
-                               "experts do" % (m.sd[(0, p, 0, v)][0].path, pre + x))
-        grouped = m.has(p, v, pre + x + "linear_fc1.weight0")      # TEGroupedMLP: linear_fc1.weightJ
         fw = (2 if c.swiglu else 1) * F
         out = [(q + "moe.router.w", [h * E], lambda: _rows_t([m.replicated(p, v, pre + "mlp.router.weight", [E, h])], h))]
+        if m.has(p, v, pre + x + "weight1"):
+            # the legacy GroupedMLP: weight1 [h, El fw] is the memory of [El, h, fw] (its forward's
+            # view), expert J's block [h, fw] PPS's fc.w as it is ([gate | up] columns); weight2
+            # [El F, h] = [El, F, h], block J fc2.w. Only at TP 1: its TP split is not checked here
+            where = "%s: '%sweight1': the legacy GroupedMLP" % (m.sd[(0, p, 0, v)][0].path, pre + x)
+            if T > 1:
+                raise ConvertError(where + " converts only at tensor_model_parallel_size 1 (its split over %d ranks is "
+                                   "not one the importer checks; SequentialMLP's and TEGroupedMLP's convert)" % T)
+            if c.bias:
+                raise ConvertError(where + " has no biases (Megatron refuses add_bias_linear with it)")
+            for g in range(E):
+                e, j = g // El, g % El
+                out.append((q + "moe.e%d.fc.w" % g, [h * fw], lambda e=e, j=j:
+                            m.get(0, p, v, pre + x + "weight1", [h, El * fw], e)[j * h * fw:(j + 1) * h * fw]))
+                out.append((q + "moe.e%d.fc2.w" % g, [F * h], lambda e=e, j=j:
+                            m.get(0, p, v, pre + x + "weight2", [El * F, h], e)[j * F * h:(j + 1) * F * h]))
+            return out
+        grouped = m.has(p, v, pre + x + "linear_fc1.weight0")      # TEGroupedMLP: linear_fc1.weightJ
         for g in range(E):
             e, j = g // El, g % El
             if grouped:

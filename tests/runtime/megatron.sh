@@ -12,6 +12,14 @@
 #    parameters as views of one buffer;
 #  - GPT-2's layer (layer norms, learned positions, tanh GeLU, biases, untied) at TP 2,
 #    and tied at TP 1 x PP 2 x VP 2 with the buffer: bit for bit and the loss;
+#  - MoE (E = 4, K = 2): a Llama-style model with TEGroupedMLP's names at TP 2 x PP 2 x
+#    EP 2 (mp_rank_TT_PPP_EEE): bit for bit, the saved run's loss, also at
+#    --data-parallel 2 --expert-parallel 2; SequentialMLP's names at TP 2 x EP 2 and the
+#    legacy GroupedMLP at PP 2 x EP 2 bit for bit; GPT-2's layer with biases at TP 1 x
+#    EP 4 (mp_rank_TT_EEE): bit for bit and the loss; each MoE argument the runtime
+#    cannot compute refused (pre-softmax, sigmoid, top-K scaling, shared experts,
+#    moe_layer_freq, expert bias, groups, capacity factor, seq_aux_loss > 0, Sinkhorn,
+#    z-loss, expert TP, GroupedMLP at TP 2, a missing EP rank, EP ranks of a dense model);
 #  - BF16 weights: the import is the bfloat16 values (exact) and --optimizer adam adds
 #    zero moments;
 #  - --use-rope-scaling becomes --rope-scaling llama3 (Megatron's fixed 1/4/8192);
@@ -111,6 +119,11 @@ python3 "$FX" write "$WORK/ck_moe" "$WORK/meg_moes" --tp 2 --pp 1 --ep 2 --exper
   fail "moe seq fixture: $(cat "$WORK/err")"
 python3 "$MG" import "$WORK/meg_moes" "$WORK/imp_moes" > /dev/null 2> "$WORK/err" && same "$WORK/want_moe" "$WORK/imp_moes" &&
   pass "moe: SequentialMLP at TP 2 x EP 2 bit for bit" || fail "moe SequentialMLP: $(cat "$WORK/err" "$WORK/same.out")"
+python3 "$FX" write "$WORK/ck_moe" "$WORK/meg_moeg" --pp 2 --ep 2 --experts legacy 2> "$WORK/err" ||
+  fail "moe GroupedMLP fixture: $(cat "$WORK/err")"
+python3 "$MG" import "$WORK/meg_moeg" "$WORK/imp_moeg" > /dev/null 2> "$WORK/err" && same "$WORK/want_moe" "$WORK/imp_moeg" &&
+  pass "moe: the legacy GroupedMLP (weight1 / weight2) at PP 2 x EP 2 bit for bit" ||
+  fail "moe GroupedMLP: $(cat "$WORK/err" "$WORK/same.out")"
 case_ gpt2_moe a "$G2 --layers-per-stage 2 --num-experts 4 --moe-topk 2 --moe-ffn-hidden 16" --tp 1 --pp 1 --ep 4 --experts seq
 
 # BF16: the import holds the bfloat16 values exactly (want_ has them); Adam's zero moments
@@ -176,9 +189,9 @@ refuse "seq_aux_loss with a coefficient" "moe_router_load_balancing_type = 'seq_
 refuse "Sinkhorn routing" "moe_router_load_balancing_type = 'sinkhorn'" --arg "moe_router_load_balancing_type='sinkhorn'" --arg moe_aux_loss_coeff=0.0
 refuse "a z-loss" "moe_z_loss_coeff = 0.001" --arg moe_z_loss_coeff=0.001
 refuse "expert tensor parallel 1 under TP 2" "expert_tensor_parallel_size = 1" --tp 2 --arg expert_tensor_parallel_size=1
-refuse "the legacy GroupedMLP" "legacy GroupedMLP" --extra decoder.layers.0.mlp.experts.weight1
+refuse "the legacy GroupedMLP at TP 2" "legacy GroupedMLP converts only at tensor_model_parallel_size 1" --tp 2 --experts legacy
 unset SRC
-python3 "$FX" write "$WORK/ck_moe" "$WORK/bad" --arg "moe_router_load_balancing_type='seq_aux_loss'" --arg moe_aux_loss_coeff=0.0 \
+rm -rf "$WORK/bad"; python3 "$FX" write "$WORK/ck_moe" "$WORK/bad" --arg "moe_router_load_balancing_type='seq_aux_loss'" --arg moe_aux_loss_coeff=0.0 \
   2> /dev/null && python3 "$MG" import "$WORK/bad" "$WORK/imp_sq" > "$WORK/out" 2>&1 &&
   grep -q -- "--moe-ffn-hidden 12 --load" "$WORK/out" && pass "seq_aux_loss at coefficient 0: imported without the aux loss" ||
   fail "seq_aux_loss at 0: $(cat "$WORK/out")"

@@ -248,7 +248,7 @@ def main():
     ap.add_argument("--extra", action="append", default=[])
     ap.add_argument("--expect")
     ap.add_argument("--ep", type=int, default=1)
-    ap.add_argument("--experts", choices=("seq", "te"), default="seq")
+    ap.add_argument("--experts", choices=("seq", "te", "legacy"), default="seq")
     ap.add_argument("--torch", action="store_true")
     # a defect planted in tensor-parallel rank 0's first tensor (the importer must refuse
     # it): int (an integer storage), outside (its view past the storage's end), short (the
@@ -336,7 +336,7 @@ def main():
                          moe_router_score_function="softmax", moe_router_topk_scaling_factor=None,
                          moe_shared_expert_intermediate_size=None, moe_router_enable_expert_bias=False,
                          moe_router_num_groups=None, moe_expert_capacity_factor=None, moe_z_loss_coeff=None,
-                         moe_grouped_gemm=o.experts == "te", moe_use_legacy_grouped_gemm=False,
+                         moe_grouped_gemm=o.experts != "seq", moe_use_legacy_grouped_gemm=o.experts == "legacy",
                          expert_tensor_parallel_size=Tp, moe_token_dispatcher_type="alltoall").items():
             setattr(args, k, x)
     for kv in o.arg:
@@ -396,12 +396,21 @@ def main():
                     El = E // o.ep
                     for j in range(El):      # local expert j of EP rank ep: global expert ep E/EP + j
                         x = pre + "mlp.experts."
+                        if o.experts == "legacy":   # GroupedMLP (TP 1, no biases): below, all experts at once
+                            break
                         if o.experts == "te":     # TEGroupedMLP: one GroupedLinear, weightJ / biasJ
                             add_mlp(add, t["experts"][ep * El + j], x + "linear_fc1.", x + "linear_fc2.", "weight%d" % j,
                                     "bias%d" % j, tp, Tp, F, h, sw, bias)
                         else:                     # SequentialMLP: local_experts.J, an MLP each
                             add_mlp(add, t["experts"][ep * El + j], x + "local_experts.%d.linear_fc1." % j,
                                     x + "local_experts.%d.linear_fc2." % j, "weight", "bias", tp, Tp, F, h, sw, bias)
+                    if o.experts == "legacy":   # weight1 [h, El fw] holding [El, h, fw] (PPS's fc.w blocks), weight2
+                        fw = 2 * F if sw else F   # [El F, h] holding [El, F, h] (fc2.w blocks), as its forward views them
+                        gs = range(ep * El, (ep + 1) * El)
+                        add(pre + "mlp.experts.weight1", [y for g in gs for y in store["layer%d.moe.e%d.fc.w" % (i, g)]],
+                            [h, El * fw])
+                        add(pre + "mlp.experts.weight2", [y for g in gs for y in store["layer%d.moe.e%d.fc2.w" % (i, g)]],
+                            [El * F, h])
                 if last:
                     add("decoder.final_layernorm.weight", full["lnf.g"], [h])
                     if not rms:
