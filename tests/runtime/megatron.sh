@@ -19,7 +19,8 @@
 #    EP 4 (mp_rank_TT_EEE): bit for bit and the loss; each MoE argument the runtime
 #    cannot compute refused (pre-softmax, sigmoid, top-K scaling, shared experts,
 #    moe_layer_freq, expert bias, groups, capacity factor, seq_aux_loss > 0, Sinkhorn,
-#    z-loss, expert TP, GroupedMLP at TP 2, a missing EP rank, EP ranks of a dense model);
+#    z-loss, expert TP, GroupedMLP at TP 2, a missing EP rank, EP ranks of a dense model,
+#    a dense tensor differing between EP ranks);
 #  - BF16 weights: the import is the bfloat16 values (exact) and --optimizer adam adds
 #    zero moments;
 #  - --use-rope-scaling becomes --rope-scaling llama3 (Megatron's fixed 1/4/8192);
@@ -190,6 +191,8 @@ refuse "Sinkhorn routing" "moe_router_load_balancing_type = 'sinkhorn'" --arg "m
 refuse "a z-loss" "moe_z_loss_coeff = 0.001" --arg moe_z_loss_coeff=0.001
 refuse "expert tensor parallel 1 under TP 2" "expert_tensor_parallel_size = 1" --tp 2 --arg expert_tensor_parallel_size=1
 refuse "the legacy GroupedMLP at TP 2" "legacy GroupedMLP converts only at tensor_model_parallel_size 1" --tp 2 --experts legacy
+refuse "dense tensors differing between EP ranks" "word_embeddings.weight' differs between expert-parallel ranks 0 and 1" \
+  --ep 2 --corrupt epcopy
 unset SRC
 rm -rf "$WORK/bad"; python3 "$FX" write "$WORK/ck_moe" "$WORK/bad" --arg "moe_router_load_balancing_type='seq_aux_loss'" --arg moe_aux_loss_coeff=0.0 \
   2> /dev/null && python3 "$MG" import "$WORK/bad" "$WORK/imp_sq" > "$WORK/out" 2>&1 &&

@@ -253,7 +253,8 @@ def main():
     # a defect planted in tensor-parallel rank 0's first tensor (the importer must refuse
     # it): int (an integer storage), outside (its view past the storage's end), short (the
     # storage record shorter than its element count says), bigendian (the byteorder record)
-    ap.add_argument("--corrupt", choices=("int", "outside", "short", "bigendian"))
+    # (epcopy: expert-parallel rank 1's copy of that tensor one bit off rank 0's)
+    ap.add_argument("--corrupt", choices=("int", "outside", "short", "bigendian", "epcopy"))
     o = ap.parse_args()
     if not o.torch:
         _fake_torch()
@@ -448,6 +449,9 @@ def main():
                     else:
                         t0.store.short = True
                     t0.param = False
+                if o.corrupt == "epcopy" and tp == 0 and p == 0 and v == 0 and ep == 1:
+                    st = entries[0][1].store
+                    st.data = bytes([st.data[0] ^ 1]) + bytes(st.data[1:])
                 msd = collections.OrderedDict(entries)
                 if o.names == "te":       # Transformer Engine's FP8 metadata beside each layer
                     for k in range(per):
