@@ -26,9 +26,9 @@
 #  - --use-rope-scaling becomes --rope-scaling llama3 (Megatron's fixed 1/4/8192);
 #    Megatron's dropout rates become --hidden-dropout / --attention-dropout;
 #  - refusals (exit 2, one line naming the argument or file, no output left): the erf
-#    GeLU, norm_epsilon 1e-6, num_experts without the experts' tensors, qk_layernorm, a tensor the model lacks, a
-#    missing rank, mixed mp_rank_* shapes, torch_dist, the legacy model, tensor_model_
-#    parallel_size disagreeing with the files, a truncated file, --stages not dividing,
+#    GeLU, norm_epsilon 1e-6, num_experts without the experts' tensors, qk_layernorm,
+#    a tensor the model lacks, a missing rank, mixed mp_rank_* shapes, torch_dist, the
+#    legacy model, tensor_model_parallel_size disagreeing with the files, a truncated file, --stages not dividing,
 #    an integer tensor, a view outside its storage, a short storage record, big-endian;
 #  - a pickle that calls os.system: refused, and the command never ran.
 . "$(dirname "$0")/lib.sh"
