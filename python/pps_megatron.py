@@ -7,8 +7,9 @@ in pure Python 3 (zipfile, pickle, array; no torch, numpy or Megatron needed).
                                                    [--seq S] [--iteration N]
       CKPT: a Megatron --save directory (latest_checkpointed_iteration.txt picks the
       iteration; --iteration N another), or one iter_NNNNNNN / release directory. Every
-      tensor- and pipeline-parallel rank's model_optim_rng.pt (mp_rank_TT or
-      mp_rank_TT_PPP; virtual pipeline chunks model0, model1, ...) is merged into one PPS
+      tensor-, pipeline- and expert-parallel rank's model_optim_rng.pt (mp_rank_TT,
+      mp_rank_TT_PPP, mp_rank_TT_EEE or mp_rank_TT_PPP_EEE, as Megatron's
+      get_checkpoint_name names them; virtual pipeline chunks model0, model1, ...) is merged into one PPS
       checkpoint INDEX (+ one shard beside it): step 0, data position 0, no optimizer
       state (--optimizer adam: Adam with zero moments), which `--load INDEX` starts under
       any schedule, P, --tensor-parallel or --data-parallel. Prints the runtime flags
@@ -25,11 +26,20 @@ fixed 1 / 4 / 8192, --rotary-seq-len-interpolation-factor becomes linear); swigl
 GeLU (only the tanh GeLU: --openai-gelu, or the fused bias-GeLU that Megatron computes
 with the tanh formula; the erf GeLU is refused: the runtime computes tanh's);
 add_bias_linear and add_qkv_bias both on or both off; tied or untied output layer;
-kv_channels = hidden_size / num_attention_heads; grouped-query attention. Refused,
-naming the argument: MoE (num_experts), qk_layernorm, post-layer-norm residuals,
-uneven pipeline stages, expert-parallel files, Megatron's legacy (non-Core) model and
+kv_channels = hidden_size / num_attention_heads; grouped-query attention; MoE layers
+(num_experts -> --num-experts, moe_router_topk -> --moe-topk, moe_ffn_hidden_size ->
+--moe-ffn-hidden, moe_aux_loss_coeff -> --moe-aux-loss-coeff with the load-balancing
+type aux_loss; none: no loss; seq_aux_loss / global_aux_loss only at coefficient 0;
+expert_model_parallel_size: the directories' EP, no flag, since PPS checkpoints are the
+same at any --expert-parallel). Refused, naming the argument: qk_layernorm,
+post-layer-norm residuals, uneven pipeline stages, Megatron's legacy (non-Core) model,
 the torch_dist format (convert it first with Megatron's own `--ckpt-convert-format
-torch --ckpt-convert-save DIR`).
+torch --ckpt-convert-save DIR`), and what the runtime's experts cannot compute:
+moe_layer_freq other than every layer, moe_router_pre_softmax, a score function other
+than softmax, moe_router_topk_scaling_factor, shared experts, a router expert bias,
+group-limited routing, a capacity factor (the runtime is dropless), a z-loss, input
+jitter, Sinkhorn, expert_tensor_parallel_size other than the tensor-parallel size and
+the legacy GroupedMLP (experts.weight1 / weight2) under tensor parallelism.
 
 The mapping (Megatron weights are [out, in], Y = X W^T; PPS's [in, out], Y = X W):
 
@@ -49,6 +59,15 @@ The mapping (Megatron weights are [out, in], Y = X W^T; PPS's [in, out], Y = X W
                                                                   fc.w [h, f] or [h, 2f]
                                                                   columns [gate | up]
     mlp.linear_fc2.weight [h, f/T] (columns joined), bias                     fc2.w, b
+  a MoE layer (num_experts E; the norm pre_mlp_layernorm.* under both name sets):
+    mlp.router.weight [E, h] (replicated)                                 moe.router.w [h, E]
+    expert J of EP rank e (directory _EEE), global expert g = e E/EP + J, split over TP
+    like the dense MLP: SequentialMLP mlp.experts.local_experts.J.linear_fc1/fc2.weight
+    (and .bias) or TEGroupedMLP mlp.experts.linear_fc1/fc2.weightJ (biasJ)
+                                          moe.e{g}.fc.w, fc.b, fc2.w, fc2.b
+    or (TP 1) the legacy GroupedMLP mlp.experts.weight1 [h, E/EP fw] / weight2
+    [E/EP F, h], the memory of [E/EP, h, fw] / [E/EP, F, h]: block J    fc.w / fc2.w
+    (the dense tensors of every EP rank must be equal: copies)
   (*._extra_state: Transformer Engine's FP8 metadata, skipped; every other tensor a
   model of this config does not have is refused.)
 
@@ -60,6 +79,10 @@ Safety: the pickles are read by an unpickler that calls nothing. It rebuilds onl
 tensors, storages and plain containers; every other global a checkpoint names (Megatron's
 classes, enums, numpy arrays, RNG states) becomes an inert placeholder, so an untrusted
 file cannot run code (unlike torch.load without weights_only).
+
+Never run on a file Megatron-LM itself wrote (no torch or Megatron where it was made):
+tests/runtime/megatron_ckpt.py writes Megatron's layout from Megatron's source, and with
+PPS_TORCH_PYTHON naming a Python with torch, the real torch.save (dense models).
 
 Errors are one line on stderr ("pps_megatron: ...") and exit 2 (bad input or a model PPS
 cannot run) or 1 (an output that cannot be written); outputs are written to temporary
@@ -278,32 +301,56 @@ def _iteration_dir(ckpt, iteration):
 
 
 def find_ranks(d):
-    """{(tp, pp): path} of the iteration directory d, and (T, P)."""
+    """[(tp, (suffix numbers...), path)] of the iteration directory d: mp_rank_TT,
+    mp_rank_TT_NNN (a pipeline or an expert-parallel rank: the arguments decide) or
+    mp_rank_TT_PPP_EEE."""
     if os.path.isfile(os.path.join(d, ".metadata")):
         raise ConvertError("%s: a torch_dist checkpoint (.metadata): convert it to the torch format first with Megatron "
                            "(--ckpt-convert-format torch --ckpt-convert-save DIR), then import DIR" % d)
-    files = {}
+    found = []
     for n in sorted(os.listdir(d)):
-        m = re.fullmatch(r"mp_rank_(\d{2})(?:_(\d{3}))?(_\d{3})?", n)
+        m = re.fullmatch(r"mp_rank_(\d{2})((?:_\d{3}){0,2})", n)
         if not m:
             continue
-        if m.group(3):
-            raise ConvertError("%s: expert-parallel ranks (%s): MoE checkpoints do not convert" % (d, n))
         p = os.path.join(d, n, "model_optim_rng.pt")
         if not os.path.isfile(p):
             raise ConvertError("%s: no model_optim_rng.pt" % os.path.join(d, n))
-        files[(int(m.group(1)), int(m.group(2) or 0))] = (p, m.group(2) is not None)
-    if not files:
+        found.append((int(m.group(1)), tuple(int(x) for x in m.group(2).split("_")[1:]), p))
+    if not found:
         raise ConvertError("%s: no mp_rank_* directories (is it a Megatron checkpoint in the torch format?)" % d)
-    T = 1 + max(t for t, _ in files)
-    P = 1 + max(p for _, p in files)
-    if len({b for _, b in files.values()}) != 1:
-        raise ConvertError("%s: mixes mp_rank_TT and mp_rank_TT_PPP directories" % d)
+    if len({len(sf) for _, sf, _ in found}) != 1:
+        raise ConvertError("%s: mixes mp_rank_TT, mp_rank_TT_NNN and mp_rank_TT_PPP_EEE directories" % d)
+    return found
+
+
+def place_ranks(d, found, P, EP):
+    """{(tp, pp, ep): path} from find_ranks's directories, with Megatron's get_checkpoint_name:
+    _PPP when pipeline_model_parallel_size P > 1, then _EEE when expert_model_parallel_size
+    EP > 1; and T."""
+    n = len(found[0][1])
+    want = (P > 1) + (EP > 1)
+    if n != want:
+        raise ConvertError("%s: %s directories, but the arguments say pipeline_model_parallel_size %d and "
+                           "expert_model_parallel_size %d (%s)" % (d, ("mp_rank_TT", "mp_rank_TT_NNN", "mp_rank_TT_PPP_EEE")[n], P, EP,
+                                                                   ("mp_rank_TT", "mp_rank_TT_NNN", "mp_rank_TT_PPP_EEE")[want]
+                                                                   + " expected; expert-parallel directories go with "
+                                                                   "expert_model_parallel_size > 1"))
+    files = {}
+    for t, sf, path in found:
+        pp = sf[0] if P > 1 else 0
+        ep = sf[-1] if EP > 1 else 0
+        if pp >= P or ep >= EP:
+            raise ConvertError("%s: a rank outside pipeline_model_parallel_size %d x expert_model_parallel_size %d"
+                               % (os.path.dirname(path), P, EP))
+        files[(t, pp, ep)] = path
+    T = 1 + max(t for t, _, _ in files)
     for t in range(T):
         for p in range(P):
-            if (t, p) not in files:
-                raise ConvertError("%s: rank TP %d PP %d is missing (%d x %d ranks expected from the others)" % (d, t, p, T, P))
-    return {k: v[0] for k, v in files.items()}, T, P
+            for e in range(EP):
+                if (t, p, e) not in files:
+                    raise ConvertError("%s: rank TP %d PP %d%s is missing (%d x %d%s ranks expected from the others)"
+                                       % (d, t, p, " EP %d" % e if EP > 1 else "", T, P, " x %d" % EP if EP > 1 else ""))
+    return files, T
 
 
 def _args_of(obj, path):
@@ -318,7 +365,7 @@ class Config:
     """The PPS model of a checkpoint's Megatron arguments, or ConvertError naming the
     argument the runtime's gpt layer cannot run."""
 
-    def __init__(self, a, path, T, P):
+    def __init__(self, a, path, T, P, EP=1):
         self.path, self.a = path, a
 
         def refuse(k, why):
@@ -341,9 +388,7 @@ class Config:
         self.G = pos_int("num_query_groups", self.hq) if a.get("group_query_attention") else self.hq
         self.f = pos_int("ffn_hidden_size", 4 * self.h)
         self.VP = pos_int("virtual_pipeline_model_parallel_size", 1)
-        for k in ("num_experts", "moe_layer_freq_list"):
-            if a.get(k):
-                refuse(k, "mixture-of-experts layers do not convert")
+        self.moe(a, refuse, pos_int, T, EP)
         for k, why in (("qk_layernorm", "PPS's attention has no query/key norms"),
                        ("apply_residual_connection_post_layernorm", "PPS's layer is pre-norm"),
                        ("rotary_interleaved", "PPS's RoPE rotates halves (Megatron's default), not pairs"),
@@ -420,6 +465,67 @@ class Config:
         self.max_pos = pos_int("max_position_embeddings", self.seq)
 
 
+    def moe(self, a, refuse, pos_int, T, EP):
+        """Megatron-Core's MoE arguments -> the runtime's --num-experts E, --moe-topk K,
+        --moe-ffn-hidden F, --moe-aux-loss-coeff a (self.E = 0: dense MLPs)."""
+        self.E = a.get("num_experts") or 0
+        if not self.E:
+            if EP > 1:
+                refuse("expert_model_parallel_size", "expert-parallel ranks without experts (num_experts)")
+            return
+        E = self.E = pos_int("num_experts")
+        if E < 2:
+            refuse("num_experts", "the runtime's --num-experts needs 2 or more")
+        self.K = pos_int("moe_router_topk", 2)
+        if self.K > E:
+            refuse("moe_router_topk", "more than num_experts %d" % E)
+        self.F = pos_int("moe_ffn_hidden_size", self.f)
+        self.EP = EP
+        if E % EP:
+            refuse("expert_model_parallel_size", "does not divide num_experts %d" % E)
+        if self.F % T:
+            refuse("tensor_model_parallel_size", "does not divide moe_ffn_hidden_size %d" % self.F)
+        etp = a.get("expert_tensor_parallel_size")
+        if etp is not None and etp != T:
+            refuse("expert_tensor_parallel_size", "the runtime splits the experts over the tensor-parallel group "
+                   "(expert tensor parallel = tensor_model_parallel_size %d)" % T)
+        freq = a.get("moe_layer_freq", 1)
+        if not (freq == 1 or (isinstance(freq, (list, tuple)) and list(freq) == [1] * self.L)):
+            refuse("moe_layer_freq", "the runtime's --num-experts makes every layer's MLP experts")
+        for k, ok, why in (
+                ("moe_router_pre_softmax", lambda x: not x, "the runtime's top-K weights are the softmax over the K "
+                 "chosen logits (Megatron's default), not pre-softmax probabilities"),
+                ("moe_router_score_function", lambda x: x in (None, "softmax"), "the runtime's router scores are softmax"),
+                ("moe_router_topk_scaling_factor", lambda x: x is None, "the runtime does not scale the top-K weights"),
+                ("moe_shared_expert_intermediate_size", lambda x: not x, "the runtime has no shared experts"),
+                ("moe_router_enable_expert_bias", lambda x: not x, "the runtime's router has no expert bias"),
+                ("moe_router_num_groups", lambda x: not x, "the runtime has no group-limited routing"),
+                ("moe_router_group_topk", lambda x: not x, "the runtime has no group-limited routing"),
+                ("moe_expert_capacity_factor", lambda x: x is None, "the runtime's experts are dropless (no capacity "
+                 "factor)"),
+                ("moe_pad_expert_input_to_capacity", lambda x: not x, "the runtime's experts are dropless"),
+                ("moe_z_loss_coeff", lambda x: not x, "the runtime has no router z-loss"),
+                ("moe_input_jitter_eps", lambda x: not x, "the runtime's router takes no input jitter")):
+            if k in a and not ok(a[k]):
+                refuse(k, why)
+        coeff = a.get("moe_aux_loss_coeff", 0.0)
+        if isinstance(coeff, (list, tuple)) and len(coeff) == 1:
+            coeff = coeff[0]
+        if not isinstance(coeff, (int, float)) or isinstance(coeff, bool) or not (coeff >= 0 and math.isfinite(coeff)):
+            refuse("moe_aux_loss_coeff", "not a number from 0")
+        lb = a.get("moe_router_load_balancing_type", "aux_loss")
+        if isinstance(lb, (list, tuple)) and len(lb) == 1:
+            lb = lb[0]
+        if lb == "sinkhorn":
+            refuse("moe_router_load_balancing_type", "Sinkhorn routing changes which experts train; the runtime's is top-K")
+        if lb == "none":
+            coeff = 0.0           # (no load-balancing loss, whatever the coefficient)
+        elif lb != "aux_loss" and coeff > 0:
+            refuse("moe_router_load_balancing_type", "with moe_aux_loss_coeff %r: the runtime's loss is the switch-style "
+                   "aux_loss (over the microbatch's tokens); set the coefficient 0 or use aux_loss" % coeff)
+        self.aux = float(coeff)
+
+
 def _state(tf):
     o = tf.obj
     if not isinstance(o, dict):
@@ -444,42 +550,55 @@ def _chunks(tf, VP):
 
 
 class Merger:
-    """The tensors of every rank, looked up by (tp, pp, chunk, name), read and checked."""
+    """The tensors of every rank, looked up by (tp, pp, ep, chunk, name), read and checked.
+    Expert-parallel ranks hold copies of every tensor but the experts': those are read
+    from EP rank 0 and checked equal on the others (ep_copies)."""
 
-    def __init__(self, files, T, P, VP, opened=None):
-        self.T, self.P, self.VP = T, P, VP
+    def __init__(self, files, T, P, VP, opened=None, EP=1):
+        self.T, self.P, self.VP, self.EP = T, P, VP, EP
         self.sd = {}
         self.used = set()
-        for (t, p), path in files.items():
+        for (t, p, e), path in files.items():
             tf = opened if opened is not None and opened.path == path else TorchFile(path)
             for v, sd in enumerate(_chunks(tf, VP)):
-                self.sd[(t, p, v)] = (tf, sd)
+                self.sd[(t, p, e, v)] = (tf, sd)
 
-    def get(self, t, p, v, name, shape):
-        tf, sd = self.sd[(t, p, v)]
+    def get(self, t, p, v, name, shape, e=0):
+        tf, sd = self.sd[(t, p, e, v)]
         x = sd.get(name)
         if not isinstance(x, Tensor):
             raise ConvertError("%s: no tensor '%s'%s" % (tf.path, name, "" if self.VP == 1 else " in model%d" % v))
         if list(x.shape) != list(shape):
             raise ConvertError("%s: tensor '%s' has shape %s, this model's is %s" % (tf.path, name, list(x.shape), list(shape)))
-        self.used.add((t, p, v, name))
+        self.used.add((t, p, e, v, name))
         return x.values("tensor '%s'" % name)
 
-    def replicated(self, p, v, name, shape):
-        a = self.get(0, p, v, name, shape)
+    def replicated(self, p, v, name, shape, e=0):
+        a = self.get(0, p, v, name, shape, e)
         for t in range(1, self.T):
-            if self.get(t, p, v, name, shape) != a:
+            if self.get(t, p, v, name, shape, e) != a:
                 raise ConvertError("%s: tensor '%s' differs between tensor-parallel ranks 0 and %d (it should be replicated)"
-                                   % (self.sd[(t, p, v)][0].path, name, t))
+                                   % (self.sd[(t, p, e, v)][0].path, name, t))
         return a
 
+    def ep_copies(self):
+        """Every tensor read from EP rank 0 but the experts': the same on the other EP ranks."""
+        for (t, p, e, v, name) in sorted(self.used):
+            if e != 0 or ".mlp.experts." in name:
+                continue
+            tf, sd = self.sd[(t, p, 0, v)]
+            for e2 in range(1, self.EP):
+                if self.get(t, p, v, name, sd[name].shape, e2) != sd[name].values("tensor '%s'" % name):
+                    raise ConvertError("%s: tensor '%s' differs between expert-parallel ranks 0 and %d (only the experts "
+                                       "are split over them)" % (self.sd[(t, p, e2, v)][0].path, name, e2))
+
     def has(self, p, v, name):
-        return name in self.sd[(0, p, v)][1]
+        return name in self.sd[(0, p, 0, v)][1]
 
     def leftovers(self):
-        for (t, p, v), (tf, sd) in sorted(self.sd.items(), key=lambda kv: kv[0]):
+        for (t, p, e, v), (tf, sd) in sorted(self.sd.items(), key=lambda kv: kv[0]):
             for n, x in sd.items():
-                if (t, p, v, n) in self.used or str(n).endswith("_extra_state"):
+                if (t, p, e, v, n) in self.used or str(n).endswith("_extra_state"):
                     continue
                 if isinstance(x, Tensor) or x is not None:
                     raise ConvertError("%s: tensor '%s'%s is not part of the model PPS converts (it would be dropped)"
@@ -495,18 +614,24 @@ def convert(ckpt, index, stages=None, optimizer="sgd", seq=None, iteration=None)
     if optimizer not in ("sgd", "adam"):
         raise ConvertError("--optimizer needs sgd or adam, got %r" % optimizer)
     d = _iteration_dir(ckpt, iteration)
-    files, T, P = find_ranks(d)
-    first = TorchFile(files[(0, 0)])
-    c = Config(_args_of(_state(first), first.path), first.path, T, P)
+    found = find_ranks(d)
+    first = TorchFile(found[0][2])
+    a = _args_of(_state(first), first.path)
+    P, EP = (a.get(k) or 1 for k in ("pipeline_model_parallel_size", "expert_model_parallel_size"))
+    for k, x in (("pipeline_model_parallel_size", P), ("expert_model_parallel_size", EP)):
+        if not isinstance(x, int) or isinstance(x, bool) or x < 1:
+            raise ConvertError("%s: argument %s = %r: not a positive integer" % (first.path, k, x))
+    files, T = place_ranks(d, found, P, EP)
+    c = Config(a, first.path, T, P, EP)
     if stages is not None and (stages < 1 or c.L % stages):
         raise ConvertError("--stages %d does not divide the model's %d layers (num_layers)" % (stages, c.L))
     if seq is not None and not c.rope and not (1 <= seq <= c.max_pos):
         raise ConvertError("--seq %d: the position table has %d rows (max_position_embeddings)" % (seq, c.max_pos))
     seq = seq or c.seq
-    m = Merger(files, T, P, c.VP, first)   # (rank 0's file read once)
+    m = Merger(files, T, P, c.VP, first, EP)   # (rank 0's file read once)
     h, hq, G, D, f, L = c.h, c.hq, c.G, c.D, c.f, c.L
     te = m.has(0, 0, "decoder.layers.0.self_attention.linear_qkv.layer_norm_weight")
-    tf0, sd0 = m.sd[(0, 0, 0)]
+    tf0, sd0 = m.sd[(0, 0, 0, 0)]
     wv = sd0.get("embedding.word_embeddings.weight")
     if not isinstance(wv, Tensor) or len(wv.shape) != 2:
         raise ConvertError("%s: no tensor 'embedding.word_embeddings.weight' on the first pipeline rank" % tf0.path)
@@ -517,6 +642,45 @@ def convert(ckpt, index, stages=None, optimizer="sgd", seq=None, iteration=None)
         out = array.array("f")
         for t in range(T):
             out.extend(m.get(t, p, v, name, [Vt, h]))
+        return out
+    def experts(q, pre, p, v, colpar, fc1):
+        """A MoE layer's router and experts: global expert g = EP rank e x E/EP + local J."""
+        E, F, El = c.E, c.F, c.E // EP
+        x = "mlp.experts."
+        fw = (2 if c.swiglu else 1) * F
+        out = [(q + "moe.router.w", [h * E], lambda: _rows_t([m.replicated(p, v, pre + "mlp.router.weight", [E, h])], h))]
+        if m.has(p, v, pre + x + "weight1"):
+            # the legacy GroupedMLP: weight1 [h, El fw] is the memory of [El, h, fw] (its forward's
+            # view), expert J's block [h, fw] PPS's fc.w as it is ([gate | up] columns); weight2
+            # [El F, h] = [El, F, h], block J fc2.w. Only at TP 1: its TP split is not checked here
+            where = "%s: '%sweight1': the legacy GroupedMLP" % (m.sd[(0, p, 0, v)][0].path, pre + x)
+            if T > 1:
+                raise ConvertError(where + " converts only at tensor_model_parallel_size 1 (its split over %d ranks is "
+                                   "not one the importer checks; SequentialMLP's and TEGroupedMLP's convert)" % T)
+            if c.bias:
+                raise ConvertError(where + " has no biases (Megatron refuses add_bias_linear with it)")
+            for g in range(E):
+                e, j = g // El, g % El
+                out.append((q + "moe.e%d.fc.w" % g, [h * fw], lambda e=e, j=j:
+                            m.get(0, p, v, pre + x + "weight1", [h, El * fw], e)[j * h * fw:(j + 1) * h * fw]))
+                out.append((q + "moe.e%d.fc2.w" % g, [F * h], lambda e=e, j=j:
+                            m.get(0, p, v, pre + x + "weight2", [El * F, h], e)[j * F * h:(j + 1) * F * h]))
+            return out
+        grouped = m.has(p, v, pre + x + "linear_fc1.weight0")      # TEGroupedMLP: linear_fc1.weightJ
+        for g in range(E):
+            e, j = g // El, g % El
+            if grouped:
+                n1, n2, w, b = x + "linear_fc1.", x + "linear_fc2.", "weight%d" % j, "bias%d" % j
+            else:
+                n1, n2 = x + "local_experts.%d.linear_fc1." % j, x + "local_experts.%d.linear_fc2." % j
+                w, b = "weight", "bias"
+            qe = q + "moe.e%d." % g
+            out.append((qe + "fc.w", [h * fw], lambda n1=n1, w=w, e=e: fc1(w, name=n1, width=F, e=e)))
+            if c.bias:
+                out.append((qe + "fc.b", [fw], lambda n1=n1, b=b, e=e: fc1(b, name=n1, width=F, e=e)))
+            out.append((qe + "fc2.w", [F * h], lambda n2=n2, w=w, e=e: colpar(n2 + w, h, F // T, e=e)))
+            if c.bias:
+                out.append((qe + "fc2.b", [h], lambda n2=n2, b=b, e=e: m.replicated(p, v, pre + n2 + b, [h], e)))
         return out
     per = L // (P * c.VP)
     tensors = [("vocab.tok", [V * h], lambda: word("embedding.word_embeddings.weight", 0, 0))]
@@ -530,7 +694,7 @@ def convert(ckpt, index, stages=None, optimizer="sgd", seq=None, iteration=None)
                 i = (v * P + p) * per + k
                 pre, q = "decoder.layers.%d." % k, "layer%d." % i
                 n1 = pre + ("self_attention.linear_qkv.layer_norm_" if te else "input_layernorm.")
-                n2 = pre + ("mlp.linear_fc1.layer_norm_" if te else "pre_mlp_layernorm.")
+                n2 = pre + ("mlp.linear_fc1.layer_norm_" if te and not c.E else "pre_mlp_layernorm.")
 
                 def qkv(pre=pre, p=p, v=v, what="weight"):
                     """Rows of every rank's [G/T x (npg + 2) x D, h] joined, regrouped into
@@ -551,27 +715,29 @@ def convert(ckpt, index, stages=None, optimizer="sgd", seq=None, iteration=None)
                         return out
                     return _rows_t(qs + ks + vs, h)
 
-                def colpar(name, rows, cols_t, pre=pre, p=p, v=v):
+                def colpar(name, rows, cols_t, pre=pre, p=p, v=v, e=0):
                     """A row-parallel layer [rows, cols/T] per rank (columns joined) -> [cols, rows]."""
                     full = array.array("f", bytes(4 * rows * cols_t * T))
                     for t in range(T):
-                        w = m.get(t, p, v, pre + name, [rows, cols_t])
+                        w = m.get(t, p, v, pre + name, [rows, cols_t], e)
                         for r in range(rows):
                             full[(r * T + t) * cols_t:(r * T + t + 1) * cols_t] = w[r * cols_t:(r + 1) * cols_t]
                     return _rows_t([full], cols_t * T)
 
-                def fc1(what="weight", pre=pre, p=p, v=v):
-                    cols = h if what == "weight" else 1
-                    ft = f // T
+                def fc1(what="weight", pre=pre, p=p, v=v, name="mlp.linear_fc1.", width=f, e=0):
+                    """A column-parallel FC1 [fw/T, h] per rank (SwiGLU: [gate | up] of the rank) ->
+                    [h, fw], columns [gate | up]; name + what: its tensor (TEGroupedMLP's weightJ)."""
+                    cols = h if what.startswith("weight") else 1
+                    ft = width // T
                     parts = ([], [])
                     for t in range(T):
-                        w = m.get(t, p, v, pre + "mlp.linear_fc1." + what,
-                                  ([(2 if c.swiglu else 1) * ft, h] if what == "weight" else [(2 if c.swiglu else 1) * ft]))
+                        w = m.get(t, p, v, pre + name + what,
+                                  [(2 if c.swiglu else 1) * ft] + ([h] if cols == h else []), e)
                         parts[0].append(w[:ft * cols])
                         if c.swiglu:
                             parts[1].append(w[ft * cols:])
                     blocks = parts[0] + parts[1]
-                    if what != "weight":
+                    if cols == 1:
                         out = array.array("f")
                         for b in blocks:
                             out.extend(b)
@@ -592,6 +758,9 @@ def convert(ckpt, index, stages=None, optimizer="sgd", seq=None, iteration=None)
                 tensors += [(q + "ln2.g", [h], lambda n2=n2, p=p, v=v: m.replicated(p, v, n2 + "weight", [h]))]
                 if not c.rms:
                     tensors += [(q + "ln2.b", [h], lambda n2=n2, p=p, v=v: m.replicated(p, v, n2 + "bias", [h]))]
+                if c.E:
+                    tensors += experts(q, pre, p, v, colpar, fc1)
+                    continue
                 tensors += [(q + "fc.w", [h * nf], fc1)]
                 if c.bias:
                     tensors += [(q + "fc.b", [nf], lambda fc1=fc1: fc1("bias"))]
@@ -610,7 +779,7 @@ def convert(ckpt, index, stages=None, optimizer="sgd", seq=None, iteration=None)
         def tied_copy():
             if word("output_layer.weight", last_p, last_v) != word("embedding.word_embeddings.weight", 0, 0):
                 raise ConvertError("%s: tied embeddings, but the last stage's output_layer.weight differs from the "
-                                   "first stage's embedding.word_embeddings.weight" % files[(0, last_p)])
+                                   "first stage's embedding.word_embeddings.weight" % files[(0, last_p, 0)])
             return None
         tensors.append((None, None, tied_copy))
     out = [(k, s, fn) for k, s, fn in tensors if k is not None]
@@ -624,11 +793,14 @@ def convert(ckpt, index, stages=None, optimizer="sgd", seq=None, iteration=None)
             raise ConvertError("internal: %s has %d values, %d expected" % (k, len(values[k]), s[0]))
     for fn in checks:
         fn()
+    m.ep_copies()
     m.leftovers()
     meta = {"hidden": str(h), "heads": str(hq), "query_groups": str(G), "vocab": str(V), "layers": str(L),
             "mlp": "swiglu" if c.swiglu else "gelu", "norm": "rmsnorm" if c.rms else "layernorm",
             "position": "rope" if c.rope else "learned", "bias": "on" if c.bias else "off",
             "embeddings": "tied" if c.tied else "untied", "ffn_hidden": str(f)}
+    if c.E:
+        meta.update(num_experts=str(c.E), moe_topk=str(c.K), moe_ffn_hidden=str(c.F), moe_aux_loss_coeff="%.17g" % c.aux)
     meta.update((k, repr(x)) for k, x in c.drop.items() if x > 0)   # (the runtime refuses another rate)
     if not c.rope:
         meta["seq"] = str(seq)
@@ -659,6 +831,10 @@ def flags(c, V, seq, stages):
     for k in ("hidden_dropout", "attention_dropout"):
         if c.drop[k] > 0:
             fl += " --%s %s" % (k.replace("_", "-"), _num(c.drop[k]))
+    if c.E:   # (no --expert-parallel: the checkpoint is the same under any)
+        fl += " --num-experts %d --moe-topk %d --moe-ffn-hidden %d" % (c.E, c.K, c.F)
+        if c.aux > 0:
+            fl += " --moe-aux-loss-coeff " + _num(c.aux)
     if stages:
         fl += " --layers-per-stage %d" % (c.L // stages)
     return fl
@@ -666,7 +842,8 @@ def flags(c, V, seq, stages):
 
 USAGE = """usage: pps_megatron.py import CKPT INDEX [--stages S] [--optimizer sgd|adam] [--seq S] [--iteration N]
   a Megatron-LM GPT checkpoint (Megatron-Core, torch format: a --save directory or one
-  iteration's) -> a PPS checkpoint for --load (prints the runtime flags)"""
+  iteration's; dense or MoE, any TP / PP / VP / EP) -> a PPS checkpoint for --load
+  (prints the runtime flags, --num-experts ... for MoE)"""
 
 
 def main(argv):

@@ -12,14 +12,23 @@
 #    parameters as views of one buffer;
 #  - GPT-2's layer (layer norms, learned positions, tanh GeLU, biases, untied) at TP 2,
 #    and tied at TP 1 x PP 2 x VP 2 with the buffer: bit for bit and the loss;
+#  - MoE (E = 4, K = 2): a Llama-style model with TEGroupedMLP's names at TP 2 x PP 2 x
+#    EP 2 (mp_rank_TT_PPP_EEE): bit for bit, the saved run's loss, also at
+#    --data-parallel 2 --expert-parallel 2; SequentialMLP's names at TP 2 x EP 2 and the
+#    legacy GroupedMLP at PP 2 x EP 2 bit for bit; GPT-2's layer with biases at TP 1 x
+#    EP 4 (mp_rank_TT_EEE): bit for bit and the loss; each MoE argument the runtime
+#    cannot compute refused (pre-softmax, sigmoid, top-K scaling, shared experts,
+#    moe_layer_freq, expert bias, groups, capacity factor, seq_aux_loss > 0, Sinkhorn,
+#    z-loss, expert TP, GroupedMLP at TP 2, a missing EP rank, EP ranks of a dense model,
+#    a dense tensor differing between EP ranks);
 #  - BF16 weights: the import is the bfloat16 values (exact) and --optimizer adam adds
 #    zero moments;
 #  - --use-rope-scaling becomes --rope-scaling llama3 (Megatron's fixed 1/4/8192);
 #    Megatron's dropout rates become --hidden-dropout / --attention-dropout;
 #  - refusals (exit 2, one line naming the argument or file, no output left): the erf
-#    GeLU, norm_epsilon 1e-6, num_experts, qk_layernorm, a tensor the model lacks, a
-#    missing rank, expert-parallel ranks, torch_dist, the legacy model, tensor_model_
-#    parallel_size disagreeing with the files, a truncated file, --stages not dividing,
+#    GeLU, norm_epsilon 1e-6, num_experts without the experts' tensors, qk_layernorm,
+#    a tensor the model lacks, a missing rank, mixed mp_rank_* shapes, torch_dist, the
+#    legacy model, tensor_model_parallel_size disagreeing with the files, a truncated file, --stages not dividing,
 #    an integer tensor, a view outside its storage, a short storage record, big-endian;
 #  - a pickle that calls os.system: refused, and the command never ran.
 . "$(dirname "$0")/lib.sh"
@@ -45,7 +54,8 @@ for k in sorted(ka):
     n = a.where[k][0][2]
     if a.tensor(k, n).tobytes() != b.tensor(k, n).tobytes():
         sys.exit("tensor %s differs" % k)
-for k in ("hidden", "heads", "query_groups", "vocab", "layers", "mlp", "norm", "position", "bias", "embeddings", "ffn_hidden"):
+for k in ("hidden", "heads", "query_groups", "vocab", "layers", "mlp", "norm", "position", "bias", "embeddings", "ffn_hidden",
+          "num_experts", "moe_topk", "moe_ffn_hidden", "moe_aux_loss_coeff"):
     if a.meta.get(k) != b.meta.get(k):
         sys.exit("metadata %s: %r vs %r" % (k, a.meta.get(k), b.meta.get(k)))
 if len(sys.argv) > 3:   # the moments: all zero
@@ -87,6 +97,36 @@ case_ gpt2_tied a "$G2 --embeddings tied --layers-per-stage 2" --tp 1 --pp 2 --v
 LPS=1
 case_ llama_zv zv "$L --layers-per-stage 2" --tp 2 --pp 1
 
+# MoE (Megatron-Core's MoE layer; runtime/moe.c): E = 4 experts, top 2, SwiGLU experts of
+# width 12, the aux loss. TEGroupedMLP (linear_fc1.weightJ) at TP 2 x PP 2 x EP 2
+# (mp_rank_TT_PPP_EEE), SequentialMLP (local_experts.J) at TP 2 x EP 2 and GPT-2's layer
+# with biases at TP 1 x EP 4 (mp_rank_TT_EEE)
+LPS=2
+MOE="--num-experts 4 --moe-topk 2 --moe-ffn-hidden 12 --moe-aux-loss-coeff 0.01"
+case_ moe a "$L --layers-per-stage 2 $MOE" --tp 2 --pp 2 --ep 2 --experts te
+grep -q -- "--num-experts 4 --moe-topk 2 --moe-ffn-hidden 12 --moe-aux-loss-coeff 0.01 --load" "$WORK/imp_moe.out" &&
+  pass "moe: the experts' flags printed" || fail "moe: flags: $(cat "$WORK/imp_moe.out")"
+# under --expert-parallel 2 over 2 replicas: the import's loss is the saved run's made at
+# --data-parallel 2 --expert-parallel 2 (the same seed: the same weights; X-independent)
+"$WORK/a" $L --layers-per-stage 2 $MOE --data-parallel 2 --expert-parallel 2 --lr 0 --iterations 1 --data "$DATA" --json \
+  > "$WORK/x2_ck" 2> "$WORK/err" || fail "moe: --expert-parallel 2 save run: $(cat "$WORK/err")"
+"$WORK/a" $(sed -n 's/^  \(.*\) --load .*/\1/p' "$WORK/imp_moe.out") --layers-per-stage 2 --data-parallel 2 --expert-parallel 2 \
+  --load "$WORK/imp_moe" --lr 0 --iterations 1 --data "$DATA" --json > "$WORK/x2_imp" 2> "$WORK/err" ||
+  fail "moe: --expert-parallel 2 import run: $(cat "$WORK/err")"
+want=$(loss1 "$WORK/x2_ck"); got=$(loss1 "$WORK/x2_imp")
+[ -n "$want" ] && [ "$want" = "$got" ] && pass "moe: --expert-parallel 2 --data-parallel 2: loss $got as saved" ||
+  fail "moe: --expert-parallel 2: loss $got, the saved run's $want"
+python3 "$FX" write "$WORK/ck_moe" "$WORK/meg_moes" --tp 2 --pp 1 --ep 2 --experts seq --names local 2> "$WORK/err" ||
+  fail "moe seq fixture: $(cat "$WORK/err")"
+python3 "$MG" import "$WORK/meg_moes" "$WORK/imp_moes" > /dev/null 2> "$WORK/err" && same "$WORK/want_moe" "$WORK/imp_moes" &&
+  pass "moe: SequentialMLP at TP 2 x EP 2 bit for bit" || fail "moe SequentialMLP: $(cat "$WORK/err" "$WORK/same.out")"
+python3 "$FX" write "$WORK/ck_moe" "$WORK/meg_moeg" --pp 2 --ep 2 --experts legacy 2> "$WORK/err" ||
+  fail "moe GroupedMLP fixture: $(cat "$WORK/err")"
+python3 "$MG" import "$WORK/meg_moeg" "$WORK/imp_moeg" > /dev/null 2> "$WORK/err" && same "$WORK/want_moe" "$WORK/imp_moeg" &&
+  pass "moe: the legacy GroupedMLP (weight1 / weight2) at PP 2 x EP 2 bit for bit" ||
+  fail "moe GroupedMLP: $(cat "$WORK/err" "$WORK/same.out")"
+case_ gpt2_moe a "$G2 --layers-per-stage 2 --num-experts 4 --moe-topk 2 --moe-ffn-hidden 16" --tp 1 --pp 1 --ep 4 --experts seq
+
 # BF16: the import holds the bfloat16 values exactly (want_ has them); Adam's zero moments
 python3 "$FX" write "$WORK/ck_llama" "$WORK/meg_bf" --tp 2 --pp 2 --dtype bf16 --expect "$WORK/want_bf" 2> "$WORK/err" ||
   fail "bf16 fixture: $(cat "$WORK/err")"
@@ -117,10 +157,10 @@ iflags=$(sed -n 's/^  \(.*\) --load .*/\1/p' "$WORK/out")
   pass "the import runs with its dropout" || fail "dropout import run: $(cat "$WORK/err")"
 
 # refusals: exit 2, the argument named, no INDEX
-refuse() {   # refuse NAME PATTERN FIXTURE-ARGS...: a fixture with FIXTURE-ARGS, refused
+refuse() {   # refuse NAME PATTERN FIXTURE-ARGS...: a fixture with FIXTURE-ARGS (of $SRC), refused
   nm=$1; pat=$2; shift 2
   rm -rf "$WORK/bad"
-  python3 "$FX" write "$WORK/ck_llama" "$WORK/bad" "$@" 2> "$WORK/err" || { fail "$nm fixture: $(cat "$WORK/err")"; return; }
+  python3 "$FX" write "${SRC:-$WORK/ck_llama}" "$WORK/bad" "$@" 2> "$WORK/err" || { fail "$nm fixture: $(cat "$WORK/err")"; return; }
   refused "$nm" "$pat" "$WORK/bad"
 }
 refused() {
@@ -135,7 +175,32 @@ refused() {
 refuse "erf GeLU" "bias_gelu_fusion" --arg swiglu=False --arg bias_gelu_fusion=False
 refuse "norm_epsilon 1e-6" "norm_epsilon = 1e-06" --arg norm_epsilon=1e-6
 refuse "a dropout rate of 1" "hidden_dropout = 1.0" --arg hidden_dropout=1.0
-refuse "MoE" "num_experts = 8" --arg num_experts=8
+refuse "num_experts without experts' tensors" "no tensor 'decoder.layers.0.pre_mlp_layernorm.weight'" --arg num_experts=8
+refuse "expert-parallel ranks of a dense model" "expert_model_parallel_size = 2: expert-parallel ranks without" --ep 2
+SRC=$WORK/ck_moe
+refuse "pre-softmax routing" "moe_router_pre_softmax = True" --arg moe_router_pre_softmax=True
+refuse "sigmoid scores" "moe_router_score_function = 'sigmoid'" --arg "moe_router_score_function='sigmoid'"
+refuse "top-K scaling" "moe_router_topk_scaling_factor = 2.5" --arg moe_router_topk_scaling_factor=2.5
+refuse "shared experts" "moe_shared_expert_intermediate_size = 24" --arg moe_shared_expert_intermediate_size=24
+refuse "dense layers between MoE layers" "moe_layer_freq = \[1, 0, 1, 0\]" --arg "moe_layer_freq=[1,0,1,0]"
+refuse "an expert bias" "moe_router_enable_expert_bias = True" --arg moe_router_enable_expert_bias=True
+refuse "group-limited routing" "moe_router_num_groups = 2" --arg moe_router_num_groups=2
+refuse "a capacity factor" "moe_expert_capacity_factor = 1.0" --arg moe_expert_capacity_factor=1.0
+refuse "seq_aux_loss with a coefficient" "moe_router_load_balancing_type = 'seq_aux_loss'" --arg "moe_router_load_balancing_type='seq_aux_loss'"
+refuse "Sinkhorn routing" "moe_router_load_balancing_type = 'sinkhorn'" --arg "moe_router_load_balancing_type='sinkhorn'" --arg moe_aux_loss_coeff=0.0
+refuse "a z-loss" "moe_z_loss_coeff = 0.001" --arg moe_z_loss_coeff=0.001
+refuse "expert tensor parallel 1 under TP 2" "expert_tensor_parallel_size = 1" --tp 2 --arg expert_tensor_parallel_size=1
+refuse "the legacy GroupedMLP at TP 2" "legacy GroupedMLP converts only at tensor_model_parallel_size 1" --tp 2 --experts legacy
+refuse "dense tensors differing between EP ranks" "word_embeddings.weight' differs between expert-parallel ranks 0 and 1" \
+  --ep 2 --corrupt epcopy
+unset SRC
+rm -rf "$WORK/bad"; python3 "$FX" write "$WORK/ck_moe" "$WORK/bad" --arg "moe_router_load_balancing_type='seq_aux_loss'" --arg moe_aux_loss_coeff=0.0 \
+  2> /dev/null && python3 "$MG" import "$WORK/bad" "$WORK/imp_sq" > "$WORK/out" 2>&1 &&
+  grep -q -- "--moe-ffn-hidden 12 --load" "$WORK/out" && pass "seq_aux_loss at coefficient 0: imported without the aux loss" ||
+  fail "seq_aux_loss at 0: $(cat "$WORK/out")"
+rm -rf "$WORK/bad"; python3 "$FX" write "$WORK/ck_moe" "$WORK/bad" --tp 2 --pp 2 --ep 2 2> /dev/null
+rm -rf "$WORK/bad/iter_0000100/mp_rank_01_001_001"
+refused "a missing expert-parallel rank" "rank TP 1 PP 1 EP 1 is missing" "$WORK/bad"
 refuse "qk_layernorm" "qk_layernorm" --arg qk_layernorm=True
 refuse "interleaved RoPE" "rotary_interleaved" --arg rotary_interleaved=True
 refuse "uneven stages" "decoder_first_pipeline_num_layers" --arg decoder_first_pipeline_num_layers=1
@@ -147,11 +212,12 @@ refuse "an integer tensor" "word_embeddings.weight' is an integer tensor" --corr
 refuse "a view outside its storage" "word_embeddings.weight': shape .* fall outside its storage" --corrupt outside
 refuse "a storage record shorter than its size" "storage 0 holds .* bytes, .* needed" --corrupt short
 refuse "big-endian tensors" "big-endian tensors" --corrupt bigendian
-python3 "$FX" write "$WORK/ck_llama" "$WORK/bad" --tp 2 --pp 2 2> /dev/null
+rm -rf "$WORK/bad"; python3 "$FX" write "$WORK/ck_llama" "$WORK/bad" --tp 2 --pp 2 2> /dev/null
 rm -rf "$WORK/bad/iter_0000100/mp_rank_01_001"
 refused "a missing rank" "rank TP 1 PP 1 is missing" "$WORK/bad"
 mkdir -p "$WORK/bad/iter_0000100/mp_rank_01_001_001"
-refused "expert-parallel ranks" "expert-parallel" "$WORK/bad"
+: > "$WORK/bad/iter_0000100/mp_rank_01_001_001/model_optim_rng.pt"
+refused "mixed rank directories" "mixes mp_rank_TT, mp_rank_TT_NNN and mp_rank_TT_PPP_EEE" "$WORK/bad"
 rm -rf "$WORK/bad"; python3 "$FX" write "$WORK/ck_llama" "$WORK/bad" 2> /dev/null
 : > "$WORK/bad/iter_0000100/.metadata"
 refused "torch_dist" "torch_dist checkpoint" "$WORK/bad"

@@ -194,6 +194,32 @@ def flat(rowlist):
     return out
 
 
+def mlp_of(get, q, h, f, sw, bias):
+    """An MLP's Megatron pieces from PPS's fc.w [h, fw] ([gate | up] columns), fc2.w [f, h]:
+    gate / up rows [f, h] each, fc2 [h, f], their biases."""
+    nf = 2 * f if sw else f
+    t = {}
+    fcT = transpose(get(q + "fc.w", h * nf), h, nf)                           # [nf, h]
+    t["gate"], t["up"] = fcT[:f], fcT[f:] if sw else []
+    if bias:
+        fb = list(get(q + "fc.b", nf))
+        t["gate.b"], t["up.b"] = fb[:f], fb[f:] if sw else []
+        t["fc2.b"] = get(q + "fc2.b", h)
+    t["fc2"] = transpose(get(q + "fc2.w", f * h), f, h)                       # [h, f]
+    return t
+
+
+def add_mlp(add, t, name1, name2, w, b, tp, Tp, f, h, sw, bias):
+    """A column-parallel FC1 (rank tp's [gate rows | up rows]) and a row-parallel FC2."""
+    r0, r1 = tp * f // Tp, (tp + 1) * f // Tp
+    add(name1 + w, flat(t["gate"][r0:r1] + (t["up"][r0:r1] if sw else [])), [(2 if sw else 1) * (r1 - r0), h])
+    if bias:
+        add(name1 + b, t["gate.b"][r0:r1] + (t["up.b"][r0:r1] if sw else []), [(2 if sw else 1) * (r1 - r0)])
+    add(name2 + w, flat([r[r0:r1] for r in t["fc2"]]), [h, r1 - r0])
+    if bias:
+        add(name2 + b, t["fc2.b"], [h])
+
+
 def main():
     if sys.argv[1:2] == ["evil"]:
         _fake_torch()
@@ -221,11 +247,14 @@ def main():
     ap.add_argument("--arg", action="append", default=[])
     ap.add_argument("--extra", action="append", default=[])
     ap.add_argument("--expect")
+    ap.add_argument("--ep", type=int, default=1)
+    ap.add_argument("--experts", choices=("seq", "te", "legacy"), default="seq")
     ap.add_argument("--torch", action="store_true")
     # a defect planted in tensor-parallel rank 0's first tensor (the importer must refuse
     # it): int (an integer storage), outside (its view past the storage's end), short (the
     # storage record shorter than its element count says), bigendian (the byteorder record)
-    ap.add_argument("--corrupt", choices=("int", "outside", "short", "bigendian"))
+    # (epcopy: expert-parallel rank 1's copy of that tensor one bit off rank 0's)
+    ap.add_argument("--corrupt", choices=("int", "outside", "short", "bigendian", "epcopy"))
     o = ap.parse_args()
     if not o.torch:
         _fake_torch()
@@ -233,6 +262,9 @@ def main():
     m = ck.meta
     h, hq, G, V, L = (int(m[k]) for k in ("hidden", "heads", "query_groups", "vocab", "layers"))
     f = int(m["ffn_hidden"])
+    E = int(m.get("num_experts", "0"))     # MoE (runtime/moe.c): the router and E experts per layer
+    if E:
+        K, F, aux = int(m["moe_topk"]), int(m["moe_ffn_hidden"]), float(m.get("moe_aux_loss_coeff", "0"))
     D = h // hq
     sw, rms, rope, bias = m["mlp"] == "swiglu", m["norm"] == "rmsnorm", m["position"] == "rope", m["bias"] == "on"
     tied = m["embeddings"] == "tied"
@@ -277,13 +309,13 @@ def main():
                 gb.append([bq[c] for c in idx])
         t["qkv"], t["qkv.b"] = groups, gb
         t["proj"] = transpose(get(q + "proj.w", hq * D * h), hq * D, h)            # [h, hq D]
-        fcT = transpose(get(q + "fc.w", h * nf), h, nf)                           # [nf, h]
-        t["gate"], t["up"] = fcT[:f], fcT[f:] if sw else []
         if bias:
-            fb = list(get(q + "fc.b", nf))
-            t["gate.b"], t["up.b"] = fb[:f], fb[f:] if sw else []
-            t["proj.b"], t["fc2.b"] = get(q + "proj.b", h), get(q + "fc2.b", h)
-        t["fc2"] = transpose(get(q + "fc2.w", f * h), f, h)                       # [h, f]
+            t["proj.b"] = get(q + "proj.b", h)
+        if E:   # Megatron's router.weight [E, h] (PPS's [h, E]); each expert an MLP of width F
+            t["router"] = transpose(get(q + "moe.router.w", h * E), h, E)
+            t["experts"] = [mlp_of(get, q + "moe.e%d." % g, h, F, sw, bias) for g in range(E)]
+        else:
+            t.update(mlp_of(get, q, h, f, sw, bias))
         layer.append(t)
 
     args = argparse.Namespace(
@@ -297,7 +329,17 @@ def main():
         max_position_embeddings=int(m.get("seq", 16)), padded_vocab_size=V, params_dtype=sys.modules["torch"].bfloat16,
         num_experts=None, qk_layernorm=False, apply_residual_connection_post_layernorm=False,
         decoder_first_pipeline_num_layers=None, decoder_last_pipeline_num_layers=None,
-        num_layers_per_virtual_pipeline_stage=None, transformer_impl="transformer_engine" if o.names == "te" else "local")
+        num_layers_per_virtual_pipeline_stage=None, transformer_impl="transformer_engine" if o.names == "te" else "local",
+        expert_model_parallel_size=o.ep)
+    if E:   # Megatron-Core's MoE arguments (its defaults for the rest)
+        for k, x in dict(num_experts=E, moe_router_topk=K, moe_ffn_hidden_size=F, moe_aux_loss_coeff=aux,
+                         moe_router_load_balancing_type="aux_loss", moe_layer_freq=1, moe_router_pre_softmax=False,
+                         moe_router_score_function="softmax", moe_router_topk_scaling_factor=None,
+                         moe_shared_expert_intermediate_size=None, moe_router_enable_expert_bias=False,
+                         moe_router_num_groups=None, moe_expert_capacity_factor=None, moe_z_loss_coeff=None,
+                         moe_grouped_gemm=o.experts != "seq", moe_use_legacy_grouped_gemm=o.experts == "legacy",
+                         expert_tensor_parallel_size=Tp, moe_token_dispatcher_type="alltoall").items():
+            setattr(args, k, x)
     for kv in o.arg:
         k, v = kv.split("=", 1)
         setattr(args, k, ast.literal_eval(v))
@@ -310,8 +352,8 @@ def main():
         return array.array("f", a).tobytes()
 
     it = "iter_%07d" % o.iteration
-    for tp in range(Tp):
-        for p in range(P):
+    for tp, p, ep in ((a, b, c) for a in range(Tp) for b in range(P) for c in range(o.ep)):
+        if True:
             tensors = []          # (name, flat values, shape) per chunk
 
             def chunk_sd(v):
@@ -329,7 +371,8 @@ def main():
                     i = (v * P + p) * per + k
                     t, pre = layer[i], "decoder.layers.%d." % k
                     n1 = pre + ("self_attention.linear_qkv.layer_norm_" if o.names == "te" else "input_layernorm.")
-                    n2 = pre + ("mlp.linear_fc1.layer_norm_" if o.names == "te" else "pre_mlp_layernorm.")
+                    # (a MoE layer's pre-MLP norm is its own module under both names)
+                    n2 = pre + ("mlp.linear_fc1.layer_norm_" if o.names == "te" and not E else "pre_mlp_layernorm.")
                     add(n1 + "weight", t["ln1.g"], [h])
                     if not rms:
                         add(n1 + "bias", t["ln1.b"], [h])
@@ -346,15 +389,29 @@ def main():
                     add(n2 + "weight", t["ln2.g"], [h])
                     if not rms:
                         add(n2 + "bias", t["ln2.b"], [h])
-                    r0, r1 = tp * f // Tp, (tp + 1) * f // Tp
-                    add(pre + "mlp.linear_fc1.weight", flat(t["gate"][r0:r1] + (t["up"][r0:r1] if sw else [])),
-                        [(2 if sw else 1) * (r1 - r0), h])
-                    if bias:
-                        add(pre + "mlp.linear_fc1.bias", t["gate.b"][r0:r1] + (t["up.b"][r0:r1] if sw else []),
-                            [(2 if sw else 1) * (r1 - r0)])
-                    add(pre + "mlp.linear_fc2.weight", flat([r[r0:r1] for r in t["fc2"]]), [h, r1 - r0])
-                    if bias:
-                        add(pre + "mlp.linear_fc2.bias", t["fc2.b"], [h])
+                    if not E:
+                        add_mlp(add, t, pre + "mlp.linear_fc1.", pre + "mlp.linear_fc2.", "weight", "bias", tp, Tp, f, h,
+                                sw, bias)
+                        continue
+                    add(pre + "mlp.router.weight", flat(t["router"]), [E, h])
+                    El = E // o.ep
+                    for j in range(El):      # local expert j of EP rank ep: global expert ep E/EP + j
+                        x = pre + "mlp.experts."
+                        if o.experts == "legacy":   # GroupedMLP (TP 1, no biases): below, all experts at once
+                            break
+                        if o.experts == "te":     # TEGroupedMLP: one GroupedLinear, weightJ / biasJ
+                            add_mlp(add, t["experts"][ep * El + j], x + "linear_fc1.", x + "linear_fc2.", "weight%d" % j,
+                                    "bias%d" % j, tp, Tp, F, h, sw, bias)
+                        else:                     # SequentialMLP: local_experts.J, an MLP each
+                            add_mlp(add, t["experts"][ep * El + j], x + "local_experts.%d.linear_fc1." % j,
+                                    x + "local_experts.%d.linear_fc2." % j, "weight", "bias", tp, Tp, F, h, sw, bias)
+                    if o.experts == "legacy":   # weight1 [h, El fw] holding [El, h, fw] (PPS's fc.w blocks), weight2
+                        fw = 2 * F if sw else F   # [El F, h] holding [El, F, h] (fc2.w blocks), as its forward views them
+                        gs = range(ep * El, (ep + 1) * El)
+                        add(pre + "mlp.experts.weight1", [y for g in gs for y in store["layer%d.moe.e%d.fc.w" % (i, g)]],
+                            [h, El * fw])
+                        add(pre + "mlp.experts.weight2", [y for g in gs for y in store["layer%d.moe.e%d.fc2.w" % (i, g)]],
+                            [El * F, h])
                 if last:
                     add("decoder.final_layernorm.weight", full["lnf.g"], [h])
                     if not rms:
@@ -383,7 +440,7 @@ def main():
                     entries = [(n, T(st, off, shape)) for (n, _, shape), off in zip(reversed(sd), offs)][::-1]
                 else:
                     entries = [(n, T(Store(kind, pack(vals)), 0, shape, param=(j == 0))) for j, (n, vals, shape) in enumerate(sd)]
-                if o.corrupt in ("int", "outside", "short") and tp == 0 and p == 0 and v == 0:
+                if o.corrupt in ("int", "outside", "short") and tp == 0 and p == 0 and v == 0 and ep == 0:
                     n0, t0 = entries[0]
                     if o.corrupt == "int":
                         t0.store.kind = "Int"
@@ -392,15 +449,20 @@ def main():
                     else:
                         t0.store.short = True
                     t0.param = False
+                if o.corrupt == "epcopy" and tp == 0 and p == 0 and v == 0 and ep == 1:
+                    st = entries[0][1].store
+                    st.data = bytes([st.data[0] ^ 1]) + bytes(st.data[1:])
                 msd = collections.OrderedDict(entries)
                 if o.names == "te":       # Transformer Engine's FP8 metadata beside each layer
                     for k in range(per):
                         msd["decoder.layers.%d.self_attention.linear_qkv._extra_state" % k] = T(Store("Byte", b"\x01\x02"), 0, [2])
-                        msd["decoder.layers.%d.mlp.linear_fc2._extra_state" % k] = None
+                        msd["decoder.layers.%d.mlp.%s._extra_state" % (k, "experts.linear_fc2" if E else "linear_fc2")] = None
                 obj["model" if VP == 1 else "model%d" % v] = msd
             # an optimizer state the importer must ignore
             obj["optimizer"] = {"optimizer": {"state": {0: {"exp_avg": T(Store("Float", b"\0" * 16), 0, [4])}}}}
-            d = os.path.join(o.outdir, it, "mp_rank_%02d" % tp + ("_%03d" % p if P > 1 else ""))
+            # Megatron's get_checkpoint_name: mp_rank_TT, _PPP when PP > 1, then _EEE when EP > 1
+            d = os.path.join(o.outdir, it, "mp_rank_%02d" % tp + ("_%03d" % p if P > 1 else "") +
+                             ("_%03d" % ep if o.ep > 1 else ""))
             os.makedirs(d, exist_ok=True)
             if o.torch:
                 save_torch(obj, os.path.join(d, "model_optim_rng.pt"))
@@ -412,7 +474,8 @@ def main():
         tens = [(k, [len(a)], lambda a=a: a) for k, a in store.items()]
         meta = {k: v for k, v in m.items() if k in ("hidden", "heads", "query_groups", "vocab", "layers", "mlp", "norm",
                                                      "position", "bias", "embeddings", "ffn_hidden", "seq", "rope_base",
-                                                     "rope_scaling")}
+                                                     "rope_scaling", "num_experts", "moe_topk", "moe_ffn_hidden",
+                                                     "moe_aux_loss_coeff")}
         pps_hf._write_pps(o.expect, tens, meta, "sgd")
     return 0
 
