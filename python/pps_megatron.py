@@ -30,6 +30,8 @@ kv_channels = hidden_size / num_attention_heads; grouped-query attention; MoE la
 (num_experts -> --num-experts, moe_router_topk -> --moe-topk, moe_ffn_hidden_size ->
 --moe-ffn-hidden, moe_aux_loss_coeff -> --moe-aux-loss-coeff with the load-balancing
 type aux_loss; none: no loss; seq_aux_loss / global_aux_loss only at coefficient 0;
+moe_expert_capacity_factor and moe_token_drop_policy -> --moe-expert-capacity-factor
+and --moe-token-drop-policy, without moe_pad_expert_input_to_capacity;
 expert_model_parallel_size: the directories' EP, no flag, since PPS checkpoints are the
 same at any --expert-parallel). Refused, naming the argument: qk_layernorm,
 post-layer-norm residuals, uneven pipeline stages, Megatron's legacy (non-Core) model,
@@ -37,7 +39,7 @@ the torch_dist format (convert it first with Megatron's own `--ckpt-convert-form
 torch --ckpt-convert-save DIR`), and what the runtime's experts cannot compute:
 moe_layer_freq other than every layer, moe_router_pre_softmax, a score function other
 than softmax, moe_router_topk_scaling_factor, shared experts, a router expert bias,
-group-limited routing, a capacity factor (the runtime is dropless), a z-loss, input
+group-limited routing, padding the experts' inputs to the capacity, a z-loss, input
 jitter, Sinkhorn, expert_tensor_parallel_size other than the tensor-parallel size and
 the legacy GroupedMLP (experts.weight1 / weight2) under tensor parallelism.
 
@@ -467,8 +469,10 @@ class Config:
 
     def moe(self, a, refuse, pos_int, T, EP):
         """Megatron-Core's MoE arguments -> the runtime's --num-experts E, --moe-topk K,
-        --moe-ffn-hidden F, --moe-aux-loss-coeff a (self.E = 0: dense MLPs)."""
+        --moe-ffn-hidden F, --moe-aux-loss-coeff a, --moe-expert-capacity-factor and
+        --moe-token-drop-policy (self.E = 0: dense MLPs)."""
         self.E = a.get("num_experts") or 0
+        self.cap, self.drop_policy = 0.0, "probs"
         if not self.E:
             if EP > 1:
                 refuse("expert_model_parallel_size", "expert-parallel ranks without experts (num_experts)")
@@ -501,9 +505,8 @@ class Config:
                 ("moe_router_enable_expert_bias", lambda x: not x, "the runtime's router has no expert bias"),
                 ("moe_router_num_groups", lambda x: not x, "the runtime has no group-limited routing"),
                 ("moe_router_group_topk", lambda x: not x, "the runtime has no group-limited routing"),
-                ("moe_expert_capacity_factor", lambda x: x is None, "the runtime's experts are dropless (no capacity "
-                 "factor)"),
-                ("moe_pad_expert_input_to_capacity", lambda x: not x, "the runtime's experts are dropless"),
+                ("moe_pad_expert_input_to_capacity", lambda x: not x, "the runtime drops past the capacity without "
+                 "padding the experts' inputs to it"),
                 ("moe_z_loss_coeff", lambda x: not x, "the runtime has no router z-loss"),
                 ("moe_input_jitter_eps", lambda x: not x, "the runtime's router takes no input jitter")):
             if k in a and not ok(a[k]):
@@ -524,6 +527,14 @@ class Config:
             refuse("moe_router_load_balancing_type", "with moe_aux_loss_coeff %r: the runtime's loss is the switch-style "
                    "aux_loss (over the microbatch's tokens); set the coefficient 0 or use aux_loss" % coeff)
         self.aux = float(coeff)
+        # a capacity factor and its drop policy -> --moe-expert-capacity-factor, --moe-token-drop-policy
+        cf = a.get("moe_expert_capacity_factor")
+        if cf is not None and (not isinstance(cf, (int, float)) or isinstance(cf, bool) or not (0 < cf <= 1e6)):
+            refuse("moe_expert_capacity_factor", "not a number above 0 (at most 1e6)")
+        pol = a.get("moe_token_drop_policy", "probs")
+        if cf is not None and pol not in ("probs", "position"):
+            refuse("moe_token_drop_policy", "the runtime drops by probs or position")
+        self.cap, self.drop_policy = (float(cf) if cf is not None else 0.0), pol
 
 
 def _state(tf):
@@ -801,6 +812,8 @@ def convert(ckpt, index, stages=None, optimizer="sgd", seq=None, iteration=None)
             "embeddings": "tied" if c.tied else "untied", "ffn_hidden": str(f)}
     if c.E:
         meta.update(num_experts=str(c.E), moe_topk=str(c.K), moe_ffn_hidden=str(c.F), moe_aux_loss_coeff="%.17g" % c.aux)
+        if c.cap > 0:
+            meta.update(moe_expert_capacity_factor="%.17g" % c.cap, moe_token_drop_policy=c.drop_policy)
     meta.update((k, repr(x)) for k, x in c.drop.items() if x > 0)   # (the runtime refuses another rate)
     if not c.rope:
         meta["seq"] = str(seq)
@@ -835,6 +848,8 @@ def flags(c, V, seq, stages):
         fl += " --num-experts %d --moe-topk %d --moe-ffn-hidden %d" % (c.E, c.K, c.F)
         if c.aux > 0:
             fl += " --moe-aux-loss-coeff " + _num(c.aux)
+        if c.cap > 0:
+            fl += " --moe-expert-capacity-factor %s --moe-token-drop-policy %s" % (_num(c.cap), c.drop_policy)
     if stages:
         fl += " --layers-per-stage %d" % (c.L // stages)
     return fl

@@ -18,7 +18,8 @@
 #    legacy GroupedMLP at PP 2 x EP 2 bit for bit; GPT-2's layer with biases at TP 1 x
 #    EP 4 (mp_rank_TT_EEE): bit for bit and the loss; each MoE argument the runtime
 #    cannot compute refused (pre-softmax, sigmoid, top-K scaling, shared experts,
-#    moe_layer_freq, expert bias, groups, capacity factor, seq_aux_loss > 0, Sinkhorn,
+#    moe_layer_freq, expert bias, groups, padding to the capacity, a capacity factor of 0
+#    or another drop policy, seq_aux_loss > 0, Sinkhorn,
 #    z-loss, expert TP, GroupedMLP at TP 2, a missing EP rank, EP ranks of a dense model,
 #    a dense tensor differing between EP ranks);
 #  - BF16 weights: the import is the bfloat16 values (exact) and --optimizer adam adds
@@ -185,7 +186,11 @@ refuse "shared experts" "moe_shared_expert_intermediate_size = 24" --arg moe_sha
 refuse "dense layers between MoE layers" "moe_layer_freq = \[1, 0, 1, 0\]" --arg "moe_layer_freq=[1,0,1,0]"
 refuse "an expert bias" "moe_router_enable_expert_bias = True" --arg moe_router_enable_expert_bias=True
 refuse "group-limited routing" "moe_router_num_groups = 2" --arg moe_router_num_groups=2
-refuse "a capacity factor" "moe_expert_capacity_factor = 1.0" --arg moe_expert_capacity_factor=1.0
+refuse "padding to the capacity" "moe_pad_expert_input_to_capacity = True" --arg moe_expert_capacity_factor=1.0 \
+  --arg moe_pad_expert_input_to_capacity=True
+refuse "a capacity factor of 0" "moe_expert_capacity_factor = 0" --arg moe_expert_capacity_factor=0
+refuse "another drop policy" "moe_token_drop_policy = 'random'" --arg moe_expert_capacity_factor=1.0 \
+  --arg "moe_token_drop_policy='random'"
 refuse "seq_aux_loss with a coefficient" "moe_router_load_balancing_type = 'seq_aux_loss'" --arg "moe_router_load_balancing_type='seq_aux_loss'"
 refuse "Sinkhorn routing" "moe_router_load_balancing_type = 'sinkhorn'" --arg "moe_router_load_balancing_type='sinkhorn'" --arg moe_aux_loss_coeff=0.0
 refuse "a z-loss" "moe_z_loss_coeff = 0.001" --arg moe_z_loss_coeff=0.001
@@ -198,6 +203,15 @@ rm -rf "$WORK/bad"; python3 "$FX" write "$WORK/ck_moe" "$WORK/bad" --arg "moe_ro
   2> /dev/null && python3 "$MG" import "$WORK/bad" "$WORK/imp_sq" > "$WORK/out" 2>&1 &&
   grep -q -- "--moe-ffn-hidden 12 --load" "$WORK/out" && pass "seq_aux_loss at coefficient 0: imported without the aux loss" ||
   fail "seq_aux_loss at 0: $(cat "$WORK/out")"
+# a capacity factor and its drop policy become the run's flags and the checkpoint's fields
+rm -rf "$WORK/bad"; python3 "$FX" write "$WORK/ck_moe" "$WORK/bad" --arg moe_expert_capacity_factor=0.5 \
+  --arg "moe_token_drop_policy='position'" 2> /dev/null && python3 "$MG" import "$WORK/bad" "$WORK/imp_cf" > "$WORK/out" 2>&1 &&
+  grep -q -- "--moe-expert-capacity-factor 0.5 --moe-token-drop-policy position" "$WORK/out" &&
+  grep -q '"moe_expert_capacity_factor":"0.5"' "$WORK/imp_cf" && pass "a capacity factor: its flags printed and recorded" ||
+  fail "capacity factor import: $(cat "$WORK/out")"
+"$WORK/a" $(sed -n 's/^  \(.*\) --load .*/\1/p' "$WORK/out") --layers-per-stage 2 --load "$WORK/imp_cf" --lr 0 --iterations 1 \
+  --data "$DATA" --json > "$WORK/cf.json" 2> "$WORK/err" && grep -q '"expert_capacity"' "$WORK/cf.json" &&
+  pass "the import runs with its capacity factor" || fail "capacity factor run: $(cat "$WORK/err")"
 rm -rf "$WORK/bad"; python3 "$FX" write "$WORK/ck_moe" "$WORK/bad" --tp 2 --pp 2 --ep 2 2> /dev/null
 rm -rf "$WORK/bad/iter_0000100/mp_rank_01_001_001"
 refused "a missing expert-parallel rank" "rank TP 1 PP 1 EP 1 is missing" "$WORK/bad"
