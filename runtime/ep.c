@@ -11,7 +11,8 @@
  * c->etr (the D/X x C ranks with the same j, device and tensor rank; replica.c's expert
  * buffers) and scaled as the dense ones (1 / (D C)).
  * What it does not: no all-to-all dispatcher (the allgather one: every rank sees the
- * group's tokens), no capacity factor. */
+ * group's tokens); a capacity factor caps each rank's own slots before they are gathered
+ * (moe.c). */
 #include "config.h"
 #include "rt.h"
 #include <stdio.h>
