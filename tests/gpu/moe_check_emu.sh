@@ -16,7 +16,7 @@ L="--model gpt --arch llama --hidden 64 --heads 4 --query-groups 2 --seq 16 --vo
 build a "$top_srcdir/stdlib/1f1b.pps" -D P=2 -D m=4 || { fail "build 1f1b"; finish; }
 ndiff=0
 for s in 1 2 3 4 5 6; do
-  env LD_PRELOAD="$EMU" PPS_EMU_SEED=1 "$WORK/a" $L --backend cuda --tensor-parallel 2 --check -q --iterations 1 --seed $s \
+  env LD_PRELOAD="$EMU" PPS_EMU_SEED="${PPS_EMU_SEED:-1}" "$WORK/a" $L --backend cuda --tensor-parallel 2 --check -q --iterations 1 --seed $s \
     > "$WORK/out" 2>&1
   st=$?
   nsame=$(grep -c "routing of [0-9]* (microbatch, layer) slots: the reference's" "$WORK/out")
