@@ -60,6 +60,7 @@ EXTRA_DIST += tests/analysis/golden.sh tests/analysis/outputs.sh tests/analysis/
   tests/analysis/cases/copy_engines.pps \
   tests/analysis/cases/duplex.pps \
   tests/analysis/cases/host_link.pps \
+  tests/analysis/cases/host_link_zero.pps \
   tests/analysis/cases/reload_cancels.pps \
   tests/analysis/cases/comm_missing.err \
   tests/analysis/cases/comm_missing.pps \
@@ -111,6 +112,7 @@ EXTRA_DIST += tests/analysis/golden.sh tests/analysis/outputs.sh tests/analysis/
   tests/analysis/cases/rendezvous.err \
   tests/analysis/cases/rendezvous.pps \
   tests/analysis/cases/rendezvous_group.pps \
+  tests/analysis/cases/rendezvous_first_group.pps \
   tests/analysis/cases/rendezvous_lowered.pps \
   tests/analysis/cases/rendezvous_buffered.pps \
   tests/analysis/cases/vocab.pps \
