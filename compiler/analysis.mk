@@ -61,6 +61,7 @@ EXTRA_DIST += tests/analysis/golden.sh tests/analysis/outputs.sh tests/analysis/
   tests/analysis/cases/duplex.pps \
   tests/analysis/cases/host_link.pps \
   tests/analysis/cases/host_link_zero.pps \
+  tests/analysis/cases/host_link_order.pps \
   tests/analysis/cases/reload_cancels.pps \
   tests/analysis/cases/comm_missing.err \
   tests/analysis/cases/comm_missing.pps \
