@@ -613,6 +613,131 @@ static void test_random_orders(void) {
   check_true("random orders: some invalid", ninvalid > 0);
 }
 
+/* The executor alone (exec.c), on IR built here and indexed as verify indexes it: the
+ * rendezvous model where a device's first op is a recv, and the repair hook's contract
+ * (exec.h: ExecRepair, ExecStall). */
+typedef struct ExecT { AnaIndex ix; SimLinks L; SimResult r; } ExecT;
+static int exec_on(T *t, ExecT *x, ExecModel *m) {
+  ib_done(&t->b);
+  if (ana_index(&t->a, t->s, &x->ix)) return -2;
+  sim_links(&t->a, t->s, &x->ix, &x->L);
+  return exec_run(&t->a, t->s, &x->ix, &x->L, m, &x->r);
+}
+/* A hook as lowering's (lower.c, repair_pick) in what it may pick: the lowest device
+ * stuck at a send whose recv is matched, unmoved and unposted; the recv goes where its
+ * device stands. It records each call's ExecStall.ran. */
+typedef struct Hook { int calls, first[4], nran[4], ran[4][8]; } Hook;
+static int hook_pick(void *ctx, const ExecStall *st, int *pos) {
+  Hook *h = ctx;
+  if (h->calls < 4) {
+    h->first[h->calls] = st->first;
+    h->nran[h->calls] = st->nran;
+    for (int q = 0; q < st->nran && q < 8; q++) h->ran[h->calls][q] = st->ran[q];
+  }
+  h->calls++;
+  for (int d = 0; d < st->ix->ndev; d++) {
+    int32_t o = st->stuck[d];
+    if (st->pc[d] >= st->s->devs[d].nops || o < 0 || ANA_KIND(st->ix->kf[o]) != IR_SEND) continue;
+    const ExecPeer *pe = &st->peer[o];
+    if (pe->dev < 0 || pe->need < 0 || st->pc[pe->dev] >= pe->need) continue;
+    *pos = st->pc[pe->dev];
+    return d;
+  }
+  return -1;
+}
+static IrOp *grouped(IrOp *op) { op->flags |= IR_FLAG_GROUP; return op; }
+
+static void test_exec_model(void) {
+  /* device 0 starts with recv A (device 0: recv A, F, send B); its send on device 1
+   * comes after recv B (device 1: recv B, F, send A), which waits for device 0's send
+   * B: with rendezvous sends (as with buffered ones) both wait, device 0 at its first
+   * op, for device 1's send A */
+  {
+    T t;
+    t_begin(&t, 2, 1, 1, 1, 1, 0, 0);
+    IB *b = &t.b;
+    ib_comm(b, 0, IR_RECV, IR_XFER_GRAD, 0, 1, 1);
+    ib_op(b, 0, IR_F, 0, 0);
+    ib_comm(b, 0, IR_SEND, IR_XFER_ACT, 0, 0, 1);
+    ib_comm(b, 1, IR_RECV, IR_XFER_ACT, 0, 0, 0);
+    ib_op(b, 1, IR_F, 0, 1);
+    ib_comm(b, 1, IR_SEND, IR_XFER_GRAD, 0, 1, 0);
+    ExecT x;
+    ExecModel m = {0};
+    m.rendezvous = 1;
+    int ok = exec_on(&t, &x, &m);
+    check_true("exec: a recv at device 0's first op waits for its send's group", ok == 0);
+    if (ok == 0) {
+      check_true("exec: device 0 stops at its first op", x.r.stuck_at[0] == 0);
+      check_true("exec: ... waiting for device 1's send", x.r.wait_op[0] == x.ix.off[1] + 2);
+      check_true("exec: device 1 stops at recv B", x.r.stuck_at[1] == x.ix.off[1]);
+    }
+    t_end(&t);
+  }
+  /* the repair: device 0 stops at send A, whose recv on device 1 comes after send B
+   * and a later op. The hook moves recv A to where device 1 stands:
+   *  - merged: device 1 waits at a collective right after its send B, whose group the
+   *    moved recv joins: the run goes to the end but did not model that group (ok -1:
+   *    lowering moves and runs again);
+   *  - else device 1 stands at its send B (after a pass): recv A is posted in that
+   *    group, which the run models: it is the proof (ok 1).
+   * Either way ExecStall.ran lists each device that ran since the last call, once. */
+  for (int merged = 0; merged < 2; merged++) {
+    T t;
+    t_begin(&t, 2, 1, 1, 1, 1, 0, 0);
+    IB *b = &t.b;
+    if (merged) {   /* device 0: [recv B, send A] coll; device 1: [send B] coll [recv A] */
+      ib_comm(b, 0, IR_RECV, IR_XFER_GRAD, 0, 1, 1);
+      grouped(ib_comm(b, 0, IR_SEND, IR_XFER_ACT, 0, 0, 1));
+      ib_op(b, 0, IR_COLL, 0, -1)->coll = IR_COLL_INPUT_FWD;
+      ib_comm(b, 1, IR_SEND, IR_XFER_GRAD, 0, 1, 0);
+      ib_op(b, 1, IR_COLL, 0, -1)->coll = IR_COLL_INPUT_FWD;
+      ib_comm(b, 1, IR_RECV, IR_XFER_ACT, 0, 0, 0);
+    } else {        /* device 0: [send A] F [recv B]; device 1: F [send B] F [recv A] */
+      ib_comm(b, 0, IR_SEND, IR_XFER_ACT, 0, 0, 1);
+      ib_op(b, 0, IR_F, 0, 0);
+      ib_comm(b, 0, IR_RECV, IR_XFER_GRAD, 0, 1, 1);
+      ib_op(b, 1, IR_F, 0, 1);
+      ib_comm(b, 1, IR_SEND, IR_XFER_GRAD, 0, 1, 0);
+      ib_op(b, 1, IR_F, 1, 1);
+      ib_comm(b, 1, IR_RECV, IR_XFER_ACT, 0, 0, 0);
+    }
+    ExecT x;
+    Hook h = {0};
+    ExecModel m = {0};
+    m.rendezvous = 1;
+    m.repair = hook_pick;
+    m.repair_ctx = &h;
+    ib_done(&t.b);
+    ana_index(&t.a, t.s, &x.ix);
+    m.moved = arena_alloc_fill(&t.a, sizeof(int32_t) * (size_t)(x.ix.total + 1), 0xff);
+    sim_links(&t.a, t.s, &x.ix, &x.L);
+    int ok = exec_run(&t.a, t.s, &x.ix, &x.L, &m, &x.r);
+    int32_t ra = x.ix.off[1] + (merged ? 2 : 3);   /* recv A */
+    if (merged) {
+      check_true("exec repair: a recv moved next to a send's group: ok -1", ok == -1);
+      check_true("exec repair: recv A moved to after send B", m.moved[ra] == 1);
+    } else {
+      check_true("exec repair: a recv moved into the group its device stands at: ok 1", ok == 1);
+      check_true("exec repair: recv A moved to send B's group", m.moved[ra] == 1);
+    }
+    check_true("exec repair: one repair, then the hook's last call", h.calls == 2);
+    check_true("exec repair: the first call says so", h.first[0] == 1 && h.first[1] == 0);
+    for (int c = 0; c < 2 && c < h.calls; c++) {
+      /* both devices ran before the first call, and again after the repair (device 0
+       * released, then device 1 woken by it) */
+      int seen[2] = {0, 0}, okr = h.nran[c] == 2;
+      for (int q = 0; q < h.nran[c] && q < 8; q++) {
+        int d = h.ran[c][q];
+        if (d < 0 || d > 1 || seen[d]++) okr = 0;
+      }
+      if (!okr) printf("  call %d: nran %d\n", c, h.nran[c]);
+      check_true("exec repair: ran lists each device that ran since the last call, once", okr);
+    }
+    t_end(&t);
+  }
+}
+
 int main(void) {
   test_1f1b_closed_form();
   test_reference_figures();
@@ -632,6 +757,7 @@ int main(void) {
   test_vocab_broadcast_blocks();
   test_reports();
   test_random_orders();
+  test_exec_model();
   printf("%d checks, %d failures\n", checks, failures);
   return failures ? 1 : 0;
 }
