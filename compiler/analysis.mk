@@ -57,6 +57,8 @@ EXTRA_DIST += tests/torch/pytorch.sh tests/torch/torchsched.py python/pps_torch.
 EXTRA_DIST += tests/analysis/golden.sh tests/analysis/outputs.sh tests/analysis/robust.sh tests/analysis/closed_form.sh \
   tests/analysis/cases/coll_order.err \
   tests/analysis/cases/coll_order.pps \
+  tests/analysis/cases/coll_order_async.err \
+  tests/analysis/cases/coll_order_async.pps \
   tests/analysis/cases/copy_engines.pps \
   tests/analysis/cases/duplex.pps \
   tests/analysis/cases/host_link.pps \
