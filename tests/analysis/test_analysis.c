@@ -1,8 +1,10 @@
 /* test_analysis.c: lowering, verification, simulation and reports on IR built in
  * memory (irbuild.h): closed forms (1F1B makespan (m+P-1)(TF+TB+TW), peak P on
  * device 0), the reference figure 33/4, deadlock cycles, memory limits at the right
- * op, expectation failures, missing passes, offload and vocabulary lowering, and
- * well-formed reports. Exact comparisons use a tolerance of 1e-9 (stated below).
+ * op, expectation failures, missing passes, offload and vocabulary lowering,
+ * well-formed reports, and the executor alone (exec.c: a recv at device 0's first op
+ * under rendezvous sends; the repair hook's contract, exec.h). Exact comparisons use a
+ * tolerance of 1e-9 (stated below).
  * Prints every failure with expected and actual values; exit 1 on any. */
 #include "analysis.h"
 #include "irbuild.h"
