@@ -625,9 +625,10 @@ static int exec_on(T *t, ExecT *x, ExecModel *m) {
   sim_links(&t->a, t->s, &x->ix, &x->L);
   return exec_run(&t->a, t->s, &x->ix, &x->L, m, &x->r);
 }
-/* A hook as lowering's (lower.c, repair_pick) in what it may pick: the lowest device
- * stuck at a send whose recv is matched, unmoved and unposted; the recv goes where its
- * device stands. It records each call's ExecStall.ran. */
+/* A hook that picks as the contract allows (lower.c's repair_pick checks the same):
+ * the lowest device stuck at a send whose recv is matched, unmoved and unposted; the
+ * recv goes where its device stands (repair_pick goes past a group standing there;
+ * any position up to the recv's is allowed). It records each call's ExecStall.ran. */
 typedef struct Hook { int calls, first[4], nran[4], ran[4][8]; } Hook;
 static int hook_pick(void *ctx, const ExecStall *st, int *pos) {
   Hook *h = ctx;
