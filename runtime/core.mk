@@ -4,7 +4,7 @@
 # they are included after this file.
 lib_LTLIBRARIES += libppsrt.la
 include_HEADERS += runtime/ppsrt.h runtime/ppsrt_ops.h
-libppsrt_la_SOURCES = runtime/ppsrt.h runtime/ppsrt_ops.h runtime/backend.h runtime/dropout.h runtime/transport.h runtime/model.h \
+libppsrt_la_SOURCES = runtime/ppsrt.h runtime/ppsrt_ops.h runtime/backend.h runtime/moe_router.h runtime/dropout.h runtime/transport.h runtime/model.h \
   runtime/rt.h runtime/error.c runtime/rt_util.c runtime/param.c runtime/iobox.c runtime/interp.c runtime/actstore.c runtime/offload.c runtime/recompute.c \
   runtime/transport_threads.c runtime/metrics.c runtime/cli.c runtime/check.c \
   runtime/model_mlp.c

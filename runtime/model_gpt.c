@@ -1286,8 +1286,10 @@ static int load_tokens(ppsrt_model *m, long first);   /* sequences first, first 
 static int gpt_begin(ppsrt_model *m, ppsrt_ctx *c, int it) {
   gpt *g = m->impl;
   g->loss = 0;
-  g->moe.aux_loss = 0;
+  g->moe.aux_loss = g->moe.z_loss = 0;
   g->moe.route_hash = 0;
+  if (g->moe.hload && !m->eval)   /* the expert bias's loads: this iteration's (evaluation's routing not counted) */
+    memset(g->moe.hload, 0, (size_t)g->moe.nl * g->moe.E * sizeof *g->moe.hload);
   g->nl = 0;
   g->step = (int64_t)m->cfg.step0 + it + 1;   /* the dropout masks' (a resumed run goes on with the same) */
   free_vstate(m);   /* leftovers of a failed iteration */
@@ -1376,6 +1378,8 @@ static int gpt_end(ppsrt_model *m, ppsrt_ctx *c, double *loss) {
   /* --moe-aux-loss-coeff: the load-balancing loss of this device's layers (evaluation:
    * the language model's loss alone, Megatron's validation loss) */
   if (!m->eval) *loss += g->moe.aux_loss;
+  /* --moe-router-enable-expert-bias: the bias moves after the iteration's last pass */
+  if (!rc && !m->eval && g->moe_on) rc = ppsrt_moe_update_bias(&g->moe, c, m->be);
   free_vstate(m);
   return rc;
 }
