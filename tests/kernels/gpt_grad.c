@@ -97,6 +97,8 @@ static int moe_E, moe_K;     /* the MoE cases' --num-experts, --moe-topk (0: a d
 static double moe_a;         /* and --moe-aux-loss-coeff */
 static double moe_cf;        /* and --moe-expert-capacity-factor (0: dropless) */
 static int moe_pos;          /* and --moe-token-drop-policy position (1) */
+static int moe_sig, moe_pre; /* and the router: --moe-router-score-function sigmoid, --moe-router-pre-softmax */
+static double moe_s, moe_z;  /* --moe-router-topk-scaling-factor (0: none), --moe-z-loss-coeff */
 static int test_mode_drop(int vm, int arch, double drop) {
   ppsrt_model_config cfg = {0};
   cfg.name = "gpt";
@@ -108,6 +110,8 @@ static int test_mode_drop(int vm, int arch, double drop) {
   cfg.hidden_dropout = cfg.attention_dropout = drop;
   cfg.num_experts = moe_E; cfg.moe_topk = moe_K; cfg.moe_aux_coeff = moe_a;
   cfg.moe_capacity = moe_cf; cfg.moe_drop_position = moe_pos;
+  cfg.moe_router_sigmoid = moe_sig; cfg.moe_router_pre_softmax = moe_pre; cfg.moe_router_scale = moe_s;
+  cfg.moe_z_coeff = moe_z;
   int stages[2] = {0, 1};
   memset(&ctx, 0, sizeof ctx);
   ctx.be = be; ctx.nmb = cfg.nmb; ctx.nstage = cfg.nstage;
@@ -161,9 +165,10 @@ static int test_mode_drop(int vm, int arch, double drop) {
     if (maxd > worst) worst = maxd;
     free(g);
   }
-  char moe[96] = "";
-  if (moe_E) snprintf(moe, sizeof moe, " experts %d top %d aux %g cf %g%s (%d of %d skipped)", moe_E, moe_K, moe_a, moe_cf,
-                      moe_pos ? " position" : "", skipped, sampled);
+  char moe[160] = "";
+  if (moe_E) snprintf(moe, sizeof moe, " experts %d top %d aux %g cf %g%s%s%s scale %g z %g (%d of %d skipped)", moe_E, moe_K,
+                      moe_a, moe_cf, moe_pos ? " position" : "", moe_sig ? " sigmoid" : "", moe_pre ? " pre-softmax" : "",
+                      moe_s, moe_z, skipped, sampled);
   printf("%s gpt gradients vs finite differences, vocab mode %d, %s%s%s%s%s%s: %d tensors, loss %.6f, max |fd| %.3g, "
          "max |grad - fd| %.3g (tol %.0e + %.0e*|fd|)\n", bad ? "FAIL" : "ok  ", vm, cfg.swiglu ? "swiglu" : "gelu",
          cfg.rmsnorm ? " rmsnorm" : " layernorm", cfg.rope ? " rope" : " learned", cfg.no_bias ? " no-bias" : "",
@@ -239,6 +244,19 @@ int main(void) {
       bad += test_mode(0, a);
     }
   moe_cf = 0; moe_pos = 0;
+  /* the router's options (moe.c, backend.h moe_route): sigmoid scores (renormalised at
+   * K = 2, not at K = 1) with a scaling factor, the z-loss (its value and its gradient),
+   * pre-softmax; both layers (the expert bias starts at 0: nothing to differentiate) */
+  for (int a = 0; a <= 15; a += 15) {
+    moe_E = 4; moe_a = 0.5;
+    moe_sig = 1; moe_s = 2.5; moe_z = 0.3;
+    for (moe_K = 2; moe_K >= 1; moe_K--) bad += test_mode(0, a);
+    moe_sig = 0; moe_s = 0; moe_pre = 1; moe_K = 2;
+    bad += test_mode(0, a);
+    moe_pre = 0; moe_a = 0; moe_z = 0.3;
+    bad += test_mode(0, a);   /* the z-loss alone, softmax over the top-K */
+    moe_z = 0;
+  }
   be->destroy(be);
   return bad || bad0 ? 1 : 0;
 }
