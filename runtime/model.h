@@ -335,6 +335,14 @@ struct ppsrt_model {
   /* The parameters this device holds (valid until destroy). */
   ppsrt_param *params;
   int nparams;
+  /* State this device holds that is no parameter (no gradient, no optimizer: the MoE
+   * router's expert bias, moe.c), saved in checkpoints as a parameter is (an F32 tensor
+   * under its name's key; the same on every replica, written by replica 0): nstate
+   * tensors; state(i) gives tensor i's host copy, its name ("sS.lL.REST") and size;
+   * after a load wrote them, state_sync copies them to the device. 0 / NULL: none. */
+  int nstate;
+  float *(*state)(ppsrt_model *m, int i, char *name, size_t cap, size_t *n);
+  int (*state_sync)(ppsrt_model *m);
 
   /* FLOPs of one F / B / W of one stage for one microbatch (for MFU); may be 0. */
   double flops_f, flops_b, flops_w;
