@@ -218,11 +218,39 @@ static int test_moe_drop(void) {
   return bad;
 }
 
+/* --moe-router-enable-expert-bias's update (moe.c ppsrt_moe_update_bias) on loads made up
+ * here, two layers, U = 0.25: layer 0's loads 10 2 2 2 (mean 4) lower expert 0's bias and
+ * raise the others'; layer 1's 4 4 4 4 move nothing (sign 0); the loads are zeroed after,
+ * and a second update with layer 0's loads 1 3 3 5 (mean 3) adds +U, 0, 0, -U. */
+static int test_expert_bias(void) {
+  ppsrt_model_config cfg = {0};
+  cfg.hidden = 8; cfg.seq = 4; cfg.micro_batch = 1; cfg.nmb = 1; cfg.num_experts = 4; cfg.moe_topk = 2;
+  cfg.moe_router_sigmoid = 1; cfg.moe_expert_bias = 1; cfg.moe_bias_rate = 0.25;
+  ppsrt_moe mo;
+  ppsrt_ctx c0;
+  memset(&c0, 0, sizeof c0);
+  OK(ppsrt_moe_init(&mo, &cfg, PPSRT_F32, 4, 4, 0, 1, 2));
+  static const float l1[2][4] = {{10, 2, 2, 2}, {4, 4, 4, 4}}, l2[4] = {1, 3, 3, 5};
+  static const float want1[2][4] = {{-0.25f, 0.25f, 0.25f, 0.25f}, {0, 0, 0, 0}}, want2[4] = {0, 0.25f, 0.25f, 0};
+  memcpy(mo.hload, l1, sizeof l1);
+  OK(ppsrt_moe_update_bias(&mo, &c0, be));
+  int bad = memcmp(ppsrt_moe_bias(&mo, 0), want1[0], sizeof want1[0]) || memcmp(ppsrt_moe_bias(&mo, 1), want1[1], sizeof want1[1]);
+  for (int e = 0; e < 8; e++) bad += mo.hload[e] != 0;
+  memcpy(mo.hload, l2, sizeof l2);
+  OK(ppsrt_moe_update_bias(&mo, &c0, be));
+  bad += memcmp(ppsrt_moe_bias(&mo, 0), want2, sizeof want2) != 0;
+  const float *b = ppsrt_moe_bias(&mo, 0);
+  printf("%s moe expert bias update (U 0.25): layer 0 after loads 10 2 2 2, then 1 3 3 5: %g %g %g %g\n", bad ? "FAIL" : "ok  ",
+         (double)b[0], (double)b[1], (double)b[2], (double)b[3]);
+  ppsrt_moe_free(&mo);
+  return bad != 0;
+}
+
 int main(void) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   int bad0 = test_moe_drop();
   OK(ppsrt_cpu_backend_create(0, &be));
-  int bad = 0;
+  int bad = test_expert_bias();
   for (int vm = 0; vm <= 2; vm++) bad += test_mode(vm, 0) + test_mode(vm, 15);   /* GPT-2's layer, Llama's */
   for (int a = 1; a <= 8; a *= 2) bad += test_mode(0, a);                         /* each change alone */
   for (int vm = 0; vm <= 2; vm += 2)                                                /* dropout, both layers */
