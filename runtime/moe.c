@@ -178,11 +178,6 @@ int ppsrt_moe_init(ppsrt_moe *mo, const ppsrt_model_config *cfg, ppsrt_dtype at,
   mo->El = mo->E / mo->X; mo->e0 = mo->j * mo->El;
   mo->cap = (int)ppsrt_moe_capacity(cfg, N); mo->dpos = cfg->moe_drop_position != 0;
   mo->M = (int)ppsrt_moe_rows(cfg, N);
-  mo->zcoeff = cfg->moe_z_coeff;
-  mo->rt.sigmoid = cfg->moe_router_sigmoid != 0; mo->rt.pre_softmax = cfg->moe_router_pre_softmax != 0;
-  mo->rt.scale = cfg->moe_router_scale > 0 ? (float)cfg->moe_router_scale : 1.0f;
-  mo->ebias = cfg->moe_expert_bias != 0; mo->bias_rate = cfg->moe_bias_rate > 0 ? cfg->moe_bias_rate : 1e-3;
-  mo->nl = cfg->nmb > 0 && nslot >= cfg->nmb ? nslot / cfg->nmb : 1;
   /* the row-indexed parts hold M rows: dropless the group's X N K gathered slots (every
    * one of them may be routed to this rank's experts), with a capacity at most E cap
    * (each of the X ranks sends an expert at most cap slots: X cap a local expert); the
@@ -198,6 +193,12 @@ int ppsrt_moe_init(ppsrt_moe *mo, const ppsrt_model_config *cfg, ppsrt_dtype at,
   mo->o_dlog = o; o += up(NE * mo->es);
   mo->o_coef = o; o += mo->coeff > 0 ? up((size_t)mo->E * sizeof(float)) : 0;
   mo->bytes = o;
+  /* the router's options (ppsrt_moe_router; the expert bias per layer of the device) */
+  mo->zcoeff = cfg->moe_z_coeff;
+  mo->rt.sigmoid = cfg->moe_router_sigmoid != 0; mo->rt.pre_softmax = cfg->moe_router_pre_softmax != 0;
+  mo->rt.scale = cfg->moe_router_scale > 0 ? (float)cfg->moe_router_scale : 1.0f;
+  mo->ebias = cfg->moe_expert_bias != 0; mo->bias_rate = cfg->moe_bias_rate > 0 ? cfg->moe_bias_rate : 1e-3;
+  mo->nl = cfg->nmb > 0 && nslot >= cfg->nmb ? nslot / cfg->nmb : 1;
   mo->cnt = calloc((size_t)(nslot > 0 ? nslot : 1) * mo->E, sizeof *mo->cnt);
   mo->shash = calloc((size_t)(nslot > 0 ? nslot : 1), sizeof *mo->shash);
   mo->hcp = malloc((size_t)mo->cp * (2 * mo->E + 1) * sizeof *mo->hcp);
