@@ -1,5 +1,11 @@
 /* moe.c: the mixture-of-experts MLP of the gpt model (--num-experts E, --moe-topk K,
  * --moe-ffn-hidden F, --moe-aux-loss-coeff a; moe.h, docs/models.md "Mixture of experts").
+ * The router's options (--moe-router-score-function, --moe-router-pre-softmax,
+ * --moe-router-topk-scaling-factor, --moe-z-loss-coeff, --moe-router-enable-expert-bias:
+ * docs/models.md "Router options") change the top-K and weights below inside the
+ * moe_route kernels (router_of hands them over); this file adds the z-loss's value, and
+ * keeps the expert bias per layer (host and device), its loads and its update after the
+ * iteration (ppsrt_moe_update_bias).
  *
  * For the N tokens of a microbatch, with x = LN2's output [N, h]:
  *   router   logits = x Wr (Wr [h, E], no bias; F32 product), prob = softmax(logits)

@@ -48,7 +48,9 @@ typedef struct ppsrt_moe {
 
 /* The MoE flags of cfg are usable (num_experts 0: nothing to check): 2 <= E <= 1024,
  * 1 <= K <= E, the expert width positive and divisible by --tensor-parallel, the
- * coefficient a finite number >= 0, every tensor within INT32_MAX elements. 0, or
+ * coefficient a finite number >= 0, every tensor within INT32_MAX elements; the router's:
+ * pre-softmax with softmax only, the expert bias with sigmoid only, its rate with it, in
+ * (0, 1], the scaling factor in (0, 1e6], the z-loss coefficient >= 0. 0, or
  * PPSRT_E_USAGE with a message naming the flag. */
 int ppsrt_moe_check_config(const ppsrt_model_config *cfg);
 /* The expert width of cfg (--moe-ffn-hidden, else the dense MLP's) and the top-K (default 2). */
