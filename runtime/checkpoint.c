@@ -19,7 +19,9 @@
  * (the runtime keeps no shapes), keyed by MODEL LAYER, not by stage or rank: the
  * runtime's "s2.l1.qkv.w" with 2 layers per stage is "layer5.qkv.w", "s3.lnf.g" is
  * "lnf.g", "vocab.tok" stays. With Adam its moments follow as "optim.m.KEY" and
- * "optim.v.KEY". A vocabulary shard holds a slice of the whole tensor: its
+ * "optim.v.KEY". A model's state that is no parameter (model.h nstate: the MoE
+ * router's expert bias, "layerN.moe.router.expert_bias") follows, F32, whole, without
+ * moments; a load without it keeps the model's initial values. A vocabulary shard holds a slice of the whole tensor: its
  * __metadata__ says "slice.KEY": "OFFSET/FULL" (elements [OFFSET, OFFSET + numel) of
  * FULL). Shard metadata also carries format "pps-ppsrt-shard", "step", "rank", "ranks".
  *
