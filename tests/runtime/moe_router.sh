@@ -8,7 +8,11 @@
 # there too; here, on the CPU backend (threads):
 #  - --check passes for each option on 1F1B and ZB-V, and for all of them together with
 #    --data-parallel 2 and with --tensor-parallel 2 --sequence-parallel;
-#  - the z-loss adds Z x mean lse^2 a layer: near (log E)^2 with the small initial logits;
+#  - the z-loss adds Z x mean lse^2 a layer: Z (log E)^2 exactly with the routers' weights
+#    zeroed in a checkpoint (every logit 0);
+#  - the expert bias's direction: from routers zeroed in a checkpoint (all scores tie: every
+#    token to experts 0 and 1) one iteration gives -U -U +U +U, a second 0 0 0 0, at D = 1
+#    and 2;
 #  - the expert bias: the first iteration's loss is the run's without it (the bias starts
 #    at 0), later ones differ (it moved the routing); 2 replicas x 4 microbatches give the
 #    losses of 1 pipeline x 8 (the loads summed over the replicas: every replica's bias the
@@ -47,15 +51,29 @@ expect_exit 0 "pre-softmax, --data-parallel 2 --expert-parallel 2 --check" "$A" 
   --moe-z-loss-coeff 0.05 --data-parallel 2 --expert-parallel 2 --check -q
 expect_grep "^check: passed" "D = 2 X = 2: check passes"
 
-# the z-loss: Z mean_n lse_n^2 a layer (2 layers), a mean over microbatches; the logits
-# start small, so lse is near log E
-run z0 "$A" $M --iterations 1
-run z1 "$A" $M --iterations 1 --moe-z-loss-coeff 0.5
-python3 - "$WORK/z0" "$WORK/z1" <<'PY' && pass "the z-loss adds Z x ~(log E)^2 a layer" || fail "z-loss size"
+# the z-loss: Z mean_n lse_n^2 a layer (2 layers), a mean over microbatches. With the
+# routers' weights zeroed in a checkpoint every logit is 0, lse = log E exactly: the loss
+# grows by Z x 2 x (log E)^2
+zero_routers() {   # zero_routers CKPT: every moe.router.w of the checkpoint's shards set to 0, in place
+  python3 - "$1" <<'PY' || fail "zeroing the routers' weights of $1"
+import glob, json, struct, sys
+for f in glob.glob(sys.argv[1] + ".*.safetensors"):
+    with open(f, "r+b") as fh:
+        n = struct.unpack("<Q", fh.read(8))[0]
+        for k, v in json.loads(fh.read(n)).items():
+            if k.endswith(".moe.router.w"):
+                a, b = v["data_offsets"]
+                fh.seek(8 + n + a); fh.write(bytes(b - a))
+PY
+}
+expect_exit 0 "save the initial weights" "$A" $M --lr 0 --iterations 1 --save "$WORK/zk" -q
+zero_routers "$WORK/zk"
+run z0 "$A" $M --iterations 1 --load "$WORK/zk"
+run z1 "$A" $M --iterations 1 --load "$WORK/zk" --moe-z-loss-coeff 0.5
+python3 - "$WORK/z0" "$WORK/z1" <<'PY' && pass "the z-loss at zero logits: Z x layers x (log E)^2 exactly" || fail "z-loss value"
 import json, math, sys
 l0, l1 = [json.load(open(f))["iterations"][0]["loss"] for f in sys.argv[1:3]]
-d = (l1 - l0) / (0.5 * 2) / math.log(4) ** 2
-assert 0.9 <= d <= 1.5, (l0, l1, d)
+assert abs((l1 - l0) - 0.5 * 2 * math.log(4) ** 2) <= 1e-5, (l0, l1, l1 - l0, 0.5 * 2 * math.log(4) ** 2)
 PY
 
 # the expert bias: 0 at first, then moving; the same over replicas, tensor and context ranks
@@ -75,6 +93,32 @@ run bc "$A" $M $EB --iterations 4 --context-parallel 2
 close "expert bias: --context-parallel 2 = C = 1" "$WORK/bc" "$WORK/b1"
 run bx "$A" $M $EB --iterations 4 --data-parallel 2 --expert-parallel 2
 close "expert bias: D = 2 --expert-parallel 2 = 1 pipeline x 8" "$WORK/bx" "$WORK/b8"
+
+# the bias's direction end to end: from the zeroed routers (every sigmoid 0.5, a tie: the
+# top 2 are experts 0 and 1 for every token) at --lr 0, one iteration (D = 2: the
+# replicas' loads summed) leaves every layer's bias at -U -U +U +U (0 and 1 over the
+# mean, 2 and 3 under it); a second one routes every token to 2 and 3: back to 0 0 0 0
+dirck() {   # dirck LABEL CKPT WANT...
+  python3 - "$top_srcdir/tests/runtime" "$@" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[1])
+import ckpt_tensors
+t, want = ckpt_tensors.load(sys.argv[3]), [float(x) for x in sys.argv[4:]]
+b = {k: v for k, (s, v) in t.items() if k.endswith(".moe.router.expert_bias")}
+assert len(b) == 2 and all(all(abs(x - y) < 1e-7 for x, y in zip(v, want)) for v in b.values()), b
+PY
+}
+expect_exit 0 "save the initial weights (sigmoid)" "$A" $M $SIG --lr 0 --iterations 1 --save "$WORK/zs" -q
+zero_routers "$WORK/zs"
+for d in 1 2; do
+  expect_exit 0 "D = $d: 1 iteration from the zeroed routers" "$A" $M $EB --lr 0 --load "$WORK/zs" --data-parallel $d \
+    --iterations 1 --save "$WORK/zb1" -q
+  dirck x "$WORK/zb1" -0.05 -0.05 0.05 0.05 && pass "D = $d: the over-loaded experts' bias lowered, the others' raised" ||
+    fail "D = $d: the bias after 1 iteration"
+  expect_exit 0 "D = $d: 2 iterations from the zeroed routers" "$A" $M $EB --lr 0 --load "$WORK/zs" --data-parallel $d \
+    --iterations 2 --save "$WORK/zb2" -q
+  dirck x "$WORK/zb2" 0 0 0 0 && pass "D = $d: then the other two over-loaded: back to 0" || fail "D = $d: the bias after 2 iterations"
+done
 
 # checkpoints: the bias saved (Megatron's name) and resumed; D = 2's too
 expect_exit 0 "save after 2 iterations" "$A" $M $EB --iterations 2 --save "$WORK/ck" -q
