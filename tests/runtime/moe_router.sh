@@ -7,7 +7,8 @@
 # and sigmoid included) in tests/kernels/gpt_grad, the bias's update on made-up loads
 # there too; here, on the CPU backend (threads):
 #  - --check passes for each option on 1F1B and ZB-V, and for all of them together with
-#    --data-parallel 2 and with --tensor-parallel 2 --sequence-parallel;
+#    --data-parallel 2 and with --tensor-parallel 2 --sequence-parallel; the z-loss with
+#    --context-parallel 2 (--check, and C = 1's losses);
 #  - the z-loss adds Z x mean lse^2 a layer: Z (log E)^2 exactly with the routers' weights
 #    zeroed in a checkpoint (every logit 0);
 #  - the expert bias's direction: from routers zeroed in a checkpoint (all scores tie: every
@@ -50,6 +51,12 @@ expect_grep "^check: passed" "T = 2, SP: check passes"
 expect_exit 0 "pre-softmax, --data-parallel 2 --expert-parallel 2 --check" "$A" $M --moe-router-pre-softmax \
   --moe-z-loss-coeff 0.05 --data-parallel 2 --expert-parallel 2 --check -q
 expect_grep "^check: passed" "D = 2 X = 2: check passes"
+expect_exit 0 "sigmoid, z-loss, aux loss, --context-parallel 2 --check" "$A" $M $SIG --moe-z-loss-coeff 0.1 \
+  --moe-aux-loss-coeff 0.01 --context-parallel 2 --check -q
+expect_grep "^check: passed" "C = 2 with the z-loss: check passes"
+run zc1 "$A" $M --moe-z-loss-coeff 0.1 --iterations 3
+run zc2 "$A" $M --moe-z-loss-coeff 0.1 --iterations 3 --context-parallel 2
+close "the z-loss: C = 2 = C = 1 (its sum gathered over the context ranks)" "$WORK/zc2" "$WORK/zc1"
 
 # the z-loss: Z mean_n lse_n^2 a layer (2 layers), a mean over microbatches. With the
 # routers' weights zeroed in a checkpoint every logit is 0, lse = log E exactly: the loss
