@@ -756,7 +756,8 @@ def _write_pps(index, tensors, sizes, optimizer):
     zero moments."""
     if optimizer == "adam":
         tensors += [("optim.%s.%s" % (mv, k), shape, lambda n=shape[0]: array.array("f", bytes(4 * n)))
-                    for mv in "mv" for k, shape, _ in list(tensors)]
+                    for mv in "mv" for k, shape, _ in list(tensors)
+                    if not k.endswith(".router.expert_bias")]   # (a buffer, no weight: no moments)
     d = os.path.dirname(index) or "."
     if not os.path.isdir(d):
         raise WriteError("%s: no directory %s" % (index, d))

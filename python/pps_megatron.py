@@ -31,15 +31,18 @@ kv_channels = hidden_size / num_attention_heads; grouped-query attention; MoE la
 --moe-ffn-hidden, moe_aux_loss_coeff -> --moe-aux-loss-coeff with the load-balancing
 type aux_loss; none: no loss; seq_aux_loss / global_aux_loss only at coefficient 0;
 moe_expert_capacity_factor and moe_token_drop_policy -> --moe-expert-capacity-factor
-and --moe-token-drop-policy, without moe_pad_expert_input_to_capacity;
+and --moe-token-drop-policy, without moe_pad_expert_input_to_capacity; the router's
+moe_router_score_function softmax or sigmoid, moe_router_pre_softmax,
+moe_router_topk_scaling_factor, moe_z_loss_coeff, moe_router_enable_expert_bias and
+moe_router_bias_update_rate -> the runtime's flags of those names, the router's
+expert_bias buffer (when the files hold it; else 0) -> moe.router.expert_bias;
 expert_model_parallel_size: the directories' EP, no flag, since PPS checkpoints are the
 same at any --expert-parallel). Refused, naming the argument: qk_layernorm,
 post-layer-norm residuals, uneven pipeline stages, Megatron's legacy (non-Core) model,
 the torch_dist format (convert it first with Megatron's own `--ckpt-convert-format
 torch --ckpt-convert-save DIR`), and what the runtime's experts cannot compute:
-moe_layer_freq other than every layer, moe_router_pre_softmax, a score function other
-than softmax, moe_router_topk_scaling_factor, shared experts, a router expert bias,
-group-limited routing, padding the experts' inputs to the capacity, a z-loss, input
+moe_layer_freq other than every layer, a score function other than softmax or sigmoid,
+shared experts, group-limited routing, padding the experts' inputs to the capacity, input
 jitter, Sinkhorn, expert_tensor_parallel_size other than the tensor-parallel size and
 the legacy GroupedMLP (experts.weight1 / weight2) under tensor parallelism.
 
@@ -63,6 +66,7 @@ The mapping (Megatron weights are [out, in], Y = X W^T; PPS's [in, out], Y = X W
     mlp.linear_fc2.weight [h, f/T] (columns joined), bias                     fc2.w, b
   a MoE layer (num_experts E; the norm pre_mlp_layernorm.* under both name sets):
     mlp.router.weight [E, h] (replicated)                                 moe.router.w [h, E]
+    mlp.router.expert_bias [E] (replicated; F32)                  moe.router.expert_bias
     expert J of EP rank e (directory _EEE), global expert g = e E/EP + J, split over TP
     like the dense MLP: SequentialMLP mlp.experts.local_experts.J.linear_fc1/fc2.weight
     (and .bias) or TEGroupedMLP mlp.experts.linear_fc1/fc2.weightJ (biasJ)
@@ -497,17 +501,13 @@ class Config:
         if not (freq == 1 or (isinstance(freq, (list, tuple)) and list(freq) == [1] * self.L)):
             refuse("moe_layer_freq", "the runtime's --num-experts makes every layer's MLP experts")
         for k, ok, why in (
-                ("moe_router_pre_softmax", lambda x: not x, "the runtime's top-K weights are the softmax over the K "
-                 "chosen logits (Megatron's default), not pre-softmax probabilities"),
-                ("moe_router_score_function", lambda x: x in (None, "softmax"), "the runtime's router scores are softmax"),
-                ("moe_router_topk_scaling_factor", lambda x: x is None, "the runtime does not scale the top-K weights"),
+                ("moe_router_score_function", lambda x: x in (None, "softmax", "sigmoid"),
+                 "the runtime's router scores are softmax or sigmoid"),
                 ("moe_shared_expert_intermediate_size", lambda x: not x, "the runtime has no shared experts"),
-                ("moe_router_enable_expert_bias", lambda x: not x, "the runtime's router has no expert bias"),
                 ("moe_router_num_groups", lambda x: not x, "the runtime has no group-limited routing"),
                 ("moe_router_group_topk", lambda x: not x, "the runtime has no group-limited routing"),
                 ("moe_pad_expert_input_to_capacity", lambda x: not x, "the runtime drops past the capacity without "
                  "padding the experts' inputs to it"),
-                ("moe_z_loss_coeff", lambda x: not x, "the runtime has no router z-loss"),
                 ("moe_input_jitter_eps", lambda x: not x, "the runtime's router takes no input jitter")):
             if k in a and not ok(a[k]):
                 refuse(k, why)
@@ -535,6 +535,25 @@ class Config:
         if cf is not None and pol not in ("probs", "position"):
             refuse("moe_token_drop_policy", "the runtime drops by probs or position")
         self.cap, self.drop_policy = (float(cf) if cf is not None else 0.0), pol
+        # the router -> --moe-router-score-function, --moe-router-pre-softmax, --moe-router-topk-scaling-factor,
+        # --moe-z-loss-coeff, --moe-router-enable-expert-bias, --moe-router-bias-update-rate (as cli.c checks them)
+        def real(k, lo_open, hi):
+            x = a.get(k)
+            if x is None:
+                return 0.0
+            if not isinstance(x, (int, float)) or isinstance(x, bool) or not (x > 0 if lo_open else x >= 0) or x > hi:
+                refuse(k, "not a number %s 0 (at most %g)" % ("above" if lo_open else "from", hi))
+            return float(x)
+        self.sigmoid = a.get("moe_router_score_function") == "sigmoid"
+        self.pre = bool(a.get("moe_router_pre_softmax"))
+        if self.pre and self.sigmoid:
+            refuse("moe_router_pre_softmax", "pre-softmax is the softmax score function's")
+        self.scale = real("moe_router_topk_scaling_factor", True, 1e6)
+        self.z = real("moe_z_loss_coeff", False, math.inf)
+        self.ebias = bool(a.get("moe_router_enable_expert_bias"))
+        if self.ebias and not self.sigmoid:
+            refuse("moe_router_enable_expert_bias", "the expert bias is the sigmoid score function's")
+        self.rate = real("moe_router_bias_update_rate", True, 1.0) if self.ebias else 0.0
 
 
 def _state(tf):
@@ -660,6 +679,10 @@ def convert(ckpt, index, stages=None, optimizer="sgd", seq=None, iteration=None)
         x = "mlp.experts."
         fw = (2 if c.swiglu else 1) * F
         out = [(q + "moe.router.w", [h * E], lambda: _rows_t([m.replicated(p, v, pre + "mlp.router.weight", [E, h])], h))]
+        if c.ebias:   # the aux-loss-free balancing's bias (a buffer, F32 [E]); a checkpoint without it: 0
+            b = pre + "mlp.router.expert_bias"
+            out.append((q + "moe.router.expert_bias", [E], lambda b=b: m.replicated(p, v, b, [E]) if m.has(p, v, b)
+                        else array.array("f", bytes(4 * E))))
         if m.has(p, v, pre + x + "weight1"):
             # the legacy GroupedMLP: weight1 [h, El fw] is the memory of [El, h, fw] (its forward's
             # view), expert J's block [h, fw] PPS's fc.w as it is ([gate | up] columns); weight2
@@ -814,6 +837,15 @@ def convert(ckpt, index, stages=None, optimizer="sgd", seq=None, iteration=None)
         meta.update(num_experts=str(c.E), moe_topk=str(c.K), moe_ffn_hidden=str(c.F), moe_aux_loss_coeff="%.17g" % c.aux)
         if c.cap > 0:
             meta.update(moe_expert_capacity_factor="%.17g" % c.cap, moe_token_drop_policy=c.drop_policy)
+        meta["moe_router_score_function"] = "sigmoid" if c.sigmoid else "softmax"
+        if c.pre:
+            meta["moe_router_pre_softmax"] = "1"
+        if c.scale > 0:
+            meta["moe_router_topk_scaling_factor"] = "%.17g" % c.scale
+        if c.z > 0:
+            meta["moe_z_loss_coeff"] = "%.17g" % c.z
+        if c.ebias:
+            meta.update(moe_router_enable_expert_bias="1", moe_router_bias_update_rate="%.17g" % (c.rate or 1e-3))
     meta.update((k, repr(x)) for k, x in c.drop.items() if x > 0)   # (the runtime refuses another rate)
     if not c.rope:
         meta["seq"] = str(seq)
@@ -850,6 +882,18 @@ def flags(c, V, seq, stages):
             fl += " --moe-aux-loss-coeff " + _num(c.aux)
         if c.cap > 0:
             fl += " --moe-expert-capacity-factor %s --moe-token-drop-policy %s" % (_num(c.cap), c.drop_policy)
+        if c.sigmoid:
+            fl += " --moe-router-score-function sigmoid"
+        if c.pre:
+            fl += " --moe-router-pre-softmax"
+        if c.scale > 0:
+            fl += " --moe-router-topk-scaling-factor " + _num(c.scale)
+        if c.z > 0:
+            fl += " --moe-z-loss-coeff " + _num(c.z)
+        if c.ebias:
+            fl += " --moe-router-enable-expert-bias"
+            if c.rate > 0:
+                fl += " --moe-router-bias-update-rate " + _num(c.rate)
     if stages:
         fl += " --layers-per-stage %d" % (c.L // stages)
     return fl

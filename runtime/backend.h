@@ -60,6 +60,8 @@ typedef struct ppsrt_tensor {
   ppsrt_dtype dtype;
 } ppsrt_tensor;
 
+#include "moe_router.h"   /* ppsrt_moe_router (moe_route below) */
+
 struct ppsrt_backend {
   const char *name;          /* "cpu", "cuda" */
   ppsrt_dtype act_dtype;     /* dtype of activations and weights */
@@ -245,20 +247,34 @@ struct ppsrt_backend {
   /* ---- mixture of experts (runtime/moe.c; docs/models.md "Mixture of experts"). Optional:
    * NULL on a backend without them, which then refuses --num-experts. Token n's K slots
    * are n K + k; pos[n K + k] is the slot's row in the permuted (expert-sorted) buffer. ----
-   * Routing of N tokens over E experts, top K, from F32 logits [N, E]:
-   *   prob[n, e] = softmax over e of logits[n, :]                      (F32 [N, E])
-   *   idx[n K + k] = the expert of the k-th largest logit of row n (descending; ties: the
+   * Routing of N tokens over E experts, top K, from F32 logits l [N, E], with the router's
+   * options r (NULL: Megatron-Core's default, softmax over the top-K logits):
+   *   selection scores  softmax (r->sigmoid 0): l, or with r->pre_softmax p = softmax(l) over
+   *                     all E; sigmoid (1): s = 1 / (1 + exp(-l)), plus r->bias[e] when r->bias
+   *                     (F32 [E], the backend's memory; for the choice only)
+   *   idx[n K + k] = the expert of the k-th largest score of row n (descending; ties: the
    *                  lower expert index first)                          (int32 [N, K])
-   *   w[n K + k] = softmax over the K selected logits, exp(l_k - l_0) / sum_j exp(l_j - l_0)
-   *   stat[e] = slots routed to e (a count, in F32), stat[E + e] = sum_n prob[n, e]  (F32 [2E]) */
-  int (*moe_route)(ppsrt_backend *b, int stream, const float *logits, int N, int E, int K, int32_t *idx, float *w,
-                   float *prob, float *stat);
-  /* Its backward into dlogits (act_dtype [N, E]), from dw (F32 [N, K], the gradient of w):
-   *   dlogits[n, idx[n K + k]] = w_k (dw_k - sum_j w_j dw_j)   (0 at the experts not selected)
-   *   + with coef (F32 [E]; NULL: none; the load-balancing loss's dL/dprob[n, e] = coef[e])
-   *     prob[n, e] (coef[e] - sum_j prob[n, j] coef[j]) at every e;  in F32, rounded once. */
-  int (*moe_route_bwd)(ppsrt_backend *b, int stream, void *dlogits, const float *dw, const float *w,
-                       const int32_t *idx, const float *prob, const float *coef, int N, int E, int K);
+   *   w[n K + k]  = r->scale x (softmax: softmax over the K selected logits, exp(l_k - l_0) /
+   *                 sum_j exp(l_j - l_0); pre_softmax: p at the expert; sigmoid: s at the
+   *                 expert, with K > 1 divided by (the K selected s summed + 1e-20))
+   *                 (scale 0 means 1)
+   *   stat[e] = slots routed to e by the scores without the bias (a count, in F32),
+   *   stat[E + e] = sum_n a[n, e], the load-balancing loss's scores: a = p (softmax), or
+   *                 s / (sum over all E of s + 1e-20) (sigmoid),
+   *   stat[2 E] = sum_n lse_n^2, lse_n = log sum_e exp(l[n, e]) (the z-loss)   (F32 [2E + 1]) */
+  int (*moe_route)(ppsrt_backend *b, int stream, const float *logits, int N, int E, int K,
+                   const ppsrt_moe_router *r, int32_t *idx, float *w, float *stat);
+  /* Its backward into dlogits (act_dtype [N, E]), from dw (F32 [N, K], the gradient of w) and
+   * the same logits, idx and r (every score recomputed from the logits):
+   *   the weights' chain rule at the selected experts (through the scale, and the top-K
+   *   softmax, the full softmax or the sigmoid and its renormalisation), 0 elsewhere but
+   *   for pre_softmax (whose softmax spans all E)
+   *   + with coef (F32 [E]; NULL: none; the load-balancing loss's dL/da[n, e] = coef[e])
+   *     softmax: p[n, e] (coef[e] - sum_j p[n, j] coef[j]); sigmoid: s (1 - s) / (sum s +
+   *     1e-20) (coef[e] - sum_j a[n, j] coef[j])
+   *   + r->zcoef lse_n p[n, e] (the z-loss's; zcoef 0: none);  in F32, rounded once. */
+  int (*moe_route_bwd)(ppsrt_backend *b, int stream, void *dlogits, const float *dw, const float *logits,
+                       const int32_t *idx, const ppsrt_moe_router *r, const float *coef, int N, int E, int K);
   /* The four moe_* below: a slot whose pos is below 0 (dropped over an expert's capacity, or
    * another expert-parallel rank's) has no row: not copied, summed or combined, its dw 0. */
   /* Permute: dst[pos[n K + k]] = src[n] (act_dtype; src [N, C], dst [N K, C]). */

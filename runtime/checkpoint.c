@@ -19,7 +19,9 @@
  * (the runtime keeps no shapes), keyed by MODEL LAYER, not by stage or rank: the
  * runtime's "s2.l1.qkv.w" with 2 layers per stage is "layer5.qkv.w", "s3.lnf.g" is
  * "lnf.g", "vocab.tok" stays. With Adam its moments follow as "optim.m.KEY" and
- * "optim.v.KEY". A vocabulary shard holds a slice of the whole tensor: its
+ * "optim.v.KEY". A model's state that is no parameter (model.h nstate: the MoE
+ * router's expert bias, "layerN.moe.router.expert_bias") follows, F32, whole, without
+ * moments; a load without it keeps the model's initial values. A vocabulary shard holds a slice of the whole tensor: its
  * __metadata__ says "slice.KEY": "OFFSET/FULL" (elements [OFFSET, OFFSET + numel) of
  * FULL). Shard metadata also carries format "pps-ppsrt-shard", "step", "rank", "ranks".
  *
@@ -76,6 +78,14 @@ static void layer_key(const char *name, int lps, char *out, size_t cap) {
   n = 0;
   if (sscanf(name, "s%d.%n", &s, &n) == 1 && n > 0) { snprintf(out, cap, "%s", name + n); return; }
   snprintf(out, cap, "%s", name);
+}
+
+/* 1: a key of a model's state tensor (model.h; the MoE router's expert bias), which is no
+ * weight (no optimizer moments) */
+static int state_key(const char *key) {
+  static const char sfx[] = ".router.expert_bias";
+  size_t n = strlen(key), k = sizeof sfx - 1;
+  return n >= k && !strcmp(key + n - k, sfx);
 }
 
 /* ---- one safetensors file (a shard, or a checkpoint of the old single-file format) ---- */
@@ -469,6 +479,19 @@ static void write_meta(FILE *h, const ppsrt_run *run, long step, int *first) {
       snprintf(buf, sizeof buf, "%d", cfg->moe_topk); meta_kv(h, "moe_topk", buf, first);
       snprintf(buf, sizeof buf, "%d", cfg->moe_ffn_hidden); meta_kv(h, "moe_ffn_hidden", buf, first);
       snprintf(buf, sizeof buf, "%.17g", cfg->moe_aux_coeff); meta_kv(h, "moe_aux_loss_coeff", buf, first);
+      /* the router (--moe-router-*, --moe-z-loss-coeff): the score function and pre-softmax
+       * must match on a resume (the function the weights compute), the rest is recorded */
+      meta_kv(h, "moe_router_score_function", cfg->moe_router_sigmoid ? "sigmoid" : "softmax", first);
+      if (cfg->moe_router_pre_softmax) meta_kv(h, "moe_router_pre_softmax", "1", first);
+      if (cfg->moe_router_scale > 0) {
+        snprintf(buf, sizeof buf, "%.17g", cfg->moe_router_scale); meta_kv(h, "moe_router_topk_scaling_factor", buf, first);
+      }
+      if (cfg->moe_z_coeff > 0) { snprintf(buf, sizeof buf, "%.17g", cfg->moe_z_coeff); meta_kv(h, "moe_z_loss_coeff", buf, first); }
+      if (cfg->moe_expert_bias) {
+        meta_kv(h, "moe_router_enable_expert_bias", "1", first);
+        snprintf(buf, sizeof buf, "%.17g", cfg->moe_bias_rate > 0 ? cfg->moe_bias_rate : 1e-3);
+        meta_kv(h, "moe_router_bias_update_rate", buf, first);
+      }
       if (cfg->moe_capacity > 0) {   /* (recorded as the coefficient is: the computation's, no tensor's) */
         snprintf(buf, sizeof buf, "%.17g", cfg->moe_capacity); meta_kv(h, "moe_expert_capacity_factor", buf, first);
         meta_kv(h, "moe_token_drop_policy", cfg->moe_drop_position ? "position" : "probs", first);
@@ -569,9 +592,9 @@ static int write_shard(ppsrt_ctx *c, const char *path, long step) {
   ppsrt_run *run = c->run;
   ppsrt_model *m = c->model;
   int adam = run->o.optimizer == 1, np = adam ? 3 : 1, rc = 0;
-  int nt = m->nparams * np;
-  float **parts = calloc((size_t)nt + 1, sizeof *parts);
-  size_t *sizes = calloc((size_t)nt + 1, sizeof *sizes);
+  int nt = m->nparams * np, ns = m->state ? m->nstate : 0;   /* the parameters' parts, then the state's (model.h) */
+  float **parts = calloc((size_t)nt + ns + 1, sizeof *parts);
+  size_t *sizes = calloc((size_t)nt + ns + 1, sizeof *sizes);
   char *hdr = NULL;
   size_t hlen = 0;
   FILE *h = NULL;
@@ -609,6 +632,13 @@ static int write_shard(ppsrt_ctx *c, const char *path, long step) {
     }
   }
   if (c->grank || c->tp_rank) goto out;   /* it helped replica 0 (--distributed-optimizer, --expert-parallel) or tensor rank 0 gather */
+  for (int i = 0; i < ns && !rc; i++) {   /* the state: host copies, the same on every replica */
+    char nm[128];
+    const float *v = m->state(m, i, nm, sizeof nm, &sizes[nt + i]);
+    if (!(parts[nt + i] = malloc((sizes[nt + i] ? sizes[nt + i] : 1) * sizeof(float))))
+      rc = PPSRT_FAIL(PPSRT_E_NOMEM, "--save: out of host memory");
+    else memcpy(parts[nt + i], v, sizes[nt + i] * sizeof(float));
+  }
   if (!rc && !(h = open_memstream(&hdr, &hlen))) rc = PPSRT_FAIL(PPSRT_E_NOMEM, "--save: out of host memory");
   if (!rc) {
     char buf[64], key[300];
@@ -647,17 +677,26 @@ static int write_shard(ppsrt_ctx *c, const char *path, long step) {
           at += bytes;
         }
     }
+    for (int i = 0; i < ns; i++) {
+      char nm[128];
+      size_t n;
+      m->state(m, i, nm, sizeof nm, &n);
+      layer_key(nm, run->o.cfg.layers_per_stage, key, sizeof key);
+      fprintf(h, ",\"%s\":{\"dtype\":\"F32\",\"shape\":[%zu],\"data_offsets\":[%zu,%zu]}", key, n, at,
+              at + n * sizeof(float));
+      at += n * sizeof(float);
+    }
     fputc('}', h);
     while ((ftell(h) + 8) % 8) fputc(' ', h);
     int e = fclose(h);
     h = NULL;
     if (e) rc = PPSRT_FAIL(PPSRT_E_NOMEM, "--save: out of host memory");
   }
-  if (!rc) rc = write_file(path, hdr, hlen, 1, parts, sizes, nt);
+  if (!rc) rc = write_file(path, hdr, hlen, 1, parts, sizes, nt + ns);
 out:
   if (h) fclose(h);
   free(hdr);
-  for (int j = 0; parts && j < nt; j++) free(parts[j]);
+  for (int j = 0; parts && j < nt + ns; j++) free(parts[j]);
   free(parts);
   free(sizes);
   return rc;
@@ -905,6 +944,7 @@ int rt_ckpt_open(ppsrt_run *run, const char *path, rt_ckpt **out) {
     for (int j = 0; j < f->ne; j++) {
       const char *n = f->e[j].name;
       if (!strncmp(n, "optim.m.", 8) || !strncmp(n, "optim.v.", 8)) { nmom++; continue; }
+      if (state_key(n)) continue;   /* (no weight: no moments) */
       nw++;
       long a, b;
       int k = 0;
@@ -1002,6 +1042,27 @@ int rt_ckpt_open(ppsrt_run *run, const char *path, rt_ckpt **out) {
       else
         rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s' holds a gpt with %s %ld, this run's has %ld\nhint: run with %s %ld",
                         path, moe_names[i][1], x, have, moe_names[i][1], x);
+      goto fail;
+    }
+  }
+  /* the router's score function and pre-softmax (absent: softmax, none): as --moe-topk */
+  if (!strcmp(run->o.model, "gpt") && cfg->num_experts && kv_find(kv, nkv, "num_experts")) {
+    const char *sf = kv_find(kv, nkv, "moe_router_score_function"), *have_sf = cfg->moe_router_sigmoid ? "sigmoid" : "softmax";
+    if (sf && strcmp(sf, "softmax") && strcmp(sf, "sigmoid")) {
+      rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': metadata field 'moe_router_score_function' is '%s', expected softmax "
+                      "or sigmoid", path, sf);
+      goto fail;
+    }
+    if (strcmp(sf ? sf : "softmax", have_sf)) {
+      rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s' holds a gpt with --moe-router-score-function %s, this run's is %s\n"
+                      "hint: run with --moe-router-score-function %s", path, sf ? sf : "softmax", have_sf, sf ? sf : "softmax");
+      goto fail;
+    }
+    int pre = kv_find(kv, nkv, "moe_router_pre_softmax") != NULL;
+    if (pre != (cfg->moe_router_pre_softmax != 0)) {
+      rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s' holds a gpt %s --moe-router-pre-softmax, this run's %s\nhint: run %s "
+                      "--moe-router-pre-softmax", path, pre ? "with" : "without", pre ? "is without" : "has it",
+                      pre ? "with" : "without");
       goto fail;
     }
   }
@@ -1182,6 +1243,33 @@ fail:
   return rc ? rc : PPSRT_E_USAGE;
 }
 
+/* The model's state (model.h; the MoE expert bias) from the shard that holds it, whole;
+ * a tensor the checkpoint lacks (saved without --moe-router-enable-expert-bias) keeps its
+ * initial values (zeros). Then copied to the device. */
+static int load_state(ppsrt_ctx *c, const rt_ckpt *ck) {
+  ppsrt_model *m = c->model;
+  int rc = 0, lps = c->run->o.cfg.layers_per_stage;
+  for (int i = 0; m->state && i < m->nstate && !rc; i++) {
+    char nm[128], key[300];
+    size_t n;
+    float *v = m->state(m, i, nm, sizeof nm, &n);
+    if (ck->legacy) snprintf(key, sizeof key, "%s", nm);
+    else layer_key(nm, lps, key, sizeof key);
+    for (int f = 0; f < ck->nf && !rc; f++)
+      for (int j = 0; j < ck->f[f].ne && !rc; j++) {
+        const CkEntry *e = &ck->f[f].e[j];
+        if (strcmp(e->name, key)) continue;
+        if (e->full != n || e->numel != n || e->off)
+          rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': tensor '%s' has shape [%zu], this model's has shape [%zu] "
+                          "(another --num-experts?)", ck->f[f].path, key, e->full, n);
+        else if (read_at(ck->f[f].fd, v, n * sizeof(float), ck->f[f].data0 + e->lo))
+          rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': cannot read tensor '%s'", ck->f[f].path, key);
+      }
+  }
+  if (!rc && m->state_sync && m->nstate) rc = m->state_sync(m);
+  return rc;
+}
+
 /* One device: its parameters' weights (and moments) from the shards that hold them. */
 int rt_ckpt_load(ppsrt_ctx *c, const rt_ckpt *ck) {
   ppsrt_model *m = c->model;
@@ -1244,6 +1332,7 @@ int rt_ckpt_load(ppsrt_ctx *c, const rt_ckpt *ck) {
   }
   free(tmp);
   free(whole);
+  if (!rc) rc = load_state(c, ck);
   /* every tensor has this run's shape: the size fields must say so too */
   const ppsrt_model_config *cfg = &c->run->o.cfg;
   const long have[NSIZE] = {cfg->hidden, cfg->heads, cfg->query_groups, cfg->seq, cfg->vocab};

@@ -66,6 +66,15 @@ static const char usage_text[] =
   "                           rank's N K slots a microbatch, the others dropped (default: dropless);\n"
   "                           --moe-token-drop-policy probs|position keeps the largest routing\n"
   "                           weights (default) or the first tokens (no --context-parallel)\n"
+  "  --moe-router-score-function softmax|sigmoid   gpt experts' scores (default softmax: over the\n"
+  "                           top-K logits; sigmoid: the chosen sigmoids renormalised when K > 1);\n"
+  "                           --moe-router-pre-softmax: softmax over all experts, then the top-K;\n"
+  "                           --moe-router-topk-scaling-factor S multiplies the weights (default 1);\n"
+  "                           --moe-z-loss-coeff Z adds Z mean(logsumexp(logits)^2) (default 0)\n"
+  "  --moe-router-enable-expert-bias   sigmoid router: aux-loss-free load balancing, a per-layer\n"
+  "                           bias on the scores for the choice only, after each iteration\n"
+  "                           += U sign(mean load - load) (--moe-router-bias-update-rate U,\n"
+  "                           default 1e-3); saved in checkpoints (router.expert_bias)\n"
   "training:\n"
   "  --iterations N           iterations (default 1); --seed N (default 1234)\n"
   "  --lr X                   learning rate (default 0.01); --optimizer sgd|adam (default sgd)\n"
@@ -593,6 +602,25 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
         return usage_error(me, "--moe-token-drop-policy needs probs or position, got '%s'", v ? v : "");
       cfg->moe_drop_position = !strcmp(v, "position");
       drop_policy = arch_flag = 1;
+    } else if (flag_is(a, "--moe-router-score-function", &v, argc, argv, &i)) {
+      if (!v || (strcmp(v, "softmax") && strcmp(v, "sigmoid")))
+        return usage_error(me, "--moe-router-score-function needs softmax or sigmoid, got '%s'", v ? v : "");
+      cfg->moe_router_sigmoid = !strcmp(v, "sigmoid");
+      arch_flag = 1;
+    } else if (!strcmp(a, "--moe-router-pre-softmax")) { cfg->moe_router_pre_softmax = arch_flag = 1;
+    } else if (!strcmp(a, "--moe-router-enable-expert-bias")) { cfg->moe_expert_bias = arch_flag = 1;
+    } else if (flag_is(a, "--moe-router-topk-scaling-factor", &v, argc, argv, &i)) {
+      if (!v || parse_double(v, 0, &cfg->moe_router_scale) || !(cfg->moe_router_scale > 0 && cfg->moe_router_scale <= 1e6))
+        return usage_error(me, "--moe-router-topk-scaling-factor needs a number above 0 (at most 1e6), got '%s'", v ? v : "");
+      arch_flag = 1;
+    } else if (flag_is(a, "--moe-z-loss-coeff", &v, argc, argv, &i)) {
+      if (!v || parse_double(v, 0, &cfg->moe_z_coeff) || !(cfg->moe_z_coeff >= 0 && isfinite(cfg->moe_z_coeff)))
+        return usage_error(me, "--moe-z-loss-coeff needs a number from 0, got '%s'", v ? v : "");
+      arch_flag = 1;
+    } else if (flag_is(a, "--moe-router-bias-update-rate", &v, argc, argv, &i)) {
+      if (!v || parse_double(v, 0, &cfg->moe_bias_rate) || !(cfg->moe_bias_rate > 0 && cfg->moe_bias_rate <= 1))
+        return usage_error(me, "--moe-router-bias-update-rate needs a number above 0 (at most 1), got '%s'", v ? v : "");
+      arch_flag = 1;
     } else if (flag_is(a, "--hidden-dropout", &v, argc, argv, &i) || flag_is(a, "--attention-dropout", &v, argc, argv, &i)) {
       int att = a[2] == 'a';
       double *rate = att ? &cfg->attention_dropout : &cfg->hidden_dropout;

@@ -4,7 +4,7 @@
 # they are included after this file.
 lib_LTLIBRARIES += libppsrt.la
 include_HEADERS += runtime/ppsrt.h runtime/ppsrt_ops.h
-libppsrt_la_SOURCES = runtime/ppsrt.h runtime/ppsrt_ops.h runtime/backend.h runtime/dropout.h runtime/transport.h runtime/model.h \
+libppsrt_la_SOURCES = runtime/ppsrt.h runtime/ppsrt_ops.h runtime/backend.h runtime/moe_router.h runtime/dropout.h runtime/transport.h runtime/model.h \
   runtime/rt.h runtime/error.c runtime/rt_util.c runtime/param.c runtime/iobox.c runtime/interp.c runtime/actstore.c runtime/offload.c runtime/recompute.c \
   runtime/transport_threads.c runtime/metrics.c runtime/cli.c runtime/check.c \
   runtime/model_mlp.c
@@ -39,10 +39,10 @@ tests_runtime_coll_blocks_LDFLAGS = -pthread
 TESTS += tests/runtime/coll_blocks.sh
 EXTRA_DIST += tests/runtime/coll_blocks.sh
 TESTS += tests/runtime/mfu.sh
-TESTS += tests/runtime/train.sh tests/runtime/ckpt.sh tests/runtime/dp.sh tests/runtime/optim.sh tests/runtime/distopt.sh tests/runtime/tp.sh tests/runtime/vocab_tp.sh tests/runtime/sp.sh tests/runtime/llama.sh tests/runtime/tied.sh tests/runtime/hf.sh tests/runtime/dropout.sh tests/runtime/moe.sh
+TESTS += tests/runtime/train.sh tests/runtime/ckpt.sh tests/runtime/dp.sh tests/runtime/optim.sh tests/runtime/distopt.sh tests/runtime/tp.sh tests/runtime/vocab_tp.sh tests/runtime/sp.sh tests/runtime/llama.sh tests/runtime/tied.sh tests/runtime/hf.sh tests/runtime/dropout.sh tests/runtime/moe.sh tests/runtime/moe_router.sh
 EXTRA_DIST += tests/runtime/ckpt.sh tests/runtime/dp.sh tests/runtime/optim.sh tests/runtime/distopt.sh tests/runtime/tp.sh tests/runtime/vocab_tp.sh tests/runtime/sp.sh \
   tests/runtime/split_lib.sh tests/runtime/ckpt_tensors.py
-EXTRA_DIST += tests/runtime/train.sh tests/runtime/llama.sh tests/runtime/tied.sh tests/runtime/hf.sh tests/runtime/dropout.sh tests/runtime/moe.sh python/pps_hf.py
+EXTRA_DIST += tests/runtime/train.sh tests/runtime/llama.sh tests/runtime/tied.sh tests/runtime/hf.sh tests/runtime/dropout.sh tests/runtime/moe.sh tests/runtime/moe_router.sh python/pps_hf.py
 TESTS += tests/runtime/moe_cap.sh
 EXTRA_DIST += tests/runtime/moe_cap.sh
 EXTRA_DIST += tests/runtime/mfu.sh

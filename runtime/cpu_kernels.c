@@ -572,54 +572,122 @@ static int k_convert(ppsrt_backend *b, int stream, void *dst, ppsrt_dtype dt, co
 
 /* ---- mixture of experts (backend.h moe_*; runtime/moe.c) ---- */
 
-/* moe_route: prob = softmax(logits[n, :]); the K largest logits (ties: lower index first)
- * in descending order into idx; w = softmax over them; stat = per-expert slot counts and
- * probability sums (in token order). */
-static int k_moe_route(ppsrt_backend *b, int stream, const float *logits, int N, int E, int K, int32_t *idx, float *w,
-                       float *prob, float *stat) {
+/* moe_route: the routing of backend.h (r NULL: softmax over the top-K logits, no scale,
+ * no bias): per token the selection scores (the logits; with pre_softmax the softmax over
+ * all E; sigmoid: sigmoid(l) + bias), the K largest (ties: lower index first) in
+ * descending order into idx, the weights w, and stat: slots routed to each expert (by the
+ * scores without the bias: the load-balancing loss's), the load-balancing loss's scores
+ * summed over tokens, and sum_n lse_n^2 (the z-loss's), in token order. */
+#define ROUTE_EPS 1e-20f   /* sigmoid: w = s / (sum of the chosen s + ROUTE_EPS), Megatron-Core's */
+static void top_k(const float *sc, const float *bias, int E, int K, int32_t *ix) {
+  for (int k = 0; k < K; k++) {   /* the largest score not yet taken, lowest index on ties */
+    int best = -1;
+    float bv = 0.0f;
+    for (int e = 0; e < E; e++) {
+      int taken = 0;
+      for (int j = 0; j < k && !taken; j++) taken = ix[j] == e;
+      float v = bias ? sc[e] + bias[e] : sc[e];
+      if (!taken && (best < 0 || v > bv)) { best = e; bv = v; }
+    }
+    ix[k] = best;
+  }
+}
+static int k_moe_route(ppsrt_backend *b, int stream, const float *logits, int N, int E, int K,
+                       const ppsrt_moe_router *r, int32_t *idx, float *w, float *stat) {
   ENTER(b, stream);
-  for (int e = 0; e < 2 * E; e++) stat[e] = 0.0f;
+  int sig = r && r->sigmoid, pre = r && r->pre_softmax;
+  float scale = r && r->scale > 0 ? r->scale : 1.0f;
+  const float *bias = r && r->sigmoid ? r->bias : NULL;
+  float *sc = malloc(2 * (size_t)E * sizeof *sc), *p = sc ? sc + E : NULL;
+  int32_t ub[1024];   /* the unbiased choice (E <= 1024, moe.c) */
+  if (!sc) return PPSRT_FAIL(PPSRT_E_NOMEM, "moe_route: out of host memory");
+  for (int e = 0; e <= 2 * E; e++) stat[e] = 0.0f;
   for (int n = 0; n < N; n++) {
     const float *l = logits + (size_t)n * E;
-    float *p = prob + (size_t)n * E, mx = l[0], s = 0.0f;
+    float mx = l[0], s = 0.0f, ss = 0.0f;
     for (int e = 1; e < E; e++) mx = l[e] > mx ? l[e] : mx;
     for (int e = 0; e < E; e++) s += (p[e] = expf(l[e] - mx));
-    for (int e = 0; e < E; e++) { p[e] /= s; stat[E + e] += p[e]; }
+    for (int e = 0; e < E; e++) p[e] /= s;
+    float lse = mx + logf(s);
+    stat[2 * E] += lse * lse;
+    for (int e = 0; e < E; e++) sc[e] = sig ? 1.0f / (1.0f + expf(-l[e])) : pre ? p[e] : l[e];
+    if (sig) {   /* the load-balancing loss's scores: the sigmoids normalised over all E */
+      for (int e = 0; e < E; e++) ss += sc[e];
+      for (int e = 0; e < E; e++) stat[E + e] += sc[e] / (ss + ROUTE_EPS);
+    } else {
+      for (int e = 0; e < E; e++) stat[E + e] += p[e];
+    }
     int32_t *ix = idx + (size_t)n * K;
     float *wr = w + (size_t)n * K, ws = 0.0f;
-    for (int k = 0; k < K; k++) {   /* selection: the largest logit not yet taken, lowest index on ties */
-      int best = -1;
-      for (int e = 0; e < E; e++) {
-        int taken = 0;
-        for (int j = 0; j < k && !taken; j++) taken = ix[j] == e;
-        if (!taken && (best < 0 || l[e] > l[best])) best = e;
-      }
-      ix[k] = best;
-      stat[best] += 1.0f;
+    top_k(sc, bias, E, K, ix);
+    if (bias) top_k(sc, NULL, E, K, ub);
+    for (int k = 0; k < K; k++) stat[bias ? ub[k] : ix[k]] += 1.0f;
+    if (sig) {
+      for (int k = 0; k < K; k++) ws += (wr[k] = sc[ix[k]]);
+      for (int k = 0; k < K && K > 1; k++) wr[k] /= ws + ROUTE_EPS;
+    } else if (pre) {
+      for (int k = 0; k < K; k++) wr[k] = p[ix[k]];
+    } else {
+      for (int k = 0; k < K; k++) ws += (wr[k] = expf(l[ix[k]] - l[ix[0]]));
+      for (int k = 0; k < K; k++) wr[k] /= ws;
     }
-    for (int k = 0; k < K; k++) ws += (wr[k] = expf(l[ix[k]] - l[ix[0]]));
-    for (int k = 0; k < K; k++) wr[k] /= ws;
+    for (int k = 0; k < K; k++) wr[k] *= scale;
   }
+  free(sc);
   return PPSRT_OK;
 }
 
-/* moe_route_bwd: dlogits = the top-K softmax's backward (at the selected experts) plus,
- * with coef, the full softmax's backward of the load-balancing term. */
-static int k_moe_route_bwd(ppsrt_backend *b, int stream, void *dlogits_, const float *dw, const float *w,
-                           const int32_t *idx, const float *prob, const float *coef, int N, int E, int K) {
+/* moe_route_bwd: dlogits from the logits (the forward's scores recomputed): the weights'
+ * backward at the selected experts (through the scale, the top-K softmax, the full softmax
+ * or the sigmoid and its renormalisation), plus with coef the load-balancing loss's
+ * through its scores, plus with zcoef the z-loss's, zcoef lse_n softmax(l_n). */
+static int k_moe_route_bwd(ppsrt_backend *b, int stream, void *dlogits_, const float *dw, const float *logits,
+                           const int32_t *idx, const ppsrt_moe_router *r, const float *coef, int N, int E, int K) {
   ENTER(b, stream);
-  float *dl = dlogits_;
+  int sig = r && r->sigmoid, pre = r && r->pre_softmax;
+  float scale = r && r->scale > 0 ? r->scale : 1.0f, zc = r ? r->zcoef : 0.0f;
+  float *dl = dlogits_, *p = malloc(2 * (size_t)E * sizeof *p), *s = p ? p + E : NULL;
+  if (!p) return PPSRT_FAIL(PPSRT_E_NOMEM, "moe_route_bwd: out of host memory");
   for (int n = 0; n < N; n++) {
     float *d = dl + (size_t)n * E;
-    const float *p = prob + (size_t)n * E, *wr = w + (size_t)n * K, *dwr = dw + (size_t)n * K;
+    const float *l = logits + (size_t)n * E, *dwr = dw + (size_t)n * K;
     const int32_t *ix = idx + (size_t)n * K;
-    float sc = 0.0f, sw = 0.0f;
-    if (coef)
+    float mx = l[0], z = 0.0f, ss = 0.0f, sc = 0.0f, g[1024];
+    for (int e = 1; e < E; e++) mx = l[e] > mx ? l[e] : mx;
+    for (int e = 0; e < E; e++) z += (p[e] = expf(l[e] - mx));
+    for (int e = 0; e < E; e++) { p[e] /= z; s[e] = 1.0f / (1.0f + expf(-l[e])); ss += s[e]; }
+    float lse = mx + logf(z);
+    for (int e = 0; e < E; e++) d[e] = zc * lse * p[e];
+    if (coef && sig) {   /* through q = s / (sum s + eps) */
+      for (int e = 0; e < E; e++) sc += s[e] / (ss + ROUTE_EPS) * coef[e];
+      for (int e = 0; e < E; e++) d[e] += s[e] * (1.0f - s[e]) / (ss + ROUTE_EPS) * (coef[e] - sc);
+    } else if (coef) {
       for (int e = 0; e < E; e++) sc += p[e] * coef[e];
-    for (int e = 0; e < E; e++) d[e] = coef ? p[e] * (coef[e] - sc) : 0.0f;
-    for (int k = 0; k < K; k++) sw += wr[k] * dwr[k];
-    for (int k = 0; k < K; k++) d[ix[k]] += wr[k] * (dwr[k] - sw);
+      for (int e = 0; e < E; e++) d[e] += p[e] * (coef[e] - sc);
+    }
+    for (int k = 0; k < K; k++) g[k] = scale * dwr[k];   /* the gradient of the unscaled weights */
+    if (sig) {
+      float t = 0.0f, gs = 0.0f;
+      for (int k = 0; k < K; k++) t += s[ix[k]];
+      t += ROUTE_EPS;
+      for (int k = 0; k < K; k++) gs += g[k] * s[ix[k]];
+      for (int k = 0; k < K; k++) {
+        float e = s[ix[k]], ds = K > 1 ? (g[k] - gs / t) / t : g[k];
+        d[ix[k]] += ds * e * (1.0f - e);
+      }
+    } else if (pre) {
+      float gs = 0.0f;
+      for (int k = 0; k < K; k++) gs += g[k] * p[ix[k]];
+      for (int e = 0; e < E; e++) d[e] -= p[e] * gs;
+      for (int k = 0; k < K; k++) d[ix[k]] += p[ix[k]] * g[k];
+    } else {
+      float ws = 0.0f, q[1024], gs = 0.0f;
+      for (int k = 0; k < K; k++) ws += (q[k] = expf(l[ix[k]] - l[ix[0]]));
+      for (int k = 0; k < K; k++) { q[k] /= ws; gs += q[k] * g[k]; }
+      for (int k = 0; k < K; k++) d[ix[k]] += q[k] * (g[k] - gs);
+    }
   }
+  free(p);
   return PPSRT_OK;
 }
 

@@ -51,7 +51,7 @@ endif
 
 # nvcc -> runtime/cuda/.libs/kernels.o (PIC) plus a libtool object file pointing at it.
 PPS_NVCC_FLAGS = $(NVCCFLAGS) -Xcompiler -fPIC -Xcompiler -Wall -I$(top_srcdir)/runtime -I$(top_builddir) $(CUDA_CFLAGS)
-runtime/cuda/kernels.lo: $(srcdir)/runtime/cuda/kernels.cu $(srcdir)/runtime/cuda/cuda_impl.h $(srcdir)/runtime/dropout.h
+runtime/cuda/kernels.lo: $(srcdir)/runtime/cuda/kernels.cu $(srcdir)/runtime/cuda/cuda_impl.h $(srcdir)/runtime/moe_router.h $(srcdir)/runtime/dropout.h
 	$(AM_V_GEN)$(MKDIR_P) runtime/cuda/.libs && \
 	$(NVCC) $(PPS_NVCC_FLAGS) -c $(srcdir)/runtime/cuda/kernels.cu -o runtime/cuda/.libs/kernels.o && \
 	cp runtime/cuda/.libs/kernels.o runtime/cuda/kernels.o && \
@@ -80,7 +80,7 @@ tests_gpu_cuda_kernels_emu_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS) -DPPSRT_CUDA
 tests_gpu_cuda_kernels_emu_LDFLAGS = -pthread -Wl,--export-dynamic
 tests_gpu_cuda_kernels_emu_LDADD = tests/gpu/emu/kernels_emu.o libppsrt.la $(CUDA_LIBS) -lstdc++ -lm
 EXTRA_tests_gpu_cuda_kernels_emu_DEPENDENCIES = tests/gpu/emu/kernels_emu.o
-tests/gpu/emu/kernels_emu.o: $(srcdir)/runtime/cuda/kernels.cu $(srcdir)/runtime/cuda/cuda_impl.h $(srcdir)/runtime/dropout.h \
+tests/gpu/emu/kernels_emu.o: $(srcdir)/runtime/cuda/kernels.cu $(srcdir)/runtime/cuda/cuda_impl.h $(srcdir)/runtime/moe_router.h $(srcdir)/runtime/dropout.h \
   $(srcdir)/tests/gpu/emu/cuda_emu.h $(srcdir)/tests/gpu/emu/emu_api.h
 	$(AM_V_GEN)$(MKDIR_P) tests/gpu/emu && \
 	$(NVCC) -x c++ -std=c++20 -O1 -DPPSRT_CUDA_EMULATE -Xcompiler -fPIC -Xcompiler -pthread -Xcompiler -Wall \

@@ -124,6 +124,13 @@ typedef struct ppsrt_model_config {
                            * rank's N K slots, the rest dropped (0: dropless) */
   int moe_drop_position;  /* --moe-token-drop-policy position (1): keep the first in token order; 0 (probs):
                            * the largest routing weights */
+  /* the router (Megatron-Core's --moe-router-* flags; moe.c, backend.h ppsrt_moe_router) */
+  int moe_router_sigmoid;     /* --moe-router-score-function sigmoid (1) or softmax (0) */
+  int moe_router_pre_softmax; /* --moe-router-pre-softmax: softmax over all experts, then the top-K */
+  double moe_router_scale;    /* --moe-router-topk-scaling-factor S (0: none, i.e. 1) */
+  double moe_z_coeff;         /* --moe-z-loss-coeff Z (0: none) */
+  int moe_expert_bias;        /* --moe-router-enable-expert-bias (aux-loss-free load balancing) */
+  double moe_bias_rate;       /* --moe-router-bias-update-rate U (0: 1e-3, Megatron-Core's) */
 } ppsrt_model_config;
 enum { PPSRT_ROPE_NONE, PPSRT_ROPE_LINEAR, PPSRT_ROPE_LLAMA3, PPSRT_ROPE_NSCALINGS };
 
@@ -328,6 +335,14 @@ struct ppsrt_model {
   /* The parameters this device holds (valid until destroy). */
   ppsrt_param *params;
   int nparams;
+  /* State this device holds that is no parameter (no gradient, no optimizer: the MoE
+   * router's expert bias, moe.c), saved in checkpoints as a parameter is (an F32 tensor
+   * under its name's key; the same on every replica, written by replica 0): nstate
+   * tensors; state(i) gives tensor i's host copy, its name ("sS.lL.REST") and size;
+   * after a load wrote them, state_sync copies them to the device. 0 / NULL: none. */
+  int nstate;
+  float *(*state)(ppsrt_model *m, int i, char *name, size_t cap, size_t *n);
+  int (*state_sync)(ppsrt_model *m);
 
   /* FLOPs of one F / B / W of one stage for one microbatch (for MFU); may be 0. */
   double flops_f, flops_b, flops_w;
@@ -362,6 +377,10 @@ int ppsrt_tp_allgather(ppsrt_ctx *c, const void *send, void *recv, size_t bytes)
  * sum into recv (count F32; recv may be send's own block); a plain copy without a group.
  * Both in the backend's memory, on the compute stream, like ppsrt_tp_allreduce. */
 int ppsrt_tp_reduce_scatter(ppsrt_ctx *c, const float *send, float *recv, size_t count);
+/* n F32 values in host memory summed over the gradients' group of this rank (its
+ * data-parallel replicas x context ranks, replica.c; nothing without one): the MoE
+ * expert bias's loads (moe.c). */
+int ppsrt_replica_allreduce_host(ppsrt_ctx *c, float *buf, size_t n);
 /* --context-parallel (cp.c): each rank's `bytes` at send land in recv (C x bytes) at block
  * cp_rank on every rank of the context-parallel group; send (C x count F32) summed over
  * the group, block cp_rank of the sum into recv (count F32). Backend memory, compute

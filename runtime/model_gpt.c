@@ -1286,8 +1286,10 @@ static int load_tokens(ppsrt_model *m, long first);   /* sequences first, first 
 static int gpt_begin(ppsrt_model *m, ppsrt_ctx *c, int it) {
   gpt *g = m->impl;
   g->loss = 0;
-  g->moe.aux_loss = 0;
+  g->moe.aux_loss = g->moe.z_loss = 0;
   g->moe.route_hash = 0;
+  if (g->moe.hload && !m->eval)   /* the expert bias's loads: this iteration's (evaluation's routing not counted) */
+    memset(g->moe.hload, 0, (size_t)g->moe.nl * g->moe.E * sizeof *g->moe.hload);
   g->nl = 0;
   g->step = (int64_t)m->cfg.step0 + it + 1;   /* the dropout masks' (a resumed run goes on with the same) */
   free_vstate(m);   /* leftovers of a failed iteration */
@@ -1376,8 +1378,25 @@ static int gpt_end(ppsrt_model *m, ppsrt_ctx *c, double *loss) {
   /* --moe-aux-loss-coeff: the load-balancing loss of this device's layers (evaluation:
    * the language model's loss alone, Megatron's validation loss) */
   if (!m->eval) *loss += g->moe.aux_loss;
+  /* --moe-router-enable-expert-bias: the bias moves after the iteration's last pass */
+  if (!rc && !m->eval && g->moe_on) rc = ppsrt_moe_update_bias(&g->moe, c, m->be);
   free_vstate(m);
   return rc;
+}
+
+/* model.h state: the expert bias of each MoE layer of this device (loc, l), in layer
+ * order, named as its router's weight is ("sS.lL.moe.router.expert_bias") */
+static float *gpt_state(ppsrt_model *m, int i, char *name, size_t cap, size_t *n) {
+  gpt *g = m->impl;
+  int loc = i / g->L, l = i % g->L, s = 0;
+  while (s < g->S && g->local[s] != loc) s++;
+  snprintf(name, cap, "s%d.l%d.moe.router.expert_bias", s, l);
+  *n = (size_t)g->moe.E;
+  return ppsrt_moe_bias(&g->moe, i);
+}
+static int gpt_state_sync(ppsrt_model *m) {
+  gpt *g = m->impl;
+  return ppsrt_moe_bias_sync(&g->moe, m->be);
 }
 
 uint64_t ppsrt_gpt_route_hash(const ppsrt_model *m) {
@@ -1790,6 +1809,9 @@ int ppsrt_gpt_create(const ppsrt_model_config *cfg, ppsrt_backend *be, int devic
     int rm = ppsrt_moe_init(&g->moe, cfg, be->act_dtype, g->N, g->n, g->r0, g->tp, cfg->nmb * nstages * g->L);
     if (rm) { free(m); free(g); return rm; }
     g->lpb += ppsrt_moe_nparams(&g->moe);
+    if (g->moe.ebias) {   /* the expert bias: model.h state, checkpointed */
+      m->nstate = g->moe.nl; m->state = gpt_state; m->state_sync = gpt_state_sync;
+    }
   }
   /* vocabulary rows: device d's [d V/P, (d+1) V/P) under a vocabulary-parallel schedule
    * (--tensor-parallel: rank t's V/(P T) of them), else rank t's [t V/T, (t+1) V/T) or all */

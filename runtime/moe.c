@@ -1,5 +1,11 @@
 /* moe.c: the mixture-of-experts MLP of the gpt model (--num-experts E, --moe-topk K,
  * --moe-ffn-hidden F, --moe-aux-loss-coeff a; moe.h, docs/models.md "Mixture of experts").
+ * The router's options (--moe-router-score-function, --moe-router-pre-softmax,
+ * --moe-router-topk-scaling-factor, --moe-z-loss-coeff, --moe-router-enable-expert-bias:
+ * docs/models.md "Router options") change the top-K and weights below inside the
+ * moe_route kernels (router_of hands them over); this file adds the z-loss's value, and
+ * keeps the expert bias per layer (host and device), its loads and its update after the
+ * iteration (ppsrt_moe_update_bias).
  *
  * For the N tokens of a microbatch, with x = LN2's output [N, h]:
  *   router   logits = x Wr (Wr [h, E], no bias; F32 product), prob = softmax(logits)
@@ -87,12 +93,40 @@ int ppsrt_moe_ffn(const ppsrt_model_config *cfg) {
   return f < 8 ? 8 : f > INT32_MAX ? INT32_MAX : (int)f;
 }
 
+/* The router's flags (Megatron-Core's rules: pre-softmax is the softmax's, the expert
+ * bias the sigmoid's, the bias's update rate needs the bias). */
+static int router_check(const ppsrt_model_config *cfg) {
+  if (cfg->moe_router_sigmoid && cfg->moe_router_pre_softmax)
+    return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --moe-router-pre-softmax applies the softmax before the top-K: it needs "
+                      "--moe-router-score-function softmax, not sigmoid");
+  if (cfg->moe_expert_bias && !cfg->moe_router_sigmoid)
+    return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --moe-router-enable-expert-bias needs --moe-router-score-function sigmoid "
+                      "(as Megatron-Core's)");
+  if (cfg->moe_bias_rate != 0 && !cfg->moe_expert_bias)
+    return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --moe-router-bias-update-rate sets the rate of --moe-router-enable-expert-bias: "
+                      "add it");
+  if (cfg->moe_router_scale != 0 && !(cfg->moe_router_scale > 0 && cfg->moe_router_scale <= 1e6))
+    return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --moe-router-topk-scaling-factor must be a number above 0 (at most 1e6), "
+                      "got %g", cfg->moe_router_scale);
+  if (!(cfg->moe_z_coeff >= 0 && isfinite(cfg->moe_z_coeff)))
+    return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --moe-z-loss-coeff must be a number from 0, got %g", cfg->moe_z_coeff);
+  if (!(cfg->moe_bias_rate >= 0 && cfg->moe_bias_rate <= 1))
+    return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --moe-router-bias-update-rate must be a number above 0 (at most 1), got %g",
+                      cfg->moe_bias_rate);
+  return 0;
+}
+
 int ppsrt_moe_check_config(const ppsrt_model_config *cfg) {
   int E = cfg->num_experts;
   if (!E) {
     if (cfg->moe_topk || cfg->moe_ffn_hidden || cfg->moe_aux_coeff != 0 || cfg->moe_capacity != 0)
       return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --moe-topk, --moe-ffn-hidden, --moe-aux-loss-coeff and "
                         "--moe-expert-capacity-factor set up the experts of --num-experts\nhint: add --num-experts E (2 or more)");
+    if (cfg->moe_router_sigmoid || cfg->moe_router_pre_softmax || cfg->moe_router_scale != 0 || cfg->moe_z_coeff != 0 ||
+        cfg->moe_expert_bias || cfg->moe_bias_rate != 0)
+      return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --moe-router-score-function, --moe-router-pre-softmax, "
+                        "--moe-router-topk-scaling-factor, --moe-z-loss-coeff and --moe-router-enable-expert-bias set up "
+                        "the router of --num-experts\nhint: add --num-experts E (2 or more)");
     return 0;
   }
   if (E < 2 || E > 1024)
@@ -107,6 +141,7 @@ int ppsrt_moe_check_config(const ppsrt_model_config *cfg) {
                       "rank takes F/T of every expert's columns", cfg->tp, F);
   if (!(cfg->moe_aux_coeff >= 0 && isfinite(cfg->moe_aux_coeff)))
     return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --moe-aux-loss-coeff must be a number from 0, got %g", cfg->moe_aux_coeff);
+  TRY(router_check(cfg));
   if (cfg->moe_capacity != 0 && !(cfg->moe_capacity > 0 && cfg->moe_capacity <= 1e6))
     return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --moe-expert-capacity-factor must be a number above 0 (at most 1e6), got %g",
                       cfg->moe_capacity);
@@ -160,22 +195,32 @@ int ppsrt_moe_init(ppsrt_moe *mo, const ppsrt_model_config *cfg, ppsrt_dtype at,
   mo->o_w = o; o += up(NK * sizeof(float));
   mo->o_idx = o; o += up(NK * sizeof(int32_t));
   mo->o_pos = o; o += up(NK * sizeof(int32_t));
-  mo->o_prob = o; o += up(NE * sizeof(float));
+  mo->o_lg = o; o += up(NE * sizeof(float));   /* (the logits: the routing's backward recomputes its scores) */
   mo->o_dlog = o; o += up(NE * mo->es);
   mo->o_coef = o; o += mo->coeff > 0 ? up((size_t)mo->E * sizeof(float)) : 0;
   mo->bytes = o;
+  /* the router's options (ppsrt_moe_router; the expert bias per layer of the device) */
+  mo->zcoeff = cfg->moe_z_coeff;
+  mo->rt.sigmoid = cfg->moe_router_sigmoid != 0; mo->rt.pre_softmax = cfg->moe_router_pre_softmax != 0;
+  mo->rt.scale = cfg->moe_router_scale > 0 ? (float)cfg->moe_router_scale : 1.0f;
+  mo->ebias = cfg->moe_expert_bias != 0; mo->bias_rate = cfg->moe_bias_rate > 0 ? cfg->moe_bias_rate : 1e-3;
+  mo->nl = cfg->nmb > 0 && nslot >= cfg->nmb ? nslot / cfg->nmb : 1;
   mo->cnt = calloc((size_t)(nslot > 0 ? nslot : 1) * mo->E, sizeof *mo->cnt);
   mo->shash = calloc((size_t)(nslot > 0 ? nslot : 1), sizeof *mo->shash);
-  mo->hcp = malloc((size_t)mo->cp * 2 * mo->E * sizeof *mo->hcp);
+  mo->hcp = malloc((size_t)mo->cp * (2 * mo->E + 1) * sizeof *mo->hcp);
   mo->hidx = malloc(NK * sizeof *mo->hidx);
   mo->hpos = malloc(NK * sizeof *mo->hpos);
   mo->hw = mo->cap > 0 ? malloc(NK * sizeof *mo->hw) : NULL;
   mo->hord = mo->cap > 0 ? malloc((size_t)N * mo->K * sizeof *mo->hord) : NULL;
-  mo->hstat = malloc(3 * (size_t)mo->E * sizeof *mo->hstat);
-  mo->hcoef = mo->hstat ? mo->hstat + 2 * mo->E : NULL;
+  mo->hstat = malloc((3 * (size_t)mo->E + 1) * sizeof *mo->hstat);   /* stat [2E + 1], coef [E] */
+  mo->hcoef = mo->hstat ? mo->hstat + 2 * mo->E + 1 : NULL;
+  if (mo->ebias) {
+    mo->hbias = calloc((size_t)mo->nl * mo->E, sizeof *mo->hbias);
+    mo->hload = calloc((size_t)mo->nl * mo->E, sizeof *mo->hload);
+  }
   mo->ocnt = calloc((size_t)mo->E, sizeof *mo->ocnt);
   if (!mo->cnt || !mo->shash || !mo->hcp || !mo->hidx || !mo->hpos || !mo->hstat || !mo->ocnt ||
-      (mo->cap > 0 && (!mo->hw || !mo->hord))) {
+      (mo->cap > 0 && (!mo->hw || !mo->hord)) || (mo->ebias && (!mo->hbias || !mo->hload))) {
     ppsrt_moe_free(mo);
     return PPSRT_FAIL(PPSRT_E_NOMEM, "gpt: out of host memory (experts)");
   }
@@ -183,6 +228,8 @@ int ppsrt_moe_init(ppsrt_moe *mo, const ppsrt_model_config *cfg, ppsrt_dtype at,
 }
 
 void ppsrt_moe_free(ppsrt_moe *mo) {
+  if (mo->dbias && mo->dbe) mo->dbe->free(mo->dbe, mo->dbias);
+  free(mo->hbias); free(mo->hload); mo->hbias = mo->dbias = mo->hload = NULL;
   free(mo->hw); free(mo->hord); mo->hw = NULL; mo->hord = NULL;
   free(mo->cnt); free(mo->shash); free(mo->hcp); mo->hcp = NULL; free(mo->hidx); free(mo->hpos); free(mo->hstat); free(mo->ocnt);
   mo->cnt = mo->ocnt = NULL; mo->shash = NULL; mo->hidx = mo->hpos = NULL; mo->hstat = mo->hcoef = NULL;
@@ -255,13 +302,13 @@ static int local_rows(const ppsrt_moe *mo, const int *cnt) { return first_row(mo
 /* the buffers of a layer's saved entry */
 typedef struct mbuf {
   char *hpre, *hact, *eout, *dlog;
-  float *w, *prob, *coef;   /* coef: NULL without the load-balancing loss */
+  float *w, *lg, *coef;   /* lg: the router's logits (F32 [N, E]); coef: NULL without the load-balancing loss */
   int32_t *idx, *pos;
 } mbuf;
 static mbuf parts(const ppsrt_moe *mo, void *buf) {
   char *b = buf;
   mbuf m = {b + mo->o_hpre, b + mo->o_hact, b + mo->o_eout, b + mo->o_dlog, (float *)(b + mo->o_w),
-            (float *)(b + mo->o_prob), mo->coeff > 0 ? (float *)(b + mo->o_coef) : NULL, (int32_t *)(b + mo->o_idx),
+            (float *)(b + mo->o_lg), mo->coeff > 0 ? (float *)(b + mo->o_coef) : NULL, (int32_t *)(b + mo->o_idx),
             (int32_t *)(b + mo->o_pos)};
   return m;
 }
@@ -273,13 +320,15 @@ static int expert_gemm(ppsrt_backend *be, int ta, int tb, int M, int N, int K, c
   return be->gemm(be, CS, ta, tb, M, N, K, 1.0f, A, be->act_dtype, lda, B, be->act_dtype, ldb, beta, C, ct, ldc);
 }
 
-/* --context-parallel with the load-balancing loss: every rank's own slot counts a expert
- * and probability sums (2E floats) all-gathered over the group into mo->hcp ([C][2E]). */
+/* --context-parallel with the load-balancing loss or the z-loss: every rank's own slot
+ * counts a expert, score sums and z-loss sum (2E + 1 floats) all-gathered over the group
+ * into mo->hcp ([C][2E + 1]). */
 static int cp_counts(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, const int *own) {
   int E = mo->E;
-  size_t blk = 2 * (size_t)E * sizeof(float);
-  float *mine = mo->hcp + (size_t)mo->cpr * 2 * E, *d;
+  size_t blk = (2 * (size_t)E + 1) * sizeof(float);
+  float *mine = mo->hcp + (size_t)mo->cpr * (2 * E + 1), *d;
   for (int e = 0; e < E; e++) { mine[e] = (float)own[e]; mine[E + e] = mo->hstat[E + e]; }
+  mine[2 * E] = mo->hstat[2 * E];
   TRY(be->alloc(be, blk * mo->cp, (void **)&d));
   int rc = be->memcpy_async(be, CS, (char *)d + mo->cpr * blk, mine, blk, 1);
   if (!rc) rc = ppsrt_cp_allgather(c, (char *)d + mo->cpr * blk, d, blk);
@@ -327,7 +376,8 @@ static void drop_over_capacity(ppsrt_moe *mo) {
  * counts (of the gathered slots, and of this rank's own for the load-balancing loss),
  * the permutation (this rank's experts first, each in slot order, then every other
  * slot in slot order) and the load-balancing loss's gradient coefficients back to the
- * device (kept for B: no transfer there); the load-balancing loss. */
+ * device (kept for B: no transfer there); the load-balancing loss and the z-loss; with
+ * the expert bias the kept slots of this rank's tokens counted in the layer's loads. */
 static int route_host(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, int slot, mbuf *b, const float *stat,
                       int count_loss) {
   int N = mo->N, K = mo->K, E = mo->E, *cnt = mo->cnt + (size_t)slot * E, *own = mo->ocnt;
@@ -337,7 +387,7 @@ static int route_host(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, int slot, 
     TRY(ppsrt_ep_allgather(c, b->w + j0, b->w, NK * sizeof(float)));
   }
   TRY(be->memcpy_async(be, CS, mo->hidx, b->idx, XNK * sizeof(int32_t), 2));
-  TRY(be->memcpy_async(be, CS, mo->hstat, stat, 2 * (size_t)E * sizeof(float), 2));
+  TRY(be->memcpy_async(be, CS, mo->hstat, stat, (2 * (size_t)E + 1) * sizeof(float), 2));
   if (mo->cap > 0) TRY(be->memcpy_async(be, CS, mo->hw, b->w, XNK * sizeof(float), 2));
   TRY(be->stream_sync(be, CS));   /* the one synchronisation: the GEMMs' sizes */
   memset(cnt, 0, (size_t)E * sizeof *cnt);
@@ -347,10 +397,15 @@ static int route_host(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, int slot, 
     if (e < 0 || e >= E) return PPSRT_FAIL(PPSRT_E_BACKEND, "gpt: routing gave expert %d of %d (not a number in the router's logits?)", e, E);
     if (s >= j0 && s < j0 + NK) own[e]++;   /* (before any dropping: the load-balancing loss's, as Megatron's) */
   }
+  if (mo->ebias)   /* the load-balancing loss counts the routing without the bias (Megatron-Core's) */
+    for (int e = 0; e < E; e++) own[e] = (int)mo->hstat[e];
   if (mo->cap > 0) drop_over_capacity(mo);
   else memset(mo->hpos, 0, XNK * sizeof *mo->hpos);
   for (size_t s = 0; s < XNK; s++)
     if (mo->hpos[s] >= 0) cnt[mo->hidx[s]]++;   /* the kept slots: the experts' rows */
+  float *load = mo->ebias && count_loss ? mo->hload + (size_t)(slot % mo->nl) * E : NULL;
+  for (size_t s = j0; load && s < j0 + NK; s++)   /* the expert bias's loads: this rank's tokens' kept slots */
+    if (mo->hpos[s] >= 0) load[mo->hidx[s]] += 1.0f;
   uint64_t sh = 0xcbf29ce484222325ull;   /* the slot's own tokens' hash (FNV-1a), for --check's routing comparison */
   for (size_t s = j0; s < j0 + NK; s++) {
     /* (a dropped slot counts as expert E + e: the reference must drop the same) */
@@ -372,17 +427,23 @@ static int route_host(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, int slot, 
   /* the load-balancing loss's f_e (slots routed to e over all slots) and P_e (mean
    * probability of e): of this rank's N tokens, or with --context-parallel of the C ranks'
    * C N tokens of the same sequences (as at C = 1: every rank's loss is the whole one) */
-  double *fe = mo->coeff > 0 ? calloc(2 * (size_t)E, sizeof *fe) : NULL, *pe = fe ? fe + E : NULL;
+  double *fe = mo->coeff > 0 ? calloc(2 * (size_t)E, sizeof *fe) : NULL, *pe = fe ? fe + E : NULL, zs = 0;
   if (mo->coeff > 0 && !fe) return PPSRT_FAIL(PPSRT_E_NOMEM, "gpt: out of host memory (experts)");
+  if (mo->cp > 1 && (fe || mo->zcoeff > 0)) {
+    int rc = cp_counts(mo, c, be, own);
+    if (rc) { free(fe); return rc; }
+  }
+  for (int q = 0; q < mo->cp; q++) {   /* the z-loss's sum_n lse_n^2 over the C N tokens */
+    const float *r = mo->cp > 1 ? mo->hcp + (size_t)q * (2 * E + 1) : mo->hstat;
+    zs += r[2 * E];
+  }
   if (fe) {
-    int rc = mo->cp > 1 ? cp_counts(mo, c, be, own) : 0;
-    for (int e = 0; e < E && !rc; e++)
+    for (int e = 0; e < E; e++)
       for (int q = 0; q < mo->cp; q++) {
-        const float *r = mo->cp > 1 ? mo->hcp + (size_t)q * 2 * E : NULL;
+        const float *r = mo->cp > 1 ? mo->hcp + (size_t)q * (2 * E + 1) : NULL;
         fe[e] += (r ? r[e] : own[e]) / ((double)NK * mo->cp);
         pe[e] += (r ? r[E + e] : mo->hstat[E + e]) / ((double)N * mo->cp);
       }
-    if (rc) { free(fe); return rc; }
   }
   if (b->coef) {   /* d(a E sum_e f_e P_e) / d prob[n, e], the loss a mean over microbatches (and the C ranks) */
     for (int e = 0; e < E; e++) mo->hcoef[e] = (float)(mo->coeff * E * fe[e] / N / mo->nmb);
@@ -395,8 +456,60 @@ static int route_host(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, int slot, 
     for (int e = 0; e < E; e++) s += fe[e] * pe[e];
     mo->aux_loss += mo->coeff * E * s / mo->nmb;
   }
+  /* the z-loss Z mean_n lse_n^2 (the C N tokens'), a mean over microbatches as the
+   * load-balancing loss (its gradient: moe_route_bwd's zcoef) */
+  if (count_loss && mo->zcoeff > 0) {
+    double z = mo->zcoeff * zs / ((double)N * mo->cp) / mo->nmb;
+    mo->z_loss += z;
+    mo->aux_loss += z;
+  }
   free(fe);
   return 0;
+}
+
+/* The router's options for the layer of `slot`: the flags', its expert bias (the device
+ * copy, made on the first call), the z-loss's gradient factor 2 Z / (N nmb) (the loss a
+ * mean over the microbatches; under --context-parallel as the load-balancing loss's: per
+ * rank's N tokens). */
+static int router_of(ppsrt_moe *mo, ppsrt_backend *be, int slot, ppsrt_moe_router *r) {
+  *r = mo->rt;
+  r->zcoef = mo->zcoeff > 0 ? (float)(2.0 * mo->zcoeff / ((double)mo->N * mo->nmb)) : 0.0f;
+  if (!mo->ebias) return 0;
+  if (!mo->dbias) TRY(ppsrt_moe_bias_sync(mo, be));
+  r->bias = mo->dbias + (size_t)(slot % mo->nl) * mo->E;
+  return 0;
+}
+
+float *ppsrt_moe_bias(ppsrt_moe *mo, int l) { return mo->hbias ? mo->hbias + (size_t)l * mo->E : NULL; }
+
+int ppsrt_moe_bias_sync(ppsrt_moe *mo, ppsrt_backend *be) {
+  size_t bytes = (size_t)mo->nl * mo->E * sizeof(float);
+  if (!mo->ebias) return 0;
+  if (!mo->dbias) {
+    TRY(be->alloc(be, bytes, (void **)&mo->dbias));
+    mo->dbe = be;
+  }
+  TRY(be->memcpy_async(be, CS, mo->dbias, mo->hbias, bytes, 1));
+  return be->stream_sync(be, CS);
+}
+
+int ppsrt_moe_update_bias(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be) {
+  int E = mo->E;
+  if (!mo->ebias) return 0;
+  TRY(ppsrt_replica_allreduce_host(c, mo->hload, (size_t)mo->nl * E));
+  for (int l = 0; l < mo->nl; l++) {
+    const float *load = mo->hload + (size_t)l * E;
+    float *bias = mo->hbias + (size_t)l * E;
+    double mean = 0;
+    for (int e = 0; e < E; e++) mean += load[e];
+    mean /= E;
+    for (int e = 0; e < E; e++) {   /* an expert over the mean gets its bias lowered */
+      double off = mean - load[e];
+      bias[e] += (float)(mo->bias_rate * (off > 0 ? 1 : off < 0 ? -1 : 0));
+    }
+  }
+  memset(mo->hload, 0, (size_t)mo->nl * E * sizeof *mo->hload);
+  return ppsrt_moe_bias_sync(mo, be);
 }
 
 /* --expert-parallel: rows (Nx = X N gathered tokens) of act_dtype values in `all` summed
@@ -422,13 +535,14 @@ static int moe_f_in(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, int slot, pp
   ppsrt_dtype AT = be->act_dtype;
   size_t es = mo->es;
   const int *cnt = mo->cnt + (size_t)slot * E;
-  float *logits = z->logits, *part = z->part;
+  float *stat = z->logits, *part = z->part;
   char *xp = z->xp, *tmp = z->tmp;
   /* router: logits (F32) = a Wr; top-K, weights, probabilities, counts (this rank's tokens,
    * into block j of the slot-indexed parts) */
-  TRY(be->gemm(be, CS, 0, 0, N, E, h, 1.0f, a, AT, h, P[0].param.data, AT, E, 0.0f, logits, PPSRT_F32, E));
-  float *stat = logits + (size_t)N * E;
-  TRY(be->moe_route(be, CS, logits, N, E, K, b->idx + (size_t)NK * mo->j, b->w + (size_t)NK * mo->j, b->prob, stat));
+  TRY(be->gemm(be, CS, 0, 0, N, E, h, 1.0f, a, AT, h, P[0].param.data, AT, E, 0.0f, b->lg, PPSRT_F32, E));
+  ppsrt_moe_router ro;
+  TRY(router_of(mo, be, slot, &ro));
+  TRY(be->moe_route(be, CS, b->lg, N, E, K, &ro, b->idx + (size_t)NK * mo->j, b->w + (size_t)NK * mo->j, stat));
   TRY(route_host(mo, c, be, slot, b, stat, count_loss));
   int R = local_rows(mo, cnt);
   /* the group's tokens (--expert-parallel), permuted; each local expert's FC1 (+ bias) on
@@ -483,10 +597,10 @@ int ppsrt_moe_f(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, int slot, ppsrt_
                 const void *x1, void *y, const ppsrt_dropout *drop, int count_loss) {
   if (mo->nc) return 0;
   mbuf b = parts(mo, buf);
-  size_t X = (size_t)mo->X, NK = (size_t)mo->N * mo->K * X, NE = (size_t)mo->N * mo->E, Nxh = X * mo->N * mo->h;
-  /* uncounted scratch: logits + stat F32, xp [X N K, h], (tensor parallel) F32 partial sums [X N K, h], (dropout)
+  size_t X = (size_t)mo->X, NK = (size_t)mo->N * mo->K * X, Nxh = X * mo->N * mo->h;
+  /* uncounted scratch: stat F32 [2E + 1], xp [X N K, h], (tensor parallel) F32 partial sums [X N K, h], (dropout)
    * [n, h], (expert parallel) the gathered input and the combine's rows [X N, h], their F32 sums */
-  size_t bl = (NE + 2 * mo->E) * sizeof(float), bx = NK * mo->h * mo->es, bp = mo->tp > 1 ? NK * mo->h * sizeof(float) : 0,
+  size_t bl = (2 * (size_t)mo->E + 1) * sizeof(float), bx = NK * mo->h * mo->es, bp = mo->tp > 1 ? NK * mo->h * sizeof(float) : 0,
          bt = drop ? (size_t)mo->n * mo->h * mo->es : 0, be1 = X > 1 ? up(Nxh * mo->es) : 0,
          be2 = X > 1 ? up(Nxh * sizeof(float)) : 0;
   char *s;
@@ -554,7 +668,9 @@ static int moe_b_in(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, int slot, pp
     TRY(be->moe_permute_bwd(be, CS, dx, dxp, b->pos, N, K, h, 0));
   }
   /* the router: dlogits (the top-K softmax's and the load-balancing loss's), dx += dlogits Wr^T */
-  TRY(be->moe_route_bwd(be, CS, b->dlog, dw + j0, b->w + j0, b->idx + j0, b->prob, b->coef, N, E, K));
+  ppsrt_moe_router ro;
+  TRY(router_of(mo, be, slot, &ro));
+  TRY(be->moe_route_bwd(be, CS, b->dlog, dw + j0, b->lg, b->idx + j0, &ro, b->coef, N, E, K));
   TRY(be->gemm(be, CS, 0, 1, N, h, E, 1.0f, b->dlog, AT, E, P[0].param.data, AT, E, 1.0f, dx, AT, h));
   if (dfull) TRY(be->memcpy_async(be, CS, dln2, dfull + (size_t)mo->r0 * h * es, (size_t)mo->n * h * es, 0));
   return 0;

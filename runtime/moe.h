@@ -17,9 +17,20 @@ typedef struct ppsrt_moe {
   int nc, nmb, nslot;     /* --no-compute, microbatches, layer slots (nmb x local stages x layers) */
   size_t es;              /* bytes of an act_dtype value */
   double coeff;           /* --moe-aux-loss-coeff */
+  double zcoeff;          /* --moe-z-loss-coeff Z (0: none) */
+  ppsrt_moe_router rt;    /* --moe-router-score-function, -pre-softmax, -topk-scaling-factor (bias, zcoef: per call) */
+  /* --moe-router-enable-expert-bias (sigmoid): per layer of this device (nl = nslot / nmb,
+   * layer slot % nl) the bias [E] (F32, host hbias and device dbias, the same values),
+   * and the slots routed to each expert this iteration (this rank's own tokens, kept
+   * after any dropping; hload [nl][E]); ppsrt_moe_update_bias moves the bias */
+  int ebias, nl;
+  double bias_rate;       /* --moe-router-bias-update-rate U */
+  float *hbias, *dbias, *hload;
+  ppsrt_backend *dbe;     /* the backend dbias was allocated on (NULL: not yet, the first F's routing does) */
   int cp, cpr;            /* --context-parallel: group size and rank (the load-balancing loss counts the group's tokens) */
   float *hcp;             /* host scratch [cp][2E] (cp > 1 with the load-balancing loss) */
-  double aux_loss;        /* this iteration's load-balancing loss so far (each microbatch's / nmb) */
+  double aux_loss;        /* this iteration's load-balancing loss so far (each microbatch's / nmb), the z-loss's included */
+  double z_loss;          /* the z-loss's part of it */
   uint64_t route_hash;    /* a hash of every routing decision of the iteration (tests: did a change move one?) */
   uint64_t *shash;        /* host [nslot]: a hash of each slot's routing by its last F, in token order (--check) */
   int *cnt;               /* host [nslot][E]: gathered slots (X N K) routed to each expert by the slot's last F */
@@ -32,12 +43,14 @@ typedef struct ppsrt_moe {
   int32_t *hidx, *hpos;   /* host scratch [X N K] */
   float *hstat, *hcoef;   /* host scratch [2E], [E] */
   /* a layer's saved buffer (one activation store entry): byte offsets of its parts */
-  size_t o_hpre, o_hact, o_eout, o_w, o_idx, o_pos, o_prob, o_dlog, o_coef, bytes;
+  size_t o_hpre, o_hact, o_eout, o_w, o_idx, o_pos, o_lg, o_dlog, o_coef, bytes;
 } ppsrt_moe;
 
 /* The MoE flags of cfg are usable (num_experts 0: nothing to check): 2 <= E <= 1024,
  * 1 <= K <= E, the expert width positive and divisible by --tensor-parallel, the
- * coefficient a finite number >= 0, every tensor within INT32_MAX elements. 0, or
+ * coefficient a finite number >= 0, every tensor within INT32_MAX elements; the router's:
+ * pre-softmax with softmax only, the expert bias with sigmoid only, its rate with it, in
+ * (0, 1], the scaling factor in (0, 1e6], the z-loss coefficient >= 0. 0, or
  * PPSRT_E_USAGE with a message naming the flag. */
 int ppsrt_moe_check_config(const ppsrt_model_config *cfg);
 /* The expert width of cfg (--moe-ffn-hidden, else the dense MLP's) and the top-K (default 2). */
@@ -55,6 +68,16 @@ int64_t ppsrt_moe_rows(const ppsrt_model_config *cfg, int N);
 struct ppsrt_moe_ord { int e, s; float w; };
 void ppsrt_moe_drop(struct ppsrt_moe_ord *o, const int32_t *idx, const float *w, size_t NK, int cap, int by_pos,
                     int32_t *mark);
+/* --moe-router-enable-expert-bias, after an iteration's last pass: the loads hload
+ * summed over the gradients' group (the data- and context-parallel replicas: every rank
+ * saw other tokens; ppsrt_replica_allreduce_host), then each layer's bias_e += U
+ * sign(mean_e' load_e' - load_e), on the host and the device; the loads zeroed. Every rank
+ * of the group ends with the same bias. 0 or an error. */
+int ppsrt_moe_update_bias(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be);
+/* The expert bias of layer l of this device (E floats, host): to save it, or after
+ * writing it (a load) ppsrt_moe_bias_sync copies every layer's to the device. */
+float *ppsrt_moe_bias(ppsrt_moe *mo, int l);
+int ppsrt_moe_bias_sync(ppsrt_moe *mo, ppsrt_backend *be);
 /* Sets up mo for one device (n, r0: its residual rows; nslot layer slots; cfg->ep,
  * cfg->ep_rank: its expert-parallel group and rank). */
 int ppsrt_moe_init(ppsrt_moe *mo, const ppsrt_model_config *cfg, ppsrt_dtype at, int N, int n, int r0, int tp, int nslot);

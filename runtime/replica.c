@@ -350,6 +350,12 @@ static int group_sum(ppsrt_ctx *c, ppsrt_transport *g, int rank, double *x) {
   return rc;
 }
 
+/* A model's host values summed over its gradients' group (model.h). */
+int ppsrt_replica_allreduce_host(ppsrt_ctx *c, float *buf, size_t n) {
+  if (!c->gtr || c->run->ngrad <= 1) return 0;
+  return rt_allreduce_host_on(c, c->gtr, c->grank, buf, n, PPSRT_SUM);
+}
+
 /* The sum of *x over this device's replicas. */
 int rt_replica_sum(ppsrt_ctx *c, double *x) { return group_sum(c, c->gtr, c->grank, x); }
 int rt_replica_expert_sum(ppsrt_ctx *c, double *x) { return c->etr ? group_sum(c, c->etr, c->erank, x) : 0; }

@@ -1386,13 +1386,13 @@ static int cu_rope(ppsrt_backend *b, int stream, void *x, int ld, const int32_t 
                    int D, int inverse) {
   KERNEL(b, stream, ppsrt_cu_rope(s, x, ld, pos, cs, N, H, D, inverse));
 }
-static int cu_moe_route(ppsrt_backend *b, int stream, const float *logits, int N, int E, int K, int32_t *idx, float *w,
-                        float *prob, float *stat) {
-  KERNEL(b, stream, ppsrt_cu_moe_route(s, logits, N, E, K, idx, w, prob, stat));
+static int cu_moe_route(ppsrt_backend *b, int stream, const float *logits, int N, int E, int K, const ppsrt_moe_router *r,
+                        int32_t *idx, float *w, float *stat) {
+  KERNEL(b, stream, ppsrt_cu_moe_route(s, logits, N, E, K, r, idx, w, stat));
 }
-static int cu_moe_route_bwd(ppsrt_backend *b, int stream, void *dlogits, const float *dw, const float *w,
-                            const int32_t *idx, const float *prob, const float *coef, int N, int E, int K) {
-  KERNEL(b, stream, ppsrt_cu_moe_route_bwd(s, dlogits, dw, w, idx, prob, coef, N, E, K));
+static int cu_moe_route_bwd(ppsrt_backend *b, int stream, void *dlogits, const float *dw, const float *logits,
+                            const int32_t *idx, const ppsrt_moe_router *r, const float *coef, int N, int E, int K) {
+  KERNEL(b, stream, ppsrt_cu_moe_route_bwd(s, dlogits, dw, logits, idx, r, coef, N, E, K));
 }
 static int cu_moe_permute(ppsrt_backend *b, int stream, void *dst, const void *src, const int32_t *pos, int N, int K,
                           int C) {

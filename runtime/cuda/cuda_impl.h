@@ -18,6 +18,7 @@
 #ifndef __CUDACC__
 #include "backend.h"
 #endif
+#include "moe_router.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -53,10 +54,10 @@ cudaError_t ppsrt_cu_rope(cudaStream_t s, void *x, int ld, const int32_t *pos, c
 /* SwiGLU over [gate | up] rows pre [N, 2C]: y [N, C]; dpre [N, 2C] (may alias pre). */
 cudaError_t ppsrt_cu_swiglu_fwd(cudaStream_t s, void *y, const void *pre, int N, int C);
 /* mixture of experts (backend.h moe_*): the routing, its backward, the permutation and the combine */
-cudaError_t ppsrt_cu_moe_route(cudaStream_t s, const float *logits, int N, int E, int K, int32_t *idx, float *w,
-                               float *prob, float *stat);
-cudaError_t ppsrt_cu_moe_route_bwd(cudaStream_t s, void *dlogits, const float *dw, const float *w, const int32_t *idx,
-                                   const float *prob, const float *coef, int N, int E, int K);
+cudaError_t ppsrt_cu_moe_route(cudaStream_t s, const float *logits, int N, int E, int K, const ppsrt_moe_router *r,
+                               int32_t *idx, float *w, float *stat);
+cudaError_t ppsrt_cu_moe_route_bwd(cudaStream_t s, void *dlogits, const float *dw, const float *logits, const int32_t *idx,
+                                   const ppsrt_moe_router *r, const float *coef, int N, int E, int K);
 cudaError_t ppsrt_cu_moe_permute(cudaStream_t s, void *dst, const void *src, const int32_t *pos, int N, int K, int C);
 cudaError_t ppsrt_cu_moe_permute_bwd(cudaStream_t s, void *dx, const void *dp, const int32_t *pos, int N, int K, int C,
                                      int accumulate);

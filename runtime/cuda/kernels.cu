@@ -711,58 +711,119 @@ static __global__ void k_reduce(float *dst, srcs_arg a, int nsrc, size_t n, int 
  * (token, slot, column) for the rest; no atomics: every output element has one writer,
  * sums over a token's K slots run in k order, so results are deterministic. */
 
-static __global__ void k_moe_route(const float *logits, int N, int E, int K, int32_t *idx, float *w, float *prob) {
+/* the routing (backend.h moe_route): a token's selection score of expert e (mx, z: the
+ * row's largest logit and sum of exp(l - mx)); the bias (sigmoid only) for the choice */
+static __device__ float route_score(const float *l, int e, const ppsrt_moe_router r, float mx, float z) {
+  if (r.sigmoid) return 1.0f / (1.0f + expf(-l[e]));
+  return r.pre_softmax ? expf(l[e] - mx) / z : l[e];
+}
+/* the k-th choice (the K earlier ones in ix): the largest score not yet taken, ties the lower index */
+static __device__ int route_pick(const float *l, int E, int k, const int32_t *ix, const ppsrt_moe_router r,
+                                 const float *bias, float mx, float z) {
+  int best = -1;
+  float bv = 0.0f;
+  for (int e = 0; e < E; e++) {
+    int taken = 0;
+    for (int j = 0; j < k && !taken; j++) taken = ix[j] == e;
+    float v = route_score(l, e, r, mx, z) + (bias ? bias[e] : 0.0f);
+    if (!taken && (best < 0 || v > bv)) { best = e; bv = v; }
+  }
+  return best;
+}
+
+static __global__ void k_moe_route(const float *logits, int N, int E, int K, ppsrt_moe_router r, int32_t *idx,
+                                   float *w) {
   GRID_STRIDE(n, (size_t)N) {
     const float *l = logits + n * E;
-    float *p = prob + n * E, mx = l[0], s = 0.0f;
+    float mx = l[0], z = 0.0f, scale = r.scale > 0.0f ? r.scale : 1.0f;
     for (int e = 1; e < E; e++) mx = fmaxf(mx, l[e]);
-    for (int e = 0; e < E; e++) s += (p[e] = expf(l[e] - mx));
-    for (int e = 0; e < E; e++) p[e] /= s;
+    for (int e = 0; e < E; e++) z += expf(l[e] - mx);
     int32_t *ix = idx + n * K;
     float *wr = w + n * K, ws = 0.0f;
-    for (int k = 0; k < K; k++) {   /* the largest logit not yet taken; ties: the lower index */
-      int best = -1;
-      for (int e = 0; e < E; e++) {
-        int taken = 0;
-        for (int j = 0; j < k && !taken; j++) taken = ix[j] == e;
-        if (!taken && (best < 0 || l[e] > l[best])) best = e;
-      }
-      ix[k] = best;
+    for (int k = 0; k < K; k++) ix[k] = route_pick(l, E, k, ix, r, r.sigmoid ? r.bias : NULL, mx, z);
+    if (r.sigmoid) {
+      for (int k = 0; k < K; k++) ws += (wr[k] = route_score(l, ix[k], r, mx, z));
+      for (int k = 0; k < K && K > 1; k++) wr[k] /= ws + 1e-20f;
+    } else if (r.pre_softmax) {
+      for (int k = 0; k < K; k++) wr[k] = route_score(l, ix[k], r, mx, z);
+    } else {
+      for (int k = 0; k < K; k++) ws += (wr[k] = expf(l[ix[k]] - l[ix[0]]));
+      for (int k = 0; k < K; k++) wr[k] /= ws;
     }
-    for (int k = 0; k < K; k++) ws += (wr[k] = expf(l[ix[k]] - l[ix[0]]));
-    for (int k = 0; k < K; k++) wr[k] /= ws;
+    for (int k = 0; k < K; k++) wr[k] *= scale;
   }
 }
 
-/* stat[e] = slots routed to e, stat[E + e] = sum_n prob[n, e]: one thread an expert, tokens in order */
-static __global__ void k_moe_stat(const int32_t *idx, const float *prob, int N, int E, int K, float *stat) {
+/* stat (backend.h moe_route): one thread an expert, tokens in order: the slots the
+ * unbiased scores route to e (with a bias the choice again without it), the
+ * load-balancing loss's scores summed; thread 0 also sum_n lse_n^2 */
+static __global__ void k_moe_stat(const float *logits, const int32_t *idx, int N, int E, int K, ppsrt_moe_router r,
+                                  float *stat) {
   GRID_STRIDE(e, (size_t)E) {
-    float c = 0.0f, ps = 0.0f;
-    for (size_t s = 0; s < (size_t)N * K; s++) c += idx[s] == (int32_t)e ? 1.0f : 0.0f;
-    for (size_t n = 0; n < (size_t)N; n++) ps += prob[n * E + e];
+    float c = 0.0f, ps = 0.0f, zs = 0.0f;
+    for (size_t n = 0; n < (size_t)N; n++) {
+      const float *l = logits + n * E;
+      float mx = l[0], z = 0.0f, ss = 0.0f;
+      for (int j = 1; j < E; j++) mx = fmaxf(mx, l[j]);
+      for (int j = 0; j < E; j++) z += expf(l[j] - mx);
+      if (r.sigmoid) {
+        for (int j = 0; j < E; j++) ss += 1.0f / (1.0f + expf(-l[j]));
+        ps += 1.0f / (1.0f + expf(-l[e])) / (ss + 1e-20f);
+      } else {
+        ps += expf(l[e] - mx) / z;
+      }
+      if (e == 0) { float lse = mx + logf(z); zs += lse * lse; }
+      if (r.sigmoid && r.bias) {   /* the unbiased choice: is e among the K largest sigmoids? */
+        float se = 1.0f / (1.0f + expf(-l[e]));
+        int above = 0;
+        for (int j = 0; j < E; j++) {
+          float sj = 1.0f / (1.0f + expf(-l[j]));
+          above += sj > se || (sj == se && j < (int)e);
+        }
+        c += above < K ? 1.0f : 0.0f;
+      } else {
+        for (int k = 0; k < K; k++) c += idx[n * K + k] == (int32_t)e ? 1.0f : 0.0f;
+      }
+    }
     stat[e] = c;
     stat[E + e] = ps;
+    if (e == 0) stat[2 * E] = zs;
   }
 }
 
-static __global__ void k_moe_route_bwd(bf16 *dl, const float *dw, const float *w, const int32_t *idx, const float *prob,
-                                       const float *coef, int N, int E, int K) {
-  GRID_STRIDE(i, (size_t)N * E) {
-    size_t n = i / E;
-    int e = (int)(i % E);
-    const float *p = prob + n * E, *wr = w + n * K, *dwr = dw + n * K;
+/* the routing's backward (backend.h moe_route_bwd): one thread a token, F32, rounded once */
+static __global__ void k_moe_route_bwd(bf16 *dl, const float *dw, const float *logits, const int32_t *idx,
+                                       ppsrt_moe_router r, const float *coef, int N, int E, int K) {
+  GRID_STRIDE(n, (size_t)N) {
+    const float *l = logits + n * E, *dwr = dw + n * K;
     const int32_t *ix = idx + n * K;
-    float v = 0.0f;
-    if (coef) {
-      float sc = 0.0f;
-      for (int j = 0; j < E; j++) sc += p[j] * coef[j];
-      v = p[e] * (coef[e] - sc);
+    float mx = l[0], z = 0.0f, ss = 0.0f, sc = 0.0f, scale = r.scale > 0.0f ? r.scale : 1.0f;
+    for (int e = 1; e < E; e++) mx = fmaxf(mx, l[e]);
+    for (int e = 0; e < E; e++) { z += expf(l[e] - mx); ss += 1.0f / (1.0f + expf(-l[e])); }
+    float lse = mx + logf(z), t = 1e-20f, gs = 0.0f, qs = 0.0f;
+    if (coef)
+      for (int e = 0; e < E; e++)
+        sc += (r.sigmoid ? 1.0f / (1.0f + expf(-l[e])) / (ss + 1e-20f) : expf(l[e] - mx) / z) * coef[e];
+    /* the sums of the selected: sigmoid t = sum s, gs = sum g s; pre gs = sum g p; softmax qs, gs */
+    for (int k = 0; k < K; k++) {
+      float g = scale * dwr[k], v = r.sigmoid ? 1.0f / (1.0f + expf(-l[ix[k]])) : expf(l[ix[k]] - mx) / z;
+      if (r.sigmoid) t += v;
+      if (!r.sigmoid && !r.pre_softmax) { v = expf(l[ix[k]] - l[ix[0]]); qs += v; }
+      gs += g * v;
     }
-    float sw = 0.0f;
-    for (int k = 0; k < K; k++) sw += wr[k] * dwr[k];
-    for (int k = 0; k < K; k++)
-      if (ix[k] == e) v += wr[k] * (dwr[k] - sw);
-    st(dl, i, v);
+    for (int e = 0; e < E; e++) {
+      float p = expf(l[e] - mx) / z, s = 1.0f / (1.0f + expf(-l[e])), v = r.zcoef * lse * p;
+      if (coef) v += r.sigmoid ? s * (1.0f - s) / (ss + 1e-20f) * (coef[e] - sc) : p * (coef[e] - sc);
+      if (r.pre_softmax && !r.sigmoid) v -= p * gs;
+      for (int k = 0; k < K; k++) {
+        if (ix[k] != e) continue;
+        float g = scale * dwr[k];
+        if (r.sigmoid) v += (K > 1 ? (g - gs / t) / t : g) * s * (1.0f - s);
+        else if (r.pre_softmax) v += p * g;
+        else { float q = expf(l[e] - l[ix[0]]) / qs; v += q * (g - gs / qs); }
+      }
+      st(dl, n * E + e, v);
+    }
   }
 }
 
@@ -958,17 +1019,22 @@ static int swiglu_vec(int N, int C, const void *a, const void *b, const void *c)
   return C % 8 == 0 && (al & 15) == 0 && (size_t)N * C / 4 <= 0xffffffffu;
 }
 
-cudaError_t ppsrt_cu_moe_route(cudaStream_t s, const float *logits, int N, int E, int K, int32_t *idx, float *w,
-                               float *prob, float *stat) {
-  if (N <= 0) return cudaSuccess;
-  LAUNCH(k_moe_route, s, grid_for((size_t)N, 128), 128)(logits, N, E, K, idx, w, prob);
-  LAUNCH(k_moe_stat, s, grid_for((size_t)E, 128), 128)(idx, prob, N, E, K, stat);
+cudaError_t ppsrt_cu_moe_route(cudaStream_t s, const float *logits, int N, int E, int K, const ppsrt_moe_router *r,
+                               int32_t *idx, float *w, float *stat) {
+  ppsrt_moe_router rv = {0, 0, 1.0f, NULL, 0.0f};
+  if (r) rv = *r;
+  if (N > 0) LAUNCH(k_moe_route, s, grid_for((size_t)N, 128), 128)(logits, N, E, K, rv, idx, w);
+  LAUNCH(k_moe_stat, s, grid_for((size_t)E, 128), 128)(logits, idx, N, E, K, rv, stat);
   return cudaGetLastError();
 }
 
-cudaError_t ppsrt_cu_moe_route_bwd(cudaStream_t s, void *dlogits, const float *dw, const float *w, const int32_t *idx,
-                                   const float *prob, const float *coef, int N, int E, int K) {
-  EW(k_moe_route_bwd, (size_t)N * E, (bf16 *)dlogits, dw, w, idx, prob, coef, N, E, K);
+cudaError_t ppsrt_cu_moe_route_bwd(cudaStream_t s, void *dlogits, const float *dw, const float *logits, const int32_t *idx,
+                                   const ppsrt_moe_router *r, const float *coef, int N, int E, int K) {
+  ppsrt_moe_router rv = {0, 0, 1.0f, NULL, 0.0f};
+  if (r) rv = *r;
+  if (N <= 0) return cudaSuccess;
+  LAUNCH(k_moe_route_bwd, s, grid_for((size_t)N, 128), 128)((bf16 *)dlogits, dw, logits, idx, rv, coef, N, E, K);
+  return cudaGetLastError();
 }
 
 cudaError_t ppsrt_cu_moe_permute(cudaStream_t s, void *dst, const void *src, const int32_t *pos, int N, int K, int C) {

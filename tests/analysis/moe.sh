@@ -131,7 +131,9 @@ python3 - "$WORK/def.run" "$WORK/llama.run" <<'PY' && pass "the experts' flags d
 import json, sys
 a, b = (json.load(open(f)) for f in sys.argv[1:3])
 assert [d["flops_per_iteration"] for d in a["per_device"]] == [d["flops_per_iteration"] for d in b["per_device"]]
-assert a["layer"]["experts"] == {"num": 4, "topk": 1, "ffn_hidden": 24, "aux_loss_coeff": 0}, a["layer"]["experts"]
+assert a["layer"]["experts"] == {"num": 4, "topk": 1, "ffn_hidden": 24, "aux_loss_coeff": 0, "score_function": "softmax",
+                                 "pre_softmax": False, "topk_scaling_factor": 1, "z_loss_coeff": 0,
+                                 "expert_bias_update_rate": None}, a["layer"]["experts"]
 PY
 
 # errors: file:line:col and a non-zero exit

@@ -472,33 +472,43 @@ static void t_swiglu_at(int N, int C) {
 }
 
 /* Mixture of experts (backend.h moe_*): the routing from the same F32 logits (the very
- * same experts chosen: the indices compared exactly), the weights, probabilities and
- * per-expert statistics; its backward with and without the load-balancing coefficients;
+ * same experts chosen: the indices compared exactly), the weights and the per-expert
+ * statistics, for each router (softmax over the top-K, pre-softmax, sigmoid, sigmoid with
+ * the expert bias and a scaling factor, the z-loss); its backward with and without the
+ * load-balancing coefficients;
  * the permutation (a shuffled pos) and its backward; the weighted combine and its
  * backward (dw, de, and de written over e in place); then with every 5th slot dropped
  * (position -1: --moe-expert-capacity-factor), a dropped slot's dw 0. */
 static void t_moe(void) {
   int N = 37, E = 6, K = 2, C = 40, NK = N * K;
-  pair lg = mk((size_t)N * E, PPSRT_F32, 2, 0), w = mk(NK, PPSRT_F32, 0, 0), prob = mk((size_t)N * E, PPSRT_F32, 0, 0);
-  pair stat = mk(2 * (size_t)E, PPSRT_F32, 0, 0);
+  pair lg = mk((size_t)N * E, PPSRT_F32, 2, 0), w = mk(NK, PPSRT_F32, 0, 0), stat = mk(2 * (size_t)E + 1, PPSRT_F32, 0, 0);
+  pair bias = mk(E, PPSRT_F32, 0.3f, 0);
   ipair idx = mk_ids(NK, 0, 1), pos = mk_ids(NK, 0, 1);
   int32_t *gi = malloc((size_t)NK * 4);
-  OK(cpu->moe_route(cpu, 0, lg.c, N, E, K, idx.c, w.c, prob.c, stat.c));
-  OK(gpu->moe_route(gpu, 0, lg.g, N, E, K, idx.g, w.g, prob.g, stat.g));
-  OK(gpu->memcpy_async(gpu, PPSRT_STREAM_COMPUTE, gi, idx.g, (size_t)NK * 4, 2));
-  OK(gpu->stream_sync(gpu, PPSRT_STREAM_COMPUTE));
-  int same = !memcmp(gi, idx.c, (size_t)NK * 4);
-  checks++;
-  if (!same) { failures++; fprintf(stderr, "FAIL: moe_route: the GPU chose other experts than the CPU\n"); }
-  else printf("ok   %-44s n=%-8d the same experts\n", "moe_route indices", NK);
-  compare("moe_route weights", &w, TOL_F32);
-  compare("moe_route probabilities", &prob, TOL_F32);
-  compare("moe_route counts and probability sums", &stat, TOL_F32);
   pair dw = mk(NK, PPSRT_F32, 1, 0), coef = mk(E, PPSRT_F32, 1, 0), dl = mk((size_t)N * E, PPSRT_BF16, 0, 0);
-  for (int aux = 0; aux < 2; aux++) {
-    OK(cpu->moe_route_bwd(cpu, 0, dl.c, dw.c, w.c, idx.c, prob.c, aux ? coef.c : NULL, N, E, K));
-    OK(gpu->moe_route_bwd(gpu, 0, dl.g, dw.g, w.g, idx.g, prob.g, aux ? coef.g : NULL, N, E, K));
-    compare(aux ? "moe_route_bwd with the aux coefficients" : "moe_route_bwd", &dl, TOL_BF16);
+  static const char *const rn[5] = {"softmax", "pre-softmax", "sigmoid", "sigmoid bias scale", "softmax z-loss"};
+  for (int v = 0; v < 5; v++) {
+    ppsrt_moe_router rc = {v == 2 || v == 3, v == 1, v == 3 ? 2.5f : 0.0f, NULL, v == 4 ? 0.4f : 0.0f}, rg = rc;
+    if (v == 3) { rc.bias = bias.c; rg.bias = bias.g; }
+    char what[96];
+    OK(cpu->moe_route(cpu, 0, lg.c, N, E, K, v ? &rc : NULL, idx.c, w.c, stat.c));
+    OK(gpu->moe_route(gpu, 0, lg.g, N, E, K, v ? &rg : NULL, idx.g, w.g, stat.g));
+    OK(gpu->memcpy_async(gpu, PPSRT_STREAM_COMPUTE, gi, idx.g, (size_t)NK * 4, 2));
+    OK(gpu->stream_sync(gpu, PPSRT_STREAM_COMPUTE));
+    int same = !memcmp(gi, idx.c, (size_t)NK * 4);
+    checks++;
+    if (!same) { failures++; fprintf(stderr, "FAIL: moe_route %s: the GPU chose other experts than the CPU\n", rn[v]); }
+    else { snprintf(what, sizeof what, "moe_route %s indices", rn[v]); printf("ok   %-44s n=%-8d the same experts\n", what, NK); }
+    snprintf(what, sizeof what, "moe_route %s weights", rn[v]);
+    compare(what, &w, TOL_F32);
+    snprintf(what, sizeof what, "moe_route %s counts, score sums, z", rn[v]);
+    compare(what, &stat, TOL_F32);
+    for (int aux = 0; aux < 2; aux++) {
+      OK(cpu->moe_route_bwd(cpu, 0, dl.c, dw.c, lg.c, idx.c, v ? &rc : NULL, aux ? coef.c : NULL, N, E, K));
+      OK(gpu->moe_route_bwd(gpu, 0, dl.g, dw.g, lg.g, idx.g, v ? &rg : NULL, aux ? coef.g : NULL, N, E, K));
+      snprintf(what, sizeof what, "moe_route_bwd %s%s", rn[v], aux ? " with the aux coefficients" : "");
+      compare(what, &dl, TOL_BF16);
+    }
   }
   for (int i = 0; i < NK; i++) pos.c[i] = (int32_t)(((int64_t)i * 7 + 3) % NK);   /* 7 and 74: coprime */
   OK(gpu->memcpy_async(gpu, PPSRT_STREAM_COMPUTE, pos.g, pos.c, (size_t)NK * 4, 1));
@@ -550,7 +560,7 @@ static void t_moe(void) {
   drop(&e2);
   free(gi);
   cpu->free(cpu, idx.c); gpu->free(gpu, idx.g); cpu->free(cpu, pos.c); gpu->free(gpu, pos.g);
-  drop(&lg); drop(&w); drop(&prob); drop(&stat); drop(&dw); drop(&coef); drop(&dl); drop(&src); drop(&dst);
+  drop(&lg); drop(&w); drop(&bias); drop(&stat); drop(&dw); drop(&coef); drop(&dl); drop(&src); drop(&dst);
   drop(&dp); drop(&dx); drop(&e); drop(&a); drop(&y); drop(&ww); drop(&dy); drop(&de); drop(&dwo);
 }
 

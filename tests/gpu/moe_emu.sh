@@ -18,6 +18,9 @@
 #    first loss within 2e-3 of the CPU's;
 #  - the first iteration's loss within 2e-3 (relative; bfloat16 storage) of the CPU
 #    backend's, for both layers: the device routing picks the CPU's experts;
+#  - the router's options: sigmoid scores with the expert bias, a scaling factor and the
+#    z-loss (--check, the CPU's first loss within 2e-3, D = 2's bias saved and resumed with
+#    the uninterrupted loss), pre-softmax at T = 2 --sequence-parallel (--check);
 #  - the race detector and deadlock checks of the emulator on all of it (exit 66/67).
 # Not run on a real GPU here (docs/models.md says so). Skipped (77) without the emulator.
 . "$(dirname "$0")/../runtime/lib.sh"
@@ -98,6 +101,33 @@ python3 - "$WORK/cpu" "$WORK/gpu" "$WORK/cpu0" <<'PY' && pass "CF 0.5: CUDA's fi
 import json, sys
 c, g, d = [json.load(open(f))["iterations"][0]["loss"] for f in sys.argv[1:4]]
 assert abs(c - g) <= 2e-3 * abs(c) and abs(c - d) > 1e-4, (c, g, d)
+PY
+# the router's options (moe_route's ppsrt_moe_router; docs/models.md "Router options"):
+# --check with sigmoid scores, the expert bias (on the device), a scaling factor and the
+# z-loss, and pre-softmax at T = 2; the first loss the CPU's within 2e-3; the bias after
+# 2 iterations at D = 2 saved and resumed on the emulator gives the third loss of the
+# uninterrupted run (the replicas' biases the same, the device copy loaded)
+R="--moe-router-score-function sigmoid --moe-router-enable-expert-bias --moe-router-bias-update-rate 0.05"
+R="$R --moe-z-loss-coeff 0.01 --moe-router-topk-scaling-factor 2"
+expect_exit 0 "1F1B sigmoid, expert bias, z-loss, scaling on 2 emulated GPUs --check" emu 2 "$WORK/a" $M $R --check -q
+expect_grep "^check: passed" "router options: check passes"
+expect_exit 0 "pre-softmax, z-loss, T = 2 --sequence-parallel on 4 emulated GPUs --check" emu 4 "$WORK/a" $M \
+  --moe-router-pre-softmax --moe-z-loss-coeff 0.01 --tensor-parallel 2 --sequence-parallel --check -q
+expect_grep "^check: passed" "pre-softmax T = 2: check passes"
+"$WORK/a" $M $R --json -q > "$WORK/cpu" 2>&1 || fail "router: the CPU run"
+emu 2 "$WORK/a" $M $R --json -q > "$WORK/gpu" 2>&1 || fail "router: the emulated CUDA run"
+python3 - "$WORK/cpu" "$WORK/gpu" <<'PY' && pass "router options: CUDA's first loss is the CPU's within 2e-3" || fail "router: CUDA's loss against the CPU's"
+import json, sys
+c, g = [json.load(open(f))["iterations"][0]["loss"] for f in sys.argv[1:3]]
+assert abs(c - g) <= 2e-3 * abs(c), (c, g)
+PY
+emu 4 "$WORK/a" $M $R --data-parallel 2 --iterations 3 --json -q > "$WORK/b3" 2>&1 || fail "router: 3 iterations D = 2"
+emu 4 "$WORK/a" $M $R --data-parallel 2 --iterations 2 --save "$WORK/bk" -q > "$WORK/out" 2>&1 || fail "router: the save"
+emu 4 "$WORK/a" $M $R --data-parallel 2 --iterations 1 --load "$WORK/bk" --json -q > "$WORK/b1" 2>&1 || fail "router: the resume"
+python3 - "$WORK/b3" "$WORK/b1" <<'PY' && pass "router: D = 2's expert bias resumes on the emulator (the third loss)" || fail "router: resume with the bias on CUDA"
+import json, sys
+a = json.load(open(sys.argv[1]))["iterations"][2]["loss"]; b = json.load(open(sys.argv[2]))["iterations"][0]["loss"]
+assert abs(a - b) <= 1e-6 * abs(a), (a, b)
 PY
 if have_mpi; then
   expect_exit 0 "mpirun -np 8: NCCL D = 4 X = 2 --check" mpirun_np 8 env LD_PRELOAD="$EMU" PPS_EMU_SEED=7 "$WORK/a" $M \

@@ -97,6 +97,8 @@ static int moe_E, moe_K;     /* the MoE cases' --num-experts, --moe-topk (0: a d
 static double moe_a;         /* and --moe-aux-loss-coeff */
 static double moe_cf;        /* and --moe-expert-capacity-factor (0: dropless) */
 static int moe_pos;          /* and --moe-token-drop-policy position (1) */
+static int moe_sig, moe_pre; /* and the router: --moe-router-score-function sigmoid, --moe-router-pre-softmax */
+static double moe_s, moe_z;  /* --moe-router-topk-scaling-factor (0: none), --moe-z-loss-coeff */
 static int test_mode_drop(int vm, int arch, double drop) {
   ppsrt_model_config cfg = {0};
   cfg.name = "gpt";
@@ -108,6 +110,8 @@ static int test_mode_drop(int vm, int arch, double drop) {
   cfg.hidden_dropout = cfg.attention_dropout = drop;
   cfg.num_experts = moe_E; cfg.moe_topk = moe_K; cfg.moe_aux_coeff = moe_a;
   cfg.moe_capacity = moe_cf; cfg.moe_drop_position = moe_pos;
+  cfg.moe_router_sigmoid = moe_sig; cfg.moe_router_pre_softmax = moe_pre; cfg.moe_router_scale = moe_s;
+  cfg.moe_z_coeff = moe_z;
   int stages[2] = {0, 1};
   memset(&ctx, 0, sizeof ctx);
   ctx.be = be; ctx.nmb = cfg.nmb; ctx.nstage = cfg.nstage;
@@ -161,9 +165,10 @@ static int test_mode_drop(int vm, int arch, double drop) {
     if (maxd > worst) worst = maxd;
     free(g);
   }
-  char moe[96] = "";
-  if (moe_E) snprintf(moe, sizeof moe, " experts %d top %d aux %g cf %g%s (%d of %d skipped)", moe_E, moe_K, moe_a, moe_cf,
-                      moe_pos ? " position" : "", skipped, sampled);
+  char moe[160] = "";
+  if (moe_E) snprintf(moe, sizeof moe, " experts %d top %d aux %g cf %g%s%s%s scale %g z %g (%d of %d skipped)", moe_E, moe_K,
+                      moe_a, moe_cf, moe_pos ? " position" : "", moe_sig ? " sigmoid" : "", moe_pre ? " pre-softmax" : "",
+                      moe_s, moe_z, skipped, sampled);
   printf("%s gpt gradients vs finite differences, vocab mode %d, %s%s%s%s%s%s: %d tensors, loss %.6f, max |fd| %.3g, "
          "max |grad - fd| %.3g (tol %.0e + %.0e*|fd|)\n", bad ? "FAIL" : "ok  ", vm, cfg.swiglu ? "swiglu" : "gelu",
          cfg.rmsnorm ? " rmsnorm" : " layernorm", cfg.rope ? " rope" : " learned", cfg.no_bias ? " no-bias" : "",
@@ -213,11 +218,39 @@ static int test_moe_drop(void) {
   return bad;
 }
 
+/* --moe-router-enable-expert-bias's update (moe.c ppsrt_moe_update_bias) on loads made up
+ * here, two layers, U = 0.25: layer 0's loads 10 2 2 2 (mean 4) lower expert 0's bias and
+ * raise the others'; layer 1's 4 4 4 4 move nothing (sign 0); the loads are zeroed after,
+ * and a second update with layer 0's loads 1 3 3 5 (mean 3) adds +U, 0, 0, -U. */
+static int test_expert_bias(void) {
+  ppsrt_model_config cfg = {0};
+  cfg.hidden = 8; cfg.seq = 4; cfg.micro_batch = 1; cfg.nmb = 1; cfg.num_experts = 4; cfg.moe_topk = 2;
+  cfg.moe_router_sigmoid = 1; cfg.moe_expert_bias = 1; cfg.moe_bias_rate = 0.25;
+  ppsrt_moe mo;
+  ppsrt_ctx c0;
+  memset(&c0, 0, sizeof c0);
+  OK(ppsrt_moe_init(&mo, &cfg, PPSRT_F32, 4, 4, 0, 1, 2));
+  static const float l1[2][4] = {{10, 2, 2, 2}, {4, 4, 4, 4}}, l2[4] = {1, 3, 3, 5};
+  static const float want1[2][4] = {{-0.25f, 0.25f, 0.25f, 0.25f}, {0, 0, 0, 0}}, want2[4] = {0, 0.25f, 0.25f, 0};
+  memcpy(mo.hload, l1, sizeof l1);
+  OK(ppsrt_moe_update_bias(&mo, &c0, be));
+  int bad = memcmp(ppsrt_moe_bias(&mo, 0), want1[0], sizeof want1[0]) || memcmp(ppsrt_moe_bias(&mo, 1), want1[1], sizeof want1[1]);
+  for (int e = 0; e < 8; e++) bad += mo.hload[e] != 0;
+  memcpy(mo.hload, l2, sizeof l2);
+  OK(ppsrt_moe_update_bias(&mo, &c0, be));
+  bad += memcmp(ppsrt_moe_bias(&mo, 0), want2, sizeof want2) != 0;
+  const float *b = ppsrt_moe_bias(&mo, 0);
+  printf("%s moe expert bias update (U 0.25): layer 0 after loads 10 2 2 2, then 1 3 3 5: %g %g %g %g\n", bad ? "FAIL" : "ok  ",
+         (double)b[0], (double)b[1], (double)b[2], (double)b[3]);
+  ppsrt_moe_free(&mo);
+  return bad != 0;
+}
+
 int main(void) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   int bad0 = test_moe_drop();
   OK(ppsrt_cpu_backend_create(0, &be));
-  int bad = 0;
+  int bad = test_expert_bias();
   for (int vm = 0; vm <= 2; vm++) bad += test_mode(vm, 0) + test_mode(vm, 15);   /* GPT-2's layer, Llama's */
   for (int a = 1; a <= 8; a *= 2) bad += test_mode(0, a);                         /* each change alone */
   for (int vm = 0; vm <= 2; vm += 2)                                                /* dropout, both layers */
@@ -239,6 +272,19 @@ int main(void) {
       bad += test_mode(0, a);
     }
   moe_cf = 0; moe_pos = 0;
+  /* the router's options (moe.c, backend.h moe_route): sigmoid scores (renormalised at
+   * K = 2, not at K = 1) with a scaling factor, the z-loss (its value and its gradient),
+   * pre-softmax; both layers (the expert bias starts at 0: nothing to differentiate) */
+  for (int a = 0; a <= 15; a += 15) {
+    moe_E = 4; moe_a = 0.5;
+    moe_sig = 1; moe_s = 2.5; moe_z = 0.3;
+    for (moe_K = 2; moe_K >= 1; moe_K--) bad += test_mode(0, a);
+    moe_sig = 0; moe_s = 0; moe_pre = 1; moe_K = 2;
+    bad += test_mode(0, a);
+    moe_pre = 0; moe_a = 0; moe_z = 0.3;
+    bad += test_mode(0, a);   /* the z-loss alone, softmax over the top-K */
+    moe_z = 0;
+  }
   be->destroy(be);
   return bad || bad0 ? 1 : 0;
 }

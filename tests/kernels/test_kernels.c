@@ -829,23 +829,26 @@ static void test_streams(void) {
 }
 
 /* Mixture of experts (backend.h moe_*): the routing against double formulas (a tie: the
- * lower expert first), its backward against finite differences of
- * L = sum r_w w + sum_{n,e} c_e prob[n, e] (logits spaced 0.3 apart: eps moves no token
- * to another expert), the permutation's backward as its adjoint, the combine against a
- * double sum and its backward against finite differences of L = sum r y, and de written
- * over e exactly as out of place. */
+ * lower expert first) for each router (softmax over the top-K, --moe-router-pre-softmax,
+ * sigmoid with K > 1 and K = 1, a scaling factor, the expert bias, the z-loss), its
+ * backward against finite differences of L = sum r_w w + sum_e c_e stat[E + e] +
+ * zcoef / 2 stat[2E] (logits spaced 0.3 apart, the bias 0.5 on some experts: eps moves
+ * no token to another expert), the permutation's backward as its adjoint, the combine
+ * against a double sum and its backward against finite differences of L = sum r y, and
+ * de written over e exactly as out of place. */
 typedef struct moe_ctx {
   int N, E, K, C;
-  float *lg, *w, *prob, *stat, *rw, *coef, *e, *ww, *r, *y;
+  float *lg, *w, *stat, *rw, *coef, *e, *ww, *r, *y;
   int32_t *idx, *pos;
+  const ppsrt_moe_router *rt;
 } moe_ctx;
 static double moe_route_probe(void *p) {
   moe_ctx *m = p;
-  OK(be->moe_route(be, 0, m->lg, m->N, m->E, m->K, m->idx, m->w, m->prob, m->stat), "moe_route");
+  OK(be->moe_route(be, 0, m->lg, m->N, m->E, m->K, m->rt, m->idx, m->w, m->stat), "moe_route");
   double L = 0;
   for (int i = 0; i < m->N * m->K; i++) L += (double)m->rw[i] * m->w[i];
-  for (int i = 0; i < m->N * m->E; i++) L += (double)m->coef[i % m->E] * m->prob[i];
-  return L;
+  for (int e = 0; e < m->E; e++) L += (double)m->coef[e] * m->stat[m->E + e];
+  return L + (m->rt ? 0.5 * m->rt->zcoef * m->stat[2 * m->E] : 0.0);
 }
 static double moe_comb_probe(void *p) {
   moe_ctx *m = p;
@@ -854,53 +857,91 @@ static double moe_comb_probe(void *p) {
   for (int i = 0; i < m->N * m->C; i++) L += (double)m->r[i] * m->y[i];
   return L;
 }
+/* the descending order of v (+ bias) over E, the lower index first on ties */
+static void ref_order(const double *v, const float *bias, int E, int *ord) {
+  for (int e = 0; e < E; e++) ord[e] = e;
+  for (int a = 0; a < E; a++)
+    for (int b = a + 1; b < E; b++) {
+      double x = v[ord[b]] + (bias ? bias[ord[b]] : 0), y = v[ord[a]] + (bias ? bias[ord[a]] : 0);
+      if (x > y) { int t = ord[a]; ord[a] = ord[b]; ord[b] = t; }
+    }
+}
+/* one router on the logits of m (K of m->K): the reference's experts, weights and stat in
+ * double, then the backward against finite differences */
+static void test_route_case(moe_ctx *m, const char *name, const ppsrt_moe_router *rt) {
+  int N = m->N, E = m->E, K = m->K, NK = N * K, bad = 0;
+  char what[96];
+  m->rt = rt;
+  OK(be->moe_route(be, 0, m->lg, N, E, K, rt, m->idx, m->w, m->stat), "moe_route");
+  double *rw = malloc((size_t)NK * sizeof *rw), rs[64] = {0}, p[16], s[16], sc[16];
+  int sig = rt && rt->sigmoid, pre = rt && rt->pre_softmax;
+  double scale = rt && rt->scale > 0 ? rt->scale : 1.0;
+  for (int n = 0; n < N; n++) {
+    const float *l = m->lg + n * E;
+    double mx = l[0], z = 0, ss = 0;
+    for (int e = 1; e < E; e++) mx = fmax(mx, l[e]);
+    for (int e = 0; e < E; e++) z += exp(l[e] - mx);
+    for (int e = 0; e < E; e++) { p[e] = exp(l[e] - mx) / z; s[e] = 1 / (1 + exp(-(double)l[e])); ss += s[e]; }
+    rs[2 * E] += (mx + log(z)) * (mx + log(z));
+    for (int e = 0; e < E; e++) { sc[e] = sig ? s[e] : pre ? p[e] : l[e]; rs[E + e] += sig ? s[e] / (ss + 1e-20) : p[e]; }
+    int ord[16], uord[16];
+    ref_order(sc, sig && rt ? rt->bias : NULL, E, ord);
+    ref_order(sc, NULL, E, uord);
+    double ws = 0;
+    for (int k = 0; k < K; k++) ws += sig ? s[ord[k]] : exp(l[ord[k]] - l[ord[0]]);
+    for (int k = 0; k < K; k++) {
+      bad += m->idx[n * K + k] != ord[k];
+      double v = sig ? (K > 1 ? s[ord[k]] / (ws + 1e-20) : s[ord[k]]) : pre ? p[ord[k]] : exp(l[ord[k]] - l[ord[0]]) / ws;
+      rw[n * K + k] = scale * v;
+      rs[uord[k]] += 1;
+    }
+  }
+  if (!rt) bad += m->idx[1 * K] != 2 || m->idx[1 * K + 1] != 5;
+  snprintf(what, sizeof what, "moe_route %s top-K", name);
+  if (bad) { printf("FAIL %s: %d experts chosen otherwise than the descending, lower-first order\n", what, bad); failures++; }
+  else printf("ok   %-34s n=%-5d the reference's experts\n", what, NK);
+  snprintf(what, sizeof what, "moe_route %s weights", name);
+  check(what, m->w, rw, NK, 1e-6, 1e-5);
+  snprintf(what, sizeof what, "moe_route %s stat", name);
+  check(what, m->stat, rs, 2 * (size_t)E + 1, 1e-5, 1e-5);
+  /* backward: the tie of row 1 moved apart first (a tie has no derivative) */
+  float t = m->lg[1 * E + 5];
+  m->lg[1 * E + 5] = 1.6f;
+  float *dl = vec((size_t)N * E);
+  double *fd = malloc((size_t)N * E * sizeof *fd);
+  OK(be->moe_route(be, 0, m->lg, N, E, K, rt, m->idx, m->w, m->stat), "moe_route");
+  OK(be->moe_route_bwd(be, 0, dl, m->rw, m->lg, m->idx, rt, m->coef, N, E, K), "moe_route_bwd");
+  fd_grad(moe_route_probe, m, m->lg, (size_t)N * E, fd);
+  snprintf(what, sizeof what, "moe_route_bwd %s (FD, aux coef)", name);
+  check(what, dl, fd, (size_t)N * E, 2e-4, 2e-3);
+  m->lg[1 * E + 5] = t;
+  free(rw); free(fd); be->free(be, dl);
+}
 static void test_moe(void) {
   moe_ctx m;
   memset(&m, 0, sizeof m);
   m.N = 5; m.E = 6; m.K = 3; m.C = 4;
   int N = m.N, E = m.E, K = m.K, C = m.C, NK = N * K;
-  m.lg = vec((size_t)N * E); m.w = vec(NK); m.prob = vec((size_t)N * E); m.stat = vec(2 * (size_t)E);
+  m.lg = vec((size_t)N * E); m.w = vec(NK); m.stat = vec(2 * (size_t)E + 1);
   m.idx = (int32_t *)vec(NK); m.pos = (int32_t *)vec(NK);
   for (int n = 0; n < N; n++)   /* distinct logits 0.3 apart, shuffled per row */
     for (int e = 0; e < E; e++) m.lg[n * E + e] = 0.3f * (float)((e * 5 + n * 2) % E) - 0.7f;
   m.lg[1 * E + 2] = m.lg[1 * E + 5] = 2.0f;   /* row 1: a tie at the top: expert 2, then 5 */
-  OK(be->moe_route(be, 0, m.lg, N, E, K, m.idx, m.w, m.prob, m.stat), "moe_route");
-  double *rw = malloc((size_t)NK * sizeof *rw), *rp = malloc((size_t)N * E * sizeof *rp), rs[64] = {0};
-  int bad = 0;
-  for (int n = 0; n < N; n++) {
-    const float *l = m.lg + n * E;
-    double mx = l[0], s = 0;
-    for (int e = 1; e < E; e++) mx = fmax(mx, l[e]);
-    for (int e = 0; e < E; e++) s += exp(l[e] - mx);
-    for (int e = 0; e < E; e++) { rp[n * E + e] = exp(l[e] - mx) / s; rs[E + e] += rp[n * E + e]; }
-    int ord[16];
-    for (int e = 0; e < E; e++) ord[e] = e;
-    for (int a = 0; a < E; a++)   /* descending logit, the lower index first on ties */
-      for (int b = a + 1; b < E; b++)
-        if (l[ord[b]] > l[ord[a]]) { int t = ord[a]; ord[a] = ord[b]; ord[b] = t; }
-    double ws = 0;
-    for (int k = 0; k < K; k++) ws += exp(l[ord[k]] - l[ord[0]]);
-    for (int k = 0; k < K; k++) {
-      bad += m.idx[n * K + k] != ord[k];
-      rw[n * K + k] = exp(l[ord[k]] - l[ord[0]]) / ws;
-      rs[ord[k]] += 1;
-    }
-  }
-  bad += m.idx[1 * K] != 2 || m.idx[1 * K + 1] != 5;
-  if (bad) { printf("FAIL moe_route: %d experts chosen otherwise than the descending, lower-first order\n", bad); failures++; }
-  else printf("ok   %-34s n=%-5d the reference's experts (row 1's tie: 2 before 5)\n", "moe_route top-K", NK);
-  check("moe_route weights", m.w, rw, NK, 1e-6, 1e-5);
-  check("moe_route probabilities", m.prob, rp, (size_t)N * E, 1e-6, 1e-5);
-  check("moe_route counts, probability sums", m.stat, rs, 2 * (size_t)E, 1e-6, 1e-5);
-  /* backward: the tie moved apart first (a tie has no derivative) */
-  m.lg[1 * E + 5] = 1.6f;
   m.rw = rvec(NK, 1.0f); m.coef = rvec(E, 1.0f);
-  float *dl = vec((size_t)N * E);
-  OK(be->moe_route(be, 0, m.lg, N, E, K, m.idx, m.w, m.prob, m.stat), "moe_route");
-  OK(be->moe_route_bwd(be, 0, dl, m.rw, m.w, m.idx, m.prob, m.coef, N, E, K), "moe_route_bwd");
-  double *fd = malloc((size_t)N * E * sizeof *fd);
-  fd_grad(moe_route_probe, &m, m.lg, (size_t)N * E, fd);
-  check("moe_route_bwd (FD, with aux coef)", dl, fd, (size_t)N * E, 2e-4, 2e-3);
+  float *bias = vec(E);
+  for (int e = 0; e < E; e++) bias[e] = e % 3 == 0 ? 0.5f : 0.0f;   /* (the sigmoids span < 0.5: above the others) */
+  ppsrt_moe_router pre = {0, 1, 0.0f, NULL, 0.0f}, sg = {1, 0, 0.0f, NULL, 0.0f}, sgb = {1, 0, 2.5f, bias, 0.0f},
+                   zl = {0, 0, 1.5f, NULL, 0.7f}, sgz = {1, 0, 0.0f, NULL, 0.3f};
+  test_route_case(&m, "softmax", NULL);
+  test_route_case(&m, "pre-softmax", &pre);
+  test_route_case(&m, "sigmoid", &sg);
+  test_route_case(&m, "sigmoid bias scale", &sgb);
+  test_route_case(&m, "softmax scale z-loss", &zl);
+  test_route_case(&m, "sigmoid z-loss", &sgz);
+  m.K = 1;
+  test_route_case(&m, "sigmoid K=1", &sg);
+  test_route_case(&m, "pre-softmax K=1", &pre);
+  m.K = K;
   /* the permutation: <permute(x), r> = <x, permute_bwd(r)>; accumulate adds */
   for (int i = 0; i < NK; i++) m.pos[i] = (int32_t)((i * 7 + 3) % NK);   /* 7 and 15: coprime */
   float *x = rvec((size_t)N * C, 1.0f), *px = vec((size_t)NK * C), *r2 = rvec((size_t)NK * C, 1.0f);
@@ -936,8 +977,8 @@ static void test_moe(void) {
   int same = !memcmp(e2, de, (size_t)NK * C * sizeof *e2) && !memcmp(dw2, dw, (size_t)NK * sizeof *dw);
   if (!same) { printf("FAIL moe_unpermute_bwd: de over e differs from out of place\n"); failures++; }
   else printf("ok   %-34s n=%-5d exact\n", "moe_unpermute_bwd de over e", NK * C);
-  free(rw); free(rp); free(fd); free(ry); free(fde); free(fdw);
-  float *fr[] = {m.lg, m.w, m.prob, m.stat, (float *)m.idx, (float *)m.pos, m.rw, m.coef, dl, x, px, r2, dx, dx0,
+  free(ry); free(fde); free(fdw);
+  float *fr[] = {m.lg, m.w, m.stat, (float *)m.idx, (float *)m.pos, m.rw, m.coef, bias, x, px, r2, dx, dx0,
                  m.e, m.ww, m.r, m.y, a, ya, de, dw, e2, dw2};
   for (size_t i = 0; i < sizeof fr / sizeof *fr; i++) be->free(be, fr[i]);
 }

@@ -16,11 +16,14 @@
 #    EP 2 (mp_rank_TT_PPP_EEE): bit for bit, the saved run's loss, also at
 #    --data-parallel 2 --expert-parallel 2; SequentialMLP's names at TP 2 x EP 2 and the
 #    legacy GroupedMLP at PP 2 x EP 2 bit for bit; GPT-2's layer with biases at TP 1 x
-#    EP 4 (mp_rank_TT_EEE): bit for bit and the loss; each MoE argument the runtime
-#    cannot compute refused (pre-softmax, sigmoid, top-K scaling, shared experts,
-#    moe_layer_freq, expert bias, groups, padding to the capacity, a capacity factor of 0
+#    EP 4 (mp_rank_TT_EEE): bit for bit and the loss; the router's options (sigmoid, the
+#    expert bias, a scaling factor, a z-loss) become the run's flags, router.expert_bias
+#    the checkpoint's tensor bit for bit, and the import continues the saved run's loss;
+#    each MoE argument the runtime cannot compute refused (sqrtsoftplus scores, an expert
+#    bias with softmax, a scaling factor of 0, shared experts,
+#    moe_layer_freq, groups, padding to the capacity, a capacity factor of 0
 #    or another drop policy, seq_aux_loss > 0, Sinkhorn,
-#    z-loss, expert TP, GroupedMLP at TP 2, a missing EP rank, EP ranks of a dense model,
+#    a negative z-loss, expert TP, GroupedMLP at TP 2, a missing EP rank, EP ranks of a dense model,
 #    a dense tensor differing between EP ranks);
 #  - BF16 weights: the import is the bfloat16 values (exact) and --optimizer adam adds
 #    zero moments;
@@ -179,12 +182,11 @@ refuse "a dropout rate of 1" "hidden_dropout = 1.0" --arg hidden_dropout=1.0
 refuse "num_experts without experts' tensors" "no tensor 'decoder.layers.0.pre_mlp_layernorm.weight'" --arg num_experts=8
 refuse "expert-parallel ranks of a dense model" "expert_model_parallel_size = 2: expert-parallel ranks without" --ep 2
 SRC=$WORK/ck_moe
-refuse "pre-softmax routing" "moe_router_pre_softmax = True" --arg moe_router_pre_softmax=True
-refuse "sigmoid scores" "moe_router_score_function = 'sigmoid'" --arg "moe_router_score_function='sigmoid'"
-refuse "top-K scaling" "moe_router_topk_scaling_factor = 2.5" --arg moe_router_topk_scaling_factor=2.5
+refuse "sqrtsoftplus scores" "moe_router_score_function = 'sqrtsoftplus'" --arg "moe_router_score_function='sqrtsoftplus'"
+refuse "an expert bias with softmax scores" "moe_router_enable_expert_bias = True" --arg moe_router_enable_expert_bias=True
+refuse "a top-K scaling factor of 0" "moe_router_topk_scaling_factor = 0" --arg moe_router_topk_scaling_factor=0
 refuse "shared experts" "moe_shared_expert_intermediate_size = 24" --arg moe_shared_expert_intermediate_size=24
 refuse "dense layers between MoE layers" "moe_layer_freq = \[1, 0, 1, 0\]" --arg "moe_layer_freq=[1,0,1,0]"
-refuse "an expert bias" "moe_router_enable_expert_bias = True" --arg moe_router_enable_expert_bias=True
 refuse "group-limited routing" "moe_router_num_groups = 2" --arg moe_router_num_groups=2
 refuse "padding to the capacity" "moe_pad_expert_input_to_capacity = True" --arg moe_expert_capacity_factor=1.0 \
   --arg moe_pad_expert_input_to_capacity=True
@@ -193,7 +195,7 @@ refuse "another drop policy" "moe_token_drop_policy = 'random'" --arg moe_expert
   --arg "moe_token_drop_policy='random'"
 refuse "seq_aux_loss with a coefficient" "moe_router_load_balancing_type = 'seq_aux_loss'" --arg "moe_router_load_balancing_type='seq_aux_loss'"
 refuse "Sinkhorn routing" "moe_router_load_balancing_type = 'sinkhorn'" --arg "moe_router_load_balancing_type='sinkhorn'" --arg moe_aux_loss_coeff=0.0
-refuse "a z-loss" "moe_z_loss_coeff = 0.001" --arg moe_z_loss_coeff=0.001
+refuse "a negative z-loss" "moe_z_loss_coeff = -0.001" --arg moe_z_loss_coeff=-0.001
 refuse "expert tensor parallel 1 under TP 2" "expert_tensor_parallel_size = 1" --tp 2 --arg expert_tensor_parallel_size=1
 refuse "the legacy GroupedMLP at TP 2" "legacy GroupedMLP converts only at tensor_model_parallel_size 1" --tp 2 --experts legacy
 refuse "dense tensors differing between EP ranks" "word_embeddings.weight' differs between expert-parallel ranks 0 and 1" \
@@ -212,6 +214,40 @@ rm -rf "$WORK/bad"; python3 "$FX" write "$WORK/ck_moe" "$WORK/bad" --arg moe_exp
 "$WORK/a" $(sed -n 's/^  \(.*\) --load .*/\1/p' "$WORK/out") --layers-per-stage 2 --load "$WORK/imp_cf" --lr 0 --iterations 1 \
   --data "$DATA" --json > "$WORK/cf.json" 2> "$WORK/err" && grep -q '"expert_capacity"' "$WORK/cf.json" &&
   pass "the import runs with its capacity factor" || fail "capacity factor run: $(cat "$WORK/err")"
+# the router's options (DeepSeek-V3 style: sigmoid scores, the expert bias, a scaling factor, a
+# z-loss): the runtime saves after 2 iterations at --lr 0 (the bias moved, the weights not),
+# Megatron files carry router.expert_bias; the import prints the flags, holds the bias bit
+# for bit, and runs with the loss of the expected checkpoint (the bias loaded: not the
+# saved run's first loss, made with the bias at 0)
+R="--moe-router-score-function sigmoid --moe-router-topk-scaling-factor 2.5 --moe-z-loss-coeff 0.001"
+R="$R --moe-router-enable-expert-bias --moe-router-bias-update-rate 0.05"
+"$WORK/a" $L --layers-per-stage 2 $MOE $R --lr 0 --iterations 2 --data "$DATA" --save "$WORK/ck_rt" --json > "$WORK/r_rt" \
+  2> "$WORK/err" || fail "router: save run: $(cat "$WORK/err")"
+python3 "$FX" write "$WORK/ck_rt" "$WORK/meg_rt" --tp 2 --pp 2 --ep 2 --experts te --expect "$WORK/want_rt" \
+  --arg "moe_router_score_function='sigmoid'" --arg moe_router_enable_expert_bias=True --arg moe_router_bias_update_rate=0.05 \
+  --arg moe_router_topk_scaling_factor=2.5 --arg moe_z_loss_coeff=0.001 2> "$WORK/err" || fail "router fixture: $(cat "$WORK/err")"
+python3 "$MG" import "$WORK/meg_rt" "$WORK/imp_rt" > "$WORK/imp_rt.out" 2> "$WORK/err" || fail "router import: $(cat "$WORK/err")"
+grep -q -- "--moe-aux-loss-coeff 0.01 $R --load" "$WORK/imp_rt.out" && pass "router: the options' flags printed" ||
+  fail "router: flags: $(cat "$WORK/imp_rt.out")"
+if same "$WORK/want_rt" "$WORK/imp_rt" && grep -q "expert_bias" "$WORK/meg_rt"/iter_*/mp_rank_00_000_000/model_optim_rng.pt &&
+  python3 - "$top_srcdir/tests/runtime" "$WORK/imp_rt" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[1])
+import ckpt_tensors
+t = ckpt_tensors.load(sys.argv[2])
+b = [x for k, (s, v) in t.items() if k.endswith(".moe.router.expert_bias") for x in v]
+assert len(b) == 16 and any(b), b
+PY
+then pass "router: router.expert_bias imported bit for bit ($(cat "$WORK/same.out"))"; else fail "router: the bias: $(cat "$WORK/same.out")"; fi
+"$WORK/a" $(sed -n 's/^  \(.*\) --load .*/\1/p' "$WORK/imp_rt.out") --layers-per-stage 2 --load "$WORK/imp_rt" --lr 0 \
+  --iterations 1 --data "$DATA" --json > "$WORK/l_rt" 2> "$WORK/err" || fail "router: run the import: $(cat "$WORK/err")"
+"$WORK/a" $L --layers-per-stage 2 $MOE $R --load "$WORK/want_rt" --lr 0 --iterations 1 --data "$DATA" --json > "$WORK/w_rt" \
+  2> "$WORK/err" || fail "router: run the expected checkpoint: $(cat "$WORK/err")"
+python3 - "$WORK/r_rt" "$WORK/l_rt" "$WORK/w_rt" <<'PY' && pass "router: the import runs with its bias" || fail "router: losses"
+import json, sys
+r, l, w = (json.load(open(f))["iterations"][0]["loss"] for f in sys.argv[1:4])
+assert l == w and l != r, (r, l, w)
+PY
 rm -rf "$WORK/bad"; python3 "$FX" write "$WORK/ck_moe" "$WORK/bad" --tp 2 --pp 2 --ep 2 2> /dev/null
 rm -rf "$WORK/bad/iter_0000100/mp_rank_01_001_001"
 refused "a missing expert-parallel rank" "rank TP 1 PP 1 EP 1 is missing" "$WORK/bad"

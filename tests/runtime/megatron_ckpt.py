@@ -313,6 +313,8 @@ def main():
             t["proj.b"] = get(q + "proj.b", h)
         if E:   # Megatron's router.weight [E, h] (PPS's [h, E]); each expert an MLP of width F
             t["router"] = transpose(get(q + "moe.router.w", h * E), h, E)
+            if q + "moe.router.expert_bias" in ck.where:   # the router's expert bias (a buffer, kept in F32)
+                t["ebias"] = store[q + "moe.router.expert_bias"] = ck.tensor(q + "moe.router.expert_bias", E)
             t["experts"] = [mlp_of(get, q + "moe.e%d." % g, h, F, sw, bias) for g in range(E)]
         else:
             t.update(mlp_of(get, q, h, f, sw, bias))
@@ -394,6 +396,8 @@ def main():
                                 sw, bias)
                         continue
                     add(pre + "mlp.router.weight", flat(t["router"]), [E, h])
+                    if "ebias" in t:
+                        add(pre + "mlp.router.expert_bias", list(t["ebias"]), [E])
                     El = E // o.ep
                     for j in range(El):      # local expert j of EP rank ep: global expert ep E/EP + j
                         x = pre + "mlp.experts."
@@ -475,7 +479,8 @@ def main():
         meta = {k: v for k, v in m.items() if k in ("hidden", "heads", "query_groups", "vocab", "layers", "mlp", "norm",
                                                      "position", "bias", "embeddings", "ffn_hidden", "seq", "rope_base",
                                                      "rope_scaling", "num_experts", "moe_topk", "moe_ffn_hidden",
-                                                     "moe_aux_loss_coeff")}
+                                                     "moe_aux_loss_coeff", "moe_router_score_function",
+                                                     "moe_router_pre_softmax")}
         pps_hf._write_pps(o.expect, tens, meta, "sgd")
     return 0
 

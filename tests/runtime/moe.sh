@@ -120,7 +120,7 @@ import json, sys
 l = [it["loss"] for it in json.load(open(sys.argv[1]))["iterations"]]
 assert len(l) == 8 and l[-1] < 0.9 * l[0], l
 PY
-grep -q '"experts":{"num":4,"topk":2,"ffn_hidden":24,"aux_loss_coeff":0.01}}' "$WORK/l8" &&
+grep -q '"experts":{"num":4,"topk":2,"ffn_hidden":24,"aux_loss_coeff":0.01,"score_function":"softmax","pre_softmax":false,"topk_scaling_factor":1,"z_loss_coeff":0,"expert_bias_update_rate":null}}' "$WORK/l8" &&
   pass "--json names the experts" || fail "--json experts: $(grep -o '"layer":.*' "$WORK/l8")"
 
 # --val-data: the language model's loss, the same with and without the load-balancing loss (--lr 0: the same weights)
