@@ -754,14 +754,18 @@ static __global__ void k_moe_route(const float *logits, int N, int E, int K, pps
   }
 }
 
-/* stat (backend.h moe_route): one thread an expert, tokens in order: the slots the
- * unbiased scores route to e (with a bias the choice again without it), the
- * load-balancing loss's scores summed; thread 0 also sum_n lse_n^2 */
+/* stat (backend.h moe_route): a block an expert e, its threads over the tokens, then the
+ * block's sums (a fixed tree for a fixed block size: deterministic, no atomics): the slots
+ * the unbiased scores route to e (with a bias the choice again without it), the
+ * load-balancing loss's scores summed; expert 0's block also sum_n lse_n^2. (One thread an
+ * expert, as before the router options, left E threads each walking all N tokens and their
+ * E logits: O(N E) serial work a thread.) */
 static __global__ void k_moe_stat(const float *logits, const int32_t *idx, int N, int E, int K, ppsrt_moe_router r,
                                   float *stat) {
-  GRID_STRIDE(e, (size_t)E) {
+  __shared__ float sh[32];
+  for (int e = blockIdx.x; e < E; e += gridDim.x) {
     float c = 0.0f, ps = 0.0f, zs = 0.0f;
-    for (size_t n = 0; n < (size_t)N; n++) {
+    for (size_t n = threadIdx.x; n < (size_t)N; n += blockDim.x) {
       const float *l = logits + n * E;
       float mx = l[0], z = 0.0f, ss = 0.0f;
       for (int j = 1; j < E; j++) mx = fmaxf(mx, l[j]);
@@ -778,16 +782,21 @@ static __global__ void k_moe_stat(const float *logits, const int32_t *idx, int N
         int above = 0;
         for (int j = 0; j < E; j++) {
           float sj = 1.0f / (1.0f + expf(-l[j]));
-          above += sj > se || (sj == se && j < (int)e);
+          above += sj > se || (sj == se && j < e);
         }
         c += above < K ? 1.0f : 0.0f;
       } else {
         for (int k = 0; k < K; k++) c += idx[n * K + k] == (int32_t)e ? 1.0f : 0.0f;
       }
     }
-    stat[e] = c;
-    stat[E + e] = ps;
-    if (e == 0) stat[2 * E] = zs;
+    c = block_sum(c, sh);   /* (counts: exact integers in F32 up to 2^24 slots) */
+    ps = block_sum(ps, sh);
+    if (e == 0) zs = block_sum(zs, sh);   /* (e is the block's: every thread or none) */
+    if (threadIdx.x == 0) {
+      stat[e] = c;
+      stat[E + e] = ps;
+      if (e == 0) stat[2 * E] = zs;
+    }
   }
 }
 
@@ -1024,7 +1033,7 @@ cudaError_t ppsrt_cu_moe_route(cudaStream_t s, const float *logits, int N, int E
   ppsrt_moe_router rv = {0, 0, 1.0f, NULL, 0.0f};
   if (r) rv = *r;
   if (N > 0) LAUNCH(k_moe_route, s, grid_for((size_t)N, 128), 128)(logits, N, E, K, rv, idx, w);
-  LAUNCH(k_moe_stat, s, grid_for((size_t)E, 128), 128)(logits, idx, N, E, K, rv, stat);
+  LAUNCH(k_moe_stat, s, (unsigned)(E < 65535 ? E : 65535), 256)(logits, idx, N, E, K, rv, stat);
   return cudaGetLastError();
 }
 
