@@ -464,9 +464,12 @@ void rt_print_json(ppsrt_run *run, int status) {
       fprintf(f, "}");
     }
     /* --num-experts (only then, after rope: a dense layer's object is unchanged) */
-    if (mc->num_experts)
-      fprintf(f, ",\"experts\":{\"num\":%d,\"topk\":%d,\"ffn_hidden\":%d,\"aux_loss_coeff\":%s}", mc->num_experts,
+    if (mc->num_experts) {   /* (shared_ffn_hidden only with a shared expert: the object unchanged without one) */
+      fprintf(f, ",\"experts\":{\"num\":%d,\"topk\":%d,\"ffn_hidden\":%d,\"aux_loss_coeff\":%s", mc->num_experts,
               mc->moe_topk, mc->moe_ffn_hidden, short_num(n[0], mc->moe_aux_coeff));
+      if (mc->moe_shared_ffn) fprintf(f, ",\"shared_ffn_hidden\":%d", mc->moe_shared_ffn);
+      fprintf(f, "}");
+    }
     if (mc->num_experts && mc->moe_capacity > 0)   /* (after it: the object above unchanged without one) */
       fprintf(f, ",\"expert_capacity\":{\"factor\":%s,\"drop_policy\":\"%s\"}", short_num(n[0], mc->moe_capacity),
               mc->moe_drop_position ? "position" : "probs");
