@@ -17,7 +17,7 @@
 #    --data-parallel 2 --expert-parallel 2; SequentialMLP's names at TP 2 x EP 2 and the
 #    legacy GroupedMLP at PP 2 x EP 2 bit for bit; GPT-2's layer with biases at TP 1 x
 #    EP 4 (mp_rank_TT_EEE): bit for bit and the loss; each MoE argument the runtime
-#    cannot compute refused (pre-softmax, sigmoid, top-K scaling, shared experts,
+#    cannot compute refused (pre-softmax, sigmoid, top-K scaling, a shared expert gate,
 #    moe_layer_freq, expert bias, groups, padding to the capacity, a capacity factor of 0
 #    or another drop policy, seq_aux_loss > 0, Sinkhorn,
 #    z-loss, expert TP, GroupedMLP at TP 2, a missing EP rank, EP ranks of a dense model,
@@ -56,7 +56,7 @@ for k in sorted(ka):
     if a.tensor(k, n).tobytes() != b.tensor(k, n).tobytes():
         sys.exit("tensor %s differs" % k)
 for k in ("hidden", "heads", "query_groups", "vocab", "layers", "mlp", "norm", "position", "bias", "embeddings", "ffn_hidden",
-          "num_experts", "moe_topk", "moe_ffn_hidden", "moe_aux_loss_coeff"):
+          "num_experts", "moe_topk", "moe_ffn_hidden", "moe_aux_loss_coeff", "moe_shared_ffn_hidden"):
     if a.meta.get(k) != b.meta.get(k):
         sys.exit("metadata %s: %r vs %r" % (k, a.meta.get(k), b.meta.get(k)))
 if len(sys.argv) > 3:   # the moments: all zero
@@ -126,6 +126,13 @@ python3 "$FX" write "$WORK/ck_moe" "$WORK/meg_moeg" --pp 2 --ep 2 --experts lega
 python3 "$MG" import "$WORK/meg_moeg" "$WORK/imp_moeg" > /dev/null 2> "$WORK/err" && same "$WORK/want_moe" "$WORK/imp_moeg" &&
   pass "moe: the legacy GroupedMLP (weight1 / weight2) at PP 2 x EP 2 bit for bit" ||
   fail "moe GroupedMLP: $(cat "$WORK/err" "$WORK/same.out")"
+# a shared expert (mlp.shared_experts.*, on every EP rank) at TP 2 x PP 2 x EP 2, TEGroupedMLP; GPT-2's layer
+# (biases) at EP 4
+case_ moe_shared a "$L --layers-per-stage 2 $MOE --moe-shared-ffn-hidden 8" --tp 2 --pp 2 --ep 2 --experts te
+grep -q -- "--moe-ffn-hidden 12 --moe-shared-ffn-hidden 8 " "$WORK/imp_moe_shared.out" &&
+  pass "moe_shared: the shared expert's flag printed" || fail "moe_shared: flags: $(cat "$WORK/imp_moe_shared.out")"
+case_ gpt2_moe_shared a "$G2 --layers-per-stage 2 --num-experts 4 --moe-topk 2 --moe-ffn-hidden 16 --moe-shared-ffn-hidden 24" \
+  --tp 1 --pp 1 --ep 4 --experts seq
 case_ gpt2_moe a "$G2 --layers-per-stage 2 --num-experts 4 --moe-topk 2 --moe-ffn-hidden 16" --tp 1 --pp 1 --ep 4 --experts seq
 
 # BF16: the import holds the bfloat16 values exactly (want_ has them); Adam's zero moments
@@ -182,7 +189,7 @@ SRC=$WORK/ck_moe
 refuse "pre-softmax routing" "moe_router_pre_softmax = True" --arg moe_router_pre_softmax=True
 refuse "sigmoid scores" "moe_router_score_function = 'sigmoid'" --arg "moe_router_score_function='sigmoid'"
 refuse "top-K scaling" "moe_router_topk_scaling_factor = 2.5" --arg moe_router_topk_scaling_factor=2.5
-refuse "shared experts" "moe_shared_expert_intermediate_size = 24" --arg moe_shared_expert_intermediate_size=24
+refuse "a shared expert gate" "moe_shared_expert_gate = True" --arg moe_shared_expert_intermediate_size=24 --arg moe_shared_expert_gate=True
 refuse "dense layers between MoE layers" "moe_layer_freq = \[1, 0, 1, 0\]" --arg "moe_layer_freq=[1,0,1,0]"
 refuse "an expert bias" "moe_router_enable_expert_bias = True" --arg moe_router_enable_expert_bias=True
 refuse "group-limited routing" "moe_router_num_groups = 2" --arg moe_router_num_groups=2
