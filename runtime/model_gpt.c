@@ -14,7 +14,10 @@
  *           kept alone; --position rope: q and k heads rotated after QKV, no pos table;
  *           --bias off: no linear biases; --ffn-hidden f; docs/models.md)
  *   MoE     --num-experts E: the MLP a mixture of E experts, each token routed to its top K
- *           (runtime/moe.c: router, permutation, experts, combine; their F/B/W parts)
+ *           (runtime/moe.c: router, permutation, experts, combine; their F/B/W parts);
+ *           --moe-shared-ffn-hidden S adds a shared expert, this file's dense MLP of width S
+ *           on every token, its output added to the experts' before the dropout:
+ *           y = x1 + drop(experts(LN2(x1)) + fc2(act(fc(LN2(x1))))) (params moe.shared.*)
  *   data    ids seeded per (seed, microbatch); target[t] = (ids[t] + ids[t-1]) mod V
  *
  * Passes: F forward (saves what the backward needs, plus a gradient area for B); B the

@@ -5,7 +5,8 @@
 # output before the dropout). Its gradients against finite differences are in
 # tests/kernels/gpt_grad (both layers, dropout); here:
 #  - --check (the pipelined run against one device: loss, gradients, routing, activation
-#    memory) passes for GPT's and Llama's layer on 1F1B and ZB-V, with --hidden-dropout,
+#    memory) passes for GPT's and Llama's layer on 1F1B and ZB-V, GPT's on ZB-H1,
+#    PipeOffload and Vocab-1, with --hidden-dropout,
 #    with whole-stage recomputation, with --tensor-parallel 2 (and --sequence-parallel),
 #    and with --data-parallel 2 --expert-parallel 2; a scaled gradient of the shared FC1
 #    fails it, naming the tensor;
@@ -27,6 +28,8 @@
 build a "$top_srcdir/stdlib/1f1b.pps" -D P=2 -D m=4 || { fail "build 1f1b"; finish; }
 build z "$top_srcdir/stdlib/zb_v.pps" -D P=2 -D m=4 || { fail "build zb_v"; finish; }
 build zh "$top_srcdir/stdlib/zb_h1.pps" -D P=2 -D m=4 || { fail "build zb_h1"; finish; }
+build po "$top_srcdir/stdlib/pipeoffload.pps" -D P=2 -D m=4 || { fail "build pipeoffload"; finish; }
+build v1 "$top_srcdir/stdlib/vocab_1f1b.pps" -D P=4 || { fail "build vocab_1f1b"; finish; }
 A=$WORK/a
 G="--model gpt --hidden 16 --heads 4 --query-groups 2 --seq 4 --vocab 32 --optimizer adam --lr 0.01"
 M="$G --num-experts 4 --moe-aux-loss-coeff 0.01"
@@ -40,6 +43,10 @@ for s in a z; do
   expect_grep "^check: passed" "$s gpt shared expert: check passes"
   expect_exit 0 "$s llama S = 16 --check" "$WORK/$s" $LS --check -q
   expect_grep "^check: passed" "$s llama shared expert: check passes"
+done
+for s in zh po v1; do   # W apart from B, offloaded activations, a vocabulary-parallel schedule
+  expect_exit 0 "$s gpt S = 8 --check" "$WORK/$s" $MS --check -q
+  expect_grep "^check: passed" "$s gpt shared expert: check passes"
 done
 expect_exit 0 "1F1B S = 8 --hidden-dropout 0.2 --check" "$A" $MS --hidden-dropout 0.2 --check -q
 expect_grep "^check: passed" "dropout on experts + shared: check passes"
