@@ -8,6 +8,7 @@
 #    memory) passes for GPT's and Llama's layer on 1F1B and ZB-V, GPT's on ZB-H1,
 #    PipeOffload and Vocab-1, with --hidden-dropout,
 #    with whole-stage recomputation, with --tensor-parallel 2 (and --sequence-parallel),
+#    with --context-parallel 2,
 #    and with --data-parallel 2 --expert-parallel 2; a scaled gradient of the shared FC1
 #    fails it, naming the tensor;
 #  - T = 2, T = 2 with --sequence-parallel (also with dropout) and X = 2 (D = 2) give the
@@ -81,6 +82,8 @@ expect_exit 0 "T = 2 --sequence-parallel --check" "$A" $LS --tensor-parallel 2 -
 expect_grep "^check: passed" "T = 2, SP: check passes"
 expect_exit 0 "T = 2 --check" "$WORK/z" $MS --tensor-parallel 2 --check -q
 expect_grep "^check: passed" "ZB-V T = 2: check passes"
+expect_exit 0 "--context-parallel 2 --check" "$A" $MS --seq 8 --context-parallel 2 --check -q
+expect_grep "^check: passed" "C = 2: check passes"
 expect_exit 0 "D = 2 X = 2 --check" "$A" $MS --data-parallel 2 --expert-parallel 2 --check -q
 expect_grep "^check: passed" "D = 2, X = 2: check passes"
 expect_exit 0 "ZB-V D = 2 X = 2 T = 2 --check" "$WORK/z" $LS --data-parallel 2 --expert-parallel 2 --tensor-parallel 2 --check -q
