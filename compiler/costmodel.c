@@ -71,7 +71,11 @@
  *   FLOPs hf(fc1 + 1) become K hFe(fc1 + 1) + T hE (the router whole on every GPU of a
  *   tensor-parallel group); its activation bytes (hpre, hact) the experts' store entry
  *   (moe_bytes, whole on every GPU, its widths Fe/T); its parameters E experts (FC2's
- *   bias whole) and the router hE (whole). docs/language.md "Mixture of experts".
+ *   bias whole) and the router hE (whole). With moe_shared_ffn_hidden = Sh (the
+ *   runtime's --moe-shared-ffn-hidden) a shared expert, a dense MLP of width Sh on every
+ *   token, split over a tensor-parallel group as the dense MLP (replicated under expert
+ *   parallelism): FLOPs + hSh(fc1 + 1), bytes + its hpre and hact (Sh (fc1 + 1) a token,
+ *   split), parameters + its FC1, FC2 and biases. docs/language.md "Mixture of experts".
  * Tensor parallelism (hardware tensor_parallel = T, whole, default 1; Megatron-LM's:
  *   Shoeybi et al. 2019, Korthikanti et al. 2022): each pipeline device is a group of
  *   T GPUs, P x D x T GPUs in all, and every figure above is one GPU's (T = 1: all
@@ -394,7 +398,8 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
   const IrKeyVal *ke = kv_find(s->model, s->nmodel, "experts"), *kk = kv_find(s->model, s->nmodel, "moe_topk");
   const IrKeyVal *kf = kv_find(s->model, s->nmodel, "moe_ffn_hidden"), *ka = kv_find(s->model, s->nmodel, "moe_aux_loss");
   const IrKeyVal *kcf = kv_find(s->model, s->nmodel, "moe_capacity_factor");
-  double E = 0, K = 2, Fe = 0, cf = 0;
+  const IrKeyVal *ksh = kv_find(s->model, s->nmodel, "moe_shared_ffn_hidden");
+  double E = 0, K = 2, Fe = 0, cf = 0, Sh = 0;
   int aux = 0;
   if (ke && !(ke->value >= 2 && ke->value <= 1024 && ke->value == floor(ke->value))) {
     diag_error(dg, ke->span, "model experts must be a whole number from 2 to 1024 (every layer's MLP is that many experts), got %g", ke->value);
@@ -402,8 +407,8 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
   } else if (ke) {
     E = ke->value;
   }
-  const IrKeyVal *moe_keys[4] = {kk, kf, ka, kcf};
-  for (int i = 0; i < 4 && !ke; i++)
+  const IrKeyVal *moe_keys[5] = {kk, kf, ka, kcf, ksh};
+  for (int i = 0; i < 5 && !ke; i++)
     if (moe_keys[i]) {
       diag_error(dg, moe_keys[i]->span, "model %s sets up the experts of model experts = E: add it", moe_keys[i]->key);
       errors++;
@@ -419,6 +424,17 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
     errors++;
   } else if (kf) {
     Fe = kf->value;
+  }
+  if (ksh && !(ksh->value > 0 && ksh->value <= 2147483647.0 && ksh->value == floor(ksh->value))) {
+    diag_error(dg, ksh->span, "model moe_shared_ffn_hidden must be a positive whole number (the shared expert's width), got %g", ksh->value);
+    errors++;
+  } else if (ksh && ke) {
+    Sh = ksh->value;
+  }
+  if (Sh > 0 && T > 1 && fmod(Sh, T) != 0) {
+    diag_error(dg, kt->span, "hardware tensor_parallel = %d must divide the shared expert's width %g (each GPU takes 1/T of its columns)", T, Sh);
+    diag_note(dg, ksh->span, "model moe_shared_ffn_hidden is given here");
+    errors++;
   }
   if (ka && ka->value != 0 && ka->value != 1) {
     diag_error(dg, ka->span, "model moe_aux_loss must be 0 or 1 (1: a load-balancing loss, --moe-aux-loss-coeff above 0), got %g", ka->value);
@@ -501,7 +517,7 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
    * E cap) of a GPU's n K slots: all of them at moe_capacity_factor >= 1 */
   double Kx = K, nt = sq * b / C;
   if (E > 0 && cf > 0 && nt > 0) Kx = fmin(nt * K, E * moe_cap(nt, E, K, cf)) / nt;
-  if (E > 0) mat_h = 2 + 2 * gr + Kx * (fc1 + 1) * Fe / h + T * E / h;
+  if (E > 0) mat_h = 2 + 2 * gr + (Kx * Fe + Sh) * (fc1 + 1) / h + T * E / h;   /* (Sh: the shared expert) */
   double d = mk[8] ? mk[8]->value : 2;
   out->dtype_bytes = d;
   int shape = mk[0] && mk[1] && mk[5] && mk[6];
@@ -624,7 +640,7 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
      * F32 statistics) and split over a tensor-parallel group (qkv, att, hpre, hact;
      * the attention's F32 statistics): costmodel.c's header */
     double whole = 6 * h * d + (rmsnorm ? 8 : 16);
-    double split = (2 + 2 * gr) * h * d + (E > 0 ? 0 : (fc1 + 1) * f * d) + 4 * heads;
+    double split = (2 + 2 * gr) * h * d + (fc1 + 1) * (E > 0 ? Sh : f) * d + 4 * heads;   /* (hpre, hact: dense or shared) */
     /* of one GPU's s / C tokens (C = 1 without context parallelism) */
     out->act_layer = sq * b * (whole + split) / C;
     if (tp) { /* one GPU's: the part split by heads or columns over the group, 1/T of
@@ -666,6 +682,10 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
       /* one GPU's experts: E / X of them (expert parallelism), their FC1 and FC2
        * matrices and FC1's bias 1/T, FC2's bias whole */
       experts = ((E * (fc1 + 1) * h * Fe + (bias ? E * fc1 * Fe : 0)) / T + (bias ? E * h : 0)) / X;
+      /* the shared expert: a dense MLP of width Sh, split as the dense MLP's, on every GPU */
+      mats += (fc1 + 1) * h * Sh;
+      col_bias += bias ? fc1 * Sh : 0;
+      row_bias += bias && Sh > 0 ? h : 0;
     }
     /* one GPU's: the matrices and the column-parallel biases 1/T, the rest whole */
     double per_layer = (mats + col_bias) / T + row_bias + 2 * norm + router + experts;

@@ -36,13 +36,16 @@ moe_router_score_function softmax or sigmoid, moe_router_pre_softmax,
 moe_router_topk_scaling_factor, moe_z_loss_coeff, moe_router_enable_expert_bias and
 moe_router_bias_update_rate -> the runtime's flags of those names, the router's
 expert_bias buffer (when the files hold it; else 0) -> moe.router.expert_bias;
+moe_shared_expert_intermediate_size -> --moe-shared-ffn-hidden, its SharedExpertMLP
+without a gate;
 expert_model_parallel_size: the directories' EP, no flag, since PPS checkpoints are the
 same at any --expert-parallel). Refused, naming the argument: qk_layernorm,
 post-layer-norm residuals, uneven pipeline stages, Megatron's legacy (non-Core) model,
 the torch_dist format (convert it first with Megatron's own `--ckpt-convert-format
 torch --ckpt-convert-save DIR`), and what the runtime's experts cannot compute:
 moe_layer_freq other than every layer, a score function other than softmax or sigmoid,
-shared experts, group-limited routing, padding the experts' inputs to the capacity, input
+the shared expert's gate (moe_shared_expert_gate), group-limited routing, padding the
+experts' inputs to the capacity, input
 jitter, Sinkhorn, expert_tensor_parallel_size other than the tensor-parallel size and
 the legacy GroupedMLP (experts.weight1 / weight2) under tensor parallelism.
 
@@ -74,6 +77,9 @@ The mapping (Megatron weights are [out, in], Y = X W^T; PPS's [in, out], Y = X W
     or (TP 1) the legacy GroupedMLP mlp.experts.weight1 [h, E/EP fw] / weight2
     [E/EP F, h], the memory of [E/EP, h, fw] / [E/EP, F, h]: block J    fc.w / fc2.w
     (the dense tensors of every EP rank must be equal: copies)
+    the shared expert (moe_shared_expert_intermediate_size S): mlp.shared_experts.
+    linear_fc1/fc2.weight (and .bias), split over TP like the dense MLP, on every EP rank
+                                          moe.shared.fc.w, fc.b, fc2.w, fc2.b
   (*._extra_state: Transformer Engine's FP8 metadata, skipped; every other tensor a
   model of this config does not have is refused.)
 
@@ -476,7 +482,7 @@ class Config:
         --moe-ffn-hidden F, --moe-aux-loss-coeff a, --moe-expert-capacity-factor and
         --moe-token-drop-policy (self.E = 0: dense MLPs)."""
         self.E = a.get("num_experts") or 0
-        self.cap, self.drop_policy = 0.0, "probs"
+        self.cap, self.drop_policy, self.S = 0.0, "probs", 0
         if not self.E:
             if EP > 1:
                 refuse("expert_model_parallel_size", "expert-parallel ranks without experts (num_experts)")
@@ -488,6 +494,9 @@ class Config:
         if self.K > E:
             refuse("moe_router_topk", "more than num_experts %d" % E)
         self.F = pos_int("moe_ffn_hidden_size", self.f)
+        self.S = pos_int("moe_shared_expert_intermediate_size") if a.get("moe_shared_expert_intermediate_size") else 0
+        if self.S % T:
+            refuse("tensor_model_parallel_size", "does not divide moe_shared_expert_intermediate_size %d" % self.S)
         self.EP = EP
         if E % EP:
             refuse("expert_model_parallel_size", "does not divide num_experts %d" % E)
@@ -503,7 +512,7 @@ class Config:
         for k, ok, why in (
                 ("moe_router_score_function", lambda x: x in (None, "softmax", "sigmoid"),
                  "the runtime's router scores are softmax or sigmoid"),
-                ("moe_shared_expert_intermediate_size", lambda x: not x, "the runtime has no shared experts"),
+                ("moe_shared_expert_gate", lambda x: not x, "the runtime's shared expert has no gate"),
                 ("moe_router_num_groups", lambda x: not x, "the runtime has no group-limited routing"),
                 ("moe_router_group_topk", lambda x: not x, "the runtime has no group-limited routing"),
                 ("moe_pad_expert_input_to_capacity", lambda x: not x, "the runtime drops past the capacity without "
@@ -715,6 +724,14 @@ def convert(ckpt, index, stages=None, optimizer="sgd", seq=None, iteration=None)
             out.append((qe + "fc2.w", [F * h], lambda n2=n2, w=w, e=e: colpar(n2 + w, h, F // T, e=e)))
             if c.bias:
                 out.append((qe + "fc2.b", [h], lambda n2=n2, b=b, e=e: m.replicated(p, v, pre + n2 + b, [h], e)))
+        if c.S:   # the shared expert (SharedExpertMLP): a dense MLP of width S, EP rank 0's (the others' copies)
+            S, fws, n1, n2 = c.S, (2 if c.swiglu else 1) * c.S, "mlp.shared_experts.linear_fc1.", "mlp.shared_experts.linear_fc2."
+            out.append((q + "moe.shared.fc.w", [h * fws], lambda: fc1("weight", name=n1, width=S)))
+            if c.bias:
+                out.append((q + "moe.shared.fc.b", [fws], lambda: fc1("bias", name=n1, width=S)))
+            out.append((q + "moe.shared.fc2.w", [S * h], lambda: colpar(n2 + "weight", h, S // T)))
+            if c.bias:
+                out.append((q + "moe.shared.fc2.b", [h], lambda: m.replicated(p, v, pre + n2 + "bias", [h])))
         return out
     per = L // (P * c.VP)
     tensors = [("vocab.tok", [V * h], lambda: word("embedding.word_embeddings.weight", 0, 0))]
@@ -835,6 +852,8 @@ def convert(ckpt, index, stages=None, optimizer="sgd", seq=None, iteration=None)
             "embeddings": "tied" if c.tied else "untied", "ffn_hidden": str(f)}
     if c.E:
         meta.update(num_experts=str(c.E), moe_topk=str(c.K), moe_ffn_hidden=str(c.F), moe_aux_loss_coeff="%.17g" % c.aux)
+        if c.S:
+            meta.update(moe_shared_ffn_hidden=str(c.S))
         if c.cap > 0:
             meta.update(moe_expert_capacity_factor="%.17g" % c.cap, moe_token_drop_policy=c.drop_policy)
         meta["moe_router_score_function"] = "sigmoid" if c.sigmoid else "softmax"
@@ -878,6 +897,8 @@ def flags(c, V, seq, stages):
             fl += " --%s %s" % (k.replace("_", "-"), _num(c.drop[k]))
     if c.E:   # (no --expert-parallel: the checkpoint is the same under any)
         fl += " --num-experts %d --moe-topk %d --moe-ffn-hidden %d" % (c.E, c.K, c.F)
+        if c.S:
+            fl += " --moe-shared-ffn-hidden %d" % c.S
         if c.aux > 0:
             fl += " --moe-aux-loss-coeff " + _num(c.aux)
         if c.cap > 0:

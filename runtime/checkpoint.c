@@ -478,6 +478,9 @@ static void write_meta(FILE *h, const ppsrt_run *run, long step, int *first) {
       snprintf(buf, sizeof buf, "%d", cfg->num_experts); meta_kv(h, "num_experts", buf, first);
       snprintf(buf, sizeof buf, "%d", cfg->moe_topk); meta_kv(h, "moe_topk", buf, first);
       snprintf(buf, sizeof buf, "%d", cfg->moe_ffn_hidden); meta_kv(h, "moe_ffn_hidden", buf, first);
+      if (cfg->moe_shared_ffn) {   /* the shared expert (absent: none) */
+        snprintf(buf, sizeof buf, "%d", cfg->moe_shared_ffn); meta_kv(h, "moe_shared_ffn_hidden", buf, first);
+      }
       snprintf(buf, sizeof buf, "%.17g", cfg->moe_aux_coeff); meta_kv(h, "moe_aux_loss_coeff", buf, first);
       /* the router (--moe-router-*, --moe-z-loss-coeff): the score function and pre-softmax
        * must match on a resume (the function the weights compute), the rest is recorded */
@@ -1063,6 +1066,20 @@ int rt_ckpt_open(ppsrt_run *run, const char *path, rt_ckpt **out) {
       rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s' holds a gpt %s --moe-router-pre-softmax, this run's %s\nhint: run %s "
                       "--moe-router-pre-softmax", path, pre ? "with" : "without", pre ? "is without" : "has it",
                       pre ? "with" : "without");
+      goto fail;
+    }
+  }
+  if (!strcmp(run->o.model, "gpt") && cfg->num_experts) {   /* the shared expert's width (missing: none, 0) */
+    long x = 0;
+    if ((rc = meta_int(path, kv, nkv, "moe_shared_ffn_hidden", 1, INT_MAX, 0, &x)) < 0) goto fail;
+    rc = 0;
+    if (x != cfg->moe_shared_ffn) {
+      if (!x)
+        rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s' holds experts without a shared expert, this run's has "
+                        "--moe-shared-ffn-hidden %d\nhint: drop --moe-shared-ffn-hidden", path, cfg->moe_shared_ffn);
+      else
+        rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s' holds a gpt with --moe-shared-ffn-hidden %ld, this run's has %d\n"
+                        "hint: run with --moe-shared-ffn-hidden %ld", path, x, cfg->moe_shared_ffn, x);
       goto fail;
     }
   }

@@ -62,6 +62,9 @@ static const char usage_text[] =
   "                           (default 2; ties to the lower expert); --moe-ffn-hidden N an expert's\n"
   "                           width (default --ffn-hidden's); --moe-aux-loss-coeff A the switch-style\n"
   "                           load-balancing loss's coefficient (default 0: none); docs/models.md\n"
+  "  --moe-shared-ffn-hidden S   gpt experts: a shared expert, a dense MLP of width S on every token\n"
+  "                           added to the routed experts' output (Megatron-LM's\n"
+  "                           --moe-shared-expert-intermediate-size; default: none; no gate)\n"
   "  --moe-expert-capacity-factor CF   gpt experts: each expert keeps at most ceil(CF N K / E) of a\n"
   "                           rank's N K slots a microbatch, the others dropped (default: dropless);\n"
   "                           --moe-token-drop-policy probs|position keeps the largest routing\n"
@@ -426,6 +429,7 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   cfg->num_experts = (int)model_kv(p, "experts", 0);          /* (the flags below win) */
   cfg->moe_topk = (int)model_kv(p, "moe_topk", 0);
   cfg->moe_ffn_hidden = (int)model_kv(p, "moe_ffn_hidden", 0);
+  cfg->moe_shared_ffn = (int)model_kv(p, "moe_shared_ffn_hidden", 0);
   cfg->moe_capacity = model_kv(p, "moe_capacity_factor", 0);
   cfg->rope_factor = 8; cfg->rope_low_freq = 1; cfg->rope_high_freq = 4; cfg->rope_orig_max = 8192;   /* Llama 3.1's */
   /* --arch, then the architecture flags over it (-1: not given) */
@@ -653,6 +657,7 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
         {"--num-experts", offsetof(ppsrt_model_config, num_experts), 1},
         {"--moe-topk", offsetof(ppsrt_model_config, moe_topk), 1},
         {"--moe-ffn-hidden", offsetof(ppsrt_model_config, moe_ffn_hidden), 1},
+        {"--moe-shared-ffn-hidden", offsetof(ppsrt_model_config, moe_shared_ffn), 1},
       };
       int matched = 0;
       /* the gpt's layer: two values each, the second Llama's (or tied embeddings) */
@@ -675,7 +680,8 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
           *(int *)((char *)cfg + ints[k].off) = n;
           size_t off = ints[k].off;   /* --ffn-hidden and the experts' flags: the gpt's layer */
           if (off == offsetof(ppsrt_model_config, ffn_hidden) || off == offsetof(ppsrt_model_config, num_experts) ||
-              off == offsetof(ppsrt_model_config, moe_topk) || off == offsetof(ppsrt_model_config, moe_ffn_hidden))
+              off == offsetof(ppsrt_model_config, moe_topk) || off == offsetof(ppsrt_model_config, moe_ffn_hidden) ||
+              off == offsetof(ppsrt_model_config, moe_shared_ffn))
             arch_flag = 1;
         }
       if (!matched && flag_is(a, "--iterations", &v, argc, argv, &i)) {

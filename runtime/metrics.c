@@ -464,16 +464,18 @@ void rt_print_json(ppsrt_run *run, int status) {
       fprintf(f, "}");
     }
     /* --num-experts (only then, after rope: a dense layer's object is unchanged) */
-    if (mc->num_experts) {   /* the router's options too (--moe-router-*, --moe-z-loss-coeff) */
+    if (mc->num_experts) {   /* the router's options too (--moe-router-*, --moe-z-loss-coeff); shared_ffn_hidden only with a shared expert */
       fprintf(f, ",\"experts\":{\"num\":%d,\"topk\":%d,\"ffn_hidden\":%d,\"aux_loss_coeff\":%s", mc->num_experts,
               mc->moe_topk, mc->moe_ffn_hidden, short_num(n[0], mc->moe_aux_coeff));
       fprintf(f, ",\"score_function\":\"%s\",\"pre_softmax\":%s,\"topk_scaling_factor\":%s,\"z_loss_coeff\":%s",
               mc->moe_router_sigmoid ? "sigmoid" : "softmax", mc->moe_router_pre_softmax ? "true" : "false",
               short_num(n[1], mc->moe_router_scale > 0 ? mc->moe_router_scale : 1.0), short_num(n[2], mc->moe_z_coeff));
       if (mc->moe_expert_bias)   /* the aux-loss-free balancing's update rate, else null */
-        fprintf(f, ",\"expert_bias_update_rate\":%s}", short_num(n[3], mc->moe_bias_rate > 0 ? mc->moe_bias_rate : 1e-3));
+        fprintf(f, ",\"expert_bias_update_rate\":%s", short_num(n[3], mc->moe_bias_rate > 0 ? mc->moe_bias_rate : 1e-3));
       else
-        fprintf(f, ",\"expert_bias_update_rate\":null}");
+        fprintf(f, ",\"expert_bias_update_rate\":null");
+      if (mc->moe_shared_ffn) fprintf(f, ",\"shared_ffn_hidden\":%d", mc->moe_shared_ffn);
+      fprintf(f, "}");
     }
     if (mc->num_experts && mc->moe_capacity > 0)   /* (after it: the object above unchanged without one) */
       fprintf(f, ",\"expert_capacity\":{\"factor\":%s,\"drop_policy\":\"%s\"}", short_num(n[0], mc->moe_capacity),

@@ -119,6 +119,9 @@ typedef struct ppsrt_model_config {
   int num_experts;
   int moe_topk;
   int moe_ffn_hidden;
+  int moe_shared_ffn;     /* --moe-shared-ffn-hidden S (Megatron's --moe-shared-expert-intermediate-size): a dense
+                           * MLP of width S (the experts' activation and biases) on every token, its output added
+                           * to the routed experts' (0: none; needs num_experts) */
   double moe_aux_coeff;   /* the load-balancing loss's coefficient (0: none) */
   double moe_capacity;    /* --moe-expert-capacity-factor CF: each expert keeps at most ceil(CF N K / E) of a
                            * rank's N K slots, the rest dropped (0: dropless) */

@@ -14,7 +14,10 @@
  *           kept alone; --position rope: q and k heads rotated after QKV, no pos table;
  *           --bias off: no linear biases; --ffn-hidden f; docs/models.md)
  *   MoE     --num-experts E: the MLP a mixture of E experts, each token routed to its top K
- *           (runtime/moe.c: router, permutation, experts, combine; their F/B/W parts)
+ *           (runtime/moe.c: router, permutation, experts, combine; their F/B/W parts);
+ *           --moe-shared-ffn-hidden S adds a shared expert, this file's dense MLP of width S
+ *           on every token, its output added to the experts' before the dropout:
+ *           y = x1 + drop(experts(LN2(x1)) + fc2(act(fc(LN2(x1))))) (params moe.shared.*)
  *   data    ids seeded per (seed, microbatch); target[t] = (ids[t] + ids[t-1]) mod V
  *
  * Passes: F forward (saves what the backward needs, plus a gradient area for B); B the
@@ -115,7 +118,9 @@ enum { LN1G, LN1B, QKVW, QKVB, PROJW, PROJB, LN2G, LN2B, FCW, FCB, FC2W, FC2B, N
 static const char *const lp_names[NLP] = {"ln1.g", "ln1.b", "qkv.w", "qkv.b", "proj.w", "proj.b",
                                           "ln2.g", "ln2.b", "fc.w", "fc.b", "fc2.w", "fc2.b"};
 /* what F saves per layer (activation store entries) */
-enum { FE_LN1, FE_ST, FE_QKV, FE_LSE, FE_ATT, FE_X1, FE_LN2, FE_HPRE, FE_HACT, FE_Y, NFE };
+enum { FE_LN1, FE_ST, FE_QKV, FE_LSE, FE_ATT, FE_X1, FE_LN2, FE_HPRE, FE_HACT, FE_MOE, FE_Y, NFE };
+/* (hpre, hact: the dense MLP's, or with --num-experts the shared expert's, -1 without one;
+ * FE_MOE the experts' entry, moe.h, -1 without experts) */
 
 /* Store indices of one (mb, stage), recorded as F saves them. B saves nothing and frees
  * nothing (b_free = 0): it writes the gradients W needs into buffers whose forward
@@ -168,6 +173,8 @@ typedef struct gpt {
   float dsh, dsa;          /* their scales 1 / (1 - p) */
   int64_t step;            /* this iteration's global step (cfg.step0 + it + 1): the masks' counter */
   int moe_on, lpb;         /* --num-experts: every layer's MLP is experts (moe.c); a layer's parameters */
+  int mlp;                 /* the layer has the dense MLP (fc, fc2): without experts, or with --num-experts the
+                            * shared expert of --moe-shared-ffn-hidden (F, f, fw its widths) */
   ppsrt_moe moe;
   float *lst;              /* device: [nmb][3N] loss statistics (the device reporting the loss) */
   int nl;                  /* slots of lst filled this iteration */
@@ -328,8 +335,8 @@ static size_t layer_bytes(const gpt *g, int with_y) {
          + (size_t)g->Bm * g->Hq * g->Tl * sizeof(float)   /* lse (--context-parallel: its rows') */
          + (size_t)g->N * g->ha * g->es      /* att */
          + 2 * Nh                            /* x1, ln2 */
-         + (g->moe_on ? g->moe.bytes                /* the experts' entry (moe.h) */
-                      : (size_t)g->N * (g->fw + g->f) * g->es)   /* hpre (SwiGLU: gate | up), hact */
+         + (g->moe_on ? g->moe.bytes : 0)   /* the experts' entry (moe.h) */
+         + (g->mlp ? (size_t)g->N * (g->fw + g->f) * g->es : 0)   /* hpre (SwiGLU: gate | up), hact (dense or shared) */
          + (with_y ? Nh : 0);                /* y, the next layer's input */
 }
 
@@ -488,6 +495,35 @@ static int add_loss(ppsrt_model *m, const float *mx, const float *se, const floa
 
 /* ---- one transformer layer ---- */
 
+/* The MLP's FC2 in F: y = res + drop(hact Wfc2 + b) on this rank's n rows (tensor
+ * parallel: the partial products summed over the group, or reduce-scattered, first; the
+ * bias added once after). res is x1 for the dense MLP, or y itself for the shared
+ * expert (y then holds x1 + drop(experts): the product goes to a scratch first). */
+static int fc2_f(ppsrt_model *m, ppsrt_ctx *c, int mb, int gl, ppsrt_param **p, const void *hact, const void *res,
+                 void *y) {
+  gpt *g = m->impl;
+  ppsrt_backend *be = m->be;
+  int N = g->N, n = g->n, h = g->h, f = g->f;
+  size_t nh = (size_t)n * h, es = g->es;
+  if (g->nc) return 0;
+  if (res != y && !g->dth && g->tp == 1) {
+    TRY(be->memcpy_async(be, CS, y, res, nh * es, 0));
+    return linear_f(g, be, N, h, f, hact, p[FC2W]->param.data, 1.0f, y, PD(p[FC2B]));
+  }
+  if (res == y && !g->dth && g->tp == 1) return linear_f(g, be, N, h, f, hact, p[FC2W]->param.data, 1.0f, y, PD(p[FC2B]));
+  void *o = y;   /* the product (the group's sum): into y, or a scratch when y holds the residual */
+  if (res == y) TRY(be->alloc(be, (size_t)N * h * es, &o));   /* (N rows: the product before any scatter) */
+  int rc = g->tp > 1 ? gemm_tp_sum(c, g, be, 0, 0, N, h, f, hact, f, p[FC2W]->param.data, h, o)
+                     : be->gemm(be, CS, 0, 0, N, h, f, 1.0f, hact, AT, f, p[FC2W]->param.data, AT, h, 0.0f, o, AT, h);
+  if (!rc && g->dth) rc = drop_rows(m, mb, gl, PPSRT_DROP_FC2, y, res, o, PD(p[FC2B]));
+  else if (!rc) {
+    rc = be->add(be, CS, y, o, res, nh);
+    if (!rc && p[FC2B]) rc = be->add_bias(be, CS, y, y, p[FC2B]->param.data, n, h);
+  }
+  if (o != y) be->free(be, o);
+  return rc;
+}
+
 /* F of layer l of local stage loc: reads x, writes *yout (a store entry when keep_y,
  * else a plain buffer for the IO box). With --sequence-parallel x, y and what lives on
  * the residual stream are this rank's n rows; G (an uncounted [N, h] buffer) receives
@@ -499,7 +535,7 @@ static int layer_f_in(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, 
   int N = g->N, n = g->n, h = g->h, q = g->q, D = g->D, ha = g->ha, f = g->f;
   size_t es = g->es, nh = (size_t)n * h;
   int *fi = IX(g, mb, loc)->lf + (size_t)l * NFE;
-  void *ln1, *qkv, *att, *x1, *ln2, *hpre, *hact, *y;
+  void *ln1, *qkv, *att, *x1, *ln2, *hpre = NULL, *hact = NULL, *mbuf = NULL, *y;
   const void *a;   /* the input of QKV or FC1: ln1 / ln2, all N rows */
   float *st, *lse;
   TRY(save(c, mb, stage, nh * es, &ln1, &fi[FE_LN1]));
@@ -509,11 +545,9 @@ static int layer_f_in(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, 
   TRY(save(c, mb, stage, (size_t)N * ha * es, &att, &fi[FE_ATT]));
   TRY(save(c, mb, stage, nh * es, &x1, &fi[FE_X1]));
   TRY(save(c, mb, stage, nh * es, &ln2, &fi[FE_LN2]));
-  if (g->moe_on) {   /* one entry for the experts, in FE_HPRE's place */
-    TRY(save(c, mb, stage, g->moe.bytes, &hpre, &fi[FE_HPRE]));
-    fi[FE_HACT] = -1;
-    hact = NULL;
-  } else {
+  fi[FE_MOE] = fi[FE_HPRE] = fi[FE_HACT] = -1;
+  if (g->moe_on) TRY(save(c, mb, stage, g->moe.bytes, &mbuf, &fi[FE_MOE]));   /* one entry for the experts */
+  if (g->mlp) {   /* the dense MLP's, or the shared expert's */
     TRY(save(c, mb, stage, (size_t)N * g->fw * es, &hpre, &fi[FE_HPRE]));
     TRY(save(c, mb, stage, (size_t)N * f * es, &hact, &fi[FE_HACT]));
   }
@@ -561,9 +595,12 @@ static int layer_f_in(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, 
   K(sp_gather(c, g, ln2, G, h, &a));
   if (g->moe_on) {   /* y = x1 + drop(experts(ln2)) (moe.c) */
     ppsrt_dropout d = drop_site(m, mb, gl, PPSRT_DROP_FC2, (uint64_t)g->r0 * h);
-    return ppsrt_moe_f(&g->moe, c, be, moe_slot(g, mb, loc, l), MP(m, loc, l), hpre, a, x1, y, g->dth ? &d : NULL,
-                       !ppsrt_recomputing(c));
+    TRY(ppsrt_moe_f(&g->moe, c, be, moe_slot(g, mb, loc, l), MP(m, loc, l), mbuf, a, x1, y, g->dth ? &d : NULL,
+                    !ppsrt_recomputing(c)));
+    if (!g->mlp) return 0;
   }
+  /* (with experts the shared expert, below: y += drop(its output), the same mask, so that
+   * y = x1 + drop(experts + shared)) */
   if (!g->sw && p[FCB]) {
     EPI(fused(be, PPSRT_EP_BIAS_GELU, 0, 0, N, f, h, a, h, p[FCW]->param.data, f, 0.0f, hact, AT, f,
               p[FCB]->param.data, hpre, NULL),
@@ -573,20 +610,7 @@ static int layer_f_in(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, 
     TRY(linear_f(g, be, N, g->fw, h, a, p[FCW]->param.data, 0.0f, hpre, PD(p[FCB])));
     K(g->sw ? be->swiglu_fwd(be, CS, hact, hpre, N, f) : be->gelu_fwd(be, CS, hact, hpre, (size_t)N * f));
   }
-  if (g->dth) {   /* y = x1 + drop(hact Wfc2 + b) */
-    if (g->tp > 1) K(gemm_tp_sum(c, g, be, 0, 0, N, h, f, hact, f, p[FC2W]->param.data, h, y));
-    else K(be->gemm(be, CS, 0, 0, N, h, f, 1.0f, hact, AT, f, p[FC2W]->param.data, AT, h, 0.0f, y, AT, h));
-    K(drop_rows(m, mb, gl, PPSRT_DROP_FC2, y, x1, y, PD(p[FC2B])));
-    return 0;
-  }
-  if (g->tp > 1) {
-    K(gemm_tp_sum(c, g, be, 0, 0, N, h, f, hact, f, p[FC2W]->param.data, h, y));
-    K(be->add(be, CS, y, y, x1, nh));
-    if (p[FC2B]) K(be->add_bias(be, CS, y, y, p[FC2B]->param.data, n, h));
-    return 0;
-  }
-  K(be->memcpy_async(be, CS, y, x1, nh * es, 0));
-  return linear_f(g, be, N, h, f, hact, p[FC2W]->param.data, 1.0f, y, PD(p[FC2B]));
+  return fc2_f(m, c, mb, gl, p, hact, g->moe_on ? y : x1, y);
 }
 static int layer_f(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int l, void *x, int keep_y,
                    void **yout) {
@@ -616,6 +640,36 @@ static int hdrop(ppsrt_model *m, int mb, int layer, int site, const void *src, v
   return drop_rows(m, mb, layer, site, dst, NULL, src, NULL);
 }
 
+/* The MLP's B (dense, or the shared expert's): dhact = dy Wfc2^T (dy all N rows); dhpre
+ * = dhact * gelu'(hpre) written over hpre (no copy; with SwiGLU [dgate | dup],
+ * swiglu_bwd); dln2 = dhpre Wfc^T -> ln2's buffer (tensor parallel: summed over the
+ * group, or reduce-scattered to this rank's rows), or with acc added to what it holds
+ * (the experts' part). tmp: scratch of N f. With the GeLU gradient fused in the product
+ * (PPSRT_EP_DGELU), hpre is first copied to tmp, the product's GeLU input: its output
+ * must not overlap it. */
+static int mlp_b(ppsrt_ctx *c, const gpt *g, ppsrt_backend *be, ppsrt_param **p, const void *dyf, void *hpre, void *ln2,
+                 void *tmp, int acc) {
+  int N = g->N, h = g->h, f = g->f, fw = g->fw;
+  if (!g->sw && (be->epilogues & PPSRT_EP_DGELU)) {
+    TRY(be->memcpy_async(be, CS, tmp, hpre, (size_t)N * f * g->es, 0));
+    TRY(be->gemm_ep(be, CS, PPSRT_EP_DGELU, 0, 1, N, f, h, 1.0f, dyf, AT, h, p[FC2W]->param.data, AT, h, 0.0f, hpre, AT,
+                    f, NULL, tmp, NULL));
+  } else {
+    TRY(be->gemm(be, CS, 0, 1, N, f, h, 1.0f, dyf, AT, h, p[FC2W]->param.data, AT, h, 0.0f, tmp, AT, f));
+    TRY(g->sw ? be->swiglu_bwd(be, CS, hpre, tmp, hpre, N, f) : be->gelu_bwd(be, CS, hpre, tmp, hpre, (size_t)N * f));
+  }
+  if (g->tp == 1)
+    return be->gemm(be, CS, 0, 1, N, h, fw, 1.0f, hpre, AT, fw, p[FCW]->param.data, AT, fw, acc ? 1.0f : 0.0f, ln2, AT, h);
+  if (!acc) return gemm_tp_sum(c, g, be, 0, 1, N, h, fw, hpre, fw, p[FCW]->param.data, fw, ln2);
+  size_t nh = (size_t)g->n * h;   /* the group's sum into tmp (N f >= n h is not given: its own scratch) */
+  void *s;
+  TRY(be->alloc(be, nh * g->es, &s));
+  int rc = gemm_tp_sum(c, g, be, 0, 1, N, h, fw, hpre, fw, p[FCW]->param.data, fw, s);
+  if (!rc) rc = be->add(be, CS, ln2, ln2, s, nh);
+  be->free(be, s);
+  return rc;
+}
+
 /* B of layer l: from dy (the gradient of the layer's output) to dx (the gradient of its
  * input). Leaves for W: dhpre in hpre's buffer, dln2 in ln2's, dx1 in its slot, dqkv in
  * qkv's, dln1 in ln1's. Allocates only a transient scratch (not counted). With
@@ -629,7 +683,7 @@ static int layer_b(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int
   size_t es = g->es, nh = (size_t)n * h;
   sidx *e = IX(g, mb, loc);
   int *fi = e->lf + (size_t)l * NFE;
-  void *x, *ln1, *qkv, *att, *x1, *ln2, *hpre, *area, *tmp;
+  void *x, *ln1, *qkv, *att, *x1, *ln2, *hpre = NULL, *mbuf = NULL, *area, *tmp;
   const void *dyf, *dx1f;   /* dy, dx1: all N rows */
   float *st, *lse;
   TRY(layer_input(c, g, mb, stage, loc, l, &x));
@@ -640,7 +694,8 @@ static int layer_b(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int
   TRY(get(c, mb, stage, fi[FE_ATT], &att));
   TRY(get(c, mb, stage, fi[FE_X1], &x1));
   TRY(get(c, mb, stage, fi[FE_LN2], &ln2));
-  TRY(get(c, mb, stage, fi[FE_HPRE], &hpre));
+  if (fi[FE_HPRE] >= 0) TRY(get(c, mb, stage, fi[FE_HPRE], &hpre));
+  if (fi[FE_MOE] >= 0) TRY(get(c, mb, stage, fi[FE_MOE], &mbuf));
   TRY(get(c, mb, stage, e->grad, &area));
   void *dx1 = slot(g, area, slot_dx1(g, l));
   ppsrt_param *p[NLP];
@@ -655,33 +710,14 @@ static int layer_b(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int
   ppsrt_dropout da = drop_site(m, mb, gl, PPSRT_DROP_ATTN, (uint64_t)g->tpr * g->Hq);
   size_t ko = (size_t)g->Hq * D * es, vo = (size_t)(g->Hq + g->Hkv) * D * es;
   int rc;
-  /* MLP: dhact = dy Wfc2^T; dhpre = dhact * gelu'(hpre) written over hpre (no copy; with
-   *      SwiGLU [dgate | dup], swiglu_bwd);
-   *      dln2 = dhpre Wfc^T -> ln2's buffer (tensor parallel: summed over the group);
-   *      dx1 = dy + LN2_bwd(dln2).
-   * With the GeLU gradient fused in the product (PPSRT_EP_DGELU), hpre is first copied
-   * to tmp, the product's GeLU input: its output must not overlap it. */
+  /* MLP: dln2 (mlp_b, moe.c) -> ln2's buffer; dx1 = dy + LN2_bwd(dln2) */
   rc = hdrop(m, mb, gl, PPSRT_DROP_FC2, dy, dd, &dym);
   if (!rc) rc = sp_gather(c, g, dym, G, h, &dyf);
-  if (!rc && g->moe_on) {   /* the experts and the router (moe.c): dln2 -> ln2's buffer */
-    rc = ppsrt_moe_b(&g->moe, c, be, moe_slot(g, mb, loc, l), MP(m, loc, l), hpre, dyf, ln2);
-    if (!rc) rc = 2;   /* (then on at dx1 below) */
-  } else if (!rc && !g->sw && (be->epilogues & PPSRT_EP_DGELU)) {
-    rc = be->memcpy_async(be, CS, tmp, hpre, (size_t)N * f * es, 0);
-    if (!rc)
-      rc = be->gemm_ep(be, CS, PPSRT_EP_DGELU, 0, 1, N, f, h, 1.0f, dyf, AT, h, p[FC2W]->param.data, AT, h, 0.0f,
-                       hpre, AT, f, NULL, tmp, NULL);
-  } else if (!rc) rc = 1;
-  int moe_done = rc == 2;   /* the experts wrote dln2 */
-  if (moe_done) rc = 0;
-  if (rc < 0 ||
-      (!moe_done && rc &&
-       ((rc = be->gemm(be, CS, 0, 1, N, f, h, 1.0f, dyf, AT, h, p[FC2W]->param.data, AT, h, 0.0f, tmp, AT, f)) ||
-        (rc = g->sw ? be->swiglu_bwd(be, CS, hpre, tmp, hpre, N, f) : be->gelu_bwd(be, CS, hpre, tmp, hpre, (size_t)N * f)))) ||
-      (!moe_done &&
-       (rc = g->tp > 1 ? gemm_tp_sum(c, g, be, 0, 1, N, h, g->fw, hpre, g->fw, p[FCW]->param.data, g->fw, ln2)
-                       : be->gemm(be, CS, 0, 1, N, h, g->fw, 1.0f, hpre, AT, g->fw, p[FCW]->param.data, AT, g->fw, 0.0f,
-                                  ln2, AT, h))) ||
+  /* the experts and the router (moe.c): dln2 -> ln2's buffer; then the dense MLP's (or
+   * the shared expert's, added to the experts') */
+  if (!rc && g->moe_on) rc = ppsrt_moe_b(&g->moe, c, be, moe_slot(g, mb, loc, l), MP(m, loc, l), mbuf, dyf, ln2);
+  if (!rc && g->mlp) rc = mlp_b(c, g, be, p, dyf, hpre, ln2, tmp, g->moe_on);
+  if (rc ||
       (rc = be->memcpy_async(be, CS, dx1, dy, nh * es, 0)) ||
       (rc = be->layernorm_bwd_input(be, CS, dx1, ln2, x1, nmean(g, st, 1, n), nrstd(g, st, 1, n), p[LN2G]->param.data,
                                     n, h, 1)) ||
@@ -723,7 +759,7 @@ static int layer_w(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int
   int N = g->N, n = g->n, h = g->h, q = g->q, ha = g->ha, f = g->f, fw = g->fw;
   sidx *e = IX(g, mb, loc);
   int *fi = e->lf + (size_t)l * NFE;
-  void *x, *dln1, *dqkv, *att, *x1, *dln2, *dhpre, *hact = NULL, *area;
+  void *x, *dln1, *dqkv, *att, *x1, *dln2, *dhpre = NULL, *hact = NULL, *mbuf = NULL, *area;
   const void *a;
   float *st;
   TRY(layer_input(c, g, mb, stage, loc, l, &x));
@@ -733,8 +769,9 @@ static int layer_w(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int
   TRY(get(c, mb, stage, fi[FE_ATT], &att));
   TRY(get(c, mb, stage, fi[FE_X1], &x1));
   TRY(get(c, mb, stage, fi[FE_LN2], &dln2));
-  TRY(get(c, mb, stage, fi[FE_HPRE], &dhpre));
+  if (fi[FE_HPRE] >= 0) TRY(get(c, mb, stage, fi[FE_HPRE], &dhpre));
   if (fi[FE_HACT] >= 0) TRY(get(c, mb, stage, fi[FE_HACT], &hact));
+  if (fi[FE_MOE] >= 0) TRY(get(c, mb, stage, fi[FE_MOE], &mbuf));
   TRY(get(c, mb, stage, e->grad, &area));
   void *dy = slot(g, area, l + 1 < g->L ? slot_dx(g, l + 1) : slot_dytop()), *dx1 = slot(g, area, slot_dx1(g, l));
   ppsrt_param *p[NLP];
@@ -742,18 +779,16 @@ static int layer_w(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int
   float *g2g = p[LN2G]->grad, *g2b = PG(p[LN2B]), *g1g = p[LN1G]->grad, *g1b = PG(p[LN1B]);
   const void *dm;   /* dy, dx1 through --hidden-dropout's masks (into dd [n, h]) */
   int gl = stage * g->L + l;
-  if (g->moe_on) {   /* the experts' and the router's gradients (moe.c), from LN2's output recomputed */
-    K(be->layernorm_fwd(be, CS, scratch, nmean(g, sst, 0, n), nrstd(g, sst, 0, n), x1, PD(p[LN2G]), PD(p[LN2B]), n, h));
-    K(sp_gather(c, g, scratch, G, h, &a));
-    K(ppsrt_moe_w(&g->moe, c, be, moe_slot(g, mb, loc, l), MP(m, loc, l), dhpre, a));
-  } else {
+  if (g->mlp) {   /* the dense MLP's FC2 (or the shared expert's) */
     K(hdrop(m, mb, gl, PPSRT_DROP_FC2, dy, dd, &dm));
     K(sp_gather(c, g, dm, G, h, &a));
     TRY(linear_w(g, be, N, f, h, hact, a, p[FC2W]->grad, PG(p[FC2B])));
-    K(be->layernorm_fwd(be, CS, scratch, nmean(g, sst, 0, n), nrstd(g, sst, 0, n), x1, PD(p[LN2G]), PD(p[LN2B]), n, h));
-    K(sp_gather(c, g, scratch, G, h, &a));
-    TRY(linear_w(g, be, N, h, fw, a, dhpre, p[FCW]->grad, PG(p[FCB])));
   }
+  /* from LN2's output recomputed: FC1's, and the experts' and the router's (moe.c) */
+  K(be->layernorm_fwd(be, CS, scratch, nmean(g, sst, 0, n), nrstd(g, sst, 0, n), x1, PD(p[LN2G]), PD(p[LN2B]), n, h));
+  K(sp_gather(c, g, scratch, G, h, &a));
+  if (g->mlp) TRY(linear_w(g, be, N, h, fw, a, dhpre, p[FCW]->grad, PG(p[FCB])));
+  if (g->moe_on) K(ppsrt_moe_w(&g->moe, c, be, moe_slot(g, mb, loc, l), MP(m, loc, l), mbuf, a));
   K(be->layernorm_bwd_weight(be, CS, g2g, g2b, dln2, x1, nmean(g, st, 1, n), nrstd(g, st, 1, n), n, h));
   K(hdrop(m, mb, gl, PPSRT_DROP_PROJ, dx1, dd, &dm));
   K(sp_gather(c, g, dm, G, h, &a));
@@ -1446,7 +1481,8 @@ double ppsrt_gpt_pass_flops(const ppsrt_model_config *cfg, int kind, int stage) 
     double K = ppsrt_moe_topk(cfg), Fe = ppsrt_moe_ffn(cfg), E = cfg->num_experts, n = b * s;
     /* with a capacity factor: a balanced routing's kept slots, min(n K, E cap) (ppsc sim's) */
     if (cfg->moe_capacity > 0 && n > 0 && n <= INT32_MAX) K = fmin(n * K, E * (double)ppsrt_moe_capacity(cfg, (int)n)) / n;
-    M = 2 * b * s * (h * h * (1 + 2 * gq / a) + h * h + K * (cfg->swiglu ? 3 : 2) * h * Fe + T * h * E);
+    /* (--moe-shared-ffn-hidden S: every token through the shared expert too, split as the dense MLP) */
+    M = 2 * b * s * (h * h * (1 + 2 * gq / a) + h * h + (K * Fe + cfg->moe_shared_ffn) * (cfg->swiglu ? 3 : 2) * h + T * h * E);
   }
   int first = stage == 0, last = stage == cfg->nstage - 1, vm = cfg->vocab_mode;
   switch (kind) {
@@ -1642,6 +1678,14 @@ static int gpt_check_sizes(const ppsrt_model_config *cfg, int nstages) {
   if (cfg->tp > 1 && F % cfg->tp)
     return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --tensor-parallel %d must divide the MLP's width %d (--ffn-hidden): each rank "
                       "takes F/T of its columns", cfg->tp, F);
+  int S = cfg->moe_shared_ffn;   /* --moe-shared-ffn-hidden: the shared expert's width (0: none) */
+  if (S && !cfg->num_experts)
+    return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --moe-shared-ffn-hidden %d adds a shared expert to the experts of "
+                      "--num-experts\nhint: add --num-experts E (2 or more)", S);
+  if (S < 0) return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --moe-shared-ffn-hidden must be positive, got %d", S);
+  if (S && cfg->tp > 1 && S % cfg->tp)
+    return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --tensor-parallel %d must divide the shared expert's width %d "
+                      "(--moe-shared-ffn-hidden): each rank takes S/T of its columns", cfg->tp, S);
   if (cfg->rope && (cfg->hidden / cfg->heads) % 2)
     return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --position rope rotates pairs of a head's columns: the head size --hidden %d / "
                       "--heads %d = %d must be even", cfg->hidden, cfg->heads, cfg->hidden / cfg->heads);
@@ -1683,7 +1727,7 @@ static int gpt_check_sizes(const ppsrt_model_config *cfg, int nstages) {
     return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --sequence-parallel splits the --micro-batch %d x --seq %d = %lld tokens of a "
                       "microbatch over --tensor-parallel %d ranks: %d must divide them", cfg->micro_batch, cfg->seq,
                       (long long)cfg->seq * cfg->micro_batch, cfg->tp, cfg->tp);
-  int64_t fw = (int64_t)F * (cfg->swiglu ? 2 : 1);                 /* FC1's output width */
+  int64_t fw = (int64_t)(F > S ? F : S) * (cfg->swiglu ? 2 : 1);   /* FC1's output width (dense or shared) */
   int64_t w = fw > cfg->vocab ? fw : cfg->vocab;                     /* MLP, logits */
   int64_t tokens = (int64_t)cfg->seq * cfg->micro_batch;   /* both < 2^31: no overflow */
   if (tokens > INT32_MAX / w)
@@ -1775,14 +1819,14 @@ int ppsrt_gpt_create(const ppsrt_model_config *cfg, ppsrt_backend *be, int devic
   m->begin_iteration = gpt_begin; m->end_iteration = gpt_end; m->destroy = gpt_destroy;
   g->tp = cfg->tp > 1 ? cfg->tp : 1; g->tpr = g->tp > 1 ? cfg->tp_rank : 0;
   g->h = cfg->hidden; g->D = g->h / cfg->heads; g->Hq = cfg->heads / g->tp; g->Hkv = Hkv / g->tp; g->T = cfg->seq;
-  g->F = ppsrt_gpt_ffn(cfg); g->sw = cfg->swiglu != 0; g->rms = cfg->rmsnorm != 0; g->rope = cfg->rope != 0;
+  g->F = cfg->num_experts ? cfg->moe_shared_ffn : ppsrt_gpt_ffn(cfg); g->sw = cfg->swiglu != 0; g->rms = cfg->rmsnorm != 0; g->rope = cfg->rope != 0;
   g->nb = cfg->no_bias != 0; g->nst = g->rms ? 1 : 2; g->tie = cfg->tie_embeddings != 0;
   g->ha = g->Hq * g->D; g->f = g->F / g->tp; g->fw = g->f * (g->sw ? 2 : 1);
   /* the layer parameters present: no linear biases with --bias off, no betas with RMS norms */
   for (int j = 0; j < NLP; j++) {
     int bias = j == QKVB || j == PROJB || j == FCB || j == FC2B, beta = j == LN1B || j == LN2B;
-    int mlp = j == FCW || j == FCB || j == FC2W || j == FC2B;   /* (--num-experts: the experts' instead) */
-    g->kidx[j] = (bias && g->nb) || (beta && g->rms) || (mlp && cfg->num_experts) ? -1 : g->nlp++;
+    int mlp = j == FCW || j == FCB || j == FC2W || j == FC2B;   /* (--num-experts: the shared expert's, if any) */
+    g->kidx[j] = (bias && g->nb) || (beta && g->rms) || (mlp && !g->F) ? -1 : g->nlp++;
   }
   g->cp = cfg->cp > 1 ? cfg->cp : 1; g->cpr = g->cp > 1 ? cfg->cp_rank : 0; g->Tl = g->T / g->cp;
   g->Bm = cfg->micro_batch; g->N = g->Bm * g->Tl; g->V = cfg->vocab; g->L = cfg->layers_per_stage;
@@ -1799,6 +1843,7 @@ int ppsrt_gpt_create(const ppsrt_model_config *cfg, ppsrt_backend *be, int devic
   g->tpv = g->tp > 1 && !g->mode;
   g->vtp = g->tp > 1 && g->mode;
   g->moe_on = cfg->num_experts > 0;
+  g->mlp = g->F > 0;
   g->lpb = g->nlp;
   if (g->moe_on && (!be->moe_route || !be->moe_route_bwd || !be->moe_permute || !be->moe_permute_bwd ||
                     !be->moe_unpermute || !be->moe_unpermute_bwd)) {
@@ -1865,7 +1910,8 @@ int ppsrt_gpt_create(const ppsrt_model_config *cfg, ppsrt_backend *be, int devic
       for (int j = 0; j < NLP; j++) {
         if (g->kidx[j] < 0) continue;
         char name[64];
-        snprintf(name, sizeof name, "s%d.l%d.%s", s, l, lp_names[j]);
+        int sh = g->moe_on && (j == FCW || j == FCB || j == FC2W || j == FC2B);   /* the shared expert's */
+        snprintf(name, sizeof name, "s%d.l%d.%s%s", s, l, sh ? "moe.shared." : "", lp_names[j]);
         int init = j == LN1G || j == LN2G ? INIT_ONE : (j == LN1B || j == LN2B || j % 2 == 1) ? INIT_ZERO : INIT_UNIFORM;
         /* uniform(-a, a) with a = sqrt(3 / fan_in): unit variance outputs */
         float fan_in = j == FC2W ? (float)F : (float)h;

@@ -66,7 +66,8 @@
  * experts local, no collective).
  * Not run on a GPU: the CUDA path has run only on the emulator (tests/gpu/moe_emu.sh).
  * What it does not: the all-to-all dispatcher, a capacity factor under --context-parallel
- * (refused: cli.c), padding to capacity, shared experts, grouped GEMMs. */
+ * (refused: cli.c), padding to capacity, grouped GEMMs; the shared expert is the dense MLP's
+ * code in model_gpt.c, beside this. */
 #include "config.h"
 #include "moe.h"
 #include <math.h>

@@ -16,9 +16,13 @@
 #  - with model { moe_capacity_factor } (the runtime's --moe-expert-capacity-factor) 0.5:
 #    the rows of hpre, hact and eout min(X N K, E cap), cap = min(N, ceil(CF N K / E)), at
 #    X = 1 and X = 2; the FLOPs of a balanced routing's kept min(N K, E cap) slots;
+#  - with model { moe_shared_ffn_hidden } (the runtime's --moe-shared-ffn-hidden) a shared
+#    expert: its FLOPs, its hpre and hact (N (fc1 + 1) Sh / T values) and its FC1, FC2 and
+#    biases (split over T, whole on every GPU of an expert-parallel group), GPT-2's layer,
+#    and Llama's at T = 2 with SP and X = 2;
 #  - errors with file:line:col: experts 1, moe_topk above experts, moe_topk without
 #    experts, moe_ffn_hidden 0, moe_aux_loss 2, tensor_parallel not dividing the
-#    experts' width.
+#    experts' width, moe_shared_ffn_hidden 0, without experts, or T not dividing it.
 . "$(dirname "$0")/../runtime/lib.sh"
 command -v python3 > /dev/null 2>&1 || { echo "skip: no python3"; exit 77; }
 # sim.pps: 1F1B over P = 2 devices, one layer a stage, the model and hardware given by -D
@@ -41,7 +45,7 @@ schedule lin(P = 2, m = 4) {
 }
 PPS
 }
-# case NAME "MODEL KEYS" "HARDWARE KEYS" "RUNTIME FLAGS" E K F SWIGLU BIAS T SP RMS ROPE AUX X [CF]
+# case NAME "MODEL KEYS" "HARDWARE KEYS" "RUNTIME FLAGS" E K F SWIGLU BIAS T SP RMS ROPE AUX X [CF [SH]]
 case_() {
   nm=$1; mkeys=$2; hkeys=$3; flags=$4; shift 4
   mk "$WORK/$nm.pps" "$mkeys" "$hkeys"
@@ -54,6 +58,7 @@ import json, math, sys
 sim, run = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
 E, K, F, sw, bias, T, sp, rms, rope, aux, X = [int(x) for x in sys.argv[3:14]]
 cf = float(sys.argv[14]) if len(sys.argv) > 14 else 0
+Sh = int(sys.argv[15]) if len(sys.argv) > 15 else 0   # the shared expert's width
 h, H, G, s, b, V, es, m = 16, 4, 2, 4, 1, 32, 4, 4
 N, hd, fc1 = s * b, 16 // 4, 2 if sw else 1
 up = lambda x: math.ceil(x / 256) * 256
@@ -77,14 +82,16 @@ assert u == sim["unit_bytes"], ("unit_bytes", u, sim["unit_bytes"])
 # the experts' part: the layer less what a dense layer keeps without its hpre and hact
 q = (H // T + 2 * G // T) * hd
 dense = rows * (6 * h * es + (8 if rms else 16)) + N * q * es + (H // T) * s * 4 + N * (H // T) * hd * es
+dense += N * (fc1 + 1) * (Sh // T) * es   # the shared expert's hpre and hact
 assert sim["unit_bytes"] - dense == moe, ("experts' bytes", sim["unit_bytes"] - dense, moe)
 # parameters of a device: one layer (attention, norms, E experts, the router) and stage 0's
 # embeddings or stage 1's output layer and final norm; Adam at dtype 4: 16 bytes each
 norm = h if rms else 2 * h
 El = E // X   # a GPU's experts
 layer = (h * (H + 2 * G) * hd + H * hd * h) / T + 2 * norm + h * E + El * (h * fc1 * F + F * h) / T
+layer += (h * fc1 * Sh + Sh * h) / T   # the shared expert
 if bias:
-    layer += (H + 2 * G) * hd / T + h + El * fc1 * F / T + El * h
+    layer += (H + 2 * G) * hd / T + h + El * fc1 * F / T + El * h + (fc1 * Sh / T + h if Sh else 0)
 want = [layer + h * V / T + (0 if rope else s * h), layer + h * V / T + norm]
 for d in range(2):
     got = sim["per_device"][d]["static_bytes"] / 16
@@ -123,6 +130,20 @@ case_ llama_ep2_cap "hidden = 16; heads = 4; query_groups = 2; swiglu = 1; rmsno
   4 2 24 1 0 1 0 1 1 1 2 0.5
 case_ gpt2_cap2 "hidden = 16; heads = 4; query_groups = 2; experts = 4; moe_topk = 2; moe_capacity_factor = 2;" "" \
   "$RT --num-experts 4 --moe-topk 2 --moe-expert-capacity-factor 2" 4 2 64 0 1 1 0 0 0 0 1 2
+# a shared expert (model moe_shared_ffn_hidden, the runtime's --moe-shared-ffn-hidden)
+case_ gpt2_shared "hidden = 16; heads = 4; query_groups = 2; experts = 4; moe_topk = 2; moe_shared_ffn_hidden = 8;" "" \
+  "$RT --num-experts 4 --moe-topk 2 --moe-shared-ffn-hidden 8" 4 2 64 0 1 1 0 0 0 0 1 0 8
+case_ llama_shared_tp_ep "hidden = 16; heads = 4; query_groups = 2; swiglu = 1; rmsnorm = 1; rope = 1; bias = 0; experts = 4; moe_topk = 2; moe_ffn_hidden = 24; moe_shared_ffn_hidden = 12;" \
+  "tensor_parallel = 2; sequence_parallel = 1; tp_bandwidth = 1e12; $EPH" \
+  "$RT --arch llama --num-experts 4 --moe-topk 2 --moe-ffn-hidden 24 --tensor-parallel 2 --sequence-parallel --data-parallel 2 --expert-parallel 2 --moe-shared-ffn-hidden 12" \
+  4 2 24 1 0 2 1 1 1 0 2 0 12
+# the runtime takes --moe-shared-ffn-hidden from model { } when not given
+"$WORK/gpt2_shared" $RT --layers-per-stage 1 --iterations 1 --json > "$WORK/defs.run" 2> "$WORK/err" || fail "shared default: $(cat "$WORK/err")"
+python3 - "$WORK/defs.run" <<'PY' && pass "the shared expert's width defaults to model { }" || fail "shared width from model { }"
+import json, sys
+a = json.load(open(sys.argv[1]))
+assert a["layer"]["experts"]["shared_ffn_hidden"] == 8, a["layer"]["experts"]
+PY
 
 # the runtime takes --num-experts, --moe-topk and --moe-ffn-hidden from model { } when not given
 "$WORK/llama" --model gpt --arch llama --hidden 16 --heads 4 --query-groups 2 --seq 4 --vocab 32 --layers-per-stage 1 \
@@ -155,4 +176,8 @@ err "moe_capacity_factor with context_parallel" "experts = 4; moe_capacity_facto
   "model moe_capacity_factor does not run with hardware context_parallel = 2"
 err "tensor_parallel not dividing the experts' width" "experts = 4; moe_ffn_hidden = 6;" "tensor_parallel = 4; tp_bandwidth = 1e9;" \
   "hardware tensor_parallel = 4 must divide the experts' width 6"
+err "moe_shared_ffn_hidden 0" "experts = 4; moe_shared_ffn_hidden = 0;" "" "model moe_shared_ffn_hidden must be a positive whole number"
+err "moe_shared_ffn_hidden without experts" "moe_shared_ffn_hidden = 8;" "" "model moe_shared_ffn_hidden sets up the experts of model experts = E"
+err "tensor_parallel not dividing the shared width" "experts = 4; moe_shared_ffn_hidden = 6;" "tensor_parallel = 4; tp_bandwidth = 1e9;" \
+  "hardware tensor_parallel = 4 must divide the shared expert's width 6"
 finish

@@ -20,7 +20,7 @@
 #    expert bias, a scaling factor, a z-loss) become the run's flags, router.expert_bias
 #    the checkpoint's tensor bit for bit, and the import continues the saved run's loss;
 #    each MoE argument the runtime cannot compute refused (sqrtsoftplus scores, an expert
-#    bias with softmax, a scaling factor of 0, shared experts,
+#    bias with softmax, a scaling factor of 0, a shared expert gate,
 #    moe_layer_freq, groups, padding to the capacity, a capacity factor of 0
 #    or another drop policy, seq_aux_loss > 0, Sinkhorn,
 #    a negative z-loss, expert TP, GroupedMLP at TP 2, a missing EP rank, EP ranks of a dense model,
@@ -59,7 +59,7 @@ for k in sorted(ka):
     if a.tensor(k, n).tobytes() != b.tensor(k, n).tobytes():
         sys.exit("tensor %s differs" % k)
 for k in ("hidden", "heads", "query_groups", "vocab", "layers", "mlp", "norm", "position", "bias", "embeddings", "ffn_hidden",
-          "num_experts", "moe_topk", "moe_ffn_hidden", "moe_aux_loss_coeff"):
+          "num_experts", "moe_topk", "moe_ffn_hidden", "moe_aux_loss_coeff", "moe_shared_ffn_hidden"):
     if a.meta.get(k) != b.meta.get(k):
         sys.exit("metadata %s: %r vs %r" % (k, a.meta.get(k), b.meta.get(k)))
 if len(sys.argv) > 3:   # the moments: all zero
@@ -129,6 +129,13 @@ python3 "$FX" write "$WORK/ck_moe" "$WORK/meg_moeg" --pp 2 --ep 2 --experts lega
 python3 "$MG" import "$WORK/meg_moeg" "$WORK/imp_moeg" > /dev/null 2> "$WORK/err" && same "$WORK/want_moe" "$WORK/imp_moeg" &&
   pass "moe: the legacy GroupedMLP (weight1 / weight2) at PP 2 x EP 2 bit for bit" ||
   fail "moe GroupedMLP: $(cat "$WORK/err" "$WORK/same.out")"
+# a shared expert (mlp.shared_experts.*, on every EP rank) at TP 2 x PP 2 x EP 2, TEGroupedMLP; GPT-2's layer
+# (biases) at EP 4
+case_ moe_shared a "$L --layers-per-stage 2 $MOE --moe-shared-ffn-hidden 8" --tp 2 --pp 2 --ep 2 --experts te
+grep -q -- "--moe-ffn-hidden 12 --moe-shared-ffn-hidden 8 " "$WORK/imp_moe_shared.out" &&
+  pass "moe_shared: the shared expert's flag printed" || fail "moe_shared: flags: $(cat "$WORK/imp_moe_shared.out")"
+case_ gpt2_moe_shared a "$G2 --layers-per-stage 2 --num-experts 4 --moe-topk 2 --moe-ffn-hidden 16 --moe-shared-ffn-hidden 24" \
+  --tp 1 --pp 1 --ep 4 --experts seq
 case_ gpt2_moe a "$G2 --layers-per-stage 2 --num-experts 4 --moe-topk 2 --moe-ffn-hidden 16" --tp 1 --pp 1 --ep 4 --experts seq
 
 # BF16: the import holds the bfloat16 values exactly (want_ has them); Adam's zero moments
@@ -185,7 +192,7 @@ SRC=$WORK/ck_moe
 refuse "sqrtsoftplus scores" "moe_router_score_function = 'sqrtsoftplus'" --arg "moe_router_score_function='sqrtsoftplus'"
 refuse "an expert bias with softmax scores" "moe_router_enable_expert_bias = True" --arg moe_router_enable_expert_bias=True
 refuse "a top-K scaling factor of 0" "moe_router_topk_scaling_factor = 0" --arg moe_router_topk_scaling_factor=0
-refuse "shared experts" "moe_shared_expert_intermediate_size = 24" --arg moe_shared_expert_intermediate_size=24
+refuse "a shared expert gate" "moe_shared_expert_gate = True" --arg moe_shared_expert_intermediate_size=24 --arg moe_shared_expert_gate=True
 refuse "dense layers between MoE layers" "moe_layer_freq = \[1, 0, 1, 0\]" --arg "moe_layer_freq=[1,0,1,0]"
 refuse "group-limited routing" "moe_router_num_groups = 2" --arg moe_router_num_groups=2
 refuse "padding to the capacity" "moe_pad_expert_input_to_capacity = True" --arg moe_expert_capacity_factor=1.0 \
