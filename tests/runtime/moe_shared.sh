@@ -148,7 +148,7 @@ for x, y in zip(s, m):
     assert x["peak_units"] == y["peak_units"], (x, y)
     assert x["resident_peak_bytes"] - y["resident_peak_bytes"] == x["peak_units"] * N * 2 * S * es, (x, y)
 PY
-grep -q '"experts":{"num":4,"topk":2,"ffn_hidden":64,"aux_loss_coeff":0.01,"shared_ffn_hidden":8}' "$WORK/bs" &&
+grep -q '"experts":{"num":4,"topk":2,"ffn_hidden":64,"aux_loss_coeff":0.01,"score_function":"softmax","pre_softmax":false,"topk_scaling_factor":1,"z_loss_coeff":0,"expert_bias_update_rate":null,"shared_ffn_hidden":8}' "$WORK/bs" &&
   pass "--json names the shared expert's width" || fail "--json experts: $(grep -o '"layer":.*' "$WORK/bs")"
 
 # checkpoints: resume under ZB-H1 with the uninterrupted losses; another width refused
