@@ -66,6 +66,10 @@ static const char usage_text[] =
   "                           rank's N K slots a microbatch, the others dropped (default: dropless);\n"
   "                           --moe-token-drop-policy probs|position keeps the largest routing\n"
   "                           weights (default) or the first tokens (no --context-parallel)\n"
+  "  --moe-token-dispatcher allgather|alltoall   gpt experts under --expert-parallel X: every rank\n"
+  "                           gathers the group's tokens (default), or sends each kept slot's row\n"
+  "                           to its expert's rank only and takes the output back (Megatron-LM's\n"
+  "                           --moe-token-dispatcher-type, also accepted); the same at X = 1\n"
   "training:\n"
   "  --iterations N           iterations (default 1); --seed N (default 1234)\n"
   "  --lr X                   learning rate (default 0.01); --optimizer sgd|adam (default sgd)\n"
@@ -593,6 +597,12 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
         return usage_error(me, "--moe-token-drop-policy needs probs or position, got '%s'", v ? v : "");
       cfg->moe_drop_position = !strcmp(v, "position");
       drop_policy = arch_flag = 1;
+    } else if (flag_is(a, "--moe-token-dispatcher", &v, argc, argv, &i) ||
+               flag_is(a, "--moe-token-dispatcher-type", &v, argc, argv, &i)) {
+      if (!v || (strcmp(v, "allgather") && strcmp(v, "alltoall")))
+        return usage_error(me, "--moe-token-dispatcher needs allgather or alltoall, got '%s'", v ? v : "");
+      cfg->moe_a2a = !strcmp(v, "alltoall");
+      arch_flag = 1;
     } else if (flag_is(a, "--hidden-dropout", &v, argc, argv, &i) || flag_is(a, "--attention-dropout", &v, argc, argv, &i)) {
       int att = a[2] == 'a';
       double *rate = att ? &cfg->attention_dropout : &cfg->hidden_dropout;
@@ -776,6 +786,9 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
     return usage_error(me, "--expert-parallel %d must divide --num-experts %d: each rank of a group holds E/X experts",
                        run.nep, cfg->num_experts);
   cfg->ep = run.nep;
+  if (cfg->moe_a2a && !cfg->num_experts)
+    return usage_error(me, "--moe-token-dispatcher sends the tokens of a mixture-of-experts model to their experts: "
+                       "add --num-experts E (and --expert-parallel X)");
   if (o->distopt && run.ngrad < 2)
     return usage_error(me, "--distributed-optimizer shards the optimizer state over data-parallel replicas (and context "
                            "ranks): add --data-parallel D (D >= 2) or --context-parallel C");
@@ -1047,6 +1060,13 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
       if (!run.egroups[g]->reduce_scatter_f32 || !run.egroups[g]->allgather) {
         fprintf(stderr, "%s: error: --distributed-optimizer: the %s transport has no reduce-scatter and all-gather\n", me,
                 run.egroups[g]->name);
+        status = 1;
+        goto done;
+      }
+    for (int g = 0; g < nx; g++)
+      if (cfg->moe_a2a && !run.xgroups[g]->alltoallv) {
+        fprintf(stderr, "%s: error: --moe-token-dispatcher alltoall: the %s transport has no all-to-all\n", me,
+                run.xgroups[g]->name);
         status = 1;
         goto done;
       }

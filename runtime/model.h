@@ -124,6 +124,7 @@ typedef struct ppsrt_model_config {
                            * rank's N K slots, the rest dropped (0: dropless) */
   int moe_drop_position;  /* --moe-token-drop-policy position (1): keep the first in token order; 0 (probs):
                            * the largest routing weights */
+  int moe_a2a;            /* --moe-token-dispatcher alltoall (1; moe.c, ep.c); 0: allgather (the default) */
 } ppsrt_model_config;
 enum { PPSRT_ROPE_NONE, PPSRT_ROPE_LINEAR, PPSRT_ROPE_LLAMA3, PPSRT_ROPE_NSCALINGS };
 
@@ -394,6 +395,11 @@ static inline int ppsrt_cp_pos(int T, int C, int cp, int u) {
  * compute stream; without a group a plain copy. */
 int ppsrt_ep_allgather(ppsrt_ctx *c, const void *send, void *recv, size_t bytes);
 int ppsrt_ep_reduce_scatter(ppsrt_ctx *c, const float *send, float *recv, size_t count);
+/* --moe-token-dispatcher alltoall: the group's transport's alltoallv (transport.h; bytes,
+ * backend memory, compute stream), counting the bytes sent to the other ranks; without a
+ * group the self block copied. */
+int ppsrt_ep_alltoallv(ppsrt_ctx *c, const void *send, const size_t *scount, const size_t *sdispl, void *recv,
+                       const size_t *rcount, const size_t *rdispl);
 ppsrt_backend *ppsrt_ctx_backend(ppsrt_ctx *c);
 int ppsrt_ctx_rank(ppsrt_ctx *c);
 int ppsrt_ctx_iteration(ppsrt_ctx *c);

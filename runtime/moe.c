@@ -149,6 +149,7 @@ int ppsrt_moe_init(ppsrt_moe *mo, const ppsrt_model_config *cfg, ppsrt_dtype at,
   mo->El = mo->E / mo->X; mo->e0 = mo->j * mo->El;
   mo->cap = (int)ppsrt_moe_capacity(cfg, N); mo->dpos = cfg->moe_drop_position != 0;
   mo->M = (int)ppsrt_moe_rows(cfg, N);
+  mo->a2a = cfg->moe_a2a && mo->X > 1;
   /* the row-indexed parts hold M rows: dropless the group's X N K gathered slots (every
    * one of them may be routed to this rank's experts), with a capacity at most E cap
    * (each of the X ranks sends an expert at most cap slots: X cap a local expert); the
@@ -174,7 +175,9 @@ int ppsrt_moe_init(ppsrt_moe *mo, const ppsrt_model_config *cfg, ppsrt_dtype at,
   mo->hstat = malloc(3 * (size_t)mo->E * sizeof *mo->hstat);
   mo->hcoef = mo->hstat ? mo->hstat + 2 * mo->E : NULL;
   mo->ocnt = calloc((size_t)mo->E, sizeof *mo->ocnt);
-  if (!mo->cnt || !mo->shash || !mo->hcp || !mo->hidx || !mo->hpos || !mo->hstat || !mo->ocnt ||
+  mo->acnt = mo->a2a ? calloc((size_t)(nslot > 0 ? nslot : 1) * mo->X * mo->E, sizeof *mo->acnt) : NULL;
+  mo->av = mo->a2a ? calloc(4 * (size_t)mo->X, sizeof *mo->av) : NULL;
+  if ((mo->a2a && (!mo->acnt || !mo->av)) || !mo->cnt || !mo->shash || !mo->hcp || !mo->hidx || !mo->hpos || !mo->hstat || !mo->ocnt ||
       (mo->cap > 0 && (!mo->hw || !mo->hord))) {
     ppsrt_moe_free(mo);
     return PPSRT_FAIL(PPSRT_E_NOMEM, "gpt: out of host memory (experts)");
@@ -184,6 +187,7 @@ int ppsrt_moe_init(ppsrt_moe *mo, const ppsrt_model_config *cfg, ppsrt_dtype at,
 
 void ppsrt_moe_free(ppsrt_moe *mo) {
   free(mo->hw); free(mo->hord); mo->hw = NULL; mo->hord = NULL;
+  free(mo->acnt); free(mo->av); mo->acnt = NULL; mo->av = NULL;
   free(mo->cnt); free(mo->shash); free(mo->hcp); mo->hcp = NULL; free(mo->hidx); free(mo->hpos); free(mo->hstat); free(mo->ocnt);
   mo->cnt = mo->ocnt = NULL; mo->shash = NULL; mo->hidx = mo->hpos = NULL; mo->hstat = mo->hcoef = NULL;
 }
@@ -318,8 +322,78 @@ void ppsrt_moe_drop(struct ppsrt_moe_ord *o, const int32_t *idx, const float *w,
 }
 static void drop_over_capacity(ppsrt_moe *mo) {
   size_t NK = (size_t)mo->N * mo->K;
-  for (int q = 0; q < mo->X; q++)
+  for (int q = mo->a2a ? mo->j : 0; q < (mo->a2a ? mo->j + 1 : mo->X); q++)   /* (alltoall: this rank's block alone) */
     ppsrt_moe_drop(mo->hord, mo->hidx + NK * q, mo->hw + NK * q, NK, mo->cap, mo->dpos, mo->hpos + NK * q);
+}
+
+/* ---- the all-to-all dispatcher (--moe-token-dispatcher alltoall, X > 1) ---- */
+
+/* The routing's exchange: cnt (this rank's kept slots a expert) gives the positions of
+ * this rank's own slots in its dispatch's send rows (by expert, so by destination rank;
+ * slot order kept; a dropped slot -1), uploaded to b->pos block j; then every rank's
+ * counts are all-gathered (X x E int32, one more synchronisation) into acnt[slot], and
+ * cnt becomes the group's kept slots a expert (this rank's experts' rows). */
+static int a2a_route(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, int slot, mbuf *b) {
+  int E = mo->E, X = mo->X, *cnt = mo->cnt + (size_t)slot * E, *ac = mo->acnt + (size_t)slot * X * E, next[1024];
+  size_t NK = (size_t)mo->N * mo->K, j0 = NK * mo->j, blk = (size_t)E * sizeof(int32_t);
+  for (int e = 0, o = 0; e < E; e++) { next[e] = o; o += cnt[e]; }
+  for (size_t s = j0; s < j0 + NK; s++) mo->hpos[s] = mo->hpos[s] >= 0 ? next[mo->hidx[s]]++ : -1;
+  TRY(be->memcpy_async(be, CS, b->pos + j0, mo->hpos + j0, NK * sizeof(int32_t), 1));
+  int32_t *h = malloc(blk * X), *d = NULL;
+  if (!h) return PPSRT_FAIL(PPSRT_E_NOMEM, "gpt: out of host memory (experts)");
+  for (int e = 0; e < E; e++) h[(size_t)mo->j * E + e] = cnt[e];
+  int rc = be->alloc(be, blk * X, (void **)&d);
+  if (!rc) rc = be->memcpy_async(be, CS, (char *)d + mo->j * blk, h + (size_t)mo->j * E, blk, 1);
+  if (!rc) rc = ppsrt_ep_allgather(c, (char *)d + mo->j * blk, d, blk);
+  if (!rc) rc = be->memcpy_async(be, CS, h, d, blk * X, 2);
+  if (!rc) rc = be->stream_sync(be, CS);
+  if (d) be->free(be, d);
+  for (int e = 0; e < E && !rc; e++) {
+    cnt[e] = 0;
+    for (int q = 0; q < X; q++) cnt[e] += ac[(size_t)q * E + e] = h[(size_t)q * E + e];
+  }
+  free(h);
+  return rc;
+}
+
+/* The sizes (bytes: rows of `row` bytes) of a dispatch from the slots' ranks to their
+ * experts' (ret 0), or of its return (ret 1), into mo->av (send sizes [X], places [X],
+ * receive sizes [X], places [X]): the slot's ranks send each rank q their slots of q's
+ * experts, by expert; the experts' rank receives from each q its slots of this rank's
+ * experts, by expert. */
+static void a2a_sizes(ppsrt_moe *mo, int slot, size_t row, int ret) {
+  int E = mo->E, X = mo->X, El = mo->El;
+  const int *ac = mo->acnt + (size_t)slot * X * E, *mine = ac + (size_t)mo->j * E;
+  size_t *home = mo->av + (ret ? 2 * X : 0), *exp = mo->av + (ret ? 0 : 2 * X), oh = 0, ox = 0;
+  for (int q = 0; q < X; q++) {
+    size_t nh = 0, nx = 0;
+    for (int e = 0; e < El; e++) { nh += (size_t)mine[q * El + e]; nx += (size_t)ac[(size_t)q * E + mo->e0 + e]; }
+    home[q] = nh * row; home[X + q] = oh; oh += home[q];
+    exp[q] = nx * row; exp[X + q] = ox; ox += exp[q];
+  }
+}
+static int a2a(ppsrt_moe *mo, ppsrt_ctx *c, int slot, size_t row, int ret, const void *send, void *recv) {
+  size_t X = (size_t)mo->X, *v = mo->av;
+  a2a_sizes(mo, slot, row, ret);
+  return ppsrt_ep_alltoallv(c, send, v, v + X, recv, v + 2 * X, v + 3 * X);
+}
+
+/* The rows received (by source rank, then by local expert) to the experts' order (by
+ * local expert, then source rank: each expert's rows contiguous, first_row's), back 0;
+ * or back (1). Chunk copies on the compute stream. */
+static int a2a_reorder(ppsrt_moe *mo, ppsrt_backend *be, int slot, char *dst, const char *src, int back) {
+  int E = mo->E, X = mo->X, e1 = mo->e0 + mo->El;
+  const int *ac = mo->acnt + (size_t)slot * X * E, *cnt = mo->cnt + (size_t)slot * E;
+  size_t row = (size_t)mo->h * mo->es, at = 0;
+  for (int q = 0; q < X; q++)
+    for (int e = mo->e0; e < e1; e++) {
+      size_t n = (size_t)ac[(size_t)q * E + e], r = (size_t)first_row(mo, cnt, e);
+      if (!n) continue;
+      for (int p = 0; p < q; p++) r += (size_t)ac[(size_t)p * E + e];
+      TRY(be->memcpy_async(be, CS, dst + (back ? at : r) * row, src + (back ? r : at) * row, n * row, 0));
+      at += n;
+    }
+  return 0;
 }
 
 /* The routing of the slot's tokens: with --expert-parallel the group's top-K indices and
@@ -332,24 +406,26 @@ static int route_host(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, int slot, 
                       int count_loss) {
   int N = mo->N, K = mo->K, E = mo->E, *cnt = mo->cnt + (size_t)slot * E, *own = mo->ocnt;
   size_t NK = (size_t)N * K, XNK = NK * mo->X, j0 = NK * mo->j;
-  if (mo->X > 1) {   /* (in place: this rank's block) */
+  /* the slots this rank sees: the group's (allgather), this rank's own (alltoall, X = 1) */
+  size_t s0 = mo->a2a ? j0 : 0, s1 = mo->a2a ? j0 + NK : XNK;
+  if (mo->X > 1 && !mo->a2a) {   /* (in place: this rank's block) */
     TRY(ppsrt_ep_allgather(c, b->idx + j0, b->idx, NK * sizeof(int32_t)));
     TRY(ppsrt_ep_allgather(c, b->w + j0, b->w, NK * sizeof(float)));
   }
-  TRY(be->memcpy_async(be, CS, mo->hidx, b->idx, XNK * sizeof(int32_t), 2));
+  TRY(be->memcpy_async(be, CS, mo->hidx + s0, b->idx + s0, (s1 - s0) * sizeof(int32_t), 2));
   TRY(be->memcpy_async(be, CS, mo->hstat, stat, 2 * (size_t)E * sizeof(float), 2));
-  if (mo->cap > 0) TRY(be->memcpy_async(be, CS, mo->hw, b->w, XNK * sizeof(float), 2));
+  if (mo->cap > 0) TRY(be->memcpy_async(be, CS, mo->hw + s0, b->w + s0, (s1 - s0) * sizeof(float), 2));
   TRY(be->stream_sync(be, CS));   /* the one synchronisation: the GEMMs' sizes */
   memset(cnt, 0, (size_t)E * sizeof *cnt);
   memset(own, 0, (size_t)E * sizeof *own);
-  for (size_t s = 0; s < XNK; s++) {
+  for (size_t s = s0; s < s1; s++) {
     int e = mo->hidx[s];
     if (e < 0 || e >= E) return PPSRT_FAIL(PPSRT_E_BACKEND, "gpt: routing gave expert %d of %d (not a number in the router's logits?)", e, E);
     if (s >= j0 && s < j0 + NK) own[e]++;   /* (before any dropping: the load-balancing loss's, as Megatron's) */
   }
   if (mo->cap > 0) drop_over_capacity(mo);
-  else memset(mo->hpos, 0, XNK * sizeof *mo->hpos);
-  for (size_t s = 0; s < XNK; s++)
+  else memset(mo->hpos + s0, 0, (s1 - s0) * sizeof *mo->hpos);
+  for (size_t s = s0; s < s1; s++)
     if (mo->hpos[s] >= 0) cnt[mo->hidx[s]]++;   /* the kept slots: the experts' rows */
   uint64_t sh = 0xcbf29ce484222325ull;   /* the slot's own tokens' hash (FNV-1a), for --check's routing comparison */
   for (size_t s = j0; s < j0 + NK; s++) {
@@ -361,14 +437,17 @@ static int route_host(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, int slot, 
   /* positions: this rank's experts' kept slots first (by expert, slot order kept); every
    * other slot dropless after them (rows zeroed), with a capacity -1 (the kernels skip
    * it: no row, nothing combined, no gradient), as a dropped slot is */
-  int next[1024], rest = local_rows(mo, cnt), e1 = mo->e0 + mo->El;
-  for (int e = mo->e0, o = 0; e < e1; e++) { next[e] = o; o += cnt[e]; }
-  for (size_t s = 0; s < XNK; s++) {
-    int e = mo->hidx[s], kept = mo->hpos[s] >= 0;
-    mo->hpos[s] = kept && e >= mo->e0 && e < e1 ? next[e]++ : mo->cap > 0 ? -1 : rest++;
-  }
   mo->shash[slot] = sh;
-  TRY(be->memcpy_async(be, CS, b->pos, mo->hpos, XNK * sizeof(int32_t), 1));
+  if (mo->a2a) TRY(a2a_route(mo, c, be, slot, b));
+  else {
+    int next[1024], rest = local_rows(mo, cnt), e1 = mo->e0 + mo->El;
+    for (int e = mo->e0, o = 0; e < e1; e++) { next[e] = o; o += cnt[e]; }
+    for (size_t s = 0; s < XNK; s++) {
+      int e = mo->hidx[s], kept = mo->hpos[s] >= 0;
+      mo->hpos[s] = kept && e >= mo->e0 && e < e1 ? next[e]++ : mo->cap > 0 ? -1 : rest++;
+    }
+    TRY(be->memcpy_async(be, CS, b->pos, mo->hpos, XNK * sizeof(int32_t), 1));
+  }
   /* the load-balancing loss's f_e (slots routed to e over all slots) and P_e (mean
    * probability of e): of this rank's N tokens, or with --context-parallel of the C ranks'
    * C N tokens of the same sequences (as at C = 1: every rank's loss is the whole one) */
@@ -433,9 +512,18 @@ static int moe_f_in(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, int slot, pp
   int R = local_rows(mo, cnt);
   /* the group's tokens (--expert-parallel), permuted; each local expert's FC1 (+ bias) on
    * its rows; the activation on those rows */
-  const void *ag = a;
-  if (X > 1) { TRY(ppsrt_ep_allgather(c, a, z->ag, (size_t)N * h * es)); ag = z->ag; }
-  TRY(be->moe_permute(be, CS, xp, ag, b->pos, N * X, K, h));
+  size_t j0 = (size_t)NK * mo->j;
+  if (mo->a2a) {
+    /* alltoall: this rank's kept slots' rows (by expert: by destination rank) to their
+     * experts' ranks; there the rows received in the experts' order */
+    TRY(be->moe_permute(be, CS, z->ag, a, b->pos + j0, N, K, h));
+    TRY(a2a(mo, c, slot, (size_t)h * es, 0, z->ag, z->comb));
+    TRY(a2a_reorder(mo, be, slot, xp, z->comb, 0));
+  } else {
+    const void *ag = a;
+    if (X > 1) { TRY(ppsrt_ep_allgather(c, a, z->ag, (size_t)N * h * es)); ag = z->ag; }
+    TRY(be->moe_permute(be, CS, xp, ag, b->pos, N * X, K, h));
+  }
   for (int e = mo->e0; e < e1; e++) {
     int r = first_row(mo, cnt, e);
     ppsrt_param *w1 = EP(mo, P, e, 0), *b1 = EP(mo, P, e, 1);
@@ -462,7 +550,12 @@ static int moe_f_in(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, int slot, pp
     char *o = b->eout + (size_t)r * h * es;
     if (cnt[e]) TRY(be->add_bias(be, CS, o, o, EP(mo, P, e, 3)->param.data, cnt[e], h));
   }
-  if (X > 1) {
+  if (mo->a2a) {
+    /* alltoall: the outputs back to their slots' ranks, into eout in the dispatch's order
+     * (this rank's own slots' outputs: the combine and B's routing-weight gradient local) */
+    TRY(a2a_reorder(mo, be, slot, z->comb, b->eout, 1));
+    TRY(a2a(mo, c, slot, (size_t)h * es, 1, z->comb, b->eout));
+  } else if (X > 1) {
     /* the other experts' rows add nothing here; each gathered token's sum over this rank's
      * slots, summed over the group (F32), this rank's N rows back: then as X = 1 */
     if (R < mo->M) TRY(be->memset0(be, CS, b->eout + (size_t)R * h * es, (size_t)(mo->M - R) * h * es));
@@ -473,7 +566,7 @@ static int moe_f_in(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, int slot, pp
     return be->bias_dropout_add(be, CS, y, x1, out, NULL, mo->n, h, drop);
   }
   /* combine this rank's rows: y = x1 + sum_k w eout (or x1 + drop(sum_k w eout)) */
-  size_t s0 = (size_t)mo->r0 * K;
+  size_t s0 = (mo->a2a ? j0 : 0) + (size_t)mo->r0 * K;
   if (!drop) return be->moe_unpermute(be, CS, y, x1, b->eout, b->pos + s0, b->w + s0, mo->n, K, h);
   TRY(be->moe_unpermute(be, CS, tmp, NULL, b->eout, b->pos + s0, b->w + s0, mo->n, K, h));
   return be->bias_dropout_add(be, CS, y, x1, tmp, NULL, mo->n, h, drop);
@@ -488,9 +581,14 @@ int ppsrt_moe_f(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, int slot, ppsrt_
    * [n, h], (expert parallel) the gathered input and the combine's rows [X N, h], their F32 sums */
   size_t bl = (NE + 2 * mo->E) * sizeof(float), bx = NK * mo->h * mo->es, bp = mo->tp > 1 ? NK * mo->h * sizeof(float) : 0,
          bt = drop ? (size_t)mo->n * mo->h * mo->es : 0, be1 = X > 1 ? up(Nxh * mo->es) : 0,
-         be2 = X > 1 ? up(Nxh * sizeof(float)) : 0;
+         be2 = X > 1 ? up(Nxh * sizeof(float)) : 0, be3 = be1;
+  if (mo->a2a) {   /* (alltoall: the rows sent [N K, h], the rows received and returned [M, h]) */
+    be1 = up(NK / X * mo->h * mo->es);
+    be3 = up((size_t)mo->M * mo->h * mo->es);
+    be2 = 0;
+  }
   char *s;
-  TRY(be->alloc(be, up(bl) + up(bx) + up(bp) + up(bt) + 2 * be1 + be2, (void **)&s));
+  TRY(be->alloc(be, up(bl) + up(bx) + up(bp) + up(bt) + be1 + be3 + be2, (void **)&s));
   char *o = s;
   fscr z;
   z.logits = (float *)o; o += up(bl);
@@ -498,7 +596,7 @@ int ppsrt_moe_f(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, int slot, ppsrt_
   z.part = bp ? (float *)o : NULL; o += up(bp);
   z.tmp = o; o += up(bt);
   z.ag = be1 ? o : NULL; o += be1;
-  z.comb = be1 ? o : NULL; o += be1;
+  z.comb = be3 ? o : NULL; o += be3;
   z.sum = be2 ? (float *)o : NULL;
   int rc = moe_f_in(mo, c, be, slot, P, &b, a, x1, y, drop, count_loss, &z);
   be->free(be, s);
@@ -517,9 +615,17 @@ static int moe_b_in(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, int slot, pp
   int R = local_rows(mo, cnt);
   /* the combine's backward on the group's tokens (dy all-gathered): dw, and deout = w dy
    * over eout (the other experts' rows of eout are zero: their dw is 0 here) */
-  const void *dyx = dy;
-  if (X > 1) { TRY(ppsrt_ep_allgather(c, dy, dyg, (size_t)N * h * es)); dyx = dyg; }
-  TRY(be->moe_unpermute_bwd(be, CS, b->eout, dw, dyx, b->eout, b->pos, b->w, N * X, K, h));
+  if (mo->a2a) {
+    /* alltoall: the combine's backward at home (this rank's slots: dw, deout = w dy over
+     * their outputs in eout); deout to the experts' ranks, there in the experts' order */
+    TRY(be->moe_unpermute_bwd(be, CS, b->eout, dw + j0, dy, b->eout, b->pos + j0, b->w + j0, N, K, h));
+    TRY(a2a(mo, c, slot, (size_t)h * es, 0, b->eout, dyg));
+    TRY(a2a_reorder(mo, be, slot, b->eout, dyg, 0));
+  } else {
+    const void *dyx = dy;
+    if (X > 1) { TRY(ppsrt_ep_allgather(c, dy, dyg, (size_t)N * h * es)); dyx = dyg; }
+    TRY(be->moe_unpermute_bwd(be, CS, b->eout, dw, dyx, b->eout, b->pos, b->w, N * X, K, h));
+  }
   /* the experts: dhact = deout Wfc2^T; dhpre over hpre; dxp = dhpre Wfc^T (summed over the group) */
   for (int e = mo->e0; e < e1; e++) {
     int r = first_row(mo, cnt, e);
@@ -542,7 +648,13 @@ static int moe_b_in(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, int slot, pp
     if (R) TRY(be->convert(be, CS, dxp, AT, part, PPSRT_F32, (size_t)R * h));
   }
   void *dx = dfull ? (void *)dfull : dln2;   /* all N rows */
-  if (X > 1) {
+  if (mo->a2a) {
+    /* alltoall: the input gradients' rows back to their slots' ranks (into `sum`, rows of
+     * act_dtype in the dispatch's order), summed over each token's slots there */
+    TRY(a2a_reorder(mo, be, slot, dyg, dxp, 1));
+    TRY(a2a(mo, c, slot, (size_t)h * es, 1, dyg, sum));
+    TRY(be->moe_permute_bwd(be, CS, dx, sum, b->pos + j0, N, K, h, 0));
+  } else if (X > 1) {
     /* the gathered tokens' input gradients through this rank's experts (the other slots'
      * rows zero), summed over the group: this rank's N rows; the routing weights'
      * gradients (each slot's nonzero on one rank) too: this rank's N K */
@@ -570,6 +682,10 @@ int ppsrt_moe_b(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, int slot, ppsrt_
   size_t s1 = up(NK * sizeof(float)), s2 = up(NK * mo->f * es), s3 = up(NK * h * es),
          s4 = mo->tp > 1 ? up(NK * h * sizeof(float)) : 0, s6 = mo->n < mo->N ? up((size_t)mo->N * h * es) : 0,
          s7 = X > 1 ? up(Nxh * es) : 0, s8 = X > 1 ? up(Nxh * sizeof(float)) : 0;
+  if (mo->a2a) {   /* (alltoall: the rows received and sent [M, h], the input gradient's rows returned [N K, h]) */
+    s7 = up((size_t)mo->M * h * es);
+    s8 = up(NK / X * h * es);
+  }
   char *s;
   TRY(be->alloc(be, s1 + s2 + s3 + s4 + s6 + s7 + s8, (void **)&s));
   char *o6 = s + s1 + s2 + s3 + s4, *o7 = o6 + s6;
@@ -593,13 +709,21 @@ int ppsrt_moe_w(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, int slot, ppsrt_
   mbuf b = parts(mo, buf);
   int N = mo->N, K = mo->K, E = mo->E, h = mo->h, f = mo->f, fw = mo->fw, X = mo->X, e1 = mo->e0 + mo->El;
   size_t es = mo->es, bx = up((size_t)N * K * X * h * es), bg = X > 1 ? (size_t)N * X * h * es : 0;
+  if (mo->a2a) bg = up((size_t)N * K * h * es) + (size_t)mo->M * h * es;   /* (alltoall: the rows sent, received) */
   const int *cnt = mo->cnt + (size_t)slot * E;
   char *xp;   /* uncounted: x permuted again [X N K, h]; (expert parallel) x gathered again [X N, h] */
   TRY(be->alloc(be, bx + bg, (void **)&xp));
   const void *ag = a;
   int rc = 0;
-  if (X > 1) { rc = ppsrt_ep_allgather(c, a, xp + bx, (size_t)N * h * es); ag = xp + bx; }
-  if (!rc) rc = be->moe_permute(be, CS, xp, ag, b.pos, N * X, K, h);
+  if (mo->a2a) {   /* alltoall: the dispatch of F again (x to the experts' ranks) */
+    char *xs = xp + bx, *xr = xs + up((size_t)N * K * h * es);
+    rc = be->moe_permute(be, CS, xs, a, b.pos + (size_t)N * K * mo->j, N, K, h);
+    if (!rc) rc = a2a(mo, c, slot, (size_t)h * es, 0, xs, xr);
+    if (!rc) rc = a2a_reorder(mo, be, slot, xp, xr, 0);
+  } else {
+    if (X > 1) { rc = ppsrt_ep_allgather(c, a, xp + bx, (size_t)N * h * es); ag = xp + bx; }
+    if (!rc) rc = be->moe_permute(be, CS, xp, ag, b.pos, N * X, K, h);
+  }
   for (int e = mo->e0; e < e1 && !rc; e++) {
     int r = first_row(mo, cnt, e);
     ppsrt_param *w1 = EP(mo, P, e, 0), *b1 = EP(mo, P, e, 1), *w2 = EP(mo, P, e, 2), *b2 = EP(mo, P, e, 3);

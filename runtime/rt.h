@@ -214,6 +214,7 @@ struct ppsrt_ctx {
    * group q (the X replicas q X .. q X + X - 1 of this device, context and tensor rank) */
   int ep_rank;            /* 0..X-1 */
   ppsrt_transport *xtr;   /* that group (rank = ep_rank), NULL without expert parallelism */
+  double ep_a2a_sent;     /* --moe-token-dispatcher alltoall: bytes this rank's all-to-alls sent to the others so far */
   ppsrt_transport *etr;   /* the expert-data-parallel group: the D/X x C ranks (q, cp_rank) with this
                            * ep_rank, device and tensor rank, which sum the experts' gradients (rank
                            * erank = q C + cp_rank); NULL when it is one rank */
