@@ -944,6 +944,7 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   run.dev_cancel = calloc((size_t)nd, sizeof(long));
   run.dev_rctime = calloc((size_t)it * nd, sizeof *run.dev_rctime);
   run.dev_rccount = calloc((size_t)it * nd, sizeof *run.dev_rccount);
+  run.dev_a2a = calloc(2 * (size_t)nd, sizeof *run.dev_a2a);
   run.loss = calloc((size_t)it, sizeof *run.loss);
   run.dev_units = calloc((size_t)it * nd, sizeof *run.dev_units);
   run.dev_membad = calloc((size_t)nd, sizeof *run.dev_membad);
@@ -961,7 +962,7 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   run.epoch = rt_now();
   int status = 0;
   if (!run.ctx || !run.dev_busy || !run.dev_span || !run.dev_peak || !run.dev_resident || !run.dev_params || !run.dev_host ||
-      !run.dev_unit || !run.dev_mem || !run.dev_cancel || !run.dev_rctime || !run.dev_rccount || !run.loss || !run.dev_units || !run.dev_membad || !run.dev_actbad ||
+      !run.dev_unit || !run.dev_mem || !run.dev_cancel || !run.dev_rctime || !run.dev_rccount || !run.dev_a2a || !run.loss || !run.dev_units || !run.dev_membad || !run.dev_actbad ||
       !run.dev_flops || !run.val_loss || !run.val_time || !run.dev_val_peak || !run.dev_val_mem || !run.lr_it || !run.gnorm_it) {
     fprintf(stderr, "%s: error: out of host memory\n", me);
     status = 1;
@@ -1259,7 +1260,7 @@ done:
   rt_ckpt_close(run.ck);
   free(run.ctx);
   free(run.dev_busy); free(run.dev_span); free(run.dev_peak);
-  free(run.dev_resident); free(run.dev_params); free(run.dev_host); free(run.dev_unit); free(run.dev_mem); free(run.dev_cancel); free(run.dev_rctime); free(run.dev_rccount); free(run.loss);
+  free(run.dev_resident); free(run.dev_params); free(run.dev_host); free(run.dev_unit); free(run.dev_mem); free(run.dev_cancel); free(run.dev_rctime); free(run.dev_rccount); free(run.dev_a2a); free(run.loss);
   free(run.dev_units); free(run.dev_membad); free(run.dev_actbad); free(run.dev_flops);
   pthread_mutex_destroy(&run.print_lock);
   fflush(stdout);

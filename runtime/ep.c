@@ -39,6 +39,8 @@ int ppsrt_ep_alltoallv(ppsrt_ctx *c, const void *send, const size_t *scount, con
   return c->xtr->alltoallv(c->xtr, c->ep_rank, c->be, CS, send, scount, sdispl, recv, rcount, rdispl);
 }
 
+void ppsrt_ep_count_slots(ppsrt_ctx *c, double n) { c->ep_a2a_slots += n; }
+
 /* (a float pair hi + lo, as replica.c's group sums) */
 int rt_ep_sum(ppsrt_ctx *c, double *x) {
   if (!c->xtr) return 0;

@@ -400,6 +400,8 @@ int ppsrt_ep_reduce_scatter(ppsrt_ctx *c, const float *send, float *recv, size_t
  * group the self block copied. */
 int ppsrt_ep_alltoallv(ppsrt_ctx *c, const void *send, const size_t *scount, const size_t *sdispl, void *recv,
                        const size_t *rcount, const size_t *rdispl);
+/* ... and n more of this rank's kept slots routed to another rank's experts (--json) */
+void ppsrt_ep_count_slots(ppsrt_ctx *c, double n);
 ppsrt_backend *ppsrt_ctx_backend(ppsrt_ctx *c);
 int ppsrt_ctx_rank(ppsrt_ctx *c);
 int ppsrt_ctx_iteration(ppsrt_ctx *c);

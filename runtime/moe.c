@@ -336,7 +336,13 @@ static void drop_over_capacity(ppsrt_moe *mo) {
 static int a2a_route(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, int slot, mbuf *b) {
   int E = mo->E, X = mo->X, *cnt = mo->cnt + (size_t)slot * E, *ac = mo->acnt + (size_t)slot * X * E, next[1024];
   size_t NK = (size_t)mo->N * mo->K, j0 = NK * mo->j, blk = (size_t)E * sizeof(int32_t);
-  for (int e = 0, o = 0; e < E; e++) { next[e] = o; o += cnt[e]; }
+  int away = 0;   /* (the kept slots that leave this rank: --json's ep_alltoall) */
+  for (int e = 0, o = 0; e < E; e++) {
+    next[e] = o;
+    o += cnt[e];
+    if (e < mo->e0 || e >= mo->e0 + mo->El) away += cnt[e];
+  }
+  ppsrt_ep_count_slots(c, away);
   for (size_t s = j0; s < j0 + NK; s++) mo->hpos[s] = mo->hpos[s] >= 0 ? next[mo->hidx[s]]++ : -1;
   TRY(be->memcpy_async(be, CS, b->pos + j0, mo->hpos + j0, NK * sizeof(int32_t), 1));
   int32_t *h = malloc(blk * X), *d = NULL;
