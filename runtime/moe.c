@@ -43,7 +43,7 @@
  * this rank's rows of y and of the input gradient.
  *
  * Expert parallelism (--expert-parallel X, ep.c; Megatron's --expert-model-parallel-size
- * with the allgather dispatcher): EP rank j (replica mod X) holds experts [e0, e0 + E/X),
+ * with the allgather dispatcher, the default; the all-to-all one below): EP rank j (replica mod X) holds experts [e0, e0 + E/X),
  * e0 = j E/X, named by their global index; the router is whole. F routes this rank's N
  * tokens (its indices and weights into block j of the X N K slot-indexed parts), then
  * all-gathers them and LN2's output over the group; the permutation puts the slots of
@@ -58,8 +58,36 @@
  * send every gathered slot to one rank), so it grows with X; the load-balancing loss is
  * this rank's tokens' (as at X = 1). X = 1 is exactly the code path above (e0 = 0, all
  * experts local, no collective).
+ * All-to-all dispatcher (--moe-token-dispatcher alltoall, X > 1; Megatron's
+ * --moe-token-dispatcher-type alltoall): nothing is gathered. F routes this rank's N tokens
+ * (block j of the slot-indexed parts, as above; the capacity drops this rank's own slots
+ * first), and pos[block j] places each kept slot in this rank's send rows, sorted by expert
+ * (so by destination rank; slot order kept; dropped -1). The kept counts a expert (E int32
+ * a rank) are all-gathered (a second host synchronisation a MoE F: ep.c's acnt[slot] =
+ * [X][E], kept per layer slot for B and W). Then:
+ *   F  moe_permute own x -> send rows; alltoallv to the experts' ranks (rank q's rows of
+ *      this rank's experts arrive by q, then expert); chunk copies put them in the
+ *      experts' order (by expert, then q: the allgather path's row order exactly); the
+ *      local experts as above; the outputs back into (q, expert) order, alltoallv back,
+ *      landing in eout in this rank's send order: eout then holds the outputs of this
+ *      rank's own slots (home), the combine is X = 1's (pos, w of block j), so B's
+ *      routing-weight gradient is local too;
+ *   B  moe_unpermute_bwd at home (dw of this rank's slots; deout = w dy over eout, in
+ *      place); deout alltoallv to the experts' ranks, reordered into eout (experts' order:
+ *      what W's FC2 gradient reads); the experts' backward; the input-gradient rows back
+ *      to (q, expert) order, alltoallv home, moe_permute_bwd (each token's K slots summed
+ *      in k order: X = 1's); the router's backward on block j;
+ *   W  re-exchanges (nothing more saved): LN2's output (recomputed by the caller)
+ *      permuted at home and sent to the experts' ranks again, as in F.
+ * Each alltoallv moves act_dtype rows of h; a kept slot whose expert is on another rank
+ * travels 5 times (F there and back, B there and back, W there), a local one is copied.
+ * The saved entry is the allgather path's, byte for byte (ppsc sim's): eout's M rows hold
+ * the expert side's rows (at most min(X N K, E cap)) and this rank's home rows (at most
+ * min(N K, E cap)) in turn; w, idx and pos use block j only. Scratch (uncounted): the
+ * rows sent [N K, h] and received [M, h] instead of the [X N, h] gathers and F32 sums.
+ * Losses equal X = 1's and the allgather's (tests/runtime/ep_a2a.sh: 1e-6 on the CPU).
  * Not run on a GPU: the CUDA path has run only on the emulator (tests/gpu/moe_emu.sh).
- * What it does not: the all-to-all dispatcher, a capacity factor under --context-parallel
+ * What it does not: a capacity factor under --context-parallel
  * (refused: cli.c), padding to capacity, shared experts, grouped GEMMs. */
 #include "config.h"
 #include "moe.h"
