@@ -153,6 +153,10 @@ for nm, X in (("gpt2_a2a", 2), ("llama_a2a4", 4)):
     assert ag["dispatcher"] == "allgather" and ag["layer_bytes"] is None, ag
     assert e["layer_comm_f"] > 0 and e["layer_comm_w"] * 2 == e["layer_comm_b"], e
 PY
+"$WORK/gpt2_a2a" $RT --num-experts 4 --data-parallel 2 --expert-parallel 2 --layers-per-stage 1 -q > "$WORK/out" 2>&1 ||
+  fail "gpt2_a2a without --moe-token-dispatcher: $(cat "$WORK/out")"
+grep -q "note: the schedule's hardware { ep_alltoall = 1 } times the alltoall token dispatcher; this run uses the allgather one" \
+  "$WORK/out" && pass "the runtime notes hardware { ep_alltoall = 1 } against an allgather run" || fail "no ep_alltoall note: $(cat "$WORK/out")"
 
 # the runtime takes --num-experts, --moe-topk and --moe-ffn-hidden from model { } when not given
 "$WORK/llama" --model gpt --arch llama --hidden 16 --heads 4 --query-groups 2 --seq 4 --vocab 32 --layers-per-stage 1 \
