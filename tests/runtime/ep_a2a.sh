@@ -7,7 +7,8 @@
 #    gradient norms), on 1F1B and ZB-V; with a capacity factor (probs at X = 2, position at
 #    X = 4) against X = 1's with the same factor;
 #  - --check passes at X = 2 and 4, with T = 2, T = 2 --sequence-parallel, C = 2,
-#    PipeOffload (the entry offloaded and reloaded), a capacity factor, and under mpirun
+#    PipeOffload (the entry offloaded and reloaded), whole-stage recomputation (the
+#    routing and its exchange again), a capacity factor, and under mpirun
 #    (X = 2 on 4 ranks, X = 4 with a capacity factor on 8); and fails, naming the tensor,
 #    when a gradient of an expert only EP rank 1 holds is scaled (PPSRT_FAULT);
 #  - --json: per_device ep_alltoall counts what was sent: bytes = 5 x slots x h x es (a
@@ -81,6 +82,14 @@ chk "PipeOffload X = 2" "$WORK/po" $M --data-parallel 2 --expert-parallel 2 $T
 chk "X = 2 CF 0.5" "$A" $M --data-parallel 2 --expert-parallel 2 --moe-expert-capacity-factor 0.5 $T
 chk "X = 4 llama CF 0.5 position" "$A" $L --data-parallel 4 --expert-parallel 4 --moe-expert-capacity-factor 0.5 \
   --moe-token-drop-policy position $T
+# whole-stage recomputation: a recomputed F routes and exchanges again (the same counts)
+if build rc "$top_srcdir/tests/runtime/cases/recompute.pps"; then
+  "$WORK/rc" $M --data-parallel 2 --expert-parallel 2 $T --check-memory -q > "$WORK/rc.out" 2>&1
+  defs=$(sed -n 's/.*write .memory stage \([0-9]\): input = \([0-9.e-]*\);.*/-D i\1=\2/p' "$WORK/rc.out" | tr '\n' ' ')
+  if [ -n "$defs" ] && build rc2 "$top_srcdir/tests/runtime/cases/recompute.pps" $defs; then
+    chk "recomputation X = 2" "$WORK/rc2" $M --data-parallel 2 --expert-parallel 2 $T
+  else fail "build recompute.pps with the input shares ($defs)"; fi
+else fail "build recompute.pps"; fi
 expect_exit 1 "a wrong gradient of expert 3 (EP rank 1's) fails --check" env "PPSRT_FAULT=grad=s1.l0.moe.e3.fc.w*1.001" \
   "$A" $M --data-parallel 2 --expert-parallel 2 $T --check -q
 expect_grep "grad s1.l0.moe.e3.fc.w .*DIFFERS" "the wrong tensor named"
