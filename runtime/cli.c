@@ -889,8 +889,8 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
     fprintf(stderr, "%s: note: the schedule's hardware { expert_parallel = %g } plans expert-parallel groups of %g "
             "replicas; this run has %d (%s)\n", me, hw_ep, hw_ep, run.nep,
             run.nep > 1 ? "--expert-parallel" : "give --expert-parallel X for them");
-  double hw_a2a = kv_get(p->hardware, p->nhardware, "ep_alltoall", 0);
-  if (my_rank == 0 && run.nep > 1 && (hw_a2a == 1) != (cfg->moe_a2a != 0))
+  double hw_a2a = kv_get(p->hardware, p->nhardware, "ep_alltoall", -1);   /* (-1: not given, nothing to note) */
+  if (my_rank == 0 && run.nep > 1 && hw_a2a >= 0 && (hw_a2a == 1) != (cfg->moe_a2a != 0))
     fprintf(stderr, "%s: note: the schedule's hardware { ep_alltoall = %g } times the %s token dispatcher; this run uses "
             "the %s one (--moe-token-dispatcher)\n", me, hw_a2a, hw_a2a == 1 ? "alltoall" : "allgather",
             cfg->moe_a2a ? "alltoall" : "allgather");

@@ -114,6 +114,15 @@ struct ppsrt_transport {
  * (scount[q] at sdispl[q], n peers) overlap those recv uses, else 0. */
 static inline int ppsrt_a2a_overlap(const void *send, const size_t *scount, const size_t *sdispl, const void *recv,
                                     const size_t *rcount, const size_t *rdispl, int n) {
+  uintptr_t slo = UINTPTR_MAX, shi = 0, rlo = UINTPTR_MAX, rhi = 0;   /* the spans first: apart, no pair can meet */
+  for (int q = 0; q < n; q++) {
+    uintptr_t s0 = (uintptr_t)send + sdispl[q], r0 = (uintptr_t)recv + rdispl[q];
+    if (scount[q] && s0 < slo) slo = s0;
+    if (scount[q] && s0 + scount[q] > shi) shi = s0 + scount[q];
+    if (rcount[q] && r0 < rlo) rlo = r0;
+    if (rcount[q] && r0 + rcount[q] > rhi) rhi = r0 + rcount[q];
+  }
+  if (shi <= rlo || rhi <= slo) return 0;
   for (int q = 0; q < n; q++)
     for (int p = 0; p < n; p++) {
       if (!scount[q] || !rcount[p]) continue;

@@ -1088,14 +1088,14 @@ static int tp_alltoallv(ppsrt_transport *t, int rank, ppsrt_backend *b, int stre
     r->a2a_rd = rdispl;
     return copy_coll(t, rank, b, s, send, recv, span, CC_A2A, 0);
   }
+  if (scount[rank] != rcount[rank])
+    return PPSRT_FAIL(PPSRT_E_USAGE, "nccl: rank %d: %s: %zu bytes to itself, %zu expected", rank, what, scount[rank],
+                      rcount[rank]);
   ncclComm_t c = r->comm[C_COLL];
   cudaStream_t cs;
   if ((rc = coll_stream(tp, rank, b, &cs))) return rc;
   CUDA_CHECK(b, cudaEventRecord(r->coll_in, s));
   CUDA_CHECK(b, cudaStreamWaitEvent(cs, r->coll_in, 0));
-  if (scount[rank] != rcount[rank])
-    return PPSRT_FAIL(PPSRT_E_USAGE, "nccl: rank %d: %s: %zu bytes to itself, %zu expected", rank, what, scount[rank],
-                      rcount[rank]);
   if (scount[rank])
     CUDA_CHECK(b, cudaMemcpyAsync((char *)recv + rdispl[rank], (const char *)send + sdispl[rank], scount[rank],
                                   cudaMemcpyDeviceToDevice, cs));

@@ -73,6 +73,9 @@ chk() {   # chk DESC PROG FLAGS...
   expect_grep "^check: passed" "$d: check passes"
 }
 chk "X = 2" "$A" $M --data-parallel 2 --expert-parallel 2 $T
+# (a schedule without hardware { ep_alltoall }: nothing to note, moe.sh checks the note)
+grep -q "ep_alltoall" "$WORK/out" && fail "a note on ep_alltoall without the key: $(grep ep_alltoall "$WORK/out")" ||
+  pass "no ep_alltoall note without the key"
 chk "X = 4 llama" "$A" $L --data-parallel 4 --expert-parallel 4 $T
 chk "X = 2, T = 2" "$A" $M --data-parallel 2 --expert-parallel 2 --tensor-parallel 2 $T
 chk "X = 2, T = 2 --sequence-parallel llama" "$A" $L --data-parallel 2 --expert-parallel 2 --tensor-parallel 2 \
