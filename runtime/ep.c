@@ -37,9 +37,11 @@ int ppsrt_ep_reduce_scatter(ppsrt_ctx *c, const float *send, float *recv, size_t
 
 int ppsrt_ep_alltoallv(ppsrt_ctx *c, const void *send, const size_t *scount, const size_t *sdispl, void *recv,
                        const size_t *rcount, const size_t *rdispl) {
-  for (int q = 0; q < c->run->nep; q++)   /* (the bytes that leave this rank, --json's ep_alltoall_bytes) */
+  for (int q = 0; q < c->run->nep; q++)   /* (the bytes that leave this rank: --json's ep_alltoall) */
     if (q != c->ep_rank) c->ep_a2a_sent += (double)scount[q];
-  if (!c->xtr) return scount[0] ? c->be->memcpy_async(c->be, CS, (char *)recv + rdispl[0], (const char *)send + sdispl[0], scount[0], 0) : 0;
+  if (!c->xtr)
+    return scount[0] ? c->be->memcpy_async(c->be, CS, (char *)recv + rdispl[0], (const char *)send + sdispl[0], scount[0], 0)
+                     : 0;
   return c->xtr->alltoallv(c->xtr, c->ep_rank, c->be, CS, send, scount, sdispl, recv, rcount, rdispl);
 }
 

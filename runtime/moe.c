@@ -43,10 +43,10 @@
  * this rank's rows of y and of the input gradient.
  *
  * Expert parallelism (--expert-parallel X, ep.c; Megatron's --expert-model-parallel-size
- * with the allgather dispatcher, the default; the all-to-all one below): EP rank j (replica mod X) holds experts [e0, e0 + E/X),
- * e0 = j E/X, named by their global index; the router is whole. F routes this rank's N
- * tokens (its indices and weights into block j of the X N K slot-indexed parts), then
- * all-gathers them and LN2's output over the group; the permutation puts the slots of
+ * with the allgather dispatcher, the default; the all-to-all one below): EP rank j
+ * (replica mod X) holds experts [e0, e0 + E/X), e0 = j E/X, named by their global index;
+ * the router is whole. F routes this rank's N tokens (its indices and weights into block
+ * j of the X N K slot-indexed parts), then all-gathers them and LN2's output over the group; the permutation puts the slots of
  * this rank's experts first (by expert, slot order kept), every other slot after them;
  * the local experts run on their rows only, the other rows of eout are zeroed, and each
  * gathered token's weighted sum (moe_unpermute over X N tokens, F32) is reduce-scattered
@@ -205,8 +205,8 @@ int ppsrt_moe_init(ppsrt_moe *mo, const ppsrt_model_config *cfg, ppsrt_dtype at,
   mo->ocnt = calloc((size_t)mo->E, sizeof *mo->ocnt);
   mo->acnt = mo->a2a ? calloc((size_t)(nslot > 0 ? nslot : 1) * mo->X * mo->E, sizeof *mo->acnt) : NULL;
   mo->av = mo->a2a ? calloc(4 * (size_t)mo->X, sizeof *mo->av) : NULL;
-  if ((mo->a2a && (!mo->acnt || !mo->av)) || !mo->cnt || !mo->shash || !mo->hcp || !mo->hidx || !mo->hpos || !mo->hstat || !mo->ocnt ||
-      (mo->cap > 0 && (!mo->hw || !mo->hord))) {
+  if (!mo->cnt || !mo->shash || !mo->hcp || !mo->hidx || !mo->hpos || !mo->hstat || !mo->ocnt ||
+      (mo->cap > 0 && (!mo->hw || !mo->hord)) || (mo->a2a && (!mo->acnt || !mo->av))) {
     ppsrt_moe_free(mo);
     return PPSRT_FAIL(PPSRT_E_NOMEM, "gpt: out of host memory (experts)");
   }
@@ -468,12 +468,12 @@ static int route_host(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, int slot, 
     mo->route_hash = (mo->route_hash ^ v) * 0x100000001b3ull;   /* FNV-1a step */
     sh = (sh ^ v) * 0x100000001b3ull;
   }
-  /* positions: this rank's experts' kept slots first (by expert, slot order kept); every
-   * other slot dropless after them (rows zeroed), with a capacity -1 (the kernels skip
-   * it: no row, nothing combined, no gradient), as a dropped slot is */
   mo->shash[slot] = sh;
-  if (mo->a2a) TRY(a2a_route(mo, c, be, slot, b));
+  if (mo->a2a) TRY(a2a_route(mo, c, be, slot, b));   /* (alltoall: the send rows' positions, the counts exchanged) */
   else {
+    /* positions: this rank's experts' kept slots first (by expert, slot order kept); every
+     * other slot dropless after them (rows zeroed), with a capacity -1 (the kernels skip
+     * it: no row, nothing combined, no gradient), as a dropped slot is */
     int next[1024], rest = local_rows(mo, cnt), e1 = mo->e0 + mo->El;
     for (int e = mo->e0, o = 0; e < e1; e++) { next[e] = o; o += cnt[e]; }
     for (size_t s = 0; s < XNK; s++) {
