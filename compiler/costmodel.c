@@ -170,7 +170,8 @@
  *   is the context-parallel group), else peer_bandwidth / 0.
  * Expert parallelism (hardware expert_parallel = X, whole, default 1; Megatron-LM's
  *   --expert-model-parallel-size X with --moe-token-dispatcher-type allgather, the
- *   runtime's --expert-parallel X; EpModel): the X consecutive data-parallel replicas of
+ *   runtime's --expert-parallel X; EpModel; with hardware ep_alltoall = 1 the all-to-all
+ *   dispatcher's times instead, under an assumed balanced routing: ep_layer_times_a2a): the X consecutive data-parallel replicas of
  *   a pipeline device (same context and tensor rank) form an EP group, rank j holding
  *   experts [j E/X, (j+1) E/X), the router whole. X must divide experts and
  *   data_parallel (default 1), X > 1 needs experts: errors at expert_parallel.
@@ -228,6 +229,23 @@ static void add_pass_comm(CostModel *out, double f, double b, double w) {
  *   W: all-gather LN2's output again (N h es). */
 static double ep_coll(const EpModel *ep, double bytes) {
   return dp_half_ring_time(ep->X, ep->X * bytes, ep->bandwidth, ep->latency);
+}
+/* hardware ep_alltoall = 1 (Megatron's --moe-token-dispatcher-type alltoall, the runtime's
+ * --moe-token-dispatcher alltoall): an ASSUMED balanced routing, (X-1)/X of a GPU's kept
+ * N Kx slots (Kx: the kept slots a token, K dropless) go to the other X-1 GPUs, y = (X-1)/X
+ * N Kx h es bytes, and as many come back; an all-to-all sends them in X-1 messages,
+ * a2a(y) = y / ep_bandwidth + (X-1) ep_latency:
+ *   F: the kept counts a expert all-gathered (4 E bytes a rank, ring), a2a(y) there, a2a(y)
+ *      back (the expert outputs);
+ *   B: a2a(y) there (w dy), a2a(y) back (the input gradient);
+ *   W: a2a(y) there again (LN2's output).
+ * layer_bytes = 5 y: what a GPU sends a layer and microbatch (the counts aside). A real
+ * routing sends more or less: the runtime's --json ep_alltoall measures it. */
+static void ep_layer_times_a2a(EpModel *ep, double h, double Kx, double E, double es) {
+  double X = ep->X, y = (X - 1) / X * ep->tokens * Kx * h * es, a2a = y / ep->bandwidth + (X - 1) * ep->latency;
+  ep->layer_f = ep_coll(ep, 4 * E) + 2 * a2a;
+  ep->layer_b = 2 * a2a;
+  ep->layer_w = a2a;
 }
 static void ep_layer_times(EpModel *ep, double h, double K, double es) {
   double N = ep->tokens;
@@ -464,6 +482,7 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
   const IrKeyVal *kx = kv_find(s->hardware, s->nhardware, "expert_parallel");
   const IrKeyVal *kxb = kv_find(s->hardware, s->nhardware, "ep_bandwidth");
   const IrKeyVal *kxl = kv_find(s->hardware, s->nhardware, "ep_latency");
+  const IrKeyVal *kxa = kv_find(s->hardware, s->nhardware, "ep_alltoall");
   const IrKeyVal *kdp = kv_find(s->hardware, s->nhardware, "data_parallel");
   int X = 1;
   if (kx && !(kx->value >= 1 && kx->value <= 1e6 && kx->value == floor(kx->value))) {
@@ -475,6 +494,12 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
   }
   if (kxb && !(kxb->value > 0 && isfinite(kxb->value))) { diag_error(dg, kxb->span, "hardware ep_bandwidth must be positive, got %g", kxb->value); errors++; kxb = NULL; }
   if (kxl && !(kxl->value >= 0 && isfinite(kxl->value))) { diag_error(dg, kxl->span, "hardware ep_latency must not be negative, got %g", kxl->value); errors++; kxl = NULL; }
+  if (kxa && kxa->value != 0 && kxa->value != 1) {
+    diag_error(dg, kxa->span, "hardware ep_alltoall must be 0 or 1 (1: the all-to-all token dispatcher, 0: the allgather one), got %g",
+               kxa->value);
+    errors++;
+    kxa = NULL;
+  }
   if (X > 1) { /* Megatron's EP group: X data-parallel replicas, E / X experts each */
     double D = kdp ? kdp->value : 1;
     if (!ke) {
@@ -539,6 +564,8 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
     ep->latency = kxl ? kxl->value : 0;
     ep->tokens = sq * b / C;
     ep->slots = X * ep->tokens * K;
+    ep->alltoall = kxa && kxa->value == 1;
+    if (ep->alltoall) ep->layer_bytes = 5 * (X - 1.0) / X * ep->tokens * Kx * h * d;   /* (ep_layer_times_a2a's 5 y) */
   }
   CpModel *cp = NULL;
   if (C > 1) {
@@ -620,7 +647,8 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
     }
     if (ep && ep->bandwidth > 0) { /* EP communication, not overlapped (Megatron's
       * allgather token dispatcher), of the N tokens a GPU's MoE MLP sees */
-      ep_layer_times(ep, h, K, d);
+      if (ep->alltoall) ep_layer_times_a2a(ep, h, Kx, E, d);
+      else ep_layer_times(ep, h, K, d);
       ep->times = 1;
       ep->f = share * ep->layer_f;
       ep->b = share * ep->layer_b;

@@ -70,6 +70,9 @@ typedef struct EpModel {
   double f, b, w;      /* EP communication inside one device share's TF, TB and TW (L / P
                           layers), s */
   double layer_f, layer_b, layer_w; /* the same of one layer */
+  int alltoall;        /* hardware ep_alltoall = 1: the all-to-all token dispatcher (else allgather) */
+  double layer_bytes;  /* alltoall: the bytes a GPU sends in its EP group's all-to-alls for one layer and
+                          microbatch (F, B and W; balanced routing assumed), else 0 */
   int bytes;           /* expert_bytes is derived */
   double expert_bytes; /* the experts' activation store entry of one layer a microbatch
                           (X N K slots, costmodel.c moe_bytes) */

@@ -147,7 +147,7 @@ static const char *const hardware_keys[] = {"memory", "flops", "host_bandwidth",
                                             "dp_stage_bytes", "distributed_optimizer", "tensor_parallel",
                                             "sequence_parallel", "tp_bandwidth", "tp_latency", "context_parallel",
                                             "cp_bandwidth", "cp_latency", "expert_parallel", "ep_bandwidth",
-                                            "ep_latency", NULL};
+                                            "ep_latency", "ep_alltoall", NULL};
 
 /* ---- diagnostics ---- */
 

@@ -62,7 +62,13 @@ static void ep_report_text(StrBuf *b, const IrSchedule *s) {
             e->edp, e->edp == 1 ? "" : "s");
   if (s->derived.cp) sb_printf(b, " (x C = %d)", s->derived.cp->C);
   sb_puts(b, "\n");
-  if (e->times && s->derived.times)
+  if (e->alltoall && e->times && s->derived.times)
+    sb_printf(b, "            EP communication, all-to-all dispatcher (%.4g tokens a GPU; ASSUMED balanced routing: (X-1)/X of the kept\n"
+                 "            slots leave each GPU, %.4g bytes sent a layer a microbatch; %.4g B/s, %.4g s a message; not overlapped):\n"
+                 "            F %.4g s (the counts gathered, the rows there and back), B %.4g s (there and back), W %.4g s (there) a\n"
+                 "            device share\n",
+              e->tokens, e->layer_bytes, e->bandwidth, e->latency, e->f, e->b, e->w);
+  else if (e->times && s->derived.times)
     sb_printf(b, "            EP communication (%.4g tokens a GPU; ring, %.4g B/s, %.4g s a step; not overlapped, inside the passes'\n"
                  "            times): F %.4g s (all-gathers of LN2's output and the routing, a reduce-scatter of the outputs a\n"
                  "            layer), B %.4g s (an all-gather of dy, reduce-scatters of the input and routing gradients), W %.4g s\n"
@@ -395,6 +401,8 @@ void report_json(StrBuf *b, const Report *r) {
     json_key_num(b, "layer_comm_f", e->layer_f, e->times);
     json_key_num(b, "layer_comm_b", e->layer_b, e->times);
     json_key_num(b, "layer_comm_w", e->layer_w, e->times);
+    sb_printf(b, ",\"dispatcher\":\"%s\"", e->alltoall ? "alltoall" : "allgather");
+    json_key_num(b, "layer_bytes", e->layer_bytes, e->alltoall && e->layer_bytes > 0);
     json_key_num(b, "expert_bytes", e->expert_bytes, e->bytes);
     if (e->params) {
       sb_puts(b, ",\"expert_params\":[");

@@ -78,6 +78,10 @@ static const char usage_text[] =
   "                           bias on the scores for the choice only, after each iteration\n"
   "                           += U sign(mean load - load) (--moe-router-bias-update-rate U,\n"
   "                           default 1e-3); saved in checkpoints (router.expert_bias)\n"
+  "  --moe-token-dispatcher allgather|alltoall   gpt experts under --expert-parallel X: every rank\n"
+  "                           gathers the group's tokens (default), or sends each kept slot's row\n"
+  "                           to its expert's rank only and takes the output back (Megatron-LM's\n"
+  "                           --moe-token-dispatcher-type, also accepted); the same at X = 1\n"
   "training:\n"
   "  --iterations N           iterations (default 1); --seed N (default 1234)\n"
   "  --lr X                   learning rate (default 0.01); --optimizer sgd|adam (default sgd)\n"
@@ -625,6 +629,12 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
       if (!v || parse_double(v, 0, &cfg->moe_bias_rate) || !(cfg->moe_bias_rate > 0 && cfg->moe_bias_rate <= 1))
         return usage_error(me, "--moe-router-bias-update-rate needs a number above 0 (at most 1), got '%s'", v ? v : "");
       arch_flag = 1;
+    } else if (flag_is(a, "--moe-token-dispatcher", &v, argc, argv, &i) ||
+               flag_is(a, "--moe-token-dispatcher-type", &v, argc, argv, &i)) {
+      if (!v || (strcmp(v, "allgather") && strcmp(v, "alltoall")))
+        return usage_error(me, "--moe-token-dispatcher needs allgather or alltoall, got '%s'", v ? v : "");
+      cfg->moe_a2a = !strcmp(v, "alltoall");
+      arch_flag = 1;
     } else if (flag_is(a, "--hidden-dropout", &v, argc, argv, &i) || flag_is(a, "--attention-dropout", &v, argc, argv, &i)) {
       int att = a[2] == 'a';
       double *rate = att ? &cfg->attention_dropout : &cfg->hidden_dropout;
@@ -810,6 +820,9 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
     return usage_error(me, "--expert-parallel %d must divide --num-experts %d: each rank of a group holds E/X experts",
                        run.nep, cfg->num_experts);
   cfg->ep = run.nep;
+  if (cfg->moe_a2a && !cfg->num_experts)
+    return usage_error(me, "--moe-token-dispatcher sends the tokens of a mixture-of-experts model to their experts: "
+                       "add --num-experts E (and --expert-parallel X)");
   if (o->distopt && run.ngrad < 2)
     return usage_error(me, "--distributed-optimizer shards the optimizer state over data-parallel replicas (and context "
                            "ranks): add --data-parallel D (D >= 2) or --context-parallel C");
@@ -910,6 +923,11 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
     fprintf(stderr, "%s: note: the schedule's hardware { expert_parallel = %g } plans expert-parallel groups of %g "
             "replicas; this run has %d (%s)\n", me, hw_ep, hw_ep, run.nep,
             run.nep > 1 ? "--expert-parallel" : "give --expert-parallel X for them");
+  double hw_a2a = kv_get(p->hardware, p->nhardware, "ep_alltoall", -1);   /* (-1: not given, nothing to note) */
+  if (my_rank == 0 && run.nep > 1 && hw_a2a >= 0 && (hw_a2a == 1) != (cfg->moe_a2a != 0))
+    fprintf(stderr, "%s: note: the schedule's hardware { ep_alltoall = %g } times the %s token dispatcher; this run uses "
+            "the %s one (--moe-token-dispatcher)\n", me, hw_a2a, hw_a2a == 1 ? "alltoall" : "allgather",
+            cfg->moe_a2a ? "alltoall" : "allgather");
   double hw_cp = kv_get(p->hardware, p->nhardware, "context_parallel", 0);
   if (my_rank == 0 && hw_cp >= 1 && hw_cp != run.ncp)
     fprintf(stderr, "%s: note: the schedule's hardware { context_parallel = %g } plans %g context ranks a device; this run "
@@ -965,6 +983,7 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   run.dev_cancel = calloc((size_t)nd, sizeof(long));
   run.dev_rctime = calloc((size_t)it * nd, sizeof *run.dev_rctime);
   run.dev_rccount = calloc((size_t)it * nd, sizeof *run.dev_rccount);
+  run.dev_a2a = calloc(2 * (size_t)nd, sizeof *run.dev_a2a);
   run.loss = calloc((size_t)it, sizeof *run.loss);
   run.dev_units = calloc((size_t)it * nd, sizeof *run.dev_units);
   run.dev_membad = calloc((size_t)nd, sizeof *run.dev_membad);
@@ -982,7 +1001,7 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   run.epoch = rt_now();
   int status = 0;
   if (!run.ctx || !run.dev_busy || !run.dev_span || !run.dev_peak || !run.dev_resident || !run.dev_params || !run.dev_host ||
-      !run.dev_unit || !run.dev_mem || !run.dev_cancel || !run.dev_rctime || !run.dev_rccount || !run.loss || !run.dev_units || !run.dev_membad || !run.dev_actbad ||
+      !run.dev_unit || !run.dev_mem || !run.dev_cancel || !run.dev_rctime || !run.dev_rccount || !run.dev_a2a || !run.loss || !run.dev_units || !run.dev_membad || !run.dev_actbad ||
       !run.dev_flops || !run.val_loss || !run.val_time || !run.dev_val_peak || !run.dev_val_mem || !run.lr_it || !run.gnorm_it) {
     fprintf(stderr, "%s: error: out of host memory\n", me);
     status = 1;
@@ -1081,6 +1100,13 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
       if (!run.egroups[g]->reduce_scatter_f32 || !run.egroups[g]->allgather) {
         fprintf(stderr, "%s: error: --distributed-optimizer: the %s transport has no reduce-scatter and all-gather\n", me,
                 run.egroups[g]->name);
+        status = 1;
+        goto done;
+      }
+    for (int g = 0; g < nx; g++)
+      if (cfg->moe_a2a && !run.xgroups[g]->alltoallv) {
+        fprintf(stderr, "%s: error: --moe-token-dispatcher alltoall: the %s transport has no all-to-all\n", me,
+                run.xgroups[g]->name);
         status = 1;
         goto done;
       }
@@ -1273,7 +1299,7 @@ done:
   rt_ckpt_close(run.ck);
   free(run.ctx);
   free(run.dev_busy); free(run.dev_span); free(run.dev_peak);
-  free(run.dev_resident); free(run.dev_params); free(run.dev_host); free(run.dev_unit); free(run.dev_mem); free(run.dev_cancel); free(run.dev_rctime); free(run.dev_rccount); free(run.loss);
+  free(run.dev_resident); free(run.dev_params); free(run.dev_host); free(run.dev_unit); free(run.dev_mem); free(run.dev_cancel); free(run.dev_rctime); free(run.dev_rccount); free(run.dev_a2a); free(run.loss);
   free(run.dev_units); free(run.dev_membad); free(run.dev_actbad); free(run.dev_flops);
   pthread_mutex_destroy(&run.print_lock);
   fflush(stdout);

@@ -46,8 +46,8 @@ EXTRA_DIST += tests/runtime/train.sh tests/runtime/llama.sh tests/runtime/tied.s
 TESTS += tests/runtime/moe_cap.sh tests/runtime/moe_shared.sh
 EXTRA_DIST += tests/runtime/moe_cap.sh tests/runtime/moe_shared.sh
 EXTRA_DIST += tests/runtime/mfu.sh
-TESTS += tests/runtime/hardening.sh tests/runtime/cp.sh tests/runtime/ep.sh
-EXTRA_DIST += tests/runtime/cp.sh tests/runtime/ep.sh
+TESTS += tests/runtime/hardening.sh tests/runtime/cp.sh tests/runtime/ep.sh tests/runtime/ep_a2a.sh
+EXTRA_DIST += tests/runtime/cp.sh tests/runtime/ep.sh tests/runtime/ep_a2a.sh
 TESTS += tests/runtime/data.sh
 EXTRA_DIST += tests/runtime/data.sh python/pps_data.py
 # Megatron-LM checkpoints -> PPS (python/pps_megatron.py)

@@ -1,6 +1,7 @@
 /* ep.c: --expert-parallel X (Megatron-LM's --expert-model-parallel-size with the
- * allgather token dispatcher): the expert-parallel group's collectives, for moe.c and
- * for the runtime's norms and checkpoints.
+ * allgather token dispatcher, or with --moe-token-dispatcher alltoall the all-to-all one):
+ * the expert-parallel group's collectives, for moe.c and for the runtime's norms and
+ * checkpoints.
  *
  * Replica r = q X + j of a device is rank j of expert-parallel group q: the X consecutive
  * replicas of the same device, context rank and tensor rank (world rank
@@ -10,9 +11,12 @@
  * communicator). The experts' gradients are summed over the expert-data-parallel group
  * c->etr (the D/X x C ranks with the same j, device and tensor rank; replica.c's expert
  * buffers) and scaled as the dense ones (1 / (D C)).
- * What it does not: no all-to-all dispatcher (the allgather one: every rank sees the
- * group's tokens); a capacity factor caps each rank's own slots before they are gathered
- * (moe.c). */
+ * The dispatchers (moe.c's header): allgather, every rank sees the group's tokens; alltoall,
+ * each rank sends its kept slots' rows to their experts' ranks and takes the outputs back
+ * (c->xtr's alltoallv, transport.h: threads, MPI_Ialltoallv, grouped ncclSend/ncclRecv),
+ * counting the bytes sent to the other ranks and the slots routed to their experts for
+ * --json (interp.c sums them over the group). A capacity factor caps each rank's own slots
+ * before the dispatch (moe.c). */
 #include "config.h"
 #include "rt.h"
 #include <stdio.h>
@@ -30,6 +34,18 @@ int ppsrt_ep_reduce_scatter(ppsrt_ctx *c, const float *send, float *recv, size_t
   if (!c->xtr) return send == recv ? 0 : c->be->memcpy_async(c->be, CS, recv, send, count * sizeof(float), 0);
   return c->xtr->reduce_scatter_f32(c->xtr, c->ep_rank, c->be, CS, send, recv, count, PPSRT_SUM);
 }
+
+int ppsrt_ep_alltoallv(ppsrt_ctx *c, const void *send, const size_t *scount, const size_t *sdispl, void *recv,
+                       const size_t *rcount, const size_t *rdispl) {
+  for (int q = 0; q < c->run->nep; q++)   /* (the bytes that leave this rank: --json's ep_alltoall) */
+    if (q != c->ep_rank) c->ep_a2a_sent += (double)scount[q];
+  if (!c->xtr)
+    return scount[0] ? c->be->memcpy_async(c->be, CS, (char *)recv + rdispl[0], (const char *)send + sdispl[0], scount[0], 0)
+                     : 0;
+  return c->xtr->alltoallv(c->xtr, c->ep_rank, c->be, CS, send, scount, sdispl, recv, rcount, rdispl);
+}
+
+void ppsrt_ep_count_slots(ppsrt_ctx *c, double n) { c->ep_a2a_slots += n; }
 
 /* (a float pair hi + lo, as replica.c's group sums) */
 int rt_ep_sum(ppsrt_ctx *c, double *x) {

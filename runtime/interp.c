@@ -658,7 +658,7 @@ int rt_optimizer_step(ppsrt_ctx *c, int step, double *lr_out, double *gnorm_out)
 /* The stats every rank contributes after an iteration (summed over ranks). */
 enum { ST_BUSY, ST_SPAN, ST_PEAK_HI, ST_PEAK_LO, ST_RES_HI, ST_RES_LO, ST_HOST_HI, ST_HOST_LO, ST_UNIT_HI,
        ST_UNIT_LO, ST_UNITS, ST_MEMBAD, ST_ACTBAD, ST_DMEM_HI, ST_DMEM_LO, ST_CANCEL, ST_RCTIME, ST_RCCOUNT,
-       ST_PAR_HI, ST_PAR_LO, ST_XPAR_HI, ST_XPAR_LO, ST_N };
+       ST_PAR_HI, ST_PAR_LO, ST_XPAR_HI, ST_XPAR_LO, ST_A2AB_HI, ST_A2AB_LO, ST_A2AS_HI, ST_A2AS_LO, ST_N };
 
 /* After F(mb, stage): what it kept must be act_bytes(stage) for units to be exact. */
 static void check_act_bytes(ppsrt_ctx *c, const ppsrt_op *op) {
@@ -696,6 +696,7 @@ int rt_run_device(ppsrt_ctx *c) {
     c->rc_time = 0;
     c->rc_count = 0;
     if (m->begin_iteration && (rc = m->begin_iteration(m, c, it))) { fail_at(c, -1, rc, "begin_iteration"); break; }
+    c->ep_a2a_sent = c->ep_a2a_slots = 0;
     int trace = o->trace != NULL || o->profile != NULL;
     double hbase = rt_now() - run->epoch;
     if (c->devtime && (rc = c->be->event_record(c->be, c->tev[2 * c->nops], PPSRT_STREAM_COMPUTE))) {
@@ -809,6 +810,13 @@ int rt_run_device(ppsrt_ctx *c) {
       row[ST_PAR_HI] = (float)(np >> 20); row[ST_PAR_LO] = (float)(np & 0xfffff);
       row[ST_XPAR_HI] = (float)(nx >> 20); row[ST_XPAR_LO] = (float)(nx & 0xfffff);
     }
+    if (run->nep > 1 && run->o.cfg.moe_a2a) {   /* --moe-token-dispatcher alltoall: the EP group's traffic */
+      double xb = c->ep_a2a_sent, xs = c->ep_a2a_slots;
+      if ((rc = rt_ep_sum(c, &xb)) || (rc = rt_ep_sum(c, &xs))) { fail_at(c, -1, rc, "expert-parallel all-reduce"); break; }
+      size_t b = (size_t)(xb + 0.5), n = (size_t)(xs + 0.5);
+      row[ST_A2AB_HI] = (float)(b >> 20); row[ST_A2AB_LO] = (float)(b & 0xfffff);
+      row[ST_A2AS_HI] = (float)(n >> 20); row[ST_A2AS_LO] = (float)(n & 0xfffff);
+    }
     /* measured vs predicted is decided here, in double; the sum only carries the verdict */
     c->peak_units[it] = c->store.upeak;
     if (c->store.upeak > c->max_units) c->max_units = c->store.upeak;
@@ -838,6 +846,8 @@ int rt_run_device(ppsrt_ctx *c) {
         run->dev_resident[d] = ((size_t)r[ST_RES_HI] << 20) + (size_t)r[ST_RES_LO];
         run->dev_params[2 * d] = ((size_t)r[ST_PAR_HI] << 20) + (size_t)r[ST_PAR_LO];
         run->dev_params[2 * d + 1] = ((size_t)r[ST_XPAR_HI] << 20) + (size_t)r[ST_XPAR_LO];
+        run->dev_a2a[2 * d] += (double)(((size_t)r[ST_A2AB_HI] << 20) + (size_t)r[ST_A2AB_LO]);
+        run->dev_a2a[2 * d + 1] += (double)(((size_t)r[ST_A2AS_HI] << 20) + (size_t)r[ST_A2AS_LO]);
         run->dev_host[d] = ((size_t)r[ST_HOST_HI] << 20) + (size_t)r[ST_HOST_LO];
         run->dev_unit[d] = ((size_t)r[ST_UNIT_HI] << 20) + (size_t)r[ST_UNIT_LO];
         run->dev_units[(size_t)it * ndev + d] = r[ST_UNITS];

@@ -400,6 +400,8 @@ void rt_print_json(ppsrt_run *run, int status) {
             run->dev_resident[d], run->dev_host[d]);
     fprintf(f, ",\"device_peak_bytes\":%zu,\"offloads_cancelled\":%ld", dmem, run->dev_cancel[d]);
     fprintf(f, ",\"parameters\":%zu,\"expert_parameters\":%zu", run->dev_params[2 * d], run->dev_params[2 * d + 1]);
+    if (run->nep > 1 && run->o.cfg.moe_a2a)   /* --moe-token-dispatcher alltoall: measured, over the run */
+      fprintf(f, ",\"ep_alltoall\":{\"bytes\":%.0f,\"slots\":%.0f}", run->dev_a2a[2 * d], run->dev_a2a[2 * d + 1]);
     if (run->val_tokens)   /* validation's forward-only evaluation (validate.c): its largest peaks */
       fprintf(f, ",\"val_peak_bytes\":%zu,\"val_device_peak_bytes\":%zu", run->dev_val_peak[d], run->dev_val_mem[d]);
     if (run->flops_known) fprintf(f, ",\"flops_per_iteration\":%.17g}", run->dev_flops[d]);

@@ -134,6 +134,7 @@ typedef struct ppsrt_model_config {
   double moe_z_coeff;         /* --moe-z-loss-coeff Z (0: none) */
   int moe_expert_bias;        /* --moe-router-enable-expert-bias (aux-loss-free load balancing) */
   double moe_bias_rate;       /* --moe-router-bias-update-rate U (0: 1e-3, Megatron-Core's) */
+  int moe_a2a;            /* --moe-token-dispatcher alltoall (1; moe.c, ep.c); 0: allgather (the default) */
 } ppsrt_model_config;
 enum { PPSRT_ROPE_NONE, PPSRT_ROPE_LINEAR, PPSRT_ROPE_LLAMA3, PPSRT_ROPE_NSCALINGS };
 
@@ -416,6 +417,13 @@ static inline int ppsrt_cp_pos(int T, int C, int cp, int u) {
  * compute stream; without a group a plain copy. */
 int ppsrt_ep_allgather(ppsrt_ctx *c, const void *send, void *recv, size_t bytes);
 int ppsrt_ep_reduce_scatter(ppsrt_ctx *c, const float *send, float *recv, size_t count);
+/* --moe-token-dispatcher alltoall: the group's transport's alltoallv (transport.h; bytes,
+ * backend memory, compute stream), counting the bytes sent to the other ranks; without a
+ * group the self block copied. */
+int ppsrt_ep_alltoallv(ppsrt_ctx *c, const void *send, const size_t *scount, const size_t *sdispl, void *recv,
+                       const size_t *rcount, const size_t *rdispl);
+/* ... and n more of this rank's kept slots routed to another rank's experts (--json) */
+void ppsrt_ep_count_slots(ppsrt_ctx *c, double n);
 ppsrt_backend *ppsrt_ctx_backend(ppsrt_ctx *c);
 int ppsrt_ctx_rank(ppsrt_ctx *c);
 int ppsrt_ctx_iteration(ppsrt_ctx *c);

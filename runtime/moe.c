@@ -49,10 +49,10 @@
  * this rank's rows of y and of the input gradient.
  *
  * Expert parallelism (--expert-parallel X, ep.c; Megatron's --expert-model-parallel-size
- * with the allgather dispatcher): EP rank j (replica mod X) holds experts [e0, e0 + E/X),
- * e0 = j E/X, named by their global index; the router is whole. F routes this rank's N
- * tokens (its indices and weights into block j of the X N K slot-indexed parts), then
- * all-gathers them and LN2's output over the group; the permutation puts the slots of
+ * with the allgather dispatcher, the default; the all-to-all one below): EP rank j
+ * (replica mod X) holds experts [e0, e0 + E/X), e0 = j E/X, named by their global index;
+ * the router is whole. F routes this rank's N tokens (its indices and weights into block
+ * j of the X N K slot-indexed parts), then all-gathers them and LN2's output over the group; the permutation puts the slots of
  * this rank's experts first (by expert, slot order kept), every other slot after them;
  * the local experts run on their rows only, the other rows of eout are zeroed, and each
  * gathered token's weighted sum (moe_unpermute over X N tokens, F32) is reduce-scattered
@@ -64,8 +64,36 @@
  * send every gathered slot to one rank), so it grows with X; the load-balancing loss is
  * this rank's tokens' (as at X = 1). X = 1 is exactly the code path above (e0 = 0, all
  * experts local, no collective).
+ * All-to-all dispatcher (--moe-token-dispatcher alltoall, X > 1; Megatron's
+ * --moe-token-dispatcher-type alltoall): nothing is gathered. F routes this rank's N tokens
+ * (block j of the slot-indexed parts, as above; the capacity drops this rank's own slots
+ * first), and pos[block j] places each kept slot in this rank's send rows, sorted by expert
+ * (so by destination rank; slot order kept; dropped -1). The kept counts a expert (E int32
+ * a rank) are all-gathered (a second host synchronisation a MoE F: ep.c's acnt[slot] =
+ * [X][E], kept per layer slot for B and W). Then:
+ *   F  moe_permute own x -> send rows; alltoallv to the experts' ranks (rank q's rows of
+ *      this rank's experts arrive by q, then expert); chunk copies put them in the
+ *      experts' order (by expert, then q: the allgather path's row order exactly); the
+ *      local experts as above; the outputs back into (q, expert) order, alltoallv back,
+ *      landing in eout in this rank's send order: eout then holds the outputs of this
+ *      rank's own slots (home), the combine is X = 1's (pos, w of block j), so B's
+ *      routing-weight gradient is local too;
+ *   B  moe_unpermute_bwd at home (dw of this rank's slots; deout = w dy over eout, in
+ *      place); deout alltoallv to the experts' ranks, reordered into eout (experts' order:
+ *      what W's FC2 gradient reads); the experts' backward; the input-gradient rows back
+ *      to (q, expert) order, alltoallv home, moe_permute_bwd (each token's K slots summed
+ *      in k order: X = 1's); the router's backward on block j;
+ *   W  re-exchanges (nothing more saved): LN2's output (recomputed by the caller)
+ *      permuted at home and sent to the experts' ranks again, as in F.
+ * Each alltoallv moves act_dtype rows of h; a kept slot whose expert is on another rank
+ * travels 5 times (F there and back, B there and back, W there), a local one is copied.
+ * The saved entry is the allgather path's, byte for byte (ppsc sim's): eout's M rows hold
+ * the expert side's rows (at most min(X N K, E cap)) and this rank's home rows (at most
+ * min(N K, E cap)) in turn; w, idx and pos use block j only. Scratch (uncounted): the
+ * rows sent [N K, h] and received [M, h] instead of the [X N, h] gathers and F32 sums.
+ * Losses equal X = 1's and the allgather's (tests/runtime/ep_a2a.sh: 1e-6 on the CPU).
  * Not run on a GPU: the CUDA path has run only on the emulator (tests/gpu/moe_emu.sh).
- * What it does not: the all-to-all dispatcher, a capacity factor under --context-parallel
+ * What it does not: a capacity factor under --context-parallel
  * (refused: cli.c), padding to capacity, grouped GEMMs; the shared expert is the dense MLP's
  * code in model_gpt.c, beside this. */
 #include "config.h"
@@ -185,6 +213,7 @@ int ppsrt_moe_init(ppsrt_moe *mo, const ppsrt_model_config *cfg, ppsrt_dtype at,
   mo->El = mo->E / mo->X; mo->e0 = mo->j * mo->El;
   mo->cap = (int)ppsrt_moe_capacity(cfg, N); mo->dpos = cfg->moe_drop_position != 0;
   mo->M = (int)ppsrt_moe_rows(cfg, N);
+  mo->a2a = cfg->moe_a2a && mo->X > 1;
   /* the row-indexed parts hold M rows: dropless the group's X N K gathered slots (every
    * one of them may be routed to this rank's experts), with a capacity at most E cap
    * (each of the X ranks sends an expert at most cap slots: X cap a local expert); the
@@ -220,8 +249,11 @@ int ppsrt_moe_init(ppsrt_moe *mo, const ppsrt_model_config *cfg, ppsrt_dtype at,
     mo->hload = calloc((size_t)mo->nl * mo->E, sizeof *mo->hload);
   }
   mo->ocnt = calloc((size_t)mo->E, sizeof *mo->ocnt);
+  mo->acnt = mo->a2a ? calloc((size_t)(nslot > 0 ? nslot : 1) * mo->X * mo->E, sizeof *mo->acnt) : NULL;
+  mo->av = mo->a2a ? calloc(4 * (size_t)mo->X, sizeof *mo->av) : NULL;
   if (!mo->cnt || !mo->shash || !mo->hcp || !mo->hidx || !mo->hpos || !mo->hstat || !mo->ocnt ||
-      (mo->cap > 0 && (!mo->hw || !mo->hord)) || (mo->ebias && (!mo->hbias || !mo->hload))) {
+      (mo->cap > 0 && (!mo->hw || !mo->hord)) || (mo->ebias && (!mo->hbias || !mo->hload)) ||
+      (mo->a2a && (!mo->acnt || !mo->av))) {
     ppsrt_moe_free(mo);
     return PPSRT_FAIL(PPSRT_E_NOMEM, "gpt: out of host memory (experts)");
   }
@@ -232,6 +264,7 @@ void ppsrt_moe_free(ppsrt_moe *mo) {
   if (mo->dbias && mo->dbe) mo->dbe->free(mo->dbe, mo->dbias);
   free(mo->hbias); free(mo->hload); mo->hbias = mo->dbias = mo->hload = NULL;
   free(mo->hw); free(mo->hord); mo->hw = NULL; mo->hord = NULL;
+  free(mo->acnt); free(mo->av); mo->acnt = NULL; mo->av = NULL;
   free(mo->cnt); free(mo->shash); free(mo->hcp); mo->hcp = NULL; free(mo->hidx); free(mo->hpos); free(mo->hstat); free(mo->ocnt);
   mo->cnt = mo->ocnt = NULL; mo->shash = NULL; mo->hidx = mo->hpos = NULL; mo->hstat = mo->hcoef = NULL;
 }
@@ -368,8 +401,84 @@ void ppsrt_moe_drop(struct ppsrt_moe_ord *o, const int32_t *idx, const float *w,
 }
 static void drop_over_capacity(ppsrt_moe *mo) {
   size_t NK = (size_t)mo->N * mo->K;
-  for (int q = 0; q < mo->X; q++)
+  for (int q = mo->a2a ? mo->j : 0; q < (mo->a2a ? mo->j + 1 : mo->X); q++)   /* (alltoall: this rank's block alone) */
     ppsrt_moe_drop(mo->hord, mo->hidx + NK * q, mo->hw + NK * q, NK, mo->cap, mo->dpos, mo->hpos + NK * q);
+}
+
+/* ---- the all-to-all dispatcher (--moe-token-dispatcher alltoall, X > 1) ---- */
+
+/* The routing's exchange: cnt (this rank's kept slots a expert) gives the positions of
+ * this rank's own slots in its dispatch's send rows (by expert, so by destination rank;
+ * slot order kept; a dropped slot -1), uploaded to b->pos block j; then every rank's
+ * counts are all-gathered (X x E int32, one more synchronisation) into acnt[slot], and
+ * cnt becomes the group's kept slots a expert (this rank's experts' rows). */
+static int a2a_route(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, int slot, mbuf *b) {
+  int E = mo->E, X = mo->X, *cnt = mo->cnt + (size_t)slot * E, *ac = mo->acnt + (size_t)slot * X * E, next[1024];
+  size_t NK = (size_t)mo->N * mo->K, j0 = NK * mo->j, blk = (size_t)E * sizeof(int32_t);
+  int away = 0;   /* (the kept slots that leave this rank: --json's ep_alltoall) */
+  for (int e = 0, o = 0; e < E; e++) {
+    next[e] = o;
+    o += cnt[e];
+    if (e < mo->e0 || e >= mo->e0 + mo->El) away += cnt[e];
+  }
+  ppsrt_ep_count_slots(c, away);
+  for (size_t s = j0; s < j0 + NK; s++) mo->hpos[s] = mo->hpos[s] >= 0 ? next[mo->hidx[s]]++ : -1;
+  TRY(be->memcpy_async(be, CS, b->pos + j0, mo->hpos + j0, NK * sizeof(int32_t), 1));
+  int32_t *h = malloc(blk * X), *d = NULL;
+  if (!h) return PPSRT_FAIL(PPSRT_E_NOMEM, "gpt: out of host memory (experts)");
+  for (int e = 0; e < E; e++) h[(size_t)mo->j * E + e] = cnt[e];
+  int rc = be->alloc(be, blk * X, (void **)&d);
+  if (!rc) rc = be->memcpy_async(be, CS, (char *)d + mo->j * blk, h + (size_t)mo->j * E, blk, 1);
+  if (!rc) rc = ppsrt_ep_allgather(c, (char *)d + mo->j * blk, d, blk);
+  if (!rc) rc = be->memcpy_async(be, CS, h, d, blk * X, 2);
+  if (!rc) rc = be->stream_sync(be, CS);
+  if (d) be->free(be, d);
+  for (int e = 0; e < E && !rc; e++) {
+    cnt[e] = 0;
+    for (int q = 0; q < X; q++) cnt[e] += ac[(size_t)q * E + e] = h[(size_t)q * E + e];
+  }
+  free(h);
+  return rc;
+}
+
+/* The sizes (bytes: rows of `row` bytes) of a dispatch from the slots' ranks to their
+ * experts' (ret 0), or of its return (ret 1), into mo->av (send sizes [X], places [X],
+ * receive sizes [X], places [X]): the slot's ranks send each rank q their slots of q's
+ * experts, by expert; the experts' rank receives from each q its slots of this rank's
+ * experts, by expert. */
+static void a2a_sizes(ppsrt_moe *mo, int slot, size_t row, int ret) {
+  int E = mo->E, X = mo->X, El = mo->El;
+  const int *ac = mo->acnt + (size_t)slot * X * E, *mine = ac + (size_t)mo->j * E;
+  size_t *home = mo->av + (ret ? 2 * X : 0), *exp = mo->av + (ret ? 0 : 2 * X), oh = 0, ox = 0;
+  for (int q = 0; q < X; q++) {
+    size_t nh = 0, nx = 0;
+    for (int e = 0; e < El; e++) { nh += (size_t)mine[q * El + e]; nx += (size_t)ac[(size_t)q * E + mo->e0 + e]; }
+    home[q] = nh * row; home[X + q] = oh; oh += home[q];
+    exp[q] = nx * row; exp[X + q] = ox; ox += exp[q];
+  }
+}
+static int a2a(ppsrt_moe *mo, ppsrt_ctx *c, int slot, size_t row, int ret, const void *send, void *recv) {
+  size_t X = (size_t)mo->X, *v = mo->av;
+  a2a_sizes(mo, slot, row, ret);
+  return ppsrt_ep_alltoallv(c, send, v, v + X, recv, v + 2 * X, v + 3 * X);
+}
+
+/* The rows received (by source rank, then by local expert) to the experts' order (by
+ * local expert, then source rank: each expert's rows contiguous, first_row's), back 0;
+ * or back (1). Chunk copies on the compute stream. */
+static int a2a_reorder(ppsrt_moe *mo, ppsrt_backend *be, int slot, char *dst, const char *src, int back) {
+  int E = mo->E, X = mo->X, e1 = mo->e0 + mo->El;
+  const int *ac = mo->acnt + (size_t)slot * X * E, *cnt = mo->cnt + (size_t)slot * E;
+  size_t row = (size_t)mo->h * mo->es, at = 0;
+  for (int q = 0; q < X; q++)
+    for (int e = mo->e0; e < e1; e++) {
+      size_t n = (size_t)ac[(size_t)q * E + e], r = (size_t)first_row(mo, cnt, e);
+      if (!n) continue;
+      for (int p = 0; p < q; p++) r += (size_t)ac[(size_t)p * E + e];
+      TRY(be->memcpy_async(be, CS, dst + (back ? at : r) * row, src + (back ? r : at) * row, n * row, 0));
+      at += n;
+    }
+  return 0;
 }
 
 /* The routing of the slot's tokens: with --expert-parallel the group's top-K indices and
@@ -383,17 +492,19 @@ static int route_host(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, int slot, 
                       int count_loss) {
   int N = mo->N, K = mo->K, E = mo->E, *cnt = mo->cnt + (size_t)slot * E, *own = mo->ocnt;
   size_t NK = (size_t)N * K, XNK = NK * mo->X, j0 = NK * mo->j;
-  if (mo->X > 1) {   /* (in place: this rank's block) */
+  /* the slots this rank sees: the group's (allgather), this rank's own (alltoall, X = 1) */
+  size_t s0 = mo->a2a ? j0 : 0, s1 = mo->a2a ? j0 + NK : XNK;
+  if (mo->X > 1 && !mo->a2a) {   /* (in place: this rank's block) */
     TRY(ppsrt_ep_allgather(c, b->idx + j0, b->idx, NK * sizeof(int32_t)));
     TRY(ppsrt_ep_allgather(c, b->w + j0, b->w, NK * sizeof(float)));
   }
-  TRY(be->memcpy_async(be, CS, mo->hidx, b->idx, XNK * sizeof(int32_t), 2));
+  TRY(be->memcpy_async(be, CS, mo->hidx + s0, b->idx + s0, (s1 - s0) * sizeof(int32_t), 2));
   TRY(be->memcpy_async(be, CS, mo->hstat, stat, (2 * (size_t)E + 1) * sizeof(float), 2));
-  if (mo->cap > 0) TRY(be->memcpy_async(be, CS, mo->hw, b->w, XNK * sizeof(float), 2));
+  if (mo->cap > 0) TRY(be->memcpy_async(be, CS, mo->hw + s0, b->w + s0, (s1 - s0) * sizeof(float), 2));
   TRY(be->stream_sync(be, CS));   /* the one synchronisation: the GEMMs' sizes */
   memset(cnt, 0, (size_t)E * sizeof *cnt);
   memset(own, 0, (size_t)E * sizeof *own);
-  for (size_t s = 0; s < XNK; s++) {
+  for (size_t s = s0; s < s1; s++) {
     int e = mo->hidx[s];
     if (e < 0 || e >= E) return PPSRT_FAIL(PPSRT_E_BACKEND, "gpt: routing gave expert %d of %d (not a number in the router's logits?)", e, E);
     if (s >= j0 && s < j0 + NK) own[e]++;   /* (before any dropping: the load-balancing loss's, as Megatron's) */
@@ -401,8 +512,8 @@ static int route_host(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, int slot, 
   if (mo->ebias)   /* the load-balancing loss counts the routing without the bias (Megatron-Core's) */
     for (int e = 0; e < E; e++) own[e] = (int)mo->hstat[e];
   if (mo->cap > 0) drop_over_capacity(mo);
-  else memset(mo->hpos, 0, XNK * sizeof *mo->hpos);
-  for (size_t s = 0; s < XNK; s++)
+  else memset(mo->hpos + s0, 0, (s1 - s0) * sizeof *mo->hpos);
+  for (size_t s = s0; s < s1; s++)
     if (mo->hpos[s] >= 0) cnt[mo->hidx[s]]++;   /* the kept slots: the experts' rows */
   float *load = mo->ebias && count_loss ? mo->hload + (size_t)(slot % mo->nl) * E : NULL;
   for (size_t s = j0; load && s < j0 + NK; s++)   /* the expert bias's loads: this rank's tokens' kept slots */
@@ -414,17 +525,20 @@ static int route_host(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, int slot, 
     mo->route_hash = (mo->route_hash ^ v) * 0x100000001b3ull;   /* FNV-1a step */
     sh = (sh ^ v) * 0x100000001b3ull;
   }
-  /* positions: this rank's experts' kept slots first (by expert, slot order kept); every
-   * other slot dropless after them (rows zeroed), with a capacity -1 (the kernels skip
-   * it: no row, nothing combined, no gradient), as a dropped slot is */
-  int next[1024], rest = local_rows(mo, cnt), e1 = mo->e0 + mo->El;
-  for (int e = mo->e0, o = 0; e < e1; e++) { next[e] = o; o += cnt[e]; }
-  for (size_t s = 0; s < XNK; s++) {
-    int e = mo->hidx[s], kept = mo->hpos[s] >= 0;
-    mo->hpos[s] = kept && e >= mo->e0 && e < e1 ? next[e]++ : mo->cap > 0 ? -1 : rest++;
-  }
   mo->shash[slot] = sh;
-  TRY(be->memcpy_async(be, CS, b->pos, mo->hpos, XNK * sizeof(int32_t), 1));
+  if (mo->a2a) TRY(a2a_route(mo, c, be, slot, b));   /* (alltoall: the send rows' positions, the counts exchanged) */
+  else {
+    /* positions: this rank's experts' kept slots first (by expert, slot order kept); every
+     * other slot dropless after them (rows zeroed), with a capacity -1 (the kernels skip
+     * it: no row, nothing combined, no gradient), as a dropped slot is */
+    int next[1024], rest = local_rows(mo, cnt), e1 = mo->e0 + mo->El;
+    for (int e = mo->e0, o = 0; e < e1; e++) { next[e] = o; o += cnt[e]; }
+    for (size_t s = 0; s < XNK; s++) {
+      int e = mo->hidx[s], kept = mo->hpos[s] >= 0;
+      mo->hpos[s] = kept && e >= mo->e0 && e < e1 ? next[e]++ : mo->cap > 0 ? -1 : rest++;
+    }
+    TRY(be->memcpy_async(be, CS, b->pos, mo->hpos, XNK * sizeof(int32_t), 1));
+  }
   /* the load-balancing loss's f_e (slots routed to e over all slots) and P_e (mean
    * probability of e): of this rank's N tokens, or with --context-parallel of the C ranks'
    * C N tokens of the same sequences (as at C = 1: every rank's loss is the whole one) */
@@ -548,9 +662,18 @@ static int moe_f_in(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, int slot, pp
   int R = local_rows(mo, cnt);
   /* the group's tokens (--expert-parallel), permuted; each local expert's FC1 (+ bias) on
    * its rows; the activation on those rows */
-  const void *ag = a;
-  if (X > 1) { TRY(ppsrt_ep_allgather(c, a, z->ag, (size_t)N * h * es)); ag = z->ag; }
-  TRY(be->moe_permute(be, CS, xp, ag, b->pos, N * X, K, h));
+  size_t j0 = (size_t)NK * mo->j;
+  if (mo->a2a) {
+    /* alltoall: this rank's kept slots' rows (by expert: by destination rank) to their
+     * experts' ranks; there the rows received in the experts' order */
+    TRY(be->moe_permute(be, CS, z->ag, a, b->pos + j0, N, K, h));
+    TRY(a2a(mo, c, slot, (size_t)h * es, 0, z->ag, z->comb));
+    TRY(a2a_reorder(mo, be, slot, xp, z->comb, 0));
+  } else {
+    const void *ag = a;
+    if (X > 1) { TRY(ppsrt_ep_allgather(c, a, z->ag, (size_t)N * h * es)); ag = z->ag; }
+    TRY(be->moe_permute(be, CS, xp, ag, b->pos, N * X, K, h));
+  }
   for (int e = mo->e0; e < e1; e++) {
     int r = first_row(mo, cnt, e);
     ppsrt_param *w1 = EP(mo, P, e, 0), *b1 = EP(mo, P, e, 1);
@@ -577,7 +700,12 @@ static int moe_f_in(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, int slot, pp
     char *o = b->eout + (size_t)r * h * es;
     if (cnt[e]) TRY(be->add_bias(be, CS, o, o, EP(mo, P, e, 3)->param.data, cnt[e], h));
   }
-  if (X > 1) {
+  if (mo->a2a) {
+    /* alltoall: the outputs back to their slots' ranks, into eout in the dispatch's order
+     * (this rank's own slots' outputs: the combine and B's routing-weight gradient local) */
+    TRY(a2a_reorder(mo, be, slot, z->comb, b->eout, 1));
+    TRY(a2a(mo, c, slot, (size_t)h * es, 1, z->comb, b->eout));
+  } else if (X > 1) {
     /* the other experts' rows add nothing here; each gathered token's sum over this rank's
      * slots, summed over the group (F32), this rank's N rows back: then as X = 1 */
     if (R < mo->M) TRY(be->memset0(be, CS, b->eout + (size_t)R * h * es, (size_t)(mo->M - R) * h * es));
@@ -588,7 +716,7 @@ static int moe_f_in(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, int slot, pp
     return be->bias_dropout_add(be, CS, y, x1, out, NULL, mo->n, h, drop);
   }
   /* combine this rank's rows: y = x1 + sum_k w eout (or x1 + drop(sum_k w eout)) */
-  size_t s0 = (size_t)mo->r0 * K;
+  size_t s0 = (mo->a2a ? j0 : 0) + (size_t)mo->r0 * K;
   if (!drop) return be->moe_unpermute(be, CS, y, x1, b->eout, b->pos + s0, b->w + s0, mo->n, K, h);
   TRY(be->moe_unpermute(be, CS, tmp, NULL, b->eout, b->pos + s0, b->w + s0, mo->n, K, h));
   return be->bias_dropout_add(be, CS, y, x1, tmp, NULL, mo->n, h, drop);
@@ -603,9 +731,14 @@ int ppsrt_moe_f(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, int slot, ppsrt_
    * [n, h], (expert parallel) the gathered input and the combine's rows [X N, h], their F32 sums */
   size_t bl = (2 * (size_t)mo->E + 1) * sizeof(float), bx = NK * mo->h * mo->es, bp = mo->tp > 1 ? NK * mo->h * sizeof(float) : 0,
          bt = drop ? (size_t)mo->n * mo->h * mo->es : 0, be1 = X > 1 ? up(Nxh * mo->es) : 0,
-         be2 = X > 1 ? up(Nxh * sizeof(float)) : 0;
+         be2 = X > 1 ? up(Nxh * sizeof(float)) : 0, be3 = be1;
+  if (mo->a2a) {   /* (alltoall: the rows sent [N K, h], the rows received and returned [M, h]) */
+    be1 = up(NK / X * mo->h * mo->es);
+    be3 = up((size_t)mo->M * mo->h * mo->es);
+    be2 = 0;
+  }
   char *s;
-  TRY(be->alloc(be, up(bl) + up(bx) + up(bp) + up(bt) + 2 * be1 + be2, (void **)&s));
+  TRY(be->alloc(be, up(bl) + up(bx) + up(bp) + up(bt) + be1 + be3 + be2, (void **)&s));
   char *o = s;
   fscr z;
   z.logits = (float *)o; o += up(bl);
@@ -613,7 +746,7 @@ int ppsrt_moe_f(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, int slot, ppsrt_
   z.part = bp ? (float *)o : NULL; o += up(bp);
   z.tmp = o; o += up(bt);
   z.ag = be1 ? o : NULL; o += be1;
-  z.comb = be1 ? o : NULL; o += be1;
+  z.comb = be3 ? o : NULL; o += be3;
   z.sum = be2 ? (float *)o : NULL;
   int rc = moe_f_in(mo, c, be, slot, P, &b, a, x1, y, drop, count_loss, &z);
   be->free(be, s);
@@ -632,9 +765,17 @@ static int moe_b_in(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, int slot, pp
   int R = local_rows(mo, cnt);
   /* the combine's backward on the group's tokens (dy all-gathered): dw, and deout = w dy
    * over eout (the other experts' rows of eout are zero: their dw is 0 here) */
-  const void *dyx = dy;
-  if (X > 1) { TRY(ppsrt_ep_allgather(c, dy, dyg, (size_t)N * h * es)); dyx = dyg; }
-  TRY(be->moe_unpermute_bwd(be, CS, b->eout, dw, dyx, b->eout, b->pos, b->w, N * X, K, h));
+  if (mo->a2a) {
+    /* alltoall: the combine's backward at home (this rank's slots: dw, deout = w dy over
+     * their outputs in eout); deout to the experts' ranks, there in the experts' order */
+    TRY(be->moe_unpermute_bwd(be, CS, b->eout, dw + j0, dy, b->eout, b->pos + j0, b->w + j0, N, K, h));
+    TRY(a2a(mo, c, slot, (size_t)h * es, 0, b->eout, dyg));
+    TRY(a2a_reorder(mo, be, slot, b->eout, dyg, 0));
+  } else {
+    const void *dyx = dy;
+    if (X > 1) { TRY(ppsrt_ep_allgather(c, dy, dyg, (size_t)N * h * es)); dyx = dyg; }
+    TRY(be->moe_unpermute_bwd(be, CS, b->eout, dw, dyx, b->eout, b->pos, b->w, N * X, K, h));
+  }
   /* the experts: dhact = deout Wfc2^T; dhpre over hpre; dxp = dhpre Wfc^T (summed over the group) */
   for (int e = mo->e0; e < e1; e++) {
     int r = first_row(mo, cnt, e);
@@ -657,7 +798,13 @@ static int moe_b_in(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, int slot, pp
     if (R) TRY(be->convert(be, CS, dxp, AT, part, PPSRT_F32, (size_t)R * h));
   }
   void *dx = dfull ? (void *)dfull : dln2;   /* all N rows */
-  if (X > 1) {
+  if (mo->a2a) {
+    /* alltoall: the input gradients' rows back to their slots' ranks (into `sum`, rows of
+     * act_dtype in the dispatch's order), summed over each token's slots there */
+    TRY(a2a_reorder(mo, be, slot, dyg, dxp, 1));
+    TRY(a2a(mo, c, slot, (size_t)h * es, 1, dyg, sum));
+    TRY(be->moe_permute_bwd(be, CS, dx, sum, b->pos + j0, N, K, h, 0));
+  } else if (X > 1) {
     /* the gathered tokens' input gradients through this rank's experts (the other slots'
      * rows zero), summed over the group: this rank's N rows; the routing weights'
      * gradients (each slot's nonzero on one rank) too: this rank's N K */
@@ -687,6 +834,10 @@ int ppsrt_moe_b(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, int slot, ppsrt_
   size_t s1 = up(NK * sizeof(float)), s2 = up(NK * mo->f * es), s3 = up(NK * h * es),
          s4 = mo->tp > 1 ? up(NK * h * sizeof(float)) : 0, s6 = mo->n < mo->N ? up((size_t)mo->N * h * es) : 0,
          s7 = X > 1 ? up(Nxh * es) : 0, s8 = X > 1 ? up(Nxh * sizeof(float)) : 0;
+  if (mo->a2a) {   /* (alltoall: the rows received and sent [M, h], the input gradient's rows returned [N K, h]) */
+    s7 = up((size_t)mo->M * h * es);
+    s8 = up(NK / X * h * es);
+  }
   char *s;
   TRY(be->alloc(be, s1 + s2 + s3 + s4 + s6 + s7 + s8, (void **)&s));
   char *o6 = s + s1 + s2 + s3 + s4, *o7 = o6 + s6;
@@ -710,13 +861,21 @@ int ppsrt_moe_w(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, int slot, ppsrt_
   mbuf b = parts(mo, buf);
   int N = mo->N, K = mo->K, E = mo->E, h = mo->h, f = mo->f, fw = mo->fw, X = mo->X, e1 = mo->e0 + mo->El;
   size_t es = mo->es, bx = up((size_t)N * K * X * h * es), bg = X > 1 ? (size_t)N * X * h * es : 0;
+  if (mo->a2a) bg = up((size_t)N * K * h * es) + (size_t)mo->M * h * es;   /* (alltoall: the rows sent, received) */
   const int *cnt = mo->cnt + (size_t)slot * E;
   char *xp;   /* uncounted: x permuted again [X N K, h]; (expert parallel) x gathered again [X N, h] */
   TRY(be->alloc(be, bx + bg, (void **)&xp));
   const void *ag = a;
   int rc = 0;
-  if (X > 1) { rc = ppsrt_ep_allgather(c, a, xp + bx, (size_t)N * h * es); ag = xp + bx; }
-  if (!rc) rc = be->moe_permute(be, CS, xp, ag, b.pos, N * X, K, h);
+  if (mo->a2a) {   /* alltoall: the dispatch of F again (x to the experts' ranks) */
+    char *xs = xp + bx, *xr = xs + up((size_t)N * K * h * es);
+    rc = be->moe_permute(be, CS, xs, a, b.pos + (size_t)N * K * mo->j, N, K, h);
+    if (!rc) rc = a2a(mo, c, slot, (size_t)h * es, 0, xs, xr);
+    if (!rc) rc = a2a_reorder(mo, be, slot, xp, xr, 0);
+  } else {
+    if (X > 1) { rc = ppsrt_ep_allgather(c, a, xp + bx, (size_t)N * h * es); ag = xp + bx; }
+    if (!rc) rc = be->moe_permute(be, CS, xp, ag, b.pos, N * X, K, h);
+  }
   for (int e = mo->e0; e < e1 && !rc; e++) {
     int r = first_row(mo, cnt, e);
     ppsrt_param *w1 = EP(mo, P, e, 0), *b1 = EP(mo, P, e, 1), *w2 = EP(mo, P, e, 2), *b2 = EP(mo, P, e, 3);

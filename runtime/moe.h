@@ -37,6 +37,9 @@ typedef struct ppsrt_moe {
   int *ocnt;              /* host scratch [E]: this rank's own N K slots a expert (the load-balancing loss) */
   int cap, dpos;          /* --moe-expert-capacity-factor: slots an expert keeps of a rank's N K (0: dropless);
                            * --moe-token-drop-policy position (1) or probs (0) */
+  int a2a;                /* --moe-token-dispatcher alltoall with X > 1: each kept slot's row sent to its expert's rank */
+  int *acnt;              /* host [nslot][X][E] (a2a): rank q's kept slots routed to each expert, by the slot's last F */
+  size_t *av;             /* host scratch [4X] (a2a): an all-to-all's send sizes and places, receive sizes and places */
   int M;                  /* rows of the row-indexed saved parts: X N K, or with a capacity min(X N K, E cap) */
   float *hw;              /* host scratch [X N K]: the routing weights (with a capacity) */
   struct ppsrt_moe_ord *hord;   /* host scratch [N K]: one rank's slots in keeping order (with a capacity) */

@@ -214,6 +214,8 @@ struct ppsrt_ctx {
    * group q (the X replicas q X .. q X + X - 1 of this device, context and tensor rank) */
   int ep_rank;            /* 0..X-1 */
   ppsrt_transport *xtr;   /* that group (rank = ep_rank), NULL without expert parallelism */
+  double ep_a2a_sent;     /* --moe-token-dispatcher alltoall: bytes this rank's all-to-alls sent to the others, */
+  double ep_a2a_slots;    /* and its own kept slots routed to the others' experts, this iteration (ep.c) */
   ppsrt_transport *etr;   /* the expert-data-parallel group: the D/X x C ranks (q, cp_rank) with this
                            * ep_rank, device and tensor rank, which sum the experts' gradients (rank
                            * erank = q C + cp_rank); NULL when it is one rank */
@@ -255,6 +257,9 @@ struct ppsrt_run {
   long *dev_cancel;                 /* [ndev] offloads cancelled by their reload, so far */
   double *dev_rctime;               /* [iterations * ndev] seconds B/BW spent running F again (recompute.c) */
   long *dev_rccount;                /* [iterations * ndev] rebuilds (recomputed B/BW) */
+  double *dev_a2a;                  /* [2 ndev] --moe-token-dispatcher alltoall: the bytes the X ranks of each device's
+                                     * first expert-parallel group sent each other, and their slots routed to another
+                                     * rank's experts, over the run (interp.c; --json's ep_alltoall) */
   double *dev_units;                /* [iterations * ndev] measured peak units */
   int *dev_membad;                  /* [ndev] measured != predicted (decided by the rank, in double) */
   int *dev_actbad;                  /* [ndev] F kept other than act_bytes */

@@ -97,7 +97,40 @@ struct ppsrt_transport {
                             size_t count, ppsrt_redop op);
   int (*allgather)(ppsrt_transport *t, int rank, ppsrt_backend *b, int stream, const void *send, void *recv,
                    size_t bytes);
+  /* Optional (NULL: the transport has none; --moe-token-dispatcher alltoall needs it on the
+   * expert-parallel groups' transport): an all-to-all with per-peer sizes, in bytes. Rank r
+   * sends scount[q] bytes at send + sdispl[q] to every rank q (itself included: a copy)
+   * and receives rcount[q] bytes from every q at recv + rdispl[q]; rank r's scount[q]
+   * must equal rank q's rcount[r] (a transport that sees both refuses a mismatch). A pair
+   * with 0 bytes exchanges nothing (no message, no call). Every rank calls it in the same
+   * order; the arrays are read during the call only; send's and recv's used bytes must not
+   * overlap (ppsrt_a2a_overlap). With allreduce_f32's conventions for b and stream:
+   * recv's data is ready, and both buffers free again, in stream order after the call. */
+  int (*alltoallv)(ppsrt_transport *t, int rank, ppsrt_backend *b, int stream, const void *send, const size_t *scount,
+                   const size_t *sdispl, void *recv, const size_t *rcount, const size_t *rdispl);
 };
+
+/* alltoallv's buffer rule, for the transports to check: 1 when the bytes send uses
+ * (scount[q] at sdispl[q], n peers) overlap those recv uses, else 0. */
+static inline int ppsrt_a2a_overlap(const void *send, const size_t *scount, const size_t *sdispl, const void *recv,
+                                    const size_t *rcount, const size_t *rdispl, int n) {
+  uintptr_t slo = UINTPTR_MAX, shi = 0, rlo = UINTPTR_MAX, rhi = 0;   /* the spans first: apart, no pair can meet */
+  for (int q = 0; q < n; q++) {
+    uintptr_t s0 = (uintptr_t)send + sdispl[q], r0 = (uintptr_t)recv + rdispl[q];
+    if (scount[q] && s0 < slo) slo = s0;
+    if (scount[q] && s0 + scount[q] > shi) shi = s0 + scount[q];
+    if (rcount[q] && r0 < rlo) rlo = r0;
+    if (rcount[q] && r0 + rcount[q] > rhi) rhi = r0 + rcount[q];
+  }
+  if (shi <= rlo || rhi <= slo) return 0;
+  for (int q = 0; q < n; q++)
+    for (int p = 0; p < n; p++) {
+      if (!scount[q] || !rcount[p]) continue;
+      uintptr_t s0 = (uintptr_t)send + sdispl[q], r0 = (uintptr_t)recv + rdispl[p];
+      if (s0 < r0 + rcount[p] && r0 < s0 + scount[q]) return 1;
+    }
+  return 0;
+}
 
 /* The tag the interpreter gives a SEND/RECV: xfer << 48 | mb << 20 | (stage + 1), and
  * how messages name it ("F(3,1)": the output of F(3,1); "B(3,2)": B(3,2)'s input

@@ -279,6 +279,59 @@ static int m_allgather(ppsrt_transport *tr, int rank, ppsrt_backend *b, int stre
   return m_blocks(tr, rank, b, stream, send, recv, bytes, -1, ppsrt_coll_what(what, sizeof what, -1, bytes));
 }
 
+/* alltoallv: MPI_Ialltoallv of bytes, polled as m_allreduce's (MPI sees a receive smaller
+ * than its message, not a larger one). A GPU backend's buffers are staged through host
+ * memory (the used span of each, recv's first: the gaps between its blocks kept). */
+static size_t m_span(const size_t *count, const size_t *displ, int n) {
+  size_t end = 0;
+  for (int q = 0; q < n; q++)
+    if (count[q] && displ[q] + count[q] > end) end = displ[q] + count[q];
+  return end;
+}
+
+static int m_alltoallv(ppsrt_transport *tr, int rank, ppsrt_backend *b, int stream, const void *send,
+                       const size_t *scount, const size_t *sdispl, void *recv, const size_t *rcount,
+                       const size_t *rdispl) {
+  mpi_impl *t = tr->impl;
+  int n = t->size, host = is_host(b), rc = 0;
+  char what[96];
+  size_t total = 0;
+  for (int q = 0; q < n; q++) total += scount[q];
+  snprintf(what, sizeof what, "an all-to-all (rank %d sends %zu bytes)", rank, total);
+  if (ppsrt_a2a_overlap(send, scount, sdispl, recv, rcount, rdispl, n))
+    return PPSRT_FAIL(PPSRT_E_USAGE, "%s: its send and receive bytes overlap", what);
+  int *iv = malloc(4 * (size_t)n * sizeof *iv);
+  if (!iv) return PPSRT_FAIL(PPSRT_E_NOMEM, "%s: out of host memory", what);
+  for (int q = 0; q < n && !rc; q++) {
+    if (scount[q] > 0x7fffffff || sdispl[q] > 0x7fffffff || rcount[q] > 0x7fffffff || rdispl[q] > 0x7fffffff)
+      rc = PPSRT_FAIL(PPSRT_E_COMM, "%s: too large for one MPI call", what);
+    iv[q] = (int)scount[q]; iv[n + q] = scount[q] ? (int)sdispl[q] : 0;
+    iv[2 * n + q] = (int)rcount[q]; iv[3 * n + q] = rcount[q] ? (int)rdispl[q] : 0;
+  }
+  size_t sb = m_span(scount, sdispl, n), rb = m_span(rcount, rdispl, n);
+  const char *hs = send;
+  char *hr = recv, *st = NULL;
+  if (!rc && !host) {
+    if (!(st = malloc(sb + rb ? sb + rb : 1))) rc = PPSRT_FAIL(PPSRT_E_NOMEM, "%s: out of host memory", what);
+    else {
+      hr = st;
+      hs = st + rb;
+      if (rb) rc = to_host(b, stream, st, recv, rb);
+      if (!rc && sb) rc = to_host(b, stream, st + rb, send, sb);
+    }
+  }
+  MPI_Request req;
+  if (!rc) {
+    int e = MPI_Ialltoallv(hs, iv, iv + n, MPI_BYTE, hr, iv + 2 * n, iv + 3 * n, MPI_BYTE, t->comm, &req);
+    if (e != MPI_SUCCESS) rc = mpi_fail(t, PPSRT_E_COMM, __FILE__, __LINE__, e, "MPI_Ialltoallv");
+    else rc = poll_wait(t, &req, MPI_STATUS_IGNORE, tr->timeout_s, what, -1);
+  }
+  if (!rc && st && rb) rc = from_host(b, stream, recv, st, rb);
+  free(st);
+  free(iv);
+  return rc;
+}
+
 static int m_barrier(ppsrt_transport *tr, int rank) {
   mpi_impl *t = tr->impl;
   MPI_Request req;
@@ -388,6 +441,7 @@ int ppsrt_mpi_transport_create(double timeout_s, ppsrt_transport **out, int *my_
   tr->broadcast = m_broadcast;
   tr->reduce_scatter_f32 = m_reduce_scatter;
   tr->allgather = m_allgather;
+  tr->alltoallv = m_alltoallv;
   tr->barrier = m_barrier;
   tr->abort = m_abort;
   tr->destroy = m_destroy;

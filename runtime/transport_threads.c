@@ -403,6 +403,72 @@ static int th_allgather(ppsrt_transport *tr, int rank, ppsrt_backend *b, int str
   return th_blocks(tr, rank, b, stream, send, recv, bytes, -1, ppsrt_coll_what(what, sizeof what, -1, bytes));
 }
 
+/* alltoallv: every rank publishes its send buffer and sizes (th_a2a_pub in its slot),
+ * then between two barriers copies each peer's block for it straight into recv, checking
+ * that the peer sends what this rank expects. A GPU backend's buffers are staged through
+ * host memory on `stream` (the used span of each), as th_blocks'. */
+typedef struct th_a2a_pub { const char *send; const size_t *scount, *sdispl; } th_a2a_pub;
+
+static size_t a2a_span(const size_t *count, const size_t *displ, int n) {   /* bytes up to the last used one */
+  size_t end = 0;
+  for (int q = 0; q < n; q++)
+    if (count[q] && displ[q] + count[q] > end) end = displ[q] + count[q];
+  return end;
+}
+
+static int th_alltoallv(ppsrt_transport *tr, int rank, ppsrt_backend *b, int stream, const void *send,
+                        const size_t *scount, const size_t *sdispl, void *recv, const size_t *rcount,
+                        const size_t *rdispl) {
+  th_impl *t = tr->impl;
+  int n = t->n, host = is_host_backend(b), rc = 0;
+  size_t sb = a2a_span(scount, sdispl, n), rb = a2a_span(rcount, rdispl, n), total = 0;
+  for (int q = 0; q < n; q++) total += scount[q];
+  char what[96];
+  snprintf(what, sizeof what, "an all-to-all (rank %d sends %zu bytes)", rank, total);
+  if (ppsrt_a2a_overlap(send, scount, sdispl, recv, rcount, rdispl, n))
+    return PPSRT_FAIL(PPSRT_E_USAGE, "%s: its send and receive bytes overlap", what);
+  th_a2a_pub pub = {send, scount, sdispl};
+  char *hr = recv, *stage = NULL;
+  if (!host) {
+    if (!(stage = malloc(sb + rb ? sb + rb : 1))) return PPSRT_FAIL(PPSRT_E_NOMEM, "%s: out of host memory", what);
+    pub.send = stage + rb;
+    hr = stage;
+    if (sb && ((rc = b->memcpy_async(b, stream, stage + rb, send, sb, 2)) || (rc = b->stream_sync(b, stream)))) {
+      free(stage);
+      return rc;
+    }
+    if (rb && ((rc = b->memcpy_async(b, stream, stage, recv, rb, 2)) || (rc = b->stream_sync(b, stream)))) {
+      free(stage);   /* (the gaps between the blocks keep recv's bytes) */
+      return rc;
+    }
+  }
+  pthread_mutex_lock(&t->mu);
+  if (is_aborted(t)) rc = stopped_at(t, what);
+  else {
+    t->slot[rank] = &pub;
+    rc = th_barrier_locked(t, rank, tr->timeout_s, what);
+  }
+  pthread_mutex_unlock(&t->mu);
+  int bad = -1;
+  size_t got = 0;
+  for (int q = 0; q < n && !rc; q++) {
+    const th_a2a_pub *o = t->slot[q];
+    if (o->scount[rank] != rcount[q]) { bad = q; got = o->scount[rank]; break; }
+    if (rcount[q]) memcpy(hr + rdispl[q], o->send + o->sdispl[rank], rcount[q]);
+  }
+  if (!rc) {   /* nobody reads a send buffer past here (a mismatch still meets the others here) */
+    pthread_mutex_lock(&t->mu);
+    rc = th_barrier_locked(t, rank, tr->timeout_s, what);
+    pthread_mutex_unlock(&t->mu);
+  }
+  if (!rc && bad >= 0)
+    rc = PPSRT_FAIL(PPSRT_E_USAGE, "%s: rank %d expects %zu bytes from rank %d, which sends it %zu", what, rank,
+                    rcount[bad], bad, got);
+  if (!rc && stage && rb && !(rc = b->memcpy_async(b, stream, recv, stage, rb, 1))) rc = b->stream_sync(b, stream);
+  free(stage);
+  return rc;
+}
+
 static void th_abort(ppsrt_transport *tr, int rank, const char *why) {
   th_impl *t = tr->impl;
   pthread_mutex_lock(&t->mu);
@@ -492,6 +558,7 @@ int ppsrt_threads_transport_create(int nranks, double timeout_s, ppsrt_transport
   tr->broadcast = th_broadcast;
   tr->reduce_scatter_f32 = th_reduce_scatter;
   tr->allgather = th_allgather;
+  tr->alltoallv = th_alltoallv;
   tr->barrier = th_barrier;
   tr->abort = th_abort;
   tr->destroy = th_destroy;

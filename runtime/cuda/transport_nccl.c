@@ -137,6 +137,8 @@ typedef struct rank_state {
   /* copy channel */
   uint64_t round;
   slot sl[2];
+  size_t a2a[2][2 * PPSRT_CU_MAX_SRCS];   /* alltoallv, by parity: what this rank sends each peer, and from where */
+  const size_t *a2a_rc, *a2a_rd;          /* alltoallv: this rank's receive sizes and places (during the call) */
   void *gather;            /* local copies of peers' slots on other devices */
   size_t gather_cap;
   /* MPI barrier through NCCL, on its own stream (not queued behind pending sends) */
@@ -858,7 +860,10 @@ static int tp_barrier(ppsrt_transport *t, int rank) {
  * sbytes from root (src == dst); CC_RS_SUM / CC_RS_MAX: reduce-scatter (src: P blocks
  * of sbytes / P, dst: this rank's block, may be src's block `rank`); CC_AG: all-gather
  * (src: sbytes, dst: P blocks of sbytes, src may be dst's block `rank`). */
-enum { CC_SUM, CC_MAX, CC_BCAST, CC_RS_SUM, CC_RS_MAX, CC_AG };
+enum { CC_SUM, CC_MAX, CC_BCAST, CC_RS_SUM, CC_RS_MAX, CC_AG, CC_A2A };
+/* (CC_A2A: alltoallv, src the span of sbytes holding every block sent, me->a2a[parity]
+ * the sizes and places sent, me->a2a_rc / a2a_rd those received; a peer's size for
+ * this rank must be the one it expects) */
 static int copy_coll(ppsrt_transport *t, int rank, ppsrt_backend *b, cudaStream_t s, const void *src, void *dst,
                      size_t sbytes, int op, int root) {
   nccl_tp *tp = TP(t);
@@ -899,6 +904,17 @@ static int copy_coll(ppsrt_transport *t, int rank, ppsrt_backend *b, cudaStream_
       slot *o = &tp->rs[root].sl[par];
       CUDA_CHECK(b, cudaStreamWaitEvent(s, o->ready, 0));
       CUDA_CHECK(b, cudaMemcpyAsync(dst, o->p, bytes, cudaMemcpyDefault, s));
+    }
+  } else if (op == CC_A2A) {
+    for (int j = 0; j < P; j++) {
+      slot *o = &tp->rs[j].sl[par];
+      size_t n = tp->rs[j].a2a[par][rank], at = tp->rs[j].a2a[par][P + rank];
+      if (n != me->a2a_rc[j])
+        return PPSRT_FAIL(PPSRT_E_USAGE, "nccl: rank %d: an all-to-all: it expects %zu bytes from rank %d, which sends it %zu",
+                          rank, me->a2a_rc[j], j, n);
+      if (!n) continue;
+      CUDA_CHECK(b, cudaStreamWaitEvent(s, o->ready, 0));
+      CUDA_CHECK(b, cudaMemcpyAsync((char *)dst + me->a2a_rd[j], (const char *)o->p + at, n, cudaMemcpyDefault, s));
     }
   } else if (op == CC_AG) {
     for (int j = 0; j < P && bytes; j++) {   /* (in place, block `rank` gets its own bytes again) */
@@ -1036,6 +1052,71 @@ static int tp_allgather(ppsrt_transport *t, int rank, ppsrt_backend *b, int stre
                         size_t bytes) {
   char what[80];
   return tp_blocks(t, rank, b, stream, send, recv, bytes, -1, ppsrt_coll_what(what, sizeof what, -1, bytes));
+}
+
+/* alltoallv: NCCL has none; grouped ncclSend / ncclRecv (ncclGroupStart/End) of bytes
+ * on the collectives' stream, ordered with the caller's stream by events as
+ * tp_allreduce; a peer with 0 bytes gets no call, the self block is a copy on that
+ * stream. The copy channel's copy_coll (CC_A2A) on one GPU, which refuses a size
+ * mismatch; NCCL mode cannot see one (a real GPU hangs or reads short: the caller's
+ * counts come from one exchange, ep.c). */
+static int tp_alltoallv(ppsrt_transport *t, int rank, ppsrt_backend *b, int stream, const void *send,
+                        const size_t *scount, const size_t *sdispl, void *recv, const size_t *rcount,
+                        const size_t *rdispl) {
+  nccl_tp *tp = TP(t);
+  char what[96];
+  size_t total = 0;
+  int P = tp->nranks;
+  for (int q = 0; q < P; q++) total += scount[q];
+  snprintf(what, sizeof what, "all-to-all (rank %d sends %zu bytes)", rank, total);
+  int rc = enter(t, rank, b, what);
+  if (rc) return rc;
+  if (ppsrt_a2a_overlap(send, scount, sdispl, recv, rcount, rdispl, P))
+    return PPSRT_FAIL(PPSRT_E_USAGE, "nccl: rank %d: %s: its send and receive bytes overlap", rank, what);
+  cudaStream_t s = ppsrt_cuda_stream(b, stream);
+  if (!s) return PPSRT_E_USAGE;
+  rank_state *r = &tp->rs[rank];
+  if (tp->mode == MODE_COPY) {
+    if (P > PPSRT_CU_MAX_SRCS) return PPSRT_FAIL(PPSRT_E_USAGE, "nccl copy channel: an all-to-all over %d ranks", P);
+    size_t span = 0, *mine = r->a2a[r->round & 1];
+    for (int q = 0; q < P; q++) {
+      mine[q] = scount[q];
+      mine[P + q] = sdispl[q];
+      if (scount[q] && sdispl[q] + scount[q] > span) span = sdispl[q] + scount[q];
+    }
+    r->a2a_rc = rcount;
+    r->a2a_rd = rdispl;
+    return copy_coll(t, rank, b, s, send, recv, span, CC_A2A, 0);
+  }
+  if (scount[rank] != rcount[rank])
+    return PPSRT_FAIL(PPSRT_E_USAGE, "nccl: rank %d: %s: %zu bytes to itself, %zu expected", rank, what, scount[rank],
+                      rcount[rank]);
+  ncclComm_t c = r->comm[C_COLL];
+  cudaStream_t cs;
+  if ((rc = coll_stream(tp, rank, b, &cs))) return rc;
+  CUDA_CHECK(b, cudaEventRecord(r->coll_in, s));
+  CUDA_CHECK(b, cudaStreamWaitEvent(cs, r->coll_in, 0));
+  if (scount[rank])
+    CUDA_CHECK(b, cudaMemcpyAsync((char *)recv + rdispl[rank], (const char *)send + sdispl[rank], scount[rank],
+                                  cudaMemcpyDeviceToDevice, cs));
+  NCCL_CHECK(tp, rank, c, ncclGroupStart(), what);
+  for (int q = 0; q < P && !rc; q++) {
+    if (q == rank) continue;
+    if (scount[q]) {
+      ncclResult_t e = ncclSend((const char *)send + sdispl[q], scount[q], ncclUint8, q, c, cs);
+      if (e != ncclSuccess) rc = nccl_fail(tp, rank, c, e, "ncclSend", what, __FILE__, __LINE__);
+    }
+    if (!rc && rcount[q]) {
+      ncclResult_t e = ncclRecv((char *)recv + rdispl[q], rcount[q], ncclUint8, q, c, cs);
+      if (e != ncclSuccess) rc = nccl_fail(tp, rank, c, e, "ncclRecv", what, __FILE__, __LINE__);
+    }
+  }
+  ncclResult_t e = ncclGroupEnd();   /* (ended even after a failed call: the group must close) */
+  if (rc) return rc;
+  if (e != ncclSuccess) return nccl_fail(tp, rank, c, e, "ncclGroupEnd", what, __FILE__, __LINE__);
+  CUDA_CHECK(b, cudaEventRecord(r->coll_out, cs));
+  CUDA_CHECK(b, cudaStreamWaitEvent(s, r->coll_out, 0));
+  return PPSRT_OK;
 }
 
 /* ------------------------------------------------------------------------- */
@@ -1346,6 +1427,7 @@ int ppsrt_nccl_transport_create(int nranks, double timeout_s, int use_mpi, ppsrt
   t->broadcast = tp_broadcast;
   t->reduce_scatter_f32 = tp_reduce_scatter;
   t->allgather = tp_allgather;
+  t->alltoallv = tp_alltoallv;
   t->barrier = tp_barrier;
   t->abort = tp_abort;
   t->destroy = tp_destroy;

@@ -20,7 +20,10 @@
 #    expert: its FLOPs, its hpre and hact (N (fc1 + 1) Sh / T values) and its FC1, FC2 and
 #    biases (split over T, whole on every GPU of an expert-parallel group), GPT-2's layer,
 #    and Llama's at T = 2 with SP and X = 2;
-#  - errors with file:line:col: experts 1, moe_topk above experts, moe_topk without
+#  - hardware ep_alltoall = 1 (the all-to-all dispatcher, sim's balanced routing): at
+#    moe_topk = experts its bytes a GPU sends a layer and microbatch equal the runtime's
+#    --moe-token-dispatcher alltoall measured ep_alltoall bytes, X = 2 and 4;
+#  - errors with file:line:col: experts 1, ep_alltoall 2, moe_topk above experts, moe_topk without
 #    experts, moe_ffn_hidden 0, moe_aux_loss 2, tensor_parallel not dividing the
 #    experts' width, moe_shared_ffn_hidden 0, without experts, or T not dividing it.
 . "$(dirname "$0")/../runtime/lib.sh"
@@ -144,6 +147,37 @@ import json, sys
 a = json.load(open(sys.argv[1]))
 assert a["layer"]["experts"]["shared_ffn_hidden"] == 8, a["layer"]["experts"]
 PY
+# the all-to-all dispatcher (hardware ep_alltoall = 1, the runtime's --moe-token-dispatcher
+# alltoall) with every token routed to every expert (moe_topk = experts): sim's assumed
+# balanced routing is then exact, so the bytes sim says a GPU sends a layer and microbatch
+# equal the runtime's measured ep_alltoall bytes (its group's X ranks over the run) / (X m
+# layers), at X = 2 and 4; the same FLOPs, parameters and layer bytes as above
+A2A="dp_bandwidth = 1e12; ep_bandwidth = 1e15; ep_alltoall = 1;"
+case_ gpt2_a2a "hidden = 16; heads = 4; query_groups = 2; experts = 4; moe_topk = 4;" "data_parallel = 2; expert_parallel = 2; $A2A" \
+  "$RT --num-experts 4 --moe-topk 4 --data-parallel 2 --expert-parallel 2 --moe-token-dispatcher alltoall" 4 4 64 0 1 1 0 0 0 0 2
+case_ llama_a2a4 "hidden = 16; heads = 4; query_groups = 2; swiglu = 1; rmsnorm = 1; rope = 1; bias = 0; experts = 4; moe_topk = 4; moe_ffn_hidden = 24;" \
+  "data_parallel = 4; expert_parallel = 4; $A2A" \
+  "$RT --arch llama --num-experts 4 --moe-topk 4 --moe-ffn-hidden 24 --data-parallel 4 --expert-parallel 4 --moe-token-dispatcher alltoall" \
+  4 4 24 1 0 1 0 1 1 0 4
+python3 - "$WORK" <<'PY' && pass "ep_alltoall = 1: sim's bytes a GPU sends a layer and microbatch = the runtime's measured ones at top-K = E (X = 2, 4); the allgather dispatcher's none" || fail "ep_alltoall bytes: sim against the runtime"
+import json, sys
+w = sys.argv[1]
+m, layers = 4, 1   # microbatches, layers a device (--iterations 1)
+for nm, X in (("gpt2_a2a", 2), ("llama_a2a4", 4)):
+    sim, run = json.load(open(w + "/" + nm + ".sim")), json.load(open(w + "/" + nm + ".run"))
+    e = sim["expert_parallel"]
+    assert e["dispatcher"] == "alltoall" and e["layer_bytes"] == 5 * (X - 1) / X * 4 * 4 * 16 * 4, e
+    for p in run["per_device"]:
+        got = p["ep_alltoall"]["bytes"] / (X * m * layers)
+        assert got == e["layer_bytes"], (nm, p["device"], got, e["layer_bytes"])
+    ag = json.load(open(w + "/gpt2_ep2.sim"))["expert_parallel"]
+    assert ag["dispatcher"] == "allgather" and ag["layer_bytes"] is None, ag
+    assert e["layer_comm_f"] > 0 and e["layer_comm_w"] * 2 == e["layer_comm_b"], e
+PY
+"$WORK/gpt2_a2a" $RT --num-experts 4 --data-parallel 2 --expert-parallel 2 --layers-per-stage 1 -q > "$WORK/out" 2>&1 ||
+  fail "gpt2_a2a without --moe-token-dispatcher: $(cat "$WORK/out")"
+grep -q "note: the schedule's hardware { ep_alltoall = 1 } times the alltoall token dispatcher; this run uses the allgather one" \
+  "$WORK/out" && pass "the runtime notes hardware { ep_alltoall = 1 } against an allgather run" || fail "no ep_alltoall note: $(cat "$WORK/out")"
 
 # the runtime takes --num-experts, --moe-topk and --moe-ffn-hidden from model { } when not given
 "$WORK/llama" --model gpt --arch llama --hidden 16 --heads 4 --query-groups 2 --seq 4 --vocab 32 --layers-per-stage 1 \
@@ -166,6 +200,8 @@ err() {   # err DESC "MODEL KEYS" "HARDWARE KEYS" PATTERN
   else fail "$1: exit $st: $(cat "$WORK/out")"; fi
 }
 err "experts = 1" "experts = 1;" "" "model experts must be a whole number from 2 to 1024"
+err "ep_alltoall 2" "experts = 4;" "data_parallel = 2; expert_parallel = 2; ep_bandwidth = 1e9; ep_alltoall = 2;" \
+  "hardware ep_alltoall must be 0 or 1"
 err "moe_topk above experts" "experts = 4; moe_topk = 5;" "" "model moe_topk must be a whole number from 1 to experts (4), got 5"
 err "moe_topk without experts" "moe_topk = 2;" "" "model moe_topk sets up the experts of model experts = E"
 err "moe_ffn_hidden 0" "experts = 4; moe_ffn_hidden = 0;" "" "model moe_ffn_hidden must be a positive whole number"

@@ -13,6 +13,11 @@
 #    8 ranks) and the MPI transport (device buffers staged, 4 ranks); D = 4 with the
 #    distributed optimizer on 8 emulated GPUs (--check), its checkpoint (the experts
 #    gathered through NCCL) resumed on the CPU at X = 1 within 2e-3 of the GPU's loss;
+#  - --moe-token-dispatcher alltoall (the transports' alltoallv: grouped ncclSend/Recv, the
+#    copy channel, the threads and MPI transports staging device buffers): X = 2 with NCCL,
+#    the copy channel (4 ranks on 2 GPUs), threads, T = 2 --sequence-parallel, X = 4 with a
+#    capacity factor, NCCL over MPI and the MPI transport: --check passing, the first loss
+#    within 2e-3 of the CPU's at X = 1;
 #  - --moe-expert-capacity-factor 0.5 (slots dropped: position -1 in the moe_* kernels),
 #    --check on 1F1B (probs, and position with Llama's layer) and at X = 2 D = 2 (both); its
 #    first loss within 2e-3 of the CPU's;
@@ -82,6 +87,32 @@ expect_grep "^check: passed" "X = 2, T = 2, SP: check passes"
 "$WORK/a" $M --data-parallel 2 --json -q > "$WORK/cpu" 2>&1 || fail "D = 2: the CPU run"
 emu 4 "$WORK/a" $M --data-parallel 2 --expert-parallel 2 --json -q > "$WORK/gpu" 2>&1 || fail "X = 2: the emulated CUDA run"
 python3 - "$WORK/cpu" "$WORK/gpu" <<'PY' && pass "X = 2: CUDA's first loss is the CPU's at X = 1 within 2e-3" || fail "X = 2: CUDA's loss against the CPU's"
+import json, sys
+c, g = [json.load(open(f))["iterations"][0]["loss"] for f in sys.argv[1:3]]
+assert abs(c - g) <= 2e-3 * abs(c), (c, g)
+PY
+# --moe-token-dispatcher alltoall: each kept slot's row to its expert's rank and back
+# (grouped ncclSend/ncclRecv; the copy channel, 4 ranks on 2 emulated GPUs; the threads
+# transport staging device buffers), with T = 2 --sequence-parallel and a capacity factor
+AT="--moe-token-dispatcher alltoall"
+expect_exit 0 "D = 2 X = 2 alltoall, NCCL on 4 emulated GPUs --check" emu 4 "$WORK/a" $M --data-parallel 2 \
+  --expert-parallel 2 $AT --optimizer adam --check --iterations 2 -q
+expect_grep "^check: passed" "X = 2 alltoall NCCL: check passes"
+expect_exit 0 "D = 2 X = 2 alltoall, the copy channel on 2 emulated GPUs --check" env PPSRT_NCCL_INPROC=copy \
+  PPSRT_EMU_GPUS=2 LD_PRELOAD="$EMU" "$WORK/a" $M --data-parallel 2 --expert-parallel 2 $AT --backend cuda --transport nccl \
+  --check -q
+expect_grep "^check: passed" "X = 2 alltoall copy channel: check passes"
+expect_exit 0 "D = 2 X = 2 alltoall, threads transport --check" env PPSRT_EMU_GPUS=4 LD_PRELOAD="$EMU" "$WORK/a" $M \
+  --data-parallel 2 --expert-parallel 2 $AT --backend cuda --transport threads --check -q
+expect_grep "^check: passed" "X = 2 alltoall threads: check passes"
+expect_exit 0 "D = 2 X = 2 alltoall T = 2 --sequence-parallel llama on 8 emulated GPUs --check" emu 8 "$WORK/a" $L \
+  --data-parallel 2 --expert-parallel 2 --tensor-parallel 2 --sequence-parallel $AT --check -q
+expect_grep "^check: passed" "X = 2 alltoall, T = 2, SP: check passes"
+expect_exit 0 "D = 4 X = 4 alltoall CF 0.5 on 8 emulated GPUs --check" emu 8 "$WORK/a" $M --data-parallel 4 \
+  --expert-parallel 4 --moe-expert-capacity-factor 0.5 --seed 1 $AT --check -q
+expect_grep "^check: passed" "X = 4 alltoall CF 0.5: check passes"
+emu 4 "$WORK/a" $M --data-parallel 2 --expert-parallel 2 $AT --json -q > "$WORK/gpu" 2>&1 || fail "X = 2 alltoall: the emulated CUDA run"
+python3 - "$WORK/cpu" "$WORK/gpu" <<'PY' && pass "X = 2 alltoall: CUDA's first loss is the CPU's at X = 1 within 2e-3" || fail "X = 2 alltoall: CUDA's loss against the CPU's"
 import json, sys
 c, g = [json.load(open(f))["iterations"][0]["loss"] for f in sys.argv[1:3]]
 assert abs(c - g) <= 2e-3 * abs(c), (c, g)
@@ -157,5 +188,11 @@ if have_mpi; then
   expect_exit 0 "mpirun -np 4: the MPI transport X = 2 --check" mpirun_np 4 env LD_PRELOAD="$EMU" PPS_EMU_SEED=8 "$WORK/a" $M \
     --backend cuda --transport mpi --data-parallel 2 --expert-parallel 2 --check -q
   expect_grep "^check: passed" "MPI transport X = 2: check passes"
+  expect_exit 0 "mpirun -np 8: NCCL D = 4 X = 2 alltoall --check" mpirun_np 8 env LD_PRELOAD="$EMU" PPS_EMU_SEED=7 "$WORK/a" $M \
+    --backend cuda --transport nccl --data-parallel 4 --expert-parallel 2 $AT --check -q
+  expect_grep "^check: passed" "MPI + NCCL X = 2 alltoall: check passes"
+  expect_exit 0 "mpirun -np 4: the MPI transport X = 2 alltoall --check" mpirun_np 4 env LD_PRELOAD="$EMU" PPS_EMU_SEED=8 \
+    "$WORK/a" $M --backend cuda --transport mpi --data-parallel 2 --expert-parallel 2 $AT --check -q
+  expect_grep "^check: passed" "MPI transport X = 2 alltoall: check passes"
 else skip "no MPI: the mpirun lines"; fi
 finish

@@ -21,6 +21,11 @@
  *    (SUM and MAX, 1001 values a block), the same reduction order;
  *  - a recv overlapping send other than in place (and the same for all-gather) is refused
  *    with PPSRT_E_USAGE and a message naming the call, on every rank (no collective runs);
+ *  - alltoallv (--moe-token-dispatcher alltoall): 4 patterns of per-pair sizes (0 to 7
+ *    bytes, some pairs 0, the self block too), blocks in reverse rank order with gaps:
+ *    every byte where expected, gaps and send untouched; send and recv overlapping
+ *    refused on every rank; threads and the copy channel: a rank expecting more bytes
+ *    than its peer sends fails naming both;
  *  - in process, D >= 2, not on replica groups: rank 1 aborts the transport; the others' next reduce-scatter and
  *    all-gather fail with PPSRT_E_COMM naming the call (threads: while they wait in it);
  *    threads: a reduce-scatter and an all-gather that rank 1 never joins time out
@@ -251,6 +256,76 @@ static void t_overlap(env *e) {
   buf_del(e, d);
 }
 
+/* alltoallv (--moe-token-dispatcher alltoall): rank p sends rank q a2a_n(p, q, k) bytes
+ * (0 for some pairs, the self block included), the blocks placed in reverse rank order
+ * with 3-byte gaps on both sides; every byte received where expected, the gaps and
+ * canaries intact, send unchanged */
+static size_t a2a_n(int p, int q, int k) { return (p + 2 * q + k) % 3 == 0 ? 0 : (size_t)(p * 3 + q * 5 + k) % 7 + 1; }
+static unsigned char a2a_v(int p, int q, size_t i) { return (unsigned char)(p * 41 + q * 13 + i * 7 + 3); }
+static void a2a_places(int n, size_t *cnt, size_t *pl, size_t *span) {   /* reverse order, gaps of 3 */
+  size_t o = 3;
+  for (int q = n - 1; q >= 0; q--) { pl[q] = o; o += cnt[q] + 3; }
+  *span = o;
+}
+static void t_alltoallv(env *e, int k) {
+  int n = e->n, r = e->rank;
+  size_t *v = xmalloc(4 * (size_t)n * sizeof *v), ss, rs;
+  for (int q = 0; q < n; q++) { v[q] = a2a_n(r, q, k); v[2 * n + q] = a2a_n(q, r, k); }
+  a2a_places(n, v, v + n, &ss);
+  a2a_places(n, v + 2 * n, v + 3 * n, &rs);
+  unsigned char *hs = xmalloc(ss), *hr = xmalloc(rs), *got = xmalloc(ss > rs ? ss : rs);
+  memset(hs, 0x5A, ss);
+  memset(hr, 0xA5, rs);
+  for (int q = 0; q < n; q++)
+    for (size_t i = 0; i < v[q]; i++) hs[v[n + q] + i] = a2a_v(r, q, i);
+  unsigned char *ds = buf_new(e, ss), *dr = buf_new(e, rs);
+  put(e, ds, hs, ss);
+  put(e, dr, hr, rs);
+  int rc = e->t->alltoallv(e->t, r, e->b, e->stream, ds, v, v + n, dr, v + 2 * n, v + 3 * n);
+  check(e, rc == 0, "all-to-all %d: error %d: %s", k, rc, ppsrt_last_error());
+  get(e, got, dr, rs);
+  int bad = 0;
+  for (int q = 0; q < n && !rc; q++)
+    for (size_t i = 0; i < v[2 * n + q]; i++) {
+      hr[v[3 * n + q] + i] = a2a_v(q, r, i);   /* (what recv must hold now) */
+      if (got[v[3 * n + q] + i] != a2a_v(q, r, i) && bad++ < 3)
+        check(e, 0, "all-to-all %d: byte %zu from rank %d = %u, expected %u", k, i, q, got[v[3 * n + q] + i], a2a_v(q, r, i));
+    }
+  check(e, !bad && (rc || !memcmp(got, hr, rs)), "all-to-all %d: %d wrong bytes, or a gap written", k, bad);
+  get(e, got, ds, ss);
+  check(e, !memcmp(got, hs, ss), "all-to-all %d: send was changed", k);
+  buf_del(e, ds);
+  buf_del(e, dr);
+  free(hs); free(hr); free(got); free(v);
+}
+/* alltoallv refusals: send and recv overlapping (every rank, no exchange); threads and
+ * the copy channel: rank 0 expecting a byte more from the last rank than it sends (rank
+ * 0 fails naming both, the others pass) */
+static void t_a2a_refused(env *e) {
+  int n = e->n, r = e->rank;
+  size_t *v = xmalloc(4 * (size_t)n * sizeof *v);
+  for (int q = 0; q < n; q++) { v[q] = v[2 * n + q] = 2; v[n + q] = v[3 * n + q] = 2 * (size_t)q; }
+  unsigned char *d = buf_new(e, 2 * (size_t)n + 4);
+  int rc = e->t->alltoallv(e->t, r, e->b, e->stream, d, v, v + n, d + 1, v + 2 * n, v + 3 * n);
+  check(e, rc == PPSRT_E_USAGE && strstr(ppsrt_last_error(), "all-to-all") && strstr(ppsrt_last_error(), "overlap"),
+        "all-to-all with recv = send + 1 byte: error %d (%s), expected PPSRT_E_USAGE naming the call", rc, ppsrt_last_error());
+  const char *gpus = getenv("PPSRT_EMU_GPUS");   /* (the copy channel: fewer GPUs than the world's ranks) */
+  if (tkind == T_THREADS || (tkind == T_NCCL && gpus && atoi(gpus) < n * (grpP ? grpP : 1))) {
+    unsigned char *s = buf_new(e, 2 * (size_t)n + 1), *t = buf_new(e, 2 * (size_t)n + 1);
+    if (r == 0) v[2 * n + n - 1] = 3;
+    rc = e->t->alltoallv(e->t, r, e->b, e->stream, s, v, v + n, t, v + 2 * n, v + 3 * n);
+    if (r == 0)
+      check(e, rc == PPSRT_E_USAGE && strstr(ppsrt_last_error(), "expects 3 bytes") && strstr(ppsrt_last_error(), "sends it 2"),
+            "all-to-all with rank 0 expecting 3 bytes of rank %d's 2: error %d (%s), expected PPSRT_E_USAGE naming both",
+            n - 1, rc, ppsrt_last_error());
+    else check(e, rc == 0, "all-to-all (rank 0 expecting more): error %d: %s", rc, ppsrt_last_error());
+    buf_del(e, s);
+    buf_del(e, t);
+  }
+  buf_del(e, d);
+  free(v);
+}
+
 static void run_all(env *e) {
   static const size_t counts[] = {0, 1, 2, 5, 7}, bytes[] = {0, 1, 3, 8, 21};
   int k = 0;
@@ -267,6 +342,13 @@ static void run_all(env *e) {
     t_bitwise(e, PPSRT_MAX);
   }
   t_overlap(e);
+  if (e->t->alltoallv) {
+    for (int pat = 0; pat < 4; pat++) {
+      if (use_cuda) e->stream = pat & 1 ? PPSRT_STREAM_COMPUTE : PPSRT_STREAM_DP;
+      t_alltoallv(e, pat);
+    }
+    t_a2a_refused(e);
+  }
   t_allreduce(e);   /* the refused calls left nothing behind */
 }
 
