@@ -17,6 +17,7 @@
 #    slots that leave a rank are exactly (X - 1)/X of its N K (ppsc sim's balanced
 #    assumption holds): group slots = iterations x m x layers x X x N K (X - 1)/X, at
 #    X = 2 and 4; the saved entry (peak bytes) is the allgather dispatcher's;
+#  - with sigmoid scores, the expert bias, a z-loss and a shared expert: X = 2 = X = 1;
 #  - the refusals (exit 2, the flag named).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/split_lib.sh"
@@ -57,6 +58,13 @@ enorms "D = 4 llama: alltoall X = 4's gradient norms = X = 1's" "$WORK/d4x4" "$W
 run v1 "$WORK/z" $M --data-parallel 2 --iterations 3
 run v2 "$WORK/z" $M --data-parallel 2 --iterations 3 --expert-parallel 2 $T
 close "ZB-V D = 2: alltoall X = 2 = X = 1" "$WORK/v2" "$WORK/v1"
+# with the router's options and a shared expert (every MoE feature at once): sigmoid
+# scores, the expert bias (its loads summed over the replicas), a z-loss and a shared
+# expert; alltoall X = 2 = X = 1 on D = 2
+R="--moe-router-score-function sigmoid --moe-router-enable-expert-bias --moe-router-bias-update-rate 0.01 --moe-z-loss-coeff 0.001 --moe-shared-ffn-hidden 8"
+run r1 "$A" $M $R --data-parallel 2 --iterations 4
+run r2 "$A" $M $R --data-parallel 2 --iterations 4 --expert-parallel 2 $T
+close "D = 2 router options + shared expert: alltoall X = 2 = X = 1" "$WORK/r2" "$WORK/r1"
 # a capacity factor: each rank drops its own slots before the dispatch, as at X = 1
 run k1 "$A" $M --data-parallel 2 --iterations 3 --moe-expert-capacity-factor 0.5
 run k2 "$A" $M --data-parallel 2 --iterations 3 --moe-expert-capacity-factor 0.5 --expert-parallel 2 $T
