@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """pps_hf.py: converts between PPS checkpoints of the gpt model with Llama's layer and
-Hugging Face `LlamaForCausalLM` checkpoints, and with GPT-2's layer (the default) and
+Hugging Face `LlamaForCausalLM` checkpoints, with Llama's layer and experts
+(--num-experts) and `MixtralForCausalLM` ones, and with GPT-2's layer (the default) and
 `GPT2LMHeadModel` ones, in pure Python 3 (json, struct, array; no numpy, torch or
 safetensors package). GPT-2: see GPT2_NAMES below; import takes --seq S, the rows of
-the position table to keep (default n_positions).
+the position table to keep (default n_positions). Mixtral: see below the mapping.
 
   python3 python/pps_hf.py export INDEX OUTDIR [--dtype f32|bf16]
       A PPS checkpoint (the JSON index that --save wrote, and its safetensors shards
@@ -27,7 +28,7 @@ the position table to keep (default n_positions).
       checkpoint. Refused (exit 2, the config field named): another rope_type (yarn,
       dynamic, longrope, ...), attention_bias or mlp_bias true, hidden_act other than
       silu, rms_norm_eps other than 1e-5 (the runtime's fixed eps), head_dim other
-      than hidden_size / num_attention_heads, a model_type other than llama.
+      than hidden_size / num_attention_heads, a model_type other than llama or mixtral.
 
 The mapping (docs/models.md "Hugging Face Llama checkpoints"; PPS weights are [in, out]
 row-major, Y = X W; HF's are [out, in], Y = X W^T):
@@ -42,6 +43,16 @@ row-major, Y = X W; HF's are [out, in], Y = X W^T):
   ...self_attn.o_proj [h, Hq D]             layerK.proj.w^T
   ...mlp.gate_proj/up_proj [f, h]           layerK.fc.w [h, 2f] columns [gate | up]^T
   ...mlp.down_proj [h, f]                   layerK.fc2.w^T
+
+Mixtral (model_type mixtral; the attention, norms and embeddings as Llama's; MixtralSparseMoeBlock's
+router, softmax over all E, top K, renormalised, is the runtime's default router; see
+mixtral_experts and MOE_REFUSED for what is noted and refused):
+
+  ...block_sparse_moe.gate.weight [E, h]    layerK.moe.router.w [h, E] (transposed)
+  ...block_sparse_moe.experts.J.w1/w3 [F, h] layerK.moe.eJ.fc.w [h, 2F] columns [gate w1 | up w3]^T
+  ...block_sparse_moe.experts.J.w2 [h, F]   layerK.moe.eJ.fc2.w^T
+  num_local_experts, num_experts_per_tok, intermediate_size
+                                            --num-experts, --moe-topk, --moe-ffn-hidden (= --ffn-hidden)
 
 PPS's RoPE is HF Llama's rotate-half layout (pairs (i, i + D/2) of a head, angle
 t base^(-2i/D), scaled as HF's rope_type linear or llama3), so the query and key
@@ -382,7 +393,8 @@ class PPSCheckpoint:
 
 
 def export_checkpoint(index, outdir, dtype="f32"):
-    """PPS checkpoint INDEX -> HF LlamaForCausalLM in OUTDIR. Returns the config dict."""
+    """PPS checkpoint INDEX -> HF LlamaForCausalLM (with experts: MixtralForCausalLM;
+    GPT-2's layer: GPT2LMHeadModel) in OUTDIR. Returns the config dict."""
     st = {"f32": "F32", "bf16": "BF16"}.get(dtype)
     if st is None:
         raise ConvertError("--dtype needs f32 or bf16, got %r" % dtype)
@@ -819,7 +831,7 @@ def runtime_flags(s, stages=None):
 
 
 def import_checkpoint(hfdir, index, stages=None, optimizer="sgd", seq=None):
-    """HF Llama directory -> PPS checkpoint INDEX (+ one shard beside it). Returns the
+    """HF Llama (Mixtral, GPT-2) directory -> PPS checkpoint INDEX (+ one shard beside it). Returns the
     runtime flags (a string; with --layers-per-stage when `stages` is given). With
     optimizer "adam" the shard also holds Adam's moments, zero (a run at step 0 with
     zero moments is a fresh Adam; the runtime keeps a checkpoint's optimizer)."""
@@ -998,9 +1010,9 @@ def _import_gpt2(hf, index, stages, optimizer, seq):
 
 USAGE = """usage: pps_hf.py export INDEX OUTDIR [--dtype f32|bf16]
        pps_hf.py import HFDIR INDEX [--stages S] [--optimizer sgd|adam] [--seq S (GPT-2)]
-  export: a PPS gpt checkpoint of Llama's layer (or GPT-2's) -> a Hugging Face LlamaForCausalLM
-          (GPT2LMHeadModel) directory
-  import: a Hugging Face Llama or GPT-2 directory -> a PPS checkpoint for --load (prints the flags)"""
+  export: a PPS gpt checkpoint of Llama's layer (with --num-experts; or GPT-2's) -> a Hugging Face
+          LlamaForCausalLM (MixtralForCausalLM; GPT2LMHeadModel) directory
+  import: a Hugging Face Llama, Mixtral or GPT-2 directory -> a PPS checkpoint for --load (prints the flags)"""
 
 
 def parse_cli(argv, valued, usage):
