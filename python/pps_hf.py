@@ -714,7 +714,8 @@ def mixtral_experts(cfg, path, refuse):
     (K x the runtime's share of slots), not the runtime's sum over layers of a E sum f_e
     P_e, so no --moe-aux-loss-coeff is printed and the runtime's default 0 applies).
     sliding_window: HF attends to the last W positions; PPS's attention is not windowed,
-    the same for sequences of at most W tokens, so --seq is printed at most W."""
+    the same for sequences of at most W tokens, so --seq is printed at most W (noted when
+    W is below max_position_embeddings)."""
     E = _cfg_int(cfg, path, "num_local_experts", 8)
     K = _cfg_int(cfg, path, "num_experts_per_tok", 2)
     if not 2 <= E <= 1024:
@@ -726,6 +727,7 @@ def mixtral_experts(cfg, path, refuse):
     if w is not None:
         if not isinstance(w, int) or isinstance(w, bool) or w < 1:
             refuse("sliding_window", "not null or a positive integer")
+    if w is not None and w < _cfg_int(cfg, path, "max_position_embeddings", 4096 * 32):
         notes.append("field 'sliding_window' is %d: HF attends to the last %d positions, PPS's attention to all of them: "
                      "the same for --seq at most %d (printed so)" % (w, w, w))
     if _cfg_num(cfg, "router_jitter_noise", 0.0, refuse) > 0:

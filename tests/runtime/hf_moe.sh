@@ -17,7 +17,8 @@
 #  - a config without rms_norm_eps, rope_theta and num_key_value_heads takes Mixtral's
 #    defaults (1e-5, 1e6, 8), not Llama's;
 #  - notes, not refusals (exit 0): router_jitter_noise > 0, output_router_logits with
-#    router_aux_loss_coef (no --moe-aux-loss-coeff printed), sliding_window 4 (--seq 4);
+#    router_aux_loss_coef (no --moe-aux-loss-coeff printed), sliding_window 4 (--seq 4;
+#    no note at 8, max_position_embeddings);
 #    an export of --moe-aux-loss-coeff 0.01 (config.json's router_aux_loss_coef 0);
 #  - refusals (exit 2, the field named, nothing written): export of checkpoints made with
 #    --moe-router-pre-softmax, --moe-router-score-function sigmoid,
@@ -199,6 +200,10 @@ note router_aux_loss_coef 0.02 "0.02 (output_router_logits true): not mapped to 
   pass "  no --moe-aux-loss-coeff printed" || fail "--moe-aux-loss-coeff printed: $(cat "$WORK/out")"
 note sliding_window 4 "4: HF attends to the last 4 positions"
 expect_grep "\-\-embeddings untied --seq 4 --num-experts" "  --seq 4 printed"
+rm -rf "$WORK/hf_x" "$WORK/x" "$WORK/x."*; cp -r "$WORK/hf_untied" "$WORK/hf_x"
+python3 -c "import json, sys; p = sys.argv[1]; c = json.load(open(p)); c['sliding_window'] = 8; json.dump(c, open(p, 'w'))" "$WORK/hf_x/config.json"
+expect_exit 0 "import with sliding_window 8 = max_position_embeddings" hf import "$WORK/hf_x" "$WORK/x"
+! grep -q "note" "$WORK/out" && grep -q -- "--seq 8 --num-experts" "$WORK/out" && pass "  no note, --seq 8" || fail "sliding_window 8: $(cat "$WORK/out")"
 "$A" $G --layers-per-stage 2 --moe-aux-loss-coeff 0.01 --lr 0 --iterations 1 --data "$DATA" --save "$WORK/ck_aux" > /dev/null 2> "$WORK/err" ||
   fail "the --moe-aux-loss-coeff run: $(cat "$WORK/err")"
 expect_exit 0 "export of --moe-aux-loss-coeff 0.01" hf export "$WORK/ck_aux" "$WORK/hf_aux"
