@@ -13,7 +13,9 @@
 #    expert takes some token, and tokens differ in their pair);
 #  - export then import gives back every tensor bit for bit; the imported checkpoint, run
 #    with the printed flags under ZB-V (P = 2, 4 stages) with --data-parallel 2
-#    --expert-parallel 2, gives the loss of HF's forward on its 4 sequences;
+#    --expert-parallel 2, gives the loss of HF's forward on its 4 sequences; the same
+#    directory with num_experts_per_tok 1, imported and run at --lr 0 (top 1), gives HF's
+#    forward at top 1;
 #  - a config without rms_norm_eps, rope_theta and num_key_value_heads takes Mixtral's
 #    defaults (1e-5, 1e6, 8), not Llama's;
 #  - notes, not refusals (exit 0): router_jitter_noise > 0, output_router_logits with
@@ -26,8 +28,9 @@
 #    --moe-shared-ffn-hidden, an unknown moe_ field; import of num_local_experts 1,
 #    num_experts_per_tok above it, sliding_window 0, rms_norm_eps 1e-6, head_dim 8,
 #    model_type qwen2_moe, a missing expert tensor, a dense MLP's tensor in a Mixtral.
-# Mutants (tests/mutants/hfmoe_*.patch, on pps_hf.py's export): w1/w3 swapped, the
-# router not transposed, the experts permuted (each fails the forward check).
+# Mutants (tests/mutants/hfmoe_*.patch, on pps_hf.py): w1/w3 swapped both ways, the
+# router not transposed both ways, the experts permuted in the export (each fails the
+# forward check); w1/w3 swapped in the import alone (the round trip, ZB-V and top-1 fail).
 . "$(dirname "$0")/lib.sh"
 command -v python3 > /dev/null 2>&1 || { echo "skip: no python3"; exit 77; }
 HF="$top_srcdir/python/pps_hf.py"
@@ -174,6 +177,19 @@ ref4=$(python3 "$WORK/hf_mixtral_ref.py" "$WORK/hf_untied" "$DATA" 4 2> /dev/nul
 [ -n "$z" ] && [ -n "$ref4" ] && near "$ref4" "$z" 1e-5 &&
   pass "the import under ZB-V with --data-parallel 2 --expert-parallel 2 gives HF's forward on its 4 sequences: $z vs $ref4" ||
   fail "ZB-V D = 2 X = 2: '$z', HF's forward on 4 sequences '$ref4'"
+
+# a Mixtral not made by the export: the same tensors with num_experts_per_tok 1 (HF's
+# renormalised top-1 weight is 1), imported and run at --lr 0: HF's forward at top 1
+mkdir "$WORK/hf_k1" && cp "$WORK/hf_untied/model.safetensors" "$WORK/hf_k1/" &&
+  python3 -c "import json, sys; c = json.load(open(sys.argv[1])); c['num_experts_per_tok'] = 1; json.dump(c, open(sys.argv[2], 'w'))" \
+    "$WORK/hf_untied/config.json" "$WORK/hf_k1/config.json"
+expect_exit 0 "import of a top-1 Mixtral" hf import "$WORK/hf_k1" "$WORK/k1" --stages 2
+expect_grep "\-\-num-experts 4 --moe-topk 1 --moe-ffn-hidden 24 --layers-per-stage 2" "  --moe-topk 1"
+k1flags=$(sed -n 's/^  \(--model .*\) --load .*/\1/p' "$WORK/out")
+"$A" $k1flags --load "$WORK/k1" --lr 0 --iterations 1 --data "$DATA" --json > "$WORK/r_k1" 2> "$WORK/err" || fail "the top-1 run: $(cat "$WORK/err")"
+l=$(loss1 "$WORK/r_k1"); ref=$(python3 "$WORK/hf_mixtral_ref.py" "$WORK/hf_k1" "$DATA" 2 2> /dev/null)
+[ -n "$l" ] && [ -n "$ref" ] && near "$ref" "$l" 1e-5 && ! near "$ref" "$(loss1 "$WORK/r_untied")" 1e-3 &&
+  pass "top 1: the import at --lr 0 gives HF's forward: $ref vs $l (top 2's differs)" || fail "top 1: HF's forward '$ref', the runtime '$l'"
 
 # Mixtral's defaults for absent fields (rms_norm_eps 1e-5, rope_theta 1e6, 8 key/value heads)
 mkdir "$WORK/hf_def" && cp "$WORK/hf_untied/model.safetensors" "$WORK/hf_def/" &&
