@@ -492,6 +492,9 @@ def export_checkpoint(index, outdir, dtype="f32"):
                          "router_aux_loss_coef 0, output_router_logits false): HF's load_balancing_loss_func pools the "
                          "shares over all layers and counts them per token, another loss than the runtime's sum over "
                          "layers of a E sum_e f_e P_e\n" % _num(moe["moe_aux_loss_coeff"]))
+    if moe and "moe_z_loss_coeff" in ck.meta:
+        sys.stderr.write("pps_hf: note: metadata field 'moe_z_loss_coeff' is %s: not carried over (a Mixtral has no "
+                         "router z-loss; a training-only term, the forward is the same)\n" % ck.meta["moe_z_loss_coeff"])
     return c
 
 

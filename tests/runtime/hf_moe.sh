@@ -21,7 +21,8 @@
 #  - notes, not refusals (exit 0): router_jitter_noise > 0, output_router_logits with
 #    router_aux_loss_coef (no --moe-aux-loss-coeff printed), sliding_window 4 (--seq 4;
 #    no note at 8, max_position_embeddings);
-#    an export of --moe-aux-loss-coeff 0.01 (config.json's router_aux_loss_coef 0);
+#    an export of --moe-aux-loss-coeff 0.01 and --moe-z-loss-coeff 0.001 (config.json's
+#    router_aux_loss_coef 0);
 #  - refusals (exit 2, the field named, nothing written): export of checkpoints made with
 #    --moe-router-pre-softmax, --moe-router-score-function sigmoid,
 #    --moe-router-topk-scaling-factor, --moe-expert-capacity-factor,
@@ -220,10 +221,11 @@ rm -rf "$WORK/hf_x" "$WORK/x" "$WORK/x."*; cp -r "$WORK/hf_untied" "$WORK/hf_x"
 python3 -c "import json, sys; p = sys.argv[1]; c = json.load(open(p)); c['sliding_window'] = 8; json.dump(c, open(p, 'w'))" "$WORK/hf_x/config.json"
 expect_exit 0 "import with sliding_window 8 = max_position_embeddings" hf import "$WORK/hf_x" "$WORK/x"
 ! grep -q "note" "$WORK/out" && grep -q -- "--seq 8 --num-experts" "$WORK/out" && pass "  no note, --seq 8" || fail "sliding_window 8: $(cat "$WORK/out")"
-"$A" $G --layers-per-stage 2 --moe-aux-loss-coeff 0.01 --lr 0 --iterations 1 --data "$DATA" --save "$WORK/ck_aux" > /dev/null 2> "$WORK/err" ||
+"$A" $G --layers-per-stage 2 --moe-aux-loss-coeff 0.01 --moe-z-loss-coeff 0.001 --lr 0 --iterations 1 --data "$DATA" --save "$WORK/ck_aux" > /dev/null 2> "$WORK/err" ||
   fail "the --moe-aux-loss-coeff run: $(cat "$WORK/err")"
-expect_exit 0 "export of --moe-aux-loss-coeff 0.01" hf export "$WORK/ck_aux" "$WORK/hf_aux"
+expect_exit 0 "export of --moe-aux-loss-coeff 0.01 --moe-z-loss-coeff 0.001" hf export "$WORK/ck_aux" "$WORK/hf_aux"
 expect_grep "note: metadata field 'moe_aux_loss_coeff' is 0.01: not carried over" "  a note"
+expect_grep "note: metadata field 'moe_z_loss_coeff' is 0.001: not carried over" "  and one for the z-loss"
 python3 -c "import json, sys; c = json.load(open(sys.argv[1])); sys.exit(not (c['router_aux_loss_coef'] == 0 and c['output_router_logits'] is False))" \
   "$WORK/hf_aux/config.json" && pass "  router_aux_loss_coef 0, output_router_logits false" || fail "hf_aux's config.json"
 
