@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """pps_hf.py: converts between PPS checkpoints of the gpt model with Llama's layer and
-Hugging Face `LlamaForCausalLM` checkpoints, and with GPT-2's layer (the default) and
+Hugging Face `LlamaForCausalLM` checkpoints, with Llama's layer and experts
+(--num-experts) and `MixtralForCausalLM` ones, and with GPT-2's layer (the default) and
 `GPT2LMHeadModel` ones, in pure Python 3 (json, struct, array; no numpy, torch or
 safetensors package). GPT-2: see GPT2_NAMES below; import takes --seq S, the rows of
-the position table to keep (default n_positions).
+the position table to keep (default n_positions). Mixtral: see below the mapping.
 
   python3 python/pps_hf.py export INDEX OUTDIR [--dtype f32|bf16]
       A PPS checkpoint (the JSON index that --save wrote, and its safetensors shards
@@ -27,7 +28,7 @@ the position table to keep (default n_positions).
       checkpoint. Refused (exit 2, the config field named): another rope_type (yarn,
       dynamic, longrope, ...), attention_bias or mlp_bias true, hidden_act other than
       silu, rms_norm_eps other than 1e-5 (the runtime's fixed eps), head_dim other
-      than hidden_size / num_attention_heads, a model_type other than llama.
+      than hidden_size / num_attention_heads, a model_type other than llama or mixtral.
 
 The mapping (docs/models.md "Hugging Face Llama checkpoints"; PPS weights are [in, out]
 row-major, Y = X W; HF's are [out, in], Y = X W^T):
@@ -42,6 +43,16 @@ row-major, Y = X W; HF's are [out, in], Y = X W^T):
   ...self_attn.o_proj [h, Hq D]             layerK.proj.w^T
   ...mlp.gate_proj/up_proj [f, h]           layerK.fc.w [h, 2f] columns [gate | up]^T
   ...mlp.down_proj [h, f]                   layerK.fc2.w^T
+
+Mixtral (model_type mixtral; the attention, norms and embeddings as Llama's; MixtralSparseMoeBlock's
+router, softmax over all E, top K, renormalised, is the runtime's default router; see
+mixtral_experts and MOE_REFUSED for what is noted and refused):
+
+  ...block_sparse_moe.gate.weight [E, h]    layerK.moe.router.w [h, E] (transposed)
+  ...block_sparse_moe.experts.J.w1/w3 [F, h] layerK.moe.eJ.fc.w [h, 2F] columns [gate w1 | up w3]^T
+  ...block_sparse_moe.experts.J.w2 [h, F]   layerK.moe.eJ.fc2.w^T
+  num_local_experts, num_experts_per_tok, intermediate_size
+                                            --num-experts, --moe-topk, --moe-ffn-hidden (= --ffn-hidden)
 
 PPS's RoPE is HF Llama's rotate-half layout (pairs (i, i + D/2) of a head, angle
 t base^(-2i/D), scaled as HF's rope_type linear or llama3), so the query and key
@@ -311,6 +322,7 @@ def rope_scaling_check(t, vals, where, refuse):
     return out
 
 
+MOE = "block_sparse_moe."   # a Mixtral layer's experts: model.layers.K.block_sparse_moe.gate / .experts.J.w1 w2 w3
 GPT2_DEFAULT = {"mlp": "gelu", "norm": "layernorm", "position": "learned", "bias": "on", "embeddings": "untied"}
 
 
@@ -381,7 +393,8 @@ class PPSCheckpoint:
 
 
 def export_checkpoint(index, outdir, dtype="f32"):
-    """PPS checkpoint INDEX -> HF LlamaForCausalLM in OUTDIR. Returns the config dict."""
+    """PPS checkpoint INDEX -> HF LlamaForCausalLM (with experts: MixtralForCausalLM;
+    GPT-2's layer: GPT2LMHeadModel) in OUTDIR. Returns the config dict."""
     st = {"f32": "F32", "bf16": "BF16"}.get(dtype)
     if st is None:
         raise ConvertError("--dtype needs f32 or bf16, got %r" % dtype)
@@ -415,8 +428,14 @@ def export_checkpoint(index, outdir, dtype="f32"):
     scaling, max_pos = _export_rope_scaling(index, m), seq or 2048
     if scaling and scaling["rope_type"] == "llama3":   # the context the scaling is for: factor x the original
         max_pos = max(max_pos, int(scaling["factor"] * scaling["original_max_position_embeddings"]))
+    moe = _export_moe(index, ck) if "num_experts" in m else None
+    E = moe["num_experts"] if moe else 0
+    if moe:
+        f = moe["moe_ffn_hidden"]       # (the dense ffn_hidden is unused by a MoE layer)
     known = {"vocab.tok", "lnf.g"} | (set() if tied else {"vocab.out"})
-    names = ("ln1.g", "ln2.g", "qkv.w", "proj.w", "fc.w", "fc2.w")
+    names = ("ln1.g", "ln2.g", "qkv.w", "proj.w") + (("moe.router.w",) + tuple("moe.e%d.%s" % (j, w) for j in range(E)
+                                                                              for w in ("fc.w", "fc2.w"))
+                                                    if E else ("fc.w", "fc2.w"))
     known |= {"layer%d.%s" % (i, n) for i in range(L) for n in names}
     extra = sorted(k for k in ck.where if k not in known and not k.startswith("optim."))
     if extra:
@@ -438,10 +457,18 @@ def export_checkpoint(index, outdir, dtype="f32"):
                 (p + "self_attn.k_proj.weight", [hkv * D, h], block(q + "qkv.w", h, qkv, hq * D, (hq + hkv) * D)),
                 (p + "self_attn.v_proj.weight", [hkv * D, h], block(q + "qkv.w", h, qkv, (hq + hkv) * D, qkv)),
                 (p + "self_attn.o_proj.weight", [h, hq * D], block(q + "proj.w", hq * D, h, 0, h)),
-                (p + "post_attention_layernorm.weight", [h], T(q + "ln2.g", h)),
-                (p + "mlp.gate_proj.weight", [f, h], block(q + "fc.w", h, 2 * f, 0, f)),
-                (p + "mlp.up_proj.weight", [f, h], block(q + "fc.w", h, 2 * f, f, 2 * f)),
-                (p + "mlp.down_proj.weight", [h, f], block(q + "fc2.w", f, h, 0, h))]
+                (p + "post_attention_layernorm.weight", [h], T(q + "ln2.g", h))]
+        if E:   # Mixtral: gate = the router transposed; expert J's w1 | w3 = FC1's [gate | up] columns, w2 = FC2^T
+            out.append((p + MOE + "gate.weight", [E, h], block(q + "moe.router.w", h, E, 0, E)))
+            for j in range(E):
+                r, e = p + MOE + "experts.%d." % j, q + "moe.e%d." % j
+                out += [(r + "w1.weight", [f, h], block(e + "fc.w", h, 2 * f, 0, f)),
+                        (r + "w2.weight", [h, f], block(e + "fc2.w", f, h, 0, h)),
+                        (r + "w3.weight", [f, h], block(e + "fc.w", h, 2 * f, f, 2 * f))]
+        else:
+            out += [(p + "mlp.gate_proj.weight", [f, h], block(q + "fc.w", h, 2 * f, 0, f)),
+                    (p + "mlp.up_proj.weight", [f, h], block(q + "fc.w", h, 2 * f, f, 2 * f)),
+                    (p + "mlp.down_proj.weight", [h, f], block(q + "fc2.w", f, h, 0, h))]
     out.append(("model.norm.weight", [h], T("lnf.g", h)))
     if not tied:
         out.append(("lm_head.weight", [V, h], T("vocab.out", V * h)))
@@ -453,7 +480,63 @@ def export_checkpoint(index, outdir, dtype="f32"):
         "tie_word_embeddings": tied, "hidden_act": "silu", "attention_bias": False, "mlp_bias": False,
         "torch_dtype": "float32" if st == "F32" else "bfloat16",
     }
-    return _write_hf(outdir, out, config, st)
+    if E:   # MixtralConfig: no attention_bias / mlp_bias fields; no sliding window, jitter or load-balancing loss
+        for k in ("attention_bias", "mlp_bias"):
+            del config[k]
+        config.update({"architectures": ["MixtralForCausalLM"], "model_type": "mixtral", "num_local_experts": E,
+                       "num_experts_per_tok": moe["moe_topk"], "sliding_window": None, "router_jitter_noise": 0.0,
+                       "output_router_logits": False, "router_aux_loss_coef": 0.0, "attention_dropout": 0.0})
+    c = _write_hf(outdir, out, config, st)
+    if moe and moe["moe_aux_loss_coeff"] > 0:
+        sys.stderr.write("pps_hf: note: metadata field 'moe_aux_loss_coeff' is %s: not carried over (config.json's "
+                         "router_aux_loss_coef 0, output_router_logits false): HF's load_balancing_loss_func pools the "
+                         "shares over all layers and counts them per token, another loss than the runtime's sum over "
+                         "layers of a E sum_e f_e P_e\n" % _num(moe["moe_aux_loss_coeff"]))
+    if moe and "moe_z_loss_coeff" in ck.meta:
+        sys.stderr.write("pps_hf: note: metadata field 'moe_z_loss_coeff' is %s: not carried over (a Mixtral has no "
+                         "router z-loss; a training-only term, the forward is the same)\n" % ck.meta["moe_z_loss_coeff"])
+    return c
+
+
+# The metadata fields of a PPS MoE checkpoint that a Mixtral cannot express: each changes
+# the forward (a routing other than the softmax over the top K renormalised, dropped
+# slots, a shared expert). moe_z_loss_coeff and the load-balancing coefficient are
+# training-only (not carried over); anything else "moe_*" unknown here is refused too.
+MOE_REFUSED = {"moe_router_pre_softmax": "HF Mixtral renormalises the top K of the softmax over all experts "
+                                         "(the runtime's default, without --moe-router-pre-softmax)",
+               "moe_router_topk_scaling_factor": "HF Mixtral's routing weights are unscaled",
+               "moe_router_enable_expert_bias": "HF Mixtral's router has no expert bias",
+               "moe_router_bias_update_rate": "HF Mixtral's router has no expert bias",
+               "moe_expert_capacity_factor": "HF Mixtral is dropless",
+               "moe_token_drop_policy": "HF Mixtral is dropless",
+               "moe_shared_ffn_hidden": "HF Mixtral has no shared expert"}
+
+
+def _export_moe(index, ck):
+    """num_experts, moe_topk, moe_ffn_hidden (ints) and moe_aux_loss_coeff (float) of a
+    PPS MoE checkpoint that a HF Mixtral computes; ConvertError naming the field else."""
+    m = ck.meta
+    out = {k: ck.int_field(k) for k in ("num_experts", "moe_topk", "moe_ffn_hidden")}
+    if out["moe_topk"] > out["num_experts"]:
+        raise ConvertError("%s: metadata field 'moe_topk' is %d, more than num_experts %d" %
+                           (index, out["moe_topk"], out["num_experts"]))
+    sf = m.get("moe_router_score_function", "softmax")
+    if sf != "softmax":
+        raise ConvertError("%s: metadata field 'moe_router_score_function' is %r: HF Mixtral's router is the softmax "
+                           "(--moe-router-score-function softmax)" % (index, sf))
+    for k in sorted(m):
+        if k in MOE_REFUSED or (k.startswith("moe_") and k not in ("moe_topk", "moe_ffn_hidden", "moe_aux_loss_coeff",
+                                                                  "moe_router_score_function", "moe_z_loss_coeff")):
+            raise ConvertError("%s: metadata field '%s' is %r: %s; such a checkpoint does not convert to a Mixtral" %
+                               (index, k, m[k], MOE_REFUSED.get(k, "an expert option a Mixtral has no field for")))
+    try:
+        out["moe_aux_loss_coeff"] = float(m.get("moe_aux_loss_coeff", "0"))
+    except ValueError:
+        raise ConvertError("%s: metadata field 'moe_aux_loss_coeff' is %r: not a number" % (index, m["moe_aux_loss_coeff"]))
+    if any(k.endswith(".moe.router.expert_bias") or ".moe.shared." in k for k in ck.where):
+        k = next(k for k in sorted(ck.where) if k.endswith(".moe.router.expert_bias") or ".moe.shared." in k)
+        raise ConvertError("%s: tensor '%s': HF Mixtral's layer has no such parameter" % (index, k))
+    return out
 
 
 def _export_rope_scaling(index, m):
@@ -612,19 +695,79 @@ def _cfg_int(cfg, path, k, default=None):
     return v
 
 
+def _cfg_num(cfg, k, default, refuse):
+    """Field k of a config (default when absent or null): a finite number from 0."""
+    v = cfg.get(k)
+    if v is None:
+        v = default
+    if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or v < 0:
+        refuse(k, "not a number from 0")
+    return v
+
+
+def mixtral_experts(cfg, path, refuse):
+    """The experts of a HF Mixtral config (MixtralSparseMoeBlock): num_local_experts E
+    -> --num-experts, num_experts_per_tok K -> --moe-topk, intermediate_size -> an
+    expert's width (--moe-ffn-hidden). HF's router (softmax over all E logits, the top
+    K, renormalised) is the runtime's default (softmax over the K largest logits): the
+    same weights. Not refused, noted: router_jitter_noise > 0 (HF scales the router's
+    input by noise in training only; the forward is the same) and the load-balancing
+    loss (output_router_logits with router_aux_loss_coef > 0: HF's
+    load_balancing_loss_func pools f and P over all layers' tokens and counts f per token
+    (K x the runtime's share of slots), not the runtime's sum over layers of a E sum f_e
+    P_e, so no --moe-aux-loss-coeff is printed and the runtime's default 0 applies).
+    sliding_window: HF attends to the last W positions; PPS's attention is not windowed,
+    the same for sequences of at most W tokens, so --seq is printed at most W (noted when
+    W is below max_position_embeddings)."""
+    E = _cfg_int(cfg, path, "num_local_experts", 8)
+    K = _cfg_int(cfg, path, "num_experts_per_tok", 2)
+    if not 2 <= E <= 1024:
+        refuse("num_local_experts", "the runtime's --num-experts is 2 to 1024")
+    if K > E:
+        refuse("num_experts_per_tok", "more than num_local_experts %d (--moe-topk is 1 to --num-experts)" % E)
+    notes = []
+    w = cfg.get("sliding_window")
+    if w is not None:
+        if not isinstance(w, int) or isinstance(w, bool) or w < 1:
+            refuse("sliding_window", "not null or a positive integer")
+    if w is not None and w < _cfg_int(cfg, path, "max_position_embeddings", 4096 * 32):
+        notes.append("field 'sliding_window' is %d: HF attends to the last %d positions, PPS's attention to all of them: "
+                     "the same for --seq at most %d (printed so)" % (w, w, w))
+    if _cfg_num(cfg, "router_jitter_noise", 0.0, refuse) > 0:
+        notes.append("field 'router_jitter_noise' is %s: HF scales the router's input by uniform noise in training; PPS's "
+                     "router has none (the forward, which has no noise, is the same)" % json.dumps(cfg["router_jitter_noise"]))
+    lb = cfg.get("output_router_logits", False)
+    if lb is None:
+        lb = False
+    if not isinstance(lb, bool):
+        refuse("output_router_logits", "not true or false")
+    coef = _cfg_num(cfg, "router_aux_loss_coef", 0.001, refuse)
+    if lb and coef > 0:
+        notes.append("field 'router_aux_loss_coef' is %s (output_router_logits true): not mapped to --moe-aux-loss-coeff. "
+                     "HF's load_balancing_loss_func pools the routed shares and mean probabilities over all layers' "
+                     "tokens (f counted per token: K times PPS's share of slots); the runtime sums a E sum_e f_e P_e "
+                     "over the layers: another loss. The run has none unless you give --moe-aux-loss-coeff"
+                     % json.dumps(cfg["router_aux_loss_coef"]))
+    return {"experts": E, "topk": K, "window": w, "notes": notes}
+
+
 def llama_sizes(cfg, path):
-    """The PPS model of a HF Llama config, or ConvertError naming the field PPS's layer
-    cannot run."""
+    """The PPS model of a HF Llama or Mixtral config (transformers' defaults of that
+    model_type for absent fields), or ConvertError naming the field PPS's layer cannot
+    run. A Mixtral's also has "experts", "topk", "window" (sliding_window or None) and
+    "notes" (what is not carried over, not refused: see mixtral_experts)."""
     def refuse(k, why):
         raise ConvertError("%s: field '%s' is %s: %s" % (path, k, json.dumps(cfg.get(k)), why))
-    if cfg.get("model_type", "llama") != "llama":
-        refuse("model_type", "only Llama converts (LlamaForCausalLM)")
+    mt = cfg.get("model_type", "llama")
+    if mt not in ("llama", "mixtral"):
+        refuse("model_type", "only Llama (LlamaForCausalLM) and Mixtral (MixtralForCausalLM) convert")
+    mix = mt == "mixtral"
     h = _cfg_int(cfg, path, "hidden_size")
     hq = _cfg_int(cfg, path, "num_attention_heads")
-    hkv = _cfg_int(cfg, path, "num_key_value_heads", hq)
+    hkv = _cfg_int(cfg, path, "num_key_value_heads", 8 if mix else hq)
     s = {"hidden": h, "heads": hq, "query_groups": hkv, "ffn_hidden": _cfg_int(cfg, path, "intermediate_size"),
          "layers": _cfg_int(cfg, path, "num_hidden_layers"), "vocab": _cfg_int(cfg, path, "vocab_size"),
-         "max_seq": _cfg_int(cfg, path, "max_position_embeddings", 2048)}
+         "max_seq": _cfg_int(cfg, path, "max_position_embeddings", 4096 * 32 if mix else 2048)}
     if h % hq:
         refuse("num_attention_heads", "does not divide hidden_size %d" % h)
     if hq % hkv:
@@ -638,11 +781,13 @@ def llama_sizes(cfg, path):
     for k in ("attention_bias", "mlp_bias"):
         if cfg.get(k, False) is not False:
             refuse(k, "PPS's Llama layer has no biases (--bias off)")
-    eps = cfg.get("rms_norm_eps", 1e-6)
+    eps = cfg.get("rms_norm_eps", 1e-5 if mix else 1e-6)
     if not isinstance(eps, (int, float)) or isinstance(eps, bool) or abs(eps - EPS) > 1e-12:
         refuse("rms_norm_eps", "the runtime's RMS norm has eps 1e-5, fixed")
+    if mix:
+        s.update(mixtral_experts(cfg, path, refuse))
     rp = cfg.get("rope_parameters")        # newer transformers: rope_theta, rope_type and its keys here
-    theta = cfg.get("rope_theta", 10000.0)
+    theta = cfg.get("rope_theta", 1e6 if mix else 10000.0)
     if rp is not None:
         if not isinstance(rp, dict):
             refuse("rope_parameters", "not an object")
@@ -678,7 +823,10 @@ def runtime_flags(s, stages=None):
     for a schedule of `stages` stages); --seq at most max_position_embeddings."""
     f = ("--model gpt --arch llama --hidden %d --heads %d --query-groups %d --ffn-hidden %d --vocab %d --rope-base %s "
          "--embeddings %s --seq %d" % (s["hidden"], s["heads"], s["query_groups"], s["ffn_hidden"], s["vocab"],
-                                       _num(s["rope_base"]), "tied" if s["tied"] else "untied", min(s["max_seq"], 2048)))
+                                       _num(s["rope_base"]), "tied" if s["tied"] else "untied",
+                                       min(s["max_seq"], 2048, s.get("window") or 2048)))
+    if s.get("experts"):
+        f += " --num-experts %d --moe-topk %d --moe-ffn-hidden %d" % (s["experts"], s["topk"], s["ffn_hidden"])
     if s.get("rope_scaling"):
         f += " --rope-scaling " + s["rope_scaling"]
         f += "".join(" %s %s" % (flag, _num(s["rope_params"][k])) for k, _, flag in ROPE_PARAMS if k in s["rope_params"])
@@ -688,7 +836,7 @@ def runtime_flags(s, stages=None):
 
 
 def import_checkpoint(hfdir, index, stages=None, optimizer="sgd", seq=None):
-    """HF Llama directory -> PPS checkpoint INDEX (+ one shard beside it). Returns the
+    """HF Llama (Mixtral, GPT-2) directory -> PPS checkpoint INDEX (+ one shard beside it). Returns the
     runtime flags (a string; with --layers-per-stage when `stages` is given). With
     optimizer "adam" the shard also holds Adam's moments, zero (a run at step 0 with
     zero moments is a fresh Adam; the runtime keeps a checkpoint's optimizer)."""
@@ -704,6 +852,7 @@ def import_checkpoint(hfdir, index, stages=None, optimizer="sgd", seq=None):
         raise ConvertError("--stages %d does not divide the model's %d layers (num_hidden_layers)" % (stages, s["layers"]))
     h, hq, hkv, f, L, V = (s[k] for k in ("hidden", "heads", "query_groups", "ffn_hidden", "layers", "vocab"))
     D = h // hq
+    E = s.get("experts", 0)
     get = hf.get
 
     tensors = [("vocab.tok", [V * h], lambda: get("model.embed_tokens.weight", [V, h]))]
@@ -717,10 +866,18 @@ def import_checkpoint(hfdir, index, stages=None, optimizer="sgd", seq=None):
         tensors += [(q + "ln1.g", [h], lambda p=p: get(p + "input_layernorm.weight", [h])),
                     (q + "qkv.w", [h * (hq + 2 * hkv) * D], qkv),
                     (q + "proj.w", [hq * D * h], lambda p=p: hcat_t([get(p + "self_attn.o_proj.weight", [h, hq * D])], hq * D)),
-                    (q + "ln2.g", [h], lambda p=p: get(p + "post_attention_layernorm.weight", [h])),
-                    (q + "fc.w", [h * 2 * f], lambda p=p: hcat_t([get(p + "mlp.gate_proj.weight", [f, h]),
-                                                                  get(p + "mlp.up_proj.weight", [f, h])], h)),
-                    (q + "fc2.w", [f * h], lambda p=p: hcat_t([get(p + "mlp.down_proj.weight", [h, f])], f))]
+                    (q + "ln2.g", [h], lambda p=p: get(p + "post_attention_layernorm.weight", [h]))]
+        if E:       # Mixtral: the router, then each expert's SwiGLU FC1 [gate w1 | up w3] and FC2 (w2)
+            tensors.append((q + "moe.router.w", [h * E], lambda p=p: hcat_t([get(p + MOE + "gate.weight", [E, h])], h)))
+            for j in range(E):
+                r = p + MOE + "experts.%d." % j
+                tensors += [(q + "moe.e%d.fc.w" % j, [h * 2 * f], lambda r=r: hcat_t([get(r + "w1.weight", [f, h]),
+                                                                                      get(r + "w3.weight", [f, h])], h)),
+                            (q + "moe.e%d.fc2.w" % j, [f * h], lambda r=r: hcat_t([get(r + "w2.weight", [h, f])], f))]
+        else:
+            tensors += [(q + "fc.w", [h * 2 * f], lambda p=p: hcat_t([get(p + "mlp.gate_proj.weight", [f, h]),
+                                                                      get(p + "mlp.up_proj.weight", [f, h])], h)),
+                        (q + "fc2.w", [f * h], lambda p=p: hcat_t([get(p + "mlp.down_proj.weight", [h, f])], f))]
     tensors.append(("lnf.g", [h], lambda: get("model.norm.weight", [h])))
     if not s["tied"]:
         tensors.append(("vocab.out", [V * h], lambda: get("lm_head.weight", [V, h])))
@@ -729,14 +886,19 @@ def import_checkpoint(hfdir, index, stages=None, optimizer="sgd", seq=None):
     for i in range(L):
         p = "model.layers.%d." % i
         expected |= {p + n + ".weight" for n in ("input_layernorm", "post_attention_layernorm", "self_attn.q_proj",
-                                                 "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
-                                                 "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")}
+                                                 "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj")}
+        if E:
+            expected |= {p + MOE + "gate.weight"} | {p + MOE + "experts.%d.%s.weight" % (j, w) for j in range(E)
+                                                     for w in ("w1", "w2", "w3")}
+        else:
+            expected |= {p + n + ".weight" for n in ("mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")}
     ignorable = ("rotary_emb.inv_freq",)
     for k in sorted(hf.where):
         if k in expected or k.endswith(ignorable) or (s["tied"] and k == "lm_head.weight"):
             continue
-        raise ConvertError("%s: tensor '%s' is not part of a Llama of this config (num_hidden_layers %d, "
-                           "attention_bias false, mlp_bias false)" % (hfdir, k, L))
+        raise ConvertError("%s: tensor '%s' is not part of a %s of this config (num_hidden_layers %d, %s)"
+                           % (hfdir, k, "Mixtral" if E else "Llama", L, "num_local_experts %d" % E if E else
+                              "attention_bias false, mlp_bias false"))
     for k in sorted(expected):
         if k not in hf.where:
             raise ConvertError("%s: no tensor '%s'" % (hfdir, k))
@@ -746,7 +908,12 @@ def import_checkpoint(hfdir, index, stages=None, optimizer="sgd", seq=None):
             "rope_scaling": s["rope_scaling"] or "none"}
     meta.update((field, repr(s["rope_params"][k]) if isinstance(s["rope_params"][k], float) else str(s["rope_params"][k]))
                 for k, field, _ in ROPE_PARAMS if k in s["rope_params"])
+    if E:       # the runtime's default router (softmax over the top K), no load-balancing loss (see mixtral_experts)
+        meta.update({"num_experts": str(E), "moe_topk": str(s["topk"]), "moe_ffn_hidden": str(f),
+                     "moe_aux_loss_coeff": "0", "moe_router_score_function": "softmax"})
     _write_pps(index, tensors, meta, optimizer)
+    for n in s.get("notes", ()):
+        sys.stderr.write("pps_hf: note: %s\n" % n)
     return runtime_flags(s, stages)
 
 
@@ -848,9 +1015,9 @@ def _import_gpt2(hf, index, stages, optimizer, seq):
 
 USAGE = """usage: pps_hf.py export INDEX OUTDIR [--dtype f32|bf16]
        pps_hf.py import HFDIR INDEX [--stages S] [--optimizer sgd|adam] [--seq S (GPT-2)]
-  export: a PPS gpt checkpoint of Llama's layer (or GPT-2's) -> a Hugging Face LlamaForCausalLM
-          (GPT2LMHeadModel) directory
-  import: a Hugging Face Llama or GPT-2 directory -> a PPS checkpoint for --load (prints the flags)"""
+  export: a PPS gpt checkpoint of Llama's layer (with --num-experts; or GPT-2's) -> a Hugging Face
+          LlamaForCausalLM (MixtralForCausalLM; GPT2LMHeadModel) directory
+  import: a Hugging Face Llama, Mixtral or GPT-2 directory -> a PPS checkpoint for --load (prints the flags)"""
 
 
 def parse_cli(argv, valued, usage):
