@@ -13,6 +13,9 @@
 #  - with the replay --check still fails for real bugs: PPSRT_FAULT scaling the router's
 #    gradient (with the load-balancing loss: at top 1 without it the router has none) or
 #    an expert's, on the device whose slot flipped;
+#  - with a capacity factor (CF 0.5, top 2, seed 1) the reference's own choice flips and
+#    its own drops would differ: with the choices and drops replayed --check passes (and
+#    fails without the replay);
 #  - on the CPU (F32) the same seeds pass with the reference's own choice equal everywhere.
 # Skipped (77) without the emulator.
 . "$(dirname "$0")/../runtime/lib.sh"
@@ -43,6 +46,15 @@ st=$?
 [ $st -eq 1 ] && grep -q "the gradients above compare two routings" "$WORK/out" &&
   pass "seed 4 without the replay: --check fails, explained by the routing comparison" ||
   fail "seed 4 without the replay: exit $st: $(grep -v '^memory' "$WORK/out" | head -5)"
+# a capacity (CF 0.5, top 2, seed 1): the reference's own choice flips in two slots, and
+# its own drops would differ too; with the pipeline's choices and drops replayed it passes
+emu "$WORK/a" $L --moe-topk 2 --moe-expert-capacity-factor 0.5 --seed 1 > "$WORK/out" 2>&1
+st=$?
+[ $st -eq 0 ] && grep -q "^check: passed" "$WORK/out" && grep -q "slots replayed from the pipeline; the reference's own choice differed in [1-9]" "$WORK/out" &&
+  pass "CF 0.5 top 2 seed 1: --check passes with the routing and the drops replayed (own choice differed)" ||
+  fail "CF 0.5 top 2 seed 1: exit $st: $(grep -v '^memory' "$WORK/out" | head -5)"
+emu env PPSRT_CHECK_REPLAY=0 "$WORK/a" $L --moe-topk 2 --moe-expert-capacity-factor 0.5 --seed 1 > "$WORK/out" 2>&1
+[ $? -eq 1 ] && pass "CF 0.5 top 2 seed 1 without the replay: --check fails" || fail "CF 0.5 top 2 seed 1 without the replay: passes"
 # real bugs still fail with the replay
 for f in s1.l0.moe.router.w s1.l0.moe.e1.fc.w s0.l0.moe.e2.fc2.w; do
   emu env PPSRT_FAULT="grad=$f*1.2" "$WORK/a" $L --moe-aux-loss-coeff 0.01 --seed 4 > "$WORK/out" 2>&1
