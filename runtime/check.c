@@ -17,8 +17,11 @@
  * docs/runtime.md, "--check", writes the derivation down; PPSRT_CHECK_K and
  * PPSRT_CHECK_K_LOSS override them for experiments). It prints k, every tensor outside
  * it and the largest relative difference; comparing no value at all is a failure. With
- * experts it also says whether the device's layers routed every token as the reference
- * did (ppsrt_gpt_route_compare): a near-tie flipped in bf16 explains a failure.
+ * experts the reference replays the pipeline's routing (gather_routing: the top-K
+ * choices and capacity drops of every (microbatch, layer) slot, forced on its MoE
+ * layers, moe.c replay_route), so a bf16 near-tie of two experts' logits cannot send a
+ * token elsewhere there; it says in how many slots its own choice differed (a failure
+ * in F32) and that the replayed routing is the pipeline's (ppsrt_gpt_route_compare).
  * PPSRT_FAULT (tests only) scales one gradient tensor of the pipeline, shifts its loss
  * or lists the tensors compared, so that tests can watch the check say no.
  * What it does not: it does not check timing or memory (cli.c compares measured and
@@ -207,8 +210,8 @@ static int gather_routing(ppsrt_ctx *c, const ppsrt_model_config *rcfg, int32_t 
     int32_t *r = malloc((n ? n : 1) * sizeof *r);
     if (!r) rc = PPSRT_FAIL(PPSRT_E_NOMEM, "--check: out of host memory (the routing's replay)");
     for (size_t i = 0; r && i < n; i++) {
-      r[i] = (int32_t)tab[i] - 1;   /* (0: no rank recorded it; 2 or more writers: out of range) */
-      if (r[i] < 0 || r[i] >= 2 * pm->cfg.num_experts) { *why = "a slot no device recorded: not replayed"; free(r); r = NULL; }
+      r[i] = (int32_t)tab[i] - 1;   /* (-1: no rank recorded it; two writers: most likely out of range) */
+      if (r[i] < 0 || r[i] >= 2 * pm->cfg.num_experts) { *why = "a slot not recorded once: not replayed"; free(r); r = NULL; }
     }
     *rec = r;
   }

@@ -31,6 +31,10 @@
  * (one synchronisation of the compute stream per MoE layer per F), which builds the
  * permutation and sizes the per-expert GEMMs; B and W reuse the counts kept per layer
  * slot (the routing of a recomputed F is the same: the same kernels on the same input).
+ * --check (cfg moe_record): route_host also keeps each slot's own decisions (rec), which
+ * check.c gathers; the reference (ppsrt_moe_set_replay) forces them on its routing kernel
+ * (replay_route: the weights from its own logits) and its drops (replay_drops), after
+ * hashing its own choice (ohash) for the report.
  *
  * F/B/W: F keeps in one store entry (ppsrt_moe.bytes) FC1's outputs hpre [N K, fw], the
  * activations hact [N K, f], the expert outputs eout [N K, h], w, the top-K indices and
