@@ -17,8 +17,11 @@
  * docs/runtime.md, "--check", writes the derivation down; PPSRT_CHECK_K and
  * PPSRT_CHECK_K_LOSS override them for experiments). It prints k, every tensor outside
  * it and the largest relative difference; comparing no value at all is a failure. With
- * experts it also says whether the device's layers routed every token as the reference
- * did (ppsrt_gpt_route_compare): a near-tie flipped in bf16 explains a failure.
+ * experts the reference replays the pipeline's routing (gather_routing: the top-K
+ * choices and capacity drops of every (microbatch, layer) slot, forced on its MoE
+ * layers, moe.c replay_route), so a bf16 near-tie of two experts' logits cannot send a
+ * token elsewhere there; it says in how many slots its own choice differed (a failure
+ * in F32) and that the replayed routing is the pipeline's (ppsrt_gpt_route_compare).
  * PPSRT_FAULT (tests only) scales one gradient tensor of the pipeline, shifts its loss
  * or lists the tensors compared, so that tests can watch the check say no.
  * What it does not: it does not check timing or memory (cli.c compares measured and
@@ -181,6 +184,41 @@ int rt_fault_setup(ppsrt_run *run, const ppsrt_model_config *cfg, int check, con
 
 /* ---- the comparison ---- */
 
+/* --num-experts: the routing the pipeline's F passes chose, for the reference to replay
+ * (docs/runtime.md "--check"): every (microbatch, stage, layer) slot of the global batch,
+ * gathered over the world (each slot written by the one device and replica that routed
+ * it: tensor rank 0; every tensor rank routes alike). *rec (malloc, the reference's
+ * layout: ppsrt_gpt_route_record) or NULL where there is nothing to replay: no experts,
+ * --context-parallel (its ranks route parts of the sequences), PPSRT_CHECK_REPLAY=0
+ * (tests), or a slot that no rank recorded (*why says which). Every rank calls it. */
+static int gather_routing(ppsrt_ctx *c, const ppsrt_model_config *rcfg, int32_t **rec, const char **why) {
+  ppsrt_model *pm = c->model;
+  const char *off = getenv("PPSRT_CHECK_REPLAY");
+  *rec = NULL;
+  *why = NULL;
+  if (pm->cfg.num_experts <= 0) return 0;
+  if (pm->cfg.cp > 1) { *why = "--context-parallel: not replayed"; return 0; }
+  if (off && !strcmp(off, "0")) { *why = "PPSRT_CHECK_REPLAY=0: not replayed"; return 0; }
+  int K = pm->cfg.moe_topk > 0 ? pm->cfg.moe_topk : 2;
+  size_t NK = (size_t)rcfg->micro_batch * rcfg->seq * K;
+  size_t n = (size_t)rcfg->nmb * rcfg->nstage * (rcfg->layers_per_stage > 0 ? rcfg->layers_per_stage : 1) * NK;
+  float *tab = calloc(n ? n : 1, sizeof *tab);
+  if (!tab) return PPSRT_FAIL(PPSRT_E_NOMEM, "--check: out of host memory (the routing's replay)");
+  int rc = 0, mine = c->tp_rank == 0 ? ppsrt_gpt_route_record(pm, pm->cfg.mb0, rcfg->nmb, tab) : 0;
+  if (mine < 0) *why = "the pipeline kept no routing: not replayed";
+  if (!(rc = rt_allreduce_host_on(c, c->wtr, c->wrank, tab, n, PPSRT_SUM)) && !*why) {
+    int32_t *r = malloc((n ? n : 1) * sizeof *r);
+    if (!r) rc = PPSRT_FAIL(PPSRT_E_NOMEM, "--check: out of host memory (the routing's replay)");
+    for (size_t i = 0; r && i < n; i++) {
+      r[i] = (int32_t)tab[i] - 1;   /* (-1: no rank recorded it; two writers: most likely out of range) */
+      if (r[i] < 0 || r[i] >= 2 * pm->cfg.num_experts) { *why = "a slot not recorded once: not replayed"; free(r); r = NULL; }
+    }
+    *rec = r;
+  }
+  free(tab);
+  return rc;
+}
+
 int rt_check_gradients(ppsrt_ctx *c, double pipeline_loss, int *mismatch) {
   ppsrt_run *run = c->run;
   ppsrt_model *pm = c->model;
@@ -204,11 +242,16 @@ int rt_check_gradients(ppsrt_ctx *c, double pipeline_loss, int *mismatch) {
   cfg.ep = 1; cfg.ep_rank = 0;   /* --expert-parallel: every expert (the X = 1 computation) */
   int *all = malloc((size_t)cfg.nstage * sizeof *all);
   float *a = NULL, *b = NULL;
+  int32_t *rec = NULL;   /* the pipeline's routing, replayed by the reference (--num-experts) */
   FILE *f = NULL;
   double ref_loss = 0;
   if (!all) { rc = PPSRT_FAIL(PPSRT_E_NOMEM, "--check: out of host memory"); goto out; }
   for (int s = 0; s < cfg.nstage; s++) all[s] = s;
+  cfg.moe_record = 0;
+  const char *noreplay = NULL;
+  if ((rc = gather_routing(c, &cfg, &rec, &noreplay))) goto out;
   if ((rc = run->create(&cfg, be, 0, all, cfg.nstage, &rx.model))) goto out;
+  if (rec && (rc = ppsrt_gpt_route_replay(rx.model, rec))) goto out;
   if (run->ck && (rc = rt_ckpt_load(&rx, run->ck))) goto out;   /* --load: the same weights */
   if (fault.kind == 1) {
     int found = 0;
@@ -287,6 +330,31 @@ int rt_check_gradients(ppsrt_ctx *c, double pipeline_loss, int *mismatch) {
                 dev, p->name, p->numel, dn, rn, rel, k);
     }
   }
+  /* --num-experts: the reference replayed the routing of this device's layers (rec), so
+     the two runs compute the same experts' sums: its routing must be the pipeline's (else the
+     replay failed), and its own choice (what it would have routed: a near-tie of two
+     experts' logits can flip in bf16) is told, and in F32 must agree too (the guard on a
+     wrong top-K, which the replay itself would copy into the reference). Without a replay
+     (--context-parallel): whether they routed alike explains a failure. */
+  long nsl, ndiff, nown;
+  if (pm->cfg.num_experts > 0 && !ppsrt_gpt_route_compare(pm, rx.model, pm->cfg.mb0, &nsl, &ndiff)) {
+    if (rec && !ppsrt_gpt_route_ohash(pm, rx.model, pm->cfg.mb0, &nown)) {
+      int f32 = be->act_dtype == PPSRT_F32, bad = ndiff > 0 || (f32 && nown > 0);
+      nbad += bad;
+      if (!run->o.json)
+        fprintf(f, "check: %s: routing of %ld (microbatch, layer) slots replayed from the pipeline%s; the reference's own "
+                "choice differed in %ld%s\n", dev, nsl, ndiff ? " FAILED" : "", nown,
+                f32 && nown ? ": DIFFERS (in F32 the choices agree: a wrong top-K?)" : nown ? " (near-ties in bf16)" : "");
+    } else if (!run->o.json) {
+      if (!ndiff)
+        fprintf(f, "check: %s: routing of %ld (microbatch, layer) slots: the reference's%s%s\n", dev, nsl,
+                noreplay ? "; " : "", noreplay ? noreplay : "");
+      else
+        fprintf(f, "check: %s: routing of %ld of %ld (microbatch, layer) slots differs from the reference's%s\n", dev, ndiff,
+                nsl, nbad ? ": the gradients above compare two routings (in bf16 a near-tie of two experts' logits can flip; "
+                "in F32, on the CPU backend, it should not)" : "");
+    }
+  }
   if (ncmp == 0) {
     nbad++;
     if (!run->o.json) fprintf(f, "check: %s: no gradient value compared: FAILED\n", dev);
@@ -295,24 +363,12 @@ int rt_check_gradients(ppsrt_ctx *c, double pipeline_loss, int *mismatch) {
     fprintf(f, "check: %s: %ld gradient values of %d tensors compared, max relative difference %.3g (%s), "
             "tolerance ||a-b|| <= %.3g*||ref|| per tensor: %s\n", dev, ncmp, pm->nparams, maxrel, maxname, k,
             nbad ? "MISMATCH" : "match");
-  /* --num-experts: did this device's layers route every token as the reference's did? A
-     near-tie of two experts' logits can flip under another rounding (bf16 with
-     --tensor-parallel): the gradients then compare two different computations */
-  long nsl, ndiff;
-  if (pm->cfg.num_experts > 0 && !run->o.json && !ppsrt_gpt_route_compare(pm, rx.model, pm->cfg.mb0, &nsl, &ndiff)) {
-    if (!ndiff)
-      fprintf(f, "check: %s: routing of %ld (microbatch, layer) slots: the reference's\n", dev, nsl);
-    else
-      fprintf(f, "check: %s: routing of %ld of %ld (microbatch, layer) slots differs from the reference's%s\n", dev, ndiff,
-              nsl, nbad ? ": the gradients above compare two routings (in bf16 a near-tie of two experts' logits can flip; "
-              "in F32, on the CPU backend, it should not)" : "");
-  }
   if (maxrel > run->check_maxdiff) run->check_maxdiff = maxrel;
   pthread_mutex_unlock(&run->print_lock);
   *mismatch = nbad > 0x7fffffff ? 0x7fffffff : (int)nbad;
 out:
   if (f) fclose(f);
-  free(a); free(b); free(all);
+  free(a); free(b); free(all); free(rec);
   if (rx.model) {
     /* the reference's gradients must not leak into anything: it is destroyed here */
     rt_box_clear(&rx);

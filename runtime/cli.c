@@ -765,6 +765,7 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   if (!strcmp(o->transport, "nccl") && strcmp(o->backend, "cuda"))
     return usage_error(me, "--transport nccl needs --backend cuda");
   if (o->check && o->no_compute) return usage_error(me, "--check and --no-compute exclude each other");
+  cfg->moe_record = o->check && cfg->num_experts > 0;   /* (--check replays the pipeline's routing: check.c) */
   int fault_st = rt_fault_setup(&run, cfg, o->check, me);  /* tests only (check.c) */
   if (fault_st >= 0) return fault_st;
   if (o->data && strcmp(o->model, "gpt")) return usage_error(me, "--data trains the gpt model: add --model gpt");

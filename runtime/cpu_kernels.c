@@ -577,7 +577,8 @@ static int k_convert(ppsrt_backend *b, int stream, void *dst, ppsrt_dtype dt, co
  * all E; sigmoid: sigmoid(l) + bias), the K largest (ties: lower index first) in
  * descending order into idx, the weights w, and stat: slots routed to each expert (by the
  * scores without the bias: the load-balancing loss's), the load-balancing loss's scores
- * summed over tokens, and sum_n lse_n^2 (the z-loss's), in token order. */
+ * summed over tokens, and sum_n lse_n^2 (the z-loss's), in token order. With r->force
+ * the forced choices replace the K largest (the weights and counts then of them). */
 #define ROUTE_EPS 1e-20f   /* sigmoid: w = s / (sum of the chosen s + ROUTE_EPS), Megatron-Core's */
 static void top_k(const float *sc, const float *bias, int E, int K, int32_t *ix) {
   for (int k = 0; k < K; k++) {   /* the largest score not yet taken, lowest index on ties */
@@ -620,6 +621,7 @@ static int k_moe_route(ppsrt_backend *b, int stream, const float *logits, int N,
     int32_t *ix = idx + (size_t)n * K;
     float *wr = w + (size_t)n * K, ws = 0.0f;
     top_k(sc, bias, E, K, ix);
+    if (r && r->force) memcpy(ix, r->force + (size_t)n * K, (size_t)K * sizeof *ix);   /* (a replay: moe_router.h) */
     if (bias) top_k(sc, NULL, E, K, ub);
     for (int k = 0; k < K; k++) stat[bias ? ub[k] : ix[k]] += 1.0f;
     if (sig) {

@@ -1454,6 +1454,42 @@ int ppsrt_gpt_route_compare(const ppsrt_model *m, const ppsrt_model *ref, int mb
   return 0;
 }
 
+int ppsrt_gpt_route_ohash(const ppsrt_model *m, const ppsrt_model *ref, int mb0, long *ndiff) {
+  const gpt *g = m->impl, *r = ref->impl;
+  *ndiff = 0;
+  if (!g->moe_on || !r->moe_on || !r->moe.ohash || g->cp > 1 || r->L != g->L) return -1;
+  for (int mb = 0; mb < m->cfg.nmb; mb++)
+    for (int s = 0; s < g->S && s < r->S; s++) {
+      if (g->local[s] < 0 || r->local[s] < 0 || mb0 + mb >= ref->cfg.nmb) continue;
+      for (int l = 0; l < g->L; l++)
+        *ndiff += g->moe.shash[moe_slot(g, mb, g->local[s], l)] != r->moe.ohash[moe_slot(r, mb0 + mb, r->local[s], l)];
+    }
+  return 0;
+}
+
+int ppsrt_gpt_route_record(const ppsrt_model *m, int mb0, int nmb, float *tab) {
+  const gpt *g = m->impl;
+  if (!g->moe_on || !g->moe.rec) return -1;
+  size_t NK = (size_t)g->moe.N * g->moe.K;
+  for (int mb = 0; mb < m->cfg.nmb && mb0 + mb < nmb; mb++)
+    for (int s = 0; s < g->S; s++) {
+      if (g->local[s] < 0) continue;
+      for (int l = 0; l < g->L; l++) {
+        const int32_t *src = g->moe.rec + (size_t)moe_slot(g, mb, g->local[s], l) * NK;
+        float *dst = tab + (((size_t)(mb0 + mb) * g->S + s) * g->L + l) * NK;
+        for (size_t i = 0; i < NK; i++) dst[i] = (float)src[i] + 1.0f;
+      }
+    }
+  return 0;
+}
+
+int ppsrt_gpt_route_replay(ppsrt_model *ref, const int32_t *rec) {
+  gpt *r = ref->impl;
+  if (!r->moe_on) return 0;
+  if (r->nlocal != r->S) return PPSRT_FAIL(PPSRT_E_USAGE, "--check: the routing's replay needs the whole model on the reference");
+  return ppsrt_moe_set_replay(&r->moe, rec);
+}
+
 /* ---- FLOPs (Vocabulary Parallelism paper's counts, b = micro_batch, s = seq) ---- */
 
 double ppsrt_gpt_pass_flops(const ppsrt_model_config *cfg, int kind, int stage) {

@@ -31,6 +31,10 @@
  * (one synchronisation of the compute stream per MoE layer per F), which builds the
  * permutation and sizes the per-expert GEMMs; B and W reuse the counts kept per layer
  * slot (the routing of a recomputed F is the same: the same kernels on the same input).
+ * --check (cfg moe_record): route_host also keeps each slot's own decisions (rec), which
+ * check.c gathers; the reference (ppsrt_moe_set_replay) forces them on its routing kernel
+ * (replay_route: the weights from its own logits) and its drops (replay_drops), after
+ * hashing its own choice (ohash) for the report.
  *
  * F/B/W: F keeps in one store entry (ppsrt_moe.bytes) FC1's outputs hpre [N K, fw], the
  * activations hact [N K, f], the expert outputs eout [N K, h], w, the top-K indices and
@@ -251,7 +255,8 @@ int ppsrt_moe_init(ppsrt_moe *mo, const ppsrt_model_config *cfg, ppsrt_dtype at,
   mo->ocnt = calloc((size_t)mo->E, sizeof *mo->ocnt);
   mo->acnt = mo->a2a ? calloc((size_t)(nslot > 0 ? nslot : 1) * mo->X * mo->E, sizeof *mo->acnt) : NULL;
   mo->av = mo->a2a ? calloc(4 * (size_t)mo->X, sizeof *mo->av) : NULL;
-  if (!mo->cnt || !mo->shash || !mo->hcp || !mo->hidx || !mo->hpos || !mo->hstat || !mo->ocnt ||
+  mo->rec = cfg->moe_record ? malloc((size_t)(nslot > 0 ? nslot : 1) * mo->N * mo->K * sizeof *mo->rec) : NULL;
+  if ((cfg->moe_record && !mo->rec) || !mo->cnt || !mo->shash || !mo->hcp || !mo->hidx || !mo->hpos || !mo->hstat || !mo->ocnt ||
       (mo->cap > 0 && (!mo->hw || !mo->hord)) || (mo->ebias && (!mo->hbias || !mo->hload)) ||
       (mo->a2a && (!mo->acnt || !mo->av))) {
     ppsrt_moe_free(mo);
@@ -267,6 +272,23 @@ void ppsrt_moe_free(ppsrt_moe *mo) {
   free(mo->acnt); free(mo->av); mo->acnt = NULL; mo->av = NULL;
   free(mo->cnt); free(mo->shash); free(mo->hcp); mo->hcp = NULL; free(mo->hidx); free(mo->hpos); free(mo->hstat); free(mo->ocnt);
   mo->cnt = mo->ocnt = NULL; mo->shash = NULL; mo->hidx = mo->hpos = NULL; mo->hstat = mo->hcoef = NULL;
+  if (mo->dforce && mo->fbe) mo->fbe->free(mo->fbe, mo->dforce);
+  free(mo->rec); free(mo->ohash); free(mo->hforce);
+  mo->rec = mo->dforce = mo->hforce = NULL; mo->ohash = NULL; mo->replay = NULL;
+}
+
+int ppsrt_moe_set_replay(ppsrt_moe *mo, const int32_t *rec) {
+  if (mo->X > 1 || mo->cp > 1) return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: the routing's replay is --check's reference's (X = C = 1)");
+  size_t NK = (size_t)mo->N * mo->K;
+  for (size_t i = 0; i < (size_t)mo->nslot * NK; i++)
+    if (rec[i] < 0 || rec[i] >= 2 * mo->E)
+      return PPSRT_FAIL(PPSRT_E_USAGE, "--check: the pipeline's routing to replay names expert %d of %d", rec[i], mo->E);
+  free(mo->ohash); free(mo->hforce);
+  mo->ohash = calloc((size_t)(mo->nslot > 0 ? mo->nslot : 1), sizeof *mo->ohash);
+  mo->hforce = malloc(NK * sizeof *mo->hforce);
+  if (!mo->ohash || !mo->hforce) return PPSRT_FAIL(PPSRT_E_NOMEM, "gpt: out of host memory (experts)");
+  mo->replay = rec;
+  return 0;
 }
 
 /* ---- parameters: router.w, then per expert fc.w, (fc.b,) fc2.w, (fc2.b) ---- */
@@ -405,6 +427,21 @@ static void drop_over_capacity(ppsrt_moe *mo) {
     ppsrt_moe_drop(mo->hord, mo->hidx + NK * q, mo->hw + NK * q, NK, mo->cap, mo->dpos, mo->hpos + NK * q);
 }
 
+/* --check's reference (mo->replay): the capacity's drops as the pipeline's (X = 1: one block) */
+static void replay_drops(ppsrt_moe *mo, int slot) {
+  size_t NK = (size_t)mo->N * mo->K;
+  const int32_t *r = mo->replay + (size_t)slot * NK;
+  for (size_t s = 0; s < NK; s++) mo->hpos[s] = r[s] >= mo->E ? -1 : 0;
+}
+
+/* The hash of one rank's routing (FNV-1a over its N K slots in token order: expert e, or
+ * E + e dropped), shash's. */
+static uint64_t route_hash_of(const int32_t *idx, const int32_t *pos, size_t NK, int E) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t s = 0; s < NK; s++) h = (h ^ ((uint64_t)idx[s] + (pos[s] < 0 ? (uint64_t)E : 0))) * 0x100000001b3ull;
+  return h;
+}
+
 /* ---- the all-to-all dispatcher (--moe-token-dispatcher alltoall, X > 1) ---- */
 
 /* The routing's exchange: cnt (this rank's kept slots a expert) gives the positions of
@@ -511,7 +548,8 @@ static int route_host(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, int slot, 
   }
   if (mo->ebias)   /* the load-balancing loss counts the routing without the bias (Megatron-Core's) */
     for (int e = 0; e < E; e++) own[e] = (int)mo->hstat[e];
-  if (mo->cap > 0) drop_over_capacity(mo);
+  if (mo->cap > 0 && mo->replay) replay_drops(mo, slot);
+  else if (mo->cap > 0) drop_over_capacity(mo);
   else memset(mo->hpos + s0, 0, (s1 - s0) * sizeof *mo->hpos);
   for (size_t s = s0; s < s1; s++)
     if (mo->hpos[s] >= 0) cnt[mo->hidx[s]]++;   /* the kept slots: the experts' rows */
@@ -524,6 +562,7 @@ static int route_host(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, int slot, 
     uint64_t v = (uint64_t)mo->hidx[s] + (mo->hpos[s] < 0 ? (uint64_t)E : 0);
     mo->route_hash = (mo->route_hash ^ v) * 0x100000001b3ull;   /* FNV-1a step */
     sh = (sh ^ v) * 0x100000001b3ull;
+    if (mo->rec) mo->rec[(size_t)slot * NK + (s - j0)] = (int32_t)v;   /* (--check's replay) */
   }
   mo->shash[slot] = sh;
   if (mo->a2a) TRY(a2a_route(mo, c, be, slot, b));   /* (alltoall: the send rows' positions, the counts exchanged) */
@@ -643,6 +682,32 @@ static int ep_sum_rows(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, const voi
  * comb [X N, h] and their F32 sums [X N, h] (X > 1 only) */
 typedef struct fscr { float *logits; char *xp; float *part; char *tmp, *ag, *comb; float *sum; } fscr;
 
+/* --check's reference (mo->replay; X = 1): the reference's own choice first (its hash,
+ * with its own drops, into ohash: the report's "the reference's own choice differed"),
+ * then the pipeline's experts forced on the routing kernel (moe_router.h force), whose
+ * weights, probabilities and counts come from this run's logits for them. */
+static int replay_route(ppsrt_moe *mo, ppsrt_backend *be, int slot, mbuf *b, ppsrt_moe_router *ro, float *stat) {
+  int N = mo->N, K = mo->K, E = mo->E;
+  size_t NK = (size_t)N * K;
+  const int32_t *r = mo->replay + (size_t)slot * NK;
+  TRY(be->moe_route(be, CS, b->lg, N, E, K, ro, b->idx, b->w, stat));
+  TRY(be->memcpy_async(be, CS, mo->hidx, b->idx, NK * sizeof(int32_t), 2));
+  if (mo->cap > 0) TRY(be->memcpy_async(be, CS, mo->hw, b->w, NK * sizeof(float), 2));
+  TRY(be->stream_sync(be, CS));
+  if (mo->cap > 0) ppsrt_moe_drop(mo->hord, mo->hidx, mo->hw, NK, mo->cap, mo->dpos, mo->hpos);
+  else memset(mo->hpos, 0, NK * sizeof *mo->hpos);
+  mo->ohash[slot] = route_hash_of(mo->hidx, mo->hpos, NK, E);
+  if (!mo->dforce) {
+    TRY(be->alloc(be, NK * sizeof(int32_t), (void **)&mo->dforce));
+    mo->fbe = be;
+  }
+  for (size_t s = 0; s < NK; s++) mo->hforce[s] = r[s] >= E ? r[s] - E : r[s];
+  TRY(be->memcpy_async(be, CS, mo->dforce, mo->hforce, NK * sizeof(int32_t), 1));
+  ro->force = mo->dforce;
+  TRY(be->moe_route(be, CS, b->lg, N, E, K, ro, b->idx, b->w, stat));
+  return be->stream_sync(be, CS);   /* (hforce is written again by the next slot's routing) */
+}
+
 static int moe_f_in(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, int slot, ppsrt_param *P, mbuf *b, const void *a,
                     const void *x1, void *y, const ppsrt_dropout *drop, int count_loss, const fscr *z) {
   int N = mo->N, K = mo->K, E = mo->E, h = mo->h, f = mo->f, fw = mo->fw, X = mo->X, e1 = mo->e0 + mo->El;
@@ -657,7 +722,8 @@ static int moe_f_in(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, int slot, pp
   TRY(be->gemm(be, CS, 0, 0, N, E, h, 1.0f, a, AT, h, P[0].param.data, AT, E, 0.0f, b->lg, PPSRT_F32, E));
   ppsrt_moe_router ro;
   TRY(router_of(mo, be, slot, &ro));
-  TRY(be->moe_route(be, CS, b->lg, N, E, K, &ro, b->idx + (size_t)NK * mo->j, b->w + (size_t)NK * mo->j, stat));
+  if (mo->replay) TRY(replay_route(mo, be, slot, b, &ro, stat));
+  else TRY(be->moe_route(be, CS, b->lg, N, E, K, &ro, b->idx + (size_t)NK * mo->j, b->w + (size_t)NK * mo->j, stat));
   TRY(route_host(mo, c, be, slot, b, stat, count_loss));
   int R = local_rows(mo, cnt);
   /* the group's tokens (--expert-parallel), permuted; each local expert's FC1 (+ bias) on

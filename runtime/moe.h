@@ -33,6 +33,17 @@ typedef struct ppsrt_moe {
   double z_loss;          /* the z-loss's part of it */
   uint64_t route_hash;    /* a hash of every routing decision of the iteration (tests: did a change move one?) */
   uint64_t *shash;        /* host [nslot]: a hash of each slot's routing by its last F, in token order (--check) */
+  /* --check's replay (cfg->moe_record; docs/runtime.md "--check"): rec, host [nslot][N K],
+   * this rank's own slots' decisions by each slot's last F (expert e, or E + e where the
+   * capacity dropped the slot: shash's values); in the reference, replay ([nslot][N K],
+   * rec's encoding, the caller's; NULL: its own top-K) is what its F routes, ohash [nslot]
+   * the hash of its own choice (what it would have routed) and dforce one slot's forced
+   * experts in the backend's memory (fbe's) */
+  int32_t *rec;
+  const int32_t *replay;
+  uint64_t *ohash;
+  int32_t *dforce, *hforce;
+  ppsrt_backend *fbe;
   int *cnt;               /* host [nslot][E]: gathered slots (X N K) routed to each expert by the slot's last F */
   int *ocnt;              /* host scratch [E]: this rank's own N K slots a expert (the load-balancing loss) */
   int cap, dpos;          /* --moe-expert-capacity-factor: slots an expert keeps of a rank's N K (0: dropless);
@@ -85,6 +96,11 @@ int ppsrt_moe_bias_sync(ppsrt_moe *mo, ppsrt_backend *be);
  * cfg->ep_rank: its expert-parallel group and rank). */
 int ppsrt_moe_init(ppsrt_moe *mo, const ppsrt_model_config *cfg, ppsrt_dtype at, int N, int n, int r0, int tp, int nslot);
 void ppsrt_moe_free(ppsrt_moe *mo);
+/* --check's reference (X = 1, C = 1): route every slot's tokens as rec ([nslot][N K], the
+ * pipeline's decisions in mo->rec's encoding, kept by the caller until the reference's
+ * last F) says: those experts, and with a capacity those drops; the weights and the
+ * losses' statistics still from the reference's own logits. 0 or an error. */
+int ppsrt_moe_set_replay(ppsrt_moe *mo, const int32_t *rec);
 
 /* A layer's MoE parameters: 1 (the router) + E/X x (2, or 4 with biases): this rank's
  * experts only, named by their global index (moe.eE.*). Parameter j's

@@ -4,6 +4,7 @@
  * include backend.h, reads the same definition. */
 #ifndef PPSRT_MOE_ROUTER_H
 #define PPSRT_MOE_ROUTER_H
+#include <stdint.h>
 typedef struct ppsrt_moe_router {
   int sigmoid;        /* score function: 0 softmax, 1 sigmoid (--moe-router-score-function) */
   int pre_softmax;    /* softmax: the softmax over all E before the top-K (--moe-router-pre-softmax) */
@@ -11,5 +12,8 @@ typedef struct ppsrt_moe_router {
   const float *bias;  /* sigmoid: F32 [E] in the backend's memory added to the scores for the choice only
                        * (--moe-router-enable-expert-bias; NULL: none) */
   float zcoef;        /* the z-loss's gradient factor (2 Z / tokens; 0: none) */
+  const int32_t *force; /* --check's reference (moe.c replay): int32 [N K] in the backend's memory, the
+                       * choices to take instead of the top-K (the weights, probabilities and counts
+                       * still from these logits); NULL: the top-K */
 } ppsrt_moe_router;
 #endif

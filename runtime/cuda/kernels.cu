@@ -740,7 +740,8 @@ static __global__ void k_moe_route(const float *logits, int N, int E, int K, pps
     for (int e = 0; e < E; e++) z += expf(l[e] - mx);
     int32_t *ix = idx + n * K;
     float *wr = w + n * K, ws = 0.0f;
-    for (int k = 0; k < K; k++) ix[k] = route_pick(l, E, k, ix, r, r.sigmoid ? r.bias : NULL, mx, z);
+    for (int k = 0; k < K; k++)   /* (r.force: --check's replay, moe_router.h) */
+      ix[k] = r.force ? r.force[n * K + k] : route_pick(l, E, k, ix, r, r.sigmoid ? r.bias : NULL, mx, z);
     if (r.sigmoid) {
       for (int k = 0; k < K; k++) ws += (wr[k] = route_score(l, ix[k], r, mx, z));
       for (int k = 0; k < K && K > 1; k++) wr[k] /= ws + 1e-20f;
@@ -1030,7 +1031,7 @@ static int swiglu_vec(int N, int C, const void *a, const void *b, const void *c)
 
 cudaError_t ppsrt_cu_moe_route(cudaStream_t s, const float *logits, int N, int E, int K, const ppsrt_moe_router *r,
                                int32_t *idx, float *w, float *stat) {
-  ppsrt_moe_router rv = {0, 0, 1.0f, NULL, 0.0f};
+  ppsrt_moe_router rv = {0, 0, 1.0f, NULL, 0.0f, NULL};
   if (r) rv = *r;
   if (N > 0) LAUNCH(k_moe_route, s, grid_for((size_t)N, 128), 128)(logits, N, E, K, rv, idx, w);
   LAUNCH(k_moe_stat, s, (unsigned)(E < 65535 ? E : 65535), 256)(logits, idx, N, E, K, rv, stat);
@@ -1039,7 +1040,7 @@ cudaError_t ppsrt_cu_moe_route(cudaStream_t s, const float *logits, int N, int E
 
 cudaError_t ppsrt_cu_moe_route_bwd(cudaStream_t s, void *dlogits, const float *dw, const float *logits, const int32_t *idx,
                                    const ppsrt_moe_router *r, const float *coef, int N, int E, int K) {
-  ppsrt_moe_router rv = {0, 0, 1.0f, NULL, 0.0f};
+  ppsrt_moe_router rv = {0, 0, 1.0f, NULL, 0.0f, NULL};
   if (r) rv = *r;
   if (N <= 0) return cudaSuccess;
   LAUNCH(k_moe_route_bwd, s, grid_for((size_t)N, 128), 128)((bf16 *)dlogits, dw, logits, idx, rv, coef, N, E, K);

@@ -488,7 +488,7 @@ static void t_moe(void) {
   pair dw = mk(NK, PPSRT_F32, 1, 0), coef = mk(E, PPSRT_F32, 1, 0), dl = mk((size_t)N * E, PPSRT_BF16, 0, 0);
   static const char *const rn[5] = {"softmax", "pre-softmax", "sigmoid", "sigmoid bias scale", "softmax z-loss"};
   for (int v = 0; v < 5; v++) {
-    ppsrt_moe_router rc = {v == 2 || v == 3, v == 1, v == 3 ? 2.5f : 0.0f, NULL, v == 4 ? 0.4f : 0.0f}, rg = rc;
+    ppsrt_moe_router rc = {v == 2 || v == 3, v == 1, v == 3 ? 2.5f : 0.0f, NULL, v == 4 ? 0.4f : 0.0f, NULL}, rg = rc;
     if (v == 3) { rc.bias = bias.c; rg.bias = bias.g; }
     char what[96];
     OK(cpu->moe_route(cpu, 0, lg.c, N, E, K, v ? &rc : NULL, idx.c, w.c, stat.c));

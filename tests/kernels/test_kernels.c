@@ -930,8 +930,8 @@ static void test_moe(void) {
   m.rw = rvec(NK, 1.0f); m.coef = rvec(E, 1.0f);
   float *bias = vec(E);
   for (int e = 0; e < E; e++) bias[e] = e % 3 == 0 ? 0.5f : 0.0f;   /* (the sigmoids span < 0.5: above the others) */
-  ppsrt_moe_router pre = {0, 1, 0.0f, NULL, 0.0f}, sg = {1, 0, 0.0f, NULL, 0.0f}, sgb = {1, 0, 2.5f, bias, 0.0f},
-                   zl = {0, 0, 1.5f, NULL, 0.7f}, sgz = {1, 0, 0.0f, NULL, 0.3f};
+  ppsrt_moe_router pre = {0, 1, 0.0f, NULL, 0.0f, NULL}, sg = {1, 0, 0.0f, NULL, 0.0f, NULL}, sgb = {1, 0, 2.5f, bias, 0.0f, NULL},
+                   zl = {0, 0, 1.5f, NULL, 0.7f, NULL}, sgz = {1, 0, 0.0f, NULL, 0.3f, NULL};
   test_route_case(&m, "softmax", NULL);
   test_route_case(&m, "pre-softmax", &pre);
   test_route_case(&m, "sigmoid", &sg);

@@ -1,0 +1,56 @@
+#!/bin/sh
+# moe_replay.sh: --check's reference replays the pipeline's routing with experts
+# (check.c gather_routing, model_gpt.c ppsrt_gpt_route_record, moe.c replay_route and
+# replay_drops; docs/runtime.md "--check"), on the CPU backend (F32, where the reference's
+# own choice must equal the pipeline's: the emulator's bf16 near-ties are
+# tests/gpu/moe_check_emu.sh's and moe_emu.sh's). Here:
+#  - --check passes with every device line saying the routing of its (microbatch, layer)
+#    slots was replayed and the reference's own choice differed in 0 of them: 1F1B, 2
+#    layers a stage (a replay of the wrong layer fails), a capacity factor (probs, and
+#    position), T = 2 --sequence-parallel, D = 2 (the global batch: a replay of the wrong
+#    microbatch fails), D = 2 X = 2 with both dispatchers, with a capacity;
+#  - with the replay, --check still fails for real bugs: PPSRT_FAULT scaling the router's
+#    gradient or an expert's;
+#  - PPSRT_CHECK_REPLAY=0 (tests) compares without the replay (the old comparison's line),
+#    and --context-parallel 2 is not replayed (no routing line: its ranks route parts of
+#    the sequences) and passes.
+. "$(dirname "$0")/lib.sh"
+build a "$top_srcdir/stdlib/1f1b.pps" -D P=2 -D m=4 || { fail "build 1f1b"; finish; }
+A=$WORK/a
+G="--model gpt --hidden 16 --heads 4 --query-groups 2 --seq 8 --vocab 32 --optimizer adam --lr 0.01"
+M="$G --num-experts 4 --moe-aux-loss-coeff 0.01"
+C="--moe-expert-capacity-factor 0.5"
+# replayed NLINES DESC: --check passed and NLINES device lines say the replay, own choice equal
+replayed() {
+  n=$(grep -c "routing of [0-9]* (microbatch, layer) slots replayed from the pipeline; the reference's own choice differed in 0$" "$WORK/out")
+  if grep -q "^check: passed" "$WORK/out" && [ "$n" -eq "$1" ]; then pass "$2: passes, $n device lines replayed"
+  else fail "$2: $n of $1 replayed lines: $(grep -v '^memory' "$WORK/out" | head -6)"; fi
+}
+expect_exit 0 "1F1B E = 4 --check" "$A" $M --check -q
+replayed 2 "1F1B"
+expect_exit 0 "1F1B E = 4, 2 layers a stage, K = 1 --check" "$A" $M --layers-per-stage 2 --moe-topk 1 --check -q
+replayed 2 "2 layers a stage"
+expect_exit 0 "1F1B E = 4 CF 0.5 --check" "$A" $M $C --check -q
+replayed 2 "CF 0.5"
+expect_exit 0 "1F1B E = 4 CF 0.5 position --check" "$A" $M $C --moe-token-drop-policy position --check -q
+replayed 2 "CF 0.5 position"
+expect_exit 0 "T = 2 --sequence-parallel CF 0.5 --check" "$A" $M $C --tensor-parallel 2 --sequence-parallel --check -q
+replayed 4 "T = 2 SP CF 0.5"
+expect_exit 0 "D = 2, 2 layers a stage --check" "$A" $M --data-parallel 2 --layers-per-stage 2 --check -q
+replayed 2 "D = 2"
+expect_exit 0 "D = 2 X = 2 CF 0.5 --check" "$A" $M $C --data-parallel 2 --expert-parallel 2 --check -q
+replayed 4 "D = 2 X = 2 CF 0.5"
+expect_exit 0 "D = 2 X = 2 alltoall CF 0.5 --check" "$A" $M $C --data-parallel 2 --expert-parallel 2 \
+  --moe-token-dispatcher alltoall --check -q
+replayed 4 "D = 2 X = 2 alltoall CF 0.5"
+# real bugs still fail
+for f in s0.l0.moe.router.w s1.l0.moe.router.w s0.l0.moe.e1.fc.w s1.l0.moe.e3.fc2.w; do
+  expect_exit 1 "$f x 1.1 with the replay: --check fails" env PPSRT_FAULT="grad=$f*1.1" "$A" $M $C --check -q
+  expect_grep "grad $f .*DIFFERS" "$f x 1.1: named"
+done
+# without the replay; --context-parallel
+expect_exit 0 "PPSRT_CHECK_REPLAY=0 --check" env PPSRT_CHECK_REPLAY=0 "$A" $M $C --check -q
+expect_grep "slots: the reference's; PPSRT_CHECK_REPLAY=0: not replayed" "PPSRT_CHECK_REPLAY=0: the comparison's line"
+expect_exit 0 "--context-parallel 2 --check" "$A" $M --context-parallel 2 --check -q
+if grep -q "routing of" "$WORK/out"; then fail "C = 2: a routing line"; else pass "C = 2: not replayed, no routing line"; fi
+finish
