@@ -22,8 +22,9 @@
  * layers, moe.c replay_route), so a bf16 near-tie of two experts' logits cannot send a
  * token elsewhere there; it says in how many slots its own choice differed (a failure
  * in F32) and that the replayed routing is the pipeline's (ppsrt_gpt_route_compare).
- * PPSRT_FAULT (tests only) scales one gradient tensor of the pipeline, shifts its loss
- * or lists the tensors compared, so that tests can watch the check say no.
+ * PPSRT_FAULT (tests only) scales one gradient tensor of the pipeline, shifts its loss,
+ * moves one token's expert in each MoE slot of the pipeline (route: moe.c fault_route) or
+ * lists the tensors compared, so that tests can watch the check say no.
  * What it does not: it does not check timing or memory (cli.c compares measured and
  * predicted memory), and it never exits; the caller turns mismatches into exit status 1. */
 #include "config.h"
@@ -140,7 +141,7 @@ static int fault_list(ppsrt_run *run, const ppsrt_model_config *mc, const char *
   return st;
 }
 
-int rt_fault_setup(ppsrt_run *run, const ppsrt_model_config *cfg, int check, const char *me) {
+int rt_fault_setup(ppsrt_run *run, ppsrt_model_config *cfg, int check, const char *me) {
   static const char *vars[] = {"PPSRT_CHECK_K", "PPSRT_CHECK_K_LOSS"};
   for (int i = 0; i < 2; i++) {
     const char *v = getenv(vars[i]);
@@ -157,6 +158,8 @@ int rt_fault_setup(ppsrt_run *run, const ppsrt_model_config *cfg, int check, con
   if (!strncmp(f, "loss+=", 6) && f[6]) {
     fault.dloss = strtod(f + 6, &end);
     if (!*end && isfinite(fault.dloss)) fault.kind = 2;
+  } else if (!strcmp(f, "route")) {   /* the pipeline's routing of one token moved (moe.c fault_route) */
+    if (cfg->num_experts > 0) fault.kind = 3;
   } else if (!strncmp(f, "grad=", 5)) {
     const char *star = strrchr(f, '*');
     size_t len = star ? (size_t)(star - (f + 5)) : 0;
@@ -170,7 +173,8 @@ int rt_fault_setup(ppsrt_run *run, const ppsrt_model_config *cfg, int check, con
     }
   }
   if (!fault.kind) {
-    fprintf(stderr, "%s: error: PPSRT_FAULT='%s': expected grad=NAME*SCALE, loss+=X or list (a fault for tests)\n",
+    fprintf(stderr, "%s: error: PPSRT_FAULT='%s': expected grad=NAME*SCALE, loss+=X, route (with "
+            "--num-experts) or list (a fault for tests)\n",
             me, f);
     return 2;
   }
@@ -178,6 +182,7 @@ int rt_fault_setup(ppsrt_run *run, const ppsrt_model_config *cfg, int check, con
     fprintf(stderr, "%s: error: PPSRT_FAULT='%s' plants a fault for --check to find: add --check\n", me, f);
     return 2;
   }
+  if (fault.kind == 3) cfg->moe_record = 2;   /* (--check set 1: the pipeline records its routing) */
   fprintf(stderr, "%s: warning: PPSRT_FAULT='%s': a fault planted for tests; --check must fail\n", me, f);
   return -1;
 }

@@ -255,6 +255,7 @@ int ppsrt_moe_init(ppsrt_moe *mo, const ppsrt_model_config *cfg, ppsrt_dtype at,
   mo->ocnt = calloc((size_t)mo->E, sizeof *mo->ocnt);
   mo->acnt = mo->a2a ? calloc((size_t)(nslot > 0 ? nslot : 1) * mo->X * mo->E, sizeof *mo->acnt) : NULL;
   mo->av = mo->a2a ? calloc(4 * (size_t)mo->X, sizeof *mo->av) : NULL;
+  mo->fault = cfg->moe_record == 2;
   mo->rec = cfg->moe_record ? malloc((size_t)(nslot > 0 ? nslot : 1) * mo->N * mo->K * sizeof *mo->rec) : NULL;
   if ((cfg->moe_record && !mo->rec) || !mo->cnt || !mo->shash || !mo->hcp || !mo->hidx || !mo->hpos || !mo->hstat || !mo->ocnt ||
       (mo->cap > 0 && (!mo->hw || !mo->hord)) || (mo->ebias && (!mo->hbias || !mo->hload)) ||
@@ -708,6 +709,32 @@ static int replay_route(ppsrt_moe *mo, ppsrt_backend *be, int slot, mbuf *b, pps
   return be->stream_sync(be, CS);   /* (hforce is written again by the next slot's routing) */
 }
 
+/* PPSRT_FAULT=route (check.c; tests only): the pipeline's first token of every slot
+ * routed, as its first choice, to the lowest expert it did not choose, forced on the
+ * routing kernel as the replay forces (its weights and statistics from the logits), and
+ * recorded so: the reference replays the wrong choice too, so its gradients agree and in
+ * F32 only "the reference's own choice differed" can fail the check (tests/runtime/
+ * moe_replay.sh): the guard on a wrong top-K that the replay would copy. */
+static int fault_route(ppsrt_moe *mo, ppsrt_backend *be, mbuf *b, ppsrt_moe_router *ro, float *stat) {
+  int N = mo->N, K = mo->K, E = mo->E, e = 0;
+  size_t NK = (size_t)N * K, j0 = NK * mo->j;
+  if (!mo->hforce && !(mo->hforce = malloc(NK * sizeof *mo->hforce)))
+    return PPSRT_FAIL(PPSRT_E_NOMEM, "gpt: out of host memory (experts)");
+  TRY(be->memcpy_async(be, CS, mo->hforce, b->idx + j0, NK * sizeof(int32_t), 2));
+  TRY(be->stream_sync(be, CS));
+  for (int k = 0; k < K; k = mo->hforce[k] == e ? (e++, 0) : k + 1) {}   /* (K < E: one is left) */
+  mo->hforce[0] = e;
+  if (!mo->dforce) {
+    TRY(be->alloc(be, NK * sizeof(int32_t), (void **)&mo->dforce));
+    mo->fbe = be;
+  }
+  TRY(be->memcpy_async(be, CS, mo->dforce, mo->hforce, NK * sizeof(int32_t), 1));
+  ro->force = mo->dforce;
+  TRY(be->moe_route(be, CS, b->lg, N, E, K, ro, b->idx + j0, b->w + j0, stat));
+  ro->force = NULL;
+  return be->stream_sync(be, CS);   /* (hforce is written again by the next slot's) */
+}
+
 static int moe_f_in(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, int slot, ppsrt_param *P, mbuf *b, const void *a,
                     const void *x1, void *y, const ppsrt_dropout *drop, int count_loss, const fscr *z) {
   int N = mo->N, K = mo->K, E = mo->E, h = mo->h, f = mo->f, fw = mo->fw, X = mo->X, e1 = mo->e0 + mo->El;
@@ -724,6 +751,7 @@ static int moe_f_in(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, int slot, pp
   TRY(router_of(mo, be, slot, &ro));
   if (mo->replay) TRY(replay_route(mo, be, slot, b, &ro, stat));
   else TRY(be->moe_route(be, CS, b->lg, N, E, K, &ro, b->idx + (size_t)NK * mo->j, b->w + (size_t)NK * mo->j, stat));
+  if (mo->fault && !mo->replay) TRY(fault_route(mo, be, b, &ro, stat));
   TRY(route_host(mo, c, be, slot, b, stat, count_loss));
   int R = local_rows(mo, cnt);
   /* the group's tokens (--expert-parallel), permuted; each local expert's FC1 (+ bias) on

@@ -392,7 +392,7 @@ int rt_lane_drain(ppsrt_ctx *c);
 int rt_check_gradients(ppsrt_ctx *c, double pipeline_loss, int *mismatch);
 /* PPSRT_FAULT and PPSRT_CHECK_K* (check.c; tests only): -1 to go on, else the exit status
  * (PPSRT_FAULT=list printed the tensors --check compares: 0; a bad value: 2). */
-int rt_fault_setup(ppsrt_run *run, const ppsrt_model_config *cfg, int check, const char *me);
+int rt_fault_setup(ppsrt_run *run, ppsrt_model_config *cfg, int check, const char *me);
 
 /* error.c */
 void ppsrt_error_set_rank(int rank);

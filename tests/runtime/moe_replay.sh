@@ -10,7 +10,8 @@
 #    position), T = 2 --sequence-parallel, D = 2 (the global batch: a replay of the wrong
 #    microbatch fails), D = 2 X = 2 with both dispatchers, with a capacity;
 #  - with the replay, --check still fails for real bugs: PPSRT_FAULT scaling the router's
-#    gradient or an expert's;
+#    gradient or an expert's; and a wrong top-K in the pipeline (PPSRT_FAULT=route), which
+#    the replay copies into the reference, fails on the own-choice line alone (F32);
 #  - PPSRT_CHECK_REPLAY=0 (tests) compares without the replay (the old comparison's line),
 #    and --context-parallel 2 is not replayed (no routing line: its ranks route parts of
 #    the sequences) and passes.
@@ -47,6 +48,16 @@ replayed 4 "D = 2 X = 2 alltoall CF 0.5"
 for f in s0.l0.moe.router.w s1.l0.moe.router.w s0.l0.moe.e1.fc.w s1.l0.moe.e3.fc2.w; do
   expect_exit 1 "$f x 1.1 with the replay: --check fails" env PPSRT_FAULT="grad=$f*1.1" "$A" $M $C --check -q
   expect_grep "grad $f .*DIFFERS" "$f x 1.1: named"
+done
+# a wrong top-K in the pipeline (PPSRT_FAULT=route: each slot's first token's first choice
+# moved to an expert it did not choose, consistently, and recorded so): the replay copies
+# it into the reference, so every gradient agrees, and in F32 only the reference's own
+# choice tells it: the check fails on that line alone (also at T = 2, X = 2 alltoall)
+for x in "" "--tensor-parallel 2 --sequence-parallel" "--data-parallel 2 --expert-parallel 2 --moe-token-dispatcher alltoall"; do
+  expect_exit 1 "PPSRT_FAULT=route $x: --check fails" env PPSRT_FAULT=route "$A" $M $x --check -q
+  if grep -q "own choice differed in [1-9][0-9]*: DIFFERS (in F32" "$WORK/out" && ! grep -q "grad .*DIFFERS" "$WORK/out"; then
+    pass "PPSRT_FAULT=route $x: the own-choice line alone"
+  else fail "PPSRT_FAULT=route $x: $(grep -v '^memory' "$WORK/out" | head -8)"; fi
 done
 # without the replay; --context-parallel
 expect_exit 0 "PPSRT_CHECK_REPLAY=0 --check" env PPSRT_CHECK_REPLAY=0 "$A" $M $C --check -q
