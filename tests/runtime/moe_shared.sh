@@ -27,8 +27,9 @@
 # Its gate (--moe-shared-expert-gate, Megatron-Core's: the shared output times
 # sigmoid(LN2(x1) . wg), wg = moe.shared.gate.w [h]; gradients against finite
 # differences in tests/kernels/gpt_grad):
-#  - --check passes for both layers on 1F1B and ZB-V, with T = 2 --sequence-parallel and
-#    ZB-V T = 2, D = 2 X = 2; T = 2, T = 2 with --sequence-parallel and D = 2 X = 2 give
+#  - --check passes for both layers on 1F1B and ZB-V, GPT's on ZB-H1, PipeOffload and
+#    Vocab-1, with dropout, C = 2, whole-stage recomputation, T = 2 --sequence-parallel,
+#    ZB-V T = 2, D = 2 X = 2 (and --no-compute runs); T = 2, T = 2 with --sequence-parallel and D = 2 X = 2 give
 #    T = 1's / X = 1's losses within 1e-6 (wg whole on every rank; under SP its gradient
 #    of each rank's rows summed over the group);
 #  - the identity sigmoid(0) = 1/2: a checkpoint of the gated model with wg = 0 and the
@@ -197,6 +198,24 @@ for s in a z; do
   expect_exit 0 "$s llama gated --check" "$WORK/$s" $LG --check -q
   expect_grep "^check: passed" "$s llama gated shared expert: check passes"
 done
+for s in zh po v1; do   # W apart from B, offloaded activations (the gate's entry too), a vocabulary-parallel schedule
+  expect_exit 0 "$s gpt gated --check" "$WORK/$s" $MG --check -q
+  expect_grep "^check: passed" "$s gpt gated shared expert: check passes"
+done
+expect_exit 0 "gated --hidden-dropout 0.2 --check" "$A" $MG --hidden-dropout 0.2 --check -q
+expect_grep "^check: passed" "gated, dropout: check passes"
+expect_exit 0 "gated --context-parallel 2 --check" "$A" $MG --seq 8 --context-parallel 2 --check -q
+expect_grep "^check: passed" "gated C = 2: check passes"
+expect_exit 0 "gated --no-compute" "$A" $MG --no-compute -q
+if [ -x "$WORK/rc" ]; then   # whole-stage recomputation (the gate's entry rebuilt by the recomputed F)
+  "$WORK/rc" $MG --check-memory -q > "$WORK/rcg.out" 2>&1
+  defs=$(sed -n 's/.*write .memory stage \([0-9]\): input = \([0-9.e-]*\);.*/-D i\1=\2/p' "$WORK/rcg.out" | tr '\n' ' ')
+  # shellcheck disable=SC2086
+  if [ -n "$defs" ] && build rcg "$top_srcdir/tests/runtime/cases/recompute.pps" $defs; then
+    expect_exit 0 "gated recomputation --check" "$WORK/rcg" $MG --check -q
+    expect_grep "^check: passed" "recomputation with a gated shared expert: check passes (memory too)"
+  else fail "gated recomputation: input shares '$defs'"; fi
+fi
 expect_exit 0 "gated T = 2 --sequence-parallel --check" "$A" $MG --tensor-parallel 2 --sequence-parallel --check -q
 expect_grep "^check: passed" "gated T = 2, SP: check passes"
 expect_exit 0 "gated ZB-V T = 2 --check" "$WORK/z" $LG --tensor-parallel 2 --check -q
