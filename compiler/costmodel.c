@@ -75,7 +75,13 @@
  *   runtime's --moe-shared-ffn-hidden) a shared expert, a dense MLP of width Sh on every
  *   token, split over a tensor-parallel group as the dense MLP (replicated under expert
  *   parallelism): FLOPs + hSh(fc1 + 1), bytes + its hpre and hact (Sh (fc1 + 1) a token,
- *   split), parameters + its FC1, FC2 and biases. docs/language.md "Mixture of experts".
+ *   split), parameters + its FC1, FC2 and biases. With moe_shared_gate = 1 (the runtime's
+ *   --moe-shared-expert-gate) its output gated per token by sigmoid(x . wg), wg [h]
+ *   whole on every GPU: FLOPs + h a token in F, B and W each (T x under tensor
+ *   parallelism, as the router; 1 x with sequence parallelism, each GPU its own rows),
+ *   bytes + 8 + (h + 1) d a token kept whole (z and s F32, the shared output before
+ *   the gate, dz; split by sequence parallelism), parameters + h (whole).
+ *   docs/language.md "Mixture of experts".
  * Tensor parallelism (hardware tensor_parallel = T, whole, default 1; Megatron-LM's:
  *   Shoeybi et al. 2019, Korthikanti et al. 2022): each pipeline device is a group of
  *   T GPUs, P x D x T GPUs in all, and every figure above is one GPU's (T = 1: all
@@ -417,7 +423,8 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
   const IrKeyVal *kf = kv_find(s->model, s->nmodel, "moe_ffn_hidden"), *ka = kv_find(s->model, s->nmodel, "moe_aux_loss");
   const IrKeyVal *kcf = kv_find(s->model, s->nmodel, "moe_capacity_factor");
   const IrKeyVal *ksh = kv_find(s->model, s->nmodel, "moe_shared_ffn_hidden");
-  double E = 0, K = 2, Fe = 0, cf = 0, Sh = 0;
+  const IrKeyVal *ksg = kv_find(s->model, s->nmodel, "moe_shared_gate");
+  double E = 0, K = 2, Fe = 0, cf = 0, Sh = 0, Sg = 0;
   int aux = 0;
   if (ke && !(ke->value >= 2 && ke->value <= 1024 && ke->value == floor(ke->value))) {
     diag_error(dg, ke->span, "model experts must be a whole number from 2 to 1024 (every layer's MLP is that many experts), got %g", ke->value);
@@ -425,8 +432,8 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
   } else if (ke) {
     E = ke->value;
   }
-  const IrKeyVal *moe_keys[5] = {kk, kf, ka, kcf, ksh};
-  for (int i = 0; i < 5 && !ke; i++)
+  const IrKeyVal *moe_keys[6] = {kk, kf, ka, kcf, ksh, ksg};
+  for (int i = 0; i < 6 && !ke; i++)
     if (moe_keys[i]) {
       diag_error(dg, moe_keys[i]->span, "model %s sets up the experts of model experts = E: add it", moe_keys[i]->key);
       errors++;
@@ -448,6 +455,15 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
     errors++;
   } else if (ksh && ke) {
     Sh = ksh->value;
+  }
+  if (ksg && ksg->value != 0 && ksg->value != 1) {
+    diag_error(dg, ksg->span, "model moe_shared_gate must be 0 or 1 (1: the shared expert's output gated by sigmoid(x . wg)), got %g", ksg->value);
+    errors++;
+  } else if (ksg && ke && ksg->value == 1 && !ksh) {
+    diag_error(dg, ksg->span, "model moe_shared_gate gates the shared expert of model moe_shared_ffn_hidden: add it");
+    errors++;
+  } else if (ksg && ke) {
+    Sg = ksg->value == 1 && Sh > 0;
   }
   if (Sh > 0 && T > 1 && fmod(Sh, T) != 0) {
     diag_error(dg, kt->span, "hardware tensor_parallel = %d must divide the shared expert's width %g (each GPU takes 1/T of its columns)", T, Sh);
@@ -543,6 +559,7 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
   double Kx = K, nt = sq * b / C;
   if (E > 0 && cf > 0 && nt > 0) Kx = fmin(nt * K, E * moe_cap(nt, E, K, cf)) / nt;
   if (E > 0) mat_h = 2 + 2 * gr + (Kx * Fe + Sh) * (fc1 + 1) / h + T * E / h;   /* (Sh: the shared expert) */
+  if (Sg > 0) mat_h += (sp && T > 1 ? 1 : T) / h;   /* its gate's x . wg: the rows of every GPU (SP: its own) */
   double d = mk[8] ? mk[8]->value : 2;
   out->dtype_bytes = d;
   int shape = mk[0] && mk[1] && mk[5] && mk[6];
@@ -668,6 +685,7 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
      * F32 statistics) and split over a tensor-parallel group (qkv, att, hpre, hact;
      * the attention's F32 statistics): costmodel.c's header */
     double whole = 6 * h * d + (rmsnorm ? 8 : 16);
+    whole += Sg > 0 ? 8 + (h + 1) * d : 0;   /* the shared expert's gate: z, s (F32), its output, dz */
     double split = (2 + 2 * gr) * h * d + (fc1 + 1) * (E > 0 ? Sh : f) * d + 4 * heads;   /* (hpre, hact: dense or shared) */
     /* of one GPU's s / C tokens (C = 1 without context parallelism) */
     out->act_layer = sq * b * (whole + split) / C;
@@ -714,6 +732,7 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
       mats += (fc1 + 1) * h * Sh;
       col_bias += bias ? fc1 * Sh : 0;
       row_bias += bias && Sh > 0 ? h : 0;
+      router += Sg > 0 ? h : 0;   /* its gate's wg, whole as the router */
     }
     /* one GPU's: the matrices and the column-parallel biases 1/T, the rest whole */
     double per_layer = (mats + col_bias) / T + row_bias + 2 * norm + router + experts;

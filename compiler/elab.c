@@ -140,7 +140,8 @@ static const char *const key_names[K_N] = {"TF", "TB", "TW", "TC", "TBW", "TIF",
 static const char *const model_keys[] = {"layers", "hidden", "ffn_hidden", "heads", "query_groups", "seq",
                                          "micro_batch", "vocab", "dtype_bytes", "swiglu", "rmsnorm", "rope",
                                          "bias", "tie_embeddings", "experts", "moe_topk", "moe_ffn_hidden",
-                                         "moe_aux_loss", "moe_capacity_factor", "moe_shared_ffn_hidden", NULL};
+                                         "moe_aux_loss", "moe_capacity_factor", "moe_shared_ffn_hidden",
+                                         "moe_shared_gate", NULL};
 static const char *const hardware_keys[] = {"memory", "flops", "host_bandwidth", "peer_bandwidth", "efficiency",
                                             "d2h_bandwidth", "h2d_bandwidth", "devices_per_host_link",
                                             "duplex_bandwidth", "data_parallel", "dp_bandwidth", "dp_latency",

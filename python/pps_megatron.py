@@ -36,15 +36,15 @@ moe_router_score_function softmax or sigmoid, moe_router_pre_softmax,
 moe_router_topk_scaling_factor, moe_z_loss_coeff, moe_router_enable_expert_bias and
 moe_router_bias_update_rate -> the runtime's flags of those names, the router's
 expert_bias buffer (when the files hold it; else 0) -> moe.router.expert_bias;
-moe_shared_expert_intermediate_size -> --moe-shared-ffn-hidden, its SharedExpertMLP
-without a gate;
+moe_shared_expert_intermediate_size -> --moe-shared-ffn-hidden, its SharedExpertMLP,
+and moe_shared_expert_gate -> --moe-shared-expert-gate (its gate_weight [1, h]);
 expert_model_parallel_size: the directories' EP, no flag, since PPS checkpoints are the
 same at any --expert-parallel). Refused, naming the argument: qk_layernorm,
 post-layer-norm residuals, uneven pipeline stages, Megatron's legacy (non-Core) model,
 the torch_dist format (convert it first with Megatron's own `--ckpt-convert-format
 torch --ckpt-convert-save DIR`), and what the runtime's experts cannot compute:
 moe_layer_freq other than every layer, a score function other than softmax or sigmoid,
-the shared expert's gate (moe_shared_expert_gate), group-limited routing, padding the
+group-limited routing, padding the
 experts' inputs to the capacity, input
 jitter, Sinkhorn, expert_tensor_parallel_size other than the tensor-parallel size and
 the legacy GroupedMLP (experts.weight1 / weight2) under tensor parallelism.
@@ -80,6 +80,8 @@ The mapping (Megatron weights are [out, in], Y = X W^T; PPS's [in, out], Y = X W
     the shared expert (moe_shared_expert_intermediate_size S): mlp.shared_experts.
     linear_fc1/fc2.weight (and .bias), split over TP like the dense MLP, on every EP rank
                                           moe.shared.fc.w, fc.b, fc2.w, fc2.b
+    and with moe_shared_expert_gate mlp.shared_experts.gate_weight [1, h], replicated over
+    TP and EP                             moe.shared.gate.w [h]
   (*._extra_state: Transformer Engine's FP8 metadata, skipped; every other tensor a
   model of this config does not have is refused.)
 
@@ -497,6 +499,8 @@ class Config:
         self.S = pos_int("moe_shared_expert_intermediate_size") if a.get("moe_shared_expert_intermediate_size") else 0
         if self.S % T:
             refuse("tensor_model_parallel_size", "does not divide moe_shared_expert_intermediate_size %d" % self.S)
+        # the shared expert's gate (SharedExpertMLP's gate_weight; without a shared expert Megatron has none)
+        self.SG = bool(a.get("moe_shared_expert_gate")) and self.S > 0
         self.EP = EP
         if E % EP:
             refuse("expert_model_parallel_size", "does not divide num_experts %d" % E)
@@ -512,7 +516,6 @@ class Config:
         for k, ok, why in (
                 ("moe_router_score_function", lambda x: x in (None, "softmax", "sigmoid"),
                  "the runtime's router scores are softmax or sigmoid"),
-                ("moe_shared_expert_gate", lambda x: not x, "the runtime's shared expert has no gate"),
                 ("moe_router_num_groups", lambda x: not x, "the runtime has no group-limited routing"),
                 ("moe_router_group_topk", lambda x: not x, "the runtime has no group-limited routing"),
                 ("moe_pad_expert_input_to_capacity", lambda x: not x, "the runtime drops past the capacity without "
@@ -732,6 +735,9 @@ def convert(ckpt, index, stages=None, optimizer="sgd", seq=None, iteration=None)
             out.append((q + "moe.shared.fc2.w", [S * h], lambda: colpar(n2 + "weight", h, S // T)))
             if c.bias:
                 out.append((q + "moe.shared.fc2.b", [h], lambda: m.replicated(p, v, pre + n2 + "bias", [h])))
+            if c.SG:   # its gate: gate_weight [1, h], whole on every TP rank
+                out.append((q + "moe.shared.gate.w", [h],
+                            lambda: m.replicated(p, v, pre + "mlp.shared_experts.gate_weight", [1, h])))
         return out
     per = L // (P * c.VP)
     tensors = [("vocab.tok", [V * h], lambda: word("embedding.word_embeddings.weight", 0, 0))]
@@ -854,6 +860,8 @@ def convert(ckpt, index, stages=None, optimizer="sgd", seq=None, iteration=None)
         meta.update(num_experts=str(c.E), moe_topk=str(c.K), moe_ffn_hidden=str(c.F), moe_aux_loss_coeff="%.17g" % c.aux)
         if c.S:
             meta.update(moe_shared_ffn_hidden=str(c.S))
+        if c.SG:
+            meta["moe_shared_expert_gate"] = "1"
         if c.cap > 0:
             meta.update(moe_expert_capacity_factor="%.17g" % c.cap, moe_token_drop_policy=c.drop_policy)
         meta["moe_router_score_function"] = "sigmoid" if c.sigmoid else "softmax"
@@ -899,6 +907,8 @@ def flags(c, V, seq, stages):
         fl += " --num-experts %d --moe-topk %d --moe-ffn-hidden %d" % (c.E, c.K, c.F)
         if c.S:
             fl += " --moe-shared-ffn-hidden %d" % c.S
+        if c.SG:
+            fl += " --moe-shared-expert-gate"
         if c.aux > 0:
             fl += " --moe-aux-loss-coeff " + _num(c.aux)
         if c.cap > 0:

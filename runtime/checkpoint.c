@@ -480,6 +480,7 @@ static void write_meta(FILE *h, const ppsrt_run *run, long step, int *first) {
       snprintf(buf, sizeof buf, "%d", cfg->moe_ffn_hidden); meta_kv(h, "moe_ffn_hidden", buf, first);
       if (cfg->moe_shared_ffn) {   /* the shared expert (absent: none) */
         snprintf(buf, sizeof buf, "%d", cfg->moe_shared_ffn); meta_kv(h, "moe_shared_ffn_hidden", buf, first);
+        if (cfg->moe_shared_gate) meta_kv(h, "moe_shared_expert_gate", "1", first);   /* (absent: none) */
       }
       snprintf(buf, sizeof buf, "%.17g", cfg->moe_aux_coeff); meta_kv(h, "moe_aux_loss_coeff", buf, first);
       /* the router (--moe-router-*, --moe-z-loss-coeff): the score function and pre-softmax
@@ -1080,6 +1081,13 @@ int rt_ckpt_open(ppsrt_run *run, const char *path, rt_ckpt **out) {
       else
         rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s' holds a gpt with --moe-shared-ffn-hidden %ld, this run's has %d\n"
                         "hint: run with --moe-shared-ffn-hidden %ld", path, x, cfg->moe_shared_ffn, x);
+      goto fail;
+    }
+    int sg = kv_find(kv, nkv, "moe_shared_expert_gate") != NULL;   /* the shared expert's gate (absent: none) */
+    if (sg != (cfg->moe_shared_gate != 0)) {
+      rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s' holds a gpt %s --moe-shared-expert-gate, this run's %s\nhint: run "
+                      "%s --moe-shared-expert-gate", path, sg ? "with" : "without", sg ? "is without" : "has it",
+                      sg ? "with" : "without");
       goto fail;
     }
   }

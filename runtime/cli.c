@@ -64,7 +64,10 @@ static const char usage_text[] =
   "                           load-balancing loss's coefficient (default 0: none); docs/models.md\n"
   "  --moe-shared-ffn-hidden S   gpt experts: a shared expert, a dense MLP of width S on every token\n"
   "                           added to the routed experts' output (Megatron-LM's\n"
-  "                           --moe-shared-expert-intermediate-size; default: none; no gate)\n"
+  "                           --moe-shared-expert-intermediate-size; default: none)\n"
+  "  --moe-shared-expert-gate   gpt experts: the shared expert's output scaled per token by\n"
+  "                           sigmoid(x . wg), x the MoE layer's input, wg [h] (Megatron-LM's\n"
+  "                           --moe-shared-expert-gate, Qwen2-MoE's; needs --moe-shared-ffn-hidden)\n"
   "  --moe-expert-capacity-factor CF   gpt experts: each expert keeps at most ceil(CF N K / E) of a\n"
   "                           rank's N K slots a microbatch, the others dropped (default: dropless);\n"
   "                           --moe-token-drop-policy probs|position keeps the largest routing\n"
@@ -434,6 +437,7 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   cfg->moe_topk = (int)model_kv(p, "moe_topk", 0);
   cfg->moe_ffn_hidden = (int)model_kv(p, "moe_ffn_hidden", 0);
   cfg->moe_shared_ffn = (int)model_kv(p, "moe_shared_ffn_hidden", 0);
+  cfg->moe_shared_gate = model_kv(p, "moe_shared_gate", 0) != 0;
   cfg->moe_capacity = model_kv(p, "moe_capacity_factor", 0);
   cfg->rope_factor = 8; cfg->rope_low_freq = 1; cfg->rope_high_freq = 4; cfg->rope_orig_max = 8192;   /* Llama 3.1's */
   /* --arch, then the architecture flags over it (-1: not given) */
@@ -615,6 +619,7 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
         return usage_error(me, "--moe-router-score-function needs softmax or sigmoid, got '%s'", v ? v : "");
       cfg->moe_router_sigmoid = !strcmp(v, "sigmoid");
       arch_flag = 1;
+    } else if (!strcmp(a, "--moe-shared-expert-gate")) { cfg->moe_shared_gate = arch_flag = 1;
     } else if (!strcmp(a, "--moe-router-pre-softmax")) { cfg->moe_router_pre_softmax = arch_flag = 1;
     } else if (!strcmp(a, "--moe-router-enable-expert-bias")) { cfg->moe_expert_bias = arch_flag = 1;
     } else if (flag_is(a, "--moe-router-topk-scaling-factor", &v, argc, argv, &i)) {

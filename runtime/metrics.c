@@ -477,6 +477,7 @@ void rt_print_json(ppsrt_run *run, int status) {
       else
         fprintf(f, ",\"expert_bias_update_rate\":null");
       if (mc->moe_shared_ffn) fprintf(f, ",\"shared_ffn_hidden\":%d", mc->moe_shared_ffn);
+      if (mc->moe_shared_ffn && mc->moe_shared_gate) fprintf(f, ",\"shared_gate\":true");
       fprintf(f, "}");
     }
     if (mc->num_experts && mc->moe_capacity > 0)   /* (after it: the object above unchanged without one) */

@@ -122,6 +122,8 @@ typedef struct ppsrt_model_config {
   int moe_shared_ffn;     /* --moe-shared-ffn-hidden S (Megatron's --moe-shared-expert-intermediate-size): a dense
                            * MLP of width S (the experts' activation and biases) on every token, its output added
                            * to the routed experts' (0: none; needs num_experts) */
+  int moe_shared_gate;    /* --moe-shared-expert-gate (Megatron's): the shared expert's output scaled per token by
+                           * sigmoid(x . wg), x the MoE layer's input, wg [h] (moe.shared.gate.w; needs moe_shared_ffn) */
   double moe_aux_coeff;   /* the load-balancing loss's coefficient (0: none) */
   double moe_capacity;    /* --moe-expert-capacity-factor CF: each expert keeps at most ceil(CF N K / E) of a
                            * rank's N K slots, the rest dropped (0: dropless) */

@@ -17,7 +17,10 @@
  *           (runtime/moe.c: router, permutation, experts, combine; their F/B/W parts);
  *           --moe-shared-ffn-hidden S adds a shared expert, this file's dense MLP of width S
  *           on every token, its output added to the experts' before the dropout:
- *           y = x1 + drop(experts(LN2(x1)) + fc2(act(fc(LN2(x1))))) (params moe.shared.*)
+ *           y = x1 + drop(experts(LN2(x1)) + fc2(act(fc(LN2(x1))))) (params moe.shared.*);
+ *           --moe-shared-expert-gate scales the shared expert's output (its FC2 bias included)
+ *           per token by sigmoid(LN2(x1) . wg), wg [h] (moe.shared.gate.w, whole on every rank;
+ *           Megatron-Core's gate_weight; see shared_gate_f/_b/_w below)
  *   data    ids seeded per (seed, microbatch); target[t] = (ids[t] + ids[t-1]) mod V
  *
  * Passes: F forward (saves what the backward needs, plus a gradient area for B); B the
@@ -114,13 +117,14 @@
 #define CS PPSRT_STREAM_COMPUTE
 
 /* layer parameters */
-enum { LN1G, LN1B, QKVW, QKVB, PROJW, PROJB, LN2G, LN2B, FCW, FCB, FC2W, FC2B, NLP };
+enum { LN1G, LN1B, QKVW, QKVB, PROJW, PROJB, LN2G, LN2B, FCW, FCB, FC2W, FC2B, SGW, NLP };
 static const char *const lp_names[NLP] = {"ln1.g", "ln1.b", "qkv.w", "qkv.b", "proj.w", "proj.b",
-                                          "ln2.g", "ln2.b", "fc.w", "fc.b", "fc2.w", "fc2.b"};
+                                          "ln2.g", "ln2.b", "fc.w", "fc.b", "fc2.w", "fc2.b", "gate.w"};
 /* what F saves per layer (activation store entries) */
-enum { FE_LN1, FE_ST, FE_QKV, FE_LSE, FE_ATT, FE_X1, FE_LN2, FE_HPRE, FE_HACT, FE_MOE, FE_Y, NFE };
+enum { FE_LN1, FE_ST, FE_QKV, FE_LSE, FE_ATT, FE_X1, FE_LN2, FE_HPRE, FE_HACT, FE_MOE, FE_SG, FE_Y, NFE };
 /* (hpre, hact: the dense MLP's, or with --num-experts the shared expert's, -1 without one;
- * FE_MOE the experts' entry, moe.h, -1 without experts) */
+ * FE_MOE the experts' entry, moe.h, -1 without experts; FE_SG the shared expert's gate,
+ * -1 without --moe-shared-expert-gate: sg_bytes) */
 
 /* Store indices of one (mb, stage), recorded as F saves them. B saves nothing and frees
  * nothing (b_free = 0): it writes the gradients W needs into buffers whose forward
@@ -175,6 +179,9 @@ typedef struct gpt {
   int moe_on, lpb;         /* --num-experts: every layer's MLP is experts (moe.c); a layer's parameters */
   int mlp;                 /* the layer has the dense MLP (fc, fc2): without experts, or with --num-experts the
                             * shared expert of --moe-shared-ffn-hidden (F, f, fw its widths) */
+  int sg;                  /* --moe-shared-expert-gate: the shared expert's output gated (SGW, FE_SG) */
+  int32_t *sgi;            /* with sg, device int32 [2n]: 0 .. n-1 (the gate's rows, moe_unpermute's pos), then
+                            * n zeros (its one "expert", moe_route_bwd's idx) */
   ppsrt_moe moe;
   float *lst;              /* device: [nmb][3N] loss statistics (the device reporting the loss) */
   int nl;                  /* slots of lst filled this iteration */
@@ -323,6 +330,16 @@ static int slot_dytop(void) { return 0; }
 static int slot_dx1(const gpt *g, int l) { return 1 + l; }
 static int slot_dx(const gpt *g, int l) { return l > 0 ? 1 + g->L + (l - 1) : 2 * g->L; }   /* l = 0: dx0 */
 
+/* --moe-shared-expert-gate's store entry, this rank's n rows (its token rows under
+ * --sequence-parallel, the rows the gate runs on, as Megatron-Core's): z = LN2 . wg
+ * (F32 [n]) | s = sigmoid(z) (F32 [n]) | u, the shared expert's output before the gate
+ * (act [n, h], for B's ds = dy . u) | dz, written by B for W (act [n]). */
+static size_t sg_bytes(const gpt *g) { return (size_t)g->n * (2 * sizeof(float) + ((size_t)g->h + 1) * g->es); }
+static float *sg_z(const gpt *g, void *e) { (void)g; return e; }
+static float *sg_s(const gpt *g, void *e) { return (float *)e + g->n; }
+static char *sg_u(const gpt *g, void *e) { return (char *)e + (size_t)g->n * 2 * sizeof(float); }
+static char *sg_dz(const gpt *g, void *e) { return sg_u(g, e) + (size_t)g->n * g->h * g->es; }
+
 /* Bytes F saves per layer, and per stage (mirrors gpt_f exactly). With
  * --sequence-parallel what lives on the residual stream (ln1, x1, ln2, y, the layer
  * norms' statistics, the stage input and the gradient slots) is this rank's n = N/T
@@ -337,6 +354,7 @@ static size_t layer_bytes(const gpt *g, int with_y) {
          + 2 * Nh                            /* x1, ln2 */
          + (g->moe_on ? g->moe.bytes : 0)   /* the experts' entry (moe.h) */
          + (g->mlp ? (size_t)g->N * (g->fw + g->f) * g->es : 0)   /* hpre (SwiGLU: gate | up), hact (dense or shared) */
+         + (g->sg ? sg_bytes(g) : 0)         /* the shared expert's gate */
          + (with_y ? Nh : 0);                /* y, the next layer's input */
 }
 
@@ -495,12 +513,61 @@ static int add_loss(ppsrt_model *m, const float *mx, const float *se, const floa
 
 /* ---- one transformer layer ---- */
 
+/* --moe-shared-expert-gate (Megatron-Core's SharedExpertMLP gate) on the existing MoE
+ * kernels: the sigmoid is a router of one expert, top-1 (moe_route: w = s = sigmoid(z),
+ * no renormalisation with K = 1; moe_route_bwd: dz = ds s (1 - s)), the row scaling a
+ * combine of one slot a row (moe_unpermute: o = s u; its backward du = s dy and
+ * ds = dy . u); z = x . wg a product of N = 1 column. The gate runs on this rank's n
+ * rows, wg is whole on every rank: under --sequence-parallel its gradient (of the
+ * rank's rows) is summed over the group by sp_sync, as the norms'; without, every rank
+ * computes the same whole gradient. */
+static ppsrt_moe_router sg_router(void) {
+  ppsrt_moe_router r;
+  memset(&r, 0, sizeof r);
+  r.sigmoid = 1;
+  return r;
+}
+/* F: z = ln2 wg (ln2 this rank's n rows), s = sigmoid(z), into the entry e */
+static int sg_scores(const gpt *g, ppsrt_backend *be, const void *ln2, const ppsrt_param *w, void *e) {
+  int n = g->n;
+  ppsrt_moe_router r = sg_router();
+  void *t;   /* moe_route's idx (int32 [n], all 0) and statistics (F32 [3]), unused */
+  TRY(be->gemm(be, CS, 0, 0, n, 1, g->h, 1.0f, ln2, AT, g->h, w->param.data, AT, 1, 0.0f, sg_z(g, e), PPSRT_F32, 1));
+  TRY(be->alloc(be, (size_t)n * sizeof(int32_t) + 3 * sizeof(float), &t));
+  int rc = be->moe_route(be, CS, sg_z(g, e), n, 1, 1, &r, t, sg_s(g, e), (float *)((int32_t *)t + n));
+  be->free(be, t);
+  return rc;
+}
+/* F: o (the shared expert's output, n rows, without FC2's bias) <- s (o + b), keeping
+ * u = o + b in the entry for B */
+static int sg_apply(const gpt *g, ppsrt_backend *be, ppsrt_param **p, void *o, void *e) {
+  int n = g->n, h = g->h;
+  char *u = sg_u(g, e);
+  if (p[FC2B]) TRY(be->add_bias(be, CS, u, o, p[FC2B]->param.data, n, h));
+  else TRY(be->memcpy_async(be, CS, u, o, (size_t)n * h * g->es, 0));
+  return be->moe_unpermute(be, CS, o, NULL, u, g->sgi, sg_s(g, e), n, 1, h);
+}
+/* B: from dym (the gradient of the gated output, n rows, through the dropout's mask):
+ * du = s dym (the shared expert's output gradient) and the entry's dz = (dym . u) s (1 - s) */
+static int sg_b(const gpt *g, ppsrt_backend *be, const void *dym, void *e, void *du) {
+  int n = g->n, h = g->h;
+  ppsrt_moe_router r = sg_router();
+  float *ds;
+  TRY(be->alloc(be, (size_t)n * sizeof(float), (void **)&ds));
+  int rc = be->moe_unpermute_bwd(be, CS, du, ds, dym, sg_u(g, e), g->sgi, sg_s(g, e), n, 1, h);
+  if (!rc) rc = be->moe_route_bwd(be, CS, sg_dz(g, e), ds, sg_z(g, e), g->sgi + n, &r, NULL, n, 1, 1);
+  be->free(be, ds);
+  return rc;
+}
+
 /* The MLP's FC2 in F: y = res + drop(hact Wfc2 + b) on this rank's n rows (tensor
  * parallel: the partial products summed over the group, or reduce-scattered, first; the
  * bias added once after). res is x1 for the dense MLP, or y itself for the shared
- * expert (y then holds x1 + drop(experts): the product goes to a scratch first). */
+ * expert (y then holds x1 + drop(experts): the product goes to a scratch first). sge:
+ * the shared expert's gate entry (--moe-shared-expert-gate, else NULL): y = res +
+ * drop(s (hact Wfc2 + b)). */
 static int fc2_f(ppsrt_model *m, ppsrt_ctx *c, int mb, int gl, ppsrt_param **p, const void *hact, const void *res,
-                 void *y) {
+                 void *y, void *sge) {
   gpt *g = m->impl;
   ppsrt_backend *be = m->be;
   int N = g->N, n = g->n, h = g->h, f = g->f;
@@ -510,15 +577,17 @@ static int fc2_f(ppsrt_model *m, ppsrt_ctx *c, int mb, int gl, ppsrt_param **p, 
     TRY(be->memcpy_async(be, CS, y, res, nh * es, 0));
     return linear_f(g, be, N, h, f, hact, p[FC2W]->param.data, 1.0f, y, PD(p[FC2B]));
   }
-  if (res == y && !g->dth && g->tp == 1) return linear_f(g, be, N, h, f, hact, p[FC2W]->param.data, 1.0f, y, PD(p[FC2B]));
+  if (res == y && !g->dth && g->tp == 1 && !sge) return linear_f(g, be, N, h, f, hact, p[FC2W]->param.data, 1.0f, y, PD(p[FC2B]));
   void *o = y;   /* the product (the group's sum): into y, or a scratch when y holds the residual */
   if (res == y) TRY(be->alloc(be, (size_t)N * h * es, &o));   /* (N rows: the product before any scatter) */
   int rc = g->tp > 1 ? gemm_tp_sum(c, g, be, 0, 0, N, h, f, hact, f, p[FC2W]->param.data, h, o)
                      : be->gemm(be, CS, 0, 0, N, h, f, 1.0f, hact, AT, f, p[FC2W]->param.data, AT, h, 0.0f, o, AT, h);
-  if (!rc && g->dth) rc = drop_rows(m, mb, gl, PPSRT_DROP_FC2, y, res, o, PD(p[FC2B]));
+  const void *bias = sge ? NULL : PD(p[FC2B]);   /* (the gate: the bias added before it) */
+  if (!rc && sge) rc = sg_apply(g, be, p, o, sge);
+  if (!rc && g->dth) rc = drop_rows(m, mb, gl, PPSRT_DROP_FC2, y, res, o, bias);
   else if (!rc) {
     rc = be->add(be, CS, y, o, res, nh);
-    if (!rc && p[FC2B]) rc = be->add_bias(be, CS, y, y, p[FC2B]->param.data, n, h);
+    if (!rc && bias) rc = be->add_bias(be, CS, y, y, bias, n, h);
   }
   if (o != y) be->free(be, o);
   return rc;
@@ -535,7 +604,7 @@ static int layer_f_in(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, 
   int N = g->N, n = g->n, h = g->h, q = g->q, D = g->D, ha = g->ha, f = g->f;
   size_t es = g->es, nh = (size_t)n * h;
   int *fi = IX(g, mb, loc)->lf + (size_t)l * NFE;
-  void *ln1, *qkv, *att, *x1, *ln2, *hpre = NULL, *hact = NULL, *mbuf = NULL, *y;
+  void *ln1, *qkv, *att, *x1, *ln2, *hpre = NULL, *hact = NULL, *mbuf = NULL, *sge = NULL, *y;
   const void *a;   /* the input of QKV or FC1: ln1 / ln2, all N rows */
   float *st, *lse;
   TRY(save(c, mb, stage, nh * es, &ln1, &fi[FE_LN1]));
@@ -551,6 +620,8 @@ static int layer_f_in(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, 
     TRY(save(c, mb, stage, (size_t)N * g->fw * es, &hpre, &fi[FE_HPRE]));
     TRY(save(c, mb, stage, (size_t)N * f * es, &hact, &fi[FE_HACT]));
   }
+  fi[FE_SG] = -1;
+  if (g->sg) TRY(save(c, mb, stage, sg_bytes(g), &sge, &fi[FE_SG]));   /* the shared expert's gate */
   if (keep_y) TRY(save(c, mb, stage, nh * es, &y, &fi[FE_Y]));
   else {
     fi[FE_Y] = -1;
@@ -600,7 +671,9 @@ static int layer_f_in(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, 
     if (!g->mlp) return 0;
   }
   /* (with experts the shared expert, below: y += drop(its output), the same mask, so that
-   * y = x1 + drop(experts + shared)) */
+   * y = x1 + drop(experts + shared); with its gate y = x1 + drop(experts + s shared), s
+   * from this rank's rows of ln2) */
+  if (g->sg) K(sg_scores(g, be, ln2, p[SGW], sge));
   if (!g->sw && p[FCB]) {
     EPI(fused(be, PPSRT_EP_BIAS_GELU, 0, 0, N, f, h, a, h, p[FCW]->param.data, f, 0.0f, hact, AT, f,
               p[FCB]->param.data, hpre, NULL),
@@ -610,7 +683,7 @@ static int layer_f_in(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, 
     TRY(linear_f(g, be, N, g->fw, h, a, p[FCW]->param.data, 0.0f, hpre, PD(p[FCB])));
     K(g->sw ? be->swiglu_fwd(be, CS, hact, hpre, N, f) : be->gelu_fwd(be, CS, hact, hpre, (size_t)N * f));
   }
-  return fc2_f(m, c, mb, gl, p, hact, g->moe_on ? y : x1, y);
+  return fc2_f(m, c, mb, gl, p, hact, g->moe_on ? y : x1, y, sge);
 }
 static int layer_f(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int l, void *x, int keep_y,
                    void **yout) {
@@ -683,7 +756,7 @@ static int layer_b(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int
   size_t es = g->es, nh = (size_t)n * h;
   sidx *e = IX(g, mb, loc);
   int *fi = e->lf + (size_t)l * NFE;
-  void *x, *ln1, *qkv, *att, *x1, *ln2, *hpre = NULL, *mbuf = NULL, *area, *tmp;
+  void *x, *ln1, *qkv, *att, *x1, *ln2, *hpre = NULL, *mbuf = NULL, *sge = NULL, *du = NULL, *area, *tmp;
   const void *dyf, *dx1f;   /* dy, dx1: all N rows */
   float *st, *lse;
   TRY(layer_input(c, g, mb, stage, loc, l, &x));
@@ -696,6 +769,7 @@ static int layer_b(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int
   TRY(get(c, mb, stage, fi[FE_LN2], &ln2));
   if (fi[FE_HPRE] >= 0) TRY(get(c, mb, stage, fi[FE_HPRE], &hpre));
   if (fi[FE_MOE] >= 0) TRY(get(c, mb, stage, fi[FE_MOE], &mbuf));
+  if (fi[FE_SG] >= 0) TRY(get(c, mb, stage, fi[FE_SG], &sge));
   TRY(get(c, mb, stage, e->grad, &area));
   void *dx1 = slot(g, area, slot_dx1(g, l));
   ppsrt_param *p[NLP];
@@ -716,7 +790,14 @@ static int layer_b(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int
   /* the experts and the router (moe.c): dln2 -> ln2's buffer; then the dense MLP's (or
    * the shared expert's, added to the experts') */
   if (!rc && g->moe_on) rc = ppsrt_moe_b(&g->moe, c, be, moe_slot(g, mb, loc, l), MP(m, loc, l), mbuf, dyf, ln2);
+  /* the shared expert's gate: its output's gradient s dy (all-gathered again) for its
+   * MLP; dz for W; then dln2 (this rank's rows) += dz wg^T */
+  if (!rc && sge && !(rc = be->alloc(be, nh * es, &du)) && !(rc = sg_b(g, be, dym, sge, du)))
+    rc = sp_gather(c, g, du, G, h, &dyf);
   if (!rc && g->mlp) rc = mlp_b(c, g, be, p, dyf, hpre, ln2, tmp, g->moe_on);
+  if (!rc && sge)
+    rc = be->gemm(be, CS, 0, 0, n, h, 1, 1.0f, sg_dz(g, sge), AT, 1, p[SGW]->param.data, AT, h, 1.0f, ln2, AT, h);
+  be->free(be, du);
   if (rc ||
       (rc = be->memcpy_async(be, CS, dx1, dy, nh * es, 0)) ||
       (rc = be->layernorm_bwd_input(be, CS, dx1, ln2, x1, nmean(g, st, 1, n), nrstd(g, st, 1, n), p[LN2G]->param.data,
@@ -759,7 +840,7 @@ static int layer_w(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int
   int N = g->N, n = g->n, h = g->h, q = g->q, ha = g->ha, f = g->f, fw = g->fw;
   sidx *e = IX(g, mb, loc);
   int *fi = e->lf + (size_t)l * NFE;
-  void *x, *dln1, *dqkv, *att, *x1, *dln2, *dhpre = NULL, *hact = NULL, *mbuf = NULL, *area;
+  void *x, *dln1, *dqkv, *att, *x1, *dln2, *dhpre = NULL, *hact = NULL, *mbuf = NULL, *sge = NULL, *area;
   const void *a;
   float *st;
   TRY(layer_input(c, g, mb, stage, loc, l, &x));
@@ -772,6 +853,7 @@ static int layer_w(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int
   if (fi[FE_HPRE] >= 0) TRY(get(c, mb, stage, fi[FE_HPRE], &dhpre));
   if (fi[FE_HACT] >= 0) TRY(get(c, mb, stage, fi[FE_HACT], &hact));
   if (fi[FE_MOE] >= 0) TRY(get(c, mb, stage, fi[FE_MOE], &mbuf));
+  if (fi[FE_SG] >= 0) TRY(get(c, mb, stage, fi[FE_SG], &sge));
   TRY(get(c, mb, stage, e->grad, &area));
   void *dy = slot(g, area, l + 1 < g->L ? slot_dx(g, l + 1) : slot_dytop()), *dx1 = slot(g, area, slot_dx1(g, l));
   ppsrt_param *p[NLP];
@@ -779,15 +861,26 @@ static int layer_w(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int
   float *g2g = p[LN2G]->grad, *g2b = PG(p[LN2B]), *g1g = p[LN1G]->grad, *g1b = PG(p[LN1B]);
   const void *dm;   /* dy, dx1 through --hidden-dropout's masks (into dd [n, h]) */
   int gl = stage * g->L + l;
-  if (g->mlp) {   /* the dense MLP's FC2 (or the shared expert's) */
+  if (g->mlp) {   /* the dense MLP's FC2 (or the shared expert's; with its gate from s dy, as B's) */
+    void *du = NULL;
     K(hdrop(m, mb, gl, PPSRT_DROP_FC2, dy, dd, &dm));
-    K(sp_gather(c, g, dm, G, h, &a));
-    TRY(linear_w(g, be, N, f, h, hact, a, p[FC2W]->grad, PG(p[FC2B])));
+    if (sge && !g->nc) {
+      TRY(be->alloc(be, (size_t)n * h * g->es, &du));
+      int rc = be->moe_unpermute(be, CS, du, NULL, dm, g->sgi, sg_s(g, sge), n, 1, h);
+      if (rc) { be->free(be, du); return rc; }
+      dm = du;
+    }
+    int rc = g->nc ? 0 : sp_gather(c, g, dm, G, h, &a);
+    if (!rc) rc = linear_w(g, be, N, f, h, hact, a, p[FC2W]->grad, PG(p[FC2B]));
+    be->free(be, du);
+    if (rc) return rc;
   }
   /* from LN2's output recomputed: FC1's, and the experts' and the router's (moe.c) */
   K(be->layernorm_fwd(be, CS, scratch, nmean(g, sst, 0, n), nrstd(g, sst, 0, n), x1, PD(p[LN2G]), PD(p[LN2B]), n, h));
   K(sp_gather(c, g, scratch, G, h, &a));
   if (g->mlp) TRY(linear_w(g, be, N, h, fw, a, dhpre, p[FCW]->grad, PG(p[FCB])));
+  /* the shared expert's gate: d wg += ln2^T dz over this rank's n rows (scratch: before the gather) */
+  if (sge) K(be->gemm(be, CS, 1, 0, h, 1, n, 1.0f, scratch, AT, h, sg_dz(g, sge), AT, 1, 1.0f, p[SGW]->grad, PPSRT_F32, 1));
   if (g->moe_on) K(ppsrt_moe_w(&g->moe, c, be, moe_slot(g, mb, loc, l), MP(m, loc, l), mbuf, a));
   K(be->layernorm_bwd_weight(be, CS, g2g, g2b, dln2, x1, nmean(g, st, 1, n), nrstd(g, st, 1, n), n, h));
   K(hdrop(m, mb, gl, PPSRT_DROP_PROJ, dx1, dd, &dm));
@@ -1378,8 +1471,8 @@ static int sp_sync(ppsrt_model *m, ppsrt_ctx *c) {
   gpt *g = m->impl;
   ppsrt_backend *be = m->be;
   if (!g->sp || g->nc || !g->nlocal) return 0;
-  static const int ks[4] = {LN1G, LN1B, LN2G, LN2B};
-  size_t h = (size_t)g->h, n = (size_t)g->nlocal * g->L * 2 * g->nst * h, at = 0;
+  static const int ks[5] = {LN1G, LN1B, LN2G, LN2B, SGW};   /* (SGW: the shared expert's gate, of its rows too) */
+  size_t h = (size_t)g->h, n = (size_t)g->nlocal * g->L * (2 * g->nst + g->sg) * h, at = 0;
   float *buf;
   TRY(be->alloc(be, n * sizeof(float), (void **)&buf));
   int rc = 0;
@@ -1388,7 +1481,7 @@ static int sp_sync(ppsrt_model *m, ppsrt_ctx *c) {
     at = 0;
     for (int loc = 0; loc < g->nlocal && !rc; loc++)
       for (int l = 0; l < g->L && !rc; l++)
-        for (int k = 0; k < 4 && !rc; k++) {
+        for (int k = 0; k < 5 && !rc; k++) {
           ppsrt_param *q = LP(m, loc, l, ks[k]);
           if (!q) continue;
           rc = pass ? be->memcpy_async(be, CS, q->grad, buf + at, h * sizeof(float), 0)
@@ -1519,6 +1612,9 @@ double ppsrt_gpt_pass_flops(const ppsrt_model_config *cfg, int kind, int stage) 
     if (cfg->moe_capacity > 0 && n > 0 && n <= INT32_MAX) K = fmin(n * K, E * (double)ppsrt_moe_capacity(cfg, (int)n)) / n;
     /* (--moe-shared-ffn-hidden S: every token through the shared expert too, split as the dense MLP) */
     M = 2 * b * s * (h * h * (1 + 2 * gq / a) + h * h + (K * Fe + cfg->moe_shared_ffn) * (cfg->swiglu ? 3 : 2) * h + T * h * E);
+    /* --moe-shared-expert-gate: z = x . wg (F), dx += dz wg, dwg += x^T dz (B, W) on every
+     * rank's rows: all of them (T x the share), or with --sequence-parallel its own */
+    if (cfg->moe_shared_ffn && cfg->moe_shared_gate) M += 2 * b * s * h * (cfg->sp && T > 1 ? 1 : T);
   }
   int first = stage == 0, last = stage == cfg->nstage - 1, vm = cfg->vocab_mode;
   switch (kind) {
@@ -1552,6 +1648,7 @@ static void gpt_destroy(ppsrt_model *m) {
     be->free(be, g->ids);
     be->free(be, g->tgt);
     be->free(be, g->posid);
+    be->free(be, g->sgi);
     be->free(be, g->rcs);
     be->free(be, g->lst);
     free(g->vs);
@@ -1667,6 +1764,13 @@ static int make_data(ppsrt_model *m) {
   if (!rc) rc = upload_i32(m->be, ids, n, &g->ids);
   if (!rc) rc = upload_i32(m->be, tg, n, &g->tgt);
   if (!rc) rc = upload_i32(m->be, pos, (size_t)g->N, &g->posid);
+  if (!rc && g->sg) {   /* the shared expert's gate's rows 0 .. n-1, then n zeros (g->sgi) */
+    int32_t *t = malloc(2 * (size_t)g->n * sizeof *t);
+    if (!t) rc = PPSRT_FAIL(PPSRT_E_NOMEM, "gpt: out of host memory");
+    for (int i = 0; !rc && i < g->n; i++) { t[i] = i; t[g->n + i] = 0; }
+    if (!rc) rc = upload_i32(m->be, t, 2 * (size_t)g->n, &g->sgi);
+    free(t);
+  }
   free(ids); free(tg); free(pos);
   return rc;
 }
@@ -1719,6 +1823,9 @@ static int gpt_check_sizes(const ppsrt_model_config *cfg, int nstages) {
     return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --moe-shared-ffn-hidden %d adds a shared expert to the experts of "
                       "--num-experts\nhint: add --num-experts E (2 or more)", S);
   if (S < 0) return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --moe-shared-ffn-hidden must be positive, got %d", S);
+  if (cfg->moe_shared_gate && !S)
+    return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --moe-shared-expert-gate gates the shared expert of --moe-shared-ffn-hidden, "
+                      "which this run has not\nhint: add --moe-shared-ffn-hidden S (and --num-experts E)");
   if (S && cfg->tp > 1 && S % cfg->tp)
     return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --tensor-parallel %d must divide the shared expert's width %d "
                       "(--moe-shared-ffn-hidden): each rank takes S/T of its columns", cfg->tp, S);
@@ -1862,7 +1969,8 @@ int ppsrt_gpt_create(const ppsrt_model_config *cfg, ppsrt_backend *be, int devic
   for (int j = 0; j < NLP; j++) {
     int bias = j == QKVB || j == PROJB || j == FCB || j == FC2B, beta = j == LN1B || j == LN2B;
     int mlp = j == FCW || j == FCB || j == FC2W || j == FC2B;   /* (--num-experts: the shared expert's, if any) */
-    g->kidx[j] = (bias && g->nb) || (beta && g->rms) || (mlp && !g->F) ? -1 : g->nlp++;
+    int sgw = j == SGW && !(cfg->num_experts && cfg->moe_shared_gate && g->F);   /* the shared expert's gate: absent */
+    g->kidx[j] = (bias && g->nb) || (beta && g->rms) || (mlp && !g->F) || sgw ? -1 : g->nlp++;
   }
   g->cp = cfg->cp > 1 ? cfg->cp : 1; g->cpr = g->cp > 1 ? cfg->cp_rank : 0; g->Tl = g->T / g->cp;
   g->Bm = cfg->micro_batch; g->N = g->Bm * g->Tl; g->V = cfg->vocab; g->L = cfg->layers_per_stage;
@@ -1880,6 +1988,7 @@ int ppsrt_gpt_create(const ppsrt_model_config *cfg, ppsrt_backend *be, int devic
   g->vtp = g->tp > 1 && g->mode;
   g->moe_on = cfg->num_experts > 0;
   g->mlp = g->F > 0;
+  g->sg = g->kidx[SGW] >= 0;
   g->lpb = g->nlp;
   if (g->moe_on && (!be->moe_route || !be->moe_route_bwd || !be->moe_permute || !be->moe_permute_bwd ||
                     !be->moe_unpermute || !be->moe_unpermute_bwd)) {
@@ -1942,11 +2051,11 @@ int ppsrt_gpt_create(const ppsrt_model_config *cfg, ppsrt_backend *be, int devic
   for (int k = 0; k < nstages && !rc; k++) {
     int s = stages[k];
     for (int l = 0; l < g->L && !rc; l++) {
-      size_t sizes[NLP] = {h, h, (size_t)h * q, q, (size_t)h * h, h, h, h, (size_t)h * fw, fw, F * h, h};
+      size_t sizes[NLP] = {h, h, (size_t)h * q, q, (size_t)h * h, h, h, h, (size_t)h * fw, fw, F * h, h, h};
       for (int j = 0; j < NLP; j++) {
         if (g->kidx[j] < 0) continue;
         char name[64];
-        int sh = g->moe_on && (j == FCW || j == FCB || j == FC2W || j == FC2B);   /* the shared expert's */
+        int sh = g->moe_on && (j == FCW || j == FCB || j == FC2W || j == FC2B || j == SGW);   /* the shared expert's */
         snprintf(name, sizeof name, "s%d.l%d.%s%s", s, l, sh ? "moe.shared." : "", lp_names[j]);
         int init = j == LN1G || j == LN2G ? INIT_ONE : (j == LN1B || j == LN2B || j % 2 == 1) ? INIT_ZERO : INIT_UNIFORM;
         /* uniform(-a, a) with a = sqrt(3 / fan_in): unit variance outputs */
@@ -1956,7 +2065,7 @@ int ppsrt_gpt_create(const ppsrt_model_config *cfg, ppsrt_backend *be, int devic
         if (!sl.tp_split || g->tp == 1) { n = sizes[j]; sl.tp_split = 0; }
         ppsrt_param *pr = add_param_tp(m, &rc, name, s, n, 0, sl.tp_split ? sl.tp_R * sl.tp_C : n, init,
                                        sqrtf(3.0f / fan_in), &sl);
-        pr->no_decay = !(j == QKVW || j == PROJW || j == FCW || j == FC2W);   /* biases, norms */
+        pr->no_decay = !(j == QKVW || j == PROJW || j == FCW || j == FC2W || j == SGW);   /* biases, norms */
       }
       for (int j = 0; g->moe_on && j < ppsrt_moe_nparams(&g->moe) && !rc; j++) {   /* the router, the experts */
         char name[96], sfx[48];

@@ -20,6 +20,11 @@
 #    expert: its FLOPs, its hpre and hact (N (fc1 + 1) Sh / T values) and its FC1, FC2 and
 #    biases (split over T, whole on every GPU of an expert-parallel group), GPT-2's layer,
 #    and Llama's at T = 2 with SP and X = 2;
+#  - with model { moe_shared_gate = 1 } (the runtime's --moe-shared-expert-gate) its gate:
+#    FLOPs (x . wg on every GPU's rows: T x, or its own with SP), its store entry (8 + (h + 1)
+#    es bytes a row of the GPU's) and wg (h, whole), GPT-2's layer at T = 1 and T = 2
+#    without SP, Llama's at T = 2 with SP and X = 2; the runtime takes the gate from
+#    model { }; errors: moe_shared_gate 2, without moe_shared_ffn_hidden, without experts;
 #  - hardware ep_alltoall = 1 (the all-to-all dispatcher, sim's balanced routing): at
 #    moe_topk = experts its bytes a GPU sends a layer and microbatch equal the runtime's
 #    --moe-token-dispatcher alltoall measured ep_alltoall bytes, X = 2 and 4;
@@ -48,7 +53,7 @@ schedule lin(P = 2, m = 4) {
 }
 PPS
 }
-# case NAME "MODEL KEYS" "HARDWARE KEYS" "RUNTIME FLAGS" E K F SWIGLU BIAS T SP RMS ROPE AUX X [CF [SH]]
+# case NAME "MODEL KEYS" "HARDWARE KEYS" "RUNTIME FLAGS" E K F SWIGLU BIAS T SP RMS ROPE AUX X [CF [SH [SG]]]
 case_() {
   nm=$1; mkeys=$2; hkeys=$3; flags=$4; shift 4
   mk "$WORK/$nm.pps" "$mkeys" "$hkeys"
@@ -62,6 +67,7 @@ sim, run = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
 E, K, F, sw, bias, T, sp, rms, rope, aux, X = [int(x) for x in sys.argv[3:14]]
 cf = float(sys.argv[14]) if len(sys.argv) > 14 else 0
 Sh = int(sys.argv[15]) if len(sys.argv) > 15 else 0   # the shared expert's width
+SG = int(sys.argv[16]) if len(sys.argv) > 16 else 0   # and its gate
 h, H, G, s, b, V, es, m = 16, 4, 2, 4, 1, 32, 4, 4
 N, hd, fc1 = s * b, 16 // 4, 2 if sw else 1
 up = lambda x: math.ceil(x / 256) * 256
@@ -86,6 +92,7 @@ assert u == sim["unit_bytes"], ("unit_bytes", u, sim["unit_bytes"])
 q = (H // T + 2 * G // T) * hd
 dense = rows * (6 * h * es + (8 if rms else 16)) + N * q * es + (H // T) * s * 4 + N * (H // T) * hd * es
 dense += N * (fc1 + 1) * (Sh // T) * es   # the shared expert's hpre and hact
+dense += SG * rows * (8 + (h + 1) * es)   # its gate's entry: z, s (F32), its output, dz
 assert sim["unit_bytes"] - dense == moe, ("experts' bytes", sim["unit_bytes"] - dense, moe)
 # parameters of a device: one layer (attention, norms, E experts, the router) and stage 0's
 # embeddings or stage 1's output layer and final norm; Adam at dtype 4: 16 bytes each
@@ -93,6 +100,7 @@ norm = h if rms else 2 * h
 El = E // X   # a GPU's experts
 layer = (h * (H + 2 * G) * hd + H * hd * h) / T + 2 * norm + h * E + El * (h * fc1 * F + F * h) / T
 layer += (h * fc1 * Sh + Sh * h) / T   # the shared expert
+layer += SG * h   # its gate's wg, whole
 if bias:
     layer += (H + 2 * G) * hd / T + h + El * fc1 * F / T + El * h + (fc1 * Sh / T + h if Sh else 0)
 want = [layer + h * V / T + (0 if rope else s * h), layer + h * V / T + norm]
@@ -140,6 +148,19 @@ case_ llama_shared_tp_ep "hidden = 16; heads = 4; query_groups = 2; swiglu = 1; 
   "tensor_parallel = 2; sequence_parallel = 1; tp_bandwidth = 1e12; $EPH" \
   "$RT --arch llama --num-experts 4 --moe-topk 2 --moe-ffn-hidden 24 --tensor-parallel 2 --sequence-parallel --data-parallel 2 --expert-parallel 2 --moe-shared-ffn-hidden 12" \
   4 2 24 1 0 2 1 1 1 0 2 0 12
+# the shared expert's gate (model moe_shared_gate, the runtime's --moe-shared-expert-gate)
+case_ gpt2_sgate "hidden = 16; heads = 4; query_groups = 2; experts = 4; moe_topk = 2; moe_shared_ffn_hidden = 8; moe_shared_gate = 1;" "" \
+  "$RT --num-experts 4 --moe-topk 2 --moe-shared-ffn-hidden 8 --moe-shared-expert-gate" 4 2 64 0 1 1 0 0 0 0 1 0 8 1
+case_ gpt2_sgate_tp "hidden = 16; heads = 4; query_groups = 2; experts = 4; moe_topk = 2; moe_shared_ffn_hidden = 8; moe_shared_gate = 1;" \
+  "tensor_parallel = 2; tp_bandwidth = 1e12;" \
+  "$RT --num-experts 4 --moe-topk 2 --moe-shared-ffn-hidden 8 --moe-shared-expert-gate --tensor-parallel 2" 4 2 64 0 1 2 0 0 0 0 1 0 8 1
+case_ llama_sgate_tp_ep "hidden = 16; heads = 4; query_groups = 2; swiglu = 1; rmsnorm = 1; rope = 1; bias = 0; experts = 4; moe_topk = 2; moe_ffn_hidden = 24; moe_shared_ffn_hidden = 12; moe_shared_gate = 1;" \
+  "tensor_parallel = 2; sequence_parallel = 1; tp_bandwidth = 1e12; $EPH" \
+  "$RT --arch llama --num-experts 4 --moe-topk 2 --moe-ffn-hidden 24 --tensor-parallel 2 --sequence-parallel --data-parallel 2 --expert-parallel 2 --moe-shared-ffn-hidden 12 --moe-shared-expert-gate" \
+  4 2 24 1 0 2 1 1 1 0 2 0 12 1
+"$WORK/gpt2_sgate" $RT --layers-per-stage 1 --iterations 1 --json > "$WORK/defg.run" 2> "$WORK/err" || fail "gate default: $(cat "$WORK/err")"
+grep -q '"shared_gate":true' "$WORK/defg.run" && pass "the shared expert's gate defaults to model { }" ||
+  fail "the gate from model { }: $(grep -o '"experts":{[^}]*}' "$WORK/defg.run")"
 # the runtime takes --moe-shared-ffn-hidden from model { } when not given
 "$WORK/gpt2_shared" $RT --layers-per-stage 1 --iterations 1 --json > "$WORK/defs.run" 2> "$WORK/err" || fail "shared default: $(cat "$WORK/err")"
 python3 - "$WORK/defs.run" <<'PY' && pass "the shared expert's width defaults to model { }" || fail "shared width from model { }"
@@ -216,4 +237,8 @@ err "moe_shared_ffn_hidden 0" "experts = 4; moe_shared_ffn_hidden = 0;" "" "mode
 err "moe_shared_ffn_hidden without experts" "moe_shared_ffn_hidden = 8;" "" "model moe_shared_ffn_hidden sets up the experts of model experts = E"
 err "tensor_parallel not dividing the shared width" "experts = 4; moe_shared_ffn_hidden = 6;" "tensor_parallel = 4; tp_bandwidth = 1e9;" \
   "hardware tensor_parallel = 4 must divide the shared expert's width 6"
+err "moe_shared_gate 2" "experts = 4; moe_shared_ffn_hidden = 8; moe_shared_gate = 2;" "" "model moe_shared_gate must be 0 or 1"
+err "moe_shared_gate without a shared expert" "experts = 4; moe_shared_gate = 1;" "" \
+  "model moe_shared_gate gates the shared expert of model moe_shared_ffn_hidden"
+err "moe_shared_gate without experts" "moe_shared_gate = 1;" "" "model moe_shared_gate sets up the experts of model experts = E"
 finish

@@ -27,6 +27,7 @@
 #    --sequence-parallel (Llama's), at T = 2 with the fused epilogues (GPT's), its first loss within 2e-3 of the CPU's (at --seed 2:
 #    at the default seed it is 2.5e-3 off, within 8e-4 with --moe-topk 4 where no routing
 #    choice is left, so most likely a bf16 near-tie moving a token; seeds 2 and 3 within 3e-4);
+#    with its gate (--moe-shared-expert-gate) --check on 1F1B (GPT's) and T = 2 SP (Llama's);
 #  - the first iteration's loss within 2e-3 (relative; bfloat16 storage) of the CPU
 #    backend's, for both layers: the device routing picks the CPU's experts;
 #  - the router's options: sigmoid scores with the expert bias, a scaling factor and the
@@ -68,6 +69,14 @@ expect_exit 0 "T = 2 gpt + shared expert, PPSRT_CUDA_EPILOGUE=lt (fused bias/GeL
   env PPSRT_CUDA_EPILOGUE=lt PPSRT_EMU_GPUS=4 LD_PRELOAD="$EMU" "$WORK/a" $M --moe-shared-ffn-hidden 16 --tensor-parallel 2 \
   --backend cuda --transport nccl --check -q
 expect_grep "^check: passed" "shared expert, fused epilogues: check passes"
+# its gate (--moe-shared-expert-gate: moe_route / moe_unpermute and their backwards as a
+# sigmoid and a row scaling, a GEMM of one column)
+expect_exit 0 "1F1B P=2 gpt + gated shared expert --check" emu 2 "$WORK/a" $M --moe-shared-ffn-hidden 16 \
+  --moe-shared-expert-gate --check -q
+expect_grep "^check: passed" "gated shared expert: check passes"
+expect_exit 0 "T = 2 --sequence-parallel llama + gated shared expert on 4 emulated GPUs --check" emu 4 "$WORK/a" $L \
+  --moe-shared-ffn-hidden 32 --moe-shared-expert-gate --tensor-parallel 2 --sequence-parallel --check -q
+expect_grep "^check: passed" "gated shared expert, T = 2, SP: check passes"
 "$WORK/a" $M --moe-shared-ffn-hidden 16 --seed 2 --json -q > "$WORK/cpu" 2>&1 || fail "shared expert: the CPU run"
 emu 2 "$WORK/a" $M --moe-shared-ffn-hidden 16 --seed 2 --json -q > "$WORK/gpu" 2>&1 || fail "shared expert: the emulated CUDA run"
 python3 - "$WORK/cpu" "$WORK/gpu" <<'PY' && pass "shared expert: CUDA's first loss is the CPU's within 2e-3" || fail "shared expert: CUDA's loss against the CPU's"

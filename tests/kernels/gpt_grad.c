@@ -30,7 +30,9 @@
  * and the capacity's choice itself (ppsrt_moe_drop) on slots made up here, both policies,
  * against the kept sets worked out by hand (test_moe_drop). With a shared expert
  * (--moe-shared-ffn-hidden 6, both layers, also with dropout): its fc/fc2 gradients and
- * the rest's the same way (its part of the input gradient included). */
+ * the rest's the same way (its part of the input gradient included); and with its gate
+ * (--moe-shared-expert-gate, both layers, also with dropout): the gate weight's
+ * gradient (moe.shared.gate.w) and the rest's through the gate. */
 #include "config.h"
 #include <math.h>
 #include <stdio.h>
@@ -102,6 +104,7 @@ static int moe_pos;          /* and --moe-token-drop-policy position (1) */
 static int moe_sig, moe_pre; /* and the router: --moe-router-score-function sigmoid, --moe-router-pre-softmax */
 static double moe_s, moe_z;  /* --moe-router-topk-scaling-factor (0: none), --moe-z-loss-coeff */
 static int moe_S;            /* and --moe-shared-ffn-hidden (0: none) */
+static int moe_G;            /* and --moe-shared-expert-gate */
 static int test_mode_drop(int vm, int arch, double drop) {
   ppsrt_model_config cfg = {0};
   cfg.name = "gpt";
@@ -113,6 +116,7 @@ static int test_mode_drop(int vm, int arch, double drop) {
   cfg.hidden_dropout = cfg.attention_dropout = drop;
   cfg.num_experts = moe_E; cfg.moe_topk = moe_K; cfg.moe_aux_coeff = moe_a;
   cfg.moe_capacity = moe_cf; cfg.moe_drop_position = moe_pos; cfg.moe_shared_ffn = moe_S;
+  cfg.moe_shared_gate = moe_G;
   cfg.moe_router_sigmoid = moe_sig; cfg.moe_router_pre_softmax = moe_pre; cfg.moe_router_scale = moe_s;
   cfg.moe_z_coeff = moe_z;
   int stages[2] = {0, 1};
@@ -169,9 +173,9 @@ static int test_mode_drop(int vm, int arch, double drop) {
     free(g);
   }
   char moe[192] = "";
-  if (moe_E) snprintf(moe, sizeof moe, " experts %d top %d aux %g cf %g%s%s%s scale %g z %g shared %d (%d of %d skipped)", moe_E,
-                      moe_K, moe_a, moe_cf, moe_pos ? " position" : "", moe_sig ? " sigmoid" : "", moe_pre ? " pre-softmax" : "",
-                      moe_s, moe_z, moe_S, skipped, sampled);
+  if (moe_E) snprintf(moe, sizeof moe, " experts %d top %d aux %g cf %g%s%s%s scale %g z %g shared %d%s (%d of %d skipped)",
+                      moe_E, moe_K, moe_a, moe_cf, moe_pos ? " position" : "", moe_sig ? " sigmoid" : "",
+                      moe_pre ? " pre-softmax" : "", moe_s, moe_z, moe_S, moe_G ? " gated" : "", skipped, sampled);
   printf("%s gpt gradients vs finite differences, vocab mode %d, %s%s%s%s%s%s: %d tensors, loss %.6f, max |fd| %.3g, "
          "max |grad - fd| %.3g (tol %.0e + %.0e*|fd|)\n", bad ? "FAIL" : "ok  ", vm, cfg.swiglu ? "swiglu" : "gelu",
          cfg.rmsnorm ? " rmsnorm" : " layernorm", cfg.rope ? " rope" : " learned", cfg.no_bias ? " no-bias" : "",
@@ -292,7 +296,11 @@ int main(void) {
   moe_S = 6;
   for (int a = 0; a <= 15; a += 15) bad += test_mode(0, a);
   bad += test_mode_drop(0, 0, 0.3);
-  moe_S = 0;
+  /* and its gate (--moe-shared-expert-gate), both layers, and with dropout */
+  moe_G = 1;
+  for (int a = 0; a <= 15; a += 15) bad += test_mode(0, a);
+  bad += test_mode_drop(0, 0, 0.3);
+  moe_S = moe_G = 0;
   be->destroy(be);
   return bad || bad0 ? 1 : 0;
 }

@@ -19,8 +19,12 @@
 #    EP 4 (mp_rank_TT_EEE): bit for bit and the loss; the router's options (sigmoid, the
 #    expert bias, a scaling factor, a z-loss) become the run's flags, router.expert_bias
 #    the checkpoint's tensor bit for bit, and the import continues the saved run's loss;
+#    the shared expert's gate (moe_shared_expert_gate, gate_weight [1, h] on every TP and
+#    EP rank) at TP 2 x PP 2 x EP 2 (Llama's layer) and TP 1 x EP 4 (GPT-2's): bit for
+#    bit, --moe-shared-expert-gate printed, the saved run's loss; files saying there is a
+#    gate without its gate_weight refused naming the tensor;
 #    each MoE argument the runtime cannot compute refused (sqrtsoftplus scores, an expert
-#    bias with softmax, a scaling factor of 0, a shared expert gate,
+#    bias with softmax, a scaling factor of 0,
 #    moe_layer_freq, groups, padding to the capacity, a capacity factor of 0
 #    or another drop policy, seq_aux_loss > 0, Sinkhorn,
 #    a negative z-loss, expert TP, GroupedMLP at TP 2, a missing EP rank, EP ranks of a dense model,
@@ -59,7 +63,8 @@ for k in sorted(ka):
     if a.tensor(k, n).tobytes() != b.tensor(k, n).tobytes():
         sys.exit("tensor %s differs" % k)
 for k in ("hidden", "heads", "query_groups", "vocab", "layers", "mlp", "norm", "position", "bias", "embeddings", "ffn_hidden",
-          "num_experts", "moe_topk", "moe_ffn_hidden", "moe_aux_loss_coeff", "moe_shared_ffn_hidden"):
+          "num_experts", "moe_topk", "moe_ffn_hidden", "moe_aux_loss_coeff", "moe_shared_ffn_hidden",
+          "moe_shared_expert_gate"):
     if a.meta.get(k) != b.meta.get(k):
         sys.exit("metadata %s: %r vs %r" % (k, a.meta.get(k), b.meta.get(k)))
 if len(sys.argv) > 3:   # the moments: all zero
@@ -137,6 +142,12 @@ grep -q -- "--moe-ffn-hidden 12 --moe-shared-ffn-hidden 8 " "$WORK/imp_moe_share
 case_ gpt2_moe_shared a "$G2 --layers-per-stage 2 --num-experts 4 --moe-topk 2 --moe-ffn-hidden 16 --moe-shared-ffn-hidden 24" \
   --tp 1 --pp 1 --ep 4 --experts seq
 case_ gpt2_moe a "$G2 --layers-per-stage 2 --num-experts 4 --moe-topk 2 --moe-ffn-hidden 16" --tp 1 --pp 1 --ep 4 --experts seq
+# the shared expert's gate (mlp.shared_experts.gate_weight [1, h], replicated over TP and EP), both layers
+case_ moe_sgate a "$L --layers-per-stage 2 $MOE --moe-shared-ffn-hidden 8 --moe-shared-expert-gate" --tp 2 --pp 2 --ep 2 --experts te
+grep -q -- "--moe-shared-ffn-hidden 8 --moe-shared-expert-gate" "$WORK/imp_moe_sgate.out" &&
+  pass "moe_sgate: the gate's flag printed" || fail "moe_sgate: flags: $(cat "$WORK/imp_moe_sgate.out")"
+case_ gpt2_moe_sgate a "$G2 --layers-per-stage 2 --num-experts 4 --moe-topk 2 --moe-ffn-hidden 16 --moe-shared-ffn-hidden 24 --moe-shared-expert-gate" \
+  --tp 1 --pp 1 --ep 4 --experts seq
 
 # BF16: the import holds the bfloat16 values exactly (want_ has them); Adam's zero moments
 python3 "$FX" write "$WORK/ck_llama" "$WORK/meg_bf" --tp 2 --pp 2 --dtype bf16 --expect "$WORK/want_bf" 2> "$WORK/err" ||
@@ -192,7 +203,10 @@ SRC=$WORK/ck_moe
 refuse "sqrtsoftplus scores" "moe_router_score_function = 'sqrtsoftplus'" --arg "moe_router_score_function='sqrtsoftplus'"
 refuse "an expert bias with softmax scores" "moe_router_enable_expert_bias = True" --arg moe_router_enable_expert_bias=True
 refuse "a top-K scaling factor of 0" "moe_router_topk_scaling_factor = 0" --arg moe_router_topk_scaling_factor=0
-refuse "a shared expert gate" "moe_shared_expert_gate = True" --arg moe_shared_expert_intermediate_size=24 --arg moe_shared_expert_gate=True
+SRC=$WORK/ck_moe_shared   # (a shared expert without the gate: Megatron's files say it has one)
+refuse "a shared expert gate without its gate_weight" "no tensor 'decoder.layers.0.mlp.shared_experts.gate_weight'" \
+  --arg moe_shared_expert_gate=True
+SRC=$WORK/ck_moe
 refuse "dense layers between MoE layers" "moe_layer_freq = \[1, 0, 1, 0\]" --arg "moe_layer_freq=[1,0,1,0]"
 refuse "group-limited routing" "moe_router_num_groups = 2" --arg moe_router_num_groups=2
 refuse "padding to the capacity" "moe_pad_expert_input_to_capacity = True" --arg moe_expert_capacity_factor=1.0 \

@@ -266,6 +266,7 @@ def main():
     if E:
         K, F, aux = int(m["moe_topk"]), int(m["moe_ffn_hidden"]), float(m.get("moe_aux_loss_coeff", "0"))
     S = int(m.get("moe_shared_ffn_hidden", "0")) if E else 0   # a shared expert's width (0: none)
+    SG = bool(S) and m.get("moe_shared_expert_gate") == "1"   # and its gate (SharedExpertMLP.gate_weight [1, h])
     D = h // hq
     sw, rms, rope, bias = m["mlp"] == "swiglu", m["norm"] == "rmsnorm", m["position"] == "rope", m["bias"] == "on"
     tied = m["embeddings"] == "tied"
@@ -319,6 +320,8 @@ def main():
             t["experts"] = [mlp_of(get, q + "moe.e%d." % g, h, F, sw, bias) for g in range(E)]
             if S:   # Megatron-Core's SharedExpertMLP: an MLP of width S (mlp.shared_experts.*)
                 t["shared"] = mlp_of(get, q + "moe.shared.", h, S, sw, bias)
+                if SG:
+                    t["sgate"] = get(q + "moe.shared.gate.w", h)
         else:
             t.update(mlp_of(get, q, h, f, sw, bias))
         layer.append(t)
@@ -340,7 +343,7 @@ def main():
         for k, x in dict(num_experts=E, moe_router_topk=K, moe_ffn_hidden_size=F, moe_aux_loss_coeff=aux,
                          moe_router_load_balancing_type="aux_loss", moe_layer_freq=1, moe_router_pre_softmax=False,
                          moe_router_score_function="softmax", moe_router_topk_scaling_factor=None,
-                         moe_shared_expert_intermediate_size=S or None, moe_shared_expert_gate=False,
+                         moe_shared_expert_intermediate_size=S or None, moe_shared_expert_gate=SG,
                          moe_router_enable_expert_bias=False,
                          moe_router_num_groups=None, moe_expert_capacity_factor=None, moe_z_loss_coeff=None,
                          moe_grouped_gemm=o.experts != "seq", moe_use_legacy_grouped_gemm=o.experts == "legacy",
@@ -405,6 +408,8 @@ def main():
                     if S:   # the shared expert: on every EP rank, split over TP as the dense MLP
                         add_mlp(add, t["shared"], pre + "mlp.shared_experts.linear_fc1.", pre + "mlp.shared_experts.linear_fc2.",
                                 "weight", "bias", tp, Tp, S, h, sw, bias)
+                        if SG:   # its gate: replicated on every TP (and EP) rank
+                            add(pre + "mlp.shared_experts.gate_weight", list(t["sgate"]), [1, h])
                     El = E // o.ep
                     for j in range(El):      # local expert j of EP rank ep: global expert ep E/EP + j
                         x = pre + "mlp.experts."
@@ -487,7 +492,8 @@ def main():
                                                      "position", "bias", "embeddings", "ffn_hidden", "seq", "rope_base",
                                                      "rope_scaling", "num_experts", "moe_topk", "moe_ffn_hidden",
                                                      "moe_aux_loss_coeff", "moe_router_score_function",
-                                                     "moe_router_pre_softmax", "moe_shared_ffn_hidden")}
+                                                     "moe_router_pre_softmax", "moe_shared_ffn_hidden",
+                                                     "moe_shared_expert_gate")}
         pps_hf._write_pps(o.expect, tens, meta, "sgd")
     return 0
 

@@ -24,6 +24,22 @@
 #  - a checkpoint resumes with the uninterrupted losses (under ZB-H1); a run with another
 #    width or none is refused naming --moe-shared-ffn-hidden; --json names the width;
 #  - bad flags: without --num-experts, a width T does not divide (exit 2).
+# Its gate (--moe-shared-expert-gate, Megatron-Core's: the shared output times
+# sigmoid(LN2(x1) . wg), wg = moe.shared.gate.w [h]; gradients against finite
+# differences in tests/kernels/gpt_grad):
+#  - --check passes for both layers on 1F1B and ZB-V, GPT's on ZB-H1, PipeOffload and
+#    Vocab-1, with dropout, C = 2, whole-stage recomputation, T = 2 --sequence-parallel,
+#    ZB-V T = 2, D = 2 X = 2 (and --no-compute runs); T = 2, T = 2 with --sequence-parallel and D = 2 X = 2 give
+#    T = 1's / X = 1's losses within 1e-6 (wg whole on every rank; under SP its gradient
+#    of each rank's rows summed over the group);
+#  - the identity sigmoid(0) = 1/2: a checkpoint of the gated model with wg = 0 and the
+#    shared FC2's weight and bias doubled gives the ungated model's losses (T = 1 and
+#    T = 2 with --sequence-parallel, within 1e-6: the bias is added in another order);
+#  - FLOPs: 3 x 2 N h a layer and microbatch more (F, B, W's products with wg);
+#    activation bytes: n (2 F32 + (h + 1) values) a layer more, byte for byte;
+#  - --json's experts object says "shared_gate":true; a checkpoint records it and a run
+#    with it or without it against the other is refused naming the flag;
+#  - without --moe-shared-ffn-hidden the flag is refused (exit 2) naming both.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/split_lib.sh"
 build a "$top_srcdir/stdlib/1f1b.pps" -D P=2 -D m=4 || { fail "build 1f1b"; finish; }
@@ -172,4 +188,120 @@ expect_exit 2 "--moe-shared-ffn-hidden 5 with --tensor-parallel 2" "$A" $MS --mo
 expect_grep "must divide the shared expert's width 5" "a width T does not divide refused"
 expect_exit 2 "--moe-shared-ffn-hidden 0" "$A" $M --moe-shared-ffn-hidden 0
 expect_grep "moe-shared-ffn-hidden needs an integer from 1" "width 0 refused"
+
+# ---- the shared expert's gate (--moe-shared-expert-gate) ----
+MG="$MS --moe-shared-expert-gate"
+LG="$LS --moe-shared-expert-gate"
+for s in a z; do
+  expect_exit 0 "$s gpt gated --check" "$WORK/$s" $MG --check -q
+  expect_grep "^check: passed" "$s gpt gated shared expert: check passes"
+  expect_exit 0 "$s llama gated --check" "$WORK/$s" $LG --check -q
+  expect_grep "^check: passed" "$s llama gated shared expert: check passes"
+done
+for s in zh po v1; do   # W apart from B, offloaded activations (the gate's entry too), a vocabulary-parallel schedule
+  expect_exit 0 "$s gpt gated --check" "$WORK/$s" $MG --check -q
+  expect_grep "^check: passed" "$s gpt gated shared expert: check passes"
+done
+expect_exit 0 "gated --hidden-dropout 0.2 --check" "$A" $MG --hidden-dropout 0.2 --check -q
+expect_grep "^check: passed" "gated, dropout: check passes"
+expect_exit 0 "gated --context-parallel 2 --check" "$A" $MG --seq 8 --context-parallel 2 --check -q
+expect_grep "^check: passed" "gated C = 2: check passes"
+expect_exit 0 "gated --no-compute" "$A" $MG --no-compute -q
+if [ -x "$WORK/rc" ]; then   # whole-stage recomputation (the gate's entry rebuilt by the recomputed F)
+  "$WORK/rc" $MG --check-memory -q > "$WORK/rcg.out" 2>&1
+  defs=$(sed -n 's/.*write .memory stage \([0-9]\): input = \([0-9.e-]*\);.*/-D i\1=\2/p' "$WORK/rcg.out" | tr '\n' ' ')
+  # shellcheck disable=SC2086
+  if [ -n "$defs" ] && build rcg "$top_srcdir/tests/runtime/cases/recompute.pps" $defs; then
+    expect_exit 0 "gated recomputation --check" "$WORK/rcg" $MG --check -q
+    expect_grep "^check: passed" "recomputation with a gated shared expert: check passes (memory too)"
+  else fail "gated recomputation: input shares '$defs'"; fi
+fi
+expect_exit 0 "gated T = 2 --sequence-parallel --check" "$A" $MG --tensor-parallel 2 --sequence-parallel --check -q
+expect_grep "^check: passed" "gated T = 2, SP: check passes"
+expect_exit 0 "gated ZB-V T = 2 --check" "$WORK/z" $LG --tensor-parallel 2 --check -q
+expect_grep "^check: passed" "gated ZB-V T = 2: check passes"
+expect_exit 0 "gated D = 2 X = 2 --check" "$A" $MG --data-parallel 2 --expert-parallel 2 --check -q
+expect_grep "^check: passed" "gated D = 2, X = 2: check passes"
+for x in "$MG" "$LG"; do
+  lay=$(echo "$x" | grep -o 'arch llama' || echo gpt)
+  run g1 "$A" $x --iterations 3
+  run g2 "$A" $x --iterations 3 --tensor-parallel 2
+  close "$lay gated: T = 2 = T = 1 (wg whole on every rank)" "$WORK/g2" "$WORK/g1"
+  run g2s "$A" $x --iterations 3 --tensor-parallel 2 --sequence-parallel
+  close "$lay gated: T = 2 --sequence-parallel = T = 1 (wg's gradient summed over the group)" "$WORK/g2s" "$WORK/g1"
+  run gx1 "$A" $x --iterations 3 --data-parallel 2
+  run gx2 "$A" $x --iterations 3 --data-parallel 2 --expert-parallel 2
+  close "$lay gated: D = 2 X = 2 = X = 1" "$WORK/gx2" "$WORK/gx1"
+done
+run gd1 "$A" $MG --hidden-dropout 0.2 --iterations 3
+run gd2 "$A" $MG --hidden-dropout 0.2 --iterations 3 --tensor-parallel 2 --sequence-parallel
+close "gated, --hidden-dropout 0.2: T = 2 --sequence-parallel = T = 1" "$WORK/gd2" "$WORK/gd1"
+
+# sigmoid(0) = 1/2: wg = 0 and the shared FC2 doubled is the ungated shared expert
+half_gate() {   # half_gate INDEX: moe.shared.gate.w set to 0, moe.shared.fc2.w and .b doubled (F32)
+  python3 - "$1" <<'PY'
+import json, os, struct, sys
+idx = sys.argv[1]
+n = 0
+for s in json.load(open(idx))["shards"]:
+    p = os.path.join(os.path.dirname(idx), s)
+    with open(p, "r+b") as f:
+        hl = struct.unpack("<Q", f.read(8))[0]
+        hdr = json.loads(f.read(hl))
+        for k, v in hdr.items():
+            if k.startswith("optim.") or k == "__metadata__" or ".moe.shared." not in k:
+                continue
+            assert v["dtype"] == "F32", (k, v["dtype"])
+            a, b = v["data_offsets"]
+            f.seek(8 + hl + a); x = struct.unpack("<%df" % ((b - a) // 4), f.read(b - a))
+            if k.endswith("moe.shared.gate.w"): y = [0.0] * len(x); n += 1
+            elif k.endswith("moe.shared.fc2.w") or k.endswith("moe.shared.fc2.b"): y = [2 * t for t in x]
+            else: continue
+            f.seek(8 + hl + a); f.write(struct.pack("<%df" % len(y), *y))
+assert n > 0, "no moe.shared.gate.w in the checkpoint"
+PY
+}
+for par in "" "--tensor-parallel 2 --sequence-parallel"; do
+  # shellcheck disable=SC2086
+  run u0 "$A" $MS --lr 0 --iterations 2 $par
+  # shellcheck disable=SC2086
+  run h0 "$A" $MG --lr 0 --iterations 1 $par --save "$WORK/kh"
+  if half_gate "$WORK/kh"; then
+    # shellcheck disable=SC2086
+    run hz "$A" $MG --lr 0 --iterations 1 $par --load "$WORK/kh"
+    l1=$(losses "$WORK/u0" | cut -d' ' -f2); lz=$(losses "$WORK/hz" | tr -d ' ')
+    [ -n "$l1" ] && python3 -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); assert abs(a - b) <= 1e-6 * abs(b)" "$lz" "$l1" 2>/dev/null &&
+      pass "${par:-T = 1} gated: wg = 0 and 2 x FC2 give the ungated losses ($lz vs $l1)" ||
+      fail "${par:-T = 1} gated: wg = 0, 2 x FC2: loss '$lz', ungated '$l1'"
+  else fail "editing the checkpoint's gate and shared FC2"; fi
+done
+
+# FLOPs and bytes: the gate's products, its store entry
+run gf "$A" $MG --iterations 1
+python3 - "$WORK/gf" "$WORK/bs" <<'PY' && pass "gated FLOPs: 3 x 2 N h a layer and microbatch more; bytes: n (8 + 4 (h + 1)) a layer" || fail "gate FLOPs / bytes"
+import json, sys
+g, s = [json.load(open(f))["per_device"] for f in sys.argv[1:3]]
+N, h, mb, layers, es = 4, 16, 4, 1, 4
+for x, y in zip(g, s):
+    assert abs(x["flops_per_iteration"] - y["flops_per_iteration"] - 3 * 2 * N * h * mb * layers) < 1e-9 * x["flops_per_iteration"], (x, y)
+    assert x["peak_units"] == y["peak_units"], (x, y)
+    assert x["resident_peak_bytes"] - y["resident_peak_bytes"] == x["peak_units"] * layers * N * (8 + (h + 1) * es), (x, y)
+PY
+grep -q '"shared_ffn_hidden":8,"shared_gate":true}' "$WORK/gf" && pass "--json says shared_gate" ||
+  fail "--json experts with the gate: $(grep -o '"experts":{[^}]*}' "$WORK/gf")"
+grep -q '"shared_gate"' "$WORK/bs" && fail "--json: shared_gate without the gate" || pass "--json: no shared_gate without it"
+
+# checkpoints: resumed with the uninterrupted losses; a mismatch refused naming the flag
+run gc4 "$A" $MG --iterations 4
+run gc2 "$A" $MG --iterations 2 --save "$WORK/gk"
+run gc2b "$WORK/zh" $MG --iterations 2 --load "$WORK/gk"
+cat "$WORK/gc2" "$WORK/gc2b" > "$WORK/gc22"
+close "gated: save, --load under ZB-H1: the uninterrupted losses" "$WORK/gc22" "$WORK/gc4"
+expect_exit 1 "--load a gated checkpoint without the gate" "$A" $MS --load "$WORK/gk" -q
+expect_grep "holds a gpt with --moe-shared-expert-gate, this run's is without" "a gated checkpoint refused without the flag"
+expect_exit 1 "--load an ungated checkpoint with the gate" "$A" $MG --load "$WORK/ck" -q
+expect_grep "holds a gpt without --moe-shared-expert-gate, this run's has it" "an ungated checkpoint refused with the flag"
+
+expect_exit 2 "--moe-shared-expert-gate without --moe-shared-ffn-hidden" "$A" $M --moe-shared-expert-gate
+expect_grep "moe-shared-expert-gate gates the shared expert of --moe-shared-ffn-hidden" "a gate without a shared expert refused"
 finish
