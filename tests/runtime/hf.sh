@@ -64,71 +64,14 @@ loss1() { sed -n 's/.*"iterations":\[{"iteration":1,"loss":\([-0-9.e+]*\),.*/\1/
 # What both references share (hf_ref.py): the arguments, a safetensors reader (F32 and
 # BF16; a 2-D tensor as rows; GPT2LMHeadModel's "transformer." prefix dropped), the
 # token windows, causal attention with grouped heads, the cross-entropy.
-cat > "$WORK/hf_ref.py" <<'PY'
-import json, math, struct, sys
-d, data, nseq = sys.argv[1], open(sys.argv[2], "rb").read(), int(sys.argv[3])
-first = int(sys.argv[4]) if len(sys.argv) > 4 else 0   # the first sequence (a resumed run's data position)
-slen = int(sys.argv[5]) if len(sys.argv) > 5 else 0    # the window (default: the config's positions)
-c = json.load(open(d + "/config.json"))
-raw = open(d + "/model.safetensors", "rb").read()
-n = struct.unpack("<Q", raw[:8])[0]
-W = {}
-for k, v in json.loads(raw[8:8 + n]).items():
-    if k == "__metadata__": continue
-    a, b = v["data_offsets"]; body = raw[8 + n + a:8 + n + b]
-    if v["dtype"] == "F32": vals = struct.unpack("<%df" % (len(body) // 4), body)
-    else: vals = [struct.unpack("<f", b"\0\0" + body[i:i + 2])[0] for i in range(0, len(body), 2)]
-    rows = v["shape"][0]; cols = len(vals) // rows
-    W[k.replace("transformer.", "")] = [list(vals[r * cols:(r + 1) * cols]) for r in range(rows)] if len(v["shape"]) == 2 else list(vals)
-def windows(s):   # (ids, targets) of sequences first.. (sequence k: the s + 1 tokens from (k mod W) s)
-    s = slen or s
-    nwin = (len(data) - 1) // s
-    for k in range(first, first + nseq):
-        win = data[(k % nwin) * s:(k % nwin) * s + s + 1]
-        yield list(win[:s]), list(win[1:])
-def attention(q, k, v, H, G, D):   # rows of q [H D], k and v [G D]; query head j reads kv head j // (H/G)
-    out = []
-    for t in range(len(q)):
-        o = []
-        for j in range(H):
-            g = j // (H // G); qs = q[t][j * D:(j + 1) * D]
-            sc = [sum(a * b for a, b in zip(qs, k[u][g * D:(g + 1) * D])) / math.sqrt(D) for u in range(t + 1)]
-            m = max(sc); e = [math.exp(z - m) for z in sc]; z = sum(e)
-            o += [sum(e[u] / z * v[u][g * D + i] for u in range(t + 1)) for i in range(D)]
-        out.append(o)
-    return out
-losses = []
-def xent(lg, t):
-    m = max(lg); losses.append(m + math.log(sum(math.exp(z - m) for z in lg)) - lg[t])
-def report(): print("%.10g" % (sum(losses) / len(losses)))
-PY
+cp "$top_srcdir/tests/runtime/hf_ref.py" "$WORK/"
 # hf_rope.py: HF transformers' RoPE inverse frequencies of a Llama config.json
 # (modeling_rope_utils: _compute_default_rope_parameters, and rope_scaling's rope_type
 # linear (inv_freq / factor) or llama3 (_compute_llama3_parameters: by wavelength
 # 2 pi / inv_freq, under original / high_freq_factor kept, over original /
 # low_freq_factor divided by factor, between them the smooth blend)), in double,
 # written here from that definition; and each pair's band.
-cat > "$WORK/hf_rope.py" <<'PY'
-import math
-def inv_freq(c):
-    D = c["hidden_size"] // c["num_attention_heads"]
-    inv = [1 / c["rope_theta"] ** (j / D) for j in range(0, D, 2)]
-    rs = c.get("rope_scaling") or {}
-    kind = rs.get("rope_type", rs.get("type", "default"))
-    if kind == "default": return inv, ["none"] * len(inv)
-    if kind == "linear": return [f / rs["factor"] for f in inv], ["linear"] * len(inv)
-    assert kind == "llama3", kind
-    factor, lo, hi, old = rs["factor"], rs["low_freq_factor"], rs["high_freq_factor"], rs["original_max_position_embeddings"]
-    out, band = [], []
-    for f in inv:
-        wavelen = 2 * math.pi / f
-        if wavelen < old / hi: out.append(f); band.append("high")
-        elif wavelen > old / lo: out.append(f / factor); band.append("low")
-        else:
-            smooth = (old / wavelen - lo) / (hi - lo)
-            out.append((1 - smooth) * f / factor + smooth * f); band.append("medium")
-    return out, band
-PY
+cp "$top_srcdir/tests/runtime/hf_rope.py" "$WORK/"
 # hf_llama_ref.py HFDIR DATA SEQS [FIRST [S]]: HF Llama's forward (modeling_llama: embed_tokens;
 # per layer x += o_proj(attn(rope(q_proj(n)), rope(k_proj(n)), v_proj(n))) with
 # n = RMSNorm(x), then x += down_proj(silu(gate_proj(n)) * up_proj(n)) with

@@ -5,7 +5,7 @@
 #  - a tiny Mixtral-shaped model (h 16, 4 heads, 2 query groups, 4 experts, top 2,
 #    expert width 24, seq 8, bytes, 4 layers) that the runtime ran for one iteration at
 #    --lr 0 under 1F1B (P = 2) is exported; a forward pass of HF Mixtral written here
-#    from HF's definition (hf_mixtral_ref.py below: its own safetensors reader, [out, in]
+#    from HF's definition (hf_mixtral_ref.py below, on tests/runtime/hf_ref.py's reader, [out, in]
 #    weights, rotate-half RoPE, GQA, MixtralSparseMoeBlock: softmax over all experts,
 #    the top K, renormalised, sum of w_k w2(silu(w1 x) * w3 x)), fed the token windows
 #    the runtime used, gives the loss the runtime printed within 1e-5 relative, untied
@@ -51,44 +51,25 @@ near() { python3 -c "import sys; a, b, r = map(float, sys.argv[1:4]); sys.exit(n
 # in double, on sequences 0..SEQS-1 of DATA as bytes (sequence k: the s + 1 tokens from
 # (k mod W) s, s = max_position_embeddings, W = (bytes - 1) / s); prints the mean
 # cross-entropy, and on stderr the experts' token counts and the distinct pairs.
+cp "$top_srcdir/tests/runtime/hf_ref.py" "$top_srcdir/tests/runtime/hf_rope.py" "$WORK/"
 cat > "$WORK/hf_mixtral_ref.py" <<'PY'
-import json, math, struct, sys
-d, data, nseq = sys.argv[1], open(sys.argv[2], "rb").read(), int(sys.argv[3])
-c = json.load(open(d + "/config.json"))
-raw = open(d + "/model.safetensors", "rb").read()
-n = struct.unpack("<Q", raw[:8])[0]
-W = {}
-for k, v in json.loads(raw[8:8 + n]).items():
-    if k == "__metadata__": continue
-    assert v["dtype"] == "F32", k
-    a, b = v["data_offsets"]; vals = struct.unpack("<%df" % ((b - a) // 4), raw[8 + n + a:8 + n + b])
-    if len(v["shape"]) == 2:
-        r, cols = v["shape"]; W[k] = [list(vals[i * cols:(i + 1) * cols]) for i in range(r)]
-    else: W[k] = list(vals)
+import math, sys
+sys.path.insert(0, sys.path[0])
+from hf_ref import c, W, windows, attention, xent, report
+from hf_rope import inv_freq
 h, H, G, L = c["hidden_size"], c["num_attention_heads"], c["num_key_value_heads"], c["num_hidden_layers"]
-E, K, eps, theta, s = c["num_local_experts"], c["num_experts_per_tok"], c["rms_norm_eps"], c["rope_theta"], c["max_position_embeddings"]
+E, K, eps = c["num_local_experts"], c["num_experts_per_tok"], c["rms_norm_eps"]
 D = h // H
 def lin(x, w): return [sum(a * b for a, b in zip(x, row)) for row in w]      # x W^T, W [out, in]
 def rms(x, g):
     r = 1 / math.sqrt(sum(v * v for v in x) / len(x) + eps)
     return [v * r * gi for v, gi in zip(x, g)]
-inv = [1 / theta ** (j / D) for j in range(0, D, 2)]
+inv = inv_freq(c)[0]
 def rope(x, t):   # per head: x cos + rotate_half(x) sin, cos/sin = cat(freqs, freqs)
     out = []
     for j in range(len(x) // D):
         hv = x[j * D:(j + 1) * D]; rh = [-v for v in hv[D // 2:]] + hv[:D // 2]; f = [t * w for w in inv] * 2
         out += [a * math.cos(u) + b * math.sin(u) for a, b, u in zip(hv, rh, f)]
-    return out
-def attention(q, k, v):   # query head j reads kv head j // (H / G)
-    out = []
-    for t in range(len(q)):
-        o = []
-        for j in range(H):
-            g = j // (H // G); qs = q[t][j * D:(j + 1) * D]
-            sc = [sum(a * b for a, b in zip(qs, k[u][g * D:(g + 1) * D])) / math.sqrt(D) for u in range(t + 1)]
-            m = max(sc); e = [math.exp(z - m) for z in sc]; z = sum(e)
-            o += [sum(e[u] / z * v[u][g * D + i] for u in range(t + 1)) for i in range(D)]
-        out.append(o)
     return out
 silu = lambda g: g / (1 + math.exp(-g))
 counts, pairs = [0] * E, set()
@@ -102,9 +83,7 @@ def moe(x, p):   # MixtralSparseMoeBlock: softmax over all E, top K, renormalise
         out = [o + prob[j] / tot * v for o, v in zip(out, y)]
     return out
 head = W["model.embed_tokens.weight"] if c["tie_word_embeddings"] else W["lm_head.weight"]
-nwin, losses = (len(data) - 1) // s, []
-for k in range(nseq):
-    win = data[(k % nwin) * s:(k % nwin) * s + s + 1]; ids, tgt = list(win[:s]), list(win[1:])
+for ids, tgt in windows(c["max_position_embeddings"]):
     x = [list(W["model.embed_tokens.weight"][i]) for i in ids]
     for l in range(L):
         p = "model.layers.%d." % l
@@ -112,12 +91,10 @@ for k in range(nseq):
         q = [rope(lin(v, W[p + "self_attn.q_proj.weight"]), t) for t, v in enumerate(nx)]
         kk = [rope(lin(v, W[p + "self_attn.k_proj.weight"]), t) for t, v in enumerate(nx)]
         vv = [lin(v, W[p + "self_attn.v_proj.weight"]) for v in nx]
-        x = [[a + b for a, b in zip(xv, lin(o, W[p + "self_attn.o_proj.weight"]))] for xv, o in zip(x, attention(q, kk, vv))]
+        x = [[a + b for a, b in zip(xv, lin(o, W[p + "self_attn.o_proj.weight"]))] for xv, o in zip(x, attention(q, kk, vv, H, G, D))]
         x = [[a + b for a, b in zip(xv, moe(rms(xv, W[p + "post_attention_layernorm.weight"]), p + "block_sparse_moe."))] for xv in x]
-    for v, t in zip(x, tgt):
-        lg = lin(rms(v, W["model.norm.weight"]), head); m = max(lg)
-        losses.append(m + math.log(sum(math.exp(z - m) for z in lg)) - lg[t])
-print("%.10g" % (sum(losses) / len(losses)))
+    for v, t in zip(x, tgt): xent(lin(rms(v, W["model.norm.weight"]), head), t)
+report()
 sys.stderr.write("counts %s pairs %d\n" % (counts, len(pairs)))
 PY
 
