@@ -31,7 +31,9 @@ kv_channels = hidden_size / num_attention_heads; grouped-query attention; MoE la
 --moe-ffn-hidden, moe_aux_loss_coeff -> --moe-aux-loss-coeff with the load-balancing
 type aux_loss; none: no loss; seq_aux_loss / global_aux_loss only at coefficient 0;
 moe_expert_capacity_factor and moe_token_drop_policy -> --moe-expert-capacity-factor
-and --moe-token-drop-policy, without moe_pad_expert_input_to_capacity; the router's
+and --moe-token-drop-policy, without moe_pad_expert_input_to_capacity;
+moe_token_dispatcher_type alltoall (or alltoall_seq) -> --moe-token-dispatcher alltoall
+(allgather and flex: the runtime's default, the same math); the router's
 moe_router_score_function softmax or sigmoid, moe_router_pre_softmax,
 moe_router_topk_scaling_factor, moe_z_loss_coeff, moe_router_enable_expert_bias and
 moe_router_bias_update_rate -> the runtime's flags of those names, the router's
@@ -566,6 +568,13 @@ class Config:
         if self.ebias and not self.sigmoid:
             refuse("moe_router_enable_expert_bias", "the expert bias is the sigmoid score function's")
         self.rate = real("moe_router_bias_update_rate", True, 1.0) if self.ebias else 0.0
+        # the token dispatcher -> --moe-token-dispatcher alltoall (alltoall, and older Megatron's alltoall_seq);
+        # allgather and flex print nothing: the runtime's default computes the same (a dispatcher moves tokens,
+        # it does not change the math), and without --expert-parallel every dispatcher is the same
+        disp = a.get("moe_token_dispatcher_type", "allgather")
+        if disp not in ("allgather", "alltoall", "alltoall_seq", "flex"):
+            refuse("moe_token_dispatcher_type", "not allgather, alltoall, alltoall_seq or flex")
+        self.a2a = disp in ("alltoall", "alltoall_seq")
 
 
 def _state(tf):
@@ -921,6 +930,8 @@ def flags(c, V, seq, stages):
             fl += " --moe-router-topk-scaling-factor " + _num(c.scale)
         if c.z > 0:
             fl += " --moe-z-loss-coeff " + _num(c.z)
+        if c.a2a:
+            fl += " --moe-token-dispatcher alltoall"
         if c.ebias:
             fl += " --moe-router-enable-expert-bias"
             if c.rate > 0:

@@ -235,6 +235,18 @@ rm -rf "$WORK/bad"; python3 "$FX" write "$WORK/ck_moe" "$WORK/bad" --arg moe_exp
 "$WORK/a" $(sed -n 's/^  \(.*\) --load .*/\1/p' "$WORK/out") --layers-per-stage 2 --load "$WORK/imp_cf" --lr 0 --iterations 1 \
   --data "$DATA" --json > "$WORK/cf.json" 2> "$WORK/err" && grep -q '"expert_capacity"' "$WORK/cf.json" &&
   pass "the import runs with its capacity factor" || fail "capacity factor run: $(cat "$WORK/err")"
+# the token dispatcher: alltoall becomes --moe-token-dispatcher alltoall (and the import runs
+# with it at --expert-parallel 2), flex prints none (the default's math), another is refused
+rm -rf "$WORK/bad"; python3 "$FX" write "$WORK/ck_moe" "$WORK/bad" --arg "moe_token_dispatcher_type='alltoall'" 2> /dev/null &&
+  python3 "$MG" import "$WORK/bad" "$WORK/imp_a2a" > "$WORK/out" 2>&1 && grep -q -- "--moe-token-dispatcher alltoall" "$WORK/out" &&
+  pass "moe_token_dispatcher_type alltoall: --moe-token-dispatcher alltoall printed" || fail "alltoall import: $(cat "$WORK/out")"
+"$WORK/a" $(sed -n 's/^  \(.*\) --load .*/\1/p' "$WORK/out") --layers-per-stage 2 --load "$WORK/imp_a2a" --lr 0 --iterations 1 \
+  --data "$DATA" --data-parallel 2 --expert-parallel 2 -q > "$WORK/err" 2>&1 && pass "the import runs with the alltoall dispatcher at X = 2" ||
+  fail "alltoall run: $(cat "$WORK/err")"
+rm -rf "$WORK/bad"; python3 "$FX" write "$WORK/ck_moe" "$WORK/bad" --arg "moe_token_dispatcher_type='flex'" 2> /dev/null &&
+  python3 "$MG" import "$WORK/bad" "$WORK/imp_flex" > "$WORK/out" 2>&1 && ! grep -q -- "--moe-token-dispatcher" "$WORK/out" &&
+  pass "moe_token_dispatcher_type flex: no dispatcher flag" || fail "flex import: $(cat "$WORK/out")"
+SRC=$WORK/ck_moe; refuse "an unknown dispatcher" "moe_token_dispatcher_type = 'magic'" --arg "moe_token_dispatcher_type='magic'"; SRC=
 # the router's options (DeepSeek-V3 style: sigmoid scores, the expert bias, a scaling factor, a
 # z-loss): the runtime saves after 2 iterations at --lr 0 (the bias moved, the weights not),
 # Megatron files carry router.expert_bias; the import prints the flags, holds the bias bit

@@ -347,7 +347,7 @@ def main():
                          moe_router_enable_expert_bias=False,
                          moe_router_num_groups=None, moe_expert_capacity_factor=None, moe_z_loss_coeff=None,
                          moe_grouped_gemm=o.experts != "seq", moe_use_legacy_grouped_gemm=o.experts == "legacy",
-                         expert_tensor_parallel_size=Tp, moe_token_dispatcher_type="alltoall").items():
+                         expert_tensor_parallel_size=Tp, moe_token_dispatcher_type="allgather").items():
             setattr(args, k, x)
     for kv in o.arg:
         k, v = kv.split("=", 1)
