@@ -207,16 +207,21 @@ static int gather_routing(ppsrt_ctx *c, const ppsrt_model_config *rcfg, int32_t 
   int K = pm->cfg.moe_topk > 0 ? pm->cfg.moe_topk : 2;
   size_t NK = (size_t)rcfg->micro_batch * rcfg->seq * K;
   size_t n = (size_t)rcfg->nmb * rcfg->nstage * (rcfg->layers_per_stage > 0 ? rcfg->layers_per_stage : 1) * NK;
-  float *tab = calloc(n ? n : 1, sizeof *tab);
+  float *tab = calloc(n ? 2 * n : 1, sizeof *tab);   /* the choices (+ 1), then how many ranks wrote each */
   if (!tab) return PPSRT_FAIL(PPSRT_E_NOMEM, "--check: out of host memory (the routing's replay)");
   int rc = 0, mine = c->tp_rank == 0 ? ppsrt_gpt_route_record(pm, pm->cfg.mb0, rcfg->nmb, tab) : 0;
   if (mine < 0) *why = "the pipeline kept no routing: not replayed";
-  if (!(rc = rt_allreduce_host_on(c, c->wtr, c->wrank, tab, n, PPSRT_SUM)) && !*why) {
+  for (size_t i = 0; i < n; i++) tab[n + i] = tab[i] > 0;
+  if (!(rc = rt_allreduce_host_on(c, c->wtr, c->wrank, tab, 2 * n, PPSRT_SUM)) && !*why) {
     int32_t *r = malloc((n ? n : 1) * sizeof *r);
     if (!r) rc = PPSRT_FAIL(PPSRT_E_NOMEM, "--check: out of host memory (the routing's replay)");
     for (size_t i = 0; r && i < n; i++) {
-      r[i] = (int32_t)tab[i] - 1;   /* (-1: no rank recorded it; two writers: most likely out of range) */
-      if (r[i] < 0 || r[i] >= 2 * pm->cfg.num_experts) { *why = "a slot not recorded once: not replayed"; free(r); r = NULL; }
+      r[i] = (int32_t)tab[i] - 1;   /* (exactly one writer, else nothing is replayed) */
+      if (tab[n + i] != 1 || r[i] < 0 || r[i] >= 2 * pm->cfg.num_experts) {
+        *why = "a slot not recorded once: not replayed";
+        free(r);
+        r = NULL;
+      }
     }
     *rec = r;
   }
