@@ -46,7 +46,7 @@ expect_grep "tokens x width 64 is over 2147483647 elements per tensor" "int64-ov
 expect_exit 2 "--hidden 65536 --heads 1 refused" "$T" 1f1b 2 4 --model gpt --hidden 65536 --heads 1 -q
 expect_grep "makes a weight over 2147483647 elements" "a weight too large named"
 expect_exit 2 "--layers-per-stage 1e9 refused" "$T" 1f1b 2 4 --model gpt --layers-per-stage 1000000000 -q
-expect_grep "is over 178956970 parameter tensors" "a parameter table too large named"
+expect_grep "is over [0-9][0-9]* parameter tensors" "a parameter table too large named"
 expect_exit 0 "--timeout 1e19 is a long timeout" "$T" 1f1b 2 4 --timeout 1e19 -q
 
 # ---- output files ----
