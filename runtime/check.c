@@ -21,7 +21,8 @@
  * choices and capacity drops of every (microbatch, layer) slot, forced on its MoE
  * layers, moe.c replay_route), so a bf16 near-tie of two experts' logits cannot send a
  * token elsewhere there; it says in how many slots its own choice differed (a failure
- * in F32) and that the replayed routing is the pipeline's (ppsrt_gpt_route_compare).
+ * in F32) and that the replayed routing is the pipeline's (ppsrt_gpt_route_compare;
+ * with --context-parallel each context rank over its own tokens, on a line of its own).
  * PPSRT_FAULT (tests only) scales one gradient tensor of the pipeline, shifts its loss,
  * moves one token's expert in each MoE slot of the pipeline (route: moe.c fault_route) or
  * lists the tensors compared, so that tests can watch the check say no.
