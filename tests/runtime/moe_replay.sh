@@ -17,7 +17,8 @@
 #    sequence, written at their whole-sequence places): C = 2, C = 4, C = 2 x T = 2 SP pass
 #    with every context rank's line replayed (a mapping that does not mirror the second
 #    chunk fails: the replayed routing is not the pipeline's), and PPSRT_FAULT=route at
-#    C = 2 fails on the own-choice lines alone, context rank 1's among them.
+#    C = 2 fails on the own-choice lines alone, context rank 1's among them (C = 2 under
+#    mpirun too).
 . "$(dirname "$0")/lib.sh"
 build a "$top_srcdir/stdlib/1f1b.pps" -D P=2 -D m=4 || { fail "build 1f1b"; finish; }
 A=$WORK/a
@@ -84,4 +85,8 @@ n=$(grep -c "own choice differed in [1-9][0-9]*: DIFFERS (in F32" "$WORK/out")
 if [ "$n" -eq 4 ] && ! grep -q "grad .*DIFFERS" "$WORK/out" && grep -q "context rank 1): routing.*: DIFFERS" "$WORK/out"; then
   pass "PPSRT_FAULT=route C = 2: the own-choice lines alone (context rank 1's too)"
 else fail "PPSRT_FAULT=route C = 2: $n own-choice lines: $(grep -v '^memory' "$WORK/out" | head -8)"; fi
+if have_mpi; then   # a process a rank: the table all-reduced over MPI, each rank's line its process's
+  expect_exit 0 "mpirun -np 4: P 2 x C 2 --check" mpirun_np 4 "$A" $M --context-parallel 2 --check -q
+  replayed 4 "MPI C = 2"
+else skip "no MPI: the mpirun line"; fi
 finish
