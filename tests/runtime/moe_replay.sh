@@ -14,7 +14,8 @@
 #    the replay copies into the reference, fails on the own-choice line alone (F32);
 #  - PPSRT_CHECK_REPLAY=0 (tests) compares without the replay (the old comparison's line);
 #  - --context-parallel C (each context rank's tokens, chunks c and 2C - 1 - c of each
-#    sequence, written at their whole-sequence places): C = 2, C = 4, C = 2 x T = 2 SP pass
+#    sequence, written at their whole-sequence places): C = 2, C = 4, C = 2 x T = 2 SP,
+#    C = 2 x D = 2 (with X = 2 alltoall) pass
 #    with every context rank's line replayed (a mapping that does not mirror the second
 #    chunk fails: the replayed routing is not the pipeline's), and PPSRT_FAULT=route at
 #    C = 2 fails on the own-choice lines alone, context rank 1's among them (C = 2 under
@@ -77,6 +78,9 @@ expect_exit 0 "C = 2 x T = 2 --sequence-parallel --check" "$A" $M --context-para
 replayed 8 "C = 2 x T = 2 SP"
 expect_exit 0 "C = 2 x D = 2 --check" "$A" $M --context-parallel 2 --data-parallel 2 --check -q
 replayed 4 "C = 2 x D = 2"
+expect_exit 0 "C = 2 x D = 2 X = 2 alltoall --check" "$A" $M --context-parallel 2 --data-parallel 2 --expert-parallel 2 \
+  --moe-token-dispatcher alltoall --check -q
+replayed 8 "C = 2 x D = 2 X = 2 alltoall"
 expect_exit 0 "C = 2 PPSRT_CHECK_REPLAY=0 --check" env PPSRT_CHECK_REPLAY=0 "$A" $M --context-parallel 2 --check -q
 n=$(grep -c "slots: the reference's; PPSRT_CHECK_REPLAY=0: not replayed" "$WORK/out")
 [ "$n" -eq 4 ] && pass "C = 2 without the replay: every context rank's comparison line" || fail "C = 2 without the replay: $n lines"
