@@ -15,11 +15,10 @@
 #  - PPSRT_CHECK_REPLAY=0 (tests) compares without the replay (the old comparison's line);
 #  - --context-parallel C (each context rank's tokens, chunks c and 2C - 1 - c of each
 #    sequence, written at their whole-sequence places): C = 2, C = 4, C = 2 x T = 2 SP,
-#    C = 2 x D = 2 (with X = 2 alltoall) pass
-#    with every context rank's line replayed (a mapping that does not mirror the second
-#    chunk fails: the replayed routing is not the pipeline's), and PPSRT_FAULT=route at
-#    C = 2 fails on the own-choice lines alone, context rank 1's among them (C = 2 under
-#    mpirun too).
+#    C = 2 x D = 2 (with X = 2 alltoall), C = 2 under mpirun pass with every context
+#    rank's line replayed (a mapping that does not mirror the second chunk fails: the
+#    replayed routing is not the pipeline's), and PPSRT_FAULT=route at C = 2 fails on the
+#    own-choice lines alone, context rank 1's among them.
 . "$(dirname "$0")/lib.sh"
 build a "$top_srcdir/stdlib/1f1b.pps" -D P=2 -D m=4 || { fail "build 1f1b"; finish; }
 A=$WORK/a
