@@ -21,7 +21,8 @@
  * choices and capacity drops of every (microbatch, layer) slot, forced on its MoE
  * layers, moe.c replay_route), so a bf16 near-tie of two experts' logits cannot send a
  * token elsewhere there; it says in how many slots its own choice differed (a failure
- * in F32) and that the replayed routing is the pipeline's (ppsrt_gpt_route_compare).
+ * in F32) and that the replayed routing is the pipeline's (ppsrt_gpt_route_compare;
+ * with --context-parallel each context rank over its own tokens, on a line of its own).
  * PPSRT_FAULT (tests only) scales one gradient tensor of the pipeline, shifts its loss,
  * moves one token's expert in each MoE slot of the pipeline (route: moe.c fault_route) or
  * lists the tensors compared, so that tests can watch the check say no.
@@ -191,18 +192,19 @@ int rt_fault_setup(ppsrt_run *run, ppsrt_model_config *cfg, int check, const cha
 
 /* --num-experts: the routing the pipeline's F passes chose, for the reference to replay
  * (docs/runtime.md "--check"): every (microbatch, stage, layer) slot of the global batch,
- * gathered over the world (each slot written by the one device and replica that routed
- * it: tensor rank 0; every tensor rank routes alike). *rec (malloc, the reference's
- * layout: ppsrt_gpt_route_record) or NULL where there is nothing to replay: no experts,
- * --context-parallel (its ranks route parts of the sequences), PPSRT_CHECK_REPLAY=0
- * (tests), or a slot that no rank recorded (*why says which). Every rank calls it. */
+ * gathered over the world (each token's decisions written by the one device and replica
+ * that routed it: tensor rank 0, every tensor rank routes alike; with --context-parallel
+ * each context rank writes its tokens, chunks c and 2C - 1 - c of each sequence, at their
+ * places in the whole sequences: ppsrt_gpt_route_record). *rec (malloc, the reference's
+ * layout) or NULL where there is nothing to replay: no experts, PPSRT_CHECK_REPLAY=0
+ * (tests), or a token's decision that not exactly one rank recorded (*why says which).
+ * Every rank calls it. */
 static int gather_routing(ppsrt_ctx *c, const ppsrt_model_config *rcfg, int32_t **rec, const char **why) {
   ppsrt_model *pm = c->model;
   const char *off = getenv("PPSRT_CHECK_REPLAY");
   *rec = NULL;
   *why = NULL;
   if (pm->cfg.num_experts <= 0) return 0;
-  if (pm->cfg.cp > 1) { *why = "--context-parallel: not replayed"; return 0; }
   if (off && !strcmp(off, "0")) { *why = "PPSRT_CHECK_REPLAY=0: not replayed"; return 0; }
   int K = pm->cfg.moe_topk > 0 ? pm->cfg.moe_topk : 2;
   size_t NK = (size_t)rcfg->micro_batch * rcfg->seq * K;
@@ -257,7 +259,9 @@ int rt_check_gradients(ppsrt_ctx *c, double pipeline_loss, int *mismatch) {
   double ref_loss = 0;
   if (!all) { rc = PPSRT_FAIL(PPSRT_E_NOMEM, "--check: out of host memory"); goto out; }
   for (int s = 0; s < cfg.nstage; s++) all[s] = s;
-  cfg.moe_record = 0;
+  /* (--context-parallel: the reference records its routing, and its own choice, so that
+     each context rank compares its tokens' part of a slot: ppsrt_gpt_route_compare) */
+  cfg.moe_record = pm->cfg.cp > 1 && pm->cfg.num_experts > 0;
   const char *noreplay = NULL;
   if ((rc = gather_routing(c, &cfg, &rec, &noreplay))) goto out;
   if ((rc = run->create(&cfg, be, 0, all, cfg.nstage, &rx.model))) goto out;
@@ -282,14 +286,25 @@ int rt_check_gradients(ppsrt_ctx *c, double pipeline_loss, int *mismatch) {
   if (!f) { rc = PPSRT_FAIL(PPSRT_E_NOMEM, "--check: out of host memory"); goto out; }
   pthread_mutex_lock(&run->print_lock);
   int loss_bad = 0;
-  char dev[64];   /* how the lines name this rank: "device 1", or with --tensor-parallel "device 1 (tensor rank 0)",
-                   * with --expert-parallel "device 1 (expert rank 1)" */
-  if (run->ntp > 1 && run->nep > 1)
-    snprintf(dev, sizeof dev, "device %d (tensor rank %d, expert rank %d)", c->rank, c->tp_rank, c->ep_rank);
-  else if (run->ntp > 1) snprintf(dev, sizeof dev, "device %d (tensor rank %d)", c->rank, c->tp_rank);
-  else if (run->nep > 1) snprintf(dev, sizeof dev, "device %d (expert rank %d)", c->rank, c->ep_rank);
-  else snprintf(dev, sizeof dev, "device %d", c->rank);
-  if (c->rank == 0 && c->tp_rank == 0 && c->ep_rank == 0) {   /* (the loss: the same on every EP rank) */
+  char dev[96];   /* how the lines name this rank: "device 1", or with --tensor-parallel "device 1 (tensor rank 0)",
+                   * with --context-parallel "device 1 (context rank 1)", with --expert-parallel "device 1 (expert
+                   * rank 1)", several of them "device 1 (tensor rank 0, context rank 1)" */
+  {
+    int len = snprintf(dev, sizeof dev, "device %d", c->rank), first = 1;
+    const char *what[3] = {"tensor", "context", "expert"};
+    int has[3] = {run->ntp > 1, run->ncp > 1, run->nep > 1}, of[3] = {c->tp_rank, c->cp_rank, c->ep_rank};
+    for (int i = 0; i < 3; i++)
+      if (has[i] && len > 0 && (size_t)len < sizeof dev) {
+        len += snprintf(dev + len, sizeof dev - (size_t)len, "%s%s rank %d", first ? " (" : ", ", what[i], of[i]);
+        first = 0;
+      }
+    if (!first && len > 0 && (size_t)len < sizeof dev) snprintf(dev + len, sizeof dev - (size_t)len, ")");
+  }
+  /* --context-parallel: a context rank > 0 holds context rank 0's gradients (summed over
+     the group) and says its routing alone, unless --distributed-optimizer gave it a shard
+     of its own to compare (interp.c sums the mismatches over the group) */
+  const int grads = c->cp_rank == 0 || pm->cfg.distopt;
+  if (c->rank == 0 && c->tp_rank == 0 && c->ep_rank == 0 && c->cp_rank == 0) {   /* (the loss: the same on every EP, CP rank) */
     double d = fabs(pipeline_loss - ref_loss);
     loss_bad = !(d <= kl * fabs(ref_loss));
     if (!run->o.json)
@@ -300,7 +315,7 @@ int rt_check_gradients(ppsrt_ctx *c, double pipeline_loss, int *mismatch) {
   long nbad = 0, ncmp = 0;
   double maxrel = 0;
   const char *maxname = "all equal";
-  for (int t = 0; t < pm->nparams; t++) {
+  for (int t = 0; grads && t < pm->nparams; t++) {
     ppsrt_param *p = &pm->params[t];
     ppsrt_param *r = NULL;
     for (int j = 0; j < rx.model->nparams; j++)
@@ -344,8 +359,9 @@ int rt_check_gradients(ppsrt_ctx *c, double pipeline_loss, int *mismatch) {
      the two runs compute the same experts' sums: its routing must be the pipeline's (else the
      replay failed), and its own choice (what it would have routed: a near-tie of two
      experts' logits can flip in bf16) is told, and in F32 must agree too (the guard on a
-     wrong top-K, which the replay itself would copy into the reference). Without a replay
-     (--context-parallel): whether they routed alike explains a failure. */
+     wrong top-K, which the replay itself would copy into the reference); with
+     --context-parallel, compared over this rank's tokens of each slot. Without a replay
+     (PPSRT_CHECK_REPLAY=0): whether they routed alike explains a failure. */
   long nsl, ndiff, nown;
   if (pm->cfg.num_experts > 0 && !ppsrt_gpt_route_compare(pm, rx.model, pm->cfg.mb0, &nsl, &ndiff)) {
     if (rec && !ppsrt_gpt_route_ohash(pm, rx.model, pm->cfg.mb0, &nown)) {
@@ -365,11 +381,11 @@ int rt_check_gradients(ppsrt_ctx *c, double pipeline_loss, int *mismatch) {
                 "in F32, on the CPU backend, it should not)" : "");
     }
   }
-  if (ncmp == 0) {
+  if (ncmp == 0 && grads) {
     nbad++;
     if (!run->o.json) fprintf(f, "check: %s: no gradient value compared: FAILED\n", dev);
   }
-  if (!run->o.json)
+  if (!run->o.json && grads)
     fprintf(f, "check: %s: %ld gradient values of %d tensors compared, max relative difference %.3g (%s), "
             "tolerance ||a-b|| <= %.3g*||ref|| per tensor: %s\n", dev, ncmp, pm->nparams, maxrel, maxname, k,
             nbad ? "MISMATCH" : "match");

@@ -33,16 +33,19 @@ uint64_t ppsrt_gpt_route_hash(const ppsrt_model *m);
  * that model m (a pipeline device's stages) computed in its last iteration with that of
  * ref (every stage on one device, the global batch: m's microbatch mb is ref's
  * mb0 + mb), slot by slot (each slot's decisions hashed in token order). *n: the
- * (microbatch, layer) slots compared, *ndiff: those routed differently. -1 when there
- * is nothing to compare (no experts; --context-parallel, whose ranks route parts of
- * sequences), else 0. */
+ * (microbatch, layer) slots compared, *ndiff: those routed differently; with
+ * --context-parallel m's tokens of each slot (ref records its decisions: moe.h rec). -1
+ * when there is nothing to compare (no experts; --context-parallel without ref's record),
+ * else 0. */
 int ppsrt_gpt_route_compare(const ppsrt_model *m, const ppsrt_model *ref, int mb0, long *n, long *ndiff);
 /* --check's replay of the routing (check.c; moe.h rec): the reference's own choice (its
  * hash before the replay) against m's routing, per (microbatch, layer) slot as above:
  * *ndiff slots differ; -1 without a replay. */
 int ppsrt_gpt_route_ohash(const ppsrt_model *m, const ppsrt_model *ref, int mb0, long *ndiff);
 /* m's recorded routing (cfg moe_record) into tab, the reference's layout [nmb][stages][layers][N K]:
- * decision + 1 (0: not this device's) for m's microbatches (global mb0 on) and stages; -1 without one. */
+ * decision + 1 (0: not this device's) for m's microbatches (global mb0 on) and stages; with
+ * --context-parallel m's tokens at their places in the whole sequences (ppsrt_cp_pos), the
+ * reference's N K entries a slot the C ranks' together; -1 without one. */
 int ppsrt_gpt_route_record(const ppsrt_model *m, int mb0, int nmb, float *tab);
 /* The reference ref (every stage local) replays rec (tab's layout, the decisions; kept by the caller). */
 int ppsrt_gpt_route_replay(ppsrt_model *ref, const int32_t *rec);

@@ -869,6 +869,8 @@ int rt_run_device(ppsrt_ctx *c) {
       if ((rc = rt_tp_sum(c, &nb))) { fail_at(c, -1, rc, "--check all-reduce"); break; }
       /* --expert-parallel: each rank of the group compared its own experts */
       if ((rc = rt_ep_sum(c, &nb))) { fail_at(c, -1, rc, "--check all-reduce"); break; }
+      /* --context-parallel: each context rank compared its tokens' routing (check.c) */
+      if ((rc = rt_cp_sum(c, &nb))) { fail_at(c, -1, rc, "--check all-reduce"); break; }
       if ((c->rank == 0 && c->grank == 0 && c->tp_rank == 0) || run->nlocal == 1) run->check_mismatches = (long)nb;
       /* the first context prints every local rank's lines in rank order, once all have
        * compared: the all-reduces above span this pipeline and its tensor group only, so
@@ -881,8 +883,9 @@ int rt_run_device(ppsrt_ctx *c) {
         for (int l = 0; l < run->nlocal; l++)
           if (run->ctx[l].check_text) {
             /* --data-parallel: the replicas' gradients are the same after the all-reduce; replica 0's lines
-               (--expert-parallel: those of replicas 0..X-1, each with experts of its own) */
-            if (run->ctx[l].cp_rank == 0 && run->ctx[l].replica < run->nep) fputs(run->ctx[l].check_text, run->out);
+               (--expert-parallel: those of replicas 0..X-1, each with experts of its own; --context-parallel:
+               every context rank's, those of ranks > 0 their routing's alone, check.c) */
+            if (run->ctx[l].replica < run->nep) fputs(run->ctx[l].check_text, run->out);
             free(run->ctx[l].check_text);
             run->ctx[l].check_text = NULL;
           }

@@ -1532,16 +1532,44 @@ uint64_t ppsrt_gpt_route_hash(const ppsrt_model *m) {
   return g->moe_on ? g->moe.route_hash : 0;
 }
 
+/* The reference's token (its microbatch's b T + position: whole sequences) of this
+ * rank's token i (b Tl + u: --context-parallel, its rows u of each sequence b are chunks
+ * cpr and 2C - 1 - cpr, ppsrt_cp_pos; else i itself). */
+static size_t ref_token(const gpt *g, int i) {
+  if (g->cp <= 1) return (size_t)i;
+  return (size_t)(i / g->Tl) * g->T + (size_t)ppsrt_cp_pos(g->T, g->cp, g->cpr, i % g->Tl);
+}
+
+/* --context-parallel: the hash of the reference's decisions `dec` (one slot, [Bm T][K],
+ * the reference's token order) over this rank's tokens in its own order, as route_host
+ * hashes this rank's slot (moe.c shash: FNV-1a over expert e, or E + e dropped) */
+static uint64_t cp_slot_hash(const gpt *g, const int32_t *dec) {
+  int K = g->moe.K;
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (int i = 0; i < g->N; i++)
+    for (int k = 0; k < K; k++) h = (h ^ (uint64_t)dec[ref_token(g, i) * K + k]) * 0x100000001b3ull;
+  return h;
+}
+
+/* Slot (mb, s, l)'s hash in ref as this rank routes it: ref's hash `h` of the whole
+ * slot, or with --context-parallel that of its decisions `dec` ([nslot][Bm T K]) over
+ * this rank's tokens. */
+static uint64_t ref_slot_hash(const gpt *g, const gpt *r, const uint64_t *h, const int32_t *dec, int rslot) {
+  if (g->cp <= 1) return h[rslot];
+  return cp_slot_hash(g, dec + (size_t)rslot * r->moe.N * r->moe.K);
+}
+
 int ppsrt_gpt_route_compare(const ppsrt_model *m, const ppsrt_model *ref, int mb0, long *n, long *ndiff) {
   const gpt *g = m->impl, *r = ref->impl;
   *n = *ndiff = 0;
-  if (!g->moe_on || !r->moe_on || g->cp > 1 || r->L != g->L) return -1;
+  if (!g->moe_on || !r->moe_on || (g->cp > 1 && !r->moe.rec) || r->L != g->L) return -1;
   for (int mb = 0; mb < m->cfg.nmb; mb++)
     for (int s = 0; s < g->S && s < r->S; s++) {
       if (g->local[s] < 0 || r->local[s] < 0 || mb0 + mb >= ref->cfg.nmb) continue;
       for (int l = 0; l < g->L; l++) {
         (*n)++;
-        *ndiff += g->moe.shash[moe_slot(g, mb, g->local[s], l)] != r->moe.shash[moe_slot(r, mb0 + mb, r->local[s], l)];
+        *ndiff += g->moe.shash[moe_slot(g, mb, g->local[s], l)] !=
+                  ref_slot_hash(g, r, r->moe.shash, r->moe.rec, moe_slot(r, mb0 + mb, r->local[s], l));
       }
     }
   return 0;
@@ -1550,12 +1578,13 @@ int ppsrt_gpt_route_compare(const ppsrt_model *m, const ppsrt_model *ref, int mb
 int ppsrt_gpt_route_ohash(const ppsrt_model *m, const ppsrt_model *ref, int mb0, long *ndiff) {
   const gpt *g = m->impl, *r = ref->impl;
   *ndiff = 0;
-  if (!g->moe_on || !r->moe_on || !r->moe.ohash || g->cp > 1 || r->L != g->L) return -1;
+  if (!g->moe_on || !r->moe_on || !r->moe.ohash || (g->cp > 1 && !r->moe.orec) || r->L != g->L) return -1;
   for (int mb = 0; mb < m->cfg.nmb; mb++)
     for (int s = 0; s < g->S && s < r->S; s++) {
       if (g->local[s] < 0 || r->local[s] < 0 || mb0 + mb >= ref->cfg.nmb) continue;
       for (int l = 0; l < g->L; l++)
-        *ndiff += g->moe.shash[moe_slot(g, mb, g->local[s], l)] != r->moe.ohash[moe_slot(r, mb0 + mb, r->local[s], l)];
+        *ndiff += g->moe.shash[moe_slot(g, mb, g->local[s], l)] !=
+                  ref_slot_hash(g, r, r->moe.ohash, r->moe.orec, moe_slot(r, mb0 + mb, r->local[s], l));
     }
   return 0;
 }
@@ -1563,14 +1592,16 @@ int ppsrt_gpt_route_ohash(const ppsrt_model *m, const ppsrt_model *ref, int mb0,
 int ppsrt_gpt_route_record(const ppsrt_model *m, int mb0, int nmb, float *tab) {
   const gpt *g = m->impl;
   if (!g->moe_on || !g->moe.rec) return -1;
-  size_t NK = (size_t)g->moe.N * g->moe.K;
+  int K = g->moe.K;
+  size_t NK = (size_t)g->moe.N * K, rNK = (size_t)g->Bm * g->T * K;   /* this rank's slot, the reference's */
   for (int mb = 0; mb < m->cfg.nmb && mb0 + mb < nmb; mb++)
     for (int s = 0; s < g->S; s++) {
       if (g->local[s] < 0) continue;
       for (int l = 0; l < g->L; l++) {
         const int32_t *src = g->moe.rec + (size_t)moe_slot(g, mb, g->local[s], l) * NK;
-        float *dst = tab + (((size_t)(mb0 + mb) * g->S + s) * g->L + l) * NK;
-        for (size_t i = 0; i < NK; i++) dst[i] = (float)src[i] + 1.0f;
+        float *dst = tab + (((size_t)(mb0 + mb) * g->S + s) * g->L + l) * rNK;
+        for (int i = 0; i < g->moe.N; i++)   /* (--context-parallel: its tokens at their places in whole sequences) */
+          for (int k = 0; k < K; k++) dst[ref_token(g, i) * K + k] = (float)src[(size_t)i * K + k] + 1.0f;
       }
     }
   return 0;

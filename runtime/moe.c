@@ -34,7 +34,7 @@
  * --check (cfg moe_record): route_host also keeps each slot's own decisions (rec), which
  * check.c gathers; the reference (ppsrt_moe_set_replay) forces them on its routing kernel
  * (replay_route: the weights from its own logits) and its drops (replay_drops), after
- * hashing its own choice (ohash) for the report.
+ * hashing its own choice (ohash; where it records too, orec: its decisions) for the report.
  *
  * F/B/W: F keeps in one store entry (ppsrt_moe.bytes) FC1's outputs hpre [N K, fw], the
  * activations hact [N K, f], the expert outputs eout [N K, h], w, the top-K indices and
@@ -274,8 +274,8 @@ void ppsrt_moe_free(ppsrt_moe *mo) {
   free(mo->cnt); free(mo->shash); free(mo->hcp); mo->hcp = NULL; free(mo->hidx); free(mo->hpos); free(mo->hstat); free(mo->ocnt);
   mo->cnt = mo->ocnt = NULL; mo->shash = NULL; mo->hidx = mo->hpos = NULL; mo->hstat = mo->hcoef = NULL;
   if (mo->dforce && mo->fbe) mo->fbe->free(mo->fbe, mo->dforce);
-  free(mo->rec); free(mo->ohash); free(mo->hforce);
-  mo->rec = mo->dforce = mo->hforce = NULL; mo->ohash = NULL; mo->replay = NULL;
+  free(mo->rec); free(mo->ohash); free(mo->hforce); free(mo->orec);
+  mo->rec = mo->dforce = mo->hforce = mo->orec = NULL; mo->ohash = NULL; mo->replay = NULL;
 }
 
 int ppsrt_moe_set_replay(ppsrt_moe *mo, const int32_t *rec) {
@@ -284,10 +284,11 @@ int ppsrt_moe_set_replay(ppsrt_moe *mo, const int32_t *rec) {
   for (size_t i = 0; i < (size_t)mo->nslot * NK; i++)
     if (rec[i] < 0 || rec[i] >= 2 * mo->E)
       return PPSRT_FAIL(PPSRT_E_USAGE, "--check: the pipeline's routing to replay names expert %d of %d", rec[i], mo->E);
-  free(mo->ohash); free(mo->hforce);
+  free(mo->ohash); free(mo->hforce); free(mo->orec);
   mo->ohash = calloc((size_t)(mo->nslot > 0 ? mo->nslot : 1), sizeof *mo->ohash);
   mo->hforce = malloc(NK * sizeof *mo->hforce);
-  if (!mo->ohash || !mo->hforce) return PPSRT_FAIL(PPSRT_E_NOMEM, "gpt: out of host memory (experts)");
+  mo->orec = mo->rec ? calloc((size_t)(mo->nslot > 0 ? mo->nslot : 1) * NK, sizeof *mo->orec) : NULL;
+  if (!mo->ohash || !mo->hforce || (mo->rec && !mo->orec)) return PPSRT_FAIL(PPSRT_E_NOMEM, "gpt: out of host memory (experts)");
   mo->replay = rec;
   return 0;
 }
@@ -698,6 +699,8 @@ static int replay_route(ppsrt_moe *mo, ppsrt_backend *be, int slot, mbuf *b, pps
   if (mo->cap > 0) ppsrt_moe_drop(mo->hord, mo->hidx, mo->hw, NK, mo->cap, mo->dpos, mo->hpos);
   else memset(mo->hpos, 0, NK * sizeof *mo->hpos);
   mo->ohash[slot] = route_hash_of(mo->hidx, mo->hpos, NK, E);
+  for (size_t s = 0; mo->orec && s < NK; s++)   /* (a --context-parallel pipeline's: its ranks' parts hashed) */
+    mo->orec[(size_t)slot * NK + s] = mo->hidx[s] + (mo->hpos[s] < 0 ? E : 0);
   if (!mo->dforce) {
     TRY(be->alloc(be, NK * sizeof(int32_t), (void **)&mo->dforce));
     mo->fbe = be;

@@ -38,10 +38,13 @@ typedef struct ppsrt_moe {
    * capacity dropped the slot: shash's values); in the reference, replay ([nslot][N K],
    * rec's encoding, the caller's; NULL: its own top-K) is what its F routes, ohash [nslot]
    * the hash of its own choice (what it would have routed) and dforce one slot's forced
-   * experts in the backend's memory (fbe's) */
+   * experts in the backend's memory (fbe's); orec ([nslot][N K], rec's encoding; only
+   * where the reference records too, for a --context-parallel pipeline whose ranks hash
+   * parts of its slots: model_gpt.c ppsrt_gpt_route_ohash) its own choice's decisions */
   int32_t *rec;
   const int32_t *replay;
   uint64_t *ohash;
+  int32_t *orec;
   int32_t *dforce, *hforce;
   ppsrt_backend *fbe;
   int fault;              /* PPSRT_FAULT=route (cfg->moe_record 2; tests only): moe.c fault_route */

@@ -414,6 +414,7 @@ int ppsrt_tp_allreduce_max(ppsrt_ctx *c, float *buf, size_t n) {
 }
 
 int rt_tp_sum(ppsrt_ctx *c, double *x) { return c->ttr ? group_sum(c, c->ttr, c->tp_rank, x) : 0; }
+int rt_cp_sum(ppsrt_ctx *c, double *x) { return c->ctr ? group_sum(c, c->ctr, c->cp_rank, x) : 0; }
 
 /* Rank u's slice of p: its ranges are rank t's moved by (u - t) lengths (tp_slice in
  * model_gpt.c cuts every tensor so: base + rank x length). */

@@ -408,6 +408,8 @@ int rt_replica_view(ppsrt_transport *world, ppsrt_transport *coll, int P, int D,
  * tensor, or a vocabulary-parallel device's rows; every rank of the group calls it;
  * full may be NULL on the others) */
 int rt_tp_sum(ppsrt_ctx *c, double *x);
+/* --context-parallel (replica.c): the same over this rank's context-parallel group */
+int rt_cp_sum(ppsrt_ctx *c, double *x);
 int rt_tp_gather(ppsrt_ctx *c, const ppsrt_param *p, const float *mine, float *full);
 int rt_replica_flatten(ppsrt_ctx *c);
 /* ep.c (--expert-parallel): the sum of *x over this rank's expert-parallel group (host, a

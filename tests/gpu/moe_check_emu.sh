@@ -16,7 +16,11 @@
 #  - with a capacity factor (CF 0.5, top 2, seed 1) the reference's own choice flips and
 #    its own drops would differ: with the choices and drops replayed --check passes (and
 #    fails without the replay);
-#  - on the CPU (F32) the same seeds pass with the reference's own choice equal everywhere.
+#  - on the CPU (F32) the same seeds pass with the reference's own choice equal everywhere;
+#  - --context-parallel 2 (seed 4): every context rank's tokens replayed at their places in
+#    the whole sequences (8 lines: 2 devices x 2 tensor ranks x 2 context ranks), one of
+#    them with the reference's own choice differing, and --check passes; without the
+#    replay it fails, explained by the routing comparison.
 # Skipped (77) without the emulator.
 . "$(dirname "$0")/../runtime/lib.sh"
 need_emu
@@ -55,6 +59,19 @@ st=$?
   fail "CF 0.5 top 2 seed 1: exit $st: $(grep -v '^memory' "$WORK/out" | head -5)"
 emu env PPSRT_CHECK_REPLAY=0 "$WORK/a" $L --moe-topk 2 --moe-expert-capacity-factor 0.5 --seed 1 > "$WORK/out" 2>&1
 [ $? -eq 1 ] && pass "CF 0.5 top 2 seed 1 without the replay: --check fails" || fail "CF 0.5 top 2 seed 1 without the replay: passes"
+# --context-parallel 2: each context rank's tokens (chunks c and 3 - c) replayed
+emu "$WORK/a" $L --context-parallel 2 --seed 4 > "$WORK/out" 2>&1
+st=$?
+nrep=$(grep -c "context rank [01]): routing of 4 (microbatch, layer) slots replayed from the pipeline; the reference's own choice differed in" "$WORK/out")
+[ $st -eq 0 ] && grep -q "^check: passed" "$WORK/out" && [ "$nrep" -eq 8 ] &&
+  grep -q "slots replayed from the pipeline; the reference's own choice differed in [1-9]" "$WORK/out" &&
+  pass "C = 2 seed 4: --check passes with every context rank's routing replayed (own choice differed)" ||
+  fail "C = 2 seed 4: exit $st, $nrep replayed lines: $(grep -v '^memory' "$WORK/out" | head -5)"
+emu env PPSRT_CHECK_REPLAY=0 "$WORK/a" $L --context-parallel 2 --seed 4 > "$WORK/out" 2>&1
+st=$?
+[ $st -eq 1 ] && grep -q "the gradients above compare two routings" "$WORK/out" &&
+  pass "C = 2 seed 4 without the replay: --check fails, explained by the routing comparison" ||
+  fail "C = 2 seed 4 without the replay: exit $st: $(grep -v '^memory' "$WORK/out" | head -5)"
 # real bugs still fail with the replay
 for f in s1.l0.moe.router.w s1.l0.moe.e1.fc.w s0.l0.moe.e2.fc2.w; do
   emu env PPSRT_FAULT="grad=$f*1.2" "$WORK/a" $L --moe-aux-loss-coeff 0.01 --seed 4 > "$WORK/out" 2>&1

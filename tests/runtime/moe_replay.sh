@@ -12,9 +12,13 @@
 #  - with the replay, --check still fails for real bugs: PPSRT_FAULT scaling the router's
 #    gradient or an expert's; and a wrong top-K in the pipeline (PPSRT_FAULT=route), which
 #    the replay copies into the reference, fails on the own-choice line alone (F32);
-#  - PPSRT_CHECK_REPLAY=0 (tests) compares without the replay (the old comparison's line),
-#    and --context-parallel 2 is not replayed (no routing line: its ranks route parts of
-#    the sequences) and passes.
+#  - PPSRT_CHECK_REPLAY=0 (tests) compares without the replay (the old comparison's line);
+#  - --context-parallel C (each context rank's tokens, chunks c and 2C - 1 - c of each
+#    sequence, written at their whole-sequence places): C = 2, C = 4, C = 2 x T = 2 SP,
+#    C = 2 x D = 2 (with X = 2 alltoall), C = 2 under mpirun pass with every context
+#    rank's line replayed (a mapping that does not mirror the second chunk fails: the
+#    replayed routing is not the pipeline's), and PPSRT_FAULT=route at C = 2 fails on the
+#    own-choice lines alone, context rank 1's among them.
 . "$(dirname "$0")/lib.sh"
 build a "$top_srcdir/stdlib/1f1b.pps" -D P=2 -D m=4 || { fail "build 1f1b"; finish; }
 A=$WORK/a
@@ -59,9 +63,33 @@ for x in "" "--tensor-parallel 2 --sequence-parallel" "--data-parallel 2 --exper
     pass "PPSRT_FAULT=route $x: the own-choice line alone"
   else fail "PPSRT_FAULT=route $x: $(grep -v '^memory' "$WORK/out" | head -8)"; fi
 done
-# without the replay; --context-parallel
+# without the replay
 expect_exit 0 "PPSRT_CHECK_REPLAY=0 --check" env PPSRT_CHECK_REPLAY=0 "$A" $M $C --check -q
 expect_grep "slots: the reference's; PPSRT_CHECK_REPLAY=0: not replayed" "PPSRT_CHECK_REPLAY=0: the comparison's line"
+# --context-parallel: every context rank's tokens replayed at their places (a line each)
 expect_exit 0 "--context-parallel 2 --check" "$A" $M --context-parallel 2 --check -q
-if grep -q "routing of" "$WORK/out"; then fail "C = 2: a routing line"; else pass "C = 2: not replayed, no routing line"; fi
+replayed 4 "C = 2"
+expect_grep "device 1 (context rank 1): routing of 4 (microbatch, layer) slots replayed" "C = 2: context rank 1's line"
+expect_exit 0 "--context-parallel 4 --seq 16, 2 layers a stage, K = 1 --check" "$A" $M --seq 16 --context-parallel 4 \
+  --layers-per-stage 2 --moe-topk 1 --check -q
+replayed 8 "C = 4"
+expect_exit 0 "C = 2 x T = 2 --sequence-parallel --check" "$A" $M --context-parallel 2 --tensor-parallel 2 --sequence-parallel --check -q
+replayed 8 "C = 2 x T = 2 SP"
+expect_exit 0 "C = 2 x D = 2 --check" "$A" $M --context-parallel 2 --data-parallel 2 --check -q
+replayed 4 "C = 2 x D = 2"
+expect_exit 0 "C = 2 x D = 2 X = 2 alltoall --check" "$A" $M --context-parallel 2 --data-parallel 2 --expert-parallel 2 \
+  --moe-token-dispatcher alltoall --check -q
+replayed 8 "C = 2 x D = 2 X = 2 alltoall"
+expect_exit 0 "C = 2 PPSRT_CHECK_REPLAY=0 --check" env PPSRT_CHECK_REPLAY=0 "$A" $M --context-parallel 2 --check -q
+n=$(grep -c "slots: the reference's; PPSRT_CHECK_REPLAY=0: not replayed" "$WORK/out")
+[ "$n" -eq 4 ] && pass "C = 2 without the replay: every context rank's comparison line" || fail "C = 2 without the replay: $n lines"
+expect_exit 1 "PPSRT_FAULT=route C = 2: --check fails" env PPSRT_FAULT=route "$A" $M --context-parallel 2 --check -q
+n=$(grep -c "own choice differed in [1-9][0-9]*: DIFFERS (in F32" "$WORK/out")
+if [ "$n" -eq 4 ] && ! grep -q "grad .*DIFFERS" "$WORK/out" && grep -q "context rank 1): routing.*: DIFFERS" "$WORK/out"; then
+  pass "PPSRT_FAULT=route C = 2: the own-choice lines alone (context rank 1's too)"
+else fail "PPSRT_FAULT=route C = 2: $n own-choice lines: $(grep -v '^memory' "$WORK/out" | head -8)"; fi
+if have_mpi; then   # a process a rank: the table all-reduced over MPI, each rank's line its process's
+  expect_exit 0 "mpirun -np 4: P 2 x C 2 --check" mpirun_np 4 "$A" $M --context-parallel 2 --check -q
+  replayed 4 "MPI C = 2"
+else skip "no MPI: the mpirun line"; fi
 finish
