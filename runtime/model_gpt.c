@@ -407,12 +407,15 @@ static int qkn_fb(const gpt *g, ppsrt_backend *be, ppsrt_param **p, void *qkv, v
   return rc;
 }
 
-/* W: the gains' (and betas') gradients of the rank's head rows */
+/* W: the gains' (and the query norm's beta's) gradients of the rank's head rows. The key
+ * norm's beta (layer norms) has none: it shifts every key of a head by the same vector,
+ * which moves a query's scores all by the same amount, and the softmax does not see it;
+ * its gradient stays 0 (computed, it is rounding noise, which --check compares). */
 static int qkn_w(const gpt *g, ppsrt_backend *be, ppsrt_param **p, void *e) {
   for (int k = 0; k < 2; k++) {
     int R = qkn_hr(g, k);
     float *st = qkn_st(g, e, k);
-    TRY(be->layernorm_bwd_weight(be, CS, p[k ? KNG : QNG]->grad, PG(p[k ? KNB : QNB]), qkn_dy(g, e, k),
+    TRY(be->layernorm_bwd_weight(be, CS, p[k ? KNG : QNG]->grad, k ? NULL : PG(p[QNB]), qkn_dy(g, e, k),
                                  qkn_x(g, e, k), nmean(g, st, 0, R), nrstd(g, st, 0, R), R, g->D));
   }
   return 0;
