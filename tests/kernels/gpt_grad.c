@@ -131,6 +131,14 @@ static int test_mode_drop(int vm, int arch, double drop) {
   ctx.store.nmb = cfg.nmb; ctx.store.nstage = cfg.nstage;
   OK(ppsrt_gpt_create(&cfg, be, 0, stages, 2, &m));
   ctx.model = m;
+  /* --qk-layernorm: gains other than 1 (and betas other than 0), different per column, so
+   * that the norm does not commute with RoPE's rotation and each gain's gradient differs */
+  for (int i = 0; i < m->nparams; i++)
+    if (strstr(m->params[i].name, "norm.")) {
+      int beta = strstr(m->params[i].name, "norm.b") != NULL;
+      for (size_t k = 0; k < m->params[i].numel; k++)
+        m->params[i].master[k] = beta ? 0.1f * (float)k - 0.15f : 0.6f + 0.3f * (float)((k + (size_t)i) % 4);
+    }
   double L0 = run(1);
   uint64_t h0 = ppsrt_gpt_route_hash(m);   /* the routing of the weights as they are */
   int skipped = 0, sampled = 0;
