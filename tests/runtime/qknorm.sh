@@ -14,6 +14,7 @@
 #  - it changes the losses (against the same run without it);
 #  - each device keeps exactly the bytes the heads' entry adds: per layer (Hq + Hkv) N
 #    (nst F32 statistics + 2 D values: the heads' input and B's output gradient);
+#  - ppsc's unit_bytes from model { qk_layernorm = 1 } is the runtime's, byte for byte;
 #  - checkpoints record it; resuming with and without it is refused naming the flag;
 #  - --json's layer shows "qk_layernorm":true; the flag is refused for --model mlp.
 . "$(dirname "$0")/lib.sh"
@@ -109,6 +110,26 @@ e = (Hq + Hkv) * N * (nst * 4 + 2 * D * 4)  # per layer, F32 activations
 assert m[0]["resident_peak_bytes"] == g[0]["resident_peak_bytes"] + 2 * e, (m[0], g[0], e)
 assert m[1]["resident_peak_bytes"] == g[1]["resident_peak_bytes"] + e, (m[1], g[1], e)
 PY
+
+# ppsc's activation unit from the model { } key qk_layernorm = what the runtime keeps for
+# a middle stage's layers (device 1 of 1F1B at P = 4), byte for byte, with RMS norms and
+# layer norms; and the key reaches the runtime's layer
+for a in 0 1; do
+  printf 'import "1f1b.pps";\nschedule t(P = 4, m = 8) {\n  use one_f_one_b(P = P, m = m);\n' > "$WORK/u$a.pps"
+  printf '  model { layers = 8; hidden = 16; heads = 4; query_groups = 2; seq = 4; micro_batch = 1; vocab = 32; dtype_bytes = 4;\n' >> "$WORK/u$a.pps"
+  printf '          rmsnorm = %s; qk_layernorm = 1; }\n}\n' $a >> "$WORK/u$a.pps"
+  "$PPSC" sim "$WORK/u$a.pps" --json > "$WORK/u$a.sim" 2>"$WORK/err" || fail "ppsc sim u$a: $(cat "$WORK/err")"
+  if build u$a "$WORK/u$a.pps"; then
+    run u$a.run "$WORK/u$a" --model gpt
+    python3 - "$WORK/u$a.sim" "$WORK/u$a.run" <<'PY' && pass "rmsnorm $a: ppsc's unit_bytes = the runtime's middle stage" || fail "rmsnorm $a: ppsc's unit_bytes vs the runtime's"
+import json, sys
+s, r = [json.load(open(f)) for f in sys.argv[1:3]]
+assert s["unit_bytes"] == r["per_device"][1]["unit_bytes_first_stage"] == r["per_device"][2]["unit_bytes_first_stage"], \
+    (s["unit_bytes"], [d["unit_bytes_first_stage"] for d in r["per_device"]])
+PY
+    grep -q '"qk_layernorm":true' "$WORK/u$a.run" && pass "the key sets the runtime's layer" || fail "model { qk_layernorm = 1 } did not reach the runtime"
+  else fail "build u$a"; fi
+done
 
 # --json, the checkpoint's field and the refusals
 "$A" $L --qk-layernorm --iterations 1 --json > "$WORK/out" 2>&1
