@@ -402,6 +402,9 @@ def export_checkpoint(index, outdir, dtype="f32"):
     m = ck.meta
     if m.get("model") != "gpt":
         raise ConvertError("%s: metadata field 'model' is %r: only the gpt model converts" % (index, m.get("model")))
+    if m.get("qk_layernorm", "off") != "off":   # (Qwen3's q_norm / k_norm: not written yet)
+        raise ConvertError("%s: metadata field 'qk_layernorm' is %r: a checkpoint with --qk-layernorm does not convert "
+                           "(no Hugging Face export of its query/key norms yet)" % (index, m.get("qk_layernorm")))
     if all(m.get(k, GPT2_DEFAULT[k]) == GPT2_DEFAULT[k] for k, _, _ in LLAMA_LAYER):
         return _export_gpt2(ck, outdir, st)
     for k, want, flag in LLAMA_LAYER:
