@@ -13,6 +13,8 @@
  *           of FC1 = [gate | up] [h, 2f]; --norm rmsnorm: x rstd gamma, no beta, rstd
  *           kept alone; --position rope: q and k heads rotated after QKV, no pos table;
  *           --bias off: no linear biases; --ffn-hidden f; docs/models.md)
+ *   QK norm --qk-layernorm: each query and key head normalised (the layer's norm, gains [D]
+ *           qnorm.g, knorm.g) after QKV, before RoPE (Qwen3; see qkn_f_in below)
  *   MoE     --num-experts E: the MLP a mixture of E experts, each token routed to its top K
  *           (runtime/moe.c: router, permutation, experts, combine; their F/B/W parts);
  *           --moe-shared-ffn-hidden S adds a shared expert, this file's dense MLP of width S
