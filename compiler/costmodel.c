@@ -50,6 +50,10 @@
  *   rmsnorm) and, with rope, the F32 cos/sin table (s h/a floats) of every device
  *   with layers: the prediction has no term for whole-device buffers other than
  *   parameters and activations (docs/language.md, "Bytes").
+ *   qk_layernorm = 1 adds (1 + g/a)(2hd + a(rmsnorm ? 4 : 8)) a token (each query and
+ *   key head's input and output gradient, h/a values each, and its F32 statistics;
+ *   split by heads over a tensor-parallel group) and 2h/a parameters a layer (4h/a
+ *   with layer norms: gains and betas), whole on every GPU.
  *   Parameters of one layer: QKV h^2(1 + 2g/a), projection h^2, MLP hf(swiglu ? 3 :
  *   2); with bias = 1 their biases h(1 + 2g/a) + h + f(swiglu ? 2 : 1) + h; two
  *   norms 2h each (gamma, beta; h with rmsnorm); the input embedding hV and the
