@@ -5,7 +5,8 @@
 # against finite differences in tests/kernels/gpt_grad; here:
 #  - --check (the pipelined run against one device) passes on 1F1B and ZB-V, at
 #    T = 2 (each rank its heads, the gains' gradients summed over the group), with
-#    --sequence-parallel, and --data-parallel 2, for Llama's layer and GPT-2's;
+#    --sequence-parallel, and --data-parallel 2, for Llama's layer and GPT-2's, and
+#    --context-parallel 2 x --tensor-parallel 2;
 #  - T = 2 and T = 2 with --sequence-parallel give T = 1's losses within 1e-6;
 #  - the norm applies to both q and k: multiplying the query and key columns of every
 #    layer's QKV matrix in a checkpoint by 3 leaves the resumed loss as it was (within
@@ -47,6 +48,8 @@ for lay in L G; do
 done
 expect_exit 0 "D = 2 --check" "$A" $L --qk-layernorm --data-parallel 2 --check -q
 expect_grep "^check: passed" "D = 2: check passes"
+expect_exit 0 "C = 2 x T = 2 --check" "$A" $G --qk-layernorm --seq 8 --context-parallel 2 --tensor-parallel 2 --check -q
+expect_grep "^check: passed" "C = 2 x T = 2 (the rank's tokens): check passes"
 
 # the norm applies: q and k columns scaled by 3 in a checkpoint (sgd, lr 0: the loss of
 # the same weights); part: qk (both), k (the keys alone)
