@@ -50,6 +50,10 @@
  *   rmsnorm) and, with rope, the F32 cos/sin table (s h/a floats) of every device
  *   with layers: the prediction has no term for whole-device buffers other than
  *   parameters and activations (docs/language.md, "Bytes").
+ *   qk_layernorm = 1 adds (1 + g/a)(2hd + a(rmsnorm ? 4 : 8)) a token (each query and
+ *   key head's input and output gradient, h/a values each, and its F32 statistics;
+ *   split by heads over a tensor-parallel group) and 2h/a parameters a layer (4h/a
+ *   with layer norms: gains and betas), whole on every GPU.
  *   Parameters of one layer: QKV h^2(1 + 2g/a), projection h^2, MLP hf(swiglu ? 3 :
  *   2); with bias = 1 their biases h(1 + 2g/a) + h + f(swiglu ? 2 : 1) + h; two
  *   norms 2h each (gamma, beta; h with rmsnorm); the input embedding hV and the
@@ -293,19 +297,20 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
   memset(out, 0, sizeof *out);
   out->dtype_bytes = 2;
   int errors = 0;
-  const IrKeyVal *mk[14], *hk[9];
-  static const char *const mn[14] = {"layers", "hidden", "ffn_hidden", "heads", "query_groups", "seq", "micro_batch", "vocab", "dtype_bytes",
-                                     "swiglu", "rmsnorm", "rope", "bias", "tie_embeddings"};
+  const IrKeyVal *mk[15], *hk[9];
+  static const char *const mn[15] = {"layers", "hidden", "ffn_hidden", "heads", "query_groups", "seq", "micro_batch", "vocab", "dtype_bytes",
+                                     "swiglu", "rmsnorm", "rope", "bias", "tie_embeddings", "qk_layernorm"};
   /* the Llama-style switches (0 or 1): what 1 means, or for bias what 0 means */
-  static const char *const flag_meaning[5] = {
+  static const char *const flag_meaning[6] = {
       "1: a SwiGLU feed-forward, FC1 one [hidden, 2 ffn_hidden] matrix of gate and up columns",
       "1: every layer norm an RMSNorm, gamma only",
       "1: rotary position embedding on the queries and keys, no position table",
       "0: no biases on the QKV, projection, FC1 and FC2 layers",
-      "1: the output layer is the input embedding's matrix"};
+      "1: the output layer is the input embedding's matrix",
+      "1: every query and key head normalised before RoPE, gains of the head size"};
   static const char *const hn[9] = {"memory", "flops", "host_bandwidth", "peer_bandwidth", "efficiency",
                                     "d2h_bandwidth", "h2d_bandwidth", "devices_per_host_link", "duplex_bandwidth"};
-  for (int i = 9; i < 14; i++) {
+  for (int i = 9; i < 15; i++) {
     mk[i] = kv_find(s->model, s->nmodel, mn[i]);
     if (mk[i] && mk[i]->value != 0 && mk[i]->value != 1) {
       diag_error(dg, mk[i]->span, "model %s must be 0 or 1 (%s), got %g", mn[i], flag_meaning[i - 9], mk[i]->value);
@@ -315,6 +320,7 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
   }
   int swiglu = mk[9] && mk[9]->value == 1, rmsnorm = mk[10] && mk[10]->value == 1;
   int rope = mk[11] && mk[11]->value == 1, bias = !(mk[12] && mk[12]->value == 0), tie = mk[13] && mk[13]->value == 1;
+  int qkn = mk[14] && mk[14]->value == 1;
   for (int i = 0; i < 9; i++) {
     mk[i] = kv_find(s->model, s->nmodel, mn[i]);
     if (mk[i] && !(mk[i]->value > 0) && !(i == 7 && mk[i]->value == 0)) {
@@ -687,6 +693,9 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
     double whole = 6 * h * d + (rmsnorm ? 8 : 16);
     whole += Sg > 0 ? 8 + (h + 1) * d : 0;   /* the shared expert's gate: z, s (F32), its output, dz */
     double split = (2 + 2 * gr) * h * d + (fc1 + 1) * (E > 0 ? Sh : f) * d + 4 * heads;   /* (hpre, hact: dense or shared) */
+    /* qk_layernorm: each query and key head's input and output gradient (D values each)
+     * and its F32 statistics (rstd, or mean and rstd) */
+    if (qkn) split += (1 + gr) * (2 * h * d + heads * (rmsnorm ? 4 : 8));
     /* of one GPU's s / C tokens (C = 1 without context parallelism) */
     out->act_layer = sq * b * (whole + split) / C;
     if (tp) { /* one GPU's: the part split by heads or columns over the group, 1/T of
@@ -718,6 +727,7 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
      * (QKV, FC1) and the row-parallel ones (projection, FC2) when bias = 1, and two
      * layer norms (gamma and beta, or gamma alone with rmsnorm) */
     double norm = rmsnorm ? h : 2 * h;
+    double qkn_p = qkn ? (rmsnorm ? 2 : 4) * h / heads : 0;   /* qk_layernorm's gains (and betas) [h/a], whole */
     double mats = (2 + 2 * gr) * h * h + (fc1 + 1) * h * f, col_bias = bias ? (1 + 2 * gr) * h + fc1 * f : 0, row_bias = bias ? 2 * h : 0;
     double router = 0, experts = 0;
     if (E > 0) {   /* E experts of width Fe in the MLP's place (FC2's bias whole, per expert), the router whole */
@@ -735,7 +745,7 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
       router += Sg > 0 ? h : 0;   /* its gate's wg, whole as the router */
     }
     /* one GPU's: the matrices and the column-parallel biases 1/T, the rest whole */
-    double per_layer = (mats + col_bias) / T + row_bias + 2 * norm + router + experts;
+    double per_layer = (mats + col_bias) / T + row_bias + 2 * norm + qkn_p + router + experts;
     double pos = rope ? 0 : sq * h;   /* the learned position table (none with rope) */
     double per_param = costmodel_param_bytes(d, 1);
     out->static_bytes = arena_alloc(a, sizeof(double) * (size_t)(P + 1));

@@ -139,7 +139,7 @@ static const char *const key_names[K_N] = {"TF", "TB", "TW", "TC", "TBW", "TIF",
                                            "TCOLL", "TOFF", "TFB", "TRELOAD", "act", "b_free", "limit", "host_limit", "act_s", "input", "layer"};
 static const char *const model_keys[] = {"layers", "hidden", "ffn_hidden", "heads", "query_groups", "seq",
                                          "micro_batch", "vocab", "dtype_bytes", "swiglu", "rmsnorm", "rope",
-                                         "bias", "tie_embeddings", "experts", "moe_topk", "moe_ffn_hidden",
+                                         "bias", "tie_embeddings", "qk_layernorm", "experts", "moe_topk", "moe_ffn_hidden",
                                          "moe_aux_loss", "moe_capacity_factor", "moe_shared_ffn_hidden",
                                          "moe_shared_gate", NULL};
 static const char *const hardware_keys[] = {"memory", "flops", "host_bandwidth", "peer_bandwidth", "efficiency",

@@ -12,7 +12,10 @@ the position table to keep (default n_positions). Mixtral: see below the mapping
       [out, in] weight layout. Only Llama's layer converts (--arch llama: SwiGLU,
       RMS norms, RoPE, no biases); GeLU, layer norms, learned positions or biases are
       refused (exit 2), naming the index field. config.json's rope_scaling is the
-      checkpoint's (--rope-scaling linear or llama3, else null). --dtype bf16 rounds
+      checkpoint's (--rope-scaling linear or llama3, else null). A checkpoint with
+      --qk-layernorm (dense) exports as Qwen3ForCausalLM (model_type qwen3: Llama's
+      tensors and self_attn.q_norm / k_norm [D] from qnorm.g / knorm.g; head_dim D,
+      rms_norm_eps 1e-5, no sliding window); Qwen3 does not import yet. --dtype bf16 rounds
       each F32 value to the nearest bfloat16 (ties to even).
 
   python3 python/pps_hf.py import HFDIR INDEX [--stages S] [--optimizer sgd|adam]
@@ -402,7 +405,11 @@ def export_checkpoint(index, outdir, dtype="f32"):
     m = ck.meta
     if m.get("model") != "gpt":
         raise ConvertError("%s: metadata field 'model' is %r: only the gpt model converts" % (index, m.get("model")))
-    if all(m.get(k, GPT2_DEFAULT[k]) == GPT2_DEFAULT[k] for k, _, _ in LLAMA_LAYER):
+    qkn = m.get("qk_layernorm", "off") == "on"   # --qk-layernorm: Qwen3 (Llama's layer + q_norm / k_norm)
+    if m.get("qk_layernorm", "off") not in ("on", "off") or (qkn and "num_experts" in m):
+        raise ConvertError("%s: metadata field 'qk_layernorm' is %r: only a dense Llama layer with --qk-layernorm "
+                           "converts (Qwen3ForCausalLM)" % (index, m.get("qk_layernorm")))
+    if all(m.get(k, GPT2_DEFAULT[k]) == GPT2_DEFAULT[k] for k, _, _ in LLAMA_LAYER) and not qkn:
         return _export_gpt2(ck, outdir, st)
     for k, want, flag in LLAMA_LAYER:
         have = m.get(k, GPT2_DEFAULT[k])
@@ -435,7 +442,7 @@ def export_checkpoint(index, outdir, dtype="f32"):
     known = {"vocab.tok", "lnf.g"} | (set() if tied else {"vocab.out"})
     names = ("ln1.g", "ln2.g", "qkv.w", "proj.w") + (("moe.router.w",) + tuple("moe.e%d.%s" % (j, w) for j in range(E)
                                                                               for w in ("fc.w", "fc2.w"))
-                                                    if E else ("fc.w", "fc2.w"))
+                                                    if E else ("fc.w", "fc2.w")) + (("qnorm.g", "knorm.g") if qkn else ())
     known |= {"layer%d.%s" % (i, n) for i in range(L) for n in names}
     extra = sorted(k for k in ck.where if k not in known and not k.startswith("optim."))
     if extra:
@@ -458,6 +465,9 @@ def export_checkpoint(index, outdir, dtype="f32"):
                 (p + "self_attn.v_proj.weight", [hkv * D, h], block(q + "qkv.w", h, qkv, (hq + hkv) * D, qkv)),
                 (p + "self_attn.o_proj.weight", [h, hq * D], block(q + "proj.w", hq * D, h, 0, h)),
                 (p + "post_attention_layernorm.weight", [h], T(q + "ln2.g", h))]
+        if qkn:   # Qwen3's per-head RMS norms of q and k, [D], before RoPE
+            out += [(p + "self_attn.q_norm.weight", [D], T(q + "qnorm.g", D)),
+                    (p + "self_attn.k_norm.weight", [D], T(q + "knorm.g", D))]
         if E:   # Mixtral: gate = the router transposed; expert J's w1 | w3 = FC1's [gate | up] columns, w2 = FC2^T
             out.append((p + MOE + "gate.weight", [E, h], block(q + "moe.router.w", h, E, 0, E)))
             for j in range(E):
@@ -480,6 +490,10 @@ def export_checkpoint(index, outdir, dtype="f32"):
         "tie_word_embeddings": tied, "hidden_act": "silu", "attention_bias": False, "mlp_bias": False,
         "torch_dtype": "float32" if st == "F32" else "bfloat16",
     }
+    if qkn:   # Qwen3Config: Llama's fields and head_dim; no sliding window
+        del config["mlp_bias"]
+        config.update({"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "use_sliding_window": False,
+                       "sliding_window": None, "attention_dropout": 0.0})
     if E:   # MixtralConfig: no attention_bias / mlp_bias fields; no sliding window, jitter or load-balancing loss
         for k in ("attention_bias", "mlp_bias"):
             del config[k]

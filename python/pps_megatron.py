@@ -41,8 +41,9 @@ expert_bias buffer (when the files hold it; else 0) -> moe.router.expert_bias;
 moe_shared_expert_intermediate_size -> --moe-shared-ffn-hidden, its SharedExpertMLP,
 and moe_shared_expert_gate -> --moe-shared-expert-gate (its gate_weight [1, h]);
 expert_model_parallel_size: the directories' EP, no flag, since PPS checkpoints are the
-same at any --expert-parallel). Refused, naming the argument: qk_layernorm,
-post-layer-norm residuals, uneven pipeline stages, Megatron's legacy (non-Core) model,
+same at any --expert-parallel); qk_layernorm -> --qk-layernorm (q_layernorm and
+k_layernorm [D], the layer's norm kind). Refused, naming the argument: post-layer-norm
+residuals, uneven pipeline stages, Megatron's legacy (non-Core) model,
 the torch_dist format (convert it first with Megatron's own `--ckpt-convert-format
 torch --ckpt-convert-save DIR`), and what the runtime's experts cannot compute:
 moe_layer_freq other than every layer, a score function other than softmax or sigmoid,
@@ -63,6 +64,7 @@ The mapping (Megatron weights are [out, in], Y = X W^T; PPS's [in, out], Y = X W
     self_attention.linear_qkv.weight/bias: per TP rank [G/T groups x (Hq/G query
         heads | 1 key head | 1 value head) x D, h]                 qkv.w [h, (Hq + 2G) D]
         columns [query heads | key heads | value heads], qkv.b
+    self_attention.q_layernorm.weight/bias, k_layernorm.* [D] (qk_layernorm)   qnorm.g/b, knorm.g/b
     self_attention.linear_proj.weight [h, Hq D / T] (columns joined), bias    proj.w, b
     mlp.linear_fc1.layer_norm_weight/bias (or pre_mlp_layernorm.*)            ln2.g/b
     mlp.linear_fc1.weight/bias: per TP rank [f/T, h], SwiGLU [gate f/T | up f/T, h]
@@ -405,8 +407,8 @@ class Config:
         self.f = pos_int("ffn_hidden_size", 4 * self.h)
         self.VP = pos_int("virtual_pipeline_model_parallel_size", 1)
         self.moe(a, refuse, pos_int, T, EP)
-        for k, why in (("qk_layernorm", "PPS's attention has no query/key norms"),
-                       ("apply_residual_connection_post_layernorm", "PPS's layer is pre-norm"),
+        self.qkn = bool(a.get("qk_layernorm"))   # q_layernorm / k_layernorm [D]: --qk-layernorm
+        for k, why in (("apply_residual_connection_post_layernorm", "PPS's layer is pre-norm"),
                        ("rotary_interleaved", "PPS's RoPE rotates halves (Megatron's default), not pairs"),
                        ("multi_latent_attention", "PPS's attention is grouped-query attention"),
                        ("squared_relu", "PPS's MLP is GeLU or SwiGLU")):
@@ -816,6 +818,11 @@ def convert(ckpt, index, stages=None, optimizer="sgd", seq=None, iteration=None)
                 tensors += [(q + "qkv.w", [h * (hq + 2 * G) * D], qkv)]
                 if c.bias:
                     tensors += [(q + "qkv.b", [(hq + 2 * G) * D], lambda qkv=qkv: qkv(what="bias"))]
+                for pk, mk in (("qnorm", "q_layernorm"), ("knorm", "k_layernorm")) if c.qkn else ():
+                    nm = pre + "self_attention." + mk + "."   # (its norm kind: the layer's, --normalization)
+                    tensors += [(q + pk + ".g", [D], lambda nm=nm, p=p, v=v: m.replicated(p, v, nm + "weight", [D]))]
+                    if not c.rms:
+                        tensors += [(q + pk + ".b", [D], lambda nm=nm, p=p, v=v: m.replicated(p, v, nm + "bias", [D]))]
                 tensors += [(q + "proj.w", [hq * D * h], lambda colpar=colpar: colpar("self_attention.linear_proj.weight", h,
                                                                                         hq * D // T))]
                 if c.bias:
@@ -865,6 +872,8 @@ def convert(ckpt, index, stages=None, optimizer="sgd", seq=None, iteration=None)
             "mlp": "swiglu" if c.swiglu else "gelu", "norm": "rmsnorm" if c.rms else "layernorm",
             "position": "rope" if c.rope else "learned", "bias": "on" if c.bias else "off",
             "embeddings": "tied" if c.tied else "untied", "ffn_hidden": str(f)}
+    if c.qkn:
+        meta["qk_layernorm"] = "on"
     if c.E:
         meta.update(num_experts=str(c.E), moe_topk=str(c.K), moe_ffn_hidden=str(c.F), moe_aux_loss_coeff="%.17g" % c.aux)
         if c.S:
@@ -904,6 +913,8 @@ def flags(c, V, seq, stages):
           "--ffn-hidden %d --vocab %d --embeddings %s --seq %d"
           % ("swiglu" if c.swiglu else "gelu", "rmsnorm" if c.rms else "layernorm", "rope" if c.rope else "learned",
              "on" if c.bias else "off", c.h, c.hq, c.G, c.f, V, "tied" if c.tied else "untied", seq))
+    if c.qkn:
+        fl += " --qk-layernorm"
     if c.rope:
         fl += " --rope-base " + _num(c.rope_base)
         if c.rope_scaling:

@@ -427,15 +427,17 @@ static void meta_kv(FILE *f, const char *k, const char *v, int *first) {
   *first = 0;
 }
 
-/* The gpt model's layer (cli.c's --mlp, --norm, --position, --bias): field, flag, value 0
- * (GPT-2's, which a checkpoint without the field was saved with), value 1; the run's. */
-enum { NARCH = 5 };
+/* The gpt model's layer (cli.c's --mlp, --norm, --position, --bias, --embeddings,
+ * --qk-layernorm): field, flag, value 0 (GPT-2's, which a checkpoint without the field was
+ * saved with), value 1; the run's. (The last, "off"/"on", is a flag without a value.) */
+enum { NARCH = 6 };
 static const char *const arch_names[NARCH][4] = {{"mlp", "--mlp", "gelu", "swiglu"}, {"norm", "--norm", "layernorm", "rmsnorm"},
                                                  {"position", "--position", "learned", "rope"}, {"bias", "--bias", "on", "off"},
-                                                 {"embeddings", "--embeddings", "untied", "tied"}};
+                                                 {"embeddings", "--embeddings", "untied", "tied"},
+                                                 {"qk_layernorm", "--qk-layernorm", "off", "on"}};
 static int arch_value(const ppsrt_model_config *cfg, int i) {
   return i == 0 ? cfg->swiglu != 0 : i == 1 ? cfg->rmsnorm != 0 : i == 2 ? cfg->rope != 0 : i == 3 ? cfg->no_bias != 0
-                                                                                                    : cfg->tie_embeddings != 0;
+         : i == 4 ? cfg->tie_embeddings != 0 : cfg->qk_layernorm != 0;
 }
 
 /* The gpt model's dropout rates: field, flag; the run's. */
@@ -1000,6 +1002,11 @@ int rt_ckpt_open(ppsrt_run *run, const char *path, rt_ckpt **out) {
     if (want < 0) {
       rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': metadata field '%s' is '%s', not '%s' or '%s'", path, arch_names[i][0], a,
                       arch_names[i][2], arch_names[i][3]);
+      goto fail;
+    }
+    if (want != arch_value(cfg, i) && i == 5) {   /* (a flag without a value) */
+      rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s' holds a gpt %s --qk-layernorm, this run's is %s it\nhint: run %s "
+                      "--qk-layernorm", path, want ? "with" : "without", want ? "without" : "with", want ? "with" : "without");
       goto fail;
     }
     if (want != arch_value(cfg, i)) {

@@ -45,6 +45,8 @@ static const char usage_text[] =
   "                           --position rope --bias off (each flag below overrides it)\n"
   "  --mlp gelu|swiglu --norm layernorm|rmsnorm --position learned|rope --bias on|off\n"
   "  --embeddings untied|tied gpt: the output layer its own matrix (default) or the input's\n"
+  "  --qk-layernorm           gpt: each query and key head normalised (the --norm kind, gains\n"
+  "                           of the head size) before RoPE: Qwen3, Megatron's --qk-layernorm\n"
   "  --ffn-hidden N --rope-base X   gpt: MLP width (default 4h; SwiGLU 8h/3 rounded down to\n"
   "                           a multiple of 64), RoPE base (default 10000); defaults from model { }\n"
   "  --rope-scaling none|linear|llama3   gpt with RoPE: its frequencies scaled as Hugging Face's\n"
@@ -431,6 +433,7 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   cfg->swiglu = model_kv(p, "swiglu", 0) != 0;
   cfg->rmsnorm = model_kv(p, "rmsnorm", 0) != 0;
   cfg->rope = model_kv(p, "rope", 0) != 0;
+  cfg->qk_layernorm = model_kv(p, "qk_layernorm", 0) != 0;
   cfg->no_bias = model_kv(p, "bias", 1) == 0;
   cfg->tie_embeddings = model_kv(p, "tie_embeddings", 0) != 0;
   cfg->num_experts = (int)model_kv(p, "experts", 0);          /* (the flags below win) */
@@ -459,6 +462,7 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
     } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) { o->quiet = 1;
     } else if (!strcmp(a, "--blocking-collectives")) { o->blocking_coll = 1;
     } else if (!strcmp(a, "--no-compute")) { o->no_compute = 1;
+    } else if (!strcmp(a, "--qk-layernorm")) { cfg->qk_layernorm = arch_flag = 1;
     } else if (!strcmp(a, "--distributed-optimizer")) { o->distopt = 1;
     } else if (!strcmp(a, "--die-hard")) { o->die_hard = 1;
     } else if (flag_is(a, "--model", &v, argc, argv, &i)) {
@@ -713,7 +717,7 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   if (a_nobias >= 0) cfg->no_bias = a_nobias;
   if (a_tie >= 0) cfg->tie_embeddings = a_tie;
   if (arch_flag && strcmp(o->model, "gpt"))
-    return usage_error(me, "--arch, --mlp, --norm, --position, --bias, --embeddings, --ffn-hidden, --rope-base, "
+    return usage_error(me, "--arch, --mlp, --norm, --position, --bias, --embeddings, --qk-layernorm, --ffn-hidden, --rope-base, "
                        "--rope-scaling (and its parameters), --hidden-dropout, --attention-dropout and the --num-experts "
                        "and --moe-* flags choose the gpt model's layer\n"
                        "hint: add --model gpt");

@@ -54,6 +54,11 @@ static int copy_rows(ppsrt_backend *be, void *dst, size_t ds, const void *src, s
   }
   return 0;
 }
+/* the same for other files (model_gpt.c's --qk-layernorm: query and key heads out of and
+ * back into the fused QKV rows) */
+int ppsrt_copy_rows(ppsrt_backend *be, void *dst, size_t ds, const void *src, size_t ss, size_t rows, size_t w) {
+  return copy_rows(be, dst, ds, src, ss, rows, w);
+}
 
 /* the global chunk of local chunk j (0, 1) of rank r */
 static int chunk_of(const ppsrt_cp_shape *s, int r, int j) { return j ? 2 * s->C - 1 - r : r; }

@@ -454,6 +454,7 @@ void rt_print_json(ppsrt_run *run, int status) {
             mc->rmsnorm ? "rmsnorm" : "layernorm", mc->rope ? "rope" : "learned", mc->no_bias ? "false" : "true",
             mc->tie_embeddings ? "tied" : "untied", mc->ffn_hidden, short_num(n[0], mc->hidden_dropout),
             short_num(n[1], mc->attention_dropout));
+    if (mc->qk_layernorm) fprintf(f, ",\"qk_layernorm\":true");
     /* RoPE: its base, scaling and the scaling's parameters (null with learned positions) */
     if (!mc->rope) fprintf(f, ",\"rope\":null");
     else {

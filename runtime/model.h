@@ -99,6 +99,8 @@ typedef struct ppsrt_model_config {
   int rmsnorm;            /* 1: RMS norms (gamma only) instead of layer norms */
   int rope;               /* 1: rotary position embedding on q and k, no position table */
   int no_bias;            /* 1: the linear layers (QKV, projection, FC1, FC2) have no bias */
+  int qk_layernorm;       /* 1: --qk-layernorm: each query and key head normalised (the layer's norm kind,
+                           * gains [D] qnorm.g, knorm.g) before RoPE (Qwen3, Megatron's --qk-layernorm) */
   double rope_base;       /* RoPE's base (0: 10000) */
   /* RoPE's frequency scaling (--rope-scaling; model_gpt.c rope_freq; read only when
    * rope_scaling is not PPSRT_ROPE_NONE, cli.c sets the defaults: Llama 3.1's) */
@@ -405,6 +407,9 @@ int ppsrt_cp_reduce_scatter(ppsrt_ctx *c, const float *send, float *recv, size_t
  * their owners' rows of dqkv. drop (NULL: none): --attention-dropout's site, indexed
  * by the global positions in the whole sequence as at C = 1 (dropout.h). */
 typedef struct ppsrt_cp_shape { int Bm, T, C, cp, Hq, Hkv, D, ld; } ppsrt_cp_shape;
+/* rows rows of w bytes from src (row stride ss bytes) to dst (stride ds bytes) on the
+ * compute stream: one memcpy when contiguous, else the backend's copy_rows (cp.c) */
+int ppsrt_copy_rows(ppsrt_backend *be, void *dst, size_t ds, const void *src, size_t ss, size_t rows, size_t w);
 int ppsrt_cp_attention_fwd(ppsrt_ctx *c, const ppsrt_cp_shape *s, const void *qkv, void *att, float *lse,
                            const ppsrt_dropout *drop);
 int ppsrt_cp_attention_bwd(ppsrt_ctx *c, const ppsrt_cp_shape *s, const void *qkv, const void *att, const float *lse,

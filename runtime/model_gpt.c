@@ -13,6 +13,8 @@
  *           of FC1 = [gate | up] [h, 2f]; --norm rmsnorm: x rstd gamma, no beta, rstd
  *           kept alone; --position rope: q and k heads rotated after QKV, no pos table;
  *           --bias off: no linear biases; --ffn-hidden f; docs/models.md)
+ *   QK norm --qk-layernorm: each query and key head normalised (the layer's norm, gains [D]
+ *           qnorm.g, knorm.g) after QKV, before RoPE (Qwen3; see qkn_f_in below)
  *   MoE     --num-experts E: the MLP a mixture of E experts, each token routed to its top K
  *           (runtime/moe.c: router, permutation, experts, combine; their F/B/W parts);
  *           --moe-shared-ffn-hidden S adds a shared expert, this file's dense MLP of width S
@@ -117,14 +119,16 @@
 #define CS PPSRT_STREAM_COMPUTE
 
 /* layer parameters */
-enum { LN1G, LN1B, QKVW, QKVB, PROJW, PROJB, LN2G, LN2B, FCW, FCB, FC2W, FC2B, SGW, NLP };
+enum { LN1G, LN1B, QKVW, QKVB, PROJW, PROJB, LN2G, LN2B, FCW, FCB, FC2W, FC2B, SGW, QNG, QNB, KNG, KNB, NLP };
 static const char *const lp_names[NLP] = {"ln1.g", "ln1.b", "qkv.w", "qkv.b", "proj.w", "proj.b",
-                                          "ln2.g", "ln2.b", "fc.w", "fc.b", "fc2.w", "fc2.b", "gate.w"};
+                                          "ln2.g", "ln2.b", "fc.w", "fc.b", "fc2.w", "fc2.b", "gate.w",
+                                          "qnorm.g", "qnorm.b", "knorm.g", "knorm.b"};
 /* what F saves per layer (activation store entries) */
-enum { FE_LN1, FE_ST, FE_QKV, FE_LSE, FE_ATT, FE_X1, FE_LN2, FE_HPRE, FE_HACT, FE_MOE, FE_SG, FE_Y, NFE };
+enum { FE_LN1, FE_ST, FE_QKV, FE_LSE, FE_ATT, FE_X1, FE_LN2, FE_HPRE, FE_HACT, FE_MOE, FE_SG, FE_Y, FE_QKN, NFE };
 /* (hpre, hact: the dense MLP's, or with --num-experts the shared expert's, -1 without one;
  * FE_MOE the experts' entry, moe.h, -1 without experts; FE_SG the shared expert's gate,
- * -1 without --moe-shared-expert-gate: sg_bytes) */
+ * -1 without --moe-shared-expert-gate: sg_bytes; FE_QKN --qk-layernorm's, -1 without:
+ * qkn_bytes) */
 
 /* Store indices of one (mb, stage), recorded as F saves them. B saves nothing and frees
  * nothing (b_free = 0): it writes the gradients W needs into buffers whose forward
@@ -156,6 +160,7 @@ typedef struct gpt {
   int ha, f;               /* attention output width Hq D, MLP width ffn_hidden / tp */
   int F, fw;               /* ffn_hidden (whole); FC1's output width here: 2f with SwiGLU, else f */
   int sw, rms, rope, nb;   /* --mlp swiglu, --norm rmsnorm, --position rope, --bias off */
+  int qkn;                 /* --qk-layernorm: query and key heads normalised before RoPE (QNG..KNB, FE_QKN) */
   int tie;                 /* --embeddings tied: out is tok (the same parameter, or on another device a copy) */
   int nst;                 /* F32 statistics a norm keeps a row: 2 (mean, rstd), RMS norm 1 (rstd) */
   int kidx[NLP], nlp;      /* layer parameter j's index in a layer's block, -1 when absent; present ones */
@@ -340,6 +345,84 @@ static float *sg_s(const gpt *g, void *e) { return (float *)e + g->n; }
 static char *sg_u(const gpt *g, void *e) { return (char *)e + (size_t)g->n * 2 * sizeof(float); }
 static char *sg_dz(const gpt *g, void *e) { return sg_u(g, e) + (size_t)g->n * g->h * g->es; }
 
+/* --qk-layernorm (Qwen3, OLMo 2, Megatron-Core's qk_layernorm): every query head and
+ * every key head of QKV's output, a row of D, normalised with the layer's norm (layer
+ * or RMS norm, eps 1e-5) and gains [D] shared by the heads (qnorm.g, knorm.g; betas .b
+ * with layer norms), before RoPE. The rows are the [N, Hq D] and [N, Hkv D] column
+ * blocks of qkv viewed as [N Hq, D] and [N Hkv, D]: the row norm kernels with C = D.
+ * F saves one entry, FE_QKN: the statistics (nst F32 a head row: the query heads' rows,
+ * then the key heads'), the heads before the norm (the norm's input: [N Hq, D] then
+ * [N Hkv, D], act_dtype) and an area of the same size where B leaves the gradient of
+ * the norm's output for W's gains. Under --tensor-parallel the rank's heads only (the
+ * gains whole: qkn_sync sums their gradients over the group). */
+static size_t qkn_rows(const gpt *g) { return (size_t)g->N * (g->Hq + g->Hkv); }
+static size_t qkn_bytes(const gpt *g) { return qkn_rows(g) * (g->nst * sizeof(float) + 2 * (size_t)g->D * g->es); }
+static float *qkn_st(const gpt *g, void *e, int k) { return (float *)e + (k ? (size_t)g->nst * g->N * g->Hq : 0); }
+static char *qkn_x(const gpt *g, void *e, int k) {
+  return (char *)e + qkn_rows(g) * g->nst * sizeof(float) + (k ? (size_t)g->N * g->Hq * g->D * g->es : 0);
+}
+static char *qkn_dy(const gpt *g, void *e, int k) { return qkn_x(g, e, k) + qkn_rows(g) * g->D * g->es; }
+/* head rows of part k (0 queries, 1 keys) and its column offset in a QKV row, bytes */
+static int qkn_hr(const gpt *g, int k) { return g->N * (k ? g->Hkv : g->Hq); }
+static size_t qkn_off(const gpt *g, int k) { return k ? (size_t)g->Hq * g->D * g->es : 0; }
+
+/* F: the query and key heads of qkv ([N, q]) normalised in place; their input and
+ * statistics into the entry e. tmp: scratch of qkn_rows D. */
+static int qkn_f_in(const gpt *g, ppsrt_backend *be, ppsrt_param **p, void *qkv, void *e, void *tmp) {
+  size_t es = g->es, ld = (size_t)g->q * es;
+  for (int k = 0; k < 2; k++) {
+    int R = qkn_hr(g, k), D = g->D;
+    size_t w = (size_t)(R / g->N) * D * es;
+    float *st = qkn_st(g, e, k);
+    char *x = qkn_x(g, e, k), *y = (char *)tmp + (k ? (size_t)g->N * g->Hq * D * es : 0);
+    TRY(ppsrt_copy_rows(be, x, w, (char *)qkv + qkn_off(g, k), ld, g->N, w));
+    TRY(be->layernorm_fwd(be, CS, y, nmean(g, st, 0, R), nrstd(g, st, 0, R), x, PD(p[k ? KNG : QNG]),
+                          PD(p[k ? KNB : QNB]), R, D));
+    TRY(ppsrt_copy_rows(be, (char *)qkv + qkn_off(g, k), ld, y, w, g->N, w));
+  }
+  return 0;
+}
+
+/* B: dq = the gradient of qkv's normalised heads (in place in dqkv, [N, q]) taken back
+ * through the norms; the output gradients kept in e for W. tmp: scratch of qkn_rows D. */
+static int qkn_b_in(const gpt *g, ppsrt_backend *be, ppsrt_param **p, void *dqkv, void *e, void *tmp) {
+  size_t es = g->es, ld = (size_t)g->q * es;
+  for (int k = 0; k < 2; k++) {
+    int R = qkn_hr(g, k), D = g->D;
+    size_t w = (size_t)(R / g->N) * D * es;
+    float *st = qkn_st(g, e, k);
+    char *dy = qkn_dy(g, e, k);
+    TRY(ppsrt_copy_rows(be, dy, w, (char *)dqkv + qkn_off(g, k), ld, g->N, w));
+    TRY(be->layernorm_bwd_input(be, CS, tmp, dy, qkn_x(g, e, k), nmean(g, st, 0, R), nrstd(g, st, 0, R),
+                                p[k ? KNG : QNG]->param.data, R, D, 0));
+    TRY(ppsrt_copy_rows(be, (char *)dqkv + qkn_off(g, k), ld, tmp, w, g->N, w));
+  }
+  return 0;
+}
+
+/* qkn_f_in (b 0) or qkn_b_in (b 1) with their scratch (uncounted) */
+static int qkn_fb(const gpt *g, ppsrt_backend *be, ppsrt_param **p, void *qkv, void *e, int b) {
+  void *t;
+  TRY(be->alloc(be, qkn_rows(g) * g->D * g->es, &t));
+  int rc = b ? qkn_b_in(g, be, p, qkv, e, t) : qkn_f_in(g, be, p, qkv, e, t);
+  be->free(be, t);
+  return rc;
+}
+
+/* W: the gains' (and the query norm's beta's) gradients of the rank's head rows. The key
+ * norm's beta (layer norms) has none: it shifts every key of a head by the same vector,
+ * which moves a query's scores all by the same amount, and the softmax does not see it;
+ * its gradient stays 0 (computed, it is rounding noise, which --check compares). */
+static int qkn_w(const gpt *g, ppsrt_backend *be, ppsrt_param **p, void *e) {
+  for (int k = 0; k < 2; k++) {
+    int R = qkn_hr(g, k);
+    float *st = qkn_st(g, e, k);
+    TRY(be->layernorm_bwd_weight(be, CS, p[k ? KNG : QNG]->grad, k ? NULL : PG(p[QNB]), qkn_dy(g, e, k),
+                                 qkn_x(g, e, k), nmean(g, st, 0, R), nrstd(g, st, 0, R), R, g->D));
+  }
+  return 0;
+}
+
 /* Bytes F saves per layer, and per stage (mirrors gpt_f exactly). With
  * --sequence-parallel what lives on the residual stream (ln1, x1, ln2, y, the layer
  * norms' statistics, the stage input and the gradient slots) is this rank's n = N/T
@@ -355,6 +438,7 @@ static size_t layer_bytes(const gpt *g, int with_y) {
          + (g->moe_on ? g->moe.bytes : 0)   /* the experts' entry (moe.h) */
          + (g->mlp ? (size_t)g->N * (g->fw + g->f) * g->es : 0)   /* hpre (SwiGLU: gate | up), hact (dense or shared) */
          + (g->sg ? sg_bytes(g) : 0)         /* the shared expert's gate */
+         + (g->qkn ? qkn_bytes(g) : 0)       /* --qk-layernorm's heads */
          + (with_y ? Nh : 0);                /* y, the next layer's input */
 }
 
@@ -604,7 +688,7 @@ static int layer_f_in(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, 
   int N = g->N, n = g->n, h = g->h, q = g->q, D = g->D, ha = g->ha, f = g->f;
   size_t es = g->es, nh = (size_t)n * h;
   int *fi = IX(g, mb, loc)->lf + (size_t)l * NFE;
-  void *ln1, *qkv, *att, *x1, *ln2, *hpre = NULL, *hact = NULL, *mbuf = NULL, *sge = NULL, *y;
+  void *ln1, *qkv, *att, *x1, *ln2, *hpre = NULL, *hact = NULL, *mbuf = NULL, *sge = NULL, *qke = NULL, *y;
   const void *a;   /* the input of QKV or FC1: ln1 / ln2, all N rows */
   float *st, *lse;
   TRY(save(c, mb, stage, nh * es, &ln1, &fi[FE_LN1]));
@@ -622,6 +706,8 @@ static int layer_f_in(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, 
   }
   fi[FE_SG] = -1;
   if (g->sg) TRY(save(c, mb, stage, sg_bytes(g), &sge, &fi[FE_SG]));   /* the shared expert's gate */
+  fi[FE_QKN] = -1;
+  if (g->qkn) TRY(save(c, mb, stage, qkn_bytes(g), &qke, &fi[FE_QKN]));   /* --qk-layernorm's heads */
   if (keep_y) TRY(save(c, mb, stage, nh * es, &y, &fi[FE_Y]));
   else {
     fi[FE_Y] = -1;
@@ -631,11 +717,13 @@ static int layer_f_in(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, 
   ppsrt_param *p[NLP];
   for (int k = 0; k < NLP; k++) p[k] = LP(m, loc, l, k);
   char *qb = qkv;
-  /* ln1 = LN(x); qkv = ln1 Wqkv + b (sequence parallel: ln1 all-gathered first); RoPE
-   * rotates its query and key heads in place; att = attention(q, k, v) */
+  /* ln1 = LN(x); qkv = ln1 Wqkv + b (sequence parallel: ln1 all-gathered first);
+   * --qk-layernorm normalises its query and key heads, then RoPE rotates them in place;
+   * att = attention(q, k, v) */
   K(be->layernorm_fwd(be, CS, ln1, nmean(g, st, 0, n), nrstd(g, st, 0, n), x, PD(p[LN1G]), PD(p[LN1B]), n, h));
   K(sp_gather(c, g, ln1, G, h, &a));
   TRY(linear_f(g, be, N, q, h, a, p[QKVW]->param.data, 0.0f, qkv, PD(p[QKVB])));
+  if (g->qkn) K(qkn_fb(g, be, p, qkv, qke, 0));
   if (g->rope) K(be->rope(be, CS, qkv, q, g->posid, g->rcs, N, g->Hq + g->Hkv, D, 0));
   int gl = stage * g->L + l;   /* the global layer (dropout masks) */
   ppsrt_dropout da = drop_site(m, mb, gl, PPSRT_DROP_ATTN, (uint64_t)g->tpr * g->Hq);
@@ -756,7 +844,7 @@ static int layer_b(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int
   size_t es = g->es, nh = (size_t)n * h;
   sidx *e = IX(g, mb, loc);
   int *fi = e->lf + (size_t)l * NFE;
-  void *x, *ln1, *qkv, *att, *x1, *ln2, *hpre = NULL, *mbuf = NULL, *sge = NULL, *du = NULL, *area, *tmp;
+  void *x, *ln1, *qkv, *att, *x1, *ln2, *hpre = NULL, *mbuf = NULL, *sge = NULL, *qke = NULL, *du = NULL, *area, *tmp;
   const void *dyf, *dx1f;   /* dy, dx1: all N rows */
   float *st, *lse;
   TRY(layer_input(c, g, mb, stage, loc, l, &x));
@@ -770,6 +858,7 @@ static int layer_b(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int
   if (fi[FE_HPRE] >= 0) TRY(get(c, mb, stage, fi[FE_HPRE], &hpre));
   if (fi[FE_MOE] >= 0) TRY(get(c, mb, stage, fi[FE_MOE], &mbuf));
   if (fi[FE_SG] >= 0) TRY(get(c, mb, stage, fi[FE_SG], &sge));
+  if (fi[FE_QKN] >= 0) TRY(get(c, mb, stage, fi[FE_QKN], &qke));
   TRY(get(c, mb, stage, e->grad, &area));
   void *dx1 = slot(g, area, slot_dx1(g, l));
   ppsrt_param *p[NLP];
@@ -803,7 +892,8 @@ static int layer_b(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int
       (rc = be->layernorm_bwd_input(be, CS, dx1, ln2, x1, nmean(g, st, 1, n), nrstd(g, st, 1, n), p[LN2G]->param.data,
                                     n, h, 1)) ||
       /* attention: datt = dx1 Wproj^T (dx1 all-gathered first); dqkv = attention_bwd
-       *            (RoPE: its query and key heads rotated back) -> qkv's buffer;
+       *            (RoPE: its query and key heads rotated back; --qk-layernorm: then
+       *            through the heads' norms) -> qkv's buffer;
        *            dln1 = dqkv Wqkv^T -> ln1's buffer (summed over the group);
        *            dx = dx1 + LN1_bwd(dln1) */
       (rc = hdrop(m, mb, gl, PPSRT_DROP_PROJ, dx1, dd, &dx1m)) ||
@@ -813,6 +903,7 @@ static int layer_b(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int
                       : be->attention_bwd(be, CS, t2, t2 + ko, t2 + vo, q, tmp, att, lse, qb, q, qb + ko, q, qb + vo, q,
                                           g->Bm, g->T, g->Hq, g->Hkv, D, g->dta ? &da : NULL)) ||
       (g->rope && (rc = be->rope(be, CS, t2, q, g->posid, g->rcs, N, g->Hq + g->Hkv, D, 1))) ||
+      (qke && (rc = qkn_fb(g, be, p, t2, qke, 1))) ||
       (rc = be->memcpy_async(be, CS, qkv, t2, (size_t)N * q * es, 0)) ||
       (rc = g->tp > 1 ? gemm_tp_sum(c, g, be, 0, 1, N, h, q, qkv, q, p[QKVW]->param.data, q, ln1)
                       : be->gemm(be, CS, 0, 1, N, h, q, 1.0f, qkv, AT, q, p[QKVW]->param.data, AT, q, 0.0f, ln1, AT, h)) ||
@@ -840,7 +931,7 @@ static int layer_w(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int
   int N = g->N, n = g->n, h = g->h, q = g->q, ha = g->ha, f = g->f, fw = g->fw;
   sidx *e = IX(g, mb, loc);
   int *fi = e->lf + (size_t)l * NFE;
-  void *x, *dln1, *dqkv, *att, *x1, *dln2, *dhpre = NULL, *hact = NULL, *mbuf = NULL, *sge = NULL, *area;
+  void *x, *dln1, *dqkv, *att, *x1, *dln2, *dhpre = NULL, *hact = NULL, *mbuf = NULL, *sge = NULL, *qke = NULL, *area;
   const void *a;
   float *st;
   TRY(layer_input(c, g, mb, stage, loc, l, &x));
@@ -854,6 +945,7 @@ static int layer_w(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int
   if (fi[FE_HACT] >= 0) TRY(get(c, mb, stage, fi[FE_HACT], &hact));
   if (fi[FE_MOE] >= 0) TRY(get(c, mb, stage, fi[FE_MOE], &mbuf));
   if (fi[FE_SG] >= 0) TRY(get(c, mb, stage, fi[FE_SG], &sge));
+  if (fi[FE_QKN] >= 0) TRY(get(c, mb, stage, fi[FE_QKN], &qke));
   TRY(get(c, mb, stage, e->grad, &area));
   void *dy = slot(g, area, l + 1 < g->L ? slot_dx(g, l + 1) : slot_dytop()), *dx1 = slot(g, area, slot_dx1(g, l));
   ppsrt_param *p[NLP];
@@ -890,6 +982,7 @@ static int layer_w(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int
   K(sp_gather(c, g, scratch, G, h, &a));
   TRY(linear_w(g, be, N, h, q, a, dqkv, p[QKVW]->grad, PG(p[QKVB])));
   K(be->layernorm_bwd_weight(be, CS, g1g, g1b, dln1, x, nmean(g, st, 0, n), nrstd(g, st, 0, n), n, h));
+  if (qke) K(qkn_w(g, be, p, qke));   /* --qk-layernorm's gains: of the rank's heads (qkn_sync) */
   return 0;
 }
 
@@ -1493,10 +1586,40 @@ static int sp_sync(ppsrt_model *m, ppsrt_ctx *c) {
   return rc;
 }
 
+/* --qk-layernorm under --tensor-parallel: each rank's W added the query and key norms'
+ * gain (and beta) gradients of its own heads; summed over the tensor-parallel group
+ * here, once an iteration (as sp_sync), in one collective of every layer's. */
+static int qkn_sync(ppsrt_model *m, ppsrt_ctx *c) {
+  gpt *g = m->impl;
+  ppsrt_backend *be = m->be;
+  if (!g->qkn || g->tp == 1 || g->nc || !g->nlocal) return 0;
+  static const int ks[4] = {QNG, QNB, KNG, KNB};
+  size_t D = (size_t)g->D, n = (size_t)g->nlocal * g->L * 2 * g->nst * D, at = 0;
+  float *buf;
+  TRY(be->alloc(be, n * sizeof(float), (void **)&buf));
+  int rc = 0;
+  for (int pass = 0; pass < 2 && !rc; pass++) {   /* pack, all-reduce, unpack */
+    if (pass && (rc = ppsrt_tp_allreduce(c, buf, n))) break;
+    at = 0;
+    for (int loc = 0; loc < g->nlocal && !rc; loc++)
+      for (int l = 0; l < g->L && !rc; l++)
+        for (int k = 0; k < 4 && !rc; k++) {
+          ppsrt_param *q = LP(m, loc, l, ks[k]);
+          if (!q) continue;
+          rc = pass ? be->memcpy_async(be, CS, q->grad, buf + at, D * sizeof(float), 0)
+                    : be->memcpy_async(be, CS, buf + at, q->grad, D * sizeof(float), 0);
+          at += D;
+        }
+  }
+  be->free(be, buf);
+  return rc;
+}
+
 static int gpt_end(ppsrt_model *m, ppsrt_ctx *c, double *loss) {
   gpt *g = m->impl;
   int rs = m->eval ? 0 : tie_sync(m, c);   /* (evaluation: no gradients to sum) */
   if (!rs && !m->eval) rs = sp_sync(m, c);
+  if (!rs && !m->eval) rs = qkn_sync(m, c);
   if (rs) { free_vstate(m); return rs; }
   /* the loss is reported once: by the last stage's device, or rank 0 with vocabulary
    * parallelism (every device has the merged statistics there); its statistics are
@@ -1994,14 +2117,15 @@ int ppsrt_gpt_create(const ppsrt_model_config *cfg, ppsrt_backend *be, int devic
   g->tp = cfg->tp > 1 ? cfg->tp : 1; g->tpr = g->tp > 1 ? cfg->tp_rank : 0;
   g->h = cfg->hidden; g->D = g->h / cfg->heads; g->Hq = cfg->heads / g->tp; g->Hkv = Hkv / g->tp; g->T = cfg->seq;
   g->F = cfg->num_experts ? cfg->moe_shared_ffn : ppsrt_gpt_ffn(cfg); g->sw = cfg->swiglu != 0; g->rms = cfg->rmsnorm != 0; g->rope = cfg->rope != 0;
-  g->nb = cfg->no_bias != 0; g->nst = g->rms ? 1 : 2; g->tie = cfg->tie_embeddings != 0;
+  g->nb = cfg->no_bias != 0; g->nst = g->rms ? 1 : 2; g->tie = cfg->tie_embeddings != 0; g->qkn = cfg->qk_layernorm != 0;
   g->ha = g->Hq * g->D; g->f = g->F / g->tp; g->fw = g->f * (g->sw ? 2 : 1);
   /* the layer parameters present: no linear biases with --bias off, no betas with RMS norms */
   for (int j = 0; j < NLP; j++) {
-    int bias = j == QKVB || j == PROJB || j == FCB || j == FC2B, beta = j == LN1B || j == LN2B;
+    int bias = j == QKVB || j == PROJB || j == FCB || j == FC2B, beta = j == LN1B || j == LN2B || j == QNB || j == KNB;
+    int qkn = (j == QNG || j == QNB || j == KNG || j == KNB) && !g->qkn;   /* --qk-layernorm's: absent */
     int mlp = j == FCW || j == FCB || j == FC2W || j == FC2B;   /* (--num-experts: the shared expert's, if any) */
     int sgw = j == SGW && !(cfg->num_experts && cfg->moe_shared_gate && g->F);   /* the shared expert's gate: absent */
-    g->kidx[j] = (bias && g->nb) || (beta && g->rms) || (mlp && !g->F) || sgw ? -1 : g->nlp++;
+    g->kidx[j] = (bias && g->nb) || (beta && g->rms) || (mlp && !g->F) || sgw || qkn ? -1 : g->nlp++;
   }
   g->cp = cfg->cp > 1 ? cfg->cp : 1; g->cpr = g->cp > 1 ? cfg->cp_rank : 0; g->Tl = g->T / g->cp;
   g->Bm = cfg->micro_batch; g->N = g->Bm * g->Tl; g->V = cfg->vocab; g->L = cfg->layers_per_stage;
@@ -2082,13 +2206,15 @@ int ppsrt_gpt_create(const ppsrt_model_config *cfg, ppsrt_backend *be, int devic
   for (int k = 0; k < nstages && !rc; k++) {
     int s = stages[k];
     for (int l = 0; l < g->L && !rc; l++) {
-      size_t sizes[NLP] = {h, h, (size_t)h * q, q, (size_t)h * h, h, h, h, (size_t)h * fw, fw, F * h, h, h};
+      size_t D = (size_t)g->D, sizes[NLP] = {h, h, (size_t)h * q, q, (size_t)h * h, h, h, h, (size_t)h * fw, fw, F * h, h, h,
+                                             D, D, D, D};
       for (int j = 0; j < NLP; j++) {
         if (g->kidx[j] < 0) continue;
         char name[64];
         int sh = g->moe_on && (j == FCW || j == FCB || j == FC2W || j == FC2B || j == SGW);   /* the shared expert's */
         snprintf(name, sizeof name, "s%d.l%d.%s%s", s, l, sh ? "moe.shared." : "", lp_names[j]);
-        int init = j == LN1G || j == LN2G ? INIT_ONE : (j == LN1B || j == LN2B || j % 2 == 1) ? INIT_ZERO : INIT_UNIFORM;
+        int init = j == LN1G || j == LN2G || j == QNG || j == KNG ? INIT_ONE
+                   : (j == LN1B || j == LN2B || j == QNB || j == KNB || (j < QNG && j % 2 == 1)) ? INIT_ZERO : INIT_UNIFORM;
         /* uniform(-a, a) with a = sqrt(3 / fan_in): unit variance outputs */
         float fan_in = j == FC2W ? (float)F : (float)h;
         size_t n = sizes[j];

@@ -95,7 +95,9 @@ static double run(int backward) {
   return loss;
 }
 
-/* arch: the Llama-style variants, bits: 1 SwiGLU, 2 RMS norm, 4 RoPE, 8 no linear biases */
+/* arch: the Llama-style variants, bits: 1 SwiGLU, 2 RMS norm, 4 RoPE, 8 no linear biases,
+ * 16 --qk-layernorm (the query and key heads normalised; with layer norms 2 heads, 1 group:
+ * D = 4, as a layer norm of 2 values is +-1, its derivative a spike where they meet) */
 static double loss_nodrop;   /* the last case's loss without dropout */
 static int moe_E, moe_K;     /* the MoE cases' --num-experts, --moe-topk (0: a dense MLP) */
 static double moe_a;         /* and --moe-aux-loss-coeff */
@@ -111,6 +113,8 @@ static int test_mode_drop(int vm, int arch, double drop) {
   cfg.hidden = 8; cfg.heads = 4; cfg.query_groups = 2; cfg.seq = 5; cfg.vocab = 11; cfg.micro_batch = 2;
   cfg.layers_per_stage = 2; cfg.nstage = 2; cfg.nmb = 2; cfg.ndev = 1; cfg.vocab_mode = vm; cfg.seed = 7;
   cfg.swiglu = arch & 1; cfg.rmsnorm = (arch >> 1) & 1; cfg.rope = (arch >> 2) & 1; cfg.no_bias = (arch >> 3) & 1;
+  cfg.qk_layernorm = (arch >> 4) & 1;
+  if (cfg.qk_layernorm && !cfg.rmsnorm) cfg.heads = 2, cfg.query_groups = 1;
   if (cfg.swiglu) cfg.ffn_hidden = 12;
   if (cfg.rope) cfg.rope_base = 3;   /* large angles at these few positions */
   cfg.hidden_dropout = cfg.attention_dropout = drop;
@@ -127,14 +131,24 @@ static int test_mode_drop(int vm, int arch, double drop) {
   ctx.store.nmb = cfg.nmb; ctx.store.nstage = cfg.nstage;
   OK(ppsrt_gpt_create(&cfg, be, 0, stages, 2, &m));
   ctx.model = m;
+  /* --qk-layernorm: gains other than 1 (and betas other than 0), different per column, so
+   * that the norm does not commute with RoPE's rotation and each gain's gradient differs */
+  for (int i = 0; i < m->nparams; i++)
+    if (strstr(m->params[i].name, "norm.")) {
+      int beta = strstr(m->params[i].name, "norm.b") != NULL;
+      for (size_t k = 0; k < m->params[i].numel; k++)
+        m->params[i].master[k] = beta ? 0.1f * (float)k - 0.15f : 0.6f + 0.3f * (float)((k + (size_t)i) % 4);
+    }
   double L0 = run(1);
   uint64_t h0 = ppsrt_gpt_route_hash(m);   /* the routing of the weights as they are */
   int skipped = 0, sampled = 0;
   /* analytic gradients, then finite differences of the loss */
   int bad = 0;
   /* MoE: a smaller step (the expert paths curve more: eps 1e-2's second-order error is
-   * near the tolerance), so F32 rounding of the loss weighs more: atol 3e-4 */
-  const double eps = moe_E ? 1e-3 : 1e-2, atol = moe_E ? 3e-4 : 1e-4, rtol = 1e-2;
+   * near the tolerance), so F32 rounding of the loss weighs more: atol 3e-4; the same
+   * with --qk-layernorm (a norm of D = 2 values curves as much) */
+  int small = moe_E || cfg.qk_layernorm;
+  const double eps = small ? 1e-3 : 1e-2, atol = small ? 3e-4 : 1e-4, rtol = 1e-2;
   double worst = 0, big = 0;
   for (int k = 0; k < m->nparams; k++) {
     ppsrt_param *p = &m->params[k];
@@ -176,10 +190,10 @@ static int test_mode_drop(int vm, int arch, double drop) {
   if (moe_E) snprintf(moe, sizeof moe, " experts %d top %d aux %g cf %g%s%s%s scale %g z %g shared %d%s (%d of %d skipped)",
                       moe_E, moe_K, moe_a, moe_cf, moe_pos ? " position" : "", moe_sig ? " sigmoid" : "",
                       moe_pre ? " pre-softmax" : "", moe_s, moe_z, moe_S, moe_G ? " gated" : "", skipped, sampled);
-  printf("%s gpt gradients vs finite differences, vocab mode %d, %s%s%s%s%s%s: %d tensors, loss %.6f, max |fd| %.3g, "
+  printf("%s gpt gradients vs finite differences, vocab mode %d, %s%s%s%s%s%s%s: %d tensors, loss %.6f, max |fd| %.3g, "
          "max |grad - fd| %.3g (tol %.0e + %.0e*|fd|)\n", bad ? "FAIL" : "ok  ", vm, cfg.swiglu ? "swiglu" : "gelu",
          cfg.rmsnorm ? " rmsnorm" : " layernorm", cfg.rope ? " rope" : " learned", cfg.no_bias ? " no-bias" : "",
-         drop > 0 ? " dropout 0.3" : "", moe, m->nparams, L0, big, worst, atol, rtol);
+         cfg.qk_layernorm ? " qk-layernorm" : "", drop > 0 ? " dropout 0.3" : "", moe, m->nparams, L0, big, worst, atol, rtol);
   if (skipped * 10 > sampled) {
     printf("FAIL: %d of %d sampled elements moved the routing at every step tried\n", skipped, sampled);
     bad++;
@@ -301,6 +315,14 @@ int main(void) {
   for (int a = 0; a <= 15; a += 15) bad += test_mode(0, a);
   bad += test_mode_drop(0, 0, 0.3);
   moe_S = moe_G = 0;
+  moe_E = moe_K = 0; moe_a = 0;
+  /* --qk-layernorm: GPT-2's layer (layer norms) and Llama's (RMS norms, then RoPE; with
+   * dropout), and with the experts */
+  for (int a = 16; a <= 31; a += 15) bad += test_mode(0, a) + test_mode(2, a);
+  bad += test_mode_drop(0, 31, 0.3);
+  moe_E = 4; moe_K = 2;
+  bad += test_mode(0, 31);
+  moe_E = moe_K = 0;
   be->destroy(be);
   return bad || bad0 ? 1 : 0;
 }

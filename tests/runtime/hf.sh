@@ -7,6 +7,9 @@
 #    own safetensors reader, [out, in] weights, rotate-half RoPE, GQA), fed the token
 #    windows the runtime used, gives the loss the runtime printed within 1e-5 relative:
 #    untied at --rope-base 10000, tied at --rope-base 500;
+#  - a --qk-layernorm checkpoint trained 2 iterations (gains away from 1) exports as
+#    Qwen3ForCausalLM; the same reference with q_norm / k_norm (each head RMS-normed
+#    before RoPE) gives the runtime's loss of the next sequences within 1e-5;
 #  - export then import gives back every tensor bit for bit, and the imported
 #    checkpoint, run with the flags the import prints under ZB-V (P = 2, 4 stages),
 #    reproduces the loss; imported with --optimizer adam (zero moments), 3 iterations
@@ -107,6 +110,10 @@ for ids, tgt in windows(c["max_position_embeddings"]):
         nx = [rms(v, W[p + "input_layernorm.weight"]) for v in x]
         q = [rope(lin(v, W[p + "self_attn.q_proj.weight"]), t) for t, v in enumerate(nx)]
         kk = [rope(lin(v, W[p + "self_attn.k_proj.weight"]), t) for t, v in enumerate(nx)]
+        if p + "self_attn.q_norm.weight" in W:   # Qwen3: each head RMS-normed before RoPE (rope is per head)
+            hn = lambda y, g: [u for j in range(len(y) // D) for u in rms(y[j * D:(j + 1) * D], g)]
+            q = [rope(hn(lin(v, W[p + "self_attn.q_proj.weight"]), W[p + "self_attn.q_norm.weight"]), t) for t, v in enumerate(nx)]
+            kk = [rope(hn(lin(v, W[p + "self_attn.k_proj.weight"]), W[p + "self_attn.k_norm.weight"]), t) for t, v in enumerate(nx)]
         vv = [lin(v, W[p + "self_attn.v_proj.weight"]) for v in nx]
         att = attention(q, kk, vv, Hq, Hkv, D)
         x = [[a + b for a, b in zip(xv, lin(o, W[p + "self_attn.o_proj.weight"]))] for xv, o in zip(x, att)]
@@ -134,6 +141,20 @@ for c in "untied 10000" "tied 500"; do
     pass "$e embeddings, rope base $base: HF Llama's forward on the export gives the runtime's loss: $ref vs $l"
   else fail "$e embeddings, rope base $base: HF Llama's forward gives '$ref', the runtime printed '$l'"; fi
 done
+# --qk-layernorm exports as Qwen3ForCausalLM (q_norm / k_norm): trained 2 iterations (gains
+# away from 1), the runtime's loss of the next 2 sequences = the reference's (per-head
+# RMS norm of q and k before RoPE)
+"$A" $G --qk-layernorm --layers-per-stage 2 --optimizer adam --lr 0.05 --iterations 2 --data "$DATA" --save "$WORK/ck_qw" -q \
+  2> "$WORK/err" || fail "qwen3: the training run: $(cat "$WORK/err")"
+"$A" $G --qk-layernorm --layers-per-stage 2 --lr 0 --iterations 1 --data "$DATA" --load "$WORK/ck_qw" --json > "$WORK/r_qw" \
+  2> "$WORK/err" || fail "qwen3: the resumed run: $(cat "$WORK/err")"
+pos=$(grep -o '"data_position":"[0-9]*"' "$WORK/ck_qw" | grep -o '[0-9][0-9]*')
+expect_exit 0 "qwen3: export" hf export "$WORK/ck_qw" "$WORK/hf_qw"
+grep -q '"model_type": *"qwen3"' "$WORK/hf_qw/config.json" && pass "qwen3: config.json model_type qwen3" || fail "qwen3: config.json"
+ref=$(python3 "$WORK/hf_llama_ref.py" "$WORK/hf_qw" "$DATA" 2 "$pos" 2> "$WORK/err") || fail "qwen3: the reference: $(cat "$WORK/err")"
+l=$(loss1 "$WORK/r_qw")
+if [ -n "$l" ] && [ -n "$ref" ] && near "$ref" "$l" 1e-5; then pass "qwen3: the HF forward with q_norm / k_norm gives the runtime's loss: $ref vs $l"
+else fail "qwen3: the HF forward gives '$ref', the runtime printed '$l' (sequences from $pos)"; fi
 python3 - "$WORK" <<'PY' && pass "config.json: LlamaForCausalLM, sizes, tie_word_embeddings, rope_theta; lm_head only untied" || fail "config.json / names"
 import json, struct, sys
 w = sys.argv[1]

@@ -12,6 +12,9 @@
 #    parameters as views of one buffer;
 #  - GPT-2's layer (layer norms, learned positions, tanh GeLU, biases, untied) at TP 2,
 #    and tied at TP 1 x PP 2 x VP 2 with the buffer: bit for bit and the loss;
+#  - qk_layernorm (q_layernorm / k_layernorm [D], whole on every rank): Llama's layer at
+#    TP 2 x PP 2 (RMS norms, gains) and GPT-2's at TP 2 (layer norms, gains and biases):
+#    bit for bit, and the loss of the saved run with --qk-layernorm;
 #  - MoE (E = 4, K = 2): a Llama-style model with TEGroupedMLP's names at TP 2 x PP 2 x
 #    EP 2 (mp_rank_TT_PPP_EEE): bit for bit, the saved run's loss, also at
 #    --data-parallel 2 --expert-parallel 2; SequentialMLP's names at TP 2 x EP 2 and the
@@ -34,7 +37,7 @@
 #  - --use-rope-scaling becomes --rope-scaling llama3 (Megatron's fixed 1/4/8192);
 #    Megatron's dropout rates become --hidden-dropout / --attention-dropout;
 #  - refusals (exit 2, one line naming the argument or file, no output left): the erf
-#    GeLU, norm_epsilon 1e-6, num_experts without the experts' tensors, qk_layernorm,
+#    GeLU, norm_epsilon 1e-6, num_experts without the experts' tensors,
 #    a tensor the model lacks, a missing rank, mixed mp_rank_* shapes, torch_dist, the
 #    legacy model, tensor_model_parallel_size disagreeing with the files, a truncated file, --stages not dividing,
 #    an integer tensor, a view outside its storage, a short storage record, big-endian;
@@ -63,7 +66,7 @@ for k in sorted(ka):
     if a.tensor(k, n).tobytes() != b.tensor(k, n).tobytes():
         sys.exit("tensor %s differs" % k)
 for k in ("hidden", "heads", "query_groups", "vocab", "layers", "mlp", "norm", "position", "bias", "embeddings", "ffn_hidden",
-          "num_experts", "moe_topk", "moe_ffn_hidden", "moe_aux_loss_coeff", "moe_shared_ffn_hidden",
+          "qk_layernorm", "num_experts", "moe_topk", "moe_ffn_hidden", "moe_aux_loss_coeff", "moe_shared_ffn_hidden",
           "moe_shared_expert_gate"):
     if a.meta.get(k) != b.meta.get(k):
         sys.exit("metadata %s: %r vs %r" % (k, a.meta.get(k), b.meta.get(k)))
@@ -98,6 +101,24 @@ case_() {
 L="--model gpt --arch llama --hidden 16 --heads 4 --query-groups 2 --ffn-hidden 24 --seq 8 --vocab 256"
 LPS=2
 case_ llama a "$L --layers-per-stage 2" --tp 2 --pp 2 --names te
+case_ llama_qkn a "$L --qk-layernorm --layers-per-stage 2" --tp 2 --pp 2 --names te
+case_ gpt2_qkn a "--model gpt --hidden 16 --heads 4 --query-groups 2 --seq 8 --vocab 256 --qk-layernorm --layers-per-stage 2" \
+  --tp 2 --pp 1 --names local
+# (trained gains: the query's and the key's differ from 1 and from each other, so a swap shows)
+"$WORK/a" $L --qk-layernorm --layers-per-stage 2 --optimizer adam --lr 0.05 --iterations 2 --data "$DATA" --save "$WORK/ck_qt" -q \
+  2> "$WORK/err" || fail "qk trained: save run: $(cat "$WORK/err")"
+python3 "$FX" write "$WORK/ck_qt" "$WORK/meg_qt" --tp 2 --pp 2 --expect "$WORK/want_qt" 2> "$WORK/err" || fail "qk trained: fixture: $(cat "$WORK/err")"
+python3 "$MG" import "$WORK/meg_qt" "$WORK/imp_qt" > /dev/null 2> "$WORK/err" || fail "qk trained: import: $(cat "$WORK/err")"
+PYDIR="$top_srcdir/python" python3 - "$WORK/want_qt" <<'PY' 2> "$WORK/err" || fail "qk trained: the gains are not distinct: $(cat "$WORK/err")"
+import os, sys
+sys.path.insert(0, os.environ["PYDIR"])
+import pps_hf
+c = pps_hf.PPSCheckpoint(sys.argv[1])
+q, k = c.tensor("layer0.qnorm.g", 4), c.tensor("layer0.knorm.g", 4)
+assert q != k and any(x != 1 for x in q) and any(x != 1 for x in k), (q, k)
+PY
+if same "$WORK/want_qt" "$WORK/imp_qt"; then pass "qk trained: import bit for bit ($(cat "$WORK/same.out"))"
+else fail "qk trained: import differs: $(cat "$WORK/same.out")"; fi
 case_ llama_vp a "$L --embeddings tied --rope-base 500 --layers-per-stage 2" --tp 1 --pp 1 --vp 2 --names local --buffer
 G2="--model gpt --hidden 16 --heads 4 --query-groups 4 --ffn-hidden 32 --seq 8 --vocab 256"
 case_ gpt2 a "$G2 --layers-per-stage 2" --tp 2 --pp 1 --names local
@@ -284,7 +305,6 @@ PY
 rm -rf "$WORK/bad"; python3 "$FX" write "$WORK/ck_moe" "$WORK/bad" --tp 2 --pp 2 --ep 2 2> /dev/null
 rm -rf "$WORK/bad/iter_0000100/mp_rank_01_001_001"
 refused "a missing expert-parallel rank" "rank TP 1 PP 1 EP 1 is missing" "$WORK/bad"
-refuse "qk_layernorm" "qk_layernorm" --arg qk_layernorm=True
 refuse "interleaved RoPE" "rotary_interleaved" --arg rotary_interleaved=True
 refuse "uneven stages" "decoder_first_pipeline_num_layers" --arg decoder_first_pipeline_num_layers=1
 refuse "a TP size the files do not have" "tensor_model_parallel_size = 4" --arg tensor_model_parallel_size=4

@@ -270,6 +270,7 @@ def main():
     D = h // hq
     sw, rms, rope, bias = m["mlp"] == "swiglu", m["norm"] == "rmsnorm", m["position"] == "rope", m["bias"] == "on"
     tied = m["embeddings"] == "tied"
+    qkn = m.get("qk_layernorm") == "on"
     Tp, P, VP = o.tp, o.pp, o.vp
     nf = 2 * f if sw else f
     store = {}
@@ -310,6 +311,10 @@ def main():
             if bias:
                 gb.append([bq[c] for c in idx])
         t["qkv"], t["qkv.b"] = groups, gb
+        for k in ("qnorm", "knorm") if qkn else ():   # --qk-layernorm: q_layernorm / k_layernorm [D]
+            t[k + ".g"] = get(q + k + ".g", D)
+            if not rms:
+                t[k + ".b"] = get(q + k + ".b", D)
         t["proj"] = transpose(get(q + "proj.w", hq * D * h), hq * D, h)            # [h, hq D]
         if bias:
             t["proj.b"] = get(q + "proj.b", h)
@@ -335,7 +340,7 @@ def main():
         rotary_base=int(float(m.get("rope_base", "10000"))), use_rope_scaling=False, rope_scaling_factor=8.0,
         untie_embeddings_and_output_weights=not tied, hidden_dropout=0.0, attention_dropout=0.0, seq_length=int(m.get("seq", 16)),
         max_position_embeddings=int(m.get("seq", 16)), padded_vocab_size=V, params_dtype=sys.modules["torch"].bfloat16,
-        num_experts=None, qk_layernorm=False, apply_residual_connection_post_layernorm=False,
+        num_experts=None, qk_layernorm=qkn, apply_residual_connection_post_layernorm=False,
         decoder_first_pipeline_num_layers=None, decoder_last_pipeline_num_layers=None,
         num_layers_per_virtual_pipeline_stage=None, transformer_impl="transformer_engine" if o.names == "te" else "local",
         expert_model_parallel_size=o.ep)
@@ -391,6 +396,10 @@ def main():
                     if bias:
                         add(pre + "self_attention.linear_qkv.bias",
                             [x for g in t["qkv.b"][tp * G // Tp:(tp + 1) * G // Tp] for x in g], [G // Tp * (npg + 2) * D])
+                    for k, mk in (("qnorm", "q_layernorm"), ("knorm", "k_layernorm")) if qkn else ():
+                        add(pre + "self_attention." + mk + ".weight", t[k + ".g"], [D])   # (whole on every rank)
+                        if not rms:
+                            add(pre + "self_attention." + mk + ".bias", t[k + ".b"], [D])
                     c0, c1 = tp * hq * D // Tp, (tp + 1) * hq * D // Tp
                     add(pre + "self_attention.linear_proj.weight", flat([r[c0:c1] for r in t["proj"]]), [h, c1 - c0])
                     if bias:
@@ -494,6 +503,8 @@ def main():
                                                      "moe_aux_loss_coeff", "moe_router_score_function",
                                                      "moe_router_pre_softmax", "moe_shared_ffn_hidden",
                                                      "moe_shared_expert_gate")}
+        if qkn:
+            meta["qk_layernorm"] = "on"
         pps_hf._write_pps(o.expect, tens, meta, "sgd")
     return 0
 
