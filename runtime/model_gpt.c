@@ -1556,16 +1556,17 @@ static int tie_sync(ppsrt_model *m, ppsrt_ctx *c) {
   return rc;
 }
 
-/* --sequence-parallel: each rank's W added the norms' gamma and beta gradients of its
- * own token rows; summed over the tensor-parallel group here, once an iteration (after
- * the data-parallel all-reduce, before the step: Megatron-LM's all-reduce of the
- * sequence-parallel parameters' gradients), in one collective of every layer's norms. */
-static int sp_sync(ppsrt_model *m, ppsrt_ctx *c) {
+/* sp_sync's and qkn_sync's collective: the gradients of every local layer's parameters
+ * of the kinds ks (those the layer has; each `width` F32 values) summed over the
+ * tensor-parallel group in one all-reduce: packed, summed, unpacked. */
+static int tp_sum_grads(ppsrt_model *m, ppsrt_ctx *c, const int *ks, int nk, size_t width) {
   gpt *g = m->impl;
   ppsrt_backend *be = m->be;
-  if (!g->sp || g->nc || !g->nlocal) return 0;
-  static const int ks[5] = {LN1G, LN1B, LN2G, LN2B, SGW};   /* (SGW: the shared expert's gate, of its rows too) */
-  size_t h = (size_t)g->h, n = (size_t)g->nlocal * g->L * (2 * g->nst + g->sg) * h, at = 0;
+  size_t n = 0, at;
+  for (int loc = 0; loc < g->nlocal; loc++)
+    for (int l = 0; l < g->L; l++)
+      for (int k = 0; k < nk; k++) n += LP(m, loc, l, ks[k]) ? width : 0;
+  if (!n) return 0;
   float *buf;
   TRY(be->alloc(be, n * sizeof(float), (void **)&buf));
   int rc = 0;
@@ -1574,16 +1575,27 @@ static int sp_sync(ppsrt_model *m, ppsrt_ctx *c) {
     at = 0;
     for (int loc = 0; loc < g->nlocal && !rc; loc++)
       for (int l = 0; l < g->L && !rc; l++)
-        for (int k = 0; k < 5 && !rc; k++) {
+        for (int k = 0; k < nk && !rc; k++) {
           ppsrt_param *q = LP(m, loc, l, ks[k]);
           if (!q) continue;
-          rc = pass ? be->memcpy_async(be, CS, q->grad, buf + at, h * sizeof(float), 0)
-                    : be->memcpy_async(be, CS, buf + at, q->grad, h * sizeof(float), 0);
-          at += h;
+          rc = pass ? be->memcpy_async(be, CS, q->grad, buf + at, width * sizeof(float), 0)
+                    : be->memcpy_async(be, CS, buf + at, q->grad, width * sizeof(float), 0);
+          at += width;
         }
   }
   be->free(be, buf);
   return rc;
+}
+
+/* --sequence-parallel: each rank's W added the norms' gamma and beta gradients of its
+ * own token rows; summed over the tensor-parallel group here, once an iteration (after
+ * the data-parallel all-reduce, before the step: Megatron-LM's all-reduce of the
+ * sequence-parallel parameters' gradients), in one collective of every layer's norms. */
+static int sp_sync(ppsrt_model *m, ppsrt_ctx *c) {
+  gpt *g = m->impl;
+  if (!g->sp || g->nc || !g->nlocal) return 0;
+  static const int ks[5] = {LN1G, LN1B, LN2G, LN2B, SGW};   /* (SGW: the shared expert's gate, of its rows too) */
+  return tp_sum_grads(m, c, ks, 5, (size_t)g->h);
 }
 
 /* --qk-layernorm under --tensor-parallel: each rank's W added the query and key norms'
@@ -1591,28 +1603,9 @@ static int sp_sync(ppsrt_model *m, ppsrt_ctx *c) {
  * here, once an iteration (as sp_sync), in one collective of every layer's. */
 static int qkn_sync(ppsrt_model *m, ppsrt_ctx *c) {
   gpt *g = m->impl;
-  ppsrt_backend *be = m->be;
   if (!g->qkn || g->tp == 1 || g->nc || !g->nlocal) return 0;
   static const int ks[4] = {QNG, QNB, KNG, KNB};
-  size_t D = (size_t)g->D, n = (size_t)g->nlocal * g->L * 2 * g->nst * D, at = 0;
-  float *buf;
-  TRY(be->alloc(be, n * sizeof(float), (void **)&buf));
-  int rc = 0;
-  for (int pass = 0; pass < 2 && !rc; pass++) {   /* pack, all-reduce, unpack */
-    if (pass && (rc = ppsrt_tp_allreduce(c, buf, n))) break;
-    at = 0;
-    for (int loc = 0; loc < g->nlocal && !rc; loc++)
-      for (int l = 0; l < g->L && !rc; l++)
-        for (int k = 0; k < 4 && !rc; k++) {
-          ppsrt_param *q = LP(m, loc, l, ks[k]);
-          if (!q) continue;
-          rc = pass ? be->memcpy_async(be, CS, q->grad, buf + at, D * sizeof(float), 0)
-                    : be->memcpy_async(be, CS, buf + at, q->grad, D * sizeof(float), 0);
-          at += D;
-        }
-  }
-  be->free(be, buf);
-  return rc;
+  return tp_sum_grads(m, c, ks, 4, (size_t)g->D);
 }
 
 static int gpt_end(ppsrt_model *m, ppsrt_ctx *c, double *loss) {
