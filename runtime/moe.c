@@ -684,6 +684,23 @@ static int ep_sum_rows(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, const voi
  * comb [X N, h] and their F32 sums [X N, h] (X > 1 only) */
 typedef struct fscr { float *logits; char *xp; float *part; char *tmp, *ag, *comb; float *sum; } fscr;
 
+/* The routing of this rank's slots (block j0) with mo->hforce's experts forced on the
+ * kernel (moe_router.h force: the weights, probabilities and counts still from these
+ * logits): hforce uploaded, the kernel run, the stream synchronised (hforce is written
+ * again by the next slot's routing). --check's replay and PPSRT_FAULT=route. */
+static int forced_route(ppsrt_moe *mo, ppsrt_backend *be, mbuf *b, size_t j0, ppsrt_moe_router *ro, float *stat) {
+  size_t NK = (size_t)mo->N * mo->K;
+  if (!mo->dforce) {
+    TRY(be->alloc(be, NK * sizeof(int32_t), (void **)&mo->dforce));
+    mo->fbe = be;
+  }
+  TRY(be->memcpy_async(be, CS, mo->dforce, mo->hforce, NK * sizeof(int32_t), 1));
+  ro->force = mo->dforce;
+  int rc = be->moe_route(be, CS, b->lg, mo->N, mo->E, mo->K, ro, b->idx + j0, b->w + j0, stat);
+  ro->force = NULL;
+  return rc ? rc : be->stream_sync(be, CS);
+}
+
 /* --check's reference (mo->replay; X = 1): the reference's own choice first (its hash,
  * with its own drops, into ohash: the report's "the reference's own choice differed"),
  * then the pipeline's experts forced on the routing kernel (moe_router.h force), whose
@@ -701,15 +718,8 @@ static int replay_route(ppsrt_moe *mo, ppsrt_backend *be, int slot, mbuf *b, pps
   mo->ohash[slot] = route_hash_of(mo->hidx, mo->hpos, NK, E);
   for (size_t s = 0; mo->orec && s < NK; s++)   /* (a --context-parallel pipeline's: its ranks' parts hashed) */
     mo->orec[(size_t)slot * NK + s] = mo->hidx[s] + (mo->hpos[s] < 0 ? E : 0);
-  if (!mo->dforce) {
-    TRY(be->alloc(be, NK * sizeof(int32_t), (void **)&mo->dforce));
-    mo->fbe = be;
-  }
   for (size_t s = 0; s < NK; s++) mo->hforce[s] = r[s] >= E ? r[s] - E : r[s];
-  TRY(be->memcpy_async(be, CS, mo->dforce, mo->hforce, NK * sizeof(int32_t), 1));
-  ro->force = mo->dforce;
-  TRY(be->moe_route(be, CS, b->lg, N, E, K, ro, b->idx, b->w, stat));
-  return be->stream_sync(be, CS);   /* (hforce is written again by the next slot's routing) */
+  return forced_route(mo, be, b, 0, ro, stat);
 }
 
 /* PPSRT_FAULT=route (check.c; tests only): the pipeline's first token of every slot
@@ -719,7 +729,7 @@ static int replay_route(ppsrt_moe *mo, ppsrt_backend *be, int slot, mbuf *b, pps
  * F32 only "the reference's own choice differed" can fail the check (tests/runtime/
  * moe_replay.sh): the guard on a wrong top-K that the replay would copy. */
 static int fault_route(ppsrt_moe *mo, ppsrt_backend *be, mbuf *b, ppsrt_moe_router *ro, float *stat) {
-  int N = mo->N, K = mo->K, E = mo->E, e = 0;
+  int N = mo->N, K = mo->K, e = 0;
   size_t NK = (size_t)N * K, j0 = NK * mo->j;
   if (!mo->hforce && !(mo->hforce = malloc(NK * sizeof *mo->hforce)))
     return PPSRT_FAIL(PPSRT_E_NOMEM, "gpt: out of host memory (experts)");
@@ -727,15 +737,7 @@ static int fault_route(ppsrt_moe *mo, ppsrt_backend *be, mbuf *b, ppsrt_moe_rout
   TRY(be->stream_sync(be, CS));
   for (int k = 0; k < K; k = mo->hforce[k] == e ? (e++, 0) : k + 1) {}   /* (K < E: one is left) */
   mo->hforce[0] = e;
-  if (!mo->dforce) {
-    TRY(be->alloc(be, NK * sizeof(int32_t), (void **)&mo->dforce));
-    mo->fbe = be;
-  }
-  TRY(be->memcpy_async(be, CS, mo->dforce, mo->hforce, NK * sizeof(int32_t), 1));
-  ro->force = mo->dforce;
-  TRY(be->moe_route(be, CS, b->lg, N, E, K, ro, b->idx + j0, b->w + j0, stat));
-  ro->force = NULL;
-  return be->stream_sync(be, CS);   /* (hforce is written again by the next slot's) */
+  return forced_route(mo, be, b, j0, ro, stat);
 }
 
 static int moe_f_in(ppsrt_moe *mo, ppsrt_ctx *c, ppsrt_backend *be, int slot, ppsrt_param *P, mbuf *b, const void *a,
