@@ -8,6 +8,14 @@
  *   bias (1; 0: --disable-bias-linear, no biases on QKV, projection, FC1, FC2).
  *   f = ffn_hidden, default 4h, with swiglu Megatron's floor(8h/3 / 64) x 64 (where
  *   that is 0: 8 max(1, floor(8h/3 / 8))): ffn_default. g = query_groups (default a).
+ *   D = kv_channels (default h/a; Megatron-LM's --kv-channels, the runtime's; needs heads,
+ *   even with rope): the head size, the attention's width a D. Wherever the formulas
+ *   below write the attention's width as h they mean a D (equal at the default, where
+ *   every figure is unchanged byte for byte): QKV [h, a D (1 + 2g/a)] and the projection
+ *   [a D, h] weights, h a D (2 + 2g/a) (M's h^2 terms); their column biases a D (1 + 2g/a);
+ *   the attention A = 4bs^2 a D; the activations qkv a D (1 + 2g/a) d and att a D d
+ *   a token, (2 + 2g/a) a D d together; qk_layernorm's (1 + g/a)(2 a D d + ...) and its
+ *   gains [D]; context parallelism's KV = 2 s b (g/T) D d; the rope table s D floats.
  * Times (seconds), when the model gives layers L, hidden h, seq s, micro_batch b and
  * the hardware flops (FLOP/s per device) and, optionally, efficiency e (0 < e <= 1,
  * default 1: the fraction of `flops` the passes achieve):
