@@ -8,8 +8,8 @@
 #    ZB-V, at --tensor-parallel 2 (each rank a D / 2 of the projection's rows), with
 #    --sequence-parallel, --context-parallel 2 (K and V of g D columns exchanged), with
 #    --qk-layernorm (gains [D]), with experts (--num-experts 4), and at query groups 4
-#    and 1 (multi-head, multi-query); a hidden size no multiple of the heads (18 / 4,
-#    D 4) runs too;
+#    and 1 (multi-head, multi-query), with recomputation (recompute.pps); a hidden size
+#    no multiple of the heads (18 / 4, D 4) runs too;
 #  - T = 2 (and with --sequence-parallel) gives T = 1's losses within 1e-6;
 #  - --kv-channels 4 (= h/a) is the run without the flag, loss for loss; D changes them;
 #  - the activation bytes a device keeps are computed here buffer by buffer, and equal
@@ -71,6 +71,21 @@ run d4 "$A" $L --kv-channels 4 --iterations 3
   fail "--kv-channels 4 vs no flag: '$(losses "$WORK/d4")' vs '$(losses "$WORK/d0")'"
 [ "$(losses "$WORK/t16")" != "$(losses "$WORK/d0")" ] && [ "$(losses "$WORK/t12")" != "$(losses "$WORK/d0")" ] &&
   pass "D = 6 and D = 2 change the losses" || fail "--kv-channels changed nothing: $(losses "$WORK/t16")"
+
+# recomputation (tests/runtime/cases/recompute.pps: half of 4 layers recomputed before B),
+# D = 6: --check, with the stage shares the runtime's notes name (as recompute.sh does)
+CASE=$top_srcdir/tests/runtime/cases/recompute.pps
+R="$G --kv-channels 6 --seq 8"
+hints() { sed -n "s/^hint: for this model and size write \`memory stage \([0-9]\): $1 = \([0-9.e-]*\);\`/-D $2\1=\2/p" "$WORK/out" | sort -u; }
+if build rw "$CASE" -D lps=4 && build rh "$CASE" -D lps=4 -D r=0.5; then
+  "$WORK/rw" --check $R > "$WORK/out" 2>&1; idefs=$(hints input i)
+  "$WORK/rh" --check $R > "$WORK/out" 2>&1; ldefs=$(hints layer l)
+  # shellcheck disable=SC2086
+  if build rc "$CASE" -D lps=4 -D r=0.5 $idefs $ldefs; then
+    expect_exit 0 "D = 6, recompute half of 4 layers: --check" "$WORK/rc" --check $R
+    expect_grep "check: passed (loss, gradients and peak memory match)" "D = 6 recomputation (shares: $idefs $ldefs): gradients, loss and peak memory match"
+  else fail "build recompute.pps with the shares ($idefs $ldefs)"; fi
+else fail "build recompute.pps"; fi
 
 # activation and parameter bytes: computed here, the runtime's and ppsc sim's from the key
 cat > "$WORK/sim.pps" <<'PPS'
