@@ -24,8 +24,8 @@
 #  - bad values: --kv-channels 0, an odd D with RoPE, --model mlp (exit 2); ppsc: a
 #    fractional kv_channels, an odd one with rope = 1, one without heads (errors);
 #  - the CUDA backend on the emulator (tests/gpu/emu; skipped when it is not built):
-#    --check passes with D = 6 and 2, and its first loss is the CPU backend's within
-#    2e-3 (bf16 activations).
+#    --check passes with D = 6, 2 and 16 (RoPE's vectorised kernel), and its first loss
+#    is the CPU backend's within 2e-3 (bf16 activations).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/split_lib.sh"
 build a "$top_srcdir/stdlib/1f1b.pps" -D P=2 -D m=4 || { fail "build 1f1b"; finish; }
@@ -207,7 +207,7 @@ printf '  model { layers = 2; hidden = 16; seq = 4; micro_batch = 1; kv_channels
 if [ -f "$EMU" ]; then
   need_emu
   E="--model gpt --arch llama --hidden 16 --heads 4 --query-groups 2 --seq 8 --vocab 32 --ffn-hidden 24"
-  for D in 6 2; do
+  for D in 6 2 16; do   # (16: the vectorised RoPE kernel, D % 16 = 0)
     expect_exit 0 "CUDA (emulated) D = $D --check" env PPSRT_EMU_GPUS=2 PPS_EMU_SEED=1 LD_PRELOAD="$EMU" "$A" $E \
       --kv-channels $D --backend cuda --check --iterations 2 -q
     expect_grep "^check: passed" "CUDA (emulated) D = $D: check passes"
