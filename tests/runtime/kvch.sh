@@ -16,7 +16,8 @@
 #    ppsc sim's unit_bytes from model { kv_channels } byte for byte (T = 1, T = 2, T = 2
 #    with sequence parallelism); the parameters a device holds equal ppsc's static bytes
 #    over bytes a parameter, and the formula's; the key reaches the runtime;
-#  - FLOPs: the runtime's count a stage is the formula's with a D (docs/models.md);
+#  - FLOPs: the runtime's count a stage is the formula's with a D (docs/models.md), and
+#    ppsc's TF, TB, TW from model { kv_channels } (hardware flops) are the same over the rate;
 #  - checkpoints record kv_channels; resuming with another D (or without the flag) is
 #    refused naming --kv-channels; with the same D the resumed losses are the
 #    uninterrupted run's;
@@ -163,6 +164,19 @@ got = [d["flops_per_iteration"] for d in r["per_device"]]
 assert all(abs(x - y) <= 1e-9 * y for x, y in zip(got, want)), (got, want)
 print(got)
 PY
+
+# ppsc's derived times from the same FLOPs (hardware flops 1e12, one layer a device share):
+# TF = (M + A) / rate, TB = (M + 2A) / rate, TW = M / rate with the head size D = 6
+sed 's/hardware { tensor_parallel = tp; sequence_parallel = sp; }/hardware { flops = 1e12; }/' "$WORK/sim.pps" > "$WORK/simt.pps"
+got=$("$PPSC" expand "$WORK/simt.pps" -D D=6 2>"$WORK/err" | sed -n 's/^  cost TF = \(.*\), TB = \(.*\), TW = \(.*\), TC = .*;$/\1 \2 \3/p' | head -1)
+python3 -c "
+import sys
+b, s, h, a, g, D, f = 1, 4, 16, 4, 2, 6, 64
+M = 2 * b * s * (h * (a + 2 * g) * D + a * D * h + 2 * h * f); A = 4 * b * s * s * a * D
+want = [(M + A) / 1e12, (M + 2 * A) / 1e12, M / 1e12]
+got = [float(x) for x in sys.argv[1].split()]
+assert len(got) == 3 and all(abs(x - y) <= 1e-9 * y for x, y in zip(got, want)), (got, want)" "$got" 2>/dev/null &&
+  pass "ppsc's TF TB TW with kv_channels = 6: $got" || fail "ppsc's times with kv_channels = 6: '$got' $(cat "$WORK/err")"
 
 # checkpoints: recorded; refused with another D; resumed with the same one
 run f4 "$A" $L --kv-channels 6 --iterations 4
