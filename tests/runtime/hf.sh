@@ -10,6 +10,10 @@
 #  - a --qk-layernorm checkpoint trained 2 iterations (gains away from 1) exports as
 #    Qwen3ForCausalLM; the same reference with q_norm / k_norm (each head RMS-normed
 #    before RoPE) gives the runtime's loss of the next sequences within 1e-5;
+#  - --kv-channels (HF's head_dim) at D = 6 and 2 (4 heads of h = 16): the export's
+#    head_dim and shapes, HF's forward (head_dim's RoPE frequencies) gives the runtime's
+#    loss within 1e-5, the import prints --kv-channels D, round trip bit for bit, the
+#    import's loss under ZB-V; Qwen3 (--qk-layernorm) with head_dim 6 the same forward;
 #  - export then import gives back every tensor bit for bit, and the imported
 #    checkpoint, run with the flags the import prints under ZB-V (P = 2, 4 stages),
 #    reproduces the loss; imported with --optimizer adam (zero moments), 3 iterations
@@ -35,7 +39,8 @@
 #  - refusals (exit 2, the field named, no output left): a layer neither Llama's nor
 #    GPT-2's, GPT-2 with query groups; configs with rope_scaling yarn or dynamic,
 #    rope_parameters longrope, llama3 with low >= high or no original context, linear
-#    with factor 0, attention_bias, rms_norm_eps 1e-6; an index with rope_scaling yarn
+#    with factor 0, attention_bias, rms_norm_eps 1e-6, an odd head_dim, head_dim 8
+#    (the tensors' shapes named); an index with rope_scaling yarn
 #    (export); bad files get one line, no traceback.
 # Planted by hand in pps_hf.py and caught: in the export, k/v column blocks of qkv.w
 # swapped, gate/up swapped, o_proj or down_proj not transposed, lm_head from vocab.tok,
