@@ -8,6 +8,14 @@
  *   bias (1; 0: --disable-bias-linear, no biases on QKV, projection, FC1, FC2).
  *   f = ffn_hidden, default 4h, with swiglu Megatron's floor(8h/3 / 64) x 64 (where
  *   that is 0: 8 max(1, floor(8h/3 / 8))): ffn_default. g = query_groups (default a).
+ *   D = kv_channels (default h/a; Megatron-LM's --kv-channels, the runtime's; needs heads,
+ *   even with rope): the head size, the attention's width a D. Wherever the formulas
+ *   below write the attention's width as h they mean a D (equal at the default, where
+ *   every figure is unchanged byte for byte): QKV [h, a D (1 + 2g/a)] and the projection
+ *   [a D, h] weights, h a D (2 + 2g/a) (M's h^2 terms); their column biases a D (1 + 2g/a);
+ *   the attention A = 4bs^2 a D; the activations qkv a D (1 + 2g/a) d and att a D d
+ *   a token, (2 + 2g/a) a D d together; qk_layernorm's (1 + g/a)(2 a D d + ...) and its
+ *   gains [D]; context parallelism's KV = 2 s b (g/T) D d; the rope table s D floats.
  * Times (seconds), when the model gives layers L, hidden h, seq s, micro_batch b and
  * the hardware flops (FLOP/s per device) and, optionally, efficiency e (0 < e <= 1,
  * default 1: the fraction of `flops` the passes achieve):
@@ -350,6 +358,25 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
                hk[8]->value, hk[2]->value);
     errors++;
   }
+  /* model { kv_channels }: the attention's head size D (Megatron-LM's --kv-channels; default
+   * hidden / heads) */
+  const IrKeyVal *kkv = kv_find(s->model, s->nmodel, "kv_channels");
+  if (kkv && !(kkv->value >= 1 && kkv->value <= 1e6 && kkv->value == floor(kkv->value))) {
+    diag_error(dg, kkv->span, "model kv_channels must be a whole number from 1 to 1000000 (each attention head's size), got %g",
+               kkv->value);
+    errors++;
+    kkv = NULL;
+  } else if (kkv && !mk[3]) {
+    diag_error(dg, kkv->span, "model kv_channels is the size of each of the heads: it needs model heads");
+    errors++;
+    kkv = NULL;
+  } else if (kkv && rope && fmod(kkv->value, 2) != 0) {
+    diag_error(dg, kkv->span, "model kv_channels = %g must be even with rope = 1 (rotary embedding turns pairs of a head's columns)",
+               kkv->value);
+    diag_note(dg, mk[11]->span, "model rope is given here");
+    errors++;
+    kkv = NULL;
+  }
   /* tensor parallelism: hardware { tensor_parallel; sequence_parallel; tp_bandwidth; tp_latency } */
   const IrKeyVal *kt = kv_find(s->hardware, s->nhardware, "tensor_parallel");
   const IrKeyVal *ksp = kv_find(s->hardware, s->nhardware, "sequence_parallel");
@@ -554,9 +581,12 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
   double heads = mk[3] ? mk[3]->value : 0, g = mk[4] ? mk[4]->value : heads;
   /* key/value heads over heads (1 without heads: the times need no heads) */
   double gr = mk[3] ? g / heads : 1;
+  /* the head size D = kv_channels (default h/a), the attention's width aD = a D (h by
+   * default, and without heads) and aD over h, adr (1 by default) */
+  double Dh = kkv ? kkv->value : heads > 0 ? h / heads : 0, aD = kkv ? heads * Dh : h, adr = kkv && h > 0 ? aD / h : 1;
   /* per layer per token: the matrices' weights over h (QKV, projection, FC1 and FC2:
-   * 12 at a = g, f = 4h), and FC1's columns over f */
-  double fc1 = swiglu ? 2 : 1, mat_h = 2 + 2 * gr + (fc1 + 1) * f / h;
+   * 12 at a = g, f = 4h, D = h/a), and FC1's columns over f */
+  double fc1 = swiglu ? 2 : 1, mat_h = (2 + 2 * gr) * adr + (fc1 + 1) * f / h;
   /* experts: a token through K of width Fe, and the router's h x E product, which is whole
    * on every GPU of a tensor-parallel group (T x, since the passes divide by T) */
   double sq = mk[5] ? mk[5]->value : 0, b = mk[6] ? mk[6]->value : 0, V = mk[7] ? mk[7]->value : 0;
@@ -564,7 +594,7 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
    * E cap) of a GPU's n K slots: all of them at moe_capacity_factor >= 1 */
   double Kx = K, nt = sq * b / C;
   if (E > 0 && cf > 0 && nt > 0) Kx = fmin(nt * K, E * moe_cap(nt, E, K, cf)) / nt;
-  if (E > 0) mat_h = 2 + 2 * gr + (Kx * Fe + Sh) * (fc1 + 1) / h + T * E / h;   /* (Sh: the shared expert) */
+  if (E > 0) mat_h = (2 + 2 * gr) * adr + (Kx * Fe + Sh) * (fc1 + 1) / h + T * E / h;   /* (Sh: the shared expert) */
   if (Sg > 0) mat_h += (sp && T > 1 ? 1 : T) / h;   /* its gate's x . wg: the rows of every GPU (SP: its own) */
   double d = mk[8] ? mk[8]->value : 2;
   out->dtype_bytes = d;
@@ -596,7 +626,7 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
     cp->C = C;
     cp->bandwidth = kcb ? kcb->value : 0;
     cp->latency = kcl ? kcl->value : 0;
-    cp->kv_bytes = 2 * sq * b * gr * h / T * d;
+    cp->kv_bytes = 2 * sq * b * gr * aD / T * d;   /* 2 s b (g/T) D d */
   }
   if (shape && hk[1]) {
     double rate = hk[1]->value * (hk[4] ? hk[4]->value : 1);
@@ -606,8 +636,8 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
     /* one GPU: 1/T of every FLOP by tensor parallelism, 1/C by context parallelism
      * (its s / C tokens; the causal attention's too, by the load balancing) */
     double par = (double)T * C;
-    out->tf = share * bsh * (2 * mat_h * h + 4 * sq) / par / rate;
-    out->tb = share * bsh * (2 * mat_h * h + 8 * sq) / par / rate;
+    out->tf = share * bsh * (2 * mat_h * h + 4 * sq * adr) / par / rate;   /* (the attention's A = 4bs^2 a D) */
+    out->tb = share * bsh * (2 * mat_h * h + 8 * sq * adr) / par / rate;
     out->tw = share * 2 * mat_h * bsh * h / par / rate;
     double of = 2 * bsh * V / par / rate, inf = bsh / par / rate, inw = 2 * bsh / par / rate;
     if (s->vocab.mode) {
@@ -692,10 +722,11 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
      * the attention's F32 statistics): costmodel.c's header */
     double whole = 6 * h * d + (rmsnorm ? 8 : 16);
     whole += Sg > 0 ? 8 + (h + 1) * d : 0;   /* the shared expert's gate: z, s (F32), its output, dz */
-    double split = (2 + 2 * gr) * h * d + (fc1 + 1) * (E > 0 ? Sh : f) * d + 4 * heads;   /* (hpre, hact: dense or shared) */
+    /* (qkv a D (1 + 2g/a), att a D; hpre, hact: dense or shared) */
+    double split = (2 + 2 * gr) * aD * d + (fc1 + 1) * (E > 0 ? Sh : f) * d + 4 * heads;
     /* qk_layernorm: each query and key head's input and output gradient (D values each)
      * and its F32 statistics (rstd, or mean and rstd) */
-    if (qkn) split += (1 + gr) * (2 * h * d + heads * (rmsnorm ? 4 : 8));
+    if (qkn) split += (1 + gr) * (2 * aD * d + heads * (rmsnorm ? 4 : 8));
     /* of one GPU's s / C tokens (C = 1 without context parallelism) */
     out->act_layer = sq * b * (whole + split) / C;
     if (tp) { /* one GPU's: the part split by heads or columns over the group, 1/T of
@@ -727,12 +758,14 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
      * (QKV, FC1) and the row-parallel ones (projection, FC2) when bias = 1, and two
      * layer norms (gamma and beta, or gamma alone with rmsnorm) */
     double norm = rmsnorm ? h : 2 * h;
-    double qkn_p = qkn ? (rmsnorm ? 2 : 4) * h / heads : 0;   /* qk_layernorm's gains (and betas) [h/a], whole */
-    double mats = (2 + 2 * gr) * h * h + (fc1 + 1) * h * f, col_bias = bias ? (1 + 2 * gr) * h + fc1 * f : 0, row_bias = bias ? 2 * h : 0;
+    double qkn_p = qkn ? (rmsnorm ? 2 : 4) * Dh : 0;   /* qk_layernorm's gains (and betas) [D], whole */
+    /* QKV [h, a D (1 + 2g/a)] and the projection [a D, h]: (2 + 2g/a) a D h */
+    double mats = (2 + 2 * gr) * aD * h + (fc1 + 1) * h * f;
+    double col_bias = bias ? (1 + 2 * gr) * aD + fc1 * f : 0, row_bias = bias ? 2 * h : 0;
     double router = 0, experts = 0;
     if (E > 0) {   /* E experts of width Fe in the MLP's place (FC2's bias whole, per expert), the router whole */
-      mats = (2 + 2 * gr) * h * h;
-      col_bias = bias ? (1 + 2 * gr) * h : 0;
+      mats = (2 + 2 * gr) * aD * h;
+      col_bias = bias ? (1 + 2 * gr) * aD : 0;
       row_bias = bias ? h : 0;
       router = h * E;
       /* one GPU's experts: E / X of them (expert parallelism), their FC1 and FC2

@@ -137,8 +137,8 @@ enum { K_TF, K_TB, K_TW, K_TC, K_TBW, K_TIF, K_TIB, K_TS, K_TT, K_TCOLL, K_TOFF,
        K_ACT, K_BFREE, K_LIMIT, K_HOSTLIMIT, K_ACTS, K_INPUT, K_LAYER, K_N };
 static const char *const key_names[K_N] = {"TF", "TB", "TW", "TC", "TBW", "TIF", "TIB", "TS", "TT",
                                            "TCOLL", "TOFF", "TFB", "TRELOAD", "act", "b_free", "limit", "host_limit", "act_s", "input", "layer"};
-static const char *const model_keys[] = {"layers", "hidden", "ffn_hidden", "heads", "query_groups", "seq",
-                                         "micro_batch", "vocab", "dtype_bytes", "swiglu", "rmsnorm", "rope",
+static const char *const model_keys[] = {"layers", "hidden", "ffn_hidden", "heads", "query_groups", "kv_channels",
+                                         "seq", "micro_batch", "vocab", "dtype_bytes", "swiglu", "rmsnorm", "rope",
                                          "bias", "tie_embeddings", "qk_layernorm", "experts", "moe_topk", "moe_ffn_hidden",
                                          "moe_aux_loss", "moe_capacity_factor", "moe_shared_ffn_hidden",
                                          "moe_shared_gate", NULL};

@@ -30,8 +30,11 @@ the position table to keep (default n_positions). Mixtral: see below the mapping
       and 3.2's) becomes the runtime's --rope-scaling (see ROPE_PARAMS), recorded in the
       checkpoint. Refused (exit 2, the config field named): another rope_type (yarn,
       dynamic, longrope, ...), attention_bias or mlp_bias true, hidden_act other than
-      silu, rms_norm_eps other than 1e-5 (the runtime's fixed eps), head_dim other
-      than hidden_size / num_attention_heads, a model_type other than llama or mixtral.
+      silu, rms_norm_eps other than 1e-5 (the runtime's fixed eps), an odd head_dim,
+      a model_type other than llama or mixtral. head_dim (default hidden_size /
+      num_attention_heads) other than that becomes --kv-channels D (Qwen3's and Gemma's
+      128 with num_attention_heads x 128 != hidden_size), recorded as kv_channels;
+      export writes the checkpoint's kv_channels as head_dim (GPT-2 has none: refused).
 
 The mapping (docs/models.md "Hugging Face Llama checkpoints"; PPS weights are [in, out]
 row-major, Y = X W; HF's are [out, in], Y = X W^T):
@@ -422,10 +425,10 @@ def export_checkpoint(index, outdir, dtype="f32"):
     tied = tied == "tied"
     h, hq, hkv, V, L, f = (ck.int_field(k) for k in ("hidden", "heads", "query_groups", "vocab", "layers", "ffn_hidden"))
     seq = ck.int_field("seq") if "seq" in m else 0
-    if h % hq or hq % hkv or (h // hq) % 2:
-        raise ConvertError("%s: hidden %d, heads %d, query_groups %d: not a head size D = hidden / heads (even) with "
-                           "heads a multiple of query_groups" % (index, h, hq, hkv))
-    D = h // hq
+    D = _export_head_dim(index, ck, h, hq)
+    if hq % hkv or D % 2:
+        raise ConvertError("%s: hidden %d, heads %d, query_groups %d, head size %d: not an even head size (--kv-channels, "
+                           "default hidden / heads) with heads a multiple of query_groups" % (index, h, hq, hkv, D))
     try:
         base = float(m.get("rope_base", "10000"))
     except ValueError:
@@ -624,6 +627,9 @@ def _export_gpt2(ck, outdir, st):
                            "heads (%d)" % (index, hkv, hq))
     if h % hq:
         raise ConvertError("%s: hidden %d is not a multiple of heads %d" % (index, h, hq))
+    if "kv_channels" in m and ck.int_field("kv_channels") != h // hq:
+        raise ConvertError("%s: metadata field 'kv_channels' is %d: Hugging Face's GPT-2 has heads of n_embd / n_head = %d "
+                           "(no head_dim)" % (index, ck.int_field("kv_channels"), h // hq))
     shapes = _gpt2_shapes(h, f)
     known = {"vocab.tok", "vocab.pos", "lnf.g", "lnf.b"} | (set() if tied else {"vocab.out"})
     known |= {"layer%d.%s" % (i, n) for i in range(L) for n, _ in GPT2_NAMES}
@@ -765,6 +771,16 @@ def mixtral_experts(cfg, path, refuse):
     return {"experts": E, "topk": K, "window": w, "notes": notes}
 
 
+def _export_head_dim(index, ck, h, hq):
+    """The checkpoint's head size D: its kv_channels (--kv-channels), else hidden / heads
+    (a checkpoint saved before the field: then heads must divide hidden)."""
+    if "kv_channels" in ck.meta:
+        return ck.int_field("kv_channels")
+    if h % hq:
+        raise ConvertError("%s: hidden %d is not a multiple of heads %d, and no kv_channels gives the head size" % (index, h, hq))
+    return h // hq
+
+
 def llama_sizes(cfg, path):
     """The PPS model of a HF Llama or Mixtral config (transformers' defaults of that
     model_type for absent fields), or ConvertError naming the field PPS's layer cannot
@@ -782,14 +798,18 @@ def llama_sizes(cfg, path):
     s = {"hidden": h, "heads": hq, "query_groups": hkv, "ffn_hidden": _cfg_int(cfg, path, "intermediate_size"),
          "layers": _cfg_int(cfg, path, "num_hidden_layers"), "vocab": _cfg_int(cfg, path, "vocab_size"),
          "max_seq": _cfg_int(cfg, path, "max_position_embeddings", 4096 * 32 if mix else 2048)}
-    if h % hq:
-        refuse("num_attention_heads", "does not divide hidden_size %d" % h)
     if hq % hkv:
         refuse("num_key_value_heads", "does not divide num_attention_heads %d" % hq)
-    if cfg.get("head_dim") is not None and cfg.get("head_dim") != h // hq:
-        refuse("head_dim", "PPS's head size is hidden_size / num_attention_heads = %d" % (h // hq))
-    if (h // hq) % 2:
-        refuse("num_attention_heads", "the head size %d is odd (RoPE rotates pairs)" % (h // hq))
+    if cfg.get("head_dim") is not None:   # (Qwen3, Gemma: num_attention_heads x head_dim need not be hidden_size)
+        s["head_dim"] = _cfg_int(cfg, path, "head_dim")
+        if s["head_dim"] % 2:
+            refuse("head_dim", "odd (RoPE rotates pairs of a head's columns)")
+    else:
+        if h % hq:
+            refuse("num_attention_heads", "does not divide hidden_size %d (and no head_dim gives the head size)" % h)
+        if (h // hq) % 2:
+            refuse("num_attention_heads", "the head size %d is odd (RoPE rotates pairs)" % (h // hq))
+        s["head_dim"] = h // hq
     if cfg.get("hidden_act", "silu") != "silu":
         refuse("hidden_act", "PPS's SwiGLU MLP is silu(gate) * up")
     for k in ("attention_bias", "mlp_bias"):
@@ -839,6 +859,8 @@ def runtime_flags(s, stages=None):
          "--embeddings %s --seq %d" % (s["hidden"], s["heads"], s["query_groups"], s["ffn_hidden"], s["vocab"],
                                        _num(s["rope_base"]), "tied" if s["tied"] else "untied",
                                        min(s["max_seq"], 2048, s.get("window") or 2048)))
+    if s["head_dim"] * s["heads"] != s["hidden"]:
+        f += " --kv-channels %d" % s["head_dim"]
     if s.get("experts"):
         f += " --num-experts %d --moe-topk %d --moe-ffn-hidden %d" % (s["experts"], s["topk"], s["ffn_hidden"])
     if s.get("rope_scaling"):
@@ -865,7 +887,7 @@ def import_checkpoint(hfdir, index, stages=None, optimizer="sgd", seq=None):
     if stages is not None and (stages < 1 or s["layers"] % stages):
         raise ConvertError("--stages %d does not divide the model's %d layers (num_hidden_layers)" % (stages, s["layers"]))
     h, hq, hkv, f, L, V = (s[k] for k in ("hidden", "heads", "query_groups", "ffn_hidden", "layers", "vocab"))
-    D = h // hq
+    D = s["head_dim"]
     E = s.get("experts", 0)
     get = hf.get
 
@@ -918,8 +940,8 @@ def import_checkpoint(hfdir, index, stages=None, optimizer="sgd", seq=None):
             raise ConvertError("%s: no tensor '%s'" % (hfdir, k))
     meta = {"hidden": str(h), "heads": str(hq), "query_groups": str(hkv), "vocab": str(V), "layers": str(L),
             "mlp": "swiglu", "norm": "rmsnorm", "position": "rope", "bias": "off",
-            "embeddings": "tied" if s["tied"] else "untied", "ffn_hidden": str(f), "rope_base": repr(s["rope_base"]),
-            "rope_scaling": s["rope_scaling"] or "none"}
+            "embeddings": "tied" if s["tied"] else "untied", "ffn_hidden": str(f), "kv_channels": str(D),
+            "rope_base": repr(s["rope_base"]), "rope_scaling": s["rope_scaling"] or "none"}
     meta.update((field, repr(s["rope_params"][k]) if isinstance(s["rope_params"][k], float) else str(s["rope_params"][k]))
                 for k, field, _ in ROPE_PARAMS if k in s["rope_params"])
     if E:       # the runtime's default router (softmax over the top K), no load-balancing loss (see mixtral_experts)

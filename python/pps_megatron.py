@@ -26,7 +26,8 @@ fixed 1 / 4 / 8192, --rotary-seq-len-interpolation-factor becomes linear); swigl
 GeLU (only the tanh GeLU: --openai-gelu, or the fused bias-GeLU that Megatron computes
 with the tanh formula; the erf GeLU is refused: the runtime computes tanh's);
 add_bias_linear and add_qkv_bias both on or both off; tied or untied output layer;
-kv_channels = hidden_size / num_attention_heads; grouped-query attention; MoE layers
+kv_channels (the head size D; other than hidden_size / num_attention_heads: --kv-channels D,
+recorded in the index); grouped-query attention; MoE layers
 (num_experts -> --num-experts, moe_router_topk -> --moe-topk, moe_ffn_hidden_size ->
 --moe-ffn-hidden, moe_aux_loss_coeff -> --moe-aux-loss-coeff with the load-balancing
 type aux_loss; none: no loss; seq_aux_loss / global_aux_loss only at coefficient 0;
@@ -419,13 +420,16 @@ class Config:
                 refuse(k, "uneven pipeline stages: only Megatron's uniform split converts")
         if self.L % (P * self.VP):
             refuse("num_layers", "not divisible by %d pipeline ranks x %d virtual chunks" % (P, self.VP))
-        if self.h % self.hq or a.get("kv_channels", self.h // self.hq) not in (None, self.h // self.hq):
-            refuse("kv_channels", "PPS's head size is hidden_size / num_attention_heads = %d" % (self.h // self.hq))
+        if a.get("kv_channels") is not None:   # (Megatron sets it: hidden_size / num_attention_heads by default)
+            self.D = pos_int("kv_channels")
+        elif self.h % self.hq:
+            refuse("num_attention_heads", "does not divide hidden_size %d (and no kv_channels gives the head size)" % self.h)
+        else:
+            self.D = self.h // self.hq
         if self.hq % self.G:
             refuse("num_query_groups", "does not divide num_attention_heads %d" % self.hq)
         if self.G % T or self.f % T:
             refuse("tensor_model_parallel_size", "does not divide num_query_groups %d and ffn_hidden_size %d" % (self.G, self.f))
-        self.D = self.h // self.hq
         norm = a.get("normalization", "LayerNorm")
         if norm not in ("LayerNorm", "RMSNorm"):
             refuse("normalization", "PPS has LayerNorm and RMSNorm")
@@ -871,7 +875,7 @@ def convert(ckpt, index, stages=None, optimizer="sgd", seq=None, iteration=None)
     meta = {"hidden": str(h), "heads": str(hq), "query_groups": str(G), "vocab": str(V), "layers": str(L),
             "mlp": "swiglu" if c.swiglu else "gelu", "norm": "rmsnorm" if c.rms else "layernorm",
             "position": "rope" if c.rope else "learned", "bias": "on" if c.bias else "off",
-            "embeddings": "tied" if c.tied else "untied", "ffn_hidden": str(f)}
+            "embeddings": "tied" if c.tied else "untied", "ffn_hidden": str(f), "kv_channels": str(D)}
     if c.qkn:
         meta["qk_layernorm"] = "on"
     if c.E:
@@ -913,6 +917,8 @@ def flags(c, V, seq, stages):
           "--ffn-hidden %d --vocab %d --embeddings %s --seq %d"
           % ("swiglu" if c.swiglu else "gelu", "rmsnorm" if c.rms else "layernorm", "rope" if c.rope else "learned",
              "on" if c.bias else "off", c.h, c.hq, c.G, c.f, V, "tied" if c.tied else "untied", seq))
+    if c.D * c.hq != c.h:
+        fl += " --kv-channels %d" % c.D
     if c.qkn:
         fl += " --qk-layernorm"
     if c.rope:

@@ -476,6 +476,7 @@ static void write_meta(FILE *h, const ppsrt_run *run, long step, int *first) {
   if (!strcmp(o->model, "gpt")) {   /* the layer's architecture */
     for (int i = 0; i < NARCH; i++) meta_kv(h, arch_names[i][0], arch_names[i][2 + arch_value(cfg, i)], first);
     snprintf(buf, sizeof buf, "%d", cfg->ffn_hidden); meta_kv(h, "ffn_hidden", buf, first);
+    snprintf(buf, sizeof buf, "%d", cfg->kv_channels); meta_kv(h, "kv_channels", buf, first);   /* (resolved: cli.c) */
     if (cfg->num_experts) {   /* the experts (runtime/moe.c); absent: a dense MLP */
       snprintf(buf, sizeof buf, "%d", cfg->num_experts); meta_kv(h, "num_experts", buf, first);
       snprintf(buf, sizeof buf, "%d", cfg->moe_topk); meta_kv(h, "moe_topk", buf, first);
@@ -1105,6 +1106,21 @@ int rt_ckpt_open(ppsrt_run *run, const char *path, rt_ckpt **out) {
     if (rc == 0 && v != cfg->ffn_hidden) {
       rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s' holds a gpt with --ffn-hidden %ld, this run's has %d\nhint: run with "
                       "--ffn-hidden %ld", path, v, cfg->ffn_hidden, v);
+      goto fail;
+    }
+    rc = 0;
+  }
+  /* the head size (--kv-channels; a checkpoint without it: hidden / heads, what it was saved
+   * with), at the same --hidden and --heads (others: the size fields say so, below) */
+  long hds = 0;
+  if (!strcmp(run->o.model, "gpt") && hid == cfg->hidden && cfg->heads > 0 &&
+      meta_int(path, kv, nkv, "heads", 1, INT_MAX, 0, &hds) == 0 && hds == cfg->heads) {
+    long dk = cfg->hidden / cfg->heads, have = cfg->kv_channels ? cfg->kv_channels : dk;
+    rc = meta_int(path, kv, nkv, "kv_channels", 1, INT_MAX, 0, &dk);
+    if (rc < 0) goto fail;
+    if (dk != have) {
+      rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s' holds a gpt with --kv-channels %ld, this run's has %ld\nhint: run with "
+                      "--kv-channels %ld", path, dk, have, dk);
       goto fail;
     }
     rc = 0;

@@ -25,6 +25,7 @@
 #pragma weak ppsrt_gpt_pass_flops
 #pragma weak ppsrt_gpt_check_config
 #pragma weak ppsrt_gpt_ffn
+#pragma weak ppsrt_gpt_kv_channels
 #pragma weak ppsrt_cpu_backend_create
 #pragma weak ppsrt_cuda_backend_create
 #pragma weak ppsrt_nccl_transport_create
@@ -47,6 +48,9 @@ static const char usage_text[] =
   "  --embeddings untied|tied gpt: the output layer its own matrix (default) or the input's\n"
   "  --qk-layernorm           gpt: each query and key head normalised (the --norm kind, gains\n"
   "                           of the head size) before RoPE: Qwen3, Megatron's --qk-layernorm\n"
+  "  --kv-channels D          gpt: each attention head's size (default hidden / heads; even with\n"
+  "                           RoPE), Megatron's --kv-channels, HF's head_dim: QKV [h, (a + 2g) D],\n"
+  "                           the projection [a D, h]; default from model { kv_channels }\n"
   "  --ffn-hidden N --rope-base X   gpt: MLP width (default 4h; SwiGLU 8h/3 rounded down to\n"
   "                           a multiple of 64), RoPE base (default 10000); defaults from model { }\n"
   "  --rope-scaling none|linear|llama3   gpt with RoPE: its frequencies scaled as Hugging Face's\n"
@@ -430,6 +434,7 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   cfg->layers_per_stage = (int)model_kv(p, "layers_per_stage", layers >= p->nstage ? floor(layers / p->nstage) : 1);
   cfg->seed = 1234;
   cfg->ffn_hidden = (int)model_kv(p, "ffn_hidden", 0);
+  cfg->kv_channels = (int)model_kv(p, "kv_channels", 0);
   cfg->swiglu = model_kv(p, "swiglu", 0) != 0;
   cfg->rmsnorm = model_kv(p, "rmsnorm", 0) != 0;
   cfg->rope = model_kv(p, "rope", 0) != 0;
@@ -673,6 +678,7 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
         {"--micro-batch", offsetof(ppsrt_model_config, micro_batch), 1},
         {"--layers-per-stage", offsetof(ppsrt_model_config, layers_per_stage), 1},
         {"--ffn-hidden", offsetof(ppsrt_model_config, ffn_hidden), 1},
+        {"--kv-channels", offsetof(ppsrt_model_config, kv_channels), 1},
         {"--num-experts", offsetof(ppsrt_model_config, num_experts), 1},
         {"--moe-topk", offsetof(ppsrt_model_config, moe_topk), 1},
         {"--moe-ffn-hidden", offsetof(ppsrt_model_config, moe_ffn_hidden), 1},
@@ -699,6 +705,7 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
           *(int *)((char *)cfg + ints[k].off) = n;
           size_t off = ints[k].off;   /* --ffn-hidden and the experts' flags: the gpt's layer */
           if (off == offsetof(ppsrt_model_config, ffn_hidden) || off == offsetof(ppsrt_model_config, num_experts) ||
+              off == offsetof(ppsrt_model_config, kv_channels) ||
               off == offsetof(ppsrt_model_config, moe_topk) || off == offsetof(ppsrt_model_config, moe_ffn_hidden) ||
               off == offsetof(ppsrt_model_config, moe_shared_ffn))
             arch_flag = 1;
@@ -717,7 +724,7 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   if (a_nobias >= 0) cfg->no_bias = a_nobias;
   if (a_tie >= 0) cfg->tie_embeddings = a_tie;
   if (arch_flag && strcmp(o->model, "gpt"))
-    return usage_error(me, "--arch, --mlp, --norm, --position, --bias, --embeddings, --qk-layernorm, --ffn-hidden, --rope-base, "
+    return usage_error(me, "--arch, --mlp, --norm, --position, --bias, --embeddings, --qk-layernorm, --kv-channels, --ffn-hidden, --rope-base, "
                        "--rope-scaling (and its parameters), --hidden-dropout, --attention-dropout and the --num-experts "
                        "and --moe-* flags choose the gpt model's layer\n"
                        "hint: add --model gpt");
@@ -747,6 +754,7 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
     if (o->load) chk.rope_scaling = PPSRT_ROPE_NONE;   /* its parameters may come from the checkpoint: checked restored */
     if (ppsrt_gpt_check_config && ppsrt_gpt_check_config(&chk)) return usage_error(me, "%s", ppsrt_last_error());
     if (ppsrt_gpt_ffn) cfg->ffn_hidden = ppsrt_gpt_ffn(cfg);   /* resolved: what the JSON and checkpoints report */
+    if (ppsrt_gpt_kv_channels) cfg->kv_channels = ppsrt_gpt_kv_channels(cfg);   /* (the head size, likewise) */
     if (cfg->num_experts) {   /* resolved too (moe.c's defaults) */
       if (!cfg->moe_topk) cfg->moe_topk = 2;
       if (!cfg->moe_ffn_hidden) cfg->moe_ffn_hidden = cfg->ffn_hidden;

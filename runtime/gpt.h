@@ -11,15 +11,19 @@
  * 6bshV (F/S, B, W/T 2bshV each; Vocab-1's T and Vocab-2's S carry the input
  * gradient's 2bshV). Vocabulary shares are divided by the number of devices. The
  * layer's counts are those of a 4h GeLU MLP and as many key/value heads as heads;
- * generally, with a = heads, g = query groups, f = ffn_hidden (x 3 matrices with SwiGLU,
- * 2 without): M = 2bs (h h (1 + 2g/a) + h h + c h f), c = 3 or 2; F = M + 4bs^2 h,
- * B = M + 8bs^2 h, W = M (the same as the compiler's cost model). */
+ * generally, with a = heads, g = query groups, D = the head size (--kv-channels, h/a),
+ * f = ffn_hidden (x 3 matrices with SwiGLU, 2 without): M = 2bs (h (a + 2g) D + a D h +
+ * c h f), c = 3 or 2; F = M + 4bs^2 a D, B = M + 8bs^2 a D, W = M (the same as the
+ * compiler's cost model; at D = h/a: h h (1 + 2g/a) + h h, 4bs^2 h). */
 double ppsrt_gpt_pass_flops(const ppsrt_model_config *cfg, int kind, int stage);
 
 /* Checks the sizes of cfg before anything runs (ppsrt_gpt_create checks them too):
  * positive, --hidden a multiple of --heads, every tensor within INT32_MAX elements,
  * the parameter table within an int. 0, or PPSRT_E_USAGE with ppsrt_last_error(). */
 int ppsrt_gpt_check_config(const ppsrt_model_config *cfg);
+
+/* The attention head size D of cfg: --kv-channels, else --hidden / --heads. */
+int ppsrt_gpt_kv_channels(const ppsrt_model_config *cfg);
 
 /* The MLP width of cfg: --ffn-hidden, else 4 hidden, or with SwiGLU Megatron-LM's
  * default floor(8h/3 / 64) * 64 (8 floor(8h/3 / 8), at least 8, when that is 0). */

@@ -455,6 +455,9 @@ void rt_print_json(ppsrt_run *run, int status) {
             mc->tie_embeddings ? "tied" : "untied", mc->ffn_hidden, short_num(n[0], mc->hidden_dropout),
             short_num(n[1], mc->attention_dropout));
     if (mc->qk_layernorm) fprintf(f, ",\"qk_layernorm\":true");
+    /* --kv-channels: the head size, where it is not --hidden / --heads */
+    if (mc->kv_channels && mc->heads > 0 && (int64_t)mc->kv_channels * mc->heads != mc->hidden)
+      fprintf(f, ",\"kv_channels\":%d", mc->kv_channels);
     /* RoPE: its base, scaling and the scaling's parameters (null with learned positions) */
     if (!mc->rope) fprintf(f, ",\"rope\":null");
     else {

@@ -64,6 +64,8 @@ typedef struct ppsrt_model_config {
   int hidden;             /* --hidden */
   int heads;              /* --heads (gpt) */
   int query_groups;       /* --query-groups (gpt: KV heads) */
+  int kv_channels;        /* --kv-channels D (gpt): each attention head's width, Megatron-LM's; 0: hidden / heads
+                           * (ppsrt_gpt_kv_channels; cli.c stores the resolved value) */
   int seq;                /* --seq: tokens per sequence */
   int vocab;              /* --vocab (gpt) */
   int micro_batch;        /* --micro-batch: sequences per microbatch */

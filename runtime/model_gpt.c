@@ -1749,16 +1749,18 @@ double ppsrt_gpt_pass_flops(const ppsrt_model_config *cfg, int kind, int stage) 
   double ss = C > 1 ? (2 * C + 1) * ch * ch : s * s;   /* query-key pairs of a sequence on this rank */
   double bsh = b * s * h, a = cfg->heads > 0 ? cfg->heads : 1, gq = cfg->query_groups > 0 ? cfg->query_groups : a;
   double f = ppsrt_gpt_ffn(cfg);
-  /* a layer's matrix products 2bs (h h (1 + 2g/a) + h h + c h f), c = 3 (SwiGLU) or 2: 24 bsh h
-   * for a 4h GeLU MLP and g = a; attention 4 b s^2 h forward, twice that backward */
-  double M = 2 * b * s * (h * h * (1 + 2 * gq / a) + h * h + (cfg->swiglu ? 3 : 2) * h * f);
+  /* the attention's width a D (D: --kv-channels, default h/a, where a D = h) */
+  double ad = cfg->kv_channels ? a * cfg->kv_channels : h;
+  /* a layer's matrix products 2bs (h a D (1 + 2g/a) + a D h + c h f), c = 3 (SwiGLU) or 2: 24 bsh h
+   * for a 4h GeLU MLP, g = a and a D = h; attention 4 b s^2 a D forward, twice that backward */
+  double M = 2 * b * s * (h * ad * (1 + 2 * gq / a) + ad * h + (cfg->swiglu ? 3 : 2) * h * f);
   if (cfg->num_experts > 0) {   /* MoE: each token through K experts of width F (not E), and the router's
                                  * product (whole on every rank: T x its share of the layers' 1/T) */
     double K = ppsrt_moe_topk(cfg), Fe = ppsrt_moe_ffn(cfg), E = cfg->num_experts, n = b * s;
     /* with a capacity factor: a balanced routing's kept slots, min(n K, E cap) (ppsc sim's) */
     if (cfg->moe_capacity > 0 && n > 0 && n <= INT32_MAX) K = fmin(n * K, E * (double)ppsrt_moe_capacity(cfg, (int)n)) / n;
     /* (--moe-shared-ffn-hidden S: every token through the shared expert too, split as the dense MLP) */
-    M = 2 * b * s * (h * h * (1 + 2 * gq / a) + h * h + (K * Fe + cfg->moe_shared_ffn) * (cfg->swiglu ? 3 : 2) * h + T * h * E);
+    M = 2 * b * s * (h * ad * (1 + 2 * gq / a) + ad * h + (K * Fe + cfg->moe_shared_ffn) * (cfg->swiglu ? 3 : 2) * h + T * h * E);
     /* --moe-shared-expert-gate: z = x . wg (F), dx += dz wg, dwg += x^T dz (B, W) on every
      * rank's rows: all of them (T x the share), or with --sequence-parallel its own */
     if (cfg->moe_shared_ffn && cfg->moe_shared_gate) M += 2 * b * s * h * (cfg->sp && T > 1 ? 1 : T);
@@ -1768,8 +1770,8 @@ double ppsrt_gpt_pass_flops(const ppsrt_model_config *cfg, int kind, int stage) 
   /* transformer layer F M + 4bs^2h, B M + 8bs^2h, W M (bsh(24h + 4s), bsh(24h + 8s), 24bsh h
    * for GPT's layer); input layer 3bsh (F bsh, W 2bsh); output layer 6bshV (F, B, W 2bshV each) */
   case PPSRT_OP_F:
-    return L * (M + 4 * b * h * ss) + (!vm && first ? bsh : 0) + (!vm && last ? 2 * bsh * V : 0);
-  case PPSRT_OP_B: return L * (M + 8 * b * h * ss) + (!vm && last ? 2 * bsh * V : 0);
+    return L * (M + 4 * b * ad * ss) + (!vm && first ? bsh : 0) + (!vm && last ? 2 * bsh * V : 0);
+  case PPSRT_OP_B: return L * (M + 8 * b * ad * ss) + (!vm && last ? 2 * bsh * V : 0);
   case PPSRT_OP_W: return L * M + (!vm && first ? 2 * bsh : 0) + (!vm && last ? 2 * bsh * V : 0);
   case PPSRT_OP_BW:
     return ppsrt_gpt_pass_flops(cfg, PPSRT_OP_B, stage) + ppsrt_gpt_pass_flops(cfg, PPSRT_OP_W, stage);
@@ -1864,7 +1866,7 @@ static ppsrt_param tp_slice(const gpt *g, int j, int T, int t, size_t *n) {
     if (g->sw) { s.tp_lo[1] = (size_t)g->F + t * (size_t)g->F / T; s.tp_len[1] = (size_t)g->F / T; }
     break;
   case PROJW: case FC2W:   /* rows: the inputs of rank t's heads or MLP columns */
-    s.tp_split = 1; s.tp_n = 1; s.tp_R = j == PROJW ? h : (size_t)g->F; s.tp_C = h;
+    s.tp_split = 1; s.tp_n = 1; s.tp_R = j == PROJW ? Hq * D : (size_t)g->F; s.tp_C = h;
     s.tp_lo[0] = t * s.tp_R / T; s.tp_len[0] = s.tp_R / T;
     break;
   default: break;
@@ -1953,9 +1955,11 @@ static int gpt_check_sizes(const ppsrt_model_config *cfg, int nstages) {
     return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: sizes must be positive (hidden %d, heads %d, seq %d, vocab %d, micro-batch %d, "
                       "layers-per-stage %d)", cfg->hidden, cfg->heads, cfg->seq, cfg->vocab, cfg->micro_batch,
                       cfg->layers_per_stage);
-  if (cfg->hidden % cfg->heads || cfg->heads % Hkv)
-    return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --hidden %d must be a multiple of --heads %d, and --heads of --query-groups %d",
-                      cfg->hidden, cfg->heads, Hkv);
+  if (cfg->kv_channels < 0)
+    return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --kv-channels must be a positive head size, got %d", cfg->kv_channels);
+  if ((!cfg->kv_channels && cfg->hidden % cfg->heads) || cfg->heads % Hkv)
+    return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --hidden %d must be a multiple of --heads %d (or --kv-channels give the head "
+                      "size), and --heads of --query-groups %d", cfg->hidden, cfg->heads, Hkv);
   if (cfg->tp > 1 && Hkv % cfg->tp)
     return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --tensor-parallel %d must divide --query-groups %d (and so --heads %d): each rank "
                       "takes whole key/value groups", cfg->tp, Hkv, cfg->heads);
@@ -1976,9 +1980,15 @@ static int gpt_check_sizes(const ppsrt_model_config *cfg, int nstages) {
   if (S && cfg->tp > 1 && S % cfg->tp)
     return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --tensor-parallel %d must divide the shared expert's width %d "
                       "(--moe-shared-ffn-hidden): each rank takes S/T of its columns", cfg->tp, S);
-  if (cfg->rope && (cfg->hidden / cfg->heads) % 2)
+  int D = ppsrt_gpt_kv_channels(cfg);
+  if (cfg->rope && D % 2) {
+    if (cfg->kv_channels)
+      return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --position rope rotates pairs of a head's columns: the head size --kv-channels "
+                        "%d must be even", D);
     return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --position rope rotates pairs of a head's columns: the head size --hidden %d / "
-                      "--heads %d = %d must be even", cfg->hidden, cfg->heads, cfg->hidden / cfg->heads);
+                      "--heads %d = %d must be even\nhint: give an even head size with --kv-channels", cfg->hidden,
+                      cfg->heads, D);
+  }
   if (!(cfg->hidden_dropout >= 0 && cfg->hidden_dropout < 1) || !(cfg->attention_dropout >= 0 && cfg->attention_dropout < 1))
     return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --%s-dropout must be a rate from 0 to below 1, got %g",
                       !(cfg->hidden_dropout >= 0 && cfg->hidden_dropout < 1) ? "hidden" : "attention",
@@ -2023,9 +2033,13 @@ static int gpt_check_sizes(const ppsrt_model_config *cfg, int nstages) {
   if (tokens > INT32_MAX / w)
     return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --seq %d x --micro-batch %d tokens x width %lld is over %d elements per tensor",
                       cfg->seq, cfg->micro_batch, (long long)w, INT32_MAX);
-  int64_t h = cfg->hidden, q = ((int64_t)cfg->heads + 2 * (int64_t)Hkv) * (h / cfg->heads);
-  int64_t rows = fw > q ? fw : q;                            /* fc.w [h, fw], qkv.w [h, q] */
-  if (rows > INT32_MAX / h || cfg->vocab > INT32_MAX / h || cfg->seq > INT32_MAX / h)
+  int64_t h = cfg->hidden, q = ((int64_t)cfg->heads + 2 * (int64_t)Hkv) * D, ha = (int64_t)cfg->heads * D;
+  int64_t rows = fw > q ? fw : q;                            /* fc.w [h, fw], qkv.w [h, q] (proj.w [a D, h]) */
+  if (q > INT32_MAX / tokens)
+    return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --seq %d x --micro-batch %d tokens x the QKV width (--heads %d + 2 x "
+                      "--query-groups %d) x --kv-channels %d is over %d elements per tensor", cfg->seq, cfg->micro_batch,
+                      cfg->heads, Hkv, D, INT32_MAX);
+  if (rows > INT32_MAX / h || ha > INT32_MAX / h || cfg->vocab > INT32_MAX / h || cfg->seq > INT32_MAX / h)
     return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --hidden %d with --vocab %d, --seq %d and %lld-wide layers makes a weight over %d elements",
                       cfg->hidden, cfg->vocab, cfg->seq, (long long)rows, INT32_MAX);
   int per_layer = NLP + (cfg->num_experts > 0 ? 1 + 4 * cfg->num_experts : 0);   /* (the experts' at most) */
@@ -2036,6 +2050,11 @@ static int gpt_check_sizes(const ppsrt_model_config *cfg, int nstages) {
 }
 
 int ppsrt_gpt_check_config(const ppsrt_model_config *cfg) { return gpt_check_sizes(cfg, cfg->nstage); }
+
+int ppsrt_gpt_kv_channels(const ppsrt_model_config *cfg) {
+  if (cfg->kv_channels) return cfg->kv_channels;
+  return cfg->heads > 0 ? cfg->hidden / cfg->heads : 0;
+}
 
 int ppsrt_gpt_ffn(const ppsrt_model_config *cfg) {
   if (cfg->ffn_hidden) return cfg->ffn_hidden;
@@ -2108,7 +2127,7 @@ int ppsrt_gpt_create(const ppsrt_model_config *cfg, ppsrt_backend *be, int devic
   m->collective = cfg->vocab_mode ? gpt_collective : NULL;
   m->begin_iteration = gpt_begin; m->end_iteration = gpt_end; m->destroy = gpt_destroy;
   g->tp = cfg->tp > 1 ? cfg->tp : 1; g->tpr = g->tp > 1 ? cfg->tp_rank : 0;
-  g->h = cfg->hidden; g->D = g->h / cfg->heads; g->Hq = cfg->heads / g->tp; g->Hkv = Hkv / g->tp; g->T = cfg->seq;
+  g->h = cfg->hidden; g->D = ppsrt_gpt_kv_channels(cfg); g->Hq = cfg->heads / g->tp; g->Hkv = Hkv / g->tp; g->T = cfg->seq;
   g->F = cfg->num_experts ? cfg->moe_shared_ffn : ppsrt_gpt_ffn(cfg); g->sw = cfg->swiglu != 0; g->rms = cfg->rmsnorm != 0; g->rope = cfg->rope != 0;
   g->nb = cfg->no_bias != 0; g->nst = g->rms ? 1 : 2; g->tie = cfg->tie_embeddings != 0; g->qkn = cfg->qk_layernorm != 0;
   g->ha = g->Hq * g->D; g->f = g->F / g->tp; g->fw = g->f * (g->sw ? 2 : 1);
@@ -2199,8 +2218,8 @@ int ppsrt_gpt_create(const ppsrt_model_config *cfg, ppsrt_backend *be, int devic
   for (int k = 0; k < nstages && !rc; k++) {
     int s = stages[k];
     for (int l = 0; l < g->L && !rc; l++) {
-      size_t D = (size_t)g->D, sizes[NLP] = {h, h, (size_t)h * q, q, (size_t)h * h, h, h, h, (size_t)h * fw, fw, F * h, h, h,
-                                             D, D, D, D};
+      size_t D = (size_t)g->D, A = (size_t)g->ha * g->tp;   /* the attention's width a D (whole) */
+      size_t sizes[NLP] = {h, h, (size_t)h * q, q, A * h, h, h, h, (size_t)h * fw, fw, F * h, h, h, D, D, D, D};
       for (int j = 0; j < NLP; j++) {
         if (g->kidx[j] < 0) continue;
         char name[64];
@@ -2209,7 +2228,7 @@ int ppsrt_gpt_create(const ppsrt_model_config *cfg, ppsrt_backend *be, int devic
         int init = j == LN1G || j == LN2G || j == QNG || j == KNG ? INIT_ONE
                    : (j == LN1B || j == LN2B || j == QNB || j == KNB || (j < QNG && j % 2 == 1)) ? INIT_ZERO : INIT_UNIFORM;
         /* uniform(-a, a) with a = sqrt(3 / fan_in): unit variance outputs */
-        float fan_in = j == FC2W ? (float)F : (float)h;
+        float fan_in = j == FC2W ? (float)F : j == PROJW ? (float)A : (float)h;
         size_t n = sizes[j];
         ppsrt_param sl = tp_slice(g, j, g->tp, g->tpr, &n);
         if (!sl.tp_split || g->tp == 1) { n = sizes[j]; sl.tp_split = 0; }

@@ -107,6 +107,7 @@ static int moe_sig, moe_pre; /* and the router: --moe-router-score-function sigm
 static double moe_s, moe_z;  /* --moe-router-topk-scaling-factor (0: none), --moe-z-loss-coeff */
 static int moe_S;            /* and --moe-shared-ffn-hidden (0: none) */
 static int moe_G;            /* and --moe-shared-expert-gate */
+static int kv_ch;            /* --kv-channels D (0: hidden / heads) */
 static int test_mode_drop(int vm, int arch, double drop) {
   ppsrt_model_config cfg = {0};
   cfg.name = "gpt";
@@ -115,6 +116,7 @@ static int test_mode_drop(int vm, int arch, double drop) {
   cfg.swiglu = arch & 1; cfg.rmsnorm = (arch >> 1) & 1; cfg.rope = (arch >> 2) & 1; cfg.no_bias = (arch >> 3) & 1;
   cfg.qk_layernorm = (arch >> 4) & 1;
   if (cfg.qk_layernorm && !cfg.rmsnorm) cfg.heads = 2, cfg.query_groups = 1;
+  cfg.kv_channels = kv_ch;
   if (cfg.swiglu) cfg.ffn_hidden = 12;
   if (cfg.rope) cfg.rope_base = 3;   /* large angles at these few positions */
   cfg.hidden_dropout = cfg.attention_dropout = drop;
@@ -146,8 +148,10 @@ static int test_mode_drop(int vm, int arch, double drop) {
   int bad = 0;
   /* MoE: a smaller step (the expert paths curve more: eps 1e-2's second-order error is
    * near the tolerance), so F32 rounding of the loss weighs more: atol 3e-4; the same
-   * with --qk-layernorm (a norm of D = 2 values curves as much) */
-  int small = moe_E || cfg.qk_layernorm;
+   * with --qk-layernorm (a norm of D = 2 values curves as much) and --kv-channels (at
+   * eps 1e-2 D = 1's scores and D = 6's with dropout miss by 1.5e-4 to 7e-3, truncation:
+   * at 1e-3 within 1.5e-4) */
+  int small = moe_E || cfg.qk_layernorm || kv_ch;
   const double eps = small ? 1e-3 : 1e-2, atol = small ? 3e-4 : 1e-4, rtol = 1e-2;
   double worst = 0, big = 0;
   for (int k = 0; k < m->nparams; k++) {
@@ -190,10 +194,12 @@ static int test_mode_drop(int vm, int arch, double drop) {
   if (moe_E) snprintf(moe, sizeof moe, " experts %d top %d aux %g cf %g%s%s%s scale %g z %g shared %d%s (%d of %d skipped)",
                       moe_E, moe_K, moe_a, moe_cf, moe_pos ? " position" : "", moe_sig ? " sigmoid" : "",
                       moe_pre ? " pre-softmax" : "", moe_s, moe_z, moe_S, moe_G ? " gated" : "", skipped, sampled);
-  printf("%s gpt gradients vs finite differences, vocab mode %d, %s%s%s%s%s%s%s: %d tensors, loss %.6f, max |fd| %.3g, "
+  char kvc[32] = "";
+  if (kv_ch) snprintf(kvc, sizeof kvc, " kv-channels %d", kv_ch);
+  printf("%s gpt gradients vs finite differences, vocab mode %d, %s%s%s%s%s%s%s%s: %d tensors, loss %.6f, max |fd| %.3g, "
          "max |grad - fd| %.3g (tol %.0e + %.0e*|fd|)\n", bad ? "FAIL" : "ok  ", vm, cfg.swiglu ? "swiglu" : "gelu",
          cfg.rmsnorm ? " rmsnorm" : " layernorm", cfg.rope ? " rope" : " learned", cfg.no_bias ? " no-bias" : "",
-         cfg.qk_layernorm ? " qk-layernorm" : "", drop > 0 ? " dropout 0.3" : "", moe, m->nparams, L0, big, worst, atol, rtol);
+         cfg.qk_layernorm ? " qk-layernorm" : "", kvc, drop > 0 ? " dropout 0.3" : "", moe, m->nparams, L0, big, worst, atol, rtol);
   if (skipped * 10 > sampled) {
     printf("FAIL: %d of %d sampled elements moved the routing at every step tried\n", skipped, sampled);
     bad++;
@@ -323,6 +329,15 @@ int main(void) {
   moe_E = 4; moe_K = 2;
   bad += test_mode(0, 31);
   moe_E = moe_K = 0;
+  /* --kv-channels: heads of D = 3 (a D = 12 > hidden 8; GPT-2's layer) and D = 6 and 1
+   * (Llama's: RoPE over D = 6; D = 1 without it: a D = 4 < 8), with --qk-layernorm
+   * (gains [D]) and the experts */
+  kv_ch = 3; bad += test_mode(0, 0) + test_mode(2, 0);
+  kv_ch = 6; bad += test_mode(0, 15) + test_mode(0, 31) + test_mode_drop(0, 15, 0.3);
+  kv_ch = 1; bad += test_mode(0, 11);
+  moe_E = 4; moe_K = 2; kv_ch = 6;
+  bad += test_mode(0, 15);
+  moe_E = moe_K = 0; kv_ch = 0;
   be->destroy(be);
   return bad || bad0 ? 1 : 0;
 }

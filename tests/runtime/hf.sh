@@ -10,6 +10,10 @@
 #  - a --qk-layernorm checkpoint trained 2 iterations (gains away from 1) exports as
 #    Qwen3ForCausalLM; the same reference with q_norm / k_norm (each head RMS-normed
 #    before RoPE) gives the runtime's loss of the next sequences within 1e-5;
+#  - --kv-channels (HF's head_dim) at D = 6 and 2 (4 heads of h = 16): the export's
+#    head_dim and shapes, HF's forward (head_dim's RoPE frequencies) gives the runtime's
+#    loss within 1e-5, the import prints --kv-channels D, round trip bit for bit, the
+#    import's loss under ZB-V; Qwen3 (--qk-layernorm) with head_dim 6 the same forward;
 #  - export then import gives back every tensor bit for bit, and the imported
 #    checkpoint, run with the flags the import prints under ZB-V (P = 2, 4 stages),
 #    reproduces the loss; imported with --optimizer adam (zero moments), 3 iterations
@@ -35,7 +39,8 @@
 #  - refusals (exit 2, the field named, no output left): a layer neither Llama's nor
 #    GPT-2's, GPT-2 with query groups; configs with rope_scaling yarn or dynamic,
 #    rope_parameters longrope, llama3 with low >= high or no original context, linear
-#    with factor 0, attention_bias, rms_norm_eps 1e-6; an index with rope_scaling yarn
+#    with factor 0, attention_bias, rms_norm_eps 1e-6, an odd head_dim, head_dim 8
+#    (the tensors' shapes named); an index with rope_scaling yarn
 #    (export); bad files get one line, no traceback.
 # Planted by hand in pps_hf.py and caught: in the export, k/v column blocks of qkv.w
 # swapped, gate/up swapped, o_proj or down_proj not transposed, lm_head from vocab.tok,
@@ -87,7 +92,7 @@ sys.path.insert(0, sys.path[0])
 from hf_ref import c, W, windows, attention, xent, report
 from hf_rope import inv_freq
 h, Hq, L, V = c["hidden_size"], c["num_attention_heads"], c["num_hidden_layers"], c["vocab_size"]
-Hkv = c["num_key_value_heads"]; D = h // Hq; eps = c["rms_norm_eps"]
+Hkv = c["num_key_value_heads"]; D = c.get("head_dim") or h // Hq; eps = c["rms_norm_eps"]
 def lin(x, w): return [sum(xi * wi for xi, wi in zip(x, row)) for row in w]      # x W^T, W [out, in]
 def rms(x, g):
     r = 1 / math.sqrt(sum(v * v for v in x) / len(x) + eps)
@@ -155,6 +160,58 @@ ref=$(python3 "$WORK/hf_llama_ref.py" "$WORK/hf_qw" "$DATA" 2 "$pos" 2> "$WORK/e
 l=$(loss1 "$WORK/r_qw")
 if [ -n "$l" ] && [ -n "$ref" ] && near "$ref" "$l" 1e-5; then pass "qwen3: the HF forward with q_norm / k_norm gives the runtime's loss: $ref vs $l"
 else fail "qwen3: the HF forward gives '$ref', the runtime printed '$l' (sequences from $pos)"; fi
+# --kv-channels D (HF's head_dim) apart from hidden / heads: D = 6 and 2 with 4 heads of
+# h = 16 (a D = 24 and 8): the export's config.json has head_dim D and the HF forward
+# gives the runtime's loss; imported back (--stages 4) bit for bit, the printed flags
+# with --kv-channels D give the loss under ZB-V; D = 6 with --qk-layernorm as Qwen3
+for D in 6 2; do
+  "$A" $G --kv-channels $D --layers-per-stage 2 --lr 0 --iterations 1 --data "$DATA" --save "$WORK/ck_kv$D" --json \
+    > "$WORK/r_kv$D" 2> "$WORK/err" || fail "kv-channels $D: the run: $(cat "$WORK/err")"
+  l=$(loss1 "$WORK/r_kv$D")
+  expect_exit 0 "kv-channels $D: export" hf export "$WORK/ck_kv$D" "$WORK/hf_kv$D"
+  python3 - "$WORK/hf_kv$D" $D <<'PY' && pass "kv-channels $D: config.json head_dim $D, q_proj [4 D, 16], o_proj [16, 4 D]" || fail "kv-channels $D: config.json / shapes"
+import json, struct, sys
+d, D = sys.argv[1], int(sys.argv[2])
+c = json.load(open(d + "/config.json"))
+assert (c["head_dim"], c["hidden_size"], c["num_attention_heads"], c["num_key_value_heads"]) == (D, 16, 4, 2), c
+raw = open(d + "/model.safetensors", "rb").read()
+hd = json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]])
+assert hd["model.layers.0.self_attn.q_proj.weight"]["shape"] == [4 * D, 16], hd["model.layers.0.self_attn.q_proj.weight"]
+assert hd["model.layers.0.self_attn.k_proj.weight"]["shape"] == [2 * D, 16]
+assert hd["model.layers.0.self_attn.o_proj.weight"]["shape"] == [16, 4 * D]
+PY
+  ref=$(python3 "$WORK/hf_llama_ref.py" "$WORK/hf_kv$D" "$DATA" 2 2> "$WORK/err") || fail "kv-channels $D: the reference: $(cat "$WORK/err")"
+  if [ -n "$l" ] && [ -n "$ref" ] && near "$ref" "$l" 1e-5; then
+    pass "kv-channels $D: HF Llama's forward with head_dim $D gives the runtime's loss: $ref vs $l"
+  else fail "kv-channels $D: HF Llama's forward gives '$ref', the runtime printed '$l'"; fi
+  expect_exit 0 "kv-channels $D: import" hf import "$WORK/hf_kv$D" "$WORK/back_kv$D" --stages 4
+  expect_grep "--kv-channels $D " "kv-channels $D: the import's flags name --kv-channels $D"
+  kflags=$(sed -n 's/^  \(--model .*\)/\1/p' "$WORK/out")
+  PYTHONPATH="$top_srcdir/tests/runtime" python3 - "$WORK/ck_kv$D" "$WORK/back_kv$D" <<'PY' && pass "kv-channels $D: export then import, every tensor bit for bit" || fail "kv-channels $D: round trip"
+import sys
+from ckpt_tensors import load
+x, y = load(sys.argv[1], raw=True), load(sys.argv[2], raw=True)
+assert sorted(x) == sorted(y) and len(x) == 3 + 6 * 4, (sorted(x), sorted(y))
+for k in x:
+    assert x[k] == y[k], k
+PY
+  grep -q "\"kv_channels\":\"$D\"" "$WORK/back_kv$D" && pass "kv-channels $D: the imported index records kv_channels" ||
+    fail "kv-channels $D: the imported index has no kv_channels $D"
+  "$ZV" $kflags --lr 0 --iterations 1 --data "$DATA" --json > "$WORK/zkv" 2> "$WORK/err" || fail "kv-channels $D: ZB-V --load: $(cat "$WORK/err")"
+  a=$(loss1 "$WORK/zkv")
+  [ -n "$a" ] && near "$a" "$l" 1e-6 && pass "kv-channels $D: the import under ZB-V with the printed flags: loss $a (1F1B $l)" ||
+    fail "kv-channels $D: ZB-V with the import: loss '$a', 1F1B's '$l'"
+done
+"$A" $G --kv-channels 6 --qk-layernorm --layers-per-stage 2 --optimizer adam --lr 0.05 --iterations 2 --data "$DATA" \
+  --save "$WORK/ck_qkv" -q 2> "$WORK/err" || fail "qwen3 kv-channels 6: the training run: $(cat "$WORK/err")"
+"$A" $G --kv-channels 6 --qk-layernorm --layers-per-stage 2 --lr 0 --iterations 1 --data "$DATA" --load "$WORK/ck_qkv" \
+  --json > "$WORK/r_qkv" 2> "$WORK/err" || fail "qwen3 kv-channels 6: the resumed run: $(cat "$WORK/err")"
+pos=$(grep -o '"data_position":"[0-9]*"' "$WORK/ck_qkv" | grep -o '[0-9][0-9]*')
+expect_exit 0 "qwen3 kv-channels 6: export" hf export "$WORK/ck_qkv" "$WORK/hf_qkv"
+ref=$(python3 "$WORK/hf_llama_ref.py" "$WORK/hf_qkv" "$DATA" 2 "$pos" 2> "$WORK/err") || fail "qwen3 kv-channels 6: the reference: $(cat "$WORK/err")"
+l=$(loss1 "$WORK/r_qkv")
+if [ -n "$l" ] && [ -n "$ref" ] && near "$ref" "$l" 1e-5; then pass "qwen3 head_dim 6 (q_norm / k_norm [6]): the HF forward gives the runtime's loss: $ref vs $l"
+else fail "qwen3 kv-channels 6: the HF forward gives '$ref', the runtime printed '$l'"; fi
 python3 - "$WORK" <<'PY' && pass "config.json: LlamaForCausalLM, sizes, tie_word_embeddings, rope_theta; lm_head only untied" || fail "config.json / names"
 import json, struct, sys
 w = sys.argv[1]
@@ -551,7 +608,8 @@ refuse rope_scaling '{"rope_type": "linear", "factor": 0}' "rope_type linear: fa
 refuse attention_bias true
 refuse rms_norm_eps 1e-6
 refuse hidden_act '"gelu"'
-refuse head_dim 8
+refuse head_dim 7 "field 'head_dim' is 7: odd (RoPE rotates pairs"
+refuse head_dim 8 "q_proj.weight' has shape \[16, 16\], the config's model needs \[32, 16\]"
 refuse intermediate_size 32 "mlp.gate_proj.weight' has shape \[24, 16\], the config's model needs \[32, 16\]"
 # bad files: one line, no traceback
 printf '{"hidden_size": 16,' > "$WORK/hf_x/config.json"

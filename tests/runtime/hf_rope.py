@@ -4,7 +4,7 @@ linear or llama3), in double, written from that definition; and each pair's band
 the tests' reference forwards (hf.sh, hf_moe.sh)."""
 import math
 def inv_freq(c):
-    D = c["hidden_size"] // c["num_attention_heads"]
+    D = c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"]   # (head_dim: Qwen3's, --kv-channels)
     inv = [1 / c["rope_theta"] ** (j / D) for j in range(0, D, 2)]
     rs = c.get("rope_scaling") or {}
     kind = rs.get("rope_type", rs.get("type", "default"))

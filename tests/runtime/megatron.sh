@@ -12,6 +12,8 @@
 #    parameters as views of one buffer;
 #  - GPT-2's layer (layer norms, learned positions, tanh GeLU, biases, untied) at TP 2,
 #    and tied at TP 1 x PP 2 x VP 2 with the buffer: bit for bit and the loss;
+#  - kv_channels other than hidden / heads (--kv-channels): Llama's layer D = 6 at TP 2 x
+#    PP 2, GPT-2's D = 2 at TP 2: bit for bit, --kv-channels printed, the saved run's loss;
 #  - qk_layernorm (q_layernorm / k_layernorm [D], whole on every rank): Llama's layer at
 #    TP 2 x PP 2 (RMS norms, gains) and GPT-2's at TP 2 (layer norms, gains and biases):
 #    bit for bit, and the loss of the saved run with --qk-layernorm;
@@ -66,7 +68,7 @@ for k in sorted(ka):
     if a.tensor(k, n).tobytes() != b.tensor(k, n).tobytes():
         sys.exit("tensor %s differs" % k)
 for k in ("hidden", "heads", "query_groups", "vocab", "layers", "mlp", "norm", "position", "bias", "embeddings", "ffn_hidden",
-          "qk_layernorm", "num_experts", "moe_topk", "moe_ffn_hidden", "moe_aux_loss_coeff", "moe_shared_ffn_hidden",
+          "kv_channels", "qk_layernorm", "num_experts", "moe_topk", "moe_ffn_hidden", "moe_aux_loss_coeff", "moe_shared_ffn_hidden",
           "moe_shared_expert_gate"):
     if a.meta.get(k) != b.meta.get(k):
         sys.exit("metadata %s: %r vs %r" % (k, a.meta.get(k), b.meta.get(k)))
@@ -119,6 +121,13 @@ assert q != k and any(x != 1 for x in q) and any(x != 1 for x in k), (q, k)
 PY
 if same "$WORK/want_qt" "$WORK/imp_qt"; then pass "qk trained: import bit for bit ($(cat "$WORK/same.out"))"
 else fail "qk trained: import differs: $(cat "$WORK/same.out")"; fi
+# kv_channels apart from hidden / heads (the runtime's --kv-channels): Llama's layer D = 6
+# at TP 2 x PP 2 (linear_proj [h, Hq D / T] per rank), GPT-2's D = 2 (biases) at TP 2
+case_ llama_kv a "$L --kv-channels 6 --layers-per-stage 2" --tp 2 --pp 2 --names te
+grep -q -- "--kv-channels 6 " "$WORK/imp_llama_kv.out" && pass "llama_kv: --kv-channels 6 printed" ||
+  fail "llama_kv: flags: $(cat "$WORK/imp_llama_kv.out")"
+case_ gpt2_kv a "--model gpt --hidden 16 --heads 4 --query-groups 2 --seq 8 --vocab 256 --kv-channels 2 --layers-per-stage 2" \
+  --tp 2 --pp 1 --names local
 case_ llama_vp a "$L --embeddings tied --rope-base 500 --layers-per-stage 2" --tp 1 --pp 1 --vp 2 --names local --buffer
 G2="--model gpt --hidden 16 --heads 4 --query-groups 4 --ffn-hidden 32 --seq 8 --vocab 256"
 case_ gpt2 a "$G2 --layers-per-stage 2" --tp 2 --pp 1 --names local

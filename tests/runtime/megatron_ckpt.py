@@ -267,7 +267,7 @@ def main():
         K, F, aux = int(m["moe_topk"]), int(m["moe_ffn_hidden"]), float(m.get("moe_aux_loss_coeff", "0"))
     S = int(m.get("moe_shared_ffn_hidden", "0")) if E else 0   # a shared expert's width (0: none)
     SG = bool(S) and m.get("moe_shared_expert_gate") == "1"   # and its gate (SharedExpertMLP.gate_weight [1, h])
-    D = h // hq
+    D = int(m.get("kv_channels", h // hq))   # the head size (--kv-channels; Megatron's kv_channels)
     sw, rms, rope, bias = m["mlp"] == "swiglu", m["norm"] == "rmsnorm", m["position"] == "rope", m["bias"] == "on"
     tied = m["embeddings"] == "tied"
     qkn = m.get("qk_layernorm") == "on"
@@ -498,7 +498,7 @@ def main():
     if o.expect:
         tens = [(k, [len(a)], lambda a=a: a) for k, a in store.items()]
         meta = {k: v for k, v in m.items() if k in ("hidden", "heads", "query_groups", "vocab", "layers", "mlp", "norm",
-                                                     "position", "bias", "embeddings", "ffn_hidden", "seq", "rope_base",
+                                                     "position", "bias", "embeddings", "ffn_hidden", "kv_channels", "seq", "rope_base",
                                                      "rope_scaling", "num_experts", "moe_topk", "moe_ffn_hidden",
                                                      "moe_aux_loss_coeff", "moe_router_score_function",
                                                      "moe_router_pre_softmax", "moe_shared_ffn_hidden",
