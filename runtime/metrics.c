@@ -455,6 +455,9 @@ void rt_print_json(ppsrt_run *run, int status) {
             mc->tie_embeddings ? "tied" : "untied", mc->ffn_hidden, short_num(n[0], mc->hidden_dropout),
             short_num(n[1], mc->attention_dropout));
     if (mc->qk_layernorm) fprintf(f, ",\"qk_layernorm\":true");
+    if (mc->no_bias && mc->qkv_bias) fprintf(f, ",\"qkv_bias\":true");   /* --add-qkv-bias */
+    if (mc->norm_epsilon > 0 && mc->norm_epsilon != PPSRT_NORM_EPS)   /* (absent: the default, 1e-5) */
+      fprintf(f, ",\"norm_epsilon\":%s", short_num(n[0], mc->norm_epsilon));
     /* RoPE: its base, scaling and the scaling's parameters (null with learned positions) */
     if (!mc->rope) fprintf(f, ",\"rope\":null");
     else {
