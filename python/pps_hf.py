@@ -75,7 +75,7 @@ import struct
 import sys
 import tempfile
 
-EPS = 1e-5          # the runtime's RMS norm eps (runtime/cpu_kernels.c)
+EPS = 1e-5          # the runtime's default norm epsilon (--norm-epsilon; runtime/model.h PPSRT_NORM_EPS)
 DTYPE_SIZE = {"F32": 4, "BF16": 2, "F16": 2}
 
 
@@ -409,6 +409,10 @@ def export_checkpoint(index, outdir, dtype="f32"):
     if m.get("qk_layernorm", "off") not in ("on", "off") or (qkn and "num_experts" in m):
         raise ConvertError("%s: metadata field 'qk_layernorm' is %r: only a dense Llama layer with --qk-layernorm "
                            "converts (Qwen3ForCausalLM)" % (index, m.get("qk_layernorm")))
+    qkvb = m.get("qkv_bias", "off") == "on"   # --add-qkv-bias: Qwen2 (Llama's layer + q/k/v biases)
+    if m.get("qkv_bias", "off") not in ("on", "off") or (qkvb and (qkn or "num_experts" in m)):
+        raise ConvertError("%s: metadata field 'qkv_bias' is %r: only a dense Llama layer without --qk-layernorm "
+                           "converts with --add-qkv-bias (Qwen2ForCausalLM)" % (index, m.get("qkv_bias")))
     if all(m.get(k, GPT2_DEFAULT[k]) == GPT2_DEFAULT[k] for k, _, _ in LLAMA_LAYER) and not qkn:
         return _export_gpt2(ck, outdir, st)
     for k, want, flag in LLAMA_LAYER:
@@ -442,7 +446,8 @@ def export_checkpoint(index, outdir, dtype="f32"):
     known = {"vocab.tok", "lnf.g"} | (set() if tied else {"vocab.out"})
     names = ("ln1.g", "ln2.g", "qkv.w", "proj.w") + (("moe.router.w",) + tuple("moe.e%d.%s" % (j, w) for j in range(E)
                                                                               for w in ("fc.w", "fc2.w"))
-                                                    if E else ("fc.w", "fc2.w")) + (("qnorm.g", "knorm.g") if qkn else ())
+                                                    if E else ("fc.w", "fc2.w")) + (("qnorm.g", "knorm.g") if qkn else ()) + \
+        (("qkv.b",) if qkvb else ())
     known |= {"layer%d.%s" % (i, n) for i in range(L) for n in names}
     extra = sorted(k for k in ck.where if k not in known and not k.startswith("optim."))
     if extra:
@@ -455,6 +460,9 @@ def export_checkpoint(index, outdir, dtype="f32"):
     def block(key, rows, cols, c0, c1):
         return lambda: cols_t(ck.tensor(key, rows * cols), rows, cols, c0, c1)
 
+    def part(key, n, c0, c1):   # elements c0..c1 of a vector of n
+        return lambda: ck.tensor(key, n)[c0:c1]
+
     qkv = (hq + 2 * hkv) * D
     out = [("model.embed_tokens.weight", [V, h], T("vocab.tok", V * h))]
     for i in range(L):
@@ -465,6 +473,10 @@ def export_checkpoint(index, outdir, dtype="f32"):
                 (p + "self_attn.v_proj.weight", [hkv * D, h], block(q + "qkv.w", h, qkv, (hq + hkv) * D, qkv)),
                 (p + "self_attn.o_proj.weight", [h, hq * D], block(q + "proj.w", hq * D, h, 0, h)),
                 (p + "post_attention_layernorm.weight", [h], T(q + "ln2.g", h))]
+        if qkvb:   # Qwen2's q/k/v biases: qkv.b's [query heads | key heads | value heads]
+            out += [(p + "self_attn.q_proj.bias", [hq * D], part(q + "qkv.b", qkv, 0, hq * D)),
+                    (p + "self_attn.k_proj.bias", [hkv * D], part(q + "qkv.b", qkv, hq * D, (hq + hkv) * D)),
+                    (p + "self_attn.v_proj.bias", [hkv * D], part(q + "qkv.b", qkv, (hq + hkv) * D, qkv))]
         if qkn:   # Qwen3's per-head RMS norms of q and k, [D], before RoPE
             out += [(p + "self_attn.q_norm.weight", [D], T(q + "qnorm.g", D)),
                     (p + "self_attn.k_norm.weight", [D], T(q + "knorm.g", D))]
@@ -486,10 +498,17 @@ def export_checkpoint(index, outdir, dtype="f32"):
         "architectures": ["LlamaForCausalLM"], "model_type": "llama",
         "hidden_size": h, "intermediate_size": f, "num_hidden_layers": L,
         "num_attention_heads": hq, "num_key_value_heads": hkv, "head_dim": D, "vocab_size": V,
-        "max_position_embeddings": max_pos, "rms_norm_eps": EPS, "rope_theta": base, "rope_scaling": scaling,
+        "max_position_embeddings": max_pos, "rms_norm_eps": _export_eps(index, m), "rope_theta": base,
+        "rope_scaling": scaling,
         "tie_word_embeddings": tied, "hidden_act": "silu", "attention_bias": False, "mlp_bias": False,
         "torch_dtype": "float32" if st == "F32" else "bfloat16",
     }
+    if qkvb:   # Qwen2Config: Llama's fields less head_dim and the bias switches (its q/k/v biases always
+        # there, o_proj's never); no sliding window
+        for k in ("head_dim", "attention_bias", "mlp_bias"):
+            del config[k]
+        config.update({"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "use_sliding_window": False,
+                       "sliding_window": None, "max_window_layers": L, "attention_dropout": 0.0})
     if qkn:   # Qwen3Config: Llama's fields and head_dim; no sliding window
         del config["mlp_bias"]
         config.update({"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "use_sliding_window": False,
@@ -575,6 +594,26 @@ def _export_rope_scaling(index, m):
     return dict({"rope_type": t}, **rope_scaling_check(t, vals, "rope_scaling", refuse))
 
 
+def _export_eps(index, m):
+    """The norms' epsilon of a PPS checkpoint's metadata (norm_epsilon; absent: the
+    runtime's default, which a checkpoint saved before the field had)."""
+    v = m.get("norm_epsilon")
+    if v is None:
+        return EPS
+    try:
+        x = float(v)
+    except ValueError:
+        x = float("nan")
+    if not (x > 0 and math.isfinite(x)):
+        raise ConvertError("%s: metadata field 'norm_epsilon' is %r: not a number above 0" % (index, v))
+    return x
+
+
+def _eps_flag(eps):
+    """The --norm-epsilon flag of `eps` (none at the runtime's default)."""
+    return "" if eps == EPS else " --norm-epsilon " + _num(eps)
+
+
 def _write_hf(outdir, out, config, st):
     """OUTDIR/model.safetensors (the tensors `out`: (name, shape, thunk)) and config.json."""
     try:
@@ -647,7 +686,7 @@ def _export_gpt2(ck, outdir, st):
     config = {
         "architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_embd": h, "n_head": hq, "n_layer": L,
         "n_positions": seq, "n_ctx": seq, "n_inner": None if f == 4 * h else f, "vocab_size": V,
-        "activation_function": "gelu_new", "layer_norm_epsilon": EPS, "tie_word_embeddings": tied,
+        "activation_function": "gelu_new", "layer_norm_epsilon": _export_eps(index, m), "tie_word_embeddings": tied,
         "scale_attn_weights": True, "scale_attn_by_inverse_layer_idx": False, "add_cross_attention": False,
         "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0,
         "torch_dtype": "float32" if st == "F32" else "bfloat16",
@@ -773,15 +812,17 @@ def llama_sizes(cfg, path):
     def refuse(k, why):
         raise ConvertError("%s: field '%s' is %s: %s" % (path, k, json.dumps(cfg.get(k)), why))
     mt = cfg.get("model_type", "llama")
-    if mt not in ("llama", "mixtral"):
-        refuse("model_type", "only Llama (LlamaForCausalLM) and Mixtral (MixtralForCausalLM) convert")
-    mix = mt == "mixtral"
+    if mt not in ("llama", "mixtral", "qwen2"):
+        refuse("model_type", "only Llama (LlamaForCausalLM), Mixtral (MixtralForCausalLM), Qwen2 (Qwen2ForCausalLM) and "
+               "GPT-2 convert")
+    mix, qwen2 = mt == "mixtral", mt == "qwen2"
     h = _cfg_int(cfg, path, "hidden_size")
     hq = _cfg_int(cfg, path, "num_attention_heads")
     hkv = _cfg_int(cfg, path, "num_key_value_heads", 8 if mix else hq)
     s = {"hidden": h, "heads": hq, "query_groups": hkv, "ffn_hidden": _cfg_int(cfg, path, "intermediate_size"),
          "layers": _cfg_int(cfg, path, "num_hidden_layers"), "vocab": _cfg_int(cfg, path, "vocab_size"),
-         "max_seq": _cfg_int(cfg, path, "max_position_embeddings", 4096 * 32 if mix else 2048)}
+         "max_seq": _cfg_int(cfg, path, "max_position_embeddings", 4096 * 32 if mix else 32768 if qwen2 else 2048),
+         "qkv_bias": qwen2}
     if h % hq:
         refuse("num_attention_heads", "does not divide hidden_size %d" % h)
     if hq % hkv:
@@ -794,10 +835,14 @@ def llama_sizes(cfg, path):
         refuse("hidden_act", "PPS's SwiGLU MLP is silu(gate) * up")
     for k in ("attention_bias", "mlp_bias"):
         if cfg.get(k, False) is not False:
-            refuse(k, "PPS's Llama layer has no biases (--bias off)")
-    eps = cfg.get("rms_norm_eps", 1e-5 if mix else 1e-6)
-    if not isinstance(eps, (int, float)) or isinstance(eps, bool) or abs(eps - EPS) > 1e-12:
-        refuse("rms_norm_eps", "the runtime's RMS norm has eps 1e-5, fixed")
+            refuse(k, "PPS's Llama layer has no biases (--bias off; a Qwen2's q/k/v biases: --add-qkv-bias)")
+    if qwen2:   # Qwen2Config: sliding-window attention off (use_sliding_window false) is all PPS computes
+        if cfg.get("use_sliding_window", False) is not False:
+            refuse("use_sliding_window", "PPS's attention is not windowed (Qwen2's default false)")
+    eps = cfg.get("rms_norm_eps", 1e-5 if mix else 1e-6)   # (transformers' defaults: Mixtral 1e-5, Llama and Qwen2 1e-6)
+    if not isinstance(eps, (int, float)) or isinstance(eps, bool) or not (eps > 0 and math.isfinite(eps)):
+        refuse("rms_norm_eps", "not a number above 0 (the runtime's --norm-epsilon)")
+    s["eps"] = float(eps)
     if mix:
         s.update(mixtral_experts(cfg, path, refuse))
     rp = cfg.get("rope_parameters")        # newer transformers: rope_theta, rope_type and its keys here
@@ -839,6 +884,9 @@ def runtime_flags(s, stages=None):
          "--embeddings %s --seq %d" % (s["hidden"], s["heads"], s["query_groups"], s["ffn_hidden"], s["vocab"],
                                        _num(s["rope_base"]), "tied" if s["tied"] else "untied",
                                        min(s["max_seq"], 2048, s.get("window") or 2048)))
+    if s.get("qkv_bias"):
+        f += " --add-qkv-bias"
+    f += _eps_flag(s["eps"])
     if s.get("experts"):
         f += " --num-experts %d --moe-topk %d --moe-ffn-hidden %d" % (s["experts"], s["topk"], s["ffn_hidden"])
     if s.get("rope_scaling"):
@@ -877,9 +925,17 @@ def import_checkpoint(hfdir, index, stages=None, optimizer="sgd", seq=None):
             return hcat_t([get(p + "self_attn.q_proj.weight", [hq * D, h]), get(p + "self_attn.k_proj.weight", [hkv * D, h]),
                            get(p + "self_attn.v_proj.weight", [hkv * D, h])], h)
 
+        def qkvb(p=p):   # Qwen2: the q, k and v biases one after the other, as qkv.w's columns
+            out = array.array("f", get(p + "self_attn.q_proj.bias", [hq * D]))
+            out.extend(get(p + "self_attn.k_proj.bias", [hkv * D]))
+            out.extend(get(p + "self_attn.v_proj.bias", [hkv * D]))
+            return out
+
         tensors += [(q + "ln1.g", [h], lambda p=p: get(p + "input_layernorm.weight", [h])),
-                    (q + "qkv.w", [h * (hq + 2 * hkv) * D], qkv),
-                    (q + "proj.w", [hq * D * h], lambda p=p: hcat_t([get(p + "self_attn.o_proj.weight", [h, hq * D])], hq * D)),
+                    (q + "qkv.w", [h * (hq + 2 * hkv) * D], qkv)]
+        if s["qkv_bias"]:
+            tensors.append((q + "qkv.b", [(hq + 2 * hkv) * D], qkvb))
+        tensors += [(q + "proj.w", [hq * D * h], lambda p=p: hcat_t([get(p + "self_attn.o_proj.weight", [h, hq * D])], hq * D)),
                     (q + "ln2.g", [h], lambda p=p: get(p + "post_attention_layernorm.weight", [h]))]
         if E:       # Mixtral: the router, then each expert's SwiGLU FC1 [gate w1 | up w3] and FC2 (w2)
             tensors.append((q + "moe.router.w", [h * E], lambda p=p: hcat_t([get(p + MOE + "gate.weight", [E, h])], h)))
@@ -901,6 +957,8 @@ def import_checkpoint(hfdir, index, stages=None, optimizer="sgd", seq=None):
         p = "model.layers.%d." % i
         expected |= {p + n + ".weight" for n in ("input_layernorm", "post_attention_layernorm", "self_attn.q_proj",
                                                  "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj")}
+        if s["qkv_bias"]:
+            expected |= {p + "self_attn.%s_proj.bias" % n for n in "qkv"}
         if E:
             expected |= {p + MOE + "gate.weight"} | {p + MOE + "experts.%d.%s.weight" % (j, w) for j in range(E)
                                                      for w in ("w1", "w2", "w3")}
@@ -911,7 +969,8 @@ def import_checkpoint(hfdir, index, stages=None, optimizer="sgd", seq=None):
         if k in expected or k.endswith(ignorable) or (s["tied"] and k == "lm_head.weight"):
             continue
         raise ConvertError("%s: tensor '%s' is not part of a %s of this config (num_hidden_layers %d, %s)"
-                           % (hfdir, k, "Mixtral" if E else "Llama", L, "num_local_experts %d" % E if E else
+                           % (hfdir, k, "Mixtral" if E else "Qwen2" if s["qkv_bias"] else "Llama", L,
+                              "num_local_experts %d" % E if E else "q/k/v biases only" if s["qkv_bias"] else
                               "attention_bias false, mlp_bias false"))
     for k in sorted(expected):
         if k not in hf.where:
@@ -919,7 +978,9 @@ def import_checkpoint(hfdir, index, stages=None, optimizer="sgd", seq=None):
     meta = {"hidden": str(h), "heads": str(hq), "query_groups": str(hkv), "vocab": str(V), "layers": str(L),
             "mlp": "swiglu", "norm": "rmsnorm", "position": "rope", "bias": "off",
             "embeddings": "tied" if s["tied"] else "untied", "ffn_hidden": str(f), "rope_base": repr(s["rope_base"]),
-            "rope_scaling": s["rope_scaling"] or "none"}
+            "rope_scaling": s["rope_scaling"] or "none", "norm_epsilon": "%.17g" % s["eps"]}
+    if s["qkv_bias"]:
+        meta["qkv_bias"] = "on"
     meta.update((field, repr(s["rope_params"][k]) if isinstance(s["rope_params"][k], float) else str(s["rope_params"][k]))
                 for k, field, _ in ROPE_PARAMS if k in s["rope_params"])
     if E:       # the runtime's default router (softmax over the top K), no load-balancing loss (see mixtral_experts)
@@ -970,8 +1031,8 @@ def _import_gpt2(hf, index, stages, optimizer, seq):
     if cfg.get("activation_function", "gelu_new") not in ("gelu_new", "gelu_pytorch_tanh"):
         refuse("activation_function", "PPS's MLP is the tanh GeLU (gelu_new)")
     eps = cfg.get("layer_norm_epsilon", 1e-5)
-    if not isinstance(eps, (int, float)) or isinstance(eps, bool) or abs(eps - EPS) > 1e-12:
-        refuse("layer_norm_epsilon", "the runtime's layer norm has eps 1e-5, fixed")
+    if not isinstance(eps, (int, float)) or isinstance(eps, bool) or not (eps > 0 and math.isfinite(eps)):
+        refuse("layer_norm_epsilon", "not a number above 0 (the runtime's --norm-epsilon)")
     for k in ("scale_attn_by_inverse_layer_idx", "add_cross_attention"):
         if cfg.get(k, False) is not False:
             refuse(k, "PPS's attention is GPT-2's plain causal self-attention scaled by 1/sqrt(head size)")
@@ -1018,10 +1079,10 @@ def _import_gpt2(hf, index, stages, optimizer, seq):
             raise ConvertError("%s: no tensor '%s'" % (hf.dir, k))
     meta = {"hidden": str(h), "heads": str(hq), "query_groups": str(hq), "vocab": str(V), "layers": str(L), "seq": str(seq),
             "mlp": "gelu", "norm": "layernorm", "position": "learned", "bias": "on",
-            "embeddings": "tied" if tied else "untied", "ffn_hidden": str(f)}
+            "embeddings": "tied" if tied else "untied", "ffn_hidden": str(f), "norm_epsilon": "%.17g" % eps}
     _write_pps(index, tensors, meta, optimizer)
     flags = ("--model gpt --hidden %d --heads %d --query-groups %d --ffn-hidden %d --vocab %d --seq %d --embeddings %s"
-             % (h, hq, hq, f, V, seq, "tied" if tied else "untied"))
+             % (h, hq, hq, f, V, seq, "tied" if tied else "untied")) + _eps_flag(float(eps))
     if stages:
         flags += " --layers-per-stage %d" % (L // stages)
     return flags
