@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """pps_hf.py: converts between PPS checkpoints of the gpt model with Llama's layer and
-Hugging Face `LlamaForCausalLM` checkpoints, with Llama's layer and experts
+Hugging Face `LlamaForCausalLM` checkpoints, with Llama's layer and --add-qkv-bias and
+`Qwen2ForCausalLM` ones, with Llama's layer and experts
 (--num-experts) and `MixtralForCausalLM` ones, and with GPT-2's layer (the default) and
 `GPT2LMHeadModel` ones, in pure Python 3 (json, struct, array; no numpy, torch or
 safetensors package). GPT-2: see GPT2_NAMES below; import takes --seq S, the rows of
@@ -15,7 +16,11 @@ the position table to keep (default n_positions). Mixtral: see below the mapping
       checkpoint's (--rope-scaling linear or llama3, else null). A checkpoint with
       --qk-layernorm (dense) exports as Qwen3ForCausalLM (model_type qwen3: Llama's
       tensors and self_attn.q_norm / k_norm [D] from qnorm.g / knorm.g; head_dim D,
-      rms_norm_eps 1e-5, no sliding window); Qwen3 does not import yet. --dtype bf16 rounds
+      no sliding window); Qwen3 does not import yet. A dense checkpoint with
+      --add-qkv-bias exports as Qwen2ForCausalLM (model_type qwen2: Llama's tensors and
+      self_attn.q_proj / k_proj / v_proj.bias from qkv.b's column blocks; no sliding
+      window). rms_norm_eps (GPT-2: layer_norm_epsilon) is the checkpoint's norm_epsilon
+      (--norm-epsilon; 1e-5 when it has none). --dtype bf16 rounds
       each F32 value to the nearest bfloat16 (ties to even).
 
   python3 python/pps_hf.py import HFDIR INDEX [--stages S] [--optimizer sgd|adam]
@@ -28,10 +33,14 @@ the position table to keep (default n_positions). Mixtral: see below the mapping
       (with --stages S, the --layers-per-stage of an S-stage schedule). rope_scaling (or
       newer transformers' rope_parameters) of rope_type linear or llama3 (Llama 3.1's
       and 3.2's) becomes the runtime's --rope-scaling (see ROPE_PARAMS), recorded in the
-      checkpoint. Refused (exit 2, the config field named): another rope_type (yarn,
+      checkpoint. rms_norm_eps becomes --norm-epsilon (printed unless 1e-5; absent:
+      transformers' default, 1e-6 for Llama and Qwen2, 1e-5 for Mixtral). A Qwen2
+      (model_type qwen2) imports with its q/k/v biases as qkv.b and --add-qkv-bias.
+      Refused (exit 2, the config field named): another rope_type (yarn,
       dynamic, longrope, ...), attention_bias or mlp_bias true, hidden_act other than
-      silu, rms_norm_eps other than 1e-5 (the runtime's fixed eps), head_dim other
-      than hidden_size / num_attention_heads, a model_type other than llama or mixtral.
+      silu, an rms_norm_eps not above 0, head_dim other than hidden_size /
+      num_attention_heads, a Qwen2's use_sliding_window true, a model_type other than
+      llama, qwen2, mixtral or gpt2.
 
 The mapping (docs/models.md "Hugging Face Llama checkpoints"; PPS weights are [in, out]
 row-major, Y = X W; HF's are [out, in], Y = X W^T):
@@ -43,6 +52,7 @@ row-major, Y = X W; HF's are [out, in], Y = X W^T):
   model.layers.K.post_attention_layernorm   layerK.ln2.g
   ...self_attn.q_proj/k_proj/v_proj         layerK.qkv.w [h, (Hq + 2 Hkv) D] columns
                                             [query heads | key heads | value heads]^T
+  ...q_proj/k_proj/v_proj.bias (Qwen2)      layerK.qkv.b [(Hq + 2 Hkv) D], the same blocks
   ...self_attn.o_proj [h, Hq D]             layerK.proj.w^T
   ...mlp.gate_proj/up_proj [f, h]           layerK.fc.w [h, 2f] columns [gate | up]^T
   ...mlp.down_proj [h, f]                   layerK.fc2.w^T
@@ -634,7 +644,7 @@ def _write_hf(outdir, out, config, st):
 
 
 # GPT-2's layer (the gpt model's default) is Hugging Face's GPT-2 (GPT2LMHeadModel): the
-# same pre-LN block, tanh GeLU (gelu_new), learned positions, biases, eps 1e-5, and its
+# same pre-LN block, tanh GeLU (gelu_new), learned positions, biases, eps (--norm-epsilon), and its
 # Conv1D weights are [in, out] like PPS's, so no transposes: c_attn = qkv.w (columns
 # q | k | v), c_proj = proj.w, c_fc = fc.w, mlp.c_proj = fc2.w; wte = vocab.tok, wpe =
 # vocab.pos [seq, h]; lm_head = vocab.out, or tied (GPT-2's own are).
@@ -1090,9 +1100,10 @@ def _import_gpt2(hf, index, stages, optimizer, seq):
 
 USAGE = """usage: pps_hf.py export INDEX OUTDIR [--dtype f32|bf16]
        pps_hf.py import HFDIR INDEX [--stages S] [--optimizer sgd|adam] [--seq S (GPT-2)]
-  export: a PPS gpt checkpoint of Llama's layer (with --num-experts; or GPT-2's) -> a Hugging Face
-          LlamaForCausalLM (MixtralForCausalLM; GPT2LMHeadModel) directory
-  import: a Hugging Face Llama, Mixtral or GPT-2 directory -> a PPS checkpoint for --load (prints the flags)"""
+  export: a PPS gpt checkpoint of Llama's layer (with --num-experts, --add-qkv-bias or --qk-layernorm; or
+          GPT-2's) -> a Hugging Face LlamaForCausalLM (MixtralForCausalLM, Qwen2ForCausalLM,
+          Qwen3ForCausalLM; GPT2LMHeadModel) directory
+  import: a Hugging Face Llama, Qwen2, Mixtral or GPT-2 directory -> a PPS checkpoint for --load (prints the flags)"""
 
 
 def parse_cli(argv, valued, usage):

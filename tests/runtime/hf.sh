@@ -35,7 +35,7 @@
 #  - refusals (exit 2, the field named, no output left): a layer neither Llama's nor
 #    GPT-2's, GPT-2 with query groups; configs with rope_scaling yarn or dynamic,
 #    rope_parameters longrope, llama3 with low >= high or no original context, linear
-#    with factor 0, attention_bias, rms_norm_eps 1e-6; an index with rope_scaling yarn
+#    with factor 0, attention_bias, rms_norm_eps 0 or a string; an index with rope_scaling yarn
 #    (export); bad files get one line, no traceback.
 # Planted by hand in pps_hf.py and caught: in the export, k/v column blocks of qkv.w
 # swapped, gate/up swapped, o_proj or down_proj not transposed, lm_head from vocab.tok,
@@ -549,7 +549,8 @@ refuse rope_scaling '{"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1
   "rope_type llama3: original_max_position_embeddings is null, not a whole number above 0"
 refuse rope_scaling '{"rope_type": "linear", "factor": 0}' "rope_type linear: factor is 0, not a number above 0"
 refuse attention_bias true
-refuse rms_norm_eps 1e-6
+refuse rms_norm_eps 0
+refuse rms_norm_eps '"1e-6"'
 refuse hidden_act '"gelu"'
 refuse head_dim 8
 refuse intermediate_size 32 "mlp.gate_proj.weight' has shape \[24, 16\], the config's model needs \[32, 16\]"
