@@ -238,7 +238,7 @@ refuse num_experts_per_tok 5 "field 'num_experts_per_tok' is 5: more than num_lo
 refuse sliding_window 0 "field 'sliding_window' is 0: not null or a positive integer"
 refuse rms_norm_eps 0 "field 'rms_norm_eps' is 0: not a number above 0"
 refuse head_dim 8 "field 'head_dim' is 8: PPS's head size is hidden_size / num_attention_heads = 4"
-refuse model_type '"qwen2_moe"' "field 'model_type' is \"qwen2_moe\": only Llama (LlamaForCausalLM) and Mixtral"
+refuse model_type '"qwen2_moe"' "field 'model_type' is \"qwen2_moe\": only Llama (LlamaForCausalLM), Mixtral (MixtralForCausalLM), Qwen2"
 refuse router_jitter_noise -1 "field 'router_jitter_noise' is -1: not a number from 0"
 refuse intermediate_size 32 "experts.0.w1.weight' has shape \[24, 16\], the config's model needs \[32, 16\]"
 # a missing expert and a dense MLP's tensor
