@@ -6,12 +6,13 @@
 # (test_kernels) and CPU against CUDA in tests/gpu/cuda_kernels; the whole Qwen2 forward
 # (eps 1e-6, q/k/v biases) against an independent reference in hf_qwen2.sh. Here:
 #  - --check (the pipelined run against one device) passes with --norm-epsilon 1e-6 on
-#    1F1B and ZB-V, Llama's layer and GPT-2's (layer norms), --qk-layernorm, and at
-#    --tensor-parallel 2; with --add-qkv-bias at T = 1, T = 2 (the bias split by the
+#    1F1B, ZB-V and Vocab-1, Llama's layer and GPT-2's (layer norms), --qk-layernorm, and
+#    at --tensor-parallel 2; with --add-qkv-bias at T = 1, T = 2 (the bias split by the
 #    QKV's columns) and T = 2 --sequence-parallel;
 #  - the eps reaches the norms: the loss at --norm-epsilon 1 is not the loss at the
 #    default (by more than 1e-3), 1e-5 given is the default exactly, and 1e-6 moves the
-#    loss (the rows' mean squares are about 1e-2 here);
+#    loss (the rows' mean squares are about 1e-2 here); Vocab-1 (its final norm its own
+#    call) at eps 0.5 gives 1F1B's losses;
 #  - --add-qkv-bias adds exactly L (Hq + 2 Hkv) D parameters a device (/ T at T = 2),
 #    trains them (the losses move from iteration 2) and T = 2 gives T = 1's losses;
 #  - ppsc's static bytes from model { qkv_bias = 1 } are the runtime's parameters x
@@ -59,6 +60,15 @@ for lay in L G; do
   differ "$lay: eps 1 moves the loss" "$(first "$WORK/e1")" "$(first "$WORK/e0")" 1e-3
   differ "$lay: eps 1e-6 moves the loss" "$(first "$WORK/e6")" "$(first "$WORK/e0")" 1e-7
 done
+
+# a vocabulary-parallel schedule's final norm (its own call, on every device): its loss
+# at eps 0.5 is 1F1B's, and --check passes with the bias
+if build v "$top_srcdir/stdlib/vocab_1f1b.pps" -D P=2 -D m=4; then
+  chk "Vocab-1 eps 1e-6 --add-qkv-bias" "$WORK/v" $L --norm-epsilon 1e-6 --add-qkv-bias
+  run v5 "$WORK/v" $L --iterations 3 --norm-epsilon 0.5
+  run a5 "$A" $L --iterations 3 --norm-epsilon 0.5
+  close "Vocab-1 at eps 0.5 = 1F1B at eps 0.5 (the final norm's eps)" "$WORK/v5" "$WORK/a5"
+else fail "build vocab_1f1b"; fi
 
 # --add-qkv-bias: the parameters it adds, that they train, T = 2 = T = 1
 run q0 "$A" $L --iterations 3
