@@ -20,8 +20,8 @@ in pure Python 3 (zipfile, pickle, array; no torch, numpy or Megatron needed).
 
 What converts. The layer is read from the checkpoint's `args` (Megatron's own
 arguments, saved in every file): normalization LayerNorm or RMSNorm, norm_epsilon (or
-the older layernorm_epsilon) -> --norm-epsilon (any number above 0); position_embedding_type learned_absolute or rope (rotary_percent 1,
-not interleaved; --use-rope-scaling becomes --rope-scaling llama3 with Megatron's
+the older layernorm_epsilon) -> --norm-epsilon (any number above 0);
+position_embedding_type learned_absolute or rope (rotary_percent 1, not interleaved; --use-rope-scaling becomes --rope-scaling llama3 with Megatron's
 fixed 1 / 4 / 8192, --rotary-seq-len-interpolation-factor becomes linear); swiglu or
 GeLU (only the tanh GeLU: --openai-gelu, or the fused bias-GeLU that Megatron computes
 with the tanh formula; the erf GeLU is refused: the runtime computes tanh's);
