@@ -12,9 +12,10 @@
 #    parameters as views of one buffer;
 #  - GPT-2's layer (layer norms, learned positions, tanh GeLU, biases, untied) at TP 2,
 #    and tied at TP 1 x PP 2 x VP 2 with the buffer: bit for bit and the loss;
-#  - Qwen2's layer (norm_epsilon 1e-6, add_qkv_bias without add_bias_linear; the bias
-#    trained) at TP 2 x PP 2: bit for bit, --norm-epsilon 1e-06 --add-qkv-bias printed,
-#    the saved run's loss;
+#  - Qwen2's layer (norm_epsilon 1e-6, add_qkv_bias without add_bias_linear) at TP 2 x
+#    PP 2: bit for bit, --add-qkv-bias --norm-epsilon 1e-06 printed, the saved run's
+#    loss; trained 2 iterations (the bias away from 0): bit for bit, and the import runs
+#    with the printed flags;
 #  - qk_layernorm (q_layernorm / k_layernorm [D], whole on every rank): Llama's layer at
 #    TP 2 x PP 2 (RMS norms, gains) and GPT-2's at TP 2 (layer norms, gains and biases):
 #    bit for bit, and the loss of the saved run with --qk-layernorm;
@@ -40,7 +41,7 @@
 #  - --use-rope-scaling becomes --rope-scaling llama3 (Megatron's fixed 1/4/8192);
 #    Megatron's dropout rates become --hidden-dropout / --attention-dropout;
 #  - refusals (exit 2, one line naming the argument or file, no output left): the erf
-#    GeLU, norm_epsilon 0, -1 or True, num_experts without the experts' tensors,
+#    GeLU, norm_epsilon 0, -1 or True, add_qkv_bias without its tensors, num_experts without the experts' tensors,
 #    a tensor the model lacks, a missing rank, mixed mp_rank_* shapes, torch_dist, the
 #    legacy model, tensor_model_parallel_size disagreeing with the files, a truncated file, --stages not dividing,
 #    an integer tensor, a view outside its storage, a short storage record, big-endian;
