@@ -5,7 +5,9 @@
  *   --swiglu: FC1 one [h, 2f] matrix of gate and up columns, y = silu(gate) * up of
  *   width f, FC2 [f, h]), rmsnorm (0, --normalization RMSNorm: every norm gamma only,
  *   F32 rstd only), rope (0, --position-embedding-type rope: no position table) and
- *   bias (1; 0: --disable-bias-linear, no biases on QKV, projection, FC1, FC2).
+ *   bias (1; 0: --disable-bias-linear, no biases on QKV, projection, FC1, FC2),
+ *   qkv_bias (0; 1 with bias = 0: --add-qkv-bias, QKV's bias alone) and norm_epsilon
+ *   (every norm's epsilon, default 1e-5: checked, changes no figure).
  *   f = ffn_hidden, default 4h, with swiglu Megatron's floor(8h/3 / 64) x 64 (where
  *   that is 0: 8 max(1, floor(8h/3 / 8))): ffn_default. g = query_groups (default a).
  *   D = kv_channels (default h/a; Megatron-LM's --kv-channels, the runtime's; needs heads,
@@ -63,7 +65,8 @@
  *   split by heads over a tensor-parallel group) and 2h/a parameters a layer (4h/a
  *   with layer norms: gains and betas), whole on every GPU.
  *   Parameters of one layer: QKV h^2(1 + 2g/a), projection h^2, MLP hf(swiglu ? 3 :
- *   2); with bias = 1 their biases h(1 + 2g/a) + h + f(swiglu ? 2 : 1) + h; two
+ *   2); with bias = 1 their biases h(1 + 2g/a) + h + f(swiglu ? 2 : 1) + h (bias = 0
+ *   and qkv_bias = 1, Qwen2's: QKV's h(1 + 2g/a) alone); two
  *   norms 2h each (gamma, beta; h with rmsnorm); the input embedding hV and the
  *   position table sh (none with rope) on the devices of stage 0, the output layer
  *   hV and the final norm 2h (h with rmsnorm) on those of stage S-1 (under `vocab
@@ -305,20 +308,21 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
   memset(out, 0, sizeof *out);
   out->dtype_bytes = 2;
   int errors = 0;
-  const IrKeyVal *mk[15], *hk[9];
-  static const char *const mn[15] = {"layers", "hidden", "ffn_hidden", "heads", "query_groups", "seq", "micro_batch", "vocab", "dtype_bytes",
-                                     "swiglu", "rmsnorm", "rope", "bias", "tie_embeddings", "qk_layernorm"};
+  const IrKeyVal *mk[16], *hk[9];
+  static const char *const mn[16] = {"layers", "hidden", "ffn_hidden", "heads", "query_groups", "seq", "micro_batch", "vocab", "dtype_bytes",
+                                     "swiglu", "rmsnorm", "rope", "bias", "tie_embeddings", "qk_layernorm", "qkv_bias"};
   /* the Llama-style switches (0 or 1): what 1 means, or for bias what 0 means */
-  static const char *const flag_meaning[6] = {
+  static const char *const flag_meaning[7] = {
       "1: a SwiGLU feed-forward, FC1 one [hidden, 2 ffn_hidden] matrix of gate and up columns",
       "1: every layer norm an RMSNorm, gamma only",
       "1: rotary position embedding on the queries and keys, no position table",
       "0: no biases on the QKV, projection, FC1 and FC2 layers",
       "1: the output layer is the input embedding's matrix",
-      "1: every query and key head normalised before RoPE, gains of the head size"};
+      "1: every query and key head normalised before RoPE, gains of the head size",
+      "1: with bias = 0, the QKV layer alone keeps its bias (Qwen2's)"};
   static const char *const hn[9] = {"memory", "flops", "host_bandwidth", "peer_bandwidth", "efficiency",
                                     "d2h_bandwidth", "h2d_bandwidth", "devices_per_host_link", "duplex_bandwidth"};
-  for (int i = 9; i < 15; i++) {
+  for (int i = 9; i < 16; i++) {
     mk[i] = kv_find(s->model, s->nmodel, mn[i]);
     if (mk[i] && mk[i]->value != 0 && mk[i]->value != 1) {
       diag_error(dg, mk[i]->span, "model %s must be 0 or 1 (%s), got %g", mn[i], flag_meaning[i - 9], mk[i]->value);
@@ -329,6 +333,14 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
   int swiglu = mk[9] && mk[9]->value == 1, rmsnorm = mk[10] && mk[10]->value == 1;
   int rope = mk[11] && mk[11]->value == 1, bias = !(mk[12] && mk[12]->value == 0), tie = mk[13] && mk[13]->value == 1;
   int qkn = mk[14] && mk[14]->value == 1;
+  int qkvb = !bias && mk[15] && mk[15]->value == 1;   /* (bias = 1: QKV's bias is there anyway) */
+  /* norm_epsilon changes no time or byte; checked here as the runtime checks --norm-epsilon */
+  const IrKeyVal *keps = kv_find(s->model, s->nmodel, "norm_epsilon");
+  if (keps && !(keps->value > 0 && isfinite(keps->value))) {
+    diag_error(dg, keps->span, "model norm_epsilon must be a finite number above 0 (every norm's epsilon; default 1e-5), "
+               "got %g", keps->value);
+    errors++;
+  }
   for (int i = 0; i < 9; i++) {
     mk[i] = kv_find(s->model, s->nmodel, mn[i]);
     if (mk[i] && !(mk[i]->value > 0) && !(i == 7 && mk[i]->value == 0)) {
@@ -762,10 +774,11 @@ int costmodel_derive(Arena *a, Diag *dg, const IrSchedule *s, const int32_t *sta
     /* QKV [h, a D (1 + 2g/a)] and the projection [a D, h]: (2 + 2g/a) a D h */
     double mats = (2 + 2 * gr) * aD * h + (fc1 + 1) * h * f;
     double col_bias = bias ? (1 + 2 * gr) * aD + fc1 * f : 0, row_bias = bias ? 2 * h : 0;
+    if (qkvb) col_bias = (1 + 2 * gr) * aD;   /* qkv_bias: QKV's alone (column-parallel, 1/T) */
     double router = 0, experts = 0;
     if (E > 0) {   /* E experts of width Fe in the MLP's place (FC2's bias whole, per expert), the router whole */
       mats = (2 + 2 * gr) * aD * h;
-      col_bias = bias ? (1 + 2 * gr) * aD : 0;
+      col_bias = bias || qkvb ? (1 + 2 * gr) * aD : 0;
       row_bias = bias ? h : 0;
       router = h * E;
       /* one GPU's experts: E / X of them (expert parallelism), their FC1 and FC2

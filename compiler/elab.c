@@ -141,7 +141,7 @@ static const char *const model_keys[] = {"layers", "hidden", "ffn_hidden", "head
                                          "seq", "micro_batch", "vocab", "dtype_bytes", "swiglu", "rmsnorm", "rope",
                                          "bias", "tie_embeddings", "qk_layernorm", "experts", "moe_topk", "moe_ffn_hidden",
                                          "moe_aux_loss", "moe_capacity_factor", "moe_shared_ffn_hidden",
-                                         "moe_shared_gate", NULL};
+                                         "moe_shared_gate", "qkv_bias", "norm_epsilon", NULL};
 static const char *const hardware_keys[] = {"memory", "flops", "host_bandwidth", "peer_bandwidth", "efficiency",
                                             "d2h_bandwidth", "h2d_bandwidth", "devices_per_host_link",
                                             "duplex_bandwidth", "data_parallel", "dp_bandwidth", "dp_latency",
@@ -1302,9 +1302,10 @@ static void exec_keyvals(Ctx *c, Stmt *st, const char *const *keys, IrKeyVal **o
     }
     double v;
     if (eval_num(c, kv->value, &v)) continue;
-    if (keys == model_keys && strcmp(nm, "moe_capacity_factor") && !(v >= 0 && v <= INT32_MAX && v == floor(v))) {
+    if (keys == model_keys && strcmp(nm, "moe_capacity_factor") && strcmp(nm, "norm_epsilon") &&
+        !(v >= 0 && v <= INT32_MAX && v == floor(v))) {
       /* the runtime reads these as C ints: 1e10 would wrap, 2.5 would be cut (moe_capacity_factor
-         a number: costmodel.c checks it) */
+         and norm_epsilon numbers: costmodel.c checks them) */
       EERR(c, kv->value, "model key '%s' must be a whole number in 0..%d, got %.17g", nm, INT32_MAX, v);
       continue;
     }

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """pps_hf.py: converts between PPS checkpoints of the gpt model with Llama's layer and
-Hugging Face `LlamaForCausalLM` checkpoints, with Llama's layer and experts
+Hugging Face `LlamaForCausalLM` checkpoints, with Llama's layer and --add-qkv-bias and
+`Qwen2ForCausalLM` ones, with Llama's layer and experts
 (--num-experts) and `MixtralForCausalLM` ones, and with GPT-2's layer (the default) and
 `GPT2LMHeadModel` ones, in pure Python 3 (json, struct, array; no numpy, torch or
 safetensors package). GPT-2: see GPT2_NAMES below; import takes --seq S, the rows of
@@ -15,7 +16,11 @@ the position table to keep (default n_positions). Mixtral: see below the mapping
       checkpoint's (--rope-scaling linear or llama3, else null). A checkpoint with
       --qk-layernorm (dense) exports as Qwen3ForCausalLM (model_type qwen3: Llama's
       tensors and self_attn.q_norm / k_norm [D] from qnorm.g / knorm.g; head_dim D,
-      rms_norm_eps 1e-5, no sliding window); Qwen3 does not import yet. --dtype bf16 rounds
+      no sliding window); Qwen3 does not import yet. A dense checkpoint with
+      --add-qkv-bias exports as Qwen2ForCausalLM (model_type qwen2: Llama's tensors and
+      self_attn.q_proj / k_proj / v_proj.bias from qkv.b's column blocks; no sliding
+      window). rms_norm_eps (GPT-2: layer_norm_epsilon) is the checkpoint's norm_epsilon
+      (--norm-epsilon; 1e-5 when it has none). --dtype bf16 rounds
       each F32 value to the nearest bfloat16 (ties to even).
 
   python3 python/pps_hf.py import HFDIR INDEX [--stages S] [--optimizer sgd|adam]
@@ -28,13 +33,17 @@ the position table to keep (default n_positions). Mixtral: see below the mapping
       (with --stages S, the --layers-per-stage of an S-stage schedule). rope_scaling (or
       newer transformers' rope_parameters) of rope_type linear or llama3 (Llama 3.1's
       and 3.2's) becomes the runtime's --rope-scaling (see ROPE_PARAMS), recorded in the
-      checkpoint. Refused (exit 2, the config field named): another rope_type (yarn,
+      checkpoint. rms_norm_eps becomes --norm-epsilon (printed unless 1e-5; absent:
+      transformers' default, 1e-6 for Llama and Qwen2, 1e-5 for Mixtral). A Qwen2
+      (model_type qwen2) imports with its q/k/v biases as qkv.b and --add-qkv-bias.
+      Refused (exit 2, the config field named): another rope_type (yarn,
       dynamic, longrope, ...), attention_bias or mlp_bias true, hidden_act other than
-      silu, rms_norm_eps other than 1e-5 (the runtime's fixed eps), an odd head_dim,
-      a model_type other than llama or mixtral. head_dim (default hidden_size /
-      num_attention_heads) other than that becomes --kv-channels D (Qwen3's and Gemma's
-      128 with num_attention_heads x 128 != hidden_size), recorded as kv_channels;
-      export writes the checkpoint's kv_channels as head_dim (GPT-2 has none: refused).
+      silu, an rms_norm_eps not above 0, an odd head_dim, a Qwen2's use_sliding_window
+      true, a model_type other than llama, qwen2, mixtral or gpt2. head_dim (default
+      hidden_size / num_attention_heads) other than that becomes --kv-channels D (Qwen3's
+      and Gemma's 128 with num_attention_heads x 128 != hidden_size), recorded as
+      kv_channels; export writes the checkpoint's kv_channels as head_dim (GPT-2 has none:
+      refused).
 
 The mapping (docs/models.md "Hugging Face Llama checkpoints"; PPS weights are [in, out]
 row-major, Y = X W; HF's are [out, in], Y = X W^T):
@@ -46,6 +55,7 @@ row-major, Y = X W; HF's are [out, in], Y = X W^T):
   model.layers.K.post_attention_layernorm   layerK.ln2.g
   ...self_attn.q_proj/k_proj/v_proj         layerK.qkv.w [h, (Hq + 2 Hkv) D] columns
                                             [query heads | key heads | value heads]^T
+  ...q_proj/k_proj/v_proj.bias (Qwen2)      layerK.qkv.b [(Hq + 2 Hkv) D], the same blocks
   ...self_attn.o_proj [h, Hq D]             layerK.proj.w^T
   ...mlp.gate_proj/up_proj [f, h]           layerK.fc.w [h, 2f] columns [gate | up]^T
   ...mlp.down_proj [h, f]                   layerK.fc2.w^T
@@ -78,7 +88,7 @@ import struct
 import sys
 import tempfile
 
-EPS = 1e-5          # the runtime's RMS norm eps (runtime/cpu_kernels.c)
+EPS = 1e-5          # the runtime's default norm epsilon (--norm-epsilon; runtime/model.h PPSRT_NORM_EPS)
 DTYPE_SIZE = {"F32": 4, "BF16": 2, "F16": 2}
 
 
@@ -412,6 +422,10 @@ def export_checkpoint(index, outdir, dtype="f32"):
     if m.get("qk_layernorm", "off") not in ("on", "off") or (qkn and "num_experts" in m):
         raise ConvertError("%s: metadata field 'qk_layernorm' is %r: only a dense Llama layer with --qk-layernorm "
                            "converts (Qwen3ForCausalLM)" % (index, m.get("qk_layernorm")))
+    qkvb = m.get("qkv_bias", "off") == "on"   # --add-qkv-bias: Qwen2 (Llama's layer + q/k/v biases)
+    if m.get("qkv_bias", "off") not in ("on", "off") or (qkvb and (qkn or "num_experts" in m)):
+        raise ConvertError("%s: metadata field 'qkv_bias' is %r: only a dense Llama layer without --qk-layernorm "
+                           "converts with --add-qkv-bias (Qwen2ForCausalLM)" % (index, m.get("qkv_bias")))
     if all(m.get(k, GPT2_DEFAULT[k]) == GPT2_DEFAULT[k] for k, _, _ in LLAMA_LAYER) and not qkn:
         return _export_gpt2(ck, outdir, st)
     for k, want, flag in LLAMA_LAYER:
@@ -445,7 +459,8 @@ def export_checkpoint(index, outdir, dtype="f32"):
     known = {"vocab.tok", "lnf.g"} | (set() if tied else {"vocab.out"})
     names = ("ln1.g", "ln2.g", "qkv.w", "proj.w") + (("moe.router.w",) + tuple("moe.e%d.%s" % (j, w) for j in range(E)
                                                                               for w in ("fc.w", "fc2.w"))
-                                                    if E else ("fc.w", "fc2.w")) + (("qnorm.g", "knorm.g") if qkn else ())
+                                                    if E else ("fc.w", "fc2.w")) + (("qnorm.g", "knorm.g") if qkn else ()) + \
+        (("qkv.b",) if qkvb else ())
     known |= {"layer%d.%s" % (i, n) for i in range(L) for n in names}
     extra = sorted(k for k in ck.where if k not in known and not k.startswith("optim."))
     if extra:
@@ -458,6 +473,9 @@ def export_checkpoint(index, outdir, dtype="f32"):
     def block(key, rows, cols, c0, c1):
         return lambda: cols_t(ck.tensor(key, rows * cols), rows, cols, c0, c1)
 
+    def part(key, n, c0, c1):   # elements c0..c1 of a vector of n
+        return lambda: ck.tensor(key, n)[c0:c1]
+
     qkv = (hq + 2 * hkv) * D
     out = [("model.embed_tokens.weight", [V, h], T("vocab.tok", V * h))]
     for i in range(L):
@@ -468,6 +486,10 @@ def export_checkpoint(index, outdir, dtype="f32"):
                 (p + "self_attn.v_proj.weight", [hkv * D, h], block(q + "qkv.w", h, qkv, (hq + hkv) * D, qkv)),
                 (p + "self_attn.o_proj.weight", [h, hq * D], block(q + "proj.w", hq * D, h, 0, h)),
                 (p + "post_attention_layernorm.weight", [h], T(q + "ln2.g", h))]
+        if qkvb:   # Qwen2's q/k/v biases: qkv.b's [query heads | key heads | value heads]
+            out += [(p + "self_attn.q_proj.bias", [hq * D], part(q + "qkv.b", qkv, 0, hq * D)),
+                    (p + "self_attn.k_proj.bias", [hkv * D], part(q + "qkv.b", qkv, hq * D, (hq + hkv) * D)),
+                    (p + "self_attn.v_proj.bias", [hkv * D], part(q + "qkv.b", qkv, (hq + hkv) * D, qkv))]
         if qkn:   # Qwen3's per-head RMS norms of q and k, [D], before RoPE
             out += [(p + "self_attn.q_norm.weight", [D], T(q + "qnorm.g", D)),
                     (p + "self_attn.k_norm.weight", [D], T(q + "knorm.g", D))]
@@ -489,10 +511,17 @@ def export_checkpoint(index, outdir, dtype="f32"):
         "architectures": ["LlamaForCausalLM"], "model_type": "llama",
         "hidden_size": h, "intermediate_size": f, "num_hidden_layers": L,
         "num_attention_heads": hq, "num_key_value_heads": hkv, "head_dim": D, "vocab_size": V,
-        "max_position_embeddings": max_pos, "rms_norm_eps": EPS, "rope_theta": base, "rope_scaling": scaling,
+        "max_position_embeddings": max_pos, "rms_norm_eps": _export_eps(index, m), "rope_theta": base,
+        "rope_scaling": scaling,
         "tie_word_embeddings": tied, "hidden_act": "silu", "attention_bias": False, "mlp_bias": False,
         "torch_dtype": "float32" if st == "F32" else "bfloat16",
     }
+    if qkvb:   # Qwen2Config: Llama's fields less head_dim and the bias switches (its q/k/v biases always
+        # there, o_proj's never); no sliding window
+        for k in ("head_dim", "attention_bias", "mlp_bias"):
+            del config[k]
+        config.update({"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "use_sliding_window": False,
+                       "sliding_window": None, "max_window_layers": L, "attention_dropout": 0.0})
     if qkn:   # Qwen3Config: Llama's fields and head_dim; no sliding window
         del config["mlp_bias"]
         config.update({"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "use_sliding_window": False,
@@ -578,6 +607,26 @@ def _export_rope_scaling(index, m):
     return dict({"rope_type": t}, **rope_scaling_check(t, vals, "rope_scaling", refuse))
 
 
+def _export_eps(index, m):
+    """The norms' epsilon of a PPS checkpoint's metadata (norm_epsilon; absent: the
+    runtime's default, which a checkpoint saved before the field had)."""
+    v = m.get("norm_epsilon")
+    if v is None:
+        return EPS
+    try:
+        x = float(v)
+    except ValueError:
+        x = float("nan")
+    if not (x > 0 and math.isfinite(x)):
+        raise ConvertError("%s: metadata field 'norm_epsilon' is %r: not a number above 0" % (index, v))
+    return x
+
+
+def _eps_flag(eps):
+    """The --norm-epsilon flag of `eps` (none at the runtime's default)."""
+    return "" if eps == EPS else " --norm-epsilon " + _num(eps)
+
+
 def _write_hf(outdir, out, config, st):
     """OUTDIR/model.safetensors (the tensors `out`: (name, shape, thunk)) and config.json."""
     try:
@@ -598,7 +647,7 @@ def _write_hf(outdir, out, config, st):
 
 
 # GPT-2's layer (the gpt model's default) is Hugging Face's GPT-2 (GPT2LMHeadModel): the
-# same pre-LN block, tanh GeLU (gelu_new), learned positions, biases, eps 1e-5, and its
+# same pre-LN block, tanh GeLU (gelu_new), learned positions, biases, eps (--norm-epsilon), and its
 # Conv1D weights are [in, out] like PPS's, so no transposes: c_attn = qkv.w (columns
 # q | k | v), c_proj = proj.w, c_fc = fc.w, mlp.c_proj = fc2.w; wte = vocab.tok, wpe =
 # vocab.pos [seq, h]; lm_head = vocab.out, or tied (GPT-2's own are).
@@ -653,7 +702,7 @@ def _export_gpt2(ck, outdir, st):
     config = {
         "architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_embd": h, "n_head": hq, "n_layer": L,
         "n_positions": seq, "n_ctx": seq, "n_inner": None if f == 4 * h else f, "vocab_size": V,
-        "activation_function": "gelu_new", "layer_norm_epsilon": EPS, "tie_word_embeddings": tied,
+        "activation_function": "gelu_new", "layer_norm_epsilon": _export_eps(index, m), "tie_word_embeddings": tied,
         "scale_attn_weights": True, "scale_attn_by_inverse_layer_idx": False, "add_cross_attention": False,
         "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0,
         "torch_dtype": "float32" if st == "F32" else "bfloat16",
@@ -789,15 +838,17 @@ def llama_sizes(cfg, path):
     def refuse(k, why):
         raise ConvertError("%s: field '%s' is %s: %s" % (path, k, json.dumps(cfg.get(k)), why))
     mt = cfg.get("model_type", "llama")
-    if mt not in ("llama", "mixtral"):
-        refuse("model_type", "only Llama (LlamaForCausalLM) and Mixtral (MixtralForCausalLM) convert")
-    mix = mt == "mixtral"
+    if mt not in ("llama", "mixtral", "qwen2"):
+        refuse("model_type", "only Llama (LlamaForCausalLM), Mixtral (MixtralForCausalLM), Qwen2 (Qwen2ForCausalLM) and "
+               "GPT-2 convert")
+    mix, qwen2 = mt == "mixtral", mt == "qwen2"
     h = _cfg_int(cfg, path, "hidden_size")
     hq = _cfg_int(cfg, path, "num_attention_heads")
     hkv = _cfg_int(cfg, path, "num_key_value_heads", 8 if mix else hq)
     s = {"hidden": h, "heads": hq, "query_groups": hkv, "ffn_hidden": _cfg_int(cfg, path, "intermediate_size"),
          "layers": _cfg_int(cfg, path, "num_hidden_layers"), "vocab": _cfg_int(cfg, path, "vocab_size"),
-         "max_seq": _cfg_int(cfg, path, "max_position_embeddings", 4096 * 32 if mix else 2048)}
+         "max_seq": _cfg_int(cfg, path, "max_position_embeddings", 4096 * 32 if mix else 32768 if qwen2 else 2048),
+         "qkv_bias": qwen2}
     if hq % hkv:
         refuse("num_key_value_heads", "does not divide num_attention_heads %d" % hq)
     if cfg.get("head_dim") is not None:   # (Qwen3, Gemma: num_attention_heads x head_dim need not be hidden_size)
@@ -814,10 +865,14 @@ def llama_sizes(cfg, path):
         refuse("hidden_act", "PPS's SwiGLU MLP is silu(gate) * up")
     for k in ("attention_bias", "mlp_bias"):
         if cfg.get(k, False) is not False:
-            refuse(k, "PPS's Llama layer has no biases (--bias off)")
-    eps = cfg.get("rms_norm_eps", 1e-5 if mix else 1e-6)
-    if not isinstance(eps, (int, float)) or isinstance(eps, bool) or abs(eps - EPS) > 1e-12:
-        refuse("rms_norm_eps", "the runtime's RMS norm has eps 1e-5, fixed")
+            refuse(k, "PPS's Llama layer has no biases (--bias off; a Qwen2's q/k/v biases: --add-qkv-bias)")
+    if qwen2:   # Qwen2Config: sliding-window attention off (use_sliding_window false) is all PPS computes
+        if cfg.get("use_sliding_window", False) is not False:
+            refuse("use_sliding_window", "PPS's attention is not windowed (Qwen2's default false)")
+    eps = cfg.get("rms_norm_eps", 1e-5 if mix else 1e-6)   # (transformers' defaults: Mixtral 1e-5, Llama and Qwen2 1e-6)
+    if not isinstance(eps, (int, float)) or isinstance(eps, bool) or not (eps > 0 and math.isfinite(eps)):
+        refuse("rms_norm_eps", "not a number above 0 (the runtime's --norm-epsilon)")
+    s["eps"] = float(eps)
     if mix:
         s.update(mixtral_experts(cfg, path, refuse))
     rp = cfg.get("rope_parameters")        # newer transformers: rope_theta, rope_type and its keys here
@@ -861,6 +916,9 @@ def runtime_flags(s, stages=None):
                                        min(s["max_seq"], 2048, s.get("window") or 2048)))
     if s["head_dim"] * s["heads"] != s["hidden"]:
         f += " --kv-channels %d" % s["head_dim"]
+    if s.get("qkv_bias"):
+        f += " --add-qkv-bias"
+    f += _eps_flag(s["eps"])
     if s.get("experts"):
         f += " --num-experts %d --moe-topk %d --moe-ffn-hidden %d" % (s["experts"], s["topk"], s["ffn_hidden"])
     if s.get("rope_scaling"):
@@ -899,9 +957,17 @@ def import_checkpoint(hfdir, index, stages=None, optimizer="sgd", seq=None):
             return hcat_t([get(p + "self_attn.q_proj.weight", [hq * D, h]), get(p + "self_attn.k_proj.weight", [hkv * D, h]),
                            get(p + "self_attn.v_proj.weight", [hkv * D, h])], h)
 
+        def qkvb(p=p):   # Qwen2: the q, k and v biases one after the other, as qkv.w's columns
+            out = array.array("f", get(p + "self_attn.q_proj.bias", [hq * D]))
+            out.extend(get(p + "self_attn.k_proj.bias", [hkv * D]))
+            out.extend(get(p + "self_attn.v_proj.bias", [hkv * D]))
+            return out
+
         tensors += [(q + "ln1.g", [h], lambda p=p: get(p + "input_layernorm.weight", [h])),
-                    (q + "qkv.w", [h * (hq + 2 * hkv) * D], qkv),
-                    (q + "proj.w", [hq * D * h], lambda p=p: hcat_t([get(p + "self_attn.o_proj.weight", [h, hq * D])], hq * D)),
+                    (q + "qkv.w", [h * (hq + 2 * hkv) * D], qkv)]
+        if s["qkv_bias"]:
+            tensors.append((q + "qkv.b", [(hq + 2 * hkv) * D], qkvb))
+        tensors += [(q + "proj.w", [hq * D * h], lambda p=p: hcat_t([get(p + "self_attn.o_proj.weight", [h, hq * D])], hq * D)),
                     (q + "ln2.g", [h], lambda p=p: get(p + "post_attention_layernorm.weight", [h]))]
         if E:       # Mixtral: the router, then each expert's SwiGLU FC1 [gate w1 | up w3] and FC2 (w2)
             tensors.append((q + "moe.router.w", [h * E], lambda p=p: hcat_t([get(p + MOE + "gate.weight", [E, h])], h)))
@@ -923,6 +989,8 @@ def import_checkpoint(hfdir, index, stages=None, optimizer="sgd", seq=None):
         p = "model.layers.%d." % i
         expected |= {p + n + ".weight" for n in ("input_layernorm", "post_attention_layernorm", "self_attn.q_proj",
                                                  "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj")}
+        if s["qkv_bias"]:
+            expected |= {p + "self_attn.%s_proj.bias" % n for n in "qkv"}
         if E:
             expected |= {p + MOE + "gate.weight"} | {p + MOE + "experts.%d.%s.weight" % (j, w) for j in range(E)
                                                      for w in ("w1", "w2", "w3")}
@@ -933,7 +1001,8 @@ def import_checkpoint(hfdir, index, stages=None, optimizer="sgd", seq=None):
         if k in expected or k.endswith(ignorable) or (s["tied"] and k == "lm_head.weight"):
             continue
         raise ConvertError("%s: tensor '%s' is not part of a %s of this config (num_hidden_layers %d, %s)"
-                           % (hfdir, k, "Mixtral" if E else "Llama", L, "num_local_experts %d" % E if E else
+                           % (hfdir, k, "Mixtral" if E else "Qwen2" if s["qkv_bias"] else "Llama", L,
+                              "num_local_experts %d" % E if E else "q/k/v biases only" if s["qkv_bias"] else
                               "attention_bias false, mlp_bias false"))
     for k in sorted(expected):
         if k not in hf.where:
@@ -941,7 +1010,10 @@ def import_checkpoint(hfdir, index, stages=None, optimizer="sgd", seq=None):
     meta = {"hidden": str(h), "heads": str(hq), "query_groups": str(hkv), "vocab": str(V), "layers": str(L),
             "mlp": "swiglu", "norm": "rmsnorm", "position": "rope", "bias": "off",
             "embeddings": "tied" if s["tied"] else "untied", "ffn_hidden": str(f), "kv_channels": str(D),
-            "rope_base": repr(s["rope_base"]), "rope_scaling": s["rope_scaling"] or "none"}
+            "rope_base": repr(s["rope_base"]), "rope_scaling": s["rope_scaling"] or "none",
+            "norm_epsilon": "%.17g" % s["eps"]}
+    if s["qkv_bias"]:
+        meta["qkv_bias"] = "on"
     meta.update((field, repr(s["rope_params"][k]) if isinstance(s["rope_params"][k], float) else str(s["rope_params"][k]))
                 for k, field, _ in ROPE_PARAMS if k in s["rope_params"])
     if E:       # the runtime's default router (softmax over the top K), no load-balancing loss (see mixtral_experts)
@@ -992,8 +1064,8 @@ def _import_gpt2(hf, index, stages, optimizer, seq):
     if cfg.get("activation_function", "gelu_new") not in ("gelu_new", "gelu_pytorch_tanh"):
         refuse("activation_function", "PPS's MLP is the tanh GeLU (gelu_new)")
     eps = cfg.get("layer_norm_epsilon", 1e-5)
-    if not isinstance(eps, (int, float)) or isinstance(eps, bool) or abs(eps - EPS) > 1e-12:
-        refuse("layer_norm_epsilon", "the runtime's layer norm has eps 1e-5, fixed")
+    if not isinstance(eps, (int, float)) or isinstance(eps, bool) or not (eps > 0 and math.isfinite(eps)):
+        refuse("layer_norm_epsilon", "not a number above 0 (the runtime's --norm-epsilon)")
     for k in ("scale_attn_by_inverse_layer_idx", "add_cross_attention"):
         if cfg.get(k, False) is not False:
             refuse(k, "PPS's attention is GPT-2's plain causal self-attention scaled by 1/sqrt(head size)")
@@ -1040,10 +1112,10 @@ def _import_gpt2(hf, index, stages, optimizer, seq):
             raise ConvertError("%s: no tensor '%s'" % (hf.dir, k))
     meta = {"hidden": str(h), "heads": str(hq), "query_groups": str(hq), "vocab": str(V), "layers": str(L), "seq": str(seq),
             "mlp": "gelu", "norm": "layernorm", "position": "learned", "bias": "on",
-            "embeddings": "tied" if tied else "untied", "ffn_hidden": str(f)}
+            "embeddings": "tied" if tied else "untied", "ffn_hidden": str(f), "norm_epsilon": "%.17g" % eps}
     _write_pps(index, tensors, meta, optimizer)
     flags = ("--model gpt --hidden %d --heads %d --query-groups %d --ffn-hidden %d --vocab %d --seq %d --embeddings %s"
-             % (h, hq, hq, f, V, seq, "tied" if tied else "untied"))
+             % (h, hq, hq, f, V, seq, "tied" if tied else "untied")) + _eps_flag(float(eps))
     if stages:
         flags += " --layers-per-stage %d" % (L // stages)
     return flags
@@ -1051,9 +1123,10 @@ def _import_gpt2(hf, index, stages, optimizer, seq):
 
 USAGE = """usage: pps_hf.py export INDEX OUTDIR [--dtype f32|bf16]
        pps_hf.py import HFDIR INDEX [--stages S] [--optimizer sgd|adam] [--seq S (GPT-2)]
-  export: a PPS gpt checkpoint of Llama's layer (with --num-experts; or GPT-2's) -> a Hugging Face
-          LlamaForCausalLM (MixtralForCausalLM; GPT2LMHeadModel) directory
-  import: a Hugging Face Llama, Mixtral or GPT-2 directory -> a PPS checkpoint for --load (prints the flags)"""
+  export: a PPS gpt checkpoint of Llama's layer (with --num-experts, --add-qkv-bias or --qk-layernorm; or
+          GPT-2's) -> a Hugging Face LlamaForCausalLM (MixtralForCausalLM, Qwen2ForCausalLM,
+          Qwen3ForCausalLM; GPT2LMHeadModel) directory
+  import: a Hugging Face Llama, Qwen2, Mixtral or GPT-2 directory -> a PPS checkpoint for --load (prints the flags)"""
 
 
 def parse_cli(argv, valued, usage):

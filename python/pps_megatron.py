@@ -19,13 +19,14 @@ in pure Python 3 (zipfile, pickle, array; no torch, numpy or Megatron needed).
       checkpoint's seq_length).
 
 What converts. The layer is read from the checkpoint's `args` (Megatron's own
-arguments, saved in every file): normalization LayerNorm or RMSNorm, eps 1e-5 (the
-runtime's, fixed); position_embedding_type learned_absolute or rope (rotary_percent 1,
-not interleaved; --use-rope-scaling becomes --rope-scaling llama3 with Megatron's
+arguments, saved in every file): normalization LayerNorm or RMSNorm, norm_epsilon (or
+the older layernorm_epsilon) -> --norm-epsilon (any number above 0);
+position_embedding_type learned_absolute or rope (rotary_percent 1, not interleaved; --use-rope-scaling becomes --rope-scaling llama3 with Megatron's
 fixed 1 / 4 / 8192, --rotary-seq-len-interpolation-factor becomes linear); swiglu or
 GeLU (only the tanh GeLU: --openai-gelu, or the fused bias-GeLU that Megatron computes
 with the tanh formula; the erf GeLU is refused: the runtime computes tanh's);
-add_bias_linear and add_qkv_bias both on or both off; tied or untied output layer;
+add_bias_linear (--bias on|off) and add_qkv_bias (with add_bias_linear off:
+--add-qkv-bias, the QKV's bias alone, Qwen2's); tied or untied output layer;
 kv_channels (the head size D; other than hidden_size / num_attention_heads: --kv-channels D,
 recorded in the index); grouped-query attention; MoE layers
 (num_experts -> --num-experts, moe_router_topk -> --moe-topk, moe_ffn_hidden_size ->
@@ -434,18 +435,17 @@ class Config:
         if norm not in ("LayerNorm", "RMSNorm"):
             refuse("normalization", "PPS has LayerNorm and RMSNorm")
         self.rms = norm == "RMSNorm"
-        eps = a.get("norm_epsilon", a.get("layernorm_epsilon", 1e-5))
-        if not isinstance(eps, (int, float)) or abs(eps - EPS) > 1e-12:
-            refuse("norm_epsilon" if "norm_epsilon" in a else "layernorm_epsilon", "the runtime's norms have eps 1e-5, fixed")
+        eps = a.get("norm_epsilon", a.get("layernorm_epsilon", EPS))   # (Megatron's default 1e-5 under both names)
+        if not isinstance(eps, (int, float)) or isinstance(eps, bool) or not (eps > 0 and math.isfinite(eps)):
+            refuse("norm_epsilon" if "norm_epsilon" in a else "layernorm_epsilon", "not a number above 0 (--norm-epsilon)")
+        self.eps = float(eps)
         self.swiglu = bool(a.get("swiglu"))
         if not self.swiglu and not (a.get("openai_gelu") or a.get("bias_gelu_fusion")):
             refuse("bias_gelu_fusion", "with neither --openai-gelu nor the fused bias-GeLU, Megatron's GeLU is the erf "
                    "form; the runtime's is the tanh form (Megatron's fused kernel's), so the model would change")
         bias = a.get("add_bias_linear", True)
-        qkvb = a.get("add_qkv_bias", False) or bias
-        if bool(bias) != bool(qkvb):
-            refuse("add_qkv_bias", "PPS's --bias puts biases on every linear layer or on none (add_bias_linear %r)" % bias)
         self.bias = bool(bias)
+        self.qkvb = bool(a.get("add_qkv_bias", False)) and not self.bias   # --add-qkv-bias: QKV's bias alone
         pe = a.get("position_embedding_type", "learned_absolute")
         if pe not in ("learned_absolute", "rope"):
             refuse("position_embedding_type", "PPS has learned_absolute and rope")
@@ -820,7 +820,7 @@ def convert(ckpt, index, stages=None, optimizer="sgd", seq=None, iteration=None)
                 if not c.rms:
                     tensors += [(q + "ln1.b", [h], lambda n1=n1, p=p, v=v: m.replicated(p, v, n1 + "bias", [h]))]
                 tensors += [(q + "qkv.w", [h * (hq + 2 * G) * D], qkv)]
-                if c.bias:
+                if c.bias or c.qkvb:
                     tensors += [(q + "qkv.b", [(hq + 2 * G) * D], lambda qkv=qkv: qkv(what="bias"))]
                 for pk, mk in (("qnorm", "q_layernorm"), ("knorm", "k_layernorm")) if c.qkn else ():
                     nm = pre + "self_attention." + mk + "."   # (its norm kind: the layer's, --normalization)
@@ -878,6 +878,9 @@ def convert(ckpt, index, stages=None, optimizer="sgd", seq=None, iteration=None)
             "embeddings": "tied" if c.tied else "untied", "ffn_hidden": str(f), "kv_channels": str(D)}
     if c.qkn:
         meta["qk_layernorm"] = "on"
+    if c.qkvb:
+        meta["qkv_bias"] = "on"
+    meta["norm_epsilon"] = "%.17g" % c.eps
     if c.E:
         meta.update(num_experts=str(c.E), moe_topk=str(c.K), moe_ffn_hidden=str(c.F), moe_aux_loss_coeff="%.17g" % c.aux)
         if c.S:
@@ -921,6 +924,10 @@ def flags(c, V, seq, stages):
         fl += " --kv-channels %d" % c.D
     if c.qkn:
         fl += " --qk-layernorm"
+    if c.qkvb:
+        fl += " --add-qkv-bias"
+    if c.eps != EPS:
+        fl += " --norm-epsilon " + _num(c.eps)
     if c.rope:
         fl += " --rope-base " + _num(c.rope_base)
         if c.rope_scaling:

@@ -112,10 +112,13 @@ struct ppsrt_backend {
   int (*gelu_bwd)(ppsrt_backend *b, int stream, void *dx, const void *dy, const void *x, size_t n);
   /* Layer norm over the last dim C of x[N, C]: y, and F32 mean[N], rstd[N].
    * mean == NULL: RMS norm (Zhang & Sennrich 2019; --rmsnorm) in all three calls: no
-   * centering, rstd = 1 / sqrt(mean_c x^2 + 1e-5), y = x rstd gamma. beta == NULL (and
-   * dbeta == NULL in the weight gradient): no shift. */
+   * centering, rstd = 1 / sqrt(mean_c x^2 + eps), y = x rstd gamma (layer norm:
+   * rstd = 1 / sqrt(var + eps), var biased). eps > 0: the caller's model's
+   * --norm-epsilon (a parameter, not a backend global, so models may differ). The
+   * backward halves read rstd, so take no eps. beta == NULL (and dbeta == NULL in the
+   * weight gradient): no shift. */
   int (*layernorm_fwd)(ppsrt_backend *b, int stream, void *y, float *mean, float *rstd,
-                       const void *x, const void *gamma, const void *beta, int N, int C);
+                       const void *x, const void *gamma, const void *beta, int N, int C, float eps);
   /* Input gradient only (B): dx (+)= ... ; accumulate = 1 adds into dx (residual paths). */
   int (*layernorm_bwd_input)(ppsrt_backend *b, int stream, void *dx, const void *dy, const void *x,
                              const float *mean, const float *rstd, const void *gamma, int N, int C,

@@ -428,16 +428,18 @@ static void meta_kv(FILE *f, const char *k, const char *v, int *first) {
 }
 
 /* The gpt model's layer (cli.c's --mlp, --norm, --position, --bias, --embeddings,
- * --qk-layernorm): field, flag, value 0 (GPT-2's, which a checkpoint without the field was
+ * --qk-layernorm, --add-qkv-bias): field, flag, value 0 (GPT-2's, which a checkpoint without the field was
  * saved with), value 1; the run's. (The last, "off"/"on", is a flag without a value.) */
-enum { NARCH = 6 };
+enum { NARCH = 7 };
 static const char *const arch_names[NARCH][4] = {{"mlp", "--mlp", "gelu", "swiglu"}, {"norm", "--norm", "layernorm", "rmsnorm"},
                                                  {"position", "--position", "learned", "rope"}, {"bias", "--bias", "on", "off"},
                                                  {"embeddings", "--embeddings", "untied", "tied"},
-                                                 {"qk_layernorm", "--qk-layernorm", "off", "on"}};
+                                                 {"qk_layernorm", "--qk-layernorm", "off", "on"},
+                                                 {"qkv_bias", "--add-qkv-bias", "off", "on"}};
 static int arch_value(const ppsrt_model_config *cfg, int i) {
   return i == 0 ? cfg->swiglu != 0 : i == 1 ? cfg->rmsnorm != 0 : i == 2 ? cfg->rope != 0 : i == 3 ? cfg->no_bias != 0
-         : i == 4 ? cfg->tie_embeddings != 0 : cfg->qk_layernorm != 0;
+         : i == 4 ? cfg->tie_embeddings != 0 : i == 5 ? cfg->qk_layernorm != 0
+         : cfg->no_bias && cfg->qkv_bias;   /* (--add-qkv-bias under --bias on: every bias, as without it) */
 }
 
 /* The gpt model's dropout rates: field, flag; the run's. */
@@ -477,6 +479,8 @@ static void write_meta(FILE *h, const ppsrt_run *run, long step, int *first) {
     for (int i = 0; i < NARCH; i++) meta_kv(h, arch_names[i][0], arch_names[i][2 + arch_value(cfg, i)], first);
     snprintf(buf, sizeof buf, "%d", cfg->ffn_hidden); meta_kv(h, "ffn_hidden", buf, first);
     snprintf(buf, sizeof buf, "%d", cfg->kv_channels); meta_kv(h, "kv_channels", buf, first);   /* (resolved: cli.c) */
+    snprintf(buf, sizeof buf, "%.17g", cfg->norm_epsilon > 0 ? cfg->norm_epsilon : PPSRT_NORM_EPS);
+    meta_kv(h, "norm_epsilon", buf, first);
     if (cfg->num_experts) {   /* the experts (runtime/moe.c); absent: a dense MLP */
       snprintf(buf, sizeof buf, "%d", cfg->num_experts); meta_kv(h, "num_experts", buf, first);
       snprintf(buf, sizeof buf, "%d", cfg->moe_topk); meta_kv(h, "moe_topk", buf, first);
@@ -1005,15 +1009,32 @@ int rt_ckpt_open(ppsrt_run *run, const char *path, rt_ckpt **out) {
                       arch_names[i][2], arch_names[i][3]);
       goto fail;
     }
-    if (want != arch_value(cfg, i) && i == 5) {   /* (a flag without a value) */
-      rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s' holds a gpt %s --qk-layernorm, this run's is %s it\nhint: run %s "
-                      "--qk-layernorm", path, want ? "with" : "without", want ? "without" : "with", want ? "with" : "without");
+    if (want != arch_value(cfg, i) && i >= 5) {   /* (a flag without a value) */
+      rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s' holds a gpt %s %s, this run's is %s it\nhint: run %s %s", path,
+                      want ? "with" : "without", arch_names[i][1], want ? "without" : "with", want ? "with" : "without",
+                      arch_names[i][1]);
       goto fail;
     }
     if (want != arch_value(cfg, i)) {
       rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s' holds a gpt with %s %s, this run's has %s %s\nhint: run with %s %s",
                       path, arch_names[i][1], arch_names[i][2 + want], arch_names[i][1], arch_names[i][2 + arch_value(cfg, i)],
                       arch_names[i][1], arch_names[i][2 + want]);
+      goto fail;
+    }
+  }
+  /* the norms' epsilon: the run's must be the checkpoint's (the function its weights were
+     trained in); a field missing: the default the runtime always had */
+  if (!strcmp(run->o.model, "gpt")) {
+    double x = PPSRT_NORM_EPS, have = cfg->norm_epsilon > 0 ? cfg->norm_epsilon : PPSRT_NORM_EPS;
+    if ((rc = meta_real(path, kv, nkv, "norm_epsilon", &x)) < 0) goto fail;
+    rc = 0;
+    if (!(x > 0)) {
+      rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s': metadata field 'norm_epsilon' is %g: out of range (above 0)", path, x);
+      goto fail;
+    }
+    if (x != have) {
+      rc = PPSRT_FAIL(PPSRT_E_USAGE, "checkpoint '%s' was trained with --norm-epsilon %.17g, this run's is %.17g\nhint: run "
+                      "with --norm-epsilon %.17g", path, x, have, x);
       goto fail;
     }
   }

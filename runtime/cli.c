@@ -51,6 +51,11 @@ static const char usage_text[] =
   "  --kv-channels D          gpt: each attention head's size (default hidden / heads; even with\n"
   "                           RoPE), Megatron's --kv-channels, HF's head_dim: QKV [h, (a + 2g) D],\n"
   "                           the projection [a D, h]; default from model { kv_channels }\n"
+  "  --add-qkv-bias           gpt with --bias off: the QKV projection alone keeps its bias\n"
+  "                           (Qwen2's; Megatron-LM's --add-qkv-bias); model { qkv_bias = 1 }\n"
+  "  --norm-epsilon X         gpt: every norm's epsilon, added to the variance (RMS: the mean\n"
+  "                           square), X > 0 (default 1e-5; Qwen2, Llama 2: 1e-6); Megatron-LM's\n"
+  "                           --norm-epsilon; model { norm_epsilon }\n"
   "  --ffn-hidden N --rope-base X   gpt: MLP width (default 4h; SwiGLU 8h/3 rounded down to\n"
   "                           a multiple of 64), RoPE base (default 10000); defaults from model { }\n"
   "  --rope-scaling none|linear|llama3   gpt with RoPE: its frequencies scaled as Hugging Face's\n"
@@ -440,6 +445,8 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   cfg->rope = model_kv(p, "rope", 0) != 0;
   cfg->qk_layernorm = model_kv(p, "qk_layernorm", 0) != 0;
   cfg->no_bias = model_kv(p, "bias", 1) == 0;
+  cfg->qkv_bias = model_kv(p, "qkv_bias", 0) != 0;
+  cfg->norm_epsilon = model_kv(p, "norm_epsilon", PPSRT_NORM_EPS);
   cfg->tie_embeddings = model_kv(p, "tie_embeddings", 0) != 0;
   cfg->num_experts = (int)model_kv(p, "experts", 0);          /* (the flags below win) */
   cfg->moe_topk = (int)model_kv(p, "moe_topk", 0);
@@ -468,6 +475,7 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
     } else if (!strcmp(a, "--blocking-collectives")) { o->blocking_coll = 1;
     } else if (!strcmp(a, "--no-compute")) { o->no_compute = 1;
     } else if (!strcmp(a, "--qk-layernorm")) { cfg->qk_layernorm = arch_flag = 1;
+    } else if (!strcmp(a, "--add-qkv-bias")) { cfg->qkv_bias = arch_flag = 1;
     } else if (!strcmp(a, "--distributed-optimizer")) { o->distopt = 1;
     } else if (!strcmp(a, "--die-hard")) { o->die_hard = 1;
     } else if (flag_is(a, "--model", &v, argc, argv, &i)) {
@@ -587,6 +595,11 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
     } else if (flag_is(a, "--load", &v, argc, argv, &i)) {
       if (!v || !*v) return usage_error(me, "--load needs a file name");
       o->load = v;
+    } else if (flag_is(a, "--norm-epsilon", &v, argc, argv, &i)) {
+      if (!v || parse_double(v, 0, &cfg->norm_epsilon) || !(cfg->norm_epsilon > 0))
+        return usage_error(me, "--norm-epsilon needs a finite number above 0 (default %g), got '%s'", PPSRT_NORM_EPS,
+                           v ? v : "");
+      arch_flag = 1;
     } else if (flag_is(a, "--rope-base", &v, argc, argv, &i)) {
       if (!v || parse_double(v, 0, &cfg->rope_base) || !(cfg->rope_base > 1))
         return usage_error(me, "--rope-base needs a number above 1, got '%s'", v ? v : "");
@@ -724,7 +737,8 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   if (a_nobias >= 0) cfg->no_bias = a_nobias;
   if (a_tie >= 0) cfg->tie_embeddings = a_tie;
   if (arch_flag && strcmp(o->model, "gpt"))
-    return usage_error(me, "--arch, --mlp, --norm, --position, --bias, --embeddings, --qk-layernorm, --kv-channels, --ffn-hidden, --rope-base, "
+    return usage_error(me, "--arch, --mlp, --norm, --position, --bias, --add-qkv-bias, --norm-epsilon, --embeddings, "
+                       "--qk-layernorm, --kv-channels, --ffn-hidden, --rope-base, "
                        "--rope-scaling (and its parameters), --hidden-dropout, --attention-dropout and the --num-experts "
                        "and --moe-* flags choose the gpt model's layer\n"
                        "hint: add --model gpt");

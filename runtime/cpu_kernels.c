@@ -18,8 +18,6 @@
 #include "backend.h"
 #include "cpu_backend.h"
 
-#define LN_EPS 1e-5f   /* layer norm: rstd = 1 / sqrt(var + LN_EPS), var biased (divide by C) */
-
 #define ENTER(b, s)                                  \
   do {                                               \
     int rc_ = (b)->stream_sync((b), (s));            \
@@ -129,13 +127,14 @@ static int k_add_bias_gelu(ppsrt_backend *b, int stream, void *y_, void *pre_, c
 }
 
 /* layernorm_fwd, per row n of x[N, C]:
- *   mean[n] = sum_c x / C,  var = sum_c (x - mean)^2 / C,  rstd[n] = 1 / sqrt(var + 1e-5),
+ *   mean[n] = sum_c x / C,  var = sum_c (x - mean)^2 / C (biased),  rstd[n] = 1 / sqrt(var + eps),
  *   y[n, c] = (x[n, c] - mean[n]) * rstd[n] * gamma[c] + beta[c].
  * mean and rstd are kept (F32) for both backward halves. Sums in double.
- * mean == NULL: RMS norm, rstd[n] = 1 / sqrt(sum_c x^2 / C + 1e-5), y = x rstd gamma.
+ * mean == NULL: RMS norm, rstd[n] = 1 / sqrt(sum_c x^2 / C + eps), y = x rstd gamma.
+ * eps: the model's --norm-epsilon (> 0).
  * beta == NULL: no + beta. */
 static int k_layernorm_fwd(ppsrt_backend *b, int stream, void *y_, float *mean, float *rstd, const void *x_,
-                           const void *gamma_, const void *beta_, int N, int C) {
+                           const void *gamma_, const void *beta_, int N, int C, float eps) {
   ENTER(b, stream);
   float *y = y_;
   const float *x = x_, *gamma = gamma_, *beta = beta_;
@@ -145,7 +144,7 @@ static int k_layernorm_fwd(ppsrt_backend *b, int stream, void *y_, float *mean, 
     double s = 0.0;
     if (!mean) {   /* RMS norm: no centering */
       for (int c = 0; c < C; c++) s += (double)xr[c] * xr[c];
-      float r = 1.0f / sqrtf((float)(s / C) + LN_EPS);
+      float r = 1.0f / sqrtf((float)(s / C) + eps);
       for (int c = 0; c < C; c++) yr[c] = xr[c] * r * gamma[c] + (beta ? beta[c] : 0.0f);
       if (rstd) rstd[n] = r;
       continue;
@@ -157,7 +156,7 @@ static int k_layernorm_fwd(ppsrt_backend *b, int stream, void *y_, float *mean, 
       double d = xr[c] - m;
       v += d * d;
     }
-    float r = 1.0f / sqrtf((float)(v / C) + LN_EPS);
+    float r = 1.0f / sqrtf((float)(v / C) + eps);
     for (int c = 0; c < C; c++) yr[c] = (xr[c] - m) * r * gamma[c] + (beta ? beta[c] : 0.0f);
     mean[n] = m;
     if (rstd) rstd[n] = r;

@@ -14,7 +14,7 @@ EXTRA_DIST += runtime/cuda/kernels.cu runtime/cuda/cuda_impl.h runtime/cuda/cuda
   runtime/cuda/attn_cudnn.cpp runtime/cuda/attn_cudnn.h \
   runtime/cuda/transport_nccl.c tests/gpu/nodevice.sh tests/gpu/link.sh tests/gpu/e2e.sh tests/gpu/attn_e2e.sh tests/gpu/epilogue_e2e.sh tests/gpu/e2e_emu.sh tests/gpu/emu_api.sh \
   tests/gpu/posted_emu.sh tests/gpu/conformance_emu.sh tests/gpu/conformance_gpu.sh \
-  tests/gpu/conformance_kern.cu tests/gpu/conformance.expected tests/gpu/conformance_lib.sh tests/gpu/mpi_nccl_emu.sh tests/gpu/ckpt_emu.sh tests/gpu/dp_emu.sh tests/gpu/llama_emu.sh tests/gpu/moe_emu.sh tests/gpu/moe_check_emu.sh \
+  tests/gpu/conformance_kern.cu tests/gpu/conformance.expected tests/gpu/conformance_lib.sh tests/gpu/mpi_nccl_emu.sh tests/gpu/ckpt_emu.sh tests/gpu/dp_emu.sh tests/gpu/llama_emu.sh tests/gpu/normeps_emu.sh tests/gpu/moe_emu.sh tests/gpu/moe_check_emu.sh \
   tests/gpu/eval_emu.sh \
   tests/gpu/emu/emu_api.h tests/gpu/emu/fake_nccl.inc tests/gpu/emu/fake_cublaslt.inc tests/gpu/emu/unsupported.c \
   bench/gpu/README.md bench/gpu/common.sh bench/gpu/run_all.sh bench/gpu/check_schedules.sh \
@@ -107,7 +107,7 @@ TESTS += tests/gpu/epilogue_e2e.sh
 TESTS += tests/gpu/posted_emu.sh
 TESTS += tests/gpu/ckpt_emu.sh
 TESTS += tests/gpu/dp_emu.sh
-TESTS += tests/gpu/llama_emu.sh
+TESTS += tests/gpu/llama_emu.sh tests/gpu/normeps_emu.sh
 TESTS += tests/gpu/moe_emu.sh tests/gpu/moe_check_emu.sh
 # validation through the pipeline (forward only) on the emulated CUDA backend and NCCL
 TESTS += tests/gpu/eval_emu.sh

@@ -458,6 +458,9 @@ void rt_print_json(ppsrt_run *run, int status) {
     /* --kv-channels: the head size, where it is not --hidden / --heads */
     if (mc->kv_channels && mc->heads > 0 && (int64_t)mc->kv_channels * mc->heads != mc->hidden)
       fprintf(f, ",\"kv_channels\":%d", mc->kv_channels);
+    if (mc->no_bias && mc->qkv_bias) fprintf(f, ",\"qkv_bias\":true");   /* --add-qkv-bias */
+    if (mc->norm_epsilon > 0 && mc->norm_epsilon != PPSRT_NORM_EPS)   /* (absent: the default, 1e-5) */
+      fprintf(f, ",\"norm_epsilon\":%s", short_num(n[0], mc->norm_epsilon));
     /* RoPE: its base, scaling and the scaling's parameters (null with learned positions) */
     if (!mc->rope) fprintf(f, ",\"rope\":null");
     else {

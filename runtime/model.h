@@ -101,6 +101,9 @@ typedef struct ppsrt_model_config {
   int rmsnorm;            /* 1: RMS norms (gamma only) instead of layer norms */
   int rope;               /* 1: rotary position embedding on q and k, no position table */
   int no_bias;            /* 1: the linear layers (QKV, projection, FC1, FC2) have no bias */
+  int qkv_bias;           /* 1: --add-qkv-bias: with no_bias, the QKV projection alone keeps its bias (Qwen2's) */
+  double norm_epsilon;    /* --norm-epsilon: added to every norm's variance (mean square) before the
+                           * reciprocal square root (0: PPSRT_NORM_EPS) */
   int qk_layernorm;       /* 1: --qk-layernorm: each query and key head normalised (the layer's norm kind,
                            * gains [D] qnorm.g, knorm.g) before RoPE (Qwen3, Megatron's --qk-layernorm) */
   double rope_base;       /* RoPE's base (0: 10000) */
@@ -144,6 +147,9 @@ typedef struct ppsrt_model_config {
   int moe_a2a;            /* --moe-token-dispatcher alltoall (1; moe.c, ep.c); 0: allgather (the default) */
 } ppsrt_model_config;
 enum { PPSRT_ROPE_NONE, PPSRT_ROPE_LINEAR, PPSRT_ROPE_LLAMA3, PPSRT_ROPE_NSCALINGS };
+
+/* --norm-epsilon's default (Megatron-LM's and GPT-2's 1e-5; Qwen2 and Llama 2 use 1e-6) */
+#define PPSRT_NORM_EPS 1e-5
 
 /* Training tokens (data.c), mapped once per process and shared read-only by its devices:
  * an llm.c token file (256 int32 header: magic 20240520, version 1, count; then count

@@ -161,6 +161,7 @@ typedef struct gpt {
   int F, fw;               /* ffn_hidden (whole); FC1's output width here: 2f with SwiGLU, else f */
   int sw, rms, rope, nb;   /* --mlp swiglu, --norm rmsnorm, --position rope, --bias off */
   int qkn;                 /* --qk-layernorm: query and key heads normalised before RoPE (QNG..KNB, FE_QKN) */
+  float eps;               /* --norm-epsilon: every norm's (the layer's two, the final, the query/key heads') */
   int tie;                 /* --embeddings tied: out is tok (the same parameter, or on another device a copy) */
   int nst;                 /* F32 statistics a norm keeps a row: 2 (mean, rstd), RMS norm 1 (rstd) */
   int kidx[NLP], nlp;      /* layer parameter j's index in a layer's block, -1 when absent; present ones */
@@ -377,7 +378,7 @@ static int qkn_f_in(const gpt *g, ppsrt_backend *be, ppsrt_param **p, void *qkv,
     char *x = qkn_x(g, e, k), *y = (char *)tmp + (k ? (size_t)g->N * g->Hq * D * es : 0);
     TRY(ppsrt_copy_rows(be, x, w, (char *)qkv + qkn_off(g, k), ld, g->N, w));
     TRY(be->layernorm_fwd(be, CS, y, nmean(g, st, 0, R), nrstd(g, st, 0, R), x, PD(p[k ? KNG : QNG]),
-                          PD(p[k ? KNB : QNB]), R, D));
+                          PD(p[k ? KNB : QNB]), R, D, g->eps));
     TRY(ppsrt_copy_rows(be, (char *)qkv + qkn_off(g, k), ld, y, w, g->N, w));
   }
   return 0;
@@ -720,7 +721,7 @@ static int layer_f_in(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, 
   /* ln1 = LN(x); qkv = ln1 Wqkv + b (sequence parallel: ln1 all-gathered first);
    * --qk-layernorm normalises its query and key heads, then RoPE rotates them in place;
    * att = attention(q, k, v) */
-  K(be->layernorm_fwd(be, CS, ln1, nmean(g, st, 0, n), nrstd(g, st, 0, n), x, PD(p[LN1G]), PD(p[LN1B]), n, h));
+  K(be->layernorm_fwd(be, CS, ln1, nmean(g, st, 0, n), nrstd(g, st, 0, n), x, PD(p[LN1G]), PD(p[LN1B]), n, h, g->eps));
   K(sp_gather(c, g, ln1, G, h, &a));
   TRY(linear_f(g, be, N, q, h, a, p[QKVW]->param.data, 0.0f, qkv, PD(p[QKVB])));
   if (g->qkn) K(qkn_fb(g, be, p, qkv, qke, 0));
@@ -750,7 +751,7 @@ static int layer_f_in(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, 
   }
   /* ln2 = LN(x1); hpre = ln2 Wfc + b (ln2 all-gathered first); hact = gelu(hpre), or
    * with SwiGLU silu(gate) * up of hpre = [gate | up]; y = x1 + hact Wfc2 + b */
-  K(be->layernorm_fwd(be, CS, ln2, nmean(g, st, 1, n), nrstd(g, st, 1, n), x1, PD(p[LN2G]), PD(p[LN2B]), n, h));
+  K(be->layernorm_fwd(be, CS, ln2, nmean(g, st, 1, n), nrstd(g, st, 1, n), x1, PD(p[LN2G]), PD(p[LN2B]), n, h, g->eps));
   K(sp_gather(c, g, ln2, G, h, &a));
   if (g->moe_on) {   /* y = x1 + drop(experts(ln2)) (moe.c) */
     ppsrt_dropout d = drop_site(m, mb, gl, PPSRT_DROP_FC2, (uint64_t)g->r0 * h);
@@ -968,7 +969,7 @@ static int layer_w(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int
     if (rc) return rc;
   }
   /* from LN2's output recomputed: FC1's, and the experts' and the router's (moe.c) */
-  K(be->layernorm_fwd(be, CS, scratch, nmean(g, sst, 0, n), nrstd(g, sst, 0, n), x1, PD(p[LN2G]), PD(p[LN2B]), n, h));
+  K(be->layernorm_fwd(be, CS, scratch, nmean(g, sst, 0, n), nrstd(g, sst, 0, n), x1, PD(p[LN2G]), PD(p[LN2B]), n, h, g->eps));
   K(sp_gather(c, g, scratch, G, h, &a));
   if (g->mlp) TRY(linear_w(g, be, N, h, fw, a, dhpre, p[FCW]->grad, PG(p[FCB])));
   /* the shared expert's gate: d wg += ln2^T dz over this rank's n rows (scratch: before the gather) */
@@ -978,7 +979,7 @@ static int layer_w(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, int loc, int
   K(hdrop(m, mb, gl, PPSRT_DROP_PROJ, dx1, dd, &dm));
   K(sp_gather(c, g, dm, G, h, &a));
   TRY(linear_w(g, be, N, ha, h, att, a, p[PROJW]->grad, PG(p[PROJB])));
-  K(be->layernorm_fwd(be, CS, scratch, nmean(g, sst, 0, n), nrstd(g, sst, 0, n), x, PD(p[LN1G]), PD(p[LN1B]), n, h));
+  K(be->layernorm_fwd(be, CS, scratch, nmean(g, sst, 0, n), nrstd(g, sst, 0, n), x, PD(p[LN1G]), PD(p[LN1B]), n, h, g->eps));
   K(sp_gather(c, g, scratch, G, h, &a));
   TRY(linear_w(g, be, N, h, q, a, dqkv, p[QKVW]->grad, PG(p[QKVB])));
   K(be->layernorm_bwd_weight(be, CS, g1g, g1b, dln1, x, nmean(g, st, 0, n), nrstd(g, st, 0, n), n, h));
@@ -1101,7 +1102,7 @@ static int gpt_head_f(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, void *x) 
     void *o;
     TRY(be->alloc(be, Nh * es, &o));
     if (!g->nc && (rc = be->layernorm_fwd(be, CS, o, nmean(g, fst, 0, N), nrstd(g, fst, 0, N), x, g->lnfg->param.data,
-                                          PD(g->lnfb), N, h))) {
+                                          PD(g->lnfb), N, h, g->eps))) {
       be->free(be, o);
       return rc;
     }
@@ -1112,7 +1113,7 @@ static int gpt_head_f(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage, void *x) 
     const int32_t *tg = g->tgt + (size_t)mb * N;
     int Vs = g->hi - g->lo;   /* --tensor-parallel: this rank's vocabulary rows */
     TRY(save(c, mb, stage, (size_t)N * Vs * es, &dl, &e->fdl));
-    K(be->layernorm_fwd(be, CS, lnf, nmean(g, fst, 0, N), nrstd(g, fst, 0, N), x, g->lnfg->param.data, PD(g->lnfb), N, h));
+    K(be->layernorm_fwd(be, CS, lnf, nmean(g, fst, 0, N), nrstd(g, fst, 0, N), x, g->lnfg->param.data, PD(g->lnfb), N, h, g->eps));
     TRY(be->alloc(be, 5 * (size_t)N * sizeof(float), (void **)&sm));
     /* logits = LN_f(y) out^T; statistics and loss; dlogits in place, scaled 1/(N nmb).
      * Split by vocabulary over the group: each rank's logits of its rows, the softmax's
@@ -1262,7 +1263,7 @@ static int gpt_w(ppsrt_model *m, ppsrt_ctx *c, int mb, int stage) {
         void *dl;
         if (!(rc = get(c, mb, stage, e->fdl, &dl)) &&
             !(rc = be->layernorm_fwd(be, CS, scratch, nmean(g, sst, 0, N), nrstd(g, sst, 0, N), y, g->lnfg->param.data,
-                                     PD(g->lnfb), N, h)))
+                                     PD(g->lnfb), N, h, g->eps)))
           rc = be->gemm(be, CS, 1, 0, g->hi - g->lo, h, N, 1.0f, dl, AT, g->hi - g->lo, scratch, AT, h, 1.0f, g->out->grad,
                         PPSRT_F32, h);
       }
@@ -1993,6 +1994,9 @@ static int gpt_check_sizes(const ppsrt_model_config *cfg, int nstages) {
     return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --%s-dropout must be a rate from 0 to below 1, got %g",
                       !(cfg->hidden_dropout >= 0 && cfg->hidden_dropout < 1) ? "hidden" : "attention",
                       !(cfg->hidden_dropout >= 0 && cfg->hidden_dropout < 1) ? cfg->hidden_dropout : cfg->attention_dropout);
+  if (!(cfg->norm_epsilon == 0 || (cfg->norm_epsilon > 0 && isfinite(cfg->norm_epsilon))))
+    return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --norm-epsilon must be a finite number above 0 (default %g), got %g", PPSRT_NORM_EPS,
+                      cfg->norm_epsilon);
   if (cfg->rope && !(cfg->rope_base == 0 || (cfg->rope_base > 1 && isfinite(cfg->rope_base))))
     return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --rope-base must be a number above 1 (default 10000), got %g", cfg->rope_base);
   if (cfg->rope && cfg->rope_scaling && !(cfg->rope_factor > 0 && isfinite(cfg->rope_factor)))
@@ -2130,6 +2134,7 @@ int ppsrt_gpt_create(const ppsrt_model_config *cfg, ppsrt_backend *be, int devic
   g->h = cfg->hidden; g->D = ppsrt_gpt_kv_channels(cfg); g->Hq = cfg->heads / g->tp; g->Hkv = Hkv / g->tp; g->T = cfg->seq;
   g->F = cfg->num_experts ? cfg->moe_shared_ffn : ppsrt_gpt_ffn(cfg); g->sw = cfg->swiglu != 0; g->rms = cfg->rmsnorm != 0; g->rope = cfg->rope != 0;
   g->nb = cfg->no_bias != 0; g->nst = g->rms ? 1 : 2; g->tie = cfg->tie_embeddings != 0; g->qkn = cfg->qk_layernorm != 0;
+  g->eps = (float)(cfg->norm_epsilon > 0 ? cfg->norm_epsilon : PPSRT_NORM_EPS);
   g->ha = g->Hq * g->D; g->f = g->F / g->tp; g->fw = g->f * (g->sw ? 2 : 1);
   /* the layer parameters present: no linear biases with --bias off, no betas with RMS norms */
   for (int j = 0; j < NLP; j++) {
@@ -2137,6 +2142,7 @@ int ppsrt_gpt_create(const ppsrt_model_config *cfg, ppsrt_backend *be, int devic
     int qkn = (j == QNG || j == QNB || j == KNG || j == KNB) && !g->qkn;   /* --qk-layernorm's: absent */
     int mlp = j == FCW || j == FCB || j == FC2W || j == FC2B;   /* (--num-experts: the shared expert's, if any) */
     int sgw = j == SGW && !(cfg->num_experts && cfg->moe_shared_gate && g->F);   /* the shared expert's gate: absent */
+    if (j == QKVB && cfg->qkv_bias) bias = 0;   /* --add-qkv-bias: QKV's kept under --bias off (Qwen2's) */
     g->kidx[j] = (bias && g->nb) || (beta && g->rms) || (mlp && !g->F) || sgw || qkn ? -1 : g->nlp++;
   }
   g->cp = cfg->cp > 1 ? cfg->cp : 1; g->cpr = g->cp > 1 ? cfg->cp_rank : 0; g->Tl = g->T / g->cp;

@@ -246,7 +246,7 @@ int main(int argc, char **argv) {
     nop = 0;
     pass = 0;
     /* ---- F ---- */
-    OP(C_NORM, be->layernorm_fwd(be, CS, ln1, m1, r1, x, g1, b1, N, h));
+    OP(C_NORM, be->layernorm_fwd(be, CS, ln1, m1, r1, x, g1, b1, N, h, (float)PPSRT_NORM_EPS));
     if (!epi) OP(C_GEMM, be->gemm(be, CS, 0, 0, N, q, h, 1.0f, ln1, BF, h, wqkv, BF, q, 0.0f, qkv, BF, q));
     else EPOP(PPSRT_EP_BIAS,
               be->gemm_ep(be, CS, PPSRT_EP_BIAS, 0, 0, N, q, h, 1.0f, ln1, BF, h, wqkv, BF, q, 0.0f, qkv, BF, q, bqkv,
@@ -262,7 +262,7 @@ int main(int argc, char **argv) {
                           NULL, NULL),
               be->gemm(be, CS, 0, 0, N, h, h, 1.0f, att, BF, h, wproj, BF, h, 1.0f, x1, BF, h),
               OP(C_ELEM, be->add_bias(be, CS, x1, x1, bproj, N, h)));
-    OP(C_NORM, be->layernorm_fwd(be, CS, ln2, m2, r2, x1, g2, b2, N, h));
+    OP(C_NORM, be->layernorm_fwd(be, CS, ln2, m2, r2, x1, g2, b2, N, h, (float)PPSRT_NORM_EPS));
     if (llama) {
       OP(C_GEMM, be->gemm(be, CS, 0, 0, N, fw, h, 1.0f, ln2, BF, h, wfc, BF, fw, 0.0f, hpre, BF, fw));
       OP(C_ELEM, be->swiglu_fwd(be, CS, hact, hpre, N, f));

@@ -1370,8 +1370,8 @@ static int cu_gelu_bwd(ppsrt_backend *b, int stream, void *dx, const void *dy, c
   KERNEL(b, stream, ppsrt_cu_gelu_bwd(s, dx, dy, x, n));
 }
 static int cu_layernorm_fwd(ppsrt_backend *b, int stream, void *y, float *mean, float *rstd, const void *x,
-                            const void *gamma, const void *beta, int N, int C) {
-  KERNEL(b, stream, ppsrt_cu_layernorm_fwd(s, y, mean, rstd, x, gamma, beta, N, C));
+                            const void *gamma, const void *beta, int N, int C, float eps) {
+  KERNEL(b, stream, ppsrt_cu_layernorm_fwd(s, y, mean, rstd, x, gamma, beta, N, C, eps));
 }
 static int cu_layernorm_bwd_input(ppsrt_backend *b, int stream, void *dx, const void *dy, const void *x,
                                   const float *mean, const float *rstd, const void *gamma, int N, int C,

@@ -39,9 +39,10 @@ cudaError_t ppsrt_cu_gelu_fwd(cudaStream_t s, void *y, const void *x, size_t n);
 cudaError_t ppsrt_cu_gelu_bwd(cudaStream_t s, void *dx, const void *dy, const void *x, size_t n);
 /* pre = bf16(x + bias), y = bf16(gelu(pre as stored)); pre may alias x. */
 cudaError_t ppsrt_cu_add_bias_gelu(cudaStream_t s, void *y, void *pre, const void *x, const void *bias, int N, int C);
-/* Layer norm; mean == NULL: RMS norm (no centering), beta / dbeta == NULL: no shift. */
+/* Layer norm; mean == NULL: RMS norm (no centering), beta / dbeta == NULL: no shift;
+ * eps: added to the variance (mean square) before the reciprocal square root. */
 cudaError_t ppsrt_cu_layernorm_fwd(cudaStream_t s, void *y, float *mean, float *rstd, const void *x,
-                                   const void *gamma, const void *beta, int N, int C);
+                                   const void *gamma, const void *beta, int N, int C, float eps);
 cudaError_t ppsrt_cu_layernorm_bwd_input(cudaStream_t s, void *dx, const void *dy, const void *x,
                                          const float *mean, const float *rstd, const void *gamma,
                                          int N, int C, int accumulate);

@@ -30,7 +30,6 @@
 
 typedef __nv_bfloat16 bf16;
 
-#define LN_EPS 1e-5f   /* as cpu_kernels.c */
 #define GELU_K 0.7978845608028654f
 #define GELU_A 0.044715f
 
@@ -261,7 +260,7 @@ static cudaError_t launch_colsum(cudaStream_t s, float *dsum, float *dxhat, cons
  * in the input gradient, one block reduction fewer in each; beta == NULL: no shift. The
  * branches are uniform over the launch. */
 static __global__ void k_layernorm_fwd(bf16 *y, float *mean, float *rstd, const bf16 *x, const bf16 *gamma,
-                                       const bf16 *beta, int C) {
+                                       const bf16 *beta, int C, float eps) {
   __shared__ float sh[32];
   size_t row = blockIdx.x;
   const bf16 *xr = x + row * C;
@@ -275,7 +274,7 @@ static __global__ void k_layernorm_fwd(bf16 *y, float *mean, float *rstd, const 
     float d = ld(xr, c) - m;
     v += d * d;
   }
-  float r = rsqrtf(block_sum(v, sh) / C + LN_EPS);
+  float r = rsqrtf(block_sum(v, sh) / C + eps);
   bf16 *yr = y + row * C;
   for (int c = threadIdx.x; c < C; c += blockDim.x)
     st(yr, c, (ld(xr, c) - m) * r * ld(gamma, c) + (beta ? ld(beta, c) : 0.0f));
@@ -311,7 +310,7 @@ static __global__ void k_layernorm_bwd_input(bf16 *dx, const bf16 *dy, const bf1
  * dy) are read from memory once instead of three times and loads are 16 bytes. Same
  * formulas as the kernels above; only the order of the F32 additions differs. */
 static __global__ void k_layernorm_fwd8(bf16 *y, float *mean, float *rstd, const bf16 *x, const bf16 *gamma,
-                                        const bf16 *beta, int C) {
+                                        const bf16 *beta, int C, float eps) {
   __shared__ float sh[32];
   size_t row = blockIdx.x;
   unsigned t = threadIdx.x;
@@ -325,7 +324,7 @@ static __global__ void k_layernorm_fwd8(bf16 *y, float *mean, float *rstd, const
   }
   float q = 0.0f;
   for (int k = 0; k < 8; k++) q += (v[k] - m) * (v[k] - m);
-  float r = rsqrtf(block_sum(q, sh) / C + LN_EPS);
+  float r = rsqrtf(block_sum(q, sh) / C + eps);
   ld8(g, gamma, t);
   if (beta) ld8(b, beta, t);
   for (int k = 0; k < 8; k++) v[k] = (v[k] - m) * r * g[k] + b[k];
@@ -977,15 +976,15 @@ cudaError_t ppsrt_cu_gelu_bwd(cudaStream_t s, void *dx, const void *dy, const vo
 }
 
 cudaError_t ppsrt_cu_layernorm_fwd(cudaStream_t s, void *y, float *mean, float *rstd, const void *x,
-                                   const void *gamma, const void *beta, int N, int C) {
+                                   const void *gamma, const void *beta, int N, int C, float eps) {
   if (N <= 0 || C <= 0) return cudaSuccess;
   if (ln_vec(C, y, x, gamma, beta)) {
     LAUNCH(k_layernorm_fwd8, s, N, C / 8)((bf16 *)y, mean, rstd, (const bf16 *)x, (const bf16 *)gamma,
-                                          (const bf16 *)beta, C);
+                                          (const bf16 *)beta, C, eps);
     return cudaGetLastError();
   }
   LAUNCH(k_layernorm_fwd, s, N, row_threads(C))((bf16 *)y, mean, rstd, (const bf16 *)x, (const bf16 *)gamma,
-                                               (const bf16 *)beta, C);
+                                               (const bf16 *)beta, C, eps);
   return cudaGetLastError();
 }
 

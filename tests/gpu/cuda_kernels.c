@@ -315,18 +315,19 @@ static void t_elementwise(void) {
 }
 
 /* C = 1000: the scalar row kernels; C = 1024: the vectorised ones (C % 256 == 0).
- * rms: RMS norm (mean == NULL in all three calls); with_beta 0: beta and dbeta NULL. */
-static void t_layernorm_at(int N, int C, int rms, int with_beta) {
+ * rms: RMS norm (mean == NULL in all three calls); with_beta 0: beta and dbeta NULL;
+ * eps: --norm-epsilon's (1e-3, near the variance: a kernel adding another shows). */
+static void t_layernorm_at(int N, int C, int rms, int with_beta, float eps) {
   size_t n = (size_t)N * C;
-  char w[96], nm[40];
-  snprintf(nm, sizeof nm, "%s%s C=%d", rms ? "rmsnorm" : "layernorm", with_beta ? "" : " (no beta)", C);
-  /* small variance (about 4e-3), so that the 1e-5 epsilon matters to layer norm's result;
+  char w[128], nm[64];
+  snprintf(nm, sizeof nm, "%s%s C=%d eps %g", rms ? "rmsnorm" : "layernorm", with_beta ? "" : " (no beta)", C, eps);
+  /* small variance (about 4e-3), so that the epsilon matters to layer norm's result;
    * mean 0.5, so that centering would show in RMS norm's */
   pair x = mk(n, PPSRT_BF16, 0.06f, 0.5f), gm = mk(C, PPSRT_BF16, 0.5f, 1), bt = mk(C, PPSRT_BF16, 0.5f, 0);
   pair y = mk(n, PPSRT_BF16, 0, 0), mean = mk(N, PPSRT_F32, 0, 0), rstd = mk(N, PPSRT_F32, 0, 0);
   void *bc = with_beta ? bt.c : NULL, *bg = with_beta ? bt.g : NULL;
-  OK(cpu->layernorm_fwd(cpu, 0, y.c, rms ? NULL : mean.c, rstd.c, x.c, gm.c, bc, N, C));
-  OK(gpu->layernorm_fwd(gpu, 0, y.g, rms ? NULL : mean.g, rstd.g, x.g, gm.g, bg, N, C));
+  OK(cpu->layernorm_fwd(cpu, 0, y.c, rms ? NULL : mean.c, rstd.c, x.c, gm.c, bc, N, C, eps));
+  OK(gpu->layernorm_fwd(gpu, 0, y.g, rms ? NULL : mean.g, rstd.g, x.g, gm.g, bg, N, C, eps));
   snprintf(w, sizeof w, "%s fwd y", nm);
   compare(w, &y, TOL_BF16);
   if (!rms) {
@@ -371,8 +372,10 @@ static void t_layernorm_at(int N, int C, int rms, int with_beta) {
 static void t_layernorm(void) {
   for (int rms = 0; rms < 2; rms++)
     for (int with_beta = 1; with_beta >= 0; with_beta--) {
-      t_layernorm_at(45, 1000, rms, with_beta);
-      t_layernorm_at(37, 1024, rms, with_beta);
+      for (int e = 0; e < 2; e++) {   /* the default epsilon, then one of 1e-3 */
+        t_layernorm_at(45, 1000, rms, with_beta, e ? 1e-3f : 1e-5f);
+        t_layernorm_at(37, 1024, rms, with_beta, e ? 1e-3f : 1e-5f);
+      }
     }
 }
 
@@ -408,7 +411,7 @@ static void untouched(const char *what, pair *p, int ld, int lo, int hi) {
  * ld % 8 == 0: the vectorised kernel, else one thread per pair. */
 static void t_rope_at(int N, int H1, int H2, int D, int ld, int seq) {
   int hd = D / 2;
-  char w[96], nm[64];
+  char w[128], nm[64];
   snprintf(nm, sizeof nm, "rope N=%d H=%d+%d D=%d ld=%d", N, H1, H2, D, ld);
   pair x = mk((size_t)N * ld, PPSRT_BF16, 1, 0), cs = mk((size_t)seq * hd * 2, PPSRT_F32, 0, 0);
   float *t = malloc((size_t)seq * hd * 2 * 4);

@@ -261,16 +261,18 @@ static void test_linear_fd(void) {
 }
 
 /* ---------------------------------------------------------------- layer norm */
-typedef struct { float *x, *g, *bt, *y, *mean, *rstd, *r; int N, C; } ln_ctx;
+typedef struct { float *x, *g, *bt, *y, *mean, *rstd, *r; int N, C; float eps; } ln_ctx;
 static double probe_ln(void *p) {
   ln_ctx *c = p;
-  be->layernorm_fwd(be, 0, c->y, c->mean, c->rstd, c->x, c->g, c->bt, c->N, c->C);
+  be->layernorm_fwd(be, 0, c->y, c->mean, c->rstd, c->x, c->g, c->bt, c->N, c->C, c->eps);
   return dot(c->r, c->y, (size_t)c->N * c->C);
 }
-static void test_layernorm(void) {
+/* eps: --norm-epsilon's; a large one (the rows' variances are about 1) shows a kernel
+ * that adds another */
+static void test_layernorm(float eps) {
   const int N = 5, C = 12;
   size_t n = (size_t)N * C;
-  ln_ctx c = {rvec(n, 2), rvec(C, 1), rvec(C, 1), vec(n), vec(N), vec(N), rvec(n, 1), N, C};
+  ln_ctx c = {rvec(n, 2), rvec(C, 1), rvec(C, 1), vec(n), vec(N), vec(N), rvec(n, 1), N, C, eps};
   for (int i = 0; i < C; i++) c.g[i] += 1.5f;
   double *ref = malloc(n * sizeof *ref);
   for (int i = 0; i < N; i++) {
@@ -279,10 +281,12 @@ static void test_layernorm(void) {
     m /= C;
     for (int k = 0; k < C; k++) v += (c.x[i * C + k] - m) * (c.x[i * C + k] - m);
     v /= C;
-    for (int k = 0; k < C; k++) ref[i * C + k] = (c.x[i * C + k] - m) / sqrt(v + 1e-5) * c.g[k] + c.bt[k];
+    for (int k = 0; k < C; k++) ref[i * C + k] = (c.x[i * C + k] - m) / sqrt(v + (double)eps) * c.g[k] + c.bt[k];
   }
   probe_ln(&c);
-  check("layernorm_fwd", c.y, ref, n, 1e-5, 1e-5);
+  char name[64];
+  snprintf(name, sizeof name, "layernorm_fwd eps %g", eps);
+  check(name, c.y, ref, n, 1e-5, 1e-5);
   float *dx = vec(n), *dg = vec(C), *dbt = vec(C);
   fd_grad(probe_ln, &c, c.x, n, ref);
   probe_ln(&c);
@@ -305,24 +309,24 @@ static void test_layernorm(void) {
 }
 
 /* ---------------------------------------------------------------- RMS norm */
-/* layer norm with mean == NULL: y = x rstd gamma (+ beta), rstd = 1/sqrt(mean_c x^2 + 1e-5);
+/* layer norm with mean == NULL: y = x rstd gamma (+ beta), rstd = 1/sqrt(mean_c x^2 + eps);
  * with and without beta (beta == NULL, dbeta == NULL) */
-static void test_rmsnorm(int with_beta) {
+static void test_rmsnorm(int with_beta, float eps) {
   const int N = 5, C = 12;
   size_t n = (size_t)N * C;
-  ln_ctx c = {rvec(n, 2), rvec(C, 1), with_beta ? rvec(C, 1) : NULL, vec(n), NULL, vec(N), rvec(n, 1), N, C};
+  ln_ctx c = {rvec(n, 2), rvec(C, 1), with_beta ? rvec(C, 1) : NULL, vec(n), NULL, vec(N), rvec(n, 1), N, C, eps};
   for (int i = 0; i < C; i++) c.g[i] += 1.5f;
   for (int i = 0; i < C; i++) c.x[i] += 3.0f;   /* row 0 far from zero mean: centering would show */
   double *ref = malloc(n * sizeof *ref), rr[5];
   for (int i = 0; i < N; i++) {
     double q = 0;
     for (int k = 0; k < C; k++) q += (double)c.x[i * C + k] * c.x[i * C + k];
-    rr[i] = 1.0 / sqrt(q / C + 1e-5);
+    rr[i] = 1.0 / sqrt(q / C + (double)eps);
     for (int k = 0; k < C; k++) ref[i * C + k] = c.x[i * C + k] * rr[i] * c.g[k] + (with_beta ? c.bt[k] : 0.0);
   }
   char name[64];
   probe_ln(&c);
-  snprintf(name, sizeof name, "rmsnorm_fwd %s", with_beta ? "(beta)" : "(no beta)");
+  snprintf(name, sizeof name, "rmsnorm_fwd %s eps %g", with_beta ? "(beta)" : "(no beta)", eps);
   check(name, c.y, ref, n, 1e-5, 1e-5);
   check("rmsnorm_fwd rstd", c.rstd, rr, N, 1e-6, 1e-5);
   float *dx = vec(n), *dg = vec(C), *dbt = vec(C);
@@ -993,9 +997,11 @@ int main(void) {
   test_gemm();
   test_elementwise();
   test_linear_fd();
-  test_layernorm();
-  test_rmsnorm(1);
-  test_rmsnorm(0);
+  test_layernorm(1e-5f);   /* the default --norm-epsilon */
+  test_layernorm(0.5f);    /* one far from it (a kernel adding a fixed eps shows) */
+  test_rmsnorm(1, 1e-5f);
+  test_rmsnorm(0, 1e-5f);
+  test_rmsnorm(0, 0.5f);
   test_swiglu();
   test_rope();
   test_attention(2, 5, 4, 2, 3);   /* GQA: two query heads per kv head */

@@ -39,7 +39,7 @@
 #  - refusals (exit 2, the field named, no output left): a layer neither Llama's nor
 #    GPT-2's, GPT-2 with query groups; configs with rope_scaling yarn or dynamic,
 #    rope_parameters longrope, llama3 with low >= high or no original context, linear
-#    with factor 0, attention_bias, rms_norm_eps 1e-6, an odd head_dim, head_dim 8
+#    with factor 0, attention_bias, rms_norm_eps 0 or a string, an odd head_dim, head_dim 8
 #    (the tensors' shapes named); an index with rope_scaling yarn
 #    (export); bad files get one line, no traceback.
 # Planted by hand in pps_hf.py and caught: in the export, k/v column blocks of qkv.w
@@ -606,7 +606,8 @@ refuse rope_scaling '{"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1
   "rope_type llama3: original_max_position_embeddings is null, not a whole number above 0"
 refuse rope_scaling '{"rope_type": "linear", "factor": 0}' "rope_type linear: factor is 0, not a number above 0"
 refuse attention_bias true
-refuse rms_norm_eps 1e-6
+refuse rms_norm_eps 0
+refuse rms_norm_eps '"1e-6"'
 refuse hidden_act '"gelu"'
 refuse head_dim 7 "field 'head_dim' is 7: odd (RoPE rotates pairs"
 refuse head_dim 8 "q_proj.weight' has shape \[16, 16\], the config's model needs \[32, 16\]"

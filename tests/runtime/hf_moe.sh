@@ -27,7 +27,7 @@
 #    --moe-router-pre-softmax, --moe-router-score-function sigmoid,
 #    --moe-router-topk-scaling-factor, --moe-expert-capacity-factor,
 #    --moe-shared-ffn-hidden, an unknown moe_ field; import of num_local_experts 1,
-#    num_experts_per_tok above it, sliding_window 0, rms_norm_eps 1e-6, head_dim 7 (odd),
+#    num_experts_per_tok above it, sliding_window 0, rms_norm_eps 0, head_dim 7 (odd),
 #    model_type qwen2_moe, a missing expert tensor, a dense MLP's tensor in a Mixtral.
 # Mutants (tests/mutants/hfmoe_*.patch, on pps_hf.py): w1/w3 swapped both ways, the
 # router not transposed both ways, the experts permuted in the export (each fails the
@@ -236,9 +236,9 @@ refuse() {   # refuse FIELD JSON-VALUE PATTERN: import of hf_untied with config 
 refuse num_local_experts 1 "field 'num_local_experts' is 1: the runtime's --num-experts is 2 to 1024"
 refuse num_experts_per_tok 5 "field 'num_experts_per_tok' is 5: more than num_local_experts 4"
 refuse sliding_window 0 "field 'sliding_window' is 0: not null or a positive integer"
-refuse rms_norm_eps 1e-6 "field 'rms_norm_eps' is 1e-06: the runtime's RMS norm has eps 1e-5"
+refuse rms_norm_eps 0 "field 'rms_norm_eps' is 0: not a number above 0"
 refuse head_dim 7 "field 'head_dim' is 7: odd (RoPE rotates pairs"
-refuse model_type '"qwen2_moe"' "field 'model_type' is \"qwen2_moe\": only Llama (LlamaForCausalLM) and Mixtral"
+refuse model_type '"qwen2_moe"' "field 'model_type' is \"qwen2_moe\": only Llama (LlamaForCausalLM), Mixtral (MixtralForCausalLM), Qwen2"
 refuse router_jitter_noise -1 "field 'router_jitter_noise' is -1: not a number from 0"
 refuse intermediate_size 32 "experts.0.w1.weight' has shape \[24, 16\], the config's model needs \[32, 16\]"
 # a missing expert and a dense MLP's tensor

@@ -14,6 +14,10 @@
 #    and tied at TP 1 x PP 2 x VP 2 with the buffer: bit for bit and the loss;
 #  - kv_channels other than hidden / heads (--kv-channels): Llama's layer D = 6 at TP 2 x
 #    PP 2, GPT-2's D = 2 at TP 2: bit for bit, --kv-channels printed, the saved run's loss;
+#  - Qwen2's layer (norm_epsilon 1e-6, add_qkv_bias without add_bias_linear) at TP 2 x
+#    PP 2: bit for bit, --add-qkv-bias --norm-epsilon 1e-06 printed, the saved run's
+#    loss; trained 2 iterations (the bias away from 0): bit for bit, and the import runs
+#    with the printed flags;
 #  - qk_layernorm (q_layernorm / k_layernorm [D], whole on every rank): Llama's layer at
 #    TP 2 x PP 2 (RMS norms, gains) and GPT-2's at TP 2 (layer norms, gains and biases):
 #    bit for bit, and the loss of the saved run with --qk-layernorm;
@@ -39,7 +43,7 @@
 #  - --use-rope-scaling becomes --rope-scaling llama3 (Megatron's fixed 1/4/8192);
 #    Megatron's dropout rates become --hidden-dropout / --attention-dropout;
 #  - refusals (exit 2, one line naming the argument or file, no output left): the erf
-#    GeLU, norm_epsilon 1e-6, num_experts without the experts' tensors,
+#    GeLU, norm_epsilon 0, -1 or True, add_qkv_bias without its tensors, num_experts without the experts' tensors,
 #    a tensor the model lacks, a missing rank, mixed mp_rank_* shapes, torch_dist, the
 #    legacy model, tensor_model_parallel_size disagreeing with the files, a truncated file, --stages not dividing,
 #    an integer tensor, a view outside its storage, a short storage record, big-endian;
@@ -68,7 +72,7 @@ for k in sorted(ka):
     if a.tensor(k, n).tobytes() != b.tensor(k, n).tobytes():
         sys.exit("tensor %s differs" % k)
 for k in ("hidden", "heads", "query_groups", "vocab", "layers", "mlp", "norm", "position", "bias", "embeddings", "ffn_hidden",
-          "kv_channels", "qk_layernorm", "num_experts", "moe_topk", "moe_ffn_hidden", "moe_aux_loss_coeff", "moe_shared_ffn_hidden",
+          "kv_channels", "qk_layernorm", "qkv_bias", "norm_epsilon", "num_experts", "moe_topk", "moe_ffn_hidden", "moe_aux_loss_coeff", "moe_shared_ffn_hidden",
           "moe_shared_expert_gate"):
     if a.meta.get(k) != b.meta.get(k):
         sys.exit("metadata %s: %r vs %r" % (k, a.meta.get(k), b.meta.get(k)))
@@ -104,6 +108,27 @@ L="--model gpt --arch llama --hidden 16 --heads 4 --query-groups 2 --ffn-hidden 
 LPS=2
 case_ llama a "$L --layers-per-stage 2" --tp 2 --pp 2 --names te
 case_ llama_qkn a "$L --qk-layernorm --layers-per-stage 2" --tp 2 --pp 2 --names te
+# Qwen2's layer: norm_epsilon 1e-6, add_qkv_bias without add_bias_linear, TP 2 x PP 2 (the
+# bias 0 as initialised: the loss; then trained away from 0, so that a bias dropped or
+# misplaced shows: bit for bit, and the import runs with the printed flags)
+case_ qwen2 a "$L --norm-epsilon 1e-6 --add-qkv-bias --layers-per-stage 2" --tp 2 --pp 2 --names te
+grep -q -- "--add-qkv-bias --norm-epsilon 1e-06 " "$WORK/imp_qwen2.out" && pass "qwen2: --add-qkv-bias --norm-epsilon 1e-06 printed" ||
+  fail "qwen2: flags: $(cat "$WORK/imp_qwen2.out")"
+"$WORK/a" $L --norm-epsilon 1e-6 --add-qkv-bias --layers-per-stage 2 --optimizer adam --lr 0.05 --iterations 2 --data "$DATA" \
+  --save "$WORK/ck_q2" -q 2> "$WORK/err" || fail "qwen2 trained: save run: $(cat "$WORK/err")"
+python3 "$FX" write "$WORK/ck_q2" "$WORK/meg_q2" --tp 2 --pp 2 --expect "$WORK/want_q2" 2> "$WORK/err" || fail "qwen2 trained: fixture: $(cat "$WORK/err")"
+python3 "$MG" import "$WORK/meg_q2" "$WORK/imp_q2" > "$WORK/imp_q2.out" 2> "$WORK/err" || fail "qwen2 trained: import: $(cat "$WORK/err")"
+PYDIR="$top_srcdir/python" python3 - "$WORK/want_q2" <<'PY' 2> "$WORK/err" || fail "qwen2 trained: the bias is 0: $(cat "$WORK/err")"
+import os, sys
+sys.path.insert(0, os.environ["PYDIR"])
+import pps_hf
+assert any(x != 0 for x in pps_hf.PPSCheckpoint(sys.argv[1]).tensor("layer0.qkv.b", 32))
+PY
+if same "$WORK/want_q2" "$WORK/imp_q2"; then pass "qwen2 trained: import bit for bit ($(cat "$WORK/same.out"))"
+else fail "qwen2 trained: import differs: $(cat "$WORK/same.out")"; fi
+iflags=$(sed -n 's/^  \(.*\) --load .*/\1/p' "$WORK/imp_q2.out")
+expect_exit 0 "qwen2 trained: the import runs with the printed flags" "$WORK/a" $iflags --layers-per-stage 2 --load "$WORK/imp_q2" \
+  --iterations 1 --data "$DATA"
 case_ gpt2_qkn a "--model gpt --hidden 16 --heads 4 --query-groups 2 --seq 8 --vocab 256 --qk-layernorm --layers-per-stage 2" \
   --tp 2 --pp 1 --names local
 # (trained gains: the query's and the key's differ from 1 and from each other, so a swap shows)
@@ -225,7 +250,9 @@ refused() {
   else fail "$nm: exit $st, output: $(cat "$WORK/out")"; fi
 }
 refuse "erf GeLU" "bias_gelu_fusion" --arg swiglu=False --arg bias_gelu_fusion=False
-refuse "norm_epsilon 1e-6" "norm_epsilon = 1e-06" --arg norm_epsilon=1e-6
+refuse "norm_epsilon 0" "norm_epsilon = 0" --arg norm_epsilon=0
+refuse "norm_epsilon -1" "norm_epsilon = -1" --arg norm_epsilon=-1
+refuse "norm_epsilon True" "norm_epsilon = True" --arg norm_epsilon=True
 refuse "a dropout rate of 1" "hidden_dropout = 1.0" --arg hidden_dropout=1.0
 refuse "num_experts without experts' tensors" "no tensor 'decoder.layers.0.pre_mlp_layernorm.weight'" --arg num_experts=8
 refuse "expert-parallel ranks of a dense model" "expert_model_parallel_size = 2: expert-parallel ranks without" --ep 2
@@ -319,7 +346,7 @@ refuse "uneven stages" "decoder_first_pipeline_num_layers" --arg decoder_first_p
 refuse "a TP size the files do not have" "tensor_model_parallel_size = 4" --arg tensor_model_parallel_size=4
 refuse "a tensor the model lacks" "q_layernorm.weight' .* would be dropped" --extra decoder.layers.0.self_attention.q_layernorm.weight
 refuse "Megatron's legacy model" "legacy model (language_model" --extra language_model.embedding.word_embeddings.weight
-refuse "qkv bias without linear biases" "add_qkv_bias" --arg add_qkv_bias=True
+refuse "add_qkv_bias without the bias tensors" "no tensor 'decoder.layers.0.self_attention.linear_qkv.bias'" --arg add_qkv_bias=True
 refuse "an integer tensor" "word_embeddings.weight' is an integer tensor" --corrupt int
 refuse "a view outside its storage" "word_embeddings.weight': shape .* fall outside its storage" --corrupt outside
 refuse "a storage record shorter than its size" "storage 0 holds .* bytes, .* needed" --corrupt short

@@ -271,6 +271,8 @@ def main():
     sw, rms, rope, bias = m["mlp"] == "swiglu", m["norm"] == "rmsnorm", m["position"] == "rope", m["bias"] == "on"
     tied = m["embeddings"] == "tied"
     qkn = m.get("qk_layernorm") == "on"
+    qb = bias or m.get("qkv_bias") == "on"   # the QKV's bias (--add-qkv-bias: it alone)
+    eps = float(m.get("norm_epsilon", "1e-5"))
     Tp, P, VP = o.tp, o.pp, o.vp
     nf = 2 * f if sw else f
     store = {}
@@ -302,13 +304,13 @@ def main():
         if not rms:
             t["ln1.b"], t["ln2.b"] = get(q + "ln1.b", h), get(q + "ln2.b", h)
         W = transpose(get(q + "qkv.w", h * (hq + 2 * G) * D), h, (hq + 2 * G) * D)   # rows = output columns
-        bq = list(get(q + "qkv.b", (hq + 2 * G) * D)) if bias else None
+        bq = list(get(q + "qkv.b", (hq + 2 * G) * D)) if qb else None
         groups, gb = [], []
         for g in range(G):
             idx = [(g * npg + j) * D + d for j in range(npg) for d in range(D)]
             idx += [hq * D + g * D + d for d in range(D)] + [(hq + G) * D + g * D + d for d in range(D)]
             groups.append([W[c] for c in idx])
-            if bias:
+            if qb:
                 gb.append([bq[c] for c in idx])
         t["qkv"], t["qkv.b"] = groups, gb
         for k in ("qnorm", "knorm") if qkn else ():   # --qk-layernorm: q_layernorm / k_layernorm [D]
@@ -335,7 +337,7 @@ def main():
         num_layers=L, hidden_size=h, num_attention_heads=hq, num_query_groups=G, group_query_attention=G != hq,
         ffn_hidden_size=f, kv_channels=D, tensor_model_parallel_size=Tp, pipeline_model_parallel_size=P,
         virtual_pipeline_model_parallel_size=VP if VP > 1 else None, normalization="RMSNorm" if rms else "LayerNorm",
-        norm_epsilon=1e-5, swiglu=sw, openai_gelu=False, bias_gelu_fusion=True, add_bias_linear=bias, add_qkv_bias=bias,
+        norm_epsilon=eps, swiglu=sw, openai_gelu=False, bias_gelu_fusion=True, add_bias_linear=bias, add_qkv_bias=qb,
         position_embedding_type="rope" if rope else "learned_absolute", rotary_percent=1.0, rotary_interleaved=False,
         rotary_base=int(float(m.get("rope_base", "10000"))), use_rope_scaling=False, rope_scaling_factor=8.0,
         untie_embeddings_and_output_weights=not tied, hidden_dropout=0.0, attention_dropout=0.0, seq_length=int(m.get("seq", 16)),
@@ -393,7 +395,7 @@ def main():
                     gs = t["qkv"][tp * G // Tp:(tp + 1) * G // Tp]
                     add(pre + "self_attention.linear_qkv.weight", flat([r for g in gs for r in g]),
                         [G // Tp * (npg + 2) * D, h])
-                    if bias:
+                    if qb:
                         add(pre + "self_attention.linear_qkv.bias",
                             [x for g in t["qkv.b"][tp * G // Tp:(tp + 1) * G // Tp] for x in g], [G // Tp * (npg + 2) * D])
                     for k, mk in (("qnorm", "q_layernorm"), ("knorm", "k_layernorm")) if qkn else ():
@@ -505,6 +507,9 @@ def main():
                                                      "moe_shared_expert_gate")}
         if qkn:
             meta["qk_layernorm"] = "on"
+        if qb and not bias:   # --add-qkv-bias
+            meta["qkv_bias"] = "on"
+        meta["norm_epsilon"] = "%.17g" % eps
         pps_hf._write_pps(o.expect, tens, meta, "sgd")
     return 0
 
