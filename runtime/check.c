@@ -23,8 +23,13 @@
  * token elsewhere there; it says in how many slots its own choice differed (a failure
  * in F32) and that the replayed routing is the pipeline's (ppsrt_gpt_route_compare;
  * with --context-parallel each context rank over its own tokens, on a line of its own).
+ * Every rank compares what it holds and writes its own lines: with --data-parallel each
+ * replica its gradients (after the all-reduce, or its --distributed-optimizer shard) and
+ * its own microbatches' routing; interp.c sums every rank's mismatches over the world.
  * PPSRT_FAULT (tests only) scales one gradient tensor of the pipeline, shifts its loss,
- * moves one token's expert in each MoE slot of the pipeline (route: moe.c fault_route) or
+ * moves one token's expert in each MoE slot of the pipeline (route: moe.c fault_route; on
+ * one replica's or context rank's ranks alone: route@replica=R, route@context=C), makes
+ * every tensor rank record its routing (record-twice: each slot gathered T times) or
  * lists the tensors compared, so that tests can watch the check say no.
  * What it does not: it does not check timing or memory (cli.c compares measured and
  * predicted memory), and it never exits; the caller turns mismatches into exit status 1. */

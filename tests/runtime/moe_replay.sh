@@ -7,8 +7,10 @@
 #  - --check passes with every device line saying the routing of its (microbatch, layer)
 #    slots was replayed and the reference's own choice differed in 0 of them: 1F1B, 2
 #    layers a stage (a replay of the wrong layer fails), a capacity factor (probs, and
-#    position), T = 2 --sequence-parallel, D = 2 (the global batch: a replay of the wrong
-#    microbatch fails), D = 2 X = 2 with both dispatchers, with a capacity;
+#    position), T = 2 --sequence-parallel, D = 2 (each replica's lines, its own
+#    microbatches: a replay of the wrong microbatch fails), D = 2 X = 2 with both
+#    dispatchers, with a capacity (a replica's own choice that differs alone:
+#    tests/runtime/check_ranks.sh);
 #  - with the replay, --check still fails for real bugs: PPSRT_FAULT scaling the router's
 #    gradient or an expert's; and a wrong top-K in the pipeline (PPSRT_FAULT=route), which
 #    the replay copies into the reference, fails on the own-choice line alone (F32);
