@@ -6,7 +6,7 @@
 #    microbatches' routing, its gradients); PPSRT_FAULT=route@replica=1 (a wrong top-K on
 #    replica 1's tokens alone) fails --check on replica 1's routing lines alone, also
 #    with --distributed-optimizer, at D = 4 X = 2 (replica 3: the second expert-parallel
-#    group) and under mpirun -np 4;
+#    group) and under mpirun -np 4; --json counts replica 1's mismatches;
 #  - --data-parallel 2 --distributed-optimizer (no experts): a gradient scaled in
 #    replica 1's shard only (vocab.out) fails, named on replica 1's line;
 #  - --context-parallel 2: PPSRT_FAULT=route@context=1 fails on context rank 1's
@@ -41,6 +41,8 @@ n=$(lines "^check: device [01] (replica [01]): $OWN 0$")
 # ---- a wrong top-K on one replica's tokens ----
 expect_exit 1 "PPSRT_FAULT=route@replica=1 D = 2: --check fails" env PPSRT_FAULT=route@replica=1 "$A" $M --data-parallel 2 --check -q
 routed "route@replica=1 D = 2" "(replica 1" 2 2
+expect_exit 1 "route@replica=1 D = 2 --json: --check fails" env PPSRT_FAULT=route@replica=1 "$A" $M --data-parallel 2 --check --json
+expect_grep '"check":{"match":false,"loss_match":true,"mismatches":2,' "route@replica=1 --json: replica 1's 2 routing lines counted"
 expect_exit 1 "route@replica=1 D = 2 --distributed-optimizer: --check fails" env PPSRT_FAULT=route@replica=1 \
   "$A" $M --data-parallel 2 --distributed-optimizer --check -q
 routed "route@replica=1 D = 2 --distributed-optimizer" "(replica 1" 2 2
