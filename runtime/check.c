@@ -350,8 +350,9 @@ int rt_check_gradients(ppsrt_ctx *c, double pipeline_loss, int *mismatch) {
      after the all-reduce (or its shard) and its own microbatches' routing (interp.c sums
      every rank's mismatches over the world) */
   const int grads = c->cp_rank == 0 || pm->cfg.distopt;
-  /* (the loss: the replicas' mean, the same on every replica, EP and CP rank: world rank 0's) */
-  if (c->rank == 0 && c->replica == 0 && c->tp_rank == 0 && c->cp_rank == 0) {
+  /* (the loss: the replicas' mean, the same on every replica, EP and CP rank: world rank 0's;
+     interp.c sends its verdict to every process) */
+  if (c->wrank == 0) {
     double d = fabs(pipeline_loss - ref_loss);
     loss_bad = !(d <= kl * fabs(ref_loss));
     if (!run->o.json)

@@ -864,12 +864,15 @@ int rt_run_device(ppsrt_ctx *c) {
       int bad = 0;
       if ((rc = rt_check_gradients(c, c->loss[0], &bad))) { fail_at(c, -1, rc, "--check"); break; }
       /* every rank compared what it holds (its slices, experts, shard, its replica's and
-         context rank's routing: check.c): the mismatches are summed over the world, so that
-         each rank, and each process under MPI, holds the run's */
-      float fb[2] = {(float)bad, 0};
+         context rank's routing: check.c): the mismatches are summed over the world, and the
+         loss's verdict (world rank 0's) sent with them, so that each process under MPI holds
+         the run's (and exits 1 on a mismatch) */
+      float fb[2] = {(float)bad, c->wrank == 0 ? (float)run->check_loss_bad : 0};
       if ((rc = rt_allreduce_host_on(c, c->wtr, c->wrank, fb, 2, PPSRT_SUM))) { fail_at(c, -1, rc, "--check all-reduce"); break; }
-      double nb = fb[0];
-      if ((c->rank == 0 && c->grank == 0 && c->tp_rank == 0) || run->nlocal == 1) run->check_mismatches = (long)nb;
+      if (c->wrank == 0 || run->nlocal == 1) {   /* (threads: world rank 0, which wrote check_loss_bad, alone) */
+        run->check_mismatches = (long)fb[0];
+        run->check_loss_bad = fb[1] > 0;
+      }
       /* the first context prints every local rank's lines in rank order, once all have
        * compared: every rank wrote its text before the world's all-reduce above, and the
        * world's barrier keeps the order plain (without a world-wide wait the first context

@@ -6,7 +6,9 @@
 #    microbatches' routing, its gradients); PPSRT_FAULT=route@replica=1 (a wrong top-K on
 #    replica 1's tokens alone) fails --check on replica 1's routing lines alone, also
 #    with --distributed-optimizer, at D = 4 X = 2 (replica 3: the second expert-parallel
-#    group) and under mpirun -np 4; --json counts replica 1's mismatches;
+#    group) and under mpirun -np 4, where every process exits 1 (also on a loss shifted
+#    on world rank 0 alone: its verdict is sent with the sum); --json counts replica 1's
+#    mismatches;
 #  - --data-parallel 2 --distributed-optimizer (no experts): a gradient scaled in
 #    replica 1's shard only (vocab.out) fails, named on replica 1's line;
 #  - --context-parallel 2: PPSRT_FAULT=route@context=1 fails on context rank 1's
@@ -53,7 +55,18 @@ if have_mpi; then   # a process a rank: each process's status is the world's sum
   expect_exit 1 "mpirun -np 4: route@replica=1 D = 2: --check fails" mpirun_np 4 env PPSRT_FAULT=route@replica=1 \
     "$A" $M --data-parallel 2 --check -q
   routed "MPI route@replica=1 D = 2" "(replica 1" 2 2
-else skip "no MPI: the mpirun line"; fi
+  # each process's own exit status (world rank r's in st.r): all 1, the mismatches and
+  # the loss's verdict (world rank 0's) summed over the world; a clean run's all 0
+  for f in route@replica=1 loss+=0.01 ""; do
+    rm -f "$WORK"/st.*
+    mpirun_np 4 env PPSRT_FAULT="$f" ST="$WORK" sh -c '"$0" "$@" > /dev/null 2>&1; echo $? > "$ST/st.${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-x}}"' \
+      "$A" $M --data-parallel 2 --check -q > "$WORK/out" 2>&1
+    want=1; [ -n "$f" ] || want=0
+    st=$(cat "$WORK"/st.[0-3] 2>/dev/null | tr '\n' ' ')
+    [ "$st" = "$want $want $want $want " ] && pass "MPI D = 2 PPSRT_FAULT='$f': every process exits $want" \
+      || fail "MPI D = 2 PPSRT_FAULT='$f': the processes' exit statuses '$st' ($(ls "$WORK" | grep '^st\.' | tr '\n' ' '))"
+  done
+else skip "no MPI: the mpirun lines"; fi
 
 # ---- --distributed-optimizer: a gradient in replica 1's shard only ----
 expect_exit 0 "D = 2 --distributed-optimizer --check" "$A" $G --data-parallel 2 --distributed-optimizer --check -q
