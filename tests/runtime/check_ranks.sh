@@ -3,7 +3,7 @@
 # over the world; check.c; docs/runtime.md "--check"), on the CPU backend (F32), each
 # case a fault that only one replica's or one context rank's comparison can see:
 #  - --data-parallel 2 --num-experts: every replica prints its lines (its own
-#    microbatches' routing, its gradients); PPSRT_FAULT=route@replica=1 (a wrong top-K on
+#    microbatches' routing, its gradients), the loss line once; PPSRT_FAULT=route@replica=1 (a wrong top-K on
 #    replica 1's tokens alone) fails --check on replica 1's routing lines alone, also
 #    with --distributed-optimizer, at D = 4 X = 2 (replica 3: the second expert-parallel
 #    group) and under mpirun -np 4, where every process exits 1 (also on a loss shifted
@@ -15,7 +15,7 @@
 #    routing lines alone (the context group's mismatches count);
 #  - PPSRT_FAULT=record-twice at --tensor-parallel 2 (every tensor rank records its
 #    routing: each slot gathered twice) fails --check, the routing lines saying a slot
-#    was not recorded once; the loss line is printed once;
+#    was not recorded once;
 #  - bad route@ and record-twice values are usage errors (exit 2).
 . "$(dirname "$0")/lib.sh"
 build a "$top_srcdir/stdlib/1f1b.pps" -D P=2 -D m=4 || { fail "build 1f1b"; finish; }
