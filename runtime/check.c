@@ -23,8 +23,13 @@
  * token elsewhere there; it says in how many slots its own choice differed (a failure
  * in F32) and that the replayed routing is the pipeline's (ppsrt_gpt_route_compare;
  * with --context-parallel each context rank over its own tokens, on a line of its own).
+ * Every rank compares what it holds and writes its own lines: with --data-parallel each
+ * replica its gradients (after the all-reduce, or its --distributed-optimizer shard) and
+ * its own microbatches' routing; interp.c sums every rank's mismatches over the world.
  * PPSRT_FAULT (tests only) scales one gradient tensor of the pipeline, shifts its loss,
- * moves one token's expert in each MoE slot of the pipeline (route: moe.c fault_route) or
+ * moves one token's expert in each MoE slot of the pipeline (route: moe.c fault_route; on
+ * one replica's or context rank's ranks alone: route@replica=R, route@context=C), makes
+ * every tensor rank record its routing (record-twice: each slot gathered T times) or
  * lists the tensors compared, so that tests can watch the check say no.
  * What it does not: it does not check timing or memory (cli.c compares measured and
  * predicted memory), and it never exits; the caller turns mismatches into exit status 1. */
@@ -110,7 +115,7 @@ static double env_k(const char *var, double dflt) {
 /* ---- the fault hook (tests only) ---- */
 
 static struct {
-  int kind;         /* 0 none, 1 grad=NAME*SCALE, 2 loss+=X */
+  int kind;         /* 0 none, 1 grad=NAME*SCALE, 2 loss+=X, 3 route[@replica=R|@context=C], 4 record-twice */
   char name[256];
   double scale, dloss;
 } fault;
@@ -142,6 +147,33 @@ static int fault_list(ppsrt_run *run, const ppsrt_model_config *mc, const char *
   return st;
 }
 
+/* PPSRT_FAULT=route's tail `at`: "" (every rank's routing), "@replica=R" or "@context=C"
+ * (that replica's or context rank's alone: cfg moe_fault_replica, moe_fault_cp, R + 1 and
+ * C + 1; moe.c). Sets fault.kind 3; a rank that does not exist: its message, 1. */
+static int route_fault_at(const ppsrt_run *run, ppsrt_model_config *cfg, const char *at, const char *me) {
+  static const char *what[2] = {"@replica=", "@context="};
+  const int have[2] = {run->o.data_parallel > 1 ? run->o.data_parallel : 1,
+                       run->o.context_parallel > 1 ? run->o.context_parallel : 1};
+  const char *flag[2] = {"--data-parallel", "--context-parallel"};
+  if (!*at) { fault.kind = 3; return 0; }
+  for (int i = 0; i < 2; i++) {
+    size_t len = strlen(what[i]);
+    if (strncmp(at, what[i], len) || at[len] < '0' || at[len] > '9') continue;
+    char *end;
+    long r = strtol(at + len, &end, 10);
+    if (*end) return 0;   /* (not a number: the usage error below) */
+    if (r >= have[i]) {
+      fprintf(stderr, "%s: error: PPSRT_FAULT='route%s': %s %ld does not exist (%s %d: %s 0..%d)\n", me, at,
+              i ? "context rank" : "replica", r, flag[i], have[i], i ? "context ranks" : "replicas", have[i] - 1);
+      return 1;
+    }
+    if (i) cfg->moe_fault_cp = (int)r + 1;
+    else cfg->moe_fault_replica = (int)r + 1;
+    fault.kind = 3;
+  }
+  return 0;
+}
+
 int rt_fault_setup(ppsrt_run *run, ppsrt_model_config *cfg, int check, const char *me) {
   static const char *vars[] = {"PPSRT_CHECK_K", "PPSRT_CHECK_K_LOSS"};
   for (int i = 0; i < 2; i++) {
@@ -159,8 +191,10 @@ int rt_fault_setup(ppsrt_run *run, ppsrt_model_config *cfg, int check, const cha
   if (!strncmp(f, "loss+=", 6) && f[6]) {
     fault.dloss = strtod(f + 6, &end);
     if (!*end && isfinite(fault.dloss)) fault.kind = 2;
-  } else if (!strcmp(f, "route")) {   /* the pipeline's routing of one token moved (moe.c fault_route) */
-    if (cfg->num_experts > 0) fault.kind = 3;
+  } else if (!strncmp(f, "route", 5)) {   /* the pipeline's routing of one token moved (moe.c fault_route) */
+    if (cfg->num_experts > 0 && route_fault_at(run, cfg, f + 5, me)) return 2;
+  } else if (!strcmp(f, "record-twice")) {   /* every tensor rank records its routing (gather_routing) */
+    if (cfg->num_experts > 0 && run->o.tensor_parallel > 1) fault.kind = 4;
   } else if (!strncmp(f, "grad=", 5)) {
     const char *star = strrchr(f, '*');
     size_t len = star ? (size_t)(star - (f + 5)) : 0;
@@ -174,8 +208,9 @@ int rt_fault_setup(ppsrt_run *run, ppsrt_model_config *cfg, int check, const cha
     }
   }
   if (!fault.kind) {
-    fprintf(stderr, "%s: error: PPSRT_FAULT='%s': expected grad=NAME*SCALE, loss+=X, route (with "
-            "--num-experts) or list (a fault for tests)\n",
+    fprintf(stderr, "%s: error: PPSRT_FAULT='%s': expected grad=NAME*SCALE, loss+=X, route, route@replica=R or "
+            "route@context=C (with --num-experts), record-twice (with --num-experts and --tensor-parallel T >= 2) "
+            "or list (a fault for tests)\n",
             me, f);
     return 2;
   }
@@ -197,13 +232,16 @@ int rt_fault_setup(ppsrt_run *run, ppsrt_model_config *cfg, int check, const cha
  * each context rank writes its tokens, chunks c and 2C - 1 - c of each sequence, at their
  * places in the whole sequences: ppsrt_gpt_route_record). *rec (malloc, the reference's
  * layout) or NULL where there is nothing to replay: no experts, PPSRT_CHECK_REPLAY=0
- * (tests), or a token's decision that not exactly one rank recorded (*why says which).
- * Every rank calls it. */
-static int gather_routing(ppsrt_ctx *c, const ppsrt_model_config *rcfg, int32_t **rec, const char **why) {
+ * (tests), or a token's decision that not exactly one rank recorded (*why says which; that
+ * one sets *broken: the gather's bookkeeping is wrong, and the check fails). Every rank
+ * calls it. PPSRT_FAULT=record-twice (tests): every tensor rank records, so each slot has
+ * T writers. */
+static int gather_routing(ppsrt_ctx *c, const ppsrt_model_config *rcfg, int32_t **rec, const char **why, int *broken) {
   ppsrt_model *pm = c->model;
   const char *off = getenv("PPSRT_CHECK_REPLAY");
   *rec = NULL;
   *why = NULL;
+  *broken = 0;
   if (pm->cfg.num_experts <= 0) return 0;
   if (off && !strcmp(off, "0")) { *why = "PPSRT_CHECK_REPLAY=0: not replayed"; return 0; }
   int K = pm->cfg.moe_topk > 0 ? pm->cfg.moe_topk : 2;
@@ -211,7 +249,8 @@ static int gather_routing(ppsrt_ctx *c, const ppsrt_model_config *rcfg, int32_t 
   size_t n = (size_t)rcfg->nmb * rcfg->nstage * (rcfg->layers_per_stage > 0 ? rcfg->layers_per_stage : 1) * NK;
   float *tab = calloc(n ? 2 * n : 1, sizeof *tab);   /* the choices (+ 1), then how many ranks wrote each */
   if (!tab) return PPSRT_FAIL(PPSRT_E_NOMEM, "--check: out of host memory (the routing's replay)");
-  int rc = 0, mine = c->tp_rank == 0 ? ppsrt_gpt_route_record(pm, pm->cfg.mb0, rcfg->nmb, tab) : 0;
+  int writer = c->tp_rank == 0 || fault.kind == 4;
+  int rc = 0, mine = writer ? ppsrt_gpt_route_record(pm, pm->cfg.mb0, rcfg->nmb, tab) : 0;
   if (mine < 0) *why = "the pipeline kept no routing: not replayed";
   for (size_t i = 0; i < n; i++) tab[n + i] = tab[i] > 0;
   if (!(rc = rt_allreduce_host_on(c, c->wtr, c->wrank, tab, 2 * n, PPSRT_SUM)) && !*why) {
@@ -221,6 +260,7 @@ static int gather_routing(ppsrt_ctx *c, const ppsrt_model_config *rcfg, int32_t 
       r[i] = (int32_t)tab[i] - 1;   /* (exactly one writer, else nothing is replayed) */
       if (tab[n + i] != 1 || r[i] < 0 || r[i] >= 2 * pm->cfg.num_experts) {
         *why = "a slot not recorded once: not replayed";
+        *broken = 1;
         free(r);
         r = NULL;
       }
@@ -263,7 +303,8 @@ int rt_check_gradients(ppsrt_ctx *c, double pipeline_loss, int *mismatch) {
      each context rank compares its tokens' part of a slot: ppsrt_gpt_route_compare) */
   cfg.moe_record = pm->cfg.cp > 1 && pm->cfg.num_experts > 0;
   const char *noreplay = NULL;
-  if ((rc = gather_routing(c, &cfg, &rec, &noreplay))) goto out;
+  int gather_broken = 0;
+  if ((rc = gather_routing(c, &cfg, &rec, &noreplay, &gather_broken))) goto out;
   if ((rc = run->create(&cfg, be, 0, all, cfg.nstage, &rx.model))) goto out;
   if (rec && (rc = ppsrt_gpt_route_replay(rx.model, rec))) goto out;
   if (run->ck && (rc = rt_ckpt_load(&rx, run->ck))) goto out;   /* --load: the same weights */
@@ -286,25 +327,32 @@ int rt_check_gradients(ppsrt_ctx *c, double pipeline_loss, int *mismatch) {
   if (!f) { rc = PPSRT_FAIL(PPSRT_E_NOMEM, "--check: out of host memory"); goto out; }
   pthread_mutex_lock(&run->print_lock);
   int loss_bad = 0;
-  char dev[96];   /* how the lines name this rank: "device 1", or with --tensor-parallel "device 1 (tensor rank 0)",
-                   * with --context-parallel "device 1 (context rank 1)", with --expert-parallel "device 1 (expert
-                   * rank 1)", several of them "device 1 (tensor rank 0, context rank 1)" */
+  char dev[128];  /* how the lines name this rank: "device 1", or with --data-parallel "device 1 (replica 1)",
+                   * with --tensor-parallel "device 1 (tensor rank 0)", with --context-parallel "device 1
+                   * (context rank 1)", with --expert-parallel "device 1 (expert rank 1)" (the replica named
+                   * too where D > X: its expert rank alone does not tell it), several of them "device 1
+                   * (replica 1, tensor rank 0, context rank 1)" */
   {
     int len = snprintf(dev, sizeof dev, "device %d", c->rank), first = 1;
-    const char *what[3] = {"tensor", "context", "expert"};
-    int has[3] = {run->ntp > 1, run->ncp > 1, run->nep > 1}, of[3] = {c->tp_rank, c->cp_rank, c->ep_rank};
-    for (int i = 0; i < 3; i++)
+    const char *what[4] = {"replica", "tensor rank", "context rank", "expert rank"};
+    int has[4] = {run->nrep > run->nep, run->ntp > 1, run->ncp > 1, run->nep > 1};
+    int of[4] = {c->replica, c->tp_rank, c->cp_rank, c->ep_rank};
+    for (int i = 0; i < 4; i++)
       if (has[i] && len > 0 && (size_t)len < sizeof dev) {
-        len += snprintf(dev + len, sizeof dev - (size_t)len, "%s%s rank %d", first ? " (" : ", ", what[i], of[i]);
+        len += snprintf(dev + len, sizeof dev - (size_t)len, "%s%s %d", first ? " (" : ", ", what[i], of[i]);
         first = 0;
       }
     if (!first && len > 0 && (size_t)len < sizeof dev) snprintf(dev + len, sizeof dev - (size_t)len, ")");
   }
   /* --context-parallel: a context rank > 0 holds context rank 0's gradients (summed over
      the group) and says its routing alone, unless --distributed-optimizer gave it a shard
-     of its own to compare (interp.c sums the mismatches over the group) */
+     of its own to compare. --data-parallel: every replica compares the gradients it holds
+     after the all-reduce (or its shard) and its own microbatches' routing (interp.c sums
+     every rank's mismatches over the world) */
   const int grads = c->cp_rank == 0 || pm->cfg.distopt;
-  if (c->rank == 0 && c->tp_rank == 0 && c->ep_rank == 0 && c->cp_rank == 0) {   /* (the loss: the same on every EP, CP rank) */
+  /* (the loss: the replicas' mean, the same on every replica, EP and CP rank: world rank 0's;
+     interp.c sends its verdict to every process) */
+  if (c->wrank == 0) {
     double d = fabs(pipeline_loss - ref_loss);
     loss_bad = !(d <= kl * fabs(ref_loss));
     if (!run->o.json)
@@ -372,15 +420,17 @@ int rt_check_gradients(ppsrt_ctx *c, double pipeline_loss, int *mismatch) {
                 "choice differed in %ld%s\n", dev, nsl, ndiff ? " FAILED" : "", nown,
                 f32 && nown ? ": DIFFERS (in F32 the choices agree: a wrong top-K?)" : nown ? " (near-ties in bf16)" : "");
     } else if (!run->o.json) {
+      char why[128];   /* (why not replayed; a slot not gathered once fails: the replay's bookkeeping is wrong) */
+      snprintf(why, sizeof why, "%s%s%s", noreplay ? "; " : "", noreplay ? noreplay : "", gather_broken ? ": FAILED" : "");
       if (!ndiff)
-        fprintf(f, "check: %s: routing of %ld (microbatch, layer) slots: the reference's%s%s\n", dev, nsl,
-                noreplay ? "; " : "", noreplay ? noreplay : "");
+        fprintf(f, "check: %s: routing of %ld (microbatch, layer) slots: the reference's%s\n", dev, nsl, why);
       else
-        fprintf(f, "check: %s: routing of %ld of %ld (microbatch, layer) slots differs from the reference's%s\n", dev, ndiff,
-                nsl, nbad ? ": the gradients above compare two routings (in bf16 a near-tie of two experts' logits can flip; "
-                "in F32, on the CPU backend, it should not)" : "");
+        fprintf(f, "check: %s: routing of %ld of %ld (microbatch, layer) slots differs from the reference's%s%s\n", dev,
+                ndiff, nsl, nbad ? ": the gradients above compare two routings (in bf16 a near-tie of two experts' logits "
+                "can flip; in F32, on the CPU backend, it should not)" : "", why);
     }
   }
+  nbad += gather_broken;
   if (ncmp == 0 && grads) {
     nbad++;
     if (!run->o.json) fprintf(f, "check: %s: no gradient value compared: FAILED\n", dev);

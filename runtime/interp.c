@@ -863,29 +863,30 @@ int rt_run_device(ppsrt_ctx *c) {
     if (o->check && it == 0) {
       int bad = 0;
       if ((rc = rt_check_gradients(c, c->loss[0], &bad))) { fail_at(c, -1, rc, "--check"); break; }
-      float fb[2] = {(float)bad, 0};
-      if ((rc = rt_allreduce_host(c, fb, 2, PPSRT_SUM))) { fail_at(c, -1, rc, "--check all-reduce"); break; }
-      double nb = fb[0];   /* --tensor-parallel: each rank compared its own slices */
-      if ((rc = rt_tp_sum(c, &nb))) { fail_at(c, -1, rc, "--check all-reduce"); break; }
-      /* --expert-parallel: each rank of the group compared its own experts */
-      if ((rc = rt_ep_sum(c, &nb))) { fail_at(c, -1, rc, "--check all-reduce"); break; }
-      /* --context-parallel: each context rank compared its tokens' routing (check.c) */
-      if ((rc = rt_cp_sum(c, &nb))) { fail_at(c, -1, rc, "--check all-reduce"); break; }
-      if ((c->rank == 0 && c->grank == 0 && c->tp_rank == 0) || run->nlocal == 1) run->check_mismatches = (long)nb;
+      /* every rank compared what it holds (its slices, experts, shard, its replica's and
+         context rank's routing: check.c): the mismatches are summed over the world, and the
+         loss's verdict (world rank 0's) sent with them, so that each process under MPI holds
+         the run's (and exits 1 on a mismatch) */
+      float fb[2] = {(float)bad, c->wrank == 0 ? (float)run->check_loss_bad : 0};
+      if ((rc = rt_allreduce_host_on(c, c->wtr, c->wrank, fb, 2, PPSRT_SUM))) { fail_at(c, -1, rc, "--check all-reduce"); break; }
+      if (c->wrank == 0 || run->nlocal == 1) {   /* (threads: world rank 0, which wrote check_loss_bad, alone) */
+        run->check_mismatches = (long)fb[0];
+        run->check_loss_bad = fb[1] > 0;
+      }
       /* the first context prints every local rank's lines in rank order, once all have
-       * compared: the all-reduces above span this pipeline and its tensor group only, so
-       * the other replicas' ranks are waited for at the world's barrier (without it the
-       * first context freed a replica's text while that rank still wrote it: the ASan
-       * build's leak of its memstream, dp.sh and dp_emu.sh) */
+       * compared: every rank wrote its text before the world's all-reduce above, and the
+       * world's barrier keeps the order plain (without a world-wide wait the first context
+       * freed a replica's text while that rank still wrote it: the ASan build's leak of its
+       * memstream, dp.sh and dp_emu.sh) */
       if ((rc = c->tr->barrier(c->tr, c->rank))) { fail_at(c, -1, rc, "--check barrier"); break; }
       if (c == &run->ctx[0]) {
         pthread_mutex_lock(&run->print_lock);
         for (int l = 0; l < run->nlocal; l++)
           if (run->ctx[l].check_text) {
-            /* --data-parallel: the replicas' gradients are the same after the all-reduce; replica 0's lines
-               (--expert-parallel: those of replicas 0..X-1, each with experts of its own; --context-parallel:
-               every context rank's, those of ranks > 0 their routing's alone, check.c) */
-            if (run->ctx[l].replica < run->nep) fputs(run->ctx[l].check_text, run->out);
+            /* every replica's lines: each compared its own gradients after the all-reduce, its shard
+               (--distributed-optimizer) and its own microbatches' routing (--context-parallel:
+               ranks > 0 their routing's alone, check.c) */
+            fputs(run->ctx[l].check_text, run->out);
             free(run->ctx[l].check_text);
             run->ctx[l].check_text = NULL;
           }

@@ -143,7 +143,10 @@ typedef struct ppsrt_model_config {
   double moe_z_coeff;         /* --moe-z-loss-coeff Z (0: none) */
   int moe_expert_bias;        /* --moe-router-enable-expert-bias (aux-loss-free load balancing) */
   double moe_bias_rate;       /* --moe-router-bias-update-rate U (0: 1e-3, Megatron-Core's) */
-  int moe_record;         /* --check with experts: keep every slot's routing for the reference's replay (moe.c rec) */
+  int moe_record;         /* --check with experts: keep every slot's routing for the reference's replay (moe.c rec);
+                           * 2: and PPSRT_FAULT=route moves one token's expert in each slot (tests; moe.c fault_route) */
+  int moe_fault_replica;  /* PPSRT_FAULT=route@replica=R: R + 1, the fault on replica R's ranks alone (0: on every rank) */
+  int moe_fault_cp;       /* PPSRT_FAULT=route@context=C: C + 1, the fault on context rank C's ranks alone (0: every) */
   int moe_a2a;            /* --moe-token-dispatcher alltoall (1; moe.c, ep.c); 0: allgather (the default) */
 } ppsrt_model_config;
 enum { PPSRT_ROPE_NONE, PPSRT_ROPE_LINEAR, PPSRT_ROPE_LLAMA3, PPSRT_ROPE_NSCALINGS };

@@ -255,7 +255,8 @@ int ppsrt_moe_init(ppsrt_moe *mo, const ppsrt_model_config *cfg, ppsrt_dtype at,
   mo->ocnt = calloc((size_t)mo->E, sizeof *mo->ocnt);
   mo->acnt = mo->a2a ? calloc((size_t)(nslot > 0 ? nslot : 1) * mo->X * mo->E, sizeof *mo->acnt) : NULL;
   mo->av = mo->a2a ? calloc(4 * (size_t)mo->X, sizeof *mo->av) : NULL;
-  mo->fault = cfg->moe_record == 2;
+  mo->fault = cfg->moe_record == 2 && (!cfg->moe_fault_replica || cfg->moe_fault_replica == cfg->replica + 1) &&
+              (!cfg->moe_fault_cp || cfg->moe_fault_cp == cfg->cp_rank + 1);   /* (PPSRT_FAULT=route[@...], check.c) */
   mo->rec = cfg->moe_record ? malloc((size_t)(nslot > 0 ? nslot : 1) * mo->N * mo->K * sizeof *mo->rec) : NULL;
   if ((cfg->moe_record && !mo->rec) || !mo->cnt || !mo->shash || !mo->hcp || !mo->hidx || !mo->hpos || !mo->hstat || !mo->ocnt ||
       (mo->cap > 0 && (!mo->hw || !mo->hord)) || (mo->ebias && (!mo->hbias || !mo->hload)) ||

@@ -47,7 +47,8 @@ typedef struct ppsrt_moe {
   int32_t *orec;
   int32_t *dforce, *hforce;
   ppsrt_backend *fbe;
-  int fault;              /* PPSRT_FAULT=route (cfg->moe_record 2; tests only): moe.c fault_route */
+  int fault;              /* PPSRT_FAULT=route (cfg->moe_record 2, on the ranks its @replica=R or @context=C names;
+                           * tests only): moe.c fault_route */
   int *cnt;               /* host [nslot][E]: gathered slots (X N K) routed to each expert by the slot's last F */
   int *ocnt;              /* host scratch [E]: this rank's own N K slots a expert (the load-balancing loss) */
   int cap, dpos;          /* --moe-expert-capacity-factor: slots an expert keeps of a rank's N K (0: dropless);

@@ -29,7 +29,8 @@ expect_exit 0 "mlp P=2 --data-parallel 2 (threads)" "$M4" --data-parallel 2 --it
 same "mlp: 2 replicas x 4 microbatches = 1 pipeline x 8" "$WORK/mlp42" "$WORK/mlp8" 3
 expect_exit 0 "mlp --data-parallel 2 --check (threads)" "$M4" --data-parallel 2 --check -q
 expect_grep "^check: passed" "mlp --check passes"
-[ "$(grep -c '^check: device' "$WORK/out")" = 2 ] && pass "one replica's check lines" || fail "check lines: $(grep -c '^check: device' "$WORK/out")"
+[ "$(grep -c '^check: device [01] (replica [01]): .*: match' "$WORK/out")" = 4 ] && pass "every replica's check lines (2 x 2)" \
+  || fail "check lines: $(grep -c '^check: device' "$WORK/out")"
 "$M8" $GPT --iterations 3 --clip-grad 0.5 >"$WORK/gpt8" 2>&1 || fail "gpt m=8"
 expect_exit 0 "gpt --data --clip-grad --data-parallel 2 (threads)" "$M4" $GPT --data-parallel 2 --iterations 3 --clip-grad 0.5 \
   --save "$WORK/dp"

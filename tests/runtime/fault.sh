@@ -117,7 +117,7 @@ elif [ -x "$WORK/p" ]; then
   expect_grep '"check":{"match":false,"loss_match":true,"mismatches":1,' "--json: one tensor mismatched"
   # bad values
   expect_exit 2 "PPSRT_FAULT=bogus is a usage error" env PPSRT_FAULT=bogus "$WORK/p" --check $SIZES
-  expect_grep "PPSRT_FAULT='bogus': expected grad=NAME\*SCALE, loss+=X, route (with --num-experts) or list" "bad fault named"
+  expect_grep "PPSRT_FAULT='bogus': expected grad=NAME\*SCALE, loss+=X, route, route@replica=R or route@context=C (with --num-experts), record-twice" "bad fault named"
   expect_exit 2 "PPSRT_FAULT=grad=x*y is a usage error" env PPSRT_FAULT='grad=s0.l0.w*y' "$WORK/p" --check $SIZES
   expect_exit 2 "PPSRT_FAULT without --check is a usage error" env PPSRT_FAULT='grad=s0.l0.w*2' "$WORK/p" $SIZES
   expect_grep "add --check" "fault without --check: hint"

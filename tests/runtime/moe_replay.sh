@@ -7,8 +7,10 @@
 #  - --check passes with every device line saying the routing of its (microbatch, layer)
 #    slots was replayed and the reference's own choice differed in 0 of them: 1F1B, 2
 #    layers a stage (a replay of the wrong layer fails), a capacity factor (probs, and
-#    position), T = 2 --sequence-parallel, D = 2 (the global batch: a replay of the wrong
-#    microbatch fails), D = 2 X = 2 with both dispatchers, with a capacity;
+#    position), T = 2 --sequence-parallel, D = 2 (each replica's lines, its own
+#    microbatches: a replay of the wrong microbatch fails), D = 2 X = 2 with both
+#    dispatchers, with a capacity (a replica's own choice that differs alone:
+#    tests/runtime/check_ranks.sh);
 #  - with the replay, --check still fails for real bugs: PPSRT_FAULT scaling the router's
 #    gradient or an expert's; and a wrong top-K in the pipeline (PPSRT_FAULT=route), which
 #    the replay copies into the reference, fails on the own-choice line alone (F32);
@@ -42,7 +44,7 @@ replayed 2 "CF 0.5 position"
 expect_exit 0 "T = 2 --sequence-parallel CF 0.5 --check" "$A" $M $C --tensor-parallel 2 --sequence-parallel --check -q
 replayed 4 "T = 2 SP CF 0.5"
 expect_exit 0 "D = 2, 2 layers a stage --check" "$A" $M --data-parallel 2 --layers-per-stage 2 --check -q
-replayed 2 "D = 2"
+replayed 4 "D = 2"
 expect_exit 0 "D = 2 X = 2 CF 0.5 --check" "$A" $M $C --data-parallel 2 --expert-parallel 2 --check -q
 replayed 4 "D = 2 X = 2 CF 0.5"
 expect_exit 0 "D = 2 X = 2 alltoall CF 0.5 --check" "$A" $M $C --data-parallel 2 --expert-parallel 2 \
@@ -76,7 +78,7 @@ replayed 8 "C = 4"
 expect_exit 0 "C = 2 x T = 2 --sequence-parallel --check" "$A" $M --context-parallel 2 --tensor-parallel 2 --sequence-parallel --check -q
 replayed 8 "C = 2 x T = 2 SP"
 expect_exit 0 "C = 2 x D = 2 --check" "$A" $M --context-parallel 2 --data-parallel 2 --check -q
-replayed 4 "C = 2 x D = 2"
+replayed 8 "C = 2 x D = 2"
 expect_exit 0 "C = 2 x D = 2 X = 2 alltoall --check" "$A" $M --context-parallel 2 --data-parallel 2 --expert-parallel 2 \
   --moe-token-dispatcher alltoall --check -q
 replayed 8 "C = 2 x D = 2 X = 2 alltoall"
