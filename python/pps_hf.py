@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """pps_hf.py: converts between PPS checkpoints of the gpt model with Llama's layer and
 Hugging Face `LlamaForCausalLM` checkpoints, with Llama's layer and --add-qkv-bias and
-`Qwen2ForCausalLM` ones, with Llama's layer and experts
+`Qwen2ForCausalLM` ones, with Llama's layer and --qk-layernorm and `Qwen3ForCausalLM` ones
+(and experts: `Qwen3MoeForCausalLM`), with Llama's layer and experts
 (--num-experts) and `MixtralForCausalLM` ones, and with GPT-2's layer (the default) and
 `GPT2LMHeadModel` ones, in pure Python 3 (json, struct, array; no numpy, torch or
 safetensors package). GPT-2: see GPT2_NAMES below; import takes --seq S, the rows of
@@ -14,9 +15,10 @@ the position table to keep (default n_positions). Mixtral: see below the mapping
       RMS norms, RoPE, no biases); GeLU, layer norms, learned positions or biases are
       refused (exit 2), naming the index field. config.json's rope_scaling is the
       checkpoint's (--rope-scaling linear or llama3, else null). A checkpoint with
-      --qk-layernorm (dense) exports as Qwen3ForCausalLM (model_type qwen3: Llama's
-      tensors and self_attn.q_norm / k_norm [D] from qnorm.g / knorm.g; head_dim D,
-      no sliding window); Qwen3 does not import yet. A dense checkpoint with
+      --qk-layernorm exports as Qwen3ForCausalLM (model_type qwen3: Llama's tensors and
+      self_attn.q_norm / k_norm [D] from qnorm.g / knorm.g; head_dim D, no sliding
+      window), with experts as Qwen3MoeForCausalLM (see below the mapping; the router
+      options it cannot express are refused, naming the field). A dense checkpoint with
       --add-qkv-bias exports as Qwen2ForCausalLM (model_type qwen2: Llama's tensors and
       self_attn.q_proj / k_proj / v_proj.bias from qkv.b's column blocks; no sliding
       window). rms_norm_eps (GPT-2: layer_norm_epsilon) is the checkpoint's norm_epsilon
@@ -34,16 +36,19 @@ the position table to keep (default n_positions). Mixtral: see below the mapping
       newer transformers' rope_parameters) of rope_type linear or llama3 (Llama 3.1's
       and 3.2's) becomes the runtime's --rope-scaling (see ROPE_PARAMS), recorded in the
       checkpoint. rms_norm_eps becomes --norm-epsilon (printed unless 1e-5; absent:
-      transformers' default, 1e-6 for Llama and Qwen2, 1e-5 for Mixtral). A Qwen2
-      (model_type qwen2) imports with its q/k/v biases as qkv.b and --add-qkv-bias.
-      Refused (exit 2, the config field named): another rope_type (yarn,
-      dynamic, longrope, ...), attention_bias or mlp_bias true, hidden_act other than
-      silu, an rms_norm_eps not above 0, an odd head_dim, a Qwen2's use_sliding_window
-      true, a model_type other than llama, qwen2, mixtral or gpt2. head_dim (default
-      hidden_size / num_attention_heads) other than that becomes --kv-channels D (Qwen3's
-      and Gemma's 128 with num_attention_heads x 128 != hidden_size), recorded as
-      kv_channels; export writes the checkpoint's kv_channels as head_dim (GPT-2 has none:
-      refused).
+      transformers' default, 1e-6 for Llama, Qwen2 and Qwen3, 1e-5 for Mixtral). A Qwen2
+      (model_type qwen2) imports with its q/k/v biases as qkv.b and --add-qkv-bias. A
+      Qwen3 (model_type qwen3) imports with q_norm / k_norm as qnorm.g / knorm.g and
+      --qk-layernorm (absent head_dim: Qwen3Config's 128), a Qwen3-MoE (qwen3_moe) with
+      its experts too (below). Refused (exit 2, the config field named): another
+      rope_type (yarn, dynamic, longrope, ...), attention_bias or mlp_bias true (Qwen3's
+      attention_bias biases o_proj too), hidden_act other than silu, an rms_norm_eps not
+      above 0, an odd head_dim, a Qwen2's or Qwen3's use_sliding_window true or
+      layer_types entry other than full_attention, a model_type other than llama, qwen2,
+      qwen3, qwen3_moe, mixtral or gpt2. head_dim (default hidden_size /
+      num_attention_heads) other than that becomes --kv-channels D (Qwen3's and Gemma's
+      128 with num_attention_heads x 128 != hidden_size), recorded as kv_channels; export
+      writes the checkpoint's kv_channels as head_dim (GPT-2 has none: refused).
 
 The mapping (docs/models.md "Hugging Face Llama checkpoints"; PPS weights are [in, out]
 row-major, Y = X W; HF's are [out, in], Y = X W^T):
@@ -69,6 +74,19 @@ mixtral_experts and MOE_REFUSED for what is noted and refused):
   ...block_sparse_moe.experts.J.w2 [h, F]   layerK.moe.eJ.fc2.w^T
   num_local_experts, num_experts_per_tok, intermediate_size
                                             --num-experts, --moe-topk, --moe-ffn-hidden (= --ffn-hidden)
+
+Qwen3 (model_type qwen3; Llama's tensors, and the per-head RMS norms of q and k applied
+before RoPE, --qk-layernorm) and Qwen3-MoE (qwen3_moe: the same attention, experts in
+every layer; see qwen3_experts for the defaults, notes and refusals):
+
+  ...self_attn.q_norm.weight / k_norm [D]   layerK.qnorm.g / layerK.knorm.g
+  ...mlp.gate.weight [E, h]                 layerK.moe.router.w [h, E] (transposed)
+  ...mlp.experts.J.gate_proj/up_proj [F, h] layerK.moe.eJ.fc.w [h, 2F] columns [gate | up]^T
+  ...mlp.experts.J.down_proj [h, F]         layerK.moe.eJ.fc2.w^T
+  num_experts, num_experts_per_tok, moe_intermediate_size
+                                            --num-experts, --moe-topk, --moe-ffn-hidden
+  intermediate_size                         --ffn-hidden (a dense MLP's; no layer has one)
+  norm_topk_prob true / false               the default router / --moe-router-pre-softmax
 
 PPS's RoPE is HF Llama's rotate-half layout (pairs (i, i + D/2) of a head, angle
 t base^(-2i/D), scaled as HF's rope_type linear or llama3), so the query and key
@@ -415,7 +433,8 @@ class PPSCheckpoint:
 
 def export_checkpoint(index, outdir, dtype="f32"):
     """PPS checkpoint INDEX -> HF LlamaForCausalLM (with experts: MixtralForCausalLM;
-    GPT-2's layer: GPT2LMHeadModel) in OUTDIR. Returns the config dict."""
+    --add-qkv-bias: Qwen2ForCausalLM; --qk-layernorm: Qwen3ForCausalLM, with experts
+    Qwen3MoeForCausalLM; GPT-2's layer: GPT2LMHeadModel) in OUTDIR. Returns the config dict."""
     st = {"f32": "F32", "bf16": "BF16"}.get(dtype)
     if st is None:
         raise ConvertError("--dtype needs f32 or bf16, got %r" % dtype)
@@ -898,10 +917,12 @@ def _export_head_dim(index, ck, h, hq):
 
 
 def llama_sizes(cfg, path):
-    """The PPS model of a HF Llama or Mixtral config (transformers' defaults of that
-    model_type for absent fields), or ConvertError naming the field PPS's layer cannot
-    run. A Mixtral's also has "experts", "topk", "window" (sliding_window or None) and
-    "notes" (what is not carried over, not refused: see mixtral_experts)."""
+    """The PPS model of a HF Llama, Qwen2, Qwen3, Qwen3-MoE or Mixtral config
+    (transformers' defaults of that model_type for absent fields), or ConvertError naming
+    the field PPS's layer cannot run. A Mixtral's also has "experts", "topk", "window"
+    (sliding_window or None) and "notes" (what is not carried over, not refused: see
+    mixtral_experts); a Qwen3-MoE's "experts", "topk", "moe_ffn", "pre_softmax" and
+    "notes" (qwen3_experts)."""
     def refuse(k, why):
         raise ConvertError("%s: field '%s' is %s: %s" % (path, k, json.dumps(cfg.get(k)), why))
     mt = cfg.get("model_type", "llama")
@@ -1013,7 +1034,7 @@ def runtime_flags(s, stages=None):
 
 
 def import_checkpoint(hfdir, index, stages=None, optimizer="sgd", seq=None):
-    """HF Llama (Mixtral, GPT-2) directory -> PPS checkpoint INDEX (+ one shard beside it). Returns the
+    """HF Llama (Qwen2, Qwen3, Qwen3-MoE, Mixtral, GPT-2) directory -> PPS checkpoint INDEX (+ one shard beside it). Returns the
     runtime flags (a string; with --layers-per-stage when `stages` is given). With
     optimizer "adam" the shard also holds Adam's moments, zero (a run at step 0 with
     zero moments is a fresh Adam; the runtime keeps a checkpoint's optimizer)."""
@@ -1221,8 +1242,9 @@ USAGE = """usage: pps_hf.py export INDEX OUTDIR [--dtype f32|bf16]
        pps_hf.py import HFDIR INDEX [--stages S] [--optimizer sgd|adam] [--seq S (GPT-2)]
   export: a PPS gpt checkpoint of Llama's layer (with --num-experts, --add-qkv-bias or --qk-layernorm; or
           GPT-2's) -> a Hugging Face LlamaForCausalLM (MixtralForCausalLM, Qwen2ForCausalLM,
-          Qwen3ForCausalLM; GPT2LMHeadModel) directory
-  import: a Hugging Face Llama, Qwen2, Mixtral or GPT-2 directory -> a PPS checkpoint for --load (prints the flags)"""
+          Qwen3ForCausalLM, Qwen3MoeForCausalLM; GPT2LMHeadModel) directory
+  import: a Hugging Face Llama, Qwen2, Qwen3, Qwen3-MoE, Mixtral or GPT-2 directory -> a PPS checkpoint for
+          --load (prints the flags)"""
 
 
 def parse_cli(argv, valued, usage):
