@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """pps_hf.py: converts between PPS checkpoints of the gpt model with Llama's layer and
 Hugging Face `LlamaForCausalLM` checkpoints, with Llama's layer and --add-qkv-bias and
-`Qwen2ForCausalLM` ones, with Llama's layer and experts
+`Qwen2ForCausalLM` ones, with Llama's layer and --qk-layernorm and `Qwen3ForCausalLM` ones
+(and experts: `Qwen3MoeForCausalLM`), with Llama's layer and experts
 (--num-experts) and `MixtralForCausalLM` ones, and with GPT-2's layer (the default) and
 `GPT2LMHeadModel` ones, in pure Python 3 (json, struct, array; no numpy, torch or
 safetensors package). GPT-2: see GPT2_NAMES below; import takes --seq S, the rows of
@@ -14,9 +15,10 @@ the position table to keep (default n_positions). Mixtral: see below the mapping
       RMS norms, RoPE, no biases); GeLU, layer norms, learned positions or biases are
       refused (exit 2), naming the index field. config.json's rope_scaling is the
       checkpoint's (--rope-scaling linear or llama3, else null). A checkpoint with
-      --qk-layernorm (dense) exports as Qwen3ForCausalLM (model_type qwen3: Llama's
-      tensors and self_attn.q_norm / k_norm [D] from qnorm.g / knorm.g; head_dim D,
-      no sliding window); Qwen3 does not import yet. A dense checkpoint with
+      --qk-layernorm exports as Qwen3ForCausalLM (model_type qwen3: Llama's tensors and
+      self_attn.q_norm / k_norm [D] from qnorm.g / knorm.g; head_dim D, no sliding
+      window), with experts as Qwen3MoeForCausalLM (see below the mapping; the router
+      options it cannot express are refused, naming the field). A dense checkpoint with
       --add-qkv-bias exports as Qwen2ForCausalLM (model_type qwen2: Llama's tensors and
       self_attn.q_proj / k_proj / v_proj.bias from qkv.b's column blocks; no sliding
       window). rms_norm_eps (GPT-2: layer_norm_epsilon) is the checkpoint's norm_epsilon
@@ -34,16 +36,19 @@ the position table to keep (default n_positions). Mixtral: see below the mapping
       newer transformers' rope_parameters) of rope_type linear or llama3 (Llama 3.1's
       and 3.2's) becomes the runtime's --rope-scaling (see ROPE_PARAMS), recorded in the
       checkpoint. rms_norm_eps becomes --norm-epsilon (printed unless 1e-5; absent:
-      transformers' default, 1e-6 for Llama and Qwen2, 1e-5 for Mixtral). A Qwen2
-      (model_type qwen2) imports with its q/k/v biases as qkv.b and --add-qkv-bias.
-      Refused (exit 2, the config field named): another rope_type (yarn,
-      dynamic, longrope, ...), attention_bias or mlp_bias true, hidden_act other than
-      silu, an rms_norm_eps not above 0, an odd head_dim, a Qwen2's use_sliding_window
-      true, a model_type other than llama, qwen2, mixtral or gpt2. head_dim (default
-      hidden_size / num_attention_heads) other than that becomes --kv-channels D (Qwen3's
-      and Gemma's 128 with num_attention_heads x 128 != hidden_size), recorded as
-      kv_channels; export writes the checkpoint's kv_channels as head_dim (GPT-2 has none:
-      refused).
+      transformers' default, 1e-6 for Llama, Qwen2 and Qwen3, 1e-5 for Mixtral). A Qwen2
+      (model_type qwen2) imports with its q/k/v biases as qkv.b and --add-qkv-bias. A
+      Qwen3 (model_type qwen3) imports with q_norm / k_norm as qnorm.g / knorm.g and
+      --qk-layernorm (absent head_dim: Qwen3Config's 128), a Qwen3-MoE (qwen3_moe) with
+      its experts too (below). Refused (exit 2, the config field named): another
+      rope_type (yarn, dynamic, longrope, ...), attention_bias or mlp_bias true (Qwen3's
+      attention_bias biases o_proj too), hidden_act other than silu, an rms_norm_eps not
+      above 0, an odd head_dim, a Qwen2's or Qwen3's use_sliding_window true or
+      layer_types entry other than full_attention, a model_type other than llama, qwen2,
+      qwen3, qwen3_moe, mixtral or gpt2. head_dim (default hidden_size /
+      num_attention_heads) other than that becomes --kv-channels D (Qwen3's and Gemma's
+      128 with num_attention_heads x 128 != hidden_size), recorded as kv_channels; export
+      writes the checkpoint's kv_channels as head_dim (GPT-2 has none: refused).
 
 The mapping (docs/models.md "Hugging Face Llama checkpoints"; PPS weights are [in, out]
 row-major, Y = X W; HF's are [out, in], Y = X W^T):
@@ -69,6 +74,19 @@ mixtral_experts and MOE_REFUSED for what is noted and refused):
   ...block_sparse_moe.experts.J.w2 [h, F]   layerK.moe.eJ.fc2.w^T
   num_local_experts, num_experts_per_tok, intermediate_size
                                             --num-experts, --moe-topk, --moe-ffn-hidden (= --ffn-hidden)
+
+Qwen3 (model_type qwen3; Llama's tensors, and the per-head RMS norms of q and k applied
+before RoPE, --qk-layernorm) and Qwen3-MoE (qwen3_moe: the same attention, experts in
+every layer; see qwen3_experts for the defaults, notes and refusals):
+
+  ...self_attn.q_norm.weight / k_norm [D]   layerK.qnorm.g / layerK.knorm.g
+  ...mlp.gate.weight [E, h]                 layerK.moe.router.w [h, E] (transposed)
+  ...mlp.experts.J.gate_proj/up_proj [F, h] layerK.moe.eJ.fc.w [h, 2F] columns [gate | up]^T
+  ...mlp.experts.J.down_proj [h, F]         layerK.moe.eJ.fc2.w^T
+  num_experts, num_experts_per_tok, moe_intermediate_size
+                                            --num-experts, --moe-topk, --moe-ffn-hidden
+  intermediate_size                         --ffn-hidden (a dense MLP's; no layer has one)
+  norm_topk_prob true / false               the default router / --moe-router-pre-softmax
 
 PPS's RoPE is HF Llama's rotate-half layout (pairs (i, i + D/2) of a head, angle
 t base^(-2i/D), scaled as HF's rope_type linear or llama3), so the query and key
@@ -339,6 +357,11 @@ def rope_scaling_check(t, vals, where, refuse):
 
 
 MOE = "block_sparse_moe."   # a Mixtral layer's experts: model.layers.K.block_sparse_moe.gate / .experts.J.w1 w2 w3
+# An MoE layer's HF names: the block's prefix, then each expert's gate, up and down projections
+# (Mixtral: block_sparse_moe.experts.J.w1 / w3 / w2; Qwen3-MoE: mlp.experts.J.gate_proj / up_proj / down_proj)
+MOE_NAMES = {"mixtral": (MOE, "w1", "w3", "w2"), "qwen3_moe": ("mlp.", "gate_proj", "up_proj", "down_proj")}
+# The model_types that import with Llama's layer, and the name messages give them
+MODEL_NAMES = {"llama": "Llama", "mixtral": "Mixtral", "qwen2": "Qwen2", "qwen3": "Qwen3", "qwen3_moe": "Qwen3-MoE"}
 GPT2_DEFAULT = {"mlp": "gelu", "norm": "layernorm", "position": "learned", "bias": "on", "embeddings": "untied"}
 
 
@@ -410,7 +433,8 @@ class PPSCheckpoint:
 
 def export_checkpoint(index, outdir, dtype="f32"):
     """PPS checkpoint INDEX -> HF LlamaForCausalLM (with experts: MixtralForCausalLM;
-    GPT-2's layer: GPT2LMHeadModel) in OUTDIR. Returns the config dict."""
+    --add-qkv-bias: Qwen2ForCausalLM; --qk-layernorm: Qwen3ForCausalLM, with experts
+    Qwen3MoeForCausalLM; GPT-2's layer: GPT2LMHeadModel) in OUTDIR. Returns the config dict."""
     st = {"f32": "F32", "bf16": "BF16"}.get(dtype)
     if st is None:
         raise ConvertError("--dtype needs f32 or bf16, got %r" % dtype)
@@ -418,10 +442,9 @@ def export_checkpoint(index, outdir, dtype="f32"):
     m = ck.meta
     if m.get("model") != "gpt":
         raise ConvertError("%s: metadata field 'model' is %r: only the gpt model converts" % (index, m.get("model")))
-    qkn = m.get("qk_layernorm", "off") == "on"   # --qk-layernorm: Qwen3 (Llama's layer + q_norm / k_norm)
-    if m.get("qk_layernorm", "off") not in ("on", "off") or (qkn and "num_experts" in m):
-        raise ConvertError("%s: metadata field 'qk_layernorm' is %r: only a dense Llama layer with --qk-layernorm "
-                           "converts (Qwen3ForCausalLM)" % (index, m.get("qk_layernorm")))
+    qkn = m.get("qk_layernorm", "off") == "on"   # --qk-layernorm: Qwen3 (Llama's layer + q_norm / k_norm; with experts Qwen3-MoE)
+    if m.get("qk_layernorm", "off") not in ("on", "off"):
+        raise ConvertError("%s: metadata field 'qk_layernorm' is %r, not on or off" % (index, m.get("qk_layernorm")))
     qkvb = m.get("qkv_bias", "off") == "on"   # --add-qkv-bias: Qwen2 (Llama's layer + q/k/v biases)
     if m.get("qkv_bias", "off") not in ("on", "off") or (qkvb and (qkn or "num_experts" in m)):
         raise ConvertError("%s: metadata field 'qkv_bias' is %r: only a dense Llama layer without --qk-layernorm "
@@ -452,8 +475,9 @@ def export_checkpoint(index, outdir, dtype="f32"):
     scaling, max_pos = _export_rope_scaling(index, m), seq or 2048
     if scaling and scaling["rope_type"] == "llama3":   # the context the scaling is for: factor x the original
         max_pos = max(max_pos, int(scaling["factor"] * scaling["original_max_position_embeddings"]))
-    moe = _export_moe(index, ck) if "num_experts" in m else None
+    moe = _export_moe(index, ck, "Qwen3-MoE" if qkn else "Mixtral") if "num_experts" in m else None
     E = moe["num_experts"] if moe else 0
+    f_dense = f         # (a Qwen3-MoE's intermediate_size: the dense MLP it has in no layer here)
     if moe:
         f = moe["moe_ffn_hidden"]       # (the dense ffn_hidden is unused by a MoE layer)
     known = {"vocab.tok", "lnf.g"} | (set() if tied else {"vocab.out"})
@@ -493,13 +517,15 @@ def export_checkpoint(index, outdir, dtype="f32"):
         if qkn:   # Qwen3's per-head RMS norms of q and k, [D], before RoPE
             out += [(p + "self_attn.q_norm.weight", [D], T(q + "qnorm.g", D)),
                     (p + "self_attn.k_norm.weight", [D], T(q + "knorm.g", D))]
-        if E:   # Mixtral: gate = the router transposed; expert J's w1 | w3 = FC1's [gate | up] columns, w2 = FC2^T
-            out.append((p + MOE + "gate.weight", [E, h], block(q + "moe.router.w", h, E, 0, E)))
+        if E:   # Mixtral (Qwen3-MoE): gate = the router transposed; expert J's w1 | w3 (gate_proj | up_proj) = FC1's
+            # [gate | up] columns, w2 (down_proj) = FC2^T
+            mpre, wg, wu, wd = MOE_NAMES["qwen3_moe" if qkn else "mixtral"]
+            out.append((p + mpre + "gate.weight", [E, h], block(q + "moe.router.w", h, E, 0, E)))
             for j in range(E):
-                r, e = p + MOE + "experts.%d." % j, q + "moe.e%d." % j
-                out += [(r + "w1.weight", [f, h], block(e + "fc.w", h, 2 * f, 0, f)),
-                        (r + "w2.weight", [h, f], block(e + "fc2.w", f, h, 0, h)),
-                        (r + "w3.weight", [f, h], block(e + "fc.w", h, 2 * f, f, 2 * f))]
+                r, e = p + mpre + "experts.%d." % j, q + "moe.e%d." % j
+                out += [(r + wg + ".weight", [f, h], block(e + "fc.w", h, 2 * f, 0, f)),
+                        (r + wd + ".weight", [h, f], block(e + "fc2.w", f, h, 0, h)),
+                        (r + wu + ".weight", [f, h], block(e + "fc.w", h, 2 * f, f, 2 * f))]
         else:
             out += [(p + "mlp.gate_proj.weight", [f, h], block(q + "fc.w", h, 2 * f, 0, f)),
                     (p + "mlp.up_proj.weight", [f, h], block(q + "fc.w", h, 2 * f, f, 2 * f)),
@@ -526,7 +552,13 @@ def export_checkpoint(index, outdir, dtype="f32"):
         del config["mlp_bias"]
         config.update({"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "use_sliding_window": False,
                        "sliding_window": None, "attention_dropout": 0.0})
-    if E:   # MixtralConfig: no attention_bias / mlp_bias fields; no sliding window, jitter or load-balancing loss
+    if E and qkn:   # Qwen3MoeConfig: Qwen3's fields and the experts in every layer (decoder_sparse_step 1, no
+        # mlp_only_layers); norm_topk_prob false is --moe-router-pre-softmax; no load-balancing loss
+        config.update({"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "intermediate_size": f_dense,
+                       "moe_intermediate_size": f, "num_experts": E, "num_experts_per_tok": moe["moe_topk"],
+                       "norm_topk_prob": not moe["pre_softmax"], "decoder_sparse_step": 1, "mlp_only_layers": [],
+                       "output_router_logits": False, "router_aux_loss_coef": 0.0})
+    elif E:   # MixtralConfig: no attention_bias / mlp_bias fields; no sliding window, jitter or load-balancing loss
         for k in ("attention_bias", "mlp_bias"):
             del config[k]
         config.update({"architectures": ["MixtralForCausalLM"], "model_type": "mixtral", "num_local_experts": E,
@@ -558,30 +590,37 @@ MOE_REFUSED = {"moe_router_pre_softmax": "HF Mixtral renormalises the top K of t
                "moe_shared_ffn_hidden": "HF Mixtral has no shared expert"}
 
 
-def _export_moe(index, ck):
-    """num_experts, moe_topk, moe_ffn_hidden (ints) and moe_aux_loss_coeff (float) of a
-    PPS MoE checkpoint that a HF Mixtral computes; ConvertError naming the field else."""
+def _export_moe(index, ck, model="Mixtral"):
+    """num_experts, moe_topk, moe_ffn_hidden (ints), moe_aux_loss_coeff (float) and
+    pre_softmax (bool) of a PPS MoE checkpoint that a HF Mixtral (model "Mixtral") or
+    Qwen3-MoE ("Qwen3-MoE": --moe-router-pre-softmax is its norm_topk_prob false)
+    computes; ConvertError naming the field else."""
     m = ck.meta
+    pre_ok = model == "Qwen3-MoE"
     out = {k: ck.int_field(k) for k in ("num_experts", "moe_topk", "moe_ffn_hidden")}
     if out["moe_topk"] > out["num_experts"]:
         raise ConvertError("%s: metadata field 'moe_topk' is %d, more than num_experts %d" %
                            (index, out["moe_topk"], out["num_experts"]))
     sf = m.get("moe_router_score_function", "softmax")
     if sf != "softmax":
-        raise ConvertError("%s: metadata field 'moe_router_score_function' is %r: HF Mixtral's router is the softmax "
-                           "(--moe-router-score-function softmax)" % (index, sf))
+        raise ConvertError("%s: metadata field 'moe_router_score_function' is %r: HF %s's router is the softmax "
+                           "(--moe-router-score-function softmax)" % (index, sf, model))
     for k in sorted(m):
+        if pre_ok and k == "moe_router_pre_softmax":
+            continue
         if k in MOE_REFUSED or (k.startswith("moe_") and k not in ("moe_topk", "moe_ffn_hidden", "moe_aux_loss_coeff",
                                                                   "moe_router_score_function", "moe_z_loss_coeff")):
-            raise ConvertError("%s: metadata field '%s' is %r: %s; such a checkpoint does not convert to a Mixtral" %
-                               (index, k, m[k], MOE_REFUSED.get(k, "an expert option a Mixtral has no field for")))
+            why = MOE_REFUSED.get(k, "an expert option a Mixtral has no field for").replace("Mixtral", model)
+            raise ConvertError("%s: metadata field '%s' is %r: %s; such a checkpoint does not convert to a %s" %
+                               (index, k, m[k], why, model))
+    out["pre_softmax"] = "moe_router_pre_softmax" in m
     try:
         out["moe_aux_loss_coeff"] = float(m.get("moe_aux_loss_coeff", "0"))
     except ValueError:
         raise ConvertError("%s: metadata field 'moe_aux_loss_coeff' is %r: not a number" % (index, m["moe_aux_loss_coeff"]))
     if any(k.endswith(".moe.router.expert_bias") or ".moe.shared." in k for k in ck.where):
         k = next(k for k in sorted(ck.where) if k.endswith(".moe.router.expert_bias") or ".moe.shared." in k)
-        raise ConvertError("%s: tensor '%s': HF Mixtral's layer has no such parameter" % (index, k))
+        raise ConvertError("%s: tensor '%s': HF %s's layer has no such parameter" % (index, k, model))
     return out
 
 
@@ -794,7 +833,7 @@ def mixtral_experts(cfg, path, refuse):
         refuse("num_local_experts", "the runtime's --num-experts is 2 to 1024")
     if K > E:
         refuse("num_experts_per_tok", "more than num_local_experts %d (--moe-topk is 1 to --num-experts)" % E)
-    notes = []
+    notes = _aux_loss_note(cfg, refuse)
     w = cfg.get("sliding_window")
     if w is not None:
         if not isinstance(w, int) or isinstance(w, bool) or w < 1:
@@ -805,6 +844,13 @@ def mixtral_experts(cfg, path, refuse):
     if _cfg_num(cfg, "router_jitter_noise", 0.0, refuse) > 0:
         notes.append("field 'router_jitter_noise' is %s: HF scales the router's input by uniform noise in training; PPS's "
                      "router has none (the forward, which has no noise, is the same)" % json.dumps(cfg["router_jitter_noise"]))
+    return {"experts": E, "topk": K, "window": w, "notes": notes}
+
+
+def _aux_loss_note(cfg, refuse):
+    """[the note on the load-balancing loss] of a HF MoE config (Mixtral's and Qwen3-MoE's
+    load_balancing_loss_func alike: not mapped, see mixtral_experts), or []."""
+    notes = []
     lb = cfg.get("output_router_logits", False)
     if lb is None:
         lb = False
@@ -817,7 +863,47 @@ def mixtral_experts(cfg, path, refuse):
                      "tokens (f counted per token: K times PPS's share of slots); the runtime sums a E sum_e f_e P_e "
                      "over the layers: another loss. The run has none unless you give --moe-aux-loss-coeff"
                      % json.dumps(cfg["router_aux_loss_coef"]))
-    return {"experts": E, "topk": K, "window": w, "notes": notes}
+    return notes
+
+
+def qwen3_experts(cfg, path, refuse, layers):
+    """The experts of a HF Qwen3-MoE config (Qwen3MoeSparseMoeBlock; transformers'
+    Qwen3MoeConfig defaults for absent fields): num_experts E (128; newer transformers
+    also write it num_local_experts) -> --num-experts, num_experts_per_tok K (8) ->
+    --moe-topk, moe_intermediate_size (768) -> --moe-ffn-hidden. HF's router takes the
+    softmax over all E logits and the top K; norm_topk_prob true renormalises them (the
+    runtime's default router: the softmax over the K largest logits, the same weights),
+    false (the default) keeps them as they are (--moe-router-pre-softmax: softmax over all
+    E, top K, not renormalised). PPS makes every layer an MoE layer: decoder_sparse_step
+    other than 1 and an mlp_only_layers entry naming one of the layers (HF gives those a
+    dense MLP) are refused. The load-balancing loss is noted as Mixtral's; Qwen3-MoE has no
+    shared expert (Qwen2-MoE's, model_type qwen2_moe, is refused as a model_type)."""
+    ek = "num_experts" if "num_experts" in cfg or "num_local_experts" not in cfg else "num_local_experts"
+    E = _cfg_int(cfg, path, ek, 128)
+    K = _cfg_int(cfg, path, "num_experts_per_tok", 8)
+    F = _cfg_int(cfg, path, "moe_intermediate_size", 768)
+    if not 2 <= E <= 1024:
+        refuse(ek, "the runtime's --num-experts is 2 to 1024")
+    if K > E:
+        refuse("num_experts_per_tok", "more than %s %d (--moe-topk is 1 to --num-experts)" % (ek, E))
+    norm = cfg.get("norm_topk_prob", False)
+    if norm is None:
+        norm = False
+    if not isinstance(norm, bool):
+        refuse("norm_topk_prob", "not true or false")
+    step = cfg.get("decoder_sparse_step", 1)
+    if step is None:
+        step = 1
+    if step != 1 or isinstance(step, bool):
+        refuse("decoder_sparse_step", "PPS makes every layer an MoE layer: only 1 (HF's layer i is sparse when "
+               "(i + 1) %% decoder_sparse_step is 0)")
+    dense = cfg.get("mlp_only_layers") or []
+    if not isinstance(dense, list) or any(not isinstance(i, int) or isinstance(i, bool) for i in dense):
+        refuse("mlp_only_layers", "not a list of layer numbers")
+    if any(0 <= i < layers for i in dense):
+        refuse("mlp_only_layers", "layer %d has a dense MLP in HF; PPS makes every layer an MoE layer (only [] or null)"
+               % next(i for i in dense if 0 <= i < layers))
+    return {"experts": E, "topk": K, "moe_ffn": F, "pre_softmax": not norm, "notes": _aux_loss_note(cfg, refuse)}
 
 
 def _export_head_dim(index, ck, h, hq):
@@ -831,27 +917,34 @@ def _export_head_dim(index, ck, h, hq):
 
 
 def llama_sizes(cfg, path):
-    """The PPS model of a HF Llama or Mixtral config (transformers' defaults of that
-    model_type for absent fields), or ConvertError naming the field PPS's layer cannot
-    run. A Mixtral's also has "experts", "topk", "window" (sliding_window or None) and
-    "notes" (what is not carried over, not refused: see mixtral_experts)."""
+    """The PPS model of a HF Llama, Qwen2, Qwen3, Qwen3-MoE or Mixtral config
+    (transformers' defaults of that model_type for absent fields), or ConvertError naming
+    the field PPS's layer cannot run. A Mixtral's also has "experts", "topk", "window"
+    (sliding_window or None) and "notes" (what is not carried over, not refused: see
+    mixtral_experts); a Qwen3-MoE's "experts", "topk", "moe_ffn", "pre_softmax" and
+    "notes" (qwen3_experts)."""
     def refuse(k, why):
         raise ConvertError("%s: field '%s' is %s: %s" % (path, k, json.dumps(cfg.get(k)), why))
     mt = cfg.get("model_type", "llama")
-    if mt not in ("llama", "mixtral", "qwen2"):
-        refuse("model_type", "only Llama (LlamaForCausalLM), Mixtral (MixtralForCausalLM), Qwen2 (Qwen2ForCausalLM) and "
-               "GPT-2 convert")
-    mix, qwen2 = mt == "mixtral", mt == "qwen2"
+    if mt not in MODEL_NAMES:
+        refuse("model_type", "only Llama (LlamaForCausalLM), Mixtral (MixtralForCausalLM), Qwen2 (Qwen2ForCausalLM), "
+               "Qwen3 (Qwen3ForCausalLM), Qwen3-MoE (Qwen3MoeForCausalLM) and GPT-2 convert")
+    mix, qwen2, q3moe = mt == "mixtral", mt == "qwen2", mt == "qwen3_moe"
+    qwen3 = mt in ("qwen3", "qwen3_moe")
     h = _cfg_int(cfg, path, "hidden_size")
     hq = _cfg_int(cfg, path, "num_attention_heads")
-    hkv = _cfg_int(cfg, path, "num_key_value_heads", 8 if mix else hq)
-    s = {"hidden": h, "heads": hq, "query_groups": hkv, "ffn_hidden": _cfg_int(cfg, path, "intermediate_size"),
+    # absent fields: transformers' defaults (Mixtral 8 key/value heads, Qwen3 32, Qwen3-MoE 4; Llama's and Qwen2's None: heads)
+    hkv = _cfg_int(cfg, path, "num_key_value_heads", 8 if mix else 4 if q3moe else 32 if qwen3 else hq)
+    s = {"hidden": h, "heads": hq, "query_groups": hkv,
+         "ffn_hidden": _cfg_int(cfg, path, "intermediate_size", 6144 if q3moe else 22016 if qwen3 else None),
          "layers": _cfg_int(cfg, path, "num_hidden_layers"), "vocab": _cfg_int(cfg, path, "vocab_size"),
-         "max_seq": _cfg_int(cfg, path, "max_position_embeddings", 4096 * 32 if mix else 32768 if qwen2 else 2048),
-         "qkv_bias": qwen2}
+         "max_seq": _cfg_int(cfg, path, "max_position_embeddings", 4096 * 32 if mix else 32768 if qwen2 or qwen3 else 2048),
+         "qkv_bias": qwen2, "qk_norm": qwen3, "name": MODEL_NAMES[mt]}
     if hq % hkv:
         refuse("num_key_value_heads", "does not divide num_attention_heads %d" % hq)
-    if cfg.get("head_dim") is not None:   # (Qwen3, Gemma: num_attention_heads x head_dim need not be hidden_size)
+    if mt == "qwen3" and "head_dim" not in cfg:   # Qwen3Config's default (Qwen3-MoE's: hidden_size / heads)
+        s["head_dim"] = 128
+    elif cfg.get("head_dim") is not None:   # (Qwen3, Gemma: num_attention_heads x head_dim need not be hidden_size)
         s["head_dim"] = _cfg_int(cfg, path, "head_dim")
         if s["head_dim"] % 2:
             refuse("head_dim", "odd (RoPE rotates pairs of a head's columns)")
@@ -865,16 +958,23 @@ def llama_sizes(cfg, path):
         refuse("hidden_act", "PPS's SwiGLU MLP is silu(gate) * up")
     for k in ("attention_bias", "mlp_bias"):
         if cfg.get(k, False) is not False:
-            refuse(k, "PPS's Llama layer has no biases (--bias off; a Qwen2's q/k/v biases: --add-qkv-bias)")
-    if qwen2:   # Qwen2Config: sliding-window attention off (use_sliding_window false) is all PPS computes
+            refuse(k, "PPS's Llama layer has no biases (--bias off; a Qwen2's q/k/v biases: --add-qkv-bias)%s"
+                   % ("; Qwen3's attention_bias also puts one on o_proj, which --add-qkv-bias has not"
+                      if qwen3 and k == "attention_bias" else ""))
+    if qwen2 or qwen3:   # Qwen2Config, Qwen3Config: sliding-window attention off (use_sliding_window false) is all PPS computes
         if cfg.get("use_sliding_window", False) is not False:
-            refuse("use_sliding_window", "PPS's attention is not windowed (Qwen2's default false)")
-    eps = cfg.get("rms_norm_eps", 1e-5 if mix else 1e-6)   # (transformers' defaults: Mixtral 1e-5, Llama and Qwen2 1e-6)
+            refuse("use_sliding_window", "PPS's attention is not windowed (%s's default false)" % MODEL_NAMES[mt])
+        lt = cfg.get("layer_types")
+        if lt is not None and (not isinstance(lt, list) or any(t != "full_attention" for t in lt)):
+            refuse("layer_types", "PPS's attention is not windowed: every entry must be \"full_attention\"")
+    eps = cfg.get("rms_norm_eps", 1e-5 if mix else 1e-6)   # (transformers' defaults: Mixtral 1e-5, Llama and Qwen 1e-6)
     if not isinstance(eps, (int, float)) or isinstance(eps, bool) or not (eps > 0 and math.isfinite(eps)):
         refuse("rms_norm_eps", "not a number above 0 (the runtime's --norm-epsilon)")
     s["eps"] = float(eps)
     if mix:
         s.update(mixtral_experts(cfg, path, refuse))
+    if q3moe:
+        s.update(qwen3_experts(cfg, path, refuse, s["layers"]))
     rp = cfg.get("rope_parameters")        # newer transformers: rope_theta, rope_type and its keys here
     theta = cfg.get("rope_theta", 1e6 if mix else 10000.0)
     if rp is not None:
@@ -918,9 +1018,13 @@ def runtime_flags(s, stages=None):
         f += " --kv-channels %d" % s["head_dim"]
     if s.get("qkv_bias"):
         f += " --add-qkv-bias"
+    if s.get("qk_norm"):
+        f += " --qk-layernorm"
     f += _eps_flag(s["eps"])
     if s.get("experts"):
-        f += " --num-experts %d --moe-topk %d --moe-ffn-hidden %d" % (s["experts"], s["topk"], s["ffn_hidden"])
+        f += " --num-experts %d --moe-topk %d --moe-ffn-hidden %d" % (s["experts"], s["topk"], s.get("moe_ffn", s["ffn_hidden"]))
+        if s.get("pre_softmax"):
+            f += " --moe-router-pre-softmax"
     if s.get("rope_scaling"):
         f += " --rope-scaling " + s["rope_scaling"]
         f += "".join(" %s %s" % (flag, _num(s["rope_params"][k])) for k, _, flag in ROPE_PARAMS if k in s["rope_params"])
@@ -930,7 +1034,7 @@ def runtime_flags(s, stages=None):
 
 
 def import_checkpoint(hfdir, index, stages=None, optimizer="sgd", seq=None):
-    """HF Llama (Mixtral, GPT-2) directory -> PPS checkpoint INDEX (+ one shard beside it). Returns the
+    """HF Llama (Qwen2, Qwen3, Qwen3-MoE, Mixtral, GPT-2) directory -> PPS checkpoint INDEX (+ one shard beside it). Returns the
     runtime flags (a string; with --layers-per-stage when `stages` is given). With
     optimizer "adam" the shard also holds Adam's moments, zero (a run at step 0 with
     zero moments is a fresh Adam; the runtime keeps a checkpoint's optimizer)."""
@@ -947,6 +1051,8 @@ def import_checkpoint(hfdir, index, stages=None, optimizer="sgd", seq=None):
     h, hq, hkv, f, L, V = (s[k] for k in ("hidden", "heads", "query_groups", "ffn_hidden", "layers", "vocab"))
     D = s["head_dim"]
     E = s.get("experts", 0)
+    fe = s.get("moe_ffn", f)          # an expert's width (Mixtral: intermediate_size)
+    mpre, wg, wu, wd = MOE_NAMES.get(hf.config.get("model_type"), MOE_NAMES["mixtral"])
     get = hf.get
 
     tensors = [("vocab.tok", [V * h], lambda: get("model.embed_tokens.weight", [V, h]))]
@@ -969,13 +1075,16 @@ def import_checkpoint(hfdir, index, stages=None, optimizer="sgd", seq=None):
             tensors.append((q + "qkv.b", [(hq + 2 * hkv) * D], qkvb))
         tensors += [(q + "proj.w", [hq * D * h], lambda p=p: hcat_t([get(p + "self_attn.o_proj.weight", [h, hq * D])], hq * D)),
                     (q + "ln2.g", [h], lambda p=p: get(p + "post_attention_layernorm.weight", [h]))]
-        if E:       # Mixtral: the router, then each expert's SwiGLU FC1 [gate w1 | up w3] and FC2 (w2)
-            tensors.append((q + "moe.router.w", [h * E], lambda p=p: hcat_t([get(p + MOE + "gate.weight", [E, h])], h)))
+        if s["qk_norm"]:   # Qwen3: the per-head RMS norms' gains [D] of the query and the key
+            tensors += [(q + "qnorm.g", [D], lambda p=p: get(p + "self_attn.q_norm.weight", [D])),
+                        (q + "knorm.g", [D], lambda p=p: get(p + "self_attn.k_norm.weight", [D]))]
+        if E:       # Mixtral, Qwen3-MoE: the router, then each expert's SwiGLU FC1 [gate | up] and FC2 (down)
+            tensors.append((q + "moe.router.w", [h * E], lambda p=p: hcat_t([get(p + mpre + "gate.weight", [E, h])], h)))
             for j in range(E):
-                r = p + MOE + "experts.%d." % j
-                tensors += [(q + "moe.e%d.fc.w" % j, [h * 2 * f], lambda r=r: hcat_t([get(r + "w1.weight", [f, h]),
-                                                                                      get(r + "w3.weight", [f, h])], h)),
-                            (q + "moe.e%d.fc2.w" % j, [f * h], lambda r=r: hcat_t([get(r + "w2.weight", [h, f])], f))]
+                r = p + mpre + "experts.%d." % j
+                tensors += [(q + "moe.e%d.fc.w" % j, [h * 2 * fe], lambda r=r: hcat_t([get(r + wg + ".weight", [fe, h]),
+                                                                                       get(r + wu + ".weight", [fe, h])], h)),
+                            (q + "moe.e%d.fc2.w" % j, [fe * h], lambda r=r: hcat_t([get(r + wd + ".weight", [h, fe])], fe))]
         else:
             tensors += [(q + "fc.w", [h * 2 * f], lambda p=p: hcat_t([get(p + "mlp.gate_proj.weight", [f, h]),
                                                                       get(p + "mlp.up_proj.weight", [f, h])], h)),
@@ -991,9 +1100,11 @@ def import_checkpoint(hfdir, index, stages=None, optimizer="sgd", seq=None):
                                                  "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj")}
         if s["qkv_bias"]:
             expected |= {p + "self_attn.%s_proj.bias" % n for n in "qkv"}
+        if s["qk_norm"]:
+            expected |= {p + "self_attn.q_norm.weight", p + "self_attn.k_norm.weight"}
         if E:
-            expected |= {p + MOE + "gate.weight"} | {p + MOE + "experts.%d.%s.weight" % (j, w) for j in range(E)
-                                                     for w in ("w1", "w2", "w3")}
+            expected |= {p + mpre + "gate.weight"} | {p + mpre + "experts.%d.%s.weight" % (j, w) for j in range(E)
+                                                      for w in (wg, wu, wd)}
         else:
             expected |= {p + n + ".weight" for n in ("mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")}
     ignorable = ("rotary_emb.inv_freq",)
@@ -1001,8 +1112,9 @@ def import_checkpoint(hfdir, index, stages=None, optimizer="sgd", seq=None):
         if k in expected or k.endswith(ignorable) or (s["tied"] and k == "lm_head.weight"):
             continue
         raise ConvertError("%s: tensor '%s' is not part of a %s of this config (num_hidden_layers %d, %s)"
-                           % (hfdir, k, "Mixtral" if E else "Qwen2" if s["qkv_bias"] else "Llama", L,
-                              "num_local_experts %d" % E if E else "q/k/v biases only" if s["qkv_bias"] else
+                           % (hfdir, k, s["name"], L,
+                              "%s %d" % ("num_local_experts" if s["name"] == "Mixtral" else "num_experts", E) if E else
+                              "q/k/v biases only" if s["qkv_bias"] else "attention_bias false" if s["qk_norm"] else
                               "attention_bias false, mlp_bias false"))
     for k in sorted(expected):
         if k not in hf.where:
@@ -1014,11 +1126,16 @@ def import_checkpoint(hfdir, index, stages=None, optimizer="sgd", seq=None):
             "norm_epsilon": "%.17g" % s["eps"]}
     if s["qkv_bias"]:
         meta["qkv_bias"] = "on"
+    if s["qk_norm"]:
+        meta["qk_layernorm"] = "on"
     meta.update((field, repr(s["rope_params"][k]) if isinstance(s["rope_params"][k], float) else str(s["rope_params"][k]))
                 for k, field, _ in ROPE_PARAMS if k in s["rope_params"])
-    if E:       # the runtime's default router (softmax over the top K), no load-balancing loss (see mixtral_experts)
-        meta.update({"num_experts": str(E), "moe_topk": str(s["topk"]), "moe_ffn_hidden": str(f),
+    if E:       # the runtime's default router (softmax over the top K; Qwen3-MoE's norm_topk_prob false: pre-softmax),
+        # no load-balancing loss (see mixtral_experts)
+        meta.update({"num_experts": str(E), "moe_topk": str(s["topk"]), "moe_ffn_hidden": str(fe),
                      "moe_aux_loss_coeff": "0", "moe_router_score_function": "softmax"})
+        if s.get("pre_softmax"):
+            meta["moe_router_pre_softmax"] = "1"
     _write_pps(index, tensors, meta, optimizer)
     for n in s.get("notes", ()):
         sys.stderr.write("pps_hf: note: %s\n" % n)
@@ -1125,8 +1242,9 @@ USAGE = """usage: pps_hf.py export INDEX OUTDIR [--dtype f32|bf16]
        pps_hf.py import HFDIR INDEX [--stages S] [--optimizer sgd|adam] [--seq S (GPT-2)]
   export: a PPS gpt checkpoint of Llama's layer (with --num-experts, --add-qkv-bias or --qk-layernorm; or
           GPT-2's) -> a Hugging Face LlamaForCausalLM (MixtralForCausalLM, Qwen2ForCausalLM,
-          Qwen3ForCausalLM; GPT2LMHeadModel) directory
-  import: a Hugging Face Llama, Qwen2, Mixtral or GPT-2 directory -> a PPS checkpoint for --load (prints the flags)"""
+          Qwen3ForCausalLM, Qwen3MoeForCausalLM; GPT2LMHeadModel) directory
+  import: a Hugging Face Llama, Qwen2, Qwen3, Qwen3-MoE, Mixtral or GPT-2 directory -> a PPS checkpoint for
+          --load (prints the flags)"""
 
 
 def parse_cli(argv, valued, usage):
