@@ -17,7 +17,7 @@
 #    interleaved 1F1B at P = 2, v = 2 (4 stages of 1 layer), ZB-V, and 1F1B at
 #    --tensor-parallel 2 (the experts too) are the same bytes, and with the emulator the
 #    CUDA backend's as well (the weights are made on the host);
-#  - --check passes with it (1F1B, T = 2, experts);
+#  - --check passes with it (1F1B, T = 2, experts at T = 2, Vocab-1's sharded vocabulary);
 #  - the loss at step 0 is about ln V at S = 0.02 (logits of std S sqrt(h) ~ 0.1), not the
 #    default init's (unit-variance logits; its figures, unchanged, are the other tests');
 #    --json's layer records init_method_std, only when given;
@@ -142,6 +142,9 @@ chk() {   # chk LABEL PROGRAM FLAGS...: --check passes
 chk "1F1B" "$A" $G --layers-per-stage 2
 chk "1F1B T = 2" "$A" $G --layers-per-stage 2 --tensor-parallel 2
 chk "experts, T = 2" "$A" $M --layers-per-stage 2 --tensor-parallel 2
+if build v "$top_srcdir/stdlib/vocab_1f1b.pps" -D P=2 -D m=4; then   # the vocabulary's rows sharded over the devices
+  chk "Vocab-1" "$WORK/v" $G --layers-per-stage 2
+else fail "build vocab_1f1b"; fi
 
 # the loss at step 0: about ln V (tiny logits) at S = 0.02; the default init's is not
 first() { losses "$1" | cut -d' ' -f1; }
