@@ -15,8 +15,8 @@
 #    Box-Muller) within 1e-6 relative;
 #  - they depend on no placement: checkpoints of 1F1B at P = 2 (2 layers a stage),
 #    interleaved 1F1B at P = 2, v = 2 (4 stages of 1 layer), ZB-V, and 1F1B at
-#    --tensor-parallel 2 (the experts too) are the same bytes, and with the emulator the
-#    CUDA backend's as well (the weights are made on the host);
+#    --tensor-parallel 2 (the experts too) and the experts at --expert-parallel 2 are the
+#    same bytes, and with the emulator the CUDA backend's as well (made on the host);
 #  - --check passes with it (1F1B, T = 2, experts at T = 2, Vocab-1's sharded vocabulary);
 #  - the loss at step 0 is about ln V at S = 0.02 (logits of std S sqrt(h) ~ 0.1), not the
 #    default init's (unit-variance logits; its figures, unchanged, are the other tests');
@@ -126,6 +126,8 @@ same "interleaved P = 2 v = 2 (4 stages of 1 layer) = 1F1B P = 2 (2 of 2), bit f
 same "ZB-V P = 2 (4 stages, 2 a device) = 1F1B P = 2, bit for bit" gz gd
 same "1F1B --tensor-parallel 2 = T = 1, bit for bit" gt gd
 same "experts at --tensor-parallel 2 = T = 1, bit for bit" mt gm
+save me "$A" $M --layers-per-stage 2 --data-parallel 2 --expert-parallel 2
+same "experts at --expert-parallel 2 (2 replicas) = X = 1, bit for bit" me gm
 if [ -f "$EMU" ]; then
   env PPSRT_EMU_GPUS=2 LD_PRELOAD="$EMU" ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" \
     PPS_EMU_TIMEOUT=30 "$A" $G --layers-per-stage 2 --backend cuda $Z0 --save "$WORK/gc" >"$WORK/err" 2>&1 ||
