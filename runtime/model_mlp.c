@@ -35,10 +35,11 @@ float ppsrt_rand_uniform(uint64_t seed, uint64_t stream, uint64_t index) {
   return (float)((double)(h >> 40) / (double)(1ULL << 24) * 2.0 - 1.0);
 }
 
-/* a uniform in (0, 1): the hash's top 53 bits, half a step off 0 (never 0 nor 1) */
+/* a uniform in (0, 1): the hash's top 52 bits plus half a step, exact in a double
+ * (never 0, never 1) */
 static double rand_open01(uint64_t seed, uint64_t stream, uint64_t index) {
   uint64_t h = splitmix64(seed ^ splitmix64(stream ^ splitmix64(index)));
-  return ((double)(h >> 11) + 0.5) / (double)(1ULL << 53);
+  return ((double)(h >> 12) + 0.5) / (double)(1ULL << 52);
 }
 
 /* Box-Muller: sqrt(-2 ln u1) cos(2 pi u2), u1 and u2 independent uniforms in (0, 1) */

@@ -96,7 +96,7 @@ def fnv(s):
         h = ((h ^ c) * 1099511628211) & M
     return h
 def u(st, i):
-    return ((mix(seed ^ mix(st ^ mix(i))) >> 11) + 0.5) / 2.0 ** 53
+    return ((mix(seed ^ mix(st ^ mix(i))) >> 12) + 0.5) / 2.0 ** 52
 def normal(key, i):
     st = fnv(key)
     return math.sqrt(-2 * math.log(u(st, 2 * i))) * math.cos(2 * math.pi * u(st, 2 * i + 1))
