@@ -44,7 +44,9 @@ moe_shared_expert_intermediate_size -> --moe-shared-ffn-hidden, its SharedExpert
 and moe_shared_expert_gate -> --moe-shared-expert-gate (its gate_weight [1, h]);
 expert_model_parallel_size: the directories' EP, no flag, since PPS checkpoints are the
 same at any --expert-parallel); qk_layernorm -> --qk-layernorm (q_layernorm and
-k_layernorm [D], the layer's norm kind). Refused, naming the argument: post-layer-norm
+k_layernorm [D], the layer's norm kind). init_method_std converts to nothing (the weights
+are the checkpoint's; --load replaces any initialisation) and is never refused. Refused,
+naming the argument: post-layer-norm
 residuals, uneven pipeline stages, Megatron's legacy (non-Core) model,
 the torch_dist format (convert it first with Megatron's own `--ckpt-convert-format
 torch --ckpt-convert-save DIR`), and what the runtime's experts cannot compute:

@@ -68,8 +68,8 @@
 /* ---- tensor keys ---- */
 
 /* The checkpoint key of runtime parameter `name`: "sS.lL.REST" -> "layer(S*lps+L).REST",
- * "sS.REST" -> "REST", anything else unchanged. */
-static void layer_key(const char *name, int lps, char *out, size_t cap) {
+ * "sS.REST" -> "REST", anything else unchanged (rt.h; also --init-method-std's hash name). */
+void rt_ckpt_layer_key(const char *name, int lps, char *out, size_t cap) {
   int s, l, n = 0;
   if (sscanf(name, "s%d.l%d.%n", &s, &l, &n) == 2 && n > 0 && s >= 0 && l >= 0) {
     snprintf(out, cap, "layer%ld.%s", (long)s * lps + l, name + n);
@@ -663,7 +663,7 @@ static int write_shard(ppsrt_ctx *c, const char *path, long step) {
       ppsrt_param *p = &m->params[k];
       size_t full = p->full_numel ? p->full_numel : p->numel, off = p->full_numel ? p->offset : 0;
       if ((full == ppsrt_param_group_numel(p) && !off) || p->shared) continue;   /* (a tensor-parallel tensor: its group's) */
-      layer_key(p->name, run->o.cfg.layers_per_stage, key, sizeof key);
+      rt_ckpt_layer_key(p->name, run->o.cfg.layers_per_stage, key, sizeof key);
       for (int q = 0; q < np; q++) {
         char mk[340];
         snprintf(mk, sizeof mk, "slice.%s%s", q == 0 ? "" : q == 1 ? "optim.m." : "optim.v.", key);
@@ -681,7 +681,7 @@ static int write_shard(ppsrt_ctx *c, const char *path, long step) {
         for (int u = 0; u < nx && !rc; u++) {
           char nm[300];
           if (nx > 1 && (rc = rt_ep_name(c, p->name, u, nm, sizeof nm))) break;
-          layer_key(nx > 1 ? nm : p->name, run->o.cfg.layers_per_stage, key, sizeof key);
+          rt_ckpt_layer_key(nx > 1 ? nm : p->name, run->o.cfg.layers_per_stage, key, sizeof key);
           size_t n = sizes[k * np + q] / (size_t)nx, bytes = n * sizeof(float);
           fprintf(h, ",\"%s%s\":{\"dtype\":\"F32\",\"shape\":[%zu],\"data_offsets\":[%zu,%zu]}",
                   q == 0 ? "" : q == 1 ? "optim.m." : "optim.v.", key, n, at, at + bytes);
@@ -692,7 +692,7 @@ static int write_shard(ppsrt_ctx *c, const char *path, long step) {
       char nm[128];
       size_t n;
       m->state(m, i, nm, sizeof nm, &n);
-      layer_key(nm, run->o.cfg.layers_per_stage, key, sizeof key);
+      rt_ckpt_layer_key(nm, run->o.cfg.layers_per_stage, key, sizeof key);
       fprintf(h, ",\"%s\":{\"dtype\":\"F32\",\"shape\":[%zu],\"data_offsets\":[%zu,%zu]}", key, n, at,
               at + n * sizeof(float));
       at += n * sizeof(float);
@@ -1323,7 +1323,7 @@ static int load_state(ppsrt_ctx *c, const rt_ckpt *ck) {
     size_t n;
     float *v = m->state(m, i, nm, sizeof nm, &n);
     if (ck->legacy) snprintf(key, sizeof key, "%s", nm);
-    else layer_key(nm, lps, key, sizeof key);
+    else rt_ckpt_layer_key(nm, lps, key, sizeof key);
     for (int f = 0; f < ck->nf && !rc; f++)
       for (int j = 0; j < ck->f[f].ne && !rc; j++) {
         const CkEntry *e = &ck->f[f].e[j];
@@ -1352,7 +1352,7 @@ int rt_ckpt_load(ppsrt_ctx *c, const rt_ckpt *ck) {
     size_t n = ppsrt_param_group_numel(p);
     char key[300];
     if (ck->legacy) snprintf(key, sizeof key, "%s", p->name);
-    else layer_key(p->name, lps, key, sizeof key);
+    else rt_ckpt_layer_key(p->name, lps, key, sizeof key);
     free(tmp);
     free(whole);
     whole = NULL;

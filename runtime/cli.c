@@ -56,6 +56,11 @@ static const char usage_text[] =
   "  --norm-epsilon X         gpt: every norm's epsilon, added to the variance (RMS: the mean\n"
   "                           square), X > 0 (default 1e-5; Qwen2, Llama 2: 1e-6); Megatron-LM's\n"
   "                           --norm-epsilon; model { norm_epsilon }\n"
+  "  --init-method-std S      gpt: Megatron-LM's initialisation (its --init-method-std, S > 0, its\n"
+  "                           default 0.02): weights, embeddings, position table, output layer and\n"
+  "                           router ~ Normal(0, S); the attention's projection and the MLP's and\n"
+  "                           experts' FC2 ~ Normal(0, S / sqrt(2 L)), L = stages x layers per\n"
+  "                           stage; biases 0, norm gains 1. Default: uniform, unit-variance outputs\n"
   "  --ffn-hidden N --rope-base X   gpt: MLP width (default 4h; SwiGLU 8h/3 rounded down to\n"
   "                           a multiple of 64), RoPE base (default 10000); defaults from model { }\n"
   "  --rope-scaling none|linear|llama3   gpt with RoPE: its frequencies scaled as Hugging Face's\n"
@@ -595,6 +600,11 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
     } else if (flag_is(a, "--load", &v, argc, argv, &i)) {
       if (!v || !*v) return usage_error(me, "--load needs a file name");
       o->load = v;
+    } else if (flag_is(a, "--init-method-std", &v, argc, argv, &i)) {
+      if (!v || parse_double(v, 0, &cfg->init_method_std) || !(cfg->init_method_std > 0))
+        return usage_error(me, "--init-method-std needs a finite number above 0 (Megatron-LM's default 0.02), got '%s'",
+                           v ? v : "");
+      arch_flag = 1;
     } else if (flag_is(a, "--norm-epsilon", &v, argc, argv, &i)) {
       if (!v || parse_double(v, 0, &cfg->norm_epsilon) || !(cfg->norm_epsilon > 0))
         return usage_error(me, "--norm-epsilon needs a finite number above 0 (default %g), got '%s'", PPSRT_NORM_EPS,
@@ -737,7 +747,7 @@ int ppsrt_main(const ppsrt_program *program, int argc, char **argv) {
   if (a_nobias >= 0) cfg->no_bias = a_nobias;
   if (a_tie >= 0) cfg->tie_embeddings = a_tie;
   if (arch_flag && strcmp(o->model, "gpt"))
-    return usage_error(me, "--arch, --mlp, --norm, --position, --bias, --add-qkv-bias, --norm-epsilon, --embeddings, "
+    return usage_error(me, "--arch, --mlp, --norm, --position, --bias, --add-qkv-bias, --norm-epsilon, --init-method-std, --embeddings, "
                        "--qk-layernorm, --kv-channels, --ffn-hidden, --rope-base, "
                        "--rope-scaling (and its parameters), --hidden-dropout, --attention-dropout and the --num-experts "
                        "and --moe-* flags choose the gpt model's layer\n"

@@ -44,6 +44,8 @@ EXTRA_DIST += tests/runtime/ckpt.sh tests/runtime/dp.sh tests/runtime/optim.sh t
   tests/runtime/split_lib.sh tests/runtime/ckpt_tensors.py
 EXTRA_DIST += tests/runtime/train.sh tests/runtime/llama.sh tests/runtime/qknorm.sh tests/runtime/kvch.sh tests/runtime/normeps.sh tests/runtime/tied.sh tests/runtime/hf.sh tests/runtime/hf_moe.sh tests/runtime/hf_qwen2.sh tests/runtime/hf_qwen3.sh tests/runtime/hf_ref.py tests/runtime/hf_rope.py tests/runtime/dropout.sh tests/runtime/moe.sh tests/runtime/moe_router.sh python/pps_hf.py
 TESTS += tests/runtime/moe_cap.sh tests/runtime/moe_shared.sh tests/runtime/moe_replay.sh
+TESTS += tests/runtime/init.sh
+EXTRA_DIST += tests/runtime/init.sh
 EXTRA_DIST += tests/runtime/moe_cap.sh tests/runtime/moe_shared.sh tests/runtime/moe_replay.sh
 # --check's mismatches of every rank (replicas, context ranks, the routing's gather; check.c, interp.c)
 TESTS += tests/runtime/check_ranks.sh

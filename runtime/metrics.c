@@ -461,6 +461,8 @@ void rt_print_json(ppsrt_run *run, int status) {
     if (mc->no_bias && mc->qkv_bias) fprintf(f, ",\"qkv_bias\":true");   /* --add-qkv-bias */
     if (mc->norm_epsilon > 0 && mc->norm_epsilon != PPSRT_NORM_EPS)   /* (absent: the default, 1e-5) */
       fprintf(f, ",\"norm_epsilon\":%s", short_num(n[0], mc->norm_epsilon));
+    if (mc->init_method_std > 0)   /* --init-method-std (absent: the default uniform init) */
+      fprintf(f, ",\"init_method_std\":%s", short_num(n[0], mc->init_method_std));
     /* RoPE: its base, scaling and the scaling's parameters (null with learned positions) */
     if (!mc->rope) fprintf(f, ",\"rope\":null");
     else {

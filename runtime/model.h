@@ -102,6 +102,9 @@ typedef struct ppsrt_model_config {
   int rope;               /* 1: rotary position embedding on q and k, no position table */
   int no_bias;            /* 1: the linear layers (QKV, projection, FC1, FC2) have no bias */
   int qkv_bias;           /* 1: --add-qkv-bias: with no_bias, the QKV projection alone keeps its bias (Qwen2's) */
+  double init_method_std; /* --init-method-std S (gpt): Megatron-LM's initialisation, weights ~ Normal(0, S), the
+                           * blocks' output layers Normal(0, S / sqrt(2 L)) (model_gpt.c init_scale; 0: the
+                           * default, uniform with unit-variance outputs) */
   double norm_epsilon;    /* --norm-epsilon: added to every norm's variance (mean square) before the
                            * reciprocal square root (0: PPSRT_NORM_EPS) */
   int qk_layernorm;       /* 1: --qk-layernorm: each query and key head normalised (the layer's norm kind,
@@ -482,8 +485,11 @@ int ppsrt_recomputing(const ppsrt_ctx *c);
 int ppsrt_layer_end(ppsrt_ctx *c, int mb, int stage, int l);
 
 /* Deterministic synthetic numbers shared by the models: uniform in [-1, 1) from
- * (seed, stream id, index); and a 64-bit hash to make stream ids from names. */
+ * (seed, stream id, index); standard normal (mean 0, variance 1) from the same
+ * (Box-Muller on the hashed uniforms of indices 2 index and 2 index + 1, computed on the
+ * host in double); and a 64-bit hash to make stream ids from names. */
 float ppsrt_rand_uniform(uint64_t seed, uint64_t stream, uint64_t index);
+float ppsrt_rand_normal(uint64_t seed, uint64_t stream, uint64_t index);
 uint64_t ppsrt_hash_str(const char *s);
 
 /* FLOPs of one pass of the mlp model (model_mlp.c) for one microbatch, for MFU: every

@@ -1812,11 +1812,26 @@ static void gpt_destroy(ppsrt_model *m) {
   free(m);
 }
 
-enum { INIT_ZERO, INIT_ONE, INIT_UNIFORM };
+enum { INIT_ZERO, INIT_ONE, INIT_UNIFORM, INIT_NORMAL };
+
+/* A weight's initial distribution: by default uniform(-a, a), a = `uniform` (the
+ * caller's sqrt(3 / fan_in) or table scale); with --init-method-std S Megatron-LM's
+ * normal (init_method_normal): Normal(0, S), and for the blocks' output layers
+ * (out_layer: the attention's projection, the dense, shared and experts' FC2) its
+ * scaled_init_method_normal, Normal(0, S / sqrt(2 L)), L the WHOLE model's layers
+ * (every stage's), not this stage's. Sets *scale; returns INIT_UNIFORM or INIT_NORMAL. */
+static int init_weight(const ppsrt_model_config *cfg, int out_layer, float uniform, float *scale) {
+  double S = cfg->init_method_std, L = (double)cfg->nstage * cfg->layers_per_stage;
+  if (!(S > 0)) { *scale = uniform; return INIT_UNIFORM; }
+  *scale = (float)(out_layer ? S / sqrt(2.0 * L) : S);
+  return INIT_NORMAL;
+}
 
 /* A parameter: elements [offset, offset + n) of the full tensor `name` of full_n
  * elements, or with tp (its tp_* fields set) a tensor-parallel slice of it; values
- * depend only on (seed, name, element index in the full tensor). */
+ * depend only on (seed, name, element index in the full tensor). INIT_NORMAL
+ * (--init-method-std) hashes the checkpoint key instead ("layer5.qkv.w" for "s2.l1.qkv.w"
+ * at 2 layers a stage): its values do not depend on the split into stages either. */
 static ppsrt_param *add_param_tp(ppsrt_model *m, int *rc, const char *name, int stage, size_t n, size_t offset,
                                  size_t full_n, int init, float scale, const ppsrt_param *tp) {
   ppsrt_backend *be = m->be;
@@ -1834,10 +1849,14 @@ static ppsrt_param *add_param_tp(ppsrt_model *m, int *rc, const char *name, int 
   if ((*rc = ppsrt_param_alloc(be, &m->cfg, q))) return q;
   float *hb = malloc(nn * sizeof *hb);
   if (!hb) { *rc = PPSRT_FAIL(PPSRT_E_NOMEM, "gpt: out of host memory"); return q; }
-  uint64_t stream = ppsrt_hash_str(name);
+  char key[96];
+  rt_ckpt_layer_key(name, m->cfg.layers_per_stage, key, sizeof key);
+  uint64_t stream = ppsrt_hash_str(init == INIT_NORMAL ? key : name);
   for (size_t i = 0; i < n; i++)
-    hb[i] = init == INIT_ZERO ? 0.0f : init == INIT_ONE ? 1.0f
-                                                        : scale * ppsrt_rand_uniform(m->cfg.seed, stream, ppsrt_param_full_index(q, i));
+    hb[i] = init == INIT_ZERO     ? 0.0f
+            : init == INIT_ONE    ? 1.0f
+            : init == INIT_NORMAL ? scale * ppsrt_rand_normal(m->cfg.seed, stream, ppsrt_param_full_index(q, i))
+                                  : scale * ppsrt_rand_uniform(m->cfg.seed, stream, ppsrt_param_full_index(q, i));
   *rc = ppsrt_param_set(be, q, hb);
   free(hb);
   return q;
@@ -1994,6 +2013,9 @@ static int gpt_check_sizes(const ppsrt_model_config *cfg, int nstages) {
     return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --%s-dropout must be a rate from 0 to below 1, got %g",
                       !(cfg->hidden_dropout >= 0 && cfg->hidden_dropout < 1) ? "hidden" : "attention",
                       !(cfg->hidden_dropout >= 0 && cfg->hidden_dropout < 1) ? cfg->hidden_dropout : cfg->attention_dropout);
+  if (!(cfg->init_method_std == 0 || (cfg->init_method_std > 0 && isfinite(cfg->init_method_std))))
+    return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --init-method-std must be a finite number above 0 (Megatron-LM's default 0.02), "
+                      "got %g", cfg->init_method_std);
   if (!(cfg->norm_epsilon == 0 || (cfg->norm_epsilon > 0 && isfinite(cfg->norm_epsilon))))
     return PPSRT_FAIL(PPSRT_E_USAGE, "gpt: --norm-epsilon must be a finite number above 0 (default %g), got %g", PPSRT_NORM_EPS,
                       cfg->norm_epsilon);
@@ -2233,24 +2255,25 @@ int ppsrt_gpt_create(const ppsrt_model_config *cfg, ppsrt_backend *be, int devic
         snprintf(name, sizeof name, "s%d.l%d.%s%s", s, l, sh ? "moe.shared." : "", lp_names[j]);
         int init = j == LN1G || j == LN2G || j == QNG || j == KNG ? INIT_ONE
                    : (j == LN1B || j == LN2B || j == QNB || j == KNB || (j < QNG && j % 2 == 1)) ? INIT_ZERO : INIT_UNIFORM;
-        /* uniform(-a, a) with a = sqrt(3 / fan_in): unit variance outputs */
-        float fan_in = j == FC2W ? (float)F : j == PROJW ? (float)A : (float)h;
+        /* uniform(-a, a) with a = sqrt(3 / fan_in): unit variance outputs (or init_weight's normal) */
+        float fan_in = j == FC2W ? (float)F : j == PROJW ? (float)A : (float)h, sc = 0;
+        if (init == INIT_UNIFORM) init = init_weight(cfg, j == PROJW || j == FC2W, sqrtf(3.0f / fan_in), &sc);
         size_t n = sizes[j];
         ppsrt_param sl = tp_slice(g, j, g->tp, g->tpr, &n);
         if (!sl.tp_split || g->tp == 1) { n = sizes[j]; sl.tp_split = 0; }
-        ppsrt_param *pr = add_param_tp(m, &rc, name, s, n, 0, sl.tp_split ? sl.tp_R * sl.tp_C : n, init,
-                                       sqrtf(3.0f / fan_in), &sl);
+        ppsrt_param *pr = add_param_tp(m, &rc, name, s, n, 0, sl.tp_split ? sl.tp_R * sl.tp_C : n, init, sc, &sl);
         pr->no_decay = !(j == QKVW || j == PROJW || j == FCW || j == FC2W || j == SGW);   /* biases, norms */
       }
       for (int j = 0; g->moe_on && j < ppsrt_moe_nparams(&g->moe) && !rc; j++) {   /* the router, the experts */
         char name[96], sfx[48];
         size_t n, full;
-        int zero, nd;
-        float sc;
+        int zero, outl, nd;
+        float usc, sc = 0;
         ppsrt_param sl;
-        ppsrt_moe_param(&g->moe, j, g->tpr, sfx, sizeof sfx, &n, &full, &sl, &zero, &sc, &nd);
+        ppsrt_moe_param(&g->moe, j, g->tpr, sfx, sizeof sfx, &n, &full, &sl, &zero, &usc, &outl, &nd);
         snprintf(name, sizeof name, "s%d.l%d.%s", s, l, sfx);
-        ppsrt_param *pr = add_param_tp(m, &rc, name, s, n, 0, full, zero ? INIT_ZERO : INIT_UNIFORM, sc, &sl);
+        int init = zero ? INIT_ZERO : init_weight(cfg, outl, usc, &sc);   /* (the router: Normal(0, S), Megatron-Core's) */
+        ppsrt_param *pr = add_param_tp(m, &rc, name, s, n, 0, full, init, sc, &sl);
         pr->no_decay = nd;
         pr->expert = ppsrt_moe_param_expert(&g->moe, j);   /* --expert-parallel: this rank's alone */
       }
@@ -2279,22 +2302,27 @@ int ppsrt_gpt_create(const ppsrt_model_config *cfg, ppsrt_backend *be, int devic
   }
   size_t voff = (size_t)g->vlo * h;
   /* tied: one matrix, initialised as the output layer (U(+-sqrt(3/h)), unit-variance
-   * logits), its copy on the last stage's device when that is another one */
-  float tscale = g->tie ? sqrtf(3.0f / (float)h) : 1.0f;
+   * logits), its copy on the last stage's device when that is another one; with
+   * --init-method-std S the token and position tables and the output layer, tied or
+   * not, are Normal(0, S) (Megatron-LM's embedding and output layer init_method) */
+  float tscale, pscale, oscale;
+  int tinit = init_weight(cfg, 0, g->tie ? sqrtf(3.0f / (float)h) : 1.0f, &tscale);
+  int pinit = init_weight(cfg, 0, 0.1f, &pscale);
+  int oinit = init_weight(cfg, 0, sqrtf(3.0f / (float)h), &oscale);
   if (!rc && (g->mode || g->first))
-    g->tok = add_param_tp(m, &rc, "vocab.tok", g->mode ? -1 : 0, Vs * h, voff, (size_t)g->V * h, INIT_UNIFORM, tscale, &vsl);
+    g->tok = add_param_tp(m, &rc, "vocab.tok", g->mode ? -1 : 0, Vs * h, voff, (size_t)g->V * h, tinit, tscale, &vsl);
   if (!rc && !g->rope && (g->mode ? device == 0 : g->first))
-    g->pos = add_param(m, &rc, "vocab.pos", g->mode ? -1 : 0, (size_t)g->T * h, 0, (size_t)g->T * h, INIT_UNIFORM, 0.1f);
+    g->pos = add_param(m, &rc, "vocab.pos", g->mode ? -1 : 0, (size_t)g->T * h, 0, (size_t)g->T * h, pinit, pscale);
   if (!rc && g->tie && g->tok && !g->mode && !g->last) g->tok->tied = 1;   /* its copy on the last stage's device */
   if (!rc && g->tie && g->tok && (g->mode || g->last))
     g->out = g->tok;
   else if (!rc && g->tie && g->last) {
-    g->out = add_param_tp(m, &rc, "vocab.tok", g->S - 1, Vs * h, voff, (size_t)g->V * h, INIT_UNIFORM, tscale, &vsl);
+    g->out = add_param_tp(m, &rc, "vocab.tok", g->S - 1, Vs * h, voff, (size_t)g->V * h, tinit, tscale, &vsl);
     g->out->shared = 1;
     g->out->tied = 1;   /* (and its original on stage 0's device, below) */
   } else if (!rc && (g->mode || g->last))
     g->out = add_param_tp(m, &rc, "vocab.out", g->mode ? -1 : g->S - 1, Vs * h, voff, (size_t)g->V * h,
-                          INIT_UNIFORM, sqrtf(3.0f / (float)h), &vsl);
+                          oinit, oscale, &vsl);
   if (!rc) rc = make_data(m);
   if (!rc && g->rope && nstages) rc = rope_table(m);
   if (!rc && (g->mode ? device == 0 : g->last))

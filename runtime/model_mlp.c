@@ -35,6 +35,20 @@ float ppsrt_rand_uniform(uint64_t seed, uint64_t stream, uint64_t index) {
   return (float)((double)(h >> 40) / (double)(1ULL << 24) * 2.0 - 1.0);
 }
 
+/* a uniform in (0, 1): the hash's top 52 bits plus half a step, exact in a double
+ * (never 0, never 1) */
+static double rand_open01(uint64_t seed, uint64_t stream, uint64_t index) {
+  uint64_t h = splitmix64(seed ^ splitmix64(stream ^ splitmix64(index)));
+  return ((double)(h >> 12) + 0.5) / (double)(1ULL << 52);
+}
+
+/* Box-Muller: sqrt(-2 ln u1) cos(2 pi u2), u1 and u2 independent uniforms in (0, 1) */
+float ppsrt_rand_normal(uint64_t seed, uint64_t stream, uint64_t index) {
+  const double two_pi = 6.283185307179586;
+  double u1 = rand_open01(seed, stream, 2 * index), u2 = rand_open01(seed, stream, 2 * index + 1);
+  return (float)(sqrt(-2.0 * log(u1)) * cos(two_pi * u2));
+}
+
 uint64_t ppsrt_hash_str(const char *s) {
   uint64_t h = 1469598103934665603ULL;
   for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ULL;

@@ -310,7 +310,7 @@ static int param_kind(const ppsrt_moe *mo, int j, int *e) {
 }
 
 void ppsrt_moe_param(const ppsrt_moe *mo, int j, int tpr, char *name, size_t len, size_t *n, size_t *full,
-                     ppsrt_param *sl, int *zero, float *scale, int *no_decay) {
+                     ppsrt_param *sl, int *zero, float *scale, int *out_layer, int *no_decay) {
   int e, k = param_kind(mo, j, &e), T = mo->tp;
   size_t h = (size_t)mo->h, F = (size_t)mo->F, fw = F * (mo->sw ? 2 : 1);
   static const char *const kn[4] = {"fc.w", "fc.b", "fc2.w", "fc2.b"};
@@ -318,6 +318,7 @@ void ppsrt_moe_param(const ppsrt_moe *mo, int j, int tpr, char *name, size_t len
   *zero = k == 1 || k == 3;
   *no_decay = *zero;
   *scale = sqrtf(3.0f / (float)(k == 2 ? F : h));   /* uniform(+-sqrt(3 / fan_in)) */
+  *out_layer = k == 2;
   if (k < 0) {
     snprintf(name, len, "moe.router.w");
     *n = *full = h * (size_t)mo->E;

@@ -111,10 +111,11 @@ int ppsrt_moe_set_replay(ppsrt_moe *mo, const int32_t *rec);
  * experts only, named by their global index (moe.eE.*). Parameter j's
  * name suffix (after "sS.lL."), elements on this rank (*n) and of the whole tensor
  * (*full), tensor-parallel slice (sl, model.h; tp_split 0: whole), initial values
- * (*zero: zeros, else uniform in +-*scale) and weight decay. */
+ * (*zero: zeros, else uniform in +-*scale; *out_layer: 1 for an expert's fc2.w, the
+ * block's output layer, whose --init-method-std is scaled) and weight decay. */
 int ppsrt_moe_nparams(const ppsrt_moe *mo);
 void ppsrt_moe_param(const ppsrt_moe *mo, int j, int tpr, char *name, size_t len, size_t *n, size_t *full,
-                     ppsrt_param *sl, int *zero, float *scale, int *no_decay);
+                     ppsrt_param *sl, int *zero, float *scale, int *out_layer, int *no_decay);
 
 /* F of one layer's MoE MLP (slot: its layer slot): a = the MLP's input (LN2's output, all
  * N rows), x1 the residual (this rank's n rows); y = x1 + drop(moe(a)) (this rank's rows;

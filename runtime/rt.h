@@ -317,6 +317,9 @@ typedef struct rt_ckpt rt_ckpt;
 int rt_ckpt_open(ppsrt_run *run, const char *path, rt_ckpt **out);
 void rt_ckpt_close(rt_ckpt *ck);
 int rt_ckpt_load(ppsrt_ctx *c, const rt_ckpt *ck);   /* one device's tensors */
+/* The checkpoint key of runtime parameter `name` ("s2.l1.qkv.w" with lps 2 layers per
+ * stage: "layer5.qkv.w"; "s3.lnf.g": "lnf.g"; others unchanged) into out[cap]. */
+void rt_ckpt_layer_key(const char *name, int lps, char *out, size_t cap);
 /* Every device at once (collective): its shard, then device 0 the index. Every device
  * learns of a failure: *peer = 1 where another device failed (nothing to abort). */
 int rt_ckpt_save(ppsrt_ctx *c, const char *path, long step, int *peer);
