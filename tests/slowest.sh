@@ -1,7 +1,8 @@
 #!/bin/sh
-# slowest.sh: lists the tests of a build tree's last `make check` by wall time, slowest
-# first, with their results, from the `:elapsed:` fields that tests/timed-driver writes
-# into each .trs file. run-tests prints the ten slowest of each make check with it.
+# slowest.sh: lists the tests of a build tree by wall time, slowest first, with their
+# results, from the `:elapsed:` fields that tests/timed-driver writes into each .trs
+# file (every .trs in the tree: after `make check TESTS=...`, older runs' too). run-tests
+# prints the ten slowest of each make check with it.
 # Usage: tests/slowest.sh BUILDDIR [N]   (N: how many to list, default 10; 0: all)
 dir=${1:?usage: tests/slowest.sh BUILDDIR [N]}
 n=${2:-10}
