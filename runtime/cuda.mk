@@ -101,7 +101,9 @@ tests/gpu/emu/libppsrt_emu.so: tests/gpu/emu/kernels_emu.o $(srcdir)/tests/gpu/e
 	  -o $@ -lstdc++ -pthread
 check_SCRIPTS += tests/gpu/emu/libppsrt_emu.so
 MOSTLYCLEANFILES += tests/gpu/emu/libppsrt_emu.so
-TESTS += tests/gpu/e2e_emu.sh tests/gpu/mpi_nccl_emu.sh
+# (e2e_emu.sh, the longest test of all, runs first: LONG_TESTS in Makefile.am)
+LONG_TESTS += tests/gpu/e2e_emu.sh
+TESTS += tests/gpu/mpi_nccl_emu.sh
 # the fused GEMM epilogues through the runtime: on a GPU, else on the emulator
 TESTS += tests/gpu/epilogue_e2e.sh
 TESTS += tests/gpu/posted_emu.sh

@@ -33,6 +33,8 @@ run() { out=$1; shift; "$M4" "$@" >"$WORK/$out" 2>"$WORK/err" || { fail "run $*:
 for D in 2 3; do
   for opt in "--optimizer adam --lr 0.01 --weight-decay 0.1" "--optimizer sgd --lr 0.05"; do
     run plain $GPT $opt --data-parallel $D --iterations 4
+    # (D = 2 with Adam is also the uninterrupted run the resumptions below compare with)
+    [ $D = 2 ] && [ "$opt" = "--optimizer adam --lr 0.01 --weight-decay 0.1" ] && cp "$WORK/plain" "$WORK/full"
     run dist $GPT $opt --data-parallel $D --iterations 4 --distributed-optimizer
     same "D=$D ${opt%% --lr*}: sharded = plain data-parallel" "$WORK/dist" "$WORK/plain"
   done
@@ -97,7 +99,7 @@ expect_exit 0 "--check with --distributed-optimizer" "$M4" $GPT --optimizer adam
 grep -q '"check":{"match":true,"loss_match":true,"mismatches":0' "$WORK/out" && pass "--check: every shard matches" \
   || { fail "--check did not match"; tail -5 "$WORK/out" >&2; }
 A="--optimizer adam --lr 0.01 --weight-decay 0.1 --data-parallel 2"
-run full $GPT $A --iterations 4
+[ -s "$WORK/full" ] || fail "no uninterrupted run (\$GPT \$A --iterations 4) from the loop above"
 run half $GPT $A --iterations 2 --distributed-optimizer --save "$WORK/r"
 run rest $GPT $A --iterations 2 --load "$WORK/r"
 run rest2 $GPT $A --iterations 2 --load "$WORK/r" --distributed-optimizer
