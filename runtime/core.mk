@@ -41,7 +41,7 @@ EXTRA_DIST += tests/runtime/coll_blocks.sh
 TESTS += tests/runtime/mfu.sh
 TESTS += tests/runtime/train.sh tests/runtime/ckpt.sh tests/runtime/dp.sh tests/runtime/optim.sh tests/runtime/distopt.sh tests/runtime/tp.sh tests/runtime/vocab_tp.sh tests/runtime/sp.sh tests/runtime/llama.sh tests/runtime/qknorm.sh tests/runtime/kvch.sh tests/runtime/normeps.sh tests/runtime/tied.sh tests/runtime/hf.sh tests/runtime/hf_moe.sh tests/runtime/hf_qwen2.sh tests/runtime/hf_qwen3.sh tests/runtime/dropout.sh tests/runtime/moe.sh tests/runtime/moe_router.sh
 EXTRA_DIST += tests/runtime/ckpt.sh tests/runtime/dp.sh tests/runtime/optim.sh tests/runtime/distopt.sh tests/runtime/tp.sh tests/runtime/vocab_tp.sh tests/runtime/sp.sh \
-  tests/runtime/split_lib.sh tests/runtime/ckpt_tensors.py
+  tests/runtime/split_lib.sh tests/runtime/ckpt_tensors.py tests/runtime/hf_lib.sh
 EXTRA_DIST += tests/runtime/train.sh tests/runtime/llama.sh tests/runtime/qknorm.sh tests/runtime/kvch.sh tests/runtime/normeps.sh tests/runtime/tied.sh tests/runtime/hf.sh tests/runtime/hf_moe.sh tests/runtime/hf_qwen2.sh tests/runtime/hf_qwen3.sh tests/runtime/hf_ref.py tests/runtime/hf_rope.py tests/runtime/dropout.sh tests/runtime/moe.sh tests/runtime/moe_router.sh python/pps_hf.py
 TESTS += tests/runtime/moe_cap.sh tests/runtime/moe_shared.sh tests/runtime/moe_replay.sh
 TESTS += tests/runtime/init.sh

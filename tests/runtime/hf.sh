@@ -51,17 +51,8 @@
 # smooth factor inverted, its band edges (low/high) swapped (each fails the import's and
 # the trained forward checks), linear multiplying; in the export, rope_scaling dropped.
 . "$(dirname "$0")/lib.sh"
-command -v python3 > /dev/null 2>&1 || { echo "skip: no python3"; exit 77; }
-HF="$top_srcdir/python/pps_hf.py"
-build a "$top_srcdir/stdlib/1f1b.pps" -D P=2 -D m=2 || { fail "build 1f1b"; finish; }
-build zv "$top_srcdir/stdlib/zb_v.pps" -D P=2 -D m=2 || { fail "build zb_v"; finish; }
-A=$WORK/a; ZV=$WORK/zv
-DATA=$top_srcdir/README.md
+. "$(dirname "$0")/hf_lib.sh"
 G="--model gpt --arch llama --hidden 16 --heads 4 --query-groups 2 --ffn-hidden 24 --seq 8 --vocab 256"
-# hf ARGS: pps_hf.py, its stderr also kept in $WORK/all
-hf() { python3 "$HF" "$@" 2> "$WORK/hf.err"; st=$?; cat "$WORK/hf.err" >&2; cat "$WORK/hf.err" >> "$WORK/all"; return $st; }
-: > "$WORK/all"
-loss1() { sed -n 's/.*"iterations":\[{"iteration":1,"loss":\([-0-9.e+]*\),.*/\1/p' "$1"; }
 
 # hf_llama_ref.py HFDIR DATA SEQS: HF Llama's forward (modeling_llama: embed_tokens;
 # per layer x += o_proj(attn(rope(q_proj(n)), rope(k_proj(n)), v_proj(n))) with
@@ -72,14 +63,12 @@ loss1() { sed -n 's/.*"iterations":\[{"iteration":1,"loss":\([-0-9.e+]*\),.*/\1/
 # What both references share (hf_ref.py): the arguments, a safetensors reader (F32 and
 # BF16; a 2-D tensor as rows; GPT2LMHeadModel's "transformer." prefix dropped), the
 # token windows, causal attention with grouped heads, the cross-entropy.
-cp "$top_srcdir/tests/runtime/hf_ref.py" "$WORK/"
 # hf_rope.py: HF transformers' RoPE inverse frequencies of a Llama config.json
 # (modeling_rope_utils: _compute_default_rope_parameters, and rope_scaling's rope_type
 # linear (inv_freq / factor) or llama3 (_compute_llama3_parameters: by wavelength
 # 2 pi / inv_freq, under original / high_freq_factor kept, over original /
 # low_freq_factor divided by factor, between them the smooth blend)), in double,
 # written here from that definition; and each pair's band.
-cp "$top_srcdir/tests/runtime/hf_rope.py" "$WORK/"
 # hf_llama_ref.py HFDIR DATA SEQS [FIRST [S]]: HF Llama's forward (modeling_llama: embed_tokens;
 # per layer x += o_proj(attn(rope(q_proj(n)), rope(k_proj(n)), v_proj(n))) with
 # n = RMSNorm(x), then x += down_proj(silu(gate_proj(n)) * up_proj(n)) with
@@ -89,24 +78,12 @@ cp "$top_srcdir/tests/runtime/hf_rope.py" "$WORK/"
 cat > "$WORK/hf_llama_ref.py" <<'PY'
 import math, sys
 sys.path.insert(0, sys.path[0])
-from hf_ref import c, W, windows, attention, xent, report
+from hf_ref import c, W, windows, attention, xent, report, llama_ops
 from hf_rope import inv_freq
 h, Hq, L, V = c["hidden_size"], c["num_attention_heads"], c["num_hidden_layers"], c["vocab_size"]
 Hkv = c["num_key_value_heads"]; D = c.get("head_dim") or h // Hq; eps = c["rms_norm_eps"]
-def lin(x, w): return [sum(xi * wi for xi, wi in zip(x, row)) for row in w]      # x W^T, W [out, in]
-def rms(x, g):
-    r = 1 / math.sqrt(sum(v * v for v in x) / len(x) + eps)
-    return [v * r * gi for v, gi in zip(x, g)]
 inv = inv_freq(c)[0]
-def rope(x, t):   # per head: x cos + rotate_half(x) sin, cos/sin = cat(freqs, freqs)
-    out = []
-    for j in range(len(x) // D):
-        hv = x[j * D:(j + 1) * D]
-        rh = [-v for v in hv[D // 2:]] + hv[:D // 2]
-        f = [t * w for w in inv] * 2
-        out += [a * math.cos(u) + b * math.sin(u) for a, b, u in zip(hv, rh, f)]
-    return out
-silu = lambda g: g / (1 + math.exp(-g))
+lin, rms, rope, silu = llama_ops(D, eps, inv)
 head = W["model.embed_tokens.weight"] if c["tie_word_embeddings"] else W["lm_head.weight"]
 for ids, tgt in windows(c["max_position_embeddings"]):
     x = [list(W["model.embed_tokens.weight"][i]) for i in ids]
@@ -131,7 +108,6 @@ for ids, tgt in windows(c["max_position_embeddings"]):
 report()
 PY
 # within REL relative: "A B REL"
-near() { python3 -c "import sys; a, b, r = map(float, sys.argv[1:4]); sys.exit(not abs(a - b) <= r * abs(b))" "$@" 2>/dev/null; }
 
 # --- export: the HF forward gives the runtime's loss ---
 for c in "untied 10000" "tied 500"; do

@@ -33,17 +33,8 @@
 # router not transposed both ways, the experts permuted in the export (each fails the
 # forward check); w1/w3 swapped in the import alone (the round trip, ZB-V and top-1 fail).
 . "$(dirname "$0")/lib.sh"
-command -v python3 > /dev/null 2>&1 || { echo "skip: no python3"; exit 77; }
-HF="$top_srcdir/python/pps_hf.py"
-build a "$top_srcdir/stdlib/1f1b.pps" -D P=2 -D m=2 || { fail "build 1f1b"; finish; }
-build zv "$top_srcdir/stdlib/zb_v.pps" -D P=2 -D m=2 || { fail "build zb_v"; finish; }
-A=$WORK/a; ZV=$WORK/zv
-DATA=$top_srcdir/README.md
+. "$(dirname "$0")/hf_lib.sh"
 G="--model gpt --arch llama --hidden 16 --heads 4 --query-groups 2 --seq 8 --vocab 256 --num-experts 4 --moe-topk 2 --moe-ffn-hidden 24"
-hf() { python3 "$HF" "$@" 2> "$WORK/hf.err"; st=$?; cat "$WORK/hf.err" >&2; cat "$WORK/hf.err" >> "$WORK/all"; return $st; }
-: > "$WORK/all"
-loss1() { sed -n 's/.*"iterations":\[{"iteration":1,"loss":\([-0-9.e+]*\),.*/\1/p' "$1"; }
-near() { python3 -c "import sys; a, b, r = map(float, sys.argv[1:4]); sys.exit(not abs(a - b) <= r * abs(b))" "$@" 2>/dev/null; }
 
 # hf_mixtral_ref.py HFDIR DATA SEQS: HF Mixtral's forward (modeling_mixtral: embed_tokens;
 # per layer x += o_proj(attn(rope(q_proj(n)), rope(k_proj(n)), v_proj(n))) with
@@ -51,27 +42,16 @@ near() { python3 -c "import sys; a, b, r = map(float, sys.argv[1:4]); sys.exit(n
 # in double, on sequences 0..SEQS-1 of DATA as bytes (sequence k: the s + 1 tokens from
 # (k mod W) s, s = max_position_embeddings, W = (bytes - 1) / s); prints the mean
 # cross-entropy, and on stderr the experts' token counts and the distinct pairs.
-cp "$top_srcdir/tests/runtime/hf_ref.py" "$top_srcdir/tests/runtime/hf_rope.py" "$WORK/"
 cat > "$WORK/hf_mixtral_ref.py" <<'PY'
 import math, sys
 sys.path.insert(0, sys.path[0])
-from hf_ref import c, W, windows, attention, xent, report
+from hf_ref import c, W, windows, attention, xent, report, llama_ops
 from hf_rope import inv_freq
 h, H, G, L = c["hidden_size"], c["num_attention_heads"], c["num_key_value_heads"], c["num_hidden_layers"]
 E, K, eps = c["num_local_experts"], c["num_experts_per_tok"], c["rms_norm_eps"]
 D = h // H
-def lin(x, w): return [sum(a * b for a, b in zip(x, row)) for row in w]      # x W^T, W [out, in]
-def rms(x, g):
-    r = 1 / math.sqrt(sum(v * v for v in x) / len(x) + eps)
-    return [v * r * gi for v, gi in zip(x, g)]
 inv = inv_freq(c)[0]
-def rope(x, t):   # per head: x cos + rotate_half(x) sin, cos/sin = cat(freqs, freqs)
-    out = []
-    for j in range(len(x) // D):
-        hv = x[j * D:(j + 1) * D]; rh = [-v for v in hv[D // 2:]] + hv[:D // 2]; f = [t * w for w in inv] * 2
-        out += [a * math.cos(u) + b * math.sin(u) for a, b, u in zip(hv, rh, f)]
-    return out
-silu = lambda g: g / (1 + math.exp(-g))
+lin, rms, rope, silu = llama_ops(D, eps, inv)
 counts, pairs = [0] * E, set()
 def moe(x, p):   # MixtralSparseMoeBlock: softmax over all E, top K, renormalised; experts w2(silu(w1 x) * w3 x)
     lg = lin(x, W[p + "gate.weight"]); m = max(lg); e = [math.exp(z - m) for z in lg]; z = sum(e); prob = [v / z for v in e]

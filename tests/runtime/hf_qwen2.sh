@@ -21,18 +21,8 @@
 #    0, a Qwen2 directory without k_proj's bias, one with an o_proj bias; exporting
 #    --add-qkv-bias with --qk-layernorm.
 . "$(dirname "$0")/lib.sh"
-command -v python3 > /dev/null 2>&1 || { echo "skip: no python3"; exit 77; }
-HF="$top_srcdir/python/pps_hf.py"
-build a "$top_srcdir/stdlib/1f1b.pps" -D P=2 -D m=2 || { fail "build 1f1b"; finish; }
-build zv "$top_srcdir/stdlib/zb_v.pps" -D P=2 -D m=2 || { fail "build zb_v"; finish; }
-A=$WORK/a; ZV=$WORK/zv
-DATA=$top_srcdir/README.md
+. "$(dirname "$0")/hf_lib.sh"
 Q="--model gpt --arch llama --add-qkv-bias --hidden 16 --heads 4 --query-groups 2 --ffn-hidden 24 --seq 8 --vocab 256"
-hf() { python3 "$HF" "$@" 2> "$WORK/hf.err"; st=$?; cat "$WORK/hf.err" >&2; cat "$WORK/hf.err" >> "$WORK/all"; return $st; }
-: > "$WORK/all"
-loss1() { sed -n 's/.*"iterations":\[{"iteration":1,"loss":\([-0-9.e+]*\),.*/\1/p' "$1"; }
-near() { python3 -c "import sys; a, b, r = map(float, sys.argv[1:4]); sys.exit(not abs(a - b) <= r * abs(b))" "$@" 2>/dev/null; }
-cp "$top_srcdir/tests/runtime/hf_ref.py" "$top_srcdir/tests/runtime/hf_rope.py" "$WORK/"
 # hf_qwen2_ref.py HFDIR DATA SEQS [FIRST [S [EPS]]]: HF Qwen2's forward (modeling_qwen2:
 # embed_tokens; per layer n = RMSNorm(x) (rsqrt(mean x^2 + rms_norm_eps) * weight),
 # q = q_proj(n) + q_bias, k, v the same, x += o_proj(attn(rope(q), rope(k), v)) (no
@@ -43,28 +33,14 @@ cp "$top_srcdir/tests/runtime/hf_ref.py" "$top_srcdir/tests/runtime/hf_rope.py" 
 cat > "$WORK/hf_qwen2_ref.py" <<'PY'
 import math, sys
 sys.path.insert(0, sys.path[0])
-from hf_ref import c, W, windows, attention, xent, report
+from hf_ref import c, W, windows, attention, xent, report, llama_ops
 from hf_rope import inv_freq
 assert c["model_type"] == "qwen2" and not c.get("use_sliding_window"), c
 h, Hq, L, V = c["hidden_size"], c["num_attention_heads"], c["num_hidden_layers"], c["vocab_size"]
 Hkv = c["num_key_value_heads"]; D = h // Hq
 eps = float(sys.argv[6]) if len(sys.argv) > 6 else c["rms_norm_eps"]
-def lin(x, w, b=None):   # x W^T (+ b), W [out, in]
-    y = [sum(xi * wi for xi, wi in zip(x, row)) for row in w]
-    return [u + v for u, v in zip(y, b)] if b is not None else y
-def rms(x, g):
-    r = 1 / math.sqrt(sum(v * v for v in x) / len(x) + eps)
-    return [v * r * gi for v, gi in zip(x, g)]
 inv = inv_freq(c)[0]
-def rope(x, t):   # per head: x cos + rotate_half(x) sin, cos/sin = cat(freqs, freqs)
-    out = []
-    for j in range(len(x) // D):
-        hv = x[j * D:(j + 1) * D]
-        rh = [-v for v in hv[D // 2:]] + hv[:D // 2]
-        f = [t * w for w in inv] * 2
-        out += [a * math.cos(u) + b * math.sin(u) for a, b, u in zip(hv, rh, f)]
-    return out
-silu = lambda g: g / (1 + math.exp(-g))
+lin, rms, rope, silu = llama_ops(D, eps, inv)
 head = W["model.embed_tokens.weight"] if c["tie_word_embeddings"] else W["lm_head.weight"]
 for ids, tgt in windows(c["max_position_embeddings"]):
     x = [list(W["model.embed_tokens.weight"][i]) for i in ids]

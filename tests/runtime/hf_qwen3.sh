@@ -35,19 +35,9 @@
 # the Qwen3-MoE router not transposed on export, norm_topk_prob mapped the wrong way round
 # on import, Qwen3's head_dim default hidden / heads.
 . "$(dirname "$0")/lib.sh"
-command -v python3 > /dev/null 2>&1 || { echo "skip: no python3"; exit 77; }
-HF="$top_srcdir/python/pps_hf.py"
-build a "$top_srcdir/stdlib/1f1b.pps" -D P=2 -D m=2 || { fail "build 1f1b"; finish; }
-build zv "$top_srcdir/stdlib/zb_v.pps" -D P=2 -D m=2 || { fail "build zb_v"; finish; }
-A=$WORK/a; ZV=$WORK/zv
-DATA=$top_srcdir/README.md
+. "$(dirname "$0")/hf_lib.sh"
 Q="--model gpt --arch llama --qk-layernorm --hidden 16 --heads 4 --query-groups 2 --kv-channels 6 --ffn-hidden 24 --seq 8 --vocab 256 --norm-epsilon 1e-6"
 MOE="--num-experts 4 --moe-topk 2 --moe-ffn-hidden 12"
-hf() { python3 "$HF" "$@" 2> "$WORK/hf.err"; st=$?; cat "$WORK/hf.err" >&2; cat "$WORK/hf.err" >> "$WORK/all"; return $st; }
-: > "$WORK/all"
-loss1() { sed -n 's/.*"iterations":\[{"iteration":1,"loss":\([-0-9.e+]*\),.*/\1/p' "$1"; }
-near() { python3 -c "import sys; a, b, r = map(float, sys.argv[1:4]); sys.exit(not abs(a - b) <= r * abs(b))" "$@" 2>/dev/null; }
-cp "$top_srcdir/tests/runtime/hf_ref.py" "$top_srcdir/tests/runtime/hf_rope.py" "$WORK/"
 # hf_qwen3_ref.py HFDIR DATA SEQS [FIRST [S [flip]]]: HF Qwen3's / Qwen3-MoE's forward
 # (modeling_qwen3, modeling_qwen3_moe: embed_tokens; per layer n = RMSNorm(x) (rsqrt(mean
 # x^2 + rms_norm_eps) * weight), q = q_proj(n) viewed [heads, head_dim], each head
@@ -61,7 +51,7 @@ cp "$top_srcdir/tests/runtime/hf_ref.py" "$top_srcdir/tests/runtime/hf_rope.py" 
 cat > "$WORK/hf_qwen3_ref.py" <<'PY'
 import math, sys
 sys.path.insert(0, sys.path[0])
-from hf_ref import c, W, windows, attention, xent, report
+from hf_ref import c, W, windows, attention, xent, report, llama_ops
 from hf_rope import inv_freq
 moe = c["model_type"] == "qwen3_moe"
 assert c["model_type"] in ("qwen3", "qwen3_moe") and not c.get("use_sliding_window") and not c.get("attention_bias"), c
@@ -71,20 +61,10 @@ if moe:
     assert c["decoder_sparse_step"] == 1 and not c["mlp_only_layers"], c
     E, K = c["num_experts"], c["num_experts_per_tok"]
     norm_topk = c["norm_topk_prob"] != (len(sys.argv) > 6 and sys.argv[6] == "flip")
-def lin(x, w): return [sum(a * b for a, b in zip(x, row)) for row in w]      # x W^T, W [out, in]
-def rms(x, g):
-    r = 1 / math.sqrt(sum(v * v for v in x) / len(x) + eps)
-    return [v * r * gi for v, gi in zip(x, g)]
+inv = inv_freq(c)[0]
+lin, rms, rope, silu = llama_ops(D, eps, inv)
 def heads_rms(y, g):   # Qwen3: q_norm / k_norm on the [.., head_dim] view: each head on its own
     return [u for j in range(len(y) // D) for u in rms(y[j * D:(j + 1) * D], g)]
-inv = inv_freq(c)[0]
-def rope(x, t):   # per head: x cos + rotate_half(x) sin, cos/sin = cat(freqs, freqs)
-    out = []
-    for j in range(len(x) // D):
-        hv = x[j * D:(j + 1) * D]; rh = [-v for v in hv[D // 2:]] + hv[:D // 2]; f = [t * w for w in inv] * 2
-        out += [a * math.cos(u) + b * math.sin(u) for a, b, u in zip(hv, rh, f)]
-    return out
-silu = lambda g: g / (1 + math.exp(-g))
 def swiglu(x, p): return lin([silu(a) * b for a, b in zip(lin(x, W[p + "gate_proj.weight"]), lin(x, W[p + "up_proj.weight"]))],
                              W[p + "down_proj.weight"])
 counts, sets = [0] * (E if moe else 1), set()

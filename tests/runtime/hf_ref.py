@@ -3,7 +3,8 @@ hf_llama_ref.py and hf_gpt2_ref.py, hf_moe.sh's hf_mixtral_ref.py; each test cop
 file beside them): the arguments (HFDIR DATA SEQS [FIRST [S]]), a safetensors reader
 (F32 and BF16; a 2-D tensor as rows; GPT2LMHeadModel's "transformer." prefix dropped),
 the token windows, causal attention with grouped heads, the cross-entropy. Written from
-HF's definitions, in double."""
+HF's definitions, in double. llama_ops: Llama's linear layer, RMS norm, RoPE and SiLU, for
+the Llama, Qwen2, Qwen3 and Mixtral references."""
 import json, math, struct, sys
 d, data, nseq = sys.argv[1], open(sys.argv[2], "rb").read(), int(sys.argv[3])
 first = int(sys.argv[4]) if len(sys.argv) > 4 else 0   # the first sequence (a resumed run's data position)
@@ -25,6 +26,26 @@ def windows(s):   # (ids, targets) of sequences first.. (sequence k: the s + 1 t
     for k in range(first, first + nseq):
         win = data[(k % nwin) * s:(k % nwin) * s + s + 1]
         yield list(win[:s]), list(win[1:])
+def llama_ops(D, eps, inv):
+    """modeling_llama's pieces for head size D, RMS norm eps and RoPE inverse frequencies
+    inv: lin(x, w[, b]) = x W^T (+ b), W [out, in]; rms(x, g) = x rsqrt(mean x^2 + eps) g;
+    rope(x, t): per head x cos + rotate_half(x) sin, cos/sin = cat(freqs, freqs); silu."""
+    def lin(x, w, b=None):
+        y = [sum(xi * wi for xi, wi in zip(x, row)) for row in w]
+        return [u + v for u, v in zip(y, b)] if b is not None else y
+    def rms(x, g):
+        r = 1 / math.sqrt(sum(v * v for v in x) / len(x) + eps)
+        return [v * r * gi for v, gi in zip(x, g)]
+    def rope(x, t):
+        out = []
+        for j in range(len(x) // D):
+            hv = x[j * D:(j + 1) * D]
+            rh = [-v for v in hv[D // 2:]] + hv[:D // 2]
+            f = [t * w for w in inv] * 2
+            out += [a * math.cos(u) + b * math.sin(u) for a, b, u in zip(hv, rh, f)]
+        return out
+    def silu(g): return g / (1 + math.exp(-g))
+    return lin, rms, rope, silu
 def attention(q, k, v, H, G, D):   # rows of q [H D], k and v [G D]; query head j reads kv head j // (H/G)
     out = []
     for t in range(len(q)):
