@@ -190,19 +190,7 @@ grep -q '"qk_layernorm":"on"' "$WORK/back_pre" && grep -q '"moe_router_pre_softm
 
 # edit SRC JSON-PYTHON: a copy of hf_SRC in hf_x with its config (c) and tensor header (t) edited
 edit() {
-  rm -rf "$WORK/hf_x" "$WORK/x" "$WORK/x."* "$WORK/.x."*; cp -r "$WORK/hf_$1" "$WORK/hf_x"
-  python3 - "$WORK/hf_x" "$2" <<'PY' || fail "editing the directory: $2"
-import json, struct, sys
-d = sys.argv[1]
-c = json.load(open(d + "/config.json"))
-raw = open(d + "/model.safetensors", "rb").read()
-n = struct.unpack("<Q", raw[:8])[0]
-t = json.loads(raw[8:8 + n])
-exec(sys.argv[2])
-json.dump(c, open(d + "/config.json", "w"))
-h = json.dumps(t).encode()
-open(d + "/model.safetensors", "wb").write(struct.pack("<Q", len(h)) + h + raw[8 + n:])
-PY
+  hf_edit "hf_$1" "$2" || fail "editing the directory: $2"
 }
 
 # --- transformers' defaults for absent fields; the aux-loss note ---
