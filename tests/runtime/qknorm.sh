@@ -20,11 +20,7 @@
 #  - --json's layer shows "qk_layernorm":true; the flag is refused for --model mlp.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/split_lib.sh"
-build a "$top_srcdir/stdlib/1f1b.pps" -D P=2 -D m=4 || { fail "build 1f1b"; finish; }
-build z "$top_srcdir/stdlib/zb_v.pps" -D P=2 -D m=4 || { fail "build zb_v"; finish; }
-A=$WORK/a; Z=$WORK/z
-G="--model gpt --hidden 16 --heads 4 --query-groups 2 --seq 4 --vocab 32 --optimizer adam --lr 0.01"
-L="$G --arch llama --ffn-hidden 24"
+gpt_setup
 
 for lay in L G; do
   eval "X=\"\$$lay --qk-layernorm\""

@@ -2,7 +2,8 @@
 # share, sourced after lib.sh: run NAME CMD... (CMD --json into $WORK/NAME, a failure
 # reported), losses FILE (the iterations' losses of a --json run), close LABEL A B (A's
 # losses equal B's within 1e-6 relative, as many of them), norms LABEL A B [TOL] (the
-# same for the gradient norms of 4 iterations).
+# same for the gradient norms of 4 iterations); gpt_setup (the gpt layer-option tests'
+# programs and flags: below).
 losses() { grep -o '"loss":[-0-9.e+]*,"time_s"' "$1" | sed 's/"loss":\(.*\),"time_s"/\1/' | tr '\n' ' '; }
 close() {
   a=$(losses "$2"); b=$(losses "$3")
@@ -26,3 +27,14 @@ assert len(a) == len(b) == 4 and all(abs(x - y) <= (1e-6 if i == 0 else t) * y f
     "$g2" "$g1" "${4:-1e-6}" && pass "$1 ($g2)" || fail "$1: '$g2' vs '$g1'"
 }
 run() { out=$1; shift; "$@" --json >"$WORK/$out" 2>"$WORK/err" || { fail "$out: exit $?: $(cat "$WORK/err")"; }; }
+
+# gpt_setup: what the gpt layer-option tests (llama.sh, qknorm.sh, normeps.sh, kvch.sh)
+# start from: 1F1B and ZB-V built at P = 2, m = 4 ($A, $Z), a small gpt's flags with Adam
+# ($G) and Llama's layer on them ($L)
+gpt_setup() {
+  build a "$top_srcdir/stdlib/1f1b.pps" -D P=2 -D m=4 || { fail "build 1f1b"; finish; }
+  build z "$top_srcdir/stdlib/zb_v.pps" -D P=2 -D m=4 || { fail "build zb_v"; finish; }
+  A=$WORK/a; Z=$WORK/z
+  G="--model gpt --hidden 16 --heads 4 --query-groups 2 --seq 4 --vocab 32 --optimizer adam --lr 0.01"
+  L="$G --arch llama --ffn-hidden 24"
+}
